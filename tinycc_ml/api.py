@@ -1,0 +1,164 @@
+"""The public API: load_model and compile."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.backends.base import BuildOutput, get_backend
+from tinycc_ml.backends.c_emitter import check_prefix
+from tinycc_ml.errors import CompileError, DataError, ModelFileError
+from tinycc_ml.models.base import MODEL_FAMILIES, Model
+from tinycc_ml.models.saved import read_model_file
+from tinycc_ml.passes import PassContext, run_pipeline
+
+PRECISIONS = ("float", "int16", "int8")
+
+
+def _import_families() -> None:
+    # Importing a family module registers it; families written later simply appear here.
+    import importlib
+
+    for module in ("protonn", "bonsai", "prototypes"):
+        try:
+            importlib.import_module(f"tinycc_ml.models.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"tinycc_ml.models.{module}":
+                raise
+
+
+def load_model(path) -> Model:
+    """Load a saved model: the project's ``.npz`` model file, or an EdgeML model directory
+    (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...)."""
+    _import_families()
+    path = Path(path)
+    if path.is_dir():
+        names = {p.name for p in path.iterdir()}
+        if {"V.npy", "T.npy"} <= names:
+            from tinycc_ml.models.bonsai import load_edgeml_bonsai
+
+            return load_edgeml_bonsai(path)
+        if names & {"W.npy", "B.npy", "Z.npy", "gamma.npy"}:
+            from tinycc_ml.models.protonn import load_edgeml_protonn
+
+            return load_edgeml_protonn(path)
+        raise ModelFileError(f"{path}: a directory with no EdgeML model in it (expected W.npy, B.npy, Z.npy, gamma.npy)")
+    if not path.exists():
+        raise ModelFileError(f"{path}: no such file or directory")
+    family, arrays, meta = read_model_file(path)
+    if family not in MODEL_FAMILIES:
+        raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
+    return MODEL_FAMILIES[family].from_arrays(arrays, meta, str(path))
+
+
+@dataclass
+class CompileResult:
+    target: str
+    prefix: str
+    precision: str
+    files: dict[str, str]  # file name -> contents
+    out_dir: Path | None
+    output: BuildOutput
+    graph: object
+    report: dict = field(default_factory=dict)
+
+    @property
+    def paths(self) -> list[Path]:
+        """The files written (empty when compiled in memory)."""
+        return [self.out_dir / name for name in self.files] if self.out_dir else []
+
+    def load(self):
+        """A runnable predictor (host target): ``.predict(X)`` and ``.scores(X)``."""
+        backend = get_backend(self.target)
+        if self.out_dir is not None:
+            return backend.load(self.out_dir, self.output)
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as tmp:
+            write_files(Path(tmp), self.files)
+            return backend.load(Path(tmp), self.output)
+
+
+def write_files(out_dir: Path, files: dict[str, str]) -> None:
+    """Write all files or none: into a temporary folder beside ``out_dir``, then moved in."""
+    out_dir = Path(out_dir)
+    parent = out_dir.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
+    try:
+        for name, text in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / name).write_text(text)
+        if not out_dir.exists():
+            os.replace(staging, out_dir)
+            return
+        if not out_dir.is_dir():
+            raise CompileError(f"{out_dir}: exists and is not a directory")
+        for name in files:
+            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / name, out_dir / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def as_model(model) -> Model:
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(model)
+    if hasattr(model, "to_model"):
+        return model.to_model()
+    raise CompileError(f"cannot compile a {type(model).__name__}: expected a model, a fitted estimator or a path")
+
+
+def check_calibration(X, input_dim: int, source: str = "calibration data", min_rows: int = 16) -> np.ndarray:
+    X = np.asarray(X)
+    if X.dtype == object or not np.issubdtype(X.dtype, np.number):
+        raise DataError(f"{source}: dtype {X.dtype} is not numeric")
+    X = X.astype(np.float64)
+    if X.ndim != 2 or X.shape[1] != input_dim:
+        raise DataError(f"{source}: shape {X.shape}, expected (rows, {input_dim}) to match the model's input")
+    if not np.all(np.isfinite(X)):
+        row = int(np.argwhere(~np.isfinite(X))[0][0])
+        raise DataError(f"{source}: row {row} holds NaN or Inf")
+    if len(X) < min_rows:
+        raise DataError(f"{source}: {len(X)} rows, at least {min_rows} are needed to choose scales")
+    return X
+
+
+def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
+            calibration=None, dump_ir_after=(), **options) -> CompileResult:
+    """Compile ``model`` (a Model, a fitted estimator, or a path to a saved model) to C.
+
+    precision: "float", or "int16"/"int8" for integer-only code (needs ``calibration`` rows).
+    out_dir: where to write ``<name>.h``/``<name>.c``; None keeps the files in memory.
+    """
+    model = as_model(model)
+    prefix = check_prefix(name or model.family)
+    backend = get_backend(target)
+    if precision not in PRECISIONS:
+        raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+    if precision not in backend.precisions:
+        raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
+    ctx = PassContext(options=dict(options), dump_after=set(dump_ir_after))
+    graph = model.lower()
+    report: dict = {"model": model.describe(), "target": target, "precision": precision}
+    description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
+    if precision == "float":
+        graph = run_pipeline(graph, "float", ctx)
+    else:
+        if calibration is None:
+            raise CompileError(f"precision {precision} needs calibration data (rows of typical inputs)")
+        calibration = check_calibration(calibration, model.input_dim)
+        from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
+
+        graph = lower_to_fixed(graph, precision, calibration, ctx, report, description)
+    output = backend.emit(graph, prefix, description)
+    report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes)
+    if out_dir is not None:
+        write_files(Path(out_dir), output.files)
+    return CompileResult(target, prefix, precision, dict(output.files), Path(out_dir) if out_dir else None,
+                         output, graph, report)

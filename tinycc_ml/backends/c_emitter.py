@@ -1,0 +1,404 @@
+"""The shared C emitter: walks a planned graph in schedule order and writes one C function
+per model, with constants as prefixed static const arrays and intermediates in static arenas.
+
+Backends differ only in traits (CTarget): where constants live and how they are read
+(a plain index on the host, pgm_read_* from flash on AVR), and the per-op code for
+fixed-point types (registered in FIXED_OP_EMITTERS by the fixed-point code generator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinycc_ml.errors import CompileError
+from tinycc_ml.ir.graph import Graph, Node
+from tinycc_ml.passes.plan_memory import LEAF_OPS, plan
+
+C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if inline int long "
+    "register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while "
+    "_Bool _Complex _Imaginary".split()
+)
+
+ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t"}
+
+
+def ctype_of(dtype) -> str:
+    if dtype.kind == "f32":
+        return "float"
+    if dtype.kind == "fx":
+        return f"int{dtype.bits}_t"
+    if dtype.kind == "idx":
+        return "int32_t"
+    return "uint8_t"
+
+
+def c_float(value) -> str:
+    text = np.format_float_scientific(np.float32(value), unique=True, trim="-")
+    return text + "f"
+
+
+def c_int(value, ctype: str) -> str:
+    v = int(value)
+    if ctype == "int32_t" and v == -(2**31):
+        return "(-2147483647 - 1)"
+    return str(v)
+
+
+@dataclass
+class CTarget:
+    """What the emitter needs to know about a target."""
+
+    name: str = "host"
+    const_attribute: str = ""  # placed after the declarator, e.g. " PROGMEM"
+    extra_includes: tuple[str, ...] = ()
+
+    def read_const(self, array: str, index: str, ctype: str) -> str:
+        return f"{array}[{index}]"
+
+
+@dataclass
+class Emitted:
+    source: str
+    header: str
+    const_bytes: int
+    arena_bytes: int
+    input_ctype: str
+    score_ctype: str
+    input_dim: int
+    n_scores: int
+
+
+FixedEmitter = Callable[["CEmitter", Node], list[str]]
+FIXED_OP_EMITTERS: dict[str, FixedEmitter] = {}
+
+
+@dataclass
+class CEmitter:
+    graph: Graph
+    prefix: str
+    target: CTarget
+    header_lines: list[str] = field(default_factory=list)  # description for the header comment
+    constants: list[str] = field(default_factory=list)
+    const_bytes: int = 0
+
+    def __post_init__(self):
+        if not getattr(self.graph, "memory_plan", None):
+            self.graph.memory_plan, self.graph.arenas = plan(self.graph)
+        self.scores_node = self.graph.output("scores")
+        self.prediction_node = self.graph.output("prediction")
+        self._const_symbols: dict[str, str] = {}
+
+    # ---- naming
+    def sym(self, name: str) -> str:
+        return f"{self.prefix}_{name}"
+
+    def var(self, name: str) -> str:
+        """The C expression naming a value's storage (a pointer for vectors, a local for scalars)."""
+        if name == self.scores_node:
+            return "scores"
+        if self.graph.op(name) == "input":
+            return "x"
+        return f"v_{name}"
+
+    def at(self, name: str, index: str) -> str:
+        """Element ``index`` of value ``name`` (for scalars, the value itself)."""
+        node = self.graph.node(name)
+        if node.op == "const":
+            value = node.attrs["value"]
+            if value.ndim == 0:
+                return self.literal(value, node.type.dtype)
+            return self.target.read_const(self.const_array(name), index, ctype_of(node.type.dtype))
+        if node.type.rank == 0:
+            return self.var(name)
+        return f"{self.var(name)}[{index}]"
+
+    def literal(self, value, dtype) -> str:
+        return c_float(value) if dtype.is_float else c_int(value, ctype_of(dtype))
+
+    # ---- constants
+    def add_const_array(self, symbol: str, values: np.ndarray, ctype: str, comment: str) -> str:
+        flat = np.asarray(values).reshape(-1)
+        if ctype == "float":
+            items = [c_float(v) for v in flat]
+        else:
+            items = [c_int(v, ctype) for v in flat]
+        rows = [", ".join(items[i:i + 8]) for i in range(0, len(items), 8)]
+        body = ",\n    ".join(rows)
+        self.constants.append(
+            f"/* {comment} */\nstatic const {ctype} {symbol}[{max(len(items), 1)}]{self.target.const_attribute} = {{\n"
+            f"    {body if items else '0'}\n}};\n"
+        )
+        self.const_bytes += max(len(items), 1) * np.dtype(self._np_type(ctype)).itemsize
+        return symbol
+
+    @staticmethod
+    def _np_type(ctype: str):
+        return {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
+                "uint8_t": np.uint8, "uint16_t": np.uint16}[ctype]
+
+    def const_array(self, name: str) -> str:
+        if name not in self._const_symbols:
+            node = self.graph.node(name)
+            self._const_symbols[name] = self.add_const_array(
+                self.sym(name), node.attrs["value"], ctype_of(node.type.dtype), f"%{name}: {node.type}, row-major")
+        return self._const_symbols[name]
+
+    def const_transposed(self, name: str) -> str:
+        """A (k, m) constant stored as (m, k) so each column is contiguous."""
+        key = f"{name}_t"
+        if key not in self._const_symbols:
+            node = self.graph.node(name)
+            self._const_symbols[key] = self.add_const_array(
+                self.sym(f"{name}_t"), node.attrs["value"].T.copy(), ctype_of(node.type.dtype),
+                f"%{name}: {node.type}, stored transposed (column j at [j * {node.type.shape[0]}])")
+        return self._const_symbols[key]
+
+    # ---- code
+    def emit(self) -> Emitted:
+        graph = self.graph
+        body: list[str] = []
+        for name in graph.order():
+            node = graph.node(name)
+            if node.op in LEAF_OPS:
+                continue
+            if name in graph.memory_plan and name != self.scores_node:
+                key, offset, _ = graph.memory_plan[name]
+                body.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
+            elif node.type.rank == 0:
+                body.append(f"    {ctype_of(node.type.dtype)} {self.var(name)};")
+        body.append("")
+        for name in graph.order():
+            node = graph.node(name)
+            if node.op in LEAF_OPS:
+                continue
+            body.append(f"    /* %{name} = {node.op}({', '.join('%' + i for i in node.inputs)}) : {node.type} */")
+            body.extend("    " + line for line in self.emit_node(node))
+        pred = self.var(self.prediction_node)
+        body.append(f"    return (int){pred};")
+
+        x_type = ctype_of(graph.type(graph.inputs()[0]).dtype)
+        s_type = ctype_of(graph.type(self.scores_node).dtype)
+        input_dim = graph.type(graph.inputs()[0]).shape[0]
+        n_scores = graph.type(self.scores_node).size
+        arena_decls = [
+            f"static {ARENA_CTYPE[key]} {self.sym('arena_' + key)}[{length}];"
+            for key, length in graph.arenas.items()
+        ]
+        arena_bytes = sum(length * np.dtype(self._np_type(ARENA_CTYPE[key])).itemsize
+                          for key, length in graph.arenas.items())
+        includes = ["#include <stdint.h>", *self.target.extra_includes]
+        if any(graph.op(n) in ("exp", "tanh") and graph.type(n).dtype.is_float for n in graph.order()):
+            includes.append("#include <math.h>")
+        comment = self.comment_block(arena_bytes)
+        source = "\n".join([
+            comment,
+            f'#include "{self.prefix}.h"',
+            *sorted(set(includes)),
+            "",
+            *self.constants,
+            "/* Intermediate values, shared by liveness (see plan_memory). */",
+            *arena_decls,
+            "",
+            f"static int {self.sym('run')}(const {x_type} *x, {s_type} *scores)",
+            "{",
+            *body,
+            "}",
+            "",
+            f"int {self.sym('predict')}(const {x_type} *x)",
+            "{",
+            f"    {s_type} scores[{n_scores}];",
+            f"    return {self.sym('run')}(x, scores);",
+            "}",
+            "",
+            f"void {self.sym('scores')}(const {x_type} *x, {s_type} *scores)",
+            "{",
+            f"    (void){self.sym('run')}(x, scores);",
+            "}",
+            "",
+        ])
+        guard = f"{self.prefix.upper()}_H"
+        header = "\n".join([
+            comment,
+            f"#ifndef {guard}",
+            f"#define {guard}",
+            "",
+            "#include <stdint.h>",
+            "",
+            "#ifdef __cplusplus",
+            'extern "C" {',
+            "#endif",
+            "",
+            f"#define {self.prefix.upper()}_INPUT_DIM {input_dim}",
+            f"#define {self.prefix.upper()}_N_SCORES {n_scores}",
+            "",
+            f"/* Class index of x ({x_type}[{input_dim}]): the argmax of the scores. */",
+            f"int {self.sym('predict')}(const {x_type} *x);",
+            "",
+            f"/* Writes the {n_scores} class scores of x into scores. */",
+            f"void {self.sym('scores')}(const {x_type} *x, {s_type} *scores);",
+            "",
+            "#ifdef __cplusplus",
+            "}",
+            "#endif",
+            "",
+            f"#endif /* {guard} */",
+            "",
+        ])
+        return Emitted(source, header, self.const_bytes, arena_bytes, x_type, s_type, input_dim, n_scores)
+
+    def comment_block(self, arena_bytes: int) -> str:
+        from tinycc_ml import __version__
+
+        lines = [f"{self.prefix}: generated by tinycc-ml {__version__} for target {self.target.name}.", *self.header_lines,
+                 f"Constants: {self.const_bytes} bytes; intermediate values: {arena_bytes} bytes of static RAM.",
+                 "No heap; not reentrant (intermediates are static). Do not edit: regenerate instead."]
+        return "/*\n" + "\n".join(f" * {line}".rstrip() for line in lines) + "\n */"
+
+    def emit_node(self, node: Node) -> list[str]:
+        if node.type.dtype.is_fixed or any(self.graph.type(i).dtype.is_fixed for i in node.inputs):
+            emitter = FIXED_OP_EMITTERS.get(node.op)
+            if emitter is None:
+                raise CompileError(f"no fixed-point C for op {node.op} (node %{node.name})")
+            return emitter(self, node)
+        method = getattr(self, f"_float_{node.op}", None)
+        if method is None:
+            raise CompileError(f"no C code for op {node.op} on {node.type} (node %{node.name})")
+        return method(node)
+
+    # ---- float ops
+    def _float_matvec(self, node: Node) -> list[str]:
+        a_name, x_name = node.inputs
+        a = self.graph.node(a_name)
+        out = self.var(node.name)
+        rows, cols = a.type.shape
+        if a.op == "sparse_const":
+            vals = self.add_const_array(self.sym(f"{a_name}_values"), a.attrs["values"], "float",
+                                        f"%{a_name}: {a.type} sparse, CSC non-zero values")
+            idx_type = "uint8_t" if rows <= 256 else "uint16_t"
+            rix = self.add_const_array(self.sym(f"{a_name}_rows"), a.attrs["row_indices"], idx_type,
+                                       f"%{a_name}: row of each non-zero")
+            ptr_type = "uint16_t" if a.attrs["col_ptr"][-1] < 65536 else "int32_t"
+            cptr = self.add_const_array(self.sym(f"{a_name}_colptr"), a.attrs["col_ptr"], ptr_type,
+                                        f"%{a_name}: column start offsets")
+            rd = self.target.read_const
+            return [
+                f"for (int i = 0; i < {rows}; ++i) {out}[i] = 0.0f;",
+                f"for (int j = 0; j < {cols}; ++j) {{",
+                f"    const float xj = {self.at(x_name, 'j')};",
+                f"    for (int p = {rd(cptr, 'j', ptr_type)}; p < {rd(cptr, 'j + 1', ptr_type)}; ++p)",
+                f"        {out}[{rd(rix, 'p', idx_type)}] += {rd(vals, 'p', 'float')} * xj;",
+                "}",
+            ]
+        return [
+            f"for (int i = 0; i < {rows}; ++i) {{",
+            "    float acc = 0.0f;",
+            f"    for (int k = 0; k < {cols}; ++k) acc += {self.at(a_name, f'i * {cols} + k')} * {self.at(x_name, 'k')};",
+            f"    {out}[i] = acc;",
+            "}",
+        ]
+
+    def _float_sqdist(self, node: Node) -> list[str]:
+        x_name, m_name = node.inputs
+        k, m = self.graph.type(m_name).shape
+        if self.graph.op(m_name) == "const":
+            mt = self.const_transposed(m_name)
+            elem = self.target.read_const(mt, f"j * {k} + k", "float")
+        else:
+            elem = self.at(m_name, f"k * {m} + j")
+        return [
+            f"for (int j = 0; j < {m}; ++j) {{",
+            "    float acc = 0.0f;",
+            f"    for (int k = 0; k < {k}; ++k) {{",
+            f"        const float d = {elem} - {self.at(x_name, 'k')};",
+            "        acc += d * d;",
+            "    }",
+            f"    {self.var(node.name)}[j] = acc;",
+            "}",
+        ]
+
+    def _elementwise(self, node: Node, expr: Callable[..., str]) -> list[str]:
+        operands = [lambda i, n=n: self.at(n, i) for n in node.inputs]
+        if node.type.rank == 0:
+            return [f"{self.var(node.name)} = {expr(*[f('0') for f in operands])};"]
+        return [f"for (int i = 0; i < {node.type.size}; ++i) "
+                f"{self.var(node.name)}[i] = {expr(*[f('i') for f in operands])};"]
+
+    def _float_add(self, node):
+        return self._elementwise(node, lambda a, b: f"{a} + {b}")
+
+    def _float_sub(self, node):
+        return self._elementwise(node, lambda a, b: f"{a} - {b}")
+
+    def _float_mul(self, node):
+        return self._elementwise(node, lambda a, b: f"{a} * {b}")
+
+    def _float_scale(self, node):
+        factor = c_float(node.attrs["factor"])
+        return self._elementwise(node, lambda a: f"{a} * {factor}")
+
+    def _float_exp(self, node):
+        return self._elementwise(node, lambda a: f"expf({a})")
+
+    def _float_tanh(self, node):
+        return self._elementwise(node, lambda a: f"tanhf({a})")
+
+    def _float_sign(self, node):
+        return self._elementwise(node, lambda a: f"(float)(({a} > 0.0f) - ({a} < 0.0f))")
+
+    def _float_clip(self, node):
+        lo, hi = c_float(node.attrs["lo"]), c_float(node.attrs["hi"])
+        return self._elementwise(node, lambda a: f"({a} < {lo} ? {lo} : ({a} > {hi} ? {hi} : {a}))")
+
+    def _float_select(self, node):
+        return self._elementwise(node, lambda c, a, b: f"({c} ? {a} : {b})")
+
+    def _float_cmp(self, node):
+        op = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!="}[node.attrs["pred"]]
+        return self._elementwise(node, lambda a, b: f"(uint8_t)({a} {op} {b})")
+
+    def _float_sum(self, node):
+        (a,) = node.inputs
+        n = self.graph.type(a).size
+        return [f"{self.var(node.name)} = 0.0f;",
+                f"for (int i = 0; i < {n}; ++i) {self.var(node.name)} += {self.at(a, 'i')};"]
+
+    def _arg(self, node, better: str) -> list[str]:
+        (a,) = node.inputs
+        n = self.graph.type(a).size
+        ctype = ctype_of(self.graph.type(a).dtype)
+        out = self.var(node.name)
+        return [
+            f"{out} = 0;",
+            "{",
+            f"    {ctype} best = {self.at(a, '0')};",
+            f"    for (int i = 1; i < {n}; ++i) {{",
+            f"        if ({self.at(a, 'i')} {better} best) {{ best = {self.at(a, 'i')}; {out} = i; }}",
+            "    }",
+            "}",
+        ]
+
+    def _float_argmax(self, node):
+        return self._arg(node, ">")
+
+    def _float_argmin(self, node):
+        return self._arg(node, "<")
+
+    def _float_take(self, node):
+        table, i = node.inputs
+        return [f"{self.var(node.name)} = {self.at(table, self.var(i))};"]
+
+
+def check_prefix(prefix: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix or ""):
+        raise CompileError(f"name {prefix!r} is not a valid C identifier (letters, digits, _; not starting with a digit)")
+    if prefix in C_KEYWORDS:
+        raise CompileError(f"name {prefix!r} is a C keyword")
+    if len(prefix) > 40:
+        raise CompileError(f"name {prefix!r} is longer than 40 characters")
+    return prefix

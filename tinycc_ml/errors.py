@@ -1,0 +1,30 @@
+"""Error types. Every user-facing failure is a TinyccError whose message names the
+file or value at fault and the problem; the CLI prints it on one line and exits 2."""
+
+
+class TinyccError(Exception):
+    """Base of every error tinycc-ml raises on purpose."""
+
+
+class ModelFileError(TinyccError):
+    """A saved model (file or directory) is missing, malformed or holds bad values."""
+
+
+class DataError(TinyccError):
+    """Training, calibration or evaluation data is unusable."""
+
+
+class IRError(TinyccError):
+    """An IR graph breaks a typing or structure rule."""
+
+
+class IRParseError(IRError):
+    """The IR text form could not be parsed; the message carries line and column."""
+
+
+class CompileError(TinyccError):
+    """A model cannot be compiled as asked (bad name, unknown target, does not fit)."""
+
+
+class ToolchainError(TinyccError):
+    """A compiler or simulator needed for a build or a run is missing or failed."""

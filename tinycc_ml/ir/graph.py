@@ -1,0 +1,161 @@
+"""The dataflow graph: a networkx DiGraph whose nodes are SSA values.
+
+Each node holds ``op`` (a name in the op registry), ``inputs`` (operand node names, in order;
+the DiGraph's edges mirror them for graph algorithms), ``attrs`` (a dict) and ``type`` (a
+TensorType). ``outputs`` names the graph's results in order, as (label, node) pairs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from tinycc_ml.ir.ops import OPS, TypeRuleError
+from tinycc_ml.ir.types import TensorType
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    attrs: dict
+    type: TensorType
+
+
+class Graph:
+    def __init__(self, name: str = "model"):
+        if not IDENTIFIER.match(name):
+            raise ValueError(f"graph name {name!r} is not an identifier")
+        self.name = name
+        self.nx = nx.DiGraph()
+        self.outputs: list[tuple[str, str]] = []
+        self._order = 0  # insertion counter: keeps every traversal deterministic
+
+    # ---- building
+    def fresh_name(self, hint: str = "v") -> str:
+        base = hint if IDENTIFIER.match(hint) else "v"
+        if base not in self.nx:
+            return base
+        i = 1
+        while f"{base}_{i}" in self.nx:
+            i += 1
+        return f"{base}_{i}"
+
+    def add(self, op: str, inputs: Iterable[str] = (), attrs: dict | None = None,
+            type: TensorType | None = None, name: str | None = None) -> str:
+        """Add a node; its type is inferred from the op's rule unless given."""
+        if op not in OPS:
+            raise ValueError(f"unknown op {op!r}")
+        inputs = tuple(inputs)
+        attrs = dict(attrs or {})
+        for operand in inputs:
+            if operand not in self.nx:
+                raise ValueError(f"operand {operand!r} of new {op} node does not exist")
+        try:
+            type = OPS[op].infer([self.type(i) for i in inputs], attrs, type)
+        except TypeRuleError as exc:
+            raise ValueError(f"{op}: {exc}") from None
+        name = self.fresh_name(name or op)
+        self._order += 1
+        self.nx.add_node(name, op=op, inputs=inputs, attrs=attrs, type=type, order=self._order)
+        for operand in inputs:
+            self.nx.add_edge(operand, name)
+        return name
+
+    def set_output(self, label: str, node: str) -> None:
+        self.outputs = [(lab, n) for lab, n in self.outputs if lab != label] + [(label, node)]
+
+    # ---- reading
+    def node(self, name: str) -> Node:
+        d = self.nx.nodes[name]
+        return Node(name, d["op"], d["inputs"], d["attrs"], d["type"])
+
+    def type(self, name: str) -> TensorType:
+        return self.nx.nodes[name]["type"]
+
+    def op(self, name: str) -> str:
+        return self.nx.nodes[name]["op"]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.nx
+
+    def __len__(self) -> int:
+        return self.nx.number_of_nodes()
+
+    def order(self) -> list[str]:
+        """Topological order, ties broken by insertion order (deterministic)."""
+        return list(nx.lexicographical_topological_sort(self.nx, key=lambda n: self.nx.nodes[n]["order"]))
+
+    def nodes(self) -> list[Node]:
+        return [self.node(n) for n in self.order()]
+
+    def inputs(self) -> list[str]:
+        return [n for n in self.order() if self.op(n) == "input"]
+
+    def users(self, name: str) -> list[str]:
+        return sorted(self.nx.successors(name), key=lambda n: self.nx.nodes[n]["order"])
+
+    def output(self, label: str) -> str:
+        for lab, node in self.outputs:
+            if lab == label:
+                return node
+        raise KeyError(label)
+
+    # ---- rewriting
+    def replace_uses(self, old: str, new: str) -> None:
+        """Point every use of ``old`` (operands and outputs) at ``new``."""
+        for user in self.users(old):
+            data = self.nx.nodes[user]
+            data["inputs"] = tuple(new if i == old else i for i in data["inputs"])
+            self.nx.remove_edge(old, user)
+            self.nx.add_edge(new, user)
+        self.outputs = [(lab, new if n == old else n) for lab, n in self.outputs]
+
+    def remove(self, name: str) -> None:
+        if any(True for _ in self.nx.successors(name)):
+            raise ValueError(f"cannot remove {name}: it still has users")
+        self.nx.remove_node(name)
+
+    def copy(self) -> Graph:
+        other = Graph(self.name)
+        other.nx = self.nx.copy()
+        for n in other.nx.nodes:
+            other.nx.nodes[n]["attrs"] = dict(other.nx.nodes[n]["attrs"])
+        other.outputs = list(self.outputs)
+        other._order = self._order
+        return other
+
+    # ---- comparison (used by round-trip tests)
+    def structurally_equal(self, other: Graph) -> bool:
+        if self.name != other.name or self.outputs != other.outputs:
+            return False
+        mine, theirs = self.nodes(), other.nodes()
+        if [n.name for n in mine] != [n.name for n in theirs]:
+            return False
+        return all(
+            a.op == b.op and a.inputs == b.inputs and a.type == b.type and attrs_equal(a.attrs, b.attrs)
+            for a, b in zip(mine, theirs)
+        )
+
+
+def attrs_equal(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for key in a:
+        x, y = a[key], b[key]
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)):
+                return False
+            if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+                return False
+        elif type(x) is not type(y) or x != y:
+            if not (isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)) and list(x) == list(y)):
+                return False
+    return True

@@ -1,0 +1,182 @@
+"""Printing and parsing the IR text form (grammar in ir.lark).
+
+``parse_graph(print_graph(g))`` gives back a graph structurally equal to ``g``: node names,
+order, types and attributes (arrays keep their dtype and exact values: float32 elements are
+printed with the shortest text that reads back to the same float32).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import lark
+import numpy as np
+
+from tinycc_ml.errors import IRParseError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops import OPS
+from tinycc_ml.ir.types import TensorType, parse_dtype
+
+ARRAY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16")
+
+
+def _format_number(value) -> str:
+    if isinstance(value, (np.floating, float)):
+        if isinstance(value, np.float32):
+            return np.format_float_scientific(value, unique=True, trim="-")
+        return repr(float(value))
+    return str(int(value))
+
+
+def _format_attr(value, elide: bool) -> str:
+    if isinstance(value, np.ndarray):
+        dims = ",".join(str(d) for d in value.shape)
+        if elide and value.size > 8:
+            return f"array<{value.dtype}>({dims})[...]"
+        flat = value.reshape(-1)
+        if value.dtype.kind == "f":
+            body = ", ".join(_format_number(v) for v in flat)
+        else:
+            body = ", ".join(str(int(v)) for v in flat)
+        return f"array<{value.dtype}>({dims})[{body}]"
+    if isinstance(value, bool):
+        raise TypeError("bool attributes are not part of the text form")
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_format_attr(v, elide) for v in value) + "]"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return _format_number(value)
+    raise TypeError(f"attribute value {value!r} has no text form")
+
+
+def print_graph(graph: Graph, elide_constants: bool = False) -> str:
+    """The text form. With ``elide_constants`` large arrays print as ``[...]`` (not parseable)."""
+    lines = [f"graph {graph.name} {{"]
+    for node in graph.nodes():
+        operands = ", ".join(f"%{i}" for i in node.inputs)
+        attrs = ""
+        if node.attrs:
+            items = ", ".join(f"{k} = {_format_attr(v, elide_constants)}" for k, v in sorted(node.attrs.items()))
+            attrs = f" {{{items}}}"
+        lines.append(f"  %{node.name} = {node.op}({operands}){attrs} : {node.type}")
+    for label, node in graph.outputs:
+        lines.append(f"  output {label} = %{node}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    grammar = (Path(__file__).with_name("ir.lark")).read_text()
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def _parse_number(token: str):
+    if any(c in token for c in ".eEn"):
+        return float(token)
+    return int(token)
+
+
+class _Build(lark.visitors.Transformer):
+    def number(self, items):
+        return _parse_number(str(items[0]))
+
+    def string(self, items):
+        return json.loads(str(items[0]))
+
+    def list(self, items):
+        return [i for i in items if i is not None]
+
+    def dims(self, items):
+        return tuple(int(i) for i in items if i is not None)
+
+    def array(self, items):
+        dtype, dims, *numbers = items
+        numbers = [n for n in numbers if n is not None]
+        if str(dtype) not in ARRAY_DTYPES:
+            raise _SemanticError(dtype, f"array element type {dtype!s} is not one of {', '.join(ARRAY_DTYPES)}")
+        size = int(np.prod(dims)) if dims else 1
+        if len(numbers) != size:
+            raise _SemanticError(dtype, f"array of shape {dims} needs {size} values, has {len(numbers)}")
+        if np.dtype(str(dtype)).kind == "f":
+            values = np.array([str(n) for n in numbers], dtype=np.float64).astype(str(dtype))
+        else:
+            values = np.array([int(str(n)) for n in numbers], dtype=str(dtype))
+        return values.reshape(dims)
+
+
+class _SemanticError(Exception):
+    def __init__(self, token, message):
+        super().__init__(message)
+        self.line = getattr(token, "line", None) or getattr(getattr(token, "meta", None), "line", "?")
+        self.column = getattr(token, "column", None) or getattr(getattr(token, "meta", None), "column", "?")
+        self.message = message
+
+
+def parse_graph(text: str, source: str = "<ir>") -> Graph:
+    """Parse the text form; errors carry ``source``, line and column."""
+    try:
+        tree = _parser().parse(text)
+        tree = _Build().transform(tree)
+        return _to_graph(tree)
+    except lark.exceptions.UnexpectedInput as exc:
+        context = exc.get_context(text, span=30).splitlines()[0].strip() if text else ""
+        raise IRParseError(f"{source}: line {exc.line}, column {exc.column}: unexpected input near {context!r}") \
+            from None
+    except lark.exceptions.VisitError as exc:
+        inner = exc.orig_exc
+        if isinstance(inner, _SemanticError):
+            raise IRParseError(f"{source}: line {inner.line}, column {inner.column}: {inner.message}") from None
+        raise
+    except _SemanticError as exc:
+        raise IRParseError(f"{source}: line {exc.line}, column {exc.column}: {exc.message}") from None
+
+
+def _to_graph(tree) -> Graph:
+    name_token, *stmts = tree.children
+    graph = Graph(str(name_token))
+    outputs = []
+    for stmt in stmts:
+        if stmt.data == "output":
+            label, value = stmt.children
+            outputs.append((str(label), str(value)[1:], value))
+            continue
+        value, op, operands, attrs, type_tree = stmt.children
+        name = str(value)[1:]
+        if name in graph:
+            raise _SemanticError(value, f"%{name} is defined twice")
+        if str(op) not in OPS:
+            raise _SemanticError(op, f"unknown op {op!s}")
+        inputs = []
+        for operand in operands.children:
+            if operand is None:
+                continue
+            if str(operand)[1:] not in graph:
+                raise _SemanticError(operand, f"{operand!s} is used before it is defined")
+            inputs.append(str(operand)[1:])
+        attr_dict = {}
+        if attrs is not None:
+            for attr in attrs.children:
+                if attr is None:
+                    continue
+                key, val = attr.children
+                attr_dict[str(key)] = val
+        dtype_token, dims = type_tree.children
+        try:
+            declared = TensorType(dims, parse_dtype(str(dtype_token)))
+        except ValueError as exc:
+            raise _SemanticError(dtype_token, str(exc)) from None
+        # Nodes are placed as written; the verifier, not the parser, judges their types.
+        graph._order += 1
+        graph.nx.add_node(name, op=str(op), inputs=tuple(inputs), attrs=attr_dict, type=declared,
+                          order=graph._order)
+        for operand in inputs:
+            graph.nx.add_edge(operand, name)
+    for label, node, token in outputs:
+        if node not in graph:
+            raise _SemanticError(token, f"output {label} refers to undefined %{node}")
+        graph.set_output(label, node)
+    return graph

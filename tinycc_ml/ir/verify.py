@@ -1,0 +1,68 @@
+"""The verifier: rejects an ill-formed or ill-typed graph with a message naming the node and
+the rule it breaks."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from tinycc_ml.errors import IRError
+from tinycc_ml.ir.graph import IDENTIFIER, Graph
+from tinycc_ml.ir.ops import OPS, TypeRuleError
+
+ATTR_KINDS = {
+    "int": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+    "array": lambda v: isinstance(v, np.ndarray),
+    "ints": lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, (int, np.integer)) for i in v),
+}
+
+
+def verify(graph: Graph) -> None:
+    """Raise IRError describing the first broken rule, or return None."""
+    g = graph.nx
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = nx.find_cycle(g)
+        raise IRError(f"graph {graph.name}: cycle through {' -> '.join(a for a, _ in cycle)}")
+    if not graph.outputs:
+        raise IRError(f"graph {graph.name}: no outputs")
+    for name in graph.order():
+        data = g.nodes[name]
+        where = f"node %{name} ({data.get('op')})"
+        if not IDENTIFIER.match(name):
+            raise IRError(f"{where}: name is not an identifier")
+        op = OPS.get(data.get("op"))
+        if op is None:
+            raise IRError(f"{where}: unknown op")
+        inputs = data["inputs"]
+        if op.arity is None and inputs:
+            raise IRError(f"{where}: takes no operands, has {len(inputs)}")
+        if op.arity is not None and len(inputs) != op.arity:
+            raise IRError(f"{where}: takes {op.arity} operands, has {len(inputs)}")
+        for operand in inputs:
+            if operand not in g:
+                raise IRError(f"{where}: operand %{operand} is not defined")
+            if not g.has_edge(operand, name):
+                raise IRError(f"{where}: operand %{operand} has no edge to its user")
+        if set(g.predecessors(name)) != set(inputs):
+            raise IRError(f"{where}: graph edges do not match its operand list")
+        missing = set(op.attrs) - set(data["attrs"])
+        if missing:
+            raise IRError(f"{where}: missing attribute(s) {', '.join(sorted(missing))}")
+        extra = set(data["attrs"]) - set(op.attrs)
+        if extra:
+            raise IRError(f"{where}: unknown attribute(s) {', '.join(sorted(extra))}")
+        for key, kind in op.attrs.items():
+            if not ATTR_KINDS[kind](data["attrs"][key]):
+                raise IRError(f"{where}: attribute {key} must be {kind}, got {data['attrs'][key]!r:.60}")
+        declared = data["type"]
+        try:
+            inferred = op.infer([g.nodes[i]["type"] for i in inputs], data["attrs"], declared)
+        except TypeRuleError as exc:
+            raise IRError(f"{where}: {exc}") from None
+        if inferred != declared:
+            raise IRError(f"{where}: declared type {declared} but the {op.name} rule gives {inferred}")
+    for label, node in graph.outputs:
+        if node not in g:
+            raise IRError(f"graph {graph.name}: output {label} refers to missing node %{node}")

@@ -1,0 +1,75 @@
+"""What every model family provides: a parameter container that validates, saves, has a numpy
+float reference (independent of the IR, so the IR and the backends can be checked against it) and
+lowers itself to the IR."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from tinycc_ml.errors import DataError
+from tinycc_ml.models.saved import save_model_file
+
+MODEL_FAMILIES: dict[str, type[Model]] = {}
+
+
+def register_family(cls):
+    """Class decorator: make a Model subclass loadable by its ``family`` name."""
+    MODEL_FAMILIES[cls.family] = cls
+    return cls
+
+
+class Model:
+    """Base class of trained-model parameter containers (not estimators)."""
+
+    family: ClassVar[str] = ""
+
+    # --- to be provided by each family ---
+    def arrays(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def meta(self) -> dict:
+        return {}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict, source: str) -> Model:
+        """Build and validate from saved arrays; errors name ``source``."""
+        raise NotImplementedError
+
+    @property
+    def input_dim(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def n_outputs(self) -> int:
+        """Length of the score vector."""
+        raise NotImplementedError
+
+    def scores(self, X) -> np.ndarray:
+        """Float64 reference scores, shape (n, n_outputs), computed with numpy alone."""
+        raise NotImplementedError
+
+    def lower(self):
+        """Return the model as an IR Graph (float32)."""
+        raise NotImplementedError
+
+    # --- shared ---
+    def predict(self, X) -> np.ndarray:
+        return np.argmax(self.scores(X), axis=1)
+
+    def save(self, path) -> Path:
+        return save_model_file(path, self.family, self.arrays(), self.meta())
+
+    def describe(self) -> str:
+        shapes = ", ".join(f"{k}{tuple(v.shape)}" for k, v in self.arrays().items())
+        return f"{self.family} ({shapes})"
+
+    def _check_input(self, X) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.input_dim:
+            raise DataError(f"input has shape {X.shape}, expected (n, {self.input_dim})")
+        return X

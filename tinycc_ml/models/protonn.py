@@ -1,0 +1,188 @@
+"""ProtoNN (Gupta et al., ICML 2017): the parameter container, EdgeML import, a quick
+initialiser, and lowering to the IR.
+
+scores(x) = sum_j Z[:, j] * exp(-gamma^2 * ||W x' - B[:, j]||^2),  x' = (x - mean) / std,
+prediction = argmax(scores).  W is (d̂, D) here; EdgeML saves its transpose (D, d̂).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.errors import DataError, ModelFileError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops import dense_to_sparse_attrs
+from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.models.base import Model, register_family
+from tinycc_ml.models.saved import check_array, load_npy
+
+# Below this fraction of non-zeros a matrix is stored sparse: CSC costs a value and an index
+# per non-zero, so it pays off once fewer than about half the entries are non-zero.
+SPARSE_DENSITY = 0.5
+
+
+@register_family
+class ProtoNNModel(Model):
+    family = "protonn"
+
+    def __init__(self, W, B, Z, gamma, mean=None, std=None, source: str = "ProtoNN model"):
+        W = check_array(W, "W", source, ndim=2)
+        proj_dim, input_dim = W.shape
+        self.W = W
+        self.B = check_array(B, "B", source, shape=(proj_dim, None))
+        self.Z = check_array(Z, "Z", source, shape=(None, self.B.shape[1]))
+        gamma = check_array(gamma, "gamma", source).reshape(-1)
+        if gamma.size != 1:
+            raise ModelFileError(f"{source}: gamma has {gamma.size} values, expected one")
+        self.gamma = float(gamma[0])
+        if self.gamma <= 0:
+            raise ModelFileError(f"{source}: gamma is {self.gamma}, expected a positive number")
+        self.mean = None if mean is None else check_array(mean, "mean", source, shape=(input_dim,))
+        self.std = None if std is None else check_array(std, "std", source, shape=(input_dim,))
+        if self.std is not None and np.any(self.std <= 0):
+            raise ModelFileError(f"{source}: std holds a non-positive value ({self.std.min()})")
+
+    # ---- Model interface
+    @property
+    def input_dim(self) -> int:
+        return self.W.shape[1]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.Z.shape[0]
+
+    @property
+    def n_prototypes(self) -> int:
+        return self.B.shape[1]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"W": self.W, "B": self.B, "Z": self.Z, "gamma": np.asarray(self.gamma)}
+        if self.mean is not None:
+            out["mean"] = self.mean
+        if self.std is not None:
+            out["std"] = self.std
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays, meta, source) -> ProtoNNModel:
+        missing = {"W", "B", "Z", "gamma"} - set(arrays)
+        if missing:
+            raise ModelFileError(f"{source}: missing array(s) {', '.join(sorted(missing))}")
+        return cls(arrays["W"], arrays["B"], arrays["Z"], arrays["gamma"], arrays.get("mean"), arrays.get("std"),
+                   source=source)
+
+    def normalise(self, X) -> np.ndarray:
+        X = self._check_input(X)
+        if self.mean is not None:
+            X = X - self.mean
+        if self.std is not None:
+            X = X / self.std
+        return X
+
+    def scores(self, X) -> np.ndarray:
+        P = self.normalise(X) @ self.W.T
+        d2 = np.sum((P[:, :, None] - self.B[None, :, :]) ** 2, axis=1)
+        return np.exp(-(self.gamma**2) * d2) @ self.Z.T
+
+    def lower(self) -> Graph:
+        g = Graph("protonn")
+        x = g.add("input", attrs={"name": "x"}, type=TensorType((self.input_dim,), F32), name="x")
+        v = x
+        if self.mean is not None or self.std is not None:
+            mean = self.mean if self.mean is not None else np.zeros(self.input_dim)
+            inv_std = 1.0 / self.std if self.std is not None else np.ones(self.input_dim)
+            m = g.add("const", attrs={"value": mean.astype(np.float32)}, name="mean")
+            s = g.add("const", attrs={"value": inv_std.astype(np.float32)}, name="inv_std")
+            v = g.add("mul", [g.add("sub", [x, m], name="centred"), s], name="normalised")
+        W32 = self.W.astype(np.float32)
+        if np.count_nonzero(W32) < SPARSE_DENSITY * W32.size:
+            w = g.add("sparse_const", attrs=dense_to_sparse_attrs(W32), name="W")
+        else:
+            w = g.add("const", attrs={"value": W32}, name="W")
+        p = g.add("matvec", [w, v], name="projected")
+        b = g.add("const", attrs={"value": self.B.astype(np.float32)}, name="B")
+        d = g.add("sqdist", [p, b], name="distances")
+        k = g.add("exp", [g.add("scale", [d], {"factor": -(self.gamma**2)}, name="exponent")], name="similarity")
+        z = g.add("const", attrs={"value": self.Z.astype(np.float32)}, name="Z")
+        scores = g.add("matvec", [z, k], name="scores")
+        g.set_output("scores", scores)
+        g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
+        return g
+
+
+def load_edgeml_protonn(directory) -> ProtoNNModel:
+    """Read EdgeML's ProtoNN directory: W.npy (D x d̂), B.npy, Z.npy, gamma.npy, optional mean/std."""
+    directory = Path(directory)
+    arrays = {}
+    for name in ("W", "B", "Z", "gamma", "mean", "std"):
+        path = directory / f"{name}.npy"
+        if path.exists():
+            arrays[name] = check_array(load_npy(path), name, path)
+        elif name not in ("mean", "std"):
+            raise ModelFileError(f"{path}: no such file (an EdgeML ProtoNN directory needs W, B, Z, gamma)")
+    W = arrays["W"]
+    if W.ndim != 2:
+        raise ModelFileError(f"{directory / 'W.npy'}: W has shape {W.shape}, expected (D, d̂)")
+    if arrays["B"].ndim != 2 or arrays["B"].shape[0] != W.shape[1]:
+        raise ModelFileError(
+            f"{directory / 'B.npy'}: B has shape {arrays['B'].shape}, expected ({W.shape[1]}, m) to match W (D x d̂)")
+    if arrays["Z"].ndim != 2 or arrays["Z"].shape[1] != arrays["B"].shape[1]:
+        raise ModelFileError(
+            f"{directory / 'Z.npy'}: Z has shape {arrays['Z'].shape}, expected (L, {arrays['B'].shape[1]})")
+    for name in ("mean", "std"):
+        if name in arrays:
+            arrays[name] = arrays[name].reshape(-1)
+            if arrays[name].shape != (W.shape[0],):
+                raise ModelFileError(
+                    f"{directory / (name + '.npy')}: {name} has {arrays[name].size} values, expected {W.shape[0]}")
+    return ProtoNNModel(W.T, arrays["B"], arrays["Z"], arrays["gamma"], arrays.get("mean"), arrays.get("std"),
+                        source=str(directory))
+
+
+def save_edgeml_protonn(model: ProtoNNModel, directory) -> None:
+    """Write ``model`` in EdgeML's directory layout (for interchange and tests)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    np.save(directory / "W.npy", model.W.T)
+    np.save(directory / "B.npy", model.B)
+    np.save(directory / "Z.npy", model.Z)
+    np.save(directory / "gamma.npy", np.asarray(model.gamma))
+    if model.mean is not None:
+        np.save(directory / "mean.npy", model.mean)
+    if model.std is not None:
+        np.save(directory / "std.npy", model.std)
+
+
+def init_protonn(X, y, projection_dim: int = 15, prototypes_per_class: int = 5, random_state=0) -> ProtoNNModel:
+    """A quick ProtoNN without training: standardise, PCA projection, per-class k-means prototypes
+    in the projected space, one-hot Z, and gamma = 2.5 / median prototype distance (the paper's
+    initialisation). Good enough for demos and tests; ProtoNNClassifier trains properly."""
+    from sklearn.cluster import KMeans
+
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    if X.ndim != 2 or len(X) != len(y):
+        raise DataError(f"X has shape {X.shape} and y has {len(y)} labels: expected (n, D) and n labels")
+    if not np.all(np.isfinite(X)):
+        raise DataError("X holds NaN or Inf")
+    classes = np.unique(y)
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    std[std == 0] = 1.0
+    Xn = (X - mean) / std
+    _, _, vt = np.linalg.svd(Xn - Xn.mean(axis=0), full_matrices=False)
+    W = vt[: min(projection_dim, vt.shape[0])]
+    P = Xn @ W.T
+    protos, labels = [], []
+    for ci, c in enumerate(classes):
+        Pc = P[y == c]
+        k = min(prototypes_per_class, len(Pc))
+        km = KMeans(n_clusters=k, n_init=3, random_state=random_state).fit(Pc)
+        protos.append(km.cluster_centers_)
+        labels += [ci] * k
+    B = np.concatenate(protos).T
+    Z = np.eye(len(classes))[labels].T
+    dists = np.sqrt(np.sum((P[:, :, None] - B[None]) ** 2, axis=1))
+    gamma = 2.5 / np.median(dists)
+    return ProtoNNModel(W, B, Z, gamma, mean, std)

@@ -1,0 +1,68 @@
+"""Memory planning: give every intermediate vector a slot in a static arena, reusing the
+space of values that are dead (liveness over the schedule, first fit by offset).
+
+There is one arena per C element type, so generated code indexes typed arrays and never
+type-puns. The plan is stored on the graph: ``graph.memory_plan`` = {node: (arena, offset,
+length)} in elements, and ``graph.arenas`` = {arena: length}. Constants, inputs and scalars
+take no arena space (scalars are locals).
+"""
+
+from __future__ import annotations
+
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.passes.manager import Pass, PassContext, register_pass
+
+LEAF_OPS = ("input", "const", "sparse_const")
+
+
+def arena_key(dtype) -> str:
+    """Values sharing an arena share a C element type."""
+    if dtype.kind == "fx":
+        return f"i{dtype.bits}"
+    return {"f32": "f32", "idx": "i32", "bool": "u8"}[dtype.kind]
+
+
+def element_bytes(key: str) -> int:
+    return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}[key]
+
+
+def plan(graph: Graph) -> tuple[dict[str, tuple[str, int, int]], dict[str, int]]:
+    order = graph.order()
+    position = {n: i for i, n in enumerate(order)}
+    outputs = {n for _, n in graph.outputs}
+    last_use = {
+        n: len(order) if n in outputs else max((position[u] for u in graph.users(n)), default=position[n])
+        for n in order
+    }
+    live: list[tuple[str, int, int, str]] = []  # (arena, offset, length, node)
+    placed: dict[str, tuple[str, int, int]] = {}
+    arenas: dict[str, int] = {}
+    for i, n in enumerate(order):
+        t = graph.type(n)
+        # Operands of this node stay live (last_use >= i), so an output never overlaps its inputs.
+        live = [entry for entry in live if last_use[entry[3]] >= i]
+        if graph.op(n) in LEAF_OPS or t.rank == 0:
+            continue
+        key, length = arena_key(t.dtype), t.size
+        offset = 0
+        for _, o, s, _ in sorted(e for e in live if e[0] == key):
+            if offset + length <= o:
+                break
+            offset = max(offset, o + s)
+        live.append((key, offset, length, n))
+        placed[n] = (key, offset, length)
+        arenas[key] = max(arenas.get(key, 0), offset + length)
+    return placed, dict(sorted(arenas.items()))
+
+
+@register_pass
+class PlanMemory(Pass):
+    name = "plan_memory"
+    description = "assign intermediate vectors to static arenas by liveness"
+
+    def run(self, graph: Graph, ctx: PassContext) -> Graph:
+        graph.memory_plan, graph.arenas = plan(graph)
+        used = sum(length * element_bytes(key) for key, length in graph.arenas.items())
+        naive = sum(length * element_bytes(key) for key, _, length in graph.memory_plan.values())
+        ctx.log.append(f"plan_memory: arenas {used} bytes (without reuse: {naive})")
+        return graph
