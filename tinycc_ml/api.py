@@ -47,7 +47,7 @@ def load_model(path) -> Model:
             from tinycc_ml.models.protonn import load_edgeml_protonn
 
             return load_edgeml_protonn(path)
-        raise ModelFileError(f"{path}: a directory with no EdgeML model in it (expected W.npy, B.npy, Z.npy, gamma.npy)")
+        raise ModelFileError(f"{path}: no EdgeML model in this directory (expected W.npy, B.npy, Z.npy, gamma.npy)")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
     family, arrays, meta = read_model_file(path)

@@ -28,6 +28,7 @@ class BuildOutput:
     n_scores: int
     const_bytes: int = 0
     ram_bytes: int = 0
+    input_scale: int | None = None  # integer builds: x_int = round(x * 2^input_scale)
     notes: list[str] = field(default_factory=list)
 
 

@@ -20,6 +20,7 @@ def emit_c(graph, prefix: str, target: CTarget, model_description: list[str]) ->
         n_scores=emitted.n_scores,
         const_bytes=emitted.const_bytes,
         ram_bytes=emitted.arena_bytes,
+        input_scale=getattr(graph, "input_scale", None),
     )
 
 

@@ -132,6 +132,12 @@ class Graph:
         other._order = self._order
         return other
 
+    def copy_with_ranges(self) -> Graph:
+        """A copy that keeps analysis results attached to the graph (ranges)."""
+        other = self.copy()
+        other.ranges = getattr(self, "ranges", {})
+        return other
+
     # ---- comparison (used by round-trip tests)
     def structurally_equal(self, other: Graph) -> bool:
         if self.name != other.name or self.outputs != other.outputs:

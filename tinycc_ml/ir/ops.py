@@ -28,7 +28,9 @@ class OpDef:
     arity: int | None  # None: the op takes no operands and gets its type from the node
     infer: Callable[[list[TensorType], dict, TensorType | None], TensorType]
     evaluate: Callable[[list[np.ndarray], dict], np.ndarray]
-    attrs: dict[str, str] = field(default_factory=dict)  # name -> "int"|"float"|"str"|"array"|"ints"
+    # name -> "int"|"float"|"str"|"array"|"ints"; a trailing "?" marks an optional attribute
+    # (fixed-point graphs carry shift amounts and tables that float graphs do not)
+    attrs: dict[str, str] = field(default_factory=dict)
     doc: str = ""
 
 
@@ -96,9 +98,9 @@ register_op(OpDef("const", None, _infer_const, lambda xs, a: a["value"].astype(n
 
 
 def _infer_sparse(ts, attrs, declared):
+    _need(len(attrs["shape"]) == 2, f"a sparse constant is a matrix, shape {list(attrs['shape'])} is not 2-D")
     rows, cols = (int(d) for d in attrs["shape"])
     values, row_idx, col_ptr = attrs["values"], attrs["row_indices"], attrs["col_ptr"]
-    _need(len(attrs["shape"]) == 2, "a sparse constant is a matrix")
     _need(col_ptr.shape == (cols + 1,), f"col_ptr has {col_ptr.shape[0]} entries, expected {cols + 1}")
     _need(col_ptr[0] == 0 and np.all(np.diff(col_ptr) >= 0), "col_ptr must start at 0 and never decrease")
     _need(col_ptr[-1] == values.shape[0] == row_idx.shape[0],
@@ -156,7 +158,8 @@ def _infer_matvec(ts, attrs, declared):
     return TensorType((a.shape[0],), _result_dtype(ts, declared))
 
 
-register_op(OpDef("matvec", 2, _infer_matvec, lambda xs, a: xs[0] @ xs[1], {}, "A @ x"))
+register_op(OpDef("matvec", 2, _infer_matvec, lambda xs, a: xs[0] @ xs[1], {"shift": "int?"},
+                  "A @ x; fixed point: each product is shifted right by `shift` before it is summed"))
 
 
 def _infer_sqdist(ts, attrs, declared):
@@ -171,8 +174,9 @@ def _infer_sqdist(ts, attrs, declared):
 
 
 register_op(OpDef("sqdist", 2, _infer_sqdist,
-                  lambda xs, a: np.sum((xs[1] - xs[0][:, None]) ** 2, axis=0), {},
-                  "squared L2 distance from a point (k,) to each column of a matrix (k, m)"))
+                  lambda xs, a: np.sum((xs[1] - xs[0][:, None]) ** 2, axis=0), {"shift": "int?"},
+                  "squared L2 distance from a point (k,) to each column of a matrix (k, m); fixed point: "
+                  "each difference is shifted right by `shift` before it is squared"))
 
 
 # ---------------------------------------------------------------- elementwise
@@ -200,10 +204,13 @@ def _infer_unary(ts, attrs, declared):
     return TensorType(a.shape, _result_dtype(ts, declared))
 
 
-register_op(OpDef("scale", 1, _infer_unary, lambda xs, a: xs[0] * a["factor"], {"factor": "float"},
+register_op(OpDef("scale", 1, _infer_unary, lambda xs, a: xs[0] * a["factor"],
+                  {"factor": "float", "factor_q": "int?", "factor_scale": "int?"},
                   "multiply by a constant scalar factor"))
 register_op(OpDef("exp", 1, _infer_unary, lambda xs, a: np.exp(xs[0]), {}, "elementwise e^x"))
 register_op(OpDef("tanh", 1, _infer_unary, lambda xs, a: np.tanh(xs[0]), {}, "elementwise tanh"))
+register_op(OpDef("tanh_clamp", 1, _infer_unary, lambda xs, a: np.clip(xs[0], -1.0, 1.0), {},
+                  "Bonsai's tanh approximation: x for |x| < 1, else sign(x)"))
 register_op(OpDef("sign", 1, _infer_unary, lambda xs, a: np.sign(xs[0]), {}, "elementwise sign: -1, 0 or 1"))
 register_op(OpDef("clip", 1, _infer_unary, lambda xs, a: np.clip(xs[0], a["lo"], a["hi"]),
                   {"lo": "float", "hi": "float"}, "clamp into [lo, hi]"))
@@ -215,7 +222,7 @@ def _infer_sum(ts, attrs, declared):
     return TensorType((), _result_dtype(ts, declared))
 
 
-register_op(OpDef("sum", 1, _infer_sum, lambda xs, a: np.sum(xs[0]), {}, "sum of all elements"))
+register_op(OpDef("sum", 1, _infer_sum, lambda xs, a: np.sum(xs[0]), {"shift": "int?"}, "sum of all elements"))
 
 
 def _infer_arg(ts, attrs, declared):
@@ -266,3 +273,10 @@ def _infer_take(ts, attrs, declared):
 
 register_op(OpDef("take", 2, _infer_take, lambda xs, a: np.asarray(xs[0][int(xs[1])]), {},
                   "table[i] for a vector table and an idx scalar"))
+
+register_op(OpDef(
+    "exp_lut", 1, _infer_unary, lambda xs, a: np.exp(np.clip(xs[0], a["lo"], a["hi"])),
+    {"lo": "float", "hi": "float", "lo_q": "int", "hi_q": "int", "drop_bits": "int", "low_bits": "int",
+     "table_hi": "array", "table_lo": "array", "hi_scale": "int", "lo_scale": "int"},
+    "e^x by two tables over [lo, hi] (inputs outside clamp): with t = (clamp(x) - lo) >> drop_bits, "
+    "e^x ~ table_hi[t >> low_bits] * table_lo[t & (2^low_bits - 1)]; see passes/exp_table.py"))

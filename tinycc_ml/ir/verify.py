@@ -47,14 +47,17 @@ def verify(graph: Graph) -> None:
                 raise IRError(f"{where}: operand %{operand} has no edge to its user")
         if set(g.predecessors(name)) != set(inputs):
             raise IRError(f"{where}: graph edges do not match its operand list")
-        missing = set(op.attrs) - set(data["attrs"])
+        required = {k for k, kind in op.attrs.items() if not kind.endswith("?")}
+        missing = required - set(data["attrs"])
         if missing:
             raise IRError(f"{where}: missing attribute(s) {', '.join(sorted(missing))}")
         extra = set(data["attrs"]) - set(op.attrs)
         if extra:
             raise IRError(f"{where}: unknown attribute(s) {', '.join(sorted(extra))}")
         for key, kind in op.attrs.items():
-            if not ATTR_KINDS[kind](data["attrs"][key]):
+            if key not in data["attrs"]:
+                continue
+            if not ATTR_KINDS[kind.rstrip("?")](data["attrs"][key]):
                 raise IRError(f"{where}: attribute {key} must be {kind}, got {data['attrs'][key]!r:.60}")
         declared = data["type"]
         try:

@@ -99,7 +99,8 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
                 static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
                 {{
                     for (int i = 0; i < n; ++i) {{
-                        {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM, scores + (long)i * {prefix.upper()}_N_SCORES);
+                        {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM,
+                                        scores + (long)i * {prefix.upper()}_N_SCORES);
                         predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
                     }}
                 }}

@@ -1,0 +1,230 @@
+"""C for fixed-point ops: the exact counterpart of tinycc_ml.ir.fixed (keep the two in step).
+
+Every product is formed as int32_t (an explicit cast: on AVR an int is 16 bits), shifts are
+the same rounding shifts, and stores saturate through <prefix>_sat16 / <prefix>_sat8.
+"""
+
+from __future__ import annotations
+
+from tinycc_ml.backends.c_emitter import FIXED_OP_EMITTERS, CEmitter, ctype_of
+from tinycc_ml.ir.fixed import align_shifts
+from tinycc_ml.ir.graph import Node
+
+
+def rshift_c(expr: str, k: int) -> str:
+    if k > 0:
+        return f"(({expr}) + INT32_C({1 << (k - 1)})) >> {k}"
+    if k < 0:
+        return f"({expr}) * INT32_C({1 << -k})"
+    return expr
+
+
+def index_type(n: int) -> str:
+    return "int" if n < 32767 else "int32_t"
+
+
+def saturate_c(em: CEmitter, node: Node, expr: str) -> str:
+    bits = node.type.dtype.bits
+    if bits == 32:
+        return expr
+    name = em.sym(f"sat{bits}")
+    if name not in em.helpers:
+        top = 2 ** (bits - 1) - 1
+        em.helpers[name] = (
+            f"static inline int{bits}_t {name}(int32_t v)\n"
+            f"{{\n    return v > {top} ? {top} : (v < -{top + 1} ? -{top + 1} : (int{bits}_t)v);\n}}\n"
+        )
+    return f"{name}({expr})"
+
+
+def store(em: CEmitter, node: Node, index: str | None, expr: str) -> str:
+    target = em.var(node.name) if index is None or node.type.rank == 0 else f"{em.var(node.name)}[{index}]"
+    return f"{target} = {saturate_c(em, node, expr)};"
+
+
+def scale_of(em: CEmitter, name: str) -> int:
+    return em.graph.type(name).dtype.scale
+
+
+def _matvec(em: CEmitter, node: Node) -> list[str]:
+    a_name, x_name = node.inputs
+    a = em.graph.node(a_name)
+    rows, cols = a.type.shape
+    h = int(node.attrs.get("shift", 0))
+    out_shift = scale_of(em, a_name) + scale_of(em, x_name) - h - node.type.dtype.scale
+    wtype = ctype_of(a.type.dtype)
+    if a.op == "sparse_const":
+        rd = em.target.read_const
+        vals = em.add_const_array(em.sym(f"{a_name}_values"), a.attrs["values"], wtype,
+                                  f"%{a_name}: {a.type} sparse, CSC non-zero values")
+        idx_type = "uint8_t" if rows <= 256 else "uint16_t"
+        rix = em.add_const_array(em.sym(f"{a_name}_rows"), a.attrs["row_indices"], idx_type,
+                                 f"%{a_name}: row of each non-zero")
+        ptr_type = "uint16_t" if a.attrs["col_ptr"][-1] < 65536 else "int32_t"
+        cptr = em.add_const_array(em.sym(f"{a_name}_colptr"), a.attrs["col_ptr"], ptr_type,
+                                  f"%{a_name}: column start offsets")
+        it = index_type(int(a.attrs["col_ptr"][-1]) + 1)
+        return [
+            f"{{ int32_t acc[{rows}];",
+            f"for (int i = 0; i < {rows}; ++i) acc[i] = 0;",
+            f"for (int j = 0; j < {cols}; ++j) {{",
+            f"    const int32_t xj = {em.at(x_name, 'j')};",
+            f"    for ({it} p = {rd(cptr, 'j', ptr_type)}; p < ({it}){rd(cptr, 'j + 1', ptr_type)}; ++p)",
+            f"        acc[{rd(rix, 'p', idx_type)}] += {rshift_c('xj * ' + rd(vals, 'p', wtype), h)};",
+            "}",
+            f"for (int i = 0; i < {rows}; ++i) " + store(em, node, "i", rshift_c("acc[i]", out_shift)),
+            "}",
+        ]
+    it = index_type(rows * cols)
+    product = f"(int32_t){em.at(a_name, f'i * {cols} + k')} * {em.at(x_name, 'k')}"
+    return [
+        f"for ({it} i = 0; i < {rows}; ++i) {{",
+        "    int32_t acc = 0;",
+        f"    for ({it} k = 0; k < {cols}; ++k)",
+        f"        acc += {rshift_c(product, h)};",
+        "    " + store(em, node, "i", rshift_c("acc", out_shift)),
+        "}",
+    ]
+
+
+def _sqdist(em: CEmitter, node: Node) -> list[str]:
+    x_name, m_name = node.inputs
+    k, m = em.graph.type(m_name).shape
+    h = int(node.attrs.get("shift", 0))
+    out_shift = 2 * (scale_of(em, x_name) - h) - node.type.dtype.scale
+    mt = em.const_transposed(m_name)
+    it = index_type(k * m)
+    elem = em.target.read_const(mt, f"j * {k} + k", ctype_of(em.graph.type(m_name).dtype))
+    return [
+        f"for ({it} j = 0; j < {m}; ++j) {{",
+        "    int32_t acc = 0;",
+        f"    for ({it} k = 0; k < {k}; ++k) {{",
+        f"        int32_t d = (int32_t){elem} - {em.at(x_name, 'k')};",
+        *([f"        d = {rshift_c('d', h)};"] if h else []),
+        "        acc += d * d;",
+        "    }",
+        "    " + store(em, node, "j", rshift_c("acc", out_shift)),
+        "}",
+    ]
+
+
+def _loop(em: CEmitter, node: Node, make) -> list[str]:
+    if node.type.rank == 0:
+        return [store(em, node, None, make("0"))]
+    return [f"for ({index_type(node.type.size)} i = 0; i < {node.type.size}; ++i) " + store(em, node, "i", make("i"))]
+
+
+def _aligned(em: CEmitter, a: str, b: str):
+    c, la, lb = align_shifts(scale_of(em, a), scale_of(em, b))
+    return c, (lambda i: rshift_c(f"(int32_t){em.at(a, i)}", -la)), (lambda i: rshift_c(f"(int32_t){em.at(b, i)}", -lb))
+
+
+def _addsub(sign: str):
+    def emit(em: CEmitter, node: Node) -> list[str]:
+        c, fa, fb = _aligned(em, *node.inputs)
+        return _loop(em, node, lambda i: rshift_c(f"{fa(i)} {sign} {fb(i)}", c - node.type.dtype.scale))
+    return emit
+
+
+def _mul(em: CEmitter, node: Node) -> list[str]:
+    a, b = node.inputs
+    k = scale_of(em, a) + scale_of(em, b) - node.type.dtype.scale
+    return _loop(em, node, lambda i: rshift_c(f"(int32_t){em.at(a, i)} * {em.at(b, i)}", k))
+
+
+def _scale(em: CEmitter, node: Node) -> list[str]:
+    (a,) = node.inputs
+    k = scale_of(em, a) + node.attrs["factor_scale"] - node.type.dtype.scale
+    fq = node.attrs["factor_q"]
+    return _loop(em, node, lambda i: rshift_c(f"(int32_t){em.at(a, i)} * {fq}", k))
+
+
+def _clamp_expr(expr: str, lo: int, hi: int) -> str:
+    return f"({expr} < {lo} ? INT32_C({lo}) : ({expr} > {hi} ? INT32_C({hi}) : (int32_t){expr}))"
+
+
+def _clip(em: CEmitter, node: Node) -> list[str]:
+    import math
+
+    (a,) = node.inputs
+    sa = scale_of(em, a)
+    lo, hi = math.ceil(node.attrs["lo"] * 2.0**sa), math.floor(node.attrs["hi"] * 2.0**sa)
+    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), lo, hi), sa - node.type.dtype.scale))
+
+
+def _tanh_clamp(em: CEmitter, node: Node) -> list[str]:
+    (a,) = node.inputs
+    sa = scale_of(em, a)
+    one = (1 << sa) if sa >= 0 else 0
+    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), -one, one), sa - node.type.dtype.scale))
+
+
+def _exp_lut(em: CEmitter, node: Node) -> list[str]:
+    (a,) = node.inputs
+    at = node.attrs
+    t_hi = em.add_const_array(em.sym(f"{node.name}_exp_hi"), at["table_hi"], "int16_t",
+                              f"%{node.name}: e^x table over high bits, scale 2^-{at['hi_scale']}")
+    t_lo = em.add_const_array(em.sym(f"{node.name}_exp_lo"), at["table_lo"], "int16_t",
+                              f"%{node.name}: e^x table over low bits, scale 2^-{at['lo_scale']}")
+    k, mask = at["low_bits"], (1 << at["low_bits"]) - 1
+    rd = em.target.read_const
+    shift = at["hi_scale"] + at["lo_scale"] - node.type.dtype.scale
+
+    def make(i):
+        hi = rd(t_hi, f"t_{i} >> {k}", "int16_t")
+        lo = rd(t_lo, f"t_{i} & {mask}", "int16_t")
+        return rshift_c(f"(int32_t){hi} * {lo}", shift)
+
+    n = node.type.size
+    it = index_type(n)
+    t_expr = rshift_c(f"{_clamp_expr(em.at(a, 'i'), at['lo_q'], at['hi_q'])} - INT32_C({at['lo_q']})",
+                      at["drop_bits"])
+    return [
+        f"for ({it} i = 0; i < {n}; ++i) {{",
+        f"    const int32_t t_i = {t_expr};",
+        "    " + store(em, node, "i", make("i")),
+        "}",
+    ]
+
+
+def _sign(em: CEmitter, node: Node) -> list[str]:
+    (a,) = node.inputs
+    return _loop(em, node, lambda i: rshift_c(f"(int32_t)(({em.at(a, i)} > 0) - ({em.at(a, i)} < 0))",
+                                              -node.type.dtype.scale))
+
+
+def _sum(em: CEmitter, node: Node) -> list[str]:
+    (a,) = node.inputs
+    h = int(node.attrs.get("shift", 0))
+    n = em.graph.type(a).size
+    return [
+        "{",
+        "    int32_t acc = 0;",
+        f"    for ({index_type(n)} i = 0; i < {n}; ++i) acc += {rshift_c('(int32_t)' + em.at(a, 'i'), h)};",
+        "    " + store(em, node, None, rshift_c("acc", scale_of(em, a) - h - node.type.dtype.scale)),
+        "}",
+    ]
+
+
+def _cmp(em: CEmitter, node: Node) -> list[str]:
+    _, fa, fb = _aligned(em, *node.inputs)
+    op = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!="}[node.attrs["pred"]]
+    out = em.var(node.name)
+    if node.type.rank == 0:
+        return [f"{out} = (uint8_t)({fa('0')} {op} {fb('0')});"]
+    return [f"for (int i = 0; i < {node.type.size}; ++i) {out}[i] = (uint8_t)({fa('i')} {op} {fb('i')});"]
+
+
+def _select(em: CEmitter, node: Node) -> list[str]:
+    cond, a, b = node.inputs
+    c, fa, fb = _aligned(em, a, b)
+    return _loop(em, node, lambda i: rshift_c(f"({em.at(cond, i)} ? {fa(i)} : {fb(i)})", c - node.type.dtype.scale))
+
+
+FIXED_OP_EMITTERS.update({
+    "matvec": _matvec, "sqdist": _sqdist, "add": _addsub("+"), "sub": _addsub("-"), "mul": _mul,
+    "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "sign": _sign,
+    "sum": _sum, "cmp": _cmp, "select": _select,
+    "argmax": lambda em, node: em._arg(node, ">"), "argmin": lambda em, node: em._arg(node, "<"),
+    "take": lambda em, node: em._float_take(node),
+})

@@ -1,0 +1,230 @@
+"""Scale selection: turn a float graph with ranges (see range_analysis) into a fixed-point graph.
+
+Activations are 16-bit. Each gets the largest scale at which its range fits:
+- the proven static range when that costs at most one bit against the calibrated range (the
+  value then provably never saturates for inputs in the declared range),
+- else the calibrated range (the value may saturate - never wrap - on inputs unlike the
+  calibration rows); ``ctx.options["scale_adjust"]`` {node: bits} nudges individual choices
+  (the search in fixed_pipeline uses it).
+Weights (matrices of matvec) are 16-bit, or 8-bit at precision int8; their scale is the
+largest that fits, lowered where needed so that the 32-bit accumulator provably never
+overflows; only if that would leave fewer than MIN_WEIGHT_BITS significant bits do the
+products get shifted right instead. Prototypes of sqdist share the point's scale.
+Every int32 intermediate is proven to stay within +-2^30 by a max-abs analysis on the integers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinycc_ml.ir.fixed import align_shifts, const_ints
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops import OPS, dense_to_sparse_attrs
+from tinycc_ml.ir.types import TensorType, fixed
+from tinycc_ml.passes.manager import Pass, PassContext, register_pass
+
+ACT_BITS = 16
+ACC_LIMIT = 2**30  # headroom below 2^31 so the rounding constant of a shift cannot overflow
+MIN_WEIGHT_BITS = 6
+SCALE_RANGE = (-24, 30)
+
+
+def best_scale(abs_max: float, bits: int) -> int:
+    """Largest s with abs_max * 2^s <= 2^(bits-1) - 1."""
+    top = 2 ** (bits - 1) - 1
+    if abs_max <= 0 or not math.isfinite(abs_max):
+        return SCALE_RANGE[1] if abs_max == 0 else SCALE_RANGE[0]
+    s = math.floor(math.log2(top / abs_max))
+    while abs_max * 2.0**s > top:
+        s -= 1
+    return int(min(max(s, SCALE_RANGE[0]), SCALE_RANGE[1]))
+
+
+def quantise_array(values: np.ndarray, scale: int, bits: int) -> np.ndarray:
+    top = 2 ** (bits - 1) - 1
+    q = np.clip(np.floor(values * 2.0**scale + 0.5), -top - 1, top)
+    return q.astype({8: np.int8, 16: np.int16, 32: np.int32}[bits])
+
+
+def rshift_bound(bound: int, k: int) -> int:
+    return (bound + (1 << (k - 1))) >> k if k > 0 else bound << -k
+
+
+@register_pass
+class ChooseScales(Pass):
+    name = "choose_scales"
+    description = "assign fixed-point types and quantise constants from calibrated and proven ranges"
+
+    def run(self, graph: Graph, ctx: PassContext) -> Graph:
+        precision = ctx.options.get("precision", "int16")
+        weight_bits = 8 if precision == "int8" else 16
+        adjust = ctx.options.get("scale_adjust", {})
+        ranges = graph.ranges
+        out = Graph(graph.name)
+        scale: dict[str, int] = {}
+        bound: dict[str, int] = {}  # max |int| each value can hold
+        safety: dict[str, str] = {}
+        for name in graph.order():
+            node = graph.node(name)
+            if node.op in ("const", "sparse_const"):
+                continue  # quantised where used, at the scale the use needs
+            ins = list(node.inputs)
+            attrs = dict(node.attrs)
+            if node.type.dtype.kind in ("idx", "bool"):
+                for i in ins:
+                    self._materialise(graph, out, i, scale, bound, ins, None)
+                out.add(node.op, ins, attrs, type=node.type, name=name)
+                bound[name] = 2**31 - 1
+                continue
+            s, proven = self._activation_scale(graph, name, ranges)
+            s += int(adjust.get(name, 0))
+            if node.op == "input":
+                out.add("input", [], attrs, type=TensorType(node.type.shape, fixed(ACT_BITS, s)), name=name)
+                scale[name], bound[name], safety[name] = s, 2 ** (ACT_BITS - 1), "input"
+                continue
+            if node.op == "clip" and graph.op(ins[0]) == "input":
+                s = scale[ins[0]]  # the input clamp keeps the input's scale
+            # operands: quantise constants for this use
+            if node.op == "matvec":
+                s_out_acc = self._matvec(graph, out, node, ins, scale, bound, weight_bits, attrs)
+            elif node.op == "sqdist":
+                s_out_acc = self._sqdist(graph, out, node, ins, scale, bound, attrs)
+            elif node.op == "scale":
+                f = float(attrs["factor"])
+                fs = best_scale(abs(f), ACT_BITS)
+                attrs["factor_q"], attrs["factor_scale"] = int(quantise_array(np.array(f), fs, ACT_BITS)), fs
+                s_out_acc = (bound[ins[0]] * abs(attrs["factor_q"]), scale[ins[0]] + fs)
+            else:
+                for i, operand in enumerate(ins):
+                    other = ins[1 - i] if len(ins) == 2 else None
+                    like = scale.get(other) if other is not None and other in scale else s
+                    self._materialise(graph, out, operand, scale, bound, ins, like)
+                s_out_acc = self._elementwise_bound(graph, node, scale, bound, s)
+            dtype = fixed(ACT_BITS, s)
+            out.add(node.op, ins, attrs, type=TensorType(node.type.shape, dtype), name=name)
+            scale[name] = s
+            acc, acc_scale = s_out_acc
+            bound[name] = min(2 ** (ACT_BITS - 1), rshift_bound(int(acc), acc_scale - s) + 1)
+            r = ranges.get(name)
+            static = r.static_abs_max if r is not None else None
+            fits = static is not None and static * 2.0**s <= 2 ** (ACT_BITS - 1) - 1
+            safety[name] = "proven" if (proven or fits) else "calibration"
+        out.outputs = list(graph.outputs)
+        out.ranges, out.safety = ranges, safety
+        ctx.log.append(f"choose_scales: {sum(v == 'proven' for v in safety.values())} values proven safe, "
+                       f"{sum(v == 'calibration' for v in safety.values())} rely on calibration")
+        return out
+
+    # ---- activations
+    @staticmethod
+    def _activation_scale(graph: Graph, name: str, ranges) -> tuple[int, bool]:
+        r = ranges[name]
+        need = r.abs_max
+        # a point whose distances to constant prototypes are taken shares their scale
+        for user in graph.users(name):
+            u = graph.node(user)
+            if u.op == "sqdist" and u.inputs[0] == name and graph.op(u.inputs[1]) == "const":
+                need = max(need, float(np.max(np.abs(graph.node(u.inputs[1]).attrs["value"]))))
+        s_cal = best_scale(need, ACT_BITS)
+        static = r.static_abs_max
+        if static is not None:
+            s_static = best_scale(max(static, need), ACT_BITS)
+            if s_static >= s_cal - 1:
+                return s_static, True
+        return s_cal, False
+
+    # ---- constants
+    @staticmethod
+    def _add_const(out: Graph, name: str, values: np.ndarray, s: int, bits: int, sparse_like=None) -> str:
+        q = quantise_array(values, s, bits)
+        cname = out.fresh_name(f"{name}_q")
+        if sparse_like is not None:
+            attrs = dense_to_sparse_attrs(q)
+            # keep the float pattern so the code shape does not depend on rounding
+            mask = OPS["sparse_const"].evaluate([], {**sparse_like, "values": np.ones(len(sparse_like["values"]))})
+            attrs["row_indices"], attrs["col_ptr"] = sparse_like["row_indices"], sparse_like["col_ptr"]
+            attrs["values"] = q.T[mask.T != 0]
+            out.add("sparse_const", [], attrs, type=TensorType(values.shape, fixed(bits, s)), name=cname)
+        else:
+            out.add("const", [], {"value": q}, type=TensorType(values.shape, fixed(bits, s)), name=cname)
+        return cname
+
+    def _materialise(self, graph, out, operand, scale, bound, ins, like_scale):
+        """Quantise a constant operand (at ``like_scale`` if it fits 16 bits) and rename it in ``ins``."""
+        node = graph.node(operand)
+        if node.op not in ("const", "sparse_const"):
+            return
+        if node.type.dtype.kind == "idx":
+            if operand not in out:
+                out.add("const", [], dict(node.attrs), type=node.type, name=operand)
+            return
+        values = OPS[node.op].evaluate([], node.attrs)
+        s = best_scale(float(np.max(np.abs(values))) if values.size else 0.0, ACT_BITS)
+        if like_scale is not None:
+            s = min(s, like_scale)
+        cname = self._add_const(out, operand, values, s, ACT_BITS)
+        scale[cname] = s
+        bound[cname] = int(np.max(np.abs(const_ints(out, cname)))) if values.size else 0
+        for i, v in enumerate(ins):
+            if v == operand:
+                ins[i] = cname
+
+    def _matvec(self, graph, out, node, ins, scale, bound, weight_bits, attrs):
+        a_name, x_name = node.inputs
+        a = graph.node(a_name)
+        A = OPS[a.op].evaluate([], a.attrs)
+        bx = bound[x_name]
+        sa = best_scale(float(np.max(np.abs(A))), weight_bits)
+        row_l1 = float(np.max(np.sum(np.abs(A), axis=1)))
+        h = 0
+        # lower the weight scale until the accumulator provably fits ...
+        while row_l1 * 2.0**sa * bx > ACC_LIMIT and float(np.max(np.abs(A))) * 2.0**(sa - 1) >= 2**MIN_WEIGHT_BITS:
+            sa -= 1
+        # ... and past MIN_WEIGHT_BITS, shift the products instead
+        while (row_l1 * 2.0**sa + A.shape[1]) * bx / 2.0**h > ACC_LIMIT:
+            h += 1
+        sparse = a.attrs if a.op == "sparse_const" else None
+        cname = self._add_const(out, a_name, A, sa, weight_bits, sparse)
+        Aq = const_ints(out, cname)
+        acc = int(np.max(np.sum(np.abs(Aq), axis=1))) * bx
+        acc = rshift_bound(acc, h) + A.shape[1] if h else acc
+        if h:
+            attrs["shift"] = h
+        ins[:] = [cname, x_name]
+        scale[cname] = sa
+        return acc, sa + scale[x_name] - h
+
+    def _sqdist(self, graph, out, node, ins, scale, bound, attrs):
+        x_name, m_name = node.inputs
+        sx = scale[x_name]
+        M = OPS[graph.op(m_name)].evaluate([], graph.node(m_name).attrs)
+        cname = self._add_const(out, m_name, M, sx, ACT_BITS)
+        Mq = const_ints(out, cname)
+        k = M.shape[0]
+        d = int(np.max(np.abs(Mq))) + bound[x_name]
+        h = 0
+        while k * (rshift_bound(d, h) ** 2) > ACC_LIMIT:
+            h += 1
+        if h:
+            attrs["shift"] = h
+        ins[:] = [x_name, cname]
+        scale[cname] = sx
+        return k * rshift_bound(d, h) ** 2, 2 * (sx - h)
+
+    @staticmethod
+    def _elementwise_bound(graph, node, scale, bound, s):
+        ins = [i for i in node.inputs if i in scale]
+        if node.op in ("add", "sub"):
+            c, la, lb = align_shifts(scale[node.inputs[0]], scale[node.inputs[1]])
+            return rshift_bound(bound[node.inputs[0]], -la) + rshift_bound(bound[node.inputs[1]], -lb), c
+        if node.op == "mul":
+            a, b = node.inputs
+            return bound[a] * bound[b], scale[a] + scale[b]
+        if node.op == "sum":
+            (a,) = node.inputs
+            return bound[a] * graph.type(a).size, scale[a]
+        if node.op in ("clip", "tanh", "tanh_clamp", "exp", "sign", "select"):
+            return 2 ** (ACT_BITS - 1), s
+        return max((bound[i] for i in ins), default=2 ** (ACT_BITS - 1)), s
