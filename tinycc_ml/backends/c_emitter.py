@@ -59,6 +59,11 @@ class CTarget:
     def read_const(self, array: str, index: str, ctype: str) -> str:
         return f"{array}[{index}]"
 
+    def fixed_kernel(self, emitter: CEmitter, node: Node) -> list[str] | None:
+        """Target-specific code for a fixed-point node (e.g. a hand-tuned mat-vec), or None for
+        the portable C. It must compute exactly what tinycc_ml.ir.fixed defines."""
+        return None
+
 
 @dataclass
 class Emitted:
@@ -263,6 +268,9 @@ class CEmitter:
 
     def emit_node(self, node: Node) -> list[str]:
         if node.type.dtype.is_fixed or any(self.graph.type(i).dtype.is_fixed for i in node.inputs):
+            custom = self.target.fixed_kernel(self, node)
+            if custom is not None:
+                return custom
             emitter = FIXED_OP_EMITTERS.get(node.op)
             if emitter is None:
                 raise CompileError(f"no fixed-point C for op {node.op} (node %{node.name})")

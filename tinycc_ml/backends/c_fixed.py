@@ -7,7 +7,7 @@ the same rounding shifts, and stores saturate through <prefix>_sat16 / <prefix>_
 from __future__ import annotations
 
 from tinycc_ml.backends.c_emitter import FIXED_OP_EMITTERS, CEmitter, ctype_of
-from tinycc_ml.ir.fixed import align_shifts
+from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
 
 
@@ -139,24 +139,31 @@ def _scale(em: CEmitter, node: Node) -> list[str]:
     return _loop(em, node, lambda i: rshift_c(f"(int32_t){em.at(a, i)} * {fq}", k))
 
 
-def _clamp_expr(expr: str, lo: int, hi: int) -> str:
-    return f"({expr} < {lo} ? INT32_C({lo}) : ({expr} > {hi} ? INT32_C({hi}) : (int32_t){expr}))"
+def _clamp_expr(expr: str, lo: int, hi: int, bits: int = 32) -> str:
+    """Clamp to [lo, hi]; a bound at the edge of the operand's type is left out (it cannot bind)."""
+    top = 2 ** (bits - 1)
+    out = f"(int32_t){expr}"
+    if hi < top - 1:
+        out = f"({expr} > {hi} ? INT32_C({hi}) : {out})"
+    if lo > -top:
+        out = f"({expr} < {lo} ? INT32_C({lo}) : {out})"
+    return out
 
 
 def _clip(em: CEmitter, node: Node) -> list[str]:
-    import math
-
     (a,) = node.inputs
-    sa = scale_of(em, a)
-    lo, hi = math.ceil(node.attrs["lo"] * 2.0**sa), math.floor(node.attrs["hi"] * 2.0**sa)
-    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), lo, hi), sa - node.type.dtype.scale))
+    dtype = em.graph.type(a).dtype
+    lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
+    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), lo, hi, dtype.bits),
+                                              dtype.scale - node.type.dtype.scale))
 
 
 def _tanh_clamp(em: CEmitter, node: Node) -> list[str]:
     (a,) = node.inputs
     sa = scale_of(em, a)
     one = (1 << sa) if sa >= 0 else 0
-    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), -one, one), sa - node.type.dtype.scale))
+    bits = em.graph.type(a).dtype.bits
+    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), -one, one, bits), sa - node.type.dtype.scale))
 
 
 def _exp_lut(em: CEmitter, node: Node) -> list[str]:
@@ -177,7 +184,8 @@ def _exp_lut(em: CEmitter, node: Node) -> list[str]:
 
     n = node.type.size
     it = index_type(n)
-    t_expr = rshift_c(f"{_clamp_expr(em.at(a, 'i'), at['lo_q'], at['hi_q'])} - INT32_C({at['lo_q']})",
+    clamped = _clamp_expr(em.at(a, "i"), at["lo_q"], at["hi_q"], em.graph.type(a).dtype.bits)
+    t_expr = rshift_c(f"{clamped} - INT32_C({at['lo_q']})",
                       at["drop_bits"])
     return [
         f"for ({it} i = 0; i < {n}; ++i) {{",

@@ -68,6 +68,12 @@ def align_shifts(sa: int, sb: int) -> tuple[int, int, int]:
     return c, c - sa, c - sb
 
 
+def clip_bounds(lo: float, hi: float, dtype) -> tuple[int, int]:
+    """Integer bounds of clip for an operand of type ``dtype``, within its storage range."""
+    top = 2 ** (dtype.bits - 1)
+    return (max(int(np.ceil(lo * 2.0**dtype.scale)), -top), min(int(np.floor(hi * 2.0**dtype.scale)), top - 1))
+
+
 def exp_lut_index(x, attrs):
     """Table indices (hi, lo) of exp_lut for int inputs x: shared by the interpreter, the error
     analysis and (in C form) the code generator."""
@@ -126,10 +132,8 @@ def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarr
         return saturate(rshift(prod, ta.dtype.scale + node.attrs["factor_scale"] - so), bits)
     if op == "clip":
         (a,), (ta,) = ins, in_types
-        sa = ta.dtype.scale
-        lo = int(np.ceil(node.attrs["lo"] * 2.0**sa))
-        hi = int(np.floor(node.attrs["hi"] * 2.0**sa))
-        return saturate(rshift(np.clip(a, lo, hi), sa - so), bits)
+        lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], ta.dtype)
+        return saturate(rshift(np.clip(a, lo, hi), ta.dtype.scale - so), bits)
     if op == "tanh_clamp":
         (a,), (ta,) = ins, in_types
         sa = ta.dtype.scale

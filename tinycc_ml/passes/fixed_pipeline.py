@@ -69,7 +69,7 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     best = _score(build(adjust), held, float_out)
     if ctx.options.get("search", True):
         candidates = [n for n in graph.order() if graph.op(n) not in ("const", "sparse_const")
-                      and graph.type(n).dtype.is_float and graph.op(n) != "clip"]
+                      and graph.type(n).dtype.is_float and graph.op(n) not in ("clip", "input")]
         for _round in range(2):
             improved = False
             for name in candidates:

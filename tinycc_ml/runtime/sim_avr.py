@@ -1,0 +1,184 @@
+"""ATmega328P runs under libsimavr through support/avr_runner.c (see simulate.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinycc_ml.errors import CompileError, ToolchainError
+from tinycc_ml.runtime import toolchains
+from tinycc_ml.runtime.simulate import (
+    AVR_CFLAGS,
+    AVR_LDFLAGS,
+    SCORE_DTYPES,
+    BuildSpec,
+    FirmwareSizes,
+    TargetRun,
+    compile_objects,
+    model_symbol_sizes,
+    run_tool,
+    support_file,
+)
+
+RUNNER_SOURCE = "avr_runner.c"
+HARNESS_SOURCE = "tcm_avr_harness.c"
+SIM_CYCLES_PER_SECOND = 30e6  # conservative simulation speed, for wall-clock timeouts
+AVR_MIN_STACK = 64  # bytes left for the call chain; the runner reports the real peak
+ICALL_CYCLES = 3  # the stub's ICALL (ATmega328P); the callee's RET is counted
+
+
+def cache_dir() -> str:
+    """Where built helpers live: $TINYCC_ML_CACHE, else $XDG_CACHE_HOME/tinycc-ml, else ~/.cache."""
+    base = os.environ.get("TINYCC_ML_CACHE")
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        base = os.path.join(xdg, "tinycc-ml")
+    return base
+
+
+def runner_path() -> str:
+    """Build the libsimavr runner on first use; cached under a hash of its source and compiler."""
+    src = support_file(RUNNER_SOURCE)
+    cc = toolchains.find_host_cc()
+    include = toolchains.find_simavr_include()
+    with open(src, "rb") as f:
+        key = hashlib.sha256(f.read() + cc.encode() + include.encode()).hexdigest()[:16]
+    for base in (cache_dir(), os.path.join(tempfile.gettempdir(), f"tinycc-ml-{os.getuid()}")):
+        exe = os.path.join(base, f"avr_runner-{key}")
+        if os.access(exe, os.X_OK):
+            return exe
+        try:
+            os.makedirs(base, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".avr_runner-", dir=base)
+            os.close(fd)
+        except OSError:
+            continue
+        try:
+            # built to a temporary name then renamed, so concurrent first uses never see half a file
+            try:
+                run_tool([cc, "-O2", "-I" + include, src, "-o", tmp, "-lsimavr"],
+                         "building the simavr runner")
+            except ToolchainError as exc:
+                raise ToolchainError(f"{exc}\n{toolchains.install_hint(toolchains.SIMAVR_PACKAGES)}") from exc
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, exe)
+            return exe
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    raise ToolchainError(f"no writable cache directory for the simavr runner (tried {cache_dir()})")
+
+
+@dataclass
+class AvrBuild:
+    elf: str
+    bin: str
+    sizes: FirmwareSizes
+
+
+def avr_size(elf: str) -> tuple[int, int]:
+    """(flash, ram) from avr-size -C: Program = text+data, Data = data+bss+noinit."""
+    cmd = [toolchains.find_tool("avr-size"), "-C", "--mcu=atmega328p", elf]
+    out = run_tool(cmd, "avr-size").stdout.decode()
+    prog = re.search(r"Program:\s+(\d+)", out)
+    data = re.search(r"Data:\s+(\d+)", out)
+    if not prog or not data:
+        raise ToolchainError(f"cannot parse avr-size output:\n{out}")
+    return int(prog.group(1)), int(data.group(1))
+
+
+def build(spec: BuildSpec, work: str) -> AvrBuild:
+    cc = toolchains.find_tool("avr-gcc")
+    model_objs, harness_objs = compile_objects(cc, AVR_CFLAGS, spec, [support_file(HARNESS_SOURCE)], work)
+    elf = os.path.join(work, "fw_avr.elf")
+    run_tool([cc, *AVR_LDFLAGS, *spec.extra_cflags, *harness_objs, *model_objs, "-o", elf, "-lm"],
+             "linking the AVR firmware")
+    flash, ram = avr_size(elf)
+    if flash > 32768:
+        raise CompileError(f"AVR firmware needs {flash} bytes of flash; the ATmega328P has 32768")
+    if ram + AVR_MIN_STACK > 2048:
+        raise CompileError(f"AVR firmware needs {ram} bytes of static RAM plus stack; "
+                           "the ATmega328P has 2048")
+    mflash, mram = model_symbol_sizes(toolchains.find_tool("avr-nm"), model_objs, elf)
+    binf = os.path.join(work, "fw_avr.bin")
+    run_tool([toolchains.find_tool("avr-objcopy"), "-O", "binary", "-R", ".eeprom", "-R", ".fuse",
+              "-R", ".lock", "-R", ".signature", elf, binf], "avr-objcopy")
+    return AvrBuild(elf, binf, FirmwareSizes(flash, ram, mflash, mram))
+
+
+def _run_chunk(runner: str, fw: AvrBuild, spec: BuildSpec, x: np.ndarray, work: str, tag: int,
+               max_cycles: int, timeout: float | None):
+    """One runner process over inputs x; returns (predictions, scores, cycles, stacks)."""
+    n = x.shape[0]
+    sdt = SCORE_DTYPES[spec.score_ctype]
+    inp = os.path.join(work, f"inputs{tag}.bin")
+    outp = os.path.join(work, f"outputs{tag}.bin")
+    # each input is preceded by a 1 ("another follows"); a final 0 ends the firmware's loop
+    rows = np.concatenate([np.ones((n, 1), np.uint8), x.view(np.uint8).reshape(n, -1)], axis=1)
+    with open(inp, "wb") as f:
+        f.write(rows.tobytes() + b"\x00")
+    # a hang stops after max_cycles inside one call; the total cap only guards the harness itself
+    cap = int(max_cycles) * (2 * n + 1) + 10_000_000
+    limit = timeout if timeout is not None else 60 + cap / SIM_CYCLES_PER_SECOND
+    proc = run_tool([runner, fw.bin, inp, outp, str(cap), str(int(max_cycles))],
+                    "simulating the AVR firmware (simavr)", timeout=limit, check=False)
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip()
+        what = {3: f"{spec.prefix} crashed the simulated ATmega328P",
+                4: f"a call of {spec.prefix} ran over {max_cycles} cycles (hang?)"}.get(
+                    proc.returncode, f"the simavr runner failed (exit {proc.returncode})")
+        raise ToolchainError(f"{what}: {err[-400:]}")
+    with open(outp, "rb") as f:
+        raw = f.read()
+    # brackets: calibration (code 2), then predict and scores alternately (code 4)
+    calib, brackets = None, []
+    for line in proc.stdout.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "B":
+            if parts[1] == "2":
+                calib = int(parts[2])
+            elif parts[1] == "4":
+                brackets.append((int(parts[2]), int(parts[3])))
+    rec = 2 + spec.n_scores * sdt.itemsize
+    if calib is None or len(brackets) != 2 * n or len(raw) != n * rec:
+        raise ToolchainError(f"AVR run ended early: {len(brackets) // 2} of {n} inferences, "
+                             f"{len(raw)} output bytes\n{proc.stdout.decode()[-500:]}")
+    cycles = np.asarray([c - calib - ICALL_CYCLES for c, _ in brackets[0::2]], np.int64)
+    recs = np.frombuffer(raw, np.uint8).reshape(n, rec)
+    preds = recs[:, :2].copy().view("<i2").reshape(n).astype(np.int64)
+    scores = recs[:, 2:].copy().view(sdt).reshape(n, spec.n_scores)
+    return preds, scores, cycles, max(s for _, s in brackets)
+
+
+def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None) -> TargetRun:
+    toolchains.require_target("avr")
+    runner = runner_path()
+    n = x.shape[0]
+    # one runner process per core: each is single-threaded and independent
+    jobs = max(1, min(os.cpu_count() or 1, 8, n // 32))
+    chunks = np.array_split(x, jobs)
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-avr-") as work:
+        fw = build(spec, work)
+        with ThreadPoolExecutor(jobs) as pool:
+            futures = [pool.submit(_run_chunk, runner, fw, spec, chunk, work, i, max_cycles, timeout)
+                       for i, chunk in enumerate(chunks)]
+            parts = [f.result() for f in futures]
+    return TargetRun(
+        target="avr",
+        predictions=np.concatenate([p[0] for p in parts]),
+        scores=np.concatenate([p[1] for p in parts]),
+        cycles=np.concatenate([p[2] for p in parts]),
+        instructions=None,
+        stack_bytes=int(max(p[3] for p in parts)),
+        flash_bytes=fw.sizes.flash_bytes,
+        ram_bytes=fw.sizes.ram_bytes,
+        model_flash_bytes=fw.sizes.model_flash_bytes,
+        model_ram_bytes=fw.sizes.model_ram_bytes,
+        method="simavr",
+    )

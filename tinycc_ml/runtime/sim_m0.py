@@ -1,0 +1,301 @@
+"""Cortex-M0 (nRF51822) runs: QEMU -M microbit (default when installed) or unicorn (see simulate.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinycc_ml.errors import CompileError, ToolchainError
+from tinycc_ml.runtime import toolchains
+from tinycc_ml.runtime.simulate import (
+    DEFAULT_MAX_CYCLES,
+    M0_CFLAGS,
+    M0_LDFLAGS,
+    SCORE_DTYPES,
+    BuildSpec,
+    FirmwareSizes,
+    TargetRun,
+    compile_objects,
+    model_symbol_sizes,
+    run_tool,
+    support_file,
+)
+
+HARNESS_SOURCES = ("tcm_m0_harness.c", "tcm_m0_startup.c")
+LINKER_SCRIPT = "tcm_nrf51.ld"
+FLASH_BASE, FLASH_SIZE = 0x0, 256 * 1024
+RAM_BASE, RAM_SIZE = 0x20000000, 16 * 1024
+INPUT_BUDGET = 128 * 1024  # bytes of inputs per QEMU firmware image
+PAINT = 0xC5A5C5A5
+QEMU_INSTR_PER_SECOND = 20e6  # conservative, for wall-clock timeouts
+MIN_WATCHDOG_INSTR = 100_000
+STUB_STACK = 16  # the timing stub's push {r4-r6, lr}, not the model's
+
+
+@dataclass
+class M0Build:
+    elf: str
+    sizes: FirmwareSizes
+
+
+class _Objects:
+    """Model and harness objects compiled once, linked with one input image per batch."""
+
+    def __init__(self, spec: BuildSpec, work: str, max_instr: int | None = None):
+        self.spec, self.work = spec, work
+        self.cc = toolchains.find_tool("arm-none-eabi-gcc")
+        defines = []
+        if max_instr is not None:
+            # QEMU watchdog in TIMER0 ticks; at least room for the harness's stack painting
+            ticks = min(0xFFFFFFFF, (max(int(max_instr), MIN_WATCHDOG_INSTR) * 2048 + 124) // 125)
+            defines.append(f"-DTCM_MAX_TICKS={ticks}u")
+        self.model_objs, self.harness_objs = compile_objects(
+            self.cc, M0_CFLAGS, spec, [support_file(s) for s in HARNESS_SOURCES], work, defines)
+
+    def link(self, x: np.ndarray | None, tag: str) -> M0Build:
+        src = os.path.join(self.work, f"inputs_{tag}.c")
+        binf = os.path.join(self.work, f"inputs_{tag}.bin")
+        n = 0 if x is None else x.shape[0]
+        with open(binf, "wb") as f:
+            f.write(b"\0\0\0\0" if x is None else x.tobytes())
+        # .incbin: a C array literal of 128 KB takes the compiler a good fraction of a second
+        with open(src, "w") as f:
+            f.write("#include <stdint.h>\n"
+                    f"const uint32_t tcm_n_inputs = {n}u;\n"
+                    '__asm__(".section .rodata.tcm_inputs,\\"a\\",%progbits\\n"\n'
+                    '        ".balign 4\\n.global tcm_inputs\\ntcm_inputs:\\n"\n'
+                    f'        ".incbin \\"{binf}\\"\\n.text\\n");\n')
+        obj = src[:-2] + ".o"
+        run_tool([self.cc, *M0_CFLAGS, "-c", src, "-o", obj], "compiling the M0 input image")
+        elf = os.path.join(self.work, f"fw_m0_{tag}.elf")
+        run_tool([self.cc, *M0_LDFLAGS, "-T", support_file(LINKER_SCRIPT), *self.spec.extra_cflags,
+                  *self.harness_objs, *self.model_objs, obj, "-o", elf, "-lm"], "linking the M0 firmware")
+        flash, ram = arm_size(elf)
+        mflash, mram = model_symbol_sizes(toolchains.find_tool("arm-none-eabi-nm"), self.model_objs, elf)
+        return M0Build(elf, FirmwareSizes(flash, ram, mflash, mram))
+
+
+def arm_size(elf: str) -> tuple[int, int]:
+    """(flash, ram) = (text + data, data + bss) from Berkeley arm-none-eabi-size."""
+    out = run_tool([toolchains.find_tool("arm-none-eabi-size"), elf], "arm-none-eabi-size").stdout.decode()
+    lines = out.strip().splitlines()
+    try:
+        text, data, bss = (int(v) for v in lines[1].split()[:3])
+    except (IndexError, ValueError) as exc:
+        raise ToolchainError(f"cannot parse arm-none-eabi-size output:\n{out}") from exc
+    return text + data, data + bss
+
+
+def build(spec: BuildSpec, work: str) -> M0Build:
+    """Firmware with no inputs embedded: its size is the model plus the harness."""
+    return _Objects(spec, work, DEFAULT_MAX_CYCLES).link(None, "sizes")
+
+
+def run(spec: BuildSpec, x: np.ndarray, method: str, max_instr: int, timeout: float | None) -> TargetRun:
+    if method not in ("auto", "unicorn", "qemu"):
+        raise CompileError(f"unknown Cortex-M0 method {method!r}; use auto, unicorn or qemu")
+    if method == "auto":
+        # QEMU runs a whole batch in one process: faster than unicorn's Python block hook
+        method = "qemu" if toolchains.have_qemu() or not toolchains.have_unicorn() else "unicorn"
+    toolchains.require_target("cortex-m0", method)
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0-") as work:
+        objs = _Objects(spec, work, max_instr)
+        if method == "unicorn":
+            return _run_unicorn(objs, spec, x, max_instr, timeout)
+        return _run_qemu(objs, spec, x, max_instr, timeout)
+
+
+# ---------------------------------------------------------------- QEMU
+
+def _ticks_to_instructions(ticks: int) -> int:
+    # -icount shift=10: 1024 ns per instruction; TIMER0 at 16 MHz: 16.384 ticks per instruction
+    return (ticks * 125 + 1024) // 2048
+
+
+def _qemu_batch(objs: _Objects, spec: BuildSpec, xb: np.ndarray, tag: str, max_instr: int,
+                timeout: float | None):
+    """Link one firmware image holding inputs xb, run it; (predictions, scores, instructions, stack)."""
+    qemu = toolchains.find_tool("qemu-system-arm")
+    sdt = SCORE_DTYPES[spec.score_ctype]
+    fw = objs.link(xb, tag)
+    limit = timeout if timeout is not None else 30 + 2 * len(xb) * max_instr / QEMU_INSTR_PER_SECOND
+    proc = run_tool([qemu, "-M", "microbit", "-display", "none", "-monitor", "none", "-serial", "null",
+                     "-chardev", "stdio,id=sh", "-semihosting-config", "enable=on,target=native,chardev=sh",
+                     "-icount", "shift=10", "-kernel", fw.elf], "simulating the M0 firmware (QEMU)",
+                    timeout=limit, check=False)
+    out = proc.stdout.decode(errors="replace")
+    m = re.search(r"^C([0-9a-f]{16})$", out, re.M)
+    if "TCM-HANG" in out:
+        raise ToolchainError(f"a call of {spec.prefix} ran over {max_instr} instructions under QEMU: hang?")
+    if "TCM-FAULT" in out:
+        raise ToolchainError(f"{spec.prefix} faulted (HardFault) under QEMU")
+    if proc.returncode != 0 or m is None:
+        err = proc.stderr.decode(errors="replace")
+        raise ToolchainError(f"QEMU run of the M0 firmware failed (exit {proc.returncode}):\n"
+                             f"{err[-500:]}{out[-500:]}")
+    c0, c1 = np.frombuffer(bytes.fromhex(m.group(1)), "<u4")
+    calib = _ticks_to_instructions(int(c1) - int(c0))
+    rows = re.findall(r"^R([0-9a-f]+)$", out, re.M)
+    if len(rows) != len(xb):
+        raise ToolchainError(f"QEMU run ended early: {len(rows)} of {len(xb)} results\n{out[-500:]}")
+    preds, scores, instrs, stack = [], [], [], 0
+    for row in rows:
+        raw = bytes.fromhex(row)
+        pred, t0, t1, st = np.frombuffer(raw[:16], "<i4")
+        preds.append(int(pred))
+        # minus the calibration (two back-to-back captures) and the stub's BLX
+        instrs.append(_ticks_to_instructions((int(t1) - int(t0)) & 0xFFFFFFFF) - calib - 1)
+        stack = max(stack, int(st) - STUB_STACK)
+        scores.append(np.frombuffer(raw[16:], sdt))
+    return preds, scores, instrs, stack
+
+
+def _run_qemu(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
+              timeout: float | None) -> TargetRun:
+    toolchains.find_tool("qemu-system-arm")
+    n = x.shape[0]
+    # batches bounded by flash, and at least one per core so they run in parallel
+    per_batch = max(1, min(INPUT_BUDGET // max(1, x[0].nbytes), -(-n // (os.cpu_count() or 1))))
+    if n <= 16:
+        per_batch = n
+    starts = list(range(0, n, per_batch))
+    with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1)) as pool:
+        futures = [pool.submit(_qemu_batch, objs, spec, x[s:s + per_batch], f"b{b}", max_instr, timeout)
+                   for b, s in enumerate(starts)]
+        sizes = objs.link(None, "sizes").sizes  # the firmware without embedded inputs
+        parts = [f.result() for f in futures]
+    preds = [p for part in parts for p in part[0]]
+    scores = [s for part in parts for s in part[1]]
+    return TargetRun(
+        target="cortex-m0",
+        predictions=np.asarray(preds, np.int64),
+        scores=np.stack(scores).reshape(n, spec.n_scores),
+        cycles=None,
+        instructions=np.asarray([i for part in parts for i in part[2]], np.int64),
+        stack_bytes=max(part[3] for part in parts),
+        flash_bytes=sizes.flash_bytes,
+        ram_bytes=sizes.ram_bytes,
+        model_flash_bytes=sizes.model_flash_bytes,
+        model_ram_bytes=sizes.model_ram_bytes,
+        method="qemu",
+    )
+
+
+# ---------------------------------------------------------------- unicorn
+
+def _thumb_count(code: bytes) -> int:
+    """Number of Thumb instructions in a straight-line block (32-bit ones start 0b11101/0b11110/0b11111)."""
+    i = count = 0
+    while i + 1 < len(code):
+        hw = code[i] | (code[i + 1] << 8)
+        i += 4 if (hw >> 11) >= 0b11101 else 2
+        count += 1
+    return count
+
+
+def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
+                 timeout: float | None) -> TargetRun:
+    from elftools.elf.elffile import ELFFile
+    from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, UcError
+    from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_PC, UC_ARM_REG_R0, UC_ARM_REG_R1, UC_ARM_REG_SP
+
+    try:
+        from unicorn.arm_const import UC_CPU_ARM_CORTEX_M0
+    except ImportError:  # unicorn < 2.0.1: the default M-class core is fine for Thumb-1 code
+        UC_CPU_ARM_CORTEX_M0 = None
+
+    fw = objs.link(None, "uc")
+    sdt = SCORE_DTYPES[spec.score_ctype]
+    uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
+    if UC_CPU_ARM_CORTEX_M0 is not None:
+        uc.ctl_set_cpu_model(UC_CPU_ARM_CORTEX_M0)
+    uc.mem_map(FLASH_BASE, FLASH_SIZE)
+    uc.mem_map(RAM_BASE, RAM_SIZE)
+    with open(fw.elf, "rb") as f:
+        elf = ELFFile(f)
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
+                data = seg.data()
+                uc.mem_write(seg["p_vaddr"], data + bytes(seg["p_memsz"] - len(data)))
+        symtab = elf.get_section_by_name(".symtab")
+        syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
+    try:
+        predict, score_fn = syms[f"{spec.prefix}_predict"] & ~1, syms[f"{spec.prefix}_scores"] & ~1
+    except KeyError as exc:
+        raise ToolchainError(f"symbol {exc} not in the linked M0 firmware") from exc
+    bss_end = syms["__bss_end"]
+    # buffers for x and the scores just above .bss, the stack below the top of RAM
+    x_addr = (bss_end + 7) & ~7
+    s_addr = (x_addr + x[0].nbytes + 7) & ~7
+    paint_lo = (s_addr + spec.n_scores * sdt.itemsize + 7) & ~7
+    top = RAM_BASE + RAM_SIZE
+    if paint_lo + 256 > top:
+        raise ToolchainError(f"no RAM left for the stack: model data ends at {bss_end:#x}")
+    trap = FLASH_BASE + FLASH_SIZE - 16  # erased flash; execution stops before running it
+    paint = np.full((top - paint_lo) // 4, PAINT, "<u4").tobytes()
+
+    counts: dict[tuple[int, int], int] = {}
+    total = [0]
+
+    def on_block(uc_, address, size, _data):
+        key = (address, size)
+        c = counts.get(key)
+        if c is None:
+            c = counts[key] = _thumb_count(bytes(uc_.mem_read(address, size)))
+        total[0] += c
+        # a hang; cheaper than emu_start's timeout thread or count hook
+        if total[0] > max_instr or (deadline and total[0] & 0xFFFF < c and time.monotonic() > deadline):
+            uc_.emu_stop()
+
+    uc.hook_add(UC_HOOK_BLOCK, on_block)
+    deadline = time.monotonic() + timeout if timeout else 0.0
+
+    def call(fn: int, r1: int) -> tuple[int, int, int]:
+        uc.mem_write(paint_lo, paint)
+        uc.reg_write(UC_ARM_REG_R0, x_addr)
+        uc.reg_write(UC_ARM_REG_R1, r1)
+        uc.reg_write(UC_ARM_REG_SP, top)
+        uc.reg_write(UC_ARM_REG_LR, trap | 1)
+        total[0] = 0
+        try:
+            uc.emu_start(fn | 1, trap)
+        except UcError as exc:
+            pc = uc.reg_read(UC_ARM_REG_PC)
+            raise ToolchainError(f"M0 emulation of {spec.prefix} faulted at pc={pc:#x}: {exc}") from exc
+        if uc.reg_read(UC_ARM_REG_PC) & ~1 != trap:
+            raise ToolchainError(f"M0 emulation of {spec.prefix} did not return within {max_instr} "
+                                 f"instructions or {timeout} s (hang?)")
+        words = np.frombuffer(bytes(uc.mem_read(paint_lo, top - paint_lo)), "<u4")
+        used = np.flatnonzero(words != PAINT)
+        stack = 0 if used.size == 0 else top - (paint_lo + 4 * int(used[0]))
+        return uc.reg_read(UC_ARM_REG_R0), total[0], stack
+
+    preds, instrs, scores, stack = [], [], [], 0
+    sbytes = spec.n_scores * sdt.itemsize
+    for row in x:
+        uc.mem_write(x_addr, row.tobytes())
+        r0, n_instr, st = call(predict, 0)
+        preds.append(r0 - (1 << 32) if r0 & 0x80000000 else r0)
+        instrs.append(n_instr)
+        _, _, st2 = call(score_fn, s_addr)
+        stack = max(stack, st, st2)
+        scores.append(np.frombuffer(bytes(uc.mem_read(s_addr, sbytes)), sdt))
+    return TargetRun(
+        target="cortex-m0",
+        predictions=np.asarray(preds, np.int64),
+        scores=np.stack(scores),
+        cycles=None,
+        instructions=np.asarray(instrs, np.int64),
+        stack_bytes=stack,
+        flash_bytes=fw.sizes.flash_bytes,
+        ram_bytes=fw.sizes.ram_bytes,
+        model_flash_bytes=fw.sizes.model_flash_bytes,
+        model_ram_bytes=fw.sizes.model_ram_bytes,
+        method="unicorn",
+    )

@@ -1,0 +1,256 @@
+"""Run a compiled model on a simulated microcontroller and measure it.
+
+    run = run_on_target("avr", sources, header, prefix, inputs, n_scores, "int16_t", "int32_t")
+
+Targets:
+  "avr"        ATmega328P @ 16 MHz under libsimavr (cycle exact), through a small C runner
+               (support/avr_runner.c) built once into a cache directory; inputs are streamed into
+               the firmware through GPIOR2 because a test set does not fit 32 KB of flash.
+  "cortex-m0"  nRF51822 (256 KB flash, 16 KB RAM). Method "qemu" (default when installed) runs
+               whole firmware under QEMU -M microbit -icount shift=10 and counts instructions with
+               TIMER0 (inputs embedded in flash, in batches); "unicorn" (Python emulator) calls
+               <prefix>_predict directly and counts executed blocks. Both give the same exact counts.
+
+Counts are exact and cover the callee only: from the first instruction of <prefix>_predict
+through its return (AVR: RET's 4 cycles included, the caller's CALL not; M0 likewise for BL).
+stack_bytes: AVR includes the 2-byte return address the call pushes; M0 is what the callee pushes.
+
+The model exports `int <prefix>_predict(const IN_T *x)` and
+`void <prefix>_scores(const IN_T *x, SCORE_T *scores)`, declared in `header`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+
+import numpy as np
+
+from tinycc_ml.errors import CompileError, DataError, ToolchainError
+
+INPUT_DTYPES = {"int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"), "float": np.dtype("<f4")}
+SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "float": np.dtype("<f4")}
+SIM_TARGETS = ("avr", "cortex-m0")
+DEFAULT_MAX_CYCLES = 50_000_000  # per call; beyond this a run is taken for a hang
+
+AVR_CFLAGS = ("-mmcu=atmega328p", "-DF_CPU=16000000UL", "-Os", "-ffunction-sections", "-fdata-sections")
+AVR_LDFLAGS = ("-mmcu=atmega328p", "-Wl,--gc-sections")
+M0_CFLAGS = ("-mcpu=cortex-m0", "-mthumb", "-Os", "-ffunction-sections", "-fdata-sections",
+             "-fno-tree-loop-distribute-patterns")
+M0_LDFLAGS = ("-mcpu=cortex-m0", "-mthumb", "-nostartfiles", "-Wl,--gc-sections")
+WARN_FLAGS = ("-std=c99", "-Wall", "-Wextra")
+
+
+@dataclass
+class TargetRun:
+    """Results and measurements of one run_on_target call."""
+
+    target: str
+    predictions: np.ndarray  # (n,) int
+    scores: np.ndarray  # (n, n_scores), score dtype
+    cycles: np.ndarray | None  # AVR: simavr cycles per <prefix>_predict call
+    instructions: np.ndarray | None  # Cortex-M0: instructions per <prefix>_predict call
+    stack_bytes: int  # peak stack use over all predict and scores calls
+    flash_bytes: int  # whole firmware: text + data
+    ram_bytes: int  # whole firmware: data + bss
+    model_flash_bytes: int | None = None  # the model's own symbols only
+    model_ram_bytes: int | None = None
+    method: str = ""  # "simavr", "unicorn" or "qemu"
+    wall_seconds: float = 0.0
+
+
+@dataclass
+class FirmwareSizes:
+    flash_bytes: int
+    ram_bytes: int
+    model_flash_bytes: int
+    model_ram_bytes: int
+
+
+@dataclass
+class BuildSpec:
+    """Everything needed to build the measurement firmware for one model."""
+
+    sources: list[str]
+    header: str
+    prefix: str
+    n_features: int
+    n_scores: int
+    input_ctype: str
+    score_ctype: str
+    extra_cflags: tuple[str, ...] = field(default_factory=tuple)
+
+    def harness_defines(self) -> list[str]:
+        return [
+            f'-DTCM_HEADER="{self.header}"',
+            f"-DTCM_PREFIX={self.prefix}",
+            f"-DTCM_IN_T={self.input_ctype}",
+            f"-DTCM_SCORE_T={self.score_ctype}",
+            f"-DTCM_D={self.n_features}",
+            f"-DTCM_NS={self.n_scores}",
+        ]
+
+
+def make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype,
+              extra_cflags=()) -> BuildSpec:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix or ""):
+        raise CompileError(f"model prefix {prefix!r} is not a C identifier")
+    if input_ctype not in INPUT_DTYPES:
+        raise CompileError(f"input C type {input_ctype!r} not supported; use one of {list(INPUT_DTYPES)}")
+    if score_ctype not in SCORE_DTYPES:
+        raise CompileError(f"score C type {score_ctype!r} not supported; use one of {list(SCORE_DTYPES)}")
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    srcs = [os.path.abspath(os.fspath(s)) for s in sources]
+    for path in srcs + [os.path.abspath(os.fspath(header))]:
+        if not os.path.isfile(path):
+            raise CompileError(f"{path}: model source or header not found")
+    if n_features < 1 or n_scores < 1:
+        raise CompileError(f"need n_features >= 1 and n_scores >= 1, got {n_features}, {n_scores}")
+    return BuildSpec(srcs, os.path.abspath(os.fspath(header)), prefix, int(n_features), int(n_scores),
+                     input_ctype, score_ctype, tuple(extra_cflags))
+
+
+def support_file(name: str) -> str:
+    """Path of a file shipped in tinycc_ml/runtime/support."""
+    path = resources.files("tinycc_ml.runtime").joinpath("support", name)
+    return os.fspath(path)
+
+
+def run_tool(cmd: Sequence[str], what: str, timeout: float = 300, cwd: str | None = None,
+             check: bool = True) -> subprocess.CompletedProcess:
+    """Run a tool; ToolchainError with its output if it times out or (check) exits non-zero."""
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired as exc:
+        raise ToolchainError(f"{what} timed out after {timeout:.0f} s: {' '.join(cmd[:3])} ...") from exc
+    except OSError as exc:
+        raise ToolchainError(f"{what}: cannot run {cmd[0]}: {exc}") from exc
+    if check and proc.returncode != 0:
+        out = (proc.stderr or b"").decode(errors="replace") + (proc.stdout or b"").decode(errors="replace")
+        tail = "\n".join(out.strip().splitlines()[-30:])
+        raise ToolchainError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+    return proc
+
+
+def compile_objects(cc: str, cflags: Sequence[str], spec: BuildSpec, harness: Sequence[str],
+                    workdir: str, harness_defines: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """Compile the model sources and the harness files; returns (model objects, harness objects).
+
+    Harness files get -Werror; model sources get the same warnings without it (add "-Werror"
+    to extra_cflags to make model warnings fatal too)."""
+    incdir = ["-I" + os.path.dirname(spec.header)]
+    model_objs, harness_objs = [], []
+    for i, src in enumerate(spec.sources):
+        obj = os.path.join(workdir, f"model{i}_{os.path.splitext(os.path.basename(src))[0]}.o")
+        run_tool([cc, *cflags, *WARN_FLAGS, *incdir, *spec.extra_cflags, "-c", src, "-o", obj],
+                 f"compiling {src}")
+        model_objs.append(obj)
+    for src in harness:
+        obj = os.path.join(workdir, "h_" + os.path.splitext(os.path.basename(src))[0] + ".o")
+        run_tool([cc, *cflags, *WARN_FLAGS, "-Werror", *incdir, *spec.harness_defines(), *harness_defines,
+                  *spec.extra_cflags, "-c", src, "-o", obj], f"compiling harness {os.path.basename(src)}")
+        harness_objs.append(obj)
+    return model_objs, harness_objs
+
+
+_FLASH_TYPES = set("TtRrDd")
+_RAM_TYPES = set("DdBb")
+
+
+def model_symbol_sizes(nm: str, model_objs: Sequence[str], elf: str) -> tuple[int, int]:
+    """(flash, ram) bytes of the linked symbols defined by the model's object files.
+
+    Counts what the model defines (functions, tables, state); library helpers it pulls in
+    (e.g. libgcc's __mulhisi3, soft-float) are not attributed to it."""
+    names: set[str] = set()
+    for obj in model_objs:
+        out = run_tool([nm, "--defined-only", obj], "nm").stdout.decode()
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in _FLASH_TYPES | _RAM_TYPES:
+                names.add(parts[2])
+    flash = ram = 0
+    seen: set[tuple[str, str]] = set()
+    out = run_tool([nm, "-S", "--defined-only", elf], "nm").stdout.decode()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) != 4 or parts[3] not in names or (parts[0], parts[3]) in seen:
+            continue
+        seen.add((parts[0], parts[3]))
+        size, kind = int(parts[1], 16), parts[2]
+        if kind in _FLASH_TYPES:
+            flash += size
+        if kind in _RAM_TYPES:
+            ram += size
+    return flash, ram
+
+
+def check_inputs(inputs, spec_ctype: str) -> np.ndarray:
+    dtype = INPUT_DTYPES[spec_ctype]
+    arr = np.asarray(inputs)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise DataError(f"inputs must be a non-empty (n, D) array, got shape {arr.shape}")
+    if arr.dtype != dtype:
+        cast = arr.astype(dtype)
+        if not np.array_equal(cast.astype(arr.dtype), arr, equal_nan=arr.dtype.kind == "f"):
+            raise DataError(f"inputs of dtype {arr.dtype} do not fit the model's input type {spec_ctype}")
+        arr = cast
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def run_on_target(target: str, sources, header, prefix: str, inputs, n_scores: int,
+                  input_ctype: str, score_ctype: str, extra_cflags: Sequence[str] = (),
+                  *, m0_method: str = "auto", max_cycles_per_inference: int = DEFAULT_MAX_CYCLES,
+                  timeout: float | None = None) -> TargetRun:
+    """Build the model with a measurement harness for `target`, run every input, measure.
+
+    m0_method: "auto" (QEMU if installed, else unicorn), "unicorn" or "qemu".
+    max_cycles_per_inference: a call longer than this (AVR cycles / M0 instructions) is treated
+    as a hang and raises ToolchainError (the simulators stop it themselves).
+    timeout: wall-clock limit per simulator process in seconds (default: generous, from the cap).
+    """
+    t_start = time.perf_counter()
+    arr0 = np.asarray(inputs)
+    n_features = arr0.shape[-1] if arr0.ndim >= 1 else 0
+    spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags)
+    x = check_inputs(inputs, input_ctype)
+    if target == "avr":
+        from tinycc_ml.runtime import sim_avr
+
+        run = sim_avr.run(spec, x, max_cycles_per_inference, timeout)
+    elif target == "cortex-m0":
+        from tinycc_ml.runtime import sim_m0
+
+        run = sim_m0.run(spec, x, m0_method, max_cycles_per_inference, timeout)
+    else:
+        raise CompileError(f"cannot simulate target {target!r}; simulated targets: {', '.join(SIM_TARGETS)}")
+    run.wall_seconds = time.perf_counter() - t_start
+    return run
+
+
+def firmware_sizes(target: str, sources, header, prefix: str, n_features: int, n_scores: int,
+                   input_ctype: str, score_ctype: str, extra_cflags: Sequence[str] = ()) -> FirmwareSizes:
+    """Build the measurement firmware only; sizes of the whole firmware and of the model alone."""
+    spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags)
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
+        if target == "avr":
+            from tinycc_ml.runtime import sim_avr
+
+            build = sim_avr.build(spec, work)
+        elif target == "cortex-m0":
+            from tinycc_ml.runtime import sim_m0
+
+            build = sim_m0.build(spec, work)
+        else:
+            raise CompileError(f"no firmware build for target {target!r}; "
+                               f"use one of {', '.join(SIM_TARGETS)}")
+        return build.sizes

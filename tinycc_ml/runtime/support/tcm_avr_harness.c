@@ -1,0 +1,65 @@
+/* tinycc-ml AVR measurement harness, run by avr_runner under libsimavr.
+ * Configured by -D: TCM_HEADER ("path"), TCM_PREFIX, TCM_IN_T, TCM_SCORE_T, TCM_D, TCM_NS.
+ * Inputs stream in through GPIOR2 (32 KB flash cannot hold a test set), results go out through
+ * GPIOR0, GPIOR1 writes bracket the measured calls (odd code opens, even code closes).
+ * The calls go through a fixed asm stub, so the runner's cycle count minus the back-to-back
+ * calibration bracket minus 3 (ICALL) is exactly the callee's cycles, from entry through RET. */
+#include <stdint.h>
+#include <avr/io.h>
+#include TCM_HEADER
+
+#define TCM_CAT_(a, b) a##b
+#define TCM_CAT(a, b) TCM_CAT_(a, b)
+#define TCM_PREDICT TCM_CAT(TCM_PREFIX, _predict)
+#define TCM_SCORES TCM_CAT(TCM_PREFIX, _scores)
+#define TCM_BARRIER() __asm__ __volatile__("" ::: "memory")
+
+static TCM_IN_T tcm_x[TCM_D];
+static TCM_SCORE_T tcm_s[TCM_NS];
+
+static void tcm_put(const void *p, uint16_t n)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    while (n--)
+        GPIOR0 = *b++;
+}
+
+/* tcm_timed_p/_s(x, s, fn): stamp 3, icall fn(x, s), stamp 4; r18 and Z are call-clobbered. */
+__asm__(
+    "    .section .text.tcm_timed,\"ax\",@progbits\n"
+    "    .global tcm_timed_p\n"
+    "    .global tcm_timed_s\n"
+    "tcm_timed_p:\n"
+    "tcm_timed_s:\n"
+    "    movw r30, r20\n"
+    "    ldi r18, 3\n"
+    "    out 0x2a, r18\n"
+    "    icall\n"
+    "    ldi r18, 4\n"
+    "    out 0x2a, r18\n"
+    "    ret\n"
+    "    .text\n");
+int16_t tcm_timed_p(const TCM_IN_T *x, TCM_SCORE_T *s, int (*fn)(const TCM_IN_T *));
+void tcm_timed_s(const TCM_IN_T *x, TCM_SCORE_T *s, void (*fn)(const TCM_IN_T *, TCM_SCORE_T *));
+
+int main(void)
+{
+    /* calibration bracket, same shape as the stub without the call: out; ldi; out */
+    __asm__ __volatile__("ldi r18, 1\n\tout 0x2a, r18\n\tldi r18, 2\n\tout 0x2a, r18" ::: "r18");
+    while (GPIOR2) {
+        uint8_t *b = (uint8_t *)tcm_x;
+        for (uint16_t i = 0; i < sizeof tcm_x; i++)
+            b[i] = GPIOR2;
+        TCM_BARRIER();
+        int16_t pred = tcm_timed_p(tcm_x, tcm_s, TCM_PREDICT);
+        TCM_BARRIER();
+        tcm_timed_s(tcm_x, tcm_s, TCM_SCORES);
+        TCM_BARRIER();
+        tcm_put(&pred, sizeof pred);
+        tcm_put(tcm_s, sizeof tcm_s);
+    }
+    /* sleeping with interrupts off ends the simulation cleanly */
+    __asm__ __volatile__("cli\n\tsleep" ::: "memory");
+    for (;;) {
+    }
+}

@@ -1,0 +1,59 @@
+/* tinycc-ml Cortex-M0 startup for the nRF51: vector table, .data/.bss set-up, semihosting exit. */
+#include <stdint.h>
+
+extern uint32_t __stack_top, __data_load, __data_start, __data_end, __bss_start, __bss_end;
+int main(void);
+void tcm_reset(void);
+void tcm_exit(int code);
+
+/* ARM semihosting call: bkpt 0xAB with r0 = operation, r1 = argument */
+int tcm_semihost(int op, const void *arg)
+{
+    register int r0 __asm__("r0") = op;
+    register const void *r1 __asm__("r1") = arg;
+    __asm__ __volatile__("bkpt 0xAB" : "+r"(r0) : "r"(r1) : "memory");
+    return r0;
+}
+
+void tcm_exit(int code)
+{
+    /* SYS_EXIT_EXTENDED with ADP_Stopped_ApplicationExit passes the code to QEMU's exit status */
+    uint32_t block[2] = {0x20026u, (uint32_t)code};
+    tcm_semihost(0x20, block);
+    for (;;) {
+    }
+}
+
+static void tcm_fault(void)
+{
+    static const char msg[] = "TCM-FAULT\n";
+    tcm_semihost(0x04, msg);
+    tcm_exit(3);
+}
+
+void tcm_reset(void)
+{
+    uint32_t *src = &__data_load, *dst = &__data_start;
+    while (dst < &__data_end)
+        *dst++ = *src++;
+    for (dst = &__bss_start; dst < &__bss_end; dst++)
+        *dst = 0;
+    tcm_exit(main());
+}
+
+/* the harness overrides this to stop a hung call (TIMER0 COMPARE[2] watchdog) */
+void tcm_irq_timer0(void) __attribute__((weak, alias("tcm_fault")));
+
+__attribute__((section(".tcm_vectors"), used))
+static void (*const tcm_vectors[16 + 32])(void) = {
+    (void (*)(void))(uintptr_t)&__stack_top,
+    tcm_reset,
+    tcm_fault, /* NMI */
+    tcm_fault, /* HardFault */
+    0, 0, 0, 0, 0, 0, 0,
+    tcm_fault, /* SVCall */
+    0, 0,
+    tcm_fault, /* PendSV */
+    tcm_fault, /* SysTick */
+    [16 + 8] = tcm_irq_timer0, /* nRF51 TIMER0 */
+};
