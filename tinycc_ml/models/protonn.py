@@ -169,7 +169,9 @@ def init_protonn(X, y, projection_dim: int = 15, prototypes_per_class: int = 5, 
         raise DataError("X holds NaN or Inf")
     classes = np.unique(y)
     mean, std = X.mean(axis=0), X.std(axis=0)
-    std[std == 0] = 1.0
+    # a nearly constant feature would get a huge weight (1/std) that no small integer type can
+    # hold next to the others; flooring its std treats it as the near-constant it is
+    std = np.maximum(std, 0.1 * float(np.mean(std)) if np.any(std > 0) else 1.0)
     Xn = (X - mean) / std
     _, _, vt = np.linalg.svd(Xn - Xn.mean(axis=0), full_matrices=False)
     W = vt[: min(projection_dim, vt.shape[0])]

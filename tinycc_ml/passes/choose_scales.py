@@ -60,7 +60,7 @@ class ChooseScales(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         precision = ctx.options.get("precision", "int16")
         weight_bits = 8 if precision == "int8" else 16
-        adjust = ctx.options.get("scale_adjust", {})
+        adjust = self.adjust = ctx.options.get("scale_adjust", {})
         ranges = graph.ranges
         out = Graph(graph.name)
         scale: dict[str, int] = {}
@@ -176,11 +176,12 @@ class ChooseScales(Pass):
         a = graph.node(a_name)
         A = OPS[a.op].evaluate([], a.attrs)
         bx = bound[x_name]
-        sa = best_scale(float(np.max(np.abs(A))), weight_bits)
+        # a positive adjustment saturates the largest weights to resolve the rest (outliers)
+        sa = best_scale(float(np.max(np.abs(A))), weight_bits) + int(self.adjust.get(f"{node.name}.weights", 0))
         row_l1 = float(np.max(np.sum(np.abs(A), axis=1)))
         h = 0
         # lower the weight scale until the accumulator provably fits ...
-        while row_l1 * 2.0**sa * bx > ACC_LIMIT and float(np.max(np.abs(A))) * 2.0**(sa - 1) >= 2**MIN_WEIGHT_BITS:
+        while row_l1 * 2.0**sa * bx > ACC_LIMIT and float(np.max(np.abs(A))) * 2.0 ** (sa - 1) >= 2**MIN_WEIGHT_BITS:
             sa -= 1
         # ... and past MIN_WEIGHT_BITS, shift the products instead
         while (row_l1 * 2.0**sa + A.shape[1]) * bx / 2.0**h > ACC_LIMIT:

@@ -21,6 +21,7 @@ from tinycc_ml.passes.manager import PassContext, run_passes
 FLOAT_PREP = ["fold_input_affine", "constant_fold", "cse", "dce"]
 FIXED_PASSES = ["choose_scales", "exp_table", "dce", "plan_memory"]
 SEARCH_ADJUSTMENTS = (-1, 1, -2)
+WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
 
 
 def insert_input_clamp(graph: Graph, lo: float, hi: float) -> Graph:
@@ -68,12 +69,13 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     adjust: dict[str, int] = {}
     best = _score(build(adjust), held, float_out)
     if ctx.options.get("search", True):
-        candidates = [n for n in graph.order() if graph.op(n) not in ("const", "sparse_const")
-                      and graph.type(n).dtype.is_float and graph.op(n) not in ("clip", "input")]
+        candidates = [(n, SEARCH_ADJUSTMENTS) for n in graph.order()
+                      if graph.type(n).dtype.is_float and graph.op(n) not in ("const", "sparse_const", "clip", "input")]
+        candidates += [(f"{n}.weights", WEIGHT_ADJUSTMENTS) for n in graph.order() if graph.op(n) == "matvec"]
         for _round in range(2):
             improved = False
-            for name in candidates:
-                for delta in SEARCH_ADJUSTMENTS:
+            for name, deltas in candidates:
+                for delta in deltas:
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
                     score = _score(build(trial_adjust), held, float_out)
                     if score < best:

@@ -1,0 +1,75 @@
+"""The fixed-point reference semantics, checked against hand-worked integers and real arithmetic."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinycc_ml.ir.fixed import FixedOverflow, align_shifts, clip_bounds, quantise, rshift, run_fixed, saturate
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.types import TensorType, fixed
+
+
+def test_rshift_rounds_halves_up_and_left_shifts_multiply():
+    assert rshift(np.array([5, 6, 7, -5, -6, -7]), 2).tolist() == [1, 2, 2, -1, -1, -2]  # 1.25 1.5 1.75 ...
+    assert rshift(np.array([3, -3]), -4).tolist() == [48, -48]
+    assert rshift(np.array([9]), 0).tolist() == [9]
+
+
+@given(st.integers(-(2**30), 2**30), st.integers(1, 20))
+def test_rshift_is_round_to_nearest(v, k):
+    assert abs(int(rshift(v, k)) - v / 2**k) <= 0.5
+
+
+def test_saturate_and_quantise():
+    assert saturate(np.array([40000, -40000, 12]), 16).tolist() == [32767, -32768, 12]
+    assert saturate(np.array([200, -200]), 8).tolist() == [127, -128]
+    assert quantise(np.array([0.5, -0.5, 1.0, 100.0]), 4, 8).tolist() == [8, -8, 16, 127]
+
+
+def test_align_shifts_caps_left_shift():
+    assert align_shifts(3, 10) == (10, 7, 0)
+    c, la, lb = align_shifts(0, 30)
+    assert (c, la, lb) == (15, 15, -15)
+
+
+def test_clip_bounds_stay_inside_the_storage_type():
+    assert clip_bounds(0.0, 1.0, fixed(16, 15)) == (0, 32767)
+    assert clip_bounds(-1.0, 1.0, fixed(16, 4)) == (-16, 16)
+
+
+def _matvec_graph(A_q, sa, sx, so, shift=0):
+    g = Graph("t")
+    x = g.add("input", attrs={"name": "x"}, type=TensorType((A_q.shape[1],), fixed(16, sx)), name="x")
+    a = g.add("const", attrs={"value": A_q.astype(np.int16)}, type=TensorType(A_q.shape, fixed(16, sa)), name="A")
+    attrs = {"shift": shift} if shift else {}
+    y = g.add("matvec", [a, x], attrs, type=TensorType((A_q.shape[0],), fixed(16, so)), name="y")
+    g.set_output("scores", y)
+    g.set_output("prediction", g.add("argmax", [y], name="p"))
+    return g
+
+
+def test_matvec_hand_worked():
+    # A = [[1.5, -0.25]] at scale 2, x = [2, 3] at scale 1: 1.5*2 - 0.25*3 = 2.25 -> at scale 3: 18
+    g = _matvec_graph(np.array([[6, -1]]), sa=2, sx=1, so=3)
+    out = run_fixed(g, np.array([[4, 6]]))
+    assert out["scores"].tolist() == [[18]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 12), st.integers(0, 2**31 - 1))
+def test_matvec_matches_real_arithmetic_within_rounding(rows, cols, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.integers(-3000, 3000, (rows, cols))
+    x = rng.integers(-3000, 3000, (3, cols))
+    g = _matvec_graph(A, sa=10, sx=8, so=4)
+    got = run_fixed(g, x)["scores"]
+    real = (x * 2.0**-8) @ (A * 2.0**-10).T
+    expect = np.clip(real * 2**4, -32768, 32767)
+    assert np.all(np.abs(got - expect) <= 0.5)
+
+
+def test_overflow_of_an_int32_intermediate_is_detected():
+    g = _matvec_graph(np.full((1, 4), 32767), sa=0, sx=0, so=0)
+    with pytest.raises(FixedOverflow):
+        run_fixed(g, np.full((1, 4), 32767))
