@@ -166,6 +166,25 @@ def _tanh_clamp(em: CEmitter, node: Node) -> list[str]:
     return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), -one, one, bits), sa - node.type.dtype.scale))
 
 
+def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
+    (a,) = node.inputs
+    at = node.attrs
+    table = em.add_const_array(em.sym(f"{node.name}_tanh"), at["table"], "int16_t",
+                               f"%{node.name}: tanh table, scale 2^-{at['table_scale']}")
+    n = node.type.size
+    index = rshift_c(f"(v_i < {at['in_max_q']} ? v_i : INT32_C({at['in_max_q']}))", at["drop_bits"])
+    entry = em.target.read_const(table, "t_i", "int16_t")
+    return [
+        f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
+        f"    const int32_t v = {em.at(a, 'i')};",
+        "    const int32_t v_i = v < 0 ? -v : v;",
+        f"    const int32_t t_i = {index};",
+        f"    const int32_t y = v < 0 ? -(int32_t){entry} : (int32_t){entry};",
+        "    " + store(em, node, "i", rshift_c("y", at["table_scale"] - node.type.dtype.scale)),
+        "}",
+    ]
+
+
 def _exp_lut(em: CEmitter, node: Node) -> list[str]:
     (a,) = node.inputs
     at = node.attrs
@@ -231,7 +250,7 @@ def _select(em: CEmitter, node: Node) -> list[str]:
 
 FIXED_OP_EMITTERS.update({
     "matvec": _matvec, "sqdist": _sqdist, "add": _addsub("+"), "sub": _addsub("-"), "mul": _mul,
-    "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "sign": _sign,
+    "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut, "sign": _sign,
     "sum": _sum, "cmp": _cmp, "select": _select,
     "argmax": lambda em, node: em._arg(node, ">"), "argmin": lambda em, node: em._arg(node, "<"),
     "take": lambda em, node: em._float_take(node),

@@ -82,6 +82,10 @@ def exp_lut_index(x, attrs):
     return t >> attrs["low_bits"], t & ((1 << attrs["low_bits"]) - 1)
 
 
+def tanh_lut_index(x, attrs):
+    return rshift(np.minimum(np.abs(np.asarray(x, dtype=np.int64)), attrs["in_max_q"]), attrs["drop_bits"])
+
+
 def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarray:
     node = graph.node(name)
     op, t = node.op, node.type
@@ -139,6 +143,10 @@ def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarr
         sa = ta.dtype.scale
         one = rshift(np.int64(1), -sa) if sa >= 0 else np.int64(0)
         return saturate(rshift(np.clip(a, -one, one), sa - so), bits)
+    if op == "tanh_lut":
+        (a,) = ins
+        y = np.sign(a) * node.attrs["table"].astype(np.int64)[tanh_lut_index(a, node.attrs)]
+        return saturate(rshift(y, node.attrs["table_scale"] - so), bits)
     if op == "exp_lut":
         (a,) = ins
         at = node.attrs

@@ -280,3 +280,8 @@ register_op(OpDef(
      "table_hi": "array", "table_lo": "array", "hi_scale": "int", "lo_scale": "int"},
     "e^x by two tables over [lo, hi] (inputs outside clamp): with t = (clamp(x) - lo) >> drop_bits, "
     "e^x ~ table_hi[t >> low_bits] * table_lo[t & (2^low_bits - 1)]; see passes/exp_table.py"))
+register_op(OpDef(
+    "tanh_lut", 1, _infer_unary, lambda xs, a: np.tanh(xs[0]),
+    {"drop_bits": "int", "in_max_q": "int", "table": "array", "table_scale": "int"},
+    "tanh by one table over [0, in_max] with odd symmetry: tanh(x) ~ sign(x) * "
+    "table[rshift(min(|x|, in_max_q), drop_bits)]; see passes/tanh_approx.py"))

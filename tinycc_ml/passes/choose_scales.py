@@ -101,7 +101,7 @@ class ChooseScales(Pass):
                     other = ins[1 - i] if len(ins) == 2 else None
                     like = scale.get(other) if other is not None and other in scale else s
                     self._materialise(graph, out, operand, scale, bound, ins, like)
-                s_out_acc = self._elementwise_bound(graph, node, scale, bound, s)
+                s_out_acc = self._elementwise_bound(graph, node.op, ins, scale, bound, s)
             dtype = fixed(ACT_BITS, s)
             out.add(node.op, ins, attrs, type=TensorType(node.type.shape, dtype), name=name)
             scale[name] = s
@@ -215,17 +215,16 @@ class ChooseScales(Pass):
         return k * rshift_bound(d, h) ** 2, 2 * (sx - h)
 
     @staticmethod
-    def _elementwise_bound(graph, node, scale, bound, s):
-        ins = [i for i in node.inputs if i in scale]
-        if node.op in ("add", "sub"):
-            c, la, lb = align_shifts(scale[node.inputs[0]], scale[node.inputs[1]])
-            return rshift_bound(bound[node.inputs[0]], -la) + rshift_bound(bound[node.inputs[1]], -lb), c
-        if node.op == "mul":
-            a, b = node.inputs
+    def _elementwise_bound(graph, op, ins, scale, bound, s):
+        if op in ("add", "sub"):
+            c, la, lb = align_shifts(scale[ins[0]], scale[ins[1]])
+            return rshift_bound(bound[ins[0]], -la) + rshift_bound(bound[ins[1]], -lb), c
+        if op == "mul":
+            a, b = ins
             return bound[a] * bound[b], scale[a] + scale[b]
-        if node.op == "sum":
-            (a,) = node.inputs
+        if op == "sum":
+            (a,) = ins
             return bound[a] * graph.type(a).size, scale[a]
-        if node.op in ("clip", "tanh", "tanh_clamp", "exp", "sign", "select"):
+        if op in ("clip", "tanh", "tanh_clamp", "exp", "sign", "select"):
             return 2 ** (ACT_BITS - 1), s
-        return max((bound[i] for i in ins), default=2 ** (ACT_BITS - 1)), s
+        return max((bound[i] for i in ins if i in bound), default=2 ** (ACT_BITS - 1)), s

@@ -15,11 +15,11 @@ import numpy as np
 from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import run_float
-from tinycc_ml.passes import choose_scales, exp_table, range_analysis  # noqa: F401  (registration)
+from tinycc_ml.passes import choose_scales, exp_table, range_analysis, tanh_approx  # noqa: F401  (registration)
 from tinycc_ml.passes.manager import PassContext, run_passes
 
 FLOAT_PREP = ["fold_input_affine", "constant_fold", "cse", "dce"]
-FIXED_PASSES = ["choose_scales", "exp_table", "dce", "plan_memory"]
+FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "dce", "plan_memory"]
 SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
 
@@ -64,7 +64,7 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
 
     def build(adjust: dict) -> Graph:
         trial = PassContext(options={**ctx.options, "scale_adjust": adjust}, debug=False)
-        return run_passes(graph.copy_with_ranges(), FIXED_PASSES[:2], trial)
+        return run_passes(graph.copy_with_ranges(), FIXED_PASSES[:3], trial)
 
     adjust: dict[str, int] = {}
     best = _score(build(adjust), held, float_out)
@@ -105,6 +105,7 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
         "values": values,
         "scale_adjustments": adjust,
         "exp_tables": ctx.options.get("exp_tables", []),
+        "tanh": ctx.options.get("tanh_tables", []),
         "input_scale": s_in,
         "input_range": [lo, hi],
         "calibration_rows": len(calibration),

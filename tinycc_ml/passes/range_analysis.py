@@ -95,7 +95,7 @@ def static_intervals(graph: Graph, input_lo: float, input_hi: float) -> dict[str
             out[name] = (cands.min(axis=0), cands.max(axis=0))
         elif op in ("exp", "exp_lut"):
             out[name] = (np.exp(ivs[0][0]), np.exp(ivs[0][1]))
-        elif op in ("tanh", "tanh_clamp"):
+        elif op in ("tanh", "tanh_clamp", "tanh_lut"):
             f = np.tanh if op == "tanh" else (lambda v: np.clip(v, -1, 1))
             out[name] = (f(ivs[0][0]), f(ivs[0][1]))
         elif op == "clip":

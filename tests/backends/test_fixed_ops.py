@@ -1,0 +1,103 @@
+"""Every fixed-point op, compiled to host C, agrees bit for bit with the fixed-point interpreter,
+and tracks the float interpreter: random small graphs mixing the ops (hypothesis)."""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tinycc_ml
+from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.interp import run_float
+from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.models.base import Model
+
+
+class GraphModel(Model):
+    """A model that is just a float graph (for exercising the compiler on arbitrary graphs)."""
+
+    family = "graph_under_test"
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    @property
+    def input_dim(self):
+        return self.graph.type(self.graph.inputs()[0]).shape[0]
+
+    def lower(self):
+        return self.graph.copy()
+
+    def describe(self):
+        return "test graph"
+
+
+def build_graph(rng, D, H, L, ops, tanh_scale):
+    g = Graph("g")
+    x = g.add("input", attrs={"name": "x"}, type=TensorType((D,), F32), name="x")
+    w1 = g.add("const", attrs={"value": rng.normal(size=(H, D)).astype(np.float32)}, name="w1")
+    h = g.add("matvec", [w1, x], name="h")
+    if "tanh" in ops:
+        h = g.add("tanh", [g.add("scale", [h], {"factor": tanh_scale}, name="pre")], name="t")
+    if "mul" in ops:
+        h2 = g.add("matvec", [g.add("const", attrs={"value": rng.normal(size=(H, D)).astype(np.float32)}), x])
+        h = g.add("mul", [h, h2], name="prod")
+    if "add" in ops:
+        b = g.add("const", attrs={"value": rng.normal(size=H).astype(np.float32)}, name="bias")
+        h = g.add("add", [h, b], name="biased")
+    if "sub" in ops:
+        h = g.add("sub", [h, g.add("sum", [h], name="total")], name="centred")
+    if "clip" in ops:
+        h = g.add("clip", [h], {"lo": -1.5, "hi": 2.0}, name="clipped")
+    if "sqdist" in ops:
+        P = rng.normal(size=(H, L)).astype(np.float32)
+        d = g.add("sqdist", [h, g.add("const", attrs={"value": P}, name="P")], name="d")
+        scores = g.add("scale", [d], {"factor": -1.0}, name="scores")
+    else:
+        w2 = g.add("const", attrs={"value": rng.normal(size=(L, H)).astype(np.float32)}, name="w2")
+        scores = g.add("matvec", [w2, h], name="scores")
+    g.set_output("scores", scores)
+    g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
+    return g
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    D=st.integers(1, 12), H=st.integers(1, 8), L=st.integers(2, 5),
+    ops=st.sets(st.sampled_from(["tanh", "mul", "add", "sub", "clip", "sqdist"])),
+    tanh_mode=st.sampled_from(["clamp", "table", "auto"]),
+    tanh_scale=st.sampled_from([0.1, 1.0, 3.0]),
+    precision=st.sampled_from(["int16", "int8"]),
+)
+def test_random_graphs_bit_exact_and_close_to_float(seed, D, H, L, ops, tanh_mode, tanh_scale, precision):
+    rng = np.random.default_rng(seed)
+    graph = build_graph(rng, D, H, L, ops, tanh_scale)
+    X = rng.normal(size=(64, D))
+    result = tinycc_ml.compile(GraphModel(graph), precision=precision, calibration=X, tanh=tanh_mode, search=False)
+    rows = np.concatenate([X, 4 * X])
+    Xq = quantise(rows, result.output.input_scale, 16)
+    expected = run_fixed(result.graph, Xq)
+    scores, predictions = result.load().run_raw(Xq)
+    np.testing.assert_array_equal(scores, expected["scores"])
+    np.testing.assert_array_equal(predictions, expected["prediction"])
+    # on the calibration rows themselves the integer scores follow the float ones
+    s_scores = result.graph.type(result.graph.output("scores")).dtype.scale
+    float_scores = run_float(graph, X)["scores"]
+    fixed_scores = expected["scores"][: len(X)] * 2.0**-s_scores
+    spread = np.max(np.abs(float_scores)) + 1e-9
+    assert np.median(np.abs(fixed_scores - float_scores)) / spread < 0.05
+
+
+def test_tanh_table_is_more_accurate_than_the_clamp():
+    rng = np.random.default_rng(0)
+    graph = build_graph(rng, 6, 4, 3, {"tanh"}, 1.0)
+    X = rng.normal(size=(200, 6))
+    report = tinycc_ml.compile(GraphModel(graph), precision="int16", calibration=X, tanh="auto").report
+    (info,) = report["tanh"]
+    assert info["form"] == "table"
+    assert info["table_max_abs_error"] < info["clamp_max_abs_error"]
+    assert info["table_max_abs_error"] <= 2.0**-9
+    assert info["table_bytes"] > 0
+    clamp = tinycc_ml.compile(GraphModel(graph), precision="int16", calibration=X, tanh="clamp").report
+    assert clamp["tanh"][0]["form"] == "clamp" and clamp["tanh"][0]["table_bytes"] == 0
