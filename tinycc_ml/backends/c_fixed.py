@@ -250,8 +250,8 @@ def _select(em: CEmitter, node: Node) -> list[str]:
 
 FIXED_OP_EMITTERS.update({
     "matvec": _matvec, "sqdist": _sqdist, "add": _addsub("+"), "sub": _addsub("-"), "mul": _mul,
-    "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut, "sign": _sign,
-    "sum": _sum, "cmp": _cmp, "select": _select,
+    "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
+    "sign": _sign, "sum": _sum, "cmp": _cmp, "select": _select,
     "argmax": lambda em, node: em._arg(node, ">"), "argmin": lambda em, node: em._arg(node, "<"),
     "take": lambda em, node: em._float_take(node),
 })
