@@ -28,7 +28,7 @@ class BuildOutput:
     n_scores: int
     const_bytes: int = 0
     ram_bytes: int = 0
-    input_scale: int | None = None  # integer builds: x_int = round(x * 2^input_scale)
+    input_scale: object = None  # integer builds: per-feature ints s, x_int[k] = round(x[k] * 2^s[k])
     notes: list[str] = field(default_factory=list)
 
 
@@ -70,7 +70,7 @@ def available_backends() -> dict[str, type[Backend]]:
             continue
         found[ep.name] = cls
     # Built-ins also work from a source tree that was never pip-installed.
-    from tinycc_ml.backends import host  # noqa: F401
+    from tinycc_ml.backends import avr, cortex_m0, host  # noqa: F401
 
     for name, cls in _REGISTERED.items():
         found.setdefault(name, cls)

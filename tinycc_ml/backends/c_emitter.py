@@ -241,6 +241,7 @@ class CEmitter:
             "",
             f"#define {self.prefix.upper()}_INPUT_DIM {input_dim}",
             f"#define {self.prefix.upper()}_N_SCORES {n_scores}",
+            *self.input_shift_lines(),
             "",
             f"/* Class index of x ({x_type}[{input_dim}]): the argmax of the scores. */",
             f"int {self.sym('predict')}(const {x_type} *x);",
@@ -256,6 +257,15 @@ class CEmitter:
             "",
         ])
         return Emitted(source, header, self.const_bytes, arena_bytes, x_type, s_type, input_dim, n_scores)
+
+    def input_shift_lines(self) -> list[str]:
+        """Integer builds: the scale of each input feature (x_int[k] = round(x[k] * 2^s[k]))."""
+        shifts = getattr(self.graph, "input_scale", None)
+        if shifts is None:
+            return []
+        body = ", ".join(str(int(s)) for s in np.asarray(shifts).reshape(-1))
+        return ["/* x_int[k] = round(x[k] * 2^s[k]), saturated to the input type; s[k] below. */",
+                f"#define {self.prefix.upper()}_INPUT_SHIFTS {{ {body} }}"]
 
     def comment_block(self, arena_bytes: int) -> str:
         from tinycc_ml import __version__

@@ -154,8 +154,21 @@ def _clip(em: CEmitter, node: Node) -> list[str]:
     (a,) = node.inputs
     dtype = em.graph.type(a).dtype
     lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
-    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), lo, hi, dtype.bits),
-                                              dtype.scale - node.type.dtype.scale))
+    shift = dtype.scale - node.type.dtype.scale
+    if lo.ndim == 0:
+        return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), int(lo), int(hi), dtype.bits), shift))
+    # one bound per element, kept in flash
+    ctype = ctype_of(dtype)
+    lo_sym = em.add_const_array(em.sym(f"{node.name}_lo"), lo, ctype, f"%{node.name}: lower bound of each element")
+    hi_sym = em.add_const_array(em.sym(f"{node.name}_hi"), hi, ctype, f"%{node.name}: upper bound of each element")
+    rd = em.target.read_const
+    n = node.type.size
+    return [
+        f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
+        f"    const int32_t v = {em.at(a, 'i')}, lo = {rd(lo_sym, 'i', ctype)}, hi = {rd(hi_sym, 'i', ctype)};",
+        "    " + store(em, node, "i", rshift_c("(v < lo ? lo : (v > hi ? hi : v))", shift)),
+        "}",
+    ]
 
 
 def _tanh_clamp(em: CEmitter, node: Node) -> list[str]:

@@ -71,7 +71,9 @@ def align_shifts(sa: int, sb: int) -> tuple[int, int, int]:
 def clip_bounds(lo: float, hi: float, dtype) -> tuple[int, int]:
     """Integer bounds of clip for an operand of type ``dtype``, within its storage range."""
     top = 2 ** (dtype.bits - 1)
-    return (max(int(np.ceil(lo * 2.0**dtype.scale)), -top), min(int(np.floor(hi * 2.0**dtype.scale)), top - 1))
+    lo_q = np.maximum(np.ceil(np.asarray(lo) * 2.0**dtype.scale), -top).astype(np.int64)
+    hi_q = np.minimum(np.floor(np.asarray(hi) * 2.0**dtype.scale), top - 1).astype(np.int64)
+    return lo_q, hi_q
 
 
 def exp_lut_index(x, attrs):

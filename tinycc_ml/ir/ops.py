@@ -213,7 +213,7 @@ register_op(OpDef("tanh_clamp", 1, _infer_unary, lambda xs, a: np.clip(xs[0], -1
                   "Bonsai's tanh approximation: x for |x| < 1, else sign(x)"))
 register_op(OpDef("sign", 1, _infer_unary, lambda xs, a: np.sign(xs[0]), {}, "elementwise sign: -1, 0 or 1"))
 register_op(OpDef("clip", 1, _infer_unary, lambda xs, a: np.clip(xs[0], a["lo"], a["hi"]),
-                  {"lo": "float", "hi": "float"}, "clamp into [lo, hi]"))
+                  {"lo": "bound", "hi": "bound"}, "clamp into [lo, hi] (scalars, or one bound per element)"))
 
 
 def _infer_sum(ts, attrs, declared):

@@ -15,6 +15,8 @@ ATTR_KINDS = {
     "float": lambda v: isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, bool),
     "str": lambda v: isinstance(v, str),
     "array": lambda v: isinstance(v, np.ndarray),
+    "bound": lambda v: (isinstance(v, np.ndarray) and v.dtype.kind == "f")
+    or (isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, bool)),
     "ints": lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, (int, np.integer)) for i in v),
 }
 

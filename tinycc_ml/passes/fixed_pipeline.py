@@ -15,7 +15,7 @@ import numpy as np
 from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import run_float
-from tinycc_ml.passes import choose_scales, exp_table, range_analysis, tanh_approx  # noqa: F401  (registration)
+from tinycc_ml.passes import choose_scales, exp_table, input_scales, range_analysis, tanh_approx  # noqa: F401
 from tinycc_ml.passes.manager import PassContext, run_passes
 
 FLOAT_PREP = ["fold_input_affine", "constant_fold", "cse", "dce"]
@@ -24,11 +24,14 @@ SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
 
 
-def insert_input_clamp(graph: Graph, lo: float, hi: float) -> Graph:
-    """Clamp the input to the calibrated range, so that everything after it is proven for it."""
+def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray) -> Graph:
+    """Clamp each feature to its calibrated range, so that everything after it is proven for it."""
     (x,) = graph.inputs()
     users = graph.users(x)
-    clamp = graph.add("clip", [x], {"lo": float(lo), "hi": float(hi)}, name="x_clamped")
+    bounds = {"lo": lo.astype(np.float64), "hi": hi.astype(np.float64)}
+    if np.all(lo == lo[0]) and np.all(hi == hi[0]):
+        bounds = {"lo": float(lo[0]), "hi": float(hi[0])}
+    clamp = graph.add("clip", [x], bounds, name="x_clamped")
     for user in users:
         data = graph.nx.nodes[user]
         data["inputs"] = tuple(clamp if i == x else i for i in data["inputs"])
@@ -38,6 +41,7 @@ def insert_input_clamp(graph: Graph, lo: float, hi: float) -> Graph:
 
 
 def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict) -> tuple[int, float]:
+    # X is already x * 2^s_k (see input_scales): only the input's own scale remains
     s_in = fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     try:
         got = run_fixed(fixed_graph, quantise(X, s_in, 16))
@@ -52,9 +56,18 @@ def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict) -> tuple[int, flo
 def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: PassContext, report: dict,
                    description: list[str]) -> Graph:
     graph = run_passes(graph, FLOAT_PREP, ctx)
-    lo, hi = ctx.options.get("input_range", (float(np.min(calibration)), float(np.max(calibration))))
+    ctx.options.update(calibration=calibration, precision=precision)
+    graph = run_passes(graph, ["input_scales"], ctx)
+    feature_scales = graph.input_scale
+    calibration = calibration * 2.0**feature_scales  # the rewritten graph takes x * 2^s_k
+    if "input_range" in ctx.options:  # declared by the user, in real units
+        lo, hi = (np.broadcast_to(np.asarray(v, dtype=np.float64), feature_scales.shape) * 2.0**feature_scales
+                  for v in ctx.options["input_range"])
+    else:
+        lo, hi = calibration.min(axis=0), calibration.max(axis=0)
+    lo, hi = np.floor(lo), np.ceil(hi)  # whole units of the integer input
     graph = insert_input_clamp(graph, lo, hi)
-    ctx.options.update(calibration=calibration, input_range=(lo, hi), precision=precision)
+    ctx.options.update(calibration=calibration, input_range=(lo, hi))
     graph = run_passes(graph, ["range_analysis"], ctx)
 
     # hold out a quarter of the rows (at most 1000) to score scale choices
@@ -98,25 +111,28 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
             "static_range": [r.static_lo, r.static_hi] if r and r.static_lo is not None else None,
             "overflow_safety": fixed_graph.safety.get(name, "calibration"),
         }
-    s_in = fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
+    s_in = feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     float_all = run_float(graph, calibration)
-    fixed_all = run_fixed(fixed_graph, quantise(calibration, s_in, 16))
+    fixed_all = run_fixed(fixed_graph, quantise(calibration, s_in - feature_scales, 16))
     report.update({
         "values": values,
         "scale_adjustments": adjust,
         "exp_tables": ctx.options.get("exp_tables", []),
         "tanh": ctx.options.get("tanh_tables", []),
-        "input_scale": s_in,
-        "input_range": [lo, hi],
+        "input_scale": s_in.tolist(),
+        "input_range": [(lo * 2.0**-feature_scales).tolist(), (hi * 2.0**-feature_scales).tolist()],
         "calibration_rows": len(calibration),
         "agreement_with_float": float(np.mean(fixed_all["prediction"] == float_all["prediction"])),
         "held_out_disagreements": best[0],
     })
     fixed_graph.input_scale = s_in
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
+    uniform = bool(np.all(s_in == s_in[0]))
     description += [
-        f"Input: int16 at scale 2^-{s_in} (x_int = round(x * 2^{s_in})), clamped to the calibrated",
-        f"range [{lo:.6g}, {hi:.6g}]; out-of-range inputs and intermediates saturate, never wrap.",
+        "Input: int16, x_int[k] = round(x[k] * 2^s[k]) saturated to int16, with "
+        + (f"s[k] = {s_in[0]} for every k." if uniform else f"s[k] from {fixed_graph.name.upper()}_INPUT_SHIFTS."),
+        "Each feature is clamped to its calibrated range; out-of-range inputs and intermediates",
+        "saturate, never wrap.",
         f"Scores: {fixed_graph.type(fixed_graph.output('scores')).dtype}, real = int * 2^-{s_scores}.",
         f"Agreement with the float model on {len(calibration)} calibration rows: "
         f"{100 * report['agreement_with_float']:.2f}%.",

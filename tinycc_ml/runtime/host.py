@@ -32,7 +32,7 @@ class HostPredictor:
     """
 
     def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
-                 input_scale: int | None = None):
+                 input_scale=None):
         self._lib, self._ffi = module.lib, module.ffi
         self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
         self.input_dim, self.n_scores, self.input_scale = input_dim, n_scores, input_scale
@@ -47,7 +47,7 @@ class HostPredictor:
         if self.input_ctype == "float":
             return np.ascontiguousarray(X, dtype=np.float32)
         info = np.iinfo(dtype)
-        q = np.floor(X * 2.0 ** (self.input_scale or 0) + 0.5)
+        q = np.floor(X * 2.0 ** np.asarray(self.input_scale if self.input_scale is not None else 0) + 0.5)
         return np.ascontiguousarray(np.clip(q, info.min, info.max).astype(dtype))
 
     def _run(self, Xq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

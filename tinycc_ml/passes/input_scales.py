@@ -1,0 +1,92 @@
+"""Per-feature input scales.
+
+Raw features can span very different ranges (breast_cancer: areas in the thousands next to
+smoothness around 0.1); one 16-bit scale for the whole input vector would flush the small ones
+to zero. Where every use of the input can absorb a per-feature factor into a constant -
+a mat-vec whose matrix is constant (scale its columns), or a normalisation
+``mul(sub(x, mean), c)`` with constant mean and c - each feature k gets its own scale s_k:
+the device takes x_int[k] = round(x[k] * 2^s_k), and the graph is rewritten to consume x_int.
+Otherwise (e.g. distances taken on the raw input) all features share one scale.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.passes.choose_scales import best_scale
+from tinycc_ml.passes.manager import Pass, PassContext, register_pass
+
+FEATURE_SCALE_RANGE = (-16, 24)
+
+
+def _const(graph: Graph, name: str) -> bool:
+    return graph.op(name) in ("const", "sparse_const")
+
+
+def _absorbing_uses(graph: Graph, x: str) -> bool:
+    for user in graph.users(x):
+        node = graph.node(user)
+        if node.op == "matvec" and node.inputs[1] == x and _const(graph, node.inputs[0]):
+            continue
+        if node.op == "sub" and node.inputs[0] == x and graph.op(node.inputs[1]) == "const" and all(
+            graph.op(u) == "mul" and graph.op(next(i for i in graph.node(u).inputs if i != user)) == "const"
+            and graph.type(u) == graph.type(user) for u in graph.users(user)
+        ):
+            continue
+        return False
+    return True
+
+
+def feature_scales(graph: Graph, X: np.ndarray) -> np.ndarray:
+    (x,) = graph.inputs()
+    peak = np.max(np.abs(X), axis=0)
+    uniform = best_scale(float(np.max(peak)), 16)
+    if not _absorbing_uses(graph, x):
+        return np.full(X.shape[1], uniform, dtype=np.int64)
+    scales = np.array([best_scale(float(p), 16) if p > 0 else uniform for p in peak], dtype=np.int64)
+    return np.clip(scales, *FEATURE_SCALE_RANGE)
+
+
+def _set_const(graph: Graph, name: str, value: np.ndarray) -> None:
+    graph.nx.nodes[name]["attrs"] = {"value": value.astype(np.float32)}
+
+
+def apply_feature_scales(graph: Graph, scales: np.ndarray) -> Graph:
+    """Rewrite ``graph`` so its input is x * 2^scales (powers of two: exact in float32)."""
+    (x,) = graph.inputs()
+    step = 2.0 ** -scales.astype(np.float64)
+    for user in graph.users(x):
+        node = graph.node(user)
+        if node.op == "matvec":
+            a = graph.node(node.inputs[0])
+            attrs = dict(a.attrs)
+            if a.op == "sparse_const":
+                cols = np.repeat(np.arange(len(attrs["col_ptr"]) - 1), np.diff(attrs["col_ptr"]))
+                attrs["values"] = (attrs["values"] * step[cols]).astype(np.float32)
+            else:
+                attrs["value"] = (attrs["value"] * step[None, :]).astype(np.float32)
+            graph.nx.nodes[node.inputs[0]]["attrs"] = attrs
+        elif node.op == "sub":
+            mean = graph.node(node.inputs[1]).attrs["value"].astype(np.float64)
+            _set_const(graph, node.inputs[1], np.broadcast_to(mean, step.shape) / step)
+            for u in graph.users(user):
+                c_name = next(i for i in graph.node(u).inputs if i != user)
+                c = graph.node(c_name).attrs["value"].astype(np.float64)
+                _set_const(graph, c_name, np.broadcast_to(c, step.shape) * step)
+    return graph
+
+
+@register_pass
+class InputScales(Pass):
+    name = "input_scales"
+    description = "give each input feature its own power-of-two scale where its uses can absorb it"
+
+    def run(self, graph: Graph, ctx: PassContext) -> Graph:
+        scales = feature_scales(graph, ctx.options["calibration"])
+        graph = apply_feature_scales(graph, scales)
+        graph.input_scale = scales
+        distinct = sorted(set(scales.tolist()))
+        ctx.log.append(f"input_scales: {len(distinct)} distinct feature scale(s) {distinct[:6]}"
+                       f"{'...' if len(distinct) > 6 else ''}")
+        return graph
