@@ -409,6 +409,26 @@ class CEmitter:
     def _float_argmin(self, node):
         return self._arg(node, "<")
 
+    def _float_matvec_at(self, node: Node) -> list[str]:
+        m_name, k_name, x_name = node.inputs
+        _, rows, cols = self.graph.type(m_name).shape
+        product = f"{self.at(m_name, f'base + i * {cols} + k')} * {self.at(x_name, 'k')}"
+        return [
+            "{",
+            f"    const int32_t base = (int32_t){self.at(k_name, '0')} * {rows * cols};",
+            f"    for (int i = 0; i < {rows}; ++i) {{",
+            "        float acc = 0.0f;",
+            f"        for (int k = 0; k < {cols}; ++k) acc += {product};",
+            f"        {self.var(node.name)}[i] = acc;",
+            "    }",
+            "}",
+        ]
+
+    def _float_branch(self, node: Node) -> list[str]:
+        k_name, s_name = node.inputs
+        value = self.at(s_name, "0")
+        return [f"{self.var(node.name)} = 2 * {self.at(k_name, '0')} + ({value} > 0 ? 1 : 2);"]
+
     def _float_take(self, node):
         table, i = node.inputs
         return [f"{self.var(node.name)} = {self.at(table, self.var(i))};"]

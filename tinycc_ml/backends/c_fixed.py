@@ -87,6 +87,26 @@ def _matvec(em: CEmitter, node: Node) -> list[str]:
     ]
 
 
+def _matvec_at(em: CEmitter, node: Node) -> list[str]:
+    m_name, k_name, x_name = node.inputs
+    n, rows, cols = em.graph.type(m_name).shape
+    h = int(node.attrs.get("shift", 0))
+    out_shift = scale_of(em, m_name) + scale_of(em, x_name) - h - node.type.dtype.scale
+    it = index_type(n * rows * cols)
+    product = f"(int32_t){em.at(m_name, f'base + i * {cols} + k')} * {em.at(x_name, 'k')}"
+    return [
+        "{",
+        f"    const {it} base = ({it}){em.at(k_name, '0')} * {rows * cols};",
+        f"    for ({it} i = 0; i < {rows}; ++i) {{",
+        "        int32_t acc = 0;",
+        f"        for ({it} k = 0; k < {cols}; ++k)",
+        f"            acc += {rshift_c(product, h)};",
+        "        " + store(em, node, "i", rshift_c("acc", out_shift)),
+        "    }",
+        "}",
+    ]
+
+
 def _sqdist(em: CEmitter, node: Node) -> list[str]:
     x_name, m_name = node.inputs
     k, m = em.graph.type(m_name).shape
@@ -267,4 +287,5 @@ FIXED_OP_EMITTERS.update({
     "sign": _sign, "sum": _sum, "cmp": _cmp, "select": _select,
     "argmax": lambda em, node: em._arg(node, ">"), "argmin": lambda em, node: em._arg(node, "<"),
     "take": lambda em, node: em._float_take(node),
+    "matvec_at": _matvec_at, "branch": lambda em, node: em._float_branch(node),
 })

@@ -103,6 +103,17 @@ def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarr
         prods = check32(A[None, :, :] * x[:, None, :], where)
         acc = check32(np.sum(rshift(prods, h), axis=2), where)
         return saturate(rshift(acc, sa + sx - h - so), bits)
+    if op == "matvec_at":
+        M, k, x = ins
+        sm, sx = in_types[0].dtype.scale, in_types[2].dtype.scale
+        h = product_shift(graph, name)
+        Mk = M[k] if k.ndim else np.broadcast_to(M[int(k)], (len(x),) + M.shape[1:])
+        prods = check32(Mk * x[:, None, :], where)
+        acc = check32(np.sum(rshift(prods, h), axis=2), where)
+        return saturate(rshift(acc, sm + sx - h - so), bits)
+    if op == "branch":
+        k, s = ins
+        return 2 * k + np.where(s.reshape(len(s), -1)[:, 0] > 0, 1, 2)
     if op == "sqdist":
         x, M = ins
         sx = in_types[0].dtype.scale

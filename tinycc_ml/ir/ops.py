@@ -285,3 +285,31 @@ register_op(OpDef(
     {"drop_bits": "int", "in_max_q": "int", "table": "array", "table_scale": "int"},
     "tanh by one table over [0, in_max] with odd symmetry: tanh(x) ~ sign(x) * "
     "table[rshift(min(|x|, in_max_q), drop_bits)]; see passes/tanh_approx.py"))
+
+
+def _infer_matvec_at(ts, attrs, declared):
+    m, k, x = ts
+    _float_or_fixed(m, "matrices")
+    _float_or_fixed(x, "vector")
+    _same_numeric_kind([m, x])
+    _need(m.rank == 3, f"matrices operand has shape {m.shape}, expected (n, rows, cols)")
+    _need(k.dtype == IDX and k.rank == 0, f"selector must be an idx scalar, got {k}")
+    _need(x.rank == 1 and x.shape[0] == m.shape[2], f"matrices {m.shape} times vector {x.shape}: inner sizes differ")
+    return TensorType((m.shape[1],), _result_dtype([m, x], declared))
+
+
+register_op(OpDef("matvec_at", 3, _infer_matvec_at, lambda xs, a: xs[0][int(xs[1])] @ xs[2], {"shift": "int?"},
+                  "M[k] @ x: the mat-vec of one matrix of a stack, chosen at run time (tree nodes on a path)"))
+
+
+def _infer_branch(ts, attrs, declared):
+    k, s = ts
+    _need(k.dtype == IDX and k.rank == 0, f"node must be an idx scalar, got {k}")
+    _float_or_fixed(s, "branch value")
+    _need(s.size == 1, f"branch value must hold one element, got shape {s.shape}")
+    return TensorType((), IDX)
+
+
+register_op(OpDef("branch", 2, _infer_branch,
+                  lambda xs, a: np.asarray(2 * int(xs[0]) + (1 if float(np.reshape(xs[1], -1)[0]) > 0 else 2)), {},
+                  "child of node k in a complete binary tree: 2k+1 if value > 0, else 2k+2"))

@@ -87,7 +87,7 @@ class ChooseScales(Pass):
             if node.op == "clip" and graph.op(ins[0]) == "input":
                 s = scale[ins[0]]  # the input clamp keeps the input's scale
             # operands: quantise constants for this use
-            if node.op == "matvec":
+            if node.op in ("matvec", "matvec_at"):
                 s_out_acc = self._matvec(graph, out, node, ins, scale, bound, weight_bits, attrs)
             elif node.op == "sqdist":
                 s_out_acc = self._sqdist(graph, out, node, ins, scale, bound, attrs)
@@ -172,28 +172,30 @@ class ChooseScales(Pass):
                 ins[i] = cname
 
     def _matvec(self, graph, out, node, ins, scale, bound, weight_bits, attrs):
-        a_name, x_name = node.inputs
+        a_name, x_name = node.inputs[0], node.inputs[-1]
+        for selector in node.inputs[1:-1]:  # matvec_at's node index
+            self._materialise(graph, out, selector, scale, bound, ins, None)
         a = graph.node(a_name)
         A = OPS[a.op].evaluate([], a.attrs)
         bx = bound[x_name]
         # a positive adjustment saturates the largest weights to resolve the rest (outliers)
         sa = best_scale(float(np.max(np.abs(A))), weight_bits) + int(self.adjust.get(f"{node.name}.weights", 0))
-        row_l1 = float(np.max(np.sum(np.abs(A), axis=1)))
+        row_l1 = float(np.max(np.sum(np.abs(A), axis=-1)))
         h = 0
         # lower the weight scale until the accumulator provably fits ...
         while row_l1 * 2.0**sa * bx > ACC_LIMIT and float(np.max(np.abs(A))) * 2.0 ** (sa - 1) >= 2**MIN_WEIGHT_BITS:
             sa -= 1
         # ... and past MIN_WEIGHT_BITS, shift the products instead
-        while (row_l1 * 2.0**sa + A.shape[1]) * bx / 2.0**h > ACC_LIMIT:
+        while (row_l1 * 2.0**sa + A.shape[-1]) * bx / 2.0**h > ACC_LIMIT:
             h += 1
         sparse = a.attrs if a.op == "sparse_const" else None
         cname = self._add_const(out, a_name, A, sa, weight_bits, sparse)
         Aq = const_ints(out, cname)
-        acc = int(np.max(np.sum(np.abs(Aq), axis=1))) * bx
-        acc = rshift_bound(acc, h) + A.shape[1] if h else acc
+        acc = int(np.max(np.sum(np.abs(Aq), axis=-1))) * bx
+        acc = rshift_bound(acc, h) + A.shape[-1] if h else acc
         if h:
             attrs["shift"] = h
-        ins[:] = [cname, x_name]
+        ins[0] = cname
         scale[cname] = sa
         return acc, sa + scale[x_name] - h
 

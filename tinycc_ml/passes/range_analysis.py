@@ -76,6 +76,10 @@ def static_intervals(graph: Graph, input_lo: float, input_hi: float) -> dict[str
         if op == "matvec":
             A = ivs[0][0]
             out[name] = _interval_matmul(A, *ivs[1])
+        elif op == "matvec_at":
+            stack = ivs[0][0]
+            los, his = zip(*(_interval_matmul(stack[j], *ivs[2]) for j in range(stack.shape[0])))
+            out[name] = (np.min(los, axis=0), np.max(his, axis=0))
         elif op == "sqdist":
             (xl, xh), (M, _) = ivs
             dl, dh = M - xh[:, None], M - xl[:, None]
