@@ -148,6 +148,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
     if precision == "float":
+        ctx.options.setdefault("fold_mean", False)
         graph = run_pipeline(graph, "float", ctx)
     else:
         if calibration is None:

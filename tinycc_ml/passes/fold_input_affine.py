@@ -6,6 +6,10 @@
 so the device never computes (x - mean) / std: that costs D subtractions and D multiplies per
 inference, while the folded form costs nothing (and c disappears into the prototypes).
 W may be dense or sparse; a sparse W keeps its pattern.
+
+With the option ``fold_mean=False`` only the multiplication is folded (matvec(W', sub(x, mean))):
+float32 code then keeps the D subtractions, because W'x - c subtracts two large numbers and
+loses digits when |mean| >> std. Integer code folds everything (its arithmetic is exact).
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ class FoldInputAffine(Pass):
                 new_w = graph.add("sparse_const", attrs=attrs, type=w_node.type, name=f"{w_name}_folded")
             else:
                 new_w = graph.add("const", attrs={"value": folded.astype(np.float32)}, name=f"{w_name}_folded")
+            if not ctx.options.get("fold_mean", True):
+                graph.replace_uses(name, graph.add("matvec", [new_w, d_name], name=f"{name}_scaled"))
+                ctx.log.append(f"fold_input_affine: folded 1/std into %{w_name}")
+                continue
             projected = graph.add("matvec", [new_w, x_name], name=f"{name}_raw")
             c = graph.add("const", attrs={"value": offset}, name=f"{name}_offset")
             shifted = graph.add("sub", [projected, c], name=f"{name}_shifted")

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.text import print_graph
 from tinycc_ml.ir.verify import verify
@@ -47,7 +48,7 @@ def run_passes(graph: Graph, names: list[str], ctx: PassContext | None = None) -
     ctx = ctx or PassContext()
     unknown = [n for n in ctx.dump_after if n != "all" and n not in PASSES]
     if unknown:
-        raise ValueError(f"--dump-ir-after: unknown pass {unknown[0]!r}; passes: {', '.join(sorted(PASSES))}")
+        raise CompileError(f"--dump-ir-after: unknown pass {unknown[0]!r}; passes: {', '.join(sorted(PASSES))}")
     if ctx.debug:
         verify(graph)
     for name in names:
@@ -63,5 +64,5 @@ def run_passes(graph: Graph, names: list[str], ctx: PassContext | None = None) -
 
 def run_pipeline(graph: Graph, pipeline: str, ctx: PassContext | None = None) -> Graph:
     if pipeline not in PIPELINES:
-        raise ValueError(f"unknown pipeline {pipeline!r}; pipelines: {', '.join(sorted(PIPELINES))}")
+        raise CompileError(f"unknown pipeline {pipeline!r}; pipelines: {', '.join(sorted(PIPELINES))}")
     return run_passes(graph, PIPELINES[pipeline], ctx)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Install everything the tests need, then run them: bash scripts/test.sh [pytest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY="${PYTHON:-$(command -v python || command -v python3)}"
+export PIP_ROOT_USER_ACTION=ignore
+pip_flags=(--quiet --disable-pip-version-check)
+# A distribution's own Python (Debian 12: /usr/bin/python3) refuses pip installs outside a venv.
+if [ -z "${VIRTUAL_ENV:-}" ] && "$PY" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")))'; then
+    pip_flags+=(--break-system-packages)
+fi
+"$PY" -m pip install "${pip_flags[@]}" -e '.[dev]'
+
+can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+# The host tests build C through cffi: a C compiler and Python's headers.
+host_packages=()
+command -v gcc >/dev/null 2>&1 || host_packages+=(gcc libc6-dev binutils)
+"$PY" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || host_packages+=(python3-dev)
+if [ "${#host_packages[@]}" -gt 0 ] && can_apt; then
+    echo "scripts/test.sh: installing ${host_packages[*]} with apt-get" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${host_packages[@]}" >/dev/null
+fi
+
+# Cross toolchains and simulators for the AVR and Cortex-M0 tests.
+have_toolchains() {
+    command -v avr-gcc >/dev/null 2>&1 \
+        && command -v arm-none-eabi-gcc >/dev/null 2>&1 \
+        && command -v qemu-system-arm >/dev/null 2>&1 \
+        && [ -f /usr/include/simavr/sim_avr.h ]
+}
+if ! have_toolchains; then
+    if can_apt; then
+        echo "scripts/test.sh: installing cross toolchains and simulators with apt-get" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends \
+            gcc-avr avr-libc binutils-avr simavr libsimavr-dev \
+            gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm >/dev/null
+    else
+        echo "scripts/test.sh: note: avr-gcc, arm-none-eabi-gcc, qemu-system-arm or simavr headers are" \
+             "missing and cannot be installed here (needs root and apt-get); simulator tests will skip" >&2
+    fi
+fi
+
+# pytest's exit status 5 ("no tests collected") is a failure here, as is any other non-zero status.
+status=0
+"$PY" -m pytest -q "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+    echo "scripts/test.sh: error: pytest collected no tests" >&2
+fi
+exit "$status"

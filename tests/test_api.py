@@ -1,0 +1,200 @@
+"""The Python API: tinycc_ml.compile on models, paths and estimators; the report; and writing
+files all-or-nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tinycc_ml import api
+from tinycc_ml.errors import CompileError, DataError, ModelFileError, TinyccError
+from tinycc_ml.models.protonn import ProtoNNModel, save_edgeml_protonn
+
+
+def make_model(seed=0, D=10, d=4, m=6, L=3, normalise=True) -> ProtoNNModel:
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(size=D) if normalise else None
+    std = rng.uniform(0.5, 2, size=D) if normalise else None
+    return ProtoNNModel(rng.normal(size=(d, D)), rng.normal(size=(d, m)), rng.normal(size=(L, m)), 0.5, mean, std)
+
+
+X = np.random.default_rng(1).normal(size=(40, 10))
+
+
+def test_compile_in_memory():
+    model = make_model()
+    result = tinycc_ml.compile(model)
+    assert isinstance(result, tinycc_ml.CompileResult)
+    assert result.out_dir is None and result.paths == []
+    assert set(result.files) == {"protonn.h", "protonn.c"}
+    assert result.target == "host" and result.precision == "float" and result.prefix == "protonn"
+    predictor = result.load()
+    np.testing.assert_array_equal(predictor.predict(X), model.predict(X))
+    np.testing.assert_allclose(predictor.scores(X), model.scores(X), rtol=1e-4,
+                               atol=1e-5 * np.abs(model.scores(X)).max())
+
+
+def test_compile_from_paths_npz_and_edgeml(tmp_path):
+    model = make_model(2)
+    npz = model.save(tmp_path / "m.npz")
+    save_edgeml_protonn(model, tmp_path / "edgeml")
+    from_model = tinycc_ml.compile(model, name="m").files
+    assert tinycc_ml.compile(npz, name="m").files == from_model
+    assert tinycc_ml.compile(str(npz), name="m").files == from_model
+    assert tinycc_ml.compile(tmp_path / "edgeml", name="m").files == from_model
+
+
+class FittedEstimator:
+    """Anything with to_model() compiles (the trainers are such estimators)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.calls = 0
+
+    def to_model(self):
+        self.calls += 1
+        return self.model
+
+
+def test_compile_an_estimator_like_object():
+    model = make_model(3)
+    est = FittedEstimator(model)
+    result = tinycc_ml.compile(est, name="est")
+    assert est.calls == 1
+    assert result.files == tinycc_ml.compile(model, name="est").files
+
+
+def test_compile_a_trained_protonn_classifier():
+    from sklearn.datasets import load_iris
+
+    from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+
+    Xi, yi = load_iris(return_X_y=True)
+    clf = ProtoNNClassifier(projection_dim=3, n_prototypes=6, n_iter=1, epochs=1, random_state=0,
+                            verbose=0).fit(Xi, yi)
+    predictor = tinycc_ml.compile(clf, name="iris").load()
+    np.testing.assert_array_equal(predictor.predict(Xi), clf.to_model().predict(Xi))
+
+
+def test_not_a_model():
+    with pytest.raises(CompileError, match="dict"):
+        tinycc_ml.compile({"W": 1})
+
+
+def test_report_fields():
+    model = make_model(4, D=10, d=4, m=6, L=3)
+    result = tinycc_ml.compile(model, name="rep")
+    report = result.report
+    assert report["target"] == "host" and report["precision"] == "float"
+    assert "protonn" in report["model"] and "W(4, 10)" in report["model"]
+    assert any(line.startswith("fold_input_affine") for line in report["passes"])
+    # float code keeps the mean subtraction (see fold_input_affine): W (times 1/std), mean, B, Z
+    assert report["const_bytes"] == 4 * (4 * 10 + 10 + 4 * 6 + 3 * 6)
+    # intermediates: at most the centred input, the projection, the distances/kernels and scores
+    assert 0 < report["ram_bytes"] <= 4 * (10 + 4 + 6 + 6 + 3)
+    assert f"{report['const_bytes']} bytes" in result.files["rep.c"]
+
+
+def test_options_are_checked_before_anything_is_written(tmp_path):
+    model = make_model()
+    out = tmp_path / "out"
+    bad = [
+        (dict(target="nowhere"), CompileError, "nowhere"),
+        (dict(name="9lives"), CompileError, "9lives"),
+        (dict(name="my-model"), CompileError, "my-model"),
+        (dict(name="static"), CompileError, "static"),
+        (dict(precision="float16"), CompileError, "float16"),
+        (dict(precision="int16"), CompileError, "calibration"),
+        (dict(precision="int16", calibration=np.zeros((50, 9))), DataError, "9"),
+        (dict(precision="int16", calibration=np.full((50, 10), np.nan)), DataError, "NaN"),
+        (dict(precision="int16", calibration=np.zeros((3, 10))), DataError, "3 rows"),
+        (dict(precision="int16", calibration=np.array([["a"] * 10] * 20)), DataError, "dtype"),
+        (dict(precision="int16", calibration=np.array([[None] * 10] * 20)), DataError, "dtype"),
+    ]
+    for kwargs, error, words in bad:
+        with pytest.raises(error, match=words):
+            tinycc_ml.compile(model, out_dir=out, **kwargs)
+        assert issubclass(error, TinyccError)
+        assert not out.exists(), kwargs
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_model_paths():
+    with pytest.raises(ModelFileError, match="missing"):
+        tinycc_ml.compile("/nonexistent/missing.npz")
+
+
+class Boom(Exception):
+    pass
+
+
+def failing_write_text(fail_on: str):
+    real = Path.write_text
+
+    def write_text(self, *args, **kwargs):
+        if self.name == fail_on:
+            raise Boom(f"disk full while writing {self.name}")
+        return real(self, *args, **kwargs)
+
+    return write_text
+
+
+def test_write_files_is_all_or_nothing_for_a_new_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr(Path, "write_text", failing_write_text("b.c"))
+    with pytest.raises(Boom):
+        api.write_files(tmp_path / "out", {"a.h": "A", "b.c": "B"})
+    assert list(tmp_path.iterdir()) == []  # no directory, no staging left behind
+
+
+def test_write_files_leaves_an_existing_directory_untouched_on_failure(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.h").write_text("old A")
+    (out / "keep.txt").write_text("mine")
+    monkeypatch.setattr(Path, "write_text", failing_write_text("b.c"))
+    with pytest.raises(Boom):
+        api.write_files(out, {"a.h": "new A", "b.c": "new B"})
+    assert (out / "a.h").read_text() == "old A"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    monkeypatch.undo()
+    api.write_files(out, {"a.h": "new A", "b.c": "new B"})
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"a.h": "new A", "b.c": "new B", "keep.txt": "mine"}
+
+
+def test_compile_failure_mid_emit_leaves_no_directory(tmp_path, monkeypatch):
+    from tinycc_ml.backends import host
+
+    def broken_emit(*args, **kwargs):
+        raise CompileError("emitter gave up")
+
+    monkeypatch.setattr(host.HostBackend, "emit", broken_emit)
+    with pytest.raises(CompileError):
+        tinycc_ml.compile(make_model(), out_dir=tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compile_into_a_file_path_is_refused(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(CompileError, match="not a directory"):
+        tinycc_ml.compile(make_model(), out_dir=target)
+    assert target.read_text() == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_written_result_loads_from_its_folder(tmp_path):
+    model = make_model(5)
+    result = tinycc_ml.compile(model, out_dir=tmp_path / "o", name="w")
+    assert [p.name for p in result.paths] == ["w.h", "w.c"]
+    assert all(p.read_text() == result.files[p.name] for p in result.paths)
+    np.testing.assert_array_equal(result.load().predict(X), model.predict(X))
+
+
+def test_model_without_normalisation():
+    model = make_model(6, normalise=False)
+    result = tinycc_ml.compile(model)
+    assert not any(line.startswith("fold_input_affine") for line in result.report["passes"])
+    np.testing.assert_array_equal(result.load().predict(X), model.predict(X))

@@ -1,0 +1,260 @@
+"""The command line: ``tinycc-ml compile | targets | demo``.
+
+Every error tinycc-ml raises on purpose (a TinyccError) is printed as one line,
+``tinycc-ml: error: <message>``, on stderr with exit status 2 and nothing written; argparse usage
+errors also exit 2. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.errors import CompileError, DataError, TinyccError
+
+PROG = "tinycc-ml"
+FIXED_PIPELINE_MODULE = "tinycc_ml.passes.fixed_pipeline"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line on stderr, status 2, like every other error
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tinycc_ml import __version__
+
+    parser = _Parser(prog=PROG, description="Compile trained tiny ML models into dependency-free C.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    c = sub.add_parser("compile", help="compile a saved model to C",
+                       description="Compile a saved model (.npz model file or EdgeML directory) to C.")
+    c.add_argument("model", metavar="MODEL", help="a .npz model file or an EdgeML model directory")
+    c.add_argument("--target", default="host",
+                   help="code-generation target (see `tinycc-ml targets`); default host")
+    c.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for <name>.h and <name>.c")
+    c.add_argument("--name", default=None,
+                   help="C identifier prefixing every symbol and naming the files; default: the model family")
+    c.add_argument("--precision", default="float", choices=("float", "int16", "int8"),
+                   help="float (default) or integer-only fixed point (needs --calibration)")
+    c.add_argument("--calibration", metavar="FILE", default=None,
+                   help="typical input rows (.npy, or .npz holding one array or an array named X) to choose "
+                        "fixed-point scales")
+    c.add_argument("--dump-ir-after", metavar="PASS", action="append", default=[],
+                   help="print the IR after pass PASS (or 'all') to stderr; may be repeated")
+    c.set_defaults(func=cmd_compile)
+
+    t = sub.add_parser("targets", help="list the code-generation targets")
+    t.set_defaults(func=cmd_targets)
+
+    d = sub.add_parser("demo",
+                       help="train, compile, build and check a model on scikit-learn's digits (offline)")
+    d.add_argument("-o", "--output", default="tinycc-ml-demo", metavar="DIR",
+                   help="folder for the demo's files (default ./tinycc-ml-demo)")
+    d.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except TinyccError as exc:
+        return _fail(exc)
+    except ModuleNotFoundError as exc:
+        if exc.name != FIXED_PIPELINE_MODULE:
+            raise
+        return _fail("fixed-point precision is not available in this version of tinycc-ml")
+    except OSError as exc:  # the file system said no (permissions, disk full): not a bug
+        return _fail(exc)
+
+
+def _fail(message) -> int:
+    text = " ".join(str(message).split())  # exactly one line
+    sys.stderr.write(f"{PROG}: error: {text}\n")
+    return 2
+
+
+# ---------------------------------------------------------------- compile
+
+
+def load_calibration(path) -> np.ndarray:
+    """Rows of typical inputs from a .npy file, or a .npz holding one array (or one named X)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: calibration file not found")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise DataError(
+            f"{path}: calibration data holds an object (pickled) array or is unreadable ({exc})") from None
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path}: not a .npy or .npz file: {exc}") from None
+    if isinstance(loaded, np.ndarray):
+        return loaded
+    with loaded:
+        names = list(loaded.files)
+        if "X" in names:
+            key = "X"
+        elif len(names) == 1:
+            key = names[0]
+        else:
+            listed = ", ".join(names) or "(none)"
+            raise DataError(f"{path}: holds arrays {listed}; expected one, or one named X")
+        try:
+            return loaded[key]
+        except ValueError as exc:
+            raise DataError(
+                f"{path}: array {key} is an object (pickled) array, which is never loaded ({exc})") from None
+
+
+def _check_dump_names(names: list[str]) -> list[str]:
+    import importlib
+
+    from tinycc_ml.passes import PASSES
+
+    try:  # the fixed-point passes register themselves when their pipeline is imported
+        importlib.import_module(FIXED_PIPELINE_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != FIXED_PIPELINE_MODULE:
+            raise
+
+    for name in names:
+        if name != "all" and name not in PASSES:
+            known = ", ".join(sorted(PASSES))
+            raise CompileError(f"--dump-ir-after: unknown pass {name!r}; passes: all, {known}")
+    return names
+
+
+def cmd_compile(args) -> int:
+    import tinycc_ml
+
+    dump = _check_dump_names(args.dump_ir_after)
+    calibration = load_calibration(args.calibration) if args.calibration else None
+    if calibration is not None and args.precision == "float":
+        raise CompileError("--calibration is only used with --precision int16 or int8")
+    result = tinycc_ml.compile(args.model, target=args.target, out_dir=args.output, name=args.name,
+                               precision=args.precision, calibration=calibration, dump_ir_after=dump)
+    report = result.report
+    print(f"compiled {report['model']}")
+    print(f"target {result.target}, precision {result.precision}, prefix {result.prefix}")
+    print(f"constants {report.get('const_bytes', 0)} bytes, static RAM {report.get('ram_bytes', 0)} bytes")
+    for path in result.paths:
+        print(f"wrote {path}")
+    return 0
+
+
+# ---------------------------------------------------------------- targets
+
+
+def cmd_targets(args) -> int:
+    from tinycc_ml.backends.base import available_backends
+
+    backends = available_backends()
+    width = max((len(n) for n in backends), default=0)
+    for name, cls in backends.items():
+        precisions = ", ".join(getattr(cls, "precisions", ()) or ())
+        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}]")
+    return 0
+
+
+# ---------------------------------------------------------------- demo
+
+
+def _train_demo_model(X_train, y_train):
+    """A ProtoNN: the trainer with small settings when it is there, else the quick initialiser."""
+    try:
+        from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+    except ImportError:
+        ProtoNNClassifier = None
+    if ProtoNNClassifier is not None:
+        clf = ProtoNNClassifier(n_iter=5, epochs=3, random_state=0, verbose=0).fit(X_train, y_train)
+        return clf.to_model(), "ProtoNNClassifier (5 iterations)"
+    from tinycc_ml.models.protonn import init_protonn
+
+    model = init_protonn(X_train, y_train, projection_dim=15, prototypes_per_class=5)
+    return model, "init_protonn (PCA + k-means)"
+
+
+def _time_per_prediction(predict, X, min_seconds: float = 0.2) -> float:
+    """Seconds per row of ``predict(X)``, over enough repeats to last ``min_seconds``."""
+    rows, start = 0, time.perf_counter()
+    while True:
+        predict(X)
+        rows += len(X)
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return elapsed / rows
+
+
+def cmd_demo(args) -> int:
+    import tinycc_ml
+    from tinycc_ml.api import write_files
+
+    start = time.perf_counter()
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    out = Path(args.output)
+    X, y = load_digits(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    print(f"dataset: scikit-learn digits, {X.shape[0]} images of 8x8 = {X.shape[1]} features, "
+          f"{len(np.unique(y))} classes; {len(X_train)} train / {len(X_test)} test rows")
+
+    model, how = _train_demo_model(X_train, y_train)
+    print(f"model: ProtoNN from {how}: D={model.input_dim}, projection d^={model.W.shape[0]}, "
+          f"m={model.n_prototypes} prototypes, L={model.n_outputs} classes")
+    param_bytes = 4 * (model.W.size + model.B.size + model.Z.size)
+    out.mkdir(parents=True, exist_ok=True)
+    model_path = model.save(out / "protonn_digits.npz")
+    print(f"saved {model_path} ({model_path.stat().st_size} bytes on disk; "
+          f"W, B, Z = {param_bytes} bytes in float32)")
+
+    result = tinycc_ml.compile(model_path, target="host", out_dir=out, name="digits")
+    print(f"compiled to C for target host: constants {result.report['const_bytes']} bytes, "
+          f"static RAM {result.report['ram_bytes']} bytes")
+    for path in result.paths:
+        print(f"  wrote {path}")
+    predictor = result.load()
+
+    ref = model.predict(X_test)
+    c_pred = predictor.predict(X_test)
+    rows = [("float (numpy)", float(np.mean(ref == y_test)), None,
+             _time_per_prediction(model.predict, X_test)),
+            ("C float32", float(np.mean(c_pred == y_test)), float(np.mean(c_pred == ref)),
+             _time_per_prediction(predictor.predict, X_test))]
+
+    try:
+        fixed = tinycc_ml.compile(model_path, target="host", name="digits_int16", precision="int16",
+                                  calibration=X_train)
+        write_files(out, fixed.files)
+        for name in fixed.files:
+            print(f"  wrote {out / name}")
+        q = fixed.load()
+        q_pred = q.predict(X_test)
+        rows.append(("C int16", float(np.mean(q_pred == y_test)), float(np.mean(q_pred == ref)),
+                     _time_per_prediction(q.predict, X_test)))
+    except Exception as exc:  # the demo works with or without fixed point
+        if isinstance(exc, ModuleNotFoundError) and exc.name == FIXED_PIPELINE_MODULE:
+            print("int16: fixed point is not available in this version, skipped")
+        else:
+            print(f"int16: skipped ({type(exc).__name__}: {' '.join(str(exc).split())})")
+
+    print(f"\n{'build':<14} {'test accuracy':>13} {'agrees with float':>18} {'time/prediction':>16}")
+    for label, acc, agree, seconds in rows:
+        agree_text = "-" if agree is None else f"{100 * agree:.1f}%"
+        print(f"{label:<14} {100 * acc:>12.1f}% {agree_text:>18} {seconds * 1e6:>13.2f} us")
+    print(f"\ndone in {time.perf_counter() - start:.1f} s; C sources in {out}/")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
