@@ -50,21 +50,22 @@ class HostPredictor:
         q = np.floor(X * 2.0 ** np.asarray(self.input_scale if self.input_scale is not None else 0) + 0.5)
         return np.ascontiguousarray(np.clip(q, info.min, info.max).astype(dtype))
 
-    def _run(self, Xq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, Xq: np.ndarray, want_scores: bool = True, want_predictions: bool = True):
         n = len(Xq)
         scores = np.zeros((n, self.n_scores), dtype=NUMPY_OF_CTYPE[self.score_ctype])
         preds = np.zeros(n, dtype=np.int32)
         ffi = self._ffi
-        self._lib.tinycc_batch(ffi.from_buffer(f"{self.input_ctype}[]", Xq), n,
-                               ffi.from_buffer(f"{self.score_ctype}[]", scores, require_writable=True),
-                               ffi.from_buffer("int[]", preds, require_writable=True))
+        self._lib.tinycc_batch(
+            ffi.from_buffer(f"{self.input_ctype}[]", Xq), n,
+            ffi.from_buffer(f"{self.score_ctype}[]", scores, require_writable=True) if want_scores else ffi.NULL,
+            ffi.from_buffer("int[]", preds, require_writable=True) if want_predictions else ffi.NULL)
         return scores, preds
 
     def scores(self, X) -> np.ndarray:
-        return self._run(self.quantise(X))[0]
+        return self._run(self.quantise(X), want_predictions=False)[0]
 
     def predict(self, X) -> np.ndarray:
-        return self._run(self.quantise(X))[1].astype(np.int64)
+        return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
 
     def run_raw(self, Xq) -> tuple[np.ndarray, np.ndarray]:
         """(scores, predictions) for rows already in the input C type."""
@@ -78,8 +79,28 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     """Compile (or fetch from the cache) a cffi module for one emitted model."""
     import cffi
 
-    key = hashlib.sha256("\0".join([header, source, " ".join(HOST_CFLAGS), cffi.__version__, sys.version])
-                         .encode()).hexdigest()[:20]
+    cdef = f"""
+        int {prefix}_predict(const {input_ctype} *x);
+        void {prefix}_scores(const {input_ctype} *x, {score_ctype} *scores);
+        void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions);
+    """
+    wrapper = f"""
+        #include "{prefix}.h"
+        static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
+        {{
+            /* either output may be NULL: each entry point is timed and tested on its own */
+            for (int i = 0; i < n; ++i) {{
+                if (scores)
+                    {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM,
+                                    scores + (long)i * {prefix.upper()}_N_SCORES);
+                if (predictions)
+                    predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
+            }}
+        }}
+    """
+    # everything that goes into the module is in the key, the wrapper included
+    key = hashlib.sha256("\0".join([header, source, cdef, wrapper, " ".join(HOST_CFLAGS), cffi.__version__,
+                                    sys.version]).encode()).hexdigest()[:20]
     module_name = f"_tinycc_{prefix}_{key}"
     target = cache_dir() / key
     if not target.exists():
@@ -89,22 +110,9 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
             (work / f"{prefix}.h").write_text(header)
             (work / f"{prefix}.c").write_text(source)
             ffi = cffi.FFI()
-            ffi.cdef(f"""
-                int {prefix}_predict(const {input_ctype} *x);
-                void {prefix}_scores(const {input_ctype} *x, {score_ctype} *scores);
-                void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions);
-            """)
-            ffi.set_source(module_name, f"""
-                #include "{prefix}.h"
-                static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
-                {{
-                    for (int i = 0; i < n; ++i) {{
-                        {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM,
-                                        scores + (long)i * {prefix.upper()}_N_SCORES);
-                        predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
-                    }}
-                }}
-            """, sources=[str(work / f"{prefix}.c")], include_dirs=[str(work)], extra_compile_args=list(HOST_CFLAGS))
+            ffi.cdef(cdef)
+            ffi.set_source(module_name, wrapper, sources=[str(work / f"{prefix}.c")], include_dirs=[str(work)],
+                           extra_compile_args=list(HOST_CFLAGS))
             try:
                 ffi.compile(tmpdir=str(work), verbose=False)
             except Exception as exc:
