@@ -204,16 +204,18 @@ def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
     at = node.attrs
     table = em.add_const_array(em.sym(f"{node.name}_tanh"), at["table"], "int16_t",
                                f"%{node.name}: tanh table, scale 2^-{at['table_scale']}")
-    n = node.type.size
-    index = rshift_c(f"(v_i < {at['in_max_q']} ? v_i : INT32_C({at['in_max_q']}))", at["drop_bits"])
-    entry = em.target.read_const(table, "t_i", "int16_t")
+    n, drop, top = node.type.size, at["drop_bits"], at["in_max_q"]
+    rd = em.target.read_const
+    last = len(at["table"]) - 1
     return [
         f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
         f"    const int32_t v = {em.at(a, 'i')};",
-        "    const int32_t v_i = v < 0 ? -v : v;",
-        f"    const int32_t t_i = {index};",
-        f"    const int32_t y = v < 0 ? -(int32_t){entry} : (int32_t){entry};",
-        "    " + store(em, node, "i", rshift_c("y", at["table_scale"] - node.type.dtype.scale)),
+        f"    const int32_t mag = v < 0 ? -v : v, a = mag < {top} ? mag : INT32_C({top});",
+        f"    const int32_t t = a >> {drop}, f = a & {(1 << drop) - 1};",
+        f"    const int32_t y0 = {rd(table, 't', 'int16_t')};",
+        f"    const int32_t y1 = {rd(table, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
+        f"    const int32_t y = y0 + ({rshift_c('(y1 - y0) * f', drop)});",
+        "    " + store(em, node, "i", rshift_c("v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale)),
         "}",
     ]
 

@@ -84,8 +84,15 @@ def exp_lut_index(x, attrs):
     return t >> attrs["low_bits"], t & ((1 << attrs["low_bits"]) - 1)
 
 
-def tanh_lut_index(x, attrs):
-    return rshift(np.minimum(np.abs(np.asarray(x, dtype=np.int64)), attrs["in_max_q"]), attrs["drop_bits"])
+def tanh_lut_value(x, attrs):
+    """tanh_lut before the output shift: linear interpolation between the entries around |x|,
+    then the sign of x (the table holds tanh on [0, in_max])."""
+    x = np.asarray(x, dtype=np.int64)
+    a = np.minimum(np.abs(x), attrs["in_max_q"])
+    i, f = a >> attrs["drop_bits"], a & ((1 << attrs["drop_bits"]) - 1)
+    table = attrs["table"].astype(np.int64)
+    y0, y1 = table[i], table[np.minimum(i + 1, len(table) - 1)]
+    return np.sign(x) * (y0 + rshift((y1 - y0) * f, attrs["drop_bits"]))
 
 
 def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarray:
@@ -158,8 +165,7 @@ def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarr
         return saturate(rshift(np.clip(a, -one, one), sa - so), bits)
     if op == "tanh_lut":
         (a,) = ins
-        y = np.sign(a) * node.attrs["table"].astype(np.int64)[tanh_lut_index(a, node.attrs)]
-        return saturate(rshift(y, node.attrs["table_scale"] - so), bits)
+        return saturate(rshift(tanh_lut_value(a, node.attrs), node.attrs["table_scale"] - so), bits)
     if op == "exp_lut":
         (a,) = ins
         at = node.attrs

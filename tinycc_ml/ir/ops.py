@@ -283,8 +283,8 @@ register_op(OpDef(
 register_op(OpDef(
     "tanh_lut", 1, _infer_unary, lambda xs, a: np.tanh(xs[0]),
     {"drop_bits": "int", "in_max_q": "int", "table": "array", "table_scale": "int"},
-    "tanh by one table over [0, in_max] with odd symmetry: tanh(x) ~ sign(x) * "
-    "table[rshift(min(|x|, in_max_q), drop_bits)]; see passes/tanh_approx.py"))
+    "tanh by one table over [0, in_max] with odd symmetry and linear interpolation between entries "
+    "2^drop_bits input steps apart; see tinycc_ml.ir.fixed.tanh_lut_value and passes/tanh_approx.py"))
 
 
 def _infer_matvec_at(ts, attrs, declared):

@@ -13,14 +13,9 @@ import numpy as np
 
 from tinycc_ml.errors import DataError, ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops import dense_to_sparse_attrs
-from tinycc_ml.ir.types import F32, TensorType
 from tinycc_ml.models.base import Model, register_family
+from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
 from tinycc_ml.models.saved import check_array, load_npy
-
-# Below this fraction of non-zeros a matrix is stored sparse: CSC costs a value and an index
-# per non-zero, so it pays off once fewer than about half the entries are non-zero.
-SPARSE_DENSITY = 0.5
 
 
 @register_family
@@ -88,25 +83,11 @@ class ProtoNNModel(Model):
 
     def lower(self) -> Graph:
         g = Graph("protonn")
-        x = g.add("input", attrs={"name": "x"}, type=TensorType((self.input_dim,), F32), name="x")
-        v = x
-        if self.mean is not None or self.std is not None:
-            mean = self.mean if self.mean is not None else np.zeros(self.input_dim)
-            inv_std = 1.0 / self.std if self.std is not None else np.ones(self.input_dim)
-            m = g.add("const", attrs={"value": mean.astype(np.float32)}, name="mean")
-            s = g.add("const", attrs={"value": inv_std.astype(np.float32)}, name="inv_std")
-            v = g.add("mul", [g.add("sub", [x, m], name="centred"), s], name="normalised")
-        W32 = self.W.astype(np.float32)
-        if np.count_nonzero(W32) < SPARSE_DENSITY * W32.size:
-            w = g.add("sparse_const", attrs=dense_to_sparse_attrs(W32), name="W")
-        else:
-            w = g.add("const", attrs={"value": W32}, name="W")
-        p = g.add("matvec", [w, v], name="projected")
-        b = g.add("const", attrs={"value": self.B.astype(np.float32)}, name="B")
-        d = g.add("sqdist", [p, b], name="distances")
+        v = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
+        p = g.add("matvec", [add_matrix(g, "W", self.W), v], name="projected")
+        d = g.add("sqdist", [p, add_const(g, "B", self.B)], name="distances")
         k = g.add("exp", [g.add("scale", [d], {"factor": -(self.gamma**2)}, name="exponent")], name="similarity")
-        z = g.add("const", attrs={"value": self.Z.astype(np.float32)}, name="Z")
-        scores = g.add("matvec", [z, k], name="scores")
+        scores = g.add("matvec", [add_matrix(g, "Z", self.Z), k], name="scores")
         g.set_output("scores", scores)
         g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
         return g

@@ -1,5 +1,5 @@
 """Replace fixed-point tanh by Bonsai's clamp (x for |x| < 1, else sign x; no bytes) or by an
-odd-symmetric table over [0, TANH_RANGE] (tanh_lut), whichever the option asks:
+odd-symmetric table over [0, TANH_RANGE] read with linear interpolation (tanh_lut), whichever the option asks:
 ``tanh="clamp"``, ``"table"`` or ``"auto"`` (the default: the table, sized to the smallest one
 within the error bound, unless the clamp is already as accurate over the calibrated range).
 The maximum absolute error of the chosen form over every representable input in the calibrated
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from tinycc_ml.ir.fixed import rshift, saturate, tanh_lut_index
+from tinycc_ml.ir.fixed import rshift, saturate, tanh_lut_value
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.passes.choose_scales import best_scale
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
@@ -22,8 +22,7 @@ DEFAULT_ERROR = 2.0**-9
 
 
 def evaluate_tanh_lut(x, attrs, s_out, bits=16):
-    y = np.sign(x) * attrs["table"].astype(np.int64)[tanh_lut_index(x, attrs)]
-    return saturate(rshift(y, attrs["table_scale"] - s_out), bits)
+    return saturate(rshift(tanh_lut_value(x, attrs), attrs["table_scale"] - s_out), bits)
 
 
 def evaluate_tanh_clamp(x, s_in, s_out, bits=16):
@@ -32,20 +31,21 @@ def evaluate_tanh_clamp(x, s_in, s_out, bits=16):
 
 
 def build_tanh_lut(s_in: int, s_out: int, xs: np.ndarray, max_error: float = DEFAULT_ERROR):
+    """The smallest interpolated table within ``max_error`` over ``xs`` (or the most accurate one)."""
     in_max_q = min(int(math.ceil(TANH_RANGE * 2.0**s_in)), 2**15 - 1)
     truth = np.tanh(xs * 2.0**-s_in)
     table_scale = min(best_scale(1.0, 16), 15)
     best = None
-    for drop in range(0, 16):
-        n = int(rshift(np.int64(in_max_q), drop)) + 1
+    for drop in range(min(15, max(in_max_q.bit_length() - 2, 0)), -1, -1):  # coarse to fine
+        n = (in_max_q >> drop) + 2  # one guard entry for the interpolation at the top
         table = np.floor(np.tanh(np.arange(n) * 2.0 ** (drop - s_in)) * 2.0**table_scale + 0.5)
         attrs = {"drop_bits": drop, "in_max_q": in_max_q, "table": np.clip(table, -32768, 32767).astype(np.int16),
                  "table_scale": table_scale}
         err = float(np.max(np.abs(evaluate_tanh_lut(xs, attrs, s_out) * 2.0**-s_out - truth)))
-        if err <= max_error or best is None:
+        if best is None or err < best[1]:
             best = (attrs, err, 2 * n)
-        if err > max_error:
-            break
+        if err <= max_error:
+            return attrs, err, 2 * n
     return best
 
 

@@ -1,0 +1,455 @@
+"""Bonsai trainer: a scikit-learn estimator in numpy alone (hand-written, vectorised gradients).
+
+Training follows the paper (section 4): the path indicator I_k is smoothed,
+I_{2j+1} = I_j (1 + tanh(σ_I θ_jᵀx̂)) / 2 and I_{2j+2} = I_j (1 - tanh(σ_I θ_jᵀx̂)) / 2, and σ_I is
+annealed (relative to the typical |θᵀx̂|) until paths are hard. Three phases over ``epochs``:
+dense (first 30%), iterative hard thresholding to the budgets every ``iht_every`` mini-batches
+(next 40%), then sparse re-training with fixed support and exact hard paths (last 30%, so training
+ends on the very function that is deployed). Optimiser: mini-batch Adam, cosine-decayed in the
+last phase.
+
+Budget heuristic (``budget_bytes``; 4 bytes per stored value, plus 4 per index of a matrix stored
+sparse; Z, W, V, T each stored whichever way is smaller; z_bias and σ dense):
+  * depth h starts at 3 (binary) or 2 (multiclass) and d̂ at min(D, 20) or min(D, 30);
+  * if all of Z, W, V, T fit dense with d̂ >= 10 (binary) / 16 (multiclass), take the largest such
+    d̂ at that depth (then h is cut, too, if needed); otherwise:
+  * the dense tree (W, V, T) may take 30% of the budget: d̂ is cut to fit, then h, down to d̂ >= 5
+    (binary) / 8 (multiclass); below that the depth-0 tree is made sparse, keeping >= 25% of its
+    values (d̂ shrinks further if needed; else the budget is too small);
+  * Z gets the rest as nonzeros (8 bytes each), dense if that is cheaper; when Z fits dense the
+    leftover grows d̂ back towards its cap.
+  * Explicit ``projection_dim``/``depth`` override the heuristic's choices.
+With ``budget_bytes=None`` everything is dense at the default sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from threadpoolctl import threadpool_limits
+
+from tinycc_ml.errors import DataError
+from tinycc_ml.models.bonsai import BonsaiModel, tree_sizes
+
+TREE_SHARE = 0.3
+
+
+def plan_budget(budget_bytes, n_features: int, n_outputs: int, projection_dim=None, depth=None) -> dict:
+    """Sizes and nonzero counts for a budget (see module docstring). Counts of None mean dense."""
+    L, D = n_outputs, n_features
+    binary = L == 1
+    d_cap = projection_dim or min(D, 20 if binary else 30)
+    d_min = projection_dim or min(D, 5 if binary else 8)
+    d_dense = projection_dim or min(D, 10 if binary else 16)
+    depths = [depth] if depth is not None else list(range(3 if binary else 2, -1, -1))
+
+    def tree_params(h, d):
+        n_nodes, n_int = tree_sizes(h)
+        return 2 * n_nodes * L * d + n_int * d
+
+    if budget_bytes is None:
+        return {"d_hat": d_cap, "depth": depths[0], "nnz_z": None, "tree_fraction": None}
+    B = int(budget_bytes)
+    for h in depths:  # everything dense if that leaves d̂ large enough (sparse Z costs accuracy)
+        d = min(d_cap, (B - 4) // (4 * (D + tree_params(h, 1) + 1)))
+        if d >= d_dense:
+            return {"d_hat": d, "depth": h, "nnz_z": None, "tree_fraction": None}
+    tree_fraction = None
+    for h in depths:
+        per_dim = tree_params(h, 1)
+        d = min(d_cap, int(TREE_SHARE * B // (4 * per_dim)))
+        if d >= d_min:
+            break
+    else:  # even a dense depth-0 tree is too big: keep >= 25% of a smaller tree's values, sparse
+        h = depths[-1]
+        for d in range(d_min, 1, -1):
+            tree_fraction = TREE_SHARE * B / (8 * tree_params(h, d))
+            if tree_fraction >= 0.25:
+                break
+        else:
+            raise DataError(f"budget_bytes={B} is too small for a depth-{h} tree with {L} output(s) "
+                            f"(needs about {int(8 * 0.25 * tree_params(h, 2) / TREE_SHARE) + 1} bytes)")
+
+    def z_room(h, d, tree_fraction):
+        p = tree_params(h, d)
+        tree_bytes = 4 * p if tree_fraction is None else 8 * _tree_nnz_total(h, d, L, tree_fraction)
+        return B - tree_bytes - 4 * d - 4
+
+    if tree_fraction is None:  # grow d̂ while a dense Z and a dense tree still fit
+        while d < min(d_cap, D) and z_room(h, d + 1, None) >= 4 * (d + 1) * D:
+            d += 1
+    room = z_room(h, d, tree_fraction)
+    if room < 16 * d:  # at least two inputs per projected dimension
+        raise DataError(
+            f"budget_bytes={B} is too small: a depth-{h} tree with d_hat={d} for {L} output(s) leaves "
+            f"{max(room, 0)} bytes for the projection, which needs at least {16 * d}"
+        )
+    nnz_z = None if room >= 4 * d * D else room // 8
+    return {"d_hat": d, "depth": h, "nnz_z": nnz_z, "tree_fraction": tree_fraction}
+
+
+def _tree_nnz(size: int, fraction: float) -> int:
+    return max(1, int(math.floor(size * fraction)))
+
+
+def _tree_nnz_total(h, d, L, fraction):
+    n_nodes, n_int = tree_sizes(h)
+    sizes = [n_nodes * L * d, n_nodes * L * d] + ([n_int * d] if n_int else [])
+    return sum(_tree_nnz(s, fraction) for s in sizes)
+
+
+def _hard_threshold(a: np.ndarray, k: int) -> np.ndarray:
+    """Mask keeping the k largest magnitudes of a."""
+    flat = np.abs(a).ravel()
+    if k >= flat.size:
+        return np.ones(a.shape, dtype=bool)
+    keep = np.argpartition(flat, flat.size - k)[flat.size - k:]
+    mask = np.zeros(flat.size, dtype=bool)
+    mask[keep] = True
+    return mask.reshape(a.shape)
+
+
+class BonsaiClassifier(ClassifierMixin, BaseEstimator):
+    """Bonsai classifier. Labels must be integers 0..C-1 (C >= 2), each present.
+
+    Binary problems (C = 2) learn one score (L = 1) predicted by its sign; multiclass learn C scores.
+
+    Parameters
+    ----------
+    budget_bytes : flash budget of the deployed model (None: no limit, all dense); see module doc.
+    projection_dim, depth : d̂ and tree depth h; None lets the budget heuristic choose.
+    sigma : σ of the node predictors' tanh (kept in the model).
+    loss : "hinge" (binary default), "crossentropy" (multiclass default; logistic when binary) or "auto".
+    epochs, batch_size, learning_rate : Adam schedule (the last 30% of epochs cosine-decay the rate).
+    reg_z, reg_tree : L2 weights on Z and on W, V, T (strong by default: the trees overfit easily).
+    iht_every : mini-batches between hard-thresholding steps in the IHT phase.
+    sharpness : (start, end) of σ_I · mean|θᵀx̂| over the soft phases; the last phase is hard.
+    init : "random" (default) or "pca" start for Z.
+    scaling : "feature" (per-feature standardisation, default) or "global" (one scale for all).
+    average : return the running mean of the re-training iterates.
+    input_noise : std of Gaussian noise added to standardised training inputs (0: off).
+    random_state : seed; fits are repeatable.
+    verbose : None (progress to stderr only when a fit runs over 5 s), 0 (silent) or 1 (every epoch).
+    """
+
+    def __init__(self, budget_bytes=None, projection_dim=None, depth=None, sigma=1.0, loss="auto",
+                 epochs=40, batch_size=128, learning_rate=0.003, reg_z=1e-2, reg_tree=1e-2,
+                 iht_every=10, sharpness=(1.0, 100.0), init="random", scaling="feature", average=True,
+                 input_noise=0.0,
+                 random_state=None, verbose=None):
+        self.budget_bytes = budget_bytes
+        self.projection_dim = projection_dim
+        self.depth = depth
+        self.sigma = sigma
+        self.loss = loss
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.reg_z = reg_z
+        self.reg_tree = reg_tree
+        self.iht_every = iht_every
+        self.sharpness = sharpness
+        self.init = init
+        self.scaling = scaling
+        self.average = average
+        self.input_noise = input_noise
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # --- input checks ---
+    def _check_X(self, X, n_features=None) -> np.ndarray:
+        try:
+            X = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"X is not numeric: {exc}") from None
+        if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+            raise DataError(f"X has shape {X.shape}, expected (n_samples >= 1, n_features >= 1)")
+        if n_features is not None and X.shape[1] != n_features:
+            raise DataError(f"X has {X.shape[1]} features, the model was fitted on {n_features}")
+        if not np.all(np.isfinite(X)):
+            bad = np.argwhere(~np.isfinite(X))[0]
+            raise DataError(f"X holds a non-finite value ({X[tuple(bad)]}) at row {bad[0]}, column {bad[1]}")
+        return X
+
+    def _check_y(self, y, n) -> np.ndarray:
+        y = np.asarray(y)
+        if y.ndim != 1 or len(y) != n:
+            raise DataError(f"y has shape {y.shape}, expected ({n},) to match X")
+        if y.dtype.kind in "iub":
+            yi = y.astype(np.int64)
+        elif y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+            yi = y.astype(np.int64)
+        else:
+            sample = y[:3].tolist()
+            raise DataError(f"labels must be integers 0..C-1, got dtype {y.dtype} (first values {sample})")
+        if yi.min() < 0:
+            raise DataError(f"labels must be integers 0..C-1, got {yi.min()}")
+        counts = np.bincount(yi)
+        if len(counts) < 2:
+            raise DataError("y holds a single class; at least two are needed")
+        empty = np.flatnonzero(counts == 0)
+        if len(empty):
+            raise DataError(f"class {int(empty[0])} has no samples (labels must cover 0..{len(counts) - 1})")
+        return yi
+
+    def _check_params(self):
+        if self.loss not in ("auto", "hinge", "crossentropy"):
+            raise DataError(f"loss={self.loss!r}: expected 'auto', 'hinge' or 'crossentropy'")
+        for name in ("epochs", "batch_size", "iht_every"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise DataError(f"{name}={value!r}: expected a positive integer")
+        bad_budget = not isinstance(self.budget_bytes, (int, float, np.integer, np.floating)) or isinstance(
+            self.budget_bytes, bool) or not np.isfinite(self.budget_bytes) or self.budget_bytes <= 0
+        if self.budget_bytes is not None and bad_budget:
+            raise DataError(f"budget_bytes={self.budget_bytes!r}: expected a positive number of bytes")
+        if self.init not in ("random", "pca") or self.scaling not in ("feature", "global"):
+            raise DataError(f"init={self.init!r} / scaling={self.scaling!r}: expected random|pca / feature|global")
+        if self.projection_dim is not None and self.projection_dim < 1:
+            raise DataError(f"projection_dim={self.projection_dim!r}: expected >= 1")
+        if self.depth is not None and not 0 <= self.depth <= 8:
+            raise DataError(f"depth={self.depth!r}: expected 0..8")
+
+    # --- forward / backward in standardised space ---
+    def _forward(self, Xs, P, sig_i, need_cache=True):
+        """Scores for standardised Xs. sig_i=None means exact hard paths."""
+        L = self.n_outputs_
+        xh = Xs @ P["Z"].T + P["b"]
+        n_nodes, n_int = self._tree
+        A = (xh @ P["W"].reshape(-1, xh.shape[1]).T).reshape(len(xh), n_nodes, L)
+        Bv = (xh @ P["V"].reshape(-1, xh.shape[1]).T).reshape(len(xh), n_nodes, L)
+        tB = np.tanh(self.sigma * Bv)
+        out = A * tB
+        I = np.ones((len(xh), n_nodes))
+        s = None
+        if n_int:
+            u = xh @ P["T"].T
+            s = np.where(u > 0, 1.0, -1.0) if sig_i is None else np.tanh(sig_i * u)
+            for j in range(n_int):
+                I[:, 2 * j + 1] = I[:, j] * (1 + s[:, j]) / 2
+                I[:, 2 * j + 2] = I[:, j] * (1 - s[:, j]) / 2
+        y = np.einsum("nk,nkl->nl", I, out)
+        cache = (xh, A, tB, out, I, s) if need_cache else None
+        return y, cache
+
+    def _backward(self, Xs, P, cache, G, sig_i):
+        xh, A, tB, out, I, s = cache
+        n, d = xh.shape
+        n_nodes, n_int = self._tree
+        dout = I[:, :, None] * G[:, None, :]
+        dA = (dout * tB).reshape(n, -1)
+        dB = (dout * A * self.sigma * (1 - tB**2)).reshape(n, -1)
+        grads = {"W": (dA.T @ xh).reshape(P["W"].shape), "V": (dB.T @ xh).reshape(P["V"].shape)}
+        dxh = dA @ P["W"].reshape(-1, d) + dB @ P["V"].reshape(-1, d)
+        grads["T"] = np.zeros_like(P["T"])
+        if n_int and sig_i is not None:
+            dI = np.einsum("nkl,nl->nk", out, G)
+            ds = np.zeros((n, n_int))
+            for j in range(n_int - 1, -1, -1):  # children have larger indices: finish them first
+                c1, c2 = dI[:, 2 * j + 1], dI[:, 2 * j + 2]
+                dI[:, j] += c1 * (1 + s[:, j]) / 2 + c2 * (1 - s[:, j]) / 2
+                ds[:, j] = I[:, j] * (c1 - c2) / 2
+            du = ds * (1 - s**2) * sig_i
+            grads["T"] = du.T @ xh
+            dxh += du @ P["T"]
+        grads["Z"] = dxh.T @ Xs
+        grads["b"] = dxh.sum(axis=0)
+        return grads
+
+    def _loss_grad(self, y, yi):
+        """Mean loss and its gradient with respect to the scores."""
+        n = len(yi)
+        if self.n_outputs_ == 1:
+            sgn = 2.0 * yi - 1.0
+            m = sgn * y[:, 0]
+            if self._loss == "hinge":
+                active = m < 1
+                return np.mean(np.maximum(0, 1 - m)), (-(sgn * active) / n)[:, None]
+            p = 1 / (1 + np.exp(np.clip(m, -50, 50)))  # sigmoid(-m)
+            return np.mean(np.logaddexp(0, -m)), (-(sgn * p) / n)[:, None]
+        rows = np.arange(n)
+        if self._loss == "hinge":
+            other = y.copy()
+            other[rows, yi] = -np.inf
+            j = np.argmax(other, axis=1)
+            margin = 1 + other[rows, j] - y[rows, yi]
+            active = (margin > 0).astype(float)
+            G = np.zeros_like(y)
+            G[rows, j] += active / n
+            G[rows, yi] -= active / n
+            return np.mean(np.maximum(margin, 0)), G
+        z = y - y.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        p = e / e.sum(axis=1, keepdims=True)
+        loss = -np.mean(np.log(p[rows, yi] + 1e-300))
+        p[rows, yi] -= 1
+        return loss, p / n
+
+    # --- fit ---
+    def fit(self, X, y):
+        # the matrices are small: BLAS threads only contend (measured ~8x slower on 2 busy cores)
+        with threadpool_limits(limits=1):
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
+        self._check_params()
+        X = self._check_X(X)
+        yi = self._check_y(y, len(X))
+        n, D = X.shape
+        n_classes = int(yi.max()) + 1
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = D
+        self.n_outputs_ = 1 if n_classes == 2 else n_classes
+        self._loss = self.loss if self.loss != "auto" else ("hinge" if n_classes == 2 else "crossentropy")
+        plan = plan_budget(self.budget_bytes, D, self.n_outputs_, self.projection_dim, self.depth)
+        self.plan_ = plan
+        d, h, L = plan["d_hat"], plan["depth"], self.n_outputs_
+        self._tree = tree_sizes(h)
+        n_nodes, n_int = self._tree
+
+        start = time.perf_counter()
+        rng = np.random.default_rng(self.random_state)
+        self.mean_ = X.mean(axis=0)
+        std = X.std(axis=0)
+        std[std < 1e-6] = 1.0  # constant features: leave unscaled (as EdgeML does)
+        if self.scaling == "global":  # one scale for all features: keeps low-variance pixels quiet
+            std = np.full(D, float(np.sqrt(np.mean(std**2))))
+        self.std_ = std
+        Xs = (X - self.mean_) / self.std_
+        if self.init == "pca":  # leading principal directions, scaled so x̂ has unit variance
+            sub = Xs[rng.choice(n, min(n, 4000), replace=False)]
+            _, sv, vt = np.linalg.svd(sub, full_matrices=False)
+            Z0 = np.zeros((d, D))
+            k = min(d, len(sv))
+            Z0[:k] = vt[:k] / (sv[:k, None] / math.sqrt(len(sub)) + 1e-12)
+            Z0[k:] = rng.normal(0, 1 / math.sqrt(D), (d - k, D))
+        else:
+            Z0 = rng.normal(0, 1 / math.sqrt(D), (d, D))
+        P = {
+            "Z": Z0,
+            "b": np.zeros(d),
+            "W": rng.normal(0, 0.1, (n_nodes, L, d)),
+            "V": rng.normal(0, 0.1, (n_nodes, L, d)),
+            "T": rng.normal(0, 1 / math.sqrt(d), (n_int, d)),
+        }
+        budgets = {"Z": plan["nnz_z"]}
+        if plan["tree_fraction"] is not None:
+            for name in ("W", "V", "T"):
+                budgets[name] = _tree_nnz(P[name].size, plan["tree_fraction"]) if P[name].size else None
+        budgets = {k: v for k, v in budgets.items() if v is not None and v < P[k].size}
+        reg = {"Z": self.reg_z, "b": 0.0, "W": self.reg_tree, "V": self.reg_tree, "T": self.reg_tree}
+        m1 = {k: np.zeros_like(v) for k, v in P.items()}
+        m2 = {k: np.zeros_like(v) for k, v in P.items()}
+        masks: dict[str, np.ndarray] = {}
+        beta1, beta2, eps = 0.9, 0.999, 1e-8
+        bs = min(self.batch_size, n)
+        n_batches = max(1, n // bs)
+        E = self.epochs
+        e_dense, e_iht = int(round(0.3 * E)), int(round(0.7 * E))
+        s0, s1 = self.sharpness
+        step = 0
+        verbose = self.verbose
+        last_report = start
+        avg = {k: np.zeros_like(v) for k, v in P.items()}
+        n_avg = 0
+        for epoch in range(E):
+            hard = epoch >= e_iht
+            if hard and not masks:  # end of IHT: fix the support for re-training
+                masks = {k: _hard_threshold(P[k], budgets[k]) for k in budgets}
+                for k, mask in masks.items():
+                    P[k] *= mask
+            if hard:
+                sig_i = None
+                frac = (epoch - e_iht) / max(1, E - e_iht)
+                lr = self.learning_rate * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+            else:
+                lr = self.learning_rate
+                # σ_I relative to the typical |θᵀx̂| so the schedule does not depend on scales
+                probe = Xs[rng.choice(n, min(n, 512), replace=False)]
+                u = (probe @ P["Z"].T + P["b"]) @ P["T"].T if n_int else np.ones((1, 1))
+                typical = float(np.mean(np.abs(u))) + 1e-12
+                sig_i = s0 * (s1 / s0) ** (epoch / max(1, e_iht - 1)) / typical
+            order = rng.permutation(n)
+            total = 0.0
+            for bi in range(n_batches):
+                idx = order[bi * bs:(bi + 1) * bs]
+                Xb = Xs[idx]
+                if self.input_noise:  # Gaussian input noise: a cheap regulariser against overfitting
+                    Xb = Xb + self.input_noise * rng.standard_normal(Xb.shape)
+                yb, cache = self._forward(Xb, P, sig_i)
+                loss, G = self._loss_grad(yb, yi[idx])
+                total += loss
+                grads = self._backward(Xb, P, cache, G, sig_i)
+                step += 1
+                for k in P:
+                    g = grads[k] + reg[k] * P[k]
+                    m1[k] = beta1 * m1[k] + (1 - beta1) * g
+                    m2[k] = beta2 * m2[k] + (1 - beta2) * g * g
+                    mhat = m1[k] / (1 - beta1**step)
+                    vhat = m2[k] / (1 - beta2**step)
+                    P[k] -= lr * mhat / (np.sqrt(vhat) + eps)
+                    if k in masks:
+                        P[k] *= masks[k]
+                iht_step = step % self.iht_every == 0 or bi == n_batches - 1
+                if hard and self.average:  # running mean of the re-training iterates
+                    n_avg += 1
+                    for k in P:
+                        avg[k] += (P[k] - avg[k]) / n_avg
+                if e_dense <= epoch < e_iht and budgets and iht_step:
+                    for k, budget in budgets.items():
+                        P[k] *= _hard_threshold(P[k], budget)
+            now = time.perf_counter()
+            if verbose or (verbose is None and now - start > 5 and now - last_report > 5) or (
+                    verbose is None and epoch == E - 1 and now - start > 5):
+                last_report = now
+                phase = "dense" if epoch < e_dense else ("iht" if not hard else "sparse-retrain")
+                print(f"bonsai: epoch {epoch + 1}/{E} ({phase}) loss {total / n_batches:.4f} "
+                      f"{now - start:.1f}s", file=sys.stderr, flush=True)
+        if n_avg:
+            P = avg
+        for k, budget in budgets.items():  # the support is final; this only guards E < 4
+            P[k] *= _hard_threshold(P[k], budget)
+        self.params_ = P
+        self.model_ = self._build_model()
+        self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def _build_model(self) -> BonsaiModel:
+        P = self.params_
+        d = P["Z"].shape[0]
+        model = BonsaiModel(P["Z"], P["W"].reshape(-1, d), P["V"].reshape(-1, d), P["T"], self.sigma,
+                            self.plan_["depth"], z_bias=P["b"], mean=self.mean_, std=self.std_)
+        return model.folded()
+
+    # --- prediction ---
+    def _fitted(self):
+        if not hasattr(self, "params_"):
+            raise DataError("this BonsaiClassifier is not fitted yet; call fit(X, y) first")
+
+    def decision_function(self, X) -> np.ndarray:
+        """Scores, (n,) for binary problems, else (n, C); computed in standardised space."""
+        self._fitted()
+        X = self._check_X(X, self.n_features_in_)
+        y, _ = self._forward((X - self.mean_) / self.std_, self.params_, None, need_cache=False)
+        return y[:, 0] if self.n_outputs_ == 1 else y
+
+    def predict(self, X) -> np.ndarray:
+        s = self.decision_function(X)
+        if self.n_outputs_ == 1:
+            return self.classes_[(s > 0).astype(np.int64)]
+        return self.classes_[np.argmax(s, axis=1)]
+
+    def to_model(self) -> BonsaiModel:
+        self._fitted()
+        return self.model_
+
+    def model_bytes(self) -> int:
+        """Flash bytes of the deployed model (see BonsaiModel.storage_bytes)."""
+        return self.to_model().storage_bytes()
+
+    def save(self, path):
+        return self.to_model().save(path)
