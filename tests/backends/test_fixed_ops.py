@@ -2,6 +2,7 @@
 and tracks the float interpreter: random small graphs mixing the ops (hypothesis)."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +67,16 @@ def build_graph(rng, D, H, L, ops, tanh_scale):
                 k = g.add("branch", [k, g.add("matvec_at", [stack["T3"], k, h], name=f"theta{level}")],
                           name=f"node{level + 1}")
         scores = total
+    elif "nearest" in ops:  # reference points sorted by label: per-class nearest, or a k-vote
+        m = 3 * L
+        P = rng.normal(size=(H, m)).astype(np.float32)
+        d = g.add("sqdist", [h, g.add("const", attrs={"value": P}, name="P")], name="d")
+        labels = np.repeat(np.arange(L), 3).astype(np.int32)
+        if m >= 5 and rng.random() < 0.5:
+            scores = g.add("kvote", [d], {"k": 5, "n_classes": L, "labels": labels}, name="scores")
+        else:
+            per_class = g.add("segment_min", [d], {"offsets": list(range(0, m + 1, 3))}, name="per_class")
+            scores = g.add("scale", [per_class], {"factor": -1.0}, name="scores")
     elif "sqdist" in ops:
         P = rng.normal(size=(H, L)).astype(np.float32)
         d = g.add("sqdist", [h, g.add("const", attrs={"value": P}, name="P")], name="d")
@@ -82,7 +93,7 @@ def build_graph(rng, D, H, L, ops, tanh_scale):
 @given(
     seed=st.integers(0, 2**31 - 1),
     D=st.integers(1, 12), H=st.integers(1, 8), L=st.integers(2, 5),
-    ops=st.sets(st.sampled_from(["tanh", "mul", "add", "sub", "clip", "sqdist", "tree"])),
+    ops=st.sets(st.sampled_from(["tanh", "mul", "add", "sub", "clip", "sqdist", "tree", "nearest"])),
     tanh_mode=st.sampled_from(["clamp", "table", "auto"]),
     tanh_scale=st.sampled_from([0.1, 1.0, 3.0]),
     precision=st.sampled_from(["int16", "int8"]),
@@ -98,8 +109,10 @@ def test_random_graphs_bit_exact_and_close_to_float(seed, D, H, L, ops, tanh_mod
     scores, predictions = result.load().run_raw(Xq)
     np.testing.assert_array_equal(scores, expected["scores"])
     np.testing.assert_array_equal(predictions, expected["prediction"])
-    if tanh_mode == "clamp" and {"tanh", "tree"} & ops:
-        return  # the clamp is a different function from tanh by design; no closeness to claim
+    if (tanh_mode == "clamp" and {"tanh", "tree"} & ops) or ("nearest" in ops and "tree" not in ops):
+        # the clamp is a different function from tanh by design; nearest-point scores saturate
+        # for far classes on purpose (only the near ones decide): no closeness to claim
+        return
     # on the calibration rows themselves the integer scores follow the float ones
     s_scores = result.graph.type(result.graph.output("scores")).dtype.scale
     float_scores = run_float(graph, X)["scores"]
@@ -120,3 +133,17 @@ def test_tanh_table_is_more_accurate_than_the_clamp():
     assert info["table_bytes"] > 0
     clamp = tinycc_ml.compile(GraphModel(graph), precision="int16", calibration=X, tanh="clamp").report
     assert clamp["tanh"][0]["form"] == "clamp" and clamp["tanh"][0]["table_bytes"] == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nearest_point_heads_are_bit_exact_and_agree_with_float(seed):
+    rng = np.random.default_rng(seed)
+    graph = build_graph(rng, 8, 5, 4, {"nearest"}, 1.0)
+    X = rng.normal(size=(300, 8))
+    result = tinycc_ml.compile(GraphModel(graph), precision="int16", calibration=X)
+    Xq = quantise(X, result.output.input_scale, 16)
+    expected = run_fixed(result.graph, Xq)
+    scores, predictions = result.load().run_raw(Xq)
+    np.testing.assert_array_equal(scores, expected["scores"])
+    np.testing.assert_array_equal(predictions, expected["prediction"])
+    assert np.mean(predictions == run_float(graph, X)["prediction"]) >= 0.97

@@ -429,6 +429,68 @@ class CEmitter:
         value = self.at(s_name, "0")
         return [f"{self.var(node.name)} = 2 * {self.at(k_name, '0')} + ({value} > 0 ? 1 : 2);"]
 
+    def _float_segment_min(self, node: Node) -> list[str]:
+        (a,) = node.inputs
+        offs = [int(o) for o in node.attrs["offsets"]]
+        bounds = self.add_const_array(self.sym(f"{node.name}_offsets"), np.asarray(offs),
+                                      "uint16_t" if offs[-1] < 65536 else "int32_t",
+                                      f"%{node.name}: segment start offsets")
+        rd = lambda i: self.target.read_const(bounds, i, "uint16_t" if offs[-1] < 65536 else "int32_t")  # noqa: E731
+        ctype = ctype_of(self.graph.type(a).dtype)
+        return [
+            f"for (int c = 0; c < {len(offs) - 1}; ++c) {{",
+            f"    {ctype} best = {self.at(a, rd('c'))};",
+            f"    for (int32_t j = (int32_t){rd('c')} + 1; j < (int32_t){rd('c + 1')}; ++j)",
+            f"        if ({self.at(a, 'j')} < best) best = {self.at(a, 'j')};",
+            "    " + self.store_count(node, "c", "best"),
+            "}",
+        ]
+
+    def store_count(self, node: Node, index: str, expr: str) -> str:
+        """Store a value computed in the operand's own type (float: as is; fixed: see c_fixed)."""
+        return f"{self.var(node.name)}[{index}] = {expr};"
+
+    def _float_kvote(self, node: Node) -> list[str]:
+        (d,) = node.inputs
+        k, n_classes = int(node.attrs["k"]), int(node.attrs["n_classes"])
+        m = self.graph.type(d).size
+        label_type = "uint8_t" if n_classes <= 256 else "uint16_t"
+        labels = self.add_const_array(self.sym(f"{node.name}_labels"), node.attrs["labels"], label_type,
+                                      f"%{node.name}: label of each reference point")
+        ctype = ctype_of(self.graph.type(d).dtype)
+        out = self.var(node.name)
+        return [
+            "{",
+            f"    {ctype} best_d[{k}];",
+            f"    int32_t best_i[{k}];",
+            "    int n_best = 0;",
+            "    /* insertion into the k best; strict < keeps the lower index first among equals */",
+            f"    for (int32_t j = 0; j < {m}; ++j) {{",
+            f"        const {ctype} dj = {self.at(d, 'j')};",
+            f"        if (n_best == {k} && !(dj < best_d[{k - 1}])) continue;",
+            f"        int pos = n_best < {k} ? n_best++ : {k - 1};",
+            "        while (pos > 0 && dj < best_d[pos - 1]) {",
+            "            best_d[pos] = best_d[pos - 1];",
+            "            best_i[pos] = best_i[pos - 1];",
+            "            --pos;",
+            "        }",
+            "        best_d[pos] = dj;",
+            "        best_i[pos] = j;",
+            "    }",
+            f"    int32_t votes[{n_classes}];",
+            f"    for (int c = 0; c < {n_classes}; ++c) votes[c] = 0;",
+            f"    for (int i = 0; i < {k}; ++i) ++votes[{self.target.read_const(labels, 'best_i[i]', label_type)}];",
+            f"    for (int c = 0; c < {n_classes}; ++c) " + self.store_vote(node, out),
+            "}",
+        ]
+
+    def store_vote(self, node: Node, out: str) -> str:
+        if node.type.dtype.is_fixed:
+            from tinycc_ml.backends.c_fixed import rshift_c, saturate_c
+
+            return f"{out}[c] = {saturate_c(self, node, rshift_c('votes[c]', -node.type.dtype.scale))};"
+        return f"{out}[c] = (float)votes[c];"
+
     def _float_take(self, node):
         table, i = node.inputs
         return [f"{self.var(node.name)} = {self.at(table, self.var(i))};"]

@@ -283,11 +283,20 @@ def _select(em: CEmitter, node: Node) -> list[str]:
     return _loop(em, node, lambda i: rshift_c(f"({em.at(cond, i)} ? {fa(i)} : {fb(i)})", c - node.type.dtype.scale))
 
 
+def _segment_min(em: CEmitter, node: Node) -> list[str]:
+    lines = em._float_segment_min(node)
+    shift = scale_of(em, node.inputs[0]) - node.type.dtype.scale
+    lines[-2] = "    " + store(em, node, "c", rshift_c("(int32_t)best", shift))
+    return lines
+
+
 FIXED_OP_EMITTERS.update({
     "matvec": _matvec, "sqdist": _sqdist, "add": _addsub("+"), "sub": _addsub("-"), "mul": _mul,
     "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sign": _sign, "sum": _sum, "cmp": _cmp, "select": _select,
     "argmax": lambda em, node: em._arg(node, ">"), "argmin": lambda em, node: em._arg(node, "<"),
     "take": lambda em, node: em._float_take(node),
+    "segment_min": lambda em, node: _segment_min(em, node),
+    "kvote": lambda em, node: em._float_kvote(node),
     "matvec_at": _matvec_at, "branch": lambda em, node: em._float_branch(node),
 })

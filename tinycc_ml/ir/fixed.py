@@ -16,7 +16,7 @@ import numpy as np
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops import COMPARISONS, sparse_to_dense
+from tinycc_ml.ir.ops import COMPARISONS, kvote_counts, sparse_to_dense
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
@@ -180,6 +180,16 @@ def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarr
         h = product_shift(graph, name)
         acc = check32(np.sum(rshift(a, h), axis=tuple(range(1, a.ndim))), where)
         return saturate(rshift(acc, ta.dtype.scale - h - so), bits)
+    if op == "segment_min":
+        (a,), (ta,) = ins, in_types
+        offs = node.attrs["offsets"]
+        mins = np.stack([a[:, lo:hi].min(axis=1) for lo, hi in zip(offs, offs[1:])], axis=1)
+        return saturate(rshift(mins, ta.dtype.scale - so), bits)
+    if op == "kvote":
+        (a,) = ins
+        at = node.attrs
+        votes = np.stack([kvote_counts(row, at["labels"], int(at["k"]), int(at["n_classes"])) for row in a])
+        return saturate(rshift(votes.astype(np.int64), -so), bits)
     if op in ("argmax", "argmin"):
         (a,) = ins
         return (np.argmax(a, axis=1) if op == "argmax" else np.argmin(a, axis=1)).astype(np.int64)

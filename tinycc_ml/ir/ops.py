@@ -313,3 +313,42 @@ def _infer_branch(ts, attrs, declared):
 register_op(OpDef("branch", 2, _infer_branch,
                   lambda xs, a: np.asarray(2 * int(xs[0]) + (1 if float(np.reshape(xs[1], -1)[0]) > 0 else 2)), {},
                   "child of node k in a complete binary tree: 2k+1 if value > 0, else 2k+2"))
+
+
+def _infer_segment_min(ts, attrs, declared):
+    (a,) = ts
+    _float_or_fixed(a, "operand")
+    offsets = list(attrs["offsets"])
+    _need(a.rank == 1, f"operand has shape {a.shape}, expected a vector")
+    _need(len(offsets) >= 2 and offsets[0] == 0 and offsets[-1] == a.shape[0],
+          f"offsets must run from 0 to {a.shape[0]}")
+    _need(all(lo < hi for lo, hi in zip(offsets, offsets[1:])), "every segment must be non-empty")
+    return TensorType((len(offsets) - 1,), _result_dtype(ts, declared))
+
+
+register_op(OpDef("segment_min", 1, _infer_segment_min,
+                  lambda xs, a: np.array([xs[0][lo:hi].min() for lo, hi in zip(a["offsets"], a["offsets"][1:])]),
+                  {"offsets": "ints"},
+                  "minimum of each contiguous segment [offsets[c], offsets[c+1]) (per-class nearest distance)"))
+
+
+def kvote_counts(d: np.ndarray, labels: np.ndarray, k: int, n_classes: int) -> np.ndarray:
+    """Votes of the k smallest entries of d (a stable sort: equal values keep the lower index)."""
+    nearest = np.argsort(d, kind="stable")[:k]
+    return np.bincount(labels[nearest], minlength=n_classes).astype(np.float64)
+
+
+def _infer_kvote(ts, attrs, declared):
+    (d,) = ts
+    _float_or_fixed(d, "distances")
+    labels = attrs["labels"]
+    _need(d.rank == 1 and labels.shape == d.shape, f"labels {labels.shape} must match distances {d.shape}")
+    _need(1 <= attrs["k"] <= d.shape[0], f"k = {attrs['k']} must be in [1, {d.shape[0]}]")
+    _need(labels.size == 0 or (labels.min() >= 0 and labels.max() < attrs["n_classes"]), "a label is out of range")
+    return TensorType((int(attrs["n_classes"]),), _result_dtype(ts, declared))
+
+
+register_op(OpDef("kvote", 1, _infer_kvote,
+                  lambda xs, a: kvote_counts(xs[0], a["labels"], int(a["k"]), int(a["n_classes"])),
+                  {"k": "int", "n_classes": "int", "labels": "array"},
+                  "votes per class among the k smallest distances; equal distances: the lower index first"))

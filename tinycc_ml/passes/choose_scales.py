@@ -29,6 +29,8 @@ ACT_BITS = 16
 ACC_LIMIT = 2**30  # headroom below 2^31 so the rounding constant of a shift cannot overflow
 MIN_WEIGHT_BITS = 6
 SCALE_RANGE = (-24, 30)
+MIN_LIKE = ("argmin", "segment_min", "kvote")
+MIN_LIKE_HEADROOM = 4.0
 
 
 def best_scale(abs_max: float, bits: int) -> int:
@@ -122,6 +124,12 @@ class ChooseScales(Pass):
     def _activation_scale(graph: Graph, name: str, ranges) -> tuple[int, bool]:
         r = ranges[name]
         need = r.abs_max
+        # read only through minimum-like ops: resolve the small values, let the far ones saturate
+        users = [graph.node(u) for u in graph.users(name)]
+        if users and r.low_order and all(u.op in MIN_LIKE for u in users):
+            k = max(int(u.attrs.get("k", 1)) for u in users)
+            need = max(MIN_LIKE_HEADROOM * r.low_order[min(k, len(r.low_order)) - 1], 1e-30)
+            return best_scale(need, ACT_BITS), False
         # a point whose distances to constant prototypes are taken shares their scale
         for user in graph.users(name):
             u = graph.node(user)
@@ -227,6 +235,6 @@ class ChooseScales(Pass):
         if op == "sum":
             (a,) = ins
             return bound[a] * graph.type(a).size, scale[a]
-        if op in ("clip", "tanh", "tanh_clamp", "exp", "sign", "select"):
+        if op in ("clip", "tanh", "tanh_clamp", "exp", "sign", "select", "kvote"):
             return 2 ** (ACT_BITS - 1), s
         return max((bound[i] for i in ins if i in bound), default=2 ** (ACT_BITS - 1)), s

@@ -25,6 +25,9 @@ class Range:
     hi: float
     static_lo: float | None = None  # proven interval, if known
     static_hi: float | None = None
+    # i-th entry: the largest, over calibration rows, of the row's (i+1)-th smallest element; what a
+    # value read only through minimum-like ops (argmin, segment_min, kvote) needs to resolve
+    low_order: tuple[float, ...] = ()
 
     @property
     def abs_max(self) -> float:
@@ -37,10 +40,14 @@ class Range:
         return max(abs(self.static_lo), abs(self.static_hi))
 
 
-def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float]]:
+LOW_ORDER = 8
+
+
+def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[float, ...]]]:
     (input_name,) = graph.inputs()
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
+    low: dict[str, np.ndarray] = {}
     for row in X:
         for name, value in evaluate_all(graph, {input_name: row}).items():
             if value.dtype.kind not in "fiu" or graph.type(name).dtype.kind != "f32":
@@ -48,7 +55,9 @@ def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float]]:
             vmin, vmax = float(np.min(value)), float(np.max(value))
             lo[name] = min(lo.get(name, vmin), vmin)
             hi[name] = max(hi.get(name, vmax), vmax)
-    return {n: (lo[n], hi[n]) for n in lo}
+            smallest = np.sort(value.reshape(-1))[:LOW_ORDER]
+            low[name] = smallest if name not in low else np.maximum(low[name][: len(smallest)], smallest)
+    return {n: (lo[n], hi[n], tuple(float(v) for v in low[n])) for n in lo}
 
 
 def _interval_matmul(A, lo, hi):
@@ -107,6 +116,11 @@ def static_intervals(graph: Graph, input_lo: float, input_hi: float) -> dict[str
             out[name] = (np.clip(ivs[0][0], lo, hi), np.clip(ivs[0][1], lo, hi))
         elif op == "sign":
             out[name] = (np.sign(ivs[0][0]), np.sign(ivs[0][1]))
+        elif op == "segment_min":
+            offs = node.attrs["offsets"]
+            out[name] = tuple(np.array([v[lo:hi].min() for lo, hi in zip(offs, offs[1:])]) for v in ivs[0])
+        elif op == "kvote":
+            out[name] = (np.zeros(shape), np.full(shape, float(node.attrs["k"])))
         elif op == "sum":
             out[name] = (np.sum(ivs[0][0]), np.sum(ivs[0][1]))
         elif op == "select":
@@ -126,10 +140,10 @@ class RangeAnalysis(Pass):
         prof = profile(graph, X)
         static = static_intervals(graph, lo, hi)
         graph.ranges = {}
-        for name, (plo, phi) in prof.items():
+        for name, (plo, phi, low) in prof.items():
             s = static.get(name)
             graph.ranges[name] = Range(plo, phi, *(None, None) if s is None else (float(np.min(s[0])),
-                                                                                   float(np.max(s[1]))))
+                                                                                   float(np.max(s[1]))), low)
         ctx.log.append(f"range_analysis: {len(prof)} values profiled on {len(X)} rows, "
                        f"{sum(r.static_lo is not None for r in graph.ranges.values())} with static bounds")
         return graph
