@@ -442,13 +442,9 @@ class CEmitter:
             f"    {ctype} best = {self.at(a, rd('c'))};",
             f"    for (int32_t j = (int32_t){rd('c')} + 1; j < (int32_t){rd('c + 1')}; ++j)",
             f"        if ({self.at(a, 'j')} < best) best = {self.at(a, 'j')};",
-            "    " + self.store_count(node, "c", "best"),
+            f"    {self.var(node.name)}[c] = best;",
             "}",
         ]
-
-    def store_count(self, node: Node, index: str, expr: str) -> str:
-        """Store a value computed in the operand's own type (float: as is; fixed: see c_fixed)."""
-        return f"{self.var(node.name)}[{index}] = {expr};"
 
     def _float_kvote(self, node: Node) -> list[str]:
         (d,) = node.inputs
