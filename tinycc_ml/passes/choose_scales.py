@@ -128,13 +128,19 @@ class ChooseScales(Pass):
         users = [graph.node(u) for u in graph.users(name)]
         if users and r.low_order and all(u.op in MIN_LIKE for u in users):
             k = max(int(u.attrs.get("k", 1)) for u in users)
-            need = max(MIN_LIKE_HEADROOM * r.low_order[min(k, len(r.low_order)) - 1], 1e-30)
+            low = r.low_order
+            # the 2k-th smallest too: calibration rows that are reference points (kNN over its own
+            # training set) have a k-th smallest of zero
+            need = max(MIN_LIKE_HEADROOM * low[min(k, len(low)) - 1], low[min(2 * k, len(low)) - 1], 1e-30)
             return best_scale(need, ACT_BITS), False
-        # a point whose distances to constant prototypes are taken shares their scale
-        for user in graph.users(name):
-            u = graph.node(user)
-            if u.op == "sqdist" and u.inputs[0] == name and graph.op(u.inputs[1]) == "const":
-                need = max(need, float(np.max(np.abs(graph.node(u.inputs[1]).attrs["value"]))))
+        # a point whose distances to constant prototypes are taken shares their scale (the input
+        # shares the scale of its clamp, so look through that)
+        points = [name] + [u for u in graph.users(name) if graph.op(name) == "input" and graph.op(u) == "clip"]
+        for point in points:
+            for user in graph.users(point):
+                u = graph.node(user)
+                if u.op == "sqdist" and u.inputs[0] == point and graph.op(u.inputs[1]) == "const":
+                    need = max(need, float(np.max(np.abs(graph.node(u.inputs[1]).attrs["value"]))))
         s_cal = best_scale(need, ACT_BITS)
         static = r.static_abs_max
         if static is not None:

@@ -6,7 +6,8 @@ to zero. Where every use of the input can absorb a per-feature factor into a con
 a mat-vec whose matrix is constant (scale its columns), or a normalisation
 ``mul(sub(x, mean), c)`` with constant mean and c - each feature k gets its own scale s_k:
 the device takes x_int[k] = round(x[k] * 2^s_k), and the graph is rewritten to consume x_int.
-Otherwise (e.g. distances taken on the raw input) all features share one scale.
+Otherwise (e.g. distances taken on the raw input) all features share one scale: the graph is
+left in real units (s_k = 0 here) and the input's fixed-point type carries that scale.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ def _absorbing_uses(graph: Graph, x: str) -> bool:
 
 def feature_scales(graph: Graph, X: np.ndarray) -> np.ndarray:
     (x,) = graph.inputs()
+    if not _absorbing_uses(graph, x):
+        # one scale for all: the graph stays in real units and the input's type carries the scale
+        return np.zeros(X.shape[1], dtype=np.int64)
     peak = np.max(np.abs(X), axis=0)
     uniform = best_scale(float(np.max(peak)), 16)
-    if not _absorbing_uses(graph, x):
-        return np.full(X.shape[1], uniform, dtype=np.int64)
     scales = np.array([best_scale(float(p), 16) if p > 0 else uniform for p in peak], dtype=np.int64)
     return np.clip(scales, *FEATURE_SCALE_RANGE)
 

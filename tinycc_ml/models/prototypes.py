@@ -1,0 +1,289 @@
+"""Reference-point classifiers (SNC, nearest-prototype, kNN): one parameter container and the
+estimator plumbing the three estimators share.
+
+:class:`PrototypeModel` (family ``"prototype"``) classifies an input ``x`` (length D) by
+
+1. optional standardisation ``x' = (x - mean) / std`` (``mean``, ``std``: (D,));
+2. optional linear map ``u = A x'`` (``A``: (r, D)); without it ``u = x'`` and r = D;
+3. squared Euclidean distances ``d_j = ||u - p_j||^2`` to the reference points ``P`` (m, r), which
+   are stored in the space of ``u`` (already standardised / mapped);
+4. k = 1: the label of the nearest point; k > 1: a majority vote of the k nearest labels.
+
+Tie rules (deterministic, and simple to compile): the reference points are kept sorted by label
+(stable), nearest = smallest distance, equal distances resolved by the lower index, hence by
+the smaller label; a tied vote goes to the smallest class id.
+
+``scores(X)`` has one column per class and ``predict = argmax(scores)`` (first maximum):
+
+- k = 1: ``score_c = -min_{j: label_j = c} d_j`` (negated distance to the nearest point of class
+  c; every class must own at least one point);
+- k > 1: ``score_c`` = number of the k nearest points labelled c (nearest k chosen by a stable
+  sort on distance, so equal distances keep the lower index).
+
+The compiler lowers this to ``sqdist(u, P) -> argmin -> label lookup`` (k = 1) or a k-smallest
+selection followed by a vote (k > 1).
+
+Stored parameters (``n_parameters``, 4 bytes each in ``model_bytes``): P (m*r), labels (m),
+mean and std (D each, when present) and A (r*D, when present); k and n_classes are not counted.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from tinycc_ml.errors import DataError, ModelFileError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.models.base import Model, register_family
+from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
+from tinycc_ml.models.saved import check_array
+
+_CHUNK = 1024  # rows per distance block, bounds memory on large reference sets
+
+
+def squared_distances(U: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """``||u_i - p_j||^2`` as an (n, m) float64 array, clipped at 0 (the expansion can dip below)."""
+    d = (U * U).sum(1)[:, None] - 2.0 * (U @ P.T) + (P * P).sum(1)[None, :]
+    return np.maximum(d, 0.0)
+
+
+@register_family
+class PrototypeModel(Model):
+    """Nearest-reference-point classifier; see the module docstring for the exact rule.
+
+    Attributes: ``prototypes`` (m, r) float64, ``labels`` (m,) int64 in [0, n_classes),
+    ``n_classes`` int, ``k`` int, ``mean`` / ``std`` (D,) or None, ``transform`` (r, D) or None.
+    """
+
+    family = "prototype"
+
+    def __init__(self, prototypes, labels, n_classes: int, k: int = 1, mean=None, std=None, transform=None,
+                 source: str = "PrototypeModel"):
+        P = check_array(prototypes, "prototypes", source, ndim=2)
+        m, r = P.shape
+        if m == 0 or r == 0:
+            raise ModelFileError(f"{source}: prototypes has shape {P.shape}, expected at least one point")
+        lab = check_array(labels, "labels", source, shape=(m,))
+        if np.any(lab != np.round(lab)):
+            raise ModelFileError(f"{source}: labels holds non-integer values")
+        n_classes, k = int(n_classes), int(k)
+        if n_classes < 1:
+            raise ModelFileError(f"{source}: n_classes is {n_classes}, expected >= 1")
+        lab = lab.astype(np.int64)
+        if lab.min() < 0 or lab.max() >= n_classes:
+            raise ModelFileError(f"{source}: labels must lie in [0, {n_classes}), found {lab.min()}..{lab.max()}")
+        if not 1 <= k <= m:
+            raise ModelFileError(f"{source}: k is {k}, expected 1 <= k <= {m} (number of prototypes)")
+        if k == 1:
+            missing = np.setdiff1d(np.arange(n_classes), lab)
+            if missing.size:
+                raise ModelFileError(f"{source}: class {int(missing[0])} has no prototype (needed when k = 1)")
+        if transform is not None:
+            A = check_array(transform, "transform", source, ndim=2)
+            if A.shape[0] != r:
+                raise ModelFileError(f"{source}: transform has shape {A.shape}, expected ({r}, D)")
+            dim = A.shape[1]
+        else:
+            A, dim = None, r
+        if (mean is None) != (std is None):
+            raise ModelFileError(f"{source}: mean and std must be given together")
+        if mean is not None:
+            mean = check_array(mean, "mean", source, shape=(dim,))
+            std = check_array(std, "std", source, shape=(dim,))
+            if np.any(std <= 0):
+                raise ModelFileError(f"{source}: std holds a value <= 0")
+        order = np.argsort(lab, kind="stable")  # label-sorted so index ties resolve to the smaller label
+        self.prototypes = P[order]
+        self.labels = lab[order]
+        self.n_classes = n_classes
+        self.k = k
+        self.mean = mean
+        self.std = std
+        self.transform = A
+        self._dim = dim
+
+    # --- Model interface ---
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"prototypes": self.prototypes, "labels": self.labels}
+        if self.mean is not None:
+            out["mean"], out["std"] = self.mean, self.std
+        if self.transform is not None:
+            out["transform"] = self.transform
+        return out
+
+    def meta(self) -> dict:
+        return {"k": self.k, "n_classes": self.n_classes}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict, source: str) -> PrototypeModel:
+        for name in ("prototypes", "labels"):
+            if name not in arrays:
+                raise ModelFileError(f"{source}: missing array {name!r}")
+        unknown = set(arrays) - {"prototypes", "labels", "mean", "std", "transform"}
+        if unknown:
+            raise ModelFileError(f"{source}: unexpected array(s) {sorted(unknown)}")
+        for key in ("k", "n_classes"):
+            value = meta.get(key)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ModelFileError(f"{source}: meta {key!r} is {value!r}, expected an integer")
+        return cls(arrays["prototypes"], arrays["labels"], meta["n_classes"], meta["k"],
+                   arrays.get("mean"), arrays.get("std"), arrays.get("transform"), source=source)
+
+    @property
+    def input_dim(self) -> int:
+        return self._dim
+
+    @property
+    def n_outputs(self) -> int:
+        return self.n_classes
+
+    @property
+    def n_prototypes(self) -> int:
+        return self.prototypes.shape[0]
+
+    @property
+    def n_parameters(self) -> int:
+        return int(sum(a.size for a in self.arrays().values()))
+
+    @property
+    def model_bytes(self) -> int:
+        return 4 * self.n_parameters
+
+    def embed(self, X) -> np.ndarray:
+        """Inputs in the space of the prototypes: ``A (x - mean) / std``."""
+        U = self._check_input(X)
+        if self.mean is not None:
+            U = (U - self.mean) / self.std
+        if self.transform is not None:
+            U = U @ self.transform.T
+        return U
+
+    def scores(self, X) -> np.ndarray:
+        U = self.embed(X)
+        out = np.empty((U.shape[0], self.n_classes))
+        for start in range(0, U.shape[0], _CHUNK):
+            d = squared_distances(U[start:start + _CHUNK], self.prototypes)
+            if self.k == 1:
+                per_class = np.full((d.shape[0], self.n_classes), np.inf)
+                for c in range(self.n_classes):
+                    per_class[:, c] = d[:, self.labels == c].min(1)
+                out[start:start + _CHUNK] = -per_class
+            else:
+                nearest = np.argsort(d, axis=1, kind="stable")[:, :self.k]
+                votes = np.zeros((d.shape[0], self.n_classes))
+                np.add.at(votes, (np.arange(d.shape[0])[:, None], self.labels[nearest]), 1.0)
+                out[start:start + _CHUNK] = votes
+        return out
+
+    def predict(self, X) -> np.ndarray:
+        return np.argmax(self.scores(X), axis=1)
+
+    def lower(self) -> Graph:
+        """sqdist to every reference point, then the per-class nearest distance (k = 1: the points
+        are sorted by label, so each class is one contiguous segment) or a k-vote."""
+        g = Graph("nearest")
+        u = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
+        if self.transform is not None:
+            u = g.add("matvec", [add_matrix(g, "A", self.transform), u], name="mapped")
+        d = g.add("sqdist", [u, add_const(g, "P", self.prototypes.T)], name="distances")
+        if self.k == 1:
+            offsets = [0, *np.cumsum(np.bincount(self.labels, minlength=self.n_classes)).tolist()]
+            nearest = g.add("segment_min", [d], {"offsets": [int(o) for o in offsets]}, name="class_nearest")
+            scores = g.add("scale", [nearest], {"factor": -1.0}, name="scores")
+        else:
+            scores = g.add("kvote", [d], {"k": int(self.k), "n_classes": int(self.n_classes),
+                                          "labels": self.labels.astype(np.int32)}, name="scores")
+        g.set_output("scores", scores)
+        g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
+        return g
+
+
+# --------------------------------------------------------------------------------------------
+# Shared estimator plumbing
+
+
+def check_training_data(X, y) -> tuple[np.ndarray, np.ndarray, int]:
+    """Validate ``X`` (n, D) finite and ``y`` integer labels 0..L-1 (or one-hot (n, L)).
+
+    Returns float64 X, int64 y and L. Every class in [0, L) must have a sample.
+    """
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"X is not numeric: {exc}") from None
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise DataError(f"X has shape {X.shape}, expected (n_samples, n_features) with both > 0")
+    if not np.all(np.isfinite(X)):
+        bad = np.argwhere(~np.isfinite(X))[0]
+        raise DataError(f"X holds a non-finite value ({X[tuple(bad)]}) at row {bad[0]}, column {bad[1]}")
+    y = np.asarray(y)
+    if y.dtype == object or not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
+        raise DataError(f"y has dtype {y.dtype}; labels must be integers 0..L-1 or one-hot rows")
+    if y.ndim == 2:
+        if y.shape[0] != X.shape[0]:
+            raise DataError(f"y has {y.shape[0]} rows but X has {X.shape[0]}")
+        if not (np.all((y == 0) | (y == 1)) and np.all(y.sum(1) == 1)):
+            raise DataError("y is 2-D but not one-hot (each row needs exactly one 1, the rest 0)")
+        y = np.argmax(y, axis=1)
+    elif y.ndim != 1:
+        raise DataError(f"y has shape {y.shape}, expected (n,) labels or (n, L) one-hot")
+    if y.shape[0] != X.shape[0]:
+        raise DataError(f"y has {y.shape[0]} labels but X has {X.shape[0]} rows")
+    if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
+        raise DataError("y holds non-integer labels; labels must be integers 0..L-1 or one-hot rows")
+    y = y.astype(np.int64)
+    if y.min() < 0:
+        raise DataError(f"y holds a negative label ({y.min()}); labels must be 0..L-1")
+    counts = np.bincount(y)
+    if counts.size < 2:
+        raise DataError("y holds a single class; at least two are needed")
+    if np.any(counts == 0):
+        raise DataError(f"class {int(np.flatnonzero(counts == 0)[0])} has no samples (labels must be 0..L-1)")
+    return X, y, counts.size
+
+
+class PrototypeEstimatorMixin:
+    """``predict`` / ``to_model`` / ``save`` / ``model_bytes`` for estimators that set ``model_``."""
+
+    def _fit_standardizer(self, X: np.ndarray):
+        if not self.standardize:
+            return None, None
+        mean = X.mean(0)
+        std = X.std(0)
+        # constant features: unit scale keeps them harmless instead of dividing by zero
+        std = np.where(std > 1e-12 * max(1.0, float(std.max())), std, 1.0)
+        return mean, std
+
+    def _log(self, message: str) -> None:
+        if self.verbose:
+            elapsed = time.perf_counter() - self._t0
+            print(f"[{type(self).__name__} {elapsed:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    def _require_fitted(self) -> PrototypeModel:
+        model = getattr(self, "model_", None)
+        if model is None:
+            raise DataError(f"{type(self).__name__} is not fitted; call fit(X, y) first")
+        return model
+
+    def predict(self, X) -> np.ndarray:
+        model = self._require_fitted()
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 2 and not np.all(np.isfinite(X)):
+            raise DataError("X holds a non-finite value")
+        return model.predict(X)
+
+    def decision_function(self, X) -> np.ndarray:
+        return self._require_fitted().scores(X)
+
+    def to_model(self) -> PrototypeModel:
+        return self._require_fitted()
+
+    def save(self, path):
+        return self._require_fitted().save(path)
+
+    @property
+    def model_bytes(self) -> int:
+        """4 bytes per stored parameter (prototypes, labels, mean/std, transform)."""
+        return self._require_fitted().model_bytes
