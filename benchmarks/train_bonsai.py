@@ -46,7 +46,7 @@ def main(argv=None) -> int:
         np.testing.assert_allclose(model.scores(Xte).squeeze(), clf.decision_function(Xte), atol=1e-8)
         plan = clf.plan_
         detail = f"d̂={plan['d_hat']} depth={plan['depth']} nnz(Z)={np.count_nonzero(model.Z)}/{model.Z.size}"
-        rows.append((dataset, setting, acc, clf.model_bytes(), seconds, detail))
+        rows.append((dataset, setting, acc, clf.model_bytes, seconds, detail))
         print(f"done: {dataset} {setting}: {acc:.4f} in {seconds:.1f}s", file=sys.stderr, flush=True)
     print(f"{'dataset':<8} {'setting':<10} {'test acc':>8} {'bytes':>7} {'train s':>8}  {'target':<8} details")
     ok = True

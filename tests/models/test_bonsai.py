@@ -82,7 +82,7 @@ def test_binary_budget_accuracy_and_sign_prediction(cancer, cancer_fit):
     Xtr, Xte, ytr, yte = cancer
     clf = cancer_fit
     assert clf.score(Xte, yte) >= 0.92
-    assert clf.model_bytes() <= 1024
+    assert clf.model_bytes <= 1024
     model = clf.to_model()
     assert model.binary and model.n_outputs == 1
     s = clf.decision_function(Xte)
@@ -110,7 +110,7 @@ def test_budget_respected(digits, budget, floor):
     Xtr, Xte, ytr, yte = digits
     clf = BonsaiClassifier(budget_bytes=budget, random_state=0).fit(Xtr, ytr)
     model = clf.to_model()
-    assert model.storage_bytes() == clf.model_bytes() <= budget
+    assert model.storage_bytes() == clf.model_bytes <= budget
     assert model.mean is None  # standardisation folded into Z, z_bias (nothing else to store)
     if clf.plan_["nnz_z"] is not None:
         assert np.count_nonzero(model.Z) <= clf.plan_["nnz_z"]
@@ -120,7 +120,7 @@ def test_budget_respected(digits, budget, floor):
 def test_sparse_budget_accuracy(digits):
     Xtr, Xte, ytr, yte = digits
     clf = BonsaiClassifier(budget_bytes=4096, random_state=0).fit(Xtr, ytr)
-    assert clf.model_bytes() <= 4096
+    assert clf.model_bytes <= 4096
     assert np.count_nonzero(clf.to_model().Z) < clf.to_model().Z.size  # Z really is sparse
     assert clf.score(Xte, yte) >= 0.85
 

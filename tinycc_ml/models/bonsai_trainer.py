@@ -447,6 +447,7 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         self._fitted()
         return self.model_
 
+    @property
     def model_bytes(self) -> int:
         """Flash bytes of the deployed model (see BonsaiModel.storage_bytes)."""
         return self.to_model().storage_bytes()
