@@ -1,0 +1,142 @@
+"""ProtoNN with USPS-10's shape (D=256, d̂=25, m=55, L=10, dense W) on the simulated ATmega328P and
+Cortex-M0: cycles (AVR, simavr) / instructions (M0) per inference, per MAC, sizes, accuracy.
+
+    python benchmarks/protonn_cycles.py [--rows 200] [--random]
+
+The model: init_protonn on USPS-10 training rows (6 prototypes per class, first 55 kept), or
+random weights (--random); calibration from USPS training rows. The AVR float build does not
+fit the ATmega328P's 32 KB: it is built and measured for the ATmega1284P (same AVR core and
+instruction timings, 128 KB flash) under simavr, and marked so in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tinycc_ml  # noqa: E402
+from tinycc_ml.backends.avr import Atmega1284pBackend  # noqa: E402
+from tinycc_ml.backends.base import register_backend  # noqa: E402
+from tinycc_ml.ir.fixed import quantise  # noqa: E402
+from tinycc_ml.models.protonn import ProtoNNModel, init_protonn  # noqa: E402
+from tinycc_ml.runtime import sim_avr, toolchains  # noqa: E402
+from tinycc_ml.runtime.simulate import TargetRun, make_spec, run_on_target, support_file  # noqa: E402
+
+DATA = Path("/work/shared/datasets/usps10.npz")
+D, DHAT, M, L = 256, 25, 55, 10
+
+
+def make_model(X, y, random: bool) -> ProtoNNModel:
+    if random:
+        rng = np.random.default_rng(0)
+        W = rng.normal(size=(DHAT, D)) / np.sqrt(D)
+        P = X[rng.choice(len(X), M)] @ W.T
+        Z = rng.normal(size=(L, M))
+        return ProtoNNModel(W, P.T, Z, 0.5 / np.sqrt(DHAT))
+    model = init_protonn(X, y, DHAT, 6)
+    return ProtoNNModel(model.W, model.B[:, :M], model.Z[:, :M], model.gamma, model.mean, model.std)
+
+
+def macs(model: ProtoNNModel) -> int:
+    return DHAT * D + DHAT * M + L * M
+
+
+def run_avr_1284p(d: str, prefix: str, x, n_scores: int, in_t: str, s_t: str) -> TargetRun:
+    """The project's simavr runner and harness, rebuilt for the ATmega1284P."""
+    work = tempfile.mkdtemp(prefix="tinycc-ml-1284p-")
+    try:
+        src = Path(support_file("avr_runner.c")).read_text().replace('"atmega328p"', '"atmega1284p"').replace(
+            "fw_len > 32768", "fw_len > 131072")
+        runner_c = os.path.join(work, "runner.c")
+        Path(runner_c).write_text(src)
+        runner = os.path.join(work, "runner")
+        subprocess.run([toolchains.find_host_cc(), "-O2", "-I" + toolchains.find_simavr_include(), runner_c,
+                        "-o", runner, "-lsimavr"], check=True, capture_output=True)
+        spec = make_spec([os.path.join(d, f"{prefix}.c")], os.path.join(d, f"{prefix}.h"), prefix, x.shape[1],
+                         n_scores, in_t, s_t)
+        cc = toolchains.find_tool("avr-gcc")
+        cflags = [f.replace("atmega328p", "atmega1284p") for f in sim_avr.AVR_CFLAGS]
+        mo, ho = sim_avr.compile_objects(cc, cflags, spec, [support_file(sim_avr.HARNESS_SOURCE)], work)
+        elf, binf = os.path.join(work, "fw.elf"), os.path.join(work, "fw.bin")
+        subprocess.run([cc, "-mmcu=atmega1284p", "-Wl,--gc-sections", *ho, *mo, "-o", elf, "-lm"], check=True)
+        out = subprocess.run([toolchains.find_tool("avr-size"), "-C", "--mcu=atmega1284p", elf],
+                             capture_output=True, text=True, check=True).stdout
+        flash = int(re.search(r"Program:\s+(\d+)", out).group(1))
+        ram = int(re.search(r"Data:\s+(\d+)", out).group(1))
+        subprocess.run([toolchains.find_tool("avr-objcopy"), "-O", "binary", "-R", ".eeprom", elf, binf], check=True)
+        fw = sim_avr.AvrBuild(elf, binf, sim_avr.FirmwareSizes(flash, ram, 0, 0))
+        p, s, c, st = sim_avr._run_chunk(runner, fw, spec, x, work, 0, 50_000_000, None)
+        return TargetRun("avr", p, s, c, None, st, flash, ram, method="simavr atmega1284p")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200)
+    ap.add_argument("--random", action="store_true")
+    ap.add_argument("--targets", default="avr,cortex-m0")
+    args = ap.parse_args(argv)
+    data = np.load(DATA)
+    X, y, Xt, yt = data["X_train"], data["y_train"], data["X_test"], data["y_test"]
+    t0 = time.time()
+    model = make_model(X, y, args.random)
+    print(f"model: {model.describe()} ({time.time() - t0:.1f} s); {macs(model)} MACs per inference")
+    rows = Xt[: args.rows]
+    float_pred = np.argmax(model.scores(rows), axis=1)
+    register_backend(Atmega1284pBackend)
+    table = []
+    for target in args.targets.split(","):
+        cycles_float = None
+        for precision in ("float", "int16", "int8"):
+            d = tempfile.mkdtemp(prefix="tinycc-ml-bench-")
+            tgt = "avr-atmega1284p" if (target == "avr" and precision == "float") else target
+            res = tinycc_ml.compile(model, target=tgt, precision=precision, calibration=X[:2000], out_dir=d,
+                                    name="pn")
+            out = res.output
+            if precision == "float":
+                x = rows.astype(np.float32)
+            else:
+                x = quantise(rows, out.input_scale, 16).astype(np.int16)
+            if tgt == "avr-atmega1284p":
+                run = run_avr_1284p(d, "pn", x, out.n_scores, out.input_ctype, out.score_ctype)
+            else:
+                run = run_on_target(target, [os.path.join(d, "pn.c")], os.path.join(d, "pn.h"), "pn", x,
+                                    out.n_scores, out.input_ctype, out.score_ctype, extra_cflags=("-Werror",))
+            counts = run.cycles if run.cycles is not None else run.instructions
+            mean = float(np.mean(counts))
+            if precision == "float":
+                cycles_float = mean
+            table.append({
+                "target": target + (" (ATmega1284P: float does not fit 32 KB)" if tgt != target else ""),
+                "precision": precision, "unit": "cycles" if run.cycles is not None else "instr",
+                "mean": mean, "max": int(np.max(counts)), "per_mac": mean / macs(model),
+                "flash": run.flash_bytes, "ram": run.ram_bytes, "stack": run.stack_bytes,
+                "acc": float(np.mean(run.predictions == yt[: len(rows)])),
+                "agree": float(np.mean(run.predictions == float_pred)),
+                "speedup": cycles_float / mean if cycles_float else 1.0})
+            shutil.rmtree(d, ignore_errors=True)
+    print(f"\n{len(rows)} USPS-10 test rows; float model accuracy {np.mean(float_pred == yt[:len(rows)]):.3f}")
+    head = (f"{'target':<48} {'prec':<6} {'per inference':>15} {'max':>9} {'/MAC':>6} {'flash':>6} {'RAM':>5} "
+            f"{'stack':>5} {'acc':>6} {'agree':>6} {'vs float':>8}")
+    print(head)
+    print("-" * len(head))
+    for r in table:
+        print(f"{r['target']:<48} {r['precision']:<6} {r['mean']:>9.0f} {r['unit']:<5} {r['max']:>9} "
+              f"{r['per_mac']:>6.1f} {r['flash']:>6} {r['ram']:>5} {r['stack']:>5} {r['acc']:>6.3f} "
+              f"{r['agree']:>6.3f} {r['speedup']:>7.1f}x")
+
+
+if __name__ == "__main__":
+    main()

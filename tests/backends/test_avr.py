@@ -1,0 +1,239 @@
+"""The AVR backend, run under simavr: bit-exact against the fixed-point interpreter (predictions
+and scores), streaming == batch, warnings-clean C, prefixed symbols, size limits, missing tools."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.backends.avr import stream_plan
+from tinycc_ml.errors import CompileError, ToolchainError
+from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.models.base import Model
+from tinycc_ml.models.bonsai import BonsaiModel
+from tinycc_ml.models.protonn import ProtoNNModel, init_protonn
+from tinycc_ml.runtime.simulate import run_on_target
+
+TARGET, CC, NM = "avr", "avr-gcc", "avr-nm"
+CFLAGS = ["-mmcu=atmega328p", "-Os", "-std=c99", "-Wall", "-Wextra", "-Werror"]
+N_ROWS = 200
+
+STREAM_H = """#include <stdint.h>
+int stream_predict(const int16_t *x);
+void stream_scores(const int16_t *x, {s_t} *scores);
+"""
+STREAM_C = """#include "stream.h"
+#include "{p}.h"
+int stream_predict(const int16_t *x)
+{{
+    {p}_begin();
+    for (int i = {n} - 1; i >= 0; --i) {p}_feed(i, x[i]); /* any order */
+    return {p}_end();
+}}
+void stream_scores(const int16_t *x, {s_t} *scores)
+{{
+    {p}_begin();
+    for (int i = 0; i < {n}; ++i) {p}_feed(i, x[i]);
+    {p}_end_scores(scores);
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X, y
+
+
+def dense_model(digits):
+    X, y = digits
+    return init_protonn(X[:600], y[:600], 10, 2)
+
+
+def sparse_model(digits):
+    X, _ = digits
+    rng = np.random.default_rng(1)
+    W = rng.normal(size=(8, 64)) * (rng.random((8, 64)) < 0.2) / 4
+    P = X[rng.choice(len(X), 12)] @ W.T
+    return ProtoNNModel(W, P.T, rng.normal(size=(10, 12)), 0.05)
+
+
+def build(model, precision, X, tmp_path, name="pn", target=TARGET):
+    out = tmp_path / f"{name}_{precision}"
+    result = tinycc_ml.compile(model, target=target, precision=precision, calibration=X[:400], out_dir=out,
+                               name=name)
+    return result, out
+
+
+def check_exact(result, out, X, target=TARGET, stream=False):
+    o = result.output
+    Xq = quantise(X, o.input_scale, 16).astype(np.int16)
+    want = run_fixed(result.graph, Xq)
+    sources, header, prefix = [str(out / f"{o.prefix}.c")], str(out / f"{o.prefix}.h"), o.prefix
+    if stream:
+        (out / "stream.h").write_text(STREAM_H.format(s_t=o.score_ctype))
+        (out / "stream.c").write_text(STREAM_C.format(p=o.prefix, n=o.input_dim, s_t=o.score_ctype))
+        sources, header, prefix = sources + [str(out / "stream.c")], str(out / "stream.h"), "stream"
+    run = run_on_target(target, sources, header, prefix, Xq, o.n_scores, o.input_ctype, o.score_ctype,
+                        extra_cflags=("-Werror",))
+    np.testing.assert_array_equal(run.predictions, want["prediction"])
+    np.testing.assert_array_equal(run.scores, want["scores"])
+    return run
+
+
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_dense_protonn_bit_exact_and_streaming(digits, tmp_path, precision):
+    require_target(TARGET)
+    X, _ = digits
+    result, out = build(dense_model(digits), precision, X, tmp_path)
+    assert "pn_mac" in result.files["pn.c"] and "pn_sqd" in result.files["pn.c"]  # the asm kernels are used
+    run = check_exact(result, out, X[600:600 + N_ROWS])
+    assert run.stack_bytes < 256
+    check_exact(result, out, X[600:600 + N_ROWS], stream=True)
+
+
+def test_sparse_protonn_bit_exact_and_streaming(digits, tmp_path):
+    require_target(TARGET)
+    X, _ = digits
+    result, out = build(sparse_model(digits), "int16", X, tmp_path, name="sp")
+    assert "_colptr" in result.files["sp.c"]
+    check_exact(result, out, X[1000:1000 + N_ROWS])
+    check_exact(result, out, X[1000:1000 + N_ROWS], stream=True)
+
+
+@pytest.mark.parametrize("shape", [(37, 7, 13, 3), (9, 1, 1, 2)])
+def test_odd_shapes_bit_exact(tmp_path, shape):
+    # odd column counts, row counts that are not whole kernel blocks, single rows and prototypes
+    require_target(TARGET)
+    D, d, m, L = shape
+    rng = np.random.default_rng(D)
+    X = rng.normal(size=(300, D)) * rng.uniform(0.5, 3, size=D)
+    W = rng.normal(size=(d, D)) / np.sqrt(D)
+    model = ProtoNNModel(W, (X[rng.choice(300, m)] @ W.T).T, rng.normal(size=(L, m)), 0.7 / np.sqrt(d),
+                         rng.normal(size=D) * 0.1, rng.uniform(0.5, 2, size=D))
+    for precision in ("int16", "int8") if D > 10 else ("int16",):
+        result, out = build(model, precision, X, tmp_path, name="odd")
+        check_exact(result, out, X[100:140])
+    check_exact(result, out, X[100:140], stream=True)
+
+
+class NearestMean(Model):
+    """Scores -||x - p_c||^2: a graph whose first op is an sqdist (streamed per column j)."""
+
+    family = "nearest_mean_test"
+
+    def __init__(self, P):
+        self.P = P  # (D, classes)
+
+    def arrays(self):
+        return {"P": self.P}
+
+    input_dim = property(lambda self: self.P.shape[0])
+    n_outputs = property(lambda self: self.P.shape[1])
+
+    def scores(self, X):
+        return -np.sum((self._check_input(X)[:, :, None] - self.P[None]) ** 2, axis=1)
+
+    def lower(self):
+        g = Graph("nm")
+        x = g.add("input", attrs={"name": "x"}, type=TensorType((self.input_dim,), F32), name="x")
+        d = g.add("sqdist", [x, g.add("const", attrs={"value": self.P.astype(np.float32)}, name="P")], name="d")
+        s = g.add("scale", [d], {"factor": -1.0}, name="s")
+        g.set_output("scores", s)
+        g.set_output("prediction", g.add("argmax", [s], name="pred"))
+        return g
+
+
+def test_sqdist_first_graph_bit_exact_and_streaming(digits, tmp_path):
+    require_target(TARGET)
+    X, y = digits
+    model = NearestMean(np.stack([X[:500][y[:500] == c].mean(0) for c in range(10)], axis=1))
+    result, out = build(model, "int16", X, tmp_path, name="nm")
+    assert "nm_begin" in result.files["nm.h"]
+    check_exact(result, out, X[1000:1000 + N_ROWS])
+    check_exact(result, out, X[1000:1000 + N_ROWS], stream=True)
+
+
+def test_bonsai_runs_through_the_portable_path(digits, tmp_path):
+    # other families' ops (tanh tables, per-node mat-vecs, ...) take the shared C path
+    require_target(TARGET)
+    X, _ = digits
+    rng = np.random.default_rng(5)
+    d, depth, L = 6, 2, 10
+    n_nodes, n_internal = 2 ** (depth + 1) - 1, 2**depth - 1
+    model = BonsaiModel(rng.normal(size=(d, 64)) / 8, rng.normal(size=(n_nodes * L, d)),
+                        rng.normal(size=(n_nodes * L, d)), rng.normal(size=(n_internal, d)), 1.0, depth)
+    result, out = build(model, "int16", X, tmp_path, name="bon")
+    check_exact(result, out, X[1000:1060], stream=True)
+
+
+def compile_object(out, prefix, *defines):
+    obj = out / f"{prefix}.o"
+    subprocess.run([CC, *CFLAGS, *defines, "-c", str(out / f"{prefix}.c"), "-o", str(obj)], check=True)
+    return obj
+
+
+@pytest.mark.parametrize("precision", ["int16", "float"])
+def test_warning_free_and_prefixed(digits, tmp_path, precision):
+    require_target(TARGET)
+    X, _ = digits
+    result, out = build(dense_model(digits), precision, X, tmp_path, name="abc")
+    defines = ["-DABC_WITH_FLOAT"] if precision != "float" else []
+    obj = compile_object(out, "abc", *defines)
+    syms = subprocess.run([NM, "-g", "--defined-only", str(obj)], capture_output=True, text=True,
+                          check=True).stdout.split()[2::3]
+    assert syms and all(s.startswith("abc_") for s in syms), syms
+    streaming = ("abc_begin", "abc_feed", "abc_end", "abc_end_scores")
+    assert "abc_predict" in syms and "abc_scores" in syms
+    # integer builds always stream (the input clamp folds into feed); this float graph normalises first
+    assert all(fn in syms for fn in streaming) == (precision != "float")
+    if precision != "float":
+        assert "abc_predict_float" in syms
+        # integer-only firmware: no float code unless asked for
+        plain = subprocess.run([NM, "-u", str(compile_object(out, "abc"))], capture_output=True, text=True).stdout
+        assert "__addsf3" not in plain and "__mulsf3" not in plain and "abc_predict_float" not in plain
+
+
+def test_too_big_model_is_refused_with_sizes(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 1024))
+    model = ProtoNNModel(rng.normal(size=(20, 1024)), rng.normal(size=(20, 30)), rng.normal(size=(5, 30)), 0.1)
+    with pytest.raises(CompileError, match=r"does not fit the ATmega328P.*\d+ bytes"):
+        tinycc_ml.compile(model, target=TARGET, precision="int16", calibration=X, name="big")
+
+
+def test_streaming_refused_for_other_graphs():
+    g = Graph("g")
+    x = g.add("input", attrs={"name": "x"}, type=TensorType((4,), F32), name="x")
+    c = g.add("const", attrs={"value": np.ones(4, np.float32)}, name="c")
+    s = g.add("add", [x, c], name="s")
+    g.set_output("scores", s)
+    g.set_output("prediction", g.add("argmax", [s], name="p"))
+    with pytest.raises(CompileError, match="streaming needs"):
+        stream_plan(g)
+
+
+def test_missing_toolchain(digits, monkeypatch, tmp_path):
+    X, _ = digits
+    model = dense_model(digits)
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name.startswith(("avr-", "simavr"))
+                        else real_which(name, *a, **k))
+    # compiling still works: sizes are estimated
+    result, out = build(model, "int16", X, tmp_path)
+    assert "estimated" in result.output.notes[0]
+    with pytest.raises(ToolchainError, match="apt-get install .*gcc-avr"):
+        run_on_target(TARGET, [str(out / "pn.c")], str(out / "pn.h"), "pn",
+                      np.zeros((1, 64), np.int16), 10, "int16_t", "int32_t")
+    # the host path keeps working
+    assert tinycc_ml.compile(model, target="host", name="h").files
+    assert os.path.exists(out / "pn.c")

@@ -1,0 +1,42 @@
+"""Cortex-M0 (nRF51822: 256 KB flash, 16 KB RAM): Thumb-1 friendly C from the shared MCU emitter.
+
+Constants are plain static const (they stay in flash); no divide; products are 32-bit MULS.
+Dense mat-vecs use the row-blocked kernel of kernels_m0 (x loaded once per 4 rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinycc_ml.backends.avr import Chip, check_fit, emit_mcu
+from tinycc_ml.backends.base import Backend, register_backend
+from tinycc_ml.backends.c_emitter import CTarget
+
+
+@dataclass
+class M0Target(CTarget):
+    name: str = "cortex-m0"
+    kernels: bool = True
+
+    def fixed_kernel(self, emitter, node):
+        if not self.kernels:
+            return None
+        from tinycc_ml.backends.kernels_m0 import m0_fixed_kernel
+
+        return m0_fixed_kernel(emitter, node)
+
+
+NRF51 = Chip("nRF51822 (Cortex-M0)", 256 * 1024, 16 * 1024, 4000, 256)
+
+
+@register_backend
+class CortexM0Backend(Backend):
+    name = "cortex-m0"
+    description = "Cortex-M0 (nRF51822): Thumb-1 C, constants in flash, integer-only; QEMU/unicorn-runnable"
+    precisions = ("int16", "int8", "float")
+    chip = NRF51
+
+    def emit(self, graph, prefix, model_description):
+        out = emit_mcu(graph, prefix, M0Target(), model_description)
+        out.notes.append(str(check_fit("cortex-m0", self.chip, out)))
+        return out
