@@ -51,6 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the IR after pass PASS (or 'all') to stderr; may be repeated")
     c.set_defaults(func=cmd_compile)
 
+    r = sub.add_parser("report", help="measure a model compiled for a target: accuracy, sizes, speed",
+                       description="Compile MODEL for TARGET, run it on the rows of --data (in the simulator "
+                                   "for avr and cortex-m0) and report accuracy, flash, RAM, stack and "
+                                   "cycles (AVR) or instructions (Cortex-M0) per inference.")
+    r.add_argument("model", metavar="MODEL", help="a .npz model file or an EdgeML model directory")
+    r.add_argument("--target", default="host", help="host, avr or cortex-m0 (default host)")
+    r.add_argument("--data", required=True, metavar="FILE",
+                   help=".npz with test rows X (or X_test) and labels y (or y_test); X_train, if present, "
+                        "calibrates integer builds")
+    r.add_argument("--precision", default="int16", choices=("float", "int16", "int8"))
+    r.add_argument("--calibration", metavar="FILE", default=None, help="calibration rows (as for compile)")
+    r.add_argument("--rows", type=int, default=200, help="test rows to run (default 200; 0 for all)")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.set_defaults(func=cmd_report)
+
     t = sub.add_parser("targets", help="list the code-generation targets")
     t.set_defaults(func=cmd_targets)
 
@@ -149,6 +164,55 @@ def cmd_compile(args) -> int:
     print(f"constants {report.get('const_bytes', 0)} bytes, static RAM {report.get('ram_bytes', 0)} bytes")
     for path in result.paths:
         print(f"wrote {path}")
+    return 0
+
+
+# ---------------------------------------------------------------- report
+
+
+def load_report_data(path) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(X, y or None, X_train or None) from an .npz, never unpickling."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: data file not found")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (ValueError, OSError, EOFError) as exc:
+        raise DataError(f"{path}: not a readable .npz of numeric arrays ({exc})") from None
+    X = arrays.get("X", arrays.get("X_test"))
+    if X is None:
+        raise DataError(f"{path}: no array X or X_test (holds {', '.join(arrays) or 'nothing'})")
+    y = arrays.get("y", arrays.get("y_test"))
+    if y is not None and len(y) != len(X):
+        raise DataError(f"{path}: {len(X)} rows of X but {len(y)} labels")
+    return X, y, arrays.get("X_train")
+
+
+def cmd_report(args) -> int:
+    import json
+
+    from tinycc_ml.api import load_model
+    from tinycc_ml.target_report import target_report
+
+    model = load_model(args.model)
+    X, y, X_train = load_report_data(args.data)
+    calibration = load_calibration(args.calibration) if args.calibration else X_train
+    if args.rows:
+        X, y = X[: args.rows], (None if y is None else y[: args.rows])
+    report = target_report(model, args.target, X, y, precision=args.precision,
+                           calibration=None if args.precision == "float" else (calibration if calibration is not None
+                                                                              else X))
+    report.pop("compile_report", None)
+    if args.json:
+        print(json.dumps(report, sort_keys=True, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
+        return 0
+    for key in ("target", "precision", "rows", "float_accuracy", "target_accuracy", "agreement_with_float",
+                "flash_bytes", "ram_bytes", "model_flash_bytes", "model_ram_bytes", "stack_bytes", "cycles_mean",
+                "cycles_max", "instructions_mean", "instructions_max", "macs", "per_mac", "method"):
+        value = report.get(key)
+        if value is not None:
+            print(f"{key:<22} {value:.4g}" if isinstance(value, float) else f"{key:<22} {value}")
     return 0
 
 

@@ -1,0 +1,56 @@
+"""`tinycc-ml report`: one JSON object with the measured fields; bad data gets one error line."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from tests.conftest import require_target
+from tinycc_ml.models.protonn import init_protonn
+
+FIELDS = {"target", "precision", "rows", "float_accuracy", "target_accuracy", "agreement_with_float",
+          "flash_bytes", "ram_bytes", "stack_bytes", "cycles_mean", "instructions_mean", "macs", "per_mac"}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    X, y = load_digits(return_X_y=True)
+    np.savez(tmp / "data.npz", X_train=X[:900], X_test=X[900:1000], y_test=y[900:1000])
+    init_protonn(X[:900], y[:900], projection_dim=6, prototypes_per_class=2).save(tmp / "model.npz")
+    return tmp
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "tinycc_ml", "report", *map(str, args)], capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.parametrize("target", ["host", "avr", "cortex-m0"])
+def test_json_report(files, target):
+    if target != "host":
+        require_target(target)
+    proc = run(files / "model.npz", "--target", target, "--data", files / "data.npz", "--rows", 60, "--json")
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.strip().splitlines()
+    report = json.loads(line)
+    assert FIELDS <= set(report)
+    assert report["rows"] == 60 and report["target"] == target
+    assert 0.5 < report["target_accuracy"] <= 1 and report["agreement_with_float"] > 0.9
+    if target == "avr":
+        assert report["cycles_mean"] > report["macs"] and report["instructions_mean"] is None
+        assert 0 < report["flash_bytes"] <= 32 * 1024 and report["stack_bytes"] > 0
+    if target == "cortex-m0":
+        assert report["instructions_mean"] > report["macs"] and report["cycles_mean"] is None
+
+
+def test_bad_data_file_is_one_line_exit_2(files, tmp_path):
+    np.savez(tmp_path / "wrong.npz", Z=np.zeros(3))
+    for data in (tmp_path / "missing.npz", tmp_path / "wrong.npz"):
+        proc = run(files / "model.npz", "--data", data)
+        assert proc.returncode == 2
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+        assert str(data.name) in proc.stderr
