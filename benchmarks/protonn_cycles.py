@@ -3,7 +3,7 @@ Cortex-M0: cycles (AVR, simavr) / instructions (M0) per inference, per MAC, size
 
     python benchmarks/protonn_cycles.py [--rows 200] [--random]
 
-The model: init_protonn on USPS-10 training rows (6 prototypes per class, first 55 kept), or
+The model: ProtoNNClassifier(projection_dim=25, n_prototypes=55) trained on USPS-10, or
 random weights (--random); calibration from USPS training rows. The AVR float build does not
 fit the ATmega328P's 32 KB: it is built and measured for the ATmega1284P (same AVR core and
 instruction timings, 128 KB flash) under simavr, and marked so in the table.
@@ -29,11 +29,12 @@ import tinycc_ml  # noqa: E402
 from tinycc_ml.backends.avr import Atmega1284pBackend  # noqa: E402
 from tinycc_ml.backends.base import register_backend  # noqa: E402
 from tinycc_ml.ir.fixed import quantise  # noqa: E402
-from tinycc_ml.models.protonn import ProtoNNModel, init_protonn  # noqa: E402
+from tinycc_ml.models.protonn import ProtoNNModel  # noqa: E402
+from tinycc_ml.models.protonn_trainer import ProtoNNClassifier  # noqa: E402
 from tinycc_ml.runtime import sim_avr, toolchains  # noqa: E402
 from tinycc_ml.runtime.simulate import TargetRun, make_spec, run_on_target, support_file  # noqa: E402
 
-DATA = Path("/work/shared/datasets/usps10.npz")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
 D, DHAT, M, L = 256, 25, 55, 10
 
 
@@ -44,8 +45,10 @@ def make_model(X, y, random: bool) -> ProtoNNModel:
         P = X[rng.choice(len(X), M)] @ W.T
         Z = rng.normal(size=(L, M))
         return ProtoNNModel(W, P.T, Z, 0.5 / np.sqrt(DHAT))
-    model = init_protonn(X, y, DHAT, 6)
-    return ProtoNNModel(model.W, model.B[:, :M], model.Z[:, :M], model.gamma, model.mean, model.std)
+    clf = ProtoNNClassifier(projection_dim=DHAT, n_prototypes=M, n_iter=20, random_state=0, verbose=0).fit(X, y)
+    model = clf.to_model()
+    assert model.W.shape == (DHAT, D) and model.B.shape == (DHAT, M), (model.W.shape, model.B.shape)
+    return model
 
 
 def macs(model: ProtoNNModel) -> int:

@@ -258,6 +258,14 @@ class McuEmitter(CEmitter):
             return [f"for (int j = 0; j < {m}; ++j) {{",
                     f"    const float d = {rd(mt, f'j * {k} + i', 'float')} - v;", f"    {acc}[j] += d * d;", "}"]
         layout = self.kernel_layout.get(m_name)
+        if f"{m_name}:dot" in self.kernel_layout:  # AVR: M^T stored for the mat-vec kernel
+            sym, stored_t, decode, blocks = self.kernel_layout[f"{m_name}:dot"]
+            out = []
+            for j0, n, base, stride_i, stride_q in blocks:
+                e = decode(rd(sym, f"{base} + i * {stride_i} + q * {stride_q}", stored_t))
+                out += [f"for (int q = 0; q < {n}; ++q) {{", f"    const int32_t d = (int32_t){e} - v;",
+                        f"    {acc}[{j0} + q] += d * d;", "}"]
+            return out
         if layout == "split":  # AVR sqdist kernel's layout: d = Mh - vh - (Ml < vl)
             from tinycc_ml.backends.kernels_avr import split_index
 

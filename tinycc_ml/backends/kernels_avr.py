@@ -161,40 +161,75 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
     a_name, x_name = node.inputs
     g = em.graph
     A = g.node(a_name).attrs["value"].astype(np.int64)
-    rows, cols = A.shape
     wbits = g.type(a_name).dtype.bits
-    wtype = "uint16_t" if wbits == 16 else "uint8_t"
-    sym = em.add_const_array(em.sym(f"{a_name}_off"), offset_weights(A, wbits), wtype,
-                             f"%{a_name}: {g.type(a_name)} + {1 << (wbits - 1)}, 5-row blocks, column-major in a block")
-    decode = (lambda e: f"(int16_t)({e} ^ 0x8000u)") if wbits == 16 else (lambda e: f"(int8_t)({e} ^ 0x80u)")
-    em.kernel_layout[a_name] = (sym, wtype, decode, [(r, n, r * cols, n, 1) for r, n in blocks(rows)])
-    k_row = (-(A.sum(axis=1) << 15)) % (1 << 32)
-    ksym = em.add_const_array(em.sym(f"{a_name}_k"), k_row.astype(np.uint32).view(np.int32), "int32_t",
-                              f"%{a_name}: -2^15 * row sums (offset-binary correction)")
+    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
     acc = em.sym("acc")
+    return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=a_name),
+            f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
+            "        " + store(em, node, "r", rshift_avr(em, f"(int32_t){acc}[r]", out_shift)),
+            "}"]
+
+
+def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, acc: str, layout_key: str,
+              fuse: bool = True) -> list[str]:
+    """Lines leaving acc[r] = sum_k A[r][k] x[k] (mod 2^32) for the int matrix A, kept in flash."""
+    rows, cols = A.shape
+    wtype = "uint16_t" if wbits == 16 else "uint8_t"
+    sym = em.add_const_array(em.sym(f"{label}_off"), offset_weights(A, wbits), wtype,
+                             f"%{label}: {rows}x{cols} + {1 << (wbits - 1)}, 5-row blocks, column-major in a block")
+    decode = (lambda e: f"(int16_t)({e} ^ 0x8000u)") if wbits == 16 else (lambda e: f"(int8_t)({e} ^ 0x80u)")
+    em.kernel_layout[layout_key] = (sym, wtype, decode, [(r, n, r * cols, n, 1) for r, n in blocks(rows)])
+    k_row = (-(A.sum(axis=1) << 15)) % (1 << 32)
+    ksym = em.add_const_array(em.sym(f"{label}_k"), k_row.astype(np.uint32).view(np.int32), "int32_t",
+                              f"%{label}: -2^15 * row sums (offset-binary correction)")
     em.scratch(acc, "uint32_t", rows)
-    pre = fused_clip(em, x_name)  # x already holds x + 2^15, and its sum is in <prefix>_sx
+    pre = fuse and fused_clip(em, x_name)  # x already holds x + 2^15, and its sum is in <prefix>_sx
     suffix = "o" if pre else ""
     for _, n in blocks(rows):
         name = em.sym(f"mac{n}w{wbits}{suffix}")
         if name not in em.helpers:
             em.helpers[name] = mac_asm(name, n, wbits, pre)
     x = em.var(x_name)
-    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
     if pre:
-        lines = ["{", f"    uint32_t sx = {em.sym('sx')}[0];"]
+        lines = [f"    uint32_t sx = {em.sym('sx')}[0];"]
     else:
-        lines = ["{", "    uint32_t sx = 0;",
+        lines = ["    uint32_t sx = 0;",
                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
     lines += [f"    sx <<= {15 if wbits == 16 else 7};",
               f"    for (uint8_t r = 0; r < {rows}; ++r) {acc}[r] = (uint32_t)pgm_read_dword(&{ksym}[r]) - sx;"]
     for r, n in blocks(rows):
         lines.append(f"    {em.sym(f'mac{n}w{wbits}{suffix}')}({sym} + {r * cols}, (const int16_t *){x}, {acc} + {r}, "
                      f"{cols});")
-    lines += [f"    for (uint8_t r = 0; r < {rows}; ++r)",
-              "        " + store(em, node, "r", rshift_avr(em, f"(int32_t){acc}[r]", out_shift)),
-              "}"]
     return lines
+
+
+def sqdist_dot_ok(em: CEmitter, node: Node) -> bool:
+    """Distances as |M_j|^2 + |x|^2 - 2 M_j.x on the mat-vec kernel: exact when the differences are
+    not shifted (then choose_scales proved k (|M| + |x|)^2 <= 2^30, so every partial sum fits)."""
+    x_name, m_name = node.inputs
+    g = em.graph
+    return (int(node.attrs.get("shift", 0)) == 0 and g.op(m_name) == "const" and g.type(m_name).dtype.bits == 16
+            and g.op(x_name) not in ("const", "sparse_const") and g.type(x_name).dtype.bits == 16
+            and g.type(m_name).shape[0] < 65536 and g.type(m_name).shape[1] < 256)
+
+
+def kernel_sqdist_dot(em: CEmitter, node: Node) -> list[str]:
+    x_name, m_name = node.inputs
+    g = em.graph
+    M = g.node(m_name).attrs["value"].astype(np.int64)
+    k, m = M.shape
+    norms = em.add_const_array(em.sym(f"{m_name}_sq"), (M * M).sum(axis=0).astype(np.int32), "int32_t",
+                               f"%{m_name}: squared norm of each prototype")
+    acc, x = em.sym("acc"), em.var(x_name)
+    out_shift = 2 * g.type(x_name).dtype.scale - node.type.dtype.scale
+    return ["{", *mac_lines(em, M.T.copy(), 16, f"{m_name}_t", x_name, acc, layout_key=f"{m_name}:dot", fuse=False),
+            "    uint32_t xx = 0;",
+            f"    for (uint16_t k = 0; k < {k}; ++k) xx += (uint32_t)((int32_t){x}[k] * {x}[k]);",
+            f"    for (uint8_t j = 0; j < {m}; ++j) {{",
+            f"        const uint32_t d = (uint32_t)pgm_read_dword(&{norms}[j]) + xx - ({acc}[j] << 1);",
+            "        " + store(em, node, "j", rshift_avr(em, "(int32_t)d", out_shift)),
+            "    }",
+            "}"]
 
 
 def sqdist_ok(em: CEmitter, node: Node) -> bool:
@@ -334,6 +369,8 @@ def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
 def avr_fixed_kernel(em: CEmitter, node: Node) -> list[str] | None:
     if node.op == "matvec" and matvec_ok(em, node):
         return kernel_matvec(em, node)
+    if node.op == "sqdist" and sqdist_dot_ok(em, node):
+        return kernel_sqdist_dot(em, node)
     if node.op == "sqdist" and sqdist_ok(em, node):
         return kernel_sqdist(em, node)
     if node.op == "clip":

@@ -275,11 +275,11 @@ register_op(OpDef("take", 2, _infer_take, lambda xs, a: np.asarray(xs[0][int(xs[
                   "table[i] for a vector table and an idx scalar"))
 
 register_op(OpDef(
-    "exp_lut", 1, _infer_unary, lambda xs, a: np.exp(np.clip(xs[0], a["lo"], a["hi"])),
+    "exp_lut", 1, _infer_unary, lambda xs, a: np.exp(a.get("factor", 1.0) * np.clip(xs[0], a["lo"], a["hi"])),
     {"lo": "float", "hi": "float", "lo_q": "int", "hi_q": "int", "drop_bits": "int", "low_bits": "int",
-     "table_hi": "array", "table_lo": "array", "hi_scale": "int", "lo_scale": "int"},
-    "e^x by two tables over [lo, hi] (inputs outside clamp): with t = (clamp(x) - lo) >> drop_bits, "
-    "e^x ~ table_hi[t >> low_bits] * table_lo[t & (2^low_bits - 1)]; see passes/exp_table.py"))
+     "table_hi": "array", "table_lo": "array", "hi_scale": "int", "lo_scale": "int", "factor": "float?"},
+    "e^(factor x) by two tables over [lo, hi] (inputs outside clamp): with t = (clamp(x) - lo) >> drop_bits, "
+    "e^(factor x) ~ table_hi[t >> low_bits] * table_lo[t & (2^low_bits - 1)]; see passes/exp_table.py"))
 register_op(OpDef(
     "tanh_lut", 1, _infer_unary, lambda xs, a: np.tanh(xs[0]),
     {"drop_bits": "int", "in_max_q": "int", "table": "array", "table_scale": "int"},

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from tinycc_ml.ir.fixed import align_shifts, const_ints
+from tinycc_ml.ir.fixed import align_shifts, clip_bounds, const_ints
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import OPS, dense_to_sparse_attrs
 from tinycc_ml.ir.types import TensorType, fixed
@@ -82,6 +82,9 @@ class ChooseScales(Pass):
                 continue
             s, proven = self._activation_scale(graph, name, ranges)
             s += int(adjust.get(name, 0))
+            cap = self._distance_cap(graph, name, ranges)
+            if cap is not None:
+                s = min(s, cap)
             if node.op == "input":
                 out.add("input", [], attrs, type=TensorType(node.type.shape, fixed(ACT_BITS, s)), name=name)
                 scale[name], bound[name], safety[name] = s, 2 ** (ACT_BITS - 1), "input"
@@ -104,11 +107,23 @@ class ChooseScales(Pass):
                     like = scale.get(other) if other is not None and other in scale else s
                     self._materialise(graph, out, operand, scale, bound, ins, like)
                 s_out_acc = self._elementwise_bound(graph, node.op, ins, scale, bound, s)
+                if node.op == "clip":  # the clamp's own bounds bound it
+                    lo, hi = clip_bounds(attrs["lo"], attrs["hi"], fixed(ACT_BITS, scale[ins[0]]))
+                    s_out_acc = (int(max(np.max(np.abs(lo)), np.max(np.abs(hi)))), scale[ins[0]])
             dtype = fixed(ACT_BITS, s)
-            out.add(node.op, ins, attrs, type=TensorType(node.type.shape, dtype), name=name)
-            scale[name] = s
             acc, acc_scale = s_out_acc
             bound[name] = min(2 ** (ACT_BITS - 1), rshift_bound(int(acc), acc_scale - s) + 1)
+            scale[name] = s
+            narrow = self._point_bound(ranges, name, s) if cap is not None and node.op != "clip" else None
+            if narrow is not None and narrow < bound[name]:
+                # saturate the point at its calibrated range, so its distances need no shift (see _distance_cap)
+                wide = out.add(node.op, ins, attrs, type=TensorType(node.type.shape, dtype), name=f"{name}_wide")
+                limit = narrow * 2.0**-s
+                out.add("clip", [wide], {"lo": -limit, "hi": limit}, type=TensorType(node.type.shape, dtype),
+                        name=name)
+                bound[name] = narrow
+            else:
+                out.add(node.op, ins, attrs, type=TensorType(node.type.shape, dtype), name=name)
             r = ranges.get(name)
             static = r.static_abs_max if r is not None else None
             fits = static is not None and static * 2.0**s <= 2 ** (ACT_BITS - 1) - 1
@@ -120,6 +135,30 @@ class ChooseScales(Pass):
         return out
 
     # ---- activations
+    @staticmethod
+    def _sqdist_uses(graph: Graph, name: str):
+        """(k, max |prototype|) of each sqdist taking ``name`` (or the input's clamp) as its point."""
+        points = [name] + [u for u in graph.users(name) if graph.op(name) == "input" and graph.op(u) == "clip"]
+        for point in points:
+            for user in graph.users(point):
+                u = graph.node(user)
+                if u.op == "sqdist" and u.inputs[0] == point and graph.op(u.inputs[1]) == "const":
+                    M = graph.node(u.inputs[1]).attrs["value"]
+                    yield M.shape[0], float(np.max(np.abs(M)))
+
+    def _distance_cap(self, graph: Graph, name: str, ranges) -> int | None:
+        """The finest scale at which the distances from this point to its prototypes fit the int32
+        accumulator without shifting the differences: k * (|M| + |p|)^2 * 4^s <= 2^30. A finer
+        scale would only be shifted away again inside sqdist, which costs time on every term."""
+        caps = [math.floor(math.log2((2**15 - 2) / (math.sqrt(k) * (m_max + ranges[name].abs_max))))
+                for k, m_max in self._sqdist_uses(graph, name) if m_max + ranges[name].abs_max > 0]
+        return min(caps) if caps else None
+
+    @staticmethod
+    def _point_bound(ranges, name: str, s: int) -> int | None:
+        r = ranges.get(name)
+        return None if r is None else min(int(math.ceil(r.abs_max * 2.0**s)) + 1, 2 ** (ACT_BITS - 1))
+
     @staticmethod
     def _activation_scale(graph: Graph, name: str, ranges) -> tuple[int, bool]:
         r = ranges[name]
@@ -135,12 +174,8 @@ class ChooseScales(Pass):
             return best_scale(need, ACT_BITS), False
         # a point whose distances to constant prototypes are taken shares their scale (the input
         # shares the scale of its clamp, so look through that)
-        points = [name] + [u for u in graph.users(name) if graph.op(name) == "input" and graph.op(u) == "clip"]
-        for point in points:
-            for user in graph.users(point):
-                u = graph.node(user)
-                if u.op == "sqdist" and u.inputs[0] == point and graph.op(u.inputs[1]) == "const":
-                    need = max(need, float(np.max(np.abs(graph.node(u.inputs[1]).attrs["value"]))))
+        for _, m_max in ChooseScales._sqdist_uses(graph, name):
+            need = max(need, m_max)
         s_cal = best_scale(need, ACT_BITS)
         static = r.static_abs_max
         if static is not None:

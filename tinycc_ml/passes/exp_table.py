@@ -35,13 +35,14 @@ def _table(values: np.ndarray) -> tuple[np.ndarray, int]:
     return np.clip(np.floor(values * 2.0**s + 0.5), -32768, 32767).astype(np.int16), s
 
 
-def build_exp_lut(lo_q: int, hi_q: int, s_in: int, s_out: int, out_bits: int, max_error: float | None = None):
-    """Choose and build the tables; returns (attrs, max_abs_error, table_bytes)."""
+def build_exp_lut(lo_q: int, hi_q: int, s_in: int, s_out: int, out_bits: int, max_error: float | None = None,
+                  factor: float = 1.0):
+    """Choose and build the tables for e^(factor x); returns (attrs, max_abs_error, table_bytes)."""
     xs = np.arange(lo_q, hi_q + 1, dtype=np.int64)
-    truth = np.exp(xs * 2.0**-s_in)
+    truth = np.exp(factor * xs * 2.0**-s_in)
     lsb = 2.0**-s_out
     # default bound: 2^-10 of the largest output, but never below one output LSB
-    bound = max(lsb, DEFAULT_RELATIVE_ERROR * float(np.exp(hi_q * 2.0**-s_in))) if max_error is None else max_error
+    bound = max(lsb, DEFAULT_RELATIVE_ERROR * float(np.max(truth))) if max_error is None else max_error
     span = hi_q - lo_q
     best = None
     for drop in range(0, 17):
@@ -56,11 +57,13 @@ def build_exp_lut(lo_q: int, hi_q: int, s_in: int, s_out: int, out_bits: int, ma
                 continue
             a = np.arange(n_hi) * 2.0 ** (k + drop - s_in)
             b = np.arange(1 << k) * 2.0 ** (drop - s_in)
-            t_hi, s_hi = _table(np.exp(lo_q * 2.0**-s_in + a))
-            t_lo, s_lo = _table(np.exp(b[:n_lo]))
+            t_hi, s_hi = _table(np.exp(factor * (lo_q * 2.0**-s_in + a)))
+            t_lo, s_lo = _table(np.exp(factor * b[:n_lo]))
             attrs = {"lo": lo_q * 2.0**-s_in, "hi": hi_q * 2.0**-s_in, "lo_q": int(lo_q), "hi_q": int(hi_q),
                      "drop_bits": drop, "low_bits": k, "table_hi": t_hi, "table_lo": t_lo,
                      "hi_scale": s_hi, "lo_scale": s_lo}
+            if factor != 1.0:
+                attrs["factor"] = float(factor)
             got = evaluate_exp_lut(xs, attrs, s_out, out_bits) * lsb
             err = float(np.max(np.abs(got - np.minimum(truth, (2 ** (out_bits - 1) - 1) * lsb))))
             size = 2 * (len(t_hi) + len(t_lo))
@@ -88,16 +91,24 @@ class ExpTable(Pass):
             if node.op != "exp" or not node.type.dtype.is_fixed:
                 continue
             (x,) = node.inputs
+            factor = 1.0
+            if graph.op(x) == "scale" and len(graph.users(x)) == 1:
+                # e^(f v) straight from v: the table absorbs the multiplication (and its rounding)
+                factor, x = float(graph.node(x).attrs["factor"]), graph.node(x).inputs[0]
+                graph.replace_uses(node.inputs[0], x)
             s_in, s_out, bits = graph.type(x).dtype.scale, node.type.dtype.scale, node.type.dtype.bits
             r = graph.ranges[x]
             lo, hi = r.lo, r.hi
-            # below ln(LSB/2) the output rounds to 0 anyway: no table entries are spent there
-            floor = math.log(0.5 * 2.0**-s_out)
-            lo = max(lo, floor) if hi > floor else hi
+            # where f v < ln(LSB/2) the output rounds to 0 anyway: no table entries are spent there
+            floor = math.log(0.5 * 2.0**-s_out) / factor
+            if factor > 0:
+                lo = max(lo, floor) if hi > floor else hi
+            else:
+                hi = min(hi, floor) if lo < floor else lo
             lo_q = max(int(math.floor(lo * 2.0**s_in)), -(2 ** 15))
             hi_q = min(int(math.ceil(hi * 2.0**s_in)), 2**15 - 1)
             attrs, err, size = build_exp_lut(lo_q, max(hi_q, lo_q), s_in, s_out, bits,
-                                             ctx.options.get("exp_max_error"))
+                                             ctx.options.get("exp_max_error"), factor)
             data = graph.nx.nodes[name]
             data["op"], data["attrs"] = "exp_lut", attrs
             data["type"] = TensorType(node.type.shape, node.type.dtype)

@@ -24,13 +24,15 @@ SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
 
 
-def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray) -> Graph:
-    """Clamp each feature to its calibrated range, so that everything after it is proven for it."""
+def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature: bool) -> Graph:
+    """Clamp the input to its calibrated range, so that everything after it is proven for it:
+    one range for all features (two compares against constants, the default) or one per feature
+    (tighter proofs, but two bounds read from flash per feature)."""
     (x,) = graph.inputs()
     users = graph.users(x)
     bounds = {"lo": lo.astype(np.float64), "hi": hi.astype(np.float64)}
-    if np.all(lo == lo[0]) and np.all(hi == hi[0]):
-        bounds = {"lo": float(lo[0]), "hi": float(hi[0])}
+    if not per_feature or (np.all(lo == lo[0]) and np.all(hi == hi[0])):
+        bounds = {"lo": float(np.min(lo)), "hi": float(np.max(hi))}
     clamp = graph.add("clip", [x], bounds, name="x_clamped")
     for user in users:
         data = graph.nx.nodes[user]
@@ -66,7 +68,10 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     else:
         lo, hi = calibration.min(axis=0), calibration.max(axis=0)
     lo, hi = np.floor(lo), np.ceil(hi)  # whole units of the integer input
-    graph = insert_input_clamp(graph, lo, hi)
+    per_feature = ctx.options.get("input_clamp", "global") == "per_feature"
+    graph = insert_input_clamp(graph, lo, hi, per_feature)
+    if not per_feature:
+        lo, hi = np.full_like(lo, np.min(lo)), np.full_like(hi, np.max(hi))
     ctx.options.update(calibration=calibration, input_range=(lo, hi))
     graph = run_passes(graph, ["range_analysis"], ctx)
 
@@ -131,8 +136,8 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     description += [
         "Input: int16, x_int[k] = round(x[k] * 2^s[k]) saturated to int16, with "
         + (f"s[k] = {s_in[0]} for every k." if uniform else f"s[k] from {fixed_graph.name.upper()}_INPUT_SHIFTS."),
-        "Each feature is clamped to its calibrated range; out-of-range inputs and intermediates",
-        "saturate, never wrap.",
+        "x_int is clamped to the calibrated range" + (" of its feature" if per_feature else " of all features")
+        + "; out-of-range inputs and intermediates saturate, never wrap.",
         f"Scores: {fixed_graph.type(fixed_graph.output('scores')).dtype}, real = int * 2^-{s_scores}.",
         f"Agreement with the float model on {len(calibration)} calibration rows: "
         f"{100 * report['agreement_with_float']:.2f}%.",
