@@ -1,0 +1,57 @@
+"""Every model family the compiler has, trained, compiled at int16 and int8, and run on the
+simulated ATmega328P and Cortex-M0: predictions and scores equal the fixed-point interpreter on
+200 inputs, batch and (where the graph allows it) streaming."""
+
+from __future__ import annotations
+
+import pytest
+from sklearn.datasets import load_digits
+
+from tests.backends.test_avr import build, check_exact
+from tests.conftest import require_target
+from tinycc_ml.backends.avr import stream_plan
+from tinycc_ml.errors import CompileError
+from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+from tinycc_ml.models.knn import KNNClassifier
+from tinycc_ml.models.npc import NearestPrototypeClassifier
+from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+from tinycc_ml.models.snc import SNCClassifier
+
+N_ROWS = 200
+FAMILIES = {
+    "protonn": lambda X, y: ProtoNNClassifier(budget_bytes=4096, n_iter=10, random_state=0, verbose=0).fit(X, y),
+    "bonsai": lambda X, y: BonsaiClassifier(budget_bytes=4096, epochs=10, random_state=0).fit(X, y),
+    "bonsai_binary": lambda X, y: BonsaiClassifier(budget_bytes=2048, epochs=10, random_state=0).fit(X, y >= 5),
+    "npc": lambda X, y: NearestPrototypeClassifier(prototypes_per_class=2, n_restarts=1, max_stages=3,
+                                                   random_state=0).fit(X, y),
+    "snc": lambda X, y: SNCClassifier(compression=0.03, max_iter=5, random_state=0).fit(X, y),
+    "knn3": lambda X, y: KNNClassifier(k=3).fit(X[:120], y[:120]),  # small enough for 32 KB of flash
+}
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X[:600], y[:600], X[600:600 + N_ROWS]
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def model(request, digits):
+    X, y, _ = digits
+    return request.param, FAMILIES[request.param](X, y).to_model()
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_bit_exact_on_the_simulated_target(model, digits, target, precision, tmp_path):
+    require_target(target)
+    name, m = model
+    X, _, rows = digits
+    result, out = build(m, precision, X, tmp_path, name=name, target=target)
+    run = check_exact(result, out, rows, target=target)
+    assert run.stack_bytes > 0 and (run.cycles if target == "avr" else run.instructions).min() > 0
+    try:
+        stream_plan(result.graph)
+    except CompileError:
+        return  # this graph has no streaming entry point (the header says why)
+    check_exact(result, out, rows, target=target, stream=True)
