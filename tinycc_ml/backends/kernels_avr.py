@@ -4,17 +4,24 @@ matvec (dense int16 or int8 weights in flash, int16 vector in RAM, product shift
     offset-binary operands, w' = w + a (a = 2^15, or 2^7 for int8) stored in flash and
     x' = x + 2^15, so every partial product is an unsigned MUL. Then
         sum(w x) = sum(w' x') - 2^15 sum(w) - a sum(x')      (mod 2^32)
-    The per-row constant -2^15 sum(w) is kept in flash and preloads the accumulators with the
-    per-input term. Up to 5 rows share each load of x (20 accumulator registers, r2..r21),
-    weights are laid out block by block, column-major inside a block, for LPM Z+; two columns
-    per loop iteration. ~27.5 cycles/MAC for int16 weights, ~15.5 for int8. When the input
-    clamp feeds only this kernel it stores x' and sum(x') itself (fused_clip).
+    The per-row constants -2^15 sum(w) sit in flash in front of each block's weights; the kernel
+    loads them into the accumulators and subtracts the per-input term. Up to 5 rows share each
+    load of x (20 accumulator registers, r2..r21), weights are laid out block by block,
+    column-major inside a block, for LPM Z+; four columns per loop iteration (8-bit counter), all
+    blocks of a mat-vec in one call. ~27.1 cycles/MAC for int16 weights. When the producer of x
+    (an input-type clip, an exp_lut) feeds only this kernel it stores x' and sum(x') itself
+    (fused_producer).
+sqdist as |M_j|^2 + |x|^2 - 2 M_j.x on the same kernel: with |M| < 2^14 the weights are -2 M and
+    the constants |M_j|^2 - 2^15 sum(-2 M_j), so the kernel leaves the exact distance; a fused clip
+    also sums x^2.
 sqdist (prototypes in flash, point in RAM, any product shift h <= 7):
     rshift(M - x, h) = Mh - xh - [Ml < xl] with M + 2^(h-1) = Mh 2^h + Ml and x = xh 2^h + xl
     (0 <= Ml, xl < 2^h): 16-bit operands and no shift in the loop; |d| <= 2^15 is proven by
     choose_scales, so |d|^2 is three unsigned MULs. 4 prototypes share each load of x.
-clip, scale, exp_lut: the same expressions as c_fixed in 16-bit C, and int32 rounding shifts
-    by 8 or more through byte moves (rshift_avr).
+exp_lut: one asm loop when the tables are non-negative and the rounded product fits 16 bits
+    (unsigned MULs, no saturation), else C with the same expressions as c_fixed.
+clip, scale: the same expressions as c_fixed in 16-bit C (the fused input clamp in inline asm);
+    rounding shifts + saturation of int32 values by 8..16 in inline asm (rss_avr).
 All are exact: the int32 sums are those of tinycc_ml.ir.fixed (which proves they fit), and
 wrapping uint32 arithmetic gives the same bits.
 """
@@ -24,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
-from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.c_fixed import rshift_c, saturate_c, store
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Node
 
@@ -41,25 +48,72 @@ def _prologue(name: str, saved: list[str]) -> list[str]:
             + [f"push {r}" for r in saved])
 
 
-def mac_asm(name: str, rows: int, wbits: int, x_offset: bool = False) -> str:
-    """void name(const void *w /*flash*/, const int16_t *x, uint32_t *acc, uint16_t n): acc[0..rows) +=
-    w'.x' over n columns; w' laid out column-major (rows values per column). Up to 5 rows: the
-    accumulators take r2..r21, and one weight register suffices (lo byte's products before hi)."""
+UNROLL = 4  # columns per loop iteration of mac_asm
+
+
+def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks: int,
+            out_shift: int | None = None) -> str:
+    """void name(const void *w /*flash*/, const int16_t *x, void *acc, uint32_t v): nblocks blocks of
+    ``rows`` rows over ``cols`` columns; in flash, per block: the rows' 32-bit constants K, then w' column-major
+    (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (8..16) the
+    int16 sat16(rshift(acc[q], out_shift)). Up to 5 rows: the accumulators take r2..r21, one weight register
+    suffices (lo byte's products before hi). x, acc, v and the block count wait on the stack between blocks
+    (every register is busy in the loop)."""
     acc = [f"r{r}" for r in range(2, 2 + 4 * rows)]
     saved = [r for r in acc if int(r[1:]) < 18] + ["r28", "r29"]
     body = _prologue(name, saved)
-    # T keeps n's parity: r18 becomes an accumulator for 5 rows
-    body += ["movw r30, r24", "movw r26, r22", "movw r24, r18", "movw r28, r20", "bst r18, 0"]
-    body += [f"ldd {r}, Y+{i}" for i, r in enumerate(acc)]
-    # two columns per iteration; odd n enters at the second copy
-    body += ["push r28", "push r29", "clr r28", "adiw r24, 1", "lsr r25", "ror r24", "brtc 1f", "rjmp 4f"]
+    # frame (Y = SP after the pushes): Y+1 block count, Y+2/3 x hi/lo, Y+4/5 acc hi/lo, Y+6..9 v (msb first)
+    body += [f"push r{r}" for r in range(16, 24)] + ["movw r30, r24", f"ldi r24, {nblocks}", "push r24"]
+    body += ["5:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+3", "ldd r27, Y+2",
+             "ldd r22, Y+9", "ldd r23, Y+8", "ldd r24, Y+7", "ldd r25, Y+6"]
+    for q in range(rows):  # acc = K - v
+        a = acc[4 * q:4 * q + 4]
+        body += [f"lpm {r}, Z+" for r in a]
+        body += [f"sub {a[0]}, r22", f"sbc {a[1]}, r23", f"sbc {a[2]}, r24", f"sbc {a[3]}, r25"]
+    iters = -(-cols // UNROLL)
+    wide = iters > 256
+    body += ([f"ldi r24, lo8({iters})", f"ldi r25, hi8({iters})"] if wide else [f"ldi r24, {iters & 0xFF}"])
+    body += ["clr r28"]
+    first = (UNROLL - cols % UNROLL) % UNROLL  # a partial first iteration enters at this copy
+    if first:
+        body += [f"rjmp 6{first}f"]
     column = _mac_column(rows, wbits, acc, x_offset)
-    body += ["1:"] + column + ["4:"] + column
-    # the body is longer than BRNE's reach
-    body += ["sbiw r24, 1", "breq 2f", "rjmp 1b", "2:", "pop r29", "pop r28"]
-    body += [f"std Y+{i}, {r}" for i, r in enumerate(acc)]
+    body += ["1:"]
+    for c in range(UNROLL):
+        body += [f"6{c}:"] + column
+    body += (["sbiw r24, 1"] if wide else ["dec r24"]) + ["breq 2f", "rjmp 1b"]
+    body += ["2:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+5", "ldd r27, Y+4"]
+    body += ([f"st X+, {r}" for r in acc] if out_shift is None else _store_rows(acc, rows, out_shift))
+    body += ["std Y+5, r26", "std Y+4, r27"]
+    if nblocks > 1:
+        body += ["ldd r24, Y+1", "dec r24", "std Y+1, r24", "breq 3f", "rjmp 5b", "3:"]
+    body += ["pop r0"] * 9
     body += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
-    return f"void {name}(const void *w, const int16_t *x, uint32_t *acc, uint16_t n);\n__asm__(\n{_words(body)});\n"
+    return f"void {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
+
+
+def _store_rows(acc: list[str], rows: int, k: int) -> list[str]:
+    """Block epilogue of mac_asm: st X+ the int16 sat16(rshift(a, k)) of each accumulator, 8 <= k <= 16
+    (rss_avr's method: add 2^(k-1), shift bytes, saturate when the byte above is not the sign)."""
+    byte, bit = divmod(k - 1, 8)
+    out = ["clr r1", f"ldi r22, {1 << bit}"]
+    for q in range(rows):
+        a = acc[4 * q:4 * q + 4]
+        out += [f"add {a[byte]}, r22"] + [f"adc {r}, r1" for r in a[byte + 1:]]
+        if k < 12:
+            lo, hi, top = a[1], a[2], a[3]
+            shift = [f"asr {a[3]}", f"ror {a[2]}", f"ror {a[1]}"] * (k - 8)
+        else:
+            lo, hi, top = a[2], a[3], "r0"
+            shift = [] if k == 16 else [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"] + [
+                f"lsl {a[1]}", f"rol {a[2]}", f"rol {a[3]}", "rol r0"] * (16 - k)
+        out += ["brvc 7f", "ldi r23, 0xFF", f"mov {lo}, r23", "ldi r23, 0x7F", f"mov {hi}, r23", "rjmp 8f", "7:"]
+        out += shift
+        if k < 16:  # saturation: lsl top puts its sign in C; hi = 0x7F + C, lo = hi - 0x80
+            out += [f"mov r23, {hi}", "lsl r23", "sbc r23, r23", f"cp r23, {top}", "breq 8f",
+                    f"lsl {top}", "ldi r23, 0x7F", "adc r23, r1", f"mov {hi}, r23", "subi r23, 0x80", f"mov {lo}, r23"]
+        out += ["8:", f"st X+, {lo}", f"st X+, {hi}"]
+    return out
 
 
 def _mac_column(rows: int, wbits: int, acc: list[str], x_offset: bool) -> list[str]:
@@ -121,6 +175,55 @@ def rshift_avr(em: CEmitter, expr: str, k: int) -> str:
     return f"{name}({expr})"
 
 
+def rss_avr(em: CEmitter, expr: str, k: int) -> str:
+    """int16 sat16(rshift(v, k)) of an int32 expression, for 8 <= k <= 16, in inline asm: add the rounding
+    constant, shift bytes 1..3 by k - 8 right (k < 12) or bytes 1..3 plus a sign byte by 16 - k left, then
+    saturate when the byte above the 16-bit result is not its sign extension (or when the addition overflowed)."""
+    name = em.sym(f"rss{k}")
+    if name not in em.helpers:
+        c = 1 << (k - 1)
+        add = "\\n\\t".join(f"{op} %{b}0, {f}(-{c})" for op, b, f in
+                            zip(("subi", "sbci", "sbci", "sbci"), "ABCD", ("lo8", "hi8", "hlo8", "hhi8")))
+        if k < 12:  # result in bytes B (lo), C (hi); D must be C's sign
+            ops = ["asr %D0", "ror %C0", "ror %B0"] * (k - 8)
+            lo, hi, top, tmp, out = "%B0", "%C0", "%D0", "%A0", ["mov %A2, %B0", "mov %B2, %C0"]
+        else:  # result in bytes C (lo), D (hi); E (sign byte) must be D's sign
+            ops = ["mov %1, %D0", "lsl %1", "sbc %1, %1"] + ["lsl %B0", "rol %C0", "rol %D0", "rol %1"] * (16 - k)
+            lo, hi, top, tmp, out = "%C0", "%D0", "%1", "%B0", ["movw %A2, %C0"]
+        # saturation: lsl top puts its sign in C; hi = 0x7F + C, lo = hi - 0x80: 0x7FFF or 0x8000
+        check = [] if k == 16 else [f"mov {tmp}, {hi}", f"lsl {tmp}", f"sbc {tmp}, {tmp}", f"cp {tmp}, {top}",
+                                    "breq 1f", f"lsl {top}", f"ldi {hi}, 0x7F", f"adc {hi}, r1", f"mov {lo}, {hi}",
+                                    f"subi {lo}, 0x80", "1:"]
+        # v + 2^(k-1) past INT32_MAX (V set): the exact result is 2^(31-k) or more, saturated
+        over = ["brvc 2f", f"ldi {lo}, 0xFF", f"ldi {hi}, 0x7F", "rjmp 1f", "2:"]
+        asm = "\\n\\t".join([add] + over + ops + check + (["1:"] if k == 16 else []) + out)
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) int16_t {name}(int32_t v)\n{{\n"
+                            "    uint8_t e;\n    int16_t r;\n"
+                            f"    __asm__(\"{asm}\" : \"+d\"(v), \"=&r\"(e), \"=r\"(r));\n    (void)e;\n"
+                            "    return r;\n}\n")
+    return f"{name}({expr})"
+
+
+def mulu16_avr(em: CEmitter) -> str:
+    """Name of an inline 16 x 16 -> 32 unsigned product (4 MULs, no libgcc call)."""
+    name = em.sym("mulu16")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["mul %A1, %A2", "movw %A0, r0", "mul %B1, %B2", "movw %C0, r0",
+                               "mul %A1, %B2", "add %B0, r0", "adc %C0, r1", "clr r1", "adc %D0, r1",
+                               "mul %B1, %A2", "add %B0, r0", "adc %C0, r1", "clr r1", "adc %D0, r1"])
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) uint32_t {name}(uint16_t a, uint16_t b)\n"
+                            "{\n    uint32_t r;\n"
+                            f"    __asm__(\"{asm}\" : \"=&r\"(r) : \"r\"(a), \"r\"(b));\n    return r;\n}}\n")
+    return name
+
+
+def store_rs(em: CEmitter, node: Node, index: str, expr: str, k: int) -> str:
+    """store(node, index, rshift(expr, k)) through rss_avr when it applies."""
+    if node.type.dtype.bits == 16 and 8 <= k <= 16:
+        return f"{em.var(node.name)}[{index}] = {rss_avr(em, expr, k)};"
+    return store(em, node, index, rshift_avr(em, expr, k))
+
+
 def clip_ok(em: CEmitter, node: Node) -> bool:
     (a,) = node.inputs
     dtype = em.graph.type(a).dtype
@@ -128,14 +231,42 @@ def clip_ok(em: CEmitter, node: Node) -> bool:
             and dtype.scale == node.type.dtype.scale and node.type.rank == 1)
 
 
-def fused_clip(em: CEmitter, name: str) -> bool:
-    """A clip whose only use is a kernel mat-vec stores x + 2^15 and sums it for that kernel."""
+def offset_user(em: CEmitter, name: str) -> str | None:
+    """"matvec" / "sqdist" when the only use of ``name`` is as the vector of a kernel mat-vec / dot-product
+    distance: then its producer may store x + 2^15 and the sums the kernel needs (see presum_sym)."""
     g = em.graph
-    if g.op(name) != "clip" or any(name == n for _, n in g.outputs) or not clip_ok(em, g.node(name)):
-        return False
+    if any(name == n for _, n in g.outputs) or g.type(name).rank != 1:
+        return None
     users = g.users(name)
-    return (len(users) == 1 and g.op(users[0]) == "matvec" and g.node(users[0]).inputs[1] == name
-            and matvec_ok(em, g.node(users[0])))
+    if len(users) != 1:
+        return None
+    user = g.node(users[0])
+    if user.op == "matvec" and user.inputs[1] == name and matvec_ok(em, user):
+        return "matvec"
+    if user.op == "sqdist" and user.inputs[0] == name and sqdist_dot_ok(em, user):
+        return "sqdist"
+    return None
+
+
+def fused_producer(em: CEmitter, name: str) -> str | None:
+    """The user kind (offset_user) when the producer of ``name`` stores x + 2^15 and its sums: an input-type
+    clip (for either user), or an exp_lut feeding a mat-vec."""
+    g = em.graph
+    op = g.op(name)
+    if op == "clip" and clip_ok(em, g.node(name)):
+        return offset_user(em, name)
+    if op == "exp_lut" and exp_ok(em, g.node(name)) and offset_user(em, name) == "matvec":
+        return "matvec"
+    return None
+
+
+def presum_sym(em: CEmitter, name: str) -> str:
+    """Scratch where the producer of ``name`` leaves sum(x + 2^15) (and, for a distance, sum(x^2))."""
+    return em.sym(f"sum_{em.var(name)}")
+
+
+def fused_clip(em: CEmitter, name: str) -> bool:
+    return em.graph.op(name) == "clip" and fused_producer(em, name) is not None
 
 
 def blocks(rows: int, size: int = BLOCK) -> list[tuple[int, int]]:
@@ -143,10 +274,21 @@ def blocks(rows: int, size: int = BLOCK) -> list[tuple[int, int]]:
     return [(r, min(size, rows - r)) for r in range(0, rows, size)]
 
 
-def offset_weights(A: np.ndarray, wbits: int) -> np.ndarray:
-    """w' = w + 2^(wbits-1) as unsigned, laid out block by block, column-major inside a block."""
-    off = (A.astype(np.int64) + (1 << (wbits - 1))).astype(np.uint16 if wbits == 16 else np.uint8)
-    return np.concatenate([off[r:r + n].T.reshape(-1) for r, n in blocks(A.shape[0])])
+def kernel_weights(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[tuple[int, int, int, int, int]]]:
+    """Flash image for mac_asm: per block of rows, the rows' constants K = -2^15 * row sum (mod 2^32, little
+    endian) then w' = w + 2^(wbits-1) as unsigned, column-major. Also the streaming layout: (first row, rows,
+    offset of the block's first weight, stride per column, stride per row) in elements."""
+    dt = np.uint16 if wbits == 16 else np.uint8
+    off = (A.astype(np.int64) + (1 << (wbits - 1))).astype(dt)
+    k_row = -(A.astype(np.int64).sum(axis=1) << 15) + (0 if k_extra is None else np.asarray(k_extra, np.int64))
+    k_row = (k_row % (1 << 32)).astype("<u4")
+    parts, layout, pos = [], [], 0
+    for r, n in blocks(A.shape[0]):
+        k = k_row[r:r + n].view(dt)
+        parts += [k, off[r:r + n].T.reshape(-1)]
+        layout.append((r, n, pos + len(k), n, 1))
+        pos += len(k) + n * A.shape[1]
+    return np.concatenate(parts), layout
 
 
 def matvec_ok(em: CEmitter, node: Node) -> bool:
@@ -154,7 +296,7 @@ def matvec_ok(em: CEmitter, node: Node) -> bool:
     g = em.graph
     return (g.op(a_name) == "const" and g.op(x_name) not in ("const", "sparse_const")
             and int(node.attrs.get("shift", 0)) == 0 and g.type(a_name).dtype.bits in (8, 16)
-            and g.type(x_name).dtype.bits == 16 and g.type(a_name).shape[1] < 65536)
+            and g.type(x_name).dtype.bits == 16 and 0 < g.type(a_name).shape[1] < 65536)
 
 
 def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
@@ -164,42 +306,48 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
     wbits = g.type(a_name).dtype.bits
     out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
     acc = em.sym("acc")
+    if node.type.dtype.bits == 16 and 8 <= out_shift <= 16:  # the kernel shifts, saturates and stores
+        return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=a_name,
+                                out=(em.var(node.name), out_shift)), "}"]
     return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=a_name),
             f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
-            "        " + store(em, node, "r", rshift_avr(em, f"(int32_t){acc}[r]", out_shift)),
+            "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift),
             "}"]
 
 
 def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, acc: str, layout_key: str,
-              fuse: bool = True) -> list[str]:
-    """Lines leaving acc[r] = sum_k A[r][k] x[k] (mod 2^32) for the int matrix A, kept in flash."""
+              fuse: bool = True, k_extra=None, v_sub: str | None = None,
+              out: tuple[str, int] | None = None) -> list[str]:
+    """Lines leaving acc[r] = k_extra[r] - v_sub + sum_k A[r][k] x[k] (mod 2^32) for the int matrix A, kept in
+    flash (k_extra: ints known at compile time, v_sub: a C expression); with out = (int16 array, k), the
+    kernel stores sat16(rshift(acc[r], k)) there instead (8 <= k <= 16)."""
     rows, cols = A.shape
     wtype = "uint16_t" if wbits == 16 else "uint8_t"
-    sym = em.add_const_array(em.sym(f"{label}_off"), offset_weights(A, wbits), wtype,
-                             f"%{label}: {rows}x{cols} + {1 << (wbits - 1)}, 5-row blocks, column-major in a block")
+    image, layout = kernel_weights(A, wbits, k_extra)
+    sym = em.add_const_array(em.sym(f"{label}_off"), image, wtype,
+                             f"%{label}: {rows}x{cols} + {1 << (wbits - 1)}, per 5-row block: -2^15 * row sums "
+                             "(32-bit), then the block column-major")
     decode = (lambda e: f"(int16_t)({e} ^ 0x8000u)") if wbits == 16 else (lambda e: f"(int8_t)({e} ^ 0x80u)")
-    em.kernel_layout[layout_key] = (sym, wtype, decode, [(r, n, r * cols, n, 1) for r, n in blocks(rows)])
-    k_row = (-(A.sum(axis=1) << 15)) % (1 << 32)
-    ksym = em.add_const_array(em.sym(f"{label}_k"), k_row.astype(np.uint32).view(np.int32), "int32_t",
-                              f"%{label}: -2^15 * row sums (offset-binary correction)")
-    em.scratch(acc, "uint32_t", rows)
-    pre = fuse and fused_clip(em, x_name)  # x already holds x + 2^15, and its sum is in <prefix>_sx
-    suffix = "o" if pre else ""
-    for _, n in blocks(rows):
-        name = em.sym(f"mac{n}w{wbits}{suffix}")
-        if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, n, wbits, pre)
+    em.kernel_layout[layout_key] = (sym, wtype, decode, layout)
+    if out is None:
+        em.scratch(acc, "uint32_t", rows)
+    pre = fuse and fused_producer(em, x_name) is not None  # x holds x + 2^15, its sum is in presum_sym
     x = em.var(x_name)
     if pre:
-        lines = [f"    uint32_t sx = {em.sym('sx')}[0];"]
+        lines = [f"    uint32_t sx = {presum_sym(em, x_name)}[0];"]
     else:
         lines = ["    uint32_t sx = 0;",
                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
-    lines += [f"    sx <<= {15 if wbits == 16 else 7};",
-              f"    for (uint8_t r = 0; r < {rows}; ++r) {acc}[r] = (uint32_t)pgm_read_dword(&{ksym}[r]) - sx;"]
-    for r, n in blocks(rows):
-        lines.append(f"    {em.sym(f'mac{n}w{wbits}{suffix}')}({sym} + {r * cols}, (const int16_t *){x}, {acc} + {r}, "
-                     f"{cols});")
+    lines += [f"    sx <<= {15 if wbits == 16 else 7};"] + ([f"    sx += {v_sub};"] if v_sub else [])
+    groups = [(0, BLOCK, rows // BLOCK)] if rows >= BLOCK else []
+    if rows % BLOCK:
+        groups.append((rows - rows % BLOCK, rows % BLOCK, 1))
+    for r, n, nb in groups:
+        name = em.sym(f"mac{n}w{wbits}{'o' if pre else ''}_{cols}x{nb}" + (f"s{out[1]}" if out else ""))
+        if name not in em.helpers:
+            em.helpers[name] = mac_asm(name, n, wbits, pre, cols, nb, out[1] if out else None)
+        base = layout[r // BLOCK][2] - (4 if wbits == 8 else 2) * n
+        lines.append(f"    {name}({sym} + {base}, (const int16_t *){x}, {out[0] if out else acc} + {r}, sx);")
     return lines
 
 
@@ -218,16 +366,35 @@ def kernel_sqdist_dot(em: CEmitter, node: Node) -> list[str]:
     g = em.graph
     M = g.node(m_name).attrs["value"].astype(np.int64)
     k, m = M.shape
-    norms = em.add_const_array(em.sym(f"{m_name}_sq"), (M * M).sum(axis=0).astype(np.int32), "int32_t",
-                               f"%{m_name}: squared norm of each prototype")
     acc, x = em.sym("acc"), em.var(x_name)
     out_shift = 2 * g.type(x_name).dtype.scale - node.type.dtype.scale
-    return ["{", *mac_lines(em, M.T.copy(), 16, f"{m_name}_t", x_name, acc, layout_key=f"{m_name}:dot", fuse=False),
-            "    uint32_t xx = 0;",
-            f"    for (uint16_t k = 0; k < {k}; ++k) xx += (uint32_t)((int32_t){x}[k] * {x}[k]);",
+    if fused_producer(em, x_name):
+        xx = [f"    const uint32_t xx = {presum_sym(em, x_name)}[1];"]
+    else:
+        xx = ["    uint32_t xx = 0;",
+              f"    for (uint16_t k = 0; k < {k}; ++k) {{",
+              f"        const uint16_t a = {x}[k] < 0 ? -(uint16_t){x}[k] : (uint16_t){x}[k];",
+              f"        xx += {mulu16_avr(em)}(a, a);",
+              "    }"]
+    key = f"{m_name}:dot"
+    if np.abs(M).max() <= 16383:  # weights -2 M fit: the kernel leaves |M_j|^2 + |x|^2 - 2 M_j.x itself
+        direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts and stores
+        lines = mac_lines(em, -2 * M.T, 16, f"{m_name}_t2", x_name, acc, key, k_extra=(M * M).sum(axis=0),
+                          v_sub="(uint32_t)-xx", out=(em.var(node.name), out_shift) if direct else None)
+        sym, wtype, _, layout = em.kernel_layout[key]  # streaming reads M back: -(w >> 1)
+        em.kernel_layout[key] = (sym, wtype, lambda e: f"(int16_t)-((int16_t)({e} ^ 0x8000u) >> 1)", layout)
+        if direct:
+            return ["{", *xx, *lines, "}"]
+        return ["{", *xx, *lines,
+                f"    for (uint8_t j = 0; j < {m}; ++j)",
+                "        " + store_rs(em, node, "j", f"(int32_t){acc}[j]", out_shift),
+                "}"]
+    norms = em.add_const_array(em.sym(f"{m_name}_sq"), (M * M).sum(axis=0).astype(np.int32), "int32_t",
+                               f"%{m_name}: squared norm of each prototype")
+    return ["{", *mac_lines(em, M.T.copy(), 16, f"{m_name}_t", x_name, acc, layout_key=key), *xx,
             f"    for (uint8_t j = 0; j < {m}; ++j) {{",
             f"        const uint32_t d = (uint32_t)pgm_read_dword(&{norms}[j]) + xx - ({acc}[j] << 1);",
-            "        " + store(em, node, "j", rshift_avr(em, "(int32_t)d", out_shift)),
+            "        " + store_rs(em, node, "j", "(int32_t)d", out_shift),
             "    }",
             "}"]
 
@@ -296,6 +463,43 @@ def _bits(em: CEmitter, name: str) -> int:
     return em.graph.type(name).dtype.bits
 
 
+def clip_presum_asm(em: CEmitter, node: Node, lo: int, hi: int) -> list[str]:
+    """A fused clip with scalar bounds (the input clamp before the projection): one inline-asm loop
+    storing clamp(x) + 2^15 and summing it (24 bits suffice for up to 256 elements)."""
+    (a,) = node.inputs
+    n = node.type.size
+    sym = presum_sym(em, node.name)
+    em.scratch(sym, "uint32_t", 1)
+    one = ["ld %A[v], %a[s]+", "ld %B[v], %a[s]+"]
+    if hi < 32767:
+        one += ["cp %A[v], %A[h1]", "cpc %B[v], %B[h1]", "brlt 2f", "movw %[v], %[hi]", "2:"]
+    if lo == 0:
+        one += ["sbrc %B[v], 7", "movw %[v], %[lo]"]
+    elif lo > -32768:
+        one += ["cp %A[v], %A[lo]", "cpc %B[v], %B[lo]", "brge 3f", "movw %[v], %[lo]", "3:"]
+    one += ["eor %B[v], %[k]", "st %a[d]+, %A[v]", "st %a[d]+, %B[v]", "add %A[sx], %A[v]", "adc %B[sx], %B[v]",
+            "adc %C[sx], __zero_reg__"] + (["adc %D[sx], __zero_reg__"] if n > 256 else [])
+    unroll = 2 if n % 2 == 0 else 1  # two elements per iteration when n is even
+    count = n // unroll
+    short = count <= 256
+    asm = ["1:"] + one * unroll + ["dec %[n]" if short else "sbiw %[n], 1", "brne 1b"]
+    text = "\\n\\t".join(asm)
+    return ["{",
+            f"    const int16_t *s = {em.var(a)};",
+            f"    int16_t *d = {em.var(node.name)}, v;",
+            f"    {'uint8_t' if short else 'uint16_t'} n = {count & 0xFF if short else count};",
+            "    uint32_t sx = 0;",
+            f'    __asm__ volatile("{text}"',
+            # early-clobber everywhere: gcc may otherwise share a register between equal values (n, k; sx, lo)
+            f'        : [s] "+&e"(s), [d] "+&e"(d), [n] "+&{"r" if short else "w"}"(n), [sx] "+&r"(sx),'
+            ' [v] "=&r"(v)',
+            f'        : [h1] "r"((int16_t){min(hi + 1, 32767)}), [hi] "r"((int16_t){hi}), [lo] "r"((int16_t){lo}),'
+            ' [k] "r"((uint8_t)0x80)',
+            '        : "memory");',
+            f"    {sym}[0] = sx;",
+            "}"]
+
+
 def kernel_clip(em: CEmitter, node: Node, fuse: bool = True) -> list[str] | None:
     """16-bit compares in place of c_fixed's int32 ones (the same expression, so the same result);
     per-feature bounds interleaved (lo, hi) in flash and walked by one pointer."""
@@ -315,16 +519,24 @@ def kernel_clip(em: CEmitter, node: Node, fuse: bool = True) -> list[str] | None
         lines.append(f"    const int16_t *b = {sym};")
         rd = em.target.read_const
         bounds = [f"const int16_t lo = {rd('b', '0', 'int16_t')}, hi = {rd('b', '1', 'int16_t')};", "b += 2;"]
-    fused = fuse and fused_clip(em, node.name)
+    fused = fused_producer(em, node.name) if fuse else None
+    if fused == "matvec" and np.ndim(lo) == 0:
+        return clip_presum_asm(em, node, int(lo), int(hi))
     if fused:
-        em.scratch(em.sym("sx"), "uint32_t", 1)
-        lines.append("    uint32_t sx = 0;")
+        em.scratch(presum_sym(em, node.name), "uint32_t", 2 if fused == "sqdist" else 1)
+        lines.append("    uint32_t sx = 0;" + (" uint32_t xx = 0;" if fused == "sqdist" else ""))
     lines += [f"    for (uint16_t i = 0; i < {n}; ++i) {{", f"        const int16_t v = {x}[i];",
               *("        " + line for line in bounds),
               "        const int16_t c = v < lo ? lo : (v > hi ? hi : v);"]
     if fused:
         lines += ["        const uint16_t u = (uint16_t)c ^ 0x8000u;", f"        {out}[i] = (int16_t)u;",
-                  "        sx += u;", "    }", f"    {em.sym('sx')}[0] = sx;"]
+                  "        sx += u;"]
+        if fused == "sqdist":
+            lines += ["        const uint16_t m = c < 0 ? -(uint16_t)c : (uint16_t)c;",
+                      f"        xx += {mulu16_avr(em)}(m, m);"]
+        lines += ["    }", f"    {presum_sym(em, node.name)}[0] = sx;"]
+        if fused == "sqdist":
+            lines += [f"    {presum_sym(em, node.name)}[1] = xx;"]
     else:
         lines += [f"        {out}[i] = c;", "    }"]
     return lines + ["}"]
@@ -337,17 +549,98 @@ def kernel_scale(em: CEmitter, node: Node) -> list[str] | None:
         return None
     k = em.graph.type(a).dtype.scale + node.attrs["factor_scale"] - node.type.dtype.scale
     prod = f"(int32_t){em.at(a, 'i')} * (int16_t){fq}"  # 16 x 16 -> 32: __mulhisi3, not __mulsi3
-    return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) " + store(em, node, "i", rshift_avr(em, prod, k))]
+    return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) " + store_rs(em, node, "i", prod, k)]
 
 
-def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
+def exp_ok(em: CEmitter, node: Node) -> bool:
     (a,) = node.inputs
     at = node.attrs
     lo_q, hi_q, drop = int(at["lo_q"]), int(at["hi_q"]), int(at["drop_bits"])
     rnd = (1 << (drop - 1)) if drop else 0
-    if _bits(em, a) != 16 or node.type.rank != 1 or not -32768 <= lo_q <= hi_q <= 32767 \
-            or hi_q - lo_q + rnd > 65535:
+    return (_bits(em, a) == 16 and node.type.rank == 1 and -32768 <= lo_q <= hi_q <= 32767
+            and hi_q - lo_q + rnd <= 65535)
+
+
+def store_presum(em: CEmitter, node: Node, index: str, expr: str, k: int) -> list[str]:
+    """store_rs, or (when a kernel mat-vec alone uses the result) x + 2^15 stored and summed into sx."""
+    if not fused_producer(em, node.name):
+        return ["    " + store_rs(em, node, index, expr, k)]
+    em.scratch(presum_sym(em, node.name), "uint32_t", 1)
+    val = rss_avr(em, expr, k) if node.type.dtype.bits == 16 and 8 <= k <= 16 else \
+        f"{saturate_c(em, node, rshift_avr(em, expr, k))}"
+    return [f"    const uint16_t u = (uint16_t){val} ^ 0x8000u;", f"    {em.var(node.name)}[{index}] = (int16_t)u;",
+            "    sx += u;"]
+
+
+def exp_asm(name: str, n: int, at: dict, shift: int, presum: bool) -> str:
+    """void name(const int16_t *in, int16_t *out, uint32_t *sx, t_hi, t_lo /*flash*/): exp_lut over n <= 256
+    elements when both tables are non-negative and every rounded product fits 16 bits (checked by the
+    caller): clamp, index, two LPM pairs, an unsigned 16 x 16 product, the rounding shift; with presum,
+    out holds the result + 2^15 and *sx their sum."""
+    lo_q, hi_q, drop, k = int(at["lo_q"]), int(at["hi_q"]), int(at["drop_bits"]), int(at["low_bits"])
+    rnd = (1 << (drop - 1)) if drop else 0
+    saved = ["r2", "r3", "r4", "r5", "r10", "r11", "r12", "r13", "r14", "r15", "r16", "r17", "r28", "r29"]
+    b = _prologue(name, saved)
+    b += ["movw r26, r24", "movw r28, r22", "movw r14, r20", "movw r12, r18", "movw r10, r16",
+          "clr r5", "clr r2", "clr r3", "clr r4",
+          f"ldi r16, {n & 0xFF}", "1:", "ld r24, X+", "ld r25, X+"]
+    if lo_q > -32768:
+        b += [f"cpi r24, lo8({lo_q})", f"ldi r31, hi8({lo_q})", "cpc r25, r31", "brge 2f",
+              f"ldi r24, lo8({lo_q})", f"ldi r25, hi8({lo_q})", "2:"]
+    if hi_q < 32767:
+        b += [f"cpi r24, lo8({hi_q + 1})", f"ldi r31, hi8({hi_q + 1})", "cpc r25, r31", "brlt 3f",
+              f"ldi r24, lo8({hi_q})", f"ldi r25, hi8({hi_q})", "3:"]
+    off = (lo_q - rnd) & 0xFFFF  # t = v - lo_q + rnd, exact in 16 bits (exp_ok)
+    if off:
+        b += [f"subi r24, lo8({off})", f"sbci r25, hi8({off})"]
+    b += ["lsr r25", "ror r24"] * drop
+    t_max = (hi_q - lo_q + rnd) >> drop
+    if k >= 8:
+        b += ["mov r22, r25", "clr r23"] + ["lsr r23", "ror r22"] * (k - 8)
+    elif k == 7 and t_max < 1 << 15:
+        b += ["mov r22, r24", "lsl r22", "mov r22, r25", "rol r22", "clr r23", "rol r23"]
+    else:
+        b += ["movw r22, r24"] + ["lsr r23", "ror r22"] * k
+    b += ["lsl r22", "rol r23", "movw r30, r12", "add r30, r22", "adc r31, r23",
+          "lpm r20, Z+", "lpm r21, Z"]
+    mask = (1 << k) - 1
+    if k < 8:
+        b += ["mov r22, r24", f"andi r22, {mask}", "clr r23"]
+    else:
+        b += ["movw r22, r24", f"andi r23, {mask >> 8}"]
+    b += ["lsl r22", "rol r23", "movw r30, r10", "add r30, r22", "adc r31, r23",
+          "lpm r18, Z+", "lpm r19, Z",
+          "mul r20, r18", "movw r22, r0", "mul r21, r19", "movw r24, r0",
+          "mul r20, r19", "add r23, r0", "adc r24, r1", "adc r25, r5",
+          "mul r21, r18", "add r23, r0", "adc r24, r1", "adc r25, r5"]
+    c = 1 << (shift - 1)
+    regs = ["r22", "r23", "r24", "r25"]
+    first = next(i for i in range(4) if (c >> (8 * i)) & 0xFF)  # lower bytes of c are 0: no borrow from them
+    neg = (-c) & 0xFFFFFFFF
+    b += [f"{'subi' if i == first else 'sbci'} {regs[i]}, {(neg >> (8 * i)) & 0xFF}" for i in range(first, 4)]
+    if shift < 12:
+        b += ["lsr r25", "ror r24", "ror r23"] * (shift - 8)
+        lo, hi = "r23", "r24"
+    else:
+        b += ["lsl r23", "rol r24", "rol r25"] * (16 - shift)
+        lo, hi = "r24", "r25"
+    if presum:
+        b += [f"subi {hi}, 0x80", f"add r2, {lo}", f"adc r3, {hi}", "adc r4, r5"]
+    b += [f"st Y+, {lo}", f"st Y+, {hi}", "dec r16", "breq 4f", "rjmp 1b", "4:"]
+    if presum:
+        b += ["movw r30, r14", "st Z+, r2", "st Z+, r3", "st Z+, r4", "st Z+, r5"]
+    b += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
+    return (f"void {name}(const int16_t *in, int16_t *out, uint32_t *sx, const int16_t *t_hi, const int16_t *t_lo);\n"
+            f"__asm__(\n{_words(b)});\n")
+
+
+def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
+    if not exp_ok(em, node):
         return None
+    (a,) = node.inputs
+    at = node.attrs
+    lo_q, hi_q, drop = int(at["lo_q"]), int(at["hi_q"]), int(at["drop_bits"])
+    rnd = (1 << (drop - 1)) if drop else 0
     t_hi = em.add_const_array(em.sym(f"{node.name}_exp_hi"), at["table_hi"], "int16_t",
                               f"%{node.name}: e^x table over high bits, scale 2^-{at['hi_scale']}")
     t_lo = em.add_const_array(em.sym(f"{node.name}_exp_lo"), at["table_lo"], "int16_t",
@@ -355,15 +648,32 @@ def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
     k, mask = at["low_bits"], (1 << at["low_bits"]) - 1
     rd = em.target.read_const
     shift = at["hi_scale"] + at["lo_scale"] - node.type.dtype.scale
-    prod = f"(int32_t){rd(t_hi, f't >> {k}', 'int16_t')} * {rd(t_lo, f't & {mask}', 'int16_t')}"
-    return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) {{",
+    th, tl = np.asarray(at["table_hi"], np.int64), np.asarray(at["table_lo"], np.int64)
+    if th.min() >= 0 and tl.min() >= 0 and int(th.max()) * int(tl.max()) < 2**31:  # unsigned MULs, inline
+        prod = (f"(int32_t){mulu16_avr(em)}({rd(t_hi, f't >> {k}', 'uint16_t')}, "
+                f"{rd(t_lo, f't & {mask}', 'uint16_t')})")
+    else:
+        prod = f"(int32_t){rd(t_hi, f't >> {k}', 'int16_t')} * {rd(t_lo, f't & {mask}', 'int16_t')}"
+    if (th.min() >= 0 and tl.min() >= 0 and node.type.dtype.bits == 16 and 8 <= shift <= 16
+            and node.type.size <= 256
+            and (int(th.max()) * int(tl.max()) + (1 << (shift - 1))) >> shift <= 32767):
+        name = em.sym(f"exp_{node.name}")
+        fused = bool(fused_producer(em, node.name))
+        em.helpers[name] = exp_asm(name, node.type.size, at, shift, fused)
+        if fused:
+            em.scratch(presum_sym(em, node.name), "uint32_t", 1)
+        return [f"{name}({em.var(a)}, {em.var(node.name)}, {presum_sym(em, node.name) if fused else '0'}, {t_hi}, "
+                f"{t_lo});"]
+    pre = ["uint32_t sx = 0;"] if fused_producer(em, node.name) else []
+    post = [f"{presum_sym(em, node.name)}[0] = sx;"] if pre else []
+    return ["{", *pre, f"for (uint16_t i = 0; i < {node.type.size}; ++i) {{",
             f"    int16_t v = {em.at(a, 'i')};",
             *([f"    if (v < {lo_q}) v = {lo_q};"] if lo_q > -32768 else []),  # an edge bound cannot bind (and
             *([f"    if (v > {hi_q}) v = {hi_q};"] if hi_q < 32767 else []),  # would trip -Wtype-limits)
             # v - lo_q is in [0, hi_q - lo_q]: exact as uint16 even where the int16 difference wraps
             f"    const uint16_t t = (uint16_t)((uint16_t)((uint16_t)v - (uint16_t){lo_q}) + {rnd}u) >> {drop};",
-            "    " + store(em, node, "i", rshift_avr(em, prod, shift)),
-            "}"]
+            *store_presum(em, node, "i", prod, shift),
+            "}", *post, "}"]
 
 
 def avr_fixed_kernel(em: CEmitter, node: Node) -> list[str] | None:
