@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed
+from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed, work_per_row
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import run_float
 from tinycc_ml.passes import choose_scales, exp_table, input_scales, range_analysis, tanh_approx  # noqa: F401
@@ -22,6 +22,7 @@ FLOAT_PREP = ["fold_input_affine", "constant_fold", "cse", "dce"]
 FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "dce", "plan_memory"]
 SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
+SEARCH_ELEMENTS = 2**26  # products per scoring run of the search: keeps big models (kNN) quick
 
 
 def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature: bool) -> Graph:
@@ -75,9 +76,10 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     ctx.options.update(calibration=calibration, input_range=(lo, hi))
     graph = run_passes(graph, ["range_analysis"], ctx)
 
-    # hold out a quarter of the rows (at most 1000) to score scale choices
+    # hold out a quarter of the rows (at most 1000, fewer for big models) to score scale choices
     rng = np.random.default_rng(0)
-    held = calibration[rng.permutation(len(calibration))[: min(1000, max(8, len(calibration) // 4))]]
+    affordable = max(64, SEARCH_ELEMENTS // work_per_row(graph))
+    held = calibration[rng.permutation(len(calibration))[: min(1000, affordable, max(8, len(calibration) // 4))]]
     float_out = run_float(graph, held)
 
     def build(adjust: dict) -> Graph:
