@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sklearn.datasets import load_digits
 
-from tests.backends.test_avr import build, check_exact
+from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
 from tinycc_ml.backends.avr import stream_plan
 from tinycc_ml.errors import CompileError

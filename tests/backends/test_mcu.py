@@ -1,11 +1,13 @@
-"""The Cortex-M0 backend, run under QEMU (nRF51822): bit-exact against the fixed-point interpreter (predictions
-and scores), streaming == batch, warnings-clean C, prefixed symbols, size limits, missing tools."""
+"""The microcontroller backends (AVR under simavr, Cortex-M0 under QEMU), one test module for
+both: bit-exact against the fixed-point interpreter (predictions and scores), streaming == batch,
+warnings-clean C, prefixed symbols, size limits, missing tools."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from sklearn.datasets import load_digits
 
 import tinycc_ml
 from tests.conftest import require_target
+from tinycc_ml.backends.avr import stream_plan
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
@@ -22,8 +25,37 @@ from tinycc_ml.models.bonsai import BonsaiModel
 from tinycc_ml.models.protonn import ProtoNNModel, init_protonn
 from tinycc_ml.runtime.simulate import run_on_target
 
-TARGET, CC, NM = "cortex-m0", "arm-none-eabi-gcc", "arm-none-eabi-nm"
-CFLAGS = ["-mcpu=cortex-m0", "-mthumb", "-Os", "-std=c99", "-Wall", "-Wextra", "-Werror"]
+WARNINGS = ["-Os", "-std=c99", "-Wall", "-Wextra", "-Werror"]
+
+
+@dataclass(frozen=True)
+class Spec:
+    target: str
+    cc: str
+    nm: str
+    cflags: tuple
+    kernel_used: object  # source -> bool: the hand-written kernels are in use
+    stack_limit: int
+    soft_float: str  # a soft-float routine that integer-only firmware must not pull in
+    too_big: tuple  # (D, d) of a ProtoNN that cannot fit
+    chip: str
+    tool_prefixes: tuple
+    package: str
+
+
+SPECS = {
+    "avr": Spec("avr", "avr-gcc", "avr-nm", ("-mmcu=atmega328p", *WARNINGS),
+                lambda s: "pn_mac" in s and ("pn_sqd" in s or "_sq[" in s or "_t2_off[" in s), 256, "__addsf3",
+                (1024, 20), "ATmega328P", ("avr-", "simavr"), "gcc-avr"),
+    "cortex-m0": Spec("cortex-m0", "arm-none-eabi-gcc", "arm-none-eabi-nm", ("-mcpu=cortex-m0", "-mthumb", *WARNINGS),
+                      lambda s: "pn_mac" in s and "_blk" in s, 512, "__aeabi_fadd", (2048, 70), "nRF51822",
+                      ("arm-none", "qemu"), "gcc-arm-none-eabi"),
+}
+
+
+@pytest.fixture(params=sorted(SPECS))
+def spec(request) -> Spec:
+    return SPECS[request.param]
 N_ROWS = 200
 
 STREAM_H = """#include <stdint.h>
@@ -66,14 +98,14 @@ def sparse_model(digits):
     return ProtoNNModel(W, P.T, rng.normal(size=(10, 12)), 0.05)
 
 
-def build(model, precision, X, tmp_path, name="pn", target=TARGET):
+def build(model, precision, X, tmp_path, name="pn", target="avr"):
     out = tmp_path / f"{name}_{precision}"
     result = tinycc_ml.compile(model, target=target, precision=precision, calibration=X[:400], out_dir=out,
                                name=name)
     return result, out
 
 
-def check_exact(result, out, X, target=TARGET, stream=False):
+def check_exact(result, out, X, target="avr", stream=False):
     o = result.output
     Xq = quantise(X, o.input_scale, 16).astype(np.int16)
     want = run_fixed(result.graph, Xq)
@@ -90,29 +122,29 @@ def check_exact(result, out, X, target=TARGET, stream=False):
 
 
 @pytest.mark.parametrize("precision", ["int16", "int8"])
-def test_dense_protonn_bit_exact_and_streaming(digits, tmp_path, precision):
-    require_target(TARGET)
+def test_dense_protonn_bit_exact_and_streaming(spec, digits, tmp_path, precision):
+    require_target(spec.target)
     X, _ = digits
-    result, out = build(dense_model(digits), precision, X, tmp_path)
-    assert "pn_mac" in result.files["pn.c"] and "_blk" in result.files["pn.c"]  # the kernels are used
-    run = check_exact(result, out, X[600:600 + N_ROWS])
-    assert run.stack_bytes < 512
-    check_exact(result, out, X[600:600 + N_ROWS], stream=True)
+    result, out = build(dense_model(digits), precision, X, tmp_path, target=spec.target)
+    assert spec.kernel_used(result.files["pn.c"])  # the hand-written kernels are used
+    run = check_exact(result, out, target=spec.target, X=X[600:600 + N_ROWS])
+    assert run.stack_bytes < spec.stack_limit
+    check_exact(result, out, target=spec.target, X=X[600:600 + N_ROWS], stream=True)
 
 
-def test_sparse_protonn_bit_exact_and_streaming(digits, tmp_path):
-    require_target(TARGET)
+def test_sparse_protonn_bit_exact_and_streaming(spec, digits, tmp_path):
+    require_target(spec.target)
     X, _ = digits
-    result, out = build(sparse_model(digits), "int16", X, tmp_path, name="sp")
+    result, out = build(sparse_model(digits), "int16", X, tmp_path, name="sp", target=spec.target)
     assert "_colptr" in result.files["sp.c"]
-    check_exact(result, out, X[1000:1000 + N_ROWS])
-    check_exact(result, out, X[1000:1000 + N_ROWS], stream=True)
+    check_exact(result, out, target=spec.target, X=X[1000:1000 + N_ROWS])
+    check_exact(result, out, target=spec.target, X=X[1000:1000 + N_ROWS], stream=True)
 
 
 @pytest.mark.parametrize("shape", [(37, 7, 13, 3), (9, 1, 1, 2)])
-def test_odd_shapes_bit_exact(tmp_path, shape):
+def test_odd_shapes_bit_exact(spec, tmp_path, shape):
     # odd column counts, row counts that are not whole kernel blocks, single rows and prototypes
-    require_target(TARGET)
+    require_target(spec.target)
     D, d, m, L = shape
     rng = np.random.default_rng(D)
     X = rng.normal(size=(300, D)) * rng.uniform(0.5, 3, size=D)
@@ -120,9 +152,9 @@ def test_odd_shapes_bit_exact(tmp_path, shape):
     model = ProtoNNModel(W, (X[rng.choice(300, m)] @ W.T).T, rng.normal(size=(L, m)), 0.7 / np.sqrt(d),
                          rng.normal(size=D) * 0.1, rng.uniform(0.5, 2, size=D))
     for precision in ("int16", "int8") if D > 10 else ("int16",):
-        result, out = build(model, precision, X, tmp_path, name="odd")
-        check_exact(result, out, X[100:140])
-    check_exact(result, out, X[100:140], stream=True)
+        result, out = build(model, precision, X, tmp_path, name="odd", target=spec.target)
+        check_exact(result, out, target=spec.target, X=X[100:140])
+    check_exact(result, out, target=spec.target, X=X[100:140], stream=True)
 
 
 class NearestMean(Model):
@@ -152,43 +184,43 @@ class NearestMean(Model):
         return g
 
 
-def test_sqdist_first_graph_bit_exact_and_streaming(digits, tmp_path):
-    require_target(TARGET)
+def test_sqdist_first_graph_bit_exact_and_streaming(spec, digits, tmp_path):
+    require_target(spec.target)
     X, y = digits
     model = NearestMean(np.stack([X[:500][y[:500] == c].mean(0) for c in range(10)], axis=1))
-    result, out = build(model, "int16", X, tmp_path, name="nm")
+    result, out = build(model, "int16", X, tmp_path, name="nm", target=spec.target)
     assert "nm_begin" in result.files["nm.h"]
-    check_exact(result, out, X[1000:1000 + N_ROWS])
-    check_exact(result, out, X[1000:1000 + N_ROWS], stream=True)
+    check_exact(result, out, target=spec.target, X=X[1000:1000 + N_ROWS])
+    check_exact(result, out, target=spec.target, X=X[1000:1000 + N_ROWS], stream=True)
 
 
-def test_bonsai_runs_through_the_portable_path(digits, tmp_path):
+def test_bonsai_runs_through_the_portable_path(spec, digits, tmp_path):
     # other families' ops (tanh tables, per-node mat-vecs, ...) take the shared C path
-    require_target(TARGET)
+    require_target(spec.target)
     X, _ = digits
     rng = np.random.default_rng(5)
     d, depth, L = 6, 2, 10
     n_nodes, n_internal = 2 ** (depth + 1) - 1, 2**depth - 1
     model = BonsaiModel(rng.normal(size=(d, 64)) / 8, rng.normal(size=(n_nodes * L, d)),
                         rng.normal(size=(n_nodes * L, d)), rng.normal(size=(n_internal, d)), 1.0, depth)
-    result, out = build(model, "int16", X, tmp_path, name="bon")
-    check_exact(result, out, X[1000:1060], stream=True)
+    result, out = build(model, "int16", X, tmp_path, name="bon", target=spec.target)
+    check_exact(result, out, target=spec.target, X=X[1000:1060], stream=True)
 
 
-def compile_object(out, prefix, *defines):
+def compile_object(spec, out, prefix, *defines):
     obj = out / f"{prefix}.o"
-    subprocess.run([CC, *CFLAGS, *defines, "-c", str(out / f"{prefix}.c"), "-o", str(obj)], check=True)
+    subprocess.run([spec.cc, *spec.cflags, *defines, "-c", str(out / f"{prefix}.c"), "-o", str(obj)], check=True)
     return obj
 
 
 @pytest.mark.parametrize("precision", ["int16", "float"])
-def test_warning_free_and_prefixed(digits, tmp_path, precision):
-    require_target(TARGET)
+def test_warning_free_and_prefixed(spec, digits, tmp_path, precision):
+    require_target(spec.target)
     X, _ = digits
-    result, out = build(dense_model(digits), precision, X, tmp_path, name="abc")
+    result, out = build(dense_model(digits), precision, X, tmp_path, name="abc", target=spec.target)
     defines = ["-DABC_WITH_FLOAT"] if precision != "float" else []
-    obj = compile_object(out, "abc", *defines)
-    syms = subprocess.run([NM, "-g", "--defined-only", str(obj)], capture_output=True, text=True,
+    obj = compile_object(spec, out, "abc", *defines)
+    syms = subprocess.run([spec.nm, "-g", "--defined-only", str(obj)], capture_output=True, text=True,
                           check=True).stdout.split()[2::3]
     assert syms and all(s.startswith("abc_") for s in syms), syms
     streaming = ("abc_begin", "abc_feed", "abc_end", "abc_end_scores")
@@ -198,29 +230,42 @@ def test_warning_free_and_prefixed(digits, tmp_path, precision):
     if precision != "float":
         assert "abc_predict_float" in syms
         # integer-only firmware: no float code unless asked for
-        plain = subprocess.run([NM, "-u", str(compile_object(out, "abc"))], capture_output=True, text=True).stdout
-        assert "__aeabi_fadd" not in plain and "__mulsf3" not in plain and "abc_predict_float" not in plain
+        plain = subprocess.run([spec.nm, "-u", str(compile_object(spec, out, "abc"))], capture_output=True,
+                               text=True).stdout
+        assert spec.soft_float not in plain and "__mulsf3" not in plain and "abc_predict_float" not in plain
 
 
-def test_too_big_model_is_refused_with_sizes(tmp_path):
+def test_too_big_model_is_refused_with_sizes(spec, tmp_path):
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(64, 2048))
-    model = ProtoNNModel(rng.normal(size=(70, 2048)), rng.normal(size=(70, 30)), rng.normal(size=(5, 30)), 0.1)
-    with pytest.raises(CompileError, match=r"does not fit the nRF51822.*\d+ bytes"):
-        tinycc_ml.compile(model, target=TARGET, precision="int16", calibration=X, name="big")
+    D, d = spec.too_big
+    X = rng.normal(size=(64, D))
+    model = ProtoNNModel(rng.normal(size=(d, D)), rng.normal(size=(d, 30)), rng.normal(size=(5, 30)), 0.1)
+    with pytest.raises(CompileError, match=rf"does not fit the {spec.chip}.*\d+ bytes"):
+        tinycc_ml.compile(model, target=spec.target, precision="int16", calibration=X, name="big")
 
 
-def test_missing_toolchain(digits, monkeypatch, tmp_path):
+def test_streaming_refused_for_other_graphs():
+    g = Graph("g")
+    x = g.add("input", attrs={"name": "x"}, type=TensorType((4,), F32), name="x")
+    c = g.add("const", attrs={"value": np.ones(4, np.float32)}, name="c")
+    s = g.add("add", [x, c], name="s")
+    g.set_output("scores", s)
+    g.set_output("prediction", g.add("argmax", [s], name="p"))
+    with pytest.raises(CompileError, match="streaming needs"):
+        stream_plan(g)
+
+
+def test_missing_toolchain(spec, digits, monkeypatch, tmp_path):
     X, _ = digits
     model = dense_model(digits)
     real_which = shutil.which
-    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name.startswith(("arm-none", "qemu"))
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name.startswith(spec.tool_prefixes)
                         else real_which(name, *a, **k))
     # compiling still works: sizes are estimated
-    result, out = build(model, "int16", X, tmp_path)
+    result, out = build(model, "int16", X, tmp_path, target=spec.target)
     assert "estimated" in result.output.notes[0]
-    with pytest.raises(ToolchainError, match="apt-get install .*gcc-arm-none-eabi"):
-        run_on_target(TARGET, [str(out / "pn.c")], str(out / "pn.h"), "pn",
+    with pytest.raises(ToolchainError, match=f"apt-get install .*{spec.package}"):
+        run_on_target(spec.target, [str(out / "pn.c")], str(out / "pn.h"), "pn",
                       np.zeros((1, 64), np.int16), 10, "int16_t", "int32_t")
     # the host path keeps working
     assert tinycc_ml.compile(model, target="host", name="h").files
