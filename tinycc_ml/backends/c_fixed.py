@@ -220,13 +220,20 @@ def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
     ]
 
 
-def _exp_lut(em: CEmitter, node: Node) -> list[str]:
-    (a,) = node.inputs
+def exp_tables(em: CEmitter, node: Node) -> tuple[str, str]:
+    """The two int16 tables of an exp_lut node, as constant arrays: (high bits, low bits)."""
     at = node.attrs
     t_hi = em.add_const_array(em.sym(f"{node.name}_exp_hi"), at["table_hi"], "int16_t",
                               f"%{node.name}: e^x table over high bits, scale 2^-{at['hi_scale']}")
     t_lo = em.add_const_array(em.sym(f"{node.name}_exp_lo"), at["table_lo"], "int16_t",
                               f"%{node.name}: e^x table over low bits, scale 2^-{at['lo_scale']}")
+    return t_hi, t_lo
+
+
+def _exp_lut(em: CEmitter, node: Node) -> list[str]:
+    (a,) = node.inputs
+    at = node.attrs
+    t_hi, t_lo = exp_tables(em, node)
     k, mask = at["low_bits"], (1 << at["low_bits"]) - 1
     rd = em.target.read_const
     shift = at["hi_scale"] + at["lo_scale"] - node.type.dtype.scale

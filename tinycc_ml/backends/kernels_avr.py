@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
-from tinycc_ml.backends.c_fixed import rshift_c, saturate_c, store
+from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, store
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Node
 
@@ -641,10 +641,7 @@ def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
     at = node.attrs
     lo_q, hi_q, drop = int(at["lo_q"]), int(at["hi_q"]), int(at["drop_bits"])
     rnd = (1 << (drop - 1)) if drop else 0
-    t_hi = em.add_const_array(em.sym(f"{node.name}_exp_hi"), at["table_hi"], "int16_t",
-                              f"%{node.name}: e^x table over high bits, scale 2^-{at['hi_scale']}")
-    t_lo = em.add_const_array(em.sym(f"{node.name}_exp_lo"), at["table_lo"], "int16_t",
-                              f"%{node.name}: e^x table over low bits, scale 2^-{at['lo_scale']}")
+    t_hi, t_lo = exp_tables(em, node)
     k, mask = at["low_bits"], (1 << at["low_bits"]) - 1
     rd = em.target.read_const
     shift = at["hi_scale"] + at["lo_scale"] - node.type.dtype.scale
