@@ -27,11 +27,70 @@ def evaluate_all(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.nd
     return values
 
 
+ELEMENTWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+UNARY = ("scale", "exp", "tanh", "tanh_clamp", "sign", "clip", "exp_lut", "tanh_lut")
+CHUNK_ELEMENTS = 2**24
+
+
+def _batch_node(graph: Graph, name: str, vals: dict, batched: dict, n: int) -> np.ndarray:
+    """One node over n rows. Heavy ops have vectorised forms (the same arithmetic as the op's
+    definition); every other op runs its definition row by row."""
+    node = graph.node(name)
+    ins = [vals[i] for i in node.inputs]
+    flags = [batched[i] for i in node.inputs]
+    op = node.op
+    if op == "matvec" and not flags[0] and flags[1]:
+        return ins[1] @ ins[0].T
+    if op == "sqdist" and flags[0] and not flags[1]:
+        return np.sum((ins[1][None, :, :] - ins[0][:, :, None]) ** 2, axis=1)
+    if op == "matvec_at" and not flags[0] and flags[2]:
+        k = ins[1].astype(np.int64) if flags[1] else np.full(n, int(ins[1]))
+        return np.einsum("nrc,nc->nr", ins[0][k], ins[2])
+    if op in ELEMENTWISE or op in UNARY:
+        # a batched scalar meets a vector: give it a trailing axis
+        if node.type.rank == 1:
+            ins = [v[:, None] if f and graph.type(i).rank == 0 else v for i, v, f in zip(node.inputs, ins, flags)]
+        if op in ELEMENTWISE:
+            return ELEMENTWISE[op](ins[0], ins[1])
+        return OPS[op].evaluate(ins, node.attrs)
+    if op in ("argmax", "argmin") and flags[0]:
+        return (np.argmax if op == "argmax" else np.argmin)(ins[0], axis=1)
+    return np.stack([np.asarray(OPS[op].evaluate([v[r] if f else v for v, f in zip(ins, flags)], node.attrs))
+                     for r in range(n)])
+
+
+def evaluate_batch(graph: Graph, X: np.ndarray) -> dict[str, np.ndarray]:
+    """Value of every node for the rows of X: computed values carry a leading row axis,
+    constants do not."""
+    vals: dict[str, np.ndarray] = {}
+    batched: dict[str, bool] = {}
+    for name in graph.order():
+        node = graph.node(name)
+        if node.op == "input":
+            if X.shape[1:] != node.type.shape:
+                raise DataError(f"input %{name} has shape {X.shape[1:]}, expected {node.type.shape}")
+            vals[name], batched[name] = X, True
+        elif not node.inputs:
+            vals[name], batched[name] = np.asarray(OPS[node.op].evaluate([], node.attrs)), False
+        else:
+            value = np.asarray(_batch_node(graph, name, vals, batched, len(X)))
+            vals[name] = value.astype(np.float64) if node.type.dtype.is_float else value
+            batched[name] = True
+    return {n: v for n, v in vals.items() if batched[n]}
+
+
+def row_chunks(graph: Graph, n: int) -> list[slice]:
+    """Row slices small enough that the biggest per-row intermediate stays within CHUNK_ELEMENTS."""
+    work = max([1] + [max(graph.type(i).size for i in graph.node(m).inputs)
+                      for m in graph.order() if graph.op(m) in ("matvec", "matvec_at", "sqdist")])
+    step = max(1, CHUNK_ELEMENTS // work)
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
 def run_float(graph: Graph, X) -> dict[str, np.ndarray]:
     """Run a single-input graph over the rows of ``X``; returns each output stacked over rows."""
-    (input_name,) = graph.inputs()
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[None, :]
-    rows = [evaluate_all(graph, {input_name: x}) for x in X]
-    return {label: np.stack([r[node] for r in rows]) for label, node in graph.outputs}
+    parts = [evaluate_batch(graph, X[rows]) for rows in row_chunks(graph, len(X))]
+    return {label: np.concatenate([p[node] for p in parts]) for label, node in graph.outputs}

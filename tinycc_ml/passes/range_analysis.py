@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.interp import evaluate_all
+from tinycc_ml.ir.interp import evaluate_batch, row_chunks
 from tinycc_ml.ir.ops import OPS
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
@@ -44,19 +44,19 @@ LOW_ORDER = 8
 
 
 def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[float, ...]]]:
-    (input_name,) = graph.inputs()
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
     low: dict[str, np.ndarray] = {}
-    for row in X:
-        for name, value in evaluate_all(graph, {input_name: row}).items():
-            if value.dtype.kind not in "fiu" or graph.type(name).dtype.kind != "f32":
+    for rows in row_chunks(graph, len(X)):
+        for name, value in evaluate_batch(graph, np.asarray(X[rows], dtype=np.float64)).items():
+            if graph.type(name).dtype.kind != "f32":
                 continue
             vmin, vmax = float(np.min(value)), float(np.max(value))
             lo[name] = min(lo.get(name, vmin), vmin)
             hi[name] = max(hi.get(name, vmax), vmax)
-            smallest = np.sort(value.reshape(-1))[:LOW_ORDER]
-            low[name] = smallest if name not in low else np.maximum(low[name][: len(smallest)], smallest)
+            per_row = value.reshape(len(value), -1)
+            smallest = np.max(np.sort(per_row, axis=1)[:, :LOW_ORDER], axis=0)
+            low[name] = smallest if name not in low else np.maximum(low[name], smallest)
     return {n: (lo[n], hi[n], tuple(float(v) for v in low[n])) for n in lo}
 
 
