@@ -50,7 +50,7 @@ fi
 
 # pytest's exit status 5 ("no tests collected") is a failure here, as is any other non-zero status.
 status=0
-"$PY" -m pytest -q "$@" || status=$?
+"$PY" -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "scripts/test.sh: error: pytest collected no tests" >&2
 fi
