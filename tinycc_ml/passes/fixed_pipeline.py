@@ -137,7 +137,7 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     uniform = bool(np.all(s_in == s_in[0]))
     description += [
         "Input: int16, x_int[k] = round(x[k] * 2^s[k]) saturated to int16, with "
-        + (f"s[k] = {s_in[0]} for every k." if uniform else f"s[k] from {fixed_graph.name.upper()}_INPUT_SHIFTS."),
+        + (f"s[k] = {s_in[0]} for every k." if uniform else "s[k] from the header's _INPUT_SHIFTS macro."),
         "x_int is clamped to the calibrated range" + (" of its feature" if per_feature else " of all features")
         + "; out-of-range inputs and intermediates saturate, never wrap.",
         f"Scores: {fixed_graph.type(fixed_graph.output('scores')).dtype}, real = int * 2^-{s_scores}.",
