@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--calibration", metavar="FILE", default=None,
                    help="typical input rows (.npy, or .npz holding one array or an array named X) to choose "
                         "fixed-point scales")
+    c.add_argument("--arduino", action="store_true",
+                   help="with --target avr: write an Arduino library folder DIR/NAME (library.properties, src/, "
+                        "an example sketch) instead of the bare .h/.c")
     c.add_argument("--dump-ir-after", metavar="PASS", action="append", default=[],
                    help="print the IR after pass PASS (or 'all') to stderr; may be repeated")
     c.set_defaults(func=cmd_compile)
@@ -156,8 +159,19 @@ def cmd_compile(args) -> int:
     calibration = load_calibration(args.calibration) if args.calibration else None
     if calibration is not None and args.precision == "float":
         raise CompileError("--calibration is only used with --precision int16 or int8")
-    result = tinycc_ml.compile(args.model, target=args.target, out_dir=args.output, name=args.name,
-                               precision=args.precision, calibration=calibration, dump_ir_after=dump)
+    if args.arduino and args.target != "avr":
+        raise CompileError("--arduino needs --target avr")
+    result = tinycc_ml.compile(args.model, target=args.target, out_dir=None if args.arduino else args.output,
+                               name=args.name, precision=args.precision, calibration=calibration,
+                               dump_ir_after=dump)
+    if args.arduino:
+        from tinycc_ml.api import write_files
+        from tinycc_ml.backends.arduino import arduino_library
+
+        sample = calibration[0] if calibration is not None else None
+        files = arduino_library(result, sample)
+        write_files(Path(args.output), files)
+        result.out_dir, result.files = Path(args.output), files
     report = result.report
     print(f"compiled {report['model']}")
     print(f"target {result.target}, precision {result.precision}, prefix {result.prefix}")
