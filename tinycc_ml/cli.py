@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import CompileError, DataError, TinyccError
+from tinycc_ml.models.saved import read_arrays
 
 PROG = "tinycc-ml"
 FIXED_PIPELINE_MODULE = "tinycc_ml.passes.fixed_pipeline"
@@ -106,32 +107,14 @@ def _fail(message) -> int:
 
 def load_calibration(path) -> np.ndarray:
     """Rows of typical inputs from a .npy file, or a .npz holding one array (or one named X)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: calibration file not found")
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise DataError(
-            f"{path}: calibration data holds an object (pickled) array or is unreadable ({exc})") from None
-    except (OSError, EOFError) as exc:
-        raise DataError(f"{path}: not a .npy or .npz file: {exc}") from None
+    loaded = read_arrays(path, DataError)
     if isinstance(loaded, np.ndarray):
         return loaded
-    with loaded:
-        names = list(loaded.files)
-        if "X" in names:
-            key = "X"
-        elif len(names) == 1:
-            key = names[0]
-        else:
-            listed = ", ".join(names) or "(none)"
-            raise DataError(f"{path}: holds arrays {listed}; expected one, or one named X")
-        try:
-            return loaded[key]
-        except ValueError as exc:
-            raise DataError(
-                f"{path}: array {key} is an object (pickled) array, which is never loaded ({exc})") from None
+    if "X" in loaded:
+        return loaded["X"]
+    if len(loaded) == 1:
+        return next(iter(loaded.values()))
+    raise DataError(f"{path}: holds arrays {', '.join(loaded) or '(none)'}; expected one, or one named X")
 
 
 def _check_dump_names(names: list[str]) -> list[str]:
@@ -186,14 +169,9 @@ def cmd_compile(args) -> int:
 
 def load_report_data(path) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """(X, y or None, X_train or None) from an .npz, never unpickling."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: data file not found")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (ValueError, OSError, EOFError) as exc:
-        raise DataError(f"{path}: not a readable .npz of numeric arrays ({exc})") from None
+    arrays = read_arrays(path, DataError)
+    if not isinstance(arrays, dict):
+        raise DataError(f"{path}: one .npy array; expected an .npz with X (or X_test) and y (or y_test)")
     X = arrays.get("X", arrays.get("X_test"))
     if X is None:
         raise DataError(f"{path}: no array X or X_test (holds {', '.join(arrays) or 'nothing'})")

@@ -233,9 +233,7 @@ class McuEmitter(CEmitter):
             return rshift_c(f"(int32_t)v * {w}", h) if fixed else f"v * {w}"
 
         if a.op == "sparse_const":
-            idx_type = "uint8_t" if rows <= 256 else "uint16_t"
-            ptr_type = "uint16_t" if a.attrs["col_ptr"][-1] < 65536 else "int32_t"
-            vals, rix, cptr = (self.sym(f"{a_name}_{s}") for s in ("values", "rows", "colptr"))
+            vals, rix, idx_type, cptr, ptr_type = self.sparse_arrays(a_name)
             return [f"for (int32_t p = {rd(cptr, 'i', ptr_type)}; p < (int32_t){rd(cptr, 'i + 1', ptr_type)}; ++p)",
                     f"    {acc}[{rd(rix, 'p', idx_type)}] += {term(rd(vals, 'p', wt))};"]
         layout = self.kernel_layout.get(a_name)
@@ -401,19 +399,33 @@ def check_fit(target: str, chip: Chip, output: BuildOutput, measure: bool = True
 ATMEGA328P = Chip("ATmega328P", 32 * 1024, 2 * 1024, 2500, 128)  # kernels push up to 22 bytes
 
 
+class McuBackend(Backend):
+    """A microcontroller target: the shared MCU emitter with the chip's traits, then a check that
+    the build fits the chip (measured with its cross compiler when ``measure``, else estimated)."""
+
+    precisions = ("int16", "int8", "float")
+    chip: Chip
+    sim_target: str
+    measure = True
+
+    def c_target(self, graph) -> CTarget:
+        raise NotImplementedError
+
+    def emit(self, graph, prefix, model_description):
+        out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
+        out.notes.append(str(check_fit(self.sim_target, self.chip, out, measure=self.measure)))
+        return out
+
+
 @register_backend
-class AvrBackend(Backend):
+class AvrBackend(McuBackend):
     name = "avr"
     description = "ATmega328P (AVR): constants in flash, integer-only, hand-tuned MUL kernels; simavr-runnable"
-    precisions = ("int16", "int8", "float")
     chip = ATMEGA328P
     sim_target = "avr"
 
-    def emit(self, graph, prefix, model_description):
-        fixed = getattr(graph, "input_scale", None) is not None
-        out = emit_mcu(graph, prefix, AvrTarget(kernels=fixed), model_description)
-        out.notes.append(str(check_fit(self.sim_target, self.chip, out)))
-        return out
+    def c_target(self, graph) -> CTarget:
+        return AvrTarget(kernels=getattr(graph, "input_scale", None) is not None)  # kernels: integer builds
 
 
 class Atmega1284pBackend(AvrBackend):
@@ -422,10 +434,5 @@ class Atmega1284pBackend(AvrBackend):
 
     name = "avr-atmega1284p"
     chip = Chip("ATmega1284P", 128 * 1024, 16 * 1024, 2500, 64)
-
-    def emit(self, graph, prefix, model_description):
-        fixed = getattr(graph, "input_scale", None) is not None
-        out = emit_mcu(graph, prefix, AvrTarget(kernels=fixed), model_description)
-        check_fit(self.sim_target, self.chip, out, measure=False)
-        return out
+    measure = False
 

@@ -153,6 +153,22 @@ class CEmitter:
                 self.sym(name), node.attrs["value"], ctype_of(node.type.dtype), f"%{name}: {node.type}, row-major")
         return self._const_symbols[name]
 
+    def sparse_arrays(self, name: str) -> tuple[str, str, str, str, str]:
+        """The CSC arrays of a sparse constant, emitted once:
+        (values, row indices, their C type, column starts, their C type)."""
+        a = self.graph.node(name)
+        idx_type = "uint8_t" if a.type.shape[0] <= 256 else "uint16_t"
+        ptr_type = "uint16_t" if a.attrs["col_ptr"][-1] < 65536 else "int32_t"
+        if f"{name}:csc" not in self._const_symbols:
+            self._const_symbols[f"{name}:csc"] = name
+            self.add_const_array(self.sym(f"{name}_values"), a.attrs["values"], ctype_of(a.type.dtype),
+                                 f"%{name}: {a.type} sparse, CSC non-zero values")
+            self.add_const_array(self.sym(f"{name}_rows"), a.attrs["row_indices"], idx_type,
+                                 f"%{name}: row of each non-zero")
+            self.add_const_array(self.sym(f"{name}_colptr"), a.attrs["col_ptr"], ptr_type,
+                                 f"%{name}: column start offsets")
+        return self.sym(f"{name}_values"), self.sym(f"{name}_rows"), idx_type, self.sym(f"{name}_colptr"), ptr_type
+
     def const_transposed(self, name: str) -> str:
         """A (k, m) constant stored as (m, k) so each column is contiguous."""
         key = f"{name}_t"
@@ -297,14 +313,7 @@ class CEmitter:
         out = self.var(node.name)
         rows, cols = a.type.shape
         if a.op == "sparse_const":
-            vals = self.add_const_array(self.sym(f"{a_name}_values"), a.attrs["values"], "float",
-                                        f"%{a_name}: {a.type} sparse, CSC non-zero values")
-            idx_type = "uint8_t" if rows <= 256 else "uint16_t"
-            rix = self.add_const_array(self.sym(f"{a_name}_rows"), a.attrs["row_indices"], idx_type,
-                                       f"%{a_name}: row of each non-zero")
-            ptr_type = "uint16_t" if a.attrs["col_ptr"][-1] < 65536 else "int32_t"
-            cptr = self.add_const_array(self.sym(f"{a_name}_colptr"), a.attrs["col_ptr"], ptr_type,
-                                        f"%{a_name}: column start offsets")
+            vals, rix, idx_type, cptr, ptr_type = self.sparse_arrays(a_name)
             rd = self.target.read_const
             return [
                 f"for (int i = 0; i < {rows}; ++i) {out}[i] = 0.0f;",

@@ -55,14 +55,7 @@ def _matvec(em: CEmitter, node: Node) -> list[str]:
     wtype = ctype_of(a.type.dtype)
     if a.op == "sparse_const":
         rd = em.target.read_const
-        vals = em.add_const_array(em.sym(f"{a_name}_values"), a.attrs["values"], wtype,
-                                  f"%{a_name}: {a.type} sparse, CSC non-zero values")
-        idx_type = "uint8_t" if rows <= 256 else "uint16_t"
-        rix = em.add_const_array(em.sym(f"{a_name}_rows"), a.attrs["row_indices"], idx_type,
-                                 f"%{a_name}: row of each non-zero")
-        ptr_type = "uint16_t" if a.attrs["col_ptr"][-1] < 65536 else "int32_t"
-        cptr = em.add_const_array(em.sym(f"{a_name}_colptr"), a.attrs["col_ptr"], ptr_type,
-                                  f"%{a_name}: column start offsets")
+        vals, rix, idx_type, cptr, ptr_type = em.sparse_arrays(a_name)
         it = index_type(int(a.attrs["col_ptr"][-1]) + 1)
         return [
             f"{{ int32_t acc[{rows}];",

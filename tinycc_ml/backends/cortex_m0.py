@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.backends.avr import Chip, check_fit, emit_mcu
-from tinycc_ml.backends.base import Backend, register_backend
+from tinycc_ml.backends.avr import Chip, McuBackend
+from tinycc_ml.backends.base import register_backend
 from tinycc_ml.backends.c_emitter import CTarget
 
 
@@ -30,13 +30,11 @@ NRF51 = Chip("nRF51822 (Cortex-M0)", 256 * 1024, 16 * 1024, 4000, 256)
 
 
 @register_backend
-class CortexM0Backend(Backend):
+class CortexM0Backend(McuBackend):
     name = "cortex-m0"
     description = "Cortex-M0 (nRF51822): Thumb-1 C, constants in flash, integer-only; QEMU/unicorn-runnable"
-    precisions = ("int16", "int8", "float")
     chip = NRF51
+    sim_target = "cortex-m0"
 
-    def emit(self, graph, prefix, model_description):
-        out = emit_mcu(graph, prefix, M0Target(), model_description)
-        out.notes.append(str(check_fit("cortex-m0", self.chip, out)))
-        return out
+    def c_target(self, graph) -> CTarget:
+        return M0Target()

@@ -16,6 +16,7 @@ import numpy as np
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.interp import row_chunks
 from tinycc_ml.ir.ops import COMPARISONS, kvote_counts, sparse_to_dense
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -213,24 +214,8 @@ def run_fixed(graph: Graph, Xq) -> dict[str, np.ndarray]:
         raise DataError(f"input has shape {Xq.shape}, expected (n, {in_type.shape[0]})")
     if not np.issubdtype(Xq.dtype, np.integer):
         raise DataError(f"fixed-point inputs must be integers, got {Xq.dtype}")
-    # intermediates hold one element per product per row: bound their size by running in chunks
-    rows = max(1, CHUNK_ELEMENTS // max(1, work_per_row(graph)))
-    if len(Xq) > rows:
-        parts = [_run_rows(graph, input_name, Xq[i:i + rows]) for i in range(0, len(Xq), rows)]
-        return {label: np.concatenate([p[label] for p in parts]) for label, _ in graph.outputs}
-    return _run_rows(graph, input_name, Xq)
-
-
-CHUNK_ELEMENTS = 2**24  # int64 elements per intermediate: 128 MB
-
-
-def work_per_row(graph: Graph) -> int:
-    """The largest per-row intermediate (products of a mat-vec, differences of a distance)."""
-    sizes = [1]
-    for name in graph.order():
-        if graph.op(name) in ("matvec", "matvec_at", "sqdist"):
-            sizes.append(max(graph.type(i).size for i in graph.node(name).inputs))
-    return max(sizes)
+    parts = [_run_rows(graph, input_name, Xq[rows]) for rows in row_chunks(graph, len(Xq))]
+    return {label: np.concatenate([p[label] for p in parts]) for label, _ in graph.outputs}
 
 
 def _run_rows(graph: Graph, input_name: str, Xq: np.ndarray) -> dict[str, np.ndarray]:

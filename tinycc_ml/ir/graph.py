@@ -109,9 +109,12 @@ class Graph:
         raise KeyError(label)
 
     # ---- rewriting
-    def replace_uses(self, old: str, new: str) -> None:
-        """Point every use of ``old`` (operands and outputs) at ``new``."""
+    def replace_uses(self, old: str, new: str, keep: tuple[str, ...] = ()) -> None:
+        """Point every use of ``old`` (operands and outputs) at ``new``, except by the nodes in
+        ``keep`` (e.g. ``new`` itself when it wraps ``old``)."""
         for user in self.users(old):
+            if user in keep:
+                continue
             data = self.nx.nodes[user]
             data["inputs"] = tuple(new if i == old else i for i in data["inputs"])
             self.nx.remove_edge(old, user)

@@ -29,7 +29,7 @@ def evaluate_all(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.nd
 
 ELEMENTWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 UNARY = ("scale", "exp", "tanh", "tanh_clamp", "sign", "clip", "exp_lut", "tanh_lut")
-CHUNK_ELEMENTS = 2**24
+CHUNK_ELEMENTS = 2**24  # elements per intermediate (a mat-vec's products, a distance's differences)
 
 
 def _batch_node(graph: Graph, name: str, vals: dict, batched: dict, n: int) -> np.ndarray:
@@ -79,11 +79,16 @@ def evaluate_batch(graph: Graph, X: np.ndarray) -> dict[str, np.ndarray]:
     return {n: v for n, v in vals.items() if batched[n]}
 
 
-def row_chunks(graph: Graph, n: int) -> list[slice]:
-    """Row slices small enough that the biggest per-row intermediate stays within CHUNK_ELEMENTS."""
-    work = max([1] + [max(graph.type(i).size for i in graph.node(m).inputs)
+def work_per_row(graph: Graph) -> int:
+    """The largest per-row intermediate: the products of a mat-vec, the differences of a distance."""
+    return max([1] + [max(graph.type(i).size for i in graph.node(m).inputs)
                       for m in graph.order() if graph.op(m) in ("matvec", "matvec_at", "sqdist")])
-    step = max(1, CHUNK_ELEMENTS // work)
+
+
+def row_chunks(graph: Graph, n: int) -> list[slice]:
+    """Row slices small enough that the biggest per-row intermediate stays within CHUNK_ELEMENTS
+    (used by both interpreters: kNN over a whole training set would need tens of GB at once)."""
+    step = max(1, CHUNK_ELEMENTS // work_per_row(graph))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 

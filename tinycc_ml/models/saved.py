@@ -54,18 +54,29 @@ def save_model_file(path, family: str, arrays: dict[str, np.ndarray], meta: dict
     return path
 
 
+def read_arrays(path, error: type[Exception] = ModelFileError) -> np.ndarray | dict[str, np.ndarray]:
+    """The array of a .npy file, or the arrays of a .npz file by name, never unpickling; every
+    failure is one ``error`` naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: no such file")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            return loaded
+        with loaded:  # an object array in an .npz only fails when read, so read them all here
+            return {name: loaded[name] for name in loaded.files}
+    except ValueError as exc:
+        raise error(f"{path}: holds an object (pickled) array, which is never loaded ({exc})") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise error(f"{path}: not a readable .npy or .npz file: {exc}") from None
+
+
 def read_model_file(path) -> tuple[str, dict[str, np.ndarray], dict]:
     """Read a file written by :func:`save_model_file`: returns ``(family, arrays, meta)``."""
-    path = Path(path)
-    if not path.exists():
-        raise ModelFileError(f"{path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-    except ValueError as exc:
-        raise ModelFileError(f"{path}: holds an object (pickled) array, which is never loaded ({exc})") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise ModelFileError(f"{path}: not a tinycc-ml model file (.npz): {exc}") from None
+    arrays = read_arrays(path)
+    if not isinstance(arrays, dict):
+        raise ModelFileError(f"{path}: a single .npy array, not a tinycc-ml model file (.npz)")
     if META_KEY not in arrays:
         raise ModelFileError(f"{path}: not a tinycc-ml model file (no {META_KEY} entry)")
     try:
@@ -81,15 +92,10 @@ def read_model_file(path) -> tuple[str, dict[str, np.ndarray], dict]:
 
 def load_npy(path) -> np.ndarray:
     """Load one ``.npy`` file without ever unpickling, with errors that name the file."""
-    path = Path(path)
-    if not path.exists():
-        raise ModelFileError(f"{path}: no such file")
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise ModelFileError(f"{path}: holds an object (pickled) array, which is never loaded ({exc})") from None
-    except OSError as exc:
-        raise ModelFileError(f"{path}: not a readable .npy file: {exc}") from None
+    array = read_arrays(path)
+    if not isinstance(array, np.ndarray):
+        raise ModelFileError(f"{path}: an .npz archive where one .npy array was expected")
+    return array
 
 
 def check_array(value, name: str, source, shape: tuple | None = None, ndim: int | None = None) -> np.ndarray:

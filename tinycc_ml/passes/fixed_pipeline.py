@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed, work_per_row
+from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.interp import run_float
+from tinycc_ml.ir.interp import run_float, work_per_row
 from tinycc_ml.passes import choose_scales, exp_table, input_scales, range_analysis, tanh_approx  # noqa: F401
 from tinycc_ml.passes.manager import PassContext, run_passes
 
@@ -30,16 +30,11 @@ def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature
     one range for all features (two compares against constants, the default) or one per feature
     (tighter proofs, but two bounds read from flash per feature)."""
     (x,) = graph.inputs()
-    users = graph.users(x)
     bounds = {"lo": lo.astype(np.float64), "hi": hi.astype(np.float64)}
     if not per_feature or (np.all(lo == lo[0]) and np.all(hi == hi[0])):
         bounds = {"lo": float(np.min(lo)), "hi": float(np.max(hi))}
     clamp = graph.add("clip", [x], bounds, name="x_clamped")
-    for user in users:
-        data = graph.nx.nodes[user]
-        data["inputs"] = tuple(clamp if i == x else i for i in data["inputs"])
-        graph.nx.remove_edge(x, user)
-        graph.nx.add_edge(clamp, user)
+    graph.replace_uses(x, clamp, keep=(clamp,))
     return graph
 
 
