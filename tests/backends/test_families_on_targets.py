@@ -9,7 +9,7 @@ from sklearn.datasets import load_digits
 
 from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
-from tinycc_ml.backends.avr import stream_plan
+from tinycc_ml.backends.mcu import stream_plan
 from tinycc_ml.errors import CompileError
 from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
 from tinycc_ml.models.knn import KNNClassifier

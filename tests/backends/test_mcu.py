@@ -15,7 +15,7 @@ from sklearn.datasets import load_digits
 
 import tinycc_ml
 from tests.conftest import require_target
-from tinycc_ml.backends.avr import stream_plan
+from tinycc_ml.backends.mcu import stream_plan
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph

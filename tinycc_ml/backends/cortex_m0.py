@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.backends.avr import Chip, McuBackend
 from tinycc_ml.backends.base import register_backend
 from tinycc_ml.backends.c_emitter import CTarget
+from tinycc_ml.backends.mcu import McuBackend
+from tinycc_ml.chips import NRF51822
 
 
 @dataclass
@@ -26,14 +27,11 @@ class M0Target(CTarget):
         return m0_fixed_kernel(emitter, node)
 
 
-NRF51 = Chip("nRF51822 (Cortex-M0)", 256 * 1024, 16 * 1024, 4000, 256)
-
-
 @register_backend
 class CortexM0Backend(McuBackend):
     name = "cortex-m0"
     description = "Cortex-M0 (nRF51822): Thumb-1 C, constants in flash, integer-only; QEMU/unicorn-runnable"
-    chip = NRF51
+    chip = NRF51822
     sim_target = "cortex-m0"
 
     def c_target(self, graph) -> CTarget:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinycc_ml.chips import ATMEGA328P
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import (
@@ -84,7 +85,7 @@ class AvrBuild:
 
 def avr_size(elf: str) -> tuple[int, int]:
     """(flash, ram) from avr-size -C: Program = text+data, Data = data+bss+noinit."""
-    cmd = [toolchains.find_tool("avr-size"), "-C", "--mcu=atmega328p", elf]
+    cmd = [toolchains.find_tool("avr-size"), "-C", f"--mcu={ATMEGA328P.mcu}", elf]
     out = run_tool(cmd, "avr-size").stdout.decode()
     prog = re.search(r"Program:\s+(\d+)", out)
     data = re.search(r"Data:\s+(\d+)", out)
@@ -100,11 +101,12 @@ def build(spec: BuildSpec, work: str) -> AvrBuild:
     run_tool([cc, *AVR_LDFLAGS, *spec.extra_cflags, *harness_objs, *model_objs, "-o", elf, "-lm"],
              "linking the AVR firmware")
     flash, ram = avr_size(elf)
-    if flash > 32768:
-        raise CompileError(f"AVR firmware needs {flash} bytes of flash; the ATmega328P has 32768")
-    if ram + AVR_MIN_STACK > 2048:
+    chip = ATMEGA328P
+    if flash > chip.flash:
+        raise CompileError(f"AVR firmware needs {flash} bytes of flash; the {chip.name} has {chip.flash}")
+    if ram + AVR_MIN_STACK > chip.ram:
         raise CompileError(f"AVR firmware needs {ram} bytes of static RAM plus stack; "
-                           "the ATmega328P has 2048")
+                           f"the {chip.name} has {chip.ram}")
     mflash, mram = model_symbol_sizes(toolchains.find_tool("avr-nm"), model_objs, elf)
     binf = os.path.join(work, "fw_avr.bin")
     run_tool([toolchains.find_tool("avr-objcopy"), "-O", "binary", "-R", ".eeprom", "-R", ".fuse",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinycc_ml.chips import NRF51822
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import (
@@ -29,8 +30,8 @@ from tinycc_ml.runtime.simulate import (
 
 HARNESS_SOURCES = ("tcm_m0_harness.c", "tcm_m0_startup.c")
 LINKER_SCRIPT = "tcm_nrf51.ld"
-FLASH_BASE, FLASH_SIZE = 0x0, 256 * 1024
-RAM_BASE, RAM_SIZE = 0x20000000, 16 * 1024
+FLASH_BASE, FLASH_SIZE = NRF51822.flash_base, NRF51822.flash
+RAM_BASE, RAM_SIZE = NRF51822.ram_base, NRF51822.ram
 INPUT_BUDGET = 128 * 1024  # bytes of inputs per QEMU firmware image
 PAINT = 0xC5A5C5A5
 QEMU_INSTR_PER_SECOND = 20e6  # conservative, for wall-clock timeouts

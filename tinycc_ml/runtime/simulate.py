@@ -32,6 +32,7 @@ from importlib import resources
 
 import numpy as np
 
+from tinycc_ml.chips import ATMEGA328P, NRF51822
 from tinycc_ml.errors import CompileError, DataError, ToolchainError
 
 INPUT_DTYPES = {"int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"), "float": np.dtype("<f4")}
@@ -39,11 +40,8 @@ SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "float":
 SIM_TARGETS = ("avr", "cortex-m0")
 DEFAULT_MAX_CYCLES = 50_000_000  # per call; beyond this a run is taken for a hang
 
-AVR_CFLAGS = ("-mmcu=atmega328p", "-DF_CPU=16000000UL", "-Os", "-ffunction-sections", "-fdata-sections")
-AVR_LDFLAGS = ("-mmcu=atmega328p", "-Wl,--gc-sections")
-M0_CFLAGS = ("-mcpu=cortex-m0", "-mthumb", "-Os", "-ffunction-sections", "-fdata-sections",
-             "-fno-tree-loop-distribute-patterns")
-M0_LDFLAGS = ("-mcpu=cortex-m0", "-mthumb", "-nostartfiles", "-Wl,--gc-sections")
+AVR_CFLAGS, AVR_LDFLAGS = ATMEGA328P.cflags, ATMEGA328P.ldflags
+M0_CFLAGS, M0_LDFLAGS = NRF51822.cflags, NRF51822.ldflags
 WARN_FLAGS = ("-std=c99", "-Wall", "-Wextra")
 
 
