@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tinycc_ml import __version__
+    from tinycc_ml.version import __version__
 
     parser = _Parser(prog=PROG, description="Compile trained tiny ML models into dependency-free C.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")

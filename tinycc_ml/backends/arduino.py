@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml import __version__
 from tinycc_ml.errors import CompileError
+from tinycc_ml.version import __version__
 
 
 def arduino_library(result, sample=None) -> dict[str, str]:

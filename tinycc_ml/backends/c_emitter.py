@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tinycc_ml.backends.c_files import Interface, comment_block, entry_points, header_text, source_text
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph, Node
-from tinycc_ml.passes.plan_memory import LEAF_OPS, plan
+from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan
 
 C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if inline int long "
@@ -180,117 +181,68 @@ class CEmitter:
         return self._const_symbols[key]
 
     # ---- code
-    def emit(self) -> Emitted:
-        graph = self.graph
-        body: list[str] = []
-        for name in graph.order():
-            node = graph.node(name)
-            if node.op in LEAF_OPS:
-                continue
-            if name in graph.memory_plan and name != self.scores_node:
-                key, offset, _ = graph.memory_plan[name]
-                body.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
-            elif node.type.rank == 0:
-                body.append(f"    {ctype_of(node.type.dtype)} {self.var(name)};")
-        body.append("")
-        for name in graph.order():
-            node = graph.node(name)
-            if node.op in LEAF_OPS:
-                continue
-            body.append(f"    /* %{name} = {node.op}({', '.join('%' + i for i in node.inputs)}) : {node.type} */")
-            body.extend("    " + line for line in self.emit_node(node))
-        pred = self.var(self.prediction_node)
-        body.append(f"    return (int){pred};")
+    @property
+    def input_scale(self):
+        """Integer builds: the scale of each input feature (x_int[k] = round(x[k] * 2^s[k])); None for float."""
+        return getattr(self.graph, "input_scale", None)
 
-        x_type = ctype_of(graph.type(graph.inputs()[0]).dtype)
-        s_type = ctype_of(graph.type(self.scores_node).dtype)
-        input_dim = graph.type(graph.inputs()[0]).shape[0]
-        n_scores = graph.type(self.scores_node).size
-        arena_decls = [
-            f"static {ARENA_CTYPE[key]} {self.sym('arena_' + key)}[{length}];"
-            for key, length in graph.arenas.items()
-        ]
-        arena_bytes = sum(length * np.dtype(self._np_type(ARENA_CTYPE[key])).itemsize
-                          for key, length in graph.arenas.items())
+    def scheduled_ops(self) -> list[str]:
+        return [n for n in self.graph.order() if self.graph.op(n) not in LEAF_OPS]
+
+    def decls(self, names) -> list[str]:
+        """Declarations of the values ``names``: pointers into the arenas, locals for scalars."""
+        out = []
+        for name in names:
+            node = self.graph.node(name)
+            if name in self.graph.memory_plan and name != self.scores_node:
+                key, offset, _ = self.graph.memory_plan[name]
+                out.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
+            elif node.type.rank == 0:
+                out.append(f"    {ctype_of(node.type.dtype)} {self.var(name)};")
+        return out
+
+    def code(self, names) -> list[str]:
+        out = []
+        for name in names:
+            node = self.graph.node(name)
+            out.append(f"    /* %{name} = {node.op}({', '.join('%' + i for i in node.inputs)}) : {node.type} */")
+            out.extend("    " + line for line in self.emit_node(node))
+        return out
+
+    def interface(self, **sections) -> Interface:
+        g = self.graph
+        shifts = self.input_scale
+        return Interface(self.prefix, ctype_of(g.type(g.inputs()[0]).dtype), ctype_of(g.type(self.scores_node).dtype),
+                         g.type(g.inputs()[0]).shape[0], g.type(self.scores_node).size,
+                         None if shifts is None else tuple(int(s) for s in np.asarray(shifts).reshape(-1)),
+                         **sections)
+
+    def run_function(self, api: Interface, ops: list[str]) -> list[str]:
+        """static int <prefix>_run(x, scores): every op in schedule order, returns the prediction."""
+        return [f"static int {api.sym('run')}(const {api.input_ctype} *x, {api.score_ctype} *scores)", "{",
+                *self.decls(ops), "", *self.code(ops), f"    return (int){self.var(self.prediction_node)};", "}", ""]
+
+    def emit(self) -> Emitted:
+        api = self.interface()
+        return self.assemble(api, self.run_function(api, self.scheduled_ops()) + entry_points(api))
+
+    def extra_ram_bytes(self) -> int:
+        """Static RAM besides the arenas (target kernels' scratch, streaming state)."""
+        return 0
+
+    def assemble(self, api: Interface, functions: list[str]) -> Emitted:
+        """Both files around ``functions``: constants, helpers and arenas collected while emitting them."""
+        graph = self.graph
+        arena_decls = [f"static {ARENA_CTYPE[k]} {self.sym('arena_' + k)}[{n}];" for k, n in graph.arenas.items()]
+        arena_bytes = sum(n * element_bytes(k) for k, n in graph.arenas.items()) + self.extra_ram_bytes()
         includes = ["#include <stdint.h>", *self.target.extra_includes]
         if any(graph.op(n) in ("exp", "tanh") and graph.type(n).dtype.is_float for n in graph.order()):
             includes.append("#include <math.h>")
-        comment = self.comment_block(arena_bytes)
-        source = "\n".join([
-            comment,
-            f'#include "{self.prefix}.h"',
-            *sorted(set(includes)),
-            "",
-            *self.constants,
-            *self.helpers.values(),
-            "/* Intermediate values, shared by liveness (see plan_memory). */",
-            *arena_decls,
-            "",
-            f"static int {self.sym('run')}(const {x_type} *x, {s_type} *scores)",
-            "{",
-            *body,
-            "}",
-            "",
-            f"int {self.sym('predict')}(const {x_type} *x)",
-            "{",
-            f"    {s_type} scores[{n_scores}];",
-            f"    return {self.sym('run')}(x, scores);",
-            "}",
-            "",
-            f"void {self.sym('scores')}(const {x_type} *x, {s_type} *scores)",
-            "{",
-            f"    (void){self.sym('run')}(x, scores);",
-            "}",
-            "",
-        ])
-        guard = f"{self.prefix.upper()}_H"
-        header = "\n".join([
-            comment,
-            f"#ifndef {guard}",
-            f"#define {guard}",
-            "",
-            "#include <stdint.h>",
-            "",
-            "#ifdef __cplusplus",
-            'extern "C" {',
-            "#endif",
-            "",
-            f"#define {self.prefix.upper()}_INPUT_DIM {input_dim}",
-            f"#define {self.prefix.upper()}_N_SCORES {n_scores}",
-            *self.input_shift_lines(),
-            "",
-            f"/* Class index of x ({x_type}[{input_dim}]): the argmax of the scores. */",
-            f"int {self.sym('predict')}(const {x_type} *x);",
-            "",
-            f"/* Writes the {n_scores} class scores of x into scores. */",
-            f"void {self.sym('scores')}(const {x_type} *x, {s_type} *scores);",
-            "",
-            "#ifdef __cplusplus",
-            "}",
-            "#endif",
-            "",
-            f"#endif /* {guard} */",
-            "",
-        ])
-        return Emitted(source, header, self.const_bytes, arena_bytes, x_type, s_type, input_dim, n_scores)
-
-    def input_shift_lines(self) -> list[str]:
-        """Integer builds: the scale of each input feature (x_int[k] = round(x[k] * 2^s[k]))."""
-        shifts = getattr(self.graph, "input_scale", None)
-        if shifts is None:
-            return []
-        body = ", ".join(str(int(s)) for s in np.asarray(shifts).reshape(-1))
-        return ["/* x_int[k] = round(x[k] * 2^s[k]), saturated to the input type; s[k] below. */",
-                f"#define {self.prefix.upper()}_INPUT_SHIFTS {{ {body} }}"]
-
-    def comment_block(self, arena_bytes: int) -> str:
-        from tinycc_ml import __version__
-
-        lines = [f"{self.prefix}: generated by tinycc-ml {__version__} for target {self.target.name}.",
-                 *self.header_lines,
-                 f"Constants: {self.const_bytes} bytes; intermediate values: {arena_bytes} bytes of static RAM.",
-                 "No heap; not reentrant (intermediates are static). Do not edit: regenerate instead."]
-        return "/*\n" + "\n".join(f" * {line}".rstrip() for line in lines) + "\n */"
+        comment = comment_block(self.prefix, self.target.name, self.header_lines, self.const_bytes, arena_bytes)
+        source = source_text(comment, self.prefix, includes, self.constants, list(self.helpers.values()),
+                             arena_decls, functions)
+        return Emitted(source, header_text(comment, api), self.const_bytes, arena_bytes, api.input_ctype,
+                       api.score_ctype, api.input_dim, api.n_scores)
 
     def emit_node(self, node: Node) -> list[str]:
         if node.type.dtype.is_fixed or any(self.graph.type(i).dtype.is_fixed for i in node.inputs):

@@ -28,10 +28,13 @@ wrapping uint32 arithmetic gives the same bits.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, store
+from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds, SplitLayout
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Node
 
@@ -274,10 +277,9 @@ def blocks(rows: int, size: int = BLOCK) -> list[tuple[int, int]]:
     return [(r, min(size, rows - r)) for r in range(0, rows, size)]
 
 
-def kernel_weights(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[tuple[int, int, int, int, int]]]:
+def kernel_weights(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, tuple[Block, ...]]:
     """Flash image for mac_asm: per block of rows, the rows' constants K = -2^15 * row sum (mod 2^32, little
-    endian) then w' = w + 2^(wbits-1) as unsigned, column-major. Also the streaming layout: (first row, rows,
-    offset of the block's first weight, stride per column, stride per row) in elements."""
+    endian) then w' = w + 2^(wbits-1) as unsigned, column-major. Also where each block's weights start."""
     dt = np.uint16 if wbits == 16 else np.uint8
     off = (A.astype(np.int64) + (1 << (wbits - 1))).astype(dt)
     k_row = -(A.astype(np.int64).sum(axis=1) << 15) + (0 if k_extra is None else np.asarray(k_extra, np.int64))
@@ -286,9 +288,9 @@ def kernel_weights(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray,
     for r, n in blocks(A.shape[0]):
         k = k_row[r:r + n].view(dt)
         parts += [k, off[r:r + n].T.reshape(-1)]
-        layout.append((r, n, pos + len(k), n, 1))
+        layout.append(Block(r, n, pos + len(k), n, 1))
         pos += len(k) + n * A.shape[1]
-    return np.concatenate(parts), layout
+    return np.concatenate(parts), tuple(layout)
 
 
 def matvec_ok(em: CEmitter, node: Node) -> bool:
@@ -328,7 +330,7 @@ def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, 
                              f"%{label}: {rows}x{cols} + {1 << (wbits - 1)}, per 5-row block: -2^15 * row sums "
                              "(32-bit), then the block column-major")
     decode = (lambda e: f"(int16_t)({e} ^ 0x8000u)") if wbits == 16 else (lambda e: f"(int8_t)({e} ^ 0x80u)")
-    em.kernel_layout[layout_key] = (sym, wtype, decode, layout)
+    em.kernel_layout[layout_key] = BlockedLayout(sym, wtype, layout, decode)
     if out is None:
         em.scratch(acc, "uint32_t", rows)
     pre = fuse and fused_producer(em, x_name) is not None  # x holds x + 2^15, its sum is in presum_sym
@@ -346,7 +348,7 @@ def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, 
         name = em.sym(f"mac{n}w{wbits}{'o' if pre else ''}_{cols}x{nb}" + (f"s{out[1]}" if out else ""))
         if name not in em.helpers:
             em.helpers[name] = mac_asm(name, n, wbits, pre, cols, nb, out[1] if out else None)
-        base = layout[r // BLOCK][2] - (4 if wbits == 8 else 2) * n
+        base = layout[r // BLOCK].base - (4 if wbits == 8 else 2) * n
         lines.append(f"    {name}({sym} + {base}, (const int16_t *){x}, {out[0] if out else acc} + {r}, sx);")
     return lines
 
@@ -376,13 +378,13 @@ def kernel_sqdist_dot(em: CEmitter, node: Node) -> list[str]:
               f"        const uint16_t a = {x}[k] < 0 ? -(uint16_t){x}[k] : (uint16_t){x}[k];",
               f"        xx += {mulu16_avr(em)}(a, a);",
               "    }"]
-    key = f"{m_name}:dot"
+    key = m_name
     if np.abs(M).max() <= 16383:  # weights -2 M fit: the kernel leaves |M_j|^2 + |x|^2 - 2 M_j.x itself
         direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts and stores
         lines = mac_lines(em, -2 * M.T, 16, f"{m_name}_t2", x_name, acc, key, k_extra=(M * M).sum(axis=0),
                           v_sub="(uint32_t)-xx", out=(em.var(node.name), out_shift) if direct else None)
-        sym, wtype, _, layout = em.kernel_layout[key]  # streaming reads M back: -(w >> 1)
-        em.kernel_layout[key] = (sym, wtype, lambda e: f"(int16_t)-((int16_t)({e} ^ 0x8000u) >> 1)", layout)
+        em.kernel_layout[key] = replace(em.kernel_layout[key],  # streaming reads M back: -(w >> 1)
+                                        decode=lambda e: f"(int16_t)-((int16_t)({e} ^ 0x8000u) >> 1)")
         if direct:
             return ["{", *xx, *lines, "}"]
         return ["{", *xx, *lines,
@@ -418,16 +420,6 @@ def split_prototypes(M: np.ndarray, h: int) -> np.ndarray:
     return np.concatenate([out[:, j:j + n].reshape(-1) for j, n in blocks(M.shape[1], SQD_BLOCK)])
 
 
-def split_index(k: int, m: int, i: str, j: str) -> str:
-    """C offset of (Mh lo of) prototype j, dimension i, in the split_prototypes layout."""
-    full, rem = (m // SQD_BLOCK) * SQD_BLOCK, m % SQD_BLOCK
-    inner = f"3 * ({k * SQD_BLOCK} * ({j} / {SQD_BLOCK}) + ({i}) * {SQD_BLOCK} + {j} % {SQD_BLOCK})"
-    if not rem:
-        return inner
-    tail = f"3 * ({k * full} + ({i}) * {rem} + {j} - {full})"
-    return f"({j} < {full} ? {inner} : {tail})"
-
-
 def kernel_sqdist(em: CEmitter, node: Node) -> list[str]:
     x_name, m_name = node.inputs
     g = em.graph
@@ -436,7 +428,7 @@ def kernel_sqdist(em: CEmitter, node: Node) -> list[str]:
     h = int(node.attrs.get("shift", 0))
     sym = em.add_const_array(em.sym(f"{m_name}_split"), split_prototypes(M, h), "uint8_t",
                              f"%{m_name}: per prototype, per dim: (M + 2^(h-1)) >> {h} (int16), low {h} bits")
-    em.kernel_layout[m_name] = "split"
+    em.kernel_layout[m_name] = SplitLayout(sym, k, m, SQD_BLOCK)
     xs, acc = em.sym("xs"), em.sym("acc")
     em.scratch(xs, "uint8_t", 3 * k)
     em.scratch(acc, "uint32_t", m)
@@ -515,7 +507,7 @@ def kernel_clip(em: CEmitter, node: Node, fuse: bool = True) -> list[str] | None
     else:
         sym = em.add_const_array(em.sym(f"{node.name}_bounds"), np.stack([lo, hi], axis=1), "int16_t",
                                  f"%{node.name}: (lower, upper) bound of each element")
-        em.kernel_layout[node.name] = sym
+        em.kernel_layout[node.name] = InterleavedBounds(sym, "int16_t")
         lines.append(f"    const int16_t *b = {sym};")
         rd = em.target.read_const
         bounds = [f"const int16_t lo = {rd('b', '0', 'int16_t')}, hi = {rd('b', '1', 'int16_t')};", "b += 2;"]

@@ -16,6 +16,7 @@ import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter, ctype_of
 from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.layouts import Block, BlockedLayout
 from tinycc_ml.ir.graph import Node
 
 BLOCK = 7
@@ -65,7 +66,8 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str] | None:
     sym = em.add_const_array(em.sym(f"{a_name}_off"), laid, wt,
                              f"%{a_name}: {g.type(a_name)} + {1 << (wbits - 1)}, {BLOCK}-row blocks, column-major")
     decode = (lambda e: f"(int16_t)({e} ^ 0x8000u)") if wbits == 16 else (lambda e: f"(int8_t)({e} ^ 0x80u)")
-    em.kernel_layout[a_name] = (sym, wt, decode, [(r, n, r * cols, n, 1) for r, n in blocks(rows)])
+    em.kernel_layout[a_name] = BlockedLayout(sym, wt, tuple(Block(r, n, r * cols, n, 1) for r, n in blocks(rows)),
+                                             decode)
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", rows)
     x = em.var(x_name)
@@ -94,7 +96,7 @@ def kernel_sqdist(em: CEmitter, node: Node) -> list[str] | None:
     laid = np.concatenate([M[:, j:j + n].reshape(-1) for j, n in blocks(m, SQD_BLOCK)])
     sym = em.add_const_array(em.sym(f"{m_name}_blk"), laid, mt,
                              f"%{m_name}: {g.type(m_name)}, {SQD_BLOCK}-prototype blocks, row-major in a block")
-    em.kernel_layout[m_name] = (sym, mt, [(j, n, j * k, n, 1) for j, n in blocks(m, SQD_BLOCK)])
+    em.kernel_layout[m_name] = BlockedLayout(sym, mt, tuple(Block(j, n, j * k, n, 1) for j, n in blocks(m, SQD_BLOCK)))
     h = int(node.attrs.get("shift", 0))
     x = em.var(x_name)
     out_shift = 2 * (g.type(x_name).dtype.scale - h) - node.type.dtype.scale

@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tinycc_ml.backends.base import Backend, BuildOutput
-from tinycc_ml.backends.c_emitter import ARENA_CTYPE, CEmitter, CTarget, Emitted, ctype_of
+from tinycc_ml.backends.c_emitter import CEmitter, CTarget, Emitted, ctype_of
+from tinycc_ml.backends.c_files import Interface, entry_points
 from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, store
+from tinycc_ml.backends.layouts import ConstLayout
 from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Graph, Node
-from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes
 
 # ---------------------------------------------------------------- streaming
 
@@ -66,118 +67,61 @@ def stream_plan(graph: Graph) -> StreamPlan:
 class McuEmitter(CEmitter):
     """The shared emitter, split so that the batch and the streaming paths share one tail."""
 
-    kernel_layout: dict = field(default_factory=dict)  # const name -> how a kernel stored it
+    kernel_layout: dict[str, ConstLayout] = field(default_factory=dict)  # const name -> how a kernel stored it
     _scratch: dict = field(default_factory=dict)
-    stream_note: str = ""
+    stream_bytes: int = 0
 
     def scratch(self, name: str, ctype: str, length: int) -> None:
         """A static buffer shared by kernels (sized for the largest use)."""
         self._scratch[name] = max(self._scratch.get(name, 0), length)
         self.helpers[name] = f"/* kernel scratch */\nstatic {ctype} {name}[{self._scratch[name]}];\n"
 
-    def scratch_bytes(self) -> int:
-        return sum(n * (4 if "uint32" in self.helpers[k] else 1) for k, n in self._scratch.items())
+    def extra_ram_bytes(self) -> int:
+        scratch = sum(n * (4 if "uint32" in self.helpers[k] else 1) for k, n in self._scratch.items())
+        return scratch + self.stream_bytes
 
-    def decls(self, names) -> list[str]:
-        out = []
-        for name in names:
-            node = self.graph.node(name)
-            if name in self.graph.memory_plan and name != self.scores_node:
-                key, offset, _ = self.graph.memory_plan[name]
-                out.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
-            elif node.type.rank == 0:
-                out.append(f"    {ctype_of(node.type.dtype)} {self.var(name)};")
-        return out
-
-    def code(self, names) -> list[str]:
-        out = []
-        for name in names:
-            node = self.graph.node(name)
-            out.append(f"    /* %{name} = {node.op}({', '.join('%' + i for i in node.inputs)}) : {node.type} */")
-            out.extend("    " + line for line in self.emit_node(node))
-        return out
-
-    def emit(self):
-        graph = self.graph
-        ops = [n for n in graph.order() if graph.op(n) not in LEAF_OPS]
+    def emit(self) -> Emitted:
         try:
-            splan = stream_plan(graph)
+            splan, no_stream = stream_plan(self.graph), None
         except CompileError as exc:
-            splan, self.stream_note = None, str(exc)
-        x_type = ctype_of(graph.type(graph.inputs()[0]).dtype)
-        s_type = ctype_of(graph.type(self.scores_node).dtype)
-        input_dim = graph.type(graph.inputs()[0]).shape[0]
-        n_scores = graph.type(self.scores_node).size
-        pred = self.var(self.prediction_node)
-        P = self.sym
+            splan, no_stream = None, str(exc)
+        api = self.interface(streaming=splan is not None, no_streaming_reason=no_stream,
+                             predict_float=self.input_scale is not None)
+        ops = self.scheduled_ops()
         if splan:
-            head = ops[:ops.index(splan.first) + 1]
-            tail = ops[len(head):]
-            funcs = [f"static int {P('tail')}({s_type} *scores)", "{", *self.decls([splan.first] + tail), "",
-                     *self.code(tail), f"    return (int){pred};", "}", "",
-                     f"static int {P('run')}(const {x_type} *x, {s_type} *scores)", "{", *self.decls(head), "",
-                     *self.code(head), f"    return {P('tail')}(scores);", "}", ""]
-            funcs += self.streaming(splan, x_type, s_type, n_scores)
+            functions = self.split_run(api, ops, splan.first) + self.streaming(api, splan)
         else:
-            funcs = [f"static int {P('run')}(const {x_type} *x, {s_type} *scores)", "{", *self.decls(ops), "",
-                     *self.code(ops), f"    return (int){pred};", "}", ""]
-        funcs += [f"int {P('predict')}(const {x_type} *x)", "{", f"    {s_type} scores[{n_scores}];",
-                  f"    return {P('run')}(x, scores);", "}", "",
-                  f"void {P('scores')}(const {x_type} *x, {s_type} *scores)", "{",
-                  f"    (void){P('run')}(x, scores);", "}", ""]
-        s_in = getattr(graph, "input_scale", None)
-        if s_in is not None:
-            funcs += self.float_wrapper(splan, x_type, s_type, input_dim, s_in)
-        arena_decls = [f"static {ARENA_CTYPE[k]} {P('arena_' + k)}[{n}];" for k, n in graph.arenas.items()]
-        arena_bytes = sum(n * element_bytes(k) for k, n in graph.arenas.items()) + self.scratch_bytes()
-        arena_bytes += self.stream_bytes
-        includes = ["#include <stdint.h>", *self.target.extra_includes]
-        if any(graph.op(n) in ("exp", "tanh") and graph.type(n).dtype.is_float for n in graph.order()):
-            includes.append("#include <math.h>")
-        comment = self.comment_block(arena_bytes)
-        source = "\n".join([comment, f'#include "{self.prefix}.h"', *sorted(set(includes)), "",
-                            *self.constants, *self.helpers.values(),
-                            "/* Intermediate values, shared by liveness (see plan_memory). */", *arena_decls, "",
-                            *funcs])
-        header = self.header(comment, x_type, s_type, input_dim, n_scores, splan, s_in)
-        return Emitted(source, header, self.const_bytes, arena_bytes, x_type, s_type, input_dim, n_scores)
+            functions = self.run_function(api, ops)
+        functions += entry_points(api)
+        if api.predict_float:
+            functions += self.float_wrapper(api, splan)
+        return self.assemble(api, functions)
 
-    stream_bytes: int = 0
+    def split_run(self, api: Interface, ops: list[str], first: str) -> list[str]:
+        """<prefix>_run as a head (up to the streamed node) and a <prefix>_tail shared with end()."""
+        P, pred = api.sym, self.var(self.prediction_node)
+        head = ops[:ops.index(first) + 1]
+        tail = ops[len(head):]
+        return [f"static int {P('tail')}({api.score_ctype} *scores)", "{", *self.decls([first] + tail), "",
+                *self.code(tail), f"    return (int){pred};", "}", "",
+                f"static int {P('run')}(const {api.input_ctype} *x, {api.score_ctype} *scores)", "{",
+                *self.decls(head), "", *self.code(head), f"    return {P('tail')}(scores);", "}", ""]
 
     # ---- streaming
-    def streaming(self, splan: StreamPlan, x_type: str, s_type: str, n_scores: int) -> list[str]:
-        g, P = self.graph, self.sym
+    def streaming(self, api: Interface, splan: StreamPlan) -> list[str]:
+        g, P = self.graph, api.sym
         node = g.node(splan.first)
         fixed = node.type.dtype.is_fixed
         acc_t = "int32_t" if fixed else "float"
         n_acc = node.type.size
         acc = P("stream_acc")
         self.stream_bytes = 4 * n_acc
-        feed = [f"void {P('feed')}(int i, {x_type} value)", "{",
-                f"    if (i < 0 || i >= {g.type(g.inputs()[0]).shape[0]}) return;"]
-        if splan.clamp:
-            cl = g.node(splan.clamp)
-            in_dtype = g.type(g.inputs()[0]).dtype
-            lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], in_dtype)
-            shift = in_dtype.scale - cl.type.dtype.scale
-            if np.ndim(lo) == 0:
-                expr = rshift_c(_clamp_expr("value", int(lo), int(hi), in_dtype.bits), shift)
-            else:  # per-feature bounds: the arrays the batch clamp put in flash
-                rd, ct = self.target.read_const, ctype_of(in_dtype)
-                if cl.name in self.kernel_layout:  # interleaved (lo, hi) by a kernel
-                    sym = self.kernel_layout[cl.name]
-                    lo_c, hi_c = rd(sym, "2 * i", ct), rd(sym, "2 * i + 1", ct)
-                else:
-                    lo_c, hi_c = rd(self.sym(f"{cl.name}_lo"), "i", ct), rd(self.sym(f"{cl.name}_hi"), "i", ct)
-                feed.append(f"    const int32_t lo = {lo_c}, hi = {hi_c};")
-                expr = rshift_c("(value < lo ? lo : (value > hi ? hi : (int32_t)value))", shift)
-            feed.append(f"    const int16_t v = {saturate_c(self, cl, expr)};")
-        else:
-            feed.append(f"    const {x_type} v = value;")
         h = int(node.attrs.get("shift", 0))
-        feed += ["    " + line for line in (self.feed_matvec(node, acc, h) if node.op == "matvec"
-                                            else self.feed_sqdist(node, acc, h))]
-        feed += ["}", ""]
+        feed = [f"void {P('feed')}(int i, {api.input_ctype} value)", "{",
+                f"    if (i < 0 || i >= {api.input_dim}) return;", *self.feed_value(api, splan.clamp),
+                *("    " + line for line in (self.feed_matvec(node, acc, h) if node.op == "matvec"
+                                             else self.feed_sqdist(node, acc, h))),
+                "}", ""]
         if fixed:
             if node.op == "matvec":
                 a, v = node.inputs
@@ -190,11 +134,34 @@ class McuEmitter(CEmitter):
         return [f"static {acc_t} {acc}[{n_acc}];", "",
                 f"void {P('begin')}(void)", "{", f"    for (int r = 0; r < {n_acc}; ++r) {acc}[r] = 0;", "}", "",
                 *feed,
-                f"static int {P('finish')}({s_type} *scores)", "{", *self.decls([node.name]),
+                f"static int {P('finish')}({api.score_ctype} *scores)", "{", *self.decls([node.name]),
                 f"    for (int r = 0; r < {n_acc}; ++r) {fill}", f"    return {P('tail')}(scores);", "}", "",
-                f"int {P('end')}(void)", "{", f"    {s_type} scores[{n_scores}];",
+                f"int {P('end')}(void)", "{", f"    {api.score_ctype} scores[{api.n_scores}];",
                 f"    return {P('finish')}(scores);", "}", "",
-                f"void {P('end_scores')}({s_type} *scores)", "{", f"    (void){P('finish')}(scores);", "}", ""]
+                f"void {P('end_scores')}({api.score_ctype} *scores)", "{", f"    (void){P('finish')}(scores);", "}",
+                ""]
+
+    def feed_value(self, api: Interface, clamp: str | None) -> list[str]:
+        """The line defining v, feature i as the streamed node reads it (the input clamp applied)."""
+        if not clamp:
+            return [f"    const {api.input_ctype} v = value;"]
+        g = self.graph
+        cl = g.node(clamp)
+        in_dtype = g.type(g.inputs()[0]).dtype
+        lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], in_dtype)
+        shift = in_dtype.scale - cl.type.dtype.scale
+        lines = []
+        if np.ndim(lo) == 0:
+            expr = rshift_c(_clamp_expr("value", int(lo), int(hi), in_dtype.bits), shift)
+        else:  # per-feature bounds: the arrays the batch clamp put in flash
+            rd, ct = self.target.read_const, ctype_of(in_dtype)
+            if cl.name in self.kernel_layout:  # stored by a kernel
+                lo_c, hi_c = self.kernel_layout[cl.name].bounds(rd, "i")
+            else:
+                lo_c, hi_c = rd(self.sym(f"{cl.name}_lo"), "i", ct), rd(self.sym(f"{cl.name}_hi"), "i", ct)
+            lines.append(f"    const int32_t lo = {lo_c}, hi = {hi_c};")
+            expr = rshift_c("(value < lo ? lo : (value > hi ? hi : (int32_t)value))", shift)
+        return lines + [f"    const int16_t v = {saturate_c(self, cl, expr)};"]
 
     def feed_matvec(self, node: Node, acc: str, h: int) -> list[str]:
         g = self.graph
@@ -203,7 +170,6 @@ class McuEmitter(CEmitter):
         rows, cols = a.type.shape
         fixed = node.type.dtype.is_fixed
         rd = self.target.read_const
-        wt = ctype_of(a.type.dtype)
 
         def term(w: str) -> str:
             return rshift_c(f"(int32_t)v * {w}", h) if fixed else f"v * {w}"
@@ -211,16 +177,10 @@ class McuEmitter(CEmitter):
         if a.op == "sparse_const":
             vals, rix, idx_type, cptr, ptr_type = self.sparse_arrays(a_name)
             return [f"for (int32_t p = {rd(cptr, 'i', ptr_type)}; p < (int32_t){rd(cptr, 'i + 1', ptr_type)}; ++p)",
-                    f"    {acc}[{rd(rix, 'p', idx_type)}] += {term(rd(vals, 'p', wt))};"]
-        layout = self.kernel_layout.get(a_name)
-        if layout is None:
-            return [f"for (int r = 0; r < {rows}; ++r) {acc}[r] += {term(self.at(a_name, f'r * {cols} + i'))};"]
-        sym, stored_t, decode, blocks = layout
-        out = []
-        for r0, n, base, stride_i, stride_q in blocks:
-            w = decode(rd(sym, f"{base} + i * {stride_i} + q * {stride_q}", stored_t))
-            out.append(f"for (int q = 0; q < {n}; ++q) {acc}[{r0} + q] += {term(w)};")
-        return out
+                    f"    {acc}[{rd(rix, 'p', idx_type)}] += {term(rd(vals, 'p', ctype_of(a.type.dtype)))};"]
+        if a_name in self.kernel_layout:
+            return self.kernel_layout[a_name].feed_matvec(rd, acc, term)
+        return [f"for (int r = 0; r < {rows}; ++r) {acc}[r] += {term(self.at(a_name, f'r * {cols} + i'))};"]
 
     def feed_sqdist(self, node: Node, acc: str, h: int) -> list[str]:
         g = self.graph
@@ -231,41 +191,15 @@ class McuEmitter(CEmitter):
             mt = self.const_transposed(m_name)
             return [f"for (int j = 0; j < {m}; ++j) {{",
                     f"    const float d = {rd(mt, f'j * {k} + i', 'float')} - v;", f"    {acc}[j] += d * d;", "}"]
-        layout = self.kernel_layout.get(m_name)
-        if f"{m_name}:dot" in self.kernel_layout:  # AVR: M^T stored for the mat-vec kernel
-            sym, stored_t, decode, blocks = self.kernel_layout[f"{m_name}:dot"]
-            out = []
-            for j0, n, base, stride_i, stride_q in blocks:
-                e = decode(rd(sym, f"{base} + i * {stride_i} + q * {stride_q}", stored_t))
-                out += [f"for (int q = 0; q < {n}; ++q) {{", f"    const int32_t d = (int32_t){e} - v;",
-                        f"    {acc}[{j0} + q] += d * d;", "}"]
-            return out
-        if layout == "split":  # AVR sqdist kernel's layout: d = Mh - vh - (Ml < vl)
-            from tinycc_ml.backends.kernels_avr import split_index
-
-            sym = self.sym(f"{m_name}_split")
-            mh = f"(int16_t)({rd(sym, 'o', 'uint8_t')} | ((uint16_t){rd(sym, 'o + 1', 'uint8_t')} << 8))"
-            return [f"const int16_t vh = (int16_t)(v >> {h});", f"const uint8_t vl = (uint8_t)(v & {(1 << h) - 1});",
-                    f"for (int j = 0; j < {m}; ++j) {{",
-                    f"    const uint16_t o = (uint16_t)({split_index(k, m, 'i', 'j')});",
-                    f"    const int32_t d = (int32_t){mh} - vh - ({rd(sym, 'o + 2', 'uint8_t')} < vl);",
-                    f"    {acc}[j] += d * d;", "}"]
-        if isinstance(layout, tuple):  # prototypes in blocks (Cortex-M0 kernel)
-            sym, mt_, blocks = layout
-            out = []
-            for j0, n, base, stride_i, stride_q in blocks:
-                e = rd(sym, f"{base} + i * {stride_i} + q * {stride_q}", mt_)
-                out += [f"for (int q = 0; q < {n}; ++q) {{",
-                        f"    const int32_t d = {rshift_c(f'(int32_t){e} - v', h)};",
-                        f"    {acc}[{j0} + q] += d * d;", "}"]
-            return out
+        if m_name in self.kernel_layout:
+            return self.kernel_layout[m_name].feed_sqdist(rd, acc, h)
         mt = self.const_transposed(m_name)
         d = rshift_c(f"(int32_t){rd(mt, f'j * {k} + i', ctype_of(g.type(m_name).dtype))} - v", h)
         return [f"for (int j = 0; j < {m}; ++j) {{", f"    const int32_t d = {d};", f"    {acc}[j] += d * d;", "}"]
 
-    def float_wrapper(self, splan, x_type, s_type, input_dim, s_in) -> list[str]:
-        P, guard = self.sym, f"{self.prefix.upper()}_WITH_FLOAT"
-        s_in = np.asarray(s_in).reshape(-1)
+    def float_wrapper(self, api: Interface, splan: StreamPlan | None) -> list[str]:
+        P, guard, input_dim = api.sym, f"{self.prefix.upper()}_WITH_FLOAT", api.input_dim
+        s_in = np.asarray(api.input_shifts)
         lines = [f"#ifdef {guard}"]
         if np.all(s_in == s_in[0]):
             factor = f"{float(2.0 ** s_in[0])!r}f"
@@ -287,31 +221,6 @@ class McuEmitter(CEmitter):
             lines += [f"    static int16_t xq[{input_dim}];",
                       f"    for (int i = 0; i < {input_dim}; ++i) xq[i] = {q};", f"    return {P('predict')}(xq);"]
         return lines + ["}", f"#endif /* {guard} */", ""]
-
-    def header(self, comment, x_type, s_type, input_dim, n_scores, splan, s_in) -> str:
-        P, up = self.sym, self.prefix.upper()
-        lines = [comment, f"#ifndef {up}_H", f"#define {up}_H", "", "#include <stdint.h>", "",
-                 "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
-                 f"#define {up}_INPUT_DIM {input_dim}", f"#define {up}_N_SCORES {n_scores}"]
-        lines += self.input_shift_lines()
-        lines += ["", f"/* Class index of x ({x_type}[{input_dim}]): the argmax of the scores. */",
-                  f"int {P('predict')}(const {x_type} *x);", "",
-                  f"/* Writes the {n_scores} class scores of x into scores. */",
-                  f"void {P('scores')}(const {x_type} *x, {s_type} *scores);", ""]
-        if splan:
-            lines += ["/* Streaming: begin(), then feed(i, x[i]) once for each feature as it arrives (any order;",
-                      " * an index out of range is ignored), then end() or end_scores(). Equals predict()/scores()",
-                      " * bit for bit; the input vector is never stored. */",
-                      f"void {P('begin')}(void);", f"void {P('feed')}(int i, {x_type} value);",
-                      f"int {P('end')}(void);",
-                      f"void {P('end_scores')}({s_type} *scores);", ""]
-        else:
-            lines += [f"/* No streaming entry points: {self.stream_note} */", ""]
-        if s_in is not None:
-            lines += [f"#ifdef {up}_WITH_FLOAT", "/* Float input, quantised once per feature (pulls in float code). */",
-                      f"int {P('predict_float')}(const float *x);", "#endif", ""]
-        lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {up}_H */", ""]
-        return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- backends
