@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -158,7 +158,10 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
 
         graph = lower_to_fixed(graph, precision, calibration, ctx, report, description)
     output = backend.emit(graph, prefix, description)
+    fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes)
+    if fit is not None:
+        report["fit"] = asdict(fit)
     if out_dir is not None:
         write_files(Path(out_dir), output.files)
     return CompileResult(target, prefix, precision, dict(output.files), Path(out_dir) if out_dir else None,

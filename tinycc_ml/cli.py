@@ -159,6 +159,10 @@ def cmd_compile(args) -> int:
     print(f"compiled {report['model']}")
     print(f"target {result.target}, precision {result.precision}, prefix {result.prefix}")
     print(f"constants {report.get('const_bytes', 0)} bytes, static RAM {report.get('ram_bytes', 0)} bytes")
+    if "fit" in report:
+        fit = report["fit"]
+        print(f"fits the {fit['chip']}: {fit['flash_bytes']} bytes of flash, {fit['ram_bytes']} bytes of static RAM "
+              f"+ ~{fit['stack_estimate']} bytes of stack ({fit['how']})")
     for path in result.paths:
         print(f"wrote {path}")
     return 0

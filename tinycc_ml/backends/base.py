@@ -32,12 +32,25 @@ class BuildOutput:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Fit:
+    """How a build fits its chip (Backend.check_fit)."""
+
+    chip: str
+    flash_bytes: int
+    ram_bytes: int  # static
+    stack_estimate: int
+    how: str  # measured or estimated, and why
+
+
 class Backend:
     """A code-generation target.
 
     name: the target name users pass (``--target NAME``).
     precisions: which ``precision=`` values it accepts ("float", "int16", "int8").
     emit(): turn an optimised, planned graph into files.
+    check_fit(): the step after emit: CompileError if the build cannot fit the target, else how it fits
+        (None: nothing to check, e.g. the host).
     load(): optional, give back a runnable predictor for files written to a folder.
     """
 
@@ -47,6 +60,9 @@ class Backend:
 
     def emit(self, graph, prefix: str, model_description: list[str]) -> BuildOutput:
         raise NotImplementedError
+
+    def check_fit(self, output: BuildOutput) -> Fit | None:
+        return None
 
     def load(self, out_dir: Path, output: BuildOutput):
         raise CompileError(f"target {self.name} builds are not runnable on this machine from Python")

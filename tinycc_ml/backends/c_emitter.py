@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tinycc_ml.backends.base import BuildOutput
 from tinycc_ml.backends.c_files import Interface, comment_block, entry_points, header_text, source_text
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph, Node
@@ -225,6 +226,15 @@ class CEmitter:
     def emit(self) -> Emitted:
         api = self.interface()
         return self.assemble(api, self.run_function(api, self.scheduled_ops()) + entry_points(api))
+
+    def build_output(self) -> BuildOutput:
+        """emit(), as the files and facts a backend returns."""
+        emitted = self.emit()
+        return BuildOutput(
+            files={f"{self.prefix}.h": emitted.header, f"{self.prefix}.c": emitted.source},
+            prefix=self.prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
+            input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
+            ram_bytes=emitted.arena_bytes, input_scale=self.input_scale)
 
     def extra_ram_bytes(self) -> int:
         """Static RAM besides the arenas (target kernels' scratch, streaming state)."""

@@ -9,19 +9,7 @@ from tinycc_ml.backends.c_emitter import CEmitter, CTarget
 
 
 def emit_c(graph, prefix: str, target: CTarget, model_description: list[str]) -> BuildOutput:
-    emitter = CEmitter(graph, prefix, target, header_lines=model_description)
-    emitted = emitter.emit()
-    return BuildOutput(
-        files={f"{prefix}.h": emitted.header, f"{prefix}.c": emitted.source},
-        prefix=prefix,
-        input_ctype=emitted.input_ctype,
-        score_ctype=emitted.score_ctype,
-        input_dim=emitted.input_dim,
-        n_scores=emitted.n_scores,
-        const_bytes=emitted.const_bytes,
-        ram_bytes=emitted.arena_bytes,
-        input_scale=getattr(graph, "input_scale", None),
-    )
+    return CEmitter(graph, prefix, target, header_lines=model_description).build_output()
 
 
 @register_backend

@@ -47,7 +47,7 @@ def _words(lines: list[str]) -> str:
 
 
 def _prologue(name: str, saved: list[str]) -> list[str]:
-    return ([f".section .text.{name},\\\"ax\\\",@progbits", f".global {name}", f".type {name}, @function", f"{name}:"]
+    return ([f".section .text.{name},\\\"ax\\\",@progbits", f".local {name}", f".type {name}, @function", f"{name}:"]
             + [f"push {r}" for r in saved])
 
 

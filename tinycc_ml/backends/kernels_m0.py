@@ -34,7 +34,7 @@ def mac_asm(name: str, rows: int, wbits: int) -> str:
     step = rows * wbits // 8
     load = "ldrh" if wbits == 16 else "ldrb"
     body = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
-            f".global {name}", ".thumb_func", f".type {name}, %function", f"{name}:",
+            f".local {name}", ".thumb_func", f".type {name}, %function", f"{name}:",
             "push {r4-r7, lr}", "mov r4, r8", "mov r5, r9", "mov r6, r10", "mov r7, r11", "push {r4-r7}", "push {r2}"]
     for q, r in enumerate(acc):
         body += [f"ldr {r}, [r2, #{4 * q}]"] if r in ("r6", "r7") else [f"ldr r4, [r2, #{4 * q}]", f"mov {r}, r4"]

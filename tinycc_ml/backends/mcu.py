@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinycc_ml.backends.base import Backend, BuildOutput
+from tinycc_ml.backends.base import Backend, BuildOutput, Fit
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget, Emitted, ctype_of
 from tinycc_ml.backends.c_files import Interface, entry_points
 from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, store
@@ -226,17 +226,12 @@ class McuEmitter(CEmitter):
 # ---------------------------------------------------------------- backends
 
 def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str]) -> BuildOutput:
-    emitted = McuEmitter(graph, prefix, target, header_lines=list(model_description)).emit()
-    return BuildOutput(
-        files={f"{prefix}.h": emitted.header, f"{prefix}.c": emitted.source},
-        prefix=prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
-        input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
-        ram_bytes=emitted.arena_bytes, input_scale=getattr(graph, "input_scale", None))
+    return McuEmitter(graph, prefix, target, header_lines=list(model_description)).build_output()
 
 
-def check_fit(target: str, chip: Chip, output: BuildOutput, measure: bool = True) -> dict:
-    """Refuse a build that cannot fit ``chip``: measured with the cross toolchain when present,
-    else estimated. Returns the sizes (flash, ram, stack, how)."""
+def check_fit(target: str, chip: Chip, output: BuildOutput, measure: bool = True) -> Fit:
+    """Refuse a build that cannot fit ``chip`` (CompileError with the sizes): measured with the cross
+    toolchain when present, else estimated."""
     in_bytes = output.input_dim * (4 if output.input_ctype == "float" else 2)
     sizes, failure = None, "not measured"
     if measure:
@@ -269,11 +264,11 @@ def check_fit(target: str, chip: Chip, output: BuildOutput, measure: bool = True
             f"model {output.prefix} does not fit the {chip.name}: needs {flash} bytes of flash (has {chip.flash}) "
             f"and {ram} bytes of static RAM + ~{stack} bytes of stack (has {chip.ram}); {how}; "
             f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes")
-    return {"flash_bytes": flash, "ram_bytes": ram, "stack_estimate": stack, "how": how}
+    return Fit(chip.name, flash, ram, stack, how)
 
 
 class McuBackend(Backend):
-    """A microcontroller target: the shared MCU emitter with the chip's traits, then a check that
+    """A microcontroller target: the shared MCU emitter with the chip's traits; check_fit says whether
     the build fits the chip (measured with its cross compiler when ``measure``, else estimated)."""
 
     precisions = ("int16", "int8", "float")
@@ -285,8 +280,9 @@ class McuBackend(Backend):
         raise NotImplementedError
 
     def emit(self, graph, prefix, model_description):
-        out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
-        out.notes.append(str(check_fit(self.sim_target, self.chip, out, measure=self.measure)))
-        return out
+        return emit_mcu(graph, prefix, self.c_target(graph), model_description)
+
+    def check_fit(self, output: BuildOutput) -> Fit:
+        return check_fit(self.sim_target, self.chip, output, measure=self.measure)
 
 
