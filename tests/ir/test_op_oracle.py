@@ -37,8 +37,8 @@ from tinycc_ml.ir.types import IDX, TensorType, fixed
 from tinycc_ml.passes.exp_table import build_exp_lut
 from tinycc_ml.passes.tanh_approx import build_tanh_lut
 
-ORACLE = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SATURATION = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ORACLE = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SATURATION = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 LEAVES = {"input", "const", "sparse_const"}  # values, not computations
 FLOAT_ONLY = {"exp", "tanh"}  # rewritten to exp_lut / tanh_lut / tanh_clamp before fixed point
