@@ -27,11 +27,14 @@ if [ "${#host_packages[@]}" -gt 0 ] && can_apt; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${host_packages[@]}" >/dev/null
 fi
 
-# Cross toolchains and simulators for the AVR and Cortex-M0 tests.
+# Cross toolchains and simulators for the AVR and Cortex-M0 tests; CMake, Ninja and Make for the
+# build-integration tests.
 have_toolchains() {
     command -v avr-gcc >/dev/null 2>&1 \
         && command -v arm-none-eabi-gcc >/dev/null 2>&1 \
         && command -v qemu-system-arm >/dev/null 2>&1 \
+        && command -v cmake >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1 \
+        && command -v make >/dev/null 2>&1 \
         && [ -f /usr/include/simavr/sim_avr.h ]
 }
 if ! have_toolchains; then
@@ -41,9 +44,9 @@ if ! have_toolchains; then
         apt-get update -qq
         apt-get install -y -qq --no-install-recommends \
             gcc-avr avr-libc binutils-avr simavr libsimavr-dev \
-            gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm >/dev/null
+            gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm cmake ninja-build make >/dev/null
     else
-        echo "scripts/test.sh: note: avr-gcc, arm-none-eabi-gcc, qemu-system-arm or simavr headers are" \
+        echo "scripts/test.sh: note: avr-gcc, arm-none-eabi-gcc, qemu-system-arm, simavr headers, cmake, ninja or make are" \
              "missing and cannot be installed here (needs root and apt-get); simulator tests will skip" >&2
     fi
 fi

@@ -48,6 +48,19 @@ def require_target(target: str, m0_method: str = "auto") -> None:
         pytest.skip(reason)
 
 
+def require_tools(*names: str) -> None:
+    """Skip (or fail, like require_target) unless every program in ``names`` is on PATH."""
+    import shutil
+
+    missing = [name for name in names if shutil.which(name) is None]
+    if missing:
+        packages = [p for name in missing for p in toolchains.TOOL_PACKAGES.get(name, (name,))]
+        reason = f"{', '.join(missing)} not on PATH; {toolchains.install_hint(packages)}"
+        if toolchains_required():
+            pytest.fail(f"{reason} ({REQUIRE_ENV}=1)", pytrace=False)
+        pytest.skip(reason)
+
+
 @pytest.fixture
 def avr_target() -> str:
     require_target("avr")

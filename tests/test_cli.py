@@ -91,7 +91,8 @@ def test_targets_lists_host_with_description(capsys):
     (["compile", "{model}", "-o", "{out}", "--name", "a b"], ["a b"]),
     (["compile", "{model}", "-o", "{out}", "--dump-ir-after", "frobnicate"], ["frobnicate"]),
     (["compile", "{tmp}/nope.npz", "-o", "{out}"], ["nope.npz"]),
-    (["compile", "{model}", "-o", "{out}", "--calibration", "{tmp}/calib.npy"], ["--calibration"]),
+    (["compile", "{model}", "-o", "{out}", "--precision", "float", "--calibration", "{tmp}/calib.npy"],
+     ["--calibration"]),
     (["compile", "{model}", "-o", "{out}", "--precision", "int8"], ["calibration"]),
 ])
 def test_user_errors_are_one_line_and_status_2(model_file, tmp_path, capsys, argv, words):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 from tinycc_ml.backends.base import BuildOutput, get_backend
 from tinycc_ml.backends.c_emitter import check_prefix
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
+from tinycc_ml.files import write_tree
 from tinycc_ml.models.base import MODEL_FAMILIES, Model
 from tinycc_ml.models.saved import read_model_file
 from tinycc_ml.passes import PassContext, run_pipeline
@@ -82,26 +82,18 @@ class CompileResult:
             return backend.load(Path(tmp), self.output)
 
 
-def write_files(out_dir: Path, files: dict[str, str]) -> None:
-    """Write all files or none: into a temporary folder beside ``out_dir``, then moved in."""
-    out_dir = Path(out_dir)
-    parent = out_dir.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
-    try:
-        for name, text in files.items():
-            (staging / name).parent.mkdir(parents=True, exist_ok=True)
-            (staging / name).write_text(text)
-        if not out_dir.exists():
-            os.replace(staging, out_dir)
-            return
-        if not out_dir.is_dir():
-            raise CompileError(f"{out_dir}: exists and is not a directory")
-        for name in files:
-            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / name, out_dir / name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
+    """Write all files or none (staged beside ``out_dir``, then moved in); files whose content is
+    unchanged are left alone. Returns the paths written."""
+    return write_tree(out_dir, files)
+
+
+def model_input_files(path) -> list[Path]:
+    """Every file ``load_model(path)`` may read: the model file, or all files of an EdgeML directory."""
+    path = Path(path)
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.is_file())
+    return [path]
 
 
 def as_model(model) -> Model:

@@ -8,16 +8,22 @@ errors also exit 2. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.errors import CompileError, DataError, TinyccError
-from tinycc_ml.models.saved import read_arrays
+from tinycc_ml.errors import CompileError, TinyccError
+from tinycc_ml.files import atomic_write_bytes, depfile_text, write_tree
+
+log = logging.getLogger("tinycc_ml")
 
 PROG = "tinycc-ml"
+PRECISIONS = ("float", "int16", "int8")
+DATA_FILE_HELP = (".npy rows, or .npz with X_train / X / X_test and labels y_train / y / y_test "
+                  "(see README, Data files)")
 FIXED_PIPELINE_MODULE = "tinycc_ml.passes.fixed_pipeline"
 
 
@@ -32,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog=PROG, description="Compile trained tiny ML models into dependency-free C.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="count", default=0,
+                      help="log progress of long steps (-vv: debug details)")
+    loud.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -43,14 +53,25 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for <name>.h and <name>.c")
     c.add_argument("--name", default=None,
                    help="C identifier prefixing every symbol and naming the files; default: the model family")
-    c.add_argument("--precision", default="float", choices=("float", "int16", "int8"),
-                   help="float (default) or integer-only fixed point (needs --calibration)")
+    c.add_argument("--precision", default=None, choices=PRECISIONS,
+                   help="float, or integer-only fixed point int16/int8 (needs calibration rows); "
+                        "default: int16 when --calibration is given, else float")
     c.add_argument("--calibration", metavar="FILE", default=None,
-                   help="typical input rows (.npy, or .npz holding one array or an array named X) to choose "
-                        "fixed-point scales")
-    c.add_argument("--arduino", action="store_true",
-                   help="with --target avr: write an Arduino library folder DIR/NAME (library.properties, src/, "
-                        "an example sketch) instead of the bare .h/.c")
+                   help=f"typical input rows to choose fixed-point scales: {DATA_FILE_HELP}")
+    kind = c.add_mutually_exclusive_group()
+    kind.add_argument("--arduino", action="store_true",
+                      help="with --target avr: write an Arduino/PlatformIO library folder DIR/NAME "
+                           "(library.properties, library.json, src/, an example sketch) instead of the bare .h/.c")
+    kind.add_argument("--project", action="store_true",
+                      help="with --target avr or cortex-m0: write a standalone firmware project into DIR "
+                           "(startup, linker script, main running stored inputs, Makefile)")
+    c.add_argument("--examples", metavar="FILE", default=None,
+                   help="for --arduino/--project: rows (and labels y) stored in the example "
+                        f"({DATA_FILE_HELP}); default: the first calibration rows")
+    c.add_argument("--depfile", metavar="FILE", default=None,
+                   help="also write a Makefile-syntax depfile: the outputs depend on every input read")
+    c.add_argument("--manifest", metavar="FILE", default=None,
+                   help="also write a JSON list of the outputs and inputs (rewritten on every run: a build stamp)")
     c.add_argument("--dump-ir-after", metavar="PASS", action="append", default=[],
                    help="print the IR after pass PASS (or 'all') to stderr; may be repeated")
     c.set_defaults(func=cmd_compile)
@@ -62,16 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("model", metavar="MODEL", help="a .npz model file or an EdgeML model directory")
     r.add_argument("--target", default="host", help="host, avr or cortex-m0 (default host)")
     r.add_argument("--data", required=True, metavar="FILE",
-                   help=".npz with test rows X (or X_test) and labels y (or y_test); X_train, if present, "
-                        "calibrates integer builds")
-    r.add_argument("--precision", default="int16", choices=("float", "int16", "int8"))
-    r.add_argument("--calibration", metavar="FILE", default=None, help="calibration rows (as for compile)")
+                   help=f"test rows and labels: {DATA_FILE_HELP}")
+    r.add_argument("--precision", default=None, choices=PRECISIONS,
+                   help="float, int16 or int8; default int16 (calibrated on the data file's rows)")
+    r.add_argument("--calibration", metavar="FILE", default=None,
+                   help="calibration rows (as for compile); default: the data file's calibration rows")
     r.add_argument("--rows", type=int, default=200, help="test rows to run (default 200; 0 for all)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.set_defaults(func=cmd_report)
 
     t = sub.add_parser("targets", help="list the code-generation targets")
     t.set_defaults(func=cmd_targets)
+
+    k = sub.add_parser("cmake-dir", help="print the folder of TinyccML.cmake (for CMAKE_MODULE_PATH)")
+    k.set_defaults(func=cmd_cmake_dir)
 
     d = sub.add_parser("demo",
                        help="train, compile, build and check a model on scikit-learn's digits (offline)")
@@ -84,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_logging(args.verbose, args.quiet)
     try:
         return args.func(args) or 0
     except TinyccError as exc:
@@ -96,6 +122,30 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(exc)
 
 
+class _CliHandler(logging.StreamHandler):
+    """Log lines on stderr as ``tinycc-ml: message``; replaced, not stacked, on each main() call."""
+
+
+def configure_logging(verbose: int, quiet: bool) -> None:
+    from tinycc_ml.progress import show_bar
+
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logger = logging.getLogger("tinycc_ml")
+    for handler in [h for h in logger.handlers if isinstance(h, _CliHandler)]:
+        logger.removeHandler(handler)
+    handler = _CliHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    show_bar(not quiet and sys.stderr.isatty())
+
+
+def say(args, text: str) -> None:
+    """Normal command output on stdout; -q silences it."""
+    if not getattr(args, "quiet", False):
+        print(text)
+
+
 def _fail(message) -> int:
     text = " ".join(str(message).split())  # exactly one line
     sys.stderr.write(f"{PROG}: error: {text}\n")
@@ -103,18 +153,6 @@ def _fail(message) -> int:
 
 
 # ---------------------------------------------------------------- compile
-
-
-def load_calibration(path) -> np.ndarray:
-    """Rows of typical inputs from a .npy file, or a .npz holding one array (or one named X)."""
-    loaded = read_arrays(path, DataError)
-    if isinstance(loaded, np.ndarray):
-        return loaded
-    if "X" in loaded:
-        return loaded["X"]
-    if len(loaded) == 1:
-        return next(iter(loaded.values()))
-    raise DataError(f"{path}: holds arrays {', '.join(loaded) or '(none)'}; expected one, or one named X")
 
 
 def _check_dump_names(names: list[str]) -> list[str]:
@@ -135,70 +173,109 @@ def _check_dump_names(names: list[str]) -> list[str]:
     return names
 
 
+def default_precision(precision: str | None, has_calibration: bool) -> str:
+    """One rule for compile and report: int16 when calibration rows are at hand, float otherwise."""
+    return precision or ("int16" if has_calibration else "float")
+
+
+def _check_folder_of(path: str | None, option: str, out_dir: str) -> None:
+    """The folder of a side file must exist, or be the output folder (created by the compile)."""
+    if path is None:
+        return
+    folder = Path(path).resolve().parent
+    if not folder.is_dir() and folder != Path(out_dir).resolve():
+        raise CompileError(f"{option} {path}: folder {Path(path).parent} does not exist")
+
+
 def cmd_compile(args) -> int:
     import tinycc_ml
+    from tinycc_ml.api import model_input_files
+    from tinycc_ml.datafiles import load_rows
 
     dump = _check_dump_names(args.dump_ir_after)
-    calibration = load_calibration(args.calibration) if args.calibration else None
-    if calibration is not None and args.precision == "float":
-        raise CompileError("--calibration is only used with --precision int16 or int8")
+    _check_folder_of(args.depfile, "--depfile", args.output)
+    _check_folder_of(args.manifest, "--manifest", args.output)
     if args.arduino and args.target != "avr":
         raise CompileError("--arduino needs --target avr")
-    result = tinycc_ml.compile(args.model, target=args.target, out_dir=None if args.arduino else args.output,
-                               name=args.name, precision=args.precision, calibration=calibration,
-                               dump_ir_after=dump)
-    if args.arduino:
-        from tinycc_ml.api import write_files
-        from tinycc_ml.backends.arduino import arduino_library
+    if args.project and args.target not in ("avr", "cortex-m0"):
+        raise CompileError(f"--project needs --target avr or cortex-m0, not {args.target}")
+    if args.examples and not (args.arduino or args.project):
+        raise CompileError("--examples is only used with --arduino or --project")
+    calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else None
+    precision = default_precision(args.precision, calibration is not None)
+    if calibration is not None and precision == "float":
+        raise CompileError("--calibration is only used with --precision int16 or int8")
+    inputs = model_input_files(args.model) + [Path(f) for f in (args.calibration, args.examples) if f]
+    result = tinycc_ml.compile(args.model, target=args.target, name=args.name, precision=precision,
+                               calibration=calibration, dump_ir_after=dump)
+    out = Path(args.output)
+    files = dict(result.files)
+    if args.arduino or args.project:
+        rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
+        from tinycc_ml.backends.examples import example_rows
 
-        sample = calibration[0] if calibration is not None else None
-        files = arduino_library(result, sample)
-        write_files(Path(args.output), files)
-        result.out_dir, result.files = Path(args.output), files
+        examples = example_rows(result, tinycc_ml.load_model(args.model), rows, labels)
+        if args.arduino:
+            from tinycc_ml.backends.arduino import arduino_library
+
+            files = arduino_library(result, examples)
+        else:
+            from tinycc_ml.backends.project import firmware_project
+
+            files = firmware_project(result, examples)
+    written = set(write_tree(out, files))
+    paths = [out / name for name in files]
+    if args.manifest:
+        _write_manifest(Path(args.manifest), result, paths, inputs)
+    if args.depfile:
+        # the manifest first: Ninja reads the first target as the rule's (first) output
+        targets = ([Path(args.manifest)] if args.manifest else []) + paths
+        atomic_write_bytes(args.depfile, depfile_text(targets, inputs).encode())
     report = result.report
-    print(f"compiled {report['model']}")
-    print(f"target {result.target}, precision {result.precision}, prefix {result.prefix}")
-    print(f"constants {report.get('const_bytes', 0)} bytes, static RAM {report.get('ram_bytes', 0)} bytes")
+    log.info("read %s", ", ".join(map(str, inputs)))
+    say(args, f"compiled {report['model']}")
+    say(args, f"target {result.target}, precision {result.precision}, prefix {result.prefix}")
+    say(args, f"constants {report.get('const_bytes', 0)} bytes, static RAM {report.get('ram_bytes', 0)} bytes")
     if "fit" in report:
         fit = report["fit"]
-        print(f"fits the {fit['chip']}: {fit['flash_bytes']} bytes of flash, {fit['ram_bytes']} bytes of static RAM "
-              f"+ ~{fit['stack_estimate']} bytes of stack ({fit['how']})")
-    for path in result.paths:
-        print(f"wrote {path}")
+        say(args, f"fits the {fit['chip']}: {fit['flash_bytes']} bytes of flash, {fit['ram_bytes']} bytes of static "
+                  f"RAM + ~{fit['stack_estimate']} bytes of stack ({fit['how']})")
+    for path in paths:
+        say(args, f"{'wrote' if path in written else 'unchanged'} {path}")
     return 0
 
 
+def _write_manifest(path: Path, result, outputs: list[Path], inputs: list[Path]) -> None:
+    import json
+
+    from tinycc_ml.version import __version__
+
+    manifest = {"tinycc_ml": __version__, "target": result.target, "precision": result.precision,
+                "prefix": result.prefix, "outputs": [str(p) for p in outputs], "inputs": [str(p) for p in inputs],
+                "headers": [str(p) for p in outputs if p.suffix == ".h"],
+                "sources": [str(p) for p in outputs if p.suffix == ".c"]}
+    # always rewritten: its mtime tells a build tool when the compile step last ran
+    atomic_write_bytes(path, (json.dumps(manifest, indent=2) + "\n").encode(), keep_unchanged=False)
+
+
 # ---------------------------------------------------------------- report
-
-
-def load_report_data(path) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """(X, y or None, X_train or None) from an .npz, never unpickling."""
-    arrays = read_arrays(path, DataError)
-    if not isinstance(arrays, dict):
-        raise DataError(f"{path}: one .npy array; expected an .npz with X (or X_test) and y (or y_test)")
-    X = arrays.get("X", arrays.get("X_test"))
-    if X is None:
-        raise DataError(f"{path}: no array X or X_test (holds {', '.join(arrays) or 'nothing'})")
-    y = arrays.get("y", arrays.get("y_test"))
-    if y is not None and len(y) != len(X):
-        raise DataError(f"{path}: {len(X)} rows of X but {len(y)} labels")
-    return X, y, arrays.get("X_train")
 
 
 def cmd_report(args) -> int:
     import json
 
     from tinycc_ml.api import load_model
+    from tinycc_ml.datafiles import load_rows
     from tinycc_ml.target_report import target_report
 
     model = load_model(args.model)
-    X, y, X_train = load_report_data(args.data)
-    calibration = load_calibration(args.calibration) if args.calibration else X_train
+    X, y, X_calibration = load_rows(args.data, "test")
+    calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else X_calibration
+    precision = default_precision(args.precision, True)
     if args.rows:
         X, y = X[: args.rows], (None if y is None else y[: args.rows])
-    report = target_report(model, args.target, X, y, precision=args.precision,
-                           calibration=None if args.precision == "float" else (calibration if calibration is not None
-                                                                              else X))
+    report = target_report(model, args.target, X, y, precision=precision,
+                           calibration=None if precision == "float" else calibration)
     report.pop("compile_report", None)
     if args.json:
         print(json.dumps(report, sort_keys=True, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
@@ -209,6 +286,16 @@ def cmd_report(args) -> int:
         value = report.get(key)
         if value is not None:
             print(f"{key:<22} {value:.4g}" if isinstance(value, float) else f"{key:<22} {value}")
+    return 0
+
+
+# ---------------------------------------------------------------- cmake-dir
+
+
+def cmd_cmake_dir(args) -> int:
+    from importlib import resources
+
+    print(Path(resources.files("tinycc_ml").joinpath("cmake", "TinyccML.cmake")).parent)
     return 0
 
 

@@ -1,75 +1,102 @@
-"""An Arduino library folder around an AVR build, so the model installs like any library
-(Sketch > Include Library > Add .ZIP Library, or a copy into ~/Arduino/libraries):
+"""An Arduino / PlatformIO library folder around an AVR build, so the model installs like any library
+(Sketch > Include Library > Add .ZIP Library, a copy into ~/Arduino/libraries, or PlatformIO's
+``lib_deps``/``lib/``):
 
-    <name>/library.properties
-    <name>/src/<name>.h, <name>/src/<name>.c        the files the avr target wrote
-    <name>/examples/<name>_demo/<name>_demo.ino      classifies one stored input and prints the time
+    <name>/library.properties                        Arduino library metadata
+    <name>/library.json                              PlatformIO library manifest
+    <name>/src/<name>.h, <name>/src/<name>.c         the files the avr target wrote
+    <name>/src/<name>_input.h                        integer builds: float input quantised on the device
+    <name>/examples/<name>_demo/<name>_demo.ino      classifies stored inputs, prints predicted and
+                                                     expected labels and the time of <name>_predict
 
-The example feeds the stored input through the streaming entry point when the model has one,
-straight from flash, so even a 256-feature input needs no RAM buffer.
+The example stores a few real inputs (in flash) with the label each should get. By default they are
+stored already quantised; with ``<NAME>_DEMO_FLOAT_INPUT`` set to 1 (edit the sketch's first
+``#define``, or add ``-D<NAME>_DEMO_FLOAT_INPUT=1`` to PlatformIO's build_flags) they are stored as
+float and quantised on the device with ``<name>_quantise_input`` from ``<name>_input.h``.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import json
 
+from tinycc_ml.backends.examples import Examples, c_table, input_helper
 from tinycc_ml.errors import CompileError
 from tinycc_ml.version import __version__
 
+PGM_READ = {"int16_t": "(int16_t)pgm_read_word", "int8_t": "(int8_t)pgm_read_byte", "float": "pgm_read_float"}
 
-def arduino_library(result, sample=None) -> dict[str, str]:
-    """Files (relative paths) of a library folder for an AVR ``CompileResult``. ``sample``: one
-    input row (real units) stored in the example sketch; zeros when not given."""
-    if result.target != "avr":
-        raise CompileError(f"an Arduino library needs an avr build, not {result.target}")
-    name, out = result.prefix, result.output
-    header, source = result.files[f"{name}.h"], result.files[f"{name}.c"]
-    upper = name.upper()
-    row = np.zeros(out.input_dim) if sample is None else np.asarray(sample, dtype=np.float64).reshape(-1)
-    if row.shape != (out.input_dim,):
-        raise CompileError(f"sample has {row.size} values, the model takes {out.input_dim}")
-    if out.input_ctype == "float":
-        values, ctype, read = [f"{v!r}f" for v in row.astype(np.float32).tolist()], "float", "pgm_read_float"
+
+def _sketch(name: str, examples: Examples) -> str:
+    up, ctype = name.upper(), examples.input_ctype
+    switch = f"{up}_DEMO_FLOAT_INPUT"
+    n = len(examples.expected)
+    integer = ctype != "float"
+    lines = [
+        f"// {name}: classify {n} stored inputs with the model compiled by tinycc-ml {__version__};",
+        f"// prints the predicted and expected class of each and the time {name}_predict() took.",
+        f"// Expected classes: {'the labels stored with the inputs' if examples.expected_from == 'labels' else 'what the float model predicts'}.",  # noqa: E501
+    ]
+    if integer:
+        lines += [
+            f"// {switch} 1: store the inputs as float and quantise them on the device with",
+            f"// {name}_quantise_input() from {name}_input.h (adds float code); 0: store them quantised.",
+            f"#ifndef {switch}",
+            f"#define {switch} 0",
+            "#endif",
+        ]
+    lines += [f"#include <{name}.h>", "#include <avr/pgmspace.h>", ""]
+    if integer:
+        lines += [f"#if {switch}", f"#include <{name}_input.h>",
+                  *c_table("inputs", "float", examples.rows, " PROGMEM"), "#else",
+                  *c_table("inputs", ctype, examples.stored, " PROGMEM"), "#endif"]
     else:
-        scales = np.asarray(out.input_scale if out.input_scale is not None else 0)
-        top = 2 ** (15 if out.input_ctype == "int16_t" else 7)
-        q = np.clip(np.floor(row * 2.0**scales + 0.5), -top, top - 1).astype(int)
-        values, ctype = [str(v) for v in q.tolist()], out.input_ctype
-        read = "(int16_t)pgm_read_word" if ctype == "int16_t" else "(int8_t)pgm_read_byte"
-    rows = ",\n    ".join(", ".join(values[i:i + 12]) for i in range(0, len(values), 12))
-    streaming = f"void {name}_begin(void);" in header
-    if streaming:
-        classify = [f"    {name}_begin();",
-                    f"    for (int i = 0; i < {upper}_INPUT_DIM; ++i) {name}_feed(i, {read}(&sample[i]));",
-                    f"    const int predicted = {name}_end();"]
+        lines += c_table("inputs", "float", examples.rows, " PROGMEM")
+    expected = ", ".join(str(int(v)) for v in examples.expected)
+    lines += [f"static const uint8_t expected[{n}] PROGMEM = {{ {expected} }};", "",
+              f"static {ctype} x[{up}_INPUT_DIM];", "",
+              "void setup() {",
+              "    Serial.begin(115200);",
+              f"    for (uint8_t r = 0; r < {n}; ++r) {{",
+              f"        for (int k = 0; k < {up}_INPUT_DIM; ++k) {{"]
+    if integer:
+        lines += [f"#if {switch}",
+                  f"            x[k] = {name}_quantise_feature(k, pgm_read_float(&inputs[r][k]));",
+                  "#else",
+                  f"            x[k] = {PGM_READ[ctype]}(&inputs[r][k]);",
+                  "#endif"]
     else:
-        classify = [f"    static {ctype} x[{upper}_INPUT_DIM];",
-                    f"    for (int i = 0; i < {upper}_INPUT_DIM; ++i) x[i] = {read}(&sample[i]);",
-                    f"    const int predicted = {name}_predict(x);"]
-    sketch = "\n".join([
-        f"// {name}: classify one stored input with the model compiled by tinycc-ml {__version__}.",
-        f"#include <{name}.h>",
-        "#include <avr/pgmspace.h>",
-        "",
-        f"static const {ctype} sample[{upper}_INPUT_DIM] PROGMEM = {{",
-        f"    {rows}",
-        "};",
-        "",
-        "void setup() {",
-        "    Serial.begin(115200);",
-        "    const unsigned long start = micros();",
-        *classify,
-        "    const unsigned long took = micros() - start;",
-        '    Serial.print("class ");',
-        "    Serial.print(predicted);",
-        '    Serial.print(" in ");',
-        "    Serial.print(took);",
-        '    Serial.println(" us");',
+        lines += ["            x[k] = pgm_read_float(&inputs[r][k]);"]
+    lines += [
+        "        }",
+        "        const unsigned long start = micros();",
+        f"        const int predicted = {name}_predict(x);",
+        "        const unsigned long took = micros() - start;",
+        '        Serial.print("row ");',
+        "        Serial.print(r);",
+        '        Serial.print(": predicted ");',
+        "        Serial.print(predicted);",
+        '        Serial.print(", expected ");',
+        "        Serial.print(pgm_read_byte(&expected[r]));",
+        '        Serial.print(", ");',
+        "        Serial.print(took);",
+        '        Serial.println(" us");',
+        "    }",
         "}",
         "",
         "void loop() {}",
         "",
-    ])
+    ]
+    return "\n".join(lines)
+
+
+def arduino_library(result, examples: Examples) -> dict[str, str]:
+    """Files (relative paths) of a library folder for an AVR ``CompileResult``."""
+    if result.target != "avr":
+        raise CompileError(f"an Arduino library needs an avr build, not {result.target}")
+    name = result.prefix
+    header, source = result.files[f"{name}.h"], result.files[f"{name}.c"]
+    helper = input_helper(result)
+    headers = [f"{name}.h"] + ([f"{name}_input.h"] if helper else [])
     first_line = header.splitlines()[2].lstrip(" *") if len(header.splitlines()) > 2 else name
     properties = "\n".join([
         f"name={name}",
@@ -77,16 +104,32 @@ def arduino_library(result, sample=None) -> dict[str, str]:
         "author=tinycc-ml",
         "maintainer=tinycc-ml",
         f"sentence={first_line}",
-        "paragraph=Integer-only inference generated by tinycc-ml: constants in flash, no heap.",
+        "paragraph=Inference code generated by tinycc-ml: constants in flash, no heap.",
         "category=Data Processing",
         "url=",
         "architectures=avr",
         f"includes={name}.h",
         "",
     ])
-    return {
+    manifest = {
+        "name": name,
+        "version": __version__,
+        "description": first_line,
+        "keywords": ["tinycc-ml", "machine-learning", "classifier"],
+        "authors": [{"name": "tinycc-ml", "maintainer": True}],
+        "frameworks": ["arduino"],
+        "platforms": ["atmelavr"],
+        "headers": headers,
+        "build": {"srcDir": "src", "includeDir": "src"},
+        "examples": [{"name": f"{name}_demo", "base": f"examples/{name}_demo", "files": [f"{name}_demo.ino"]}],
+    }
+    files = {
         f"{name}/library.properties": properties,
+        f"{name}/library.json": json.dumps(manifest, indent=2) + "\n",
         f"{name}/src/{name}.h": header,
         f"{name}/src/{name}.c": source,
-        f"{name}/examples/{name}_demo/{name}_demo.ino": sketch,
+        f"{name}/examples/{name}_demo/{name}_demo.ino": _sketch(name, examples),
     }
+    if helper:
+        files[f"{name}/src/{name}_input.h"] = helper
+    return files

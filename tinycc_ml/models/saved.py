@@ -10,33 +10,17 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from tinycc_ml.errors import ModelFileError
+from tinycc_ml.files import atomic_write_bytes
 
 FORMAT_NAME = "tinycc-ml-model"
 FORMAT_VERSION = 1
 META_KEY = "__meta__"
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save_model_file(path, family: str, arrays: dict[str, np.ndarray], meta: dict) -> Path:

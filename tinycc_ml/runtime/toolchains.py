@@ -25,6 +25,9 @@ TOOL_PACKAGES: dict[str, tuple[str, ...]] = {
     "qemu-system-arm": ("qemu-system-arm",),
     "gcc": ("gcc",),
     "cc": ("gcc",),
+    "cmake": ("cmake",),
+    "ninja": ("ninja-build",),
+    "make": ("make",),
 }
 
 SIMAVR_PACKAGES = ("simavr", "libsimavr-dev")

@@ -1,0 +1,206 @@
+"""TinyccML.cmake with the real CMake: a host executable built against tinycc_ml_add_model, run; a
+second build does nothing; a changed calibration, model or option reruns the compile step; static
+libraries for AVR and Cortex-M0 through the shipped toolchain files; bad arguments fail at configure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+import tinycc_ml
+from tests.conftest import require_target, require_tools
+from tinycc_ml import cli
+from tinycc_ml.ir.fixed import quantise
+from tinycc_ml.models.protonn import init_protonn
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+GENERATORS = ["Unix Makefiles", "Ninja"]
+
+CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.20)
+project(demo C)
+list(APPEND CMAKE_MODULE_PATH "{cmake_dir}")
+include(TinyccML)
+tinycc_ml_add_model(digits MODEL model.npz CALIBRATION cal.npz {extra})
+add_executable(app main.c)
+target_link_libraries(app PRIVATE digits)
+"""
+
+# reads one quantised row from stdin, prints the class
+MAIN_C = """#include <stdio.h>
+#include "digits.h"
+int main(void)
+{
+    int16_t x[DIGITS_INPUT_DIM];
+    for (int i = 0; i < DIGITS_INPUT_DIM; ++i) {
+        int v;
+        if (scanf("%d", &v) != 1) return 1;
+        x[i] = (int16_t)v;
+    }
+    printf("%d\\n", digits_predict(x));
+    return 0;
+}
+"""
+
+
+def cmake_dir() -> str:
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "cmake-dir"], env=ENV, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    folder = run.stdout.strip()
+    assert (Path(folder) / "TinyccML.cmake").is_file()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    require_tools("cmake", "make")
+    tmp = tmp_path_factory.mktemp("cmake-data")
+    X, y = load_digits(return_X_y=True)
+    init_protonn(X[:600], y[:600], projection_dim=8, prototypes_per_class=2).save(tmp / "model.npz")
+    init_protonn(X[:600], y[:600], projection_dim=6, prototypes_per_class=2, random_state=1).save(tmp / "model2.npz")
+    np.savez(tmp / "cal.npz", X_train=X[:600])
+    np.savez(tmp / "cal2.npz", X_train=X[:300] * 1.5)
+    return tmp, X[600:620]
+
+
+def project(tmp: Path, data_dir: Path, extra: str = "") -> Path:
+    src = tmp / "src"
+    src.mkdir(exist_ok=True)
+    for name in ("model.npz", "cal.npz"):
+        shutil.copy(data_dir / name, src / name)
+    (src / "CMakeLists.txt").write_text(CMAKELISTS.format(cmake_dir=cmake_dir(), extra=extra))
+    (src / "main.c").write_text(MAIN_C)
+    return src
+
+
+def configure(src: Path, build: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["cmake", "-S", str(src), "-B", str(build), *args,
+                           f"-DTINYCC_ML_COMMAND={sys.executable};-m;tinycc_ml"],
+                          env=ENV, capture_output=True, text=True)
+
+
+def build(build_dir: Path) -> str:
+    run = subprocess.run(["cmake", "--build", str(build_dir), "--verbose"], env=ENV, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run.stdout
+
+
+def step_ran(log: str) -> bool:
+    return "-m tinycc_ml -q compile" in log
+
+
+def predicted(build_dir: Path, rows: np.ndarray) -> list[int]:
+    header = (build_dir / "tinycc_ml" / "digits" / "digits.h").read_text()
+    import re
+
+    shifts = np.array([int(v) for v in re.search(r"DIGITS_INPUT_SHIFTS \{([^}]*)\}", header).group(1).split(",")])
+    out = []
+    for row in quantise(rows, shifts, 16):
+        run = subprocess.run([str(build_dir / "app")], input=" ".join(map(str, row.astype(int))),
+                             capture_output=True, text=True)
+        assert run.returncode == 0
+        out.append(int(run.stdout))
+    return out
+
+
+@pytest.mark.parametrize("generator", GENERATORS)
+def test_host_executable_rebuilds_only_when_inputs_change(data, tmp_path, generator):
+    require_target("host")
+    require_tools("ninja" if generator == "Ninja" else "make")
+    data_dir, rows = data
+    src, bdir = project(tmp_path, data_dir), tmp_path / "build"
+    run = configure(src, bdir, "-G", generator)
+    assert run.returncode == 0, run.stderr
+    log = build(bdir)
+    assert step_ran(log)
+    expected = tinycc_ml.compile(src / "model.npz", name="digits", precision="int16",
+                                 calibration=np.load(src / "cal.npz")["X_train"]).load().predict(rows)
+    assert predicted(bdir, rows) == expected.tolist()
+
+    stamp = bdir / "tinycc_ml" / "digits" / "digits.json"
+    manifest = json.loads(stamp.read_text())
+    assert manifest["precision"] == "int16" and manifest["target"] == "host"
+    source_mtime, stamp_mtime = (bdir / "tinycc_ml/digits/digits.c").stat().st_mtime, stamp.stat().st_mtime
+    log = build(bdir)  # nothing changed: nothing runs
+    assert not step_ran(log) and stamp.stat().st_mtime == stamp_mtime
+    assert (bdir / "tinycc_ml/digits/digits.c").stat().st_mtime == source_mtime
+
+    def newer_than_stamp(path):  # a real edit's time stamp, without sleeping
+        later = stamp.stat().st_mtime + 2
+        os.utime(path, (later, later))
+
+    shutil.copy(data_dir / "cal2.npz", src / "cal.npz")  # new calibration: new scales
+    newer_than_stamp(src / "cal.npz")
+    assert step_ran(build(bdir))
+    assert not step_ran(build(bdir))
+
+    shutil.copy(data_dir / "model2.npz", src / "model.npz")  # a new model
+    newer_than_stamp(src / "model.npz")
+    assert step_ran(build(bdir))
+    expected = tinycc_ml.compile(src / "model.npz", name="digits", precision="int16",
+                                 calibration=np.load(src / "cal.npz")["X_train"]).load().predict(rows)
+    assert predicted(bdir, rows) == expected.tolist()
+    assert not step_ran(build(bdir))
+
+    # an option changes: reconfigure with int8, the step reruns and the library follows
+    (src / "CMakeLists.txt").write_text(CMAKELISTS.format(cmake_dir=cmake_dir(), extra="PRECISION int8"))
+    assert step_ran(build(bdir))
+    assert "Precision: int8." in (bdir / "tinycc_ml/digits/digits.h").read_text()
+    assert not step_ran(build(bdir))
+
+
+@pytest.mark.parametrize("target, nm", [("avr", "avr-nm"), ("cortex-m0", "arm-none-eabi-nm")])
+def test_cross_static_library_with_the_shipped_toolchain_file(data, tmp_path, target, nm):
+    require_target(target)
+    data_dir, _ = data
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(data_dir / "model.npz", src / "model.npz")
+    shutil.copy(data_dir / "cal.npz", src / "cal.npz")
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(cross C)\n"
+        f'list(APPEND CMAKE_MODULE_PATH "{cmake_dir()}")\ninclude(TinyccML)\n'
+        f"tinycc_ml_add_model(kws MODEL model.npz TARGET {target} CALIBRATION cal.npz PRECISION int8)\n")
+    run = configure(src, tmp_path / "b", f"-DCMAKE_TOOLCHAIN_FILE={cmake_dir()}/tinycc-ml-{target}.cmake")
+    assert run.returncode == 0, run.stdout + run.stderr
+    build(tmp_path / "b")
+    symbols = subprocess.run([nm, str(tmp_path / "b" / "libkws.a")], capture_output=True, text=True).stdout
+    assert " T kws_predict" in symbols
+    assert f"for target {target}" in (tmp_path / "b/tinycc_ml/kws/kws.h").read_text()
+    assert not step_ran(build(tmp_path / "b"))
+
+
+@pytest.mark.parametrize("call, words", [
+    ("tinycc_ml_add_model(m MODEL model.npz PRECISON int16)", ["unknown argument", "PRECISON"]),
+    ("tinycc_ml_add_model(m MODEL nowhere.npz)", ["MODEL", "nowhere.npz", "does not exist"]),
+    ("tinycc_ml_add_model(m MODEL model.npz CALIBRATION gone.npz)", ["CALIBRATION", "gone.npz"]),
+    ("tinycc_ml_add_model(m)", ["MODEL <path> is required"]),
+])
+def test_bad_arguments_fail_at_configure_time(data, tmp_path, call, words):
+    data_dir, _ = data
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(data_dir / "model.npz", src / "model.npz")
+    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.20)\nproject(bad C)\n"
+                                        f'list(APPEND CMAKE_MODULE_PATH "{cmake_dir()}")\ninclude(TinyccML)\n'
+                                        f"{call}\n")
+    run = configure(src, tmp_path / "b")
+    assert run.returncode != 0
+    text = " ".join(run.stderr.split())
+    for word in words:
+        assert word in text, run.stderr
+
+
+def test_cmake_dir_command(capsys):
+    assert cli.main(["cmake-dir"]) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    assert {"TinyccML.cmake", "tinycc-ml-avr.cmake", "tinycc-ml-cortex-m0.cmake"} <= {p.name for p in folder.iterdir()}

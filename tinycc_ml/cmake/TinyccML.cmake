@@ -1,0 +1,112 @@
+# TinyccML.cmake: compile tinycc-ml models at build time into static libraries.
+#
+#   execute_process(COMMAND tinycc-ml cmake-dir OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE)
+#   list(APPEND CMAKE_MODULE_PATH "${dir}")
+#   include(TinyccML)
+#   tinycc_ml_add_model(kws MODEL models/kws.npz
+#                       [TARGET host|avr|cortex-m0]        default host
+#                       [PRECISION float|int16|int8]       default: int16 with CALIBRATION, else float
+#                       [CALIBRATION data/train.npz]       rows that choose fixed-point scales
+#                       [NAME kws])                        C prefix and file names; default: <lib>
+#   target_link_libraries(app PRIVATE kws)                 # kws.h is on the include path
+#
+# The model is compiled when the build runs (not at configure time). It is compiled again when the
+# model (any file of an EdgeML directory), the calibration file or the options change, and not
+# otherwise. The manifest <NAME>.json is the step's stamp (rewritten on every run); regenerated
+# .h/.c files whose content is unchanged keep their time stamps, so with Ninja nothing downstream
+# rebuilds (Make generators touch them when the step runs, so their dependents recompile). TINYCC_ML_COMMAND (cache) is the command that runs tinycc-ml; it defaults to
+# the tinycc-ml program on PATH, else `python3 -m tinycc_ml`.
+#
+# Cross builds: tinycc-ml-avr.cmake and tinycc-ml-cortex-m0.cmake in this folder are toolchain
+# files (-DCMAKE_TOOLCHAIN_FILE=...) for avr-gcc (ATmega328P) and arm-none-eabi-gcc (Cortex-M0).
+
+include_guard(GLOBAL)
+
+if(CMAKE_VERSION VERSION_LESS 3.20)
+  message(FATAL_ERROR "TinyccML.cmake needs CMake 3.20 or newer (DEPFILE with every generator); "
+                      "this is ${CMAKE_VERSION}")
+endif()
+
+if(NOT TINYCC_ML_COMMAND)
+  find_program(TINYCC_ML_EXECUTABLE tinycc-ml)
+  if(TINYCC_ML_EXECUTABLE)
+    set(_tinycc_ml_default "${TINYCC_ML_EXECUTABLE}")
+  else()
+    find_package(Python3 COMPONENTS Interpreter REQUIRED)
+    set(_tinycc_ml_default "${Python3_EXECUTABLE};-m;tinycc_ml")
+  endif()
+  set(TINYCC_ML_COMMAND "${_tinycc_ml_default}" CACHE STRING "Command (a CMake list) that runs tinycc-ml")
+endif()
+
+function(tinycc_ml_add_model lib)
+  set(_one MODEL TARGET PRECISION CALIBRATION NAME)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "${_one}" "")
+  set(_where "tinycc_ml_add_model(${lib})")
+  if(ARG_UNPARSED_ARGUMENTS)
+    list(JOIN _one ", " _known)
+    message(FATAL_ERROR "${_where}: unknown argument(s) ${ARG_UNPARSED_ARGUMENTS}; known: ${_known}")
+  endif()
+  if(ARG_KEYWORDS_MISSING_VALUES)
+    message(FATAL_ERROR "${_where}: ${ARG_KEYWORDS_MISSING_VALUES} needs a value")
+  endif()
+  if(NOT ARG_MODEL)
+    message(FATAL_ERROR "${_where}: MODEL <path> is required")
+  endif()
+  get_filename_component(_model "${ARG_MODEL}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  if(NOT EXISTS "${_model}")
+    message(FATAL_ERROR "${_where}: MODEL ${_model} does not exist")
+  endif()
+  if(IS_DIRECTORY "${_model}")  # an EdgeML directory: every file in it is an input
+    file(GLOB _model_files LIST_DIRECTORIES false "${_model}/*")
+  else()
+    set(_model_files "${_model}")
+  endif()
+  if(NOT ARG_TARGET)
+    set(ARG_TARGET host)
+  endif()
+  if(NOT ARG_NAME)
+    string(MAKE_C_IDENTIFIER "${lib}" ARG_NAME)
+  endif()
+  if(NOT ARG_NAME MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "${_where}: NAME ${ARG_NAME} is not a C identifier")
+  endif()
+
+  set(_out "${CMAKE_CURRENT_BINARY_DIR}/tinycc_ml/${lib}")
+  set(_header "${_out}/${ARG_NAME}.h")
+  set(_source "${_out}/${ARG_NAME}.c")
+  set(_manifest "${_out}/${ARG_NAME}.json")
+  set(_depfile "${_out}/${ARG_NAME}.d")
+  set(_args compile "${_model}" --target "${ARG_TARGET}" --name "${ARG_NAME}" -o "${_out}")
+  set(_depends ${_model_files})
+  if(ARG_PRECISION)
+    list(APPEND _args --precision "${ARG_PRECISION}")
+  endif()
+  if(ARG_CALIBRATION)
+    get_filename_component(_calibration "${ARG_CALIBRATION}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    if(NOT EXISTS "${_calibration}")
+      message(FATAL_ERROR "${_where}: CALIBRATION ${_calibration} does not exist")
+    endif()
+    list(APPEND _args --calibration "${_calibration}")
+    list(APPEND _depends "${_calibration}")
+  endif()
+
+  # The options as a file the step depends on: file(CONFIGURE) rewrites it only when they change,
+  # which is what makes Make (which does not compare command lines, unlike Ninja) rerun the step.
+  file(MAKE_DIRECTORY "${_out}")
+  set(_options "${TINYCC_ML_COMMAND};${_args}")
+  file(CONFIGURE OUTPUT "${_out}/${ARG_NAME}.options" CONTENT "${_options}\n" @ONLY)
+
+  add_custom_command(
+    OUTPUT "${_manifest}" "${_header}" "${_source}"
+    COMMAND ${TINYCC_ML_COMMAND} -q ${_args} --depfile "${_depfile}" --manifest "${_manifest}"
+    DEPENDS ${_depends} "${_out}/${ARG_NAME}.options"
+    DEPFILE "${_depfile}"
+    COMMENT "tinycc-ml: compiling ${ARG_MODEL} for ${ARG_TARGET} (${lib})"
+    VERBATIM)
+  add_library(${lib} STATIC "${_source}" "${_header}")
+  target_include_directories(${lib} PUBLIC "${_out}")
+  if(NOT MSVC)
+    target_link_libraries(${lib} PUBLIC m)  # float builds call expf/tanhf
+  endif()
+  set_target_properties(${lib} PROPERTIES TINYCC_ML_HEADER "${_header}" TINYCC_ML_MANIFEST "${_manifest}")
+endfunction()

@@ -1,0 +1,13 @@
+# CMake toolchain file: arm-none-eabi-gcc for a Cortex-M0 (nRF51822 / BBC micro:bit).
+#   cmake -DCMAKE_TOOLCHAIN_FILE=$(tinycc-ml cmake-dir)/tinycc-ml-cortex-m0.cmake ...
+# Executables need your startup code and linker script (see `tinycc-ml compile --project`).
+set(CMAKE_SYSTEM_NAME Generic)
+set(CMAKE_SYSTEM_PROCESSOR arm)
+set(CMAKE_C_COMPILER arm-none-eabi-gcc)
+set(CMAKE_CXX_COMPILER arm-none-eabi-g++)
+set(CMAKE_ASM_COMPILER arm-none-eabi-gcc)
+set(CMAKE_C_FLAGS_INIT "-mcpu=cortex-m0 -mthumb -Os -ffunction-sections -fdata-sections -fno-tree-loop-distribute-patterns")
+set(CMAKE_CXX_FLAGS_INIT "${CMAKE_C_FLAGS_INIT}")
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-mcpu=cortex-m0 -mthumb -nostartfiles -Wl,--gc-sections")
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)

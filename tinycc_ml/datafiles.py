@@ -1,0 +1,51 @@
+"""One convention for data files on the command line (``compile --calibration``, ``compile --examples``,
+``report --data``):
+
+- a ``.npy`` file: one array of rows (no labels);
+- a ``.npz`` archive: rows under ``X_train``, ``X`` or ``X_test`` with labels, when present, under the
+  matching ``y_train``, ``y`` or ``y_test``. Calibration takes the first of ``X_train``, ``X``,
+  ``X_test``; test rows (report, examples) the first of ``X_test``, ``X``, ``X_train``. An archive
+  holding one array under any other name is that array.
+
+Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.errors import DataError
+from tinycc_ml.models.saved import read_arrays
+
+ROW_KEYS = {"calibration": ("X_train", "X", "X_test"), "test": ("X_test", "X", "X_train")}
+LABEL_KEY = {"X_train": "y_train", "X": "y", "X_test": "y_test"}
+
+
+def load_rows(path, role: str = "calibration") -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(rows, their labels or None, calibration rows or None) from a data file.
+
+    ``role``: "calibration" or "test" picks which rows come first (see the module docstring). The third
+    value is the file's calibration rows (``X_train``, else the rows themselves) so a test file can also
+    calibrate."""
+    loaded = read_arrays(path, DataError)
+    if isinstance(loaded, np.ndarray):
+        return _rows(path, "the array", loaded), None, loaded
+    for key in ROW_KEYS[role]:
+        if key in loaded:
+            rows, labels = _rows(path, key, loaded[key]), loaded.get(LABEL_KEY[key])
+            if labels is not None and (labels.ndim != 1 or len(labels) != len(rows)):
+                raise DataError(f"{path}: {len(rows)} rows in {key} but labels {LABEL_KEY[key]} of shape "
+                                f"{labels.shape}")
+            return rows, labels, _rows(path, "X_train", loaded["X_train"]) if "X_train" in loaded else rows
+    if len(loaded) == 1:
+        ((key, rows),) = loaded.items()
+        rows = _rows(path, key, rows)
+        return rows, None, rows
+    raise DataError(f"{path}: holds arrays {', '.join(loaded) or '(none)'}; expected rows under X_train, X or "
+                    "X_test (with labels y_train, y or y_test), or a single array")
+
+
+def _rows(path, key: str, rows: np.ndarray) -> np.ndarray:
+    if rows.ndim != 2:
+        raise DataError(f"{path}: {key} has shape {rows.shape}, expected (rows, features)")
+    return rows
