@@ -131,19 +131,21 @@ class Boom(Exception):
     pass
 
 
-def failing_write_text(fail_on: str):
-    real = Path.write_text
+def failing_writes(monkeypatch, fail_on: str):
+    """Make every Path.write_text/write_bytes of a file named ``fail_on`` fail like a full disk."""
+    for method in ("write_text", "write_bytes"):
+        real = getattr(Path, method)
 
-    def write_text(self, *args, **kwargs):
-        if self.name == fail_on:
-            raise Boom(f"disk full while writing {self.name}")
-        return real(self, *args, **kwargs)
+        def write(self, *args, real=real, **kwargs):
+            if self.name == fail_on:
+                raise Boom(f"disk full while writing {self.name}")
+            return real(self, *args, **kwargs)
 
-    return write_text
+        monkeypatch.setattr(Path, method, write)
 
 
 def test_write_files_is_all_or_nothing_for_a_new_directory(tmp_path, monkeypatch):
-    monkeypatch.setattr(Path, "write_text", failing_write_text("b.c"))
+    failing_writes(monkeypatch, "b.c")
     with pytest.raises(Boom):
         api.write_files(tmp_path / "out", {"a.h": "A", "b.c": "B"})
     assert list(tmp_path.iterdir()) == []  # no directory, no staging left behind
@@ -154,7 +156,7 @@ def test_write_files_leaves_an_existing_directory_untouched_on_failure(tmp_path,
     out.mkdir()
     (out / "a.h").write_text("old A")
     (out / "keep.txt").write_text("mine")
-    monkeypatch.setattr(Path, "write_text", failing_write_text("b.c"))
+    failing_writes(monkeypatch, "b.c")
     with pytest.raises(Boom):
         api.write_files(out, {"a.h": "new A", "b.c": "new B"})
     assert (out / "a.h").read_text() == "old A"
