@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -18,24 +19,12 @@ from tinycc_ml.models.saved import read_model_file
 from tinycc_ml.passes import PassContext, run_pipeline
 
 PRECISIONS = ("float", "int16", "int8")
-
-
-def _import_families() -> None:
-    # Importing a family module registers it; families written later simply appear here.
-    import importlib
-
-    for module in ("protonn", "bonsai", "prototypes"):
-        try:
-            importlib.import_module(f"tinycc_ml.models.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"tinycc_ml.models.{module}":
-                raise
+log = logging.getLogger(__name__)
 
 
 def load_model(path) -> Model:
     """Load a saved model: the project's ``.npz`` model file, or an EdgeML model directory
     (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...)."""
-    _import_families()
     path = Path(path)
     if path.is_dir():
         names = {p.name for p in path.iterdir()}
@@ -53,7 +42,7 @@ def load_model(path) -> Model:
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
-    return MODEL_FAMILIES[family].from_arrays(arrays, meta, str(path))
+    return MODEL_FAMILIES.load(family).from_arrays(arrays, meta, str(path))
 
 
 @dataclass
@@ -135,6 +124,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
+    log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=dict(options), dump_after=set(dump_ir_after))
     graph = model.lower()
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
@@ -150,6 +140,8 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
 
         graph = lower_to_fixed(graph, precision, calibration, ctx, report, description)
     output = backend.emit(graph, prefix, description)
+    log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
+             output.ram_bytes)
     fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes)
     if fit is not None:

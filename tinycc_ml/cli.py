@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "for avr and cortex-m0) and report accuracy, flash, RAM, stack and "
                                    "cycles (AVR) or instructions (Cortex-M0) per inference.")
     r.add_argument("model", metavar="MODEL", help="a .npz model file or an EdgeML model directory")
-    r.add_argument("--target", default="host", help="host, avr or cortex-m0 (default host)")
+    r.add_argument("--target", default="host",
+                   help="any target that can run its builds here: host, avr, cortex-m0, plug-ins (default host)")
     r.add_argument("--data", required=True, metavar="FILE",
                    help=f"test rows and labels: {DATA_FILE_HELP}")
     r.add_argument("--precision", default=None, choices=PRECISIONS,
@@ -156,15 +157,7 @@ def _fail(message) -> int:
 
 
 def _check_dump_names(names: list[str]) -> list[str]:
-    import importlib
-
     from tinycc_ml.passes import PASSES
-
-    try:  # the fixed-point passes register themselves when their pipeline is imported
-        importlib.import_module(FIXED_PIPELINE_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != FIXED_PIPELINE_MODULE:
-            raise
 
     for name in names:
         if name != "all" and name not in PASSES:

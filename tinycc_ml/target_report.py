@@ -2,9 +2,9 @@
 
     target_report(model, "avr", X, y, precision="int16", calibration=None) -> dict
 
-The model is compiled for ``target`` ("host", "avr", "cortex-m0") and run on every row of X:
-on the host through cffi, on "avr" under simavr (ATmega328P, exact cycles), on "cortex-m0"
-under QEMU/unicorn (nRF51822, exact instruction counts). Fields of the result:
+The model is compiled for ``target`` and run on every row of X by the backend's ``simulate``
+(any backend that has one: the host through cffi, "avr" under simavr (ATmega328P, exact cycles),
+"cortex-m0" under QEMU/unicorn (nRF51822, exact instruction counts), plug-ins). Fields of the result:
 
     target, precision, rows        what was measured, on how many rows of X
     float_accuracy                 accuracy of the float model (numpy) on (X, y); None without y
@@ -25,8 +25,8 @@ under QEMU/unicorn (nRF51822, exact instruction counts). Fields of the result:
 
 from __future__ import annotations
 
-import os
 import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -50,7 +50,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
                   name: str = "model") -> dict:
     import tinycc_ml
     from tinycc_ml.api import as_model
-    from tinycc_ml.ir.fixed import quantise
+    from tinycc_ml.backends.base import get_backend
 
     model = as_model(model)
     X = np.asarray(X, dtype=np.float64)
@@ -63,39 +63,26 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
     if calibration is None and precision != "float":
         calibration = X
     float_pred = np.argmax(model.scores(X), axis=1)
+    backend = get_backend(target)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-report-") as d:
         res = tinycc_ml.compile(model, target=target, precision=precision, calibration=calibration, out_dir=d,
                                 name=name)
-        out = res.output
-        out_stats = {"flash_bytes": None, "ram_bytes": None, "model_flash_bytes": out.const_bytes,
-                     "model_ram_bytes": out.ram_bytes, "stack_bytes": None, "cycles_mean": None,
-                     "cycles_max": None, "instructions_mean": None, "instructions_max": None, "method": "cffi"}
-        if target == "host":
-            pred = np.asarray(res.load().predict(X))
-            counts = None
-        else:
-            from tinycc_ml.runtime.simulate import run_on_target
-
-            if precision == "float":
-                xin = X.astype(np.float32)
-            else:
-                xin = quantise(X, out.input_scale, 16).astype(np.int16)
-            run = run_on_target(target, [os.path.join(d, f"{name}.c")], os.path.join(d, f"{name}.h"), name, xin,
-                                out.n_scores, out.input_ctype, out.score_ctype)
-            pred = run.predictions
-            counts = run.cycles if run.cycles is not None else run.instructions
-            unit = "cycles" if run.cycles is not None else "instructions"
-            out_stats.update({"flash_bytes": run.flash_bytes, "ram_bytes": run.ram_bytes,
-                              "model_flash_bytes": run.model_flash_bytes, "model_ram_bytes": run.model_ram_bytes,
-                              "stack_bytes": run.stack_bytes, f"{unit}_mean": float(np.mean(counts)),
-                              f"{unit}_max": int(np.max(counts)), "method": run.method})
+        run = backend.simulate(Path(d), res.output, X)
+    counts = run.cycles if run.cycles is not None else run.instructions
+    stats = {"flash_bytes": run.flash_bytes, "ram_bytes": run.ram_bytes, "model_flash_bytes": run.model_flash_bytes,
+             "model_ram_bytes": run.model_ram_bytes, "stack_bytes": run.stack_bytes, "cycles_mean": None,
+             "cycles_max": None, "instructions_mean": None, "instructions_max": None, "method": run.method}
+    if counts is not None:
+        unit = "cycles" if run.cycles is not None else "instructions"
+        stats.update({f"{unit}_mean": float(np.mean(counts)), f"{unit}_max": int(np.max(counts))})
     macs = count_macs(res.graph)
+    pred = np.asarray(run.predictions)
     return {
         "target": target, "precision": precision, "rows": int(len(X)),
         "float_accuracy": None if y is None else float(np.mean(float_pred == y)),
         "target_accuracy": None if y is None else float(np.mean(pred == y)),
         "agreement_with_float": float(np.mean(pred == float_pred)),
-        **out_stats,
+        **stats,
         "macs": macs,
         "per_mac": None if counts is None or macs == 0 else float(np.mean(counts)) / macs,
         "compile_report": res.report,

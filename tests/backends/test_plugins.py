@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tinycc_ml
-from tinycc_ml import cli
+from tinycc_ml import cli, plugins
 from tinycc_ml.backends import base
 from tinycc_ml.backends.base import ENTRY_POINT_GROUP, Backend, BuildOutput
 from tinycc_ml.errors import CompileError
@@ -46,7 +46,7 @@ def model() -> ProtoNNModel:
 @pytest.fixture
 def plugin_entry_points(monkeypatch):
     """Make the entry-point look-up see this module's backend (and a broken one) besides the real ones."""
-    real = base.entry_points
+    real = plugins.entry_points
     module = IRTextBackend.__module__
 
     def fake(group=None, **kwargs):
@@ -56,7 +56,7 @@ def plugin_entry_points(monkeypatch):
             found.append(EntryPoint(name="broken", value="no_such_module_xyz:Backend", group=ENTRY_POINT_GROUP))
         return found
 
-    monkeypatch.setattr(base, "entry_points", fake)
+    monkeypatch.setattr(plugins, "entry_points", fake)
 
 
 def test_plugin_is_found_and_compiles(plugin_entry_points, tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.backends.base import register_backend
 from tinycc_ml.backends.c_emitter import CTarget
 from tinycc_ml.backends.mcu import McuBackend
 from tinycc_ml.chips import ATMEGA328P, ATMEGA1284P
@@ -36,12 +35,11 @@ class AvrTarget(CTarget):
         return avr_fixed_kernel(emitter, node)
 
 
-@register_backend
 class AvrBackend(McuBackend):
     name = "avr"
     description = "ATmega328P (AVR): constants in flash, integer-only, hand-tuned MUL kernels; simavr-runnable"
     chip = ATMEGA328P
-    sim_target = "avr"
+    simulator = "avr"
 
     def c_target(self, graph) -> CTarget:
         return AvrTarget(kernels=getattr(graph, "input_scale", None) is not None)  # kernels: integer builds
@@ -53,5 +51,6 @@ class Atmega1284pBackend(AvrBackend):
 
     name = "avr-atmega1284p"
     chip = ATMEGA1284P
+    simulator = None  # the simulator models the ATmega328P
     measure = False
 

@@ -1,17 +1,21 @@
 """The Backend interface and the backend registry.
 
-Built-in backends and third-party ones are found the same way: through the entry-point group
-``tinycc_ml.backends``, each entry naming a Backend subclass. ``register_backend`` adds one
-at run time (tests, embedding).
+BACKENDS is a tinycc_ml.plugins.Registry: the built-in targets by ``"module:Class"``, third-party ones
+through the entry-point group ``tinycc_ml.backends`` (each entry naming a Backend subclass), and
+``register_backend`` at run time (tests, embedding). Nothing is imported until it is used.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tinycc_ml.errors import CompileError
+from tinycc_ml.plugins import PluginError, Registry
+
+if TYPE_CHECKING:
+    from tinycc_ml.runtime.simulate import TargetRun
 
 ENTRY_POINT_GROUP = "tinycc_ml.backends"
 
@@ -52,6 +56,8 @@ class Backend:
     check_fit(): the step after emit: CompileError if the build cannot fit the target, else how it fits
         (None: nothing to check, e.g. the host).
     load(): optional, give back a runnable predictor for files written to a folder.
+    simulate(): optional, run the files written to a folder on rows of float inputs and measure
+        (predictions, scores, cycles or instructions, sizes): what ``tinycc-ml report`` shows.
     """
 
     name: str = ""
@@ -67,45 +73,41 @@ class Backend:
     def load(self, out_dir: Path, output: BuildOutput):
         raise CompileError(f"target {self.name} builds are not runnable on this machine from Python")
 
+    def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
+        """Run the build in ``out_dir`` on the rows of ``X`` (float, the model's input) and measure it."""
+        raise CompileError(f"target {self.name} cannot run its builds here (no simulator)")
 
-_REGISTERED: dict[str, type[Backend]] = {}
+
+BUILTIN_BACKENDS = {
+    "host": "tinycc_ml.backends.host:HostBackend",
+    "avr": "tinycc_ml.backends.avr:AvrBackend",
+    "cortex-m0": "tinycc_ml.backends.cortex_m0:CortexM0Backend",
+}
+BACKENDS = Registry("target", ENTRY_POINT_GROUP, BUILTIN_BACKENDS)
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
-    _REGISTERED[cls.name] = cls
+    """Register a Backend subclass under its ``name`` at run time (tests, embedding)."""
+    BACKENDS.register(cls.name, cls)
     return cls
 
 
 def available_backends() -> dict[str, type[Backend]]:
-    found: dict[str, type[Backend]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            cls = ep.load()
-        except Exception as exc:  # a broken plug-in must not take the compiler down
-            found.setdefault(ep.name, _broken(ep.name, exc))
-            continue
-        found[ep.name] = cls
-    # Built-ins also work from a source tree that was never pip-installed.
-    from tinycc_ml.backends import avr, cortex_m0, host  # noqa: F401
-
-    for name, cls in _REGISTERED.items():
-        found.setdefault(name, cls)
-    return dict(sorted(found.items()))
+    """Every target by name; a plug-in that fails to load is listed with its error."""
+    return {name: _broken(name, obj) if isinstance(obj, PluginError) else obj
+            for name, obj in BACKENDS.load_all().items()}
 
 
 def _broken(name: str, exc: Exception) -> type[Backend]:
     class Broken(Backend):
-        description = f"(failed to load: {exc})"
+        description = f"(failed to load: {exc.__cause__ or exc})"
 
         def emit(self, *args, **kwargs):
-            raise CompileError(f"target {name}: plug-in failed to load: {exc}")
+            raise exc
 
     Broken.name = name
     return Broken
 
 
 def get_backend(name: str) -> Backend:
-    backends = available_backends()
-    if name not in backends:
-        raise CompileError(f"unknown target {name!r}; available: {', '.join(backends)}")
-    return backends[name]()
+    return BACKENDS.load(name)()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.backends.base import register_backend
 from tinycc_ml.backends.c_emitter import CTarget
 from tinycc_ml.backends.mcu import McuBackend
 from tinycc_ml.chips import NRF51822
@@ -27,12 +26,11 @@ class M0Target(CTarget):
         return m0_fixed_kernel(emitter, node)
 
 
-@register_backend
 class CortexM0Backend(McuBackend):
     name = "cortex-m0"
     description = "Cortex-M0 (nRF51822): Thumb-1 C, constants in flash, integer-only; QEMU/unicorn-runnable"
     chip = NRF51822
-    sim_target = "cortex-m0"
+    simulator = "cortex-m0"
 
     def c_target(self, graph) -> CTarget:
         return M0Target()

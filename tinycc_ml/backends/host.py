@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tinycc_ml.backends.base import Backend, BuildOutput, register_backend
+import numpy as np
+
+from tinycc_ml.backends.base import Backend, BuildOutput
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget
 
 
@@ -12,7 +14,6 @@ def emit_c(graph, prefix: str, target: CTarget, model_description: list[str]) ->
     return CEmitter(graph, prefix, target, header_lines=model_description).build_output()
 
 
-@register_backend
 class HostBackend(Backend):
     name = "host"
     description = "C99 for the host (gcc/clang), runnable from Python through cffi"
@@ -25,3 +26,12 @@ class HostBackend(Backend):
         from tinycc_ml.runtime.host import load_host_build
 
         return load_host_build(Path(out_dir), output)
+
+    def simulate(self, out_dir: Path, output: BuildOutput, X):
+        from tinycc_ml.runtime.simulate import TargetRun
+
+        predictor = self.load(out_dir, output)
+        return TargetRun(target=self.name, predictions=np.asarray(predictor.predict(X)),
+                         scores=np.asarray(predictor.scores(X)), cycles=None, instructions=None,
+                         stack_bytes=None, flash_bytes=None, ram_bytes=None, model_flash_bytes=output.const_bytes,
+                         model_ram_bytes=output.ram_bytes, method="cffi")

@@ -16,9 +16,11 @@ toolchain, else estimated).
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +33,10 @@ from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Graph, Node
+from tinycc_ml.runtime.simulate import TargetRun
+
+log = logging.getLogger(__name__)
+
 
 # ---------------------------------------------------------------- streaming
 
@@ -229,9 +235,9 @@ def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str]) 
     return McuEmitter(graph, prefix, target, header_lines=list(model_description)).build_output()
 
 
-def check_fit(target: str, chip: Chip, output: BuildOutput, measure: bool = True) -> Fit:
+def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True) -> Fit:
     """Refuse a build that cannot fit ``chip`` (CompileError with the sizes): measured with the cross
-    toolchain when present, else estimated."""
+    toolchain (the firmware ``simulator`` builds) when present, else estimated."""
     in_bytes = output.input_dim * (4 if output.input_ctype == "float" else 2)
     sizes, failure = None, "not measured"
     if measure:
@@ -243,7 +249,7 @@ def check_fit(target: str, chip: Chip, output: BuildOutput, measure: bool = True
                     with open(os.path.join(tmp, name), "w") as f:
                         f.write(text)
                 p = output.prefix
-                sizes = firmware_sizes(target, [os.path.join(tmp, f"{p}.c")], os.path.join(tmp, f"{p}.h"), p,
+                sizes = firmware_sizes(simulator, [os.path.join(tmp, f"{p}.c")], os.path.join(tmp, f"{p}.h"), p,
                                        output.input_dim, output.n_scores, output.input_ctype, output.score_ctype)
         except ToolchainError as exc:
             sizes, failure = None, str(exc)
@@ -264,6 +270,8 @@ def check_fit(target: str, chip: Chip, output: BuildOutput, measure: bool = True
             f"model {output.prefix} does not fit the {chip.name}: needs {flash} bytes of flash (has {chip.flash}) "
             f"and {ram} bytes of static RAM + ~{stack} bytes of stack (has {chip.ram}); {how}; "
             f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes")
+    log.info("%s fits the %s: %d bytes of flash, %d + ~%d bytes of RAM (%s)", output.prefix, chip.name, flash, ram,
+             stack, how)
     return Fit(chip.name, flash, ram, stack, how)
 
 
@@ -273,7 +281,7 @@ class McuBackend(Backend):
 
     precisions = ("int16", "int8", "float")
     chip: Chip
-    sim_target: str
+    simulator: str | None  # its name in runtime.simulate.SIMULATORS; None: not runnable
     measure = True
 
     def c_target(self, graph) -> CTarget:
@@ -283,6 +291,18 @@ class McuBackend(Backend):
         return emit_mcu(graph, prefix, self.c_target(graph), model_description)
 
     def check_fit(self, output: BuildOutput) -> Fit:
-        return check_fit(self.sim_target, self.chip, output, measure=self.measure)
+        return check_fit(self.simulator, self.chip, output, measure=self.measure and self.simulator is not None)
+
+    def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
+        if self.simulator is None:
+            return super().simulate(out_dir, output, X)
+        from tinycc_ml.ir.fixed import quantise
+        from tinycc_ml.runtime.simulate import run_on_target
+
+        X = np.asarray(X, dtype=np.float64)
+        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16)
+        p = output.prefix
+        return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
+                             x, output.n_scores, output.input_ctype, output.score_ctype)
 
 

@@ -11,13 +11,21 @@ import numpy as np
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.models.saved import save_model_file
+from tinycc_ml.plugins import Registry
 
-MODEL_FAMILIES: dict[str, type[Model]] = {}
+FAMILY_GROUP = "tinycc_ml.families"
+BUILTIN_FAMILIES = {
+    "protonn": "tinycc_ml.models.protonn:ProtoNNModel",
+    "bonsai": "tinycc_ml.models.bonsai:BonsaiModel",
+    "prototype": "tinycc_ml.models.prototypes:PrototypeModel",
+}
+# Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
+MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)
 
 
 def register_family(cls):
-    """Class decorator: make a Model subclass loadable by its ``family`` name."""
-    MODEL_FAMILIES[cls.family] = cls
+    """Class decorator: make a Model subclass loadable by its ``family`` name at run time."""
+    MODEL_FAMILIES.register(cls.family, cls)
     return cls
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.models.base import Model, register_family
+from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_index, add_input, add_matrix, add_normalisation
 from tinycc_ml.models.saved import check_array, load_npy
 
@@ -45,7 +45,6 @@ def matrix_bytes(array: np.ndarray) -> int:
     return int(min(4 * array.size, 8 * np.count_nonzero(array)))
 
 
-@register_family
 class BonsaiModel(Model):
     """Bonsai parameters. ``BonsaiModel(Z, W, V, T, sigma, depth, z_bias=None, mean=None, std=None)``.
 

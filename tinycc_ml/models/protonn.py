@@ -13,12 +13,11 @@ import numpy as np
 
 from tinycc_ml.errors import DataError, ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.models.base import Model, register_family
+from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
 from tinycc_ml.models.saved import check_array, load_npy
 
 
-@register_family
 class ProtoNNModel(Model):
     family = "protonn"
 

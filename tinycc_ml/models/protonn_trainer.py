@@ -133,7 +133,6 @@ def plan_protonn(
             d, m, _nnz(sparsity_w or 1.0, d * D), _nnz(sparsity_b or 1.0, d * m),
             _nnz(sparsity_z or 1.0, L * m), D, L,
         )
-
     budget = int(budget_bytes)
     minimum = min_budget_bytes(D, L, multilabel)
     if budget < minimum:
@@ -141,54 +140,87 @@ def plan_protonn(
             f"budget_bytes={budget} is too small: the smallest ProtoNN model for {D} features and "
             f"{L} outputs (projection dim 1, {1 if multilabel else L} prototype(s)) takes {minimum} bytes"
         )
-    min_m = 1 if multilabel else L
+    search = _BudgetSearch(budget, D, L, n_samples, multilabel, n_prototypes, sparsity_w, sparsity_b, sparsity_z)
     d0 = projection_dim or min(D, _default_projection_dim(budget, L, D, multilabel))
-    m0 = n_prototypes or max(min_m, min(40 if (L == 2 and not multilabel) else 5 * L, n_samples))
-
-    def bz_cost(d, m):
-        return matrix_bytes(_nnz(sparsity_b or 1.0, d * m), d * m) + matrix_bytes(
-            _nnz(sparsity_z or 1.0, L * m), L * m
-        )
-
+    m0 = n_prototypes or max(search.min_m, min(40 if (L == 2 and not multilabel) else 5 * L, n_samples))
     d_candidates = [d0] if projection_dim else list(range(d0, 0, -1))
+    m_candidates = [m0] if n_prototypes else sorted({max(search.min_m, m0 >> k) for k in range(12)}, reverse=True)
     for d in d_candidates:
-        m_candidates = [m0] if n_prototypes else sorted({max(min_m, m0 >> k) for k in range(12)}, reverse=True)
         for m in m_candidates:
-            rest = budget - bz_cost(d, m)
-            if sparsity_w is not None:
-                nnz_w = _nnz(sparsity_w, d * D)
-                if matrix_bytes(nnz_w, d * D) > rest:
-                    continue
-            elif 4 * d * D <= rest:
-                nnz_w = d * D
-                if not n_prototypes:
-                    # Dense W fits: spend the rest on more prototypes.
-                    cap = max(m, min(50 * L if not multilabel else 10 * L, n_samples // 2))
-                    per = 4 * d + 4 * L
-                    while m < cap and bz_cost(d, m + 1) + 4 * d * D <= budget:
-                        m += max(1, min(cap - m, (budget - 4 * d * D - bz_cost(d, m)) // per))
-                    m = min(m, cap)
-                    while bz_cost(d, m) + 4 * d * D > budget:
-                        m -= 1
-            else:
-                if not n_prototypes and m > min_m and bz_cost(d, m) > 0.15 * budget:
-                    continue  # W must go sparse: keep B and Z to ~15% so W keeps enough entries
-                nnz_w = min(d * D, rest // 8)
-                # A few entries per projected dimension at least, else shrink m first.
-                if nnz_w < min(d * D, 4 * d) and not (m == m_candidates[-1] and d == d_candidates[-1]):
-                    continue
-                if nnz_w < 1:
-                    continue
-            plan = ProtoNNPlan(
-                d, m, nnz_w, _nnz(sparsity_b or 1.0, d * m), _nnz(sparsity_z or 1.0, L * m), D, L
-            )
-            if plan.bytes <= budget:
+            last = m == m_candidates[-1] and d == d_candidates[-1]
+            plan = search.plan(d, m, last)
+            if plan is not None and plan.bytes <= budget:
                 return plan
     raise DataError(
         f"budget_bytes={budget} cannot hold a ProtoNN model with the given settings "
         f"(projection_dim={projection_dim}, n_prototypes={n_prototypes}, sparsity_w={sparsity_w}, "
         f"sparsity_b={sparsity_b}, sparsity_z={sparsity_z}); the minimum without them is {minimum} bytes"
     )
+
+
+@dataclass(frozen=True)
+class _BudgetSearch:
+    """One step of plan_protonn's search: for a candidate (d̂, m), how W is stored and how m grows."""
+
+    budget: int
+    D: int
+    L: int
+    n_samples: int
+    multilabel: bool
+    n_prototypes: int | None  # explicit: m is kept
+    sparsity_w: float | None
+    sparsity_b: float | None
+    sparsity_z: float | None
+
+    @property
+    def min_m(self) -> int:
+        return 1 if self.multilabel else self.L
+
+    def bz_cost(self, d: int, m: int) -> int:
+        """Bytes of B and Z."""
+        return (matrix_bytes(_nnz(self.sparsity_b or 1.0, d * m), d * m)
+                + matrix_bytes(_nnz(self.sparsity_z or 1.0, self.L * m), self.L * m))
+
+    def plan(self, d: int, m: int, last: bool) -> ProtoNNPlan | None:
+        """The plan for (d, m), or None when this candidate is passed over (``last``: no smaller one)."""
+        D, L = self.D, self.L
+        rest = self.budget - self.bz_cost(d, m)
+        if self.sparsity_w is not None:
+            nnz_w = _nnz(self.sparsity_w, d * D)
+            if matrix_bytes(nnz_w, d * D) > rest:
+                return None
+        elif 4 * d * D <= rest:
+            nnz_w = d * D
+            if not self.n_prototypes:
+                m = self.grow_prototypes(d, m)
+        else:
+            nnz_w = self.sparse_w(d, m, rest, last)
+            if nnz_w is None:
+                return None
+        return ProtoNNPlan(d, m, nnz_w, _nnz(self.sparsity_b or 1.0, d * m), _nnz(self.sparsity_z or 1.0, L * m),
+                           D, L)
+
+    def grow_prototypes(self, d: int, m: int) -> int:
+        """A dense W fits: spend the rest of the budget on more prototypes."""
+        L, w_bytes = self.L, 4 * d * self.D
+        cap = max(m, min(50 * L if not self.multilabel else 10 * L, self.n_samples // 2))
+        per = 4 * d + 4 * L
+        while m < cap and self.bz_cost(d, m + 1) + w_bytes <= self.budget:
+            m += max(1, min(cap - m, (self.budget - w_bytes - self.bz_cost(d, m)) // per))
+        m = min(m, cap)
+        while self.bz_cost(d, m) + w_bytes > self.budget:
+            m -= 1
+        return m
+
+    def sparse_w(self, d: int, m: int, rest: int, last: bool) -> int | None:
+        """Non-zeros of a sparse W filling what B and Z leave; None to try a smaller m (or d̂) first."""
+        if not self.n_prototypes and m > self.min_m and self.bz_cost(d, m) > 0.15 * self.budget:
+            return None  # W must go sparse: keep B and Z to ~15% so W keeps enough entries
+        nnz_w = min(d * self.D, rest // 8)
+        # A few entries per projected dimension at least, else shrink m first.
+        if nnz_w < min(d * self.D, 4 * d) and not last:
+            return None
+        return nnz_w if nnz_w >= 1 else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import numpy as np
 
 from tinycc_ml.errors import DataError, ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.models.base import Model, register_family
+from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
 from tinycc_ml.models.saved import check_array
 
@@ -49,7 +49,6 @@ def squared_distances(U: np.ndarray, P: np.ndarray) -> np.ndarray:
     return np.maximum(d, 0.0)
 
 
-@register_family
 class PrototypeModel(Model):
     """Nearest-reference-point classifier; see the module docstring for the exact rule.
 

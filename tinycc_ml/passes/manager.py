@@ -3,6 +3,7 @@ in debug mode, and IR dumps after any pass."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.text import print_graph
 from tinycc_ml.ir.verify import verify
+from tinycc_ml.plugins import Registry
 
 
 @dataclass
@@ -26,6 +28,9 @@ class PassContext:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+log = logging.getLogger(__name__)
+
+
 class Pass:
     name: str = ""
     description: str = ""
@@ -35,12 +40,18 @@ class Pass:
         raise NotImplementedError
 
 
-PASSES: dict[str, type[Pass]] = {}
+BUILTIN_PASSES = {name: f"tinycc_ml.passes.{name}:{cls}" for name, cls in [
+    ("choose_scales", "ChooseScales"), ("constant_fold", "ConstantFold"), ("cse", "CommonSubexpressionElimination"),
+    ("dce", "DeadCodeElimination"), ("exp_table", "ExpTable"), ("fold_input_affine", "FoldInputAffine"),
+    ("input_scales", "InputScales"), ("plan_memory", "PlanMemory"), ("range_analysis", "RangeAnalysis"),
+    ("tanh_approx", "TanhApprox")]}
+# Pass classes by name (plug-ins: entry-point group tinycc_ml.passes, or the register_pass decorator).
+PASSES = Registry("pass", "tinycc_ml.passes", BUILTIN_PASSES)
 PIPELINES: dict[str, list[str]] = {}
 
 
 def register_pass(cls: type[Pass]) -> type[Pass]:
-    PASSES[cls.name] = cls
+    PASSES.register(cls.name, cls)
     return cls
 
 
@@ -55,6 +66,7 @@ def run_passes(graph: Graph, names: list[str], ctx: PassContext | None = None) -
         start = time.perf_counter()
         graph = PASSES[name]().run(graph, ctx)
         ctx.timings[name] = ctx.timings.get(name, 0.0) + time.perf_counter() - start
+        log.debug("pass %s: %.3f s", name, time.perf_counter() - start)
         if ctx.debug:
             verify(graph)
         if "all" in ctx.dump_after or name in ctx.dump_after:

@@ -17,6 +17,7 @@ from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import (
     AVR_CFLAGS,
     AVR_LDFLAGS,
+    DEFAULT_MAX_CYCLES,
     SCORE_DTYPES,
     BuildSpec,
     FirmwareSizes,
@@ -158,8 +159,18 @@ def _run_chunk(runner: str, fw: AvrBuild, spec: BuildSpec, x: np.ndarray, work: 
     return preds, scores, cycles, max(s for _, s in brackets)
 
 
+def require(method: str = "auto") -> None:
+    """ToolchainError naming what is missing to build and simulate AVR firmware."""
+    if method not in ("auto", "simavr"):
+        raise CompileError(f"unknown AVR method {method!r}; use simavr")
+    for tool in ("avr-gcc", "avr-size", "avr-nm", "avr-objcopy"):
+        toolchains.find_tool(tool)
+    toolchains.find_host_cc()
+    toolchains.find_simavr_include()
+
+
 def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None) -> TargetRun:
-    toolchains.require_target("avr")
+    require()
     runner = runner_path()
     n = x.shape[0]
     # one runner process per core: each is single-threaded and independent
@@ -184,3 +195,24 @@ def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None) 
         model_ram_bytes=fw.sizes.model_ram_bytes,
         method="simavr",
     )
+
+
+class AvrSimulator:
+    """The ATmega328P under simavr, as registered in simulate.SIMULATORS."""
+
+    unit = "cycles"
+
+    def require(self, method: str = "auto") -> None:
+        require(method)
+
+    def run(self, spec: BuildSpec, x: np.ndarray, *, method: str = "auto", max_count: int = DEFAULT_MAX_CYCLES,
+            timeout: float | None = None) -> TargetRun:
+        require(method)
+        return run(spec, x, max_count, timeout)
+
+    def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
+            return build(spec, work).sizes
+
+
+SIMULATOR = AvrSimulator()

@@ -16,6 +16,7 @@ from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import (
     DEFAULT_MAX_CYCLES,
+    INPUT_DTYPES,
     M0_CFLAGS,
     M0_LDFLAGS,
     SCORE_DTYPES,
@@ -37,6 +38,9 @@ PAINT = 0xC5A5C5A5
 QEMU_INSTR_PER_SECOND = 20e6  # conservative, for wall-clock timeouts
 MIN_WATCHDOG_INSTR = 100_000
 STUB_STACK = 16  # the timing stub's push {r4-r6, lr}, not the model's
+
+
+INPUT_BYTES = {ctype: dt.itemsize for ctype, dt in INPUT_DTYPES.items()}
 
 
 @dataclass
@@ -98,13 +102,24 @@ def build(spec: BuildSpec, work: str) -> M0Build:
     return _Objects(spec, work, DEFAULT_MAX_CYCLES).link(None, "sizes")
 
 
-def run(spec: BuildSpec, x: np.ndarray, method: str, max_instr: int, timeout: float | None) -> TargetRun:
+def require(method: str = "auto") -> None:
+    """ToolchainError naming what is missing to build and run Cortex-M0 firmware with ``method``."""
     if method not in ("auto", "unicorn", "qemu"):
         raise CompileError(f"unknown Cortex-M0 method {method!r}; use auto, unicorn or qemu")
+    for tool in ("arm-none-eabi-gcc", "arm-none-eabi-size", "arm-none-eabi-nm"):
+        toolchains.find_tool(tool)
+    if method == "qemu" or (method == "auto" and not toolchains.have_unicorn()):
+        toolchains.find_tool("qemu-system-arm")
+    elif method == "unicorn" and not toolchains.have_unicorn():
+        raise ToolchainError("the unicorn and pyelftools Python packages are missing; "
+                             "install them with: pip install unicorn pyelftools")
+
+
+def run(spec: BuildSpec, x: np.ndarray, method: str, max_instr: int, timeout: float | None) -> TargetRun:
+    require(method)
     if method == "auto":
         # QEMU runs a whole batch in one process: faster than unicorn's Python block hook
         method = "qemu" if toolchains.have_qemu() or not toolchains.have_unicorn() else "unicorn"
-    toolchains.require_target("cortex-m0", method)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0-") as work:
         objs = _Objects(spec, work, max_instr)
         if method == "unicorn":
@@ -200,93 +215,116 @@ def _thumb_count(code: bytes) -> int:
     return count
 
 
-def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
-                 timeout: float | None) -> TargetRun:
-    from elftools.elf.elffile import ELFFile
-    from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, UcError
-    from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_PC, UC_ARM_REG_R0, UC_ARM_REG_R1, UC_ARM_REG_SP
+class _UnicornM0:
+    """The linked firmware in unicorn: flash and RAM mapped, x and scores buffers above .bss, the
+    stack painted below the top of RAM; ``call`` runs one function and counts its instructions."""
 
-    try:
-        from unicorn.arm_const import UC_CPU_ARM_CORTEX_M0
-    except ImportError:  # unicorn < 2.0.1: the default M-class core is fine for Thumb-1 code
-        UC_CPU_ARM_CORTEX_M0 = None
+    def __init__(self, elf_path: str, spec: BuildSpec, max_instr: int, timeout: float | None):
+        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc
 
-    fw = objs.link(None, "uc")
-    sdt = SCORE_DTYPES[spec.score_ctype]
-    uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
-    if UC_CPU_ARM_CORTEX_M0 is not None:
-        uc.ctl_set_cpu_model(UC_CPU_ARM_CORTEX_M0)
-    uc.mem_map(FLASH_BASE, FLASH_SIZE)
-    uc.mem_map(RAM_BASE, RAM_SIZE)
-    with open(fw.elf, "rb") as f:
-        elf = ELFFile(f)
-        for seg in elf.iter_segments():
-            if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
-                data = seg.data()
-                uc.mem_write(seg["p_vaddr"], data + bytes(seg["p_memsz"] - len(data)))
-        symtab = elf.get_section_by_name(".symtab")
-        syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
-    try:
-        predict, score_fn = syms[f"{spec.prefix}_predict"] & ~1, syms[f"{spec.prefix}_scores"] & ~1
-    except KeyError as exc:
-        raise ToolchainError(f"symbol {exc} not in the linked M0 firmware") from exc
-    bss_end = syms["__bss_end"]
-    # buffers for x and the scores just above .bss, the stack below the top of RAM
-    x_addr = (bss_end + 7) & ~7
-    s_addr = (x_addr + x[0].nbytes + 7) & ~7
-    paint_lo = (s_addr + spec.n_scores * sdt.itemsize + 7) & ~7
-    top = RAM_BASE + RAM_SIZE
-    if paint_lo + 256 > top:
-        raise ToolchainError(f"no RAM left for the stack: model data ends at {bss_end:#x}")
-    trap = FLASH_BASE + FLASH_SIZE - 16  # erased flash; execution stops before running it
-    paint = np.full((top - paint_lo) // 4, PAINT, "<u4").tobytes()
+        try:
+            from unicorn.arm_const import UC_CPU_ARM_CORTEX_M0
+        except ImportError:  # unicorn < 2.0.1: the default M-class core is fine for Thumb-1 code
+            UC_CPU_ARM_CORTEX_M0 = None
 
-    counts: dict[tuple[int, int], int] = {}
-    total = [0]
+        self.spec, self.max_instr, self.timeout = spec, max_instr, timeout
+        self.uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
+        if UC_CPU_ARM_CORTEX_M0 is not None:
+            self.uc.ctl_set_cpu_model(UC_CPU_ARM_CORTEX_M0)
+        self.uc.mem_map(FLASH_BASE, FLASH_SIZE)
+        self.uc.mem_map(RAM_BASE, RAM_SIZE)
+        self.syms = self._load(elf_path)
+        self._place_buffers()
+        self.counts: dict[tuple[int, int], int] = {}
+        self.total = 0
+        self.deadline = 0.0
+        self.uc.hook_add(UC_HOOK_BLOCK, self._on_block)
 
-    def on_block(uc_, address, size, _data):
+    def _load(self, elf_path: str) -> dict[str, int]:
+        """Write the loadable segments; the symbol table by name."""
+        from elftools.elf.elffile import ELFFile
+
+        with open(elf_path, "rb") as f:
+            elf = ELFFile(f)
+            for seg in elf.iter_segments():
+                if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
+                    data = seg.data()
+                    self.uc.mem_write(seg["p_vaddr"], data + bytes(seg["p_memsz"] - len(data)))
+            symtab = elf.get_section_by_name(".symtab")
+            return {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
+
+    def _place_buffers(self) -> None:
+        sdt = SCORE_DTYPES[self.spec.score_ctype]
+        bss_end = self.syms["__bss_end"]
+        self.x_addr = (bss_end + 7) & ~7
+        self.s_addr = (self.x_addr + self.spec.n_features * INPUT_BYTES[self.spec.input_ctype] + 7) & ~7
+        self.paint_lo = (self.s_addr + self.spec.n_scores * sdt.itemsize + 7) & ~7
+        self.top = RAM_BASE + RAM_SIZE
+        if self.paint_lo + 256 > self.top:
+            raise ToolchainError(f"no RAM left for the stack: model data ends at {bss_end:#x}")
+        self.trap = FLASH_BASE + FLASH_SIZE - 16  # erased flash; execution stops before running it
+        self.paint = np.full((self.top - self.paint_lo) // 4, PAINT, "<u4").tobytes()
+
+    def function(self, name: str) -> int:
+        try:
+            return self.syms[name] & ~1
+        except KeyError as exc:
+            raise ToolchainError(f"symbol {exc} not in the linked M0 firmware") from exc
+
+    def _on_block(self, uc_, address, size, _data):
         key = (address, size)
-        c = counts.get(key)
+        c = self.counts.get(key)
         if c is None:
-            c = counts[key] = _thumb_count(bytes(uc_.mem_read(address, size)))
-        total[0] += c
+            c = self.counts[key] = _thumb_count(bytes(uc_.mem_read(address, size)))
+        self.total += c
         # a hang; cheaper than emu_start's timeout thread or count hook
-        if total[0] > max_instr or (deadline and total[0] & 0xFFFF < c and time.monotonic() > deadline):
+        if self.total > self.max_instr or (self.deadline and self.total & 0xFFFF < c
+                                           and time.monotonic() > self.deadline):
             uc_.emu_stop()
 
-    uc.hook_add(UC_HOOK_BLOCK, on_block)
-    deadline = time.monotonic() + timeout if timeout else 0.0
+    def call(self, fn: int, r1: int) -> tuple[int, int, int]:
+        """fn(x, r1) from a painted stack: (r0, instructions, stack bytes used)."""
+        from unicorn import UcError
+        from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_PC, UC_ARM_REG_R0, UC_ARM_REG_R1, UC_ARM_REG_SP
 
-    def call(fn: int, r1: int) -> tuple[int, int, int]:
-        uc.mem_write(paint_lo, paint)
-        uc.reg_write(UC_ARM_REG_R0, x_addr)
+        uc = self.uc
+        uc.mem_write(self.paint_lo, self.paint)
+        uc.reg_write(UC_ARM_REG_R0, self.x_addr)
         uc.reg_write(UC_ARM_REG_R1, r1)
-        uc.reg_write(UC_ARM_REG_SP, top)
-        uc.reg_write(UC_ARM_REG_LR, trap | 1)
-        total[0] = 0
+        uc.reg_write(UC_ARM_REG_SP, self.top)
+        uc.reg_write(UC_ARM_REG_LR, self.trap | 1)
+        self.total = 0
         try:
-            uc.emu_start(fn | 1, trap)
+            uc.emu_start(fn | 1, self.trap)
         except UcError as exc:
             pc = uc.reg_read(UC_ARM_REG_PC)
-            raise ToolchainError(f"M0 emulation of {spec.prefix} faulted at pc={pc:#x}: {exc}") from exc
-        if uc.reg_read(UC_ARM_REG_PC) & ~1 != trap:
-            raise ToolchainError(f"M0 emulation of {spec.prefix} did not return within {max_instr} "
-                                 f"instructions or {timeout} s (hang?)")
-        words = np.frombuffer(bytes(uc.mem_read(paint_lo, top - paint_lo)), "<u4")
+            raise ToolchainError(f"M0 emulation of {self.spec.prefix} faulted at pc={pc:#x}: {exc}") from exc
+        if uc.reg_read(UC_ARM_REG_PC) & ~1 != self.trap:
+            raise ToolchainError(f"M0 emulation of {self.spec.prefix} did not return within {self.max_instr} "
+                                 f"instructions or {self.timeout} s (hang?)")
+        words = np.frombuffer(bytes(uc.mem_read(self.paint_lo, self.top - self.paint_lo)), "<u4")
         used = np.flatnonzero(words != PAINT)
-        stack = 0 if used.size == 0 else top - (paint_lo + 4 * int(used[0]))
-        return uc.reg_read(UC_ARM_REG_R0), total[0], stack
+        stack = 0 if used.size == 0 else self.top - (self.paint_lo + 4 * int(used[0]))
+        return uc.reg_read(UC_ARM_REG_R0), self.total, stack
 
-    preds, instrs, scores, stack = [], [], [], 0
+
+def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
+                 timeout: float | None) -> TargetRun:
+    fw = objs.link(None, "uc")
+    machine = _UnicornM0(fw.elf, spec, max_instr, timeout)
+    predict, score_fn = machine.function(f"{spec.prefix}_predict"), machine.function(f"{spec.prefix}_scores")
+    machine.deadline = time.monotonic() + timeout if timeout else 0.0
+    sdt = SCORE_DTYPES[spec.score_ctype]
     sbytes = spec.n_scores * sdt.itemsize
+    preds, instrs, scores, stack = [], [], [], 0
     for row in x:
-        uc.mem_write(x_addr, row.tobytes())
-        r0, n_instr, st = call(predict, 0)
+        machine.uc.mem_write(machine.x_addr, row.tobytes())
+        r0, n_instr, st = machine.call(predict, 0)
         preds.append(r0 - (1 << 32) if r0 & 0x80000000 else r0)
         instrs.append(n_instr)
-        _, _, st2 = call(score_fn, s_addr)
+        _, _, st2 = machine.call(score_fn, machine.s_addr)
         stack = max(stack, st, st2)
-        scores.append(np.frombuffer(bytes(uc.mem_read(s_addr, sbytes)), sdt))
+        scores.append(np.frombuffer(bytes(machine.uc.mem_read(machine.s_addr, sbytes)), sdt))
     return TargetRun(
         target="cortex-m0",
         predictions=np.asarray(preds, np.int64),
@@ -300,3 +338,23 @@ def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
         model_ram_bytes=fw.sizes.model_ram_bytes,
         method="unicorn",
     )
+
+
+class M0Simulator:
+    """The nRF51822 under QEMU or unicorn, as registered in simulate.SIMULATORS."""
+
+    unit = "instructions"
+
+    def require(self, method: str = "auto") -> None:
+        require(method)
+
+    def run(self, spec: BuildSpec, x: np.ndarray, *, method: str = "auto", max_count: int = DEFAULT_MAX_CYCLES,
+            timeout: float | None = None) -> TargetRun:
+        return run(spec, x, method, max_count, timeout)
+
+    def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
+            return build(spec, work).sizes
+
+
+SIMULATOR = M0Simulator()

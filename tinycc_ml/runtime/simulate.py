@@ -2,7 +2,7 @@
 
     run = run_on_target("avr", sources, header, prefix, inputs, n_scores, "int16_t", "int32_t")
 
-Targets:
+Targets (SIMULATORS, a plug-in registry; entry-point group tinycc_ml.simulators):
   "avr"        ATmega328P @ 16 MHz under libsimavr (cycle exact), through a small C runner
                (support/avr_runner.c) built once into a cache directory; inputs are streamed into
                the firmware through GPIOR2 because a test set does not fit 32 KB of flash.
@@ -21,10 +21,10 @@ The model exports `int <prefix>_predict(const IN_T *x)` and
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,10 +34,20 @@ import numpy as np
 
 from tinycc_ml.chips import ATMEGA328P, NRF51822
 from tinycc_ml.errors import CompileError, DataError, ToolchainError
+from tinycc_ml.plugins import Registry
 
 INPUT_DTYPES = {"int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"), "float": np.dtype("<f4")}
 SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "float": np.dtype("<f4")}
-SIM_TARGETS = ("avr", "cortex-m0")
+# A simulator: an object with
+#   unit: "cycles" or "instructions" (what TargetRun counts),
+#   require(method="auto"): ToolchainError naming what is missing to build and run,
+#   run(spec, x, *, method, max_count, timeout) -> TargetRun,
+#   firmware_sizes(spec) -> FirmwareSizes.
+SIMULATORS = Registry("simulator", "tinycc_ml.simulators", {
+    "avr": "tinycc_ml.runtime.sim_avr:SIMULATOR",
+    "cortex-m0": "tinycc_ml.runtime.sim_m0:SIMULATOR",
+})
+log = logging.getLogger(__name__)
 DEFAULT_MAX_CYCLES = 50_000_000  # per call; beyond this a run is taken for a hang
 
 AVR_CFLAGS, AVR_LDFLAGS = ATMEGA328P.cflags, ATMEGA328P.ldflags
@@ -54,12 +64,12 @@ class TargetRun:
     scores: np.ndarray  # (n, n_scores), score dtype
     cycles: np.ndarray | None  # AVR: simavr cycles per <prefix>_predict call
     instructions: np.ndarray | None  # Cortex-M0: instructions per <prefix>_predict call
-    stack_bytes: int  # peak stack use over all predict and scores calls
-    flash_bytes: int  # whole firmware: text + data
-    ram_bytes: int  # whole firmware: data + bss
+    stack_bytes: int | None  # peak stack use over all predict and scores calls
+    flash_bytes: int | None  # whole firmware: text + data (None: not a firmware, e.g. the host)
+    ram_bytes: int | None  # whole firmware: data + bss
     model_flash_bytes: int | None = None  # the model's own symbols only
     model_ram_bytes: int | None = None
-    method: str = ""  # "simavr", "unicorn" or "qemu"
+    method: str = ""  # "simavr", "unicorn", "qemu", "cffi" (host)
     wall_seconds: float = 0.0
 
 
@@ -207,48 +217,32 @@ def check_inputs(inputs, spec_ctype: str) -> np.ndarray:
 
 def run_on_target(target: str, sources, header, prefix: str, inputs, n_scores: int,
                   input_ctype: str, score_ctype: str, extra_cflags: Sequence[str] = (),
-                  *, m0_method: str = "auto", max_cycles_per_inference: int = DEFAULT_MAX_CYCLES,
-                  timeout: float | None = None) -> TargetRun:
+                  *, method: str = "auto", m0_method: str | None = None,
+                  max_cycles_per_inference: int = DEFAULT_MAX_CYCLES, timeout: float | None = None) -> TargetRun:
     """Build the model with a measurement harness for `target`, run every input, measure.
 
-    m0_method: "auto" (QEMU if installed, else unicorn), "unicorn" or "qemu".
+    target: a simulator name (SIMULATORS: "avr", "cortex-m0", plug-ins).
+    method: the simulator's choice of engine; Cortex-M0: "auto" (QEMU if installed, else unicorn),
+    "unicorn" or "qemu" (m0_method is the older name of this argument).
     max_cycles_per_inference: a call longer than this (AVR cycles / M0 instructions) is treated
     as a hang and raises ToolchainError (the simulators stop it themselves).
     timeout: wall-clock limit per simulator process in seconds (default: generous, from the cap).
     """
     t_start = time.perf_counter()
+    simulator = SIMULATORS.load(target)
     arr0 = np.asarray(inputs)
     n_features = arr0.shape[-1] if arr0.ndim >= 1 else 0
     spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags)
     x = check_inputs(inputs, input_ctype)
-    if target == "avr":
-        from tinycc_ml.runtime import sim_avr
-
-        run = sim_avr.run(spec, x, max_cycles_per_inference, timeout)
-    elif target == "cortex-m0":
-        from tinycc_ml.runtime import sim_m0
-
-        run = sim_m0.run(spec, x, m0_method, max_cycles_per_inference, timeout)
-    else:
-        raise CompileError(f"cannot simulate target {target!r}; simulated targets: {', '.join(SIM_TARGETS)}")
+    run = simulator.run(spec, x, method=m0_method or method, max_count=max_cycles_per_inference, timeout=timeout)
     run.wall_seconds = time.perf_counter() - t_start
+    log.info("ran %s on %d rows under %s (%s) in %.1f s", prefix, len(x), target, run.method, run.wall_seconds)
     return run
 
 
 def firmware_sizes(target: str, sources, header, prefix: str, n_features: int, n_scores: int,
                    input_ctype: str, score_ctype: str, extra_cflags: Sequence[str] = ()) -> FirmwareSizes:
     """Build the measurement firmware only; sizes of the whole firmware and of the model alone."""
+    simulator = SIMULATORS.load(target)
     spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags)
-    with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
-        if target == "avr":
-            from tinycc_ml.runtime import sim_avr
-
-            build = sim_avr.build(spec, work)
-        elif target == "cortex-m0":
-            from tinycc_ml.runtime import sim_m0
-
-            build = sim_m0.build(spec, work)
-        else:
-            raise CompileError(f"no firmware build for target {target!r}; "
-                               f"use one of {', '.join(SIM_TARGETS)}")
-        return build.sizes
+    return simulator.firmware_sizes(spec)

@@ -33,8 +33,6 @@ TOOL_PACKAGES: dict[str, tuple[str, ...]] = {
 SIMAVR_PACKAGES = ("simavr", "libsimavr-dev")
 SIMAVR_INCLUDE_DIRS = ("/usr/include/simavr", "/usr/local/include/simavr")
 
-TARGETS = ("avr", "cortex-m0", "host")
-
 
 def install_hint(packages: tuple[str, ...] | list[str]) -> str:
     return "install it with: apt-get install -y --no-install-recommends " + " ".join(packages)
@@ -88,24 +86,19 @@ def _all_found(check) -> bool:
 
 
 def require_target(target: str, m0_method: str = "auto") -> None:
-    """Raise ToolchainError if anything needed to build and simulate `target` is missing."""
-    if target == "avr":
-        for tool in ("avr-gcc", "avr-size", "avr-nm", "avr-objcopy"):
-            find_tool(tool)
+    """Raise ToolchainError if anything needed to build and simulate `target` is missing
+    (the host: a C compiler; others: what their simulator says it needs)."""
+    if target == "host":
         find_host_cc()
-        find_simavr_include()
-    elif target == "cortex-m0":
-        for tool in ("arm-none-eabi-gcc", "arm-none-eabi-size", "arm-none-eabi-nm"):
-            find_tool(tool)
-        if m0_method == "qemu" or (m0_method == "auto" and not have_unicorn()):
-            find_tool("qemu-system-arm")
-        elif m0_method == "unicorn" and not have_unicorn():
-            raise ToolchainError("the unicorn and pyelftools Python packages are missing; "
-                                 "install them with: pip install unicorn pyelftools")
-    elif target == "host":
-        find_host_cc()
-    else:
-        raise ToolchainError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+        return
+    from tinycc_ml.plugins import PluginError
+    from tinycc_ml.runtime.simulate import SIMULATORS
+
+    try:
+        simulator = SIMULATORS.load(target)
+    except PluginError as exc:
+        raise ToolchainError(f"cannot simulate target {target!r}: {exc}") from exc
+    simulator.require(m0_method)
 
 
 def have_target(target: str, m0_method: str = "auto") -> bool:

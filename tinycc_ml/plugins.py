@@ -1,0 +1,126 @@
+"""The one plug-in mechanism: a registry maps a name to an object (a backend class, a model family,
+a pass, a simulator) and imports it only when asked for.
+
+Three sources, later ones winning for the same name:
+  1. the built-ins, a table of ``name -> "module:attribute"`` strings (nothing is imported up front);
+  2. the entry points of the registry's group installed packages declare, e.g. in pyproject.toml
+     ``[project.entry-points."tinycc_ml.backends"] riscv = "my_backend:RiscvBackend"``;
+  3. ``registry.register(name, obj)`` at run time (tests, embedding).
+
+The registries themselves live beside what they hold (backends.base.BACKENDS, models.base.FAMILIES,
+passes.manager.PASSES, runtime.simulate.SIMULATORS); this module imports nothing of tinycc_ml's
+except its errors, so any module can use it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, MutableMapping
+from importlib.metadata import entry_points
+
+from tinycc_ml.errors import CompileError
+
+
+class PluginError(CompileError):
+    """A plug-in that is unknown or failed to import."""
+
+
+def import_object(spec: str):
+    """The object a ``"package.module:attr.sub"`` string names."""
+    module, _, attr = spec.partition(":")
+    obj = importlib.import_module(module)
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+class Registry(MutableMapping):
+    """``name -> object``, loaded lazily; a mapping (``in``, ``[]``, iteration over names, ``register``).
+
+    kind: what it holds, for messages ("target", "model family", ...).
+    group: the entry-point group third-party packages declare entries in.
+    builtins: ``name -> "module:attr"`` of the objects shipped with tinycc_ml.
+    """
+
+    def __init__(self, kind: str, group: str, builtins: dict[str, str] | None = None):
+        self.kind, self.group = kind, group
+        self._specs: dict[str, str] = dict(builtins or {})
+        self._loaded: dict[str, object] = {}
+        self._registered: dict[str, object] = {}
+
+    # ---- sources
+    def _entry_point_specs(self) -> dict[str, str]:
+        return {ep.name: ep.value for ep in entry_points(group=self.group)}
+
+    def _all_specs(self) -> dict[str, str]:
+        return {**self._specs, **self._entry_point_specs()}
+
+    def register(self, name: str, obj) -> None:
+        self._registered[name] = obj
+
+    def decorator(self, name_of: Callable[[object], str]):
+        """A class decorator registering the class under ``name_of(cls)``."""
+
+        def register(obj):
+            self.register(name_of(obj), obj)
+            return obj
+
+        return register
+
+    # ---- look-up
+    def names(self) -> list[str]:
+        return sorted({*self._all_specs(), *self._registered})
+
+    def load(self, name: str):
+        """The object, importing it on first use; PluginError when unknown or broken."""
+        if name in self._registered:
+            return self._registered[name]
+        specs = self._all_specs()
+        if name not in specs:
+            raise PluginError(f"unknown {self.kind} {name!r}; available: {', '.join(self.names())}")
+        spec = specs[name]
+        if (name, spec) not in self._loaded:
+            try:
+                self._loaded[(name, spec)] = import_object(spec)
+            except Exception as exc:  # a broken plug-in must not take the compiler down
+                raise PluginError(f"{self.kind} {name}: plug-in {spec} failed to load: {exc}") from exc
+        return self._loaded[(name, spec)]
+
+    def load_all(self) -> dict[str, object]:
+        """Every entry by name; a broken one maps to its PluginError (for listings)."""
+        out: dict[str, object] = {}
+        for name in self.names():
+            try:
+                out[name] = self.load(name)
+            except PluginError as exc:
+                out[name] = exc
+        return out
+
+    # ---- MutableMapping
+    def __getitem__(self, name: str):
+        try:
+            return self.load(name)
+        except PluginError as exc:
+            if name not in self.names():
+                raise KeyError(name) from None
+            raise exc
+
+    def __setitem__(self, name: str, obj) -> None:
+        self.register(name, obj)
+
+    def __delitem__(self, name: str) -> None:
+        if name in self._registered:
+            del self._registered[name]
+        elif name in self._specs:
+            del self._specs[name]
+        else:
+            raise KeyError(name)
+
+    def __contains__(self, name) -> bool:
+        return name in self._registered or name in self._all_specs()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
