@@ -28,14 +28,10 @@ def load_model(path) -> Model:
     path = Path(path)
     if path.is_dir():
         names = {p.name for p in path.iterdir()}
-        if {"V.npy", "T.npy"} <= names:
-            from tinycc_ml.models.bonsai import load_edgeml_bonsai
-
-            return load_edgeml_bonsai(path)
-        if names & {"W.npy", "B.npy", "Z.npy", "gamma.npy"}:
-            from tinycc_ml.models.protonn import load_edgeml_protonn
-
-            return load_edgeml_protonn(path)
+        families = [cls for cls in MODEL_FAMILIES.load_all().values() if isinstance(cls, type)]
+        best = max(families, key=lambda cls: cls.directory_match(names), default=None)
+        if best is not None and best.directory_match(names) > 0:
+            return best.from_directory(path)
         raise ModelFileError(f"{path}: no EdgeML model in this directory (expected W.npy, B.npy, Z.npy, gamma.npy)")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")

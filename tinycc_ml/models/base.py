@@ -46,6 +46,17 @@ class Model:
         """Build and validate from saved arrays; errors name ``source``."""
         raise NotImplementedError
 
+    @classmethod
+    def directory_match(cls, names: set[str]) -> int:
+        """Optional: how surely a folder holding the files ``names`` is a model of this family saved by
+        another tool (EdgeML): 0 for not at all; load_model picks the family with the highest."""
+        return 0
+
+    @classmethod
+    def from_directory(cls, path: Path) -> Model:
+        """Load such a folder (when directory_match says so)."""
+        raise NotImplementedError
+
     @property
     def input_dim(self) -> int:
         raise NotImplementedError

@@ -114,6 +114,14 @@ class BonsaiModel(Model):
         return {"sigma": self.sigma, "depth": self.depth}
 
     @classmethod
+    def directory_match(cls, names: set[str]) -> int:
+        return 10 if {"V.npy", "T.npy"} <= names else 0  # W.npy and Z.npy alone could be ProtoNN's
+
+    @classmethod
+    def from_directory(cls, path) -> BonsaiModel:
+        return load_edgeml_bonsai(path)
+
+    @classmethod
     def from_arrays(cls, arrays, meta, source) -> BonsaiModel:
         for name in ("Z", "W", "V", "T"):
             if name not in arrays:

@@ -60,6 +60,14 @@ class ProtoNNModel(Model):
         return out
 
     @classmethod
+    def directory_match(cls, names: set[str]) -> int:
+        return len(names & {"W.npy", "B.npy", "Z.npy", "gamma.npy"})
+
+    @classmethod
+    def from_directory(cls, path) -> ProtoNNModel:
+        return load_edgeml_protonn(path)
+
+    @classmethod
     def from_arrays(cls, arrays, meta, source) -> ProtoNNModel:
         missing = {"W", "B", "Z", "gamma"} - set(arrays)
         if missing:
