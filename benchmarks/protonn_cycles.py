@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,8 +29,7 @@ from tinycc_ml.backends.base import register_backend  # noqa: E402
 from tinycc_ml.ir.fixed import quantise  # noqa: E402
 from tinycc_ml.models.protonn import ProtoNNModel  # noqa: E402
 from tinycc_ml.models.protonn_trainer import ProtoNNClassifier  # noqa: E402
-from tinycc_ml.runtime import sim_avr, toolchains  # noqa: E402
-from tinycc_ml.runtime.simulate import TargetRun, make_spec, run_on_target, support_file  # noqa: E402
+from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
 D, DHAT, M, L = 256, 25, 55, 10
@@ -53,36 +50,6 @@ def make_model(X, y, random: bool) -> ProtoNNModel:
 
 def macs(model: ProtoNNModel) -> int:
     return DHAT * D + DHAT * M + L * M
-
-
-def run_avr_1284p(d: str, prefix: str, x, n_scores: int, in_t: str, s_t: str) -> TargetRun:
-    """The project's simavr runner and harness, rebuilt for the ATmega1284P."""
-    work = tempfile.mkdtemp(prefix="tinycc-ml-1284p-")
-    try:
-        src = Path(support_file("avr_runner.c")).read_text().replace('"atmega328p"', '"atmega1284p"').replace(
-            "fw_len > 32768", "fw_len > 131072")
-        runner_c = os.path.join(work, "runner.c")
-        Path(runner_c).write_text(src)
-        runner = os.path.join(work, "runner")
-        subprocess.run([toolchains.find_host_cc(), "-O2", "-I" + toolchains.find_simavr_include(), runner_c,
-                        "-o", runner, "-lsimavr"], check=True, capture_output=True)
-        spec = make_spec([os.path.join(d, f"{prefix}.c")], os.path.join(d, f"{prefix}.h"), prefix, x.shape[1],
-                         n_scores, in_t, s_t)
-        cc = toolchains.find_tool("avr-gcc")
-        cflags = [f.replace("atmega328p", "atmega1284p") for f in sim_avr.AVR_CFLAGS]
-        mo, ho = sim_avr.compile_objects(cc, cflags, spec, [support_file(sim_avr.HARNESS_SOURCE)], work)
-        elf, binf = os.path.join(work, "fw.elf"), os.path.join(work, "fw.bin")
-        subprocess.run([cc, "-mmcu=atmega1284p", "-Wl,--gc-sections", *ho, *mo, "-o", elf, "-lm"], check=True)
-        out = subprocess.run([toolchains.find_tool("avr-size"), "-C", "--mcu=atmega1284p", elf],
-                             capture_output=True, text=True, check=True).stdout
-        flash = int(re.search(r"Program:\s+(\d+)", out).group(1))
-        ram = int(re.search(r"Data:\s+(\d+)", out).group(1))
-        subprocess.run([toolchains.find_tool("avr-objcopy"), "-O", "binary", "-R", ".eeprom", elf, binf], check=True)
-        fw = sim_avr.AvrBuild(elf, binf, sim_avr.FirmwareSizes(flash, ram, 0, 0))
-        p, s, c, st = sim_avr._run_chunk(runner, fw, spec, x, work, 0, 50_000_000, None)
-        return TargetRun("avr", p, s, c, None, st, flash, ram, method="simavr atmega1284p")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main(argv=None) -> None:
@@ -112,11 +79,9 @@ def main(argv=None) -> None:
                 x = rows.astype(np.float32)
             else:
                 x = quantise(rows, out.input_scale, 16).astype(np.int16)
-            if tgt == "avr-atmega1284p":
-                run = run_avr_1284p(d, "pn", x, out.n_scores, out.input_ctype, out.score_ctype)
-            else:
-                run = run_on_target(target, [os.path.join(d, "pn.c")], os.path.join(d, "pn.h"), "pn", x,
-                                    out.n_scores, out.input_ctype, out.score_ctype, extra_cflags=("-Werror",))
+            run = run_on_target(tgt, [os.path.join(d, "pn.c")],
+                                os.path.join(d, "pn.h"), "pn", x, out.n_scores, out.input_ctype, out.score_ctype,
+                                extra_cflags=("-Werror",))
             counts = run.cycles if run.cycles is not None else run.instructions
             mean = float(np.mean(counts))
             if precision == "float":

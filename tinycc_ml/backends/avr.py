@@ -51,6 +51,5 @@ class Atmega1284pBackend(AvrBackend):
 
     name = "avr-atmega1284p"
     chip = ATMEGA1284P
-    simulator = None  # the simulator models the ATmega328P
-    measure = False
+    simulator = "avr-atmega1284p"
 

@@ -11,12 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinycc_ml.chips import ATMEGA328P
+from tinycc_ml.chips import ATMEGA328P, ATMEGA1284P, Chip
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import (
-    AVR_CFLAGS,
-    AVR_LDFLAGS,
     DEFAULT_MAX_CYCLES,
     SCORE_DTYPES,
     BuildSpec,
@@ -84,9 +82,9 @@ class AvrBuild:
     sizes: FirmwareSizes
 
 
-def avr_size(elf: str) -> tuple[int, int]:
+def avr_size(elf: str, chip: Chip = ATMEGA328P) -> tuple[int, int]:
     """(flash, ram) from avr-size -C: Program = text+data, Data = data+bss+noinit."""
-    cmd = [toolchains.find_tool("avr-size"), "-C", f"--mcu={ATMEGA328P.mcu}", elf]
+    cmd = [toolchains.find_tool("avr-size"), "-C", f"--mcu={chip.mcu}", elf]
     out = run_tool(cmd, "avr-size").stdout.decode()
     prog = re.search(r"Program:\s+(\d+)", out)
     data = re.search(r"Data:\s+(\d+)", out)
@@ -95,14 +93,13 @@ def avr_size(elf: str) -> tuple[int, int]:
     return int(prog.group(1)), int(data.group(1))
 
 
-def build(spec: BuildSpec, work: str) -> AvrBuild:
+def build(spec: BuildSpec, work: str, chip: Chip = ATMEGA328P) -> AvrBuild:
     cc = toolchains.find_tool("avr-gcc")
-    model_objs, harness_objs = compile_objects(cc, AVR_CFLAGS, spec, [support_file(HARNESS_SOURCE)], work)
+    model_objs, harness_objs = compile_objects(cc, chip.cflags, spec, [support_file(HARNESS_SOURCE)], work)
     elf = os.path.join(work, "fw_avr.elf")
-    run_tool([cc, *AVR_LDFLAGS, *spec.extra_cflags, *harness_objs, *model_objs, "-o", elf, "-lm"],
+    run_tool([cc, *chip.ldflags, *spec.extra_cflags, *harness_objs, *model_objs, "-o", elf, "-lm"],
              "linking the AVR firmware")
-    flash, ram = avr_size(elf)
-    chip = ATMEGA328P
+    flash, ram = avr_size(elf, chip)
     if flash > chip.flash:
         raise CompileError(f"AVR firmware needs {flash} bytes of flash; the {chip.name} has {chip.flash}")
     if ram + AVR_MIN_STACK > chip.ram:
@@ -116,7 +113,7 @@ def build(spec: BuildSpec, work: str) -> AvrBuild:
 
 
 def _run_chunk(runner: str, fw: AvrBuild, spec: BuildSpec, x: np.ndarray, work: str, tag: int,
-               max_cycles: int, timeout: float | None):
+               max_cycles: int, timeout: float | None, chip: Chip = ATMEGA328P):
     """One runner process over inputs x; returns (predictions, scores, cycles, stacks)."""
     n = x.shape[0]
     sdt = SCORE_DTYPES[spec.score_ctype]
@@ -129,11 +126,11 @@ def _run_chunk(runner: str, fw: AvrBuild, spec: BuildSpec, x: np.ndarray, work: 
     # a hang stops after max_cycles inside one call; the total cap only guards the harness itself
     cap = int(max_cycles) * (2 * n + 1) + 10_000_000
     limit = timeout if timeout is not None else 60 + cap / SIM_CYCLES_PER_SECOND
-    proc = run_tool([runner, fw.bin, inp, outp, str(cap), str(int(max_cycles))],
+    proc = run_tool([runner, fw.bin, inp, outp, str(cap), str(int(max_cycles)), chip.mcu, str(chip.clock_hz)],
                     "simulating the AVR firmware (simavr)", timeout=limit, check=False)
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip()
-        what = {3: f"{spec.prefix} crashed the simulated ATmega328P",
+        what = {3: f"{spec.prefix} crashed the simulated {chip.name}",
                 4: f"a call of {spec.prefix} ran over {max_cycles} cycles (hang?)"}.get(
                     proc.returncode, f"the simavr runner failed (exit {proc.returncode})")
         raise ToolchainError(f"{what}: {err[-400:]}")
@@ -169,7 +166,8 @@ def require(method: str = "auto") -> None:
     toolchains.find_simavr_include()
 
 
-def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None) -> TargetRun:
+def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None,
+        chip: Chip = ATMEGA328P) -> TargetRun:
     require()
     runner = runner_path()
     n = x.shape[0]
@@ -177,9 +175,9 @@ def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None) 
     jobs = max(1, min(os.cpu_count() or 1, 8, n // 32))
     chunks = np.array_split(x, jobs)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-avr-") as work:
-        fw = build(spec, work)
+        fw = build(spec, work, chip)
         with ThreadPoolExecutor(jobs) as pool:
-            futures = [pool.submit(_run_chunk, runner, fw, spec, chunk, work, i, max_cycles, timeout)
+            futures = [pool.submit(_run_chunk, runner, fw, spec, chunk, work, i, max_cycles, timeout, chip)
                        for i, chunk in enumerate(chunks)]
             parts = [f.result() for f in futures]
     return TargetRun(
@@ -198,9 +196,12 @@ def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None) 
 
 
 class AvrSimulator:
-    """The ATmega328P under simavr, as registered in simulate.SIMULATORS."""
+    """An AVR chip under simavr, as registered in simulate.SIMULATORS."""
 
     unit = "cycles"
+
+    def __init__(self, chip: Chip = ATMEGA328P):
+        self.chip = chip
 
     def require(self, method: str = "auto") -> None:
         require(method)
@@ -208,11 +209,12 @@ class AvrSimulator:
     def run(self, spec: BuildSpec, x: np.ndarray, *, method: str = "auto", max_count: int = DEFAULT_MAX_CYCLES,
             timeout: float | None = None) -> TargetRun:
         require(method)
-        return run(spec, x, max_count, timeout)
+        return run(spec, x, max_count, timeout, self.chip)
 
     def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
-            return build(spec, work).sizes
+            return build(spec, work, self.chip).sizes
 
 
 SIMULATOR = AvrSimulator()
+ATMEGA1284P_SIMULATOR = AvrSimulator(ATMEGA1284P)

@@ -45,6 +45,7 @@ SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "float":
 #   firmware_sizes(spec) -> FirmwareSizes.
 SIMULATORS = Registry("simulator", "tinycc_ml.simulators", {
     "avr": "tinycc_ml.runtime.sim_avr:SIMULATOR",
+    "avr-atmega1284p": "tinycc_ml.runtime.sim_avr:ATMEGA1284P_SIMULATOR",
     "cortex-m0": "tinycc_ml.runtime.sim_m0:SIMULATOR",
 })
 log = logging.getLogger(__name__)

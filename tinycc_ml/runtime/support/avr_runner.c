@@ -75,8 +75,9 @@ static uint8_t *read_file(const char *path, size_t *len)
 
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: %s fw.bin in.bin out.bin max_cycles max_cycles_per_call\n", argv[0]);
+	if (argc != 6 && argc != 8) {
+		fprintf(stderr, "usage: %s fw.bin in.bin out.bin max_cycles max_cycles_per_call [mcu clock_hz]\n",
+		        argv[0]);
 		return 2;
 	}
 	size_t fw_len;
@@ -87,12 +88,16 @@ int main(int argc, char **argv)
 	unsigned long long max_call = strtoull(argv[5], NULL, 10);
 	if (!fw || !in_buf || !out_f) { fprintf(stderr, "avr_runner: cannot read/write files\n"); return 2; }
 
-	avr_t *avr = avr_make_mcu_by_name("atmega328p");
-	if (!avr) { fprintf(stderr, "avr_runner: no atmega328p core in libsimavr\n"); return 2; }
+	const char *mcu = argc == 8 ? argv[6] : "atmega328p";
+	avr_t *avr = avr_make_mcu_by_name(mcu);
+	if (!avr) { fprintf(stderr, "avr_runner: no %s core in libsimavr\n", mcu); return 2; }
 	avr_init(avr);
 	avr->log = LOG_ERROR;
-	avr->frequency = 16000000;
-	if (fw_len > 32768) { fprintf(stderr, "avr_runner: firmware larger than 32 KB flash\n"); return 2; }
+	avr->frequency = argc == 8 ? (uint32_t)strtoul(argv[7], NULL, 10) : 16000000;
+	if (fw_len > (size_t)avr->flashend + 1) {
+		fprintf(stderr, "avr_runner: firmware larger than the %s's flash\n", mcu);
+		return 2;
+	}
 	avr_loadcode(avr, fw, (uint32_t)fw_len, 0);
 	avr->codeend = (uint32_t)fw_len;
 	avr_register_io_read(avr, A_GPIOR2, rd_input, NULL);
