@@ -7,7 +7,7 @@ through the entry-point group ``tinycc_ml.backends`` (each entry naming a Backen
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,6 @@ class BuildOutput:
     const_bytes: int = 0
     ram_bytes: int = 0
     input_scale: object = None  # integer builds: per-feature ints s, x_int[k] = round(x[k] * 2^s[k])
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
