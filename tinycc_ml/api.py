@@ -139,7 +139,8 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
              output.ram_bytes)
     fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
-    report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes)
+    report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,
+                  kernels=list(output.kernels))
     if fit is not None:
         report["fit"] = asdict(fit)
     if out_dir is not None:

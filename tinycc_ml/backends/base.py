@@ -7,7 +7,7 @@ through the entry-point group ``tinycc_ml.backends`` (each entry naming a Backen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ class BuildOutput:
     const_bytes: int = 0
     ram_bytes: int = 0
     input_scale: object = None  # integer builds: per-feature ints s, x_int[k] = round(x[k] * 2^s[k])
+    kernels: list[dict] = field(default_factory=list)  # per matrix: kernel chosen, predicted cost, candidates
 
 
 @dataclass(frozen=True)

@@ -240,10 +240,15 @@ class CEmitter:
         """Static RAM besides the arenas (target kernels' scratch, streaming state)."""
         return 0
 
+    def arena_attribute(self, key: str) -> str:
+        """Attributes of an arena's declaration (an alignment a kernel needs)."""
+        return ""
+
     def assemble(self, api: Interface, functions: list[str]) -> Emitted:
         """Both files around ``functions``: constants, helpers and arenas collected while emitting them."""
         graph = self.graph
-        arena_decls = [f"static {ARENA_CTYPE[k]} {self.sym('arena_' + k)}[{n}];" for k, n in graph.arenas.items()]
+        arena_decls = [f"static {ARENA_CTYPE[k]} {self.sym('arena_' + k)}[{n}]{self.arena_attribute(k)};"
+                       for k, n in graph.arenas.items()]
         arena_bytes = sum(n * element_bytes(k) for k, n in graph.arenas.items()) + self.extra_ram_bytes()
         includes = ["#include <stdint.h>", *self.target.extra_includes]
         if any(graph.op(n) in ("exp", "tanh") and graph.type(n).dtype.is_float for n in graph.order()):

@@ -666,6 +666,11 @@ def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
 
 
 def avr_fixed_kernel(em: CEmitter, node: Node) -> list[str] | None:
+    from tinycc_ml.backends.kernels_sparse import avr_sparse_kernel
+
+    lines = avr_sparse_kernel(em, node)  # sparse matrices, and the input clamp fused into them
+    if lines is not None:
+        return lines
     if node.op == "matvec" and matvec_ok(em, node):
         return kernel_matvec(em, node)
     if node.op == "sqdist" and sqdist_dot_ok(em, node):

@@ -76,6 +76,16 @@ class McuEmitter(CEmitter):
     kernel_layout: dict[str, ConstLayout] = field(default_factory=dict)  # const name -> how a kernel stored it
     _scratch: dict = field(default_factory=dict)
     stream_bytes: int = 0
+    arena_align: dict = field(default_factory=dict)  # arena key -> byte alignment a kernel needs
+    kernel_report: list = field(default_factory=list)  # kernels chosen by a cost model (compile report)
+
+    def arena_attribute(self, key: str) -> str:
+        return f" __attribute__((aligned({self.arena_align[key]})))" if key in self.arena_align else ""
+
+    def build_output(self) -> BuildOutput:
+        out = super().build_output()
+        out.kernels = list(self.kernel_report)
+        return out
 
     def scratch(self, name: str, ctype: str, length: int) -> None:
         """A static buffer shared by kernels (sized for the largest use)."""

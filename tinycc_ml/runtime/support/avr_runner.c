@@ -1,6 +1,6 @@
 /* tinycc-ml AVR runner: drives libsimavr (ATmega328P @ 16 MHz) for one batch of inputs.
  *
- * usage: avr_runner firmware.bin inputs.bin outputs.bin max_cycles max_cycles_per_call
+ * usage: avr_runner firmware.bin inputs.bin outputs.bin max_cycles max_cycles_per_call [mcu clock_hz [profile]]
  *
  * Protocol with the firmware (tcm_avr_harness.c):
  *   GPIOR2 read  -> next byte of inputs.bin (0 once the file is exhausted)
@@ -9,6 +9,9 @@
  *                   closed bracket a line "B <code> <cycles> <stack bytes>" goes to stdout.
  * The stack high-water mark is the lowest SP seen while a bracket is open, taken after every
  * instruction (the runner single-steps), relative to SP when the bracket opened.
+ * With a profile path, the cycles spent at each program address inside code-3 brackets (the timed
+ * calls) are summed and written there as "<byte address> <cycles>" lines (benchmarks map them to
+ * symbols for per-kernel breakdowns).
  * Exit status: 0 clean end (cli; sleep), 3 crash, 4 cycle cap hit (total or one bracket), 2 usage/IO error.
  */
 #include <stdint.h>
@@ -31,6 +34,7 @@ static FILE *out_f;
 static int open_code = -1;
 static avr_cycle_count_t open_cycle;
 static unsigned open_sp, min_sp;
+static unsigned long long *profile; /* cycles per flash word, or NULL */
 
 static unsigned get_sp(avr_t *avr) { return avr->data[A_SPL] | (avr->data[A_SPH] << 8); }
 
@@ -75,8 +79,8 @@ static uint8_t *read_file(const char *path, size_t *len)
 
 int main(int argc, char **argv)
 {
-	if (argc != 6 && argc != 8) {
-		fprintf(stderr, "usage: %s fw.bin in.bin out.bin max_cycles max_cycles_per_call [mcu clock_hz]\n",
+	if (argc != 6 && argc != 8 && argc != 9) {
+		fprintf(stderr, "usage: %s fw.bin in.bin out.bin max_cycles max_cycles_per_call [mcu clock_hz [profile]]\n",
 		        argv[0]);
 		return 2;
 	}
@@ -88,12 +92,12 @@ int main(int argc, char **argv)
 	unsigned long long max_call = strtoull(argv[5], NULL, 10);
 	if (!fw || !in_buf || !out_f) { fprintf(stderr, "avr_runner: cannot read/write files\n"); return 2; }
 
-	const char *mcu = argc == 8 ? argv[6] : "atmega328p";
+	const char *mcu = argc >= 8 ? argv[6] : "atmega328p";
 	avr_t *avr = avr_make_mcu_by_name(mcu);
 	if (!avr) { fprintf(stderr, "avr_runner: no %s core in libsimavr\n", mcu); return 2; }
 	avr_init(avr);
 	avr->log = LOG_ERROR;
-	avr->frequency = argc == 8 ? (uint32_t)strtoul(argv[7], NULL, 10) : 16000000;
+	avr->frequency = argc >= 8 ? (uint32_t)strtoul(argv[7], NULL, 10) : 16000000;
 	if (fw_len > (size_t)avr->flashend + 1) {
 		fprintf(stderr, "avr_runner: firmware larger than the %s's flash\n", mcu);
 		return 2;
@@ -104,9 +108,15 @@ int main(int argc, char **argv)
 	avr_register_io_write(avr, A_GPIOR0, wr_output, NULL);
 	avr_register_io_write(avr, A_GPIOR1, wr_stamp, NULL);
 
+	unsigned words = ((unsigned)avr->flashend + 1) / 2;
+	if (argc == 9 && !(profile = calloc(words, sizeof *profile))) return 2;
 	int state = cpu_Running;
 	while (1) {
+		avr_flashaddr_t pc = avr->pc;
+		avr_cycle_count_t before = avr->cycle;
 		state = avr_run(avr);
+		if (profile && open_code == 3 && pc / 2 < words)
+			profile[pc / 2] += avr->cycle - before;
 		if (open_code >= 0) {
 			unsigned sp = get_sp(avr);
 			if (sp < min_sp) min_sp = sp;
@@ -121,6 +131,13 @@ int main(int argc, char **argv)
 		if (avr->cycle > max_cycles) break;
 	}
 	fclose(out_f);
+	if (profile) {
+		FILE *pf = fopen(argv[8], "w");
+		if (!pf) return 2;
+		for (unsigned i = 0; i < words; i++)
+			if (profile[i]) fprintf(pf, "%u %llu\n", 2 * i, profile[i]);
+		fclose(pf);
+	}
 	printf("E %d %llu %zu\n", state, (unsigned long long)avr->cycle, in_pos);
 	fflush(stdout);
 	if (state == cpu_Done) return 0;

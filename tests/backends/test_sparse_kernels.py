@@ -1,0 +1,167 @@
+"""Sparse mat-vec kernels (kernels_sparse): the run format and the cost model's choice, and every
+build bit-exact with the fixed-point interpreter on simulated chips across sparsity patterns from
+empty to full, with empty rows and columns, both weight widths, inputs that may be negative."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.backends.kernels_sparse import PAGE_COLS, avr_candidates, choose, sparse_format_ok, sparse_image
+from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops import dense_to_sparse_attrs
+from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.models.base import Model
+from tinycc_ml.runtime.simulate import run_on_target
+
+
+class TwoSparse(Model):
+    """scores = W2 (W1 x), both matrices stored sparse whatever their density: the first reads the
+    clamped input, the second a signed intermediate (the kernel's offset path)."""
+
+    family = "two_sparse_test"
+
+    def __init__(self, W1, W2):
+        self.W1, self.W2 = W1, W2
+
+    def arrays(self):
+        return {"W1": self.W1, "W2": self.W2}
+
+    input_dim = property(lambda self: self.W1.shape[1])
+    n_outputs = property(lambda self: self.W2.shape[0])
+
+    def scores(self, X):
+        return self._check_input(X) @ self.W1.T @ self.W2.T
+
+    def lower(self):
+        g = Graph("two_sparse")
+        x = g.add("input", attrs={"name": "x"}, type=TensorType((self.input_dim,), F32), name="x")
+        w1 = g.add("sparse_const", attrs=dense_to_sparse_attrs(self.W1.astype(np.float32)), name="W1")
+        w2 = g.add("sparse_const", attrs=dense_to_sparse_attrs(self.W2.astype(np.float32)), name="W2")
+        h = g.add("matvec", [w1, x], name="h")
+        s = g.add("matvec", [w2, h], name="s")
+        g.set_output("scores", s)
+        g.set_output("prediction", g.add("argmax", [s], name="pred"))
+        return g
+
+
+def random_sparse(rng, rows, cols, density, empty_rows=(), empty_cols=()):
+    W = rng.normal(size=(rows, cols)) * (rng.random((rows, cols)) < density)
+    W[list(empty_rows), :] = 0
+    W[:, list(empty_cols)] = 0
+    if not W.any():  # keep one weight so that scales can be chosen
+        W[0, 0] = 1.0
+    return W / np.sqrt(cols)
+
+
+# (D, hidden, classes, density of W1, density of W2, signed inputs, empty columns in W1)
+CASES = [
+    (256, 25, 10, 0.3, 0.5, False, True),  # SeeDot's shape of W, two pages of columns
+    (256, 25, 10, 0.3, 0.5, False, False),  # every column read: the clamp walks all columns
+    (64, 9, 4, 0.02, 1.0, True, True),  # nearly empty, and a full matrix stored sparse
+    (131, 6, 3, 1.0, 0.0, True, False),  # full first layer over a page boundary; an (almost) empty second one
+    (300, 12, 5, 0.7, 0.3, False, True),  # three pages, odd column count
+    (200, 40, 3, 0.1, 0.6, True, True),  # a second layer the sparse kernel takes (x offset, no clamp)
+    (37, 1, 2, 0.5, 0.5, True, False),  # one hidden unit
+]
+
+
+def _build(model, X, precision, target, tmp_path, name="sk"):
+    out = tmp_path / f"{name}_{precision}_{target}"
+    return tinycc_ml.compile(model, target=target, precision=precision, calibration=X[:300], out_dir=out,
+                             name=name), out
+
+
+def _check(result, out, X, target):
+    o = result.output
+    Xq = quantise(X, o.input_scale, 16).astype(np.int16)
+    want = run_fixed(result.graph, Xq)
+    run = run_on_target(target, [str(out / f"{o.prefix}.c")], str(out / f"{o.prefix}.h"), o.prefix, Xq,
+                        o.n_scores, o.input_ctype, o.score_ctype, extra_cflags=("-Werror",))
+    np.testing.assert_array_equal(run.scores, want["scores"])
+    np.testing.assert_array_equal(run.predictions, want["prediction"])
+    return run
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"D{c[0]}-h{c[1]}-{c[3]}-{c[4]}-{'gaps' if c[6] else 'all'}"
+                                             for c in CASES])
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_sparse_kernel_bit_exact_on_avr(case, precision, tmp_path):
+    require_target("avr")
+    D, hidden, classes, d1, d2, signed, gaps = case
+    rng = np.random.default_rng(D + hidden)
+    W1 = random_sparse(rng, hidden, D, d1, empty_rows=[hidden - 1] if hidden > 2 else (),
+                       empty_cols=range(0, D, 7) if gaps else ())
+    W2 = random_sparse(rng, classes, hidden, d2)
+    X = rng.normal(size=(360, D)) if signed else rng.random((360, D)) * rng.uniform(0.2, 4, size=D)
+    result, out = _build(TwoSparse(W1, W2), X, precision, "avr", tmp_path)
+    kernels = {k["matrix"]: k for k in result.report["kernels"]}
+    assert set(kernels) == {"W1_q", "W2_q"}
+    for k in kernels.values():  # the choice is the cheapest predicted candidate within the CSC flash
+        fits = {n: c for n, c in k["candidates"].items()
+                if "cycles" in c and c["flash"] <= k["candidates"]["csc-c"]["flash"]}
+        assert k["kernel"] == min(fits, key=lambda n: fits[n]["cycles"])
+    assert "avr-sparse-asm" in {k["kernel"] for k in kernels.values()}  # every case runs the kernel
+    _check(result, out, X[300:], "avr")
+
+
+def test_sparse_kernel_extremes_on_avr(tmp_path):
+    # full-scale weights (|w| = 2^15 and 2^7 after quantisation), inputs at the clamp bounds and beyond
+    require_target("avr")
+    rng = np.random.default_rng(7)
+    W1 = random_sparse(rng, 5, 140, 0.4)
+    W1[2, 3], W1[3, 139] = 5.0, -5.0
+    W2 = random_sparse(rng, 3, 5, 0.8)
+    X = rng.normal(size=(340, 140))
+    X[300:] *= 40  # far outside the calibration range: clamped
+    for precision in ("int16", "int8"):
+        result, out = _build(TwoSparse(W1, W2), X, precision, "avr", tmp_path)
+        assert "avr-sparse-asm" in [k["kernel"] for k in result.report["kernels"]]
+        _check(result, out, X[280:], "avr")
+
+
+def test_format_that_cannot_hold_the_matrix_falls_back_and_says_so(tmp_path):
+    # 300 positive weights in one row overflow the kernel's 24-bit partial sums: another kernel, noted
+    rng = np.random.default_rng(3)
+    W1 = np.zeros((3, 320))
+    W1[0, :300] = rng.uniform(0.1, 1, 300)
+    W1[1, ::9] = rng.normal(size=36)
+    assert "row 0 has 300 positive weights" in sparse_format_ok(np.sign(W1).astype(np.int64), 16)
+    W2 = rng.normal(size=(2, 3))
+    X = rng.random((340, 320))
+    result, out = _build(TwoSparse(W1, W2), X, "int16", "avr", tmp_path)
+    k = next(k for k in result.report["kernels"] if k["matrix"] == "W1_q")
+    assert k["kernel"] != "avr-sparse-asm" and "positive weights" in k["note"]
+    require_target("avr")
+    _check(result, out, X[300:], "avr")
+
+
+def test_run_format_layout():
+    # hand-checked: row 0 has +3 at column 1 and -2 at column 130 (page 1, byte offset 4); row 1 is empty
+    A = np.zeros((2, 131), np.int64)
+    A[0, 1], A[0, 130] = 3, -2
+    img = list(sparse_image(A, 16, offset=False))
+    assert img == [1, 2, 3, 0, 0,  # page 0: one positive (offset 2, |w| = 3), no negative
+                   0, 1, 4, 2, 0,  # page 1: no positive, one negative (offset 4, |w| = 2)
+                   0, 0, 0, 0]  # row 1: four empty runs
+    assert len(img) == 14
+    img = list(sparse_image(A, 8, offset=True))
+    k0 = (-(1 << 15)) % (1 << 32)  # -2^15 * (3 - 2)
+    assert img[:4] == [k0 & 255, (k0 >> 8) & 255, (k0 >> 16) & 255, k0 >> 24]
+    assert img[4:] == [1, 2, 3, 0, 0, 1, 4, 2] + [0, 0, 0, 0, 0, 0, 0, 0]
+    assert PAGE_COLS == 128
+
+
+def test_cost_model_prefers_dense_when_full_and_sparse_when_sparse():
+    rng = np.random.default_rng(0)
+    full = rng.integers(-100, 100, size=(10, 64))
+    full[full == 0] = 1
+    cands = avr_candidates(full, 16, offset=False, clamp="all")
+    assert choose(cands) == "avr-dense-asm"  # no bigger than CSC, and faster
+    sparse = full * (rng.random((10, 64)) < 0.2)
+    cands = avr_candidates(sparse, 16, offset=False, clamp="all")
+    assert choose(cands) == "avr-sparse-asm"
+    assert cands["avr-sparse-asm"]["flash"] <= cands["csc-c"]["flash"]

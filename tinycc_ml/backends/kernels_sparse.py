@@ -1,0 +1,481 @@
+"""Sparse mat-vec on the ATmega328P: a row-major run format walked by an asm kernel, chosen per
+matrix by a cost model (kernel_costs) against the dense kernel and the C CSC loop.
+
+Format (flash, per row): [K_r, 4 bytes, only when x is stored offset] then, for each page of 128
+columns, a run of positive weights then a run of negative ones, each a count byte followed by
+(column byte, |w| little endian) entries. The column byte is 2 (col - 128 page): the byte offset of
+x[col] inside its 256-byte page of the (256-byte aligned) x buffer, so the gather is one LPM into
+Y's low byte and two loads, with no address arithmetic. Magnitudes are unsigned (|w| <= 2^15 or
+2^7), so every partial product is an unsigned MUL; negative runs subtract. With x' = x + 2^15
+(when x may be negative) sum(w x') = sum(w x) + 2^15 sum(w): K_r = -2^15 sum_r(w) mod 2^32 in front
+of the row cancels it. All sums are mod 2^32, exact because tinycc_ml.ir.fixed proves they fit.
+
+The input clamp feeding a sparse first layer is fused here: only the columns the matrix reads are
+clamped and stored (in the kernel's layout), the others are never loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinycc_ml.backends.layouts import InterleavedBounds
+from tinycc_ml.ir.fixed import clip_bounds
+from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops import sparse_to_dense
+
+PAGE_COLS = 128  # columns addressed by one byte offset (2 bytes per int16 element)
+MAX_SIGN_PER_ROW = 256  # entries of one sign in a row: 24-bit sums of 8x8-bit products
+MAX_ROWS = 256  # a byte counts the rows (0 = 256)
+
+
+def _words(lines: list[str]) -> str:
+    return "".join(f'    "{line}\\n"\n' for line in lines)
+
+
+# ---------------------------------------------------------------- cost model
+
+@dataclass
+class KernelChoice:
+    """One mat-vec's kernel: what was chosen, the candidates' predicted cycles and flash bytes."""
+
+    matrix: str
+    shape: tuple[int, int]
+    nonzeros: int
+    chosen: str
+    candidates: dict  # kernel -> {"cycles": predicted, "flash": bytes} or {"unavailable": why}
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {"matrix": self.matrix, "shape": list(self.shape), "nonzeros": self.nonzeros, "kernel": self.chosen,
+                "predicted_cycles": self.candidates[self.chosen].get("cycles"),
+                "flash_bytes": self.candidates[self.chosen].get("flash"),
+                "candidates": self.candidates, **({"note": self.note} if self.note else {})}
+
+
+# ATmega328P cycle costs, fitted on simavr runs of the kernels (see benchmarks/sparse_kernels.py)
+AVR_COSTS = {
+    "sparse": {16: {"nnz": 33.0, "run": 11.0, "empty_run": 8.0, "row": 60.0, "call": 80.0},
+               8: {"nnz": 20.75, "run": 11.0, "empty_run": 8.0, "row": 60.0, "call": 80.0}},
+    "dense": {16: {"mac": 27.1, "block": 300.0, "call": 60.0}, 8: {"mac": 16.0, "block": 300.0, "call": 60.0}},
+    "csc_c": {16: {"nnz": 118.0, "col": 40.0}, 8: {"nnz": 105.0, "col": 40.0}},
+    "clamp_all": 11.0, "clamp_list": 19.5, "clamp_c": 30.0, "copy_col": 20.0,
+}
+
+
+def run_lengths(A: np.ndarray) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """Per row, per page: (columns of the positive weights, columns of the negative ones)."""
+    rows, cols = A.shape
+    out = []
+    for r in range(rows):
+        pages = []
+        for p0 in range(0, cols, PAGE_COLS):
+            seg = A[r, p0:p0 + PAGE_COLS]
+            pages.append((np.nonzero(seg > 0)[0] + p0, np.nonzero(seg < 0)[0] + p0))
+        out.append(pages)
+    return out
+
+
+def sparse_format_ok(A: np.ndarray, wbits: int) -> str | None:
+    """Why the run format / kernel cannot hold A (None when it can)."""
+    rows, _ = A.shape
+    if rows > MAX_ROWS:
+        return f"{rows} rows: the kernel counts rows in a byte (at most {MAX_ROWS})"
+    for sign, counts in (("positive", (A > 0).sum(axis=1)), ("negative", (A < 0).sum(axis=1))):
+        if counts.max(initial=0) > MAX_SIGN_PER_ROW:
+            r = int(np.argmax(counts))
+            return (f"row {r} has {int(counts[r])} {sign} weights: the kernel's 24-bit partial sums hold "
+                    f"at most {MAX_SIGN_PER_ROW}")
+    if np.abs(A).max(initial=0) > (1 << (wbits - 1)):
+        return f"a weight is beyond int{wbits}"
+    return None
+
+
+def used_list(used: np.ndarray, cols: int) -> np.ndarray:
+    """The clamp's column list: per page of 128 columns, a count byte then each column's byte offset."""
+    out: list[int] = []
+    for p0 in range(0, cols, PAGE_COLS):
+        mine = used[(used >= p0) & (used < p0 + PAGE_COLS)]
+        out += [len(mine), *(2 * (mine - p0)).tolist()]
+    return np.asarray(out, np.uint8)
+
+
+def sparse_flash(A: np.ndarray, wbits: int, offset: bool) -> int:
+    rows, cols = A.shape
+    pages = -(-cols // PAGE_COLS)
+    return int(np.count_nonzero(A)) * (1 + wbits // 8) + rows * (2 * pages + (4 if offset else 0))
+
+
+def csc_flash(nnz: int, rows: int, cols: int, wbits: int) -> int:
+    return nnz * (wbits // 8 + (1 if rows <= 256 else 2)) + 2 * (cols + 1)
+
+
+def avr_candidates(A: np.ndarray, wbits: int, offset: bool, clamp: str | None = None) -> dict:
+    """Predicted cycles and flash of each way to run x -> A x on the ATmega328P (A: ints). clamp: how an
+    input clamp fused into the sparse kernel runs ("all" columns or a "list" of the read ones in asm,
+    "c" with per-feature bounds), None when x is not a fused clamp (then the kernel copies x offset)."""
+    rows, cols = A.shape
+    nnz = int(np.count_nonzero(A))
+    used = int(np.count_nonzero(np.any(A != 0, axis=0)))
+    runs = sum(int(len(p) > 0) + int(len(n) > 0) for pages in run_lengths(A) for p, n in pages)
+    pages = -(-cols // PAGE_COLS)
+    c = AVR_COSTS
+    out = {}
+    why = sparse_format_ok(A, wbits)
+    if why:
+        out["avr-sparse-asm"] = {"unavailable": why}
+    else:
+        s = c["sparse"][wbits]
+        if clamp == "all" and used < cols:
+            clamp = "list"
+        prep = {"all": c["clamp_all"] * cols, "list": c["clamp_list"] * used + 10 * pages,
+                "c": c["clamp_c"] * used, None: c["copy_col"] * cols}[clamp]
+        flash = sparse_flash(A, wbits, offset) + (used + pages if clamp == "list" else 0)
+        out["avr-sparse-asm"] = {
+            "cycles": round(s["call"] + s["nnz"] * nnz + s["run"] * runs + s["empty_run"] * (2 * rows * pages - runs)
+                            + s["row"] * rows + prep),
+            "flash": flash}
+    d = c["dense"][wbits]
+    out["avr-dense-asm"] = {"cycles": round(d["call"] + d["mac"] * rows * cols + d["block"] * -(-rows // 5)
+                                            + c["clamp_c"] * cols),
+                            "flash": rows * cols * wbits // 8 + 4 * rows}
+    k = c["csc_c"][wbits]
+    out["csc-c"] = {"cycles": round(k["nnz"] * nnz + k["col"] * cols + c["clamp_c"] * cols),
+                    "flash": csc_flash(nnz, rows, cols, wbits)}
+    return out
+
+
+def choose(cands: dict) -> str:
+    """The fastest candidate whose flash is at most the CSC form's (the size the model was trained to)."""
+    limit = cands["csc-c"]["flash"]
+    ok = [k for k, v in cands.items() if "cycles" in v and v["flash"] <= limit]
+    return min(ok, key=lambda k: cands[k]["cycles"])
+
+
+# ---------------------------------------------------------------- format and kernel
+
+def sparse_image(A: np.ndarray, wbits: int, offset: bool) -> np.ndarray:
+    """The flash bytes of the run format (see the module docstring)."""
+    out: list[int] = []
+    k_row = (-(A.astype(np.int64).sum(axis=1) << 15)) % (1 << 32)
+    for r, pages in enumerate(run_lengths(A)):
+        if offset:
+            out += [int(k_row[r] >> (8 * b)) & 0xFF for b in range(4)]
+        for p, (pos, neg) in enumerate(pages):
+            for cols in (pos, neg):
+                out.append(len(cols))
+                for col in cols:
+                    mag = abs(int(A[r, col]))
+                    out.append(2 * (int(col) - PAGE_COLS * p))
+                    out += [mag & 0xFF, mag >> 8] if wbits == 16 else [mag]
+    return np.asarray(out, np.uint8)
+
+
+# registers of sparse_asm: r2..r5 the row's result, r6 zero, r7 the x buffer's page, r8..r10 sum of the low
+# products of positive entries, r11..r13 of negative ones (24 bits each: no row has more than 256
+# entries), r14, r15, r18 bits 8..31 of the other products (wrapping), r16/r17 |w|, r22/r23 x'
+L_POS, L_NEG, MID = ("r8", "r9", "r10"), ("r11", "r12", "r13"), ("r14", "r15", "r18")
+UNROLL = 4
+
+
+def _mac(wbits: int, add: bool) -> list[str]:
+    """One entry: column byte -> Y low, x' from the page, |w| from flash; low product into L_POS or
+    L_NEG (added: no wrap), the others into MID (added or subtracted)."""
+    a, c = ("add", "adc") if add else ("sub", "sbc")
+    lo = L_POS if add else L_NEG
+    m0, m1, m2 = MID
+    body = ["lpm r28, Z+", "ld r22, Y", "ldd r23, Y+1", "lpm r16, Z+"]
+    if wbits == 16:
+        body.append("lpm r17, Z+")
+    body += ["mul r16, r22", f"add {lo[0]}, r0", f"adc {lo[1]}, r1", f"adc {lo[2]}, r6",
+             "mul r16, r23", f"{a} {m0}, r0", f"{c} {m1}, r1", f"{c} {m2}, r6"]
+    if wbits == 16:
+        body += ["mul r17, r22", f"{a} {m0}, r0", f"{c} {m1}, r1", f"{c} {m2}, r6",
+                 "mul r17, r23", f"{a} {m1}, r0", f"{c} {m2}, r1"]
+    return body
+
+
+def _clamp_one(lo: int, hi: int) -> list[str]:
+    """clamp(r23:r22) to [lo, hi] (r20:r21 = lo, r16:r17 = hi, r14:r15 = 0), the clip's semantics."""
+    out = []
+    if hi < 32767:
+        out += ["cp r16, r22", "cpc r17, r23", "brge 1f", "movw r22, r16", "1:"]
+    if lo == 0:
+        out += ["sbrc r23, 7", "movw r22, r14"]
+    elif lo > -32768:
+        out += ["cp r22, r20", "cpc r23, r21", "brge 1f", "movw r22, r20", "1:"]
+    return out
+
+
+def _clamp_asm(clamp: tuple, offset: bool) -> list[str]:
+    """Prologue of sparse_asm: clamp the input (src, r19:r18) into the page-aligned buffer (Y), as the clip
+    does (scalar bounds), storing x + 2^15 when offset. clamp = ("all", cols, lo, hi): every column, in
+    order; ("list", pages, lo, hi): per page of 128 columns a count byte and the byte offsets of the
+    columns the matrix reads, from flash (Z) in front of the run format. With lo = 0, a high byte in
+    [0, hi >> 8) needs no clamping: one compare, the full clamp out of line."""
+    kind, n, lo, hi = clamp
+    full = _clamp_one(lo, hi)
+    fast = lo == 0 and hi >> 8 >= 1
+    store = (["subi r23, 0x80"] if offset else [])
+    out = ["movw r28, r22", "clr r14", "clr r15", f"ldi r16, lo8({hi})", f"ldi r17, hi8({hi})",
+           f"ldi r20, lo8({lo})", f"ldi r21, hi8({lo})"]
+    if kind == "all":
+        unroll = 4 if n % 4 == 0 else (2 if n % 2 == 0 else 1)
+        body, slow = [], []
+        for e in range(unroll):
+            body += ["ld r22, X+", "ld r23, X+"]
+            if fast:
+                body += [f"cpi r23, {hi >> 8}", f"brsh 2{e}f", f"3{e}:"]
+                slow += [f"2{e}:", *full, f"rjmp 3{e}b"]
+            else:
+                body += full
+            body += store + ["st Y+, r22", "st Y+, r23"]
+        iters = n // unroll
+        return out + ["movw r26, r18", f"ldi r24, lo8({iters})", f"ldi r25, hi8({iters})", "8:", *body,
+                      "sbiw r24, 1", "breq 9f", "rjmp 8b", *slow, "9:"]
+    # list: r12:r13 = this page of src; per entry the byte offset goes to Y's low byte and is added to it
+    body = ["lpm r28, Z+", "movw r26, r12", "add r26, r28", "adc r27, r14", "ld r22, X+", "ld r23, X"]
+    if fast:
+        body += [f"cpi r23, {hi >> 8}", "brsh 2f", "3:"]
+    else:
+        body += full
+    body += store + ["st Y, r22", "std Y+1, r23", "dec r24", "brne 8b"]
+    slow = ["2:", *full, "rjmp 3b"] if fast else []
+    return out + ["movw r12, r18", f"ldi r25, {n}", "7:", "lpm r24, Z+", "tst r24", "breq 6f", "8:", *body,
+                  "6:", "inc r13", "inc r29", "dec r25", "brne 7b", "rjmp 9f", *slow, "9:"]
+
+
+def sparse_asm(name: str, wbits: int, rows: int, pages: int, offset: bool, out_shift: int | None,
+               clamp: tuple[int, int, int] | None) -> str:
+    """void name(const uint8_t *fmt /*flash*/, int16_t *x /*256-byte aligned*/, void *out, const int16_t *src):
+    out[r] = sum_c A[r][c] x[c] (mod 2^32, uint32) for the run format of sparse_image, or with out_shift
+    (8..16) the int16 sat16(rshift(., out_shift)). With clamp (see _clamp_asm), x is first filled from src."""
+    from tinycc_ml.backends.kernels_avr import _store_rows
+
+    saved = [f"r{r}" for r in range(2, 18)] + ["r28", "r29"]
+    b = [f".section .text.{name},\\\"ax\\\",@progbits", f".type {name}, @function", f"{name}:"]
+    b += [f"push {r}" for r in saved]
+    b += ["movw r30, r24", "mov r7, r23", "movw r10, r20"]
+    if clamp:
+        b += _clamp_asm(clamp, offset)
+    b += ["movw r26, r10", "clr r6", f"ldi r25, {rows & 0xFF}", "1:"]
+    b += ["lpm r2, Z+", "lpm r3, Z+", "lpm r4, Z+", "lpm r5, Z+"] if offset else ["clr r2", "clr r3", "movw r4, r2"]
+    b += [f"clr {r}" for r in (*L_POS, *L_NEG, *MID)]
+    b += ["mov r29, r7", f"ldi r20, {pages}", "2:"]
+    for sign, add in (("1", True), ("2", False)):  # local labels 3x, 4x, 5x per sign
+        mac = _mac(wbits, add)
+        body = mac * UNROLL
+        tail = ["dec r24", f"brne 4{sign}b"] if len(body) < 60 else ["dec r24", f"breq 5{sign}f", f"rjmp 4{sign}b"]
+        b += ["lpm r24, Z+", "sbrs r24, 0", f"rjmp 3{sign}f", *mac, f"3{sign}:", "sbrs r24, 1", f"rjmp 6{sign}f",
+              *mac, *mac, f"6{sign}:", "lsr r24", "lsr r24", f"brne 4{sign}f", f"rjmp 5{sign}f",
+              f"4{sign}:", *body, *tail, f"5{sign}:"]
+    b += ["inc r29", "dec r20", "breq 6f", "rjmp 2b", "6:"]
+    # the row: K + L_POS - L_NEG + MID * 2^8
+    b += [f"add r2, {L_POS[0]}", f"adc r3, {L_POS[1]}", f"adc r4, {L_POS[2]}", "adc r5, r6",
+          f"sub r2, {L_NEG[0]}", f"sbc r3, {L_NEG[1]}", f"sbc r4, {L_NEG[2]}", "sbc r5, r6",
+          f"add r3, {MID[0]}", f"adc r4, {MID[1]}", f"adc r5, {MID[2]}"]
+    if out_shift is None:
+        b += ["st X+, r2", "st X+, r3", "st X+, r4", "st X+, r5"]
+    else:
+        b += _store_rows(["r2", "r3", "r4", "r5"], 1, out_shift)
+    b += ["dec r25", "breq 9f", "rjmp 1b", "9:", "clr r1"]
+    b += [f"pop {r}" for r in reversed(saved)] + ["ret", f".size {name}, .-{name}", ".text"]
+    # not .global: the symbol stays local to the object file (the C call resolves within it)
+    return (f"void {name}(const uint8_t *fmt, int16_t *x, void *out, const int16_t *src);\n"
+            f"__asm__(\n{_words(b)});\n")
+
+
+# ---------------------------------------------------------------- emitter hooks
+
+def _matrix(em, a_name: str) -> np.ndarray:
+    return sparse_to_dense(em.graph.node(a_name).attrs).astype(np.int64)
+
+
+def sparse_matvec_plan(em, node: Node):
+    """(A, wbits, clamp node or None) when node is a matvec by a sparse constant the kernels can take."""
+    g = em.graph
+    if node.op != "matvec":
+        return None
+    a_name, x_name = node.inputs
+    if g.op(a_name) != "sparse_const" or g.op(x_name) in ("const", "sparse_const"):
+        return None
+    if int(node.attrs.get("shift", 0)) != 0 or g.type(x_name).dtype.bits != 16 or node.type.rank != 1:
+        return None
+    wbits = g.type(a_name).dtype.bits
+    if wbits not in (8, 16):
+        return None
+    clamp = x_name if _fusable_clamp(em, x_name) else None
+    return _matrix(em, a_name), wbits, clamp
+
+
+def _fusable_clamp(em, name: str) -> bool:
+    from tinycc_ml.backends.kernels_avr import clip_ok
+
+    g = em.graph
+    if g.op(name) != "clip" or any(name == n for _, n in g.outputs) or len(g.users(name)) != 1:
+        return False
+    return clip_ok(em, g.node(name))
+
+
+def fused_clamp_user(em, node: Node) -> bool:
+    """True when ``node`` (a clip) is emitted by the sparse mat-vec that alone reads it."""
+    if node.op != "clip" or not _fusable_clamp(em, node.name):
+        return False
+    user = em.graph.node(em.graph.users(node.name)[0])
+    plan = sparse_matvec_plan(em, user)
+    return plan is not None and plan[2] == node.name and _decide(em, user)[0] == "avr-sparse-asm"
+
+
+def _x_may_be_negative(em, x_name: str, clamp: str | None) -> bool:
+    if clamp is None:
+        return True
+    cl = em.graph.node(clamp)
+    lo, _ = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
+    return bool(np.min(lo) < 0)
+
+
+def _decide(em, node: Node) -> tuple[str, dict, KernelChoice]:
+    memo = em.__dict__.setdefault("_sparse_choices", {})
+    if node.name in memo:
+        return memo[node.name]
+    A, wbits, clamp = sparse_matvec_plan(em, node)
+    offset = _x_may_be_negative(em, node.inputs[1], clamp)
+    kind = None
+    if clamp:
+        cl = em.graph.node(clamp)
+        lo, _ = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
+        kind = "all" if np.ndim(lo) == 0 else "c"
+    cands = avr_candidates(A, wbits, offset, kind)
+    chosen = choose(cands)
+    note = ""
+    if "unavailable" in cands["avr-sparse-asm"]:
+        note = f"sparse kernel not used: {cands['avr-sparse-asm']['unavailable']}"
+    choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, note)
+    if hasattr(em, "kernel_report"):
+        em.kernel_report.append(choice.as_dict())
+    memo[node.name] = (chosen, {"offset": offset, "clamp": clamp}, choice)
+    return memo[node.name]
+
+
+def _clamp_lines(em, clamp: str, xbuf: str, cols: np.ndarray, offset: bool) -> list[str]:
+    """Clamp the used columns of the input into xbuf (x + 2^15 when offset), as the clip would."""
+    g = em.graph
+    cl = g.node(clamp)
+    (src,) = cl.inputs
+    dtype = g.type(src).dtype
+    lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], dtype)
+    x = em.var(src)
+    flip = " ^ 0x8000u" if offset else ""
+    rd = em.target.read_const
+    lines = ["{"]
+    every = len(cols) == g.type(src).shape[0]
+    if not every:
+        ct = "uint8_t" if cols.max() < 256 else "uint16_t"
+        csym = em.add_const_array(em.sym(f"{clamp}_cols"), cols, ct, f"%{clamp}: the columns the next layer reads")
+    if np.ndim(lo) == 0:
+        bounds = [f"const int16_t lo = {int(lo)}, hi = {int(hi)};"]
+    else:  # interleaved (lo, hi) per feature, read by streaming's feed() too
+        sym = em.add_const_array(em.sym(f"{clamp}_bounds"), np.stack([lo, hi], axis=1), "int16_t",
+                                 f"%{clamp}: (lower, upper) bound of each element")
+        em.kernel_layout[clamp] = InterleavedBounds(sym, "int16_t")
+        bounds = [f"const int16_t lo = {rd(sym, '2 * c', 'int16_t')}, hi = {rd(sym, '2 * c + 1', 'int16_t')};"]
+    n = len(cols)
+    lines += [f"    for (uint16_t i = 0; i < {n}; ++i) {{",
+              "        const uint16_t c = " + ("i;" if every else f"{rd(csym, 'i', ct)};"),
+              f"        const int16_t v = {x}[c];",
+              *("        " + b for b in bounds),
+              "        const int16_t q = v < lo ? lo : (v > hi ? hi : v);",
+              f"        {xbuf}[c] = (int16_t)((uint16_t)q{flip});",
+              "    }", "}"]
+    return lines
+
+
+def avr_sparse_kernel(em, node: Node) -> list[str] | None:
+    """Lines for ``node`` when the sparse path takes it: [] for a clamp fused into its mat-vec, the
+    kernel call for the mat-vec; None otherwise (the dense kernels or c_fixed handle it)."""
+    if node.op == "clip":
+        return [] if fused_clamp_user(em, node) else None
+    plan = sparse_matvec_plan(em, node)
+    if plan is None:
+        return None
+    chosen, info, _ = _decide(em, node)
+    A, wbits, clamp = plan
+    a_name, x_name = node.inputs
+    if chosen == "csc-c":
+        return None
+    if chosen == "avr-dense-asm":
+        return _dense(em, node, A, wbits)
+    from tinycc_ml.backends.kernels_avr import store_rs
+
+    rows, cols = A.shape
+    offset = info["offset"]
+    pages = -(-cols // PAGE_COLS)
+    xbuf = _x_buffer(em, clamp, cols)
+    unused = [f"    (void){em.var(clamp)};"] if clamp and xbuf != em.var(clamp) else []
+    out_shift = em.graph.type(a_name).dtype.scale + em.graph.type(x_name).dtype.scale - node.type.dtype.scale
+    direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts, saturates, stores
+    lines, asm_clamp, src, image = [], None, "0", sparse_image(A, wbits, offset)
+    if clamp:
+        cl = em.graph.node(clamp)
+        lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
+        used = np.nonzero(np.any(A != 0, axis=0))[0]
+        if np.ndim(lo) == 0:
+            src = em.var(cl.inputs[0])
+            if len(used) == cols:
+                asm_clamp = ("all", cols, int(lo), int(hi))
+            else:
+                asm_clamp = ("list", pages, int(lo), int(hi))
+                image = np.concatenate([used_list(used, cols), image])
+        else:
+            lines = _clamp_lines(em, clamp, xbuf, used, offset)
+    else:
+        x = em.var(x_name)
+        lines = [f"for (uint16_t c = 0; c < {cols}; ++c) {xbuf}[c] = (int16_t)((uint16_t){x}[c] ^ 0x8000u);"]
+    sym = em.add_const_array(em.sym(f"{a_name}_runs"), image, "uint8_t",
+                             f"%{a_name}: {rows}x{cols}, {int(np.count_nonzero(A))} non-zeros, row runs "
+                             "(kernels_sparse format)" + (", after the columns read" if asm_clamp and
+                                                          asm_clamp[0] == "list" else ""))
+    key = f"spmv{wbits}_{rows}x{pages}{'o' if offset else ''}" + (f"s{out_shift}" if direct else "")
+    if asm_clamp:
+        key += f"_{asm_clamp[0]}{asm_clamp[1]}_{asm_clamp[2]}_{asm_clamp[3]}".replace("-", "m")
+    name = em.sym(key)
+    if name not in em.helpers:
+        em.helpers[name] = sparse_asm(name, wbits, rows, pages, offset, out_shift if direct else None, asm_clamp)
+    if direct:
+        return ["{", *unused, *lines, f"    {name}({sym}, {xbuf}, {em.var(node.name)}, {src});", "}"]
+    acc = em.sym("acc")
+    em.scratch(acc, "uint32_t", rows)
+    return ["{", *unused, *lines, f"    {name}({sym}, {xbuf}, {acc}, {src});",
+            f"    for (uint8_t r = 0; r < {rows}; ++r)",
+            "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift), "}"]
+
+
+def _x_buffer(em, clamp: str | None, cols: int) -> str:
+    """Where the kernel's x goes: the fused clamp's own arena slot when it starts a 256-byte page of
+    an arena the emitter can align, else a static aligned buffer."""
+    plan = getattr(em.graph, "memory_plan", {})
+    if clamp and clamp in plan and hasattr(em, "arena_align"):
+        key, offset, _ = plan[clamp]
+        if key == "i16" and (2 * offset) % 256 == 0:
+            em.arena_align[key] = 256
+            return em.var(clamp)
+    xbuf = em.sym("xpage")
+    sizes = em.__dict__.setdefault("_xpage_len", {})
+    n = sizes[xbuf] = max(cols, sizes.get(xbuf, 0))
+    em.helpers[xbuf] = ("/* x for the sparse kernel: 256-byte aligned, so a column byte addresses it */\n"
+                        f"static int16_t {xbuf}[{n}] __attribute__((aligned(256)));\n")
+    return xbuf
+
+
+def _dense(em, node: Node, A: np.ndarray, wbits: int) -> list[str]:
+    """The dense asm kernel on the expanded matrix (the cost model found it faster and no bigger)."""
+    from tinycc_ml.backends.kernels_avr import mac_lines, store_rs
+
+    a_name, x_name = node.inputs
+    g = em.graph
+    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    acc = em.sym("acc")
+    lines = mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=f"{a_name}:dense", fuse=False)
+    return ["{", *lines, f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
+            "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift), "}"]
