@@ -115,6 +115,11 @@ def kernel_sqdist(em: CEmitter, node: Node) -> list[str] | None:
 
 
 def m0_fixed_kernel(em: CEmitter, node: Node) -> list[str] | None:
+    from tinycc_ml.backends.kernels_m0_fused import m0_fused_kernel
+
+    lines = m0_fused_kernel(em, node)  # 9-row kernels with the input pass fused, distances on them
+    if lines is not None:
+        return lines
     if node.op == "matvec":
         return kernel_matvec(em, node)
     if node.op == "sqdist":

@@ -479,3 +479,173 @@ def _dense(em, node: Node, A: np.ndarray, wbits: int) -> list[str]:
     lines = mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=f"{a_name}:dense", fuse=False)
     return ["{", *lines, f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
             "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift), "}"]
+
+
+# ---------------------------------------------------------------- Cortex-M0
+
+# instructions (unicorn/QEMU counts), fitted on runs of the kernels
+M0_COSTS = {
+    "sparse": {"nnz": 6.75, "run": 14.0, "row": 12.0, "call": 40.0},
+    "dense": {"mac": 3.4, "block": 70.0},
+    "csc_c": {"nnz": 11.0, "col": 9.0},
+    "clamp_col": 7.0, "clamp_list": 12.0,
+}
+
+
+def m0_format(A: np.ndarray, wbits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(column stream, weights) of the M0 kernel: per row, per page of 128 columns, a count byte then each
+    entry's byte offset into the page of x; the weights (int16 / int8) in the same order."""
+    rows, cols = A.shape
+    stream: list[int] = []
+    weights: list[int] = []
+    for r in range(rows):
+        for p0 in range(0, cols, PAGE_COLS):
+            nz = np.nonzero(A[r, p0:p0 + PAGE_COLS])[0]
+            stream += [len(nz), *(2 * nz).tolist()]
+            weights += A[r, p0 + nz].tolist()
+    return np.asarray(stream, np.uint8), np.asarray(weights, np.int16 if wbits == 16 else np.int8)
+
+
+def m0_candidates(A: np.ndarray, wbits: int, clamp_used: int | None) -> dict:
+    rows, cols = A.shape
+    nnz = int(np.count_nonzero(A))
+    pages = -(-cols // PAGE_COLS)
+    c = M0_COSTS
+    s = c["sparse"]
+    clamp = 0 if clamp_used is None else c["clamp_list"] * clamp_used
+    out = {"m0-sparse-asm": {"cycles": round(s["call"] + s["nnz"] * nnz + s["run"] * rows * pages + s["row"] * rows
+                                             + clamp),
+                             "flash": nnz * (1 + wbits // 8) + rows * pages},
+           "m0-dense-asm": {"cycles": round(c["dense"]["mac"] * rows * cols + c["dense"]["block"] * -(-rows // 9)
+                                            + (0 if clamp_used is None else c["clamp_col"] * cols)),
+                            "flash": rows * cols * wbits // 8 + 4 * rows},
+           "csc-c": {"cycles": round(c["csc_c"]["nnz"] * nnz + c["csc_c"]["col"] * cols
+                                     + (0 if clamp_used is None else c["clamp_col"] * cols)),
+                     "flash": csc_flash(nnz, rows, cols, wbits)}}
+    if rows > 65535:
+        out["m0-sparse-asm"] = {"unavailable": f"{rows} rows"}
+    return out
+
+
+def m0_sparse_asm(name: str, wbits: int, rows: int, pages: int) -> str:
+    """void name(const uint8_t *cols, const int16_t *x, const void *w, int32_t *out): out[r] = sum A[r][c] x[c]
+    over the m0_format stream; x and w are loaded signed (LDRSH/LDRSB with register offsets), so no
+    correction terms. Four entries per loop iteration after the count's remainder."""
+    wb = wbits // 8
+    lw = "ldrsh" if wbits == 16 else "ldrsb"
+
+    def entry(i: int) -> list[str]:
+        return [f"ldrb r4, [r0, #{i}]", "ldrsh r5, [r1, r4]", f"{lw} r6, [r2, r7]", f"adds r7, #{wb}",
+                "muls r5, r6, r5", "adds r3, r3, r5"]
+
+    b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
+         ".thumb_func", f".type {name}, %function", f"{name}:",
+         "push {r4-r7, lr}", "mov r4, r8", "mov r5, r9", "mov r6, r10", "mov r7, r11", "push {r4-r7}",
+         "mov r8, r1", "mov r9, r3", "movs r7, #0", f"ldr r4, ={rows}", "mov r10, r4",
+         "1:", "movs r3, #0", "mov r1, r8", f"movs r4, #{pages}", "mov r11, r4",
+         "2:", "ldrb r6, [r0]", "adds r0, #1", "movs r5, #3", "ands r5, r6",
+         *(["lsls r6, r6, #1", "lsls r5, r5, #1"] if wb == 2 else []),
+         "adds r6, r6, r7", "mov r12, r6", "adds r5, r5, r7", "mov lr, r5", "cmp r7, lr", "beq 3f",
+         "6:", *entry(0), "adds r0, #1", "cmp r7, lr", "bne 6b",
+         "3:", "cmp r7, r12", "beq 5f",
+         "4:", *(line for i in range(4) for line in entry(i)), "adds r0, #4", "cmp r7, r12", "bne 4b",
+         "5:", "adds r1, #128", "adds r1, #128", "mov r6, r11", "subs r6, #1", "mov r11, r6", "bne 2b",
+         "mov r4, r9", "stmia r4!, {r3}", "mov r9, r4", "mov r6, r10", "subs r6, #1", "mov r10, r6", "bne 1b",
+         "pop {r4-r7}", "mov r8, r4", "mov r9, r5", "mov r10, r6", "mov r11, r7", "pop {r4-r7, pc}",
+         ".ltorg", f".size {name}, .-{name}", ".popsection"]
+    text = "".join(f'    "{line}\\n"\n' for line in b)
+    # not .global: local to the object file (the C call resolves within it)
+    return f"void {name}(const uint8_t *cols, const int16_t *x, const void *w, int32_t *out);\n__asm__(\n{text});\n"
+
+
+def m0_clamp_asm(name: str, pages: int, lo: int, hi: int) -> str:
+    """void name(const uint8_t *list /*used_list*/, const int16_t *x, int16_t *out): out[c] = clamp(x[c])
+    for the columns in the list; with lo = 0 one unsigned compare settles the common case."""
+    one = ["ldrb r4, [r0]", "adds r0, #1"]
+    if lo == 0:
+        one += ["ldrh r5, [r1, r4]", "cmp r5, r6", "bls 5f", "sxth r5, r5", "asrs r5, r5, #31", "bics r6, r5",
+                "mov r5, r6", "ldr r6, =" + str(hi), "5:"]
+    else:
+        one += ["ldrsh r5, [r1, r4]", "cmp r5, r6", "ble 4f", "mov r5, r6", "4:", "cmp r5, r7", "bge 5f",
+                "mov r5, r7", "5:"]
+    b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
+         ".thumb_func", f".type {name}, %function", f"{name}:", "push {r4-r7, lr}",
+         f"ldr r6, ={hi}", f"ldr r7, ={lo}", f"movs r3, #{pages}",
+         "1:", "ldrb r4, [r0]", "adds r0, #1", "adds r4, r4, r0", "mov lr, r4", "cmp r0, lr", "beq 3f",
+         "2:", *one, "strh r5, [r2, r4]", "cmp r0, lr", "bne 2b",
+         "3:", "adds r1, #128", "adds r1, #128", "adds r2, #128", "adds r2, #128", "subs r3, #1", "bne 1b",
+         "pop {r4-r7, pc}", ".ltorg", f".size {name}, .-{name}", ".popsection"]
+    text = "".join(f'    "{line}\\n"\n' for line in b)
+    return f"void {name}(const uint8_t *list, const int16_t *x, int16_t *out);\n__asm__(\n{text});\n"
+
+
+def _m0_decide(em, node: Node):
+    memo = em.__dict__.setdefault("_sparse_choices", {})
+    if node.name in memo:
+        return memo[node.name]
+    A, wbits, clamp = sparse_matvec_plan(em, node)
+    used = int(np.count_nonzero(np.any(A != 0, axis=0))) if clamp else None
+    cands = m0_candidates(A, wbits, used)
+    chosen = min((k for k, v in cands.items() if "cycles" in v and v["flash"] <= cands["csc-c"]["flash"]),
+                 key=lambda k: cands[k]["cycles"])
+    choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands)
+    if hasattr(em, "kernel_report"):
+        em.kernel_report.append(choice.as_dict())
+    memo[node.name] = (chosen, clamp)
+    return memo[node.name]
+
+
+def m0_sparse_kernel(em, node: Node) -> list[str] | None:
+    """Cortex-M0: [] for an input clamp fused into the sparse mat-vec reading it, the kernel for the
+    mat-vec; None when another kernel (or c_fixed) takes the node."""
+    if node.op == "clip":
+        if not _fusable_clamp(em, node.name):
+            return None
+        user = em.graph.node(em.graph.users(node.name)[0])
+        if sparse_matvec_plan(em, user) is None or _m0_decide(em, user)[0] != "m0-sparse-asm":
+            return None
+        return []
+    plan = sparse_matvec_plan(em, node)
+    if plan is None:
+        return None
+    chosen, clamp = _m0_decide(em, node)
+    A, wbits, _ = plan
+    if chosen == "m0-dense-asm":
+        from tinycc_ml.backends.kernels_m0_fused import kernel_matvec
+
+        return kernel_matvec(em, node, A)
+    if chosen != "m0-sparse-asm":
+        return None  # the CSC loop of c_fixed
+    a_name, x_name = node.inputs
+    rows, cols = A.shape
+    pages = -(-cols // PAGE_COLS)
+    stream, weights = m0_format(A, wbits)
+    csym = em.add_const_array(em.sym(f"{a_name}_cols"), stream, "uint8_t",
+                              f"%{a_name}: {rows}x{cols}, per row and 128-column page: count, byte offsets")
+    wsym = em.add_const_array(em.sym(f"{a_name}_w"), weights, "int16_t" if wbits == 16 else "int8_t",
+                              f"%{a_name}: the non-zeros in the order of {csym}")
+    name = em.sym(f"spmv{wbits}_{rows}x{pages}")
+    if name not in em.helpers:
+        em.helpers[name] = m0_sparse_asm(name, wbits, rows, pages)
+    acc = em.sym("acc")
+    em.scratch(acc, "uint32_t", rows)
+    out_shift = em.graph.type(a_name).dtype.scale + em.graph.type(x_name).dtype.scale - node.type.dtype.scale
+    lines = ["{"]
+    if clamp:
+        used = np.nonzero(np.any(A != 0, axis=0))[0]
+        cl = em.graph.node(clamp)
+        lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
+        if np.ndim(lo) == 0 and pages < 256:
+            lsym = em.add_const_array(em.sym(f"{clamp}_read"), used_list(used, cols), "uint8_t",
+                                      f"%{clamp}: per 128-column page, the byte offsets of the columns read")
+            cname = em.sym(f"clamp{pages}_{int(lo)}_{int(hi)}".replace("-", "m"))
+            if cname not in em.helpers:
+                em.helpers[cname] = m0_clamp_asm(cname, pages, int(lo), int(hi))
+            lines.append(f"    {cname}({lsym}, {em.var(cl.inputs[0])}, {em.var(clamp)});")
+        else:
+            lines += _clamp_lines(em, clamp, em.var(clamp), used, offset=False)
+    from tinycc_ml.backends.c_fixed import rshift_c, store
+
+    return lines + [f"    {name}({csym}, {em.var(x_name)}, {wsym}, (int32_t *){acc});",
+                    f"    for (int r = 0; r < {rows}; ++r)",
+                    "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]

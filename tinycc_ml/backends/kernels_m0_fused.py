@@ -1,0 +1,310 @@
+"""Cortex-M0 mat-vec and distance kernels with the input pass fused: up to 9 rows per pass over x.
+
+Both operands are stored offset-binary and loaded zero-extended with LDRH/LDRB immediate offsets
+(Thumb-1 has no immediate LDRSH): w' = w + a (a = 2^15, or 2^7 for int8) in flash, x' = x + 2^15 in
+RAM. Then, mod 2^32,
+    sum(w x) = sum(w' x') - 2^15 sum(w') - a sum(x') + n 2^15 a
+The per-row part K_r = -2^15 sum_r(w') + n 2^15 a sits in flash in front of each block's weights
+(per block: the rows' K, then the weights column-major), the per-input part v = a sum(x') is
+passed in. Nine accumulators (r2, r6, r7, r8-r12, lr): one LDRH of x serves nine rows; per MAC one
+LDRH, one MULS, one ADD, plus about 0.15 for the loop (as many columns per iteration as the LDRH
+offsets reach).
+
+The producer of x stores x' and sum(x') in the same loop: the input clamp (only user: this kernel),
+or a short copy loop for an intermediate. Distances ||x - M_j||^2 = |M_j|^2 + |x|^2 - 2 M_j.x run on
+the same kernel with weights -2 M^T (|M| < 2^14), |M_j|^2 folded into K and |x|^2 into v (the
+producer sums x^2 too), as on the AVR. All sums wrap exactly: tinycc_ml.ir.fixed proves the results
+fit in int32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.ir.fixed import clip_bounds
+from tinycc_ml.ir.graph import Node
+
+ACC = ("r2", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr")
+LOW = ("r2", "r6", "r7")
+MAX_ROWS = len(ACC)
+
+
+def row_blocks(rows: int) -> list[tuple[int, int]]:
+    """(first row, rows) of each pass: as few passes as possible, sizes as equal as possible."""
+    n = -(-rows // MAX_ROWS)
+    sizes = [rows // n + (1 if i < rows % n else 0) for i in range(n)]
+    starts = np.cumsum([0] + sizes[:-1])
+    return [(int(s), z) for s, z in zip(starts, sizes)]
+
+
+def m0_image(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[int]]:
+    """uint16 flash image: per block, the rows' K (two halves each) then w' column-major, padded to 4 bytes;
+    and the offset (in uint16) of each block."""
+    a = 1 << (wbits - 1)
+    rows, cols = A.shape
+    w_off = A.astype(np.int64) + a
+    k_row = -(w_off.sum(axis=1) << 15) + cols * (a << 15)
+    if k_extra is not None:
+        k_row = k_row + np.asarray(k_extra, np.int64)
+    k_row = (k_row % (1 << 32)).astype("<u4")
+    parts, starts, pos = [], [], 0
+    for r, n in row_blocks(rows):
+        k = k_row[r:r + n].view("<u2")
+        if wbits == 16:
+            w = w_off[r:r + n].T.reshape(-1).astype("<u2")
+        else:  # bytes, two per uint16
+            b = w_off[r:r + n].T.reshape(-1).astype(np.uint8)
+            w = np.concatenate([b, np.zeros(len(b) % 2, np.uint8)]).view("<u2")
+        pad = np.zeros(len(w) % 2, "<u2")
+        starts.append(pos)
+        parts += [k, w, pad]
+        pos += len(k) + len(w) + len(pad)
+    return np.concatenate(parts), starts
+
+
+def mac_asm(name: str, rows: int, wbits: int, cols: int) -> str:
+    """void name(const uint16_t *blk /*flash: K[rows], w' column-major*/, const uint16_t *x /*x'*/,
+    uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32)."""
+    acc = ACC[:rows]
+    wb = wbits // 8
+    load = "ldrh" if wbits == 16 else "ldrb"
+    b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
+         ".thumb_func", f".type {name}, %function", f"{name}:",
+         "push {r4-r7, lr}", "mov r4, r8", "mov r5, r9", "mov r6, r10", "mov r7, r11", "push {r4-r7}", "push {r2}"]
+    for q, r in enumerate(acc):
+        b += [f"ldr r4, [r0, #{4 * q}]", "subs r4, r4, r3"]
+        b += [f"mov {r}, r4"] if r != "r4" else []
+    b += [f"adds r0, #{4 * rows}"]
+    end = 2 * cols
+    b += ([f"movs r3, #{end}"] if end < 256 else [f"ldr r3, ={end}"]) + ["adds r3, r3, r1"]
+
+    def column(c: int) -> list[str]:
+        out = [f"ldrh r5, [r1, #{2 * c}]"]
+        for q, r in enumerate(acc):
+            out += [f"{load} r4, [r0, #{(c * rows + q) * wb}]", "muls r4, r5, r4",
+                    f"adds {r}, {r}, r4" if r in LOW else f"add {r}, r4"]
+        return out
+
+    unroll = max(u for u in (1, 2, 3, 4) if (u * rows - 1) * wb <= (62 if wbits == 16 else 31))
+    for c in range(cols % unroll):  # leftover columns first, then whole iterations
+        b += column(c)
+    if cols % unroll:
+        b += [f"adds r0, #{(cols % unroll) * rows * wb}", f"adds r1, #{2 * (cols % unroll)}"]
+    if cols >= unroll:
+        body = [line for c in range(unroll) for line in column(c)]
+        b += ["1:", *body, f"adds r0, #{unroll * rows * wb}", f"adds r1, #{2 * unroll}", "cmp r1, r3", "bne 1b"]
+    b += ["pop {r0}"]
+    for q, r in enumerate(acc):
+        b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
+    b += ["pop {r4-r7}", "mov r8, r4", "mov r9, r5", "mov r10, r6", "mov r11, r7", "pop {r4-r7, pc}",
+          ".ltorg", f".size {name}, .-{name}", ".popsection"]
+    text = "".join(f'    "{line}\\n"\n' for line in b)
+    # not .global: local to the object file (the C call resolves within it)
+    return f"void {name}(const uint16_t *blk, const uint16_t *x, uint32_t *acc, uint32_t v);\n__asm__(\n{text});\n"
+
+
+# ---------------------------------------------------------------- graph side
+
+def _dense_ok(em, a_name: str, x_name: str) -> bool:
+    g = em.graph
+    return (g.op(a_name) == "const" and g.op(x_name) not in ("const", "sparse_const")
+            and g.type(x_name).dtype.bits == 16 and g.type(x_name).rank == 1 and 0 < g.type(a_name).shape[1] < 4096)
+
+
+def matvec_ok(em, node: Node) -> bool:
+    a_name, x_name = node.inputs
+    return (node.op == "matvec" and _dense_ok(em, a_name, x_name) and int(node.attrs.get("shift", 0)) == 0
+            and em.graph.type(a_name).dtype.bits in (8, 16))
+
+
+def sqdist_ok(em, node: Node) -> bool:
+    if node.op != "sqdist":
+        return False
+    x_name, m_name = node.inputs
+    g = em.graph
+    return (_dense_ok(em, m_name, x_name) and int(node.attrs.get("shift", 0)) == 0
+            and g.type(m_name).dtype.bits == 16 and np.abs(g.node(m_name).attrs["value"]).max() <= 16383)
+
+
+def kernel_user(em, name: str) -> str | None:
+    """"matvec" / "sqdist" when the only use of ``name`` is as x of one of these kernels."""
+    g = em.graph
+    if any(name == n for _, n in g.outputs) or g.type(name).rank != 1:
+        return None
+    users = g.users(name)
+    if len(users) != 1:
+        return None
+    user = g.node(users[0])
+    if user.op == "matvec" and user.inputs[1] == name and matvec_ok(em, user):
+        return "matvec"
+    if user.op == "sqdist" and user.inputs[0] == name and sqdist_ok(em, user):
+        return "sqdist"
+    return None
+
+
+def _fused_clip(em, node: Node) -> bool:
+    from tinycc_ml.backends.kernels_avr import clip_ok
+
+    return node.op == "clip" and clip_ok(em, node) and kernel_user(em, node.name) is not None
+
+
+def _sums(em, name: str) -> str:
+    """Scratch: sum(x') of the x the kernel reads (and sum(x^2) for a distance)."""
+    return em.sym(f"sum_{em.var(name)}")
+
+
+def _prepare(em, x_name: str, kind: str) -> tuple[str, list[str]]:
+    """The x' buffer the kernel reads and the lines leaving v (uint32) for it: the fused clip already
+    stored x' and its sums; otherwise one loop here."""
+    g = em.graph
+    n = g.type(x_name).size
+    if g.op(x_name) == "clip" and _fused_clip(em, g.node(x_name)):
+        sym = _sums(em, x_name)
+        buf = f"(const uint16_t *){em.var(x_name)}"
+        sums = [f"const uint32_t sx = {sym}[0];"] + ([f"const uint32_t xx = {sym}[1];"] if kind == "sqdist" else [])
+        return buf, sums
+    buf = em.sym(f"xo_{em.var(x_name)}")
+    em.scratch(buf, "uint16_t", n)
+    x = em.var(x_name)
+    lines = ["uint32_t sx = 0;" + (" uint32_t xx = 0;" if kind == "sqdist" else ""),
+             f"for (int k = 0; k < {n}; ++k) {{", f"    const int32_t v = {x}[k];",
+             "    const uint32_t u = (uint32_t)(v + 32768);", f"    {buf}[k] = (uint16_t)u;", "    sx += u;",
+             *(["    xx += (uint32_t)(v * v);"] if kind == "sqdist" else []), "}"]
+    return f"{buf}", lines
+
+
+def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x_buf: str, acc: str, v: str, k_extra=None,
+               layout_key: str | None = None) -> list[str]:
+    rows, cols = A.shape
+    image, starts = m0_image(A, wbits, k_extra)
+    # int32 words: LDR of the row constants needs 4-byte alignment (blocks start on words)
+    sym = em.add_const_array(em.sym(f"{label}_m0"), image.view("<i4"), "int32_t",
+                             f"%{label}: {rows}x{cols} + {1 << (wbits - 1)}, per block of <= {MAX_ROWS} rows: "
+                             "32-bit row constants, then the block column-major (16/8-bit)")
+    if wbits == 16 and layout_key:  # streaming's feed() reads the weights back from here
+        blocks = [(r, n, s + 2 * n, n, 1) for (r, n), s in zip(row_blocks(rows), starts)]
+        em.kernel_layout[layout_key] = (f"((const uint16_t *){sym})", "uint16_t",
+                                        lambda e: f"(int16_t)({e} ^ 0x8000u)", blocks)
+    out = []
+    for (r, n), s in zip(row_blocks(rows), starts):
+        name = em.sym(f"mac{n}w{wbits}_{cols}")
+        if name not in em.helpers:
+            em.helpers[name] = mac_asm(name, n, wbits, cols)
+        out.append(f"{name}((const uint16_t *)({sym} + {s // 2}), {x_buf}, {acc} + {r}, {v});")
+    return out
+
+
+def clamp_asm(name: str, n: int, lo: int, hi: int, squares: bool) -> str:
+    """void name(const int16_t *x, uint16_t *out, uint32_t *sums): out[i] = clamp(x[i], lo, hi) + 2^15,
+    sums[0] = sum(out), with squares sums[1] = sum(clamp(x[i])^2). With lo = 0 one unsigned compare of the
+    zero-extended value settles the common case; the clamp itself is out of line."""
+    b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
+         ".thumb_func", f".type {name}, %function", f"{name}:", "push {r4-r7, lr}", "push {r2}",
+         "movs r2, #0", "movs r3, #0", "movs r7, #1", "lsls r7, r7, #15", f"ldr r6, ={hi}", f"ldr r5, ={lo}",
+         "mov r12, r5", "lsls r5, r0, #0", f"ldr r4, ={2 * n}", "adds r4, r0, r4", "mov lr, r4"]
+    unroll = 4 if n % 4 == 0 else (2 if n % 2 == 0 else 1)
+    fast = lo == 0
+    body, slow = [], []
+    for e in range(unroll):
+        if fast:
+            body += [f"ldrh r4, [r5, #{2 * e}]", "cmp r4, r6", f"bhi 2{e}f", f"3{e}:"]
+            slow += [f"2{e}:", "sxth r4, r4", "cmp r4, r6", "ble 4f", "mov r4, r6", "4:", "cmp r4, #0", "bge 5f",
+                     "movs r4, #0", "5:", f"b 3{e}b"]
+        else:
+            body += [f"ldrh r4, [r5, #{2 * e}]", "sxth r4, r4", "cmp r4, r6", "ble 4f", "mov r4, r6", "4:",
+                     "mov r0, r12", "cmp r4, r0", "bge 5f", "mov r4, r0", "5:"]
+        if squares:
+            body += ["mov r0, r4", "muls r0, r4, r0", "adds r3, r3, r0"]
+        body += ["adds r4, r4, r7", f"strh r4, [r1, #{2 * e}]", "adds r2, r2, r4"]
+    b += ["1:", *body, f"adds r5, #{2 * unroll}", f"adds r1, #{2 * unroll}", "cmp r5, lr", "bne 1b", "b 9f", *slow,
+          "9:", "pop {r0}", "str r2, [r0, #0]"] + (["str r3, [r0, #4]"] if squares else [])
+    b += ["pop {r4-r7, pc}", ".ltorg", f".size {name}, .-{name}", ".popsection"]
+    text = "".join(f'    "{line}\\n"\n' for line in b)
+    return f"void {name}(const int16_t *x, uint16_t *out, uint32_t *sums);\n__asm__(\n{text});\n"
+
+
+def kernel_clip(em, node: Node) -> list[str] | None:
+    """The input clamp feeding a kernel: stores clamp(x) + 2^15 and sums it (and its squares)."""
+    if not _fused_clip(em, node):
+        return None
+    (a,) = node.inputs
+    g = em.graph
+    kind = kernel_user(em, node.name)
+    lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], g.type(a).dtype)
+    n = node.type.size
+    sym = _sums(em, node.name)
+    em.scratch(sym, "uint32_t", 2 if kind == "sqdist" else 1)
+    x, out = em.var(a), em.var(node.name)
+    if np.ndim(lo) == 0:
+        name = em.sym(f"clamp{n}_{int(lo)}_{int(hi)}{'_sq' if kind == 'sqdist' else ''}".replace("-", "m"))
+        if name not in em.helpers:
+            em.helpers[name] = clamp_asm(name, n, int(lo), int(hi), kind == "sqdist")
+        return [f"{name}({x}, (uint16_t *){out}, {sym});"]
+    bsym = em.add_const_array(em.sym(f"{node.name}_bounds"), np.stack([lo, hi], axis=1), "int16_t",
+                              f"%{node.name}: (lower, upper) bound of each element")
+    em.kernel_layout[node.name] = bsym
+    return ["{", "    uint32_t sx = 0;" + (" uint32_t xx = 0;" if kind == "sqdist" else ""),
+            f"    for (int i = 0; i < {n}; ++i) {{", f"        int32_t v = {x}[i];",
+            f"        const int32_t lo = {bsym}[2 * i], hi = {bsym}[2 * i + 1];",
+            "        v = v < lo ? lo : (v > hi ? hi : v);",
+            "        const uint32_t u = (uint32_t)(v + 32768);",
+            f"        {out}[i] = (int16_t)(uint16_t)u;", "        sx += u;",
+            *(["        xx += (uint32_t)(v * v);"] if kind == "sqdist" else []), "    }",
+            f"    {sym}[0] = sx;", *([f"    {sym}[1] = xx;"] if kind == "sqdist" else []), "}"]
+
+
+def kernel_matvec(em, node: Node, A: np.ndarray | None = None) -> list[str] | None:
+    """The mat-vec on the 9-row kernel; A: the integer matrix when it is not a dense constant (a sparse
+    one the cost model sent here)."""
+    if A is None and not matvec_ok(em, node):
+        return None
+    a_name, x_name = node.inputs
+    g = em.graph
+    if A is None:
+        A = g.node(a_name).attrs["value"].astype(np.int64)
+    wbits = g.type(a_name).dtype.bits
+    buf, prep = _prepare(em, x_name, "matvec")
+    acc = em.sym("acc")
+    em.scratch(acc, "uint32_t", A.shape[0])
+    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    em.kernel_layout.pop(a_name, None)  # int8: feed() reads the plain matrix
+    sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
+    calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
+    return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
+            *("    " + c for c in calls),
+            f"    for (int r = 0; r < {A.shape[0]}; ++r)",
+            "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
+
+
+def kernel_sqdist(em, node: Node) -> list[str] | None:
+    if not sqdist_ok(em, node):
+        return None
+    x_name, m_name = node.inputs
+    g = em.graph
+    M = g.node(m_name).attrs["value"].astype(np.int64)
+    k, m = M.shape
+    buf, prep = _prepare(em, x_name, "sqdist")
+    acc = em.sym("acc")
+    em.scratch(acc, "uint32_t", m)
+    out_shift = 2 * g.type(x_name).dtype.scale - node.type.dtype.scale
+    calls = _mac_calls(em, -2 * M.T, 16, f"{m_name}_t2", buf, acc, "v", k_extra=(M * M).sum(axis=0))
+    return ["{", *("    " + ln for ln in prep), "    const uint32_t v = (sx << 15) - xx;",
+            *("    " + c for c in calls),
+            f"    for (int j = 0; j < {m}; ++j)",
+            "        " + store(em, node, "j", rshift_c(f"(int32_t){acc}[j]", out_shift)), "}"]
+
+
+def m0_fused_kernel(em, node: Node) -> list[str] | None:
+    from tinycc_ml.backends.kernels_sparse import m0_sparse_kernel
+
+    lines = m0_sparse_kernel(em, node)  # sparse matrices, and the input clamp fused into them
+    if lines is not None:
+        return lines
+    if node.op == "clip":
+        return kernel_clip(em, node)
+    if node.op == "matvec":
+        return kernel_matvec(em, node)
+    if node.op == "sqdist":
+        return kernel_sqdist(em, node)
+    return None
