@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Node
 
@@ -183,9 +184,10 @@ def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x_buf: str, acc: str, 
                              f"%{label}: {rows}x{cols} + {1 << (wbits - 1)}, per block of <= {MAX_ROWS} rows: "
                              "32-bit row constants, then the block column-major (16/8-bit)")
     if wbits == 16 and layout_key:  # streaming's feed() reads the weights back from here
-        blocks = [(r, n, s + 2 * n, n, 1) for (r, n), s in zip(row_blocks(rows), starts)]
-        em.kernel_layout[layout_key] = (f"((const uint16_t *){sym})", "uint16_t",
-                                        lambda e: f"(int16_t)({e} ^ 0x8000u)", blocks)
+        blocks = [(r, n, s) for (r, n), s in zip(row_blocks(rows), starts)]
+        em.kernel_layout[layout_key] = BlockedLayout(
+            f"((const uint16_t *){sym})", "uint16_t", tuple(Block(r, n, s + 2 * n, n, 1) for r, n, s in blocks),
+            lambda e: f"(int16_t)({e} ^ 0x8000u)")
     out = []
     for (r, n), s in zip(row_blocks(rows), starts):
         name = em.sym(f"mac{n}w{wbits}_{cols}")
@@ -243,7 +245,7 @@ def kernel_clip(em, node: Node) -> list[str] | None:
         return [f"{name}({x}, (uint16_t *){out}, {sym});"]
     bsym = em.add_const_array(em.sym(f"{node.name}_bounds"), np.stack([lo, hi], axis=1), "int16_t",
                               f"%{node.name}: (lower, upper) bound of each element")
-    em.kernel_layout[node.name] = bsym
+    em.kernel_layout[node.name] = InterleavedBounds(bsym, "int16_t")
     return ["{", "    uint32_t sx = 0;" + (" uint32_t xx = 0;" if kind == "sqdist" else ""),
             f"    for (int i = 0; i < {n}; ++i) {{", f"        int32_t v = {x}[i];",
             f"        const int32_t lo = {bsym}[2 * i], hi = {bsym}[2 * i + 1];",
