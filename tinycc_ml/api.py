@@ -15,7 +15,7 @@ from tinycc_ml.backends.c_emitter import check_prefix
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.files import write_tree
 from tinycc_ml.models.base import MODEL_FAMILIES, Model
-from tinycc_ml.models.saved import read_model_file
+from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_pipeline
 
 PRECISIONS = ("float", "int16", "int8")
@@ -93,8 +93,8 @@ def as_model(model) -> Model:
 
 def check_calibration(X, input_dim: int, source: str = "calibration data", min_rows: int = 16) -> np.ndarray:
     X = np.asarray(X)
-    if X.dtype == object or not np.issubdtype(X.dtype, np.number):
-        raise DataError(f"{source}: dtype {X.dtype} is not numeric")
+    if X.dtype.kind not in ARRAY_KINDS:
+        raise DataError(f"{source}: dtype {X.dtype} is not bool, integer or real float")
     X = X.astype(np.float64)
     if X.ndim != 2 or X.shape[1] != input_dim:
         raise DataError(f"{source}: shape {X.shape}, expected (rows, {input_dim}) to match the model's input")
@@ -104,6 +104,22 @@ def check_calibration(X, input_dim: int, source: str = "calibration data", min_r
     if len(X) < min_rows:
         raise DataError(f"{source}: {len(X)} rows, at least {min_rows} are needed to choose scales")
     return X
+
+
+def check_constants(graph, source: str) -> None:
+    """Every float constant and factor of a float graph must be finite in float32: a value that
+    overflows (a huge weight, 1/std of a tiny std, a folded product) would be written as inf."""
+    for name in graph.order():
+        node = graph.node(name)
+        for key, value in node.attrs.items():
+            if isinstance(value, (bool, str)) or np.asarray(value).dtype.kind != "f":
+                continue
+            values = np.asarray(value, dtype=np.float64)
+            bad = ~(np.abs(values) <= FLOAT32_MAX)
+            if np.any(bad):
+                worst = values.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
+                raise ModelFileError(f"{source}: {name} ({node.op} {key}) holds {worst:g}, beyond the float32 range "
+                                     "of the compiled code (weights too large, or a std too small)")
 
 
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
@@ -123,18 +139,24 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=dict(options), dump_after=set(dump_ir_after))
     graph = model.lower()
+    check_constants(graph, model.describe())
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
     if precision == "float":
         ctx.options.setdefault("fold_mean", False)
         graph = run_pipeline(graph, "float", ctx)
+        check_constants(graph, model.describe())
     else:
         if calibration is None:
             raise CompileError(f"precision {precision} needs calibration data (rows of typical inputs)")
         calibration = check_calibration(calibration, model.input_dim)
         from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 
-        graph = lower_to_fixed(graph, precision, calibration, ctx, report, description)
+        try:
+            graph = lower_to_fixed(graph, precision, calibration, ctx, report, description)
+        except (OverflowError, FloatingPointError) as exc:
+            raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} drive the model's "
+                            f"intermediate values beyond what {precision} fixed point can scale ({exc})") from None
     output = backend.emit(graph, prefix, description)
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
              output.ram_bytes)

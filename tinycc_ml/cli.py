@@ -11,11 +11,12 @@ import argparse
 import logging
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.errors import CompileError, TinyccError
+from tinycc_ml.errors import CompileError, DataError, TinyccError
 from tinycc_ml.files import atomic_write_bytes, depfile_text, write_tree
 
 log = logging.getLogger("tinycc_ml")
@@ -108,9 +109,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # outputs are staged and moved in whole, so nothing is half-written
+        sys.stderr.write(f"{PROG}: error: interrupted\n")
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
+    # numpy's warnings (overflow in a hostile file's values...) are collected, not printed ahead of
+    # the one error line; a command that succeeds shows them after its output
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        status = _run_command(args)
+    if status == 0:
+        for text in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+            sys.stderr.write(f"{PROG}: warning: {text}\n")
+    return status
+
+
+def _run_command(args) -> int:
     try:
         return args.func(args) or 0
     except TinyccError as exc:
@@ -261,21 +282,31 @@ def cmd_report(args) -> int:
     from tinycc_ml.datafiles import load_rows
     from tinycc_ml.target_report import target_report
 
+    if args.rows < 0:
+        raise DataError(f"--rows {args.rows}: expected a count of test rows (0 for all)")
     model = load_model(args.model)
     X, y, X_calibration = load_rows(args.data, "test")
+    from_test_rows = X_calibration is X  # the file has no X_train
     calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else X_calibration
     precision = default_precision(args.precision, True)
     if args.rows:
         X, y = X[: args.rows], (None if y is None else y[: args.rows])
+    calibrated_on = None
+    if precision != "float":
+        calibrated_on = "--calibration" if args.calibration else ("test rows" if from_test_rows else "X_train")
+        if calibrated_on == "test rows":  # said out loud: scales chosen on the rows measured flatter the result
+            log.warning("warning: %s holds no X_train and no --calibration was given: calibrating on the test rows",
+                        args.data)
     report = target_report(model, args.target, X, y, precision=precision,
                            calibration=None if precision == "float" else calibration)
     report.pop("compile_report", None)
+    report["calibration"] = calibrated_on
     if args.json:
         print(json.dumps(report, sort_keys=True, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
         return 0
     for key in ("target", "precision", "rows", "float_accuracy", "target_accuracy", "agreement_with_float",
                 "flash_bytes", "ram_bytes", "model_flash_bytes", "model_ram_bytes", "stack_bytes", "cycles_mean",
-                "cycles_max", "instructions_mean", "instructions_max", "macs", "per_mac", "method"):
+                "cycles_max", "instructions_mean", "instructions_max", "macs", "per_mac", "method", "calibration"):
         value = report.get(key)
         if value is not None:
             print(f"{key:<22} {value:.4g}" if isinstance(value, float) else f"{key:<22} {value}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.errors import DataError
-from tinycc_ml.models.saved import read_arrays
+from tinycc_ml.models.saved import ARRAY_KINDS, read_arrays
 
 ROW_KEYS = {"calibration": ("X_train", "X", "X_test"), "test": ("X_test", "X", "X_train")}
 LABEL_KEY = {"X_train": "y_train", "X": "y", "X_test": "y_test"}
@@ -46,6 +46,8 @@ def load_rows(path, role: str = "calibration") -> tuple[np.ndarray, np.ndarray |
 
 
 def _rows(path, key: str, rows: np.ndarray) -> np.ndarray:
+    if rows.dtype.kind not in ARRAY_KINDS:
+        raise DataError(f"{path}: {key} has dtype {rows.dtype}; expected bool, integer or real float values")
     if rows.ndim != 2:
         raise DataError(f"{path}: {key} has shape {rows.shape}, expected (rows, features)")
     return rows

@@ -53,11 +53,17 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
     from tinycc_ml.backends.base import get_backend
 
     model = as_model(model)
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X)
+    if X.dtype.kind not in "biuf":
+        raise DataError(f"X: dtype {X.dtype}, expected bool, integer or real float values")
+    X = X.astype(np.float64)
     if X.ndim != 2 or len(X) == 0:
         raise DataError(f"X: shape {X.shape}, expected (rows, {model.input_dim})")
     if y is not None:
-        y = np.asarray(y).reshape(-1)
+        y = np.asarray(y)
+        if y.dtype.kind not in "biuf":
+            raise DataError(f"y: dtype {y.dtype}, expected integer labels")
+        y = y.reshape(-1)
         if len(y) != len(X):
             raise DataError(f"y has {len(y)} labels for {len(X)} rows")
     if calibration is None and precision != "float":

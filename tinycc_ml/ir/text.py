@@ -8,6 +8,7 @@ printed with the shortest text that reads back to the same float32).
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -98,13 +99,25 @@ class _Build(lark.visitors.Transformer):
         numbers = [n for n in numbers if n is not None]
         if str(dtype) not in ARRAY_DTYPES:
             raise _SemanticError(dtype, f"array element type {dtype!s} is not one of {', '.join(ARRAY_DTYPES)}")
-        size = int(np.prod(dims)) if dims else 1
+        size = math.prod(dims) if dims else 1
         if len(numbers) != size:
             raise _SemanticError(dtype, f"array of shape {dims} needs {size} values, has {len(numbers)}")
-        if np.dtype(str(dtype)).kind == "f":
-            values = np.array([str(n) for n in numbers], dtype=np.float64).astype(str(dtype))
-        else:
-            values = np.array([int(str(n)) for n in numbers], dtype=str(dtype))
+        kind = np.dtype(str(dtype))
+        try:
+            if kind.kind == "f":
+                with np.errstate(over="raise"):
+                    values = np.array([str(n) for n in numbers], dtype=np.float64).astype(kind)
+            else:
+                ints = [int(str(n)) for n in numbers]
+                info = np.iinfo(kind)
+                wrong = next((i for i in ints if not info.min <= i <= info.max), None)
+                if wrong is not None:
+                    raise _SemanticError(dtype, f"{wrong} does not fit in {kind}")
+                values = np.array(ints, dtype=kind)
+        except ValueError:
+            raise _SemanticError(dtype, f"an {kind} array holds a value that is not an integer") from None
+        except FloatingPointError:
+            raise _SemanticError(dtype, f"a value of the array does not fit in {kind}") from None
         return values.reshape(dims)
 
 
@@ -130,9 +143,16 @@ def parse_graph(text: str, source: str = "<ir>") -> Graph:
         inner = exc.orig_exc
         if isinstance(inner, _SemanticError):
             raise IRParseError(f"{source}: line {inner.line}, column {inner.column}: {inner.message}") from None
-        raise
+        # any other failure while building a value is still a fault of the text at that node
+        meta = getattr(exc.obj, "meta", None)
+        where = f"line {getattr(meta, 'line', '?')}, column {getattr(meta, 'column', '?')}"
+        raise IRParseError(f"{source}: {where}: bad {exc.rule}: {inner}") from None
     except _SemanticError as exc:
         raise IRParseError(f"{source}: line {exc.line}, column {exc.column}: {exc.message}") from None
+    except RecursionError:
+        raise IRParseError(f"{source}: nested too deeply to parse") from None
+    except lark.exceptions.LarkError as exc:
+        raise IRParseError(f"{source}: {' '.join(str(exc).split())[:200]}") from None
 
 
 def _to_graph(tree) -> Graph:

@@ -9,6 +9,7 @@ import numpy as np
 from tinycc_ml.errors import IRError
 from tinycc_ml.ir.graph import IDENTIFIER, Graph
 from tinycc_ml.ir.ops import OPS, TypeRuleError
+from tinycc_ml.ir.types import IDX
 
 ATTR_KINDS = {
     "int": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
@@ -71,3 +72,39 @@ def verify(graph: Graph) -> None:
     for label, node in graph.outputs:
         if node not in g:
             raise IRError(f"graph {graph.name}: output {label} refers to missing node %{node}")
+        if not g.nodes[node]["inputs"] and g.nodes[node]["op"] != "input":
+            raise IRError(f"graph {graph.name}: output {label} names %{node}, a constant: outputs are computed "
+                          "from the input")
+    _check_index_ranges(graph)
+
+
+def _check_index_ranges(graph: Graph) -> None:
+    """Every idx value that selects (matvec_at's matrix, take's entry) stays within its table for
+    every input: idx values are intervals (a constant, a branch to a child of a node, an argmax)."""
+    span: dict[str, tuple[int, int]] = {}
+    for name in graph.order():
+        node = graph.node(name)
+        if node.type.dtype != IDX:
+            continue
+        if node.op == "const":
+            value = np.asarray(node.attrs["value"]).reshape(-1)
+            if value.size != 1 or value.dtype.kind not in "iu" or value[0] < 0:
+                raise IRError(f"node %{name} (const): an idx constant must be one integer >= 0")
+            span[name] = (int(value[0]), int(value[0]))
+        elif node.op == "branch" and node.inputs[0] in span:
+            lo, hi = span[node.inputs[0]]
+            span[name] = (2 * lo + 1, 2 * hi + 2)
+        elif node.op in ("argmax", "argmin"):
+            span[name] = (0, graph.type(node.inputs[0]).shape[0] - 1)
+    for name in graph.order():
+        node = graph.node(name)
+        if node.op not in ("matvec_at", "take"):
+            continue
+        table, selector = node.inputs[0], node.inputs[1]
+        size = graph.type(table).shape[0]
+        lo, hi = span.get(selector, (None, None))
+        if lo is None:
+            raise IRError(f"node %{name} ({node.op}): selector %{selector} has no provable range")
+        if hi >= size:
+            raise IRError(f"node %{name} ({node.op}): selector %{selector} reaches {hi}, but %{table} holds "
+                          f"{size} entries")

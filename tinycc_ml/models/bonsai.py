@@ -29,7 +29,7 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_index, add_input, add_matrix, add_normalisation
-from tinycc_ml.models.saved import check_array, load_npy
+from tinycc_ml.models.saved import check_array, load_npy, meta_number
 
 MAX_DEPTH = 12
 
@@ -115,7 +115,9 @@ class BonsaiModel(Model):
 
     @classmethod
     def directory_match(cls, names: set[str]) -> int:
-        return 10 if {"V.npy", "T.npy"} <= names else 0  # W.npy and Z.npy alone could be ProtoNN's
+        # V, T and hyperParam are Bonsai's own (W.npy and Z.npy alone could be ProtoNN's): a Bonsai
+        # folder missing T.npy is still Bonsai, and its loader names what is missing
+        return 10 if names & {"V.npy", "T.npy", "hyperParam.npy"} else 0
 
     @classmethod
     def from_directory(cls, path) -> BonsaiModel:
@@ -126,10 +128,9 @@ class BonsaiModel(Model):
         for name in ("Z", "W", "V", "T"):
             if name not in arrays:
                 raise ModelFileError(f"{source}: array {name} is missing")
-        for name in ("sigma", "depth"):
-            if name not in meta:
-                raise ModelFileError(f"{source}: metadata entry {name!r} is missing")
-        return cls(arrays["Z"], arrays["W"], arrays["V"], arrays["T"], meta["sigma"], meta["depth"],
+        sigma = meta_number(meta, "sigma", source, integer=False)
+        depth = meta_number(meta, "depth", source, integer=True, low=0, high=MAX_DEPTH)
+        return cls(arrays["Z"], arrays["W"], arrays["V"], arrays["T"], sigma, depth,
                    z_bias=arrays.get("z_bias"), mean=arrays.get("mean"), std=arrays.get("std"),
                    source=str(source))
 
@@ -307,8 +308,8 @@ def read_pickled_dict(path) -> dict:
                 _, _, dtype = np.lib.format.read_array_header_2_0(stream)
             else:
                 raise ValueError(f"unsupported .npy version {version}")
-        except ValueError as exc:
-            raise ModelFileError(f"{path}: bad .npy header: {exc}") from None
+        except Exception as exc:  # numpy's header parser fails in many ways on hostile bytes
+            raise ModelFileError(f"{path}: bad .npy header: {' '.join(str(exc).split())[:200]}") from None
         if not dtype.hasobject:
             raise ModelFileError(f"{path}: holds a {dtype} array, expected a pickled dict")
     try:

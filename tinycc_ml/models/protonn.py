@@ -15,7 +15,9 @@ from tinycc_ml.errors import DataError, ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
-from tinycc_ml.models.saved import check_array, load_npy
+from tinycc_ml.models.saved import FLOAT32_MAX, check_array, load_npy
+
+MAX_GAMMA = float(np.sqrt(FLOAT32_MAX))
 
 
 class ProtoNNModel(Model):
@@ -27,12 +29,18 @@ class ProtoNNModel(Model):
         self.W = W
         self.B = check_array(B, "B", source, shape=(proj_dim, None))
         self.Z = check_array(Z, "Z", source, shape=(None, self.B.shape[1]))
+        if 0 in W.shape or 0 in self.Z.shape:
+            raise ModelFileError(f"{source}: W has shape {W.shape}, B {self.B.shape} and Z {self.Z.shape}: a model "
+                                 "needs at least one feature, projection, prototype and class")
         gamma = check_array(gamma, "gamma", source).reshape(-1)
         if gamma.size != 1:
             raise ModelFileError(f"{source}: gamma has {gamma.size} values, expected one")
         self.gamma = float(gamma[0])
         if self.gamma <= 0:
             raise ModelFileError(f"{source}: gamma is {self.gamma}, expected a positive number")
+        if self.gamma > MAX_GAMMA:  # the compiled code multiplies by -gamma^2 in float32
+            raise ModelFileError(f"{source}: gamma is {self.gamma:g}; gamma^2 must fit in float32 (gamma <= "
+                                 f"{MAX_GAMMA:.4g})")
         self.mean = None if mean is None else check_array(mean, "mean", source, shape=(input_dim,))
         self.std = None if std is None else check_array(std, "std", source, shape=(input_dim,))
         if self.std is not None and np.any(self.std <= 0):

@@ -38,7 +38,7 @@ from tinycc_ml.errors import DataError, ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
-from tinycc_ml.models.saved import check_array
+from tinycc_ml.models.saved import check_array, meta_number
 
 _CHUNK = 1024  # rows per distance block, bounds memory on large reference sets
 
@@ -68,8 +68,8 @@ class PrototypeModel(Model):
         if np.any(lab != np.round(lab)):
             raise ModelFileError(f"{source}: labels holds non-integer values")
         n_classes, k = int(n_classes), int(k)
-        if n_classes < 1:
-            raise ModelFileError(f"{source}: n_classes is {n_classes}, expected >= 1")
+        if not 1 <= n_classes <= m:  # a class beyond the m points could never win a vote
+            raise ModelFileError(f"{source}: n_classes is {n_classes}, expected 1..{m} (number of prototypes)")
         lab = lab.astype(np.int64)
         if lab.min() < 0 or lab.max() >= n_classes:
             raise ModelFileError(f"{source}: labels must lie in [0, {n_classes}), found {lab.min()}..{lab.max()}")
@@ -124,9 +124,7 @@ class PrototypeModel(Model):
         if unknown:
             raise ModelFileError(f"{source}: unexpected array(s) {sorted(unknown)}")
         for key in ("k", "n_classes"):
-            value = meta.get(key)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ModelFileError(f"{source}: meta {key!r} is {value!r}, expected an integer")
+            meta_number(meta, key, source, integer=True)
         return cls(arrays["prototypes"], arrays["labels"], meta["n_classes"], meta["k"],
                    arrays.get("mean"), arrays.get("std"), arrays.get("transform"), source=source)
 

@@ -63,8 +63,10 @@ class TanhApprox(Pass):
             (x,) = node.inputs
             s_in, s_out = graph.type(x).dtype.scale, node.type.dtype.scale
             r = graph.ranges[x]
-            lo_q = max(int(math.floor(r.lo * 2.0**s_in)), -(2**15))
-            hi_q = min(int(math.ceil(r.hi * 2.0**s_in)), 2**15 - 1)
+            # clipped at both ends: a range wholly outside int16 (a too-fine scale under trial)
+            # still leaves the saturated value to approximate
+            lo_q = min(max(int(math.floor(r.lo * 2.0**s_in)), -(2**15)), 2**15 - 1)
+            hi_q = min(max(int(math.ceil(r.hi * 2.0**s_in)), -(2**15)), 2**15 - 1)
             xs = np.arange(lo_q, hi_q + 1, dtype=np.int64)
             truth = np.tanh(xs * 2.0**-s_in)
             clamp_err = float(np.max(np.abs(evaluate_tanh_clamp(xs, s_in, s_out) * 2.0**-s_out - truth)))

@@ -1,0 +1,379 @@
+"""Hostile inputs (issue 10): each numbered finding of the attack, reproduced and now refused
+with one tinycc_ml error (or handled), never a traceback, an allocation the file asks for, or C
+that does not compile."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tests.models.test_protonn import cli, expect_clean_failure
+from tinycc_ml.api import load_model
+from tinycc_ml.errors import DataError, IRError, IRParseError, ModelFileError
+from tinycc_ml.ir.text import parse_graph
+from tinycc_ml.ir.verify import verify
+from tinycc_ml.models.bonsai import BonsaiModel
+from tinycc_ml.models.protonn import ProtoNNModel, save_edgeml_protonn
+from tinycc_ml.models.prototypes import PrototypeModel
+from tinycc_ml.models.saved import META_KEY, read_arrays
+
+
+def npy_bytes(array=None, header: bytes | None = None, data: bytes | None = None) -> bytes:
+    """A .npy member: numpy's own bytes, or a hand-written header dict and data."""
+    if header is None:
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        return buffer.getvalue()
+    header = header + b" " * (-(len(header) + 11) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + (data or b"")
+
+
+def write_npz(path: Path, members: dict[str, bytes], compress: bool = False) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def meta_bytes(header) -> bytes:
+    return npy_bytes(np.frombuffer(json.dumps(header).encode(), dtype=np.uint8))
+
+
+def small_protonn() -> ProtoNNModel:
+    rng = np.random.default_rng(0)
+    return ProtoNNModel(rng.normal(size=(3, 4)), rng.normal(size=(3, 5)), rng.normal(size=(2, 5)), 0.7)
+
+
+def model_members(model) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(model_file_bytes(model))) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def model_file_bytes(model) -> bytes:
+    buffer = io.BytesIO()
+    header = {"format": "tinycc-ml-model", "version": 1, "family": model.family, "meta": model.meta()}
+    np.savez(buffer, **model.arrays(), **{META_KEY: np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)})
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------- 1. metadata shape, members
+
+GOOD_HEADER = {"format": "tinycc-ml-model", "version": 1, "family": "protonn", "meta": {}}
+
+
+@pytest.mark.parametrize("header, words", [
+    ([1, 2], ["list", "object"]),
+    ("protonn", ["str", "object"]),
+    (None, ["NoneType", "object"]),
+    ({"format": "tinycc-ml-model", "version": 1}, ["family"]),
+    ({**GOOD_HEADER, "family": ["protonn"]}, ["family"]),
+    ({**GOOD_HEADER, "meta": [1]}, ["meta"]),
+], ids=["list", "string", "null", "no family", "family list", "meta list"])
+def test_metadata_must_be_the_documented_object(tmp_path, header, words):
+    members = model_members(small_protonn())
+    members[f"{META_KEY}.npy"] = meta_bytes(header)
+    path = write_npz(tmp_path / "m.npz", members)
+    with pytest.raises(ModelFileError) as info:
+        load_model(path)
+    assert str(path) in str(info.value)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_deeply_nested_metadata_is_refused(tmp_path):
+    members = model_members(small_protonn())
+    deep = b"[" * 100_000 + b"]" * 100_000
+    members[f"{META_KEY}.npy"] = npy_bytes(np.frombuffer(deep, dtype=np.uint8))
+    with pytest.raises(ModelFileError, match="nested too deeply"):
+        load_model(write_npz(tmp_path / "deep.npz", members))
+
+
+def test_member_without_npy_magic_is_refused(tmp_path):
+    members = model_members(small_protonn())
+    members["W.npy"] = b"just some bytes, no magic"
+    with pytest.raises(ModelFileError, match="W.npy.*no .npy magic"):
+        load_model(write_npz(tmp_path / "raw.npz", members))
+    members = model_members(small_protonn())
+    members["notes.txt"] = b"hello"
+    with pytest.raises(ModelFileError, match="notes.txt"):
+        load_model(write_npz(tmp_path / "extra.npz", members))
+
+
+# ---------------------------------------------------------------- 2. corrupted .npy headers
+
+
+@pytest.mark.parametrize("header", [
+    b"{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }"[:-9],  # cut mid-dict
+    b"{'descr': '<f8', 'fortran_order': False, 'shape': (3L, 4)}",  # numpy's tokenizer path
+    b"{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), 'x': '''}",
+    b"{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (3,)}",
+    b"{'descr': '<f8', 'fortran_order': 'no', 'shape': (3, 4)}",
+    b"{'descr': '<f8', 'fortran_order': False, 'shape': (-3, 4)}",
+    b"{'descr': 'nonsense', 'fortran_order': False, 'shape': (3,)}",
+    b"(" * 5000 + b")" * 5000,
+], ids=["cut", "long-suffix", "open-string", "structured", "fortran", "negative", "dtype", "deep"])
+def test_corrupted_npy_headers_are_file_errors(tmp_path, header):
+    members = model_members(small_protonn())
+    members["W.npy"] = npy_bytes(header=header, data=bytes(96))
+    path = write_npz(tmp_path / "bad.npz", members)
+    with pytest.raises(ModelFileError, match="W.npy"):
+        load_model(path)
+    single = tmp_path / "bad.npy"
+    single.write_bytes(npy_bytes(header=header, data=bytes(96)))
+    with pytest.raises(DataError, match="bad.npy"):
+        read_arrays(single, DataError)
+
+
+# ---------------------------------------------------------------- 3. gamma overflow, empty arrays
+
+
+def test_gamma_whose_square_overflows_and_empty_z_b():
+    rng = np.random.default_rng(0)
+    W, B, Z = rng.normal(size=(3, 4)), rng.normal(size=(3, 5)), rng.normal(size=(2, 5))
+    with pytest.raises(ModelFileError, match="gamma"):
+        ProtoNNModel(W, B, Z, 1e200)
+    with pytest.raises(ModelFileError, match="gamma"):
+        ProtoNNModel(W, B, Z, 2e19)  # finite in float32, but gamma^2 is not
+    with pytest.raises(ModelFileError, match="at least one"):
+        ProtoNNModel(W, B, np.zeros((0, 5)), 1.0)
+    with pytest.raises(ModelFileError, match="at least one"):
+        ProtoNNModel(W, np.zeros((3, 0)), np.zeros((2, 0)), 1.0)
+
+
+# ---------------------------------------------------------------- 4. sizes before allocation
+
+
+def test_huge_npy_header_is_refused_before_allocation(tmp_path):
+    members = model_members(small_protonn())
+    members["W.npy"] = npy_bytes(header=b"{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000000)}")
+    with pytest.raises(ModelFileError, match="over the limit"):
+        load_model(write_npz(tmp_path / "huge.npz", members))
+
+
+def test_zip_bomb_is_refused_before_decompression(tmp_path):
+    bomb = npy_bytes(np.zeros((64, 1 << 20), dtype=np.uint8))  # 64 MiB of zeros, ~64 KiB compressed
+    members = model_members(small_protonn())
+    members["W.npy"] = bomb
+    path = write_npz(tmp_path / "bomb.npz", members, compress=True)
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(ModelFileError, match="TINYCC_ML_MAX_ARRAY_BYTES"):
+        read_arrays(path, max_bytes=1 << 20)
+
+
+def test_limit_is_overridable_by_environment(tmp_path, monkeypatch):
+    path = small_protonn().save(tmp_path / "m.npz")
+    monkeypatch.setenv("TINYCC_ML_MAX_ARRAY_BYTES", "100")
+    with pytest.raises(ModelFileError, match="over the limit"):
+        load_model(path)
+    monkeypatch.setenv("TINYCC_ML_MAX_ARRAY_BYTES", "1M")
+    assert load_model(path).n_outputs == 2
+    monkeypatch.setenv("TINYCC_ML_MAX_ARRAY_BYTES", "lots")
+    with pytest.raises(ModelFileError, match="TINYCC_ML_MAX_ARRAY_BYTES"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("n_classes", [1_000_000_000, 10**30, -1, 0, 2.5, "3", True])
+def test_prototype_counts_checked_against_arrays(tmp_path, n_classes):
+    model = PrototypeModel([[0.0, 0.0], [1.0, 1.0], [2.0, 0.0]], [0, 1, 1], n_classes=2, k=2)
+    members = model_members(model)
+    members[f"{META_KEY}.npy"] = meta_bytes({"format": "tinycc-ml-model", "version": 1, "family": "prototype",
+                                             "meta": {"k": 2, "n_classes": n_classes}})
+    start = time.perf_counter()
+    with pytest.raises(ModelFileError, match="n_classes"):
+        load_model(write_npz(tmp_path / "m.npz", members))
+    assert time.perf_counter() - start < 5
+
+
+# ---------------------------------------------------------------- 5. finite in float64, not in float32
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda a: a.update(W=np.full((3, 4), 1e300)), ["W", "float32"]),
+    (lambda a: a.update(mean=np.full(4, 1e300), std=np.ones(4)), ["mean", "float32"]),
+    (lambda a: a.update(mean=np.zeros(4), std=np.full(4, 1e-300)), ["float32"]),
+    (lambda a: a.update(W=np.full((3, 4), 3e38), mean=np.zeros(4), std=np.full(4, 0.5)), ["float32"]),
+], ids=["W 1e300", "mean 1e300", "std 1e-300", "W/std beyond float32"])
+def test_values_beyond_float32_never_reach_the_c(tmp_path, change, words):
+    arrays = small_protonn().arrays()
+    change(arrays)
+    with pytest.raises(ModelFileError) as info:
+        model = ProtoNNModel.from_arrays(arrays, {}, "m.npz")
+        tinycc_ml.compile(model, precision="float")  # folding may be where it overflows
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_bonsai_sigma_beyond_float32(tmp_path):
+    rng = np.random.default_rng(0)
+    args = (rng.normal(size=(3, 4)), rng.normal(size=(3, 3)), rng.normal(size=(3, 3)), rng.normal(size=(1, 3)))
+    with pytest.raises(ModelFileError, match="sigma"):
+        BonsaiModel(*args, 1e308, 1)
+    model = BonsaiModel(*args, 1.0, 1)
+    members = model_members(model)
+    members[f"{META_KEY}.npy"] = meta_bytes({"format": "tinycc-ml-model", "version": 1, "family": "bonsai",
+                                             "meta": {"sigma": "big", "depth": 1}})
+    with pytest.raises(ModelFileError, match="sigma"):
+        load_model(write_npz(tmp_path / "b.npz", members))
+
+
+# ---------------------------------------------------------------- 6. complex and bool
+
+
+def test_complex_refused_everywhere_bool_accepted_everywhere(tmp_path):
+    model = small_protonn()
+    arrays = model.arrays()
+    with pytest.raises(ModelFileError, match="complex"):
+        ProtoNNModel(arrays["W"] + 1j, arrays["B"], arrays["Z"], 0.7)
+    members = model_members(model)
+    members["W.npy"] = npy_bytes(arrays["W"].astype(np.complex128))
+    with pytest.raises(ModelFileError, match="complex"):
+        load_model(write_npz(tmp_path / "c.npz", members))
+    calibration = np.random.default_rng(0).normal(size=(32, 4))
+    with pytest.raises(DataError, match="complex"):
+        tinycc_ml.compile(model, precision="int16", calibration=calibration + 0j)
+    bool_weights = ProtoNNModel(arrays["W"] > 0, arrays["B"], arrays["Z"], 0.7)
+    assert np.array_equal(bool_weights.W, (arrays["W"] > 0).astype(float))
+    bools = np.random.default_rng(1).random((32, 4)) > 0.5
+    assert tinycc_ml.compile(model, precision="int16", calibration=bools).files  # bool calibration is 0/1 data
+
+
+# ---------------------------------------------------------------- 7. calibration extremes
+
+
+@pytest.mark.parametrize("calibration", [np.full((20, 4), 1e30), np.full((20, 4), 2**62, dtype=np.int64)],
+                         ids=["1e30", "2^62"])
+def test_extreme_calibration_is_a_data_error(calibration):
+    with pytest.raises(DataError, match="calibration"):
+        tinycc_ml.compile(small_protonn(), precision="int16", calibration=calibration)
+    knn = PrototypeModel(np.random.default_rng(0).normal(size=(6, 4)), [0, 0, 1, 1, 2, 2], n_classes=3, k=3)
+    try:
+        tinycc_ml.compile(knn, precision="int16", calibration=calibration)
+    except DataError as exc:
+        assert "calibration" in str(exc)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, 5.0])
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_bonsai_with_constant_calibration(value, precision):
+    rng = np.random.default_rng(0)
+    model = BonsaiModel(rng.normal(size=(3, 4)), rng.normal(size=(3, 3)), rng.normal(size=(3, 3)),
+                        rng.normal(size=(1, 3)), 1.0, 1)
+    calibration = np.full((20, 4), value)
+    result = tinycc_ml.compile(model, precision=precision, calibration=calibration)
+    assert np.array_equal(result.load().predict(calibration[:3]), model.predict(calibration[:3]))
+
+
+# ---------------------------------------------------------------- 8. report
+
+
+def test_report_bad_shapes_rows_and_calibration_note(tmp_path):
+    model_path = small_protonn().save(tmp_path / "m.npz")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4))
+    zero_d_x = tmp_path / "x0.npz"
+    np.savez(zero_d_x, X=np.array(1.0), y=np.zeros(1))
+    zero_d_y = tmp_path / "y0.npz"
+    np.savez(zero_d_y, X=X, y=np.array(1))
+    good = tmp_path / "good.npz"
+    np.savez(good, X=X, y=rng.integers(0, 2, 40))
+    out = tmp_path / "never"
+    expect_clean_failure(cli("report", model_path, "--data", zero_d_x), out, "X", "shape")
+    expect_clean_failure(cli("report", model_path, "--data", zero_d_y), out, "y", "shape")
+    expect_clean_failure(cli("report", model_path, "--data", good, "--rows", "-5"), out, "--rows")
+    run = cli("report", model_path, "--data", good, "--rows", "20")
+    assert run.returncode == 0, run.stderr
+    assert "calibrating on the test rows" in run.stderr
+    assert "calibration" in run.stdout and "test rows" in run.stdout
+
+
+# ---------------------------------------------------------------- 9. IR text and verify
+
+BASE_IR = """graph g {
+  %x = input() {name = "x"} : f32[2]
+  %m = const() {value = array<float32>(2,2,2)[1, 2, 3, 4, 5, 6, 7, 8]} : f32[2,2,2]
+  %k = const() {value = array<int32>()[K]} : idx[]
+  %y = matvec_at(%m, %k, %x) : f32[2]
+  %p = argmax(%y) : idx[]
+  output scores = %y
+  output prediction = %p
+}
+"""
+
+
+@pytest.mark.parametrize("array", ["array<int8>(2)[1, 300]", "array<int16>(1)[1e5]",
+                                   "array<float32>(1)[1e300]"])
+def test_parse_never_lets_lark_errors_escape(array):
+    text = f'graph g {{\n  %c = const() {{value = {array}}} : f32[1]\n}}\n'
+    with pytest.raises(IRParseError, match="line 2"):
+        parse_graph(text)
+
+
+def test_verify_rejects_index_out_of_range_and_const_outputs():
+    verify(parse_graph(BASE_IR.replace("K", "1")))
+    with pytest.raises(IRError, match="reaches 2"):
+        verify(parse_graph(BASE_IR.replace("K", "2")))
+    with pytest.raises(IRError, match="constant"):
+        verify(parse_graph(BASE_IR.replace("K", "0").replace("output scores = %y", "output scores = %m")))
+
+
+# ---------------------------------------------------------------- 12. messages
+
+
+def test_messages_name_the_real_problem(tmp_path):
+    out = tmp_path / "out"
+    truncated = tmp_path / "cut.npy"
+    np.save(truncated, np.zeros((40, 4)))
+    truncated.write_bytes(truncated.read_bytes()[:200])
+    gz = tmp_path / "data.npy"
+    gz.write_bytes(b"\x1f\x8b\x08\x00" + bytes(40))
+    model_path = small_protonn().save(tmp_path / "m.npz")
+    for path, word in ((truncated, "truncated"), (gz, "neither")):
+        line = expect_clean_failure(cli("compile", model_path, "--precision", "int16", "--calibration", path,
+                                        "-o", out), out, path.name, word)
+        assert "pickled" not in line
+
+
+def test_bonsai_directory_without_t_is_not_protonn(tmp_path):
+    rng = np.random.default_rng(0)
+    d = tmp_path / "bonsai"
+    d.mkdir()
+    for name, shape in (("W", (3, 3)), ("V", (3, 3)), ("Z", (3, 5))):
+        np.save(d / f"{name}.npy", rng.normal(size=shape))
+    with pytest.raises(ModelFileError) as info:
+        load_model(d)
+    assert "gamma" not in str(info.value) and "hyperParam" in str(info.value)
+
+
+def test_numpy_warnings_do_not_precede_the_error_line(tmp_path):
+    arrays = small_protonn().arrays()
+    directory = tmp_path / "m"
+    save_edgeml_protonn(small_protonn(), directory)
+    np.save(directory / "std.npy", np.full(4, 1e-320))  # 1/std overflows with a RuntimeWarning
+    np.save(directory / "mean.npy", np.zeros(4))
+    del arrays
+    out = tmp_path / "out"
+    expect_clean_failure(cli("compile", directory, "-o", out), out, "float32")
+
+
+def test_ctrl_c_exits_130_without_traceback(tmp_path):
+    out = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "tinycc_ml", "demo", "-o", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("dataset:")  # running its own code, mid-way through training
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert not out.exists() or not list(out.glob("*.c"))
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == "tinycc-ml: error: interrupted"
+
