@@ -3,11 +3,18 @@ content hash, and wrap it in a predictor working on numpy arrays."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import json
+import logging
 import os
+import shlex
 import shutil
+import stat
+import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -16,6 +23,8 @@ import numpy as np
 from tinycc_ml.errors import DataError, ToolchainError
 
 HOST_CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
+MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
+log = logging.getLogger(__name__)
 NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8}
 
 
@@ -76,8 +85,12 @@ class HostPredictor:
 
 
 def build_host_module(header: str, source: str, prefix: str, input_ctype: str, score_ctype: str):
-    """Compile (or fetch from the cache) a cffi module for one emitted model."""
+    """Compile (or fetch from the cache) a cffi module for one emitted model. A cache entry is
+    loaded only from a private cache folder and only when the library's SHA-256 matches the one
+    recorded when it was built; anything else is rebuilt."""
     import cffi
+
+    from tinycc_ml import __version__ as tinycc_version
 
     cdef = f"""
         int {prefix}_predict(const {input_ctype} *x);
@@ -98,36 +111,123 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
             }}
         }}
     """
-    # everything that goes into the module is in the key, the wrapper included
+    # everything that goes into the module is in the key: the wrapper, the flags, and the
+    # compiler that turns them into machine code (its path, version, CC/CFLAGS)
     key = hashlib.sha256("\0".join([header, source, cdef, wrapper, " ".join(HOST_CFLAGS), cffi.__version__,
-                                    sys.version]).encode()).hexdigest()[:20]
+                                    sys.version, tinycc_version, *compiler_identity()]).encode()).hexdigest()[:20]
     module_name = f"_tinycc_{prefix}_{key}"
-    target = cache_dir() / key
-    if not target.exists():
-        cache_dir().mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache_dir()))
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    root = cache_dir()
+    if not _private_dir(root):
+        # a folder others can write to may hold a planted library: build afresh, cache nothing
+        log.warning("%s is not a private folder of this user; building without the cache", root)
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-host-") as work:
+            return _import(module_name, _compile(Path(work), module_name, header, source, prefix, cdef, wrapper))
+    entry = root / key
+    library = _verified_library(entry)
+    if library is None:
+        _discard(entry)
+        work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
         try:
-            (work / f"{prefix}.h").write_text(header)
-            (work / f"{prefix}.c").write_text(source)
-            ffi = cffi.FFI()
-            ffi.cdef(cdef)
-            ffi.set_source(module_name, wrapper, sources=[str(work / f"{prefix}.c")], include_dirs=[str(work)],
-                           extra_compile_args=list(HOST_CFLAGS))
+            _compile(work, module_name, header, source, prefix, cdef, wrapper)
             try:
-                ffi.compile(tmpdir=str(work), verbose=False)
-            except Exception as exc:
-                raise ToolchainError(f"host build of {prefix}.c failed: {exc}") from None
-            try:
-                os.replace(work, target)
+                os.replace(work, entry)
             except OSError:  # another process built it first
-                shutil.rmtree(work, ignore_errors=True)
+                pass
         finally:
             if work.exists():
                 shutil.rmtree(work, ignore_errors=True)
-    so = next(target.glob(f"{module_name}*.so"), None) or next(target.glob(f"{module_name}*.pyd"))
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, so)
+        library = _verified_library(entry)
+        if library is None:
+            raise ToolchainError(f"host build of {prefix}.c: the cached library in {entry} fails its check")
+    return _import(module_name, library)
+
+
+@functools.cache
+def _compiler_version(command: tuple[str, ...]) -> str:
+    try:
+        run = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unavailable: {exc}"
+    return run.stdout + run.stderr
+
+
+def compiler_identity() -> list[str]:
+    """What decides the machine code besides the sources: the C compiler cffi will call (CC or
+    Python's configured one), its resolved path and ``--version`` text, and the flag variables."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    command = tuple(shlex.split(cc)) or ("cc",)
+    resolved = shutil.which(command[0]) or command[0]
+    flags = [f"{name}={os.environ.get(name, '')}" for name in ("CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED")]
+    return [cc, os.path.realpath(resolved), _compiler_version(command), *flags]
+
+
+def _private_dir(path: Path) -> bool:
+    """The cache root exists (it is created if missing), is ours and no one else can write to it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        info = path.stat()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _verified_library(entry: Path) -> Path | None:
+    """The entry's library when its manifest names it and its content hash matches, else None."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+        library = entry / manifest["library"]
+        if Path(manifest["library"]).name != manifest["library"] or not library.is_file():
+            return None
+        return library if _sha256(library) == manifest["sha256"] else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _discard(entry: Path) -> None:
+    """Remove a stale or tampered cache entry (renamed aside first, so no one loads it midway)."""
+    if not entry.exists() and not entry.is_symlink():
+        return
+    aside = entry.with_name(f".{entry.name}.stale.{os.getpid()}")
+    try:
+        os.replace(entry, aside)
+    except OSError:
+        return
+    if aside.is_symlink() or not aside.is_dir():
+        aside.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _compile(work: Path, module_name: str, header: str, source: str, prefix: str, cdef: str, wrapper: str) -> Path:
+    """Build the module in ``work``; record the library's content hash in the manifest."""
+    import cffi
+
+    (work / f"{prefix}.h").write_text(header)
+    (work / f"{prefix}.c").write_text(source)
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    ffi.set_source(module_name, wrapper, sources=[str(work / f"{prefix}.c")], include_dirs=[str(work)],
+                   extra_compile_args=list(HOST_CFLAGS))
+    try:
+        library = Path(ffi.compile(tmpdir=str(work), verbose=False))
+    except Exception as exc:
+        raise ToolchainError(f"host build of {prefix}.c failed: {' '.join(str(exc).split())[:300]}") from None
+    (work / MANIFEST).write_text(json.dumps({"library": library.name, "sha256": _sha256(library)}))
+    return library
+
+
+def _import(module_name: str, library: Path):
+    spec = importlib.util.spec_from_file_location(module_name, library)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sys.modules[module_name] = module
