@@ -91,10 +91,19 @@ class ProtoNNModel(Model):
             X = X / self.std
         return X
 
-    def scores(self, X) -> np.ndarray:
+    def exponents(self, X) -> np.ndarray:
+        """-gamma^2 ||W x' - B_j||^2 for every row and prototype j."""
         P = self.normalise(X) @ self.W.T
-        d2 = np.sum((P[:, :, None] - self.B[None, :, :]) ** 2, axis=1)
-        return np.exp(-(self.gamma**2) * d2) @ self.Z.T
+        return -(self.gamma**2) * np.sum((P[:, :, None] - self.B[None, :, :]) ** 2, axis=1)
+
+    def scores(self, X) -> np.ndarray:
+        return np.exp(self.exponents(X)) @ self.Z.T
+
+    def predict(self, X) -> np.ndarray:
+        """argmax of the scores, ranked as exp(e - max e) @ Z^T: the same order (a positive factor
+        apart), but defined even where every exp(e) underflows, far from all prototypes."""
+        E = self.exponents(X)
+        return np.argmax(np.exp(E - E.max(axis=1, keepdims=True)) @ self.Z.T, axis=1)
 
     def lower(self) -> Graph:
         g = Graph("protonn")
