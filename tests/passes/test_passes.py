@@ -58,7 +58,9 @@ def test_float_pipeline_preserves_outputs(case):
     # nothing of the normalisation is left to compute on the device
     (x,) = after_graph.inputs()
     assert [after_graph.op(u) for u in after_graph.users(x)] == ["matvec"]
-    assert "mul" not in ops_of(after_graph) and "sub" not in ops_of(after_graph)
+    # (stable_argmax's sub and mul rescale the similarities at run time: no constant operand)
+    assert not [n for n in after_graph.order() if after_graph.op(n) in ("mul", "sub")
+                and any(after_graph.op(i) in ("const", "sparse_const") for i in after_graph.node(n).inputs)]
 
 
 @settings(max_examples=40, deadline=None)

@@ -94,6 +94,7 @@ class CEmitter:
     const_bytes: int = 0
 
     def __post_init__(self):
+        check_interface(self.graph)
         if not getattr(self.graph, "memory_plan", None):
             self.graph.memory_plan, self.graph.arenas = plan(self.graph)
         self.scores_node = self.graph.output("scores")
@@ -466,6 +467,23 @@ class CEmitter:
     def _float_take(self, node):
         table, i = node.inputs
         return [f"{self.var(node.name)} = {self.at(table, self.var(i))};"]
+
+
+def check_interface(graph: Graph) -> None:
+    """What every emitted model's entry points assume of a graph: one input vector, a computed
+    score vector and an idx prediction."""
+    inputs = graph.inputs()
+    labels = dict(graph.outputs)
+    if len(inputs) != 1 or graph.type(inputs[0]).rank != 1:
+        raise CompileError(f"graph {graph.name}: needs exactly one input vector, has {len(inputs)} input(s)")
+    if "scores" not in labels or "prediction" not in labels:
+        raise CompileError(f"graph {graph.name}: needs outputs scores and prediction, has {', '.join(labels)}")
+    scores, prediction = graph.type(labels["scores"]), graph.type(labels["prediction"])
+    numeric = scores.dtype.is_float or scores.dtype.is_fixed
+    if scores.rank != 1 or not numeric or graph.op(labels["scores"]) == "input":
+        raise CompileError(f"graph {graph.name}: output scores must be a computed numeric vector, is {scores}")
+    if prediction.rank != 0 or prediction.dtype.kind != "idx":
+        raise CompileError(f"graph {graph.name}: output prediction must be an idx scalar, is {prediction}")
 
 
 def check_prefix(prefix: str) -> str:

@@ -7,11 +7,14 @@ the same rounding shifts, and stores saturate through <prefix>_sat16 / <prefix>_
 from __future__ import annotations
 
 from tinycc_ml.backends.c_emitter import FIXED_OP_EMITTERS, CEmitter, ctype_of
+from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
 
 
 def rshift_c(expr: str, k: int) -> str:
+    if not -31 <= k <= 31:  # only a hand-written graph gets here: int32 C cannot shift that far
+        raise CompileError(f"a fixed-point shift by {k} bits does not fit int32 arithmetic")
     if k > 0:
         return f"(({expr}) + INT32_C({1 << (k - 1)})) >> {k}"
     if k < 0:

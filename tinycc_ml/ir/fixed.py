@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.errors import DataError
+from tinycc_ml.errors import DataError, IRError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import row_chunks
 from tinycc_ml.ir.ops import COMPARISONS, kvote_counts, sparse_to_dense
@@ -22,8 +22,9 @@ from tinycc_ml.ir.ops import COMPARISONS, kvote_counts, sparse_to_dense
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
-class FixedOverflow(AssertionError):
-    """An int32 intermediate left its range: a bug in the overflow proofs."""
+class FixedOverflow(IRError, AssertionError):
+    """An int32 intermediate left its range: a bug in the overflow proofs, or a hand-written
+    graph whose types cannot hold its values."""
 
 
 def check32(v, where: str):
@@ -35,6 +36,10 @@ def check32(v, where: str):
 
 def rshift(v, k: int):
     v = np.asarray(v, dtype=np.int64)
+    if k >= 63:  # |v| < 2^63 <= 2^(k-1): the rounded quotient is 0 (hand-written graphs get here)
+        return np.zeros_like(v)
+    if k <= -63:  # beyond int64: saturate, so the range checks report it
+        return np.sign(v) * np.int64(2**63 - 1)
     if k > 0:
         return (v + (1 << (k - 1))) >> k
     if k < 0:

@@ -1,0 +1,97 @@
+"""Long fuzz runs: mutate model files and IR text, feed them to the compiler, and count outcomes.
+
+    python scripts/fuzz.py --cases 2000 [--seed 1] [--target model|ir|both] [--memory-gb 4] [--timeout 30]
+
+Each case must end in success (for model files and IR: the generated C compiles with gcc
+-Wall -Wextra -Werror) or in one tinycc_ml error. Anything else is counted as a crash and printed:
+a traceback, a case over --timeout seconds (a hang), or a MemoryError under the --memory-gb
+address-space limit. The exit status is 1 when any crash was seen. The same mutators run in the
+test suite (tests/test_fuzz.py) under hypothesis, with far fewer cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fuzzing import (  # noqa: E402
+    Chooser,
+    Outcome,
+    mutate_ir_text,
+    mutate_model_file,
+    run_ir_case,
+    run_model_file_case,
+)
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def one_case(kind: str, rng: random.Random, timeout: int) -> Outcome:
+    pick = Chooser(rng=rng)
+    signal.alarm(timeout)
+    try:
+        if kind == "model":
+            precision = rng.choice(["float", "float", "int16", "int8"])
+            return run_model_file_case(mutate_model_file(pick), precision)
+        return run_ir_case(mutate_ir_text(pick))
+    except Hang:
+        return Outcome("crash", f"hang: over {timeout} s")
+    except MemoryError:
+        return Outcome("crash", "out of memory")
+    finally:
+        signal.alarm(0)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", type=int, default=1000, help="cases per fuzzer (default 1000)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
+    parser.add_argument("--target", choices=("model", "ir", "both"), default="both")
+    parser.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit (default 4 GB)")
+    parser.add_argument("--timeout", type=int, default=30, help="seconds per case before it counts as a hang")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else int(time.time())
+    limit = int(args.memory_gb * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    signal.signal(signal.SIGALRM, _alarm)
+    kinds = ["model", "ir"] if args.target == "both" else [args.target]
+    print(f"seed {seed}, {args.cases} cases per fuzzer, {args.memory_gb:g} GB address space, "
+          f"{args.timeout} s per case")
+    rows, crashes = [], []
+    for kind in kinds:
+        rng = random.Random(f"{seed}-{kind}")
+        counts, start, slowest = Counter(), time.perf_counter(), 0.0
+        for case in range(args.cases):
+            t0 = time.perf_counter()
+            outcome = one_case(kind, rng, args.timeout)
+            slowest = max(slowest, time.perf_counter() - t0)
+            counts[outcome.kind] += 1
+            if outcome.kind == "crash":
+                crashes.append((kind, case, outcome.detail))
+        rows.append((kind, args.cases, counts["ok"], counts["error"], counts["crash"],
+                     time.perf_counter() - start, slowest))
+    print(f"\n{'fuzzer':<8} {'cases':>7} {'successes':>10} {'clean errors':>13} {'crashes':>8} {'seconds':>8} "
+          f"{'slowest':>8}")
+    for kind, cases, ok, errors, crashed, seconds, slowest in rows:
+        print(f"{kind:<8} {cases:>7} {ok:>10} {errors:>13} {crashed:>8} {seconds:>8.1f} {slowest:>8.2f}")
+    for kind, case, detail in crashes[:20]:
+        print(f"crash: {kind} case {case}: {detail}")
+    return 1 if crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
