@@ -20,6 +20,7 @@ from tinycc_ml.passes import PassContext, run_pipeline
 
 PRECISIONS = ("float", "int16", "int8")
 log = logging.getLogger(__name__)
+MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this int32 shifts overflow
 
 
 def load_model(path) -> Model:
@@ -157,6 +158,12 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         except (OverflowError, FloatingPointError) as exc:
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} drive the model's "
                             f"intermediate values beyond what {precision} fixed point can scale ({exc})") from None
+        worst = max((abs(graph.type(n).dtype.scale) for n in graph.order() if graph.type(n).dtype.is_fixed),
+                    default=0)
+        if worst > MAX_FIXED_SCALE:  # int32 arithmetic cannot shift that far: say why, not where
+            raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} need a fixed-point "
+                            f"scale of 2^{worst} or 2^-{worst}, beyond what {precision} code can compute "
+                            f"(at most 2^{MAX_FIXED_SCALE})")
     output = backend.emit(graph, prefix, description)
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
              output.ram_bytes)

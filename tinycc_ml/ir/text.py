@@ -20,6 +20,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import OPS
 from tinycc_ml.ir.types import TensorType, parse_dtype
 
+TEXT_SCALE_LIMIT = 62  # far beyond any scale the compiler chooses; keeps 2^scale and shifts exact
 ARRAY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16")
 
 
@@ -189,6 +190,9 @@ def _to_graph(tree) -> Graph:
             declared = TensorType(dims, parse_dtype(str(dtype_token)))
         except ValueError as exc:
             raise _SemanticError(dtype_token, str(exc)) from None
+        if declared.dtype.is_fixed and abs(declared.dtype.scale) > TEXT_SCALE_LIMIT:
+            raise _SemanticError(dtype_token, f"fixed-point scale {declared.dtype.scale} is outside "
+                                              f"+-{TEXT_SCALE_LIMIT}")
         # Nodes are placed as written; the verifier, not the parser, judges their types.
         graph._order += 1
         graph.nx.add_node(name, op=str(op), inputs=tuple(inputs), attrs=attr_dict, type=declared,

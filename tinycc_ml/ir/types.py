@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FIXED_BITS = (8, 16, 32)
-FIXED_SCALE_LIMIT = 62  # |scale| of a fixed type: far beyond any chosen scale, and 2^scale stays exact
 
 
 @dataclass(frozen=True, order=True)
@@ -27,8 +26,6 @@ class DType:
             raise ValueError(f"unknown element kind {self.kind!r}")
         if self.kind == "fx" and self.bits not in FIXED_BITS:
             raise ValueError(f"fixed-point width {self.bits} is not one of {FIXED_BITS}")
-        if self.kind == "fx" and not -FIXED_SCALE_LIMIT <= self.scale <= FIXED_SCALE_LIMIT:
-            raise ValueError(f"fixed-point scale {self.scale} is outside +-{FIXED_SCALE_LIMIT}")
 
     @property
     def is_float(self) -> bool:
