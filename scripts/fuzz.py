@@ -1,26 +1,34 @@
 """Long fuzz runs: mutate model files and IR text, feed them to the compiler, and count outcomes.
 
-    python scripts/fuzz.py --cases 2000 [--seed 1] [--target model|ir|both] [--memory-gb 4] [--timeout 30]
+    python scripts/fuzz.py --cases 2000 [--seed 1] [--target model|ir|both] [--cli-cases 100]
+                           [--memory-gb 4] [--timeout 30]
 
 Each case must end in success (for model files and IR: the generated C compiles with gcc
 -Wall -Wextra -Werror) or in one tinycc_ml error. Anything else is counted as a crash and printed:
 a traceback, a case over --timeout seconds (a hang), or a MemoryError under the --memory-gb
-address-space limit. The exit status is 1 when any crash was seen. The same mutators run in the
+address-space limit. ``--cli-cases`` more model files go through the command line
+(``python -m tinycc_ml compile``): each must exit 0 with its files written, or exit 2 with exactly
+one line ``tinycc-ml: error: ...`` on stderr and nothing left in the output's folder. The exit
+status is 1 when any crash was seen. The same mutators run in the
 test suite (tests/test_fuzz.py) under hypothesis, with far fewer cases.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from tests.fuzzing import (  # noqa: E402
     Chooser,
@@ -56,11 +64,33 @@ def one_case(kind: str, rng: random.Random, timeout: int) -> Outcome:
         signal.alarm(0)
 
 
+def one_cli_case(rng: random.Random, timeout: int) -> Outcome:
+    data = mutate_model_file(Chooser(rng=rng))
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-fuzz-cli-") as tmp:
+        model, out = Path(tmp) / "case.npz", Path(tmp) / "out"
+        model.write_bytes(data)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        try:
+            run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(model), "-o", str(out)],
+                                 capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return Outcome("crash", f"hang: over {timeout} s")
+        left = sorted(p.name for p in Path(tmp).iterdir() if p.name != "case.npz")
+        lines = run.stderr.splitlines()
+        if run.returncode == 0 and left == ["out"] and any(out.glob("*.c")):
+            return Outcome("ok")
+        if run.returncode == 2 and len(lines) == 1 and lines[0].startswith("tinycc-ml: error: ") and not left:
+            return Outcome("error", lines[0])
+        return Outcome("crash", f"exit {run.returncode}, left {left}, stderr: {run.stderr[-400:]}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", type=int, default=1000, help="cases per fuzzer (default 1000)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
     parser.add_argument("--target", choices=("model", "ir", "both"), default="both")
+    parser.add_argument("--cli-cases", type=int, default=0,
+                        help="model files run through the command line as well (default 0)")
     parser.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit (default 4 GB)")
     parser.add_argument("--timeout", type=int, default=30, help="seconds per case before it counts as a hang")
     args = parser.parse_args(argv)
@@ -69,20 +99,23 @@ def main(argv=None) -> int:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGALRM, _alarm)
     kinds = ["model", "ir"] if args.target == "both" else [args.target]
+    if args.cli_cases:
+        kinds.append("cli")
     print(f"seed {seed}, {args.cases} cases per fuzzer, {args.memory_gb:g} GB address space, "
           f"{args.timeout} s per case")
     rows, crashes = [], []
     for kind in kinds:
         rng = random.Random(f"{seed}-{kind}")
         counts, start, slowest = Counter(), time.perf_counter(), 0.0
-        for case in range(args.cases):
+        n_cases = args.cli_cases if kind == "cli" else args.cases
+        for case in range(n_cases):
             t0 = time.perf_counter()
-            outcome = one_case(kind, rng, args.timeout)
+            outcome = one_cli_case(rng, args.timeout) if kind == "cli" else one_case(kind, rng, args.timeout)
             slowest = max(slowest, time.perf_counter() - t0)
             counts[outcome.kind] += 1
             if outcome.kind == "crash":
                 crashes.append((kind, case, outcome.detail))
-        rows.append((kind, args.cases, counts["ok"], counts["error"], counts["crash"],
+        rows.append((kind, n_cases, counts["ok"], counts["error"], counts["crash"],
                      time.perf_counter() - start, slowest))
     print(f"\n{'fuzzer':<8} {'cases':>7} {'successes':>10} {'clean errors':>13} {'crashes':>8} {'seconds':>8} "
           f"{'slowest':>8}")
