@@ -30,7 +30,7 @@ class AvrTarget(CTarget):
     def fixed_kernel(self, emitter, node):
         if not self.kernels:
             return None
-        from tinycc_ml.backends.kernels_avr import avr_fixed_kernel
+        from tinycc_ml.backends.kernel_choice import avr_fixed_kernel
 
         return avr_fixed_kernel(emitter, node)
 

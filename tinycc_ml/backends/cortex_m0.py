@@ -21,7 +21,7 @@ class M0Target(CTarget):
     def fixed_kernel(self, emitter, node):
         if not self.kernels:
             return None
-        from tinycc_ml.backends.kernels_m0 import m0_fixed_kernel
+        from tinycc_ml.backends.kernel_choice import m0_fixed_kernel
 
         return m0_fixed_kernel(emitter, node)
 

@@ -663,24 +663,3 @@ def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
             f"    const uint16_t t = (uint16_t)((uint16_t)((uint16_t)v - (uint16_t){lo_q}) + {rnd}u) >> {drop};",
             *store_presum(em, node, "i", prod, shift),
             "}", *post, "}"]
-
-
-def avr_fixed_kernel(em: CEmitter, node: Node) -> list[str] | None:
-    from tinycc_ml.backends.kernels_sparse import avr_sparse_kernel
-
-    lines = avr_sparse_kernel(em, node)  # sparse matrices, and the input clamp fused into them
-    if lines is not None:
-        return lines
-    if node.op == "matvec" and matvec_ok(em, node):
-        return kernel_matvec(em, node)
-    if node.op == "sqdist" and sqdist_dot_ok(em, node):
-        return kernel_sqdist_dot(em, node)
-    if node.op == "sqdist" and sqdist_ok(em, node):
-        return kernel_sqdist(em, node)
-    if node.op == "clip":
-        return kernel_clip(em, node)
-    if node.op == "scale":
-        return kernel_scale(em, node)
-    if node.op == "exp_lut":
-        return kernel_exp_lut(em, node)
-    return None

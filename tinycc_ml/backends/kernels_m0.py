@@ -112,20 +112,3 @@ def kernel_sqdist(em: CEmitter, node: Node) -> list[str] | None:
         lines += ["        " + store(em, node, str(j + q), rshift_c(a, out_shift)) for q, a in enumerate(accs)]
         lines.append("    }")
     return lines + ["}"]
-
-
-def m0_fixed_kernel(em: CEmitter, node: Node) -> list[str] | None:
-    from tinycc_ml.backends.kernels_m0_fused import m0_fused_kernel
-
-    lines = m0_fused_kernel(em, node)  # 9-row kernels with the input pass fused, distances on them
-    if lines is not None:
-        return lines
-    if node.op == "matvec":
-        return kernel_matvec(em, node)
-    if node.op == "sqdist":
-        return kernel_sqdist(em, node)
-    if node.op == "clip":
-        from tinycc_ml.backends.kernels_avr import kernel_clip
-
-        return kernel_clip(em, node, fuse=False)
-    return None

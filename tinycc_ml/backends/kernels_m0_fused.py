@@ -295,18 +295,3 @@ def kernel_sqdist(em, node: Node) -> list[str] | None:
             *("    " + c for c in calls),
             f"    for (int j = 0; j < {m}; ++j)",
             "        " + store(em, node, "j", rshift_c(f"(int32_t){acc}[j]", out_shift)), "}"]
-
-
-def m0_fused_kernel(em, node: Node) -> list[str] | None:
-    from tinycc_ml.backends.kernels_sparse import m0_sparse_kernel
-
-    lines = m0_sparse_kernel(em, node)  # sparse matrices, and the input clamp fused into them
-    if lines is not None:
-        return lines
-    if node.op == "clip":
-        return kernel_clip(em, node)
-    if node.op == "matvec":
-        return kernel_matvec(em, node)
-    if node.op == "sqdist":
-        return kernel_sqdist(em, node)
-    return None
