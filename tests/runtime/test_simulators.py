@@ -224,3 +224,16 @@ def test_require_target_skips_or_fails(monkeypatch):
     monkeypatch.setenv(REQUIRE_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match="gcc-avr"):
         require_target("avr")
+
+
+@pytest.mark.toolchain
+def test_avr_simulator_per_chip(int_model):
+    """The ATmega1284P simulator (chips.ATMEGA1284P: same core, 128 KB flash) runs the same firmware
+    with the same cycle counts as the ATmega328P one; its own flags and sizes come from chips.py."""
+    require_target("avr")
+    srcs, header, x, ref = int_model
+    small = run_on_target("avr", srcs, header, "dot", x[:8], L, "int16_t", "int32_t")
+    big = run_on_target("avr-atmega1284p", srcs, header, "dot", x[:8], L, "int16_t", "int32_t")
+    np.testing.assert_array_equal(big.scores, ref[:8])
+    np.testing.assert_array_equal(big.cycles, small.cycles)
+    assert big.flash_bytes != small.flash_bytes  # its own vector table and start-up code

@@ -31,9 +31,9 @@ from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, store
 from tinycc_ml.backends.layouts import ConstLayout
 from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError, ToolchainError
-from tinycc_ml.ir.fixed import clip_bounds
+from tinycc_ml.ir.fixed import clip_bounds, quantise
 from tinycc_ml.ir.graph import Graph, Node
-from tinycc_ml.runtime.simulate import TargetRun
+from tinycc_ml.runtime.simulate import TargetRun, firmware_sizes, run_on_target
 
 log = logging.getLogger(__name__)
 
@@ -251,8 +251,6 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
     in_bytes = output.input_dim * (4 if output.input_ctype == "float" else 2)
     sizes, failure = None, "not measured"
     if measure:
-        from tinycc_ml.runtime.simulate import firmware_sizes
-
         try:
             with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
                 for name, text in output.files.items():
@@ -306,9 +304,6 @@ class McuBackend(Backend):
     def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
         if self.simulator is None:
             return super().simulate(out_dir, output, X)
-        from tinycc_ml.ir.fixed import quantise
-        from tinycc_ml.runtime.simulate import run_on_target
-
         X = np.asarray(X, dtype=np.float64)
         x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16)
         p = output.prefix
