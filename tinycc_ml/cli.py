@@ -119,12 +119,15 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(args.verbose, args.quiet)
-    # numpy's warnings (overflow in a hostile file's values...) are collected, not printed ahead of
-    # the one error line; a command that succeeds shows them after its output
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")
-        status = _run_command(args)
+    undo_logging = configure_logging(args.verbose, args.quiet)
+    try:
+        # numpy's warnings (overflow in a hostile file's values...) are collected, not printed ahead of
+        # the one error line; a command that succeeds shows them after its output
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            status = _run_command(args)
+    finally:
+        undo_logging()
     if status == 0:
         for text in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
             sys.stderr.write(f"{PROG}: warning: {text}\n")
@@ -144,22 +147,29 @@ def _run_command(args) -> int:
         return _fail(exc)
 
 
-class _CliHandler(logging.StreamHandler):
-    """Log lines on stderr as ``tinycc-ml: message``; replaced, not stacked, on each main() call."""
-
-
-def configure_logging(verbose: int, quiet: bool) -> None:
-    from tinycc_ml.progress import show_bar
+def configure_logging(verbose: int, quiet: bool):
+    """Log lines ``tinycc-ml: message`` on stderr at the level -v/-q ask for (warnings by default), and
+    a progress bar when stderr is a terminal. Returns the function that undoes it (main calls it on
+    the way out, so an embedding program keeps its own logging)."""
+    from tinycc_ml import progress
 
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     logger = logging.getLogger("tinycc_ml")
-    for handler in [h for h in logger.handlers if isinstance(h, _CliHandler)]:
-        logger.removeHandler(handler)
-    handler = _CliHandler(sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+    old_level, old_propagate, old_bar = logger.level, logger.propagate, progress.bar_shown()
     logger.addHandler(handler)
     logger.setLevel(level)
-    show_bar(not quiet and sys.stderr.isatty())
+    logger.propagate = False
+    progress.show_bar(not quiet and sys.stderr.isatty())
+
+    def undo() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+        logger.propagate = old_propagate
+        progress.show_bar(old_bar)
+
+    return undo
 
 
 def say(args, text: str) -> None:

@@ -25,6 +25,17 @@ DRAW_EVERY_SECONDS = 0.2
 _bar = {"on": False}
 
 
+def wait_all(futures, what: str, sizes, unit: str = "rows") -> list:
+    """Results of ``futures`` in order, advancing a Progress by ``sizes[i]`` as each one finishes."""
+    from concurrent.futures import as_completed
+
+    size_of = {id(f): s for f, s in zip(futures, sizes)}
+    with Progress(what, total=sum(sizes), unit=unit) as bar:
+        for future in as_completed(futures):
+            bar.advance(size_of[id(future)])
+    return [f.result() for f in futures]
+
+
 def show_bar(on: bool) -> None:
     """Draw the terminal bar for later steps (the CLI turns it on for a TTY unless -q)."""
     _bar["on"] = bool(on)

@@ -117,6 +117,17 @@ def test_library_example_runs_in_simavr_and_prints_correct_labels(files):
         assert [int(e) for _, _, e, _ in got] == labels.tolist()
         assert all(1000 < int(us) < 100_000 for *_, us in got)  # predict takes milliseconds on a 16 MHz AVR
 
+    # a header with an integer label table (<NAME>_LABELS) makes the sketch print labels too
+    header = (lib / "src" / "digits.h").read_text()
+    table = "#define DIGITS_LABELS { " + ", ".join(str(10 + i) for i in range(10)) + " }"
+    header = re.sub(r"#define DIGITS_LABELS .*", table, header) if "DIGITS_LABELS" in header else header.replace(
+        "#define DIGITS_N_SCORES", table + "\n#define DIGITS_N_SCORES")
+    (lib / "src" / "digits.h").write_text(header)
+    console = run_sketch(tmp, lib, "digits")
+    got = re.findall(r"predicted (\d+), expected (\d+), \d+ us \(label (\d+), expected label (\d+)\)", console)
+    assert len(got) == len(rows), console
+    assert all(int(lp) == 10 + int(p) and int(le) == 10 + int(e) for p, e, lp, le in got)
+
 
 def test_example_rows_default_to_calibration_rows_with_model_predictions(files):
     tmp, X = files

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import require_tools
 from tinycc_ml import cli
@@ -225,3 +227,24 @@ def test_ninja_reads_the_depfile(model_and_rows, tmp_path):
     os.utime(tmp_path / "cal.npz", (stamp, stamp))
     assert "no work to do" not in ninja()
     assert "no work to do" in ninja()
+
+
+file_names = st.sampled_from(["a.h", "b.c", "sub/c.h", "sub/deep/d.c", "e.json"])
+contents = st.text(alphabet="xy\n", max_size=6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rounds=st.lists(st.dictionaries(file_names, contents, min_size=1, max_size=4), min_size=1, max_size=4))
+def test_write_tree_keeps_what_did_not_change(tmp_path_factory, rounds):
+    out = tmp_path_factory.mktemp("tree") / "out"
+    expected: dict[str, str] = {}
+    for files in rounds:
+        for name in expected:  # an old time stamp makes any rewrite visible
+            os.utime(out / name, ns=(10**9, 10**9))
+        written = write_tree(out, files)
+        assert sorted(written) == sorted(out / n for n, text in files.items() if expected.get(n) != text)
+        for name, text in files.items():
+            if expected.get(name) == text:
+                assert (out / name).stat().st_mtime_ns == 10**9, name
+        expected.update(files)
+        assert {n: (out / n).read_text() for n in expected} == expected

@@ -83,3 +83,33 @@ def test_project_refuses_the_host_target_and_clashing_names(data, tmp_path):
                              capture_output=True, text=True)
         assert run.returncode == 2 and word in run.stderr and run.stderr.count("\n") == 1
         assert not (tmp_path / "p").exists()
+    # a float build has no calibration rows to store: the examples must be given
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(data / "m.npz"), "--project",
+                          "--target", "avr", "-o", str(tmp_path / "p")], capture_output=True, text=True)
+    assert run.returncode == 2 and "--examples" in run.stderr and not (tmp_path / "p").exists()
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(data / "m.npz"), "--examples",
+                          str(data / "test.npz"), "-o", str(tmp_path / "p")], capture_output=True, text=True)
+    assert run.returncode == 2 and "--examples" in run.stderr and not (tmp_path / "p").exists()
+
+
+def test_project_prints_the_header_label_table_when_there_is_one(data, tmp_path):
+    """A header with a label table (<NAME>_LABEL_NAMES) makes the demo print labels as well."""
+    require_target("cortex-m0")
+    require_tools("make", "qemu-system-arm")
+    out = tmp_path / "fw"
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(data / "m.npz"), "--target",
+                          "cortex-m0", "--calibration", str(data / "cal.npz"), "--examples", str(data / "test.npz"),
+                          "--name", "digits", "--project", "-o", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    names = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+    header = (out / "digits.h").read_text()  # stand in for a model saved with string class labels
+    header = re.sub(r"#define DIGITS_LABELS .*\n", "", header)
+    table = "#define DIGITS_LABEL_NAMES { " + ", ".join(f'"{n}"' for n in names) + " }"
+    header = re.sub(r"#define DIGITS_LABEL_NAMES .*", table, header) if "DIGITS_LABEL_NAMES" in header else (
+        header.replace("#define DIGITS_N_SCORES", table + "\n#define DIGITS_N_SCORES"))
+    (out / "digits.h").write_text(header)
+    text = make(out, "run")
+    got = re.findall(r"predicted (\d+), expected (\d+), \d+ us \(label (\w+), expected label (\w+)\)", text)
+    assert len(got) == 8, text
+    for predicted, expected, label, expected_label in got:
+        assert (label, expected_label) == (names[int(predicted)], names[int(expected)])

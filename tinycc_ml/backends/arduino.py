@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from tinycc_ml.backends.examples import Examples, c_table, input_helper
+from tinycc_ml.backends.examples import Examples, c_table, input_helper, label_table_lines
 from tinycc_ml.errors import CompileError
 from tinycc_ml.version import __version__
 
@@ -52,7 +52,7 @@ def _sketch(name: str, examples: Examples) -> str:
     else:
         lines += c_table("inputs", "float", examples.rows, " PROGMEM")
     expected = ", ".join(str(int(v)) for v in examples.expected)
-    lines += [f"static const uint8_t expected[{n}] PROGMEM = {{ {expected} }};", "",
+    lines += [f"static const uint8_t expected[{n}] PROGMEM = {{ {expected} }};", *label_table_lines(name), "",
               f"static {ctype} x[{up}_INPUT_DIM];", "",
               "void setup() {",
               "    Serial.begin(115200);",
@@ -79,7 +79,15 @@ def _sketch(name: str, examples: Examples) -> str:
         "        Serial.print(pgm_read_byte(&expected[r]));",
         '        Serial.print(", ");',
         "        Serial.print(took);",
-        '        Serial.println(" us");',
+        '        Serial.print(" us");',
+        f"#ifdef {up}_DEMO_LABELS",
+        '        Serial.print(" (label ");',
+        "        Serial.print(label_of[predicted]);",
+        '        Serial.print(", expected label ");',
+        "        Serial.print(label_of[pgm_read_byte(&expected[r])]);",
+        '        Serial.print(")");',
+        "#endif",
+        '        Serial.println("");',
         "    }",
         "}",
         "",

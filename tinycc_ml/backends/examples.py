@@ -42,16 +42,10 @@ def example_rows(result, model, rows, labels=None, limit: int = MAX_EXAMPLES) ->
         raise DataError(f"example rows: shape {rows.shape}, expected (rows, {out.input_dim})")
     rows = rows[:limit].astype(np.float32).astype(np.float64)
     if labels is not None:
-        labels = np.asarray(labels)[: len(rows)]
-        if labels.dtype.kind not in "iub" and not np.all(np.mod(labels, 1) == 0):
-            raise DataError(f"example labels: {labels[:4]}... are not class indices")
-        labels = labels.astype(np.int64)
-        if labels.min() < 0 or labels.max() >= out.n_scores:
-            raise DataError(f"example labels: {int(labels.min())}..{int(labels.max())} outside the model's "
-                            f"classes 0..{out.n_scores - 1}")
-        expected, source = labels, "labels"
-    else:
-        expected, source = np.asarray(model.predict(rows), dtype=np.int64), "model"
+        expected, source = class_indices(model, np.asarray(labels)[: len(rows)], out.n_scores), "labels"
+    else:  # predict_index: the class index even when the model carries its own labels
+        predict_index = getattr(model, "predict_index", model.predict)
+        expected, source = np.asarray(predict_index(rows), dtype=np.int64), "model"
     shifts = None
     if out.input_ctype in INPUT_BITS:
         shifts = np.broadcast_to(np.asarray(out.input_scale if out.input_scale is not None else 0),
@@ -60,6 +54,39 @@ def example_rows(result, model, rows, labels=None, limit: int = MAX_EXAMPLES) ->
     else:
         stored = rows.astype(np.float32)
     return Examples(rows, stored, expected, source, out.input_ctype, shifts)
+
+
+def class_indices(model, labels: np.ndarray, n_classes: int) -> np.ndarray:
+    """Class indices 0..L-1 for ``labels``: through the model's class labels when it has them,
+    else the labels must be the indices themselves."""
+    classes = getattr(model, "classes", None)
+    if classes is not None:
+        index = {value: i for i, value in enumerate(np.asarray(classes).tolist())}
+        unknown = [v for v in labels.tolist() if v not in index]
+        if unknown:
+            raise DataError(f"example labels: {unknown[:3]} are not among the model's classes "
+                            f"{np.asarray(classes).tolist()[:8]}")
+        return np.asarray([index[v] for v in labels.tolist()], dtype=np.int64)
+    if labels.dtype.kind not in "iub" and not (labels.dtype.kind == "f" and np.all(np.mod(labels, 1) == 0)):
+        raise DataError(f"example labels: {labels[:4].tolist()}... are not class indices")
+    labels = labels.astype(np.int64)
+    if labels.min() < 0 or labels.max() >= n_classes:
+        raise DataError(f"example labels: {int(labels.min())}..{int(labels.max())} outside the model's "
+                        f"classes 0..{n_classes - 1}")
+    return labels
+
+
+def label_table_lines(name: str) -> list[str]:
+    """``label_of[]`` from the header's label table when it has one (``<NAME>_LABEL_NAMES`` strings or
+    ``<NAME>_LABELS`` integers), and ``<NAME>_DEMO_LABELS`` defined to say so."""
+    up = name.upper()
+    return [f"#if defined({up}_LABEL_NAMES)",
+            f"static const char *const label_of[] = {up}_LABEL_NAMES;",
+            f"#define {up}_DEMO_LABELS 1",
+            f"#elif defined({up}_LABELS)",
+            f"static const long label_of[] = {up}_LABELS;",
+            f"#define {up}_DEMO_LABELS 1",
+            "#endif"]
 
 
 def c_values(values, ctype: str) -> list[str]:

@@ -20,7 +20,7 @@ quantises them on the device with ``<name>_quantise_input`` (integer builds).
 
 from __future__ import annotations
 
-from tinycc_ml.backends.examples import Examples, c_table, input_helper
+from tinycc_ml.backends.examples import Examples, c_table, input_helper, label_table_lines
 from tinycc_ml.errors import CompileError
 from tinycc_ml.version import __version__
 
@@ -79,6 +79,8 @@ def _main_c(name: str, ex: Examples) -> str:
         f'#include "{name}.h"',
         *([f"#if {up}_DEMO_FLOAT_INPUT", f'#include "{name}_input.h"', "#endif"] if integer else []),
         "",
+        *label_table_lines(name),
+        "",
         f"static {ctype} x[{up}_INPUT_DIM];",
         "",
         "static void print_uint(uint32_t v)",
@@ -92,6 +94,19 @@ def _main_c(name: str, ex: Examples) -> str:
         "    } while (v);",
         "    board_print(p);",
         "}",
+        "",
+        f"#ifdef {up}_DEMO_LABELS",
+        "static void print_label(int index)",
+        "{",
+        f"#if defined({up}_LABEL_NAMES)",
+        "    board_print(label_of[index]);",
+        "#else",
+        "    const long v = label_of[index];",
+        '    if (v < 0) board_print("-");',
+        "    print_uint(v < 0 ? 0u - (uint32_t)v : (uint32_t)v);",
+        "#endif",
+        "}",
+        "#endif",
         "",
         "int main(void)",
         "{",
@@ -117,7 +132,15 @@ def _main_c(name: str, ex: Examples) -> str:
         "        print_uint((uint32_t)expected);",
         '        board_print(", ");',
         "        print_uint(us);",
-        '        board_print(" us\\r\\n");',
+        '        board_print(" us");',
+        f"#ifdef {up}_DEMO_LABELS",
+        '        board_print(" (label ");',
+        "        print_label(predicted);",
+        '        board_print(", expected label ");',
+        "        print_label(expected);",
+        '        board_print(")");',
+        "#endif",
+        '        board_print("\\r\\n");',
         "    }",
         '    board_print("correct ");',
         "    print_uint(correct);",

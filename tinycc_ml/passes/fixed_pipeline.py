@@ -17,6 +17,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import run_float, work_per_row
 from tinycc_ml.passes import choose_scales, exp_table, input_scales, range_analysis, tanh_approx  # noqa: F401
 from tinycc_ml.passes.manager import PassContext, run_passes
+from tinycc_ml.progress import Progress
 
 FLOAT_PREP = ["fold_input_affine", "constant_fold", "cse", "dce"]
 FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "dce", "plan_memory"]
@@ -87,17 +88,20 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
         candidates = [(n, SEARCH_ADJUSTMENTS) for n in graph.order()
                       if graph.type(n).dtype.is_float and graph.op(n) not in ("const", "sparse_const", "clip", "input")]
         candidates += [(f"{n}.weights", WEIGHT_ADJUSTMENTS) for n in graph.order() if graph.op(n) == "matvec"]
-        for _round in range(2):
-            improved = False
-            for name, deltas in candidates:
-                for delta in deltas:
-                    trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
-                    score = _score(build(trial_adjust), held, float_out)
-                    if score < best:
-                        best, adjust, improved = score, trial_adjust, True
-                        break
-            if not improved:
-                break
+        trials = 2 * sum(len(deltas) for _, deltas in candidates)
+        with Progress("scale search", total=trials, unit="trials") as bar:
+            for _round in range(2):
+                improved = False
+                for name, deltas in candidates:
+                    for delta in deltas:
+                        trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
+                        score = _score(build(trial_adjust), held, float_out)
+                        bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
+                        if score < best:
+                            best, adjust, improved = score, trial_adjust, True
+                            break
+                if not improved:
+                    break
     ctx.options["scale_adjust"] = adjust
     fixed_graph = run_passes(graph.copy_with_ranges(), FIXED_PASSES, ctx)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from tinycc_ml.chips import ATMEGA328P, ATMEGA1284P, Chip
 from tinycc_ml.errors import CompileError, ToolchainError
+from tinycc_ml.progress import wait_all
 from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import (
     DEFAULT_MAX_CYCLES,
@@ -179,7 +180,7 @@ def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None,
         with ThreadPoolExecutor(jobs) as pool:
             futures = [pool.submit(_run_chunk, runner, fw, spec, chunk, work, i, max_cycles, timeout, chip)
                        for i, chunk in enumerate(chunks)]
-            parts = [f.result() for f in futures]
+            parts = wait_all(futures, f"simavr: {spec.prefix}", [len(c) for c in chunks])
     return TargetRun(
         target="avr",
         predictions=np.concatenate([p[0] for p in parts]),

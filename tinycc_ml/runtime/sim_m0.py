@@ -13,6 +13,7 @@ import numpy as np
 
 from tinycc_ml.chips import NRF51822
 from tinycc_ml.errors import CompileError, ToolchainError
+from tinycc_ml.progress import wait_all
 from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import (
     DEFAULT_MAX_CYCLES,
@@ -185,7 +186,7 @@ def _run_qemu(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
         futures = [pool.submit(_qemu_batch, objs, spec, x[s:s + per_batch], f"b{b}", max_instr, timeout)
                    for b, s in enumerate(starts)]
         sizes = objs.link(None, "sizes").sizes  # the firmware without embedded inputs
-        parts = [f.result() for f in futures]
+        parts = wait_all(futures, f"qemu: {spec.prefix}", [len(x[s:s + per_batch]) for s in starts])
     preds = [p for part in parts for p in part[0]]
     scores = [s for part in parts for s in part[1]]
     return TargetRun(
