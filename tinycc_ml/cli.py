@@ -128,7 +128,7 @@ def _main(argv: list[str] | None) -> int:
             status = _run_command(args)
     finally:
         undo_logging()
-    if status == 0:
+    if status == 0 and not args.quiet:
         for text in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
             sys.stderr.write(f"{PROG}: warning: {text}\n")
     return status
