@@ -12,9 +12,10 @@ import numpy as np
 
 from tinycc_ml.backends.base import BuildOutput, get_backend
 from tinycc_ml.backends.c_emitter import check_prefix
+from tinycc_ml.backends.labels import add_labels
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.files import write_tree
-from tinycc_ml.models.base import MODEL_FAMILIES, Model
+from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model
 from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_pipeline
 
@@ -39,7 +40,10 @@ def load_model(path) -> Model:
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
-    return MODEL_FAMILIES.load(family).from_arrays(arrays, meta, str(path))
+    meta = dict(meta)
+    classes = meta.pop(CLASSES_META_KEY, None)  # files written before labels were kept: 0..L-1
+    model = MODEL_FAMILIES.load(family).from_arrays(arrays, meta, str(path))
+    return model.set_classes(classes, str(path))
 
 
 @dataclass
@@ -52,6 +56,7 @@ class CompileResult:
     output: BuildOutput
     graph: object
     report: dict = field(default_factory=dict)
+    classes: np.ndarray | None = None  # class label of each class index; None: 0..L-1
 
     @property
     def paths(self) -> list[Path]:
@@ -59,13 +64,18 @@ class CompileResult:
         return [self.out_dir / name for name in self.files] if self.out_dir else []
 
     def load(self):
-        """A runnable predictor (host target): ``.predict(X)`` and ``.scores(X)``."""
+        """A runnable predictor (host target): ``.predict(X)`` (class labels), ``.predict_index(X)``
+        and ``.scores(X)``."""
         backend = get_backend(self.target)
         if self.out_dir is not None:
-            return backend.load(self.out_dir, self.output)
-        with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as tmp:
-            write_files(Path(tmp), self.files)
-            return backend.load(Path(tmp), self.output)
+            predictor = backend.load(self.out_dir, self.output)
+        else:
+            with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as tmp:
+                write_files(Path(tmp), self.files)
+                predictor = backend.load(Path(tmp), self.output)
+        if self.classes is not None and hasattr(predictor, "classes"):
+            predictor.classes = self.classes
+        return predictor
 
 
 def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
@@ -167,6 +177,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     output = backend.emit(graph, prefix, description)
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
              output.ram_bytes)
+    add_labels(output, model.classes)
     fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,
                   kernels=list(output.kernels))
@@ -175,4 +186,4 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     if out_dir is not None:
         write_files(Path(out_dir), output.files)
     return CompileResult(target, prefix, precision, dict(output.files), Path(out_dir) if out_dir else None,
-                         output, graph, report)
+                         output, graph, report, classes=model.classes)

@@ -10,8 +10,12 @@ class ModelFileError(TinyccError):
     """A saved model (file or directory) is missing, malformed or holds bad values."""
 
 
-class DataError(TinyccError):
-    """Training, calibration or evaluation data is unusable."""
+class DataError(TinyccError, ValueError):
+    """Training, calibration or evaluation data is unusable (a ValueError, as scikit-learn expects)."""
+
+
+class DataTypeError(DataError, TypeError):
+    """Data of a type that cannot be used at all (e.g. objects where numbers are expected)."""
 
 
 class IRError(TinyccError):

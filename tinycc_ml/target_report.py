@@ -7,7 +7,8 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
 "cortex-m0" under QEMU/unicorn (nRF51822, exact instruction counts), plug-ins). Fields of the result:
 
     target, precision, rows        what was measured, on how many rows of X
-    float_accuracy                 accuracy of the float model (numpy) on (X, y); None without y
+    float_accuracy                 accuracy of the float model (numpy) on (X, y); None without y;
+                                   predictions are the model's class labels, compared with y
     target_accuracy                accuracy of the compiled code run on the target; None without y
     agreement_with_float           fraction of rows where compiled and float predictions agree
     flash_bytes, ram_bytes         whole measurement firmware (model + harness with its input buffer;
@@ -68,7 +69,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
             raise DataError(f"y has {len(y)} labels for {len(X)} rows")
     if calibration is None and precision != "float":
         calibration = X
-    float_pred = np.argmax(model.scores(X), axis=1)
+    float_pred = model.predict(X)  # labels, by the model's own rule (a binary Bonsai: the sign)
     backend = get_backend(target)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-report-") as d:
         res = tinycc_ml.compile(model, target=target, precision=precision, calibration=calibration, out_dir=d,
@@ -82,7 +83,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         unit = "cycles" if run.cycles is not None else "instructions"
         stats.update({f"{unit}_mean": float(np.mean(counts)), f"{unit}_max": int(np.max(counts))})
     macs = count_macs(res.graph)
-    pred = np.asarray(run.predictions)
+    pred = model.classes[np.asarray(run.predictions, dtype=np.int64)]  # the class index, as a label
     return {
         "target": target, "precision": precision, "rows": int(len(X)),
         "float_accuracy": None if y is None else float(np.mean(float_pred == y)),

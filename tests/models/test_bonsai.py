@@ -1,11 +1,13 @@
 """Bonsai: model container, EdgeML import, trainer (small data, a few seconds in all)."""
 
+import logging
 import pickle
 
 import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import train_test_split
 
 from tinycc_ml.errors import DataError, ModelFileError
@@ -306,11 +308,9 @@ def test_edgeml_bad_files(tmp_path):
 # --- bad input ---
 
 @pytest.mark.parametrize("y, message", [
-    (np.where(np.arange(40) % 2, 0.5, 1.0), "labels must be integers"),
-    (np.array(["a", "b"] * 20), "labels must be integers"),
-    (np.arange(40) % 2 * 2, "class 1 has no samples"),
+    (np.where(np.arange(40) % 2, 0.5, 1.25), "Unknown label type: continuous"),
     (np.zeros(40, dtype=int), "single class"),
-    (np.arange(40) % 2 - 1, "labels must be integers 0..C-1"),
+    (np.array(["a"] * 40), "single class"),
 ])
 def test_bad_labels(y, message):
     X = np.random.default_rng(0).normal(size=(40, 5))
@@ -327,22 +327,23 @@ def test_bad_X_and_budget():
         BonsaiClassifier().fit(Xn, y)
     with pytest.raises(DataError, match="budget_bytes=40 is too small"):
         BonsaiClassifier(budget_bytes=40).fit(X, y)
-    with pytest.raises(DataError, match="y has shape"):
+    with pytest.raises(DataError, match="inconsistent numbers of samples"):
         BonsaiClassifier().fit(X, y[:-1])
-    with pytest.raises(DataError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         BonsaiClassifier().predict(X)
     clf = BonsaiClassifier(epochs=1).fit(X, y)
-    with pytest.raises(DataError, match="4 features, the model was fitted on 5"):
+    with pytest.raises(DataError, match="X has 4 features, but BonsaiClassifier is expecting 5"):
         clf.predict(X[:, :4])
 
 
-def test_verbose_progress_to_stderr(cancer, capsys):
+def test_verbose_progress_is_logged(cancer, caplog):
     Xtr, Xte, ytr, yte = cancer
+    caplog.set_level(logging.INFO, logger="tinycc_ml")
     BonsaiClassifier(epochs=3, verbose=1, random_state=0).fit(Xtr, ytr)
-    err = capsys.readouterr().err
-    assert "bonsai: epoch 3/3 (sparse-retrain)" in err
+    assert "epoch 3/3 (sparse-retrain)" in caplog.text and "BonsaiClassifier" in caplog.text
+    caplog.clear()
     BonsaiClassifier(epochs=3, verbose=0, random_state=0).fit(Xtr, ytr)
-    assert capsys.readouterr().err == ""
+    assert caplog.text == ""  # verbose=0 logs at DEBUG only
 
 
 def test_edgeml_binary_saved_with_two_classes(tmp_path):

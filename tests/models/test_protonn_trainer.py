@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -135,29 +137,28 @@ def test_params_clone_and_determinism(digits):
     assert a.B_.shape == (6, 25) and a.model_bytes <= 3000
 
 
-def test_progress_lines_only_when_verbose(capsys, digits):
+def test_progress_lines_only_when_verbose(caplog, digits):
     Xtr, _, ytr, _ = digits
-    clf = ProtoNNClassifier(n_iter=1, epochs=1, verbose=1, random_state=0)
-    clf._log_start = -1e9  # pretend the fit has been running for a while
-    clf._log("iter 1/1 loss 0.5")
-    assert "[protonn" in capsys.readouterr().err
+    caplog.set_level(logging.INFO, logger="tinycc_ml")
+    ProtoNNClassifier(n_iter=2, epochs=1, verbose=1, random_state=0).fit(Xtr, ytr)
+    assert "[ProtoNNClassifier" in caplog.text and "iter 2/2 loss" in caplog.text
+    caplog.clear()
     ProtoNNClassifier(n_iter=2, epochs=1, verbose=0, random_state=0).fit(Xtr, ytr)
-    assert capsys.readouterr().err == ""
+    assert caplog.text == ""
 
 
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda X, y: (X, y + 0.5), "integers"),
-        (lambda X, y: (X, y.astype(str)), "dtype"),
+        (lambda X, y: (X, y + 0.5), "Unknown label type"),
         (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 5, np.nan, X), y), "non-finite"),
         (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 7, np.inf, X), y), "non-finite"),
         (lambda X, y: (X, y[:-1]), "samples"),
         (lambda X, y: (X[:15], y[:15]), "fewer than"),
-        (lambda X, y: (X, np.zeros(len(y), dtype=int)), "2 classes"),
+        (lambda X, y: (X, np.zeros(len(y), dtype=int)), "single class"),
         (lambda X, y: (X, np.eye(10, dtype=int)[np.where(y == 3, 2, y)]), "no positive sample"),
         (lambda X, y: (X, np.eye(10)[y] * 2), "indicator"),
-        (lambda X, y: (X[:, :, None], y), "shape"),
+        (lambda X, y: (X[:, :, None], y), "dim 3"),
     ],
 )
 def test_bad_training_data_raises(make, match, digits):

@@ -31,7 +31,7 @@ class HostBackend(Backend):
         from tinycc_ml.runtime.simulate import TargetRun
 
         predictor = self.load(out_dir, output)
-        return TargetRun(target=self.name, predictions=np.asarray(predictor.predict(X)),
+        return TargetRun(target=self.name, predictions=np.asarray(predictor.predict_index(X)),
                          scores=np.asarray(predictor.scores(X)), cycles=None, instructions=None,
                          stack_bytes=None, flash_bytes=None, ram_bytes=None, model_flash_bytes=output.const_bytes,
                          model_ram_bytes=output.ram_bytes, method="cffi")

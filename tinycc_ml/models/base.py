@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from tinycc_ml.errors import DataError
+from tinycc_ml.errors import DataError, ModelFileError
 from tinycc_ml.models.saved import save_model_file
 from tinycc_ml.plugins import Registry
 
@@ -22,6 +22,28 @@ BUILTIN_FAMILIES = {
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)
 
+CLASSES_META_KEY = "classes"
+
+
+def check_classes(classes, n_classes: int, source: str = "model") -> np.ndarray:
+    """Class labels as an int64 array or a str array, one per class, all distinct.
+
+    Integer-valued floats and booleans become integers; any other kind of label is refused
+    because the model file and the generated C only hold integers and strings."""
+    values = np.asarray(classes).tolist() if isinstance(classes, np.ndarray) else classes
+    if not isinstance(values, (list, tuple)) or len(values) != n_classes:
+        count = len(values) if isinstance(values, (list, tuple)) else "no list of"
+        raise ModelFileError(f"{source}: {count} class labels for a model with {n_classes} classes")
+    if all(isinstance(v, str) for v in values):
+        array = np.asarray(values, dtype=str)
+    elif all(isinstance(v, (int, float)) and float(v).is_integer() for v in values):
+        array = np.asarray([int(v) for v in values], dtype=np.int64)  # bools and 1.0 become ints
+    else:
+        raise ModelFileError(f"{source}: class labels {list(values)[:5]} are neither all integers nor all strings")
+    if len(set(array.tolist())) != array.size:
+        raise ModelFileError(f"{source}: class labels repeat a value ({array.tolist()})")
+    return array
+
 
 def register_family(cls):
     """Class decorator: make a Model subclass loadable by its ``family`` name at run time."""
@@ -33,6 +55,7 @@ class Model:
     """Base class of trained-model parameter containers (not estimators)."""
 
     family: ClassVar[str] = ""
+    _classes: np.ndarray | None = None
 
     # --- to be provided by each family ---
     def arrays(self) -> dict[str, np.ndarray]:
@@ -75,11 +98,33 @@ class Model:
         raise NotImplementedError
 
     # --- shared ---
-    def predict(self, X) -> np.ndarray:
+    @property
+    def n_classes(self) -> int:
+        """Number of classes the prediction chooses among (a binary sign model has one score)."""
+        return self.n_outputs
+
+    @property
+    def classes(self) -> np.ndarray:
+        """The class label of each class index: integers or strings (0..L-1 unless set)."""
+        return np.arange(self.n_classes) if self._classes is None else self._classes
+
+    def set_classes(self, classes, source: str = "model") -> Model:
+        """Attach class labels (see :func:`check_classes`); None keeps 0..L-1. Returns self."""
+        self._classes = None if classes is None else check_classes(classes, self.n_classes, source)
+        return self
+
+    def predict_index(self, X) -> np.ndarray:
+        """Class index 0..L-1 per row: what the compiled ``<prefix>_predict`` returns."""
         return np.argmax(self.scores(X), axis=1)
 
+    def predict(self, X) -> np.ndarray:
+        """Class label per row."""
+        return self.classes[self.predict_index(X)]
+
     def save(self, path) -> Path:
-        return save_model_file(path, self.family, self.arrays(), self.meta())
+        meta = dict(self.meta())
+        meta[CLASSES_META_KEY] = self.classes.tolist()
+        return save_model_file(path, self.family, self.arrays(), meta)
 
     def describe(self) -> str:
         shapes = ", ".join(f"{k}{tuple(v.shape)}" for k, v in self.arrays().items())

@@ -178,7 +178,12 @@ class BonsaiModel(Model):
     def scores(self, X) -> np.ndarray:
         return self._walk(self.project(X))[0]
 
-    def predict(self, X) -> np.ndarray:
+    @property
+    def n_classes(self) -> int:
+        return 2 if self.binary else self.n_scores
+
+    def predict_index(self, X) -> np.ndarray:
+        """Binary: class 1 where the single score is > 0 (the sign rule); else the argmax."""
         s = self.scores(X)
         if self.binary:
             return (s[:, 0] > 0).astype(np.int64)

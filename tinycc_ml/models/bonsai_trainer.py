@@ -25,15 +25,23 @@ With ``budget_bytes=None`` everything is dense at the default sizes.
 from __future__ import annotations
 
 import math
-import sys
-import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.models.bonsai import BonsaiModel, tree_sizes
+from tinycc_ml.models.training import (
+    TrainingLog,
+    check_predict_data,
+    check_training_data,
+    encode_labels,
+    hard_threshold,
+    top_k_mask,
+    with_estimator_classes,
+)
 
 TREE_SHARE = 0.3
 
@@ -102,19 +110,30 @@ def _tree_nnz_total(h, d, L, fraction):
     return sum(_tree_nnz(s, fraction) for s in sizes)
 
 
-def _hard_threshold(a: np.ndarray, k: int) -> np.ndarray:
-    """Mask keeping the k largest magnitudes of a."""
-    flat = np.abs(a).ravel()
-    if k >= flat.size:
-        return np.ones(a.shape, dtype=bool)
-    keep = np.argpartition(flat, flat.size - k)[flat.size - k:]
-    mask = np.zeros(flat.size, dtype=bool)
-    mask[keep] = True
-    return mask.reshape(a.shape)
+class _Adam:
+    """Adam with L2 weight decay over a dict of parameters; masked entries stay zero."""
+
+    def __init__(self, P, reg, beta1=0.9, beta2=0.999, eps=1e-8):
+        self.reg, self.beta1, self.beta2, self.eps, self.t = reg, beta1, beta2, eps, 0
+        self.m1 = {k: np.zeros_like(v) for k, v in P.items()}
+        self.m2 = {k: np.zeros_like(v) for k, v in P.items()}
+
+    def step(self, P, grads, lr, masks):
+        self.t += 1
+        b1, b2 = self.beta1, self.beta2
+        for k in P:
+            g = grads[k] + self.reg[k] * P[k]
+            self.m1[k] = b1 * self.m1[k] + (1 - b1) * g
+            self.m2[k] = b2 * self.m2[k] + (1 - b2) * g * g
+            mhat = self.m1[k] / (1 - b1**self.t)
+            vhat = self.m2[k] / (1 - b2**self.t)
+            P[k] -= lr * mhat / (np.sqrt(vhat) + self.eps)
+            if k in masks:
+                P[k] *= masks[k]
 
 
 class BonsaiClassifier(ClassifierMixin, BaseEstimator):
-    """Bonsai classifier. Labels must be integers 0..C-1 (C >= 2), each present.
+    """Bonsai classifier. Labels may be any values (integers, strings), at least two classes.
 
     Binary problems (C = 2) learn one score (L = 1) predicted by its sign; multiclass learn C scores.
 
@@ -133,14 +152,14 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
     average : return the running mean of the re-training iterates.
     input_noise : std of Gaussian noise added to standardised training inputs (0: off).
     random_state : seed; fits are repeatable.
-    verbose : None (progress to stderr only when a fit runs over 5 s), 0 (silent) or 1 (every epoch).
+    verbose : 0 (default: progress lines at DEBUG) or 1 (at INFO); see :mod:`tinycc_ml.models.training`.
     """
 
     def __init__(self, budget_bytes=None, projection_dim=None, depth=None, sigma=1.0, loss="auto",
                  epochs=40, batch_size=128, learning_rate=0.003, reg_z=1e-2, reg_tree=1e-2,
                  iht_every=10, sharpness=(1.0, 100.0), init="random", scaling="feature", average=True,
                  input_noise=0.0,
-                 random_state=None, verbose=None):
+                 random_state=None, verbose=0):
         self.budget_bytes = budget_bytes
         self.projection_dim = projection_dim
         self.depth = depth
@@ -161,41 +180,6 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
 
     # --- input checks ---
-    def _check_X(self, X, n_features=None) -> np.ndarray:
-        try:
-            X = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise DataError(f"X is not numeric: {exc}") from None
-        if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-            raise DataError(f"X has shape {X.shape}, expected (n_samples >= 1, n_features >= 1)")
-        if n_features is not None and X.shape[1] != n_features:
-            raise DataError(f"X has {X.shape[1]} features, the model was fitted on {n_features}")
-        if not np.all(np.isfinite(X)):
-            bad = np.argwhere(~np.isfinite(X))[0]
-            raise DataError(f"X holds a non-finite value ({X[tuple(bad)]}) at row {bad[0]}, column {bad[1]}")
-        return X
-
-    def _check_y(self, y, n) -> np.ndarray:
-        y = np.asarray(y)
-        if y.ndim != 1 or len(y) != n:
-            raise DataError(f"y has shape {y.shape}, expected ({n},) to match X")
-        if y.dtype.kind in "iub":
-            yi = y.astype(np.int64)
-        elif y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
-            yi = y.astype(np.int64)
-        else:
-            sample = y[:3].tolist()
-            raise DataError(f"labels must be integers 0..C-1, got dtype {y.dtype} (first values {sample})")
-        if yi.min() < 0:
-            raise DataError(f"labels must be integers 0..C-1, got {yi.min()}")
-        counts = np.bincount(yi)
-        if len(counts) < 2:
-            raise DataError("y holds a single class; at least two are needed")
-        empty = np.flatnonzero(counts == 0)
-        if len(empty):
-            raise DataError(f"class {int(empty[0])} has no samples (labels must cover 0..{len(counts) - 1})")
-        return yi
-
     def _check_params(self):
         if self.loss not in ("auto", "hinge", "crossentropy"):
             raise DataError(f"loss={self.loss!r}: expected 'auto', 'hinge' or 'crossentropy'")
@@ -291,35 +275,44 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
 
     # --- fit ---
     def fit(self, X, y):
+        self._check_params()
+        X, y = check_training_data(self, X, y)
+        self.classes_, yi = encode_labels(y)
         # the matrices are small: BLAS threads only contend (measured ~8x slower on 2 busy cores)
         with threadpool_limits(limits=1):
-            return self._fit(X, y)
+            return self._fit(X, yi)
 
-    def _fit(self, X, y):
-        self._check_params()
-        X = self._check_X(X)
-        yi = self._check_y(y, len(X))
-        n, D = X.shape
-        n_classes = int(yi.max()) + 1
-        self.classes_ = np.arange(n_classes)
-        self.n_features_in_ = D
+    def _fit(self, X, yi):
+        log = TrainingLog(self)
+        D = X.shape[1]
+        n_classes = self.classes_.size
         self.n_outputs_ = 1 if n_classes == 2 else n_classes
         self._loss = self.loss if self.loss != "auto" else ("hinge" if n_classes == 2 else "crossentropy")
-        plan = plan_budget(self.budget_bytes, D, self.n_outputs_, self.projection_dim, self.depth)
-        self.plan_ = plan
-        d, h, L = plan["d_hat"], plan["depth"], self.n_outputs_
-        self._tree = tree_sizes(h)
-        n_nodes, n_int = self._tree
-
-        start = time.perf_counter()
+        self.plan_ = plan_budget(self.budget_bytes, D, self.n_outputs_, self.projection_dim, self.depth)
+        self._tree = tree_sizes(self.plan_["depth"])
         rng = np.random.default_rng(self.random_state)
+        Xs = self._standardise(X)
+        P = self._init_params(Xs, rng)
+        self.params_ = self._train(Xs, yi, P, self._sparsity_budgets(P), rng, log)
+        self.model_ = self._build_model()
+        self.fit_seconds_ = log.elapsed
+        return self
+
+    def _standardise(self, X) -> np.ndarray:
+        """Sets ``mean_`` / ``std_`` and returns the standardised X."""
         self.mean_ = X.mean(axis=0)
         std = X.std(axis=0)
         std[std < 1e-6] = 1.0  # constant features: leave unscaled (as EdgeML does)
         if self.scaling == "global":  # one scale for all features: keeps low-variance pixels quiet
-            std = np.full(D, float(np.sqrt(np.mean(std**2))))
+            std = np.full(X.shape[1], float(np.sqrt(np.mean(std**2))))
         self.std_ = std
-        Xs = (X - self.mean_) / self.std_
+        return (X - self.mean_) / self.std_
+
+    def _init_params(self, Xs, rng) -> dict[str, np.ndarray]:
+        """Z (random or PCA start), zero bias, small random W, V and T."""
+        n, D = Xs.shape
+        d, L = self.plan_["d_hat"], self.n_outputs_
+        n_nodes, n_int = self._tree
         if self.init == "pca":  # leading principal directions, scaled so x̂ has unit variance
             sub = Xs[rng.choice(n, min(n, 4000), replace=False)]
             _, sv, vt = np.linalg.svd(sub, full_matrices=False)
@@ -329,50 +322,53 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
             Z0[k:] = rng.normal(0, 1 / math.sqrt(D), (d - k, D))
         else:
             Z0 = rng.normal(0, 1 / math.sqrt(D), (d, D))
-        P = {
+        return {
             "Z": Z0,
             "b": np.zeros(d),
             "W": rng.normal(0, 0.1, (n_nodes, L, d)),
             "V": rng.normal(0, 0.1, (n_nodes, L, d)),
             "T": rng.normal(0, 1 / math.sqrt(d), (n_int, d)),
         }
-        budgets = {"Z": plan["nnz_z"]}
-        if plan["tree_fraction"] is not None:
+
+    def _sparsity_budgets(self, P) -> dict[str, int]:
+        """Nonzeros kept per parameter that the plan makes sparse."""
+        budgets = {"Z": self.plan_["nnz_z"]}
+        if self.plan_["tree_fraction"] is not None:
             for name in ("W", "V", "T"):
-                budgets[name] = _tree_nnz(P[name].size, plan["tree_fraction"]) if P[name].size else None
-        budgets = {k: v for k, v in budgets.items() if v is not None and v < P[k].size}
-        reg = {"Z": self.reg_z, "b": 0.0, "W": self.reg_tree, "V": self.reg_tree, "T": self.reg_tree}
-        m1 = {k: np.zeros_like(v) for k, v in P.items()}
-        m2 = {k: np.zeros_like(v) for k, v in P.items()}
+                budgets[name] = _tree_nnz(P[name].size, self.plan_["tree_fraction"]) if P[name].size else None
+        return {k: v for k, v in budgets.items() if v is not None and v < P[k].size}
+
+    def _epoch_schedule(self, epoch, Xs, P, rng) -> tuple[float, float | None]:
+        """(learning rate, σ_I) of an epoch; σ_I None in the hard re-training phase."""
+        E, e_iht = self.epochs, int(round(0.7 * self.epochs))
+        if epoch >= e_iht:
+            frac = (epoch - e_iht) / max(1, E - e_iht)
+            return self.learning_rate * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac))), None
+        # σ_I relative to the typical |θᵀx̂| so the schedule does not depend on scales
+        s0, s1 = self.sharpness
+        probe = Xs[rng.choice(len(Xs), min(len(Xs), 512), replace=False)]
+        u = (probe @ P["Z"].T + P["b"]) @ P["T"].T if self._tree[1] else np.ones((1, 1))
+        typical = float(np.mean(np.abs(u))) + 1e-12
+        return self.learning_rate, s0 * (s1 / s0) ** (epoch / max(1, e_iht - 1)) / typical
+
+    def _train(self, Xs, yi, P, budgets, rng, log) -> dict[str, np.ndarray]:
+        """Mini-batch Adam through the dense, IHT and sparse re-training phases (module doc)."""
+        n = len(Xs)
+        adam = _Adam(P, {"Z": self.reg_z, "b": 0.0, "W": self.reg_tree, "V": self.reg_tree, "T": self.reg_tree})
         masks: dict[str, np.ndarray] = {}
-        beta1, beta2, eps = 0.9, 0.999, 1e-8
         bs = min(self.batch_size, n)
         n_batches = max(1, n // bs)
         E = self.epochs
         e_dense, e_iht = int(round(0.3 * E)), int(round(0.7 * E))
-        s0, s1 = self.sharpness
-        step = 0
-        verbose = self.verbose
-        last_report = start
         avg = {k: np.zeros_like(v) for k, v in P.items()}
         n_avg = 0
         for epoch in range(E):
             hard = epoch >= e_iht
             if hard and not masks:  # end of IHT: fix the support for re-training
-                masks = {k: _hard_threshold(P[k], budgets[k]) for k in budgets}
+                masks = {k: top_k_mask(P[k], budgets[k]) for k in budgets}
                 for k, mask in masks.items():
                     P[k] *= mask
-            if hard:
-                sig_i = None
-                frac = (epoch - e_iht) / max(1, E - e_iht)
-                lr = self.learning_rate * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
-            else:
-                lr = self.learning_rate
-                # σ_I relative to the typical |θᵀx̂| so the schedule does not depend on scales
-                probe = Xs[rng.choice(n, min(n, 512), replace=False)]
-                u = (probe @ P["Z"].T + P["b"]) @ P["T"].T if n_int else np.ones((1, 1))
-                typical = float(np.mean(np.abs(u))) + 1e-12
-                sig_i = s0 * (s1 / s0) ** (epoch / max(1, e_iht - 1)) / typical
+            lr, sig_i = self._epoch_schedule(epoch, Xs, P, rng)
             order = rng.permutation(n)
             total = 0.0
             for bi in range(n_batches):
@@ -383,40 +379,22 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
                 yb, cache = self._forward(Xb, P, sig_i)
                 loss, G = self._loss_grad(yb, yi[idx])
                 total += loss
-                grads = self._backward(Xb, P, cache, G, sig_i)
-                step += 1
-                for k in P:
-                    g = grads[k] + reg[k] * P[k]
-                    m1[k] = beta1 * m1[k] + (1 - beta1) * g
-                    m2[k] = beta2 * m2[k] + (1 - beta2) * g * g
-                    mhat = m1[k] / (1 - beta1**step)
-                    vhat = m2[k] / (1 - beta2**step)
-                    P[k] -= lr * mhat / (np.sqrt(vhat) + eps)
-                    if k in masks:
-                        P[k] *= masks[k]
-                iht_step = step % self.iht_every == 0 or bi == n_batches - 1
+                adam.step(P, self._backward(Xb, P, cache, G, sig_i), lr, masks)
                 if hard and self.average:  # running mean of the re-training iterates
                     n_avg += 1
                     for k in P:
                         avg[k] += (P[k] - avg[k]) / n_avg
+                iht_step = adam.t % self.iht_every == 0 or bi == n_batches - 1
                 if e_dense <= epoch < e_iht and budgets and iht_step:
                     for k, budget in budgets.items():
-                        P[k] *= _hard_threshold(P[k], budget)
-            now = time.perf_counter()
-            if verbose or (verbose is None and now - start > 5 and now - last_report > 5) or (
-                    verbose is None and epoch == E - 1 and now - start > 5):
-                last_report = now
-                phase = "dense" if epoch < e_dense else ("iht" if not hard else "sparse-retrain")
-                print(f"bonsai: epoch {epoch + 1}/{E} ({phase}) loss {total / n_batches:.4f} "
-                      f"{now - start:.1f}s", file=sys.stderr, flush=True)
+                        hard_threshold(P[k], budget)
+            phase = "dense" if epoch < e_dense else ("iht" if not hard else "sparse-retrain")
+            log(f"epoch {epoch + 1}/{E} ({phase}) loss {total / n_batches:.4f}")
         if n_avg:
             P = avg
         for k, budget in budgets.items():  # the support is final; this only guards E < 4
-            P[k] *= _hard_threshold(P[k], budget)
-        self.params_ = P
-        self.model_ = self._build_model()
-        self.fit_seconds_ = time.perf_counter() - start
-        return self
+            hard_threshold(P[k], budget)
+        return P
 
     def _build_model(self) -> BonsaiModel:
         P = self.params_
@@ -426,14 +404,9 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         return model.folded()
 
     # --- prediction ---
-    def _fitted(self):
-        if not hasattr(self, "params_"):
-            raise DataError("this BonsaiClassifier is not fitted yet; call fit(X, y) first")
-
     def decision_function(self, X) -> np.ndarray:
         """Scores, (n,) for binary problems, else (n, C); computed in standardised space."""
-        self._fitted()
-        X = self._check_X(X, self.n_features_in_)
+        X = check_predict_data(self, X, "params_")
         y, _ = self._forward((X - self.mean_) / self.std_, self.params_, None, need_cache=False)
         return y[:, 0] if self.n_outputs_ == 1 else y
 
@@ -444,8 +417,9 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(s, axis=1)]
 
     def to_model(self) -> BonsaiModel:
-        self._fitted()
-        return self.model_
+        """The deployed model, carrying the class labels."""
+        check_is_fitted(self, "params_")
+        return with_estimator_classes(self.model_, self)
 
     @property
     def model_bytes(self) -> int:

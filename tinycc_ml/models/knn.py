@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from tinycc_ml.errors import DataError
-from tinycc_ml.models.prototypes import PrototypeEstimatorMixin, PrototypeModel, check_training_data
+from tinycc_ml.models.prototypes import PrototypeEstimatorMixin, PrototypeModel
 
 
 class KNNClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
@@ -20,14 +17,13 @@ class KNNClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
     nearest; a tied vote goes to the smallest class id (as scikit-learn's KNeighborsClassifier).
     """
 
-    def __init__(self, k: int = 1, standardize: bool = False, verbose: bool = False):
+    def __init__(self, k: int = 1, standardize: bool = False, verbose: int = 0):
         self.k = k
         self.standardize = standardize
         self.verbose = verbose
 
     def fit(self, X, y):
-        self._t0 = time.perf_counter()
-        X, y, n_classes = check_training_data(X, y)
+        X, y, n_classes = self._fit_data(X, y)
         if not isinstance(self.k, int) or self.k < 1:
             raise DataError(f"k is {self.k!r}, expected a positive integer")
         if X.shape[0] < self.k:
@@ -35,7 +31,6 @@ class KNNClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
         mean, std = self._fit_standardizer(X)
         P = X if mean is None else (X - mean) / std
         self.model_ = PrototypeModel(P, y, n_classes, k=self.k, mean=mean, std=std)
-        self.classes_ = np.arange(n_classes)
         self.n_features_in_ = X.shape[1]
         self._log(f"stored {X.shape[0]} reference points")
         return self

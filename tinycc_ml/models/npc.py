@@ -3,7 +3,6 @@ through a soft-max relaxation of 1-NN whose softness is annealed until assignmen
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
@@ -15,7 +14,6 @@ from tinycc_ml.errors import DataError
 from tinycc_ml.models.prototypes import (
     PrototypeEstimatorMixin,
     PrototypeModel,
-    check_training_data,
     squared_distances,
 )
 
@@ -77,7 +75,7 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
                  gamma0_scale: float = 3.0, gamma_growth: float = 1.5, epochs_per_stage: int = 25,
                  max_stages: int = 12, hardness: float = 0.98, learning_rate: float = 0.003,
                  batch_size: int = 256, kmeans_n_init: int = 3, n_restarts: int = 3, standardize: bool = False,
-                 random_state: int | None = 0, verbose: bool = False):
+                 random_state: int | None = 0, verbose: int = 0):
         self.prototypes_per_class = prototypes_per_class
         self.loss = loss
         self.margin = margin
@@ -95,8 +93,7 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
         self.verbose = verbose
 
     def fit(self, X, y):
-        self._t0 = time.perf_counter()
-        X, y, n_classes = check_training_data(X, y)
+        X, y, n_classes = self._fit_data(X, y)
         k = self.prototypes_per_class
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise DataError(f"prototypes_per_class is {k!r}, expected a positive integer")
@@ -104,10 +101,8 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
             raise DataError(f"loss is {self.loss!r}, expected one of {LOSSES}")
         if not self.gamma_growth > 1:
             raise DataError(f"gamma_growth is {self.gamma_growth!r}, expected > 1")
-        counts = np.bincount(y)
-        if counts.min() < k:
-            c = int(np.argmin(counts))
-            raise DataError(f"class {c} has {counts[c]} samples, fewer than prototypes_per_class = {k}")
+        # a class with fewer samples than prototypes_per_class gets one prototype per sample
+        self.prototype_counts_ = np.minimum(np.bincount(y, minlength=n_classes), k)
         mean, std = self._fit_standardizer(X)
         Xs = X if mean is None else (X - mean) / std
 
@@ -119,24 +114,24 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
             if best is None or stages[-1][1] < best[2][-1][1]:
                 best = (P, gamma, stages)
         P, gamma, self.stages_ = best
-        labels = np.repeat(np.arange(n_classes), k)
+        labels = np.repeat(np.arange(n_classes), self.prototype_counts_)
         self.gamma_ = gamma
         self.model_ = PrototypeModel(P, labels, n_classes, mean=mean, std=std)
-        self.classes_ = np.arange(n_classes)
         self.n_features_in_ = X.shape[1]
         return self
 
     def _fit_once(self, Xs, y, Y, n_classes, rng, restart):
         """k-means start and annealed Adam; returns prototypes, final gamma, per-stage history."""
-        k, n = self.prototypes_per_class, Xs.shape[0]
+        n = Xs.shape[0]
         centres = []
         for c in range(n_classes):
-            km = KMeans(n_clusters=k, n_init=int(self.kmeans_n_init), random_state=int(rng.integers(2 ** 31 - 1)))
+            km = KMeans(n_clusters=int(self.prototype_counts_[c]), n_init=int(self.kmeans_n_init),
+                        random_state=int(rng.integers(2 ** 31 - 1)))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # duplicate points: fewer distinct clusters is fine
                 centres.append(km.fit(Xs[y == c]).cluster_centers_)
         P = np.concatenate(centres)
-        labels = np.repeat(np.arange(n_classes), k)
+        labels = np.repeat(np.arange(n_classes), self.prototype_counts_)
         self._log(f"restart {restart}: k-means, {P.shape[0]} prototypes")
 
         d_near = squared_distances(Xs, P).min(1)

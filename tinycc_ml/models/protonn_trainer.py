@@ -26,8 +26,6 @@ paper.
 
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +35,14 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from threadpoolctl import threadpool_limits
 
 from tinycc_ml.errors import DataError
+from tinycc_ml.models.training import (
+    TrainingLog,
+    check_predict_data,
+    check_training_data,
+    encode_labels,
+    hard_threshold,
+    with_estimator_classes,
+)
 
 __all__ = ["ProtoNNClassifier", "ProtoNNPlan", "matrix_bytes", "plan_protonn", "protonn_bytes"]
 
@@ -228,16 +234,6 @@ class _BudgetSearch:
 # --------------------------------------------------------------------------------------------
 
 
-def _hard_threshold(a: np.ndarray, k: int) -> np.ndarray:
-    """Keep the k largest-magnitude entries of ``a`` (in place), zero the rest."""
-    if k >= a.size:
-        return a
-    flat = a.reshape(-1)
-    drop = np.argpartition(np.abs(flat), flat.size - k)[: flat.size - k]
-    flat[drop] = 0.0
-    return a
-
-
 def _sq_dist(P: np.ndarray, B: np.ndarray) -> np.ndarray:
     """||p_i - b_j||^2, shape (n, m), for P (n, d) and B (d, m)."""
     D2 = P @ B
@@ -299,8 +295,9 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
     """ProtoNN: sparse projection + learned prototypes + per-prototype score vectors.
 
     ``fit(X, y)``: y is an integer label vector (binary / multiclass) or a 0/1 indicator matrix
-    (multilabel; one-hot rows count as multiclass). ``predict`` returns the same kind;
-    ``decision_function`` returns the (n, L) scores, equal to ``to_model().scores``.
+    (multilabel; one-hot rows count as multiclass). Labels may be any integers or strings
+    (``classes_``). ``predict`` returns the same kind; ``decision_function`` returns the (n, L)
+    scores, equal to ``to_model().scores`` (two labels: their difference, as scikit-learn does).
 
     Parameters
     ----------
@@ -325,8 +322,8 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         "feature" (or True): per-feature z-score; "global": per-feature mean, one common std;
         "auto" (default): "global" when all features share one scale (pixels), else "feature";
         False: raw inputs.
-    random_state, verbose : seed; 0 = silent, 1 = a progress line per iteration on stderr once a fit
-        has run for 2 seconds.
+    random_state, verbose : seed; verbose 1 logs a progress line per iteration at INFO (0: DEBUG),
+        see :mod:`tinycc_ml.models.training`.
     """
 
     def __init__(
@@ -346,7 +343,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         n_classes=None,
         standardize="auto",
         random_state=None,
-        verbose=1,
+        verbose=0,
     ):
         self.budget_bytes = budget_bytes
         self.projection_dim = projection_dim
@@ -367,35 +364,13 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
 
     # ---------------- input checks ----------------
 
-    @staticmethod
-    def _check_X(X, name="X") -> np.ndarray:
-        try:
-            X = np.asarray(X)
-        except Exception as exc:  # ragged lists and the like
-            raise DataError(f"{name} is not an array: {exc}") from None
-        if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-            raise DataError(f"{name} has non-numeric dtype {X.dtype}")
-        if X.ndim != 2:
-            raise DataError(f"{name} has shape {X.shape}, expected (n_samples, n_features)")
-        if X.shape[0] == 0 or X.shape[1] == 0:
-            raise DataError(f"{name} is empty (shape {X.shape})")
-        X = X.astype(np.float64, copy=False)
-        if not np.all(np.isfinite(X)):
-            row, col = np.argwhere(~np.isfinite(X))[0]
-            raise DataError(f"{name} holds a non-finite value ({X[row, col]}) at row {row}, column {col}")
-        return X
-
     def _check_targets(self, y, n):
         """Return (Y one-hot/indicator float32, kind, classes)."""
         y = np.asarray(y)
-        if y.dtype == object or not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
-            raise DataError(f"labels have dtype {y.dtype}; expected integers or a 0/1 indicator matrix")
-        if y.shape[0] != n:
-            raise DataError(f"X has {n} samples but y has {y.shape[0]}")
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim == 2:
-            if not np.all(np.isfinite(y)) or not np.all((y == 0) | (y == 1)):
+            if y.dtype == object or not np.all(np.isfinite(y)) or not np.all((y == 0) | (y == 1)):
                 raise DataError("a 2-D y must be a 0/1 indicator matrix (multilabel or one-hot)")
             empty = np.flatnonzero(y.sum(axis=0) == 0)
             if empty.size:
@@ -404,10 +379,13 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
                 raise DataError("need at least 2 label columns")
             kind = "onehot" if np.all(y.sum(axis=1) == 1) else "multilabel"
             return y.astype(np.float32), kind, np.arange(y.shape[1])
-        if y.ndim != 1:
-            raise DataError(f"y has shape {y.shape}; expected a label vector or a 0/1 indicator matrix")
-        if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
-            raise DataError("labels must be integers (class indices)")
+        if self.n_classes is None:
+            classes, index = encode_labels(y)
+            Y = np.zeros((n, classes.size), dtype=np.float32)
+            Y[np.arange(n), index] = 1.0
+            return Y, "labels", classes
+        if y.dtype.kind not in "iufb" or not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
+            raise DataError(f"with n_classes={self.n_classes}, labels must be the integers 0..n_classes-1")
         y = y.astype(np.int64)
         if self.n_classes is not None:
             L = int(self.n_classes)
@@ -430,8 +408,8 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
     # ---------------- fitting ----------------
 
     def fit(self, X, y):
-        start = time.perf_counter()
-        X = self._check_X(X)
+        log = self._progress = TrainingLog(self)
+        X, y = check_training_data(self, X, y, multi_output=True)
         n, D = X.shape
         Y, kind, classes = self._check_targets(y, n)
         L = Y.shape[1]
@@ -458,7 +436,6 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         mean, std = self._standardisation(X)
         Xs = ((X - mean) / std).astype(np.float32)
 
-        self._log_start = start
         # The matrices here are thin (d̂ and L are small): a second BLAS / OpenMP thread costs more
         # in synchronisation than it gains (digits: 0.4 s with one thread, 4 s with two on a busy
         # 2-core machine), so use one unless a gradient is big.
@@ -472,7 +449,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         self.target_kind_ = kind
         self.plan_ = plan
         self.n_features_in_ = D
-        self.fit_seconds_ = time.perf_counter() - start
+        self.fit_seconds_ = log.elapsed
         return self
 
     def _standardisation(self, X):
@@ -498,10 +475,10 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
     def _train(self, Xs, Y, kind, plan, rng):
         """Initialise (W, B, Z, gamma) as in the paper, then optimise."""
         W = self._init_w(Xs, plan.projection_dim, rng).astype(np.float32)
-        _hard_threshold(W, plan.nnz_w)
+        hard_threshold(W, plan.nnz_w)
         B, Z = self._init_prototypes(Xs @ W.T, Y, kind, plan.n_prototypes, rng)
-        _hard_threshold(B, plan.nnz_b)
-        _hard_threshold(Z, plan.nnz_z)
+        hard_threshold(B, plan.nnz_b)
+        hard_threshold(Z, plan.nnz_z)
         if self.gamma is None:
             med = float(np.median(np.sqrt(_sq_dist(Xs @ W.T, B))))
             gamma = 2.5 / med if med > 0 else 1.0
@@ -557,13 +534,6 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         Z = np.concatenate(Zs).T.astype(np.float32)
         return np.ascontiguousarray(B), np.ascontiguousarray(Z)
 
-    def _log(self, msg, force=False):
-        if not self.verbose:
-            return
-        elapsed = time.perf_counter() - self._log_start
-        if force or elapsed > 2.0:
-            print(f"[protonn {elapsed:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
     def _optimise(self, Xs, Y, W, B, Z, gamma, plan, rng):
         n = Xs.shape[0]
         g2 = np.float32(gamma * gamma)
@@ -580,7 +550,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
             f, g = f_grad(x)
             if paper and key in eta:  # the paper's rule after the first step: eta_0 / t, unchecked
                 for i in range(steps):
-                    x = _hard_threshold(x - np.float32(eta[key] / t) * g, k)
+                    x = hard_threshold(x - np.float32(eta[key] / t) * g, k)
                     if i + 1 < steps:
                         f, g = f_grad(x)
                 return x
@@ -592,7 +562,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
                 step = max(1.0, float(np.linalg.norm(x) / (np.linalg.norm(g) + 1e-30)))
             done = fails = 0
             while done < steps and fails < 30:
-                trial = _hard_threshold(x - np.float32(step) * g, k)
+                trial = hard_threshold(x - np.float32(step) * g, k)
                 diff = trial - x
                 dd = float(np.vdot(diff, diff))
                 if dd == 0.0:
@@ -642,8 +612,8 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
 
                     W = descend("W", W, w_fg, plan.nnz_w, E if idx is None else 1, t)
 
-            if self.verbose:
-                self._log(f"iter {t}/{T} loss {full.loss(W, B, Z):.4f}")
+            if self.verbose:  # the loss costs a pass over the data: only when shown
+                self._progress(f"iter {t}/{T} loss {full.loss(W, B, Z):.4f}")
         return W, B, Z
 
     @staticmethod
@@ -658,18 +628,22 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
     # ---------------- prediction ----------------
 
     def decision_function(self, X) -> np.ndarray:
-        """Scores, shape (n, L): ``sum_j Z[:, j] exp(-gamma^2 ||W x' - b_j||^2)`` (float64)."""
-        check_is_fitted(self, "W_")
-        X = self._check_X(X)
-        if X.shape[1] != self.n_features_in_:
-            raise DataError(f"X has {X.shape[1]} features, the model was trained on {self.n_features_in_}")
+        """Scores, shape (n, L): ``sum_j Z[:, j] exp(-gamma^2 ||W x' - b_j||^2)`` (float64), in
+        scikit-learn's forms: two class labels give (n,), column 1 minus column 0; multilabel gives
+        the scores minus 0.5, so that a label is on where its decision is positive."""
+        S = self._scores(check_predict_data(self, X, "W_"))
+        if self.target_kind_ == "multilabel":
+            return S - 0.5
+        return S[:, 1] - S[:, 0] if self.target_kind_ == "labels" and S.shape[1] == 2 else S
+
+    def _scores(self, X) -> np.ndarray:
         P = ((X - self.mean_) / self.std_) @ self.W_.T
         return _kernel(P, self.B_, self.gamma_ * self.gamma_) @ self.Z_.T
 
     def predict(self, X) -> np.ndarray:
         """Labels (same kind as the training y): class labels, one-hot rows, or a 0/1 matrix
         (multilabel: score > 0.5, the midpoint of the 0/1 squared-loss targets)."""
-        S = self.decision_function(X)
+        S = self._scores(check_predict_data(self, X, "W_"))
         if self.target_kind_ == "multilabel":
             return (S > 0.5).astype(np.int64)
         top = np.argmax(S, axis=1)
@@ -692,7 +666,8 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "W_")
         from tinycc_ml.models.protonn import ProtoNNModel
 
-        return ProtoNNModel(self.W_, self.B_, self.Z_, self.gamma_, mean=self.mean_, std=self.std_)
+        model = ProtoNNModel(self.W_, self.B_, self.Z_, self.gamma_, mean=self.mean_, std=self.std_)
+        return with_estimator_classes(model, self) if self.target_kind_ == "labels" else model
 
     def save(self, path):
         """Save the trained model in the project's model-file format."""

@@ -29,16 +29,21 @@ mean and std (D each, when present) and A (r*D, when present); k and n_classes a
 
 from __future__ import annotations
 
-import sys
-import time
-
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
-from tinycc_ml.errors import DataError, ModelFileError
+from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
 from tinycc_ml.models.saved import check_array, meta_number
+from tinycc_ml.models.training import (
+    TrainingLog,
+    check_predict_data,
+    check_training_data,
+    encode_labels,
+    with_estimator_classes,
+)
 
 _CHUNK = 1024  # rows per distance block, bounds memory on large reference sets
 
@@ -96,7 +101,7 @@ class PrototypeModel(Model):
         order = np.argsort(lab, kind="stable")  # label-sorted so index ties resolve to the smaller label
         self.prototypes = P[order]
         self.labels = lab[order]
-        self.n_classes = n_classes
+        self._n_classes = n_classes
         self.k = k
         self.mean = mean
         self.std = std
@@ -134,7 +139,11 @@ class PrototypeModel(Model):
 
     @property
     def n_outputs(self) -> int:
-        return self.n_classes
+        return self._n_classes
+
+    @property
+    def n_classes(self) -> int:
+        return self._n_classes
 
     @property
     def n_prototypes(self) -> int:
@@ -174,9 +183,6 @@ class PrototypeModel(Model):
                 out[start:start + _CHUNK] = votes
         return out
 
-    def predict(self, X) -> np.ndarray:
-        return np.argmax(self.scores(X), axis=1)
-
     def lower(self) -> Graph:
         """sqdist to every reference point, then the per-class nearest distance (k = 1: the points
         are sorted by label, so each class is one contiguous segment) or a k-vote."""
@@ -201,46 +207,6 @@ class PrototypeModel(Model):
 # Shared estimator plumbing
 
 
-def check_training_data(X, y) -> tuple[np.ndarray, np.ndarray, int]:
-    """Validate ``X`` (n, D) finite and ``y`` integer labels 0..L-1 (or one-hot (n, L)).
-
-    Returns float64 X, int64 y and L. Every class in [0, L) must have a sample.
-    """
-    try:
-        X = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"X is not numeric: {exc}") from None
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise DataError(f"X has shape {X.shape}, expected (n_samples, n_features) with both > 0")
-    if not np.all(np.isfinite(X)):
-        bad = np.argwhere(~np.isfinite(X))[0]
-        raise DataError(f"X holds a non-finite value ({X[tuple(bad)]}) at row {bad[0]}, column {bad[1]}")
-    y = np.asarray(y)
-    if y.dtype == object or not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
-        raise DataError(f"y has dtype {y.dtype}; labels must be integers 0..L-1 or one-hot rows")
-    if y.ndim == 2:
-        if y.shape[0] != X.shape[0]:
-            raise DataError(f"y has {y.shape[0]} rows but X has {X.shape[0]}")
-        if not (np.all((y == 0) | (y == 1)) and np.all(y.sum(1) == 1)):
-            raise DataError("y is 2-D but not one-hot (each row needs exactly one 1, the rest 0)")
-        y = np.argmax(y, axis=1)
-    elif y.ndim != 1:
-        raise DataError(f"y has shape {y.shape}, expected (n,) labels or (n, L) one-hot")
-    if y.shape[0] != X.shape[0]:
-        raise DataError(f"y has {y.shape[0]} labels but X has {X.shape[0]} rows")
-    if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
-        raise DataError("y holds non-integer labels; labels must be integers 0..L-1 or one-hot rows")
-    y = y.astype(np.int64)
-    if y.min() < 0:
-        raise DataError(f"y holds a negative label ({y.min()}); labels must be 0..L-1")
-    counts = np.bincount(y)
-    if counts.size < 2:
-        raise DataError("y holds a single class; at least two are needed")
-    if np.any(counts == 0):
-        raise DataError(f"class {int(np.flatnonzero(counts == 0)[0])} has no samples (labels must be 0..L-1)")
-    return X, y, counts.size
-
-
 class PrototypeEstimatorMixin:
     """``predict`` / ``to_model`` / ``save`` / ``model_bytes`` for estimators that set ``model_``."""
 
@@ -253,34 +219,37 @@ class PrototypeEstimatorMixin:
         std = np.where(std > 1e-12 * max(1.0, float(std.max())), std, 1.0)
         return mean, std
 
-    def _log(self, message: str) -> None:
-        if self.verbose:
-            elapsed = time.perf_counter() - self._t0
-            print(f"[{type(self).__name__} {elapsed:6.1f}s] {message}", file=sys.stderr, flush=True)
+    def _fit_data(self, X, y) -> tuple[np.ndarray, np.ndarray, int]:
+        """Checked X, class index per row and the class count; sets ``classes_``, starts the log."""
+        self._progress = TrainingLog(self)
+        X, y = check_training_data(self, X, y)
+        self.classes_, index = encode_labels(y)
+        return X, index, self.classes_.size
 
-    def _require_fitted(self) -> PrototypeModel:
-        model = getattr(self, "model_", None)
-        if model is None:
-            raise DataError(f"{type(self).__name__} is not fitted; call fit(X, y) first")
-        return model
+    def _log(self, message: str) -> None:
+        self._progress(message)
 
     def predict(self, X) -> np.ndarray:
-        model = self._require_fitted()
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim == 2 and not np.all(np.isfinite(X)):
-            raise DataError("X holds a non-finite value")
-        return model.predict(X)
+        """Class labels (values of ``classes_``)."""
+        X = check_predict_data(self, X, "model_")
+        return self.classes_[self.model_.predict_index(X)]
 
     def decision_function(self, X) -> np.ndarray:
-        return self._require_fitted().scores(X)
+        """Class scores (n, L); two classes: (n,), positive for ``classes_[1]``."""
+        X = check_predict_data(self, X, "model_")
+        scores = self.model_.scores(X)
+        return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
 
     def to_model(self) -> PrototypeModel:
-        return self._require_fitted()
+        """The fitted model, carrying the class labels."""
+        check_is_fitted(self, "model_")
+        return with_estimator_classes(self.model_, self)
 
     def save(self, path):
-        return self._require_fitted().save(path)
+        return self.to_model().save(path)
 
     @property
     def model_bytes(self) -> int:
         """4 bytes per stored parameter (prototypes, labels, mean/std, transform)."""
-        return self._require_fitted().model_bytes
+        check_is_fitted(self, "model_")
+        return self.model_.model_bytes

@@ -3,8 +3,6 @@ set for 1-NN by minimising the stochastic 1-NN loss of the training set."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import logsumexp
@@ -14,7 +12,6 @@ from tinycc_ml.errors import DataError
 from tinycc_ml.models.prototypes import (
     PrototypeEstimatorMixin,
     PrototypeModel,
-    check_training_data,
     squared_distances,
 )
 
@@ -70,7 +67,7 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def __init__(self, compression: float = 0.04, n_prototypes: int | None = None, metric: str | None = None,
                  n_components: int = 32, max_iter: int = 30, standardize: bool = False,
-                 random_state: int | None = 0, verbose: bool = False):
+                 random_state: int | None = 0, verbose: int = 0):
         self.compression = compression
         self.n_prototypes = n_prototypes
         self.metric = metric
@@ -96,8 +93,7 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
         return int(m)
 
     def fit(self, X, y):
-        self._t0 = time.perf_counter()
-        X, y, n_classes = check_training_data(X, y)
+        X, y, n_classes = self._fit_data(X, y)
         if self.metric not in METRICS:
             raise DataError(f"metric is {self.metric!r}, expected one of {METRICS}")
         n, dim = X.shape
@@ -175,7 +171,6 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
             self.model_ = PrototypeModel(P, labels, n_classes, mean=base_mean, std=base_std / a)
         else:
             self.model_ = PrototypeModel(P, labels, n_classes, mean=mean, std=std, transform=T)
-        self.classes_ = np.arange(n_classes)
         self.n_features_in_ = dim
         return self
 

@@ -37,8 +37,11 @@ class HostPredictor:
     """A compiled model: ``predict(X)`` and ``scores(X)`` over the rows of X.
 
     For integer builds, float rows are quantised to the input's fixed-point scale (round to
-    nearest, saturating); ``scores_raw``/``predict_raw`` take the integer rows as they are.
+    nearest, saturating); ``run_raw`` takes the integer rows as they are. ``predict`` returns class
+    labels (``classes``, 0..L-1 unless the model carries labels); ``predict_index`` the class index.
     """
+
+    classes: np.ndarray | None = None
 
     def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
                  input_scale=None):
@@ -73,8 +76,12 @@ class HostPredictor:
     def scores(self, X) -> np.ndarray:
         return self._run(self.quantise(X), want_predictions=False)[0]
 
-    def predict(self, X) -> np.ndarray:
+    def predict_index(self, X) -> np.ndarray:
         return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
+
+    def predict(self, X) -> np.ndarray:
+        index = self.predict_index(X)
+        return index if self.classes is None else np.asarray(self.classes)[index]
 
     def run_raw(self, Xq) -> tuple[np.ndarray, np.ndarray]:
         """(scores, predictions) for rows already in the input C type."""
