@@ -177,7 +177,11 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     output = backend.emit(graph, prefix, description)
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
              output.ram_bytes)
-    add_labels(output, model.classes)
+    try:
+        classes = model.classes
+    except NotImplementedError:  # a model that does not say how many classes it has: one per score
+        classes = np.arange(output.n_scores)
+    add_labels(output, classes)
     fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,
                   kernels=list(output.kernels))
@@ -186,4 +190,4 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     if out_dir is not None:
         write_files(Path(out_dir), output.files)
     return CompileResult(target, prefix, precision, dict(output.files), Path(out_dir) if out_dir else None,
-                         output, graph, report, classes=model.classes)
+                         output, graph, report, classes=classes)
