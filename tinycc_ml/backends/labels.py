@@ -75,9 +75,12 @@ def label_lines(prefix: str, classes: np.ndarray, input_ctype: str) -> tuple[lis
 
 
 def add_labels(output: BuildOutput, classes: np.ndarray) -> None:
-    """Add the label table and ``<prefix>_predict_label`` to a backend's header and source."""
+    """Add the label table and ``<prefix>_predict_label`` to a backend's ``<prefix>.h`` and
+    ``<prefix>.c`` (a backend that writes neither is left as it is)."""
     prefix = output.prefix
     header_name, source_name = f"{prefix}.h", f"{prefix}.c"
+    if header_name not in output.files or source_name not in output.files:
+        return  # a plug-in backend writing other files: nothing to add to
     header, source = output.files[header_name], output.files[source_name]
     at = header.rfind(_HEADER_TAIL)
     if at < 0:  # a header without the C++ guard: add before the include guard's end
