@@ -99,7 +99,7 @@ class ProtoNNModel(Model):
     def scores(self, X) -> np.ndarray:
         return np.exp(self.exponents(X)) @ self.Z.T
 
-    def predict(self, X) -> np.ndarray:
+    def predict_index(self, X) -> np.ndarray:
         """argmax of the scores, ranked as exp(e - max e) @ Z^T: the same order (a positive factor
         apart), but defined even where every exp(e) underflows, far from all prototypes."""
         E = self.exponents(X)
