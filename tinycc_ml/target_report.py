@@ -62,8 +62,8 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         raise DataError(f"X: shape {X.shape}, expected (rows, {model.input_dim})")
     if y is not None:
         y = np.asarray(y)
-        if y.dtype.kind not in "biuf":
-            raise DataError(f"y: dtype {y.dtype}, expected integer labels")
+        if y.dtype.kind not in "biufU":
+            raise DataError(f"y: dtype {y.dtype}, expected integer or string labels")
         y = y.reshape(-1)
         if len(y) != len(X):
             raise DataError(f"y has {len(y)} labels for {len(X)} rows")
