@@ -227,7 +227,8 @@ def test_warning_free_and_prefixed(spec, digits, tmp_path, precision):
     # integer builds always stream (the input clamp folds into feed); this float graph normalises first
     streaming = {"abc_begin", "abc_feed", "abc_end", "abc_end_scores", "abc_predict_float"}
     # the object exports the API alone: asm kernels are local symbols
-    assert set(syms) == {"abc_predict", "abc_predict_label", "abc_scores"} | (streaming if precision != "float" else set())
+    api = {"abc_predict", "abc_predict_label", "abc_scores"}
+    assert set(syms) == api | (streaming if precision != "float" else set())
     if precision != "float":
         local = subprocess.run([spec.nm, "--defined-only", str(obj)], capture_output=True, text=True,
                                check=True).stdout.split()
