@@ -9,7 +9,8 @@ Activations are 16-bit. Each gets the largest scale at which its range fits:
 Weights (matrices of matvec) are 16-bit, or 8-bit at precision int8; their scale is the
 largest that fits, lowered where needed so that the 32-bit accumulator provably never
 overflows; only if that would leave fewer than MIN_WEIGHT_BITS significant bits do the
-products get shifted right instead. Prototypes of sqdist share the point's scale.
+products get shifted right instead. Prototypes of sqdist share the point's scale (at int8, with 8
+significant bits: see backends/kernels_distance).
 Every int32 intermediate is proven to stay within +-2^30 by a max-abs analysis on the integers.
 """
 
@@ -61,7 +62,7 @@ class ChooseScales(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         precision = ctx.options.get("precision", "int16")
-        weight_bits = 8 if precision == "int8" else 16
+        weight_bits = self.weight_bits = 8 if precision == "int8" else 16
         adjust = self.adjust = ctx.options.get("scale_adjust", {})
         ranges = graph.ranges
         out = Graph(graph.name)
@@ -252,6 +253,10 @@ class ChooseScales(Pass):
         x_name, m_name = node.inputs
         sx = scale[x_name]
         M = OPS[graph.op(m_name)].evaluate([], graph.node(m_name).attrs)
+        if self.weight_bits == 8:  # 8 significant bits, exact in float: the int8 distance kernels store M8
+            from tinycc_ml.backends.kernels_distance import int8_prototypes
+
+            M = int8_prototypes(quantise_array(M, sx, ACT_BITS)) * 2.0**-sx
         cname = self._add_const(out, m_name, M, sx, ACT_BITS)
         Mq = const_ints(out, cname)
         k = M.shape[0]

@@ -1,0 +1,96 @@
+"""Distance kernels with 8-bit prototypes (kernels_distance): the rounding to 8 significant bits, and
+builds bit-exact with the fixed-point interpreter on the simulated chips, with inputs that may be
+negative, prototypes small enough to need no scaling (k = 0) and large ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.backends.kernels_distance import int8_prototypes, split8
+from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.models.base import Model
+from tinycc_ml.runtime.simulate import run_on_target
+
+
+def test_int8_prototypes_keep_eight_significant_bits():
+    rng = np.random.default_rng(0)
+    for top in (5, 127, 128, 1000, 32767):
+        Mq = rng.integers(-top, top + 1, size=(40, 7))
+        Mq[0, 0] = top
+        r = int8_prototypes(Mq)
+        m8, k = split8(r)
+        assert np.abs(m8).max() <= 127 and np.array_equal(m8 << k, r)
+        assert np.abs(r).max() <= 32767
+        step = max(1, 2 ** max(0, int(top).bit_length() - 7))
+        assert np.abs(r - Mq).max() <= step  # rounding to the step (the largest values may saturate a step)
+        if top <= 127:
+            assert np.array_equal(r, Mq)  # already 8-bit: unchanged
+
+
+def test_split8_refuses_what_has_no_8_bit_form():
+    assert split8(np.array([[3, 129]])) is None
+    m8, k = split8(np.array([[4, -8], [0, 12]]))
+    assert k == 2 and m8.tolist() == [[1, -2], [0, 3]]
+    m8, k = split8(np.zeros((2, 2), np.int64))
+    assert k == 0 and not m8.any()
+
+
+class Nearest(Model):
+    """Scores -||x - p_c||^2 over prototypes P (D, classes): the distance reads the clamped input."""
+
+    family = "nearest_test_d8"
+
+    def __init__(self, P):
+        self.P = P
+
+    def arrays(self):
+        return {"P": self.P}
+
+    input_dim = property(lambda self: self.P.shape[0])
+    n_outputs = property(lambda self: self.P.shape[1])
+
+    def scores(self, X):
+        return -np.sum((self._check_input(X)[:, :, None] - self.P[None]) ** 2, axis=1)
+
+    def lower(self):
+        g = Graph("nearest")
+        x = g.add("input", attrs={"name": "x"}, type=TensorType((self.input_dim,), F32), name="x")
+        d = g.add("sqdist", [x, g.add("const", attrs={"value": self.P.astype(np.float32)}, name="P")], name="d")
+        s = g.add("scale", [d], {"factor": -1.0}, name="s")
+        g.set_output("scores", s)
+        g.set_output("prediction", g.add("argmax", [s], name="pred"))
+        return g
+
+
+# (D, classes, signed inputs, prototype scale)
+CASES = [(256, 20, False, 1.0), (37, 7, True, 1.0), (64, 3, True, 0.01), (16, 1, False, 3.0)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"D{c[0]}-m{c[1]}-{'signed' if c[2] else 'pos'}" for c in CASES])
+@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+def test_distance_kernels_bit_exact(case, target, tmp_path):
+    require_target(target)
+    D, m, signed, scale = case
+    rng = np.random.default_rng(D + m)
+    X = rng.normal(size=(360, D)) if signed else rng.random((360, D))
+    P = X[rng.choice(300, m)].T * scale
+    X[320:] *= 5  # beyond the calibrated range: clamped
+    for precision in ("int16", "int8"):
+        out = tmp_path / f"{precision}"
+        result = tinycc_ml.compile(Nearest(P), target=target, precision=precision, calibration=X[:300],
+                                   out_dir=out, name="nd")
+        src = result.files["nd.c"]
+        if target == "avr" and precision == "int8":
+            assert "_i8_off[" in src  # the 8-bit prototype kernel
+        o = result.output
+        Xq = quantise(X[300:], o.input_scale, 16).astype(np.int16)
+        want = run_fixed(result.graph, Xq)
+        run = run_on_target(target, [str(out / "nd.c")], str(out / "nd.h"), "nd", Xq, o.n_scores, o.input_ctype,
+                            o.score_ctype, extra_cflags=("-Werror",))
+        np.testing.assert_array_equal(run.scores, want["scores"])
+        np.testing.assert_array_equal(run.predictions, want["prediction"])
