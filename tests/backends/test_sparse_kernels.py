@@ -154,9 +154,10 @@ def test_run_format_layout():
                    0, 0, 0, 0]  # row 1: four empty runs
     assert len(img) == 14
     img = list(sparse_image(A, 8, offset=True))
-    k0 = (-(1 << 15)) % (1 << 32)  # -2^15 * (3 - 2)
-    assert img[:4] == [k0 & 255, (k0 >> 8) & 255, (k0 >> 16) & 255, k0 >> 24]
-    assert img[4:] == [1, 2, 3, 0, 0, 1, 4, 2] + [0, 0, 0, 0, 0, 0, 0, 0]
+    k0 = (-(1 << 15)) % (1 << 32)  # -2^15 * (3 - 2), after the row's runs
+    assert img[:8] == [1, 2, 3, 0, 0, 1, 4, 2]
+    assert img[8:12] == [k0 & 255, (k0 >> 8) & 255, (k0 >> 16) & 255, k0 >> 24]
+    assert img[12:] == [0, 0, 0, 0] + [0, 0, 0, 0]  # row 1: four empty runs, K = 0
     assert PAGE_COLS == 128
 
 

@@ -1,9 +1,9 @@
 """Sparse mat-vec on the ATmega328P: a row-major run format walked by an asm kernel, chosen per
 matrix by a cost model (kernel_costs) against the dense kernel and the C CSC loop.
 
-Format (flash, per row): [K_r, 4 bytes, only when x is stored offset] then, for each page of 128
-columns, a run of positive weights then a run of negative ones, each a count byte followed by
-(column byte, |w| little endian) entries. The column byte is 2 (col - 128 page): the byte offset of
+Format (flash, per row): for each page of 128 columns, a run of positive weights then a run of
+negative ones, each a count byte followed by (column byte, |w| little endian) entries; then K_r
+(4 bytes, only when x is stored offset). The column byte is 2 (col - 128 page): the byte offset of
 x[col] inside its 256-byte page of the (256-byte aligned) x buffer, so the gather is one LPM into
 Y's low byte and two loads, with no address arithmetic. Magnitudes are unsigned (|w| <= 2^15 or
 2^7), so every partial product is an unsigned MUL; negative runs subtract. With x' = x + 2^15
@@ -160,8 +160,6 @@ def sparse_image(A: np.ndarray, wbits: int, offset: bool) -> np.ndarray:
     out: list[int] = []
     k_row = (-(A.astype(np.int64).sum(axis=1) << 15)) % (1 << 32)
     for r, pages in enumerate(run_lengths(A)):
-        if offset:
-            out += [int(k_row[r] >> (8 * b)) & 0xFF for b in range(4)]
         for p, (pos, neg) in enumerate(pages):
             for cols in (pos, neg):
                 out.append(len(cols))
@@ -169,6 +167,8 @@ def sparse_image(A: np.ndarray, wbits: int, offset: bool) -> np.ndarray:
                     mag = abs(int(A[r, col]))
                     out.append(2 * (int(col) - PAGE_COLS * p))
                     out += [mag & 0xFF, mag >> 8] if wbits == 16 else [mag]
+        if offset:
+            out += [int(k_row[r] >> (8 * b)) & 0xFF for b in range(4)]
     return np.asarray(out, np.uint8)
 
 
@@ -176,7 +176,7 @@ def sparse_image(A: np.ndarray, wbits: int, offset: bool) -> np.ndarray:
 # products of positive entries, r11..r13 of negative ones (24 bits each: no row has more than 256
 # entries), r14, r15, r18 bits 8..31 of the other products (wrapping), r16/r17 |w|, r22/r23 x'
 L_POS, L_NEG, MID = ("r8", "r9", "r10"), ("r11", "r12", "r13"), ("r14", "r15", "r18")
-UNROLL = 4
+UNROLL = 8  # entries per loop iteration (a power of 2)
 
 
 def _mac(wbits: int, add: bool) -> list[str]:
@@ -232,6 +232,9 @@ def _clamp_asm(clamp: tuple, offset: bool) -> list[str]:
                 body += full
             body += store + ["st Y+, r22", "st Y+, r23"]
         iters = n // unroll
+        if iters <= 256 and len(body) < 60:  # a byte counts the iterations, brne reaches back
+            return out + ["movw r26, r18", f"ldi r24, {iters & 0xFF}", "8:", *body, "dec r24", "brne 8b",
+                          "rjmp 9f", *slow, "9:"]
         return out + ["movw r26, r18", f"ldi r24, lo8({iters})", f"ldi r25, hi8({iters})", "8:", *body,
                       "sbiw r24, 1", "breq 9f", "rjmp 8b", *slow, "9:"]
     # list: r12:r13 = this page of src; per entry the byte offset goes to Y's low byte and is added to it
@@ -260,20 +263,29 @@ def sparse_asm(name: str, wbits: int, rows: int, pages: int, offset: bool, out_s
     if clamp:
         b += _clamp_asm(clamp, offset)
     b += ["movw r26, r10", "clr r6", f"ldi r25, {rows & 0xFF}", "1:"]
-    b += ["lpm r2, Z+", "lpm r3, Z+", "lpm r4, Z+", "lpm r5, Z+"] if offset else ["clr r2", "clr r3", "movw r4, r2"]
-    b += [f"clr {r}" for r in (*L_POS, *L_NEG, *MID)]
-    b += ["mov r29, r7", f"ldi r20, {pages}", "2:"]
-    for sign, add in (("1", True), ("2", False)):  # local labels 3x, 4x, 5x per sign
-        mac = _mac(wbits, add)
-        body = mac * UNROLL
-        tail = ["dec r24", f"brne 4{sign}b"] if len(body) < 60 else ["dec r24", f"breq 5{sign}f", f"rjmp 4{sign}b"]
-        b += ["lpm r24, Z+", "sbrs r24, 0", f"rjmp 3{sign}f", *mac, f"3{sign}:", "sbrs r24, 1", f"rjmp 6{sign}f",
-              *mac, *mac, f"6{sign}:", "lsr r24", "lsr r24", f"brne 4{sign}f", f"rjmp 5{sign}f",
-              f"4{sign}:", *body, *tail, f"5{sign}:"]
-    b += ["inc r29", "dec r20", "breq 6f", "rjmp 2b", "6:"]
+    # zero the partial sums (r2:r3 is a zero pair for movw; r2..r5 take K or L_POS at the end)
+    b += ["clr r2", "clr r3", "movw r8, r2", "movw r10, r2", "movw r12, r2", "movw r14, r2", "clr r18",
+          "mov r29, r7"]
+    for page in range(pages):  # unrolled: the pages' runs one after the other
+        for sign, add in (("1", True), ("2", False)):  # local labels 3x..7x per sign
+            mac = _mac(wbits, add)
+            body = mac * UNROLL
+            tail = (["dec r24", f"brne 4{sign}b"] if len(body) < 60 else
+                    ["dec r24", f"breq 5{sign}f", f"rjmp 4{sign}b"])
+            b += ["lpm r24, Z+"]
+            for bit, label in enumerate(("3", "6", "7")[:UNROLL.bit_length() - 1]):  # the count's low bits first
+                b += [f"sbrs r24, {bit}", f"rjmp {label}{sign}f", *(mac * (1 << bit)), f"{label}{sign}:"]
+            b += ["lsr r24"] * (UNROLL.bit_length() - 1)
+            b += [f"brne 4{sign}f", f"rjmp 5{sign}f", f"4{sign}:", *body, *tail, f"5{sign}:"]
+        if page + 1 < pages:
+            b += ["inc r29"]
     # the row: K + L_POS - L_NEG + MID * 2^8
-    b += [f"add r2, {L_POS[0]}", f"adc r3, {L_POS[1]}", f"adc r4, {L_POS[2]}", "adc r5, r6",
-          f"sub r2, {L_NEG[0]}", f"sbc r3, {L_NEG[1]}", f"sbc r4, {L_NEG[2]}", "sbc r5, r6",
+    if offset:
+        b += ["lpm r2, Z+", "lpm r3, Z+", "lpm r4, Z+", "lpm r5, Z+",
+              f"add r2, {L_POS[0]}", f"adc r3, {L_POS[1]}", f"adc r4, {L_POS[2]}", "adc r5, r6"]
+    else:
+        b += [f"movw r2, {L_POS[0]}", f"mov r4, {L_POS[2]}", "clr r5"]
+    b += [f"sub r2, {L_NEG[0]}", f"sbc r3, {L_NEG[1]}", f"sbc r4, {L_NEG[2]}", "sbc r5, r6",
           f"add r3, {MID[0]}", f"adc r4, {MID[1]}", f"adc r5, {MID[2]}"]
     if out_shift is None:
         b += ["st X+, r2", "st X+, r3", "st X+, r4", "st X+, r5"]
