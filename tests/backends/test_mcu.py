@@ -45,7 +45,8 @@ class Spec:
 
 SPECS = {
     "avr": Spec("avr", "avr-gcc", "avr-nm", ("-mmcu=atmega328p", *WARNINGS),
-                lambda s: "pn_mac" in s and ("pn_sqd" in s or "_sq[" in s or "_t2_off[" in s), 256, "__addsf3",
+                lambda s: "pn_mac" in s and any(k in s for k in ("pn_sqd", "_sq[", "_t2_off[", "_i8_off[")), 256,
+                "__addsf3",
                 (1024, 20), "ATmega328P", ("avr-", "simavr"), "gcc-avr"),
     "cortex-m0": Spec("cortex-m0", "arm-none-eabi-gcc", "arm-none-eabi-nm", ("-mcpu=cortex-m0", "-mthumb", *WARNINGS),
                       lambda s: "pn_mac" in s and ("_blk" in s or "_t2_m0[" in s), 512, "__aeabi_fadd", (2048, 70),
