@@ -37,6 +37,8 @@ from tests.fuzzing import (  # noqa: E402
     mutate_model_file,
     run_ir_case,
     run_model_file_case,
+    seed_files,
+    seed_texts,
 )
 
 
@@ -103,6 +105,7 @@ def main(argv=None) -> int:
         kinds.append("cli")
     print(f"seed {seed}, {args.cases} cases per fuzzer, {args.memory_gb:g} GB address space, "
           f"{args.timeout} s per case")
+    seed_files(), seed_texts()  # the seeds are compiled once, outside any case's time limit
     rows, crashes = [], []
     for kind in kinds:
         rng = random.Random(f"{seed}-{kind}")

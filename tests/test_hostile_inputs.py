@@ -19,13 +19,15 @@ import pytest
 import tinycc_ml
 from tests.models.test_protonn import cli, expect_clean_failure
 from tinycc_ml.api import load_model
-from tinycc_ml.errors import DataError, IRError, IRParseError, ModelFileError
+from tinycc_ml.backends.base import get_backend
+from tinycc_ml.errors import CompileError, DataError, IRError, IRParseError, ModelFileError
 from tinycc_ml.ir.text import parse_graph
 from tinycc_ml.ir.verify import verify
 from tinycc_ml.models.bonsai import BonsaiModel
 from tinycc_ml.models.protonn import ProtoNNModel, save_edgeml_protonn
 from tinycc_ml.models.prototypes import PrototypeModel
 from tinycc_ml.models.saved import META_KEY, read_arrays
+from tinycc_ml.passes import run_passes
 
 
 def npy_bytes(array=None, header: bytes | None = None, data: bytes | None = None) -> bytes:
@@ -377,3 +379,34 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path):
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1] == "tinycc-ml: error: interrupted"
 
+
+
+def test_verify_bounds_value_sizes_and_the_emitter_checks_the_interface():
+    huge = 'graph g {\n  %x = input() {name = "x"} : f32[4294967296]\n  %p = argmax(%x) : idx[]\n' \
+           '  output prediction = %p\n}\n'
+    with pytest.raises(IRError, match="over the limit"):
+        verify(parse_graph(huge))
+    no_scores = parse_graph(BASE_IR.replace("K", "1").replace("  output scores = %y\n", ""))
+    verify(no_scores)
+    with pytest.raises(CompileError, match="scores and prediction"):
+        get_backend("host").emit(run_passes(no_scores, ["plan_memory"]), "g", [])
+
+
+def test_fixed_scales_beyond_int32_shifts_are_refused():
+    text = ('graph g {\n  %x = input() {name = "x"} : fx16.8[2]\n  %y = scale(%x) {factor = 1.0, factor_q = 1, factor_scale = 0}'
+            ' : fx16.60[2]\n  %p = argmax(%y) : idx[]\n  output scores = %y\n  output prediction = %p\n}\n')
+    graph = parse_graph(text)
+    verify(graph)
+    with pytest.raises(CompileError, match="shift"):
+        get_backend("host").emit(run_passes(graph, ["plan_memory"]), "g", [])
+    with pytest.raises(IRParseError, match="scale"):
+        parse_graph(text.replace("fx16.60", "fx16.99"))
+
+
+def test_oversized_hyperparam_file_is_refused(tmp_path):
+    from tinycc_ml.models.bonsai import read_pickled_dict
+
+    path = tmp_path / "hyperParam.npy"
+    path.write_bytes(b"\x80\x04" + bytes(2 << 20))
+    with pytest.raises(ModelFileError, match="too large"):
+        read_pickled_dict(path)

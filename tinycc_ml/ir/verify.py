@@ -11,6 +11,8 @@ from tinycc_ml.ir.graph import IDENTIFIER, Graph
 from tinycc_ml.ir.ops import OPS, TypeRuleError
 from tinycc_ml.ir.types import IDX
 
+MAX_ELEMENTS = 1 << 28  # per value: 1 GiB of float32, as the file reader's default limit
+
 ATTR_KINDS = {
     "int": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
     "float": lambda v: isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, bool),
@@ -63,6 +65,8 @@ def verify(graph: Graph) -> None:
             if not ATTR_KINDS[kind.rstrip("?")](data["attrs"][key]):
                 raise IRError(f"{where}: attribute {key} must be {kind}, got {data['attrs'][key]!r:.60}")
         declared = data["type"]
+        if declared.size > MAX_ELEMENTS:  # C indexes with int, and no target holds that much
+            raise IRError(f"{where}: type {declared} has {declared.size} elements, over the limit of {MAX_ELEMENTS}")
         try:
             inferred = op.infer([g.nodes[i]["type"] for i in inputs], data["attrs"], declared)
         except TypeRuleError as exc:

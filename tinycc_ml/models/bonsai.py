@@ -32,6 +32,7 @@ from tinycc_ml.models.lowering import add_const, add_index, add_input, add_matri
 from tinycc_ml.models.saved import check_array, load_npy, meta_number
 
 MAX_DEPTH = 12
+MAX_HYPERPARAM_BYTES = 1 << 20  # hyperParam.npy holds a handful of numbers
 
 
 def tree_sizes(depth: int) -> tuple[int, int]:
@@ -302,6 +303,9 @@ def read_pickled_dict(path) -> dict:
     path = Path(path)
     if not path.exists():
         raise ModelFileError(f"{path}: no such file")
+    if path.stat().st_size > MAX_HYPERPARAM_BYTES:
+        raise ModelFileError(f"{path}: {path.stat().st_size} bytes, too large for a dict of hyper-parameters "
+                             f"(at most {MAX_HYPERPARAM_BYTES})")
     data = path.read_bytes()
     stream = io.BytesIO(data)
     if data.startswith(b"\x93NUMPY"):
