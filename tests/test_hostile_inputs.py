@@ -215,6 +215,15 @@ def test_values_beyond_float32_never_reach_the_c(tmp_path, change, words):
         assert word in str(info.value)
 
 
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_folding_beyond_float32_is_the_models_fault_at_every_precision(precision):
+    rng = np.random.default_rng(0)
+    model = ProtoNNModel(np.full((3, 4), 3e38), rng.normal(size=(3, 5)), rng.normal(size=(2, 5)), 1e-3,
+                         np.zeros(4), np.full(4, 0.5))
+    with pytest.raises(ModelFileError, match="float32"):
+        tinycc_ml.compile(model, precision=precision, calibration=rng.normal(size=(30, 4)))
+
+
 def test_bonsai_sigma_beyond_float32(tmp_path):
     rng = np.random.default_rng(0)
     args = (rng.normal(size=(3, 4)), rng.normal(size=(3, 3)), rng.normal(size=(3, 3)), rng.normal(size=(1, 3)))
@@ -393,8 +402,9 @@ def test_verify_bounds_value_sizes_and_the_emitter_checks_the_interface():
 
 
 def test_fixed_scales_beyond_int32_shifts_are_refused():
-    text = ('graph g {\n  %x = input() {name = "x"} : fx16.8[2]\n  %y = scale(%x) {factor = 1.0, factor_q = 1, factor_scale = 0}'
-            ' : fx16.60[2]\n  %p = argmax(%y) : idx[]\n  output scores = %y\n  output prediction = %p\n}\n')
+    text = ('graph g {\n  %x = input() {name = "x"} : fx16.8[2]\n'
+            '  %y = scale(%x) {factor = 1.0, factor_q = 1, factor_scale = 0} : fx16.60[2]\n'
+            '  %p = argmax(%y) : idx[]\n  output scores = %y\n  output prediction = %p\n}\n')
     graph = parse_graph(text)
     verify(graph)
     with pytest.raises(CompileError, match="shift"):

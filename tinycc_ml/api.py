@@ -17,7 +17,7 @@ from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.files import write_tree
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model
 from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
-from tinycc_ml.passes import PassContext, run_pipeline
+from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 
 PRECISIONS = ("float", "int16", "int8")
 log = logging.getLogger(__name__)
@@ -163,6 +163,10 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         calibration = check_calibration(calibration, model.input_dim)
         from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 
+        # the integer pipeline folds mean/std into the weights first: a fold that overflows
+        # float32 is the model's fault, said before any calibration is looked at
+        check_constants(run_passes(graph.copy(), ["fold_input_affine", "constant_fold"], PassContext()),
+                        model.describe())
         try:
             graph = lower_to_fixed(graph, precision, calibration, ctx, report, description)
         except (OverflowError, FloatingPointError) as exc:
