@@ -420,3 +420,12 @@ def test_oversized_hyperparam_file_is_refused(tmp_path):
     path.write_bytes(b"\x80\x04" + bytes(2 << 20))
     with pytest.raises(ModelFileError, match="too large"):
         read_pickled_dict(path)
+
+
+def test_emitter_never_writes_an_infinite_float():
+    text = ('graph g {\n  %x = input() {name = "x"} : f32[2]\n  %y = scale(%x) {factor = 1e300} : f32[2]\n'
+            '  %p = argmax(%y) : idx[]\n  output scores = %y\n  output prediction = %p\n}\n')
+    graph = parse_graph(text)
+    verify(graph)
+    with pytest.raises(CompileError, match="finite float32"):
+        get_backend("host").emit(run_passes(graph, ["plan_memory"]), "g", [])

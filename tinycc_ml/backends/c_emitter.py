@@ -39,6 +39,8 @@ def ctype_of(dtype) -> str:
 
 
 def c_float(value) -> str:
+    if not abs(float(value)) <= float(np.finfo(np.float32).max):  # C has no inf literal: never write one
+        raise CompileError(f"constant {float(value):g} is not a finite float32")
     text = np.format_float_scientific(np.float32(value), unique=True, trim="-")
     return text + "f"
 

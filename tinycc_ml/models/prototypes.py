@@ -75,9 +75,9 @@ class PrototypeModel(Model):
         n_classes, k = int(n_classes), int(k)
         if not 1 <= n_classes <= m:  # a class beyond the m points could never win a vote
             raise ModelFileError(f"{source}: n_classes is {n_classes}, expected 1..{m} (number of prototypes)")
-        lab = lab.astype(np.int64)
         if lab.min() < 0 or lab.max() >= n_classes:
-            raise ModelFileError(f"{source}: labels must lie in [0, {n_classes}), found {lab.min()}..{lab.max()}")
+            raise ModelFileError(f"{source}: labels must lie in [0, {n_classes}), found {lab.min():g}..{lab.max():g}")
+        lab = lab.astype(np.int64)
         if not 1 <= k <= m:
             raise ModelFileError(f"{source}: k is {k}, expected 1 <= k <= {m} (number of prototypes)")
         if k == 1:
