@@ -146,6 +146,8 @@ def test_gamma_whose_square_overflows_and_empty_z_b():
         ProtoNNModel(W, B, Z, 1e200)
     with pytest.raises(ModelFileError, match="gamma"):
         ProtoNNModel(W, B, Z, 2e19)  # finite in float32, but gamma^2 is not
+    with pytest.raises(ModelFileError, match="gamma"):
+        ProtoNNModel(W, B, Z, 1e-30)  # gamma^2 is 0 in float32 (found by scripts/fuzz.py)
     with pytest.raises(ModelFileError, match="at least one"):
         ProtoNNModel(W, B, np.zeros((0, 5)), 1.0)
     with pytest.raises(ModelFileError, match="at least one"):
@@ -429,3 +431,32 @@ def test_emitter_never_writes_an_infinite_float():
     verify(graph)
     with pytest.raises(CompileError, match="finite float32"):
         get_backend("host").emit(run_passes(graph, ["plan_memory"]), "g", [])
+
+
+def test_rounding_shift_is_parenthesised_inside_sums():
+    """Found by scripts/fuzz.py: an add whose operands shift in opposite directions printed
+    ``(a + 1) >> 1 + b * 32768``, which C reads as a shift by 1 + b * 32768."""
+    from tinycc_ml.backends.c_fixed import rshift_c
+
+    assert rshift_c("a", 1) + " + b" == "(((a) + INT32_C(1)) >> 1) + b"
+    rng = np.random.default_rng(0)
+    model = BonsaiModel(rng.normal(size=(2, 5)) * 1e-4, rng.normal(size=(9, 2)), rng.normal(size=(9, 2)),
+                        rng.normal(size=(1, 2)), 1.0, 1, z_bias=np.array([3.0, -2.0]))
+    X = rng.normal(size=(40, 5))
+    result = tinycc_ml.compile(model, precision="int8", calibration=X)
+    from tinycc_ml.ir.fixed import quantise, run_fixed
+
+    Xq = quantise(X, result.output.input_scale, 16).astype(np.int16)
+    scores, predictions = result.load().run_raw(Xq)
+    want = run_fixed(result.graph, Xq)
+    np.testing.assert_array_equal(scores, want["scores"])
+
+
+def test_exp_range_wholly_above_the_table_compiles():
+    """Found by scripts/fuzz.py: a ProtoNN whose calibrated distances all lie beyond the point
+    where e^-x rounds to 0 gave the table a lower bound past int32 (C warned, -Werror failed)."""
+    from tests.fuzzing import run_model_file_case
+
+    data = (Path(__file__).parent / "data" / "fuzz_exp_range_above_table.npz").read_bytes()
+    outcome = run_model_file_case(data, "int8")
+    assert outcome.kind == "ok", outcome.detail

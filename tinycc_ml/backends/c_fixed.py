@@ -15,8 +15,8 @@ from tinycc_ml.ir.graph import Node
 def rshift_c(expr: str, k: int) -> str:
     if not -31 <= k <= 31:  # only a hand-written graph gets here: int32 C cannot shift that far
         raise CompileError(f"a fixed-point shift by {k} bits does not fit int32 arithmetic")
-    if k > 0:
-        return f"(({expr}) + INT32_C({1 << (k - 1)})) >> {k}"
+    if k > 0:  # parenthesised whole: >> binds looser than the + or * it may sit in
+        return f"((({expr}) + INT32_C({1 << (k - 1)})) >> {k})"
     if k < 0:
         return f"({expr}) * INT32_C({1 << -k})"
     return expr

@@ -18,6 +18,7 @@ from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_norm
 from tinycc_ml.models.saved import FLOAT32_MAX, check_array, load_npy
 
 MAX_GAMMA = float(np.sqrt(FLOAT32_MAX))
+MIN_GAMMA = float(np.sqrt(np.finfo(np.float32).tiny))
 
 
 class ProtoNNModel(Model):
@@ -38,6 +39,9 @@ class ProtoNNModel(Model):
         self.gamma = float(gamma[0])
         if self.gamma <= 0:
             raise ModelFileError(f"{source}: gamma is {self.gamma}, expected a positive number")
+        if self.gamma < MIN_GAMMA:  # gamma^2 would be 0 (or subnormal) in float32: no similarity left
+            raise ModelFileError(f"{source}: gamma is {self.gamma:g}; gamma^2 must be a normal float32 (gamma >= "
+                                 f"{MIN_GAMMA:.4g})")
         if self.gamma > MAX_GAMMA:  # the compiled code multiplies by -gamma^2 in float32
             raise ModelFileError(f"{source}: gamma is {self.gamma:g}; gamma^2 must fit in float32 (gamma <= "
                                  f"{MAX_GAMMA:.4g})")

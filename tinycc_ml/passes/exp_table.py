@@ -107,6 +107,7 @@ class ExpTable(Pass):
                 hi = min(hi, floor) if lo < floor else lo
             lo_q = max(int(math.floor(lo * 2.0**s_in)), -(2 ** 15))
             hi_q = min(int(math.ceil(hi * 2.0**s_in)), 2**15 - 1)
+            lo_q = min(lo_q, hi_q)  # a range wholly above the table (all outputs round to 0) keeps its top
             attrs, err, size = build_exp_lut(lo_q, max(hi_q, lo_q), s_in, s_out, bits,
                                              ctx.options.get("exp_max_error"), factor)
             data = graph.nx.nodes[name]
