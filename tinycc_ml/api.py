@@ -15,7 +15,7 @@ from tinycc_ml.backends.c_emitter import check_prefix
 from tinycc_ml.backends.labels import add_labels
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.files import write_tree
-from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model
+from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 
@@ -42,7 +42,9 @@ def load_model(path) -> Model:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
     meta = dict(meta)
     classes = meta.pop(CLASSES_META_KEY, None)  # files written before labels were kept: 0..L-1
+    task = meta.pop("task", None)
     model = MODEL_FAMILIES.load(family).from_arrays(arrays, meta, str(path))
+    model.task = check_task(task, str(path))
     return model.set_classes(classes, str(path))
 
 
@@ -153,6 +155,9 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     check_constants(graph, model.describe())
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
+    if model.task["kind"] != "classification":
+        report["task"] = dict(model.task)
+        description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
     if precision == "float":
         ctx.options.setdefault("fold_mean", False)
         graph = run_pipeline(graph, "float", ctx)
@@ -178,6 +183,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} need a fixed-point "
                             f"scale of 2^{worst} or 2^-{worst}, beyond what {precision} code can compute "
                             f"(at most 2^{MAX_FIXED_SCALE})")
+    graph.task = model.task  # what the scores mean: the header's extra entry points follow it
     output = backend.emit(graph, prefix, description)
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
              output.ram_bytes)

@@ -216,10 +216,12 @@ class CEmitter:
     def interface(self, **sections) -> Interface:
         g = self.graph
         shifts = self.input_scale
-        return Interface(self.prefix, ctype_of(g.type(g.inputs()[0]).dtype), ctype_of(g.type(self.scores_node).dtype),
+        score_dtype = g.type(self.scores_node).dtype
+        return Interface(self.prefix, ctype_of(g.type(g.inputs()[0]).dtype), ctype_of(score_dtype),
                          g.type(g.inputs()[0]).shape[0], g.type(self.scores_node).size,
                          None if shifts is None else tuple(int(s) for s in np.asarray(shifts).reshape(-1)),
-                         **sections)
+                         score_scale=score_dtype.scale if score_dtype.is_fixed else None,
+                         task=getattr(g, "task", None), **sections)
 
     def run_function(self, api: Interface, ops: list[str]) -> list[str]:
         """static int <prefix>_run(x, scores): every op in schedule order, returns the prediction."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tinycc_ml.version import __version__
 
 
@@ -25,6 +27,8 @@ class Interface:
     streaming: bool = False  # begin/feed/end/end_scores
     no_streaming_reason: str | None = None  # said in the header when a target could stream but cannot
     predict_float: bool = False  # <prefix>_predict_float, under -D<PREFIX>_WITH_FLOAT
+    score_scale: int | None = None  # integer builds: score = score_int * 2^-scale
+    task: dict | None = None  # models.base.check_task: regression / multilabel add entry points
 
     def sym(self, name: str) -> str:
         return f"{self.prefix}_{name}"
@@ -39,12 +43,40 @@ def comment_block(prefix: str, target: str, description: list[str], const_bytes:
 
 
 def entry_points(api: Interface) -> list[str]:
-    """<prefix>_predict and <prefix>_scores over the static <prefix>_run(x, scores)."""
+    """<prefix>_predict and <prefix>_scores over the static <prefix>_run(x, scores), and the task's
+    own entry point (regression: predict_value; multilabel: predict_labels)."""
     P, x_t, s_t = api.sym, api.input_ctype, api.score_ctype
-    return [f"int {P('predict')}(const {x_t} *x)", "{", f"    {s_t} scores[{api.n_scores}];",
-            f"    return {P('run')}(x, scores);", "}", "",
-            f"void {P('scores')}(const {x_t} *x, {s_t} *scores)", "{",
-            f"    (void){P('run')}(x, scores);", "}", ""]
+    lines = [f"int {P('predict')}(const {x_t} *x)", "{", f"    {s_t} scores[{api.n_scores}];",
+             f"    return {P('run')}(x, scores);", "}", "",
+             f"void {P('scores')}(const {x_t} *x, {s_t} *scores)", "{",
+             f"    (void){P('run')}(x, scores);", "}", ""]
+    kind = (api.task or {}).get("kind")
+    if kind == "regression":
+        lines += [f"{s_t} {P('predict_value')}(const {x_t} *x)", "{", f"    {s_t} scores[{api.n_scores}];",
+                  f"    (void){P('run')}(x, scores);", "    return scores[0];", "}", ""]
+    elif kind == "multilabel":
+        lines += [f"void {P('predict_labels')}(const {x_t} *x, uint8_t *out)", "{",
+                  f"    {s_t} scores[{api.n_scores}];", "    int i;",
+                  *(["    int round, best;"] if api.task["rule"] == "top_k" else []),
+                  f"    (void){P('run')}(x, scores);", *_label_rule(api), "}", ""]
+    return lines
+
+
+def _label_rule(api: Interface) -> list[str]:
+    """C body filling out[] from scores[] exactly as models.base.multilabel_indicator does."""
+    n, task = api.n_scores, api.task
+    if task["rule"] == "threshold":
+        if api.score_scale is None:
+            limit = repr(float(task["threshold"])) + "f"
+        else:  # s * 2^-scale > t  <=>  s > floor(t * 2^scale) for integer s
+            limit = str(int(np.clip(np.floor(task["threshold"] * 2.0 ** api.score_scale), -2**31, 2**31 - 1)))
+        return [f"    for (i = 0; i < {n}; i++) out[i] = (uint8_t)(scores[i] > {limit});"]
+    # top k: k passes, each taking the first largest score not taken yet (ties to the lower label)
+    return [f"    for (i = 0; i < {n}; i++) out[i] = 0;",
+            f"    for (round = 0; round < {min(task['k'], n)}; round++) {{", "        best = -1;",
+            f"        for (i = 0; i < {n}; i++)",
+            "            if (!out[i] && (best < 0 || scores[i] > scores[best])) best = i;",
+            "        out[best] = 1;", "    }"]
 
 
 def source_text(comment: str, prefix: str, includes: list[str], constants: list[str], helpers: list[str],
@@ -64,10 +96,24 @@ def header_text(comment: str, api: Interface) -> str:
     if api.input_shifts is not None:
         lines += ["/* x_int[k] = round(x[k] * 2^s[k]), saturated to the input type; s[k] below. */",
                   f"#define {up}_INPUT_SHIFTS {{ {', '.join(str(s) for s in api.input_shifts)} }}"]
+    if api.score_scale is not None:
+        lines += ["/* A score's value is score_int * 2^-SCORE_SCALE. */", f"#define {up}_SCORE_SCALE {api.score_scale}"]
     lines += ["", f"/* Class index of x ({x_t}[{api.input_dim}]): the argmax of the scores. */",
               f"int {P('predict')}(const {x_t} *x);", "",
               f"/* Writes the {api.n_scores} class scores of x into scores. */",
               f"void {P('scores')}(const {x_t} *x, {s_t} *scores);", ""]
+    kind = (api.task or {}).get("kind")
+    if kind == "regression":
+        unit = "" if api.score_scale is None else f" (value = result * 2^-{up}_SCORE_SCALE)"
+        lines += [f"/* Regression: the predicted value of x{unit}; predict() is always 0. */",
+                  f"{s_t} {P('predict_value')}(const {x_t} *x);", ""]
+    elif kind == "multilabel":
+        task = api.task
+        rule = (f"score > {task['threshold']!r}" if task["rule"] == "threshold"
+                else f"the {task['k']} highest scores, ties to the lower label")
+        lines += [f"/* Multilabel: out[l] = 1 for each label l chosen ({rule}),",
+                  f" * else 0 ({up}_N_SCORES entries). predict() gives the single highest-scoring label. */",
+                  f"void {P('predict_labels')}(const {x_t} *x, uint8_t *out);", ""]
     if api.streaming:
         lines += ["/* Streaming: begin(), then feed(i, x[i]) once for each feature as it arrives (any order;",
                   " * an index out of range is ignored), then end() or end_scores(). Equals predict()/scores()",

@@ -44,6 +44,37 @@ def check_classes(classes, n_classes: int, source: str = "model") -> np.ndarray:
         raise ModelFileError(f"{source}: class labels repeat a value ({array.tolist()})")
     return array
 
+CLASSIFICATION = {"kind": "classification"}
+
+
+def check_task(task, source: str = "model") -> dict:
+    """Validate what a model's scores mean (see ``Model.task``); errors name ``source``."""
+    if task is None:
+        return dict(CLASSIFICATION)
+    kind = task.get("kind") if isinstance(task, dict) else None
+    if kind in ("classification", "regression"):
+        return {"kind": kind}
+    if kind == "multilabel":
+        rule = task.get("rule")
+        if rule == "threshold" and isinstance(task.get("threshold"), (int, float)) and np.isfinite(task["threshold"]):
+            return {"kind": kind, "rule": rule, "threshold": float(task["threshold"])}
+        if rule == "top_k" and isinstance(task.get("k"), int) and task["k"] >= 1:
+            return {"kind": kind, "rule": rule, "k": int(task["k"])}
+    raise ModelFileError(f"{source}: task {task!r} is not classification, regression, or multilabel with rule "
+                         "'threshold' (a finite threshold) or 'top_k' (k >= 1)")
+
+
+def multilabel_indicator(scores: np.ndarray, task: dict) -> np.ndarray:
+    """0/1 matrix from (n, L) scores by the task's rule; top-k breaks ties towards the lower label."""
+    scores = np.asarray(scores)
+    if task["rule"] == "threshold":
+        return (scores > task["threshold"]).astype(np.int64)
+    k = min(task["k"], scores.shape[1])
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    out = np.zeros(scores.shape, dtype=np.int64)
+    np.put_along_axis(out, top, 1, axis=1)
+    return out
+
 
 def register_family(cls):
     """Class decorator: make a Model subclass loadable by its ``family`` name at run time."""
@@ -56,6 +87,9 @@ class Model:
 
     family: ClassVar[str] = ""
     _classes: np.ndarray | None = None
+    # What the scores mean: classification (argmax), regression (scores[0] is the value) or
+    # multilabel (a 0/1 vector by a threshold or top-k rule); saved in the model file's metadata.
+    task: dict = CLASSIFICATION
 
     # --- to be provided by each family ---
     def arrays(self) -> dict[str, np.ndarray]:
@@ -118,12 +152,23 @@ class Model:
         return np.argmax(self.scores(X), axis=1)
 
     def predict(self, X) -> np.ndarray:
-        """Class label per row."""
+        """Class label per row; regression: the value; multilabel: the 0/1 label matrix."""
+        if self.task["kind"] == "regression":
+            return self.scores(X)[:, 0]
+        if self.task["kind"] == "multilabel":
+            return multilabel_indicator(self.scores(X), self.task)
         return self.classes[self.predict_index(X)]
+
+    def with_task(self, task) -> Model:
+        """This model, its scores read as ``task`` (see ``check_task``). Returns self."""
+        self.task = check_task(task, f"{self.family} model")
+        return self
 
     def save(self, path) -> Path:
         meta = dict(self.meta())
         meta[CLASSES_META_KEY] = self.classes.tolist()
+        if self.task["kind"] != "classification":
+            meta["task"] = self.task
         return save_model_file(path, self.family, self.arrays(), meta)
 
     def describe(self) -> str:

@@ -56,7 +56,8 @@ class BonsaiModel(Model):
 
     family = "bonsai"
 
-    def __init__(self, Z, W, V, T, sigma, depth, z_bias=None, mean=None, std=None, source="BonsaiModel"):
+    def __init__(self, Z, W, V, T, sigma, depth, z_bias=None, mean=None, std=None, offset=None,
+                 source="BonsaiModel"):
         depth = _check_depth(depth, source)
         self.depth = depth
         self.n_nodes, self.n_internal = tree_sizes(depth)
@@ -85,6 +86,8 @@ class BonsaiModel(Model):
         if self.std is not None and np.any(self.std == 0):
             raise ModelFileError(f"{source}: std holds a zero at index {int(np.argmin(np.abs(self.std)))}")
         sigma_arr = check_array(sigma, "sigma", source, shape=())
+        # a constant added to the scores (regression: the targets' mean); None means zeros
+        self.offset = None if offset is None else check_array(offset, "offset", source, shape=(self.n_scores,))
         self.sigma = float(sigma_arr)
 
     # --- Model interface ---
@@ -109,6 +112,8 @@ class BonsaiModel(Model):
         if self.mean is not None:
             out["mean"] = self.mean
             out["std"] = self.std
+        if self.offset is not None:
+            out["offset"] = self.offset
         return out
 
     def meta(self) -> dict:
@@ -133,7 +138,7 @@ class BonsaiModel(Model):
         depth = meta_number(meta, "depth", source, integer=True, low=0, high=MAX_DEPTH)
         return cls(arrays["Z"], arrays["W"], arrays["V"], arrays["T"], sigma, depth,
                    z_bias=arrays.get("z_bias"), mean=arrays.get("mean"), std=arrays.get("std"),
-                   source=str(source))
+                   offset=arrays.get("offset"), source=str(source))
 
     def project(self, X) -> np.ndarray:
         X = self._check_input(X)
@@ -164,8 +169,10 @@ class BonsaiModel(Model):
             if level < self.depth:
                 theta = g.add("matvec_at", [T3, node, zx], name=f"theta{level}")
                 node = g.add("branch", [node, theta], name=f"node{level + 1}")
+        if self.offset is not None:
+            y = g.add("add", [y, add_const(g, "offset", self.offset)], name="offset_scores")
         g.set_output("scores", y)
-        if self.binary:  # class 1 where y > 0: argmax of (0, y) picks the first on ties
+        if self.binary and self.task["kind"] == "classification":  # class 1 where y > 0: argmax of (0, y) picks the first on ties
             pair = g.add("matvec", [add_const(g, "binary_pair", [[0.0], [1.0]]), y], name="binary_pair_scores")
             g.set_output("prediction", g.add("argmax", [pair], name="prediction"))
         else:
@@ -177,11 +184,12 @@ class BonsaiModel(Model):
         return self._walk(self.project(X))[1]
 
     def scores(self, X) -> np.ndarray:
-        return self._walk(self.project(X))[0]
+        y = self._walk(self.project(X))[0]
+        return y if self.offset is None else y + self.offset
 
     @property
     def n_classes(self) -> int:
-        return 2 if self.binary else self.n_scores
+        return 2 if self.binary and self.task["kind"] == "classification" else self.n_scores
 
     def predict_index(self, X) -> np.ndarray:
         """Binary: class 1 where the single score is > 0 (the sign rule); else the argmax."""
@@ -211,13 +219,15 @@ class BonsaiModel(Model):
             return self
         Z = self.Z / self.std
         return BonsaiModel(Z, self.W, self.V, self.T, self.sigma, self.depth,
-                           z_bias=self.z_bias - Z @ self.mean)
+                           z_bias=self.z_bias - Z @ self.mean, offset=self.offset).with_task(self.task)
 
     def storage_bytes(self) -> int:
         """Flash bytes: Z, W, V, T each dense (4 B/value) or sparse (8 B/nonzero), whichever is
         smaller, plus z_bias, mean/std if present and sigma, all 4 B/value."""
         total = sum(matrix_bytes(a) for a in (self.Z, self.W, self.V, self.T))
         total += 4 * self.z_bias.size + 4
+        if self.offset is not None:
+            total += 4 * self.offset.size
         if self.mean is not None:
             total += 8 * self.mean.size
         return int(total)

@@ -24,7 +24,7 @@ MIN_GAMMA = float(np.sqrt(np.finfo(np.float32).tiny))
 class ProtoNNModel(Model):
     family = "protonn"
 
-    def __init__(self, W, B, Z, gamma, mean=None, std=None, source: str = "ProtoNN model"):
+    def __init__(self, W, B, Z, gamma, mean=None, std=None, offset=None, source: str = "ProtoNN model"):
         W = check_array(W, "W", source, ndim=2)
         proj_dim, input_dim = W.shape
         self.W = W
@@ -49,6 +49,8 @@ class ProtoNNModel(Model):
         self.std = None if std is None else check_array(std, "std", source, shape=(input_dim,))
         if self.std is not None and np.any(self.std <= 0):
             raise ModelFileError(f"{source}: std holds a non-positive value ({self.std.min()})")
+        # a constant added to the scores (regression: the targets' mean); None means zeros
+        self.offset = None if offset is None else check_array(offset, "offset", source, shape=(self.Z.shape[0],))
 
     # ---- Model interface
     @property
@@ -69,6 +71,8 @@ class ProtoNNModel(Model):
             out["mean"] = self.mean
         if self.std is not None:
             out["std"] = self.std
+        if self.offset is not None:
+            out["offset"] = self.offset
         return out
 
     @classmethod
@@ -85,7 +89,7 @@ class ProtoNNModel(Model):
         if missing:
             raise ModelFileError(f"{source}: missing array(s) {', '.join(sorted(missing))}")
         return cls(arrays["W"], arrays["B"], arrays["Z"], arrays["gamma"], arrays.get("mean"), arrays.get("std"),
-                   source=source)
+                   offset=arrays.get("offset"), source=source)
 
     def normalise(self, X) -> np.ndarray:
         X = self._check_input(X)
@@ -101,11 +105,14 @@ class ProtoNNModel(Model):
         return -(self.gamma**2) * np.sum((P[:, :, None] - self.B[None, :, :]) ** 2, axis=1)
 
     def scores(self, X) -> np.ndarray:
-        return np.exp(self.exponents(X)) @ self.Z.T
+        out = np.exp(self.exponents(X)) @ self.Z.T
+        return out if self.offset is None else out + self.offset
 
     def predict_index(self, X) -> np.ndarray:
         """argmax of the scores, ranked as exp(e - max e) @ Z^T: the same order (a positive factor
         apart), but defined even where every exp(e) underflows, far from all prototypes."""
+        if self.offset is not None:  # a constant per score does not scale with exp(max e)
+            return np.argmax(self.scores(X), axis=1)
         E = self.exponents(X)
         return np.argmax(np.exp(E - E.max(axis=1, keepdims=True)) @ self.Z.T, axis=1)
 
@@ -116,6 +123,8 @@ class ProtoNNModel(Model):
         d = g.add("sqdist", [p, add_const(g, "B", self.B)], name="distances")
         k = g.add("exp", [g.add("scale", [d], {"factor": -(self.gamma**2)}, name="exponent")], name="similarity")
         scores = g.add("matvec", [add_matrix(g, "Z", self.Z), k], name="scores")
+        if self.offset is not None:
+            scores = g.add("add", [scores, add_const(g, "offset", self.offset)], name="offset_scores")
         g.set_output("scores", scores)
         g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
         return g
