@@ -172,7 +172,7 @@ class BonsaiModel(Model):
         if self.offset is not None:
             y = g.add("add", [y, add_const(g, "offset", self.offset)], name="offset_scores")
         g.set_output("scores", y)
-        if self.binary and self.task["kind"] == "classification":  # class 1 where y > 0: argmax of (0, y) picks the first on ties
+        if self.binary and self.task["kind"] == "classification":  # class 1 where y > 0 (ties: class 0)
             pair = g.add("matvec", [add_const(g, "binary_pair", [[0.0], [1.0]]), y], name="binary_pair_scores")
             g.set_output("prediction", g.add("argmax", [pair], name="prediction"))
         else:
