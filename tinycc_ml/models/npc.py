@@ -52,6 +52,43 @@ def _loss_and_grad(P, X, Y, labels, gamma, loss, margin):
     return value, grad, w
 
 
+def _weights(d, gamma):
+    return softmax(-gamma * d, axis=1)
+
+
+def _log_bisect(predicate, low, high, steps=40):
+    """Largest gamma in [low, high] (log scale) where ``predicate`` holds, for a predicate true up to
+    a point and false beyond it."""
+    for _ in range(steps):
+        mid = np.sqrt(low * high)
+        low, high = (mid, high) if predicate(mid) else (low, mid)
+    return low
+
+
+def paper_gamma_schedule(d, n_between: int = 10, top2_gap: float = 0.5, soft_fraction: float = 0.8,
+                         hard_rest: float = 1e-3, hard_fraction: float = 0.99) -> np.ndarray:
+    """Wohlhart et al., section 2.2: the first gamma is the largest where the two highest prototype
+    weights differ by less than ``top2_gap`` on at least ``soft_fraction`` of the samples; the last is
+    the smallest where the weight off the nearest prototype is below ``hard_rest`` (on
+    ``hard_fraction`` of the samples: exact ties never harden); ``n_between`` values in between, on
+    a logarithmic scale. ``d``: squared distances (samples, prototypes) at the start."""
+    d = d - d.min(axis=1, keepdims=True)  # softmax is shift-invariant; keeps exp in range
+    second = np.partition(d, 1, axis=1)[:, 1]
+    scale = float(np.median(second[second > 0])) if np.any(second > 0) else 1.0
+    low, high = 1e-6 / scale, 1e6 / scale
+
+    def soft(gamma):
+        w = np.partition(_weights(d, gamma), -2, axis=1)[:, -2:]
+        return np.mean(w[:, 1] - w[:, 0] < top2_gap) >= soft_fraction
+
+    def not_hard(gamma):
+        return np.mean(1.0 - _weights(d, gamma).max(axis=1) < hard_rest) < hard_fraction
+
+    first = _log_bisect(soft, low, high)
+    last = max(_log_bisect(not_hard, first, high) * 1.0001, first * 1.0001)
+    return np.geomspace(first, last, n_between + 2)
+
+
 class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
     """1-nearest-prototype classifier with discriminatively learned prototypes.
 
@@ -75,7 +112,7 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
                  gamma0_scale: float = 3.0, gamma_growth: float = 1.5, epochs_per_stage: int = 25,
                  max_stages: int = 12, hardness: float = 0.98, learning_rate: float = 0.003,
                  batch_size: int = 256, kmeans_n_init: int = 3, n_restarts: int = 3, standardize: bool = False,
-                 random_state: int | None = 0, verbose: int = 0):
+                 random_state: int | None = 0, verbose: int = 0, gamma_schedule: str = "paper"):
         self.prototypes_per_class = prototypes_per_class
         self.loss = loss
         self.margin = margin
@@ -91,6 +128,7 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
         self.standardize = standardize
         self.random_state = random_state
         self.verbose = verbose
+        self.gamma_schedule = gamma_schedule
 
     def fit(self, X, y):
         X, y, n_classes = self._fit_data(X, y)
@@ -134,14 +172,20 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
         labels = np.repeat(np.arange(n_classes), self.prototype_counts_)
         self._log(f"restart {restart}: k-means, {P.shape[0]} prototypes")
 
-        d_near = squared_distances(Xs, P).min(1)
-        gamma = self.gamma0_scale / max(float(np.median(d_near)), 1e-12)
+        d_start = squared_distances(Xs, P)
+        if self.gamma_schedule == "paper":
+            sample = rng.choice(n, min(n, 2000), replace=False)
+            schedule = list(paper_gamma_schedule(d_start[sample]))
+        else:
+            schedule = None
+        gamma = schedule[0] if schedule else self.gamma0_scale / max(float(np.median(d_start.min(1))), 1e-12)
         step = self.learning_rate * max(float(Xs.std(0).mean()), 1e-12)
         batch = max(1, min(int(self.batch_size), n))
         m1, m2, t = np.zeros_like(P), np.zeros_like(P), 0
         value, _, w = _loss_and_grad(P, Xs, Y, labels, gamma, self.loss, self.margin)
         stages = [(gamma, float(value), float(w.max(1).mean()))]  # stage "-1": k-means as is
-        for stage in range(int(self.max_stages)):
+        for stage in range(len(schedule) if schedule else int(self.max_stages)):
+            gamma = schedule[stage] if schedule else gamma
             for _ in range(int(self.epochs_per_stage)):
                 order = rng.permutation(n)
                 for s in range(0, n, batch):
@@ -156,7 +200,8 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
             stages.append((gamma, float(value), hard))
             self._log(f"restart {restart} stage {stage}: gamma {gamma:.4g}, loss {value:.4f}, "
                       f"mean max weight {hard:.3f}")
-            if hard >= self.hardness:
+            if not schedule and hard >= self.hardness:
                 break
-            gamma *= self.gamma_growth
+            if not schedule:
+                gamma *= self.gamma_growth
         return P, gamma, stages

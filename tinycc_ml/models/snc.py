@@ -63,11 +63,15 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
     from PCA, learned jointly; stored as the model's transform with the points in the r-dim space).
     ``standardize=True`` scales features to zero mean / unit variance first; the default keeps X as
     given, which suits pixel data (see KNNClassifier).
+
+    ``n_neighbors``: k of the k-NN vote over the compressed set at prediction (the paper's
+    label-noise experiment uses k = 3: a vote over the few learned points smooths mislabelled
+    ones); training minimises the stochastic 1-NN loss whatever k is.
     """
 
     def __init__(self, compression: float = 0.04, n_prototypes: int | None = None, metric: str | None = None,
                  n_components: int = 32, max_iter: int = 30, standardize: bool = False,
-                 random_state: int | None = 0, verbose: int = 0):
+                 random_state: int | None = 0, verbose: int = 0, n_neighbors: int = 1):
         self.compression = compression
         self.n_prototypes = n_prototypes
         self.metric = metric
@@ -76,6 +80,7 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.standardize = standardize
         self.random_state = random_state
         self.verbose = verbose
+        self.n_neighbors = n_neighbors
 
     def _n_points(self, n: int, n_classes: int) -> int:
         if self.n_prototypes is not None:
@@ -98,6 +103,9 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
             raise DataError(f"metric is {self.metric!r}, expected one of {METRICS}")
         n, dim = X.shape
         m = self._n_points(n, n_classes)
+        k = self.n_neighbors
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m:
+            raise DataError(f"n_neighbors is {k!r}, expected an integer in 1..{m} (the compressed set's size)")
         if self.metric == "low-rank" and not 1 <= int(self.n_components) <= dim:
             raise DataError(f"n_components is {self.n_components!r}, expected 1..{dim}")
         rng = np.random.default_rng(self.random_state)
@@ -160,7 +168,7 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
         self._log(f"done after {res.nit} iterations: loss {res.fun:.4f}")
 
         if self.metric is None:
-            self.model_ = PrototypeModel(P / scale, labels, n_classes, mean=mean, std=std)
+            self.model_ = PrototypeModel(P / scale, labels, n_classes, k=k, mean=mean, std=std)
         elif self.metric == "diagonal":
             # u = a * (x - mean) / std = (x - mean) / (std / |a|); sign of a is irrelevant to distances
             a = np.abs(T)
@@ -168,9 +176,9 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
             P = P * np.sign(np.where(T == 0, 1.0, T))
             base_mean = np.zeros(dim) if mean is None else mean
             base_std = np.ones(dim) if std is None else std
-            self.model_ = PrototypeModel(P, labels, n_classes, mean=base_mean, std=base_std / a)
+            self.model_ = PrototypeModel(P, labels, n_classes, k=k, mean=base_mean, std=base_std / a)
         else:
-            self.model_ = PrototypeModel(P, labels, n_classes, mean=mean, std=std, transform=T)
+            self.model_ = PrototypeModel(P, labels, n_classes, k=k, mean=mean, std=std, transform=T)
         self.n_features_in_ = dim
         return self
 
