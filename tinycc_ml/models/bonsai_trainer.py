@@ -20,6 +20,15 @@ sparse; Z, W, V, T each stored whichever way is smaller; z_bias and σ dense):
     leftover grows d̂ back towards its cap.
   * Explicit ``projection_dim``/``depth`` override the heuristic's choices.
 With ``budget_bytes=None`` everything is dense at the default sizes.
+
+Depth and regularisation (when not given) are chosen as the paper chose its hyper-parameters: on a
+validation split of the training data (``validation_fraction``, 20% as in the paper), then the
+model is refitted on all of it. Candidates: L2 weights 1e-2 and 1e-3 (EdgeML's range reaches 1e-4;
+USPS, with 7k samples, wants the stronger one), and, when the budget leaves room at the planned
+depth (everything dense at the largest d̂), up to two deeper trees, so the budget is used. A
+candidate replaces the default (planned depth, 1e-2) only if its validation accuracy is higher by
+more than one standard error: small validation sets otherwise pick noise (USPS-2 at 2 KB, 1,459
+validation rows: 1e-3 won by 0.3 points and lost 1 point on the test set).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import math
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -44,6 +54,8 @@ from tinycc_ml.models.training import (
 )
 
 TREE_SHARE = 0.3
+AUTO_REGULARISATION = (1e-2, 1e-3)  # the first is the default the others must beat
+MAX_AUTO_DEPTH = 5
 
 
 def plan_budget(budget_bytes, n_features: int, n_outputs: int, projection_dim=None, depth=None) -> dict:
@@ -144,7 +156,10 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
     sigma : σ of the node predictors' tanh (kept in the model).
     loss : "hinge" (binary default), "crossentropy" (multiclass default; logistic when binary) or "auto".
     epochs, batch_size, learning_rate : Adam schedule (the last 30% of epochs cosine-decay the rate).
-    reg_z, reg_tree : L2 weights on Z and on W, V, T (strong by default: the trees overfit easily).
+    reg_z, reg_tree : L2 weights on Z and on W, V, T; None (default, both): chosen on the validation
+        split among 1e-2 and 1e-3 (see module doc); one given alone sets the other to 1e-2.
+    validation_fraction : share of the training rows held out to choose depth and regularisation
+        (used only when something is left to choose).
     iht_every : mini-batches between hard-thresholding steps in the IHT phase.
     sharpness : (start, end) of σ_I · mean|θᵀx̂| over the soft phases; the last phase is hard.
     init : "random" (default) or "pca" start for Z.
@@ -156,9 +171,9 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, budget_bytes=None, projection_dim=None, depth=None, sigma=1.0, loss="auto",
-                 epochs=40, batch_size=128, learning_rate=0.003, reg_z=1e-2, reg_tree=1e-2,
+                 epochs=40, batch_size=128, learning_rate=0.003, reg_z=None, reg_tree=None,
                  iht_every=10, sharpness=(1.0, 100.0), init="random", scaling="feature", average=True,
-                 input_noise=0.0,
+                 input_noise=0.0, validation_fraction=0.2,
                  random_state=None, verbose=0):
         self.budget_bytes = budget_bytes
         self.projection_dim = projection_dim
@@ -176,6 +191,7 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         self.scaling = scaling
         self.average = average
         self.input_noise = input_noise
+        self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
 
@@ -197,6 +213,13 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
             raise DataError(f"projection_dim={self.projection_dim!r}: expected >= 1")
         if self.depth is not None and not 0 <= self.depth <= 8:
             raise DataError(f"depth={self.depth!r}: expected 0..8")
+        for name in ("reg_z", "reg_tree"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float, np.integer, np.floating))
+                                          and np.isfinite(value) and value >= 0):
+                raise DataError(f"{name}={value!r}: expected a non-negative number or None")
+        if not 0 < self.validation_fraction < 1:
+            raise DataError(f"validation_fraction={self.validation_fraction!r}: expected a fraction in (0, 1)")
 
     # --- forward / backward in standardised space ---
     def _forward(self, Xs, P, sig_i, need_cache=True):
@@ -280,15 +303,71 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, yi = encode_labels(y)
         # the matrices are small: BLAS threads only contend (measured ~8x slower on 2 busy cores)
         with threadpool_limits(limits=1):
-            return self._fit(X, yi)
+            stratify = yi if np.bincount(yi).min() >= 2 else None
+            return self._fit_selected(X, yi, 1 if self.classes_.size == 2 else self.classes_.size, stratify)
 
-    def _fit(self, X, yi):
+    def _candidates(self, n_features) -> list[tuple[int, float, float]]:
+        """(depth, reg_z, reg_tree) to try, the default first. Plans each depth, so a budget too
+        small for any tree fails here, before any training."""
+        L = self.n_outputs_
+        plan = plan_budget(self.budget_bytes, n_features, L, self.projection_dim, self.depth)
+        depths = [plan["depth"]]
+        d_cap = self.projection_dim or min(n_features, 20 if L == 1 else 30)
+        # room left at the planned depth (all dense at the largest d̂): deeper trees may use it
+        while (self.depth is None and self.budget_bytes is not None and len(depths) < 3
+               and plan["nnz_z"] is None and plan["tree_fraction"] is None and plan["d_hat"] >= d_cap
+               and plan["depth"] < MAX_AUTO_DEPTH):
+            try:
+                plan = plan_budget(self.budget_bytes, n_features, L, self.projection_dim, plan["depth"] + 1)
+            except DataError:
+                break
+            depths.append(plan["depth"])
+        if self.reg_z is None and self.reg_tree is None:
+            regs = [(r, r) for r in AUTO_REGULARISATION]
+        else:
+            regs = [(AUTO_REGULARISATION[0] if self.reg_z is None else self.reg_z,
+                     AUTO_REGULARISATION[0] if self.reg_tree is None else self.reg_tree)]
+        return [(h, rz, rt) for h in depths for rz, rt in regs]
+
+    def _fit_selected(self, X, targets, n_outputs, stratify=None):
+        """Choose depth and regularisation on a validation split (module doc), then fit on all of X."""
+        log = TrainingLog(self)
+        self.n_outputs_ = n_outputs
+        candidates = self._candidates(X.shape[1])
+        self.selection_ = []
+        if len(candidates) > 1:
+            Xa, Xv, ta, tv = train_test_split(X, targets, test_size=self.validation_fraction, stratify=stratify,
+                                              random_state=np.random.default_rng(self.random_state).integers(2**31))
+            for candidate in candidates:
+                self._fit(Xa, ta, *candidate)
+                self.selection_.append((*candidate, self._validation_score(Xv, tv)))
+            default_score = self.selection_[0][3]
+            margin = self._selection_margin(default_score, len(Xv))
+            best = max(range(len(candidates)), key=lambda i: self.selection_[i][3])
+            if self.selection_[best][3] <= default_score + margin:
+                best = 0
+            log(f"validation scores (depth, reg_z, reg_tree, score): {self.selection_}; "
+                              f"chose {candidates[best]}")
+            candidates = [candidates[best]]
+        self._fit(X, targets, *candidates[0])
+        self.fit_seconds_ = log.elapsed  # selection included
+        return self
+
+    def _validation_score(self, X, yi) -> float:
+        return float(np.mean(self.predict(X) == self.classes_[yi]))
+
+    @staticmethod
+    def _selection_margin(accuracy, n_validation) -> float:
+        """One standard error of a validation accuracy."""
+        return math.sqrt(max(accuracy * (1 - accuracy), 1e-12) / n_validation)
+
+    def _fit(self, X, yi, depth, reg_z, reg_tree):
         log = TrainingLog(self)
         D = X.shape[1]
-        n_classes = self.classes_.size
-        self.n_outputs_ = 1 if n_classes == 2 else n_classes
-        self._loss = self.loss if self.loss != "auto" else ("hinge" if n_classes == 2 else "crossentropy")
-        self.plan_ = plan_budget(self.budget_bytes, D, self.n_outputs_, self.projection_dim, self.depth)
+        self.depth_, self.reg_z_, self.reg_tree_ = depth, reg_z, reg_tree
+        binary = self.n_outputs_ == 1
+        self._loss = self.loss if self.loss != "auto" else ("hinge" if binary else "crossentropy")
+        self.plan_ = plan_budget(self.budget_bytes, D, self.n_outputs_, self.projection_dim, depth)
         self._tree = tree_sizes(self.plan_["depth"])
         rng = np.random.default_rng(self.random_state)
         Xs = self._standardise(X)
@@ -354,7 +433,8 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
     def _train(self, Xs, yi, P, budgets, rng, log) -> dict[str, np.ndarray]:
         """Mini-batch Adam through the dense, IHT and sparse re-training phases (module doc)."""
         n = len(Xs)
-        adam = _Adam(P, {"Z": self.reg_z, "b": 0.0, "W": self.reg_tree, "V": self.reg_tree, "T": self.reg_tree})
+        reg_tree = self.reg_tree_
+        adam = _Adam(P, {"Z": self.reg_z_, "b": 0.0, "W": reg_tree, "V": reg_tree, "T": reg_tree})
         masks: dict[str, np.ndarray] = {}
         bs = min(self.batch_size, n)
         n_batches = max(1, n // bs)

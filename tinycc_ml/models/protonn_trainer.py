@@ -35,6 +35,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from threadpoolctl import threadpool_limits
 
 from tinycc_ml.errors import DataError
+from tinycc_ml.models.base import multilabel_indicator
 from tinycc_ml.models.training import (
     TrainingLog,
     check_predict_data,
@@ -94,7 +95,7 @@ def min_budget_bytes(n_features: int, n_outputs: int, multilabel: bool = False) 
 def _default_projection_dim(budget: int, n_outputs: int, n_features: int, multilabel: bool) -> int:
     # The paper's table: binary 2/4/8/16 kB -> d̂ 5/5/10/15; multiclass 16/32/64/128 kB -> 10/15/15/20.
     kb = budget / 1024.0
-    if n_outputs == 2 and not multilabel:
+    if n_outputs <= 2 and not multilabel:
         return 5 if kb <= 4 else 10 if kb <= 8 else 15
     table = 10 if kb <= 16 else 15 if kb <= 64 else 20
     # Measured on USPS-10 at 64 kB: d̂ 15 / 22 / 30 gave 93.9 / 94.5 / 94.1% at equal training
@@ -134,7 +135,7 @@ def plan_protonn(
     D, L = n_features, n_outputs
     if budget_bytes is None:
         d = projection_dim or min(D, 15)
-        m = n_prototypes or max(1, min(40 if (L == 2 and not multilabel) else 10 * L, n_samples))
+        m = n_prototypes or max(1, min(40 if (L <= 2 and not multilabel) else 10 * L, n_samples))
         return ProtoNNPlan(
             d, m, _nnz(sparsity_w or 1.0, d * D), _nnz(sparsity_b or 1.0, d * m),
             _nnz(sparsity_z or 1.0, L * m), D, L,
@@ -148,7 +149,7 @@ def plan_protonn(
         )
     search = _BudgetSearch(budget, D, L, n_samples, multilabel, n_prototypes, sparsity_w, sparsity_b, sparsity_z)
     d0 = projection_dim or min(D, _default_projection_dim(budget, L, D, multilabel))
-    m0 = n_prototypes or max(search.min_m, min(40 if (L == 2 and not multilabel) else 5 * L, n_samples))
+    m0 = n_prototypes or max(search.min_m, min(40 if (L <= 2 and not multilabel) else 5 * L, n_samples))
     d_candidates = [d0] if projection_dim else list(range(d0, 0, -1))
     m_candidates = [m0] if n_prototypes else sorted({max(search.min_m, m0 >> k) for k in range(12)}, reverse=True)
     for d in d_candidates:
@@ -209,7 +210,7 @@ class _BudgetSearch:
     def grow_prototypes(self, d: int, m: int) -> int:
         """A dense W fits: spend the rest of the budget on more prototypes."""
         L, w_bytes = self.L, 4 * d * self.D
-        cap = max(m, min(50 * L if not self.multilabel else 10 * L, self.n_samples // 2))
+        cap = max(m, min(50 * max(L, 2) if not self.multilabel else 10 * L, self.n_samples // 2))
         per = 4 * d + 4 * L
         while m < cap and self.bz_cost(d, m + 1) + w_bytes <= self.budget:
             m += max(1, min(cap - m, (self.budget - w_bytes - self.bz_cost(d, m)) // per))
@@ -292,6 +293,8 @@ class _Objective:
 
 
 class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
+    _gamma_scale = 2.5  # gamma=None: this / the median distance from points to prototypes (the paper's)
+
     """ProtoNN: sparse projection + learned prototypes + per-prototype score vectors.
 
     ``fit(X, y)``: y is an integer label vector (binary / multiclass) or a 0/1 indicator matrix
@@ -324,6 +327,14 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         False: raw inputs.
     random_state, verbose : seed; verbose 1 logs a progress line per iteration at INFO (0: DEBUG),
         see :mod:`tinycc_ml.models.training`.
+    multilabel_rule, multilabel_threshold, multilabel_k : how ``predict`` (and the compiled
+        ``<prefix>_predict_labels``) turn a multilabel model's scores into labels: "threshold"
+        (score > ``multilabel_threshold``, default 0.5, the midpoint of the 0/1 squared-loss
+        targets) or "top_k" (the ``multilabel_k`` highest scores).
+    early_stopping, validation_fraction, patience : with early stopping, a first run trains on all
+        but ``validation_fraction`` of the rows and scores the rest after every iteration (accuracy;
+        multilabel and regression: squared error), stopping ``patience`` iterations after the best;
+        the model is then trained on all rows for the best iteration count (``n_iter_``).
     """
 
     def __init__(
@@ -344,6 +355,12 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         standardize="auto",
         random_state=None,
         verbose=0,
+        multilabel_rule="threshold",
+        multilabel_threshold=0.5,
+        multilabel_k=1,
+        early_stopping=False,
+        validation_fraction=0.2,
+        patience=10,
     ):
         self.budget_bytes = budget_bytes
         self.projection_dim = projection_dim
@@ -361,6 +378,12 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         self.standardize = standardize
         self.random_state = random_state
         self.verbose = verbose
+        self.multilabel_rule = multilabel_rule
+        self.multilabel_threshold = multilabel_threshold
+        self.multilabel_k = multilabel_k
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.patience = patience
 
     # ---------------- input checks ----------------
 
@@ -414,6 +437,8 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         Y, kind, classes = self._check_targets(y, n)
         L = Y.shape[1]
         multilabel = kind == "multilabel"
+        if multilabel:
+            self._multilabel_task()  # a bad rule fails before any work
         for name in ("sparsity_w", "sparsity_b", "sparsity_z"):
             value = getattr(self, name)
             if value is not None and not 0.0 < float(value) <= 1.0:
@@ -440,7 +465,11 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         # in synchronisation than it gains (digits: 0.4 s with one thread, 4 s with two on a busy
         # 2-core machine), so use one unless a gradient is big.
         with threadpool_limits(limits=1 if n * m < 2e7 else None):
-            W, B, Z, gamma = self._train(Xs, Y, kind, plan, rng)
+            if self.early_stopping:
+                self.n_iter_ = self._early_stopped_iterations(Xs, Y, kind, plan, rng)
+            else:
+                self.n_iter_ = int(self.n_iter)
+            W, B, Z, gamma = self._train(Xs, Y, kind, plan, rng, self.n_iter_)
 
         self.W_, self.B_, self.Z_ = W.astype(np.float64), B.astype(np.float64), Z.astype(np.float64)
         self.gamma_ = gamma
@@ -472,7 +501,33 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         std[std < 1e-8 * max(1.0, float(std.max(initial=0.0)))] = 1.0  # constant features
         return mean, std
 
-    def _train(self, Xs, Y, kind, plan, rng):
+    def _early_stopped_iterations(self, Xs, Y, kind, plan, rng) -> int:
+        """Iterations (at most ``n_iter``) after which the validation score last improved, training
+        on the rest; stops once ``patience`` iterations bring no improvement."""
+        from sklearn.model_selection import train_test_split
+
+        labels = np.argmax(Y, axis=1) if kind in ("labels", "onehot") else None
+        stratify = labels if labels is not None and np.bincount(labels).min() >= 2 else None
+        tr, va = train_test_split(np.arange(len(Xs)), test_size=self.validation_fraction, stratify=stratify,
+                                  random_state=rng.randint(2**31 - 1))
+        Xv, Yv = Xs[va], Y[va]
+        history: list[float] = []
+
+        def monitor(W, B, Z, g2) -> bool:
+            S = _kernel(Xv @ W.T, B, g2) @ Z.T
+            if labels is not None:
+                history.append(float(np.mean(np.argmax(S, axis=1) == labels[va])))
+            else:
+                history.append(-float(np.mean((S - Yv) ** 2)))
+            return len(history) - 1 - int(np.argmax(history)) >= self.patience  # stop?
+
+        self._train(Xs[tr], Y[tr], kind, plan, rng, int(self.n_iter), monitor)
+        best = int(np.argmax(history)) + 1
+        self._progress(f"early stopping: best validation score {max(history):.4f} after {best} iterations")
+        self.validation_score_ = max(history)
+        return best
+
+    def _train(self, Xs, Y, kind, plan, rng, n_iter, monitor=None):
         """Initialise (W, B, Z, gamma) as in the paper, then optimise."""
         W = self._init_w(Xs, plan.projection_dim, rng).astype(np.float32)
         hard_threshold(W, plan.nnz_w)
@@ -481,10 +536,10 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         hard_threshold(Z, plan.nnz_z)
         if self.gamma is None:
             med = float(np.median(np.sqrt(_sq_dist(Xs @ W.T, B))))
-            gamma = 2.5 / med if med > 0 else 1.0
+            gamma = self._gamma_scale / med if med > 0 else 1.0
         else:
             gamma = float(self.gamma)
-        W, B, Z = self._optimise(Xs, Y, W, B, Z, gamma, plan, rng)
+        W, B, Z = self._optimise(Xs, Y, W, B, Z, gamma, plan, rng, n_iter, monitor)
         return W, B, Z, gamma
 
     def _init_w(self, Xs, d, rng):
@@ -502,11 +557,16 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         return W
 
     def _init_prototypes(self, P, Y, kind, m, rng):
-        """Per-class k-means in the projected space (multilabel: random training points)."""
+        """Per-class k-means in the projected space. Multilabel and regression targets: k-means of
+        all points, each prototype's z the mean target of its cluster (as SLEEC-style local
+        embeddings start from clusters)."""
         n, L = Y.shape
-        if kind == "multilabel":
-            pick = rng.choice(n, m, replace=False)
-            return P[pick].T.copy(), Y[pick].T.copy()
+        if kind in ("multilabel", "regression"):
+            km = KMeans(n_clusters=m, n_init=1, max_iter=50, random_state=rng.randint(2**31 - 1)).fit(P)
+            counts = np.maximum(np.bincount(km.labels_, minlength=m), 1)
+            Z = np.zeros((L, m), dtype=np.float32)
+            np.add.at(Z.T, km.labels_, Y)
+            return np.ascontiguousarray(km.cluster_centers_.T, dtype=np.float32), Z / counts
         labels = np.argmax(Y, axis=1)
         counts = np.bincount(labels, minlength=L)
         # Equal share per class, capped by the class size; leftovers go to the largest classes.
@@ -534,12 +594,12 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         Z = np.concatenate(Zs).T.astype(np.float32)
         return np.ascontiguousarray(B), np.ascontiguousarray(Z)
 
-    def _optimise(self, Xs, Y, W, B, Z, gamma, plan, rng):
+    def _optimise(self, Xs, Y, W, B, Z, gamma, plan, rng, n_iter, monitor=None):
         n = Xs.shape[0]
         g2 = np.float32(gamma * gamma)
         full = _Objective(Xs, Y, g2)
         bs = n if self.batch_size is None else max(1, min(int(self.batch_size), n))
-        T, E = int(self.n_iter), int(self.epochs)
+        T, E = n_iter, int(self.epochs)
         if self.step_rule not in ("armijo", "paper"):
             raise DataError(f"step_rule={self.step_rule!r}: expected 'armijo' or 'paper'")
         paper = self.step_rule == "paper"
@@ -614,6 +674,8 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
 
             if self.verbose:  # the loss costs a pass over the data: only when shown
                 self._progress(f"iter {t}/{T} loss {full.loss(W, B, Z):.4f}")
+            if monitor is not None and monitor(W, B, Z, g2):
+                break
         return W, B, Z
 
     @staticmethod
@@ -645,7 +707,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         (multilabel: score > 0.5, the midpoint of the 0/1 squared-loss targets)."""
         S = self._scores(check_predict_data(self, X, "W_"))
         if self.target_kind_ == "multilabel":
-            return (S > 0.5).astype(np.int64)
+            return multilabel_indicator(S, self._multilabel_task())
         top = np.argmax(S, axis=1)
         if self.target_kind_ == "onehot":
             out = np.zeros(S.shape, dtype=np.int64)
@@ -667,7 +729,22 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         from tinycc_ml.models.protonn import ProtoNNModel
 
         model = ProtoNNModel(self.W_, self.B_, self.Z_, self.gamma_, mean=self.mean_, std=self.std_)
+        if self.target_kind_ == "multilabel":
+            model.with_task(self._multilabel_task())
         return with_estimator_classes(model, self) if self.target_kind_ == "labels" else model
+
+    def _multilabel_task(self) -> dict:
+        if self.multilabel_rule == "threshold":
+            t = self.multilabel_threshold
+            if isinstance(t, (int, float, np.integer, np.floating)) and not isinstance(t, bool) and np.isfinite(t):
+                return {"kind": "multilabel", "rule": "threshold", "threshold": float(t)}
+            raise DataError(f"multilabel_threshold={t!r}: expected a finite number")
+        if self.multilabel_rule == "top_k":
+            k = self.multilabel_k
+            if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1:
+                return {"kind": "multilabel", "rule": "top_k", "k": int(k)}
+            raise DataError(f"multilabel_k={k!r}: expected a positive integer")
+        raise DataError(f"multilabel_rule={self.multilabel_rule!r}: expected 'threshold' or 'top_k'")
 
     def save(self, path):
         """Save the trained model in the project's model-file format."""
