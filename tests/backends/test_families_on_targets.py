@@ -15,6 +15,7 @@ from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
 from tinycc_ml.models.knn import KNNClassifier
 from tinycc_ml.models.npc import NearestPrototypeClassifier
 from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+from tinycc_ml.models.regressors import BonsaiRegressor, ProtoNNRegressor
 from tinycc_ml.models.snc import SNCClassifier
 
 N_ROWS = 200
@@ -26,6 +27,10 @@ FAMILIES = {
                                                    random_state=0).fit(X, y),
     "snc": lambda X, y: SNCClassifier(compression=0.03, max_iter=5, random_state=0).fit(X, y),
     "knn3": lambda X, y: KNNClassifier(k=3).fit(X[:120], y[:120]),  # small enough for 32 KB of flash
+    # regression (the digit's value as a number): the compiled value is the single score
+    "protonn_regression": lambda X, y: ProtoNNRegressor(budget_bytes=4096, n_iter=10, random_state=0).fit(X, y * 1.5),
+    "bonsai_regression": lambda X, y: BonsaiRegressor(budget_bytes=4096, epochs=10, reg_z=1e-2, reg_tree=1e-2,
+                                                      random_state=0).fit(X, y * 1.5),
 }
 
 

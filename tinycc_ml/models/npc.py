@@ -92,12 +92,15 @@ def paper_gamma_schedule(d, n_between: int = 10, top2_gap: float = 0.5, soft_fra
 class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
     """1-nearest-prototype classifier with discriminatively learned prototypes.
 
-    Start: k-means (``prototypes_per_class`` centres) on each class. Then, for gamma = gamma0,
-    gamma0 * ``gamma_growth``, ...: ``epochs_per_stage`` epochs of mini-batch Adam on the lifted
-    multi-class loss (``loss`` "exponential" exp(-y f), "hinge" max(0, margin - y f), or "log"
-    -log q_y) of the soft-max classifier ``f_c(x) = sum_j theta_jc w_j(x)``. gamma0 =
-    ``gamma0_scale`` / median squared distance to the nearest k-means centre; annealing stops once
-    the mean largest weight reaches ``hardness`` (assignments are hard) or after ``max_stages``.
+    Start: k-means (``prototypes_per_class`` centres) on each class. Then, for each gamma of the
+    schedule: ``epochs_per_stage`` epochs of mini-batch Adam on the lifted multi-class loss (``loss``
+    "exponential" exp(-y f), "hinge" max(0, margin - y f), or "log" -log q_y) of the soft-max
+    classifier ``f_c(x) = sum_j theta_jc w_j(x)``. ``gamma_schedule="paper"`` (default) is the
+    paper's (:func:`paper_gamma_schedule`: 12 values from "top-2 weight gap below 0.5 on 80% of
+    samples" to "hard", log-spaced; at most ``max_stages`` of them); USPS, 15 per class, one
+    restart: 6.0% test error against 6.2% with ``"growth"``: gamma0 = ``gamma0_scale`` / median
+    squared distance to the nearest centre, times ``gamma_growth`` per stage until the mean largest
+    weight reaches ``hardness`` or after ``max_stages``.
     The step is ``learning_rate`` times the mean feature standard deviation, so it does not depend
     on the data's scale. (Full-batch L-BFGS was tried: its first steps throw prototypes far out
     where they are never nearest, and USPS test accuracy fell below k-means.) The whole run is
@@ -109,7 +112,7 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
     """
 
     def __init__(self, prototypes_per_class: int = 15, loss: str = "exponential", margin: float = 0.5,
-                 gamma0_scale: float = 3.0, gamma_growth: float = 1.5, epochs_per_stage: int = 25,
+                 gamma0_scale: float = 3.0, gamma_growth: float = 1.5, epochs_per_stage: int = 10,
                  max_stages: int = 12, hardness: float = 0.98, learning_rate: float = 0.003,
                  batch_size: int = 256, kmeans_n_init: int = 3, n_restarts: int = 3, standardize: bool = False,
                  random_state: int | None = 0, verbose: int = 0, gamma_schedule: str = "paper"):
@@ -184,7 +187,7 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
         m1, m2, t = np.zeros_like(P), np.zeros_like(P), 0
         value, _, w = _loss_and_grad(P, Xs, Y, labels, gamma, self.loss, self.margin)
         stages = [(gamma, float(value), float(w.max(1).mean()))]  # stage "-1": k-means as is
-        for stage in range(len(schedule) if schedule else int(self.max_stages)):
+        for stage in range(min(len(schedule), int(self.max_stages)) if schedule else int(self.max_stages)):
             gamma = schedule[stage] if schedule else gamma
             for _ in range(int(self.epochs_per_stage)):
                 order = rng.permutation(n)

@@ -310,8 +310,9 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         10 per class without one.
     sparsity_w, sparsity_b, sparsity_z : fraction of entries kept nonzero in W, B, Z (1 = dense).
     gamma : kernel width; None = 2.5 / median distance between projected points and prototypes.
-    n_iter : alternating-minimisation iterations T (default 60; the paper uses 150, but 60 with
-        checked Armijo steps is past the paper's accuracy on USPS-10).
+    n_iter : alternating-minimisation iterations T (default 150, the paper's; USPS seed 0, 60 -> 150:
+        USPS-10 at 64 kB 95.17 -> 95.42%, binary at 16 kB 95.91 -> 96.36%, at 2 kB 93.97 -> 93.87%;
+        with ``early_stopping``, the most iterations tried).
     epochs : gradient steps (full batch) or epochs (mini-batch) per block per iteration (paper: 20
         for GD; 5 here, more alternation per gradient evaluation).
     batch_size : mini-batch size; None = full-batch gradient descent (the paper's choice for small
@@ -346,7 +347,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         sparsity_b=None,
         sparsity_z=None,
         gamma=None,
-        n_iter=60,
+        n_iter=150,
         epochs=5,
         batch_size=None,
         init_w="pca",

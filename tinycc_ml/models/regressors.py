@@ -62,7 +62,7 @@ class ProtoNNRegressor(RegressorMixin, ProtoNNClassifier):
     multilabel_rule, multilabel_threshold, multilabel_k = "threshold", 0.5, 1
 
     def __init__(self, budget_bytes=None, projection_dim=None, n_prototypes=None, sparsity_w=None, sparsity_b=None,
-                 sparsity_z=None, gamma=None, n_iter=60, epochs=5, batch_size=None, init_w="pca",
+                 sparsity_z=None, gamma=None, n_iter=150, epochs=5, batch_size=None, init_w="pca",
                  step_rule="armijo", standardize="auto", early_stopping=True, validation_fraction=0.2,
                  patience=10, random_state=None, verbose=0):
         self.budget_bytes = budget_bytes

@@ -1,0 +1,210 @@
+"""The seed papers' tables beside ours, at the same model size, for every row the data here allows
+(USPS, scikit-learn's bundled sets), plus the papers' other tasks (regression, multilabel, label
+noise) measured the same way. Every estimator runs with its defaults except the stated setting.
+
+    python benchmarks/paper_comparison.py [--quick] [--only SECTION ...]
+
+Sections:
+  usps        ProtoNN (Gupta et al. 2017, Tables 1-2), Bonsai (Kumar et al. 2017, Table 2),
+              SNC and kNN as quoted in ProtoNN's tables, nearest-prototype (Wohlhart et al. 2013,
+              Table 1, error %); test accuracy of the float model and of the int16 C build.
+  noise       SNC (Kusner et al. 2014, Fig. 4 right: label noise, k = 1 and 3 on the compressed set;
+              the paper plots Letter, not available here, so USPS with the same corruption).
+  regression  diabetes, 5-fold R²: Ridge, ProtoNNRegressor, BonsaiRegressor (float and int16 C).
+  multilabel  ProtoNN on make_multilabel_classification (the paper's sets are not shipped):
+              precision@1/3/5, float and int16 C, against always ranking the most frequent labels.
+
+--quick trains on a quarter of the rows (a smoke run; figures are not comparable).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # threaded BLAS spin-waits on a shared 2-core machine
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import tinycc_ml  # noqa: E402
+from tinycc_ml.models.bonsai_trainer import BonsaiClassifier  # noqa: E402
+from tinycc_ml.models.knn import KNNClassifier  # noqa: E402
+from tinycc_ml.models.npc import NearestPrototypeClassifier  # noqa: E402
+from tinycc_ml.models.protonn_trainer import ProtoNNClassifier  # noqa: E402
+from tinycc_ml.models.prototypes import PrototypeModel  # noqa: E402
+from tinycc_ml.models.regressors import BonsaiRegressor, ProtoNNRegressor  # noqa: E402
+from tinycc_ml.models.snc import SNCClassifier  # noqa: E402
+
+USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+
+# (data, paper, paper's setting, paper figure (accuracy %), paper size (KB), our estimator)
+USPS_ROWS = [
+    ("usps-2", "ProtoNN T1", "11.6 KB", 95.67, 11.6,
+     lambda: ProtoNNClassifier(budget_bytes=int(11.625 * 1024), random_state=0)),
+    ("usps-10", "ProtoNN T2", "64 KB", 94.92, 63.83, lambda: ProtoNNClassifier(budget_bytes=64 * 1024, random_state=0)),
+    ("usps-2", "Bonsai T2", "2 KB", 94.42, 2.0, lambda: BonsaiClassifier(budget_bytes=2048, random_state=0)),
+    ("usps-2", "Bonsai T2", "16 KB", 95.72, 16.0, lambda: BonsaiClassifier(budget_bytes=16 * 1024, random_state=0)),
+    ("usps-2", "SNC (ProtoNN T1)", "568.8 KB", 97.16, 568.8,
+     lambda: SNCClassifier(n_prototypes=int(568.8 * 1024 / 4 / 257), random_state=0)),
+    ("usps-10", "SNC (ProtoNN T2)", "568.8 KB", 94.77, 568.8,
+     lambda: SNCClassifier(n_prototypes=int(568.8 * 1024 / 4 / 257), random_state=0)),
+    ("usps-2", "kNN (ProtoNN T1)", "all, k=1", 96.70, 7291, lambda: KNNClassifier(k=1)),
+    ("usps-10", "kNN (ProtoNN T2)", "all, k=1", 94.07, 7291, lambda: KNNClassifier(k=1)),
+    ("usps-10", "NPC T1", "k-means 15/cl.", 100 - 7.67, None,
+     lambda: NearestPrototypeClassifier(prototypes_per_class=15, max_stages=0, n_restarts=1, random_state=0)),
+    ("usps-10", "NPC T1", "NPC-h 15/cl.", 100 - 6.23, None,
+     lambda: NearestPrototypeClassifier(prototypes_per_class=15, loss="hinge", random_state=0)),
+    ("usps-10", "NPC T1", "NPC-e 15/cl.", 100 - 5.38, None,
+     lambda: NearestPrototypeClassifier(prototypes_per_class=15, random_state=0)),
+    ("usps-10", "NPC T1", "NPC-e 50/cl.", 100 - 4.58, None,
+     lambda: NearestPrototypeClassifier(prototypes_per_class=50, random_state=0)),
+]
+
+
+def usps(binary: bool, quick: bool):
+    with np.load(USPS, allow_pickle=False) as d:
+        X, y, Xt, yt = d["X_train"], d["y_train"], d["X_test"], d["y_test"]
+    if binary:
+        y, yt = (y >= 5).astype(int), (yt >= 5).astype(int)
+    if quick:
+        X, y = X[::4], y[::4]
+    return X, y, Xt, yt
+
+
+def int16_accuracy(model, X, Xt, yt) -> float:
+    predictor = tinycc_ml.compile(model, precision="int16", calibration=X, name="paper").load()
+    return 100 * float(np.mean(predictor.predict(Xt) == yt))
+
+
+def section_usps(quick: bool) -> None:
+    print("USPS (test accuracy %; model bytes as the papers count them)")
+    head = (f"{'data':<8}{'paper':<18}{'setting':<16}{'paper %':>8}{'ours %':>8}{'int16 %':>8}{'bytes':>10}"
+            f"{'train s':>8}")
+    print(head)
+    print("-" * len(head))
+    for data, paper, setting, figure, _, make in USPS_ROWS:
+        X, y, Xt, yt = usps(data == "usps-2", quick)
+        est = make()
+        start = time.perf_counter()
+        est.fit(X, y)
+        seconds = time.perf_counter() - start
+        ours = 100 * est.score(Xt, yt)
+        model = est.to_model()
+        # kNN over the whole training set is 7 MB of constants: no C build
+        fixed = "-" if isinstance(est, KNNClassifier) else f"{int16_accuracy(model, X, Xt, yt):.2f}"
+        print(f"{data:<8}{paper:<18}{setting:<16}{figure:>8.2f}{ours:>8.2f}{fixed:>8}{est.model_bytes:>10}"
+              f"{seconds:>8.0f}", flush=True)
+    print()
+
+
+def section_noise(quick: bool) -> None:
+    print("Label noise (USPS-10, test accuracy %): a share of training labels replaced by random ones")
+    head = f"{'noise':>6}{'kNN all k=1':>13}{'kNN all k=3':>13}{'SNC 4% k=1':>12}{'SNC 4% k=3':>12}"
+    print(head)
+    print("-" * len(head))
+    X, y, Xt, yt = usps(False, quick)
+    rng = np.random.default_rng(0)
+    for noise in (0.0, 0.16, 0.32):
+        noisy = y.copy()
+        flip = rng.random(len(y)) < noise
+        noisy[flip] = rng.integers(0, 10, int(flip.sum()))
+        row = [100 * KNNClassifier(k=k).fit(X, noisy).score(Xt, yt) for k in (1, 3)]
+        snc = SNCClassifier(compression=0.04, random_state=0).fit(X, noisy).to_model()
+        # training does not depend on k: the same points, voted over
+        vote3 = PrototypeModel(snc.prototypes, snc.labels, snc.n_classes, k=3, mean=snc.mean, std=snc.std,
+                               transform=snc.transform)
+        row += [100 * float(np.mean(m.predict(Xt) == yt)) for m in (snc, vote3)]
+        print(f"{noise:>6.2f}" + "".join(f"{v:>13.2f}" for v in row[:2]) + "".join(f"{v:>12.2f}" for v in row[2:]),
+              flush=True)
+    print()
+
+
+def section_regression(quick: bool) -> None:
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import Ridge
+    from sklearn.metrics import r2_score
+    from sklearn.model_selection import KFold
+
+    print("Regression (diabetes, R² on held-out folds, 5-fold mean; int16: the compiled C's value)")
+    head = f"{'model':<18}{'float R²':>9}{'int16 R²':>9}{'bytes':>8}{'train s':>8}  per fold (float)"
+    print(head)
+    print("-" * len(head))
+    X, y = load_diabetes(return_X_y=True)
+    folds = list(KFold(2 if quick else 5, shuffle=True, random_state=0).split(X))
+    for name, make in (("Ridge", Ridge), ("ProtoNNRegressor", lambda: ProtoNNRegressor(random_state=0)),
+                       ("BonsaiRegressor", lambda: BonsaiRegressor(random_state=0))):
+        floats, ints, sizes, seconds = [], [], [], 0.0
+        for train, test in folds:
+            est = make()
+            start = time.perf_counter()
+            est.fit(X[train], y[train])
+            seconds += time.perf_counter() - start
+            floats.append(r2_score(y[test], est.predict(X[test])))
+            if hasattr(est, "to_model"):
+                result = tinycc_ml.compile(est.to_model(), precision="int16", calibration=X[train], name="reg")
+                scale = int(result.files["reg.h"].split("REG_SCORE_SCALE ")[1].split()[0])
+                ints.append(r2_score(y[test], result.load().scores(X[test])[:, 0] * 2.0**-scale))
+                sizes.append(est.model_bytes)
+        fixed = f"{np.mean(ints):>9.3f}" if ints else f"{'-':>9}"
+        size = f"{int(np.mean(sizes)):>8}" if sizes else f"{4 * (X.shape[1] + 1):>8}"
+        print(f"{name:<18}{np.mean(floats):>9.3f}{fixed}{size}{seconds / len(folds):>8.1f}  "
+              + " ".join(f"{v:.3f}" for v in floats), flush=True)
+    print()
+
+
+def precision_at(k: int, scores: np.ndarray, Y: np.ndarray) -> float:
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return 100 * float(np.mean(np.take_along_axis(Y, top, axis=1)))
+
+
+def section_multilabel(quick: bool) -> None:
+    from sklearn.datasets import make_multilabel_classification
+    from sklearn.model_selection import train_test_split
+
+    X, Y = make_multilabel_classification(n_samples=1000 if quick else 4000, n_features=50, n_classes=20,
+                                          n_labels=4, random_state=0)
+    X, Xt, Y, Yt = train_test_split(X, Y, test_size=0.25, random_state=0)
+    print(f"Multilabel ProtoNN (make_multilabel_classification: {len(X)} train / {len(Xt)} test rows, "
+          f"{X.shape[1]} features, {Y.shape[1]} labels, {Y.sum(1).mean():.1f} per row)")
+    head = f"{'model':<28}{'P@1':>7}{'P@3':>7}{'P@5':>7}{'bytes':>8}{'train s':>8}"
+    print(head)
+    print("-" * len(head))
+    prior = np.tile(Y.mean(axis=0), (len(Xt), 1))
+    print(f"{'most frequent labels':<28}" + "".join(f"{precision_at(k, prior, Yt):>7.2f}" for k in (1, 3, 5)))
+    for budget in (4 * 1024, 16 * 1024):
+        est = ProtoNNClassifier(budget_bytes=budget, multilabel_rule="top_k", multilabel_k=3, random_state=0)
+        start = time.perf_counter()
+        est.fit(X, Y)
+        seconds = time.perf_counter() - start
+        model = est.to_model()
+        S = model.scores(Xt)
+        float_c = tinycc_ml.compile(model, precision="float", name="ml").load().scores(Xt)
+        int16 = tinycc_ml.compile(model, precision="int16", calibration=X, name="ml").load().scores(Xt).astype(float)
+        same = np.mean(np.all(np.argsort(-float_c, 1, kind="stable") == np.argsort(-S, 1, kind="stable"), 1))
+        kb = budget // 1024
+        for label, scores in ((f"ProtoNN {kb} KB float", S), (f"ProtoNN {kb} KB int16 C", int16)):
+            print(f"{label:<28}" + "".join(f"{precision_at(k, scores, Yt):>7.2f}" for k in (1, 3, 5))
+                  + f"{est.model_bytes:>8}{seconds:>8.1f}", flush=True)
+        print(f"    float C ranks the labels as the float model on {100 * same:.1f}% of rows")
+    print()
+
+
+SECTIONS = {"usps": section_usps, "noise": section_noise, "regression": section_regression,
+            "multilabel": section_multilabel}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="train on a quarter of the rows (smoke run)")
+    parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), help="run these sections only")
+    args = parser.parse_args()
+    for name in args.only or SECTIONS:
+        SECTIONS[name](args.quick)
+
+
+if __name__ == "__main__":
+    main()
