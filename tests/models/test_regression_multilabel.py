@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits, make_multilabel_classification, make_regression
-from sklearn.linear_model import Ridge
 from sklearn.metrics import r2_score
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
@@ -41,6 +40,15 @@ def linear_task():
 def fitted_regressor(request, linear_task):
     X, _, y, _ = linear_task
     return request.param, REGRESSORS[request.param]().fit(X, y)
+
+
+@pytest.mark.parametrize("estimator", [ProtoNNRegressor(n_iter=5, random_state=0),
+                                       BonsaiRegressor(epochs=4, batch_size=16, random_state=0)], ids=repr)
+def test_scikit_learn_check_estimator(estimator):
+    from sklearn.utils.estimator_checks import check_estimator
+
+    failed = [r for r in check_estimator(estimator, on_fail=None) if r["status"] == "failed"]
+    assert not failed, [(r["check_name"], repr(r["exception"])[:200]) for r in failed]
 
 
 def test_regressor_fits_a_linear_task(fitted_regressor, linear_task):

@@ -26,7 +26,7 @@ paper.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -513,6 +513,10 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
                                   random_state=rng.randint(2**31 - 1))
         Xv, Yv = Xs[va], Y[va]
         history: list[float] = []
+        if len(tr) < plan.n_prototypes:  # tiny data: this run only estimates the iteration count
+            m = len(tr)
+            plan = replace(plan, n_prototypes=m, nnz_b=min(plan.nnz_b, plan.projection_dim * m),
+                           nnz_z=min(plan.nnz_z, plan.n_outputs * m))
 
         def monitor(W, B, Z, g2) -> bool:
             S = _kernel(Xv @ W.T, B, g2) @ Z.T

@@ -11,8 +11,11 @@ them) and the mean is the model's ``offset``. The compiled C returns the value t
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import RegressorMixin
+from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -29,6 +32,8 @@ def check_regression_target(y) -> np.ndarray:
     """y as finite float64 (n,); DataError naming the first bad row otherwise."""
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn("A column-vector y was passed when a 1d array was expected; it is used as (n,)",
+                      DataConversionWarning, stacklevel=3)
         y = y[:, 0]
     if y.ndim != 1:
         raise DataError(f"y has shape {y.shape}: a regressor takes one target value per row")
