@@ -95,13 +95,25 @@ def model_input_files(path) -> list[Path]:
 
 
 def as_model(model) -> Model:
+    """A Model from a Model, a path to a saved one, a fitted tinycc-ml estimator or a fitted
+    scikit-learn object (see :mod:`tinycc_ml.models.from_sklearn`)."""
     if isinstance(model, Model):
         return model
     if isinstance(model, (str, os.PathLike)):
         return load_model(model)
-    if hasattr(model, "to_model"):
-        return model.to_model()
-    raise CompileError(f"cannot compile a {type(model).__name__}: expected a model, a fitted estimator or a path")
+    from sklearn.exceptions import NotFittedError  # only for objects: keeps the CLI's start quick
+
+    from tinycc_ml.models.from_sklearn import SUPPORTED, from_sklearn, is_sklearn_object
+
+    try:
+        if is_sklearn_object(model):
+            return from_sklearn(model)
+        if hasattr(model, "to_model"):
+            return model.to_model()
+    except NotFittedError:
+        raise CompileError(f"{type(model).__name__} is not fitted; call fit(X, y) before compiling") from None
+    raise CompileError(f"cannot compile a {type(model).__name__}: expected a tinycc-ml model, a path to a saved "
+                       f"model, or a fitted estimator; supported estimators: {SUPPORTED}")
 
 
 def check_calibration(X, input_dim: int, source: str = "calibration data", min_rows: int = 16) -> np.ndarray:

@@ -18,6 +18,7 @@ BUILTIN_FAMILIES = {
     "protonn": "tinycc_ml.models.protonn:ProtoNNModel",
     "bonsai": "tinycc_ml.models.bonsai:BonsaiModel",
     "prototype": "tinycc_ml.models.prototypes:PrototypeModel",
+    "linear": "tinycc_ml.models.linear:LinearModel",
 }
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)

@@ -29,6 +29,21 @@ def add_normalisation(g: Graph, x: str, mean, std) -> str:
     return g.add("mul", [g.add("sub", [x, m], name="centred"), s], name="normalised")
 
 
+def add_diagonal_normalisation(g: Graph, x: str, mean, std) -> str:
+    """(x - mean) / std as ``diag(1 / std) x - mean / std``: a (sparse) mat-vec, so that integer
+    code scales each feature on its own (a vector ``mul`` shares one scale across features and
+    loses the narrow ones), then a subtraction that can fold into following distances."""
+    if mean is None and std is None:
+        return x
+    dim = g.type(x).shape[0]
+    mean = np.zeros(dim) if mean is None else np.asarray(mean, dtype=np.float64)
+    inv_std = np.ones(dim) if std is None else 1.0 / np.asarray(std, dtype=np.float64)
+    scaled = g.add("matvec", [add_matrix(g, "inv_std", np.diag(inv_std)), x], name="scaled")
+    if not np.any(mean):
+        return scaled
+    return g.add("sub", [scaled, add_const(g, "scaled_mean", mean * inv_std)], name="normalised")
+
+
 def add_matrix(g: Graph, name: str, matrix) -> str:
     """A constant matrix, stored sparse (CSC) when that is smaller."""
     m32 = np.asarray(matrix, dtype=np.float32)

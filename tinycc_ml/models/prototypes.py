@@ -35,7 +35,13 @@ from sklearn.utils.validation import check_is_fitted
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
-from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
+from tinycc_ml.models.lowering import (
+    add_const,
+    add_diagonal_normalisation,
+    add_input,
+    add_matrix,
+    add_normalisation,
+)
 from tinycc_ml.models.saved import check_array, meta_number
 from tinycc_ml.models.training import (
     TrainingLog,
@@ -187,7 +193,11 @@ class PrototypeModel(Model):
         """sqdist to every reference point, then the per-class nearest distance (k = 1: the points
         are sorted by label, so each class is one contiguous segment) or a k-vote."""
         g = Graph("nearest")
-        u = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
+        u = add_input(g, self.input_dim)
+        if self.transform is None:
+            u = add_diagonal_normalisation(g, u, self.mean, self.std)
+        else:
+            u = add_normalisation(g, u, self.mean, self.std)
         if self.transform is not None:
             u = g.add("matvec", [add_matrix(g, "A", self.transform), u], name="mapped")
         d = g.add("sqdist", [u, add_const(g, "P", self.prototypes.T)], name="distances")
