@@ -22,17 +22,9 @@ class AvrTarget(CTarget):
     name: str = "avr"
     const_attribute: str = " PROGMEM"
     extra_includes: tuple[str, ...] = ("#include <avr/pgmspace.h>",)
-    kernels: bool = True
 
     def read_const(self, array: str, index: str, ctype: str) -> str:
         return f"{PGM_READ[ctype]}(&{array}[{index}])"
-
-    def fixed_kernel(self, emitter, node):
-        if not self.kernels:
-            return None
-        from tinycc_ml.backends.kernel_choice import avr_fixed_kernel
-
-        return avr_fixed_kernel(emitter, node)
 
 
 class AvrBackend(McuBackend):
@@ -42,7 +34,9 @@ class AvrBackend(McuBackend):
     simulator = "avr"
 
     def c_target(self, graph) -> CTarget:
-        return AvrTarget(kernels=getattr(graph, "input_scale", None) is not None)  # kernels: integer builds
+        from tinycc_ml.backends.kernel_choice import AVR_CODE_OVERRIDES
+
+        return AvrTarget(code_overrides=AVR_CODE_OVERRIDES)
 
 
 class Atmega1284pBackend(AvrBackend):

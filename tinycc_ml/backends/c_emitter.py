@@ -2,8 +2,8 @@
 per model, with constants as prefixed static const arrays and intermediates in static arenas.
 
 Backends differ only in traits (CTarget): where constants live and how they are read
-(a plain index on the host, pgm_read_* from flash on AVR), and the per-op code for
-fixed-point types (registered in FIXED_OP_EMITTERS by the fixed-point code generator).
+(a plain index on the host, pgm_read_* from flash on AVR), and overrides of entries of the
+per-op code tables (C_CODE, one per precision, filled by c_float.py and c_fixed.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tinycc_ml.backends.base import BuildOutput
 from tinycc_ml.backends.c_files import Interface, comment_block, entry_points, header_text, source_text
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph, Node
+from tinycc_ml.ir.verify import verify
 from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan
 
 C_KEYWORDS = frozenset(
@@ -63,10 +64,10 @@ class CTarget:
     def read_const(self, array: str, index: str, ctype: str) -> str:
         return f"{array}[{index}]"
 
-    def fixed_kernel(self, emitter: CEmitter, node: Node) -> list[str] | None:
-        """Target-specific code for a fixed-point node (e.g. a hand-tuned mat-vec), or None for
-        the portable C. It must compute exactly what tinycc_ml.ir.fixed defines."""
-        return None
+    # (op, precision) -> code that replaces the shared table's entry on this target (e.g. a
+    # hand-tuned mat-vec), or returns None to use the portable entry. It must compute exactly what
+    # the op's semantics in the registry define.
+    code_overrides: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -81,8 +82,10 @@ class Emitted:
     n_scores: int
 
 
-FixedEmitter = Callable[["CEmitter", Node], list[str]]
-FIXED_OP_EMITTERS: dict[str, FixedEmitter] = {}
+OpCode = Callable[["CEmitter", Node], list[str]]
+# The shared C of every op, one table per precision ("float", "fixed"): filled by c_float.py and
+# c_fixed.py; targets override entries through CTarget.code_overrides.
+C_CODE: dict[str, dict[str, OpCode]] = {"float": {}, "fixed": {}}
 
 
 @dataclass
@@ -97,6 +100,7 @@ class CEmitter:
 
     def __post_init__(self):
         check_interface(self.graph)
+        verify(self.graph, complete=True)
         if not getattr(self.graph, "memory_plan", None):
             self.graph.memory_plan, self.graph.arenas = plan(self.graph)
         self.scores_node = self.graph.output("scores")
@@ -264,213 +268,25 @@ class CEmitter:
         return Emitted(source, header_text(comment, api), self.const_bytes, arena_bytes, api.input_ctype,
                        api.score_ctype, api.input_dim, api.n_scores)
 
+    def precision_of(self, node: Node) -> str:
+        """Which code table a node's C comes from: "fixed" when it or an operand is fixed point."""
+        fixed = node.type.dtype.is_fixed or any(self.graph.type(i).dtype.is_fixed for i in node.inputs)
+        return "fixed" if fixed else "float"
+
     def emit_node(self, node: Node) -> list[str]:
-        if node.type.dtype.is_fixed or any(self.graph.type(i).dtype.is_fixed for i in node.inputs):
-            custom = self.target.fixed_kernel(self, node)
-            if custom is not None:
-                return custom
-            emitter = FIXED_OP_EMITTERS.get(node.op)
-            if emitter is None:
-                raise CompileError(f"no fixed-point C for op {node.op} (node %{node.name})")
-            return emitter(self, node)
-        method = getattr(self, f"_float_{node.op}", None)
-        if method is None:
-            raise CompileError(f"no C code for op {node.op} on {node.type} (node %{node.name})")
-        return method(node)
-
-    # ---- float ops
-    def _float_matvec(self, node: Node) -> list[str]:
-        a_name, x_name = node.inputs
-        a = self.graph.node(a_name)
-        out = self.var(node.name)
-        rows, cols = a.type.shape
-        if a.op == "sparse_const":
-            vals, rix, idx_type, cptr, ptr_type = self.sparse_arrays(a_name)
-            rd = self.target.read_const
-            return [
-                f"for (int i = 0; i < {rows}; ++i) {out}[i] = 0.0f;",
-                f"for (int j = 0; j < {cols}; ++j) {{",
-                f"    const float xj = {self.at(x_name, 'j')};",
-                f"    for (int p = {rd(cptr, 'j', ptr_type)}; p < {rd(cptr, 'j + 1', ptr_type)}; ++p)",
-                f"        {out}[{rd(rix, 'p', idx_type)}] += {rd(vals, 'p', 'float')} * xj;",
-                "}",
-            ]
-        product = f"{self.at(a_name, f'i * {cols} + k')} * {self.at(x_name, 'k')}"
-        return [
-            f"for (int i = 0; i < {rows}; ++i) {{",
-            "    float acc = 0.0f;",
-            f"    for (int k = 0; k < {cols}; ++k) acc += {product};",
-            f"    {out}[i] = acc;",
-            "}",
-        ]
-
-    def _float_sqdist(self, node: Node) -> list[str]:
-        x_name, m_name = node.inputs
-        k, m = self.graph.type(m_name).shape
-        if self.graph.op(m_name) == "const":
-            mt = self.const_transposed(m_name)
-            elem = self.target.read_const(mt, f"j * {k} + k", "float")
-        else:
-            elem = self.at(m_name, f"k * {m} + j")
-        return [
-            f"for (int j = 0; j < {m}; ++j) {{",
-            "    float acc = 0.0f;",
-            f"    for (int k = 0; k < {k}; ++k) {{",
-            f"        const float d = {elem} - {self.at(x_name, 'k')};",
-            "        acc += d * d;",
-            "    }",
-            f"    {self.var(node.name)}[j] = acc;",
-            "}",
-        ]
-
-    def _elementwise(self, node: Node, expr: Callable[..., str]) -> list[str]:
-        operands = [lambda i, n=n: self.at(n, i) for n in node.inputs]
-        if node.type.rank == 0:
-            return [f"{self.var(node.name)} = {expr(*[f('0') for f in operands])};"]
-        return [f"for (int i = 0; i < {node.type.size}; ++i) "
-                f"{self.var(node.name)}[i] = {expr(*[f('i') for f in operands])};"]
-
-    def _float_add(self, node):
-        return self._elementwise(node, lambda a, b: f"{a} + {b}")
-
-    def _float_sub(self, node):
-        return self._elementwise(node, lambda a, b: f"{a} - {b}")
-
-    def _float_mul(self, node):
-        return self._elementwise(node, lambda a, b: f"{a} * {b}")
-
-    def _float_scale(self, node):
-        factor = c_float(node.attrs["factor"])
-        return self._elementwise(node, lambda a: f"{a} * {factor}")
-
-    def _float_exp(self, node):
-        return self._elementwise(node, lambda a: f"expf({a})")
-
-    def _float_tanh(self, node):
-        return self._elementwise(node, lambda a: f"tanhf({a})")
-
-    def _float_sign(self, node):
-        return self._elementwise(node, lambda a: f"(float)(({a} > 0.0f) - ({a} < 0.0f))")
-
-    def _float_clip(self, node):
-        lo, hi = c_float(node.attrs["lo"]), c_float(node.attrs["hi"])
-        return self._elementwise(node, lambda a: f"({a} < {lo} ? {lo} : ({a} > {hi} ? {hi} : {a}))")
-
-    def _float_select(self, node):
-        return self._elementwise(node, lambda c, a, b: f"({c} ? {a} : {b})")
-
-    def _float_cmp(self, node):
-        op = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!="}[node.attrs["pred"]]
-        return self._elementwise(node, lambda a, b: f"(uint8_t)({a} {op} {b})")
-
-    def _float_sum(self, node):
-        (a,) = node.inputs
-        n = self.graph.type(a).size
-        return [f"{self.var(node.name)} = 0.0f;",
-                f"for (int i = 0; i < {n}; ++i) {self.var(node.name)} += {self.at(a, 'i')};"]
-
-    def _arg(self, node, better: str) -> list[str]:
-        (a,) = node.inputs
-        n = self.graph.type(a).size
-        ctype = ctype_of(self.graph.type(a).dtype)
-        out = self.var(node.name)
-        return [
-            f"{out} = 0;",
-            "{",
-            f"    {ctype} best = {self.at(a, '0')};",
-            f"    for (int i = 1; i < {n}; ++i) {{",
-            f"        if ({self.at(a, 'i')} {better} best) {{ best = {self.at(a, 'i')}; {out} = i; }}",
-            "    }",
-            "}",
-        ]
-
-    def _float_argmax(self, node):
-        return self._arg(node, ">")
-
-    def _float_argmin(self, node):
-        return self._arg(node, "<")
-
-    def _float_matvec_at(self, node: Node) -> list[str]:
-        m_name, k_name, x_name = node.inputs
-        _, rows, cols = self.graph.type(m_name).shape
-        product = f"{self.at(m_name, f'base + i * {cols} + k')} * {self.at(x_name, 'k')}"
-        return [
-            "{",
-            f"    const int32_t base = (int32_t){self.at(k_name, '0')} * {rows * cols};",
-            f"    for (int i = 0; i < {rows}; ++i) {{",
-            "        float acc = 0.0f;",
-            f"        for (int k = 0; k < {cols}; ++k) acc += {product};",
-            f"        {self.var(node.name)}[i] = acc;",
-            "    }",
-            "}",
-        ]
-
-    def _float_branch(self, node: Node) -> list[str]:
-        k_name, s_name = node.inputs
-        value = self.at(s_name, "0")
-        return [f"{self.var(node.name)} = 2 * {self.at(k_name, '0')} + ({value} > 0 ? 1 : 2);"]
-
-    def _float_segment_min(self, node: Node) -> list[str]:
-        (a,) = node.inputs
-        offs = [int(o) for o in node.attrs["offsets"]]
-        bounds = self.add_const_array(self.sym(f"{node.name}_offsets"), np.asarray(offs),
-                                      "uint16_t" if offs[-1] < 65536 else "int32_t",
-                                      f"%{node.name}: segment start offsets")
-        rd = lambda i: self.target.read_const(bounds, i, "uint16_t" if offs[-1] < 65536 else "int32_t")  # noqa: E731
-        ctype = ctype_of(self.graph.type(a).dtype)
-        return [
-            f"for (int c = 0; c < {len(offs) - 1}; ++c) {{",
-            f"    {ctype} best = {self.at(a, rd('c'))};",
-            f"    for (int32_t j = (int32_t){rd('c')} + 1; j < (int32_t){rd('c + 1')}; ++j)",
-            f"        if ({self.at(a, 'j')} < best) best = {self.at(a, 'j')};",
-            f"    {self.var(node.name)}[c] = best;",
-            "}",
-        ]
-
-    def _float_kvote(self, node: Node) -> list[str]:
-        (d,) = node.inputs
-        k, n_classes = int(node.attrs["k"]), int(node.attrs["n_classes"])
-        m = self.graph.type(d).size
-        label_type = "uint8_t" if n_classes <= 256 else "uint16_t"
-        labels = self.add_const_array(self.sym(f"{node.name}_labels"), node.attrs["labels"], label_type,
-                                      f"%{node.name}: label of each reference point")
-        ctype = ctype_of(self.graph.type(d).dtype)
-        out = self.var(node.name)
-        return [
-            "{",
-            f"    {ctype} best_d[{k}];",
-            f"    int32_t best_i[{k}];",
-            "    int n_best = 0;",
-            "    /* insertion into the k best; strict < keeps the lower index first among equals */",
-            f"    for (int32_t j = 0; j < {m}; ++j) {{",
-            f"        const {ctype} dj = {self.at(d, 'j')};",
-            f"        if (n_best == {k} && !(dj < best_d[{k - 1}])) continue;",
-            f"        int pos = n_best < {k} ? n_best++ : {k - 1};",
-            "        while (pos > 0 && dj < best_d[pos - 1]) {",
-            "            best_d[pos] = best_d[pos - 1];",
-            "            best_i[pos] = best_i[pos - 1];",
-            "            --pos;",
-            "        }",
-            "        best_d[pos] = dj;",
-            "        best_i[pos] = j;",
-            "    }",
-            f"    int32_t votes[{n_classes}];",
-            f"    for (int c = 0; c < {n_classes}; ++c) votes[c] = 0;",
-            f"    for (int i = 0; i < {k}; ++i) ++votes[{self.target.read_const(labels, 'best_i[i]', label_type)}];",
-            f"    for (int c = 0; c < {n_classes}; ++c) " + self.store_vote(node, out),
-            "}",
-        ]
-
-    def store_vote(self, node: Node, out: str) -> str:
-        if node.type.dtype.is_fixed:
-            from tinycc_ml.backends.c_fixed import rshift_c, saturate_c
-
-            return f"{out}[c] = {saturate_c(self, node, rshift_c('votes[c]', -node.type.dtype.scale))};"
-        return f"{out}[c] = (float)votes[c];"
-
-    def _float_take(self, node):
-        table, i = node.inputs
-        return [f"{self.var(node.name)} = {self.at(table, self.var(i))};"]
+        """The node's C: the target's override of the op's entry if it has one (it may decline by
+        returning None), else the entry of the shared code table of the node's precision."""
+        precision = self.precision_of(node)
+        override = self.target.code_overrides.get((node.op, precision))
+        if override is not None:
+            lines = override(self, node)
+            if lines is not None:
+                return lines
+        code = C_CODE[precision].get(node.op)
+        if code is None:
+            raise CompileError(f"node %{node.name}: op {node.op} has no {precision} C code on target "
+                               f"{self.target.name}")
+        return code(self, node)
 
 
 def check_interface(graph: Graph) -> None:

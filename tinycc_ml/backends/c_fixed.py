@@ -1,4 +1,5 @@
-"""C for fixed-point ops: the exact counterpart of tinycc_ml.ir.fixed (keep the two in step).
+"""C for fixed-point ops: the shared code table of precision "fixed" (C_CODE in c_emitter.py),
+the exact counterpart of each op's integer semantics in the op registry.
 
 Every product is formed as int32_t (an explicit cast: on AVR an int is 16 bits), shifts are
 the same rounding shifts, and stores saturate through <prefix>_sat16 / <prefix>_sat8.
@@ -6,7 +7,8 @@ the same rounding shifts, and stores saturate through <prefix>_sat16 / <prefix>_
 
 from __future__ import annotations
 
-from tinycc_ml.backends.c_emitter import FIXED_OP_EMITTERS, CEmitter, ctype_of
+from tinycc_ml.backends import c_float
+from tinycc_ml.backends.c_emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
@@ -252,12 +254,6 @@ def _exp_lut(em: CEmitter, node: Node) -> list[str]:
     ]
 
 
-def _sign(em: CEmitter, node: Node) -> list[str]:
-    (a,) = node.inputs
-    return _loop(em, node, lambda i: rshift_c(f"(int32_t)(({em.at(a, i)} > 0) - ({em.at(a, i)} < 0))",
-                                              -node.type.dtype.scale))
-
-
 def _sum(em: CEmitter, node: Node) -> list[str]:
     (a,) = node.inputs
     h = int(node.attrs.get("shift", 0))
@@ -271,35 +267,19 @@ def _sum(em: CEmitter, node: Node) -> list[str]:
     ]
 
 
-def _cmp(em: CEmitter, node: Node) -> list[str]:
-    _, fa, fb = _aligned(em, *node.inputs)
-    op = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!="}[node.attrs["pred"]]
-    out = em.var(node.name)
-    if node.type.rank == 0:
-        return [f"{out} = (uint8_t)({fa('0')} {op} {fb('0')});"]
-    return [f"for (int i = 0; i < {node.type.size}; ++i) {out}[i] = (uint8_t)({fa('i')} {op} {fb('i')});"]
-
-
-def _select(em: CEmitter, node: Node) -> list[str]:
-    cond, a, b = node.inputs
-    c, fa, fb = _aligned(em, a, b)
-    return _loop(em, node, lambda i: rshift_c(f"({em.at(cond, i)} ? {fa(i)} : {fb(i)})", c - node.type.dtype.scale))
-
-
 def _segment_min(em: CEmitter, node: Node) -> list[str]:
-    lines = em._float_segment_min(node)
     shift = scale_of(em, node.inputs[0]) - node.type.dtype.scale
-    lines[-2] = "    " + store(em, node, "c", rshift_c("(int32_t)best", shift))
-    return lines
+    return c_float.segment_min(em, node, lambda c: store(em, node, c, rshift_c("(int32_t)best", shift)))
 
 
-FIXED_OP_EMITTERS.update({
+def _kvote(em: CEmitter, node: Node) -> list[str]:
+    vote = rshift_c("votes[c]", -node.type.dtype.scale)
+    return c_float.kvote(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};")
+
+
+C_CODE["fixed"].update({
     "matvec": _matvec, "sqdist": _sqdist, "add": _addsub("+"), "sub": _addsub("-"), "mul": _mul,
     "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
-    "sign": _sign, "sum": _sum, "cmp": _cmp, "select": _select,
-    "argmax": lambda em, node: em._arg(node, ">"), "argmin": lambda em, node: em._arg(node, "<"),
-    "take": lambda em, node: em._float_take(node),
-    "segment_min": lambda em, node: _segment_min(em, node),
-    "kvote": lambda em, node: em._float_kvote(node),
-    "matvec_at": _matvec_at, "branch": lambda em, node: em._float_branch(node),
+    "sum": _sum, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
+    "matvec_at": _matvec_at, "branch": c_float.branch,
 })

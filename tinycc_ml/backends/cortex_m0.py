@@ -16,14 +16,6 @@ from tinycc_ml.chips import NRF51822
 @dataclass
 class M0Target(CTarget):
     name: str = "cortex-m0"
-    kernels: bool = True
-
-    def fixed_kernel(self, emitter, node):
-        if not self.kernels:
-            return None
-        from tinycc_ml.backends.kernel_choice import m0_fixed_kernel
-
-        return m0_fixed_kernel(emitter, node)
 
 
 class CortexM0Backend(McuBackend):
@@ -33,4 +25,6 @@ class CortexM0Backend(McuBackend):
     simulator = "cortex-m0"
 
     def c_target(self, graph) -> CTarget:
-        return M0Target()
+        from tinycc_ml.backends.kernel_choice import M0_CODE_OVERRIDES
+
+        return M0Target(code_overrides=M0_CODE_OVERRIDES)

@@ -1,4 +1,5 @@
-"""Which hand-written kernel, if any, a target uses for a fixed-point node (CTarget.fixed_kernel).
+"""Which hand-written kernel, if any, a target uses for a fixed-point node: the targets' override
+tables of the shared code tables (CTarget.code_overrides).
 
 The choice sits apart from the kernel modules so that they import one another's helpers in one
 direction only: kernels_sparse and kernels_distance use kernels_avr and kernels_m0_fused; nothing
@@ -14,50 +15,39 @@ from tinycc_ml.backends.kernels_sparse import avr_sparse_kernel, m0_sparse_kerne
 from tinycc_ml.ir.graph import Node
 
 
-def avr_fixed_kernel(em: CEmitter, node: Node) -> list[str] | None:
-    lines = avr_sparse_kernel(em, node)  # sparse matrices, and the input clamp fused into them
-    if lines is None:  # prototypes with 8 significant bits; a distance's input clamp with its sums
-        lines = avr_sqdist8(em, node) or avr_clamp_squares(em, node)
-    if lines is not None:
-        return lines
-    k = kernels_avr
-    if node.op == "matvec" and k.matvec_ok(em, node):
-        return k.kernel_matvec(em, node)
-    if node.op == "sqdist" and k.sqdist_dot_ok(em, node):
-        return k.kernel_sqdist_dot(em, node)
-    if node.op == "sqdist" and k.sqdist_ok(em, node):
-        return k.kernel_sqdist(em, node)
-    if node.op == "clip":
-        return k.kernel_clip(em, node)
-    if node.op == "scale":
-        return k.kernel_scale(em, node)
-    if node.op == "exp_lut":
-        return k.kernel_exp_lut(em, node)
-    return None
+def first_of(*codes):
+    """One table entry from several kernels: the first that does not decline (None)."""
+    def entry(em: CEmitter, node: Node) -> list[str] | None:
+        for code in codes:
+            lines = code(em, node)
+            if lines is not None:
+                return lines
+        return None
+    return entry
 
 
-def m0_fused_kernel(em: CEmitter, node: Node) -> list[str] | None:
-    """The 9-row kernels with the input pass fused (kernels_m0_fused), sparse ones first."""
-    lines = m0_sparse_kernel(em, node)  # sparse matrices, and the input clamp fused into them
-    if lines is not None:
-        return lines
-    if node.op == "clip":
-        return kernels_m0_fused.kernel_clip(em, node)
-    if node.op == "matvec":
-        return kernels_m0_fused.kernel_matvec(em, node)
-    if node.op == "sqdist":
-        return kernels_m0_fused.kernel_sqdist(em, node)
-    return None
+def _when(ok, code):
+    return lambda em, node: code(em, node) if ok(em, node) else None
 
 
-def m0_fixed_kernel(em: CEmitter, node: Node) -> list[str] | None:
-    lines = m0_fused_kernel(em, node)  # 9-row kernels with the input pass fused, distances on them
-    if lines is not None:
-        return lines
-    if node.op == "matvec":
-        return kernels_m0.kernel_matvec(em, node)
-    if node.op == "sqdist":
-        return kernels_m0.kernel_sqdist(em, node)
-    if node.op == "clip":
-        return kernels_avr.kernel_clip(em, node, fuse=False)
-    return None
+k = kernels_avr
+# AVR: sparse matrices first (with the input clamp fused into them), then the dense kernels
+AVR_CODE_OVERRIDES = {
+    ("matvec", "fixed"): first_of(avr_sparse_kernel, _when(k.matvec_ok, k.kernel_matvec)),
+    # prototypes with 8 significant bits first; then distances on the mat-vec kernel
+    ("sqdist", "fixed"): first_of(avr_sparse_kernel, avr_sqdist8, _when(k.sqdist_dot_ok, k.kernel_sqdist_dot),
+                                  _when(k.sqdist_ok, k.kernel_sqdist)),
+    # a distance's input clamp with its sums and squares
+    ("clip", "fixed"): first_of(avr_sparse_kernel, avr_clamp_squares, k.kernel_clip),
+    ("scale", "fixed"): first_of(avr_sparse_kernel, k.kernel_scale),
+    ("exp_lut", "fixed"): first_of(avr_sparse_kernel, k.kernel_exp_lut),
+}
+
+# Cortex-M0: sparse kernels, then the 9-row kernels with the input pass fused (distances on them),
+# then the 4-row kernels
+M0_CODE_OVERRIDES = {
+    ("matvec", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_matvec, kernels_m0.kernel_matvec),
+    ("sqdist", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_sqdist, kernels_m0.kernel_sqdist),
+    ("clip", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_clip,
+                                lambda em, node: kernels_avr.kernel_clip(em, node, fuse=False)),
+}

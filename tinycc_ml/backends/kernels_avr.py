@@ -1,4 +1,4 @@
-"""Hand-tuned ATmega328P kernels, emitted through CTarget.fixed_kernel.
+"""Hand-tuned ATmega328P kernels: overrides of the shared code tables (CTarget.code_overrides).
 
 matvec (dense int16 or int8 weights in flash, int16 vector in RAM, product shift 0):
     offset-binary operands, w' = w + a (a = 2^15, or 2^7 for int8) stored in flash and

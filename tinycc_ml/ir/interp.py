@@ -27,35 +27,22 @@ def evaluate_all(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.nd
     return values
 
 
-ELEMENTWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
-UNARY = ("scale", "exp", "tanh", "tanh_clamp", "sign", "clip", "exp_lut", "tanh_lut")
 CHUNK_ELEMENTS = 2**24  # elements per intermediate (a mat-vec's products, a distance's differences)
 
 
 def _batch_node(graph: Graph, name: str, vals: dict, batched: dict, n: int) -> np.ndarray:
-    """One node over n rows. Heavy ops have vectorised forms (the same arithmetic as the op's
-    definition); every other op runs its definition row by row."""
+    """One node over n rows: the op's vectorised form where it has one (the same arithmetic as
+    its definition), else its definition row by row."""
     node = graph.node(name)
     ins = [vals[i] for i in node.inputs]
-    flags = [batched[i] for i in node.inputs]
-    op = node.op
-    if op == "matvec" and not flags[0] and flags[1]:
-        return ins[1] @ ins[0].T
-    if op == "sqdist" and flags[0] and not flags[1]:
-        return np.sum((ins[1][None, :, :] - ins[0][:, :, None]) ** 2, axis=1)
-    if op == "matvec_at" and not flags[0] and flags[2]:
-        k = ins[1].astype(np.int64) if flags[1] else np.full(n, int(ins[1]))
-        return np.einsum("nrc,nc->nr", ins[0][k], ins[2])
-    if op in ELEMENTWISE or op in UNARY:
-        # a batched scalar meets a vector: give it a trailing axis
-        if node.type.rank == 1:
-            ins = [v[:, None] if f and graph.type(i).rank == 0 else v for i, v, f in zip(node.inputs, ins, flags)]
-        if op in ELEMENTWISE:
-            return ELEMENTWISE[op](ins[0], ins[1])
-        return OPS[op].evaluate(ins, node.attrs)
-    if op in ("argmax", "argmin") and flags[0]:
-        return (np.argmax if op == "argmax" else np.argmin)(ins[0], axis=1)
-    return np.stack([np.asarray(OPS[op].evaluate([v[r] if f else v for v, f in zip(ins, flags)], node.attrs))
+    # which operands carry a row axis (a node of constants only is computed once, without one)
+    flags = [batched[i] and np.ndim(vals[i]) == graph.type(i).rank + 1 for i in node.inputs]
+    op = OPS[node.op]
+    if op.evaluate_rows is not None:
+        value = op.evaluate_rows(ins, flags, node.attrs, n, node.type.rank)
+        if value is not None:
+            return value
+    return np.stack([np.asarray(op.evaluate([v[r] if f else v for v, f in zip(ins, flags)], node.attrs))
                      for r in range(n)])
 
 

@@ -24,8 +24,10 @@ ATTR_KINDS = {
 }
 
 
-def verify(graph: Graph) -> None:
-    """Raise IRError describing the first broken rule, or return None."""
+def verify(graph: Graph, complete: bool = False) -> None:
+    """Raise IRError describing the first broken rule, or return None. ``complete``: the graph is
+    about to be run or turned into code, so ops still waiting for the pass that lowers them (a
+    fixed-point exp before exp_table) are refused too."""
     g = graph.nx
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
@@ -73,6 +75,7 @@ def verify(graph: Graph) -> None:
             raise IRError(f"{where}: {exc}") from None
         if inferred != declared:
             raise IRError(f"{where}: declared type {declared} but the {op.name} rule gives {inferred}")
+        _check_precision(where, op, declared, [g.nodes[i]["type"] for i in inputs], complete)
     for label, node in graph.outputs:
         if node not in g:
             raise IRError(f"graph {graph.name}: output {label} refers to missing node %{node}")
@@ -98,11 +101,11 @@ def _check_index_ranges(graph: Graph) -> None:
         elif node.op == "branch" and node.inputs[0] in span:
             lo, hi = span[node.inputs[0]]
             span[name] = (2 * lo + 1, 2 * hi + 2)
-        elif node.op in ("argmax", "argmin"):
+        elif node.op == "argmax":
             span[name] = (0, graph.type(node.inputs[0]).shape[0] - 1)
     for name in graph.order():
         node = graph.node(name)
-        if node.op not in ("matvec_at", "take"):
+        if node.op != "matvec_at":
             continue
         table, selector = node.inputs[0], node.inputs[1]
         size = graph.type(table).shape[0]
@@ -112,3 +115,15 @@ def _check_index_ranges(graph: Graph) -> None:
         if hi >= size:
             raise IRError(f"node %{name} ({node.op}): selector %{selector} reaches {hi}, but %{table} holds "
                           f"{size} entries")
+
+
+def _check_precision(where: str, op, declared, operand_types, complete: bool) -> None:
+    """An op used in a precision whose semantics or C it declares unsupported is refused here,
+    before an interpreter or a code generator meets it."""
+    if op.leaf or (op.lowered_by and not complete):
+        return
+    precision = "fixed" if declared.dtype.is_fixed or any(t.dtype.is_fixed for t in operand_types) else "float"
+    for facet in (precision, f"c_{precision}"):
+        if facet in op.unsupported:
+            raise IRError(f"{where}: op {op.name} is not supported in {precision} precision: "
+                          f"{op.unsupported[facet]}")

@@ -20,9 +20,10 @@ import math
 
 import numpy as np
 
-from tinycc_ml.ir.fixed import align_shifts, clip_bounds, const_ints
+from tinycc_ml.ir.fixed import const_ints
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops import OPS, dense_to_sparse_attrs
+from tinycc_ml.ir.ops import OPS, BoundCall, dense_to_sparse_attrs
+from tinycc_ml.ir.ops.arith import rshift_bound
 from tinycc_ml.ir.types import TensorType, fixed
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
@@ -30,7 +31,8 @@ ACT_BITS = 16
 ACC_LIMIT = 2**30  # headroom below 2^31 so the rounding constant of a shift cannot overflow
 MIN_WEIGHT_BITS = 6
 SCALE_RANGE = (-24, 30)
-MIN_LIKE = ("argmin", "segment_min", "kvote")
+MIN_LIKE = ("segment_min", "kvote")
+CONSTANT_OPS = ("const", "sparse_const")
 MIN_LIKE_HEADROOM = 4.0
 
 
@@ -49,10 +51,6 @@ def quantise_array(values: np.ndarray, scale: int, bits: int) -> np.ndarray:
     top = 2 ** (bits - 1) - 1
     q = np.clip(np.floor(values * 2.0**scale + 0.5), -top - 1, top)
     return q.astype({8: np.int8, 16: np.int16, 32: np.int32}[bits])
-
-
-def rshift_bound(bound: int, k: int) -> int:
-    return (bound + (1 << (k - 1))) >> k if k > 0 else bound << -k
 
 
 @register_pass
@@ -92,25 +90,11 @@ class ChooseScales(Pass):
                 continue
             if node.op == "clip" and graph.op(ins[0]) == "input":
                 s = scale[ins[0]]  # the input clamp keeps the input's scale
-            # operands: quantise constants for this use
-            if node.op in ("matvec", "matvec_at"):
-                s_out_acc = self._matvec(graph, out, node, ins, scale, bound, weight_bits, attrs)
-            elif node.op == "sqdist":
-                s_out_acc = self._sqdist(graph, out, node, ins, scale, bound, attrs)
-            elif node.op == "scale":
-                f = float(attrs["factor"])
-                fs = best_scale(abs(f), ACT_BITS)
-                attrs["factor_q"], attrs["factor_scale"] = int(quantise_array(np.array(f), fs, ACT_BITS)), fs
-                s_out_acc = (bound[ins[0]] * abs(attrs["factor_q"]), scale[ins[0]] + fs)
-            else:
-                for i, operand in enumerate(ins):
-                    other = ins[1 - i] if len(ins) == 2 else None
-                    like = scale.get(other) if other is not None and other in scale else s
-                    self._materialise(graph, out, operand, scale, bound, ins, like)
-                s_out_acc = self._elementwise_bound(graph, node.op, ins, scale, bound, s)
-                if node.op == "clip":  # the clamp's own bounds bound it
-                    lo, hi = clip_bounds(attrs["lo"], attrs["hi"], fixed(ACT_BITS, scale[ins[0]]))
-                    s_out_acc = (int(max(np.max(np.abs(lo)), np.max(np.abs(hi)))), scale[ins[0]])
+            self._quantise_operands(graph, out, node, ins, attrs, scale, bound, weight_bits, s)
+            call = BoundCall([bound.get(i) for i in ins], [scale.get(i, 0) for i in ins],
+                             [const_ints(out, i) if out.op(i) in CONSTANT_OPS else None for i in ins],
+                             attrs, s, ACT_BITS, [graph.type(i) for i in node.inputs])
+            s_out_acc = OPS[node.op].acc_bound(call)
             dtype = fixed(ACT_BITS, s)
             acc, acc_scale = s_out_acc
             bound[name] = min(2 ** (ACT_BITS - 1), rshift_bound(int(acc), acc_scale - s) + 1)
@@ -134,6 +118,23 @@ class ChooseScales(Pass):
         ctx.log.append(f"choose_scales: {sum(v == 'proven' for v in safety.values())} values proven safe, "
                        f"{sum(v == 'calibration' for v in safety.values())} rely on calibration")
         return out
+
+    def _quantise_operands(self, graph, out, node, ins, attrs, scale, bound, weight_bits, s) -> None:
+        """Quantise the constant operands for this use, as the op's kind of constant operand says."""
+        kind = OPS[node.op].constant_operand
+        if kind == "weights":
+            self._matvec(graph, out, node, ins, scale, bound, weight_bits, attrs)
+        elif kind == "prototypes":
+            self._sqdist(graph, out, node, ins, scale, bound, attrs)
+        elif kind == "factor":
+            f = float(attrs["factor"])
+            fs = best_scale(abs(f), ACT_BITS)
+            attrs["factor_q"], attrs["factor_scale"] = int(quantise_array(np.array(f), fs, ACT_BITS)), fs
+        else:
+            for i, operand in enumerate(list(ins)):
+                other = ins[1 - i] if len(ins) == 2 else None
+                like = scale.get(other) if other is not None and other in scale else s
+                self._materialise(graph, out, operand, scale, bound, ins, like)
 
     # ---- activations
     @staticmethod
@@ -240,14 +241,10 @@ class ChooseScales(Pass):
             h += 1
         sparse = a.attrs if a.op == "sparse_const" else None
         cname = self._add_const(out, a_name, A, sa, weight_bits, sparse)
-        Aq = const_ints(out, cname)
-        acc = int(np.max(np.sum(np.abs(Aq), axis=-1))) * bx
-        acc = rshift_bound(acc, h) + A.shape[-1] if h else acc
         if h:
             attrs["shift"] = h
         ins[0] = cname
         scale[cname] = sa
-        return acc, sa + scale[x_name] - h
 
     def _sqdist(self, graph, out, node, ins, scale, bound, attrs):
         x_name, m_name = node.inputs
@@ -268,19 +265,3 @@ class ChooseScales(Pass):
             attrs["shift"] = h
         ins[:] = [x_name, cname]
         scale[cname] = sx
-        return k * rshift_bound(d, h) ** 2, 2 * (sx - h)
-
-    @staticmethod
-    def _elementwise_bound(graph, op, ins, scale, bound, s):
-        if op in ("add", "sub"):
-            c, la, lb = align_shifts(scale[ins[0]], scale[ins[1]])
-            return rshift_bound(bound[ins[0]], -la) + rshift_bound(bound[ins[1]], -lb), c
-        if op == "mul":
-            a, b = ins
-            return bound[a] * bound[b], scale[a] + scale[b]
-        if op == "sum":
-            (a,) = ins
-            return bound[a] * graph.type(a).size, scale[a]
-        if op in ("clip", "tanh", "tanh_clamp", "exp", "sign", "select", "kvote"):
-            return 2 ** (ACT_BITS - 1), s
-        return max((bound[i] for i in ins if i in bound), default=2 ** (ACT_BITS - 1)), s

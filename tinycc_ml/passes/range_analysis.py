@@ -60,72 +60,19 @@ def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[
     return {n: (lo[n], hi[n], tuple(float(v) for v in low[n])) for n in lo}
 
 
-def _interval_matmul(A, lo, hi):
-    pos, neg = np.maximum(A, 0), np.minimum(A, 0)
-    return pos @ lo + neg @ hi, pos @ hi + neg @ lo
-
-
 def static_intervals(graph: Graph, input_lo: float, input_hi: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Elementwise proven intervals for every value reachable with known rules."""
+    """Elementwise proven intervals for every value reachable with the ops' interval rules."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in graph.order():
         node = graph.node(name)
-        op = node.op
-        shape = node.type.shape
-        if op == "input":
-            out[name] = (np.full(shape, input_lo), np.full(shape, input_hi))
-            continue
-        if op in ("const", "sparse_const"):
-            v = OPS[op].evaluate([], node.attrs)
-            out[name] = (v, v)
+        if node.op == "input":
+            out[name] = (np.full(node.type.shape, input_lo), np.full(node.type.shape, input_hi))
             continue
         if any(i not in out for i in node.inputs):
             continue
-        ivs = [out[i] for i in node.inputs]
-        if op == "matvec":
-            A = ivs[0][0]
-            out[name] = _interval_matmul(A, *ivs[1])
-        elif op == "matvec_at":
-            stack = ivs[0][0]
-            los, his = zip(*(_interval_matmul(stack[j], *ivs[2]) for j in range(stack.shape[0])))
-            out[name] = (np.min(los, axis=0), np.max(his, axis=0))
-        elif op == "sqdist":
-            (xl, xh), (M, _) = ivs
-            dl, dh = M - xh[:, None], M - xl[:, None]
-            sq_hi = np.maximum(dl**2, dh**2)
-            sq_lo = np.where((dl <= 0) & (dh >= 0), 0.0, np.minimum(dl**2, dh**2))
-            out[name] = (sq_lo.sum(axis=0), sq_hi.sum(axis=0))
-        elif op == "scale":
-            f = node.attrs["factor"]
-            lo, hi = ivs[0][0] * f, ivs[0][1] * f
-            out[name] = (np.minimum(lo, hi), np.maximum(lo, hi))
-        elif op in ("add", "sub"):
-            (al, ah), (bl, bh) = ivs
-            out[name] = (al + bl, ah + bh) if op == "add" else (al - bh, ah - bl)
-        elif op == "mul":
-            (al, ah), (bl, bh) = ivs
-            cands = np.stack(np.broadcast_arrays(al * bl, al * bh, ah * bl, ah * bh))
-            out[name] = (cands.min(axis=0), cands.max(axis=0))
-        elif op in ("exp", "exp_lut"):
-            out[name] = (np.exp(ivs[0][0]), np.exp(ivs[0][1]))
-        elif op in ("tanh", "tanh_clamp", "tanh_lut"):
-            f = np.tanh if op == "tanh" else (lambda v: np.clip(v, -1, 1))
-            out[name] = (f(ivs[0][0]), f(ivs[0][1]))
-        elif op == "clip":
-            lo, hi = node.attrs["lo"], node.attrs["hi"]
-            out[name] = (np.clip(ivs[0][0], lo, hi), np.clip(ivs[0][1], lo, hi))
-        elif op == "sign":
-            out[name] = (np.sign(ivs[0][0]), np.sign(ivs[0][1]))
-        elif op == "segment_min":
-            offs = node.attrs["offsets"]
-            out[name] = tuple(np.array([v[lo:hi].min() for lo, hi in zip(offs, offs[1:])]) for v in ivs[0])
-        elif op == "kvote":
-            out[name] = (np.zeros(shape), np.full(shape, float(node.attrs["k"])))
-        elif op == "sum":
-            out[name] = (np.sum(ivs[0][0]), np.sum(ivs[0][1]))
-        elif op == "select":
-            (_, _), (al, ah), (bl, bh) = ivs
-            out[name] = (np.minimum(al, bl), np.maximum(ah, bh))
+        interval = OPS[node.op].interval(node.attrs, [out[i] for i in node.inputs], node.type.shape)
+        if interval is not None:
+            out[name] = interval
     return out
 
 

@@ -1,0 +1,111 @@
+"""Leaves: the model input and constants (dense, and sparse in CSC form).
+
+Sparse constants (``sparse_const``) are stored in compressed sparse column (CSC) form:
+``values`` (nnz,), ``row_indices`` (nnz,) int32, ``col_ptr`` (cols + 1,) int32 with
+column ``j`` holding ``values[col_ptr[j]:col_ptr[j+1]]`` at rows ``row_indices[...]``, rows
+ascending inside a column, and ``shape`` = (rows, cols).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.registry import OpDef, need, register_op
+from tinycc_ml.ir.types import F32, TensorType
+
+
+def _infer_input(ts, attrs, declared):
+    need(declared is not None, "an input needs a declared type")
+    need(declared.rank == 1, f"inputs are vectors, got shape {declared.shape}")
+    return declared
+
+
+def _constant_interval(attrs, ivs, shape, op="const"):
+    v = OPS_EVAL[op](attrs)
+    return v, v
+
+
+register_op(OpDef(
+    "input", None, _infer_input, lambda xs, a: None, {"name": "str"}, "a model input vector", leaf=True,
+    fixed=lambda call: None,  # the interpreters bind the input rows
+    interval=lambda attrs, ivs, shape: None,  # range analysis binds the declared input range
+    acc_bound=lambda call: (2 ** (call.out_bits - 1), call.out_scale),
+    unsupported={}))
+
+
+def _infer_const(ts, attrs, declared):
+    value = attrs["value"]
+    need(isinstance(value, np.ndarray), "value must be an array")
+    dtype = declared.dtype if declared is not None else F32
+    if dtype.is_float:
+        need(value.dtype == np.float32, f"an f32 constant must hold float32 values, got {value.dtype}")
+    else:
+        need(np.issubdtype(value.dtype, np.integer), f"a {dtype} constant must hold integers, got {value.dtype}")
+        if dtype.is_fixed:
+            lo, hi = -(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1) - 1
+            need(value.size == 0 or (value.min() >= lo and value.max() <= hi),
+                 f"a {dtype} constant holds values outside [{lo}, {hi}]")
+    return TensorType(value.shape, dtype)
+
+
+def _infer_sparse(ts, attrs, declared):
+    need(len(attrs["shape"]) == 2, f"a sparse constant is a matrix, shape {list(attrs['shape'])} is not 2-D")
+    rows, cols = (int(d) for d in attrs["shape"])
+    values, row_idx, col_ptr = attrs["values"], attrs["row_indices"], attrs["col_ptr"]
+    need(col_ptr.shape == (cols + 1,), f"col_ptr has {col_ptr.shape[0]} entries, expected {cols + 1}")
+    need(col_ptr[0] == 0 and np.all(np.diff(col_ptr) >= 0), "col_ptr must start at 0 and never decrease")
+    need(col_ptr[-1] == values.shape[0] == row_idx.shape[0],
+         f"col_ptr ends at {col_ptr[-1]} but there are {values.shape[0]} values and {row_idx.shape[0]} row indices")
+    need(row_idx.size == 0 or (row_idx.min() >= 0 and row_idx.max() < rows), "a row index is out of range")
+    for j in range(cols):
+        need(np.all(np.diff(row_idx[col_ptr[j]:col_ptr[j + 1]]) > 0), f"column {j}: row indices not ascending")
+    dtype = declared.dtype if declared is not None else F32
+    return TensorType((rows, cols), dtype)
+
+
+def sparse_to_dense(attrs, dtype=np.float64) -> np.ndarray:
+    rows, cols = (int(d) for d in attrs["shape"])
+    dense = np.zeros((rows, cols), dtype=dtype)
+    col_ptr = attrs["col_ptr"]
+    for j in range(cols):
+        span = slice(col_ptr[j], col_ptr[j + 1])
+        dense[attrs["row_indices"][span], j] = attrs["values"][span]
+    return dense
+
+
+def dense_to_sparse_attrs(matrix: np.ndarray) -> dict:
+    """CSC attributes of ``matrix`` (zeros dropped), values kept in ``matrix``'s dtype."""
+    rows, cols = matrix.shape
+    values, row_idx, col_ptr = [], [], [0]
+    for j in range(cols):
+        nz = np.nonzero(matrix[:, j])[0]
+        row_idx.extend(nz.tolist())
+        values.extend(matrix[nz, j].tolist())
+        col_ptr.append(len(row_idx))
+    return {
+        "shape": [rows, cols],
+        "values": np.asarray(values, dtype=matrix.dtype),
+        "row_indices": np.asarray(row_idx, dtype=np.int32),
+        "col_ptr": np.asarray(col_ptr, dtype=np.int32),
+    }
+
+
+OPS_EVAL = {
+    "const": lambda a: a["value"].astype(np.float64),
+    "sparse_const": lambda a: sparse_to_dense(a),
+}
+# integer values of a constant at its type's scale
+CONST_INTS = {
+    "const": lambda a: a["value"].astype(np.int64),
+    "sparse_const": lambda a: sparse_to_dense(a, np.int64),
+}
+
+for _name, _infer, _attrs, _doc in (
+        ("const", _infer_const, {"value": "array"}, "a dense constant tensor"),
+        ("sparse_const", _infer_sparse, {"shape": "ints", "values": "array", "row_indices": "array",
+                                         "col_ptr": "array"}, "a sparse constant matrix in CSC form")):
+    register_op(OpDef(
+        _name, None, _infer, (lambda op: lambda xs, a: OPS_EVAL[op](a))(_name), _attrs, _doc, leaf=True,
+        fixed=(lambda op: lambda call: CONST_INTS[op](call.attrs))(_name),
+        interval=(lambda op: lambda attrs, ivs, shape: _constant_interval(attrs, ivs, shape, op))(_name),
+        acc_bound=lambda call: (2 ** (call.out_bits - 1), call.out_scale)))

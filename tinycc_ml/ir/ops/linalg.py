@@ -1,0 +1,152 @@
+"""Linear algebra: mat-vec, the mat-vec of one matrix of a stack (tree nodes), squared distances."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.arith import check32, rshift, rshift_bound, saturate
+from tinycc_ml.ir.ops.registry import (
+    FixedCall,
+    OpDef,
+    float_or_fixed,
+    need,
+    register_op,
+    result_dtype,
+    same_numeric_kind,
+)
+from tinycc_ml.ir.types import IDX, TensorType
+
+
+def interval_matmul(A, lo, hi):
+    pos, neg = np.maximum(A, 0), np.minimum(A, 0)
+    return pos @ lo + neg @ hi, pos @ hi + neg @ lo
+
+
+def _products_bound(call, a: int, x: int) -> tuple[int, int]:
+    """|sum of products| of a mat-vec: the largest row L1 norm of the quantised weights times
+    |x|; with a product shift h, each product is rounded first (at most one more unit each)."""
+    weights = call.consts[a]
+    h = int(call.attrs.get("shift", 0))
+    acc = int(np.max(np.sum(np.abs(weights), axis=-1))) * call.bounds[x]
+    acc = rshift_bound(acc, h) + weights.shape[-1] if h else acc
+    return acc, call.scales[a] + call.scales[x] - h
+
+
+# ---------------------------------------------------------------- matvec
+
+def _infer_matvec(ts, attrs, declared):
+    a, x = ts
+    float_or_fixed(a, "matrix")
+    float_or_fixed(x, "vector")
+    same_numeric_kind(ts)
+    need(a.rank == 2, f"matrix operand has shape {a.shape}, expected rank 2")
+    need(x.rank == 1, f"vector operand has shape {x.shape}, expected rank 1")
+    need(a.shape[1] == x.shape[0], f"matrix {a.shape} times vector {x.shape}: inner sizes differ")
+    return TensorType((a.shape[0],), result_dtype(ts, declared))
+
+
+def _fixed_matvec(call: FixedCall):
+    A, x = call.ins
+    h = call.shift
+    prods = check32(A[None, :, :] * x[:, None, :], call.where)
+    acc = check32(np.sum(rshift(prods, h), axis=2), call.where)
+    return saturate(rshift(acc, call.in_scale(0) + call.in_scale(1) - h - call.scale), call.bits)
+
+
+register_op(OpDef(
+    "matvec", 2, _infer_matvec, lambda xs, a: xs[0] @ xs[1], {"shift": "int?"},
+    "A @ x; fixed point: each product is shifted right by `shift` before it is summed",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: ins[1] @ ins[0].T if batched == [False, True] else None,
+    fixed=_fixed_matvec,
+    interval=lambda attrs, ivs, shape: interval_matmul(ivs[0][0], *ivs[1]),
+    acc_bound=lambda call: _products_bound(call, 0, 1),
+    constant_operand="weights"))
+
+
+# ---------------------------------------------------------------- matvec_at
+
+def _infer_matvec_at(ts, attrs, declared):
+    m, k, x = ts
+    float_or_fixed(m, "matrices")
+    float_or_fixed(x, "vector")
+    same_numeric_kind([m, x])
+    need(m.rank == 3, f"matrices operand has shape {m.shape}, expected (n, rows, cols)")
+    need(k.dtype == IDX and k.rank == 0, f"selector must be an idx scalar, got {k}")
+    need(x.rank == 1 and x.shape[0] == m.shape[2], f"matrices {m.shape} times vector {x.shape}: inner sizes differ")
+    return TensorType((m.shape[1],), result_dtype([m, x], declared))
+
+
+def _rows_matvec_at(ins, batched, attrs, n, rank):
+    if batched[0] or not batched[2]:
+        return None
+    k = ins[1].astype(np.int64) if batched[1] else np.full(n, int(ins[1]))
+    return np.einsum("nrc,nc->nr", ins[0][k], ins[2])
+
+
+def _fixed_matvec_at(call: FixedCall):
+    M, k, x = call.ins
+    h = call.shift
+    Mk = M[k] if k.ndim else np.broadcast_to(M[int(k)], (len(x),) + M.shape[1:])
+    prods = check32(Mk * x[:, None, :], call.where)
+    acc = check32(np.sum(rshift(prods, h), axis=2), call.where)
+    return saturate(rshift(acc, call.in_scale(0) + call.in_scale(2) - h - call.scale), call.bits)
+
+
+def _interval_matvec_at(attrs, ivs, shape):
+    stack = ivs[0][0]
+    los, his = zip(*(interval_matmul(stack[j], *ivs[2]) for j in range(stack.shape[0])))
+    return np.min(los, axis=0), np.max(his, axis=0)
+
+
+register_op(OpDef(
+    "matvec_at", 3, _infer_matvec_at, lambda xs, a: xs[0][int(xs[1])] @ xs[2], {"shift": "int?"},
+    "M[k] @ x: the mat-vec of one matrix of a stack, chosen at run time (tree nodes on a path)",
+    evaluate_rows=_rows_matvec_at, fixed=_fixed_matvec_at, interval=_interval_matvec_at,
+    acc_bound=lambda call: _products_bound(call, 0, 2),
+    constant_operand="weights"))
+
+
+# ---------------------------------------------------------------- sqdist
+
+def _infer_sqdist(ts, attrs, declared):
+    x, m = ts
+    float_or_fixed(x, "point")
+    float_or_fixed(m, "matrix")
+    same_numeric_kind(ts)
+    need(x.rank == 1, f"point has shape {x.shape}, expected rank 1")
+    need(m.rank == 2 and m.shape[0] == x.shape[0], f"matrix has shape {m.shape}, expected ({x.shape[0]}, columns)")
+    return TensorType((m.shape[1],), result_dtype(ts, declared))
+
+
+def _fixed_sqdist(call: FixedCall):
+    x, M = call.ins
+    h = call.shift
+    d = rshift(check32(M[None, :, :] - x[:, :, None], call.where), h)
+    acc = check32(np.sum(check32(d * d, call.where), axis=1), call.where)
+    return saturate(rshift(acc, 2 * (call.in_scale(0) - h) - call.scale), call.bits)
+
+
+def _interval_sqdist(attrs, ivs, shape):
+    (xl, xh), (M, _) = ivs
+    dl, dh = M - xh[:, None], M - xl[:, None]
+    sq_hi = np.maximum(dl**2, dh**2)
+    sq_lo = np.where((dl <= 0) & (dh >= 0), 0.0, np.minimum(dl**2, dh**2))
+    return sq_lo.sum(axis=0), sq_hi.sum(axis=0)
+
+
+def _bound_sqdist(call):
+    """k terms, each a square of |M| + |x| (after the difference shift)."""
+    Mq = call.consts[1]
+    h = int(call.attrs.get("shift", 0))
+    d = int(np.max(np.abs(Mq))) + call.bounds[0]
+    return Mq.shape[0] * rshift_bound(d, h) ** 2, 2 * (call.scales[0] - h)
+
+
+register_op(OpDef(
+    "sqdist", 2, _infer_sqdist, lambda xs, a: np.sum((xs[1] - xs[0][:, None]) ** 2, axis=0), {"shift": "int?"},
+    "squared L2 distance from a point (k,) to each column of a matrix (k, m); fixed point: "
+    "each difference is shifted right by `shift` before it is squared",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: (np.sum((ins[1][None, :, :] - ins[0][:, :, None]) ** 2, axis=1)
+                                                  if batched == [True, False] else None),
+    fixed=_fixed_sqdist, interval=_interval_sqdist, acc_bound=_bound_sqdist,
+    constant_operand="prototypes"))

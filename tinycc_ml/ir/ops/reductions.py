@@ -1,0 +1,113 @@
+"""Reductions: sum, argmax, per-segment minimum and k-nearest votes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.arith import check32, rshift, saturate
+from tinycc_ml.ir.ops.registry import (
+    FixedCall,
+    OpDef,
+    float_or_fixed,
+    need,
+    register_op,
+    result_dtype,
+)
+from tinycc_ml.ir.types import IDX, TensorType
+
+
+def _infer_sum(ts, attrs, declared):
+    (a,) = ts
+    float_or_fixed(a, "operand")
+    return TensorType((), result_dtype(ts, declared))
+
+
+def _fixed_sum(call: FixedCall):
+    (a,) = call.ins
+    h = call.shift
+    acc = check32(np.sum(rshift(a, h), axis=tuple(range(1, a.ndim))), call.where)
+    return saturate(rshift(acc, call.in_scale(0) - h - call.scale), call.bits)
+
+
+register_op(OpDef(
+    "sum", 1, _infer_sum, lambda xs, a: np.sum(xs[0]), {"shift": "int?"}, "sum of all elements",
+    fixed=_fixed_sum, interval=lambda attrs, ivs, shape: (np.sum(ivs[0][0]), np.sum(ivs[0][1])),
+    acc_bound=lambda call: (call.bounds[0] * call.in_types[0].size, call.scales[0])))
+
+
+def _infer_argmax(ts, attrs, declared):
+    (a,) = ts
+    float_or_fixed(a, "operand")
+    need(a.rank == 1, f"operand has shape {a.shape}, expected a vector")
+    return TensorType((), IDX)
+
+
+register_op(OpDef(
+    "argmax", 1, _infer_argmax, lambda xs, a: np.asarray(np.argmax(xs[0])), {},
+    "index of the largest element; the first one on ties",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: np.argmax(ins[0], axis=1) if batched[0] else None,
+    fixed=lambda call: np.argmax(call.ins[0], axis=1).astype(np.int64),
+    interval=lambda attrs, ivs, shape: None,  # an index: no numeric range
+    acc_bound=lambda call: (2**31 - 1, 0)))
+
+
+def _infer_segment_min(ts, attrs, declared):
+    (a,) = ts
+    float_or_fixed(a, "operand")
+    offsets = list(attrs["offsets"])
+    need(a.rank == 1, f"operand has shape {a.shape}, expected a vector")
+    need(len(offsets) >= 2 and offsets[0] == 0 and offsets[-1] == a.shape[0],
+         f"offsets must run from 0 to {a.shape[0]}")
+    need(all(lo < hi for lo, hi in zip(offsets, offsets[1:])), "every segment must be non-empty")
+    return TensorType((len(offsets) - 1,), result_dtype(ts, declared))
+
+
+def _segments(attrs):
+    return list(zip(attrs["offsets"], attrs["offsets"][1:]))
+
+
+def _fixed_segment_min(call: FixedCall):
+    (a,) = call.ins
+    mins = np.stack([a[:, lo:hi].min(axis=1) for lo, hi in _segments(call.attrs)], axis=1)
+    return saturate(rshift(mins, call.in_scale(0) - call.scale), call.bits)
+
+
+register_op(OpDef(
+    "segment_min", 1, _infer_segment_min,
+    lambda xs, a: np.array([xs[0][lo:hi].min() for lo, hi in _segments(a)]), {"offsets": "ints"},
+    "minimum of each contiguous segment [offsets[c], offsets[c+1]) (per-class nearest distance)",
+    fixed=_fixed_segment_min,
+    interval=lambda attrs, ivs, shape: tuple(np.array([v[lo:hi].min() for lo, hi in _segments(attrs)])
+                                             for v in ivs[0]),
+    acc_bound=lambda call: (call.bounds[0], call.scales[0])))
+
+
+def kvote_counts(d: np.ndarray, labels: np.ndarray, k: int, n_classes: int) -> np.ndarray:
+    """Votes of the k smallest entries of d (a stable sort: equal values keep the lower index)."""
+    nearest = np.argsort(d, kind="stable")[:k]
+    return np.bincount(labels[nearest], minlength=n_classes).astype(np.float64)
+
+
+def _infer_kvote(ts, attrs, declared):
+    (d,) = ts
+    float_or_fixed(d, "distances")
+    labels = attrs["labels"]
+    need(d.rank == 1 and labels.shape == d.shape, f"labels {labels.shape} must match distances {d.shape}")
+    need(1 <= attrs["k"] <= d.shape[0], f"k = {attrs['k']} must be in [1, {d.shape[0]}]")
+    need(labels.size == 0 or (labels.min() >= 0 and labels.max() < attrs["n_classes"]), "a label is out of range")
+    return TensorType((int(attrs["n_classes"]),), result_dtype(ts, declared))
+
+
+def _fixed_kvote(call: FixedCall):
+    at = call.attrs
+    votes = np.stack([kvote_counts(row, at["labels"], int(at["k"]), int(at["n_classes"])) for row in call.ins[0]])
+    return saturate(rshift(votes.astype(np.int64), -call.scale), call.bits)
+
+
+register_op(OpDef(
+    "kvote", 1, _infer_kvote, lambda xs, a: kvote_counts(xs[0], a["labels"], int(a["k"]), int(a["n_classes"])),
+    {"k": "int", "n_classes": "int", "labels": "array"},
+    "votes per class among the k smallest distances; equal distances: the lower index first",
+    fixed=_fixed_kvote,
+    interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["k"]))),
+    acc_bound=lambda call: call.saturated))
