@@ -18,6 +18,7 @@ from tinycc_ml.files import write_tree
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
+from tinycc_ml.passes.manager import PassOptions
 
 PRECISIONS = ("float", "int16", "int8")
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     if precision not in backend.precisions:
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
-    ctx = PassContext(options=dict(options), dump_after=set(dump_ir_after))
+    ctx = PassContext(options=PassOptions.from_user(precision, options), dump_after=set(dump_ir_after))
     graph = model.lower()
     check_constants(graph, model.describe())
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
@@ -171,7 +172,6 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         report["task"] = dict(model.task)
         description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
     if precision == "float":
-        ctx.options.setdefault("fold_mean", False)
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())
     else:

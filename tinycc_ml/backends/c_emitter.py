@@ -101,8 +101,8 @@ class CEmitter:
     def __post_init__(self):
         check_interface(self.graph)
         verify(self.graph, complete=True)
-        if not getattr(self.graph, "memory_plan", None):
-            self.graph.memory_plan, self.graph.arenas = plan(self.graph)
+        if not self.graph.analyses.memory_plan:
+            self.graph.analyses.memory_plan, self.graph.analyses.arenas = plan(self.graph)
         self.scores_node = self.graph.output("scores")
         self.prediction_node = self.graph.output("prediction")
         self._const_symbols: dict[str, str] = {}
@@ -192,7 +192,7 @@ class CEmitter:
     @property
     def input_scale(self):
         """Integer builds: the scale of each input feature (x_int[k] = round(x[k] * 2^s[k])); None for float."""
-        return getattr(self.graph, "input_scale", None)
+        return self.graph.analyses.input_scale
 
     def scheduled_ops(self) -> list[str]:
         return [n for n in self.graph.order() if self.graph.op(n) not in LEAF_OPS]
@@ -202,8 +202,8 @@ class CEmitter:
         out = []
         for name in names:
             node = self.graph.node(name)
-            if name in self.graph.memory_plan and name != self.scores_node:
-                key, offset, _ = self.graph.memory_plan[name]
+            if name in self.graph.analyses.memory_plan and name != self.scores_node:
+                key, offset, _ = self.graph.analyses.memory_plan[name]
                 out.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
             elif node.type.rank == 0:
                 out.append(f"    {ctype_of(node.type.dtype)} {self.var(name)};")
@@ -256,9 +256,10 @@ class CEmitter:
     def assemble(self, api: Interface, functions: list[str]) -> Emitted:
         """Both files around ``functions``: constants, helpers and arenas collected while emitting them."""
         graph = self.graph
+        arenas = graph.analyses.arenas
         arena_decls = [f"static {ARENA_CTYPE[k]} {self.sym('arena_' + k)}[{n}]{self.arena_attribute(k)};"
-                       for k, n in graph.arenas.items()]
-        arena_bytes = sum(n * element_bytes(k) for k, n in graph.arenas.items()) + self.extra_ram_bytes()
+                       for k, n in arenas.items()]
+        arena_bytes = sum(n * element_bytes(k) for k, n in arenas.items()) + self.extra_ram_bytes()
         includes = ["#include <stdint.h>", *self.target.extra_includes]
         if any(graph.op(n) in ("exp", "tanh") and graph.type(n).dtype.is_float for n in graph.order()):
             includes.append("#include <math.h>")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from tinycc_ml.ir.analyses import Analyses
 from tinycc_ml.ir.ops import OPS, TypeRuleError
 from tinycc_ml.ir.types import TensorType
 
@@ -37,6 +38,7 @@ class Graph:
         self.nx = nx.DiGraph()
         self.outputs: list[tuple[str, str]] = []
         self._order = 0  # insertion counter: keeps every traversal deterministic
+        self.analyses = Analyses()  # what passes learnt about it (see ir/analyses.py)
 
     # ---- building
     def fresh_name(self, hint: str = "v") -> str:
@@ -133,12 +135,7 @@ class Graph:
             other.nx.nodes[n]["attrs"] = dict(other.nx.nodes[n]["attrs"])
         other.outputs = list(self.outputs)
         other._order = self._order
-        return other
-
-    def copy_with_ranges(self) -> Graph:
-        """A copy that keeps analysis results attached to the graph (ranges)."""
-        other = self.copy()
-        other.ranges = getattr(self, "ranges", {})
+        other.analyses = self.analyses.copy()
         return other
 
     # ---- comparison (used by round-trip tests)

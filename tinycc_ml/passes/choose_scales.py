@@ -4,7 +4,7 @@ Activations are 16-bit. Each gets the largest scale at which its range fits:
 - the proven static range when that costs at most one bit against the calibrated range (the
   value then provably never saturates for inputs in the declared range),
 - else the calibrated range (the value may saturate - never wrap - on inputs unlike the
-  calibration rows); ``ctx.options["scale_adjust"]`` {node: bits} nudges individual choices
+  calibration rows); ``ctx.options.scale_adjust`` {node: bits} nudges individual choices
   (the search in fixed_pipeline uses it).
 Weights (matrices of matvec) are 16-bit, or 8-bit at precision int8; their scale is the
 largest that fits, lowered where needed so that the 32-bit accumulator provably never
@@ -59,10 +59,9 @@ class ChooseScales(Pass):
     description = "assign fixed-point types and quantise constants from calibrated and proven ranges"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        precision = ctx.options.get("precision", "int16")
-        weight_bits = self.weight_bits = 8 if precision == "int8" else 16
-        adjust = self.adjust = ctx.options.get("scale_adjust", {})
-        ranges = graph.ranges
+        weight_bits = self.weight_bits = 8 if ctx.options.precision == "int8" else 16
+        adjust = self.adjust = ctx.options.scale_adjust
+        ranges = graph.analyses.ranges
         out = Graph(graph.name)
         scale: dict[str, int] = {}
         bound: dict[str, int] = {}  # max |int| each value can hold
@@ -114,7 +113,8 @@ class ChooseScales(Pass):
             fits = static is not None and static * 2.0**s <= 2 ** (ACT_BITS - 1) - 1
             safety[name] = "proven" if (proven or fits) else "calibration"
         out.outputs = list(graph.outputs)
-        out.ranges, out.safety = ranges, safety
+        out.analyses = graph.analyses.copy()
+        out.analyses.safety = safety
         ctx.log.append(f"choose_scales: {sum(v == 'proven' for v in safety.values())} values proven safe, "
                        f"{sum(v == 'calibration' for v in safety.values())} rely on calibration")
         return out

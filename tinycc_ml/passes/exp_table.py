@@ -19,8 +19,9 @@ import math
 
 import numpy as np
 
-from tinycc_ml.ir.fixed import exp_lut_index, rshift, saturate
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.arith import rshift
+from tinycc_ml.ir.ops.tables import exp_lut_value
 from tinycc_ml.ir.types import TensorType
 from tinycc_ml.passes.choose_scales import best_scale
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
@@ -75,9 +76,8 @@ def build_exp_lut(lo_q: int, hi_q: int, s_in: int, s_out: int, out_bits: int, ma
 
 
 def evaluate_exp_lut(x, attrs, s_out: int, out_bits: int) -> np.ndarray:
-    hi_idx, lo_idx = exp_lut_index(x, attrs)
-    prod = attrs["table_hi"].astype(np.int64)[hi_idx] * attrs["table_lo"].astype(np.int64)[lo_idx]
-    return saturate(rshift(prod, attrs["hi_scale"] + attrs["lo_scale"] - s_out), out_bits)
+    """What the interpreter computes for exp_lut (the registry's own function)."""
+    return exp_lut_value(x, attrs, s_out, out_bits)
 
 
 @register_pass
@@ -97,7 +97,7 @@ class ExpTable(Pass):
                 factor, x = float(graph.node(x).attrs["factor"]), graph.node(x).inputs[0]
                 graph.replace_uses(node.inputs[0], x)
             s_in, s_out, bits = graph.type(x).dtype.scale, node.type.dtype.scale, node.type.dtype.bits
-            r = graph.ranges[x]
+            r = graph.analyses.ranges[x]
             lo, hi = r.lo, r.hi
             # where f v < ln(LSB/2) the output rounds to 0 anyway: no table entries are spent there
             floor = math.log(0.5 * 2.0**-s_out) / factor
@@ -109,14 +109,14 @@ class ExpTable(Pass):
             hi_q = min(int(math.ceil(hi * 2.0**s_in)), 2**15 - 1)
             lo_q = min(lo_q, hi_q)  # a range wholly above the table (all outputs round to 0) keeps its top
             attrs, err, size = build_exp_lut(lo_q, max(hi_q, lo_q), s_in, s_out, bits,
-                                             ctx.options.get("exp_max_error"), factor)
+                                             ctx.options.exp_max_error, factor)
             data = graph.nx.nodes[name]
             data["op"], data["attrs"] = "exp_lut", attrs
             data["type"] = TensorType(node.type.shape, node.type.dtype)
             info = {"node": name, "range": [attrs["lo"], attrs["hi"]], "table_bytes": size,
                     "entries": [len(attrs["table_hi"]), len(attrs["table_lo"])], "max_abs_error": err,
                     "output_lsb": 2.0**-s_out}
-            ctx.options.setdefault("exp_tables", []).append(info)
+            graph.analyses.exp_tables.append(info)
             ctx.log.append(f"exp_table: %{name} over [{attrs['lo']:.4g}, {attrs['hi']:.4g}]: {size} bytes, "
                            f"max abs error {err:.3g} (output LSB {2.0**-s_out:.3g})")
         return graph

@@ -1,6 +1,10 @@
 """Lowering a float graph to integer code: the fixed-point pipeline and the scale search.
 
-    float passes -> input clamp -> range_analysis -> choose_scales -> exp_table -> dce -> plan_memory
+    1 prepare_input:  float passes -> input_scales -> input clamp
+    2 analyse_ranges: range_analysis
+    3 search_scales:  choose_scales + tables, scored on held-out rows, per-value adjustments
+    4 FIXED_PASSES:   choose_scales -> exp_table -> tanh_approx -> dce -> plan_memory
+    5 fixed_report, 6 fixed_description: what the compile report and the header say
 
 The search (better than SeeDot's single global max-scale knob): starting from the calibrated
 choice, coordinate descent over per-value scale adjustments (one bit coarser or finer at a
@@ -9,6 +13,9 @@ predictions, ties broken by the mean absolute score error.
 """
 
 from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,6 +31,8 @@ FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "dce", "plan_memory
 SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
 SEARCH_ELEMENTS = 2**26  # products per scoring run of the search: keeps big models (kNN) quick
+
+log = logging.getLogger(__name__)
 
 
 def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature: bool) -> Graph:
@@ -52,95 +61,140 @@ def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict) -> tuple[int, flo
     return disagree, err
 
 
-def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: PassContext, report: dict,
-                   description: list[str]) -> Graph:
+@dataclass
+class PreparedInput:
+    """The float graph with its input clamp, and the calibration rows in the units it takes."""
+
+    graph: Graph
+    calibration: np.ndarray  # x * 2^s_k per feature k
+    feature_scales: np.ndarray  # s_k
+    lo: np.ndarray  # the clamp, in those units
+    hi: np.ndarray
+    per_feature: bool
+
+
+def prepare_input(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> PreparedInput:
+    """Stage 1: float clean-up, per-feature input scales absorbed into the model, the input clamp."""
+    opts = ctx.options
     graph = run_passes(graph, FLOAT_PREP, ctx)
-    ctx.options.update(calibration=calibration, precision=precision)
+    opts.calibration = calibration
     graph = run_passes(graph, ["input_scales"], ctx)
-    feature_scales = graph.input_scale
+    feature_scales = graph.analyses.input_scale
     calibration = calibration * 2.0**feature_scales  # the rewritten graph takes x * 2^s_k
-    if "input_range" in ctx.options:  # declared by the user, in real units
+    if opts.input_range is not None:  # declared by the user, in real units
         lo, hi = (np.broadcast_to(np.asarray(v, dtype=np.float64), feature_scales.shape) * 2.0**feature_scales
-                  for v in ctx.options["input_range"])
+                  for v in opts.input_range)
     else:
         lo, hi = calibration.min(axis=0), calibration.max(axis=0)
     lo, hi = np.floor(lo), np.ceil(hi)  # whole units of the integer input
-    per_feature = ctx.options.get("input_clamp", "global") == "per_feature"
+    per_feature = opts.input_clamp == "per_feature"
     graph = insert_input_clamp(graph, lo, hi, per_feature)
     if not per_feature:
         lo, hi = np.full_like(lo, np.min(lo)), np.full_like(hi, np.max(hi))
-    ctx.options.update(calibration=calibration, input_range=(lo, hi))
-    graph = run_passes(graph, ["range_analysis"], ctx)
+    return PreparedInput(graph, calibration, feature_scales, lo, hi, per_feature)
 
-    # hold out a quarter of the rows (at most 1000, fewer for big models) to score scale choices
+
+def analyse_ranges(prep: PreparedInput, ctx: PassContext) -> Graph:
+    """Stage 2: calibrated and proven ranges of every value (graph.analyses.ranges)."""
+    ctx.options.calibration = prep.calibration
+    ctx.options.input_bounds = (prep.lo, prep.hi)
+    return run_passes(prep.graph, ["range_analysis"], ctx)
+
+
+def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tuple[dict[str, int], tuple[int, float]]:
+    """Stage 3: per-value scale adjustments that reduce disagreement with the float model on
+    held-out calibration rows (a quarter of them, at most 1000, fewer for big models)."""
     rng = np.random.default_rng(0)
     affordable = max(64, SEARCH_ELEMENTS // work_per_row(graph))
     held = calibration[rng.permutation(len(calibration))[: min(1000, affordable, max(8, len(calibration) // 4))]]
     float_out = run_float(graph, held)
 
     def build(adjust: dict) -> Graph:
-        trial = PassContext(options={**ctx.options, "scale_adjust": adjust}, debug=False)
-        return run_passes(graph.copy_with_ranges(), FIXED_PASSES[:3], trial)
+        trial = PassContext(options=replace(ctx.options, scale_adjust=adjust), debug=False)
+        return run_passes(graph.copy(), FIXED_PASSES[:3], trial)
 
     adjust: dict[str, int] = {}
     best = _score(build(adjust), held, float_out)
-    if ctx.options.get("search", True):
-        candidates = [(n, SEARCH_ADJUSTMENTS) for n in graph.order()
-                      if graph.type(n).dtype.is_float and graph.op(n) not in ("const", "sparse_const", "clip", "input")]
-        candidates += [(f"{n}.weights", WEIGHT_ADJUSTMENTS) for n in graph.order() if graph.op(n) == "matvec"]
-        trials = 2 * sum(len(deltas) for _, deltas in candidates)
-        with Progress("scale search", total=trials, unit="trials") as bar:
-            for _round in range(2):
-                improved = False
-                for name, deltas in candidates:
-                    for delta in deltas:
-                        trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
-                        score = _score(build(trial_adjust), held, float_out)
-                        bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
-                        if score < best:
-                            best, adjust, improved = score, trial_adjust, True
-                            break
-                if not improved:
-                    break
-    ctx.options["scale_adjust"] = adjust
-    fixed_graph = run_passes(graph.copy_with_ranges(), FIXED_PASSES, ctx)
+    if not ctx.options.search:
+        return adjust, best
+    candidates = [(n, SEARCH_ADJUSTMENTS) for n in graph.order()
+                  if graph.type(n).dtype.is_float and graph.op(n) not in ("const", "sparse_const", "clip", "input")]
+    candidates += [(f"{n}.weights", WEIGHT_ADJUSTMENTS) for n in graph.order() if graph.op(n) == "matvec"]
+    trials = 2 * sum(len(deltas) for _, deltas in candidates)
+    with Progress("scale search", total=trials, unit="trials") as bar:
+        for _round in range(2):
+            improved = False
+            for name, deltas in candidates:
+                for delta in deltas:
+                    trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
+                    score = _score(build(trial_adjust), held, float_out)
+                    bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
+                    if score < best:
+                        best, adjust, improved = score, trial_adjust, True
+                        break
+            if not improved:
+                break
+    log.info("scale search: %d adjustment(s), %d held-out disagreement(s)", len(adjust), best[0])
+    return adjust, best
 
+
+def fixed_report(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np.ndarray, adjust: dict,
+                 held_out_disagreements: int) -> dict:
+    """Stage 5: per-value types, scales, ranges and overflow safety; tables; agreement with float."""
     values = {}
     for name in fixed_graph.order():
         t = fixed_graph.type(name)
         if not t.dtype.is_fixed or fixed_graph.op(name) in ("const", "sparse_const"):
             continue
-        r = graph.ranges.get(name)
+        r = graph.analyses.ranges.get(name)
         values[name] = {
             "type": str(t.dtype), "scale": t.dtype.scale,
             "calibrated_range": [r.lo, r.hi] if r else None,
             "static_range": [r.static_lo, r.static_hi] if r and r.static_lo is not None else None,
-            "overflow_safety": fixed_graph.safety.get(name, "calibration"),
+            "overflow_safety": fixed_graph.analyses.safety.get(name, "calibration"),
         }
-    s_in = feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
-    float_all = run_float(graph, calibration)
-    fixed_all = run_fixed(fixed_graph, quantise(calibration, s_in - feature_scales, 16))
-    report.update({
+    float_all = run_float(graph, prep.calibration)
+    fixed_all = run_fixed(fixed_graph, quantise(prep.calibration, s_in - prep.feature_scales, 16))
+    fs = prep.feature_scales
+    return {
         "values": values,
         "scale_adjustments": adjust,
-        "exp_tables": ctx.options.get("exp_tables", []),
-        "tanh": ctx.options.get("tanh_tables", []),
+        "exp_tables": fixed_graph.analyses.exp_tables,
+        "tanh": fixed_graph.analyses.tanh_tables,
         "input_scale": s_in.tolist(),
-        "input_range": [(lo * 2.0**-feature_scales).tolist(), (hi * 2.0**-feature_scales).tolist()],
-        "calibration_rows": len(calibration),
+        "input_range": [(prep.lo * 2.0**-fs).tolist(), (prep.hi * 2.0**-fs).tolist()],
+        "calibration_rows": len(prep.calibration),
         "agreement_with_float": float(np.mean(fixed_all["prediction"] == float_all["prediction"])),
-        "held_out_disagreements": best[0],
-    })
-    fixed_graph.input_scale = s_in
+        "held_out_disagreements": held_out_disagreements,
+    }
+
+
+def fixed_description(fixed_graph: Graph, s_in: np.ndarray, report: dict, per_feature: bool) -> list[str]:
+    """Stage 6: what the header says about the integer interface."""
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
     uniform = bool(np.all(s_in == s_in[0]))
-    description += [
+    return [
         "Input: int16, x_int[k] = round(x[k] * 2^s[k]) saturated to int16, with "
         + (f"s[k] = {s_in[0]} for every k." if uniform else "s[k] from the header's _INPUT_SHIFTS macro."),
         "x_int is clamped to the calibrated range" + (" of its feature" if per_feature else " of all features")
         + "; out-of-range inputs and intermediates saturate, never wrap.",
         f"Scores: {fixed_graph.type(fixed_graph.output('scores')).dtype}, real = int * 2^-{s_scores}.",
-        f"Agreement with the float model on {len(calibration)} calibration rows: "
+        f"Agreement with the float model on {report['calibration_rows']} calibration rows: "
         f"{100 * report['agreement_with_float']:.2f}%.",
     ]
+
+
+def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: PassContext, report: dict,
+                   description: list[str]) -> Graph:
+    """The float graph to integer code, stage by stage; fills ``report`` and ``description``."""
+    ctx.options.precision = precision
+    prep = prepare_input(graph, calibration, ctx)
+    graph = analyse_ranges(prep, ctx)
+    adjust, best = search_scales(graph, prep.calibration, ctx)
+    ctx.options.scale_adjust = adjust
+    fixed_graph = run_passes(graph.copy(), FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
+    s_in = prep.feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
+    fixed_graph.analyses.input_scale = s_in
+    report.update(fixed_report(graph, fixed_graph, prep, s_in, adjust, best[0]))
+    description += fixed_description(fixed_graph, s_in, report, prep.per_feature)
     return fixed_graph

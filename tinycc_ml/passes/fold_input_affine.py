@@ -58,7 +58,7 @@ class FoldInputAffine(Pass):
                 new_w = graph.add("sparse_const", attrs=attrs, type=w_node.type, name=f"{w_name}_folded")
             else:
                 new_w = graph.add("const", attrs={"value": folded.astype(np.float32)}, name=f"{w_name}_folded")
-            if not ctx.options.get("fold_mean", True):
+            if not ctx.options.fold_mean:
                 graph.replace_uses(name, graph.add("matvec", [new_w, d_name], name=f"{name}_scaled"))
                 ctx.log.append(f"fold_input_affine: folded 1/std into %{w_name}")
                 continue

@@ -85,9 +85,9 @@ class InputScales(Pass):
     description = "give each input feature its own power-of-two scale where its uses can absorb it"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        scales = feature_scales(graph, ctx.options["calibration"])
+        scales = feature_scales(graph, ctx.options.calibration)
         graph = apply_feature_scales(graph, scales)
-        graph.input_scale = scales
+        graph.analyses.input_scale = scales
         distinct = sorted(set(scales.tolist()))
         ctx.log.append(f"input_scales: {len(distinct)} distinct feature scale(s) {distinct[:6]}"
                        f"{'...' if len(distinct) > 6 else ''}")

@@ -9,18 +9,57 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.text import print_graph
 from tinycc_ml.ir.verify import verify
 from tinycc_ml.plugins import Registry
 
+TANH_FORMS = ("auto", "clamp", "table")
+INPUT_CLAMPS = ("global", "per_feature")
+
+
+@dataclass
+class PassOptions:
+    """The passes' options. Those a user may set through ``compile(**options)`` are USER_OPTIONS;
+    the rest are filled by the pipelines."""
+
+    precision: str = "float"  # "float", "int16" or "int8"
+    fold_mean: bool = True  # fold_input_affine: fold the mean subtraction too (integer builds)
+    # fixed pipeline, user-settable
+    input_range: tuple | None = None  # (lo, hi) of the input in real units; default: the calibrated range
+    input_clamp: str = "global"  # one clamp range for all features, or "per_feature"
+    search: bool = True  # search per-value scale adjustments on held-out calibration rows
+    tanh: str = "auto"  # tanh_approx: "auto", "clamp" or "table"
+    tanh_max_error: float | None = None  # tanh_approx: error bound of the table (default 2^-9)
+    exp_max_error: float | None = None  # exp_table: error bound of the tables (default 2^-10 of the range)
+    # fixed pipeline, internal
+    calibration: np.ndarray | None = None  # rows at the input's integer scale per feature (x * 2^s_k)
+    input_bounds: tuple[np.ndarray, np.ndarray] | None = None  # the input clamp, in those units
+    scale_adjust: dict[str, int] = field(default_factory=dict)  # choose_scales: bits per value (the search)
+
+    USER_OPTIONS = ("input_range", "input_clamp", "search", "tanh", "tanh_max_error", "exp_max_error")
+
+    @classmethod
+    def from_user(cls, precision: str, options: dict) -> PassOptions:
+        unknown = sorted(set(options) - set(cls.USER_OPTIONS))
+        if unknown:
+            raise CompileError(f"unknown compile option {unknown[0]!r}; options: {', '.join(cls.USER_OPTIONS)}")
+        opts = cls(precision=precision, fold_mean=precision != "float", **options)
+        if opts.tanh not in TANH_FORMS:
+            raise CompileError(f"tanh={opts.tanh!r} is not one of {', '.join(TANH_FORMS)}")
+        if opts.input_clamp not in INPUT_CLAMPS:
+            raise CompileError(f"input_clamp={opts.input_clamp!r} is not one of {', '.join(INPUT_CLAMPS)}")
+        return opts
+
 
 @dataclass
 class PassContext:
-    """What passes may read besides the graph: options, and a log the compile report shows."""
+    """What passes may read besides the graph: typed options, and a log the compile report shows."""
 
-    options: dict = field(default_factory=dict)
+    options: PassOptions = field(default_factory=PassOptions)
     debug: bool = True
     dump_after: set[str] = field(default_factory=set)  # pass names, or {"all"}
     dump: Callable[[str], None] = lambda text: sys.stderr.write(text)
@@ -70,7 +109,8 @@ def run_passes(graph: Graph, names: list[str], ctx: PassContext | None = None) -
         if ctx.debug:
             verify(graph)
         if "all" in ctx.dump_after or name in ctx.dump_after:
-            ctx.dump(f"// IR after {name}\n" + print_graph(graph, elide_constants=True))
+            analyses = "".join(f"# {line}\n" for line in graph.analyses.describe())
+            ctx.dump(f"// IR after {name}\n" + print_graph(graph, elide_constants=True) + analyses)
     return graph
 
 

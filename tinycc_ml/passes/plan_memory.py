@@ -2,13 +2,14 @@
 space of values that are dead (liveness over the schedule, first fit by offset).
 
 There is one arena per C element type, so generated code indexes typed arrays and never
-type-puns. The plan is stored on the graph: ``graph.memory_plan`` = {node: (arena, offset,
-length)} in elements, and ``graph.arenas`` = {arena: length}. Constants, inputs and scalars
+type-puns. The plan is stored in ``graph.analyses``: ``memory_plan`` = {node: ArenaSlot(arena, offset,
+length)} in elements, and ``arenas`` = {arena: length}. Constants, inputs and scalars
 take no arena space (scalars are locals).
 """
 
 from __future__ import annotations
 
+from tinycc_ml.ir.analyses import ArenaSlot
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
@@ -26,7 +27,7 @@ def element_bytes(key: str) -> int:
     return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}[key]
 
 
-def plan(graph: Graph) -> tuple[dict[str, tuple[str, int, int]], dict[str, int]]:
+def plan(graph: Graph) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
     order = graph.order()
     position = {n: i for i, n in enumerate(order)}
     outputs = {n for _, n in graph.outputs}
@@ -35,7 +36,7 @@ def plan(graph: Graph) -> tuple[dict[str, tuple[str, int, int]], dict[str, int]]
         for n in order
     }
     live: list[tuple[str, int, int, str]] = []  # (arena, offset, length, node)
-    placed: dict[str, tuple[str, int, int]] = {}
+    placed: dict[str, ArenaSlot] = {}
     arenas: dict[str, int] = {}
     for i, n in enumerate(order):
         t = graph.type(n)
@@ -50,7 +51,7 @@ def plan(graph: Graph) -> tuple[dict[str, tuple[str, int, int]], dict[str, int]]
                 break
             offset = max(offset, o + s)
         live.append((key, offset, length, n))
-        placed[n] = (key, offset, length)
+        placed[n] = ArenaSlot(key, offset, length)
         arenas[key] = max(arenas.get(key, 0), offset + length)
     return placed, dict(sorted(arenas.items()))
 
@@ -61,8 +62,9 @@ class PlanMemory(Pass):
     description = "assign intermediate vectors to static arenas by liveness"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        graph.memory_plan, graph.arenas = plan(graph)
-        used = sum(length * element_bytes(key) for key, length in graph.arenas.items())
-        naive = sum(length * element_bytes(key) for key, _, length in graph.memory_plan.values())
+        a = graph.analyses
+        a.memory_plan, a.arenas = plan(graph)
+        used = sum(length * element_bytes(key) for key, length in a.arenas.items())
+        naive = sum(length * element_bytes(key) for key, _, length in a.memory_plan.values())
         ctx.log.append(f"plan_memory: arenas {used} bytes (without reuse: {naive})")
         return graph

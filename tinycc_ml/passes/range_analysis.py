@@ -4,41 +4,18 @@
 - static: propagate the declared input interval through the ops with interval arithmetic,
   giving bounds that hold for every input in that interval (None where an op has no rule).
 
-Both are stored on the graph as ``graph.ranges`` = {node: Range}.
+Both are stored in ``graph.analyses.ranges`` = {node: Range}.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from tinycc_ml.ir.analyses import Range
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks
 from tinycc_ml.ir.ops import OPS
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
-
-
-@dataclass
-class Range:
-    lo: float  # calibrated minimum over all elements
-    hi: float
-    static_lo: float | None = None  # proven interval, if known
-    static_hi: float | None = None
-    # i-th entry: the largest, over calibration rows, of the row's (i+1)-th smallest element; what a
-    # value read only through minimum-like ops (argmin, segment_min, kvote) needs to resolve
-    low_order: tuple[float, ...] = ()
-
-    @property
-    def abs_max(self) -> float:
-        return max(abs(self.lo), abs(self.hi))
-
-    @property
-    def static_abs_max(self) -> float | None:
-        if self.static_lo is None:
-            return None
-        return max(abs(self.static_lo), abs(self.static_hi))
-
 
 LOW_ORDER = 8
 
@@ -82,15 +59,15 @@ class RangeAnalysis(Pass):
     description = "profile value ranges on calibration rows and prove static bounds from the input range"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        X = ctx.options["calibration"]
-        lo, hi = ctx.options.get("input_range", (float(np.min(X)), float(np.max(X))))
+        X = ctx.options.calibration
+        lo, hi = ctx.options.input_bounds or (float(np.min(X)), float(np.max(X)))
         prof = profile(graph, X)
         static = static_intervals(graph, lo, hi)
-        graph.ranges = {}
+        ranges = graph.analyses.ranges = {}
         for name, (plo, phi, low) in prof.items():
             s = static.get(name)
-            graph.ranges[name] = Range(plo, phi, *(None, None) if s is None else (float(np.min(s[0])),
+            ranges[name] = Range(plo, phi, *(None, None) if s is None else (float(np.min(s[0])),
                                                                                    float(np.max(s[1]))), low)
         ctx.log.append(f"range_analysis: {len(prof)} values profiled on {len(X)} rows, "
-                       f"{sum(r.static_lo is not None for r in graph.ranges.values())} with static bounds")
+                       f"{sum(r.static_lo is not None for r in ranges.values())} with static bounds")
         return graph

@@ -12,8 +12,10 @@ import math
 
 import numpy as np
 
-from tinycc_ml.ir.fixed import rshift, saturate, tanh_lut_value
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops import OPS, FixedCall
+from tinycc_ml.ir.ops.tables import tanh_lut_result
+from tinycc_ml.ir.types import TensorType, fixed
 from tinycc_ml.passes.choose_scales import best_scale
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
@@ -22,12 +24,15 @@ DEFAULT_ERROR = 2.0**-9
 
 
 def evaluate_tanh_lut(x, attrs, s_out, bits=16):
-    return saturate(rshift(tanh_lut_value(x, attrs), attrs["table_scale"] - s_out), bits)
+    """What the interpreter computes for tanh_lut (the registry's own function)."""
+    return tanh_lut_result(x, attrs, s_out, bits)
 
 
 def evaluate_tanh_clamp(x, s_in, s_out, bits=16):
-    one = 1 << s_in if s_in >= 0 else 0
-    return saturate(rshift(np.clip(x, -one, one), s_in - s_out), bits)
+    """What the interpreter computes for tanh_clamp (the registry's integer semantics)."""
+    call = FixedCall([np.asarray(x, dtype=np.int64)], [TensorType((1,), fixed(bits, s_in))],
+                     TensorType((1,), fixed(bits, s_out)), {}, "tanh_clamp")
+    return OPS["tanh_clamp"].fixed(call)
 
 
 def build_tanh_lut(s_in: int, s_out: int, xs: np.ndarray, max_error: float = DEFAULT_ERROR):
@@ -55,14 +60,14 @@ class TanhApprox(Pass):
     description = "replace fixed-point tanh by the clamp approximation or a table"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        mode = ctx.options.get("tanh", "auto")
+        mode = ctx.options.tanh
         for name in graph.order():
             node = graph.node(name)
             if node.op != "tanh" or not node.type.dtype.is_fixed:
                 continue
             (x,) = node.inputs
             s_in, s_out = graph.type(x).dtype.scale, node.type.dtype.scale
-            r = graph.ranges[x]
+            r = graph.analyses.ranges[x]
             # clipped at both ends: a range wholly outside int16 (a too-fine scale under trial)
             # still leaves the saturated value to approximate
             lo_q = min(max(int(math.floor(r.lo * 2.0**s_in)), -(2**15)), 2**15 - 1)
@@ -70,7 +75,7 @@ class TanhApprox(Pass):
             xs = np.arange(lo_q, hi_q + 1, dtype=np.int64)
             truth = np.tanh(xs * 2.0**-s_in)
             clamp_err = float(np.max(np.abs(evaluate_tanh_clamp(xs, s_in, s_out) * 2.0**-s_out - truth)))
-            attrs, table_err, size = build_tanh_lut(s_in, s_out, xs, ctx.options.get("tanh_max_error", DEFAULT_ERROR))
+            attrs, table_err, size = build_tanh_lut(s_in, s_out, xs, ctx.options.tanh_max_error or DEFAULT_ERROR)
             use_table = mode == "table" or (mode == "auto" and table_err < clamp_err)
             data = graph.nx.nodes[name]
             if use_table:
@@ -80,7 +85,7 @@ class TanhApprox(Pass):
             info = {"node": name, "form": "table" if use_table else "clamp", "table_bytes": size if use_table else 0,
                     "max_abs_error": table_err if use_table else clamp_err,
                     "clamp_max_abs_error": clamp_err, "table_max_abs_error": table_err}
-            ctx.options.setdefault("tanh_tables", []).append(info)
+            graph.analyses.tanh_tables.append(info)
             ctx.log.append(f"tanh_approx: %{name} as {info['form']}: max abs error {info['max_abs_error']:.3g} "
                            f"(clamp {clamp_err:.3g}, {size}-byte table {table_err:.3g})")
         return graph

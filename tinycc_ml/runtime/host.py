@@ -246,4 +246,4 @@ def load_host_build(out_dir: Path, output) -> HostPredictor:
     source = (out_dir / f"{output.prefix}.c").read_text()
     module = build_host_module(header, source, output.prefix, output.input_ctype, output.score_ctype)
     return HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
-                         output.n_scores, getattr(output, "input_scale", None))
+                         output.n_scores, output.input_scale)

@@ -1,0 +1,74 @@
+"""What passes learn about a graph, in one typed record that travels with it (``graph.analyses``):
+copied by ``Graph.copy``, shown by ``--dump-ir-after`` (as comments after the graph), and read by
+later passes and the backends. Each field names the pass that fills it."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+
+@dataclass
+class Range:
+    """range_analysis: what a value spans."""
+
+    lo: float  # calibrated minimum over all elements
+    hi: float
+    static_lo: float | None = None  # proven interval, if known
+    static_hi: float | None = None
+    # i-th entry: the largest, over calibration rows, of the row's (i+1)-th smallest element; what a
+    # value read only through minimum-like ops (segment_min, kvote) needs to resolve
+    low_order: tuple[float, ...] = ()
+
+    @property
+    def abs_max(self) -> float:
+        return max(abs(self.lo), abs(self.hi))
+
+    @property
+    def static_abs_max(self) -> float | None:
+        if self.static_lo is None:
+            return None
+        return max(abs(self.static_lo), abs(self.static_hi))
+
+
+class ArenaSlot(NamedTuple):
+    """plan_memory: where an intermediate vector lives (offset and length in elements)."""
+
+    arena: str  # "f32", "i32", "i16", "i8" or "u8"
+    offset: int
+    length: int
+
+
+@dataclass
+class Analyses:
+    ranges: dict[str, Range] = field(default_factory=dict)  # range_analysis
+    safety: dict[str, str] = field(default_factory=dict)  # choose_scales: "proven", "calibration", "input"
+    # input_scales, then the fixed pipeline: integer builds take x_int[k] = round(x[k] * 2^input_scale[k])
+    input_scale: np.ndarray | None = None
+    memory_plan: dict[str, ArenaSlot] = field(default_factory=dict)  # plan_memory
+    arenas: dict[str, int] = field(default_factory=dict)  # plan_memory: arena -> length in elements
+    exp_tables: list[dict] = field(default_factory=list)  # exp_table: size and measured error per table
+    tanh_tables: list[dict] = field(default_factory=list)  # tanh_approx: form and measured error
+
+    def copy(self) -> Analyses:
+        return copy.deepcopy(self)
+
+    def describe(self) -> list[str]:
+        """Text lines for IR dumps."""
+        lines = []
+        for name, r in self.ranges.items():
+            static = "" if r.static_lo is None else f", proven [{r.static_lo:.6g}, {r.static_hi:.6g}]"
+            lines.append(f"range %{name}: calibrated [{r.lo:.6g}, {r.hi:.6g}]{static}")
+        lines += [f"overflow %{name}: {how}" for name, how in self.safety.items()]
+        if self.input_scale is not None:
+            scales = np.asarray(self.input_scale).reshape(-1)
+            lines.append(f"input scales: {sorted(set(int(s) for s in scales))} over {len(scales)} features")
+        lines += [f"memory %{name}: {slot.arena}[{slot.offset}:{slot.offset + slot.length}]"
+                  for name, slot in self.memory_plan.items()]
+        lines += [f"arena {key}: {length} elements" for key, length in self.arenas.items()]
+        lines += [f"exp table: {t}" for t in self.exp_tables]
+        lines += [f"tanh: {t}" for t in self.tanh_tables]
+        return lines
