@@ -37,6 +37,7 @@ def matvec(em, node: Node) -> list[str]:
         "}",
     ]
 
+
 def sqdist(em, node: Node) -> list[str]:
     x_name, m_name = node.inputs
     k, m = em.graph.type(m_name).shape
@@ -56,6 +57,7 @@ def sqdist(em, node: Node) -> list[str]:
         "}",
     ]
 
+
 def elementwise(em, node: Node, expr: Callable[..., str]) -> list[str]:
     operands = [lambda i, n=n: em.at(n, i) for n in node.inputs]
     if node.type.rank == 0:
@@ -63,34 +65,43 @@ def elementwise(em, node: Node, expr: Callable[..., str]) -> list[str]:
     return [f"for (int i = 0; i < {node.type.size}; ++i) "
             f"{em.var(node.name)}[i] = {expr(*[f('i') for f in operands])};"]
 
+
 def add(em, node):
     return elementwise(em, node, lambda a, b: f"{a} + {b}")
+
 
 def sub(em, node):
     return elementwise(em, node, lambda a, b: f"{a} - {b}")
 
+
 def mul(em, node):
     return elementwise(em, node, lambda a, b: f"{a} * {b}")
+
 
 def scale(em, node):
     factor = c_float(node.attrs["factor"])
     return elementwise(em, node, lambda a: f"{a} * {factor}")
 
+
 def exp(em, node):
     return elementwise(em, node, lambda a: f"expf({a})")
 
+
 def tanh(em, node):
     return elementwise(em, node, lambda a: f"tanhf({a})")
+
 
 def clip(em, node):
     lo, hi = c_float(node.attrs["lo"]), c_float(node.attrs["hi"])
     return elementwise(em, node, lambda a: f"({a} < {lo} ? {lo} : ({a} > {hi} ? {hi} : {a}))")
 
-def sum(em, node):
+
+def total(em, node):
     (a,) = node.inputs
     n = em.graph.type(a).size
     return [f"{em.var(node.name)} = 0.0f;",
             f"for (int i = 0; i < {n}; ++i) {em.var(node.name)} += {em.at(a, 'i')};"]
+
 
 def arg(em, node, better: str) -> list[str]:
     (a,) = node.inputs
@@ -107,8 +118,10 @@ def arg(em, node, better: str) -> list[str]:
         "}",
     ]
 
+
 def argmax(em, node):
     return arg(em, node, ">")
+
 
 def matvec_at(em, node: Node) -> list[str]:
     m_name, k_name, x_name = node.inputs
@@ -125,18 +138,20 @@ def matvec_at(em, node: Node) -> list[str]:
         "}",
     ]
 
+
 def branch(em, node: Node) -> list[str]:
     k_name, s_name = node.inputs
     value = em.at(s_name, "0")
     return [f"{em.var(node.name)} = 2 * {em.at(k_name, '0')} + ({value} > 0 ? 1 : 2);"]
+
 
 def segment_min(em, node: Node, store_best=None) -> list[str]:
     """Per-segment minimum; ``store_best(c)`` writes best into element c (fixed point: shifted)."""
     (a,) = node.inputs
     offs = [int(o) for o in node.attrs["offsets"]]
     bounds = em.add_const_array(em.sym(f"{node.name}_offsets"), np.asarray(offs),
-                                  "uint16_t" if offs[-1] < 65536 else "int32_t",
-                                  f"%{node.name}: segment start offsets")
+                                "uint16_t" if offs[-1] < 65536 else "int32_t",
+                                f"%{node.name}: segment start offsets")
     rd = lambda i: em.target.read_const(bounds, i, "uint16_t" if offs[-1] < 65536 else "int32_t")  # noqa: E731
     ctype = ctype_of(em.graph.type(a).dtype)
     return [
@@ -144,9 +159,10 @@ def segment_min(em, node: Node, store_best=None) -> list[str]:
         f"    {ctype} best = {em.at(a, rd('c'))};",
         f"    for (int32_t j = (int32_t){rd('c')} + 1; j < (int32_t){rd('c + 1')}; ++j)",
         f"        if ({em.at(a, 'j')} < best) best = {em.at(a, 'j')};",
-        f"    {em.var(node.name)}[c] = best;",
+        "    " + (store_best("c") if store_best else f"{em.var(node.name)}[c] = best;"),
         "}",
     ]
+
 
 def kvote(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];") -> list[str]:
     """k nearest votes; ``store_vote(out)`` writes votes[c] into out[c] (fixed point: saturated)."""
@@ -155,7 +171,7 @@ def kvote(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];")
     m = em.graph.type(d).size
     label_type = "uint8_t" if n_classes <= 256 else "uint16_t"
     labels = em.add_const_array(em.sym(f"{node.name}_labels"), node.attrs["labels"], label_type,
-                                  f"%{node.name}: label of each reference point")
+                                f"%{node.name}: label of each reference point")
     ctype = ctype_of(em.graph.type(d).dtype)
     out = em.var(node.name)
     return [
@@ -184,6 +200,9 @@ def kvote(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];")
     ]
 
 
+def tanh_clamp(em, node):
+    return elementwise(em, node, lambda a: f"({a} < -1.0f ? -1.0f : ({a} > 1.0f ? 1.0f : {a}))")
+
 
 C_CODE["float"].update({
     "matvec": matvec,
@@ -195,17 +214,11 @@ C_CODE["float"].update({
     "exp": exp,
     "tanh": tanh,
     "clip": clip,
-    "sum": sum,
+    "sum": total,
     "argmax": argmax,
     "matvec_at": matvec_at,
     "branch": branch,
     "segment_min": segment_min,
     "kvote": kvote,
+    "tanh_clamp": tanh_clamp,
 })
-
-
-def tanh_clamp(em, node):
-    return elementwise(em, node, lambda a: f"({a} < -1.0f ? -1.0f : ({a} > 1.0f ? 1.0f : {a}))")
-
-
-C_CODE["float"]["tanh_clamp"] = tanh_clamp
