@@ -466,7 +466,7 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
 def _x_buffer(em, clamp: str | None, cols: int) -> str:
     """Where the kernel's x goes: the fused clamp's own arena slot when it starts a 256-byte page of
     an arena the emitter can align, else a static aligned buffer."""
-    plan = getattr(em.graph, "memory_plan", {})
+    plan = em.graph.analyses.memory_plan
     if clamp and clamp in plan and hasattr(em, "arena_align"):
         key, offset, _ = plan[clamp]
         if key == "i16" and (2 * offset) % 256 == 0:

@@ -31,6 +31,9 @@ class Node:
 
 
 class Graph:
+    # no other attributes: what passes learn goes in ``analyses``, typed
+    __slots__ = ("name", "nx", "outputs", "_order", "analyses")
+
     def __init__(self, name: str = "model"):
         if not IDENTIFIER.match(name):
             raise ValueError(f"graph name {name!r} is not an identifier")
