@@ -7,7 +7,7 @@ Each bound is derived from the op's rounding steps, written beside its case, and
   (``half_unit``); shifts left and comparisons are exact;
 - lookup tables: the bound follows from the table's entry rounding, its index rounding and the
   curvature of the function, and separately the table builder's reported maximum error must hold.
-Results that are not fixed point (argmax, branch, cmp, ...) and exact ops must agree exactly:
+Results that are not fixed point (argmax, branch) and exact ops must agree exactly:
 dequantising an int is exact in float64, so ties break the same way on both sides.
 
 The output scale is chosen per example from the float result: at or below the largest scale that
@@ -43,7 +43,7 @@ SATURATION = settings(max_examples=50, deadline=None, suppress_health_check=[Hea
 LEAVES = {"input", "const", "sparse_const"}  # values, not computations
 FLOAT_ONLY = {"exp", "tanh"}  # rewritten to exp_lut / tanh_lut / tanh_clamp before fixed point
 SCALES = st.integers(-4, 15)  # input and constant scales, coarser than integers included
-MAX_ALIGN_SHIFT = 15  # add/sub/select/cmp: a 16-bit operand is shifted left by at most 15 bits
+MAX_ALIGN_SHIFT = 15  # add/sub: a 16-bit operand is shifted left by at most 15 bits
 TANH_CURVATURE = 4 / (3 * math.sqrt(3))  # max |tanh''|, at x = atanh(1/sqrt(3))
 # float64 rounding in the reference itself (exp, tanh, products by a float factor)
 FLOAT_SLACK = 1e-12
@@ -401,6 +401,21 @@ def segment_min_case(draw):
 
 
 @st.composite
+def max_case(draw):
+    n = draw(st.integers(1, 10))
+    X = input_rows(draw, n)
+    sa = draw(SCALES)
+
+    def make(so, bits):
+        g, x = new_graph(n, sa)
+        y = g.add("max", [x], {}, type=out_type((), bits, so))
+        # the maximum of ints is exact; one output rounding
+        return finish(g, y, [("output rounding", half_unit(sa > so, so))])
+
+    return Case(X, make)
+
+
+@st.composite
 def kvote_case(draw):
     n = draw(st.integers(1, 10))
     n_classes = draw(st.integers(1, 4))
@@ -415,41 +430,6 @@ def kvote_case(draw):
                   type=out_type((n_classes,), bits, so))
         # counts are exact integers; only a negative output scale rounds them
         return finish(g, y, [("output rounding", half_unit(so < 0, so))])
-
-    return Case(X, make)
-
-
-@st.composite
-def sign_case(draw):
-    n = draw(st.integers(1, 6))
-    X = input_rows(draw, n, draw(st.integers(1, 15)))
-    sa = draw(SCALES)
-
-    def make(so, bits):
-        g, x = new_graph(n, sa)
-        y = g.add("sign", [x], {}, type=out_type((n,), bits, so))
-        # -1, 0, 1 are exact unless the output scale is negative
-        return finish(g, y, [("output rounding", half_unit(so < 0, so))])
-
-    return Case(X, make)
-
-
-@st.composite
-def select_case(draw):
-    n = draw(st.integers(1, 6))
-    X = input_rows(draw, n)
-    sa = draw(SCALES)
-    sb = draw(st.one_of(SCALES, st.integers(sa - 22, sa + 22)))  # beyond 15 apart: alignment rounds
-    threshold, B = draw(ints(())), draw(ints((n,), draw(st.integers(0, 15))))
-    pred = draw(st.sampled_from(["gt", "ge", "lt", "le", "eq", "ne"]))
-
-    def make(so, bits):
-        g, x = new_graph(n, sa)
-        cond = g.add("cmp", [x, add_const(g, threshold, sa)], {"pred": pred})  # same scale: exact
-        y = g.add("select", [cond, x, add_const(g, B, sb)], {}, type=out_type((n,), bits, so))
-        c = aligned_scale(sa, sb)
-        # the chosen operand may have been rounded onto the common scale; then one output rounding
-        return finish(g, y, [("alignment + output rounding", half_unit(max(sa, sb) > c, c) + half_unit(c > so, so))])
 
     return Case(X, make)
 
@@ -476,29 +456,6 @@ def branch_case(draw):
     return exact_case((X, g))
 
 
-@st.composite
-def cmp_case(draw):
-    n = draw(st.integers(1, 6))
-    X = input_rows(draw, n, draw(st.integers(1, 15)))
-    sa = draw(SCALES)
-    sb = draw(st.integers(sa - MAX_ALIGN_SHIFT, sa + MAX_ALIGN_SHIFT))  # aligned without rounding
-    B = draw(ints((n,) if draw(st.booleans()) else (), draw(st.integers(0, 15))))
-    g, x = new_graph(n, sa)
-    g.set_output("y", g.add("cmp", [x, add_const(g, B, sb)], {"pred": draw(st.sampled_from(
-        ["gt", "ge", "lt", "le", "eq", "ne"]))}))
-    return exact_case((X, g))
-
-
-@st.composite
-def take_case(draw):
-    n = draw(st.integers(1, 8))
-    X = input_rows(draw, n, draw(st.integers(1, 15)))
-    table = draw(ints((n,)))
-    g, x = new_graph(n, draw(SCALES))
-    g.set_output("y", g.add("take", [add_const(g, table, draw(SCALES)), g.add("argmax", [x])]))
-    return exact_case((X, g))
-
-
 ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "matvec": lambda: matvec_case(),
     "matvec_at": lambda: matvec_case(at=True),
@@ -515,21 +472,12 @@ ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "segment_min": segment_min_case,
     "kvote": kvote_case,
     "argmax": lambda: arg_case("argmax"),
-    "argmin": lambda: arg_case("argmin"),
     "branch": branch_case,
-    "sign": sign_case,
-    "cmp": cmp_case,
-    "select": select_case,
-    "take": take_case,
+    "max": max_case,
 }
-ORACLE_OPS = sorted(op for op in ORACLES if op in OPS)  # sign/cmp/select/argmin/take may be removed
+ORACLE_OPS = sorted(ORACLES)
 # Known gaps, each failing in a specific way (strict: the mark must go when the gap is closed)
-KNOWN_GAPS = {
-    # cmp's type rule demands a declared fixed type for its bool result, so no fixed-point cmp
-    # (nor a select, whose condition only cmp makes) can be built (issue 8)
-    "cmp": pytest.mark.xfail(raises=ValueError, strict=True, reason="fixed-point cmp cannot be typed"),
-    "select": pytest.mark.xfail(raises=ValueError, strict=True, reason="fixed-point cmp cannot be typed"),
-}
+KNOWN_GAPS: dict = {}
 
 
 def with_known_gaps(ops):
@@ -585,7 +533,7 @@ def test_fixed_result_is_within_the_stated_bound_of_the_float_result(op, data):
             f"inputs {case.rows.tolist()}, output scale {so}, bits {bits}")
 
 
-SATURATING_OPS = [op for op in ORACLE_OPS if op not in ("argmax", "argmin", "branch", "cmp", "take")]
+SATURATING_OPS = [op for op in ORACLE_OPS if op not in ("argmax", "branch")]
 
 
 @pytest.mark.parametrize("op", with_known_gaps(SATURATING_OPS))

@@ -272,6 +272,11 @@ def _segment_min(em: CEmitter, node: Node) -> list[str]:
     return c_float.segment_min(em, node, lambda c: store(em, node, c, rshift_c("(int32_t)best", shift)))
 
 
+def _max(em: CEmitter, node: Node) -> list[str]:
+    shift = scale_of(em, node.inputs[0]) - node.type.dtype.scale
+    return c_float.largest(em, node, lambda: store(em, node, None, rshift_c("(int32_t)best", shift)))
+
+
 def _kvote(em: CEmitter, node: Node) -> list[str]:
     vote = rshift_c("votes[c]", -node.type.dtype.scale)
     return c_float.kvote(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};")
@@ -280,6 +285,6 @@ def _kvote(em: CEmitter, node: Node) -> list[str]:
 C_CODE["fixed"].update({
     "matvec": _matvec, "sqdist": _sqdist, "add": _addsub("+"), "sub": _addsub("-"), "mul": _mul,
     "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
-    "sum": _sum, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
+    "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
     "matvec_at": _matvec_at, "branch": c_float.branch,
 })

@@ -200,6 +200,16 @@ def kvote(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];")
     ]
 
 
+def largest(em, node: Node, store_best=None) -> list[str]:
+    """The largest element; ``store_best()`` writes best into the result (fixed point: shifted)."""
+    (a,) = node.inputs
+    n = em.graph.type(a).size
+    ctype = ctype_of(em.graph.type(a).dtype)
+    return ["{", f"    {ctype} best = {em.at(a, '0')};",
+            f"    for (int32_t i = 1; i < {n}; ++i) if ({em.at(a, 'i')} > best) best = {em.at(a, 'i')};",
+            "    " + (store_best() if store_best else f"{em.var(node.name)} = best;"), "}"]
+
+
 def tanh_clamp(em, node):
     return elementwise(em, node, lambda a: f"({a} < -1.0f ? -1.0f : ({a} > 1.0f ? 1.0f : {a}))")
 
@@ -221,4 +231,5 @@ C_CODE["float"].update({
     "segment_min": segment_min,
     "kvote": kvote,
     "tanh_clamp": tanh_clamp,
+    "max": largest,
 })

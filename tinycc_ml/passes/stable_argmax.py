@@ -2,7 +2,7 @@
 
     scores = matvec(Z, exp(e));  prediction = argmax(scores)
  ->
-    j = argmax(e);  top = e[j];  rel = matvec(Z, exp(e - top))
+    top = max(e);  rel = matvec(Z, exp(e - top))
     scores = rel * exp(top);     prediction = argmax(rel)
 
 exp(top) > 0 scales every score alike, so argmax(rel) is the argmax of the scores; but where
@@ -33,8 +33,7 @@ class StableArgmax(Pass):
             if graph.op(similarity) != "exp" or graph.type(similarity).rank != 1:
                 continue
             (exponent,) = graph.node(similarity).inputs
-            best = graph.add("argmax", [exponent], name=f"{exponent}_best")
-            top = graph.add("take", [exponent, best], name=f"{exponent}_top")
+            top = graph.add("max", [exponent], name=f"{exponent}_top")
             shifted = graph.add("sub", [exponent, top], name=f"{exponent}_shifted")
             relative = graph.add("matvec", [matrix, graph.add("exp", [shifted], name=f"{similarity}_relative")],
                                  name=f"{scores}_relative")

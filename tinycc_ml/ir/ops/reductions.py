@@ -35,6 +35,18 @@ register_op(OpDef(
     acc_bound=lambda call: (call.bounds[0] * call.in_types[0].size, call.scales[0])))
 
 
+def _fixed_max(call: FixedCall):
+    (a,) = call.ins
+    return saturate(rshift(np.max(a, axis=tuple(range(1, a.ndim))), call.in_scale(0) - call.scale), call.bits)
+
+
+register_op(OpDef(
+    "max", 1, _infer_sum, lambda xs, a: np.max(xs[0]), {}, "the largest element",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: np.max(ins[0], axis=1) if batched[0] else None,
+    fixed=_fixed_max, interval=lambda attrs, ivs, shape: (np.max(ivs[0][0]), np.max(ivs[0][1])),
+    acc_bound=lambda call: (call.bounds[0], call.scales[0])))
+
+
 def _infer_argmax(ts, attrs, declared):
     (a,) = ts
     float_or_fixed(a, "operand")
