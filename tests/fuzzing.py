@@ -309,7 +309,7 @@ def run_model_file_case(data: bytes, precision: str = "float") -> Outcome:
 
 NUMBERS = ["0", "-1", "1", "2", "7", "1e5", "1e300", "-1e-300", "inf", "nan", "300", "65536", "2147483648",
            "99999999999999999999", "0.5", "-0.0"]
-OPS = ["matvec", "sqdist", "exp", "argmax", "take", "matvec_at", "branch", "segment_min", "kvote", "add", "mul",
+OPS = ["matvec", "sqdist", "exp", "argmax", "max", "matvec_at", "branch", "segment_min", "kvote", "add", "mul",
        "scale", "const", "clip", "sum", "tanh", "nonsense"]
 
 
