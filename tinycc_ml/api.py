@@ -195,7 +195,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} need a fixed-point "
                             f"scale of 2^{worst} or 2^-{worst}, beyond what {precision} code can compute "
                             f"(at most 2^{MAX_FIXED_SCALE})")
-    graph.task = model.task  # what the scores mean: the header's extra entry points follow it
+    graph.analyses.task = model.task  # what the scores mean: the header's extra entry points follow it
     output = backend.emit(graph, prefix, description)
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
              output.ram_bytes)

@@ -225,7 +225,7 @@ class CEmitter:
                          g.type(g.inputs()[0]).shape[0], g.type(self.scores_node).size,
                          None if shifts is None else tuple(int(s) for s in np.asarray(shifts).reshape(-1)),
                          score_scale=score_dtype.scale if score_dtype.is_fixed else None,
-                         task=getattr(g, "task", None), **sections)
+                         task=g.analyses.task, **sections)
 
     def run_function(self, api: Interface, ops: list[str]) -> list[str]:
         """static int <prefix>_run(x, scores): every op in schedule order, returns the prediction."""

@@ -52,6 +52,7 @@ class Analyses:
     arenas: dict[str, int] = field(default_factory=dict)  # plan_memory: arena -> length in elements
     exp_tables: list[dict] = field(default_factory=list)  # exp_table: size and measured error per table
     tanh_tables: list[dict] = field(default_factory=list)  # tanh_approx: form and measured error
+    task: dict | None = None  # compile, from the model: what the scores mean (classes, regression, labels)
 
     def copy(self) -> Analyses:
         return copy.deepcopy(self)
