@@ -191,10 +191,10 @@ def _clip(em: CEmitter, node: Node) -> list[str]:
 
 def _tanh_clamp(em: CEmitter, node: Node) -> list[str]:
     (a,) = node.inputs
-    sa = scale_of(em, a)
-    one = (1 << sa) if sa >= 0 else 0
+    w = max(scale_of(em, a), 0)  # see the op's integer semantics: sign(x) at a negative input scale
+    one = 1 << w
     bits = em.graph.type(a).dtype.bits
-    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), -one, one, bits), sa - node.type.dtype.scale))
+    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), -one, one, bits), w - node.type.dtype.scale))
 
 
 def _tanh_lut(em: CEmitter, node: Node) -> list[str]:

@@ -161,10 +161,12 @@ register_op(OpDef(
 
 
 def _fixed_tanh_clamp(call: FixedCall):
+    """Clamp to +-1 at scale max(sa, 0): at a negative input scale every nonzero input is beyond
+    +-1 (its unit is 2 or more), so the clamp leaves sign(x) at scale 0."""
     (a,) = call.ins
-    sa = call.in_scale(0)
-    one = rshift(np.int64(1), -sa) if sa >= 0 else np.int64(0)
-    return saturate(rshift(np.clip(a, -one, one), sa - call.scale), call.bits)
+    w = max(call.in_scale(0), 0)
+    one = np.int64(1) << w
+    return saturate(rshift(np.clip(a, -one, one), w - call.scale), call.bits)
 
 
 register_op(OpDef(

@@ -115,6 +115,10 @@ def _infer_sqdist(ts, attrs, declared):
     same_numeric_kind(ts)
     need(x.rank == 1, f"point has shape {x.shape}, expected rank 1")
     need(m.rank == 2 and m.shape[0] == x.shape[0], f"matrix has shape {m.shape}, expected ({x.shape[0]}, columns)")
+    # the integer form subtracts the stored ints: both must mean the same unit
+    need(not x.dtype.is_fixed or m.dtype.scale == x.dtype.scale,
+         f"prototypes at scale {m.dtype.scale} and point at scale {x.dtype.scale}: "
+         "fixed-point distances need one scale")
     return TensorType((m.shape[1],), result_dtype(ts, declared))
 
 
