@@ -54,3 +54,22 @@ def test_bad_data_file_is_one_line_exit_2(files, tmp_path):
         assert proc.returncode == 2
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
         assert str(data.name) in proc.stderr
+
+
+def test_report_scores_string_labels_from_a_data_file(tmp_path):
+    from sklearn.datasets import load_iris
+
+    from tinycc_ml.models import ProtoNNClassifier
+
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    clf = ProtoNNClassifier(random_state=0).fit(X, names)
+    clf.save(tmp_path / "m.npz")
+    wrong = names.copy()
+    wrong[:50] = "virginica"  # a third of the rows mislabelled: the accuracy must drop by that much
+    np.savez(tmp_path / "data.npz", X_train=X, X_test=X, y_test=wrong)
+    r = run(tmp_path / "m.npz", "--target", "host", "--data", tmp_path / "data.npz", "--precision", "float", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    expected = float(np.mean(clf.predict(X) == wrong))
+    assert report["float_accuracy"] == pytest.approx(expected) and expected < 0.7

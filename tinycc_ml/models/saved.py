@@ -52,6 +52,9 @@ MAX_MEMBERS = 256
 MAX_BYTES_ENV = "TINYCC_ML_MAX_ARRAY_BYTES"
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of array data per file (the sum over an archive's members)
 ARRAY_KINDS = "biuf"  # bool, signed, unsigned, float: complex, strings, objects, dates are refused
+# what the reader itself lets through: also fixed-width text (class labels in data files); model
+# arrays and data rows are then checked against ARRAY_KINDS
+READ_KINDS = ARRAY_KINDS + "U"
 
 
 def max_array_bytes() -> int:
@@ -109,8 +112,8 @@ def _parse_npy_header(stream, budget: int, what: str) -> tuple[np.dtype, tuple[i
         raise _BadArray(f"{what}.npy header dtype {descr!r:.40} is not a numpy dtype") from None
     if dtype.hasobject:
         raise _BadArray(f"{what}holds an object (pickled) array, which is never loaded")
-    if dtype.kind not in ARRAY_KINDS or dtype.shape or dtype.names:
-        raise _BadArray(f"{what}holds a {dtype} array; only bool, integer and real float arrays are read")
+    if dtype.kind not in READ_KINDS or dtype.shape or dtype.names:
+        raise _BadArray(f"{what}holds a {dtype} array; only bool, integer, real float and text arrays are read")
     count = 1
     for d in shape:
         count *= d
