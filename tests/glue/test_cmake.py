@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -134,9 +135,12 @@ def test_host_executable_rebuilds_only_when_inputs_change(data, tmp_path, genera
     assert not step_ran(log) and stamp.stat().st_mtime == stamp_mtime
     assert (bdir / "tinycc_ml/digits/digits.c").stat().st_mtime == source_mtime
 
-    def newer_than_stamp(path):  # a real edit's time stamp, without sleeping
-        later = stamp.stat().st_mtime + 2
-        os.utime(path, (later, later))
+    def newer_than_stamp(path):
+        # a real edit: now, after the stamp (a time stamp in the future would still be newer than the
+        # outputs of a step that finishes within it, and the step would rightly run again)
+        while time.time() <= stamp.stat().st_mtime + 0.01:
+            time.sleep(0.05)
+        os.utime(path, None)
 
     shutil.copy(data_dir / "cal2.npz", src / "cal.npz")  # new calibration: new scales
     newer_than_stamp(src / "cal.npz")

@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -193,10 +194,17 @@ def test_make_rebuilds_exactly_when_model_or_calibration_changes(model_and_rows,
     assert subprocess.run([str(tmp_path / "app")], capture_output=True).returncode == 0
     assert not _compile_step_ran(make())
     for changed in ("cal.npz", "model.npz"):
-        stamp = (tmp_path / "out" / "m.json").stat().st_mtime + 1
-        os.utime(tmp_path / changed, (stamp, stamp))
+        touch_after(tmp_path / changed, tmp_path / "out" / "m.json")
         assert _compile_step_ran(make()), changed
         assert not _compile_step_ran(make()), changed
+
+
+def touch_after(path, stamp):
+    """A real edit of ``path``: now, after ``stamp`` was written. (A time stamp in the future would
+    stay newer than the outputs of a step that finishes before it, which would then run again.)"""
+    while time.time() <= stamp.stat().st_mtime + 0.01:
+        time.sleep(0.05)
+    os.utime(path, None)
 
 
 NINJA = """\
@@ -223,8 +231,7 @@ def test_ninja_reads_the_depfile(model_and_rows, tmp_path):
     assert "no work to do" in ninja()
     deps = subprocess.run(["ninja", "-t", "deps"], cwd=tmp_path, capture_output=True, text=True).stdout
     assert "model.npz" in deps and "cal.npz" in deps  # ninja took the inputs from the depfile
-    stamp = (tmp_path / "out" / "m.json").stat().st_mtime + 1
-    os.utime(tmp_path / "cal.npz", (stamp, stamp))
+    touch_after(tmp_path / "cal.npz", tmp_path / "out" / "m.json")
     assert "no work to do" not in ninja()
     assert "no work to do" in ninja()
 
