@@ -17,6 +17,7 @@ from tinycc_ml.backends.base import BuildOutput
 from tinycc_ml.backends.c_files import Interface, comment_block, entry_points, header_text, source_text
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph, Node
+from tinycc_ml.ir.ops import precision_of
 from tinycc_ml.ir.verify import verify
 from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan
 
@@ -269,15 +270,10 @@ class CEmitter:
         return Emitted(source, header_text(comment, api), self.const_bytes, arena_bytes, api.input_ctype,
                        api.score_ctype, api.input_dim, api.n_scores)
 
-    def precision_of(self, node: Node) -> str:
-        """Which code table a node's C comes from: "fixed" when it or an operand is fixed point."""
-        fixed = node.type.dtype.is_fixed or any(self.graph.type(i).dtype.is_fixed for i in node.inputs)
-        return "fixed" if fixed else "float"
-
     def emit_node(self, node: Node) -> list[str]:
         """The node's C: the target's override of the op's entry if it has one (it may decline by
         returning None), else the entry of the shared code table of the node's precision."""
-        precision = self.precision_of(node)
+        precision = precision_of(node.type, [self.graph.type(i) for i in node.inputs])
         override = self.target.code_overrides.get((node.op, precision))
         if override is not None:
             lines = override(self, node)

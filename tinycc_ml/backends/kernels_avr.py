@@ -234,9 +234,9 @@ def clip_ok(em: CEmitter, node: Node) -> bool:
             and dtype.scale == node.type.dtype.scale and node.type.rank == 1)
 
 
-def offset_user(em: CEmitter, name: str) -> str | None:
-    """"matvec" / "sqdist" when the only use of ``name`` is as the vector of a kernel mat-vec / dot-product
-    distance: then its producer may store x + 2^15 and the sums the kernel needs (see presum_sym)."""
+def sole_vector_user(em: CEmitter, name: str, matvec_ok, sqdist_ok) -> str | None:
+    """"matvec" / "sqdist" when the only use of the vector ``name`` (not an output) is as x of a mat-vec
+    or the point of a distance that the given predicates accept; else None."""
     g = em.graph
     if any(name == n for _, n in g.outputs) or g.type(name).rank != 1:
         return None
@@ -246,9 +246,15 @@ def offset_user(em: CEmitter, name: str) -> str | None:
     user = g.node(users[0])
     if user.op == "matvec" and user.inputs[1] == name and matvec_ok(em, user):
         return "matvec"
-    if user.op == "sqdist" and user.inputs[0] == name and sqdist_dot_ok(em, user):
+    if user.op == "sqdist" and user.inputs[0] == name and sqdist_ok(em, user):
         return "sqdist"
     return None
+
+
+def offset_user(em: CEmitter, name: str) -> str | None:
+    """The sole kernel use of ``name`` (mat-vec or dot-product distance): then its producer may store
+    x + 2^15 and the sums the kernel needs (see presum_sym)."""
+    return sole_vector_user(em, name, matvec_ok, sqdist_dot_ok)
 
 
 def fused_producer(em: CEmitter, name: str) -> str | None:

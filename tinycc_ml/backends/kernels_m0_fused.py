@@ -130,18 +130,9 @@ def sqdist_ok(em, node: Node) -> bool:
 
 def kernel_user(em, name: str) -> str | None:
     """"matvec" / "sqdist" when the only use of ``name`` is as x of one of these kernels."""
-    g = em.graph
-    if any(name == n for _, n in g.outputs) or g.type(name).rank != 1:
-        return None
-    users = g.users(name)
-    if len(users) != 1:
-        return None
-    user = g.node(users[0])
-    if user.op == "matvec" and user.inputs[1] == name and matvec_ok(em, user):
-        return "matvec"
-    if user.op == "sqdist" and user.inputs[0] == name and sqdist_ok(em, user):
-        return "sqdist"
-    return None
+    from tinycc_ml.backends.kernels_avr import sole_vector_user
+
+    return sole_vector_user(em, name, matvec_ok, sqdist_ok)
 
 
 def _fused_clip(em, node: Node) -> bool:

@@ -8,7 +8,7 @@ import numpy as np
 
 from tinycc_ml.errors import IRError
 from tinycc_ml.ir.graph import IDENTIFIER, Graph
-from tinycc_ml.ir.ops import OPS, TypeRuleError
+from tinycc_ml.ir.ops import OPS, TypeRuleError, precision_of
 from tinycc_ml.ir.types import IDX
 
 MAX_ELEMENTS = 1 << 28  # per value: 1 GiB of float32, as the file reader's default limit
@@ -122,7 +122,7 @@ def _check_precision(where: str, op, declared, operand_types, complete: bool) ->
     before an interpreter or a code generator meets it."""
     if op.leaf or (op.lowered_by and not complete):
         return
-    precision = "fixed" if declared.dtype.is_fixed or any(t.dtype.is_fixed for t in operand_types) else "float"
+    precision = precision_of(declared, operand_types)
     for facet in (precision, f"c_{precision}"):
         if facet in op.unsupported:
             raise IRError(f"{where}: op {op.name} is not supported in {precision} precision: "

@@ -65,7 +65,7 @@ def build_exp_lut(lo_q: int, hi_q: int, s_in: int, s_out: int, out_bits: int, ma
                      "hi_scale": s_hi, "lo_scale": s_lo}
             if factor != 1.0:
                 attrs["factor"] = float(factor)
-            got = evaluate_exp_lut(xs, attrs, s_out, out_bits) * lsb
+            got = exp_lut_value(xs, attrs, s_out, out_bits) * lsb
             err = float(np.max(np.abs(got - np.minimum(truth, (2 ** (out_bits - 1) - 1) * lsb))))
             size = 2 * (len(t_hi) + len(t_lo))
             key = (err > bound, size if err <= bound else err, size)
@@ -73,11 +73,6 @@ def build_exp_lut(lo_q: int, hi_q: int, s_in: int, s_out: int, out_bits: int, ma
                 best = (attrs, err, size, key)
     attrs, err, size, _ = best
     return attrs, err, size
-
-
-def evaluate_exp_lut(x, attrs, s_out: int, out_bits: int) -> np.ndarray:
-    """What the interpreter computes for exp_lut (the registry's own function)."""
-    return exp_lut_value(x, attrs, s_out, out_bits)
 
 
 @register_pass

@@ -23,11 +23,6 @@ TANH_RANGE = 4.0  # tanh(4) = 0.99933: beyond it the table's last entry is withi
 DEFAULT_ERROR = 2.0**-9
 
 
-def evaluate_tanh_lut(x, attrs, s_out, bits=16):
-    """What the interpreter computes for tanh_lut (the registry's own function)."""
-    return tanh_lut_result(x, attrs, s_out, bits)
-
-
 def evaluate_tanh_clamp(x, s_in, s_out, bits=16):
     """What the interpreter computes for tanh_clamp (the registry's integer semantics)."""
     call = FixedCall([np.asarray(x, dtype=np.int64)], [TensorType((1,), fixed(bits, s_in))],
@@ -46,7 +41,7 @@ def build_tanh_lut(s_in: int, s_out: int, xs: np.ndarray, max_error: float = DEF
         table = np.floor(np.tanh(np.arange(n) * 2.0 ** (drop - s_in)) * 2.0**table_scale + 0.5)
         attrs = {"drop_bits": drop, "in_max_q": in_max_q, "table": np.clip(table, -32768, 32767).astype(np.int16),
                  "table_scale": table_scale}
-        err = float(np.max(np.abs(evaluate_tanh_lut(xs, attrs, s_out) * 2.0**-s_out - truth)))
+        err = float(np.max(np.abs(tanh_lut_result(xs, attrs, s_out, 16) * 2.0**-s_out - truth)))
         if best is None or err < best[1]:
             best = (attrs, err, 2 * n)
         if err <= max_error:

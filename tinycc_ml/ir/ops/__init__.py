@@ -4,7 +4,16 @@ registers the built-in ops; one module per family of ops."""
 from tinycc_ml.ir.ops import elementwise, leaves, linalg, reductions, tables, tree  # noqa: F401  (register)
 from tinycc_ml.ir.ops.leaves import CONST_INTS, dense_to_sparse_attrs, sparse_to_dense
 from tinycc_ml.ir.ops.reductions import kvote_counts
-from tinycc_ml.ir.ops.registry import FACETS, OPS, BoundCall, FixedCall, OpDef, TypeRuleError, register_op
+from tinycc_ml.ir.ops.registry import (
+    FACETS,
+    OPS,
+    BoundCall,
+    FixedCall,
+    OpDef,
+    TypeRuleError,
+    precision_of,
+    register_op,
+)
 
 __all__ = ["CONST_INTS", "FACETS", "OPS", "BoundCall", "FixedCall", "OpDef", "TypeRuleError", "dense_to_sparse_attrs",
-           "kvote_counts", "register_op", "sparse_to_dense"]
+           "kvote_counts", "precision_of", "register_op", "sparse_to_dense"]

@@ -121,6 +121,11 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
+def precision_of(result: TensorType, operands: list[TensorType]) -> str:
+    """Which semantics and code table a node uses: "fixed" when it or an operand is fixed point."""
+    return "fixed" if result.dtype.is_fixed or any(t.dtype.is_fixed for t in operands) else "float"
+
+
 def register_op(op: OpDef) -> OpDef:
     if op.name in OPS:
         raise ValueError(f"op {op.name!r} registered twice")
