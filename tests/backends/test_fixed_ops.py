@@ -147,3 +147,30 @@ def test_nearest_point_heads_are_bit_exact_and_agree_with_float(seed):
     np.testing.assert_array_equal(scores, expected["scores"])
     np.testing.assert_array_equal(predictions, expected["prediction"])
     assert np.mean(predictions == run_float(graph, X)["prediction"]) >= 0.97
+
+
+@pytest.mark.parametrize("sim_target", ["host", "avr", "cortex-m0"], indirect=True)
+@pytest.mark.parametrize("lo, hi", [(33.0, 40.0), (-40.0, -33.0)])
+def test_clip_bound_beyond_its_operands_range_binds_on_every_target(sim_target, lo, hi, tmp_path):
+    from tinycc_ml.backends.base import get_backend
+
+    # h = W x stays within about +-4 on these rows, so the clamp's result is one bound everywhere
+    rng = np.random.default_rng(3)
+    g = Graph("g")
+    x = g.add("input", attrs={"name": "x"}, type=TensorType((4,), F32), name="x")
+    h = g.add("matvec", [g.add("const", attrs={"value": rng.uniform(-0.5, 0.5, (3, 4)).astype(np.float32)}), x],
+              name="h")
+    c = g.add("clip", [h], {"lo": lo, "hi": hi}, name="far_clip")
+    scores = g.add("sub", [c, h], name="scores")
+    g.set_output("scores", scores)
+    g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
+    X = rng.uniform(-1, 1, (40, 4))
+    result = tinycc_ml.compile(GraphModel(g), target=sim_target, precision="int16", calibration=X,
+                               out_dir=tmp_path, name="far")
+    Xq = quantise(X, result.output.input_scale, 16)
+    expected = run_fixed(result.graph, Xq)["scores"]
+    run = get_backend(sim_target).simulate(tmp_path, result.output, X)
+    np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), expected)
+    s = result.graph.type(result.graph.output("scores")).dtype.scale
+    float_scores = run_float(g, X)["scores"]
+    assert np.max(np.abs(expected * 2.0**-s - float_scores)) < 0.01 * (hi if lo > 0 else -lo)

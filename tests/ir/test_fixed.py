@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from tinycc_ml.ir.fixed import FixedOverflow, align_shifts, clip_bounds, quantise, rshift, run_fixed, saturate
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.arith import storage_clip_bounds
 from tinycc_ml.ir.types import TensorType, fixed
 
 
@@ -33,9 +34,21 @@ def test_align_shifts_caps_left_shift():
     assert (c, la, lb) == (15, 15, -15)
 
 
-def test_clip_bounds_stay_inside_the_storage_type():
-    assert clip_bounds(0.0, 1.0, fixed(16, 15)) == (0, 32767)
+def test_clip_bounds_scalars_exact_per_element_bounds_in_storage():
+    # a scalar bound beyond the operand's range still binds: 1.0 at scale 15 is 32768
+    assert clip_bounds(0.0, 1.0, fixed(16, 15)) == (0, 32768)
     assert clip_bounds(-1.0, 1.0, fixed(16, 4)) == (-16, 16)
+    assert clip_bounds(33.0, 40.0, fixed(16, 10)) == (33792, 40960)
+    lo, hi = clip_bounds(np.array([0.0, 33.0]), np.array([1.0, 40.0]), fixed(16, 15))
+    assert lo.tolist() == [0, 32767] and hi.tolist() == [32767, 32767]  # stored as int16
+    # bounds between two grid points: both forms of the clamp give lo
+    assert clip_bounds(0.3, 0.4, fixed(16, 0)) == (1, 1)
+
+
+def test_storage_clip_bounds_refuse_a_bound_past_the_far_end():
+    assert storage_clip_bounds(0.0, 1.0, fixed(16, 15)) == (0, 32767)  # same effect on any int16
+    assert storage_clip_bounds(33.0, 40.0, fixed(16, 10)) is None  # the result is 33, not storable
+    assert storage_clip_bounds(-40.0, -33.0, fixed(16, 10)) is None
 
 
 def _matvec_graph(A_q, sa, sx, so, shift=0):

@@ -160,6 +160,8 @@ def _scale(em: CEmitter, node: Node) -> list[str]:
 def _clamp_expr(expr: str, lo: int, hi: int, bits: int = 32) -> str:
     """Clamp to [lo, hi]; a bound at the edge of the operand's type is left out (it cannot bind)."""
     top = 2 ** (bits - 1)
+    if lo > top - 1 or hi < -top:  # a bound past the far end of the operand's range: the clamp is that bound
+        return f"INT32_C({lo if lo > top - 1 else hi})"
     out = f"(int32_t){expr}"
     if hi < top - 1:
         out = f"({expr} > {hi} ? INT32_C({hi}) : {out})"

@@ -35,8 +35,8 @@ import numpy as np
 from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds, SplitLayout
-from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.arith import storage_clip_bounds
 
 BLOCK = 5  # rows per pass over x: 5 x 4 accumulator bytes = r2..r21
 SQD_BLOCK = 4  # prototypes per pass over the point
@@ -231,7 +231,8 @@ def clip_ok(em: CEmitter, node: Node) -> bool:
     (a,) = node.inputs
     dtype = em.graph.type(a).dtype
     return (em.graph.op(a) not in ("const", "sparse_const") and dtype.bits == 16 and node.type.dtype.bits == 16
-            and dtype.scale == node.type.dtype.scale and node.type.rank == 1)
+            and dtype.scale == node.type.dtype.scale and node.type.rank == 1
+            and storage_clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype) is not None)
 
 
 def sole_vector_user(em: CEmitter, name: str, matvec_ok, sqdist_ok) -> str | None:
@@ -505,7 +506,7 @@ def kernel_clip(em: CEmitter, node: Node, fuse: bool = True) -> list[str] | None
         return None
     (a,) = node.inputs
     dtype = em.graph.type(a).dtype
-    lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
+    lo, hi = storage_clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
     n, x, out = node.type.size, em.var(a), em.var(node.name)
     lines = ["{"]
     if np.ndim(lo) == 0:

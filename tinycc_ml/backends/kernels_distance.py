@@ -167,12 +167,12 @@ def clamp_squares_asm(name: str, n: int, lo: int, hi: int) -> str:
 def avr_clamp_squares(em, node: Node) -> list[str] | None:
     """The fused input clamp of a distance (sum and squares for the kernel) in asm, or None."""
     from tinycc_ml.backends.kernels_avr import clip_ok, fused_producer, presum_sym
-    from tinycc_ml.ir.fixed import clip_bounds
+    from tinycc_ml.ir.ops.arith import storage_clip_bounds
 
     if node.op != "clip" or not clip_ok(em, node) or fused_producer(em, node.name) != "sqdist":
         return None
     (a,) = node.inputs
-    lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], em.graph.type(a).dtype)
+    lo, hi = storage_clip_bounds(node.attrs["lo"], node.attrs["hi"], em.graph.type(a).dtype)
     n = node.type.size
     if np.ndim(lo) != 0 or n > 256:
         return None

@@ -23,8 +23,8 @@ import numpy as np
 
 from tinycc_ml.backends.c_fixed import rshift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
-from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.arith import storage_clip_bounds
 
 ACC = ("r2", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr")
 LOW = ("r2", "r6", "r7")
@@ -224,7 +224,7 @@ def kernel_clip(em, node: Node) -> list[str] | None:
     (a,) = node.inputs
     g = em.graph
     kind = kernel_user(em, node.name)
-    lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], g.type(a).dtype)
+    lo, hi = storage_clip_bounds(node.attrs["lo"], node.attrs["hi"], g.type(a).dtype)
     n = node.type.size
     sym = _sums(em, node.name)
     em.scratch(sym, "uint32_t", 2 if kind == "sqdist" else 1)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinycc_ml.backends.layouts import InterleavedBounds
-from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops import sparse_to_dense
+from tinycc_ml.ir.ops.arith import storage_clip_bounds
 
 PAGE_COLS = 128  # columns addressed by one byte offset (2 bytes per int16 element)
 MAX_SIGN_PER_ROW = 256  # entries of one sign in a row: 24-bit sums of 8x8-bit products
@@ -343,7 +343,7 @@ def _x_may_be_negative(em, x_name: str, clamp: str | None) -> bool:
     if clamp is None:
         return True
     cl = em.graph.node(clamp)
-    lo, _ = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
+    lo, _ = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
     return bool(np.min(lo) < 0)
 
 
@@ -356,7 +356,7 @@ def _decide(em, node: Node) -> tuple[str, dict, KernelChoice]:
     kind = None
     if clamp:
         cl = em.graph.node(clamp)
-        lo, _ = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
+        lo, _ = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
         kind = "all" if np.ndim(lo) == 0 else "c"
     cands = avr_candidates(A, wbits, offset, kind)
     chosen = choose(cands)
@@ -376,7 +376,7 @@ def _clamp_lines(em, clamp: str, xbuf: str, cols: np.ndarray, offset: bool) -> l
     cl = g.node(clamp)
     (src,) = cl.inputs
     dtype = g.type(src).dtype
-    lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], dtype)
+    lo, hi = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], dtype)
     x = em.var(src)
     flip = " ^ 0x8000u" if offset else ""
     rd = em.target.read_const
@@ -430,7 +430,7 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     lines, asm_clamp, src, image = [], None, "0", sparse_image(A, wbits, offset)
     if clamp:
         cl = em.graph.node(clamp)
-        lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
+        lo, hi = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
         used = np.nonzero(np.any(A != 0, axis=0))[0]
         if np.ndim(lo) == 0:
             src = em.var(cl.inputs[0])
@@ -646,7 +646,7 @@ def m0_sparse_kernel(em, node: Node) -> list[str] | None:
     if clamp:
         used = np.nonzero(np.any(A != 0, axis=0))[0]
         cl = em.graph.node(clamp)
-        lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
+        lo, hi = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
         if np.ndim(lo) == 0 and pages < 256:
             lsym = em.add_const_array(em.sym(f"{clamp}_read"), used_list(used, cols), "uint8_t",
                                       f"%{clamp}: per 128-column page, the byte offsets of the columns read")

@@ -62,8 +62,29 @@ def align_shifts(sa: int, sb: int) -> tuple[int, int, int]:
 
 
 def clip_bounds(lo: float, hi: float, dtype) -> tuple[int, int]:
-    """Integer bounds of clip for an operand of type ``dtype``, within its storage range."""
+    """Integer bounds of clip for an operand of type ``dtype``.
+
+    Scalar bounds are exact (within int32): a bound beyond the operand's range still binds, so
+    clip(x, 33, 40) is 33 where x cannot reach 33. Per-element bounds are stored in the operand's
+    type, so they are clamped into its storage range."""
+    if np.ndim(lo) == 0 and np.ndim(hi) == 0:
+        top = 2**31 - 1  # symmetric, so -top is an int32 literal in C
+    else:
+        top = 2 ** (dtype.bits - 1) - 1
+    lo_q = np.clip(np.ceil(np.asarray(lo, dtype=np.float64) * 2.0**dtype.scale), -top - 1, top).astype(np.int64)
+    hi_q = np.clip(np.floor(np.asarray(hi, dtype=np.float64) * 2.0**dtype.scale), -top - 1, top).astype(np.int64)
+    if lo_q.ndim == 0:
+        lo_q, hi_q = np.maximum(lo_q, -top), np.maximum(hi_q, -top)
+    # bounds between two grid points round inwards past each other: keep lo, so that every
+    # clamp form (numpy's min(max()), C's two compares) gives the same value
+    return lo_q, np.maximum(hi_q, lo_q)
+
+
+def storage_clip_bounds(lo: float, hi: float, dtype):
+    """clip_bounds clamped into the operand's storage range, for kernels that keep bounds in the
+    operand's type; None when that would change the result (a bound beyond the far end of the range)."""
+    lo_q, hi_q = clip_bounds(lo, hi, dtype)
     top = 2 ** (dtype.bits - 1)
-    lo_q = np.maximum(np.ceil(np.asarray(lo) * 2.0**dtype.scale), -top).astype(np.int64)
-    hi_q = np.minimum(np.floor(np.asarray(hi) * 2.0**dtype.scale), top - 1).astype(np.int64)
-    return lo_q, hi_q
+    if np.any(lo_q > top - 1) or np.any(hi_q < -top):
+        return None
+    return np.maximum(lo_q, -top), np.minimum(hi_q, top - 1)

@@ -124,9 +124,9 @@ def _fixed_clip(call: FixedCall):
 
 
 def _bound_clip(call):
-    """The clamp's own bounds bound it."""
+    """The clamp's own bounds bound it (and the output saturates to its storage range)."""
     lo, hi = clip_bounds(call.attrs["lo"], call.attrs["hi"], fixed(call.out_bits, call.scales[0]))
-    return int(max(np.max(np.abs(lo)), np.max(np.abs(hi)))), call.scales[0]
+    return min(int(max(np.max(np.abs(lo)), np.max(np.abs(hi)))), 2 ** (call.out_bits - 1)), call.scales[0]
 
 
 def _clip_float(xs, a):
