@@ -16,6 +16,7 @@ from sklearn.datasets import load_digits
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml.backends.mcu import stream_plan
+from tinycc_ml.chips import ATMEGA328P, NRF51822
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
@@ -44,11 +45,12 @@ class Spec:
 
 
 SPECS = {
-    "avr": Spec("avr", "avr-gcc", "avr-nm", ("-mmcu=atmega328p", *WARNINGS),
+    "avr": Spec("avr", "avr-gcc", "avr-nm", (f"-mmcu={ATMEGA328P.mcu}", *WARNINGS),
                 lambda s: "pn_mac" in s and any(k in s for k in ("pn_sqd", "_sq[", "_t2_off[", "_i8_off[")), 256,
                 "__addsf3",
                 (1024, 20), "ATmega328P", ("avr-", "simavr"), "gcc-avr"),
-    "cortex-m0": Spec("cortex-m0", "arm-none-eabi-gcc", "arm-none-eabi-nm", ("-mcpu=cortex-m0", "-mthumb", *WARNINGS),
+    "cortex-m0": Spec("cortex-m0", "arm-none-eabi-gcc", "arm-none-eabi-nm",
+                      (f"-mcpu={NRF51822.mcu}", "-mthumb", *WARNINGS),
                       lambda s: "pn_mac" in s and ("_blk" in s or "_t2_m0[" in s), 512, "__aeabi_fadd", (2048, 70),
                       "nRF51822",
                       ("arm-none", "qemu"), "gcc-arm-none-eabi"),

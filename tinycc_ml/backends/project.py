@@ -21,8 +21,11 @@ quantises them on the device with ``<name>_quantise_input`` (integer builds).
 from __future__ import annotations
 
 from tinycc_ml.backends.examples import Examples, c_table, input_helper, label_table_lines
+from tinycc_ml.chips import ATMEGA328P, NRF51822
 from tinycc_ml.errors import CompileError
 from tinycc_ml.version import __version__
+
+WARNINGS = "-std=c99 -Wall -Wextra -Werror"  # generated code and demo firmware build clean with these
 
 AVR_READ = {"int16_t": "(int16_t)pgm_read_word", "int8_t": "(int8_t)pgm_read_byte", "float": "pgm_read_float"}
 
@@ -366,16 +369,15 @@ def _makefile(name: str, target: str) -> str:
             "OBJCOPY = avr-objcopy",
             "SIZE = avr-size",
             "SIMAVR = simavr",
-            "MCU = atmega328p",
+            f"MCU = {ATMEGA328P.mcu}",
             "PORT ?= /dev/ttyACM0",
             "FLOAT_INPUT ?= 0",
-            "CFLAGS = -mmcu=$(MCU) -DF_CPU=16000000UL -Os -std=c99 -Wall -Wextra -Werror "
-            "-ffunction-sections -fdata-sections",
-            "LDFLAGS = -mmcu=$(MCU) -Wl,--gc-sections",
+            f"CFLAGS = {' '.join(ATMEGA328P.cflags)} {WARNINGS}",
+            f"LDFLAGS = {' '.join(ATMEGA328P.ldflags)}",
             f"SOURCES = main.c board.c {name}.c",
             "LINKER_SCRIPT =",
         ]
-        run = ["run: firmware.elf", "\t$(SIMAVR) -m $(MCU) -f 16000000 firmware.elf", "",
+        run = ["run: firmware.elf", f"\t$(SIMAVR) -m $(MCU) -f {ATMEGA328P.clock_hz} firmware.elf", "",
                "flash: firmware.hex", "\tavrdude -p m328p -c arduino -P $(PORT) -b 115200 -U flash:w:firmware.hex:i",
                ""]
         size = "\t$(SIZE) -C --mcu=$(MCU) $@"
@@ -389,9 +391,8 @@ def _makefile(name: str, target: str) -> str:
             "SIZE = arm-none-eabi-size",
             "QEMU = qemu-system-arm",
             "FLOAT_INPUT ?= 0",
-            "CFLAGS = -mcpu=cortex-m0 -mthumb -Os -std=c99 -Wall -Wextra -Werror -ffunction-sections "
-            "-fdata-sections -fno-tree-loop-distribute-patterns",
-            "LDFLAGS = -mcpu=cortex-m0 -mthumb -nostartfiles -T nrf51.ld -Wl,--gc-sections",
+            f"CFLAGS = {' '.join(NRF51822.cflags)} {WARNINGS}",
+            f"LDFLAGS = {' '.join(NRF51822.ldflags)} -T nrf51.ld",
             f"SOURCES = startup.c main.c board.c {name}.c",
             "LINKER_SCRIPT = nrf51.ld",
         ]
