@@ -73,3 +73,33 @@ def test_report_scores_string_labels_from_a_data_file(tmp_path):
     report = json.loads(r.stdout)
     expected = float(np.mean(clf.predict(X) == wrong))
     assert report["float_accuracy"] == pytest.approx(expected) and expected < 0.7
+
+
+def test_report_by_task_from_the_command_line(tmp_path):
+    """Regression: R² and the value's error; multilabel (a 0/1 y_test matrix): precision@k."""
+    from sklearn.datasets import load_diabetes, make_multilabel_classification
+
+    from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+    from tinycc_ml.models.regressors import BonsaiRegressor
+
+    X, y = load_diabetes(return_X_y=True)
+    BonsaiRegressor(budget_bytes=1024, epochs=5, random_state=0).fit(X[:300], y[:300]).save(tmp_path / "reg.npz")
+    np.savez(tmp_path / "reg_data.npz", X_train=X[:300], X_test=X[300:], y_test=y[300:])
+    r = run(tmp_path / "reg.npz", "--data", tmp_path / "reg_data.npz", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["task"] == {"kind": "regression"} and report["float_accuracy"] is None
+    assert report["regression"]["float_r2"] > 0.2 and abs(report["regression"]["target_r2"]
+                                                          - report["regression"]["float_r2"]) < 0.02
+    text = run(tmp_path / "reg.npz", "--data", tmp_path / "reg_data.npz")
+    assert text.returncode == 0 and "regression.target_r2" in text.stdout and "max_abs_error" in text.stdout
+
+    Xm, Y = make_multilabel_classification(n_samples=300, n_features=10, n_classes=6, random_state=0)
+    ProtoNNClassifier(n_iter=5, multilabel_rule="top_k", multilabel_k=2, random_state=0).fit(
+        Xm[:200], Y[:200]).save(tmp_path / "ml.npz")
+    np.savez(tmp_path / "ml_data.npz", X_train=Xm[:200], X_test=Xm[200:], y_test=Y[200:])
+    r = run(tmp_path / "ml.npz", "--data", tmp_path / "ml_data.npz", "--rows", 0)
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split(None, 1) for line in r.stdout.splitlines())
+    assert lines["task"].startswith("kind multilabel") and float(lines["multilabel.float_precision_at_1"]) > 0.4
+    assert "multilabel.ranking_agreement" in lines and "float_accuracy" not in lines

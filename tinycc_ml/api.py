@@ -189,6 +189,10 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         except (OverflowError, FloatingPointError) as exc:
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} drive the model's "
                             f"intermediate values beyond what {precision} fixed point can scale ({exc})") from None
+        if model.task["kind"] == "regression":  # the value's error is what a regression user needs to know
+            error = report["fixed_point_error"] = {**report["score_error"], "rows": report["calibration_rows"]}
+            description.append(f"Value error against the float model on {error['rows']} calibration rows: "
+                               f"max {error['max_abs']:.4g}, mean {error['mean_abs']:.4g}.")
         worst = max((abs(graph.type(n).dtype.scale) for n in graph.order() if graph.type(n).dtype.is_fixed),
                     default=0)
         if worst > MAX_FIXED_SCALE:  # int32 arithmetic cannot shift that far: say why, not where

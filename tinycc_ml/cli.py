@@ -314,13 +314,26 @@ def cmd_report(args) -> int:
     if args.json:
         print(json.dumps(report, sort_keys=True, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
         return 0
+    task = report.get("task") or {}
+    if task.get("kind", "classification") != "classification":
+        print(f"{'task':<22} " + ", ".join(f"{k} {v}" for k, v in task.items()))
     for key in ("target", "precision", "rows", "float_accuracy", "target_accuracy", "agreement_with_float",
+                "regression", "multilabel",
                 "flash_bytes", "ram_bytes", "model_flash_bytes", "model_ram_bytes", "stack_bytes", "cycles_mean",
                 "cycles_max", "instructions_mean", "instructions_max", "macs", "per_mac", "method", "calibration"):
-        value = report.get(key)
-        if value is not None:
-            print(f"{key:<22} {value:.4g}" if isinstance(value, float) else f"{key:<22} {value}")
+        for name, value in _flat(key, report.get(key)):
+            print(f"{name:<22} {value:.4g}" if isinstance(value, float) else f"{name:<22} {value}")
     return 0
+
+
+def _flat(key: str, value):
+    """(name, value) lines of a report field; a task's dict of figures as key.name (P@k as name_k)."""
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [line for name, inner in value.items() for line in _flat(f"{key}.{name}" if key in (
+            "regression", "multilabel") else f"{key}_{name}", inner)]
+    return [(key, value)]
 
 
 # ---------------------------------------------------------------- cmake-dir

@@ -5,7 +5,8 @@
 - a ``.npz`` archive: rows under ``X_train``, ``X`` or ``X_test`` with labels, when present, under the
   matching ``y_train``, ``y`` or ``y_test``. Calibration takes the first of ``X_train``, ``X``,
   ``X_test``; test rows (report, examples) the first of ``X_test``, ``X``, ``X_train``. An archive
-  holding one array under any other name is that array.
+  holding one array under any other name is that array. Labels are one per row (class labels, or
+  real values for a regression model) or a 0/1 matrix (rows, labels) for a multilabel model.
 
 Nothing is ever unpickled.
 """
@@ -33,7 +34,8 @@ def load_rows(path, role: str = "calibration") -> tuple[np.ndarray, np.ndarray |
     for key in ROW_KEYS[role]:
         if key in loaded:
             rows, labels = _rows(path, key, loaded[key]), loaded.get(LABEL_KEY[key])
-            if labels is not None and (labels.ndim != 1 or len(labels) != len(rows)):
+            # one label per row, or a 0/1 row of labels (multilabel)
+            if labels is not None and (labels.ndim not in (1, 2) or len(labels) != len(rows)):
                 raise DataError(f"{path}: {len(rows)} rows in {key} but labels {LABEL_KEY[key]} of shape "
                                 f"{labels.shape}")
             return rows, labels, _rows(path, "X_train", loaded["X_train"]) if "X_train" in loaded else rows

@@ -22,6 +22,25 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
                                    divided by ``macs`` (meaningful for mat-vec dominated models)
     method                         simulator used ("simavr", "qemu", "unicorn", "cffi")
     compile_report                 the compiler's own report (scales, agreement on calibration rows)
+    task                           what the scores mean (the model's task: {"kind": "classification"},
+                                   "regression", or "multilabel" with its rule)
+    regression                     regression models, else None; the accuracy fields are None:
+        float_r2, target_r2          R² of the float model and of the compiled value (<prefix>_predict_value,
+                                     run on the target) against y; None without y
+        max_abs_error, mean_abs_error   the compiled value against the float model, in y's units:
+                                     the fixed-point (or float32) error
+    multilabel                     multilabel models, else None; y is the 0/1 matrix (rows, labels);
+                                   agreement_with_float is the share of rows whose 0/1 label vectors
+                                   (<prefix>_predict_labels on the target) equal the float model's:
+        float_precision_at, target_precision_at   {"1": P@1, "3": P@3, "5": P@5} (k up to the label count)
+                                     of the float scores and of the compiled scores; None without y
+        label_agreement              as agreement_with_float
+        ranking_agreement            share of rows whose compiled scores rank every label as the float
+                                     model's scores do (ties to the lower label)
+
+Each task's fields come from one function (``classification_fields``, ``regression_fields``,
+``multilabel_fields``) of the float model's scores and the target run, so callers can score a run
+they made themselves.
 """
 
 from __future__ import annotations
@@ -60,16 +79,10 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
     X = X.astype(np.float64)
     if X.ndim != 2 or len(X) == 0:
         raise DataError(f"X: shape {X.shape}, expected (rows, {model.input_dim})")
-    if y is not None:
-        y = np.asarray(y)
-        if y.dtype.kind not in "biufU":
-            raise DataError(f"y: dtype {y.dtype}, expected integer or string labels")
-        y = y.reshape(-1)
-        if len(y) != len(X):
-            raise DataError(f"y has {len(y)} labels for {len(X)} rows")
+    kind = model.task["kind"]
+    y = check_targets(y, len(X), model)
     if calibration is None and precision != "float":
         calibration = X
-    float_pred = model.predict(X)  # labels, by the model's own rule (a binary Bonsai: the sign)
     backend = get_backend(target)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-report-") as d:
         res = tinycc_ml.compile(model, target=target, precision=precision, calibration=calibration, out_dir=d,
@@ -83,14 +96,109 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         unit = "cycles" if run.cycles is not None else "instructions"
         stats.update({f"{unit}_mean": float(np.mean(counts)), f"{unit}_max": int(np.max(counts))})
     macs = count_macs(res.graph)
-    pred = model.classes[np.asarray(run.predictions, dtype=np.int64)]  # the class index, as a label
+    scale = score_scale(res.graph)
+    float_scores = model.scores(X)
+    fields = {"float_accuracy": None, "target_accuracy": None, "agreement_with_float": None,
+              "task": dict(model.task), "regression": None, "multilabel": None}
+    if kind == "regression":
+        fields["regression"] = regression_fields(float_scores, run, scale, y)
+    elif kind == "multilabel":
+        fields["multilabel"] = multilabel_fields(float_scores, run, scale, model.task, y)
+        fields["agreement_with_float"] = fields["multilabel"]["label_agreement"]
+    else:
+        fields.update(classification_fields(model, X, run, y))
     return {
         "target": target, "precision": precision, "rows": int(len(X)),
-        "float_accuracy": None if y is None else float(np.mean(float_pred == y)),
-        "target_accuracy": None if y is None else float(np.mean(pred == y)),
-        "agreement_with_float": float(np.mean(pred == float_pred)),
+        **fields,
         **stats,
         "macs": macs,
         "per_mac": None if counts is None or macs == 0 else float(np.mean(counts)) / macs,
         "compile_report": res.report,
     }
+
+
+def check_targets(y, rows: int, model):
+    """y as the model's task reads it (labels, real values, or a 0/1 matrix); None stays None."""
+    if y is None:
+        return None
+    y = np.asarray(y)
+    kind = model.task["kind"]
+    if kind == "multilabel":
+        n_labels = model.n_outputs
+        if y.ndim != 2 or y.shape != (rows, n_labels) or y.dtype.kind not in "biuf" or not np.isin(y, (0, 1)).all():
+            raise DataError(f"y: shape {y.shape}, dtype {y.dtype}; a multilabel model needs a 0/1 matrix of shape "
+                            f"({rows}, {n_labels})")
+        return y.astype(np.int64)
+    if kind == "regression":
+        if y.dtype.kind not in "biuf":
+            raise DataError(f"y: dtype {y.dtype}, expected real target values for a regression model")
+        y = y.astype(np.float64).reshape(-1) if y.ndim <= 1 or y.shape[1:] == (1,) else y
+        if y.ndim != 1:
+            raise DataError(f"y: shape {y.shape}, expected one target value per row")
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            raise DataError(f"y holds a non-finite target ({y[bad[0]]}) at row {bad[0]}")
+    else:
+        if y.dtype.kind not in "biufU":
+            raise DataError(f"y: dtype {y.dtype}, expected integer or string labels")
+        y = y.reshape(-1)
+    if len(y) != rows:
+        raise DataError(f"y has {len(y)} labels for {rows} rows")
+    return y
+
+
+def score_scale(graph) -> int | None:
+    """Fractional bits of the compiled scores (integer builds), None for float builds."""
+    dtype = graph.type(graph.output("scores")).dtype
+    return dtype.scale if dtype.is_fixed else None
+
+
+def real_scores(values: np.ndarray, scale: int | None) -> np.ndarray:
+    """Compiled scores or values in the model's units (score_int * 2^-scale)."""
+    values = np.asarray(values, dtype=np.float64)
+    return values if scale is None else values * 2.0**-scale
+
+
+def classification_fields(model, X, run, y) -> dict:
+    float_pred = model.predict(X)  # labels, by the model's own rule (a binary Bonsai: the sign)
+    pred = model.classes[np.asarray(run.predictions, dtype=np.int64)]  # the class index, as a label
+    return {"float_accuracy": None if y is None else float(np.mean(float_pred == y)),
+            "target_accuracy": None if y is None else float(np.mean(pred == y)),
+            "agreement_with_float": float(np.mean(pred == float_pred))}
+
+
+def r2(y: np.ndarray, prediction: np.ndarray) -> float:
+    spread = float(np.sum((y - np.mean(y)) ** 2))
+    residual = float(np.sum((y - prediction) ** 2))
+    return (1.0 - residual / spread) if spread > 0 else (1.0 if residual == 0 else 0.0)
+
+
+def regression_fields(float_scores: np.ndarray, run, scale: int | None, y) -> dict:
+    """R² of the float model and of <prefix>_predict_value on the target; the value's error."""
+    float_value = float_scores[:, 0]
+    value = real_scores(run.values if run.values is not None else run.scores[:, 0], scale)
+    error = np.abs(value - float_value)
+    return {"float_r2": None if y is None else r2(y, float_value),
+            "target_r2": None if y is None else r2(y, value),
+            "max_abs_error": float(np.max(error)), "mean_abs_error": float(np.mean(error))}
+
+
+def precision_at(k: int, scores: np.ndarray, Y: np.ndarray) -> float:
+    """Mean share of true labels among each row's k highest scores (ties to the lower label)."""
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return float(np.mean(np.take_along_axis(Y, top, axis=1)))
+
+
+def multilabel_fields(float_scores: np.ndarray, run, scale: int | None, task: dict, Y) -> dict:
+    """P@1/3/5 of the float and compiled scores, agreement of the 0/1 vectors and of the rankings."""
+    from tinycc_ml.models.base import multilabel_indicator
+
+    compiled = real_scores(run.scores, scale)
+    labels = run.labels if run.labels is not None else multilabel_indicator(compiled, task)
+    ks = [k for k in (1, 3, 5) if k <= float_scores.shape[1]]
+    same_rank = np.all(np.argsort(-compiled, axis=1, kind="stable") == np.argsort(-float_scores, axis=1, kind="stable"),
+                       axis=1)
+    return {"float_precision_at": None if Y is None else {str(k): precision_at(k, float_scores, Y) for k in ks},
+            "target_precision_at": None if Y is None else {str(k): precision_at(k, compiled, Y) for k in ks},
+            "label_agreement": float(np.mean(np.all(labels == multilabel_indicator(float_scores, task), axis=1))),
+            "ranking_agreement": float(np.mean(same_rank))}

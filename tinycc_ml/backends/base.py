@@ -34,6 +34,7 @@ class BuildOutput:
     ram_bytes: int = 0
     input_scale: object = None  # integer builds: per-feature ints s, x_int[k] = round(x[k] * 2^s[k])
     kernels: list[dict] = field(default_factory=list)  # per matrix: kernel chosen, predicted cost, candidates
+    task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
 
 
 @dataclass(frozen=True)

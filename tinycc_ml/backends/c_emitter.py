@@ -244,7 +244,7 @@ class CEmitter:
             files={f"{self.prefix}.h": emitted.header, f"{self.prefix}.c": emitted.source},
             prefix=self.prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
-            ram_bytes=emitted.arena_bytes, input_scale=self.input_scale)
+            ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task)
 
     def extra_ram_bytes(self) -> int:
         """Static RAM besides the arenas (target kernels' scratch, streaming state)."""

@@ -31,7 +31,10 @@ class HostBackend(Backend):
         from tinycc_ml.runtime.simulate import TargetRun
 
         predictor = self.load(out_dir, output)
+        kind = (output.task or {}).get("kind")
         return TargetRun(target=self.name, predictions=np.asarray(predictor.predict_index(X)),
                          scores=np.asarray(predictor.scores(X)), cycles=None, instructions=None,
                          stack_bytes=None, flash_bytes=None, ram_bytes=None, model_flash_bytes=output.const_bytes,
-                         model_ram_bytes=output.ram_bytes, method="cffi")
+                         model_ram_bytes=output.ram_bytes, method="cffi",
+                         values=predictor.values(X) if kind == "regression" else None,
+                         labels=predictor.labels(X) if kind == "multilabel" else None)

@@ -308,6 +308,7 @@ class McuBackend(Backend):
         x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16)
         p = output.prefix
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
-                             x, output.n_scores, output.input_ctype, output.score_ctype)
+                             x, output.n_scores, output.input_ctype, output.score_ctype,
+                             task=(output.task or {}).get("kind"))
 
 

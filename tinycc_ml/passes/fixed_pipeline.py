@@ -156,6 +156,8 @@ def fixed_report(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np
     float_all = run_float(graph, prep.calibration)
     fixed_all = run_fixed(fixed_graph, quantise(prep.calibration, s_in - prep.feature_scales, 16))
     fs = prep.feature_scales
+    s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
+    error = np.abs(fixed_all["scores"] * 2.0**-s_scores - float_all["scores"])
     return {
         "values": values,
         "scale_adjustments": adjust,
@@ -166,6 +168,8 @@ def fixed_report(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np
         "calibration_rows": len(prep.calibration),
         "agreement_with_float": float(np.mean(fixed_all["prediction"] == float_all["prediction"])),
         "held_out_disagreements": held_out_disagreements,
+        # scores against the float model's, in its units (regression: the value's fixed-point error)
+        "score_error": {"max_abs": float(np.max(error)), "mean_abs": float(np.mean(error))},
     }
 
 

@@ -83,6 +83,30 @@ class HostPredictor:
         index = self.predict_index(X)
         return index if self.classes is None else np.asarray(self.classes)[index]
 
+    def values(self, X) -> np.ndarray:
+        """Regression builds: ``<prefix>_predict_value`` of each row (score type; integer builds: the
+        value times 2^SCORE_SCALE)."""
+        fn = self._entry_point("predict_value")
+        Xq = self.quantise(X)
+        ffi, x_t = self._ffi, f"{self.input_ctype}[]"
+        return np.array([fn(ffi.from_buffer(x_t, row)) for row in Xq], dtype=NUMPY_OF_CTYPE[self.score_ctype])
+
+    def labels(self, X) -> np.ndarray:
+        """Multilabel builds: the 0/1 vector ``<prefix>_predict_labels`` writes for each row, (n, n_scores)."""
+        fn = self._entry_point("predict_labels")
+        Xq = self.quantise(X)
+        ffi, x_t = self._ffi, f"{self.input_ctype}[]"
+        out = np.zeros((len(Xq), self.n_scores), dtype=np.uint8)
+        for row, dest in zip(Xq, out):
+            fn(ffi.from_buffer(x_t, row), ffi.from_buffer("uint8_t[]", dest, require_writable=True))
+        return out
+
+    def _entry_point(self, name: str):
+        try:
+            return getattr(self._lib, f"{self.prefix}_{name}")
+        except AttributeError:
+            raise DataError(f"{self.prefix}.h declares no {self.prefix}_{name} (the model's task has none)") from None
+
     def run_raw(self, Xq) -> tuple[np.ndarray, np.ndarray]:
         """(scores, predictions) for rows already in the input C type."""
         Xq = np.ascontiguousarray(Xq, dtype=NUMPY_OF_CTYPE[self.input_ctype])
@@ -104,6 +128,11 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         void {prefix}_scores(const {input_ctype} *x, {score_ctype} *scores);
         void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions);
     """
+    # the task's own entry point, when the header declares one (regression / multilabel builds)
+    if f"{prefix}_predict_value(" in header:
+        cdef += f"    {score_ctype} {prefix}_predict_value(const {input_ctype} *x);\n"
+    if f"{prefix}_predict_labels(" in header:
+        cdef += f"    void {prefix}_predict_labels(const {input_ctype} *x, uint8_t *out);\n"
     wrapper = f"""
         #include "{prefix}.h"
         static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)

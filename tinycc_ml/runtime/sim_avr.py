@@ -137,8 +137,8 @@ def _run_chunk(runner: str, fw: AvrBuild, spec: BuildSpec, x: np.ndarray, work: 
         raise ToolchainError(f"{what}: {err[-400:]}")
     with open(outp, "rb") as f:
         raw = f.read()
-    # brackets: calibration (code 2), then predict and scores alternately (code 4)
-    calib, brackets = None, []
+    # brackets: calibration (code 2), then predict and scores alternately (code 4), the task's call (code 6)
+    calib, brackets, task_stack = None, [], 0
     for line in proc.stdout.decode().splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[0] == "B":
@@ -146,15 +146,19 @@ def _run_chunk(runner: str, fw: AvrBuild, spec: BuildSpec, x: np.ndarray, work: 
                 calib = int(parts[2])
             elif parts[1] == "4":
                 brackets.append((int(parts[2]), int(parts[3])))
-    rec = 2 + spec.n_scores * sdt.itemsize
+            elif parts[1] == "6":
+                task_stack = max(task_stack, int(parts[3]))
+    n_scores_bytes = spec.n_scores * sdt.itemsize
+    rec = 2 + n_scores_bytes + spec.task_bytes
     if calib is None or len(brackets) != 2 * n or len(raw) != n * rec:
         raise ToolchainError(f"AVR run ended early: {len(brackets) // 2} of {n} inferences, "
                              f"{len(raw)} output bytes\n{proc.stdout.decode()[-500:]}")
     cycles = np.asarray([c - calib - ICALL_CYCLES for c, _ in brackets[0::2]], np.int64)
     recs = np.frombuffer(raw, np.uint8).reshape(n, rec)
     preds = recs[:, :2].copy().view("<i2").reshape(n).astype(np.int64)
-    scores = recs[:, 2:].copy().view(sdt).reshape(n, spec.n_scores)
-    return preds, scores, cycles, max(s for _, s in brackets)
+    scores = recs[:, 2:2 + n_scores_bytes].copy().view(sdt).reshape(n, spec.n_scores)
+    task = spec.task_results(recs[:, 2 + n_scores_bytes:])
+    return preds, scores, cycles, max(task_stack, *(s for _, s in brackets)), task
 
 
 def require(method: str = "auto") -> None:
@@ -193,6 +197,7 @@ def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None,
         model_flash_bytes=fw.sizes.model_flash_bytes,
         model_ram_bytes=fw.sizes.model_ram_bytes,
         method="simavr",
+        **{key: np.concatenate([p[4][key] for p in parts]) for key in parts[0][4]},
     )
 
 

@@ -161,7 +161,8 @@ def _qemu_batch(objs: _Objects, spec: BuildSpec, xb: np.ndarray, tag: str, max_i
     rows = re.findall(r"^R([0-9a-f]+)$", out, re.M)
     if len(rows) != len(xb):
         raise ToolchainError(f"QEMU run ended early: {len(rows)} of {len(xb)} results\n{out[-500:]}")
-    preds, scores, instrs, stack = [], [], [], 0
+    preds, scores, instrs, stack, task = [], [], [], 0, []
+    end = 16 + spec.n_scores * sdt.itemsize
     for row in rows:
         raw = bytes.fromhex(row)
         pred, t0, t1, st = np.frombuffer(raw[:16], "<i4")
@@ -169,8 +170,9 @@ def _qemu_batch(objs: _Objects, spec: BuildSpec, xb: np.ndarray, tag: str, max_i
         # minus the calibration (two back-to-back captures) and the stub's BLX
         instrs.append(_ticks_to_instructions((int(t1) - int(t0)) & 0xFFFFFFFF) - calib - 1)
         stack = max(stack, int(st) - STUB_STACK)
-        scores.append(np.frombuffer(raw[16:], sdt))
-    return preds, scores, instrs, stack
+        scores.append(np.frombuffer(raw[16:end], sdt))
+        task.append(np.frombuffer(raw[end:end + spec.task_bytes], np.uint8))
+    return preds, scores, instrs, stack, task
 
 
 def _run_qemu(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
@@ -189,6 +191,7 @@ def _run_qemu(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
         parts = wait_all(futures, f"qemu: {spec.prefix}", [len(x[s:s + per_batch]) for s in starts])
     preds = [p for part in parts for p in part[0]]
     scores = [s for part in parts for s in part[1]]
+    task = np.stack([t for part in parts for t in part[4]]).reshape(n, spec.task_bytes)
     return TargetRun(
         target="cortex-m0",
         predictions=np.asarray(preds, np.int64),
@@ -201,6 +204,7 @@ def _run_qemu(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
         model_flash_bytes=sizes.model_flash_bytes,
         model_ram_bytes=sizes.model_ram_bytes,
         method="qemu",
+        **spec.task_results(task),
     )
 
 
@@ -259,7 +263,8 @@ class _UnicornM0:
         bss_end = self.syms["__bss_end"]
         self.x_addr = (bss_end + 7) & ~7
         self.s_addr = (self.x_addr + self.spec.n_features * INPUT_BYTES[self.spec.input_ctype] + 7) & ~7
-        self.paint_lo = (self.s_addr + self.spec.n_scores * sdt.itemsize + 7) & ~7
+        self.l_addr = (self.s_addr + self.spec.n_scores * sdt.itemsize + 7) & ~7  # predict_labels' out
+        self.paint_lo = (self.l_addr + self.spec.n_scores + 7) & ~7
         self.top = RAM_BASE + RAM_SIZE
         if self.paint_lo + 256 > self.top:
             raise ToolchainError(f"no RAM left for the stack: model data ends at {bss_end:#x}")
@@ -317,7 +322,9 @@ def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
     machine.deadline = time.monotonic() + timeout if timeout else 0.0
     sdt = SCORE_DTYPES[spec.score_ctype]
     sbytes = spec.n_scores * sdt.itemsize
-    preds, instrs, scores, stack = [], [], [], 0
+    task_fn = {"regression": f"{spec.prefix}_predict_value", "multilabel": f"{spec.prefix}_predict_labels"}
+    task_fn = machine.function(task_fn[spec.task]) if spec.task in task_fn else None
+    preds, instrs, scores, stack, task = [], [], [], 0, []
     for row in x:
         machine.uc.mem_write(machine.x_addr, row.tobytes())
         r0, n_instr, st = machine.call(predict, 0)
@@ -326,6 +333,13 @@ def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
         _, _, st2 = machine.call(score_fn, machine.s_addr)
         stack = max(stack, st, st2)
         scores.append(np.frombuffer(bytes(machine.uc.mem_read(machine.s_addr, sbytes)), sdt))
+        if task_fn is not None:
+            value, _, st3 = machine.call(task_fn, machine.l_addr)
+            stack = max(stack, st3)
+            # a value comes back in r0 (soft-float ABI for float); labels are written to out
+            task.append(np.frombuffer(value.to_bytes(4, "little")[:spec.task_bytes], np.uint8)
+                        if spec.task == "regression"
+                        else np.frombuffer(bytes(machine.uc.mem_read(machine.l_addr, spec.n_scores)), np.uint8))
     return TargetRun(
         target="cortex-m0",
         predictions=np.asarray(preds, np.int64),
@@ -338,6 +352,7 @@ def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
         model_flash_bytes=fw.sizes.model_flash_bytes,
         model_ram_bytes=fw.sizes.model_ram_bytes,
         method="unicorn",
+        **spec.task_results(np.stack(task) if task else np.zeros((len(x), 0), np.uint8)),
     )
 
 

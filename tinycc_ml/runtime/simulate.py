@@ -16,7 +16,10 @@ through its return (AVR: RET's 4 cycles included, the caller's CALL not; M0 like
 stack_bytes: AVR includes the 2-byte return address the call pushes; M0 is what the callee pushes.
 
 The model exports `int <prefix>_predict(const IN_T *x)` and
-`void <prefix>_scores(const IN_T *x, SCORE_T *scores)`, declared in `header`.
+`void <prefix>_scores(const IN_T *x, SCORE_T *scores)`, declared in `header`. With task
+"regression" the harness also calls `SCORE_T <prefix>_predict_value(const IN_T *x)` (TargetRun.values),
+with "multilabel" `void <prefix>_predict_labels(const IN_T *x, uint8_t *out)` (TargetRun.labels);
+their stack use counts in stack_bytes, their time is not counted.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from tinycc_ml.plugins import Registry
 
 INPUT_DTYPES = {"int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"), "float": np.dtype("<f4")}
 SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "float": np.dtype("<f4")}
+# the task's own entry point the harnesses call besides predict and scores (TCM_TASK in the harness)
+TASK_ENTRY_POINTS = {"classification": 0, "regression": 1, "multilabel": 2}
 # A simulator: an object with
 #   unit: "cycles" or "instructions" (what TargetRun counts),
 #   require(method="auto"): ToolchainError naming what is missing to build and run,
@@ -72,6 +77,8 @@ class TargetRun:
     model_ram_bytes: int | None = None
     method: str = ""  # "simavr", "unicorn", "qemu", "cffi" (host)
     wall_seconds: float = 0.0
+    values: np.ndarray | None = None  # regression: (n,) <prefix>_predict_value, score dtype
+    labels: np.ndarray | None = None  # multilabel: (n, n_scores) uint8 from <prefix>_predict_labels
 
 
 @dataclass
@@ -94,6 +101,7 @@ class BuildSpec:
     input_ctype: str
     score_ctype: str
     extra_cflags: tuple[str, ...] = field(default_factory=tuple)
+    task: str = "classification"  # a TASK_ENTRY_POINTS key: which task entry point is run too
 
     def harness_defines(self) -> list[str]:
         return [
@@ -103,11 +111,25 @@ class BuildSpec:
             f"-DTCM_SCORE_T={self.score_ctype}",
             f"-DTCM_D={self.n_features}",
             f"-DTCM_NS={self.n_scores}",
+            f"-DTCM_TASK={TASK_ENTRY_POINTS[self.task]}",
         ]
+
+    @property
+    def task_bytes(self) -> int:
+        """Bytes the task's entry point adds to each row's results (value, or the 0/1 labels)."""
+        return {"regression": SCORE_DTYPES[self.score_ctype].itemsize, "multilabel": self.n_scores}.get(self.task, 0)
+
+    def task_results(self, raw: np.ndarray) -> dict:
+        """TargetRun's values or labels from the (n, task_bytes) uint8 block of the rows' results."""
+        if self.task == "regression":
+            return {"values": raw.copy().view(SCORE_DTYPES[self.score_ctype]).reshape(len(raw))}
+        if self.task == "multilabel":
+            return {"labels": raw.copy()}
+        return {}
 
 
 def make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype,
-              extra_cflags=()) -> BuildSpec:
+              extra_cflags=(), task: str | None = None) -> BuildSpec:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix or ""):
         raise CompileError(f"model prefix {prefix!r} is not a C identifier")
     if input_ctype not in INPUT_DTYPES:
@@ -122,8 +144,11 @@ def make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_
             raise CompileError(f"{path}: model source or header not found")
     if n_features < 1 or n_scores < 1:
         raise CompileError(f"need n_features >= 1 and n_scores >= 1, got {n_features}, {n_scores}")
+    task = task or "classification"
+    if task not in TASK_ENTRY_POINTS:
+        raise CompileError(f"task {task!r} not supported; use one of {list(TASK_ENTRY_POINTS)}")
     return BuildSpec(srcs, os.path.abspath(os.fspath(header)), prefix, int(n_features), int(n_scores),
-                     input_ctype, score_ctype, tuple(extra_cflags))
+                     input_ctype, score_ctype, tuple(extra_cflags), task)
 
 
 def support_file(name: str) -> str:
@@ -219,7 +244,8 @@ def check_inputs(inputs, spec_ctype: str) -> np.ndarray:
 def run_on_target(target: str, sources, header, prefix: str, inputs, n_scores: int,
                   input_ctype: str, score_ctype: str, extra_cflags: Sequence[str] = (),
                   *, method: str = "auto", m0_method: str | None = None,
-                  max_cycles_per_inference: int = DEFAULT_MAX_CYCLES, timeout: float | None = None) -> TargetRun:
+                  max_cycles_per_inference: int = DEFAULT_MAX_CYCLES, timeout: float | None = None,
+                  task: str | None = None) -> TargetRun:
     """Build the model with a measurement harness for `target`, run every input, measure.
 
     target: a simulator name (SIMULATORS: "avr", "cortex-m0", plug-ins).
@@ -228,12 +254,13 @@ def run_on_target(target: str, sources, header, prefix: str, inputs, n_scores: i
     max_cycles_per_inference: a call longer than this (AVR cycles / M0 instructions) is treated
     as a hang and raises ToolchainError (the simulators stop it themselves).
     timeout: wall-clock limit per simulator process in seconds (default: generous, from the cap).
+    task: "regression" or "multilabel" also runs that task's entry point (see the module docstring).
     """
     t_start = time.perf_counter()
     simulator = SIMULATORS.load(target)
     arr0 = np.asarray(inputs)
     n_features = arr0.shape[-1] if arr0.ndim >= 1 else 0
-    spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags)
+    spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags, task)
     x = check_inputs(inputs, input_ctype)
     run = simulator.run(spec, x, method=m0_method or method, max_count=max_cycles_per_inference, timeout=timeout)
     run.wall_seconds = time.perf_counter() - t_start

@@ -1,5 +1,6 @@
 /* tinycc-ml Cortex-M0 measurement harness, run under QEMU -M microbit -icount shift=10.
- * Configured by -D: TCM_HEADER ("path"), TCM_PREFIX, TCM_IN_T, TCM_SCORE_T, TCM_D, TCM_NS.
+ * Configured by -D: TCM_HEADER ("path"), TCM_PREFIX, TCM_IN_T, TCM_SCORE_T, TCM_D, TCM_NS, and
+ * TCM_TASK (1: also <prefix>_predict_value, 2: also <prefix>_predict_labels; its stack counts, not its time).
  * Inputs come from tcm_inputs.c (generated, in flash). Instructions are counted with the nRF51
  * TIMER0 at 16 MHz: under -icount shift=10 one instruction is 1024 ns = 16.384 ticks.
  * The calls go through a fixed asm stub (capture 0; blx fn; capture 1), so ticks/16.384 minus the
@@ -13,7 +14,19 @@
 #define TCM_CAT(a, b) TCM_CAT_(a, b)
 #define TCM_PREDICT TCM_CAT(TCM_PREFIX, _predict)
 #define TCM_SCORES TCM_CAT(TCM_PREFIX, _scores)
+#define TCM_VALUE TCM_CAT(TCM_PREFIX, _predict_value)
+#define TCM_LABELS TCM_CAT(TCM_PREFIX, _predict_labels)
 #define TCM_BARRIER() __asm__ __volatile__("" ::: "memory")
+#ifndef TCM_TASK
+#define TCM_TASK 0
+#endif
+#if TCM_TASK == 1
+#define TCM_TASK_BYTES sizeof(TCM_SCORE_T)
+#elif TCM_TASK == 2
+#define TCM_TASK_BYTES TCM_NS
+#else
+#define TCM_TASK_BYTES 0
+#endif
 
 #define TIMER0_START (*(volatile uint32_t *)0x40008000u)
 #define TIMER0_CLEAR (*(volatile uint32_t *)0x4000800Cu)
@@ -40,7 +53,10 @@ void tcm_irq_timer0(void);
 
 static TCM_IN_T tcm_x[TCM_D];
 static TCM_SCORE_T tcm_s[TCM_NS];
-static char tcm_line[64 + 2 * (8 + sizeof tcm_s)];
+#if TCM_TASK == 2
+static uint8_t tcm_labels[TCM_NS];
+#endif
+static char tcm_line[64 + 2 * (8 + sizeof tcm_s + TCM_TASK_BYTES)];
 
 /* tcm_timed_p/_s(x, s, fn): TIMER0 capture 0, blx fn(x, s), capture 1; tcm_timed_null: both captures. */
 __asm__(
@@ -48,10 +64,16 @@ __asm__(
     "    .global tcm_timed_p\n"
     "    .global tcm_timed_s\n"
     "    .global tcm_timed_null\n"
+    "    .global tcm_task_v\n"
+    "    .global tcm_task_l\n"
     "    .thumb_func\n"
     "tcm_timed_p:\n"
     "    .thumb_func\n"
     "tcm_timed_s:\n"
+    "    .thumb_func\n"
+    "tcm_task_v:\n"
+    "    .thumb_func\n"
+    "tcm_task_l:\n"
     "    push {r4, r5, r6, lr}\n"
     "    ldr r4, =0x40008040\n"
     "    movs r5, #1\n"
@@ -72,6 +94,9 @@ __asm__(
 int32_t tcm_timed_p(const TCM_IN_T *x, TCM_SCORE_T *s, int (*fn)(const TCM_IN_T *));
 void tcm_timed_s(const TCM_IN_T *x, TCM_SCORE_T *s, void (*fn)(const TCM_IN_T *, TCM_SCORE_T *));
 void tcm_timed_null(void);
+/* the task's entry point through the same stub (same stack accounting; r0 comes back untouched) */
+TCM_SCORE_T tcm_task_v(const TCM_IN_T *x, void *unused, TCM_SCORE_T (*fn)(const TCM_IN_T *));
+void tcm_task_l(const TCM_IN_T *x, uint8_t *out, void (*fn)(const TCM_IN_T *, uint8_t *));
 
 static char *tcm_hex(char *p, const void *v, uint32_t n)
 {
@@ -156,6 +181,20 @@ int main(void)
         TCM_STACK_USED(sp, stack_s);
         if (stack_s > stack_p)
             stack_p = stack_s;
+#if TCM_TASK != 0
+        TCM_PAINT_STACK(sp);
+        TCM_BARRIER();
+        TIMER0_CLEAR = 1;
+#if TCM_TASK == 1
+        TCM_SCORE_T value = tcm_task_v(tcm_x, 0, TCM_VALUE);
+#else
+        tcm_task_l(tcm_x, tcm_labels, TCM_LABELS);
+#endif
+        TCM_BARRIER();
+        TCM_STACK_USED(sp, stack_s);
+        if (stack_s > stack_p)
+            stack_p = stack_s;
+#endif
         p = tcm_line;
         *p++ = 'R';
         p = tcm_hex(p, &pred, 4);
@@ -163,6 +202,11 @@ int main(void)
         p = tcm_hex(p, &t1, 4);
         p = tcm_hex(p, &stack_p, 4);
         p = tcm_hex(p, tcm_s, sizeof tcm_s);
+#if TCM_TASK == 1
+        p = tcm_hex(p, &value, sizeof value);
+#elif TCM_TASK == 2
+        p = tcm_hex(p, tcm_labels, sizeof tcm_labels);
+#endif
         *p++ = '\n';
         *p = 0;
         tcm_semihost(0x04, tcm_line);
