@@ -45,6 +45,25 @@ def test_json_report(files, target):
         assert 0 < report["flash_bytes"] <= 32 * 1024 and report["stack_bytes"] > 0
     if target == "cortex-m0":
         assert report["instructions_mean"] > report["macs"] and report["cycles_mean"] is None
+    if target == "host":
+        assert "unavailable" in report["kernels"]
+    else:  # the per-node kernel costs of a profile: the projection's mat-vec kernel the largest
+        unit = "cycles" if target == "avr" else "instructions"
+        rows = report["kernels"]["per_node"]
+        assert len(rows) >= 3 and all(r[f"measured_{unit}"] > 0 and r["functions"] for r in rows)
+        assert any("mac" in f for f in max(rows, key=lambda r: r[f"measured_{unit}"])["functions"])
+        assert sum(r[f"measured_{unit}"] for r in rows) <= report["kernels"]["total"] <= 1.02 * report[f"{unit}_max"]
+
+
+def test_text_report_lists_kernels(files):
+    require_target("avr")
+    proc = run(files / "model.npz", "--target", "avr", "--data", files / "data.npz", "--rows", 20)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "cycles_mean" in out and "kernels (cycles per inference" in out
+    lines = [ln.split() for ln in out.splitlines() if ln.startswith("  %")]
+    assert len(lines) >= 3 and all(int(ln[1].replace(",", "")) > 0 for ln in lines)
+    assert any(f.startswith("mac") for ln in lines for f in ln[2:])  # a mat-vec kernel, measured
 
 
 def test_bad_data_file_is_one_line_exit_2(files, tmp_path):

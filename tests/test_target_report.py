@@ -13,7 +13,7 @@ from tinycc_ml.target_report import count_macs, target_report
 FIELDS = {"target", "precision", "rows", "float_accuracy", "target_accuracy", "agreement_with_float", "flash_bytes",
           "ram_bytes", "model_flash_bytes", "model_ram_bytes", "stack_bytes", "cycles_mean", "cycles_max",
           "instructions_mean", "instructions_max", "macs", "per_mac", "method", "compile_report", "task", "regression",
-          "multilabel"}
+          "multilabel", "kernels"}
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +35,7 @@ def test_report_fields_and_figures(case, target):
     assert rep["task"] == {"kind": "classification"} and rep["regression"] is None and rep["multilabel"] is None
     if target == "host":
         assert rep["cycles_mean"] is None and rep["per_mac"] is None and rep["method"] == "cffi"
+        assert "unavailable" in rep["kernels"]
         return
     assert 0 < rep["flash_bytes"] < 32768 and 0 < rep["ram_bytes"] < 2048 and 0 < rep["stack_bytes"] < 512
     assert 0 < rep["model_flash_bytes"] <= rep["flash_bytes"]

@@ -323,6 +323,7 @@ def cmd_report(args) -> int:
                 "cycles_max", "instructions_mean", "instructions_max", "macs", "per_mac", "method", "calibration"):
         for name, value in _flat(key, report.get(key)):
             print(f"{name:<22} {value:.4g}" if isinstance(value, float) else f"{name:<22} {value}")
+    print_kernels(report.get("kernels") or {})
     return 0
 
 
@@ -334,6 +335,27 @@ def _flat(key: str, value):
         return [line for name, inner in value.items() for line in _flat(f"{key}.{name}" if key in (
             "regression", "multilabel") else f"{key}_{name}", inner)]
     return [(key, value)]
+
+
+def print_kernels(kernels: dict) -> None:
+    """The report's per-node kernel costs: measured (profile) and, where a cost model chose, predicted."""
+    if "per_node" not in kernels:
+        if kernels.get("unavailable"):
+            print(f"{'kernels':<22} not measured: {kernels['unavailable']}")
+        return
+    unit = kernels["unit"]
+    print(f"kernels ({unit} per inference, profile of {kernels['rows']} row(s); total {kernels['total']:,.0f}):")
+    for row in kernels["per_node"]:
+        measured = row[f"measured_{unit}"]
+        cost = "-" if measured is None else f"{measured:,.0f}"
+        line = f"  %{row['node']:<20} {cost:>10}  {' '.join(row['functions'])}"
+        if row.get("kernel"):
+            pred = row.get(f"predicted_{unit}")
+            line += f"  [{row['matrix']}: {row['kernel']}, predicted {'-' if pred is None else f'{pred:,}'}]"
+        if row.get("note"):
+            line += f"  ({row['note']})"
+        print(line)
+    print(f"  {'(outside kernels)':<21} {kernels['outside_kernels']:>10,.0f}")
 
 
 # ---------------------------------------------------------------- cmake-dir

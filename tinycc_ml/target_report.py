@@ -37,6 +37,10 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
         label_agreement              as agreement_with_float
         ranking_agreement            share of rows whose compiled scores rank every label as the float
                                      model's scores do (ties to the lower label)
+    kernels                        measured cost per graph node that calls kernel functions (simulated
+                                   targets: a per-function profile of the first rows, see
+                                   runtime.profile.measure_kernels), next to the cost model's choice and
+                                   prediction for sparse matrices; {"unavailable": why} elsewhere
 
 Each task's fields come from one function (``classification_fields``, ``regression_fields``,
 ``multilabel_fields``) of the float model's scores and the target run, so callers can score a run
@@ -51,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import DataError
+from tinycc_ml.runtime.profile import measure_kernels
 
 
 def count_macs(graph) -> int:
@@ -88,6 +93,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         res = tinycc_ml.compile(model, target=target, precision=precision, calibration=calibration, out_dir=d,
                                 name=name)
         run = backend.simulate(Path(d), res.output, X)
+        kernels = measure_kernels(backend, Path(d), res.output, X)
     counts = run.cycles if run.cycles is not None else run.instructions
     stats = {"flash_bytes": run.flash_bytes, "ram_bytes": run.ram_bytes, "model_flash_bytes": run.model_flash_bytes,
              "model_ram_bytes": run.model_ram_bytes, "stack_bytes": run.stack_bytes, "cycles_mean": None,
@@ -114,6 +120,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         "macs": macs,
         "per_mac": None if counts is None or macs == 0 else float(np.mean(counts)) / macs,
         "compile_report": res.report,
+        "kernels": kernels,
     }
 
 

@@ -35,6 +35,7 @@ class BuildOutput:
     input_scale: object = None  # integer builds: per-feature ints s, x_int[k] = round(x[k] * 2^s[k])
     kernels: list[dict] = field(default_factory=list)  # per matrix: kernel chosen, predicted cost, candidates
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
+    node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
 
 
 @dataclass(frozen=True)

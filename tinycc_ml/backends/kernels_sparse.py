@@ -46,9 +46,11 @@ class KernelChoice:
     chosen: str
     candidates: dict  # kernel -> {"cycles": predicted, "flash": bytes} or {"unavailable": why}
     note: str = ""
+    node: str = ""  # the mat-vec
 
     def as_dict(self) -> dict:
-        return {"matrix": self.matrix, "shape": list(self.shape), "nonzeros": self.nonzeros, "kernel": self.chosen,
+        return {"node": self.node, "matrix": self.matrix, "shape": list(self.shape), "nonzeros": self.nonzeros,
+                "kernel": self.chosen,
                 "predicted_cycles": self.candidates[self.chosen].get("cycles"),
                 "flash_bytes": self.candidates[self.chosen].get("flash"),
                 "candidates": self.candidates, **({"note": self.note} if self.note else {})}
@@ -363,7 +365,7 @@ def _decide(em, node: Node) -> tuple[str, dict, KernelChoice]:
     note = ""
     if "unavailable" in cands["avr-sparse-asm"]:
         note = f"sparse kernel not used: {cands['avr-sparse-asm']['unavailable']}"
-    choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, note)
+    choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, note, node.name)
     if hasattr(em, "kernel_report"):
         em.kernel_report.append(choice.as_dict())
     memo[node.name] = (chosen, {"offset": offset, "clamp": clamp}, choice)
@@ -415,7 +417,7 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     A, wbits, clamp = plan
     a_name, x_name = node.inputs
     if chosen == "csc-c":
-        return None
+        return csc_function(em, node)
     if chosen == "avr-dense-asm":
         return _dense(em, node, A, wbits)
     from tinycc_ml.backends.kernels_avr import store_rs
@@ -461,6 +463,20 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     return ["{", *unused, *lines, f"    {name}({sym}, {xbuf}, {acc}, {src});",
             f"    for (uint8_t r = 0; r < {rows}; ++r)",
             "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift), "}"]
+
+
+def csc_function(em, node: Node) -> list[str]:
+    """The shared CSC loop (c_fixed) in a function of its own, so a profile can tell its cost apart."""
+    from tinycc_ml.backends.c_emitter import C_CODE, ctype_of
+
+    x_name = node.inputs[1]
+    body = C_CODE["fixed"]["matvec"](em, node)
+    name = em.sym(f"csc_{node.name}")
+    xv, ov = em.var(x_name), em.var(node.name)
+    xt, ot = ctype_of(em.graph.type(x_name).dtype), ctype_of(node.type.dtype)
+    em.helpers[name] = (f"static void __attribute__((noinline)) {name}(const {xt} *{xv}, {ot} *{ov})\n{{\n"
+                        + "".join(f"    {line}\n" for line in body) + "}\n")
+    return [f"{name}({xv}, {ov});"]
 
 
 def _x_buffer(em, clamp: str | None, cols: int) -> str:
@@ -600,7 +616,7 @@ def _m0_decide(em, node: Node):
     cands = m0_candidates(A, wbits, used)
     chosen = min((k for k, v in cands.items() if "cycles" in v and v["flash"] <= cands["csc-c"]["flash"]),
                  key=lambda k: cands[k]["cycles"])
-    choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands)
+    choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, node=node.name)
     if hasattr(em, "kernel_report"):
         em.kernel_report.append(choice.as_dict())
     memo[node.name] = (chosen, clamp)
@@ -627,7 +643,7 @@ def m0_sparse_kernel(em, node: Node) -> list[str] | None:
 
         return kernel_matvec(em, node, A)
     if chosen != "m0-sparse-asm":
-        return None  # the CSC loop of c_fixed
+        return csc_function(em, node)
     a_name, x_name = node.inputs
     rows, cols = A.shape
     pages = -(-cols // PAGE_COLS)

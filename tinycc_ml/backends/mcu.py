@@ -78,6 +78,7 @@ class McuEmitter(CEmitter):
     stream_bytes: int = 0
     arena_align: dict = field(default_factory=dict)  # arena key -> byte alignment a kernel needs
     kernel_report: list = field(default_factory=list)  # kernels chosen by a cost model (compile report)
+    node_functions: dict = field(default_factory=dict)  # node -> the kernel functions its code calls
 
     def arena_attribute(self, key: str) -> str:
         return f" __attribute__((aligned({self.arena_align[key]})))" if key in self.arena_align else ""
@@ -85,7 +86,20 @@ class McuEmitter(CEmitter):
     def build_output(self) -> BuildOutput:
         out = super().build_output()
         out.kernels = list(self.kernel_report)
+        out.node_functions = {n: list(f) for n, f in self.node_functions.items()}
         return out
+
+    def emit_node(self, node: Node) -> list[str]:
+        """The shared emit_node, noting which out-of-line kernel functions (asm kernels, C functions that
+        are not inline) the node's code calls: a profile charges their cycles to the node."""
+        lines = super().emit_node(node)
+        text = "\n".join(lines)
+        called = [h for h, body in self.helpers.items()
+                  if f"{h}(" in text and "inline" not in body.split("(", 1)[0] and f"{h}(" in body]
+        if called:
+            mine = self.node_functions.setdefault(node.name, [])
+            mine += [h for h in called if h not in mine]
+        return lines
 
     def scratch(self, name: str, ctype: str, length: int) -> None:
         """A static buffer shared by kernels (sized for the largest use)."""
@@ -310,5 +324,19 @@ class McuBackend(Backend):
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
                              x, output.n_scores, output.input_ctype, output.score_ctype,
                              task=(output.task or {}).get("kind"))
+
+    def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
+        """Cycles (AVR) or instructions (M0) of one predict call per function symbol, on the rows of X
+        (runtime.profile.function_profile); ToolchainError when this chip cannot be profiled here."""
+        from tinycc_ml.runtime.profile import PROFILED_TARGETS, function_profile
+
+        if self.simulator not in PROFILED_TARGETS:
+            raise ToolchainError(f"target {self.name}: no per-function profile")
+        X = np.asarray(X, dtype=np.float64)
+        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16).astype(
+            np.int16)
+        p = output.prefix
+        return function_profile(self.simulator, [Path(out_dir) / f"{p}.c"], Path(out_dir) / f"{p}.h", p, x,
+                                output.n_scores, output.input_ctype, output.score_ctype)
 
 
