@@ -47,7 +47,8 @@ AVR_CODE_OVERRIDES = {
 # then the 4-row kernels
 M0_CODE_OVERRIDES = {
     ("matvec", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_matvec, kernels_m0.kernel_matvec),
-    ("sqdist", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_sqdist, kernels_m0.kernel_sqdist),
+    ("sqdist", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_sqdist8, kernels_m0_fused.kernel_sqdist,
+                                  kernels_m0.kernel_sqdist),
     ("clip", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_clip,
                                 lambda em, node: kernels_avr.kernel_clip(em, node, fuse=False)),
 }

@@ -128,11 +128,21 @@ def sqdist_ok(em, node: Node) -> bool:
             and g.type(m_name).dtype.bits == 16 and np.abs(g.node(m_name).attrs["value"]).max() <= 16383)
 
 
+def sqdist8_ok(em, node: Node) -> bool:
+    """Prototypes of 8 significant bits (M = M8 2^k, |M8| <= 127, what int8 builds keep): 8-bit storage."""
+    from tinycc_ml.backends.kernels_distance import split8
+
+    if node.op != "sqdist" or int(node.attrs.get("shift", 0)) != 0:
+        return False
+    x_name, m_name = node.inputs
+    return _dense_ok(em, m_name, x_name) and split8(em.graph.node(m_name).attrs["value"]) is not None
+
+
 def kernel_user(em, name: str) -> str | None:
     """"matvec" / "sqdist" when the only use of ``name`` is as x of one of these kernels."""
     from tinycc_ml.backends.kernels_avr import sole_vector_user
 
-    return sole_vector_user(em, name, matvec_ok, sqdist_ok)
+    return sole_vector_user(em, name, matvec_ok, lambda e, n: sqdist8_ok(e, n) or sqdist_ok(e, n))
 
 
 def _fused_clip(em, node: Node) -> bool:
@@ -167,18 +177,24 @@ def _prepare(em, x_name: str, kind: str) -> tuple[str, list[str]]:
 
 
 def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x_buf: str, acc: str, v: str, k_extra=None,
-               layout_key: str | None = None) -> list[str]:
+               layout_key: str | None = None, decode=None) -> list[str]:
+    """The kernel calls for acc = A x' (+ row constants); with ``layout_key`` streaming's feed() reads
+    that constant back from the kernel's image (``decode``: stored element -> the constant's element;
+    default: A itself)."""
     rows, cols = A.shape
     image, starts = m0_image(A, wbits, k_extra)
     # int32 words: LDR of the row constants needs 4-byte alignment (blocks start on words)
     sym = em.add_const_array(em.sym(f"{label}_m0"), image.view("<i4"), "int32_t",
                              f"%{label}: {rows}x{cols} + {1 << (wbits - 1)}, per block of <= {MAX_ROWS} rows: "
                              "32-bit row constants, then the block column-major (16/8-bit)")
-    if wbits == 16 and layout_key:  # streaming's feed() reads the weights back from here
-        blocks = [(r, n, s) for (r, n), s in zip(row_blocks(rows), starts)]
+    if layout_key:  # streaming's feed() reads the weights back from here
+        unit = wbits // 8  # element size; block starts and row constants are counted in uint16
+        ctype = "uint16_t" if wbits == 16 else "uint8_t"
+        plain = (lambda e: f"(int16_t)({e} ^ 0x8000u)") if wbits == 16 else (lambda e: f"(int8_t)({e} ^ 0x80u)")
         em.kernel_layout[layout_key] = BlockedLayout(
-            f"((const uint16_t *){sym})", "uint16_t", tuple(Block(r, n, s + 2 * n, n, 1) for r, n, s in blocks),
-            lambda e: f"(int16_t)({e} ^ 0x8000u)")
+            f"((const {ctype} *){sym})", ctype,
+            tuple(Block(r, n, (s + 2 * n) * 2 // unit, n, 1) for (r, n), s in zip(row_blocks(rows), starts)),
+            plain if decode is None else (lambda e: decode(plain(e))))
     out = []
     for (r, n), s in zip(row_blocks(rows), starts):
         name = em.sym(f"mac{n}w{wbits}_{cols}")
@@ -261,7 +277,6 @@ def kernel_matvec(em, node: Node, A: np.ndarray | None = None) -> list[str] | No
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", A.shape[0])
     out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
-    em.kernel_layout.pop(a_name, None)  # int8: feed() reads the plain matrix
     sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
@@ -281,8 +296,43 @@ def kernel_sqdist(em, node: Node) -> list[str] | None:
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", m)
     out_shift = 2 * g.type(x_name).dtype.scale - node.type.dtype.scale
-    calls = _mac_calls(em, -2 * M.T, 16, f"{m_name}_t2", buf, acc, "v", k_extra=(M * M).sum(axis=0))
+    calls = _mac_calls(em, -2 * M.T, 16, f"{m_name}_t2", buf, acc, "v", k_extra=(M * M).sum(axis=0),
+                       layout_key=m_name, decode=lambda w: f"(int16_t)(-{w} / 2)")  # w = -2 M
     return ["{", *("    " + ln for ln in prep), "    const uint32_t v = (sx << 15) - xx;",
             *("    " + c for c in calls),
             f"    for (int j = 0; j < {m}; ++j)",
             "        " + store(em, node, "j", rshift_c(f"(int32_t){acc}[j]", out_shift)), "}"]
+
+
+def kernel_sqdist8(em, node: Node) -> list[str] | None:
+    """Distances to prototypes stored in 8 bits (half the flash of kernel_sqdist, the same loop):
+        ||x - M_j||^2 = |x|^2 + 2^(k+1) (sum_i (-M8_ij) x_i + |M_j|^2 / 2^(k+1))      (mod 2^32, exact)
+    with |M_j|^2 / 2^(k+1) = sum(M8^2) 2^(k-1) in the row constants when k >= 1, else in a flash table."""
+    from tinycc_ml.backends.kernels_distance import split8
+
+    if not sqdist8_ok(em, node):
+        return None
+    x_name, m_name = node.inputs
+    g = em.graph
+    M = g.node(m_name).attrs["value"].astype(np.int64)
+    m8, k = split8(M)
+    m = M.shape[1]
+    buf, prep = _prepare(em, x_name, "sqdist")
+    acc = em.sym("acc")
+    em.scratch(acc, "uint32_t", m)
+    out_shift = 2 * g.type(x_name).dtype.scale - node.type.dtype.scale
+    norms = None
+    if k >= 1:
+        extra = (m8 * m8).sum(axis=0) << (k - 1)
+    else:
+        extra = None
+        norms = em.add_const_array(em.sym(f"{m_name}_sq"), (M * M).sum(axis=0).astype(np.int32), "int32_t",
+                                   f"%{m_name}: squared norm of each prototype")
+    calls = _mac_calls(em, (-m8).T.copy(), 8, f"{m_name}_i8", buf, acc, "v", k_extra=extra, layout_key=m_name,
+                       decode=lambda w: f"(int16_t)(-{w} * {1 << k})")  # w = -M8
+    norm = f"(uint32_t){em.target.read_const(norms, 'j', 'int32_t')} + " if norms else ""
+    return ["{", *("    " + ln for ln in prep), "    const uint32_t v = sx << 7;",
+            *("    " + c for c in calls),
+            f"    for (int j = 0; j < {m}; ++j) {{",
+            f"        const uint32_t d = {norm}xx + ({acc}[j] << {k + 1});",
+            "        " + store(em, node, "j", rshift_c("(int32_t)d", out_shift)), "    }", "}"]
