@@ -3,6 +3,7 @@ microcontrollers (ATmega328P, Cortex-M0) and the host."""
 
 from tinycc_ml.api import CompileResult, compile, load_model
 from tinycc_ml.errors import TinyccError
+from tinycc_ml.search.fit import FitResult, fit
 from tinycc_ml.version import __version__
 
-__all__ = ["CompileResult", "TinyccError", "__version__", "compile", "load_model"]
+__all__ = ["CompileResult", "FitResult", "TinyccError", "__version__", "compile", "fit", "load_model"]

@@ -1,4 +1,4 @@
-"""The command line: ``tinycc-ml compile | targets | demo``.
+"""The command line: ``tinycc-ml compile | report | fit | targets | demo``.
 
 Every error tinycc-ml raises on purpose (a TinyccError) is printed as one line,
 ``tinycc-ml: error: <message>``, on stderr with exit status 2 and nothing written; argparse usage
@@ -93,6 +93,38 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rows", type=int, default=200, help="test rows to run (default 200; 0 for all)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.set_defaults(func=cmd_report)
+
+    f = sub.add_parser("fit", help="search for the most accurate model that fits a chip, measured on the target",
+                       description="Train every model family at sizes the limits allow, compile each at each "
+                                   "precision, measure it on the target (validation accuracy of the compiled code, "
+                                   "flash, RAM, cycles or instructions in the simulator) and write the most "
+                                   "accurate one that meets every limit: its model file, its C, pareto.json, "
+                                   "pareto.txt and pareto.png (with matplotlib). Limits count the model's own "
+                                   "flash (code + constants) and RAM (static + peak stack of a prediction), not "
+                                   "the rest of the firmware or the caller's input array.")
+    f.add_argument("data", metavar="DATA", help="an .npz with X_train and y_train (X_test / y_test, if present, "
+                                                "are used only for the final check)")
+    f.add_argument("--target", default="avr", help="avr, cortex-m0 or host (default avr)")
+    f.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the results")
+    f.add_argument("--max-flash", type=_byte_count, default=None, metavar="BYTES",
+                   help="flash of the model's code and constants (e.g. 16384 or 16K)")
+    f.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
+                   help="the model's static RAM plus its peak stack during a prediction")
+    f.add_argument("--max-ms", type=float, default=None, metavar="MS",
+                   help="milliseconds per prediction at --clock-hz (AVR: exact cycles; Cortex-M0: instructions at "
+                        "1.5 cycles each)")
+    f.add_argument("--clock-hz", type=float, default=None, metavar="HZ", help="clock for --max-ms (default: the "
+                                                                                "chip's, 16 MHz)")
+    f.add_argument("--precision", default="auto", choices=("auto", *PRECISIONS),
+                   help="auto (default: int16 and int8 on microcontrollers, also float on the host) or one")
+    f.add_argument("--families", default=None, metavar="LIST",
+                   help="comma-separated: protonn, bonsai, nearest-prototype, snc, linear, knn (default all)")
+    f.add_argument("--time-budget", type=float, default=300.0, metavar="S",
+                   help="seconds of searching (default 300; a candidate is started only while time remains)")
+    f.add_argument("--sizes", type=int, default=4, metavar="N", help="sizes per family (default 4)")
+    f.add_argument("--random-state", type=int, default=0, metavar="N", help="seed of the split and the trainers")
+    f.add_argument("--name", default="model", help="C identifier prefixing every symbol (default model)")
+    f.set_defaults(func=cmd_fit)
 
     t = sub.add_parser("targets", help="list the code-generation targets")
     t.set_defaults(func=cmd_targets)
@@ -356,6 +388,37 @@ def print_kernels(kernels: dict) -> None:
             line += f"  ({row['note']})"
         print(line)
     print(f"  {'(outside kernels)':<21} {kernels['outside_kernels']:>10,.0f}")
+
+
+# ---------------------------------------------------------------- fit
+
+
+def _byte_count(text: str) -> int:
+    """Bytes: a whole number, or with a K suffix (K, KB, KiB: 1024 bytes)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    factor = 1024 if t.endswith("K") else 1
+    try:
+        return int(float(t.removesuffix("K")) * factor)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 16384 or 16K)") from None
+
+
+def cmd_fit(args) -> int:
+    import tinycc_ml
+    from tinycc_ml.datafiles import load_training
+
+    X, y, X_test, y_test = load_training(args.data)
+    result = tinycc_ml.fit(X, y, target=args.target, max_flash=args.max_flash, max_ram=args.max_ram,
+                           max_ms=args.max_ms, clock_hz=args.clock_hz, precision=args.precision,
+                           families=args.families, time_budget=args.time_budget, random_state=args.random_state,
+                           X_test=X_test, y_test=y_test, out_dir=args.output, name=args.name,
+                           sizes_per_family=args.sizes)
+    say(args, result.report())
+    if result.plot_note:
+        say(args, result.plot_note)
+    for path in result.paths:
+        say(args, f"wrote {path}")
+    return 0
 
 
 # ---------------------------------------------------------------- cmake-dir

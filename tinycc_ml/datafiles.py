@@ -53,3 +53,30 @@ def _rows(path, key: str, rows: np.ndarray) -> np.ndarray:
     if rows.ndim != 2:
         raise DataError(f"{path}: {key} has shape {rows.shape}, expected (rows, features)")
     return rows
+
+
+def load_training(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(X, y, X_test, y_test) for ``tinycc-ml fit``: an ``.npz`` with training rows and labels under
+    ``X_train``/``y_train`` (or ``X``/``y``); ``X_test``/``y_test``, when present, are returned apart
+    (used only for the final report). A ``.npy`` array has no labels and is refused."""
+    loaded = read_arrays(path, DataError)
+    if isinstance(loaded, np.ndarray):
+        raise DataError(f"{path}: a .npy array holds no labels; fit needs an .npz with X_train and y_train")
+    for key in ("X_train", "X"):
+        if key in loaded:
+            X, y = _rows(path, key, loaded[key]), loaded.get(LABEL_KEY[key])
+            break
+    else:
+        raise DataError(f"{path}: holds arrays {', '.join(loaded) or '(none)'}; fit needs training rows under "
+                        "X_train (or X) with labels y_train (or y)")
+    if y is None:
+        raise DataError(f"{path}: {key} has no labels {LABEL_KEY[key]}; fit needs a class label per row")
+    if y.ndim != 1 or len(y) != len(X):
+        raise DataError(f"{path}: {len(X)} rows in {key} but labels {LABEL_KEY[key]} of shape {y.shape}")
+    X_test = y_test = None
+    if key == "X_train" and "X_test" in loaded:
+        X_test, y_test = _rows(path, "X_test", loaded["X_test"]), loaded.get("y_test")
+        if y_test is None or y_test.ndim != 1 or len(y_test) != len(X_test):
+            raise DataError(f"{path}: X_test has {len(X_test)} rows but y_test is "
+                            f"{'missing' if y_test is None else f'of shape {y_test.shape}'}")
+    return X, y, X_test, y_test

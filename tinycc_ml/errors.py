@@ -32,3 +32,12 @@ class CompileError(TinyccError):
 
 class ToolchainError(TinyccError):
     """A compiler or simulator needed for a build or a run is missing or failed."""
+
+
+class InfeasibleError(TinyccError, ValueError):
+    """No model meets the limits asked of ``tinycc_ml.fit``; ``closest`` holds the nearest candidates
+    (dicts as in pareto.json), the message names them and the limits they break."""
+
+    def __init__(self, message: str, closest: list | None = None):
+        super().__init__(message)
+        self.closest = list(closest or [])

@@ -1,0 +1,200 @@
+"""The model families the search tries and the ladder of sizes each one climbs.
+
+A family has one size knob (``size``): ProtoNN's and Bonsai's ``budget_bytes`` (the papers' count,
+4 bytes per parameter), the nearest-prototype classifier's prototypes per class, SNC's number of
+reference points; the linear family and kNN have a fixed size (one rung). ``settings(size)`` turns
+a size into the estimator's parameters.
+
+Sizes follow the limits: the first rung is small; once it is measured, each precision's flash per
+unit of size (``const bytes / size``) and the fixed code around the constants (``flash - const``)
+give the largest size that fits the flash limit at that precision, and the ladder takes those sizes
+and halvings below them (see ``Ladder``). Sizes grow along the ladder, so a family whose rung breaks
+the latency limit at every precision stops climbing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+NOMINAL_BYTES = {"float": 4, "int16": 2, "int8": 1}  # per stored weight; int8 keeps 16-bit activations
+MAX_VALUES = 32 * 1024  # ladder ceiling in stored weights: beyond it training is slow and chips are full
+HOST_FLASH = 4 * MAX_VALUES  # flash to plan for on the host without max_flash
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    knob: str  # what ``size`` is, in words
+    fixed_size: bool = False
+
+    def values_per_size(self, n_features: int, n_classes: int) -> float:
+        """Stored weights per unit of size (nominal: before anything is measured)."""
+        if self.name in ("protonn", "bonsai"):
+            return 0.25  # budget_bytes counts 4 bytes per parameter
+        if self.name == "nearest-prototype":
+            return n_features * n_classes
+        if self.name == "snc":
+            return n_features
+        if self.name == "linear":
+            return n_features * (1 if n_classes == 2 else n_classes)
+        return n_features  # knn: per training row
+
+    def smallest(self, n_features: int, n_classes: int, n_rows: int) -> float:
+        if self.name == "protonn":
+            from tinycc_ml.models.protonn_trainer import min_budget_bytes
+
+            return max(min_budget_bytes(n_features, n_classes), 1024)
+        if self.name == "bonsai":
+            return 1024
+        if self.name == "nearest-prototype":
+            return 1
+        if self.name == "snc":
+            return n_classes
+        if self.name == "linear":
+            return 1
+        return n_rows  # knn keeps every training row
+
+    def largest(self, n_features: int, n_classes: int, n_rows: int) -> float:
+        if self.name == "nearest-prototype":
+            return min(15, max(1, n_rows // (2 * n_classes)))  # the paper's 15 per class at most
+        if self.name == "snc":
+            return max(n_classes, n_rows // 4)
+        if self.fixed_size:
+            return self.smallest(n_features, n_classes, n_rows)
+        return MAX_VALUES / self.values_per_size(n_features, n_classes)
+
+    def round_size(self, size: float) -> int:
+        if self.name in ("protonn", "bonsai"):
+            return int(size // 256 * 256) if size >= 2048 else int(size)
+        return int(math.floor(size))
+
+    def settings(self, size: int, random_state: int) -> dict:
+        if self.name == "protonn":
+            return {"budget_bytes": size, "early_stopping": True, "random_state": random_state}
+        if self.name == "bonsai":
+            return {"budget_bytes": size, "random_state": random_state}
+        if self.name == "nearest-prototype":
+            return {"prototypes_per_class": size, "n_restarts": 1, "random_state": random_state}
+        if self.name == "snc":
+            return {"n_prototypes": size, "random_state": random_state}
+        if self.name == "linear":
+            return {"C": 1.0, "max_iter": 2000, "random_state": random_state}
+        return {"k": 1}
+
+    def estimator(self, settings: dict):
+        """A fresh, unfitted estimator with ``settings``."""
+        if self.name == "protonn":
+            from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+
+            return ProtoNNClassifier(**settings)
+        if self.name == "bonsai":
+            from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+
+            return BonsaiClassifier(**settings)
+        if self.name == "nearest-prototype":
+            from tinycc_ml.models.npc import NearestPrototypeClassifier
+
+            return NearestPrototypeClassifier(**settings)
+        if self.name == "snc":
+            from tinycc_ml.models.snc import SNCClassifier
+
+            return SNCClassifier(**settings)
+        if self.name == "linear":
+            from sklearn.linear_model import LogisticRegression
+            from sklearn.pipeline import make_pipeline
+            from sklearn.preprocessing import StandardScaler
+
+            return make_pipeline(StandardScaler(), LogisticRegression(**settings))
+        from tinycc_ml.models.knn import KNNClassifier
+
+        return KNNClassifier(**settings)
+
+
+FAMILIES = {f.name: f for f in (
+    Family("protonn", "budget_bytes"),
+    Family("bonsai", "budget_bytes"),
+    Family("nearest-prototype", "prototypes per class"),
+    Family("snc", "reference points"),
+    Family("linear", "logistic regression", fixed_size=True),
+    Family("knn", "training rows", fixed_size=True),
+)}
+FAMILY_ORDER = tuple(FAMILIES)
+
+
+def describe_settings(family: str, settings: dict) -> str:
+    """Short text of the knobs that matter (no seeds, no fixed options)."""
+    if family in ("protonn", "bonsai"):
+        return f"budget {settings['budget_bytes']:,} B"
+    if family == "nearest-prototype":
+        return f"{settings['prototypes_per_class']}/class"
+    if family == "snc":
+        return f"{settings['n_prototypes']} points"
+    if family == "linear":
+        return f"logistic C={settings['C']:g}"
+    return f"k={settings['k']}"
+
+
+@dataclass
+class Cost:
+    """Flash of a family's build at one precision: ``code + per_size * size`` bytes."""
+
+    code: float
+    per_size: float
+    measured: bool = False
+
+    def flash(self, size: float) -> float:
+        return self.code + self.per_size * size
+
+    def largest_size(self, flash_limit: float) -> float:
+        return max(0.0, (flash_limit - self.code) / self.per_size)
+
+
+class Ladder:
+    """The sizes one family tries, smallest first.
+
+    Rung 0 is the family's smallest size scaled toward the nominal capacity; after it is measured
+    (``learn``), the rest are each precision's largest size under the flash limit and halvings of
+    the smallest of those, at most ``n_rungs`` in all, each at least 1.25x the one before.
+    """
+
+    def __init__(self, family: Family, precisions: tuple[str, ...], flash_limit: float, code_estimate: float,
+                 n_features: int, n_classes: int, n_rows: int, n_rungs: int):
+        self.family, self.precisions, self.flash_limit, self.n_rungs = family, precisions, flash_limit, n_rungs
+        self.low = family.smallest(n_features, n_classes, n_rows)
+        self.high = family.largest(n_features, n_classes, n_rows)
+        per_value = family.values_per_size(n_features, n_classes)
+        self.cost = {p: Cost(code_estimate, NOMINAL_BYTES[p] * per_value) for p in precisions}
+        self.sizes: list[int] = []
+        self.blocked: set[str] = set()  # precisions whose latency (or RAM) a smaller rung already broke
+        if family.fixed_size:
+            self.sizes = [family.round_size(self.low)]
+        else:
+            top = min(self.high, max(self._capacity().values()))
+            first = max(self.low, top / 2 ** (n_rungs - 1)) if n_rungs > 1 else max(self.low, top)
+            self.sizes = [family.round_size(min(first, self.high))]
+
+    def _capacity(self) -> dict[str, float]:
+        return {p: c.largest_size(self.flash_limit) for p, c in self.cost.items()}
+
+    def learn(self, precision: str, size: int, const_bytes: int, flash_bytes: int) -> None:
+        """A measured build of ``size`` at ``precision``: refit that precision's cost."""
+        if size <= 0 or const_bytes <= 0:
+            return
+        self.cost[precision] = Cost(max(0.0, flash_bytes - const_bytes), const_bytes / size, measured=True)
+
+    def extend(self) -> None:
+        """Plan the rungs after the first, from what was learnt (called once, after rung 0)."""
+        if self.family.fixed_size or len(self.sizes) > 1:
+            return
+        caps = sorted({min(self.high, c) for p, c in self._capacity().items() if p not in self.blocked}, reverse=True)
+        wanted = list(caps)
+        while caps and len(wanted) < self.n_rungs - 1:
+            wanted.append(wanted[-1] / 2)
+        sizes = sorted(self.family.round_size(s) for s in wanted[: self.n_rungs - 1])
+        for s in sizes:
+            if s >= 1.25 * self.sizes[-1] and s >= self.low:
+                self.sizes.append(s)
+
+    def predicted_flash(self, precision: str, size: int) -> float:
+        return self.cost[precision].flash(size)

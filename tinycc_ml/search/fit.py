@@ -1,0 +1,472 @@
+"""``tinycc_ml.fit``: the most accurate model that fits a chip, measured on the target.
+
+    result = tinycc_ml.fit(X, y, target="avr", max_flash=16 * 1024, max_ms=50, out_dir="build")
+    result.model, result.compiled, result.chosen, result.candidates, result.front
+
+The search trains every family (``candidates.FAMILIES``) along a ladder of sizes derived from the
+limits, compiles each trained model at each precision, and measures it (``measure.py``): validation
+accuracy of the compiled code on a stratified split of the training rows, flash and RAM of the real
+build, cycles (AVR, exact) or instructions (Cortex-M0, exact; ms through a stated cycles-per-
+instruction) in the simulator. The feasible candidate of highest validation accuracy wins
+(``pareto.rank``); it is retrained on all training rows (``refit``) and verified in the simulator on
+the test rows (or the validation rows), where it must meet every limit again, else the next one is
+taken.
+
+Determinism: for one ``random_state`` and the same data the candidates, their order, the split, the
+training and every measurement are the same, so the result is too, unless the time budget ends the
+search early: a candidate is started only while time remains (one running when it ends finishes), the
+rest are recorded as skipped and ``complete`` is False; how far a search gets then depends on the
+machine's speed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.errors import DataError, InfeasibleError, TinyccError
+from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings
+from tinycc_ml.search.limits import Limits
+from tinycc_ml.search.pareto import Candidate, closest, pareto_front, rank, table, why
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIME_BUDGET = 300.0
+CALIBRATION_ROWS = 1024
+FIRMWARE_RESERVE = 4096  # flash the ladder leaves for the rest of a firmware when no max_flash is given
+CODE_ESTIMATE = 1024  # model code beside its constants on a microcontroller, until measured
+PRUNE_MARGIN = 1.15  # a build predicted above limit x this is not compiled
+HOPELESS = 4.0  # ... not even as the first size of a family
+FORMAT = "tinycc-ml-fit"
+
+
+@dataclass
+class FitResult:
+    model: object  # the chosen Model (retrained on all rows when refit)
+    estimator: object  # its fitted estimator
+    compiled: object  # CompileResult of the chosen build
+    chosen: Candidate
+    candidates: list[Candidate]
+    front: list[Candidate]
+    limits: Limits
+    verification: dict
+    complete: bool
+    seconds: float
+    reason: str
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    out_dir: Path | None = None
+    plot_note: str = ""
+
+    @property
+    def paths(self) -> list[Path]:
+        return [self.out_dir / n for n in self.files] if self.out_dir else []
+
+    def report(self) -> str:
+        """The Pareto front (the choice marked), why it won, and its check in the simulator."""
+        unit = self.limits.count_unit
+        v = self.verification
+        lines = [f"limits: {self.limits.describe()}",
+                 f"searched {len(self.candidates)} candidates in {self.seconds:.0f} s"
+                 + ("" if self.complete else " (time budget reached: the search stopped early)"),
+                 "", "Pareto front (validation accuracy / flash / latency; * = chosen):",
+                 table(self.front if self.chosen in self.front else [*self.front, self.chosen], unit, self.chosen),
+                 "", self.reason + ".",
+                 f"verified on {v['rows']} {v['rows_from']} rows in {v['method']}: "
+                 + ("" if v["accuracy"] is None else f"accuracy {100 * v['accuracy']:.2f}%, ")
+                 + f"flash {v['flash_bytes']:,} B, RAM {v['ram_bytes']:,} B"
+                 + ("" if v["count_max"] is None else f", max {v['count_max']:,} {unit} ({v['ms_max']:.2f} ms)")
+                 + ("" if not v["refit"] else " (retrained on all training rows)")]
+        return "\n".join(lines)
+
+    def as_json(self) -> dict:
+        unit = self.limits.count_unit
+        return {"format": FORMAT, "version": 1, "target": self.limits.target, "chip": self.limits.chip,
+                "limits": self.limits.as_json(), "complete": self.complete, "seconds": round(self.seconds, 1),
+                "candidates": [c.as_json(unit) for c in self.candidates],
+                "front": [c.id for c in self.front],
+                "chosen": {"id": self.chosen.id, "label": self.chosen.label, "reason": self.reason,
+                           "verification": self.verification}}
+
+
+def _precisions(precision, backend) -> tuple[str, ...]:
+    if precision in (None, "auto"):
+        wanted = ("float", "int16", "int8") if getattr(backend, "chip", None) is None else ("int16", "int8")
+    elif isinstance(precision, str):
+        wanted = (precision,)
+    else:
+        wanted = tuple(precision)
+    for p in wanted:
+        if p not in ("float", "int16", "int8"):
+            raise DataError(f"precision {p!r} is not one of auto, float, int16, int8")
+        if p not in backend.precisions:
+            raise DataError(f"target {backend.name} supports precision {', '.join(backend.precisions)}, not {p}")
+    if not wanted:
+        raise DataError("no precision to try")
+    return tuple(dict.fromkeys(wanted))
+
+
+def _families(families) -> tuple[str, ...]:
+    if families is None:
+        return FAMILY_ORDER
+    if isinstance(families, str):
+        families = [f for f in families.replace(" ", ",").split(",") if f]
+    names = tuple(dict.fromkeys(families))
+    for f in names:
+        if f not in FAMILIES:
+            raise DataError(f"unknown model family {f!r}; families: {', '.join(FAMILY_ORDER)}")
+    if not names:
+        raise DataError(f"no model family to try; families: {', '.join(FAMILY_ORDER)}")
+    return tuple(f for f in FAMILY_ORDER if f in names)
+
+
+def _rows(X, what: str, n_features: int | None = None) -> np.ndarray:
+    X = np.asarray(X)
+    if X.dtype.kind not in "biuf":
+        raise DataError(f"{what}: dtype {X.dtype}, expected bool, integer or real float values")
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise DataError(f"{what}: shape {X.shape}, expected (rows, features)")
+    if n_features is not None and X.shape[1] != n_features:
+        raise DataError(f"{what}: {X.shape[1]} features, the training rows have {n_features}")
+    X = X.astype(np.float64)
+    if not np.all(np.isfinite(X)):
+        row, col = np.argwhere(~np.isfinite(X))[0]
+        raise DataError(f"{what}: row {row}, column {col} holds {X[row, col]} (NaN or Inf)")
+    return X
+
+
+def _labels(y, n: int, what: str) -> np.ndarray:
+    if y is None:
+        raise DataError(f"{what}: no labels; fit needs a class label per row")
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuU":
+        raise DataError(f"{what}: dtype {y.dtype}, expected integer or string class labels")
+    if y.ndim != 1 or len(y) != n:
+        raise DataError(f"{what}: shape {y.shape}, expected one label per row ({n})")
+    return y
+
+
+def _check_data(X, y, X_test, y_test):
+    X = _rows(X, "X")
+    y = _labels(y, len(X), "y")
+    classes, index, counts = np.unique(y, return_inverse=True, return_counts=True)
+    if len(classes) < 2:
+        raise DataError(f"y holds a single class ({classes[0]!r}); at least two classes are needed")
+    if counts.min() < 2:
+        raise DataError(f"y: class {classes[int(np.argmin(counts))]!r} has {counts.min()} row; fit needs at least 2 "
+                        "per class (a stratified validation split holds out some of each)")
+    if (X_test is None) != (y_test is None):
+        raise DataError("X_test and y_test go together: give both or neither")
+    if X_test is not None:
+        X_test = _rows(X_test, "X_test", X.shape[1])
+        y_test = _labels(y_test, len(X_test), "y_test")
+    return X, y, classes, index.reshape(-1), X_test, y_test
+
+
+def _positive_number(value, what: str, integer: bool = False):
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if not ok or (integer and value != int(value)):
+        raise DataError(f"{what} is {value!r}; expected a positive {'whole number' if integer else 'number'}")
+    return int(value) if integer else float(value)
+
+
+class _Search:
+    """The state of one search: data split, ladders, candidates, the models trained."""
+
+    def __init__(self, X, y, index, classes, backend, limits, precisions, families, time_budget, random_state,
+                 sizes_per_family, validation_fraction, sim_rows, name):
+        from sklearn.model_selection import train_test_split
+
+        self.backend, self.limits, self.precisions = backend, limits, precisions
+        self.target, self.name, self.random_state = limits.target, name, random_state
+        self.time_budget = time_budget
+        n_val = max(int(math.ceil(validation_fraction * len(X))), len(classes))
+        if len(X) - n_val < len(classes):
+            raise DataError(f"{len(X)} rows are too few for {len(classes)} classes and a validation split")
+        fit_rows, val_rows = train_test_split(np.arange(len(X)), test_size=n_val, stratify=index,
+                                              random_state=random_state)
+        self.X_fit, self.y_fit = X[fit_rows], y[fit_rows]
+        self.X_val, self.val_index = X[val_rows], index[val_rows]
+        self.calibration = self.X_fit[:CALIBRATION_ROWS]
+        self.X_sim = self.X_val[:sim_rows]
+        chip = getattr(backend, "chip", None)
+        if limits.max_flash is not None:
+            self.flash_plan = float(limits.max_flash)
+        elif chip is not None:
+            self.flash_plan = float(chip.flash - FIRMWARE_RESERVE)
+        else:
+            self.flash_plan = float(HOST_FLASH)
+        code = 0 if chip is None else CODE_ESTIMATE
+        D, L = X.shape[1], len(classes)
+        self.ladders = {f: Ladder(FAMILIES[f], precisions, self.flash_plan, code, D, L, len(self.X_fit),
+                                  sizes_per_family) for f in families}
+        self.candidates: list[Candidate] = []
+        self.models: dict[int, tuple[object, object]] = {}  # candidate id -> (estimator, model)
+        self.start = time.perf_counter()
+        self.complete = True
+
+    def out_of_time(self) -> bool:
+        """Whether the budget is spent; the search goes on until one candidate is measured, so it has a result."""
+        if self.time_budget is None or not any(c.status == "measured" for c in self.candidates):
+            return False
+        return time.perf_counter() - self.start >= self.time_budget
+
+    def add(self, family: str, settings: dict, precision: str, **fields) -> Candidate:
+        c = Candidate(len(self.candidates), family, settings, precision, **fields)
+        self.candidates.append(c)
+        return c
+
+    def run(self) -> None:
+        from tinycc_ml.progress import Progress
+
+        total = sum(len(lad.sizes) if lad.family.fixed_size else lad.n_rungs for lad in self.ladders.values())
+        with Progress("fit: training and measuring", total=total, unit="sizes") as bar:
+            rung = 0
+            while any(rung < len(lad.sizes) for lad in self.ladders.values()):
+                for family, ladder in self.ladders.items():
+                    if rung < len(ladder.sizes):
+                        self.try_size(family, ladder, ladder.sizes[rung], rung)
+                        if rung == 0:
+                            ladder.extend()
+                        bar.advance(1, note=family)
+                rung += 1
+
+    def try_size(self, family: str, ladder: Ladder, size: int, rung: int) -> None:
+        fam = FAMILIES[family]
+        settings = fam.settings(size, self.random_state)
+        if self.out_of_time():
+            self.complete = False
+            for p in self.precisions:
+                self.add(family, settings, p, status="skipped", note="time budget reached")
+            return
+        active = []
+        predicted = {p: ladder.predicted_flash(p, size) for p in self.precisions}
+        cheapest = min(self.precisions, key=lambda p: (predicted[p], self.precisions.index(p)))
+        for p in self.precisions:
+            # the first size is measured whatever the prediction (it teaches the ladder each precision's
+            # cost, and an infeasible search can then name real figures), unless hopelessly large
+            must = rung == 0 and (p == cheapest or not fam.fixed_size) and predicted[p] <= HOPELESS * self.flash_plan
+            if p in ladder.blocked:
+                self.add(family, settings, p, status="pruned",
+                         note="a smaller size of this family already broke the latency or RAM limit")
+            elif predicted[p] > PRUNE_MARGIN * self.flash_plan and not must:
+                self.add(family, settings, p, status="pruned", failed=["flash"],
+                         predicted_flash_bytes=int(predicted[p]),
+                         note=f"predicted flash {predicted[p]:,.0f} B > {self.flash_plan:,.0f} B")
+            else:
+                active.append(p)
+        if not active:
+            return
+        from tinycc_ml.api import as_model
+
+        log.info("fit: training %s %s", family, describe_settings(family, settings))
+        t0 = time.perf_counter()
+        try:
+            estimator = fam.estimator(settings).fit(self.X_fit, self.y_fit)
+            model = as_model(estimator)
+        except TinyccError as exc:
+            for p in active:
+                self.add(family, settings, p, status="failed", note=" ".join(str(exc).split()))
+            return
+        seconds = time.perf_counter() - t0
+        for p in active:
+            self.measure(family, settings, p, estimator, model, seconds, ladder, size, rung)
+
+    def measure(self, family, settings, precision, estimator, model, seconds, ladder, size, rung) -> None:
+        from tinycc_ml.search.measure import measure
+
+        m, _ = measure(model, self.target, precision, self.calibration, self.X_val, self.val_index, self.X_sim,
+                       self.name)
+        c = self.add(family, settings, precision, train_seconds=round(seconds, 2))
+        self.models[c.id] = (estimator, model)
+        if m.error is not None:
+            c.status, c.failed, c.note = "failed", [m.misfit], m.error
+            ladder.blocked.add(precision)
+            log.info("fit: %s: %s", c.label, m.error)
+            return
+        for key in ("flash_bytes", "ram_bytes", "static_ram_bytes", "stack_bytes", "const_bytes",
+                    "firmware_flash_bytes", "firmware_ram_bytes", "count"):
+            setattr(c, key, getattr(m, key))
+        c.val_accuracy = m.accuracy
+        c.ms = self.limits.ms(m.count)
+        c.failed = self.limits.failed(m.flash_bytes, m.ram_bytes, m.count)
+        if m.extra.get("simulator_disagrees"):
+            c.failed.append("simulator")
+            c.note = "the simulator's predictions differ from the fixed-point interpreter's (a compiler bug)"
+        if rung == 0:
+            ladder.learn(precision, size, m.const_bytes, m.flash_bytes)
+        if "latency" in c.failed or "ram" in c.failed or ("flash" in c.failed and rung > 0):
+            ladder.blocked.add(precision)  # larger sizes are slower and bigger still
+        log.info("fit: %s: validation %.2f%%, flash %s B, RAM %s B%s%s", c.label, 100 * c.val_accuracy,
+                 f"{c.flash_bytes:,}", f"{c.ram_bytes:,}",
+                 "" if c.count is None else f", {c.count:,} {self.limits.count_unit} ({c.ms:.2f} ms)",
+                 "" if c.feasible else f"; breaks {', '.join(c.failed)}")
+
+
+def _infeasible(search: _Search) -> InfeasibleError:
+    near = closest(search.candidates)
+    unit = search.limits.count_unit
+    if not near:
+        pruned = sorted((c for c in search.candidates if c.predicted_flash_bytes is not None),
+                        key=lambda c: (c.predicted_flash_bytes, c.id))[:3]
+        named = "; ".join(f"{c.label} (predicted flash {c.predicted_flash_bytes:,} B)" for c in pruned)
+        return InfeasibleError(f"no candidate meets {search.limits.describe()}: none could be built within it"
+                               + (f"; closest: {named}" if named else
+                                  f" ({len(search.candidates)} candidates: pruned, skipped or failed)"),
+                               [c.as_json(unit) for c in pruned])
+    parts = []
+    for c in near:
+        figures = f"flash {c.flash_bytes:,} B, RAM {c.ram_bytes:,} B" if c.flash_bytes is not None else c.note[:120]
+        if c.count is not None:
+            figures += f", {c.ms:.2f} ms"
+        parts.append(f"{c.label} ({figures}; breaks {', '.join(c.failed)})")
+    return InfeasibleError(f"no candidate meets {search.limits.describe()}; closest: " + "; ".join(parts),
+                           [c.as_json(unit) for c in near])
+
+
+def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_rows, rows_from: str, refit: bool,
+            X, y) -> tuple[dict | None, object, object, object]:
+    """Compile (after retraining on all rows when ``refit``) and run the chosen build on ``X_rows`` in the
+    simulator: (verification, estimator, model, compile result); verification None when a limit breaks."""
+    from tinycc_ml.api import as_model
+    from tinycc_ml.search.measure import compile_for
+
+    calibration = X[:CALIBRATION_ROWS] if refit else search.calibration
+    if refit:
+        log.info("fit: retraining %s on all %d training rows", candidate.label, len(X))
+        estimator = FAMILIES[candidate.family].estimator(dict(candidate.settings)).fit(X, y)
+        model = as_model(estimator)
+    result = compile_for(model, search.target, candidate.precision, calibration, search.name)
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
+        for file_name, text in result.files.items():
+            (Path(tmp) / file_name).write_text(text)
+        run = search.backend.simulate(Path(tmp), result.output, X_rows)
+    flash = int(run.model_flash_bytes if run.model_flash_bytes is not None else result.output.const_bytes)
+    ram = int(run.model_ram_bytes if run.model_ram_bytes is not None else result.output.ram_bytes)
+    ram += int(run.stack_bytes or 0)
+    counts = run.cycles if run.cycles is not None else run.instructions
+    count = None if counts is None else int(np.max(counts))
+    accuracy = None
+    if y_rows is not None:
+        accuracy = float(np.mean(model.classes[np.asarray(run.predictions, dtype=np.int64)] == y_rows))
+    failed = search.limits.failed(flash, ram, count)
+    verification = {"rows": int(len(X_rows)), "rows_from": rows_from, "method": run.method, "accuracy": accuracy,
+                    "flash_bytes": flash, "ram_bytes": ram, "stack_bytes": run.stack_bytes,
+                    "firmware_flash_bytes": run.flash_bytes, "firmware_ram_bytes": run.ram_bytes,
+                    "count_max": count, "count_mean": None if counts is None else float(np.mean(counts)),
+                    "ms_max": search.limits.ms(count), "refit": refit, "failed": failed}
+    if failed:
+        log.warning("fit: %s%s breaks %s on the %s rows", candidate.label, " retrained" if refit else "",
+                    ", ".join(failed), rows_from)
+        return None, estimator, model, result
+    return verification, estimator, model, result
+
+
+def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, clock_hz=None, precision="auto",
+        families=None, time_budget=DEFAULT_TIME_BUDGET, random_state: int = 0, X_test=None, y_test=None,
+        out_dir=None, name: str = "model", sizes_per_family: int = 4, validation_fraction: float = 0.2,
+        sim_rows: int = 8, refit: bool = True) -> FitResult:
+    """The most accurate model that meets the limits on ``target``, compiled (see the module doc).
+
+    max_flash, max_ram: bytes of the model's own flash (code + constants) and RAM (static + peak stack).
+    max_ms: latency of one prediction at ``clock_hz`` (default: the chip's clock).
+    precision: "auto" (int16 and int8 on microcontrollers; float, int16, int8 on the host), one name or a list.
+    families: names from ``FAMILY_ORDER`` (default all). time_budget: seconds (None: no limit).
+    X_test, y_test: used only for the final check of the chosen model. out_dir: where to write the model
+    file, its C, pareto.json, pareto.txt and pareto.png (all or nothing); None keeps them in ``files``.
+    Raises InfeasibleError (a ValueError) naming the closest candidates when nothing meets the limits.
+    """
+    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.backends.c_emitter import check_prefix
+
+    start = time.perf_counter()
+    backend = get_backend(target)
+    limits = Limits.make(target, backend, max_flash, max_ram, max_ms, clock_hz)
+    prefix = check_prefix(name)
+    precisions = _precisions(precision, backend)
+    names = _families(families)
+    time_budget = _positive_number(time_budget, "time_budget")
+    sizes_per_family = _positive_number(sizes_per_family, "sizes_per_family", integer=True)
+    sim_rows = _positive_number(sim_rows, "sim_rows", integer=True)
+    if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
+        raise DataError(f"random_state is {random_state!r}; expected an integer")
+    if not 0 < validation_fraction < 1:
+        raise DataError(f"validation_fraction is {validation_fraction!r}; expected a fraction in (0, 1)")
+    X, y, classes, index, X_test, y_test = _check_data(X, y, X_test, y_test)
+    if getattr(backend, "chip", None) is not None:
+        from tinycc_ml.runtime.simulate import SIMULATORS
+
+        if backend.simulator is None:
+            raise DataError(f"target {target} has no simulator to measure its builds")
+        SIMULATORS.load(backend.simulator).require()  # ToolchainError before any training
+    log.info("fit: %d rows, %d features, %d classes; %s; families %s; precisions %s", len(X), X.shape[1],
+             len(classes), limits.describe(), ", ".join(names), ", ".join(precisions))
+
+    search = _Search(X, y, index, classes, backend, limits, precisions, names, time_budget, int(random_state),
+                     sizes_per_family, validation_fraction, sim_rows, prefix)
+    search.run()
+    ranked = rank(search.candidates)
+    if not ranked:
+        raise _infeasible(search)
+
+    if X_test is not None:
+        X_rows, y_rows, rows_from = X_test, y_test, "test"
+    else:
+        X_rows, y_rows, rows_from = search.X_val, classes[search.val_index], "validation"
+    verification = None
+    for candidate in ranked[:3]:
+        estimator, model = search.models[candidate.id]
+        tries = [True, False] if refit else [False]
+        for retrain in tries:
+            verification, est, mdl, result = _verify(search, candidate, estimator, model, X_rows, y_rows, rows_from,
+                                                    retrain, X, y)
+            if verification is not None:
+                break
+        if verification is not None:
+            chosen, estimator, model = candidate, est, mdl
+            break
+    if verification is None:
+        raise InfeasibleError(f"the best candidates meet {limits.describe()} on the validation rows but not on the "
+                              f"{rows_from} rows in the simulator: " + "; ".join(c.label for c in ranked[:3]),
+                              [c.as_json(limits.count_unit) for c in ranked[:3]])
+
+    front = pareto_front(search.candidates)
+    for c in front:
+        c.on_front = True
+    reason = why(chosen, rank(search.candidates), search.candidates)
+    res = FitResult(model, estimator, result, chosen, search.candidates, front, limits, verification,
+                    search.complete, time.perf_counter() - start, reason)
+    res.files = _output_files(res, prefix)
+    if out_dir is not None:
+        from tinycc_ml.files import write_tree
+
+        res.out_dir = Path(out_dir)
+        write_tree(res.out_dir, res.files)
+    log.info("fit: %s", reason)
+    return res
+
+
+def _output_files(res: FitResult, prefix: str) -> dict[str, str | bytes]:
+    from tinycc_ml.search.plot import pareto_png
+
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
+        model_bytes = res.model.save(Path(tmp) / f"{prefix}.npz").read_bytes()
+    files: dict[str, str | bytes] = {f"{prefix}.npz": model_bytes, **res.compiled.files}
+    png, note = pareto_png(res)
+    res.plot_note = note
+    data = res.as_json()
+    data["plot"] = "pareto.png" if png is not None else note
+    files["pareto.json"] = json.dumps(data, indent=1) + "\n"
+    files["pareto.txt"] = res.report() + "\n\nAll candidates:\n" + table(res.candidates, res.limits.count_unit,
+                                                                        res.chosen) + "\n"
+    if png is not None:
+        files["pareto.png"] = png
+    return files
