@@ -288,3 +288,20 @@ def test_without_matplotlib_there_is_json_and_a_note(iris, monkeypatch, caplog):
 
 def test_data_error_is_a_value_error():
     assert issubclass(InfeasibleError, ValueError) and issubclass(DataError, ValueError)
+
+
+def test_refinement_fills_the_flash_between_what_fits_and_what_does_not():
+    ladder = Ladder(FAMILIES["protonn"], ("int8",), 16384, 1024, 256, 10, 5000, 3)
+    ladder.sizes = [10240, 20480, 40960]
+    ladder.learn("int8", 10240, 4000, 6000)
+    ladder.learn("int8", 20480, 6000, 8000)
+    ladder.block("int8", 40960)  # could not be built at all (did not fit the chip)
+    assert ladder.refine()
+    new = ladder.sizes[-1]
+    assert 1.1 * 20480 <= new <= 0.9 * 40960
+    ladder.learn("int8", new, 20000, 22000)  # overshoots: the next try lies between by the secant
+    assert ladder.refine()
+    secant = ladder.sizes[-1]
+    assert 20480 < secant < new
+    assert abs(8000 + (secant - 20480) * (22000 - 8000) / (new - 20480) - 0.97 * 16384) < 0.02 * 16384
+    assert not ladder.refine()  # at most MAX_REFINEMENTS per family

@@ -151,12 +151,18 @@ class Cost:
 
 
 class Ladder:
-    """The sizes one family tries, smallest first.
+    """The sizes one family tries.
 
-    Rung 0 is the family's smallest size scaled toward the nominal capacity; after it is measured
-    (``learn``), the rest are each precision's largest size under the flash limit and halvings of
-    the smallest of those, at most ``n_rungs`` in all, each at least 1.25x the one before.
+    Rung 0 is the family's smallest size scaled toward the nominal capacity; once it is measured
+    (``learn``), ``extend`` plans each precision's largest size under the flash limit and halvings of
+    the smallest of those (at most ``n_rungs`` in all, each at least 1.25x the one before). When the
+    planned rungs are done, ``refine`` adds a size for a precision whose largest fitting build still
+    leaves more than 15% of the flash unused: the size where the line through that precision's two
+    largest measured builds meets 97% of the limit (at most ``MAX_REFINEMENTS`` per family).
     """
+
+    MAX_REFINEMENTS = 2
+    FILL = 0.97
 
     def __init__(self, family: Family, precisions: tuple[str, ...], flash_limit: float, code_estimate: float,
                  n_features: int, n_classes: int, n_rows: int, n_rungs: int):
@@ -165,8 +171,9 @@ class Ladder:
         self.high = family.largest(n_features, n_classes, n_rows)
         per_value = family.values_per_size(n_features, n_classes)
         self.cost = {p: Cost(code_estimate, NOMINAL_BYTES[p] * per_value) for p in precisions}
-        self.sizes: list[int] = []
-        self.blocked: set[str] = set()  # precisions whose latency (or RAM) a smaller rung already broke
+        self.points: dict[str, dict[int, int]] = {p: {} for p in precisions}  # precision -> size -> flash
+        self.blocked: dict[str, int] = {}  # precision -> smallest size that broke latency or RAM (or flash)
+        self.refinements = 0
         if family.fixed_size:
             self.sizes = [family.round_size(self.low)]
         else:
@@ -177,11 +184,25 @@ class Ladder:
     def _capacity(self) -> dict[str, float]:
         return {p: c.largest_size(self.flash_limit) for p, c in self.cost.items()}
 
+    def is_blocked(self, precision: str, size: int) -> bool:
+        return precision in self.blocked and size >= self.blocked[precision]
+
+    def block(self, precision: str, size: int) -> None:
+        """A build of ``size`` broke a limit that only grows with size: larger sizes are not tried."""
+        self.blocked[precision] = min(size, self.blocked.get(precision, size))
+
     def learn(self, precision: str, size: int, const_bytes: int, flash_bytes: int) -> None:
-        """A measured build of ``size`` at ``precision``: refit that precision's cost."""
+        """A measured build of ``size`` at ``precision``."""
         if size <= 0 or const_bytes <= 0:
             return
-        self.cost[precision] = Cost(max(0.0, flash_bytes - const_bytes), const_bytes / size, measured=True)
+        self.points[precision][size] = flash_bytes
+        if len(self.points[precision]) == 1:
+            self.cost[precision] = Cost(max(0.0, flash_bytes - const_bytes), const_bytes / size, measured=True)
+            return
+        (s1, f1), (s2, f2) = sorted(self.points[precision].items())[-2:]
+        if f2 > f1:  # the secant through the two largest builds
+            per_size = (f2 - f1) / (s2 - s1)
+            self.cost[precision] = Cost(f2 - per_size * s2, per_size, measured=True)
 
     def extend(self) -> None:
         """Plan the rungs after the first, from what was learnt (called once, after rung 0)."""
@@ -195,6 +216,50 @@ class Ladder:
         for s in sizes:
             if s >= 1.25 * self.sizes[-1] and s >= self.low:
                 self.sizes.append(s)
+
+    def refine(self) -> bool:
+        """Add one size that fills the flash better (see the class doc); False when there is none."""
+        if self.family.fixed_size or self.refinements >= self.MAX_REFINEMENTS:
+            return False
+        best = None
+        for p in self.precisions:
+            target = self._refined_size(p)
+            if target is None or any(abs(target - s) <= 0.1 * s for s in self.sizes):  # tried or planned already
+                continue
+            if best is None or target > best:
+                best = target
+        if best is None:
+            return False
+        self.sizes.append(best)
+        self.refinements += 1
+        return True
+
+    def _refined_size(self, p: str) -> int | None:
+        """Between the largest build that fits and the smallest that does not (a secant, or the geometric
+        mean when the larger one could not be built at all); beyond it along the fitted line when every
+        build fits. None when the flash is already 85% full or nothing fits."""
+        limit = self.flash_limit
+        fitting = [(s, f) for s, f in self.points[p].items() if f <= limit]
+        if not fitting:
+            return None
+        s_lo, f_lo = max(fitting)
+        if f_lo >= 0.85 * limit:
+            return None
+        over = sorted((s, f) for s, f in self.points[p].items() if s > s_lo and f > limit)
+        s_hi = min([s for s, _ in over] + ([self.blocked[p]] if p in self.blocked else []), default=None)
+        if s_hi is None:
+            if len(self.points[p]) < 2:
+                return None
+            target = min(self.high, self.cost[p].largest_size(self.FILL * limit))
+        elif over and over[0][0] == s_hi:
+            f_hi = over[0][1]
+            target = s_lo + (self.FILL * limit - f_lo) * (s_hi - s_lo) / (f_hi - f_lo)
+        else:
+            target = math.sqrt(s_lo * s_hi)
+        if s_hi is not None:
+            target = min(target, 0.9 * s_hi)
+        target = self.family.round_size(target)
+        return target if target >= 1.1 * s_lo else None
 
     def predicted_flash(self, precision: str, size: int) -> float:
         return self.cost[precision].flash(size)

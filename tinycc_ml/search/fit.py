@@ -225,19 +225,27 @@ class _Search:
         return c
 
     def run(self) -> None:
+        """Rounds over the families in a fixed order, one size of each per round (so a time budget cuts
+        every family alike); then rounds of refinements while time remains."""
         from tinycc_ml.progress import Progress
 
         total = sum(len(lad.sizes) if lad.family.fixed_size else lad.n_rungs for lad in self.ladders.values())
+        done = dict.fromkeys(self.ladders, 0)
         with Progress("fit: training and measuring", total=total, unit="sizes") as bar:
-            rung = 0
-            while any(rung < len(lad.sizes) for lad in self.ladders.values()):
+            while True:
+                if all(done[f] >= len(lad.sizes) for f, lad in self.ladders.items()):
+                    if self.out_of_time() or not any([lad.refine() for lad in self.ladders.values()]):
+                        break
+                    bar.total = max(bar.total or 0, bar.done + sum(len(lad.sizes) - done[f]
+                                                                   for f, lad in self.ladders.items()))
                 for family, ladder in self.ladders.items():
-                    if rung < len(ladder.sizes):
+                    if done[family] < len(ladder.sizes):
+                        rung = done[family]
                         self.try_size(family, ladder, ladder.sizes[rung], rung)
+                        done[family] += 1
                         if rung == 0:
                             ladder.extend()
                         bar.advance(1, note=family)
-                rung += 1
 
     def try_size(self, family: str, ladder: Ladder, size: int, rung: int) -> None:
         fam = FAMILIES[family]
@@ -254,7 +262,7 @@ class _Search:
             # the first size is measured whatever the prediction (it teaches the ladder each precision's
             # cost, and an infeasible search can then name real figures), unless hopelessly large
             must = rung == 0 and (p == cheapest or not fam.fixed_size) and predicted[p] <= HOPELESS * self.flash_plan
-            if p in ladder.blocked:
+            if ladder.is_blocked(p, size):
                 self.add(family, settings, p, status="pruned",
                          note="a smaller size of this family already broke the latency or RAM limit")
             elif predicted[p] > PRUNE_MARGIN * self.flash_plan and not must:
@@ -289,7 +297,7 @@ class _Search:
         self.models[c.id] = (estimator, model)
         if m.error is not None:
             c.status, c.failed, c.note = "failed", [m.misfit], m.error
-            ladder.blocked.add(precision)
+            ladder.block(precision, size)
             log.info("fit: %s: %s", c.label, m.error)
             return
         for key in ("flash_bytes", "ram_bytes", "static_ram_bytes", "stack_bytes", "const_bytes",
@@ -301,10 +309,9 @@ class _Search:
         if m.extra.get("simulator_disagrees"):
             c.failed.append("simulator")
             c.note = "the simulator's predictions differ from the fixed-point interpreter's (a compiler bug)"
-        if rung == 0:
-            ladder.learn(precision, size, m.const_bytes, m.flash_bytes)
-        if "latency" in c.failed or "ram" in c.failed or ("flash" in c.failed and rung > 0):
-            ladder.blocked.add(precision)  # larger sizes are slower and bigger still
+        ladder.learn(precision, size, m.const_bytes, m.flash_bytes)
+        if "latency" in c.failed or "ram" in c.failed:
+            ladder.block(precision, size)  # larger sizes are slower and bigger still
         log.info("fit: %s: validation %.2f%%, flash %s B, RAM %s B%s%s", c.label, 100 * c.val_accuracy,
                  f"{c.flash_bytes:,}", f"{c.ram_bytes:,}",
                  "" if c.count is None else f", {c.count:,} {self.limits.count_unit} ({c.ms:.2f} ms)",
