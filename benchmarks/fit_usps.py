@@ -121,7 +121,7 @@ def main():
           f"({'complete' if res.complete else 'time budget reached'})\n")
     print(res.report())
     print("\nAll candidates:\n" + table(res.candidates, res.limits.count_unit, res.chosen))
-    print(f"\n| fit's choice | test accuracy | model flash | RAM | cycles (max) | ms at 16 MHz |")
+    print("\n| fit's choice | test accuracy | model flash | RAM | cycles (max) | ms at 16 MHz |")
     print("| --- | --- | --- | --- | --- | --- |")
     print(f"| {res.chosen.label} | {100 * v['accuracy']:.2f}% | {v['flash_bytes']:,} B | {v['ram_bytes']:,} B | "
           f"{v['count_max']:,} | {v['ms_max']:.2f} |")
