@@ -81,7 +81,7 @@ def test_regression_target_with_nan_is_refused_before_work(make, linear_task):
     X, _, y, _ = linear_task
     y = y.copy()
     y[7] = np.nan
-    with pytest.raises(DataError, match="NaN|non-finite"):
+    with pytest.raises(DataError, match="non-finite regression target \\(nan\\) at row 7"):
         REGRESSORS[make]().fit(X, y)
 
 
@@ -90,8 +90,50 @@ def test_regression_target_with_nan_is_refused_before_work(make, linear_task):
                                   lambda: ProtoNNRegressor()])
 def test_multilabel_targets_are_refused_by_single_output_estimators(make):
     X, Y = make_multilabel_classification(n_samples=60, n_features=5, n_classes=4, random_state=0)
-    with pytest.raises(DataError):
+    with pytest.raises(DataError, match=r"y has shape \(60, 4\): (multilabel|a regressor takes one target)"):
         make().fit(X, Y)
+
+
+# the method that does each estimator's training: it must not be reached when the data is refused
+TRAINING_STEP = {
+    "bonsai": (BonsaiClassifier, "_fit"), "bonsai_reg": (BonsaiRegressor, "_fit"),
+    "protonn": (ProtoNNClassifier, "_train"), "protonn_reg": (ProtoNNRegressor, "_train"),
+    "npc": (NearestPrototypeClassifier, "_fit_once"), "snc": (SNCClassifier, "_fit_gamma2"),
+}
+
+
+def _refuse_training(monkeypatch, key):
+    cls, method = TRAINING_STEP[key]
+
+    def trained(*args, **kwargs):
+        raise AssertionError(f"{cls.__name__}.{method} ran before the data was refused")
+
+    monkeypatch.setattr(cls, method, trained)
+    return cls
+
+
+@pytest.mark.parametrize("key", ["bonsai", "bonsai_reg", "protonn_reg", "npc", "snc"])
+def test_multilabel_targets_refused_before_any_work(monkeypatch, key):
+    X, Y = make_multilabel_classification(n_samples=80, n_features=5, n_classes=4, random_state=0)
+    with pytest.raises(DataError, match="y has shape"):
+        _refuse_training(monkeypatch, key)().fit(X, Y)
+
+
+@pytest.mark.parametrize("key", ["bonsai_reg", "protonn_reg"])
+def test_nan_regression_targets_refused_before_any_work(monkeypatch, key, linear_task):
+    X, _, y, _ = linear_task
+    y = y.copy()
+    y[-1] = np.inf
+    with pytest.raises(DataError, match=f"non-finite regression target \\(inf\\) at row {len(y) - 1}"):
+        _refuse_training(monkeypatch, key)().fit(X, y)
+
+
+@pytest.mark.parametrize("key", ["bonsai", "bonsai_reg", "protonn"])
+def test_budget_too_small_refused_before_any_work(monkeypatch, key):
+    X, y = load_digits(return_X_y=True)
+    target = y[:200].astype(float) if key == "bonsai_reg" else y[:200]
+    with pytest.raises(DataError, match="budget_bytes=64 is too small"):
+        _refuse_training(monkeypatch, key)(budget_bytes=64).fit(X[:200], target)
 
 
 def test_bonsai_budget_too_small_for_any_tree_is_refused():

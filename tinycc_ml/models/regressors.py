@@ -47,6 +47,17 @@ def check_regression_target(y) -> np.ndarray:
     return y
 
 
+def refuse_non_finite_targets(y) -> None:
+    """DataError naming the first row whose target is NaN or infinite, before scikit-learn's
+    generic "Input y contains NaN" and before any work."""
+    y = np.asarray(y)
+    if y.dtype.kind == "f" and y.ndim in (1, 2) and len(y):
+        bad = np.flatnonzero(~np.isfinite(y.reshape(len(y), -1)).all(axis=1))
+        if bad.size:
+            raise DataError(f"y holds a non-finite regression target ({y.reshape(len(y), -1)[bad[0]][0]}) at row "
+                            f"{bad[0]}: targets must be finite numbers")
+
+
 def _standardise_target(estimator, y) -> np.ndarray:
     estimator.y_mean_ = float(np.mean(y))
     spread = float(np.std(y))
@@ -94,6 +105,7 @@ class ProtoNNRegressor(RegressorMixin, ProtoNNClassifier):
         return t[:, None].astype(np.float32), "regression", None
 
     def fit(self, X, y):
+        refuse_non_finite_targets(y)
         self._gamma_scale = GAMMA_SCALES[0]
         super().fit(X, y)
         del self.classes_  # a regressor has none
@@ -169,6 +181,7 @@ class BonsaiRegressor(RegressorMixin, BonsaiClassifier):
 
     def fit(self, X, y):
         self._check_params()
+        refuse_non_finite_targets(y)
         X, y = check_training_data(self, X, y)
         t = _standardise_target(self, check_regression_target(y))
         with threadpool_limits(limits=1):

@@ -41,8 +41,24 @@ def check_training_data(estimator, X, y, multi_output: bool = False) -> tuple[np
         X, y = validate_data(estimator, X, y, dtype=np.float64, multi_output=multi_output,
                              ensure_all_finite=False, ensure_min_samples=2)
     except (ValueError, TypeError) as exc:
+        if not multi_output and _is_label_matrix(y):
+            # scikit-learn says only "y should be a 1d array": say that this is a label matrix
+            from sklearn.base import is_regressor
+
+            what = ("a regressor takes one target value per row" if is_regressor(estimator)
+                    else "it takes one label per row (ProtoNNClassifier takes a 0/1 label matrix)")
+            raise DataError(f"y has shape {np.asarray(y).shape}: multilabel (or multi-output) targets given to "
+                            f"{type(estimator).__name__}; {what}") from None
         raise _as_data_error(exc) from None
     return _check_finite(X), y
+
+
+def _is_label_matrix(y) -> bool:
+    try:
+        shape = np.asarray(y).shape
+    except (ValueError, TypeError):  # ragged
+        return False
+    return len(shape) == 2 and shape[1] > 1
 
 
 def encode_labels(y) -> tuple[np.ndarray, np.ndarray]:
