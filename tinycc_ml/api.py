@@ -165,6 +165,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=PassOptions.from_user(precision, options), dump_after=set(dump_ir_after))
     graph = model.lower()
+    graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]

@@ -204,3 +204,23 @@ def test_multilabel_threshold_rule_and_bad_rule(multilabel_task):
     np.testing.assert_array_equal(est.predict(Xt), (est.to_model().scores(Xt) > 0.3).astype(int))
     with pytest.raises(DataError, match="multilabel_rule"):
         ProtoNNClassifier(n_iter=2, multilabel_rule="best").fit(X, Y)
+
+
+def test_regression_scale_search_keeps_every_calibration_value():
+    """The scale search may trade a saturated intermediate on a few rows for resolution when an
+    argmax absorbs it; a regression value has no argmax, so its worst error counts (diabetes,
+    ProtoNN: a finer score scale saturated one calibration row's value by 11 of its ~77 spread)."""
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    with threadpool_limits(limits=1):
+        model = ProtoNNRegressor(n_iter=20, random_state=0).fit(X[:300], y[:300]).to_model()
+    result = tinycc_ml.compile(model, precision="int16", calibration=X[:300], name="reg")
+    error = result.report["fixed_point_error"]
+    scale = result.graph.type(result.graph.output("scores")).dtype.scale
+    values = result.load().values(X[:300]) * 2.0**-scale
+    worst = np.abs(values - model.predict(X[:300]))
+    # the report runs the interpreter on the calibration rows, the C rounds its own inputs: close, not equal
+    assert error["max_abs"] == pytest.approx(worst.max(), rel=0.01)
+    assert error["mean_abs"] == pytest.approx(worst.mean(), rel=0.01)
+    assert error["max_abs"] < 0.01 * np.std(y)

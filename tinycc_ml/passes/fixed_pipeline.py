@@ -9,7 +9,8 @@
 The search (better than SeeDot's single global max-scale knob): starting from the calibrated
 choice, coordinate descent over per-value scale adjustments (one bit coarser or finer at a
 time), scored on held-out calibration rows by disagreement with the float model's
-predictions, ties broken by the mean absolute score error.
+predictions, ties broken by the mean absolute score error (regression, graph.analyses.task: on every
+affordable calibration row, by the largest plus the mean absolute error of the value).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature
     return graph
 
 
-def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict) -> tuple[int, float]:
+def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool = False) -> tuple[int, float]:
     # X is already x * 2^s_k (see input_scales): only the input's own scale remains
     s_in = fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     try:
@@ -56,9 +57,11 @@ def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict) -> tuple[int, flo
     except FixedOverflow:
         return len(X) + 1, float("inf")
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
+    error = np.abs(got["scores"] * 2.0**-s_scores - float_out["scores"])
+    if regression:  # the value is the prediction: its worst error first (a saturated row), then the mean
+        return 0, float(np.max(error) + np.mean(error))
     disagree = int(np.sum(got["prediction"] != float_out["prediction"]))
-    err = float(np.mean(np.abs(got["scores"] * 2.0**-s_scores - float_out["scores"])))
-    return disagree, err
+    return disagree, float(np.mean(error))
 
 
 @dataclass
@@ -106,15 +109,21 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
     held-out calibration rows (a quarter of them, at most 1000, fewer for big models)."""
     rng = np.random.default_rng(0)
     affordable = max(64, SEARCH_ELEMENTS // work_per_row(graph))
-    held = calibration[rng.permutation(len(calibration))[: min(1000, affordable, max(8, len(calibration) // 4))]]
+    # regression: no argmax absorbs a saturated value, so every affordable row is checked, not a quarter
+    regression = (graph.analyses.task or {}).get("kind") == "regression"
+    share = len(calibration) if regression else max(8, len(calibration) // 4)
+    held = calibration[rng.permutation(len(calibration))[: min(1000, affordable, share)]]
     float_out = run_float(graph, held)
 
     def build(adjust: dict) -> Graph:
         trial = PassContext(options=replace(ctx.options, scale_adjust=adjust), debug=False)
         return run_passes(graph.copy(), FIXED_PASSES[:3], trial)
 
+    def score(fixed_graph: Graph) -> tuple[int, float]:
+        return _score(fixed_graph, held, float_out, regression)
+
     adjust: dict[str, int] = {}
-    best = _score(build(adjust), held, float_out)
+    best = score(build(adjust))
     if not ctx.options.search:
         return adjust, best
     candidates = [(n, SEARCH_ADJUSTMENTS) for n in graph.order()
@@ -127,10 +136,10 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
             for name, deltas in candidates:
                 for delta in deltas:
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
-                    score = _score(build(trial_adjust), held, float_out)
+                    trial_score = score(build(trial_adjust))
                     bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
-                    if score < best:
-                        best, adjust, improved = score, trial_adjust, True
+                    if trial_score < best:
+                        best, adjust, improved = trial_score, trial_adjust, True
                         break
             if not improved:
                 break
