@@ -10,7 +10,8 @@ The search (better than SeeDot's single global max-scale knob): starting from th
 choice, coordinate descent over per-value scale adjustments (one bit coarser or finer at a
 time), scored on held-out calibration rows by disagreement with the float model's
 predictions, ties broken by the mean absolute score error (regression, graph.analyses.task: on every
-affordable calibration row, by the largest plus the mean absolute error of the value).
+affordable calibration row, counting as wrong a row whose value is off by more than 1% of the
+value's spread, e.g. a saturated intermediate).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "dce", "plan_memory
 SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
 SEARCH_ELEMENTS = 2**26  # products per scoring run of the search: keeps big models (kNN) quick
+REGRESSION_TOLERANCE = 0.01  # of the value's calibrated spread: a larger error counts as a wrong row
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,9 @@ def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool 
         return len(X) + 1, float("inf")
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
     error = np.abs(got["scores"] * 2.0**-s_scores - float_out["scores"])
-    if regression:  # the value is the prediction: its worst error first (a saturated row), then the mean
-        return 0, float(np.max(error) + np.mean(error))
+    if regression:  # the value is the prediction: rows off by over 1% of its spread (a saturation) count first
+        spread = float(np.ptp(float_out["scores"])) or 1.0
+        return int(np.sum(error > REGRESSION_TOLERANCE * spread)), float(np.mean(error))
     disagree = int(np.sum(got["prediction"] != float_out["prediction"]))
     return disagree, float(np.mean(error))
 
