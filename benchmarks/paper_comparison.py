@@ -2,7 +2,7 @@
 (USPS, scikit-learn's bundled sets), plus the papers' other tasks (regression, multilabel, label
 noise) measured the same way. Every estimator runs with its defaults except the stated setting.
 
-    python benchmarks/paper_comparison.py [--quick] [--only SECTION ...]
+    python benchmarks/paper_comparison.py [--quick] [--only SECTION ...] [--rows TEXT]
 
 Sections:
   usps        ProtoNN (Gupta et al. 2017, Tables 1-2), Bonsai (Kumar et al. 2017, Table 2),
@@ -10,9 +10,13 @@ Sections:
               Table 1, error %); test accuracy of the float model and of the int16 C build.
   noise       SNC (Kusner et al. 2014, Fig. 4 right: label noise, k = 1 and 3 on the compressed set;
               the paper plots Letter, not available here, so USPS with the same corruption).
-  regression  diabetes, 5-fold R²: Ridge, ProtoNNRegressor, BonsaiRegressor (float and int16 C).
+  regression  diabetes, 5-fold R²: Ridge, ProtoNNRegressor, BonsaiRegressor (float and int16 C), the
+              int16 value's error; checks the issue's figures (R² >= Ridge, float/int16 within 0.01).
   multilabel  ProtoNN on make_multilabel_classification (the paper's sets are not shipped):
-              precision@1/3/5, float and int16 C, against always ranking the most frequent labels.
+              precision@1/3/5, float and int16 C, against always ranking the most frequent labels;
+              agreement of the compiled rankings and label vectors (tinycc_ml.target_report); the
+              paper's SLEEC start (init_w="sleec") beside the default PCA start;
+              checks the issue's figures (float C ranking >= 99% of rows, int16 P@1 loss <= 1 point).
 
 --quick trains on a quarter of the rows (a smoke run; figures are not comparable).
 """
@@ -80,13 +84,15 @@ def int16_accuracy(model, X, Xt, yt) -> float:
     return 100 * float(np.mean(predictor.predict(Xt) == yt))
 
 
-def section_usps(quick: bool) -> None:
+def section_usps(quick: bool, rows: str | None = None) -> None:
     print("USPS (test accuracy %; model bytes as the papers count them)")
     head = (f"{'data':<8}{'paper':<18}{'setting':<16}{'paper %':>8}{'ours %':>8}{'int16 %':>8}{'bytes':>10}"
             f"{'train s':>8}")
     print(head)
     print("-" * len(head))
     for data, paper, setting, figure, _, make in USPS_ROWS:
+        if rows is not None and rows not in f"{paper} {setting}":
+            continue
         X, y, Xt, yt = usps(data == "usps-2", quick)
         est = make()
         start = time.perf_counter()
@@ -129,15 +135,20 @@ def section_regression(quick: bool) -> None:
     from sklearn.metrics import r2_score
     from sklearn.model_selection import KFold
 
-    print("Regression (diabetes, R² on held-out folds, 5-fold mean; int16: the compiled C's value)")
-    head = f"{'model':<18}{'float R²':>9}{'int16 R²':>9}{'bytes':>8}{'train s':>8}  per fold (float)"
+    from tinycc_ml.target_report import target_report
+
+    print("Regression (diabetes, R² on held-out folds, 5-fold mean; int16: <prefix>_predict_value of the C build;\n"
+          "error: |int16 value - float value| in the target's units, largest and mean over the test rows)")
+    head = (f"{'model':<18}{'float R²':>9}{'int16 R²':>9}{'|ΔR²|':>7}{'max err':>9}{'mean err':>9}{'bytes':>8}"
+            f"{'train s':>8}  per fold (float)")
     print(head)
     print("-" * len(head))
     X, y = load_diabetes(return_X_y=True)
     folds = list(KFold(2 if quick else 5, shuffle=True, random_state=0).split(X))
+    results = {}
     for name, make in (("Ridge", Ridge), ("ProtoNNRegressor", lambda: ProtoNNRegressor(random_state=0)),
                        ("BonsaiRegressor", lambda: BonsaiRegressor(random_state=0))):
-        floats, ints, sizes, seconds = [], [], [], 0.0
+        floats, ints, errors, sizes, seconds = [], [], [], [], 0.0
         for train, test in folds:
             est = make()
             start = time.perf_counter()
@@ -145,14 +156,25 @@ def section_regression(quick: bool) -> None:
             seconds += time.perf_counter() - start
             floats.append(r2_score(y[test], est.predict(X[test])))
             if hasattr(est, "to_model"):
-                result = tinycc_ml.compile(est.to_model(), precision="int16", calibration=X[train], name="reg")
-                scale = int(result.files["reg.h"].split("REG_SCORE_SCALE ")[1].split()[0])
-                ints.append(r2_score(y[test], result.load().scores(X[test])[:, 0] * 2.0**-scale))
+                rep = target_report(est.to_model(), "host", X[test], y[test], precision="int16",
+                                    calibration=X[train], name="reg")["regression"]
+                ints.append(rep["target_r2"])
+                errors.append((rep["max_abs_error"], rep["mean_abs_error"]))
                 sizes.append(est.model_bytes)
-        fixed = f"{np.mean(ints):>9.3f}" if ints else f"{'-':>9}"
+        results[name] = (np.mean(floats), np.mean(ints) if ints else None)
+        if ints:
+            fixed = (f"{np.mean(ints):>9.3f}{abs(np.mean(ints) - np.mean(floats)):>7.3f}"
+                     f"{max(e[0] for e in errors):>9.2f}{np.mean([e[1] for e in errors]):>9.3f}")
+        else:
+            fixed = f"{'-':>9}{'-':>7}{'-':>9}{'-':>9}"
         size = f"{int(np.mean(sizes)):>8}" if sizes else f"{4 * (X.shape[1] + 1):>8}"
         print(f"{name:<18}{np.mean(floats):>9.3f}{fixed}{size}{seconds / len(folds):>8.1f}  "
               + " ".join(f"{v:.3f}" for v in floats), flush=True)
+    ridge = results["Ridge"][0]
+    for name in ("ProtoNNRegressor", "BonsaiRegressor"):
+        r_float, r_int = results[name]
+        print(f"    {name}: R² {'>=' if r_float >= ridge else '<'} Ridge's ({r_float:.3f} vs {ridge:.3f}); "
+              f"float and int16 {'within' if abs(r_float - r_int) <= 0.01 else 'NOT within'} 0.01 R²")
     print()
 
 
@@ -161,16 +183,24 @@ def precision_at(k: int, scores: np.ndarray, Y: np.ndarray) -> float:
     return 100 * float(np.mean(np.take_along_axis(Y, top, axis=1)))
 
 
-def section_multilabel(quick: bool) -> None:
+def multilabel_data(quick: bool):
     from sklearn.datasets import make_multilabel_classification
     from sklearn.model_selection import train_test_split
 
     X, Y = make_multilabel_classification(n_samples=1000 if quick else 4000, n_features=50, n_classes=20,
                                           n_labels=4, random_state=0)
-    X, Xt, Y, Yt = train_test_split(X, Y, test_size=0.25, random_state=0)
+    return train_test_split(X, Y, test_size=0.25, random_state=0)
+
+
+def section_multilabel(quick: bool) -> None:
+    from tinycc_ml.target_report import target_report
+
+    X, Xt, Y, Yt = multilabel_data(quick)
     print(f"Multilabel ProtoNN (make_multilabel_classification: {len(X)} train / {len(Xt)} test rows, "
-          f"{X.shape[1]} features, {Y.shape[1]} labels, {Y.sum(1).mean():.1f} per row)")
-    head = f"{'model':<28}{'P@1':>7}{'P@3':>7}{'P@5':>7}{'bytes':>8}{'train s':>8}"
+          f"{X.shape[1]} features, {Y.shape[1]} labels, {Y.sum(1).mean():.1f} per row); C builds on the host:\n"
+          "rank: share of test rows whose compiled scores rank all labels as the float model's do;\n"
+          "labels: share whose <prefix>_predict_labels 0/1 vector (top 3) equals the float model's")
+    head = f"{'model':<28}{'P@1':>7}{'P@3':>7}{'P@5':>7}{'rank %':>8}{'labels %':>9}{'bytes':>8}{'train s':>8}"
     print(head)
     print("-" * len(head))
     prior = np.tile(Y.mean(axis=0), (len(Xt), 1))
@@ -181,15 +211,28 @@ def section_multilabel(quick: bool) -> None:
         est.fit(X, Y)
         seconds = time.perf_counter() - start
         model = est.to_model()
-        S = model.scores(Xt)
-        float_c = tinycc_ml.compile(model, precision="float", name="ml").load().scores(Xt)
-        int16 = tinycc_ml.compile(model, precision="int16", calibration=X, name="ml").load().scores(Xt).astype(float)
-        same = np.mean(np.all(np.argsort(-float_c, 1, kind="stable") == np.argsort(-S, 1, kind="stable"), 1))
         kb = budget // 1024
-        for label, scores in ((f"ProtoNN {kb} KB float", S), (f"ProtoNN {kb} KB int16 C", int16)):
-            print(f"{label:<28}" + "".join(f"{precision_at(k, scores, Yt):>7.2f}" for k in (1, 3, 5))
-                  + f"{est.model_bytes:>8}{seconds:>8.1f}", flush=True)
-        print(f"    float C ranks the labels as the float model on {100 * same:.1f}% of rows")
+        reports = {precision: target_report(model, "host", Xt, Yt, precision=precision,
+                                            calibration=None if precision == "float" else X, name="ml")["multilabel"]
+                   for precision in ("float", "int16")}
+        float_p = reports["float"]["float_precision_at"]
+        print(f"{f'ProtoNN {kb} KB float model':<28}" + "".join(f"{100 * float_p[k]:>7.2f}" for k in "135")
+              + f"{'':>8}{'':>9}{est.model_bytes:>8}{seconds:>8.1f}")
+        for precision, rep in reports.items():
+            p = rep["target_precision_at"]
+            print(f"{f'ProtoNN {kb} KB {precision} C':<28}" + "".join(f"{100 * p[k]:>7.2f}" for k in "135")
+                  + f"{100 * rep['ranking_agreement']:>8.1f}{100 * rep['label_agreement']:>9.1f}", flush=True)
+        start = time.perf_counter()
+        sleec = ProtoNNClassifier(budget_bytes=budget, multilabel_rule="top_k", multilabel_k=3, init_w="sleec",
+                                  random_state=0).fit(X, Y)
+        seconds = time.perf_counter() - start
+        S = sleec.decision_function(Xt)
+        print(f"{'  SLEEC start, float model':<28}" + "".join(f"{precision_at(k, S, Yt):>7.2f}" for k in (1, 3, 5))
+              + f"{'':>8}{'':>9}{sleec.model_bytes:>8}{seconds:>8.1f}", flush=True)
+        loss = 100 * (float_p["1"] - reports["int16"]["target_precision_at"]["1"])
+        print(f"    float C ranks as the float model on {100 * reports['float']['ranking_agreement']:.1f}% of rows "
+              f"({'>=' if reports['float']['ranking_agreement'] >= 0.99 else '<'} 99%); int16 P@1 loss "
+              f"{loss:.2f} points ({'<=' if loss <= 1 else '>'} 1)")
     print()
 
 
@@ -201,9 +244,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="train on a quarter of the rows (smoke run)")
     parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), help="run these sections only")
+    parser.add_argument("--rows", metavar="TEXT", help="usps: only the rows whose paper or setting holds TEXT")
     args = parser.parse_args()
     for name in args.only or SECTIONS:
-        SECTIONS[name](args.quick)
+        if name == "usps":
+            section_usps(args.quick, args.rows)
+        else:
+            SECTIONS[name](args.quick)
 
 
 if __name__ == "__main__":

@@ -224,3 +224,32 @@ def test_regression_scale_search_keeps_every_calibration_value():
     assert error["max_abs"] == pytest.approx(worst.max(), rel=0.01)
     assert error["mean_abs"] == pytest.approx(worst.mean(), rel=0.01)
     assert error["max_abs"] < 0.01 * np.std(y)
+
+
+def test_sleec_start_projects_onto_the_features_that_carry_the_labels():
+    """Label-carrying features of small variance beside loud noise features: the principal
+    directions follow the noise, the SLEEC start (label embedding regressed on the features)
+    follows the labels."""
+    from tinycc_ml.models.protonn_trainer import sleec_projection
+
+    rng = np.random.default_rng(0)
+    Y = (rng.random((600, 6)) < 0.3).astype(float)
+    X = np.hstack([Y + 0.1 * rng.normal(size=Y.shape), 3.0 * rng.normal(size=(600, 10))])
+    Xs = (X - X.mean(0)).astype(np.float32)
+    W = sleec_projection(Xs, Y, 4, np.random.RandomState(0))
+    assert W.shape == (4, 16) and np.isclose(np.linalg.norm(W, axis=1).max(), 1.0)
+    on_labels = np.linalg.norm(W[:, :6]) / np.linalg.norm(W)
+    assert on_labels > 0.95
+    pca = np.linalg.eigh(Xs.T @ Xs)[1][:, ::-1][:, :4].T
+    assert np.linalg.norm(pca[:, :6]) / np.linalg.norm(pca) < 0.2
+
+
+def test_sleec_start_trains_a_multilabel_model(multilabel_task):
+    X, Xt, Y, Yt = multilabel_task
+    est = ProtoNNClassifier(n_iter=20, init_w="sleec", multilabel_rule="top_k", multilabel_k=3,
+                            random_state=0).fit(X, Y)
+    baseline = precision_at(1, np.tile(Y.mean(axis=0), (len(Xt), 1)), Yt)
+    assert precision_at(1, est.decision_function(Xt), Yt) > baseline + 0.15
+    X1, y1 = load_digits(return_X_y=True)
+    with pytest.raises(DataError, match="init_w='sleec'.*multilabel"):
+        ProtoNNClassifier(n_iter=2, init_w="sleec").fit(X1[:200], y1[:200])
