@@ -4,11 +4,14 @@ empty to full, with empty rows and columns, both weight widths, inputs that may 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
+from tinycc_ml.backends import kernels_sparse
 from tinycc_ml.backends.kernels_sparse import PAGE_COLS, avr_candidates, choose, sparse_format_ok, sparse_image
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
@@ -128,6 +131,25 @@ def test_sparse_kernel_extremes(target, tmp_path):
         _check(result, out, X[280:], target)
 
 
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[5]], ids=["seedot", "full-131", "offset"])
+def test_loop_kernel_bit_exact(case, monkeypatch, tmp_path):
+    # the AVR kernel that reads the runs' counts from flash (taken when the driver kernel's code would be
+    # too long): forced here on shapes the driver kernel takes by default
+    require_target("avr")
+    monkeypatch.setattr(kernels_sparse, "DRIVER_MAX_CALLS", 0)
+    D, hidden, classes, d1, d2, signed, gaps = case
+    rng = np.random.default_rng(D + hidden)
+    W1 = random_sparse(rng, hidden, D, d1, empty_rows=[hidden - 1] if hidden > 2 else (),
+                       empty_cols=range(0, D, 7) if gaps else ())
+    W2 = random_sparse(rng, classes, hidden, d2)
+    X = rng.normal(size=(360, D)) if signed else rng.random((360, D)) * rng.uniform(0.2, 4, size=D)
+    for precision in ("int16", "int8"):
+        result, out = _build(TwoSparse(W1, W2), X, precision, "avr", tmp_path)
+        assert "avr-sparse-asm" in {k["kernel"] for k in result.report["kernels"]}
+        assert re.search(r"sk_spmv\d+_\d+x\d", result.files["sk.c"])  # the loop kernel's name: rows x pages
+        _check(result, out, X[300:], "avr")
+
+
 def test_format_that_cannot_hold_the_matrix_falls_back_and_says_so(tmp_path):
     # 300 positive weights in one row overflow the kernel's 24-bit partial sums: another kernel, noted
     rng = np.random.default_rng(3)
@@ -159,6 +181,9 @@ def test_run_format_layout():
     assert img[8:12] == [k0 & 255, (k0 >> 8) & 255, (k0 >> 16) & 255, k0 >> 24]
     assert img[12:] == [0, 0, 0, 0] + [0, 0, 0, 0]  # row 1: four empty runs, K = 0
     assert PAGE_COLS == 128
+    # the driver kernel's form: the same entries without the count bytes (its code holds them)
+    assert list(sparse_image(A, 16, offset=False, counts=False)) == [2, 3, 0, 4, 2, 0]
+    assert list(sparse_image(A, 8, offset=True, counts=False)) == [2, 3, 4, 2] + img[8:12] + [0, 0, 0, 0]
 
 
 def test_cost_model_prefers_dense_when_full_and_sparse_when_sparse():

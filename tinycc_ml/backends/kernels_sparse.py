@@ -10,6 +10,14 @@ Y's low byte and two loads, with no address arithmetic. Magnitudes are unsigned 
 (when x may be negative) sum(w x') = sum(w x) + 2^15 sum(w): K_r = -2^15 sum_r(w) mod 2^32 in front
 of the row cancels it. All sums are mod 2^32, exact because tinycc_ml.ir.fixed proves they fit.
 
+Two kernels walk the format. The driver kernel (sparse_driver_asm, the default) is generated for one
+matrix: the counts live in its code, each run is one call into a chain of unrolled entries at the entry
+that leaves the run's length, so the flash holds no count bytes and an empty run costs nothing. The
+loop kernel (sparse_asm) reads the counts from flash; it takes matrices whose driver would need more
+than DRIVER_MAX_CALLS calls (code size). A kernel whose x is not the fused clamp's arena slot copies x
+into a 256-byte aligned buffer of its own; a build that then does not fit the chip's RAM is emitted
+again without such buffers (McuBackend.emit), and the report says why.
+
 The input clamp feeding a sparse first layer is fused here: only the columns the matrix reads are
 clamped and stored (in the kernel's layout), the others are never loaded.
 """
@@ -60,6 +68,9 @@ class KernelChoice:
 AVR_COSTS = {
     "sparse": {16: {"nnz": 33.0, "run": 11.0, "empty_run": 8.0, "row": 60.0, "call": 80.0},
                8: {"nnz": 20.75, "run": 11.0, "empty_run": 8.0, "row": 60.0, "call": 80.0}},
+    # the driver kernel: a call per run (empty runs cost nothing), the row's end a call too
+    "driver": {16: {"nnz": 32.0, "run": 7.0, "empty_run": 0.0, "row": 55.0, "call": 70.0},
+               8: {"nnz": 20.0, "run": 7.0, "empty_run": 0.0, "row": 55.0, "call": 70.0}},
     "dense": {16: {"mac": 27.1, "block": 300.0, "call": 60.0}, 8: {"mac": 16.0, "block": 300.0, "call": 60.0}},
     "csc_c": {16: {"nnz": 118.0, "col": 40.0}, 8: {"nnz": 105.0, "col": 40.0}},
     "clamp_all": 11.0, "clamp_list": 19.5, "clamp_c": 30.0, "copy_col": 20.0,
@@ -103,10 +114,11 @@ def used_list(used: np.ndarray, cols: int) -> np.ndarray:
     return np.asarray(out, np.uint8)
 
 
-def sparse_flash(A: np.ndarray, wbits: int, offset: bool) -> int:
+def sparse_flash(A: np.ndarray, wbits: int, offset: bool, counts: bool = True) -> int:
+    """Bytes of sparse_image (with or without the runs' count bytes)."""
     rows, cols = A.shape
     pages = -(-cols // PAGE_COLS)
-    return int(np.count_nonzero(A)) * (1 + wbits // 8) + rows * (2 * pages + (4 if offset else 0))
+    return int(np.count_nonzero(A)) * (1 + wbits // 8) + rows * ((2 * pages if counts else 0) + (4 if offset else 0))
 
 
 def csc_flash(nnz: int, rows: int, cols: int, wbits: int) -> int:
@@ -128,12 +140,13 @@ def avr_candidates(A: np.ndarray, wbits: int, offset: bool, clamp: str | None = 
     if why:
         out["avr-sparse-asm"] = {"unavailable": why}
     else:
-        s = c["sparse"][wbits]
+        driver = driver_calls(run_counts(A)) <= DRIVER_MAX_CALLS
+        s = c["driver" if driver else "sparse"][wbits]
         if clamp == "all" and used < cols:
             clamp = "list"
         prep = {"all": c["clamp_all"] * cols, "list": c["clamp_list"] * used + 10 * pages,
                 "c": c["clamp_c"] * used, None: c["copy_col"] * cols}[clamp]
-        flash = sparse_flash(A, wbits, offset) + (used + pages if clamp == "list" else 0)
+        flash = sparse_flash(A, wbits, offset, counts=not driver) + (used + pages if clamp == "list" else 0)
         out["avr-sparse-asm"] = {
             "cycles": round(s["call"] + s["nnz"] * nnz + s["run"] * runs + s["empty_run"] * (2 * rows * pages - runs)
                             + s["row"] * rows + prep),
@@ -157,14 +170,16 @@ def choose(cands: dict) -> str:
 
 # ---------------------------------------------------------------- format and kernel
 
-def sparse_image(A: np.ndarray, wbits: int, offset: bool) -> np.ndarray:
-    """The flash bytes of the run format (see the module docstring)."""
+def sparse_image(A: np.ndarray, wbits: int, offset: bool, counts: bool = True) -> np.ndarray:
+    """The flash bytes of the run format (see the module docstring); without the runs' count bytes for
+    the driver kernel (sparse_driver_asm), whose code holds them."""
     out: list[int] = []
     k_row = (-(A.astype(np.int64).sum(axis=1) << 15)) % (1 << 32)
     for r, pages in enumerate(run_lengths(A)):
         for p, (pos, neg) in enumerate(pages):
             for cols in (pos, neg):
-                out.append(len(cols))
+                if counts:
+                    out.append(len(cols))
                 for col in cols:
                     mag = abs(int(A[r, col]))
                     out.append(2 * (int(col) - PAGE_COLS * p))
@@ -292,10 +307,82 @@ def sparse_asm(name: str, wbits: int, rows: int, pages: int, offset: bool, out_s
     if out_shift is None:
         b += ["st X+, r2", "st X+, r3", "st X+, r4", "st X+, r5"]
     else:
-        b += _store_rows(["r2", "r3", "r4", "r5"], 1, out_shift)
+        b += _store_rows(["r2", "r3", "r4", "r5"], 1, out_shift, "r6", "r24")
     b += ["dec r25", "breq 9f", "rjmp 1b", "9:", "clr r1"]
     b += [f"pop {r}" for r in reversed(saved)] + ["ret", f".size {name}, .-{name}", ".text"]
     # not .global: the symbol stays local to the object file (the C call resolves within it)
+    return (f"void {name}(const uint8_t *fmt, int16_t *x, void *out, const int16_t *src);\n"
+            f"__asm__(\n{_words(b)});\n")
+
+
+CHAIN = 32  # entries of one call into a chain of the driver kernel (longer runs take several calls)
+DRIVER_MAX_CALLS = 1024  # calls the driver kernel may emit (its code grows with them), else the loop kernel
+
+
+def run_counts(A: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Per row, per page of 128 columns: (positive weights, negative weights)."""
+    return [[(len(p), len(n)) for p, n in pages] for pages in run_lengths(A)]
+
+
+def driver_calls(counts: list[list[tuple[int, int]]]) -> int:
+    """Calls the driver kernel makes: one per CHAIN entries of each run, one per row."""
+    return sum(-(-n // CHAIN) for pages in counts for pn in pages for n in pn) + len(counts)
+
+
+def sparse_driver_asm(name: str, wbits: int, counts: list[list[tuple[int, int]]], offset: bool,
+                      out_shift: int | None, clamp: tuple | None) -> str:
+    """sparse_asm's contract for one matrix whose run lengths are known when compiling: the rows are straight
+    code calling into two chains of CHAIN entries (add, subtract) at the entry that leaves the run's count,
+    so no count bytes, no remainder dispatch and no loop counter; an empty run costs nothing. The format is
+    sparse_image without the count bytes (sparse_image(..., counts=False))."""
+    from tinycc_ml.backends.kernels_avr import _store_rows
+
+    pages = len(counts[0])
+    longest = max((n for row in counts for pn in row for n in pn), default=1)
+    chain = max(1, min(CHAIN, longest))
+    lab = f".L{name}_"
+    per_mac = len(_mac(wbits, True))
+    words = driver_calls(counts) * 2 + 2 * chain * per_mac + 200
+    call = "rcall" if words < 1900 else "call"  # rcall reaches 2K words either way
+    saved = [f"r{r}" for r in range(2, 18)] + ["r28", "r29"]
+    b = [f".section .text.{name},\\\"ax\\\",@progbits", f".type {name}, @function", f"{name}:"]
+    b += [f"push {r}" for r in saved]
+    b += ["movw r30, r24", "mov r7, r23", "movw r10, r20"]
+    if clamp:
+        b += _clamp_asm(clamp, offset)
+    b += ["movw r26, r10", "clr r6", f"{call} {lab}clear"]
+    for row in counts:
+        for page, pn in enumerate(row):
+            for sign, n in zip("pn", pn):
+                while n > 0:
+                    m = min(n, chain)
+                    b.append(f"{call} {lab}{sign}{m}")
+                    n -= m
+            if page + 1 < pages:
+                b.append("inc r29")
+        b.append(f"{call} {lab}row")
+    b += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret"]
+    # the row's end: K + L_POS - L_NEG + MID * 2^8 stored, then the partial sums cleared for the next row
+    b += [f"{lab}row:"]
+    if offset:
+        b += ["lpm r2, Z+", "lpm r3, Z+", "lpm r4, Z+", "lpm r5, Z+",
+              f"add r2, {L_POS[0]}", f"adc r3, {L_POS[1]}", f"adc r4, {L_POS[2]}", "adc r5, r6"]
+    else:
+        b += [f"movw r2, {L_POS[0]}", f"mov r4, {L_POS[2]}", "clr r5"]
+    b += [f"sub r2, {L_NEG[0]}", f"sbc r3, {L_NEG[1]}", f"sbc r4, {L_NEG[2]}", "sbc r5, r6",
+          f"add r3, {MID[0]}", f"adc r4, {MID[1]}", f"adc r5, {MID[2]}"]
+    if out_shift is None:
+        b += ["st X+, r2", "st X+, r3", "st X+, r4", "st X+, r5"]
+    else:
+        b += _store_rows(["r2", "r3", "r4", "r5"], 1, out_shift, "r6", "r24")
+    b += [f"{lab}clear:", "clr r8", "clr r9", "movw r10, r8", "movw r12, r8", "movw r14, r8", "clr r18",
+          "mov r29, r7", "ret"]
+    for sign, add in (("p", True), ("n", False)):
+        mac = _mac(wbits, add)
+        for n in range(chain, 0, -1):
+            b += [f"{lab}{sign}{n}:", *mac]
+        b += ["ret"]
+    b += [f".size {name}, .-{name}", ".text"]
     return (f"void {name}(const uint8_t *fmt, int16_t *x, void *out, const int16_t *src);\n"
             f"__asm__(\n{_words(b)});\n")
 
@@ -361,6 +448,8 @@ def _decide(em, node: Node) -> tuple[str, dict, KernelChoice]:
         lo, _ = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
         kind = "all" if np.ndim(lo) == 0 else "c"
     cands = avr_candidates(A, wbits, offset, kind)
+    if "cycles" in cands["avr-sparse-asm"] and not getattr(em, "own_x_pages", True) and not _arena_page(em, clamp):
+        cands["avr-sparse-asm"] = {"unavailable": "its 256-byte aligned x buffer would not fit the chip's RAM"}
     chosen = choose(cands)
     note = ""
     if "unavailable" in cands["avr-sparse-asm"]:
@@ -429,7 +518,9 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     unused = [f"    (void){em.var(clamp)};"] if clamp and xbuf != em.var(clamp) else []
     out_shift = em.graph.type(a_name).dtype.scale + em.graph.type(x_name).dtype.scale - node.type.dtype.scale
     direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts, saturates, stores
-    lines, asm_clamp, src, image = [], None, "0", sparse_image(A, wbits, offset)
+    counts = run_counts(A)
+    driver = driver_calls(counts) <= DRIVER_MAX_CALLS
+    lines, asm_clamp, src, image = [], None, "0", sparse_image(A, wbits, offset, counts=not driver)
     if clamp:
         cl = em.graph.node(clamp)
         lo, hi = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
@@ -448,14 +539,17 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
         lines = [f"for (uint16_t c = 0; c < {cols}; ++c) {xbuf}[c] = (int16_t)((uint16_t){x}[c] ^ 0x8000u);"]
     sym = em.add_const_array(em.sym(f"{a_name}_runs"), image, "uint8_t",
                              f"%{a_name}: {rows}x{cols}, {int(np.count_nonzero(A))} non-zeros, row runs "
-                             "(kernels_sparse format)" + (", after the columns read" if asm_clamp and
-                                                          asm_clamp[0] == "list" else ""))
-    key = f"spmv{wbits}_{rows}x{pages}{'o' if offset else ''}" + (f"s{out_shift}" if direct else "")
+                             "(kernels_sparse format" + (", counts in the kernel's code" if driver else "") + ")"
+                             + (", after the columns read" if asm_clamp and asm_clamp[0] == "list" else ""))
+    key = (f"spmv{wbits}_{a_name}" if driver else f"spmv{wbits}_{rows}x{pages}") + ("o" if offset else "")
+    key += f"s{out_shift}" if direct else ""
     if asm_clamp:
         key += f"_{asm_clamp[0]}{asm_clamp[1]}_{asm_clamp[2]}_{asm_clamp[3]}".replace("-", "m")
     name = em.sym(key)
     if name not in em.helpers:
-        em.helpers[name] = sparse_asm(name, wbits, rows, pages, offset, out_shift if direct else None, asm_clamp)
+        shift = out_shift if direct else None
+        em.helpers[name] = (sparse_driver_asm(name, wbits, counts, offset, shift, asm_clamp) if driver else
+                            sparse_asm(name, wbits, rows, pages, offset, shift, asm_clamp))
     if direct:
         return ["{", *unused, *lines, f"    {name}({sym}, {xbuf}, {em.var(node.name)}, {src});", "}"]
     acc = em.sym("acc")
@@ -479,15 +573,21 @@ def csc_function(em, node: Node) -> list[str]:
     return [f"{name}({xv}, {ov});"]
 
 
-def _x_buffer(em, clamp: str | None, cols: int) -> str:
-    """Where the kernel's x goes: the fused clamp's own arena slot when it starts a 256-byte page of
-    an arena the emitter can align, else a static aligned buffer."""
+def _arena_page(em, clamp: str | None) -> bool:
+    """The fused clamp's arena slot starts a 256-byte page of an arena the emitter can align."""
     plan = em.graph.analyses.memory_plan
     if clamp and clamp in plan and hasattr(em, "arena_align"):
         key, offset, _ = plan[clamp]
-        if key == "i16" and (2 * offset) % 256 == 0:
-            em.arena_align[key] = 256
-            return em.var(clamp)
+        return key == "i16" and (2 * offset) % 256 == 0
+    return False
+
+
+def _x_buffer(em, clamp: str | None, cols: int) -> str:
+    """Where the kernel's x goes: the fused clamp's own arena slot when it starts a 256-byte page of
+    an arena the emitter can align, else a static aligned buffer."""
+    if _arena_page(em, clamp):
+        em.arena_align[em.graph.analyses.memory_plan[clamp][0]] = 256
+        return em.var(clamp)
     xbuf = em.sym("xpage")
     sizes = em.__dict__.setdefault("_xpage_len", {})
     n = sizes[xbuf] = max(cols, sizes.get(xbuf, 0))

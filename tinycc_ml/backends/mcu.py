@@ -79,6 +79,7 @@ class McuEmitter(CEmitter):
     arena_align: dict = field(default_factory=dict)  # arena key -> byte alignment a kernel needs
     kernel_report: list = field(default_factory=list)  # kernels chosen by a cost model (compile report)
     node_functions: dict = field(default_factory=dict)  # node -> the kernel functions its code calls
+    own_x_pages: bool = True  # may a sparse kernel keep x in a 256-byte aligned static buffer of its own
 
     def arena_attribute(self, key: str) -> str:
         return f" __attribute__((aligned({self.arena_align[key]})))" if key in self.arena_align else ""
@@ -108,7 +109,12 @@ class McuEmitter(CEmitter):
 
     def extra_ram_bytes(self) -> int:
         scratch = sum(n * (4 if "uint32" in self.helpers[k] else 1) for k, n in self._scratch.items())
-        return scratch + self.stream_bytes
+        return scratch + self.stream_bytes + self.x_page_bytes()
+
+    def x_page_bytes(self) -> int:
+        """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""
+        pages = self.__dict__.get("_xpage_len", {})
+        return sum(2 * n + 255 for n in pages.values())
 
     def emit(self) -> Emitted:
         try:
@@ -255,8 +261,10 @@ class McuEmitter(CEmitter):
 
 # ---------------------------------------------------------------- backends
 
-def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str]) -> BuildOutput:
-    return McuEmitter(graph, prefix, target, header_lines=list(model_description)).build_output()
+def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
+             own_x_pages: bool = True) -> BuildOutput:
+    return McuEmitter(graph, prefix, target, header_lines=list(model_description),
+                      own_x_pages=own_x_pages).build_output()
 
 
 def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True) -> Fit:
@@ -310,7 +318,16 @@ class McuBackend(Backend):
         raise NotImplementedError
 
     def emit(self, graph, prefix, model_description):
-        return emit_mcu(graph, prefix, self.c_target(graph), model_description)
+        """The build; again without sparse kernels' own x buffers (256-byte aligned, so up to 255 bytes of
+        padding) when with them it would not fit the chip."""
+        out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
+        if "xpage" in out.files.get(f"{prefix}.c", ""):
+            try:
+                self.check_fit(out)
+            except CompileError:
+                log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, self.chip.name)
+                out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False)
+        return out
 
     def check_fit(self, output: BuildOutput) -> Fit:
         return check_fit(self.simulator, self.chip, output, measure=self.measure and self.simulator is not None)
