@@ -104,7 +104,8 @@ def measure(model, X, Xt, yt, target: str, precision: str, rows: int) -> dict:
     counts = run.cycles if run.cycles is not None else run.instructions
     row = {"target": target, "precision": precision, "mean": float(np.mean(counts)), "max": int(np.max(counts)),
            "flash": run.flash_bytes, "ram": run.ram_bytes, "acc": float(np.mean(run.predictions == yt[:rows])),
-           "exact": None, "kernels": res.report.get("kernels", []), "profile": []}
+           "exact": None, "kernels": res.report.get("kernels", []), "profile": [],
+           "node_functions": res.output.node_functions}
     if precision != "float":
         want = run_fixed(res.graph, x)
         row["exact"] = bool(np.array_equal(run.scores, want["scores"])
@@ -116,12 +117,9 @@ def measure(model, X, Xt, yt, target: str, precision: str, rows: int) -> dict:
     return row
 
 
-def kernel_of(symbol: str, kernels: list[dict]) -> str:
-    """Which matrix a profiled kernel symbol serves (the sparse kernels' names carry the shape)."""
-    for k in kernels:
-        if "spmv" in symbol and f"_{k['shape'][0]}x" in symbol:
-            return k["matrix"]
-    return ""
+def kernel_of(symbol: str, kernels: list[dict], node_functions: dict) -> dict | None:
+    """The cost model's choice whose mat-vec calls the profiled function ``symbol`` (the clamp included)."""
+    return next((k for k in kernels if symbol in node_functions.get(k.get("node"), [])), None)
 
 
 def main(argv=None) -> None:
@@ -167,9 +165,8 @@ def main(argv=None) -> None:
         total = sum(c for _, c in r["profile"])
         print(f"\n{r['model']} {r['target']} {r['precision']}: {total:,.0f} in all")
         for sym, c in r["profile"][:8]:
-            matrix = kernel_of(sym, r["kernels"])
-            pred = next((k["predicted_cycles"] for k in r["kernels"] if k["matrix"] == matrix), None)
-            note = f"  {matrix}: predicted {pred:,} (with its input clamp)" if matrix and pred else ""
+            k = kernel_of(sym, r["kernels"], r["node_functions"])
+            note = f"  {k['matrix']}: predicted {k['predicted_cycles']:,} (with its input clamp)" if k else ""
             print(f"  {sym.removeprefix('km_'):<40} {c:>10,.0f} {100 * c / total:>5.1f}%{note}")
     chosen = [(r, k) for r in results for k in r["kernels"]]
     if chosen:

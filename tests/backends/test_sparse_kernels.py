@@ -150,6 +150,22 @@ def test_loop_kernel_bit_exact(case, monkeypatch, tmp_path):
         _check(result, out, X[300:], "avr")
 
 
+def test_own_x_buffer_dropped_when_the_ram_is_short(tmp_path):
+    # SeeDot's W then a small W2 at int8: W2's sparse kernel would need an aligned x buffer of its own, which
+    # (with its padding) takes the firmware past the ATmega328P's 2 KB: the build is redone without it
+    require_target("avr")
+    D, hidden, classes, d1, d2, signed, gaps = CASES[0]
+    rng = np.random.default_rng(D + hidden)
+    W1 = random_sparse(rng, hidden, D, d1, empty_rows=[hidden - 1], empty_cols=range(0, D, 7))
+    W2 = random_sparse(rng, classes, hidden, d2)
+    X = rng.random((360, D)) * rng.uniform(0.2, 4, size=D)
+    result, _ = _build(TwoSparse(W1, W2), X, "int8", "avr", tmp_path)
+    kernels = {k["matrix"]: k for k in result.report["kernels"]}
+    assert kernels["W1_q"]["kernel"] == "avr-sparse-asm"  # its x is the clamp's arena slot
+    assert kernels["W2_q"]["kernel"] != "avr-sparse-asm" and "would not fit" in kernels["W2_q"]["note"]
+    assert "xpage" not in result.files["sk.c"] and result.report["fit"]["ram_bytes"] <= 2048
+
+
 def test_format_that_cannot_hold_the_matrix_falls_back_and_says_so(tmp_path):
     # 300 positive weights in one row overflow the kernel's 24-bit partial sums: another kernel, noted
     rng = np.random.default_rng(3)
