@@ -149,3 +149,14 @@ def test_arduino_needs_the_avr_target(files):
     proc = cli("compile", tmp / "m.npz", "--target", "host", "--arduino", "-o", tmp / "nope")
     assert proc.returncode == 2 and "avr" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp / "nope").exists()
+
+
+def test_example_labels_as_a_label_matrix_are_one_error_line(files):
+    """A multilabel data file (a 0/1 y matrix) is fine for `report`; examples need one label per row."""
+    tmp, X = files
+    np.savez(tmp / "ml.npz", X=X[:20], y=np.eye(4, dtype=np.int64)[np.arange(20) % 4])
+    np.save(tmp / "cal2.npy", X[:600])
+    proc = cli("compile", tmp / "m.npz", "--target", "avr", "--calibration", tmp / "cal2.npy", "--examples",
+               tmp / "ml.npz", "--arduino", "-o", tmp / "libs3")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "example labels: shape (20, 4)" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

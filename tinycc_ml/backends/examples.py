@@ -41,6 +41,9 @@ def example_rows(result, model, rows, labels=None, limit: int = MAX_EXAMPLES) ->
     if rows.ndim != 2 or rows.shape[1] != out.input_dim or len(rows) == 0:
         raise DataError(f"example rows: shape {rows.shape}, expected (rows, {out.input_dim})")
     rows = rows[:limit].astype(np.float32).astype(np.float64)
+    if labels is not None and np.ndim(labels) != 1:
+        raise DataError(f"example labels: shape {np.shape(labels)}; examples take one class label per row "
+                        "(give the rows without labels to check against the model's own predictions)")
     if labels is not None:
         expected, source = class_indices(model, np.asarray(labels)[: len(rows)], out.n_scores), "labels"
     else:  # predict_index: the class index even when the model carries its own labels
