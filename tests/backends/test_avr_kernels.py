@@ -45,7 +45,7 @@ def run_exact(g: Graph, X: np.ndarray, tmp_path, must_contain: str) -> np.ndarra
     for name, text in out.files.items():
         (tmp_path / name).write_text(text)
     run = run_on_target("avr", [str(tmp_path / "ok.c")], str(tmp_path / "ok.h"), "ok", X, out.n_scores,
-                        "int16_t", "int16_t")  # (no -Werror: a graph of one op leaves its arena unused)
+                        "int16_t", "int16_t", extra_cflags=("-Werror",))
     want = run_fixed(g, X)
     np.testing.assert_array_equal(run.scores, want["scores"])
     np.testing.assert_array_equal(run.predictions, want["prediction"])

@@ -237,3 +237,34 @@ def test_passes_work_on_parsed_text():
     out = run_passes(parse_graph(text), ["cse", "constant_fold", "dce"], PassContext())
     assert sorted(ops_of(out)) == ["const", "input", "mul"]
     np.testing.assert_allclose(run_float(out, [[1.0, -1.0]])["scores"], [[2.0, -4.0]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(protonn_models(), st.sampled_from(["float", "int16", "int8"]))
+def test_memory_plan_never_overlaps_live_values(case, precision):
+    import tinycc_ml
+    from tinycc_ml.passes.plan_memory import arena_key
+
+    model, X = case
+    graph = tinycc_ml.compile(model, precision=precision, calibration=np.concatenate([X] * 4)).graph
+    order = graph.order()
+    position = {n: i for i, n in enumerate(order)}
+    outputs = {n for _, n in graph.outputs}
+    plan, arenas = graph.analyses.memory_plan, graph.analyses.arenas
+    assert graph.output("scores") not in plan  # the caller's buffer holds the scores
+    for name, slot in plan.items():
+        assert slot.arena == arena_key(graph.type(name).dtype) and slot.length == graph.type(name).size
+        assert slot.offset + slot.length <= arenas[slot.arena]
+
+    def live(n):  # from its definition to its last use (outputs: to the end)
+        end = len(order) if n in outputs else max((position[u] for u in graph.users(n)), default=position[n])
+        return position[n], end
+
+    names = sorted(plan)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            sa, sb = plan[a], plan[b]
+            (a0, a1), (b0, b1) = live(a), live(b)
+            if sa.arena != sb.arena or a1 < b0 or b1 < a0:
+                continue  # different arenas, or never live at once
+            assert sa.offset + sa.length <= sb.offset or sb.offset + sb.length <= sa.offset, (a, b)

@@ -4,7 +4,8 @@ space of values that are dead (liveness over the schedule, first fit by offset).
 There is one arena per C element type, so generated code indexes typed arrays and never
 type-puns. The plan is stored in ``graph.analyses``: ``memory_plan`` = {node: ArenaSlot(arena, offset,
 length)} in elements, and ``arenas`` = {arena: length}. Constants, inputs and scalars
-take no arena space (scalars are locals).
+take no arena space (scalars are locals), nor does the score vector: the entry points write it
+into the caller's buffer.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def plan(graph: Graph) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
         n: len(order) if n in outputs else max((position[u] for u in graph.users(n)), default=position[n])
         for n in order
     }
+    caller_owned = {n for label, n in graph.outputs if label == "scores"}  # written into the caller's buffer
     live: list[tuple[str, int, int, str]] = []  # (arena, offset, length, node)
     placed: dict[str, ArenaSlot] = {}
     arenas: dict[str, int] = {}
@@ -42,7 +44,7 @@ def plan(graph: Graph) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
         t = graph.type(n)
         # Operands of this node stay live (last_use >= i), so an output never overlaps its inputs.
         live = [entry for entry in live if last_use[entry[3]] >= i]
-        if graph.op(n) in LEAF_OPS or t.rank == 0:
+        if graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned:
             continue
         key, length = arena_key(t.dtype), t.size
         offset = 0
