@@ -70,6 +70,9 @@ def test_every_candidate_is_judged_by_its_own_figures(host_fit):
     res, out = host_fit
     data = json.loads((out / "pareto.json").read_text())
     assert data["format"] == "tinycc-ml-fit" and data["target"] == "host" and data["limits"]["max_flash"] == 600
+    search = data["search"]
+    assert search["train_rows"] + search["validation_rows"] == 105 and search["test_rows"] == 45
+    assert search["classes"] == [0, 1, 2] and search["families"] == ["protonn", "linear"]
     ids = [c["id"] for c in data["candidates"]]
     assert ids == list(range(len(ids)))
     for c in data["candidates"]:
@@ -305,3 +308,17 @@ def test_refinement_fills_the_flash_between_what_fits_and_what_does_not():
     assert 20480 < secant < new
     assert abs(8000 + (secant - 20480) * (22000 - 8000) / (new - 20480) - 0.97 * 16384) < 0.02 * 16384
     assert not ladder.refine()  # at most MAX_REFINEMENTS per family
+
+
+def test_a_build_the_linker_cannot_place_is_refused_not_estimated():
+    """Constants within the chip's estimate, firmware beyond its flash: the linker's word wins (a search
+    must never take such a build for one that fits)."""
+    require_target("avr")
+    from tinycc_ml.errors import CompileError
+    from tinycc_ml.models.protonn import ProtoNNModel
+
+    rng = np.random.default_rng(0)
+    D, d = 256, 50
+    model = ProtoNNModel(rng.normal(size=(d, D)), rng.normal(size=(d, 30)), rng.normal(size=(5, 30)), 0.1)
+    with pytest.raises(CompileError, match="does not fit the ATmega328P: the linker reports"):
+        tinycc_ml.compile(model, target="avr", precision="int16", calibration=rng.normal(size=(64, D)), name="big")

@@ -285,6 +285,12 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
             sizes, failure = None, str(exc)
         except CompileError as exc:
             raise CompileError(f"model {output.prefix} does not fit the {chip.name}: {exc}") from exc
+    linker_says = [ln.strip()[-160:] for ln in failure.splitlines()
+                   if "will not fit in region" in ln or "overflowed by" in ln]
+    if sizes is None and linker_says:  # the linker itself says no: no estimate can say yes
+        raise CompileError(f"model {output.prefix} does not fit the {chip.name}: the linker reports "
+                           f"{linker_says[0]}; constants {output.const_bytes} bytes, intermediates {output.ram_bytes} "
+                           "bytes")
     if sizes is not None:
         flash, ram = sizes.flash_bytes, sizes.ram_bytes
         how = "measured firmware (model + harness with the input buffer)"

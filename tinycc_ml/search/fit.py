@@ -26,6 +26,7 @@ import logging
 import math
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,24 @@ CODE_ESTIMATE = 1024  # model code beside its constants on a microcontroller, un
 PRUNE_MARGIN = 1.15  # a build predicted above limit x this is not compiled
 HOPELESS = 4.0  # ... not even as the first size of a family
 FORMAT = "tinycc-ml-fit"
+# loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
+BUILD_LOGGERS = ("tinycc_ml.api", "tinycc_ml.passes", "tinycc_ml.runtime", "tinycc_ml.backends",
+                 "tinycc_ml.progress", "tinycc_ml.train")
+
+
+@contextmanager
+def _quiet_builds():
+    if logging.getLogger("tinycc_ml").getEffectiveLevel() <= logging.DEBUG:
+        yield
+        return
+    saved = {name: logging.getLogger(name).level for name in BUILD_LOGGERS}
+    for name in BUILD_LOGGERS:
+        logging.getLogger(name).setLevel(max(saved[name], logging.WARNING))
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
 
 
 @dataclass
@@ -60,6 +79,8 @@ class FitResult:
     complete: bool
     seconds: float
     reason: str
+    search: dict = field(default_factory=dict)  # data sizes and the search's settings (for pareto.json)
+    trained: dict = field(default_factory=dict)  # candidate id -> its Model (trained on the search's split)
     files: dict[str, str | bytes] = field(default_factory=dict)
     out_dir: Path | None = None
     plot_note: str = ""
@@ -88,7 +109,8 @@ class FitResult:
     def as_json(self) -> dict:
         unit = self.limits.count_unit
         return {"format": FORMAT, "version": 1, "target": self.limits.target, "chip": self.limits.chip,
-                "limits": self.limits.as_json(), "complete": self.complete, "seconds": round(self.seconds, 1),
+                "limits": self.limits.as_json(), "search": self.search, "complete": self.complete,
+                "seconds": round(self.seconds, 1),
                 "candidates": [c.as_json(unit) for c in self.candidates],
                 "front": [c.id for c in self.front],
                 "chosen": {"id": self.chosen.id, "label": self.chosen.label, "reason": self.reason,
@@ -231,7 +253,7 @@ class _Search:
 
         total = sum(len(lad.sizes) if lad.family.fixed_size else lad.n_rungs for lad in self.ladders.values())
         done = dict.fromkeys(self.ladders, 0)
-        with Progress("fit: training and measuring", total=total, unit="sizes") as bar:
+        with Progress("fit: training and measuring", total=total, unit="sizes", logger=log) as bar:
             while True:
                 if all(done[f] >= len(lad.sizes) for f, lad in self.ladders.items()):
                     if self.out_of_time() or not any([lad.refine() for lad in self.ladders.values()]):
@@ -278,8 +300,9 @@ class _Search:
         log.info("fit: training %s %s", family, describe_settings(family, settings))
         t0 = time.perf_counter()
         try:
-            estimator = fam.estimator(settings).fit(self.X_fit, self.y_fit)
-            model = as_model(estimator)
+            with _quiet_builds():
+                estimator = fam.estimator(settings).fit(self.X_fit, self.y_fit)
+                model = as_model(estimator)
         except TinyccError as exc:
             for p in active:
                 self.add(family, settings, p, status="failed", note=" ".join(str(exc).split()))
@@ -291,8 +314,9 @@ class _Search:
     def measure(self, family, settings, precision, estimator, model, seconds, ladder, size, rung) -> None:
         from tinycc_ml.search.measure import measure
 
-        m, _ = measure(model, self.target, precision, self.calibration, self.X_val, self.val_index, self.X_sim,
-                       self.name)
+        with _quiet_builds():
+            m, _ = measure(model, self.target, precision, self.calibration, self.X_val, self.val_index, self.X_sim,
+                           self.name)
         c = self.add(family, settings, precision, train_seconds=round(seconds, 2))
         self.models[c.id] = (estimator, model)
         if m.error is not None:
@@ -451,6 +475,12 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     reason = why(chosen, rank(search.candidates), search.candidates)
     res = FitResult(model, estimator, result, chosen, search.candidates, front, limits, verification,
                     search.complete, time.perf_counter() - start, reason)
+    res.trained = {i: mdl for i, (_, mdl) in search.models.items()}
+    res.search = {"train_rows": len(search.X_fit), "validation_rows": len(search.X_val), "features": X.shape[1],
+                  "classes": classes.tolist(), "test_rows": None if X_test is None else len(X_test),
+                  "families": list(names), "precisions": list(precisions), "sizes_per_family": sizes_per_family,
+                  "time_budget": time_budget, "random_state": int(random_state), "refit": refit,
+                  "simulated_rows": len(search.X_sim)}
     res.files = _output_files(res, prefix)
     if out_dir is not None:
         from tinycc_ml.files import write_tree

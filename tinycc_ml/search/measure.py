@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.errors import CompileError, DataError
+from tinycc_ml.errors import CompileError, DataError, ToolchainError
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,17 @@ def measure(model, target: str, precision: str, calibration: np.ndarray, X_val: 
     pred = compiled_predictions(result, model, X_val, target)
     m.accuracy = float(np.mean(pred == y_val_index))
     backend = get_backend(target)
-    with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
-        for file_name, text in result.files.items():
-            (Path(tmp) / file_name).write_text(text)
-        run = backend.simulate(Path(tmp), result.output, X_sim)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
+            for file_name, text in result.files.items():
+                (Path(tmp) / file_name).write_text(text)
+            run = backend.simulate(Path(tmp), result.output, X_sim)
+    except (CompileError, ToolchainError) as exc:
+        text = " ".join(str(exc).split())
+        if isinstance(exc, ToolchainError) and "will not fit in region" not in text and "overflowed" not in text:
+            raise  # a missing or broken tool, not a property of this model
+        m.error, m.misfit = text[:400], "chip"
+        return m, None
     m.flash_bytes = int(run.model_flash_bytes) if run.model_flash_bytes is not None else m.const_bytes
     m.static_ram_bytes = int(run.model_ram_bytes) if run.model_ram_bytes is not None else int(result.output.ram_bytes)
     m.stack_bytes = None if run.stack_bytes is None else int(run.stack_bytes)
