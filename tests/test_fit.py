@@ -171,6 +171,7 @@ def test_ladder_sizes_are_predicted_to_fit_each_precision():
     ({"y": None}, "no labels"),
     ({"y": "one class"}, "single class"),
     ({"X": "nan"}, "NaN"),
+    ({"y": "continuous"}, "class labels"),
     ({"max_flash": 0}, "max_flash"),
     ({"max_ram": -5}, "max_ram"),
     ({"max_ms": float("nan")}, "max_ms"),
@@ -192,7 +193,9 @@ def test_bad_input_is_refused_before_any_work(change, message, iris, monkeypatch
     X, Xt, y, _ = iris
     kwargs = {"X": X, "y": y, "target": "avr"}
     for key, value in change.items():
-        if value == "one class":
+        if value == "continuous":
+            value = np.linspace(0, 1, len(y))
+        elif value == "one class":
             value = np.zeros(len(y), dtype=int)
         elif value == "nan":
             value = X.copy()

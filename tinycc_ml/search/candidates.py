@@ -69,9 +69,14 @@ class Family:
             return int(size // 256 * 256) if size >= 2048 else int(size)
         return int(math.floor(size))
 
-    def settings(self, size: int, random_state: int) -> dict:
+    def settings(self, size: int, random_state: int, n_features: int) -> dict:
         if self.name == "protonn":
-            return {"budget_bytes": size, "early_stopping": True, "random_state": random_state}
+            # at large budgets a dense W takes about half (the trainer's plan gives it a third, d̂ <= 16
+            # up to 64 KB, and spends the rest on prototypes): fewer prototypes need less RAM for their
+            # distances, the scarce resource on a microcontroller
+            wide = min(32, size // (8 * n_features))
+            return {"budget_bytes": size, "projection_dim": wide if wide > 16 else None, "early_stopping": True,
+                    "random_state": random_state}
         if self.name == "bonsai":
             return {"budget_bytes": size, "random_state": random_state}
         if self.name == "nearest-prototype":
@@ -124,6 +129,8 @@ FAMILY_ORDER = tuple(FAMILIES)
 
 def describe_settings(family: str, settings: dict) -> str:
     """Short text of the knobs that matter (no seeds, no fixed options)."""
+    if family == "protonn" and settings.get("projection_dim"):
+        return f"budget {settings['budget_bytes']:,} B, projection {settings['projection_dim']}"
     if family in ("protonn", "bonsai"):
         return f"budget {settings['budget_bytes']:,} B"
     if family == "nearest-prototype":

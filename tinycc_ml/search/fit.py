@@ -16,7 +16,8 @@ Determinism: for one ``random_state`` and the same data the candidates, their or
 training and every measurement are the same, so the result is too, unless the time budget ends the
 search early: a candidate is started only while time remains (one running when it ends finishes), the
 rest are recorded as skipped and ``complete`` is False; how far a search gets then depends on the
-machine's speed.
+machine's speed. BLAS and OpenMP run on one thread during the search, so the thread settings of the
+environment do not change the sums (k-means, matrix products) and with them the models.
 """
 
 from __future__ import annotations
@@ -167,8 +168,11 @@ def _labels(y, n: int, what: str) -> np.ndarray:
     if y is None:
         raise DataError(f"{what}: no labels; fit needs a class label per row")
     y = np.asarray(y)
+    if y.dtype.kind == "f" and y.ndim == 1 and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+        y = y.astype(np.int64)  # whole-number labels stored as floats
     if y.dtype.kind not in "biuU":
-        raise DataError(f"{what}: dtype {y.dtype}, expected integer or string class labels")
+        raise DataError(f"{what}: dtype {y.dtype}, expected integer or string class labels (fit searches "
+                        "classifiers)")
     if y.ndim != 1 or len(y) != n:
         raise DataError(f"{what}: shape {y.shape}, expected one label per row ({n})")
     return y
@@ -271,7 +275,7 @@ class _Search:
 
     def try_size(self, family: str, ladder: Ladder, size: int, rung: int) -> None:
         fam = FAMILIES[family]
-        settings = fam.settings(size, self.random_state)
+        settings = fam.settings(size, self.random_state, self.X_fit.shape[1])
         if self.out_of_time():
             self.complete = False
             for p in self.precisions:
@@ -441,8 +445,20 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     log.info("fit: %d rows, %d features, %d classes; %s; families %s; precisions %s", len(X), X.shape[1],
              len(classes), limits.describe(), ", ".join(names), ", ".join(precisions))
 
+    from threadpoolctl import threadpool_limits
+
     search = _Search(X, y, index, classes, backend, limits, precisions, names, time_budget, int(random_state),
                      sizes_per_family, validation_fraction, sim_rows, prefix)
+    # one BLAS / OpenMP thread: the same sums, so the same models, whatever the environment's thread settings
+    # (k-means and BLAS reductions change with the thread count), and no oversubscription beside the simulators
+    with threadpool_limits(limits=1):
+        return _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, names, precisions,
+                                  sizes_per_family, time_budget, random_state, prefix, start)
+
+
+def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, names, precisions, sizes_per_family,
+                       time_budget, random_state, prefix, start) -> FitResult:
+    limits = search.limits
     search.run()
     ranked = rank(search.candidates)
     if not ranked:
