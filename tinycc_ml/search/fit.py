@@ -232,6 +232,7 @@ class _Search:
             self.flash_plan = float(HOST_FLASH)
         code = 0 if chip is None else CODE_ESTIMATE
         D, L = X.shape[1], len(classes)
+        self.n_classes = L
         self.ladders = {f: Ladder(FAMILIES[f], precisions, self.flash_plan, code, D, L, len(self.X_fit),
                                   sizes_per_family) for f in families}
         self.candidates: list[Candidate] = []
@@ -275,7 +276,7 @@ class _Search:
 
     def try_size(self, family: str, ladder: Ladder, size: int, rung: int) -> None:
         fam = FAMILIES[family]
-        settings = fam.settings(size, self.random_state, self.X_fit.shape[1])
+        settings = fam.settings(size, self.random_state, self.X_fit.shape[1], self.n_classes)
         if self.out_of_time():
             self.complete = False
             for p in self.precisions:
