@@ -22,6 +22,10 @@ MAX_VALUES = 32 * 1024  # ladder ceiling in stored weights: beyond it training i
 HOST_FLASH = 4 * MAX_VALUES  # flash to plan for on the host without max_flash
 
 
+def _protonn_prototypes(n_classes: int) -> int:
+    return 40 if n_classes <= 2 else 10 * n_classes
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -56,6 +60,9 @@ class Family:
         return n_rows  # knn keeps every training row
 
     def largest(self, n_features: int, n_classes: int, n_rows: int) -> float:
+        if self.name == "protonn":  # beyond d̂ = 32 with its prototypes dense (see settings) nothing grows
+            m = _protonn_prototypes(n_classes)
+            return math.ceil(min(MAX_VALUES, 32 * n_features + (32 + n_classes) * m) * 4 / 256) * 256
         if self.name == "nearest-prototype":
             return min(15, max(1, n_rows // (2 * n_classes)))  # the paper's 15 per class at most
         if self.name == "snc":
@@ -77,7 +84,7 @@ class Family:
             # microcontroller; the projection costs only flash (USPS-10, validation split: d̂ 32 with 100
             # prototypes 97.1%, d̂ 24 with 150 97.7%, the plan's d̂ 16 with 120 96.7%; 170 and more do
             # not fit the ATmega328P's RAM beside a 256-feature input).
-            m = 40 if n_classes <= 2 else 10 * n_classes
+            m = _protonn_prototypes(n_classes)
             values = size / 4 - n_classes * m
             wide = int(min(32, values // (n_features + m)))
             if wide >= 16:
