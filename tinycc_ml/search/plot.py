@@ -72,8 +72,9 @@ def pareto_png(res) -> tuple[bytes | None, str]:
                 ax.scatter([], [], color=colours[f], label=f)
             for p, marker in MARKERS.items():
                 if any(c.precision == p for c in measured):
-                    ax.scatter([], [], marker=marker, facecolors="none", edgecolors="0.3", label=p)
+                    ax.scatter([], [], marker=marker, color="0.45", label=p)
             ax.scatter([], [], facecolors="none", edgecolors="0.3", label="hollow: breaks a limit")
+            ax.scatter([], [], color="0.45", label="filled: meets every limit")
             ax.legend(fontsize=7, loc="best")
     fig.suptitle(f"tinycc-ml fit: {limits.describe()}", fontsize=10)
     fig.tight_layout()
