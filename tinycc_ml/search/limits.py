@@ -6,8 +6,8 @@ Limits cover the model's own share of the chip, as the target's real build measu
   firmware; host: its constants). libgcc helpers it shares with the rest of a firmware (a few hundred
   bytes of multiply routines at most) and the harness are not counted.
 - RAM: the model's static RAM (intermediates, tables copied to RAM) plus the peak stack of one
-  predict call, measured in the simulator. The caller's input array (D values) is not counted: the
-  streaming entry points need none.
+  predict call, measured in the simulator (host: static RAM only, no stack is measured). The caller's
+  input array (D values) is not counted: the streaming entry points need none.
 - latency: the slowest of the simulated rows. AVR cycles are exact (simavr), so ms = cycles / clock.
   Cortex-M0 runs count instructions exactly (QEMU / unicorn); ms assumes
   ``M0_CYCLES_PER_INSTRUCTION`` cycles per instruction (single-cycle multiplier, zero-wait-state
