@@ -34,6 +34,7 @@ SCALE_RANGE = (-24, 30)
 MIN_LIKE = ("segment_min", "kvote")
 CONSTANT_OPS = ("const", "sparse_const")
 MIN_LIKE_HEADROOM = 4.0
+REGRESSION_HEADROOM = 2.0  # one bit above a regression value's calibrated range
 
 
 def best_scale(abs_max: float, bits: int) -> int:
@@ -178,6 +179,8 @@ class ChooseScales(Pass):
         # shares the scale of its clamp, so look through that)
         for _, m_max in ChooseScales._sqdist_uses(graph, name):
             need = max(need, m_max)
+        if (graph.analyses.task or {}).get("kind") == "regression":
+            need *= REGRESSION_HEADROOM  # no argmax absorbs a saturated value: room beyond the calibration rows
         s_cal = best_scale(need, ACT_BITS)
         static = r.static_abs_max
         if static is not None:

@@ -129,7 +129,9 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
     best = score(build(adjust))
     if not ctx.options.search:
         return adjust, best
-    candidates = [(n, SEARCH_ADJUSTMENTS) for n in graph.order()
+    # regression: only coarser activation scales, which keep the headroom choose_scales leaves
+    deltas = tuple(d for d in SEARCH_ADJUSTMENTS if d < 0) if regression else SEARCH_ADJUSTMENTS
+    candidates = [(n, deltas) for n in graph.order()
                   if graph.type(n).dtype.is_float and graph.op(n) not in ("const", "sparse_const", "clip", "input")]
     candidates += [(f"{n}.weights", WEIGHT_ADJUSTMENTS) for n in graph.order() if graph.op(n) == "matvec"]
     trials = 2 * sum(len(deltas) for _, deltas in candidates)
