@@ -4,7 +4,8 @@ Activations are 16-bit. Each gets the largest scale at which its range fits:
 - the proven static range when that costs at most one bit against the calibrated range (the
   value then provably never saturates for inputs in the declared range),
 - else the calibrated range (the value may saturate - never wrap - on inputs unlike the
-  calibration rows); ``ctx.options.scale_adjust`` {node: bits} nudges individual choices
+  calibration rows; regression graphs keep one bit of headroom above it, as no argmax absorbs a
+  saturated value); ``ctx.options.scale_adjust`` {node: bits} nudges individual choices
   (the search in fixed_pipeline uses it).
 Weights (matrices of matvec) are 16-bit, or 8-bit at precision int8; their scale is the
 largest that fits, lowered where needed so that the 32-bit accumulator provably never
