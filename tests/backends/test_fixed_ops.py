@@ -174,3 +174,26 @@ def test_clip_bound_beyond_its_operands_range_binds_on_every_target(sim_target, 
     s = result.graph.type(result.graph.output("scores")).dtype.scale
     float_scores = run_float(g, X)["scores"]
     assert np.max(np.abs(expected * 2.0**-s - float_scores)) < 0.01 * (hi if lo > 0 else -lo)
+
+
+@pytest.mark.parametrize("sim_target", ["host", "avr", "cortex-m0"], indirect=True)
+def test_output_finer_than_its_accumulator_never_overflows_int32(sim_target, tmp_path):
+    from tinycc_ml.backends.base import get_backend
+
+    # calibration rows have x0 == x1, so the first row's output is 0 there and its calibrated range
+    # asks for the finest scale, far finer than its accumulator's: a left shift in C. Rows with
+    # x0 != x1 make the accumulator large; shifted left in int32 it wrapped (scores of the wrong sign).
+    g = Graph("g")
+    x = g.add("input", attrs={"name": "x"}, type=TensorType((2,), F32), name="x")
+    W = np.array([[1000.0, -1000.0], [1e-3, 1e-3]], np.float32)
+    h = g.add("matvec", [g.add("const", attrs={"value": W}, name="W"), x], name="h")
+    g.set_output("scores", h)
+    g.set_output("prediction", g.add("argmax", [h], name="prediction"))
+    t = np.linspace(0, 1, 64)
+    result = tinycc_ml.compile(GraphModel(g), target=sim_target, precision="int16",
+                               calibration=np.stack([t, t], axis=1), search=False, out_dir=tmp_path, name="shl")
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.25], [0.3, 0.3]])
+    expected = run_fixed(result.graph, quantise(X, result.output.input_scale, 16))["scores"]
+    assert expected[0, 0] > 0 > expected[1, 0]  # 1000 (x0 - x1): saturated, with its sign
+    run = get_backend(sim_target).simulate(tmp_path, result.output, X)
+    np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), expected)

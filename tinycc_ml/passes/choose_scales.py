@@ -18,6 +18,7 @@ Every int32 intermediate is proven to stay within +-2^30 by a max-abs analysis o
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -95,9 +96,14 @@ class ChooseScales(Pass):
             call = BoundCall([bound.get(i) for i in ins], [scale.get(i, 0) for i in ins],
                              [const_ints(out, i) if out.op(i) in CONSTANT_OPS else None for i in ins],
                              attrs, s, ACT_BITS, [graph.type(i) for i in node.inputs])
-            s_out_acc = OPS[node.op].acc_bound(call)
+            acc, acc_scale = OPS[node.op].acc_bound(call)
+            if s > acc_scale and acc > 0 and acc << (s - acc_scale) > ACC_LIMIT:
+                # a finer output than the accumulator is a left shift in int32 C: keep it within
+                # ACC_LIMIT (the value saturates to 16 bits after it either way)
+                s = acc_scale + max(0, math.floor(math.log2(ACC_LIMIT / acc)))
+                call = replace(call, out_scale=s)
+                acc, acc_scale = OPS[node.op].acc_bound(call)
             dtype = fixed(ACT_BITS, s)
-            acc, acc_scale = s_out_acc
             bound[name] = min(2 ** (ACT_BITS - 1), rshift_bound(int(acc), acc_scale - s) + 1)
             scale[name] = s
             narrow = self._point_bound(ranges, name, s) if cap is not None and node.op != "clip" else None
