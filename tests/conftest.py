@@ -25,11 +25,17 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 from tinycc_ml.errors import ToolchainError
 from tinycc_ml.runtime import toolchains
 
 REQUIRE_ENV = "TINYCC_ML_REQUIRE_TOOLCHAINS"
+
+# CI (.ci/run) draws the same examples on every run, so a red CI is a reproducible one; workstations
+# draw new ones each run (and scripts/fuzz.py explores further)
+settings.register_profile("ci", derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def toolchains_required() -> bool:

@@ -79,7 +79,7 @@ def test_fold_input_affine_alone(case):
     before = run_float(g, X)
     ctx = PassContext()
     folded = run_passes(g.copy(), ["fold_input_affine", "dce"], ctx)
-    assert_scores_close(run_float(folded, X)["scores"], before["scores"])
+    assert_scores_close(run_float(folded, X)["scores"], before["scores"], model, X)
     normalised = model.mean is not None or model.std is not None
     assert any("fold_input_affine" in line for line in ctx.log) == normalised
     w_old = g.node("W")
