@@ -271,7 +271,6 @@ def sparse_asm(name: str, wbits: int, rows: int, pages: int, offset: bool, out_s
     """void name(const uint8_t *fmt /*flash*/, int16_t *x /*256-byte aligned*/, void *out, const int16_t *src):
     out[r] = sum_c A[r][c] x[c] (mod 2^32, uint32) for the run format of sparse_image, or with out_shift
     (8..16) the int16 sat16(rshift(., out_shift)). With clamp (see _clamp_asm), x is first filled from src."""
-    from tinycc_ml.backends.kernels_avr import _store_rows
 
     saved = [f"r{r}" for r in range(2, 18)] + ["r28", "r29"]
     b = [f".section .text.{name},\\\"ax\\\",@progbits", f".type {name}, @function", f"{name}:"]
@@ -297,22 +296,29 @@ def sparse_asm(name: str, wbits: int, rows: int, pages: int, offset: bool, out_s
         if page + 1 < pages:
             b += ["inc r29"]
     # the row: K + L_POS - L_NEG + MID * 2^8
-    if offset:
-        b += ["lpm r2, Z+", "lpm r3, Z+", "lpm r4, Z+", "lpm r5, Z+",
-              f"add r2, {L_POS[0]}", f"adc r3, {L_POS[1]}", f"adc r4, {L_POS[2]}", "adc r5, r6"]
-    else:
-        b += [f"movw r2, {L_POS[0]}", f"mov r4, {L_POS[2]}", "clr r5"]
-    b += [f"sub r2, {L_NEG[0]}", f"sbc r3, {L_NEG[1]}", f"sbc r4, {L_NEG[2]}", "sbc r5, r6",
-          f"add r3, {MID[0]}", f"adc r4, {MID[1]}", f"adc r5, {MID[2]}"]
-    if out_shift is None:
-        b += ["st X+, r2", "st X+, r3", "st X+, r4", "st X+, r5"]
-    else:
-        b += _store_rows(["r2", "r3", "r4", "r5"], 1, out_shift, "r6", "r24")
+    b += _row_end(offset, out_shift)
     b += ["dec r25", "breq 9f", "rjmp 1b", "9:", "clr r1"]
     b += [f"pop {r}" for r in reversed(saved)] + ["ret", f".size {name}, .-{name}", ".text"]
     # not .global: the symbol stays local to the object file (the C call resolves within it)
     return (f"void {name}(const uint8_t *fmt, int16_t *x, void *out, const int16_t *src);\n"
             f"__asm__(\n{_words(b)});\n")
+
+
+def _row_end(offset: bool, out_shift: int | None) -> list[str]:
+    """A row's result, K + L_POS - L_NEG + MID * 2^8 (K from flash with ``offset``), stored at X+ as
+    int32, or as int16 shifted right by ``out_shift``."""
+    from tinycc_ml.backends.kernels_avr import _store_rows
+
+    if offset:
+        b = ["lpm r2, Z+", "lpm r3, Z+", "lpm r4, Z+", "lpm r5, Z+",
+             f"add r2, {L_POS[0]}", f"adc r3, {L_POS[1]}", f"adc r4, {L_POS[2]}", "adc r5, r6"]
+    else:
+        b = [f"movw r2, {L_POS[0]}", f"mov r4, {L_POS[2]}", "clr r5"]
+    b += [f"sub r2, {L_NEG[0]}", f"sbc r3, {L_NEG[1]}", f"sbc r4, {L_NEG[2]}", "sbc r5, r6",
+          f"add r3, {MID[0]}", f"adc r4, {MID[1]}", f"adc r5, {MID[2]}"]
+    if out_shift is None:
+        return b + ["st X+, r2", "st X+, r3", "st X+, r4", "st X+, r5"]
+    return b + _store_rows(["r2", "r3", "r4", "r5"], 1, out_shift, "r6", "r24")
 
 
 CHAIN = 32  # entries of one call into a chain of the driver kernel (longer runs take several calls)
@@ -335,7 +341,6 @@ def sparse_driver_asm(name: str, wbits: int, counts: list[list[tuple[int, int]]]
     code calling into two chains of CHAIN entries (add, subtract) at the entry that leaves the run's count,
     so no count bytes, no remainder dispatch and no loop counter; an empty run costs nothing. The format is
     sparse_image without the count bytes (sparse_image(..., counts=False))."""
-    from tinycc_ml.backends.kernels_avr import _store_rows
 
     pages = len(counts[0])
     longest = max((n for row in counts for pn in row for n in pn), default=1)
@@ -364,17 +369,7 @@ def sparse_driver_asm(name: str, wbits: int, counts: list[list[tuple[int, int]]]
     b += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret"]
     # the row's end: K + L_POS - L_NEG + MID * 2^8 stored, then the partial sums cleared for the next row
     b += [f"{lab}row:"]
-    if offset:
-        b += ["lpm r2, Z+", "lpm r3, Z+", "lpm r4, Z+", "lpm r5, Z+",
-              f"add r2, {L_POS[0]}", f"adc r3, {L_POS[1]}", f"adc r4, {L_POS[2]}", "adc r5, r6"]
-    else:
-        b += [f"movw r2, {L_POS[0]}", f"mov r4, {L_POS[2]}", "clr r5"]
-    b += [f"sub r2, {L_NEG[0]}", f"sbc r3, {L_NEG[1]}", f"sbc r4, {L_NEG[2]}", "sbc r5, r6",
-          f"add r3, {MID[0]}", f"adc r4, {MID[1]}", f"adc r5, {MID[2]}"]
-    if out_shift is None:
-        b += ["st X+, r2", "st X+, r3", "st X+, r4", "st X+, r5"]
-    else:
-        b += _store_rows(["r2", "r3", "r4", "r5"], 1, out_shift, "r6", "r24")
+    b += _row_end(offset, out_shift)
     b += [f"{lab}clear:", "clr r8", "clr r9", "movw r10, r8", "movw r12, r8", "movw r14, r8", "clr r18",
           "mov r29, r7", "ret"]
     for sign, add in (("p", True), ("n", False)):
