@@ -23,7 +23,7 @@ import numpy as np
 
 from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.interp import run_float, work_per_row
+from tinycc_ml.ir.interp import evaluate_batch, row_chunks, run_float, work_per_row
 from tinycc_ml.passes import choose_scales, exp_table, input_scales, range_analysis, tanh_approx  # noqa: F401
 from tinycc_ml.passes.manager import PassContext, run_passes
 from tinycc_ml.progress import Progress
@@ -32,6 +32,8 @@ FLOAT_PREP = ["fold_input_affine", "constant_fold", "cse", "dce"]
 FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "dce", "plan_memory"]
 SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
+FLOAT32_COINCIDENT = 1e-12  # squared distance per squared norm: float32 rounding of a copy (2^-48 a term)
+MIN_SEARCH_ROWS = 8  # fewer held-out rows than this cannot rank adjustments: keep the static choice
 SEARCH_ELEMENTS = 2**26  # products per scoring run of the search: keeps big models (kNN) quick
 REGRESSION_TOLERANCE = 0.01  # of the value's calibrated spread: a larger error counts as a wrong row
 
@@ -107,6 +109,22 @@ def analyse_ranges(prep: PreparedInput, ctx: PassContext) -> Graph:
     return run_passes(prep.graph, ["range_analysis"], ctx)
 
 
+def reference_rows(graph: Graph, X: np.ndarray) -> np.ndarray:
+    """Rows of X that coincide with a constant reference point of some sqdist (to float32 rounding,
+    in which constants are stored)."""
+    found = np.zeros(len(X), dtype=bool)
+    distances = [n for n in graph.order()
+                 if graph.op(n) == "sqdist" and graph.op(graph.node(n).inputs[1]) in ("const", "sparse_const")]
+    if not distances or not len(X):
+        return found
+    for rows in row_chunks(graph, len(X)):
+        values = evaluate_batch(graph, X[rows])
+        for d in distances:
+            point = values[graph.node(d).inputs[0]]
+            found[rows] |= np.min(values[d], axis=1) <= FLOAT32_COINCIDENT * np.sum(point * point, axis=1)
+    return found
+
+
 def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tuple[dict[str, int], tuple[int, float]]:
     """Stage 3: per-value scale adjustments that reduce disagreement with the float model on
     held-out calibration rows (a quarter of them, at most 1000, fewer for big models)."""
@@ -116,6 +134,14 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
     regression = (graph.analyses.task or {}).get("kind") == "regression"
     share = len(calibration) if regression else max(8, len(calibration) // 4)
     held = calibration[rng.permutation(len(calibration))[: min(1000, affordable, share)]]
+    # a row that is one of the model's reference points (kNN calibrated on its own training set) is
+    # nearest to itself at any scale: it cannot tell scales apart, and the score-error tie-break
+    # would then favour coarse distances that flush the near neighbours of real inputs together
+    held = held[~reference_rows(graph, held)]
+    if len(held) < MIN_SEARCH_ROWS:
+        log.info("scale search: %d held-out row(s) that are not reference points, keeping the static scales",
+                 len(held))
+        return {}, (0, 0.0)
     float_out = run_float(graph, held)
 
     def build(adjust: dict) -> Graph:
