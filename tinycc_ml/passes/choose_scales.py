@@ -82,6 +82,10 @@ class ChooseScales(Pass):
                 bound[name] = 2**31 - 1
                 continue
             s, proven = self._activation_scale(graph, name, ranges)
+            if self._within_operand(graph, node) and ins[0] in scale:
+                # its integer range lies within its operand's, so the operand's scale holds it exactly:
+                # a coarser one would only round together distances the operand kept apart
+                s = max(s, scale[ins[0]])
             s += int(adjust.get(name, 0))
             cap = self._distance_cap(graph, name, ranges)
             if cap is not None:
@@ -145,6 +149,12 @@ class ChooseScales(Pass):
                 self._materialise(graph, out, operand, scale, bound, ins, like)
 
     # ---- activations
+    @staticmethod
+    def _within_operand(graph: Graph, node) -> bool:
+        """A per-class nearest distance, or its negation: every output is (minus) one of the operand's values."""
+        return node.op == "segment_min" or (node.op == "scale" and abs(float(node.attrs["factor"])) == 1.0
+                                            and graph.op(node.inputs[0]) == "segment_min")
+
     @staticmethod
     def _sqdist_uses(graph: Graph, name: str):
         """(k, max |prototype|) of each sqdist taking ``name`` (or the input's clamp) as its point."""
