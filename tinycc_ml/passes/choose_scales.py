@@ -11,7 +11,8 @@ Weights (matrices of matvec) are 16-bit, or 8-bit at precision int8; their scale
 largest that fits, lowered where needed so that the 32-bit accumulator provably never
 overflows; only if that would leave fewer than MIN_WEIGHT_BITS significant bits do the
 products get shifted right instead. Prototypes of sqdist share the point's scale (at int8, with 8
-significant bits: see backends/kernels_distance).
+significant bits: see backends/kernels_distance). A per-class nearest distance and its negation keep
+the distances' scale (their values are the distances' own).
 Every int32 intermediate is proven to stay within +-2^30 by a max-abs analysis on the integers.
 """
 

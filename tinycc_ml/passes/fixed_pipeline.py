@@ -11,7 +11,9 @@ choice, coordinate descent over per-value scale adjustments (one bit coarser or 
 time), scored on held-out calibration rows by disagreement with the float model's
 predictions, ties broken by the mean absolute score error (regression, graph.analyses.task: on every
 affordable calibration row, counting as wrong a row whose value is off by more than 1% of the
-value's spread, e.g. a saturated intermediate).
+value's spread, e.g. a saturated intermediate). Held-out rows that are reference points of the model
+(kNN calibrated on its own training set) are left out: they tell no scale apart; without at least
+MIN_SEARCH_ROWS others the static choice stands.
 """
 
 from __future__ import annotations
