@@ -8,12 +8,10 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tests.backends.graph_models import NearestMean
 from tests.conftest import require_target
 from tinycc_ml.backends.kernels_distance import int8_prototypes, split8
 from tinycc_ml.ir.fixed import quantise, run_fixed
-from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.types import F32, TensorType
-from tinycc_ml.models.base import Model
 from tinycc_ml.runtime.simulate import run_on_target
 
 
@@ -40,33 +38,6 @@ def test_split8_refuses_what_has_no_8_bit_form():
     assert k == 0 and not m8.any()
 
 
-class Nearest(Model):
-    """Scores -||x - p_c||^2 over prototypes P (D, classes): the distance reads the clamped input."""
-
-    family = "nearest_test_d8"
-
-    def __init__(self, P):
-        self.P = P
-
-    def arrays(self):
-        return {"P": self.P}
-
-    input_dim = property(lambda self: self.P.shape[0])
-    n_outputs = property(lambda self: self.P.shape[1])
-
-    def scores(self, X):
-        return -np.sum((self._check_input(X)[:, :, None] - self.P[None]) ** 2, axis=1)
-
-    def lower(self):
-        g = Graph("nearest")
-        x = g.add("input", attrs={"name": "x"}, type=TensorType((self.input_dim,), F32), name="x")
-        d = g.add("sqdist", [x, g.add("const", attrs={"value": self.P.astype(np.float32)}, name="P")], name="d")
-        s = g.add("scale", [d], {"factor": -1.0}, name="s")
-        g.set_output("scores", s)
-        g.set_output("prediction", g.add("argmax", [s], name="pred"))
-        return g
-
-
 # (D, classes, signed inputs, prototype scale)
 CASES = [(256, 20, False, 1.0), (37, 7, True, 1.0), (64, 3, True, 0.01), (16, 1, False, 3.0)]
 
@@ -82,7 +53,7 @@ def test_distance_kernels_bit_exact(case, target, tmp_path):
     X[320:] *= 5  # beyond the calibrated range: clamped
     for precision in ("int16", "int8"):
         out = tmp_path / f"{precision}"
-        result = tinycc_ml.compile(Nearest(P), target=target, precision=precision, calibration=X[:300],
+        result = tinycc_ml.compile(NearestMean(P), target=target, precision=precision, calibration=X[:300],
                                    out_dir=out, name="nd")
         src = result.files["nd.c"]
         if precision == "int8":  # the 8-bit prototype kernel

@@ -14,6 +14,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 import tinycc_ml
+from tests.backends.graph_models import NearestMean
 from tests.conftest import require_target
 from tinycc_ml.backends.mcu import stream_plan
 from tinycc_ml.chips import ATMEGA328P, NRF51822
@@ -21,7 +22,6 @@ from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.types import F32, TensorType
-from tinycc_ml.models.base import Model
 from tinycc_ml.models.bonsai import BonsaiModel
 from tinycc_ml.models.protonn import ProtoNNModel, init_protonn
 from tinycc_ml.runtime.simulate import run_on_target
@@ -160,33 +160,6 @@ def test_odd_shapes_bit_exact(spec, tmp_path, shape):
         result, out = build(model, precision, X, tmp_path, name="odd", target=spec.target)
         check_exact(result, out, target=spec.target, X=X[100:140])
     check_exact(result, out, target=spec.target, X=X[100:140], stream=True)
-
-
-class NearestMean(Model):
-    """Scores -||x - p_c||^2: a graph whose first op is an sqdist (streamed per column j)."""
-
-    family = "nearest_mean_test"
-
-    def __init__(self, P):
-        self.P = P  # (D, classes)
-
-    def arrays(self):
-        return {"P": self.P}
-
-    input_dim = property(lambda self: self.P.shape[0])
-    n_outputs = property(lambda self: self.P.shape[1])
-
-    def scores(self, X):
-        return -np.sum((self._check_input(X)[:, :, None] - self.P[None]) ** 2, axis=1)
-
-    def lower(self):
-        g = Graph("nm")
-        x = g.add("input", attrs={"name": "x"}, type=TensorType((self.input_dim,), F32), name="x")
-        d = g.add("sqdist", [x, g.add("const", attrs={"value": self.P.astype(np.float32)}, name="P")], name="d")
-        s = g.add("scale", [d], {"factor": -1.0}, name="s")
-        g.set_output("scores", s)
-        g.set_output("prediction", g.add("argmax", [s], name="pred"))
-        return g
 
 
 @pytest.mark.parametrize("precision", ["int16", "int8"])

@@ -89,18 +89,25 @@ def _check(result, out, X, target):
     return run
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"D{c[0]}-h{c[1]}-{c[3]}-{c[4]}-{'gaps' if c[6] else 'all'}"
-                                             for c in CASES])
-@pytest.mark.parametrize("precision", ["int16", "int8"])
-@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
-def test_sparse_kernel_bit_exact(case, precision, target, tmp_path):
-    require_target(target)
+def case_data(case):
+    """(W1, W2, X) of one CASES entry: empty rows and, with gaps, empty columns in W1."""
     D, hidden, classes, d1, d2, signed, gaps = case
     rng = np.random.default_rng(D + hidden)
     W1 = random_sparse(rng, hidden, D, d1, empty_rows=[hidden - 1] if hidden > 2 else (),
                        empty_cols=range(0, D, 7) if gaps else ())
     W2 = random_sparse(rng, classes, hidden, d2)
     X = rng.normal(size=(360, D)) if signed else rng.random((360, D)) * rng.uniform(0.2, 4, size=D)
+    return W1, W2, X
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"D{c[0]}-h{c[1]}-{c[3]}-{c[4]}-{'gaps' if c[6] else 'all'}"
+                                             for c in CASES])
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+def test_sparse_kernel_bit_exact(case, precision, target, tmp_path):
+    require_target(target)
+    D, hidden = case[:2]
+    W1, W2, X = case_data(case)
     result, out = _build(TwoSparse(W1, W2), X, precision, target, tmp_path)
     kernels = {k["matrix"]: k for k in result.report["kernels"]}
     assert set(kernels) == {"W1_q", "W2_q"}
@@ -137,12 +144,7 @@ def test_loop_kernel_bit_exact(case, monkeypatch, tmp_path):
     # too long): forced here on shapes the driver kernel takes by default
     require_target("avr")
     monkeypatch.setattr(kernels_sparse, "DRIVER_MAX_CALLS", 0)
-    D, hidden, classes, d1, d2, signed, gaps = case
-    rng = np.random.default_rng(D + hidden)
-    W1 = random_sparse(rng, hidden, D, d1, empty_rows=[hidden - 1] if hidden > 2 else (),
-                       empty_cols=range(0, D, 7) if gaps else ())
-    W2 = random_sparse(rng, classes, hidden, d2)
-    X = rng.normal(size=(360, D)) if signed else rng.random((360, D)) * rng.uniform(0.2, 4, size=D)
+    W1, W2, X = case_data(case)
     for precision in ("int16", "int8"):
         result, out = _build(TwoSparse(W1, W2), X, precision, "avr", tmp_path)
         assert "avr-sparse-asm" in {k["kernel"] for k in result.report["kernels"]}
@@ -154,11 +156,7 @@ def test_own_x_buffer_dropped_when_the_ram_is_short(tmp_path):
     # SeeDot's W then a small W2 at int8: W2's sparse kernel would need an aligned x buffer of its own, which
     # (with its padding) takes the firmware past the ATmega328P's 2 KB: the build is redone without it
     require_target("avr")
-    D, hidden, classes, d1, d2, signed, gaps = CASES[0]
-    rng = np.random.default_rng(D + hidden)
-    W1 = random_sparse(rng, hidden, D, d1, empty_rows=[hidden - 1], empty_cols=range(0, D, 7))
-    W2 = random_sparse(rng, classes, hidden, d2)
-    X = rng.random((360, D)) * rng.uniform(0.2, 4, size=D)
+    W1, W2, X = case_data(CASES[0])
     result, _ = _build(TwoSparse(W1, W2), X, "int8", "avr", tmp_path)
     kernels = {k["matrix"]: k for k in result.report["kernels"]}
     assert kernels["W1_q"]["kernel"] == "avr-sparse-asm"  # its x is the clamp's arena slot

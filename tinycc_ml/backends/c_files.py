@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.version import __version__
 
 
@@ -50,7 +51,7 @@ def entry_points(api: Interface) -> list[str]:
              f"    return {P('run')}(x, scores);", "}", "",
              f"void {P('scores')}(const {x_t} *x, {s_t} *scores)", "{",
              f"    (void){P('run')}(x, scores);", "}", ""]
-    kind = (api.task or {}).get("kind")
+    kind = task_kind(api.task)
     if kind == "regression":
         lines += [f"{s_t} {P('predict_value')}(const {x_t} *x)", "{", f"    {s_t} scores[{api.n_scores}];",
                   f"    (void){P('run')}(x, scores);", "    return scores[0];", "}", ""]
@@ -102,7 +103,7 @@ def header_text(comment: str, api: Interface) -> str:
               f"int {P('predict')}(const {x_t} *x);", "",
               f"/* Writes the {api.n_scores} class scores of x into scores. */",
               f"void {P('scores')}(const {x_t} *x, {s_t} *scores);", ""]
-    kind = (api.task or {}).get("kind")
+    kind = task_kind(api.task)
     if kind == "regression":
         unit = "" if api.score_scale is None else f" (value = result * 2^-{up}_SCORE_SCALE)"
         lines += [f"/* Regression: the predicted value of x{unit}; predict() is always 0. */",

@@ -8,6 +8,7 @@ import numpy as np
 
 from tinycc_ml.backends.base import Backend, BuildOutput
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget
+from tinycc_ml.ir.analyses import task_kind
 
 
 def emit_c(graph, prefix: str, target: CTarget, model_description: list[str]) -> BuildOutput:
@@ -31,7 +32,7 @@ class HostBackend(Backend):
         from tinycc_ml.runtime.simulate import TargetRun
 
         predictor = self.load(out_dir, output)
-        kind = (output.task or {}).get("kind")
+        kind = task_kind(output.task)
         return TargetRun(target=self.name, predictions=np.asarray(predictor.predict_index(X)),
                          scores=np.asarray(predictor.scores(X)), cycles=None, instructions=None,
                          stack_bytes=None, flash_bytes=None, ram_bytes=None, model_flash_bytes=output.const_bytes,

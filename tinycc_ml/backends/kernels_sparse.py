@@ -266,18 +266,29 @@ def _clamp_asm(clamp: tuple, offset: bool) -> list[str]:
                   "6:", "inc r13", "inc r29", "dec r25", "brne 7b", "rjmp 9f", *slow, "9:"]
 
 
+SAVED = [f"r{r}" for r in range(2, 18)] + ["r28", "r29"]  # the call-saved registers both kernels use
+
+
+def _entry(name: str, clamp: tuple | None, offset: bool) -> list[str]:
+    """Both sparse kernels' entry: save registers, Z = fmt, r7 = x's page, r11:r10 = out; the input
+    clamp (clamp) fills x from src first."""
+    b = [f".section .text.{name},\\\"ax\\\",@progbits", f".type {name}, @function", f"{name}:"]
+    b += [f"push {r}" for r in SAVED]
+    b += ["movw r30, r24", "mov r7, r23", "movw r10, r20"]
+    return b + (_clamp_asm(clamp, offset) if clamp else [])
+
+
+def _exit() -> list[str]:
+    return [f"pop {r}" for r in reversed(SAVED)] + ["ret"]
+
+
 def sparse_asm(name: str, wbits: int, rows: int, pages: int, offset: bool, out_shift: int | None,
                clamp: tuple[int, int, int] | None) -> str:
     """void name(const uint8_t *fmt /*flash*/, int16_t *x /*256-byte aligned*/, void *out, const int16_t *src):
     out[r] = sum_c A[r][c] x[c] (mod 2^32, uint32) for the run format of sparse_image, or with out_shift
     (8..16) the int16 sat16(rshift(., out_shift)). With clamp (see _clamp_asm), x is first filled from src."""
 
-    saved = [f"r{r}" for r in range(2, 18)] + ["r28", "r29"]
-    b = [f".section .text.{name},\\\"ax\\\",@progbits", f".type {name}, @function", f"{name}:"]
-    b += [f"push {r}" for r in saved]
-    b += ["movw r30, r24", "mov r7, r23", "movw r10, r20"]
-    if clamp:
-        b += _clamp_asm(clamp, offset)
+    b = _entry(name, clamp, offset)
     b += ["movw r26, r10", "clr r6", f"ldi r25, {rows & 0xFF}", "1:"]
     # zero the partial sums (r2:r3 is a zero pair for movw; r2..r5 take K or L_POS at the end)
     b += ["clr r2", "clr r3", "movw r8, r2", "movw r10, r2", "movw r12, r2", "movw r14, r2", "clr r18",
@@ -298,7 +309,7 @@ def sparse_asm(name: str, wbits: int, rows: int, pages: int, offset: bool, out_s
     # the row: K + L_POS - L_NEG + MID * 2^8
     b += _row_end(offset, out_shift)
     b += ["dec r25", "breq 9f", "rjmp 1b", "9:", "clr r1"]
-    b += [f"pop {r}" for r in reversed(saved)] + ["ret", f".size {name}, .-{name}", ".text"]
+    b += _exit() + [f".size {name}, .-{name}", ".text"]
     # not .global: the symbol stays local to the object file (the C call resolves within it)
     return (f"void {name}(const uint8_t *fmt, int16_t *x, void *out, const int16_t *src);\n"
             f"__asm__(\n{_words(b)});\n")
@@ -349,12 +360,7 @@ def sparse_driver_asm(name: str, wbits: int, counts: list[list[tuple[int, int]]]
     per_mac = len(_mac(wbits, True))
     words = driver_calls(counts) * 2 + 2 * chain * per_mac + 200
     call = "rcall" if words < 1900 else "call"  # rcall reaches 2K words either way
-    saved = [f"r{r}" for r in range(2, 18)] + ["r28", "r29"]
-    b = [f".section .text.{name},\\\"ax\\\",@progbits", f".type {name}, @function", f"{name}:"]
-    b += [f"push {r}" for r in saved]
-    b += ["movw r30, r24", "mov r7, r23", "movw r10, r20"]
-    if clamp:
-        b += _clamp_asm(clamp, offset)
+    b = _entry(name, clamp, offset)
     b += ["movw r26, r10", "clr r6", f"{call} {lab}clear"]
     for row in counts:
         for page, pn in enumerate(row):
@@ -366,7 +372,7 @@ def sparse_driver_asm(name: str, wbits: int, counts: list[list[tuple[int, int]]]
             if page + 1 < pages:
                 b.append("inc r29")
         b.append(f"{call} {lab}row")
-    b += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret"]
+    b += ["clr r1", *_exit()]
     # the row's end: K + L_POS - L_NEG + MID * 2^8 stored, then the partial sums cleared for the next row
     b += [f"{lab}row:"]
     b += _row_end(offset, out_shift)

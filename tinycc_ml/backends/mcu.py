@@ -31,6 +31,7 @@ from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, store
 from tinycc_ml.backends.layouts import ConstLayout
 from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError, ToolchainError
+from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import clip_bounds, quantise
 from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.runtime.simulate import TargetRun, firmware_sizes, run_on_target
@@ -346,7 +347,7 @@ class McuBackend(Backend):
         p = output.prefix
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
                              x, output.n_scores, output.input_ctype, output.score_ctype,
-                             task=(output.task or {}).get("kind"))
+                             task=task_kind(output.task))
 
     def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
         """Cycles (AVR) or instructions (M0) of one predict call per function symbol, on the rows of X

@@ -42,6 +42,11 @@ class ArenaSlot(NamedTuple):
     length: int
 
 
+def task_kind(task: dict | None) -> str | None:
+    """"classification", "regression" or "multilabel" of a task dict; None where none was recorded."""
+    return (task or {}).get("kind")
+
+
 @dataclass
 class Analyses:
     ranges: dict[str, Range] = field(default_factory=dict)  # range_analysis
@@ -53,6 +58,10 @@ class Analyses:
     exp_tables: list[dict] = field(default_factory=list)  # exp_table: size and measured error per table
     tanh_tables: list[dict] = field(default_factory=list)  # tanh_approx: form and measured error
     task: dict | None = None  # compile, from the model: what the scores mean (classes, regression, labels)
+
+    @property
+    def task_kind(self) -> str | None:
+        return task_kind(self.task)
 
     def copy(self) -> Analyses:
         return copy.deepcopy(self)

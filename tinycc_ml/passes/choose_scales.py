@@ -197,7 +197,7 @@ class ChooseScales(Pass):
         # shares the scale of its clamp, so look through that)
         for _, m_max in ChooseScales._sqdist_uses(graph, name):
             need = max(need, m_max)
-        if (graph.analyses.task or {}).get("kind") == "regression":
+        if graph.analyses.task_kind == "regression":
             need *= REGRESSION_HEADROOM  # no argmax absorbs a saturated value: room beyond the calibration rows
         s_cal = best_scale(need, ACT_BITS)
         static = r.static_abs_max

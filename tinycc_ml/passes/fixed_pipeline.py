@@ -133,7 +133,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
     rng = np.random.default_rng(0)
     affordable = max(64, SEARCH_ELEMENTS // work_per_row(graph))
     # regression: no argmax absorbs a saturated value, so every affordable row is checked, not a quarter
-    regression = (graph.analyses.task or {}).get("kind") == "regression"
+    regression = graph.analyses.task_kind == "regression"
     share = len(calibration) if regression else max(8, len(calibration) // 4)
     held = calibration[rng.permutation(len(calibration))[: min(1000, affordable, share)]]
     # a row that is one of the model's reference points (kNN calibrated on its own training set) is

@@ -59,6 +59,7 @@ def compile_for(model, target: str, precision: str, calibration: np.ndarray, nam
 def measure(model, target: str, precision: str, calibration: np.ndarray, X_val: np.ndarray, y_val_index: np.ndarray,
             X_sim: np.ndarray, name: str = "model") -> tuple[Measurement, object]:
     """(measurement, compile result or None)."""
+    from tinycc_ml.api import write_files
     from tinycc_ml.backends.base import get_backend
 
     m = Measurement()
@@ -77,8 +78,7 @@ def measure(model, target: str, precision: str, calibration: np.ndarray, X_val: 
     backend = get_backend(target)
     try:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
-            for file_name, text in result.files.items():
-                (Path(tmp) / file_name).write_text(text)
+            write_files(Path(tmp), result.files)
             run = backend.simulate(Path(tmp), result.output, X_sim)
     except (CompileError, ToolchainError) as exc:
         text = " ".join(str(exc).split())
