@@ -32,6 +32,7 @@ from tinycc_ml.backends.layouts import InterleavedBounds
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops import sparse_to_dense
 from tinycc_ml.ir.ops.arith import storage_clip_bounds
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 PAGE_COLS = 128  # columns addressed by one byte offset (2 bytes per int16 element)
 MAX_SIGN_PER_ROW = 256  # entries of one sign in a row: 24-bit sums of 8x8-bit products
@@ -412,7 +413,7 @@ def sparse_matvec_plan(em, node: Node):
 
 
 def _fusable_clamp(em, name: str) -> bool:
-    from tinycc_ml.backends.kernels_avr import clip_ok
+    from tinycc_ml.backends.kernels_clip import clip_ok
 
     g = em.graph
     if g.op(name) != "clip" or any(name == n for _, n in g.outputs) or len(g.users(name)) != 1:
@@ -438,7 +439,7 @@ def _x_may_be_negative(em, x_name: str, clamp: str | None) -> bool:
 
 
 def _decide(em, node: Node) -> tuple[str, dict, KernelChoice]:
-    memo = em.__dict__.setdefault("_sparse_choices", {})
+    memo = em.sparse_choices
     if node.name in memo:
         return memo[node.name]
     A, wbits, clamp = sparse_matvec_plan(em, node)
@@ -449,15 +450,14 @@ def _decide(em, node: Node) -> tuple[str, dict, KernelChoice]:
         lo, _ = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
         kind = "all" if np.ndim(lo) == 0 else "c"
     cands = avr_candidates(A, wbits, offset, kind)
-    if "cycles" in cands["avr-sparse-asm"] and not getattr(em, "own_x_pages", True) and not _arena_page(em, clamp):
+    if "cycles" in cands["avr-sparse-asm"] and not em.own_x_pages and not _arena_page(em, clamp):
         cands["avr-sparse-asm"] = {"unavailable": "its 256-byte aligned x buffer would not fit the chip's RAM"}
     chosen = choose(cands)
     note = ""
     if "unavailable" in cands["avr-sparse-asm"]:
         note = f"sparse kernel not used: {cands['avr-sparse-asm']['unavailable']}"
     choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, note, node.name)
-    if hasattr(em, "kernel_report"):
-        em.kernel_report.append(choice.as_dict())
+    em.kernel_report.append(choice.as_dict())
     memo[node.name] = (chosen, {"offset": offset, "clamp": clamp}, choice)
     return memo[node.name]
 
@@ -517,7 +517,7 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     pages = -(-cols // PAGE_COLS)
     xbuf = _x_buffer(em, clamp, cols)
     unused = [f"    (void){em.var(clamp)};"] if clamp and xbuf != em.var(clamp) else []
-    out_shift = em.graph.type(a_name).dtype.scale + em.graph.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(em.graph, node.name)
     direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts, saturates, stores
     counts = run_counts(A)
     driver = driver_calls(counts) <= DRIVER_MAX_CALLS
@@ -577,7 +577,7 @@ def csc_function(em, node: Node) -> list[str]:
 def _arena_page(em, clamp: str | None) -> bool:
     """The fused clamp's arena slot starts a 256-byte page of an arena the emitter can align."""
     plan = em.graph.analyses.memory_plan
-    if clamp and clamp in plan and hasattr(em, "arena_align"):
+    if clamp and clamp in plan and em.aligns_arenas:
         key, offset, _ = plan[clamp]
         return key == "i16" and (2 * offset) % 256 == 0
     return False
@@ -590,7 +590,7 @@ def _x_buffer(em, clamp: str | None, cols: int) -> str:
         em.arena_align[em.graph.analyses.memory_plan[clamp][0]] = 256
         return em.var(clamp)
     xbuf = em.sym("xpage")
-    sizes = em.__dict__.setdefault("_xpage_len", {})
+    sizes = em.x_pages
     n = sizes[xbuf] = max(cols, sizes.get(xbuf, 0))
     em.helpers[xbuf] = ("/* x for the sparse kernel: 256-byte aligned, so a column byte addresses it */\n"
                         f"static int16_t {xbuf}[{n}] __attribute__((aligned(256)));\n")
@@ -603,7 +603,7 @@ def _dense(em, node: Node, A: np.ndarray, wbits: int) -> list[str]:
 
     a_name, x_name = node.inputs
     g = em.graph
-    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     acc = em.sym("acc")
     lines = mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=f"{a_name}:dense", fuse=False)
     return ["{", *lines, f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
@@ -709,7 +709,7 @@ def m0_clamp_asm(name: str, pages: int, lo: int, hi: int) -> str:
 
 
 def _m0_decide(em, node: Node):
-    memo = em.__dict__.setdefault("_sparse_choices", {})
+    memo = em.sparse_choices
     if node.name in memo:
         return memo[node.name]
     A, wbits, clamp = sparse_matvec_plan(em, node)
@@ -718,8 +718,7 @@ def _m0_decide(em, node: Node):
     chosen = min((k for k, v in cands.items() if "cycles" in v and v["flash"] <= cands["csc-c"]["flash"]),
                  key=lambda k: cands[k]["cycles"])
     choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, node=node.name)
-    if hasattr(em, "kernel_report"):
-        em.kernel_report.append(choice.as_dict())
+    em.kernel_report.append(choice.as_dict())
     memo[node.name] = (chosen, clamp)
     return memo[node.name]
 
@@ -758,7 +757,7 @@ def m0_sparse_kernel(em, node: Node) -> list[str] | None:
         em.helpers[name] = m0_sparse_asm(name, wbits, rows, pages)
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", rows)
-    out_shift = em.graph.type(a_name).dtype.scale + em.graph.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(em.graph, node.name)
     lines = ["{"]
     if clamp:
         used = np.nonzero(np.any(A != 0, axis=0))[0]

@@ -26,13 +26,14 @@ def _fixed_sum(call: FixedCall):
     (a,) = call.ins
     h = call.shift
     acc = check32(np.sum(rshift(a, h), axis=tuple(range(1, a.ndim))), call.where)
-    return saturate(rshift(acc, call.in_scale(0) - h - call.scale), call.bits)
+    return saturate(rshift(acc, call.in_scale(0) - h - call.scale), call.bits)  # the op's output_shift
 
 
 register_op(OpDef(
     "sum", 1, _infer_sum, lambda xs, a: np.sum(xs[0]), {"shift": "int?"}, "sum of all elements",
     fixed=_fixed_sum, interval=lambda attrs, ivs, shape: (np.sum(ivs[0][0]), np.sum(ivs[0][1])),
-    acc_bound=lambda call: (call.bounds[0] * call.in_types[0].size, call.scales[0])))
+    acc_bound=lambda call: (call.bounds[0] * call.in_types[0].size, call.scales[0]),
+    output_shift=lambda ts, out, attrs: ts[0].dtype.scale - int(attrs.get("shift", 0)) - out.dtype.scale))
 
 
 def _fixed_max(call: FixedCall):
