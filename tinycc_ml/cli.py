@@ -438,7 +438,8 @@ def cmd_targets(args) -> int:
     width = max((len(n) for n in backends), default=0)
     for name, cls in backends.items():
         precisions = ", ".join(getattr(cls, "precisions", ()) or ())
-        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}]")
+        can = "" if hasattr(cls, "broken") else f"; can: {', '.join(sorted(cls.capabilities())) or '-'}"
+        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}{can}]")
     return 0
 
 

@@ -328,6 +328,13 @@ class McuBackend(Backend):
         caps = set(super().capabilities())
         if cls.simulator is None:
             caps -= {"simulate", "profile"}
+        else:
+            try:
+                simulator = SIMULATORS.load(cls.simulator)
+            except PluginError:  # kept: using it says what is broken
+                simulator = None
+            if simulator is not None and not callable(getattr(simulator, "profile", None)):
+                caps.discard("profile")
         if cls.board is None:
             caps.discard("project_files")
         return frozenset(caps)

@@ -87,7 +87,7 @@ static uint32_t tcm_stack_used(volatile uint32_t *top)
 int main(void)
 {
     volatile uint32_t frame_marker = 0;
-    volatile uint32_t *top = &frame_marker - TCM_STACK_MARGIN;
+    volatile uint32_t *top = (volatile uint32_t *)((uintptr_t)&frame_marker - 4u * TCM_STACK_MARGIN);
     tcm_board_init();
     uint32_t a = tcm_board_count();
     uint32_t b = tcm_board_count();
