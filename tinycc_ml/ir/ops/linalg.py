@@ -141,9 +141,21 @@ def _infer_sqdist(ts, attrs, declared):
 def _fixed_sqdist(call: FixedCall):
     x, M = call.ins
     h = call.shift
-    d = rshift(check32(M[None, :, :] - x[:, :, None], call.where), h)
-    acc = check32(np.sum(check32(d * d, call.where), axis=1), call.where)
-    return saturate(rshift(acc, _sqdist_shift(call.in_types, call.type, call.attrs)), call.bits)
+    acc = np.zeros((x.shape[0], M.shape[1]), dtype=np.int64)
+    for i in range(M.shape[0]):  # one (rows, m) term at a time: no (rows, k, m) temporary
+        d = rshift(check32(M[i][None, :] - x[:, i, None], call.where), h)
+        acc += check32(d * d, call.where)
+    return saturate(rshift(check32(acc, call.where), _sqdist_shift(call.in_types, call.type, call.attrs)), call.bits)
+
+
+def _rows_sqdist(ins, batched, attrs, n, rank):
+    if batched != [True, False]:
+        return None
+    x, M = ins
+    acc = np.zeros((x.shape[0], M.shape[1]))
+    for i in range(M.shape[0]):
+        acc += (M[i][None, :] - x[:, i, None]) ** 2
+    return acc
 
 
 def _interval_sqdist(attrs, ivs, shape):
@@ -166,7 +178,5 @@ register_op(OpDef(
     "sqdist", 2, _infer_sqdist, lambda xs, a: np.sum((xs[1] - xs[0][:, None]) ** 2, axis=0), {"shift": "int?"},
     "squared L2 distance from a point (k,) to each column of a matrix (k, m); fixed point: "
     "each difference is shifted right by `shift` before it is squared",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: (np.sum((ins[1][None, :, :] - ins[0][:, :, None]) ** 2, axis=1)
-                                                  if batched == [True, False] else None),
-    fixed=_fixed_sqdist, interval=_interval_sqdist, acc_bound=_bound_sqdist,
+    evaluate_rows=_rows_sqdist, fixed=_fixed_sqdist, interval=_interval_sqdist, acc_bound=_bound_sqdist,
     constant_operand="prototypes", output_shift=_sqdist_shift, macs=lambda ts, stored: ts[1].size))
