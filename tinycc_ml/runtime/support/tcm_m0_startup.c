@@ -1,4 +1,5 @@
-/* tinycc-ml Cortex-M0 startup for the nRF51: vector table, .data/.bss set-up, semihosting exit. */
+/* tinycc-ml Cortex-M startup (nRF51 / Cortex-M0, MPS2 / Cortex-M4F): vector table, .data/.bss set-up,
+ * the FPU switched on (hard-float builds), semihosting exit. */
 #include <stdint.h>
 
 extern uint32_t __stack_top, __data_load, __data_start, __data_end, __bss_start, __bss_end;
@@ -33,6 +34,11 @@ static void tcm_fault(void)
 
 void tcm_reset(void)
 {
+#if defined(__ARM_FP)
+    /* CPACR: full access to CP10 and CP11 (the FPU) before any floating-point instruction */
+    *(volatile uint32_t *)0xE000ED88u |= 0xFu << 20;
+    __asm__ __volatile__("dsb\n\tisb" ::: "memory");
+#endif
     uint32_t *src = &__data_load, *dst = &__data_start;
     while (dst < &__data_end)
         *dst++ = *src++;

@@ -1,0 +1,28 @@
+"""Cortex-M4F (MPS2 AN386 in QEMU; the core of the STM32F4/L4, nRF52): Thumb-2 C from the shared MCU
+emitter, constants in flash (plain static const), float builds on the single-precision FPU
+(-mfpu=fpv4-sp-d16 -mfloat-abi=hard). Integer mat-vecs and distances use the DSP extension's dual
+16-bit multiply-accumulate (kernels_m4: SMLAD on packed pairs, int8 weights widened by SXTB16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinycc_ml.backends.c_emitter import CTarget
+from tinycc_ml.backends.mcu import McuBackend
+from tinycc_ml.chips import MPS2_AN386
+
+
+@dataclass
+class M4Target(CTarget):
+    name: str = "cortex-m4"
+
+
+class CortexM4Backend(McuBackend):
+    name = "cortex-m4"
+    description = "Cortex-M4F (MPS2 AN386): Thumb-2 C, DSP dual-MAC kernels, float on the FPU; QEMU-runnable"
+    chip = MPS2_AN386
+    simulator = "cortex-m4"
+
+    def c_target(self, graph) -> CTarget:
+        return M4Target(code_overrides={})

@@ -1,0 +1,54 @@
+"""Cortex-M4F runs: the MPS2 AN386 board under QEMU -M mps2-an386 -icount shift=10.
+
+The measurement firmware of sim_m0 (one harness protocol, support/tcm_arm_harness.h) on another
+``Board``: support/tcm_m4_harness.c counts instructions with the CMSDK APB TIMER0 at 25 MHz (25.6
+ticks per instruction under icount; QEMU models no DWT cycle counter), the Cortex-M startup switches
+the FPU on, support/tcm_mps2.ld maps 4 MB of code SSRAM at 0 and 4 MB of data SSRAM at 0x20000000
+with a 16 KB stack above .bss. Counts are exact and cover the callee, as on the M0.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+
+from tinycc_ml.chips import MPS2_AN386
+from tinycc_ml.errors import CompileError
+from tinycc_ml.runtime import sim_m0, toolchains
+from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, BuildSpec, FirmwareSizes, TargetRun
+
+AN386 = sim_m0.Board("cortex-m4", MPS2_AN386, "mps2-an386", ("tcm_m4_harness.c", "tcm_m0_startup.c"),
+                     "tcm_mps2.ld", "M4")
+
+
+def require(method: str = "auto") -> None:
+    """ToolchainError naming what is missing to build and run Cortex-M4 firmware."""
+    if method not in ("auto", "qemu"):
+        raise CompileError(f"unknown Cortex-M4 method {method!r}; use auto or qemu")
+    for tool in ("arm-none-eabi-gcc", "arm-none-eabi-size", "arm-none-eabi-nm", "qemu-system-arm"):
+        toolchains.find_tool(tool)
+
+
+class M4Simulator:
+    """The MPS2 AN386 under QEMU, as registered in simulate.SIMULATORS."""
+
+    unit = "instructions"
+    board = AN386
+
+    def require(self, method: str = "auto") -> None:
+        require(method)
+
+    def run(self, spec: BuildSpec, x: np.ndarray, *, method: str = "auto", max_count: int = DEFAULT_MAX_CYCLES,
+            timeout: float | None = None) -> TargetRun:
+        require(method)
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-m4-") as work:
+            objs = sim_m0._Objects(spec, work, max_count, self.board)
+            return sim_m0._run_qemu(objs, spec, x, max_count, timeout)
+
+    def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
+            return sim_m0.build(spec, work, self.board).sizes
+
+
+SIMULATOR = M4Simulator()
