@@ -25,4 +25,6 @@ class CortexM4Backend(McuBackend):
     simulator = "cortex-m4"
 
     def c_target(self, graph) -> CTarget:
-        return M4Target(code_overrides={})
+        from tinycc_ml.backends.kernel_choice import M4_CODE_OVERRIDES
+
+        return M4Target(code_overrides=M4_CODE_OVERRIDES)
