@@ -1,5 +1,5 @@
 """Every model family the compiler has, trained, compiled at int16 and int8, and run on the
-simulated ATmega328P and Cortex-M0: predictions and scores equal the fixed-point interpreter on
+simulated ATmega328P, Cortex-M0 and Cortex-M4: predictions and scores equal the fixed-point interpreter on
 200 inputs, batch and (where the graph allows it) streaming."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def model(request, digits):
     return request.param, FAMILIES[request.param](X, y).to_model()
 
 
-@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 @pytest.mark.parametrize("precision", ["int16", "int8"])
 def test_bit_exact_on_the_simulated_target(model, digits, target, precision, tmp_path):
     require_target(target)

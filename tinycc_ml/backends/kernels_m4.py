@@ -12,8 +12,9 @@ SXTB16 w, ROR #8 = (w2, w3) line up with the x pairs (x0, x1), (x2, x3): per row
 word, 2 SXTB16, 2 SMLAD. A last odd column (int16) or 1-3 columns (int8) are zero-padded weights
 with x read by halfwords (LDRH: the upper half is 0), never past the end of x.
 
-sqdist (int16 prototypes, shift 0): ||x - M_j||^2 = |x|^2 + |M_j|^2 - 2 M_j.x with M_j.x on the same
-kernel (M^T as the matrix), |M_j|^2 in a flash table, |x|^2 in C.
+sqdist (shift 0): ||x - M_j||^2 = |x|^2 + |M_j|^2 - 2 M_j.x with M_j.x on the same kernel (M^T as the
+matrix), |M_j|^2 in a flash table, |x|^2 in C. Prototypes of 8 significant bits (M = M8 2^k, what int8
+builds keep) are stored as int8: M_j.x = (M8_j.x) 2^k.
 All exact: int32 sums that wrap (SMLAD's result is the low 32 bits; it only sets the Q flag), and the
 results are proven to fit in int32 (tinycc_ml.ir.fixed).
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.kernels_distance import split8
 from tinycc_ml.backends.layouts import Block, BlockedLayout
 from tinycc_ml.ir.graph import Node
 
@@ -141,8 +143,10 @@ def sqdist_ok(em, node: Node) -> bool:
     return _dense_ok(em, m_name, x_name) and em.graph.type(m_name).dtype.bits in (8, 16)
 
 
-def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x: str, acc: str, layout_key: str) -> list[str]:
-    """The kernel calls leaving acc = A x (mod 2^32); streaming's feed() reads ``layout_key`` back from the image."""
+def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x: str, acc: str, layout_key: str,
+               decode=None) -> list[str]:
+    """The kernel calls leaving acc = A x (mod 2^32); streaming's feed() reads ``layout_key`` back from the
+    image (``decode``: stored element -> the constant's element; default: A itself)."""
     rows, cols = A.shape
     image, starts = m4_image(A, wbits)
     g = GROUP[wbits]
@@ -153,7 +157,8 @@ def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x: str, acc: str, layo
     blocks = row_blocks(rows, MAX_ROWS[wbits])
     em.kernel_layout[layout_key] = GroupedLayout(
         f"((const {ctype} *){sym})", ctype,
-        tuple(Block(r, n, s * g, g * n, g) for (r, n), s in zip(blocks, starts)), group=g)
+        tuple(Block(r, n, s * g, g * n, g) for (r, n), s in zip(blocks, starts)),
+        *(() if decode is None else (decode,)), group=g)
     out = []
     for (r, n), s in zip(blocks, starts):
         name = em.sym(f"mac{n}w{wbits}_{cols}")
@@ -191,8 +196,16 @@ def kernel_sqdist(em, node: Node) -> list[str] | None:
                                "int32_t", f"%{m_name}: squared norm of each prototype (mod 2^32)")
     x = em.var(x_name)
     out_shift = 2 * g.type(x_name).dtype.scale - node.type.dtype.scale
-    calls = _mac_calls(em, M.T.copy(), g.type(m_name).dtype.bits, m_name, x, acc, m_name)
-    d = f"(int32_t)(xx + (uint32_t){em.target.read_const(norms, 'j', 'int32_t')} - 2u * {acc}[j])"
+    m8 = split8(M) if g.type(m_name).dtype.bits == 16 else None
+    if m8 is not None:  # 8 significant bits (int8 builds): M = M8 2^k, stored in 8 bits, M.x = (M8.x) 2^k
+        k8 = m8[1]
+        calls = _mac_calls(em, m8[0].T.copy(), 8, f"{m_name}_i8", x, acc, m_name,
+                           decode=lambda e: f"(int16_t)({e} * {1 << k8})")
+        mx = f"({acc}[j] << {k8 + 1})"
+    else:
+        calls = _mac_calls(em, M.T.copy(), g.type(m_name).dtype.bits, m_name, x, acc, m_name)
+        mx = f"2u * {acc}[j]"
+    d = f"(int32_t)(xx + (uint32_t){em.target.read_const(norms, 'j', 'int32_t')} - {mx})"
     return ["{", "    uint32_t xx = 0;",
             f"    for (int k = 0; k < {k}; ++k) xx += (uint32_t)((int32_t){x}[k] * {x}[k]);",
             *("    " + c for c in calls), f"    for (int j = 0; j < {m}; ++j)",
