@@ -22,19 +22,20 @@ import numpy as np
 
 from tinycc_ml.errors import ToolchainError
 
-PROFILED_TARGETS = ("avr", "cortex-m0")
+PROFILED_TARGETS = ("avr", "cortex-m0", "cortex-m4")
 
 
 def function_profile(target: str, sources, header, prefix: str, x: np.ndarray, n_scores: int, input_ctype: str,
-                     score_ctype: str) -> dict[str, float]:
+                     score_ctype: str, extra_cflags=()) -> dict[str, float]:
     from tinycc_ml.runtime.simulate import make_spec
 
     x = np.asarray(x)
-    spec = make_spec([str(s) for s in sources], str(header), prefix, x.shape[1], n_scores, input_ctype, score_ctype)
+    spec = make_spec([str(s) for s in sources], str(header), prefix, x.shape[1], n_scores, input_ctype, score_ctype,
+                     extra_cflags)
     if target == "avr":
         return _avr(spec, x)
-    if target == "cortex-m0":
-        return _m0(spec, x)
+    if target in ("cortex-m0", "cortex-m4"):
+        return _m0(spec, x, target)
     raise ToolchainError(f"no per-function profile for target {target} (only {', '.join(PROFILED_TARGETS)})")
 
 
@@ -81,20 +82,26 @@ def _avr(spec, x: np.ndarray) -> dict[str, float]:
     return {k: v / calls for k, v in per.items()}
 
 
-def _m0(spec, x: np.ndarray) -> dict[str, float]:
+def _m0(spec, x: np.ndarray, target: str = "cortex-m0") -> dict[str, float]:
+    """Cortex-M0 or, on its Board, another Cortex-M simulator (integer builds: unicorn's FPU stays off)."""
     try:
         from elftools.elf.elffile import ELFFile
-        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc
+        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, arm_const
         from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_R0, UC_ARM_REG_SP
     except ImportError as exc:
-        raise ToolchainError(f"a Cortex-M0 profile needs the unicorn and pyelftools packages ({exc})") from None
+        raise ToolchainError(f"a Cortex-M profile needs the unicorn and pyelftools packages ({exc})") from None
     from tinycc_ml.runtime import sim_m0
+    from tinycc_ml.runtime.simulate import SIMULATORS
 
+    board = SIMULATORS.load(target).board
+    flash_base, ram_base = board.chip.flash_base, board.chip.ram_base
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0prof-") as work:
-        fw = sim_m0._Objects(spec, work).link(None, "prof")
+        fw = sim_m0._Objects(spec, work, board=board).link(None, "prof")
         uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
-        uc.mem_map(sim_m0.FLASH_BASE, sim_m0.FLASH_SIZE)
-        uc.mem_map(sim_m0.RAM_BASE, sim_m0.RAM_SIZE)
+        if hasattr(arm_const, board.unicorn_cpu):  # unicorn >= 2.0.1
+            uc.ctl_set_cpu_model(getattr(arm_const, board.unicorn_cpu))
+        uc.mem_map(flash_base, board.chip.flash)
+        uc.mem_map(ram_base, board.chip.ram)
         with open(fw.elf, "rb") as f:
             elf = ELFFile(f)
             for seg in elf.iter_segments():
@@ -104,7 +111,7 @@ def _m0(spec, x: np.ndarray) -> dict[str, float]:
             symtab = elf.get_section_by_name(".symtab")
             funcs = sorted((s["st_value"] & ~1, s.name.split(".")[0]) for s in symtab.iter_symbols()
                            if s.name and s["st_info"]["type"] in ("STT_FUNC", "STT_NOTYPE")
-                           and not s.name.startswith(("$", ".")) and s["st_value"] < sim_m0.RAM_BASE)
+                           and not s.name.startswith(("$", ".")) and s["st_value"] < ram_base)
             syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
     addrs = np.array([a for a, _ in funcs])
     per: dict[str, float] = {}
@@ -120,8 +127,8 @@ def _m0(spec, x: np.ndarray) -> dict[str, float]:
 
     uc.hook_add(UC_HOOK_BLOCK, on_block)
     x_addr = (syms["__bss_end"] + 7) & ~7
-    top = sim_m0.RAM_BASE + sim_m0.RAM_SIZE
-    trap = sim_m0.FLASH_BASE + sim_m0.FLASH_SIZE - 16
+    top = ram_base + board.chip.ram
+    trap = flash_base + board.chip.flash - 16
     for row in x:
         uc.mem_write(x_addr, row.tobytes())
         uc.reg_write(UC_ARM_REG_R0, x_addr)

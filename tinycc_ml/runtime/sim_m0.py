@@ -54,6 +54,7 @@ class Board:
     harness: tuple[str, ...]  # support files compiled into the firmware
     linker_script: str
     label: str  # in messages
+    unicorn_cpu: str = "UC_CPU_ARM_CORTEX_M0"  # unicorn.arm_const name of the core (per-function profiles)
 
     def instructions(self, ticks: int) -> int:
         """Timer ticks -> instructions (nearest: under icount a tick is a fraction of one)."""
@@ -387,6 +388,7 @@ class M0Simulator:
     """The nRF51822 under QEMU or unicorn, as registered in simulate.SIMULATORS."""
 
     unit = "instructions"
+    board = NRF51
 
     def require(self, method: str = "auto") -> None:
         require(method)

@@ -19,7 +19,7 @@ from tinycc_ml.runtime import sim_m0, toolchains
 from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, BuildSpec, FirmwareSizes, TargetRun
 
 AN386 = sim_m0.Board("cortex-m4", MPS2_AN386, "mps2-an386", ("tcm_m4_harness.c", "tcm_m0_startup.c"),
-                     "tcm_mps2.ld", "M4")
+                     "tcm_mps2.ld", "M4", "UC_CPU_ARM_CORTEX_M4")
 
 
 def require(method: str = "auto") -> None:
