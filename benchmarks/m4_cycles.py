@@ -1,9 +1,9 @@
 """SeeDot's dense USPS-10 ProtoNN shape on the Cortex-M4F (MPS2 AN386, QEMU -icount, exact instruction
 counts): tinycc-ml's float (FPU), int16 and int8 builds, and its W x mat-vec (25 x 256) next to CMSIS-NN's
 arm_fully_connected_s16 / _s8 for the same layer, built from CMSIS-NN's sources with the same compiler
-and flags and run in the same harness.
+and flags and run in the same harness; and tinycc-ml's builds on the Cortex-M33 (MPS2 AN505).
 
-    python benchmarks/m4_cycles.py [--rows 100] [--cmsis-nn PATH] [--readme]
+    python benchmarks/m4_cycles.py [--rows 100] [--cmsis-nn PATH] [--opts -Os,-O2] [--no-m33] [--readme]
 
 The model: kernel_cycles.py's "dense" (D=256, d^=25, m=55, L=10, random W, seed 0). Per inference: the
 whole <prefix>_predict call under QEMU. The mat-vec: the kernel functions computing W x in one predict
@@ -56,11 +56,11 @@ def write(files: dict[str, str], folder: Path) -> None:
 
 # ---------------------------------------------------------------- tinycc-ml
 
-def tinycc_rows(model, X, Xt, yt, rows: int, opt: str) -> tuple[list[dict], np.ndarray]:
+def tinycc_rows(model, X, Xt, yt, rows: int, opt: str, target: str = TARGET) -> tuple[list[dict], np.ndarray]:
     out, x16 = [], None
     flags = ("-Werror",) + ((opt,) if opt != "-Os" else ())
     for precision in ("float", "int16", "int8"):
-        res = tinycc_ml.compile(model, target=TARGET, precision=precision, calibration=X[:2000], name="km")
+        res = tinycc_ml.compile(model, target=target, precision=precision, calibration=X[:2000], name="km")
         o = res.output
         if precision == "float":
             x = Xt[:rows].astype(np.float32)
@@ -69,7 +69,7 @@ def tinycc_rows(model, X, Xt, yt, rows: int, opt: str) -> tuple[list[dict], np.n
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-m4bench-") as tmp:
             write(res.files, Path(tmp))
             src, hdr = [Path(tmp) / "km.c"], Path(tmp) / "km.h"
-            run = run_on_target(TARGET, src, hdr, "km", x, o.n_scores, o.input_ctype, o.score_ctype,
+            run = run_on_target(target, src, hdr, "km", x, o.n_scores, o.input_ctype, o.score_ctype,
                                 extra_cflags=flags)
             row = {"what": f"tinycc-ml ProtoNN {precision}", "precision": precision, "opt": opt,
                    "mean": float(run.instructions.mean()), "max": int(run.instructions.max()),
@@ -80,7 +80,7 @@ def tinycc_rows(model, X, Xt, yt, rows: int, opt: str) -> tuple[list[dict], np.n
                 want = run_fixed(res.graph, x)
                 row["exact"] = bool(np.array_equal(run.scores, want["scores"])
                                     and np.array_equal(run.predictions, want["prediction"]))
-                prof = function_profile(TARGET, src, hdr, "km", x[:2], o.n_scores, o.input_ctype, o.score_ctype,
+                prof = function_profile(target, src, hdr, "km", x[:2], o.n_scores, o.input_ctype, o.score_ctype,
                                         flags)
                 kernels = sorted({f for fs in o.node_functions.values() for f in fs if f.endswith(f"_{D}")})
                 row["matvec"] = sum(prof[f] for f in kernels)
@@ -208,6 +208,7 @@ def main(argv=None) -> None:
     ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
     ap.add_argument("--readme", action="store_true", help="print the README section")
     ap.add_argument("--opts", default="-Os,-O2", help="optimisation flags to build both sides with (-Os: the chip's)")
+    ap.add_argument("--no-m33", action="store_true", help="leave out the Cortex-M33 (mps2-an505) rows")
     args = ap.parse_args(argv)
     t0 = time.time()
     X, _, Xt, yt = usps()
@@ -232,10 +233,17 @@ def main(argv=None) -> None:
             if r.get("sane") is False:
                 print(f"warning: {r['what']} outputs differ from W8 x / 2^k by more than one unit")
     ratio = by["float"]["mean"] / by["int16"]["mean"]
+    m33 = [] if args.no_m33 else tinycc_rows(model, X, Xt, yt, args.rows, "-Os", "cortex-m33")[0]
+    for r in m33:
+        r["what"] = r["what"].replace("tinycc-ml", "tinycc-ml (Cortex-M33)")
     rows.sort(key=lambda r: (r["what"].startswith("CMSIS"), r["opt"] != "-Os"))
     print(f"\n{args.rows} USPS-10 test rows; model {model.describe()}; W x: {MACS} MACs ({time.time() - t0:.0f} s)")
     for line in table(rows, ratio):
         print(line)
+    if m33:
+        print()
+        for line in table(m33, None):
+            print(line.replace("Cortex-M4F, QEMU mps2-an386", "Cortex-M33, QEMU mps2-an505"))
     for r in rows:
         if r.get("kernels"):
             print(f"{r['what']} {r['opt']}: W x kernels {', '.join(r['kernels'])}")
@@ -247,6 +255,10 @@ def main(argv=None) -> None:
               "mat-vec column from the per-function profile):\n")
         for line in table(rows, ratio):
             print(line)
+        if m33:
+            print("\nThe same kernels on the Cortex-M33 (`cortex-m33`, MPS2 AN505):\n")
+            for line in table(m33, None):
+                print(line.replace("Cortex-M4F, QEMU mps2-an386", "Cortex-M33, QEMU mps2-an505"))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What is particular to the Cortex-M4 target (the shared checks run in test_mcu.py's SPECS and in
 test_families_on_targets.py): the SMLAD kernels' flash image read back by streaming, float builds on
-the FPU, the per-function profile against QEMU's counts."""
+the FPU, the per-function profile against QEMU's counts, the firmware project's board files; and the
+Cortex-M33 variant (MPS2 AN505) on the same kernels."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_digits
 
-from tests.backends.test_mcu import SPECS, build, dense_model
+from tests.backends.test_mcu import SPECS, build, check_exact, dense_model
 from tests.conftest import require_target
 from tinycc_ml.backends.kernels_m4 import GROUP, MAX_ROWS, GroupedLayout, m4_image, row_blocks
 from tinycc_ml.backends.layouts import Block
@@ -119,3 +120,14 @@ def test_board_files_build_and_run_a_firmware_project(digits, tmp_path):
     want = run_fixed(result.graph, quantise(X[1200:1206], result.output.input_scale, 16).astype(np.int16))
     assert printed == want["prediction"].tolist()
     assert re.search(r"correct \d+/6", run.stdout)
+
+
+def test_m33_runs_the_m4_kernels_bit_exact_and_streaming(digits, tmp_path):
+    require_target("cortex-m33")
+    X, _ = digits
+    for precision in ("int16", "int8"):
+        result, out = build(dense_model(digits), precision, X, tmp_path, target="cortex-m33")
+        assert "pn_mac" in result.files["pn.c"] and "smlad" in result.files["pn.c"]
+        run = check_exact(result, out, X[600:680], target="cortex-m33")
+        assert run.stack_bytes < 512 and run.instructions.min() > 0
+    check_exact(result, out, X[600:680], target="cortex-m33", stream=True)

@@ -2,6 +2,8 @@
 emitter, constants in flash (plain static const), float builds on the single-precision FPU
 (-mfpu=fpv4-sp-d16 -mfloat-abi=hard). Integer mat-vecs and distances use the DSP extension's dual
 16-bit multiply-accumulate (kernels_m4: SMLAD on packed pairs, int8 weights widened by SXTB16).
+cortex-m33: the same code for the Cortex-M33 (MPS2 AN505 in QEMU; Armv8-M Mainline with the DSP
+extension and the FPv5 single-precision FPU, as in the nRF53, STM32L5/U5).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 
 from tinycc_ml.backends.c_emitter import CTarget
 from tinycc_ml.backends.mcu import McuBackend
-from tinycc_ml.chips import MPS2_AN386
+from tinycc_ml.chips import MPS2_AN386, MPS2_AN505
 
 
 @dataclass
@@ -28,3 +30,20 @@ class CortexM4Backend(McuBackend):
         from tinycc_ml.backends.kernel_choice import M4_CODE_OVERRIDES
 
         return M4Target(code_overrides=M4_CODE_OVERRIDES)
+
+
+@dataclass
+class M33Target(CTarget):
+    name: str = "cortex-m33"
+
+
+class CortexM33Backend(CortexM4Backend):
+    name = "cortex-m33"
+    description = "Cortex-M33 (MPS2 AN505): the Cortex-M4 kernels (DSP extension), float on the FPU; QEMU-runnable"
+    chip = MPS2_AN505
+    simulator = "cortex-m33"
+
+    def c_target(self, graph) -> CTarget:
+        from tinycc_ml.backends.kernel_choice import M4_CODE_OVERRIDES
+
+        return M33Target(code_overrides=M4_CODE_OVERRIDES)

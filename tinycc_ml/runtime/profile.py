@@ -22,7 +22,7 @@ import numpy as np
 
 from tinycc_ml.errors import ToolchainError
 
-PROFILED_TARGETS = ("avr", "cortex-m0", "cortex-m4")
+PROFILED_TARGETS = ("avr", "cortex-m0", "cortex-m4", "cortex-m33")
 
 
 def function_profile(target: str, sources, header, prefix: str, x: np.ndarray, n_scores: int, input_ctype: str,
@@ -34,7 +34,7 @@ def function_profile(target: str, sources, header, prefix: str, x: np.ndarray, n
                      extra_cflags)
     if target == "avr":
         return _avr(spec, x)
-    if target in ("cortex-m0", "cortex-m4"):
+    if target in PROFILED_TARGETS[1:]:
         return _m0(spec, x, target)
     raise ToolchainError(f"no per-function profile for target {target} (only {', '.join(PROFILED_TARGETS)})")
 

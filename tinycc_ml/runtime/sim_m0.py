@@ -55,6 +55,7 @@ class Board:
     linker_script: str
     label: str  # in messages
     unicorn_cpu: str = "UC_CPU_ARM_CORTEX_M0"  # unicorn.arm_const name of the core (per-function profiles)
+    defines: tuple[str, ...] = ()  # -D flags of the harness files (the board's timer)
 
     def instructions(self, ticks: int) -> int:
         """Timer ticks -> instructions (nearest: under icount a tick is a fraction of one)."""
@@ -83,7 +84,7 @@ class _Objects:
     def __init__(self, spec: BuildSpec, work: str, max_instr: int | None = None, board: Board = NRF51):
         self.spec, self.work, self.board = spec, work, board
         self.cc = toolchains.find_tool("arm-none-eabi-gcc")
-        defines = []
+        defines = list(board.defines)
         if max_instr is not None:
             # QEMU watchdog in timer ticks; at least room for the harness's stack painting
             ticks = min(0xFFFFFFFF, board.ticks(max(int(max_instr), MIN_WATCHDOG_INSTR)))
@@ -108,7 +109,8 @@ class _Objects:
         board = self.board
         run_tool([self.cc, *board.chip.cflags, "-c", src, "-o", obj], f"compiling the {board.label} input image")
         elf = os.path.join(self.work, f"fw_{board.label.lower()}_{tag}.elf")
-        run_tool([self.cc, *board.chip.ldflags, "-T", support_file(board.linker_script), *self.spec.extra_cflags,
+        script = support_file(board.linker_script)  # it may INCLUDE a file next to it
+        run_tool([self.cc, *board.chip.ldflags, "-T", script, f"-L{os.path.dirname(script)}", *self.spec.extra_cflags,
                   *self.harness_objs, *self.model_objs, obj, "-o", elf, "-lm"], f"linking the {board.label} firmware")
         flash, ram = arm_size(elf)
         mflash, mram = model_symbol_sizes(toolchains.find_tool("arm-none-eabi-nm"), self.model_objs, elf)

@@ -1,16 +1,27 @@
-/* tinycc-ml Cortex-M4 measurement harness (MPS2 AN386), run under QEMU -M mps2-an386 -icount shift=10:
- * the CMSDK timer and the timing stubs; the rest is tcm_arm_harness.h (configuration, output lines).
- * Instructions are counted with CMSDK APB TIMER0 (0x40000000, a 32-bit down counter at the 25 MHz
- * system clock): under -icount shift=10 one instruction is 1024 ns = 25.6 ticks (QEMU models no DWT
- * cycle counter; at shift=0 the timer would tick once per 40 instructions). The calls go through a
- * fixed asm stub (read the timer; blx fn; read it again), so ticks/25.6 minus the back-to-back
- * calibration minus 1 (the BLX) is exactly the callee's instructions through its return. The timer's
- * interrupt (reaching 0 from TCM_MAX_TICKS, IRQ 8) is the watchdog. */
+/* tinycc-ml measurement harness for the MPS2 boards with a CMSDK APB timer: Cortex-M4 (AN386, QEMU
+ * -M mps2-an386) and Cortex-M33 (AN505, -M mps2-an505; -DTCM_TIMER_BASE=0x50000000 -DTCM_TIMER_IRQ=3,
+ * the secure alias of the IoTKit's TIMER0), run under -icount shift=10: the timer and the timing
+ * stubs; the rest is tcm_arm_harness.h (configuration, output lines).
+ * Instructions are counted with TIMER0, a 32-bit down counter at the system clock (25 MHz on the
+ * AN386, 20 MHz on the AN505): under -icount shift=10 one instruction is 1024 ns = 25.6 (20.48) ticks
+ * (QEMU models no DWT cycle counter; at shift=0 the timer would tick once per 40 (50) instructions).
+ * The calls go through a fixed asm stub (read the timer; blx fn; read it again), so ticks per
+ * instruction minus the back-to-back calibration minus 1 (the BLX) is exactly the callee's
+ * instructions through its return. The timer's interrupt (reaching 0 from TCM_MAX_TICKS) is the
+ * watchdog. */
 #include <stdint.h>
 
-#define TIMER0_CTRL (*(volatile uint32_t *)0x40000000u)
-#define TIMER0_VALUE (*(volatile uint32_t *)0x40000004u)
-#define TIMER0_RELOAD (*(volatile uint32_t *)0x40000008u)
+#ifndef TCM_TIMER_BASE
+#define TCM_TIMER_BASE 0x40000000
+#endif
+#ifndef TCM_TIMER_IRQ
+#define TCM_TIMER_IRQ 8
+#endif
+#define TCM_STR_(x) #x
+#define TCM_STR(x) TCM_STR_(x)
+#define TIMER0_CTRL (*(volatile uint32_t *)(TCM_TIMER_BASE + 0u))
+#define TIMER0_VALUE (*(volatile uint32_t *)(TCM_TIMER_BASE + 4u))
+#define TIMER0_RELOAD (*(volatile uint32_t *)(TCM_TIMER_BASE + 8u))
 #define NVIC_ISER (*(volatile uint32_t *)0xE000E100u)
 #ifndef TCM_MAX_TICKS
 #define TCM_MAX_TICKS 0xFFFFFFFFu
@@ -22,7 +33,7 @@ volatile uint32_t tcm_takes[2]; /* the stub's two timer reads */
     do {                                                       \
         TIMER0_RELOAD = TCM_MAX_TICKS;                         \
         TIMER0_VALUE = TCM_MAX_TICKS;                          \
-        NVIC_ISER = 1u << 8; /* TIMER0 IRQ */                  \
+        NVIC_ISER = 1u << TCM_TIMER_IRQ;                       \
         TIMER0_CTRL = 9;     /* enable, interrupt at zero */   \
     } while (0)
 #define TCM_TIMER_RESTART() (TIMER0_VALUE = TCM_MAX_TICKS)
@@ -48,7 +59,7 @@ __asm__(
     "    .thumb_func\n"
     "tcm_task_l:\n"
     "    push {r4, r5, r6, lr}\n"
-    "    ldr r4, =0x40000004\n"
+    "    ldr r4, =" TCM_STR(TCM_TIMER_BASE) " + 4\n"
     "    ldr r6, =tcm_takes\n"
     "    ldr r5, [r4]\n"
     "    str r5, [r6]\n"
@@ -59,7 +70,7 @@ __asm__(
     "    .thumb_func\n"
     "tcm_timed_null:\n"
     "    push {r4, r5, r6, lr}\n"
-    "    ldr r4, =0x40000004\n"
+    "    ldr r4, =" TCM_STR(TCM_TIMER_BASE) " + 4\n"
     "    ldr r6, =tcm_takes\n"
     "    ldr r5, [r4]\n"
     "    str r5, [r6]\n"
