@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,7 +93,8 @@ def test_profile_sums_to_the_qemu_count_and_names_the_kernels(digits, tmp_path):
     assert prof[w_kernel] < 10 * 64
 
 
-def test_board_files_build_and_run_a_firmware_project(digits, tmp_path):
+@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m33"])
+def test_board_files_build_and_run_a_firmware_project(digits, tmp_path, target):
     """board_m4's board.c, startup.c and linker script with project.py's main.c: built with the chip's flags,
     run with the `make run` command line; the printed classes are the model's."""
     import shlex
@@ -102,19 +104,20 @@ def test_board_files_build_and_run_a_firmware_project(digits, tmp_path):
     from tinycc_ml.backends.examples import example_rows
     from tinycc_ml.ir.fixed import run_fixed
 
-    require_target("cortex-m4")
+    require_target(target)
+    board = board_m4.BOARDS[target]
     X, y = digits
     model = dense_model(digits)
-    result = tinycc_ml.compile(model, target="cortex-m4", precision="int16", calibration=X[:400], name="digits")
+    result = tinycc_ml.compile(model, target=target, precision="int16", calibration=X[:400], name="digits")
     ex = example_rows(result, model, X[1200:1206], y[1200:1206])
-    files = {"main.c": project._main_c("digits", ex), "examples.h": project._examples_header("digits", "cortex-m4", ex),
-             "board.h": project.BOARD_H, **board_m4.project_files(), **result.files}
+    files = {"main.c": project._main_c("digits", ex), "examples.h": project._examples_header("digits", target, ex),
+             "board.h": project.BOARD_H, **board_m4.project_files(target), **result.files}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     sources = ["main.c", *board_m4.SOURCES, "digits.c"]
-    subprocess.run(["arm-none-eabi-gcc", *board_m4.CFLAGS, "-std=c99", "-Wall", "-Wextra", "-Werror",
-                    *board_m4.LDFLAGS, *sources, "-o", "firmware.elf", "-lm"], cwd=tmp_path, check=True)
-    run = subprocess.run(shlex.split(board_m4.QEMU_RUN), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    subprocess.run(["arm-none-eabi-gcc", *board.cflags, "-std=c99", "-Wall", "-Wextra", "-Werror",
+                    *board.ldflags, *sources, "-o", "firmware.elf", "-lm"], cwd=tmp_path, check=True)
+    run = subprocess.run(shlex.split(board.qemu_run), cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     printed = [int(v) for v in re.findall(r"row \d+: predicted (\d+), expected \d+, \d+ us", run.stdout)]
     want = run_fixed(result.graph, quantise(X[1200:1206], result.output.input_scale, 16).astype(np.int16))
@@ -131,3 +134,17 @@ def test_m33_runs_the_m4_kernels_bit_exact_and_streaming(digits, tmp_path):
         run = check_exact(result, out, X[600:680], target="cortex-m33")
         assert run.stack_bytes < 512 and run.instructions.min() > 0
     check_exact(result, out, X[600:680], target="cortex-m33", stream=True)
+
+
+@pytest.mark.parametrize("target, chip", [("cortex-m4", "MPS2_AN386"), ("cortex-m33", "MPS2_AN505")])
+def test_cmake_toolchain_files_use_the_chips_flags(target, chip):
+    from importlib import resources
+
+    from tinycc_ml import chips
+
+    text = Path(resources.files("tinycc_ml").joinpath("cmake", f"tinycc-ml-{target}.cmake")).read_text()
+    flags = re.search(r'CMAKE_C_FLAGS_INIT "([^"]*)"', text).group(1).split()
+    assert flags == list(getattr(chips, chip).cflags)
+    ldflags = re.search(r'CMAKE_EXE_LINKER_FLAGS_INIT "([^"]*)"', text).group(1).split()
+    assert ldflags == list(getattr(chips, chip).ldflags)
+

@@ -1,29 +1,63 @@
-"""The board texts of a standalone Cortex-M4F firmware project (`compile --project`) for the MPS2 AN386,
-the board QEMU emulates as ``-M mps2-an386``: board.c (the board.h interface of backends/project.py),
-startup.c, the linker script mps2_an386.ld and the Makefile's flags and `make run` command.
+"""The board texts of a standalone Cortex-M4F or Cortex-M33 firmware project (`compile --project`) for
+the MPS2 AN386 / AN505, the boards QEMU emulates as ``-M mps2-an386`` / ``-M mps2-an505``: board.c (the
+board.h interface of backends/project.py), startup.c, the linker script (mps2_an386.ld, mps2_an505.ld)
+and the Makefile's flags and `make run` command (``BOARDS[target]``).
 
-UART: CMSDK APB UART0 (0x40004000; QEMU's first serial port) at 115200 baud from the 25 MHz clock.
-Time: CMSDK APB TIMER0 (0x40000000), a 32-bit down counter at 25 MHz, read as microseconds. `make run`
-uses -icount shift=5 (32 ns per instruction): the printed times are what a 31.25 MHz core would take at
-one instruction per cycle. The run ends with an ARM semihosting exit (QEMU stops with the code; a real
-board without a debugger takes the fault handler, which waits forever). The startup switches the FPU
-on before main (hard-float code).
+UART: CMSDK APB UART0 (AN386 0x40004000, AN505 0x50200000 (its secure alias); QEMU's first serial port)
+at 115200 baud. Time: CMSDK APB TIMER0 (0x40000000 / 0x50000000), a 32-bit down counter at the system
+clock (25 / 20 MHz), read as microseconds. `make run` uses -icount shift=5 (32 ns per instruction): the
+printed times are what a 31.25 MHz core would take at one instruction per cycle. The run ends with an
+ARM semihosting exit (QEMU stops with the code; a real board without a debugger takes the fault
+handler, which waits forever). The startup switches the FPU on before main (hard-float code). The
+AN505 runs in the secure state (QEMU starts it there).
 """
 
 from __future__ import annotations
 
-from tinycc_ml.chips import MPS2_AN386
+from dataclasses import dataclass
 
-CHIP = MPS2_AN386
-LINKER_SCRIPT_NAME = "mps2_an386.ld"
-CFLAGS = MPS2_AN386.cflags
-LDFLAGS = (*MPS2_AN386.ldflags, "-T", LINKER_SCRIPT_NAME)
+from tinycc_ml.chips import MPS2_AN386, MPS2_AN505, Chip
+
+
+@dataclass(frozen=True)
+class Mps2Board:
+    """What differs between the MPS2 images a project targets."""
+
+    chip: Chip
+    machine: str  # qemu-system-arm -M
+    uart: int  # CMSDK UART0 base (the secure alias on the AN505)
+    timer: int  # CMSDK TIMER0 base
+    linker_script: str  # its file name in the project
+
+    @property
+    def cflags(self) -> tuple[str, ...]:
+        return self.chip.cflags
+
+    @property
+    def ldflags(self) -> tuple[str, ...]:
+        return (*self.chip.ldflags, "-T", self.linker_script)
+
+    @property
+    def qemu_run(self) -> str:
+        """`make run`'s command line (from the project folder)."""
+        return (f"qemu-system-arm -M {self.machine} -display none -monitor none -serial stdio -icount shift=5 "
+                "-semihosting-config enable=on,target=native -kernel firmware.elf")
+
+
+BOARDS = {
+    "cortex-m4": Mps2Board(MPS2_AN386, "mps2-an386", 0x40004000, 0x40000000, "mps2_an386.ld"),
+    "cortex-m33": Mps2Board(MPS2_AN505, "mps2-an505", 0x50200000, 0x50000000, "mps2_an505.ld"),
+}
 SOURCES = ("startup.c", "board.c")  # besides main.c and the model
-QEMU_RUN = ("qemu-system-arm -M mps2-an386 -display none -monitor none -serial stdio -icount shift=5 "
-            "-semihosting-config enable=on,target=native -kernel firmware.elf")
+# the Cortex-M4F's, for callers that know one board
+CHIP = MPS2_AN386
+LINKER_SCRIPT_NAME = BOARDS["cortex-m4"].linker_script
+CFLAGS = BOARDS["cortex-m4"].cflags
+LDFLAGS = BOARDS["cortex-m4"].ldflags
+QEMU_RUN = BOARDS["cortex-m4"].qemu_run
 
 BOARD_C = """\
-/* MPS2 AN386 (Cortex-M4F; QEMU -M mps2-an386): CMSDK UART0 at 115200 baud, CMSDK TIMER0 at 25 MHz
+/* @NAME@ (QEMU -M @MACHINE@): CMSDK UART0 at 115200 baud, CMSDK TIMER0 at @MHZ@ MHz
  * (a 32-bit down counter) for the time. The run ends with an ARM semihosting exit: QEMU
  * (-semihosting-config enable=on) stops with the code; a real board without a debugger takes the
  * fault handler, which waits forever. */
@@ -32,18 +66,18 @@ BOARD_C = """\
 #include "board.h"
 
 #define REG(addr) (*(volatile uint32_t *)(addr))
-#define UART0_DATA REG(0x40004000u)
-#define UART0_STATE REG(0x40004004u)
-#define UART0_CTRL REG(0x40004008u)
-#define UART0_BAUDDIV REG(0x40004010u)
-#define TIMER0_CTRL REG(0x40000000u)
-#define TIMER0_VALUE REG(0x40000004u)
-#define TIMER0_RELOAD REG(0x40000008u)
-#define CLOCK_MHZ 25u
+#define UART0_DATA REG(@UART0@u)
+#define UART0_STATE REG(@UART4@u)
+#define UART0_CTRL REG(@UART8@u)
+#define UART0_BAUDDIV REG(@UART16@u)
+#define TIMER0_CTRL REG(@TIMER0@u)
+#define TIMER0_VALUE REG(@TIMER4@u)
+#define TIMER0_RELOAD REG(@TIMER8@u)
+#define CLOCK_MHZ @MHZ@u
 
 void board_init(void)
 {
-    UART0_BAUDDIV = 217u; /* 25 MHz / 115200 */
+    UART0_BAUDDIV = @BAUDDIV@u; /* @MHZ@ MHz / 115200 */
     UART0_CTRL = 1u;      /* transmitter on */
     TIMER0_RELOAD = 0xFFFFFFFFu;
     TIMER0_VALUE = 0xFFFFFFFFu;
@@ -76,7 +110,7 @@ void board_exit(int code)
 """
 
 STARTUP_C = """\
-/* Cortex-M4F start-up for the MPS2 AN386: vector table, FPU on, copy .data, zero .bss, call main. */
+/* Cortex-M4F / M33 start-up for the MPS2 boards: vector table, FPU on, copy .data, zero .bss, call main. */
 #include <stdint.h>
 
 extern uint32_t __stack_top, __data_load, __data_start, __data_end, __bss_start, __bss_end;
@@ -121,11 +155,11 @@ __attribute__((section(".vectors"), used)) static void (*const vectors[16])(void
 """
 
 LINKER_SCRIPT = """\
-/* MPS2 AN386 (QEMU -M mps2-an386): 4 MB code SSRAM at 0 (the firmware), 4 MB data SSRAM at 0x20000000. */
+/* @NAME@ (QEMU -M @MACHINE@): 4 MB code SSRAM at @FLASH@ (the firmware), 4 MB data SSRAM at @RAM@. */
 MEMORY
 {
-    FLASH (rx) : ORIGIN = 0x00000000, LENGTH = 4M
-    RAM (rwx)  : ORIGIN = 0x20000000, LENGTH = 4M
+    FLASH (rx) : ORIGIN = @FLASH@, LENGTH = 4M
+    RAM (rwx)  : ORIGIN = @RAM@, LENGTH = 4M
 }
 ENTRY(reset_handler)
 __stack_top = ORIGIN(RAM) + LENGTH(RAM);
@@ -160,7 +194,21 @@ SECTIONS
 """
 
 
-def project_files() -> dict[str, str]:
-    """The board's files of a firmware project, by name (main.c, examples.h, board.h and the model come
-    from backends/project.py)."""
-    return {"board.c": BOARD_C, "startup.c": STARTUP_C, LINKER_SCRIPT_NAME: LINKER_SCRIPT}
+def _fill(text: str, board: Mps2Board) -> str:
+    chip = board.chip
+    values = {"NAME": chip.name, "MACHINE": board.machine, "MHZ": str(chip.clock_hz // 1_000_000),
+              "BAUDDIV": str(round(chip.clock_hz / 115200)), "FLASH": f"{chip.flash_base:#010x}",
+              "RAM": f"{chip.ram_base:#010x}"}
+    values.update({f"UART{k}": f"{board.uart + k:#010x}" for k in (0, 4, 8, 16)})
+    values.update({f"TIMER{k}": f"{board.timer + k:#010x}" for k in (0, 4, 8)})
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", value)
+    return text
+
+
+def project_files(target: str = "cortex-m4") -> dict[str, str]:
+    """The board's files of a firmware project for ``target`` ("cortex-m4", "cortex-m33"), by name (main.c,
+    examples.h, board.h and the model come from backends/project.py)."""
+    board = BOARDS[target]
+    return {"board.c": _fill(BOARD_C, board), "startup.c": STARTUP_C,
+            board.linker_script: _fill(LINKER_SCRIPT, board)}
