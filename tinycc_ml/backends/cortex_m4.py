@@ -11,13 +11,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinycc_ml.backends.c_emitter import CTarget
-from tinycc_ml.backends.mcu import McuBackend
+from tinycc_ml.backends.mcu import McuBackend, McuEmitter
 from tinycc_ml.chips import MPS2_AN386, MPS2_AN505
+
+ACLE = "#include <arm_acle.h>"  # __ssat
 
 
 @dataclass
 class M4Target(CTarget):
     name: str = "cortex-m4"
+    extra_includes: tuple[str, ...] = (ACLE,)
+
+
+@dataclass
+class M4Emitter(McuEmitter):
+    """The MCU emitter with the saturating stores on SSAT, always inlined (at -Os GCC keeps the shared
+    ``static inline`` clamp out of line: a call per stored element)."""
+
+    def assemble(self, api, functions):
+        for bits in (8, 16):
+            name = self.sym(f"sat{bits}")
+            if name in self.helpers:
+                self.helpers[name] = (f"static inline __attribute__((always_inline)) int{bits}_t {name}(int32_t v)\n"
+                                      f"{{\n    return (int{bits}_t)__ssat(v, {bits});\n}}\n")
+        return super().assemble(api, functions)
 
 
 class CortexM4Backend(McuBackend):
@@ -25,6 +42,10 @@ class CortexM4Backend(McuBackend):
     description = "Cortex-M4F (MPS2 AN386): Thumb-2 C, DSP dual-MAC kernels, float on the FPU; QEMU-runnable"
     chip = MPS2_AN386
     simulator = "cortex-m4"
+
+    def emit(self, graph, prefix, model_description):
+        # no sparse x-page kernels here: one emission (McuBackend.emit's retry is for those)
+        return M4Emitter(graph, prefix, self.c_target(graph), header_lines=list(model_description)).build_output()
 
     def c_target(self, graph) -> CTarget:
         from tinycc_ml.backends.kernel_choice import M4_CODE_OVERRIDES
@@ -35,6 +56,7 @@ class CortexM4Backend(McuBackend):
 @dataclass
 class M33Target(CTarget):
     name: str = "cortex-m33"
+    extra_includes: tuple[str, ...] = (ACLE,)
 
 
 class CortexM33Backend(CortexM4Backend):
