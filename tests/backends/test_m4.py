@@ -1,7 +1,7 @@
 """What is particular to the Cortex-M4 target (the shared checks run in test_mcu.py's SPECS and in
 test_families_on_targets.py): the SMLAD kernels' flash image read back by streaming, float builds on
-the FPU, the per-function profile against QEMU's counts, the firmware project's board files; and the
-Cortex-M33 variant (MPS2 AN505) on the same kernels."""
+the FPU, the per-function profile against QEMU's counts; and the Cortex-M33 variant (MPS2 AN505) on
+the same kernels (their firmware projects: tests/glue/test_project.py)."""
 
 from __future__ import annotations
 
@@ -91,38 +91,6 @@ def test_profile_sums_to_the_qemu_count_and_names_the_kernels(digits, tmp_path):
     # the 10 x 64 projection: each word of the image feeds one SMLAD (two MACs), plus x loads and loop
     (w_kernel,) = [f for f in kernels if f.endswith("_64")]
     assert prof[w_kernel] < 10 * 64
-
-
-@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m33"])
-def test_board_files_build_and_run_a_firmware_project(digits, tmp_path, target):
-    """board_m4's board.c, startup.c and linker script with project.py's main.c: built with the chip's flags,
-    run with the `make run` command line; the printed classes are the model's."""
-    import shlex
-
-    import tinycc_ml
-    from tinycc_ml.backends import board_m4, project
-    from tinycc_ml.backends.examples import example_rows
-    from tinycc_ml.ir.fixed import run_fixed
-
-    require_target(target)
-    board = board_m4.BOARDS[target]
-    X, y = digits
-    model = dense_model(digits)
-    result = tinycc_ml.compile(model, target=target, precision="int16", calibration=X[:400], name="digits")
-    ex = example_rows(result, model, X[1200:1206], y[1200:1206])
-    files = {"main.c": project._main_c("digits", ex), "examples.h": project._examples_header("digits", target, ex),
-             "board.h": project.BOARD_H, **board_m4.project_files(target), **result.files}
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
-    sources = ["main.c", *board_m4.SOURCES, "digits.c"]
-    subprocess.run(["arm-none-eabi-gcc", *board.cflags, "-std=c99", "-Wall", "-Wextra", "-Werror",
-                    *board.ldflags, *sources, "-o", "firmware.elf", "-lm"], cwd=tmp_path, check=True)
-    run = subprocess.run(shlex.split(board.qemu_run), cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stderr
-    printed = [int(v) for v in re.findall(r"row \d+: predicted (\d+), expected \d+, \d+ us", run.stdout)]
-    want = run_fixed(result.graph, quantise(X[1200:1206], result.output.input_scale, 16).astype(np.int16))
-    assert printed == want["prediction"].tolist()
-    assert re.search(r"correct \d+/6", run.stdout)
 
 
 def test_m33_runs_the_m4_kernels_bit_exact_and_streaming(digits, tmp_path):

@@ -1,7 +1,7 @@
-"""The board texts of a standalone Cortex-M4F or Cortex-M33 firmware project (`compile --project`) for
-the MPS2 AN386 / AN505, the boards QEMU emulates as ``-M mps2-an386`` / ``-M mps2-an505``: board.c (the
-board.h interface of backends/project.py), startup.c, the linker script (mps2_an386.ld, mps2_an505.ld)
-and the Makefile's flags and `make run` command (``BOARDS[target]``).
+"""The firmware-project boards (`compile --project`, backends.project.Board) of the Cortex-M4F and Cortex-M33
+targets: the MPS2 AN386 / AN505, the boards QEMU emulates as ``-M mps2-an386`` / ``-M mps2-an505``:
+board.c (the five functions of project.py's board.h), startup.c, the linker script (mps2_an386.ld,
+mps2_an505.ld) and `make run` (M4_BOARD, M33_BOARD).
 
 UART: CMSDK APB UART0 (AN386 0x40004000, AN505 0x50200000 (its secure alias); QEMU's first serial port)
 at 115200 baud. Time: CMSDK APB TIMER0 (0x40000000 / 0x50000000), a 32-bit down counter at the system
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinycc_ml.backends.project import Board
 from tinycc_ml.chips import MPS2_AN386, MPS2_AN505, Chip
 
 
 @dataclass(frozen=True)
-class Mps2Board:
-    """What differs between the MPS2 images a project targets."""
+class Mps2:
+    """What differs between the MPS2 images."""
 
     chip: Chip
     machine: str  # qemu-system-arm -M
@@ -29,32 +30,9 @@ class Mps2Board:
     timer: int  # CMSDK TIMER0 base
     linker_script: str  # its file name in the project
 
-    @property
-    def cflags(self) -> tuple[str, ...]:
-        return self.chip.cflags
 
-    @property
-    def ldflags(self) -> tuple[str, ...]:
-        return (*self.chip.ldflags, "-T", self.linker_script)
-
-    @property
-    def qemu_run(self) -> str:
-        """`make run`'s command line (from the project folder)."""
-        return (f"qemu-system-arm -M {self.machine} -display none -monitor none -serial stdio -icount shift=5 "
-                "-semihosting-config enable=on,target=native -kernel firmware.elf")
-
-
-BOARDS = {
-    "cortex-m4": Mps2Board(MPS2_AN386, "mps2-an386", 0x40004000, 0x40000000, "mps2_an386.ld"),
-    "cortex-m33": Mps2Board(MPS2_AN505, "mps2-an505", 0x50200000, 0x50000000, "mps2_an505.ld"),
-}
-SOURCES = ("startup.c", "board.c")  # besides main.c and the model
-# the Cortex-M4F's, for callers that know one board
-CHIP = MPS2_AN386
-LINKER_SCRIPT_NAME = BOARDS["cortex-m4"].linker_script
-CFLAGS = BOARDS["cortex-m4"].cflags
-LDFLAGS = BOARDS["cortex-m4"].ldflags
-QEMU_RUN = BOARDS["cortex-m4"].qemu_run
+AN386 = Mps2(MPS2_AN386, "mps2-an386", 0x40004000, 0x40000000, "mps2_an386.ld")
+AN505 = Mps2(MPS2_AN505, "mps2-an505", 0x50200000, 0x50000000, "mps2_an505.ld")
 
 BOARD_C = """\
 /* @NAME@ (QEMU -M @MACHINE@): CMSDK UART0 at 115200 baud, CMSDK TIMER0 at @MHZ@ MHz
@@ -194,7 +172,7 @@ SECTIONS
 """
 
 
-def _fill(text: str, board: Mps2Board) -> str:
+def _fill(text: str, board: Mps2) -> str:
     chip = board.chip
     values = {"NAME": chip.name, "MACHINE": board.machine, "MHZ": str(chip.clock_hz // 1_000_000),
               "BAUDDIV": str(round(chip.clock_hz / 115200)), "FLASH": f"{chip.flash_base:#010x}",
@@ -206,9 +184,26 @@ def _fill(text: str, board: Mps2Board) -> str:
     return text
 
 
-def project_files(target: str = "cortex-m4") -> dict[str, str]:
-    """The board's files of a firmware project for ``target`` ("cortex-m4", "cortex-m33"), by name (main.c,
-    examples.h, board.h and the model come from backends/project.py)."""
-    board = BOARDS[target]
-    return {"board.c": _fill(BOARD_C, board), "startup.c": STARTUP_C,
-            board.linker_script: _fill(LINKER_SCRIPT, board)}
+def board(mps2: Mps2) -> Board:
+    """The firmware-project Board of one MPS2 image."""
+    machine = mps2.machine
+    return Board(
+        title=f"{mps2.chip.name}, QEMU -M {machine}", chip=mps2.chip,
+        tools=("CC = arm-none-eabi-gcc", "OBJCOPY = arm-none-eabi-objcopy", "SIZE = arm-none-eabi-size",
+               "QEMU = qemu-system-arm"),
+        needs="arm-none-eabi-gcc with newlib and make (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi make); "
+              "qemu-system-arm to run it simulated",
+        board_c=_fill(BOARD_C, mps2),
+        run=(f"\t$(QEMU) -M {machine} -display none -monitor none -serial stdio -icount shift=5 "
+             "-semihosting-config enable=on,target=native -kernel firmware.elf",),
+        files={"startup.c": STARTUP_C, mps2.linker_script: _fill(LINKER_SCRIPT, mps2)},
+        linker_script=mps2.linker_script, sources=("startup.c",),
+        flash_hint="on a real MPS2 board, copy firmware.hex's image to its SD card (images.txt); on another "
+                   "Cortex-M part, use its own board.c, startup and linker script",
+        make_intro=(f"# make: firmware.elf and firmware.hex; make run: QEMU -M {machine} (32 ns per instruction).",
+                    "# make FLOAT_INPUT=1: store float inputs and quantise them on the chip."),
+    )
+
+
+M4_BOARD = board(AN386)
+M33_BOARD = board(AN505)

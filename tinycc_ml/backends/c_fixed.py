@@ -12,6 +12,7 @@ from tinycc_ml.backends.c_emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 
 def rshift_c(expr: str, k: int) -> str:
@@ -56,7 +57,7 @@ def _matvec(em: CEmitter, node: Node) -> list[str]:
     a = em.graph.node(a_name)
     rows, cols = a.type.shape
     h = int(node.attrs.get("shift", 0))
-    out_shift = scale_of(em, a_name) + scale_of(em, x_name) - h - node.type.dtype.scale
+    out_shift = node_output_shift(em.graph, node.name)
     wtype = ctype_of(a.type.dtype)
     if a.op == "sparse_const":
         rd = em.target.read_const
@@ -89,7 +90,7 @@ def _matvec_at(em: CEmitter, node: Node) -> list[str]:
     m_name, k_name, x_name = node.inputs
     n, rows, cols = em.graph.type(m_name).shape
     h = int(node.attrs.get("shift", 0))
-    out_shift = scale_of(em, m_name) + scale_of(em, x_name) - h - node.type.dtype.scale
+    out_shift = node_output_shift(em.graph, node.name)
     it = index_type(n * rows * cols)
     product = f"(int32_t){em.at(m_name, f'base + i * {cols} + k')} * {em.at(x_name, 'k')}"
     return [
@@ -264,7 +265,7 @@ def _sum(em: CEmitter, node: Node) -> list[str]:
         "{",
         "    int32_t acc = 0;",
         f"    for ({index_type(n)} i = 0; i < {n}; ++i) acc += {rshift_c('(int32_t)' + em.at(a, 'i'), h)};",
-        "    " + store(em, node, None, rshift_c("acc", scale_of(em, a) - h - node.type.dtype.scale)),
+        "    " + store(em, node, None, rshift_c("acc", node_output_shift(em.graph, node.name))),
         "}",
     ]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinycc_ml.backends.board_m4 import M4_BOARD, M33_BOARD
 from tinycc_ml.backends.c_emitter import CTarget
 from tinycc_ml.backends.mcu import McuBackend, McuEmitter
 from tinycc_ml.chips import MPS2_AN386, MPS2_AN505
@@ -42,6 +43,7 @@ class CortexM4Backend(McuBackend):
     description = "Cortex-M4F (MPS2 AN386): Thumb-2 C, DSP dual-MAC kernels, float on the FPU; QEMU-runnable"
     chip = MPS2_AN386
     simulator = "cortex-m4"
+    board = M4_BOARD
 
     def emit(self, graph, prefix, model_description):
         # no sparse x-page kernels here: one emission (McuBackend.emit's retry is for those)
@@ -64,6 +66,7 @@ class CortexM33Backend(CortexM4Backend):
     description = "Cortex-M33 (MPS2 AN505): the Cortex-M4 kernels (DSP extension), float on the FPU; QEMU-runnable"
     chip = MPS2_AN505
     simulator = "cortex-m33"
+    board = M33_BOARD
 
     def c_target(self, graph) -> CTarget:
         from tinycc_ml.backends.kernel_choice import M4_CODE_OVERRIDES

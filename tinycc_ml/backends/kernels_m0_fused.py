@@ -25,6 +25,7 @@ from tinycc_ml.backends.c_fixed import rshift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import storage_clip_bounds
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 ACC = ("r2", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr")
 LOW = ("r2", "r6", "r7")
@@ -146,7 +147,7 @@ def kernel_user(em, name: str) -> str | None:
 
 
 def _fused_clip(em, node: Node) -> bool:
-    from tinycc_ml.backends.kernels_avr import clip_ok
+    from tinycc_ml.backends.kernels_clip import clip_ok
 
     return node.op == "clip" and clip_ok(em, node) and kernel_user(em, node.name) is not None
 
@@ -276,7 +277,7 @@ def kernel_matvec(em, node: Node, A: np.ndarray | None = None) -> list[str] | No
     buf, prep = _prepare(em, x_name, "matvec")
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", A.shape[0])
-    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",

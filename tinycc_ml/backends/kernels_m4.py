@@ -29,6 +29,7 @@ from tinycc_ml.backends.c_fixed import rshift_c, store
 from tinycc_ml.backends.kernels_distance import split8
 from tinycc_ml.backends.layouts import Block, BlockedLayout
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 MAX_ROWS = {16: 5, 8: 4}  # rows per pass: accumulators + weight words + x + pointers fill r0-r12, lr
 GROUP = {16: 2, 8: 4}  # columns per stored word
@@ -177,7 +178,7 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
     rows = A.shape[0]
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", rows)
-    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     calls = _mac_calls(em, A, g.type(a_name).dtype.bits, a_name, em.var(x_name), acc, a_name)
     return ["{", *("    " + c for c in calls), f"    for (int r = 0; r < {rows}; ++r)",
             "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
@@ -195,7 +196,7 @@ def kernel_sqdist(em, node: Node) -> list[str] | None:
     norms = em.add_const_array(em.sym(f"{m_name}_sq_m4"), ((M * M).sum(axis=0) % (1 << 32)).astype("<u4").view("<i4"),
                                "int32_t", f"%{m_name}: squared norm of each prototype (mod 2^32)")
     x = em.var(x_name)
-    out_shift = 2 * g.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     m8 = split8(M) if g.type(m_name).dtype.bits == 16 else None
     if m8 is not None:  # 8 significant bits (int8 builds): M = M8 2^k, stored in 8 bits, M.x = (M8.x) 2^k
         k8 = m8[1]

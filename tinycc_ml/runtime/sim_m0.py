@@ -83,6 +83,7 @@ class _Objects:
 
     def __init__(self, spec: BuildSpec, work: str, max_instr: int | None = None, board: Board = NRF51):
         self.spec, self.work, self.board = spec, work, board
+        self.chip = spec.chip or board.chip  # the backend's flags when it passed its chip
         self.cc = toolchains.find_tool("arm-none-eabi-gcc")
         defines = list(board.defines)
         if max_instr is not None:
@@ -90,7 +91,7 @@ class _Objects:
             ticks = min(0xFFFFFFFF, board.ticks(max(int(max_instr), MIN_WATCHDOG_INSTR)))
             defines.append(f"-DTCM_MAX_TICKS={ticks}u")
         self.model_objs, self.harness_objs = compile_objects(
-            self.cc, board.chip.cflags, spec, [support_file(s) for s in board.harness], work, defines)
+            self.cc, self.chip.cflags, spec, [support_file(s) for s in board.harness], work, defines)
 
     def link(self, x: np.ndarray | None, tag: str) -> M0Build:
         src = os.path.join(self.work, f"inputs_{tag}.c")
@@ -107,10 +108,10 @@ class _Objects:
                     f'        ".incbin \\"{binf}\\"\\n.text\\n");\n')
         obj = src[:-2] + ".o"
         board = self.board
-        run_tool([self.cc, *board.chip.cflags, "-c", src, "-o", obj], f"compiling the {board.label} input image")
+        run_tool([self.cc, *self.chip.cflags, "-c", src, "-o", obj], f"compiling the {board.label} input image")
         elf = os.path.join(self.work, f"fw_{board.label.lower()}_{tag}.elf")
         script = support_file(board.linker_script)  # it may INCLUDE a file next to it
-        run_tool([self.cc, *board.chip.ldflags, "-T", script, f"-L{os.path.dirname(script)}", *self.spec.extra_cflags,
+        run_tool([self.cc, *self.chip.ldflags, "-T", script, f"-L{os.path.dirname(script)}", *self.spec.extra_cflags,
                   *self.harness_objs, *self.model_objs, obj, "-o", elf, "-lm"], f"linking the {board.label} firmware")
         flash, ram = arm_size(elf)
         mflash, mram = model_symbol_sizes(toolchains.find_tool("arm-none-eabi-nm"), self.model_objs, elf)
@@ -386,6 +387,61 @@ def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
     )
 
 
+# ---------------------------------------------------------------- per-function profile (unicorn)
+
+def profile(spec: BuildSpec, x: np.ndarray, board: Board = NRF51) -> dict[str, float]:
+    """Instructions per predict call by function symbol: unicorn's ``board.unicorn_cpu`` on the board's memory
+    map (integer builds on an FPU core: unicorn leaves the FPU off)."""
+    try:
+        from elftools.elf.elffile import ELFFile
+        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, arm_const
+        from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_R0, UC_ARM_REG_SP
+    except ImportError as exc:
+        raise ToolchainError(f"a Cortex-M profile needs the unicorn and pyelftools packages ({exc})") from None
+    chip = board.chip
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0prof-") as work:
+        fw = _Objects(spec, work, board=board).link(None, "prof")
+        uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
+        if hasattr(arm_const, board.unicorn_cpu):  # unicorn >= 2.0.1
+            uc.ctl_set_cpu_model(getattr(arm_const, board.unicorn_cpu))
+        uc.mem_map(chip.flash_base, chip.flash)
+        uc.mem_map(chip.ram_base, chip.ram)
+        with open(fw.elf, "rb") as f:
+            elf = ELFFile(f)
+            for seg in elf.iter_segments():
+                if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
+                    data = seg.data()
+                    uc.mem_write(seg["p_vaddr"], data + bytes(seg["p_memsz"] - len(data)))
+            symtab = elf.get_section_by_name(".symtab")
+            funcs = sorted((s["st_value"] & ~1, s.name.split(".")[0]) for s in symtab.iter_symbols()
+                           if s.name and s["st_info"]["type"] in ("STT_FUNC", "STT_NOTYPE")
+                           and not s.name.startswith(("$", ".")) and s["st_value"] < chip.ram_base)
+            syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
+    addrs = np.array([a for a, _ in funcs])
+    per: dict[str, float] = {}
+    sizes: dict[tuple[int, int], tuple[str, int]] = {}
+
+    def on_block(uc_, address, size, _data):
+        key = (address, size)
+        if key not in sizes:
+            i = int(np.searchsorted(addrs, address, side="right")) - 1
+            sizes[key] = (funcs[i][1] if i >= 0 else "?", _thumb_count(bytes(uc_.mem_read(address, size))))
+        name, c = sizes[key]
+        per[name] = per.get(name, 0) + c
+
+    uc.hook_add(UC_HOOK_BLOCK, on_block)
+    x_addr = (syms["__bss_end"] + 7) & ~7
+    top = chip.ram_base + chip.ram
+    trap = chip.flash_base + chip.flash - 16
+    for row in x:
+        uc.mem_write(x_addr, row.tobytes())
+        uc.reg_write(UC_ARM_REG_R0, x_addr)
+        uc.reg_write(UC_ARM_REG_SP, top)
+        uc.reg_write(UC_ARM_REG_LR, trap | 1)
+        uc.emu_start(syms[spec.prefix + "_predict"] | 1, trap)
+    return {k: v / len(x) for k, v in per.items()}
+
+
 class M0Simulator:
     """The nRF51822 under QEMU or unicorn, as registered in simulate.SIMULATORS."""
 
@@ -402,6 +458,9 @@ class M0Simulator:
     def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
             return build(spec, work).sizes
+
+    def profile(self, spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
+        return profile(spec, x)
 
 
 SIMULATOR = M0Simulator()

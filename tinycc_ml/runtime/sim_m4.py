@@ -58,6 +58,10 @@ class M4Simulator:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
             return sim_m0.build(spec, work, self.board).sizes
 
+    def profile(self, spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
+        """Instructions per predict call by function symbol (unicorn's Cortex-M4 / M33; integer builds)."""
+        return sim_m0.profile(spec, x, self.board)
+
 
 SIMULATOR = M4Simulator()
 M33_SIMULATOR = M4Simulator(AN505)
