@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_digits
 
-from tests.backends.test_mcu import SPECS, build, check_exact, dense_model
+from tests.backends.test_mcu import SPECS, build, dense_model
 from tests.conftest import require_target
 from tinycc_ml.backends.kernels_m4 import GROUP, MAX_ROWS, GroupedLayout, m4_image, row_blocks
 from tinycc_ml.backends.layouts import Block
@@ -93,15 +93,14 @@ def test_profile_sums_to_the_qemu_count_and_names_the_kernels(digits, tmp_path):
     assert prof[w_kernel] < 10 * 64
 
 
-def test_m33_runs_the_m4_kernels_bit_exact_and_streaming(digits, tmp_path):
+def test_m33_passes_the_conformance_suite(tmp_path):
+    """The Cortex-M33 on the M4's kernels: every family's random models bit-exact (int16, int8; float predictions),
+    streaming, prefixed warning-free C, the size limit (the M4 runs test_mcu's SPECS and every trained family)."""
+    from tinycc_ml.testing import check_target
+
     require_target("cortex-m33")
-    X, _ = digits
-    for precision in ("int16", "int8"):
-        result, out = build(dense_model(digits), precision, X, tmp_path, target="cortex-m33")
-        assert "pn_mac" in result.files["pn.c"] and "smlad" in result.files["pn.c"]
-        run = check_exact(result, out, X[600:680], target="cortex-m33")
-        assert run.stack_bytes < 512 and run.instructions.min() > 0
-    check_exact(result, out, X[600:680], target="cortex-m33", stream=True)
+    report = check_target("cortex-m33", tmp_path, seeds=(0,))
+    assert len(report.cases) == 5 * 3 + 2 and not report.not_applicable
 
 
 @pytest.mark.parametrize("target, chip", [("cortex-m4", "MPS2_AN386"), ("cortex-m33", "MPS2_AN505")])
