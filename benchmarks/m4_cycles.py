@@ -81,7 +81,7 @@ def tinycc_rows(model, X, Xt, yt, rows: int, opt: str, target: str = TARGET) -> 
                 row["exact"] = bool(np.array_equal(run.scores, want["scores"])
                                     and np.array_equal(run.predictions, want["prediction"]))
                 prof = function_profile(target, src, hdr, "km", x[:2], o.n_scores, o.input_ctype, o.score_ctype,
-                                        flags)
+                                        extra_cflags=flags)
                 kernels = sorted({f for fs in o.node_functions.values() for f in fs if f.endswith(f"_{D}")})
                 row["matvec"] = sum(prof[f] for f in kernels)
                 row["kernels"] = kernels
@@ -171,7 +171,7 @@ def cmsis_rows(tree: Path, W: np.ndarray, x16: np.ndarray, opt: str) -> list[dic
             run = run_on_target(TARGET, sources, Path(tmp) / "cm.h", "cm", xin, W.shape[0], in_t, "int32_t",
                                 extra_cflags=flags)
             prof = function_profile(TARGET, sources, Path(tmp) / "cm.h", "cm", xin[:2], W.shape[0], in_t, "int32_t",
-                                    flags)
+                                    extra_cflags=flags)
         # CMSIS-NN's rounding: within one unit of acc / 2^k, saturated
         ref = np.clip(acc / 2.0**k, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
         sane = bool(np.abs(run.scores - ref).max() <= 1)
