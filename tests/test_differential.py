@@ -146,3 +146,18 @@ def test_host_c_is_clean_under_asan_and_ubsan(family, precision, tmp_path):
     else:
         keep = clear_rows(model, X)
         np.testing.assert_array_equal(got[keep], model.predict(X)[keep])
+
+
+@pytest.mark.parametrize("target", ["host", "avr", "cortex-m0"])
+def test_a_left_shift_into_the_stored_value_saturates_as_the_interpreter(target, tmp_path):
+    """Found by the differential runs: an exp_lut whose output scale (2^32) is finer than its tables' product
+    (2^28) shifted 2^28 left by 4 in int32 C, which wrapped to 0 where the interpreter saturates to 32767."""
+    from tinycc_ml.testing import check_model
+
+    require_target(target)
+    rng = np.random.default_rng(9)
+    model = random_model("protonn", rng, 1e4)
+    X = random_inputs(model, rng, 64, 1e4)
+    result = tinycc_ml.compile(model, name="shl", precision="int16", calibration=X)
+    assert "shl_shl4(" in result.files["shl.c"]  # the saturating left shift is the one in use
+    check_model(target, model, X, "int16", tmp_path)

@@ -33,7 +33,7 @@ from dataclasses import replace
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
-from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, store
+from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.backends.kernels_clip import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
 from tinycc_ml.backends.layouts import Block, BlockedLayout, SplitLayout
 from tinycc_ml.ir.graph import Node
@@ -175,6 +175,8 @@ def rshift_avr(em: CEmitter, expr: str, k: int) -> str:
     """rshift_c, cheaper on AVR: avr-gcc shifts an int32 one bit per 4-instruction loop iteration
     (91 cycles for >> 13). Shifts of 8 or more move whole bytes first; 13 to 15 join the high
     half shifted left and the low half shifted right."""
+    if k < 0:
+        return shift_c(em, expr, k)
     if k < 8:
         return rshift_c(expr, k)
     name = em.sym(f"rs{k}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter, ctype_of
-from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.c_fixed import rshift_c, shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.registry import node_output_shift
@@ -83,7 +83,7 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str] | None:
             em.helpers[name] = mac_asm(name, n, wbits)
         lines.append(f"    {name}({sym} + {r * cols}, {x}, {acc} + {r}, {cols});")
     return lines + [f"    for (int r = 0; r < {rows}; ++r)",
-                    "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
+                    "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]
 
 
 def kernel_sqdist(em: CEmitter, node: Node) -> list[str] | None:
@@ -110,6 +110,6 @@ def kernel_sqdist(em: CEmitter, node: Node) -> list[str] | None:
             lines += [f"            const int32_t d{q} = {rshift_c(f'p[{q}] - xk', h)};",
                       f"            {a} += d{q} * d{q};"]
         lines += [f"            p += {n};", "        }"]
-        lines += ["        " + store(em, node, str(j + q), rshift_c(a, out_shift)) for q, a in enumerate(accs)]
+        lines += ["        " + store(em, node, str(j + q), shift_c(em, a, out_shift)) for q, a in enumerate(accs)]
         lines.append("    }")
     return lines + ["}"]

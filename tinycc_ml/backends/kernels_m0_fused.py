@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.c_fixed import shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import storage_clip_bounds
@@ -283,7 +283,7 @@ def kernel_matvec(em, node: Node, A: np.ndarray | None = None) -> list[str] | No
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
             *("    " + c for c in calls),
             f"    for (int r = 0; r < {A.shape[0]}; ++r)",
-            "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
+            "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]
 
 
 def kernel_sqdist(em, node: Node) -> list[str] | None:
@@ -302,7 +302,7 @@ def kernel_sqdist(em, node: Node) -> list[str] | None:
     return ["{", *("    " + ln for ln in prep), "    const uint32_t v = (sx << 15) - xx;",
             *("    " + c for c in calls),
             f"    for (int j = 0; j < {m}; ++j)",
-            "        " + store(em, node, "j", rshift_c(f"(int32_t){acc}[j]", out_shift)), "}"]
+            "        " + store(em, node, "j", shift_c(em, f"(int32_t){acc}[j]", out_shift)), "}"]
 
 
 def kernel_sqdist8(em, node: Node) -> list[str] | None:
@@ -336,4 +336,4 @@ def kernel_sqdist8(em, node: Node) -> list[str] | None:
             *("    " + c for c in calls),
             f"    for (int j = 0; j < {m}; ++j) {{",
             f"        const uint32_t d = {norm}xx + ({acc}[j] << {k + 1});",
-            "        " + store(em, node, "j", rshift_c("(int32_t)d", out_shift)), "    }", "}"]
+            "        " + store(em, node, "j", shift_c(em, "(int32_t)d", out_shift)), "    }", "}"]

@@ -808,8 +808,8 @@ def m0_sparse_kernel(em, node: Node) -> list[str] | None:
             lines.append(f"    {cname}({lsym}, {em.var(cl.inputs[0])}, {em.var(clamp)});")
         else:
             lines += _clamp_lines(em, clamp, em.var(clamp), used, offset=False)
-    from tinycc_ml.backends.c_fixed import rshift_c, store
+    from tinycc_ml.backends.c_fixed import shift_c, store
 
     return lines + [f"    {name}({csym}, {em.var(x_name)}, {wsym}, (int32_t *){acc});",
                     f"    for (int r = 0; r < {rows}; ++r)",
-                    "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
+                    "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]

@@ -27,7 +27,7 @@ import numpy as np
 from tinycc_ml.backends.base import Backend, BuildOutput, Fit
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget, Emitted, ctype_of
 from tinycc_ml.backends.c_files import Interface, entry_points
-from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, store
+from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.backends.layouts import ConstLayout
 from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError, FitError, ToolchainError
@@ -159,7 +159,7 @@ class McuEmitter(CEmitter):
                 "}", ""]
         if fixed:
             k = node_output_shift(g, node.name)
-            fill = store(self, node, "r", rshift_c(f"{acc}[r]", k))
+            fill = store(self, node, "r", shift_c(self, f"{acc}[r]", k))
         else:
             fill = f"{self.var(node.name)}[r] = {acc}[r];"
         return [f"static {acc_t} {acc}[{n_acc}];", "",
