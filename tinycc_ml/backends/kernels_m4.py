@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.c_fixed import shift_c, store
 from tinycc_ml.backends.kernels_distance import split8
 from tinycc_ml.backends.layouts import Block, BlockedLayout
 from tinycc_ml.ir.graph import Node
@@ -181,7 +181,7 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
     out_shift = node_output_shift(g, node.name)
     calls = _mac_calls(em, A, g.type(a_name).dtype.bits, a_name, em.var(x_name), acc, a_name)
     return ["{", *("    " + c for c in calls), f"    for (int r = 0; r < {rows}; ++r)",
-            "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
+            "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]
 
 
 def kernel_sqdist(em, node: Node) -> list[str] | None:
@@ -210,5 +210,5 @@ def kernel_sqdist(em, node: Node) -> list[str] | None:
     return ["{", "    uint32_t xx = 0;",
             f"    for (int k = 0; k < {k}; ++k) xx += (uint32_t)((int32_t){x}[k] * {x}[k]);",
             *("    " + c for c in calls), f"    for (int j = 0; j < {m}; ++j)",
-            "        " + store(em, node, "j", rshift_c(d, out_shift)), "}"]
+            "        " + store(em, node, "j", shift_c(em, d, out_shift)), "}"]
 
