@@ -1,5 +1,5 @@
 """Every model family the compiler has, trained, compiled at int16 and int8, and run on the
-simulated ATmega328P and Cortex-M0: predictions and scores equal the fixed-point interpreter on
+simulated ATmega328P, Cortex-M0 and Cortex-M4: predictions and scores equal the fixed-point interpreter on
 200 inputs, batch and (where the graph allows it) streaming."""
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ def model(request, digits):
     return request.param, FAMILIES[request.param](X, y).to_model()
 
 
-@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
-@pytest.mark.parametrize("precision", ["int16", "int8"])
+# the Cortex-M4 at int16 (its int8 kernels: test_mcu's SPECS, and every family's random models through the
+# conformance suite on the Cortex-M33, which runs the same code: tests/backends/test_m4.py)
+@pytest.mark.parametrize("target, precision", [("avr", "int16"), ("avr", "int8"), ("cortex-m0", "int16"),
+                                               ("cortex-m0", "int8"), ("cortex-m4", "int16")])
 def test_bit_exact_on_the_simulated_target(model, digits, target, precision, tmp_path):
     require_target(target)
     name, m = model
