@@ -67,8 +67,11 @@ class CompileResult:
         return [self.out_dir / name for name in self.files] if self.out_dir else []
 
     def load(self):
-        """A runnable predictor (host target): ``.predict(X)`` (class labels), ``.predict_index(X)``
-        and ``.scores(X)``."""
+        """A runnable predictor (host target) with the float model's API for its task: ``.predict(X)``
+        gives class labels, regression values in the model's units (float, also for integer builds),
+        or the multilabel 0/1 matrix; ``.decision_function(X)`` the scores in the model's units;
+        the raw C forms as ``.scores(X)``, ``.values_raw(X)``, ``.predict_index(X)`` (see
+        :class:`tinycc_ml.runtime.host.HostPredictor`)."""
         backend = get_backend(self.target)
         if self.out_dir is not None:
             predictor = backend.load(self.out_dir, self.output)
