@@ -99,8 +99,8 @@ def test_binary_and_multilabel_networks():
 def test_regressor_keeps_r2():
     require_target("host")
     X, y = load_diabetes(return_X_y=True)
-    est = fit_quietly(make_pipeline(StandardScaler(), PCA(8), MLPRegressor(hidden_layer_sizes=(16,), max_iter=300, learning_rate_init=0.01,
-                                                                          random_state=0)), X[:300], y[:300])
+    net = MLPRegressor(hidden_layer_sizes=(16,), max_iter=300, learning_rate_init=0.01, random_state=0)
+    est = fit_quietly(make_pipeline(StandardScaler(), PCA(8), net), X[:300], y[:300])
     want = est.predict(X[300:])
     float_c = tinycc_ml.compile(est, name="reg").load().predict(X[300:])
     np.testing.assert_allclose(float_c, want, rtol=1e-4, atol=1e-3)
