@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import pytest
 from sklearn.datasets import load_digits
+from sklearn.naive_bayes import GaussianNB
 from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
 
 from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
@@ -59,6 +63,10 @@ FAMILIES = {
     # scikit-learn's networks: 8-bit or 16-bit weights on the mat-vec kernels, the tanh table
     "mlp_relu": _sklearn(lambda: MLPClassifier((16,), max_iter=60, random_state=0)),
     "mlp_logistic": _sklearn(lambda: MLPClassifier((12, 8), activation="logistic", max_iter=60, random_state=0)),
+    # three classes: one distance chain per class (a quick scale search)
+    "gaussian_nb": lambda X, y: _sklearn(lambda: GaussianNB(var_smoothing=1e-2))(X[y < 3], y[y < 3]),
+    # support vectors of 150 rows: small enough for 32 KB of flash
+    "svc_rbf": lambda X, y: _sklearn(lambda: make_pipeline(StandardScaler(), SVC()))(X[:150], y[:150]),
 }
 
 

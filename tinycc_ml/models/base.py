@@ -20,6 +20,8 @@ BUILTIN_FAMILIES = {
     "prototype": "tinycc_ml.models.prototypes:PrototypeModel",
     "linear": "tinycc_ml.models.linear:LinearModel",
     "mlp": "tinycc_ml.models.mlp:MLPModel",
+    "gaussian_nb": "tinycc_ml.models.naive_bayes:GaussianNBModel",
+    "svm": "tinycc_ml.models.svm:SVMModel",
 }
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.errors import CompileError
+from tinycc_ml.models.sklearn_checks import dense, require_fitted
 
 LINEAR_REGRESSORS = ("LinearRegression", "Ridge", "Lasso", "ElasticNet", "SGDRegressor", "LinearSVR")
 LINEAR_TRANSFORMS = ("PCA", "TruncatedSVD")
@@ -47,24 +48,6 @@ def _svc(estimator):
     from tinycc_ml.models.svm import from_sklearn_svc
 
     return from_sklearn_svc(estimator)
-
-
-def require_fitted(estimator) -> None:
-    from sklearn.exceptions import NotFittedError
-    from sklearn.utils.validation import check_is_fitted
-
-    try:
-        check_is_fitted(estimator)
-    except NotFittedError:
-        raise CompileError(f"{type(estimator).__name__} is not fitted; call fit(X, y) before compiling") from None
-
-
-def dense(array, what: str) -> np.ndarray:
-    from scipy import sparse
-
-    if sparse.issparse(array):
-        raise CompileError(f"{what} is a sparse matrix; fit on dense data to compile")
-    return np.asarray(array, dtype=np.float64)
 
 
 def linear_regressor(estimator):

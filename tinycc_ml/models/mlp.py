@@ -220,7 +220,7 @@ def lower_activation(g: Graph, name: str, z: str, out: str) -> str:
 
 def from_sklearn_mlp(estimator) -> MLPModel:
     """The network of a fitted MLPClassifier / MLPRegressor."""
-    from tinycc_ml.models.from_sklearn_more import dense, require_fitted
+    from tinycc_ml.models.sklearn_checks import dense, require_fitted
 
     name = type(estimator).__name__
     require_fitted(estimator)
