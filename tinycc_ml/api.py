@@ -21,6 +21,7 @@ from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 from tinycc_ml.passes.manager import PassOptions
 
 PRECISIONS = ("float", "int16", "int8")
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
 log = logging.getLogger(__name__)
 MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this int32 shifts overflow
 
@@ -36,6 +37,9 @@ def load_model(path) -> Model:
         if best is not None and best.directory_match(names) > 0:
             return best.from_directory(path)
         raise ModelFileError(f"{path}: no EdgeML model in this directory (expected W.npy, B.npy, Z.npy, gamma.npy)")
+    if path.suffix.lower() in PICKLE_SUFFIXES:  # refused by name, never opened: unpickling runs code
+        raise ModelFileError(f"{path}: pickled objects are not read (loading a pickle runs arbitrary code); save the "
+                             "fitted estimator with tinycc_ml.save_model(estimator, 'model.npz') and use that file")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
     family, arrays, meta = read_model_file(path)
@@ -88,6 +92,19 @@ def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
     """Write all files or none (staged beside ``out_dir``, then moved in); files whose content is
     unchanged are left alone. Returns the paths written."""
     return write_tree(out_dir, files)
+
+
+def save_model(model, path) -> Path:
+    """Save anything :func:`compile` accepts (a fitted scikit-learn estimator or pipeline, a fitted
+    tinycc-ml estimator, a Model) as a ``.npz`` model file, which the command line
+    (``tinycc-ml compile m.npz``, ``--arduino``, ``--project``), CMake and :func:`load_model` take.
+    The file holds numeric arrays and JSON metadata only (no pickle). Returns the path written; on
+    any error nothing is written."""
+    model = as_model(model)
+    path = Path(path)
+    if path.suffix.lower() != ".npz":
+        raise ModelFileError(f"{path}: model files end in .npz")
+    return model.save(path)
 
 
 def model_input_files(path) -> list[Path]:
