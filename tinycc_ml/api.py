@@ -168,6 +168,28 @@ def check_constants(graph, source: str) -> None:
                                      "of the compiled code (weights too large, or a std too small)")
 
 
+def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibration) -> None:
+    """``<prefix>_proba`` in the files; in the report its rule and, for integer builds, the error
+    bound that follows from the scores' largest error on the calibration rows, and the largest
+    error measured there (the fixed-point interpreter's scores, against the float model's)."""
+    from tinycc_ml.backends.proba import add_proba
+    from tinycc_ml.models.proba import PROBA_FLOAT_SLACK, proba_error_bound, proba_from_scores
+
+    rule = model.proba_rule
+    dtype = graph.type(graph.output("scores")).dtype
+    add_proba(output, rule, model.n_outputs if rule == "logistic_each" else model.n_classes,
+              dtype.scale if dtype.is_fixed else None)
+    info = {"rule": rule, "max_abs_error_bound": PROBA_FLOAT_SLACK}
+    if dtype.is_fixed:
+        from tinycc_ml.ir.fixed import quantise, run_fixed
+
+        scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
+        measured = np.abs(proba_from_scores(scores, rule) - model.predict_proba(calibration))
+        info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"])
+        info["calibration_max_abs_error"] = float(np.max(measured)) + PROBA_FLOAT_SLACK
+    report["proba"] = info
+
+
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
             calibration=None, dump_ir_after=(), **options) -> CompileResult:
     """Compile ``model`` (a Model, a fitted estimator, or a path to a saved model) to C.
@@ -229,6 +251,8 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     except NotImplementedError:  # a model that does not say how many classes it has: one per score
         classes = np.arange(output.n_scores)
     add_labels(output, classes)
+    if model.proba_rule is not None:
+        _add_proba(model, graph, output, report, calibration)
     fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,
                   kernels=list(output.kernels))

@@ -42,11 +42,6 @@ def activation(name: str, z: np.ndarray) -> np.ndarray:
     return z
 
 
-def softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - np.max(z, axis=1, keepdims=True))
-    return e / np.sum(e, axis=1, keepdims=True)
-
-
 class MLPModel(Model):
     """Layers ``weights[i]`` (out_i, in_i) and ``biases[i]`` (out_i,), a hidden ``activation``, an
     ``output`` activation, optional input ``mean`` / ``std``."""
@@ -167,16 +162,14 @@ class MLPModel(Model):
         s = self.scores(X)
         return (s[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(s, axis=1)
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (softmax of the scores; binary: [1 - p, p] with p the logistic of the
-        score; multilabel: each label's logistic)."""
-        s = self.scores(X)
+    @property
+    def proba_rule(self) -> str | None:
+        """softmax (classes), logistic (binary: [1 - p, p]), logistic_each (multilabel), None (regression)."""
         if self.output == "softmax":
-            return softmax(s)
+            return "softmax"
         if self.output == "logistic":
-            p = activation("logistic", s)
-            return np.hstack([1.0 - p, p]) if self.binary else p
-        raise CompileError("a regression network has no probabilities")
+            return "logistic" if self.binary else "logistic_each"
+        return None
 
     def with_input_map(self, A, c) -> MLPModel:
         """This network applied to ``A x + c`` (a PCA step before it), folded into its first layer: exact."""

@@ -19,7 +19,6 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
-from tinycc_ml.models.mlp import softmax
 from tinycc_ml.models.saved import check_array
 
 
@@ -28,6 +27,7 @@ class GaussianNBModel(Model):
     optional input ``mean`` / ``std`` (D,)."""
 
     family = "gaussian_nb"
+    proba_rule = "softmax"  # scikit-learn's predict_proba: the normalised joint likelihoods
 
     def __init__(self, theta, var, log_prior, mean=None, std=None, source: str = "GaussianNB model"):
         self.theta = check_array(theta, "theta", source, ndim=2)
@@ -87,9 +87,6 @@ class GaussianNBModel(Model):
         X = self._normalised(X)
         z = (X[:, None, :] - self.theta[None]) / np.sqrt(self.var[None])
         return self.constants()[None, :] - 0.5 * np.sum(z * z, axis=2)
-
-    def predict_proba(self, X) -> np.ndarray:
-        return softmax(self.scores(X))
 
     def lower(self) -> Graph:
         g = Graph("gaussian_nb")

@@ -53,12 +53,13 @@ class HostPredictor:
     classes: np.ndarray | None = None
 
     def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
-                 input_scale=None, task: dict | None = None, score_scale: int | None = None):
+                 input_scale=None, task: dict | None = None, score_scale: int | None = None, n_proba: int = 0):
         self._lib, self._ffi = module.lib, module.ffi
         self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
         self.input_dim, self.n_scores, self.input_scale = input_dim, n_scores, input_scale
         self.task = dict(task) if task else {"kind": "classification"}
         self.score_scale = score_scale  # integer builds: a score's value is score_int * 2^-score_scale
+        self.n_proba = n_proba  # entries <prefix>_proba writes (0: the model defines no probabilities)
 
     def quantise(self, X) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
@@ -132,6 +133,17 @@ class HostPredictor:
             fn(ffi.from_buffer(x_t, row), ffi.from_buffer("uint8_t[]", dest, require_writable=True))
         return out
 
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities of each row from ``<prefix>_proba`` (float32, (n, N_PROBA)), for models
+        that define them (see tinycc_ml.models.proba)."""
+        fn = self._entry_point("proba")
+        Xq = self.quantise(X)
+        ffi, x_t = self._ffi, f"{self.input_ctype}[]"
+        out = np.zeros((len(Xq), self.n_proba), dtype=np.float32)
+        for row, dest in zip(Xq, out):
+            fn(ffi.from_buffer(x_t, row), ffi.from_buffer("float[]", dest, require_writable=True))
+        return out
+
     def _entry_point(self, name: str):
         try:
             return getattr(self._lib, f"{self.prefix}_{name}")
@@ -164,6 +176,8 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         cdef += f"    {score_ctype} {prefix}_predict_value(const {input_ctype} *x);\n"
     if f"{prefix}_predict_labels(" in header:
         cdef += f"    void {prefix}_predict_labels(const {input_ctype} *x, uint8_t *out);\n"
+    if f"{prefix}_proba(" in header:
+        cdef += f"    void {prefix}_proba(const {input_ctype} *x, float *out);\n"
     wrapper = f"""
         #include "{prefix}.h"
         static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
@@ -284,7 +298,7 @@ def _compile(work: Path, module_name: str, header: str, source: str, prefix: str
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     ffi.set_source(module_name, wrapper, sources=[str(work / f"{prefix}.c")], include_dirs=[str(work)],
-                   extra_compile_args=list(HOST_CFLAGS))
+                   extra_compile_args=list(HOST_CFLAGS), libraries=["m"])
     try:
         library = Path(ffi.compile(tmpdir=str(work), verbose=False))
     except Exception as exc:
@@ -305,7 +319,10 @@ def load_host_build(out_dir: Path, output) -> HostPredictor:
     header = (out_dir / f"{output.prefix}.h").read_text()
     source = (out_dir / f"{output.prefix}.c").read_text()
     module = build_host_module(header, source, output.prefix, output.input_ctype, output.score_ctype)
-    found = re.search(rf"#define {output.prefix.upper()}_SCORE_SCALE (-?\d+)", header)
+    up = output.prefix.upper()
+    found = re.search(rf"#define {up}_SCORE_SCALE (-?\d+)", header)
+    n_proba = re.search(rf"#define {up}_N_PROBA (\d+)", header)
     return HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
                          output.n_scores, output.input_scale, task=output.task,
-                         score_scale=int(found.group(1)) if found else None)
+                         score_scale=int(found.group(1)) if found else None,
+                         n_proba=int(n_proba.group(1)) if n_proba else 0)
