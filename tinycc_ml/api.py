@@ -27,8 +27,9 @@ MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this in
 
 
 def load_model(path) -> Model:
-    """Load a saved model: the project's ``.npz`` model file, or an EdgeML model directory
-    (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...)."""
+    """Load a saved model: the project's ``.npz`` model file, an ONNX dense network (``.onnx``, needs the
+    onnx package; see :mod:`tinycc_ml.models.from_onnx`), or an EdgeML model directory (ProtoNN:
+    W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...)."""
     path = Path(path)
     if path.is_dir():
         names = {p.name for p in path.iterdir()}
@@ -42,6 +43,10 @@ def load_model(path) -> Model:
                              "fitted estimator with tinycc_ml.save_model(estimator, 'model.npz') and use that file")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
+    if path.suffix.lower() == ".onnx":
+        from tinycc_ml.models.from_onnx import load_onnx
+
+        return load_onnx(path)
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
