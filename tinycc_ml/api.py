@@ -22,6 +22,7 @@ from tinycc_ml.passes.manager import PassOptions
 
 PRECISIONS = ("float", "int16", "int8")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
+POOR_AGREEMENT = 0.9  # an integer build agreeing less with its float model on the calibration rows is warned of
 log = logging.getLogger(__name__)
 MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this int32 shifts overflow
 
@@ -237,6 +238,11 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         except (OverflowError, FloatingPointError) as exc:
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} drive the model's "
                             f"intermediate values beyond what {precision} fixed point can scale ({exc})") from None
+        agreement = report.get("agreement_with_float", 1.0)
+        if model.task["kind"] == "classification" and agreement < POOR_AGREEMENT:  # said, not only reported
+            log.warning("%s: the %s build predicts what the float model predicts on only %.1f%% of the calibration "
+                        "rows (scores spanning more than %s can hold; see report['values'])", model.describe(),
+                        precision, 100 * agreement, precision)
         if model.task["kind"] == "regression":  # the value's error is what a regression user needs to know
             error = report["fixed_point_error"] = {**report["score_error"], "rows": report["calibration_rows"]}
             description.append(f"Value error against the float model on {error['rows']} calibration rows: "

@@ -69,6 +69,14 @@ def test_compiled_float_predictions_equal_scikit_learn(split, kind, data):
     assert np.mean(int16 == yte) >= np.mean(want == yte) - 0.005
 
 
+def test_an_integer_build_far_from_its_float_model_is_warned_of(split, caplog):
+    """GaussianNB's default var_smoothing on digits: log-likelihoods spanning 1e10 (see the README)."""
+    Xtr, _, ytr, _ = split("digits")
+    result = tinycc_ml.compile(GaussianNB().fit(Xtr, ytr), precision="int16", calibration=Xtr, search=False)
+    assert result.report["agreement_with_float"] < 0.9
+    assert "predicts what the float model predicts on only" in caplog.text
+
+
 def test_binary_svc_votes_by_the_sign_and_ovo_votes_as_libsvm(split):
     Xtr, Xte, ytr, _ = split("wine")
     est = make_pipeline(StandardScaler(), SVC(decision_function_shape="ovo")).fit(Xtr, ytr)
