@@ -67,3 +67,24 @@ def test_models_without_probabilities_say_so():
     assert "proba" not in result.files["lin.h"] and "proba" not in result.report
     with pytest.raises(DataError, match="declares no lin_proba"):
         result.load().predict_proba(np.eye(3))
+
+
+def test_bonsai_trained_with_cross_entropy_has_probabilities(tmp_path):
+    require_target("host")
+    from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+    from tinycc_ml.models.saved import read_model_file, save_model_file
+
+    X, y = load_wine(return_X_y=True)
+    model = BonsaiClassifier(budget_bytes=1024, epochs=5, random_state=0).fit(X, y).to_model()
+    assert model.proba_rule == "softmax"  # multi-class default: the cross-entropy loss
+    want = model.predict_proba(X)
+    np.testing.assert_allclose(want.sum(axis=1), 1.0)
+    np.testing.assert_allclose(tinycc_ml.compile(model, name="b").load().predict_proba(X), want, atol=1e-5)
+    loaded = tinycc_ml.load_model(model.save(tmp_path / "b.npz"))
+    assert loaded.proba_rule == "softmax"
+    hinge = BonsaiClassifier(budget_bytes=1024, epochs=2, random_state=0).fit(X, y == 1).to_model()
+    assert hinge.proba_rule is None  # binary default: the hinge loss, no probabilities
+    family, arrays, meta = read_model_file(hinge.save(tmp_path / "h.npz"))
+    save_model_file(tmp_path / "bad.npz", family, arrays, {**meta, "proba": "softmax"})
+    with pytest.raises(tinycc_ml.errors.ModelFileError, match="proba 'softmax' does not fit a model with 1 score"):
+        tinycc_ml.load_model(tmp_path / "bad.npz")
