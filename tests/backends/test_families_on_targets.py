@@ -60,9 +60,8 @@ FAMILIES = {
     "protonn_regression": lambda X, y: ProtoNNRegressor(budget_bytes=4096, n_iter=10, random_state=0).fit(X, y * 1.5),
     "bonsai_regression": lambda X, y: BonsaiRegressor(budget_bytes=4096, epochs=10, reg_z=1e-2, reg_tree=1e-2,
                                                       random_state=0).fit(X, y * 1.5),
-    # scikit-learn's networks: 8-bit or 16-bit weights on the mat-vec kernels, the tanh table
+    # scikit-learn's networks: 8-bit or 16-bit weights with 16-bit activations on the mat-vec kernels
     "mlp_relu": _sklearn(lambda: MLPClassifier((16,), max_iter=60, random_state=0)),
-    "mlp_logistic": _sklearn(lambda: MLPClassifier((12, 8), activation="logistic", max_iter=60, random_state=0)),
     # three classes: one distance chain per class (a quick scale search)
     "gaussian_nb": lambda X, y: _sklearn(lambda: GaussianNB(var_smoothing=1e-2))(X[y < 3], y[y < 3]),
     # support vectors of 150 rows: small enough for 32 KB of flash
