@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import pytest
 from sklearn.datasets import load_digits
+from sklearn.naive_bayes import GaussianNB
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
 
 from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
@@ -19,6 +24,30 @@ from tinycc_ml.models.regressors import BonsaiRegressor, ProtoNNRegressor
 from tinycc_ml.models.snc import SNCClassifier
 
 N_ROWS = 200
+
+
+class _Fitted:
+    """A fitted scikit-learn object, as FAMILIES' entries give them (``to_model()``)."""
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+
+    def to_model(self):
+        from tinycc_ml.api import as_model
+
+        return as_model(self.estimator)
+
+
+def _sklearn(make):
+    def fit(X, y):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # convergence: a few iterations are enough here
+            return _Fitted(make().fit(X, y))
+    return fit
+
+
 FAMILIES = {
     "protonn": lambda X, y: ProtoNNClassifier(budget_bytes=4096, n_iter=10, random_state=0, verbose=0).fit(X, y),
     "bonsai": lambda X, y: BonsaiClassifier(budget_bytes=4096, epochs=10, random_state=0).fit(X, y),
@@ -31,6 +60,12 @@ FAMILIES = {
     "protonn_regression": lambda X, y: ProtoNNRegressor(budget_bytes=4096, n_iter=10, random_state=0).fit(X, y * 1.5),
     "bonsai_regression": lambda X, y: BonsaiRegressor(budget_bytes=4096, epochs=10, reg_z=1e-2, reg_tree=1e-2,
                                                       random_state=0).fit(X, y * 1.5),
+    # scikit-learn's networks: 8-bit or 16-bit weights with 16-bit activations on the mat-vec kernels
+    "mlp_relu": _sklearn(lambda: MLPClassifier((16,), max_iter=60, random_state=0)),
+    # three classes: one distance chain per class (a quick scale search)
+    "gaussian_nb": lambda X, y: _sklearn(lambda: GaussianNB(var_smoothing=1e-2))(X[y < 3], y[y < 3]),
+    # support vectors of 80 rows: quick, and small enough for 32 KB of flash
+    "svc_rbf": lambda X, y: _sklearn(lambda: make_pipeline(StandardScaler(), SVC()))(X[:80], y[:80]),
 }
 
 
