@@ -36,7 +36,8 @@ import numpy as np
 from tinycc_ml.errors import DataError, InfeasibleError, TinyccError
 from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings
 from tinycc_ml.search.limits import Limits
-from tinycc_ml.search.pareto import Candidate, closest, pareto_front, rank, table, why
+from tinycc_ml.search.pareto import RULE, Candidate, closest, pareto_front, rank, standard_error, table, why
+from tinycc_ml.search.workers import WorkerDied, Workers, check_jobs
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ FIRMWARE_RESERVE = 4096  # flash the ladder leaves for the rest of a firmware wh
 CODE_ESTIMATE = 1024  # model code beside its constants on a microcontroller, until measured
 PRUNE_MARGIN = 1.15  # a build predicted above limit x this is not compiled
 HOPELESS = 4.0  # ... not even as the first size of a family
+OUTPUT_SECONDS = 1.5  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
 FORMAT = "tinycc-ml-fit"
 # loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
 BUILD_LOGGERS = ("tinycc_ml.api", "tinycc_ml.passes", "tinycc_ml.runtime", "tinycc_ml.backends",
@@ -96,7 +98,11 @@ class FitResult:
         v = self.verification
         lines = [f"limits: {self.limits.describe()}",
                  f"searched {len(self.candidates)} candidates in {self.seconds:.0f} s"
+                 + (f" on {self.search['n_jobs']} worker processes" if self.search.get("n_jobs", 1) > 1 else "")
+                 + (f" on the Dask cluster at {self.search['scheduler']}" if self.search.get("scheduler") else "")
                  + ("" if self.complete else " (time budget reached: the search stopped early)"),
+                 *([f"skipped for the time budget: {'; '.join(self.search['skipped'])}"]
+                   if self.search.get("skipped") else []),
                  "", "Pareto front (validation accuracy / flash / latency; * = chosen):",
                  table(self.front if self.chosen in self.front else [*self.front, self.chosen], unit, self.chosen),
                  "", self.reason + ".",
@@ -204,25 +210,101 @@ def _positive_number(value, what: str, integer: bool = False):
     return int(value) if integer else float(value)
 
 
+@dataclass
+class _Data:
+    """What a worker needs to train and measure a candidate (sent with each task)."""
+    X_fit: np.ndarray
+    y_fit: np.ndarray
+    calibration: np.ndarray
+    X_val: np.ndarray
+    val_index: np.ndarray
+    X_sim: np.ndarray
+    target: str
+    name: str
+
+
+@dataclass
+class _Task:
+    family: str
+    settings: dict
+    precisions: tuple[str, ...]
+    data: _Data
+    deadline: float | None = None  # time.time() after which the task is not started
+    predicted_seconds: float = 0.0  # ... nor when it would end after the deadline
+
+
+@dataclass
+class _Outcome:
+    status: str  # "measured", "failed", "skipped"
+    note: str = ""
+    estimator: object = None
+    model: object = None
+    train_seconds: float = 0.0
+    seconds: float = 0.0  # training and every measurement
+    measurements: list = field(default_factory=list)
+
+
+def run_candidate(task: _Task) -> _Outcome:
+    """Train one family at one size and measure it at each precision (run in a worker process)."""
+    from threadpoolctl import threadpool_limits
+
+    from tinycc_ml.api import as_model
+    from tinycc_ml.search.measure import measure
+
+    now = time.time()
+    if task.deadline is not None and now >= task.deadline:
+        return _Outcome("skipped", "time budget reached")
+    if task.deadline is not None and now + task.predicted_seconds > task.deadline:
+        return _Outcome("skipped", f"time budget reached (would take ~{task.predicted_seconds:.0f} s)")
+    d = task.data
+    t0 = time.perf_counter()
+    # one BLAS / OpenMP thread: the same sums whatever the environment, and workers do not oversubscribe
+    with threadpool_limits(limits=1), _quiet_builds():
+        try:
+            estimator = FAMILIES[task.family].estimator(task.settings).fit(d.X_fit, d.y_fit)
+            model = as_model(estimator)
+        except TinyccError as exc:
+            return _Outcome("failed", " ".join(str(exc).split()))
+        train_seconds = time.perf_counter() - t0
+        measurements = [measure(model, d.target, p, d.calibration, d.X_val, d.val_index, d.X_sim, d.name)[0]
+                        for p in task.precisions]
+    return _Outcome("measured", "", estimator, model, train_seconds, time.perf_counter() - t0, measurements)
+
+
+@dataclass
+class _Plan:
+    family: str
+    size: int
+    rung: int
+    settings: dict
+    records: list = field(default_factory=list)  # (precision, fields) of pruned / skipped candidates
+    active: tuple[str, ...] = ()
+
+
 class _Search:
     """The state of one search: data split, ladders, candidates, the models trained."""
 
     def __init__(self, X, y, index, classes, backend, limits, precisions, families, time_budget, random_state,
-                 sizes_per_family, validation_fraction, sim_rows, name):
+                 sizes_per_family, validation_fraction, sim_rows, name, n_jobs=1, scheduler=None, start=None,
+                 refit=True, final_rows=0):
         from sklearn.model_selection import train_test_split
 
         self.backend, self.limits, self.precisions = backend, limits, precisions
         self.target, self.name, self.random_state = limits.target, name, random_state
-        self.time_budget = time_budget
+        self.time_budget, self.n_jobs, self.scheduler = time_budget, n_jobs, scheduler
+        self.refit, self.final_rows = refit, final_rows
         n_val = max(int(math.ceil(validation_fraction * len(X))), len(classes))
         if len(X) - n_val < len(classes):
             raise DataError(f"{len(X)} rows are too few for {len(classes)} classes and a validation split")
         fit_rows, val_rows = train_test_split(np.arange(len(X)), test_size=n_val, stratify=index,
                                               random_state=random_state)
+        self.n_all = len(X)
         self.X_fit, self.y_fit = X[fit_rows], y[fit_rows]
         self.X_val, self.val_index = X[val_rows], index[val_rows]
         self.calibration = self.X_fit[:CALIBRATION_ROWS]
         self.X_sim = self.X_val[:sim_rows]
+        self.data = _Data(self.X_fit, self.y_fit, self.calibration, self.X_val, self.val_index, self.X_sim,
+                          self.target, name)
         chip = getattr(backend, "chip", None)
         if limits.max_flash is not None:
             self.flash_plan = float(limits.max_flash)
@@ -237,93 +319,174 @@ class _Search:
                                   sizes_per_family) for f in families}
         self.candidates: list[Candidate] = []
         self.models: dict[int, tuple[object, object]] = {}  # candidate id -> (estimator, model)
-        self.start = time.perf_counter()
+        self.seconds: dict[int, float] = {}  # candidate id -> seconds to train and measure its family's size
+        self.start = time.perf_counter() if start is None else start
         self.complete = True
+        self.skipped: list[str] = []  # what the time budget left out, in words
+        self._order: dict[int, tuple] = {}  # candidate -> (family, rung, n-th record of that size)
+        self._last: dict[str, tuple[int, float]] = {}  # family -> (size, seconds) of its last task
+
+    # ------------------------------------------------------------ time
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def final_reserve(self) -> float:
+        """Seconds the retraining and the final check of the best candidate so far are expected to take
+        (its training scaled to all rows, its measurement scaled to the rows checked), plus the outputs."""
+        best = rank(self.candidates)
+        if not best:
+            return 0.0
+        c = best[0]
+        train = (c.train_seconds or 0.0) * self.n_all / len(self.X_fit) if self.refit else 0.0
+        check = self.seconds.get(c.id, 0.0) * max(1.0, self.final_rows / max(1, len(self.X_sim)) / 4)
+        return 1.25 * (train + check) + OUTPUT_SECONDS
+
+    def search_deadline(self) -> float | None:
+        """perf_counter time after which no candidate is started (None: no budget, or nothing measured yet)."""
+        if self.time_budget is None or not any(c.status == "measured" for c in self.candidates):
+            return None
+        return self.start + self.time_budget - self.final_reserve()
 
     def out_of_time(self) -> bool:
-        """Whether the budget is spent; the search goes on until one candidate is measured, so it has a result."""
-        if self.time_budget is None or not any(c.status == "measured" for c in self.candidates):
-            return False
-        return time.perf_counter() - self.start >= self.time_budget
+        """Whether the search's share of the budget is spent; the search goes on until one candidate is
+        measured, so it has a result."""
+        deadline = self.search_deadline()
+        return deadline is not None and time.perf_counter() >= deadline
 
-    def add(self, family: str, settings: dict, precision: str, **fields) -> Candidate:
+    # ------------------------------------------------------------ candidates
+    def add(self, family: str, settings: dict, precision: str, rung: int = 0, **fields) -> Candidate:
         c = Candidate(len(self.candidates), family, settings, precision, **fields)
+        self._order[c.id] = (family, rung, sum(1 for o in self._order.values() if o[:2] == (family, rung)))
         self.candidates.append(c)
         return c
 
-    def run(self) -> None:
-        """Rounds over the families in a fixed order, one size of each per round (so a time budget cuts
-        every family alike); then rounds of refinements while time remains."""
-        from tinycc_ml.progress import Progress
+    def _renumber(self) -> None:
+        """Ids in the order of a round-robin search (round by round, families in order), whatever the order
+        the workers finished in: rung r of every family is round r; refinements come after the longest
+        family's planned sizes."""
+        planned = {f: len(lad.sizes) - lad.refinements for f, lad in self.ladders.items()}
+        longest = max(planned.values(), default=0)
+        families = list(self.ladders)
 
-        total = sum(len(lad.sizes) if lad.family.fixed_size else lad.n_rungs for lad in self.ladders.values())
-        done = dict.fromkeys(self.ladders, 0)
-        with Progress("fit: training and measuring", total=total, unit="sizes", logger=log) as bar:
-            while True:
-                if all(done[f] >= len(lad.sizes) for f, lad in self.ladders.items()):
-                    if self.out_of_time() or not any([lad.refine() for lad in self.ladders.values()]):
-                        break
-                    bar.total = max(bar.total or 0, bar.done + sum(len(lad.sizes) - done[f]
-                                                                   for f, lad in self.ladders.items()))
-                for family, ladder in self.ladders.items():
-                    if done[family] < len(ladder.sizes):
-                        rung = done[family]
-                        self.try_size(family, ladder, ladder.sizes[rung], rung)
-                        done[family] += 1
-                        if rung == 0:
-                            ladder.extend()
-                        bar.advance(1, note=family)
+        def key(c):
+            family, rung, n = self._order[c.id]
+            rnd = rung if rung < planned[family] else longest + rung - planned[family]
+            return rnd, families.index(family), n
 
-    def try_size(self, family: str, ladder: Ladder, size: int, rung: int) -> None:
+        old = sorted(self.candidates, key=key)
+        mapping = {c.id: i for i, c in enumerate(old)}
+        for c in old:
+            c.id = mapping[c.id]
+        self.candidates = old
+        self.models = {mapping[i]: m for i, m in self.models.items()}
+        self.seconds = {mapping[i]: s for i, s in self.seconds.items()}
+
+    def plan(self, family: str, ladder: Ladder, size: int, rung: int) -> _Plan:
         fam = FAMILIES[family]
         settings = fam.settings(size, self.random_state, self.X_fit.shape[1], self.n_classes)
-        if self.out_of_time():
-            self.complete = False
-            for p in self.precisions:
-                self.add(family, settings, p, status="skipped", note="time budget reached")
-            return
-        active = []
+        plan = _Plan(family, size, rung, settings)
         predicted = {p: ladder.predicted_flash(p, size) for p in self.precisions}
         cheapest = min(self.precisions, key=lambda p: (predicted[p], self.precisions.index(p)))
+        active = []
         for p in self.precisions:
             # the first size is measured whatever the prediction (it teaches the ladder each precision's
             # cost, and an infeasible search can then name real figures), unless hopelessly large
             must = rung == 0 and (p == cheapest or not fam.fixed_size) and predicted[p] <= HOPELESS * self.flash_plan
             if ladder.is_blocked(p, size):
-                self.add(family, settings, p, status="pruned",
-                         note="a smaller size of this family already broke the latency or RAM limit")
+                plan.records.append((p, {"status": "pruned", "note": "a smaller size of this family already broke "
+                                                                     "the latency or RAM limit"}))
             elif predicted[p] > PRUNE_MARGIN * self.flash_plan and not must:
-                self.add(family, settings, p, status="pruned", failed=["flash"],
-                         predicted_flash_bytes=int(predicted[p]),
-                         note=f"predicted flash {predicted[p]:,.0f} B > {self.flash_plan:,.0f} B")
+                plan.records.append((p, {"status": "pruned", "failed": ["flash"],
+                                         "predicted_flash_bytes": int(predicted[p]),
+                                         "note": f"predicted flash {predicted[p]:,.0f} B > {self.flash_plan:,.0f} B"}))
             else:
                 active.append(p)
-        if not active:
-            return
-        from tinycc_ml.api import as_model
+        plan.active = tuple(active)
+        return plan
 
-        log.info("fit: training %s %s", family, describe_settings(family, settings))
-        t0 = time.perf_counter()
-        try:
-            with _quiet_builds():
-                estimator = fam.estimator(settings).fit(self.X_fit, self.y_fit)
-                model = as_model(estimator)
-        except TinyccError as exc:
-            for p in active:
-                self.add(family, settings, p, status="failed", note=" ".join(str(exc).split()))
-            return
-        seconds = time.perf_counter() - t0
-        for p in active:
-            self.measure(family, settings, p, estimator, model, seconds, ladder, size, rung)
+    def task(self, plan: _Plan) -> _Task:
+        deadline = self.search_deadline()
+        predicted = 0.0
+        if plan.family in self._last:
+            size, seconds = self._last[plan.family]
+            predicted = seconds * max(1.0, plan.size / max(size, 1))
+        wall = None if deadline is None else time.time() + (deadline - time.perf_counter())
+        return _Task(plan.family, plan.settings, plan.active, self.data, wall, predicted)
 
-    def measure(self, family, settings, precision, estimator, model, seconds, ladder, size, rung) -> None:
-        from tinycc_ml.search.measure import measure
+    def skip(self, plan: _Plan, note: str = "time budget reached") -> None:
+        self.complete = False
+        self.skipped.append(f"{plan.family} {describe_settings(plan.family, plan.settings)}")
+        for p in self.precisions:
+            self.add(plan.family, plan.settings, p, plan.rung, status="skipped", note=note)
 
-        with _quiet_builds():
-            m, _ = measure(model, self.target, precision, self.calibration, self.X_val, self.val_index, self.X_sim,
-                           self.name)
-        c = self.add(family, settings, precision, train_seconds=round(seconds, 2))
-        self.models[c.id] = (estimator, model)
+    def run(self) -> None:
+        """Every family climbs its own ladder (the next size of a family is planned from what its earlier
+        sizes measured, so each family is a chain, the families independent of each other): one task per
+        family at a time, on ``n_jobs`` workers. Ids follow a round-robin order whatever finishes first."""
+        from tinycc_ml.progress import Progress
+
+        total = sum(len(lad.sizes) if lad.family.fixed_size else lad.n_rungs for lad in self.ladders.values())
+        next_rung = dict.fromkeys(self.ladders, 0)
+        with Progress("fit: training and measuring", total=total, unit="sizes", logger=log) as bar, \
+                Workers(self.n_jobs, self.scheduler) as workers:
+
+            def start(family: str) -> None:
+                ladder = self.ladders[family]
+                while True:
+                    if next_rung[family] >= len(ladder.sizes):
+                        if self.out_of_time() or not ladder.refine():
+                            return
+                        bar.total = max(bar.total or 0, bar.done + 1)
+                    rung = next_rung[family]
+                    plan = self.plan(family, ladder, ladder.sizes[rung], rung)
+                    next_rung[family] += 1
+                    if self.out_of_time():
+                        self.skip(plan)
+                        bar.advance(1, note=family)
+                        continue
+                    if plan.active:
+                        log.info("fit: training %s %s", family, describe_settings(family, plan.settings))
+                        workers.submit(plan, run_candidate, self.task(plan))
+                        return
+                    self.apply(plan, None)
+                    bar.advance(1, note=family)
+
+            for family in self.ladders:
+                start(family)
+            while workers.busy:
+                for plan, outcome in workers.finished():
+                    self.apply(plan, outcome)
+                    bar.advance(1, note=plan.family)
+                    start(plan.family)
+        self._renumber()
+
+    def apply(self, plan: _Plan, outcome: _Outcome | None) -> None:
+        ladder = self.ladders[plan.family]
+        for p, fields_ in plan.records:
+            self.add(plan.family, plan.settings, p, plan.rung, **fields_)
+        if outcome is not None:
+            if isinstance(outcome, WorkerDied):
+                outcome = _Outcome("failed", outcome.why)
+            if outcome.status == "skipped":
+                self.complete = False
+                self.skipped.append(f"{plan.family} {describe_settings(plan.family, plan.settings)}")
+                for p in plan.active:
+                    self.add(plan.family, plan.settings, p, plan.rung, status="skipped", note=outcome.note)
+            elif outcome.status == "failed":
+                for p in plan.active:
+                    self.add(plan.family, plan.settings, p, plan.rung, status="failed", note=outcome.note)
+            else:
+                self._last[plan.family] = (plan.size, outcome.seconds)
+                for p, m in zip(plan.active, outcome.measurements):
+                    self.record(plan, p, m, outcome)
+        if plan.rung == 0:
+            ladder.extend()
+
+    def record(self, plan: _Plan, precision: str, m, outcome: _Outcome) -> None:
+        ladder, size = self.ladders[plan.family], plan.size
+        c = self.add(plan.family, plan.settings, precision, plan.rung, train_seconds=round(outcome.train_seconds, 2))
+        self.models[c.id] = (outcome.estimator, outcome.model)
+        self.seconds[c.id] = (outcome.seconds - outcome.train_seconds) / max(1, len(plan.active))
         if m.error is not None:
             c.status, c.failed, c.note = "failed", [m.misfit], m.error
             ladder.block(precision, size)
@@ -333,6 +496,7 @@ class _Search:
                     "firmware_flash_bytes", "firmware_ram_bytes", "count"):
             setattr(c, key, getattr(m, key))
         c.val_accuracy = m.accuracy
+        c.val_se = standard_error(m.accuracy, len(self.X_val))
         c.ms = self.limits.ms(m.count)
         c.failed = self.limits.failed(m.flash_bytes, m.ram_bytes, m.count)
         if m.extra.get("simulator_disagrees"):
@@ -409,7 +573,7 @@ def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_r
 def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, clock_hz=None, precision="auto",
         families=None, time_budget=DEFAULT_TIME_BUDGET, random_state: int = 0, X_test=None, y_test=None,
         out_dir=None, name: str = "model", sizes_per_family: int = 4, validation_fraction: float = 0.2,
-        sim_rows: int = 8, refit: bool = True) -> FitResult:
+        sim_rows: int = 8, refit: bool = True, n_jobs: int = 1, scheduler=None) -> FitResult:
     """The most accurate model that meets the limits on ``target``, compiled (see the module doc).
 
     max_flash, max_ram: bytes of the model's own flash (code + constants) and RAM (static + peak stack).
@@ -418,6 +582,10 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     families: names from ``FAMILY_ORDER`` (default all). time_budget: seconds (None: no limit).
     X_test, y_test: used only for the final check of the chosen model. out_dir: where to write the model
     file, its C, pareto.json, pareto.txt and pareto.png (all or nothing); None keeps them in ``files``.
+    time_budget bounds the whole call, the retraining and the final check included (see ``final_reserve``).
+    n_jobs: worker processes training and measuring candidates at once (-1: one per core); scheduler: the
+    address of a Dask ``distributed`` scheduler (or a ``distributed.Client``) to run them on instead. The
+    result does not depend on either (see ``_Search.run``).
     Raises InfeasibleError (a ValueError) naming the closest candidates when nothing meets the limits.
     """
     from tinycc_ml.backends.base import get_backend
@@ -432,6 +600,7 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     time_budget = _positive_number(time_budget, "time_budget")
     sizes_per_family = _positive_number(sizes_per_family, "sizes_per_family", integer=True)
     sim_rows = _positive_number(sim_rows, "sim_rows", integer=True)
+    n_jobs = check_jobs(n_jobs)
     if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
         raise DataError(f"random_state is {random_state!r}; expected an integer")
     if not 0 < validation_fraction < 1:
@@ -449,16 +618,17 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     from threadpoolctl import threadpool_limits
 
     search = _Search(X, y, index, classes, backend, limits, precisions, names, time_budget, int(random_state),
-                     sizes_per_family, validation_fraction, sim_rows, prefix)
+                     sizes_per_family, validation_fraction, sim_rows, prefix, n_jobs, scheduler, start, refit,
+                     len(X_test) if X_test is not None else int(math.ceil(validation_fraction * len(X))))
     # one BLAS / OpenMP thread: the same sums, so the same models, whatever the environment's thread settings
     # (k-means and BLAS reductions change with the thread count), and no oversubscription beside the simulators
     with threadpool_limits(limits=1):
         return _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, names, precisions,
-                                  sizes_per_family, time_budget, random_state, prefix, start)
+                                  sizes_per_family, time_budget, random_state, prefix, start, scheduler)
 
 
 def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, names, precisions, sizes_per_family,
-                       time_budget, random_state, prefix, start) -> FitResult:
+                       time_budget, random_state, prefix, start, scheduler=None) -> FitResult:
     limits = search.limits
     search.run()
     ranked = rank(search.candidates)
@@ -473,6 +643,14 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
     for candidate in ranked[:3]:
         estimator, model = search.models[candidate.id]
         tries = [True, False] if refit else [False]
+        if refit and time_budget is not None:
+            needed = OUTPUT_SECONDS + 1.25 * ((candidate.train_seconds or 0.0) * len(X) / len(search.X_fit)
+                                              + search.seconds.get(candidate.id, 0.0)
+                                              * max(1.0, len(X_rows) / len(search.X_sim) / 4))
+            if search.elapsed() + needed > time_budget:
+                tries = [False]
+                search.skipped.append(f"retraining {candidate.label} on all rows (~{needed:.0f} s more)")
+                search.complete = False
         for retrain in tries:
             verification, est, mdl, result = _verify(search, candidate, estimator, model, X_rows, y_rows, rows_from,
                                                     retrain, X, y)
@@ -497,7 +675,9 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
                   "classes": classes.tolist(), "test_rows": None if X_test is None else len(X_test),
                   "families": list(names), "precisions": list(precisions), "sizes_per_family": sizes_per_family,
                   "time_budget": time_budget, "random_state": int(random_state), "refit": refit,
-                  "simulated_rows": len(search.X_sim)}
+                  "simulated_rows": len(search.X_sim), "n_jobs": search.n_jobs,
+                  "scheduler": None if scheduler is None else str(getattr(scheduler, "scheduler", scheduler)),
+                  "skipped": list(search.skipped), "rule": RULE}
     res.files = _output_files(res, prefix)
     if out_dir is not None:
         from tinycc_ml.files import write_tree

@@ -2,17 +2,31 @@
 
 The front: measured candidates that no other measured candidate beats on validation accuracy, flash
 and latency at once (at least as good on all three, better on one); latency is left out where the
-target counts none (host). The choice: the feasible candidate of highest validation accuracy; ties go
-to the smaller flash, then the fewer cycles, then the earlier candidate (a fixed order).
+target counts none (host). The choice (the one-standard-error rule): among the feasible candidates whose
+validation accuracy is within one standard error of the best one's (``standard_error``: binomial over
+the n validation rows), the smallest flash, then the fewest cycles, then the higher accuracy, then the earlier
+candidate (a fixed order). A difference smaller than the noise of the validation split does not buy a
+larger build.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tinycc_ml.search.candidates import describe_settings
 
 STATUSES = ("measured", "pruned", "skipped", "failed")
+RULE = "one-standard-error rule: the smallest flash within one SE of the best validation accuracy"
+
+
+def standard_error(p: float | None, n: int) -> float | None:
+    """Standard error of an accuracy ``p`` measured on ``n`` rows: binomial, with Agresti and Coull's two
+    added successes and failures (p~ = (k + 2) / (n + 4)), so a perfect score on few rows is not certain."""
+    if p is None or n <= 0:
+        return None
+    q = (p * n + 2) / (n + 4)
+    return math.sqrt(q * (1 - q) / (n + 4))
 
 
 @dataclass
@@ -23,6 +37,7 @@ class Candidate:
     precision: str
     status: str = "measured"  # or "pruned" (predicted not to fit), "skipped" (time budget), "failed"
     val_accuracy: float | None = None
+    val_se: float | None = None  # standard error of val_accuracy
     flash_bytes: int | None = None
     ram_bytes: int | None = None
     static_ram_bytes: int | None = None
@@ -49,7 +64,8 @@ class Candidate:
     def as_json(self, count_unit: str | None) -> dict:
         return {
             "id": self.id, "family": self.family, "settings": self.settings, "precision": self.precision,
-            "status": self.status, "val_accuracy": self.val_accuracy, "flash_bytes": self.flash_bytes,
+            "status": self.status, "val_accuracy": self.val_accuracy,
+            "val_accuracy_se": None if self.val_se is None else round(self.val_se, 6), "flash_bytes": self.flash_bytes,
             "ram_bytes": self.ram_bytes, "static_ram_bytes": self.static_ram_bytes, "stack_bytes": self.stack_bytes,
             "const_bytes": self.const_bytes, "firmware_flash_bytes": self.firmware_flash_bytes,
             "firmware_ram_bytes": self.firmware_ram_bytes,
@@ -77,9 +93,16 @@ def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
 
 
 def rank(candidates: list[Candidate]) -> list[Candidate]:
-    """Feasible candidates, best first (see the module doc)."""
-    feasible = [c for c in candidates if c.feasible]
-    return sorted(feasible, key=lambda c: (-c.val_accuracy, c.flash_bytes, c.count or 0, c.id))
+    """Feasible candidates, best first (see the module doc): those within one standard error of the most
+    accurate, smallest first, then the rest by accuracy."""
+    feasible = sorted((c for c in candidates if c.feasible),
+                      key=lambda c: (-c.val_accuracy, c.flash_bytes, c.count or 0, c.id))
+    if not feasible:
+        return []
+    floor = feasible[0].val_accuracy - (feasible[0].val_se or 0.0) - 1e-12
+    near = sorted((c for c in feasible if c.val_accuracy >= floor),
+                  key=lambda c: (c.flash_bytes, c.count or 0, -c.val_accuracy, c.id))
+    return near + [c for c in feasible if c.val_accuracy < floor]
 
 
 def closest(candidates: list[Candidate], n: int = 3) -> list[Candidate]:
@@ -95,14 +118,15 @@ def _fmt(value, spec: str = ",") -> str:
 def table(rows: list[Candidate], count_unit: str | None, chosen: Candidate | None = None) -> str:
     """A text table of candidates (the chosen one marked with *)."""
     unit = {"cycles": "cycles", "instructions": "instr."}.get(count_unit or "", "")
-    head = ["", "family", "setting", "precision", "val acc %", "flash B", "RAM B"]
+    head = ["", "family", "setting", "precision", "val acc %", "± SE", "flash B", "RAM B"]
     if unit:
         head += [unit, "ms"]
     head += ["fits"]
     lines = []
     for c in rows:
         row = ["*" if c is chosen else "", c.family, describe_settings(c.family, c.settings), c.precision,
-               "-" if c.val_accuracy is None else f"{100 * c.val_accuracy:.2f}", _fmt(c.flash_bytes),
+               "-" if c.val_accuracy is None else f"{100 * c.val_accuracy:.2f}",
+               "-" if c.val_se is None else f"{100 * c.val_se:.2f}", _fmt(c.flash_bytes),
                _fmt(c.ram_bytes)]
         if unit:
             row += [_fmt(c.count), "-" if c.ms is None else f"{c.ms:.2f}"]
@@ -115,7 +139,7 @@ def table(rows: list[Candidate], count_unit: str | None, chosen: Candidate | Non
         row += [fits]
         lines.append(row)
     widths = [max(len(str(r[i])) for r in [head, *lines]) for i in range(len(head))]
-    right = {4, 5, 6, 7, 8}
+    right = {4, 5, 6, 7, 8, 9}
 
     def fmt(r):
         return "  ".join(str(v).rjust(w) if i in right else str(v).ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
@@ -123,24 +147,34 @@ def table(rows: list[Candidate], count_unit: str | None, chosen: Candidate | Non
     return "\n".join([fmt(head), "  ".join("-" * w for w in widths), *map(fmt, lines)]).rstrip()
 
 
+def _pct(c: Candidate) -> str:
+    return f"{100 * c.val_accuracy:.2f}%" + ("" if c.val_se is None else f" ± {100 * c.val_se:.2f}")
+
+
 def why(chosen: Candidate, ranked: list[Candidate], candidates: list[Candidate]) -> str:
-    """One paragraph: why the winner won."""
+    """One paragraph: why the winner won (``ranked`` as ``rank`` orders them)."""
     n_feasible = len(ranked)
     measured = sum(c.status == "measured" for c in candidates)
-    text = (f"chose {chosen.label}: the highest validation accuracy ({100 * chosen.val_accuracy:.2f}%) of "
-            f"{n_feasible} candidates that meet every limit ({measured} measured)")
-    others = [c for c in ranked if c.family != chosen.family]
-    if len(ranked) > 1:
-        runner = ranked[1]
-        text += f"; next best {runner.label} at {100 * runner.val_accuracy:.2f}%"
-        if runner.val_accuracy == chosen.val_accuracy:
-            text += " (a tie, broken by the smaller flash)"
-    if others and (len(ranked) < 2 or others[0] is not ranked[1]):
-        text += f"; best other family {others[0].label} at {100 * others[0].val_accuracy:.2f}%"
+    best = max(ranked, key=lambda c: (c.val_accuracy, -c.flash_bytes, -(c.count or 0), -c.id))
+    floor = best.val_accuracy - (best.val_se or 0.0) - 1e-12
+    near = [c for c in ranked if c.val_accuracy >= floor]
+    text = f"chose {chosen.label}: validation accuracy {_pct(chosen)} (SE over the validation rows)"
+    if best is chosen:
+        text += f", the highest of {n_feasible} candidates that meet every limit ({measured} measured)"
+    else:
+        text += (f", within one standard error of the most accurate of {n_feasible} candidates that meet every "
+                 f"limit ({best.label} at {_pct(best)}; {measured} measured)")
+    text += f"; {RULE} ({len(near)} candidate{'s' if len(near) != 1 else ''} within it)"
+    others = [c for c in ranked if c is not chosen]
+    if others:
+        text += f"; next {others[0].label} at {_pct(others[0])}, {others[0].flash_bytes:,} B"
+    other_family = [c for c in ranked if c.family != chosen.family]
+    if other_family and other_family[0] is not others[0]:
+        text += f"; best other family {other_family[0].label} at {_pct(other_family[0])}"
     better = [c for c in candidates if c.status == "measured" and c.failed and c.val_accuracy is not None
               and c.val_accuracy > chosen.val_accuracy]
     if better:
         top = max(better, key=lambda c: (c.val_accuracy, -c.id))
         text += (f"; {len(better)} more accurate candidates break a limit (best {top.label} at "
-                 f"{100 * top.val_accuracy:.2f}%: {', '.join(top.failed)})")
+                 f"{_pct(top)}: {', '.join(top.failed)})")
     return text

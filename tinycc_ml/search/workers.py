@@ -1,0 +1,134 @@
+"""Where ``fit`` runs its candidates: in this process (``n_jobs=1``), on worker processes of this machine
+(joblib's loky executor, ``n_jobs > 1``) or on a Dask cluster (``scheduler``: a ``distributed`` scheduler's
+address, or a ``distributed.Client``).
+
+Tasks are submitted as they become ready and collected as they finish, in any order; the caller makes the
+result independent of that order. A worker process that dies mid-task (killed, out of memory, a crash in
+native code) breaks the tasks running beside it too: those are run again one at a time, and a task whose
+worker dies when it runs alone is reported as failed (``WorkerDied``) instead of ending the search.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, wait
+
+from tinycc_ml.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+class WorkerDied:
+    """The outcome of a task whose worker process died running it alone."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+def _is_worker_death(exc: BaseException) -> bool:
+    from concurrent.futures.process import BrokenProcessPool
+
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    if isinstance(exc, (TerminatedWorkerError, BrokenProcessPool)):
+        return True
+    return type(exc).__name__ == "KilledWorker"  # distributed: the task killed every worker it ran on
+
+
+def check_jobs(n_jobs) -> int:
+    """``n_jobs`` as a positive whole number (-1: every core)."""
+    import os
+
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not (n_jobs >= 1 or n_jobs == -1):
+        raise DataError(f"n_jobs is {n_jobs!r}; expected a positive whole number of worker processes (or -1: "
+                        "one per core)")
+    return max(1, os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+
+
+class Workers:
+    def __init__(self, n_jobs: int = 1, scheduler=None):
+        self.n_jobs, self.scheduler = n_jobs, scheduler
+        self.queue: deque = deque()  # (key, fn, arg, tries)
+        self.running: dict = {}  # future -> (key, fn, arg, tries)
+        self.done: list = []  # (key, outcome)
+        self.retrying = 0  # tasks being run again alone after a worker died beside them
+        self.executor = None
+        self.client = None
+
+    def __enter__(self):
+        if self.scheduler is not None:
+            self.client = connect(self.scheduler)
+            self.executor = self.client.get_executor()
+        elif self.n_jobs > 1:
+            from joblib.externals.loky import get_reusable_executor
+
+            self.executor = get_reusable_executor(max_workers=self.n_jobs)
+        return self
+
+    def __exit__(self, *exc):
+        for future in self.running:
+            future.cancel()
+        if self.client is not None and self.client is not self.scheduler:
+            self.client.close()
+        return False
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.queue or self.running or self.done)
+
+    def submit(self, key, fn, arg) -> None:
+        if self.executor is None:
+            self.done.append((key, fn(arg)))
+            return
+        self.queue.append((key, fn, arg, 0))
+        self._pump()
+
+    def _pump(self) -> None:
+        while self.queue and (not self.retrying or not self.running):
+            key, fn, arg, tries = self.queue.popleft()
+            if self.executor is not None and getattr(self.executor, "_flags", None) is not None \
+                    and getattr(self.executor._flags, "broken", None):
+                from joblib.externals.loky import get_reusable_executor
+
+                self.executor = get_reusable_executor(max_workers=self.n_jobs)
+            self.running[self.executor.submit(fn, arg)] = (key, fn, arg, tries)
+
+    def finished(self) -> list:
+        """(key, outcome) of tasks that have finished (waits for at least one)."""
+        if not self.done:
+            ready, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+            for future in ready:
+                key, fn, arg, tries = self.running.pop(future)
+                if tries:
+                    self.retrying -= 1
+                exc = future.exception()
+                if exc is None:
+                    self.done.append((key, future.result()))
+                elif _is_worker_death(exc) and tries == 0:
+                    log.warning("fit: a worker process died; running its tasks again one at a time")
+                    self.retrying += 1
+                    self.queue.appendleft((key, fn, arg, 1))
+                elif _is_worker_death(exc):
+                    self.done.append((key, WorkerDied(f"its worker process died ({type(exc).__name__}: "
+                                                      f"{' '.join(str(exc).split())[:200]})")))
+                else:
+                    raise exc
+            self._pump()
+        out, self.done = self.done, []
+        return out
+
+
+def connect(scheduler):
+    """A ``distributed.Client`` for a scheduler address (or the client given)."""
+    if not isinstance(scheduler, str):
+        return scheduler
+    try:
+        from distributed import Client
+    except ImportError:
+        raise DataError(f"scheduler {scheduler!r}: running on a Dask cluster needs the distributed package "
+                        "(pip install 'dask[distributed]')") from None
+    try:
+        return Client(scheduler, timeout=10)
+    except (OSError, TimeoutError) as exc:
+        raise DataError(f"scheduler {scheduler!r}: cannot connect ({' '.join(str(exc).split())[:200]})") from None
