@@ -120,7 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--families", default=None, metavar="LIST",
                    help="comma-separated: protonn, bonsai, nearest-prototype, snc, linear, knn (default all)")
     f.add_argument("--time-budget", type=float, default=300.0, metavar="S",
-                   help="seconds of searching (default 300; a candidate is started only while time remains)")
+                   help="seconds for the whole run, retraining and final check included (default 300; within "
+                        "about 10%%: a candidate is started only while time remains for it and the end)")
+    f.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                   help="worker processes training and measuring candidates at once (default 1; -1: one per "
+                        "core); the choice does not depend on it")
+    f.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the candidates on a Dask cluster (e.g. tcp://10.0.0.5:8786; needs dask[distributed] "
+                        "and the toolchains on every worker)")
     f.add_argument("--sizes", type=int, default=4, metavar="N", help="sizes per family (default 4)")
     f.add_argument("--random-state", type=int, default=0, metavar="N", help="seed of the split and the trainers")
     f.add_argument("--name", default="model", help="C identifier prefixing every symbol (default model)")
@@ -400,6 +407,17 @@ def _byte_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 16384 or 16K)") from None
 
 
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1 and n != -1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of worker processes "
+                                         "(-1: one per core)")
+    return n
+
+
 def cmd_fit(args) -> int:
     import tinycc_ml
     from tinycc_ml.datafiles import load_training
@@ -409,7 +427,7 @@ def cmd_fit(args) -> int:
                            max_ms=args.max_ms, clock_hz=args.clock_hz, precision=args.precision,
                            families=args.families, time_budget=args.time_budget, random_state=args.random_state,
                            X_test=X_test, y_test=y_test, out_dir=args.output, name=args.name,
-                           sizes_per_family=args.sizes)
+                           sizes_per_family=args.sizes, n_jobs=args.jobs, scheduler=args.scheduler)
     say(args, result.report())
     if result.plot_note:
         say(args, result.plot_note)

@@ -78,11 +78,9 @@ class Workers:
         return bool(self.queue or self.running or self.done)
 
     def submit(self, key, fn, arg) -> None:
-        if self.executor is None:
-            self.done.append((key, fn(arg)))
-            return
         self.queue.append((key, fn, arg, 0))
-        self._pump()
+        if self.executor is not None:
+            self._pump()
 
     def _pump(self) -> None:
         while self.queue and (not self.retrying or not self.running):
@@ -96,6 +94,9 @@ class Workers:
 
     def finished(self) -> list:
         """(key, outcome) of tasks that have finished (waits for at least one)."""
+        if self.executor is None and not self.done:  # in this process: one task at a time, in order
+            key, fn, arg, _ = self.queue.popleft()
+            self.done.append((key, fn(arg)))
         if not self.done:
             ready, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
             for future in ready:
@@ -119,7 +120,7 @@ class Workers:
         return out
 
 
-def connect(scheduler):
+def connect(scheduler, timeout: float = 10.0):
     """A ``distributed.Client`` for a scheduler address (or the client given)."""
     if not isinstance(scheduler, str):
         return scheduler
@@ -129,6 +130,6 @@ def connect(scheduler):
         raise DataError(f"scheduler {scheduler!r}: running on a Dask cluster needs the distributed package "
                         "(pip install 'dask[distributed]')") from None
     try:
-        return Client(scheduler, timeout=10)
+        return Client(scheduler, timeout=timeout)
     except (OSError, TimeoutError) as exc:
-        raise DataError(f"scheduler {scheduler!r}: cannot connect ({' '.join(str(exc).split())[:200]})") from None
+        raise DataError(f"scheduler {scheduler}: cannot connect ({' '.join(str(exc).split())[:200]})") from None

@@ -1,0 +1,133 @@
+"""fit on worker processes and on a Dask cluster: the same choice as one process, a whole-run time budget,
+the one-standard-error rule, --jobs refused clearly, a dying worker recorded as a failed task."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from sklearn.datasets import load_iris
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.errors import DataError
+from tinycc_ml.search.pareto import Candidate, rank, standard_error, why
+from tinycc_ml.search.workers import WorkerDied, Workers, connect
+
+SMALL = {"families": "linear,nearest-prototype,naive-bayes", "sizes_per_family": 2, "time_budget": None,
+         "max_flash": 600, "target": "host"}
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return load_iris(return_X_y=True)
+
+
+@pytest.fixture(scope="module")
+def one_job(iris):
+    require_target("host")
+    return tinycc_ml.fit(*iris, n_jobs=1, **SMALL)
+
+
+def _comparable(res) -> dict:
+    data = json.loads(json.dumps(res.as_json()))
+    data.pop("seconds")
+    for key in ("n_jobs", "scheduler"):
+        data["search"].pop(key)
+    for c in data["candidates"]:
+        c.pop("train_seconds")
+    return data
+
+
+def test_two_worker_processes_choose_the_same_as_one(one_job, iris):
+    two = tinycc_ml.fit(*iris, n_jobs=2, **SMALL)
+    assert two.search["n_jobs"] == 2 and "on 2 worker processes" in two.report()
+    assert _comparable(two) == _comparable(one_job)  # same candidates, ids, figures, front and choice
+    assert two.files["model.c"] == one_job.files["model.c"]
+
+
+def test_on_a_two_worker_dask_cluster_the_choice_is_the_same(one_job, iris):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) \
+            as cluster, distributed.Client(cluster) as client:
+        res = tinycc_ml.fit(*iris, scheduler=client, **SMALL)
+    assert _comparable(res) == _comparable(one_job)
+
+
+def test_an_unreachable_scheduler_is_one_clear_error():
+    pytest.importorskip("distributed")
+    with pytest.raises(DataError, match="scheduler tcp://127.0.0.1:9: cannot connect"):
+        connect("tcp://127.0.0.1:9", timeout=1)
+
+
+def test_the_time_budget_bounds_the_whole_run_and_names_what_it_skipped(iris, tmp_path):
+    require_target("host")
+    budget = 6.0  # families whose first size trains in well under a second (a running one is not interrupted)
+    t0 = time.perf_counter()
+    res = tinycc_ml.fit(*iris, target="host", time_budget=budget, sizes_per_family=4, out_dir=tmp_path / "out",
+                        families="nearest-prototype,snc,linear,naive-bayes")
+    wall = time.perf_counter() - t0
+    assert wall <= 1.1 * budget, wall
+    assert not res.complete and "skipped for the time budget:" in res.report()
+    assert json.loads((tmp_path / "out" / "pareto.json").read_text())["search"]["skipped"]
+
+
+def _c(i, acc, flash, n=100, **kw):
+    return Candidate(i, "linear", {"C": 1.0}, "int16", val_accuracy=acc, val_se=standard_error(acc, n),
+                     flash_bytes=flash, ram_bytes=10, **kw)
+
+
+def test_within_one_standard_error_the_smaller_build_wins():
+    best, close, far = _c(0, 0.95, 4000), _c(1, 0.93, 1000), _c(2, 0.80, 100)
+    assert standard_error(0.95, 100) > 0.02
+    ranked = rank([best, close, far])
+    assert ranked == [close, best, far]
+    text = why(close, ranked, [best, close, far])
+    assert "within one standard error" in text and "one-standard-error rule" in text
+    # beyond one standard error accuracy wins
+    assert rank([best, _c(1, 0.90, 1000)])[0] is best
+    # a perfect score on few rows still has a spread
+    assert standard_error(1.0, 30) > 0.02
+
+
+def test_the_standard_error_is_in_the_json_and_the_table(one_job):
+    for c in one_job.as_json()["candidates"]:
+        if c["status"] == "measured":
+            assert c["val_accuracy_se"] == pytest.approx(standard_error(c["val_accuracy"], 30), abs=1e-6)
+    assert "± SE" in one_job.files["pareto.txt"] and one_job.search["rule"].startswith("one-standard-error")
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2", "two", "1.5"])
+def test_cli_bad_jobs_exit_2_with_one_line(jobs, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run([sys.executable, "-m", "tinycc_ml", "fit", str(tmp_path / "none.npz"), "-o",
+                           str(tmp_path / "out"), f"--jobs={jobs}"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "positive whole number" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True, "2"])
+def test_bad_n_jobs_is_refused(n_jobs, iris):
+    with pytest.raises(DataError, match="n_jobs is"):
+        tinycc_ml.fit(*iris, n_jobs=n_jobs, **SMALL)
+
+
+def square_or_die(x):
+    if x == 3:
+        os._exit(7)  # the worker process dies mid-task
+    return x * x
+
+
+def test_a_worker_that_dies_fails_its_task_only():
+    with Workers(2) as workers:
+        for x in range(5):
+            workers.submit(x, square_or_die, x)
+        out = {}
+        while workers.busy:
+            out.update(workers.finished())
+    assert {k: v for k, v in out.items() if k != 3} == {0: 0, 1: 1, 2: 4, 4: 16}
+    assert isinstance(out[3], WorkerDied) and "died" in out[3].why
