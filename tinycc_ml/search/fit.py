@@ -47,6 +47,7 @@ FIRMWARE_RESERVE = 4096  # flash the ladder leaves for the rest of a firmware wh
 CODE_ESTIMATE = 1024  # model code beside its constants on a microcontroller, until measured
 PRUNE_MARGIN = 1.15  # a build predicted above limit x this is not compiled
 HOPELESS = 4.0  # ... not even as the first size of a family
+STOP_GRACE = 1.0  # seconds past the search's deadline before candidates running on workers are stopped
 OUTPUT_SECONDS = 1.5  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
 FORMAT = "tinycc-ml-fit"
 # loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
@@ -257,11 +258,15 @@ def run_candidate(task: _Task) -> _Outcome:
     if task.deadline is not None and now + task.predicted_seconds > task.deadline:
         return _Outcome("skipped", f"time budget reached (would take ~{task.predicted_seconds:.0f} s)")
     d = task.data
+    from tinycc_ml.backends.base import get_backend
+
+    get_backend(d.target)  # imported before the clock starts: a fresh worker's imports are not training time
+    fresh = FAMILIES[task.family].estimator(task.settings)
     t0 = time.perf_counter()
     # one BLAS / OpenMP thread: the same sums whatever the environment, and workers do not oversubscribe
     with threadpool_limits(limits=1), _quiet_builds():
         try:
-            estimator = FAMILIES[task.family].estimator(task.settings).fit(d.X_fit, d.y_fit)
+            estimator = fresh.fit(d.X_fit, d.y_fit)
             model = as_model(estimator)
         except TinyccError as exc:
             return _Outcome("failed", " ".join(str(exc).split()))
@@ -454,10 +459,25 @@ class _Search:
             for family in self.ladders:
                 start(family)
             while workers.busy:
-                for plan, outcome in workers.finished():
+                deadline = self.search_deadline()
+                wait = None if deadline is None else max(0.0, deadline + STOP_GRACE - time.perf_counter())
+                finished = workers.finished(wait)
+                if not finished and wait is not None and workers.can_stop:
+                    # the budget is spent: candidates still running on workers are stopped, not waited for
+                    for plan in workers.stop():
+                        self.apply(plan, _Outcome("skipped", "time budget reached (stopped while running)"))
+                        bar.advance(1, note=plan.family)
+                    break
+                for plan, outcome in finished:
                     self.apply(plan, outcome)
                     bar.advance(1, note=plan.family)
                     start(plan.family)
+            for family, ladder in self.ladders.items():  # sizes planned but never started (stopped above)
+                while next_rung[family] < len(ladder.sizes):
+                    rung = next_rung[family]
+                    self.skip(self.plan(family, ladder, ladder.sizes[rung], rung))
+                    next_rung[family] += 1
+                    bar.advance(1, note=family)
         self._renumber()
 
     def apply(self, plan: _Plan, outcome: _Outcome | None) -> None:

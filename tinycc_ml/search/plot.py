@@ -1,5 +1,6 @@
-"""pareto.png: validation accuracy against flash and against latency, with matplotlib (the optional
-``plot`` extra). Drawn on a Figure of its own (no pyplot, no global backend change)."""
+"""pareto.png: validation accuracy (with its standard error as a bar) against flash, RAM and latency, every
+limit drawn, the legend beside the panels (never over a point), with matplotlib (the optional ``plot``
+extra). Drawn on a Figure of its own (no pyplot, no global backend change)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ def pareto_png(res) -> tuple[bytes | None, str]:
 
     limits = res.limits
     measured = [c for c in res.candidates if c.status == "measured" and c.val_accuracy is not None]
-    panels = [("flash_bytes", "model flash (bytes)", limits.max_flash)]
+    panels = [("flash_bytes", "model flash (bytes)", limits.max_flash),
+              ("ram_bytes", "model RAM: static + peak stack (bytes)", limits.max_ram)]
     if limits.count_unit is not None:
         panels.append(("ms", f"latency (ms at {limits.clock_hz / 1e6:g} MHz)", limits.max_ms))
-    fig = Figure(figsize=(6.2 * len(panels), 4.6), dpi=100)
+    fig = Figure(figsize=(4.6 * len(panels) + 2.0, 4.4), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     families = sorted({c.family for c in measured}, key=[c.family for c in measured].index)
     colours = {f: f"C{i}" for i, f in enumerate(families)}
@@ -44,6 +46,9 @@ def pareto_png(res) -> tuple[bytes | None, str]:
             if x is None:
                 continue
             filled = c.feasible
+            if c.val_se:
+                ax.errorbar([x], [100 * c.val_accuracy], yerr=[100 * c.val_se], fmt="none",
+                            ecolor=colours[c.family], alpha=0.45, lw=0.8, zorder=2)
             ax.scatter([x], [100 * c.val_accuracy], marker=MARKERS.get(c.precision, "o"), s=36,
                        facecolors=colours[c.family] if filled else "none", edgecolors=colours[c.family],
                        linewidths=1.2, zorder=3)
@@ -61,7 +66,7 @@ def pareto_png(res) -> tuple[bytes | None, str]:
             ax.scatter([chosen_x], [100 * res.chosen.val_accuracy], marker="*", s=260, facecolors="gold",
                        edgecolors="black", zorder=4, label="chosen")
             ax.annotate(res.chosen.label, (chosen_x, 100 * res.chosen.val_accuracy), textcoords="offset points",
-                        xytext=(-8, 8), ha="right", fontsize=8)
+                        xytext=(8, -14), ha="left", fontsize=8)
         ax.set_xlim(0, top)
         ax.set_ylim(max(0.0, low - 2), 100.5 if not accs else min(100.5, max(accs) + 1.5))
         ax.set_xlabel(xlabel)
@@ -75,9 +80,8 @@ def pareto_png(res) -> tuple[bytes | None, str]:
                     ax.scatter([], [], marker=marker, color="0.45", label=p)
             ax.scatter([], [], facecolors="none", edgecolors="0.3", label="hollow: breaks a limit")
             ax.scatter([], [], color="0.45", label="filled: meets every limit")
-            ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"tinycc-ml fit: {limits.describe()}", fontsize=10)
-    fig.tight_layout()
+            fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="outside right upper")
+    fig.suptitle(f"tinycc-ml fit: {limits.describe()}; bars: ±1 standard error", fontsize=10)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue(), ""

@@ -92,13 +92,31 @@ class Workers:
                 self.executor = get_reusable_executor(max_workers=self.n_jobs)
             self.running[self.executor.submit(fn, arg)] = (key, fn, arg, tries)
 
-    def finished(self) -> list:
-        """(key, outcome) of tasks that have finished (waits for at least one)."""
+    @property
+    def can_stop(self) -> bool:
+        """Whether running tasks can be stopped (on workers; not in this process)."""
+        return self.executor is not None
+
+    def stop(self) -> list:
+        """Stop every queued and running task (the worker processes are killed): their keys."""
+        keys = [key for key, *_ in self.queue] + [key for key, *_ in self.running.values()]
+        for future in self.running:
+            future.cancel()
+        if self.client is None:
+            self.executor.shutdown(wait=False, kill_workers=True)
+        self.queue.clear()
+        self.running.clear()
+        self.retrying = 0
+        return keys
+
+    def finished(self, timeout: float | None = None) -> list:
+        """(key, outcome) of tasks that have finished: waits for at least one, or ``timeout`` seconds
+        (then possibly none)."""
         if self.executor is None and not self.done:  # in this process: one task at a time, in order
             key, fn, arg, _ = self.queue.popleft()
             self.done.append((key, fn(arg)))
         if not self.done:
-            ready, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+            ready, _ = wait(list(self.running), timeout=timeout, return_when=FIRST_COMPLETED)
             for future in ready:
                 key, fn, arg, tries = self.running.pop(future)
                 if tries:
