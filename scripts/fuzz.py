@@ -1,7 +1,7 @@
 """Long fuzz runs: mutate model files and IR text, feed them to the compiler, and count outcomes.
 
     python scripts/fuzz.py --cases 2000 [--seed 1] [--target model|ir|both] [--cli-cases 100]
-                           [--memory-gb 4] [--timeout 30]
+                           [--memory-gb 4] [--timeout 30] [--jobs N] [--case K]
 
 Each case must end in success (for model files and IR: the generated C compiles with gcc
 -Wall -Wextra -Werror) or in one tinycc_ml error. Anything else is counted as a crash and printed:
@@ -11,6 +11,11 @@ address-space limit. ``--cli-cases`` more model files go through the command lin
 one line ``tinycc-ml: error: ...`` on stderr and nothing left in the output's folder. The exit
 status is 1 when any crash was seen. The same mutators run in the
 test suite (tests/test_fuzz.py) under hypothesis, with far fewer cases.
+
+Case K of a fuzzer draws from its own generator (seeded with the seed, the fuzzer and K), so the cases do
+not depend on ``--jobs``: with N > 1 they run in chunks on N worker processes (joblib's loky executor,
+each with the address-space limit and the per-case alarm), and the table gives cases per second. A
+crash is printed with its reproducer: ``--seed S --target KIND --case K`` runs that case alone.
 """
 
 from __future__ import annotations
@@ -86,6 +91,41 @@ def one_cli_case(rng: random.Random, timeout: int) -> Outcome:
         return Outcome("crash", f"exit {run.returncode}, left {left}, stderr: {run.stderr[-400:]}")
 
 
+CHUNK = 25  # cases per task on a worker
+
+
+def case_rng(seed: int, kind: str, case: int) -> random.Random:
+    return random.Random(f"{seed}-{kind}-{case}")
+
+
+def run_cases(kind: str, seed: int, cases: range, timeout: int, memory: int | None) -> tuple:
+    """(Counter of outcomes, [(case, detail) of crashes], slowest seconds) of some cases of one fuzzer."""
+    if memory is not None and resource.getrlimit(resource.RLIMIT_AS)[0] != memory:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    signal.signal(signal.SIGALRM, _alarm)
+    seed_files(), seed_texts()  # compiled once per process, outside any case's time limit
+    counts, crashes, slowest = Counter(), [], 0.0
+    for case in cases:
+        rng = case_rng(seed, kind, case)
+        t0 = time.perf_counter()
+        outcome = one_cli_case(rng, timeout) if kind == "cli" else one_case(kind, rng, timeout)
+        slowest = max(slowest, time.perf_counter() - t0)
+        counts[outcome.kind] += 1
+        if outcome.kind == "crash":
+            crashes.append((case, outcome.detail))
+    return counts, crashes, slowest
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return n
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", type=int, default=1000, help="cases per fuzzer (default 1000)")
@@ -95,37 +135,53 @@ def main(argv=None) -> int:
                         help="model files run through the command line as well (default 0)")
     parser.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit (default 4 GB)")
     parser.add_argument("--timeout", type=int, default=30, help="seconds per case before it counts as a hang")
+    parser.add_argument("--jobs", type=_positive, default=1, help="worker processes (default 1)")
+    parser.add_argument("--case", type=int, default=None, metavar="K", help="run case K alone (a reproducer)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time())
     limit = int(args.memory_gb * (1 << 30))
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    signal.signal(signal.SIGALRM, _alarm)
     kinds = ["model", "ir"] if args.target == "both" else [args.target]
     if args.cli_cases:
         kinds.append("cli")
     print(f"seed {seed}, {args.cases} cases per fuzzer, {args.memory_gb:g} GB address space, "
-          f"{args.timeout} s per case")
-    seed_files(), seed_texts()  # the seeds are compiled once, outside any case's time limit
+          f"{args.timeout} s per case, {args.jobs} worker process{'es' if args.jobs > 1 else ''}")
+    executor = None
+    if args.jobs > 1 and args.case is None:
+        from joblib.externals.loky import get_reusable_executor
+
+        executor = get_reusable_executor(max_workers=args.jobs)
     rows, crashes = [], []
     for kind in kinds:
-        rng = random.Random(f"{seed}-{kind}")
-        counts, start, slowest = Counter(), time.perf_counter(), 0.0
         n_cases = args.cli_cases if kind == "cli" else args.cases
-        for case in range(n_cases):
-            t0 = time.perf_counter()
-            outcome = one_cli_case(rng, args.timeout) if kind == "cli" else one_case(kind, rng, args.timeout)
-            slowest = max(slowest, time.perf_counter() - t0)
-            counts[outcome.kind] += 1
-            if outcome.kind == "crash":
-                crashes.append((kind, case, outcome.detail))
-        rows.append((kind, n_cases, counts["ok"], counts["error"], counts["crash"],
+        cases = range(args.case, args.case + 1) if args.case is not None else range(n_cases)
+        start = time.perf_counter()
+        chunks = [cases[i:i + CHUNK] for i in range(0, len(cases), CHUNK)]
+        if executor is None:
+            results = [run_cases(kind, seed, chunk, args.timeout, limit) for chunk in chunks]
+        else:
+            futures = [executor.submit(run_cases, kind, seed, chunk, args.timeout, limit) for chunk in chunks]
+            results = []
+            for chunk, future in zip(chunks, futures):
+                try:
+                    results.append(future.result())
+                except Exception as exc:  # the worker process died (a crash below Python): the chunk is suspect
+                    results.append((Counter(crash=len(chunk)), [(chunk[0], f"worker died in cases {chunk[0]}.."
+                                                                 f"{chunk[-1]}: {type(exc).__name__}: {exc}")], 0.0))
+        counts, slowest = Counter(), 0.0
+        for c, found, slow in results:
+            counts.update(c)
+            slowest = max(slowest, slow)
+            crashes += [(kind, case, detail) for case, detail in found]
+        rows.append((kind, len(cases), counts["ok"], counts["error"], counts["crash"],
                      time.perf_counter() - start, slowest))
     print(f"\n{'fuzzer':<8} {'cases':>7} {'successes':>10} {'clean errors':>13} {'crashes':>8} {'seconds':>8} "
-          f"{'slowest':>8}")
+          f"{'cases/s':>8} {'slowest':>8}")
     for kind, cases, ok, errors, crashed, seconds, slowest in rows:
-        print(f"{kind:<8} {cases:>7} {ok:>10} {errors:>13} {crashed:>8} {seconds:>8.1f} {slowest:>8.2f}")
+        print(f"{kind:<8} {cases:>7} {ok:>10} {errors:>13} {crashed:>8} {seconds:>8.1f} {cases / seconds:>8.1f} "
+              f"{slowest:>8.2f}")
     for kind, case, detail in crashes[:20]:
-        print(f"crash: {kind} case {case}: {detail}")
+        print(f"crash: {kind} case {case}: {detail}\n  reproduce: python scripts/fuzz.py --seed {seed} "
+              f"--target {kind if kind != 'cli' else 'model --cli-cases 1'} --case {case}")
     return 1 if crashes else 0
 
 
