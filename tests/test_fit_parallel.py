@@ -58,6 +58,18 @@ def test_on_a_two_worker_dask_cluster_the_choice_is_the_same(one_job, iris):
     assert _comparable(res) == _comparable(one_job)
 
 
+def test_a_dask_worker_without_the_toolchain_is_named(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    from tinycc_ml.errors import ToolchainError
+    from tinycc_ml.search import workers
+
+    monkeypatch.setattr(workers, "tools_missing", lambda target: "simavr: not found")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) \
+            as cluster, distributed.Client(cluster) as client:
+        with pytest.raises(ToolchainError, match="1 Dask worker.*simavr: not found"):
+            workers.check_cluster(client, "avr")
+
+
 def test_an_unreachable_scheduler_is_one_clear_error():
     pytest.importorskip("distributed")
     with pytest.raises(DataError, match="scheduler tcp://127.0.0.1:9: cannot connect"):

@@ -433,7 +433,7 @@ class _Search:
         total = sum(len(lad.sizes) if lad.family.fixed_size else lad.n_rungs for lad in self.ladders.values())
         next_rung = dict.fromkeys(self.ladders, 0)
         with Progress("fit: training and measuring", total=total, unit="sizes", logger=log) as bar, \
-                Workers(self.n_jobs, self.scheduler) as workers:
+                Workers(self.n_jobs, self.scheduler, self.target) as workers:
 
             def start(family: str) -> None:
                 ladder = self.ladders[family]

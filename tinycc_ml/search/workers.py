@@ -47,8 +47,8 @@ def check_jobs(n_jobs) -> int:
 
 
 class Workers:
-    def __init__(self, n_jobs: int = 1, scheduler=None):
-        self.n_jobs, self.scheduler = n_jobs, scheduler
+    def __init__(self, n_jobs: int = 1, scheduler=None, target: str | None = None):
+        self.n_jobs, self.scheduler, self.target = n_jobs, scheduler, target
         self.queue: deque = deque()  # (key, fn, arg, tries)
         self.running: dict = {}  # future -> (key, fn, arg, tries)
         self.done: list = []  # (key, outcome)
@@ -59,6 +59,8 @@ class Workers:
     def __enter__(self):
         if self.scheduler is not None:
             self.client = connect(self.scheduler)
+            if self.target is not None:
+                check_cluster(self.client, self.target)
             self.executor = self.client.get_executor()
         elif self.n_jobs > 1:
             from joblib.externals.loky import get_reusable_executor
@@ -136,6 +138,35 @@ class Workers:
             self._pump()
         out, self.done = self.done, []
         return out
+
+
+def tools_missing(target: str) -> str:
+    """What this machine lacks to measure builds for ``target`` ("" when nothing)."""
+    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.errors import ToolchainError
+
+    backend = get_backend(target)
+    if getattr(backend, "chip", None) is None or backend.simulator is None:
+        return ""
+    from tinycc_ml.runtime.simulate import SIMULATORS
+
+    try:
+        SIMULATORS.load(backend.simulator).require()
+    except ToolchainError as exc:
+        return " ".join(str(exc).split())
+    return ""
+
+
+def check_cluster(client, target: str) -> None:
+    """Every Dask worker once: ToolchainError naming the workers that lack a tool for ``target``."""
+    from tinycc_ml.errors import ToolchainError
+
+    lacking = {worker: why for worker, why in client.run(tools_missing, target).items() if why}
+    if not client.scheduler_info().get("workers"):
+        raise DataError(f"scheduler {client.scheduler.address}: no workers")
+    if lacking:
+        raise ToolchainError(f"{len(lacking)} Dask worker(s) cannot measure {target} builds: "
+                             + "; ".join(f"{w}: {why}" for w, why in sorted(lacking.items()))[:600])
 
 
 def connect(scheduler, timeout: float = 10.0):
