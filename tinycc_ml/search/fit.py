@@ -451,7 +451,7 @@ class _Search:
                         continue
                     if plan.active:
                         log.info("fit: training %s %s", family, describe_settings(family, plan.settings))
-                        workers.submit(plan, run_candidate, self.task(plan))
+                        workers.submit(plan, run_candidate, lambda plan=plan: self.task(plan))  # deadline when sent
                         return
                     self.apply(plan, None)
                     bar.advance(1, note=family)

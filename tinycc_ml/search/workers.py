@@ -55,6 +55,7 @@ class Workers:
         self.retrying = 0  # tasks being run again alone after a worker died beside them
         self.executor = None
         self.client = None
+        self.slots = n_jobs
 
     def __enter__(self):
         if self.scheduler is not None:
@@ -62,6 +63,7 @@ class Workers:
             if self.target is not None:
                 check_cluster(self.client, self.target)
             self.executor = self.client.get_executor()
+            self.slots = max(1, sum(self.client.nthreads().values()))
         elif self.n_jobs > 1:
             from joblib.externals.loky import get_reusable_executor
 
@@ -80,19 +82,21 @@ class Workers:
         return bool(self.queue or self.running or self.done)
 
     def submit(self, key, fn, arg) -> None:
+        """Run ``fn(arg)``; ``arg`` may be a callable making the argument when the task is dispatched."""
         self.queue.append((key, fn, arg, 0))
         if self.executor is not None:
             self._pump()
 
     def _pump(self) -> None:
-        while self.queue and (not self.retrying or not self.running):
+        slots = 1 if self.retrying else self.slots  # tasks sent only as workers free up: their deadlines are fresh
+        while self.queue and len(self.running) < slots:
             key, fn, arg, tries = self.queue.popleft()
             if self.executor is not None and getattr(self.executor, "_flags", None) is not None \
                     and getattr(self.executor._flags, "broken", None):
                 from joblib.externals.loky import get_reusable_executor
 
                 self.executor = get_reusable_executor(max_workers=self.n_jobs)
-            self.running[self.executor.submit(fn, arg)] = (key, fn, arg, tries)
+            self.running[self.executor.submit(fn, arg() if callable(arg) else arg)] = (key, fn, arg, tries)
 
     @property
     def can_stop(self) -> bool:
@@ -116,7 +120,7 @@ class Workers:
         (then possibly none)."""
         if self.executor is None and not self.done:  # in this process: one task at a time, in order
             key, fn, arg, _ = self.queue.popleft()
-            self.done.append((key, fn(arg)))
+            self.done.append((key, fn(arg() if callable(arg) else arg)))
         if not self.done:
             ready, _ = wait(list(self.running), timeout=timeout, return_when=FIRST_COMPLETED)
             for future in ready:
