@@ -7,17 +7,25 @@ The search trains every family (``candidates.FAMILIES``) along a ladder of sizes
 limits, compiles each trained model at each precision, and measures it (``measure.py``): validation
 accuracy of the compiled code on a stratified split of the training rows, flash and RAM of the real
 build, cycles (AVR, exact) or instructions (Cortex-M0, exact; ms through a stated cycles-per-
-instruction) in the simulator. The feasible candidate of highest validation accuracy wins
-(``pareto.rank``); it is retrained on all training rows (``refit``) and verified in the simulator on
-the test rows (or the validation rows), where it must meet every limit again, else the next one is
-taken.
+instruction) in the simulator. The choice follows the one-standard-error rule (``pareto.rank``): the
+smallest feasible build within one standard error of the best validation accuracy; it is retrained on
+all training rows (``refit``) and verified in the simulator on the test rows (or the validation rows),
+where it must meet every limit again, else the next one is taken.
+
+Each task (one family at one size: train, then compile and measure at each precision) runs in this
+process or on workers (``n_jobs``, ``scheduler``: ``workers.py``). A family's next size is planned from
+its own measurements, so families are independent chains; candidate ids are renumbered to a fixed
+round-robin order, so the result does not depend on the workers or the order tasks finish in.
 
 Determinism: for one ``random_state`` and the same data the candidates, their order, the split, the
 training and every measurement are the same, so the result is too, unless the time budget ends the
-search early: a candidate is started only while time remains (one running when it ends finishes), the
-rest are recorded as skipped and ``complete`` is False; how far a search gets then depends on the
-machine's speed. BLAS and OpenMP run on one thread during the search, so the thread settings of the
-environment do not change the sums (k-means, matrix products) and with them the models.
+search early. The budget covers the whole call: a size is started only while the time left exceeds
+what the end of the run is expected to take (``final_seconds`` of the choice so far) and what the
+family's previous size took; on workers, sizes still running when it is spent are stopped; retraining
+is left out when it would not fit. What was left out is recorded (``skipped``) and ``complete`` is
+False; how far a search gets then depends on the machine's speed. BLAS and OpenMP run on one thread in
+every task, so the thread settings of the environment do not change the sums (k-means, matrix
+products) and with them the models.
 """
 
 from __future__ import annotations
@@ -48,7 +56,8 @@ CODE_ESTIMATE = 1024  # model code beside its constants on a microcontroller, un
 PRUNE_MARGIN = 1.15  # a build predicted above limit x this is not compiled
 HOPELESS = 4.0  # ... not even as the first size of a family
 STOP_GRACE = 1.0  # seconds past the search's deadline before candidates running on workers are stopped
-OUTPUT_SECONDS = 1.5  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
+SIMULATED_PER_SECOND = 5e6  # cycles (simavr) or instructions (QEMU, unicorn) a second, a low guess
+OUTPUT_SECONDS = 3.0  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
 FORMAT = "tinycc-ml-fit"
 # loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
 BUILD_LOGGERS = ("tinycc_ml.api", "tinycc_ml.passes", "tinycc_ml.runtime", "tinycc_ml.backends",
@@ -335,16 +344,18 @@ class _Search:
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
-    def final_reserve(self) -> float:
-        """Seconds the retraining and the final check of the best candidate so far are expected to take
-        (its training scaled to all rows, its measurement scaled to the rows checked), plus the outputs."""
-        best = rank(self.candidates)
-        if not best:
-            return 0.0
-        c = best[0]
-        train = (c.train_seconds or 0.0) * self.n_all / len(self.X_fit) if self.refit else 0.0
-        check = self.seconds.get(c.id, 0.0) * max(1.0, self.final_rows / max(1, len(self.X_sim)) / 4)
+    def final_seconds(self, c: Candidate, refit: bool) -> float:
+        """Seconds the end of the run is expected to take for ``c``: its retraining on all rows (its
+        training time scaled by the rows), its final check (one more measurement plus the simulated
+        rows at ``SIMULATED_PER_SECOND`` counts a second), x1.25, plus the outputs."""
+        train = (c.train_seconds or 0.0) * self.n_all / len(self.X_fit) if refit else 0.0
+        check = self.seconds.get(c.id, 0.0) + (c.count or 0) * self.final_rows / SIMULATED_PER_SECOND
         return 1.25 * (train + check) + OUTPUT_SECONDS
+
+    def final_reserve(self) -> float:
+        """``final_seconds`` of the best candidate so far (0 when there is none)."""
+        best = rank(self.candidates)
+        return self.final_seconds(best[0], self.refit) if best else 0.0
 
     def search_deadline(self) -> float | None:
         """perf_counter time after which no candidate is started (None: no budget, or nothing measured yet)."""
@@ -664,9 +675,7 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
         estimator, model = search.models[candidate.id]
         tries = [True, False] if refit else [False]
         if refit and time_budget is not None:
-            needed = OUTPUT_SECONDS + 1.25 * ((candidate.train_seconds or 0.0) * len(X) / len(search.X_fit)
-                                              + search.seconds.get(candidate.id, 0.0)
-                                              * max(1.0, len(X_rows) / len(search.X_sim) / 4))
+            needed = search.final_seconds(candidate, True)
             if search.elapsed() + needed > time_budget:
                 tries = [False]
                 search.skipped.append(f"retraining {candidate.label} on all rows (~{needed:.0f} s more)")

@@ -106,10 +106,11 @@ class Workers:
     def stop(self) -> list:
         """Stop every queued and running task (the worker processes are killed): their keys."""
         keys = [key for key, *_ in self.queue] + [key for key, *_ in self.running.values()]
-        for future in self.running:
-            future.cancel()
-        if self.client is None:
+        if self.client is None:  # loky fails the running futures itself (cancelling them first upsets it)
             self.executor.shutdown(wait=False, kill_workers=True)
+        else:
+            for future in self.running:
+                future.cancel()
         self.queue.clear()
         self.running.clear()
         self.retrying = 0
