@@ -426,6 +426,8 @@ class _Search:
         if plan.family in self._last:
             size, seconds = self._last[plan.family]
             predicted = seconds * max(1.0, plan.size / max(size, 1))
+        elif self._last:  # a family's first size: as long as the other families' sizes took (the median)
+            predicted = float(np.median([seconds for _, seconds in self._last.values()]))
         wall = None if deadline is None else time.time() + (deadline - time.perf_counter())
         return _Task(plan.family, plan.settings, plan.active, self.data, wall, predicted)
 
