@@ -14,6 +14,7 @@ from sklearn.datasets import load_iris
 
 import tinycc_ml
 from tests.conftest import require_target
+from tests.worker_helpers import square_or_die
 from tinycc_ml.errors import DataError
 from tinycc_ml.search.pareto import Candidate, rank, standard_error, why
 from tinycc_ml.search.workers import WorkerDied, Workers, connect
@@ -129,12 +130,6 @@ def test_cli_bad_jobs_exit_2_with_one_line(jobs, tmp_path):
 def test_bad_n_jobs_is_refused(n_jobs, iris):
     with pytest.raises(DataError, match="n_jobs is"):
         tinycc_ml.fit(*iris, n_jobs=n_jobs, **SMALL)
-
-
-def square_or_die(x):
-    if x == 3:
-        os._exit(7)  # the worker process dies mid-task
-    return x * x
 
 
 def test_a_worker_that_dies_fails_its_task_only():
