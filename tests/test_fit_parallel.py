@@ -141,3 +141,17 @@ def test_a_worker_that_dies_fails_its_task_only():
             out.update(workers.finished())
     assert {k: v for k, v in out.items() if k != 3} == {0: 0, 1: 1, 2: 4, 4: 16}
     assert isinstance(out[3], WorkerDied) and "died" in out[3].why
+
+
+def test_fuzz_script_on_two_workers_runs_the_same_cases():
+    def run(jobs):
+        proc = subprocess.run([sys.executable, "scripts/fuzz.py", "--cases", "6", "--target", "ir", "--seed", "3",
+                               "--jobs", str(jobs)], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        head, row = proc.stdout.strip().splitlines()[-2:]
+        assert "cases/s" in head
+        return row.split()[:5]  # fuzzer, cases, successes, clean errors, crashes
+
+    one = run(1)
+    assert one == run(2) and one[1] == "6"
