@@ -71,10 +71,11 @@ class Workers:
         return self
 
     def __exit__(self, *exc):
-        for future in self.running:
-            future.cancel()
-        if self.client is not None and self.client is not self.scheduler:
-            self.client.close()
+        if self.client is not None:  # (a loky executor is reused; its futures are left alone, see stop)
+            for future in self.running:
+                future.cancel()
+            if self.client is not self.scheduler:
+                self.client.close()
         return False
 
     @property
