@@ -155,3 +155,17 @@ def test_fuzz_script_on_two_workers_runs_the_same_cases():
 
     one = run(1)
     assert one == run(2) and one[1] == "6"
+
+
+def test_tasks_running_at_the_budget_are_stopped_and_workers_start_again(capfd):
+    t0 = time.perf_counter()
+    with Workers(2) as workers:
+        for i in range(3):
+            workers.submit(i, time.sleep, 30)
+        assert workers.finished(0.5) == []  # none finished: the caller decides to stop
+        assert sorted(workers.stop()) == [0, 1, 2] and not workers.busy
+    assert time.perf_counter() - t0 < 20
+    with Workers(2) as workers:
+        workers.submit("again", abs, -3)
+        assert workers.finished() == [("again", 3)]
+    assert "Traceback" not in capfd.readouterr().err

@@ -108,7 +108,7 @@ class Workers:
         """Stop every queued and running task (the worker processes are killed): their keys."""
         keys = [key for key, *_ in self.queue] + [key for key, *_ in self.running.values()]
         if self.client is None:  # loky fails the running futures itself (cancelling them first upsets it)
-            self.executor.shutdown(wait=False, kill_workers=True)
+            self.executor.shutdown(wait=True, kill_workers=True)
         else:
             for future in self.running:
                 future.cancel()
