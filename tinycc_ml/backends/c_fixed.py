@@ -7,7 +7,7 @@ the same rounding shifts, and stores saturate through <prefix>_sat16 / <prefix>_
 
 from __future__ import annotations
 
-from tinycc_ml.backends import c_float
+from tinycc_ml.backends import c_float, kernels_trees
 from tinycc_ml.backends.c_emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
@@ -289,4 +289,5 @@ C_CODE["fixed"].update({
     "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
     "matvec_at": _matvec_at, "branch": c_float.branch,
+    "tree_ensemble": lambda em, node: kernels_trees.ensemble_code(em, node, (rshift_c, saturate_c)),
 })

@@ -19,6 +19,7 @@ BUILTIN_FAMILIES = {
     "bonsai": "tinycc_ml.models.bonsai:BonsaiModel",
     "prototype": "tinycc_ml.models.prototypes:PrototypeModel",
     "linear": "tinycc_ml.models.linear:LinearModel",
+    "trees": "tinycc_ml.models.trees:TreeEnsembleModel",
 }
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)

@@ -25,7 +25,11 @@ from tinycc_ml.models.base import Model
 LINEAR = ("LogisticRegression", "LinearSVC", "RidgeClassifier", "SGDClassifier")
 SCALERS = ("StandardScaler", "MinMaxScaler", "MaxAbsScaler")
 SEARCHES = ("GridSearchCV", "RandomizedSearchCV")
+TREES = ("DecisionTreeClassifier", "RandomForestClassifier", "ExtraTreesClassifier", "DecisionTreeRegressor",
+         "RandomForestRegressor", "ExtraTreesRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
+         "HistGradientBoostingClassifier", "HistGradientBoostingRegressor")  # models/trees_sklearn.py
 SUPPORTED = (
+    f"{', '.join(TREES)}, "
     "KNeighborsClassifier (weights='uniform', Euclidean / Minkowski p=2), NearestCentroid (Euclidean, uniform "
     f"priors), {', '.join(LINEAR)}, a Pipeline of {' / '.join(SCALERS)} steps ending in a supported "
     f"classifier, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own estimators"
@@ -55,13 +59,13 @@ def _convert(estimator) -> Model:
     if name in SEARCHES or name == "Pipeline":
         return from_sklearn(estimator)
     converters = {"KNeighborsClassifier": _from_kneighbors, "NearestCentroid": _from_nearest_centroid,
-                  **dict.fromkeys(LINEAR, _from_linear)}
+                  **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, _from_trees)}
     if name not in converters:
         raise CompileError(f"cannot compile a {name}; supported: {SUPPORTED}")
     _require_fitted(estimator)
     model = converters[name](estimator)
     try:
-        return model.set_classes(estimator.classes_, name)
+        return model.set_classes(getattr(estimator, "classes_", None), name)
     except ModelFileError as exc:
         raise CompileError(f"{exc}; only integer or string class labels can be compiled") from None
 
@@ -95,6 +99,12 @@ def _from_linear(estimator) -> Model:
         raise CompileError(f"{name}: coef_ has shape {coef.shape}; only single-output classifiers are supported")
     intercept = np.broadcast_to(np.asarray(estimator.intercept_, dtype=np.float64), (coef.shape[0],))
     return LinearModel(coef, intercept, source=name)
+
+
+def _from_trees(estimator) -> Model:
+    from tinycc_ml.models.trees_sklearn import from_sklearn_trees
+
+    return from_sklearn_trees(estimator)
 
 
 def _from_kneighbors(estimator) -> Model:
@@ -173,6 +183,13 @@ def _from_pipeline(pipeline) -> Model:
             raise CompileError(f"Pipeline step {name!r} is a {type(step).__name__}, which is not supported; leading "
                                f"steps may be {', '.join(SCALERS)}, the last a supported classifier ({SUPPORTED})")
     model = _convert(last)
+    if model.family == "trees":  # thresholds moved onto the raw inputs, exactly (see fold_scalers)
+        from tinycc_ml.models.trees_sklearn import fold_scalers
+
+        for _, scaler in scalers:
+            scaler_affine(scaler)  # refuses what is not a supported scaler
+        return fold_scalers(model, [s for _, s in scalers]).set_classes(
+            None if model._classes is None else model.classes, "Pipeline") if scalers else model
     for _, scaler in reversed(scalers):
         model = fold_input_affine(model, *scaler_affine(scaler))
     return model

@@ -47,6 +47,8 @@ def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature
     one range for all features (two compares against constants, the default) or one per feature
     (tighter proofs, but two bounds read from flash per feature)."""
     (x,) = graph.inputs()
+    if all(graph.op(u) == "tree_ensemble" for u in graph.users(x)):
+        return graph  # trees only compare the input: nothing to prove, and a clamp would change decisions
     bounds = {"lo": lo.astype(np.float64), "hi": hi.astype(np.float64)}
     if not per_feature or (np.all(lo == lo[0]) and np.all(hi == hi[0])):
         bounds = {"lo": float(np.min(lo)), "hi": float(np.max(hi))}

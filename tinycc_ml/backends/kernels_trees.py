@@ -1,0 +1,219 @@
+"""C for the ``tree_ensemble`` op (float and fixed point), two kernels chosen by a cost model:
+
+- **table**: the decision nodes of all trees in flash, in depth-first preorder, as four arrays in the
+  narrowest types that hold them: the feature tested (uint8 up to 256 features), the threshold
+  (fixed point: int8, int16 or int32 integer thresholds, see the op's integer semantics; float:
+  float32), the left and the right child as a signed reference (>= 0: a decision node, < 0: leaf
+  ~ref). Leaves are deduplicated into one table of their values (the rows of equal leaves are stored
+  once). A tight loop walks each tree: ``while (i >= 0) i = x[f[i]] <= t[i] ? l[i] : r[i];``.
+- **straight**: each tree as nested ``if (x[f] <= T) ... else ...`` with the thresholds as literals,
+  ending in the leaf's number; the leaves' values are added from the same leaf table.
+
+Both compute exactly the op's semantics (the same integer thresholds and leaf ints; float builds add
+the leaves in tree order in float32). Every input feature is read only where a node tests it.
+The choice: straight-line code where its predicted flash is at most STRAIGHT_FLASH_FACTOR times the
+table's (it is always faster); microcontroller builds report it in ``result.report["kernels"]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinycc_ml.backends.c_emitter import CEmitter, c_float, ctype_of
+from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.ensembles import leaf_ints, leaf_scale, threshold_ints
+
+STRAIGHT_FLASH_FACTOR = 1.25
+# predicted cost per decision node: (AVR cycles, AVR flash bytes) of each kernel, and per leaf
+COST = {"table": {"cycles": 30.0, "flash_per_node_extra": 0.0, "loop_flash": 120},
+        "straight": {"cycles": 10.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0}}
+
+
+def int_type(lo: int, hi: int) -> str:
+    for bits in (8, 16, 32):
+        if -(2 ** (bits - 1)) <= lo and hi <= 2 ** (bits - 1) - 1:
+            return f"int{bits}_t"
+    raise ValueError("beyond int32")
+
+
+@dataclass
+class Layout:
+    feature: np.ndarray  # per decision node (preorder)
+    threshold: np.ndarray  # ints (fixed) or float32
+    left: np.ndarray  # references: >= 0 decision node, < 0 leaf ~ref
+    right: np.ndarray
+    roots: np.ndarray  # reference of each tree's root
+    leaves: np.ndarray  # (n_unique, W) leaf values (ints or float32)
+    depth: int
+
+    @property
+    def ref_type(self) -> str:
+        refs = np.concatenate([self.left, self.right, self.roots])
+        return int_type(int(refs.min()), int(refs.max()))
+
+
+def tree_layout(attrs, thresholds: np.ndarray, values: np.ndarray) -> Layout:
+    """Preorder decision nodes and deduplicated leaves of the op's node table."""
+    feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
+    order: list[int] = []
+    new_index: dict[int, int] = {}
+    leaf_key: dict[bytes, int] = {}
+    leaf_rows: list[np.ndarray] = []
+    depth = 0
+
+    def ref(i: int) -> int:
+        if feature[i] >= 0:
+            return new_index[i]
+        key = values[i].tobytes()
+        if key not in leaf_key:
+            leaf_key[key] = len(leaf_rows)
+            leaf_rows.append(values[i])
+        return -1 - leaf_key[key]
+
+    for root in attrs["roots"]:
+        stack = [(int(root), 0)]
+        while stack:  # preorder: a node, then its left subtree, then its right
+            i, d = stack.pop()
+            depth = max(depth, d)
+            if feature[i] >= 0:
+                new_index[i] = len(order)
+                order.append(i)
+                stack += [(int(right[i]), d + 1), (int(left[i]), d + 1)]
+    idx = np.array(order, dtype=np.int64)
+    lefts = np.array([ref(int(left[i])) for i in idx], dtype=np.int64)
+    rights = np.array([ref(int(right[i])) for i in idx], dtype=np.int64)
+    roots = np.array([ref(int(r)) for r in attrs["roots"]], dtype=np.int64)
+    return Layout(feature[idx].astype(np.int64), thresholds[idx], lefts, rights, roots,
+                  np.array(leaf_rows), depth)
+
+
+def predicted(layout: Layout, threshold_bytes: int, n_trees: int) -> dict:
+    """Predicted AVR cycles (one prediction, every tree walked to its deepest leaf) and flash bytes."""
+    n = len(layout.feature)
+    ref_bytes = int(layout.ref_type[3:-2]) // 8
+    feat_bytes = 1 if layout.feature.size == 0 or layout.feature.max() < 256 else 2
+    table_flash = n * (feat_bytes + threshold_bytes + 2 * ref_bytes) + n_trees * ref_bytes + COST["table"]["loop_flash"]
+    n_leaves = n + n_trees
+    straight_flash = (n * COST["straight"]["flash_per_node"] + n_leaves * COST["straight"]["flash_per_leaf"]
+                      + n_trees * COST["straight"]["tree_flash"])
+    return {"table": {"cycles": round(COST["table"]["cycles"] * layout.depth * n_trees), "flash": int(table_flash)},
+            "straight": {"cycles": round(COST["straight"]["cycles"] * layout.depth * n_trees),
+                         "flash": int(straight_flash)}}
+
+
+def choose(cands: dict) -> str:
+    return "straight" if cands["straight"]["flash"] <= STRAIGHT_FLASH_FACTOR * cands["table"]["flash"] else "table"
+
+
+def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict) -> None:
+    if hasattr(em, "kernel_report"):
+        em.kernel_report.append({
+            "node": node.name, "op": "tree_ensemble", "trees": int(len(node.attrs["roots"])),
+            "decision_nodes": int(len(layout.feature)), "unique_leaves": int(len(layout.leaves)),
+            "depth": layout.depth, "kernel": f"trees-{chosen}", "predicted_cycles": cands[chosen]["cycles"],
+            "flash_bytes": cands[chosen]["flash"],
+            "candidates": {f"trees-{k}": v for k, v in cands.items()},
+            "note": "predicted cycles: the deepest path of every tree (ATmega328P)"})
+
+
+def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str) -> list[str]:
+    if ref < 0:
+        return [f"{indent}leaf = {-1 - ref};"]
+    f = int(layout.feature[ref])
+    return [f"{indent}if ({x_at(str(f))} <= {literal(layout.threshold[ref])}) {{",
+            *_straight_tree(layout, x_at, literal, int(layout.left[ref]), indent + "    "),
+            f"{indent}}} else {{",
+            *_straight_tree(layout, x_at, literal, int(layout.right[ref]), indent + "    "),
+            f"{indent}}}"]
+
+
+def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
+    """The node's C; ``fixed``: None for float, else c_fixed's (rshift_c, saturate_c)."""
+    at = node.attrs
+    (x_name,) = node.inputs
+    x_type = em.graph.type(x_name)
+    if fixed:
+        thresholds = threshold_ints(at, x_type.dtype.scale, x_type.dtype.bits)
+        values = leaf_ints(at, node.type.dtype.scale)
+        lq = leaf_scale(at, node.type.dtype.scale)
+    else:
+        thresholds, values = at["threshold"].astype(np.float32), at["value"].astype(np.float32)
+    layout = tree_layout(at, thresholds, values)
+    n_trees, k = len(at["roots"]), int(at["n_outputs"])
+    if fixed:
+        t_lo, t_hi = (int(layout.threshold.min()), int(layout.threshold.max())) if layout.threshold.size else (0, 0)
+        thr_type = int_type(t_lo, t_hi)
+        leaf_type = "int16_t"
+        acc_type = "int32_t"
+        literal = lambda v: str(int(v))  # noqa: E731
+    else:
+        thr_type, leaf_type, acc_type = "float", "float", "float"
+        literal = c_float
+    thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_type]
+    cands = predicted(layout, thr_bytes, n_trees)
+    chosen = choose(cands)
+    _report(em, node, layout, chosen, cands)
+    rd = em.target.read_const
+    sym = em.sym
+    ref_type = layout.ref_type
+    leaf_count = len(layout.leaves)
+    leaf_tab = em.add_const_array(sym(f"{node.name}_leaves"), layout.leaves, leaf_type,
+                                  f"%{node.name}: the {leaf_count} distinct leaves, {layout.leaves.shape[1]} value(s) each"
+                                  + (f", scale 2^-{lq}" if fixed else ""))
+    x_at = lambda i: em.at(x_name, i)  # noqa: E731
+    width = layout.leaves.shape[1]
+    tree_out = at["tree_output"]
+    lines = ["{", f"    {acc_type} acc[{k}];", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
+    leaf_idx_type = "int16_t" if leaf_count < 32767 else "int32_t"
+
+    def add_leaf(t_expr: str, indent: str) -> list[str]:
+        if np.all(tree_out < 0):
+            return [f"{indent}for (int c = 0; c < {k}; ++c) acc[c] += {rd(leaf_tab, f'leaf * {width} + c', leaf_type)};"]
+        return [f"{indent}acc[{t_expr}] += {rd(leaf_tab, 'leaf', leaf_type)};"]
+
+    if chosen == "table" and len(layout.feature):
+        feat_type = "uint8_t" if layout.feature.max() < 256 else "uint16_t"
+        feat = em.add_const_array(sym(f"{node.name}_feature"), layout.feature, feat_type,
+                                  f"%{node.name}: feature tested by each decision node (preorder)")
+        thr = em.add_const_array(sym(f"{node.name}_threshold"), layout.threshold, thr_type,
+                                 f"%{node.name}: threshold of each decision node (go left when x <= it)")
+        lft = em.add_const_array(sym(f"{node.name}_left"), layout.left, ref_type,
+                                 f"%{node.name}: left child (>= 0: decision node, < 0: leaf -1-ref)")
+        rgt = em.add_const_array(sym(f"{node.name}_right"), layout.right, ref_type,
+                                 f"%{node.name}: right child (>= 0: decision node, < 0: leaf -1-ref)")
+        roots = em.add_const_array(sym(f"{node.name}_roots"), layout.roots, ref_type,
+                                   f"%{node.name}: root of each tree")
+        outs = None
+        if not np.all(tree_out < 0):
+            outs = em.add_const_array(sym(f"{node.name}_outputs"), tree_out, "uint8_t" if k <= 256 else "uint16_t",
+                                      f"%{node.name}: the output each tree adds to")
+        x_type_c = ctype_of(x_type.dtype)
+        cmp = f"({thr_type}){x_at(rd(feat, 'i', feat_type))}" if thr_type == "int32_t" else x_at(rd(feat, "i", feat_type))
+        lines += [
+            f"    for (int t = 0; t < {n_trees}; ++t) {{",
+            f"        {ref_type} i = {rd(roots, 't', ref_type)};",
+            "        while (i >= 0) {",
+            f"            const {x_type_c} v = {cmp};",
+            f"            i = v <= {rd(thr, 'i', thr_type)} ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
+            "        }",
+            f"        const {leaf_idx_type} leaf = ({leaf_idx_type})(-1 - i);",
+            *add_leaf(rd(outs, "t", "uint8_t" if k <= 256 else "uint16_t") if outs else "0", "        "),
+            "    }",
+        ]
+    else:
+        for t in range(n_trees):
+            lines += [f"    {{ /* tree {t} */", f"        {leaf_idx_type} leaf;",
+                      *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "        "),
+                      *add_leaf(str(int(tree_out[t])), "        "), "    }"]
+    out = em.var(node.name)
+    if fixed:
+        rshift_c, saturate_c = fixed
+        shift = lq - node.type.dtype.scale
+        lines.append(f"    for (int c = 0; c < {k}; ++c) {out}[c] = {saturate_c(em, node, rshift_c('acc[c]', shift))};")
+    else:
+        lines.append(f"    for (int c = 0; c < {k}; ++c) {out}[c] = acc[c];")
+    lines.append("}")
+    return lines
+
