@@ -160,8 +160,8 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     ref_type = layout.ref_type
     leaf_count = len(layout.leaves)
     leaf_tab = em.add_const_array(sym(f"{node.name}_leaves"), layout.leaves, leaf_type,
-                                  f"%{node.name}: the {leaf_count} distinct leaves, {layout.leaves.shape[1]} value(s) each"
-                                  + (f", scale 2^-{lq}" if fixed else ""))
+                                  f"%{node.name}: the {leaf_count} distinct leaves, "
+                                  f"{layout.leaves.shape[1]} value(s) each" + (f", scale 2^-{lq}" if fixed else ""))
     x_at = lambda i: em.at(x_name, i)  # noqa: E731
     width = layout.leaves.shape[1]
     tree_out = at["tree_output"]
@@ -170,7 +170,8 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
 
     def add_leaf(t_expr: str, indent: str) -> list[str]:
         if np.all(tree_out < 0):
-            return [f"{indent}for (int c = 0; c < {k}; ++c) acc[c] += {rd(leaf_tab, f'leaf * {width} + c', leaf_type)};"]
+            value = rd(leaf_tab, f"leaf * {width} + c", leaf_type)
+            return [f"{indent}for (int c = 0; c < {k}; ++c) acc[c] += {value};"]
         return [f"{indent}acc[{t_expr}] += {rd(leaf_tab, 'leaf', leaf_type)};"]
 
     if chosen == "table" and len(layout.feature):
@@ -190,12 +191,14 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
             outs = em.add_const_array(sym(f"{node.name}_outputs"), tree_out, "uint8_t" if k <= 256 else "uint16_t",
                                       f"%{node.name}: the output each tree adds to")
         x_type_c = ctype_of(x_type.dtype)
-        cmp = f"({thr_type}){x_at(rd(feat, 'i', feat_type))}" if thr_type == "int32_t" else x_at(rd(feat, "i", feat_type))
+        cmp = x_at(rd(feat, "i", feat_type))
+        if thr_type == "int32_t":
+            cmp = f"(int32_t){cmp}"
         lines += [
             f"    for (int t = 0; t < {n_trees}; ++t) {{",
             f"        {ref_type} i = {rd(roots, 't', ref_type)};",
             "        while (i >= 0) {",
-            f"            const {x_type_c} v = {cmp};",
+            f"            const {'int32_t' if thr_type == 'int32_t' else x_type_c} v = {cmp};",
             f"            i = v <= {rd(thr, 'i', thr_type)} ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
             "        }",
             f"        const {leaf_idx_type} leaf = ({leaf_idx_type})(-1 - i);",

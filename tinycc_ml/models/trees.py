@@ -68,7 +68,8 @@ class TreeEnsembleModel(Model):
         feature = np.asarray(feature)
         n = feature.shape[0] if feature.ndim == 1 else -1
         if n < 1 or n > MAX_NODES:
-            raise ModelFileError(f"{source}: feature has shape {feature.shape}, expected (n,) with 1 <= n <= {MAX_NODES}")
+            raise ModelFileError(f"{source}: feature has shape {feature.shape}, "
+                                 f"expected (n,) with 1 <= n <= {MAX_NODES}")
         self.feature = _int_array(feature, "feature", source, (n,))
         self.left = _int_array(left, "left", source, (n,))
         self.right = _int_array(right, "right", source, (n,))

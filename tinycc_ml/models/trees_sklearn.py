@@ -127,8 +127,8 @@ def _hist_gradient_boosting(estimator) -> TreeEnsembleModel:
             if np.any(nodes["is_categorical"]):
                 raise CompileError(f"{name}: a tree has a categorical split, which is not supported")
             leaf = nodes["is_leaf"].astype(bool)
-            left = np.where(leaf, -1, nodes["left"]).astype(np.int64)
-            right = np.where(leaf, -1, nodes["right"]).astype(np.int64)
+            left = np.where(leaf, -1, nodes["left"].astype(np.int64))
+            right = np.where(leaf, -1, nodes["right"].astype(np.int64))
             b.add(nodes["feature_idx"], nodes["num_threshold"], left, right, nodes["value"][:, None], output=k)
     base = np.asarray(estimator._baseline_prediction, dtype=np.float64).reshape(-1)
     classifier = hasattr(estimator, "classes_")
@@ -181,7 +181,8 @@ def fold_scalers(model: TreeEnsembleModel, scalers: list) -> TreeEnsembleModel:
         X[np.arange(len(keys)), feats] = _from_keys(keys).astype(np.float64)
         for scaler in scalers:
             X = scaler.transform(X)
-        z = np.asarray(X, dtype=np.float64)[np.arange(len(keys)), feats].astype(np.float32).astype(np.float64)
+        with np.errstate(over="ignore"):  # beyond the float32 range: +-inf, still ordered
+            z = np.asarray(X, dtype=np.float64)[np.arange(len(keys)), feats].astype(np.float32).astype(np.float64)
         return z <= t
 
     lo = np.full(len(t), _ordered_keys(np.array([-top], dtype=np.float32))[0])
