@@ -27,9 +27,10 @@ from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.bonsai import BonsaiModel, tree_sizes
 from tinycc_ml.models.protonn import ProtoNNModel
 from tinycc_ml.models.prototypes import PrototypeModel, squared_distances
+from tinycc_ml.models.trees import TreeEnsembleModel
 from tinycc_ml.runtime.simulate import run_on_target
 
-FAMILIES = ("protonn", "bonsai", "nearest", "knn")
+FAMILIES = ("protonn", "bonsai", "nearest", "knn", "trees")
 TIE = 1e-3  # relative distance to a tie below which float32 rounding may decide a row
 
 
@@ -50,6 +51,8 @@ def random_model(family: str, rng: np.random.Generator, extreme: float):
         return BonsaiModel(sparse((d, D)), rng.normal(size=(n_nodes * L, d)), rng.normal(size=(n_nodes * L, d)),
                            rng.normal(size=(n_internal, d)), float(rng.choice([0.3, 1.0, 4.0])), depth,
                            z_bias=rng.normal(size=d), mean=mean, std=std)
+    if family == "trees":
+        return random_trees(rng, D, extreme)
     m = int(rng.integers(3, 9))
     n_classes = int(rng.integers(2, 4))
     labels = np.concatenate([np.arange(n_classes), rng.integers(0, n_classes, m - n_classes)])
@@ -57,6 +60,30 @@ def random_model(family: str, rng: np.random.Generator, extreme: float):
     points = rng.normal(size=(m, D if transform is None else transform.shape[0])) * 2
     k = 1 if family == "nearest" else int(rng.integers(2, m + 1))
     return PrototypeModel(points, labels, n_classes, k, mean, std, transform)
+
+
+def random_trees(rng: np.random.Generator, D: int, extreme: float) -> TreeEnsembleModel:
+    """1-5 random trees of random shapes: a forest (vector leaves), boosting (scalar leaves, one output
+    per tree) or a binary boosting model (one score); thresholds where the inputs are."""
+    kind = rng.choice(["forest", "boosting", "binary"])
+    L = 1 if kind == "binary" else int(rng.integers(2, 5))
+    width = L if kind == "forest" else 1
+    feature, threshold, left, right, value, roots, outs = [], [], [], [], [], [], []
+
+    def grow(depth: int) -> int:
+        i = len(feature)
+        feature.append(-1), threshold.append(0.0), left.append(-1), right.append(-1)
+        value.append(rng.normal(size=width) * rng.choice([1.0, extreme]))
+        if depth < 5 and rng.random() < 0.7:
+            feature[i], threshold[i] = int(rng.integers(0, D)), float(rng.normal() * rng.choice([0.5, 2.0]))
+            left[i], right[i] = grow(depth + 1), grow(depth + 1)
+        return i
+
+    for t in range(int(rng.integers(1, 6))):
+        roots.append(grow(0))
+        outs.append(-1 if kind == "forest" else t % L)
+    return TreeEnsembleModel(feature, threshold, left, right, np.array(value), roots, outs, rng.normal(size=L),
+                             input_dim=D, compare=str(rng.choice(["le", "lt"])), binary=kind == "binary")
 
 
 def random_inputs(model, rng: np.random.Generator, n: int, extreme: float) -> np.ndarray:
@@ -73,6 +100,9 @@ def clear_rows(model, X: np.ndarray) -> np.ndarray:
         E = model.exponents(X)
         s = np.exp(E - E.max(axis=1, keepdims=True)) @ model.Z.T
         return _gap(s)
+    if isinstance(model, TreeEnsembleModel):  # decisions are exact in float32; only the sums may tie
+        s = model.scores(X)
+        return np.abs(s[:, 0]) > TIE * (np.abs(s[:, 0]) + 1e-30) if model.binary else _gap(s)
     if isinstance(model, BonsaiModel):
         xh = model.project(X)
         ok = np.ones(len(X), dtype=bool)
@@ -187,7 +217,7 @@ int main(void)
 
 
 @pytest.mark.parametrize("family, precision", [("protonn", "float"), ("bonsai", "int16"), ("knn", "int8"),
-                                               ("nearest", "float")])
+                                               ("nearest", "float"), ("trees", "int16")])
 def test_host_c_is_clean_under_asan_and_ubsan(family, precision, tmp_path):
     require_target("host")
     gcc = shutil.which("gcc")

@@ -166,6 +166,8 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     width = layout.leaves.shape[1]
     tree_out = at["tree_output"]
     lines = ["{", f"    {acc_type} acc[{k}];", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
+    if not len(layout.feature):
+        lines.append(f"    (void){em.var(x_name)}; /* every tree is a single leaf */")
     leaf_idx_type = "int16_t" if leaf_count < 32767 else "int32_t"
 
     def add_leaf(t_expr: str, indent: str) -> list[str]:
