@@ -36,6 +36,11 @@ def float32_threshold(t, compare: str = "le") -> np.ndarray:
     t = np.asarray(t, dtype=np.float64)
     top = np.float32(np.finfo(np.float32).max)
     t32 = np.clip(t, -float(top), float(top)).astype(np.float32)
+    with np.errstate(under="ignore", over="ignore"):  # steps to or from subnormals are exact
+        return _step(t, t32, compare)
+
+
+def _step(t: np.ndarray, t32: np.ndarray, compare: str) -> np.ndarray:
     if compare == "le":
         t32 = np.where(t32.astype(np.float64) > t, np.nextafter(t32, np.float32(-np.inf)), t32)
     else:

@@ -1,0 +1,202 @@
+"""Tree ensembles: tinycc-ml against emlearn on the simulated ATmega328P and Cortex-M0, and the
+agreement of compiled builds with scikit-learn.
+
+    python benchmarks/trees.py [--rows 200] [--skip-agreement]
+
+Part 1: digits (70/30 split, random_state=0), RandomForestClassifier(n_estimators=10, max_depth=8,
+random_state=0). tinycc-ml float / int16 / int8 builds and emlearn's ``convert(rf).save(...)`` (its
+int16 "loadable" trees: majority vote of the trees' leaf classes), each linked into the same
+measurement harness with the same compiler flags (emlearn through a small adapter giving it the
+harness's ``<prefix>_predict`` / ``<prefix>_scores``), run on the first ``--rows`` test rows:
+AVR cycles per prediction (simavr), Cortex-M0 instructions (QEMU/unicorn), flash of the whole
+firmware (harness included, the same for all) and accuracy on those rows. A build whose data does
+not fit the ATmega328P (emlearn keeps its node table in RAM on AVR: 2 KB) runs on the ATmega1284P
+(same core and cycle timings) and is marked so.
+
+Part 2: agreement of compiled host builds with scikit-learn's ``predict`` on the test rows of digits,
+breast_cancer, wine and USPS-10 (7,291 training + 2,007 test rows, ../shared/datasets/usps10.npz;
+skipped when absent): float against scikit-learn, int16 / int8 against the float build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tinycc_ml  # noqa: E402
+from tinycc_ml.backends.avr import Atmega1284pBackend  # noqa: E402
+from tinycc_ml.backends.base import register_backend  # noqa: E402
+from tinycc_ml.ir.fixed import quantise  # noqa: E402
+from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
+
+USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+
+ADAPTER_H = """#include <stdint.h>
+int eml_predict(const int16_t *x);
+void eml_scores(const int16_t *x, int16_t *scores);
+"""
+ADAPTER_C = """#include "eml_rf.h"
+#include "eml_adapter.h"
+int eml_predict(const int16_t *x) {{ return (int)eml_rf_predict(x, {d}); }}
+void eml_scores(const int16_t *x, int16_t *scores)
+{{
+    float p[{k}];
+    eml_rf_predict_proba(x, {d}, p, {k});
+    for (int i = 0; i < {k}; ++i) scores[i] = (int16_t)(p[i] * 1000.0f);
+}}
+"""
+
+
+def digits_forest():
+    from sklearn.datasets import load_digits
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=0)
+    rf = RandomForestClassifier(n_estimators=10, max_depth=8, random_state=0).fit(X_tr, y_tr)
+    return rf, X_tr, X_te, y_te
+
+
+def run_ours(rf, X_tr, rows, target: str, precision: str, workdir: Path):
+    out = workdir / f"ours_{target}_{precision}"
+    try:
+        result = tinycc_ml.compile(rf, target=target, precision=precision, name="rf", out_dir=out,
+                                   calibration=None if precision == "float" else X_tr)
+    except tinycc_ml.TinyccError as exc:
+        if target != "avr":
+            raise
+        print(f"  ({precision} does not fit the ATmega328P: {str(exc)[:80]}; ATmega1284P)", file=sys.stderr)
+        return run_ours(rf, X_tr, rows, "avr-atmega1284p", precision, workdir)
+    o = result.output
+    x = rows.astype(np.float32) if precision == "float" else quantise(rows, o.input_scale, 16).astype(np.int16)
+    sim = "avr-atmega1284p" if target == "avr-atmega1284p" else target
+    run = run_on_target(sim, [str(out / "rf.c")], str(out / "rf.h"), "rf", x, o.n_scores, o.input_ctype,
+                        o.score_ctype)
+    kernels = [k["kernel"] for k in result.report.get("kernels", [])]
+    return run, sim, ",".join(kernels) or "-"
+
+
+def run_emlearn(rf, rows, target: str, workdir: Path):
+    import emlearn
+
+    out = workdir / f"eml_{target}"
+    out.mkdir(parents=True, exist_ok=True)
+    emlearn.convert(rf, method="loadable").save(file=str(out / "eml_rf.h"), name="eml_rf")
+    (out / "eml_adapter.h").write_text(ADAPTER_H)
+    (out / "eml_adapter.c").write_text(ADAPTER_C.format(d=rows.shape[1], k=len(rf.classes_)))
+    x = rows.astype(np.int16)  # digits' pixels are integers 0..16: emlearn's int16 features as they are
+    flags = ["-I", emlearn.includedir, "-I", str(out), "-Wno-unused-parameter", "-Wno-unused-function",
+             "-Wno-sign-compare", "-Wno-error"]
+    sims = ["avr", "avr-atmega1284p"] if target == "avr" else [target]
+    last = None
+    for sim in sims:
+        try:
+            run = run_on_target(sim, [str(out / "eml_adapter.c")], str(out / "eml_adapter.h"), "eml", x,
+                                len(rf.classes_), "int16_t", "int16_t", extra_cflags=flags)
+            return run, sim
+        except tinycc_ml.TinyccError as exc:
+            last = exc
+    raise last
+
+
+def part1(n_rows: int, targets: list[str]) -> list[str]:
+    rf, X_tr, X_te, y_te = digits_forest()
+    rows, labels = X_te[:n_rows], y_te[:n_rows]
+    sk = rf.predict(rows)
+    lines = ["| build | chip | per prediction | firmware flash | firmware RAM | accuracy | = scikit-learn | kernel |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for target in targets:
+            unit = "cycles" if target == "avr" else "instr."
+            base = None
+            for name in ("emlearn", "float", "int16", "int8"):
+                if name == "emlearn":
+                    run, sim = run_emlearn(rf, rows, target, work)
+                    kernel = "emlearn loadable trees"
+                else:
+                    run, sim, kernel = run_ours(rf, X_tr, rows, target, name, work)
+                count = run.cycles if target == "avr" else run.instructions
+                preds = rf.classes_[run.predictions]
+                mean = float(np.mean(count))
+                if name == "emlearn":
+                    base = mean
+                chip = {"avr": "ATmega328P", "avr-atmega1284p": "ATmega1284P", "cortex-m0": "Cortex-M0"}[sim]
+                ratio = f" ({mean / base:.2f}x emlearn)" if name != "emlearn" else ""
+                lines.append(f"| {'tinycc-ml ' + name if name != 'emlearn' else 'emlearn'} | {chip} | "
+                             f"{mean:,.0f} {unit}{ratio} | {run.flash_bytes:,} B | {run.ram_bytes:,} B | "
+                             f"{100 * np.mean(preds == labels):.2f}% | {100 * np.mean(preds == sk):.1f}% | {kernel} |")
+                print(lines[-1], file=sys.stderr)
+    return lines
+
+
+def datasets():
+    from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+    from sklearn.model_selection import train_test_split
+
+    for name, loader in (("digits", load_digits), ("breast_cancer", load_breast_cancer), ("wine", load_wine)):
+        X, y = loader(return_X_y=True)
+        yield name, *train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    if USPS.exists():
+        d = np.load(USPS)
+        yield "USPS-10", d["X_train"], d["X_test"], d["y_train"], d["y_test"]
+
+
+def part2() -> list[str]:
+    from sklearn.ensemble import (
+        ExtraTreesClassifier,
+        GradientBoostingClassifier,
+        HistGradientBoostingClassifier,
+        RandomForestClassifier,
+    )
+    from sklearn.tree import DecisionTreeClassifier
+
+    makers = {
+        "DecisionTree(max_depth=8)": lambda: DecisionTreeClassifier(max_depth=8, random_state=0),
+        "RandomForest(10, depth 8)": lambda: RandomForestClassifier(n_estimators=10, max_depth=8, random_state=0),
+        "ExtraTrees(10, depth 8)": lambda: ExtraTreesClassifier(n_estimators=10, max_depth=8, random_state=0),
+        "GradientBoosting(20, depth 3)": lambda: GradientBoostingClassifier(n_estimators=20, max_depth=3,
+                                                                            random_state=0),
+        "HistGradientBoosting(20)": lambda: HistGradientBoostingClassifier(max_iter=20, random_state=0),
+    }
+    lines = ["| data set | model | test rows | float = scikit-learn | int16 = float | int8 = float |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for data, X_tr, X_te, y_tr, y_te in datasets():
+        for label, make in makers.items():
+            if data == "USPS-10" and label.startswith("GradientBoosting"):
+                continue  # 10 classes x 20 stages of exact trees on 7,291 rows: minutes; HistGB covers it
+            clf = make().fit(X_tr, y_tr)
+            sk = clf.predict(X_te)
+            fl = tinycc_ml.compile(clf).load().predict(X_te)
+            cells = [f"{100 * np.mean(fl == sk):.2f}%"]
+            for precision in ("int16", "int8"):
+                q = tinycc_ml.compile(clf, precision=precision, calibration=X_tr).load().predict(X_te)
+                cells.append(f"{100 * np.mean(q == fl):.2f}%")
+            lines.append(f"| {data} | {label} | {len(X_te):,} | " + " | ".join(cells) + " |")
+            print(lines[-1], file=sys.stderr)
+    return lines
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200)
+    ap.add_argument("--targets", default="avr,cortex-m0")
+    ap.add_argument("--skip-agreement", action="store_true")
+    args = ap.parse_args(argv)
+    register_backend(Atmega1284pBackend)
+    print("## Tree ensembles against emlearn (digits, RandomForestClassifier(10, max_depth=8))\n")
+    print("\n".join(part1(args.rows, args.targets.split(","))))
+    if not args.skip_agreement:
+        print("\n## Agreement with scikit-learn (host builds, all test rows)\n")
+        print("\n".join(part2()))
+
+
+if __name__ == "__main__":
+    main()
