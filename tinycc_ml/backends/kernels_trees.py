@@ -89,6 +89,27 @@ def tree_layout(attrs, thresholds: np.ndarray, values: np.ndarray) -> Layout:
                   np.array(leaf_rows), depth)
 
 
+def sparse_leaves(layout: Layout) -> tuple[np.ndarray, np.ndarray, Layout]:
+    """Vector leaves as runs of (output, value) entries for their non-zero values (at least one per
+    leaf), the last entry of a run flagged by bit 7 of its output byte; references to leaves become
+    ~(first entry). Returns (output bytes, values, the re-referenced layout)."""
+    outs, vals, starts = [], [], []
+    for row in layout.leaves:
+        starts.append(len(outs))
+        nz = np.flatnonzero(row) if np.any(row) else np.array([0])
+        outs += [int(c) for c in nz]
+        vals += [row[c] for c in nz]
+        outs[-1] |= 0x80
+    starts = np.array(starts, dtype=np.int64)
+
+    def remap(refs):
+        return np.where(refs < 0, -1 - starts[np.maximum(-1 - refs, 0)], refs)
+
+    relaid = Layout(layout.feature, layout.threshold, remap(layout.left), remap(layout.right), remap(layout.roots),
+                    layout.leaves, layout.depth)
+    return np.array(outs, dtype=np.int64), np.array(vals, dtype=layout.leaves.dtype), relaid
+
+
 def predicted(layout: Layout, threshold_bytes: int, n_trees: int) -> dict:
     """Predicted AVR cycles (one prediction, every tree walked to its deepest leaf) and flash bytes."""
     n = len(layout.feature)
@@ -107,25 +128,33 @@ def choose(cands: dict) -> str:
     return "straight" if cands["straight"]["flash"] <= STRAIGHT_FLASH_FACTOR * cands["table"]["flash"] else "table"
 
 
-def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict) -> None:
+def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, leaf_form: str) -> None:
     if hasattr(em, "kernel_report"):
         em.kernel_report.append({
             "node": node.name, "op": "tree_ensemble", "trees": int(len(node.attrs["roots"])),
             "decision_nodes": int(len(layout.feature)), "unique_leaves": int(len(layout.leaves)),
-            "depth": layout.depth, "kernel": f"trees-{chosen}", "predicted_cycles": cands[chosen]["cycles"],
+            "depth": layout.depth, "kernel": f"trees-{chosen}",
+            "leaves": leaf_form, "predicted_cycles": cands[chosen]["cycles"],
             "flash_bytes": cands[chosen]["flash"],
             "candidates": {f"trees-{k}": v for k, v in cands.items()},
             "note": "predicted cycles: the deepest path of every tree (ATmega328P)"})
 
 
-def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str) -> list[str]:
+def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None) -> list[str]:
+    """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at or beyond
+    an end decides every input alike (no compare is written: C would warn it is always true/false)."""
     if ref < 0:
         return [f"{indent}leaf = {-1 - ref};"]
-    f = int(layout.feature[ref])
-    return [f"{indent}if ({x_at(str(f))} <= {literal(layout.threshold[ref])}) {{",
-            *_straight_tree(layout, x_at, literal, int(layout.left[ref]), indent + "    "),
+    f, t = int(layout.feature[ref]), layout.threshold[ref]
+    left, right = int(layout.left[ref]), int(layout.right[ref])
+    if x_range is not None and t >= x_range[1]:
+        return _straight_tree(layout, x_at, literal, left, indent, x_range)
+    if x_range is not None and t < x_range[0]:
+        return _straight_tree(layout, x_at, literal, right, indent, x_range)
+    return [f"{indent}if ({x_at(str(f))} <= {literal(t)}) {{",
+            *_straight_tree(layout, x_at, literal, left, indent + "    ", x_range),
             f"{indent}}} else {{",
-            *_straight_tree(layout, x_at, literal, int(layout.right[ref]), indent + "    "),
+            *_straight_tree(layout, x_at, literal, right, indent + "    ", x_range),
             f"{indent}}}"]
 
 
@@ -154,23 +183,44 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_type]
     cands = predicted(layout, thr_bytes, n_trees)
     chosen = choose(cands)
-    _report(em, node, layout, chosen, cands)
     rd = em.target.read_const
     sym = em.sym
-    ref_type = layout.ref_type
     leaf_count = len(layout.leaves)
-    leaf_tab = em.add_const_array(sym(f"{node.name}_leaves"), layout.leaves, leaf_type,
-                                  f"%{node.name}: the {leaf_count} distinct leaves, "
-                                  f"{layout.leaves.shape[1]} value(s) each" + (f", scale 2^-{lq}" if fixed else ""))
-    x_at = lambda i: em.at(x_name, i)  # noqa: E731
-    width = layout.leaves.shape[1]
     tree_out = at["tree_output"]
+    width = layout.leaves.shape[1]
+    scale_note = f", scale 2^-{lq}" if fixed else ""
+    value_bytes = 4 if leaf_type == "float" else 2
+    sparse = bool(np.all(tree_out < 0)) and k <= 128
+    if sparse:
+        entry_outs, entry_vals, sparse_layout = sparse_leaves(layout)
+        sparse = len(entry_outs) * (1 + value_bytes) < layout.leaves.size * value_bytes
+    if sparse:
+        layout = sparse_layout
+        leaf_out = em.add_const_array(sym(f"{node.name}_leaf_output"), entry_outs, "uint8_t",
+                                      f"%{node.name}: output of each non-zero leaf value (bit 7: a leaf's last)")
+        leaf_tab = em.add_const_array(sym(f"{node.name}_leaf_value"), entry_vals, leaf_type,
+                                      f"%{node.name}: the non-zero values of the {leaf_count} distinct leaves"
+                                      + scale_note)
+    else:
+        leaf_tab = em.add_const_array(sym(f"{node.name}_leaves"), layout.leaves, leaf_type,
+                                      f"%{node.name}: the {leaf_count} distinct leaves, {width} value(s) each"
+                                      + scale_note)
+    _report(em, node, layout, chosen, cands, "sparse (output, value) runs" if sparse else "dense")
+    ref_type = layout.ref_type
+    x_at = lambda i: em.at(x_name, i)  # noqa: E731
     lines = ["{", f"    {acc_type} acc[{k}];", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
-    if not len(layout.feature):
-        lines.append(f"    (void){em.var(x_name)}; /* every tree is a single leaf */")
-    leaf_idx_type = "int16_t" if leaf_count < 32767 else "int32_t"
+    if not len(layout.feature) or chosen != "table":  # every compare may be decided at compile time
+        lines.append(f"    (void){em.var(x_name)};")
+    refs = np.concatenate([layout.left, layout.right, layout.roots])
+    leaf_idx_type = "int16_t" if -refs.min() < 32767 else "int32_t"
 
     def add_leaf(t_expr: str, indent: str) -> list[str]:
+        if sparse:
+            return [f"{indent}for (;; ++leaf) {{",
+                    f"{indent}    const uint8_t c = {rd(leaf_out, 'leaf', 'uint8_t')};",
+                    f"{indent}    acc[c & 0x7f] += {rd(leaf_tab, 'leaf', leaf_type)};",
+                    f"{indent}    if (c & 0x80) break;",
+                    f"{indent}}}"]
         if np.all(tree_out < 0):
             value = rd(leaf_tab, f"leaf * {width} + c", leaf_type)
             return [f"{indent}for (int c = 0; c < {k}; ++c) acc[c] += {value};"]
@@ -203,14 +253,16 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
             f"            const {'int32_t' if thr_type == 'int32_t' else x_type_c} v = {cmp};",
             f"            i = v <= {rd(thr, 'i', thr_type)} ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
             "        }",
-            f"        const {leaf_idx_type} leaf = ({leaf_idx_type})(-1 - i);",
+            f"        {leaf_idx_type} leaf = ({leaf_idx_type})(-1 - i);",
             *add_leaf(rd(outs, "t", "uint8_t" if k <= 256 else "uint16_t") if outs else "0", "        "),
             "    }",
         ]
     else:
+        bits = x_type.dtype.bits
+        x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
         for t in range(n_trees):
             lines += [f"    {{ /* tree {t} */", f"        {leaf_idx_type} leaf;",
-                      *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "        "),
+                      *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "        ", x_range),
                       *add_leaf(str(int(tree_out[t])), "        "), "    }"]
     out = em.var(node.name)
     if fixed:
