@@ -38,6 +38,10 @@ def load_model(path) -> Model:
         raise ModelFileError(f"{path}: no EdgeML model in this directory (expected W.npy, B.npy, Z.npy, gamma.npy)")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
+    if path.suffix.lower() in (".json", ".txt"):  # XGBoost / LightGBM model files (models/trees_boosters.py)
+        from tinycc_ml.models.trees_boosters import load_booster_file
+
+        return load_booster_file(path)
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")

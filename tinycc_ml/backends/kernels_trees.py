@@ -140,7 +140,7 @@ def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, 
             "note": "predicted cycles: the deepest path of every tree (ATmega328P)"})
 
 
-def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None) -> list[str]:
+def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=") -> list[str]:
     """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at or beyond
     an end decides every input alike (no compare is written: C would warn it is always true/false)."""
     if ref < 0:
@@ -148,13 +148,13 @@ def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range
     f, t = int(layout.feature[ref]), layout.threshold[ref]
     left, right = int(layout.left[ref]), int(layout.right[ref])
     if x_range is not None and t >= x_range[1]:
-        return _straight_tree(layout, x_at, literal, left, indent, x_range)
+        return _straight_tree(layout, x_at, literal, left, indent, x_range, cmp)
     if x_range is not None and t < x_range[0]:
-        return _straight_tree(layout, x_at, literal, right, indent, x_range)
-    return [f"{indent}if ({x_at(str(f))} <= {literal(t)}) {{",
-            *_straight_tree(layout, x_at, literal, left, indent + "    ", x_range),
+        return _straight_tree(layout, x_at, literal, right, indent, x_range, cmp)
+    return [f"{indent}if ({x_at(str(f))} {cmp} {literal(t)}) {{",
+            *_straight_tree(layout, x_at, literal, left, indent + "    ", x_range, cmp),
             f"{indent}}} else {{",
-            *_straight_tree(layout, x_at, literal, right, indent + "    ", x_range),
+            *_straight_tree(layout, x_at, literal, right, indent + "    ", x_range, cmp),
             f"{indent}}}"]
 
 
@@ -180,6 +180,8 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     else:
         thr_type, leaf_type, acc_type = "float", "float", "float"
         literal = c_float
+    # integer thresholds always mean x <= T (the op's rule turns < t into <= ceil(t 2^S) - 1)
+    cmp_op = "<" if not fixed and at["compare"] == "lt" else "<="
     thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_type]
     cands = predicted(layout, thr_bytes, n_trees)
     chosen = choose(cands)
@@ -231,7 +233,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         feat = em.add_const_array(sym(f"{node.name}_feature"), layout.feature, feat_type,
                                   f"%{node.name}: feature tested by each decision node (preorder)")
         thr = em.add_const_array(sym(f"{node.name}_threshold"), layout.threshold, thr_type,
-                                 f"%{node.name}: threshold of each decision node (go left when x <= it)")
+                                 f"%{node.name}: threshold of each decision node (go left when x {cmp_op} it)")
         lft = em.add_const_array(sym(f"{node.name}_left"), layout.left, ref_type,
                                  f"%{node.name}: left child (>= 0: decision node, < 0: leaf -1-ref)")
         rgt = em.add_const_array(sym(f"{node.name}_right"), layout.right, ref_type,
@@ -251,7 +253,8 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
             f"        {ref_type} i = {rd(roots, 't', ref_type)};",
             "        while (i >= 0) {",
             f"            const {'int32_t' if thr_type == 'int32_t' else x_type_c} v = {cmp};",
-            f"            i = v <= {rd(thr, 'i', thr_type)} ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
+            f"            i = v {cmp_op} {rd(thr, 'i', thr_type)}",
+            f"                ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
             "        }",
             f"        {leaf_idx_type} leaf = ({leaf_idx_type})(-1 - i);",
             *add_leaf(rd(outs, "t", "uint8_t" if k <= 256 else "uint16_t") if outs else "0", "        "),
@@ -262,7 +265,8 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
         for t in range(n_trees):
             lines += [f"    {{ /* tree {t} */", f"        {leaf_idx_type} leaf;",
-                      *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "        ", x_range),
+                      *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "        ", x_range,
+                                     cmp_op),
                       *add_leaf(str(int(tree_out[t])), "        "), "    }"]
     out = em.var(node.name)
     if fixed:

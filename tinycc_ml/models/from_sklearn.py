@@ -28,8 +28,9 @@ SEARCHES = ("GridSearchCV", "RandomizedSearchCV")
 TREES = ("DecisionTreeClassifier", "RandomForestClassifier", "ExtraTreesClassifier", "DecisionTreeRegressor",
          "RandomForestRegressor", "ExtraTreesRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
          "HistGradientBoostingClassifier", "HistGradientBoostingRegressor")  # models/trees_sklearn.py
+BOOSTERS = ("XGBClassifier", "XGBRegressor", "LGBMClassifier", "LGBMRegressor", "Booster")  # trees_boosters.py
 SUPPORTED = (
-    f"{', '.join(TREES)}, "
+    f"{', '.join(TREES)}, XGBoost's and LightGBM's {', '.join(BOOSTERS)}, "
     "KNeighborsClassifier (weights='uniform', Euclidean / Minkowski p=2), NearestCentroid (Euclidean, uniform "
     f"priors), {', '.join(LINEAR)}, a Pipeline of {' / '.join(SCALERS)} steps ending in a supported "
     f"classifier, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own estimators"
@@ -37,7 +38,7 @@ SUPPORTED = (
 
 
 def is_sklearn_object(obj) -> bool:
-    return type(obj).__module__.split(".")[0] == "sklearn"
+    return type(obj).__module__.split(".")[0] in ("sklearn", "xgboost", "lightgbm")
 
 
 def from_sklearn(estimator) -> Model:
@@ -59,10 +60,12 @@ def _convert(estimator) -> Model:
     if name in SEARCHES or name == "Pipeline":
         return from_sklearn(estimator)
     converters = {"KNeighborsClassifier": _from_kneighbors, "NearestCentroid": _from_nearest_centroid,
-                  **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, _from_trees)}
+                  **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, _from_trees),
+                  **dict.fromkeys(BOOSTERS, _from_booster)}
     if name not in converters:
         raise CompileError(f"cannot compile a {name}; supported: {SUPPORTED}")
-    _require_fitted(estimator)
+    if name != "Booster":  # a Booster is trained by construction
+        _require_fitted(estimator)
     model = converters[name](estimator)
     try:
         return model.set_classes(getattr(estimator, "classes_", None), name)
@@ -105,6 +108,17 @@ def _from_trees(estimator) -> Model:
     from tinycc_ml.models.trees_sklearn import from_sklearn_trees
 
     return from_sklearn_trees(estimator)
+
+
+def _from_booster(estimator) -> Model:
+    from tinycc_ml.models import trees_boosters
+
+    library = type(estimator).__module__.split(".")[0]
+    if library == "xgboost":
+        return trees_boosters.from_xgboost(estimator)
+    if library == "lightgbm":
+        return trees_boosters.from_lightgbm(estimator)
+    raise CompileError(f"cannot compile a {type(estimator).__name__} from {library}; supported: {SUPPORTED}")
 
 
 def _from_kneighbors(estimator) -> Model:
