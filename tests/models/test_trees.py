@@ -171,3 +171,15 @@ def test_compile_writes_nothing_for_a_bad_model(tmp_path):
     with pytest.raises(ModelFileError, match="bad.npz.*threshold"):
         tinycc_ml.compile(path, target="host", out_dir=out)
     assert not out.exists()
+
+
+def test_fit_considers_forests_and_boosting():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    res = tinycc_ml.fit(X, y, target="host", families="random-forest,gradient-boosting", sizes_per_family=2,
+                        time_budget=None, refit=False)
+    measured = {c.family for c in res.candidates if c.status == "measured"}
+    assert measured == {"random-forest", "gradient-boosting"}
+    assert res.chosen.family in measured and res.compiled is not None
+    assert "trees" in res.report() or "rounds" in res.report()

@@ -22,6 +22,9 @@ MAX_VALUES = 32 * 1024  # ladder ceiling in stored weights: beyond it training i
 HOST_FLASH = 4 * MAX_VALUES  # flash to plan for on the host without max_flash
 
 
+TREE_FAMILIES = ("random-forest", "gradient-boosting")
+
+
 def _protonn_prototypes(n_classes: int) -> int:
     return 40 if n_classes <= 2 else 10 * n_classes
 
@@ -42,6 +45,8 @@ class Family:
             return n_features
         if self.name == "linear":
             return n_features * (1 if n_classes == 2 else n_classes)
+        if self.name in TREE_FAMILIES:  # per tree / boosting round: ~3 values per decision node (measured later)
+            return 3 * 100 if self.name == "random-forest" else 3 * 7 * (1 if n_classes == 2 else n_classes)
         return n_features  # knn: per training row
 
     def smallest(self, n_features: int, n_classes: int, n_rows: int) -> float:
@@ -57,6 +62,8 @@ class Family:
             return n_classes
         if self.name == "linear":
             return 1
+        if self.name in TREE_FAMILIES:
+            return 2 if self.name == "random-forest" else 5
         return n_rows  # knn keeps every training row
 
     def largest(self, n_features: int, n_classes: int, n_rows: int) -> float:
@@ -67,6 +74,8 @@ class Family:
             return min(15, max(1, n_rows // (2 * n_classes)))  # the paper's 15 per class at most
         if self.name == "snc":
             return max(n_classes, n_rows // 4)
+        if self.name in TREE_FAMILIES:
+            return 64 if self.name == "random-forest" else 200
         if self.fixed_size:
             return self.smallest(n_features, n_classes, n_rows)
         return MAX_VALUES / self.values_per_size(n_features, n_classes)
@@ -99,6 +108,10 @@ class Family:
             return {"n_prototypes": size, "random_state": random_state}
         if self.name == "linear":
             return {"C": 1.0, "max_iter": 2000, "random_state": random_state}
+        if self.name == "random-forest":
+            return {"n_estimators": size, "max_depth": 8, "random_state": random_state}
+        if self.name == "gradient-boosting":
+            return {"max_iter": size, "max_depth": 3, "early_stopping": False, "random_state": random_state}
         return {"k": 1}
 
     def estimator(self, settings: dict):
@@ -125,6 +138,14 @@ class Family:
             from sklearn.preprocessing import StandardScaler
 
             return make_pipeline(StandardScaler(), LogisticRegression(**settings))
+        if self.name == "random-forest":
+            from sklearn.ensemble import RandomForestClassifier
+
+            return RandomForestClassifier(**settings)
+        if self.name == "gradient-boosting":
+            from sklearn.ensemble import HistGradientBoostingClassifier
+
+            return HistGradientBoostingClassifier(**settings)
         from tinycc_ml.models.knn import KNNClassifier
 
         return KNNClassifier(**settings)
@@ -137,6 +158,8 @@ FAMILIES = {f.name: f for f in (
     Family("snc", "reference points"),
     Family("linear", "logistic regression", fixed_size=True),
     Family("knn", "training rows", fixed_size=True),
+    Family("random-forest", "trees of depth <= 8"),  # scikit-learn's RandomForestClassifier (models/trees.py)
+    Family("gradient-boosting", "boosting rounds of depth <= 3"),  # HistGradientBoostingClassifier
 )}
 FAMILY_ORDER = tuple(FAMILIES)
 
@@ -154,6 +177,10 @@ def describe_settings(family: str, settings: dict) -> str:
         return f"{settings['n_prototypes']} points"
     if family == "linear":
         return f"logistic C={settings['C']:g}"
+    if family == "random-forest":
+        return f"{settings['n_estimators']} trees, depth <= {settings['max_depth']}"
+    if family == "gradient-boosting":
+        return f"{settings['max_iter']} rounds, depth <= {settings['max_depth']}"
     return f"k={settings['k']}"
 
 
