@@ -1,7 +1,7 @@
 """Tree ensembles: tinycc-ml against emlearn on the simulated ATmega328P and Cortex-M0, and the
 agreement of compiled builds with scikit-learn.
 
-    python benchmarks/trees.py [--rows 200] [--skip-agreement]
+    python benchmarks/trees.py [--rows 200] [--parts 1,2,3]
 
 Part 1: digits (70/30 split, random_state=0), RandomForestClassifier(n_estimators=10, max_depth=8,
 random_state=0). tinycc-ml float / int16 / int8 builds and emlearn's ``convert(rf).save(...)`` (its
@@ -16,6 +16,9 @@ not fit the ATmega328P (emlearn keeps its node table in RAM on AVR: 2 KB) runs o
 Part 2: agreement of compiled host builds with scikit-learn's ``predict`` on the test rows of digits,
 breast_cancer, wine and USPS-10 (7,291 training + 2,007 test rows, ../shared/datasets/usps10.npz;
 skipped when absent): float against scikit-learn, int16 / int8 against the float build.
+
+Part 3: ``tinycc-ml fit`` on digits for the ATmega328P with 16 KB of flash over ProtoNN, the
+linear family, random forests and gradient boosting: its report (the front and the choice).
 """
 
 from __future__ import annotations
@@ -84,7 +87,10 @@ def run_ours(rf, X_tr, rows, target: str, precision: str, workdir: Path):
 
 
 def run_emlearn(rf, rows, target: str, workdir: Path):
+    errors = np.geterr()
     import emlearn
+
+    np.seterr(**errors)  # importing emlearn turns numpy's floating-point warnings into errors
 
     out = workdir / f"eml_{target}"
     out.mkdir(parents=True, exist_ok=True)
@@ -166,7 +172,16 @@ def part2() -> list[str]:
                                                                             random_state=0),
         "HistGradientBoosting(20)": lambda: HistGradientBoostingClassifier(max_iter=20, random_state=0),
     }
-    lines = ["| data set | model | test rows | float = scikit-learn | int16 = float | int8 = float |",
+    try:
+        import lightgbm
+        import xgboost
+
+        makers["XGBClassifier(20, depth 4)"] = lambda: xgboost.XGBClassifier(n_estimators=20, max_depth=4,
+                                                                             random_state=0)
+        makers["LGBMClassifier(20)"] = lambda: lightgbm.LGBMClassifier(n_estimators=20, random_state=0, verbose=-1)
+    except ImportError:
+        print("xgboost / lightgbm not installed: their rows are left out", file=sys.stderr)
+    lines = ["| data set | model | test rows | float = library | int16 = float | int8 = float |",
              "| --- | --- | --- | --- | --- | --- |"]
     for data, X_tr, X_te, y_tr, _y_te in datasets():
         for label, make in makers.items():
@@ -184,18 +199,36 @@ def part2() -> list[str]:
     return lines
 
 
+def part3(time_budget: float) -> list[str]:
+    """tinycc-ml fit on digits for the ATmega328P with 16 KB: where forests and boosting sit."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    res = tinycc_ml.fit(X_tr, y_tr, target="avr", max_flash=16 * 1024, X_test=X_te, y_test=y_te,
+                        families="protonn,linear,random-forest,gradient-boosting", time_budget=time_budget)
+    return ["```", res.report(), "```"]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=200)
     ap.add_argument("--targets", default="avr,cortex-m0")
-    ap.add_argument("--skip-agreement", action="store_true")
+    ap.add_argument("--parts", default="1,2", help="which parts to run (1: emlearn, 2: agreement, 3: fit)")
+    ap.add_argument("--fit-time", type=float, default=600)
     args = ap.parse_args(argv)
     register_backend(Atmega1284pBackend)
-    print("## Tree ensembles against emlearn (digits, RandomForestClassifier(10, max_depth=8))\n")
-    print("\n".join(part1(args.rows, args.targets.split(","))))
-    if not args.skip_agreement:
-        print("\n## Agreement with scikit-learn (host builds, all test rows)\n")
+    parts = args.parts.split(",")
+    if "1" in parts:
+        print("## Tree ensembles against emlearn (digits, RandomForestClassifier(10, max_depth=8))\n")
+        print("\n".join(part1(args.rows, args.targets.split(","))))
+    if "2" in parts:
+        print("\n## Agreement with the libraries' predict (host builds, all test rows)\n")
         print("\n".join(part2()))
+    if "3" in parts:
+        print("\n## tinycc-ml fit on digits, ATmega328P, 16 KB of flash\n")
+        print("\n".join(part3(args.fit_time)))
 
 
 if __name__ == "__main__":

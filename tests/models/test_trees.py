@@ -183,3 +183,14 @@ def test_fit_considers_forests_and_boosting():
     assert measured == {"random-forest", "gradient-boosting"}
     assert res.chosen.family in measured and res.compiled is not None
     assert "trees" in res.report() or "rounds" in res.report()
+
+
+def test_a_forest_too_big_for_the_chip_is_refused_and_nothing_written(tmp_path):
+    from tests.conftest import require_target
+
+    require_target("avr")
+    X, y = load_digits(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=40, random_state=0).fit(X, y)  # ~55 KB of nodes and leaves
+    with pytest.raises(CompileError, match="does not fit the ATmega328P"):
+        tinycc_ml.compile(forest, target="avr", precision="int16", calibration=X, out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
