@@ -7,7 +7,8 @@ Part 1: digits (70/30 split, random_state=0), RandomForestClassifier(n_estimator
 random_state=0). tinycc-ml float / int16 / int8 builds and emlearn's ``convert(rf).save(...)`` (its
 int16 "loadable" trees: majority vote of the trees' leaf classes), each linked into the same
 measurement harness with the same compiler flags (emlearn through a small adapter giving it the
-harness's ``<prefix>_predict`` / ``<prefix>_scores``), run on the first ``--rows`` test rows:
+harness's ``<prefix>_predict`` / ``<prefix>_scores``), and on the Cortex-M0 m2cgen's ``export_to_c``
+(through the same kind of adapter), run on the first ``--rows`` test rows:
 AVR cycles per prediction (simavr), Cortex-M0 instructions (QEMU/unicorn), flash of the whole
 firmware (harness included, the same for all) and accuracy on those rows. A build whose data does
 not fit the ATmega328P (emlearn keeps its node table in RAM on AVR: 2 KB) runs on the ATmega1284P
@@ -86,6 +87,45 @@ def run_ours(rf, X_tr, rows, target: str, precision: str, workdir: Path):
     return run, sim, ",".join(kernels) or "-"
 
 
+M2C_H = """int m2c_predict(const float *x);
+void m2c_scores(const float *x, float *scores);
+"""
+M2C_C = """#include "m2c_adapter.h"
+void m2c_score(double *input, double *output);
+int m2c_predict(const float *x)
+{{
+    double in[{d}], out[{k}];
+    for (int i = 0; i < {d}; ++i) in[i] = x[i];
+    m2c_score(in, out);
+    int best = 0;
+    for (int i = 1; i < {k}; ++i) if (out[i] > out[best]) best = i;
+    return best;
+}}
+void m2c_scores(const float *x, float *scores)
+{{
+    double in[{d}], out[{k}];
+    for (int i = 0; i < {d}; ++i) in[i] = x[i];
+    m2c_score(in, out);
+    for (int i = 0; i < {k}; ++i) scores[i] = (float)out[i];
+}}
+"""
+
+
+def run_m2cgen(rf, rows, target: str, workdir: Path):
+    """m2cgen's C (doubles, nested ifs, a memcpy of each leaf's probabilities) through an adapter."""
+    import m2cgen
+
+    out = workdir / f"m2c_{target}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "m2c_model.c").write_text(m2cgen.export_to_c(rf, function_name="m2c_score"))
+    (out / "m2c_adapter.h").write_text(M2C_H)
+    (out / "m2c_adapter.c").write_text(M2C_C.format(d=rows.shape[1], k=len(rf.classes_)))
+    flags = ["-Wno-error", "-Wno-unused-parameter", "-Wno-missing-prototypes"]
+    run = run_on_target(target, [str(out / "m2c_adapter.c"), str(out / "m2c_model.c")], str(out / "m2c_adapter.h"),
+                        "m2c", rows.astype(np.float32), len(rf.classes_), "float", "float", extra_cflags=flags)
+    return run, target
+
+
 def run_emlearn(rf, rows, target: str, workdir: Path):
     errors = np.geterr()
     import emlearn
@@ -123,10 +163,15 @@ def part1(n_rows: int, targets: list[str]) -> list[str]:
         for target in targets:
             unit = "cycles" if target == "avr" else "instr."
             base = None
-            for name in ("emlearn", "float", "int16", "int8"):
+            for name in ("emlearn", "m2cgen", "float", "int16", "int8"):
+                if name == "m2cgen" and target != "cortex-m0":
+                    continue  # its doubles are floats on AVR and its leaves would sit in RAM
                 if name == "emlearn":
                     run, sim = run_emlearn(rf, rows, target, work)
                     kernel = "emlearn loadable trees"
+                elif name == "m2cgen":
+                    run, sim = run_m2cgen(rf, rows, target, work)
+                    kernel = "m2cgen export_to_c"
                 else:
                     run, sim, kernel = run_ours(rf, X_tr, rows, target, name, work)
                 count = run.cycles if target == "avr" else run.instructions
@@ -136,7 +181,8 @@ def part1(n_rows: int, targets: list[str]) -> list[str]:
                     base = mean
                 chip = {"avr": "ATmega328P", "avr-atmega1284p": "ATmega1284P", "cortex-m0": "Cortex-M0"}[sim]
                 ratio = f" ({mean / base:.2f}x emlearn)" if name != "emlearn" else ""
-                lines.append(f"| {'tinycc-ml ' + name if name != 'emlearn' else 'emlearn'} | {chip} | "
+                label = name if name in ("emlearn", "m2cgen") else f"tinycc-ml {name}"
+                lines.append(f"| {label} | {chip} | "
                              f"{mean:,.0f} {unit}{ratio} | {run.flash_bytes:,} B | {run.ram_bytes:,} B | "
                              f"{100 * np.mean(preds == labels):.2f}% | {100 * np.mean(preds == sk):.1f}% | {kernel} |")
                 print(lines[-1], file=sys.stderr)
