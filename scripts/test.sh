@@ -12,6 +12,8 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTER
     pip_flags+=(--break-system-packages)
 fi
 "$PY" -m pip install "${pip_flags[@]}" -e '.[dev]'
+# the outside backend example (RISC-V), installed as a plug-in would be: its tests run with the rest
+"$PY" -m pip install "${pip_flags[@]}" -e examples/tinycc-ml-riscv
 
 can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 
@@ -27,7 +29,7 @@ if [ "${#host_packages[@]}" -gt 0 ] && can_apt; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${host_packages[@]}" >/dev/null
 fi
 
-# Cross toolchains and simulators for the AVR and Cortex-M0 tests; CMake, Ninja and Make for the
+# Cross toolchains and simulators for the AVR, Cortex-M0 and RISC-V tests; CMake, Ninja and Make for the
 # build-integration tests.
 have_toolchains() {
     command -v avr-gcc >/dev/null 2>&1 \
@@ -35,7 +37,10 @@ have_toolchains() {
         && command -v qemu-system-arm >/dev/null 2>&1 \
         && command -v cmake >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1 \
         && command -v make >/dev/null 2>&1 \
-        && [ -f /usr/include/simavr/sim_avr.h ]
+        && [ -f /usr/include/simavr/sim_avr.h ] \
+        && command -v riscv64-unknown-elf-gcc >/dev/null 2>&1 \
+        && command -v qemu-system-riscv32 >/dev/null 2>&1 \
+        && [ -f /usr/lib/picolibc/riscv64-unknown-elf/picolibc.specs ]
 }
 if ! have_toolchains; then
     if can_apt; then
@@ -44,7 +49,8 @@ if ! have_toolchains; then
         apt-get update -qq
         apt-get install -y -qq --no-install-recommends \
             gcc-avr avr-libc binutils-avr simavr libsimavr-dev \
-            gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm cmake ninja-build make >/dev/null
+            gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm cmake ninja-build make \
+            gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc >/dev/null
     else
         echo "scripts/test.sh: note: avr-gcc, arm-none-eabi-gcc, qemu-system-arm, simavr headers, cmake, ninja or make are" \
              "missing and cannot be installed here (needs root and apt-get); simulator tests will skip" >&2

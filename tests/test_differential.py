@@ -1,5 +1,5 @@
-"""Random differential testing (issue 10): random models of every family (ProtoNN, Bonsai,
-nearest prototype k = 1, kNN k > 1), random sparsity, extreme but legal weights and inputs, at
+"""Random differential testing (issue 10): random models of every family (tinycc_ml.testing: ProtoNN,
+Bonsai, nearest prototype k = 1, kNN k > 1, linear), random sparsity, extreme but legal weights and inputs, at
 every precision, compiled and run against the references.
 
 - integer builds: bit-exact with the fixed-point interpreter (predictions and scores);
@@ -24,112 +24,9 @@ from hypothesis import strategies as st
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml.ir.fixed import quantise, run_fixed
-from tinycc_ml.models.bonsai import BonsaiModel, tree_sizes
 from tinycc_ml.models.protonn import ProtoNNModel
-from tinycc_ml.models.prototypes import PrototypeModel, squared_distances
-from tinycc_ml.models.trees import TreeEnsembleModel
 from tinycc_ml.runtime.simulate import run_on_target
-
-FAMILIES = ("protonn", "bonsai", "nearest", "knn", "trees")
-TIE = 1e-3  # relative distance to a tie below which float32 rounding may decide a row
-
-
-def random_model(family: str, rng: np.random.Generator, extreme: float):
-    """A legal model with random sizes and sparsity, its weights scaled by ``extreme``."""
-    D = int(rng.integers(1, 12))
-    density = rng.choice([1.0, 0.6, 0.3])
-    sparse = lambda shape: rng.normal(size=shape) * (rng.random(shape) < density)  # noqa: E731
-    mean = rng.normal(size=D) * extreme if rng.random() < 0.5 else None
-    std = rng.uniform(0.2, 5, size=D) * extreme if mean is not None else None
-    if family == "protonn":
-        d, m, L = int(rng.integers(1, 6)), int(rng.integers(1, 8)), int(rng.integers(1, 5))
-        gamma = float(rng.choice([0.05, 0.5, 2.0, 20.0]))  # 20: far rows underflow in float32
-        return ProtoNNModel(sparse((d, D)), rng.normal(size=(d, m)) * 2, rng.normal(size=(L, m)), gamma, mean, std)
-    if family == "bonsai":
-        depth, L, d = int(rng.integers(0, 3)), int(rng.choice([1, 3])), int(rng.integers(1, 5))
-        n_nodes, n_internal = tree_sizes(depth)
-        return BonsaiModel(sparse((d, D)), rng.normal(size=(n_nodes * L, d)), rng.normal(size=(n_nodes * L, d)),
-                           rng.normal(size=(n_internal, d)), float(rng.choice([0.3, 1.0, 4.0])), depth,
-                           z_bias=rng.normal(size=d), mean=mean, std=std)
-    if family == "trees":
-        return random_trees(rng, D, extreme)
-    m = int(rng.integers(3, 9))
-    n_classes = int(rng.integers(2, 4))
-    labels = np.concatenate([np.arange(n_classes), rng.integers(0, n_classes, m - n_classes)])
-    transform = sparse((int(rng.integers(1, 5)), D)) if rng.random() < 0.5 else None
-    points = rng.normal(size=(m, D if transform is None else transform.shape[0])) * 2
-    k = 1 if family == "nearest" else int(rng.integers(2, m + 1))
-    return PrototypeModel(points, labels, n_classes, k, mean, std, transform)
-
-
-def random_trees(rng: np.random.Generator, D: int, extreme: float) -> TreeEnsembleModel:
-    """1-5 random trees of random shapes: a forest (vector leaves), boosting (scalar leaves, one output
-    per tree) or a binary boosting model (one score); thresholds where the inputs are."""
-    kind = rng.choice(["forest", "boosting", "binary"])
-    L = 1 if kind == "binary" else int(rng.integers(2, 5))
-    width = L if kind == "forest" else 1
-    feature, threshold, left, right, value, roots, outs = [], [], [], [], [], [], []
-
-    def grow(depth: int) -> int:
-        i = len(feature)
-        feature.append(-1), threshold.append(0.0), left.append(-1), right.append(-1)
-        value.append(rng.normal(size=width) * rng.choice([1.0, extreme]))
-        if depth < 5 and rng.random() < 0.7:
-            feature[i], threshold[i] = int(rng.integers(0, D)), float(rng.normal() * rng.choice([0.5, 2.0]))
-            left[i], right[i] = grow(depth + 1), grow(depth + 1)
-        return i
-
-    for t in range(int(rng.integers(1, 6))):
-        roots.append(grow(0))
-        outs.append(-1 if kind == "forest" else t % L)
-    return TreeEnsembleModel(feature, threshold, left, right, np.array(value), roots, outs, rng.normal(size=L),
-                             input_dim=D, compare=str(rng.choice(["le", "lt"])), binary=kind == "binary")
-
-
-def random_inputs(model, rng: np.random.Generator, n: int, extreme: float) -> np.ndarray:
-    centre = model.mean if getattr(model, "mean", None) is not None else 0.0
-    spread = model.std if getattr(model, "std", None) is not None else 1.0
-    X = centre + rng.normal(size=(n, model.input_dim)) * spread * rng.choice([0.5, 2.0, 8.0])
-    X[: n // 8] *= extreme  # a few rows far out
-    return X
-
-
-def clear_rows(model, X: np.ndarray) -> np.ndarray:
-    """Rows whose float64 decision is more than TIE away from a tie (see the module docstring)."""
-    if isinstance(model, ProtoNNModel):
-        E = model.exponents(X)
-        s = np.exp(E - E.max(axis=1, keepdims=True)) @ model.Z.T
-        return _gap(s)
-    if isinstance(model, TreeEnsembleModel):  # decisions are exact in float32; only the sums may tie
-        s = model.scores(X)
-        return np.abs(s[:, 0]) > TIE * (np.abs(s[:, 0]) + 1e-30) if model.binary else _gap(s)
-    if isinstance(model, BonsaiModel):
-        xh = model.project(X)
-        ok = np.ones(len(X), dtype=bool)
-        node = np.zeros(len(X), dtype=np.int64)
-        for _ in range(model.depth):
-            t = np.einsum("nd,nd->n", model.T[node], xh)
-            ok &= np.abs(t) > TIE * (np.linalg.norm(model.T[node], axis=1) * np.linalg.norm(xh, axis=1) + 1e-30)
-            node = np.where(t > 0, 2 * node + 1, 2 * node + 2)
-        s = model.scores(X)
-        scale = np.abs(s).max(axis=1) + 1e-30
-        return ok & (np.abs(s[:, 0]) > TIE * scale if model.binary else _gap(s))
-    d = squared_distances(model.embed(X), model.prototypes)
-    if model.k == 1:
-        return _gap(model.scores(X), scale=d.max(axis=1))
-    ordered = np.sort(d, axis=1)
-    if model.k == d.shape[1]:
-        return np.ones(len(X), dtype=bool)
-    return ordered[:, model.k] - ordered[:, model.k - 1] > TIE * (ordered[:, model.k] + 1e-30)
-
-
-def _gap(s: np.ndarray, scale=None) -> np.ndarray:
-    if s.shape[1] == 1:
-        return np.ones(len(s), dtype=bool)
-    top = np.sort(s, axis=1)
-    scale = np.abs(s).max(axis=1) + 1e-30 if scale is None else scale + 1e-30
-    return top[:, -1] - top[:, -2] > TIE * scale
-
+from tinycc_ml.testing import FAMILIES, clear_rows, random_inputs, random_model
 
 CASES = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
@@ -249,3 +146,18 @@ def test_host_c_is_clean_under_asan_and_ubsan(family, precision, tmp_path):
     else:
         keep = clear_rows(model, X)
         np.testing.assert_array_equal(got[keep], model.predict(X)[keep])
+
+
+@pytest.mark.parametrize("target", ["host", "avr", "cortex-m0"])
+def test_a_left_shift_into_the_stored_value_saturates_as_the_interpreter(target, tmp_path):
+    """Found by the differential runs: an exp_lut whose output scale (2^32) is finer than its tables' product
+    (2^28) shifted 2^28 left by 4 in int32 C, which wrapped to 0 where the interpreter saturates to 32767."""
+    from tinycc_ml.testing import check_model
+
+    require_target(target)
+    rng = np.random.default_rng(9)
+    model = random_model("protonn", rng, 1e4)
+    X = random_inputs(model, rng, 64, 1e4)
+    result = tinycc_ml.compile(model, name="shl", precision="int16", calibration=X)
+    assert "shl_shl4(" in result.files["shl.c"]  # the saturating left shift is the one in use
+    check_model(target, model, X, "int16", tmp_path)

@@ -111,7 +111,7 @@ def test_a_backend_without_simulate_is_refused_by_report(monkeypatch):
     try:
         rng = np.random.default_rng(0)
         model = ProtoNNModel(rng.normal(size=(2, 4)), rng.normal(size=(2, 3)), rng.normal(size=(2, 3)), 0.7)
-        with pytest.raises(CompileError, match="target mute cannot run its builds here"):
+        with pytest.raises(CompileError, match=r"target mute \(.*\) cannot run its builds in a simulator"):
             target_report(model, "mute", rng.normal(size=(20, 4)), precision="float")
         assert get_backend("mute").name == "mute"
     finally:

@@ -167,7 +167,8 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     if precision not in backend.precisions:
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
-    ctx = PassContext(options=PassOptions.from_user(precision, options), dump_after=set(dump_ir_after))
+    ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
+                      dump_after=set(dump_ir_after))
     graph = model.lower()
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())

@@ -251,10 +251,13 @@ def cmd_compile(args) -> int:
     dump = _check_dump_names(args.dump_ir_after)
     _check_folder_of(args.depfile, "--depfile", args.output)
     _check_folder_of(args.manifest, "--manifest", args.output)
-    if args.arduino and args.target != "avr":
-        raise CompileError("--arduino needs --target avr")
-    if args.project and args.target not in ("avr", "cortex-m0"):
-        raise CompileError(f"--project needs --target avr or cortex-m0, not {args.target}")
+    if args.arduino or args.project:
+        from tinycc_ml.backends.base import get_backend, targets_supporting
+
+        capability, option = ("arduino_library", "--arduino") if args.arduino else ("project_files", "--project")
+        if not get_backend(args.target).supports(capability):
+            able = ", ".join(targets_supporting(capability))
+            raise CompileError(f"{option} needs a target that writes one ({able}); target {args.target} does not")
     if args.examples and not (args.arduino or args.project):
         raise CompileError("--examples is only used with --arduino or --project")
     calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else None
@@ -271,14 +274,8 @@ def cmd_compile(args) -> int:
         from tinycc_ml.backends.examples import example_rows
 
         examples = example_rows(result, tinycc_ml.load_model(args.model), rows, labels)
-        if args.arduino:
-            from tinycc_ml.backends.arduino import arduino_library
-
-            files = arduino_library(result, examples)
-        else:
-            from tinycc_ml.backends.project import firmware_project
-
-            files = firmware_project(result, examples)
+        backend = get_backend(args.target)
+        files = backend.arduino_library(result, examples) if args.arduino else backend.project_files(result, examples)
     written = set(write_tree(out, files))
     paths = [out / name for name in files]
     if args.manifest:
@@ -441,7 +438,8 @@ def cmd_targets(args) -> int:
     width = max((len(n) for n in backends), default=0)
     for name, cls in backends.items():
         precisions = ", ".join(getattr(cls, "precisions", ()) or ())
-        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}]")
+        can = "" if hasattr(cls, "broken") else f"; can: {', '.join(sorted(cls.capabilities())) or '-'}"
+        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}{can}]")
     return 0
 
 

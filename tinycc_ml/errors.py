@@ -30,6 +30,10 @@ class CompileError(TinyccError):
     """A model cannot be compiled as asked (bad name, unknown target, does not fit)."""
 
 
+class FitError(CompileError):
+    """A build does not fit its chip's flash or RAM; the message gives the sizes."""
+
+
 class ToolchainError(TinyccError):
     """A compiler or simulator needed for a build or a run is missing or failed."""
 

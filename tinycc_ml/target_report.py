@@ -55,20 +55,13 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import DataError
+from tinycc_ml.ir.ops import node_macs
 from tinycc_ml.runtime.profile import measure_kernels
 
 
 def count_macs(graph) -> int:
-    total = 0
-    for name in graph.order():
-        op = graph.op(name)
-        if op == "matvec":
-            a = graph.node(name).inputs[0]
-            node = graph.node(a)
-            total += len(node.attrs["values"]) if node.op == "sparse_const" else graph.type(a).size
-        elif op == "sqdist":
-            total += graph.type(graph.node(name).inputs[1]).size
-    return total
+    """Multiply-accumulates of one prediction: each op's ``macs`` facet (a sparse matrix counts its non-zeros)."""
+    return sum(node_macs(graph, name) for name in graph.order())
 
 
 def target_report(model, target: str, X, y=None, precision: str = "int16", calibration=None,

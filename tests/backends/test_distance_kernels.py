@@ -10,8 +10,8 @@ import pytest
 import tinycc_ml
 from tests.backends.graph_models import NearestMean
 from tests.conftest import require_target
-from tinycc_ml.backends.kernels_distance import int8_prototypes, split8
-from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.backends.kernels_distance import PROTO_BITS, split8
+from tinycc_ml.ir.fixed import quantise, run_fixed, significant_bits
 from tinycc_ml.runtime.simulate import run_on_target
 
 
@@ -20,7 +20,7 @@ def test_int8_prototypes_keep_eight_significant_bits():
     for top in (5, 127, 128, 1000, 32767):
         Mq = rng.integers(-top, top + 1, size=(40, 7))
         Mq[0, 0] = top
-        r = int8_prototypes(Mq)
+        r = significant_bits(Mq, PROTO_BITS)
         m8, k = split8(r)
         assert np.abs(m8).max() <= 127 and np.array_equal(m8 << k, r)
         assert np.abs(r).max() <= 32767

@@ -209,4 +209,4 @@ def test_cost_model_prefers_dense_when_full_and_sparse_when_sparse():
     sparse = full * (rng.random((10, 64)) < 0.2)
     cands = avr_candidates(sparse, 16, offset=False, clamp="all")
     assert choose(cands) == "avr-sparse-asm"
-    assert cands["avr-sparse-asm"]["flash"] <= cands["csc-c"]["flash"]
+    assert cands["avr-sparse-asm"].flash <= cands["csc-c"].flash

@@ -273,3 +273,10 @@ def test_regression_values_beyond_the_calibration_rows_do_not_saturate():
     scale = result.graph.type(result.graph.output("scores")).dtype.scale
     values = result.load().values(X[test]) * 2.0**-scale
     assert np.max(np.abs(values - float_values)) < 0.01 * np.std(y)
+
+
+def test_the_regressors_are_exported_with_the_other_estimators():
+    import tinycc_ml.models as models
+
+    assert models.ProtoNNRegressor is ProtoNNRegressor and models.BonsaiRegressor is BonsaiRegressor
+    assert {"ProtoNNRegressor", "BonsaiRegressor"} <= set(models.__all__)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 
 from tinycc_ml.backends.examples import Examples, c_table, input_helper, label_table_lines
-from tinycc_ml.errors import CompileError
 from tinycc_ml.version import __version__
 
 PGM_READ = {"int16_t": "(int16_t)pgm_read_word", "int8_t": "(int8_t)pgm_read_byte", "float": "pgm_read_float"}
@@ -98,9 +97,7 @@ def _sketch(name: str, examples: Examples) -> str:
 
 
 def arduino_library(result, examples: Examples) -> dict[str, str]:
-    """Files (relative paths) of a library folder for an AVR ``CompileResult``."""
-    if result.target != "avr":
-        raise CompileError(f"an Arduino library needs an avr build, not {result.target}")
+    """Files (relative paths) of a library folder for an AVR ``CompileResult`` (AvrBackend.arduino_library)."""
     name = result.prefix
     header, source = result.files[f"{name}.h"], result.files[f"{name}.c"]
     helper = input_helper(result)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from tinycc_ml.backends.c_emitter import CTarget
 from tinycc_ml.backends.mcu import McuBackend
+from tinycc_ml.backends.project import AVR_BOARD
 from tinycc_ml.chips import ATMEGA328P, ATMEGA1284P
 
 # uint16_t reads widen to int32_t: an AVR int is 16 bits, and indices compared with an int loop
@@ -32,11 +33,17 @@ class AvrBackend(McuBackend):
     description = "ATmega328P (AVR): constants in flash, integer-only, hand-tuned MUL kernels; simavr-runnable"
     chip = ATMEGA328P
     simulator = "avr"
+    board = AVR_BOARD
 
     def c_target(self, graph) -> CTarget:
         from tinycc_ml.backends.kernel_choice import AVR_CODE_OVERRIDES
 
         return AvrTarget(code_overrides=AVR_CODE_OVERRIDES)
+
+    def arduino_library(self, result, examples) -> dict[str, str]:
+        from tinycc_ml.backends.arduino import arduino_library
+
+        return arduino_library(result, examples)
 
 
 class Atmega1284pBackend(AvrBackend):
@@ -46,4 +53,5 @@ class Atmega1284pBackend(AvrBackend):
     name = "avr-atmega1284p"
     chip = ATMEGA1284P
     simulator = "avr-atmega1284p"
+    board = None  # comparison builds: no firmware project
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tinycc_ml.errors import CompileError
+from tinycc_ml.passes.manager import TargetAttributes
 from tinycc_ml.plugins import PluginError, Registry
 
 if TYPE_CHECKING:
@@ -36,6 +36,22 @@ class BuildOutput:
     kernels: list[dict] = field(default_factory=list)  # per matrix: kernel chosen, predicted cost, candidates
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
+    optional_ram_bytes: int = 0  # of ram_bytes, what kernels may give up when the build would not fit otherwise
+
+
+class CapabilityError(PluginError):
+    """A target asked for something it does not declare (a firmware project, a simulator, ...)."""
+
+
+# What a backend may offer beyond emit/check_fit, each the name of a method it overrides; the CLI, report,
+# fit and the profiler ask ``backend.supports(name)`` instead of comparing target names.
+CAPABILITIES = {
+    "load": "run its builds on this machine from Python (a predictor with predict/scores)",
+    "simulate": "run its builds in a simulator and measure them (tinycc-ml report, fit)",
+    "profile": "charge each function its cycles or instructions (the report's kernels)",
+    "project_files": "write a standalone firmware project (--project)",
+    "arduino_library": "write an Arduino library with an example sketch (--arduino)",
+}
 
 
 @dataclass(frozen=True)
@@ -69,15 +85,57 @@ class Backend:
     def emit(self, graph, prefix: str, model_description: list[str]) -> BuildOutput:
         raise NotImplementedError
 
+    def target_attributes(self) -> TargetAttributes:
+        """What the passes need to know about this target (``PassOptions.target``)."""
+        return TargetAttributes(name=self.name)
+
     def check_fit(self, output: BuildOutput) -> Fit | None:
         return None
 
+    def require_tools(self, method: str = "auto") -> None:
+        """ToolchainError naming what is missing to build and run this target's builds here (default: nothing);
+        ``method``: the simulator's engine, where it has a choice."""
+
+    # ---- capabilities: override to offer one (CAPABILITIES); the defaults say what is missing
+    @classmethod
+    def capabilities(cls) -> frozenset[str]:
+        """The CAPABILITIES this backend offers: the methods it overrides (a subclass may narrow it)."""
+        return frozenset(name for name in CAPABILITIES if getattr(cls, name) is not getattr(Backend, name))
+
+    @classmethod
+    def supports(cls, capability: str) -> bool:
+        if capability not in CAPABILITIES:
+            raise ValueError(f"unknown capability {capability!r}; capabilities: {', '.join(CAPABILITIES)}")
+        return capability in cls.capabilities()
+
+    def _missing(self, capability: str) -> CapabilityError:
+        return CapabilityError(f"target {self.name} ({type(self).__module__}.{type(self).__name__}) cannot "
+                               f"{CAPABILITIES[capability]}: it has no {capability}")
+
     def load(self, out_dir: Path, output: BuildOutput):
-        raise CompileError(f"target {self.name} builds are not runnable on this machine from Python")
+        """A predictor (predict, scores, ...) for the build written to ``out_dir``."""
+        raise self._missing("load")
 
     def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
         """Run the build in ``out_dir`` on the rows of ``X`` (float, the model's input) and measure it."""
-        raise CompileError(f"target {self.name} cannot run its builds here (no simulator)")
+        raise self._missing("simulate")
+
+    def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
+        """Cycles or instructions of one predict call per function symbol, on the rows of ``X``."""
+        raise self._missing("profile")
+
+    def project_files(self, result, examples) -> dict[str, str]:
+        """Files (relative paths) of a standalone firmware project for a ``CompileResult``."""
+        raise self._missing("project_files")
+
+    def arduino_library(self, result, examples) -> dict[str, str]:
+        """Files (relative paths) of an Arduino library with an example sketch for a ``CompileResult``."""
+        raise self._missing("arduino_library")
+
+    def require(self, capability: str) -> None:
+        """CapabilityError naming the target and what it lacks, unless it offers ``capability``."""
+        if not self.supports(capability):
+            raise self._missing(capability)
 
 
 BUILTIN_BACKENDS = {
@@ -103,6 +161,7 @@ def available_backends() -> dict[str, type[Backend]]:
 def _broken(name: str, exc: Exception) -> type[Backend]:
     class Broken(Backend):
         description = f"(failed to load: {exc.__cause__ or exc})"
+        broken = exc
 
         def emit(self, *args, **kwargs):
             raise exc
@@ -113,3 +172,9 @@ def _broken(name: str, exc: Exception) -> type[Backend]:
 
 def get_backend(name: str) -> Backend:
     return BACKENDS.load(name)()
+
+
+def targets_supporting(capability: str) -> list[str]:
+    """Names of the loadable targets that offer ``capability`` (CAPABILITIES)."""
+    return [name for name, cls in available_backends().items()
+            if not hasattr(cls, "broken") and cls.supports(capability)]

@@ -98,6 +98,13 @@ class CEmitter:
     constants: list[str] = field(default_factory=list)
     helpers: dict[str, str] = field(default_factory=dict)  # support functions, by name
     const_bytes: int = 0
+    # what target kernels record while the code is emitted (read back by the emitter and the report)
+    kernel_report: list[dict] = field(default_factory=list)  # matrices whose kernel a cost model chose
+    sparse_choices: dict[str, tuple] = field(default_factory=dict)  # node -> its sparse kernel's decision (once)
+    x_pages: dict[str, int] = field(default_factory=dict)  # symbol -> int16s of a sparse kernel's aligned x buffer
+    arena_align: dict[str, int] = field(default_factory=dict)  # arena key -> byte alignment a kernel needs
+    own_x_pages: bool = True  # may a sparse kernel keep x in a 256-byte aligned static buffer of its own
+    aligns_arenas = False  # does arena_attribute honour arena_align (class-level: a trait of the emitter)
 
     def __post_init__(self):
         check_interface(self.graph)
@@ -244,7 +251,12 @@ class CEmitter:
             files={f"{self.prefix}.h": emitted.header, f"{self.prefix}.c": emitted.source},
             prefix=self.prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
-            ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task)
+            ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
+            kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes())
+
+    def x_page_bytes(self) -> int:
+        """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""
+        return sum(2 * n + 255 for n in self.x_pages.values())
 
     def extra_ram_bytes(self) -> int:
         """Static RAM besides the arenas (target kernels' scratch, streaming state)."""

@@ -7,11 +7,14 @@ the same rounding shifts, and stores saturate through <prefix>_sat16 / <prefix>_
 
 from __future__ import annotations
 
+import numpy as np
+
 from tinycc_ml.backends import c_float, kernels_trees
 from tinycc_ml.backends.c_emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 
 def rshift_c(expr: str, k: int) -> str:
@@ -22,6 +25,26 @@ def rshift_c(expr: str, k: int) -> str:
     if k < 0:
         return f"({expr}) * INT32_C({1 << -k})"
     return expr
+
+
+def shift_c(em: CEmitter, expr: str, k: int, bound: int | None = None) -> str:
+    """rshift_c for a value about to be stored, with a left shift (k < 0) that saturates at int32: the
+    interpreter shifts in int64 and then saturates, which a plain int32 multiply could overflow (undefined
+    in C, and wrong: 2^28 << 4 wraps to 0 where the interpreter saturates). Clamping at int32 first and
+    then at the stored width gives the same value as the interpreter's one clamp. ``bound``: a proven
+    largest |value| of expr, with which a shift that cannot overflow stays a plain multiply."""
+    n = -k
+    if k >= 0 or (bound is not None and n <= 31 and bound * 2**n <= 2**31 - 1):
+        return rshift_c(expr, k)
+    if n > 31:
+        raise CompileError(f"a fixed-point shift by {k} bits does not fit int32 arithmetic")
+    name = em.sym(f"shl{n}")
+    if name not in em.helpers:
+        top, low = (2**31 - 1) >> n, -(2 ** (31 - n))
+        em.helpers[name] = (f"static inline int32_t {name}(int32_t v)\n{{\n"
+                            f"    return v > INT32_C({top}) ? INT32_C(2147483647) : (v < INT32_C({low}) ? "
+                            f"(-INT32_C(2147483647) - 1) : v * INT32_C({1 << n}));\n}}\n")
+    return f"{name}({expr})"
 
 
 def index_type(n: int) -> str:
@@ -56,7 +79,7 @@ def _matvec(em: CEmitter, node: Node) -> list[str]:
     a = em.graph.node(a_name)
     rows, cols = a.type.shape
     h = int(node.attrs.get("shift", 0))
-    out_shift = scale_of(em, a_name) + scale_of(em, x_name) - h - node.type.dtype.scale
+    out_shift = node_output_shift(em.graph, node.name)
     wtype = ctype_of(a.type.dtype)
     if a.op == "sparse_const":
         rd = em.target.read_const
@@ -70,7 +93,7 @@ def _matvec(em: CEmitter, node: Node) -> list[str]:
             f"    for ({it} p = {rd(cptr, 'j', ptr_type)}; p < ({it}){rd(cptr, 'j + 1', ptr_type)}; ++p)",
             f"        acc[{rd(rix, 'p', idx_type)}] += {rshift_c('xj * ' + rd(vals, 'p', wtype), h)};",
             "}",
-            f"for (int i = 0; i < {rows}; ++i) " + store(em, node, "i", rshift_c("acc[i]", out_shift)),
+            f"for (int i = 0; i < {rows}; ++i) " + store(em, node, "i", shift_c(em, "acc[i]", out_shift)),
             "}",
         ]
     it = index_type(rows * cols)
@@ -80,7 +103,7 @@ def _matvec(em: CEmitter, node: Node) -> list[str]:
         "    int32_t acc = 0;",
         f"    for ({it} k = 0; k < {cols}; ++k)",
         f"        acc += {rshift_c(product, h)};",
-        "    " + store(em, node, "i", rshift_c("acc", out_shift)),
+        "    " + store(em, node, "i", shift_c(em, "acc", out_shift)),
         "}",
     ]
 
@@ -89,7 +112,7 @@ def _matvec_at(em: CEmitter, node: Node) -> list[str]:
     m_name, k_name, x_name = node.inputs
     n, rows, cols = em.graph.type(m_name).shape
     h = int(node.attrs.get("shift", 0))
-    out_shift = scale_of(em, m_name) + scale_of(em, x_name) - h - node.type.dtype.scale
+    out_shift = node_output_shift(em.graph, node.name)
     it = index_type(n * rows * cols)
     product = f"(int32_t){em.at(m_name, f'base + i * {cols} + k')} * {em.at(x_name, 'k')}"
     return [
@@ -99,7 +122,7 @@ def _matvec_at(em: CEmitter, node: Node) -> list[str]:
         "        int32_t acc = 0;",
         f"        for ({it} k = 0; k < {cols}; ++k)",
         f"            acc += {rshift_c(product, h)};",
-        "        " + store(em, node, "i", rshift_c("acc", out_shift)),
+        "        " + store(em, node, "i", shift_c(em, "acc", out_shift)),
         "    }",
         "}",
     ]
@@ -121,7 +144,7 @@ def _sqdist(em: CEmitter, node: Node) -> list[str]:
         *([f"        d = {rshift_c('d', h)};"] if h else []),
         "        acc += d * d;",
         "    }",
-        "    " + store(em, node, "j", rshift_c("acc", out_shift)),
+        "    " + store(em, node, "j", shift_c(em, "acc", out_shift)),
         "}",
     ]
 
@@ -137,24 +160,34 @@ def _aligned(em: CEmitter, a: str, b: str):
     return c, (lambda i: rshift_c(f"(int32_t){em.at(a, i)}", -la)), (lambda i: rshift_c(f"(int32_t){em.at(b, i)}", -lb))
 
 
+def _value_bound(em: CEmitter, name: str) -> int:
+    """The largest |int| a value of ``name``'s type can hold."""
+    return 2 ** (em.graph.type(name).dtype.bits - 1)
+
+
 def _addsub(sign: str):
     def emit(em: CEmitter, node: Node) -> list[str]:
-        c, fa, fb = _aligned(em, *node.inputs)
-        return _loop(em, node, lambda i: rshift_c(f"{fa(i)} {sign} {fb(i)}", c - node.type.dtype.scale))
+        a, b = node.inputs
+        c, fa, fb = _aligned(em, a, b)
+        _, la, lb = align_shifts(scale_of(em, a), scale_of(em, b))
+        bound = _value_bound(em, a) * 2 ** max(la, 0) + _value_bound(em, b) * 2 ** max(lb, 0)
+        return _loop(em, node, lambda i: shift_c(em, f"{fa(i)} {sign} {fb(i)}", c - node.type.dtype.scale, bound))
     return emit
 
 
 def _mul(em: CEmitter, node: Node) -> list[str]:
     a, b = node.inputs
     k = scale_of(em, a) + scale_of(em, b) - node.type.dtype.scale
-    return _loop(em, node, lambda i: rshift_c(f"(int32_t){em.at(a, i)} * {em.at(b, i)}", k))
+    bound = _value_bound(em, a) * _value_bound(em, b)
+    return _loop(em, node, lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {em.at(b, i)}", k, bound))
 
 
 def _scale(em: CEmitter, node: Node) -> list[str]:
     (a,) = node.inputs
     k = scale_of(em, a) + node.attrs["factor_scale"] - node.type.dtype.scale
     fq = node.attrs["factor_q"]
-    return _loop(em, node, lambda i: rshift_c(f"(int32_t){em.at(a, i)} * {fq}", k))
+    bound = _value_bound(em, a) * abs(int(fq))
+    return _loop(em, node, lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {fq}", k, bound))
 
 
 def _clamp_expr(expr: str, lo: int, hi: int, bits: int = 32) -> str:
@@ -176,7 +209,9 @@ def _clip(em: CEmitter, node: Node) -> list[str]:
     lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
     shift = dtype.scale - node.type.dtype.scale
     if lo.ndim == 0:
-        return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), int(lo), int(hi), dtype.bits), shift))
+        bound = max(abs(int(lo)), abs(int(hi)))
+        return _loop(em, node, lambda i: shift_c(em, _clamp_expr(em.at(a, i), int(lo), int(hi), dtype.bits), shift,
+                                                 bound))
     # one bound per element, kept in flash
     ctype = ctype_of(dtype)
     lo_sym = em.add_const_array(em.sym(f"{node.name}_lo"), lo, ctype, f"%{node.name}: lower bound of each element")
@@ -186,7 +221,8 @@ def _clip(em: CEmitter, node: Node) -> list[str]:
     return [
         f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
         f"    const int32_t v = {em.at(a, 'i')}, lo = {rd(lo_sym, 'i', ctype)}, hi = {rd(hi_sym, 'i', ctype)};",
-        "    " + store(em, node, "i", rshift_c("(v < lo ? lo : (v > hi ? hi : v))", shift)),
+        "    " + store(em, node, "i", shift_c(em, "(v < lo ? lo : (v > hi ? hi : v))", shift,
+                                          int(max(np.max(np.abs(lo)), np.max(np.abs(hi)))))),
         "}",
     ]
 
@@ -196,7 +232,8 @@ def _tanh_clamp(em: CEmitter, node: Node) -> list[str]:
     w = max(scale_of(em, a), 0)  # see the op's integer semantics: sign(x) at a negative input scale
     one = 1 << w
     bits = em.graph.type(a).dtype.bits
-    return _loop(em, node, lambda i: rshift_c(_clamp_expr(em.at(a, i), -one, one, bits), w - node.type.dtype.scale))
+    return _loop(em, node, lambda i: shift_c(em, _clamp_expr(em.at(a, i), -one, one, bits), w - node.type.dtype.scale,
+                                             one))
 
 
 def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
@@ -215,7 +252,8 @@ def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
         f"    const int32_t y0 = {rd(table, 't', 'int16_t')};",
         f"    const int32_t y1 = {rd(table, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
         f"    const int32_t y = y0 + ({rshift_c('(y1 - y0) * f', drop)});",
-        "    " + store(em, node, "i", rshift_c("v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale)),
+        "    " + store(em, node, "i", shift_c(em, "v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale,
+                                          bound=int(np.max(np.abs(at["table"].astype(np.int64)), initial=0)))),
         "}",
     ]
 
@@ -237,11 +275,13 @@ def _exp_lut(em: CEmitter, node: Node) -> list[str]:
     k, mask = at["low_bits"], (1 << at["low_bits"]) - 1
     rd = em.target.read_const
     shift = at["hi_scale"] + at["lo_scale"] - node.type.dtype.scale
+    product_bound = int(np.max(np.abs(at["table_hi"].astype(np.int64)), initial=0)
+                        * np.max(np.abs(at["table_lo"].astype(np.int64)), initial=0))
 
     def make(i):
         hi = rd(t_hi, f"t_{i} >> {k}", "int16_t")
         lo = rd(t_lo, f"t_{i} & {mask}", "int16_t")
-        return rshift_c(f"(int32_t){hi} * {lo}", shift)
+        return shift_c(em, f"(int32_t){hi} * {lo}", shift, bound=product_bound)
 
     n = node.type.size
     it = index_type(n)
@@ -264,19 +304,21 @@ def _sum(em: CEmitter, node: Node) -> list[str]:
         "{",
         "    int32_t acc = 0;",
         f"    for ({index_type(n)} i = 0; i < {n}; ++i) acc += {rshift_c('(int32_t)' + em.at(a, 'i'), h)};",
-        "    " + store(em, node, None, rshift_c("acc", scale_of(em, a) - h - node.type.dtype.scale)),
+        "    " + store(em, node, None, shift_c(em, "acc", node_output_shift(em.graph, node.name))),
         "}",
     ]
 
 
 def _segment_min(em: CEmitter, node: Node) -> list[str]:
     shift = scale_of(em, node.inputs[0]) - node.type.dtype.scale
-    return c_float.segment_min(em, node, lambda c: store(em, node, c, rshift_c("(int32_t)best", shift)))
+    bound = 2 ** (em.graph.type(node.inputs[0]).dtype.bits - 1)
+    return c_float.segment_min(em, node, lambda c: store(em, node, c, shift_c(em, "(int32_t)best", shift, bound)))
 
 
 def _max(em: CEmitter, node: Node) -> list[str]:
     shift = scale_of(em, node.inputs[0]) - node.type.dtype.scale
-    return c_float.largest(em, node, lambda: store(em, node, None, rshift_c("(int32_t)best", shift)))
+    bound = 2 ** (em.graph.type(node.inputs[0]).dtype.bits - 1)
+    return c_float.largest(em, node, lambda: store(em, node, None, shift_c(em, "(int32_t)best", shift, bound)))
 
 
 def _kvote(em: CEmitter, node: Node) -> list[str]:

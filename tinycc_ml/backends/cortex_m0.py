@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from tinycc_ml.backends.c_emitter import CTarget
 from tinycc_ml.backends.mcu import McuBackend
+from tinycc_ml.backends.project import M0_BOARD
 from tinycc_ml.chips import NRF51822
 
 
@@ -23,6 +24,7 @@ class CortexM0Backend(McuBackend):
     description = "Cortex-M0 (nRF51822): Thumb-1 C, constants in flash, integer-only; QEMU/unicorn-runnable"
     chip = NRF51822
     simulator = "cortex-m0"
+    board = M0_BOARD
 
     def c_target(self, graph) -> CTarget:
         from tinycc_ml.backends.kernel_choice import M0_CODE_OVERRIDES

@@ -23,6 +23,11 @@ class HostBackend(Backend):
     def emit(self, graph, prefix, model_description):
         return emit_c(graph, prefix, CTarget("host"), model_description)
 
+    def require_tools(self, method: str = "auto") -> None:
+        from tinycc_ml.runtime.toolchains import find_host_cc
+
+        find_host_cc()
+
     def load(self, out_dir: Path, output: BuildOutput):
         from tinycc_ml.runtime.host import load_host_build
 

@@ -8,7 +8,7 @@ imports back.
 
 from __future__ import annotations
 
-from tinycc_ml.backends import kernels_avr, kernels_m0, kernels_m0_fused
+from tinycc_ml.backends import kernels_avr, kernels_clip, kernels_m0, kernels_m0_fused
 from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.kernels_distance import avr_clamp_squares, avr_sqdist8
 from tinycc_ml.backends.kernels_sparse import avr_sparse_kernel, m0_sparse_kernel
@@ -50,5 +50,5 @@ M0_CODE_OVERRIDES = {
     ("sqdist", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_sqdist8, kernels_m0_fused.kernel_sqdist,
                                   kernels_m0.kernel_sqdist),
     ("clip", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_clip,
-                                lambda em, node: kernels_avr.kernel_clip(em, node, fuse=False)),
+                                kernels_clip.kernel_clip16),
 }

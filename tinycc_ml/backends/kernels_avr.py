@@ -33,10 +33,11 @@ from dataclasses import replace
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
-from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, store
-from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds, SplitLayout
+from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, shift_c, store
+from tinycc_ml.backends.kernels_clip import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
+from tinycc_ml.backends.layouts import Block, BlockedLayout, SplitLayout
 from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.arith import storage_clip_bounds
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 BLOCK = 5  # rows per pass over x: 5 x 4 accumulator bytes = r2..r21
 SQD_BLOCK = 4  # prototypes per pass over the point
@@ -174,6 +175,8 @@ def rshift_avr(em: CEmitter, expr: str, k: int) -> str:
     """rshift_c, cheaper on AVR: avr-gcc shifts an int32 one bit per 4-instruction loop iteration
     (91 cycles for >> 13). Shifts of 8 or more move whole bytes first; 13 to 15 join the high
     half shifted left and the low half shifted right."""
+    if k < 0:
+        return shift_c(em, expr, k)
     if k < 8:
         return rshift_c(expr, k)
     name = em.sym(f"rs{k}")
@@ -237,14 +240,6 @@ def store_rs(em: CEmitter, node: Node, index: str, expr: str, k: int) -> str:
     if node.type.dtype.bits == 16 and 8 <= k <= 16:
         return f"{em.var(node.name)}[{index}] = {rss_avr(em, expr, k)};"
     return store(em, node, index, rshift_avr(em, expr, k))
-
-
-def clip_ok(em: CEmitter, node: Node) -> bool:
-    (a,) = node.inputs
-    dtype = em.graph.type(a).dtype
-    return (em.graph.op(a) not in ("const", "sparse_const") and dtype.bits == 16 and node.type.dtype.bits == 16
-            and dtype.scale == node.type.dtype.scale and node.type.rank == 1
-            and storage_clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype) is not None)
 
 
 def sole_vector_user(em: CEmitter, name: str, matvec_ok, sqdist_ok) -> str | None:
@@ -325,7 +320,7 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
     g = em.graph
     A = g.node(a_name).attrs["value"].astype(np.int64)
     wbits = g.type(a_name).dtype.bits
-    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     acc = em.sym("acc")
     if node.type.dtype.bits == 16 and 8 <= out_shift <= 16:  # the kernel shifts, saturates and stores
         return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=a_name,
@@ -452,7 +447,7 @@ def kernel_sqdist(em: CEmitter, node: Node) -> list[str]:
     em.scratch(xs, "uint8_t", 3 * k)
     em.scratch(acc, "uint32_t", m)
     x = em.var(x_name)
-    out_shift = 2 * (g.type(x_name).dtype.scale - h) - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     lines = ["{",
              f"    for (uint16_t k = 0; k < {k}; ++k) {{",
              f"        const int16_t xh = (int16_t)({x}[k] >> {h});",
@@ -511,34 +506,20 @@ def clip_presum_asm(em: CEmitter, node: Node, lo: int, hi: int) -> list[str]:
             "}"]
 
 
-def kernel_clip(em: CEmitter, node: Node, fuse: bool = True) -> list[str] | None:
-    """16-bit compares in place of c_fixed's int32 ones (the same expression, so the same result);
-    per-feature bounds interleaved (lo, hi) in flash and walked by one pointer."""
-    if not clip_ok(em, node):
-        return None
-    (a,) = node.inputs
-    dtype = em.graph.type(a).dtype
-    lo, hi = storage_clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
-    n, x, out = node.type.size, em.var(a), em.var(node.name)
-    lines = ["{"]
-    if np.ndim(lo) == 0:
-        bounds = [f"const int16_t lo = {int(lo)}, hi = {int(hi)};"]
-    else:
-        sym = em.add_const_array(em.sym(f"{node.name}_bounds"), np.stack([lo, hi], axis=1), "int16_t",
-                                 f"%{node.name}: (lower, upper) bound of each element")
-        em.kernel_layout[node.name] = InterleavedBounds(sym, "int16_t")
-        lines.append(f"    const int16_t *b = {sym};")
-        rd = em.target.read_const
-        bounds = [f"const int16_t lo = {rd('b', '0', 'int16_t')}, hi = {rd('b', '1', 'int16_t')};", "b += 2;"]
-    fused = fused_producer(em, node.name) if fuse else None
+def kernel_clip(em: CEmitter, node: Node) -> list[str] | None:
+    """The shared 16-bit clamp (kernels_clip), fused with the sums the AVR mat-vec and distance kernels
+    need of x when one of them is its only user."""
+    fused = fused_producer(em, node.name) if clip_ok(em, node) else None
+    if not fused:
+        return kernel_clip16(em, node)
+    out = em.var(node.name)
+    lines, bounds, lo, hi = clip_loop_head(em, node)
     if fused == "matvec" and np.ndim(lo) == 0:
         return clip_presum_asm(em, node, int(lo), int(hi))
     if fused:
         em.scratch(presum_sym(em, node.name), "uint32_t", 2 if fused == "sqdist" else 1)
         lines.append("    uint32_t sx = 0;" + (" uint32_t xx = 0;" if fused == "sqdist" else ""))
-    lines += [f"    for (uint16_t i = 0; i < {n}; ++i) {{", f"        const int16_t v = {x}[i];",
-              *("        " + line for line in bounds),
-              "        const int16_t c = v < lo ? lo : (v > hi ? hi : v);"]
+    lines += clip_loop_start(em, node, bounds)
     if fused:
         lines += ["        const uint16_t u = (uint16_t)c ^ 0x8000u;", f"        {out}[i] = (int16_t)u;",
                   "        sx += u;"]
@@ -548,8 +529,6 @@ def kernel_clip(em: CEmitter, node: Node, fuse: bool = True) -> list[str] | None
         lines += ["    }", f"    {presum_sym(em, node.name)}[0] = sx;"]
         if fused == "sqdist":
             lines += [f"    {presum_sym(em, node.name)}[1] = xx;"]
-    else:
-        lines += [f"        {out}[i] = c;", "    }"]
     return lines + ["}"]
 
 

@@ -1,8 +1,9 @@
 """Distances to prototypes with 8-bit storage: 8 x 16-bit products on the ATmega328P.
 
 At precision int8, choose_scales keeps 8 significant bits of each sqdist's prototypes
-(int8_prototypes): M = M8 2^k with |M8| <= 127, still typed int16 at the point's scale, so the
-fixed-point semantics (and tinycc_ml.ir.fixed) are those of any sqdist. The AVR kernel stores M8 and
+(ir.fixed.significant_bits, as TargetAttributes.prototype_bits = PROTO_BITS asks): M = M8 2^k with
+|M8| <= 127, still typed int16 at the point's scale, so the fixed-point semantics (and
+tinycc_ml.ir.fixed) are those of any sqdist. The AVR kernel stores M8 and
 runs the int8 mat-vec kernel (two unsigned MULs per term instead of four):
     ||x - M_j||^2 = |M_j|^2 + |x|^2 + 2^(k+1) sum_i (-M8_ij) x_i        (mod 2^32, exact)
 |M_j|^2 = 2^(2k) sum_i M8_ij^2, so for k >= 1 the kernel's row constants carry |M_j|^2 / 2^(k+1) exactly
@@ -17,16 +18,6 @@ import numpy as np
 from tinycc_ml.ir.graph import Node
 
 PROTO_BITS = 8
-
-
-def int8_prototypes(Mq: np.ndarray) -> np.ndarray:
-    """Mq rounded to PROTO_BITS significant bits: M8 2^k with |M8| <= 2^(PROTO_BITS-1) - 1 (the largest
-    values saturate rather than carry into a larger k, so the result stays within int16)."""
-    Mq = np.asarray(Mq, np.int64)
-    k = max(0, int(np.abs(Mq).max(initial=0)).bit_length() - (PROTO_BITS - 1))
-    top = (1 << (PROTO_BITS - 1)) - 1
-    m8 = np.clip((Mq + ((1 << (k - 1)) if k else 0)) >> k, -top, top)
-    return m8 << k
 
 
 def split8(M: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -166,7 +157,8 @@ def clamp_squares_asm(name: str, n: int, lo: int, hi: int) -> str:
 
 def avr_clamp_squares(em, node: Node) -> list[str] | None:
     """The fused input clamp of a distance (sum and squares for the kernel) in asm, or None."""
-    from tinycc_ml.backends.kernels_avr import clip_ok, fused_producer, presum_sym
+    from tinycc_ml.backends.kernels_avr import fused_producer, presum_sym
+    from tinycc_ml.backends.kernels_clip import clip_ok
     from tinycc_ml.ir.ops.arith import storage_clip_bounds
 
     if node.op != "clip" or not clip_ok(em, node) or fused_producer(em, node.name) != "sqdist":

@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter, ctype_of
-from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.c_fixed import rshift_c, shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 BLOCK = 7
 SQD_BLOCK = 4
@@ -71,7 +72,7 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str] | None:
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", rows)
     x = em.var(x_name)
-    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     lines = ["{", "    uint32_t sx = 0;",
              f"    for (int k = 0; k < {cols}; ++k) sx += (uint32_t)(int32_t){x}[k];",
              f"    sx <<= {wbits - 1};",
@@ -82,7 +83,7 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str] | None:
             em.helpers[name] = mac_asm(name, n, wbits)
         lines.append(f"    {name}({sym} + {r * cols}, {x}, {acc} + {r}, {cols});")
     return lines + [f"    for (int r = 0; r < {rows}; ++r)",
-                    "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
+                    "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]
 
 
 def kernel_sqdist(em: CEmitter, node: Node) -> list[str] | None:
@@ -99,7 +100,7 @@ def kernel_sqdist(em: CEmitter, node: Node) -> list[str] | None:
     em.kernel_layout[m_name] = BlockedLayout(sym, mt, tuple(Block(j, n, j * k, n, 1) for j, n in blocks(m, SQD_BLOCK)))
     h = int(node.attrs.get("shift", 0))
     x = em.var(x_name)
-    out_shift = 2 * (g.type(x_name).dtype.scale - h) - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     lines = ["{", f"    const {mt} *p = {sym};"]
     for j, n in blocks(m, SQD_BLOCK):
         accs = [f"a{q}" for q in range(n)]
@@ -109,6 +110,6 @@ def kernel_sqdist(em: CEmitter, node: Node) -> list[str] | None:
             lines += [f"            const int32_t d{q} = {rshift_c(f'p[{q}] - xk', h)};",
                       f"            {a} += d{q} * d{q};"]
         lines += [f"            p += {n};", "        }"]
-        lines += ["        " + store(em, node, str(j + q), rshift_c(a, out_shift)) for q, a in enumerate(accs)]
+        lines += ["        " + store(em, node, str(j + q), shift_c(em, a, out_shift)) for q, a in enumerate(accs)]
         lines.append("    }")
     return lines + ["}"]

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import rshift_c, store
+from tinycc_ml.backends.c_fixed import shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import storage_clip_bounds
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 ACC = ("r2", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr")
 LOW = ("r2", "r6", "r7")
@@ -146,7 +147,7 @@ def kernel_user(em, name: str) -> str | None:
 
 
 def _fused_clip(em, node: Node) -> bool:
-    from tinycc_ml.backends.kernels_avr import clip_ok
+    from tinycc_ml.backends.kernels_clip import clip_ok
 
     return node.op == "clip" and clip_ok(em, node) and kernel_user(em, node.name) is not None
 
@@ -276,13 +277,13 @@ def kernel_matvec(em, node: Node, A: np.ndarray | None = None) -> list[str] | No
     buf, prep = _prepare(em, x_name, "matvec")
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", A.shape[0])
-    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
             *("    " + c for c in calls),
             f"    for (int r = 0; r < {A.shape[0]}; ++r)",
-            "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
+            "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]
 
 
 def kernel_sqdist(em, node: Node) -> list[str] | None:
@@ -301,7 +302,7 @@ def kernel_sqdist(em, node: Node) -> list[str] | None:
     return ["{", *("    " + ln for ln in prep), "    const uint32_t v = (sx << 15) - xx;",
             *("    " + c for c in calls),
             f"    for (int j = 0; j < {m}; ++j)",
-            "        " + store(em, node, "j", rshift_c(f"(int32_t){acc}[j]", out_shift)), "}"]
+            "        " + store(em, node, "j", shift_c(em, f"(int32_t){acc}[j]", out_shift)), "}"]
 
 
 def kernel_sqdist8(em, node: Node) -> list[str] | None:
@@ -335,4 +336,4 @@ def kernel_sqdist8(em, node: Node) -> list[str] | None:
             *("    " + c for c in calls),
             f"    for (int j = 0; j < {m}; ++j) {{",
             f"        const uint32_t d = {norm}xx + ({acc}[j] << {k + 1});",
-            "        " + store(em, node, "j", rshift_c("(int32_t)d", out_shift)), "    }", "}"]
+            "        " + store(em, node, "j", shift_c(em, "(int32_t)d", out_shift)), "    }", "}"]

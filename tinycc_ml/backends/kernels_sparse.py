@@ -32,6 +32,7 @@ from tinycc_ml.backends.layouts import InterleavedBounds
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops import sparse_to_dense
 from tinycc_ml.ir.ops.arith import storage_clip_bounds
+from tinycc_ml.ir.ops.registry import node_output_shift
 
 PAGE_COLS = 128  # columns addressed by one byte offset (2 bytes per int16 element)
 MAX_SIGN_PER_ROW = 256  # entries of one sign in a row: 24-bit sums of 8x8-bit products
@@ -44,6 +45,31 @@ def _words(lines: list[str]) -> str:
 
 # ---------------------------------------------------------------- cost model
 
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run a mat-vec, as the cost model sees it: predicted cycles and flash bytes, or why not."""
+
+    cycles: int | None = None
+    flash: int | None = None
+    unavailable: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.unavailable is None
+
+    def as_dict(self) -> dict:
+        return {"unavailable": self.unavailable} if self.unavailable else {"cycles": self.cycles, "flash": self.flash}
+
+
+@dataclass(frozen=True)
+class SparsePlan:
+    """A mat-vec by a sparse constant the kernels can take: the matrix (ints), its width, the fused clamp."""
+
+    A: np.ndarray
+    wbits: int
+    clamp: str | None
+
+
 @dataclass
 class KernelChoice:
     """One mat-vec's kernel: what was chosen, the candidates' predicted cycles and flash bytes."""
@@ -52,16 +78,26 @@ class KernelChoice:
     shape: tuple[int, int]
     nonzeros: int
     chosen: str
-    candidates: dict  # kernel -> {"cycles": predicted, "flash": bytes} or {"unavailable": why}
+    candidates: dict[str, Candidate]
     note: str = ""
     node: str = ""  # the mat-vec
 
     def as_dict(self) -> dict:
+        best = self.candidates[self.chosen]
         return {"node": self.node, "matrix": self.matrix, "shape": list(self.shape), "nonzeros": self.nonzeros,
-                "kernel": self.chosen,
-                "predicted_cycles": self.candidates[self.chosen].get("cycles"),
-                "flash_bytes": self.candidates[self.chosen].get("flash"),
-                "candidates": self.candidates, **({"note": self.note} if self.note else {})}
+                "kernel": self.chosen, "predicted_cycles": best.cycles, "flash_bytes": best.flash,
+                "candidates": {k: c.as_dict() for k, c in self.candidates.items()},
+                **({"note": self.note} if self.note else {})}
+
+
+@dataclass(frozen=True)
+class SparseDecision:
+    """What the cost model decided for one sparse mat-vec (made once per node, kept by the emitter)."""
+
+    kernel: str
+    clamp: str | None
+    choice: KernelChoice
+    offset: bool = False  # AVR: x may be negative, so the kernel offsets it
 
 
 # ATmega328P cycle costs, fitted on simavr runs of the kernels (see benchmarks/sparse_kernels.py)
@@ -125,7 +161,7 @@ def csc_flash(nnz: int, rows: int, cols: int, wbits: int) -> int:
     return nnz * (wbits // 8 + (1 if rows <= 256 else 2)) + 2 * (cols + 1)
 
 
-def avr_candidates(A: np.ndarray, wbits: int, offset: bool, clamp: str | None = None) -> dict:
+def avr_candidates(A: np.ndarray, wbits: int, offset: bool, clamp: str | None = None) -> dict[str, Candidate]:
     """Predicted cycles and flash of each way to run x -> A x on the ATmega328P (A: ints). clamp: how an
     input clamp fused into the sparse kernel runs ("all" columns or a "list" of the read ones in asm,
     "c" with per-feature bounds), None when x is not a fused clamp (then the kernel copies x offset)."""
@@ -138,7 +174,7 @@ def avr_candidates(A: np.ndarray, wbits: int, offset: bool, clamp: str | None = 
     out = {}
     why = sparse_format_ok(A, wbits)
     if why:
-        out["avr-sparse-asm"] = {"unavailable": why}
+        out["avr-sparse-asm"] = Candidate(unavailable=why)
     else:
         driver = driver_calls(run_counts(A)) <= DRIVER_MAX_CALLS
         s = c["driver" if driver else "sparse"][wbits]
@@ -147,25 +183,23 @@ def avr_candidates(A: np.ndarray, wbits: int, offset: bool, clamp: str | None = 
         prep = {"all": c["clamp_all"] * cols, "list": c["clamp_list"] * used + 10 * pages,
                 "c": c["clamp_c"] * used, None: c["copy_col"] * cols}[clamp]
         flash = sparse_flash(A, wbits, offset, counts=not driver) + (used + pages if clamp == "list" else 0)
-        out["avr-sparse-asm"] = {
-            "cycles": round(s["call"] + s["nnz"] * nnz + s["run"] * runs + s["empty_run"] * (2 * rows * pages - runs)
-                            + s["row"] * rows + prep),
-            "flash": flash}
+        out["avr-sparse-asm"] = Candidate(
+            round(s["call"] + s["nnz"] * nnz + s["run"] * runs + s["empty_run"] * (2 * rows * pages - runs)
+                  + s["row"] * rows + prep), flash)
     d = c["dense"][wbits]
-    out["avr-dense-asm"] = {"cycles": round(d["call"] + d["mac"] * rows * cols + d["block"] * -(-rows // 5)
-                                            + c["clamp_c"] * cols),
-                            "flash": rows * cols * wbits // 8 + 4 * rows}
+    out["avr-dense-asm"] = Candidate(round(d["call"] + d["mac"] * rows * cols + d["block"] * -(-rows // 5)
+                                           + c["clamp_c"] * cols), rows * cols * wbits // 8 + 4 * rows)
     k = c["csc_c"][wbits]
-    out["csc-c"] = {"cycles": round(k["nnz"] * nnz + k["col"] * cols + c["clamp_c"] * cols),
-                    "flash": csc_flash(nnz, rows, cols, wbits)}
+    out["csc-c"] = Candidate(round(k["nnz"] * nnz + k["col"] * cols + c["clamp_c"] * cols),
+                             csc_flash(nnz, rows, cols, wbits))
     return out
 
 
-def choose(cands: dict) -> str:
+def choose(cands: dict[str, Candidate]) -> str:
     """The fastest candidate whose flash is at most the CSC form's (the size the model was trained to)."""
-    limit = cands["csc-c"]["flash"]
-    ok = [k for k, v in cands.items() if "cycles" in v and v["flash"] <= limit]
-    return min(ok, key=lambda k: cands[k]["cycles"])
+    limit = cands["csc-c"].flash
+    ok = [k for k, v in cands.items() if v.usable and v.flash <= limit]
+    return min(ok, key=lambda k: cands[k].cycles)
 
 
 # ---------------------------------------------------------------- format and kernel
@@ -394,8 +428,8 @@ def _matrix(em, a_name: str) -> np.ndarray:
     return sparse_to_dense(em.graph.node(a_name).attrs).astype(np.int64)
 
 
-def sparse_matvec_plan(em, node: Node):
-    """(A, wbits, clamp node or None) when node is a matvec by a sparse constant the kernels can take."""
+def sparse_matvec_plan(em, node: Node) -> SparsePlan | None:
+    """The plan when node is a matvec by a sparse constant the kernels can take, else None."""
     g = em.graph
     if node.op != "matvec":
         return None
@@ -408,11 +442,11 @@ def sparse_matvec_plan(em, node: Node):
     if wbits not in (8, 16):
         return None
     clamp = x_name if _fusable_clamp(em, x_name) else None
-    return _matrix(em, a_name), wbits, clamp
+    return SparsePlan(_matrix(em, a_name), wbits, clamp)
 
 
 def _fusable_clamp(em, name: str) -> bool:
-    from tinycc_ml.backends.kernels_avr import clip_ok
+    from tinycc_ml.backends.kernels_clip import clip_ok
 
     g = em.graph
     if g.op(name) != "clip" or any(name == n for _, n in g.outputs) or len(g.users(name)) != 1:
@@ -426,7 +460,7 @@ def fused_clamp_user(em, node: Node) -> bool:
         return False
     user = em.graph.node(em.graph.users(node.name)[0])
     plan = sparse_matvec_plan(em, user)
-    return plan is not None and plan[2] == node.name and _decide(em, user)[0] == "avr-sparse-asm"
+    return plan is not None and plan.clamp == node.name and _decide(em, user).kernel == "avr-sparse-asm"
 
 
 def _x_may_be_negative(em, x_name: str, clamp: str | None) -> bool:
@@ -437,11 +471,12 @@ def _x_may_be_negative(em, x_name: str, clamp: str | None) -> bool:
     return bool(np.min(lo) < 0)
 
 
-def _decide(em, node: Node) -> tuple[str, dict, KernelChoice]:
-    memo = em.__dict__.setdefault("_sparse_choices", {})
+def _decide(em, node: Node) -> SparseDecision:
+    memo = em.sparse_choices
     if node.name in memo:
         return memo[node.name]
-    A, wbits, clamp = sparse_matvec_plan(em, node)
+    plan = sparse_matvec_plan(em, node)
+    A, wbits, clamp = plan.A, plan.wbits, plan.clamp
     offset = _x_may_be_negative(em, node.inputs[1], clamp)
     kind = None
     if clamp:
@@ -449,16 +484,15 @@ def _decide(em, node: Node) -> tuple[str, dict, KernelChoice]:
         lo, _ = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
         kind = "all" if np.ndim(lo) == 0 else "c"
     cands = avr_candidates(A, wbits, offset, kind)
-    if "cycles" in cands["avr-sparse-asm"] and not getattr(em, "own_x_pages", True) and not _arena_page(em, clamp):
-        cands["avr-sparse-asm"] = {"unavailable": "its 256-byte aligned x buffer would not fit the chip's RAM"}
+    if cands["avr-sparse-asm"].usable and not em.own_x_pages and not _arena_page(em, clamp):
+        cands["avr-sparse-asm"] = Candidate(unavailable="its 256-byte aligned x buffer would not fit the chip's RAM")
     chosen = choose(cands)
     note = ""
-    if "unavailable" in cands["avr-sparse-asm"]:
-        note = f"sparse kernel not used: {cands['avr-sparse-asm']['unavailable']}"
+    if not cands["avr-sparse-asm"].usable:
+        note = f"sparse kernel not used: {cands['avr-sparse-asm'].unavailable}"
     choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, note, node.name)
-    if hasattr(em, "kernel_report"):
-        em.kernel_report.append(choice.as_dict())
-    memo[node.name] = (chosen, {"offset": offset, "clamp": clamp}, choice)
+    em.kernel_report.append(choice.as_dict())
+    memo[node.name] = SparseDecision(chosen, clamp, choice, offset)
     return memo[node.name]
 
 
@@ -503,8 +537,9 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     plan = sparse_matvec_plan(em, node)
     if plan is None:
         return None
-    chosen, info, _ = _decide(em, node)
-    A, wbits, clamp = plan
+    decision = _decide(em, node)
+    chosen = decision.kernel
+    A, wbits, clamp = plan.A, plan.wbits, plan.clamp
     a_name, x_name = node.inputs
     if chosen == "csc-c":
         return csc_function(em, node)
@@ -513,11 +548,11 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     from tinycc_ml.backends.kernels_avr import store_rs
 
     rows, cols = A.shape
-    offset = info["offset"]
+    offset = decision.offset
     pages = -(-cols // PAGE_COLS)
     xbuf = _x_buffer(em, clamp, cols)
     unused = [f"    (void){em.var(clamp)};"] if clamp and xbuf != em.var(clamp) else []
-    out_shift = em.graph.type(a_name).dtype.scale + em.graph.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(em.graph, node.name)
     direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts, saturates, stores
     counts = run_counts(A)
     driver = driver_calls(counts) <= DRIVER_MAX_CALLS
@@ -577,7 +612,7 @@ def csc_function(em, node: Node) -> list[str]:
 def _arena_page(em, clamp: str | None) -> bool:
     """The fused clamp's arena slot starts a 256-byte page of an arena the emitter can align."""
     plan = em.graph.analyses.memory_plan
-    if clamp and clamp in plan and hasattr(em, "arena_align"):
+    if clamp and clamp in plan and em.aligns_arenas:
         key, offset, _ = plan[clamp]
         return key == "i16" and (2 * offset) % 256 == 0
     return False
@@ -590,7 +625,7 @@ def _x_buffer(em, clamp: str | None, cols: int) -> str:
         em.arena_align[em.graph.analyses.memory_plan[clamp][0]] = 256
         return em.var(clamp)
     xbuf = em.sym("xpage")
-    sizes = em.__dict__.setdefault("_xpage_len", {})
+    sizes = em.x_pages
     n = sizes[xbuf] = max(cols, sizes.get(xbuf, 0))
     em.helpers[xbuf] = ("/* x for the sparse kernel: 256-byte aligned, so a column byte addresses it */\n"
                         f"static int16_t {xbuf}[{n}] __attribute__((aligned(256)));\n")
@@ -603,7 +638,7 @@ def _dense(em, node: Node, A: np.ndarray, wbits: int) -> list[str]:
 
     a_name, x_name = node.inputs
     g = em.graph
-    out_shift = g.type(a_name).dtype.scale + g.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(g, node.name)
     acc = em.sym("acc")
     lines = mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=f"{a_name}:dense", fuse=False)
     return ["{", *lines, f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
@@ -635,24 +670,23 @@ def m0_format(A: np.ndarray, wbits: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(stream, np.uint8), np.asarray(weights, np.int16 if wbits == 16 else np.int8)
 
 
-def m0_candidates(A: np.ndarray, wbits: int, clamp_used: int | None) -> dict:
+def m0_candidates(A: np.ndarray, wbits: int, clamp_used: int | None) -> dict[str, Candidate]:
     rows, cols = A.shape
     nnz = int(np.count_nonzero(A))
     pages = -(-cols // PAGE_COLS)
     c = M0_COSTS
     s = c["sparse"]
     clamp = 0 if clamp_used is None else c["clamp_list"] * clamp_used
-    out = {"m0-sparse-asm": {"cycles": round(s["call"] + s["nnz"] * nnz + s["run"] * rows * pages + s["row"] * rows
-                                             + clamp),
-                             "flash": nnz * (1 + wbits // 8) + rows * pages},
-           "m0-dense-asm": {"cycles": round(c["dense"]["mac"] * rows * cols + c["dense"]["block"] * -(-rows // 9)
-                                            + (0 if clamp_used is None else c["clamp_col"] * cols)),
-                            "flash": rows * cols * wbits // 8 + 4 * rows},
-           "csc-c": {"cycles": round(c["csc_c"]["nnz"] * nnz + c["csc_c"]["col"] * cols
-                                     + (0 if clamp_used is None else c["clamp_col"] * cols)),
-                     "flash": csc_flash(nnz, rows, cols, wbits)}}
+    out = {"m0-sparse-asm": Candidate(round(s["call"] + s["nnz"] * nnz + s["run"] * rows * pages + s["row"] * rows
+                                            + clamp), nnz * (1 + wbits // 8) + rows * pages),
+           "m0-dense-asm": Candidate(round(c["dense"]["mac"] * rows * cols + c["dense"]["block"] * -(-rows // 9)
+                                           + (0 if clamp_used is None else c["clamp_col"] * cols)),
+                                     rows * cols * wbits // 8 + 4 * rows),
+           "csc-c": Candidate(round(c["csc_c"]["nnz"] * nnz + c["csc_c"]["col"] * cols
+                                    + (0 if clamp_used is None else c["clamp_col"] * cols)),
+                              csc_flash(nnz, rows, cols, wbits))}
     if rows > 65535:
-        out["m0-sparse-asm"] = {"unavailable": f"{rows} rows"}
+        out["m0-sparse-asm"] = Candidate(unavailable=f"{rows} rows")
     return out
 
 
@@ -709,18 +743,18 @@ def m0_clamp_asm(name: str, pages: int, lo: int, hi: int) -> str:
 
 
 def _m0_decide(em, node: Node):
-    memo = em.__dict__.setdefault("_sparse_choices", {})
+    memo = em.sparse_choices
     if node.name in memo:
         return memo[node.name]
-    A, wbits, clamp = sparse_matvec_plan(em, node)
+    plan = sparse_matvec_plan(em, node)
+    A, wbits, clamp = plan.A, plan.wbits, plan.clamp
     used = int(np.count_nonzero(np.any(A != 0, axis=0))) if clamp else None
     cands = m0_candidates(A, wbits, used)
-    chosen = min((k for k, v in cands.items() if "cycles" in v and v["flash"] <= cands["csc-c"]["flash"]),
-                 key=lambda k: cands[k]["cycles"])
+    chosen = min((k for k, v in cands.items() if v.usable and v.flash <= cands["csc-c"].flash),
+                 key=lambda k: cands[k].cycles)
     choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, node=node.name)
-    if hasattr(em, "kernel_report"):
-        em.kernel_report.append(choice.as_dict())
-    memo[node.name] = (chosen, clamp)
+    em.kernel_report.append(choice.as_dict())
+    memo[node.name] = SparseDecision(chosen, clamp, choice)
     return memo[node.name]
 
 
@@ -731,14 +765,15 @@ def m0_sparse_kernel(em, node: Node) -> list[str] | None:
         if not _fusable_clamp(em, node.name):
             return None
         user = em.graph.node(em.graph.users(node.name)[0])
-        if sparse_matvec_plan(em, user) is None or _m0_decide(em, user)[0] != "m0-sparse-asm":
+        if sparse_matvec_plan(em, user) is None or _m0_decide(em, user).kernel != "m0-sparse-asm":
             return None
         return []
     plan = sparse_matvec_plan(em, node)
     if plan is None:
         return None
-    chosen, clamp = _m0_decide(em, node)
-    A, wbits, _ = plan
+    decision = _m0_decide(em, node)
+    chosen, clamp = decision.kernel, decision.clamp
+    A, wbits = plan.A, plan.wbits
     if chosen == "m0-dense-asm":
         from tinycc_ml.backends.kernels_m0_fused import kernel_matvec
 
@@ -758,7 +793,7 @@ def m0_sparse_kernel(em, node: Node) -> list[str] | None:
         em.helpers[name] = m0_sparse_asm(name, wbits, rows, pages)
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", rows)
-    out_shift = em.graph.type(a_name).dtype.scale + em.graph.type(x_name).dtype.scale - node.type.dtype.scale
+    out_shift = node_output_shift(em.graph, node.name)
     lines = ["{"]
     if clamp:
         used = np.nonzero(np.any(A != 0, axis=0))[0]
@@ -773,8 +808,8 @@ def m0_sparse_kernel(em, node: Node) -> list[str] | None:
             lines.append(f"    {cname}({lsym}, {em.var(cl.inputs[0])}, {em.var(clamp)});")
         else:
             lines += _clamp_lines(em, clamp, em.var(clamp), used, offset=False)
-    from tinycc_ml.backends.c_fixed import rshift_c, store
+    from tinycc_ml.backends.c_fixed import shift_c, store
 
     return lines + [f"    {name}({csym}, {em.var(x_name)}, {wsym}, (int32_t *){acc});",
                     f"    for (int r = 0; r < {rows}; ++r)",
-                    "        " + store(em, node, "r", rshift_c(f"(int32_t){acc}[r]", out_shift)), "}"]
+                    "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]

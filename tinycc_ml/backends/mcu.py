@@ -27,14 +27,16 @@ import numpy as np
 from tinycc_ml.backends.base import Backend, BuildOutput, Fit
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget, Emitted, ctype_of
 from tinycc_ml.backends.c_files import Interface, entry_points
-from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, store
+from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.backends.layouts import ConstLayout
 from tinycc_ml.chips import Chip
-from tinycc_ml.errors import CompileError, ToolchainError
+from tinycc_ml.errors import CompileError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import clip_bounds, quantise
 from tinycc_ml.ir.graph import Graph, Node
-from tinycc_ml.runtime.simulate import TargetRun, firmware_sizes, run_on_target
+from tinycc_ml.ir.ops.registry import node_output_shift
+from tinycc_ml.plugins import PluginError
+from tinycc_ml.runtime.simulate import SIMULATORS, TargetRun, firmware_sizes, run_on_target
 
 log = logging.getLogger(__name__)
 
@@ -70,24 +72,24 @@ def stream_plan(graph: Graph) -> StreamPlan:
                        f"sqdist to constant prototypes; %{first.name} is {first.op}")
 
 
+C_TYPE_BYTES = {"uint8_t": 1, "int8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "float": 4}
+
+
 @dataclass
 class McuEmitter(CEmitter):
     """The shared emitter, split so that the batch and the streaming paths share one tail."""
 
     kernel_layout: dict[str, ConstLayout] = field(default_factory=dict)  # const name -> how a kernel stored it
-    _scratch: dict = field(default_factory=dict)
+    scratch_buffers: dict[str, tuple[str, int]] = field(default_factory=dict)  # symbol -> (C type, length)
     stream_bytes: int = 0
-    arena_align: dict = field(default_factory=dict)  # arena key -> byte alignment a kernel needs
-    kernel_report: list = field(default_factory=list)  # kernels chosen by a cost model (compile report)
     node_functions: dict = field(default_factory=dict)  # node -> the kernel functions its code calls
-    own_x_pages: bool = True  # may a sparse kernel keep x in a 256-byte aligned static buffer of its own
+    aligns_arenas = True
 
     def arena_attribute(self, key: str) -> str:
         return f" __attribute__((aligned({self.arena_align[key]})))" if key in self.arena_align else ""
 
     def build_output(self) -> BuildOutput:
         out = super().build_output()
-        out.kernels = list(self.kernel_report)
         out.node_functions = {n: list(f) for n, f in self.node_functions.items()}
         return out
 
@@ -105,17 +107,13 @@ class McuEmitter(CEmitter):
 
     def scratch(self, name: str, ctype: str, length: int) -> None:
         """A static buffer shared by kernels (sized for the largest use)."""
-        self._scratch[name] = max(self._scratch.get(name, 0), length)
-        self.helpers[name] = f"/* kernel scratch */\nstatic {ctype} {name}[{self._scratch[name]}];\n"
+        n = max(self.scratch_buffers.get(name, (ctype, 0))[1], length)
+        self.scratch_buffers[name] = (ctype, n)
+        self.helpers[name] = f"/* kernel scratch */\nstatic {ctype} {name}[{n}];\n"
 
     def extra_ram_bytes(self) -> int:
-        scratch = sum(n * (4 if "uint32" in self.helpers[k] else 1) for k, n in self._scratch.items())
+        scratch = sum(n * C_TYPE_BYTES[ctype] for ctype, n in self.scratch_buffers.values())
         return scratch + self.stream_bytes + self.x_page_bytes()
-
-    def x_page_bytes(self) -> int:
-        """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""
-        pages = self.__dict__.get("_xpage_len", {})
-        return sum(2 * n + 255 for n in pages.values())
 
     def emit(self) -> Emitted:
         try:
@@ -160,12 +158,8 @@ class McuEmitter(CEmitter):
                                              else self.feed_sqdist(node, acc, h))),
                 "}", ""]
         if fixed:
-            if node.op == "matvec":
-                a, v = node.inputs
-                k = g.type(a).dtype.scale + g.type(v).dtype.scale - h - node.type.dtype.scale
-            else:
-                k = 2 * (g.type(node.inputs[0]).dtype.scale - h) - node.type.dtype.scale
-            fill = store(self, node, "r", rshift_c(f"{acc}[r]", k))
+            k = node_output_shift(g, node.name)
+            fill = store(self, node, "r", shift_c(self, f"{acc}[r]", k))
         else:
             fill = f"{self.var(node.name)}[r] = {acc}[r];"
         return [f"static {acc_t} {acc}[{n_acc}];", "",
@@ -269,8 +263,9 @@ def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
 
 
 def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True) -> Fit:
-    """Refuse a build that cannot fit ``chip`` (CompileError with the sizes): measured with the cross
-    toolchain (the firmware ``simulator`` builds) when present, else estimated."""
+    """Refuse a build that cannot fit ``chip`` (FitError with the sizes): measured with the cross
+    toolchain (the firmware ``simulator`` builds) when present, else estimated. A simulator plug-in that
+    cannot be loaded is a PluginError, never a misfit."""
     in_bytes = output.input_dim * (4 if output.input_ctype == "float" else 2)
     sizes, failure = None, "not measured"
     if measure:
@@ -281,15 +276,14 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
                         f.write(text)
                 p = output.prefix
                 sizes = firmware_sizes(simulator, [os.path.join(tmp, f"{p}.c")], os.path.join(tmp, f"{p}.h"), p,
-                                       output.input_dim, output.n_scores, output.input_ctype, output.score_ctype)
+                                       output.input_dim, output.n_scores, output.input_ctype, output.score_ctype,
+                                       chip=chip)
         except ToolchainError as exc:
             sizes, failure = None, str(exc)
-        except CompileError as exc:
-            raise CompileError(f"model {output.prefix} does not fit the {chip.name}: {exc}") from exc
     linker_says = [ln.strip()[-160:] for ln in failure.splitlines()
                    if "will not fit in region" in ln or "overflowed by" in ln]
     if sizes is None and linker_says:  # the linker itself says no: no estimate can say yes
-        raise CompileError(f"model {output.prefix} does not fit the {chip.name}: the linker reports "
+        raise FitError(f"model {output.prefix} does not fit the {chip.name}: the linker reports "
                            f"{linker_says[0]}; constants {output.const_bytes} bytes, intermediates {output.ram_bytes} "
                            "bytes")
     if sizes is not None:
@@ -303,7 +297,7 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
                f"estimated ({overflow[0] if overflow else failure.splitlines()[0][:160]})")
     stack = chip.stack_estimate + 4 * output.n_scores
     if flash > chip.flash or ram + stack > chip.ram:
-        raise CompileError(
+        raise FitError(
             f"model {output.prefix} does not fit the {chip.name}: needs {flash} bytes of flash (has {chip.flash}) "
             f"and {ram} bytes of static RAM + ~{stack} bytes of stack (has {chip.ram}); {how}; "
             f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes")
@@ -314,21 +308,60 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
 
 class McuBackend(Backend):
     """A microcontroller target: the shared MCU emitter with the chip's traits; check_fit says whether
-    the build fits the chip (measured with its cross compiler when ``measure``, else estimated)."""
+    the build fits the chip (measured with its cross compiler when ``measure``, else estimated).
+
+    chip: the Chip (memory, clock, compiler flags); simulator: its name in runtime.simulate.SIMULATORS, or
+    None (then no simulate/profile); board: a backends.project.Board for ``--project`` firmware, or None.
+    c_target(graph): a CTarget (how constants are declared and read, kernel overrides)."""
 
     precisions = ("int16", "int8", "float")
     chip: Chip
-    simulator: str | None  # its name in runtime.simulate.SIMULATORS; None: not runnable
+    simulator: str | None = None
+    board = None
     measure = True
 
     def c_target(self, graph) -> CTarget:
         raise NotImplementedError
 
+    @classmethod
+    def capabilities(cls) -> frozenset[str]:
+        caps = set(super().capabilities())
+        if cls.simulator is None:
+            caps -= {"simulate", "profile"}
+        else:
+            try:
+                simulator = SIMULATORS.load(cls.simulator)
+            except PluginError:  # kept: using it says what is broken
+                simulator = None
+            if simulator is not None and not callable(getattr(simulator, "profile", None)):
+                caps.discard("profile")
+        if cls.board is None:
+            caps.discard("project_files")
+        return frozenset(caps)
+
+    def _simulator(self):
+        """The registered simulator object; a PluginError naming this target when it cannot be loaded."""
+        self.require("simulate")
+        try:
+            return SIMULATORS.load(self.simulator)
+        except PluginError as exc:
+            raise PluginError(f"target {self.name}: its simulator {self.simulator!r} cannot be used: {exc}") from exc
+
+    def require_tools(self, method: str = "auto") -> None:
+        if self.simulator is not None:
+            self._simulator().require(method)
+
+    def project_files(self, result, examples) -> dict[str, str]:
+        from tinycc_ml.backends.project import firmware_project
+
+        self.require("project_files")
+        return firmware_project(result, examples, self.board)
+
     def emit(self, graph, prefix, model_description):
         """The build; again without sparse kernels' own x buffers (256-byte aligned, so up to 255 bytes of
         padding) when with them it would not fit the chip."""
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
-        if "xpage" in out.files.get(f"{prefix}.c", ""):
+        if out.optional_ram_bytes:
             try:
                 self.check_fit(out)
             except CompileError:
@@ -337,30 +370,30 @@ class McuBackend(Backend):
         return out
 
     def check_fit(self, output: BuildOutput) -> Fit:
+        if self.measure and self.simulator is not None:
+            self._simulator()  # a broken simulator plug-in is said as such, not taken for a misfit
         return check_fit(self.simulator, self.chip, output, measure=self.measure and self.simulator is not None)
 
     def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
-        if self.simulator is None:
-            return super().simulate(out_dir, output, X)
+        self._simulator()
         X = np.asarray(X, dtype=np.float64)
         x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16)
         p = output.prefix
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
                              x, output.n_scores, output.input_ctype, output.score_ctype,
-                             task=task_kind(output.task))
+                             task=task_kind(output.task), chip=self.chip)
 
     def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
-        """Cycles (AVR) or instructions (M0) of one predict call per function symbol, on the rows of X
-        (runtime.profile.function_profile); ToolchainError when this chip cannot be profiled here."""
-        from tinycc_ml.runtime.profile import PROFILED_TARGETS, function_profile
+        """Cycles or instructions of one predict call per function symbol, on the rows of X (the simulator's
+        ``profile``, runtime.profile.function_profile); ToolchainError when this chip cannot be profiled here."""
+        from tinycc_ml.runtime.profile import function_profile
 
-        if self.simulator not in PROFILED_TARGETS:
-            raise ToolchainError(f"target {self.name}: no per-function profile")
+        self._simulator()
         X = np.asarray(X, dtype=np.float64)
         x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16).astype(
             np.int16)
         p = output.prefix
         return function_profile(self.simulator, [Path(out_dir) / f"{p}.c"], Path(out_dir) / f"{p}.h", p, x,
-                                output.n_scores, output.input_ctype, output.score_ctype)
+                                output.n_scores, output.input_ctype, output.score_ctype, chip=self.chip)
 
 

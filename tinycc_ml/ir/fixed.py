@@ -74,3 +74,15 @@ def _run_rows(graph: Graph, input_name: str, Xq: np.ndarray) -> dict[str, np.nda
 def quantise(X, scale: int, bits: int) -> np.ndarray:
     """Real rows to ints at ``scale``: round to nearest (halves up), saturate to ``bits``."""
     return saturate(np.floor(np.asarray(X, dtype=np.float64) * 2.0**scale + 0.5), bits)
+
+
+def significant_bits(Mq, bits: int) -> np.ndarray:
+    """Integers ``Mq`` rounded to ``bits`` significant bits as one array: M8 2^k with |M8| <= 2^(bits-1) - 1
+    (the largest values saturate rather than carry into a larger k, so the result stays within Mq's range).
+    The int8 precision keeps prototypes this way (``TargetAttributes.prototype_bits``): 8-bit distance kernels
+    then store M8 and k, with the fixed-point semantics of any int16 sqdist."""
+    Mq = np.asarray(Mq, np.int64)
+    k = max(0, int(np.abs(Mq).max(initial=0)).bit_length() - (bits - 1))
+    top = (1 << (bits - 1)) - 1
+    m8 = np.clip((Mq + ((1 << (k - 1)) if k else 0)) >> k, -top, top)
+    return m8 << k

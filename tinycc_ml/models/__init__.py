@@ -1,7 +1,7 @@
 """Model families (parameter containers that lower to the IR) and their scikit-learn estimators.
 
     from tinycc_ml.models import ProtoNNClassifier, BonsaiClassifier, SNCClassifier, \\
-        NearestPrototypeClassifier, KNNClassifier
+        NearestPrototypeClassifier, KNNClassifier, ProtoNNRegressor, BonsaiRegressor
 
 The estimators are imported on first use, so importing the compiler does not load the trainers.
 """
@@ -16,6 +16,8 @@ _ESTIMATORS = {
     "SNCClassifier": "tinycc_ml.models.snc",
     "NearestPrototypeClassifier": "tinycc_ml.models.npc",
     "KNNClassifier": "tinycc_ml.models.knn",
+    "ProtoNNRegressor": "tinycc_ml.models.regressors",
+    "BonsaiRegressor": "tinycc_ml.models.regressors",
 }
 
 __all__ = sorted(_ESTIMATORS)

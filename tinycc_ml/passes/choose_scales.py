@@ -11,8 +11,8 @@ Weights (matrices of matvec) are 16-bit, or 8-bit at precision int8; their scale
 largest that fits, lowered where needed so that the 32-bit accumulator provably never
 overflows; only if that would leave fewer than MIN_WEIGHT_BITS significant bits do the
 products get shifted right instead. Prototypes of sqdist share the point's scale (at int8, with 8
-significant bits: see backends/kernels_distance). A per-class nearest distance and its negation keep
-the distances' scale (their values are the distances' own).
+significant bits when the target asks for it: TargetAttributes.prototype_bits). A per-class nearest
+distance and its negation keep the distances' scale (their values are the distances' own).
 Every int32 intermediate is proven to stay within +-2^30 by a max-abs analysis on the integers.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tinycc_ml.ir.fixed import const_ints
+from tinycc_ml.ir.fixed import const_ints, significant_bits
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import OPS, BoundCall, dense_to_sparse_attrs
 from tinycc_ml.ir.ops.arith import rshift_bound
@@ -64,6 +64,7 @@ class ChooseScales(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         weight_bits = self.weight_bits = 8 if ctx.options.precision == "int8" else 16
+        self.prototype_bits = ctx.options.target.prototype_bits
         adjust = self.adjust = ctx.options.scale_adjust
         ranges = graph.analyses.ranges
         out = Graph(graph.name)
@@ -271,10 +272,9 @@ class ChooseScales(Pass):
         x_name, m_name = node.inputs
         sx = scale[x_name]
         M = OPS[graph.op(m_name)].evaluate([], graph.node(m_name).attrs)
-        if self.weight_bits == 8:  # 8 significant bits, exact in float: the int8 distance kernels store M8
-            from tinycc_ml.backends.kernels_distance import int8_prototypes
-
-            M = int8_prototypes(quantise_array(M, sx, ACT_BITS)) * 2.0**-sx
+        bits = self.prototype_bits
+        if self.weight_bits == 8 and bits:  # the target's significant bits, exact in float (8-bit kernels store M8)
+            M = significant_bits(quantise_array(M, sx, ACT_BITS), bits) * 2.0**-sx
         cname = self._add_const(out, m_name, M, sx, ACT_BITS)
         Mq = const_ints(out, cname)
         k = M.shape[0]

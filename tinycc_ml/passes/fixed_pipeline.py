@@ -38,6 +38,8 @@ FLOAT32_COINCIDENT = 1e-12  # squared distance per squared norm: float32 roundin
 MIN_SEARCH_ROWS = 8  # fewer held-out rows than this cannot rank adjustments: keep the static choice
 SEARCH_ELEMENTS = 2**26  # products per scoring run of the search: keeps big models (kNN) quick
 REGRESSION_TOLERANCE = 0.01  # of the value's calibrated spread: a larger error counts as a wrong row
+PROFILE_ELEMENTS = 2**29  # products or distance terms per pass over the calibration (range profile, report)
+MIN_PROFILE_ROWS = 1000  # rows always profiled (all of them when there are fewer)
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,16 @@ def prepare_input(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> Pr
     if not per_feature:
         lo, hi = np.full_like(lo, np.min(lo)), np.full_like(hi, np.max(hi))
     return PreparedInput(graph, calibration, feature_scales, lo, hi, per_feature)
+
+
+def profile_rows(graph: Graph, calibration: np.ndarray) -> np.ndarray:
+    """The calibration rows the range profile, the search and the report evaluate: all of them, or a seeded
+    random subset when the model is big and the rows are many (kNN over its own training set would cost
+    reference rows x calibration rows distances per pass); at least MIN_PROFILE_ROWS."""
+    limit = max(MIN_PROFILE_ROWS, PROFILE_ELEMENTS // work_per_row(graph))
+    if len(calibration) <= limit:
+        return calibration
+    return calibration[np.sort(np.random.default_rng(0).choice(len(calibration), limit, replace=False))]
 
 
 def analyse_ranges(prep: PreparedInput, ctx: PassContext) -> Graph:
@@ -242,13 +254,18 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
                    description: list[str]) -> Graph:
     """The float graph to integer code, stage by stage; fills ``report`` and ``description``."""
     ctx.options.precision = precision
-    prep = prepare_input(graph, calibration, ctx)
+    prep = prepare_input(graph, calibration, ctx)  # the input's scales and clamp from every row
+    given = len(prep.calibration)
+    prep = replace(prep, calibration=profile_rows(prep.graph, prep.calibration))
+    if len(prep.calibration) < given:
+        log.info("calibration: %d of %d rows profiled (the model's %d terms per row)", len(prep.calibration), given,
+                 work_per_row(prep.graph))
     graph = analyse_ranges(prep, ctx)
     adjust, best = search_scales(graph, prep.calibration, ctx)
     ctx.options.scale_adjust = adjust
     fixed_graph = run_passes(graph.copy(), FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
     s_in = prep.feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     fixed_graph.analyses.input_scale = s_in
-    report.update(fixed_report(graph, fixed_graph, prep, s_in, adjust, best[0]))
+    report.update(fixed_report(graph, fixed_graph, prep, s_in, adjust, best[0]), calibration_rows_given=given)
     description += fixed_description(fixed_graph, s_in, report, prep.per_feature)
     return fixed_graph

@@ -21,6 +21,17 @@ TANH_FORMS = ("auto", "clamp", "table")
 INPUT_CLAMPS = ("global", "per_feature")
 
 
+@dataclass(frozen=True)
+class TargetAttributes:
+    """What a target tells the passes, so that no pass imports a backend (TVM's target attributes):
+    ``Backend.target_attributes()`` fills it, ``PassOptions.target`` carries it."""
+
+    name: str = "host"
+    # int8 builds: significant bits kept of each sqdist's prototypes (M = M8 2^k, so 8-bit distance kernels
+    # can store M8); None keeps every bit of the int16 prototypes
+    prototype_bits: int | None = 8
+
+
 @dataclass
 class PassOptions:
     """The passes' options. Those a user may set through ``compile(**options)`` are USER_OPTIONS;
@@ -35,6 +46,7 @@ class PassOptions:
     tanh: str = "auto"  # tanh_approx: "auto", "clamp" or "table"
     tanh_max_error: float | None = None  # tanh_approx: error bound of the table (default 2^-9)
     exp_max_error: float | None = None  # exp_table: error bound of the tables (default 2^-10 of the range)
+    target: TargetAttributes = field(default_factory=TargetAttributes)  # set by compile() from the backend
     # fixed pipeline, internal
     calibration: np.ndarray | None = None  # rows at the input's integer scale per feature (x * 2^s_k)
     input_bounds: tuple[np.ndarray, np.ndarray] | None = None  # the input clamp, in those units
@@ -43,11 +55,12 @@ class PassOptions:
     USER_OPTIONS = ("input_range", "input_clamp", "search", "tanh", "tanh_max_error", "exp_max_error")
 
     @classmethod
-    def from_user(cls, precision: str, options: dict) -> PassOptions:
+    def from_user(cls, precision: str, options: dict, target: TargetAttributes | None = None) -> PassOptions:
         unknown = sorted(set(options) - set(cls.USER_OPTIONS))
         if unknown:
             raise CompileError(f"unknown compile option {unknown[0]!r}; options: {', '.join(cls.USER_OPTIONS)}")
-        opts = cls(precision=precision, fold_mean=precision != "float", **options)
+        opts = cls(precision=precision, fold_mean=precision != "float", target=target or TargetAttributes(),
+                   **options)
         if opts.tanh not in TANH_FORMS:
             raise CompileError(f"tanh={opts.tanh!r} is not one of {', '.join(TANH_FORMS)}")
         if opts.input_clamp not in INPUT_CLAMPS:

@@ -32,7 +32,9 @@ def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[
             lo[name] = min(lo.get(name, vmin), vmin)
             hi[name] = max(hi.get(name, vmax), vmax)
             per_row = value.reshape(len(value), -1)
-            smallest = np.max(np.sort(per_row, axis=1)[:, :LOW_ORDER], axis=0)
+            head = min(LOW_ORDER, per_row.shape[1])
+            part = np.partition(per_row, head - 1, axis=1) if per_row.shape[1] > head else per_row
+            smallest = np.max(np.sort(part[:, :head], axis=1), axis=0)
             low[name] = smallest if name not in low else np.maximum(low[name], smallest)
     return {n: (lo[n], hi[n], tuple(float(v) for v in low[n])) for n in lo}
 

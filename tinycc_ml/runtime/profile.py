@@ -4,6 +4,7 @@ or instructions (Cortex-M0, unicorn) of one predict call go.
     function_profile(target, sources, header, prefix, x, n_scores, input_ctype, score_ctype)
         -> {symbol: cycles or instructions per predict call}
 
+Each simulator that can profiles itself (``Simulator.profile``).
 AVR: the simavr runner sums the cycles spent at each program address inside the timed calls (predict
 and scores, per row), avr-nm maps addresses to symbols (an asm kernel without a size runs up to the
 next symbol). Cortex-M0: unicorn runs predict on each row and gives each executed basic block's
@@ -13,122 +14,23 @@ Counts are averages over the calls; exact per call when every row takes the same
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
-from pathlib import Path
-
 import numpy as np
 
 from tinycc_ml.errors import ToolchainError
+from tinycc_ml.runtime.simulate import SIMULATORS, make_spec
 
-PROFILED_TARGETS = ("avr", "cortex-m0")
 
-
-def function_profile(target: str, sources, header, prefix: str, x: np.ndarray, n_scores: int, input_ctype: str,
-                     score_ctype: str) -> dict[str, float]:
-    from tinycc_ml.runtime.simulate import make_spec
-
+def function_profile(simulator: str, sources, header, prefix: str, x: np.ndarray, n_scores: int, input_ctype: str,
+                     score_ctype: str, chip=None) -> dict[str, float]:
+    """{symbol: cycles or instructions per predict call} from the simulator's ``profile`` (optional in the
+    Simulator protocol); ToolchainError when it has none."""
+    sim = SIMULATORS.load(simulator)
+    if not callable(getattr(sim, "profile", None)):
+        raise ToolchainError(f"simulator {simulator} has no per-function profile")
     x = np.asarray(x)
-    spec = make_spec([str(s) for s in sources], str(header), prefix, x.shape[1], n_scores, input_ctype, score_ctype)
-    if target == "avr":
-        return _avr(spec, x)
-    if target == "cortex-m0":
-        return _m0(spec, x)
-    raise ToolchainError(f"no per-function profile for target {target} (only {', '.join(PROFILED_TARGETS)})")
-
-
-def _avr_symbols(elf: str) -> list[tuple[int, str]]:
-    from tinycc_ml.runtime import toolchains
-
-    out = subprocess.run([toolchains.find_tool("avr-nm"), "-n", elf], capture_output=True, text=True,
-                         check=True).stdout
-    syms = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1] in "tTwW" and not parts[2].startswith(".L"):
-            addr = int(parts[0], 16)
-            if addr < 0x800000:  # flash, not data
-                syms.append((addr, parts[2].split(".")[0]))  # gcc's clones (f.constprop.0) count as f
-    return syms
-
-
-def _avr(spec, x: np.ndarray) -> dict[str, float]:
-    from tinycc_ml.runtime import sim_avr
-
-    sim_avr.require()
-    with tempfile.TemporaryDirectory(prefix="tinycc-ml-prof-") as work:
-        fw = sim_avr.build(spec, work)
-        n = x.shape[0]
-        rows = np.concatenate([np.ones((n, 1), np.uint8), np.ascontiguousarray(x).view(np.uint8).reshape(n, -1)],
-                              axis=1)
-        inp, outp, prof = (os.path.join(work, f) for f in ("in.bin", "out.bin", "prof.txt"))
-        Path(inp).write_bytes(rows.tobytes() + b"\x00")
-        proc = subprocess.run([sim_avr.runner_path(), fw.bin, inp, outp, str(10**10), str(10**8), "atmega328p",
-                               "16000000", prof], capture_output=True)
-        if proc.returncode != 0 or not os.path.exists(prof):
-            raise ToolchainError(f"simavr profile run failed (exit {proc.returncode}): "
-                                 f"{proc.stderr.decode(errors='replace')[-300:]}")
-        counts = np.loadtxt(prof, dtype=np.int64, ndmin=2)
-        syms = _avr_symbols(fw.elf)
-    addrs = np.array([a for a, _ in syms])
-    per: dict[str, float] = {}
-    for pc, cyc in counts:
-        i = int(np.searchsorted(addrs, pc, side="right")) - 1
-        name = syms[i][1] if i >= 0 else "?"
-        per[name] = per.get(name, 0) + int(cyc)
-    calls = 2 * n  # the harness times predict and scores for each row
-    return {k: v / calls for k, v in per.items()}
-
-
-def _m0(spec, x: np.ndarray) -> dict[str, float]:
-    try:
-        from elftools.elf.elffile import ELFFile
-        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc
-        from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_R0, UC_ARM_REG_SP
-    except ImportError as exc:
-        raise ToolchainError(f"a Cortex-M0 profile needs the unicorn and pyelftools packages ({exc})") from None
-    from tinycc_ml.runtime import sim_m0
-
-    with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0prof-") as work:
-        fw = sim_m0._Objects(spec, work).link(None, "prof")
-        uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
-        uc.mem_map(sim_m0.FLASH_BASE, sim_m0.FLASH_SIZE)
-        uc.mem_map(sim_m0.RAM_BASE, sim_m0.RAM_SIZE)
-        with open(fw.elf, "rb") as f:
-            elf = ELFFile(f)
-            for seg in elf.iter_segments():
-                if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
-                    data = seg.data()
-                    uc.mem_write(seg["p_vaddr"], data + bytes(seg["p_memsz"] - len(data)))
-            symtab = elf.get_section_by_name(".symtab")
-            funcs = sorted((s["st_value"] & ~1, s.name.split(".")[0]) for s in symtab.iter_symbols()
-                           if s.name and s["st_info"]["type"] in ("STT_FUNC", "STT_NOTYPE")
-                           and not s.name.startswith(("$", ".")) and s["st_value"] < sim_m0.RAM_BASE)
-            syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
-    addrs = np.array([a for a, _ in funcs])
-    per: dict[str, float] = {}
-    sizes: dict[tuple[int, int], tuple[str, int]] = {}
-
-    def on_block(uc_, address, size, _data):
-        key = (address, size)
-        if key not in sizes:
-            i = int(np.searchsorted(addrs, address, side="right")) - 1
-            sizes[key] = (funcs[i][1] if i >= 0 else "?", sim_m0._thumb_count(bytes(uc_.mem_read(address, size))))
-        name, c = sizes[key]
-        per[name] = per.get(name, 0) + c
-
-    uc.hook_add(UC_HOOK_BLOCK, on_block)
-    x_addr = (syms["__bss_end"] + 7) & ~7
-    top = sim_m0.RAM_BASE + sim_m0.RAM_SIZE
-    trap = sim_m0.FLASH_BASE + sim_m0.FLASH_SIZE - 16
-    for row in x:
-        uc.mem_write(x_addr, row.tobytes())
-        uc.reg_write(UC_ARM_REG_R0, x_addr)
-        uc.reg_write(UC_ARM_REG_SP, top)
-        uc.reg_write(UC_ARM_REG_LR, trap | 1)
-        uc.emu_start(syms[spec.prefix + "_predict"] | 1, trap)
-    return {k: v / len(x) for k, v in per.items()}
+    spec = make_spec([str(s) for s in sources], str(header), prefix, x.shape[1], n_scores, input_ctype, score_ctype,
+                     chip=chip)
+    return sim.profile(spec, x)
 
 
 def kernel_costs(node_functions: dict[str, list[str]], choices: list[dict], profile: dict[str, float],
@@ -167,9 +69,7 @@ def measure_kernels(backend, out_dir, output, X) -> dict:
     """target_report's "kernels" entry for a build the backend can profile (it has ``profile``): the unit,
     the rows profiled, "per_node" (kernel_costs), "total" per predict call and "outside_kernels" (C code
     between the kernels: loops of the run function, argmax); else {"unavailable": why}."""
-    from tinycc_ml.runtime.simulate import SIMULATORS
-
-    if not hasattr(backend, "profile"):
+    if not backend.supports("profile"):
         return {"unavailable": f"target {backend.name} has no per-function profile"}
     try:
         prof = backend.profile(out_dir, output, np.asarray(X)[:PROFILE_ROWS])

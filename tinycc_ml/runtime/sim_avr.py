@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -201,6 +203,47 @@ def run(spec: BuildSpec, x: np.ndarray, max_cycles: int, timeout: float | None,
     )
 
 
+# ---------------------------------------------------------------- per-function profile
+
+def _function_symbols(elf: str) -> list[tuple[int, str]]:
+    out = subprocess.run([toolchains.find_tool("avr-nm"), "-n", elf], capture_output=True, text=True,
+                         check=True).stdout
+    syms = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "tTwW" and not parts[2].startswith(".L"):
+            addr = int(parts[0], 16)
+            if addr < 0x800000:  # flash, not data
+                syms.append((addr, parts[2].split(".")[0]))  # gcc's clones (f.constprop.0) count as f
+    return syms
+
+
+def profile(spec: BuildSpec, x: np.ndarray, chip: Chip = ATMEGA328P) -> dict[str, float]:
+    require()
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-prof-") as work:
+        fw = build(spec, work, chip)
+        n = x.shape[0]
+        rows = np.concatenate([np.ones((n, 1), np.uint8), np.ascontiguousarray(x).view(np.uint8).reshape(n, -1)],
+                              axis=1)
+        inp, outp, prof = (os.path.join(work, f) for f in ("in.bin", "out.bin", "prof.txt"))
+        Path(inp).write_bytes(rows.tobytes() + b"\x00")
+        proc = subprocess.run([runner_path(), fw.bin, inp, outp, str(10**10), str(10**8), chip.mcu,
+                               str(chip.clock_hz), prof], capture_output=True)
+        if proc.returncode != 0 or not os.path.exists(prof):
+            raise ToolchainError(f"simavr profile run failed (exit {proc.returncode}): "
+                                 f"{proc.stderr.decode(errors='replace')[-300:]}")
+        counts = np.loadtxt(prof, dtype=np.int64, ndmin=2)
+        syms = _function_symbols(fw.elf)
+    addrs = np.array([a for a, _ in syms])
+    per: dict[str, float] = {}
+    for pc, cyc in counts:
+        i = int(np.searchsorted(addrs, pc, side="right")) - 1
+        name = syms[i][1] if i >= 0 else "?"
+        per[name] = per.get(name, 0) + int(cyc)
+    calls = 2 * n  # the harness times predict and scores for each row
+    return {k: v / calls for k, v in per.items()}
+
+
 class AvrSimulator:
     """An AVR chip under simavr, as registered in simulate.SIMULATORS."""
 
@@ -220,6 +263,9 @@ class AvrSimulator:
     def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
             return build(spec, work, self.chip).sizes
+
+    def profile(self, spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
+        return profile(spec, x, self.chip)
 
 
 SIMULATOR = AvrSimulator()

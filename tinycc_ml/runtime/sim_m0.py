@@ -356,6 +356,56 @@ def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
     )
 
 
+# ---------------------------------------------------------------- per-function profile (unicorn)
+
+def profile(spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
+    try:
+        from elftools.elf.elffile import ELFFile
+        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc
+        from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_R0, UC_ARM_REG_SP
+    except ImportError as exc:
+        raise ToolchainError(f"a Cortex-M0 profile needs the unicorn and pyelftools packages ({exc})") from None
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0prof-") as work:
+        fw = _Objects(spec, work).link(None, "prof")
+        uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
+        uc.mem_map(FLASH_BASE, FLASH_SIZE)
+        uc.mem_map(RAM_BASE, RAM_SIZE)
+        with open(fw.elf, "rb") as f:
+            elf = ELFFile(f)
+            for seg in elf.iter_segments():
+                if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
+                    data = seg.data()
+                    uc.mem_write(seg["p_vaddr"], data + bytes(seg["p_memsz"] - len(data)))
+            symtab = elf.get_section_by_name(".symtab")
+            funcs = sorted((s["st_value"] & ~1, s.name.split(".")[0]) for s in symtab.iter_symbols()
+                           if s.name and s["st_info"]["type"] in ("STT_FUNC", "STT_NOTYPE")
+                           and not s.name.startswith(("$", ".")) and s["st_value"] < RAM_BASE)
+            syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
+    addrs = np.array([a for a, _ in funcs])
+    per: dict[str, float] = {}
+    sizes: dict[tuple[int, int], tuple[str, int]] = {}
+
+    def on_block(uc_, address, size, _data):
+        key = (address, size)
+        if key not in sizes:
+            i = int(np.searchsorted(addrs, address, side="right")) - 1
+            sizes[key] = (funcs[i][1] if i >= 0 else "?", _thumb_count(bytes(uc_.mem_read(address, size))))
+        name, c = sizes[key]
+        per[name] = per.get(name, 0) + c
+
+    uc.hook_add(UC_HOOK_BLOCK, on_block)
+    x_addr = (syms["__bss_end"] + 7) & ~7
+    top = RAM_BASE + RAM_SIZE
+    trap = FLASH_BASE + FLASH_SIZE - 16
+    for row in x:
+        uc.mem_write(x_addr, row.tobytes())
+        uc.reg_write(UC_ARM_REG_R0, x_addr)
+        uc.reg_write(UC_ARM_REG_SP, top)
+        uc.reg_write(UC_ARM_REG_LR, trap | 1)
+        uc.emu_start(syms[spec.prefix + "_predict"] | 1, trap)
+    return {k: v / len(x) for k, v in per.items()}
+
+
 class M0Simulator:
     """The nRF51822 under QEMU or unicorn, as registered in simulate.SIMULATORS."""
 
@@ -371,6 +421,9 @@ class M0Simulator:
     def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
             return build(spec, work).sizes
+
+    def profile(self, spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
+        return profile(spec, x)
 
 
 SIMULATOR = M0Simulator()

@@ -32,10 +32,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from tinycc_ml.chips import ATMEGA328P, NRF51822
+from tinycc_ml.chips import ATMEGA328P, NRF51822, Chip
 from tinycc_ml.errors import CompileError, DataError, ToolchainError
 from tinycc_ml.plugins import Registry
 
@@ -43,11 +44,7 @@ INPUT_DTYPES = {"int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"), "float": n
 SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "float": np.dtype("<f4")}
 # the task's own entry point the harnesses call besides predict and scores (TCM_TASK in the harness)
 TASK_ENTRY_POINTS = {"classification": 0, "regression": 1, "multilabel": 2}
-# A simulator: an object with
-#   unit: "cycles" or "instructions" (what TargetRun counts),
-#   require(method="auto"): ToolchainError naming what is missing to build and run,
-#   run(spec, x, *, method, max_count, timeout) -> TargetRun,
-#   firmware_sizes(spec) -> FirmwareSizes.
+# Simulators by name (the Simulator protocol below); backends name theirs in McuBackend.simulator.
 SIMULATORS = Registry("simulator", "tinycc_ml.simulators", {
     "avr": "tinycc_ml.runtime.sim_avr:SIMULATOR",
     "avr-atmega1284p": "tinycc_ml.runtime.sim_avr:ATMEGA1284P_SIMULATOR",
@@ -102,6 +99,7 @@ class BuildSpec:
     score_ctype: str
     extra_cflags: tuple[str, ...] = field(default_factory=tuple)
     task: str = "classification"  # a TASK_ENTRY_POINTS key: which task entry point is run too
+    chip: Chip | None = None  # the backend's chip, when a backend asked (memory map, flags, clock)
 
     def harness_defines(self) -> list[str]:
         return [
@@ -129,7 +127,7 @@ class BuildSpec:
 
 
 def make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype,
-              extra_cflags=(), task: str | None = None) -> BuildSpec:
+              extra_cflags=(), task: str | None = None, chip: Chip | None = None) -> BuildSpec:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix or ""):
         raise CompileError(f"model prefix {prefix!r} is not a C identifier")
     if input_ctype not in INPUT_DTYPES:
@@ -148,12 +146,38 @@ def make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_
     if task not in TASK_ENTRY_POINTS:
         raise CompileError(f"task {task!r} not supported; use one of {list(TASK_ENTRY_POINTS)}")
     return BuildSpec(srcs, os.path.abspath(os.fspath(header)), prefix, int(n_features), int(n_scores),
-                     input_ctype, score_ctype, tuple(extra_cflags), task)
+                     input_ctype, score_ctype, tuple(extra_cflags), task, chip)
 
 
-def support_file(name: str) -> str:
-    """Path of a file shipped in tinycc_ml/runtime/support."""
-    path = resources.files("tinycc_ml.runtime").joinpath("support", name)
+@runtime_checkable
+class Simulator(Protocol):
+    """What a simulator registered in SIMULATORS provides (a plug-in's too).
+
+    unit: "cycles" or "instructions", what TargetRun counts.
+    require(method): ToolchainError naming what is missing to build and run here.
+    run(spec, x, method=, max_count=, timeout=): build the measurement firmware for ``spec`` (its ``chip`` is
+        the backend's), run every row of ``x`` (already in the input C type), measure: a TargetRun. A call
+        longer than ``max_count`` units is a hang (ToolchainError); ``timeout`` bounds wall time in seconds.
+    firmware_sizes(spec): the firmware without inputs: FirmwareSizes (whole firmware, the model's own symbols).
+    Optional: profile(spec, x) -> {function symbol: units per predict call} (the report's kernel costs).
+    """
+
+    unit: str
+
+    def require(self, method: str = "auto") -> None: ...
+
+    def run(self, spec: BuildSpec, x: np.ndarray, *, method: str = "auto", max_count: int = ...,
+            timeout: float | None = None) -> TargetRun: ...
+
+    def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes: ...
+
+
+def support_file(name: str, package: str = "tinycc_ml.runtime", folder: str = "support") -> str:
+    """Path of a data file shipped in a package: tinycc_ml's harness sources by default, or a plug-in's own
+    (``support_file("my_harness.c", package="my_backend")``)."""
+    path = resources.files(package).joinpath(folder, name) if folder else resources.files(package).joinpath(name)
+    if not path.is_file():
+        raise ToolchainError(f"{name}: no such file in package {package} ({os.fspath(path)})")
     return os.fspath(path)
 
 
@@ -245,7 +269,7 @@ def run_on_target(target: str, sources, header, prefix: str, inputs, n_scores: i
                   input_ctype: str, score_ctype: str, extra_cflags: Sequence[str] = (),
                   *, method: str = "auto", m0_method: str | None = None,
                   max_cycles_per_inference: int = DEFAULT_MAX_CYCLES, timeout: float | None = None,
-                  task: str | None = None) -> TargetRun:
+                  task: str | None = None, chip: Chip | None = None) -> TargetRun:
     """Build the model with a measurement harness for `target`, run every input, measure.
 
     target: a simulator name (SIMULATORS: "avr", "cortex-m0", plug-ins).
@@ -255,12 +279,14 @@ def run_on_target(target: str, sources, header, prefix: str, inputs, n_scores: i
     as a hang and raises ToolchainError (the simulators stop it themselves).
     timeout: wall-clock limit per simulator process in seconds (default: generous, from the cap).
     task: "regression" or "multilabel" also runs that task's entry point (see the module docstring).
+    chip: the backend's Chip, passed to the simulator in the BuildSpec (None: the simulator's own).
     """
     t_start = time.perf_counter()
     simulator = SIMULATORS.load(target)
     arr0 = np.asarray(inputs)
     n_features = arr0.shape[-1] if arr0.ndim >= 1 else 0
-    spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags, task)
+    spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags, task,
+                     chip)
     x = check_inputs(inputs, input_ctype)
     run = simulator.run(spec, x, method=m0_method or method, max_count=max_cycles_per_inference, timeout=timeout)
     run.wall_seconds = time.perf_counter() - t_start
@@ -269,8 +295,10 @@ def run_on_target(target: str, sources, header, prefix: str, inputs, n_scores: i
 
 
 def firmware_sizes(target: str, sources, header, prefix: str, n_features: int, n_scores: int,
-                   input_ctype: str, score_ctype: str, extra_cflags: Sequence[str] = ()) -> FirmwareSizes:
+                   input_ctype: str, score_ctype: str, extra_cflags: Sequence[str] = (),
+                   chip: Chip | None = None) -> FirmwareSizes:
     """Build the measurement firmware only; sizes of the whole firmware and of the model alone."""
     simulator = SIMULATORS.load(target)
-    spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags)
+    spec = make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_ctype, extra_cflags,
+                     chip=chip)
     return simulator.firmware_sizes(spec)

@@ -86,19 +86,19 @@ def _all_found(check) -> bool:
 
 
 def require_target(target: str, m0_method: str = "auto") -> None:
-    """Raise ToolchainError if anything needed to build and simulate `target` is missing
-    (the host: a C compiler; others: what their simulator says it needs)."""
-    if target == "host":
-        find_host_cc()
-        return
+    """Raise ToolchainError if anything needed to build and run `target`'s builds is missing: what its
+    backend's ``require_tools`` says, or, for a name only the simulator registry knows, that simulator's."""
+    from tinycc_ml.backends.base import BACKENDS, get_backend
     from tinycc_ml.plugins import PluginError
     from tinycc_ml.runtime.simulate import SIMULATORS
 
     try:
-        simulator = SIMULATORS.load(target)
+        if target in BACKENDS:
+            get_backend(target).require_tools(m0_method)
+        else:
+            SIMULATORS.load(target).require(m0_method)
     except PluginError as exc:
-        raise ToolchainError(f"cannot simulate target {target!r}: {exc}") from exc
-    simulator.require(m0_method)
+        raise ToolchainError(f"cannot build and run target {target!r}: {exc}") from exc
 
 
 def have_target(target: str, m0_method: str = "auto") -> bool:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.errors import CompileError, DataError, ToolchainError
+from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
+from tinycc_ml.plugins import PluginError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,9 @@ class Measurement:
 
 def compiled_predictions(result, model, X: np.ndarray, target: str) -> np.ndarray:
     """Class indices the compiled build predicts for ``X`` (see the module doc)."""
-    if target == "host":
+    from tinycc_ml.backends.base import get_backend
+
+    if get_backend(target).supports("load"):
         return np.asarray(result.load().predict_index(X))
     if result.precision == "float":
         return np.asarray(model.predict_index(X))
@@ -65,9 +68,13 @@ def measure(model, target: str, precision: str, calibration: np.ndarray, X_val: 
     m = Measurement()
     try:
         result = compile_for(model, target, precision, calibration, name)
+    except FitError as exc:
+        m.error, m.misfit = " ".join(str(exc).split()), "chip"
+        return m, None
+    except PluginError:
+        raise  # a broken or incomplete target, not a property of this model
     except CompileError as exc:
-        text = " ".join(str(exc).split())
-        m.error, m.misfit = text, ("chip" if "does not fit" in text or "needs" in text else "compile")
+        m.error, m.misfit = " ".join(str(exc).split()), "compile"
         return m, None
     except DataError as exc:  # calibration beyond what fixed point can scale
         m.error, m.misfit = " ".join(str(exc).split()), "compile"

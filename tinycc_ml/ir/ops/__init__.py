@@ -19,9 +19,12 @@ from tinycc_ml.ir.ops.registry import (
     FixedCall,
     OpDef,
     TypeRuleError,
+    node_macs,
+    node_output_shift,
     precision_of,
     register_op,
 )
 
 __all__ = ["CONST_INTS", "FACETS", "OPS", "BoundCall", "FixedCall", "OpDef", "TypeRuleError", "dense_to_sparse_attrs",
-           "kvote_counts", "precision_of", "register_op", "sparse_to_dense"]
+           "kvote_counts", "node_macs",
+           "node_output_shift", "precision_of", "register_op", "sparse_to_dense"]

@@ -32,6 +32,20 @@ def _products_bound(call, a: int, x: int) -> tuple[int, int]:
     return acc, call.scales[a] + call.scales[x] - h
 
 
+def _products_shift(ts, out, attrs) -> int:
+    """A sum of products of the (first) matrix and the (last) vector: scale_A + scale_x - h, to the result's."""
+    return ts[0].dtype.scale + ts[-1].dtype.scale - int(attrs.get("shift", 0)) - out.dtype.scale
+
+
+def _sqdist_shift(ts, out, attrs) -> int:
+    """Squares of (x - M) >> h: 2 (scale_x - h), to the result's."""
+    return 2 * (ts[0].dtype.scale - int(attrs.get("shift", 0))) - out.dtype.scale
+
+
+def _stored_or_size(t, stored) -> int:
+    return t.size if stored is None else stored
+
+
 # ---------------------------------------------------------------- matvec
 
 def _infer_matvec(ts, attrs, declared):
@@ -50,7 +64,7 @@ def _fixed_matvec(call: FixedCall):
     h = call.shift
     prods = check32(A[None, :, :] * x[:, None, :], call.where)
     acc = check32(np.sum(rshift(prods, h), axis=2), call.where)
-    return saturate(rshift(acc, call.in_scale(0) + call.in_scale(1) - h - call.scale), call.bits)
+    return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
 
 
 register_op(OpDef(
@@ -60,7 +74,8 @@ register_op(OpDef(
     fixed=_fixed_matvec,
     interval=lambda attrs, ivs, shape: interval_matmul(ivs[0][0], *ivs[1]),
     acc_bound=lambda call: _products_bound(call, 0, 1),
-    constant_operand="weights"))
+    constant_operand="weights", output_shift=_products_shift,
+    macs=lambda ts, stored: _stored_or_size(ts[0], stored[0])))
 
 
 # ---------------------------------------------------------------- matvec_at
@@ -89,7 +104,7 @@ def _fixed_matvec_at(call: FixedCall):
     Mk = M[k] if k.ndim else np.broadcast_to(M[int(k)], (len(x),) + M.shape[1:])
     prods = check32(Mk * x[:, None, :], call.where)
     acc = check32(np.sum(rshift(prods, h), axis=2), call.where)
-    return saturate(rshift(acc, call.in_scale(0) + call.in_scale(2) - h - call.scale), call.bits)
+    return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
 
 
 def _interval_matvec_at(attrs, ivs, shape):
@@ -103,7 +118,8 @@ register_op(OpDef(
     "M[k] @ x: the mat-vec of one matrix of a stack, chosen at run time (tree nodes on a path)",
     evaluate_rows=_rows_matvec_at, fixed=_fixed_matvec_at, interval=_interval_matvec_at,
     acc_bound=lambda call: _products_bound(call, 0, 2),
-    constant_operand="weights"))
+    constant_operand="weights", output_shift=_products_shift,
+    macs=lambda ts, stored: ts[0].shape[1] * ts[0].shape[2]))
 
 
 # ---------------------------------------------------------------- sqdist
@@ -125,9 +141,21 @@ def _infer_sqdist(ts, attrs, declared):
 def _fixed_sqdist(call: FixedCall):
     x, M = call.ins
     h = call.shift
-    d = rshift(check32(M[None, :, :] - x[:, :, None], call.where), h)
-    acc = check32(np.sum(check32(d * d, call.where), axis=1), call.where)
-    return saturate(rshift(acc, 2 * (call.in_scale(0) - h) - call.scale), call.bits)
+    acc = np.zeros((x.shape[0], M.shape[1]), dtype=np.int64)
+    for i in range(M.shape[0]):  # one (rows, m) term at a time: no (rows, k, m) temporary
+        d = rshift(check32(M[i][None, :] - x[:, i, None], call.where), h)
+        acc += check32(d * d, call.where)
+    return saturate(rshift(check32(acc, call.where), _sqdist_shift(call.in_types, call.type, call.attrs)), call.bits)
+
+
+def _rows_sqdist(ins, batched, attrs, n, rank):
+    if batched != [True, False]:
+        return None
+    x, M = ins
+    acc = np.zeros((x.shape[0], M.shape[1]))
+    for i in range(M.shape[0]):
+        acc += (M[i][None, :] - x[:, i, None]) ** 2
+    return acc
 
 
 def _interval_sqdist(attrs, ivs, shape):
@@ -150,7 +178,5 @@ register_op(OpDef(
     "sqdist", 2, _infer_sqdist, lambda xs, a: np.sum((xs[1] - xs[0][:, None]) ** 2, axis=0), {"shift": "int?"},
     "squared L2 distance from a point (k,) to each column of a matrix (k, m); fixed point: "
     "each difference is shifted right by `shift` before it is squared",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: (np.sum((ins[1][None, :, :] - ins[0][:, :, None]) ** 2, axis=1)
-                                                  if batched == [True, False] else None),
-    fixed=_fixed_sqdist, interval=_interval_sqdist, acc_bound=_bound_sqdist,
-    constant_operand="prototypes"))
+    evaluate_rows=_rows_sqdist, fixed=_fixed_sqdist, interval=_interval_sqdist, acc_bound=_bound_sqdist,
+    constant_operand="prototypes", output_shift=_sqdist_shift, macs=lambda ts, stored: ts[1].size))

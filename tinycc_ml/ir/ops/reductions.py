@@ -26,13 +26,14 @@ def _fixed_sum(call: FixedCall):
     (a,) = call.ins
     h = call.shift
     acc = check32(np.sum(rshift(a, h), axis=tuple(range(1, a.ndim))), call.where)
-    return saturate(rshift(acc, call.in_scale(0) - h - call.scale), call.bits)
+    return saturate(rshift(acc, call.in_scale(0) - h - call.scale), call.bits)  # the op's output_shift
 
 
 register_op(OpDef(
     "sum", 1, _infer_sum, lambda xs, a: np.sum(xs[0]), {"shift": "int?"}, "sum of all elements",
     fixed=_fixed_sum, interval=lambda attrs, ivs, shape: (np.sum(ivs[0][0]), np.sum(ivs[0][1])),
-    acc_bound=lambda call: (call.bounds[0] * call.in_types[0].size, call.scales[0])))
+    acc_bound=lambda call: (call.bounds[0] * call.in_types[0].size, call.scales[0]),
+    output_shift=lambda ts, out, attrs: ts[0].dtype.scale - int(attrs.get("shift", 0)) - out.dtype.scale))
 
 
 def _fixed_max(call: FixedCall):
@@ -95,9 +96,17 @@ register_op(OpDef(
 
 
 def kvote_counts(d: np.ndarray, labels: np.ndarray, k: int, n_classes: int) -> np.ndarray:
-    """Votes of the k smallest entries of d (a stable sort: equal values keep the lower index)."""
-    nearest = np.argsort(d, kind="stable")[:k]
-    return np.bincount(labels[nearest], minlength=n_classes).astype(np.float64)
+    """Votes of the k smallest entries of d (a stable sort: equal values keep the lower index); d of shape
+    (m,) or (rows, m)."""
+    D = np.atleast_2d(d)
+    kth = np.partition(D, k - 1, axis=1)[:, k - 1:k]
+    less = D < kth
+    ties = D == kth  # of these, the first (k - #less) by index are among the k nearest
+    chosen = less | (ties & (np.cumsum(ties, axis=1) <= k - np.sum(less, axis=1, keepdims=True)))
+    rows, cols = np.nonzero(chosen)  # k per row
+    keys = rows * n_classes + np.asarray(labels, dtype=np.int64)[cols]
+    votes = np.bincount(keys, minlength=len(D) * n_classes).reshape(len(D), n_classes).astype(np.float64)
+    return votes if np.ndim(d) == 2 else votes[0]
 
 
 def _infer_kvote(ts, attrs, declared):
@@ -112,7 +121,7 @@ def _infer_kvote(ts, attrs, declared):
 
 def _fixed_kvote(call: FixedCall):
     at = call.attrs
-    votes = np.stack([kvote_counts(row, at["labels"], int(at["k"]), int(at["n_classes"])) for row in call.ins[0]])
+    votes = kvote_counts(call.ins[0], at["labels"], int(at["k"]), int(at["n_classes"]))
     return saturate(rshift(votes.astype(np.int64), -call.scale), call.bits)
 
 
@@ -120,6 +129,8 @@ register_op(OpDef(
     "kvote", 1, _infer_kvote, lambda xs, a: kvote_counts(xs[0], a["labels"], int(a["k"]), int(a["n_classes"])),
     {"k": "int", "n_classes": "int", "labels": "array"},
     "votes per class among the k smallest distances; equal distances: the lower index first",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: (kvote_counts(ins[0], attrs["labels"], int(attrs["k"]),
+                                                                      int(attrs["n_classes"])) if batched[0] else None),
     fixed=_fixed_kvote,
     interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["k"]))),
     acc_bound=lambda call: call.saturated))

@@ -9,6 +9,9 @@ Facets of an entry (``OpDef``):
 - ``interval``: the interval rule of range analysis (elementwise proven bounds);
 - ``acc_bound``: the bound on the integer the op's 32-bit accumulator (or result) can reach,
   used by the overflow proofs of scale choice (see ``BoundCall``);
+- ``output_shift`` (ops with an int32 accumulator): the right shift from the accumulator's integer to the
+  result's scale, the one rule the interpreter, the C tables and every target kernel use;
+- ``macs``: multiply-accumulates one evaluation performs (reports, cost models);
 - C code per precision lives in the code tables of ``tinycc_ml.backends.c_code`` (one table per
   precision, targets override entries), because it is written in terms of the C emitter.
 
@@ -111,6 +114,10 @@ class OpDef:
     leaf: bool = False  # input and constants: no code of their own
     lowered_by: str | None = None  # the pass that replaces it in fixed-point graphs (exp -> exp_lut)
     unsupported: dict[str, str] = field(default_factory=dict)  # facet -> why the op has none
+    # fixed point: (operand types, result type, attrs) -> right shift from the int32 accumulator to the result
+    output_shift: Callable[[list[TensorType], TensorType, dict], int] | None = None
+    # (operand types, stored non-zeros of each operand: a sparse constant's count, else None) -> MACs
+    macs: Callable[[list[TensorType], list[int | None]], int] | None = None
 
     def supports(self, facet: str) -> bool:
         if facet in ("c_float", "c_fixed"):
@@ -124,6 +131,25 @@ OPS: dict[str, OpDef] = {}
 def precision_of(result: TensorType, operands: list[TensorType]) -> str:
     """Which semantics and code table a node uses: "fixed" when it or an operand is fixed point."""
     return "fixed" if result.dtype.is_fixed or any(t.dtype.is_fixed for t in operands) else "float"
+
+
+def node_output_shift(graph, name: str) -> int:
+    """The right shift from node ``name``'s accumulator to its result's scale (its op's ``output_shift``)."""
+    node = graph.node(name)
+    rule = OPS[node.op].output_shift
+    if rule is None:
+        raise ValueError(f"op {node.op} has no accumulator shift")
+    return rule([graph.type(i) for i in node.inputs], node.type, node.attrs)
+
+
+def node_macs(graph, name: str) -> int:
+    """Multiply-accumulates of one evaluation of node ``name`` (0 for ops without a ``macs`` facet)."""
+    node = graph.node(name)
+    rule = OPS[node.op].macs
+    if rule is None:
+        return 0
+    stored = [len(graph.node(i).attrs["values"]) if graph.op(i) == "sparse_const" else None for i in node.inputs]
+    return rule([graph.type(i) for i in node.inputs], stored)
 
 
 def register_op(op: OpDef) -> OpDef:
