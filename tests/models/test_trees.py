@@ -57,7 +57,7 @@ def test_compiled_float_predicts_what_sklearn_predicts_and_integer_builds_follow
     result = tinycc_ml.compile(clf, target="host")
     np.testing.assert_array_equal(result.load().predict(X_te), want)  # the C, 100% of the rows
     np.testing.assert_array_equal(model.classes[run_float(result.graph, X_te)["prediction"]], want)
-    for precision in ("int16", "int8"):
+    for precision in ("int16", "int8") if name == "wine" else ("int16",):  # int8: the same trees
         fixed = tinycc_ml.compile(clf, target="host", precision=precision, calibration=X_tr, search=False)
         agree = np.mean(fixed.load().predict(X_te) == want)
         # digits' integer pixels lie on every input grid: decisions are exact, so are the predictions
