@@ -42,7 +42,8 @@ def test_scikit_learn_check_estimator(estimator, check):
 
 def test_all_five_importable_from_models():
     assert sorted(tinycc_ml.models.__all__) == sorted(
-        ["BonsaiClassifier", "KNNClassifier", "NearestPrototypeClassifier", "ProtoNNClassifier", "SNCClassifier"])
+        ["BonsaiClassifier", "KNNClassifier", "NearestPrototypeClassifier", "ProtoNNClassifier", "SNCClassifier",
+         "ProtoNNRegressor", "BonsaiRegressor"])
     for name in tinycc_ml.models.__all__:
         assert getattr(tinycc_ml.models, name).__name__ == name
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
