@@ -27,8 +27,12 @@ from tinycc_ml.ir.ops.ensembles import leaf_ints, leaf_scale, threshold_ints
 
 STRAIGHT_FLASH_FACTOR = 1.25
 # predicted cost per decision node: (AVR cycles, AVR flash bytes) of each kernel, and per leaf
-COST = {"table": {"cycles": 30.0, "flash_per_node_extra": 0.0, "loop_flash": 120},
-        "straight": {"cycles": 10.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0}}
+# ATmega328P, int16: the table walk fitted on simavr runs of the digits forest of benchmarks/trees.py
+# (per row: 1,245 + 44.7 per level walked + 60.3 per leaf value added; within 15 cycles on 150 rows);
+# straight-line code's per-level cost and both kernels' flash are estimates
+COST = {"table": {"level": 45.0, "loop_flash": 120},
+        "straight": {"level": 12.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0},
+        "leaf_value": 60.0, "tree": 60.0, "output": 60.0}
 
 
 def int_type(lo: int, hi: int) -> str:
@@ -110,8 +114,9 @@ def sparse_leaves(layout: Layout) -> tuple[np.ndarray, np.ndarray, Layout]:
     return np.array(outs, dtype=np.int64), np.array(vals, dtype=layout.leaves.dtype), relaid
 
 
-def predicted(layout: Layout, threshold_bytes: int, n_trees: int) -> dict:
-    """Predicted AVR cycles (one prediction, every tree walked to its deepest leaf) and flash bytes."""
+def predicted(layout: Layout, threshold_bytes: int, n_trees: int, n_outputs: int, values_per_leaf: float) -> dict:
+    """Predicted AVR cycles (one prediction, every tree walked to its deepest leaf) and flash bytes of the
+    decision nodes (the leaves cost the same in both)."""
     n = len(layout.feature)
     ref_bytes = int(layout.ref_type[3:-2]) // 8
     feat_bytes = 1 if layout.feature.size == 0 or layout.feature.max() < 256 else 2
@@ -119,8 +124,10 @@ def predicted(layout: Layout, threshold_bytes: int, n_trees: int) -> dict:
     n_leaves = n + n_trees
     straight_flash = (n * COST["straight"]["flash_per_node"] + n_leaves * COST["straight"]["flash_per_leaf"]
                       + n_trees * COST["straight"]["tree_flash"])
-    return {"table": {"cycles": round(COST["table"]["cycles"] * layout.depth * n_trees), "flash": int(table_flash)},
-            "straight": {"cycles": round(COST["straight"]["cycles"] * layout.depth * n_trees),
+    rest = n_trees * (COST["tree"] + values_per_leaf * COST["leaf_value"]) + n_outputs * COST["output"]
+    return {"table": {"cycles": round(COST["table"]["level"] * layout.depth * n_trees + rest),
+                      "flash": int(table_flash)},
+            "straight": {"cycles": round(COST["straight"]["level"] * layout.depth * n_trees + rest),
                          "flash": int(straight_flash)}}
 
 
@@ -137,7 +144,8 @@ def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, 
             "leaves": leaf_form, "predicted_cycles": cands[chosen]["cycles"],
             "flash_bytes": cands[chosen]["flash"],
             "candidates": {f"trees-{k}": v for k, v in cands.items()},
-            "note": "predicted cycles: the deepest path of every tree (ATmega328P)"})
+            "note": "predicted: ATmega328P cycles of integer code along the deepest path of every tree; "
+                    "flash of the decision nodes"})
 
 
 def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=") -> list[str]:
@@ -183,8 +191,6 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     # integer thresholds always mean x <= T (the op's rule turns < t into <= ceil(t 2^S) - 1)
     cmp_op = "<" if not fixed and at["compare"] == "lt" else "<="
     thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_type]
-    cands = predicted(layout, thr_bytes, n_trees)
-    chosen = choose(cands)
     rd = em.target.read_const
     sym = em.sym
     leaf_count = len(layout.leaves)
@@ -196,6 +202,9 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     if sparse:
         entry_outs, entry_vals, sparse_layout = sparse_leaves(layout)
         sparse = len(entry_outs) * (1 + value_bytes) < layout.leaves.size * value_bytes
+    values_per_leaf = len(entry_outs) / leaf_count if sparse else (width if np.all(tree_out < 0) else 1)
+    cands = predicted(layout, thr_bytes, n_trees, k, values_per_leaf)
+    chosen = choose(cands)
     if sparse:
         layout = sparse_layout
         leaf_out = em.add_const_array(sym(f"{node.name}_leaf_output"), entry_outs, "uint8_t",
