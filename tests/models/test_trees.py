@@ -194,3 +194,17 @@ def test_a_forest_too_big_for_the_chip_is_refused_and_nothing_written(tmp_path):
     with pytest.raises(CompileError, match="does not fit the ATmega328P"):
         tinycc_ml.compile(forest, target="avr", precision="int16", calibration=X, out_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_report_on_the_avr_lists_the_trees_kernel(tmp_path):
+    from tests.conftest import require_target
+    from tinycc_ml.target_report import target_report
+
+    require_target("avr")
+    X, y = load_digits(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=3, max_depth=5, random_state=0).fit(X[:600], y[:600])
+    rep = target_report(from_sklearn(forest), "avr", X[600:640], y[600:640], precision="int16",
+                        calibration=X[:600])
+    (row,) = [r for r in rep["kernels"]["per_node"] if r["node"] == "trees"]
+    assert row["kernel"].startswith("trees-") and row["predicted_cycles"] > 0
+    assert rep["agreement_with_float"] == 1.0

@@ -138,7 +138,9 @@ def choose(cands: dict) -> str:
 def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, leaf_form: str) -> None:
     if hasattr(em, "kernel_report"):
         em.kernel_report.append({
-            "node": node.name, "op": "tree_ensemble", "trees": int(len(node.attrs["roots"])),
+            # "matrix": what the report's kernel rows name (the constant the kernel reads)
+            "node": node.name, "op": "tree_ensemble", "matrix": f"{node.name} node table",
+            "trees": int(len(node.attrs["roots"])),
             "decision_nodes": int(len(layout.feature)), "unique_leaves": int(len(layout.leaves)),
             "depth": layout.depth, "kernel": f"trees-{chosen}",
             "leaves": leaf_form, "predicted_cycles": cands[chosen]["cycles"],
