@@ -196,16 +196,28 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
     report["proba"] = info
 
 
+# what compile(layout=...) writes: the model's files, or a layout a backend capability makes around them
+LAYOUTS = {"files": None, "project": "project_files", "arduino": "arduino_library"}
+
+
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
-            calibration=None, dump_ir_after=(), **options) -> CompileResult:
+            calibration=None, dump_ir_after=(), layout: str = "files", examples=None, example_labels=None,
+            **options) -> CompileResult:
     """Compile ``model`` (a Model, a fitted estimator, or a path to a saved model) to C.
 
     precision: "float", or "int16"/"int8" for integer-only code (needs ``calibration`` rows).
-    out_dir: where to write ``<name>.h``/``<name>.c``; None keeps the files in memory.
+    out_dir: where to write the files; None keeps them in memory (``result.files``).
+    layout: "files" (``<name>.h``/``<name>.c``), "project" (a standalone firmware project, as ``--project``)
+    or "arduino" (an Arduino library with an example sketch, as ``--arduino``); the last two store up to 8
+    ``examples`` rows (default: the calibration rows) with ``example_labels`` (class labels, optional).
     """
+    if layout not in LAYOUTS:
+        raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     model = as_model(model)
     prefix = check_prefix(name or model.family)
     backend = get_backend(target)
+    if LAYOUTS[layout]:
+        backend.require(LAYOUTS[layout])
     if precision not in PRECISIONS:
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:
@@ -270,7 +282,14 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
                   kernels=list(output.kernels))
     if fit is not None:
         report["fit"] = asdict(fit)
+    result = CompileResult(target, prefix, precision, dict(output.files), None, output, graph, report,
+                           classes=classes)
+    if LAYOUTS[layout]:
+        from tinycc_ml.backends.examples import example_rows
+
+        rows = examples if examples is not None else calibration
+        result.files = getattr(backend, LAYOUTS[layout])(result, example_rows(result, model, rows, example_labels))
     if out_dir is not None:
-        write_files(Path(out_dir), output.files)
-    return CompileResult(target, prefix, precision, dict(output.files), Path(out_dir) if out_dir else None,
-                         output, graph, report, classes=classes)
+        write_files(Path(out_dir), result.files)
+        result.out_dir = Path(out_dir)
+    return result
