@@ -148,7 +148,7 @@ def test_host_c_is_clean_under_asan_and_ubsan(family, precision, tmp_path):
         np.testing.assert_array_equal(got[keep], model.predict(X)[keep])
 
 
-@pytest.mark.parametrize("target", ["host", "avr", "cortex-m0"])
+@pytest.mark.parametrize("target", ["host", "avr", "cortex-m0", "cortex-m4"])
 def test_a_left_shift_into_the_stored_value_saturates_as_the_interpreter(target, tmp_path):
     """Found by the differential runs: an exp_lut whose output scale (2^32) is finer than its tables' product
     (2^28) shifted 2^28 left by 4 in int32 C, which wrapped to 0 where the interpreter saturates to 32767."""

@@ -52,10 +52,10 @@ def test_no_pass_imports_a_backend():
 
 def test_no_target_name_outside_the_backends():
     """Logic outside a backend's own module never branches on a target's name."""
-    names = re.compile(r"""(==|!=|\bin)\s*\(?["'](avr|cortex-m0|host|riscv)["']""")
+    names = re.compile(r"""(==|!=|\bin)\s*\(?["'](avr|cortex-m0|cortex-m4|cortex-m33|host|riscv)["']""")
     offenders = []
     for path in sorted((REPO / "tinycc_ml").rglob("*.py")):
-        if path.parent.name == "backends" and path.stem in ("avr", "cortex_m0", "host"):
+        if path.parent.name == "backends" and path.stem in ("avr", "cortex_m0", "cortex_m4", "host"):
             continue
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if names.search(line):
@@ -82,6 +82,8 @@ def test_every_public_name_is_there():
 def test_builtin_capabilities():
     assert get_backend("avr").capabilities() == {"simulate", "profile", "project_files", "arduino_library"}
     assert get_backend("cortex-m0").capabilities() == {"simulate", "profile", "project_files"}
+    assert get_backend("cortex-m4").capabilities() == {"simulate", "profile", "project_files"}
+    assert get_backend("cortex-m33").capabilities() == {"simulate", "profile", "project_files"}
     assert get_backend("host").capabilities() == {"load", "simulate"}
     assert get_backend("avr").target_attributes().prototype_bits == 8
     with pytest.raises(ValueError, match="unknown capability"):

@@ -92,7 +92,7 @@ def test_regression_report(regression_case, target):
 
     result = tinycc_ml.compile(est.to_model(), precision="int16", calibration=X[:340], name="model")
     scale = result.graph.type(result.graph.output("scores")).dtype.scale
-    values = result.load().values(rows) * 2.0**-scale
+    values = result.load().values_raw(rows) * 2.0**-scale
     assert reg["target_r2"] == pytest.approx(r2_score(truth, values))
     error = np.abs(values - est.predict(rows))
     assert reg["max_abs_error"] == pytest.approx(error.max()) and reg["mean_abs_error"] == pytest.approx(error.mean())

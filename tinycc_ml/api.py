@@ -21,13 +21,16 @@ from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 from tinycc_ml.passes.manager import PassOptions
 
 PRECISIONS = ("float", "int16", "int8")
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
+POOR_AGREEMENT = 0.9  # an integer build agreeing less with its float model on the calibration rows is warned of
 log = logging.getLogger(__name__)
 MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this int32 shifts overflow
 
 
 def load_model(path) -> Model:
-    """Load a saved model: the project's ``.npz`` model file, or an EdgeML model directory
-    (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...)."""
+    """Load a saved model: the project's ``.npz`` model file, an ONNX dense network (``.onnx``, needs the
+    onnx package; see :mod:`tinycc_ml.models.from_onnx`), or an EdgeML model directory (ProtoNN:
+    W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...)."""
     path = Path(path)
     if path.is_dir():
         names = {p.name for p in path.iterdir()}
@@ -36,12 +39,19 @@ def load_model(path) -> Model:
         if best is not None and best.directory_match(names) > 0:
             return best.from_directory(path)
         raise ModelFileError(f"{path}: no EdgeML model in this directory (expected W.npy, B.npy, Z.npy, gamma.npy)")
+    if path.suffix.lower() in PICKLE_SUFFIXES:  # refused by name, never opened: unpickling runs code
+        raise ModelFileError(f"{path}: pickled objects are not read (loading a pickle runs arbitrary code); save the "
+                             "fitted estimator with tinycc_ml.save_model(estimator, 'model.npz') and use that file")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
     if path.suffix.lower() in (".json", ".txt"):  # XGBoost / LightGBM model files (models/trees_boosters.py)
         from tinycc_ml.models.trees_boosters import load_booster_file
 
         return load_booster_file(path)
+    if path.suffix.lower() == ".onnx":
+        from tinycc_ml.models.from_onnx import load_onnx
+
+        return load_onnx(path)
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
@@ -71,8 +81,11 @@ class CompileResult:
         return [self.out_dir / name for name in self.files] if self.out_dir else []
 
     def load(self):
-        """A runnable predictor (host target): ``.predict(X)`` (class labels), ``.predict_index(X)``
-        and ``.scores(X)``."""
+        """A runnable predictor (host target) with the float model's API for its task: ``.predict(X)``
+        gives class labels, regression values in the model's units (float, also for integer builds),
+        or the multilabel 0/1 matrix; ``.decision_function(X)`` the scores in the model's units;
+        the raw C forms as ``.scores(X)``, ``.values_raw(X)``, ``.predict_index(X)`` (see
+        :class:`tinycc_ml.runtime.host.HostPredictor`)."""
         backend = get_backend(self.target)
         if self.out_dir is not None:
             predictor = backend.load(self.out_dir, self.output)
@@ -89,6 +102,19 @@ def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
     """Write all files or none (staged beside ``out_dir``, then moved in); files whose content is
     unchanged are left alone. Returns the paths written."""
     return write_tree(out_dir, files)
+
+
+def save_model(model, path) -> Path:
+    """Save anything :func:`compile` accepts (a fitted scikit-learn estimator or pipeline, a fitted
+    tinycc-ml estimator, a Model) as a ``.npz`` model file, which the command line
+    (``tinycc-ml compile m.npz``, ``--arduino``, ``--project``), CMake and :func:`load_model` take.
+    The file holds numeric arrays and JSON metadata only (no pickle). Returns the path written; on
+    any error nothing is written."""
+    model = as_model(model)
+    path = Path(path)
+    if path.suffix.lower() != ".npz":
+        raise ModelFileError(f"{path}: model files end in .npz")
+    return model.save(path)
 
 
 def model_input_files(path) -> list[Path]:
@@ -152,16 +178,50 @@ def check_constants(graph, source: str) -> None:
                                      "of the compiled code (weights too large, or a std too small)")
 
 
+def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibration) -> None:
+    """``<prefix>_proba`` in the files; in the report its rule and, for integer builds, the error
+    bound that follows from the scores' largest error on the calibration rows, and the largest
+    error measured there (the fixed-point interpreter's scores, against the float model's)."""
+    from tinycc_ml.backends.proba import add_proba
+    from tinycc_ml.models.proba import PROBA_FLOAT_SLACK, proba_error_bound, proba_from_scores
+
+    rule = model.proba_rule
+    dtype = graph.type(graph.output("scores")).dtype
+    add_proba(output, rule, model.n_outputs if rule == "logistic_each" else model.n_classes,
+              dtype.scale if dtype.is_fixed else None)
+    info = {"rule": rule, "max_abs_error_bound": PROBA_FLOAT_SLACK}
+    if dtype.is_fixed:
+        from tinycc_ml.ir.fixed import quantise, run_fixed
+
+        scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
+        measured = np.abs(proba_from_scores(scores, rule) - model.predict_proba(calibration))
+        info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"])
+        info["calibration_max_abs_error"] = float(np.max(measured)) + PROBA_FLOAT_SLACK
+    report["proba"] = info
+
+
+# what compile(layout=...) writes: the model's files, or a layout a backend capability makes around them
+LAYOUTS = {"files": None, "project": "project_files", "arduino": "arduino_library"}
+
+
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
-            calibration=None, dump_ir_after=(), **options) -> CompileResult:
+            calibration=None, dump_ir_after=(), layout: str = "files", examples=None, example_labels=None,
+            **options) -> CompileResult:
     """Compile ``model`` (a Model, a fitted estimator, or a path to a saved model) to C.
 
     precision: "float", or "int16"/"int8" for integer-only code (needs ``calibration`` rows).
-    out_dir: where to write ``<name>.h``/``<name>.c``; None keeps the files in memory.
+    out_dir: where to write the files; None keeps them in memory (``result.files``).
+    layout: "files" (``<name>.h``/``<name>.c``), "project" (a standalone firmware project, as ``--project``)
+    or "arduino" (an Arduino library with an example sketch, as ``--arduino``); the last two store up to 8
+    ``examples`` rows (default: the calibration rows) with ``example_labels`` (class labels, optional).
     """
+    if layout not in LAYOUTS:
+        raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     model = as_model(model)
     prefix = check_prefix(name or model.family)
     backend = get_backend(target)
+    if LAYOUTS[layout]:
+        backend.require(LAYOUTS[layout])
     if precision not in PRECISIONS:
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:
@@ -195,6 +255,11 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         except (OverflowError, FloatingPointError) as exc:
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} drive the model's "
                             f"intermediate values beyond what {precision} fixed point can scale ({exc})") from None
+        agreement = report.get("agreement_with_float", 1.0)
+        if model.task["kind"] == "classification" and agreement < POOR_AGREEMENT:  # said, not only reported
+            log.warning("%s: the %s build predicts what the float model predicts on only %.1f%% of the calibration "
+                        "rows (scores spanning more than %s can hold; see report['values'])", model.describe(),
+                        precision, 100 * agreement, precision)
         if model.task["kind"] == "regression":  # the value's error is what a regression user needs to know
             error = report["fixed_point_error"] = {**report["score_error"], "rows": report["calibration_rows"]}
             description.append(f"Value error against the float model on {error['rows']} calibration rows: "
@@ -214,12 +279,21 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     except NotImplementedError:  # a model that does not say how many classes it has: one per score
         classes = np.arange(output.n_scores)
     add_labels(output, classes)
+    if model.proba_rule is not None:
+        _add_proba(model, graph, output, report, calibration)
     fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,
                   kernels=list(output.kernels))
     if fit is not None:
         report["fit"] = asdict(fit)
+    result = CompileResult(target, prefix, precision, dict(output.files), None, output, graph, report,
+                           classes=classes)
+    if LAYOUTS[layout]:
+        from tinycc_ml.backends.examples import example_rows
+
+        rows = examples if examples is not None else calibration
+        result.files = getattr(backend, LAYOUTS[layout])(result, example_rows(result, model, rows, example_labels))
     if out_dir is not None:
-        write_files(Path(out_dir), output.files)
-    return CompileResult(target, prefix, precision, dict(output.files), Path(out_dir) if out_dir else None,
-                         output, graph, report, classes=classes)
+        write_files(Path(out_dir), result.files)
+        result.out_dir = Path(out_dir)
+    return result

@@ -265,17 +265,13 @@ def cmd_compile(args) -> int:
     if calibration is not None and precision == "float":
         raise CompileError("--calibration is only used with --precision int16 or int8")
     inputs = model_input_files(args.model) + [Path(f) for f in (args.calibration, args.examples) if f]
+    layout = "arduino" if args.arduino else ("project" if args.project else "files")
+    rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
     result = tinycc_ml.compile(args.model, target=args.target, name=args.name, precision=precision,
-                               calibration=calibration, dump_ir_after=dump)
+                               calibration=calibration, dump_ir_after=dump, layout=layout,
+                               examples=rows if layout != "files" else None, example_labels=labels)
     out = Path(args.output)
     files = dict(result.files)
-    if args.arduino or args.project:
-        rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
-        from tinycc_ml.backends.examples import example_rows
-
-        examples = example_rows(result, tinycc_ml.load_model(args.model), rows, labels)
-        backend = get_backend(args.target)
-        files = backend.arduino_library(result, examples) if args.arduino else backend.project_files(result, examples)
     written = set(write_tree(out, files))
     paths = [out / name for name in files]
     if args.manifest:

@@ -1,11 +1,16 @@
 """Every model family the compiler has, trained, compiled at int16 and int8, and run on the
-simulated ATmega328P and Cortex-M0: predictions and scores equal the fixed-point interpreter on
+simulated ATmega328P, Cortex-M0 and Cortex-M4: predictions and scores equal the fixed-point interpreter on
 200 inputs, batch and (where the graph allows it) streaming."""
 
 from __future__ import annotations
 
 import pytest
 from sklearn.datasets import load_digits
+from sklearn.naive_bayes import GaussianNB
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
 
 from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
@@ -53,6 +58,30 @@ def _boosting():
     return GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0)
 
 N_ROWS = 200
+
+
+class _Fitted:
+    """A fitted scikit-learn object, as FAMILIES' entries give them (``to_model()``)."""
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+
+    def to_model(self):
+        from tinycc_ml.api import as_model
+
+        return as_model(self.estimator)
+
+
+def _sklearn(make):
+    def fit(X, y):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # convergence: a few iterations are enough here
+            return _Fitted(make().fit(X, y))
+    return fit
+
+
 FAMILIES = {
     "protonn": lambda X, y: ProtoNNClassifier(budget_bytes=4096, n_iter=10, random_state=0, verbose=0).fit(X, y),
     "bonsai": lambda X, y: BonsaiClassifier(budget_bytes=4096, epochs=10, random_state=0).fit(X, y),
@@ -68,6 +97,12 @@ FAMILIES = {
     "protonn_regression": lambda X, y: ProtoNNRegressor(budget_bytes=4096, n_iter=10, random_state=0).fit(X, y * 1.5),
     "bonsai_regression": lambda X, y: BonsaiRegressor(budget_bytes=4096, epochs=10, reg_z=1e-2, reg_tree=1e-2,
                                                       random_state=0).fit(X, y * 1.5),
+    # scikit-learn's networks: 8-bit or 16-bit weights with 16-bit activations on the mat-vec kernels
+    "mlp_relu": _sklearn(lambda: MLPClassifier((16,), max_iter=60, random_state=0)),
+    # three classes: one distance chain per class (a quick scale search)
+    "gaussian_nb": lambda X, y: _sklearn(lambda: GaussianNB(var_smoothing=1e-2))(X[y < 3], y[y < 3]),
+    # support vectors of 80 rows: quick, and small enough for 32 KB of flash
+    "svc_rbf": lambda X, y: _sklearn(lambda: make_pipeline(StandardScaler(), SVC()))(X[:80], y[:80]),
 }
 
 
@@ -83,8 +118,10 @@ def model(request, digits):
     return request.param, FAMILIES[request.param](X, y).to_model()
 
 
-@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
-@pytest.mark.parametrize("precision", ["int16", "int8"])
+# the Cortex-M4 at int16 (its int8 kernels: test_mcu's SPECS, and every family's random models through the
+# conformance suite on the Cortex-M33, which runs the same code: tests/backends/test_m4.py)
+@pytest.mark.parametrize("target, precision", [("avr", "int16"), ("avr", "int8"), ("cortex-m0", "int16"),
+                                               ("cortex-m0", "int8"), ("cortex-m4", "int16")])
 def test_bit_exact_on_the_simulated_target(model, digits, target, precision, tmp_path):
     require_target(target)
     name, m = model

@@ -108,6 +108,10 @@ def build_graph(rng, D, H, L, ops, tanh_scale):
         else:
             per_class = g.add("segment_min", [d], {"offsets": list(range(0, m + 1, 3))}, name="per_class")
             scores = g.add("scale", [per_class], {"factor": -1.0}, name="scores")
+    elif "ovo" in ops:  # one-vs-one votes of pair decisions (kernel SVMs)
+        pairs = g.add("matvec", [g.add("const", attrs={"value": rng.normal(size=(L * (L - 1) // 2, H))
+                                                       .astype(np.float32)}, name="pair_w"), h], name="pairs")
+        scores = g.add("ovo_votes", [pairs], {"n_classes": L}, name="scores")
     elif "sqdist" in ops:
         P = rng.normal(size=(H, L)).astype(np.float32)
         d = g.add("sqdist", [h, g.add("const", attrs={"value": P}, name="P")], name="d")
@@ -124,7 +128,8 @@ def build_graph(rng, D, H, L, ops, tanh_scale):
 @given(
     seed=st.integers(0, 2**31 - 1),
     D=st.integers(1, 12), H=st.integers(1, 8), L=st.integers(2, 5),
-    ops=st.sets(st.sampled_from(["tanh", "mul", "add", "sub", "clip", "sqdist", "tree", "nearest", "forest"])),
+    ops=st.sets(st.sampled_from(["tanh", "mul", "add", "sub", "clip", "sqdist", "tree", "nearest", "ovo",
+                                 "forest"])),
     tanh_mode=st.sampled_from(["clamp", "table", "auto"]),
     tanh_scale=st.sampled_from([0.1, 1.0, 3.0]),
     precision=st.sampled_from(["int16", "int8"]),
@@ -140,7 +145,7 @@ def test_random_graphs_bit_exact_and_close_to_float(seed, D, H, L, ops, tanh_mod
     scores, predictions = result.load().run_raw(Xq)
     np.testing.assert_array_equal(scores, expected["scores"])
     np.testing.assert_array_equal(predictions, expected["prediction"])
-    if (tanh_mode == "clamp" and {"tanh", "tree"} & ops) or ("nearest" in ops and "tree" not in ops):
+    if (tanh_mode == "clamp" and {"tanh", "tree"} & ops) or ({"nearest", "ovo"} & ops and "tree" not in ops):
         # the clamp is a different function from tanh by design; nearest-point scores saturate
         # for far classes on purpose (only the near ones decide): no closeness to claim
         return
@@ -166,10 +171,10 @@ def test_tanh_table_is_more_accurate_than_the_clamp():
     assert clamp["tanh"][0]["form"] == "clamp" and clamp["tanh"][0]["table_bytes"] == 0
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_nearest_point_heads_are_bit_exact_and_agree_with_float(seed):
+@pytest.mark.parametrize("seed, head", [(seed, "nearest") for seed in range(6)] + [(0, "ovo"), (1, "ovo")])
+def test_nearest_point_heads_are_bit_exact_and_agree_with_float(seed, head):
     rng = np.random.default_rng(seed)
-    graph = build_graph(rng, 8, 5, 4, {"nearest"}, 1.0)
+    graph = build_graph(rng, 8, 5, 4, {head}, 1.0)
     X = rng.normal(size=(300, 8))
     result = tinycc_ml.compile(GraphModel(graph), precision="int16", calibration=X)
     Xq = quantise(X, result.output.input_scale, 16)

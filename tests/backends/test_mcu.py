@@ -17,7 +17,7 @@ import tinycc_ml
 from tests.backends.graph_models import NearestMean
 from tests.conftest import require_target
 from tinycc_ml.backends.mcu import stream_plan
-from tinycc_ml.chips import ATMEGA328P, NRF51822
+from tinycc_ml.chips import ATMEGA328P, MPS2_AN386, NRF51822
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
@@ -54,6 +54,13 @@ SPECS = {
                       lambda s: "pn_mac" in s and any(k in s for k in ("_blk", "_t2_m0[", "_i8_m0[")), 512,
                       "__aeabi_fadd", (2048, 70),
                       "nRF51822",
+                      ("arm-none", "qemu"), "gcc-arm-none-eabi"),
+    # hard float: float code is FPU instructions, no library routine is ever called
+    "cortex-m4": Spec("cortex-m4", "arm-none-eabi-gcc", "arm-none-eabi-nm",
+                      (*MPS2_AN386.cflags[:4], *WARNINGS),
+                      lambda s: "pn_mac" in s and "smlad" in s and "_sq_m4[" in s, 512,
+                      "__aeabi_fadd", (2048, 1100),
+                      "MPS2 AN386",
                       ("arm-none", "qemu"), "gcc-arm-none-eabi"),
 }
 
@@ -169,7 +176,7 @@ def test_sqdist_first_graph_bit_exact_and_streaming(spec, digits, tmp_path, prec
     model = NearestMean(np.stack([X[:500][y[:500] == c].mean(0) for c in range(10)], axis=1))
     result, out = build(model, precision, X, tmp_path, name="nm", target=spec.target)
     if precision == "int8":  # the 8-bit prototype kernels; streaming reads their flash image back
-        assert ("_i8_off[" if spec.target == "avr" else "_i8_m0[") in result.files["nm.c"]
+        assert {"avr": "_i8_off[", "cortex-m0": "_i8_m0[", "cortex-m4": "_i8_m4["}[spec.target] in result.files["nm.c"]
     assert "nm_begin" in result.files["nm.h"]
     check_exact(result, out, target=spec.target, X=X[1000:1000 + N_ROWS])
     check_exact(result, out, target=spec.target, X=X[1000:1000 + N_ROWS], stream=True)

@@ -88,7 +88,7 @@ def test_task_entry_point_bit_exact(model, target, precision, tmp_path):
     Xq, want = expected(result, rows)
     if target == "host":
         predictor = result.load()
-        got = predictor.values(rows) if m.task["kind"] == "regression" else predictor.labels(rows)
+        got = predictor.values_raw(rows) if m.task["kind"] == "regression" else predictor.labels(rows)
         np.testing.assert_array_equal(got, want)
         run = get_backend_run(result, out, rows)
     else:

@@ -162,7 +162,8 @@ def test_host_executable_rebuilds_only_when_inputs_change(data, tmp_path, genera
     assert not step_ran(build(bdir))
 
 
-@pytest.mark.parametrize("target, nm", [("avr", "avr-nm"), ("cortex-m0", "arm-none-eabi-nm")])
+@pytest.mark.parametrize("target, nm", [("avr", "avr-nm"), ("cortex-m0", "arm-none-eabi-nm"),
+                                       ("cortex-m4", "arm-none-eabi-nm")])
 def test_cross_static_library_with_the_shipped_toolchain_file(data, tmp_path, target, nm):
     require_target(target)
     data_dir, _ = data

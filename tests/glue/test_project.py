@@ -1,5 +1,6 @@
 """`compile --project`: standalone firmware projects built with their own Makefile (no tinycc-ml on the
-path) and run with `make run` in simavr (ATmega328P) and QEMU -M microbit (nRF51822); the printed
+path) and run with `make run` in simavr (ATmega328P) and QEMU -M microbit (nRF51822), mps2-an386
+(Cortex-M4F) and mps2-an505 (Cortex-M33); the printed
 classes equal the host build's on the same stored rows, the expected classes are the given labels."""
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from tests.conftest import require_target, require_tools
 from tinycc_ml.ir.fixed import quantise
 from tinycc_ml.models.protonn import init_protonn
 
-SIMULATOR = {"avr": "simavr", "cortex-m0": "qemu-system-arm"}
+SIMULATOR = {"avr": "simavr", "cortex-m0": "qemu-system-arm", "cortex-m4": "qemu-system-arm",
+             "cortex-m33": "qemu-system-arm"}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -40,7 +42,7 @@ def make(folder, *args, timeout=120):
     return ANSI.sub("", run.stdout + run.stderr)  # simavr prints the UART on stderr
 
 
-@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4", "cortex-m33"])
 @pytest.mark.parametrize("precision", ["int16", "float"])
 def test_project_builds_and_prints_the_host_predictions(data, tmp_path, target, precision):
     require_target(target)

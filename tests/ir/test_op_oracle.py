@@ -493,6 +493,22 @@ def tree_ensemble_case(draw):
     return Case(X, make)
 
 
+@st.composite
+def ovo_votes_case(draw):
+    n_classes = draw(st.integers(2, 5))
+    n = n_classes * (n_classes - 1) // 2
+    X = input_rows(draw, n, draw(st.integers(0, 15)))  # narrow values: zeros vote for the second class
+    sa = draw(SCALES)
+
+    def make(so, bits):
+        g, x = new_graph(n, sa)
+        y = g.add("ovo_votes", [x], {"n_classes": n_classes}, type=out_type((n_classes,), bits, so))
+        # the sign of an int is exact, counts are exact integers; only a negative output scale rounds them
+        return finish(g, y, [("output rounding", half_unit(so < 0, so))])
+
+    return Case(X, make)
+
+
 def exact_case(build):
     """A case compared for equality (its output is an index, a bool or an unchanged fixed value)."""
     return Case(build[0], lambda so, bits: (build[1], [("exact", 0.0)]), scaled=False)
@@ -531,6 +547,7 @@ ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "segment_min": segment_min_case,
     "kvote": kvote_case,
     "tree_ensemble": tree_ensemble_case,
+    "ovo_votes": ovo_votes_case,
     "argmax": lambda: arg_case("argmax"),
     "branch": branch_case,
     "max": max_case,

@@ -218,7 +218,7 @@ def test_regression_scale_search_keeps_every_calibration_value():
     result = tinycc_ml.compile(model, precision="int16", calibration=X[:300], name="reg")
     error = result.report["fixed_point_error"]
     scale = result.graph.type(result.graph.output("scores")).dtype.scale
-    values = result.load().values(X[:300]) * 2.0**-scale
+    values = result.load().values_raw(X[:300]) * 2.0**-scale
     worst = np.abs(values - model.predict(X[:300]))
     # the report runs the interpreter on the calibration rows, the C rounds its own inputs: close, not equal
     assert error["max_abs"] == pytest.approx(worst.max(), rel=0.01)
@@ -271,7 +271,7 @@ def test_regression_values_beyond_the_calibration_rows_do_not_saturate():
     assert float_values.max() > 1.1 * model.predict(X[train]).max()  # the case under test exists
     result = tinycc_ml.compile(model, precision="int16", calibration=X[train], name="beyond")
     scale = result.graph.type(result.graph.output("scores")).dtype.scale
-    values = result.load().values(X[test]) * 2.0**-scale
+    values = result.load().values_raw(X[test]) * 2.0**-scale
     assert np.max(np.abs(values - float_values)) < 0.01 * np.std(y)
 
 

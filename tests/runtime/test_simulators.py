@@ -1,4 +1,5 @@
-"""The AVR (simavr) and Cortex-M0 (QEMU, unicorn) runners, checked on tiny hand-written C models."""
+"""The AVR (simavr), Cortex-M0 (QEMU, unicorn), Cortex-M4 and M33 (QEMU) runners, checked on tiny
+hand-written C models."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import firmware_sizes, run_on_target
 
 D, L, N = 64, 3, 200
-TARGETS = ["avr", "cortex-m0"]
+TARGETS = ["avr", "cortex-m0", "cortex-m4", "cortex-m33"]
 
 # Weights live in flash on the AVR (PROGMEM), plain const on the M0.
 PROLOGUE = """#include "{name}.h"
@@ -161,9 +162,10 @@ def test_float_model_exact(target, float_model):
 
 
 @pytest.mark.toolchain
-@pytest.mark.parametrize("target, expected", [("avr", 6), ("cortex-m0", 2)])
+@pytest.mark.parametrize("target, expected", [("avr", 6), ("cortex-m0", 2), ("cortex-m4", 2),
+                                                      ("cortex-m33", 2)])
 def test_counts_are_exactly_the_callee(target, expected, tmp_path):
-    # AVR: ldi, ldi, ret = 1 + 1 + 4 cycles; M0: movs, bx = 2 instructions
+    # AVR: ldi, ldi, ret = 1 + 1 + 4 cycles; M0, M4, M33: movs, bx = 2 instructions
     require_target(target)
     srcs, header = write_model(tmp_path, "tiny", "int16_t", "int32_t", TINY_MODEL)
     x = np.arange(6, dtype=np.int16).reshape(3, 2)
@@ -188,7 +190,8 @@ def test_m0_qemu_and_unicorn_agree(int_model):
 
 
 @pytest.mark.toolchain
-@pytest.mark.parametrize("target, method", [("avr", "auto"), ("cortex-m0", "unicorn"), ("cortex-m0", "qemu")])
+@pytest.mark.parametrize("target, method", [("avr", "auto"), ("cortex-m0", "unicorn"), ("cortex-m0", "qemu"),
+                                            ("cortex-m4", "qemu")])
 def test_hang_is_an_error(target, method, tmp_path):
     require_target(target, method)
     srcs, header = write_model(tmp_path, "hang", "int16_t", "int32_t", HANG_MODEL)

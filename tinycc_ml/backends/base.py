@@ -142,6 +142,8 @@ BUILTIN_BACKENDS = {
     "host": "tinycc_ml.backends.host:HostBackend",
     "avr": "tinycc_ml.backends.avr:AvrBackend",
     "cortex-m0": "tinycc_ml.backends.cortex_m0:CortexM0Backend",
+    "cortex-m4": "tinycc_ml.backends.cortex_m4:CortexM4Backend",
+    "cortex-m33": "tinycc_ml.backends.cortex_m4:CortexM33Backend",
 }
 BACKENDS = Registry("target", ENTRY_POINT_GROUP, BUILTIN_BACKENDS)
 

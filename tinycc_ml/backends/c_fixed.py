@@ -326,10 +326,16 @@ def _kvote(em: CEmitter, node: Node) -> list[str]:
     return c_float.kvote(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};")
 
 
+def _ovo_votes(em: CEmitter, node: Node) -> list[str]:
+    vote = rshift_c("votes[c]", -node.type.dtype.scale)
+    return c_float.ovo_votes(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};")
+
+
 C_CODE["fixed"].update({
     "matvec": _matvec, "sqdist": _sqdist, "add": _addsub("+"), "sub": _addsub("-"), "mul": _mul,
     "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
+    "ovo_votes": _ovo_votes,
     "matvec_at": _matvec_at, "branch": c_float.branch,
     "tree_ensemble": lambda em, node: kernels_trees.ensemble_code(em, node, (rshift_c, saturate_c)),
 })

@@ -165,6 +165,23 @@ def segment_min(em, node: Node, store_best=None) -> list[str]:
     ]
 
 
+def ovo_votes(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];") -> list[str]:
+    """One-vs-one votes (libsvm's order and rule); ``store_vote(out)`` writes votes[c] into out[c]."""
+    (d,) = node.inputs
+    n_classes = int(node.attrs["n_classes"])
+    return [
+        "{",
+        f"    int32_t votes[{n_classes}];",
+        "    int p = 0;",
+        f"    for (int c = 0; c < {n_classes}; ++c) votes[c] = 0;",
+        f"    for (int i = 0; i < {n_classes}; ++i)",
+        f"        for (int j = i + 1; j < {n_classes}; ++j, ++p)",
+        f"            ++votes[{em.at(d, 'p')} > 0 ? i : j];",
+        f"    for (int c = 0; c < {n_classes}; ++c) " + store_vote(em.var(node.name)),
+        "}",
+    ]
+
+
 def kvote(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];") -> list[str]:
     """k nearest votes; ``store_vote(out)`` writes votes[c] into out[c] (fixed point: saturated)."""
     (d,) = node.inputs
@@ -231,6 +248,7 @@ C_CODE["float"].update({
     "branch": branch,
     "segment_min": segment_min,
     "kvote": kvote,
+    "ovo_votes": ovo_votes,
     "tanh_clamp": tanh_clamp,
     "max": largest,
     "tree_ensemble": kernels_trees.ensemble_code,

@@ -42,5 +42,5 @@ class HostBackend(Backend):
                          scores=np.asarray(predictor.scores(X)), cycles=None, instructions=None,
                          stack_bytes=None, flash_bytes=None, ram_bytes=None, model_flash_bytes=output.const_bytes,
                          model_ram_bytes=output.ram_bytes, method="cffi",
-                         values=predictor.values(X) if kind == "regression" else None,
+                         values=predictor.values_raw(X) if kind == "regression" else None,
                          labels=predictor.labels(X) if kind == "multilabel" else None)

@@ -8,7 +8,7 @@ imports back.
 
 from __future__ import annotations
 
-from tinycc_ml.backends import kernels_avr, kernels_clip, kernels_m0, kernels_m0_fused
+from tinycc_ml.backends import kernels_avr, kernels_clip, kernels_m0, kernels_m0_fused, kernels_m4
 from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.kernels_distance import avr_clamp_squares, avr_sqdist8
 from tinycc_ml.backends.kernels_sparse import avr_sparse_kernel, m0_sparse_kernel
@@ -51,4 +51,10 @@ M0_CODE_OVERRIDES = {
                                   kernels_m0.kernel_sqdist),
     ("clip", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_clip,
                                 kernels_clip.kernel_clip16),
+}
+
+# Cortex-M4: dense mat-vecs and distances on SMLAD (sparse matrices and the rest: the shared C)
+M4_CODE_OVERRIDES = {
+    ("matvec", "fixed"): kernels_m4.kernel_matvec,
+    ("sqdist", "fixed"): kernels_m4.kernel_sqdist,
 }

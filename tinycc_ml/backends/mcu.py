@@ -268,6 +268,8 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
     cannot be loaded is a PluginError, never a misfit."""
     in_bytes = output.input_dim * (4 if output.input_ctype == "float" else 2)
     sizes, failure = None, "not measured"
+    if output.const_bytes > chip.flash:  # no build can fit: not worth compiling (megabytes of C)
+        measure, failure = False, "the constants alone exceed the flash"
     if measure:
         try:
             with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:

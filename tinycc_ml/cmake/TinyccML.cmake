@@ -4,7 +4,7 @@
 #   list(APPEND CMAKE_MODULE_PATH "${dir}")
 #   include(TinyccML)
 #   tinycc_ml_add_model(kws MODEL models/kws.npz
-#                       [TARGET host|avr|cortex-m0]        default host
+#                       [TARGET host|avr|cortex-m0|...]    default host (`tinycc-ml targets`)
 #                       [PRECISION float|int16|int8]       default: int16 with CALIBRATION, else float
 #                       [CALIBRATION data/train.npz]       rows that choose fixed-point scales
 #                       [NAME kws])                        C prefix and file names; default: <lib>
@@ -18,7 +18,8 @@
 # the tinycc-ml program on PATH, else `python3 -m tinycc_ml`.
 #
 # Cross builds: tinycc-ml-avr.cmake and tinycc-ml-cortex-m0.cmake in this folder are toolchain
-# files (-DCMAKE_TOOLCHAIN_FILE=...) for avr-gcc (ATmega328P) and arm-none-eabi-gcc (Cortex-M0).
+# files (-DCMAKE_TOOLCHAIN_FILE=...) for avr-gcc (ATmega328P) and arm-none-eabi-gcc (Cortex-M0);
+# tinycc-ml-cortex-m4.cmake and tinycc-ml-cortex-m33.cmake for the hard-float Cortex-M4F and M33.
 
 include_guard(GLOBAL)
 

@@ -20,6 +20,9 @@ BUILTIN_FAMILIES = {
     "prototype": "tinycc_ml.models.prototypes:PrototypeModel",
     "linear": "tinycc_ml.models.linear:LinearModel",
     "trees": "tinycc_ml.models.trees:TreeEnsembleModel",
+    "mlp": "tinycc_ml.models.mlp:MLPModel",
+    "gaussian_nb": "tinycc_ml.models.naive_bayes:GaussianNBModel",
+    "svm": "tinycc_ml.models.svm:SVMModel",
 }
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)
@@ -92,6 +95,9 @@ class Model:
     # What the scores mean: classification (argmax), regression (scores[0] is the value) or
     # multilabel (a 0/1 vector by a threshold or top-k rule); saved in the model file's metadata.
     task: dict = CLASSIFICATION
+    # How the scores give class probabilities (models/proba.py: "softmax", "logistic",
+    # "logistic_each"), None: the model defines none (predict_proba refuses, no <prefix>_proba).
+    proba_rule: str | None = None
 
     # --- to be provided by each family ---
     def arrays(self) -> dict[str, np.ndarray]:
@@ -160,6 +166,14 @@ class Model:
         if self.task["kind"] == "multilabel":
             return multilabel_indicator(self.scores(X), self.task)
         return self.classes[self.predict_index(X)]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities by the model's own rule (``proba_rule``); (n, n_classes)."""
+        if self.proba_rule is None:
+            raise DataError(f"a {self.family} model defines no class probabilities")
+        from tinycc_ml.models.proba import proba_from_scores
+
+        return proba_from_scores(self.scores(X), self.proba_rule)
 
     def with_task(self, task) -> Model:
         """This model, its scores read as ``task`` (see ``check_task``). Returns self."""

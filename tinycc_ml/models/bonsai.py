@@ -117,7 +117,20 @@ class BonsaiModel(Model):
         return out
 
     def meta(self) -> dict:
-        return {"sigma": self.sigma, "depth": self.depth}
+        out = {"sigma": self.sigma, "depth": self.depth}
+        if self.proba_rule is not None:
+            out["proba"] = self.proba_rule
+        return out
+
+    def with_proba(self, rule: str | None, source: str = "Bonsai model") -> BonsaiModel:
+        """Read the scores as probabilities by ``rule`` (a model trained with the cross-entropy loss:
+        "softmax", or "logistic" when binary); None: no probabilities (hinge loss). Returns self."""
+        want = "logistic" if self.binary else "softmax"
+        if rule is not None and rule != want:
+            raise ModelFileError(f"{source}: proba {rule!r} does not fit a model with {self.n_scores} score(s) "
+                                 f"(expected {want!r} or none)")
+        self.proba_rule = rule
+        return self
 
     @classmethod
     def directory_match(cls, names: set[str]) -> int:
@@ -136,9 +149,10 @@ class BonsaiModel(Model):
                 raise ModelFileError(f"{source}: array {name} is missing")
         sigma = meta_number(meta, "sigma", source, integer=False)
         depth = meta_number(meta, "depth", source, integer=True, low=0, high=MAX_DEPTH)
-        return cls(arrays["Z"], arrays["W"], arrays["V"], arrays["T"], sigma, depth,
-                   z_bias=arrays.get("z_bias"), mean=arrays.get("mean"), std=arrays.get("std"),
-                   offset=arrays.get("offset"), source=str(source))
+        model = cls(arrays["Z"], arrays["W"], arrays["V"], arrays["T"], sigma, depth,
+                    z_bias=arrays.get("z_bias"), mean=arrays.get("mean"), std=arrays.get("std"),
+                    offset=arrays.get("offset"), source=str(source))
+        return model.with_proba(meta.get("proba"), str(source))
 
     def project(self, X) -> np.ndarray:
         X = self._check_input(X)
@@ -219,7 +233,8 @@ class BonsaiModel(Model):
             return self
         Z = self.Z / self.std
         return BonsaiModel(Z, self.W, self.V, self.T, self.sigma, self.depth,
-                           z_bias=self.z_bias - Z @ self.mean, offset=self.offset).with_task(self.task)
+                           z_bias=self.z_bias - Z @ self.mean, offset=self.offset).with_task(self.task) \
+            .with_proba(self.proba_rule)
 
     def storage_bytes(self) -> int:
         """Flash bytes: Z, W, V, T each dense (4 B/value) or sparse (8 B/nonzero), whichever is

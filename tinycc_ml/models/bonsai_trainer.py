@@ -481,6 +481,8 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         d = P["Z"].shape[0]
         model = BonsaiModel(P["Z"], P["W"].reshape(-1, d), P["V"].reshape(-1, d), P["T"], self.sigma,
                             self.plan_["depth"], z_bias=P["b"], mean=self.mean_, std=self.std_)
+        if getattr(self, "_loss", None) == "crossentropy":  # the scores are logits: probabilities are defined
+            model.with_proba("logistic" if model.binary else "softmax")
         return model.folded()
 
     # --- prediction ---

@@ -32,8 +32,10 @@ BOOSTERS = ("XGBClassifier", "XGBRegressor", "LGBMClassifier", "LGBMRegressor", 
 SUPPORTED = (
     f"{', '.join(TREES)}, XGBoost's and LightGBM's {', '.join(BOOSTERS)}, "
     "KNeighborsClassifier (weights='uniform', Euclidean / Minkowski p=2), NearestCentroid (Euclidean, uniform "
-    f"priors), {', '.join(LINEAR)}, a Pipeline of {' / '.join(SCALERS)} steps ending in a supported "
-    f"classifier, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own estimators"
+    f"priors), {', '.join(LINEAR)}, LinearRegression / Ridge / Lasso / ElasticNet / SGDRegressor / LinearSVR, "
+    f"MLPClassifier / MLPRegressor, GaussianNB, SVC / NuSVC, a Pipeline of {' / '.join(SCALERS)} (and PCA / "
+    "TruncatedSVD before a linear or MLP model) steps ending in a "
+    f"supported estimator, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own estimators"
 )
 
 
@@ -59,14 +61,18 @@ def _convert(estimator) -> Model:
         return estimator.to_model()
     if name in SEARCHES or name == "Pipeline":
         return from_sklearn(estimator)
+    from tinycc_ml.models.from_sklearn_more import converters as more_converters
+
     converters = {"KNeighborsClassifier": _from_kneighbors, "NearestCentroid": _from_nearest_centroid,
                   **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, _from_trees),
-                  **dict.fromkeys(BOOSTERS, _from_booster)}
+                  **dict.fromkeys(BOOSTERS, _from_booster), **more_converters()}
     if name not in converters:
         raise CompileError(f"cannot compile a {name}; supported: {SUPPORTED}")
     if name != "Booster":  # a Booster is trained by construction
         _require_fitted(estimator)
     model = converters[name](estimator)
+    if model.task["kind"] != "classification" or not hasattr(estimator, "classes_"):
+        return model  # a regressor (or a multilabel network: labels are the indicator columns)
     try:
         return model.set_classes(getattr(estimator, "classes_", None), name)
     except ModelFileError as exc:
@@ -192,10 +198,13 @@ def _from_pipeline(pipeline) -> Model:
     if not steps:
         raise CompileError("the Pipeline has no steps to compile")
     *scalers, (_, last) = steps
+    from tinycc_ml.models.from_sklearn_more import LINEAR_TRANSFORMS, fold_linear_transform
+
     for name, step in scalers:
-        if type(step).__name__ not in SCALERS:
+        if type(step).__name__ not in SCALERS + LINEAR_TRANSFORMS:
             raise CompileError(f"Pipeline step {name!r} is a {type(step).__name__}, which is not supported; leading "
-                               f"steps may be {', '.join(SCALERS)}, the last a supported classifier ({SUPPORTED})")
+                               f"steps may be {', '.join(SCALERS + LINEAR_TRANSFORMS)}, the last a supported "
+                               f"estimator ({SUPPORTED})")
     model = _convert(last)
     if model.family == "trees":  # thresholds moved onto the raw inputs, exactly (see fold_scalers)
         from tinycc_ml.models.trees_sklearn import fold_scalers
@@ -204,6 +213,9 @@ def _from_pipeline(pipeline) -> Model:
             scaler_affine(scaler)  # refuses what is not a supported scaler
         return fold_scalers(model, [s for _, s in scalers]).set_classes(
             None if model._classes is None else model.classes, "Pipeline") if scalers else model
-    for _, scaler in reversed(scalers):
-        model = fold_input_affine(model, *scaler_affine(scaler))
+    for _, step in reversed(scalers):
+        if type(step).__name__ in LINEAR_TRANSFORMS:
+            model = fold_linear_transform(model, step)
+        else:
+            model = fold_input_affine(model, *scaler_affine(step))
     return model

@@ -14,7 +14,7 @@ import numpy as np
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
-from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
+from tinycc_ml.models.lowering import absorb_normalisation, add_const, add_input, add_matrix, add_normalisation
 from tinycc_ml.models.saved import check_array
 
 
@@ -45,7 +45,8 @@ class LinearModel(Model):
 
     @property
     def binary(self) -> bool:
-        return self.W.shape[0] == 1
+        """One score read by its sign (a binary classifier); a regressor's one score is its value."""
+        return self.W.shape[0] == 1 and self.task["kind"] == "classification"
 
     @property
     def n_classes(self) -> int:
@@ -67,6 +68,13 @@ class LinearModel(Model):
         if unknown:
             raise ModelFileError(f"{source}: unexpected array(s) {sorted(unknown)}")
         return cls(arrays["W"], arrays.get("b"), arrays.get("mean"), arrays.get("std"), source=source)
+
+    def with_input_map(self, A, c) -> LinearModel:
+        """This model applied to ``A x + c`` (a PCA step before it), as one linear model: exact."""
+        W, b = absorb_normalisation(self.W, self.b, self.mean, self.std)
+        model = LinearModel(W @ A, b + W @ c, source=f"{self.family} model after a linear transform")
+        model.task, model._classes = self.task, self._classes
+        return model
 
     def scores(self, X) -> np.ndarray:
         X = self._check_input(X)

@@ -58,3 +58,12 @@ def add_const(g: Graph, name: str, value) -> str:
 
 def add_index(g: Graph, name: str, value: int) -> str:
     return g.add("const", attrs={"value": np.array(value, dtype=np.int32)}, type=TensorType((), IDX), name=name)
+
+
+def absorb_normalisation(W: np.ndarray, b: np.ndarray, mean, std) -> tuple[np.ndarray, np.ndarray]:
+    """(W', b') with ``W' x + b' == W ((x - mean) / std) + b`` (folding a step before a first mat-vec)."""
+    if std is not None:
+        W = W / std[None, :]
+    if mean is not None:
+        b = b - W @ mean
+    return W, b

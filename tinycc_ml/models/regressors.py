@@ -206,7 +206,7 @@ class BonsaiRegressor(RegressorMixin, BonsaiClassifier):
     decision_function = property(doc="not defined for a regressor")  # hides the classifier's
 
     def _build_model(self):
-        model = super()._build_model()
+        model = super()._build_model().with_proba(None)  # a value, not a probability
         model.W = model.W * self.y_scale_  # the output is linear in W
         model.offset = np.array([self.y_mean_])
         return model.with_task(REGRESSION)

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -34,20 +35,31 @@ def cache_dir() -> Path:
 
 
 class HostPredictor:
-    """A compiled model: ``predict(X)`` and ``scores(X)`` over the rows of X.
+    """A compiled model run on the rows of X, with one API per task (as the float model's):
+
+    - ``predict(X)``: classification: class labels (``classes``, 0..L-1 unless the model carries
+      labels); regression: the value in the model's units (float64, also for integer builds);
+      multilabel: the 0/1 label matrix (n, L);
+    - ``decision_function(X)``: the scores in the model's units (float64, n x n_scores);
+    - ``predict_index(X)``: the class index ``<prefix>_predict`` returns;
+    - ``values(X)`` (regression): the value in the model's units; ``labels(X)`` (multilabel);
+    - the raw forms, in the C types (integer builds: value * 2^SCORE_SCALE): ``scores(X)``
+      (``<prefix>_scores``), ``values_raw(X)`` (``<prefix>_predict_value``), ``run_raw(Xq)``.
 
     For integer builds, float rows are quantised to the input's fixed-point scale (round to
-    nearest, saturating); ``run_raw`` takes the integer rows as they are. ``predict`` returns class
-    labels (``classes``, 0..L-1 unless the model carries labels); ``predict_index`` the class index.
+    nearest, saturating); ``run_raw`` takes the integer rows as they are.
     """
 
     classes: np.ndarray | None = None
 
     def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
-                 input_scale=None):
+                 input_scale=None, task: dict | None = None, score_scale: int | None = None, n_proba: int = 0):
         self._lib, self._ffi = module.lib, module.ffi
         self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
         self.input_dim, self.n_scores, self.input_scale = input_dim, n_scores, input_scale
+        self.task = dict(task) if task else {"kind": "classification"}
+        self.score_scale = score_scale  # integer builds: a score's value is score_int * 2^-score_scale
+        self.n_proba = n_proba  # entries <prefix>_proba writes (0: the model defines no probabilities)
 
     def quantise(self, X) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
@@ -73,23 +85,43 @@ class HostPredictor:
             ffi.from_buffer("int[]", preds, require_writable=True) if want_predictions else ffi.NULL)
         return scores, preds
 
+    def _real(self, raw) -> np.ndarray:
+        raw = np.asarray(raw, dtype=np.float64)
+        return raw if self.score_scale is None else raw * 2.0**-self.score_scale
+
     def scores(self, X) -> np.ndarray:
+        """Raw ``<prefix>_scores`` of each row, in the score C type (integer builds: score * 2^SCORE_SCALE)."""
         return self._run(self.quantise(X), want_predictions=False)[0]
+
+    def decision_function(self, X) -> np.ndarray:
+        """The scores in the model's units (float64, (n, n_scores)), also for integer builds."""
+        return self._real(self.scores(X))
 
     def predict_index(self, X) -> np.ndarray:
         return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
 
     def predict(self, X) -> np.ndarray:
+        """Class labels (classification), values in the model's units (regression) or the 0/1
+        label matrix (multilabel): what the float model's ``predict`` gives."""
+        kind = self.task.get("kind")
+        if kind == "regression":
+            return self.values(X)
+        if kind == "multilabel":
+            return self.labels(X).astype(np.int64)
         index = self.predict_index(X)
         return index if self.classes is None else np.asarray(self.classes)[index]
 
-    def values(self, X) -> np.ndarray:
-        """Regression builds: ``<prefix>_predict_value`` of each row (score type; integer builds: the
-        value times 2^SCORE_SCALE)."""
+    def values_raw(self, X) -> np.ndarray:
+        """Regression builds: ``<prefix>_predict_value`` of each row in the score C type (integer
+        builds: the value times 2^SCORE_SCALE)."""
         fn = self._entry_point("predict_value")
         Xq = self.quantise(X)
         ffi, x_t = self._ffi, f"{self.input_ctype}[]"
         return np.array([fn(ffi.from_buffer(x_t, row)) for row in Xq], dtype=NUMPY_OF_CTYPE[self.score_ctype])
+
+    def values(self, X) -> np.ndarray:
+        """Regression builds: the predicted value of each row in the model's units (float64)."""
+        return self._real(self.values_raw(X))
 
     def labels(self, X) -> np.ndarray:
         """Multilabel builds: the 0/1 vector ``<prefix>_predict_labels`` writes for each row, (n, n_scores)."""
@@ -99,6 +131,17 @@ class HostPredictor:
         out = np.zeros((len(Xq), self.n_scores), dtype=np.uint8)
         for row, dest in zip(Xq, out):
             fn(ffi.from_buffer(x_t, row), ffi.from_buffer("uint8_t[]", dest, require_writable=True))
+        return out
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities of each row from ``<prefix>_proba`` (float32, (n, N_PROBA)), for models
+        that define them (see tinycc_ml.models.proba)."""
+        fn = self._entry_point("proba")
+        Xq = self.quantise(X)
+        ffi, x_t = self._ffi, f"{self.input_ctype}[]"
+        out = np.zeros((len(Xq), self.n_proba), dtype=np.float32)
+        for row, dest in zip(Xq, out):
+            fn(ffi.from_buffer(x_t, row), ffi.from_buffer("float[]", dest, require_writable=True))
         return out
 
     def _entry_point(self, name: str):
@@ -133,6 +176,8 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         cdef += f"    {score_ctype} {prefix}_predict_value(const {input_ctype} *x);\n"
     if f"{prefix}_predict_labels(" in header:
         cdef += f"    void {prefix}_predict_labels(const {input_ctype} *x, uint8_t *out);\n"
+    if f"{prefix}_proba(" in header:
+        cdef += f"    void {prefix}_proba(const {input_ctype} *x, float *out);\n"
     wrapper = f"""
         #include "{prefix}.h"
         static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
@@ -253,7 +298,7 @@ def _compile(work: Path, module_name: str, header: str, source: str, prefix: str
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     ffi.set_source(module_name, wrapper, sources=[str(work / f"{prefix}.c")], include_dirs=[str(work)],
-                   extra_compile_args=list(HOST_CFLAGS))
+                   extra_compile_args=list(HOST_CFLAGS), libraries=["m"])
     try:
         library = Path(ffi.compile(tmpdir=str(work), verbose=False))
     except Exception as exc:
@@ -274,5 +319,10 @@ def load_host_build(out_dir: Path, output) -> HostPredictor:
     header = (out_dir / f"{output.prefix}.h").read_text()
     source = (out_dir / f"{output.prefix}.c").read_text()
     module = build_host_module(header, source, output.prefix, output.input_ctype, output.score_ctype)
+    up = output.prefix.upper()
+    found = re.search(rf"#define {up}_SCORE_SCALE (-?\d+)", header)
+    n_proba = re.search(rf"#define {up}_N_PROBA (\d+)", header)
     return HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
-                         output.n_scores, output.input_scale)
+                         output.n_scores, output.input_scale, task=output.task,
+                         score_scale=int(found.group(1)) if found else None,
+                         n_proba=int(n_proba.group(1)) if n_proba else 0)

@@ -21,7 +21,7 @@ from tinycc_ml.runtime.simulate import SIMULATORS, make_spec
 
 
 def function_profile(simulator: str, sources, header, prefix: str, x: np.ndarray, n_scores: int, input_ctype: str,
-                     score_ctype: str, chip=None) -> dict[str, float]:
+                     score_ctype: str, chip=None, extra_cflags=()) -> dict[str, float]:
     """{symbol: cycles or instructions per predict call} from the simulator's ``profile`` (optional in the
     Simulator protocol); ToolchainError when it has none."""
     sim = SIMULATORS.load(simulator)
@@ -29,7 +29,7 @@ def function_profile(simulator: str, sources, header, prefix: str, x: np.ndarray
         raise ToolchainError(f"simulator {simulator} has no per-function profile")
     x = np.asarray(x)
     spec = make_spec([str(s) for s in sources], str(header), prefix, x.shape[1], n_scores, input_ctype, score_ctype,
-                     chip=chip)
+                     extra_cflags, chip=chip)
     return sim.profile(spec, x)
 
 

@@ -1,4 +1,7 @@
-"""Cortex-M0 (nRF51822) runs: QEMU -M microbit (default when installed) or unicorn (see simulate.py)."""
+"""Cortex-M0 (nRF51822) runs: QEMU -M microbit (default when installed) or unicorn (see simulate.py).
+
+The QEMU firmware path serves every Cortex-M board of a ``Board`` (sim_m4.py: the MPS2 AN386): the same
+harness protocol (support/tcm_arm_harness.h), a board timer at the chip's clock under -icount shift=10."""
 
 from __future__ import annotations
 
@@ -11,15 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinycc_ml.chips import NRF51822
+from tinycc_ml.chips import NRF51822, Chip
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.progress import wait_all
 from tinycc_ml.runtime import toolchains
 from tinycc_ml.runtime.simulate import (
     DEFAULT_MAX_CYCLES,
     INPUT_DTYPES,
-    M0_CFLAGS,
-    M0_LDFLAGS,
     SCORE_DTYPES,
     BuildSpec,
     FirmwareSizes,
@@ -39,6 +40,33 @@ PAINT = 0xC5A5C5A5
 QEMU_INSTR_PER_SECOND = 20e6  # conservative, for wall-clock timeouts
 MIN_WATCHDOG_INSTR = 100_000
 STUB_STACK = 16  # the timing stub's push {r4-r6, lr}, not the model's
+NS_PER_INSTRUCTION = 1024  # -icount shift=10
+
+
+@dataclass(frozen=True)
+class Board:
+    """A Cortex-M board the measurement firmware runs on in QEMU: the harness (a board file including
+    support/tcm_arm_harness.h, whose timer runs at ``chip.clock_hz``) and the memory map."""
+
+    target: str  # the simulator's name (TargetRun.target)
+    chip: Chip
+    machine: str  # qemu-system-arm -M
+    harness: tuple[str, ...]  # support files compiled into the firmware
+    linker_script: str
+    label: str  # in messages
+    unicorn_cpu: str = "UC_CPU_ARM_CORTEX_M0"  # unicorn.arm_const name of the core (per-function profiles)
+    defines: tuple[str, ...] = ()  # -D flags of the harness files (the board's timer)
+
+    def instructions(self, ticks: int) -> int:
+        """Timer ticks -> instructions (nearest: under icount a tick is a fraction of one)."""
+        per = self.chip.clock_hz * NS_PER_INSTRUCTION
+        return (2 * ticks * 10**9 + per) // (2 * per)
+
+    def ticks(self, instructions: int) -> int:
+        return -(-instructions * self.chip.clock_hz * NS_PER_INSTRUCTION // 10**9)
+
+
+NRF51 = Board("cortex-m0", NRF51822, "microbit", HARNESS_SOURCES, LINKER_SCRIPT, "M0")
 
 
 INPUT_BYTES = {ctype: dt.itemsize for ctype, dt in INPUT_DTYPES.items()}
@@ -53,16 +81,17 @@ class M0Build:
 class _Objects:
     """Model and harness objects compiled once, linked with one input image per batch."""
 
-    def __init__(self, spec: BuildSpec, work: str, max_instr: int | None = None):
-        self.spec, self.work = spec, work
+    def __init__(self, spec: BuildSpec, work: str, max_instr: int | None = None, board: Board = NRF51):
+        self.spec, self.work, self.board = spec, work, board
+        self.chip = spec.chip or board.chip  # the backend's flags when it passed its chip
         self.cc = toolchains.find_tool("arm-none-eabi-gcc")
-        defines = []
+        defines = list(board.defines)
         if max_instr is not None:
-            # QEMU watchdog in TIMER0 ticks; at least room for the harness's stack painting
-            ticks = min(0xFFFFFFFF, (max(int(max_instr), MIN_WATCHDOG_INSTR) * 2048 + 124) // 125)
+            # QEMU watchdog in timer ticks; at least room for the harness's stack painting
+            ticks = min(0xFFFFFFFF, board.ticks(max(int(max_instr), MIN_WATCHDOG_INSTR)))
             defines.append(f"-DTCM_MAX_TICKS={ticks}u")
         self.model_objs, self.harness_objs = compile_objects(
-            self.cc, M0_CFLAGS, spec, [support_file(s) for s in HARNESS_SOURCES], work, defines)
+            self.cc, self.chip.cflags, spec, [support_file(s) for s in board.harness], work, defines)
 
     def link(self, x: np.ndarray | None, tag: str) -> M0Build:
         src = os.path.join(self.work, f"inputs_{tag}.c")
@@ -78,10 +107,12 @@ class _Objects:
                     '        ".balign 4\\n.global tcm_inputs\\ntcm_inputs:\\n"\n'
                     f'        ".incbin \\"{binf}\\"\\n.text\\n");\n')
         obj = src[:-2] + ".o"
-        run_tool([self.cc, *M0_CFLAGS, "-c", src, "-o", obj], "compiling the M0 input image")
-        elf = os.path.join(self.work, f"fw_m0_{tag}.elf")
-        run_tool([self.cc, *M0_LDFLAGS, "-T", support_file(LINKER_SCRIPT), *self.spec.extra_cflags,
-                  *self.harness_objs, *self.model_objs, obj, "-o", elf, "-lm"], "linking the M0 firmware")
+        board = self.board
+        run_tool([self.cc, *self.chip.cflags, "-c", src, "-o", obj], f"compiling the {board.label} input image")
+        elf = os.path.join(self.work, f"fw_{board.label.lower()}_{tag}.elf")
+        script = support_file(board.linker_script)  # it may INCLUDE a file next to it
+        run_tool([self.cc, *self.chip.ldflags, "-T", script, f"-L{os.path.dirname(script)}", *self.spec.extra_cflags,
+                  *self.harness_objs, *self.model_objs, obj, "-o", elf, "-lm"], f"linking the {board.label} firmware")
         flash, ram = arm_size(elf)
         mflash, mram = model_symbol_sizes(toolchains.find_tool("arm-none-eabi-nm"), self.model_objs, elf)
         return M0Build(elf, FirmwareSizes(flash, ram, mflash, mram))
@@ -98,9 +129,9 @@ def arm_size(elf: str) -> tuple[int, int]:
     return text + data, data + bss
 
 
-def build(spec: BuildSpec, work: str) -> M0Build:
+def build(spec: BuildSpec, work: str, board: Board = NRF51) -> M0Build:
     """Firmware with no inputs embedded: its size is the model plus the harness."""
-    return _Objects(spec, work, DEFAULT_MAX_CYCLES).link(None, "sizes")
+    return _Objects(spec, work, DEFAULT_MAX_CYCLES, board).link(None, "sizes")
 
 
 def require(method: str = "auto") -> None:
@@ -130,21 +161,21 @@ def run(spec: BuildSpec, x: np.ndarray, method: str, max_instr: int, timeout: fl
 
 # ---------------------------------------------------------------- QEMU
 
-def _ticks_to_instructions(ticks: int) -> int:
-    # -icount shift=10: 1024 ns per instruction; TIMER0 at 16 MHz: 16.384 ticks per instruction
-    return (ticks * 125 + 1024) // 2048
+def qemu_command(board: Board, elf: str) -> list[str]:
+    """qemu-system-arm running ``elf`` on ``board``, semihosting output on stdout."""
+    return [toolchains.find_tool("qemu-system-arm"), "-M", board.machine, "-display", "none", "-monitor", "none",
+            "-serial", "null", "-chardev", "stdio,id=sh", "-semihosting-config", "enable=on,target=native,chardev=sh",
+            "-icount", "shift=10", "-kernel", elf]
 
 
 def _qemu_batch(objs: _Objects, spec: BuildSpec, xb: np.ndarray, tag: str, max_instr: int,
                 timeout: float | None):
     """Link one firmware image holding inputs xb, run it; (predictions, scores, instructions, stack)."""
-    qemu = toolchains.find_tool("qemu-system-arm")
+    board = objs.board
     sdt = SCORE_DTYPES[spec.score_ctype]
     fw = objs.link(xb, tag)
     limit = timeout if timeout is not None else 30 + 2 * len(xb) * max_instr / QEMU_INSTR_PER_SECOND
-    proc = run_tool([qemu, "-M", "microbit", "-display", "none", "-monitor", "none", "-serial", "null",
-                     "-chardev", "stdio,id=sh", "-semihosting-config", "enable=on,target=native,chardev=sh",
-                     "-icount", "shift=10", "-kernel", fw.elf], "simulating the M0 firmware (QEMU)",
+    proc = run_tool(qemu_command(board, fw.elf), f"simulating the {board.label} firmware (QEMU)",
                     timeout=limit, check=False)
     out = proc.stdout.decode(errors="replace")
     m = re.search(r"^C([0-9a-f]{16})$", out, re.M)
@@ -154,10 +185,10 @@ def _qemu_batch(objs: _Objects, spec: BuildSpec, xb: np.ndarray, tag: str, max_i
         raise ToolchainError(f"{spec.prefix} faulted (HardFault) under QEMU")
     if proc.returncode != 0 or m is None:
         err = proc.stderr.decode(errors="replace")
-        raise ToolchainError(f"QEMU run of the M0 firmware failed (exit {proc.returncode}):\n"
+        raise ToolchainError(f"QEMU run of the {board.label} firmware failed (exit {proc.returncode}):\n"
                              f"{err[-500:]}{out[-500:]}")
     c0, c1 = np.frombuffer(bytes.fromhex(m.group(1)), "<u4")
-    calib = _ticks_to_instructions(int(c1) - int(c0))
+    calib = board.instructions(int(c1) - int(c0))
     rows = re.findall(r"^R([0-9a-f]+)$", out, re.M)
     if len(rows) != len(xb):
         raise ToolchainError(f"QEMU run ended early: {len(rows)} of {len(xb)} results\n{out[-500:]}")
@@ -168,7 +199,7 @@ def _qemu_batch(objs: _Objects, spec: BuildSpec, xb: np.ndarray, tag: str, max_i
         pred, t0, t1, st = np.frombuffer(raw[:16], "<i4")
         preds.append(int(pred))
         # minus the calibration (two back-to-back captures) and the stub's BLX
-        instrs.append(_ticks_to_instructions((int(t1) - int(t0)) & 0xFFFFFFFF) - calib - 1)
+        instrs.append(board.instructions((int(t1) - int(t0)) & 0xFFFFFFFF) - calib - 1)
         stack = max(stack, int(st) - STUB_STACK)
         scores.append(np.frombuffer(raw[16:end], sdt))
         task.append(np.frombuffer(raw[end:end + spec.task_bytes], np.uint8))
@@ -193,7 +224,7 @@ def _run_qemu(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
     scores = [s for part in parts for s in part[1]]
     task = np.stack([t for part in parts for t in part[4]]).reshape(n, spec.task_bytes)
     return TargetRun(
-        target="cortex-m0",
+        target=objs.board.target,
         predictions=np.asarray(preds, np.int64),
         scores=np.stack(scores).reshape(n, spec.n_scores),
         cycles=None,
@@ -358,18 +389,23 @@ def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
 
 # ---------------------------------------------------------------- per-function profile (unicorn)
 
-def profile(spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
+def profile(spec: BuildSpec, x: np.ndarray, board: Board = NRF51) -> dict[str, float]:
+    """Instructions per predict call by function symbol: unicorn's ``board.unicorn_cpu`` on the board's memory
+    map (integer builds on an FPU core: unicorn leaves the FPU off)."""
     try:
         from elftools.elf.elffile import ELFFile
-        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc
+        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, arm_const
         from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_R0, UC_ARM_REG_SP
     except ImportError as exc:
-        raise ToolchainError(f"a Cortex-M0 profile needs the unicorn and pyelftools packages ({exc})") from None
+        raise ToolchainError(f"a Cortex-M profile needs the unicorn and pyelftools packages ({exc})") from None
+    chip = board.chip
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0prof-") as work:
-        fw = _Objects(spec, work).link(None, "prof")
+        fw = _Objects(spec, work, board=board).link(None, "prof")
         uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
-        uc.mem_map(FLASH_BASE, FLASH_SIZE)
-        uc.mem_map(RAM_BASE, RAM_SIZE)
+        if hasattr(arm_const, board.unicorn_cpu):  # unicorn >= 2.0.1
+            uc.ctl_set_cpu_model(getattr(arm_const, board.unicorn_cpu))
+        uc.mem_map(chip.flash_base, chip.flash)
+        uc.mem_map(chip.ram_base, chip.ram)
         with open(fw.elf, "rb") as f:
             elf = ELFFile(f)
             for seg in elf.iter_segments():
@@ -379,7 +415,7 @@ def profile(spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
             symtab = elf.get_section_by_name(".symtab")
             funcs = sorted((s["st_value"] & ~1, s.name.split(".")[0]) for s in symtab.iter_symbols()
                            if s.name and s["st_info"]["type"] in ("STT_FUNC", "STT_NOTYPE")
-                           and not s.name.startswith(("$", ".")) and s["st_value"] < RAM_BASE)
+                           and not s.name.startswith(("$", ".")) and s["st_value"] < chip.ram_base)
             syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
     addrs = np.array([a for a, _ in funcs])
     per: dict[str, float] = {}
@@ -395,8 +431,8 @@ def profile(spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
 
     uc.hook_add(UC_HOOK_BLOCK, on_block)
     x_addr = (syms["__bss_end"] + 7) & ~7
-    top = RAM_BASE + RAM_SIZE
-    trap = FLASH_BASE + FLASH_SIZE - 16
+    top = chip.ram_base + chip.ram
+    trap = chip.flash_base + chip.flash - 16
     for row in x:
         uc.mem_write(x_addr, row.tobytes())
         uc.reg_write(UC_ARM_REG_R0, x_addr)
@@ -410,6 +446,7 @@ class M0Simulator:
     """The nRF51822 under QEMU or unicorn, as registered in simulate.SIMULATORS."""
 
     unit = "instructions"
+    board = NRF51
 
     def require(self, method: str = "auto") -> None:
         require(method)

@@ -49,6 +49,8 @@ SIMULATORS = Registry("simulator", "tinycc_ml.simulators", {
     "avr": "tinycc_ml.runtime.sim_avr:SIMULATOR",
     "avr-atmega1284p": "tinycc_ml.runtime.sim_avr:ATMEGA1284P_SIMULATOR",
     "cortex-m0": "tinycc_ml.runtime.sim_m0:SIMULATOR",
+    "cortex-m4": "tinycc_ml.runtime.sim_m4:SIMULATOR",
+    "cortex-m33": "tinycc_ml.runtime.sim_m4:M33_SIMULATOR",
 })
 log = logging.getLogger(__name__)
 DEFAULT_MAX_CYCLES = 50_000_000  # per call; beyond this a run is taken for a hang

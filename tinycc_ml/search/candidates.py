@@ -47,6 +47,10 @@ class Family:
             return n_features * (1 if n_classes == 2 else n_classes)
         if self.name in TREE_FAMILIES:  # per tree / boosting round: ~3 values per decision node (measured later)
             return 3 * 100 if self.name == "random-forest" else 3 * 7 * (1 if n_classes == 2 else n_classes)
+        if self.name == "mlp":  # per hidden unit: its input weights and its weights into the outputs
+            return n_features + 1 + (1 if n_classes == 2 else n_classes)
+        if self.name == "naive-bayes":  # a mean and a variance per class and feature
+            return 2 * n_features * n_classes
         return n_features  # knn: per training row
 
     def smallest(self, n_features: int, n_classes: int, n_rows: int) -> float:
@@ -60,10 +64,12 @@ class Family:
             return 1
         if self.name == "snc":
             return n_classes
-        if self.name == "linear":
+        if self.name in ("linear", "naive-bayes"):
             return 1
         if self.name in TREE_FAMILIES:
             return 2 if self.name == "random-forest" else 5
+        if self.name == "mlp":
+            return 4  # hidden units
         return n_rows  # knn keeps every training row
 
     def largest(self, n_features: int, n_classes: int, n_rows: int) -> float:
@@ -78,6 +84,8 @@ class Family:
             return 64 if self.name == "random-forest" else 200
         if self.fixed_size:
             return self.smallest(n_features, n_classes, n_rows)
+        if self.name == "mlp":
+            return min(256, MAX_VALUES / self.values_per_size(n_features, n_classes))
         return MAX_VALUES / self.values_per_size(n_features, n_classes)
 
     def round_size(self, size: float) -> int:
@@ -112,6 +120,11 @@ class Family:
             return {"n_estimators": size, "max_depth": 8, "random_state": random_state}
         if self.name == "gradient-boosting":
             return {"max_iter": size, "max_depth": 3, "early_stopping": False, "random_state": random_state}
+        if self.name == "mlp":
+            return {"hidden_layer_sizes": (int(size),), "max_iter": 500, "early_stopping": True,
+                    "random_state": random_state}
+        if self.name == "naive-bayes":
+            return {}
         return {"k": 1}
 
     def estimator(self, settings: dict):
@@ -146,6 +159,16 @@ class Family:
             from sklearn.ensemble import HistGradientBoostingClassifier
 
             return HistGradientBoostingClassifier(**settings)
+        if self.name == "mlp":
+            from sklearn.neural_network import MLPClassifier
+            from sklearn.pipeline import make_pipeline
+            from sklearn.preprocessing import StandardScaler
+
+            return make_pipeline(StandardScaler(), MLPClassifier(**settings))
+        if self.name == "naive-bayes":
+            from sklearn.naive_bayes import GaussianNB
+
+            return GaussianNB(**settings)
         from tinycc_ml.models.knn import KNNClassifier
 
         return KNNClassifier(**settings)
@@ -157,6 +180,8 @@ FAMILIES = {f.name: f for f in (
     Family("nearest-prototype", "prototypes per class"),
     Family("snc", "reference points"),
     Family("linear", "logistic regression", fixed_size=True),
+    Family("mlp", "hidden units (one relu layer)"),
+    Family("naive-bayes", "Gaussian naive Bayes", fixed_size=True),
     Family("knn", "training rows", fixed_size=True),
     Family("random-forest", "trees of depth <= 8"),  # scikit-learn's RandomForestClassifier (models/trees.py)
     Family("gradient-boosting", "boosting rounds of depth <= 3"),  # HistGradientBoostingClassifier
@@ -181,6 +206,10 @@ def describe_settings(family: str, settings: dict) -> str:
         return f"{settings['n_estimators']} trees, depth <= {settings['max_depth']}"
     if family == "gradient-boosting":
         return f"{settings['max_iter']} rounds, depth <= {settings['max_depth']}"
+    if family == "mlp":
+        return f"{settings['hidden_layer_sizes'][0]} hidden units"
+    if family == "naive-bayes":
+        return "GaussianNB"
     return f"k={settings['k']}"
 
 

@@ -134,3 +134,44 @@ register_op(OpDef(
     fixed=_fixed_kvote,
     interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["k"]))),
     acc_bound=lambda call: call.saturated))
+
+
+def ovo_vote_counts(d: np.ndarray, n_classes: int) -> np.ndarray:
+    """One-vs-one votes of rows of pair decisions d (n, P): pair p = (i, j), i < j in the order
+    (0, 1), (0, 2), ..., (1, 2), ...; d > 0 votes for i, else for j (libsvm's rule)."""
+    d = np.asarray(d)
+    votes = np.zeros(d.shape[:-1] + (n_classes,), dtype=np.int64)
+    p = 0
+    for i in range(n_classes):
+        for j in range(i + 1, n_classes):
+            positive = d[..., p] > 0
+            votes[..., i] += positive
+            votes[..., j] += ~positive
+            p += 1
+    return votes
+
+
+def _infer_ovo_votes(ts, attrs, declared):
+    (d,) = ts
+    float_or_fixed(d, "pair decisions")
+    c = int(attrs["n_classes"])
+    need(c >= 2, f"n_classes = {c}, expected at least 2")
+    need(d.rank == 1 and d.shape[0] == c * (c - 1) // 2,
+         f"pair decisions have shape {d.shape}, expected ({c * (c - 1) // 2},) for {c} classes")
+    return TensorType((c,), result_dtype(ts, declared))
+
+
+def _fixed_ovo_votes(call: FixedCall):
+    votes = ovo_vote_counts(call.ins[0], int(call.attrs["n_classes"]))
+    return saturate(rshift(votes, -call.scale), call.bits)
+
+
+register_op(OpDef(
+    "ovo_votes", 1, _infer_ovo_votes,
+    lambda xs, a: ovo_vote_counts(xs[0], int(a["n_classes"])).astype(np.float64), {"n_classes": "int"},
+    "one-vs-one votes per class from the pair decisions (i < j in order); decision > 0 votes i, else j",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: (ovo_vote_counts(ins[0], int(attrs["n_classes"]))
+                                                       .astype(np.float64) if batched[0] else None),
+    fixed=_fixed_ovo_votes,
+    interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["n_classes"] - 1))),
+    acc_bound=lambda call: call.saturated))

@@ -1,5 +1,10 @@
-/* tinycc-ml Cortex-M0 startup for the nRF51: vector table, .data/.bss set-up, semihosting exit. */
+/* tinycc-ml Cortex-M startup (nRF51 / Cortex-M0, MPS2 / Cortex-M4F, M33): vector table, .data/.bss set-up,
+ * the FPU switched on (hard-float builds), semihosting exit. */
 #include <stdint.h>
+
+#ifndef TCM_TIMER_IRQ
+#define TCM_TIMER_IRQ 8
+#endif
 
 extern uint32_t __stack_top, __data_load, __data_start, __data_end, __bss_start, __bss_end;
 int main(void);
@@ -33,6 +38,11 @@ static void tcm_fault(void)
 
 void tcm_reset(void)
 {
+#if defined(__ARM_FP)
+    /* CPACR: full access to CP10 and CP11 (the FPU) before any floating-point instruction */
+    *(volatile uint32_t *)0xE000ED88u |= 0xFu << 20;
+    __asm__ __volatile__("dsb\n\tisb" ::: "memory");
+#endif
     uint32_t *src = &__data_load, *dst = &__data_start;
     while (dst < &__data_end)
         *dst++ = *src++;
@@ -41,7 +51,7 @@ void tcm_reset(void)
     tcm_exit(main());
 }
 
-/* the harness overrides this to stop a hung call (TIMER0 COMPARE[2] watchdog) */
+/* the harness overrides this to stop a hung call (its timer's watchdog interrupt) */
 void tcm_irq_timer0(void) __attribute__((weak, alias("tcm_fault")));
 
 __attribute__((section(".tcm_vectors"), used))
@@ -55,5 +65,5 @@ static void (*const tcm_vectors[16 + 32])(void) = {
     0, 0,
     tcm_fault, /* PendSV */
     tcm_fault, /* SysTick */
-    [16 + 8] = tcm_irq_timer0, /* nRF51 TIMER0 */
+    [16 + TCM_TIMER_IRQ] = tcm_irq_timer0, /* nRF51 TIMER0, MPS2 CMSDK TIMER0 */
 };

@@ -1,0 +1,145 @@
+"""scikit-learn's GaussianNB and SVC / NuSVC (rbf, linear, poly, sigmoid kernels; one-vs-one votes):
+compiled float predictions equal scikit-learn's, integer builds lose at most 0.5 points, model
+files round-trip, bad objects and files are refused by name. (Bit-exact runs on the simulated
+chips: tests/backends/test_families_on_targets.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from sklearn.model_selection import train_test_split
+from sklearn.naive_bayes import GaussianNB
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC, NuSVC
+from threadpoolctl import threadpool_limits
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.api import as_model, load_model
+from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.ir.interp import run_float
+from tinycc_ml.models.saved import save_model_file
+
+DATA = {"wine": load_wine, "breast_cancer": load_breast_cancer, "digits": load_digits}
+ESTIMATORS = {
+    "gnb": GaussianNB,
+    "rbf": lambda: make_pipeline(StandardScaler(), SVC()),
+    "linear": lambda: make_pipeline(StandardScaler(), SVC(kernel="linear")),
+    "poly": lambda: make_pipeline(StandardScaler(), SVC(kernel="poly", degree=2, coef0=1.0)),
+    "sigmoid": lambda: make_pipeline(StandardScaler(), SVC(kernel="sigmoid", gamma=0.01)),
+    "nu_rbf": lambda: make_pipeline(StandardScaler(), NuSVC(nu=0.2)),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_blas_thread():
+    with threadpool_limits(limits=1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def split():
+    def get(name):
+        X, y = DATA[name](return_X_y=True)
+        if name == "digits":  # fewer support vectors: quick tests
+            X, y = X[:600], y[:600]
+        return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    return get
+
+
+@pytest.mark.parametrize("kind, data", [
+    ("gnb", "wine"), ("gnb", "breast_cancer"), ("gnb", "digits"), ("rbf", "digits"), ("rbf", "breast_cancer"),
+    ("linear", "wine"), ("poly", "breast_cancer"), ("sigmoid", "wine"), ("nu_rbf", "wine"),
+])
+def test_compiled_float_predictions_equal_scikit_learn(split, kind, data):
+    require_target("host")
+    Xtr, Xte, ytr, yte = split(data)
+    est = ESTIMATORS[kind]().fit(Xtr, ytr)
+    want = est.predict(Xte)
+    model = as_model(est)
+    assert np.mean(model.predict(Xte) == want) >= 0.999
+    assert np.mean(tinycc_ml.compile(est, name="m").load().predict(Xte) == want) >= 0.999
+    if kind == "gnb":
+        np.testing.assert_allclose(model.predict_proba(Xte), est.predict_proba(Xte), atol=1e-9)
+    if data == "digits" and kind == "gnb":
+        return  # its log-likelihoods span 1e10: int16 cannot keep them apart (see the README)
+    int16 = tinycc_ml.compile(est, precision="int16", calibration=Xtr, name="m").load().predict(Xte)
+    assert np.mean(int16 == yte) >= np.mean(want == yte) - 0.005
+
+
+def test_an_integer_build_far_from_its_float_model_is_warned_of(split, caplog):
+    """GaussianNB's default var_smoothing on digits: log-likelihoods spanning 1e10 (see the README)."""
+    Xtr, _, ytr, _ = split("digits")
+    result = tinycc_ml.compile(GaussianNB().fit(Xtr, ytr), precision="int16", calibration=Xtr, search=False)
+    assert result.report["agreement_with_float"] < 0.9
+    assert "predicts what the float model predicts on only" in caplog.text
+
+
+def test_binary_svc_votes_by_the_sign_and_ovo_votes_as_libsvm(split):
+    Xtr, Xte, ytr, _ = split("wine")
+    est = make_pipeline(StandardScaler(), SVC(decision_function_shape="ovo")).fit(Xtr, ytr)
+    model = as_model(est)
+    # the pair decisions are scikit-learn's one-vs-one decision values
+    np.testing.assert_allclose(model.decision(Xte), est.decision_function(Xte), atol=1e-9)
+    binary = SVC().fit(Xtr, ytr == 1)
+    b = as_model(binary)
+    assert b.n_outputs == 1 and b.n_classes == 2
+    np.testing.assert_allclose(b.scores(Xte)[:, 0], binary.decision_function(Xte), atol=1e-9)
+    np.testing.assert_array_equal(b.predict(Xte), binary.predict(Xte))
+
+
+def test_float_graphs_equal_the_references_and_files_round_trip(tmp_path, split):
+    Xtr, Xte, ytr, _ = split("wine")
+    for est in (GaussianNB().fit(Xtr, ytr), ESTIMATORS["poly"]().fit(Xtr, ytr)):
+        model = as_model(est)
+        np.testing.assert_allclose(run_float(model.lower(), Xte)["scores"], model.scores(Xte), rtol=1e-4, atol=1e-4)
+        loaded = load_model(model.save(tmp_path / f"{model.family}.npz"))
+        assert type(loaded) is type(model) and loaded.classes.tolist() == est.classes_.tolist()
+        np.testing.assert_array_equal(loaded.predict(Xte), est.predict(Xte))
+
+
+def _svc(**changes):
+    est = SVC().fit([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [0.5, 0.5]], [0, 1, 2, 0])
+    for key, value in changes.items():
+        setattr(est, key, value)
+    return est
+
+
+def _nan(est, attr):
+    getattr(est, attr).flat[0] = np.nan
+    return est
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: SVC(), CompileError, "SVC is not fitted"),
+    (lambda: GaussianNB(), CompileError, "GaussianNB is not fitted"),
+    (lambda: SVC(kernel="precomputed").fit(np.eye(3), [0, 1, 1]), CompileError, "kernel='precomputed' is not"),
+    (lambda: SVC(kernel=lambda a, b: a @ b.T).fit(np.eye(3), [0, 1, 1]), CompileError, "a callable kernel"),
+    (lambda: _svc(break_ties=True), CompileError, "break_ties=True"),
+    (lambda: _nan(_svc(), "dual_coef_"), ModelFileError, "SVC: pair_coef holds a non-finite value"),
+    (lambda: _nan(GaussianNB().fit(np.eye(3), [0, 1, 1]), "theta_"), ModelFileError,
+     "GaussianNB: theta holds a non-finite value"),
+])
+def test_bad_objects_are_refused(make, error, message, tmp_path):
+    with pytest.raises(error, match=message):
+        tinycc_ml.compile(make(), out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("family, arrays, meta, message", [
+    ("gaussian_nb", {"theta": np.ones((2, 3)), "var": np.zeros((2, 3)), "log_prior": np.zeros(2)}, {},
+     "var holds a value <= 0"),
+    ("gaussian_nb", {"theta": np.ones((2, 3)), "var": np.ones((2, 3))}, {}, r"missing array\(s\) \['log_prior'\]"),
+    ("svm", {"sv": np.ones((4, 2)), "pair_coef": np.ones((3, 4)), "intercept": np.ones(3)},
+     {"n_classes": 3, "kernel": "laplacian", "gamma": 1.0, "coef0": 0.0, "degree": 3}, "kernel 'laplacian'"),
+    ("svm", {"sv": np.ones((4, 2)), "pair_coef": np.ones((2, 4)), "intercept": np.ones(3)},
+     {"n_classes": 3, "kernel": "rbf", "gamma": 1.0, "coef0": 0.0, "degree": 3}, "pair_coef has shape"),
+    ("svm", {"sv": np.ones((4, 2)), "pair_coef": np.ones((3, 4)), "intercept": np.ones(3)},
+     {"n_classes": 3, "kernel": "rbf", "gamma": "big", "coef0": 0.0, "degree": 3}, "metadata 'gamma'"),
+])
+def test_bad_model_files_are_refused(tmp_path, family, arrays, meta, message):
+    path = save_model_file(tmp_path / "bad.npz", family, arrays, meta)
+    with pytest.raises(ModelFileError, match=message):
+        load_model(path)

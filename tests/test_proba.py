@@ -1,0 +1,90 @@
+"""Class probabilities: ``predict_proba`` of the models that define them equals scikit-learn's, the
+compiled ``<prefix>_proba`` is within 1e-5 of it (float builds) and within the stated bound
+(integer builds); models without probabilities say so."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_wine
+from sklearn.naive_bayes import GaussianNB
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.api import as_model
+from tinycc_ml.errors import DataError
+from tinycc_ml.models.linear import LinearModel
+
+
+def _mlp(X, y, hidden=(8,)):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make_pipeline(StandardScaler(), MLPClassifier(hidden, max_iter=150, random_state=0)).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def cases():
+    X, y = load_wine(return_X_y=True)
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    Y = np.stack([yb, Xb[:, 0] > 14, Xb[:, 1] > 19], axis=1).astype(int)
+    return {"softmax": (_mlp(X, y), X), "gnb": (GaussianNB().fit(X, y), X), "logistic": (_mlp(Xb, yb), Xb),
+            "logistic_each": (_mlp(Xb, Y), Xb)}
+
+
+@pytest.mark.parametrize("case", ["softmax", "gnb", "logistic", "logistic_each"])
+def test_compiled_probabilities_follow_the_estimator(cases, case):
+    require_target("host")
+    est, X = cases[case]
+    want = est.predict_proba(X)
+    np.testing.assert_allclose(as_model(est).predict_proba(X), want, atol=1e-9)
+    result = tinycc_ml.compile(est, name="p")
+    assert "p_proba(const float *x, float *out);" in result.files["p.h"]
+    got = result.load().predict_proba(X)
+    assert got.shape == want.shape and np.max(np.abs(got - want)) <= 1e-5
+    int16 = tinycc_ml.compile(est, precision="int16", calibration=X, name="p")
+    info = int16.report["proba"]
+    error = np.max(np.abs(int16.load().predict_proba(X) - want))
+    # the C on the calibration rows: what the report measured with the interpreter, within the proven bound
+    assert error <= info["calibration_max_abs_error"] + 1e-6
+    assert info["calibration_max_abs_error"] <= info["max_abs_error_bound"]
+    assert info["calibration_max_abs_error"] < 0.03
+    if case == "softmax":  # elsewhere a saturated extreme score (naive Bayes' far classes, a logit of -28 on
+        # one row) makes the worst-case bound loose while the probabilities hardly move (measured: above)
+        assert info["max_abs_error_bound"] < 0.05
+
+
+def test_models_without_probabilities_say_so():
+    require_target("host")
+    model = LinearModel(np.eye(3))
+    with pytest.raises(DataError, match="a linear model defines no class probabilities"):
+        model.predict_proba(np.eye(3))
+    result = tinycc_ml.compile(model, name="lin")
+    assert "proba" not in result.files["lin.h"] and "proba" not in result.report
+    with pytest.raises(DataError, match="declares no lin_proba"):
+        result.load().predict_proba(np.eye(3))
+
+
+def test_bonsai_trained_with_cross_entropy_has_probabilities(tmp_path):
+    require_target("host")
+    from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+    from tinycc_ml.models.saved import read_model_file, save_model_file
+
+    X, y = load_wine(return_X_y=True)
+    model = BonsaiClassifier(budget_bytes=1024, epochs=5, random_state=0).fit(X, y).to_model()
+    assert model.proba_rule == "softmax"  # multi-class default: the cross-entropy loss
+    want = model.predict_proba(X)
+    np.testing.assert_allclose(want.sum(axis=1), 1.0)
+    np.testing.assert_allclose(tinycc_ml.compile(model, name="b").load().predict_proba(X), want, atol=1e-5)
+    loaded = tinycc_ml.load_model(model.save(tmp_path / "b.npz"))
+    assert loaded.proba_rule == "softmax"
+    hinge = BonsaiClassifier(budget_bytes=1024, epochs=2, random_state=0).fit(X, y == 1).to_model()
+    assert hinge.proba_rule is None  # binary default: the hinge loss, no probabilities
+    family, arrays, meta = read_model_file(hinge.save(tmp_path / "h.npz"))
+    save_model_file(tmp_path / "bad.npz", family, arrays, {**meta, "proba": "softmax"})
+    with pytest.raises(tinycc_ml.errors.ModelFileError, match="proba 'softmax' does not fit a model with 1 score"):
+        tinycc_ml.load_model(tmp_path / "bad.npz")

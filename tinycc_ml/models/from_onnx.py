@@ -1,0 +1,172 @@
+"""ONNX dense networks (exported from PyTorch, Keras, ...) as the mlp family.
+
+Read with the ``onnx`` package (optional extra: ``pip install tinycc-ml[onnx]``); the file is parsed
+(protobuf), never executed. A chain of
+
+    Flatten / Identity (on a vector: no-ops), Gemm (transA = 0) or MatMul [+ Add of a constant],
+    one hidden activation Relu / Tanh / Sigmoid (the same after every hidden layer), and at the end
+    optionally Softmax (classes) or Sigmoid (binary: one output; multilabel: several)
+
+becomes an ``MLPModel``. Without a final activation two or more outputs are class scores (argmax;
+probabilities: their softmax), one output is a regression value. Anything else is refused with a
+ModelFileError naming the file and what is wrong: an op outside this list (by name), a branch or
+a second input, a dynamic (symbolic) dimension, weights stored as external data, a non-finite weight.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.errors import ModelFileError
+from tinycc_ml.models.mlp import MLPModel
+from tinycc_ml.models.saved import check_array
+
+SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Identity")
+ACTIVATION_OF = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "logistic"}
+MAX_ONNX_BYTES = 256 << 20
+
+
+def load_onnx(path) -> MLPModel:
+    path = Path(path)
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise ModelFileError(f"{path}: reading ONNX files needs the onnx package (pip install "
+                             "'tinycc-ml[onnx]')") from None
+    if not path.is_file():
+        raise ModelFileError(f"{path}: no such file")
+    if path.stat().st_size > MAX_ONNX_BYTES:
+        raise ModelFileError(f"{path}: {path.stat().st_size} bytes, more than a tiny network's {MAX_ONNX_BYTES}")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError and friends: the file is not an ONNX model
+        raise ModelFileError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
+    graph = proto.graph
+    weights = {}
+    for tensor in graph.initializer:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            raise ModelFileError(f"{path}: initializer {tensor.name!r} is stored as external data; save the "
+                                 "model with its weights inside the file")
+        weights[tensor.name] = numpy_helper.to_array(tensor)
+    inputs = [i for i in graph.input if i.name not in weights]
+    if len(inputs) != 1:
+        raise ModelFileError(f"{path}: the network has {len(inputs)} inputs; one input vector is supported")
+    dims = inputs[0].type.tensor_type.shape.dim
+    for k, dim in enumerate(dims):
+        if not dim.HasField("dim_value"):
+            raise ModelFileError(f"{path}: input {inputs[0].name!r} dimension {k} is dynamic "
+                                 f"({dim.dim_param or 'unknown'}); export with a fixed shape (batch 1)")
+    shape = [d.dim_value for d in dims]
+    if not shape or any(s != 1 for s in shape[:-1]):
+        raise ModelFileError(f"{path}: input {inputs[0].name!r} has shape {shape}; expected one vector "
+                             "([features] or [1, features])")
+    return _chain(path, graph, weights, inputs[0].name, shape[-1])
+
+
+def _attrs(node) -> dict:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _const(path, weights: dict, name: str, node) -> np.ndarray:
+    if name not in weights:
+        raise ModelFileError(f"{path}: {node.op_type} node {node.name!r} takes {name!r}, which is computed; only "
+                             "constant weights (initializers) are supported there")
+    return check_array(weights[name], name, path)
+
+
+def _chain(path, graph, weights: dict, current: str, dim: int) -> MLPModel:
+    layers: list[list[np.ndarray]] = []  # [W (out, in), b (out,)]
+    activations: list[str | None] = []  # after each layer: its activation (None: none yet)
+    final = None  # "Softmax" or "Sigmoid" after the last layer
+    for node in graph.node:
+        op = node.op_type
+        if op not in SUPPORTED_OPS:
+            raise ModelFileError(f"{path}: op {op} (node {node.name!r}) is not supported; a dense network may use "
+                                 f"{', '.join(SUPPORTED_OPS)}")
+        if final is not None:
+            raise ModelFileError(f"{path}: {op} after the final {final}; {final} must be the last op")
+        data = [i for i in node.input if i and i not in weights]
+        if current not in node.input or len(data) != 1 or len(node.output) != 1:
+            raise ModelFileError(f"{path}: node {node.name!r} ({op}) does not continue the single chain from the "
+                                 "input; branches and skip connections are not supported")
+        attrs = _attrs(node)
+        if op in ("Flatten", "Identity"):
+            if op == "Flatten" and attrs.get("axis", 1) not in (0, 1):
+                raise ModelFileError(f"{path}: Flatten node {node.name!r} with axis={attrs['axis']} on a vector")
+        elif op in ("Gemm", "MatMul"):
+            W, b = _linear(path, node, attrs, weights, current)
+            if W.shape[1] != (layers[-1][0].shape[0] if layers else dim):
+                raise ModelFileError(f"{path}: {op} node {node.name!r} takes {W.shape[1]} inputs, the previous "
+                                     f"layer gives {layers[-1][0].shape[0] if layers else dim}")
+            if layers and activations[-1] is None:
+                activations[-1] = "identity"
+            layers.append([W, b])
+            activations.append(None)
+        elif op == "Add":
+            if not layers or activations[-1] is not None:
+                raise ModelFileError(f"{path}: Add node {node.name!r} does not follow a MatMul or Gemm")
+            (other,) = [i for i in node.input if i != current]
+            bias = _const(path, weights, other, node)
+            out = layers[-1][0].shape[0]
+            if bias.size not in (1, out) or bias.ndim > 2:
+                raise ModelFileError(f"{path}: Add node {node.name!r} adds shape {bias.shape} to {out} outputs")
+            layers[-1][1] = layers[-1][1] + np.broadcast_to(bias.reshape(-1), (out,))
+        elif op in ACTIVATION_OF or op == "Softmax":
+            if not layers or activations[-1] is not None:
+                raise ModelFileError(f"{path}: {op} node {node.name!r} does not follow a dense layer")
+            if op == "Softmax" and attrs.get("axis", -1) not in (-1, 1):
+                raise ModelFileError(f"{path}: Softmax node {node.name!r} with axis={attrs['axis']} on a vector")
+            if op == "Softmax":
+                final = op
+            else:
+                activations[-1] = ACTIVATION_OF[op]
+        current = node.output[0]
+    if not layers:
+        raise ModelFileError(f"{path}: no Gemm or MatMul layer")
+    if current not in [o.name for o in graph.output]:
+        raise ModelFileError(f"{path}: the chain ends at {current!r}, which is not the graph's output")
+    last = activations[-1]
+    if last == "logistic":
+        output = "logistic"
+    elif last is None:
+        output = "softmax" if final == "Softmax" or layers[-1][0].shape[0] >= 2 else "identity"
+    else:
+        raise ModelFileError(f"{path}: the last layer ends in {last}; a network's output may end in Softmax, "
+                             "Sigmoid or nothing")
+    hidden = set(activations[:-1])
+    if len(hidden) > 1:
+        raise ModelFileError(f"{path}: hidden layers mix activations {sorted(hidden)}; one activation for all "
+                             "hidden layers is supported")
+    activation = hidden.pop() if hidden else "relu"
+    return MLPModel([w for w, _ in layers], [b for _, b in layers], activation, output, source=str(path))
+
+
+def _linear(path, node, attrs: dict, weights: dict, current: str) -> tuple[np.ndarray, np.ndarray]:
+    """(W (out, in), b (out,)) of a Gemm or MatMul node whose data operand is ``current``."""
+    if node.op_type == "MatMul":
+        if node.input[0] != current:
+            raise ModelFileError(f"{path}: MatMul node {node.name!r} multiplies the weights from the left; "
+                                 "expected x @ W")
+        B = _const(path, weights, node.input[1], node)
+        if B.ndim != 2:
+            raise ModelFileError(f"{path}: MatMul node {node.name!r} weights have shape {B.shape}, expected 2-D")
+        return B.T, np.zeros(B.shape[1])
+    if node.input[0] != current or attrs.get("transA", 0):
+        raise ModelFileError(f"{path}: Gemm node {node.name!r} must take the input as A without transA")
+    B = _const(path, weights, node.input[1], node)
+    if B.ndim != 2:
+        raise ModelFileError(f"{path}: Gemm node {node.name!r} weights have shape {B.shape}, expected 2-D")
+    W = (B if attrs.get("transB", 0) else B.T) * float(attrs.get("alpha", 1.0))
+    b = np.zeros(W.shape[0])
+    if len(node.input) > 2 and node.input[2]:
+        C = _const(path, weights, node.input[2], node)
+        if C.size not in (1, W.shape[0]):
+            raise ModelFileError(f"{path}: Gemm node {node.name!r} bias has shape {C.shape}, expected "
+                                 f"({W.shape[0]},)")
+        b = np.broadcast_to(C.reshape(-1), (W.shape[0],)) * float(attrs.get("beta", 1.0))
+    return check_array(W, f"{node.name or 'Gemm'} weights", path), check_array(b, f"{node.name or 'Gemm'} bias", path)

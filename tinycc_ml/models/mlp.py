@@ -1,0 +1,231 @@
+"""Dense feed-forward networks (scikit-learn's MLPClassifier / MLPRegressor, ONNX dense networks).
+
+h_0 = (x - mean) / std,  h_i = act(W_i h_{i-1} + b_i) for the hidden layers,
+scores = W_k h_{k-1} + b_k (the output layer's pre-activation: logits, or the regression value).
+
+Hidden activations: relu, tanh, logistic, identity (one for all hidden layers, as scikit-learn).
+The output activation says what the scores mean: "softmax" (classes: argmax; probabilities the
+softmax of the scores), "logistic" (one score: class 1 where it is > 0, i.e. probability > 0.5; several:
+multilabel, each label where its score is > 0) or "identity" (regression).
+
+Lowered onto the existing ops, so every target's mat-vec kernels serve it (integer builds: 16-bit
+weights and activations, or 8-bit weights with 16-bit activations at precision int8):
+relu = clip(x, 0, FLOAT32_MAX) (exact), tanh = the tanh op (fixed point: the tanh_approx pass's
+interpolated table, max error 2^-9 over the calibrated range by default, reported per node),
+logistic(x) = 0.5 tanh(x / 2) + 0.5 (the same table: error at most half the table's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.models.base import Model
+from tinycc_ml.models.lowering import absorb_normalisation, add_const, add_input, add_matrix, add_normalisation
+from tinycc_ml.models.saved import check_array
+
+ACTIVATIONS = ("relu", "tanh", "logistic", "identity")
+OUTPUTS = ("softmax", "logistic", "identity")
+RELU_TOP = 3.0e38  # relu as clip(x, 0, RELU_TOP): finite in float32, beyond any int32 bound
+MAX_LAYERS = 64
+
+
+def activation(name: str, z: np.ndarray) -> np.ndarray:
+    """The numpy reference of a hidden activation."""
+    if name == "relu":
+        return np.maximum(z, 0.0)
+    if name == "tanh":
+        return np.tanh(z)
+    if name == "logistic":
+        return 0.5 * np.tanh(0.5 * z) + 0.5  # = 1 / (1 + e^-z), without overflow
+    return z
+
+
+class MLPModel(Model):
+    """Layers ``weights[i]`` (out_i, in_i) and ``biases[i]`` (out_i,), a hidden ``activation``, an
+    ``output`` activation, optional input ``mean`` / ``std``."""
+
+    family = "mlp"
+
+    def __init__(self, weights, biases, activation: str = "relu", output: str = "softmax", mean=None, std=None,
+                 source: str = "MLP model"):
+        if activation not in ACTIVATIONS:
+            raise ModelFileError(f"{source}: hidden activation {activation!r} is not supported; supported: "
+                                 f"{', '.join(ACTIVATIONS)}")
+        if output not in OUTPUTS:
+            raise ModelFileError(f"{source}: output activation {output!r} is not supported; supported: "
+                                 f"{', '.join(OUTPUTS)}")
+        weights, biases = list(weights), list(biases)
+        if not 1 <= len(weights) <= MAX_LAYERS or len(biases) != len(weights):
+            raise ModelFileError(f"{source}: {len(weights)} weight matrices and {len(biases)} bias vectors; expected "
+                                 f"the same number, 1 to {MAX_LAYERS}")
+        self.weights, self.biases = [], []
+        width = None
+        for i, (W, b) in enumerate(zip(weights, biases)):
+            W = check_array(W, f"W{i}", source, ndim=2)
+            if 0 in W.shape or (width is not None and W.shape[1] != width):
+                raise ModelFileError(f"{source}: W{i} has shape {W.shape}, expected ({'*'}, {width or '*'}) with no "
+                                     "empty dimension (each layer takes the previous layer's outputs)")
+            self.weights.append(W)
+            self.biases.append(check_array(b, f"b{i}", source, shape=(W.shape[0],)))
+            width = W.shape[0]
+        self.activation, self.output = activation, output
+        dim = self.weights[0].shape[1]
+        self.mean = None if mean is None else check_array(mean, "mean", source, shape=(dim,))
+        self.std = None if std is None else check_array(std, "std", source, shape=(dim,))
+        if self.std is not None and np.any(self.std <= 0):
+            raise ModelFileError(f"{source}: std holds a value <= 0 ({self.std.min()})")
+        if output == "identity":
+            self.task = {"kind": "regression"}
+            if width != 1:
+                raise ModelFileError(f"{source}: an identity output (regression) has {width} outputs; only one "
+                                     "target can be compiled")
+        elif output == "logistic" and width > 1:
+            self.task = {"kind": "multilabel", "rule": "threshold", "threshold": 0.0}
+        elif output == "softmax" and width < 2:
+            raise ModelFileError(f"{source}: a softmax output needs at least two classes, has {width}")
+
+    # ---- Model interface
+    @property
+    def input_dim(self) -> int:
+        return self.weights[0].shape[1]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.weights[-1].shape[0]
+
+    @property
+    def binary(self) -> bool:
+        return self.output == "logistic" and self.n_outputs == 1
+
+    @property
+    def n_classes(self) -> int:
+        return 2 if self.binary else self.n_outputs
+
+    @property
+    def hidden_sizes(self) -> list[int]:
+        return [W.shape[0] for W in self.weights[:-1]]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {}
+        for i, (W, b) in enumerate(zip(self.weights, self.biases)):
+            out[f"W{i}"], out[f"b{i}"] = W, b
+        if self.mean is not None:
+            out["mean"] = self.mean
+        if self.std is not None:
+            out["std"] = self.std
+        return out
+
+    def meta(self) -> dict:
+        return {"activation": self.activation, "output": self.output}
+
+    @classmethod
+    def from_arrays(cls, arrays, meta, source) -> MLPModel:
+        n = 0
+        while f"W{n}" in arrays and n <= MAX_LAYERS:
+            n += 1
+        if n == 0:
+            raise ModelFileError(f"{source}: missing array 'W0'")
+        expected = {f"W{i}" for i in range(n)} | {f"b{i}" for i in range(n)} | {"mean", "std"}
+        missing = sorted({f"b{i}" for i in range(n)} - set(arrays))
+        if missing:
+            raise ModelFileError(f"{source}: missing array(s) {missing}")
+        unknown = sorted(set(arrays) - expected)
+        if unknown:
+            raise ModelFileError(f"{source}: unexpected array(s) {unknown}")
+        for key in ("activation", "output"):
+            if not isinstance(meta.get(key), str):
+                raise ModelFileError(f"{source}: metadata {key!r} is {meta.get(key)!r}, expected a name")
+        model = cls([arrays[f"W{i}"] for i in range(n)], [arrays[f"b{i}"] for i in range(n)], meta["activation"],
+                    meta["output"], arrays.get("mean"), arrays.get("std"), source=source)
+        return model
+
+    def describe(self) -> str:
+        sizes = "-".join(str(s) for s in [self.input_dim, *self.hidden_sizes, self.n_outputs])
+        return f"mlp ({sizes}, {self.activation}, {self.output} output)"
+
+    def _hidden(self, X) -> np.ndarray:
+        h = self._check_input(X)
+        if self.mean is not None:
+            h = h - self.mean
+        if self.std is not None:
+            h = h / self.std
+        for W, b in zip(self.weights[:-1], self.biases[:-1]):
+            h = activation(self.activation, h @ W.T + b)
+        return h
+
+    def scores(self, X) -> np.ndarray:
+        return self._hidden(X) @ self.weights[-1].T + self.biases[-1]
+
+    def predict_index(self, X) -> np.ndarray:
+        s = self.scores(X)
+        return (s[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(s, axis=1)
+
+    @property
+    def proba_rule(self) -> str | None:
+        """softmax (classes), logistic (binary: [1 - p, p]), logistic_each (multilabel), None (regression)."""
+        if self.output == "softmax":
+            return "softmax"
+        if self.output == "logistic":
+            return "logistic" if self.binary else "logistic_each"
+        return None
+
+    def with_input_map(self, A, c) -> MLPModel:
+        """This network applied to ``A x + c`` (a PCA step before it), folded into its first layer: exact."""
+        W, b = absorb_normalisation(self.weights[0], self.biases[0], self.mean, self.std)
+        model = MLPModel([W @ A, *self.weights[1:]], [b + W @ c, *self.biases[1:]], self.activation, self.output,
+                         source="MLP model after a linear transform")
+        model.task, model._classes = self.task, self._classes
+        return model
+
+    def lower(self) -> Graph:
+        g = Graph("mlp")
+        h = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
+        last = len(self.weights) - 1
+        for i, (W, b) in enumerate(zip(self.weights, self.biases)):
+            z = g.add("matvec", [add_matrix(g, f"W{i}", W), h], name=f"weighted{i}")
+            if np.any(b != 0):
+                z = g.add("add", [z, add_const(g, f"b{i}", b)], name=f"pre{i}" if i < last else "scores")
+            h = z if i == last else lower_activation(g, self.activation, z, f"h{i}")
+        g.set_output("scores", h)
+        if self.binary:  # class 1 where the score is > 0: argmax of (0, score) picks 0 on ties
+            pair = g.add("matvec", [add_const(g, "binary_pair", [[0.0], [1.0]]), h], name="binary_pair_scores")
+            g.set_output("prediction", g.add("argmax", [pair], name="prediction"))
+        else:
+            g.set_output("prediction", g.add("argmax", [h], name="prediction"))
+        return g
+
+
+def lower_activation(g: Graph, name: str, z: str, out: str) -> str:
+    """The IR of a hidden activation of ``z`` (see the module doc)."""
+    if name == "relu":
+        return g.add("clip", [z], {"lo": 0.0, "hi": RELU_TOP}, name=out)
+    if name == "tanh":
+        return g.add("tanh", [z], name=out)
+    if name == "logistic":
+        half = g.add("scale", [z], {"factor": 0.5}, name=f"{out}_half")
+        t = g.add("scale", [g.add("tanh", [half], name=f"{out}_tanh")], {"factor": 0.5}, name=f"{out}_half_tanh")
+        half_one = np.full(g.type(z).shape, 0.5)
+        return g.add("add", [t, add_const(g, f"{out}_half_one", half_one)], name=out)
+    return z
+
+
+def from_sklearn_mlp(estimator) -> MLPModel:
+    """The network of a fitted MLPClassifier / MLPRegressor."""
+    from tinycc_ml.models.sklearn_checks import dense, require_fitted
+
+    name = type(estimator).__name__
+    require_fitted(estimator)
+    if estimator.activation not in ACTIVATIONS:
+        raise CompileError(f"{name} with activation={estimator.activation!r} is not supported; supported: "
+                           f"{', '.join(ACTIVATIONS)}")
+    out = getattr(estimator, "out_activation_", None)
+    if out not in OUTPUTS:
+        raise CompileError(f"{name} with output activation {out!r} is not supported; supported: {', '.join(OUTPUTS)}")
+    if out == "identity" and estimator.n_outputs_ != 1:
+        raise CompileError(f"{name} fitted on {estimator.n_outputs_} targets; only a single-target regressor can "
+                           "be compiled (fit one per target)")
+    weights = [dense(W, f"{name}.coefs_[{i}]").T for i, W in enumerate(estimator.coefs_)]
+    biases = [np.asarray(b, dtype=np.float64) for b in estimator.intercepts_]
+    return MLPModel(weights, biases, estimator.activation, out, source=name)

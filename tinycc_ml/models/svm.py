@@ -1,0 +1,218 @@
+"""Kernel SVMs (scikit-learn's SVC / NuSVC, libsvm's one-vs-one classifiers).
+
+k_s(x) = K(x, sv_s) for every support vector s:
+    rbf      exp(-gamma ||x - sv_s||^2)           (sqdist, scale, exp: ProtoNN's ops; fixed point:
+                                                   the exp_table pass's two tables)
+    linear   <x, sv_s>                            (folded with the dual coefficients into one mat-vec)
+    poly     (gamma <x, sv_s> + coef0)^degree     (mat-vec, scale, add, degree - 1 muls)
+    sigmoid  tanh(gamma <x, sv_s> + coef0)         (mat-vec, scale, add, tanh)
+decision_p(x) = sum_s D[p, s] k_s(x) + b_p for each pair p = (i, j), i < j, in libsvm's order (a sparse
+mat-vec: D holds the dual coefficients of the support vectors of classes i and j), and the class
+is the first with most one-vs-one votes (decision > 0 votes i, else j), as scikit-learn's predict.
+Two classes: one decision, class 1 where it is > 0 (scikit-learn's sign convention).
+
+The scores are the votes (several classes) or the decision (two); there are no probabilities
+(scikit-learn's are a cross-validated Platt scaling, not the model's own).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.reductions import ovo_vote_counts
+from tinycc_ml.models.base import Model
+from tinycc_ml.models.lowering import (
+    add_const,
+    add_diagonal_normalisation,
+    add_input,
+    add_matrix,
+    add_normalisation,
+)
+from tinycc_ml.models.saved import check_array
+
+KERNELS = ("rbf", "linear", "poly", "sigmoid")
+MAX_DEGREE = 8
+
+
+def pair_matrix(dual_coef: np.ndarray, n_support: np.ndarray) -> np.ndarray:
+    """D (pairs, n_SV): row p = (i, j) holds dual_coef[j - 1] on class i's support vectors and
+    dual_coef[i] on class j's (libsvm's layout of one-vs-one dual coefficients)."""
+    n_classes = len(n_support)
+    start = np.concatenate([[0], np.cumsum(n_support)])
+    rows = []
+    for i in range(n_classes):
+        for j in range(i + 1, n_classes):
+            row = np.zeros(dual_coef.shape[1])
+            row[start[i]:start[i + 1]] = dual_coef[j - 1, start[i]:start[i + 1]]
+            row[start[j]:start[j + 1]] = dual_coef[i, start[j]:start[j + 1]]
+            rows.append(row)
+    return np.array(rows)
+
+
+class SVMModel(Model):
+    """Support vectors ``sv`` (n_SV, D), pair coefficients ``pair_coef`` (pairs, n_SV), pair
+    intercepts ``intercept`` (pairs,), a kernel and its parameters; optional input mean / std."""
+
+    family = "svm"
+
+    def __init__(self, sv, pair_coef, intercept, n_classes: int, kernel: str = "rbf", gamma: float = 1.0,
+                 coef0: float = 0.0, degree: int = 3, mean=None, std=None, source: str = "SVM model"):
+        if kernel not in KERNELS:
+            raise ModelFileError(f"{source}: kernel {kernel!r} is not supported; supported: {', '.join(KERNELS)}")
+        if not isinstance(n_classes, int) or n_classes < 2:
+            raise ModelFileError(f"{source}: n_classes is {n_classes!r}, expected an integer >= 2")
+        self.sv = check_array(sv, "sv", source, ndim=2)
+        if 0 in self.sv.shape:
+            raise ModelFileError(f"{source}: sv has shape {self.sv.shape}: no support vectors or features")
+        pairs = n_classes * (n_classes - 1) // 2
+        self.pair_coef = check_array(pair_coef, "pair_coef", source, shape=(pairs, self.sv.shape[0]))
+        self.intercept = check_array(intercept, "intercept", source, shape=(pairs,))
+        self.n_class_count, self.kernel = n_classes, kernel
+        self.gamma, self.coef0 = (float(check_array(v, k, source)) for k, v in (("gamma", gamma), ("coef0", coef0)))
+        if kernel != "linear" and not self.gamma > 0:
+            raise ModelFileError(f"{source}: gamma is {self.gamma}, expected a positive number")
+        if not isinstance(degree, int) or not 1 <= degree <= MAX_DEGREE:
+            raise ModelFileError(f"{source}: degree is {degree!r}, expected an integer in [1, {MAX_DEGREE}]")
+        self.degree = degree
+        dim = self.sv.shape[1]
+        self.mean = None if mean is None else check_array(mean, "mean", source, shape=(dim,))
+        self.std = None if std is None else check_array(std, "std", source, shape=(dim,))
+        if self.std is not None and np.any(self.std <= 0):
+            raise ModelFileError(f"{source}: std holds a value <= 0 ({self.std.min()})")
+
+    @property
+    def input_dim(self) -> int:
+        return self.sv.shape[1]
+
+    @property
+    def binary(self) -> bool:
+        return self.n_class_count == 2
+
+    @property
+    def n_outputs(self) -> int:
+        return 1 if self.binary else self.n_class_count
+
+    @property
+    def n_classes(self) -> int:
+        return self.n_class_count
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"sv": self.sv, "pair_coef": self.pair_coef, "intercept": self.intercept}
+        if self.mean is not None:
+            out["mean"] = self.mean
+        if self.std is not None:
+            out["std"] = self.std
+        return out
+
+    def meta(self) -> dict:
+        return {"n_classes": self.n_class_count, "kernel": self.kernel, "gamma": self.gamma, "coef0": self.coef0,
+                "degree": self.degree}
+
+    @classmethod
+    def from_arrays(cls, arrays, meta, source) -> SVMModel:
+        missing = sorted({"sv", "pair_coef", "intercept"} - set(arrays))
+        if missing:
+            raise ModelFileError(f"{source}: missing array(s) {missing}")
+        unknown = sorted(set(arrays) - {"sv", "pair_coef", "intercept", "mean", "std"})
+        if unknown:
+            raise ModelFileError(f"{source}: unexpected array(s) {unknown}")
+        for key, kind in (("n_classes", int), ("kernel", str), ("gamma", (int, float)), ("coef0", (int, float)),
+                          ("degree", int)):
+            if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+                raise ModelFileError(f"{source}: metadata {key!r} is {meta.get(key)!r}")
+        return cls(arrays["sv"], arrays["pair_coef"], arrays["intercept"], meta["n_classes"], meta["kernel"],
+                   meta["gamma"], meta["coef0"], meta["degree"], arrays.get("mean"), arrays.get("std"), source=source)
+
+    def describe(self) -> str:
+        return f"svm ({self.kernel} kernel, {self.sv.shape[0]} support vectors, {self.n_class_count} classes)"
+
+    def _kernel(self, X) -> np.ndarray:
+        X = self._check_input(X)
+        if self.mean is not None:
+            X = X - self.mean
+        if self.std is not None:
+            X = X / self.std
+        if self.kernel == "rbf":
+            d = np.sum((X[:, None, :] - self.sv[None]) ** 2, axis=2)
+            return np.exp(-self.gamma * d)
+        dot = X @ self.sv.T
+        if self.kernel == "linear":
+            return dot
+        if self.kernel == "poly":
+            return (self.gamma * dot + self.coef0) ** self.degree
+        return np.tanh(self.gamma * dot + self.coef0)
+
+    def decision(self, X) -> np.ndarray:
+        """The pair decisions (n, pairs)."""
+        return self._kernel(X) @ self.pair_coef.T + self.intercept
+
+    def scores(self, X) -> np.ndarray:
+        d = self.decision(X)
+        return d if self.binary else ovo_vote_counts(d, self.n_class_count).astype(np.float64)
+
+    def predict_index(self, X) -> np.ndarray:
+        s = self.scores(X)
+        return (s[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(s, axis=1)
+
+    def lower(self) -> Graph:
+        g = Graph("svm")
+        x = add_input(g, self.input_dim)
+        # distances on the normalised input: a diagonal mat-vec keeps each feature's own scale in
+        # integer code; a following mat-vec absorbs the plain form
+        x = (add_diagonal_normalisation if self.kernel == "rbf" else add_normalisation)(g, x, self.mean, self.std)
+        if self.kernel == "linear":  # sum_s D[p, s] <x, sv_s> = (D SV) x
+            decision = g.add("matvec", [add_matrix(g, "W", self.pair_coef @ self.sv), x], name="weighted")
+        else:
+            if self.kernel == "rbf":
+                d = g.add("sqdist", [x, add_const(g, "sv", self.sv.T)], name="distances")
+                k = g.add("exp", [g.add("scale", [d], {"factor": -self.gamma}, name="exponent")], name="kernel")
+            else:
+                dot = g.add("matvec", [add_matrix(g, "sv", self.sv), x], name="dots")
+                t = g.add("scale", [dot], {"factor": self.gamma}, name="scaled_dots")
+                if self.coef0 != 0:
+                    t = g.add("add", [t, add_const(g, "coef0", np.full(self.sv.shape[0], self.coef0))],
+                              name="shifted_dots")
+                if self.kernel == "sigmoid":
+                    k = g.add("tanh", [t], name="kernel")
+                else:
+                    k = t
+                    for power in range(2, self.degree + 1):
+                        k = g.add("mul", [k, t], name=f"power{power}" if power < self.degree else "kernel")
+            decision = g.add("matvec", [add_matrix(g, "pair_coef", self.pair_coef), k], name="weighted")
+        decision = g.add("add", [decision, add_const(g, "intercept", self.intercept)], name="decision")
+        if self.binary:
+            g.set_output("scores", decision)
+            pair = g.add("matvec", [add_const(g, "binary_pair", [[0.0], [1.0]]), decision], name="binary_pair_scores")
+            g.set_output("prediction", g.add("argmax", [pair], name="prediction"))
+        else:
+            votes = g.add("ovo_votes", [decision], {"n_classes": self.n_class_count}, name="votes")
+            g.set_output("scores", votes)
+            g.set_output("prediction", g.add("argmax", [votes], name="prediction"))
+        return g
+
+
+def from_sklearn_svc(estimator) -> SVMModel:
+    from tinycc_ml.models.sklearn_checks import dense, require_fitted
+
+    name = type(estimator).__name__
+    require_fitted(estimator)
+    kernel = estimator.kernel
+    if kernel not in KERNELS:
+        described = "a callable kernel" if callable(kernel) else f"kernel={kernel!r}"
+        raise CompileError(f"{name} with {described} is not supported; supported kernels: {', '.join(KERNELS)}")
+    if getattr(estimator, "break_ties", False) and len(estimator.classes_) > 2:
+        raise CompileError(f"{name} with break_ties=True is not supported (it predicts by the one-vs-rest "
+                           "confidences, not the one-vs-one votes)")
+    sv = dense(estimator.support_vectors_, f"{name}.support_vectors_")
+    dual = dense(estimator.dual_coef_, f"{name}.dual_coef_")
+    intercept = np.asarray(estimator.intercept_, dtype=np.float64)
+    n_classes = len(estimator.classes_)
+    if n_classes == 2:  # scikit-learn's public dual_coef_ / intercept_ already give class 1 for > 0
+        pair = dual.reshape(1, -1)
+    else:
+        pair = pair_matrix(dual, np.asarray(estimator.n_support_))
+    gamma = float(estimator._gamma) if kernel != "linear" else 1.0
+    return SVMModel(sv, pair, intercept, n_classes, kernel, gamma, float(estimator.coef0), int(estimator.degree),
+                    source=name)
