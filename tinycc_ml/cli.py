@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--precision", default="auto", choices=("auto", *PRECISIONS),
                    help="auto (default: int16 and int8 on microcontrollers, also float on the host) or one")
     f.add_argument("--families", default=None, metavar="LIST",
-                   help="comma-separated: protonn, bonsai, nearest-prototype, snc, linear, knn (default all)")
+                   help="comma-separated families (default all): see the README's 'Choosing a model'")
     f.add_argument("--time-budget", type=float, default=300.0, metavar="S",
                    help="seconds of searching (default 300; a candidate is started only while time remains)")
     f.add_argument("--sizes", type=int, default=4, metavar="N", help="sizes per family (default 4)")

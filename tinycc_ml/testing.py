@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-FAMILIES = ("protonn", "bonsai", "nearest", "knn", "linear", "trees")
+FAMILIES = ("protonn", "bonsai", "nearest", "knn", "linear", "trees", "mlp")
 TIE = 1e-3  # relative distance to a tie below which float32 rounding may decide a row
 
 
@@ -64,6 +64,14 @@ def random_model(family: str, rng: np.random.Generator, extreme: float = 1.0):
         return LinearModel(sparse((L, D)) / extreme, rng.normal(size=L), mean, std)
     if family == "trees":
         return random_trees(rng, D, extreme)
+    if family == "mlp":
+        from tinycc_ml.models.mlp import MLPModel
+
+        widths = [D, *(int(rng.integers(1, 7)) for _ in range(int(rng.integers(1, 3)))), int(rng.choice([1, 3]))]
+        weights = [sparse((o, i)) / np.sqrt(i) for i, o in zip(widths[:-1], widths[1:])]
+        return MLPModel(weights, [rng.normal(size=w) * 0.3 for w in widths[1:]],
+                        str(rng.choice(["relu", "tanh", "logistic"])), "logistic" if widths[-1] == 1 else "softmax",
+                        mean, std)
     m = int(rng.integers(3, 9))
     n_classes = int(rng.integers(2, 4))
     labels = np.concatenate([np.arange(n_classes), rng.integers(0, n_classes, m - n_classes)])
