@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tests.conftest import require_target
 from tests.models.test_protonn import cli, expect_clean_failure
 from tinycc_ml.api import load_model
 from tinycc_ml.backends.base import get_backend
@@ -460,3 +461,67 @@ def test_exp_range_wholly_above_the_table_compiles():
     data = (Path(__file__).parent / "data" / "fuzz_exp_range_above_table.npz").read_bytes()
     outcome = run_model_file_case(data, "int8")
     assert outcome.kind == "ok", outcome.detail
+
+
+# ================================================================ round 2 (issue 25)
+# ---------------------------------------------------------------- 1. float32 distance overflow
+
+
+@pytest.mark.parametrize("estimator", ["knn", "centroid"])
+def test_float_distances_that_overflow_float32_are_refused(estimator):
+    from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    make = (lambda: KNeighborsClassifier(3)) if estimator == "knn" else NearestCentroid
+    with pytest.raises(ModelFileError, match=r"magnitude up to [0-9.]+e\+19.*overflow float32"):
+        tinycc_ml.compile(make().fit(X * 3e19, y))
+    big = make().fit(X * 1e17, y)  # large but representable: compiled, and right
+    require_target("host")
+    assert np.array_equal(tinycc_ml.compile(big).load().predict(X * 1e17), big.predict(X * 1e17))
+
+
+# ---------------------------------------------------------------- 2. the on-device input helper
+
+
+def test_input_helper_is_defined_for_every_shift_and_nan(tmp_path):
+    """Tiny calibration values give input shifts beyond 31; the helper computed 1 << s (undefined,
+    every input 0 on x86) and cast NaN to int32_t. Built with UBSan, it matches quantise()."""
+    from tinycc_ml.backends.examples import input_helper
+    from tinycc_ml.ir.fixed import quantise
+    from tinycc_ml.runtime.toolchains import find_host_cc
+
+    require_target("host")
+    from tinycc_ml.testing import random_model
+
+    model = random_model("linear", np.random.default_rng(1))
+    calibration = np.random.default_rng(2).normal(size=(32, model.input_dim)) * 1e-9
+    result = tinycc_ml.compile(model, precision="int16", calibration=calibration, name="tiny")
+    dim = model.input_dim
+    shifts = np.broadcast_to(np.asarray(result.output.input_scale), (dim,)).astype(np.int64)
+    assert shifts.max() >= 32, shifts
+    for file, text in {**result.files, "tiny_input.h": input_helper(result)}.items():
+        (tmp_path / file).write_text(text)
+    odd = np.resize([np.nan, 1e30, -1e30, 0.0, -0.0, 3e-10], (2, dim))
+    rows = np.concatenate([calibration[:6], odd]).astype(np.float32)
+    (tmp_path / "main.c").write_text("\n".join([
+        "#include <stdio.h>", '#include "tiny_input.h"', "#include <math.h>",
+        f"static const float rows[{len(rows)}][{dim}] = {{" + ", ".join(
+            "{" + ", ".join("NAN" if np.isnan(v) else f"{v!r}f" for v in r.tolist()) + "}" for r in rows) + "};",
+        "int main(void) {",
+        f"    for (int r = 0; r < {len(rows)}; ++r) {{ int16_t q[{dim}]; tiny_quantise_input(rows[r], q);",
+        f'        for (int k = 0; k < {dim}; ++k) printf("%d ", q[k]);',
+        '        printf("\\n");',
+        '    }',
+        "    return 0; }", ""]))
+    exe = tmp_path / "main"
+    subprocess.run([find_host_cc(), "-std=c99", "-Wall", "-Wextra", "-Werror",
+                    "-fsanitize=undefined,float-cast-overflow",
+                    "-fno-sanitize-recover=all", "-I", str(tmp_path), str(tmp_path / "main.c"), "-o", str(exe)],
+                   check=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True, check=True)
+    assert run.stderr == ""
+    got = np.array([[int(v) for v in line.split()] for line in run.stdout.splitlines()])
+    want = quantise(np.nan_to_num(rows.astype(np.float64), nan=0.0), shifts, 16)
+    assert np.array_equal(got, want), (got, want)
