@@ -525,3 +525,21 @@ def test_input_helper_is_defined_for_every_shift_and_nan(tmp_path):
     got = np.array([[int(v) for v in line.split()] for line in run.stdout.splitlines()])
     want = quantise(np.nan_to_num(rows.astype(np.float64), nan=0.0), shifts, 16)
     assert np.array_equal(got, want), (got, want)
+
+
+# ---------------------------------------------------------------- 3. example rows the firmware cannot hold
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 1e300])
+def test_example_rows_beyond_float32_are_one_line(tmp_path, value):
+    from tinycc_ml.testing import random_model
+
+    model = random_model("linear", np.random.default_rng(3))
+    (tmp_path / "m.npz").write_bytes(model_file_bytes(model))
+    rows = np.random.default_rng(4).normal(size=(20, model.input_dim))
+    np.save(tmp_path / "cal.npy", rows)
+    rows[5, 1] = value
+    np.save(tmp_path / "ex.npy", rows)
+    run = cli("compile", tmp_path / "m.npz", "--target", "avr", "--project", "--calibration", tmp_path / "cal.npy",
+              "--examples", tmp_path / "ex.npy", "-o", tmp_path / "out")
+    expect_clean_failure(run, tmp_path / "out", "row 5, feature 1", "float32")
