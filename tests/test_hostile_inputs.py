@@ -543,3 +543,28 @@ def test_example_rows_beyond_float32_are_one_line(tmp_path, value):
     run = cli("compile", tmp_path / "m.npz", "--target", "avr", "--project", "--calibration", tmp_path / "cal.npy",
               "--examples", tmp_path / "ex.npy", "-o", tmp_path / "out")
     expect_clean_failure(run, tmp_path / "out", "row 5, feature 1", "float32")
+
+
+# ---------------------------------------------------------------- 4. multilabel thresholds beyond the scores' type
+
+
+@pytest.mark.parametrize("precision, threshold", [("float", 1e300), ("float", -1e300), ("float", 1e-50),
+                                                  ("float", -1e-50), ("int16", 4e7), ("int16", -4e7),
+                                                  ("int16", 1e300)])
+def test_multilabel_thresholds_outside_the_score_type(precision, threshold):
+    """The C compared an int16_t with 40265318 (-Werror fails) and wrote 1e+300f; now it builds and
+    applies the rule exactly as the model's scores do."""
+    from tinycc_ml.models.base import multilabel_indicator
+
+    require_target("host")
+    task = {"kind": "multilabel", "rule": "threshold", "threshold": threshold}
+    model = small_protonn().with_task(task)
+    X = np.random.default_rng(5).normal(size=(40, 4))
+    X[:3] = 0.0  # some scores at exactly the model's offsets
+    result = tinycc_ml.compile(model, precision=precision, calibration=X, name="ml")
+    host = result.load()
+    scores = host.scores(X).astype(np.float64)
+    if precision == "int16":
+        scores = scores * 2.0 ** -int(result.files["ml.h"].split("ML_SCORE_SCALE ")[1].split()[0])
+    np.testing.assert_array_equal(host.labels(X), multilabel_indicator(scores, task))
+    assert "e+300f" not in result.files["ml.c"] and "e-50f" not in result.files["ml.c"]
