@@ -568,3 +568,40 @@ def test_multilabel_thresholds_outside_the_score_type(precision, threshold):
         scores = scores * 2.0 ** -int(result.files["ml.h"].split("ML_SCORE_SCALE ")[1].split()[0])
     np.testing.assert_array_equal(host.labels(X), multilabel_indicator(scores, task))
     assert "e+300f" not in result.files["ml.c"] and "e-50f" not in result.files["ml.c"]
+
+
+# ---------------------------------------------------------------- 5. integer attributes of every op
+
+
+@pytest.fixture(scope="module")
+def table_graph_texts():
+    from tinycc_ml.ir.text import print_graph
+    from tinycc_ml.testing import random_model
+
+    texts = []
+    for family in ("bonsai", "protonn"):  # tanh_lut, scale / sqdist, exp_lut
+        model = random_model(family, np.random.default_rng(0))
+        result = tinycc_ml.compile(model, precision="int16",
+                                   calibration=np.random.default_rng(0).normal(size=(32, model.input_dim)))
+        texts.append(print_graph(result.graph))
+    return texts
+
+
+@pytest.mark.parametrize("op, attr, value", [
+    ("tanh_lut", "drop_bits", -40), ("tanh_lut", "drop_bits", 31), ("tanh_lut", "in_max_q", -1),
+    ("tanh_lut", "in_max_q", 2**40), ("tanh_lut", "table_scale", 99), ("scale", "factor_q", 2**33),
+    ("scale", "factor_scale", -100), ("exp_lut", "drop_bits", -1), ("exp_lut", "low_bits", 70),
+    ("exp_lut", "hi_scale", 40), ("exp_lut", "lo_scale", -3), ("exp_lut", "lo_q", 2**31),
+    ("exp_lut", "hi_q", -2**40)])
+def test_integer_attributes_outside_their_range_fail_verify(table_graph_texts, op, attr, value):
+    """drop_bits = -40 passed verify(); run_fixed raised "negative shift count" and the host C
+    shifted by a negative count. Every op's integer attributes are range-checked now."""
+    import re
+
+    graph_text = next(text for text in table_graph_texts if f"= {op}(" in text)
+    verify(parse_graph(graph_text))
+    line = next(ln for ln in graph_text.splitlines() if f"= {op}(" in ln)
+    bad = re.sub(rf"\b{attr} = -?\d+", f"{attr} = {value}", line)
+    assert bad != line
+    with pytest.raises(IRError, match=rf"({attr} = {value}|{attr}).*(outside|index|above|fit)"):
+        verify(parse_graph(graph_text.replace(line, bad)))
