@@ -605,3 +605,40 @@ def test_integer_attributes_outside_their_range_fail_verify(table_graph_texts, o
     assert bad != line
     with pytest.raises(IRError, match=rf"({attr} = {value}|{attr}).*(outside|index|above|fit)"):
         verify(parse_graph(graph_text.replace(line, bad)))
+
+
+# ---------------------------------------------------------------- 6-7. races: one new folder, a fresh cache
+
+
+def _write_rounds(args):
+    from tinycc_ml.api import write_files
+
+    root, worker, barrier, rounds = args
+    failures = []
+    for r in range(rounds):
+        barrier.wait()
+        try:
+            write_files(Path(root) / f"round{r}" / "gen", {f"m{worker}.h": f"/* h {worker} */\n" * 50,
+                                                           f"m{worker}.c": f"/* c {worker} */\n" * 50})
+        except Exception as exc:  # reported to the parent, which asserts there are none
+            failures.append(f"round {r}: {type(exc).__name__}: {exc}")
+    return failures
+
+
+def test_parallel_writers_into_one_new_folder_all_succeed(tmp_path):
+    """make -j: 8 processes writing different names into one folder that does not exist yet; the
+    loser of os.replace(staging, out_dir) used to fail with "Directory not empty"."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    workers, rounds = 8, 30
+    barrier = context.Manager().Barrier(workers)
+    with context.Pool(workers) as pool:
+        failures = pool.map(_write_rounds, [(str(tmp_path), w, barrier, rounds) for w in range(workers)])
+    assert [f for fs in failures for f in fs] == []
+    for r in range(rounds):
+        gen = tmp_path / f"round{r}" / "gen"
+        assert sorted(p.name for p in gen.iterdir()) == sorted(f"m{w}.{e}" for w in range(workers) for e in "ch")
+        for w in range(workers):
+            assert (gen / f"m{w}.c").read_text() == f"/* c {w} */\n" * 50
+    assert not [p for p in tmp_path.rglob(".*")]  # no staging folders left
