@@ -642,3 +642,20 @@ def test_parallel_writers_into_one_new_folder_all_succeed(tmp_path):
         for w in range(workers):
             assert (gen / f"m{w}.c").read_text() == f"/* c {w} */\n" * 50
     assert not [p for p in tmp_path.rglob(".*")]  # no staging folders left
+
+
+def test_host_builds_load_from_many_threads_with_a_fresh_cache(tmp_path, monkeypatch):
+    """cffi's build changes the process's working folder: parallel loads with an empty cache failed
+    with "cc1: fatal error: _tinycc_....c: No such file or directory"."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tinycc_ml.testing import random_model
+
+    require_target("host")
+    monkeypatch.setenv("TINYCC_ML_CACHE", str(tmp_path / "cache"))
+    model = random_model("linear", np.random.default_rng(6))
+    X = np.random.default_rng(7).normal(size=(5, model.input_dim))
+    results = [tinycc_ml.compile(model, name=f"t{i}") for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        predictions = list(pool.map(lambda result: result.load().predict(X), results))
+    assert all(np.array_equal(p, model.predict(X)) for p in predictions)
