@@ -659,3 +659,49 @@ def test_host_builds_load_from_many_threads_with_a_fresh_cache(tmp_path, monkeyp
     with ThreadPoolExecutor(8) as pool:
         predictions = list(pool.map(lambda result: result.load().predict(X), results))
     assert all(np.array_equal(p, model.predict(X)) for p in predictions)
+
+
+# ---------------------------------------------------------------- 8. a sparse constant of 10^6 empty columns
+
+
+def test_all_zero_sparse_model_of_a_million_columns_compiles_in_bounded_work(tmp_path):
+    """A deflated all-zero W of shape (1, 10^6) (8 KB) took about two minutes: the sparse constant's
+    verifier, CSC conversion and C writer looped over the columns in Python. Now each is one
+    vectorised pass (10^7 columns: ~2.5 s of CPU, ~330 MB; see issue 25)."""
+    import resource
+
+    members = {"W.npy": npy_bytes(np.zeros((1, 10**6))), "b.npy": npy_bytes(np.zeros(1)),
+               f"{META_KEY}.npy": meta_bytes({"format": "tinycc-ml-model", "version": 1, "family": "linear",
+                                              "meta": {}})}
+    model = write_npz(tmp_path / "zeros.npz", members, compress=True)
+    assert model.stat().st_size < 20_000
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(model), "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=60)  # two minutes before the fix
+    assert run.returncode == 0, run.stderr
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 500_000  # KiB
+    assert "linear_W_colptr[1000001]" in (tmp_path / "out" / "linear.c").read_text()
+
+
+@pytest.mark.parametrize("rows, where", [([0, 2, 2, 0, 1], None), ([0, 2, 2, 1, 0], "column 2"),
+                                         ([0, 2, 2, 0, 0], "column 2"), ([1, 2, 0, 0, 2], None)])
+def test_vectorised_csc_check_finds_the_column(rows, where):
+    """Columns of [[1,0,2],[0,0,3],[4,5,0]]: rows may drop where a column starts, never inside one."""
+    from tinycc_ml.ir.graph import Graph
+    from tinycc_ml.ir.ops import dense_to_sparse_attrs, sparse_to_dense
+    from tinycc_ml.ir.types import F32, TensorType
+
+    dense = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0], [4.0, 5.0, 0.0]], dtype=np.float32)
+    attrs = dense_to_sparse_attrs(dense)
+    assert attrs["col_ptr"].tolist() == [0, 2, 3, 5] and attrs["row_indices"].tolist() == [0, 2, 2, 0, 1]
+    assert np.array_equal(sparse_to_dense(attrs), dense)
+    for dtype in (np.int32, np.uint16):
+        graph = Graph("sp")
+        x = graph.add("input", attrs={"name": "x"}, type=TensorType((3,), F32), name="x")
+        w = graph.add("sparse_const", attrs=dict(attrs), name="W")
+        graph.set_output("scores", graph.add("matvec", [w, x], name="p"))
+        graph.node("W").attrs["row_indices"] = np.asarray(rows, dtype=dtype)
+        if where is None:
+            verify(graph)
+        else:
+            with pytest.raises(IRError, match=f"{where}: row indices not ascending"):
+                verify(graph)

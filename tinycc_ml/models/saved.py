@@ -267,8 +267,8 @@ def check_array(value, name: str, source, shape: tuple | None = None, ndim: int 
         if array.ndim != len(shape) or any(w is not None and w != s for w, s in zip(shape, array.shape)):
             want = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
             raise ModelFileError(f"{source}: {name} has shape {array.shape}, expected {want}")
-    bad = ~(np.abs(array) <= FLOAT32_MAX)
-    if np.any(bad):
+    if array.size and not -FLOAT32_MAX <= array.min() <= array.max() <= FLOAT32_MAX:  # NaN fails this too
+        bad = ~(np.abs(array) <= FLOAT32_MAX)
         index = np.argwhere(bad)[0]
         value = array[tuple(index)]
         problem = "a non-finite value" if not np.isfinite(value) else "a value beyond the float32 range"
