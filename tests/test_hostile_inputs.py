@@ -705,3 +705,62 @@ def test_vectorised_csc_check_finds_the_column(rows, where):
         else:
             with pytest.raises(IRError, match=f"{where}: row indices not ascending"):
                 verify(graph)
+
+
+# ---------------------------------------------------------------- 9-11. one line, not a traceback
+
+
+@pytest.mark.parametrize("label", [2**63, 2**70, -(2**63) - 1, 10**400], ids=["2^63", "2^70", "-2^63-1", "1e400"])
+def test_class_labels_beyond_int64_in_a_model_file(tmp_path, label):
+    from tinycc_ml.testing import random_model
+
+    model = random_model("nearest", np.random.default_rng(8))
+    members = model_members(model)
+    header = json.loads(bytes(np.load(io.BytesIO(members[f"{META_KEY}.npy"]))).decode())
+    n = len(model.classes)
+    header["meta"]["classes"] = [label] + list(range(n - 1))
+    members[f"{META_KEY}.npy"] = meta_bytes(header)
+    with pytest.raises(ModelFileError, match="beyond int64"):
+        load_model(write_npz(tmp_path / "m.npz", members))
+
+
+def test_class_labels_beyond_int64_from_scikit_learn_and_fit():
+    from sklearn.neighbors import NearestCentroid
+
+    X = np.random.default_rng(9).normal(size=(20, 3))
+    y = np.repeat(np.array([2**63, 2**63 + 5], dtype=np.uint64), 10)
+    with pytest.raises(CompileError, match="beyond int64"):
+        tinycc_ml.compile(NearestCentroid().fit(X, y))
+    for labels in (y, y.astype(np.float64) * 4):
+        with pytest.raises(DataError, match="beyond int64"):
+            tinycc_ml.fit(X, labels, target="host", time_budget=1)
+
+
+def test_edgeml_sigma_beyond_float_is_one_error(tmp_path):
+    from tests.models.test_bonsai import write_edgeml
+
+    write_edgeml(tmp_path / "b", np.random.default_rng(0))
+    hp = {"dataDim": 7, "projDim": 3, "numClasses": 2, "depth": 2, "sigma": 10**400}
+    np.save(tmp_path / "b" / "hyperParam.npy", hp, allow_pickle=True)
+    with pytest.raises(ModelFileError, match="sigma"):
+        load_model(tmp_path / "b")
+    run = cli("compile", tmp_path / "b", "-o", tmp_path / "out")
+    expect_clean_failure(run, tmp_path / "out", "sigma")
+
+
+def test_fit_refuses_huge_values_and_options_in_one_line(tmp_path):
+    rng = np.random.default_rng(10)
+    X, y = rng.normal(size=(30, 3)), np.repeat([0, 1], 15)
+    with pytest.raises(DataError, match="row 4, column 1 .*float32"):
+        tinycc_ml.fit(np.where(np.arange(90).reshape(30, 3) == 13, 1e300, X), y, target="host", time_budget=1)
+    for seed in (-1, 2**32, 2**80):
+        with pytest.raises(DataError, match="random_state"):
+            tinycc_ml.fit(X, y, target="host", time_budget=1, random_state=seed)
+    np.savez(tmp_path / "d.npz", X_train=X, y_train=y)
+    for option, value in (("--max-flash", "1e400"), ("--max-ram", "0.4"), ("--max-flash", "-5"),
+                          ("--random-state", str(2**32))):
+        run = cli("fit", tmp_path / "d.npz", "--target", "host", "--time-budget", "1", option, value,
+                  "-o", tmp_path / "out")
+        assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run.stderr
+        assert option in run.stderr or "random_state" in run.stderr, run.stderr
+        assert not (tmp_path / "out").exists()

@@ -231,6 +231,11 @@ def meta_number(meta: dict, key: str, source, integer: bool, low: float | None =
     if isinstance(value, np.generic):
         value = value.item()
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if not integer and ok and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            value = float(value) if abs(value) > 2**53 else value  # 10**400 is no float
+        except OverflowError:
+            value = float("inf")
     if isinstance(value, bool) or not ok or (isinstance(value, float) and not np.isfinite(value)):
         kind = "an integer" if integer else "a finite number"
         raise ModelFileError(f"{source}: metadata {key} is {value!r:.60}, expected {kind}")
