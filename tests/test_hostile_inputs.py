@@ -764,3 +764,18 @@ def test_fit_refuses_huge_values_and_options_in_one_line(tmp_path):
         assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run.stderr
         assert option in run.stderr or "random_state" in run.stderr, run.stderr
         assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- 12. names that shadow system headers
+
+
+@pytest.mark.parametrize("name", ["stdint", "math", "stdio", "Stdlib", "string", "Arduino"])
+def test_names_of_standard_headers_are_refused(name):
+    with pytest.raises(CompileError, match=f"shadows the standard header <{name.lower()}.h>"):
+        tinycc_ml.compile(small_protonn(), name=name)
+
+
+def test_standard_header_name_on_the_command_line_is_one_line(tmp_path):
+    (tmp_path / "m.npz").write_bytes(model_file_bytes(small_protonn()))
+    expect_clean_failure(cli("compile", tmp_path / "m.npz", "--name", "stdint", "-o", tmp_path / "out"),
+                         tmp_path / "out", "stdint.h", "shadows")

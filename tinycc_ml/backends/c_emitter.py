@@ -335,6 +335,16 @@ def check_interface(graph: Graph) -> None:
         raise CompileError(f"graph {graph.name}: output prediction must be an idx scalar, is {prediction}")
 
 
+# headers a build including the output folder may look up (C11/C23, the POSIX and toolchain ones the
+# generated code, the simulators' harnesses and Arduino sketches use), compared case-insensitively
+# (macOS and Windows file systems fold case)
+SYSTEM_HEADERS = frozenset("""
+    assert complex ctype errno fenv float inttypes iso646 limits locale math setjmp signal stdalign stdarg
+    stdatomic stdbit stdbool stdckdint stddef stdint stdio stdlib stdnoreturn string tgmath threads time uchar
+    wchar wctype unistd strings alloca malloc pthread fcntl arduino
+""".split())
+
+
 def check_prefix(prefix: str) -> str:
     import re
 
@@ -342,6 +352,10 @@ def check_prefix(prefix: str) -> str:
         raise CompileError(f"name {prefix!r} is not a valid C identifier (letters, digits, _; no leading digit)")
     if prefix in C_KEYWORDS:
         raise CompileError(f"name {prefix!r} is a C keyword")
+    if prefix.lower() in SYSTEM_HEADERS:  # <name>.h beside the sources would shadow the system's header
+        raise CompileError(f"name {prefix!r} would write {prefix}.h, which shadows the standard header "
+                           f"<{prefix.lower()}.h> for every file built with -I on the output folder; choose another "
+                           "name")
     if len(prefix) > 40:
         raise CompileError(f"name {prefix!r} is longer than 40 characters")
     return prefix
