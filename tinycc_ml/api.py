@@ -204,6 +204,23 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
 LAYOUTS = {"files": None, "project": "project_files", "arduino": "arduino_library"}
 
 
+def check_distances(graph, source: str) -> None:
+    """Float builds compute squared distances in float32: prototypes so large that the squared
+    distance of an input of their own magnitude overflows would make every distance inf and every
+    class tie (the C would answer class 0), so such a model is refused with its largest value."""
+    for name in graph.order():
+        node = graph.node(name)
+        if node.op != "sqdist" or graph.op(node.inputs[1]) != "const":
+            continue
+        protos = np.asarray(graph.node(node.inputs[1]).attrs["value"], dtype=np.float64)
+        with np.errstate(over="ignore"):
+            reach = 4.0 * np.sum(protos * protos, axis=0)  # (2|p|)^2 summed over the features
+        if np.any(~(reach <= FLOAT32_MAX)):
+            raise ModelFileError(f"{source}: prototypes of magnitude up to {np.max(np.abs(protos)):g} make squared "
+                                 f"distances overflow float32 (beyond {FLOAT32_MAX:g}); scale the features down "
+                                 "(e.g. StandardScaler) or compile at precision int16/int8")
+
+
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
             calibration=None, dump_ir_after=(), layout: str = "files", examples=None, example_labels=None,
             **options) -> CompileResult:
@@ -240,6 +257,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     if precision == "float":
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())
+        check_distances(graph, model.describe())
     else:
         if calibration is None:
             raise CompileError(f"precision {precision} needs calibration data (rows of typical inputs)")

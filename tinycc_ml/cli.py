@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import time
 import warnings
@@ -391,9 +392,13 @@ def _byte_count(text: str) -> int:
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     factor = 1024 if t.endswith("K") else 1
     try:
-        return int(float(t.removesuffix("K")) * factor)
+        value = float(t.removesuffix("K")) * factor
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 16384 or 16K)") from None
+        value = float("nan")
+    if not (math.isfinite(value) and value >= 0 and value == int(value)):  # 1e400 is inf; 0.4 is no count
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (a whole number of bytes, e.g. 16384 "
+                                         "or 16K)")
+    return int(value)
 
 
 def cmd_fit(args) -> int:
