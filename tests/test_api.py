@@ -200,3 +200,28 @@ def test_model_without_normalisation():
     result = tinycc_ml.compile(model)
     assert not any(line.startswith("fold_input_affine") for line in result.report["passes"])
     np.testing.assert_array_equal(result.load().predict(X), model.predict(X))
+
+
+def test_python_api_writes_the_firmware_project_and_arduino_layouts(tmp_path, capsys):
+    """compile(layout=...) gives the same files as the command line's --project / --arduino."""
+    from sklearn.datasets import load_digits
+
+    from tinycc_ml import cli
+    from tinycc_ml.models.protonn import init_protonn
+
+    X, y = load_digits(return_X_y=True)
+    model = init_protonn(X[:300], y[:300], projection_dim=6, prototypes_per_class=1)
+    path = model.save(tmp_path / "kws.npz")
+    np.savez(tmp_path / "cal.npz", X_train=X[:300])
+    for layout, flag in (("project", "--project"), ("arduino", "--arduino")):
+        result = tinycc_ml.compile(model, target="avr", precision="int16", calibration=X[:300], name="kws",
+                                   layout=layout, out_dir=tmp_path / f"api_{layout}")
+        assert cli.main(["compile", str(path), "--target", "avr", "--calibration", str(tmp_path / "cal.npz"),
+                         "--name", "kws", flag, "-o", str(tmp_path / f"cli_{layout}")]) == 0
+        cli_files = {p.relative_to(tmp_path / f"cli_{layout}").as_posix(): p.read_text()
+                     for p in (tmp_path / f"cli_{layout}").rglob("*") if p.is_file()}
+        assert cli_files == result.files and all(p.is_file() for p in result.paths)
+    with pytest.raises(CompileError, match="cannot write a standalone firmware project"):
+        tinycc_ml.compile(model, target="host", layout="project", calibration=X[:300])
+    with pytest.raises(CompileError, match="layout 'zip' is not one of"):
+        tinycc_ml.compile(model, layout="zip")

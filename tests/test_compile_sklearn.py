@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris
 from sklearn.decomposition import PCA
+from sklearn.ensemble import AdaBoostClassifier
 from sklearn.linear_model import LogisticRegression, RidgeClassifier, SGDClassifier
 from sklearn.model_selection import GridSearchCV, RandomizedSearchCV, train_test_split
 from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, Normalizer, StandardScaler
 from sklearn.svm import LinearSVC
-from sklearn.tree import DecisionTreeClassifier
 
 import tinycc_ml
 from tests.conftest import require_target
@@ -140,7 +140,8 @@ def test_linear_family_on_simulated_targets(tmp_path, target, data):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: DecisionTreeClassifier().fit([[0], [1]], [0, 1]), "cannot compile a DecisionTreeClassifier; supported"),
+    (lambda: AdaBoostClassifier(n_estimators=2).fit([[0], [1]], [0, 1]),
+     "cannot compile a AdaBoostClassifier; supported"),
     (lambda: LogisticRegression(), "LogisticRegression is not fitted"),
     (lambda: KNNClassifier(), "KNNClassifier is not fitted"),
     (lambda: KNeighborsClassifier(1, weights="distance").fit([[0], [1]], [0, 1]), "weights='distance'"),

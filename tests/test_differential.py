@@ -114,7 +114,7 @@ int main(void)
 
 
 @pytest.mark.parametrize("family, precision", [("protonn", "float"), ("bonsai", "int16"), ("knn", "int8"),
-                                               ("nearest", "float")])
+                                               ("nearest", "float"), ("trees", "int16")])
 def test_host_c_is_clean_under_asan_and_ubsan(family, precision, tmp_path):
     require_target("host")
     gcc = shutil.which("gcc")

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tests.conftest import require_target
 from tests.models.test_protonn import cli, expect_clean_failure
 from tinycc_ml.api import load_model
 from tinycc_ml.backends.base import get_backend
@@ -460,3 +461,321 @@ def test_exp_range_wholly_above_the_table_compiles():
     data = (Path(__file__).parent / "data" / "fuzz_exp_range_above_table.npz").read_bytes()
     outcome = run_model_file_case(data, "int8")
     assert outcome.kind == "ok", outcome.detail
+
+
+# ================================================================ round 2 (issue 25)
+# ---------------------------------------------------------------- 1. float32 distance overflow
+
+
+@pytest.mark.parametrize("estimator", ["knn", "centroid"])
+def test_float_distances_that_overflow_float32_are_refused(estimator):
+    from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    make = (lambda: KNeighborsClassifier(3)) if estimator == "knn" else NearestCentroid
+    with pytest.raises(ModelFileError, match=r"magnitude up to [0-9.]+e\+19.*overflow float32"):
+        tinycc_ml.compile(make().fit(X * 3e19, y))
+    big = make().fit(X * 1e17, y)  # large but representable: compiled, and right
+    require_target("host")
+    assert np.array_equal(tinycc_ml.compile(big).load().predict(X * 1e17), big.predict(X * 1e17))
+
+
+# ---------------------------------------------------------------- 2. the on-device input helper
+
+
+def test_input_helper_is_defined_for_every_shift_and_nan(tmp_path):
+    """Tiny calibration values give input shifts beyond 31; the helper computed 1 << s (undefined,
+    every input 0 on x86) and cast NaN to int32_t. Built with UBSan, it matches quantise()."""
+    from tinycc_ml.backends.examples import input_helper
+    from tinycc_ml.ir.fixed import quantise
+    from tinycc_ml.runtime.toolchains import find_host_cc
+
+    require_target("host")
+    from tinycc_ml.testing import random_model
+
+    model = random_model("linear", np.random.default_rng(1))
+    calibration = np.random.default_rng(2).normal(size=(32, model.input_dim)) * 1e-9
+    result = tinycc_ml.compile(model, precision="int16", calibration=calibration, name="tiny")
+    dim = model.input_dim
+    shifts = np.broadcast_to(np.asarray(result.output.input_scale), (dim,)).astype(np.int64)
+    assert shifts.max() >= 32, shifts
+    for file, text in {**result.files, "tiny_input.h": input_helper(result)}.items():
+        (tmp_path / file).write_text(text)
+    odd = np.resize([np.nan, 1e30, -1e30, 0.0, -0.0, 3e-10], (2, dim))
+    rows = np.concatenate([calibration[:6], odd]).astype(np.float32)
+    (tmp_path / "main.c").write_text("\n".join([
+        "#include <stdio.h>", '#include "tiny_input.h"', "#include <math.h>",
+        f"static const float rows[{len(rows)}][{dim}] = {{" + ", ".join(
+            "{" + ", ".join("NAN" if np.isnan(v) else f"{v!r}f" for v in r.tolist()) + "}" for r in rows) + "};",
+        "int main(void) {",
+        f"    for (int r = 0; r < {len(rows)}; ++r) {{ int16_t q[{dim}]; tiny_quantise_input(rows[r], q);",
+        f'        for (int k = 0; k < {dim}; ++k) printf("%d ", q[k]);',
+        '        printf("\\n");',
+        '    }',
+        "    return 0; }", ""]))
+    exe = tmp_path / "main"
+    subprocess.run([find_host_cc(), "-std=c99", "-Wall", "-Wextra", "-Werror",
+                    "-fsanitize=undefined,float-cast-overflow",
+                    "-fno-sanitize-recover=all", "-I", str(tmp_path), str(tmp_path / "main.c"), "-o", str(exe)],
+                   check=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True, check=True)
+    assert run.stderr == ""
+    got = np.array([[int(v) for v in line.split()] for line in run.stdout.splitlines()])
+    want = quantise(np.nan_to_num(rows.astype(np.float64), nan=0.0), shifts, 16)
+    assert np.array_equal(got, want), (got, want)
+
+
+# ---------------------------------------------------------------- 3. example rows the firmware cannot hold
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 1e300])
+def test_example_rows_beyond_float32_are_one_line(tmp_path, value):
+    from tinycc_ml.testing import random_model
+
+    model = random_model("linear", np.random.default_rng(3))
+    (tmp_path / "m.npz").write_bytes(model_file_bytes(model))
+    rows = np.random.default_rng(4).normal(size=(20, model.input_dim))
+    np.save(tmp_path / "cal.npy", rows)
+    rows[5, 1] = value
+    np.save(tmp_path / "ex.npy", rows)
+    run = cli("compile", tmp_path / "m.npz", "--target", "avr", "--project", "--calibration", tmp_path / "cal.npy",
+              "--examples", tmp_path / "ex.npy", "-o", tmp_path / "out")
+    expect_clean_failure(run, tmp_path / "out", "row 5, feature 1", "float32")
+
+
+# ---------------------------------------------------------------- 4. multilabel thresholds beyond the scores' type
+
+
+@pytest.mark.parametrize("precision, threshold", [("float", 1e300), ("float", -1e300), ("float", 1e-50),
+                                                  ("float", -1e-50), ("int16", 4e7), ("int16", -4e7),
+                                                  ("int16", 1e300)])
+def test_multilabel_thresholds_outside_the_score_type(precision, threshold):
+    """The C compared an int16_t with 40265318 (-Werror fails) and wrote 1e+300f; now it builds and
+    applies the rule exactly as the model's scores do."""
+    from tinycc_ml.models.base import multilabel_indicator
+
+    require_target("host")
+    task = {"kind": "multilabel", "rule": "threshold", "threshold": threshold}
+    model = small_protonn().with_task(task)
+    X = np.random.default_rng(5).normal(size=(40, 4))
+    X[:3] = 0.0  # some scores at exactly the model's offsets
+    result = tinycc_ml.compile(model, precision=precision, calibration=X, name="ml")
+    host = result.load()
+    scores = host.scores(X).astype(np.float64)
+    if precision == "int16":
+        scores = scores * 2.0 ** -int(result.files["ml.h"].split("ML_SCORE_SCALE ")[1].split()[0])
+    np.testing.assert_array_equal(host.labels(X), multilabel_indicator(scores, task))
+    assert "e+300f" not in result.files["ml.c"] and "e-50f" not in result.files["ml.c"]
+
+
+# ---------------------------------------------------------------- 5. integer attributes of every op
+
+
+@pytest.fixture(scope="module")
+def table_graph_texts():
+    from tinycc_ml.ir.text import print_graph
+    from tinycc_ml.testing import random_model
+
+    texts = []
+    for family in ("bonsai", "protonn"):  # tanh_lut, scale / sqdist, exp_lut
+        model = random_model(family, np.random.default_rng(0))
+        result = tinycc_ml.compile(model, precision="int16",
+                                   calibration=np.random.default_rng(0).normal(size=(32, model.input_dim)))
+        texts.append(print_graph(result.graph))
+    return texts
+
+
+@pytest.mark.parametrize("op, attr, value", [
+    ("tanh_lut", "drop_bits", -40), ("tanh_lut", "drop_bits", 31), ("tanh_lut", "in_max_q", -1),
+    ("tanh_lut", "in_max_q", 2**40), ("tanh_lut", "table_scale", 99), ("scale", "factor_q", 2**33),
+    ("scale", "factor_scale", -100), ("exp_lut", "drop_bits", -1), ("exp_lut", "low_bits", 70),
+    ("exp_lut", "hi_scale", 40), ("exp_lut", "lo_scale", -3), ("exp_lut", "lo_q", 2**31),
+    ("exp_lut", "hi_q", -2**40)])
+def test_integer_attributes_outside_their_range_fail_verify(table_graph_texts, op, attr, value):
+    """drop_bits = -40 passed verify(); run_fixed raised "negative shift count" and the host C
+    shifted by a negative count. Every op's integer attributes are range-checked now."""
+    import re
+
+    graph_text = next(text for text in table_graph_texts if f"= {op}(" in text)
+    verify(parse_graph(graph_text))
+    line = next(ln for ln in graph_text.splitlines() if f"= {op}(" in ln)
+    bad = re.sub(rf"\b{attr} = -?\d+", f"{attr} = {value}", line)
+    assert bad != line
+    with pytest.raises(IRError, match=rf"({attr} = {value}|{attr}).*(outside|index|above|fit)"):
+        verify(parse_graph(graph_text.replace(line, bad)))
+
+
+# ---------------------------------------------------------------- 6-7. races: one new folder, a fresh cache
+
+
+def _write_rounds(args):
+    from tinycc_ml.api import write_files
+
+    root, worker, barrier, rounds = args
+    failures = []
+    for r in range(rounds):
+        barrier.wait()
+        try:
+            write_files(Path(root) / f"round{r}" / "gen", {f"m{worker}.h": f"/* h {worker} */\n" * 50,
+                                                           f"m{worker}.c": f"/* c {worker} */\n" * 50})
+        except Exception as exc:  # reported to the parent, which asserts there are none
+            failures.append(f"round {r}: {type(exc).__name__}: {exc}")
+    return failures
+
+
+def test_parallel_writers_into_one_new_folder_all_succeed(tmp_path):
+    """make -j: 8 processes writing different names into one folder that does not exist yet; the
+    loser of os.replace(staging, out_dir) used to fail with "Directory not empty"."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    workers, rounds = 8, 30
+    barrier = context.Manager().Barrier(workers)
+    with context.Pool(workers) as pool:
+        failures = pool.map(_write_rounds, [(str(tmp_path), w, barrier, rounds) for w in range(workers)])
+    assert [f for fs in failures for f in fs] == []
+    for r in range(rounds):
+        gen = tmp_path / f"round{r}" / "gen"
+        assert sorted(p.name for p in gen.iterdir()) == sorted(f"m{w}.{e}" for w in range(workers) for e in "ch")
+        for w in range(workers):
+            assert (gen / f"m{w}.c").read_text() == f"/* c {w} */\n" * 50
+    assert not [p for p in tmp_path.rglob(".*")]  # no staging folders left
+
+
+def test_host_builds_load_from_many_threads_with_a_fresh_cache(tmp_path, monkeypatch):
+    """cffi's build changes the process's working folder: parallel loads with an empty cache failed
+    with "cc1: fatal error: _tinycc_....c: No such file or directory"."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tinycc_ml.testing import random_model
+
+    require_target("host")
+    monkeypatch.setenv("TINYCC_ML_CACHE", str(tmp_path / "cache"))
+    model = random_model("linear", np.random.default_rng(6))
+    X = np.random.default_rng(7).normal(size=(5, model.input_dim))
+    results = [tinycc_ml.compile(model, name=f"t{i}") for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        predictions = list(pool.map(lambda result: result.load().predict(X), results))
+    assert all(np.array_equal(p, model.predict(X)) for p in predictions)
+
+
+# ---------------------------------------------------------------- 8. a sparse constant of 10^6 empty columns
+
+
+def test_all_zero_sparse_model_of_a_million_columns_compiles_in_bounded_work(tmp_path):
+    """A deflated all-zero W of shape (1, 10^6) (8 KB) took about two minutes: the sparse constant's
+    verifier, CSC conversion and C writer looped over the columns in Python. Now each is one
+    vectorised pass (10^7 columns: ~2.5 s of CPU, ~330 MB; see issue 25)."""
+    import resource
+
+    members = {"W.npy": npy_bytes(np.zeros((1, 10**6))), "b.npy": npy_bytes(np.zeros(1)),
+               f"{META_KEY}.npy": meta_bytes({"format": "tinycc-ml-model", "version": 1, "family": "linear",
+                                              "meta": {}})}
+    model = write_npz(tmp_path / "zeros.npz", members, compress=True)
+    assert model.stat().st_size < 20_000
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(model), "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=60)  # two minutes before the fix
+    assert run.returncode == 0, run.stderr
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 500_000  # KiB
+    assert "linear_W_colptr[1000001]" in (tmp_path / "out" / "linear.c").read_text()
+
+
+@pytest.mark.parametrize("rows, where", [([0, 2, 2, 0, 1], None), ([0, 2, 2, 1, 0], "column 2"),
+                                         ([0, 2, 2, 0, 0], "column 2"), ([1, 2, 0, 0, 2], None)])
+def test_vectorised_csc_check_finds_the_column(rows, where):
+    """Columns of [[1,0,2],[0,0,3],[4,5,0]]: rows may drop where a column starts, never inside one."""
+    from tinycc_ml.ir.graph import Graph
+    from tinycc_ml.ir.ops import dense_to_sparse_attrs, sparse_to_dense
+    from tinycc_ml.ir.types import F32, TensorType
+
+    dense = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0], [4.0, 5.0, 0.0]], dtype=np.float32)
+    attrs = dense_to_sparse_attrs(dense)
+    assert attrs["col_ptr"].tolist() == [0, 2, 3, 5] and attrs["row_indices"].tolist() == [0, 2, 2, 0, 1]
+    assert np.array_equal(sparse_to_dense(attrs), dense)
+    for dtype in (np.int32, np.uint16):
+        graph = Graph("sp")
+        x = graph.add("input", attrs={"name": "x"}, type=TensorType((3,), F32), name="x")
+        w = graph.add("sparse_const", attrs=dict(attrs), name="W")
+        graph.set_output("scores", graph.add("matvec", [w, x], name="p"))
+        graph.node("W").attrs["row_indices"] = np.asarray(rows, dtype=dtype)
+        if where is None:
+            verify(graph)
+        else:
+            with pytest.raises(IRError, match=f"{where}: row indices not ascending"):
+                verify(graph)
+
+
+# ---------------------------------------------------------------- 9-11. one line, not a traceback
+
+
+@pytest.mark.parametrize("label", [2**63, 2**70, -(2**63) - 1, 10**400], ids=["2^63", "2^70", "-2^63-1", "1e400"])
+def test_class_labels_beyond_int64_in_a_model_file(tmp_path, label):
+    from tinycc_ml.testing import random_model
+
+    model = random_model("nearest", np.random.default_rng(8))
+    members = model_members(model)
+    header = json.loads(bytes(np.load(io.BytesIO(members[f"{META_KEY}.npy"]))).decode())
+    n = len(model.classes)
+    header["meta"]["classes"] = [label] + list(range(n - 1))
+    members[f"{META_KEY}.npy"] = meta_bytes(header)
+    with pytest.raises(ModelFileError, match="beyond int64"):
+        load_model(write_npz(tmp_path / "m.npz", members))
+
+
+def test_class_labels_beyond_int64_from_scikit_learn_and_fit():
+    from sklearn.neighbors import NearestCentroid
+
+    X = np.random.default_rng(9).normal(size=(20, 3))
+    y = np.repeat(np.array([2**63, 2**63 + 5], dtype=np.uint64), 10)
+    with pytest.raises(CompileError, match="beyond int64"):
+        tinycc_ml.compile(NearestCentroid().fit(X, y))
+    for labels in (y, y.astype(np.float64) * 4):
+        with pytest.raises(DataError, match="beyond int64"):
+            tinycc_ml.fit(X, labels, target="host", time_budget=1)
+
+
+def test_edgeml_sigma_beyond_float_is_one_error(tmp_path):
+    from tests.models.test_bonsai import write_edgeml
+
+    write_edgeml(tmp_path / "b", np.random.default_rng(0))
+    hp = {"dataDim": 7, "projDim": 3, "numClasses": 2, "depth": 2, "sigma": 10**400}
+    np.save(tmp_path / "b" / "hyperParam.npy", hp, allow_pickle=True)
+    with pytest.raises(ModelFileError, match="sigma"):
+        load_model(tmp_path / "b")
+    run = cli("compile", tmp_path / "b", "-o", tmp_path / "out")
+    expect_clean_failure(run, tmp_path / "out", "sigma")
+
+
+def test_fit_refuses_huge_values_and_options_in_one_line(tmp_path):
+    rng = np.random.default_rng(10)
+    X, y = rng.normal(size=(30, 3)), np.repeat([0, 1], 15)
+    with pytest.raises(DataError, match="row 4, column 1 .*float32"):
+        tinycc_ml.fit(np.where(np.arange(90).reshape(30, 3) == 13, 1e300, X), y, target="host", time_budget=1)
+    for seed in (-1, 2**32, 2**80):
+        with pytest.raises(DataError, match="random_state"):
+            tinycc_ml.fit(X, y, target="host", time_budget=1, random_state=seed)
+    np.savez(tmp_path / "d.npz", X_train=X, y_train=y)
+    for option, value in (("--max-flash", "1e400"), ("--max-ram", "0.4"), ("--max-flash", "-5"),
+                          ("--random-state", str(2**32))):
+        run = cli("fit", tmp_path / "d.npz", "--target", "host", "--time-budget", "1", option, value,
+                  "-o", tmp_path / "out")
+        assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run.stderr
+        assert option in run.stderr or "random_state" in run.stderr, run.stderr
+        assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- 12. names that shadow system headers
+
+
+@pytest.mark.parametrize("name", ["stdint", "math", "stdio", "Stdlib", "string", "Arduino"])
+def test_names_of_standard_headers_are_refused(name):
+    with pytest.raises(CompileError, match=f"shadows the standard header <{name.lower()}.h>"):
+        tinycc_ml.compile(small_protonn(), name=name)
+
+
+def test_standard_header_name_on_the_command_line_is_one_line(tmp_path):
+    (tmp_path / "m.npz").write_bytes(model_file_bytes(small_protonn()))
+    expect_clean_failure(cli("compile", tmp_path / "m.npz", "--name", "stdint", "-o", tmp_path / "out"),
+                         tmp_path / "out", "stdint.h", "shadows")

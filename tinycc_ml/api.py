@@ -44,6 +44,10 @@ def load_model(path) -> Model:
                              "fitted estimator with tinycc_ml.save_model(estimator, 'model.npz') and use that file")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
+    if path.suffix.lower() in (".json", ".txt"):  # XGBoost / LightGBM model files (models/trees_boosters.py)
+        from tinycc_ml.models.trees_boosters import load_booster_file
+
+        return load_booster_file(path)
     if path.suffix.lower() == ".onnx":
         from tinycc_ml.models.from_onnx import load_onnx
 
@@ -196,16 +200,45 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
     report["proba"] = info
 
 
+# what compile(layout=...) writes: the model's files, or a layout a backend capability makes around them
+LAYOUTS = {"files": None, "project": "project_files", "arduino": "arduino_library"}
+
+
+def check_distances(graph, source: str) -> None:
+    """Float builds compute squared distances in float32: prototypes so large that the squared
+    distance of an input of their own magnitude overflows would make every distance inf and every
+    class tie (the C would answer class 0), so such a model is refused with its largest value."""
+    for name in graph.order():
+        node = graph.node(name)
+        if node.op != "sqdist" or graph.op(node.inputs[1]) != "const":
+            continue
+        protos = np.asarray(graph.node(node.inputs[1]).attrs["value"], dtype=np.float64)
+        with np.errstate(over="ignore"):
+            reach = 4.0 * np.sum(protos * protos, axis=0)  # (2|p|)^2 summed over the features
+        if np.any(~(reach <= FLOAT32_MAX)):
+            raise ModelFileError(f"{source}: prototypes of magnitude up to {np.max(np.abs(protos)):g} make squared "
+                                 f"distances overflow float32 (beyond {FLOAT32_MAX:g}); scale the features down "
+                                 "(e.g. StandardScaler) or compile at precision int16/int8")
+
+
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
-            calibration=None, dump_ir_after=(), **options) -> CompileResult:
+            calibration=None, dump_ir_after=(), layout: str = "files", examples=None, example_labels=None,
+            **options) -> CompileResult:
     """Compile ``model`` (a Model, a fitted estimator, or a path to a saved model) to C.
 
     precision: "float", or "int16"/"int8" for integer-only code (needs ``calibration`` rows).
-    out_dir: where to write ``<name>.h``/``<name>.c``; None keeps the files in memory.
+    out_dir: where to write the files; None keeps them in memory (``result.files``).
+    layout: "files" (``<name>.h``/``<name>.c``), "project" (a standalone firmware project, as ``--project``)
+    or "arduino" (an Arduino library with an example sketch, as ``--arduino``); the last two store up to 8
+    ``examples`` rows (default: the calibration rows) with ``example_labels`` (class labels, optional).
     """
+    if layout not in LAYOUTS:
+        raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     model = as_model(model)
     prefix = check_prefix(name or model.family)
     backend = get_backend(target)
+    if LAYOUTS[layout]:
+        backend.require(LAYOUTS[layout])
     if precision not in PRECISIONS:
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:
@@ -224,6 +257,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     if precision == "float":
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())
+        check_distances(graph, model.describe())
     else:
         if calibration is None:
             raise CompileError(f"precision {precision} needs calibration data (rows of typical inputs)")
@@ -270,7 +304,14 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
                   kernels=list(output.kernels))
     if fit is not None:
         report["fit"] = asdict(fit)
+    result = CompileResult(target, prefix, precision, dict(output.files), None, output, graph, report,
+                           classes=classes)
+    if LAYOUTS[layout]:
+        from tinycc_ml.backends.examples import example_rows
+
+        rows = examples if examples is not None else calibration
+        result.files = getattr(backend, LAYOUTS[layout])(result, example_rows(result, model, rows, example_labels))
     if out_dir is not None:
-        write_files(Path(out_dir), output.files)
-    return CompileResult(target, prefix, precision, dict(output.files), Path(out_dir) if out_dir else None,
-                         output, graph, report, classes=classes)
+        write_files(Path(out_dir), result.files)
+        result.out_dir = Path(out_dir)
+    return result

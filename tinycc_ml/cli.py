@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import time
 import warnings
@@ -118,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--precision", default="auto", choices=("auto", *PRECISIONS),
                    help="auto (default: int16 and int8 on microcontrollers, also float on the host) or one")
     f.add_argument("--families", default=None, metavar="LIST",
-                   help="comma-separated: protonn, bonsai, nearest-prototype, snc, linear, knn (default all)")
+                   help="comma-separated families (default all): see the README's 'Choosing a model'")
     f.add_argument("--time-budget", type=float, default=300.0, metavar="S",
                    help="seconds for the whole run, retraining and final check included (default 300; within "
                         "about 10%%: a candidate is started only while time remains for it and the end)")
@@ -272,17 +273,13 @@ def cmd_compile(args) -> int:
     if calibration is not None and precision == "float":
         raise CompileError("--calibration is only used with --precision int16 or int8")
     inputs = model_input_files(args.model) + [Path(f) for f in (args.calibration, args.examples) if f]
+    layout = "arduino" if args.arduino else ("project" if args.project else "files")
+    rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
     result = tinycc_ml.compile(args.model, target=args.target, name=args.name, precision=precision,
-                               calibration=calibration, dump_ir_after=dump)
+                               calibration=calibration, dump_ir_after=dump, layout=layout,
+                               examples=rows if layout != "files" else None, example_labels=labels)
     out = Path(args.output)
     files = dict(result.files)
-    if args.arduino or args.project:
-        rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
-        from tinycc_ml.backends.examples import example_rows
-
-        examples = example_rows(result, tinycc_ml.load_model(args.model), rows, labels)
-        backend = get_backend(args.target)
-        files = backend.arduino_library(result, examples) if args.arduino else backend.project_files(result, examples)
     written = set(write_tree(out, files))
     paths = [out / name for name in files]
     if args.manifest:
@@ -402,9 +399,13 @@ def _byte_count(text: str) -> int:
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     factor = 1024 if t.endswith("K") else 1
     try:
-        return int(float(t.removesuffix("K")) * factor)
+        value = float(t.removesuffix("K")) * factor
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 16384 or 16K)") from None
+        value = float("nan")
+    if not (math.isfinite(value) and value >= 0 and value == int(value)):  # 1e400 is inf; 0.4 is no count
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (a whole number of bytes, e.g. 16384 "
+                                         "or 16K)")
+    return int(value)
 
 
 def _jobs(text: str) -> int:

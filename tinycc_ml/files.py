@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -100,8 +101,12 @@ def write_tree(out_dir, files: dict[str, str | bytes]) -> list[Path]:
         if not out_dir.exists():
             for folder in [staging, *(p for p in staging.rglob("*") if p.is_dir())]:
                 os.chmod(folder, _dir_mode())
-            os.replace(staging, out_dir)
-            return [out_dir / name for name in changed]
+            try:
+                os.rename(staging, out_dir)
+                return [out_dir / name for name in changed]
+            except OSError as exc:  # another writer (make -j) made the folder first: move the files in
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not out_dir.is_dir():
+                    raise
         for name in changed:
             _make_dirs((out_dir / name).parent)
             os.replace(staging / name, out_dir / name)

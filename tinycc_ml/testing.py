@@ -6,7 +6,7 @@
         check_target("riscv", tmp_path)
 
 Each check raises AssertionError naming the case (target, family, precision, seed) and what differs:
-- every family's random models (ProtoNN, Bonsai, nearest prototype, kNN, linear; random sizes and
+- every family's random models (ProtoNN, Bonsai, nearest prototype, kNN, linear, tree ensembles; random sizes and
   sparsity), at every precision the target declares: integer builds bit-exact with the fixed-point
   interpreter (``run_fixed``: predictions and scores), float builds predicting what the float64 model
   predicts on every row float32 rounding cannot tip (``clear_rows``);
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-FAMILIES = ("protonn", "bonsai", "nearest", "knn", "linear")
+FAMILIES = ("protonn", "bonsai", "nearest", "knn", "linear", "trees", "mlp")
 TIE = 1e-3  # relative distance to a tie below which float32 rounding may decide a row
 
 
@@ -62,6 +62,16 @@ def random_model(family: str, rng: np.random.Generator, extreme: float = 1.0):
     if family == "linear":
         L = int(rng.choice([1, 3]))
         return LinearModel(sparse((L, D)) / extreme, rng.normal(size=L), mean, std)
+    if family == "trees":
+        return random_trees(rng, D, extreme)
+    if family == "mlp":
+        from tinycc_ml.models.mlp import MLPModel
+
+        widths = [D, *(int(rng.integers(1, 7)) for _ in range(int(rng.integers(1, 3)))), int(rng.choice([1, 3]))]
+        weights = [sparse((o, i)) / np.sqrt(i) for i, o in zip(widths[:-1], widths[1:])]
+        return MLPModel(weights, [rng.normal(size=w) * 0.3 for w in widths[1:]],
+                        str(rng.choice(["relu", "tanh", "logistic"])), "logistic" if widths[-1] == 1 else "softmax",
+                        mean, std)
     m = int(rng.integers(3, 9))
     n_classes = int(rng.integers(2, 4))
     labels = np.concatenate([np.arange(n_classes), rng.integers(0, n_classes, m - n_classes)])
@@ -69,6 +79,32 @@ def random_model(family: str, rng: np.random.Generator, extreme: float = 1.0):
     points = rng.normal(size=(m, D if transform is None else transform.shape[0])) * 2
     k = 1 if family == "nearest" else int(rng.integers(2, m + 1))
     return PrototypeModel(points, labels, n_classes, k, mean, std, transform)
+
+
+def random_trees(rng: np.random.Generator, D: int, extreme: float = 1.0):
+    """1-5 random trees of random shapes: a forest (vector leaves), boosting (scalar leaves, one output
+    per tree) or a binary boosting model (one score); thresholds where the inputs are; "<=" or "<"."""
+    from tinycc_ml.models.trees import TreeEnsembleModel
+
+    kind = rng.choice(["forest", "boosting", "binary"])
+    L = 1 if kind == "binary" else int(rng.integers(2, 5))
+    width = L if kind == "forest" else 1
+    feature, threshold, left, right, value, roots, outs = [], [], [], [], [], [], []
+
+    def grow(depth: int) -> int:
+        i = len(feature)
+        feature.append(-1), threshold.append(0.0), left.append(-1), right.append(-1)
+        value.append(rng.normal(size=width) * rng.choice([1.0, extreme]))
+        if depth < 5 and rng.random() < 0.7:
+            feature[i], threshold[i] = int(rng.integers(0, D)), float(rng.normal() * rng.choice([0.5, 2.0]))
+            left[i], right[i] = grow(depth + 1), grow(depth + 1)
+        return i
+
+    for t in range(int(rng.integers(1, 6))):
+        roots.append(grow(0))
+        outs.append(-1 if kind == "forest" else t % L)
+    return TreeEnsembleModel(feature, threshold, left, right, np.array(value), roots, outs, rng.normal(size=L),
+                             input_dim=D, compare=str(rng.choice(["le", "lt"])), binary=kind == "binary")
 
 
 def random_inputs(model, rng: np.random.Generator, n: int, extreme: float = 1.0) -> np.ndarray:

@@ -23,6 +23,40 @@ from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
 from tinycc_ml.models.regressors import BonsaiRegressor, ProtoNNRegressor
 from tinycc_ml.models.snc import SNCClassifier
 
+
+class _SklearnModel:
+    """A fitted scikit-learn estimator as the FAMILIES entries return them (``to_model()``)."""
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+
+    def to_model(self):
+        from tinycc_ml.models.from_sklearn import from_sklearn
+
+        return from_sklearn(self.estimator)
+
+
+def _sklearn(make):
+    return lambda X, y: _SklearnModel(make().fit(X, y))
+
+
+def _forest():
+    from sklearn.ensemble import RandomForestClassifier
+
+    return RandomForestClassifier(n_estimators=4, max_depth=6, random_state=0)  # the table walk
+
+
+def _small_tree():
+    from sklearn.tree import DecisionTreeClassifier
+
+    return DecisionTreeClassifier(max_depth=3, random_state=0)  # straight-line code
+
+
+def _boosting():
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    return GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0)
+
 N_ROWS = 200
 
 
@@ -56,6 +90,9 @@ FAMILIES = {
                                                    random_state=0).fit(X, y),
     "snc": lambda X, y: SNCClassifier(compression=0.03, max_iter=5, random_state=0).fit(X, y),
     "knn3": lambda X, y: KNNClassifier(k=3).fit(X[:120], y[:120]),  # small enough for 32 KB of flash
+    "forest": _sklearn(_forest),
+    "tree": _sklearn(_small_tree),
+    "boosting": _sklearn(_boosting),
     # regression (the digit's value as a number): the compiled value is the single score
     "protonn_regression": lambda X, y: ProtoNNRegressor(budget_bytes=4096, n_iter=10, random_state=0).fit(X, y * 1.5),
     "bonsai_regression": lambda X, y: BonsaiRegressor(budget_bytes=4096, epochs=10, reg_z=1e-2, reg_tree=1e-2,

@@ -33,6 +33,34 @@ class GraphModel(Model):
         return "test graph"
 
 
+def random_ensemble(rng, n_features: int, L: int) -> dict:
+    """2-4 random complete trees of depth 1-3 with thresholds drawn like the values they test."""
+    vector = rng.random() < 0.5
+    feature, threshold, value, roots = [], [], [], []
+    for _ in range(int(rng.integers(2, 5))):
+        depth = int(rng.integers(1, 4))
+        roots.append(len(feature))
+        n_inner, n_leaves = 2**depth - 1, 2**depth
+        feature += rng.integers(0, n_features, n_inner).tolist() + [-1] * n_leaves
+        threshold += rng.normal(size=n_inner).tolist() + [0.0] * n_leaves
+        value += [[0.0] * (L if vector else 1)] * n_inner + rng.normal(size=(n_leaves, L if vector else 1)).tolist()
+    left, right = [], []
+    for r_i, r in enumerate(roots):
+        end = roots[r_i + 1] if r_i + 1 < len(roots) else len(feature)
+        n_inner = (end - r - 1) // 2
+        for i in range(end - r):  # heap order inside the tree: children of i at 2i+1, 2i+2
+            inner = i < n_inner
+            left.append(r + 2 * i + 1 if inner else -1)
+            right.append(r + 2 * i + 2 if inner else -1)
+    n_trees = len(roots)
+    return {"feature": np.array(feature, dtype=np.int32), "threshold": np.array(threshold, dtype=np.float32),
+            "left": np.array(left, dtype=np.int32), "right": np.array(right, dtype=np.int32),
+            "value": np.array(value, dtype=np.float32), "roots": np.array(roots, dtype=np.int32),
+            "tree_output": np.full(n_trees, -1, dtype=np.int32) if vector
+            else rng.integers(0, L, n_trees).astype(np.int32),
+            "n_outputs": L, "compare": "le" if rng.random() < 0.5 else "lt"}
+
+
 def build_graph(rng, D, H, L, ops, tanh_scale):
     g = Graph("g")
     x = g.add("input", attrs={"name": "x"}, type=TensorType((D,), F32), name="x")
@@ -50,7 +78,10 @@ def build_graph(rng, D, H, L, ops, tanh_scale):
         h = g.add("sub", [h, g.add("sum", [h], name="total")], name="centred")
     if "clip" in ops:
         h = g.add("clip", [h], {"lo": -1.5, "hi": 2.0}, name="clipped")
-    if "tree" in ops:  # a depth-2 Bonsai-style walk: only the nodes on the path are evaluated
+    if "forest" in ops:  # a tree ensemble over the hidden layer (vector leaves) or the input (scalar leaves)
+        src = h if rng.random() < 0.5 else x
+        scores = g.add("tree_ensemble", [src], random_ensemble(rng, g.type(src).shape[0], L), name="scores")
+    elif "tree" in ops:  # a depth-2 Bonsai-style walk: only the nodes on the path are evaluated
         depth, n_nodes = 2, 7
         stack = {k: g.add("const", attrs={"value": rng.normal(size=s).astype(np.float32)}, name=k)
                  for k, s in (("W3", (n_nodes, L, H)), ("V3", (n_nodes, L, H)), ("T3", (3, 1, H)))}
@@ -97,7 +128,8 @@ def build_graph(rng, D, H, L, ops, tanh_scale):
 @given(
     seed=st.integers(0, 2**31 - 1),
     D=st.integers(1, 12), H=st.integers(1, 8), L=st.integers(2, 5),
-    ops=st.sets(st.sampled_from(["tanh", "mul", "add", "sub", "clip", "sqdist", "tree", "nearest", "ovo"])),
+    ops=st.sets(st.sampled_from(["tanh", "mul", "add", "sub", "clip", "sqdist", "tree", "nearest", "ovo",
+                                 "forest"])),
     tanh_mode=st.sampled_from(["clamp", "table", "auto"]),
     tanh_scale=st.sampled_from([0.1, 1.0, 3.0]),
     precision=st.sampled_from(["int16", "int8"]),

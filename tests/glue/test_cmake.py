@@ -209,3 +209,37 @@ def test_cmake_dir_command(capsys):
     assert cli.main(["cmake-dir"]) == 0
     folder = Path(capsys.readouterr().out.strip())
     assert {"TinyccML.cmake", "tinycc-ml-avr.cmake", "tinycc-ml-cortex-m0.cmake"} <= {p.name for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize("call, folder, words", [
+    ("tinycc_ml_add_model(m MODEL model.npz NAME static)", "b", ["NAME static", "C keyword"]),
+    ("tinycc_ml_add_model(m MODEL model.npz NAME stdint)", "b", ["NAME stdint", "<stdint.h>"]),
+    ("tinycc_ml_add_model(Math MODEL model.npz)", "b", ["NAME Math", "<math.h>"]),
+    ('tinycc_ml_add_model(m MODEL "a\\;b.npz")', "b", ["b.npz", "a path with ';'"]),
+    ("tinycc_ml_add_model(m MODEL model.npz)", "b#1", ["b#1", "'#'"]),
+])
+def test_names_and_paths_fail_at_configure_time(data, tmp_path, call, folder, words):
+    """Issue 25 item 13: a keyword or standard header's name, '#' in the binary folder and ';' in a path
+    failed only when the build ran, or with CMake's own errors; the module now says so at configure time."""
+    data_dir, _ = data
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(data_dir / "model.npz", src / "model.npz")
+    shutil.copy(data_dir / "model.npz", src / "a;b.npz")
+    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.20)\nproject(bad C)\n"
+                                        f'list(APPEND CMAKE_MODULE_PATH "{cmake_dir()}")\ninclude(TinyccML)\n'
+                                        f"{call}\n")
+    run = configure(src, tmp_path / folder)
+    assert run.returncode != 0
+    text = " ".join(run.stderr.split())
+    for word in ["tinycc_ml_add_model", *words]:
+        assert word in text, run.stderr
+
+
+def test_cmake_name_lists_match_the_compiler():
+    from tinycc_ml.backends.c_emitter import C_KEYWORDS, SYSTEM_HEADERS
+
+    text = (Path(cmake_dir()) / "TinyccML.cmake").read_text()
+    for variable, names in (("_c_keywords", C_KEYWORDS), ("_system_headers", SYSTEM_HEADERS)):
+        listed = text.split(f"set({variable} ")[1].split(")")[0].split()
+        assert set(listed) == set(names), variable

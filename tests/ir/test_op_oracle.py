@@ -438,6 +438,62 @@ def kvote_case(draw):
 
 
 @st.composite
+def random_forest_attrs(draw, n_features: int, scale: int):
+    """1-3 random trees (depth <= 3) over ``n_features`` features: thresholds near the inputs' grid
+    (on it, half a step off, and arbitrary float32), vector or scalar leaves."""
+    n_trees = draw(st.integers(1, 3))
+    n_out = draw(st.integers(1, 3))
+    vector = draw(st.booleans())
+    feature, threshold, left, right, value, roots, outs = [], [], [], [], [], [], []
+    width = n_out if vector else 1
+    leaf_values = st.floats(-4, 4, width=32)
+
+    def grow(depth):
+        i = len(feature)
+        feature.append(-1), threshold.append(0.0), left.append(-1), right.append(-1)
+        value.append([0.0] * width)
+        if depth < 3 and draw(st.booleans()):
+            grid = draw(st.integers(-2**15, 2**15 - 1)) * 2.0**-scale
+            t = draw(st.sampled_from([grid, grid + 0.5 * 2.0**-scale, grid - 2.0**-(scale + 20)]))
+            feature[i], threshold[i] = draw(st.integers(0, n_features - 1)), float(np.float32(t))
+            left[i] = grow(depth + 1)
+            right[i] = grow(depth + 1)
+        else:
+            value[i] = [draw(leaf_values) for _ in range(width)]
+        return i
+
+    for _ in range(n_trees):
+        roots.append(grow(0))
+        outs.append(-1 if vector else draw(st.integers(0, n_out - 1)))
+    return {"feature": np.array(feature, dtype=np.int32), "threshold": np.array(threshold, dtype=np.float32),
+            "left": np.array(left, dtype=np.int32), "right": np.array(right, dtype=np.int32),
+            "value": np.array(value, dtype=np.float32), "roots": np.array(roots, dtype=np.int32),
+            "tree_output": np.array(outs, dtype=np.int32), "n_outputs": n_out,
+            "compare": draw(st.sampled_from(["le", "lt"]))}
+
+
+@st.composite
+def tree_ensemble_case(draw):
+    n = draw(st.integers(1, 6))
+    X = input_rows(draw, n)
+    sa = draw(SCALES)
+    attrs = draw(random_forest_attrs(n, sa))
+
+    def make(so, bits):
+        from tinycc_ml.ir.ops.ensembles import leaf_scale
+
+        g, x = new_graph(n, sa)
+        y = g.add("tree_ensemble", [x], attrs, type=out_type((attrs["n_outputs"],), bits, so))
+        # decisions are exact (the integer thresholds); each tree's leaf is rounded once at the leaf
+        # scale, the sum once at the output scale
+        lq = leaf_scale(attrs, so)
+        return finish(g, y, [("leaf and output rounding",
+                              len(attrs["roots"]) * half_unit(True, lq) + half_unit(lq > so, so))])
+
+    return Case(X, make)
+
+
+@st.composite
 def ovo_votes_case(draw):
     n_classes = draw(st.integers(2, 5))
     n = n_classes * (n_classes - 1) // 2
@@ -490,6 +546,7 @@ ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "sum": sum_case,
     "segment_min": segment_min_case,
     "kvote": kvote_case,
+    "tree_ensemble": tree_ensemble_case,
     "ovo_votes": ovo_votes_case,
     "argmax": lambda: arg_case("argmax"),
     "branch": branch_case,

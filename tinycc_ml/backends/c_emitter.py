@@ -54,6 +54,31 @@ def c_int(value, ctype: str) -> str:
     return str(v)
 
 
+def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 << 16) -> str:
+    """An initialiser's items (c_float / c_int of each), ``per_line`` to a line, formatted a block at a
+    time: a table of 10^7 entries takes about a second and no list of 10^7 strings."""
+    parts = []
+    for start in range(0, len(flat), block):  # block is a multiple of per_line: lines never straddle blocks
+        chunk = flat[start:start + block]
+        if ctype == "float":
+            items = [c_float(v) for v in chunk]
+        else:
+            ints = np.asarray(chunk, dtype=np.int64)
+            lo, hi = int(ints.min()), int(ints.max())
+            if hi - lo < len(ints):  # few distinct values (offsets, zeros): each number written once
+                items = np.array([str(v) for v in range(lo, hi + 1)], dtype=object)[ints - lo].tolist()
+            else:
+                items = list(map(str, ints.tolist()))
+            if ctype == "int32_t":
+                items = [c_int(-(2**31), ctype) if item == "-2147483648" else item for item in items]
+        full = len(items) - len(items) % per_line
+        lines = list(map(", ".join, zip(*[iter(items[:full])] * per_line)))
+        if full < len(items):
+            lines.append(", ".join(items[full:]))
+        parts.append(",\n    ".join(lines))
+    return ",\n    ".join(parts)
+
+
 @dataclass
 class CTarget:
     """What the emitter needs to know about a target."""
@@ -145,17 +170,12 @@ class CEmitter:
     # ---- constants
     def add_const_array(self, symbol: str, values: np.ndarray, ctype: str, comment: str) -> str:
         flat = np.asarray(values).reshape(-1)
-        if ctype == "float":
-            items = [c_float(v) for v in flat]
-        else:
-            items = [c_int(v, ctype) for v in flat]
-        rows = [", ".join(items[i:i + 8]) for i in range(0, len(items), 8)]
-        body = ",\n    ".join(rows)
+        n = len(flat)
         self.constants.append(
-            f"/* {comment} */\nstatic const {ctype} {symbol}[{max(len(items), 1)}]{self.target.const_attribute} = {{\n"
-            f"    {body if items else '0'}\n}};\n"
+            f"/* {comment} */\nstatic const {ctype} {symbol}[{max(n, 1)}]{self.target.const_attribute} = {{\n"
+            f"    {array_body(flat, ctype) if n else '0'}\n}};\n"
         )
-        self.const_bytes += max(len(items), 1) * np.dtype(self._np_type(ctype)).itemsize
+        self.const_bytes += max(n, 1) * np.dtype(self._np_type(ctype)).itemsize
         return symbol
 
     @staticmethod
@@ -315,6 +335,16 @@ def check_interface(graph: Graph) -> None:
         raise CompileError(f"graph {graph.name}: output prediction must be an idx scalar, is {prediction}")
 
 
+# headers a build including the output folder may look up (C11/C23, the POSIX and toolchain ones the
+# generated code, the simulators' harnesses and Arduino sketches use), compared case-insensitively
+# (macOS and Windows file systems fold case)
+SYSTEM_HEADERS = frozenset("""
+    assert complex ctype errno fenv float inttypes iso646 limits locale math setjmp signal stdalign stdarg
+    stdatomic stdbit stdbool stdckdint stddef stdint stdio stdlib stdnoreturn string tgmath threads time uchar
+    wchar wctype unistd strings alloca malloc pthread fcntl arduino
+""".split())
+
+
 def check_prefix(prefix: str) -> str:
     import re
 
@@ -322,6 +352,10 @@ def check_prefix(prefix: str) -> str:
         raise CompileError(f"name {prefix!r} is not a valid C identifier (letters, digits, _; no leading digit)")
     if prefix in C_KEYWORDS:
         raise CompileError(f"name {prefix!r} is a C keyword")
+    if prefix.lower() in SYSTEM_HEADERS:  # <name>.h beside the sources would shadow the system's header
+        raise CompileError(f"name {prefix!r} would write {prefix}.h, which shadows the standard header "
+                           f"<{prefix.lower()}.h> for every file built with -I on the output folder; choose another "
+                           "name")
     if len(prefix) > 40:
         raise CompileError(f"name {prefix!r} is longer than 40 characters")
     return prefix

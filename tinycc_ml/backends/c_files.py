@@ -67,17 +67,35 @@ def _label_rule(api: Interface) -> list[str]:
     """C body filling out[] from scores[] exactly as models.base.multilabel_indicator does."""
     n, task = api.n_scores, api.task
     if task["rule"] == "threshold":
-        if api.score_scale is None:
-            limit = repr(float(task["threshold"])) + "f"
-        else:  # s * 2^-scale > t  <=>  s > floor(t * 2^scale) for integer s
-            limit = str(int(np.clip(np.floor(task["threshold"] * 2.0 ** api.score_scale), -2**31, 2**31 - 1)))
-        return [f"    for (i = 0; i < {n}; i++) out[i] = (uint8_t)(scores[i] > {limit});"]
+        return [f"    for (i = 0; i < {n}; i++) out[i] = {_above_threshold(api, float(task['threshold']))};"]
     # top k: k passes, each taking the first largest score not taken yet (ties to the lower label)
     return [f"    for (i = 0; i < {n}; i++) out[i] = 0;",
             f"    for (round = 0; round < {min(task['k'], n)}; round++) {{", "        best = -1;",
             f"        for (i = 0; i < {n}; i++)",
             "            if (!out[i] && (best < 0 || scores[i] > scores[best])) best = i;",
             "        out[best] = 1;", "    }"]
+
+
+def _above_threshold(api: Interface, t: float) -> str:
+    """C for ``scores[i] > t`` over the score type's values, with a literal the type can hold: a float32
+    score exceeds t exactly when it exceeds the largest float32 <= t; an integer score s at scale q
+    exceeds t when s > floor(t * 2^q), always or never once that lies outside the type's range."""
+    if api.score_scale is None:
+        f32_max = float(np.finfo(np.float32).max)
+        if t < -f32_max:  # every float32 but -inf (and NaN) exceeds it
+            return f"(uint8_t)(scores[i] >= {-f32_max!r}f)"
+        t32 = np.float32(min(t, f32_max))
+        if float(t32) > t:
+            t32 = np.nextafter(t32, np.float32(-np.inf))
+        return f"(uint8_t)(scores[i] > {float(t32)!r}f)"
+    bits = int("".join(ch for ch in api.score_ctype if ch.isdigit()) or 32)
+    with np.errstate(over="ignore"):
+        limit = np.floor(t * 2.0 ** api.score_scale)
+    if limit >= 2 ** (bits - 1) - 1:
+        return "0"
+    if limit < -(2 ** (bits - 1)):
+        return "1"
+    return f"(uint8_t)(scores[i] > {int(limit)})"
 
 
 def source_text(comment: str, prefix: str, includes: list[str], constants: list[str], helpers: list[str],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends import c_float
+from tinycc_ml.backends import c_float, kernels_trees
 from tinycc_ml.backends.c_emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
@@ -337,4 +337,5 @@ C_CODE["fixed"].update({
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
     "ovo_votes": _ovo_votes,
     "matvec_at": _matvec_at, "branch": c_float.branch,
+    "tree_ensemble": lambda em, node: kernels_trees.ensemble_code(em, node, (rshift_c, saturate_c)),
 })

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tinycc_ml.backends import kernels_trees
 from tinycc_ml.backends.c_emitter import C_CODE, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
 
@@ -250,4 +251,5 @@ C_CODE["float"].update({
     "ovo_votes": ovo_votes,
     "tanh_clamp": tanh_clamp,
     "max": largest,
+    "tree_ensemble": kernels_trees.ensemble_code,
 })

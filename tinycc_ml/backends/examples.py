@@ -40,7 +40,14 @@ def example_rows(result, model, rows, labels=None, limit: int = MAX_EXAMPLES) ->
     rows = np.asarray(rows)
     if rows.ndim != 2 or rows.shape[1] != out.input_dim or len(rows) == 0:
         raise DataError(f"example rows: shape {rows.shape}, expected (rows, {out.input_dim})")
-    rows = rows[:limit].astype(np.float32).astype(np.float64)
+    if rows.dtype.kind not in "biuf":
+        raise DataError(f"example rows: dtype {rows.dtype} is not bool, integer or real float")
+    with np.errstate(over="ignore", invalid="ignore"):
+        rows = rows[:limit].astype(np.float32).astype(np.float64)
+    if not np.all(np.isfinite(rows)):
+        row, col = (int(i) for i in np.argwhere(~np.isfinite(rows))[0])
+        raise DataError(f"example rows: row {row}, feature {col} is NaN, infinite or beyond float32 "
+                        "(examples are written into the firmware as float literals)")
     if labels is not None and np.ndim(labels) != 1:
         raise DataError(f"example labels: shape {np.shape(labels)}; examples take one class label per row "
                         "(give the rows without labels to check against the model's own predictions)")
@@ -140,8 +147,11 @@ def input_helper(result) -> str | None:
         f"static inline {ctype} {p}_quantise_feature(int k, float x)",
         "{",
         f"    const int s = {up}_INPUT_SHIFT(k);",
-        "    const float factor = s >= 0 ? (float)((uint32_t)1 << s) : 1.0f / (float)((uint32_t)1 << -s);",
+        "    float factor = 1.0f; /* 2^s by doubling: exact for every int8 s, no shift by >= 32 */",
+        "    for (int i = 0; i < s; ++i) factor *= 2.0f;",
+        "    for (int i = 0; i > s; --i) factor *= 0.5f;",
         "    const float v = x * factor + 0.5f;",
+        "    if (v != v) return 0; /* NaN: no value to round; never cast to an integer */",
         f"    if (v >= {top - 1}.0f) return {top - 1};",
         f"    if (v <= -{top}.0f) return -{top};",
         "    const int32_t t = (int32_t)v; /* truncates toward zero; the floor is one less for negatives */",

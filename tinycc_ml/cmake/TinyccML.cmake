@@ -53,6 +53,10 @@ function(tinycc_ml_add_model lib)
   if(NOT ARG_MODEL)
     message(FATAL_ERROR "${_where}: MODEL <path> is required")
   endif()
+  if(ARG_MODEL MATCHES ";" OR ARG_CALIBRATION MATCHES ";")
+    message(FATAL_ERROR "${_where}: MODEL ${ARG_MODEL} / CALIBRATION ${ARG_CALIBRATION}: a path with ';' "
+                        "cannot be passed through CMake's lists; rename the file")
+  endif()
   get_filename_component(_model "${ARG_MODEL}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   if(NOT EXISTS "${_model}")
     message(FATAL_ERROR "${_where}: MODEL ${_model} does not exist")
@@ -71,6 +75,32 @@ function(tinycc_ml_add_model lib)
   if(NOT ARG_NAME MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
     message(FATAL_ERROR "${_where}: NAME ${ARG_NAME} is not a C identifier")
   endif()
+  # the names tinycc-ml refuses (C_KEYWORDS, SYSTEM_HEADERS in backends/c_emitter.py), refused here at
+  # configure time rather than when the build runs
+  set(_c_keywords auto break case char const continue default do double else enum extern float for goto if
+      inline int long register restrict return short signed sizeof static struct switch typedef union unsigned
+      void volatile while _Bool _Complex _Imaginary)
+  set(_system_headers assert complex ctype errno fenv float inttypes iso646 limits locale math setjmp signal
+      stdalign stdarg stdatomic stdbit stdbool stdckdint stddef stdint stdio stdlib stdnoreturn string tgmath
+      threads time uchar wchar wctype unistd strings alloca malloc pthread fcntl arduino)
+  string(TOLOWER "${ARG_NAME}" _lower_name)
+  string(LENGTH "${ARG_NAME}" _name_length)
+  if(ARG_NAME IN_LIST _c_keywords)
+    message(FATAL_ERROR "${_where}: NAME ${ARG_NAME} is a C keyword")
+  elseif(_lower_name IN_LIST _system_headers)
+    message(FATAL_ERROR "${_where}: NAME ${ARG_NAME} would write ${ARG_NAME}.h, which shadows the standard "
+                        "header <${_lower_name}.h>; choose another NAME")
+  elseif(_name_length GREATER 40)
+    message(FATAL_ERROR "${_where}: NAME ${ARG_NAME} is longer than 40 characters")
+  endif()
+  # characters the generated build cannot carry: '#' starts a comment in Make and in depfiles, ';'
+  # splits a CMake list (the command line and the dependencies would name two files)
+  foreach(_path IN ITEMS "${CMAKE_CURRENT_BINARY_DIR}")
+    if(_path MATCHES "#")
+      message(FATAL_ERROR "${_where}: the binary folder ${_path} contains '#', which Make and depfiles read as "
+                          "a comment; use a build folder without '#'")
+    endif()
+  endforeach()
 
   set(_out "${CMAKE_CURRENT_BINARY_DIR}/tinycc_ml/${lib}")
   set(_header "${_out}/${ARG_NAME}.h")

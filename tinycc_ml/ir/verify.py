@@ -23,6 +23,39 @@ ATTR_KINDS = {
     "ints": lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, (int, np.integer)) for i in v),
 }
 
+INT32 = (-(2**31 - 1), 2**31 - 1)
+SHIFT = (0, 31)  # a right shift of an int32 value in C: a count of 32 or more, or a negative one, is undefined
+# Every integer attribute's legal range (op -> attribute -> inclusive bounds): an integer that the
+# interpreters and the C use as a shift count, a table index or a product factor outside these would
+# make them raise, read outside a table, or shift by an undefined count.
+INT_ATTR_RANGES = {
+    "matvec": {"shift": SHIFT}, "matvec_at": {"shift": SHIFT}, "sqdist": {"shift": SHIFT}, "sum": {"shift": SHIFT},
+    "scale": {"factor_q": INT32, "factor_scale": (-62, 62)},
+    "kvote": {"k": (1, INT32[1]), "n_classes": (1, MAX_ELEMENTS)},
+    "exp_lut": {"lo_q": INT32, "hi_q": INT32, "drop_bits": (0, 30), "low_bits": (0, 24), "hi_scale": SHIFT,
+                "lo_scale": SHIFT},
+    "tanh_lut": {"drop_bits": (0, 30), "in_max_q": (0, INT32[1]), "table_scale": SHIFT},
+}
+
+
+def _check_int_attrs(where: str, op: str, attrs: dict) -> None:
+    for key, (lo, hi) in INT_ATTR_RANGES.get(op, {}).items():
+        if key in attrs and not lo <= int(attrs[key]) <= hi:
+            raise IRError(f"{where}: attribute {key} = {int(attrs[key])} is outside [{lo}, {hi}]")
+    if op == "tanh_lut":  # the entries i and i + 1 around |x| <= in_max_q are read
+        last = int(attrs["in_max_q"]) >> int(attrs["drop_bits"])
+        if not 0 <= last < len(attrs["table"]):
+            raise IRError(f"{where}: in_max_q >> drop_bits = {last} indexes past the table's {len(attrs['table'])} "
+                          "entries")
+    if op == "exp_lut":
+        if int(attrs["lo_q"]) > int(attrs["hi_q"]):
+            raise IRError(f"{where}: lo_q = {attrs['lo_q']} is above hi_q = {attrs['hi_q']}")
+        t = (int(attrs["hi_q"]) - int(attrs["lo_q"])) >> int(attrs["drop_bits"])
+        hi_len, lo_len = len(attrs["table_hi"]), len(attrs["table_lo"])
+        if (t >> int(attrs["low_bits"])) >= hi_len or min(t, (1 << int(attrs["low_bits"])) - 1) >= lo_len:
+            raise IRError(f"{where}: index range up to {t} does not fit tables of {hi_len} and {lo_len} entries "
+                          f"(drop_bits {attrs['drop_bits']}, low_bits {attrs['low_bits']})")
+
 
 def verify(graph: Graph, complete: bool = False) -> None:
     """Raise IRError describing the first broken rule, or return None. ``complete``: the graph is
@@ -66,6 +99,7 @@ def verify(graph: Graph, complete: bool = False) -> None:
                 continue
             if not ATTR_KINDS[kind.rstrip("?")](data["attrs"][key]):
                 raise IRError(f"{where}: attribute {key} must be {kind}, got {data['attrs'][key]!r:.60}")
+        _check_int_attrs(where, op.name, data["attrs"])
         declared = data["type"]
         if declared.size > MAX_ELEMENTS:  # C indexes with int, and no target holds that much
             raise IRError(f"{where}: type {declared} has {declared.size} elements, over the limit of {MAX_ELEMENTS}")

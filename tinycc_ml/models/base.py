@@ -4,6 +4,7 @@ lowers itself to the IR."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,6 +20,7 @@ BUILTIN_FAMILIES = {
     "bonsai": "tinycc_ml.models.bonsai:BonsaiModel",
     "prototype": "tinycc_ml.models.prototypes:PrototypeModel",
     "linear": "tinycc_ml.models.linear:LinearModel",
+    "trees": "tinycc_ml.models.trees:TreeEnsembleModel",
     "mlp": "tinycc_ml.models.mlp:MLPModel",
     "gaussian_nb": "tinycc_ml.models.naive_bayes:GaussianNBModel",
     "svm": "tinycc_ml.models.svm:SVMModel",
@@ -27,6 +29,11 @@ BUILTIN_FAMILIES = {
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)
 
 CLASSES_META_KEY = "classes"
+
+
+def _integral(v) -> bool:
+    """An int, or a float with an integer value (ints beyond float's range included)."""
+    return isinstance(v, int) or (math.isfinite(v) and float(v).is_integer())
 
 
 def check_classes(classes, n_classes: int, source: str = "model") -> np.ndarray:
@@ -40,7 +47,11 @@ def check_classes(classes, n_classes: int, source: str = "model") -> np.ndarray:
         raise ModelFileError(f"{source}: {count} class labels for a model with {n_classes} classes")
     if all(isinstance(v, str) for v in values):
         array = np.asarray(values, dtype=str)
-    elif all(isinstance(v, (int, float)) and float(v).is_integer() for v in values):
+    elif all(isinstance(v, (int, float)) and _integral(v) for v in values):
+        wide = [v for v in values if not -(2**63) <= v <= 2**63 - 1]
+        if wide:
+            raise ModelFileError(f"{source}: class label {wide[0]!r:.40} is beyond int64, the widest label type "
+                                 "of the model file and the generated C")
         array = np.asarray([int(v) for v in values], dtype=np.int64)  # bools and 1.0 become ints
     else:
         raise ModelFileError(f"{source}: class labels {list(values)[:5]} are neither all integers nor all strings")

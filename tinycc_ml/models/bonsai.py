@@ -364,13 +364,21 @@ def read_pickled_dict(path) -> dict:
     return obj
 
 
+def _finite_float(value) -> bool:
+    """A number float() holds (10**400, a Python int, does not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _hp_number(hp: dict, key: str, source, integer: bool):
     if key not in hp:
         raise ModelFileError(f"{source}: hyper-parameter {key!r} is missing")
     value = hp[key]
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite_float(value):
         raise ModelFileError(f"{source}: hyper-parameter {key} = {value!r} is not a finite number")
     if integer:
         if value != int(value) or value < 0:

@@ -25,7 +25,12 @@ from tinycc_ml.models.base import Model
 LINEAR = ("LogisticRegression", "LinearSVC", "RidgeClassifier", "SGDClassifier")
 SCALERS = ("StandardScaler", "MinMaxScaler", "MaxAbsScaler")
 SEARCHES = ("GridSearchCV", "RandomizedSearchCV")
+TREES = ("DecisionTreeClassifier", "RandomForestClassifier", "ExtraTreesClassifier", "DecisionTreeRegressor",
+         "RandomForestRegressor", "ExtraTreesRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
+         "HistGradientBoostingClassifier", "HistGradientBoostingRegressor")  # models/trees_sklearn.py
+BOOSTERS = ("XGBClassifier", "XGBRegressor", "LGBMClassifier", "LGBMRegressor", "Booster")  # trees_boosters.py
 SUPPORTED = (
+    f"{', '.join(TREES)}, XGBoost's and LightGBM's {', '.join(BOOSTERS)}, "
     "KNeighborsClassifier (weights='uniform', Euclidean / Minkowski p=2), NearestCentroid (Euclidean, uniform "
     f"priors), {', '.join(LINEAR)}, LinearRegression / Ridge / Lasso / ElasticNet / SGDRegressor / LinearSVR, "
     f"MLPClassifier / MLPRegressor, GaussianNB, SVC / NuSVC, a Pipeline of {' / '.join(SCALERS)} (and PCA / "
@@ -35,7 +40,7 @@ SUPPORTED = (
 
 
 def is_sklearn_object(obj) -> bool:
-    return type(obj).__module__.split(".")[0] == "sklearn"
+    return type(obj).__module__.split(".")[0] in ("sklearn", "xgboost", "lightgbm")
 
 
 def from_sklearn(estimator) -> Model:
@@ -59,15 +64,17 @@ def _convert(estimator) -> Model:
     from tinycc_ml.models.from_sklearn_more import converters as more_converters
 
     converters = {"KNeighborsClassifier": _from_kneighbors, "NearestCentroid": _from_nearest_centroid,
-                  **dict.fromkeys(LINEAR, _from_linear), **more_converters()}
+                  **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, _from_trees),
+                  **dict.fromkeys(BOOSTERS, _from_booster), **more_converters()}
     if name not in converters:
         raise CompileError(f"cannot compile a {name}; supported: {SUPPORTED}")
-    _require_fitted(estimator)
+    if name != "Booster":  # a Booster is trained by construction
+        _require_fitted(estimator)
     model = converters[name](estimator)
     if model.task["kind"] != "classification" or not hasattr(estimator, "classes_"):
         return model  # a regressor (or a multilabel network: labels are the indicator columns)
     try:
-        return model.set_classes(estimator.classes_, name)
+        return model.set_classes(getattr(estimator, "classes_", None), name)
     except ModelFileError as exc:
         raise CompileError(f"{exc}; only integer or string class labels can be compiled") from None
 
@@ -101,6 +108,23 @@ def _from_linear(estimator) -> Model:
         raise CompileError(f"{name}: coef_ has shape {coef.shape}; only single-output classifiers are supported")
     intercept = np.broadcast_to(np.asarray(estimator.intercept_, dtype=np.float64), (coef.shape[0],))
     return LinearModel(coef, intercept, source=name)
+
+
+def _from_trees(estimator) -> Model:
+    from tinycc_ml.models.trees_sklearn import from_sklearn_trees
+
+    return from_sklearn_trees(estimator)
+
+
+def _from_booster(estimator) -> Model:
+    from tinycc_ml.models import trees_boosters
+
+    library = type(estimator).__module__.split(".")[0]
+    if library == "xgboost":
+        return trees_boosters.from_xgboost(estimator)
+    if library == "lightgbm":
+        return trees_boosters.from_lightgbm(estimator)
+    raise CompileError(f"cannot compile a {type(estimator).__name__} from {library}; supported: {SUPPORTED}")
 
 
 def _from_kneighbors(estimator) -> Model:
@@ -182,6 +206,13 @@ def _from_pipeline(pipeline) -> Model:
                                f"steps may be {', '.join(SCALERS + LINEAR_TRANSFORMS)}, the last a supported "
                                f"estimator ({SUPPORTED})")
     model = _convert(last)
+    if model.family == "trees":  # thresholds moved onto the raw inputs, exactly (see fold_scalers)
+        from tinycc_ml.models.trees_sklearn import fold_scalers
+
+        for _, scaler in scalers:
+            scaler_affine(scaler)  # refuses what is not a supported scaler
+        return fold_scalers(model, [s for _, s in scalers]).set_classes(
+            None if model._classes is None else model.classes, "Pipeline") if scalers else model
     for _, step in reversed(scalers):
         if type(step).__name__ in LINEAR_TRANSFORMS:
             model = fold_linear_transform(model, step)

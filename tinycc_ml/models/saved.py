@@ -231,6 +231,11 @@ def meta_number(meta: dict, key: str, source, integer: bool, low: float | None =
     if isinstance(value, np.generic):
         value = value.item()
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if not integer and ok and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            value = float(value) if abs(value) > 2**53 else value  # 10**400 is no float
+        except OverflowError:
+            value = float("inf")
     if isinstance(value, bool) or not ok or (isinstance(value, float) and not np.isfinite(value)):
         kind = "an integer" if integer else "a finite number"
         raise ModelFileError(f"{source}: metadata {key} is {value!r:.60}, expected {kind}")
@@ -267,8 +272,8 @@ def check_array(value, name: str, source, shape: tuple | None = None, ndim: int 
         if array.ndim != len(shape) or any(w is not None and w != s for w, s in zip(shape, array.shape)):
             want = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
             raise ModelFileError(f"{source}: {name} has shape {array.shape}, expected {want}")
-    bad = ~(np.abs(array) <= FLOAT32_MAX)
-    if np.any(bad):
+    if array.size and not -FLOAT32_MAX <= array.min() <= array.max() <= FLOAT32_MAX:  # NaN fails this too
+        bad = ~(np.abs(array) <= FLOAT32_MAX)
         index = np.argwhere(bad)[0]
         value = array[tuple(index)]
         problem = "a non-finite value" if not np.isfinite(value) else "a value beyond the float32 range"

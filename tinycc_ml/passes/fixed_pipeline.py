@@ -49,6 +49,8 @@ def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature
     one range for all features (two compares against constants, the default) or one per feature
     (tighter proofs, but two bounds read from flash per feature)."""
     (x,) = graph.inputs()
+    if all(graph.op(u) == "tree_ensemble" for u in graph.users(x)):
+        return graph  # trees only compare the input: nothing to prove, and a clamp would change decisions
     bounds = {"lo": lo.astype(np.float64), "hi": hi.astype(np.float64)}
     if not per_feature or (np.all(lo == lo[0]) and np.all(hi == hi[0])):
         bounds = {"lo": float(np.min(lo)), "hi": float(np.max(hi))}
@@ -227,6 +229,11 @@ def fixed_report(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np
     }
 
 
+def _clamped(graph: Graph) -> bool:
+    (x,) = graph.inputs()
+    return any(graph.op(u) == "clip" for u in graph.users(x))
+
+
 def fixed_description(fixed_graph: Graph, s_in: np.ndarray, report: dict, per_feature: bool) -> list[str]:
     """Stage 6: what the header says about the integer interface."""
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
@@ -234,8 +241,9 @@ def fixed_description(fixed_graph: Graph, s_in: np.ndarray, report: dict, per_fe
     return [
         "Input: int16, x_int[k] = round(x[k] * 2^s[k]) saturated to int16, with "
         + (f"s[k] = {s_in[0]} for every k." if uniform else "s[k] from the header's _INPUT_SHIFTS macro."),
-        "x_int is clamped to the calibrated range" + (" of its feature" if per_feature else " of all features")
-        + "; out-of-range inputs and intermediates saturate, never wrap.",
+        ("x_int is clamped to the calibrated range" + (" of its feature" if per_feature else " of all features")
+         + "; out-of-range inputs and intermediates saturate, never wrap.") if _clamped(fixed_graph) else
+        "x_int is not clamped: the trees only compare it (every decision is exact on the input grid).",
         f"Scores: {fixed_graph.type(fixed_graph.output('scores')).dtype}, real = int * 2^-{s_scores}.",
         f"Agreement with the float model on {report['calibration_rows']} calibration rows: "
         f"{100 * report['agreement_with_float']:.2f}%.",

@@ -30,6 +30,8 @@ def _absorbing_uses(graph: Graph, x: str) -> bool:
         node = graph.node(user)
         if node.op == "matvec" and node.inputs[1] == x and _const(graph, node.inputs[0]):
             continue
+        if node.op == "tree_ensemble":  # thresholds scale with their feature
+            continue
         if node.op == "sub" and node.inputs[0] == x and graph.op(node.inputs[1]) == "const" and all(
             graph.op(u) == "mul" and graph.op(next(i for i in graph.node(u).inputs if i != user)) == "const"
             and graph.type(u) == graph.type(user) for u in graph.users(user)
@@ -69,6 +71,12 @@ def apply_feature_scales(graph: Graph, scales: np.ndarray) -> Graph:
             else:
                 attrs["value"] = (attrs["value"] * step[None, :]).astype(np.float32)
             graph.nx.nodes[node.inputs[0]]["attrs"] = attrs
+        elif node.op == "tree_ensemble":
+            attrs = dict(node.attrs)
+            factor = 2.0 ** scales[np.maximum(attrs["feature"], 0)]
+            top = float(np.finfo(np.float32).max)
+            attrs["threshold"] = np.clip(attrs["threshold"] * factor, -top, top).astype(np.float32)
+            graph.nx.nodes[user]["attrs"] = attrs
         elif node.op == "sub":
             mean = graph.node(node.inputs[1]).attrs["value"].astype(np.float64)
             _set_const(graph, node.inputs[1], np.broadcast_to(mean, step.shape) / step)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +27,15 @@ from tinycc_ml.errors import DataError, ToolchainError
 HOST_CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
+# cffi's compile changes the process's working folder while it runs: one build at a time, so the
+# relative paths of a build in another thread never resolve against the wrong folder
+_BUILD_LOCK = threading.Lock()
 NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8}
 
 
 def cache_dir() -> Path:
     root = os.environ.get("TINYCC_ML_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tinycc-ml")
-    return Path(root) / "host"
+    return Path(os.path.abspath(root)) / "host"
 
 
 class HostPredictor:
@@ -300,7 +304,8 @@ def _compile(work: Path, module_name: str, header: str, source: str, prefix: str
     ffi.set_source(module_name, wrapper, sources=[str(work / f"{prefix}.c")], include_dirs=[str(work)],
                    extra_compile_args=list(HOST_CFLAGS), libraries=["m"])
     try:
-        library = Path(ffi.compile(tmpdir=str(work), verbose=False))
+        with _BUILD_LOCK:
+            library = Path(ffi.compile(tmpdir=str(work), verbose=False))
     except Exception as exc:
         raise ToolchainError(f"host build of {prefix}.c failed: {' '.join(str(exc).split())[:300]}") from None
     (work / MANIFEST).write_text(json.dumps({"library": library.name, "sha256": _sha256(library)}))

@@ -22,6 +22,9 @@ MAX_VALUES = 32 * 1024  # ladder ceiling in stored weights: beyond it training i
 HOST_FLASH = 4 * MAX_VALUES  # flash to plan for on the host without max_flash
 
 
+TREE_FAMILIES = ("random-forest", "gradient-boosting")
+
+
 def _protonn_prototypes(n_classes: int) -> int:
     return 40 if n_classes <= 2 else 10 * n_classes
 
@@ -42,6 +45,8 @@ class Family:
             return n_features
         if self.name == "linear":
             return n_features * (1 if n_classes == 2 else n_classes)
+        if self.name in TREE_FAMILIES:  # per tree / boosting round: ~3 values per decision node (measured later)
+            return 3 * 100 if self.name == "random-forest" else 3 * 7 * (1 if n_classes == 2 else n_classes)
         if self.name == "mlp":  # per hidden unit: its input weights and its weights into the outputs
             return n_features + 1 + (1 if n_classes == 2 else n_classes)
         if self.name == "naive-bayes":  # a mean and a variance per class and feature
@@ -61,6 +66,8 @@ class Family:
             return n_classes
         if self.name in ("linear", "naive-bayes"):
             return 1
+        if self.name in TREE_FAMILIES:
+            return 2 if self.name == "random-forest" else 5
         if self.name == "mlp":
             return 4  # hidden units
         return n_rows  # knn keeps every training row
@@ -73,6 +80,8 @@ class Family:
             return min(15, max(1, n_rows // (2 * n_classes)))  # the paper's 15 per class at most
         if self.name == "snc":
             return max(n_classes, n_rows // 4)
+        if self.name in TREE_FAMILIES:
+            return 64 if self.name == "random-forest" else 200
         if self.fixed_size:
             return self.smallest(n_features, n_classes, n_rows)
         if self.name == "mlp":
@@ -107,6 +116,10 @@ class Family:
             return {"n_prototypes": size, "random_state": random_state}
         if self.name == "linear":
             return {"C": 1.0, "max_iter": 2000, "random_state": random_state}
+        if self.name == "random-forest":
+            return {"n_estimators": size, "max_depth": 8, "random_state": random_state}
+        if self.name == "gradient-boosting":
+            return {"max_iter": size, "max_depth": 3, "early_stopping": False, "random_state": random_state}
         if self.name == "mlp":
             return {"hidden_layer_sizes": (int(size),), "max_iter": 500, "early_stopping": True,
                     "random_state": random_state}
@@ -138,6 +151,14 @@ class Family:
             from sklearn.preprocessing import StandardScaler
 
             return make_pipeline(StandardScaler(), LogisticRegression(**settings))
+        if self.name == "random-forest":
+            from sklearn.ensemble import RandomForestClassifier
+
+            return RandomForestClassifier(**settings)
+        if self.name == "gradient-boosting":
+            from sklearn.ensemble import HistGradientBoostingClassifier
+
+            return HistGradientBoostingClassifier(**settings)
         if self.name == "mlp":
             from sklearn.neural_network import MLPClassifier
             from sklearn.pipeline import make_pipeline
@@ -162,6 +183,8 @@ FAMILIES = {f.name: f for f in (
     Family("mlp", "hidden units (one relu layer)"),
     Family("naive-bayes", "Gaussian naive Bayes", fixed_size=True),
     Family("knn", "training rows", fixed_size=True),
+    Family("random-forest", "trees of depth <= 8"),  # scikit-learn's RandomForestClassifier (models/trees.py)
+    Family("gradient-boosting", "boosting rounds of depth <= 3"),  # HistGradientBoostingClassifier
 )}
 FAMILY_ORDER = tuple(FAMILIES)
 
@@ -179,6 +202,10 @@ def describe_settings(family: str, settings: dict) -> str:
         return f"{settings['n_prototypes']} points"
     if family == "linear":
         return f"logistic C={settings['C']:g}"
+    if family == "random-forest":
+        return f"{settings['n_estimators']} trees, depth <= {settings['max_depth']}"
+    if family == "gradient-boosting":
+        return f"{settings['max_iter']} rounds, depth <= {settings['max_depth']}"
     if family == "mlp":
         return f"{settings['hidden_layer_sizes'][0]} hidden units"
     if family == "naive-bayes":

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import DataError, InfeasibleError, TinyccError
+from tinycc_ml.models.saved import FLOAT32_MAX
 from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings
 from tinycc_ml.search.limits import Limits
 from tinycc_ml.search.pareto import RULE, Candidate, closest, pareto_front, rank, standard_error, table, why
@@ -177,6 +178,10 @@ def _rows(X, what: str, n_features: int | None = None) -> np.ndarray:
     if not np.all(np.isfinite(X)):
         row, col = np.argwhere(~np.isfinite(X))[0]
         raise DataError(f"{what}: row {row}, column {col} holds {X[row, col]} (NaN or Inf)")
+    if X.size and np.max(np.abs(X)) > FLOAT32_MAX:  # the scalers square them; the compiled code holds float32
+        row, col = np.argwhere(np.abs(X) > FLOAT32_MAX)[0]
+        raise DataError(f"{what}: row {row}, column {col} holds {X[row, col]:g}, beyond the float32 range of the "
+                        "compiled code (scale the features)")
     return X
 
 
@@ -185,7 +190,11 @@ def _labels(y, n: int, what: str) -> np.ndarray:
         raise DataError(f"{what}: no labels; fit needs a class label per row")
     y = np.asarray(y)
     if y.dtype.kind == "f" and y.ndim == 1 and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+        if y.size and np.max(np.abs(y)) >= 2.0**63:
+            raise DataError(f"{what}: label {y[np.argmax(np.abs(y))]:g} is beyond int64, the widest label type")
         y = y.astype(np.int64)  # whole-number labels stored as floats
+    if y.dtype.kind == "u" and y.size and int(np.max(y)) > 2**63 - 1:
+        raise DataError(f"{what}: label {int(np.max(y))} is beyond int64, the widest label type")
     if y.dtype.kind not in "biuU":
         raise DataError(f"{what}: dtype {y.dtype}, expected integer or string class labels (fit searches "
                         "classifiers)")
@@ -636,6 +645,8 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     n_jobs = check_jobs(n_jobs)
     if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
         raise DataError(f"random_state is {random_state!r}; expected an integer")
+    if not 0 <= random_state < 2**32:  # numpy's and scikit-learn's seeds
+        raise DataError(f"random_state is {random_state}; expected an integer in [0, 2^32)")
     if not 0 < validation_fraction < 1:
         raise DataError(f"validation_fraction is {validation_fraction!r}; expected a fraction in (0, 1)")
     X, y, classes, index, X_test, y_test = _check_data(X, y, X_test, y_test)

@@ -9,7 +9,7 @@ import pytest
 
 import tinycc_ml
 from tinycc_ml.target import ToolchainError, available_backends, get_backend
-from tinycc_ml.testing import check_target
+from tinycc_ml.testing import FAMILIES, check_target
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_registered_through_its_entry_point():
 def test_conformance(toolchain, tmp_path):
     report = check_target("riscv", tmp_path, seeds=(0, 1))
     # every family at every precision, twice, plus the symbol and size checks
-    assert len(report.cases) == 5 * 3 * 2 + 2
+    assert len(report.cases) == len(FAMILIES) * 3 * 2 + 2
     assert not report.not_applicable
 
 

@@ -1,7 +1,15 @@
 """The op registry: every op and all of its facets (see registry.py). Importing this package
 registers the built-in ops; one module per family of ops."""
 
-from tinycc_ml.ir.ops import elementwise, leaves, linalg, reductions, tables, tree  # noqa: F401  (register)
+from tinycc_ml.ir.ops import (  # noqa: F401  (register)
+    elementwise,
+    ensembles,
+    leaves,
+    linalg,
+    reductions,
+    tables,
+    tree,
+)
 from tinycc_ml.ir.ops.leaves import CONST_INTS, dense_to_sparse_attrs, sparse_to_dense
 from tinycc_ml.ir.ops.reductions import kvote_counts
 from tinycc_ml.ir.ops.registry import (

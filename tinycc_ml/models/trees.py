@@ -1,0 +1,243 @@
+"""Decision trees and tree ensembles (forests, gradient boosting) as one model family, "trees".
+
+scores(x) = base + sum over trees t of leaf_t(x), where the leaf is found by walking tree t from its
+root: at an internal node go left when x[feature] <= threshold ("le", scikit-learn) or < threshold
+("lt", XGBoost), the input first rounded to float32 as scikit-learn does for trees. A tree's leaf is
+either a vector added to all outputs (a forest's class probabilities: the scores are then
+n_trees x predict_proba) or a scalar added to one output (boosting: one tree per class and stage).
+
+prediction: argmax of the scores (the first maximum), or, for a binary model with one score
+(``binary``), class 1 where the score is > 0. Regression: scores[0] is the value.
+
+Arrays (``n`` nodes of all trees in one table; the importers fold averaging and learning rates into
+the leaves): ``feature`` (n,) int (-1 at leaves), ``threshold`` (n,) float64, ``left``/``right`` (n,) int
+(-1 at leaves), ``value`` (n, W), ``roots`` (T,), ``tree_output`` (T,) (-1: vector leaves), ``base`` (K,).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.errors import ModelFileError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH
+from tinycc_ml.models.base import Model
+from tinycc_ml.models.lowering import add_const, add_input
+from tinycc_ml.models.saved import check_array
+
+ARRAYS = ("feature", "threshold", "left", "right", "value", "roots", "tree_output", "base")
+MAX_NODES = 2**20
+
+
+def float32_threshold(t, compare: str = "le") -> np.ndarray:
+    """The float32 threshold t32 making the same decision as the float64 ``t`` on every float32 x:
+    "le": the largest float32 <= t (no float32 lies in (t32, t], so x <= t <=> x <= t32);
+    "lt": the smallest float32 >= t (none lies in [t, t32), so x < t <=> x < t32)."""
+    t = np.asarray(t, dtype=np.float64)
+    top = np.float32(np.finfo(np.float32).max)
+    t32 = np.clip(t, -float(top), float(top)).astype(np.float32)
+    with np.errstate(under="ignore", over="ignore"):  # steps to or from subnormals are exact
+        return _step(t, t32, compare)
+
+
+def _step(t: np.ndarray, t32: np.ndarray, compare: str) -> np.ndarray:
+    if compare == "le":
+        t32 = np.where(t32.astype(np.float64) > t, np.nextafter(t32, np.float32(-np.inf)), t32)
+    else:
+        t32 = np.where(t32.astype(np.float64) < t, np.nextafter(t32, np.float32(np.inf)), t32)
+    return np.asarray(t32, dtype=np.float32)
+
+
+def _int_array(value, name: str, source, shape) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.kind not in "iub" and not (array.dtype.kind == "f" and np.all(np.isfinite(array))
+                                               and np.all(array == np.round(array))):
+        raise ModelFileError(f"{source}: {name} has dtype {array.dtype}; expected integers")
+    if array.shape != shape:
+        raise ModelFileError(f"{source}: {name} has shape {array.shape}, expected {shape}")
+    if array.size and (array.min() < -(2**31) or array.max() >= 2**31):
+        raise ModelFileError(f"{source}: {name} holds a value beyond int32")
+    return array.astype(np.int64)
+
+
+class TreeEnsembleModel(Model):
+    family = "trees"
+
+    def __init__(self, feature, threshold, left, right, value, roots, tree_output, base, input_dim: int,
+                 compare: str = "le", binary: bool = False, source: str = "TreeEnsembleModel"):
+        if compare not in ("le", "lt"):
+            raise ModelFileError(f"{source}: compare {compare!r} is not 'le' or 'lt'")
+        if not isinstance(input_dim, (int, np.integer)) or isinstance(input_dim, bool) or input_dim < 1:
+            raise ModelFileError(f"{source}: input_dim {input_dim!r} is not a positive integer")
+        self.compare, self.binary, self._input_dim = compare, bool(binary), int(input_dim)
+        feature = np.asarray(feature)
+        n = feature.shape[0] if feature.ndim == 1 else -1
+        if n < 1 or n > MAX_NODES:
+            raise ModelFileError(f"{source}: feature has shape {feature.shape}, "
+                                 f"expected (n,) with 1 <= n <= {MAX_NODES}")
+        self.feature = _int_array(feature, "feature", source, (n,))
+        self.left = _int_array(left, "left", source, (n,))
+        self.right = _int_array(right, "right", source, (n,))
+        self.threshold = check_array(threshold, "threshold", source, shape=(n,))
+        self.value = check_array(value, "value", source, ndim=2)
+        if self.value.shape[0] != n or self.value.shape[1] < 1:
+            raise ModelFileError(f"{source}: value has shape {self.value.shape}, expected ({n}, W >= 1)")
+        self.roots = _int_array(roots, "roots", source, np.shape(roots))
+        if self.roots.ndim != 1 or self.roots.size < 1:
+            raise ModelFileError(f"{source}: roots has shape {self.roots.shape}, expected (T,) with T >= 1")
+        self.tree_output = _int_array(tree_output, "tree_output", source, self.roots.shape)
+        self.base = check_array(base, "base", source, ndim=1)
+        k = self.base.shape[0]
+        if k < 1:
+            raise ModelFileError(f"{source}: base is empty; it holds one value per output")
+        self._check_structure(source, k)
+
+    def _check_structure(self, source, k: int) -> None:
+        internal = self.feature >= 0
+        bad = np.flatnonzero((self.feature < -1) | (self.feature >= self._input_dim))
+        if bad.size:
+            raise ModelFileError(f"{source}: node {bad[0]} tests feature {self.feature[bad[0]]}, outside "
+                                 f"[0, {self._input_dim}) (-1 marks a leaf)")
+        n = self.feature.size
+        for name, child in (("left", self.left), ("right", self.right)):
+            wrong = np.flatnonzero(internal & ((child < 0) | (child >= n)))
+            if wrong.size:
+                raise ModelFileError(f"{source}: {name} child {child[wrong[0]]} of node {wrong[0]} is outside [0, {n})")
+        if np.any(~np.isfinite(self.threshold[internal])):
+            raise ModelFileError(f"{source}: a threshold is not finite")
+        if np.any((self.roots < 0) | (self.roots >= n)):
+            raise ModelFileError(f"{source}: a root index is outside [0, {n})")
+        seen = np.zeros(n, dtype=bool)
+        for t, root in enumerate(self.roots):
+            level, depth = [int(root)], 0
+            while level:
+                if depth > MAX_TREE_DEPTH:
+                    raise ModelFileError(f"{source}: tree {t} is deeper than {MAX_TREE_DEPTH} levels")
+                nxt = []
+                for i in level:
+                    if seen[i]:
+                        raise ModelFileError(f"{source}: node {i} is reached twice (a cycle or a shared subtree); "
+                                             "each node must belong to one tree, reached once")
+                    seen[i] = True
+                    if internal[i]:
+                        nxt += [int(self.left[i]), int(self.right[i])]
+                level, depth = nxt, depth + 1
+        if not seen.all():
+            raise ModelFileError(f"{source}: node {int(np.flatnonzero(~seen)[0])} is not reached from any root")
+        if np.all(self.tree_output < 0):
+            if self.value.shape[1] != k:
+                raise ModelFileError(f"{source}: vector leaves hold {self.value.shape[1]} values for {k} outputs")
+        elif self.value.shape[1] != 1 or np.any((self.tree_output < 0) | (self.tree_output >= k)):
+            raise ModelFileError(f"{source}: scalar-leaf trees need value of shape (n, 1) and tree_output in [0, {k})")
+        if self.binary and k != 1:
+            raise ModelFileError(f"{source}: a binary model has one score, not {k}")
+
+    # --- Model interface ---
+    @property
+    def input_dim(self) -> int:
+        return self._input_dim
+
+    @property
+    def n_outputs(self) -> int:
+        return self.base.shape[0]
+
+    @property
+    def n_classes(self) -> int:
+        return 2 if self.binary else self.n_outputs
+
+    @property
+    def n_trees(self) -> int:
+        return self.roots.size
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"feature": self.feature.astype(np.int32), "threshold": self.threshold,
+                "left": self.left.astype(np.int32), "right": self.right.astype(np.int32), "value": self.value,
+                "roots": self.roots.astype(np.int32), "tree_output": self.tree_output.astype(np.int32),
+                "base": self.base}
+
+    def meta(self) -> dict:
+        return {"compare": self.compare, "binary": self.binary, "input_dim": self._input_dim}
+
+    @classmethod
+    def from_arrays(cls, arrays, meta, source) -> TreeEnsembleModel:
+        missing = [a for a in ARRAYS if a not in arrays]
+        if missing:
+            raise ModelFileError(f"{source}: missing array(s) {missing}")
+        unknown = set(arrays) - set(ARRAYS)
+        if unknown:
+            raise ModelFileError(f"{source}: unexpected array(s) {sorted(unknown)}")
+        if not isinstance(meta, dict) or not isinstance(meta.get("binary", False), bool):
+            raise ModelFileError(f"{source}: metadata 'binary' must be true or false")
+        return cls(*(arrays[a] for a in ARRAYS), input_dim=meta.get("input_dim"),
+                   compare=meta.get("compare", "le"), binary=meta.get("binary", False), source=source)
+
+    def leaves(self, X) -> np.ndarray:
+        """The leaf each tree reaches, (n, T), by the library's rule on float32-rounded inputs."""
+        X = self._check_input(X).astype(np.float32).astype(np.float64)
+        rows = np.arange(len(X))
+        out = np.empty((len(X), self.n_trees), dtype=np.int64)
+        for t, root in enumerate(self.roots):
+            node = np.full(len(X), root)
+            while True:
+                inner = self.feature[node] >= 0
+                if not inner.any():
+                    break
+                v = X[rows, np.maximum(self.feature[node], 0)]
+                go = v < self.threshold[node] if self.compare == "lt" else v <= self.threshold[node]
+                node = np.where(inner, np.where(go, self.left[node], self.right[node]), node)
+            out[:, t] = node
+        return out
+
+    def scores(self, X) -> np.ndarray:
+        leaves = self.leaves(X)
+        out = np.tile(self.base, (len(leaves), 1))
+        for t in range(self.n_trees):
+            if self.tree_output[t] < 0:
+                out += self.value[leaves[:, t]]
+            else:
+                out[:, self.tree_output[t]] += self.value[leaves[:, t], 0]
+        return out
+
+    def predict_index(self, X) -> np.ndarray:
+        s = self.scores(X)
+        return (s[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(s, axis=1)
+
+    def op_attrs(self) -> dict:
+        """The tree_ensemble op's attributes (float32 thresholds deciding as the float64 ones do)."""
+        return {"feature": self.feature.astype(np.int32), "threshold": np.where(
+                    self.feature >= 0, float32_threshold(self.threshold, self.compare), 0).astype(np.float32),
+                "left": self.left.astype(np.int32), "right": self.right.astype(np.int32),
+                "value": self.value.astype(np.float32), "roots": self.roots.astype(np.int32),
+                "tree_output": self.tree_output.astype(np.int32), "n_outputs": int(self.n_outputs),
+                "compare": self.compare}
+
+    def lower(self) -> Graph:
+        g = Graph("trees")
+        x = add_input(g, self.input_dim)
+        scores = g.add("tree_ensemble", [x], self.op_attrs(), name="trees")
+        if np.any(self.base != 0):
+            scores = g.add("add", [scores, add_const(g, "base", self.base)], name="scores")
+        g.set_output("scores", scores)
+        if self.binary:  # class 1 where the score is > 0: argmax of (0, score) picks 0 on ties
+            pair = g.add("matvec", [add_const(g, "binary_pair", [[0.0], [1.0]]), scores], name="binary_pair_scores")
+            g.set_output("prediction", g.add("argmax", [pair], name="prediction"))
+        else:
+            g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
+        return g
+
+    def describe(self) -> str:
+        depth = max(self._depths()) if self.n_trees else 0
+        return (f"trees ({self.n_trees} tree(s), {int(np.sum(self.feature >= 0))} decision nodes, depth {depth}, "
+                f"{self.n_outputs} output(s))")
+
+    def _depths(self) -> list[int]:
+        depths = []
+        for root in self.roots:
+            level, d = [int(root)], 0
+            while True:
+                level = [c for i in level if self.feature[i] >= 0 for c in (int(self.left[i]), int(self.right[i]))]
+                if not level:
+                    break
+                d += 1
+            depths.append(d)
+        return depths
