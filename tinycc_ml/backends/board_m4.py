@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.backends.project import Board
+from tinycc_ml.backends.project import ARM_LINKER_SECTIONS, Board
 from tinycc_ml.chips import MPS2_AN386, MPS2_AN505, Chip
 
 
@@ -139,37 +139,7 @@ MEMORY
     FLASH (rx) : ORIGIN = @FLASH@, LENGTH = 4M
     RAM (rwx)  : ORIGIN = @RAM@, LENGTH = 4M
 }
-ENTRY(reset_handler)
-__stack_top = ORIGIN(RAM) + LENGTH(RAM);
-
-SECTIONS
-{
-    .text :
-    {
-        KEEP(*(.vectors))
-        *(.text*)
-        *(.rodata*)
-        . = ALIGN(4);
-    } > FLASH
-    .ARM.exidx : { *(.ARM.exidx*) } > FLASH
-    __data_load = LOADADDR(.data);
-    .data : ALIGN(4)
-    {
-        __data_start = .;
-        *(.data*)
-        . = ALIGN(4);
-        __data_end = .;
-    } > RAM AT > FLASH
-    .bss (NOLOAD) : ALIGN(4)
-    {
-        __bss_start = .;
-        *(.bss*)
-        *(COMMON)
-        . = ALIGN(4);
-        __bss_end = .;
-    } > RAM
-}
-"""
+""" + ARM_LINKER_SECTIONS
 
 
 def _fill(text: str, board: Mps2) -> str:
