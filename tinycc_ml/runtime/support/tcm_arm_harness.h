@@ -15,25 +15,7 @@
  * Stack use: the free stack (from __bss_end up to main's frame) is painted before each call and
  * scanned after it. */
 #include <stdint.h>
-#include TCM_HEADER
-
-#define TCM_CAT_(a, b) a##b
-#define TCM_CAT(a, b) TCM_CAT_(a, b)
-#define TCM_PREDICT TCM_CAT(TCM_PREFIX, _predict)
-#define TCM_SCORES TCM_CAT(TCM_PREFIX, _scores)
-#define TCM_VALUE TCM_CAT(TCM_PREFIX, _predict_value)
-#define TCM_LABELS TCM_CAT(TCM_PREFIX, _predict_labels)
-#define TCM_BARRIER() __asm__ __volatile__("" ::: "memory")
-#ifndef TCM_TASK
-#define TCM_TASK 0
-#endif
-#if TCM_TASK == 1
-#define TCM_TASK_BYTES sizeof(TCM_SCORE_T)
-#elif TCM_TASK == 2
-#define TCM_TASK_BYTES TCM_NS
-#else
-#define TCM_TASK_BYTES 0
-#endif
+#include "tcm_harness_common.h"
 #define TCM_PAINT 0xC5A5C5A5u
 
 extern const uint8_t tcm_inputs[];

@@ -7,18 +7,7 @@
  * calibration bracket minus 3 (ICALL) is exactly the callee's cycles, from entry through RET. */
 #include <stdint.h>
 #include <avr/io.h>
-#include TCM_HEADER
-
-#define TCM_CAT_(a, b) a##b
-#define TCM_CAT(a, b) TCM_CAT_(a, b)
-#define TCM_PREDICT TCM_CAT(TCM_PREFIX, _predict)
-#define TCM_SCORES TCM_CAT(TCM_PREFIX, _scores)
-#define TCM_VALUE TCM_CAT(TCM_PREFIX, _predict_value)
-#define TCM_LABELS TCM_CAT(TCM_PREFIX, _predict_labels)
-#define TCM_BARRIER() __asm__ __volatile__("" ::: "memory")
-#ifndef TCM_TASK
-#define TCM_TASK 0
-#endif
+#include "tcm_harness_common.h"
 
 static TCM_IN_T tcm_x[TCM_D];
 static TCM_SCORE_T tcm_s[TCM_NS];

@@ -13,25 +13,7 @@
  *   R<pred i32><count u32><stack u32><scores><task bytes>   per row; count is raw (minus calib by the parser)
  *   E                            end of the rows */
 #include <stdint.h>
-#include TCM_HEADER
-
-#define TCM_CAT_(a, b) a##b
-#define TCM_CAT(a, b) TCM_CAT_(a, b)
-#define TCM_PREDICT TCM_CAT(TCM_PREFIX, _predict)
-#define TCM_SCORES TCM_CAT(TCM_PREFIX, _scores)
-#define TCM_VALUE TCM_CAT(TCM_PREFIX, _predict_value)
-#define TCM_LABELS TCM_CAT(TCM_PREFIX, _predict_labels)
-#define TCM_BARRIER() __asm__ __volatile__("" ::: "memory")
-#ifndef TCM_TASK
-#define TCM_TASK 0
-#endif
-#if TCM_TASK == 1
-#define TCM_TASK_BYTES sizeof(TCM_SCORE_T)
-#elif TCM_TASK == 2
-#define TCM_TASK_BYTES TCM_NS
-#else
-#define TCM_TASK_BYTES 0
-#endif
+#include "tcm_harness_common.h"
 #define TCM_PAINT 0xC5A5C5A5u
 #define TCM_STACK_MARGIN 16 /* words left unpainted below main's frame */
 
