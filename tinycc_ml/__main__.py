@@ -2,6 +2,10 @@
 
 import sys
 
-from tinycc_ml.cli import main
+try:
+    from tinycc_ml.cli import main
+except KeyboardInterrupt:  # Ctrl-C while the command line is still being imported: one line, like later
+    sys.stderr.write("tinycc-ml: error: interrupted\n")
+    sys.exit(130)
 
 sys.exit(main())

@@ -10,15 +10,14 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 import time
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 from tinycc_ml.errors import CompileError, DataError, TinyccError
-from tinycc_ml.files import atomic_write_bytes, depfile_text, write_tree
+from tinycc_ml.files import depfile_text, write_tree
 
 log = logging.getLogger("tinycc_ml")
 
@@ -152,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     except KeyboardInterrupt:  # outputs are staged and moved in whole, so nothing is half-written
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not interrupt the one line
         sys.stderr.write(f"{PROG}: error: interrupted\n")
         return 130
 
@@ -280,14 +282,11 @@ def cmd_compile(args) -> int:
                                examples=rows if layout != "files" else None, example_labels=labels)
     out = Path(args.output)
     files = dict(result.files)
-    written = set(write_tree(out, files))
     paths = [out / name for name in files]
-    if args.manifest:
-        _write_manifest(Path(args.manifest), result, paths, inputs)
-    if args.depfile:
-        # the manifest first: Ninja reads the first target as the rule's (first) output
-        targets = ([Path(args.manifest)] if args.manifest else []) + paths
-        atomic_write_bytes(args.depfile, depfile_text(targets, inputs).encode())
+    side = _side_files(args, result, paths, inputs)
+    from tinycc_ml.api import check_output_names
+
+    written = set(write_tree(out, files, side_files=side, check=lambda folder: check_output_names(folder, files)))
     report = result.report
     log.info("read %s", ", ".join(map(str, inputs)))
     say(args, f"compiled {report['model']}")
@@ -302,7 +301,43 @@ def cmd_compile(args) -> int:
     return 0
 
 
-def _write_manifest(path: Path, result, outputs: list[Path], inputs: list[Path]) -> None:
+def _same_file(a: Path, b: Path) -> bool:
+    """One file under two names: the same resolved path, or the same inode (a hard link, a case-folding file
+    system)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _side_files(args, result, outputs: list[Path], inputs: list[Path]) -> dict:
+    """The depfile and manifest to write with the outputs (path -> (bytes, keep_unchanged)). Neither may be
+    an input, an output, the output folder or the other: such a path is refused before anything is written."""
+    side: dict[Path, tuple[bytes, bool]] = {}
+    chosen = [(option, Path(value)) for option, value in (("--manifest", args.manifest), ("--depfile", args.depfile))
+              if value]
+    if len(chosen) == 2 and _same_file(chosen[0][1], chosen[1][1]):
+        raise CompileError(f"--depfile and --manifest are one file ({args.depfile}); give them different paths")
+    for option, path in chosen:
+        for what, others in (("the input", inputs), ("the output", outputs)):
+            for other in others:
+                if _same_file(path, Path(other)) or (what == "the output" and path.name.lower() == other.name.lower()
+                                                     and path.parent.resolve() == other.parent.resolve()):
+                    raise CompileError(f"{option} {path}: is {what} {other}; writing it would overwrite it")
+        if _same_file(path, Path(args.output)) or path.is_dir():
+            raise CompileError(f"{option} {path}: is a folder; give a file path")
+    if args.manifest:
+        side[Path(args.manifest)] = (_manifest_bytes(result, outputs, inputs), False)
+    if args.depfile:
+        # the manifest first: Ninja reads the first target as the rule's (first) output
+        targets = ([Path(args.manifest)] if args.manifest else []) + outputs
+        side[Path(args.depfile)] = (depfile_text(targets, inputs).encode(), True)
+    return side
+
+
+def _manifest_bytes(result, outputs: list[Path], inputs: list[Path]) -> bytes:
     import json
 
     from tinycc_ml.version import __version__
@@ -311,8 +346,8 @@ def _write_manifest(path: Path, result, outputs: list[Path], inputs: list[Path])
                 "prefix": result.prefix, "outputs": [str(p) for p in outputs], "inputs": [str(p) for p in inputs],
                 "headers": [str(p) for p in outputs if p.suffix == ".h"],
                 "sources": [str(p) for p in outputs if p.suffix == ".c"]}
-    # always rewritten: its mtime tells a build tool when the compile step last ran
-    atomic_write_bytes(path, (json.dumps(manifest, indent=2) + "\n").encode(), keep_unchanged=False)
+    # always rewritten (keep_unchanged False): its mtime tells a build tool when the compile step last ran
+    return (json.dumps(manifest, indent=2) + "\n").encode()
 
 
 # ---------------------------------------------------------------- report
@@ -492,6 +527,8 @@ def _time_per_prediction(predict, X, min_seconds: float = 0.2) -> float:
 
 
 def cmd_demo(args) -> int:
+    import numpy as np
+
     import tinycc_ml
     from tinycc_ml.api import write_files
 

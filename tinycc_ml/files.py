@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import os
 import shutil
 import tempfile
@@ -74,10 +74,57 @@ def atomic_write_bytes(path, data: bytes, keep_unchanged: bool = True) -> bool:
     return True
 
 
-def write_tree(out_dir, files: dict[str, str | bytes]) -> list[Path]:
+@contextlib.contextmanager
+def folder_lock(folder: Path):
+    """An exclusive ``flock`` on ``folder`` itself (no lock file is left anywhere), held while a compile's
+    outputs are compared and moved in: concurrent writers of one output folder then replace their sets of
+    files one after the other, never interleaved (no ``m.h`` of one compile beside the ``m.c`` of another).
+    Where flock is unavailable (Windows, some network file systems) the writers are not serialised."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # pragma: no cover - a file system without locks
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _stage_side_file(path: Path, data: bytes) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, _file_mode())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return Path(tmp)
+
+
+def write_tree(out_dir, files: dict[str, str | bytes], side_files=None, check=None) -> list[Path]:
     """Write ``files`` (relative path -> text or bytes) under ``out_dir``, all or none.
 
-    Files already holding the same bytes are not rewritten. Returns the paths actually written."""
+    Files already holding the same bytes are not rewritten. Returns the paths actually written.
+
+    ``side_files`` (path -> (bytes, keep_unchanged)): files outside the tree written with it (a depfile, a
+    manifest): staged before any output is moved in, so one that cannot be written leaves the outputs
+    untouched, and moved in right after them. ``check(out_dir)``, when given, runs under the folder's lock
+    before anything is moved in (it may raise to refuse the write: a name clash with files already there).
+
+    Concurrent writers of one folder: everything is staged first; comparing with what is there and moving
+    in happens under an exclusive lock on the output folder's parent (see ``folder_lock``), so each
+    compile's files land together and the last writer's set is complete."""
     out_dir = Path(out_dir)
     blobs = {name: text.encode() if isinstance(text, str) else bytes(text) for name, text in files.items()}
     for name in blobs:
@@ -86,33 +133,64 @@ def write_tree(out_dir, files: dict[str, str | bytes]) -> list[Path]:
             raise CompileError(f"{name}: output names must stay inside {out_dir}")
     if out_dir.exists() and not out_dir.is_dir():
         raise CompileError(f"{out_dir}: exists and is not a directory")
-    changed = [name for name, data in blobs.items() if not _same_content(out_dir / name, data)]
-    if not changed:
+    side = {Path(p): v for p, v in (side_files or {}).items()}
+    for path in side:
+        if path.exists() and path.is_dir():
+            raise CompileError(f"{path}: is a directory")
+    if not side and check is None and not any(not _same_content(out_dir / n, d) for n, d in blobs.items()):
         return []
     parent = out_dir.resolve().parent
     _make_dirs(parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
+    side_staged: dict[Path, Path] = {}
     try:
-        for name in changed:
+        for name, data in blobs.items():
             target = staging / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(blobs[name])
+            target.write_bytes(data)
             os.chmod(target, _file_mode())
-        if not out_dir.exists():
-            for folder in [staging, *(p for p in staging.rglob("*") if p.is_dir())]:
-                os.chmod(folder, _dir_mode())
-            try:
+        for path, (data, keep) in side.items():  # staged beside their destinations: written before any output
+            if keep and _same_content(path, data):
+                continue
+            if path.parent.resolve() != out_dir.resolve() or out_dir.is_dir():
+                _make_dirs(path.parent)
+                side_staged[path] = _stage_side_file(path, data)
+        with folder_lock(parent):
+            if check is not None:
+                check(out_dir)
+            if out_dir.exists() and not out_dir.is_dir():
+                raise CompileError(f"{out_dir}: exists and is not a directory")
+            changed = [name for name, data in blobs.items() if not _same_content(out_dir / name, data)]
+            late = {}  # side files in a folder the rename below creates: moved with the tree
+            for path, (data, keep) in side.items():
+                if path not in side_staged and not (keep and _same_content(path, data)):
+                    (staging / path.name).write_bytes(data)
+                    os.chmod(staging / path.name, _file_mode())
+                    late[path.name] = path
+            moved: list[Path] = []
+            if (changed or late) and not out_dir.exists():
+                for name in blobs:
+                    if name not in changed:
+                        (staging / name).unlink()
+                for folder in [staging, *(p for p in staging.rglob("*") if p.is_dir())]:
+                    os.chmod(folder, _dir_mode())
                 os.rename(staging, out_dir)
-                return [out_dir / name for name in changed]
-            except OSError as exc:  # another writer (make -j) made the folder first: move the files in
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not out_dir.is_dir():
-                    raise
-        for name in changed:
-            _make_dirs((out_dir / name).parent)
-            os.replace(staging / name, out_dir / name)
-        return [out_dir / name for name in changed]
+                moved = [out_dir / name for name in changed] + list(late.values())
+            else:
+                for name in [*changed, *late]:
+                    _make_dirs((out_dir / name).parent)
+                    os.replace(staging / name, out_dir / name)
+                moved = [out_dir / name for name in changed] + list(late.values())
+            for path, tmp in side_staged.items():
+                os.replace(tmp, path)
+                moved.append(path)
+            side_staged.clear()
+        return moved
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        for tmp in side_staged.values():
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def escape_make_path(path) -> str:

@@ -49,6 +49,7 @@ they made themselves.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 
@@ -57,6 +58,8 @@ import numpy as np
 from tinycc_ml.errors import DataError
 from tinycc_ml.ir.ops import node_macs
 from tinycc_ml.runtime.profile import measure_kernels
+
+log = logging.getLogger(__name__)
 
 
 def count_macs(graph) -> int:
@@ -142,9 +145,30 @@ def check_targets(y, rows: int, model):
         if y.dtype.kind not in "biufU":
             raise DataError(f"y: dtype {y.dtype}, expected integer or string labels")
         y = y.reshape(-1)
+        check_label_kind(y, model.classes)
     if len(y) != rows:
         raise DataError(f"y has {len(y)} labels for {rows} rows")
     return y
+
+
+def check_label_kind(y: np.ndarray, classes: np.ndarray) -> None:
+    """Labels of another kind than the model's classes (strings against integers) can never match: the
+    accuracy would be 0% without a word, so they are refused, naming both; labels of the right kind none of
+    which is a class are said in a warning."""
+    classes = np.asarray(classes)
+    text_y, text_classes = y.dtype.kind == "U", classes.dtype.kind == "U"
+    if text_y != text_classes:
+        kinds = ("strings", "integers")
+        raise DataError(f"y holds {kinds[not text_y]} ({', '.join(map(repr, y[:3].tolist()))}...) but the model's "
+                        f"classes are {kinds[not text_classes]} ({', '.join(map(repr, classes[:4].tolist()))}); "
+                        "give the labels the model was trained with")
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y) & (y == np.round(y))):
+        bad = y[~(np.isfinite(y) & (y == np.round(y)))][0]
+        raise DataError(f"y holds {bad!r}, not a class label (the model's classes are integers: "
+                        f"{', '.join(map(repr, classes[:4].tolist()))})")
+    if len(y) and not np.isin(y, classes).any():
+        log.warning("warning: none of y's labels (%s) is a class of the model (%s): the accuracy will be 0",
+                    ", ".join(map(repr, np.unique(y)[:4].tolist())), ", ".join(map(repr, classes[:4].tolist())))
 
 
 def score_scale(graph) -> int | None:

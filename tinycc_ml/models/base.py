@@ -46,6 +46,10 @@ def check_classes(classes, n_classes: int, source: str = "model") -> np.ndarray:
         count = len(values) if isinstance(values, (list, tuple)) else "no list of"
         raise ModelFileError(f"{source}: {count} class labels for a model with {n_classes} classes")
     if all(isinstance(v, str) for v in values):
+        nul = [v for v in values if "\x00" in v]
+        if nul:  # a C string ends at its first NUL: the label would be cut short in the generated code
+            raise ModelFileError(f"{source}: class label {nul[0]!r:.40} contains a NUL character, which a C string "
+                                 "cannot hold")
         array = np.asarray(values, dtype=str)
     elif all(isinstance(v, (int, float)) and _integral(v) for v in values):
         wide = [v for v in values if not -(2**63) <= v <= 2**63 - 1]

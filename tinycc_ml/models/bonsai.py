@@ -326,8 +326,10 @@ def read_pickled_dict(path) -> dict:
     """Read a dict of plain numbers/strings from a .npy (object array) or raw pickle file without
     running any code from it."""
     path = Path(path)
-    if not path.exists():
-        raise ModelFileError(f"{path}: no such file")
+    if not path.is_file():
+        from tinycc_ml.models.saved import not_a_file
+
+        raise ModelFileError(f"{path}: {not_a_file(path)}")
     if path.stat().st_size > MAX_HYPERPARAM_BYTES:
         raise ModelFileError(f"{path}: {path.stat().st_size} bytes, too large for a dict of hyper-parameters "
                              f"(at most {MAX_HYPERPARAM_BYTES})")

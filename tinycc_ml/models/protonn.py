@@ -136,7 +136,7 @@ def load_edgeml_protonn(directory) -> ProtoNNModel:
     arrays = {}
     for name in ("W", "B", "Z", "gamma", "mean", "std"):
         path = directory / f"{name}.npy"
-        if path.exists():
+        if path.exists() or path.is_symlink():  # a folder, FIFO or broken link: load_npy says which
             arrays[name] = check_array(load_npy(path), name, path)
         elif name not in ("mean", "std"):
             raise ModelFileError(f"{path}: no such file (an EdgeML ProtoNN directory needs W, B, Z, gamma)")

@@ -160,6 +160,26 @@ def _read_npz(path: Path, budget: int) -> dict[str, np.ndarray]:
     return arrays
 
 
+def not_a_file(path) -> str:
+    """Why ``path`` (not a regular file) cannot be read as one: what it is, never a blocking open."""
+    import stat
+
+    path = Path(path)
+    try:
+        link = os.readlink(path) if path.is_symlink() else None
+    except OSError:
+        link = None
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return f"a broken symbolic link (to {link})" if link is not None else "no such file"
+    what = ("is a folder" if stat.S_ISDIR(mode) else "is a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+            else "is a character device" if stat.S_ISCHR(mode) else "is a block device" if stat.S_ISBLK(mode)
+            else "is a socket" if stat.S_ISSOCK(mode) else "is not a regular file")
+    via = f" (a symbolic link to {link})" if link is not None else ""
+    return f"{what}{via}, not a regular file"
+
+
 def read_arrays(path, error: type[Exception] = ModelFileError,
                 max_bytes: int | None = None) -> np.ndarray | dict[str, np.ndarray]:
     """The array of a .npy file, or the arrays of a .npz file by name, never unpickling; every
@@ -168,7 +188,7 @@ def read_arrays(path, error: type[Exception] = ModelFileError,
     or decompression."""
     path = Path(path)
     if not path.is_file():
-        raise error(f"{path}: no such file")
+        raise error(f"{path}: {not_a_file(path)}")
     budget = max_array_bytes() if max_bytes is None else int(max_bytes)
     try:
         with open(path, "rb") as handle:
