@@ -1,26 +1,42 @@
-"""Long fuzz runs: mutate model files and IR text, feed them to the compiler, and count outcomes.
+"""Long fuzz runs on every surface of the compiler, counting outcomes; fresh seeds for as long as it is given.
 
-    python scripts/fuzz.py --cases 2000 [--seed 1] [--target model|ir|both] [--cli-cases 100]
+    python scripts/fuzz.py --cases 2000 [--seed 1] [--target model,ir,...|both|all] [--cli-cases 100]
                            [--memory-gb 4] [--timeout 30] [--jobs N] [--case K]
+    python scripts/fuzz.py --explore 600 --target all [--jobs N] [--reproducers DIR] [--json FILE]
 
-Each case must end in success (for model files and IR: the generated C compiles with gcc
--Wall -Wextra -Werror) or in one tinycc_ml error. Anything else is counted as a crash and printed:
-a traceback, a case over --timeout seconds (a hang), or a MemoryError under the --memory-gb
-address-space limit. ``--cli-cases`` more model files go through the command line
-(``python -m tinycc_ml compile``): each must exit 0 with its files written, or exit 2 with exactly
-one line ``tinycc-ml: error: ...`` on stderr and nothing left in the output's folder. The exit
-status is 1 when any crash was seen. The same mutators run in the
-test suite (tests/test_fuzz.py) under hypothesis, with far fewer cases.
+Surfaces (``--target``, comma-separated; ``both`` is model,ir; ``all`` is every one):
 
-Case K of a fuzzer draws from its own generator (seeded with the seed, the fuzzer and K), so the cases do
-not depend on ``--jobs``: with N > 1 they run in chunks on N worker processes (joblib's loky executor,
-each with the address-space limit and the per-case alarm), and the table gives cases per second. A
-crash is printed with its reproducer: ``--seed S --target KIND --case K`` runs that case alone.
+- ``model``: mutated model files (zip structure, member bytes, .npy headers, metadata, values) loaded and
+  compiled; success means the C compiles with gcc -Wall -Wextra -Werror (tests/fuzzing.py);
+- ``ir``: mutated IR text parsed, verified, interpreted and emitted;
+- ``cli``: mutated model files through ``python -m tinycc_ml compile`` (also ``--cli-cases N``);
+- ``oracle``: the differential oracle (tests/oracle.py): generated models of every family, tasks, scikit-learn
+  objects and odd labels, extreme but legal values, compiled at float/int16/int8, run on the host under
+  ASan/UBSan/float-cast-overflow and compared with the interpreters (bit-exact for integer builds);
+  ``oracle-avr`` and ``oracle-m0`` run them in simavr and QEMU;
+- ``names``, ``fit``, ``edgeml``, ``concurrent``, ``interrupt``: the command line's surfaces
+  (tests/cli_fuzzing.py): names, paths, --project/--arduino/--examples/--depfile/--manifest; fit's options and
+  data; EdgeML folders; processes compiling into one folder at once; Ctrl-C at a random moment.
+
+Each case ends in success, in one clean tinycc_ml error, or in a crash: a traceback, a case over --timeout
+seconds (a hang), a MemoryError under the --memory-gb address-space limit (not applied to the surfaces that
+run sanitizers or processes), C that does not build, a sanitizer report, a mismatch with the interpreters, a
+half-written or clashing output folder. The exit status is 1 when any crash was seen.
+
+``--explore SECONDS`` draws a fresh seed (from the clock, unless --seed) and runs each surface for SECONDS
+seconds; every crash is written to ``--reproducers DIR`` (default ./fuzz-reproducers): a text file with the
+command that replays it (``--seed S --target KIND --case K``) and what went wrong, and, where the case has
+one, its input (the model file, the IR text, the generated model saved as a model file with its rows).
+``--json FILE`` writes the table (seed, surfaces, cases, outcomes, seconds, crash details).
+
+Case K of a surface draws from its own generator (seeded with the seed, the surface and K), so cases do not
+depend on --jobs: with N > 1 they run in chunks on N worker processes (joblib's loky executor).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -29,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -46,6 +63,11 @@ from tests.fuzzing import (  # noqa: E402
     seed_texts,
 )
 
+SURFACES = ("model", "ir", "cli", "oracle", "oracle-avr", "oracle-m0", "names", "fit", "edgeml", "concurrent",
+            "interrupt")
+NO_MEMORY_LIMIT = {"oracle", "oracle-avr", "oracle-m0", "concurrent", "interrupt"}  # ASan, simulators, forks
+SIM_TARGETS = {"oracle-avr": "avr", "oracle-m0": "cortex-m0"}
+
 
 class Hang(Exception):
     pass
@@ -55,20 +77,19 @@ def _alarm(signum, frame):
     raise Hang()
 
 
-def one_case(kind: str, rng: random.Random, timeout: int) -> Outcome:
-    pick = Chooser(rng=rng)
-    signal.alarm(timeout)
-    try:
-        if kind == "model":
-            precision = rng.choice(["float", "float", "int16", "int8"])
-            return run_model_file_case(mutate_model_file(pick), precision)
-        return run_ir_case(mutate_ir_text(pick))
-    except Hang:
-        return Outcome("crash", f"hang: over {timeout} s")
-    except MemoryError:
-        return Outcome("crash", "out of memory")
-    finally:
-        signal.alarm(0)
+def case_rng(seed: int, kind: str, case: int) -> random.Random:
+    return random.Random(f"{seed}-{kind}-{case}")
+
+
+def case_generator(seed: int, kind: str, case: int):
+    import numpy as np
+
+    return np.random.default_rng([seed, zlib.crc32(kind.encode()), case])
+
+
+def _model_case(rng: random.Random) -> Outcome:
+    precision = rng.choice(["float", "float", "int16", "int8"])
+    return run_model_file_case(mutate_model_file(Chooser(rng=rng)), precision)
 
 
 def one_cli_case(rng: random.Random, timeout: int) -> Outcome:
@@ -91,29 +112,99 @@ def one_cli_case(rng: random.Random, timeout: int) -> Outcome:
         return Outcome("crash", f"exit {run.returncode}, left {left}, stderr: {run.stderr[-400:]}")
 
 
+def one_case(kind: str, seed: int, case: int, timeout: int, start_seconds: float = 0.1) -> Outcome:
+    """Case ``case`` of surface ``kind``; a hang or MemoryError is a crash."""
+    signal.alarm(timeout if kind not in ("cli", "interrupt") else 0)  # those time their own processes
+    try:
+        if kind == "model":
+            return _model_case(case_rng(seed, kind, case))
+        if kind == "ir":
+            return run_ir_case(mutate_ir_text(Chooser(rng=case_rng(seed, kind, case))))
+        if kind == "cli":
+            return one_cli_case(case_rng(seed, kind, case), timeout)
+        if kind.startswith("oracle"):
+            from tests.oracle import oracle_case
+
+            return oracle_case(case_generator(seed, kind, case), SIM_TARGETS.get(kind, "host"))
+        from tests.cli_fuzzing import SURFACES as CLI_SURFACES
+
+        with tempfile.TemporaryDirectory(prefix=f"tinycc-ml-fuzz-{kind}-") as tmp:
+            if kind == "interrupt":
+                return CLI_SURFACES[kind](case_generator(seed, kind, case), Path(tmp), start_seconds)
+            return CLI_SURFACES[kind](case_generator(seed, kind, case), Path(tmp))
+    except Hang:
+        return Outcome("crash", f"hang: over {timeout} s")
+    except MemoryError:
+        return Outcome("crash", "out of memory")
+    except Exception as exc:  # noqa: BLE001 - the harness itself failed: report it as the case's crash
+        import traceback
+
+        return Outcome("crash", f"harness: {type(exc).__name__}: {exc} {traceback.format_exc()[-600:]}")
+    finally:
+        signal.alarm(0)
+
+
 CHUNK = 25  # cases per task on a worker
+SLOW_CHUNK = 3  # for the surfaces whose cases take seconds
 
 
-def case_rng(seed: int, kind: str, case: int) -> random.Random:
-    return random.Random(f"{seed}-{kind}-{case}")
-
-
-def run_cases(kind: str, seed: int, cases: range, timeout: int, memory: int | None) -> tuple:
-    """(Counter of outcomes, [(case, detail) of crashes], slowest seconds) of some cases of one fuzzer."""
-    if memory is not None and resource.getrlimit(resource.RLIMIT_AS)[0] != memory:
+def _prepare(kind: str, memory: int | None) -> float:
+    if memory is not None and kind not in NO_MEMORY_LIMIT and resource.getrlimit(resource.RLIMIT_AS)[0] != memory:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     signal.signal(signal.SIGALRM, _alarm)
     seed_files(), seed_texts()  # compiled once per process, outside any case's time limit
+    if kind == "interrupt":
+        from tests.cli_fuzzing import python_start_seconds
+
+        return python_start_seconds()
+    return 0.1
+
+
+def run_cases(kind: str, seed: int, cases, timeout: int, memory: int | None) -> tuple:
+    """(Counter of outcomes, [(case, detail) of crashes], slowest seconds) of some cases of one surface."""
+    start_seconds = _prepare(kind, memory)
     counts, crashes, slowest = Counter(), [], 0.0
     for case in cases:
-        rng = case_rng(seed, kind, case)
         t0 = time.perf_counter()
-        outcome = one_cli_case(rng, timeout) if kind == "cli" else one_case(kind, rng, timeout)
+        outcome = one_case(kind, seed, case, timeout, start_seconds)
         slowest = max(slowest, time.perf_counter() - t0)
         counts[outcome.kind] += 1
         if outcome.kind == "crash":
             crashes.append((case, outcome.detail))
     return counts, crashes, slowest
+
+
+def write_reproducer(folder: Path, kind: str, seed: int, case: int, detail: str) -> Path:
+    """A text file naming the replay command and the failure, and the case's input where it has one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / f"{kind}-seed{seed}-case{case}"
+    command = f"python scripts/fuzz.py --seed {seed} --target {kind} --case {case}"
+    notes = [f"surface: {kind}", f"replay: {command}", f"found: {detail}"]
+    try:
+        if kind in ("model", "cli"):
+            rng = case_rng(seed, kind, case)
+            if kind == "model":
+                rng.choice(["float", "float", "int16", "int8"])
+            stem.with_suffix(".npz").write_bytes(mutate_model_file(Chooser(rng=rng)))
+            notes.append(f"input: {stem.with_suffix('.npz').name} (python -m tinycc_ml compile it)")
+        elif kind == "ir":
+            stem.with_suffix(".ir").write_text(mutate_ir_text(Chooser(rng=case_rng(seed, kind, case))))
+            notes.append(f"input: {stem.with_suffix('.ir').name}")
+        elif kind.startswith("oracle"):
+            import numpy as np
+
+            import tinycc_ml
+            from tests.oracle import oracle_model
+
+            generated = oracle_model(case_generator(seed, kind, case))
+            np.save(stem.with_suffix(".rows.npy"), generated.X)
+            notes.append(f"model: {generated.what}; rows: {stem.with_suffix('.rows.npy').name}")
+            tinycc_ml.save_model(generated.model, stem.with_suffix(".npz"))
+            notes.append(f"model file: {stem.with_suffix('.npz').name}")
+    except Exception as exc:  # noqa: BLE001 - the replay command is the reproducer; the files are a convenience
+        notes.append(f"(input not saved: {type(exc).__name__}: {exc})")
+    stem.with_suffix(".txt").write_text("\n".join(notes) + "\n")
+    return stem.with_suffix(".txt")
 
 
 def _positive(text: str) -> int:
@@ -126,25 +217,99 @@ def _positive(text: str) -> int:
     return n
 
 
+def _surfaces(text: str) -> list[str]:
+    if text == "both":
+        return ["model", "ir"]
+    if text == "all":
+        return list(SURFACES)
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in SURFACES]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown surface {', '.join(unknown) or text!r}; surfaces: both, all, "
+                                         f"{', '.join(SURFACES)}")
+    return kinds
+
+
+def run_surface(kind: str, seed: int, args, limit, executor) -> tuple:
+    """(counts, [(case, detail)], slowest, cases run, seconds) of one surface: a fixed count of cases, or as many
+    as fit in --explore seconds."""
+    start = time.perf_counter()
+    chunk = SLOW_CHUNK if kind.startswith("oracle") or kind in ("fit", "concurrent", "interrupt") else CHUNK
+    if args.case is not None:
+        cases_iter = iter([range(args.case, args.case + 1)])
+    elif args.explore:
+        cases_iter = (range(i, i + chunk) for i in range(0, 10**12, chunk))
+    else:
+        n_cases = args.cli_cases if kind == "cli" and args.cli_cases else args.cases
+        cases_iter = iter([range(i, min(i + chunk, n_cases)) for i in range(0, n_cases, chunk)])
+    deadline = start + args.explore if args.explore else None
+    counts, found, slowest, ran = Counter(), [], 0.0, 0
+
+    def absorb(chunk_cases, result):
+        nonlocal slowest, ran
+        c, crashes, slow = result
+        counts.update(c)
+        found.extend(crashes)
+        slowest = max(slowest, slow)
+        ran += len(chunk_cases)
+
+    if executor is None:
+        for chunk_cases in cases_iter:
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+            absorb(chunk_cases, run_cases(kind, seed, chunk_cases, args.timeout, limit))
+    else:
+        pending = {}
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < args.jobs and (deadline is None or time.perf_counter() < deadline):
+                chunk_cases = next(cases_iter, None)
+                if chunk_cases is None:
+                    exhausted = True
+                    break
+                pending[executor.submit(run_cases, kind, seed, chunk_cases, args.timeout, limit)] = chunk_cases
+            if not pending:
+                break
+            from concurrent.futures import FIRST_COMPLETED, wait
+
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in done:
+                chunk_cases = pending.pop(future)
+                try:
+                    absorb(chunk_cases, future.result())
+                except Exception as exc:  # the worker process died (a crash below Python): the chunk is suspect
+                    absorb(chunk_cases, (Counter(crash=len(chunk_cases)),
+                                         [(chunk_cases[0], f"worker died in cases {chunk_cases[0]}..{chunk_cases[-1]}: "
+                                                           f"{type(exc).__name__}: {exc}")], 0.0))
+    return counts, found, slowest, ran, time.perf_counter() - start
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases", type=int, default=1000, help="cases per fuzzer (default 1000)")
+    parser.add_argument("--cases", type=int, default=1000, help="cases per surface (default 1000)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
-    parser.add_argument("--target", choices=("model", "ir", "both"), default="both")
+    parser.add_argument("--target", type=_surfaces, default=["model", "ir"],
+                        help=f"surfaces, comma-separated: {', '.join(SURFACES)}; both (model,ir, the default) or all")
     parser.add_argument("--cli-cases", type=int, default=0,
                         help="model files run through the command line as well (default 0)")
+    parser.add_argument("--explore", type=float, default=None, metavar="SECONDS",
+                        help="run each surface for SECONDS seconds with a fresh seed (instead of --cases)")
+    parser.add_argument("--reproducers", type=Path, default=Path("fuzz-reproducers"), metavar="DIR",
+                        help="folder for the crashes' reproducers (default ./fuzz-reproducers)")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit (default 4 GB)")
-    parser.add_argument("--timeout", type=int, default=30, help="seconds per case before it counts as a hang")
+    parser.add_argument("--timeout", type=int, default=60, help="seconds per case before it counts as a hang")
     parser.add_argument("--jobs", type=_positive, default=1, help="worker processes (default 1)")
     parser.add_argument("--case", type=int, default=None, metavar="K", help="run case K alone (a reproducer)")
     args = parser.parse_args(argv)
-    seed = args.seed if args.seed is not None else int(time.time())
+    seed = args.seed if args.seed is not None else int(time.time() * 1000) % 2**31
     limit = int(args.memory_gb * (1 << 30))
-    kinds = ["model", "ir"] if args.target == "both" else [args.target]
-    if args.cli_cases:
+    kinds = list(args.target)
+    if args.cli_cases and "cli" not in kinds:
         kinds.append("cli")
-    print(f"seed {seed}, {args.cases} cases per fuzzer, {args.memory_gb:g} GB address space, "
-          f"{args.timeout} s per case, {args.jobs} worker process{'es' if args.jobs > 1 else ''}")
+    budget = f"{args.explore:g} s per surface" if args.explore else f"{args.cases} cases per surface"
+    print(f"seed {seed}, {budget}, {args.memory_gb:g} GB address space, {args.timeout} s per case, "
+          f"{args.jobs} worker process{'es' if args.jobs > 1 else ''}", flush=True)
     executor = None
     if args.jobs > 1 and args.case is None:
         from joblib.externals.loky import get_reusable_executor
@@ -152,36 +317,30 @@ def main(argv=None) -> int:
         executor = get_reusable_executor(max_workers=args.jobs)
     rows, crashes = [], []
     for kind in kinds:
-        n_cases = args.cli_cases if kind == "cli" else args.cases
-        cases = range(args.case, args.case + 1) if args.case is not None else range(n_cases)
-        start = time.perf_counter()
-        chunks = [cases[i:i + CHUNK] for i in range(0, len(cases), CHUNK)]
-        if executor is None:
-            results = [run_cases(kind, seed, chunk, args.timeout, limit) for chunk in chunks]
-        else:
-            futures = [executor.submit(run_cases, kind, seed, chunk, args.timeout, limit) for chunk in chunks]
-            results = []
-            for chunk, future in zip(chunks, futures):
-                try:
-                    results.append(future.result())
-                except Exception as exc:  # the worker process died (a crash below Python): the chunk is suspect
-                    results.append((Counter(crash=len(chunk)), [(chunk[0], f"worker died in cases {chunk[0]}.."
-                                                                 f"{chunk[-1]}: {type(exc).__name__}: {exc}")], 0.0))
-        counts, slowest = Counter(), 0.0
-        for c, found, slow in results:
-            counts.update(c)
-            slowest = max(slowest, slow)
-            crashes += [(kind, case, detail) for case, detail in found]
-        rows.append((kind, len(cases), counts["ok"], counts["error"], counts["crash"],
-                     time.perf_counter() - start, slowest))
-    print(f"\n{'fuzzer':<8} {'cases':>7} {'successes':>10} {'clean errors':>13} {'crashes':>8} {'seconds':>8} "
+        counts, found, slowest, ran, seconds = run_surface(kind, seed, args, limit, executor)
+        crashes += [(kind, case, detail) for case, detail in sorted(found)]
+        rows.append((kind, ran, counts["ok"], counts["error"], counts["crash"], seconds, slowest))
+        print(f"  {kind}: {ran} cases, {counts['crash']} crashes, {seconds:.0f} s", file=sys.stderr, flush=True)
+    print(f"\n{'fuzzer':<10} {'cases':>7} {'successes':>10} {'clean errors':>13} {'crashes':>8} {'seconds':>8} "
           f"{'cases/s':>8} {'slowest':>8}")
     for kind, cases, ok, errors, crashed, seconds, slowest in rows:
-        print(f"{kind:<8} {cases:>7} {ok:>10} {errors:>13} {crashed:>8} {seconds:>8.1f} {cases / seconds:>8.1f} "
-              f"{slowest:>8.2f}")
+        print(f"{kind:<10} {cases:>7} {ok:>10} {errors:>13} {crashed:>8} {seconds:>8.1f} "
+              f"{cases / max(seconds, 1e-9):>8.2f} {slowest:>8.2f}")
+    written = []
+    for kind, case, detail in crashes:
+        if args.explore or args.case is None:
+            written.append(write_reproducer(args.reproducers, kind, seed, case, detail))
     for kind, case, detail in crashes[:20]:
         print(f"crash: {kind} case {case}: {detail}\n  reproduce: python scripts/fuzz.py --seed {seed} "
-              f"--target {kind if kind != 'cli' else 'model --cli-cases 1'} --case {case}")
+              f"--target {kind} --case {case}")
+    if written:
+        print(f"{len(written)} reproducer(s) in {args.reproducers}/")
+    if args.json is not None:
+        args.json.write_text(json.dumps({
+            "seed": seed, "explore_seconds": args.explore, "jobs": args.jobs,
+            "surfaces": [dict(zip(("surface", "cases", "successes", "clean_errors", "crashes", "seconds",
+                                   "slowest"), row)) for row in rows],
+            "crashes": [{"surface": k, "case": c, "detail": d} for k, c, d in crashes]}, indent=1) + "\n")
     return 1 if crashes else 0
 
 

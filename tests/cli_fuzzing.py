@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.fuzzing import Outcome, seed_files, seed_models
+from tests.fuzzing import Outcome, missing_compiler, seed_files, seed_models
 
 REPO = Path(__file__).resolve().parent.parent
 GCC = shutil.which("gcc")
@@ -117,8 +117,10 @@ def c_builds(out: Path, target: str) -> str:
     front-end warnings: a NaN literal in examples.h, a comparison that is always false), else the words."""
     cc, flags = CROSS.get(target, (None, []))
     sources = sorted(str(p) for p in out.rglob("*.c"))
-    if cc is None or not sources:
+    if not sources:
         return ""
+    if cc is None:
+        return missing_compiler(f"the {target} C compiler")
     includes = sorted({f"-I{p.parent}" for p in out.rglob("*.h")})
     run = subprocess.run([cc, *flags, "-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", *includes,
                           *sources], capture_output=True, text=True, timeout=120)

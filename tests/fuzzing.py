@@ -270,10 +270,19 @@ def _where(exc: BaseException) -> str:
     return f"{type(exc).__name__}{place}: {exc}"[:500]
 
 
+def missing_compiler(name: str) -> str:
+    """'' (the check is skipped) or, when toolchains are required (CI), why the case fails."""
+    import os
+
+    required = os.environ.get("TINYCC_ML_REQUIRE_TOOLCHAINS", "").strip() not in ("", "0", "false", "no")
+    return f"{name} is not on PATH (TINYCC_ML_REQUIRE_TOOLCHAINS=1)" if required else ""
+
+
 def _compiles(files: dict[str, str]) -> str:
-    """'' when every .c of ``files`` compiles warnings-clean with the host gcc, else gcc's words."""
+    """'' when every .c of ``files`` compiles warnings-clean with the host gcc, else gcc's words. Without gcc
+    the build is not checked, unless TINYCC_ML_REQUIRE_TOOLCHAINS=1 (CI): then that is the failure."""
     if GCC is None:
-        return ""
+        return missing_compiler("gcc")
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-fuzz-") as tmp:
         for name, text in files.items():
             (Path(tmp) / name).write_text(text)

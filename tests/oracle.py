@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 import tinycc_ml
-from tests.fuzzing import GCC, Outcome
+from tests.fuzzing import GCC, Outcome, missing_compiler
 from tinycc_ml.errors import TinyccError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.base import multilabel_indicator
@@ -281,6 +281,8 @@ def host_run(case: Case, work: Path) -> str:
     """'' when every build of ``case`` built and ran clean and matched the interpreters, else what went wrong."""
     if not case.builds:
         return ""
+    if GCC is None:
+        return missing_compiler("gcc")
     files, main = harness(case)
     for name, text in files.items():
         (work / name).write_text(text)

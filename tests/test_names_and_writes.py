@@ -248,3 +248,21 @@ def test_edgeml_w_that_is_not_a_file_is_named(tmp_path, kind, words):
     assert str(w) in str(info.value) and "no such file" not in str(info.value)
     for word in words:
         assert word in str(info.value)
+
+
+def test_warnings_logged_before_an_error_are_not_printed(capsys, tmp_path):
+    """Found by the names fuzzer: a poor-agreement warning was logged, then the compile failed: two lines.
+    Warnings are held until the command succeeds; a failing one prints its one error line alone."""
+    from tests.fuzzing import seed_models
+
+    seed_models()[3].save(tmp_path / "m.npz")
+    X = np.random.default_rng(0).normal(size=(20, 5))
+    X[0] = 1e300
+    np.save(tmp_path / "cal.npy", X)
+    one_error(capsys, "compile", tmp_path / "m.npz", "-o", tmp_path / "o", "--precision", "int8", "--calibration",
+              tmp_path / "cal.npy", words=["2^1939"])
+    X[0] = 40.0  # a warning (poor agreement) and success: the warning follows the output
+    np.save(tmp_path / "cal.npy", X)
+    status, lines = run_cli(capsys, "compile", tmp_path / "m.npz", "-o", tmp_path / "o", "--precision", "int8",
+                            "--calibration", tmp_path / "cal.npy")
+    assert status == 0

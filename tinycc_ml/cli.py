@@ -170,6 +170,9 @@ def _main(argv: list[str] | None) -> int:
             status = _run_command(args)
     finally:
         undo_logging()
+    if status == 0:  # warnings logged on the way are said once the command has succeeded, else dropped
+        for text in undo_logging.held:
+            sys.stderr.write(text + "\n")
     if status == 0 and not args.quiet:
         for text in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
             sys.stderr.write(f"{PROG}: warning: {text}\n")
@@ -192,12 +195,14 @@ def _run_command(args) -> int:
 def configure_logging(verbose: int, quiet: bool):
     """Log lines ``tinycc-ml: message`` on stderr at the level -v/-q ask for (warnings by default), and
     a progress bar when stderr is a terminal. Returns the function that undoes it (main calls it on
-    the way out, so an embedding program keeps its own logging)."""
+    the way out, so an embedding program keeps its own logging). Warnings (and log errors) are held in
+    ``undo.held`` rather than printed: a command that fails prints its one error line alone, one that
+    succeeds prints them at the end; progress (-v) is printed as it comes."""
     from tinycc_ml import progress
 
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     logger = logging.getLogger("tinycc_ml")
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _HoldingHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
     old_level, old_propagate, old_bar = logger.level, logger.propagate, progress.bar_shown()
     logger.addHandler(handler)
@@ -211,7 +216,25 @@ def configure_logging(verbose: int, quiet: bool):
         logger.propagate = old_propagate
         progress.show_bar(old_bar)
 
+    undo.held = handler.held
     return undo
+
+
+class _HoldingHandler(logging.StreamHandler):
+    """Streams records below WARNING; keeps the formatted text of the others in ``held``."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.held: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            try:
+                self.held.append(" ".join(self.format(record).split()))
+            except Exception:  # noqa: BLE001 - logging's own rule: a bad record never breaks the program
+                self.handleError(record)
+            return
+        super().emit(record)
 
 
 def say(args, text: str) -> None:
