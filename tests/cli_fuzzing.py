@@ -112,11 +112,18 @@ def check_folder(out: Path) -> str:
     return ""
 
 
-def c_builds(out: Path, target: str) -> str:
-    """'' when every .c under ``out`` passes the target's compiler with -Wall -Wextra -Werror (syntax and
-    front-end warnings: a NaN literal in examples.h, a comparison that is always false), else the words."""
+def written(stdout: str) -> list[Path]:
+    """The files a successful compile listed ("wrote X" / "unchanged X")."""
+    return [Path(line.split(" ", 1)[1]) for line in stdout.splitlines()
+            if line.startswith(("wrote ", "unchanged ")) and " " in line]
+
+
+def c_builds(out: Path, target: str, files: list[Path] | None = None) -> str:
+    """'' when every .c under ``out`` (or of ``files``) passes the target's compiler with -Wall -Wextra -Werror
+    (syntax and front-end warnings: a NaN literal in examples.h, a comparison that is always false), else the
+    words."""
     cc, flags = CROSS.get(target, (None, []))
-    sources = sorted(str(p) for p in out.rglob("*.c"))
+    sources = sorted(str(p) for p in (files if files is not None else out.rglob("*.c")) if str(p).endswith(".c"))
     if not sources:
         return ""
     if cc is None:
@@ -240,7 +247,7 @@ def names_case(rng, work: Path) -> Outcome:
                 json.loads(path.read_text())
             except ValueError:
                 return Outcome("crash", f"the manifest is not JSON: {argv}")
-    problem = c_builds(folder, target)
+    problem = c_builds(folder, target, written(stdout))
     if problem:
         return Outcome("crash", f"exit 0 but the C does not build ({target}): {argv}: {problem}")
     return Outcome("ok")
@@ -482,6 +489,8 @@ def interrupt_case(rng, work: Path, start_seconds: float = 0.1) -> Outcome:
         proc.kill()
         return Outcome("crash", "hang: the process did not end within 60 s of Ctrl-C")
     text = stderr.decode(errors="replace")
+    if proc.returncode == -signal.SIGINT and not text and not out.exists():
+        return Outcome("error", "interrupted before Python had started (no output, nothing written)")
     if proc.returncode == 130:
         if text != "tinycc-ml: error: interrupted\n":
             return Outcome("crash", f"Ctrl-C: exit 130 with {text[-500:]!r}")

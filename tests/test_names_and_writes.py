@@ -266,3 +266,14 @@ def test_warnings_logged_before_an_error_are_not_printed(capsys, tmp_path):
     status, lines = run_cli(capsys, "compile", tmp_path / "m.npz", "-o", tmp_path / "o", "--precision", "int8",
                             "--calibration", tmp_path / "cal.npy")
     assert status == 0
+
+
+def test_edgeml_bonsai_mean_that_is_a_broken_link_is_named(tmp_path):
+    """Found by the EdgeML fuzzer: a Bonsai folder whose mean.npy is a broken link was 'no such file'."""
+    from tests.models.test_bonsai import write_edgeml
+
+    write_edgeml(tmp_path / "b", np.random.default_rng(0))
+    (tmp_path / "b" / "mean.npy").unlink()
+    (tmp_path / "b" / "mean.npy").symlink_to(tmp_path / "gone.npy")
+    with pytest.raises(ModelFileError, match="mean.npy: a broken symbolic link"):
+        tinycc_ml.load_model(tmp_path / "b")

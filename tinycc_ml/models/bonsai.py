@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import pickle
 from pathlib import Path
 
@@ -432,14 +433,15 @@ def load_edgeml_bonsai(directory, hyperparams: dict | None = None) -> BonsaiMode
         n_classes = 1  # a binary model saved with numClasses 2 but one score per node
     W = npy("W.npy", (n_classes * n_nodes, d_hat))
     V = npy("V.npy", (n_classes * n_nodes, d_hat))
-    if n_internal == 0 and not (directory / "T.npy").exists():
+    if n_internal == 0 and not os.path.lexists(directory / "T.npy"):
         T = np.zeros((0, d_hat))
     else:
         T = load_npy(directory / "T.npy")
         if T.size == 0:
             T = np.reshape(T, (0, d_hat))
         T = check_array(T, "T.npy", directory / "T.npy", shape=(n_internal, d_hat))
-    has_mean, has_std = (directory / "mean.npy").exists(), (directory / "std.npy").exists()
+    # lexists: a broken link or a FIFO is there, and load_npy says what it is
+    has_mean, has_std = os.path.lexists(directory / "mean.npy"), os.path.lexists(directory / "std.npy")
     if has_mean != has_std:
         missing = "std.npy" if has_mean else "mean.npy"
         raise ModelFileError(f"{directory / missing}: no such file (mean.npy and std.npy come together)")
