@@ -1,0 +1,139 @@
+"""The fuzzers with fresh seeds (issue 26): every surface on this tree, and the differential surfaces on copies
+of it with each wrong-code fix of issue 25 reverted, to show the fuzzers find those bugs.
+
+    python benchmarks/fuzz_campaign.py --part main --seconds 150      # every surface of scripts/fuzz.py
+    python benchmarks/fuzz_campaign.py --part reverts --seconds 180   # issue 25's items 1-5, one copy each
+    python benchmarks/fuzz_campaign.py --print                        # the tables of the saved results
+
+``--part reverts`` exports HEAD (``git archive``) into a temporary folder per item, reverts that item's fix
+there (``git show <commit> -- <files> | patch -R``: the working tree is never touched), and runs the surface
+that should find it with a fresh seed for ``--seconds``; a finding counts when a crash's description
+matches the item's signature (e.g. UBSan's "shift exponent" for the input helper). Results are saved as
+JSON in benchmarks/results/ and printed as tables by ``--print``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+# issue 25 item -> (what, fix commit, files of the fix to revert, surface that must find it, signature)
+REVERTS = {
+    1: ("float32 overflow of squared distances (features ~1e19): C predicts class 0",
+        "e77f45d", ["tinycc_ml/api.py"], "oracle", r"float: row \d+: the C predicts"),
+    2: ("input helper: 1 << s with s >= 32, (int32_t)NaN",
+        "e77f45d", ["tinycc_ml/backends/examples.py", "tinycc_ml/ir/fixed.py"], "oracle",
+        r"shift exponent|nan is outside the range|input helper gives"),
+    3: ("--examples rows with NaN/Inf/1e300 written as nanf/inff: firmware does not build",
+        "bde1251", ["tinycc_ml"], "names", r"nanf|inff|does not build.*examples"),
+    4: ("multilabel threshold outside the score type: always-false compare, 1e+300f",
+        "dbbbd5b", ["tinycc_ml"], "oracle", r"does not build.*(always|range|overflow|float)"),
+    5: ("IR tanh_lut/exp_lut with a negative drop_bits passes verify(): negative shift",
+        "900d2de", ["tinycc_ml"], "ir", r"negative shift|shift count"),
+}
+SURFACES = ["oracle", "oracle-avr", "oracle-m0", "model", "ir", "cli", "names", "fit", "edgeml", "concurrent",
+            "interrupt"]
+
+
+def fuzz(tree: Path, surfaces: list[str], seconds: float, json_path: Path, jobs: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, str(tree / "scripts" / "fuzz.py"), "--explore", str(seconds), "--target",
+           ",".join(surfaces), "--json", str(json_path), "--jobs", str(jobs),
+           "--reproducers", str(json_path.with_suffix("")) + "-reproducers"]
+    subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, check=False)
+    return json.loads(json_path.read_text())
+
+
+def export_with_revert(commit: str, files: list[str], dest: Path) -> None:
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    patch = subprocess.run(["git", "show", commit, "--", *files], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["patch", "-R", "-p1", "--no-backup-if-mismatch", "-s"], cwd=dest, input=patch, check=True)
+
+
+def part_main(seconds: float, jobs: int) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    data = fuzz(ROOT, SURFACES, seconds, RESULTS / "fuzz_main.json", jobs)
+    data["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                    text=True).stdout.strip()
+    (RESULTS / "fuzz_main.json").write_text(json.dumps(data, indent=1) + "\n")
+
+
+def part_reverts(seconds: float, jobs: int, items: list[int]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = {}
+    path = RESULTS / "fuzz_reverts.json"
+    if path.exists():
+        out = json.loads(path.read_text())
+    for item in items:
+        what, commit, files, surface, signature = REVERTS[item]
+        with tempfile.TemporaryDirectory(prefix=f"tinycc-ml-revert{item}-") as tmp:
+            export_with_revert(commit, files, Path(tmp))
+            t0 = time.time()
+            data = fuzz(Path(tmp), [surface], seconds, Path(tmp) / "result.json", jobs)
+            data["wall_seconds"] = time.time() - t0
+        hits = [c for c in data["crashes"] if re.search(signature, c["detail"], re.S)]
+        row = data["surfaces"][0]
+        out[str(item)] = {"what": what, "commit": commit, "files": files, "surface": surface, "seed": data["seed"],
+                          "cases": row["cases"], "seconds": row["seconds"], "crashes": row["crashes"],
+                          "matching": len(hits), "first_case": min((c["case"] for c in hits), default=None),
+                          "example": (hits or data["crashes"] or [{"detail": ""}])[0]["detail"][:300]}
+        path.write_text(json.dumps(out, indent=1) + "\n")
+
+
+def print_tables() -> None:
+    main = RESULTS / "fuzz_main.json"
+    if main.exists():
+        data = json.loads(main.read_text())
+        print(f"Fresh seed {data['seed']} on commit {data.get('commit', '?')}, {data['explore_seconds']:g} s per "
+              f"surface, {data['jobs']} worker(s):\n")
+        print(f"{'surface':<11} {'cases':>6} {'ok':>6} {'clean errors':>13} {'crashes':>8} {'seconds':>8}")
+        for r in data["surfaces"]:
+            print(f"{r['surface']:<11} {r['cases']:>6} {r['successes']:>6} {r['clean_errors']:>13} {r['crashes']:>8} "
+                  f"{r['seconds']:>8.0f}")
+        total = sum(r["cases"] for r in data["surfaces"])
+        print(f"{'total':<11} {total:>6} {'':>6} {'':>13} {sum(r['crashes'] for r in data['surfaces']):>8}")
+        for c in data["crashes"]:
+            print(f"  finding: {c['surface']} case {c['case']}: {c['detail'][:200]}")
+    reverts = RESULTS / "fuzz_reverts.json"
+    if reverts.exists():
+        data = json.loads(reverts.read_text())
+        print("\nIssue 25's wrong-code fixes reverted one at a time (fresh seed each):\n")
+        print(f"{'item':<5} {'surface':<8} {'cases':>6} {'seconds':>8} {'findings':>9} {'first at case':>14}  bug")
+        for item, r in sorted(data.items(), key=lambda kv: int(kv[0])):
+            first = "-" if r["first_case"] is None else str(r["first_case"])
+            print(f"{item:<5} {r['surface']:<8} {r['cases']:>6} {r['seconds']:>8.0f} {r['matching']:>9} {first:>14}  "
+                  f"{r['what']}")
+        for item, r in sorted(data.items(), key=lambda kv: int(kv[0])):
+            print(f"  item {item} e.g.: {' '.join(r['example'].split())[:220]}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--part", choices=("main", "reverts"), default=None)
+    parser.add_argument("--seconds", type=float, default=600.0, help="seconds per surface (default 600)")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--items", default="1,2,3,4,5", help="issue 25 items to revert (default all)")
+    parser.add_argument("--print", action="store_true", help="print the tables of the saved results")
+    args = parser.parse_args(argv)
+    if args.part == "main":
+        part_main(args.seconds, args.jobs)
+    elif args.part == "reverts":
+        part_reverts(args.seconds, args.jobs, [int(i) for i in args.items.split(",")])
+    if args.print or args.part is None:
+        print_tables()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
