@@ -14,12 +14,18 @@ __all__ = ["CompileResult", "FitResult", "TinyccError", "__version__", "compile"
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if not name.startswith("_"):  # a submodule used as an attribute (tinycc_ml.api.as_model) after import tinycc_ml
+        try:
+            return importlib.import_module(f"tinycc_ml.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"tinycc_ml.{name}":
+                raise
     raise AttributeError(f"module 'tinycc_ml' has no attribute {name!r}")
 
 
