@@ -15,6 +15,7 @@ import functools
 import io
 import json
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -318,6 +319,7 @@ def run_model_file_case(data: bytes, precision: str = "float") -> Outcome:
 
 NUMBERS = ["0", "-1", "1", "2", "7", "1e5", "1e300", "-1e-300", "inf", "nan", "300", "65536", "2147483648",
            "99999999999999999999", "0.5", "-0.0"]
+ATTRIBUTE_NUMBERS = ["-40", "31", "32", "-2", "15", "16", "64", "-32768", "32767", "2147483647", "-2147483649"]
 OPS = ["matvec", "sqdist", "exp", "argmax", "max", "matvec_at", "branch", "segment_min", "kvote", "add", "mul",
        "scale", "const", "clip", "sum", "tanh", "nonsense"]
 
@@ -328,10 +330,15 @@ def mutate_ir_text(pick: Chooser) -> str:
     lines = text.splitlines()
     for _ in range(pick.integer(1, 3)):
         i = pick.integer(1, max(1, len(lines) - 2))
-        kind = pick.choice(["number", "number", "op", "operand", "type", "delete", "duplicate", "swap", "chars",
-                            "output"])
+        kind = pick.choice(["number", "number", "attribute", "attribute", "op", "operand", "type", "delete",
+                            "duplicate", "swap", "chars", "output"])
         line = lines[i]
-        if kind == "number":
+        if kind == "attribute":  # an op's integer or real attribute (shift counts, table indexes, factors, scales)
+            spots = list(re.finditer(r"\b[a-z_]+ = (-?[0-9][0-9.e+-]*)", line))
+            if spots:
+                value = pick.choice(spots).span(1)
+                line = line[:value[0]] + pick.choice(NUMBERS + ATTRIBUTE_NUMBERS) + line[value[1]:]
+        elif kind == "number":
             spots = [k for k, c in enumerate(line) if c.isdigit()]
             if spots:
                 k = pick.choice(spots)
