@@ -54,16 +54,20 @@ def fuzz(tree: Path, surfaces: list[str], seconds: float, json_path: Path, jobs:
     return json.loads(json_path.read_text())
 
 
-def export_with_revert(commit: str, files: list[str], dest: Path) -> None:
+def export_with_revert(commit: str | None, files: list[str], dest: Path) -> None:
     archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    if commit is None:
+        return
     patch = subprocess.run(["git", "show", commit, "--", *files], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["patch", "-R", "-p1", "--no-backup-if-mismatch", "-s"], cwd=dest, input=patch, check=True)
 
 
-def part_main(seconds: float, jobs: int) -> None:
+def part_main(seconds: float, jobs: int, surfaces: list[str]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    data = fuzz(ROOT, SURFACES, seconds, RESULTS / "fuzz_main.json", jobs)
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-head-") as tmp:  # HEAD as committed, not the work tree
+        export_with_revert(None, [], Path(tmp))
+        data = fuzz(Path(tmp), surfaces, seconds, RESULTS / "fuzz_main.json", jobs)
     data["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                     text=True).stdout.strip()
     (RESULTS / "fuzz_main.json").write_text(json.dumps(data, indent=1) + "\n")
@@ -87,7 +91,9 @@ def part_reverts(seconds: float, jobs: int, items: list[int]) -> None:
         out[str(item)] = {"what": what, "commit": commit, "files": files, "surface": surface, "seed": data["seed"],
                           "cases": row["cases"], "seconds": row["seconds"], "crashes": row["crashes"],
                           "matching": len(hits), "first_case": min((c["case"] for c in hits), default=None),
-                          "example": (hits or data["crashes"] or [{"detail": ""}])[0]["detail"][:300]}
+                          "example": (hits or data["crashes"] or [{"detail": ""}])[0]["detail"][:300],
+                          "others": sorted({" ".join(c["detail"].split())[:160] for c in data["crashes"]
+                                            if c not in hits})[:6]}
         path.write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -124,10 +130,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=600.0, help="seconds per surface (default 600)")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--items", default="1,2,3,4,5", help="issue 25 items to revert (default all)")
+    parser.add_argument("--surfaces", default=",".join(SURFACES), help="surfaces of --part main (default all)")
     parser.add_argument("--print", action="store_true", help="print the tables of the saved results")
     args = parser.parse_args(argv)
     if args.part == "main":
-        part_main(args.seconds, args.jobs)
+        part_main(args.seconds, args.jobs, args.surfaces.split(","))
     elif args.part == "reverts":
         part_reverts(args.seconds, args.jobs, [int(i) for i in args.items.split(",")])
     if args.print or args.part is None:
