@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -250,6 +250,10 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     graph = model.lower()
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())
+    # a model whose constants alone overflow the chip is refused before any calibration or search
+    folded = run_passes(graph.copy(), ["fold_input_affine", "constant_fold", "cse", "dce"],
+                        PassContext(options=replace(ctx.options), debug=False))
+    backend.check_constants_fit(folded, precision, prefix)
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
     if model.task["kind"] != "classification":
