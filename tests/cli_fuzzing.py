@@ -142,7 +142,7 @@ def _rows(rng, D: int, kind: str) -> np.ndarray:
     if kind == "nan":
         X[0, 0] = np.nan
     elif kind == "inf":
-        X[-1, -1] = np.inf
+        X[min(2, len(X) - 1), -1] = np.inf  # among the first 8 rows: the ones --examples stores
     elif kind == "huge":
         X[0] = 1e300
     elif kind == "tiny":
@@ -154,10 +154,14 @@ def _rows(rng, D: int, kind: str) -> np.ndarray:
     return X
 
 
-def _write_data(path: Path, rng, D: int, n_classes: int) -> None:
-    kind = str(rng.choice(["plain"] * 8 + ["nan", "inf", "huge", "tiny", "tiny", "wide", "big", "big"]))
+def _write_data(path: Path, rng, D: int, n_classes: int, examples: bool = False) -> None:
+    if examples and rng.random() < 0.4:  # the values --examples writes into the firmware as literals
+        kind = str(rng.choice(["nan", "inf", "huge", "big"]))
+    else:
+        kind = str(rng.choice(["plain"] * 8 + ["nan", "inf", "huge", "tiny", "tiny", "wide", "big", "big"]))
     X = _rows(rng, D, kind)
-    how = str(rng.choice(["npy", "npz", "npz_labels", "npz_labels", "npz_strings", "npz_badlabels"]))
+    how = str(rng.choice(["npy", "npz", "npz_labels", "npz_labels", "npz_strings", "npz_badlabels"]
+                         if not examples or rng.random() < 0.3 else ["npy", "npz", "npz_labels"]))
     if how == "npy":
         with path.with_suffix(".npy").open("wb") as handle:
             np.save(handle, X)
@@ -183,7 +187,7 @@ def names_case(rng, work: Path) -> Outcome:
     name = str(rng.choice(NAMES)) if rng.random() < 0.6 else f"m{int(rng.integers(0, 99))}"
     out_rel = str(rng.choice(DIRS)) if rng.random() < 0.5 else "out"
     out = work / out_rel
-    layout = str(rng.choice(["files", "files", "project", "arduino"]))
+    layout = str(rng.choice(["files", "files", "files", "project", "project", "project", "arduino"]))
     target = {"files": str(rng.choice(["host", "host", "avr", "cortex-m0"])),
               "project": str(rng.choice(["avr", "cortex-m0"])), "arduino": "avr"}[layout]
     if rng.random() < 0.05:
@@ -200,7 +204,7 @@ def names_case(rng, work: Path) -> Outcome:
         _write_data(work / "cal.npy", rng, D, 3)
         argv += ["--calibration", work / "cal.npy"]
     if layout != "files" and rng.random() < 0.7 or rng.random() < 0.03:
-        _write_data(work / "examples.npz", rng, D, 3)
+        _write_data(work / "examples.npz", rng, D, seed_models()[k].n_classes, examples=True)
         argv += ["--examples", work / "examples.npz"]
     sides = {}
     for option in ("--depfile", "--manifest"):
