@@ -94,3 +94,22 @@ def test_ctrl_c_at_random_moments_is_one_line(tmp_path):
         work.mkdir()
         outcome = SURFACES["interrupt"](rng_for("interrupt", case), work, start)
         assert outcome.kind in ("ok", "error"), outcome.detail
+
+
+def test_a_graph_whose_outputs_ignore_the_input_builds_warning_free():
+    """Found by the IR fuzzer on main: scores computed from constants only left <prefix>_run's x unused
+    (-Werror=unused-parameter)."""
+    require_target("host")
+    from tests.fuzzing import run_ir_case
+
+    text = """graph g {
+  %x = input() {name = "x"} : f32[3]
+  %s = const() {value = array<float32>(2)[1.0, 2.0]} : f32[2]
+  %t = scale(%s) {factor = 2.0} : f32[2]
+  %p = argmax(%t) : idx[]
+  output scores = %t
+  output prediction = %p
+}
+"""
+    outcome = run_ir_case(text)
+    assert outcome.kind == "ok", outcome.detail

@@ -257,8 +257,12 @@ class CEmitter:
 
     def run_function(self, api: Interface, ops: list[str]) -> list[str]:
         """static int <prefix>_run(x, scores): every op in schedule order, returns the prediction."""
+        (x_node,) = self.graph.inputs()
+        unused = [] if any(x_node in self.graph.node(n).inputs for n in ops) else \
+            ["    (void)x; /* no output depends on the input */"]
         return [f"static int {api.sym('run')}(const {api.input_ctype} *x, {api.score_ctype} *scores)", "{",
-                *self.decls(ops), "", *self.code(ops), f"    return (int){self.var(self.prediction_node)};", "}", ""]
+                *unused, *self.decls(ops), "", *self.code(ops), f"    return (int){self.var(self.prediction_node)};",
+                "}", ""]
 
     def emit(self) -> Emitted:
         api = self.interface()
