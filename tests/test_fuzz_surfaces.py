@@ -113,3 +113,19 @@ def test_a_graph_whose_outputs_ignore_the_input_builds_warning_free():
 """
     outcome = run_ir_case(text)
     assert outcome.kind == "ok", outcome.detail
+
+
+@pytest.mark.parametrize("name, kind", [("ir_fuzz_clip_lo_above_hi.ir", "error"),
+                                        ("ir_fuzz_max_of_a_scalar.ir", "ok"),
+                                        ("ir_fuzz_matvec_at_constant_vector.ir", "ok")])
+def test_ir_fuzz_findings(name, kind):
+    """Found by the IR fuzzer (attribute and operand mutations) on main: a clip with lo = inf above hi passed
+    verify() and its C ignored x; max of a scalar and matvec_at of a constant vector made the interpreters
+    raise (AxisError, IndexError). Now: a clean IRError, and interpreted and built."""
+    require_target("host")
+    from pathlib import Path
+
+    from tests.fuzzing import run_ir_case
+
+    outcome = run_ir_case((Path(__file__).parent / "data" / name).read_text())
+    assert outcome.kind == kind, outcome.detail

@@ -47,6 +47,11 @@ def _check_int_attrs(where: str, op: str, attrs: dict) -> None:
         if not 0 <= last < len(attrs["table"]):
             raise IRError(f"{where}: in_max_q >> drop_bits = {last} indexes past the table's {len(attrs['table'])} "
                           "entries")
+    if op == "clip":  # an empty or NaN interval clamps nothing sensibly (found by the IR fuzzer: lo = inf)
+        lo, hi = np.asarray(attrs["lo"], dtype=np.float64), np.asarray(attrs["hi"], dtype=np.float64)
+        if np.any(np.isnan(lo)) or np.any(np.isnan(hi)) or np.any(lo > hi):
+            raise IRError(f"{where}: clip bounds lo = {np.ravel(lo)[:3].tolist()} and hi = "
+                          f"{np.ravel(hi)[:3].tolist()} are not an interval (NaN, or lo above hi)")
     if op == "exp_lut":
         if int(attrs["lo_q"]) > int(attrs["hi_q"]):
             raise IRError(f"{where}: lo_q = {attrs['lo_q']} is above hi_q = {attrs['hi_q']}")

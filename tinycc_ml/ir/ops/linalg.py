@@ -101,6 +101,8 @@ def _rows_matvec_at(ins, batched, attrs, n, rank):
 def _fixed_matvec_at(call: FixedCall):
     M, k, x = call.ins
     h = call.shift
+    if x.ndim == 1:  # a constant vector (no row axis): one row per selector, or a single row
+        x = np.broadcast_to(x, (len(k) if k.ndim else 1, x.shape[0]))
     Mk = M[k] if k.ndim else np.broadcast_to(M[int(k)], (len(x),) + M.shape[1:])
     prods = check32(Mk * x[:, None, :], call.where)
     acc = check32(np.sum(rshift(prods, h), axis=2), call.where)

@@ -43,7 +43,7 @@ def _fixed_max(call: FixedCall):
 
 register_op(OpDef(
     "max", 1, _infer_sum, lambda xs, a: np.max(xs[0]), {}, "the largest element",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: np.max(ins[0], axis=1) if batched[0] else None,
+    evaluate_rows=lambda ins, batched, attrs, n, rank: np.max(ins[0].reshape(n, -1), axis=1) if batched[0] else None,
     fixed=_fixed_max, interval=lambda attrs, ivs, shape: (np.max(ivs[0][0]), np.max(ivs[0][1])),
     acc_bound=lambda call: (call.bounds[0], call.scales[0])))
 
