@@ -495,6 +495,9 @@ def interrupt_case(rng, work: Path, start_seconds: float = 0.1) -> Outcome:
     text = stderr.decode(errors="replace")
     if proc.returncode == -signal.SIGINT and not text and not out.exists():
         return Outcome("error", "interrupted before Python had started (no output, nothing written)")
+    if proc.returncode == 1 and "tinycc_ml" not in text and ("init_import_site" in text or "<frozen" in text) \
+            and not out.exists():  # Python's own start-up (site, path finders): before any of the program ran
+        return Outcome("error", "interrupted in Python's start-up (its own message, nothing written)")
     if proc.returncode == 130:
         if text != "tinycc-ml: error: interrupted\n":
             return Outcome("crash", f"Ctrl-C: exit 130 with {text[-500:]!r}")
