@@ -54,8 +54,8 @@ def fuzz(tree: Path, surfaces: list[str], seconds: float, json_path: Path, jobs:
     return json.loads(json_path.read_text())
 
 
-def export_with_revert(commit: str | None, files: list[str], dest: Path) -> None:
-    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
+def export_with_revert(commit: str | None, files: list[str], dest: Path, base: str = "HEAD") -> None:
+    archive = subprocess.run(["git", "archive", base], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     if commit is None:
         return
@@ -65,15 +65,16 @@ def export_with_revert(commit: str | None, files: list[str], dest: Path) -> None
 
 def part_main(seconds: float, jobs: int, surfaces: list[str]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-head-") as tmp:  # HEAD as committed, not the work tree
-        export_with_revert(None, [], Path(tmp))
+        export_with_revert(None, [], Path(tmp), commit)
         data = fuzz(Path(tmp), surfaces, seconds, RESULTS / "fuzz_main.json", jobs)
-    data["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                    text=True).stdout.strip()
+    data["commit"] = commit
     (RESULTS / "fuzz_main.json").write_text(json.dumps(data, indent=1) + "\n")
 
 
-def part_reverts(seconds: float, jobs: int, items: list[int]) -> None:
+def part_reverts(seconds: float, jobs: int, items: list[int], base: str = "HEAD") -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {}
     path = RESULTS / "fuzz_reverts.json"
@@ -82,13 +83,15 @@ def part_reverts(seconds: float, jobs: int, items: list[int]) -> None:
     for item in items:
         what, commit, files, surface, signature = REVERTS[item]
         with tempfile.TemporaryDirectory(prefix=f"tinycc-ml-revert{item}-") as tmp:
-            export_with_revert(commit, files, Path(tmp))
+            export_with_revert(commit, files, Path(tmp), base)
             t0 = time.time()
             data = fuzz(Path(tmp), [surface], seconds, Path(tmp) / "result.json", jobs)
             data["wall_seconds"] = time.time() - t0
         hits = [c for c in data["crashes"] if re.search(signature, c["detail"], re.S)]
         row = data["surfaces"][0]
         out[str(item)] = {"what": what, "commit": commit, "files": files, "surface": surface, "seed": data["seed"],
+                          "base": subprocess.run(["git", "rev-parse", "--short", base], cwd=ROOT, capture_output=True,
+                                                 text=True).stdout.strip(),
                           "cases": row["cases"], "seconds": row["seconds"], "crashes": row["crashes"],
                           "matching": len(hits), "first_case": min((c["case"] for c in hits), default=None),
                           "example": (hits or data["crashes"] or [{"detail": ""}])[0]["detail"][:300],
@@ -137,13 +140,14 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=600.0, help="seconds per surface (default 600)")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--items", default="1,2,3,4,5", help="issue 25 items to revert (default all)")
+    parser.add_argument("--base", default="HEAD", help="revision the reverts are applied to (default HEAD)")
     parser.add_argument("--surfaces", default=",".join(SURFACES), help="surfaces of --part main (default all)")
     parser.add_argument("--print", action="store_true", help="print the tables of the saved results")
     args = parser.parse_args(argv)
     if args.part == "main":
         part_main(args.seconds, args.jobs, args.surfaces.split(","))
     elif args.part == "reverts":
-        part_reverts(args.seconds, args.jobs, [int(i) for i in args.items.split(",")])
+        part_reverts(args.seconds, args.jobs, [int(i) for i in args.items.split(",")], args.base)
     if args.print or args.part is None:
         print_tables()
     return 0
