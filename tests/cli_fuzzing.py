@@ -493,8 +493,11 @@ def interrupt_case(rng, work: Path, start_seconds: float = 0.1) -> Outcome:
         proc.kill()
         return Outcome("crash", "hang: the process did not end within 60 s of Ctrl-C")
     text = stderr.decode(errors="replace")
-    if proc.returncode == -signal.SIGINT and not text and not out.exists():
-        return Outcome("error", "interrupted before Python had started (no output, nothing written)")
+    if proc.returncode == -signal.SIGINT and not text:  # killed before Python's handler is in, or after the end
+        if not out.exists():
+            return Outcome("error", "interrupted before Python had started (no output, nothing written)")
+        if list(out.glob("*.c")) and list(out.glob("*.h")):
+            return Outcome("ok", "interrupted while exiting, after the outputs were complete")
     if proc.returncode == 1 and "tinycc_ml" not in text and ("init_import_site" in text or "<frozen" in text) \
             and not out.exists():  # Python's own start-up (site, path finders): before any of the program ran
         return Outcome("error", "interrupted in Python's start-up (its own message, nothing written)")
