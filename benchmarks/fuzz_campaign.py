@@ -118,7 +118,8 @@ def print_run(path: Path, title: str) -> None:
 def print_tables() -> None:
     # run 1 (saved by hand as fuzz_main_run1.json) found bugs on main that were then fixed; fuzz_main.json is
     # the latest --part main run
-    for name, title in (("fuzz_main_run1.json", "Run 1, every surface"), ("fuzz_main.json", "Latest run")):
+    for name, title in (("fuzz_main_run1.json", "Run 1, every surface"), ("fuzz_main.json", "Latest run"),
+                        ("fuzz_interrupt_latest.json", "Ctrl-C surface after the exit fix")):
         if (RESULTS / name).exists():
             print_run(RESULTS / name, title)
     reverts = RESULTS / "fuzz_reverts.json"
