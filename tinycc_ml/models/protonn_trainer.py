@@ -518,7 +518,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
             W, B, Z, gamma = self._train(Xs, Y, kind, plan, rng, self.n_iter_)
 
         self.W_, self.B_, self.Z_ = W.astype(np.float64), B.astype(np.float64), Z.astype(np.float64)
-        self.unseen_labels_ = np.flatnonzero(Y.sum(axis=0) == 0)
+        self.unseen_labels_ = np.flatnonzero(Y.sum(axis=0) == 0) if multilabel else np.zeros(0, dtype=np.int64)
         if self.unseen_labels_.size:  # their scores are exactly 0: never over the threshold rule's 0.5
             self.Z_[self.unseen_labels_] = 0.0
             logger.warning("ProtoNNClassifier: label column(s) %s have no positive training row; their scores "
