@@ -73,7 +73,8 @@ def run_sketch(tmp, lib, name, defines=()):
 
     (tmp / "Arduino.h").write_text(ARDUINO_STUB)
     (tmp / "stub_main.cpp").write_text(STUB_MAIN)
-    flags = ["-mmcu=atmega328p", "-DF_CPU=16000000UL", "-DARDUINO=10819", "-Os", "-Wall", "-Wextra", "-Werror", *defines]
+    flags = ["-mmcu=atmega328p", "-DF_CPU=16000000UL", "-DARDUINO=10819", "-Os", "-Wall", "-Wextra", "-Werror",
+             *defines]
     objs = []
     for src, lang in ((lib / "src" / f"{name}.c", "c"), (lib / "examples" / f"{name}_demo" / f"{name}_demo.ino", "c++"),
                       (tmp / "stub_main.cpp", "c++")):
