@@ -320,86 +320,18 @@ void board_exit(int code)
 }
 """
 
-M0_STARTUP_C = """\
-/* Cortex-M0 start-up for the nRF51822: vector table, copy .data, zero .bss, call main. */
-#include <stdint.h>
+def _cmake_file(name: str) -> str:
+    """A file shipped beside TinyccML.cmake (CMake cross builds use the same start-up and linker script)."""
+    from importlib import resources
 
-extern uint32_t __stack_top, __data_load, __data_start, __data_end, __bss_start, __bss_end;
-int main(void);
-void reset_handler(void);
+    return resources.files("tinycc_ml").joinpath("cmake", name).read_text()
 
-static void fault_handler(void)
-{
-    for (;;) {
-    }
-}
 
-void reset_handler(void)
-{
-    uint32_t *src = &__data_load, *dst = &__data_start;
-    while (dst < &__data_end)
-        *dst++ = *src++;
-    for (dst = &__bss_start; dst < &__bss_end; dst++)
-        *dst = 0;
-    main();
-    fault_handler();
-}
-
-__attribute__((section(".vectors"), used)) static void (*const vectors[16])(void) = {
-    (void (*)(void))(uintptr_t)&__stack_top,
-    reset_handler,
-    fault_handler, /* NMI */
-    fault_handler, /* HardFault */
-    0, 0, 0, 0, 0, 0, 0,
-    fault_handler, /* SVCall */
-    0, 0,
-    fault_handler, /* PendSV */
-    fault_handler, /* SysTick */
-};
-"""
-
-# the sections every ARM board of the firmware projects links with (vectors, .data copied, .bss zeroed)
-ARM_LINKER_SECTIONS = """\
-ENTRY(reset_handler)
-__stack_top = ORIGIN(RAM) + LENGTH(RAM);
-
-SECTIONS
-{
-    .text :
-    {
-        KEEP(*(.vectors))
-        *(.text*)
-        *(.rodata*)
-        . = ALIGN(4);
-    } > FLASH
-    .ARM.exidx : { *(.ARM.exidx*) } > FLASH
-    __data_load = LOADADDR(.data);
-    .data : ALIGN(4)
-    {
-        __data_start = .;
-        *(.data*)
-        . = ALIGN(4);
-        __data_end = .;
-    } > RAM AT > FLASH
-    .bss (NOLOAD) : ALIGN(4)
-    {
-        __bss_start = .;
-        *(.bss*)
-        *(COMMON)
-        . = ALIGN(4);
-        __bss_end = .;
-    } > RAM
-}
-"""
-
-M0_LINKER_SCRIPT = """\
-/* nRF51822 (BBC micro:bit, QEMU -M microbit): 256 KB flash at 0, 16 KB RAM at 0x20000000. */
-MEMORY
-{
-    FLASH (rx) : ORIGIN = 0x00000000, LENGTH = 256K
-    RAM (rwx)  : ORIGIN = 0x20000000, LENGTH = 16K
-}
-""" + ARM_LINKER_SECTIONS
+# Cortex-M0 start-up for the nRF51822 (vector table, .data copied, .bss zeroed, main) and its linker script;
+# the sections part (from ENTRY on) is what every ARM board of the firmware projects links with
+M0_STARTUP_C = _cmake_file("nrf51_startup.c")
+M0_LINKER_SCRIPT = _cmake_file("nrf51.ld")
+ARM_LINKER_SECTIONS = M0_LINKER_SCRIPT[M0_LINKER_SCRIPT.index("ENTRY("):]
 
 
 def _makefile(name: str, board: Board) -> str:
