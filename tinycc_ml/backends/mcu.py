@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,6 +247,8 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
     sizes, failure = None, "not measured"
     if output.const_bytes > chip.flash:  # no build can fit: not worth compiling (megabytes of C)
         measure, failure = False, "the constants alone exceed the flash"
+    elif output.ram_bytes > chip.ram:  # nor with intermediates beyond the RAM (arrays a compiler may refuse)
+        measure, failure = False, "the intermediates alone exceed the RAM"
     if measure:
         try:
             with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
@@ -256,8 +259,8 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
                 sizes = firmware_sizes(simulator, [os.path.join(tmp, f"{p}.c")], os.path.join(tmp, f"{p}.h"), p,
                                        output.input_dim, output.n_scores, output.input_ctype, output.score_ctype,
                                        chip=chip)
-        except ToolchainError as exc:
-            sizes, failure = None, str(exc)
+        except ToolchainError as exc:  # said without the temporary folder's name
+            sizes, failure = None, re.sub(r"\S*/tinycc-ml-[^/\s]*/", "", str(exc))
     linker_says = [ln.strip()[-160:] for ln in failure.splitlines()
                    if "will not fit in region" in ln or "overflowed by" in ln]
     if sizes is None and linker_says:  # the linker itself says no: no estimate can say yes
