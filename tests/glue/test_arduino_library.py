@@ -183,3 +183,25 @@ def test_arduino_mk_builds_the_sketch_with_every_table_in_flash(tmp_path):
     assert [lab for *_, lab, _ in got] == host.predict(rows).tolist()
     assert [exp for *_, exp in got] == labels.tolist()
     assert result.report["fit"]["chip"].startswith("ATmega328P")
+
+
+@pytest.mark.parametrize("family", ["protonn", "bonsai", "nearest", "knn", "linear", "trees", "mlp"])
+def test_avr_model_objects_put_nothing_in_ram_data(family, tmp_path):
+    """Every family's AVR build (labels, kernels' tables, the float input compiled in): no .data or
+    .rodata section in the object (the AVR link copies both into RAM)."""
+    require_target("avr")
+    rng = np.random.default_rng(3)
+    model = random_model(family, rng)
+    if family == "linear":
+        model.set_classes([f"class {i}" for i in range(model.n_classes)])  # string labels too
+    tinycc_ml.compile(model, target="avr", precision="int16", calibration=random_inputs(model, rng, 32), name="m",
+                      out_dir=tmp_path)
+    obj = tmp_path / "m.o"
+    subprocess.run(["avr-gcc", "-mmcu=atmega328p", "-Os", "-std=c99", "-ffunction-sections", "-fdata-sections",
+                    "-DM_WITH_FLOAT", "-c", str(tmp_path / "m.c"), "-o", str(obj)], check=True)
+    sections = subprocess.run(["avr-objdump", "-h", str(obj)], capture_output=True, text=True, check=True).stdout
+    found = re.findall(r"^\s*\d+\s+(\.\S+)\s+([0-9a-f]+)", sections, re.M)
+    assert any(name.startswith(".progmem") for name, _ in found)  # the constants are there, in flash
+    in_ram = [(name, int(size, 16)) for name, size in found
+              if name.startswith((".data", ".rodata")) and int(size, 16)]
+    assert in_ram == [], in_ram
