@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 INPUT_BITS = {"int16_t": 16, "int8_t": 8}
+# opens the float-input functions in <prefix>.c: everything before it is integer-only
+FLOAT_SECTION = "/* Float input: the only float code of an integer build (the inference above is integer-only). */"
 
 
 def guard_macro(prefix: str) -> str:
@@ -59,7 +61,7 @@ def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list
     P, x_t, dim = api.sym, api.input_ctype, api.input_dim
     top = 2 ** (INPUT_BITS[x_t] - 1)
     table, factor = _factor(api, const_attribute, read_const)
-    body = [*table,
+    body = [FLOAT_SECTION, *table,
             f"{x_t} {P('quantise_feature')}(int k, float v)", "{",
             "    float y;",
             f"    if (k < 0 || k >= {dim}) return 0;",
