@@ -261,8 +261,13 @@ class CEmitter:
                 *self.decls(ops), "", *self.code(ops), f"    return (int){self.var(self.prediction_node)};", "}", ""]
 
     def emit(self) -> Emitted:
-        api = self.interface()
-        return self.assemble(api, self.run_function(api, self.scheduled_ops()) + entry_points(api))
+        from tinycc_ml.backends.float_input import source_lines
+
+        api = self.interface(predict_float=self.input_scale is not None)
+        functions = self.run_function(api, self.scheduled_ops()) + entry_points(api)
+        if api.predict_float:
+            functions += source_lines(api, self.target.const_attribute, self.target.read_const, streaming=False)
+        return self.assemble(api, functions)
 
     def build_output(self) -> BuildOutput:
         """emit(), as the files and facts a backend returns."""

@@ -181,6 +181,9 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         cdef += f"    void {prefix}_predict_labels(const {input_ctype} *x, uint8_t *out);\n"
     if f"{prefix}_proba(" in header:
         cdef += f"    void {prefix}_proba(const {input_ctype} *x, float *out);\n"
+    if f"{prefix}_quantise(" in header:  # integer builds: float input quantised by the C
+        cdef += (f"    void {prefix}_quantise(const float *x, {input_ctype} *x_int);\n"
+                 f"    int {prefix}_predict_float(const float *x);\n")
     wrapper = f"""
         #include "{prefix}.h"
         static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
