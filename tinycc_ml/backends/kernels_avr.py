@@ -36,6 +36,7 @@ from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.backends.kernels_clip import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
 from tinycc_ml.backends.layouts import Block, BlockedLayout, SplitLayout
+from tinycc_ml.backends.matvec_choice import avr_dense_takes, int_matrix, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.registry import node_output_shift
 
@@ -308,24 +309,33 @@ def kernel_weights(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray,
 
 
 def matvec_ok(em: CEmitter, node: Node) -> bool:
+    """The dense kernel takes the mat-vec: a constant matrix (dense, or sparse when the cost model of
+    matvec_choice chose this kernel for it), not one the sparse kernel takes."""
     a_name, x_name = node.inputs
     g = em.graph
-    return (g.op(a_name) == "const" and g.op(x_name) not in ("const", "sparse_const")
+    op = g.op(a_name)
+    if not (op in ("const", "sparse_const") and g.op(x_name) not in ("const", "sparse_const")
             and int(node.attrs.get("shift", 0)) == 0 and g.type(a_name).dtype.bits in (8, 16)
-            and g.type(x_name).dtype.bits == 16 and 0 < g.type(a_name).shape[1] < 65536)
+            and g.type(x_name).dtype.bits == 16 and 0 < g.type(a_name).shape[1] < 65536):
+        return False
+    if op == "sparse_const" and sparse_matvec_plan(em, node) is None:
+        return False
+    return avr_dense_takes(em, node)
 
 
 def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
     a_name, x_name = node.inputs
     g = em.graph
-    A = g.node(a_name).attrs["value"].astype(np.int64)
+    A = int_matrix(g, a_name)
+    # streaming's feed() keeps reading a sparse constant's CSC arrays
+    key = f"{a_name}:dense" if g.op(a_name) == "sparse_const" else a_name
     wbits = g.type(a_name).dtype.bits
     out_shift = node_output_shift(g, node.name)
     acc = em.sym("acc")
     if node.type.dtype.bits == 16 and 8 <= out_shift <= 16:  # the kernel shifts, saturates and stores
-        return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=a_name,
+        return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key,
                                 out=(em.var(node.name), out_shift)), "}"]
-    return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=a_name),
+    return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key),
             f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
             "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift),
             "}"]

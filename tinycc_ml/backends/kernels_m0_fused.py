@@ -23,6 +23,7 @@ import numpy as np
 
 from tinycc_ml.backends.c_fixed import shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
+from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import storage_clip_bounds
 from tinycc_ml.ir.ops.registry import node_output_shift
@@ -115,9 +116,20 @@ def _dense_ok(em, a_name: str, x_name: str) -> bool:
 
 
 def matvec_ok(em, node: Node) -> bool:
+    """The 9-row kernel takes the mat-vec: a constant matrix (dense, or sparse when the cost model of
+    matvec_choice chose this kernel for it), not one the sparse kernel takes."""
+    if node.op != "matvec" or int(node.attrs.get("shift", 0)) != 0:
+        return False
     a_name, x_name = node.inputs
-    return (node.op == "matvec" and _dense_ok(em, a_name, x_name) and int(node.attrs.get("shift", 0)) == 0
-            and em.graph.type(a_name).dtype.bits in (8, 16))
+    g = em.graph
+    if g.type(a_name).dtype.bits not in (8, 16):
+        return False
+    if g.op(a_name) == "sparse_const":
+        if sparse_matvec_plan(em, node) is None or g.type(a_name).shape[1] >= 4096:
+            return False
+    elif not _dense_ok(em, a_name, x_name):
+        return False
+    return m0_dense_takes(em, node)
 
 
 def sqdist_ok(em, node: Node) -> bool:
@@ -264,15 +276,13 @@ def kernel_clip(em, node: Node) -> list[str] | None:
             f"    {sym}[0] = sx;", *([f"    {sym}[1] = xx;"] if kind == "sqdist" else []), "}"]
 
 
-def kernel_matvec(em, node: Node, A: np.ndarray | None = None) -> list[str] | None:
-    """The mat-vec on the 9-row kernel; A: the integer matrix when it is not a dense constant (a sparse
-    one the cost model sent here)."""
-    if A is None and not matvec_ok(em, node):
+def kernel_matvec(em, node: Node) -> list[str] | None:
+    """The mat-vec on the 9-row kernel (a dense constant, or a sparse one the cost model sent here)."""
+    if not matvec_ok(em, node):
         return None
     a_name, x_name = node.inputs
     g = em.graph
-    if A is None:
-        A = g.node(a_name).attrs["value"].astype(np.int64)
+    A = int_matrix(g, a_name)
     wbits = g.type(a_name).dtype.bits
     buf, prep = _prepare(em, x_name, "matvec")
     acc = em.sym("acc")
