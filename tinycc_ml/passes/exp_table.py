@@ -15,6 +15,7 @@ calibrated minimum is lower) inputs saturate to e^lo; above ``hi`` to e^hi.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -39,6 +40,12 @@ def _table(values: np.ndarray) -> tuple[np.ndarray, int]:
 def build_exp_lut(lo_q: int, hi_q: int, s_in: int, s_out: int, out_bits: int, max_error: float | None = None,
                   factor: float = 1.0):
     """Choose and build the tables for e^(factor x); returns (attrs, max_abs_error, table_bytes)."""
+    attrs, err, size = _exp_lut(int(lo_q), int(hi_q), int(s_in), int(s_out), int(out_bits), max_error, float(factor))
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in attrs.items()}, err, size
+
+
+@functools.lru_cache(maxsize=256)  # the scale search asks for the same tables in most of its trials
+def _exp_lut(lo_q: int, hi_q: int, s_in: int, s_out: int, out_bits: int, max_error: float | None, factor: float):
     xs = np.arange(lo_q, hi_q + 1, dtype=np.int64)
     truth = np.exp(factor * xs * 2.0**-s_in)
     lsb = 2.0**-s_out

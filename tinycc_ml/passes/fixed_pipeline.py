@@ -18,14 +18,18 @@ MIN_SEARCH_ROWS others the static choice stands.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tinycc_ml.cache import load_result, source_fingerprint, store_result
 from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks, run_float, work_per_row
+from tinycc_ml.ir.text import print_graph
 from tinycc_ml.passes import choose_scales, exp_table, input_scales, range_analysis, tanh_approx  # noqa: F401
 from tinycc_ml.passes.manager import PassContext, run_passes
 from tinycc_ml.progress import Progress
@@ -40,6 +44,7 @@ SEARCH_ELEMENTS = 2**26  # products per scoring run of the search: keeps big mod
 REGRESSION_TOLERANCE = 0.01  # of the value's calibrated spread: a larger error counts as a wrong row
 PROFILE_ELEMENTS = 2**29  # products or distance terms per pass over the calibration (range profile, report)
 MIN_PROFILE_ROWS = 1000  # rows always profiled (all of them when there are fewer)
+SEARCH_CACHE = "scale-search"  # cache kind: the search's choice and the report's agreement, per input
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +174,8 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
 
     adjust: dict[str, int] = {}
     best = score(build(adjust))
-    if not ctx.options.search:
-        return adjust, best
+    if not ctx.options.search or best == (0, 0.0):
+        return adjust, best  # not asked for, or nothing to gain: every row agrees with no score error
     # regression: only coarser activation scales, which keep the headroom choose_scales leaves
     deltas = tuple(d for d in SEARCH_ADJUSTMENTS if d < 0) if regression else SEARCH_ADJUSTMENTS
     candidates = [(n, deltas) for n in graph.order()
@@ -209,11 +214,7 @@ def fixed_report(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np
             "static_range": [r.static_lo, r.static_hi] if r and r.static_lo is not None else None,
             "overflow_safety": fixed_graph.analyses.safety.get(name, "calibration"),
         }
-    float_all = run_float(graph, prep.calibration)
-    fixed_all = run_fixed(fixed_graph, quantise(prep.calibration, s_in - prep.feature_scales, 16))
     fs = prep.feature_scales
-    s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
-    error = np.abs(fixed_all["scores"] * 2.0**-s_scores - float_all["scores"])
     return {
         "values": values,
         "scale_adjustments": adjust,
@@ -222,11 +223,51 @@ def fixed_report(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np
         "input_scale": s_in.tolist(),
         "input_range": [(prep.lo * 2.0**-fs).tolist(), (prep.hi * 2.0**-fs).tolist()],
         "calibration_rows": len(prep.calibration),
-        "agreement_with_float": float(np.mean(fixed_all["prediction"] == float_all["prediction"])),
         "held_out_disagreements": held_out_disagreements,
-        # scores against the float model's, in its units (regression: the value's fixed-point error)
+    }
+
+
+def agreement(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np.ndarray) -> dict:
+    """The integer build against the float model on every profiled calibration row: the share of equal
+    predictions, and the scores' error in the model's units (regression: the value's fixed-point error)."""
+    float_all = run_float(graph, prep.calibration)
+    fixed_all = run_fixed(fixed_graph, quantise(prep.calibration, s_in - prep.feature_scales, 16))
+    s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
+    error = np.abs(fixed_all["scores"] * 2.0**-s_scores - float_all["scores"])
+    return {
+        "agreement_with_float": float(np.mean(fixed_all["prediction"] == float_all["prediction"])),
         "score_error": {"max_abs": float(np.max(error)), "mean_abs": float(np.mean(error))},
     }
+
+
+def _valid_entry(entry: dict, graph: Graph) -> bool:
+    """A cached search result of the shape lower_to_fixed stores, naming only values of this graph."""
+    adjust, best, figures = entry.get("adjust"), entry.get("best"), entry.get("figures")
+    names = set(graph.order())
+    return (isinstance(adjust, dict) and isinstance(best, list) and len(best) == 2 and isinstance(figures, dict)
+            and all(isinstance(v, int) and (k in names or k.removesuffix(".weights") in names)
+                    for k, v in adjust.items())
+            and isinstance(best[0], int) and isinstance(best[1], (int, float))
+            and isinstance(figures.get("agreement_with_float"), (int, float))
+            and isinstance(figures.get("score_error"), dict))
+
+
+def search_key(graph: Graph, prep: PreparedInput, opts) -> str:
+    """Everything the search and the agreement figures depend on: the compiler's own sources, the graph
+    with its analyses and task, the profiled calibration rows, the input clamp and the user's options."""
+    digest = hashlib.sha256()
+    options = [opts.precision, opts.input_range, opts.input_clamp, opts.search, opts.tanh, opts.tanh_max_error,
+               opts.exp_max_error, opts.target]
+    for part in (source_fingerprint(), print_graph(graph, elide_constants=True), "\n".join(graph.analyses.describe()),
+                 json.dumps(graph.analyses.task, sort_keys=True, default=repr), repr(options)):
+        digest.update(part.encode() + b"\0")
+    for node in graph.nodes():  # the constants' exact bits (the text above elides large arrays)
+        for _name, value in sorted(node.attrs.items()):
+            if isinstance(value, np.ndarray):
+                digest.update(f"{value.dtype}{value.shape}".encode() + np.ascontiguousarray(value).tobytes())
+    for array in (prep.calibration, prep.feature_scales, prep.lo, prep.hi):
+        digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes() + b"\0")
+    return digest.hexdigest()[:40]
 
 
 def _clamped(graph: Graph) -> bool:
@@ -261,11 +302,25 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
         log.info("calibration: %d of %d rows profiled (the model's %d terms per row)", len(prep.calibration), given,
                  work_per_row(prep.graph))
     graph = analyse_ranges(prep, ctx)
-    adjust, best = search_scales(graph, prep.calibration, ctx)
+    # an unchanged rebuild takes the search's choice and the agreement figures from the cache
+    key = search_key(graph, prep, ctx.options)
+    cached = load_result(SEARCH_CACHE, key)
+    if cached is not None and not _valid_entry(cached, graph):
+        log.warning("scale search: ignoring a malformed cache entry %s", key[:12])
+        cached = None
+    if cached is not None:
+        adjust, best = cached["adjust"], tuple(cached["best"])
+        log.info("scale search: the choice of an identical earlier compile (cache %s)", key[:12])
+    else:
+        adjust, best = search_scales(graph, prep.calibration, ctx)
     ctx.options.scale_adjust = adjust
     fixed_graph = run_passes(graph.copy(), FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
     s_in = prep.feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     fixed_graph.analyses.input_scale = s_in
-    report.update(fixed_report(graph, fixed_graph, prep, s_in, adjust, best[0]), calibration_rows_given=given)
+    figures = cached["figures"] if cached is not None else agreement(graph, fixed_graph, prep, s_in)
+    if cached is None:
+        store_result(SEARCH_CACHE, key, {"adjust": adjust, "best": list(best), "figures": figures})
+    report.update(fixed_report(graph, fixed_graph, prep, s_in, adjust, best[0]), **figures,
+                  calibration_rows_given=given)
     description += fixed_description(fixed_graph, s_in, report, prep.per_feature)
     return fixed_graph

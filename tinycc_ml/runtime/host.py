@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinycc_ml.cache import cache_root, private_dir
 from tinycc_ml.errors import DataError, ToolchainError
 
 HOST_CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
@@ -34,8 +34,7 @@ NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16,
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("TINYCC_ML_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tinycc-ml")
-    return Path(os.path.abspath(root)) / "host"
+    return cache_root() / "host"
 
 
 class HostPredictor:
@@ -204,7 +203,7 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     if module_name in sys.modules:
         return sys.modules[module_name]
     root = cache_dir()
-    if not _private_dir(root):
+    if not private_dir(root):
         # a folder others can write to may hold a planted library: build afresh, cache nothing
         log.warning("%s is not a private folder of this user; building without the cache", root)
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-host-") as work:
@@ -246,16 +245,6 @@ def compiler_identity() -> list[str]:
     resolved = shutil.which(command[0]) or command[0]
     flags = [f"{name}={os.environ.get(name, '')}" for name in ("CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED")]
     return [cc, os.path.realpath(resolved), _compiler_version(command), *flags]
-
-
-def _private_dir(path: Path) -> bool:
-    """The cache root exists (it is created if missing), is ours and no one else can write to it."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        info = path.stat()
-    except OSError:
-        return False
-    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def _sha256(path: Path) -> str:

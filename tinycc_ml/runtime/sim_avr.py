@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinycc_ml.cache import cache_root
 from tinycc_ml.chips import ATMEGA328P, ATMEGA1284P, Chip
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.progress import wait_all
@@ -37,12 +38,8 @@ ICALL_CYCLES = 3  # the stub's ICALL (ATmega328P); the callee's RET is counted
 
 
 def cache_dir() -> str:
-    """Where built helpers live: $TINYCC_ML_CACHE, else $XDG_CACHE_HOME/tinycc-ml, else ~/.cache."""
-    base = os.environ.get("TINYCC_ML_CACHE")
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "tinycc-ml")
-    return base
+    """Where built helpers live (tinycc_ml.cache.cache_root)."""
+    return str(cache_root())
 
 
 def runner_path() -> str:
