@@ -44,7 +44,8 @@ def main() -> None:
     data = np.load(args.usps)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-rebuild-") as work:
         work = Path(work)
-        model = ProtoNNClassifier(budget_bytes=64 * 1024, random_state=0, verbose=0).fit(data["X_train"], data["y_train"])
+        model = ProtoNNClassifier(budget_bytes=64 * 1024, random_state=0, verbose=0)
+        model.fit(data["X_train"], data["y_train"])
         save_model(model, work / "usps.npz")
         np.save(work / "calibration.npy", data["X_train"])
         env = {**os.environ, "TINYCC_ML_CACHE": str(work / "cache"), "PYTHONPATH": str(ROOT)}

@@ -84,7 +84,7 @@ def test_regression_report(regression_case, target):
     rows, truth = X[340:400], y[340:400]
     rep = target_report(est.to_model(), target, rows, truth, precision="int16", calibration=X[:340])
     assert set(rep) == FIELDS and rep["task"] == {"kind": "regression"} and rep["multilabel"] is None
-    assert rep["float_accuracy"] is None and rep["target_accuracy"] is None and rep["agreement_with_float"] is None
+    assert rep["float_accuracy"] is None and rep["target_accuracy"] is None
     reg = rep["regression"]
     assert reg["float_r2"] == pytest.approx(r2_score(truth, est.predict(rows)))
     # the host build's own values, independently of the report: R² and the error follow from them
@@ -96,6 +96,10 @@ def test_regression_report(regression_case, target):
     assert reg["target_r2"] == pytest.approx(r2_score(truth, values))
     error = np.abs(values - est.predict(rows))
     assert reg["max_abs_error"] == pytest.approx(error.max()) and reg["mean_abs_error"] == pytest.approx(error.mean())
+    # agreement for a value: the share of rows within 1% of the float values' range, never a class-style 1.0
+    tolerance = 0.01 * np.ptp(est.predict(rows))
+    assert reg["tolerance"] == pytest.approx(tolerance, rel=1e-4)
+    assert rep["agreement_with_float"] == reg["within_tolerance"] == pytest.approx(np.mean(error <= tolerance))
     assert abs(reg["target_r2"] - reg["float_r2"]) < 0.01 and 0 < reg["mean_abs_error"] < 0.05 * np.std(truth)
     # the compile report states the fixed-point error on the calibration rows
     fixed = rep["compile_report"]["fixed_point_error"]

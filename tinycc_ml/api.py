@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,7 @@ from tinycc_ml.passes.manager import PassOptions
 PRECISIONS = ("float", "int16", "int8")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
 POOR_AGREEMENT = 0.9  # an integer build agreeing less with its float model on the calibration rows is warned of
+REGRESSION_AGREEMENT = 0.99  # share of calibration rows whose value must be within tolerance, or a warning
 log = logging.getLogger(__name__)
 MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this int32 shifts overflow
 
@@ -249,6 +250,10 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     graph = model.lower()
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())
+    # a model whose constants alone overflow the chip is refused before any calibration or search
+    folded = run_passes(graph.copy(), ["fold_input_affine", "constant_fold", "cse", "dce"],
+                        PassContext(options=replace(ctx.options), debug=False))
+    backend.check_constants_fit(folded, precision, prefix)
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
     if model.task["kind"] != "classification":
@@ -279,9 +284,17 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
                         "rows (scores spanning more than %s can hold; see report['values'])", model.describe(),
                         precision, 100 * agreement, precision)
         if model.task["kind"] == "regression":  # the value's error is what a regression user needs to know
-            error = report["fixed_point_error"] = {**report["score_error"], "rows": report["calibration_rows"]}
+            error = report["fixed_point_error"] = {**report["score_error"], "rows": report["calibration_rows"],
+                                                   "within_tolerance": agreement}
             description.append(f"Value error against the float model on {error['rows']} calibration rows: "
-                               f"max {error['max_abs']:.4g}, mean {error['mean_abs']:.4g}.")
+                               f"max {error['max_abs']:.4g}, mean {error['mean_abs']:.4g}; "
+                               f"{100 * agreement:.2f}% of the rows within {error['tolerance']:.4g}.")
+            if agreement < REGRESSION_AGREEMENT:
+                better = "int16" if precision == "int8" else "float"
+                log.warning("%s: the %s build's value is within %.4g (1%% of its range) of the float model's on only "
+                            "%.1f%% of the calibration rows (error max %.4g, mean %.4g); %s keeps the value",
+                            model.describe(), precision, error["tolerance"], 100 * agreement, error["max_abs"],
+                            error["mean_abs"], better)
         worst = max((abs(graph.type(n).dtype.scale) for n in graph.order() if graph.type(n).dtype.is_fixed),
                     default=0)
         if worst > MAX_FIXED_SCALE:  # int32 arithmetic cannot shift that far: say why, not where

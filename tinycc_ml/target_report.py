@@ -56,6 +56,7 @@ import numpy as np
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.ir.ops import node_macs
+from tinycc_ml.passes.fixed_pipeline import value_tolerance
 from tinycc_ml.runtime.profile import measure_kernels
 
 
@@ -101,6 +102,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
               "task": dict(model.task), "regression": None, "multilabel": None}
     if kind == "regression":
         fields["regression"] = regression_fields(float_scores, run, scale, y)
+        fields["agreement_with_float"] = fields["regression"]["within_tolerance"]
     elif kind == "multilabel":
         fields["multilabel"] = multilabel_fields(float_scores, run, scale, model.task, y)
         fields["agreement_with_float"] = fields["multilabel"]["label_agreement"]
@@ -178,9 +180,11 @@ def regression_fields(float_scores: np.ndarray, run, scale: int | None, y) -> di
     float_value = float_scores[:, 0]
     value = real_scores(run.values if run.values is not None else run.scores[:, 0], scale)
     error = np.abs(value - float_value)
+    tolerance = value_tolerance(float_value)
     return {"float_r2": None if y is None else r2(y, float_value),
             "target_r2": None if y is None else r2(y, value),
-            "max_abs_error": float(np.max(error)), "mean_abs_error": float(np.mean(error))}
+            "max_abs_error": float(np.max(error)), "mean_abs_error": float(np.mean(error)),
+            "tolerance": tolerance, "within_tolerance": float(np.mean(error <= tolerance))}
 
 
 def precision_at(k: int, scores: np.ndarray, Y: np.ndarray) -> float:

@@ -42,8 +42,7 @@ def fitted_regressor(request, linear_task):
     return request.param, REGRESSORS[request.param]().fit(X, y)
 
 
-@pytest.mark.parametrize("estimator", [ProtoNNRegressor(n_iter=5, random_state=0),
-                                       BonsaiRegressor(epochs=4, batch_size=16, random_state=0)], ids=repr)
+@pytest.mark.parametrize("estimator", [ProtoNNRegressor(), BonsaiRegressor()], ids=repr)
 def test_scikit_learn_check_estimator(estimator):
     from sklearn.utils.estimator_checks import check_estimator
 

@@ -23,16 +23,9 @@ from tinycc_ml.models import (
     SNCClassifier,
 )
 
-# Instances as check_estimator runs them. Its data sets are tiny (a few hundred rows): Bonsai's
-# default batch of 128 leaves too few steps there, so it runs with smaller batches; the prototype
-# trainers with fewer annealing stages to keep the suite quick. Every check runs.
-CHECKED = [
-    ProtoNNClassifier(n_iter=10, random_state=0),
-    BonsaiClassifier(epochs=40, batch_size=16, random_state=0),
-    SNCClassifier(max_iter=10),
-    NearestPrototypeClassifier(n_restarts=1, max_stages=3, epochs_per_stage=5),
-    KNNClassifier(),
-]
+# At their defaults, as a user constructs them: defaults must work on check_estimator's data sets of a
+# few hundred rows as on tens of thousands (Bonsai's "auto" batch size, for one).
+CHECKED = [ProtoNNClassifier(), BonsaiClassifier(), SNCClassifier(), NearestPrototypeClassifier(), KNNClassifier()]
 
 
 @parametrize_with_checks(CHECKED)

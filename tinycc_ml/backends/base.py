@@ -92,6 +92,10 @@ class Backend:
     def check_fit(self, output: BuildOutput) -> Fit | None:
         return None
 
+    def check_constants_fit(self, graph, precision: str, prefix: str) -> None:
+        """Before any calibration: FitError when the (folded, float) graph's constants alone cannot fit
+        the target at ``precision`` (default: no limit)."""
+
     def require_tools(self, method: str = "auto") -> None:
         """ToolchainError naming what is missing to build and run this target's builds here (default: nothing);
         ``method``: the simulator's engine, where it has a choice."""

@@ -262,6 +262,20 @@ def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
                       own_x_pages=own_x_pages).build_output()
 
 
+def constant_bytes_floor(graph, precision: str) -> int:
+    """A lower bound of the flash the constants of a folded float graph take at ``precision``: every
+    stored element at least 1 byte (int8), 2 (int16) or 4 (float); a sparse matrix its non-zeros."""
+    element = {"int8": 1, "int16": 2}.get(precision, 4)
+    total = 0
+    for name in graph.order():
+        node = graph.node(name)
+        if node.op == "const" and graph.users(name):
+            total += int(np.asarray(node.attrs["value"]).size) * element
+        elif node.op == "sparse_const" and graph.users(name):
+            total += int(np.count_nonzero(node.attrs["values"])) * element
+    return total
+
+
 def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True) -> Fit:
     """Refuse a build that cannot fit ``chip`` (FitError with the sizes): measured with the cross
     toolchain (the firmware ``simulator`` builds) when present, else estimated. A simulator plug-in that
@@ -370,6 +384,12 @@ class McuBackend(Backend):
                 log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, self.chip.name)
                 out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False)
         return out
+
+    def check_constants_fit(self, graph, precision: str, prefix: str) -> None:
+        floor = constant_bytes_floor(graph, precision)
+        if floor > self.chip.flash:
+            raise FitError(f"model {prefix} does not fit the {self.chip.name}: its constants alone need at least "
+                           f"{floor} bytes of flash at {precision} (has {self.chip.flash})")
 
     def check_fit(self, output: BuildOutput) -> Fit:
         if self.measure and self.simulator is not None:

@@ -56,6 +56,7 @@ from tinycc_ml.models.training import (
 TREE_SHARE = 0.3
 AUTO_REGULARISATION = (1e-2, 1e-3)  # the first is the default the others must beat
 MAX_AUTO_DEPTH = 5
+AUTO_BATCH, MIN_AUTO_BATCH = 128, 8  # batch_size="auto": 128 rows, or n/16 (16 steps an epoch) on small sets
 
 
 def plan_budget(budget_bytes, n_features: int, n_outputs: int, projection_dim=None, depth=None) -> dict:
@@ -156,6 +157,8 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
     sigma : σ of the node predictors' tanh (kept in the model).
     loss : "hinge" (binary default), "crossentropy" (multiclass default; logistic when binary) or "auto".
     epochs, batch_size, learning_rate : Adam schedule (the last 30% of epochs cosine-decay the rate).
+        batch_size "auto" (default): 128, or n/16 rows (at least 8) when the training set has fewer than
+        2,048 rows, so that a few hundred rows still get 16 steps an epoch.
     reg_z, reg_tree : L2 weights on Z and on W, V, T; None (default, both): chosen on the validation
         split among 1e-2 and 1e-3 (see module doc); one given alone sets the other to 1e-2.
     validation_fraction : share of the training rows held out to choose depth and regularisation
@@ -171,7 +174,7 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, budget_bytes=None, projection_dim=None, depth=None, sigma=1.0, loss="auto",
-                 epochs=40, batch_size=128, learning_rate=0.003, reg_z=None, reg_tree=None,
+                 epochs=40, batch_size="auto", learning_rate=0.003, reg_z=None, reg_tree=None,
                  iht_every=10, sharpness=(1.0, 100.0), init="random", scaling="feature", average=True,
                  input_noise=0.0, validation_fraction=0.2,
                  random_state=None, verbose=0):
@@ -201,8 +204,11 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
             raise DataError(f"loss={self.loss!r}: expected 'auto', 'hinge' or 'crossentropy'")
         for name in ("epochs", "batch_size", "iht_every"):
             value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise DataError(f"{name}={value!r}: expected a positive integer")
+            if name == "batch_size" and isinstance(value, str) and value == "auto":
+                continue
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                also = " or 'auto'" if name == "batch_size" else ""
+                raise DataError(f"{name}={value!r}: expected a positive integer{also}")
         bad_budget = not isinstance(self.budget_bytes, (int, float, np.integer, np.floating)) or isinstance(
             self.budget_bytes, bool) or not np.isfinite(self.budget_bytes) or self.budget_bytes <= 0
         if self.budget_bytes is not None and bad_budget:
@@ -417,6 +423,11 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
                 budgets[name] = _tree_nnz(P[name].size, self.plan_["tree_fraction"]) if P[name].size else None
         return {k: v for k, v in budgets.items() if v is not None and v < P[k].size}
 
+    def _batch_rows(self, n: int) -> int:
+        if self.batch_size != "auto":
+            return int(self.batch_size)
+        return AUTO_BATCH if n >= 16 * AUTO_BATCH else max(MIN_AUTO_BATCH, n // 16)
+
     def _epoch_schedule(self, epoch, Xs, P, rng) -> tuple[float, float | None]:
         """(learning rate, σ_I) of an epoch; σ_I None in the hard re-training phase."""
         E, e_iht = self.epochs, int(round(0.7 * self.epochs))
@@ -436,7 +447,7 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         reg_tree = self.reg_tree_
         adam = _Adam(P, {"Z": self.reg_z_, "b": 0.0, "W": reg_tree, "V": reg_tree, "T": reg_tree})
         masks: dict[str, np.ndarray] = {}
-        bs = min(self.batch_size, n)
+        bs = min(self._batch_rows(n), n)
         n_batches = max(1, n // bs)
         E = self.epochs
         e_dense, e_iht = int(round(0.3 * E)), int(round(0.7 * E))

@@ -74,8 +74,7 @@ def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool 
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
     error = np.abs(got["scores"] * 2.0**-s_scores - float_out["scores"])
     if regression:  # the value is the prediction: rows off by over 1% of its spread (a saturation) count first
-        spread = float(np.ptp(float_out["scores"])) or 1.0
-        return int(np.sum(error > REGRESSION_TOLERANCE * spread)), float(np.mean(error))
+        return int(np.sum(error > value_tolerance(float_out["scores"]))), float(np.mean(error))
     disagree = int(np.sum(got["prediction"] != float_out["prediction"]))
     return disagree, float(np.mean(error))
 
@@ -234,10 +233,19 @@ def agreement(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np.nd
     fixed_all = run_fixed(fixed_graph, quantise(prep.calibration, s_in - prep.feature_scales, 16))
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
     error = np.abs(fixed_all["scores"] * 2.0**-s_scores - float_all["scores"])
-    return {
-        "agreement_with_float": float(np.mean(fixed_all["prediction"] == float_all["prediction"])),
-        "score_error": {"max_abs": float(np.max(error)), "mean_abs": float(np.mean(error))},
-    }
+    figures = {"score_error": {"max_abs": float(np.max(error)), "mean_abs": float(np.mean(error))}}
+    if graph.analyses.task_kind == "regression":  # a row agrees when its value is within the tolerance
+        tolerance = value_tolerance(float_all["scores"])
+        figures["score_error"]["tolerance"] = tolerance
+        figures["agreement_with_float"] = float(np.mean(np.max(error, axis=1) <= tolerance))
+    else:
+        figures["agreement_with_float"] = float(np.mean(fixed_all["prediction"] == float_all["prediction"]))
+    return figures
+
+
+def value_tolerance(values: np.ndarray) -> float:
+    """The error a regression value may have: REGRESSION_TOLERANCE of its spread over the rows."""
+    return REGRESSION_TOLERANCE * (float(np.ptp(values)) or 1.0)
 
 
 def _valid_entry(entry: dict, graph: Graph) -> bool:
