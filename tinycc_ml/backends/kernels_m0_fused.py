@@ -357,8 +357,8 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
     t, xt = g.type(m_name), g.type(x_name)
     if (g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0))
             or t.rank != 3 or t.dtype.bits not in (8, 16) or xt.dtype.bits != 16 or xt.rank != 1
-            or not 0 < t.shape[2] < 4096 or t.shape[1] == 0):
-        return None
+            or not 0 < t.shape[2] < 4096 or t.shape[1] < 4):
+        return None  # under 4 rows the C loop is cheaper than the kernel's input pass and call
     M = g.node(m_name).attrs["value"].astype(np.int64)
     n, rows, cols = M.shape
     wbits = t.dtype.bits
