@@ -57,9 +57,11 @@ if ! have_toolchains; then
     fi
 fi
 
+# One pytest worker per core (pytest-xdist); each test module runs whole on one worker, so the models
+# its fixtures train are trained once. TINYCC_ML_TEST_WORKERS=0 runs in this process.
 # pytest's exit status 5 ("no tests collected") is a failure here, as is any other non-zero status.
 status=0
-"$PY" -m pytest "$@" || status=$?
+"$PY" -m pytest -n "${TINYCC_ML_TEST_WORKERS:-auto}" --dist loadscope "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "scripts/test.sh: error: pytest collected no tests" >&2
 fi

@@ -233,6 +233,15 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     or "arduino" (an Arduino library with an example sketch, as ``--arduino``); the last two store up to 8
     ``examples`` rows (default: the calibration rows) with ``example_labels`` (class labels, optional).
     """
+    # numpy's default error handling whatever the caller's (a library that sets seterr(all="raise") on
+    # import must not turn the float32 underflow the passes expect into an exception)
+    with np.errstate(divide="warn", over="warn", under="ignore", invalid="warn"):
+        return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
+                        example_labels, options)
+
+
+def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
+             options) -> CompileResult:
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     model = as_model(model)
