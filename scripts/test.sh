@@ -29,8 +29,8 @@ if [ "${#host_packages[@]}" -gt 0 ] && can_apt; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${host_packages[@]}" >/dev/null
 fi
 
-# Cross toolchains and simulators for the AVR, Cortex-M0 and RISC-V tests; CMake, Ninja and Make for the
-# build-integration tests.
+# Cross toolchains and simulators for the AVR, Cortex-M0 and RISC-V tests; CMake, Ninja, Make and
+# arduino-mk (Arduino's core for avr-gcc) for the build-integration tests.
 have_toolchains() {
     command -v avr-gcc >/dev/null 2>&1 \
         && command -v arm-none-eabi-gcc >/dev/null 2>&1 \
@@ -40,7 +40,8 @@ have_toolchains() {
         && [ -f /usr/include/simavr/sim_avr.h ] \
         && command -v riscv64-unknown-elf-gcc >/dev/null 2>&1 \
         && command -v qemu-system-riscv32 >/dev/null 2>&1 \
-        && [ -f /usr/lib/picolibc/riscv64-unknown-elf/picolibc.specs ]
+        && [ -f /usr/lib/picolibc/riscv64-unknown-elf/picolibc.specs ] \
+        && [ -f /usr/share/arduino/Arduino.mk ]
 }
 if ! have_toolchains; then
     if can_apt; then
@@ -50,16 +51,18 @@ if ! have_toolchains; then
         apt-get install -y -qq --no-install-recommends \
             gcc-avr avr-libc binutils-avr simavr libsimavr-dev \
             gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm cmake ninja-build make \
-            gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc >/dev/null
+            gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc arduino-mk >/dev/null
     else
         echo "scripts/test.sh: note: avr-gcc, arm-none-eabi-gcc, qemu-system-arm, simavr headers, cmake, ninja or make are" \
              "missing and cannot be installed here (needs root and apt-get); simulator tests will skip" >&2
     fi
 fi
 
+# One pytest worker per core (pytest-xdist); each test module runs whole on one worker, so the models
+# its fixtures train are trained once. TINYCC_ML_TEST_WORKERS=0 runs in this process.
 # pytest's exit status 5 ("no tests collected") is a failure here, as is any other non-zero status.
 status=0
-"$PY" -m pytest "$@" || status=$?
+"$PY" -m pytest -n "${TINYCC_ML_TEST_WORKERS:-auto}" --dist loadscope "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "scripts/test.sh: error: pytest collected no tests" >&2
 fi

@@ -225,3 +225,17 @@ def test_python_api_writes_the_firmware_project_and_arduino_layouts(tmp_path, ca
         tinycc_ml.compile(model, target="host", layout="project", calibration=X[:300])
     with pytest.raises(CompileError, match="layout 'zip' is not one of"):
         tinycc_ml.compile(model, layout="zip")
+
+
+def test_compile_ignores_the_callers_numpy_error_state():
+    """A library that sets numpy.seterr(all="raise") (emlearn does, on import) must not break compiles whose
+    passes meet float32 underflow (exp of far distances): the same files as under numpy's defaults."""
+    from tinycc_ml.models.protonn import ProtoNNModel
+
+    rng = np.random.default_rng(0)
+    model = ProtoNNModel(rng.normal(size=(4, 10)), 40 * rng.normal(size=(4, 12)), rng.normal(size=(3, 12)), 2.0)
+    X = rng.normal(size=(64, 10))
+    expected = tinycc_ml.compile(model, precision="int16", calibration=X).files
+    with np.errstate(all="raise"):
+        assert tinycc_ml.compile(model, precision="int16", calibration=X).files == expected
+        assert tinycc_ml.compile(model).files == tinycc_ml.compile(model).files

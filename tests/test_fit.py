@@ -330,3 +330,12 @@ def test_a_build_the_linker_cannot_place_is_refused_not_estimated():
     model = ProtoNNModel(rng.normal(size=(d, D)), rng.normal(size=(d, 30)), rng.normal(size=(5, 30)), 0.1)
     with pytest.raises(CompileError, match="does not fit the ATmega328P: the linker reports"):
         tinycc_ml.compile(model, target="avr", precision="int16", calibration=rng.normal(size=(64, D)), name="big")
+
+
+def test_candidate_labels_count_parameters_not_flash():
+    """The trainers' budget is float32 parameters (4 B each): a label in bytes read as the build's flash."""
+    from tinycc_ml.search.candidates import describe_settings
+
+    assert describe_settings("bonsai", {"budget_bytes": 8192}) == "<= 2,048 params"
+    label = describe_settings("protonn", {"budget_bytes": 23808, "projection_dim": 30, "n_prototypes": 100})
+    assert label == "5,952 params, d=30, m=100" and " B" not in label

@@ -518,7 +518,8 @@ def test_input_helper_is_defined_for_every_shift_and_nan(tmp_path):
     exe = tmp_path / "main"
     subprocess.run([find_host_cc(), "-std=c99", "-Wall", "-Wextra", "-Werror",
                     "-fsanitize=undefined,float-cast-overflow",
-                    "-fno-sanitize-recover=all", "-I", str(tmp_path), str(tmp_path / "main.c"), "-o", str(exe)],
+                    "-fno-sanitize-recover=all", "-I", str(tmp_path), str(tmp_path / "main.c"),
+                    str(tmp_path / "tiny.c"), "-o", str(exe)],
                    check=True)
     run = subprocess.run([str(exe)], capture_output=True, text=True, check=True)
     assert run.stderr == ""

@@ -160,6 +160,12 @@ int lab_predict(const int16_t *x);
 void lab_scores(const int16_t *x, {s_t} *scores);
 """
 WRAP_C = """#include <string.h>
+#ifdef __AVR__ /* string labels stay in flash: <prefix>_predict_label gives a flash address */
+#include <avr/pgmspace.h>
+#define LAB_STRCMP strcmp_P
+#else
+#define LAB_STRCMP strcmp
+#endif
 #include "lab.h"
 #include "{p}.h"
 /* the label function on the target; its label mapped back to an index for the harness */
@@ -175,7 +181,7 @@ INT_BODY = """    static const int32_t labels[{P}_N_CLASSES] = {P}_LABELS;
     return -1;"""
 STR_BODY = """    static const char *const names[{P}_N_CLASSES] = {P}_LABEL_NAMES;
     const char *label = {p}_predict_label(x);
-    for (int i = 0; i < {P}_N_CLASSES; ++i) if (strcmp(names[i], label) == 0) return i;
+    for (int i = 0; i < {P}_N_CLASSES; ++i) if (LAB_STRCMP(names[i], label) == 0) return i;
     return -1;"""
 
 

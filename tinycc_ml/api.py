@@ -256,6 +256,32 @@ def check_calibration(X, input_dim: int, source: str = "calibration data", min_r
     return X
 
 
+def widen_flat_features(X: np.ndarray, options: dict) -> tuple[np.ndarray, dict | None]:
+    """Calibration rows in which some features take one value v on every row: with no spread, every other
+    value of such a feature would saturate in the integer build (and "agreement 100%" would hide it). Unless
+    the user declared ``input_range``, such features are calibrated over v - m .. v + m, m = max(|v|, 1), by
+    two rows appended (the first row with those features at either end); a warning names them and the range.
+    Returns the rows to calibrate on and what was done (None: every feature has a spread)."""
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    flat = np.flatnonzero(lo == hi)
+    if not len(flat) or options.get("input_range") is not None:
+        return X, None
+    margin = np.maximum(np.abs(lo[flat]), 1.0)
+    new_lo, new_hi = lo[flat] - margin, hi[flat] + margin
+    extra = np.repeat(X[:1], 2, axis=0)
+    extra[0, flat], extra[1, flat] = new_lo, new_hi
+    shown = ", ".join(f"{k} (always {v:g}; calibrated over [{a:g}, {b:g}])" for k, v, a, b in
+                      zip(flat[:8].tolist(), lo[flat][:8], new_lo[:8], new_hi[:8]))
+    more = f" and {len(flat) - 8} more" if len(flat) > 8 else ""
+    log.warning("calibration data: feature%s %s%s of %d %s no spread, so any other value would saturate: each is "
+                "calibrated over its value +- max(|value|, 1) instead. Give calibration rows that span the inputs you "
+                "expect (or, from Python, input_range=(lo, hi))", "s" if len(flat) > 1 else "", shown, more,
+                X.shape[1], "have" if len(flat) > 1 else "has")
+    info = {"features": flat.tolist(), "values": lo[flat].tolist(),
+            "ranges": [[float(a), float(b)] for a, b in zip(new_lo, new_hi)]}
+    return np.concatenate([X, extra]), info
+
+
 def check_constants(graph, source: str) -> None:
     """Every float constant and factor of a float graph must be finite in float32: a value that
     overflows (a huge weight, 1/std of a tiny std, a folded product) would be written as inf."""
@@ -326,6 +352,15 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     or "arduino" (an Arduino library with an example sketch, as ``--arduino``); the last two store up to 8
     ``examples`` rows (default: the calibration rows) with ``example_labels`` (class labels, optional).
     """
+    # numpy's default error handling whatever the caller's (a library that sets seterr(all="raise") on
+    # import must not turn the float32 underflow the passes expect into an exception)
+    with np.errstate(divide="warn", over="warn", under="ignore", invalid="warn"):
+        return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
+                        example_labels, options)
+
+
+def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
+             options) -> CompileResult:
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     model = as_model(model)
@@ -369,8 +404,11 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         # float32 is the model's fault, said before any calibration is looked at
         check_constants(run_passes(graph.copy(), ["fold_input_affine", "constant_fold"], PassContext()),
                         model.describe())
+        rows, flat = widen_flat_features(calibration, options)
+        if flat is not None:
+            report["calibration_flat_features"] = flat
         try:
-            graph = lower_to_fixed(graph, precision, calibration, ctx, report, description)
+            graph = lower_to_fixed(graph, precision, rows, ctx, report, description)
         except (OverflowError, FloatingPointError) as exc:
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} drive the model's "
                             f"intermediate values beyond what {precision} fixed point can scale ({exc})") from None

@@ -67,8 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --target avr or cortex-m0: write a standalone firmware project into DIR "
                            "(startup, linker script, main running stored inputs, Makefile)")
     c.add_argument("--examples", metavar="FILE", default=None,
-                   help="for --arduino/--project: rows (and labels y) stored in the example "
-                        f"({DATA_FILE_HELP}); default: the first calibration rows")
+                   help="for --arduino/--project: rows stored in the example, with their labels y (the labels "
+                        f"the model was trained on; {DATA_FILE_HELP}); default: the first calibration rows")
     c.add_argument("--depfile", metavar="FILE", default=None,
                    help="also write a Makefile-syntax depfile: the outputs depend on every input read")
     c.add_argument("--manifest", metavar="FILE", default=None,
@@ -589,8 +589,9 @@ def cmd_demo(args) -> int:
              _time_per_prediction(predictor.predict, X_test))]
 
     try:
+        # digits pixels are 0..16; some are 0 in every training image, so the range is declared
         fixed = tinycc_ml.compile(model_path, target="host", name="digits_int16", precision="int16",
-                                  calibration=X_train)
+                                  calibration=X_train, input_range=(0, 16))
         write_files(out, fixed.files)
         for name in fixed.files:
             print(f"  wrote {out / name}")

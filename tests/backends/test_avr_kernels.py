@@ -81,6 +81,22 @@ def test_exp_kernel_bit_exact(case, tmp_path):
     run_exact(g, inputs(np.random.default_rng(abs(lo_q) + hi_q + drop), lo_q, hi_q), tmp_path, "ok_exp_y")
 
 
+@pytest.mark.parametrize("s_out", [4, 6, 9, 21])
+def test_exp_kernel_every_output_scale(s_out, tmp_path):
+    # output scales whose product shift is past 16 or under 8 stay on the asm path (issue 21 item 5)
+    require_target("avr")
+    lo_q, hi_q, s_in, _, drop, k, factor = EXP_CASES[0]
+    attrs = exp_attrs(lo_q, hi_q, s_in, drop, k, factor)
+    if s_out == 21:  # a small table: its products fit 15 bits even after a shift under 8
+        attrs = {**attrs, "table_hi": attrs["table_hi"] >> 6, "table_lo": attrs["table_lo"] >> 6}
+    g = one_op("exp_lut", lambda g, x: [x], attrs, s_in, s_out)
+    shift = attrs["hi_scale"] + attrs["lo_scale"] - s_out
+    assert shift < 8 or shift > 16
+    src = get_backend("avr").emit(g, "ok", []).files["ok.c"]
+    assert "ok_exp_y(" in src and "__asm__" in src.split("ok_exp_y", 1)[1][:400]
+    run_exact(g, inputs(np.random.default_rng(s_out), lo_q, hi_q), tmp_path, "ok_exp_y")
+
+
 def test_exp_attrs_match_the_pass():
     # the helper builds what the pass would for the pair the pass chose
     attrs, _, _ = build_exp_lut(0, 7516, 10, 13, 16, factor=-1.0)

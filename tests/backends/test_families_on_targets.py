@@ -1,6 +1,6 @@
 """Every model family the compiler has, trained, compiled at int16 and int8, and run on the
 simulated ATmega328P, Cortex-M0 and Cortex-M4: predictions and scores equal the fixed-point interpreter on
-200 inputs, batch and (where the graph allows it) streaming."""
+64 inputs, batch and (where the graph allows it) streaming."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _boosting():
 
     return GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0)
 
-N_ROWS = 200
+N_ROWS = 64
 
 
 class _Fitted:

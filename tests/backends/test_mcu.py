@@ -212,9 +212,10 @@ def test_warning_free_and_prefixed(spec, digits, tmp_path, precision):
                           check=True).stdout.split()[2::3]
     assert syms and all(s.startswith("abc_") for s in syms), syms
     # integer builds always stream (the input clamp folds into feed); this float graph normalises first
-    streaming = {"abc_begin", "abc_feed", "abc_end", "abc_end_scores", "abc_predict_float"}
+    streaming = {"abc_begin", "abc_feed", "abc_end", "abc_end_scores", "abc_predict_float", "abc_quantise",
+                 "abc_quantise_feature"}
     # the object exports the API alone: asm kernels are local symbols
-    api = {"abc_predict", "abc_predict_label", "abc_scores"}
+    api = {"abc_predict", "abc_predict_label", "abc_label", "abc_scores"}
     assert set(syms) == api | (streaming if precision != "float" else set())
     if precision != "float":
         local = subprocess.run([spec.nm, "--defined-only", str(obj)], capture_output=True, text=True,

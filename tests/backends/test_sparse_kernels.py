@@ -11,8 +11,9 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tinycc_ml.backends import kernels_sparse
-from tinycc_ml.backends.kernels_sparse import PAGE_COLS, avr_candidates, choose, sparse_format_ok, sparse_image
+from tinycc_ml.backends import matvec_choice
+from tinycc_ml.backends.kernels_sparse import sparse_image
+from tinycc_ml.backends.matvec_choice import PAGE_COLS, avr_candidates, choose, sparse_format_ok
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import dense_to_sparse_attrs
@@ -111,11 +112,12 @@ def test_sparse_kernel_bit_exact(case, precision, target, tmp_path):
     result, out = _build(TwoSparse(W1, W2), X, precision, target, tmp_path)
     kernels = {k["matrix"]: k for k in result.report["kernels"]}
     assert set(kernels) == {"W1_q", "W2_q"}
-    for k in kernels.values():  # the choice is the cheapest predicted candidate within the CSC flash
-        fits = {n: c for n, c in k["candidates"].items()
-                if "cycles" in c and c["flash"] <= k["candidates"]["csc-c"]["flash"]}
-        assert k["kernel"] == min(fits, key=lambda n: fits[n]["cycles"])
     chip = "avr" if target == "avr" else "m0"
+    for k in kernels.values():  # the cheapest predicted candidate within the CSC (or the dense kernel's) flash
+        limit = max(c["flash"] for n, c in k["candidates"].items()
+                    if "cycles" in c and n in ("csc-c", f"{chip}-dense-asm"))
+        fits = {n: c for n, c in k["candidates"].items() if "cycles" in c and c["flash"] <= limit}
+        assert k["kernel"] == min(fits, key=lambda n: fits[n]["cycles"])
     assert {f"{chip}-sparse-asm", f"{chip}-dense-asm"} & {k["kernel"] for k in kernels.values()}
     if (D, hidden) == (256, 25):  # SeeDot's shape: the sparse kernel wins
         assert kernels["W1_q"]["kernel"] == f"{chip}-sparse-asm"
@@ -127,7 +129,7 @@ def test_sparse_kernel_extremes(target, tmp_path):
     # full-scale weights (|w| = 2^15 and 2^7 after quantisation), inputs at the clamp bounds and beyond
     require_target(target)
     rng = np.random.default_rng(7)
-    W1 = random_sparse(rng, 5, 140, 0.4)
+    W1 = random_sparse(rng, 5, 140, 0.25)
     W1[2, 3], W1[3, 139] = 5.0, -5.0
     W2 = random_sparse(rng, 3, 5, 0.8)
     X = rng.normal(size=(340, 140))
@@ -143,7 +145,8 @@ def test_loop_kernel_bit_exact(case, monkeypatch, tmp_path):
     # the AVR kernel that reads the runs' counts from flash (taken when the driver kernel's code would be
     # too long): forced here on shapes the driver kernel takes by default
     require_target("avr")
-    monkeypatch.setattr(kernels_sparse, "DRIVER_MAX_CALLS", 0)
+    monkeypatch.setattr(matvec_choice, "DRIVER_MAX_CALLS", 0)
+    monkeypatch.setattr(matvec_choice, "avr_sparse_code", lambda *a: 0)  # its code's size: chosen all the same
     W1, W2, X = case_data(case)
     for precision in ("int16", "int8"):
         result, out = _build(TwoSparse(W1, W2), X, precision, "avr", tmp_path)
@@ -209,4 +212,43 @@ def test_cost_model_prefers_dense_when_full_and_sparse_when_sparse():
     sparse = full * (rng.random((10, 64)) < 0.2)
     cands = avr_candidates(sparse, 16, offset=False, clamp="all")
     assert choose(cands) == "avr-sparse-asm"
-    assert cands["avr-sparse-asm"].flash <= cands["csc-c"].flash
+    assert cands["avr-sparse-asm"].flash <= cands["avr-dense-asm"].flash  # its code counted
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+def test_no_density_cliff_the_cost_model_sees_dense_constants(target, tmp_path):
+    # W 60% dense is lowered as a dense constant (above lowering.SPARSE_DENSITY): the cost model still weighs
+    # the sparse kernel for it, and the chosen build (the input clamp fused either way) is bit-exact
+    from tinycc_ml.models.linear import LinearModel
+    from tinycc_ml.models.lowering import SPARSE_DENSITY
+
+    require_target(target)
+    rng = np.random.default_rng(5)
+    W = random_sparse(rng, 6, 140, 0.6)
+    assert np.count_nonzero(W) >= SPARSE_DENSITY * W.size
+    X = rng.random((320, 140)) * 3
+    chip = "avr" if target == "avr" else "m0"
+    result, out = _build(LinearModel(W), X, "int16", target, tmp_path)
+    assert result.graph.op(result.graph.node("weighted").inputs[0]) == "const"
+    (k,) = result.report["kernels"]
+    assert set(k["candidates"]) == {f"{chip}-sparse-asm", f"{chip}-dense-asm"}
+    cands = k["candidates"]
+    fits = [n for n, c in cands.items() if "cycles" in c and c["flash"] <= cands[f"{chip}-dense-asm"]["flash"]]
+    assert k["kernel"] == min(fits, key=lambda n: cands[n]["cycles"])
+    _check(result, out, X[300:], target)
+
+
+def test_sparse_matrix_run_dense_has_the_clamp_in_asm(tmp_path):
+    # a sparse constant the Cortex-M0 cost model sends to the dense kernel: the input clamp is the fused asm
+    # clamp (storing x + 2^15 and its sum), as for a dense constant, not a C loop
+    require_target("cortex-m0")
+    rng = np.random.default_rng(6)
+    W1 = random_sparse(rng, 18, 100, 0.48)
+    W2 = random_sparse(rng, 3, 18, 1.0)
+    X = rng.random((320, 100)) * 3
+    result, out = _build(TwoSparse(W1, W2), X, "int16", "cortex-m0", tmp_path)
+    kernels = {k["matrix"]: k["kernel"] for k in result.report["kernels"]}
+    assert kernels["W1_q"] == "m0-dense-asm"
+    src = result.files["sk.c"]
+    assert re.search(r"sk_clamp100_\w+\(x, \(uint16_t \*\)", src)
+    _check(result, out, X[300:], "cortex-m0")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -243,3 +244,71 @@ def test_cmake_name_lists_match_the_compiler():
     for variable, names in (("_c_keywords", C_KEYWORDS), ("_system_headers", SYSTEM_HEADERS)):
         listed = text.split(f"set({variable} ")[1].split(")")[0].split()
         assert set(listed) == set(names), variable
+
+
+FIRMWARE_MAIN = """#include <stdint.h>
+#include "kws.h"
+static const int16_t row[KWS_INPUT_DIM] = {{ {row} }};
+int main(void)
+{{
+    /* the class as the exit code: SYS_EXIT_EXTENDED (0x20) through ARM semihosting */
+    uint32_t block[2] = {{0x20026u, (uint32_t)kws_predict(row)}};
+    register uint32_t r0 __asm__("r0") = 0x20;
+    register uint32_t *r1 __asm__("r1") = block;
+    __asm__ __volatile__("bkpt 0xAB" : "+r"(r0) : "r"(r1) : "memory");
+    for (;;) {{
+    }}
+}}
+"""
+
+
+def test_cortex_m0_firmware_gets_startup_and_linker_script_from_the_module(data, tmp_path):
+    """tinycc_ml_add_firmware with the shipped toolchain file links a Cortex-M0 executable (no "cannot find
+    entry symbol _start"): run in QEMU's micro:bit, it exits with the class the host build predicts."""
+    require_target("cortex-m0")
+    require_tools("ninja", "qemu-system-arm")
+    data_dir, rows = data
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(data_dir / "model.npz", src / "model.npz")
+    shutil.copy(data_dir / "cal.npz", src / "cal.npz")
+    host = tinycc_ml.compile(src / "model.npz", name="kws", precision="int16",
+                             calibration=np.load(src / "cal.npz")["X_train"])
+    row = quantise(rows[3:4], host.output.input_scale, 16)[0]
+    (src / "main.c").write_text(FIRMWARE_MAIN.format(row=", ".join(str(int(v)) for v in row)))
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(fw C)\n"
+        f'list(APPEND CMAKE_MODULE_PATH "{cmake_dir()}")\ninclude(TinyccML)\n'
+        "tinycc_ml_add_model(kws MODEL model.npz TARGET cortex-m0 CALIBRATION cal.npz)\n"
+        "tinycc_ml_add_firmware(fw main.c)\ntarget_link_libraries(fw PRIVATE kws)\n")
+    run = configure(src, tmp_path / "b", "-G", "Ninja",
+                    f"-DCMAKE_TOOLCHAIN_FILE={cmake_dir()}/tinycc-ml-cortex-m0.cmake")
+    assert run.returncode == 0, run.stdout + run.stderr
+    build(tmp_path / "b")
+    elf = tmp_path / "b" / "fw"
+    header = subprocess.run(["arm-none-eabi-readelf", "-h", "-s", str(elf)], capture_output=True, text=True).stdout
+    entry = re.search(r"Entry point address:\s+0x([0-9a-f]+)", header).group(1)
+    handler = re.search(r"([0-9a-f]{8})\s+\d+\s+FUNC\s+GLOBAL\s+\w+\s+\d+\s+reset_handler", header).group(1)
+    assert int(entry, 16) == int(handler, 16)
+    qemu = subprocess.run(["qemu-system-arm", "-M", "microbit", "-display", "none", "-monitor", "none", "-serial",
+                           "none", "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                          capture_output=True, text=True, timeout=60)
+    assert qemu.returncode == int(host.load().predict_index(rows[3:4])[0]), qemu.stderr
+
+
+@pytest.mark.parametrize("target, toolchain", [("avr", "tinycc-ml-avr.cmake"),
+                                               ("cortex-m0", "tinycc-ml-cortex-m0.cmake")])
+def test_a_host_compiler_with_a_chip_target_is_refused_at_configure_time(data, tmp_path, target, toolchain):
+    data_dir, _ = data
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(data_dir / "model.npz", src / "model.npz")
+    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.20)\nproject(host C)\n"
+                                        f'list(APPEND CMAKE_MODULE_PATH "{cmake_dir()}")\ninclude(TinyccML)\n'
+                                        f"tinycc_ml_add_model(m MODEL model.npz TARGET {target})\n")
+    run = configure(src, tmp_path / "b")
+    assert run.returncode != 0
+    text = " ".join(run.stderr.split())
+    for word in (f"TARGET {target} needs its cross compiler", toolchain, "-DCMAKE_TOOLCHAIN_FILE="):
+        assert word in text, run.stderr
+    assert not (tmp_path / "b" / "tinycc_ml" / "m" / "m.c").exists()  # refused before anything was compiled

@@ -36,6 +36,7 @@ def data(tmp_path_factory):
 
 def make(folder, *args, timeout=120):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the project needs no tinycc-ml
+    env["EXTRA_CFLAGS"] = "-Werror"  # the project's own tests build warning-free; users' Makefiles do not say -Werror
     run = subprocess.run(["make", "-s", *args], cwd=folder, env=env, capture_output=True, text=True,
                          timeout=timeout)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
@@ -65,10 +66,14 @@ def test_project_builds_and_prints_the_host_predictions(data, tmp_path, target, 
         shifts = np.array([int(v) for v in re.search(r"DIGITS_INPUT_SHIFTS \{([^}]*)\}",
                                                      (out / "digits.h").read_text()).group(1).split(",")])
         want = [host.run_raw(quantise(rows, shifts, 16))[1].tolist()]
-    variants = [()] if precision == "float" else [(), ("FLOAT_INPUT=1",)]
-    for variant in variants:
-        make(out, "clean")
+    assert "-Werror" not in (out / "Makefile").read_text()  # users keep their own warning policy
+    variants = [()] if precision == "float" else [(), ("FLOAT_INPUT=1",), ()]
+    elf, stamps = out / "firmware.elf", []
+    for variant in variants:  # a changed variable rebuilds (build.flags); an unchanged one does not
         make(out, *variant)
+        stamps.append(elf.stat().st_mtime_ns)
+        make(out, *variant)
+        assert elf.stat().st_mtime_ns == stamps[-1], variant  # up to date now: not rebuilt
         text = make(out, "run", *variant)
         got = re.findall(r"row (\d+): predicted (\d+), expected (\d+), (\d+) us", text)
         assert [int(r) for r, *_ in got] == list(range(8)), text
@@ -76,6 +81,7 @@ def test_project_builds_and_prints_the_host_predictions(data, tmp_path, target, 
         assert [int(e) for _, _, e, _ in got] == labels.tolist()
         correct = sum(int(p) == int(e) for _, p, e, _ in got)
         assert f"correct {correct}/8" in text
+    assert len(set(stamps)) == len(stamps)  # each change of FLOAT_INPUT rebuilt firmware.elf
 
 
 def test_project_refuses_the_host_target_and_clashing_names(data, tmp_path):
@@ -83,7 +89,8 @@ def test_project_refuses_the_host_target_and_clashing_names(data, tmp_path):
         run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(data / "m.npz"), "--project",
                               "--calibration", str(data / "cal.npz"), *extra, "-o", str(tmp_path / "p")],
                              capture_output=True, text=True)
-        assert run.returncode == 2 and word in run.stderr and run.stderr.count("\n") == 1
+        errors = [ln for ln in run.stderr.splitlines() if ln.startswith("tinycc-ml: error:")]
+        assert run.returncode == 2 and len(errors) == 1 and word in errors[0], run.stderr
         assert not (tmp_path / "p").exists()
     # a float build has no calibration rows to store: the examples must be given
     run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(data / "m.npz"), "--project",
@@ -94,24 +101,24 @@ def test_project_refuses_the_host_target_and_clashing_names(data, tmp_path):
     assert run.returncode == 2 and "--examples" in run.stderr and not (tmp_path / "p").exists()
 
 
-def test_project_prints_the_header_label_table_when_there_is_one(data, tmp_path):
-    """A header with a label table (<NAME>_LABEL_NAMES) makes the demo print labels as well."""
-    require_target("cortex-m0")
-    require_tools("make", "qemu-system-arm")
+@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+def test_project_prints_string_labels(data, tmp_path, target):
+    """A model with string class labels: the demo prints them through digits_label (on the AVR from flash),
+    and --examples takes the labels the model was trained on."""
+    require_target(target)
+    require_tools("make", SIMULATOR[target])
+    names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
+    tinycc_ml.load_model(data / "m.npz").set_classes(names).save(tmp_path / "named.npz")
+    test = np.load(data / "test.npz")
+    np.savez(tmp_path / "test.npz", X_test=test["X_test"], y_test=names[test["y_test"]])
     out = tmp_path / "fw"
-    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(data / "m.npz"), "--target",
-                          "cortex-m0", "--calibration", str(data / "cal.npz"), "--examples", str(data / "test.npz"),
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(tmp_path / "named.npz"), "--target",
+                          target, "--calibration", str(data / "cal.npz"), "--examples", str(tmp_path / "test.npz"),
                           "--name", "digits", "--project", "-o", str(out)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    names = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
-    header = (out / "digits.h").read_text()  # stand in for a model saved with string class labels
-    header = re.sub(r"#define DIGITS_LABELS .*\n", "", header)
-    table = "#define DIGITS_LABEL_NAMES { " + ", ".join(f'"{n}"' for n in names) + " }"
-    header = re.sub(r"#define DIGITS_LABEL_NAMES .*", table, header) if "DIGITS_LABEL_NAMES" in header else (
-        header.replace("#define DIGITS_N_SCORES", table + "\n#define DIGITS_N_SCORES"))
-    (out / "digits.h").write_text(header)
-    text = make(out, "run")
+    text = make(out, "run", "EXTRA_CFLAGS=-Werror")
     got = re.findall(r"predicted (\d+), expected (\d+), \d+ us \(label (\w+), expected label (\w+)\)", text)
     assert len(got) == 8, text
     for predicted, expected, label, expected_label in got:
         assert (label, expected_label) == (names[int(predicted)], names[int(expected)])
+    assert [int(e) for _, e, _, _ in got] == test["y_test"][:8].tolist()

@@ -193,3 +193,26 @@ def test_standardisation_stored_in_model(digits):
     np.testing.assert_allclose(mixed.to_model().mean, X.mean(axis=0))
     with pytest.raises(DataError, match="standardize"):
         ProtoNNClassifier(standardize="zscore", verbose=0).fit(X, y)
+
+
+def test_multilabel_columns_without_positives_are_kept_never_predicted_and_named(caplog):
+    """After a split a label may have no positive training row: scikit-learn trains on, so does ProtoNN,
+    with a warning naming the column; its score is exactly 0, so the threshold rule never predicts it."""
+    import logging
+
+    from sklearn.datasets import make_multilabel_classification
+
+    import tinycc_ml
+
+    X, Y = make_multilabel_classification(n_samples=300, n_features=12, n_classes=6, n_labels=2, random_state=0)
+    Y[:, [1, 4]] = 0
+    with caplog.at_level(logging.WARNING, logger="tinycc_ml"):
+        est = ProtoNNClassifier(budget_bytes=2048, n_iter=5, random_state=0).fit(X[:200], Y[:200])
+    assert any("[1, 4]" in r.getMessage() and "never predicted" in r.getMessage() for r in caplog.records)
+    assert est.unseen_labels_.tolist() == [1, 4]
+    assert np.all(est.decision_function(X[200:])[:, [1, 4]] == -0.5)  # the score 0, minus the threshold
+    assert not est.predict(X[200:])[:, [1, 4]].any() and est.predict(X[200:]).any()
+    compiled = tinycc_ml.compile(est, precision="int16", calibration=X[:200]).load()
+    assert not compiled.predict(X[200:])[:, [1, 4]].any()
+    with pytest.raises(DataError, match="no positive sample"):
+        ProtoNNClassifier(n_iter=2).fit(X[:50], np.zeros((50, 6), dtype=int))

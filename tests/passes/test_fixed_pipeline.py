@@ -52,8 +52,12 @@ def test_generated_integer_code_has_no_float_and_no_int64():
     X, y = load_digits(return_X_y=True)
     model = init_protonn(X[:600], y[:600], projection_dim=8, prototypes_per_class=2)
     result = tinycc_ml.compile(model, precision="int16", calibration=X[:600])
-    source = re.sub(r"/\*.*?\*/", "", result.files["protonn.c"], flags=re.S)
+    from tinycc_ml.backends.float_input import FLOAT_SECTION
+
+    inference, float_input = result.files["protonn.c"].split(FLOAT_SECTION)  # the float input comes last
+    source = re.sub(r"/\*.*?\*/", "", inference, flags=re.S)
     assert not re.search(r"\b(float|double|int64_t|long long)\b", source)
+    assert "protonn_predict_float" in float_input and "int64_t" not in float_input
     assert "saturate" in result.files["protonn.h"]
 
 

@@ -5,22 +5,25 @@
     <name>/library.properties                        Arduino library metadata
     <name>/library.json                              PlatformIO library manifest
     <name>/src/<name>.h, <name>/src/<name>.c         the files the avr target wrote
-    <name>/src/<name>_input.h                        integer builds: float input quantised on the device
+    <name>/src/<name>_input.h                        integer builds: the old name of <name>_quantise
     <name>/examples/<name>_demo/<name>_demo.ino      classifies stored inputs, prints predicted and
                                                      expected labels and the time of <name>_predict
 
 The example stores a few real inputs (in flash) with the label each should get. By default they are
 stored already quantised; with ``<NAME>_DEMO_FLOAT_INPUT`` set to 1 (edit the sketch's first
 ``#define``, or add ``-D<NAME>_DEMO_FLOAT_INPUT=1`` to PlatformIO's build_flags) they are stored as
-float and quantised on the device with ``<name>_quantise_input`` from ``<name>_input.h``.
+float and quantised on the device with ``<name>_quantise_feature`` of ``<name>.h`` (``<name>.c`` defines it
+in Arduino builds, where ``ARDUINO`` is defined). Labels are printed through ``<name>_label``, whose table
+stays in flash.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
-from tinycc_ml.backends.examples import Examples, c_table, input_helper, label_table_lines
-from tinycc_ml.version import __version__
+from tinycc_ml.backends.examples import Examples, c_table, input_helper, label_printer_lines
+from tinycc_ml.version import PROJECT_URL, __version__
 
 PGM_READ = {"int16_t": "(int16_t)pgm_read_word", "int8_t": "(int8_t)pgm_read_byte", "float": "pgm_read_float"}
 
@@ -38,20 +41,21 @@ def _sketch(name: str, examples: Examples) -> str:
     if integer:
         lines += [
             f"// {switch} 1: store the inputs as float and quantise them on the device with",
-            f"// {name}_quantise_input() from {name}_input.h (adds float code); 0: store them quantised.",
+            f"// {name}_quantise_feature() of {name}.h (adds float code); 0: store them quantised.",
             f"#ifndef {switch}",
             f"#define {switch} 0",
             "#endif",
         ]
     lines += [f"#include <{name}.h>", "#include <avr/pgmspace.h>", ""]
     if integer:
-        lines += [f"#if {switch}", f"#include <{name}_input.h>",
-                  *c_table("inputs", "float", examples.rows, " PROGMEM"), "#else",
+        lines += [f"#if {switch}", *c_table("inputs", "float", examples.rows, " PROGMEM"), "#else",
                   *c_table("inputs", ctype, examples.stored, " PROGMEM"), "#endif"]
     else:
         lines += c_table("inputs", "float", examples.rows, " PROGMEM")
     expected = ", ".join(str(int(v)) for v in examples.expected)
-    lines += [f"static const uint8_t expected[{n}] PROGMEM = {{ {expected} }};", *label_table_lines(name), "",
+    lines += [f"static const uint8_t expected[{n}] PROGMEM = {{ {expected} }};",
+              *label_printer_lines(name, ["    Serial.print((const __FlashStringHelper *)label); /* in flash */"],
+                                   ["    Serial.print(label);"]), "",
               f"static {ctype} x[{up}_INPUT_DIM];", "",
               "void setup() {",
               "    Serial.begin(115200);",
@@ -70,23 +74,23 @@ def _sketch(name: str, examples: Examples) -> str:
         "        const unsigned long start = micros();",
         f"        const int predicted = {name}_predict(x);",
         "        const unsigned long took = micros() - start;",
-        '        Serial.print("row ");',
+        '        Serial.print(F("row "));',
         "        Serial.print(r);",
-        '        Serial.print(": predicted ");',
+        '        Serial.print(F(": predicted "));',
         "        Serial.print(predicted);",
-        '        Serial.print(", expected ");',
+        '        Serial.print(F(", expected "));',
         "        Serial.print(pgm_read_byte(&expected[r]));",
-        '        Serial.print(", ");',
+        '        Serial.print(F(", "));',
         "        Serial.print(took);",
-        '        Serial.print(" us");',
+        '        Serial.print(F(" us"));',
         f"#ifdef {up}_DEMO_LABELS",
-        '        Serial.print(" (label ");',
-        "        Serial.print(label_of[predicted]);",
-        '        Serial.print(", expected label ");',
-        "        Serial.print(label_of[pgm_read_byte(&expected[r])]);",
-        '        Serial.print(")");',
+        '        Serial.print(F(" (label "));',
+        "        print_label(predicted);",
+        '        Serial.print(F(", expected label "));',
+        "        print_label(pgm_read_byte(&expected[r]));",
+        '        Serial.print(F(")"));',
         "#endif",
-        '        Serial.println("");',
+        "        Serial.println();",
         "    }",
         "}",
         "",
@@ -96,30 +100,59 @@ def _sketch(name: str, examples: Examples) -> str:
     return "\n".join(lines)
 
 
+def library_name(prefix: str) -> str:
+    """The Arduino library name for ``prefix``: the specification wants a letter or digit first, and names
+    starting with "Arduino" are reserved for Arduino's own libraries."""
+    if not re.match(r"[A-Za-z0-9]", prefix) or prefix.lower().startswith("arduino"):
+        return "model" + ("" if prefix.startswith("_") else "_") + prefix
+    return prefix
+
+
+def what_it_does(result) -> str:
+    """One sentence saying what the compiled model does, for library.properties and library.json."""
+    out = result.output
+    family = result.report.get("model", "model").split(" (", 1)[0]
+    kind = (out.task or {}).get("kind", "classification")
+    how = f"a {family} model in {result.precision} C for the ATmega328P, generated by tinycc-ml"
+    if kind == "regression":
+        return f"Predicts a value from {out.input_dim} input features with {how}."
+    if kind == "multilabel":
+        return f"Chooses labels among {out.n_scores} for {out.input_dim} input features with {how}."
+    classes = [str(c) for c in (result.classes if result.classes is not None else range(out.n_scores))]
+    shown = ", ".join(classes[:4]) + (", ..." if len(classes) > 4 else "")
+    text = f"Classifies {out.input_dim} input features into {len(classes)} classes ({shown}) with {how}."
+    return " ".join(text.split())  # one line, whatever the labels hold
+
+
 def arduino_library(result, examples: Examples) -> dict[str, str]:
     """Files (relative paths) of a library folder for an AVR ``CompileResult`` (AvrBackend.arduino_library)."""
     name = result.prefix
     header, source = result.files[f"{name}.h"], result.files[f"{name}.c"]
     helper = input_helper(result)
     headers = [f"{name}.h"] + ([f"{name}_input.h"] if helper else [])
-    first_line = header.splitlines()[2].lstrip(" *") if len(header.splitlines()) > 2 else name
+    sentence = what_it_does(result)
+    ctype = result.output.input_ctype
+    paragraph = (f"Call {name}_predict(x) on {ctype} features" +
+                 (f", or {name}_predict_float(x) on float ones" if ctype != "float" else "") +
+                 f". Constants stay in flash, no heap. Example sketch: {name}_demo.")
     properties = "\n".join([
-        f"name={name}",
+        f"name={library_name(name)}",
         f"version={__version__}",
         "author=tinycc-ml",
         "maintainer=tinycc-ml",
-        f"sentence={first_line}",
-        "paragraph=Inference code generated by tinycc-ml: constants in flash, no heap.",
+        f"sentence={sentence}",
+        f"paragraph={paragraph}",
         "category=Data Processing",
-        "url=",
+        f"url={PROJECT_URL}",
         "architectures=avr",
         f"includes={name}.h",
         "",
     ])
     manifest = {
-        "name": name,
+        "name": library_name(name),
         "version": __version__,
-        "description": first_line,
+        "description": sentence,
+        "homepage": PROJECT_URL,
         "keywords": ["tinycc-ml", "machine-learning", "classifier"],
         "authors": [{"name": "tinycc-ml", "maintainer": True}],
         "frameworks": ["arduino"],

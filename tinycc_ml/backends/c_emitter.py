@@ -139,6 +139,7 @@ class CEmitter:
         self.scores_node = self.graph.output("scores")
         self.prediction_node = self.graph.output("prediction")
         self._const_symbols: dict[str, str] = {}
+        self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
 
     # ---- naming
     def sym(self, name: str) -> str:
@@ -169,8 +170,15 @@ class CEmitter:
 
     # ---- constants
     def add_const_array(self, symbol: str, values: np.ndarray, ctype: str, comment: str) -> str:
+        """Declare a constant array; one whose elements equal an array already declared (a table two
+        nodes share, a matrix quantised twice alike) becomes a #define of that one: stored once."""
         flat = np.asarray(values).reshape(-1)
         n = len(flat)
+        key = (ctype, n, flat.dtype.str, flat.tobytes())
+        first = self._arrays_by_content.setdefault(key, symbol)
+        if first != symbol:
+            self.constants.append(f"/* {comment}: the same elements as {first} */\n#define {symbol} {first}\n")
+            return symbol
         self.constants.append(
             f"/* {comment} */\nstatic const {ctype} {symbol}[{max(n, 1)}]{self.target.const_attribute} = {{\n"
             f"    {array_body(flat, ctype) if n else '0'}\n}};\n"
@@ -265,8 +273,13 @@ class CEmitter:
                 "}", ""]
 
     def emit(self) -> Emitted:
-        api = self.interface()
-        return self.assemble(api, self.run_function(api, self.scheduled_ops()) + entry_points(api))
+        from tinycc_ml.backends.float_input import source_lines
+
+        api = self.interface(predict_float=self.input_scale is not None)
+        functions = self.run_function(api, self.scheduled_ops()) + entry_points(api)
+        if api.predict_float:
+            functions += source_lines(api, self.target.const_attribute, self.target.read_const, streaming=False)
+        return self.assemble(api, functions)
 
     def build_output(self) -> BuildOutput:
         """emit(), as the files and facts a backend returns."""

@@ -27,7 +27,8 @@ class Interface:
     input_shifts: tuple[int, ...] | None = None  # integer builds: x_int[k] = round(x[k] * 2^s[k])
     streaming: bool = False  # begin/feed/end/end_scores
     no_streaming_reason: str | None = None  # said in the header when a target could stream but cannot
-    predict_float: bool = False  # <prefix>_predict_float, under -D<PREFIX>_WITH_FLOAT
+    predict_float: bool = False  # integer builds: <prefix>_quantise, _predict_float (backends/float_input.py)
+    float_guard: str | None = None  # the macro the float-input functions need on this target (None: always)
     score_scale: int | None = None  # integer builds: score = score_int * 2^-scale
     task: dict | None = None  # models.base.check_task: regression / multilabel add entry points
 
@@ -143,7 +144,8 @@ def header_text(comment: str, api: Interface) -> str:
     elif api.no_streaming_reason is not None:
         lines += [f"/* No streaming entry points: {api.no_streaming_reason} */", ""]
     if api.predict_float:
-        lines += [f"#ifdef {up}_WITH_FLOAT", "/* Float input, quantised once per feature (pulls in float code). */",
-                  f"int {P('predict_float')}(const float *x);", "#endif", ""]
+        from tinycc_ml.backends.float_input import header_lines
+
+        lines += header_lines(api)
     lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {up}_H */", ""]
     return "\n".join(lines)

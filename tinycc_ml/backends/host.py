@@ -9,6 +9,29 @@ import numpy as np
 from tinycc_ml.backends.base import Backend, BuildOutput
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget
 from tinycc_ml.ir.analyses import task_kind
+from tinycc_ml.ir.graph import Node
+
+
+def matvec_float_columns(em: CEmitter, node: Node) -> list[str] | None:
+    """A float mat-vec by a dense constant over the columns: W stored transposed, each x[k] added into
+    every row's sum, the inner loop over rows (independent sums: the C compiler vectorises it without
+    reordering a sum, so the result is the row-wise loop's to the bit)."""
+    a_name, x_name = node.inputs
+    g = em.graph
+    if g.op(a_name) != "const" or g.op(x_name) in ("const", "sparse_const") or node.type.rank != 1:
+        return None
+    rows, cols = g.type(a_name).shape
+    if rows < 4:
+        return None
+    wt = em.const_transposed(a_name)
+    return ["{", f"    float acc[{rows}];", f"    for (int i = 0; i < {rows}; ++i) acc[i] = 0.0f;",
+            f"    for (int k = 0; k < {cols}; ++k) {{", f"        const float xk = {em.at(x_name, 'k')};",
+            f"        const float *w = {wt} + (long)k * {rows};",
+            f"        for (int i = 0; i < {rows}; ++i) acc[i] += w[i] * xk;", "    }",
+            f"    for (int i = 0; i < {rows}; ++i) {em.var(node.name)}[i] = acc[i];", "}"]
+
+
+HOST_OVERRIDES = {("matvec", "float"): matvec_float_columns}
 
 
 def emit_c(graph, prefix: str, target: CTarget, model_description: list[str]) -> BuildOutput:
@@ -21,7 +44,7 @@ class HostBackend(Backend):
     precisions = ("float", "int16", "int8")
 
     def emit(self, graph, prefix, model_description):
-        return emit_c(graph, prefix, CTarget("host"), model_description)
+        return emit_c(graph, prefix, CTarget("host", code_overrides=HOST_OVERRIDES), model_description)
 
     def require_tools(self, method: str = "auto") -> None:
         from tinycc_ml.runtime.toolchains import find_host_cc

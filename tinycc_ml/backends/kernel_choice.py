@@ -41,6 +41,9 @@ AVR_CODE_OVERRIDES = {
     ("clip", "fixed"): first_of(avr_sparse_kernel, avr_clamp_squares, k.kernel_clip),
     ("scale", "fixed"): first_of(avr_sparse_kernel, k.kernel_scale),
     ("exp_lut", "fixed"): first_of(avr_sparse_kernel, k.kernel_exp_lut),
+    ("matvec_at", "fixed"): k.kernel_matvec_at,
+    ("mul", "fixed"): k.kernel_mul,
+    ("tanh_lut", "fixed"): k.kernel_tanh_lut,
 }
 
 # Cortex-M0: sparse kernels, then the 9-row kernels with the input pass fused (distances on them),
@@ -51,6 +54,7 @@ M0_CODE_OVERRIDES = {
                                   kernels_m0.kernel_sqdist),
     ("clip", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_clip,
                                 kernels_clip.kernel_clip16),
+    ("matvec_at", "fixed"): kernels_m0_fused.kernel_matvec_at,
 }
 
 # Cortex-M4: dense mat-vecs and distances on SMLAD (sparse matrices and the rest: the shared C)

@@ -36,6 +36,7 @@ from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.backends.kernels_clip import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
 from tinycc_ml.backends.layouts import Block, BlockedLayout, SplitLayout
+from tinycc_ml.backends.matvec_choice import avr_dense_takes, int_matrix, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.registry import node_output_shift
 
@@ -235,10 +236,26 @@ def mulu16_avr(em: CEmitter) -> str:
     return name
 
 
+def rss_small_avr(em: CEmitter, expr: str, k: int) -> str:
+    """int16 sat16(rshift(v, k)) for 1 <= k <= 7 without a 32-bit shift loop: v + 2^(k-1) is in int16 range
+    after the shift exactly when its upper half is in [-2^(k-1), 2^(k-1)); then it has at most 16 + k
+    significant bits, so (v << (8 - k)) >> 8 (a short left shift and a byte move) is the result."""
+    name = em.sym(f"rsl{k}")
+    if name not in em.helpers:
+        em.helpers[name] = (f"static inline int16_t {name}(int32_t v)\n{{\n    v += INT32_C({1 << (k - 1)});\n"
+                            "    const int16_t hi = (int16_t)((uint32_t)v >> 16);\n"
+                            f"    if (hi >= {1 << (k - 1)}) return 32767;\n"
+                            f"    if (hi < -{1 << (k - 1)}) return -32767 - 1;\n"
+                            f"    return (int16_t)((int32_t)((uint32_t)v << {8 - k}) >> 8);\n}}\n")
+    return f"{name}({expr})"
+
+
 def store_rs(em: CEmitter, node: Node, index: str, expr: str, k: int) -> str:
-    """store(node, index, rshift(expr, k)) through rss_avr when it applies."""
+    """store(node, index, rshift(expr, k)) through rss_avr (or rss_small_avr) when it applies."""
     if node.type.dtype.bits == 16 and 8 <= k <= 16:
         return f"{em.var(node.name)}[{index}] = {rss_avr(em, expr, k)};"
+    if node.type.dtype.bits == 16 and 1 <= k <= 7:
+        return f"{em.var(node.name)}[{index}] = {rss_small_avr(em, expr, k)};"
     return store(em, node, index, rshift_avr(em, expr, k))
 
 
@@ -308,24 +325,33 @@ def kernel_weights(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray,
 
 
 def matvec_ok(em: CEmitter, node: Node) -> bool:
+    """The dense kernel takes the mat-vec: a constant matrix (dense, or sparse when the cost model of
+    matvec_choice chose this kernel for it), not one the sparse kernel takes."""
     a_name, x_name = node.inputs
     g = em.graph
-    return (g.op(a_name) == "const" and g.op(x_name) not in ("const", "sparse_const")
+    op = g.op(a_name)
+    if not (op in ("const", "sparse_const") and g.op(x_name) not in ("const", "sparse_const")
             and int(node.attrs.get("shift", 0)) == 0 and g.type(a_name).dtype.bits in (8, 16)
-            and g.type(x_name).dtype.bits == 16 and 0 < g.type(a_name).shape[1] < 65536)
+            and g.type(x_name).dtype.bits == 16 and 0 < g.type(a_name).shape[1] < 65536):
+        return False
+    if op == "sparse_const" and sparse_matvec_plan(em, node) is None:
+        return False
+    return avr_dense_takes(em, node)
 
 
 def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
     a_name, x_name = node.inputs
     g = em.graph
-    A = g.node(a_name).attrs["value"].astype(np.int64)
+    A = int_matrix(g, a_name)
+    # streaming's feed() keeps reading a sparse constant's CSC arrays
+    key = f"{a_name}:dense" if g.op(a_name) == "sparse_const" else a_name
     wbits = g.type(a_name).dtype.bits
     out_shift = node_output_shift(g, node.name)
     acc = em.sym("acc")
     if node.type.dtype.bits == 16 and 8 <= out_shift <= 16:  # the kernel shifts, saturates and stores
-        return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=a_name,
+        return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key,
                                 out=(em.var(node.name), out_shift)), "}"]
-    return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=a_name),
+    return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key),
             f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
             "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift),
             "}"]
@@ -538,6 +564,10 @@ def kernel_scale(em: CEmitter, node: Node) -> list[str] | None:
     if _bits(em, a) != 16 or not -32768 <= fq <= 32767 or node.type.rank != 1:
         return None
     k = em.graph.type(a).dtype.scale + node.attrs["factor_scale"] - node.type.dtype.scale
+    if fq > 0 and fq & (fq - 1) == 0:  # 2^p: rshift(v 2^p, k) = rshift(v, k - p), exact (a shift, no multiply)
+        p = fq.bit_length() - 1
+        return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) "
+                + store_rs(em, node, "i", f"(int32_t){em.at(a, 'i')}", k - p)]
     prod = f"(int32_t){em.at(a, 'i')} * (int16_t){fq}"  # 16 x 16 -> 32: __mulhisi3, not __mulsi3
     return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) " + store_rs(em, node, "i", prod, k)]
 
@@ -564,8 +594,9 @@ def store_presum(em: CEmitter, node: Node, index: str, expr: str, k: int) -> lis
 
 def exp_asm(name: str, n: int, at: dict, shift: int, presum: bool) -> str:
     """void name(const int16_t *in, int16_t *out, uint32_t *sx, t_hi, t_lo /*flash*/): exp_lut over n <= 256
-    elements when both tables are non-negative and every rounded product fits 16 bits (checked by the
-    caller): clamp, index, two LPM pairs, an unsigned 16 x 16 product, the rounding shift; with presum,
+    elements (any product shift 0..31: every output scale the search can choose) when both tables are
+    non-negative and every rounded product fits 16 bits (checked by the caller): clamp, index, two LPM
+    pairs, an unsigned 16 x 16 product, the rounding shift; with presum,
     out holds the result + 2^15 and *sx their sum."""
     lo_q, hi_q, drop, k = int(at["lo_q"]), int(at["hi_q"]), int(at["drop_bits"]), int(at["low_bits"])
     rnd = (1 << (drop - 1)) if drop else 0
@@ -596,12 +627,20 @@ def exp_asm(name: str, n: int, at: dict, shift: int, presum: bool) -> str:
           "mul r20, r18", "movw r22, r0", "mul r21, r19", "movw r24, r0",
           "mul r20, r19", "add r23, r0", "adc r24, r1", "adc r25, r5",
           "mul r21, r18", "add r23, r0", "adc r24, r1", "adc r25, r5"]
-    c = 1 << (shift - 1)
+    c = (1 << (shift - 1)) if shift else 0
     regs = ["r22", "r23", "r24", "r25"]
-    first = next(i for i in range(4) if (c >> (8 * i)) & 0xFF)  # lower bytes of c are 0: no borrow from them
-    neg = (-c) & 0xFFFFFFFF
-    b += [f"{'subi' if i == first else 'sbci'} {regs[i]}, {(neg >> (8 * i)) & 0xFF}" for i in range(first, 4)]
-    if shift < 12:
+    if c:
+        first = next(i for i in range(4) if (c >> (8 * i)) & 0xFF)  # lower bytes of c are 0: no borrow from them
+        neg = (-c) & 0xFFFFFFFF
+        b += [f"{'subi' if i == first else 'sbci'} {regs[i]}, {(neg >> (8 * i)) & 0xFF}" for i in range(first, 4)]
+    # the rounded product is non-negative and its result fits 15 bits (checked by the caller)
+    if shift < 8:
+        b += ["lsr r25", "ror r24", "ror r23", "ror r22"] * shift
+        lo, hi = "r22", "r23"
+    elif shift > 16:
+        b += ["lsr r25", "ror r24"] * (shift - 16)
+        lo, hi = "r24", "r25"
+    elif shift < 12:
         b += ["lsr r25", "ror r24", "ror r23"] * (shift - 8)
         lo, hi = "r23", "r24"
     else:
@@ -661,9 +700,9 @@ def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
                 f"{rd(t_lo, f't & {mask}', 'uint16_t')})")
     else:
         prod = f"(int32_t){rd(t_hi, f't >> {k}', 'int16_t')} * {rd(t_lo, f't & {mask}', 'int16_t')}"
-    if (th.min() >= 0 and tl.min() >= 0 and node.type.dtype.bits == 16 and 8 <= shift <= 16
+    if (th.min() >= 0 and tl.min() >= 0 and node.type.dtype.bits == 16 and 0 <= shift <= 31
             and node.type.size <= 256
-            and (int(th.max()) * int(tl.max()) + (1 << (shift - 1))) >> shift <= 32767):
+            and (int(th.max()) * int(tl.max()) + ((1 << (shift - 1)) if shift else 0)) >> shift <= 32767):
         name = em.sym(f"exp_{node.name}")
         fused = bool(fused_producer(em, node.name))
         em.helpers[name] = exp_asm(name, node.type.size, at, shift, fused)
@@ -681,3 +720,118 @@ def kernel_exp_lut(em: CEmitter, node: Node) -> list[str] | None:
             f"    const uint16_t t = (uint16_t)((uint16_t)((uint16_t)v - (uint16_t){lo_q}) + {rnd}u) >> {drop};",
             *store_presum(em, node, "i", prod, shift),
             "}", *post, "}"]
+
+
+def matvec_at_ok(em: CEmitter, node: Node) -> bool:
+    """matvec_at (row block k of a constant (n, rows, cols) by x, as Bonsai's node scores) on mac_asm."""
+    m_name, _, x_name = node.inputs
+    g = em.graph
+    if g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0)):
+        return False
+    t, xt = g.type(m_name), g.type(x_name)
+    return (t.rank == 3 and t.dtype.bits in (8, 16) and xt.dtype.bits == 16 and xt.rank == 1
+            and 0 < t.shape[2] < 65536 and t.shape[1] > 0)
+
+
+def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
+    """Block k's rows on the dense kernel: every block's image (kernel_weights) one after the other in flash,
+    the call's weight pointer moved to block k at run time; no libgcc multiply."""
+    if not matvec_at_ok(em, node):
+        return None
+    m_name, k_name, x_name = node.inputs
+    g = em.graph
+    M = g.node(m_name).attrs["value"].astype(np.int64)
+    n, rows, cols = M.shape
+    wbits = g.type(m_name).dtype.bits
+    parts = [kernel_weights(M[k], wbits) for k in range(n)]
+    stride = len(parts[0][0])
+    if n * stride > 65535:
+        return None
+    layout = parts[0][1]
+    wtype = "uint16_t" if wbits == 16 else "uint8_t"
+    sym = em.add_const_array(em.sym(f"{m_name}_off"), np.concatenate([p[0] for p in parts]), wtype,
+                             f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the dense "
+                             "kernel stores a matrix")
+    out_shift = node_output_shift(g, node.name)
+    direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts, saturates and stores
+    acc = em.sym("acc")
+    if not direct:
+        em.scratch(acc, "uint32_t", rows)
+    x = em.var(x_name)
+    lines = ["{", f"    const uint16_t at = (uint16_t)((uint16_t){em.at(k_name, '0')} * {stride}u);",
+             "    uint32_t sx = 0;",
+             f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
+             f"    sx <<= {15 if wbits == 16 else 7};"]
+    groups = [(0, BLOCK, rows // BLOCK)] if rows >= BLOCK else []
+    if rows % BLOCK:
+        groups.append((rows - rows % BLOCK, rows % BLOCK, 1))
+    for r, nr, nb in groups:
+        name = em.sym(f"mac{nr}w{wbits}_{cols}x{nb}" + (f"s{out_shift}" if direct else ""))
+        if name not in em.helpers:
+            em.helpers[name] = mac_asm(name, nr, wbits, False, cols, nb, out_shift if direct else None)
+        base = layout[r // BLOCK].base - (4 if wbits == 8 else 2) * nr
+        dest = em.var(node.name) if direct else acc
+        lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest} + {r}, sx);")
+    if not direct:
+        lines += [f"    for (uint8_t r = 0; r < {rows}; ++r)",
+                  "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift)]
+    return lines + ["}"]
+
+
+def muls16_avr(em: CEmitter) -> str:
+    """Name of an inline signed 16 x 16 -> 32 product (MUL, MULS, two MULSU: no libgcc call)."""
+    name = em.sym("muls16")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["clr %[z]", "mul %A[a], %A[b]", "movw %A[r], r0", "muls %B[a], %B[b]", "movw %C[r], r0",
+                               "mulsu %B[a], %A[b]", "sbc %D[r], %[z]", "add %B[r], r0", "adc %C[r], r1",
+                               "adc %D[r], %[z]",
+                               "mulsu %B[b], %A[a]", "sbc %D[r], %[z]", "add %B[r], r0", "adc %C[r], r1",
+                               "adc %D[r], %[z]", "clr r1"])
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) int32_t {name}(int16_t a, int16_t b)\n"
+                            "{\n    int32_t r;\n    uint8_t z;\n"
+                            f"    __asm__(\"{asm}\" : [r] \"=&r\"(r), [z] \"=&r\"(z) : [a] \"a\"(a), [b] \"a\"(b));\n"
+                            "    (void)z;\n    return r;\n}\n")
+    return name
+
+
+def kernel_mul(em: CEmitter, node: Node) -> list[str] | None:
+    """Element-wise product of two int16 vectors (Bonsai's W z * tanh(V z)): an inline signed product."""
+    a, b = node.inputs
+    g = em.graph
+    if (node.type.rank != 1 or node.type.dtype.bits != 16 or any(g.op(v) in ("const", "sparse_const") for v in (a, b))
+            or any(g.type(v).shape != node.type.shape or g.type(v).dtype.bits != 16 for v in (a, b))):
+        return None
+    k = g.type(a).dtype.scale + g.type(b).dtype.scale - node.type.dtype.scale
+    return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) "
+            + store_rs(em, node, "i", f"{muls16_avr(em)}({em.var(a)}[i], {em.var(b)}[i])", k)]
+
+
+def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
+    """tanh_lut (c_fixed's table with linear interpolation) in 16-bit arithmetic: the table rises, so
+    y1 - y0 >= 0 and its product with the fraction is one unsigned 16 x 16 product (no libgcc call)."""
+    from tinycc_ml.backends.c_fixed import index_type
+
+    (a,) = node.inputs
+    at = node.attrs
+    table = np.asarray(at["table"], np.int64)
+    n, drop, top = node.type.size, int(at["drop_bits"]), int(at["in_max_q"])
+    if (_bits(em, a) != 16 or node.type.rank != 1 or not 1 <= drop <= 15 or not 0 < top <= 65535
+            or table.min(initial=0) < 0 or table.max(initial=0) > 32767 or np.any(np.diff(table) < 0)):
+        return None
+    sym = em.add_const_array(em.sym(f"{node.name}_tanh"), at["table"], "int16_t",
+                             f"%{node.name}: tanh table, scale 2^-{at['table_scale']}")
+    rd = em.target.read_const
+    last = len(table) - 1
+    out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", at["table_scale"] - node.type.dtype.scale,
+                  bound=int(np.max(np.abs(table), initial=0)))
+    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
+            f"    const int16_t v = {em.at(a, 'i')};",
+            "    const uint16_t mag = v < 0 ? (uint16_t)(0u - (uint16_t)v) : (uint16_t)v;",
+            f"    const uint16_t q = mag < {top}u ? mag : {top}u;",
+            f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;",
+            f"    const int16_t y0 = {rd(sym, 't', 'int16_t')};",
+            f"    const int16_t y1 = {rd(sym, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
+            f"    const int16_t y = (int16_t)(y0 + (int16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + "
+            f"{1 << (drop - 1)}u) >> {drop}));",
+            "    " + store(em, node, "i", out),
+            "}"]

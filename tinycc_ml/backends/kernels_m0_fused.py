@@ -23,6 +23,7 @@ import numpy as np
 
 from tinycc_ml.backends.c_fixed import shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
+from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import storage_clip_bounds
 from tinycc_ml.ir.ops.registry import node_output_shift
@@ -115,9 +116,20 @@ def _dense_ok(em, a_name: str, x_name: str) -> bool:
 
 
 def matvec_ok(em, node: Node) -> bool:
+    """The 9-row kernel takes the mat-vec: a constant matrix (dense, or sparse when the cost model of
+    matvec_choice chose this kernel for it), not one the sparse kernel takes."""
+    if node.op != "matvec" or int(node.attrs.get("shift", 0)) != 0:
+        return False
     a_name, x_name = node.inputs
-    return (node.op == "matvec" and _dense_ok(em, a_name, x_name) and int(node.attrs.get("shift", 0)) == 0
-            and em.graph.type(a_name).dtype.bits in (8, 16))
+    g = em.graph
+    if g.type(a_name).dtype.bits not in (8, 16):
+        return False
+    if g.op(a_name) == "sparse_const":
+        if sparse_matvec_plan(em, node) is None or g.type(a_name).shape[1] >= 4096:
+            return False
+    elif not _dense_ok(em, a_name, x_name):
+        return False
+    return m0_dense_takes(em, node)
 
 
 def sqdist_ok(em, node: Node) -> bool:
@@ -264,15 +276,13 @@ def kernel_clip(em, node: Node) -> list[str] | None:
             f"    {sym}[0] = sx;", *([f"    {sym}[1] = xx;"] if kind == "sqdist" else []), "}"]
 
 
-def kernel_matvec(em, node: Node, A: np.ndarray | None = None) -> list[str] | None:
-    """The mat-vec on the 9-row kernel; A: the integer matrix when it is not a dense constant (a sparse
-    one the cost model sent here)."""
-    if A is None and not matvec_ok(em, node):
+def kernel_matvec(em, node: Node) -> list[str] | None:
+    """The mat-vec on the 9-row kernel (a dense constant, or a sparse one the cost model sent here)."""
+    if not matvec_ok(em, node):
         return None
     a_name, x_name = node.inputs
     g = em.graph
-    if A is None:
-        A = g.node(a_name).attrs["value"].astype(np.int64)
+    A = int_matrix(g, a_name)
     wbits = g.type(a_name).dtype.bits
     buf, prep = _prepare(em, x_name, "matvec")
     acc = em.sym("acc")
@@ -337,3 +347,46 @@ def kernel_sqdist8(em, node: Node) -> list[str] | None:
             f"    for (int j = 0; j < {m}; ++j) {{",
             f"        const uint32_t d = {norm}xx + ({acc}[j] << {k + 1});",
             "        " + store(em, node, "j", shift_c(em, "(int32_t)d", out_shift)), "    }", "}"]
+
+
+def kernel_matvec_at(em, node: Node) -> list[str] | None:
+    """matvec_at (row block k of a constant (n, rows, cols), as Bonsai's node scores) on the 9-row kernel:
+    every block's image (m0_image) one after the other in flash, the call moved to block k at run time."""
+    m_name, k_name, x_name = node.inputs
+    g = em.graph
+    t, xt = g.type(m_name), g.type(x_name)
+    if (g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0))
+            or t.rank != 3 or t.dtype.bits not in (8, 16) or xt.dtype.bits != 16 or xt.rank != 1
+            or not 0 < t.shape[2] < 4096 or t.shape[1] < 4):
+        return None  # under 4 rows the C loop is cheaper than the kernel's input pass and call
+    M = g.node(m_name).attrs["value"].astype(np.int64)
+    n, rows, cols = M.shape
+    wbits = t.dtype.bits
+    images = [m0_image(M[k], wbits) for k in range(n)]
+    stride = len(images[0][0]) // 2  # int32 words per block (m0_image pads blocks to 4 bytes)
+    sym = em.add_const_array(em.sym(f"{m_name}_m0"), np.concatenate([im for im, _ in images]).view("<i4"), "int32_t",
+                             f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the 9-row "
+                             "kernel stores a matrix")
+    buf, prep = _prepare(em, x_name, "matvec")
+    acc = em.sym("acc")
+    em.scratch(acc, "uint32_t", rows)
+    out_shift = node_output_shift(g, node.name)
+    calls = []
+    for (r, nr), s in zip(row_blocks(rows), images[0][1]):
+        name = em.sym(f"mac{nr}w{wbits}_{cols}")
+        if name not in em.helpers:
+            em.helpers[name] = mac_asm(name, nr, wbits, cols)
+        calls.append(f"{name}((const uint16_t *)({sym} + at + {s // 2}), {buf}, {acc} + {r}, v);")
+    return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
+            f"    const uint32_t at = (uint32_t){em.at(k_name, '0')} * {stride}u;",
+            *("    " + c for c in calls),
+            *_store_loop(em, node, rows, acc, out_shift), "}"]
+
+
+def _store_loop(em, node: Node, rows: int, acc: str, out_shift: int) -> list[str]:
+    """out[r] = sat(rshift(acc[r], out_shift)), the int16 saturation inline (the shared helper is a call at -Os)."""
+    value = shift_c(em, f"(int32_t){acc}[r]", out_shift)
+    if node.type.dtype.bits != 16:
+        return [f"    for (int r = 0; r < {rows}; ++r)", "        " + store(em, node, "r", value)]
+    return [f"    for (int r = 0; r < {rows}; ++r) {{", f"        const int32_t s = {value};",
+            f"        {em.var(node.name)}[r] = (int16_t)(s > 32767 ? 32767 : (s < -32768 ? -32768 : s));", "    }"]

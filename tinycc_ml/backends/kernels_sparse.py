@@ -1,5 +1,5 @@
 """Sparse mat-vec on the ATmega328P: a row-major run format walked by an asm kernel, chosen per
-matrix by a cost model (kernel_costs) against the dense kernel and the C CSC loop.
+matrix by the cost model of matvec_choice against the dense kernel and the C CSC loop.
 
 Format (flash, per row): for each page of 128 columns, a run of positive weights then a run of
 negative ones, each a count byte followed by (column byte, |w| little endian) entries; then K_r
@@ -24,19 +24,25 @@ clamped and stored (in the kernel's layout), the others are never loaded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from tinycc_ml.backends import matvec_choice
 from tinycc_ml.backends.layouts import InterleavedBounds
+from tinycc_ml.backends.matvec_choice import (
+    CHAIN,
+    PAGE_COLS,
+    _arena_page,
+    _fusable_clamp,
+    avr_decision,
+    driver_calls,
+    m0_decision,
+    run_counts,
+    run_lengths,
+    sparse_matvec_plan,
+)
 from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops import sparse_to_dense
 from tinycc_ml.ir.ops.arith import storage_clip_bounds
 from tinycc_ml.ir.ops.registry import node_output_shift
-
-PAGE_COLS = 128  # columns addressed by one byte offset (2 bytes per int16 element)
-MAX_SIGN_PER_ROW = 256  # entries of one sign in a row: 24-bit sums of 8x8-bit products
-MAX_ROWS = 256  # a byte counts the rows (0 = 256)
 
 
 def _words(lines: list[str]) -> str:
@@ -45,100 +51,7 @@ def _words(lines: list[str]) -> str:
 
 # ---------------------------------------------------------------- cost model
 
-@dataclass(frozen=True)
-class Candidate:
-    """One way to run a mat-vec, as the cost model sees it: predicted cycles and flash bytes, or why not."""
 
-    cycles: int | None = None
-    flash: int | None = None
-    unavailable: str | None = None
-
-    @property
-    def usable(self) -> bool:
-        return self.unavailable is None
-
-    def as_dict(self) -> dict:
-        return {"unavailable": self.unavailable} if self.unavailable else {"cycles": self.cycles, "flash": self.flash}
-
-
-@dataclass(frozen=True)
-class SparsePlan:
-    """A mat-vec by a sparse constant the kernels can take: the matrix (ints), its width, the fused clamp."""
-
-    A: np.ndarray
-    wbits: int
-    clamp: str | None
-
-
-@dataclass
-class KernelChoice:
-    """One mat-vec's kernel: what was chosen, the candidates' predicted cycles and flash bytes."""
-
-    matrix: str
-    shape: tuple[int, int]
-    nonzeros: int
-    chosen: str
-    candidates: dict[str, Candidate]
-    note: str = ""
-    node: str = ""  # the mat-vec
-
-    def as_dict(self) -> dict:
-        best = self.candidates[self.chosen]
-        return {"node": self.node, "matrix": self.matrix, "shape": list(self.shape), "nonzeros": self.nonzeros,
-                "kernel": self.chosen, "predicted_cycles": best.cycles, "flash_bytes": best.flash,
-                "candidates": {k: c.as_dict() for k, c in self.candidates.items()},
-                **({"note": self.note} if self.note else {})}
-
-
-@dataclass(frozen=True)
-class SparseDecision:
-    """What the cost model decided for one sparse mat-vec (made once per node, kept by the emitter)."""
-
-    kernel: str
-    clamp: str | None
-    choice: KernelChoice
-    offset: bool = False  # AVR: x may be negative, so the kernel offsets it
-
-
-# ATmega328P cycle costs, fitted on simavr runs of the kernels (see benchmarks/sparse_kernels.py)
-AVR_COSTS = {
-    "sparse": {16: {"nnz": 33.0, "run": 11.0, "empty_run": 8.0, "row": 60.0, "call": 80.0},
-               8: {"nnz": 20.75, "run": 11.0, "empty_run": 8.0, "row": 60.0, "call": 80.0}},
-    # the driver kernel: a call per run (empty runs cost nothing), the row's end a call too
-    "driver": {16: {"nnz": 32.0, "run": 7.0, "empty_run": 0.0, "row": 55.0, "call": 70.0},
-               8: {"nnz": 20.0, "run": 7.0, "empty_run": 0.0, "row": 55.0, "call": 70.0}},
-    "dense": {16: {"mac": 27.1, "block": 300.0, "call": 60.0}, 8: {"mac": 16.0, "block": 300.0, "call": 60.0}},
-    "csc_c": {16: {"nnz": 118.0, "col": 40.0}, 8: {"nnz": 105.0, "col": 40.0}},
-    "clamp_all": 11.0, "clamp_list": 19.5, "clamp_c": 30.0, "copy_col": 20.0,
-}
-
-
-def run_lengths(A: np.ndarray) -> list[list[tuple[np.ndarray, np.ndarray]]]:
-    """Per row, per page: (columns of the positive weights, columns of the negative ones)."""
-    rows, cols = A.shape
-    out = []
-    for r in range(rows):
-        pages = []
-        for p0 in range(0, cols, PAGE_COLS):
-            seg = A[r, p0:p0 + PAGE_COLS]
-            pages.append((np.nonzero(seg > 0)[0] + p0, np.nonzero(seg < 0)[0] + p0))
-        out.append(pages)
-    return out
-
-
-def sparse_format_ok(A: np.ndarray, wbits: int) -> str | None:
-    """Why the run format / kernel cannot hold A (None when it can)."""
-    rows, _ = A.shape
-    if rows > MAX_ROWS:
-        return f"{rows} rows: the kernel counts rows in a byte (at most {MAX_ROWS})"
-    for sign, counts in (("positive", (A > 0).sum(axis=1)), ("negative", (A < 0).sum(axis=1))):
-        if counts.max(initial=0) > MAX_SIGN_PER_ROW:
-            r = int(np.argmax(counts))
-            return (f"row {r} has {int(counts[r])} {sign} weights: the kernel's 24-bit partial sums hold "
-                    f"at most {MAX_SIGN_PER_ROW}")
-    if np.abs(A).max(initial=0) > (1 << (wbits - 1)):
-        return f"a weight is beyond int{wbits}"
-    return None
 
 
 def used_list(used: np.ndarray, cols: int) -> np.ndarray:
@@ -149,57 +62,6 @@ def used_list(used: np.ndarray, cols: int) -> np.ndarray:
         out += [len(mine), *(2 * (mine - p0)).tolist()]
     return np.asarray(out, np.uint8)
 
-
-def sparse_flash(A: np.ndarray, wbits: int, offset: bool, counts: bool = True) -> int:
-    """Bytes of sparse_image (with or without the runs' count bytes)."""
-    rows, cols = A.shape
-    pages = -(-cols // PAGE_COLS)
-    return int(np.count_nonzero(A)) * (1 + wbits // 8) + rows * ((2 * pages if counts else 0) + (4 if offset else 0))
-
-
-def csc_flash(nnz: int, rows: int, cols: int, wbits: int) -> int:
-    return nnz * (wbits // 8 + (1 if rows <= 256 else 2)) + 2 * (cols + 1)
-
-
-def avr_candidates(A: np.ndarray, wbits: int, offset: bool, clamp: str | None = None) -> dict[str, Candidate]:
-    """Predicted cycles and flash of each way to run x -> A x on the ATmega328P (A: ints). clamp: how an
-    input clamp fused into the sparse kernel runs ("all" columns or a "list" of the read ones in asm,
-    "c" with per-feature bounds), None when x is not a fused clamp (then the kernel copies x offset)."""
-    rows, cols = A.shape
-    nnz = int(np.count_nonzero(A))
-    used = int(np.count_nonzero(np.any(A != 0, axis=0)))
-    runs = sum(int(len(p) > 0) + int(len(n) > 0) for pages in run_lengths(A) for p, n in pages)
-    pages = -(-cols // PAGE_COLS)
-    c = AVR_COSTS
-    out = {}
-    why = sparse_format_ok(A, wbits)
-    if why:
-        out["avr-sparse-asm"] = Candidate(unavailable=why)
-    else:
-        driver = driver_calls(run_counts(A)) <= DRIVER_MAX_CALLS
-        s = c["driver" if driver else "sparse"][wbits]
-        if clamp == "all" and used < cols:
-            clamp = "list"
-        prep = {"all": c["clamp_all"] * cols, "list": c["clamp_list"] * used + 10 * pages,
-                "c": c["clamp_c"] * used, None: c["copy_col"] * cols}[clamp]
-        flash = sparse_flash(A, wbits, offset, counts=not driver) + (used + pages if clamp == "list" else 0)
-        out["avr-sparse-asm"] = Candidate(
-            round(s["call"] + s["nnz"] * nnz + s["run"] * runs + s["empty_run"] * (2 * rows * pages - runs)
-                  + s["row"] * rows + prep), flash)
-    d = c["dense"][wbits]
-    out["avr-dense-asm"] = Candidate(round(d["call"] + d["mac"] * rows * cols + d["block"] * -(-rows // 5)
-                                           + c["clamp_c"] * cols), rows * cols * wbits // 8 + 4 * rows)
-    k = c["csc_c"][wbits]
-    out["csc-c"] = Candidate(round(k["nnz"] * nnz + k["col"] * cols + c["clamp_c"] * cols),
-                             csc_flash(nnz, rows, cols, wbits))
-    return out
-
-
-def choose(cands: dict[str, Candidate]) -> str:
-    """The fastest candidate whose flash is at most the CSC form's (the size the model was trained to)."""
-    limit = cands["csc-c"].flash
-    ok = [k for k, v in cands.items() if v.usable and v.flash <= limit]
-    return min(ok, key=lambda k: cands[k].cycles)
 
 
 # ---------------------------------------------------------------- format and kernel
@@ -366,19 +228,6 @@ def _row_end(offset: bool, out_shift: int | None) -> list[str]:
     return b + _store_rows(["r2", "r3", "r4", "r5"], 1, out_shift, "r6", "r24")
 
 
-CHAIN = 32  # entries of one call into a chain of the driver kernel (longer runs take several calls)
-DRIVER_MAX_CALLS = 1024  # calls the driver kernel may emit (its code grows with them), else the loop kernel
-
-
-def run_counts(A: np.ndarray) -> list[list[tuple[int, int]]]:
-    """Per row, per page of 128 columns: (positive weights, negative weights)."""
-    return [[(len(p), len(n)) for p, n in pages] for pages in run_lengths(A)]
-
-
-def driver_calls(counts: list[list[tuple[int, int]]]) -> int:
-    """Calls the driver kernel makes: one per CHAIN entries of each run, one per row."""
-    return sum(-(-n // CHAIN) for pages in counts for pn in pages for n in pn) + len(counts)
-
 
 def sparse_driver_asm(name: str, wbits: int, counts: list[list[tuple[int, int]]], offset: bool,
                       out_shift: int | None, clamp: tuple | None) -> str:
@@ -424,35 +273,6 @@ def sparse_driver_asm(name: str, wbits: int, counts: list[list[tuple[int, int]]]
 
 # ---------------------------------------------------------------- emitter hooks
 
-def _matrix(em, a_name: str) -> np.ndarray:
-    return sparse_to_dense(em.graph.node(a_name).attrs).astype(np.int64)
-
-
-def sparse_matvec_plan(em, node: Node) -> SparsePlan | None:
-    """The plan when node is a matvec by a sparse constant the kernels can take, else None."""
-    g = em.graph
-    if node.op != "matvec":
-        return None
-    a_name, x_name = node.inputs
-    if g.op(a_name) != "sparse_const" or g.op(x_name) in ("const", "sparse_const"):
-        return None
-    if int(node.attrs.get("shift", 0)) != 0 or g.type(x_name).dtype.bits != 16 or node.type.rank != 1:
-        return None
-    wbits = g.type(a_name).dtype.bits
-    if wbits not in (8, 16):
-        return None
-    clamp = x_name if _fusable_clamp(em, x_name) else None
-    return SparsePlan(_matrix(em, a_name), wbits, clamp)
-
-
-def _fusable_clamp(em, name: str) -> bool:
-    from tinycc_ml.backends.kernels_clip import clip_ok
-
-    g = em.graph
-    if g.op(name) != "clip" or any(name == n for _, n in g.outputs) or len(g.users(name)) != 1:
-        return False
-    return clip_ok(em, g.node(name))
-
 
 def fused_clamp_user(em, node: Node) -> bool:
     """True when ``node`` (a clip) is emitted by the sparse mat-vec that alone reads it."""
@@ -460,40 +280,8 @@ def fused_clamp_user(em, node: Node) -> bool:
         return False
     user = em.graph.node(em.graph.users(node.name)[0])
     plan = sparse_matvec_plan(em, user)
-    return plan is not None and plan.clamp == node.name and _decide(em, user).kernel == "avr-sparse-asm"
+    return plan is not None and plan.clamp == node.name and avr_decision(em, user).kernel == "avr-sparse-asm"
 
-
-def _x_may_be_negative(em, x_name: str, clamp: str | None) -> bool:
-    if clamp is None:
-        return True
-    cl = em.graph.node(clamp)
-    lo, _ = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
-    return bool(np.min(lo) < 0)
-
-
-def _decide(em, node: Node) -> SparseDecision:
-    memo = em.sparse_choices
-    if node.name in memo:
-        return memo[node.name]
-    plan = sparse_matvec_plan(em, node)
-    A, wbits, clamp = plan.A, plan.wbits, plan.clamp
-    offset = _x_may_be_negative(em, node.inputs[1], clamp)
-    kind = None
-    if clamp:
-        cl = em.graph.node(clamp)
-        lo, _ = storage_clip_bounds(cl.attrs["lo"], cl.attrs["hi"], em.graph.type(cl.inputs[0]).dtype)
-        kind = "all" if np.ndim(lo) == 0 else "c"
-    cands = avr_candidates(A, wbits, offset, kind)
-    if cands["avr-sparse-asm"].usable and not em.own_x_pages and not _arena_page(em, clamp):
-        cands["avr-sparse-asm"] = Candidate(unavailable="its 256-byte aligned x buffer would not fit the chip's RAM")
-    chosen = choose(cands)
-    note = ""
-    if not cands["avr-sparse-asm"].usable:
-        note = f"sparse kernel not used: {cands['avr-sparse-asm'].unavailable}"
-    choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, note, node.name)
-    em.kernel_report.append(choice.as_dict())
-    memo[node.name] = SparseDecision(chosen, clamp, choice, offset)
-    return memo[node.name]
 
 
 def _clamp_lines(em, clamp: str, xbuf: str, cols: np.ndarray, offset: bool) -> list[str]:
@@ -537,14 +325,16 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     plan = sparse_matvec_plan(em, node)
     if plan is None:
         return None
-    decision = _decide(em, node)
+    decision = avr_decision(em, node)
     chosen = decision.kernel
     A, wbits, clamp = plan.A, plan.wbits, plan.clamp
     a_name, x_name = node.inputs
     if chosen == "csc-c":
         return csc_function(em, node)
-    if chosen == "avr-dense-asm":
-        return _dense(em, node, A, wbits)
+    if chosen == "avr-dense-asm":  # the dense kernel, its producer fused (kernels_avr.matvec_ok agrees)
+        from tinycc_ml.backends.kernels_avr import kernel_matvec
+
+        return kernel_matvec(em, node)
     from tinycc_ml.backends.kernels_avr import store_rs
 
     rows, cols = A.shape
@@ -555,7 +345,7 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     out_shift = node_output_shift(em.graph, node.name)
     direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts, saturates, stores
     counts = run_counts(A)
-    driver = driver_calls(counts) <= DRIVER_MAX_CALLS
+    driver = driver_calls(counts) <= matvec_choice.DRIVER_MAX_CALLS
     lines, asm_clamp, src, image = [], None, "0", sparse_image(A, wbits, offset, counts=not driver)
     if clamp:
         cl = em.graph.node(clamp)
@@ -609,14 +399,6 @@ def csc_function(em, node: Node) -> list[str]:
     return [f"{name}({xv}, {ov});"]
 
 
-def _arena_page(em, clamp: str | None) -> bool:
-    """The fused clamp's arena slot starts a 256-byte page of an arena the emitter can align."""
-    plan = em.graph.analyses.memory_plan
-    if clamp and clamp in plan and em.aligns_arenas:
-        key, offset, _ = plan[clamp]
-        return key == "i16" and (2 * offset) % 256 == 0
-    return False
-
 
 def _x_buffer(em, clamp: str | None, cols: int) -> str:
     """Where the kernel's x goes: the fused clamp's own arena slot when it starts a 256-byte page of
@@ -632,28 +414,7 @@ def _x_buffer(em, clamp: str | None, cols: int) -> str:
     return xbuf
 
 
-def _dense(em, node: Node, A: np.ndarray, wbits: int) -> list[str]:
-    """The dense asm kernel on the expanded matrix (the cost model found it faster and no bigger)."""
-    from tinycc_ml.backends.kernels_avr import mac_lines, store_rs
-
-    a_name, x_name = node.inputs
-    g = em.graph
-    out_shift = node_output_shift(g, node.name)
-    acc = em.sym("acc")
-    lines = mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=f"{a_name}:dense", fuse=False)
-    return ["{", *lines, f"    for (uint8_t r = 0; r < {A.shape[0]}; ++r)",
-            "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift), "}"]
-
-
 # ---------------------------------------------------------------- Cortex-M0
-
-# instructions (unicorn/QEMU counts), fitted on runs of the kernels
-M0_COSTS = {
-    "sparse": {"nnz": 6.75, "run": 14.0, "row": 12.0, "call": 40.0},
-    "dense": {"mac": 3.4, "block": 70.0},
-    "csc_c": {"nnz": 11.0, "col": 9.0},
-    "clamp_col": 7.0, "clamp_list": 12.0,
-}
 
 
 def m0_format(A: np.ndarray, wbits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -669,25 +430,6 @@ def m0_format(A: np.ndarray, wbits: int) -> tuple[np.ndarray, np.ndarray]:
             weights += A[r, p0 + nz].tolist()
     return np.asarray(stream, np.uint8), np.asarray(weights, np.int16 if wbits == 16 else np.int8)
 
-
-def m0_candidates(A: np.ndarray, wbits: int, clamp_used: int | None) -> dict[str, Candidate]:
-    rows, cols = A.shape
-    nnz = int(np.count_nonzero(A))
-    pages = -(-cols // PAGE_COLS)
-    c = M0_COSTS
-    s = c["sparse"]
-    clamp = 0 if clamp_used is None else c["clamp_list"] * clamp_used
-    out = {"m0-sparse-asm": Candidate(round(s["call"] + s["nnz"] * nnz + s["run"] * rows * pages + s["row"] * rows
-                                            + clamp), nnz * (1 + wbits // 8) + rows * pages),
-           "m0-dense-asm": Candidate(round(c["dense"]["mac"] * rows * cols + c["dense"]["block"] * -(-rows // 9)
-                                           + (0 if clamp_used is None else c["clamp_col"] * cols)),
-                                     rows * cols * wbits // 8 + 4 * rows),
-           "csc-c": Candidate(round(c["csc_c"]["nnz"] * nnz + c["csc_c"]["col"] * cols
-                                    + (0 if clamp_used is None else c["clamp_col"] * cols)),
-                              csc_flash(nnz, rows, cols, wbits))}
-    if rows > 65535:
-        out["m0-sparse-asm"] = Candidate(unavailable=f"{rows} rows")
-    return out
 
 
 def m0_sparse_asm(name: str, wbits: int, rows: int, pages: int) -> str:
@@ -742,21 +484,6 @@ def m0_clamp_asm(name: str, pages: int, lo: int, hi: int) -> str:
     return f"void {name}(const uint8_t *list, const int16_t *x, int16_t *out);\n__asm__(\n{text});\n"
 
 
-def _m0_decide(em, node: Node):
-    memo = em.sparse_choices
-    if node.name in memo:
-        return memo[node.name]
-    plan = sparse_matvec_plan(em, node)
-    A, wbits, clamp = plan.A, plan.wbits, plan.clamp
-    used = int(np.count_nonzero(np.any(A != 0, axis=0))) if clamp else None
-    cands = m0_candidates(A, wbits, used)
-    chosen = min((k for k, v in cands.items() if v.usable and v.flash <= cands["csc-c"].flash),
-                 key=lambda k: cands[k].cycles)
-    choice = KernelChoice(node.inputs[0], A.shape, int(np.count_nonzero(A)), chosen, cands, node=node.name)
-    em.kernel_report.append(choice.as_dict())
-    memo[node.name] = SparseDecision(chosen, clamp, choice)
-    return memo[node.name]
-
 
 def m0_sparse_kernel(em, node: Node) -> list[str] | None:
     """Cortex-M0: [] for an input clamp fused into the sparse mat-vec reading it, the kernel for the
@@ -765,19 +492,19 @@ def m0_sparse_kernel(em, node: Node) -> list[str] | None:
         if not _fusable_clamp(em, node.name):
             return None
         user = em.graph.node(em.graph.users(node.name)[0])
-        if sparse_matvec_plan(em, user) is None or _m0_decide(em, user).kernel != "m0-sparse-asm":
+        if sparse_matvec_plan(em, user) is None or m0_decision(em, user).kernel != "m0-sparse-asm":
             return None
         return []
     plan = sparse_matvec_plan(em, node)
     if plan is None:
         return None
-    decision = _m0_decide(em, node)
+    decision = m0_decision(em, node)
     chosen, clamp = decision.kernel, decision.clamp
     A, wbits = plan.A, plan.wbits
     if chosen == "m0-dense-asm":
         from tinycc_ml.backends.kernels_m0_fused import kernel_matvec
 
-        return kernel_matvec(em, node, A)
+        return kernel_matvec(em, node)
     if chosen != "m0-sparse-asm":
         return csc_function(em, node)
     a_name, x_name = node.inputs

@@ -4,8 +4,9 @@ Same API as the host backend (<prefix>_predict, <prefix>_scores), plus the strea
 points of the Bonsai paper when the first op after the input clamp is a matvec or an sqdist:
 <prefix>_begin(), <prefix>_feed(i, value) as features arrive, <prefix>_end() /
 <prefix>_end_scores(scores); the input vector is never stored. Integer builds also get
-<prefix>_predict_float(const float *x), compiled only with -D<PREFIX>_WITH_FLOAT (it needs
-float code). Constants live in flash; no heap, no division in the integer path.
+<prefix>_quantise and <prefix>_predict_float(const float *x) (backends/float_input.py), compiled only
+with -D<PREFIX>_WITH_FLOAT or in Arduino builds (they need float code). Constants live in flash; no
+heap, no division in the integer path.
 
 Streaming accumulates column i of W (any stored layout: row-major, kernel blocks, or CSC, whose
 columns are contiguous) or the terms (M[i][j] - x_i)^2 into static int32 accumulators; the int32
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from tinycc_ml.backends.base import Backend, BuildOutput, Fit
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget, Emitted, ctype_of
 from tinycc_ml.backends.c_files import Interface, entry_points
 from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, shift_c, store
+from tinycc_ml.backends.float_input import guard_macro, source_lines
 from tinycc_ml.backends.layouts import ConstLayout
 from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError, FitError, ToolchainError
@@ -121,7 +124,7 @@ class McuEmitter(CEmitter):
         except CompileError as exc:
             splan, no_stream = None, str(exc)
         api = self.interface(streaming=splan is not None, no_streaming_reason=no_stream,
-                             predict_float=self.input_scale is not None)
+                             predict_float=self.input_scale is not None, float_guard=guard_macro(self.prefix))
         ops = self.scheduled_ops()
         if splan:
             functions = self.split_run(api, ops, splan.first) + self.streaming(api, splan)
@@ -129,7 +132,7 @@ class McuEmitter(CEmitter):
             functions = self.run_function(api, ops)
         functions += entry_points(api)
         if api.predict_float:
-            functions += self.float_wrapper(api, splan)
+            functions += source_lines(api, self.target.const_attribute, self.target.read_const, splan is not None)
         return self.assemble(api, functions)
 
     def split_run(self, api: Interface, ops: list[str], first: str) -> list[str]:
@@ -228,32 +231,6 @@ class McuEmitter(CEmitter):
         d = rshift_c(f"(int32_t){rd(mt, f'j * {k} + i', ctype_of(g.type(m_name).dtype))} - v", h)
         return [f"for (int j = 0; j < {m}; ++j) {{", f"    const int32_t d = {d};", f"    {acc}[j] += d * d;", "}"]
 
-    def float_wrapper(self, api: Interface, splan: StreamPlan | None) -> list[str]:
-        P, guard, input_dim = api.sym, f"{self.prefix.upper()}_WITH_FLOAT", api.input_dim
-        s_in = np.asarray(api.input_shifts)
-        lines = [f"#ifdef {guard}"]
-        if np.all(s_in == s_in[0]):
-            factor = f"{float(2.0 ** s_in[0])!r}f"
-        else:  # one factor per feature, in flash
-            items = ", ".join(f"{float(2.0 ** s)!r}f" for s in s_in)
-            attr = self.target.const_attribute
-            lines.append(f"static const float {P('in_factor')}[{input_dim}]{attr} = {{ {items} }};")
-            factor = self.target.read_const(P("in_factor"), "i", "float")
-        q = f"{P('quantise')}(x[i], {factor})"
-        lines += [f"static int16_t {P('quantise')}(float v, float factor)", "{",
-                  "    const float s = v * factor + 0.5f;",
-                  "    if (s >= 32767.0f) return 32767;", "    if (s <= -32768.0f) return -32768;",
-                  "    const int32_t t = (int32_t)s;", "    return (int16_t)(t - ((float)t > s));", "}", "",
-                  f"int {P('predict_float')}(const float *x)", "{"]
-        if splan:
-            lines += [f"    {P('begin')}();", f"    for (int i = 0; i < {input_dim}; ++i) {P('feed')}(i, {q});",
-                      f"    return {P('end')}();"]
-        else:
-            lines += [f"    static int16_t xq[{input_dim}];",
-                      f"    for (int i = 0; i < {input_dim}; ++i) xq[i] = {q};", f"    return {P('predict')}(xq);"]
-        return lines + ["}", f"#endif /* {guard} */", ""]
-
-
 # ---------------------------------------------------------------- backends
 
 def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
@@ -284,6 +261,8 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
     sizes, failure = None, "not measured"
     if output.const_bytes > chip.flash:  # no build can fit: not worth compiling (megabytes of C)
         measure, failure = False, "the constants alone exceed the flash"
+    elif output.ram_bytes > chip.ram:  # nor with intermediates beyond the RAM (arrays a compiler may refuse)
+        measure, failure = False, "the intermediates alone exceed the RAM"
     if measure:
         try:
             with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
@@ -294,8 +273,8 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
                 sizes = firmware_sizes(simulator, [os.path.join(tmp, f"{p}.c")], os.path.join(tmp, f"{p}.h"), p,
                                        output.input_dim, output.n_scores, output.input_ctype, output.score_ctype,
                                        chip=chip)
-        except ToolchainError as exc:
-            sizes, failure = None, str(exc)
+        except ToolchainError as exc:  # said without the temporary folder's name
+            sizes, failure = None, re.sub(r"\S*/tinycc-ml-[^/\s]*/", "", str(exc))
     linker_says = [ln.strip()[-160:] for ln in failure.splitlines()
                    if "will not fit in region" in ln or "overflowed by" in ln]
     if sizes is None and linker_says:  # the linker itself says no: no estimate can say yes

@@ -18,19 +18,21 @@ uses the simavr program), nRF51822 (BBC micro:bit; UART on P0.24 at 115200 baud,
 times are what a 16 MHz chip would take at one cycle per instruction; it ends through semihosting, which on a real chip
 without a debugger stops in the fault handler after the last line). Building needs only the
 cross compiler and make, not tinycc-ml. ``make FLOAT_INPUT=1`` stores the inputs as float and
-quantises them on the device with ``<name>_quantise_input`` (integer builds).
+quantises them on the device with ``<name>_quantise_feature`` (integer builds; it defines
+``<NAME>_WITH_FLOAT``); the compile command is a dependency (``build.flags``), so changing a variable
+rebuilds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tinycc_ml.backends.examples import Examples, c_table, input_helper, label_table_lines
+from tinycc_ml.backends.examples import Examples, c_table, input_helper, label_printer_lines
 from tinycc_ml.chips import ATMEGA328P, NRF51822, Chip
 from tinycc_ml.errors import CompileError
 from tinycc_ml.version import __version__
 
-WARNINGS = "-std=c99 -Wall -Wextra -Werror"  # generated code and demo firmware build clean with these
+WARNINGS = "-std=c99 -Wall -Wextra"  # the tests add -Werror (EXTRA_CFLAGS): generated code builds clean with it
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,18 @@ def _main_c(name: str, ex: Examples) -> str:
         '#include "board.h"',
         '#include "examples.h"',
         f'#include "{name}.h"',
-        *([f"#if {up}_DEMO_FLOAT_INPUT", f'#include "{name}_input.h"', "#endif"] if integer else []),
-        "",
-        *label_table_lines(name),
+        "#ifdef __AVR__ /* text stays in flash */",
+        "#include <avr/pgmspace.h>",
+        "static void print_flash(const char *text)",
+        "{",
+        "    char c[2] = {0, 0};",
+        "    while ((c[0] = (char)pgm_read_byte(text++)) != 0)",
+        "        board_print(c);",
+        "}",
+        "#define PRINT(text) print_flash(PSTR(text))",
+        "#else",
+        "#define PRINT(text) board_print(text)",
+        "#endif",
         "",
         f"static {ctype} x[{up}_INPUT_DIM];",
         "",
@@ -131,25 +142,21 @@ def _main_c(name: str, ex: Examples) -> str:
         "    board_print(p);",
         "}",
         "",
-        f"#ifdef {up}_DEMO_LABELS",
-        "static void print_label(int index)",
-        "{",
-        f"#if defined({up}_LABEL_NAMES)",
-        "    board_print(label_of[index]);",
-        "#else",
-        "    const long v = label_of[index];",
-        '    if (v < 0) board_print("-");',
-        "    print_uint(v < 0 ? 0u - (uint32_t)v : (uint32_t)v);",
-        "#endif",
-        "}",
-        "#endif",
+        *label_printer_lines(name, [
+            "#ifdef __AVR__ /* the labels stay in flash */",
+            "    print_flash(label);",
+            "#else",
+            "    board_print(label);",
+            "#endif"], [
+            '    if (label < 0) PRINT("-");',
+            "    print_uint(label < 0 ? 0u - (uint32_t)label : (uint32_t)label);"]),
         "",
         "int main(void)",
         "{",
         "    board_init();",
-        f'    board_print("{name}: ");',
+        f'    PRINT("{name}: ");',
         "    print_uint(EXAMPLES_COUNT);",
-        '    board_print(" stored inputs\\r\\n");',
+        '    PRINT(" stored inputs\\r\\n");',
         "    uint32_t correct = 0;",
         "    for (uint8_t r = 0; r < EXAMPLES_COUNT; ++r) {",
         f"        for (int k = 0; k < {up}_INPUT_DIM; ++k) {{",
@@ -160,29 +167,29 @@ def _main_c(name: str, ex: Examples) -> str:
         "        const uint32_t us = board_us_since(start);",
         "        const int expected = EXAMPLE_EXPECTED(r);",
         "        correct += predicted == expected;",
-        '        board_print("row ");',
+        '        PRINT("row ");',
         "        print_uint(r);",
-        '        board_print(": predicted ");',
+        '        PRINT(": predicted ");',
         "        print_uint((uint32_t)predicted);",
-        '        board_print(", expected ");',
+        '        PRINT(", expected ");',
         "        print_uint((uint32_t)expected);",
-        '        board_print(", ");',
+        '        PRINT(", ");',
         "        print_uint(us);",
-        '        board_print(" us");',
+        '        PRINT(" us");',
         f"#ifdef {up}_DEMO_LABELS",
-        '        board_print(" (label ");',
+        '        PRINT(" (label ");',
         "        print_label(predicted);",
-        '        board_print(", expected label ");',
+        '        PRINT(", expected label ");',
         "        print_label(expected);",
-        '        board_print(")");',
+        '        PRINT(")");',
         "#endif",
-        '        board_print("\\r\\n");',
+        '        PRINT("\\r\\n");',
         "    }",
-        '    board_print("correct ");',
+        '    PRINT("correct ");',
         "    print_uint(correct);",
-        '    board_print("/");',
+        '    PRINT("/");',
         "    print_uint(EXAMPLES_COUNT);",
-        '    board_print("\\r\\n");',
+        '    PRINT("\\r\\n");',
         "    board_exit(0);",
         "    return 0;",
         "}",
@@ -313,105 +320,46 @@ void board_exit(int code)
 }
 """
 
-M0_STARTUP_C = """\
-/* Cortex-M0 start-up for the nRF51822: vector table, copy .data, zero .bss, call main. */
-#include <stdint.h>
+def _cmake_file(name: str) -> str:
+    """A file shipped beside TinyccML.cmake (CMake cross builds use the same start-up and linker script)."""
+    from importlib import resources
 
-extern uint32_t __stack_top, __data_load, __data_start, __data_end, __bss_start, __bss_end;
-int main(void);
-void reset_handler(void);
+    return resources.files("tinycc_ml").joinpath("cmake", name).read_text()
 
-static void fault_handler(void)
-{
-    for (;;) {
-    }
-}
 
-void reset_handler(void)
-{
-    uint32_t *src = &__data_load, *dst = &__data_start;
-    while (dst < &__data_end)
-        *dst++ = *src++;
-    for (dst = &__bss_start; dst < &__bss_end; dst++)
-        *dst = 0;
-    main();
-    fault_handler();
-}
-
-__attribute__((section(".vectors"), used)) static void (*const vectors[16])(void) = {
-    (void (*)(void))(uintptr_t)&__stack_top,
-    reset_handler,
-    fault_handler, /* NMI */
-    fault_handler, /* HardFault */
-    0, 0, 0, 0, 0, 0, 0,
-    fault_handler, /* SVCall */
-    0, 0,
-    fault_handler, /* PendSV */
-    fault_handler, /* SysTick */
-};
-"""
-
-# the sections every ARM board of the firmware projects links with (vectors, .data copied, .bss zeroed)
-ARM_LINKER_SECTIONS = """\
-ENTRY(reset_handler)
-__stack_top = ORIGIN(RAM) + LENGTH(RAM);
-
-SECTIONS
-{
-    .text :
-    {
-        KEEP(*(.vectors))
-        *(.text*)
-        *(.rodata*)
-        . = ALIGN(4);
-    } > FLASH
-    .ARM.exidx : { *(.ARM.exidx*) } > FLASH
-    __data_load = LOADADDR(.data);
-    .data : ALIGN(4)
-    {
-        __data_start = .;
-        *(.data*)
-        . = ALIGN(4);
-        __data_end = .;
-    } > RAM AT > FLASH
-    .bss (NOLOAD) : ALIGN(4)
-    {
-        __bss_start = .;
-        *(.bss*)
-        *(COMMON)
-        . = ALIGN(4);
-        __bss_end = .;
-    } > RAM
-}
-"""
-
-M0_LINKER_SCRIPT = """\
-/* nRF51822 (BBC micro:bit, QEMU -M microbit): 256 KB flash at 0, 16 KB RAM at 0x20000000. */
-MEMORY
-{
-    FLASH (rx) : ORIGIN = 0x00000000, LENGTH = 256K
-    RAM (rwx)  : ORIGIN = 0x20000000, LENGTH = 16K
-}
-""" + ARM_LINKER_SECTIONS
+# Cortex-M0 start-up for the nRF51822 (vector table, .data copied, .bss zeroed, main) and its linker script;
+# the sections part (from ENTRY on) is what every ARM board of the firmware projects links with
+M0_STARTUP_C = _cmake_file("nrf51_startup.c")
+M0_LINKER_SCRIPT = _cmake_file("nrf51.ld")
+ARM_LINKER_SECTIONS = M0_LINKER_SCRIPT[M0_LINKER_SCRIPT.index("ENTRY("):]
 
 
 def _makefile(name: str, board: Board) -> str:
-    chip, float_input = board.chip, f"-D{name.upper()}_DEMO_FLOAT_INPUT=$(FLOAT_INPUT)"
+    chip, up = board.chip, name.upper()
     ld = f" -T {board.linker_script}" if board.linker_script else ""
     return "\n".join([
         f"# {name} demo firmware for the {board.title}, generated by tinycc-ml {__version__}.",
         *board.make_intro, *board.tools,
         "FLOAT_INPUT ?= 0",
-        f"CFLAGS = {' '.join(chip.cflags)} {WARNINGS}",
+        "# more compiler flags, e.g. make EXTRA_CFLAGS=-g",
+        "EXTRA_CFLAGS ?=",
+        f"CFLAGS = {' '.join(chip.cflags)} {WARNINGS} $(EXTRA_CFLAGS)",
+        f"DEFINES = -D{up}_DEMO_FLOAT_INPUT=$(FLOAT_INPUT) $(if $(filter 1,$(FLOAT_INPUT)),-D{up}_WITH_FLOAT)",
         f"LDFLAGS = {' '.join(chip.ldflags)}{ld}",
         f"SOURCES = {' '.join([*board.sources, 'main.c', 'board.c', name + '.c'])}",
         f"LINKER_SCRIPT ={' ' + board.linker_script if board.linker_script else ''}",
         "",
-        ".PHONY: all run clean" + "".join(" " + p for p in board.phony),
+        ".PHONY: all run clean FORCE" + "".join(" " + p for p in board.phony),
         "all: firmware.elf firmware.hex",
         "",
-        "firmware.elf: $(SOURCES) $(wildcard *.h) $(LINKER_SCRIPT) Makefile",
-        f"\t$(CC) $(CFLAGS) {float_input} $(LDFLAGS) $(SOURCES) -o $@ -lm",
+        "# the compile command as a file, rewritten only when it changes: `make FLOAT_INPUT=1` after `make`",
+        "# (or any other change of a variable) rebuilds",
+        "BUILD_COMMAND = $(CC) $(CFLAGS) $(DEFINES) $(LDFLAGS)",
+        "build.flags: FORCE",
+        "\t@echo '$(BUILD_COMMAND)' | cmp -s - $@ || echo '$(BUILD_COMMAND)' > $@",
+        "",
+        "firmware.elf: $(SOURCES) $(wildcard *.h) $(LINKER_SCRIPT) Makefile build.flags",
+        "\t$(CC) $(CFLAGS) $(DEFINES) $(LDFLAGS) $(SOURCES) -o $@ -lm",
         board.size,
         "",
         "firmware.hex: firmware.elf",
@@ -420,7 +368,7 @@ def _makefile(name: str, board: Board) -> str:
         "run: firmware.elf", *board.run, "",
         *board.rules,
         "clean:",
-        "\trm -f firmware.elf firmware.hex",
+        "\trm -f firmware.elf firmware.hex build.flags",
         ""])
 
 
@@ -436,7 +384,7 @@ def _readme(name: str, board: Board, ex: Examples) -> str:
         "    make              build firmware.elf and firmware.hex",
         "    make run          run it in the simulator and print the results",
         "    make FLOAT_INPUT=1   store the inputs as float and quantise them on the chip with",
-        f"                      {name}_quantise_input() from {name}_input.h (integer builds)",
+        f"                      {name}_quantise_feature() of {name}.h (integer builds; rebuilds when changed)",
         f"    {board.flash_hint}",
         "",
     ])

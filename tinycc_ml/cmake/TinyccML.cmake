@@ -10,6 +10,11 @@
 #                       [NAME kws])                        C prefix and file names; default: <lib>
 #   target_link_libraries(app PRIVATE kws)                 # kws.h is on the include path
 #
+#   tinycc_ml_add_firmware(app main.c ...)                  add_executable + the chip's start-up file
+#                                                          and linker script for cross builds
+#                                                          (TINYCC_ML_STARTUP_SOURCE, TINYCC_ML_LINKER_SCRIPT:
+#                                                          set by tinycc-ml-cortex-m0.cmake; none on the host)
+#
 # The model is compiled when the build runs (not at configure time). It is compiled again when the
 # model (any file of an EdgeML directory), the calibration file or the options change, and not
 # otherwise. The manifest <NAME>.json is the step's stamp (rewritten on every run); regenerated
@@ -38,6 +43,44 @@ if(NOT TINYCC_ML_COMMAND)
   endif()
   set(TINYCC_ML_COMMAND "${_tinycc_ml_default}" CACHE STRING "Command (a CMake list) that runs tinycc-ml")
 endif()
+
+# A microcontroller TARGET needs the matching cross compiler: said at configure time, not as a missing
+# <avr/io.h> or an unknown -mmcu when the build runs. The host target's C is portable: any compiler.
+function(_tinycc_ml_check_compiler where target)
+  if(target STREQUAL "host" OR NOT CMAKE_C_COMPILER)
+    return()
+  endif()
+  get_filename_component(_cc "${CMAKE_C_COMPILER}" NAME)
+  if(target MATCHES "^avr")
+    set(_want avr)
+    set(_toolchain tinycc-ml-avr.cmake)
+  elseif(target MATCHES "^cortex-")
+    set(_want arm)
+    set(_toolchain tinycc-ml-${target}.cmake)
+  else()
+    return()  # a plug-in target: its own toolchain, unknown here
+  endif()
+  string(TOLOWER "${CMAKE_SYSTEM_PROCESSOR}" _processor)
+  if(NOT _cc MATCHES "${_want}" AND NOT _processor MATCHES "^${_want}")
+    message(FATAL_ERROR "${where}: TARGET ${target} needs its cross compiler, but this build compiles C with "
+                        "${CMAKE_C_COMPILER} for ${CMAKE_SYSTEM_PROCESSOR}; configure with "
+                        "-DCMAKE_TOOLCHAIN_FILE=${CMAKE_CURRENT_FUNCTION_LIST_DIR}/${_toolchain}")
+  endif()
+endfunction()
+
+# add_executable(exe sources...), plus the chip's start-up file and linker script when the toolchain file
+# names them (TINYCC_ML_STARTUP_SOURCE, TINYCC_ML_LINKER_SCRIPT): a Cortex-M0 build links without them with
+# "cannot find entry symbol _start".
+function(tinycc_ml_add_firmware exe)
+  add_executable(${exe} ${ARGN})
+  if(TINYCC_ML_STARTUP_SOURCE)
+    target_sources(${exe} PRIVATE "${TINYCC_ML_STARTUP_SOURCE}")
+  endif()
+  if(TINYCC_ML_LINKER_SCRIPT)
+    target_link_options(${exe} PRIVATE "-T${TINYCC_ML_LINKER_SCRIPT}")
+    set_property(TARGET ${exe} APPEND PROPERTY LINK_DEPENDS "${TINYCC_ML_LINKER_SCRIPT}")
+  endif()
+endfunction()
 
 function(tinycc_ml_add_model lib)
   set(_one MODEL TARGET PRECISION CALIBRATION NAME)
@@ -69,6 +112,7 @@ function(tinycc_ml_add_model lib)
   if(NOT ARG_TARGET)
     set(ARG_TARGET host)
   endif()
+  _tinycc_ml_check_compiler("${_where}" "${ARG_TARGET}")
   if(NOT ARG_NAME)
     string(MAKE_C_IDENTIFIER "${lib}" ARG_NAME)
   endif()

@@ -1,6 +1,8 @@
 # CMake toolchain file: arm-none-eabi-gcc for a Cortex-M0 (nRF51822 / BBC micro:bit).
 #   cmake -DCMAKE_TOOLCHAIN_FILE=$(tinycc-ml cmake-dir)/tinycc-ml-cortex-m0.cmake ...
-# Executables need your startup code and linker script (see `tinycc-ml compile --project`).
+# Executables need start-up code and a linker script: tinycc_ml_add_firmware(app main.c) (TinyccML.cmake)
+# adds the nRF51822's from this folder, TINYCC_ML_STARTUP_SOURCE and TINYCC_ML_LINKER_SCRIPT (set them
+# before including TinyccML to use your own).
 set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR arm)
 set(CMAKE_C_COMPILER arm-none-eabi-gcc)
@@ -11,3 +13,9 @@ set(CMAKE_CXX_FLAGS_INIT "${CMAKE_C_FLAGS_INIT}")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-mcpu=cortex-m0 -mthumb -nostartfiles -Wl,--gc-sections")
 set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+if(NOT DEFINED TINYCC_ML_STARTUP_SOURCE)
+  set(TINYCC_ML_STARTUP_SOURCE "${CMAKE_CURRENT_LIST_DIR}/nrf51_startup.c")
+endif()
+if(NOT DEFINED TINYCC_ML_LINKER_SCRIPT)
+  set(TINYCC_ML_LINKER_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/nrf51.ld")
+endif()

@@ -57,6 +57,9 @@ TREE_SHARE = 0.3
 AUTO_REGULARISATION = (1e-2, 1e-3)  # the first is the default the others must beat
 MAX_AUTO_DEPTH = 5
 AUTO_BATCH, MIN_AUTO_BATCH = 128, 8  # batch_size="auto": 128 rows, or n/16 (16 steps an epoch) on small sets
+AUTO_EPOCHS = 40  # epochs="auto" on 2,048 rows and more
+MIN_AUTO_STEPS = 1200  # epochs="auto" below 2,048 rows: at least this many steps (more epochs if needed),
+MAX_AUTO_EPOCHS = 200  # but no more epochs than this (a few dozen rows: per-epoch work dominates)
 
 
 def plan_budget(budget_bytes, n_features: int, n_outputs: int, projection_dim=None, depth=None) -> dict:
@@ -157,8 +160,9 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
     sigma : σ of the node predictors' tanh (kept in the model).
     loss : "hinge" (binary default), "crossentropy" (multiclass default; logistic when binary) or "auto".
     epochs, batch_size, learning_rate : Adam schedule (the last 30% of epochs cosine-decay the rate).
-        batch_size "auto" (default): 128, or n/16 rows (at least 8) when the training set has fewer than
-        2,048 rows, so that a few hundred rows still get 16 steps an epoch.
+        "auto" (the defaults): batches of 128 rows and 40 epochs; below 2,048 training rows batches of
+        n/16 rows (at least 8) and at least 1,200 steps in all (more epochs, at most 200), so that a few
+        hundred rows train as well as tens of thousands. A number given is used as it is.
     reg_z, reg_tree : L2 weights on Z and on W, V, T; None (default, both): chosen on the validation
         split among 1e-2 and 1e-3 (see module doc); one given alone sets the other to 1e-2.
     validation_fraction : share of the training rows held out to choose depth and regularisation
@@ -174,7 +178,7 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, budget_bytes=None, projection_dim=None, depth=None, sigma=1.0, loss="auto",
-                 epochs=40, batch_size="auto", learning_rate=0.003, reg_z=None, reg_tree=None,
+                 epochs="auto", batch_size="auto", learning_rate=0.003, reg_z=None, reg_tree=None,
                  iht_every=10, sharpness=(1.0, 100.0), init="random", scaling="feature", average=True,
                  input_noise=0.0, validation_fraction=0.2,
                  random_state=None, verbose=0):
@@ -204,10 +208,10 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
             raise DataError(f"loss={self.loss!r}: expected 'auto', 'hinge' or 'crossentropy'")
         for name in ("epochs", "batch_size", "iht_every"):
             value = getattr(self, name)
-            if name == "batch_size" and isinstance(value, str) and value == "auto":
+            if name in ("batch_size", "epochs") and isinstance(value, str) and value == "auto":
                 continue
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                also = " or 'auto'" if name == "batch_size" else ""
+                also = " or 'auto'" if name in ("batch_size", "epochs") else ""
                 raise DataError(f"{name}={value!r}: expected a positive integer{also}")
         bad_budget = not isinstance(self.budget_bytes, (int, float, np.integer, np.floating)) or isinstance(
             self.budget_bytes, bool) or not np.isfinite(self.budget_bytes) or self.budget_bytes <= 0
@@ -423,6 +427,16 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
                 budgets[name] = _tree_nnz(P[name].size, self.plan_["tree_fraction"]) if P[name].size else None
         return {k: v for k, v in budgets.items() if v is not None and v < P[k].size}
 
+    def _epoch_count(self, n: int) -> int:
+        """``epochs``; "auto": AUTO_EPOCHS, or on a small set enough epochs for MIN_AUTO_STEPS steps of the
+        batch size (at most MAX_AUTO_EPOCHS)."""
+        if self.epochs != "auto":
+            return int(self.epochs)
+        steps = max(1, n // min(self._batch_rows(n), n))
+        if n >= 16 * AUTO_BATCH:
+            return AUTO_EPOCHS
+        return max(AUTO_EPOCHS, min(MAX_AUTO_EPOCHS, -(-MIN_AUTO_STEPS // steps)))
+
     def _batch_rows(self, n: int) -> int:
         if self.batch_size != "auto":
             return int(self.batch_size)
@@ -430,7 +444,8 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
 
     def _epoch_schedule(self, epoch, Xs, P, rng) -> tuple[float, float | None]:
         """(learning rate, σ_I) of an epoch; σ_I None in the hard re-training phase."""
-        E, e_iht = self.epochs, int(round(0.7 * self.epochs))
+        E = self._epoch_count(len(Xs))
+        e_iht = int(round(0.7 * E))
         if epoch >= e_iht:
             frac = (epoch - e_iht) / max(1, E - e_iht)
             return self.learning_rate * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac))), None
@@ -449,7 +464,7 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
         masks: dict[str, np.ndarray] = {}
         bs = min(self._batch_rows(n), n)
         n_batches = max(1, n // bs)
-        E = self.epochs
+        E = self._epoch_count(n)
         e_dense, e_iht = int(round(0.3 * E)), int(round(0.7 * E))
         avg = {k: np.zeros_like(v) for k, v in P.items()}
         n_avg = 0

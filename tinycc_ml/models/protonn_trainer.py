@@ -28,6 +28,7 @@ paper.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -46,6 +47,8 @@ from tinycc_ml.models.training import (
     hard_threshold,
     with_estimator_classes,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["ProtoNNClassifier", "ProtoNNPlan", "matrix_bytes", "plan_protonn", "protonn_bytes"]
 
@@ -438,11 +441,12 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
             if y.dtype == object or not np.all(np.isfinite(y)) or not np.all((y == 0) | (y == 1)):
                 raise DataError("a 2-D y must be a 0/1 indicator matrix (multilabel or one-hot)")
             empty = np.flatnonzero(y.sum(axis=0) == 0)
-            if empty.size:
-                raise DataError(f"label column(s) {empty.tolist()} have no positive sample")
             if y.shape[1] < 2:
                 raise DataError("need at least 2 label columns")
             kind = "onehot" if np.all(y.sum(axis=1) == 1) else "multilabel"
+            # multilabel: a label no training row has (common after a split) is kept and never predicted
+            if empty.size and (kind == "onehot" or empty.size == y.shape[1]):
+                raise DataError(f"label column(s) {empty.tolist()} have no positive sample")
             return y.astype(np.float32), kind, np.arange(y.shape[1])
         if self.n_classes is None:
             classes, index = encode_labels(y)
@@ -514,6 +518,11 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
             W, B, Z, gamma = self._train(Xs, Y, kind, plan, rng, self.n_iter_)
 
         self.W_, self.B_, self.Z_ = W.astype(np.float64), B.astype(np.float64), Z.astype(np.float64)
+        self.unseen_labels_ = np.flatnonzero(Y.sum(axis=0) == 0) if multilabel else np.zeros(0, dtype=np.int64)
+        if self.unseen_labels_.size:  # their scores are exactly 0: never over the threshold rule's 0.5
+            self.Z_[self.unseen_labels_] = 0.0
+            logger.warning("ProtoNNClassifier: label column(s) %s have no positive training row; their scores "
+                           "are 0 and they are never predicted", self.unseen_labels_.tolist())
         self.gamma_ = gamma
         self.mean_, self.std_ = mean, std
         self.classes_ = classes

@@ -30,7 +30,6 @@ mean and std (D each, when present) and A (r*D, when present); k and n_classes a
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
@@ -252,6 +251,8 @@ class PrototypeEstimatorMixin:
 
     def to_model(self) -> PrototypeModel:
         """The fitted model, carrying the class labels."""
+        from sklearn.utils.validation import check_is_fitted  # scikit-learn loads only for estimators
+
         check_is_fitted(self, "model_")
         return with_estimator_classes(self.model_, self)
 
@@ -261,5 +262,7 @@ class PrototypeEstimatorMixin:
     @property
     def model_bytes(self) -> int:
         """4 bytes per stored parameter (prototypes, labels, mean/std, transform)."""
+        from sklearn.utils.validation import check_is_fitted  # scikit-learn loads only for estimators
+
         check_is_fitted(self, "model_")
         return self.model_.model_bytes

@@ -15,8 +15,6 @@ import sys
 import time
 
 import numpy as np
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
 
 from tinycc_ml.errors import DataError, DataTypeError, ModelFileError
 
@@ -37,6 +35,8 @@ def _check_finite(X: np.ndarray) -> np.ndarray:
 def check_training_data(estimator, X, y, multi_output: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Finite float64 X (n, D) and y (n,) (or (n, L) when ``multi_output``), with scikit-learn's
     checks and messages; sets ``n_features_in_`` on ``estimator``. Raises DataError."""
+    from sklearn.utils.validation import validate_data  # scikit-learn loads only when training
+
     try:
         X, y = validate_data(estimator, X, y, dtype=np.float64, multi_output=multi_output,
                              ensure_all_finite=False, ensure_min_samples=2)
@@ -64,6 +64,8 @@ def _is_label_matrix(y) -> bool:
 def encode_labels(y) -> tuple[np.ndarray, np.ndarray]:
     """(classes, index): the sorted distinct labels (any integers, strings, ...) and each row's
     class index 0..L-1. At least two classes are required."""
+    from sklearn.utils.multiclass import check_classification_targets
+
     try:
         check_classification_targets(y)
     except ValueError as exc:
@@ -77,6 +79,8 @@ def encode_labels(y) -> tuple[np.ndarray, np.ndarray]:
 def check_predict_data(estimator, X, fitted_attribute: str | None = None) -> np.ndarray:
     """X for prediction: NotFittedError before fit, then scikit-learn's checks (feature count
     against the fit included) with DataError."""
+    from sklearn.utils.validation import check_is_fitted, validate_data
+
     check_is_fitted(estimator, fitted_attribute)
     try:
         X = validate_data(estimator, X, dtype=np.float64, reset=False, ensure_all_finite=False)

@@ -24,7 +24,9 @@ import numpy as np
 from tinycc_ml.cache import cache_root, private_dir
 from tinycc_ml.errors import DataError, ToolchainError
 
-HOST_CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
+# host builds are loaded on the machine that builds them: tuned for its CPU (the cache key names the CPU)
+# (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise)
+HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror")
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
 # cffi's compile changes the process's working folder while it runs: one build at a time, so the
@@ -101,7 +103,22 @@ class HostPredictor:
         return self._real(self.scores(X))
 
     def predict_index(self, X) -> np.ndarray:
-        return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
+        fused = self._lib.tinycc_batch_q
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.input_dim:
+            return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
+        # one foreign call: each row quantised in C exactly as quantise() does, then predicted
+        X = np.ascontiguousarray(X)
+        shifts = np.asarray(self.input_scale if self.input_scale is not None else 0, dtype=np.float64)
+        factor = np.ascontiguousarray(np.broadcast_to(2.0 ** shifts, (self.input_dim,)), dtype=np.float64)
+        preds = np.zeros(len(X), dtype=np.int32)
+        ffi = self._ffi
+        if fused(ffi.from_buffer("double[]", X), len(X), ffi.from_buffer("double[]", factor),
+                 ffi.from_buffer("int[]", preds, require_writable=True)):  # a NaN or infinity: quantise() decides
+            return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
+        return preds.astype(np.int64)
 
     def predict(self, X) -> np.ndarray:
         """Class labels (classification), values in the model's units (regression) or the 0/1
@@ -181,7 +198,13 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         cdef += f"    void {prefix}_predict_labels(const {input_ctype} *x, uint8_t *out);\n"
     if f"{prefix}_proba(" in header:
         cdef += f"    void {prefix}_proba(const {input_ctype} *x, float *out);\n"
+    if f"{prefix}_quantise(" in header:  # integer builds: float input quantised by the C
+        cdef += (f"    void {prefix}_quantise(const float *x, {input_ctype} *x_int);\n"
+                 f"    int {prefix}_predict_float(const float *x);\n")
+    # rows of float64 in, predictions out, in one call: each row converted in C as HostPredictor.quantise does
+    cdef += "    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);\n"
     wrapper = f"""
+        #include <math.h>
         #include "{prefix}.h"
         static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
         {{
@@ -194,6 +217,35 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
                     predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
             }}
         }}
+    """
+    if input_ctype == "float":
+        convert, check = "row[k] = (float)xi[k];", ""  # as numpy's astype(float32); NaN passes through
+    else:
+        lo, hi = (-128, 127) if input_ctype == "int8_t" else ((-32768, 32767) if input_ctype == "int16_t"
+                                                             else (-2147483648, 2147483647))
+        convert = (f"double v = floor(xi[k] * factor[k] + 0.5); v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
+                   f"row[k] = ({input_ctype})v;")
+        check = "bad |= !(xi[k] - xi[k] == 0.0);"
+    wrapper += f"""
+    /* 1 (and no predictions) when a value is not finite: the caller quantises those rows itself */
+    static int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions)
+    {{
+        {input_ctype} row[{prefix.upper()}_INPUT_DIM];
+        (void)factor;
+        for (int i = 0; i < n; ++i) {{
+            const double *xi = x + (long)i * {prefix.upper()}_INPUT_DIM;
+            int bad = 0;
+            (void)bad;
+            for (int k = 0; k < {prefix.upper()}_INPUT_DIM; ++k) {{
+                {check}
+                {convert}
+            }}
+            if (bad)
+                return 1;
+            predictions[i] = {prefix}_predict(row);
+        }}
+        return 0;
+    }}
     """
     # everything that goes into the module is in the key: the wrapper, the flags, and the
     # compiler that turns them into machine code (its path, version, CC/CFLAGS)
@@ -244,7 +296,21 @@ def compiler_identity() -> list[str]:
     command = tuple(shlex.split(cc)) or ("cc",)
     resolved = shutil.which(command[0]) or command[0]
     flags = [f"{name}={os.environ.get(name, '')}" for name in ("CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED")]
-    return [cc, os.path.realpath(resolved), _compiler_version(command), *flags]
+    return [cc, os.path.realpath(resolved), _compiler_version(command), *flags, _cpu_identity()]
+
+
+@functools.cache
+def _cpu_identity() -> str:
+    """The CPU -march=native compiles for (its model and feature flags), so a cached library built on
+    another machine sharing the cache folder is never loaded here."""
+    import platform
+
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+        lines = [ln for ln in text.splitlines() if ln.split(":")[0].strip() in ("model name", "flags", "Features")]
+        return "\n".join(dict.fromkeys(lines))
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
 
 
 def _sha256(path: Path) -> str:

@@ -191,11 +191,12 @@ FAMILY_ORDER = tuple(FAMILIES)
 
 def describe_settings(family: str, settings: dict) -> str:
     """Short text of the knobs that matter (no seeds, no fixed options)."""
+    # the trainers' budget counts float32 parameters (4 B each, as the papers do): not the build's flash
     if family == "protonn" and settings.get("projection_dim"):
-        return (f"budget {settings['budget_bytes']:,} B, d={settings['projection_dim']}, "
+        return (f"{settings['budget_bytes'] // 4:,} params, d={settings['projection_dim']}, "
                 f"m={settings['n_prototypes']}")
     if family in ("protonn", "bonsai"):
-        return f"budget {settings['budget_bytes']:,} B"
+        return f"<= {settings['budget_bytes'] // 4:,} params"
     if family == "nearest-prototype":
         return f"{settings['prototypes_per_class']}/class"
     if family == "snc":

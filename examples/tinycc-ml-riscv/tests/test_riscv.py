@@ -28,9 +28,9 @@ def test_registered_through_its_entry_point():
 
 
 def test_conformance(toolchain, tmp_path):
-    report = check_target("riscv", tmp_path, seeds=(0, 1))
-    # every family at every precision, twice, plus the symbol and size checks
-    assert len(report.cases) == len(FAMILIES) * 3 * 2 + 2
+    report = check_target("riscv", tmp_path, seeds=(0,))
+    # every family at every precision, plus the symbol and size checks
+    assert len(report.cases) == len(FAMILIES) * 3 + 2
     assert not report.not_applicable
 
 

@@ -1,0 +1,89 @@
+"""Multi-class Bonsai on the simulated chips: cycles (ATmega328P, simavr) / instructions (Cortex-M0) per
+inference, the model's reported flash against the firmware's, and tables stored once.
+
+    python benchmarks/bonsai_cycles.py [--rows 20] [--budget 16384]
+
+Data: scikit-learn's make_classification with the UCI letter data set's shape (16 features, 26 classes,
+4,000 training rows; random_state=0): letter itself is not available offline. Model:
+BonsaiClassifier(budget_bytes=16384, random_state=0). "tables" counts constant arrays the emitter found
+equal to one already stored (#define aliases: stored once, e.g. the W, V and tanh tables every tree level
+reads); "dup in map" counts duplicated names (<name>_1) left in the firmware's symbol table. Every build is
+checked bit-exact against run_fixed ("exact").
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tinycc_ml  # noqa: E402
+from tinycc_ml.ir.fixed import quantise, run_fixed  # noqa: E402
+from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
+
+
+def letter_shaped():
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=5000, n_features=16, n_informative=12, n_redundant=2, n_classes=26,
+                               n_clusters_per_class=1, random_state=0)
+    return X[:4000], y[:4000], X[4000:], y[4000:]
+
+
+def measure(model, X, Xt, yt, target: str, precision: str, rows: int) -> dict:
+    res = tinycc_ml.compile(model, target=target, precision=precision, calibration=X[:1000], name="km")
+    out = res.output
+    x = quantise(Xt[:rows], out.input_scale, 16).astype(np.int16)
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-bonsai-") as tmp:
+        for fname, text in res.files.items():
+            Path(tmp, fname).write_text(text)
+        run = run_on_target(target, [Path(tmp) / "km.c"], Path(tmp) / "km.h", "km", x, out.n_scores,
+                            out.input_ctype, out.score_ctype, extra_cflags=("-Werror",))
+    counts = run.cycles if run.cycles is not None else run.instructions
+    want = run_fixed(res.graph, x)
+    src = res.files["km.c"]
+    aliases = len(re.findall(r"^#define km_\w+ km_\w+$", src, re.M))
+    defined = re.findall(r"static const \w+ (km_\w+)\[", src)
+    dups = sum(1 for name in defined if re.fullmatch(r".*_\d+", name) and re.sub(r"_\d+$", "", name) in defined)
+    return {"mean": float(np.mean(counts)), "flash": run.flash_bytes, "ram": run.ram_bytes,
+            "model_flash": out.const_bytes, "aliases": aliases, "dups": dups,
+            "exact": bool(np.array_equal(run.scores, want["scores"])
+                          and np.array_equal(run.predictions, want["prediction"])),
+            "acc": float(np.mean(run.predictions == yt[:rows]))}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=20)
+    ap.add_argument("--budget", type=int, default=16384)
+    args = ap.parse_args(argv)
+    from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+
+    X, y, Xt, yt = letter_shaped()
+    clf = BonsaiClassifier(budget_bytes=args.budget, random_state=0).fit(X, y)
+    model = clf.to_model()
+    print(f"{model.describe()}; float test accuracy {np.mean(model.predict(Xt) == yt):.3f}")
+    unit = {"avr": "cycles", "cortex-m0": "instructions"}
+    head = (f"{'target':<10} {'prec':<6} {'per inference':>14} {'unit':<12} {'model flash':>11} {'firmware':>8} "
+            f"{'RAM':>5} {'tables':>6} {'dup in map':>10} {'exact':>5}")
+    print(f"\n{args.rows} test rows per build\n{head}\n{'-' * len(head)}")
+    for target in ("avr", "cortex-m0"):
+        for precision in ("int16", "int8"):
+            r = measure(model, X, Xt, yt, target, precision, args.rows)
+            print(f"{target:<10} {precision:<6} {r['mean']:>14,.0f} {unit[target]:<12} {r['model_flash']:>11} "
+                  f"{r['flash']:>8} {r['ram']:>5} {r['aliases']:>6} {r['dups']:>10} {str(r['exact']):>5}")
+
+
+if __name__ == "__main__":
+    main()

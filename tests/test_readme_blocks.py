@@ -1,0 +1,164 @@
+"""Every ```sh and ```python block of README.md runs here, as written, in a scratch folder.
+
+What the blocks take for granted is prepared: `tinycc-ml` on PATH running this checkout; `import tinycc_ml`
+done and `X_train`, `y_train`, `X_test`, `y_test`, `X`, `y` defined for the Python blocks (rows of
+scikit-learn's digits); the files the commands name (`usps.npz`, `usps10.npz`, `digits.npz`, `test.npz`:
+digits rows and labels under `X_train`/`y_train`/`X_test`/`y_test`; `model.npz`: a small ProtoNN). Heavy
+commands run smaller through substitutions written in the README itself, in a comment before the block:
+``<!-- readme-test: replace "OLD" "NEW" (why); ... -->`` (e.g. `fit` with one family and one size); a block
+another test runs says so (``<!-- readme-test: not run here: ... -->``). ``$SCHEDULER`` in a substitution
+is the address of a local Dask scheduler started for the block. The usage synopsis of "Command line"
+(a ```text block) is checked against the command line's own options."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from tests.conftest import require_target
+from tinycc_ml.models.protonn import init_protonn
+
+REPO = Path(__file__).resolve().parents[1]
+FENCE = re.compile(r"(?:<!-- readme-test: (?P<note>.*?) -->\n)?```(?P<lang>sh|python)\n(?P<body>.*?)```", re.S)
+REPLACE = re.compile(r'replace "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"')
+MAX_NOT_RUN = 1  # blocks run by another test, each saying which
+
+
+def readme_blocks() -> list[tuple[int, str, str, str]]:
+    """(line, language, body, note) of every sh / python block."""
+    text = (REPO / "README.md").read_text()
+    return [(text[:m.start("body")].count("\n") + 1, m.group("lang"), m.group("body"), m.group("note") or "")
+            for m in FENCE.finditer(text)]
+
+
+def substituted(body: str, note: str) -> str:
+    for old, new in REPLACE.findall(note):
+        old, new = old.replace('\\"', '"'), new.replace('\\"', '"')
+        assert old in body, f"the substitution's text {old!r} is not in the block"
+        body = body.replace(old, new)
+    return body
+
+
+BLOCKS = readme_blocks()
+
+
+def block_id(block) -> str:
+    line, lang, body, _ = block
+    return f"L{line}-{lang}-{body.strip().splitlines()[0][:40]}"
+
+
+def test_every_block_is_run_or_says_where():
+    assert len(BLOCKS) >= 10
+    not_run = [b for b in BLOCKS if b[3].startswith("not run here:")]
+    assert len(not_run) <= MAX_NOT_RUN, [block_id(b) for b in not_run]
+    for _, _, _, note in not_run:
+        test = re.search(r"tests/\S+\.py", note).group(0)
+        assert (REPO / test).is_file() and "README" in (REPO / test).read_text()
+    for _, _, body, note in BLOCKS:
+        substituted(body, note)  # every substitution names text of its block
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("readme")
+    X, y = load_digits(return_X_y=True)
+    split = {"X_train": X[:500], "y_train": y[:500], "X_test": X[1500:1560], "y_test": y[1500:1560]}
+    for name in ("usps.npz", "usps10.npz", "digits.npz", "test.npz"):
+        np.savez(tmp / name, **split)
+    init_protonn(X[:500], y[:500], projection_dim=6, prototypes_per_class=1).save(tmp / "model.npz")
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "tinycc-ml").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tinycc_ml "$@"\n')
+    (bin_dir / "tinycc-ml").chmod(0o755)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return tmp, split, env
+
+
+def needs(body: str) -> None:
+    for target in ("avr", "cortex-m0"):
+        if f'target="{target}"' in body or f"--target {target}" in body:
+            require_target(target)
+
+
+def run_shell(body: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", body], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.fixture
+def workdir(scratch, tmp_path):
+    """A fresh folder per block with the scratch files linked in."""
+    tmp, _, _ = scratch
+    for f in tmp.iterdir():
+        if f.is_file():
+            (tmp_path / f.name).symlink_to(f)
+    return tmp_path
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if not b[3].startswith("not run here:")], ids=block_id)
+def test_block_runs(block, scratch, workdir, monkeypatch):
+    line, lang, body, note = block
+    tmp, split, env = scratch
+    body = substituted(body, note)
+    needs(body)
+    cluster = None
+    try:
+        if "$SCHEDULER" in body or "LocalCluster" in body:
+            distributed = pytest.importorskip("distributed")
+            if "$SCHEDULER" in body:
+                cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None)
+                env = {**env, "SCHEDULER": cluster.scheduler_address}
+        if lang == "sh":
+            if "scripts/fuzz.py" in body:
+                body = body.replace("python scripts/", f"python {REPO}/scripts/")
+            run = run_shell(body, workdir, env)
+            assert run.returncode == 0, f"README line {line}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+            return
+        monkeypatch.chdir(workdir)
+        import tinycc_ml
+
+        namespace = {"tinycc_ml": tinycc_ml, **split, "X": split["X_train"], "y": split["y_train"]}
+        exec(compile(body, f"README.md:{line}", "exec"), namespace)  # noqa: S102 - the README's own code
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def test_the_command_line_synopsis_matches_the_parser():
+    """The ```text synopsis of "Command line": each command's options exist, and what is optional is bracketed
+    (`--target` of compile has a default, so it is shown in brackets; report and fit require it)."""
+    text = (REPO / "README.md").read_text()
+    synopsis = text.split("## Command line", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    for command in ("compile", "report", "fit"):
+        lines = []
+        for ln in synopsis.splitlines():
+            if ln.startswith(f"tinycc-ml {command} ") or (lines and ln.startswith(" ")):
+                lines.append(ln.split("#")[0])
+            elif lines:
+                break
+        usage = " ".join(lines)
+        help_text = subprocess.run([sys.executable, "-m", "tinycc_ml", command, "--help"], capture_output=True,
+                                   text=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+        for option in set(re.findall(r"--[a-z][a-z-]+", usage)):
+            assert option in help_text, (command, option)
+        bracketed = " ".join(re.findall(r"\[[^\]]*\]", usage))
+        target_optional = "--target" in bracketed
+        assert target_optional == (command == "compile"), (command, usage)
+
+
+def test_the_readme_says_where_usps10_comes_from():
+    text = (REPO / "README.md").read_text()
+    first = text.index("usps10.npz")
+    assert "where it comes from" in text[first:first + 300] or "It\nis not shipped" in text[:first + 800]
+    assert "not shipped with tinycc-ml" in text and "LIBSVM" in text
+    assert "<PREFIX>_WITH_FLOAT" in text and "kws_quantise(const float *x, int16_t *x_int)" in text

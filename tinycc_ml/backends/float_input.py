@@ -1,0 +1,91 @@
+"""Float input for integer builds, in <prefix>.h and <prefix>.c on every target:
+
+    <IN_T> <prefix>_quantise_feature(int k, float v);     feature k as <prefix>_predict takes it
+    void   <prefix>_quantise(const float *x, <IN_T> *x_int);
+    int    <prefix>_predict_float(const float *x);         <prefix>_predict of the quantised x
+
+x_int[k] = round(x[k] * 2^s[k]) with halves rounded up, saturated to the input type, NaN giving 0: bit for
+bit ``tinycc_ml.ir.fixed.quantise`` of the float32 value (tests/backends/test_float_input.py). The C never
+adds 0.5 to a value below 0.5 in magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the
+answer is 0; elsewhere below the saturation bound y + 0.5 is exact in float32, and the floor is taken
+by truncation with a correction for negative values.
+
+Host builds always define them. On microcontrollers they need float code, so <prefix>.c defines them only
+when ``<PREFIX>_WITH_FLOAT`` is defined or in Arduino builds (``ARDUINO`` is defined there, and the Arduino
+link drops unused functions); streaming targets quantise one feature at a time into ``<prefix>_feed``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INPUT_BITS = {"int16_t": 16, "int8_t": 8}
+# opens the float-input functions in <prefix>.c: everything before it is integer-only
+FLOAT_SECTION = "/* Float input: the only float code of an integer build (the inference above is integer-only). */"
+
+
+def guard_macro(prefix: str) -> str:
+    return f"{prefix.upper()}_WITH_FLOAT"
+
+
+def header_lines(api) -> list[str]:
+    """The declarations (integer builds), with what they compute and when they are compiled."""
+    P, up, x_t = api.sym, api.prefix.upper(), api.input_ctype
+    when = ([] if api.float_guard is None else
+            [f" * Float code: on this target {api.prefix}.c defines them only with -D{api.float_guard} (or in an",
+             " * Arduino build, whose linker drops them when unused)."])
+    return ["/* Float input: feature k of a real-valued input as the integer code takes it,",
+            f" * x_int[k] = round(x[k] * 2^s[k]) (halves up; s = {up}_INPUT_SHIFTS), saturated to {x_t}, NaN",
+            f" * giving 0: bit for bit tinycc-ml's quantisation of float32 input. {P('quantise')} fills all",
+            f" * {up}_INPUT_DIM features; {P('predict_float')}(x) is {P('predict')} of the quantised x.",
+            *when, " */",
+            f"{x_t} {P('quantise_feature')}(int k, float v);",
+            f"void {P('quantise')}(const float *x, {x_t} *x_int);",
+            f"int {P('predict_float')}(const float *x);", ""]
+
+
+def _factor(api, const_attribute: str, read_const) -> tuple[list[str], str]:
+    """(table lines, C expression of 2^s[k]): one literal when every feature shares its shift."""
+    shifts = np.asarray(api.input_shifts, dtype=np.int64)
+    if np.all(shifts == shifts[0]):
+        return [], f"{float(2.0 ** shifts[0])!r}f"
+    items = [f"{float(2.0 ** s)!r}f" for s in shifts.tolist()]
+    rows = [", ".join(items[i:i + 8]) for i in range(0, len(items), 8)]
+    table = api.sym("in_factor")
+    return ([f"static const float {table}[{api.input_dim}]{const_attribute} = {{",
+             *(f"    {row}," for row in rows), "};"], read_const(table, "k", "float"))
+
+
+def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list[str]:
+    """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed)."""
+    P, x_t, dim = api.sym, api.input_ctype, api.input_dim
+    top = 2 ** (INPUT_BITS[x_t] - 1)
+    table, factor = _factor(api, const_attribute, read_const)
+    body = [FLOAT_SECTION, *table,
+            f"{x_t} {P('quantise_feature')}(int k, float v)", "{",
+            "    float y;",
+            f"    if (k < 0 || k >= {dim}) return 0;",
+            f"    y = v * {factor}; /* exact: a power of two (or 0 / inf, which saturate alike) */",
+            "    if (y != y) return 0; /* NaN: no value to round */",
+            f"    if (y >= {top - 1.5!r}f) return {top - 1};",
+            f"    if (y < {-top + 0.5!r}f) return -{top};",
+            "    if (y >= -0.5f && y < 0.5f) return 0; /* here y + 0.5f could round up to 1 */",
+            "    {",
+            "        const float r = y + 0.5f; /* exact for 0.5 <= |y| < 2^23 */",
+            "        const int32_t t = (int32_t)r; /* toward zero: the floor is one less for negatives */",
+            f"        return ({x_t})(t - ((float)t > r));",
+            "    }", "}", "",
+            f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
+            f"    for (int k = 0; k < {dim}; ++k) x_int[k] = {P('quantise_feature')}(k, x[k]);", "}", "",
+            f"int {P('predict_float')}(const float *x)", "{"]
+    if streaming:
+        body += [f"    {P('begin')}();",
+                 f"    for (int k = 0; k < {dim}; ++k) {P('feed')}(k, {P('quantise_feature')}(k, x[k]));",
+                 f"    return {P('end')}();"]
+    else:
+        body += [f"    static {x_t} x_int[{dim}];", f"    {P('quantise')}(x, x_int);",
+                 f"    return {P('predict')}(x_int);"]
+    body += ["}", ""]
+    if api.float_guard is None:
+        return body
+    return [f"#if defined({api.float_guard}) || defined(ARDUINO)", *body, f"#endif /* {api.float_guard} */", ""]
