@@ -70,6 +70,12 @@ def test_quiet_and_verbose(model_file, tmp_path, capsys):
 
 
 def test_progress_logs_and_draws_only_when_asked(monkeypatch, caplog):
+    # logging is process-wide: what another test module in this worker left (a library's logging.disable,
+    # a disabled or non-propagating logger) must not decide this test
+    monkeypatch.setattr(logging.root.manager, "disable", logging.NOTSET)
+    for name in ("tinycc_ml", "tinycc_ml.progress"):
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
     monkeypatch.setattr(progress, "LOG_EVERY_SECONDS", 0.0)
     monkeypatch.setattr(progress, "DRAW_EVERY_SECONDS", 0.0)
     fake_tty = io.StringIO()
