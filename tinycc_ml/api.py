@@ -6,7 +6,7 @@ import logging
 import os
 import re
 import tempfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -381,10 +381,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     graph = model.lower()
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())
-    # a model whose constants alone overflow the chip is refused before any calibration or search
-    folded = run_passes(graph.copy(), ["fold_input_affine", "constant_fold", "cse", "dce"],
-                        PassContext(options=replace(ctx.options), debug=False))
-    backend.check_constants_fit(folded, precision, prefix)
+    backend.check_constants_fit(graph, precision, prefix)  # before any calibration or search
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
     if model.task["kind"] != "classification":

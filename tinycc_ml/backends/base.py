@@ -93,8 +93,8 @@ class Backend:
         return None
 
     def check_constants_fit(self, graph, precision: str, prefix: str) -> None:
-        """Before any calibration: FitError when the (folded, float) graph's constants alone cannot fit
-        the target at ``precision`` (default: no limit)."""
+        """Before any calibration: FitError when the lowered float graph's constants alone cannot fit
+        the target at ``precision`` (default: no limit, nothing computed)."""
 
     def require_tools(self, method: str = "auto") -> None:
         """ToolchainError naming what is missing to build and run this target's builds here (default: nothing);

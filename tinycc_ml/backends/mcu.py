@@ -38,6 +38,7 @@ from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import clip_bounds, quantise
 from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops.registry import node_output_shift
+from tinycc_ml.passes.manager import PassContext, PassOptions, run_passes
 from tinycc_ml.plugins import PluginError
 from tinycc_ml.runtime.simulate import SIMULATORS, TargetRun, firmware_sizes, run_on_target
 
@@ -365,7 +366,11 @@ class McuBackend(Backend):
         return out
 
     def check_constants_fit(self, graph, precision: str, prefix: str) -> None:
-        floor = constant_bytes_floor(graph, precision)
+        # the constants as stored: after the input normalisation and constant products are folded
+        options = PassOptions(precision=precision, fold_mean=precision != "float")
+        folded = run_passes(graph.copy(), ["fold_input_affine", "constant_fold", "cse", "dce"],
+                            PassContext(options=options, debug=False))
+        floor = constant_bytes_floor(folded, precision)
         if floor > self.chip.flash:
             raise FitError(f"model {prefix} does not fit the {self.chip.name}: its constants alone need at least "
                            f"{floor} bytes of flash at {precision} (has {self.chip.flash})")

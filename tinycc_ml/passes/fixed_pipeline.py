@@ -325,8 +325,10 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     fixed_graph = run_passes(graph.copy(), FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
     s_in = prep.feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     fixed_graph.analyses.input_scale = s_in
-    figures = cached["figures"] if cached is not None else agreement(graph, fixed_graph, prep, s_in)
-    if cached is None:
+    if cached is not None:
+        figures = cached["figures"]
+    else:
+        figures = agreement(graph, fixed_graph, prep, s_in)
         store_result(SEARCH_CACHE, key, {"adjust": adjust, "best": list(best), "figures": figures})
     report.update(fixed_report(graph, fixed_graph, prep, s_in, adjust, best[0]), **figures,
                   calibration_rows_given=given)
