@@ -15,7 +15,7 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import absorb_normalisation, add_const, add_input, add_matrix, add_normalisation
-from tinycc_ml.models.saved import check_array
+from tinycc_ml.models.saved import check_array, check_normalisation
 
 
 class LinearModel(Model):
@@ -29,10 +29,7 @@ class LinearModel(Model):
         if rows == 0 or dim == 0:
             raise ModelFileError(f"{source}: W has shape {self.W.shape}, expected at least one row and column")
         self.b = np.zeros(rows) if b is None else check_array(b, "b", source, shape=(rows,))
-        self.mean = None if mean is None else check_array(mean, "mean", source, shape=(dim,))
-        self.std = None if std is None else check_array(std, "std", source, shape=(dim,))
-        if self.std is not None and np.any(self.std <= 0):
-            raise ModelFileError(f"{source}: std holds a value <= 0 ({self.std.min()})")
+        self.mean, self.std = check_normalisation(mean, std, dim, source)
 
     # --- Model interface ---
     @property

@@ -23,7 +23,7 @@ from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import absorb_normalisation, add_const, add_input, add_matrix, add_normalisation
-from tinycc_ml.models.saved import check_array
+from tinycc_ml.models.saved import check_array, check_normalisation
 
 ACTIVATIONS = ("relu", "tanh", "logistic", "identity")
 OUTPUTS = ("softmax", "logistic", "identity")
@@ -72,10 +72,7 @@ class MLPModel(Model):
             width = W.shape[0]
         self.activation, self.output = activation, output
         dim = self.weights[0].shape[1]
-        self.mean = None if mean is None else check_array(mean, "mean", source, shape=(dim,))
-        self.std = None if std is None else check_array(std, "std", source, shape=(dim,))
-        if self.std is not None and np.any(self.std <= 0):
-            raise ModelFileError(f"{source}: std holds a value <= 0 ({self.std.min()})")
+        self.mean, self.std = check_normalisation(mean, std, dim, source)
         if output == "identity":
             self.task = {"kind": "regression"}
             if width != 1:

@@ -19,7 +19,7 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
-from tinycc_ml.models.saved import check_array
+from tinycc_ml.models.saved import check_array, check_normalisation
 
 
 class GaussianNBModel(Model):
@@ -39,10 +39,7 @@ class GaussianNBModel(Model):
             raise ModelFileError(f"{source}: var holds a value <= 0 ({self.var.min()}); variances must be positive")
         self.log_prior = check_array(log_prior, "log_prior", source, shape=(self.theta.shape[0],))
         dim = self.theta.shape[1]
-        self.mean = None if mean is None else check_array(mean, "mean", source, shape=(dim,))
-        self.std = None if std is None else check_array(std, "std", source, shape=(dim,))
-        if self.std is not None and np.any(self.std <= 0):
-            raise ModelFileError(f"{source}: std holds a value <= 0 ({self.std.min()})")
+        self.mean, self.std = check_normalisation(mean, std, dim, source)
         check_array(self.constants(), "the per-class constants", source)  # a tiny variance overflows them
 
     @property

@@ -275,6 +275,16 @@ def load_npy(path) -> np.ndarray:
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+def check_normalisation(mean, std, dim: int, source) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The optional input normalisation of a model: ``mean`` and ``std`` each None or a (dim,) vector
+    (check_array), every std > 0."""
+    mean = None if mean is None else check_array(mean, "mean", source, shape=(dim,))
+    std = None if std is None else check_array(std, "std", source, shape=(dim,))
+    if std is not None and np.any(std <= 0):
+        raise ModelFileError(f"{source}: std holds a value <= 0 ({std.min()})")
+    return mean, std
+
+
 def check_array(value, name: str, source, shape: tuple | None = None, ndim: int | None = None) -> np.ndarray:
     """Return ``value`` as a float64 array whose values are finite in float32 (the compiled
     model's type), or raise naming ``source`` and ``name``.

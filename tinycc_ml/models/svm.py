@@ -30,7 +30,7 @@ from tinycc_ml.models.lowering import (
     add_matrix,
     add_normalisation,
 )
-from tinycc_ml.models.saved import check_array
+from tinycc_ml.models.saved import check_array, check_normalisation
 
 KERNELS = ("rbf", "linear", "poly", "sigmoid")
 MAX_DEGREE = 8
@@ -77,10 +77,7 @@ class SVMModel(Model):
             raise ModelFileError(f"{source}: degree is {degree!r}, expected an integer in [1, {MAX_DEGREE}]")
         self.degree = degree
         dim = self.sv.shape[1]
-        self.mean = None if mean is None else check_array(mean, "mean", source, shape=(dim,))
-        self.std = None if std is None else check_array(std, "std", source, shape=(dim,))
-        if self.std is not None and np.any(self.std <= 0):
-            raise ModelFileError(f"{source}: std holds a value <= 0 ({self.std.min()})")
+        self.mean, self.std = check_normalisation(mean, std, dim, source)
 
     @property
     def input_dim(self) -> int:
