@@ -54,9 +54,13 @@ _CHUNK = 1024  # rows per distance block, bounds memory on large reference sets
 
 
 def squared_distances(U: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """``||u_i - p_j||^2`` as an (n, m) float64 array, clipped at 0 (the expansion can dip below)."""
-    d = (U * U).sum(1)[:, None] - 2.0 * (U @ P.T) + (P * P).sum(1)[None, :]
-    return np.maximum(d, 0.0)
+    """``||u_i - p_j||^2`` as an (n, m) array in the inputs' dtype, clipped at 0 (the expansion can
+    dip below)."""
+    d = U @ P.T
+    d *= -2.0
+    d += np.einsum("ij,ij->i", U, U)[:, None]
+    d += np.einsum("ij,ij->i", P, P)[None, :]
+    return np.maximum(d, 0.0, out=d)
 
 
 class PrototypeModel(Model):
