@@ -7,7 +7,8 @@ of it with each wrong-code fix of issue 25 reverted, to show the fuzzers find th
 
 ``--part reverts`` exports HEAD (``git archive``) into a temporary folder per item, reverts that item's fix
 there (``git show <commit> -- <files> | patch -R``: the working tree is never touched), and runs the surface
-that should find it with a fresh seed for ``--seconds``; a finding counts when a crash's description
+that should find it with a fresh seed for up to ``--seconds``, ending at the first finding that matches the
+item (the seconds column is then the time to find it); a finding counts when a crash's description
 matches the item's signature (e.g. UBSan's "shift exponent" for the input helper). Results are saved as
 JSON in benchmarks/results/ and printed as tables by ``--print``.
 """
@@ -45,11 +46,14 @@ SURFACES = ["oracle", "oracle-avr", "oracle-m0", "model", "ir", "cli", "names", 
             "interrupt"]
 
 
-def fuzz(tree: Path, surfaces: list[str], seconds: float, json_path: Path, jobs: int) -> dict:
+def fuzz(tree: Path, surfaces: list[str], seconds: float, json_path: Path, jobs: int,
+         stop_on: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, str(tree / "scripts" / "fuzz.py"), "--explore", str(seconds), "--target",
            ",".join(surfaces), "--json", str(json_path), "--jobs", str(jobs),
            "--reproducers", str(json_path.with_suffix("")) + "-reproducers"]
+    if stop_on is not None:
+        cmd += ["--stop-on", stop_on]
     subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, check=False)
     return json.loads(json_path.read_text())
 
@@ -85,7 +89,7 @@ def part_reverts(seconds: float, jobs: int, items: list[int], base: str = "HEAD"
         with tempfile.TemporaryDirectory(prefix=f"tinycc-ml-revert{item}-") as tmp:
             export_with_revert(commit, files, Path(tmp), base)
             t0 = time.time()
-            data = fuzz(Path(tmp), [surface], seconds, Path(tmp) / "result.json", jobs)
+            data = fuzz(Path(tmp), [surface], seconds, Path(tmp) / "result.json", jobs, stop_on=signature)
             data["wall_seconds"] = time.time() - t0
         hits = [c for c in data["crashes"] if re.search(signature, c["detail"], re.S)]
         row = data["surfaces"][0]
