@@ -7,18 +7,25 @@ noise) measured the same way. Every estimator runs with its defaults except the 
 Sections:
   usps        ProtoNN (Gupta et al. 2017, Tables 1-2), Bonsai (Kumar et al. 2017, Table 2),
               SNC and kNN as quoted in ProtoNN's tables, nearest-prototype (Wohlhart et al. 2013,
-              Table 1, error %); test accuracy of the float model and of the int16 C build.
+              Table 1, error %); test accuracy of the float model and of the int16 C build;
+              scikit-learn's logistic regression and random forest on the same splits.
+  letter      letter-26 (UCI's 16,000 / 4,000 split, benchmarks/letter.py): every family beside the
+              papers' letter-26 figures (ProtoNN T2, nearest-prototype T1, SNC and kNN as quoted by
+              ProtoNN) and scikit-learn's logistic regression and random forest; float models.
   noise       SNC (Kusner et al. 2014, Fig. 4 right: label noise, k = 1 and 3 on the compressed set;
               the paper plots Letter, not available here, so USPS with the same corruption).
   regression  diabetes, 5-fold R²: Ridge, ProtoNNRegressor, BonsaiRegressor (float and int16 C), the
               int16 value's error; checks the issue's figures (R² >= Ridge, float/int16 within 0.01).
+  multilabel-seeds  ProtoNN against scikit-learn's OneVsRestClassifier(LogisticRegression()) on the
+              multilabel section's data over seeds 0-2 (data, split and model), precision@1/3/5.
   multilabel  ProtoNN on make_multilabel_classification (the paper's sets are not shipped):
               precision@1/3/5, float and int16 C, against always ranking the most frequent labels;
               agreement of the compiled rankings and label vectors (tinycc_ml.target_report); the
               paper's SLEEC start (init_w="sleec") beside the default PCA start;
               checks the issue's figures (float C ranking >= 99% of rows, int16 P@1 loss <= 1 point).
 
---quick trains on a quarter of the rows (a smoke run; figures are not comparable).
+--quick trains on a quarter of the rows (a smoke run; figures are not comparable). "train s" is
+CPU seconds of ``fit`` (``time.process_time``) with one BLAS thread.
 """
 
 from __future__ import annotations
@@ -95,15 +102,91 @@ def section_usps(quick: bool, rows: str | None = None) -> None:
             continue
         X, y, Xt, yt = usps(data == "usps-2", quick)
         est = make()
-        start = time.perf_counter()
+        start = time.process_time()
         est.fit(X, y)
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         ours = 100 * est.score(Xt, yt)
         model = est.to_model()
         # kNN over the whole training set is 7 MB of constants: no C build
         fixed = "-" if isinstance(est, KNNClassifier) else f"{int16_accuracy(model, X, Xt, yt):.2f}"
         print(f"{data:<8}{paper:<18}{setting:<16}{figure:>8.2f}{ours:>8.2f}{fixed:>8}{est.model_bytes:>10}"
-              f"{seconds:>8.0f}", flush=True)
+              f"{seconds:>8.1f}", flush=True)
+    if rows is None:
+        for data in ("usps-2", "usps-10"):
+            X, y, Xt, yt = usps(data == "usps-2", quick)
+            for name, make in BASELINES:
+                acc, seconds = fit_and_score(make(), X, y, Xt, yt)
+                print(f"{data:<8}{'scikit-learn':<18}{name:<16}{'-':>8}{acc:>8.2f}{'-':>8}{'-':>10}{seconds:>8.1f}",
+                      flush=True)
+    print()
+
+
+def fit_and_score(est, X, y, Xt, yt) -> tuple[float, float]:
+    """Test accuracy % and CPU seconds of ``fit``."""
+    start = time.process_time()
+    est.fit(X, y)
+    seconds = time.process_time() - start
+    return 100 * float(est.score(Xt, yt)), seconds
+
+
+def _logistic():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+
+
+def _forest():
+    from sklearn.ensemble import RandomForestClassifier
+
+    return RandomForestClassifier(n_estimators=100, random_state=0, n_jobs=1)
+
+
+BASELINES = [("logistic regr.", _logistic), ("random forest", _forest)]
+
+# letter-26: (paper, paper's setting, paper figure (accuracy %) or None, our estimator)
+LETTER_ROWS = [
+    ("NPC T1", "k-means 15/cl.", 100 - 13.75,
+     lambda: NearestPrototypeClassifier(prototypes_per_class=15, max_stages=0, n_restarts=1, random_state=0)),
+    ("NPC T1", "NPC-e 15/cl.", 100 - 3.13, lambda: NearestPrototypeClassifier(prototypes_per_class=15, random_state=0)),
+    ("NPC T1", "15/cl. 50 ep.", 100 - 3.13,
+     lambda: NearestPrototypeClassifier(prototypes_per_class=15, epochs_per_stage=50, random_state=0)),
+    ("ProtoNN T2", "64 KB", 97.10, lambda: ProtoNNClassifier(budget_bytes=64 * 1024, random_state=0)),
+    ("ProtoNN", "16 KB", None, lambda: ProtoNNClassifier(budget_bytes=16 * 1024, random_state=0)),
+    ("Bonsai", "64 KB", None, lambda: BonsaiClassifier(budget_bytes=64 * 1024, random_state=0)),
+    ("SNC (ProtoNN T2)", "145.1 KB", 96.36,
+     lambda: SNCClassifier(n_prototypes=int(145.08 * 1024 / 4 / 17), random_state=0)),
+    ("SNC", "4%", None, lambda: SNCClassifier(compression=0.04, random_state=0)),
+    ("kNN (ProtoNN T2)", "all, k=1", 95.26, lambda: KNNClassifier(k=1)),
+]
+
+
+def section_letter(quick: bool, rows: str | None = None) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from letter import letter26
+
+    X, y, Xt, yt = letter26()
+    if quick:
+        X, y = X[::4], y[::4]
+    print(f"letter-26 (UCI's split: {len(X)} training / {len(Xt)} test rows; test accuracy %, float models; "
+          "train s: CPU seconds of fit, one thread)")
+    head = f"{'paper':<18}{'setting':<16}{'paper %':>8}{'ours %':>8}{'bytes':>10}{'train s':>8}"
+    print(head)
+    print("-" * len(head))
+    for paper, setting, figure, make in LETTER_ROWS:
+        if rows is not None and rows not in f"{paper} {setting}":
+            continue
+        est = make()
+        acc, seconds = fit_and_score(est, X, y, Xt, yt)
+        shown = f"{figure:>8.2f}" if figure is not None else f"{'-':>8}"
+        print(f"{paper:<18}{setting:<16}{shown}{acc:>8.2f}{est.model_bytes:>10}{seconds:>8.1f}", flush=True)
+    if rows is None:
+        for name, make in BASELINES:
+            acc, seconds = fit_and_score(make(), X, y, Xt, yt)
+            print(f"{'scikit-learn':<18}{name:<16}{'-':>8}{acc:>8.2f}{'-':>10}{seconds:>8.1f}", flush=True)
     print()
 
 
@@ -151,9 +234,9 @@ def section_regression(quick: bool) -> None:
         floats, ints, errors, sizes, seconds = [], [], [], [], 0.0
         for train, test in folds:
             est = make()
-            start = time.perf_counter()
+            start = time.process_time()
             est.fit(X[train], y[train])
-            seconds += time.perf_counter() - start
+            seconds += time.process_time() - start
             floats.append(r2_score(y[test], est.predict(X[test])))
             if hasattr(est, "to_model"):
                 rep = target_report(est.to_model(), "host", X[test], y[test], precision="int16",
@@ -183,13 +266,47 @@ def precision_at(k: int, scores: np.ndarray, Y: np.ndarray) -> float:
     return 100 * float(np.mean(np.take_along_axis(Y, top, axis=1)))
 
 
-def multilabel_data(quick: bool):
+def multilabel_data(quick: bool, seed: int = 0):
     from sklearn.datasets import make_multilabel_classification
     from sklearn.model_selection import train_test_split
 
     X, Y = make_multilabel_classification(n_samples=1000 if quick else 4000, n_features=50, n_classes=20,
-                                          n_labels=4, random_state=0)
-    return train_test_split(X, Y, test_size=0.25, random_state=0)
+                                          n_labels=4, random_state=seed)
+    return train_test_split(X, Y, test_size=0.25, random_state=seed)
+
+
+def section_multilabel_seeds(quick: bool) -> None:
+    import warnings
+
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    models = [
+        ("ProtoNN, defaults", lambda seed: ProtoNNClassifier(random_state=seed)),
+        ("ProtoNN, 16 KB", lambda seed: ProtoNNClassifier(budget_bytes=16 * 1024, random_state=seed)),
+        ("one-vs-rest logistic", lambda seed: OneVsRestClassifier(LogisticRegression(max_iter=2000))),
+    ]
+    print("Multilabel precision@k % against one-vs-rest logistic regression (the multilabel section's data, "
+          "seeds 0-2 for data, split and model; mean and per seed; train s: CPU seconds, all seeds)")
+    head = f"{'model':<24}{'P@1':>7}{'P@3':>7}{'P@5':>7}{'train s':>8}  per seed (P@1/P@3/P@5)"
+    print(head)
+    print("-" * len(head))
+    for name, make in models:
+        figures, seconds = [], 0.0
+        for seed in range(3):
+            X, Xt, Y, Yt = multilabel_data(quick, seed)
+            est = make(seed)
+            start = time.process_time()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a label column without positives after the split
+                est.fit(X, Y)
+            seconds += time.process_time() - start
+            S = est.decision_function(Xt)
+            figures.append([precision_at(k, S, Yt) for k in (1, 3, 5)])
+        mean = np.mean(figures, axis=0)
+        print(f"{name:<24}" + "".join(f"{v:>7.2f}" for v in mean) + f"{seconds:>8.1f}  "
+              + "  ".join("/".join(f"{v:.1f}" for v in row) for row in figures), flush=True)
+    print()
 
 
 def section_multilabel(quick: bool) -> None:
@@ -207,9 +324,9 @@ def section_multilabel(quick: bool) -> None:
     print(f"{'most frequent labels':<28}" + "".join(f"{precision_at(k, prior, Yt):>7.2f}" for k in (1, 3, 5)))
     for budget in (4 * 1024, 16 * 1024):
         est = ProtoNNClassifier(budget_bytes=budget, multilabel_rule="top_k", multilabel_k=3, random_state=0)
-        start = time.perf_counter()
+        start = time.process_time()
         est.fit(X, Y)
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         model = est.to_model()
         kb = budget // 1024
         reports = {precision: target_report(model, "host", Xt, Yt, precision=precision,
@@ -222,10 +339,10 @@ def section_multilabel(quick: bool) -> None:
             p = rep["target_precision_at"]
             print(f"{f'ProtoNN {kb} KB {precision} C':<28}" + "".join(f"{100 * p[k]:>7.2f}" for k in "135")
                   + f"{100 * rep['ranking_agreement']:>8.1f}{100 * rep['label_agreement']:>9.1f}", flush=True)
-        start = time.perf_counter()
+        start = time.process_time()
         sleec = ProtoNNClassifier(budget_bytes=budget, multilabel_rule="top_k", multilabel_k=3, init_w="sleec",
                                   random_state=0).fit(X, Y)
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         S = sleec.decision_function(Xt)
         print(f"{'  SLEEC start, float model':<28}" + "".join(f"{precision_at(k, S, Yt):>7.2f}" for k in (1, 3, 5))
               + f"{'':>8}{'':>9}{sleec.model_bytes:>8}{seconds:>8.1f}", flush=True)
@@ -236,7 +353,8 @@ def section_multilabel(quick: bool) -> None:
     print()
 
 
-SECTIONS = {"usps": section_usps, "noise": section_noise, "regression": section_regression,
+SECTIONS = {"usps": section_usps, "letter": section_letter, "noise": section_noise,
+            "regression": section_regression, "multilabel-seeds": section_multilabel_seeds,
             "multilabel": section_multilabel}
 
 
@@ -244,11 +362,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="train on a quarter of the rows (smoke run)")
     parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), help="run these sections only")
-    parser.add_argument("--rows", metavar="TEXT", help="usps: only the rows whose paper or setting holds TEXT")
+    parser.add_argument("--rows", metavar="TEXT",
+                        help="usps, letter: only the rows whose paper or setting holds TEXT (no baselines)")
     args = parser.parse_args()
     for name in args.only or SECTIONS:
-        if name == "usps":
-            section_usps(args.quick, args.rows)
+        if name in ("usps", "letter"):
+            SECTIONS[name](args.quick, args.rows)
         else:
             SECTIONS[name](args.quick)
 
