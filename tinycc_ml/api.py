@@ -330,7 +330,7 @@ def check_distances(graph, source: str) -> None:
     class tie (the C would answer class 0), so such a model is refused with its largest value."""
     for name in graph.order():
         node = graph.node(name)
-        if node.op != "sqdist" or graph.op(node.inputs[1]) != "const":
+        if node.op not in ("sqdist", "sqdist_kvote") or graph.op(node.inputs[1]) != "const":
             continue
         protos = np.asarray(graph.node(node.inputs[1]).attrs["value"], dtype=np.float64)
         with np.errstate(over="ignore"):
