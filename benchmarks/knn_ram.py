@@ -90,8 +90,8 @@ def main(argv=None) -> None:
     for target in args.targets.split(","):
         if target == "avr":
             for precision in ("int16", "int8"):
-                top = 600 if args.quick else largest_fitting(X, y, target, precision, 100, 2000)
-                plan += [(target, precision, n) for n in (100, 300, top)]
+                top = 800 if args.quick else largest_fitting(X, y, target, precision, 300, 2000)
+                plan += [(target, precision, n) for n in (300, 700, top)]
         else:
             plan += [(target, "int16", n) for n in (250, 500, 1000)]
     table = [measure(X, y, Xt, yt, n, t, p) for t, p, n in plan]

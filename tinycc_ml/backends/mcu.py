@@ -244,11 +244,14 @@ def constant_bytes_floor(graph, precision: str) -> int:
     """A lower bound of the flash the constants of a folded float graph take at ``precision``: every
     stored element at least 1 byte (int8), 2 (int16) or 4 (float); a sparse matrix its non-zeros."""
     element = {"int8": 1, "int16": 2}.get(precision, 4)
+    # prototypes of a distance: a kernel stores those with 8 significant bits in a byte each (any precision)
+    prototypes = {graph.node(n).inputs[1] for n in graph.order() if graph.op(n) in ("sqdist", "sqdist_kvote")}
     total = 0
     for name in graph.order():
         node = graph.node(name)
         if node.op == "const" and graph.users(name):
-            total += int(np.asarray(node.attrs["value"]).size) * element
+            size = 1 if name in prototypes and precision != "float" else element
+            total += int(np.asarray(node.attrs["value"]).size) * size
         elif node.op == "sparse_const" and graph.users(name):
             total += int(np.count_nonzero(node.attrs["values"])) * element
     return total
