@@ -26,8 +26,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import tinycc_ml  # noqa: E402
 from letter import letter26  # noqa: E402
+
+import tinycc_ml  # noqa: E402
 from tinycc_ml.errors import FitError  # noqa: E402
 from tinycc_ml.ir.fixed import quantise, run_fixed  # noqa: E402
 from tinycc_ml.models.knn import KNNClassifier  # noqa: E402

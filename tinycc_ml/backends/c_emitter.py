@@ -92,7 +92,8 @@ class CTarget:
 
     # (op, precision) -> code that replaces the shared table's entry on this target (e.g. a
     # hand-tuned mat-vec), or returns None to use the portable entry. It must compute exactly what
-    # the op's semantics in the registry define.
+    # the op's semantics in the registry define. (op, "on_read"): for a node reading the input clamp
+    # applied on read (CEmitter.clamp_on_read), which it reads through CEmitter.clamp_function.
     code_overrides: dict = field(default_factory=dict)
 
 
@@ -131,6 +132,7 @@ class CEmitter:
     own_x_pages: bool = True  # may a sparse kernel keep x in a 256-byte aligned static buffer of its own
     # the input clamp applied where x is read (no RAM copy of the input; the shared C reads clamp(x[i]))
     clamp_on_read: bool = False
+    on_read_kernels: bool = True  # with clamp_on_read: the target's (op, "on_read") kernels for the clamp's readers
     aligns_arenas = False  # does arena_attribute honour arena_align (class-level: a trait of the emitter)
 
     def __post_init__(self):
@@ -367,7 +369,10 @@ class CEmitter:
             self.clamp_function()
             return ["/* applied where x is read: no RAM copy of the input */"]
         precision = precision_of(node.type, [self.graph.type(i) for i in node.inputs])
-        override = None if self.read_clamp in node.inputs else self.target.code_overrides.get((node.op, precision))
+        if self.read_clamp in node.inputs:
+            override = self.target.code_overrides.get((node.op, "on_read")) if self.on_read_kernels else None
+        else:
+            override = self.target.code_overrides.get((node.op, precision))
         if override is not None:
             lines = override(self, node)
             if lines is not None:

@@ -46,6 +46,8 @@ AVR_CODE_OVERRIDES = {
     ("tanh_lut", "fixed"): k.kernel_tanh_lut,
     # kNN: distances on the mat-vec kernel a block at a time, the k best kept while scanning
     ("sqdist_kvote", "fixed"): kernels_knn.avr_sqdist_kvote,
+    # the input clamp applied on read (no RAM copy of the input): a few features at a time
+    ("matvec", "on_read"): k.kernel_matvec_on_read,
 }
 
 # Cortex-M0: sparse kernels, then the 9-row kernels with the input pass fused (distances on them),

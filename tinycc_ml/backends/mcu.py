@@ -235,9 +235,9 @@ class McuEmitter(CEmitter):
 # ---------------------------------------------------------------- backends
 
 def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
-             own_x_pages: bool = True, clamp_on_read: bool = False) -> BuildOutput:
-    return McuEmitter(graph, prefix, target, header_lines=list(model_description),
-                      own_x_pages=own_x_pages, clamp_on_read=clamp_on_read).build_output()
+             own_x_pages: bool = True, clamp_on_read: bool = False, on_read_kernels: bool = True) -> BuildOutput:
+    return McuEmitter(graph, prefix, target, header_lines=list(model_description), own_x_pages=own_x_pages,
+                      clamp_on_read=clamp_on_read, on_read_kernels=on_read_kernels).build_output()
 
 
 def constant_bytes_floor(graph, precision: str) -> int:
@@ -360,7 +360,8 @@ class McuBackend(Backend):
         """The build; again without sparse kernels' own x buffers (256-byte aligned, so up to 255 bytes of
         padding) when with them it would not fit the chip; and then, when the RAM still looks too small for
         it (intermediates + the caller's input + the stack estimate), with the input clamp applied where x is
-        read: no RAM copy of the input, its readers on the shared C (slower, so only when needed)."""
+        read: no RAM copy of the input, its readers on the target's on-read kernels (a small buffer of
+        clamped features at a time), or when even those do not fit on the shared C."""
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
         if out.optional_ram_bytes and not self._fits(out):
             log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, self.chip.name)
@@ -372,9 +373,14 @@ class McuBackend(Backend):
                      self.chip.name)
             out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False,
                            clamp_on_read=True)
+            readers = "the on-read kernels"
+            if not self._fits(out):
+                readers = "the shared C"
+                out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False,
+                               clamp_on_read=True, on_read_kernels=False)
             out.kernels = [*out.kernels, {"node": input_clamp(graph), "matrix": "input", "kernel": "clamp on read",
-                                          "note": "its readers on the shared C: with a RAM copy of the input "
-                                                  f"the build exceeds the {self.chip.name}'s RAM"}]
+                                          "note": f"its readers on {readers}: with a RAM copy of the input the "
+                                                  f"build exceeds the {self.chip.name}'s RAM"}]
         return out
 
     def _fits(self, out) -> bool:
