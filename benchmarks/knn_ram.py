@@ -9,7 +9,9 @@ The distances and the vote are one op (sqdist_kvote): each training row's distan
 k best while scanning, so the working RAM is O(k), not one distance per row. Per build: the firmware's
 static RAM (model + harness: data + bss) and the measured peak stack, flash, cycles, test accuracy, and
 whether scores and predictions equal run_fixed's bit for bit. The AVR's last row count is the largest
-that the fit check (the linked firmware) accepts in 32 KB of flash at that precision.
+that the fit check (the linked firmware) accepts in 32 KB of flash at that precision. Rows marked
+"before" are built without the fusion (the fuse_nearest pass left out: sqdist into RAM, then kvote), as
+every kNN build was before it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from letter import letter26  # noqa: E402
 
 import tinycc_ml  # noqa: E402
+import tinycc_ml.passes.fixed_pipeline as fixed_pipeline  # noqa: E402
 from tinycc_ml.errors import FitError  # noqa: E402
 from tinycc_ml.ir.fixed import quantise, run_fixed  # noqa: E402
 from tinycc_ml.models.knn import KNNClassifier  # noqa: E402
@@ -59,9 +62,12 @@ def largest_fitting(X, y, target: str, precision: str, lo: int, hi: int) -> int:
     return lo
 
 
-def measure(X, y, Xt, yt, n: int, target: str, precision: str) -> dict:
+def measure(X, y, Xt, yt, n: int, target: str, precision: str, fused: bool = True) -> dict:
     d = tempfile.mkdtemp(prefix="tinycc-ml-knn-")
+    passes = list(fixed_pipeline.FIXED_PASSES)
     try:
+        if not fused:
+            fixed_pipeline.FIXED_PASSES.remove("fuse_nearest")
         res = build(X, y, n, target, precision, d)
         out = res.output
         xq = quantise(Xt, out.input_scale, 16).astype(np.int16)
@@ -71,11 +77,13 @@ def measure(X, y, Xt, yt, n: int, target: str, precision: str) -> dict:
         exact = (np.array_equal(run.predictions, want["prediction"])
                  and np.array_equal(np.asarray(run.scores, np.int64), want["scores"]))
         counts = run.cycles if run.cycles is not None else run.instructions
-        return {"target": target, "precision": precision, "rows": n, "unit": "cycles" if run.cycles is not None
+        return {"target": target, "precision": precision + ("" if fused else " before"), "rows": n,
+                "unit": "cycles" if run.cycles is not None
                 else "instr", "mean": float(np.mean(counts)), "per_row": float(np.mean(counts)) / n,
                 "flash": run.flash_bytes, "ram": run.ram_bytes, "stack": run.stack_bytes,
                 "acc": float(np.mean(run.predictions == yt)), "exact": exact}
     finally:
+        fixed_pipeline.FIXED_PASSES[:] = passes
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -92,17 +100,18 @@ def main(argv=None) -> None:
         if target == "avr":
             for precision in ("int16", "int8"):
                 top = 800 if args.quick else largest_fitting(X, y, target, precision, 300, 2000)
-                plan += [(target, precision, n) for n in (300, 700, top)]
+                plan += [(target, precision, n, True) for n in (300, 700, top)]
+            plan.append((target, "int16", 300, False))
         else:
-            plan += [(target, "int16", n) for n in (250, 500, 1000)]
-    table = [measure(X, y, Xt, yt, n, t, p) for t, p, n in plan]
+            plan += [(target, "int16", n, fused) for fused in (True, False) for n in (250, 500, 1000)]
+    table = [measure(X, y, Xt, yt, n, t, p, fused) for t, p, n, fused in plan]
     print(f"kNN k={K}, letter-26 (16 features, 26 classes): first n training rows; {len(Xt)} test rows each")
-    head = (f"{'target':<10} {'prec':<6} {'train rows':>10} {'per inference':>18} {'per row':>8} {'flash':>6} "
+    head = (f"{'target':<10} {'prec':<13} {'train rows':>10} {'per inference':>18} {'per row':>8} {'flash':>6} "
             f"{'RAM':>5} {'stack':>5} {'RAM+stack':>9} {'acc':>6} {'= run_fixed':>11}")
     print(head)
     print("-" * len(head))
     for r in table:
-        print(f"{r['target']:<10} {r['precision']:<6} {r['rows']:>10} {r['mean']:>11.0f} {r['unit']:<6} "
+        print(f"{r['target']:<10} {r['precision']:<13} {r['rows']:>10} {r['mean']:>11.0f} {r['unit']:<6} "
               f"{r['per_row']:>8.1f} {r['flash']:>6} {r['ram']:>5} {r['stack']:>5} {r['ram'] + r['stack']:>9} "
               f"{r['acc']:>6.3f} {'yes' if r['exact'] else 'NO':>11}")
 
