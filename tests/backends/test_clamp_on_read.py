@@ -33,8 +33,9 @@ def test_784_feature_logistic_regression_fits_2kb_of_ram(tmp_path):
     assert run.ram_bytes + run.stack_bytes <= 2048
 
 
-@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
-@pytest.mark.parametrize("family, clamp", [("protonn", "per_feature"), ("linear", "global"), ("knn", "global")])
+@pytest.mark.parametrize("target, family, clamp", [("avr", "protonn", "per_feature"), ("avr", "knn", "global"),
+                                                    ("cortex-m0", "protonn", "per_feature"),
+                                                    ("cortex-m0", "linear", "global")])
 def test_forced_clamp_on_read_is_bit_exact(target, family, clamp, tmp_path):
     require_target(target)
     rng = np.random.default_rng(3)
