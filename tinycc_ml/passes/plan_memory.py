@@ -28,7 +28,9 @@ def element_bytes(key: str) -> int:
     return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}[key]
 
 
-def plan(graph: Graph) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
+def plan(graph: Graph, virtual=()) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
+    """The slots and arena lengths; ``virtual``: vectors that take no slot (a backend computes them where
+    they are read, e.g. the input clamp applied on read)."""
     order = graph.order()
     position = {n: i for i, n in enumerate(order)}
     outputs = {n for _, n in graph.outputs}
@@ -44,7 +46,7 @@ def plan(graph: Graph) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
         t = graph.type(n)
         # Operands of this node stay live (last_use >= i), so an output never overlaps its inputs.
         live = [entry for entry in live if last_use[entry[3]] >= i]
-        if graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned:
+        if graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned or n in virtual:
             continue
         key, length = arena_key(t.dtype), t.size
         offset = 0
