@@ -470,6 +470,7 @@ def random_forest_attrs(draw, n_features: int, scale: int):
             "value": np.array(value, dtype=np.float32), "roots": np.array(roots, dtype=np.int32),
             "tree_output": np.array(outs, dtype=np.int32), "n_outputs": n_out,
             "compare": draw(st.sampled_from(["le", "lt"])),
+            **({} if draw(st.booleans()) else {"leaf_bits": 8}),  # int8 builds' 8-bit leaves
             # where a missing value goes: absent (right), or per node
             **({} if draw(st.booleans()) else
                {"default_left": np.array([draw(st.integers(0, 1)) for _ in feature], dtype=np.int8)})}

@@ -207,7 +207,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     if fixed:
         t_lo, t_hi = (int(layout.threshold.min()), int(layout.threshold.max())) if layout.threshold.size else (0, 0)
         thr_type = int_type(t_lo, t_hi)
-        leaf_type = "int16_t"
+        leaf_type = int_type(int(values.min()), int(values.max())) if values.size else "int8_t"
         acc_type = "int32_t"
         literal = lambda v: str(int(v))  # noqa: E731
     else:
@@ -222,7 +222,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     tree_out = at["tree_output"]
     width = layout.leaves.shape[1]
     scale_note = f", scale 2^-{lq}" if fixed else ""
-    value_bytes = 4 if leaf_type == "float" else 2
+    value_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[leaf_type]
     sparse = bool(np.all(tree_out < 0)) and k <= 128
     if sparse:
         entry_outs, entry_vals, sparse_layout = sparse_leaves(layout)

@@ -39,7 +39,8 @@ Integer semantics (operand x_q at scale S, its real value x_q * 2^-S; result at 
   x_q <= T sends M left by itself).
   So the integer walk reaches the leaf that the float walk reaches on x_q's real value.
 - **Leaves** are stored as ints at the leaf scale L (``leaf_scale``: the finest scale at which every
-  leaf fits 16 bits, at most O + LEAF_GUARD_BITS), summed in int32, then shifted to O with one
+  leaf fits ``leaf_bits`` bits (attribute, default 16; int8 builds: 8, set by choose_scales), at most
+  O + LEAF_GUARD_BITS), summed in int32, then shifted to O with one
   rounding shift and saturated: the error against the float sum of the same leaves is at most
   T * 2^-(L+1) (leaf rounding) + 2^-(O+1) (final rounding) when nothing saturates.
 """
@@ -90,6 +91,7 @@ def _infer(ts, attrs, declared):
     dl = attrs.get("default_left")
     need(dl is None or (dl.shape == (n,) and dl.dtype.kind in "iub" and np.all((dl == 0) | (dl == 1))),
          f"default_left must be ({n},) of 0/1")
+    need(int(attrs.get("leaf_bits", LEAF_BITS)) in (8, 16), "leaf_bits must be 8 or 16")
     need(tree_depth(attrs) <= MAX_TREE_DEPTH, f"a tree is deeper than {MAX_TREE_DEPTH} levels")
     return TensorType((k,), result_dtype(ts, declared))
 
@@ -194,8 +196,9 @@ def leaf_scale(attrs, out_scale: int) -> int:
     peak = float(np.max(np.abs(attrs["value"]))) if attrs["value"].size else 0.0
     if peak == 0:
         return out_scale
-    fits = math.floor(math.log2((2 ** (LEAF_BITS - 1) - 1) / peak))
-    while peak * 2.0**fits > 2 ** (LEAF_BITS - 1) - 1:
+    bits = int(attrs.get("leaf_bits", LEAF_BITS))
+    fits = math.floor(math.log2((2 ** (bits - 1) - 1) / peak))
+    while peak * 2.0**fits > 2 ** (bits - 1) - 1:
         fits -= 1
     return min(fits, out_scale + LEAF_GUARD_BITS)
 
@@ -260,7 +263,8 @@ def _acc_bound(call):
 register_op(OpDef(
     "tree_ensemble", 1, _infer, _evaluate,
     {"feature": "array", "threshold": "array", "left": "array", "right": "array", "value": "array",
-     "roots": "array", "tree_output": "array", "n_outputs": "int", "compare": "str", "default_left": "array?"},
+     "roots": "array", "tree_output": "array", "n_outputs": "int", "compare": "str", "default_left": "array?",
+     "leaf_bits": "int?"},
     "sum of the leaves a float32-rounded input reaches in each tree (x[f] <= t, or < t, goes left; NaN to "
     "the default side); fixed point: exact integer decisions x_q <= floor(t * 2^S), NaN's code to the "
     "default side, leaves summed in int32",
