@@ -27,7 +27,9 @@ half-written or clashing output folder. The exit status is 1 when any crash was 
 seconds; every crash is written to ``--reproducers DIR`` (default ./fuzz-reproducers): a text file with the
 command that replays it (``--seed S --target KIND --case K``) and what went wrong, and, where the case has
 one, its input (the model file, the IR text, the generated model saved as a model file with its rows).
-``--json FILE`` writes the table (seed, surfaces, cases, outcomes, seconds, crash details).
+``--json FILE`` writes the table (seed, surfaces, cases, outcomes, seconds, crash details). ``--stop-on REGEX``
+ends a surface at the first crash whose description matches (benchmarks/fuzz_campaign.py's reverted bugs: the
+time to find one).
 
 Case K of a surface draws from its own generator (seeded with the seed, the surface and K), so cases do not
 depend on --jobs: with N > 1 they run in chunks on N worker processes (joblib's loky executor).
@@ -39,6 +41,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import signal
 import subprocess
@@ -244,6 +247,10 @@ def run_surface(kind: str, seed: int, args, limit, executor) -> tuple:
         cases_iter = iter([range(i, min(i + chunk, n_cases)) for i in range(0, n_cases, chunk)])
     deadline = start + args.explore if args.explore else None
     counts, found, slowest, ran = Counter(), [], 0.0, 0
+    stop_on = re.compile(args.stop_on, re.S) if args.stop_on else None
+
+    def sought_found() -> bool:
+        return stop_on is not None and any(stop_on.search(detail) for _, detail in found)
 
     def absorb(chunk_cases, result):
         nonlocal slowest, ran
@@ -255,14 +262,15 @@ def run_surface(kind: str, seed: int, args, limit, executor) -> tuple:
 
     if executor is None:
         for chunk_cases in cases_iter:
-            if deadline is not None and time.perf_counter() >= deadline:
+            if deadline is not None and time.perf_counter() >= deadline or sought_found():
                 break
             absorb(chunk_cases, run_cases(kind, seed, chunk_cases, args.timeout, limit))
     else:
         pending = {}
         exhausted = False
         while True:
-            while not exhausted and len(pending) < args.jobs and (deadline is None or time.perf_counter() < deadline):
+            while not exhausted and len(pending) < args.jobs and not sought_found() \
+                    and (deadline is None or time.perf_counter() < deadline):
                 chunk_cases = next(cases_iter, None)
                 if chunk_cases is None:
                     exhausted = True
@@ -301,6 +309,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=60, help="seconds per case before it counts as a hang")
     parser.add_argument("--jobs", type=_positive, default=1, help="worker processes (default 1)")
     parser.add_argument("--case", type=int, default=None, metavar="K", help="run case K alone (a reproducer)")
+    parser.add_argument("--stop-on", default=None, metavar="REGEX",
+                        help="end a surface at the first crash whose description matches REGEX (the time to find it)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 2**31
     limit = int(args.memory_gb * (1 << 30))

@@ -129,3 +129,25 @@ def test_ir_fuzz_findings(name, kind):
 
     outcome = run_ir_case((Path(__file__).parent / "data" / name).read_text())
     assert outcome.kind == kind, outcome.detail
+
+
+def test_stop_on_ends_a_surface_at_the_first_matching_finding(monkeypatch):
+    import argparse
+    import importlib.util
+    from collections import Counter
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("fuzz_script", Path(__file__).parent.parent / "scripts" / "fuzz.py")
+    fuzz_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz_script)
+
+    def fake_cases(kind, seed, cases, timeout, memory):  # case 60 is the "bug"; 30 an unrelated crash
+        crashes = [(k, "the bug: shift exponent 40") if k == 60 else (k, "other") for k in cases if k in (30, 60)]
+        return Counter(ok=len(cases) - len(crashes), crash=len(crashes)), crashes, 0.0
+
+    monkeypatch.setattr(fuzz_script, "run_cases", fake_cases)
+    args = argparse.Namespace(explore=60.0, case=None, cases=0, cli_cases=0, jobs=1, timeout=60,
+                              stop_on=r"shift exponent")
+    counts, found, _, ran, seconds = fuzz_script.run_surface("ir", 1, args, None, None)
+    assert ran == 3 * fuzz_script.CHUNK and seconds < 30  # the chunk holding case 60 was the last one run
+    assert [case for case, _ in found] == [30, 60] and counts["crash"] == 2

@@ -8,6 +8,7 @@ errors also exit 2. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import math
 import os
@@ -550,6 +551,7 @@ def _time_per_prediction(predict, X, min_seconds: float = 0.2) -> float:
 
 
 def cmd_demo(args) -> int:
+    say = functools.partial(print, flush=True)  # each line as it happens, also through a pipe
     import numpy as np
 
     import tinycc_ml
@@ -562,23 +564,23 @@ def cmd_demo(args) -> int:
     out = Path(args.output)
     X, y = load_digits(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
-    print(f"dataset: scikit-learn digits, {X.shape[0]} images of 8x8 = {X.shape[1]} features, "
+    say(f"dataset: scikit-learn digits, {X.shape[0]} images of 8x8 = {X.shape[1]} features, "
           f"{len(np.unique(y))} classes; {len(X_train)} train / {len(X_test)} test rows")
 
     model, how = _train_demo_model(X_train, y_train)
-    print(f"model: ProtoNN from {how}: D={model.input_dim}, projection d^={model.W.shape[0]}, "
+    say(f"model: ProtoNN from {how}: D={model.input_dim}, projection d^={model.W.shape[0]}, "
           f"m={model.n_prototypes} prototypes, L={model.n_outputs} classes")
     param_bytes = 4 * (model.W.size + model.B.size + model.Z.size)
     out.mkdir(parents=True, exist_ok=True)
     model_path = model.save(out / "protonn_digits.npz")
-    print(f"saved {model_path} ({model_path.stat().st_size} bytes on disk; "
+    say(f"saved {model_path} ({model_path.stat().st_size} bytes on disk; "
           f"W, B, Z = {param_bytes} bytes in float32)")
 
     result = tinycc_ml.compile(model_path, target="host", out_dir=out, name="digits")
-    print(f"compiled to C for target host: constants {result.report['const_bytes']} bytes, "
+    say(f"compiled to C for target host: constants {result.report['const_bytes']} bytes, "
           f"static RAM {result.report['ram_bytes']} bytes")
     for path in result.paths:
-        print(f"  wrote {path}")
+        say(f"  wrote {path}")
     predictor = result.load()
 
     ref = model.predict(X_test)
@@ -594,22 +596,22 @@ def cmd_demo(args) -> int:
                                   calibration=X_train, input_range=(0, 16))
         write_files(out, fixed.files)
         for name in fixed.files:
-            print(f"  wrote {out / name}")
+            say(f"  wrote {out / name}")
         q = fixed.load()
         q_pred = q.predict(X_test)
         rows.append(("C int16", float(np.mean(q_pred == y_test)), float(np.mean(q_pred == ref)),
                      _time_per_prediction(q.predict, X_test)))
     except Exception as exc:  # the demo works with or without fixed point
         if isinstance(exc, ModuleNotFoundError) and exc.name == FIXED_PIPELINE_MODULE:
-            print("int16: fixed point is not available in this version, skipped")
+            say("int16: fixed point is not available in this version, skipped")
         else:
-            print(f"int16: skipped ({type(exc).__name__}: {' '.join(str(exc).split())})")
+            say(f"int16: skipped ({type(exc).__name__}: {' '.join(str(exc).split())})")
 
-    print(f"\n{'build':<14} {'test accuracy':>13} {'agrees with float':>18} {'time/prediction':>16}")
+    say(f"\n{'build':<14} {'test accuracy':>13} {'agrees with float':>18} {'time/prediction':>16}")
     for label, acc, agree, seconds in rows:
         agree_text = "-" if agree is None else f"{100 * agree:.1f}%"
-        print(f"{label:<14} {100 * acc:>12.1f}% {agree_text:>18} {seconds * 1e6:>13.2f} us")
-    print(f"\ndone in {time.perf_counter() - start:.1f} s; C sources in {out}/")
+        say(f"{label:<14} {100 * acc:>12.1f}% {agree_text:>18} {seconds * 1e6:>13.2f} us")
+    say(f"\ndone in {time.perf_counter() - start:.1f} s; C sources in {out}/")
     return 0
 
 
