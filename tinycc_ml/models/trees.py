@@ -32,6 +32,9 @@ from tinycc_ml.models.saved import check_array
 
 ARRAYS = ("feature", "threshold", "left", "right", "value", "roots", "tree_output", "base")
 OPTIONAL_ARRAYS = ("default_left",)
+# class probabilities from the scores (models/proba.py): forests "normalise" (the mean of the trees' class
+# probabilities), boosting "softmax" / "logistic" of the margins, None: the library defines none this way
+PROBA_RULES = (None, "normalise", "softmax", "logistic")
 MAX_NODES = 2**20
 
 
@@ -70,12 +73,16 @@ class TreeEnsembleModel(Model):
     family = "trees"
 
     def __init__(self, feature, threshold, left, right, value, roots, tree_output, base, input_dim: int,
-                 compare: str = "le", binary: bool = False, source: str = "TreeEnsembleModel", default_left=None):
+                 compare: str = "le", binary: bool = False, source: str = "TreeEnsembleModel", default_left=None,
+                 proba: str | None = None):
         if compare not in ("le", "lt"):
             raise ModelFileError(f"{source}: compare {compare!r} is not 'le' or 'lt'")
         if not isinstance(input_dim, (int, np.integer)) or isinstance(input_dim, bool) or input_dim < 1:
             raise ModelFileError(f"{source}: input_dim {input_dim!r} is not a positive integer")
+        if proba not in PROBA_RULES:
+            raise ModelFileError(f"{source}: proba {proba!r} is not one of {PROBA_RULES}")
         self.compare, self.binary, self._input_dim = compare, bool(binary), int(input_dim)
+        self.proba = proba
         feature = np.asarray(feature)
         n = feature.shape[0] if feature.ndim == 1 else -1
         if n < 1 or n > MAX_NODES:
@@ -168,7 +175,15 @@ class TreeEnsembleModel(Model):
                 "base": self.base, "default_left": self.default_left.astype(np.int8)}
 
     def meta(self) -> dict:
-        return {"compare": self.compare, "binary": self.binary, "input_dim": self._input_dim}
+        out = {"compare": self.compare, "binary": self.binary, "input_dim": self._input_dim}
+        if self.proba is not None:
+            out["proba"] = self.proba
+        return out
+
+    @property
+    def proba_rule(self) -> str | None:
+        """The rule turning the scores into class probabilities (classifiers only)."""
+        return self.proba if self.task.get("kind", "classification") == "classification" else None
 
     @classmethod
     def from_arrays(cls, arrays, meta, source) -> TreeEnsembleModel:
@@ -182,7 +197,7 @@ class TreeEnsembleModel(Model):
             raise ModelFileError(f"{source}: metadata 'binary' must be true or false")
         return cls(*(arrays[a] for a in ARRAYS), input_dim=meta.get("input_dim"),
                    compare=meta.get("compare", "le"), binary=meta.get("binary", False), source=source,
-                   default_left=arrays.get("default_left"))
+                   default_left=arrays.get("default_left"), proba=meta.get("proba"))
 
     def leaves(self, X) -> np.ndarray:
         """The leaf each tree reaches, (n, T), by the library's rule on float32-rounded inputs."""

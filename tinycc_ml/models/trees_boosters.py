@@ -169,7 +169,8 @@ def from_xgboost_json(doc, source: str = "XGBoost model") -> TreeEnsembleModel:
     binary = n_class <= 1 and objective in ("binary:logistic", "binary:logitraw")
     out = TreeEnsembleModel(*(np.concatenate(parts[p]) for p in ("feature", "threshold", "left", "right", "value")),
                             roots, info, base, input_dim=dim, compare="lt", binary=binary, source=source,
-                            default_left=np.concatenate(parts["default_left"]))
+                            default_left=np.concatenate(parts["default_left"]),
+                            proba={"binary:logistic": "logistic", "multi:softprob": "softmax"}.get(objective))
     return out if (n_class > 1 or binary) else out.with_task(REGRESSION)
 
 
@@ -228,6 +229,17 @@ def _floats(tree: dict, key: str, where: str, n: int, plus_inf: bool = False) ->
 def _lgb_child(c: np.ndarray, m: int, offset: int) -> np.ndarray:
     """LightGBM's child references (>= 0: internal node, < 0: leaf ~c) as node indices."""
     return np.where(c >= 0, c, m + (-c - 1)) + offset
+
+
+def _lgb_proba(objective: list[str]) -> str | None:
+    """LightGBM's predict_proba as a rule on the margins: binary (sigmoid:1) the logistic, multiclass the
+    softmax; multiclassova, another sigmoid parameter and regression: none."""
+    if objective[0] == "multiclass":
+        return "softmax"
+    if objective[0] == "binary" and all(p != "sigmoid" or v in ("1", "1.0", "1.000000")
+                                        for p, _, v in (o.partition(":") for o in objective[1:])):
+        return "logistic"
+    return None
 
 
 def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembleModel:
@@ -292,7 +304,7 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
     k = per_iteration
     out = TreeEnsembleModel(*(np.concatenate(parts[p]) for p in ("feature", "threshold", "left", "right", "value")),
                             roots, outs, np.zeros(k), input_dim=dim, compare="le", binary=binary, source=source,
-                            default_left=np.concatenate(parts["default_left"]))
+                            default_left=np.concatenate(parts["default_left"]), proba=_lgb_proba(objective))
     return out.with_task(REGRESSION) if objective[0] in LGB_REGRESSION else out
 
 

@@ -58,12 +58,12 @@ class _Builder:
         self.value.append(np.where(leaf[:, None], np.asarray(value, dtype=np.float64).reshape(len(leaf), -1), 0.0))
         self.n += len(leaf)
 
-    def model(self, base, input_dim: int, binary: bool, source: str) -> TreeEnsembleModel:
+    def model(self, base, input_dim: int, binary: bool, source: str, proba: str | None = None) -> TreeEnsembleModel:
         cat = np.concatenate
         return TreeEnsembleModel(cat(self.feature), cat(self.threshold), cat(self.left), cat(self.right),
                                  cat(self.value), np.array(self.roots), np.array(self.tree_output),
                                  np.asarray(base, dtype=np.float64).reshape(-1), input_dim=input_dim,
-                                 binary=binary, source=source, default_left=cat(self.default_left))
+                                 binary=binary, source=source, default_left=cat(self.default_left), proba=proba)
 
 
 def _missing_left(t):
@@ -92,7 +92,7 @@ def _forest_classifier(estimator) -> TreeEnsembleModel:
         total = value.sum(axis=1, keepdims=True)
         proba = np.divide(value, total, out=np.zeros_like(value), where=total > 0)  # as predict_proba
         b.add(t.feature, t.threshold, t.children_left, t.children_right, proba, default_left=_missing_left(t))
-    return b.model(np.zeros(k), estimator.n_features_in_, False, name)
+    return b.model(np.zeros(k), estimator.n_features_in_, False, name, proba="normalise")
 
 
 def _forest_regressor(estimator) -> TreeEnsembleModel:
@@ -124,7 +124,8 @@ def _gradient_boosting(estimator) -> TreeEnsembleModel:
             b.add(t.feature, t.threshold, t.children_left, t.children_right,
                   lr * np.asarray(t.value, dtype=np.float64)[:, 0, :1], output=k, default_left=_missing_left(t))
     classifier = hasattr(estimator, "classes_")
-    model = b.model(base, dim, classifier and stages.shape[1] == 1, name)
+    binary = classifier and stages.shape[1] == 1
+    model = b.model(base, dim, binary, name, proba=("logistic" if binary else "softmax") if classifier else None)
     return model if classifier else model.with_task(REGRESSION)
 
 
@@ -146,7 +147,9 @@ def _hist_gradient_boosting(estimator) -> TreeEnsembleModel:
                   default_left=nodes["missing_go_to_left"])
     base = np.asarray(estimator._baseline_prediction, dtype=np.float64).reshape(-1)
     classifier = hasattr(estimator, "classes_")
-    model = b.model(base, estimator.n_features_in_, classifier and base.size == 1, name)
+    binary = classifier and base.size == 1
+    model = b.model(base, estimator.n_features_in_, binary, name,
+                    proba=("logistic" if binary else "softmax") if classifier else None)
     return model if classifier else model.with_task(REGRESSION)
 
 
@@ -214,4 +217,4 @@ def fold_scalers(model: TreeEnsembleModel, scalers: list) -> TreeEnsembleModel:
     return TreeEnsembleModel(model.feature, folded, model.left, model.right, model.value, model.roots,
                              model.tree_output, model.base, input_dim=dim, compare=model.compare,
                              binary=model.binary, source="Pipeline",
-                             default_left=model.default_left).with_task(model.task)
+                             default_left=model.default_left, proba=model.proba).with_task(model.task)
