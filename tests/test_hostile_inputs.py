@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -381,8 +382,10 @@ def test_numpy_warnings_do_not_precede_the_error_line(tmp_path):
 
 def test_ctrl_c_exits_130_without_traceback(tmp_path):
     out = tmp_path / "demo"
+    # no cache: after its first line the demo trains and searches scales for seconds, whatever earlier tests
+    # cached (a warm cache let it finish before the signal arrived on a loaded machine)
     proc = subprocess.Popen([sys.executable, "-m", "tinycc_ml", "demo", "-o", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TINYCC_ML_CACHE": "off"})
     assert proc.stdout.readline().startswith("dataset:")  # running its own code, mid-way through training
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)

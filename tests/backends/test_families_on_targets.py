@@ -122,11 +122,24 @@ def model(request, digits):
     return request.param, FAMILIES[request.param](X, y).to_model()
 
 
-# the Cortex-M4 at int16 (its int8 kernels: test_mcu's SPECS, and every family's random models through the
-# conformance suite on the Cortex-M33, which runs the same code: tests/backends/test_m4.py)
+# the Cortex-M4 at int16 for the families on its own kernels (SMLAD mat-vecs, distances); the others run the
+# Cortex-M0's C there (its int8 kernels: test_mcu's SPECS; every family's random models at every precision:
+# the conformance suite on the Cortex-M33, which runs the same code: tests/backends/test_m4.py)
+M4_FAMILIES = {"protonn", "bonsai", "npc", "snc", "knn3", "mlp_relu", "gaussian_nb", "svc_rbf"}
+
+
 @pytest.mark.parametrize("target, precision", [("avr", "int16"), ("avr", "int8"), ("cortex-m0", "int16"),
-                                               ("cortex-m0", "int8"), ("cortex-m4", "int16")])
+                                               ("cortex-m0", "int8")])
 def test_bit_exact_on_the_simulated_target(model, digits, target, precision, tmp_path):
+    check_family_on(target, precision, model, digits, tmp_path)
+
+
+@pytest.mark.parametrize("model", sorted(M4_FAMILIES), indirect=True)
+def test_bit_exact_on_the_cortex_m4(model, digits, tmp_path):
+    check_family_on("cortex-m4", "int16", model, digits, tmp_path)
+
+
+def check_family_on(target, precision, model, digits, tmp_path):
     require_target(target)
     name, m = model
     X, _, rows = digits

@@ -25,6 +25,7 @@ from tinycc_ml.runtime.simulate import (
     FirmwareSizes,
     TargetRun,
     compile_objects,
+    linked_once,
     model_symbol_sizes,
     run_tool,
     support_file,
@@ -97,19 +98,31 @@ def build(spec: BuildSpec, work: str, chip: Chip = ATMEGA328P) -> AvrBuild:
     cc = toolchains.find_tool("avr-gcc")
     model_objs, harness_objs = compile_objects(cc, chip.cflags, spec, [support_file(HARNESS_SOURCE)], work)
     elf = os.path.join(work, "fw_avr.elf")
-    run_tool([cc, *chip.ldflags, *spec.extra_cflags, *harness_objs, *model_objs, "-o", elf, "-lm"],
-             "linking the AVR firmware")
-    flash, ram = avr_size(elf, chip)
-    if flash > chip.flash:
-        raise CompileError(f"AVR firmware needs {flash} bytes of flash; the {chip.name} has {chip.flash}")
-    if ram + AVR_MIN_STACK > chip.ram:
-        raise CompileError(f"AVR firmware needs {ram} bytes of static RAM plus stack; "
-                           f"the {chip.name} has {chip.ram}")
-    mflash, mram = model_symbol_sizes(toolchains.find_tool("avr-nm"), model_objs, elf)
     binf = os.path.join(work, "fw_avr.bin")
-    run_tool([toolchains.find_tool("avr-objcopy"), "-O", "binary", "-R", ".eeprom", "-R", ".fuse",
-              "-R", ".lock", "-R", ".signature", elf, binf], "avr-objcopy")
-    return AvrBuild(elf, binf, FirmwareSizes(flash, ram, mflash, mram))
+
+    def link() -> tuple[bytes, bytes, FirmwareSizes]:
+        run_tool([cc, *chip.ldflags, *spec.extra_cflags, *harness_objs, *model_objs, "-o", elf, "-lm"],
+                 "linking the AVR firmware")
+        flash, ram = avr_size(elf, chip)
+        if flash > chip.flash:
+            raise CompileError(f"AVR firmware needs {flash} bytes of flash; the {chip.name} has {chip.flash}")
+        if ram + AVR_MIN_STACK > chip.ram:
+            raise CompileError(f"AVR firmware needs {ram} bytes of static RAM plus stack; "
+                               f"the {chip.name} has {chip.ram}")
+        mflash, mram = model_symbol_sizes(toolchains.find_tool("avr-nm"), model_objs, elf)
+        run_tool([toolchains.find_tool("avr-objcopy"), "-O", "binary", "-R", ".eeprom", "-R", ".fuse",
+                  "-R", ".lock", "-R", ".signature", elf, binf], "avr-objcopy")
+        with open(elf, "rb") as f_elf, open(binf, "rb") as f_bin:
+            return f_elf.read(), f_bin.read(), FirmwareSizes(flash, ram, mflash, mram)
+
+    # the fit check and the simulation build the same firmware: linked once per process
+    elf_bytes, bin_bytes, sizes = linked_once([*harness_objs, *model_objs],
+                                              ["avr", cc, chip.mcu, *chip.ldflags, *spec.extra_cflags], link)
+    for path, data in ((elf, elf_bytes), (binf, bin_bytes)):
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(data)
+    return AvrBuild(elf, binf, sizes)
 
 
 def _run_chunk(runner: str, fw: AvrBuild, spec: BuildSpec, x: np.ndarray, work: str, tag: int,

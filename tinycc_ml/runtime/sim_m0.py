@@ -26,6 +26,7 @@ from tinycc_ml.runtime.simulate import (
     FirmwareSizes,
     TargetRun,
     compile_objects,
+    linked_once,
     model_symbol_sizes,
     run_tool,
     support_file,
@@ -36,6 +37,7 @@ LINKER_SCRIPT = "tcm_nrf51.ld"
 FLASH_BASE, FLASH_SIZE = NRF51822.flash_base, NRF51822.flash
 RAM_BASE, RAM_SIZE = NRF51822.ram_base, NRF51822.ram
 INPUT_BUDGET = 128 * 1024  # bytes of inputs per QEMU firmware image
+ONE_BATCH_ROWS = 512  # rows run as one QEMU process (more are split between the cores)
 PAINT = 0xC5A5C5A5
 QEMU_INSTR_PER_SECOND = 20e6  # conservative, for wall-clock timeouts
 MIN_WATCHDOG_INSTR = 100_000
@@ -75,7 +77,7 @@ INPUT_BYTES = {ctype: dt.itemsize for ctype, dt in INPUT_DTYPES.items()}
 @dataclass
 class M0Build:
     elf: str
-    sizes: FirmwareSizes
+    sizes: FirmwareSizes | None
 
 
 class _Objects:
@@ -93,7 +95,8 @@ class _Objects:
         self.model_objs, self.harness_objs = compile_objects(
             self.cc, self.chip.cflags, spec, [support_file(s) for s in board.harness], work, defines)
 
-    def link(self, x: np.ndarray | None, tag: str) -> M0Build:
+    def link(self, x: np.ndarray | None, tag: str, sizes: bool = True) -> M0Build:
+        """Firmware with inputs ``x`` embedded; ``sizes=False`` skips measuring it (``sizes`` is then None)."""
         src = os.path.join(self.work, f"inputs_{tag}.c")
         binf = os.path.join(self.work, f"inputs_{tag}.bin")
         n = 0 if x is None else x.shape[0]
@@ -113,6 +116,8 @@ class _Objects:
         script = support_file(board.linker_script)  # it may INCLUDE a file next to it
         run_tool([self.cc, *self.chip.ldflags, "-T", script, f"-L{os.path.dirname(script)}", *self.spec.extra_cflags,
                   *self.harness_objs, *self.model_objs, obj, "-o", elf, "-lm"], f"linking the {board.label} firmware")
+        if not sizes:
+            return M0Build(elf, None)
         flash, ram = arm_size(elf)
         mflash, mram = model_symbol_sizes(toolchains.find_tool("arm-none-eabi-nm"), self.model_objs, elf)
         return M0Build(elf, FirmwareSizes(flash, ram, mflash, mram))
@@ -132,6 +137,13 @@ def arm_size(elf: str) -> tuple[int, int]:
 def build(spec: BuildSpec, work: str, board: Board = NRF51) -> M0Build:
     """Firmware with no inputs embedded: its size is the model plus the harness."""
     return _Objects(spec, work, DEFAULT_MAX_CYCLES, board).link(None, "sizes")
+
+
+def firmware_sizes(objs: _Objects) -> FirmwareSizes:
+    """The sizes of ``objs``' firmware without inputs (linked once per process for the same objects)."""
+    board = objs.board
+    parts = [board.label, objs.cc, *objs.chip.ldflags, *objs.spec.extra_cflags, board.linker_script]
+    return linked_once([*objs.harness_objs, *objs.model_objs], parts, lambda: objs.link(None, "sizes").sizes)
 
 
 def require(method: str = "auto") -> None:
@@ -173,7 +185,7 @@ def _qemu_batch(objs: _Objects, spec: BuildSpec, xb: np.ndarray, tag: str, max_i
     """Link one firmware image holding inputs xb, run it; (predictions, scores, instructions, stack)."""
     board = objs.board
     sdt = SCORE_DTYPES[spec.score_ctype]
-    fw = objs.link(xb, tag)
+    fw = objs.link(xb, tag, sizes=False)  # the sizes come from the firmware without inputs
     limit = timeout if timeout is not None else 30 + 2 * len(xb) * max_instr / QEMU_INSTR_PER_SECOND
     proc = run_tool(qemu_command(board, fw.elf), f"simulating the {board.label} firmware (QEMU)",
                     timeout=limit, check=False)
@@ -210,15 +222,15 @@ def _run_qemu(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
               timeout: float | None) -> TargetRun:
     toolchains.find_tool("qemu-system-arm")
     n = x.shape[0]
-    # batches bounded by flash, and at least one per core so they run in parallel
-    per_batch = max(1, min(INPUT_BUDGET // max(1, x[0].nbytes), -(-n // (os.cpu_count() or 1))))
-    if n <= 16:
-        per_batch = n
+    # batches bounded by flash; a long run is split between the cores (each batch costs a link, more than
+    # QEMU takes for a few hundred rows)
+    per_batch = max(1, min(INPUT_BUDGET // max(1, x[0].nbytes),
+                           n if n <= ONE_BATCH_ROWS else -(-n // (os.cpu_count() or 1))))
     starts = list(range(0, n, per_batch))
     with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1)) as pool:
         futures = [pool.submit(_qemu_batch, objs, spec, x[s:s + per_batch], f"b{b}", max_instr, timeout)
                    for b, s in enumerate(starts)]
-        sizes = objs.link(None, "sizes").sizes  # the firmware without embedded inputs
+        sizes = firmware_sizes(objs)  # the firmware without embedded inputs
         parts = wait_all(futures, f"qemu: {spec.prefix}", [len(x[s:s + per_batch]) for s in starts])
     preds = [p for part in parts for p in part[0]]
     scores = [s for part in parts for s in part[1]]
@@ -457,7 +469,7 @@ class M0Simulator:
 
     def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
-            return build(spec, work).sizes
+            return firmware_sizes(_Objects(spec, work, DEFAULT_MAX_CYCLES))
 
     def profile(self, spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
         return profile(spec, x)

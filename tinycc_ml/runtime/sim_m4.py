@@ -56,7 +56,7 @@ class M4Simulator:
 
     def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
-            return sim_m0.build(spec, work, self.board).sizes
+            return sim_m0.firmware_sizes(sim_m0._Objects(spec, work, DEFAULT_MAX_CYCLES, self.board))
 
     def profile(self, spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
         """Instructions per predict call by function symbol (unicorn's Cortex-M4 / M33; integer builds)."""

@@ -24,11 +24,14 @@ their stack use counts in stack_bytes, their time is not counted.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import subprocess
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -209,15 +212,95 @@ def compile_objects(cc: str, cflags: Sequence[str], spec: BuildSpec, harness: Se
     model_objs, harness_objs = [], []
     for i, src in enumerate(spec.sources):
         obj = os.path.join(workdir, f"model{i}_{os.path.splitext(os.path.basename(src))[0]}.o")
-        run_tool([cc, *cflags, *WARN_FLAGS, *incdir, *spec.extra_cflags, "-c", src, "-o", obj],
-                 f"compiling {src}")
+        _compile_once([cc, *cflags, *WARN_FLAGS, *incdir, *spec.extra_cflags, "-c", src, "-o", obj], src, obj,
+                      f"compiling {src}")
         model_objs.append(obj)
     for src in harness:
         obj = os.path.join(workdir, "h_" + os.path.splitext(os.path.basename(src))[0] + ".o")
-        run_tool([cc, *cflags, *WARN_FLAGS, "-Werror", *incdir, *spec.harness_defines(), *harness_defines,
-                  *spec.extra_cflags, "-c", src, "-o", obj], f"compiling harness {os.path.basename(src)}")
+        _compile_once([cc, *cflags, *WARN_FLAGS, "-Werror", *incdir, *spec.harness_defines(), *harness_defines,
+                       *spec.extra_cflags, "-c", src, "-o", obj], src, obj,
+                      f"compiling harness {os.path.basename(src)}")
         harness_objs.append(obj)
     return model_objs, harness_objs
+
+
+# Objects this process compiled, by everything that decides them: a model's C is compiled for the fit check,
+# again to simulate it, and its harness once more for streaming; each compile after the first is a copy.
+_OBJECTS: OrderedDict[str, bytes] = OrderedDict()
+_OBJECTS_LOCK = threading.Lock()
+OBJECTS_KEPT = 256
+
+
+def _compile_key(cmd: Sequence[str], src: str, obj: str) -> str:
+    """Compiler, flags and defines (paths of folders replaced by their headers' contents), the source's name
+    and content: what the object depends on."""
+    digest = hashlib.sha256()
+    folders = [os.path.dirname(os.path.abspath(src))]
+    for arg in cmd:
+        if arg.startswith("-I"):
+            folders.append(os.path.abspath(arg[2:]))
+            arg = "-I"
+        elif arg in (src, obj):
+            arg = "<source>" if arg == src else "<object>"
+        else:  # a define naming a file (the harness's -DTCM_HEADER="...") stands for the file's content
+            named = re.fullmatch(r'(-D\w+=)"(/[^"]+)"', arg)
+            if named and os.path.isfile(named.group(2)):
+                folders.append(os.path.dirname(named.group(2)))
+                with open(named.group(2), "rb") as f:
+                    arg = named.group(1) + hashlib.sha256(f.read()).hexdigest()
+        digest.update(arg.encode() + b"\0")
+    digest.update(os.path.basename(src).encode() + b"\0")
+    with open(src, "rb") as f:
+        digest.update(f.read())
+    for folder in folders:  # "x.h" and <x.h> from these folders (sorted: a stable order)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".h"):
+                with open(os.path.join(folder, name), "rb") as f:
+                    digest.update(b"\0" + name.encode() + b"\0" + f.read())
+    return digest.hexdigest()
+
+
+_OBJECT_KEYS: dict[str, str] = {}  # object file -> the key of what was last compiled into it
+_LINKED: OrderedDict[str, object] = OrderedDict()
+LINKED_KEPT = 64
+
+
+def linked_once(objects: Sequence[str], parts: Sequence[str], link):
+    """``link()``'s result, or the one this process got for the same compiled objects (by their keys, in
+    order) and ``parts`` (flags, scripts: whatever else decides the firmware)."""
+    keys = [_OBJECT_KEYS.get(o) for o in objects]
+    if None in keys:
+        return link()
+    key = hashlib.sha256("\0".join([*keys, *parts]).encode()).hexdigest()
+    with _OBJECTS_LOCK:
+        made = _LINKED.get(key)
+    if made is None:
+        made = link()
+        with _OBJECTS_LOCK:
+            _LINKED[key] = made
+            while len(_LINKED) > LINKED_KEPT:
+                _LINKED.popitem(last=False)
+    return made
+
+
+def _compile_once(cmd: Sequence[str], src: str, obj: str, what: str) -> None:
+    key = _compile_key(cmd, src, obj)
+    _OBJECT_KEYS[obj] = key
+    with _OBJECTS_LOCK:
+        made = _OBJECTS.get(key)
+        if made is not None:
+            _OBJECTS.move_to_end(key)
+    if made is None:
+        run_tool(cmd, what)
+        with open(obj, "rb") as f:
+            made = f.read()
+        with _OBJECTS_LOCK:
+            _OBJECTS[key] = made
+            while len(_OBJECTS) > OBJECTS_KEPT:
+                _OBJECTS.popitem(last=False)
+        return
+    with open(obj, "wb") as f:
+        f.write(made)
 
 
 _FLASH_TYPES = set("TtRrDd")
@@ -230,12 +313,11 @@ def model_symbol_sizes(nm: str, model_objs: Sequence[str], elf: str) -> tuple[in
     Counts what the model defines (functions, tables, state); library helpers it pulls in
     (e.g. libgcc's __mulhisi3, soft-float) are not attributed to it."""
     names: set[str] = set()
-    for obj in model_objs:
-        out = run_tool([nm, "--defined-only", obj], "nm").stdout.decode()
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[1] in _FLASH_TYPES | _RAM_TYPES:
-                names.add(parts[2])
+    out = run_tool([nm, "--defined-only", *model_objs], "nm").stdout.decode()  # ("file:" lines between objects)
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in _FLASH_TYPES | _RAM_TYPES:
+            names.add(parts[2])
     flash = ram = 0
     seen: set[tuple[str, str]] = set()
     out = run_tool([nm, "-S", "--defined-only", elf], "nm").stdout.decode()
