@@ -99,8 +99,6 @@ class ChooseScales(Pass):
             if node.op == "clip" and graph.op(ins[0]) == "input":
                 s = scale[ins[0]]  # the input clamp keeps the input's scale
             self._quantise_operands(graph, out, node, ins, attrs, scale, bound, weight_bits, s)
-            if node.op == "tree_ensemble" and weight_bits == 8:
-                attrs["leaf_bits"] = 8  # int8 builds: 8-bit leaves (ir/ops/ensembles.py)
             call = BoundCall([bound.get(i) for i in ins], [scale.get(i, 0) for i in ins],
                              [const_ints(out, i) if out.op(i) in CONSTANT_OPS else None for i in ins],
                              attrs, s, ACT_BITS, [graph.type(i) for i in node.inputs])
