@@ -331,7 +331,7 @@ def check_distances(graph, source: str) -> None:
     class tie (the C would answer class 0), so such a model is refused with its largest value."""
     for name in graph.order():
         node = graph.node(name)
-        if node.op != "sqdist" or graph.op(node.inputs[1]) != "const":
+        if node.op not in ("sqdist", "sqdist_kvote") or graph.op(node.inputs[1]) != "const":
             continue
         protos = np.asarray(graph.node(node.inputs[1]).attrs["value"], dtype=np.float64)
         with np.errstate(over="ignore"):
@@ -427,8 +427,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
                             "%.1f%% of the calibration rows (error max %.4g, mean %.4g); %s keeps the value",
                             model.describe(), precision, error["tolerance"], 100 * agreement, error["max_abs"],
                             error["mean_abs"], better)
-        worst = max((abs(graph.type(n).dtype.scale) for n in graph.order() if graph.type(n).dtype.is_fixed),
-                    default=0)
+        # the values' scales, and those of values fused into an op (kNN's distances: sqdist_kvote)
+        worst = max([abs(graph.type(n).dtype.scale) for n in graph.order() if graph.type(n).dtype.is_fixed]
+                    + [abs(int(graph.node(n).attrs["dist_scale"])) for n in graph.order()
+                       if "dist_scale" in graph.node(n).attrs], default=0)
         if worst > MAX_FIXED_SCALE:  # int32 arithmetic cannot shift that far: say why, not where
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} need a fixed-point "
                             f"scale of 2^{worst} or 2^-{worst}, beyond what {precision} code can compute "

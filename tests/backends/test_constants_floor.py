@@ -14,6 +14,7 @@ import tinycc_ml
 from tinycc_ml.api import as_model
 from tinycc_ml.backends.mcu import constant_bytes_floor
 from tinycc_ml.errors import FitError
+from tinycc_ml.models.knn import KNNClassifier
 from tinycc_ml.models.protonn import ProtoNNModel
 from tinycc_ml.passes import PassContext, run_passes
 from tinycc_ml.passes.manager import PassOptions
@@ -30,6 +31,8 @@ def models():
         # PCA folds into the logistic weights: the folded matrix is smaller than the PCA one
         "pca-logistic": make_pipeline(StandardScaler(), PCA(30, random_state=0),
                                       LogisticRegression(max_iter=300)).fit(X[:500], y[:500]),
+        # digits' pixels are integers 0-16: prototypes of 8 significant bits, stored in a byte at int16 too
+        "knn-small-ints": KNNClassifier(k=3).fit(X[:80], y[:80]),
     }
 
 
@@ -40,7 +43,7 @@ def folded(model, precision):
 
 
 @pytest.mark.parametrize("precision", ["float", "int16", "int8"])
-@pytest.mark.parametrize("family", ["protonn-sparse", "pca-logistic"])
+@pytest.mark.parametrize("family", ["protonn-sparse", "pca-logistic", "knn-small-ints"])
 def test_the_floor_is_never_above_what_the_build_stores(models, family, precision):
     X, cases = models
     model = cases[family]
@@ -62,4 +65,4 @@ def test_a_model_over_the_flash_is_refused_before_calibration(monkeypatch):
         tinycc_ml.compile(model, target="avr", precision="int16", calibration=np.zeros((64, D)))
     assert not calls  # the calibration rows were never looked at
     floor = constant_bytes_floor(folded(model, "int16"), "int16")
-    assert floor == 2 * (d * D + d * 900 + 3 * 900) > 32768
+    assert floor == 2 * (d * D + 3 * 900) + d * 900 > 32768  # prototypes: a byte each (8-bit kernels)

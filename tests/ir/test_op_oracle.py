@@ -438,6 +438,30 @@ def kvote_case(draw):
 
 
 @st.composite
+def sqdist_kvote_case(draw):
+    """Small values (ties), no difference shift and 32-bit distances at their exact scale: the fused
+    op's votes must then be exactly the float votes (the fusion contract itself is
+    tests/passes/test_fuse_nearest.py)."""
+    k, m = draw(st.integers(1, 4)), draw(st.integers(1, 8))
+    n_classes = draw(st.integers(1, 4))
+    labels = np.asarray(draw(st.lists(st.integers(0, n_classes - 1), min_size=m, max_size=m)), dtype=np.int32)
+    votes_k = draw(st.integers(1, m))
+    value_bits = draw(st.integers(0, 6))
+    X = input_rows(draw, k, value_bits)
+    M = draw(ints((k, m), value_bits))
+    sx = draw(SCALES)
+
+    def make(so, bits):
+        g, x = new_graph(k, sx)
+        y = g.add("sqdist_kvote", [x, add_const(g, M, sx)],
+                  {"k": votes_k, "n_classes": n_classes, "labels": labels, "shift": 0, "dist_bits": 32,
+                   "dist_scale": 2 * sx}, type=out_type((n_classes,), bits, so))
+        return finish(g, y, [("output rounding", half_unit(so < 0, so))])
+
+    return Case(X, make)
+
+
+@st.composite
 def random_forest_attrs(draw, n_features: int, scale: int):
     """1-3 random trees (depth <= 3) over ``n_features`` features: thresholds near the inputs' grid
     (on it, half a step off, and arbitrary float32), vector or scalar leaves."""
@@ -550,6 +574,7 @@ ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "sum": sum_case,
     "segment_min": segment_min_case,
     "kvote": kvote_case,
+    "sqdist_kvote": sqdist_kvote_case,
     "tree_ensemble": tree_ensemble_case,
     "ovo_votes": ovo_votes_case,
     "argmax": lambda: arg_case("argmax"),

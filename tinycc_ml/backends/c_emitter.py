@@ -92,7 +92,8 @@ class CTarget:
 
     # (op, precision) -> code that replaces the shared table's entry on this target (e.g. a
     # hand-tuned mat-vec), or returns None to use the portable entry. It must compute exactly what
-    # the op's semantics in the registry define.
+    # the op's semantics in the registry define. (op, "on_read"): for a node reading the input clamp
+    # applied on read (CEmitter.clamp_on_read), which it reads through CEmitter.clamp_function.
     code_overrides: dict = field(default_factory=dict)
 
 
@@ -132,11 +133,20 @@ class CEmitter:
     x_pages: dict[str, int] = field(default_factory=dict)  # symbol -> int16s of a sparse kernel's aligned x buffer
     arena_align: dict[str, int] = field(default_factory=dict)  # arena key -> byte alignment a kernel needs
     own_x_pages: bool = True  # may a sparse kernel keep x in a 256-byte aligned static buffer of its own
+    # the input clamp applied where x is read (no RAM copy of the input; the shared C reads clamp(x[i]))
+    clamp_on_read: bool = False
+    on_read_kernels: bool = True  # with clamp_on_read: the target's (op, "on_read") kernels for the clamp's readers
     aligns_arenas = False  # does arena_attribute honour arena_align (class-level: a trait of the emitter)
 
     def __post_init__(self):
         check_interface(self.graph)
         verify(self.graph, complete=True)
+        self.read_clamp = input_clamp(self.graph) if self.clamp_on_read else None
+        if self.read_clamp:  # a private copy planned without the clamp's vector (never stored: not fused)
+            self.graph = self.graph.copy()
+            a = self.graph.analyses
+            a.fused = {h: m for h, m in a.fused.items() if h != self.read_clamp}
+            a.memory_plan, a.arenas = plan(self.graph, a.fused, virtual={self.read_clamp})
         if not self.graph.analyses.memory_plan:
             self.graph.analyses.memory_plan, self.graph.analyses.arenas = plan(self.graph)
         self.scores_node = self.graph.output("scores")
@@ -162,6 +172,8 @@ class CEmitter:
         """Element ``index`` of value ``name`` (for scalars, the value itself)."""
         if name in self.inline_values:  # an element of a fused chain, held in a local
             return self.inline_values[name]
+        if name == self.read_clamp:
+            return f"{self.clamp_function()}({self.var(self.graph.inputs()[0])}[{index}], {index})"
         node = self.graph.node(name)
         if node.op == "const":
             value = node.attrs["value"]
@@ -337,11 +349,50 @@ class CEmitter:
         return Emitted(source, header_text(comment, api), self.const_bytes, arena_bytes, api.input_ctype,
                        api.score_ctype, api.input_dim, api.n_scores)
 
+    def clamp_function(self) -> str:
+        """static inline int16_t <prefix>_xclamp(int16_t v, i): feature i of the input clamped (clamp_on_read);
+        per-feature bounds in the arrays the batch clamp would store (streaming's feed() reads them too)."""
+        from tinycc_ml.ir.fixed import clip_bounds
+
+        name = self.sym("xclamp")
+        if name in self.helpers:
+            return name
+        node = self.graph.node(self.read_clamp)
+        dtype = self.graph.type(node.inputs[0]).dtype
+        lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
+        top = 2 ** (dtype.bits - 1)
+        if np.ndim(lo) == 0:
+            lo_c, hi_c = str(int(lo)), str(int(hi))
+            body = ["    (void)i;"]
+            if int(hi) < top - 1:
+                body.append(f"    if (v > {hi_c}) return {hi_c};")
+            if int(lo) > -top:
+                body.append(f"    if (v < {lo_c}) return {lo_c};")
+        else:
+            ctype = ctype_of(dtype)
+            rd = self.target.read_const
+            lo_s, hi_s = (self.add_const_array(self.sym(f"{node.name}_{end}"), b, ctype,
+                                               f"%{node.name}: {what} bound of each element")
+                          for end, b, what in (("lo", lo, "lower"), ("hi", hi, "upper")))
+            body = [f"    const {ctype} lo = {rd(lo_s, 'i', ctype)}, hi = {rd(hi_s, 'i', ctype)};",
+                    "    if (v > hi) return hi;", "    if (v < lo) return lo;"]
+        self.helpers[name] = (f"static inline int16_t {name}(int16_t v, int32_t i)\n{{\n" + "\n".join(body)
+                              + "\n    return v;\n}\n")
+        return name
+
     def emit_node(self, node: Node) -> list[str]:
         """The node's C: the target's override of the op's entry if it has one (it may decline by
-        returning None), else the entry of the shared code table of the node's precision."""
+        returning None), else the entry of the shared code table of the node's precision. With the input
+        clamp applied on read, the clamp has no code and its readers take the shared C (which reads
+        through ``at``)."""
+        if node.name == self.read_clamp:
+            self.clamp_function()
+            return ["/* applied where x is read: no RAM copy of the input */"]
         precision = precision_of(node.type, [self.graph.type(i) for i in node.inputs])
-        override = self.target.code_overrides.get((node.op, precision))
+        if self.read_clamp in node.inputs:
+            override = self.target.code_overrides.get((node.op, "on_read")) if self.on_read_kernels else None
+        else:
+            override = self.target.code_overrides.get((node.op, precision))
         if override is not None:
             lines = override(self, node)
             if lines is not None:
@@ -351,6 +402,19 @@ class CEmitter:
             raise CompileError(f"node %{node.name}: op {node.op} has no {precision} C code on target "
                                f"{self.target.name}")
         return code(self, node)
+
+
+def input_clamp(graph: Graph) -> str | None:
+    """The input clamp that may be applied on read: a 16-bit clip of the input at the input's scale, its
+    only user."""
+    (x,) = graph.inputs()
+    users = graph.users(x)
+    if len(users) != 1 or graph.op(users[0]) != "clip" or any(users[0] == n for _, n in graph.outputs):
+        return None
+    t, xt = graph.type(users[0]), graph.type(x)
+    if not (t.dtype.is_fixed and t.dtype == xt.dtype and t.dtype.bits == 16 and t.shape == xt.shape):
+        return None
+    return users[0]
 
 
 def check_interface(graph: Graph) -> None:

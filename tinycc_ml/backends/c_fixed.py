@@ -52,7 +52,10 @@ def index_type(n: int) -> str:
 
 
 def saturate_c(em: CEmitter, node: Node, expr: str) -> str:
-    bits = node.type.dtype.bits
+    return saturate_bits_c(em, node.type.dtype.bits, expr)
+
+
+def saturate_bits_c(em: CEmitter, bits: int, expr: str) -> str:
     if bits == 32:
         return expr
     name = em.sym(f"sat{bits}")
@@ -374,6 +377,30 @@ def _kvote(em: CEmitter, node: Node) -> list[str]:
     return c_float.kvote(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};")
 
 
+def _sqdist_kvote(em: CEmitter, node: Node) -> list[str]:
+    x_name, m_name = node.inputs
+    r, m = em.graph.type(m_name).shape
+    h = int(node.attrs.get("shift", 0))
+    bits = int(node.attrs["dist_bits"])
+    out_shift = node_output_shift(em.graph, node.name)
+    mt = em.const_transposed(m_name)
+    it = index_type(r * m)
+    elem = em.target.read_const(mt, f"(j) * {r} + i", ctype_of(em.graph.type(m_name).dtype))
+
+    def distance(j):
+        return ["int32_t acc = 0;",
+                f"for ({it} i = 0; i < {r}; ++i) {{",
+                f"    int32_t t = (int32_t){elem.replace('(j)', f'({j})')} - {em.at(x_name, 'i')};",
+                *([f"    t = {rshift_c('t', h)};"] if h else []),
+                "    acc += t * t;",
+                "}",
+                f"const int{bits}_t dj = {saturate_bits_c(em, bits, shift_c(em, 'acc', out_shift))};"]
+
+    vote = rshift_c("votes[c]", -node.type.dtype.scale)
+    return c_float.sqdist_kvote(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};", distance,
+                                f"int{bits}_t")
+
+
 def _ovo_votes(em: CEmitter, node: Node) -> list[str]:
     vote = rshift_c("votes[c]", -node.type.dtype.scale)
     return c_float.ovo_votes(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};")
@@ -389,6 +416,7 @@ C_CODE["fixed"].update({
     "sub": _elementwise(ELEMENT["sub"]), "mul": _elementwise(_mul_element), "scale": _elementwise(_scale_element),
     "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
+    "sqdist_kvote": _sqdist_kvote,
     "ovo_votes": _ovo_votes,
     "matvec_at": _matvec_at, "branch": c_float.branch,
     "tree_ensemble": lambda em, node: kernels_trees.ensemble_code(em, node, (rshift_c, saturate_c)),

@@ -182,40 +182,79 @@ def ovo_votes(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c
     ]
 
 
-def kvote(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];") -> list[str]:
-    """k nearest votes; ``store_vote(out)`` writes votes[c] into out[c] (fixed point: saturated)."""
-    (d,) = node.inputs
+def kbest_start(ctype: str, k: int, itype: str = "int32_t") -> list[str]:
+    """Declarations of the k best (distance, index) pairs, kept sorted by distance."""
+    return [f"{ctype} best_d[{k}];", f"{itype} best_i[{k}];", "int n_best = 0;"]
+
+
+def kbest_insert(k: int, dj: str, j: str) -> list[str]:
+    """Insert (dj, j) into the k best; rows come in index order and strict < keeps the lower index first
+    among equal distances (kvote's rule)."""
+    return [
+        f"if (n_best < {k} || {dj} < best_d[{k - 1}]) {{",
+        f"    int pos = n_best < {k} ? n_best++ : {k - 1};",
+        f"    while (pos > 0 && {dj} < best_d[pos - 1]) {{",
+        "        best_d[pos] = best_d[pos - 1];",
+        "        best_i[pos] = best_i[pos - 1];",
+        "        --pos;",
+        "    }",
+        f"    best_d[pos] = {dj};",
+        f"    best_i[pos] = {j};",
+        "}",
+    ]
+
+
+def kbest_votes(em, node: Node, store_vote) -> list[str]:
+    """Votes of the k best's labels (the node's ``labels`` attribute, in flash); ``store_vote(out)`` writes
+    votes[c] into out[c]."""
     k, n_classes = int(node.attrs["k"]), int(node.attrs["n_classes"])
-    m = em.graph.type(d).size
     label_type = "uint8_t" if n_classes <= 256 else "uint16_t"
     labels = em.add_const_array(em.sym(f"{node.name}_labels"), node.attrs["labels"], label_type,
                                 f"%{node.name}: label of each reference point")
-    ctype = ctype_of(em.graph.type(d).dtype)
-    out = em.var(node.name)
+    vtype = "uint8_t" if k < 256 else "int32_t"
     return [
-        "{",
-        f"    {ctype} best_d[{k}];",
-        f"    int32_t best_i[{k}];",
-        "    int n_best = 0;",
-        "    /* insertion into the k best; strict < keeps the lower index first among equals */",
-        f"    for (int32_t j = 0; j < {m}; ++j) {{",
-        f"        const {ctype} dj = {em.at(d, 'j')};",
-        f"        if (n_best == {k} && !(dj < best_d[{k - 1}])) continue;",
-        f"        int pos = n_best < {k} ? n_best++ : {k - 1};",
-        "        while (pos > 0 && dj < best_d[pos - 1]) {",
-        "            best_d[pos] = best_d[pos - 1];",
-        "            best_i[pos] = best_i[pos - 1];",
-        "            --pos;",
-        "        }",
-        "        best_d[pos] = dj;",
-        "        best_i[pos] = j;",
-        "    }",
-        f"    int32_t votes[{n_classes}];",
-        f"    for (int c = 0; c < {n_classes}; ++c) votes[c] = 0;",
-        f"    for (int i = 0; i < {k}; ++i) ++votes[{em.target.read_const(labels, 'best_i[i]', label_type)}];",
-        f"    for (int c = 0; c < {n_classes}; ++c) " + store_vote(out),
-        "}",
+        f"{vtype} votes[{n_classes}];",
+        f"for (int c = 0; c < {n_classes}; ++c) votes[c] = 0;",
+        f"for (int i = 0; i < {k}; ++i) ++votes[{em.target.read_const(labels, 'best_i[i]', label_type)}];",
+        f"for (int c = 0; c < {n_classes}; ++c) " + store_vote(em.var(node.name)),
     ]
+
+
+def kvote(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];") -> list[str]:
+    """k nearest votes; ``store_vote(out)`` writes votes[c] into out[c] (fixed point: saturated)."""
+    (d,) = node.inputs
+    k = int(node.attrs["k"])
+    m = em.graph.type(d).size
+    ctype = ctype_of(em.graph.type(d).dtype)
+    return ["{", *("    " + ln for ln in kbest_start(ctype, k)),
+            f"    for (int32_t j = 0; j < {m}; ++j) {{",
+            f"        const {ctype} dj = {em.at(d, 'j')};",
+            *("        " + ln for ln in kbest_insert(k, "dj", "j")),
+            "    }",
+            *("    " + ln for ln in kbest_votes(em, node, store_vote)), "}"]
+
+
+def sqdist_kvote(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c];", distance=None,
+                 dtype: str = "float") -> list[str]:
+    """kvote(sqdist(x, M)) keeping only the k best: one pass over the prototypes. ``distance(j)``: lines
+    leaving the distance to prototype j in dj (default: the float sum of squares)."""
+    x_name, m_name = node.inputs
+    r, m = em.graph.type(m_name).shape
+    k = int(node.attrs["k"])
+    if distance is None:
+        mt = em.const_transposed(m_name)
+
+        def distance(j):
+            elem = em.target.read_const(mt, f"{j} * {r} + i", "float")
+            return ["float dj = 0.0f;", f"for (int i = 0; i < {r}; ++i) {{",
+                    f"    const float t = {elem} - {em.at(x_name, 'i')};",
+                    "    dj += t * t;", "}"]
+    return ["{", *("    " + ln for ln in kbest_start(dtype, k)),
+            f"    for (int32_t j = 0; j < {m}; ++j) {{",
+            *("        " + ln for ln in distance("j")),
+            *("        " + ln for ln in kbest_insert(k, "dj", "j")),
+            "    }",
+            *("    " + ln for ln in kbest_votes(em, node, store_vote)), "}"]
 
 
 def largest(em, node: Node, store_best=None) -> list[str]:
@@ -248,6 +287,7 @@ C_CODE["float"].update({
     "branch": branch,
     "segment_min": segment_min,
     "kvote": kvote,
+    "sqdist_kvote": sqdist_kvote,
     "ovo_votes": ovo_votes,
     "tanh_clamp": tanh_clamp,
     "max": largest,

@@ -8,7 +8,7 @@ imports back.
 
 from __future__ import annotations
 
-from tinycc_ml.backends import kernels_avr, kernels_clip, kernels_m0, kernels_m0_fused, kernels_m4
+from tinycc_ml.backends import kernels_avr, kernels_clip, kernels_knn, kernels_m0, kernels_m0_fused, kernels_m4
 from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.kernels_distance import avr_clamp_squares, avr_sqdist8
 from tinycc_ml.backends.kernels_sparse import avr_sparse_kernel, m0_sparse_kernel
@@ -44,6 +44,10 @@ AVR_CODE_OVERRIDES = {
     ("matvec_at", "fixed"): k.kernel_matvec_at,
     ("mul", "fixed"): k.kernel_mul,
     ("tanh_lut", "fixed"): k.kernel_tanh_lut,
+    # kNN: distances on the mat-vec kernel a block at a time, the k best kept while scanning
+    ("sqdist_kvote", "fixed"): kernels_knn.avr_sqdist_kvote,
+    # the input clamp applied on read (no RAM copy of the input): a few features at a time
+    ("matvec", "on_read"): k.kernel_matvec_on_read,
 }
 
 # Cortex-M0: sparse kernels, then the 9-row kernels with the input pass fused (distances on them),
@@ -55,6 +59,7 @@ M0_CODE_OVERRIDES = {
     ("clip", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_clip,
                                 kernels_clip.kernel_clip16),
     ("matvec_at", "fixed"): kernels_m0_fused.kernel_matvec_at,
+    ("sqdist_kvote", "fixed"): kernels_knn.m0_sqdist_kvote,
 }
 
 # Cortex-M4: dense mat-vecs and distances on SMLAD (sparse matrices and the rest: the shared C)

@@ -57,13 +57,14 @@ UNROLL = 4  # columns per loop iteration of mac_asm
 
 
 def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks: int,
-            out_shift: int | None = None) -> str:
+            out_shift: int | None = None, accumulate: bool = False) -> str:
     """void name(const void *w /*flash*/, const int16_t *x, void *acc, uint32_t v): nblocks blocks of
     ``rows`` rows over ``cols`` columns; in flash, per block: the rows' 32-bit constants K, then w' column-major
     (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (8..16) the
     int16 sat16(rshift(acc[q], out_shift)). Up to 5 rows: the accumulators take r2..r21, one weight register
     suffices (lo byte's products before hi). x, acc, v and the block count wait on the stack between blocks
-    (every register is busy in the loop)."""
+    (every register is busy in the loop). ``accumulate`` (one block): w points at the block's weights of the
+    first column, no constants; acc[q] += w'.x' (the accumulators start from acc, v is not used)."""
     acc = [f"r{r}" for r in range(2, 2 + 4 * rows)]
     saved = [r for r in acc if int(r[1:]) < 18] + ["r28", "r29"]
     body = _prologue(name, saved)
@@ -71,7 +72,9 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     body += [f"push r{r}" for r in range(16, 24)] + ["movw r30, r24", f"ldi r24, {nblocks}", "push r24"]
     body += ["5:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+3", "ldd r27, Y+2",
              "ldd r22, Y+9", "ldd r23, Y+8", "ldd r24, Y+7", "ldd r25, Y+6"]
-    for q in range(rows):  # acc = K - v
+    if accumulate:  # acc from RAM (X at acc, then back at x)
+        body += ["ldd r26, Y+5", "ldd r27, Y+4", *[f"ld {r}, X+" for r in acc], "ldd r26, Y+3", "ldd r27, Y+2"]
+    for q in range(0 if accumulate else rows):  # acc = K - v
         a = acc[4 * q:4 * q + 4]
         body += [f"lpm {r}, Z+" for r in a]
         body += [f"sub {a[0]}, r22", f"sbc {a[1]}, r23", f"sbc {a[2]}, r24", f"sbc {a[3]}, r25"]
@@ -835,3 +838,63 @@ def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
             f"{1 << (drop - 1)}u) >> {drop}));",
             "    " + store(em, node, "i", out),
             "}"]
+
+
+ON_READ_CHUNK = 32  # input features clamped per pass into the kernel's buffer (64 bytes of RAM)
+
+
+def kernel_matvec_on_read(em: CEmitter, node: Node) -> list[str] | None:
+    """A dense mat-vec of the input clamped on read (CEmitter.clamp_on_read: no RAM copy of the input): the
+    clamp of ON_READ_CHUNK features at a time into a small buffer (stored x + 2^15, summed), then the
+    mat-vec kernel over those columns of every block, accumulating (the first chunk starts from the row
+    constants); acc - v and the rounding shift at the end. Exact as kernel_matvec (the same sums mod 2^32)."""
+    a_name, x_name = node.inputs
+    g = em.graph
+    if (node.op != "matvec" or x_name != em.read_clamp or g.op(a_name) != "const" or int(node.attrs.get("shift", 0))
+            or g.type(a_name).dtype.bits not in (8, 16) or not 0 < g.type(a_name).shape[1] < 65536):
+        return None
+    rows, cols = g.type(a_name).shape
+    if 2 * min(ON_READ_CHUNK, cols) + 4 * rows >= 2 * cols:  # its buffers would take the copy's RAM: shared C
+        return None
+    A = int_matrix(g, a_name)
+    wbits = g.type(a_name).dtype.bits
+    image, layout = kernel_weights(A, wbits)
+    wtype = "uint16_t" if wbits == 16 else "uint8_t"
+    sym = em.add_const_array(em.sym(f"{a_name}_off"), image, wtype,
+                             f"%{a_name}: {rows}x{cols} + {1 << (wbits - 1)}, per 5-row block: -2^15 * row sums "
+                             "(32-bit), then the block column-major")
+    acc, xb = em.sym("acc"), em.sym("xchunk")
+    em.scratch(acc, "uint32_t", rows)
+    ch = min(ON_READ_CHUNK, cols)
+    em.scratch(xb, "int16_t", ch)
+    clamp = em.clamp_function()
+    x = em.var(g.inputs()[0])
+
+    def helper(n: int, width: int, first: bool) -> str:
+        name = em.sym(f"mac{n}w{wbits}o_{width}x1" + ("" if first else "a"))
+        if name not in em.helpers:
+            em.helpers[name] = mac_asm(name, n, wbits, True, width, 1, accumulate=not first)
+        return name
+
+    def chunk(c0: str, width: int, first: bool) -> list[str]:
+        out = [f"for (uint8_t i = 0; i < {width}; ++i) {{",
+               f"    const uint16_t u = (uint16_t){clamp}({x}[{c0} + i], {c0} + i) ^ 0x8000u;",
+               f"    {xb}[i] = (int16_t)u;", "    sx += u;", "}"]
+        for b in layout:
+            n = b.count
+            at = f"{b.base - (4 if wbits == 8 else 2) * n}" if first else f"{b.base} + (uint32_t){c0} * {n}"
+            out.append(f"{helper(n, width, first)}({sym} + {at}, {xb}, {acc} + {b.first}, 0);")
+        return out
+
+    full, tail = divmod(cols - ch, ch)
+    lines = ["{", "    uint32_t sx = 0;", *("    " + ln for ln in chunk("0", ch, True))]
+    if full:
+        lines += [f"    for (uint16_t c0 = {ch}; c0 < {ch * (full + 1)}; c0 += {ch}) {{",
+                  *("        " + ln for ln in chunk("c0", ch, False)), "    }"]
+    if tail:
+        lines += ["    " + ln for ln in chunk(str(cols - tail), tail, False)]
+    out_shift = node_output_shift(g, node.name)
+    lines += [f"    sx <<= {15 if wbits == 16 else 7};",
+              f"    for (uint8_t r = 0; r < {rows}; ++r)",
+              "        " + store_rs(em, node, "r", f"(int32_t)({acc}[r] - sx)", out_shift), "}"]
+    return lines

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.backends.base import Backend, BuildOutput, Fit
-from tinycc_ml.backends.c_emitter import CEmitter, CTarget, Emitted, ctype_of
+from tinycc_ml.backends.c_emitter import CEmitter, CTarget, Emitted, ctype_of, input_clamp
 from tinycc_ml.backends.c_files import Interface, entry_points
 from tinycc_ml.backends.c_fixed import _clamp_expr, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.backends.float_input import guard_macro, source_lines
@@ -235,20 +235,23 @@ class McuEmitter(CEmitter):
 # ---------------------------------------------------------------- backends
 
 def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
-             own_x_pages: bool = True) -> BuildOutput:
-    return McuEmitter(graph, prefix, target, header_lines=list(model_description),
-                      own_x_pages=own_x_pages).build_output()
+             own_x_pages: bool = True, clamp_on_read: bool = False, on_read_kernels: bool = True) -> BuildOutput:
+    return McuEmitter(graph, prefix, target, header_lines=list(model_description), own_x_pages=own_x_pages,
+                      clamp_on_read=clamp_on_read, on_read_kernels=on_read_kernels).build_output()
 
 
 def constant_bytes_floor(graph, precision: str) -> int:
     """A lower bound of the flash the constants of a folded float graph take at ``precision``: every
     stored element at least 1 byte (int8), 2 (int16) or 4 (float); a sparse matrix its non-zeros."""
     element = {"int8": 1, "int16": 2}.get(precision, 4)
+    # prototypes of a distance: a kernel stores those with 8 significant bits in a byte each (any precision)
+    prototypes = {graph.node(n).inputs[1] for n in graph.order() if graph.op(n) in ("sqdist", "sqdist_kvote")}
     total = 0
     for name in graph.order():
         node = graph.node(name)
         if node.op == "const" and graph.users(name):
-            total += int(np.asarray(node.attrs["value"]).size) * element
+            size = 1 if name in prototypes and precision != "float" else element
+            total += int(np.asarray(node.attrs["value"]).size) * size
         elif node.op == "sparse_const" and graph.users(name):
             total += int(np.count_nonzero(node.attrs["values"])) * element
     return total
@@ -355,15 +358,37 @@ class McuBackend(Backend):
 
     def emit(self, graph, prefix, model_description):
         """The build; again without sparse kernels' own x buffers (256-byte aligned, so up to 255 bytes of
-        padding) when with them it would not fit the chip."""
+        padding) when with them it would not fit the chip; and then, when the RAM still looks too small for
+        it (intermediates + the caller's input + the stack estimate), with the input clamp applied where x is
+        read: no RAM copy of the input, its readers on the target's on-read kernels (a small buffer of
+        clamped features at a time), or when even those do not fit on the shared C."""
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
-        if out.optional_ram_bytes:
-            try:
-                self.check_fit(out)
-            except CompileError:
-                log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, self.chip.name)
-                out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False)
+        if out.optional_ram_bytes and not self._fits(out):
+            log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, self.chip.name)
+            out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False)
+        in_bytes = out.input_dim * (4 if out.input_ctype == "float" else 2)
+        if (input_clamp(graph) and out.ram_bytes + in_bytes + self.chip.stack_estimate > self.chip.ram
+                and not self._fits(out)):
+            log.info("%s: the input clamp applied on read, no RAM copy of the input (the %s's RAM)", prefix,
+                     self.chip.name)
+            out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False,
+                           clamp_on_read=True)
+            readers = "the on-read kernels"
+            if not self._fits(out):
+                readers = "the shared C"
+                out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False,
+                               clamp_on_read=True, on_read_kernels=False)
+            out.kernels = [*out.kernels, {"node": input_clamp(graph), "matrix": "input", "kernel": "clamp on read",
+                                          "note": f"its readers on {readers}: with a RAM copy of the input the "
+                                                  f"build exceeds the {self.chip.name}'s RAM"}]
         return out
+
+    def _fits(self, out) -> bool:
+        try:
+            self.check_fit(out)
+        except CompileError:
+            return False
+        return True
 
     def check_constants_fit(self, graph, precision: str, prefix: str) -> None:
         # the constants as stored: after the input normalisation and constant products are folded

@@ -69,7 +69,7 @@ def evaluate_batch(graph: Graph, X: np.ndarray) -> dict[str, np.ndarray]:
 def work_per_row(graph: Graph) -> int:
     """The largest per-row intermediate: the products of a mat-vec, the differences of a distance."""
     return max([1] + [max(graph.type(i).size for i in graph.node(m).inputs)
-                      for m in graph.order() if graph.op(m) in ("matvec", "matvec_at", "sqdist")])
+                      for m in graph.order() if graph.op(m) in ("matvec", "matvec_at", "sqdist", "sqdist_kvote")])
 
 
 def row_chunks(graph: Graph, n: int) -> list[slice]:

@@ -32,6 +32,7 @@ INT_ATTR_RANGES = {
     "matvec": {"shift": SHIFT}, "matvec_at": {"shift": SHIFT}, "sqdist": {"shift": SHIFT}, "sum": {"shift": SHIFT},
     "scale": {"factor_q": INT32, "factor_scale": (-62, 62)},
     "kvote": {"k": (1, INT32[1]), "n_classes": (1, MAX_ELEMENTS)},
+    "sqdist_kvote": {"k": (1, INT32[1]), "n_classes": (1, MAX_ELEMENTS), "shift": SHIFT},
     "exp_lut": {"lo_q": INT32, "hi_q": INT32, "drop_bits": (0, 30), "low_bits": (0, 24), "hi_scale": SHIFT,
                 "lo_scale": SHIFT},
     "tanh_lut": {"drop_bits": (0, 30), "in_max_q": (0, INT32[1]), "table_scale": SHIFT},

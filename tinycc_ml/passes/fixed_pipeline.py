@@ -35,7 +35,7 @@ from tinycc_ml.passes.manager import PassContext, run_passes
 from tinycc_ml.progress import Progress
 
 FLOAT_PREP = ["fold_input_affine", "constant_fold", "cse", "dce"]
-FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "dce", "plan_memory"]
+FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "fuse_nearest", "dce", "plan_memory"]
 SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
 FLOAT32_COINCIDENT = 1e-12  # squared distance per squared norm: float32 rounding of a copy (2^-48 a term)

@@ -95,6 +95,7 @@ class Pass:
 BUILTIN_PASSES = {name: f"tinycc_ml.passes.{name}:{cls}" for name, cls in [
     ("choose_scales", "ChooseScales"), ("constant_fold", "ConstantFold"), ("cse", "CommonSubexpressionElimination"),
     ("dce", "DeadCodeElimination"), ("exp_table", "ExpTable"), ("fold_input_affine", "FoldInputAffine"),
+    ("fuse_nearest", "FuseNearest"),
     ("input_scales", "InputScales"), ("plan_memory", "PlanMemory"), ("range_analysis", "RangeAnalysis"),
     ("tanh_approx", "TanhApprox")]}
 # Pass classes by name (plug-ins: entry-point group tinycc_ml.passes, or the register_pass decorator).

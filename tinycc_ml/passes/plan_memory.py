@@ -80,9 +80,11 @@ def element_bytes(key: str) -> int:
     return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}[key]
 
 
-def plan(graph: Graph, fused: dict[str, list[str]] | None = None) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
-    """The arena slots; ``fused`` chains (head -> members): the last member is produced with its head,
-    the others take no space."""
+def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
+         virtual=()) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
+    """The slots and arena lengths; ``fused`` chains (head -> members): the last member shares its head's
+    slot, the others take none; ``virtual``: vectors that take no slot (a backend computes them where
+    they are read, e.g. the input clamp applied on read)."""
     fused = fused or {}
     order = graph.order()
     position = {n: i for i, n in enumerate(order)}
@@ -103,7 +105,7 @@ def plan(graph: Graph, fused: dict[str, list[str]] | None = None) -> tuple[dict[
         t = graph.type(n)
         # Operands of this node stay live (last_use >= i), so an output never overlaps its inputs.
         live = [entry for entry in live if last_use[entry[3]] >= i]
-        if graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned or n in inner:
+        if graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned or n in inner or n in virtual:
             continue
         if n in shares:
             if shares[n] in placed:

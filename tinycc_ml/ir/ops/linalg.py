@@ -126,7 +126,7 @@ register_op(OpDef(
 
 # ---------------------------------------------------------------- sqdist
 
-def _infer_sqdist(ts, attrs, declared):
+def infer_sqdist(ts, attrs, declared):
     x, m = ts
     float_or_fixed(x, "point")
     float_or_fixed(m, "matrix")
@@ -140,17 +140,22 @@ def _infer_sqdist(ts, attrs, declared):
     return TensorType((m.shape[1],), result_dtype(ts, declared))
 
 
-def _fixed_sqdist(call: FixedCall):
-    x, M = call.ins
-    h = call.shift
+def sqdist_accumulators(x: np.ndarray, M: np.ndarray, h: int, where: str) -> np.ndarray:
+    """The int32 sums of rshift(M_ij - x_i, h)^2 of a fixed-point distance, (rows, m)."""
     acc = np.zeros((x.shape[0], M.shape[1]), dtype=np.int64)
     for i in range(M.shape[0]):  # one (rows, m) term at a time: no (rows, k, m) temporary
-        d = rshift(check32(M[i][None, :] - x[:, i, None], call.where), h)
-        acc += check32(d * d, call.where)
-    return saturate(rshift(check32(acc, call.where), _sqdist_shift(call.in_types, call.type, call.attrs)), call.bits)
+        d = rshift(check32(M[i][None, :] - x[:, i, None], where), h)
+        acc += check32(d * d, where)
+    return check32(acc, where)
 
 
-def _rows_sqdist(ins, batched, attrs, n, rank):
+def _fixed_sqdist(call: FixedCall):
+    x, M = call.ins
+    acc = sqdist_accumulators(x, M, call.shift, call.where)
+    return saturate(rshift(acc, _sqdist_shift(call.in_types, call.type, call.attrs)), call.bits)
+
+
+def rows_sqdist(ins, batched, attrs, n, rank):
     if batched != [True, False]:
         return None
     x, M = ins
@@ -160,7 +165,7 @@ def _rows_sqdist(ins, batched, attrs, n, rank):
     return acc
 
 
-def _interval_sqdist(attrs, ivs, shape):
+def interval_sqdist(attrs, ivs, shape):
     (xl, xh), (M, _) = ivs
     dl, dh = M - xh[:, None], M - xl[:, None]
     sq_hi = np.maximum(dl**2, dh**2)
@@ -168,7 +173,7 @@ def _interval_sqdist(attrs, ivs, shape):
     return sq_lo.sum(axis=0), sq_hi.sum(axis=0)
 
 
-def _bound_sqdist(call):
+def bound_sqdist(call):
     """k terms, each a square of |M| + |x| (after the difference shift)."""
     Mq = call.consts[1]
     h = int(call.attrs.get("shift", 0))
@@ -177,8 +182,8 @@ def _bound_sqdist(call):
 
 
 register_op(OpDef(
-    "sqdist", 2, _infer_sqdist, lambda xs, a: np.sum((xs[1] - xs[0][:, None]) ** 2, axis=0), {"shift": "int?"},
+    "sqdist", 2, infer_sqdist, lambda xs, a: np.sum((xs[1] - xs[0][:, None]) ** 2, axis=0), {"shift": "int?"},
     "squared L2 distance from a point (k,) to each column of a matrix (k, m); fixed point: "
     "each difference is shifted right by `shift` before it is squared",
-    evaluate_rows=_rows_sqdist, fixed=_fixed_sqdist, interval=_interval_sqdist, acc_bound=_bound_sqdist,
+    evaluate_rows=rows_sqdist, fixed=_fixed_sqdist, interval=interval_sqdist, acc_bound=bound_sqdist,
     constant_operand="prototypes", output_shift=_sqdist_shift, macs=lambda ts, stored: ts[1].size))

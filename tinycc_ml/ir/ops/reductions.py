@@ -1,10 +1,11 @@
-"""Reductions: sum, argmax, per-segment minimum and k-nearest votes."""
+"""Reductions: sum, argmax, per-segment minimum, k-nearest votes (and the fused distance + vote)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from tinycc_ml.ir.ops.arith import check32, rshift, saturate
+from tinycc_ml.ir.ops.linalg import bound_sqdist, infer_sqdist, rows_sqdist, sqdist_accumulators
 from tinycc_ml.ir.ops.registry import (
     FixedCall,
     OpDef,
@@ -13,7 +14,7 @@ from tinycc_ml.ir.ops.registry import (
     register_op,
     result_dtype,
 )
-from tinycc_ml.ir.types import IDX, TensorType
+from tinycc_ml.ir.types import IDX, TensorType, fixed
 
 
 def _infer_sum(ts, attrs, declared):
@@ -134,6 +135,57 @@ register_op(OpDef(
     fixed=_fixed_kvote,
     interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["k"]))),
     acc_bound=lambda call: call.saturated))
+
+
+def _distance_type(ts, attrs) -> TensorType:
+    """The distances a fused sqdist_kvote ranks: float, or the fixed type its attributes name."""
+    (x, m) = ts
+    if not x.dtype.is_fixed:
+        return TensorType((m.shape[1],), x.dtype)
+    need("dist_bits" in attrs and "dist_scale" in attrs, "a fixed-point sqdist_kvote needs dist_bits and dist_scale")
+    need(int(attrs["dist_bits"]) in (8, 16, 32), f"dist_bits = {attrs['dist_bits']} is not 8, 16 or 32")
+    return TensorType((m.shape[1],), fixed(int(attrs["dist_bits"]), int(attrs["dist_scale"])))
+
+
+def _infer_sqdist_kvote(ts, attrs, declared):
+    d = infer_sqdist(ts, attrs, _distance_type(ts, attrs))
+    return _infer_kvote([d], attrs, declared)
+
+
+def _sqdist_kvote_shift(ts, out, attrs) -> int:
+    """The distances' accumulator (squares of (x - M) >> h: 2 (scale_x - h)) to the distance scale."""
+    return 2 * (ts[0].dtype.scale - int(attrs.get("shift", 0))) - int(attrs.get("dist_scale", 0))
+
+
+def _fixed_sqdist_kvote(call: FixedCall):
+    x, M = call.ins
+    at = call.attrs
+    acc = sqdist_accumulators(x, M, call.shift, call.where)
+    d = saturate(rshift(acc, _sqdist_kvote_shift(call.in_types, call.type, at)), int(at["dist_bits"]))
+    votes = kvote_counts(d, at["labels"], int(at["k"]), int(at["n_classes"]))
+    return saturate(rshift(votes.astype(np.int64), -call.scale), call.bits)
+
+
+def _float_sqdist_kvote(xs, a):
+    d = np.sum((xs[1] - xs[0][:, None]) ** 2, axis=0)
+    return kvote_counts(d, a["labels"], int(a["k"]), int(a["n_classes"]))
+
+
+def _rows_sqdist_kvote(ins, batched, attrs, n, rank):
+    d = rows_sqdist(ins, batched, attrs, n, rank)
+    return None if d is None else kvote_counts(d, attrs["labels"], int(attrs["k"]), int(attrs["n_classes"]))
+
+
+register_op(OpDef(
+    "sqdist_kvote", 2, _infer_sqdist_kvote, _float_sqdist_kvote,
+    {"k": "int", "n_classes": "int", "labels": "array", "shift": "int?", "dist_bits": "int?", "dist_scale": "int?"},
+    "kvote(sqdist(x, M)) in one pass over the columns of M, keeping only the k best (O(k) memory, not O(m)); "
+    "fixed point: the distances are those of an sqdist of type fx<dist_bits>.<dist_scale> (each difference "
+    "shifted right by `shift`), ranked exactly as kvote ranks them",
+    evaluate_rows=_rows_sqdist_kvote, fixed=_fixed_sqdist_kvote,
+    interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["k"]))),
+    acc_bound=bound_sqdist, constant_operand="prototypes", output_shift=_sqdist_kvote_shift,
+    macs=lambda ts, stored: ts[1].size))
 
 
 def ovo_vote_counts(d: np.ndarray, n_classes: int) -> np.ndarray:
