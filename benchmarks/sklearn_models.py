@@ -5,7 +5,8 @@ simulated chips next to a plain mat-vec's (the same kernels ProtoNN's projection
     python benchmarks/sklearn_models.py [--only accuracy|cycles] [--rows 100]
 
 Table 1 (classifiers; wine, breast_cancer, digits; 70/30 stratified split, seed 0; StandardScaler in front
-except GaussianNB): "agree" = share of test rows where the compiled float C predicts scikit-learn's label;
+except GaussianNB): "agree" = share of test rows where the compiled float C (int16 C) predicts scikit-learn's
+label;
 "int16 delta" = int16 test accuracy minus scikit-learn's (points); "proba float" = max |p_C - p_sklearn|
 of <prefix>_proba (float build, test rows); "proba int16" = the same for the int16 build, beside the
 stated bound (report['proba']: half the scores' largest fixed-point error on the calibration rows) and the
@@ -17,7 +18,9 @@ int16.
 Table 3 (cost): MLPClassifier(hidden_layer_sizes=(32,)) on digits (64-32-10, 2,368 MACs) at int16 and int8
 (8-bit weights, 16-bit activations), run on --rows test rows on the ATmega328P (simavr, cycles) and the
 Cortex-M0 (QEMU/unicorn, instructions), bit-exact with the fixed-point interpreter on every row; per MAC
-beside a single 32x64 mat-vec (LinearModel, the same mat-vec kernels as ProtoNN's projection). With
+beside a single 32x64 mat-vec (LinearModel, the same mat-vec kernels as ProtoNN's projection), and the MLP
+built without the fusion of element-wise chains into the mat-vec kernels' stores ("unfused": the bias and
+relu as loops of their own, as before plan_memory fused them). With
 ``pip install emlearn``: emlearn's float MLP (eml_net) of the same network on both chips.
 """
 
@@ -29,6 +32,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import warnings  # noqa: E402
@@ -78,9 +82,9 @@ def classifiers():
 
 
 def accuracy_table() -> None:
-    print("| class | data | agree (float) | sklearn acc. | int16 delta (pp) | proba float | proba int16 (bound; test "
-          "rows over it) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| class | data | agree (float) | agree (int16) | sklearn acc. | int16 delta (pp) | proba float | "
+          "proba int16 (bound; test rows over it) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, make in classifiers().items():
         for data in ("wine", "breast_cancer", "digits"):
             Xtr, Xte, ytr, yte = split(data)
@@ -102,8 +106,10 @@ def accuracy_table() -> None:
                 proba = (f"{pf:.1e} | {np.max(eq):.1e} ({bound:.2g}; {np.sum(eq > bound)} rows over)")
             else:
                 proba = "- | -"
-            print(f"| {label} | {data} | {100 * agree:.2f}% | {100 * np.mean(want == yte):.2f}% | {delta:+.2f} | "
-                  f"{proba} |", flush=True)
+            agree16 = np.mean(q.predict(Xte) == want)
+            acc = 100 * np.mean(want == yte)
+            print(f"| {label} | {data} | {100 * agree:.2f}% | {100 * agree16:.2f}% | {acc:.2f}% | "
+                  f"{delta:+.2f} | {proba} |", flush=True)
 
 
 def regression_table() -> None:
@@ -219,6 +225,21 @@ void em_scores(const float *x, float *s)
                                        f"{run.flash_bytes:,} B"
 
 
+@contextlib.contextmanager
+def element_wise_fusion(on: bool):
+    """With ``on`` False, builds as before plan_memory fused element-wise chains into their producer's
+    store (the bias and relu loops after each mat-vec), for the before/after rows."""
+    from tinycc_ml.passes import plan_memory
+
+    saved = plan_memory.fused_chains
+    if not on:
+        plan_memory.fused_chains = lambda graph: {}
+    try:
+        yield
+    finally:
+        plan_memory.fused_chains = saved
+
+
 def cycles_table(n_rows: int) -> None:
     from sklearn.neural_network import MLPClassifier
     from sklearn.pipeline import make_pipeline
@@ -236,8 +257,10 @@ def cycles_table(n_rows: int) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for target, unit in (("avr", "cycles"), ("cortex-m0", "instr.")):
         for precision in ("int16", "int8"):
-            for label, model in (("MLP 64-32-10", est), ("mat-vec 32x64", matvec)):
-                mean, macs, flash, kernel = measure(model, precision, Xtr, rows, target)
+            for label, model, fuse in (("MLP 64-32-10", est, True), ("MLP 64-32-10, unfused", est, False),
+                                       ("mat-vec 32x64", matvec, True)):
+                with element_wise_fusion(fuse):
+                    mean, macs, flash, kernel = measure(model, precision, Xtr, rows, target)
                 print(f"| {target} | {precision} | {label} | {mean:,.0f} {unit} | {macs:,} | {mean / macs:.1f} | "
                       f"{kernel:.2f} | {flash:,} B |", flush=True)
         mean, note = emlearn_cost(est, rows, target)

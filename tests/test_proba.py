@@ -88,3 +88,33 @@ def test_bonsai_trained_with_cross_entropy_has_probabilities(tmp_path):
     save_model_file(tmp_path / "bad.npz", family, arrays, {**meta, "proba": "softmax"})
     with pytest.raises(tinycc_ml.errors.ModelFileError, match="proba 'softmax' does not fit a model with 1 score"):
         tinycc_ml.load_model(tmp_path / "bad.npz")
+
+
+def test_tree_ensembles_and_protonn_have_their_probabilities():
+    """Forests: the mean of the trees' class probabilities (rule "normalise"); gradient boosting: the
+    logistic / softmax of the margins; ProtoNN: its scores' positive parts, normalised. The C within 1e-5
+    (float) and within the stated bound (int16, digits: inputs on the grid)."""
+    from sklearn.datasets import load_digits
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
+    from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+
+    require_target("host")
+    X, y = load_digits(return_X_y=True)
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    Xb = Xb.astype(np.float32).astype(np.float64)  # the trees compare float32 inputs
+    forest = RandomForestClassifier(n_estimators=4, max_depth=5, random_state=0).fit(X[:600], y[:600])
+    boost = GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0).fit(Xb, yb)
+    for est, rows, rule in ((forest, X[600:800], "normalise"), (boost, Xb, "logistic")):
+        assert as_model(est).proba_rule == rule
+        want = est.predict_proba(rows)
+        np.testing.assert_allclose(as_model(est).predict_proba(rows), want, atol=1e-9)
+        assert np.max(np.abs(tinycc_ml.compile(est, name="p").load().predict_proba(rows) - want)) <= 1e-5
+    int16 = tinycc_ml.compile(forest, precision="int16", calibration=X[:600], search=False, name="p")
+    error = np.max(np.abs(int16.load().predict_proba(X[600:800]) - forest.predict_proba(X[600:800])))
+    assert int16.report["proba"]["rule"] == "normalise" and error <= int16.report["proba"]["max_abs_error_bound"]
+    protonn = ProtoNNClassifier(random_state=0).fit(X[:600], y[:600]).to_model()
+    p = protonn.predict_proba(X[600:700])
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(p.argmax(axis=1), protonn.predict_index(X[600:700]))
+    assert np.max(np.abs(tinycc_ml.compile(protonn, name="p").load().predict_proba(X[600:700]) - p)) <= 1e-5

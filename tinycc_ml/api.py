@@ -315,7 +315,8 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
 
         scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
         measured = np.abs(proba_from_scores(scores, rule) - model.predict_proba(calibration))
-        info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"])
+        info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"],
+                                                        model.scores(calibration))
         info["calibration_max_abs_error"] = float(np.max(measured)) + PROBA_FLOAT_SLACK
     report["proba"] = info
 

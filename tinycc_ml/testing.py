@@ -103,8 +103,11 @@ def random_trees(rng: np.random.Generator, D: int, extreme: float = 1.0):
     for t in range(int(rng.integers(1, 6))):
         roots.append(grow(0))
         outs.append(-1 if kind == "forest" else t % L)
-    return TreeEnsembleModel(feature, threshold, left, right, np.array(value), roots, outs, rng.normal(size=L),
-                             input_dim=D, compare=str(rng.choice(["le", "lt"])), binary=kind == "binary")
+    base = rng.normal(size=L)
+    compare = str(rng.choice(["le", "lt"]))
+    return TreeEnsembleModel(feature, threshold, left, right, np.array(value), roots, outs, base, input_dim=D,
+                             compare=compare, binary=kind == "binary",
+                             default_left=rng.integers(0, 2, len(feature)))  # where missing values go
 
 
 def random_inputs(model, rng: np.random.Generator, n: int, extreme: float = 1.0) -> np.ndarray:
@@ -233,16 +236,20 @@ def _run(backend, result, out: Path, X):
     return np.asarray(predictions), np.asarray(scores)
 
 
-def check_model(target: str, model, X: np.ndarray, precision: str, work: Path, case: str = "") -> None:
-    """Compile ``model`` for ``target`` and compare its build on rows X with the interpreters (see above)."""
+def check_model(target: str, model, X: np.ndarray, precision: str, work: Path, case: str = "",
+                calibration: np.ndarray | None = None) -> None:
+    """Compile ``model`` for ``target`` and compare its build on rows X with the interpreters (see above);
+    ``calibration``: the integer builds' calibration rows (default X, which must then be finite)."""
     import tinycc_ml
     from tinycc_ml.backends.base import get_backend
     from tinycc_ml.ir.fixed import quantise, run_fixed
 
     backend = get_backend(target)
     out = Path(work)
+    if calibration is None:
+        calibration = X
     result = tinycc_ml.compile(model, target=target, precision=precision, name="conf", out_dir=out,
-                               calibration=None if precision == "float" else X)
+                               calibration=None if precision == "float" else calibration)
     predictions, scores = _run(backend, result, out, X)
     case = case or f"target {target}, precision {precision}"
     if precision == "float":
@@ -341,10 +348,15 @@ def check_target(target: str, work_dir=None, *, families=FAMILIES, precisions=No
                 rng = np.random.default_rng(1000 * FAMILIES.index(family) + seed)
                 model = random_model(family, rng)
                 X = random_inputs(model, rng, rows)
+                calibration = X
+                if family == "trees":  # missing values (NaN) go to the nodes' default sides
+                    X = X.copy()
+                    X[rng.random(X.shape) < 0.15] = np.nan
                 for precision in precisions or backend.precisions:
                     case = _case(target, family, precision, seed)
                     if runnable:
-                        check_model(target, model, X, precision, work / f"{family}_{precision}_{seed}", case)
+                        check_model(target, model, X, precision, work / f"{family}_{precision}_{seed}", case,
+                                    calibration=calibration)
                         report.cases.append(case)
         check_prefixed(target, work)
         report.cases.append(f"target {target}: prefixed symbols")

@@ -53,7 +53,11 @@ def random_ensemble(rng, n_features: int, L: int) -> dict:
             left.append(r + 2 * i + 1 if inner else -1)
             right.append(r + 2 * i + 2 if inner else -1)
     n_trees = len(roots)
-    return {"feature": np.array(feature, dtype=np.int32), "threshold": np.array(threshold, dtype=np.float32),
+    sides = rng.choice(["absent", "left", "right", "mixed"])  # where a missing value (NaN) goes
+    dl = {} if sides == "absent" else {"default_left": (
+        np.full(len(feature), int(sides == "left")) if sides != "mixed" else rng.integers(0, 2, len(feature))
+    ).astype(np.int8)}
+    return {**dl, "feature": np.array(feature, dtype=np.int32), "threshold": np.array(threshold, dtype=np.float32),
             "left": np.array(left, dtype=np.int32), "right": np.array(right, dtype=np.int32),
             "value": np.array(value, dtype=np.float32), "roots": np.array(roots, dtype=np.int32),
             "tree_output": np.full(n_trees, -1, dtype=np.int32) if vector
@@ -139,7 +143,9 @@ def test_random_graphs_bit_exact_and_close_to_float(seed, D, H, L, ops, tanh_mod
     graph = build_graph(rng, D, H, L, ops, tanh_scale)
     X = rng.normal(size=(64, D))
     result = tinycc_ml.compile(GraphModel(graph), precision=precision, calibration=X, tanh=tanh_mode, search=False)
-    rows = np.concatenate([X, 4 * X])
+    missing = X[:8].copy()
+    missing[rng.random(missing.shape) < 0.3] = np.nan  # the missing code reaches every op's C
+    rows = np.concatenate([X, 4 * X, missing])
     Xq = quantise(rows, result.output.input_scale, 16)
     expected = run_fixed(result.graph, Xq)
     scores, predictions = result.load().run_raw(Xq)

@@ -215,17 +215,23 @@ def test_warning_free_and_prefixed(spec, digits, tmp_path, precision):
     streaming = {"abc_begin", "abc_feed", "abc_end", "abc_end_scores", "abc_predict_float", "abc_quantise",
                  "abc_quantise_feature"}
     # the object exports the API alone: asm kernels are local symbols
-    api = {"abc_predict", "abc_predict_label", "abc_label", "abc_scores"}
+    # ProtoNN defines class probabilities: <prefix>_proba, float code linked only when called
+    api = {"abc_predict", "abc_predict_label", "abc_label", "abc_scores", "abc_proba"}
     assert set(syms) == api | (streaming if precision != "float" else set())
     if precision != "float":
         local = subprocess.run([spec.nm, "--defined-only", str(obj)], capture_output=True, text=True,
                                check=True).stdout.split()
         kernels = [s for kind, s in zip(local[1::3], local[2::3]) if s.startswith("abc_mac")]
         assert kernels and all(kind == "t" for kind, s in zip(local[1::3], local[2::3]) if s in kernels)
-        # integer-only firmware: no float code unless asked for
-        plain = subprocess.run([spec.nm, "-u", str(compile_object(spec, out, "abc"))], capture_output=True,
-                               text=True).stdout
-        assert spec.soft_float not in plain and "__mulsf3" not in plain and "abc_predict_float" not in plain
+        # integer-only firmware: no float code unless asked for (abc_proba, in a section of its own, is
+        # linked only when called)
+        plain = compile_object(spec, out, "abc", "-ffunction-sections")
+        relocs = subprocess.run([spec.nm.replace("nm", "objdump"), "-r", str(plain)], capture_output=True,
+                                text=True, check=True).stdout
+        outside = "\n".join(part for part in relocs.split("RELOCATION RECORDS FOR ")[1:]
+                             if not part.split("]", 1)[0].endswith(".abc_proba"))
+        assert outside and spec.soft_float not in outside and "__mulsf3" not in outside
+        assert "abc_predict_float" not in relocs
 
 
 def test_too_big_model_is_refused_with_sizes(spec, tmp_path):

@@ -493,13 +493,17 @@ def random_forest_attrs(draw, n_features: int, scale: int):
             "left": np.array(left, dtype=np.int32), "right": np.array(right, dtype=np.int32),
             "value": np.array(value, dtype=np.float32), "roots": np.array(roots, dtype=np.int32),
             "tree_output": np.array(outs, dtype=np.int32), "n_outputs": n_out,
-            "compare": draw(st.sampled_from(["le", "lt"]))}
+            "compare": draw(st.sampled_from(["le", "lt"])),
+            **({} if draw(st.booleans()) else {"leaf_bits": 8}),  # int8 builds' 8-bit leaves
+            # where a missing value goes: absent (right), or per node
+            **({} if draw(st.booleans()) else
+               {"default_left": np.array([draw(st.integers(0, 1)) for _ in feature], dtype=np.int8)})}
 
 
 @st.composite
 def tree_ensemble_case(draw):
     n = draw(st.integers(1, 6))
-    X = input_rows(draw, n)
+    X = np.maximum(input_rows(draw, n), -(2**15) + 1)  # -2^15 is the missing code (tests/ir/test_tree_ensemble.py)
     sa = draw(SCALES)
     attrs = draw(random_forest_attrs(n, sa))
 

@@ -208,3 +208,49 @@ def test_report_on_the_avr_lists_the_trees_kernel(tmp_path):
     (row,) = [r for r in rep["kernels"]["per_node"] if r["node"] == "trees"]
     assert row["kernel"].startswith("trees-") and row["predicted_cycles"] > 0
     assert rep["agreement_with_float"] == 1.0
+
+
+@pytest.fixture(scope="module")
+def digits_with_missing():
+    """digits with a fifth of the pixels missing (NaN) in training and test rows."""
+    X, y = load_digits(return_X_y=True)
+    X = X.copy()
+    X[np.random.default_rng(0).random(X.shape) < 0.2] = np.nan
+    return X[:1200], y[:1200], X[1200:]
+
+
+MISSING = {  # the scikit-learn models that learn where missing values go
+    "tree": lambda: DecisionTreeClassifier(max_depth=3, random_state=0),  # straight-line code
+    "forest": lambda: make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=4, max_depth=6,
+                                                                             random_state=0)),
+    "hist": lambda: HistGradientBoostingClassifier(max_iter=5, max_depth=4, random_state=0),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MISSING))
+def test_missing_values_go_where_sklearn_sends_them(digits_with_missing, kind):
+    X_tr, y_tr, X_te = digits_with_missing
+    clf = MISSING[kind]().fit(X_tr, y_tr)
+    want = clf.predict(X_te)
+    model = from_sklearn(clf)
+    assert 0 < model.default_left[model.feature >= 0].mean() < 1  # both sides occur
+    np.testing.assert_array_equal(model.predict(X_te), want)
+    np.testing.assert_array_equal(tinycc_ml.compile(clf).load().predict(X_te), want)
+    # digits' pixels and the missing code lie on the int16 grid: the integer decisions are the float ones
+    # calibration rows are finite (the input ranges): missing values filled
+    fixed = tinycc_ml.compile(clf, precision="int16", calibration=np.nan_to_num(X_tr), search=False).load()
+    assert np.mean(fixed.predict(X_te) == want) >= 0.995
+
+
+def test_model_files_without_default_sides_send_missing_values_right(tmp_path):
+    X, y = load_digits(return_X_y=True)
+    model = from_sklearn(DecisionTreeClassifier(max_depth=4, random_state=0).fit(X, y))
+    arrays = {k: v for k, v in model.arrays().items() if k != "default_left"}  # a file of an earlier version
+    old = TreeEnsembleModel.from_arrays(arrays, model.meta(), "old.npz")
+    assert not old.default_left.any()
+    row = np.full((1, 64), np.nan)
+    leaf = old.leaves(row)[0, 0]
+    node = int(old.roots[0])
+    while old.feature[node] >= 0:
+        node = int(old.right[node])
+    assert leaf == node

@@ -131,3 +131,27 @@ def test_model_files_that_are_not_what_their_extension_says_are_refused(tmp_path
                          capture_output=True, text=True)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("lib", ["xgboost", "lightgbm"])
+def test_missing_values_go_to_the_libraries_default_sides(digits, lib, tmp_path):
+    """Trained with missing values (XGBoost's default_left, LightGBM's missing type NaN) and without
+    (LightGBM's missing type None: NaN compared as 0), from live objects and from model files."""
+    X_tr, X_te, y_tr, _ = digits
+    X_te = X_te.copy()
+    X_te[np.random.default_rng(1).random(X_te.shape) < 0.2] = np.nan
+    holes = X_tr.copy()
+    holes[np.random.default_rng(0).random(holes.shape) < 0.2] = np.nan
+    for X_fit in (holes, X_tr):
+        clf = _models(lib)[0].fit(X_fit, y_tr)
+        want = clf.predict(X_te)
+        model = from_sklearn(clf)
+        dl = model.default_left[model.feature >= 0]
+        assert 0 < dl.mean() < 1 or X_fit is X_tr  # without missing values in training: one side may do
+        np.testing.assert_array_equal(model.predict(X_te), want)
+        np.testing.assert_array_equal(tinycc_ml.compile(clf).load().predict(X_te), want)
+        fixed = tinycc_ml.compile(clf, precision="int16", calibration=X_tr, search=False).load()
+        assert np.mean(fixed.predict(X_te) == want) >= 0.995
+    path = tmp_path / ("model.json" if lib == "xgboost" else "model.txt")
+    (clf.get_booster() if lib == "xgboost" else clf.booster_).save_model(str(path))
+    np.testing.assert_array_equal(tinycc_ml.load_model(path).default_left, model.default_left)

@@ -268,3 +268,26 @@ def test_memory_plan_never_overlaps_live_values(case, precision):
             if sa.arena != sb.arena or a1 < b0 or b1 < a0:
                 continue  # different arenas, or never live at once
             assert sa.offset + sa.length <= sb.offset or sb.offset + sb.length <= sa.offset, (a, b)
+
+
+def test_bias_and_relu_are_fused_into_the_matvec_store_and_share_its_slot():
+    """plan_memory's fused chains: the mat-vec's bias (add), and a relu (clip) that changes the scale, are
+    computed where the mat-vec stores an element; their last value takes the mat-vec's slot; outputs are
+    never fused away (a relu at its input's scale feeding a mat-vec stays: kernels_clip fuses it there). (Bit for
+    bit: the random graphs of tests/backends/test_fixed_ops.py and every family on the simulated chips.)"""
+    import tinycc_ml
+    from tinycc_ml.models.mlp import MLPModel
+
+    rng = np.random.default_rng(0)
+    model = MLPModel([rng.normal(size=(6, 4)), rng.normal(size=(3, 6))], [rng.normal(size=6), rng.normal(size=3)],
+                     activation="relu")
+    X = rng.normal(size=(40, 4))
+    result = tinycc_ml.compile(model, precision="int16", calibration=X, search=False, name="m")
+    a = result.graph.analyses
+    (head, chain), = [(h, c) for h, c in a.fused.items() if result.graph.op(h) == "matvec"][:1]
+    assert result.graph.op(chain[0]) == "add" and {result.graph.op(n) for n in chain} <= {"add", "clip"}
+    assert a.memory_plan[chain[-1]] == a.memory_plan[head] and not set(chain[:-1]) & set(a.memory_plan)
+    outputs = {n for _, n in result.graph.outputs}
+    assert not outputs & {m for c in a.fused.values() for m in c}
+    assert f"computed in the store of %{head}" in result.files["m.c"]
+    assert any("fused" in line for line in a.describe())

@@ -113,6 +113,9 @@ OpCode = Callable[["CEmitter", Node], list[str]]
 # The shared C of every op, one table per precision ("float", "fixed"): filled by c_float.py and
 # c_fixed.py; targets override entries through CTarget.code_overrides.
 C_CODE: dict[str, dict[str, OpCode]] = {"float": {}, "fixed": {}}
+# the loop computing a fused chain from its head's stored elements, when the head's kernel stored them
+# itself rather than through c_fixed.store (filled by c_fixed.py)
+CHAIN_FALLBACK: dict[str, OpCode] = {}
 
 
 @dataclass
@@ -139,13 +142,17 @@ class CEmitter:
         check_interface(self.graph)
         verify(self.graph, complete=True)
         self.read_clamp = input_clamp(self.graph) if self.clamp_on_read else None
-        if self.read_clamp:  # a private copy planned without the clamp's vector
+        if self.read_clamp:  # a private copy planned without the clamp's vector (never stored: not fused)
             self.graph = self.graph.copy()
-            self.graph.analyses.memory_plan, self.graph.analyses.arenas = plan(self.graph, {self.read_clamp})
+            a = self.graph.analyses
+            a.fused = {h: m for h, m in a.fused.items() if h != self.read_clamp}
+            a.memory_plan, a.arenas = plan(self.graph, a.fused, virtual={self.read_clamp})
         if not self.graph.analyses.memory_plan:
             self.graph.analyses.memory_plan, self.graph.analyses.arenas = plan(self.graph)
         self.scores_node = self.graph.output("scores")
         self.prediction_node = self.graph.output("prediction")
+        self.inline_values: dict[str, str] = {}  # value -> the C local holding its element (fused chains)
+        self.stored_heads: set[str] = set()  # fused heads whose code stored through c_fixed.store
         self._const_symbols: dict[str, str] = {}
         self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
 
@@ -163,6 +170,8 @@ class CEmitter:
 
     def at(self, name: str, index: str) -> str:
         """Element ``index`` of value ``name`` (for scalars, the value itself)."""
+        if name in self.inline_values:  # an element of a fused chain, held in a local
+            return self.inline_values[name]
         if name == self.read_clamp:
             return f"{self.clamp_function()}({self.var(self.graph.inputs()[0])}[{index}], {index})"
         node = self.graph.node(name)
@@ -244,7 +253,8 @@ class CEmitter:
         return [n for n in self.graph.order() if self.graph.op(n) not in LEAF_OPS]
 
     def decls(self, names) -> list[str]:
-        """Declarations of the values ``names``: pointers into the arenas, locals for scalars."""
+        """Declarations of the values ``names``: pointers into the arenas, locals for scalars (the inner
+        values of a fused chain have neither)."""
         out = []
         for name in names:
             node = self.graph.node(name)
@@ -253,14 +263,24 @@ class CEmitter:
                 out.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
             elif node.type.rank == 0:
                 out.append(f"    {ctype_of(node.type.dtype)} {self.var(name)};")
+        # a fused head's slot holds its chain's last value, read under that value's name
+        out += [f"    (void){self.var(n)};" for n in names
+                if n in self.graph.analyses.fused and n in self.graph.analyses.memory_plan]
         return out
 
     def code(self, names) -> list[str]:
         out = []
+        fused = self.graph.analyses.fused
+        inner = {m: head for head, members in fused.items() for m in members}
         for name in names:
             node = self.graph.node(name)
             out.append(f"    /* %{name} = {node.op}({', '.join('%' + i for i in node.inputs)}) : {node.type} */")
+            if name in inner:
+                out.append(f"    /* computed in the store of %{inner[name]} (fused) */")
+                continue
             out.extend("    " + line for line in self.emit_node(node))
+            if name in fused and name not in self.stored_heads:
+                out.extend("    " + line for line in CHAIN_FALLBACK["fixed"](self, node))
         return out
 
     def interface(self, **sections) -> Interface:

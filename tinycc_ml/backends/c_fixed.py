@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.backends import c_float, kernels_trees
-from tinycc_ml.backends.c_emitter import C_CODE, CEmitter, ctype_of
+from tinycc_ml.backends.c_emitter import C_CODE, CHAIN_FALLBACK, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
@@ -69,8 +69,44 @@ def saturate_bits_c(em: CEmitter, bits: int, expr: str) -> str:
 
 
 def store(em: CEmitter, node: Node, index: str | None, expr: str) -> str:
+    chain = em.graph.analyses.fused.get(node.name)
+    if chain and index is not None:
+        em.stored_heads.add(node.name)
+        return fused_store(em, node, chain, index, saturate_c(em, node, expr))
     target = em.var(node.name) if index is None or node.type.rank == 0 else f"{em.var(node.name)}[{index}]"
     return f"{target} = {saturate_c(em, node, expr)};"
+
+
+def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: str) -> str:
+    """One element of ``head`` (``value``, saturated) through its fused element-wise chain (plan_memory's
+    ``fused``): each step in a local, as its own code computes it, and only the last stored, in the head's
+    slot (which the chain's last value shares)."""
+    parts, prev = [], head
+    temps = {}
+    for k, name in enumerate([head.name] + chain):
+        node = em.graph.node(name)
+        if k:
+            em.inline_values[prev.name] = temps[prev.name]
+            try:
+                value = saturate_c(em, node, ELEMENT[node.op](em, node)(index))
+            finally:
+                del em.inline_values[prev.name]
+        if k == len(chain):  # the chain's last value shares the head's slot (plan_memory)
+            parts.append(f"{em.var(head.name)}[{index}] = {value};")
+        else:
+            temps[name] = f"f{k}"
+            parts.append(f"const {ctype_of(node.type.dtype)} f{k} = {value};")
+        prev = node
+    return "{ " + " ".join(parts) + " }"
+
+
+def fused_fallback(em: CEmitter, head: Node) -> list[str]:
+    """The chain of a head whose code stored it without store() (a kernel writing its output itself):
+    one loop from the head's stored elements, in place."""
+    n = head.type.size
+    value = f"{em.var(head.name)}[i]"
+    chain = em.graph.analyses.fused[head.name]
+    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) " + fused_store(em, head, chain, "i", value)]
 
 
 def scale_of(em: CEmitter, name: str) -> int:
@@ -168,29 +204,33 @@ def _value_bound(em: CEmitter, name: str) -> int:
     return 2 ** (em.graph.type(name).dtype.bits - 1)
 
 
-def _addsub(sign: str):
-    def emit(em: CEmitter, node: Node) -> list[str]:
+def _addsub_element(sign: str):
+    def element(em: CEmitter, node: Node):
         a, b = node.inputs
         c, fa, fb = _aligned(em, a, b)
         _, la, lb = align_shifts(scale_of(em, a), scale_of(em, b))
         bound = _value_bound(em, a) * 2 ** max(la, 0) + _value_bound(em, b) * 2 ** max(lb, 0)
-        return _loop(em, node, lambda i: shift_c(em, f"{fa(i)} {sign} {fb(i)}", c - node.type.dtype.scale, bound))
-    return emit
+        return lambda i: shift_c(em, f"{fa(i)} {sign} {fb(i)}", c - node.type.dtype.scale, bound)
+    return element
 
 
-def _mul(em: CEmitter, node: Node) -> list[str]:
+def _mul_element(em: CEmitter, node: Node):
     a, b = node.inputs
     k = scale_of(em, a) + scale_of(em, b) - node.type.dtype.scale
     bound = _value_bound(em, a) * _value_bound(em, b)
-    return _loop(em, node, lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {em.at(b, i)}", k, bound))
+    return lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {em.at(b, i)}", k, bound)
 
 
-def _scale(em: CEmitter, node: Node) -> list[str]:
+def _scale_element(em: CEmitter, node: Node):
     (a,) = node.inputs
     k = scale_of(em, a) + node.attrs["factor_scale"] - node.type.dtype.scale
     fq = node.attrs["factor_q"]
     bound = _value_bound(em, a) * abs(int(fq))
-    return _loop(em, node, lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {fq}", k, bound))
+    return lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {fq}", k, bound)
+
+
+def _elementwise(element):
+    return lambda em, node: _loop(em, node, element(em, node))
 
 
 def _clamp_expr(expr: str, lo: int, hi: int, bits: int = 32) -> str:
@@ -206,15 +246,23 @@ def _clamp_expr(expr: str, lo: int, hi: int, bits: int = 32) -> str:
     return out
 
 
+def _clip_element(em: CEmitter, node: Node):
+    """Scalar bounds only (the element-wise form plan_memory may fuse)."""
+    (a,) = node.inputs
+    dtype = em.graph.type(a).dtype
+    lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
+    shift = dtype.scale - node.type.dtype.scale
+    bound = max(abs(int(lo)), abs(int(hi)))
+    return lambda i: shift_c(em, _clamp_expr(em.at(a, i), int(lo), int(hi), dtype.bits), shift, bound)
+
+
 def _clip(em: CEmitter, node: Node) -> list[str]:
     (a,) = node.inputs
     dtype = em.graph.type(a).dtype
     lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
     shift = dtype.scale - node.type.dtype.scale
     if lo.ndim == 0:
-        bound = max(abs(int(lo)), abs(int(hi)))
-        return _loop(em, node, lambda i: shift_c(em, _clamp_expr(em.at(a, i), int(lo), int(hi), dtype.bits), shift,
-                                                 bound))
+        return _loop(em, node, _clip_element(em, node))
     # one bound per element, kept in flash
     ctype = ctype_of(dtype)
     lo_sym = em.add_const_array(em.sym(f"{node.name}_lo"), lo, ctype, f"%{node.name}: lower bound of each element")
@@ -358,9 +406,15 @@ def _ovo_votes(em: CEmitter, node: Node) -> list[str]:
     return c_float.ovo_votes(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};")
 
 
+# the element expression (before saturation) of each op plan_memory may fuse into its operand's store
+ELEMENT = {"add": _addsub_element("+"), "sub": _addsub_element("-"), "mul": _mul_element, "scale": _scale_element,
+           "clip": _clip_element}
+
+CHAIN_FALLBACK["fixed"] = fused_fallback
 C_CODE["fixed"].update({
-    "matvec": _matvec, "sqdist": _sqdist, "add": _addsub("+"), "sub": _addsub("-"), "mul": _mul,
-    "scale": _scale, "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
+    "matvec": _matvec, "sqdist": _sqdist, "add": _elementwise(ELEMENT["add"]),
+    "sub": _elementwise(ELEMENT["sub"]), "mul": _elementwise(_mul_element), "scale": _elementwise(_scale_element),
+    "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
     "sqdist_kvote": _sqdist_kvote,
     "ovo_votes": _ovo_votes,

@@ -4,7 +4,9 @@
     void   <prefix>_quantise(const float *x, <IN_T> *x_int);
     int    <prefix>_predict_float(const float *x);         <prefix>_predict of the quantised x
 
-x_int[k] = round(x[k] * 2^s[k]) with halves rounded up, saturated to the input type, NaN giving 0: bit for
+x_int[k] = round(x[k] * 2^s[k]) with halves rounded up, saturated to [-2^(b-1) + 1, 2^(b-1) - 1] for a
+b-bit input type, NaN (a missing value) giving -2^(b-1), a code no real value gets (trees send it to
+their nodes' default sides; other models clamp it like any input): bit for
 bit ``tinycc_ml.ir.fixed.quantise`` of the float32 value (tests/backends/test_float_input.py). The C never
 adds 0.5 to a value below 0.5 in magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the
 answer is 0; elsewhere below the saturation bound y + 0.5 is exact in float32, and the floor is taken
@@ -35,8 +37,9 @@ def header_lines(api) -> list[str]:
             [f" * Float code: on this target {api.prefix}.c defines them only with -D{api.float_guard} (or in an",
              " * Arduino build, whose linker drops them when unused)."])
     return ["/* Float input: feature k of a real-valued input as the integer code takes it,",
-            f" * x_int[k] = round(x[k] * 2^s[k]) (halves up; s = {up}_INPUT_SHIFTS), saturated to {x_t}, NaN",
-            f" * giving 0: bit for bit tinycc-ml's quantisation of float32 input. {P('quantise')} fills all",
+            f" * x_int[k] = round(x[k] * 2^s[k]) (halves up; s = {up}_INPUT_SHIFTS), saturated to {x_t}'s range",
+            " * without its lowest value, which a NaN (missing value) gets: bit for bit tinycc-ml's",
+            f" * quantisation of float32 input. {P('quantise')} fills all",
             f" * {up}_INPUT_DIM features; {P('predict_float')}(x) is {P('predict')} of the quantised x.",
             *when, " */",
             f"{x_t} {P('quantise_feature')}(int k, float v);",
@@ -66,9 +69,9 @@ def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list
             "    float y;",
             f"    if (k < 0 || k >= {dim}) return 0;",
             f"    y = v * {factor}; /* exact: a power of two (or 0 / inf, which saturate alike) */",
-            "    if (y != y) return 0; /* NaN: no value to round */",
+            f"    if (y != y) return -{top - 1} - 1; /* NaN: the missing-value code, below every real value */",
             f"    if (y >= {top - 1.5!r}f) return {top - 1};",
-            f"    if (y < {-top + 0.5!r}f) return -{top};",
+            f"    if (y < {-top + 1.5!r}f) return -{top - 1};",
             "    if (y >= -0.5f && y < 0.5f) return 0; /* here y + 0.5f could round up to 1 */",
             "    {",
             "        const float r = y + 0.5f; /* exact for 0.5 <= |y| < 2^23 */",

@@ -9,6 +9,11 @@
 - **straight**: each tree as nested ``if (x[f] <= T) ... else ...`` with the thresholds as literals,
   ending in the leaf's number; the leaves' values are added from the same leaf table.
 
+Missing values (NaN; the integer code M = the input type's lowest value): a node goes to its default
+side. Integer code: x <= T already sends M left (T >= M), so only default-right nodes also test x != M
+(on the left-going path); float code: a default-left node tests !(x > t), true for NaN. When an
+ensemble mixes both sides, the table marks default-left nodes by the top bit of their feature entry.
+
 Both compute exactly the op's semantics (the same integer thresholds and leaf ints; float builds add
 the leaves in tree order in float32). Every input feature is read only where a node tests it.
 The choice: straight-line code where its predicted flash is at most STRAIGHT_FLASH_FACTOR times the
@@ -23,7 +28,7 @@ import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.ensembles import leaf_ints, leaf_scale, threshold_ints
+from tinycc_ml.ir.ops.ensembles import default_left, leaf_ints, leaf_scale, missing_code, threshold_ints
 
 STRAIGHT_FLASH_FACTOR = 1.25
 # predicted cost per decision node: (AVR cycles, AVR flash bytes) of each kernel, and per leaf
@@ -51,6 +56,7 @@ class Layout:
     roots: np.ndarray  # reference of each tree's root
     leaves: np.ndarray  # (n_unique, W) leaf values (ints or float32)
     depth: int
+    default_left: np.ndarray  # per decision node: a missing value goes left
 
     @property
     def ref_type(self) -> str:
@@ -90,7 +96,7 @@ def tree_layout(attrs, thresholds: np.ndarray, values: np.ndarray) -> Layout:
     rights = np.array([ref(int(right[i])) for i in idx], dtype=np.int64)
     roots = np.array([ref(int(r)) for r in attrs["roots"]], dtype=np.int64)
     return Layout(feature[idx].astype(np.int64), thresholds[idx], lefts, rights, roots,
-                  np.array(leaf_rows), depth)
+                  np.array(leaf_rows), depth, default_left(attrs)[idx])
 
 
 def sparse_leaves(layout: Layout) -> tuple[np.ndarray, np.ndarray, Layout]:
@@ -110,7 +116,7 @@ def sparse_leaves(layout: Layout) -> tuple[np.ndarray, np.ndarray, Layout]:
         return np.where(refs < 0, -1 - starts[np.maximum(-1 - refs, 0)], refs)
 
     relaid = Layout(layout.feature, layout.threshold, remap(layout.left), remap(layout.right), remap(layout.roots),
-                    layout.leaves, layout.depth)
+                    layout.leaves, layout.depth, layout.default_left)
     return np.array(outs, dtype=np.int64), np.array(vals, dtype=layout.leaves.dtype), relaid
 
 
@@ -150,18 +156,35 @@ def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, 
                     "flash of the decision nodes"})
 
 
+def _test(layout: Layout, ref: int, x: str, literal, x_range, cmp: str) -> str | bool:
+    """The C condition for going left at decision node ``ref``, or True / False where every input
+    (missing included) goes one way. ``x_range`` (integer builds): the input type's range, whose lowest
+    value is the missing code M (integer thresholds lie in [M, top])."""
+    t, dl = layout.threshold[ref], bool(layout.default_left[ref])
+    if x_range is None:  # float: NaN fails every comparison, so !(x > t) sends it left
+        flip = {"<=": ">", "<": ">="}[cmp]
+        return f"!({x} {flip} {literal(t)})" if dl else f"{x} {cmp} {literal(t)}"
+    m, top = x_range
+    if dl:  # M <= T: x <= T sends M left already
+        return True if t >= top else f"{x} <= {literal(t)}"
+    if t <= m:  # no real value is <= M, and M goes right
+        return False
+    return f"{x} != {m}" if t >= top else f"{x} <= {literal(t)} && {x} != {m}"
+
+
 def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=") -> list[str]:
-    """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at or beyond
-    an end decides every input alike (no compare is written: C would warn it is always true/false)."""
+    """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at an end
+    decides every input alike (no compare is written: C would warn it is always true/false)."""
     if ref < 0:
         return [f"{indent}leaf = {-1 - ref};"]
-    f, t = int(layout.feature[ref]), layout.threshold[ref]
+    f = int(layout.feature[ref])
     left, right = int(layout.left[ref]), int(layout.right[ref])
-    if x_range is not None and t >= x_range[1]:
+    test = _test(layout, ref, x_at(str(f)), literal, x_range, cmp)
+    if test is True:
         return _straight_tree(layout, x_at, literal, left, indent, x_range, cmp)
-    if x_range is not None and t < x_range[0]:
+    if test is False:
         return _straight_tree(layout, x_at, literal, right, indent, x_range, cmp)
-    return [f"{indent}if ({x_at(str(f))} {cmp} {literal(t)}) {{",
+    return [f"{indent}if ({test}) {{",
             *_straight_tree(layout, x_at, literal, left, indent + "    ", x_range, cmp),
             f"{indent}}} else {{",
             *_straight_tree(layout, x_at, literal, right, indent + "    ", x_range, cmp),
@@ -184,7 +207,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     if fixed:
         t_lo, t_hi = (int(layout.threshold.min()), int(layout.threshold.max())) if layout.threshold.size else (0, 0)
         thr_type = int_type(t_lo, t_hi)
-        leaf_type = "int16_t"
+        leaf_type = int_type(int(values.min()), int(values.max())) if values.size else "int8_t"
         acc_type = "int32_t"
         literal = lambda v: str(int(v))  # noqa: E731
     else:
@@ -199,7 +222,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     tree_out = at["tree_output"]
     width = layout.leaves.shape[1]
     scale_note = f", scale 2^-{lq}" if fixed else ""
-    value_bytes = 4 if leaf_type == "float" else 2
+    value_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[leaf_type]
     sparse = bool(np.all(tree_out < 0)) and k <= 128
     if sparse:
         entry_outs, entry_vals, sparse_layout = sparse_leaves(layout)
@@ -240,9 +263,15 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         return [f"{indent}acc[{t_expr}] += {rd(leaf_tab, 'leaf', leaf_type)};"]
 
     if chosen == "table" and len(layout.feature):
-        feat_type = "uint8_t" if layout.feature.max() < 256 else "uint16_t"
-        feat = em.add_const_array(sym(f"{node.name}_feature"), layout.feature, feat_type,
-                                  f"%{node.name}: feature tested by each decision node (preorder)")
+        dl = layout.default_left
+        # float: default-left nodes test !(x > t); integer: default-right nodes also test x != M
+        marked = bool(dl.any() and not dl.all())
+        wide = layout.feature.max() >= (128 if marked else 256)
+        feat_type = "uint16_t" if wide else "uint8_t"
+        flag = (0x8000 if wide else 0x80) if marked else 0
+        feat = em.add_const_array(sym(f"{node.name}_feature"), layout.feature | np.where(dl, flag, 0), feat_type,
+                                  f"%{node.name}: feature tested by each decision node (preorder)"
+                                  + (f"; bit {flag.bit_length() - 1}: a missing value goes left" if flag else ""))
         thr = em.add_const_array(sym(f"{node.name}_threshold"), layout.threshold, thr_type,
                                  f"%{node.name}: threshold of each decision node (go left when x {cmp_op} it)")
         lft = em.add_const_array(sym(f"{node.name}_left"), layout.left, ref_type,
@@ -256,15 +285,26 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
             outs = em.add_const_array(sym(f"{node.name}_outputs"), tree_out, "uint8_t" if k <= 256 else "uint16_t",
                                       f"%{node.name}: the output each tree adds to")
         x_type_c = ctype_of(x_type.dtype)
-        cmp = x_at(rd(feat, "i", feat_type))
+        f_read = rd(feat, "i", feat_type)
+        cmp = x_at(f"(f & {flag - 1:#x})" if flag else "f")
         if thr_type == "int32_t":
             cmp = f"(int32_t){cmp}"
+        t_read = rd(thr, "i", thr_type)
+        if fixed:
+            m = missing_code(x_type.dtype.bits)
+            go = (f"v <= {t_read}" if dl.all() else f"v <= {t_read} && v != {m}" if not dl.any()
+                  else f"v <= {t_read} && (v != {m} || (f & {flag:#x}))")
+        else:
+            flip = {"<=": ">", "<": ">="}[cmp_op]
+            go = (f"v {cmp_op} {t_read}" if not dl.any() else f"!(v {flip} {t_read})" if dl.all()
+                  else f"(f & {flag:#x}) ? !(v {flip} {t_read}) : v {cmp_op} {t_read}")
         lines += [
             f"    for (int t = 0; t < {n_trees}; ++t) {{",
             f"        {ref_type} i = {rd(roots, 't', ref_type)};",
             "        while (i >= 0) {",
+            f"            const {feat_type} f = {f_read};",
             f"            const {'int32_t' if thr_type == 'int32_t' else x_type_c} v = {cmp};",
-            f"            i = v {cmp_op} {rd(thr, 'i', thr_type)}",
+            f"            i = ({go})",
             f"                ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
             "        }",
             f"        {leaf_idx_type} leaf = ({leaf_idx_type})(-1 - i);",

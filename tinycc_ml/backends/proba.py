@@ -20,7 +20,8 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
     unit = "" if score_scale is None else f" * {2.0 ** -score_scale!r}f"  # a power of two: exact
     signature = f"void {prefix}_proba(const {input_ctype} *x, float *out)"
     what = {"softmax": "the softmax of the scores", "logistic": "[1 - p, p], p the logistic of the score",
-            "logistic_each": "each label's logistic of its score"}[rule]
+            "logistic_each": "each label's logistic of its score",
+            "normalise": "the scores' positive parts over their sum (uniform if none is > 0)"}[rule]
     header = [f"/* Class probabilities of x: {what} ({up}_N_PROBA floats). Float arithmetic (expf). */",
               f"#define {up}_N_PROBA {n_proba}", f"{signature};", ""]
     body = [f"    {score_ctype} scores[{n_scores}];", "    int i;", f"    {prefix}_scores(x, scores);"]
@@ -32,6 +33,12 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
                  f"        out[i] = expf((float)scores[i]{unit} - top);",
                  "        total += out[i];", "    }",
                  f"    for (i = 0; i < {n_scores}; i++) out[i] /= total;"]
+    elif rule == "normalise":
+        body += ["    float total = 0.0f;",
+                 f"    for (i = 0; i < {n_scores}; i++) {{",
+                 f"        const float v = (float)scores[i]{unit};",
+                 "        out[i] = v > 0.0f ? v : 0.0f;", "        total += out[i];", "    }",
+                 f"    for (i = 0; i < {n_scores}; i++) out[i] = total > 0.0f ? out[i] / total : {1.0 / n_scores!r}f;"]
     elif rule == "logistic":
         body += ["    (void)i;", f"    out[1] = 1.0f / (1.0f + expf(-(float)scores[0]{unit}));",
                  "    out[0] = 1.0f - out[1];"]

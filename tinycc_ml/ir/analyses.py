@@ -55,6 +55,8 @@ class Analyses:
     input_scale: np.ndarray | None = None
     memory_plan: dict[str, ArenaSlot] = field(default_factory=dict)  # plan_memory
     arenas: dict[str, int] = field(default_factory=dict)  # plan_memory: arena -> length in elements
+    # plan_memory: head -> the element-wise nodes computed in its store (integer builds; see plan_memory)
+    fused: dict[str, list[str]] = field(default_factory=dict)
     exp_tables: list[dict] = field(default_factory=list)  # exp_table: size and measured error per table
     tanh_tables: list[dict] = field(default_factory=list)  # tanh_approx: form and measured error
     task: dict | None = None  # compile, from the model: what the scores mean (classes, regression, labels)
@@ -79,6 +81,8 @@ class Analyses:
         lines += [f"memory %{name}: {slot.arena}[{slot.offset}:{slot.offset + slot.length}]"
                   for name, slot in self.memory_plan.items()]
         lines += [f"arena {key}: {length} elements" for key, length in self.arenas.items()]
+        lines += [f"fused %{head}: {', '.join('%' + m for m in members)} in its store"
+                  for head, members in self.fused.items()]
         lines += [f"exp table: {t}" for t in self.exp_tables]
         lines += [f"tanh: {t}" for t in self.tanh_tables]
         return lines

@@ -72,12 +72,13 @@ def _run_rows(graph: Graph, input_name: str, Xq: np.ndarray) -> dict[str, np.nda
 
 
 def quantise(X, scale: int, bits: int) -> np.ndarray:
-    """Real rows to ints at ``scale``: round to nearest (halves up), saturate to ``bits`` (in float
-    first: values beyond int64 saturate rather than wrap; NaN gives 0, as the input helper does)."""
+    """Real rows to ints at ``scale``: round to nearest (halves up), saturate to [-2^(bits-1) + 1,
+    2^(bits-1) - 1] (in float first: values beyond int64 saturate rather than wrap); NaN (a missing
+    value) gives -2^(bits-1), a code no real value gets, as the input helper does."""
     with np.errstate(over="ignore", invalid="ignore"):
         v = np.floor(np.asarray(X, dtype=np.float64) * 2.0**np.asarray(scale, dtype=np.float64) + 0.5)
     top = 2.0 ** (bits - 1)
-    return saturate(np.nan_to_num(np.clip(v, -top, top - 1), nan=0.0), bits)
+    return saturate(np.nan_to_num(np.clip(v, -top + 1, top - 1), nan=-top), bits)
 
 
 def significant_bits(Mq, bits: int) -> np.ndarray:

@@ -1,14 +1,33 @@
 """Gaussian naive Bayes (scikit-learn's GaussianNB): per class c a variance-weighted squared distance
 plus a constant,
 
-    scores_c(x) = log_prior_c - 1/2 sum_j log(2 pi var_cj) - 1/2 sum_j (x_j - theta_cj)^2 / var_cj,
+    jll_c(x) = log_prior_c - 1/2 sum_j log(2 pi var_cj) - 1/2 sum_j (x_j - theta_cj)^2 / var_cj,
 
 the joint log-likelihood scikit-learn's ``predict`` takes the argmax of (``predict_proba`` is its
-softmax). Lowered onto existing ops, per class c: a diagonal (sparse) mat-vec scales the input by
-1 / sigma_c, the squared distance to theta_c / sigma_c (sqdist, ProtoNN's op and kernels) is the
-variance-weighted squared distance, and a one-column mat-vec places -1/2 of it into score c; the
-constants are added once. Integer builds keep the differences standardised (no large terms
-cancel); intermediates are one input-sized vector at a time (static RAM: about 2 D + C values).
+softmax).
+
+The model's scores are jll_c shifted by the same amount for every class of a row and bounded below,
+so argmax and softmax are scikit-learn's while every term stays small enough for 16-bit code:
+
+    scores_c(x) = const_c - 1/2 min(CAP, min(CAP, soft_c) + min(CAP, (H_c - min_k H_k) / v0))
+
+- **hard features**: the (class, feature) pairs whose variance lies below a gap of at least HARD_GAP
+  between consecutive variances of the model (scikit-learn's ``var_smoothing`` floor, 4e-8 on digits,
+  for pixels constant within a class, against 0.008 and up for the others); v0 is the smallest variance
+  and H_c = sum over c's hard features of (v0 / var_cj) (x_j - theta_cj)^2. One violated constant pixel
+  costs 1/v0 = 2.4e7 in jll, which no other term outweighs; subtracting min_k H_k / v0 from every class
+  leaves the classes that violate least (usually none) at 0.
+- **soft features**: the others; soft_c = sum over them of (x_j - theta_cj)^2 / var_cj.
+- **CAP** = 2 (max_c const_c - min_c const_c) + max(16 D, 64): a class whose distance reaches it scores
+  below every class within CAP / 2 - (the constants' spread) of the best, so it cannot be the argmax of a
+  row whose best class lies within 8 D of it (far beyond any class's typical distance D), and its
+  probability is below e^-32 relative to that class.
+
+Lowered onto existing ops, per class c: a diagonal (sparse) mat-vec scales the input by 1 / sigma_c on
+its soft features, the squared distance to theta_c / sigma_c (sqdist, ProtoNN's op and kernels) is
+soft_c, clipped at CAP (16-bit code resolves the distances that can decide, and saturates the others);
+the hard features the same with weights sqrt(v0 / var_cj), their per-row minimum (segment_min)
+subtracted, times 1 / v0, clipped. Intermediates are one input-sized vector at a time.
 """
 
 from __future__ import annotations
@@ -20,6 +39,10 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
 from tinycc_ml.models.saved import check_array, check_normalisation
+
+HARD_GAP = 1e3  # a ratio between consecutive variances that marks the hard features below it
+FAR_PER_FEATURE = 32.0  # FAR = this x D: soft distances beyond it saturate
+CAP_MARGIN = 64.0  # CAP = 2 x the constants' spread + this
 
 
 class GaussianNBModel(Model):
@@ -80,25 +103,77 @@ class GaussianNBModel(Model):
             X = X / self.std
         return X
 
+    def hard(self) -> np.ndarray:
+        """(C, D) bool: the hard (class, feature) pairs (see the module doc); none without such a gap."""
+        u = np.unique(self.var)
+        if u.size < 2:
+            return np.zeros(self.var.shape, dtype=bool)
+        ratio = u[1:] / u[:-1]
+        i = int(np.argmax(ratio))
+        return self.var <= u[i] if ratio[i] >= HARD_GAP else np.zeros(self.var.shape, dtype=bool)
+
+    def caps(self) -> tuple[float, float, float]:
+        """(FAR, FAR_TOTAL, CAP) of the module doc."""
+        const = self.constants()
+        cap = float(2 * (const.max() - const.min()) + CAP_MARGIN)
+        far = float(FAR_PER_FEATURE * self.input_dim)
+        return far, far + cap, cap
+
     def scores(self, X) -> np.ndarray:
         X = self._normalised(X)
-        z = (X[:, None, :] - self.theta[None]) / np.sqrt(self.var[None])
-        return self.constants()[None, :] - 0.5 * np.sum(z * z, axis=2)
+        hard, (far, far_total, cap), v0 = self.hard(), self.caps(), float(self.var.min())
+        d2 = (X[:, None, :] - self.theta[None]) ** 2
+        total = np.minimum(np.sum(np.where(hard[None], 0.0, d2 / self.var[None]), axis=2), far)
+        if hard.any():
+            H = np.sum(np.where(hard[None], d2 * (v0 / self.var[None]), 0.0), axis=2)
+            total = total + np.minimum((H - H.min(axis=1, keepdims=True)) / v0, far_total)
+        total = np.minimum(total, far_total)
+        return self.constants()[None, :] - 0.5 * np.minimum(total - total.min(axis=1, keepdims=True), cap)
 
     def lower(self) -> Graph:
         g = Graph("gaussian_nb")
         x = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
         C, D = self.theta.shape
-        inv_sigma = 1.0 / np.sqrt(self.var)  # (C, D)
+        hard, (far, far_total, cap), v0 = self.hard(), self.caps(), float(self.var.min())
+        inv_sigma = np.where(hard, 0.0, 1.0 / np.sqrt(self.var))  # (C, D), soft features
+        hard_w = np.where(hard, np.sqrt(v0 / self.var), 0.0)  # (C, D), hard features
+
+        def per_class(kind: str, weights: np.ndarray) -> str | None:
+            """The C-vector of each class's weighted squared distance (classes without features: 0)."""
+            total = None
+            for c in range(C):
+                if not weights[c].any():
+                    continue
+                scaled = g.add("matvec", [add_matrix(g, f"{kind}_w{c}", np.diag(weights[c])), x],
+                               name=f"{kind}_scaled{c}")
+                d = g.add("sqdist", [scaled, add_const(g, f"{kind}_theta{c}", (self.theta[c] * weights[c])[:, None])],
+                          name=f"{kind}_distance{c}")
+                if kind == "soft":  # far classes saturate: the near ones keep the resolution
+                    d = g.add("clip", [d], {"lo": 0.0, "hi": far}, name=f"soft_far{c}")
+                place = np.zeros((C, 1))
+                place[c, 0] = 1.0
+                term = g.add("matvec", [add_const(g, f"{kind}_place{c}", place), d], name=f"{kind}_term{c}")
+                total = term if total is None else g.add("add", [total, term], name=f"{kind}_partial{c}")
+            return total
+
+        def less_least(v: str, kind: str) -> str:
+            """v minus its smallest entry (every class shifted alike: argmax and softmax unchanged)."""
+            least = g.add("segment_min", [v], {"offsets": [0, C]}, name=f"{kind}_least")
+            every = g.add("matvec", [add_const(g, f"{kind}_ones", np.ones((C, 1))), least], name=f"{kind}_least_all")
+            return g.add("sub", [v, every], name=f"{kind}_excess")
+
+        distance = per_class("soft", inv_sigma)
+        if hard.any():
+            excess = g.add("scale", [less_least(per_class("hard", hard_w), "hard")], {"factor": 1.0 / v0},
+                           name="hard_weighted")
+            capped = g.add("clip", [excess], {"lo": 0.0, "hi": far_total}, name="hard_far")
+            distance = capped if distance is None else g.add("add", [distance, capped], name="distance_sum")
         scores = add_const(g, "class_const", self.constants())
-        for c in range(C):
-            scaled = g.add("matvec", [add_matrix(g, f"inv_sigma{c}", np.diag(inv_sigma[c])), x], name=f"scaled{c}")
-            d = g.add("sqdist", [scaled, add_const(g, f"theta_scaled{c}", (self.theta[c] * inv_sigma[c])[:, None])],
-                      name=f"distance{c}")
-            place = np.zeros((C, 1))
-            place[c, 0] = -0.5
-            term = g.add("matvec", [add_const(g, f"place{c}", place), d], name=f"term{c}")
-            scores = g.add("add", [scores, term], name="scores" if c == C - 1 else f"partial{c}")
+        if distance is not None:
+            distance = g.add("clip", [distance], {"lo": 0.0, "hi": far_total}, name="distance")
+            near = g.add("clip", [less_least(distance, "distance")], {"lo": 0.0, "hi": cap}, name="near")
+            half = g.add("scale", [near], {"factor": -0.5}, name="half_distance")
+            scores = g.add("add", [scores, half], name="scores")
         g.set_output("scores", scores)
         g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
         return g

@@ -3,19 +3,24 @@
     "softmax"        p = softmax(scores)                    (multi-class networks, naive Bayes)
     "logistic"       one score s: p = [1 - sigmoid(s), sigmoid(s)]   (binary networks)
     "logistic_each"  p_l = sigmoid(score_l)                (multilabel networks)
+    "normalise"      p = max(s, 0) / sum(max(s, 0)), uniform where no score is > 0
+                     (forests: the mean of the trees' class probabilities; ProtoNN's scores)
 
 The compiled ``<prefix>_proba`` (backends/proba.py) applies the same rule to the compiled scores in
 float arithmetic. For an integer build the probabilities move with the scores' fixed-point error
 eps = max |score_int * 2^-SCORE_SCALE - score|: softmax and a pair of logistic probabilities by at
 most eps / 2 (|dp_i/dt| = p_i |d_i - sum_j p_j d_j| <= 2 eps p_i (1 - p_i) <= eps / 2), a single
-logistic by at most eps / 4; plus float32 rounding (PROBA_FLOAT_SLACK).
+logistic by at most eps / 4; normalised scores by at most eps (1 + K) / (S - K eps) for K scores whose
+positive parts sum to S (|d max(s, 0)| <= eps, |dS| <= K eps): the bound takes the smallest S of the
+calibration rows (a forest's S is its number of trees on every row); plus float32 rounding
+(PROBA_FLOAT_SLACK).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-RULES = ("softmax", "logistic", "logistic_each")
+RULES = ("softmax", "logistic", "logistic_each", "normalise")
 PROBA_FLOAT_SLACK = 1e-6  # float32 rounding of expf, the sum and the division
 
 
@@ -33,9 +38,21 @@ def proba_from_scores(scores: np.ndarray, rule: str) -> np.ndarray:
         return np.hstack([1.0 - p, p])
     if rule == "logistic_each":
         return sigmoid(s)
+    if rule == "normalise":
+        a = np.maximum(s, 0.0)
+        total = np.sum(a, axis=1, keepdims=True)
+        return np.where(total > 0, a / np.where(total > 0, total, 1.0), 1.0 / s.shape[1])
     raise ValueError(f"unknown probability rule {rule!r}")
 
 
-def proba_error_bound(rule: str, score_error: float) -> float:
-    """Largest change of a probability when every score moves by at most ``score_error`` (at most 1)."""
+def proba_error_bound(rule: str, score_error: float, scores=None) -> float:
+    """Largest change of a probability when every score moves by at most ``score_error`` (at most 1);
+    "normalise" also needs the float scores of the rows it is stated for (see the module doc)."""
+    if rule == "normalise":
+        s = np.asarray(scores, dtype=np.float64)
+        k = s.shape[1]
+        least = float(np.min(np.sum(np.maximum(s, 0.0), axis=1)))
+        if least - k * score_error <= 0:
+            return 1.0
+        return min(score_error * (1 + k) / (least - k * score_error) + PROBA_FLOAT_SLACK, 1.0)
     return min((score_error / 4 if rule == "logistic_each" else score_error / 2) + PROBA_FLOAT_SLACK, 1.0)

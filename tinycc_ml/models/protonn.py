@@ -108,6 +108,11 @@ class ProtoNNModel(Model):
         out = np.exp(self.exponents(X)) @ self.Z.T
         return out if self.offset is None else out + self.offset
 
+    @property
+    def proba_rule(self) -> str | None:
+        """Classifiers: the scores' positive parts, normalised (ProtoNN's scores approximate one-hot labels)."""
+        return "normalise" if self.task.get("kind", "classification") == "classification" else None
+
     def predict_index(self, X) -> np.ndarray:
         """argmax of the scores, ranked as exp(e - max e) @ Z^T: the same order (a positive factor
         apart), but defined even where every exp(e) underflows, far from all prototypes."""

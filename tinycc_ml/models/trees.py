@@ -6,12 +6,17 @@ root: at an internal node go left when x[feature] <= threshold ("le", scikit-lea
 either a vector added to all outputs (a forest's class probabilities: the scores are then
 n_trees x predict_proba) or a scalar added to one output (boosting: one tree per class and stage).
 
+A NaN input (a missing value) goes to the node's default side, ``default_left`` (1: left), as the
+libraries do (scikit-learn's ``missing_go_to_left``, XGBoost's ``default_left``, LightGBM's decision
+type); integer builds receive it as the quantiser's missing code (``ir/ops/ensembles.py``).
+
 prediction: argmax of the scores (the first maximum), or, for a binary model with one score
 (``binary``), class 1 where the score is > 0. Regression: scores[0] is the value.
 
 Arrays (``n`` nodes of all trees in one table; the importers fold averaging and learning rates into
 the leaves): ``feature`` (n,) int (-1 at leaves), ``threshold`` (n,) float64, ``left``/``right`` (n,) int
-(-1 at leaves), ``value`` (n, W), ``roots`` (T,), ``tree_output`` (T,) (-1: vector leaves), ``base`` (K,).
+(-1 at leaves), ``value`` (n, W), ``roots`` (T,), ``tree_output`` (T,) (-1: vector leaves), ``base`` (K,),
+optional ``default_left`` (n,) of 0/1 (absent in files of earlier versions: every NaN goes right).
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ from tinycc_ml.models.lowering import add_const, add_input
 from tinycc_ml.models.saved import check_array
 
 ARRAYS = ("feature", "threshold", "left", "right", "value", "roots", "tree_output", "base")
+OPTIONAL_ARRAYS = ("default_left",)
+# class probabilities from the scores (models/proba.py): forests "normalise" (the mean of the trees' class
+# probabilities), boosting "softmax" / "logistic" of the margins, None: the library defines none this way
+PROBA_RULES = (None, "normalise", "softmax", "logistic")
 MAX_NODES = 2**20
 
 
@@ -64,12 +73,16 @@ class TreeEnsembleModel(Model):
     family = "trees"
 
     def __init__(self, feature, threshold, left, right, value, roots, tree_output, base, input_dim: int,
-                 compare: str = "le", binary: bool = False, source: str = "TreeEnsembleModel"):
+                 compare: str = "le", binary: bool = False, source: str = "TreeEnsembleModel", default_left=None,
+                 proba: str | None = None):
         if compare not in ("le", "lt"):
             raise ModelFileError(f"{source}: compare {compare!r} is not 'le' or 'lt'")
         if not isinstance(input_dim, (int, np.integer)) or isinstance(input_dim, bool) or input_dim < 1:
             raise ModelFileError(f"{source}: input_dim {input_dim!r} is not a positive integer")
+        if proba not in PROBA_RULES:
+            raise ModelFileError(f"{source}: proba {proba!r} is not one of {PROBA_RULES}")
         self.compare, self.binary, self._input_dim = compare, bool(binary), int(input_dim)
+        self.proba = proba
         feature = np.asarray(feature)
         n = feature.shape[0] if feature.ndim == 1 else -1
         if n < 1 or n > MAX_NODES:
@@ -87,6 +100,12 @@ class TreeEnsembleModel(Model):
             raise ModelFileError(f"{source}: roots has shape {self.roots.shape}, expected (T,) with T >= 1")
         self.tree_output = _int_array(tree_output, "tree_output", source, self.roots.shape)
         self.base = check_array(base, "base", source, ndim=1)
+        if default_left is None:
+            default_left = np.zeros(n, dtype=np.int64)
+        self.default_left = _int_array(default_left, "default_left", source, (n,))
+        if np.any((self.default_left != 0) & (self.default_left != 1)):
+            raise ModelFileError(f"{source}: default_left holds a value other than 0 and 1")
+        self.default_left = np.where(self.feature >= 0, self.default_left, 0)
         k = self.base.shape[0]
         if k < 1:
             raise ModelFileError(f"{source}: base is empty; it holds one value per output")
@@ -153,23 +172,32 @@ class TreeEnsembleModel(Model):
         return {"feature": self.feature.astype(np.int32), "threshold": self.threshold,
                 "left": self.left.astype(np.int32), "right": self.right.astype(np.int32), "value": self.value,
                 "roots": self.roots.astype(np.int32), "tree_output": self.tree_output.astype(np.int32),
-                "base": self.base}
+                "base": self.base, "default_left": self.default_left.astype(np.int8)}
 
     def meta(self) -> dict:
-        return {"compare": self.compare, "binary": self.binary, "input_dim": self._input_dim}
+        out = {"compare": self.compare, "binary": self.binary, "input_dim": self._input_dim}
+        if self.proba is not None:
+            out["proba"] = self.proba
+        return out
+
+    @property
+    def proba_rule(self) -> str | None:
+        """The rule turning the scores into class probabilities (classifiers only)."""
+        return self.proba if self.task.get("kind", "classification") == "classification" else None
 
     @classmethod
     def from_arrays(cls, arrays, meta, source) -> TreeEnsembleModel:
         missing = [a for a in ARRAYS if a not in arrays]
         if missing:
             raise ModelFileError(f"{source}: missing array(s) {missing}")
-        unknown = set(arrays) - set(ARRAYS)
+        unknown = set(arrays) - set(ARRAYS) - set(OPTIONAL_ARRAYS)
         if unknown:
             raise ModelFileError(f"{source}: unexpected array(s) {sorted(unknown)}")
         if not isinstance(meta, dict) or not isinstance(meta.get("binary", False), bool):
             raise ModelFileError(f"{source}: metadata 'binary' must be true or false")
         return cls(*(arrays[a] for a in ARRAYS), input_dim=meta.get("input_dim"),
-                   compare=meta.get("compare", "le"), binary=meta.get("binary", False), source=source)
+                   compare=meta.get("compare", "le"), binary=meta.get("binary", False), source=source,
+                   default_left=arrays.get("default_left"), proba=meta.get("proba"))
 
     def leaves(self, X) -> np.ndarray:
         """The leaf each tree reaches, (n, T), by the library's rule on float32-rounded inputs."""
@@ -183,7 +211,9 @@ class TreeEnsembleModel(Model):
                 if not inner.any():
                     break
                 v = X[rows, np.maximum(self.feature[node], 0)]
-                go = v < self.threshold[node] if self.compare == "lt" else v <= self.threshold[node]
+                with np.errstate(invalid="ignore"):
+                    go = v < self.threshold[node] if self.compare == "lt" else v <= self.threshold[node]
+                go = np.where(np.isnan(v), self.default_left[node] != 0, go)
                 node = np.where(inner, np.where(go, self.left[node], self.right[node]), node)
             out[:, t] = node
         return out
@@ -209,7 +239,7 @@ class TreeEnsembleModel(Model):
                 "left": self.left.astype(np.int32), "right": self.right.astype(np.int32),
                 "value": self.value.astype(np.float32), "roots": self.roots.astype(np.int32),
                 "tree_output": self.tree_output.astype(np.int32), "n_outputs": int(self.n_outputs),
-                "compare": self.compare}
+                "compare": self.compare, "default_left": self.default_left.astype(np.int8)}
 
     def lower(self) -> Graph:
         g = Graph("trees")

@@ -18,7 +18,10 @@ mode) averages. Objectives: regression (l2, l1, huber, fair, quantile, mape), bi
 margin > 0), multiclass / multiclassova (argmax). Categorical splits, zero-as-missing splits, linear
 trees and other objectives are refused.
 
-NaN inputs are not supported by the compiled code (a NaN goes right, not the default direction).
+Missing values (NaN) go to each node's default side as the libraries send them: XGBoost's
+``default_left`` (XGBoost's default ``missing=NaN``); LightGBM's missing type NaN: the default-left bit
+of ``decision_type``; missing type None: LightGBM compares 0.0 in place of the NaN, so the side of
+0 <= t.
 """
 
 from __future__ import annotations
@@ -136,7 +139,7 @@ def from_xgboost_json(doc, source: str = "XGBoost model") -> TreeEnsembleModel:
         raise ModelFileError(f"{source}: the model has no trees")
     if np.any((info < 0) | (info >= k)):
         raise ModelFileError(f"{source}: tree_info names an output outside [0, {k})")
-    parts = {key: [] for key in ("feature", "threshold", "left", "right", "value")}
+    parts = {key: [] for key in ("feature", "threshold", "left", "right", "value", "default_left")}
     roots, offset = [], 0
     for t, tree in enumerate(trees):
         where = f"{source}: tree {t}"
@@ -152,6 +155,10 @@ def from_xgboost_json(doc, source: str = "XGBoost model") -> TreeEnsembleModel:
         if any(int(s) != 0 for s in tree.get("split_type", [])):
             raise ModelFileError(f"{where}: categorical splits are not supported")
         leaf = left < 0
+        dl = tree.get("default_left", [0] * n)
+        if not isinstance(dl, list) or len(dl) != n or any(v not in (0, 1) or isinstance(v, bool) for v in dl):
+            raise ModelFileError(f"{where}: default_left is not a list of {n} 0/1 values")
+        parts["default_left"].append(np.where(leaf, 0, np.asarray(dl, dtype=np.int64)))
         parts["feature"].append(np.where(leaf, -1, feature))
         parts["threshold"].append(np.where(leaf, 0.0, cond))
         parts["left"].append(np.where(leaf, -1, left + offset))
@@ -161,7 +168,9 @@ def from_xgboost_json(doc, source: str = "XGBoost model") -> TreeEnsembleModel:
         offset += n
     binary = n_class <= 1 and objective in ("binary:logistic", "binary:logitraw")
     out = TreeEnsembleModel(*(np.concatenate(parts[p]) for p in ("feature", "threshold", "left", "right", "value")),
-                            roots, info, base, input_dim=dim, compare="lt", binary=binary, source=source)
+                            roots, info, base, input_dim=dim, compare="lt", binary=binary, source=source,
+                            default_left=np.concatenate(parts["default_left"]),
+                            proba={"binary:logistic": "logistic", "multi:softprob": "softmax"}.get(objective))
     return out if (n_class > 1 or binary) else out.with_task(REGRESSION)
 
 
@@ -201,11 +210,15 @@ def _lgb_blocks(text: str, source: str) -> tuple[dict, list[dict]]:
     return header, trees
 
 
-def _floats(tree: dict, key: str, where: str, n: int) -> np.ndarray:
+def _floats(tree: dict, key: str, where: str, n: int, plus_inf: bool = False) -> np.ndarray:
+    """``plus_inf``: +inf (LightGBM's split of the present values from the missing ones) becomes the largest
+    float32, which makes the same decision on every finite float32 input."""
     try:
         values = np.array([float(v) for v in tree.get(key, "").split()], dtype=np.float64)
     except ValueError:
         raise ModelFileError(f"{where}: {key} holds a value that is not a number") from None
+    if plus_inf:
+        values = np.where(values == np.inf, float(np.finfo(np.float32).max), values)
     if values.size != n:
         raise ModelFileError(f"{where}: {key} has {values.size} values, expected {n}")
     if not np.all(np.isfinite(values)):
@@ -216,6 +229,17 @@ def _floats(tree: dict, key: str, where: str, n: int) -> np.ndarray:
 def _lgb_child(c: np.ndarray, m: int, offset: int) -> np.ndarray:
     """LightGBM's child references (>= 0: internal node, < 0: leaf ~c) as node indices."""
     return np.where(c >= 0, c, m + (-c - 1)) + offset
+
+
+def _lgb_proba(objective: list[str]) -> str | None:
+    """LightGBM's predict_proba as a rule on the margins: binary (sigmoid:1) the logistic, multiclass the
+    softmax; multiclassova, another sigmoid parameter and regression: none."""
+    if objective[0] == "multiclass":
+        return "softmax"
+    if objective[0] == "binary" and all(p != "sigmoid" or v in ("1", "1.0", "1.000000")
+                                        for p, _, v in (o.partition(":") for o in objective[1:])):
+        return "logistic"
+    return None
 
 
 def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembleModel:
@@ -235,7 +259,7 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
         raise ModelFileError(f"{source}: {len(trees)} trees for {per_iteration} per iteration")
     average = "average_output" in header
     scale = per_iteration / len(trees) if average else 1.0
-    parts = {key: [] for key in ("feature", "threshold", "left", "right", "value")}
+    parts = {key: [] for key in ("feature", "threshold", "left", "right", "value", "default_left")}
     roots, outs, offset = [], [], 0
     for t, tree in enumerate(trees):
         where = f"{source}: tree {t}"
@@ -251,7 +275,7 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
         m = n_leaves - 1  # internal nodes
         if m:
             feature = _floats(tree, "split_feature", where, m).astype(np.int64)
-            threshold = _floats(tree, "threshold", where, m)
+            threshold = _floats(tree, "threshold", where, m, plus_inf=True)
             decision = _floats(tree, "decision_type", where, m).astype(np.int64)
             left = _floats(tree, "left_child", where, m).astype(np.int64)
             right = _floats(tree, "right_child", where, m).astype(np.int64)
@@ -260,13 +284,16 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
             if np.any(((decision >> 2) & 3) == 1):
                 raise ModelFileError(f"{where}: zero-as-missing splits are not supported (train with "
                                      "zero_as_missing=false)")
+            # missing type NaN (2): the default-left bit (1); None (0): LightGBM compares 0.0 instead
+            dl = np.where(((decision >> 2) & 3) == 2, (decision >> 1) & 1, (0.0 <= threshold).astype(np.int64))
         else:
-            feature = threshold = left = right = np.zeros(0, dtype=np.int64)
+            feature = threshold = left = right = dl = np.zeros(0, dtype=np.int64)
         # nodes: the m internal ones, then the leaves; a child < 0 is leaf ~child
         n = m + n_leaves
 
         parts["feature"].append(np.concatenate([feature, np.full(n_leaves, -1)]))
         parts["threshold"].append(np.concatenate([threshold, np.zeros(n_leaves)]))
+        parts["default_left"].append(np.concatenate([dl, np.zeros(n_leaves, dtype=np.int64)]))
         parts["left"].append(np.concatenate([_lgb_child(left, m, offset), np.full(n_leaves, -1)]))
         parts["right"].append(np.concatenate([_lgb_child(right, m, offset), np.full(n_leaves, -1)]))
         parts["value"].append(np.concatenate([np.zeros(m), leaf_values])[:, None])
@@ -276,7 +303,8 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
     binary = objective[0] == "binary"
     k = per_iteration
     out = TreeEnsembleModel(*(np.concatenate(parts[p]) for p in ("feature", "threshold", "left", "right", "value")),
-                            roots, outs, np.zeros(k), input_dim=dim, compare="le", binary=binary, source=source)
+                            roots, outs, np.zeros(k), input_dim=dim, compare="le", binary=binary, source=source,
+                            default_left=np.concatenate(parts["default_left"]), proba=_lgb_proba(objective))
     return out.with_task(REGRESSION) if objective[0] in LGB_REGRESSION else out
 
 

@@ -13,7 +13,10 @@
 
 Single-output models only. Inputs are compared after rounding to float32, as scikit-learn's trees do
 (HistGradientBoosting compares float64 inputs; the two agree except for an input within float32
-rounding of a threshold). NaN inputs are not supported (a NaN goes right).
+rounding of a threshold). A NaN input goes where scikit-learn sends it: the node's
+``missing_go_to_left`` (trees and HistGradientBoosting's predictors); a threshold of +inf (a split of
+the present values from the missing ones) becomes the largest float32 (an input of +inf then goes
+right, where scikit-learn sends it left).
 """
 
 from __future__ import annotations
@@ -37,25 +40,35 @@ class _Builder:
     def __init__(self, width: int):
         self.width = width
         self.feature, self.threshold, self.left, self.right, self.value = [], [], [], [], []
-        self.roots, self.tree_output, self.n = [], [], 0
+        self.roots, self.tree_output, self.default_left, self.n = [], [], [], 0
 
-    def add(self, feature, threshold, left, right, value, output: int = -1) -> None:
+    def add(self, feature, threshold, left, right, value, output: int = -1, default_left=None) -> None:
         leaf = np.asarray(left) < 0
+        dl = np.zeros(len(leaf), dtype=np.int64) if default_left is None else np.asarray(default_left, np.int64)
+        self.default_left.append(np.where(leaf, 0, dl))
         self.roots.append(self.n)
         self.tree_output.append(output)
         self.feature.append(np.where(leaf, -1, feature))
+        # +inf: scikit-learn's split of the present values (left) from the missing ones (default side);
+        # the largest float32 makes the same decision on every finite input
+        threshold = np.where(np.asarray(threshold) == np.inf, float(np.finfo(np.float32).max), threshold)
         self.threshold.append(np.where(leaf, 0.0, threshold))
         self.left.append(np.where(leaf, -1, np.asarray(left) + self.n))
         self.right.append(np.where(leaf, -1, np.asarray(right) + self.n))
         self.value.append(np.where(leaf[:, None], np.asarray(value, dtype=np.float64).reshape(len(leaf), -1), 0.0))
         self.n += len(leaf)
 
-    def model(self, base, input_dim: int, binary: bool, source: str) -> TreeEnsembleModel:
+    def model(self, base, input_dim: int, binary: bool, source: str, proba: str | None = None) -> TreeEnsembleModel:
         cat = np.concatenate
         return TreeEnsembleModel(cat(self.feature), cat(self.threshold), cat(self.left), cat(self.right),
                                  cat(self.value), np.array(self.roots), np.array(self.tree_output),
                                  np.asarray(base, dtype=np.float64).reshape(-1), input_dim=input_dim,
-                                 binary=binary, source=source)
+                                 binary=binary, source=source, default_left=cat(self.default_left), proba=proba)
+
+
+def _missing_left(t):
+    """A fitted ``tree_``'s side for missing values (scikit-learn >= 1.3; before, NaN was refused)."""
+    return getattr(t, "missing_go_to_left", None)
 
 
 def _trees_of(estimator) -> list:
@@ -78,8 +91,8 @@ def _forest_classifier(estimator) -> TreeEnsembleModel:
         value = np.asarray(t.value, dtype=np.float64)[:, 0, :k]
         total = value.sum(axis=1, keepdims=True)
         proba = np.divide(value, total, out=np.zeros_like(value), where=total > 0)  # as predict_proba
-        b.add(t.feature, t.threshold, t.children_left, t.children_right, proba)
-    return b.model(np.zeros(k), estimator.n_features_in_, False, name)
+        b.add(t.feature, t.threshold, t.children_left, t.children_right, proba, default_left=_missing_left(t))
+    return b.model(np.zeros(k), estimator.n_features_in_, False, name, proba="normalise")
 
 
 def _forest_regressor(estimator) -> TreeEnsembleModel:
@@ -90,7 +103,7 @@ def _forest_regressor(estimator) -> TreeEnsembleModel:
     for tree in trees:
         t = tree.tree_
         b.add(t.feature, t.threshold, t.children_left, t.children_right,
-              np.asarray(t.value, dtype=np.float64)[:, 0, :1] / len(trees), output=0)
+              np.asarray(t.value, dtype=np.float64)[:, 0, :1] / len(trees), output=0, default_left=_missing_left(t))
     return b.model([0.0], estimator.n_features_in_, False, name).with_task(REGRESSION)
 
 
@@ -109,9 +122,10 @@ def _gradient_boosting(estimator) -> TreeEnsembleModel:
         for k, tree in enumerate(stage):
             t = tree.tree_
             b.add(t.feature, t.threshold, t.children_left, t.children_right,
-                  lr * np.asarray(t.value, dtype=np.float64)[:, 0, :1], output=k)
+                  lr * np.asarray(t.value, dtype=np.float64)[:, 0, :1], output=k, default_left=_missing_left(t))
     classifier = hasattr(estimator, "classes_")
-    model = b.model(base, dim, classifier and stages.shape[1] == 1, name)
+    binary = classifier and stages.shape[1] == 1
+    model = b.model(base, dim, binary, name, proba=("logistic" if binary else "softmax") if classifier else None)
     return model if classifier else model.with_task(REGRESSION)
 
 
@@ -129,10 +143,13 @@ def _hist_gradient_boosting(estimator) -> TreeEnsembleModel:
             leaf = nodes["is_leaf"].astype(bool)
             left = np.where(leaf, -1, nodes["left"].astype(np.int64))
             right = np.where(leaf, -1, nodes["right"].astype(np.int64))
-            b.add(nodes["feature_idx"], nodes["num_threshold"], left, right, nodes["value"][:, None], output=k)
+            b.add(nodes["feature_idx"], nodes["num_threshold"], left, right, nodes["value"][:, None], output=k,
+                  default_left=nodes["missing_go_to_left"])
     base = np.asarray(estimator._baseline_prediction, dtype=np.float64).reshape(-1)
     classifier = hasattr(estimator, "classes_")
-    model = b.model(base, estimator.n_features_in_, classifier and base.size == 1, name)
+    binary = classifier and base.size == 1
+    model = b.model(base, estimator.n_features_in_, binary, name,
+                    proba=("logistic" if binary else "softmax") if classifier else None)
     return model if classifier else model.with_task(REGRESSION)
 
 
@@ -169,7 +186,8 @@ def fold_scalers(model: TreeEnsembleModel, scalers: list) -> TreeEnsembleModel:
     Each decision ``float32(transform(x)[f]) <= t`` is monotone in x (the scalers map each feature by
     an increasing affine function), so on float32 inputs it equals ``x[f] <= t'`` for the largest
     float32 t' going left, found by bisection over the float32 values with the scalers' own
-    ``transform`` (so its float64 rounding is the same as scikit-learn's)."""
+    ``transform`` (so its float64 rounding is the same as scikit-learn's). A NaN stays NaN through
+    the scalers, so the default sides carry over."""
     internal = np.flatnonzero(model.feature >= 0)
     feats = model.feature[internal]
     t = model.threshold[internal]
@@ -198,4 +216,5 @@ def fold_scalers(model: TreeEnsembleModel, scalers: list) -> TreeEnsembleModel:
     folded[internal] = _from_keys(keys).astype(np.float64)
     return TreeEnsembleModel(model.feature, folded, model.left, model.right, model.value, model.roots,
                              model.tree_output, model.base, input_dim=dim, compare=model.compare,
-                             binary=model.binary, source="Pipeline").with_task(model.task)
+                             binary=model.binary, source="Pipeline",
+                             default_left=model.default_left, proba=model.proba).with_task(model.task)

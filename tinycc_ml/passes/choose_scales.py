@@ -194,6 +194,13 @@ class ChooseScales(Pass):
             # training set) have a k-th smallest of zero
             need = max(MIN_LIKE_HEADROOM * low[min(k, len(low)) - 1], low[min(2 * k, len(low)) - 1], 1e-30)
             return best_scale(need, ACT_BITS), False
+        # read only through clips that bind: saturating at the clips' widest bound is the clip itself, so
+        # resolve that range only (the values beyond it all clip alike)
+        if users and name not in [n for _, n in graph.outputs] and all(u.op == "clip" for u in users):
+            widest = max(float(np.max(np.abs(np.concatenate([np.ravel(u.attrs["lo"]), np.ravel(u.attrs["hi"])]))))
+                         for u in users)
+            if widest < need:
+                return best_scale(widest, ACT_BITS), False
         # a point whose distances to constant prototypes are taken shares their scale (the input
         # shares the scale of its clamp, so look through that)
         for _, m_max in ChooseScales._sqdist_uses(graph, name):

@@ -6,15 +6,67 @@ type-puns. The plan is stored in ``graph.analyses``: ``memory_plan`` = {node: Ar
 length)} in elements, and ``arenas`` = {arena: length}. Constants, inputs and scalars
 take no arena space (scalars are locals), nor does the score vector: the entry points write it
 into the caller's buffer.
+
+Integer builds also fuse element-wise chains (``fused_chains``, stored in ``graph.analyses.fused``): a
+vector whose only user is an element-wise op (add, sub, mul, scale, clip with scalar bounds) of the same
+shape whose other operands are constants — a mat-vec's bias, a relu — is not stored: each element goes
+through the chain where the producer stores it (a mat-vec kernel's epilogue), and only the chain's last
+value is kept, in the head's own slot (so wherever a kernel stores the head, the pointer it holds is the
+right one): the chain's last value shares the head's slot, live until its own last use; the chain's
+inner values take no space. Graph outputs are never fused away.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from tinycc_ml.ir.analyses import ArenaSlot
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LEAF_OPS = ("input", "const", "sparse_const")
+FUSED_OPS = ("add", "sub", "mul", "scale", "clip")  # element-wise ops a store can compute (backends/c_fixed.py)
+KERNEL_READERS = ("matvec", "matvec_at", "sqdist")
+
+
+def _fusable_user(graph: Graph, name: str, outputs: set) -> str | None:
+    """The element-wise user that may take ``name``'s elements in its producer's store, or None."""
+    users = graph.users(name)
+    t = graph.type(name)
+    if name in outputs or len(users) != 1 or t.rank == 0 or t.dtype.kind != "fx":
+        return None
+    u = graph.node(users[0])
+    if u.name in outputs or u.op not in FUSED_OPS or u.type.shape != t.shape or u.type.dtype.kind != "fx":
+        return None
+    others = [i for i in u.inputs if i != name]
+    if u.inputs.count(name) != 1 or any(graph.op(i) != "const" for i in others):
+        return None
+    if arena_key(u.type.dtype) != arena_key(t.dtype):
+        return None  # the last value takes the head's slot
+    if u.op == "clip" and (np.ndim(u.attrs["lo"]) or np.ndim(u.attrs["hi"])):
+        return None
+    if u.op == "clip" and u.type.dtype.scale == t.dtype.scale and any(
+            graph.op(w) in KERNEL_READERS for w in graph.users(u.name)):
+        return None  # a clamp feeding a kernel: targets fuse it with the kernel's input pass (kernels_clip.py)
+    return u.name
+
+
+def fused_chains(graph: Graph) -> dict[str, list[str]]:
+    """head -> its chain of element-wise users (see the module doc); heads are not leaves."""
+    outputs = {n for _, n in graph.outputs}
+    chains: dict[str, list[str]] = {}
+    taken: set[str] = set()
+    for n in graph.order():
+        if n in taken or graph.op(n) in LEAF_OPS:
+            continue
+        chain, cur = [], n
+        while (u := _fusable_user(graph, cur, outputs)) is not None:
+            chain.append(u)
+            cur = u
+        if chain:
+            chains[n] = chain
+            taken.update(chain)
+    return chains
 
 
 def arena_key(dtype) -> str:
@@ -28,9 +80,12 @@ def element_bytes(key: str) -> int:
     return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}[key]
 
 
-def plan(graph: Graph, virtual=()) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
-    """The slots and arena lengths; ``virtual``: vectors that take no slot (a backend computes them where
+def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
+         virtual=()) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
+    """The slots and arena lengths; ``fused`` chains (head -> members): the last member shares its head's
+    slot, the others take none; ``virtual``: vectors that take no slot (a backend computes them where
     they are read, e.g. the input clamp applied on read)."""
+    fused = fused or {}
     order = graph.order()
     position = {n: i for i, n in enumerate(order)}
     outputs = {n for _, n in graph.outputs}
@@ -38,6 +93,10 @@ def plan(graph: Graph, virtual=()) -> tuple[dict[str, ArenaSlot], dict[str, int]
         n: len(order) if n in outputs else max((position[u] for u in graph.users(n)), default=position[n])
         for n in order
     }
+    inner = {m for members in fused.values() for m in members[:-1]}
+    shares = {members[-1]: head for head, members in fused.items()}  # the last value -> its head's slot
+    for tail, head in shares.items():
+        last_use[head] = max(last_use[head], last_use[tail])
     caller_owned = {n for label, n in graph.outputs if label == "scores"}  # written into the caller's buffer
     live: list[tuple[str, int, int, str]] = []  # (arena, offset, length, node)
     placed: dict[str, ArenaSlot] = {}
@@ -46,7 +105,11 @@ def plan(graph: Graph, virtual=()) -> tuple[dict[str, ArenaSlot], dict[str, int]
         t = graph.type(n)
         # Operands of this node stay live (last_use >= i), so an output never overlaps its inputs.
         live = [entry for entry in live if last_use[entry[3]] >= i]
-        if graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned or n in virtual:
+        if graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned or n in inner or n in virtual:
+            continue
+        if n in shares:
+            if shares[n] in placed:
+                placed[n] = placed[shares[n]]
             continue
         key, length = arena_key(t.dtype), t.size
         offset = 0
@@ -67,7 +130,8 @@ class PlanMemory(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         a = graph.analyses
-        a.memory_plan, a.arenas = plan(graph)
+        a.fused = fused_chains(graph)
+        a.memory_plan, a.arenas = plan(graph, a.fused)
         used = sum(length * element_bytes(key) for key, length in a.arenas.items())
         naive = sum(length * element_bytes(key) for key, _, length in a.memory_plan.values())
         ctx.log.append(f"plan_memory: arenas {used} bytes (without reuse: {naive})")

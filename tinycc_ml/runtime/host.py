@@ -75,9 +75,10 @@ class HostPredictor:
         dtype = NUMPY_OF_CTYPE[self.input_ctype]
         if self.input_ctype == "float":
             return np.ascontiguousarray(X, dtype=np.float32)
-        info = np.iinfo(dtype)
-        q = np.floor(X * 2.0 ** np.asarray(self.input_scale if self.input_scale is not None else 0) + 0.5)
-        return np.ascontiguousarray(np.clip(q, info.min, info.max).astype(dtype))
+        from tinycc_ml.ir.fixed import quantise  # NaN: the missing-value code
+
+        scale = self.input_scale if self.input_scale is not None else 0
+        return np.ascontiguousarray(quantise(X, scale, np.iinfo(dtype).bits).astype(dtype))
 
     def _run(self, Xq: np.ndarray, want_scores: bool = True, want_predictions: bool = True):
         n = len(Xq)
@@ -221,7 +222,7 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     if input_ctype == "float":
         convert, check = "row[k] = (float)xi[k];", ""  # as numpy's astype(float32); NaN passes through
     else:
-        lo, hi = (-128, 127) if input_ctype == "int8_t" else ((-32768, 32767) if input_ctype == "int16_t"
+        lo, hi = (-127, 127) if input_ctype == "int8_t" else ((-32767, 32767) if input_ctype == "int16_t"
                                                              else (-2147483648, 2147483647))
         convert = (f"double v = floor(xi[k] * factor[k] + 0.5); v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
                    f"row[k] = ({input_ctype})v;")

@@ -10,25 +10,39 @@ Attributes (all nodes of all trees in one table, ``n`` nodes):
 - ``tree_output`` (T,) int32: the output a scalar-leaf tree adds to (-1 for vector leaves: the leaf
   adds to every output);
 - ``n_outputs``: the length of the result; ``compare``: "le" (go left when x[f] <= t: scikit-learn,
-  LightGBM) or "lt" (x[f] < t: XGBoost).
+  LightGBM) or "lt" (x[f] < t: XGBoost);
+- ``default_left`` (n,) int, optional: 1 where a missing (NaN) input goes left at the node, 0 where it
+  goes right (absent: every NaN goes right). The importers read it from the libraries: scikit-learn's
+  ``missing_go_to_left``, XGBoost's ``default_left``, LightGBM's decision type (missing type NaN: its
+  default-left bit; missing type None: LightGBM compares 0 instead of the NaN, so the side of 0).
 
 Float semantics: the operand is rounded to float32 first (as scikit-learn does for trees), every tree
-is walked from its root (a NaN feature compares false: it goes right), and the result is the sum of
-the leaves reached (out[tree_output[t]] += value[leaf, 0], or out += value[leaf] for vector leaves).
-Importers store thresholds as float32 values that make the same decision on every float32 input as
-the library's own (see ``models.trees.float32_threshold``).
+is walked from its root (a NaN feature goes to the node's default side, ``default_left``; any other
+value is compared), and the result is the sum of the leaves reached (out[tree_output[t]] +=
+value[leaf, 0], or out += value[leaf] for vector leaves). Importers store thresholds as float32 values
+that make the same decision on every float32 input as the library's own (see
+``models.trees.float32_threshold``).
 
 Integer semantics (operand x_q at scale S, its real value x_q * 2^-S; result at scale O):
+- **Missing values.** The quantiser (``ir.fixed.quantise``, the C's ``<prefix>_quantise_feature``)
+  gives a NaN the code M = -2^(b-1) of a b-bit operand, which no real value gets (real values saturate
+  to [M + 1, 2^(b-1) - 1]). A node sends x_q = M to its default side (``default_left``) and compares
+  every other x_q as below.
 - **Decisions are exact.** A node goes left when ``x_q <= T`` with the integer threshold
   ``T = floor(t * 2^S)`` ("le"; for "lt", ``T = ceil(t * 2^S) - 1``), because for an integer x_q,
   x_q * 2^-S <= t  <=>  x_q <= t * 2^S  <=>  x_q <= floor(t * 2^S); and x_q * 2^-S < t  <=>
   x_q < t * 2^S  <=>  x_q <= ceil(t * 2^S) - 1. t is a float32 and 2^S a power of two, so t * 2^S
-  is exact in float64 and so are floor and ceil. T is clipped to [-2^(b-1) - 1, 2^(b-1) - 1] for a
-  b-bit operand (which changes no decision: every x_q lies in [-2^(b-1), 2^(b-1) - 1]); the C stores
-  T in the narrowest of int8/int16/int32 that holds every T of the ensemble (``threshold_ints``).
+  is exact in float64 and so are floor and ceil. T is clipped to [M, 2^(b-1) - 1] for a b-bit
+  operand (which changes no decision: every real x_q lies in [M + 1, 2^(b-1) - 1]), so it fits the
+  operand's type; the C stores T in the narrowest of int8/int16 that holds every T of the ensemble
+  (``threshold_ints``), and tests x_q != M only at nodes whose default side is right (M <= T, so
+  x_q <= T sends M left by itself).
   So the integer walk reaches the leaf that the float walk reaches on x_q's real value.
 - **Leaves** are stored as ints at the leaf scale L (``leaf_scale``: the finest scale at which every
-  leaf fits 16 bits, at most O + LEAF_GUARD_BITS), summed in int32, then shifted to O with one
+  leaf fits ``leaf_bits`` bits (optional attribute, default 16; 8 is allowed but no pipeline sets it: 8-bit
+  leaves moved 0.2-0.7% of the digits predictions of boosting and extra-trees ensembles away from the float
+  build, against the exact decisions on grid inputs that int16 leaves keep), at most O + LEAF_GUARD_BITS),
+  summed in int32, then shifted to O with one
   rounding shift and saturated: the error against the float sum of the same leaves is at most
   T * 2^-(L+1) (leaf rounding) + 2^-(O+1) (final rounding) when nothing saturates.
 """
@@ -76,6 +90,10 @@ def _infer(ts, attrs, declared):
     else:
         need(value.shape[1] == 1 and np.all((tree_output >= 0) & (tree_output < k)),
              "scalar-leaf trees need value (n, 1) and tree_output in [0, n_outputs)")
+    dl = attrs.get("default_left")
+    need(dl is None or (dl.shape == (n,) and dl.dtype.kind in "iub" and np.all((dl == 0) | (dl == 1))),
+         f"default_left must be ({n},) of 0/1")
+    need(int(attrs.get("leaf_bits", LEAF_BITS)) in (8, 16), "leaf_bits must be 8 or 16")
     need(tree_depth(attrs) <= MAX_TREE_DEPTH, f"a tree is deeper than {MAX_TREE_DEPTH} levels")
     return TensorType((k,), result_dtype(ts, declared))
 
@@ -112,16 +130,26 @@ def walk(attrs, goes_left) -> np.ndarray:
     return np.stack(leaves, axis=1)
 
 
-class _Decide:
-    """Per-row decisions at one node per row, from comparisons ``x[f] <= t`` (or ``<``)."""
+def default_left(attrs) -> np.ndarray:
+    """The side a missing input goes at each node (bool, (n,)): the attribute, or right everywhere."""
+    dl = attrs.get("default_left")
+    return np.zeros(len(attrs["feature"]), dtype=bool) if dl is None else np.asarray(dl) != 0
 
-    def __init__(self, X, thresholds, feature, strict: bool):
+
+class _Decide:
+    """Per-row decisions at one node per row, from comparisons ``x[f] <= t`` (or ``<``); a missing input
+    (``missing(v)`` true) goes to the node's default side."""
+
+    def __init__(self, X, thresholds, feature, strict: bool, default, missing):
         self.X, self.t, self.feature, self.strict, self.rows = X, thresholds, feature, strict, len(X)
+        self.default, self.missing = default, missing
 
     def __call__(self, node):
         f = np.maximum(self.feature[node], 0)
         v = self.X[np.arange(self.rows), f]
-        return v < self.t[node] if self.strict else v <= self.t[node]
+        with np.errstate(invalid="ignore"):
+            go = v < self.t[node] if self.strict else v <= self.t[node]
+        return np.where(self.missing(v), self.default[node], go)
 
 
 def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -142,7 +170,8 @@ def _evaluate_rows(ins, batched, attrs, n, rank):
     if not batched[0]:
         X = np.broadcast_to(X, (n,) + X.shape)
     X = X.astype(np.float32).astype(np.float64)  # the trees' own input rounding
-    decide = _Decide(X, attrs["threshold"].astype(np.float64), attrs["feature"], attrs["compare"] == "lt")
+    decide = _Decide(X, attrs["threshold"].astype(np.float64), attrs["feature"], attrs["compare"] == "lt",
+                     default_left(attrs), np.isnan)
     return leaf_sums(attrs, walk(attrs, decide), attrs["value"].astype(np.float64))
 
 
@@ -151,12 +180,17 @@ def _evaluate(xs, attrs):
 
 
 def threshold_ints(attrs, in_scale: int, in_bits: int) -> np.ndarray:
-    """The integer thresholds T of the module doc (0 at leaves), int64."""
+    """The integer thresholds T of the module doc (0 at leaves), int64, in [M, 2^(b-1) - 1]."""
     t = attrs["threshold"].astype(np.float64) * 2.0**in_scale
     q = np.ceil(t) - 1 if attrs["compare"] == "lt" else np.floor(t)
     top = 2 ** (in_bits - 1)
-    q = np.clip(q, -top - 1, top - 1).astype(np.int64)
+    q = np.clip(q, -top, top - 1).astype(np.int64)
     return np.where(attrs["feature"] >= 0, q, 0)
+
+
+def missing_code(bits: int) -> int:
+    """The integer a NaN input is quantised to (no real value is): -2^(bits-1)."""
+    return -(2 ** (bits - 1))
 
 
 def leaf_scale(attrs, out_scale: int) -> int:
@@ -164,8 +198,9 @@ def leaf_scale(attrs, out_scale: int) -> int:
     peak = float(np.max(np.abs(attrs["value"]))) if attrs["value"].size else 0.0
     if peak == 0:
         return out_scale
-    fits = math.floor(math.log2((2 ** (LEAF_BITS - 1) - 1) / peak))
-    while peak * 2.0**fits > 2 ** (LEAF_BITS - 1) - 1:
+    bits = int(attrs.get("leaf_bits", LEAF_BITS))
+    fits = math.floor(math.log2((2 ** (bits - 1) - 1) / peak))
+    while peak * 2.0**fits > 2 ** (bits - 1) - 1:
         fits -= 1
     return min(fits, out_scale + LEAF_GUARD_BITS)
 
@@ -179,8 +214,10 @@ def leaf_ints(attrs, out_scale: int) -> np.ndarray:
 def _fixed(call: FixedCall):
     (x,) = call.ins
     at = call.attrs
-    T = threshold_ints(at, call.in_scale(0), call.in_types[0].dtype.bits)
-    leaves = walk(at, _Decide(x, T, at["feature"], strict=False))
+    bits = call.in_types[0].dtype.bits
+    T = threshold_ints(at, call.in_scale(0), bits)
+    code = missing_code(bits)
+    leaves = walk(at, _Decide(x, T, at["feature"], False, default_left(at), lambda v: v == code))
     acc = check32(leaf_sums(at, leaves, leaf_ints(at, call.scale)), call.where)
     return saturate(rshift(acc, leaf_scale(at, call.scale) - call.scale), call.bits)
 
@@ -228,7 +265,9 @@ def _acc_bound(call):
 register_op(OpDef(
     "tree_ensemble", 1, _infer, _evaluate,
     {"feature": "array", "threshold": "array", "left": "array", "right": "array", "value": "array",
-     "roots": "array", "tree_output": "array", "n_outputs": "int", "compare": "str"},
-    "sum of the leaves a float32-rounded input reaches in each tree (x[f] <= t, or < t, goes left); "
-    "fixed point: exact integer decisions x_q <= floor(t * 2^S), leaves summed in int32",
+     "roots": "array", "tree_output": "array", "n_outputs": "int", "compare": "str", "default_left": "array?",
+     "leaf_bits": "int?"},
+    "sum of the leaves a float32-rounded input reaches in each tree (x[f] <= t, or < t, goes left; NaN to "
+    "the default side); fixed point: exact integer decisions x_q <= floor(t * 2^S), NaN's code to the "
+    "default side, leaves summed in int32",
     evaluate_rows=_evaluate_rows, fixed=_fixed, interval=_interval, acc_bound=_acc_bound))
