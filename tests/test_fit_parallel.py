@@ -168,3 +168,27 @@ def test_tasks_running_at_the_budget_are_stopped_and_workers_start_again(capfd):
         workers.submit("again", abs, -3)
         assert workers.finished() == [("again", 3)]
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_overlapping_candidates_leave_the_build_loggers_as_found():
+    """Candidates overlapping in threads (a Dask cluster in this process) each quiet the build loggers; the
+    levels found before are restored after the last one (a saved-and-restored race left them at WARNING)."""
+    import logging
+    import threading
+
+    from tinycc_ml.search.fit import BUILD_LOGGERS, _quiet_builds
+
+    before = {name: logging.getLogger(name).level for name in BUILD_LOGGERS}
+    inside = threading.Barrier(4)
+
+    def candidate():
+        with _quiet_builds():
+            inside.wait(timeout=10)  # all four inside at once
+            assert logging.getLogger("tinycc_ml.progress").getEffectiveLevel() >= logging.WARNING
+
+    threads = [threading.Thread(target=candidate) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {name: logging.getLogger(name).level for name in BUILD_LOGGERS} == before

@@ -277,3 +277,20 @@ def test_edgeml_bonsai_mean_that_is_a_broken_link_is_named(tmp_path):
     (tmp_path / "b" / "mean.npy").symlink_to(tmp_path / "gone.npy")
     with pytest.raises(ModelFileError, match="mean.npy: a broken symbolic link"):
         tinycc_ml.load_model(tmp_path / "b")
+
+
+def test_an_interrupted_main_leaves_the_callers_sigint_handler(monkeypatch, capsys):
+    """main() called in a process (a test, a notebook) and interrupted: one line, 130, and SIGINT handled as
+    before (it was left ignored, so every later child process ignored Ctrl-C too)."""
+    import signal
+
+    from tinycc_ml import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_main", interrupted)
+    before = signal.getsignal(signal.SIGINT)
+    assert cli.main(["targets"]) == 130
+    assert signal.getsignal(signal.SIGINT) is before
+    assert capsys.readouterr().err == "tinycc-ml: error: interrupted\n"

@@ -10,9 +10,12 @@ except KeyboardInterrupt:  # Ctrl-C while the command line is still being import
     sys.stderr.flush()
     os._exit(130)
 
-status = main()
-if status == 130:  # interrupted: the one line is out and nothing is half-written; no second chance for Ctrl-C
-    sys.stdout.flush()
-    sys.stderr.flush()
+try:
+    status = main()
+    if status == 130:  # interrupted: the one line is out and nothing is half-written; no second chance for Ctrl-C
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+except KeyboardInterrupt:  # a second Ctrl-C right after the first one's line
     os._exit(130)
 sys.exit(status)

@@ -154,8 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # outputs are staged and moved in whole, so nothing is half-written
         import signal
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not interrupt the one line
-        sys.stderr.write(f"{PROG}: error: interrupted\n")
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the line short
+        try:
+            sys.stderr.write(f"{PROG}: error: interrupted\n")
+            sys.stderr.flush()
+        finally:  # a process calling main() (a test, a notebook) keeps its own handler; children inherit it
+            signal.signal(signal.SIGINT, previous)
         return 130
 
 

@@ -76,6 +76,9 @@ def test_progress_logs_and_draws_only_when_asked(monkeypatch, caplog):
     for name in ("tinycc_ml", "tinycc_ml.progress"):
         monkeypatch.setattr(logging.getLogger(name), "disabled", False)
         monkeypatch.setattr(logging.getLogger(name), "propagate", True)
+    progress_logger = logging.getLogger("tinycc_ml.progress")
+    monkeypatch.setattr(progress_logger, "level", progress_logger.level)  # put back after the test
+    progress_logger.setLevel(logging.NOTSET)  # (setLevel also clears the loggers' cached levels)
     monkeypatch.setattr(progress, "LOG_EVERY_SECONDS", 0.0)
     monkeypatch.setattr(progress, "DRAW_EVERY_SECONDS", 0.0)
     fake_tty = io.StringIO()

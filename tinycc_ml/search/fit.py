@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,19 +66,31 @@ BUILD_LOGGERS = ("tinycc_ml.api", "tinycc_ml.passes", "tinycc_ml.runtime", "tiny
                  "tinycc_ml.progress", "tinycc_ml.train")
 
 
+_quiet = {"depth": 0, "saved": {}}
+_quiet_lock = threading.Lock()
+
+
 @contextmanager
 def _quiet_builds():
+    """Build loggers at WARNING while candidates run (unless -vv). Tasks may overlap in threads (a Dask
+    cluster in this process): the first in saves the levels, the last out restores them."""
     if logging.getLogger("tinycc_ml").getEffectiveLevel() <= logging.DEBUG:
         yield
         return
-    saved = {name: logging.getLogger(name).level for name in BUILD_LOGGERS}
-    for name in BUILD_LOGGERS:
-        logging.getLogger(name).setLevel(max(saved[name], logging.WARNING))
+    with _quiet_lock:
+        if _quiet["depth"] == 0:
+            _quiet["saved"] = {name: logging.getLogger(name).level for name in BUILD_LOGGERS}
+            for name in BUILD_LOGGERS:
+                logging.getLogger(name).setLevel(max(_quiet["saved"][name], logging.WARNING))
+        _quiet["depth"] += 1
     try:
         yield
     finally:
-        for name, level in saved.items():
-            logging.getLogger(name).setLevel(level)
+        with _quiet_lock:
+            _quiet["depth"] -= 1
+            if _quiet["depth"] == 0:
+                for name, level in _quiet["saved"].items():
+                    logging.getLogger(name).setLevel(level)
 
 
 @dataclass
