@@ -384,8 +384,11 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path):
     out = tmp_path / "demo"
     # no cache: after its first line the demo trains and searches scales for seconds, whatever earlier tests
     # cached (a warm cache let it finish before the signal arrived on a loaded machine)
+    # and with Ctrl-C handled by default, as in a terminal, whatever this test process inherited or a library
+    # in it set (a process that ignores SIGINT passes that on to its children)
     proc = subprocess.Popen([sys.executable, "-m", "tinycc_ml", "demo", "-o", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TINYCC_ML_CACHE": "off"})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TINYCC_ML_CACHE": "off"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout.readline().startswith("dataset:")  # running its own code, mid-way through training
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
