@@ -15,8 +15,9 @@ not fit the ATmega328P (emlearn keeps its node table in RAM on AVR: 2 KB) runs o
 (same core and cycle timings) and is marked so.
 
 Part 2: agreement of compiled host builds with scikit-learn's ``predict`` on the test rows of digits,
-breast_cancer, wine and USPS-10 (7,291 training + 2,007 test rows, ../shared/datasets/usps10.npz;
-skipped when absent): float against scikit-learn, int16 / int8 against the float build.
+breast_cancer, wine, USPS-10 (7,291 training + 2,007 test rows, ../shared/datasets/usps10.npz) and UCI
+letter-26 (16,000 + 4,000 rows, benchmarks/letter.py), each skipped when absent: float against scikit-learn,
+int16 / int8 against the float build (``--datasets letter-26`` runs one of them).
 
 Part 3: ``tinycc-ml fit`` on digits for the ATmega328P with 16 KB of flash over ProtoNN, the
 linear family, random forests and gradient boosting: its report (the front and the choice).
@@ -199,9 +200,16 @@ def datasets():
     if USPS.exists():
         d = np.load(USPS)
         yield "USPS-10", d["X_train"], d["X_test"], d["y_train"], d["y_test"]
+    try:  # 20,000 rows (benchmarks/letter.py: Debian's r-cran-mlbench, read with rdata)
+        from letter import letter26
+
+        X_tr, y_tr, X_te, y_te = letter26()
+        yield "letter-26", X_tr, X_te, y_tr, y_te
+    except (ImportError, FileNotFoundError) as exc:
+        print(f"letter-26 left out: {exc}", file=sys.stderr)
 
 
-def part2() -> list[str]:
+def part2(only: list[str] | None = None) -> list[str]:
     from sklearn.ensemble import (
         ExtraTreesClassifier,
         GradientBoostingClassifier,
@@ -230,8 +238,10 @@ def part2() -> list[str]:
     lines = ["| data set | model | test rows | float = library | int16 = float | int8 = float |",
              "| --- | --- | --- | --- | --- | --- |"]
     for data, X_tr, X_te, y_tr, _y_te in datasets():
+        if only and data not in only:
+            continue
         for label, make in makers.items():
-            if data == "USPS-10" and label.startswith("GradientBoosting"):
+            if data in ("USPS-10", "letter-26") and label.startswith("GradientBoosting"):
                 continue  # 10 classes x 20 stages of exact trees on 7,291 rows: minutes; HistGB covers it
             clf = make().fit(X_tr, y_tr)
             sk = clf.predict(X_te)
@@ -263,6 +273,7 @@ def main(argv=None) -> None:
     ap.add_argument("--targets", default="avr,cortex-m0")
     ap.add_argument("--parts", default="1,2", help="which parts to run (1: emlearn, 2: agreement, 3: fit)")
     ap.add_argument("--fit-time", type=float, default=600)
+    ap.add_argument("--datasets", default=None, help="part 2 on these only (comma-separated, e.g. letter-26)")
     args = ap.parse_args(argv)
     register_backend(Atmega1284pBackend)
     parts = args.parts.split(",")
@@ -271,7 +282,7 @@ def main(argv=None) -> None:
         print("\n".join(part1(args.rows, args.targets.split(","))))
     if "2" in parts:
         print("\n## Agreement with the libraries' predict (host builds, all test rows)\n")
-        print("\n".join(part2()))
+        print("\n".join(part2(args.datasets.split(",") if args.datasets else None)))
     if "3" in parts:
         print("\n## tinycc-ml fit on digits, ATmega328P, 16 KB of flash\n")
         print("\n".join(part3(args.fit_time)))
