@@ -22,7 +22,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -30,9 +29,9 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from simulated import simulate_exact  # noqa: E402
+
 import tinycc_ml  # noqa: E402
-from tinycc_ml.ir.fixed import quantise, run_fixed  # noqa: E402
-from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 
 
 def letter_shaped():
@@ -46,22 +45,15 @@ def letter_shaped():
 def measure(model, X, Xt, yt, target: str, precision: str, rows: int) -> dict:
     res = tinycc_ml.compile(model, target=target, precision=precision, calibration=X[:1000], name="km")
     out = res.output
-    x = quantise(Xt[:rows], out.input_scale, 16).astype(np.int16)
-    with tempfile.TemporaryDirectory(prefix="tinycc-ml-bonsai-") as tmp:
-        for fname, text in res.files.items():
-            Path(tmp, fname).write_text(text)
-        run = run_on_target(target, [Path(tmp) / "km.c"], Path(tmp) / "km.h", "km", x, out.n_scores,
-                            out.input_ctype, out.score_ctype, extra_cflags=("-Werror",))
+    run, exact = simulate_exact(res, Xt[:rows], target)
     counts = run.cycles if run.cycles is not None else run.instructions
-    want = run_fixed(res.graph, x)
     src = res.files["km.c"]
     aliases = len(re.findall(r"^#define km_\w+ km_\w+$", src, re.M))
     defined = re.findall(r"static const \w+ (km_\w+)\[", src)
     dups = sum(1 for name in defined if re.fullmatch(r".*_\d+", name) and re.sub(r"_\d+$", "", name) in defined)
     return {"mean": float(np.mean(counts)), "flash": run.flash_bytes, "ram": run.ram_bytes,
             "model_flash": out.const_bytes, "aliases": aliases, "dups": dups,
-            "exact": bool(np.array_equal(run.scores, want["scores"])
-                          and np.array_equal(run.predictions, want["prediction"])),
+            "exact": exact,
             "acc": float(np.mean(run.predictions == yt[:rows]))}
 
 

@@ -26,18 +26,17 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from simulated import simulate_exact  # noqa: E402
+
 import tinycc_ml  # noqa: E402
-from tinycc_ml.ir.fixed import quantise, run_fixed  # noqa: E402
 from tinycc_ml.models.linear import LinearModel  # noqa: E402
 from tinycc_ml.models.protonn import ProtoNNModel  # noqa: E402
-from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
 D, DHAT, M, L = 256, 25, 55, 10
@@ -62,16 +61,8 @@ def model_at(X, density: float, kind: str = "protonn"):
 
 def measure(model, X, Xt, target: str, precision: str, rows: int) -> dict:
     res = tinycc_ml.compile(model, target=target, precision=precision, calibration=X[:2000], name="km")
-    out = res.output
-    x = quantise(Xt[:rows], out.input_scale, 16).astype(np.int16)
-    with tempfile.TemporaryDirectory(prefix="tinycc-ml-density-") as tmp:
-        for fname, text in res.files.items():
-            Path(tmp, fname).write_text(text)
-        run = run_on_target(target, [Path(tmp) / "km.c"], Path(tmp) / "km.h", "km", x, out.n_scores,
-                            out.input_ctype, out.score_ctype, extra_cflags=("-Werror",))
+    run, exact = simulate_exact(res, Xt[:rows], target)
     counts = run.cycles if run.cycles is not None else run.instructions
-    want = run_fixed(res.graph, x)
-    exact = bool(np.array_equal(run.scores, want["scores"]) and np.array_equal(run.predictions, want["prediction"]))
     w = next((k for k in res.report.get("kernels", []) if k["matrix"].startswith("W")), None)
     stored = next(res.graph.op(n) for n in res.graph.order() if n.startswith("W") and
                   res.graph.op(n) in ("const", "sparse_const"))

@@ -36,6 +36,25 @@ def _fused_ok(em, node: Node) -> bool:
             and g.type(m_name).shape[1] < 65536)
 
 
+def _kernel_rows(em, node: Node, min_split_shift: int):
+    """The fused node's prototypes as mat-vec kernel rows: (x, M's name, M, distance bits, output shift, A,
+    weight bits, per-row constants, kk). 8-bit rows -M8^T when M = M8 2^kk with kk >= ``min_split_shift``
+    (row constants |M8|^2 2^(kk-1), or None at kk = 0), else 16-bit rows -2 M^T with |M|^2; None when neither
+    fits the kernels."""
+    from tinycc_ml.backends.kernels_distance import split8
+
+    x_name, m_name = node.inputs
+    M = em.graph.node(m_name).attrs["value"].astype(np.int64)
+    head = (x_name, m_name, M, int(node.attrs["dist_bits"]), node_output_shift(em.graph, node.name))
+    split = split8(M)
+    if split is not None and split[1] >= min_split_shift:
+        m8, kk = split
+        return (*head, (-m8).T.copy(), 8, (m8 * m8).sum(axis=0) << (kk - 1) if kk >= 1 else None, kk)
+    if np.abs(M).max() <= 16383:
+        return (*head, -2 * M.T, 16, (M * M).sum(axis=0), None)
+    return None
+
+
 def _vote_store(em, node: Node):
     vote = rshift_c("votes[c]", -node.type.dtype.scale)
     return lambda out: f"{out}[c] = {saturate_c(em, node, vote)};"
@@ -75,25 +94,12 @@ def avr_sqdist_kvote(em, node: Node) -> list[str] | None:
         rss_avr,
         rss_small_avr,
     )
-    from tinycc_ml.backends.kernels_distance import split8
 
-    if not _fused_ok(em, node):
+    rows = _kernel_rows(em, node, min_split_shift=0) if _fused_ok(em, node) else None
+    if rows is None:
         return None
-    x_name, m_name = node.inputs
-    g = em.graph
-    M = g.node(m_name).attrs["value"].astype(np.int64)
+    x_name, m_name, M, bits, out_shift, A, wbits, extra, kk = rows
     r, m = M.shape
-    bits = int(node.attrs["dist_bits"])
-    out_shift = node_output_shift(g, node.name)
-    split = split8(M)
-    if split is not None:
-        m8, kk = split
-        A, wbits = (-m8).T.copy(), 8
-        extra = (m8 * m8).sum(axis=0) << (kk - 1) if kk >= 1 else None
-    elif np.abs(M).max() <= 16383:
-        A, wbits, extra, kk = -2 * M.T, 16, (M * M).sum(axis=0), None
-    else:
-        return None
     image, layout = kernel_weights(A, wbits, extra)
     wtype = "uint16_t" if wbits == 16 else "uint8_t"
     sym = em.add_const_array(em.sym(f"{m_name}_knn{wbits}"), image, wtype,
@@ -181,25 +187,15 @@ def avr_sqdist_kvote(em, node: Node) -> list[str] | None:
 
 
 def m0_sqdist_kvote(em, node: Node) -> list[str] | None:
-    from tinycc_ml.backends.kernels_distance import split8
     from tinycc_ml.backends.kernels_m0_fused import MAX_ROWS, _prepare, m0_image, mac_asm
 
     if not _fused_ok(em, node) or em.graph.type(node.inputs[0]).shape[0] >= 4096:
         return None
-    x_name, m_name = node.inputs
-    g = em.graph
-    M = g.node(m_name).attrs["value"].astype(np.int64)
-    r, m = M.shape
-    bits = int(node.attrs["dist_bits"])
-    out_shift = node_output_shift(g, node.name)
-    split = split8(M)
-    if split is not None and split[1] >= 1:
-        m8, kk = split
-        A, wbits, extra = (-m8).T.copy(), 8, (m8 * m8).sum(axis=0) << (kk - 1)
-    elif np.abs(M).max() <= 16383:
-        A, wbits, extra, kk = -2 * M.T, 16, (M * M).sum(axis=0), None
-    else:
+    rows = _kernel_rows(em, node, min_split_shift=1)  # the M0 kernel adds every row's constant
+    if rows is None:
         return None
+    x_name, m_name, M, bits, out_shift, A, wbits, extra, kk = rows
+    r, m = M.shape
     full = m // MAX_ROWS
     parts, starts = [], []
     if full:

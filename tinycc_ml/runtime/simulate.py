@@ -260,18 +260,18 @@ def _compile_key(cmd: Sequence[str], src: str, obj: str) -> str:
     return digest.hexdigest()
 
 
-_OBJECT_KEYS: dict[str, str] = {}  # object file -> the key of what was last compiled into it
 _LINKED: OrderedDict[str, object] = OrderedDict()
 LINKED_KEPT = 64
 
 
 def linked_once(objects: Sequence[str], parts: Sequence[str], link):
-    """``link()``'s result, or the one this process got for the same compiled objects (by their keys, in
-    order) and ``parts`` (flags, scripts: whatever else decides the firmware)."""
-    keys = [_OBJECT_KEYS.get(o) for o in objects]
-    if None in keys:
-        return link()
-    key = hashlib.sha256("\0".join([*keys, *parts]).encode()).hexdigest()
+    """``link()``'s result, or the one this process got for the same object files (by content, in order) and
+    ``parts`` (flags, scripts: whatever else decides the firmware)."""
+    digest = hashlib.sha256("\0".join(parts).encode())
+    for obj in objects:
+        with open(obj, "rb") as f:
+            digest.update(b"\0" + hashlib.sha256(f.read()).digest())
+    key = digest.hexdigest()
     with _OBJECTS_LOCK:
         made = _LINKED.get(key)
     if made is None:
@@ -285,7 +285,6 @@ def linked_once(objects: Sequence[str], parts: Sequence[str], link):
 
 def _compile_once(cmd: Sequence[str], src: str, obj: str, what: str) -> None:
     key = _compile_key(cmd, src, obj)
-    _OBJECT_KEYS[obj] = key
     with _OBJECTS_LOCK:
         made = _OBJECTS.get(key)
         if made is not None:
