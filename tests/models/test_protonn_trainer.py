@@ -216,3 +216,18 @@ def test_multilabel_columns_without_positives_are_kept_never_predicted_and_named
     assert not compiled.predict(X[200:])[:, [1, 4]].any()
     with pytest.raises(DataError, match="no positive sample"):
         ProtoNNClassifier(n_iter=2).fit(X[:50], np.zeros((50, 6), dtype=int))
+
+
+def test_projection_decay_pulls_w_towards_its_start(digits):
+    """Adam's W decays towards its PCA start by learning_rate * projection_decay per step: with the
+    decay, W ends nearer the start than without; a bad value is one clear DataError."""
+    Xtr, Xte, ytr, yte = digits
+    fits = {decay: ProtoNNClassifier(projection_decay=decay, **FAST).fit(Xtr, ytr) for decay in (0.0, 3.0)}
+    start = fits[0.0]._init_w(((Xtr - fits[0.0].mean_) / fits[0.0].std_).astype(np.float32),
+                              fits[0.0].plan_.projection_dim, None)
+    drift = {decay: float(np.linalg.norm(clf.W_ - start)) for decay, clf in fits.items()}
+    assert drift[3.0] < 0.7 * drift[0.0]
+    assert fits[3.0].score(Xte, yte) > 0.93
+    for bad in (-0.1, float("nan"), "0.3", True):
+        with pytest.raises(DataError, match="projection_decay"):
+            ProtoNNClassifier(projection_decay=bad, **FAST).fit(Xtr[:300], ytr[:300])

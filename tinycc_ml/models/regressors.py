@@ -76,6 +76,7 @@ class ProtoNNRegressor(RegressorMixin, ProtoNNClassifier):
 
     n_classes = None
     multilabel_rule, multilabel_threshold, multilabel_k = "threshold", 0.5, 1
+    learning_rate, projection_decay = 0.005, 0.3  # the classifier's "adam" settings (step_rule="adam")
 
     def __init__(self, budget_bytes=None, projection_dim=None, n_prototypes=None, sparsity_w=None, sparsity_b=None,
                  sparsity_z=None, gamma=None, n_iter=150, epochs=5, batch_size=None, init_w="pca",
