@@ -19,7 +19,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tests.models.test_protonn import cli, expect_clean_failure
+from tests.models.test_protonn import cli, expect_clean_failure, run_cli_cases
 from tinycc_ml.api import load_model
 from tinycc_ml.backends.base import get_backend
 from tinycc_ml.errors import CompileError, DataError, IRError, IRParseError, ModelFileError
@@ -302,9 +302,10 @@ def test_report_bad_shapes_rows_and_calibration_note(tmp_path):
     good = tmp_path / "good.npz"
     np.savez(good, X=X, y=rng.integers(0, 2, 40))
     out = tmp_path / "never"
-    expect_clean_failure(cli("report", model_path, "--data", zero_d_x), out, "X", "shape")
-    expect_clean_failure(cli("report", model_path, "--data", zero_d_y), out, "y", "shape")
-    expect_clean_failure(cli("report", model_path, "--data", good, "--rows", "-5"), out, "--rows")
+    bad = run_cli_cases([("report", model_path, "--data", zero_d_x), ("report", model_path, "--data", zero_d_y),
+                         ("report", model_path, "--data", good, "--rows", "-5")])
+    for run, words in zip(bad, [("X", "shape"), ("y", "shape"), ("--rows",)], strict=True):
+        expect_clean_failure(run, out, *words)
     run = cli("report", model_path, "--data", good, "--rows", "20")
     assert run.returncode == 0, run.stderr
     assert "calibrating on the test rows" in run.stderr
