@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tests.cli_fuzzing import run_cli_inprocess
 from tests.conftest import require_target
 from tests.models.test_protonn import cli, expect_clean_failure, run_cli_cases
 from tinycc_ml.api import load_model
@@ -217,6 +218,14 @@ def test_values_beyond_float32_never_reach_the_c(tmp_path, change, words):
         tinycc_ml.compile(model, precision="float")  # folding may be where it overflows
     for word in words:
         assert word in str(info.value)
+    if len(words) == 1:  # the files that load and fail while compiling: the message names the file too
+        path = tmp_path / "hostile.npz"
+        ProtoNNModel.from_arrays(small_protonn().arrays(), {}, "m.npz").save(path)
+        raw = dict(np.load(path, allow_pickle=False))
+        change(raw)
+        np.savez(path, **raw)
+        status, _, err = run_cli_inprocess(["compile", path, "-o", tmp_path / "out"])
+        assert status == 2 and err.startswith(f"tinycc-ml: error: {path}: ") and "float32" in err, err
 
 
 @pytest.mark.parametrize("precision", ["int16", "int8"])
