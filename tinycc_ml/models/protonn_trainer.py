@@ -381,8 +381,9 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
     init_w : "pca" (top principal directions of the standardised data), "random" (Gaussian, the
         paper's for single-label data) or, for multilabel data, "sleec" (:func:`sleec_projection`, the
         paper's multilabel start). PCA is the default: USPS-10 at 64 kB, 60 iterations: 95.2% against
-        93.7%; on make_multilabel_classification (benchmarks/paper_comparison.py) "sleec" is within
-        noise of "pca" (P@1 +1.2 / +0.2 points at 4 / 16 KB, P@3 -1.2 / +0.3), so it stays an option.
+        93.7%; on make_multilabel_classification (benchmarks/paper_comparison.py) "sleec" was within
+        noise of "pca" with the full-batch rule (P@1 +1.2 / +0.2 points at 4 / 16 KB) and with "adam"
+        trails it at 4 KB (P@1 -5.0, 16 KB +0.2), so it stays an option.
     step_rule : "adam" (default, mini-batch Adam on all blocks), "armijo" (alternating full-batch
         descent, every step checked) or "paper" (Armijo for eta_0, then eta_0 / t).
     n_classes : for integer labels, declare the classes as 0..n_classes-1 (a missing one is an error);
