@@ -61,6 +61,15 @@ def test_regressor_fits_a_linear_task(fitted_regressor, linear_task):
     np.testing.assert_allclose(model.predict(Xt), est.predict(Xt), rtol=1e-9, atol=1e-9)
 
 
+def test_protonn_regressor_trains_with_the_adam_rule(linear_task):
+    """step_rule="adam" on the regressor uses the classifier's adam settings (it raised AttributeError:
+    the regressor's __init__ has no learning_rate / projection_decay)."""
+    X, Xt, y, yt = linear_task
+    est = ProtoNNRegressor(step_rule="adam", n_iter=20, early_stopping=False, random_state=0).fit(X, y)
+    assert est.score(Xt, yt) > 0.5
+    assert "learning_rate" not in est.get_params()
+
+
 def test_compiled_regressor_returns_the_value(fitted_regressor, linear_task):
     name, est = fitted_regressor
     X, Xt, _, yt = linear_task
