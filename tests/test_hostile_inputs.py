@@ -367,10 +367,11 @@ KVOTE_IR = """graph g {
     ('const() {value = array<float32>(2,2)[1, 2, 3, 4]} : f32[2,2]', None),
     ('const() {value = array<float32>(2)[1, 2]} : f32[2]', "shapes (2,) and (2,)"),
     ('sparse_const() {col_ptr = array<int32>(3)[0, 1, 2], row_indices = array<int32>(2)[0, 1], shape = [2, 2], '
-     'values = array<float32>(2)[1, 2]} : f32[2,2]', "must be a dense const, not sparse_const %M"),
+     'values = array<float32>(2)[1, 2]} : f32[2,2]', "operand 2 is the sparse_const %M"),
 ], ids=["dense", "a vector", "sparse"])
 def test_fused_nearest_vote_needs_a_dense_matrix(prototypes, words):
-    # found by the 10^5-case IR fuzz run: an IndexError in the type rule and a KeyError in the C emitter
+    # found by the 10^5-case IR fuzz run: an IndexError in the type rule, a KeyError in the C emitter and C
+    # naming an array that does not exist (any op but a mat-vec given a sparse matrix, e.g. sqdist below)
     from tests.fuzzing import run_ir_case
 
     outcome = run_ir_case(KVOTE_IR.replace("PROTOTYPES", prototypes))
@@ -378,6 +379,11 @@ def test_fused_nearest_vote_needs_a_dense_matrix(prototypes, words):
         assert outcome.kind == "ok", outcome.detail
     else:
         assert outcome.kind == "error" and words in outcome.detail, outcome
+    if "sparse_const" in prototypes:
+        plain = KVOTE_IR.replace("PROTOTYPES", prototypes).replace(
+            "sqdist_kvote(%x, %M) {k = 1, labels = array<int32>(2)[0, 1], n_classes = 2}", "sqdist(%x, %M)")
+        outcome = run_ir_case(plain)
+        assert outcome.kind == "error" and "operand 2 is the sparse_const %M" in outcome.detail, outcome
 
 
 # ---------------------------------------------------------------- 12. messages
