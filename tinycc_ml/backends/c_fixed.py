@@ -106,7 +106,18 @@ def fused_fallback(em: CEmitter, head: Node) -> list[str]:
     n = head.type.size
     value = f"{em.var(head.name)}[i]"
     chain = em.graph.analyses.fused[head.name]
+    if all(em.graph.op(m) == "scale" and identity_scale(em, em.graph.node(m)) for m in chain):
+        return [f"/* %{head.name}'s chain leaves its values as they are: no loop */"]
     return [f"for ({index_type(n)} i = 0; i < {n}; ++i) " + fused_store(em, head, chain, "i", value)]
+
+
+def shared_x_readers(em: CEmitter, x_name: str, ok) -> list[str]:
+    """The matvec_at nodes reading x ``x_name`` on a kernel (``ok``), in schedule order: the first one prepares
+    what the kernel needs from x (its offset sum, on the M0 also x + 2^15) in a scratch the others read (x is
+    not written while they run: its slot stays live up to its last reader)."""
+    g = em.graph
+    return [n for n in g.order() if g.op(n) == "matvec_at" and g.node(n).inputs[2] == x_name
+            and ok(em, g.node(n))]
 
 
 def scale_of(em: CEmitter, name: str) -> int:
@@ -221,12 +232,30 @@ def _mul_element(em: CEmitter, node: Node):
     return lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {em.at(b, i)}", k, bound)
 
 
+def _pow2_exponent(fq) -> int | None:
+    """p when the integer factor is 2^p, else None."""
+    fq = int(fq)
+    return fq.bit_length() - 1 if fq > 0 and fq & (fq - 1) == 0 else None
+
+
 def _scale_element(em: CEmitter, node: Node):
     (a,) = node.inputs
     k = scale_of(em, a) + node.attrs["factor_scale"] - node.type.dtype.scale
     fq = node.attrs["factor_q"]
     bound = _value_bound(em, a) * abs(int(fq))
+    p = _pow2_exponent(fq)
+    if p is not None:  # rshift(v 2^p, k) = shift(v, k - p) exactly (v 2^p is a multiple of 2^k when k <= p)
+        return lambda i: shift_c(em, f"(int32_t){em.at(a, i)}", k - p, bound)
     return lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {fq}", k, bound)
+
+
+def identity_scale(em: CEmitter, node: Node) -> bool:
+    """A scale that leaves every value as it is (factor 2^p undone by its shift, no narrower type): sigma = 1
+    in Bonsai's tanh(sigma V z) at equal scales."""
+    (a,) = node.inputs
+    p = _pow2_exponent(node.attrs["factor_q"])
+    k = scale_of(em, a) + node.attrs["factor_scale"] - node.type.dtype.scale
+    return p is not None and k == p and node.type.dtype.bits >= em.graph.type(a).dtype.bits
 
 
 def _elementwise(element):

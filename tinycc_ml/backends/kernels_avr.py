@@ -33,7 +33,7 @@ from dataclasses import replace
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
-from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, shift_c, store
+from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, shared_x_readers, shift_c, store
 from tinycc_ml.backends.kernels_clip import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
 from tinycc_ml.backends.layouts import Block, BlockedLayout, SplitLayout
 from tinycc_ml.backends.matvec_choice import avr_dense_takes, int_matrix, sparse_matvec_plan
@@ -761,10 +761,21 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     if not direct:
         em.scratch(acc, "uint32_t", rows)
     x = em.var(x_name)
-    lines = ["{", f"    const uint16_t at = (uint16_t)((uint16_t){em.at(k_name, '0')} * {stride}u);",
-             "    uint32_t sx = 0;",
-             f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
-             f"    sx <<= {15 if wbits == 16 else 7};"]
+    lines = ["{", f"    const uint16_t at = (uint16_t)((uint16_t){em.at(k_name, '0')} * {stride}u);"]
+    readers = shared_x_readers(em, x_name, matvec_at_ok)
+    if len(readers) > 1:  # every node's W, V and theta read the same x: its sum is taken once
+        memo = em.sym(f"sum_at_{x}")
+        em.scratch(memo, "uint32_t", 1)
+        if readers[0] == node.name:
+            lines += ["    uint32_t sx = 0;",
+                      f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
+                      f"    {memo}[0] = sx;"]
+        else:
+            lines += [f"    uint32_t sx = {memo}[0];"]
+    else:
+        lines += ["    uint32_t sx = 0;",
+                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
+    lines += [f"    sx <<= {15 if wbits == 16 else 7};"]
     groups = [(0, BLOCK, rows // BLOCK)] if rows >= BLOCK else []
     if rows % BLOCK:
         groups.append((rows - rows % BLOCK, rows % BLOCK, 1))

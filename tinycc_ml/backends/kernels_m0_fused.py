@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import shift_c, store
+from tinycc_ml.backends.c_fixed import shared_x_readers, shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
@@ -349,16 +349,25 @@ def kernel_sqdist8(em, node: Node) -> list[str] | None:
             "        " + store(em, node, "j", shift_c(em, "(int32_t)d", out_shift)), "    }", "}"]
 
 
+def matvec_at_ok(em, node: Node) -> bool:
+    """matvec_at on the 9-row kernel: a constant (n, rows, cols) of 8/16-bit weights by an int16 vector, 4 rows
+    or more (under 4 rows the C loop is cheaper than the kernel's input pass and call)."""
+    m_name, _, x_name = node.inputs
+    g = em.graph
+    t, xt = g.type(m_name), g.type(x_name)
+    return not (g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0))
+                or t.rank != 3 or t.dtype.bits not in (8, 16) or xt.dtype.bits != 16 or xt.rank != 1
+                or not 0 < t.shape[2] < 4096 or t.shape[1] < 4)
+
+
 def kernel_matvec_at(em, node: Node) -> list[str] | None:
     """matvec_at (row block k of a constant (n, rows, cols), as Bonsai's node scores) on the 9-row kernel:
     every block's image (m0_image) one after the other in flash, the call moved to block k at run time."""
     m_name, k_name, x_name = node.inputs
     g = em.graph
-    t, xt = g.type(m_name), g.type(x_name)
-    if (g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0))
-            or t.rank != 3 or t.dtype.bits not in (8, 16) or xt.dtype.bits != 16 or xt.rank != 1
-            or not 0 < t.shape[2] < 4096 or t.shape[1] < 4):
-        return None  # under 4 rows the C loop is cheaper than the kernel's input pass and call
+    t = g.type(m_name)
+    if not matvec_at_ok(em, node):
+        return None
     M = g.node(m_name).attrs["value"].astype(np.int64)
     n, rows, cols = M.shape
     wbits = t.dtype.bits
@@ -368,6 +377,11 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
                              f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the 9-row "
                              "kernel stores a matrix")
     buf, prep = _prepare(em, x_name, "matvec")
+    readers = shared_x_readers(em, x_name, matvec_at_ok)
+    if len(readers) > 1 and not prep[0].startswith("const"):  # x' and its sum prepared once for every node
+        memo = em.sym(f"sum_at_{em.var(x_name)}")
+        em.scratch(memo, "uint32_t", 1)
+        prep = prep + [f"{memo}[0] = sx;"] if readers[0] == node.name else [f"const uint32_t sx = {memo}[0];"]
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", rows)
     out_shift = node_output_shift(g, node.name)
