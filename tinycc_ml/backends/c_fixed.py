@@ -316,26 +316,83 @@ def _tanh_clamp(em: CEmitter, node: Node) -> list[str]:
                                              one))
 
 
-def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
+def tanh_lut_lines(em: CEmitter, node: Node, final) -> list[str]:
+    """The body computing element i of a tanh_lut (table with linear interpolation) in int32 C; ``final``
+    turns the value (before saturation) into the last line (a store, or a local of the fused loop)."""
     (a,) = node.inputs
     at = node.attrs
     table = em.add_const_array(em.sym(f"{node.name}_tanh"), at["table"], "int16_t",
                                f"%{node.name}: tanh table, scale 2^-{at['table_scale']}")
-    n, drop, top = node.type.size, at["drop_bits"], at["in_max_q"]
+    drop, top = at["drop_bits"], at["in_max_q"]
     rd = em.target.read_const
     last = len(at["table"]) - 1
     return [
-        f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
         f"    const int32_t v = {em.at(a, 'i')};",
         f"    const int32_t mag = v < 0 ? -v : v, a = mag < {top} ? mag : INT32_C({top});",
         f"    const int32_t t = a >> {drop}, f = a & {(1 << drop) - 1};",
         f"    const int32_t y0 = {rd(table, 't', 'int16_t')};",
         f"    const int32_t y1 = {rd(table, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
         f"    const int32_t y = y0 + ({rshift_c('(y1 - y0) * f', drop)});",
-        "    " + store(em, node, "i", shift_c(em, "v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale,
-                                          bound=int(np.max(np.abs(at["table"].astype(np.int64)), initial=0)))),
-        "}",
+        "    " + final(shift_c(em, "v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale,
+                              bound=int(np.max(np.abs(at["table"].astype(np.int64)), initial=0)))),
     ]
+
+
+def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
+    if fused_tanh(em, node):
+        return [f"/* computed in the loop of %{em.graph.users(node.name)[0]} (tanh and product fused) */"]
+    n = node.type.size
+    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
+            *tanh_lut_lines(em, node, lambda value: store(em, node, "i", value)), "}"]
+
+
+def tanh_of_mul(em: CEmitter, node: Node) -> tuple[Node, str] | None:
+    """(the tanh_lut, the other operand) when the element-wise product ``node`` multiplies a computed vector by
+    a tanh_lut used by nothing else (Bonsai's W z * tanh(sigma V z)): one loop computes both, the tanh of
+    each element in a local, never stored."""
+    g = em.graph
+    if node.op != "mul" or node.type.rank != 1:
+        return None
+    outputs = {n for _, n in g.outputs}
+    for j, name in enumerate(node.inputs):
+        other = node.inputs[1 - j]
+        if (g.op(name) == "tanh_lut" and name not in outputs and g.users(name) == [node.name] and other != name
+                and g.type(name).shape == node.type.shape and g.type(other).shape == node.type.shape
+                and g.op(other) not in ("const", "sparse_const")):
+            return g.node(name), other
+    return None
+
+
+def fused_tanh(em: CEmitter, node: Node) -> bool:
+    """The tanh_lut ``node`` is computed in its product's loop (tanh_of_mul): it has no code of its own."""
+    users = em.graph.users(node.name)
+    if len(users) != 1:
+        return False
+    found = tanh_of_mul(em, em.graph.node(users[0]))
+    return found is not None and found[0].name == node.name
+
+
+def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, statement) -> list[str]:
+    """One loop over the elements of the product ``node`` = w * tanh(v): ``tanh_lines(em, tanh, final)`` the
+    tanh's body, its saturated value left in the local th; ``statement(i)`` stores the product's element (its
+    operands read through em.at, the tanh from th)."""
+    tanh, _ = tanh_of_mul(em, node)
+    ctype = ctype_of(tanh.type.dtype)
+    body = tanh_lines(em, tanh, lambda v: f"const {ctype} th = {saturate_c(em, tanh, v)};")
+    em.inline_values[tanh.name] = "th"
+    try:
+        last = statement("i")
+    finally:
+        del em.inline_values[tanh.name]
+    n = node.type.size
+    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{", *body, f"    {last}", "}"]
+
+
+def _mul(em: CEmitter, node: Node) -> list[str]:
+    if tanh_of_mul(em, node) is not None:
+        element = _mul_element(em, node)
+        return tanh_mul_loop(em, node, tanh_lut_lines, lambda i: store(em, node, i, element(i)))
+    return _elementwise(_mul_element)(em, node)
 
 
 def exp_tables(em: CEmitter, node: Node) -> tuple[str, str]:
@@ -442,7 +499,7 @@ ELEMENT = {"add": _addsub_element("+"), "sub": _addsub_element("-"), "mul": _mul
 CHAIN_FALLBACK["fixed"] = fused_fallback
 C_CODE["fixed"].update({
     "matvec": _matvec, "sqdist": _sqdist, "add": _elementwise(ELEMENT["add"]),
-    "sub": _elementwise(ELEMENT["sub"]), "mul": _elementwise(_mul_element), "scale": _elementwise(_scale_element),
+    "sub": _elementwise(ELEMENT["sub"]), "mul": _mul, "scale": _elementwise(_scale_element),
     "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
     "sqdist_kvote": _sqdist_kvote,

@@ -33,7 +33,18 @@ from dataclasses import replace
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
-from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, shared_x_readers, shift_c, store
+from tinycc_ml.backends.c_fixed import (
+    exp_tables,
+    fused_tanh,
+    rshift_c,
+    saturate_c,
+    shared_x_readers,
+    shift_c,
+    store,
+    tanh_lut_lines,
+    tanh_mul_loop,
+    tanh_of_mul,
+)
 from tinycc_ml.backends.kernels_clip import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
 from tinycc_ml.backends.layouts import Block, BlockedLayout, SplitLayout
 from tinycc_ml.backends.matvec_choice import avr_dense_takes, int_matrix, sparse_matvec_plan
@@ -809,26 +820,31 @@ def muls16_avr(em: CEmitter) -> str:
 
 
 def kernel_mul(em: CEmitter, node: Node) -> list[str] | None:
-    """Element-wise product of two int16 vectors (Bonsai's W z * tanh(V z)): an inline signed product."""
+    """Element-wise product of two int16 vectors (Bonsai's W z * tanh(V z)): an inline signed product; with the
+    tanh computed in the same loop when it has no other use (c_fixed.tanh_of_mul)."""
     a, b = node.inputs
     g = em.graph
     if (node.type.rank != 1 or node.type.dtype.bits != 16 or any(g.op(v) in ("const", "sparse_const") for v in (a, b))
             or any(g.type(v).shape != node.type.shape or g.type(v).dtype.bits != 16 for v in (a, b))):
         return None
     k = g.type(a).dtype.scale + g.type(b).dtype.scale - node.type.dtype.scale
+    if tanh_of_mul(em, node) is not None:
+        def tanh_lines(em, tanh, final):
+            return avr_tanh_lines(em, tanh, final) or tanh_lut_lines(em, tanh, final)
+        return tanh_mul_loop(em, node, tanh_lines, lambda i: store_rs(
+            em, node, i, f"{muls16_avr(em)}({em.at(a, i)}, {em.at(b, i)})", k))
     return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) "
             + store_rs(em, node, "i", f"{muls16_avr(em)}({em.var(a)}[i], {em.var(b)}[i])", k)]
 
 
-def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
-    """tanh_lut (c_fixed's table with linear interpolation) in 16-bit arithmetic: the table rises, so
-    y1 - y0 >= 0 and its product with the fraction is one unsigned 16 x 16 product (no libgcc call)."""
-    from tinycc_ml.backends.c_fixed import index_type
-
+def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
+    """Element i of tanh_lut (c_fixed's table with linear interpolation) in 16-bit arithmetic: the table
+    rises, so y1 - y0 >= 0 and its product with the fraction is one unsigned 16 x 16 product (no libgcc
+    call); ``final`` makes the last line from the value. None when the table or scales do not allow it."""
     (a,) = node.inputs
     at = node.attrs
     table = np.asarray(at["table"], np.int64)
-    n, drop, top = node.type.size, int(at["drop_bits"]), int(at["in_max_q"])
+    drop, top = int(at["drop_bits"]), int(at["in_max_q"])
     if (_bits(em, a) != 16 or node.type.rank != 1 or not 1 <= drop <= 15 or not 0 < top <= 65535
             or table.min(initial=0) < 0 or table.max(initial=0) > 32767 or np.any(np.diff(table) < 0)):
         return None
@@ -838,8 +854,7 @@ def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
     last = len(table) - 1
     out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", at["table_scale"] - node.type.dtype.scale,
                   bound=int(np.max(np.abs(table), initial=0)))
-    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
-            f"    const int16_t v = {em.at(a, 'i')};",
+    return [f"    const int16_t v = {em.at(a, 'i')};",
             "    const uint16_t mag = v < 0 ? (uint16_t)(0u - (uint16_t)v) : (uint16_t)v;",
             f"    const uint16_t q = mag < {top}u ? mag : {top}u;",
             f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;",
@@ -847,8 +862,20 @@ def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
             f"    const int16_t y1 = {rd(sym, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
             f"    const int16_t y = (int16_t)(y0 + (int16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + "
             f"{1 << (drop - 1)}u) >> {drop}));",
-            "    " + store(em, node, "i", out),
-            "}"]
+            "    " + final(out)]
+
+
+def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
+    """tanh_lut in 16-bit arithmetic (avr_tanh_lines); nothing when its product's loop computes it."""
+    from tinycc_ml.backends.c_fixed import index_type
+
+    if fused_tanh(em, node):
+        return None  # the shared entry says where it is computed
+    lines = avr_tanh_lines(em, node, lambda value: store(em, node, "i", value))
+    if lines is None:
+        return None
+    n = node.type.size
+    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{", *lines, "}"]
 
 
 ON_READ_CHUNK = 32  # input features clamped per pass into the kernel's buffer (64 bytes of RAM)
