@@ -95,6 +95,9 @@ class CTarget:
     # the op's semantics in the registry define. (op, "on_read"): for a node reading the input clamp
     # applied on read (CEmitter.clamp_on_read), which it reads through CEmitter.clamp_function.
     code_overrides: dict = field(default_factory=dict)
+    # the saturation helpers always inlined, in a form with one compare on the common path (the Cortex-M0:
+    # at -Os gcc leaves the shared form a call)
+    inline_saturation: bool = False
 
 
 @dataclass

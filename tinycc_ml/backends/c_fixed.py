@@ -61,6 +61,11 @@ def saturate_bits_c(em: CEmitter, bits: int, expr: str) -> str:
     name = em.sym(f"sat{bits}")
     if name not in em.helpers:
         top = 2 ** (bits - 1) - 1
+        if em.target.inline_saturation:  # in range when the narrowed value is v; else the bound of v's sign
+            em.helpers[name] = (
+                f"static inline __attribute__((always_inline)) int{bits}_t {name}(int32_t v)\n{{\n"
+                f"    return (int32_t)(int{bits}_t)v == v ? (int{bits}_t)v : (int{bits}_t)((v >> 31) ^ {top});\n}}\n")
+            return f"{name}({expr})"
         em.helpers[name] = (
             f"static inline int{bits}_t {name}(int32_t v)\n"
             f"{{\n    return v > {top} ? {top} : (v < -{top + 1} ? -{top + 1} : (int{bits}_t)v);\n}}\n"
@@ -340,7 +345,8 @@ def tanh_lut_lines(em: CEmitter, node: Node, final) -> list[str]:
 
 def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
     if fused_tanh(em, node):
-        return [f"/* computed in the loop of %{em.graph.users(node.name)[0]} (tanh and product fused) */"]
+        unused = [f"(void){em.var(node.name)};"] if node.name in em.graph.analyses.memory_plan else []
+        return [f"/* computed in the loop of %{em.graph.users(node.name)[0]} (tanh and product fused) */", *unused]
     n = node.type.size
     return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
             *tanh_lut_lines(em, node, lambda value: store(em, node, "i", value)), "}"]

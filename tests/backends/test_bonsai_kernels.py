@@ -1,0 +1,64 @@
+"""Bonsai's node computations on the simulated chips, bit-exact with the fixed-point interpreter: the tanh
+computed in its product's loop (W z * tanh(sigma V z)), sigma's scale as a shift (an identity one has no
+loop) or a product, the node mat-vecs' input prepared once for every matvec_at reading it (AVR: its sum,
+Cortex-M0: x + 2^15 and its sum), the Cortex-M0's inlined saturation. One simulator run per build,
+batch and streaming, on 48 rows."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tests.backends.test_mcu import build, check_exact
+from tests.conftest import require_target
+from tinycc_ml.backends.c_fixed import identity_scale
+from tinycc_ml.backends.c_emitter import CEmitter, CTarget
+from tinycc_ml.models.bonsai import BonsaiModel
+
+
+def bonsai(sigma: float) -> BonsaiModel:
+    rng = np.random.default_rng(3)
+    d, L, depth, D = 6, 5, 2, 12  # 5 rows per node: the Cortex-M0's kernel takes W and V (4 rows or more)
+    nodes = 2 ** (depth + 1) - 1
+    return BonsaiModel(rng.normal(size=(d, D)) / 3, rng.normal(size=(nodes * L, d)), rng.normal(size=(nodes * L, d)),
+                       rng.normal(size=(2 ** depth - 1, d)), sigma, depth)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(448, 12))
+    X[-48:-40] *= 8  # beyond the calibration range: tanh's clamp and saturated node scores
+    return X[:400], X[400:]
+
+
+# sigma 1: an identity scale (no loop) where the search gives V z and sigma V z one scale; 4: a shift; 0.7: a product
+CASES = [("avr", "int16", 1.0), ("avr", "int8", 4.0), ("cortex-m0", "int16", 0.7), ("cortex-m0", "int8", 1.0)]
+
+
+@pytest.mark.parametrize("target, precision, sigma", CASES)
+def test_bonsai_nodes_bit_exact(target, precision, sigma, rows, tmp_path):
+    require_target(target)
+    X, test = rows
+    result, out = build(bonsai(sigma), precision, X, tmp_path, name="bk", target=target)
+    src = result.files["bk.c"]
+    g = result.graph
+    muls = [n for n in g.order() if g.op(n) == "mul"]
+    assert len(muls) == 3  # one node per level on the path
+    assert src.count("(tanh and product fused)") == 3 and src.count(" th = ") == 3  # the tanh in a local
+    assert not re.search(r"v_t\d+\[i\] =", src)  # never stored
+    # the sum of z (AVR) or z + 2^15 (M0) taken by the first node mat-vec only, the others read it back
+    assert len(re.findall(r"bk_sum_at_\w+\[0\] = sx;", src)) == 1
+    assert len(re.findall(r"sx = bk_sum_at_\w+\[0\];", src)) >= 5
+    em = CEmitter(g, "bk", CTarget())
+    identity = [identity_scale(em, g.node(n)) for n in g.order() if g.op(n) == "scale"]
+    assert src.count("chain leaves its values as they are: no loop") == sum(identity)
+    if sigma == 0.7:
+        assert not any(identity)
+    if target == "cortex-m0":
+        assert "static inline __attribute__((always_inline)) int16_t bk_sat16" in src
+    check_exact(result, out, test, target=target)
+    if precision == "int16":
+        check_exact(result, out, test, target=target, stream=True)
