@@ -13,8 +13,8 @@ import pytest
 
 from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
-from tinycc_ml.backends.c_fixed import identity_scale
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget
+from tinycc_ml.backends.c_fixed import identity_scale, tanh_of_mul
 from tinycc_ml.models.bonsai import BonsaiModel
 
 
@@ -47,12 +47,14 @@ def test_bonsai_nodes_bit_exact(target, precision, sigma, rows, tmp_path):
     g = result.graph
     muls = [n for n in g.order() if g.op(n) == "mul"]
     assert len(muls) == 3  # one node per level on the path
-    assert src.count("(tanh and product fused)") == 3 and src.count(" th = ") == 3  # the tanh in a local
-    assert not re.search(r"v_t\d+\[i\] =", src)  # never stored
+    em = CEmitter(g, "bk", CTarget())
+    # fused unless the plan gave the product a slot overlapping the tanh's input at another offset
+    fused = sum(tanh_of_mul(em, g.node(n)) is not None for n in muls)
+    assert fused >= 2 and src.count("(tanh and product fused)") == fused and src.count(" th = ") == fused
+    assert len(re.findall(r"v_t\d+\[i\] =", src)) == 3 - fused  # a fused tanh is never stored
     # the sum of z (AVR) or z + 2^15 (M0) taken by the first node mat-vec only, the others read it back
     assert len(re.findall(r"bk_sum_at_\w+\[0\] = sx;", src)) == 1
     assert len(re.findall(r"sx = bk_sum_at_\w+\[0\];", src)) >= 5
-    em = CEmitter(g, "bk", CTarget())
     identity = [identity_scale(em, g.node(n)) for n in g.order() if g.op(n) == "scale"]
     assert src.count("chain leaves its values as they are: no loop") == sum(identity)
     if sigma == 0.7:

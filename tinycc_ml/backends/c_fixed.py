@@ -250,6 +250,14 @@ def _scale_element(em: CEmitter, node: Node):
     bound = _value_bound(em, a) * abs(int(fq))
     p = _pow2_exponent(fq)
     if p is not None:  # rshift(v 2^p, k) = shift(v, k - p) exactly (v 2^p is a multiple of 2^k when k <= p)
+        s = k - p
+        if em.graph.type(a).dtype.bits == 16 and 1 <= s <= 15:  # in int (16 bits on AVR): v >> s plus the rounding bit
+            return lambda i: f"(int32_t)(((int){em.at(a, i)} >> {s}) + (((int){em.at(a, i)} >> {s - 1}) & 1))"
+        if em.graph.type(a).dtype.bits == 16 and node.type.dtype.bits <= 16 and -15 <= s <= -1:
+            # saturated where v 2^-s leaves int16 (the store saturates to node's type after)
+            hi, lo = 32767 >> -s, -(32768 >> -s)
+            return lambda i: (f"({em.at(a, i)} > {hi} ? INT32_C(32767) : ({em.at(a, i)} < {lo} ? INT32_C(-32768) : "
+                              f"(int32_t)(int16_t)(uint16_t)((uint16_t){em.at(a, i)} << {-s})))")
         return lambda i: shift_c(em, f"(int32_t){em.at(a, i)}", k - p, bound)
     return lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {fq}", k, bound)
 
@@ -364,9 +372,27 @@ def tanh_of_mul(em: CEmitter, node: Node) -> tuple[Node, str] | None:
         other = node.inputs[1 - j]
         if (g.op(name) == "tanh_lut" and name not in outputs and g.users(name) == [node.name] and other != name
                 and g.type(name).shape == node.type.shape and g.type(other).shape == node.type.shape
-                and g.op(other) not in ("const", "sparse_const")):
+                and g.op(other) not in ("const", "sparse_const")
+                and _next_in_schedule(g, name, node.name) and _in_step(g, node.name, g.node(name).inputs[0])):
             return g.node(name), other
     return None
+
+
+def _next_in_schedule(g, first: str, then: str) -> bool:
+    """``then`` runs right after ``first``: nothing in between may take the slot of a value ``first`` read last
+    (the fused loop reads it when ``then`` runs)."""
+    order = [n for n in g.order() if g.op(n) not in ("input", "const", "sparse_const")]
+    return order.index(then) == order.index(first) + 1
+
+
+def _in_step(g, out: str, read: str) -> bool:
+    """Element i of ``out`` may be written once element i of ``read`` is read: their slots do not overlap or
+    start together (the plan may give ``out`` the slot of a value dead after the tanh read it)."""
+    plan = g.analyses.memory_plan
+    a, b = plan.get(out), plan.get(read)
+    if a is None or b is None or a.arena != b.arena:
+        return True
+    return a.offset == b.offset or a.offset + a.length <= b.offset or b.offset + b.length <= a.offset
 
 
 def fused_tanh(em: CEmitter, node: Node) -> bool:
