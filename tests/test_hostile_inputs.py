@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tests.cli_fuzzing import run_cli_inprocess
 from tests.conftest import require_target
-from tests.models.test_protonn import cli, expect_clean_failure
+from tests.models.test_protonn import cli, expect_clean_failure, run_cli_cases
 from tinycc_ml.api import load_model
 from tinycc_ml.backends.base import get_backend
 from tinycc_ml.errors import CompileError, DataError, IRError, IRParseError, ModelFileError
@@ -217,6 +218,14 @@ def test_values_beyond_float32_never_reach_the_c(tmp_path, change, words):
         tinycc_ml.compile(model, precision="float")  # folding may be where it overflows
     for word in words:
         assert word in str(info.value)
+    if len(words) == 1:  # the files that load and fail while compiling: the message names the file too
+        path = tmp_path / "hostile.npz"
+        ProtoNNModel.from_arrays(small_protonn().arrays(), {}, "m.npz").save(path)
+        raw = dict(np.load(path, allow_pickle=False))
+        change(raw)
+        np.savez(path, **raw)
+        status, _, err = run_cli_inprocess(["compile", path, "-o", tmp_path / "out"])
+        assert status == 2 and err.startswith(f"tinycc-ml: error: {path}: ") and "float32" in err, err
 
 
 @pytest.mark.parametrize("precision", ["int16", "int8"])
@@ -302,9 +311,10 @@ def test_report_bad_shapes_rows_and_calibration_note(tmp_path):
     good = tmp_path / "good.npz"
     np.savez(good, X=X, y=rng.integers(0, 2, 40))
     out = tmp_path / "never"
-    expect_clean_failure(cli("report", model_path, "--data", zero_d_x), out, "X", "shape")
-    expect_clean_failure(cli("report", model_path, "--data", zero_d_y), out, "y", "shape")
-    expect_clean_failure(cli("report", model_path, "--data", good, "--rows", "-5"), out, "--rows")
+    bad = run_cli_cases([("report", model_path, "--data", zero_d_x), ("report", model_path, "--data", zero_d_y),
+                         ("report", model_path, "--data", good, "--rows", "-5")])
+    for run, words in zip(bad, [("X", "shape"), ("y", "shape"), ("--rows",)], strict=True):
+        expect_clean_failure(run, out, *words)
     run = cli("report", model_path, "--data", good, "--rows", "20")
     assert run.returncode == 0, run.stderr
     assert "calibrating on the test rows" in run.stderr
