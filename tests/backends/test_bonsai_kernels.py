@@ -1,8 +1,8 @@
 """Bonsai's node computations on the simulated chips, bit-exact with the fixed-point interpreter: the tanh
-computed in its product's loop (W z * tanh(sigma V z)), sigma's scale as a shift (an identity one has no
-loop) or a product, the node mat-vecs' input prepared once for every matvec_at reading it (AVR: its sum,
-Cortex-M0: x + 2^15 and its sum), the Cortex-M0's inlined saturation. One simulator run per build,
-batch and streaming, on 48 rows."""
+computed in its product's loop (W z * tanh(sigma V z)) with the path score's sum, sigma's scale as a shift
+(an identity one has no loop) or a product, the node mat-vecs' input prepared once for every matvec_at
+reading it (AVR: its sum, Cortex-M0: x + 2^15 and its sum), the Cortex-M0's inlined saturation and its node
+kernels storing int16. One simulator run per build, batch and streaming, on 48 rows."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
 from tinycc_ml.backends.c_emitter import CEmitter, CTarget
-from tinycc_ml.backends.c_fixed import identity_scale, tanh_of_mul
+from tinycc_ml.backends.c_fixed import add_of_mul, identity_scale, tanh_of_mul
 from tinycc_ml.models.bonsai import BonsaiModel
 
 
@@ -52,6 +52,9 @@ def test_bonsai_nodes_bit_exact(target, precision, sigma, rows, tmp_path):
     fused = sum(tanh_of_mul(em, g.node(n)) is not None for n in muls)
     assert fused >= 2 and src.count("(tanh and product fused)") == fused and src.count(" th = ") == fused
     assert len(re.findall(r"v_t\d+\[i\] =", src)) == 3 - fused  # a fused tanh is never stored
+    # the path score's sum in the same loop (levels 1 and 2 add to the previous levels' sum)
+    sums = sum(add_of_mul(em, g.node(n)) is not None for n in muls)
+    assert sums >= 1 and src.count("(tanh, product and sum fused)") == sums
     # the sum of z (AVR) or z + 2^15 (M0) taken by the first node mat-vec only, the others read it back
     assert len(re.findall(r"bk_sum_at_\w+\[0\] = sx;", src)) == 1
     assert len(re.findall(r"sx = bk_sum_at_\w+\[0\];", src)) >= 5
@@ -61,6 +64,7 @@ def test_bonsai_nodes_bit_exact(target, precision, sigma, rows, tmp_path):
         assert not any(identity)
     if target == "cortex-m0":
         assert "static inline __attribute__((always_inline)) int16_t bk_sat16" in src
+        assert re.search(r"bk_mac\d+w(8|16)_6s\d+\(\(const", src)  # a node kernel storing int16 itself
     check_exact(result, out, test, target=target)
     if precision == "int16":
         check_exact(result, out, test, target=target, stream=True)

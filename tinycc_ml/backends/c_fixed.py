@@ -404,26 +404,87 @@ def fused_tanh(em: CEmitter, node: Node) -> bool:
     return found is not None and found[0].name == node.name
 
 
-def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, statement) -> list[str]:
+def add_of_mul(em: CEmitter, node: Node) -> Node | None:
+    """The sum that takes the fused product ``node`` (tanh_of_mul) in the same loop: Bonsai's path score, the
+    previous levels' sum + this node's, when it runs right after the product, adds a computed vector and its
+    slot does not overlap the tanh's input at another offset."""
+    g = em.graph
+    found = tanh_of_mul(em, node)
+    users = g.users(node.name)
+    if found is None or len(users) != 1 or any(node.name == n for _, n in g.outputs):
+        return None
+    add = g.node(users[0])
+    if (add.op != "add" or add.inputs.count(node.name) != 1 or add.type.shape != node.type.shape
+            or any(g.op(i) in ("const", "sparse_const") or g.type(i).shape != node.type.shape for i in add.inputs)):
+        return None
+    if not (_next_in_schedule(g, node.name, add.name) and _in_step(g, add.name, found[0].inputs[0])):
+        return None
+    return add
+
+
+def fused_add(em: CEmitter, node: Node) -> bool:
+    """The add ``node`` is computed in the loop of its fused product (add_of_mul): it has no code of its own."""
+    g = em.graph
+    for name in node.inputs:
+        if g.op(name) == "mul" and g.users(name) == [node.name]:
+            add = add_of_mul(em, g.node(name))
+            if add is not None and add.name == node.name:
+                return True
+    return False
+
+
+def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value) -> list[str]:
     """One loop over the elements of the product ``node`` = w * tanh(v): ``tanh_lines(em, tanh, final)`` the
-    tanh's body, its saturated value left in the local th; ``statement(i)`` stores the product's element (its
-    operands read through em.at, the tanh from th)."""
+    tanh's body, its saturated value left in the local th; ``value(i)`` the product's saturated element (its
+    operands read through em.at, the tanh from th), stored, or added to the sum that takes it (add_of_mul)."""
     tanh, _ = tanh_of_mul(em, node)
     ctype = ctype_of(tanh.type.dtype)
     body = tanh_lines(em, tanh, lambda v: f"const {ctype} th = {saturate_c(em, tanh, v)};")
+    add = add_of_mul(em, node)
     em.inline_values[tanh.name] = "th"
     try:
-        last = statement("i")
+        if add is None:
+            last = [store(em, node, "i", value("i"))]
+        else:
+            em.inline_values[node.name] = "pm"
+            try:
+                half = _half_sum(em, add)
+                last = [f"const {ctype_of(node.type.dtype)} pm = {value('i')};",
+                        f"{em.var(add.name)}[i] = {half('i')};" if half is not None
+                        else store(em, add, "i", ELEMENT["add"](em, add)("i"))]
+            finally:
+                del em.inline_values[node.name]
     finally:
         del em.inline_values[tanh.name]
     n = node.type.size
-    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{", *body, f"    {last}", "}"]
+    unused = [f"(void){em.var(node.name)}; /* the sum takes each element */"] if (
+        add is not None and node.name in em.graph.analyses.memory_plan) else []
+    return [*unused, f"for ({index_type(n)} i = 0; i < {n}; ++i) {{", *body, *("    " + ln for ln in last), "}"]
+
+
+def _half_sum(em: CEmitter, node: Node):
+    """rshift(a + b, 1) of two int16 values at one scale, in int (16-bit arithmetic on AVR) and never out of
+    int16's range: (a >> 1) + (b >> 1) + ((a | b) & 1); None for any other add (or one heading a fused chain)."""
+    a, b = node.inputs
+    g = em.graph
+    c, la, lb = align_shifts(scale_of(em, a), scale_of(em, b))
+    if (la or lb or c - node.type.dtype.scale != 1 or node.name in g.analyses.fused
+            or any(g.type(v).dtype.bits != 16 for v in (a, b, node.name))):
+        return None
+    return lambda i: (f"(int16_t)((((int){em.at(a, i)} >> 1) + ((int){em.at(b, i)} >> 1)) + "
+                      f"(((int){em.at(a, i)} | (int){em.at(b, i)}) & 1))")
+
+
+def _add(em: CEmitter, node: Node) -> list[str]:
+    if fused_add(em, node):
+        return ["/* computed in the loop of the product it adds (tanh, product and sum fused) */"]
+    return _elementwise(ELEMENT["add"])(em, node)
 
 
 def _mul(em: CEmitter, node: Node) -> list[str]:
     if tanh_of_mul(em, node) is not None:
         element = _mul_element(em, node)
-        return tanh_mul_loop(em, node, tanh_lut_lines, lambda i: store(em, node, i, element(i)))
+        return tanh_mul_loop(em, node, tanh_lut_lines, lambda i: saturate_c(em, node, element(i)))
     return _elementwise(_mul_element)(em, node)
 
 
@@ -530,7 +591,7 @@ ELEMENT = {"add": _addsub_element("+"), "sub": _addsub_element("-"), "mul": _mul
 
 CHAIN_FALLBACK["fixed"] = fused_fallback
 C_CODE["fixed"].update({
-    "matvec": _matvec, "sqdist": _sqdist, "add": _elementwise(ELEMENT["add"]),
+    "matvec": _matvec, "sqdist": _sqdist, "add": _add,
     "sub": _elementwise(ELEMENT["sub"]), "mul": _mul, "scale": _elementwise(_scale_element),
     "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,

@@ -264,6 +264,15 @@ def rss_small_avr(em: CEmitter, expr: str, k: int) -> str:
     return f"{name}({expr})"
 
 
+def rs_value(em: CEmitter, node: Node, expr: str, k: int) -> str:
+    """The saturated rshift(expr, k) in node's type, through rss_avr (or rss_small_avr) when it applies."""
+    if node.type.dtype.bits == 16 and 8 <= k <= 16:
+        return rss_avr(em, expr, k)
+    if node.type.dtype.bits == 16 and 1 <= k <= 7:
+        return rss_small_avr(em, expr, k)
+    return saturate_c(em, node, rshift_avr(em, expr, k))
+
+
 def store_rs(em: CEmitter, node: Node, index: str, expr: str, k: int) -> str:
     """store(node, index, rshift(expr, k)) through rss_avr (or rss_small_avr) when it applies."""
     if node.type.dtype.bits == 16 and 8 <= k <= 16:
@@ -831,8 +840,8 @@ def kernel_mul(em: CEmitter, node: Node) -> list[str] | None:
     if tanh_of_mul(em, node) is not None:
         def tanh_lines(em, tanh, final):
             return avr_tanh_lines(em, tanh, final) or tanh_lut_lines(em, tanh, final)
-        return tanh_mul_loop(em, node, tanh_lines, lambda i: store_rs(
-            em, node, i, f"{muls16_avr(em)}({em.at(a, i)}, {em.at(b, i)})", k))
+        return tanh_mul_loop(em, node, tanh_lines, lambda i: rs_value(
+            em, node, f"{muls16_avr(em)}({em.at(a, i)}, {em.at(b, i)})", k))
     return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) "
             + store_rs(em, node, "i", f"{muls16_avr(em)}({em.var(a)}[i], {em.var(b)}[i])", k)]
 

@@ -66,9 +66,10 @@ def m0_image(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[
     return np.concatenate(parts), starts
 
 
-def mac_asm(name: str, rows: int, wbits: int, cols: int) -> str:
+def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None) -> str:
     """void name(const uint16_t *blk /*flash: K[rows], w' column-major*/, const uint16_t *x /*x'*/,
-    uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32)."""
+    uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32); with out_shift (1..31)
+    acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after)."""
     acc = ACC[:rows]
     wb = wbits // 8
     load = "ldrh" if wbits == 16 else "ldrb"
@@ -98,13 +99,21 @@ def mac_asm(name: str, rows: int, wbits: int, cols: int) -> str:
         body = [line for c in range(unroll) for line in column(c)]
         b += ["1:", *body, f"adds r0, #{unroll * rows * wb}", f"adds r1, #{2 * unroll}", "cmp r1, r3", "bne 1b"]
     b += ["pop {r0}"]
-    for q, r in enumerate(acc):
-        b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
+    if out_shift is None:
+        for q, r in enumerate(acc):
+            b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
+    else:  # r5 = 2^(k-1), r3 = 0x7FFF; in range when sxth leaves the value, else 0x7FFF or 0x8000 by its sign
+        b += ["movs r5, #1", f"lsls r5, r5, #{out_shift - 1}", "movs r3, #128", "lsls r3, r3, #8", "subs r3, #1"]
+        for q, r in enumerate(acc):
+            b += [f"adds r4, {r}, r5"] if r in LOW else [f"mov r4, {r}", "adds r4, r4, r5"]
+            b += [f"asrs r4, r4, #{out_shift}", "sxth r1, r4", "cmp r1, r4", "beq 2f", "asrs r1, r4, #31",
+                  "eors r1, r3", "2:", f"strh r1, [r0, #{2 * q}]"]
     b += ["pop {r4-r7}", "mov r8, r4", "mov r9, r5", "mov r10, r6", "mov r11, r7", "pop {r4-r7, pc}",
           ".ltorg", f".size {name}, .-{name}", ".popsection"]
     text = "".join(f'    "{line}\\n"\n' for line in b)
     # not .global: local to the object file (the C call resolves within it)
-    return f"void {name}(const uint16_t *blk, const uint16_t *x, uint32_t *acc, uint32_t v);\n__asm__(\n{text});\n"
+    out = "uint32_t *acc" if out_shift is None else "int16_t *out"
+    return f"void {name}(const uint16_t *blk, const uint16_t *x, {out}, uint32_t v);\n__asm__(\n{text});\n"
 
 
 # ---------------------------------------------------------------- graph side
@@ -382,19 +391,21 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
         memo = em.sym(f"sum_at_{em.var(x_name)}")
         em.scratch(memo, "uint32_t", 1)
         prep = prep + [f"{memo}[0] = sx;"] if readers[0] == node.name else [f"const uint32_t sx = {memo}[0];"]
-    acc = em.sym("acc")
-    em.scratch(acc, "uint32_t", rows)
     out_shift = node_output_shift(g, node.name)
+    direct = node.type.dtype.bits == 16 and 1 <= out_shift <= 31  # the kernel shifts, saturates and stores
+    acc = em.var(node.name) if direct else em.sym("acc")
+    if not direct:
+        em.scratch(acc, "uint32_t", rows)
     calls = []
     for (r, nr), s in zip(row_blocks(rows), images[0][1]):
-        name = em.sym(f"mac{nr}w{wbits}_{cols}")
+        name = em.sym(f"mac{nr}w{wbits}_{cols}" + (f"s{out_shift}" if direct else ""))
         if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, nr, wbits, cols)
+            em.helpers[name] = mac_asm(name, nr, wbits, cols, out_shift if direct else None)
         calls.append(f"{name}((const uint16_t *)({sym} + at + {s // 2}), {buf}, {acc} + {r}, v);")
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
             f"    const uint32_t at = (uint32_t){em.at(k_name, '0')} * {stride}u;",
             *("    " + c for c in calls),
-            *_store_loop(em, node, rows, acc, out_shift), "}"]
+            *([] if direct else _store_loop(em, node, rows, acc, out_shift)), "}"]
 
 
 def _store_loop(em, node: Node, rows: int, acc: str, out_shift: int) -> list[str]:
