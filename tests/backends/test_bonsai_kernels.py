@@ -68,3 +68,30 @@ def test_bonsai_nodes_bit_exact(target, precision, sigma, rows, tmp_path):
     check_exact(result, out, test, target=target)
     if precision == "int16":
         check_exact(result, out, test, target=target, stream=True)
+
+
+def tanh_attrs(s_in: int, drop: int) -> dict:
+    """tanh_lut attributes with a given drop, as passes/tanh_approx builds its candidates."""
+    top = min(int(np.ceil(4.0 * 2.0**s_in)), 2**15 - 1)
+    n = (top >> drop) + 2
+    table = np.floor(np.tanh(np.arange(n) * 2.0 ** (drop - s_in)) * 2.0**14 + 0.5)
+    return {"drop_bits": drop, "in_max_q": top, "table": table.astype(np.int16), "table_scale": 14}
+
+
+# (s_in, drop, what the AVR's 16-bit form uses): the index and fraction from q 2^(8-drop) (a byte move), the
+# shift past 8 bits as a byte move and a 16-bit shift, and drop < 8 where q 2^(8-drop) would not fit 16 bits
+TANH_CASES = [(9, 6, "qq"), (11, 8, "qq"), (8, 3, "qq"), (13, 10, ">> 8) >> 2"), (13, 6, ") >> 6)")]
+
+
+@pytest.mark.parametrize("s_in, drop, marker", TANH_CASES)
+def test_avr_tanh_interpolation_bit_exact(s_in, drop, marker, tmp_path):
+    from tests.backends.test_avr_kernels import one_op, run_exact
+
+    require_target("avr")
+    rng = np.random.default_rng(drop)
+    X = rng.integers(-32768, 32768, size=(16, 40))
+    top = min(2 ** (s_in + 2), 32767)
+    X[:, :30] = rng.integers(-top - 300, top + 300, size=(16, 30))  # mostly within the table's range
+    X[0, :6] = [0, top, -top, top - 1, 1 - top, -32768]
+    g = one_op("tanh_lut", lambda g, x: [x], tanh_attrs(s_in, drop), s_in, 14)
+    run_exact(g, X.clip(-32768, 32767).astype(np.int16), tmp_path, marker)

@@ -863,14 +863,26 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
     last = len(table) - 1
     out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", at["table_scale"] - node.type.dtype.scale,
                   bound=int(np.max(np.abs(table), initial=0)))
-    return [f"    const int16_t v = {em.at(a, 'i')};",
+    head = [f"    const int16_t v = {em.at(a, 'i')};",
             "    const uint16_t mag = v < 0 ? (uint16_t)(0u - (uint16_t)v) : (uint16_t)v;",
-            f"    const uint16_t q = mag < {top}u ? mag : {top}u;",
-            f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;",
+            f"    const uint16_t q = mag < {top}u ? mag : {top}u;"]
+    if drop <= 8 and top << (8 - drop) <= 65535:
+        # q 2^(8-drop): the index in the high byte, the fraction 2^(8-drop) f in the low one; then
+        # (d f + 2^(drop-1)) >> drop = (d f 2^(8-drop) + 128) >> 8, a byte move (no 32-bit shift loop)
+        split = [f"    const uint16_t qq = (uint16_t)(q << {8 - drop});",
+                 "    const uint8_t t = (uint8_t)(qq >> 8), f = (uint8_t)qq;"]
+        interp = f"(uint16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + 128u) >> 8)"
+    elif drop >= 8:  # floor(floor(a / 2^8) / 2^(drop-8)) = floor(a / 2^drop) for a >= 0
+        split = [f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;"]
+        interp = (f"((uint16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + {1 << (drop - 1)}u) >> 8) "
+                  f">> {drop - 8})")
+    else:
+        split = [f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;"]
+        interp = f"(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + {1 << (drop - 1)}u) >> {drop})"
+    return [*head, *split,
             f"    const int16_t y0 = {rd(sym, 't', 'int16_t')};",
             f"    const int16_t y1 = {rd(sym, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
-            f"    const int16_t y = (int16_t)(y0 + (int16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + "
-            f"{1 << (drop - 1)}u) >> {drop}));",
+            f"    const int16_t y = (int16_t)(y0 + (int16_t){interp});",
             "    " + final(out)]
 
 
