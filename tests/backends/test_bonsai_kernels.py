@@ -79,8 +79,10 @@ def tanh_attrs(s_in: int, drop: int) -> dict:
 
 
 # (s_in, drop, what the AVR's 16-bit form uses): the index and fraction from q 2^(8-drop) (a byte move), the
-# shift past 8 bits as a byte move and a 16-bit shift, and drop < 8 where q 2^(8-drop) would not fit 16 bits
-TANH_CASES = [(9, 6, "qq"), (11, 8, "qq"), (8, 3, "qq"), (13, 10, ">> 8) >> 2"), (13, 6, ") >> 6)")]
+# shift past 8 bits as a byte move and a 16-bit shift, drop < 8 where q 2^(8-drop) would not fit 16 bits, and
+# no bit dropped (no interpolation): every table the tanh pass can choose
+TANH_CASES = [(9, 6, "qq"), (11, 8, "qq"), (8, 3, "qq"), (13, 10, ">> 8) >> 2"), (13, 6, ") >> 6)"),
+              (5, 0, "const int16_t y = (int16_t)pgm_read_word(&ok_y_tanh[q]);")]
 
 
 @pytest.mark.parametrize("s_in, drop, marker", TANH_CASES)
@@ -95,3 +97,20 @@ def test_avr_tanh_interpolation_bit_exact(s_in, drop, marker, tmp_path):
     X[0, :6] = [0, top, -top, top - 1, 1 - top, -32768]
     g = one_op("tanh_lut", lambda g, x: [x], tanh_attrs(s_in, drop), s_in, 14)
     run_exact(g, X.clip(-32768, 32767).astype(np.int16), tmp_path, marker)
+
+
+def test_m0_similarities_feed_the_kernel(tmp_path):
+    """ProtoNN on the Cortex-M0: the exp similarities store x + 2^15 and their sum for Z's kernel (no input
+    pass over them before it), bit-exact at both precisions' scales."""
+    from tinycc_ml.models.protonn import ProtoNNModel
+
+    require_target("cortex-m0")
+    rng = np.random.default_rng(5)
+    model = ProtoNNModel(rng.normal(size=(6, 12)) / 3, rng.normal(size=(6, 14)), rng.normal(size=(4, 14)), 0.4)
+    X = rng.normal(size=(448, 12))
+    for precision in ("int16", "int8"):
+        result, out = build(model, precision, X[:400], tmp_path, name="pe", target="cortex-m0")
+        src = result.files["pe.c"]
+        sim = [n for n in result.graph.order() if result.graph.op(n) == "exp_lut"]
+        assert len(sim) == 1 and f"pe_sum_v_{sim[0]}[0] = sx;" in src and "pe_xo_v_" + sim[0] not in src
+        check_exact(result, out, X[400:], target="cortex-m0")

@@ -499,6 +499,12 @@ def exp_tables(em: CEmitter, node: Node) -> tuple[str, str]:
 
 
 def _exp_lut(em: CEmitter, node: Node) -> list[str]:
+    return exp_lut_lines(em, node, lambda value: store(em, node, "i", value))
+
+
+def exp_lut_lines(em: CEmitter, node: Node, final) -> list[str]:
+    """The loop of an exp_lut (two tables, the product shifted): ``final(value)`` the statement taking each
+    element's value before saturation (a store, or a kernel's offset input and its sum)."""
     (a,) = node.inputs
     at = node.attrs
     t_hi, t_lo = exp_tables(em, node)
@@ -521,7 +527,7 @@ def _exp_lut(em: CEmitter, node: Node) -> list[str]:
     return [
         f"for ({it} i = 0; i < {n}; ++i) {{",
         f"    const int32_t t_i = {t_expr};",
-        "    " + store(em, node, "i", make("i")),
+        "    " + final(make("i")),
         "}",
     ]
 

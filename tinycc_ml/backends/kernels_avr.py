@@ -854,7 +854,7 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
     at = node.attrs
     table = np.asarray(at["table"], np.int64)
     drop, top = int(at["drop_bits"]), int(at["in_max_q"])
-    if (_bits(em, a) != 16 or node.type.rank != 1 or not 1 <= drop <= 15 or not 0 < top <= 65535
+    if (_bits(em, a) != 16 or node.type.rank != 1 or not 0 <= drop <= 15 or not 0 < top <= 65535
             or table.min(initial=0) < 0 or table.max(initial=0) > 32767 or np.any(np.diff(table) < 0)):
         return None
     sym = em.add_const_array(em.sym(f"{node.name}_tanh"), at["table"], "int16_t",
@@ -866,6 +866,8 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
     head = [f"    const int16_t v = {em.at(a, 'i')};",
             "    const uint16_t mag = v < 0 ? (uint16_t)(0u - (uint16_t)v) : (uint16_t)v;",
             f"    const uint16_t q = mag < {top}u ? mag : {top}u;"]
+    if drop == 0:  # one entry per input value: no interpolation
+        return [*head, f"    const int16_t y = {rd(sym, 'q', 'int16_t')};", "    " + final(out)]
     if drop <= 8 and top << (8 - drop) <= 65535:
         # q 2^(8-drop): the index in the high byte, the fraction 2^(8-drop) f in the low one; then
         # (d f + 2^(drop-1)) >> drop = (d f 2^(8-drop) + 128) >> 8, a byte move (no 32-bit shift loop)

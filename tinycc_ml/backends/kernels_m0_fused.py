@@ -183,7 +183,8 @@ def _prepare(em, x_name: str, kind: str) -> tuple[str, list[str]]:
     stored x' and its sums; otherwise one loop here."""
     g = em.graph
     n = g.type(x_name).size
-    if g.op(x_name) == "clip" and _fused_clip(em, g.node(x_name)):
+    if (g.op(x_name) == "clip" and _fused_clip(em, g.node(x_name))) or (
+            g.op(x_name) == "exp_lut" and fused_exp(em, g.node(x_name))):
         sym = _sums(em, x_name)
         buf = f"(const uint16_t *){em.var(x_name)}"
         sums = [f"const uint32_t sx = {sym}[0];"] + ([f"const uint32_t xx = {sym}[1];"] if kind == "sqdist" else [])
@@ -253,6 +254,30 @@ def clamp_asm(name: str, n: int, lo: int, hi: int, squares: bool) -> str:
     b += ["pop {r4-r7, pc}", ".ltorg", f".size {name}, .-{name}", ".popsection"]
     text = "".join(f'    "{line}\\n"\n' for line in b)
     return f"void {name}(const int16_t *x, uint16_t *out, uint32_t *sums);\n__asm__(\n{text});\n"
+
+
+def fused_exp(em, node: Node) -> bool:
+    """An int16 exp_lut (ProtoNN's similarities) whose only use is x of a mat-vec on the 9-row kernel: it stores
+    x + 2^15 and its sum itself (no input pass before the kernel), at any scale."""
+    return node.op == "exp_lut" and node.type.dtype.bits == 16 and node.type.rank == 1 and \
+        kernel_user(em, node.name) == "matvec"
+
+
+def kernel_exp_lut(em, node: Node) -> list[str] | None:
+    """exp_lut storing what the kernel reading it needs (fused_exp): e + 2^15 in its own slot, the sum in _sums."""
+    from tinycc_ml.backends.c_fixed import exp_lut_lines, saturate_c
+
+    if not fused_exp(em, node):
+        return None
+    sym = _sums(em, node.name)
+    em.scratch(sym, "uint32_t", 1)
+    out = em.var(node.name)
+
+    def final(value: str) -> str:
+        return (f"{{ const uint32_t u = (uint32_t)((int32_t){saturate_c(em, node, value)} + 32768); "
+                f"{out}[i] = (int16_t)(uint16_t)u; sx += u; }}")
+    return ["{", "    uint32_t sx = 0;", *("    " + ln for ln in exp_lut_lines(em, node, final)),
+            f"    {sym}[0] = sx;", "}"]
 
 
 def kernel_clip(em, node: Node) -> list[str] | None:
