@@ -156,6 +156,7 @@ class CEmitter:
         self.prediction_node = self.graph.output("prediction")
         self.inline_values: dict[str, str] = {}  # value -> the C local holding its element (fused chains)
         self.stored_heads: set[str] = set()  # fused heads whose code stored through c_fixed.store
+        self.emitting: list[str] = []  # the nodes of the function code() is writing
         self._const_symbols: dict[str, str] = {}
         self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
 
@@ -273,6 +274,7 @@ class CEmitter:
 
     def code(self, names) -> list[str]:
         out = []
+        self.emitting = list(names)  # the nodes of the function being written (kernels sharing set-up ask)
         fused = self.graph.analyses.fused
         inner = {m: head for head, members in fused.items() for m in members}
         for name in names:

@@ -121,8 +121,10 @@ def shared_x_readers(em: CEmitter, x_name: str, ok) -> list[str]:
     what the kernel needs from x (its offset sum, on the M0 also x + 2^15) in a scratch the others read (x is
     not written while they run: its slot stays live up to its last reader)."""
     g = em.graph
+    here = set(getattr(em, "emitting", None) or g.order())  # readers in one function only (streaming's
+    # finish() runs the tail without the run function's nodes)
     return [n for n in g.order() if g.op(n) == "matvec_at" and g.node(n).inputs[2] == x_name
-            and ok(em, g.node(n))]
+            and n in here and ok(em, g.node(n))]
 
 
 def scale_of(em: CEmitter, name: str) -> int:
