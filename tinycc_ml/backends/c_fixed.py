@@ -441,7 +441,12 @@ def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value) -> list[str]:
     operands read through em.at, the tanh from th), stored, or added to the sum that takes it (add_of_mul)."""
     tanh, _ = tanh_of_mul(em, node)
     ctype = ctype_of(tanh.type.dtype)
-    body = tanh_lines(em, tanh, lambda v: f"const {ctype} th = {saturate_c(em, tanh, v)};")
+    at = tanh.attrs
+    # interpolation stays between table entries and a rounding right shift shrinks it: no saturation needed
+    in_range = (at["table_scale"] >= tanh.type.dtype.scale
+                and int(np.max(np.abs(np.asarray(at["table"], np.int64)), initial=0)) < 2 ** (tanh.type.dtype.bits - 1))
+    body = tanh_lines(em, tanh, lambda v: f"const {ctype} th = "
+                      f"{f'({ctype})({v})' if in_range else saturate_c(em, tanh, v)};")
     add = add_of_mul(em, node)
     em.inline_values[tanh.name] = "th"
     try:
