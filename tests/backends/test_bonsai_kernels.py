@@ -114,3 +114,43 @@ def test_m0_similarities_feed_the_kernel(tmp_path):
         sim = [n for n in result.graph.order() if result.graph.op(n) == "exp_lut"]
         assert len(sim) == 1 and f"pe_sum_v_{sim[0]}[0] = sx;" in src and "pe_xo_v_" + sim[0] not in src
         check_exact(result, out, X[400:], target="cortex-m0")
+
+
+@pytest.mark.parametrize("shift", [1, 14])
+def test_m0_node_kernel_stores_saturated_int16(shift, tmp_path):
+    """The Cortex-M0's node kernel shifting, rounding and saturating its int16 outputs itself (a runtime node
+    index; sums past int16 both ways), bit-exact with the fixed-point interpreter."""
+    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.ir.fixed import run_fixed
+    from tinycc_ml.ir.graph import Graph
+    from tinycc_ml.ir.types import IDX, TensorType, fixed
+    from tinycc_ml.runtime.simulate import run_on_target
+
+    require_target("cortex-m0")
+    rng = np.random.default_rng(shift)
+    n, rows, cols = 3, 11, 6  # two passes of the 9-row kernel (6 and 5 rows)
+    g = Graph("one")
+    x = g.add("input", [], {"name": "x"}, type=TensorType((cols,), fixed(16, 8)), name="x")
+    M = rng.integers(-8192, 8192, size=(n, rows, cols))
+    M[:, :3], M[:, 3:5] = 8191, -8192  # rows whose sums leave int16 at extreme inputs, both ways
+    stack = g.add("const", [], {"value": M.astype(np.int16)},
+                  type=TensorType((n, rows, cols), fixed(16, shift)), name="M")
+    total = g.add("sum", [x], {"shift": 0}, type=TensorType((), fixed(32, 8)), name="total")
+    root = g.add("const", [], {"value": np.array(0, dtype=np.int32)}, type=TensorType((), IDX), name="root")
+    k = g.add("branch", [root, total], type=TensorType((), IDX), name="k")  # node 1 or 2 by the sign of sum(x)
+    y = g.add("matvec_at", [stack, k, x], type=TensorType((rows,), fixed(16, 8)), name="y")
+    g.set_output("scores", y)
+    g.set_output("prediction", g.add("argmax", [y], type=TensorType((), IDX), name="pred"))
+    out = get_backend("cortex-m0").emit(g, "ok", [])
+    assert f"_6s{shift}(" in out.files["ok.c"]  # the storing kernel is the one in use
+    for name, text in out.files.items():
+        (tmp_path / name).write_text(text)
+    X = rng.integers(-16384, 16384, size=(24, cols))
+    X[:4] = [[16383] * cols, [-16384] * cols, [0] * cols, [1] * cols]
+    X = X.astype(np.int16)
+    run = run_on_target("cortex-m0", [str(tmp_path / "ok.c")], str(tmp_path / "ok.h"), "ok", X, rows,
+                        "int16_t", "int16_t", extra_cflags=("-Werror",))
+    want = run_fixed(g, X)
+    assert np.any(np.abs(want["scores"]) == 32767) or np.any(want["scores"] == -32768)  # saturation reached
+    np.testing.assert_array_equal(run.scores, want["scores"])
+    np.testing.assert_array_equal(run.predictions, want["prediction"])
