@@ -409,7 +409,7 @@ def fused_tanh(em: CEmitter, node: Node) -> bool:
 def add_of_mul(em: CEmitter, node: Node) -> Node | None:
     """The sum that takes the fused product ``node`` (tanh_of_mul) in the same loop: Bonsai's path score, the
     previous levels' sum + this node's, when it runs right after the product, adds a computed vector and its
-    slot does not overlap the tanh's input at another offset."""
+    slot does not overlap the tanh's input or the product's other operand at another offset."""
     g = em.graph
     found = tanh_of_mul(em, node)
     users = g.users(node.name)
@@ -419,7 +419,9 @@ def add_of_mul(em: CEmitter, node: Node) -> Node | None:
     if (add.op != "add" or add.inputs.count(node.name) != 1 or add.type.shape != node.type.shape
             or any(g.op(i) in ("const", "sparse_const") or g.type(i).shape != node.type.shape for i in add.inputs)):
         return None
-    if not (_next_in_schedule(g, node.name, add.name) and _in_step(g, add.name, found[0].inputs[0])):
+    # the tanh's input and the product's other operand are dead when the sum runs: its slot may be theirs
+    if not (_next_in_schedule(g, node.name, add.name) and _in_step(g, add.name, found[0].inputs[0])
+            and _in_step(g, add.name, found[1])):
         return None
     return add
 
