@@ -93,6 +93,9 @@ def verify(graph: Graph, complete: bool = False) -> None:
                 raise IRError(f"{where}: operand %{operand} has no edge to its user")
         if set(g.predecessors(name)) != set(inputs):
             raise IRError(f"{where}: graph edges do not match its operand list")
+        if op.dense_const_operand is not None and g.nodes[inputs[op.dense_const_operand]]["op"] != "const":
+            raise IRError(f"{where}: operand {op.dense_const_operand + 1} must be a dense const, not "
+                          f"{g.nodes[inputs[op.dense_const_operand]]['op']} %{inputs[op.dense_const_operand]}")
         required = {k for k, kind in op.attrs.items() if not kind.endswith("?")}
         missing = required - set(data["attrs"])
         if missing:
