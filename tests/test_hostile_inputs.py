@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -351,6 +352,40 @@ def test_verify_rejects_index_out_of_range_and_const_outputs():
         verify(parse_graph(BASE_IR.replace("K", "0").replace("output scores = %y", "output scores = %m")))
 
 
+KVOTE_IR = """graph g {
+  %x = input() {name = "x"} : f32[2]
+  %M = PROTOTYPES
+  %v = sqdist_kvote(%x, %M) {k = 1, labels = array<int32>(2)[0, 1], n_classes = 2} : f32[2]
+  %p = argmax(%v) : idx[]
+  output scores = %v
+  output prediction = %p
+}
+"""
+
+
+@pytest.mark.parametrize("prototypes, words", [
+    ('const() {value = array<float32>(2,2)[1, 2, 3, 4]} : f32[2,2]', None),
+    ('const() {value = array<float32>(2)[1, 2]} : f32[2]', "shapes (2,) and (2,)"),
+    ('sparse_const() {col_ptr = array<int32>(3)[0, 1, 2], row_indices = array<int32>(2)[0, 1], shape = [2, 2], '
+     'values = array<float32>(2)[1, 2]} : f32[2,2]', "operand 2 is the sparse_const %M"),
+], ids=["dense", "a vector", "sparse"])
+def test_fused_nearest_vote_needs_a_dense_matrix(prototypes, words):
+    # found by the 10^5-case IR fuzz run: an IndexError in the type rule, a KeyError in the C emitter and C
+    # naming an array that does not exist (any op but a mat-vec given a sparse matrix, e.g. sqdist below)
+    from tests.fuzzing import run_ir_case
+
+    outcome = run_ir_case(KVOTE_IR.replace("PROTOTYPES", prototypes))
+    if words is None:
+        assert outcome.kind == "ok", outcome.detail
+    else:
+        assert outcome.kind == "error" and words in outcome.detail, outcome
+    if "sparse_const" in prototypes:
+        plain = KVOTE_IR.replace("PROTOTYPES", prototypes).replace(
+            "sqdist_kvote(%x, %M) {k = 1, labels = array<int32>(2)[0, 1], n_classes = 2}", "sqdist(%x, %M)")
+        outcome = run_ir_case(plain)
+        assert outcome.kind == "error" and "operand 2 is the sparse_const %M" in outcome.detail, outcome
+
+
 # ---------------------------------------------------------------- 12. messages
 
 
@@ -613,7 +648,6 @@ def table_graph_texts():
 def test_integer_attributes_outside_their_range_fail_verify(table_graph_texts, op, attr, value):
     """drop_bits = -40 passed verify(); run_fixed raised "negative shift count" and the host C
     shifted by a negative count. Every op's integer attributes are range-checked now."""
-    import re
 
     graph_text = next(text for text in table_graph_texts if f"= {op}(" in text)
     verify(parse_graph(graph_text))

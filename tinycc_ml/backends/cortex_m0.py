@@ -17,6 +17,7 @@ from tinycc_ml.chips import NRF51822
 @dataclass
 class M0Target(CTarget):
     name: str = "cortex-m0"
+    inline_saturation: bool = True
 
 
 class CortexM0Backend(McuBackend):
