@@ -386,6 +386,17 @@ def test_fused_nearest_vote_needs_a_dense_matrix(prototypes, words):
         assert outcome.kind == "error" and "operand 2 is the sparse_const %M" in outcome.detail, outcome
 
 
+def test_an_output_the_c_does_not_return_is_refused():
+    # found by the 10^5-case IR fuzz run: a misspelled label left its value computed and unused (gcc -Werror)
+    from tests.fuzzing import run_ir_case
+
+    dense = 'const() {value = array<float32>(2,2)[1, 2, 3, 4]} : f32[2,2]'
+    text = KVOTE_IR.replace("PROTOTYPES", dense).replace("output prediction = %p", "output predicton = %p\n"
+                                                         "  output prediction = %p")
+    outcome = run_ir_case(text)
+    assert outcome.kind == "error" and "output predicton is not one the C returns" in outcome.detail, outcome
+
+
 # ---------------------------------------------------------------- 12. messages
 
 

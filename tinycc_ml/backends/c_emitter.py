@@ -431,6 +431,10 @@ def check_interface(graph: Graph) -> None:
         raise CompileError(f"graph {graph.name}: needs exactly one input vector, has {len(inputs)} input(s)")
     if "scores" not in labels or "prediction" not in labels:
         raise CompileError(f"graph {graph.name}: needs outputs scores and prediction, has {', '.join(labels)}")
+    other = sorted(set(labels) - {"scores", "prediction"})
+    if other:  # its value would be computed for nothing (and gcc -Werror refuses a variable set but unused)
+        raise CompileError(f"graph {graph.name}: output {', '.join(other)} is not one the C returns "
+                           "(scores, prediction)")
     scores, prediction = graph.type(labels["scores"]), graph.type(labels["prediction"])
     numeric = scores.dtype.is_float or scores.dtype.is_fixed
     if scores.rank != 1 or not numeric or graph.op(labels["scores"]) == "input":
