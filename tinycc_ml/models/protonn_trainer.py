@@ -249,7 +249,16 @@ class _BudgetSearch:
 # --------------------------------------------------------------------------------------------
 
 
-ADAM_BATCH = 64  # step_rule="adam", batch_size=None: rows per mini-batch
+ADAM_BATCH = 64  # step_rule="adam", batch_size=None: rows per mini-batch ...
+ADAM_STEPS_PER_EPOCH = 25  # ... or fewer on small data, down to ADAM_MIN_BATCH, for this many steps per epoch
+ADAM_MIN_BATCH = 16
+
+
+def adam_batch(n_rows: int) -> int:
+    """Rows per Adam step by default: 64, fewer on small data so that an epoch is not a handful of steps."""
+    return max(ADAM_MIN_BATCH, min(ADAM_BATCH, n_rows // ADAM_STEPS_PER_EPOCH))
+
+
 SLEEC_SAMPLE = 4000  # rows the label embedding is computed on (a dense n x n similarity)
 SLEEC_NEIGHBOURS = 15  # label-space neighbours each row keeps (SLEEC's local distance preservation)
 
@@ -366,8 +375,9 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         16 kB 95.91 -> 96.36%, at 2 kB 93.97 -> 93.87%); with ``early_stopping``, the most tried.
     epochs : "armijo" / "paper": gradient steps (full batch) or epochs (mini-batch) per block per
         iteration (paper: 20 for GD; 5 here, more alternation per gradient evaluation).
-    batch_size : mini-batch size; None = 64 rows for "adam", full-batch gradient descent for the
-        other rules (the paper's choice for small data sets).
+    batch_size : mini-batch size; None = 64 rows for "adam" (fewer below 1,600 rows, down to 16, so that an
+        epoch takes 25 steps: breast_cancer 94.15 -> 96.10%, as the full-batch rule), full-batch gradient
+        descent for the other rules (the paper's choice for small data sets).
     learning_rate : "adam": the initial step (decayed on a cosine to 5% of it).
     projection_decay : "adam": each step also moves W towards its start by ``learning_rate *
         projection_decay * density * (W - W_start)`` (decoupled decay, as AdamW's but towards the
@@ -779,7 +789,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         cosine to 5% over the epochs; W decays towards its start (``projection_decay``)."""
         n = Xs.shape[0]
         g2 = np.float32(gamma * gamma)
-        bs = max(1, min(ADAM_BATCH if self.batch_size is None else int(self.batch_size), n))
+        bs = max(1, min(adam_batch(n) if self.batch_size is None else int(self.batch_size), n))
         lr0 = float(self.learning_rate)
         if not (np.isfinite(lr0) and lr0 > 0):
             raise DataError(f"learning_rate={self.learning_rate!r}: expected a positive number")
