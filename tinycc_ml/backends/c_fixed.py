@@ -72,15 +72,16 @@ def store(em: CEmitter, node: Node, index: str | None, expr: str) -> str:
     chain = em.graph.analyses.fused.get(node.name)
     if chain and index is not None:
         em.stored_heads.add(node.name)
-        return fused_store(em, node, chain, index, saturate_c(em, node, expr))
+        return fused_store(em, node, chain, index, expr, saturated=False)
     target = em.var(node.name) if index is None or node.type.rank == 0 else f"{em.var(node.name)}[{index}]"
     return f"{target} = {saturate_c(em, node, expr)};"
 
 
-def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: str) -> str:
-    """One element of ``head`` (``value``, saturated) through its fused element-wise chain (plan_memory's
-    ``fused``): each step in a local, as its own code computes it, and only the last stored, in the head's
-    slot (which the chain's last value shares)."""
+def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: str, saturated: bool = True) -> str:
+    """One element of ``head`` (``value``: an int32 expression, already saturated to the head's type when
+    ``saturated``) through its fused element-wise chain (plan_memory's ``fused``): each step in a local, as
+    its own code computes it, saturated inline (a call to the shared helper per step costs more than the
+    step at -Os), and only the last stored, in the head's slot (which the chain's last value shares)."""
     parts, prev = [], head
     temps = {}
     for k, name in enumerate([head.name] + chain):
@@ -88,14 +89,22 @@ def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: s
         if k:
             em.inline_values[prev.name] = temps[prev.name]
             try:
-                value = saturate_c(em, node, ELEMENT[node.op](em, node)(index))
+                value = ELEMENT[node.op](em, node)(index)
             finally:
                 del em.inline_values[prev.name]
+        ctype = ctype_of(node.type.dtype)
+        bits = node.type.dtype.bits
+        if k or not saturated:
+            top = 2 ** (bits - 1) - 1
+            parts.append(f"int32_t t{k} = {value};" if bits < 32 else f"const int32_t t{k} = {value};")
+            if bits < 32:
+                parts.append(f"t{k} = t{k} > {top} ? {top} : (t{k} < -{top + 1} ? -{top + 1} : t{k});")
+            value = f"({ctype})t{k}"
         if k == len(chain):  # the chain's last value shares the head's slot (plan_memory)
             parts.append(f"{em.var(head.name)}[{index}] = {value};")
         else:
             temps[name] = f"f{k}"
-            parts.append(f"const {ctype_of(node.type.dtype)} f{k} = {value};")
+            parts.append(f"const {ctype} f{k} = {value};")
         prev = node
     return "{ " + " ".join(parts) + " }"
 
@@ -252,7 +261,9 @@ def _clip_element(em: CEmitter, node: Node):
     dtype = em.graph.type(a).dtype
     lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
     shift = dtype.scale - node.type.dtype.scale
-    bound = max(abs(int(lo)), abs(int(hi)))
+    top = 2 ** (dtype.bits - 1)  # the operand's range: the result lies in [clamp(-top), clamp(top - 1)]
+    ends = [min(max(v, int(lo)), int(hi)) for v in (-top, top - 1)]
+    bound = max(abs(ends[0]), abs(ends[1]))
     return lambda i: shift_c(em, _clamp_expr(em.at(a, i), int(lo), int(hi), dtype.bits), shift, bound)
 
 
