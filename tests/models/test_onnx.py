@@ -103,7 +103,16 @@ def _external(path):
               size_threshold=0)
 
 
+def _nan_weight(path):
+    proto = torch_like(path)
+    W2 = numpy_helper.to_array(proto.graph.initializer[2]).copy()
+    W2[3, 1] = np.nan
+    proto.graph.initializer[2].CopyFrom(_init("W2", W2))
+    onnx.save(proto, str(path))
+
+
 @pytest.mark.parametrize("make, message", [
+    (_nan_weight, r"W2 holds a non-finite value \(nan\) at index \(3, 1\)"),
     (lambda p: torch_like(p, extra_nodes=[helper.make_node("Conv", ["x", "W1"], ["c"], name="conv")]),
      "op Conv .node 'conv'. is not supported"),
     (lambda p: torch_like(p, dims=["batch", D]), "dimension 0 is dynamic .batch."),
