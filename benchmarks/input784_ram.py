@@ -25,6 +25,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simulated import print_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tinycc_ml.ir.fixed import quantise, run_fixed  # noqa: E402
@@ -77,14 +80,11 @@ def main(argv=None) -> None:
             finally:
                 shutil.rmtree(d, ignore_errors=True)
     print(f"digits upsampled to 28x28 (784 features, 0-255), ATmega328P (32 KB flash, 2 KB RAM); {len(Xt)} test rows")
-    head = (f"{'model':<38} {'prec':<6} {'clamp':<8} {'cycles':>9} {'flash':>6} {'RAM':>5} {'stack':>5} "
-            f"{'RAM+stack':>9} {'acc':>6} {'= run_fixed':>11}")
-    print(head)
-    print("-" * len(head))
-    for label, precision, on_read, cycles, flash, ram, stack, acc, exact in table:
-        print(f"{label:<38} {precision:<6} {'on read' if on_read else 'copy':<8} {cycles:>9.0f} {flash:>6} {ram:>5} "
-              f"{stack:>5} {ram + stack:>9} {acc:>6.3f} {'yes' if exact else 'NO':>11}")
-
+    print_table([("model", lambda r: r[0], -38), ("prec", lambda r: r[1], -6),
+                 ("clamp", lambda r: "on read" if r[2] else "copy", -8), ("cycles", lambda r: f"{r[3]:.0f}", 9),
+                 ("flash", lambda r: str(r[4]), 6), ("RAM", lambda r: str(r[5]), 5), ("stack", lambda r: str(r[6]), 5),
+                 ("RAM+stack", lambda r: str(r[5] + r[6]), 9), ("acc", lambda r: f"{r[7]:.3f}", 6),
+                 ("= run_fixed", lambda r: "yes" if r[8] else "NO", 11)], table)
 
 if __name__ == "__main__":
     main()

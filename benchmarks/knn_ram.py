@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from letter import letter26  # noqa: E402
+from simulated import print_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 import tinycc_ml.passes.fixed_pipeline as fixed_pipeline  # noqa: E402
@@ -106,15 +107,13 @@ def main(argv=None) -> None:
             plan += [(target, "int16", n, fused) for fused in (True, False) for n in (250, 500, 1000)]
     table = [measure(X, y, Xt, yt, n, t, p, fused) for t, p, n, fused in plan]
     print(f"kNN k={K}, letter-26 (16 features, 26 classes): first n training rows; {len(Xt)} test rows each")
-    head = (f"{'target':<10} {'prec':<13} {'train rows':>10} {'per inference':>18} {'per row':>8} {'flash':>6} "
-            f"{'RAM':>5} {'stack':>5} {'RAM+stack':>9} {'acc':>6} {'= run_fixed':>11}")
-    print(head)
-    print("-" * len(head))
-    for r in table:
-        print(f"{r['target']:<10} {r['precision']:<13} {r['rows']:>10} {r['mean']:>11.0f} {r['unit']:<6} "
-              f"{r['per_row']:>8.1f} {r['flash']:>6} {r['ram']:>5} {r['stack']:>5} {r['ram'] + r['stack']:>9} "
-              f"{r['acc']:>6.3f} {'yes' if r['exact'] else 'NO':>11}")
-
+    print_table([("target", lambda r: r["target"], -10), ("prec", lambda r: r["precision"], -13),
+                 ("train rows", lambda r: str(r["rows"]), 10),
+                 ("per inference", lambda r: f"{r['mean']:>11.0f} {r['unit']:<6}", 18),
+                 ("per row", lambda r: f"{r['per_row']:.1f}", 8), ("flash", lambda r: str(r["flash"]), 6),
+                 ("RAM", lambda r: str(r["ram"]), 5), ("stack", lambda r: str(r["stack"]), 5),
+                 ("RAM+stack", lambda r: str(r["ram"] + r["stack"]), 9), ("acc", lambda r: f"{r['acc']:.3f}", 6),
+                 ("= run_fixed", lambda r: "yes" if r["exact"] else "NO", 11)], table)
 
 if __name__ == "__main__":
     main()

@@ -22,6 +22,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simulated import print_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tinycc_ml.backends.avr import Atmega1284pBackend  # noqa: E402
@@ -96,15 +99,13 @@ def main(argv=None) -> None:
                 "speedup": cycles_float / mean if cycles_float else 1.0})
             shutil.rmtree(d, ignore_errors=True)
     print(f"\n{len(rows)} USPS-10 test rows; float model accuracy {np.mean(float_pred == yt[:len(rows)]):.3f}")
-    head = (f"{'target':<48} {'prec':<6} {'per inference':>15} {'max':>9} {'/MAC':>6} {'flash':>6} {'RAM':>5} "
-            f"{'stack':>5} {'acc':>6} {'agree':>6} {'vs float':>8}")
-    print(head)
-    print("-" * len(head))
-    for r in table:
-        print(f"{r['target']:<48} {r['precision']:<6} {r['mean']:>9.0f} {r['unit']:<5} {r['max']:>9} "
-              f"{r['per_mac']:>6.1f} {r['flash']:>6} {r['ram']:>5} {r['stack']:>5} {r['acc']:>6.3f} "
-              f"{r['agree']:>6.3f} {r['speedup']:>7.1f}x")
-
+    print_table([("target", lambda r: r["target"], -48), ("prec", lambda r: r["precision"], -6),
+                 ("per inference", lambda r: f"{r['mean']:>9.0f} {r['unit']:<5}", 15),
+                 ("max", lambda r: str(r["max"]), 9), ("/MAC", lambda r: f"{r['per_mac']:.1f}", 6),
+                 ("flash", lambda r: str(r["flash"]), 6), ("RAM", lambda r: str(r["ram"]), 5),
+                 ("stack", lambda r: str(r["stack"]), 5), ("acc", lambda r: f"{r['acc']:.3f}", 6),
+                 ("agree", lambda r: f"{r['agree']:.3f}", 6), ("vs float", lambda r: f"{r['speedup']:>7.1f}x", 8)],
+                table)
 
 if __name__ == "__main__":
     main()

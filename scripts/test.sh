@@ -4,6 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY="${PYTHON:-$(command -v python || command -v python3)}"
+# The tests start some hundred Python processes (xdist workers, the command line, fit's workers): with
+# PYTHONDONTWRITEBYTECODE each would compile every module and pytest re-rewrite every test file anew.
+unset PYTHONDONTWRITEBYTECODE
 export PIP_ROOT_USER_ACTION=ignore
 pip_flags=(--quiet --disable-pip-version-check)
 # A distribution's own Python (Debian 12: /usr/bin/python3) refuses pip installs outside a venv.

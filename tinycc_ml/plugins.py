@@ -15,6 +15,7 @@ except its errors, so any module can use it without an import cycle.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterator, MutableMapping
 from importlib.metadata import entry_points
 
@@ -34,6 +35,9 @@ def import_object(spec: str):
     return obj
 
 
+_ENTRY_POINT_SPECS: dict[tuple, dict[str, str]] = {}
+
+
 class Registry(MutableMapping):
     """``name -> object``, loaded lazily; a mapping (``in``, ``[]``, iteration over names, ``register``).
 
@@ -50,7 +54,12 @@ class Registry(MutableMapping):
 
     # ---- sources
     def _entry_point_specs(self) -> dict[str, str]:
-        return {ep.name: ep.value for ep in entry_points(group=self.group)}
+        # scanning every installed distribution costs ~10 ms and compile asks several registries:
+        # once per process and search path (the function is in the key so tests can swap it)
+        key = (entry_points, self.group, tuple(sys.path))
+        if key not in _ENTRY_POINT_SPECS:
+            _ENTRY_POINT_SPECS[key] = {ep.name: ep.value for ep in entry_points(group=self.group)}
+        return _ENTRY_POINT_SPECS[key]
 
     def _all_specs(self) -> dict[str, str]:
         return {**self._specs, **self._entry_point_specs()}

@@ -8,6 +8,7 @@ range is measured exactly and reported, beside that of the other form.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -49,6 +50,21 @@ def build_tanh_lut(s_in: int, s_out: int, xs: np.ndarray, max_error: float = DEF
     return best
 
 
+def _tanh_forms(s_in: int, s_out: int, lo_q: int, hi_q: int, max_error: float):
+    """(table attrs, table error, table bytes, clamp error) over the inputs lo_q..hi_q."""
+    attrs, table_err, size, clamp_err = _tanh_forms_cached(s_in, s_out, lo_q, hi_q, max_error)
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in attrs.items()}, table_err, size, clamp_err
+
+
+@functools.lru_cache(maxsize=256)  # the scale search asks for the same forms in most of its trials
+def _tanh_forms_cached(s_in: int, s_out: int, lo_q: int, hi_q: int, max_error: float):
+    xs = np.arange(lo_q, hi_q + 1, dtype=np.int64)
+    truth = np.tanh(xs * 2.0**-s_in)
+    clamp_err = float(np.max(np.abs(evaluate_tanh_clamp(xs, s_in, s_out) * 2.0**-s_out - truth)))
+    attrs, table_err, size = build_tanh_lut(s_in, s_out, xs, max_error)
+    return attrs, table_err, size, clamp_err
+
+
 @register_pass
 class TanhApprox(Pass):
     name = "tanh_approx"
@@ -67,10 +83,8 @@ class TanhApprox(Pass):
             # still leaves the saturated value to approximate
             lo_q = min(max(int(math.floor(r.lo * 2.0**s_in)), -(2**15)), 2**15 - 1)
             hi_q = min(max(int(math.ceil(r.hi * 2.0**s_in)), -(2**15)), 2**15 - 1)
-            xs = np.arange(lo_q, hi_q + 1, dtype=np.int64)
-            truth = np.tanh(xs * 2.0**-s_in)
-            clamp_err = float(np.max(np.abs(evaluate_tanh_clamp(xs, s_in, s_out) * 2.0**-s_out - truth)))
-            attrs, table_err, size = build_tanh_lut(s_in, s_out, xs, ctx.options.tanh_max_error or DEFAULT_ERROR)
+            attrs, table_err, size, clamp_err = _tanh_forms(
+                s_in, s_out, lo_q, hi_q, ctx.options.tanh_max_error or DEFAULT_ERROR)
             use_table = mode == "table" or (mode == "auto" and table_err < clamp_err)
             data = graph.nx.nodes[name]
             if use_table:

@@ -129,50 +129,31 @@ class Family:
 
     def estimator(self, settings: dict):
         """A fresh, unfitted estimator with ``settings``."""
-        if self.name == "protonn":
-            from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+        from tinycc_ml.plugins import import_object
 
-            return ProtoNNClassifier(**settings)
-        if self.name == "bonsai":
-            from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+        spec, standardised = ESTIMATORS[self.name]
+        estimator = import_object(spec)(**settings)
+        if not standardised:
+            return estimator
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
 
-            return BonsaiClassifier(**settings)
-        if self.name == "nearest-prototype":
-            from tinycc_ml.models.npc import NearestPrototypeClassifier
+        return make_pipeline(StandardScaler(), estimator)
 
-            return NearestPrototypeClassifier(**settings)
-        if self.name == "snc":
-            from tinycc_ml.models.snc import SNCClassifier
 
-            return SNCClassifier(**settings)
-        if self.name == "linear":
-            from sklearn.linear_model import LogisticRegression
-            from sklearn.pipeline import make_pipeline
-            from sklearn.preprocessing import StandardScaler
-
-            return make_pipeline(StandardScaler(), LogisticRegression(**settings))
-        if self.name == "random-forest":
-            from sklearn.ensemble import RandomForestClassifier
-
-            return RandomForestClassifier(**settings)
-        if self.name == "gradient-boosting":
-            from sklearn.ensemble import HistGradientBoostingClassifier
-
-            return HistGradientBoostingClassifier(**settings)
-        if self.name == "mlp":
-            from sklearn.neural_network import MLPClassifier
-            from sklearn.pipeline import make_pipeline
-            from sklearn.preprocessing import StandardScaler
-
-            return make_pipeline(StandardScaler(), MLPClassifier(**settings))
-        if self.name == "naive-bayes":
-            from sklearn.naive_bayes import GaussianNB
-
-            return GaussianNB(**settings)
-        from tinycc_ml.models.knn import KNNClassifier
-
-        return KNNClassifier(**settings)
-
+# each family's estimator class, and whether it learns on standardised features (a StandardScaler before it)
+ESTIMATORS = {
+    "protonn": ("tinycc_ml.models.protonn_trainer:ProtoNNClassifier", False),
+    "bonsai": ("tinycc_ml.models.bonsai_trainer:BonsaiClassifier", False),
+    "nearest-prototype": ("tinycc_ml.models.npc:NearestPrototypeClassifier", False),
+    "snc": ("tinycc_ml.models.snc:SNCClassifier", False),
+    "linear": ("sklearn.linear_model:LogisticRegression", True),
+    "mlp": ("sklearn.neural_network:MLPClassifier", True),
+    "naive-bayes": ("sklearn.naive_bayes:GaussianNB", False),
+    "knn": ("tinycc_ml.models.knn:KNNClassifier", False),
+    "random-forest": ("sklearn.ensemble:RandomForestClassifier", False),
+    "gradient-boosting": ("sklearn.ensemble:HistGradientBoostingClassifier", False),
+}
 
 FAMILIES = {f.name: f for f in (
     Family("protonn", "budget_bytes"),
