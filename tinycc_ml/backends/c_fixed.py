@@ -86,27 +86,83 @@ def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: s
     temps = {}
     for k, name in enumerate([head.name] + chain):
         node = em.graph.node(name)
+        narrow = None
         if k:
             em.inline_values[prev.name] = temps[prev.name]
             try:
+                narrow = _narrow_step(em, node, index, f"t{k}") if em.target.int16_arith else None
                 value = ELEMENT[node.op](em, node)(index)
             finally:
                 del em.inline_values[prev.name]
         ctype = ctype_of(node.type.dtype)
         bits = node.type.dtype.bits
-        if k or not saturated:
+        if narrow is not None:
+            parts += narrow
+            value = f"t{k}"
+        elif k or not saturated:
             top = 2 ** (bits - 1) - 1
             parts.append(f"int32_t t{k} = {value};" if bits < 32 else f"const int32_t t{k} = {value};")
             if bits < 32:
                 parts.append(f"t{k} = t{k} > {top} ? {top} : (t{k} < -{top + 1} ? -{top + 1} : t{k});")
             value = f"({ctype})t{k}"
         if k == len(chain):  # the chain's last value shares the head's slot (plan_memory)
-            parts.append(f"{em.var(head.name)}[{index}] = {value};")
+            sums = em.target.offset_store(em, name)
+            if sums:  # offset-binary for its reader kernel, which takes the sum too
+                parts += [f"const uint16_t u = (uint16_t)((uint16_t){value} ^ 0x8000u);",
+                          f"{em.var(head.name)}[{index}] = (int16_t)u;", f"{sums}[0] += u;"]
+            else:
+                parts.append(f"{em.var(head.name)}[{index}] = {value};")
         else:
             temps[name] = f"f{k}"
             parts.append(f"const {ctype} f{k} = {value};")
         prev = node
     return "{ " + " ".join(parts) + " }"
+
+
+def _sat_shift16(t: str, s: str, n: int) -> str:
+    """``t = sat16(s * 2^n)`` for an int16 ``s``, in 16-bit arithmetic (the compares before the shift)."""
+    if n == 0:
+        return f"{t} = {s};"
+    return f"{t} = {s} > {32767 >> n} ? 32767 : ({s} < -{32768 >> n} ? (-32767 - 1) : (int16_t)({s} * {1 << n}));"
+
+
+def _narrow_step(em: CEmitter, node: Node, index: str, t: str) -> list[str] | None:
+    """A fused chain step as int16 C (targets with ``int16_arith``) when it is an add/sub of two int16 values
+    of one scale or a scalar clip of an int16 value, with a left shift (or none) to a 16-bit result; None
+    otherwise. Exactly the op's semantics: sat16((a +- b) * 2^n) is the sign's bound when a +- b overflows
+    int16 (its magnitude is then at least 2^15), else the 16-bit sum shifted with saturation."""
+    g = em.graph
+    if node.type.dtype.bits != 16 or any(g.type(i).dtype.bits != 16 for i in node.inputs):
+        return None
+    n = node.type.dtype.scale - scale_of(em, node.inputs[0])
+    if not 0 <= n <= 14:
+        return None
+    if node.op in ("add", "sub"):
+        a, b = node.inputs
+        if scale_of(em, a) != scale_of(em, b):
+            return None
+        A, B = em.at(a, index), em.at(b, index)
+        if node.op == "add":
+            over, sign, value = "(b > 0 ? a > 32767 - b : a < (-32767 - 1) - b)", "b > 0", "a + b"
+        else:
+            over, sign, value = "(b < 0 ? a > 32767 + b : a < (-32767 - 1) + b)", "b < 0", "a - b"
+        return [f"int16_t {t};", f"{{ const int16_t a = {A}, b = {B};",
+                f"if {over} {t} = {sign} ? 32767 : (-32767 - 1);",
+                f"else {{ const int16_t s = (int16_t)({value}); {_sat_shift16(t, 's', n)} }} }}"]
+    if node.op == "clip":
+        (a,) = node.inputs
+        lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], g.type(a).dtype)
+        if np.ndim(lo) or lo > 32767 or hi < -32768:
+            return None
+        lo, hi = int(lo), int(hi)
+        v = em.at(a, index)
+        clamped = v
+        if hi < 32767:
+            clamped = f"({v} > {hi} ? {hi} : {clamped})"
+        if lo > -32768:
+            clamped = f"({v} < {lo} ? {lo} : {clamped})"
+        return [f"int16_t {t};", f"{{ const int16_t s = (int16_t){clamped};", _sat_shift16(t, "s", n), "}"]
+    return None
 
 
 def fused_fallback(em: CEmitter, head: Node) -> list[str]:

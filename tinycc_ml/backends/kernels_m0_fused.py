@@ -158,6 +158,18 @@ def kernel_user(em, name: str) -> str | None:
     return sole_vector_user(em, name, matvec_ok, lambda e, n: sqdist8_ok(e, n) or sqdist_ok(e, n))
 
 
+def chain_offset_store(em, name: str) -> str | None:
+    """M0Target.offset_store: the last value of a fused element-wise chain whose only reader is the 9-row
+    mat-vec kernel is stored as x' = x + 2^15 and summed (the kernel's input pass, done by the stores)."""
+    from tinycc_ml.backends.kernels_avr import chain_last
+
+    if not chain_last(em, name) or kernel_user(em, name) != "matvec":
+        return None
+    sym = _sums(em, name)
+    em.scratch(sym, "uint32_t", 1)
+    return sym
+
+
 def _fused_clip(em, node: Node) -> bool:
     from tinycc_ml.backends.kernels_clip import clip_ok
 
@@ -179,6 +191,9 @@ def _prepare(em, x_name: str, kind: str) -> tuple[str, list[str]]:
         buf = f"(const uint16_t *){em.var(x_name)}"
         sums = [f"const uint32_t sx = {sym}[0];"] + ([f"const uint32_t xx = {sym}[1];"] if kind == "sqdist" else [])
         return buf, sums
+    if kind == "matvec" and em.target.offset_store(em, x_name):  # the chain's stores left x' and its sum
+        sym = _sums(em, x_name)
+        return f"(const uint16_t *){em.var(x_name)}", [f"const uint32_t sx = {sym}[0];", f"{sym}[0] = 0;"]
     buf = em.sym(f"xo_{em.var(x_name)}")
     em.scratch(buf, "uint16_t", n)
     x = em.var(x_name)
