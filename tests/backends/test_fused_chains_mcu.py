@@ -1,7 +1,8 @@
 """Fused element-wise chains on the microcontrollers: a layer's bias and clamp computed in the mat-vec's store
 (16-bit arithmetic on the AVR, whose int is 16 bits), the chain's last value stored offset-binary with its
 sum for the next mat-vec kernel, on rows far beyond the calibration (so that the steps saturate): bit-exact
-with the fixed-point interpreter."""
+with the fixed-point interpreter (the Cortex-M0's input clamp, whose lower bound is below 0, binds on both
+sides too)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def test_fused_chains_feeding_kernels_are_bit_exact_where_they_saturate(sim_targ
     source = (tmp_path / "ch.c").read_text()
     assert "^ 0x8000u);" in source  # a chain's last value stored offset-binary for the next kernel
     Xq = quantise(rows, result.output.input_scale, 16)
+    clamp = result.graph.node("x_clamped")  # the input clamp binds on both sides too
+    assert (Xq < clamp.attrs["lo"]).any() and (Xq > clamp.attrs["hi"]).any() and clamp.attrs["lo"] < 0
     expected = run_fixed(result.graph, Xq)
     run = get_backend(sim_target).simulate(tmp_path, result.output, rows)
     np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), expected["scores"])

@@ -103,7 +103,7 @@ def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: s
             top = 2 ** (bits - 1) - 1
             parts.append(f"int32_t t{k} = {value};" if bits < 32 else f"const int32_t t{k} = {value};")
             if bits < 32:
-                parts.append(f"t{k} = t{k} > {top} ? {top} : (t{k} < -{top + 1} ? -{top + 1} : t{k});")
+                parts.append(f"if (({ctype})t{k} != t{k}) t{k} = (t{k} >> 31) ^ {top};")
             value = f"({ctype})t{k}"
         if k == len(chain):  # the chain's last value shares the head's slot (plan_memory)
             sums = em.target.offset_store(em, name)

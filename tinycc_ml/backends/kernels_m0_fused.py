@@ -234,8 +234,9 @@ def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x_buf: str, acc: str, 
 
 def clamp_asm(name: str, n: int, lo: int, hi: int, squares: bool) -> str:
     """void name(const int16_t *x, uint16_t *out, uint32_t *sums): out[i] = clamp(x[i], lo, hi) + 2^15,
-    sums[0] = sum(out), with squares sums[1] = sum(clamp(x[i])^2). With lo = 0 one unsigned compare of the
-    zero-extended value settles the common case; the clamp itself is out of line."""
+    sums[0] = sum(out), with squares sums[1] = sum(clamp(x[i])^2). One unsigned compare settles the common case
+    (in range), the clamp itself is out of line: with lo = 0 of the zero-extended x; otherwise (no squares) of
+    u - (lo + 2^15) against hi - lo, u = x + 2^15 (x zero-extended, then EOR 2^15)."""
     b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
          ".thumb_func", f".type {name}, %function", f"{name}:", "push {r4-r7, lr}", "push {r2}",
          "movs r2, #0", "movs r3, #0", "movs r7, #1", "lsls r7, r7, #15", f"ldr r6, ={hi}", f"ldr r5, ={lo}",
@@ -243,7 +244,15 @@ def clamp_asm(name: str, n: int, lo: int, hi: int, squares: bool) -> str:
     unroll = 4 if n % 4 == 0 else (2 if n % 2 == 0 else 1)
     fast = lo == 0
     body, slow = [], []
+    if not fast and not squares:  # u = x + 2^15 (zero-extended, then EOR): in range iff u - lo' <= hi - lo unsigned
+        b += [f"ldr r3, ={lo + 32768}", f"ldr r6, ={hi - lo}"]
     for e in range(unroll):
+        if not fast and not squares:
+            body += [f"ldrh r4, [r5, #{2 * e}]", "eors r4, r7", "subs r0, r4, r3", "cmp r0, r6", f"bhi 2{e}f", f"3{e}:"]
+            # out of range: below lo when u - lo' is negative, else above hi
+            slow += [f"2{e}:", "mov r4, r3", "cmp r0, #0", "blt 4f", "adds r4, r4, r6", "4:", f"b 3{e}b"]
+            body += [f"strh r4, [r1, #{2 * e}]", "adds r2, r2, r4"]
+            continue
         if fast:
             body += [f"ldrh r4, [r5, #{2 * e}]", "cmp r4, r6", f"bhi 2{e}f", f"3{e}:"]
             slow += [f"2{e}:", "sxth r4, r4", "cmp r4, r6", "ble 4f", "mov r4, r6", "4:", "cmp r4, #0", "bge 5f",
