@@ -162,6 +162,8 @@ class CEmitter:
         self.prediction_node = self.graph.output("prediction")
         self.inline_values: dict[str, str] = {}  # value -> the C local holding its element (fused chains)
         self.stored_heads: set[str] = set()  # fused heads whose code stored through c_fixed.store
+        # the C local a loop of fused stores adds an offset-binary chain's sum into (CTarget.offset_store), if any
+        self.chain_sum: str | None = None
         self._const_symbols: dict[str, str] = {}
         self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import shift_c, store
+from tinycc_ml.backends.c_fixed import chain_sum_loop, shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
@@ -314,10 +314,10 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
     out_shift = node_output_shift(g, node.name)
     sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
+    stores = chain_sum_loop(em, node, f"for (int r = 0; r < {A.shape[0]}; ++r) ",
+                            lambda: [store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift))])
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
-            *("    " + c for c in calls),
-            f"    for (int r = 0; r < {A.shape[0]}; ++r)",
-            "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]
+            *("    " + c for c in calls), *("    " + ln for ln in stores), "}"]
 
 
 def kernel_sqdist(em, node: Node) -> list[str] | None:
