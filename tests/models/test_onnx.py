@@ -161,7 +161,8 @@ def chained(path, layers, final=None, width=6, dim=5, keras=False):
 def what_onnx_says(model, layers, final, X):
     """The model's answer to compare with onnx.reference's output: probabilities (softmax, a last Sigmoid),
     else the scores (class scores, a regression value)."""
-    if final == "Softmax" or (layers[-1][1] and layers[-1][1][-1] == "Sigmoid"):
+    acts = [op for op in layers[-1][1] if op != "Identity"]  # Identity: a no-op
+    if final == "Softmax" or (acts and acts[-1] == "Sigmoid"):
         p = model.predict_proba(X)
         return p[:, 1:] if layers[-1][0] == 1 else p
     return model.scores(X)
