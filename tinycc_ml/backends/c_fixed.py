@@ -116,7 +116,9 @@ def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: s
         elif k or not saturated:
             top = 2 ** (bits - 1) - 1
             parts.append(f"int32_t {t} = {value};" if bits < 32 else f"const int32_t {t} = {value};")
-            if bits < 32:
+            if bits < 32 and em.target.int16_arith:  # two compares of int32 constants: cheaper than narrowing there
+                parts.append(f"{t} = {t} > {top} ? {top} : ({t} < -{top + 1} ? -{top + 1} : {t});")
+            elif bits < 32:  # one compare of the narrowed value: it is the value unless it saturates
                 parts.append(f"if (({ctype}){t} != {t}) {t} = ({t} >> 31) ^ {top};")
             value = f"({ctype}){t}"
         if k == len(chain):  # the chain's last value shares the head's slot (plan_memory)
