@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import re
@@ -48,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -148,6 +150,7 @@ def one_case(kind: str, seed: int, case: int, timeout: int, start_seconds: float
 
 
 CHUNK = 25  # cases per task on a worker
+PROGRESS_SECONDS = 60  # a progress line this often on long runs
 SLOW_CHUNK = 3  # for the surfaces whose cases take seconds
 
 
@@ -155,6 +158,10 @@ def _prepare(kind: str, memory: int | None) -> float:
     if memory is not None and kind not in NO_MEMORY_LIMIT and resource.getrlimit(resource.RLIMIT_AS)[0] != memory:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     signal.signal(signal.SIGALRM, _alarm)
+    # the cases' outcomes are counted: the compiler's warnings about them (a poor int8 build, a flat
+    # calibration feature, numpy overflow in a hostile model's folding) would be a flood on a long run
+    logging.getLogger("tinycc_ml").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
     seed_files(), seed_texts()  # compiled once per process, outside any case's time limit
     if kind == "interrupt":
         from tests.cli_fuzzing import python_start_seconds
@@ -252,13 +259,25 @@ def run_surface(kind: str, seed: int, args, limit, executor) -> tuple:
     def sought_found() -> bool:
         return stop_on is not None and any(stop_on.search(detail) for _, detail in found)
 
+    total = None if args.explore or args.case is not None else (
+        args.cli_cases if kind == "cli" and args.cli_cases else args.cases)
+    reported = start
+
     def absorb(chunk_cases, result):
-        nonlocal slowest, ran
+        nonlocal slowest, ran, reported
         c, crashes, slow = result
         counts.update(c)
         found.extend(crashes)
         slowest = max(slowest, slow)
         ran += len(chunk_cases)
+        for case, detail in crashes:  # at once: a long run's findings are worth reading before it ends
+            print(f"  {kind}: crash in case {case}: {detail[:300]}", file=sys.stderr, flush=True)
+        now = time.perf_counter()
+        if now - reported >= PROGRESS_SECONDS:
+            reported, rate = now, ran / (now - start)
+            left = f", about {(total - ran) / rate / 60:.0f} min left" if total and rate else ""
+            print(f"  {kind}: {ran}{f'/{total}' if total else ''} cases, {counts['crash']} crashes, "
+                  f"{rate:.1f} cases/s{left}", file=sys.stderr, flush=True)
 
     if executor is None:
         for chunk_cases in cases_iter:

@@ -346,7 +346,7 @@ def mutate_ir_text(pick: Chooser) -> str:
                 while end < len(line) and (line[end].isdigit() or line[end] in ".e-"):
                     end += 1
                 line = line[:k] + pick.choice(NUMBERS) + line[end:]
-        elif kind == "op" and " = " in line and "(" in line:
+        elif kind == "op" and "(" in line.partition(" = ")[2]:  # the operands' "(" after the "=" (not before)
             head, rest = line.split(" = ", 1)
             line = head + " = " + pick.choice(OPS) + rest[rest.index("("):]
         elif kind == "operand":

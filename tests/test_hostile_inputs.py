@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,8 +19,9 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tests.cli_fuzzing import run_cli_inprocess
 from tests.conftest import require_target
-from tests.models.test_protonn import cli, expect_clean_failure
+from tests.models.test_protonn import cli, expect_clean_failure, run_cli_cases
 from tinycc_ml.api import load_model
 from tinycc_ml.backends.base import get_backend
 from tinycc_ml.errors import CompileError, DataError, IRError, IRParseError, ModelFileError
@@ -217,6 +219,14 @@ def test_values_beyond_float32_never_reach_the_c(tmp_path, change, words):
         tinycc_ml.compile(model, precision="float")  # folding may be where it overflows
     for word in words:
         assert word in str(info.value)
+    if len(words) == 1:  # the files that load and fail while compiling: the message names the file too
+        path = tmp_path / "hostile.npz"
+        ProtoNNModel.from_arrays(small_protonn().arrays(), {}, "m.npz").save(path)
+        raw = dict(np.load(path, allow_pickle=False))
+        change(raw)
+        np.savez(path, **raw)
+        status, _, err = run_cli_inprocess(["compile", path, "-o", tmp_path / "out"])
+        assert status == 2 and err.startswith(f"tinycc-ml: error: {path}: ") and "float32" in err, err
 
 
 @pytest.mark.parametrize("precision", ["int16", "int8"])
@@ -302,9 +312,10 @@ def test_report_bad_shapes_rows_and_calibration_note(tmp_path):
     good = tmp_path / "good.npz"
     np.savez(good, X=X, y=rng.integers(0, 2, 40))
     out = tmp_path / "never"
-    expect_clean_failure(cli("report", model_path, "--data", zero_d_x), out, "X", "shape")
-    expect_clean_failure(cli("report", model_path, "--data", zero_d_y), out, "y", "shape")
-    expect_clean_failure(cli("report", model_path, "--data", good, "--rows", "-5"), out, "--rows")
+    bad = run_cli_cases([("report", model_path, "--data", zero_d_x), ("report", model_path, "--data", zero_d_y),
+                         ("report", model_path, "--data", good, "--rows", "-5")])
+    for run, words in zip(bad, [("X", "shape"), ("y", "shape"), ("--rows",)], strict=True):
+        expect_clean_failure(run, out, *words)
     run = cli("report", model_path, "--data", good, "--rows", "20")
     assert run.returncode == 0, run.stderr
     assert "calibrating on the test rows" in run.stderr
@@ -339,6 +350,40 @@ def test_verify_rejects_index_out_of_range_and_const_outputs():
         verify(parse_graph(BASE_IR.replace("K", "2")))
     with pytest.raises(IRError, match="constant"):
         verify(parse_graph(BASE_IR.replace("K", "0").replace("output scores = %y", "output scores = %m")))
+
+
+KVOTE_IR = """graph g {
+  %x = input() {name = "x"} : f32[2]
+  %M = PROTOTYPES
+  %v = sqdist_kvote(%x, %M) {k = 1, labels = array<int32>(2)[0, 1], n_classes = 2} : f32[2]
+  %p = argmax(%v) : idx[]
+  output scores = %v
+  output prediction = %p
+}
+"""
+
+
+@pytest.mark.parametrize("prototypes, words", [
+    ('const() {value = array<float32>(2,2)[1, 2, 3, 4]} : f32[2,2]', None),
+    ('const() {value = array<float32>(2)[1, 2]} : f32[2]', "shapes (2,) and (2,)"),
+    ('sparse_const() {col_ptr = array<int32>(3)[0, 1, 2], row_indices = array<int32>(2)[0, 1], shape = [2, 2], '
+     'values = array<float32>(2)[1, 2]} : f32[2,2]', "operand 2 is the sparse_const %M"),
+], ids=["dense", "a vector", "sparse"])
+def test_fused_nearest_vote_needs_a_dense_matrix(prototypes, words):
+    # found by the 10^5-case IR fuzz run: an IndexError in the type rule, a KeyError in the C emitter and C
+    # naming an array that does not exist (any op but a mat-vec given a sparse matrix, e.g. sqdist below)
+    from tests.fuzzing import run_ir_case
+
+    outcome = run_ir_case(KVOTE_IR.replace("PROTOTYPES", prototypes))
+    if words is None:
+        assert outcome.kind == "ok", outcome.detail
+    else:
+        assert outcome.kind == "error" and words in outcome.detail, outcome
+    if "sparse_const" in prototypes:
+        plain = KVOTE_IR.replace("PROTOTYPES", prototypes).replace(
+            "sqdist_kvote(%x, %M) {k = 1, labels = array<int32>(2)[0, 1], n_classes = 2}", "sqdist(%x, %M)")
+        outcome = run_ir_case(plain)
+        assert outcome.kind == "error" and "operand 2 is the sparse_const %M" in outcome.detail, outcome
 
 
 # ---------------------------------------------------------------- 12. messages
@@ -603,7 +648,6 @@ def table_graph_texts():
 def test_integer_attributes_outside_their_range_fail_verify(table_graph_texts, op, attr, value):
     """drop_bits = -40 passed verify(); run_fixed raised "negative shift count" and the host C
     shifted by a negative count. Every op's integer attributes are range-checked now."""
-    import re
 
     graph_text = next(text for text in table_graph_texts if f"= {op}(" in text)
     verify(parse_graph(graph_text))

@@ -356,8 +356,13 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     # numpy's default error handling whatever the caller's (a library that sets seterr(all="raise") on
     # import must not turn the float32 underflow the passes expect into an exception)
     with np.errstate(divide="warn", over="warn", under="ignore", invalid="warn"):
-        return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
-                        example_labels, options)
+        try:
+            return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
+                            example_labels, options)
+        except ModelFileError as exc:  # found while compiling a loaded file: name the file, as loading does
+            if isinstance(model, (str, os.PathLike)) and str(model) not in str(exc):
+                exc.args = (f"{model}: {exc.args[0] if exc.args else exc}", *exc.args[1:])
+            raise
 
 
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,

@@ -71,7 +71,7 @@ def graphs(draw):
         if op == "matvec":
             last = g.add("matvec", [matrix(k, n), vector(n)], name=name())
         elif op == "sqdist":
-            last = g.add("sqdist", [vector(n), matrix(n, k)], name=name())
+            last = g.add("sqdist", [vector(n), const((n, k))], name=name())  # only mat-vecs take sparse ones
         elif op in ("add", "sub", "mul"):
             right = const(()) if draw(st.booleans()) else vector(n)
             last = g.add(op, [vector(n), right], name=name())

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -146,9 +145,15 @@ BAD_DIRECTORIES = {
 
 
 def run_cli_cases(cases) -> list[subprocess.CompletedProcess]:
-    """Run several independent CLI invocations at once (each is mostly interpreter start-up)."""
-    with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 1))) as pool:
-        return list(pool.map(lambda args: cli(*args), cases))
+    """Run command lines in this process, through ``cli.main`` as the script does (a new interpreter per
+    case would cost more than the case: the whole process is tested by the cases that use ``cli``)."""
+    from tests.cli_fuzzing import run_cli_inprocess
+
+    runs = []
+    for args in cases:
+        status, out, err = run_cli_inprocess(list(args))
+        runs.append(subprocess.CompletedProcess(args, status, out, err))
+    return runs
 
 
 def test_bad_edgeml_directories(cancer, tmp_path):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.backends.project import ARM_LINKER_SECTIONS, Board
+from tinycc_ml.backends.project import ARM_LINKER_SECTIONS, SEMIHOSTING_EXIT_C, Board
 from tinycc_ml.chips import MPS2_AN386, MPS2_AN505, Chip
 
 
@@ -75,17 +75,7 @@ uint32_t board_time(void) { return 0u - TIMER0_VALUE; /* counts up */ }
 
 uint32_t board_us_since(uint32_t start) { return (board_time() - start) / CLOCK_MHZ; }
 
-void board_exit(int code)
-{
-    /* SYS_EXIT_EXTENDED (0x20) with ADP_Stopped_ApplicationExit passes the code on */
-    uint32_t block[2] = {0x20026u, (uint32_t)code};
-    register uint32_t r0 __asm__("r0") = 0x20;
-    register uint32_t *r1 __asm__("r1") = block;
-    __asm__ __volatile__("bkpt 0xAB" : "+r"(r0) : "r"(r1) : "memory");
-    for (;;) {
-    }
-}
-"""
+""" + SEMIHOSTING_EXIT_C
 
 STARTUP_C = """\
 /* Cortex-M4F / M33 start-up for the MPS2 boards: vector table, FPU on, copy .data, zero .bss, call main. */

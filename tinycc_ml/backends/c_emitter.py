@@ -104,6 +104,9 @@ class CTarget:
     # the op's semantics in the registry define. (op, "on_read"): for a node reading the input clamp
     # applied on read (CEmitter.clamp_on_read), which it reads through CEmitter.clamp_function.
     code_overrides: dict = field(default_factory=dict)
+    # the saturation helpers always inlined, in a form with one compare on the common path (the Cortex-M0:
+    # at -Os gcc leaves the shared form a call)
+    inline_saturation: bool = False
 
 
 @dataclass
@@ -164,6 +167,7 @@ class CEmitter:
         self.stored_heads: set[str] = set()  # fused heads whose code stored through c_fixed.store
         # the C local a loop of fused stores adds an offset-binary chain's sum into (CTarget.offset_store), if any
         self.chain_sum: str | None = None
+        self.emitting: list[str] = []  # the nodes of the function code() is writing
         self._const_symbols: dict[str, str] = {}
         self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
 
@@ -281,6 +285,7 @@ class CEmitter:
 
     def code(self, names) -> list[str]:
         out = []
+        self.emitting = list(names)  # the nodes of the function being written (kernels sharing set-up ask)
         fused = self.graph.analyses.fused
         inner = {m: head for head, members in fused.items() for m in members}
         for name in names:

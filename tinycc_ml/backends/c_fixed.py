@@ -61,6 +61,11 @@ def saturate_bits_c(em: CEmitter, bits: int, expr: str) -> str:
     name = em.sym(f"sat{bits}")
     if name not in em.helpers:
         top = 2 ** (bits - 1) - 1
+        if em.target.inline_saturation:  # in range when the narrowed value is v; else the bound of v's sign
+            em.helpers[name] = (
+                f"static inline __attribute__((always_inline)) int{bits}_t {name}(int32_t v)\n{{\n"
+                f"    return (int32_t)(int{bits}_t)v == v ? (int{bits}_t)v : (int{bits}_t)((v >> 31) ^ {top});\n}}\n")
+            return f"{name}({expr})"
         em.helpers[name] = (
             f"static inline int{bits}_t {name}(int32_t v)\n"
             f"{{\n    return v > {top} ? {top} : (v < -{top + 1} ? -{top + 1} : (int{bits}_t)v);\n}}\n"
@@ -208,8 +213,15 @@ def fused_fallback(em: CEmitter, head: Node) -> list[str]:
     n = head.type.size
     value = f"{em.var(head.name)}[i]"
     chain = em.graph.analyses.fused[head.name]
+    if identity_chain(em, chain):
+        return [f"/* %{head.name}'s chain leaves its values as they are: no loop */"]
     return chain_sum_loop(em, head, f"for ({index_type(n)} i = 0; i < {n}; ++i) ",
                           lambda: [fused_store(em, head, chain, "i", value)])
+
+
+def identity_chain(em: CEmitter, chain: list[str]) -> bool:
+    """A chain of scales that leave every value as it is (identity_scale): nothing to compute or store."""
+    return all(em.graph.op(m) == "scale" and identity_scale(em, em.graph.node(m)) for m in chain)
 
 
 def chain_sum_loop(em: CEmitter, head: Node, loop: str, body) -> list[str]:
@@ -226,6 +238,17 @@ def chain_sum_loop(em: CEmitter, head: Node, loop: str, body) -> list[str]:
         em.chain_sum = None
     return ["{", "    uint32_t chain_sum = 0;", f"    {loop}{{ " + " ".join(lines) + " }",
             f"    {sums}[0] += chain_sum;", "}"]
+
+
+def shared_x_readers(em: CEmitter, x_name: str, ok) -> list[str]:
+    """The matvec_at nodes reading x ``x_name`` on a kernel (``ok``), in schedule order: the first one prepares
+    what the kernel needs from x (its offset sum, on the M0 also x + 2^15) in a scratch the others read (x is
+    not written while they run: its slot stays live up to its last reader)."""
+    g = em.graph
+    here = set(getattr(em, "emitting", None) or g.order())  # readers in one function only (streaming's
+    # finish() runs the tail without the run function's nodes)
+    return [n for n in g.order() if g.op(n) == "matvec_at" and g.node(n).inputs[2] == x_name
+            and n in here and ok(em, g.node(n))]
 
 
 def scale_of(em: CEmitter, name: str) -> int:
@@ -340,12 +363,38 @@ def _mul_element(em: CEmitter, node: Node):
     return lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {em.at(b, i)}", k, bound)
 
 
+def _pow2_exponent(fq) -> int | None:
+    """p when the integer factor is 2^p, else None."""
+    fq = int(fq)
+    return fq.bit_length() - 1 if fq > 0 and fq & (fq - 1) == 0 else None
+
+
 def _scale_element(em: CEmitter, node: Node):
     (a,) = node.inputs
     k = scale_of(em, a) + node.attrs["factor_scale"] - node.type.dtype.scale
     fq = node.attrs["factor_q"]
     bound = _value_bound(em, a) * abs(int(fq))
+    p = _pow2_exponent(fq)
+    if p is not None:  # rshift(v 2^p, k) = shift(v, k - p) exactly (v 2^p is a multiple of 2^k when k <= p)
+        s = k - p
+        if em.graph.type(a).dtype.bits == 16 and 1 <= s <= 15:  # in int (16 bits on AVR): v >> s plus the rounding bit
+            return lambda i: f"(int32_t)(((int){em.at(a, i)} >> {s}) + (((int){em.at(a, i)} >> {s - 1}) & 1))"
+        if em.graph.type(a).dtype.bits == 16 and node.type.dtype.bits <= 16 and -15 <= s <= -1:
+            # saturated where v 2^-s leaves int16 (the store saturates to node's type after)
+            hi, lo = 32767 >> -s, -(32768 >> -s)
+            return lambda i: (f"({em.at(a, i)} > {hi} ? INT32_C(32767) : ({em.at(a, i)} < {lo} ? INT32_C(-32768) : "
+                              f"(int32_t)(int16_t)(uint16_t)((uint16_t){em.at(a, i)} << {-s})))")
+        return lambda i: shift_c(em, f"(int32_t){em.at(a, i)}", k - p, bound)
     return lambda i: shift_c(em, f"(int32_t){em.at(a, i)} * {fq}", k, bound)
+
+
+def identity_scale(em: CEmitter, node: Node) -> bool:
+    """A scale that leaves every value as it is (factor 2^p undone by its shift, no narrower type): sigma = 1
+    in Bonsai's tanh(sigma V z) at equal scales."""
+    (a,) = node.inputs
+    p = _pow2_exponent(node.attrs["factor_q"])
+    k = scale_of(em, a) + node.attrs["factor_scale"] - node.type.dtype.scale
+    return p is not None and k == p and node.type.dtype.bits >= em.graph.type(a).dtype.bits
 
 
 def _elementwise(element):
@@ -415,26 +464,170 @@ def _tanh_clamp(em: CEmitter, node: Node) -> list[str]:
                                              one))
 
 
-def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
+def tanh_lut_lines(em: CEmitter, node: Node, final) -> list[str]:
+    """The body computing element i of a tanh_lut (table with linear interpolation) in int32 C; ``final``
+    turns the value (before saturation) into the last line (a store, or a local of the fused loop)."""
     (a,) = node.inputs
     at = node.attrs
     table = em.add_const_array(em.sym(f"{node.name}_tanh"), at["table"], "int16_t",
                                f"%{node.name}: tanh table, scale 2^-{at['table_scale']}")
-    n, drop, top = node.type.size, at["drop_bits"], at["in_max_q"]
+    drop, top = at["drop_bits"], at["in_max_q"]
     rd = em.target.read_const
     last = len(at["table"]) - 1
     return [
-        f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
         f"    const int32_t v = {em.at(a, 'i')};",
         f"    const int32_t mag = v < 0 ? -v : v, a = mag < {top} ? mag : INT32_C({top});",
         f"    const int32_t t = a >> {drop}, f = a & {(1 << drop) - 1};",
         f"    const int32_t y0 = {rd(table, 't', 'int16_t')};",
         f"    const int32_t y1 = {rd(table, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
         f"    const int32_t y = y0 + ({rshift_c('(y1 - y0) * f', drop)});",
-        "    " + store(em, node, "i", shift_c(em, "v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale,
-                                          bound=int(np.max(np.abs(at["table"].astype(np.int64)), initial=0)))),
-        "}",
+        "    " + final(shift_c(em, "v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale,
+                              bound=int(np.max(np.abs(at["table"].astype(np.int64)), initial=0)))),
     ]
+
+
+def _tanh_lut(em: CEmitter, node: Node) -> list[str]:
+    if fused_tanh(em, node):
+        unused = [f"(void){em.var(node.name)};"] if node.name in em.graph.analyses.memory_plan else []
+        return [f"/* computed in the loop of %{em.graph.users(node.name)[0]} (tanh and product fused) */", *unused]
+    n = node.type.size
+    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
+            *tanh_lut_lines(em, node, lambda value: store(em, node, "i", value)), "}"]
+
+
+def tanh_of_mul(em: CEmitter, node: Node) -> tuple[Node, str] | None:
+    """(the tanh_lut, the other operand) when the element-wise product ``node`` multiplies a computed vector by
+    a tanh_lut used by nothing else (Bonsai's W z * tanh(sigma V z)): one loop computes both, the tanh of
+    each element in a local, never stored."""
+    g = em.graph
+    if node.op != "mul" or node.type.rank != 1:
+        return None
+    outputs = {n for _, n in g.outputs}
+    for j, name in enumerate(node.inputs):
+        other = node.inputs[1 - j]
+        if (g.op(name) == "tanh_lut" and name not in outputs and g.users(name) == [node.name] and other != name
+                and g.type(name).shape == node.type.shape and g.type(other).shape == node.type.shape
+                and g.op(other) not in ("const", "sparse_const")
+                and _next_in_schedule(g, name, node.name) and _in_step(g, node.name, g.node(name).inputs[0])):
+            return g.node(name), other
+    return None
+
+
+def _next_in_schedule(g, first: str, then: str) -> bool:
+    """``then`` runs right after ``first``: nothing in between may take the slot of a value ``first`` read last
+    (the fused loop reads it when ``then`` runs)."""
+    order = [n for n in g.order() if g.op(n) not in ("input", "const", "sparse_const")]
+    return order.index(then) == order.index(first) + 1
+
+
+def _in_step(g, out: str, read: str) -> bool:
+    """Element i of ``out`` may be written once element i of ``read`` is read: their slots do not overlap or
+    start together (the plan may give ``out`` the slot of a value dead after the tanh read it)."""
+    plan = g.analyses.memory_plan
+    a, b = plan.get(out), plan.get(read)
+    if a is None or b is None or a.arena != b.arena:
+        return True
+    return a.offset == b.offset or a.offset + a.length <= b.offset or b.offset + b.length <= a.offset
+
+
+def fused_tanh(em: CEmitter, node: Node) -> bool:
+    """The tanh_lut ``node`` is computed in its product's loop (tanh_of_mul): it has no code of its own."""
+    users = em.graph.users(node.name)
+    if len(users) != 1:
+        return False
+    found = tanh_of_mul(em, em.graph.node(users[0]))
+    return found is not None and found[0].name == node.name
+
+
+def add_of_mul(em: CEmitter, node: Node) -> Node | None:
+    """The sum that takes the fused product ``node`` (tanh_of_mul) in the same loop: Bonsai's path score, the
+    previous levels' sum + this node's, when it runs right after the product, adds a computed vector and its
+    slot does not overlap the tanh's input or the product's other operand at another offset."""
+    g = em.graph
+    found = tanh_of_mul(em, node)
+    users = g.users(node.name)
+    if found is None or len(users) != 1 or any(node.name == n for _, n in g.outputs):
+        return None
+    add = g.node(users[0])
+    if (add.op != "add" or add.inputs.count(node.name) != 1 or add.type.shape != node.type.shape
+            or any(g.op(i) in ("const", "sparse_const") or g.type(i).shape != node.type.shape for i in add.inputs)):
+        return None
+    # the tanh's input and the product's other operand are dead when the sum runs: its slot may be theirs
+    if not (_next_in_schedule(g, node.name, add.name) and _in_step(g, add.name, found[0].inputs[0])
+            and _in_step(g, add.name, found[1])):
+        return None
+    return add
+
+
+def fused_add(em: CEmitter, node: Node) -> bool:
+    """The add ``node`` is computed in the loop of its fused product (add_of_mul): it has no code of its own."""
+    g = em.graph
+    for name in node.inputs:
+        if g.op(name) == "mul" and g.users(name) == [node.name]:
+            add = add_of_mul(em, g.node(name))
+            if add is not None and add.name == node.name:
+                return True
+    return False
+
+
+def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value) -> list[str]:
+    """One loop over the elements of the product ``node`` = w * tanh(v): ``tanh_lines(em, tanh, final)`` the
+    tanh's body, its saturated value left in the local th; ``value(i)`` the product's saturated element (its
+    operands read through em.at, the tanh from th), stored, or added to the sum that takes it (add_of_mul)."""
+    tanh, _ = tanh_of_mul(em, node)
+    ctype = ctype_of(tanh.type.dtype)
+    at = tanh.attrs
+    # interpolation stays between table entries and a rounding right shift shrinks it: no saturation needed
+    in_range = (at["table_scale"] >= tanh.type.dtype.scale
+                and int(np.max(np.abs(np.asarray(at["table"], np.int64)), initial=0)) < 2 ** (tanh.type.dtype.bits - 1))
+    body = tanh_lines(em, tanh, lambda v: f"const {ctype} th = "
+                      f"{f'({ctype})({v})' if in_range else saturate_c(em, tanh, v)};")
+    add = add_of_mul(em, node)
+    em.inline_values[tanh.name] = "th"
+    try:
+        if add is None:
+            last = [store(em, node, "i", value("i"))]
+        else:
+            em.inline_values[node.name] = "pm"
+            try:
+                half = _half_sum(em, add)
+                last = [f"const {ctype_of(node.type.dtype)} pm = {value('i')};",
+                        f"{em.var(add.name)}[i] = {half('i')};" if half is not None
+                        else store(em, add, "i", ELEMENT["add"](em, add)("i"))]
+            finally:
+                del em.inline_values[node.name]
+    finally:
+        del em.inline_values[tanh.name]
+    n = node.type.size
+    unused = [f"(void){em.var(node.name)}; /* the sum takes each element */"] if (
+        add is not None and node.name in em.graph.analyses.memory_plan) else []
+    return [*unused, f"for ({index_type(n)} i = 0; i < {n}; ++i) {{", *body, *("    " + ln for ln in last), "}"]
+
+
+def _half_sum(em: CEmitter, node: Node):
+    """rshift(a + b, 1) of two int16 values at one scale, in int (16-bit arithmetic on AVR) and never out of
+    int16's range: (a >> 1) + (b >> 1) + ((a | b) & 1); None for any other add (or one heading a fused chain)."""
+    a, b = node.inputs
+    g = em.graph
+    c, la, lb = align_shifts(scale_of(em, a), scale_of(em, b))
+    if (la or lb or c - node.type.dtype.scale != 1 or node.name in g.analyses.fused
+            or any(g.type(v).dtype.bits != 16 for v in (a, b, node.name))):
+        return None
+    return lambda i: (f"(int16_t)((((int){em.at(a, i)} >> 1) + ((int){em.at(b, i)} >> 1)) + "
+                      f"(((int){em.at(a, i)} | (int){em.at(b, i)}) & 1))")
+
+
+def _add(em: CEmitter, node: Node) -> list[str]:
+    if fused_add(em, node):
+        return ["/* computed in the loop of the product it adds (tanh, product and sum fused) */"]
+    return _elementwise(ELEMENT["add"])(em, node)
+
+
+def _mul(em: CEmitter, node: Node) -> list[str]:
+    if tanh_of_mul(em, node) is not None:
+        element = _mul_element(em, node)
+        return tanh_mul_loop(em, node, tanh_lut_lines, lambda i: saturate_c(em, node, element(i)))
+    return _elementwise(_mul_element)(em, node)
 
 
 def exp_tables(em: CEmitter, node: Node) -> tuple[str, str]:
@@ -448,6 +641,12 @@ def exp_tables(em: CEmitter, node: Node) -> tuple[str, str]:
 
 
 def _exp_lut(em: CEmitter, node: Node) -> list[str]:
+    return exp_lut_lines(em, node, lambda value: store(em, node, "i", value))
+
+
+def exp_lut_lines(em: CEmitter, node: Node, final) -> list[str]:
+    """The loop of an exp_lut (two tables, the product shifted): ``final(value)`` the statement taking each
+    element's value before saturation (a store, or a kernel's offset input and its sum)."""
     (a,) = node.inputs
     at = node.attrs
     t_hi, t_lo = exp_tables(em, node)
@@ -470,7 +669,7 @@ def _exp_lut(em: CEmitter, node: Node) -> list[str]:
     return [
         f"for ({it} i = 0; i < {n}; ++i) {{",
         f"    const int32_t t_i = {t_expr};",
-        "    " + store(em, node, "i", make("i")),
+        "    " + final(make("i")),
         "}",
     ]
 
@@ -540,8 +739,8 @@ ELEMENT = {"add": _addsub_element("+"), "sub": _addsub_element("-"), "mul": _mul
 
 CHAIN_FALLBACK["fixed"] = fused_fallback
 C_CODE["fixed"].update({
-    "matvec": _matvec, "sqdist": _sqdist, "add": _elementwise(ELEMENT["add"]),
-    "sub": _elementwise(ELEMENT["sub"]), "mul": _elementwise(_mul_element), "scale": _elementwise(_scale_element),
+    "matvec": _matvec, "sqdist": _sqdist, "add": _add,
+    "sub": _elementwise(ELEMENT["sub"]), "mul": _mul, "scale": _elementwise(_scale_element),
     "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
     "sqdist_kvote": _sqdist_kvote,

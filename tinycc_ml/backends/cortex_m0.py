@@ -17,6 +17,7 @@ from tinycc_ml.chips import NRF51822
 @dataclass
 class M0Target(CTarget):
     name: str = "cortex-m0"
+    inline_saturation: bool = True
 
     def offset_store(self, em, name: str) -> str | None:
         from tinycc_ml.backends.kernels_m0_fused import chain_offset_store

@@ -59,6 +59,8 @@ M0_CODE_OVERRIDES = {
     ("clip", "fixed"): first_of(m0_sparse_kernel, kernels_m0_fused.kernel_clip,
                                 kernels_clip.kernel_clip16),
     ("matvec_at", "fixed"): kernels_m0_fused.kernel_matvec_at,
+    # similarities storing the offset input and its sum for the mat-vec kernel reading them
+    ("exp_lut", "fixed"): kernels_m0_fused.kernel_exp_lut,
     ("sqdist_kvote", "fixed"): kernels_knn.m0_sqdist_kvote,
 }
 

@@ -33,7 +33,18 @@ from dataclasses import replace
 import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
-from tinycc_ml.backends.c_fixed import exp_tables, rshift_c, saturate_c, shift_c, store
+from tinycc_ml.backends.c_fixed import (
+    exp_tables,
+    fused_tanh,
+    rshift_c,
+    saturate_c,
+    shared_x_readers,
+    shift_c,
+    store,
+    tanh_lut_lines,
+    tanh_mul_loop,
+    tanh_of_mul,
+)
 from tinycc_ml.backends.kernels_clip import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
 from tinycc_ml.backends.layouts import Block, BlockedLayout, SplitLayout
 from tinycc_ml.backends.matvec_choice import avr_dense_takes, int_matrix, sparse_matvec_plan
@@ -253,6 +264,15 @@ def rss_small_avr(em: CEmitter, expr: str, k: int) -> str:
     return f"{name}({expr})"
 
 
+def rs_value(em: CEmitter, node: Node, expr: str, k: int) -> str:
+    """The saturated rshift(expr, k) in node's type, through rss_avr (or rss_small_avr) when it applies."""
+    if node.type.dtype.bits == 16 and 8 <= k <= 16:
+        return rss_avr(em, expr, k)
+    if node.type.dtype.bits == 16 and 1 <= k <= 7:
+        return rss_small_avr(em, expr, k)
+    return saturate_c(em, node, rshift_avr(em, expr, k))
+
+
 def store_rs(em: CEmitter, node: Node, index: str, expr: str, k: int) -> str:
     """store(node, index, rshift(expr, k)) through rss_avr (or rss_small_avr) when it applies."""
     if node.type.dtype.bits == 16 and 8 <= k <= 16:
@@ -301,8 +321,12 @@ def fused_producer(em: CEmitter, name: str) -> str | None:
 
 
 def chain_last(em: CEmitter, name: str) -> bool:
-    """``name`` is the last value of a fused element-wise chain (computed in its head's store)."""
-    return any(chain and chain[-1] == name for chain in em.graph.analyses.fused.values())
+    """``name`` is the last value of a fused element-wise chain (computed in its head's store) that computes
+    something (a chain of identity scales stores nothing: c_fixed.identity_chain)."""
+    from tinycc_ml.backends.c_fixed import identity_chain
+
+    return any(chain and chain[-1] == name and not identity_chain(em, chain)
+               for chain in em.graph.analyses.fused.values())
 
 
 def chain_offset_store(em: CEmitter, name: str) -> str | None:
@@ -781,10 +805,21 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     if not direct:
         em.scratch(acc, "uint32_t", rows)
     x = em.var(x_name)
-    lines = ["{", f"    const uint16_t at = (uint16_t)((uint16_t){em.at(k_name, '0')} * {stride}u);",
-             "    uint32_t sx = 0;",
-             f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
-             f"    sx <<= {15 if wbits == 16 else 7};"]
+    lines = ["{", f"    const uint16_t at = (uint16_t)((uint16_t){em.at(k_name, '0')} * {stride}u);"]
+    readers = shared_x_readers(em, x_name, matvec_at_ok)
+    if len(readers) > 1:  # every node's W, V and theta read the same x: its sum is taken once
+        memo = em.sym(f"sum_at_{x}")
+        em.scratch(memo, "uint32_t", 1)
+        if readers[0] == node.name:
+            lines += ["    uint32_t sx = 0;",
+                      f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
+                      f"    {memo}[0] = sx;"]
+        else:
+            lines += [f"    uint32_t sx = {memo}[0];"]
+    else:
+        lines += ["    uint32_t sx = 0;",
+                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
+    lines += [f"    sx <<= {15 if wbits == 16 else 7};"]
     groups = [(0, BLOCK, rows // BLOCK)] if rows >= BLOCK else []
     if rows % BLOCK:
         groups.append((rows - rows % BLOCK, rows % BLOCK, 1))
@@ -818,27 +853,32 @@ def muls16_avr(em: CEmitter) -> str:
 
 
 def kernel_mul(em: CEmitter, node: Node) -> list[str] | None:
-    """Element-wise product of two int16 vectors (Bonsai's W z * tanh(V z)): an inline signed product."""
+    """Element-wise product of two int16 vectors (Bonsai's W z * tanh(V z)): an inline signed product; with the
+    tanh computed in the same loop when it has no other use (c_fixed.tanh_of_mul)."""
     a, b = node.inputs
     g = em.graph
     if (node.type.rank != 1 or node.type.dtype.bits != 16 or any(g.op(v) in ("const", "sparse_const") for v in (a, b))
             or any(g.type(v).shape != node.type.shape or g.type(v).dtype.bits != 16 for v in (a, b))):
         return None
     k = g.type(a).dtype.scale + g.type(b).dtype.scale - node.type.dtype.scale
+    if tanh_of_mul(em, node) is not None:
+        def tanh_lines(em, tanh, final):
+            return avr_tanh_lines(em, tanh, final) or tanh_lut_lines(em, tanh, final)
+        return tanh_mul_loop(em, node, tanh_lines, lambda i: rs_value(
+            em, node, f"{muls16_avr(em)}({em.at(a, i)}, {em.at(b, i)})", k))
     return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) "
             + store_rs(em, node, "i", f"{muls16_avr(em)}({em.var(a)}[i], {em.var(b)}[i])", k)]
 
 
-def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
-    """tanh_lut (c_fixed's table with linear interpolation) in 16-bit arithmetic: the table rises, so
-    y1 - y0 >= 0 and its product with the fraction is one unsigned 16 x 16 product (no libgcc call)."""
-    from tinycc_ml.backends.c_fixed import index_type
-
+def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
+    """Element i of tanh_lut (c_fixed's table with linear interpolation) in 16-bit arithmetic: the table
+    rises, so y1 - y0 >= 0 and its product with the fraction is one unsigned 16 x 16 product (no libgcc
+    call); ``final`` makes the last line from the value. None when the table or scales do not allow it."""
     (a,) = node.inputs
     at = node.attrs
     table = np.asarray(at["table"], np.int64)
-    n, drop, top = node.type.size, int(at["drop_bits"]), int(at["in_max_q"])
-    if (_bits(em, a) != 16 or node.type.rank != 1 or not 1 <= drop <= 15 or not 0 < top <= 65535
+    drop, top = int(at["drop_bits"]), int(at["in_max_q"])
+    if (_bits(em, a) != 16 or node.type.rank != 1 or not 0 <= drop <= 15 or not 0 < top <= 65535
             or table.min(initial=0) < 0 or table.max(initial=0) > 32767 or np.any(np.diff(table) < 0)):
         return None
     sym = em.add_const_array(em.sym(f"{node.name}_tanh"), at["table"], "int16_t",
@@ -847,17 +887,42 @@ def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
     last = len(table) - 1
     out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", at["table_scale"] - node.type.dtype.scale,
                   bound=int(np.max(np.abs(table), initial=0)))
-    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{",
-            f"    const int16_t v = {em.at(a, 'i')};",
+    head = [f"    const int16_t v = {em.at(a, 'i')};",
             "    const uint16_t mag = v < 0 ? (uint16_t)(0u - (uint16_t)v) : (uint16_t)v;",
-            f"    const uint16_t q = mag < {top}u ? mag : {top}u;",
-            f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;",
+            f"    const uint16_t q = mag < {top}u ? mag : {top}u;"]
+    if drop == 0:  # one entry per input value: no interpolation
+        return [*head, f"    const int16_t y = {rd(sym, 'q', 'int16_t')};", "    " + final(out)]
+    if drop <= 8 and top << (8 - drop) <= 65535:
+        # q 2^(8-drop): the index in the high byte, the fraction 2^(8-drop) f in the low one; then
+        # (d f + 2^(drop-1)) >> drop = (d f 2^(8-drop) + 128) >> 8, a byte move (no 32-bit shift loop)
+        split = [f"    const uint16_t qq = (uint16_t)(q << {8 - drop});",
+                 "    const uint8_t t = (uint8_t)(qq >> 8), f = (uint8_t)qq;"]
+        interp = f"(uint16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + 128u) >> 8)"
+    elif drop >= 8:  # floor(floor(a / 2^8) / 2^(drop-8)) = floor(a / 2^drop) for a >= 0
+        split = [f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;"]
+        interp = (f"((uint16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + {1 << (drop - 1)}u) >> 8) "
+                  f">> {drop - 8})")
+    else:
+        split = [f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;"]
+        interp = f"(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + {1 << (drop - 1)}u) >> {drop})"
+    return [*head, *split,
             f"    const int16_t y0 = {rd(sym, 't', 'int16_t')};",
             f"    const int16_t y1 = {rd(sym, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
-            f"    const int16_t y = (int16_t)(y0 + (int16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + "
-            f"{1 << (drop - 1)}u) >> {drop}));",
-            "    " + store(em, node, "i", out),
-            "}"]
+            f"    const int16_t y = (int16_t)(y0 + (int16_t){interp});",
+            "    " + final(out)]
+
+
+def kernel_tanh_lut(em: CEmitter, node: Node) -> list[str] | None:
+    """tanh_lut in 16-bit arithmetic (avr_tanh_lines); nothing when its product's loop computes it."""
+    from tinycc_ml.backends.c_fixed import index_type
+
+    if fused_tanh(em, node):
+        return None  # the shared entry says where it is computed
+    lines = avr_tanh_lines(em, node, lambda value: store(em, node, "i", value))
+    if lines is None:
+        return None
+    n = node.type.size
+    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) {{", *lines, "}"]
 
 
 ON_READ_CHUNK = 32  # input features clamped per pass into the kernel's buffer (64 bytes of RAM)

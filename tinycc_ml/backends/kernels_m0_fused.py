@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import chain_sum_loop, shift_c, store
+from tinycc_ml.backends.c_fixed import chain_sum_loop, shared_x_readers, shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
@@ -66,9 +66,10 @@ def m0_image(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[
     return np.concatenate(parts), starts
 
 
-def mac_asm(name: str, rows: int, wbits: int, cols: int) -> str:
+def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None) -> str:
     """void name(const uint16_t *blk /*flash: K[rows], w' column-major*/, const uint16_t *x /*x'*/,
-    uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32)."""
+    uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32); with out_shift (1..31)
+    acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after)."""
     acc = ACC[:rows]
     wb = wbits // 8
     load = "ldrh" if wbits == 16 else "ldrb"
@@ -98,13 +99,21 @@ def mac_asm(name: str, rows: int, wbits: int, cols: int) -> str:
         body = [line for c in range(unroll) for line in column(c)]
         b += ["1:", *body, f"adds r0, #{unroll * rows * wb}", f"adds r1, #{2 * unroll}", "cmp r1, r3", "bne 1b"]
     b += ["pop {r0}"]
-    for q, r in enumerate(acc):
-        b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
+    if out_shift is None:
+        for q, r in enumerate(acc):
+            b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
+    else:  # r5 = 2^(k-1), r3 = 0x7FFF; in range when sxth leaves the value, else 0x7FFF or 0x8000 by its sign
+        b += ["movs r5, #1", f"lsls r5, r5, #{out_shift - 1}", "movs r3, #128", "lsls r3, r3, #8", "subs r3, #1"]
+        for q, r in enumerate(acc):
+            b += [f"adds r4, {r}, r5"] if r in LOW else [f"mov r4, {r}", "adds r4, r4, r5"]
+            b += [f"asrs r4, r4, #{out_shift}", "sxth r1, r4", "cmp r1, r4", "beq 2f", "asrs r1, r4, #31",
+                  "eors r1, r3", "2:", f"strh r1, [r0, #{2 * q}]"]
     b += ["pop {r4-r7}", "mov r8, r4", "mov r9, r5", "mov r10, r6", "mov r11, r7", "pop {r4-r7, pc}",
           ".ltorg", f".size {name}, .-{name}", ".popsection"]
     text = "".join(f'    "{line}\\n"\n' for line in b)
     # not .global: local to the object file (the C call resolves within it)
-    return f"void {name}(const uint16_t *blk, const uint16_t *x, uint32_t *acc, uint32_t v);\n__asm__(\n{text});\n"
+    out = "uint32_t *acc" if out_shift is None else "int16_t *out"
+    return f"void {name}(const uint16_t *blk, const uint16_t *x, {out}, uint32_t v);\n__asm__(\n{text});\n"
 
 
 # ---------------------------------------------------------------- graph side
@@ -186,7 +195,8 @@ def _prepare(em, x_name: str, kind: str) -> tuple[str, list[str]]:
     stored x' and its sums; otherwise one loop here."""
     g = em.graph
     n = g.type(x_name).size
-    if g.op(x_name) == "clip" and _fused_clip(em, g.node(x_name)):
+    if (g.op(x_name) == "clip" and _fused_clip(em, g.node(x_name))) or (
+            g.op(x_name) == "exp_lut" and fused_exp(em, g.node(x_name))):
         sym = _sums(em, x_name)
         buf = f"(const uint16_t *){em.var(x_name)}"
         sums = [f"const uint32_t sx = {sym}[0];"] + ([f"const uint32_t xx = {sym}[1];"] if kind == "sqdist" else [])
@@ -268,6 +278,30 @@ def clamp_asm(name: str, n: int, lo: int, hi: int, squares: bool) -> str:
     b += ["pop {r4-r7, pc}", ".ltorg", f".size {name}, .-{name}", ".popsection"]
     text = "".join(f'    "{line}\\n"\n' for line in b)
     return f"void {name}(const int16_t *x, uint16_t *out, uint32_t *sums);\n__asm__(\n{text});\n"
+
+
+def fused_exp(em, node: Node) -> bool:
+    """An int16 exp_lut (ProtoNN's similarities) whose only use is x of a mat-vec on the 9-row kernel: it stores
+    x + 2^15 and its sum itself (no input pass before the kernel), at any scale."""
+    return node.op == "exp_lut" and node.type.dtype.bits == 16 and node.type.rank == 1 and \
+        kernel_user(em, node.name) == "matvec"
+
+
+def kernel_exp_lut(em, node: Node) -> list[str] | None:
+    """exp_lut storing what the kernel reading it needs (fused_exp): e + 2^15 in its own slot, the sum in _sums."""
+    from tinycc_ml.backends.c_fixed import exp_lut_lines, saturate_c
+
+    if not fused_exp(em, node):
+        return None
+    sym = _sums(em, node.name)
+    em.scratch(sym, "uint32_t", 1)
+    out = em.var(node.name)
+
+    def final(value: str) -> str:
+        return (f"{{ const uint32_t u = (uint32_t)((int32_t){saturate_c(em, node, value)} + 32768); "
+                f"{out}[i] = (int16_t)(uint16_t)u; sx += u; }}")
+    return ["{", "    uint32_t sx = 0;", *("    " + ln for ln in exp_lut_lines(em, node, final)),
+            f"    {sym}[0] = sx;", "}"]
 
 
 def kernel_clip(em, node: Node) -> list[str] | None:
@@ -373,16 +407,25 @@ def kernel_sqdist8(em, node: Node) -> list[str] | None:
             "        " + store(em, node, "j", shift_c(em, "(int32_t)d", out_shift)), "    }", "}"]
 
 
+def matvec_at_ok(em, node: Node) -> bool:
+    """matvec_at on the 9-row kernel: a constant (n, rows, cols) of 8/16-bit weights by an int16 vector, 4 rows
+    or more (under 4 rows the C loop is cheaper than the kernel's input pass and call)."""
+    m_name, _, x_name = node.inputs
+    g = em.graph
+    t, xt = g.type(m_name), g.type(x_name)
+    return not (g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0))
+                or t.rank != 3 or t.dtype.bits not in (8, 16) or xt.dtype.bits != 16 or xt.rank != 1
+                or not 0 < t.shape[2] < 4096 or t.shape[1] < 4)
+
+
 def kernel_matvec_at(em, node: Node) -> list[str] | None:
     """matvec_at (row block k of a constant (n, rows, cols), as Bonsai's node scores) on the 9-row kernel:
     every block's image (m0_image) one after the other in flash, the call moved to block k at run time."""
     m_name, k_name, x_name = node.inputs
     g = em.graph
-    t, xt = g.type(m_name), g.type(x_name)
-    if (g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0))
-            or t.rank != 3 or t.dtype.bits not in (8, 16) or xt.dtype.bits != 16 or xt.rank != 1
-            or not 0 < t.shape[2] < 4096 or t.shape[1] < 4):
-        return None  # under 4 rows the C loop is cheaper than the kernel's input pass and call
+    t = g.type(m_name)
+    if not matvec_at_ok(em, node):
+        return None
     M = g.node(m_name).attrs["value"].astype(np.int64)
     n, rows, cols = M.shape
     wbits = t.dtype.bits
@@ -392,19 +435,26 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
                              f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the 9-row "
                              "kernel stores a matrix")
     buf, prep = _prepare(em, x_name, "matvec")
-    acc = em.sym("acc")
-    em.scratch(acc, "uint32_t", rows)
+    readers = shared_x_readers(em, x_name, matvec_at_ok)
+    if len(readers) > 1 and not prep[0].startswith("const"):  # x' and its sum prepared once for every node
+        memo = em.sym(f"sum_at_{em.var(x_name)}")
+        em.scratch(memo, "uint32_t", 1)
+        prep = prep + [f"{memo}[0] = sx;"] if readers[0] == node.name else [f"const uint32_t sx = {memo}[0];"]
     out_shift = node_output_shift(g, node.name)
+    direct = node.type.dtype.bits == 16 and 1 <= out_shift <= 31  # the kernel shifts, saturates and stores
+    acc = em.var(node.name) if direct else em.sym("acc")
+    if not direct:
+        em.scratch(acc, "uint32_t", rows)
     calls = []
     for (r, nr), s in zip(row_blocks(rows), images[0][1]):
-        name = em.sym(f"mac{nr}w{wbits}_{cols}")
+        name = em.sym(f"mac{nr}w{wbits}_{cols}" + (f"s{out_shift}" if direct else ""))
         if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, nr, wbits, cols)
+            em.helpers[name] = mac_asm(name, nr, wbits, cols, out_shift if direct else None)
         calls.append(f"{name}((const uint16_t *)({sym} + at + {s // 2}), {buf}, {acc} + {r}, v);")
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
             f"    const uint32_t at = (uint32_t){em.at(k_name, '0')} * {stride}u;",
             *("    " + c for c in calls),
-            *_store_loop(em, node, rows, acc, out_shift), "}"]
+            *([] if direct else _store_loop(em, node, rows, acc, out_shift)), "}"]
 
 
 def _store_loop(em, node: Node, rows: int, acc: str, out_shift: int) -> list[str]:

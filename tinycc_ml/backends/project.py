@@ -256,6 +256,21 @@ void board_exit(int code)
 }
 """
 
+# the end of a run on an ARM board: QEMU (-semihosting-config enable=on) stops with the code
+SEMIHOSTING_EXIT_C = """\
+void board_exit(int code)
+{
+    /* SYS_EXIT_EXTENDED (0x20) with ADP_Stopped_ApplicationExit passes the code on */
+    uint32_t block[2] = {0x20026u, (uint32_t)code};
+    register uint32_t r0 __asm__("r0") = 0x20;
+    register uint32_t *r1 __asm__("r1") = block;
+    __asm__ __volatile__("bkpt 0xAB" : "+r"(r0) : "r"(r1) : "memory");
+    for (;;) {
+    }
+}
+"""
+
+
 M0_BOARD_C = """\
 /* nRF51822 (BBC micro:bit): UART TX on P0.24 at 115200 baud, TIMER0 at 1 MHz. The run ends with an
  * ARM semihosting exit: QEMU (-semihosting-config enable=on) stops with the code; a real chip
@@ -308,17 +323,8 @@ uint32_t board_time(void)
 
 uint32_t board_us_since(uint32_t start) { return board_time() - start; }
 
-void board_exit(int code)
-{
-    /* SYS_EXIT_EXTENDED (0x20) with ADP_Stopped_ApplicationExit passes the code on */
-    uint32_t block[2] = {0x20026u, (uint32_t)code};
-    register uint32_t r0 __asm__("r0") = 0x20;
-    register uint32_t *r1 __asm__("r1") = block;
-    __asm__ __volatile__("bkpt 0xAB" : "+r"(r0) : "r"(r1) : "memory");
-    for (;;) {
-    }
-}
-"""
+""" + SEMIHOSTING_EXIT_C
+
 
 def _cmake_file(name: str) -> str:
     """A file shipped beside TinyccML.cmake (CMake cross builds use the same start-up and linker script)."""

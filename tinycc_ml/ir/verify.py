@@ -93,6 +93,13 @@ def verify(graph: Graph, complete: bool = False) -> None:
                 raise IRError(f"{where}: operand %{operand} has no edge to its user")
         if set(g.predecessors(name)) != set(inputs):
             raise IRError(f"{where}: graph edges do not match its operand list")
+        for i, operand in enumerate(inputs):  # the C of every other operand reads a plain array
+            if g.nodes[operand]["op"] == "sparse_const" and i != op.sparse_operand:
+                raise IRError(f"{where}: operand {i + 1} is the sparse_const %{operand}: only a mat-vec's matrix "
+                              "may be stored sparse")
+        if op.dense_const_operand is not None and g.nodes[inputs[op.dense_const_operand]]["op"] != "const":
+            raise IRError(f"{where}: operand {op.dense_const_operand + 1} must be a dense const, not "
+                          f"{g.nodes[inputs[op.dense_const_operand]]['op']} %{inputs[op.dense_const_operand]}")
         required = {k for k, kind in op.attrs.items() if not kind.endswith("?")}
         missing = required - set(data["attrs"])
         if missing:

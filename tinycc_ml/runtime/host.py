@@ -146,23 +146,21 @@ class HostPredictor:
 
     def labels(self, X) -> np.ndarray:
         """Multilabel builds: the 0/1 vector ``<prefix>_predict_labels`` writes for each row, (n, n_scores)."""
-        fn = self._entry_point("predict_labels")
-        Xq = self.quantise(X)
-        ffi, x_t = self._ffi, f"{self.input_ctype}[]"
-        out = np.zeros((len(Xq), self.n_scores), dtype=np.uint8)
-        for row, dest in zip(Xq, out):
-            fn(ffi.from_buffer(x_t, row), ffi.from_buffer("uint8_t[]", dest, require_writable=True))
-        return out
+        return self._rows_into("predict_labels", X, self.n_scores, np.uint8, "uint8_t[]")
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities of each row from ``<prefix>_proba`` (float32, (n, N_PROBA)), for models
         that define them (see tinycc_ml.models.proba)."""
-        fn = self._entry_point("proba")
+        return self._rows_into("proba", X, self.n_proba, np.float32, "float[]")
+
+    def _rows_into(self, entry: str, X, width: int, dtype, c_type: str) -> np.ndarray:
+        """(n, width) array that ``<prefix>_<entry>(x, out)`` fills, one call per row."""
+        fn = self._entry_point(entry)
         Xq = self.quantise(X)
         ffi, x_t = self._ffi, f"{self.input_ctype}[]"
-        out = np.zeros((len(Xq), self.n_proba), dtype=np.float32)
+        out = np.zeros((len(Xq), width), dtype=dtype)
         for row, dest in zip(Xq, out):
-            fn(ffi.from_buffer(x_t, row), ffi.from_buffer("float[]", dest, require_writable=True))
+            fn(ffi.from_buffer(x_t, row), ffi.from_buffer(c_type, dest, require_writable=True))
         return out
 
     def _entry_point(self, name: str):

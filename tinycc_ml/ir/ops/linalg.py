@@ -74,7 +74,7 @@ register_op(OpDef(
     fixed=_fixed_matvec,
     interval=lambda attrs, ivs, shape: interval_matmul(ivs[0][0], *ivs[1]),
     acc_bound=lambda call: _products_bound(call, 0, 1),
-    constant_operand="weights", output_shift=_products_shift,
+    constant_operand="weights", sparse_operand=0, output_shift=_products_shift,
     macs=lambda ts, stored: _stored_or_size(ts[0], stored[0])))
 
 

@@ -140,6 +140,7 @@ register_op(OpDef(
 def _distance_type(ts, attrs) -> TensorType:
     """The distances a fused sqdist_kvote ranks: float, or the fixed type its attributes name."""
     (x, m) = ts
+    need(x.rank == 1 and m.rank == 2, f"sqdist_kvote takes a point and a matrix, not shapes {x.shape} and {m.shape}")
     if not x.dtype.is_fixed:
         return TensorType((m.shape[1],), x.dtype)
     need("dist_bits" in attrs and "dist_scale" in attrs, "a fixed-point sqdist_kvote needs dist_bits and dist_scale")
@@ -184,7 +185,7 @@ register_op(OpDef(
     "shifted right by `shift`), ranked exactly as kvote ranks them",
     evaluate_rows=_rows_sqdist_kvote, fixed=_fixed_sqdist_kvote,
     interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["k"]))),
-    acc_bound=bound_sqdist, constant_operand="prototypes", output_shift=_sqdist_kvote_shift,
+    acc_bound=bound_sqdist, constant_operand="prototypes", dense_const_operand=1, output_shift=_sqdist_kvote_shift,
     macs=lambda ts, stored: ts[1].size))
 
 

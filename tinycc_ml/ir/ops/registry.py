@@ -111,6 +111,10 @@ class OpDef:
     # how scale choice quantises a constant operand: "weights" (a mat-vec's matrix, own scale),
     # "prototypes" (an sqdist's matrix, at the point's scale), "factor" (a scalar attribute)
     constant_operand: str | None = None
+    # the index of an operand that must be a dense ``const`` (its C reads the stored array, e.g. transposed)
+    dense_const_operand: int | None = None
+    # the index of the operand that may be a ``sparse_const`` (the mat-vec's matrix); no other operand may
+    sparse_operand: int | None = None
     leaf: bool = False  # input and constants: no code of their own
     lowered_by: str | None = None  # the pass that replaces it in fixed-point graphs (exp -> exp_lut)
     unsupported: dict[str, str] = field(default_factory=dict)  # facet -> why the op has none

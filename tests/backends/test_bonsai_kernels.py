@@ -1,0 +1,156 @@
+"""Bonsai's node computations on the simulated chips, bit-exact with the fixed-point interpreter: the tanh
+computed in its product's loop (W z * tanh(sigma V z)) with the path score's sum, sigma's scale as a shift
+(an identity one has no loop) or a product, the node mat-vecs' input prepared once for every matvec_at
+reading it (AVR: its sum, Cortex-M0: x + 2^15 and its sum), the Cortex-M0's inlined saturation and its node
+kernels storing int16. One simulator run per build, batch and streaming, on 48 rows."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tests.backends.test_mcu import build, check_exact
+from tests.conftest import require_target
+from tinycc_ml.backends.c_emitter import CEmitter, CTarget
+from tinycc_ml.backends.c_fixed import add_of_mul, identity_scale, tanh_of_mul
+from tinycc_ml.models.bonsai import BonsaiModel
+
+
+def bonsai(sigma: float) -> BonsaiModel:
+    rng = np.random.default_rng(3)
+    d, L, depth, D = 6, 5, 2, 12  # 5 rows per node: the Cortex-M0's kernel takes W and V (4 rows or more)
+    nodes = 2 ** (depth + 1) - 1
+    return BonsaiModel(rng.normal(size=(d, D)) / 3, rng.normal(size=(nodes * L, d)), rng.normal(size=(nodes * L, d)),
+                       rng.normal(size=(2 ** depth - 1, d)), sigma, depth)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(448, 12))
+    X[-48:-40] *= 8  # beyond the calibration range: tanh's clamp and saturated node scores
+    return X[:400], X[400:]
+
+
+# sigma 1: an identity scale (no loop) where the search gives V z and sigma V z one scale; 4: a shift; 0.7: a product
+CASES = [("avr", "int16", 1.0), ("avr", "int8", 4.0), ("cortex-m0", "int16", 0.7), ("cortex-m0", "int8", 1.0)]
+
+
+@pytest.mark.parametrize("target, precision, sigma", CASES)
+def test_bonsai_nodes_bit_exact(target, precision, sigma, rows, tmp_path):
+    require_target(target)
+    X, test = rows
+    result, out = build(bonsai(sigma), precision, X, tmp_path, name="bk", target=target)
+    src = result.files["bk.c"]
+    g = result.graph
+    muls = [n for n in g.order() if g.op(n) == "mul"]
+    assert len(muls) == 3  # one node per level on the path
+    em = CEmitter(g, "bk", CTarget())
+    # fused unless the plan gave the product a slot overlapping the tanh's input at another offset
+    fused = sum(tanh_of_mul(em, g.node(n)) is not None for n in muls)
+    assert fused >= 2 and src.count("(tanh and product fused)") == fused and src.count(" th = ") == fused
+    assert len(re.findall(r"v_t\d+\[i\] =", src)) == 3 - fused  # a fused tanh is never stored
+    # the path score's sum in the same loop (levels 1 and 2 add to the previous levels' sum)
+    sums = sum(add_of_mul(em, g.node(n)) is not None for n in muls)
+    assert sums >= 1 and src.count("(tanh, product and sum fused)") == sums
+    # the sum of z (AVR) or z + 2^15 (M0) taken by the first node mat-vec only, the others read it back
+    assert len(re.findall(r"bk_sum_at_\w+\[0\] = sx;", src)) == 1
+    assert len(re.findall(r"sx = bk_sum_at_\w+\[0\];", src)) >= 5
+    identity = [identity_scale(em, g.node(n)) for n in g.order() if g.op(n) == "scale"]
+    assert src.count("chain leaves its values as they are: no loop") == sum(identity)
+    if sigma == 0.7:
+        assert not any(identity)
+    if target == "cortex-m0":
+        assert "static inline __attribute__((always_inline)) int16_t bk_sat16" in src
+        assert re.search(r"bk_mac\d+w(8|16)_6s\d+\(\(const", src)  # a node kernel storing int16 itself
+    check_exact(result, out, test, target=target)
+    if precision == "int16":
+        check_exact(result, out, test, target=target, stream=True)
+
+
+def tanh_attrs(s_in: int, drop: int) -> dict:
+    """tanh_lut attributes with a given drop, as passes/tanh_approx builds its candidates."""
+    top = min(int(np.ceil(4.0 * 2.0**s_in)), 2**15 - 1)
+    n = (top >> drop) + 2
+    table = np.floor(np.tanh(np.arange(n) * 2.0 ** (drop - s_in)) * 2.0**14 + 0.5)
+    return {"drop_bits": drop, "in_max_q": top, "table": table.astype(np.int16), "table_scale": 14}
+
+
+# (s_in, drop, what the AVR's 16-bit form uses): the index and fraction from q 2^(8-drop) (a byte move), the
+# shift past 8 bits as a byte move and a 16-bit shift, drop < 8 where q 2^(8-drop) would not fit 16 bits, and
+# no bit dropped (no interpolation): every table the tanh pass can choose
+TANH_CASES = [(9, 6, "qq"), (11, 8, "qq"), (8, 3, "qq"), (13, 10, ">> 8) >> 2"), (13, 6, ") >> 6)"),
+              (5, 0, "const int16_t y = (int16_t)pgm_read_word(&ok_y_tanh[q]);")]
+
+
+@pytest.mark.parametrize("s_in, drop, marker", TANH_CASES)
+def test_avr_tanh_interpolation_bit_exact(s_in, drop, marker, tmp_path):
+    from tests.backends.test_avr_kernels import one_op, run_exact
+
+    require_target("avr")
+    rng = np.random.default_rng(drop)
+    X = rng.integers(-32768, 32768, size=(16, 40))
+    top = min(2 ** (s_in + 2), 32767)
+    X[:, :30] = rng.integers(-top - 300, top + 300, size=(16, 30))  # mostly within the table's range
+    X[0, :6] = [0, top, -top, top - 1, 1 - top, -32768]
+    g = one_op("tanh_lut", lambda g, x: [x], tanh_attrs(s_in, drop), s_in, 14)
+    run_exact(g, X.clip(-32768, 32767).astype(np.int16), tmp_path, marker)
+
+
+def test_m0_similarities_feed_the_kernel(tmp_path):
+    """ProtoNN on the Cortex-M0: the exp similarities store x + 2^15 and their sum for Z's kernel (no input
+    pass over them before it), bit-exact at both precisions' scales."""
+    from tinycc_ml.models.protonn import ProtoNNModel
+
+    require_target("cortex-m0")
+    rng = np.random.default_rng(5)
+    model = ProtoNNModel(rng.normal(size=(6, 12)) / 3, rng.normal(size=(6, 14)), rng.normal(size=(4, 14)), 0.4)
+    X = rng.normal(size=(448, 12))
+    for precision in ("int16", "int8"):
+        result, out = build(model, precision, X[:400], tmp_path, name="pe", target="cortex-m0")
+        src = result.files["pe.c"]
+        sim = [n for n in result.graph.order() if result.graph.op(n) == "exp_lut"]
+        assert len(sim) == 1 and f"pe_sum_v_{sim[0]}[0] = sx;" in src and "pe_xo_v_" + sim[0] not in src
+        check_exact(result, out, X[400:], target="cortex-m0")
+
+
+@pytest.mark.parametrize("shift", [1, 14])
+def test_m0_node_kernel_stores_saturated_int16(shift, tmp_path):
+    """The Cortex-M0's node kernel shifting, rounding and saturating its int16 outputs itself (a runtime node
+    index; sums past int16 both ways), bit-exact with the fixed-point interpreter."""
+    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.ir.fixed import run_fixed
+    from tinycc_ml.ir.graph import Graph
+    from tinycc_ml.ir.types import IDX, TensorType, fixed
+    from tinycc_ml.runtime.simulate import run_on_target
+
+    require_target("cortex-m0")
+    rng = np.random.default_rng(shift)
+    n, rows, cols = 3, 11, 6  # two passes of the 9-row kernel (6 and 5 rows)
+    g = Graph("one")
+    x = g.add("input", [], {"name": "x"}, type=TensorType((cols,), fixed(16, 8)), name="x")
+    M = rng.integers(-8192, 8192, size=(n, rows, cols))
+    M[:, :3], M[:, 3:5] = 8191, -8192  # rows whose sums leave int16 at extreme inputs, both ways
+    stack = g.add("const", [], {"value": M.astype(np.int16)},
+                  type=TensorType((n, rows, cols), fixed(16, shift)), name="M")
+    total = g.add("sum", [x], {"shift": 0}, type=TensorType((), fixed(32, 8)), name="total")
+    root = g.add("const", [], {"value": np.array(0, dtype=np.int32)}, type=TensorType((), IDX), name="root")
+    k = g.add("branch", [root, total], type=TensorType((), IDX), name="k")  # node 1 or 2 by the sign of sum(x)
+    y = g.add("matvec_at", [stack, k, x], type=TensorType((rows,), fixed(16, 8)), name="y")
+    g.set_output("scores", y)
+    g.set_output("prediction", g.add("argmax", [y], type=TensorType((), IDX), name="pred"))
+    out = get_backend("cortex-m0").emit(g, "ok", [])
+    assert f"_6s{shift}(" in out.files["ok.c"]  # the storing kernel is the one in use
+    for name, text in out.files.items():
+        (tmp_path / name).write_text(text)
+    X = rng.integers(-16384, 16384, size=(24, cols))
+    X[:4] = [[16383] * cols, [-16384] * cols, [0] * cols, [1] * cols]
+    X = X.astype(np.int16)
+    run = run_on_target("cortex-m0", [str(tmp_path / "ok.c")], str(tmp_path / "ok.h"), "ok", X, rows,
+                        "int16_t", "int16_t", extra_cflags=("-Werror",))
+    want = run_fixed(g, X)
+    assert np.any(np.abs(want["scores"]) == 32767) or np.any(want["scores"] == -32768)  # saturation reached
+    np.testing.assert_array_equal(run.scores, want["scores"])
+    np.testing.assert_array_equal(run.predictions, want["prediction"])
