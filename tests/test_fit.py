@@ -216,10 +216,10 @@ def test_impossible_limits_name_the_closest_candidates(iris, tmp_path):
     require_target("avr")
     X, _, y, _ = iris
     with pytest.raises(InfeasibleError) as info:
-        tinycc_ml.fit(X, y, target="avr", max_flash=500, out_dir=tmp_path / "out", **QUICK)
+        tinycc_ml.fit(X, y, target="avr", max_flash=300, out_dir=tmp_path / "out", **QUICK)
     assert isinstance(info.value, ValueError)
     assert "closest:" in str(info.value) and "linear logistic" in str(info.value)
-    assert info.value.closest and all(c["flash_bytes"] > 500 for c in info.value.closest)
+    assert info.value.closest and all(c["flash_bytes"] > 300 for c in info.value.closest)
     assert not (tmp_path / "out").exists()
 
 
@@ -252,7 +252,7 @@ def test_cli_fit_prints_the_front_and_writes_the_files(iris_file, tmp_path):
 def test_cli_fit_impossible_limits_exit_2_with_one_line(iris_file, tmp_path):
     require_target("avr")
     out = tmp_path / "out"
-    proc = _cli("fit", str(iris_file), "--target", "avr", "--max-flash", "500", "--families", "linear",
+    proc = _cli("fit", str(iris_file), "--target", "avr", "--max-flash", "300", "--families", "linear",
                 "-o", str(out))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

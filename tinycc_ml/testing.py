@@ -69,9 +69,12 @@ def random_model(family: str, rng: np.random.Generator, extreme: float = 1.0):
 
         widths = [D, *(int(rng.integers(1, 7)) for _ in range(int(rng.integers(1, 3)))), int(rng.choice([1, 3]))]
         weights = [sparse((o, i)) / np.sqrt(i) for i, o in zip(widths[:-1], widths[1:])]
-        return MLPModel(weights, [rng.normal(size=w) * 0.3 for w in widths[1:]],
-                        str(rng.choice(["relu", "tanh", "logistic"])), "logistic" if widths[-1] == 1 else "softmax",
-                        mean, std)
+        acts = ["relu", "tanh", "logistic"]
+        activation = str(rng.choice(acts))
+        if rng.random() < 0.5:  # layers mixing activations (ONNX networks): per layer a chain of 0-2
+            activation = [[str(a) for a in rng.choice(acts, size=int(rng.integers(0, 3)))] for _ in weights]
+        return MLPModel(weights, [rng.normal(size=w) * 0.3 for w in widths[1:]], activation,
+                        "logistic" if widths[-1] == 1 else "softmax", mean, std)
     m = int(rng.integers(3, 9))
     n_classes = int(rng.integers(2, 4))
     labels = np.concatenate([np.arange(n_classes), rng.integers(0, n_classes, m - n_classes)])

@@ -147,6 +147,15 @@ def test_bad_networks_are_refused(make, error, message, tmp_path):
     ({"W0": np.ones((2, 3)), "b0": np.ones(2), "V": np.ones(1)}, {"activation": "relu", "output": "softmax"},
      "unexpected array"),
     ({"W0": np.ones((2, 3)), "b0": np.ones(2)}, {"output": "softmax"}, "metadata 'activation'"),
+    # layers mixing activations: one list of names per layer
+    ({"W0": np.ones((2, 3)), "b0": np.ones(2)}, {"activation": "mixed", "output": "softmax"},
+     "metadata 'activations' is None, expected a list"),
+    ({"W0": np.ones((2, 3)), "b0": np.ones(2)}, {"activation": "mixed", "activations": [["relu"], []],
+                                                 "output": "softmax"}, r"one entry per layer \(1\)"),
+    ({"W0": np.ones((2, 3)), "b0": np.ones(2)}, {"activation": "mixed", "activations": [["relu", "swish"]],
+                                                 "output": "softmax"}, r"activation 'swish' \(layer 0\) is not"),
+    ({"W0": np.ones((2, 3)), "b0": np.ones(2)}, {"activation": "mixed", "activations": [{"a": 1}],
+                                                 "output": "softmax"}, "activations of layer 0 are"),
 ])
 def test_bad_model_files_are_refused(tmp_path, arrays, meta, message):
     path = save_model_file(tmp_path / "bad.npz", "mlp", arrays, meta)

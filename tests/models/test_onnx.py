@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml import cli
 from tinycc_ml.errors import ModelFileError
+from tinycc_ml.ir.interp import run_float
 
 onnx = pytest.importorskip("onnx")  # the [onnx] extra; CI installs it (dev extra)
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -100,7 +103,16 @@ def _external(path):
               size_threshold=0)
 
 
+def _nan_weight(path):
+    proto = torch_like(path)
+    W2 = numpy_helper.to_array(proto.graph.initializer[2]).copy()
+    W2[3, 1] = np.nan
+    proto.graph.initializer[2].CopyFrom(_init("W2", W2))
+    onnx.save(proto, str(path))
+
+
 @pytest.mark.parametrize("make, message", [
+    (_nan_weight, r"W2 holds a non-finite value \(nan\) at index \(3, 1\)"),
     (lambda p: torch_like(p, extra_nodes=[helper.make_node("Conv", ["x", "W1"], ["c"], name="conv")]),
      "op Conv .node 'conv'. is not supported"),
     (lambda p: torch_like(p, dims=["batch", D]), "dimension 0 is dynamic .batch."),
@@ -117,9 +129,128 @@ def test_bad_onnx_files_are_refused(tmp_path, capsys, make, message):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
-def test_mixed_hidden_activations_are_refused(tmp_path):
-    proto = torch_like(tmp_path / "m.onnx")
-    proto.graph.node[4].op_type = "Tanh"  # act2: Relu then Tanh
-    onnx.save(proto, str(tmp_path / "m.onnx"))
-    with pytest.raises(ModelFileError, match=r"mix activations \['relu', 'tanh'\]"):
+def chained(path, layers, final=None, width=6, dim=5, keras=False):
+    """A dense network with each layer's activations given by name (``layers``: one list of op names per
+    layer, the last layer's width its own): Gemm(transB=1) or, with ``keras``, MatMul + Add."""
+    nodes, inits, current = [helper.make_node("Flatten", ["x"], ["f"], name="flatten")], [], "f"
+    widths = [dim] + [width] * (len(layers) - 1) + [layers[-1][0]]
+    for i, (acts, (n_in, n_out)) in enumerate(zip([acts for acts in (*layers[:-1], layers[-1][1])],
+                                                   zip(widths[:-1], widths[1:]))):
+        W, b = RNG.normal(size=(n_out, n_in)) / np.sqrt(n_in) * 2, RNG.normal(size=n_out) / 2
+        if keras:
+            inits += [_init(f"W{i}", W.T), _init(f"b{i}", b)]
+            nodes += [helper.make_node("MatMul", [current, f"W{i}"], [f"m{i}"], name=f"mm{i}"),
+                      helper.make_node("Add", [f"m{i}", f"b{i}"], [f"z{i}"], name=f"add{i}")]
+        else:
+            inits += [_init(f"W{i}", W), _init(f"b{i}", b)]
+            nodes.append(helper.make_node("Gemm", [current, f"W{i}", f"b{i}"], [f"z{i}"], transB=1, name=f"fc{i}"))
+        current = f"z{i}"
+        for j, op in enumerate(acts):
+            nodes.append(helper.make_node(op, [current], [f"a{i}_{j}"], name=f"act{i}_{j}"))
+            current = f"a{i}_{j}"
+    if final:
+        nodes.append(helper.make_node(final, [current], ["y"], name="final"))
+        current = "y"
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, dim])],
+                              [helper.make_tensor_value_info(current, TensorProto.FLOAT, [1, widths[-1]])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return model
+
+
+def what_onnx_says(model, layers, final, X):
+    """The model's answer to compare with onnx.reference's output: probabilities (softmax, a last Sigmoid),
+    else the scores (class scores, a regression value)."""
+    acts = [op for op in layers[-1][1] if op != "Identity"]  # Identity: a no-op
+    if final == "Softmax" or (acts and acts[-1] == "Sigmoid"):
+        p = model.predict_proba(X)
+        return p[:, 1:] if layers[-1][0] == 1 else p
+    return model.scores(X)
+
+
+ACTS = ["Relu", "Tanh", "Sigmoid", "Identity"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(layers=st.lists(st.lists(st.sampled_from(ACTS), max_size=2), min_size=0, max_size=3),
+       last=st.tuples(st.sampled_from([1, 3]), st.lists(st.sampled_from(ACTS), max_size=2)),
+       final=st.sampled_from([None, "Softmax"]), keras=st.booleans())
+def test_any_chain_of_the_supported_ops_reads_as_onnx_reference_computes(tmp_path_factory, layers, last, final,
+                                                                        keras):
+    if final == "Softmax" and last[0] == 1:
+        final = None  # a softmax of one output is refused (below)
+    layers = [*layers, last]
+    path = tmp_path_factory.mktemp("chain") / "net.onnx"
+    proto = chained(path, layers, final, keras=keras)
+    X = RNG.normal(size=(20, 5)) * 2
+    model = tinycc_ml.load_model(path)
+    assert model.hidden_sizes == [6] * (len(layers) - 1)
+    np.testing.assert_allclose(what_onnx_says(model, layers, final, X), reference(proto, X), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(run_float(model.lower(), X)["scores"], model.scores(X), rtol=1e-4, atol=1e-5)
+
+
+# Relu then Tanh then Sigmoid then Softmax across layers; two activations on one layer; a hidden layer
+# without one; Sigmoid under a Tanh at the end (binary); Relu at the end of a regression network.
+MIXED = [
+    ([["Relu"], ["Tanh"], ["Sigmoid"], (4, [])], "Softmax", False, True),
+    ([["Tanh", "Relu"], ["Identity"], (3, ["Sigmoid"])], None, True, False),
+    ([["Sigmoid"], (1, ["Tanh", "Sigmoid"])], None, False, True),
+    ([["Relu"], ["Tanh"], (1, ["Relu"])], None, True, False),
+]
+
+
+@pytest.mark.parametrize("layers, final, keras, int16", MIXED)
+def test_mixed_activation_networks_compile_and_agree_with_onnx_reference(tmp_path, layers, final, keras, int16):
+    require_target("host")
+    proto = chained(tmp_path / "m.onnx", layers, final, keras=keras)
+    X = RNG.normal(size=(200, 5)) * 2
+    want = reference(proto, X)
+    model = tinycc_ml.load_model(tmp_path / "m.onnx")
+    assert model.activation is None and "mixed" in str(model.meta())
+    tinycc_ml.save_model(model, tmp_path / "m.npz")  # the chains survive the model file
+    again = tinycc_ml.load_model(tmp_path / "m.npz")
+    assert again.chains == model.chains and again.output == model.output
+    host = tinycc_ml.compile(tmp_path / "m.npz", name="m").load()
+    if model.task.get("kind") == "regression":
+        np.testing.assert_allclose(host.predict(X), want[:, 0], rtol=1e-4, atol=1e-5)
+    else:
+        np.testing.assert_allclose(what_onnx_says(host, layers, final, X), want, atol=1e-5)
+        np.testing.assert_array_equal(host.predict(X), model.predict(X))
+    if not int16:
+        return
+    int16 = tinycc_ml.compile(tmp_path / "m.onnx", precision="int16", calibration=X, name="m").load()
+    if model.task.get("kind") == "regression":
+        assert np.max(np.abs(int16.predict(X) - want[:, 0])) < 0.05
+    else:
+        assert np.mean(np.all(np.reshape(int16.predict(X) == model.predict(X), (len(X), -1)), axis=1)) >= 0.97
+
+
+@pytest.mark.parametrize("layers, final, message", [
+    ([["Relu", "Softmax"], (3, [])], None, "Gemm after the final Softmax"),
+    ([(1, [])], "Softmax", "a softmax output needs at least two classes"),
+])
+def test_what_cannot_be_a_dense_network_is_refused(tmp_path, layers, final, message):
+    chained(tmp_path / "m.onnx", layers, final)
+    with pytest.raises(ModelFileError, match=message):
         tinycc_ml.load_model(tmp_path / "m.onnx")
+
+
+def test_an_activation_on_the_input_and_a_bias_after_an_activation_are_refused(tmp_path):
+    proto = chained(tmp_path / "m.onnx", [["Relu"], (3, [])], keras=True)
+    nodes = list(proto.graph.node)
+    moved = helper.make_node("Relu", ["f"], ["f_relu"], name="input_relu")
+    nodes[1].input[0] = "f_relu"
+    del proto.graph.node[:]
+    proto.graph.node.extend([nodes[0], moved, *nodes[1:]])
+    onnx.save(proto, str(tmp_path / "in.onnx"))
+    with pytest.raises(ModelFileError, match="'input_relu' does not follow a dense layer"):
+        tinycc_ml.load_model(tmp_path / "in.onnx")
+    proto = chained(tmp_path / "m.onnx", [["Relu"], (3, [])], keras=True)
+    nodes = list(proto.graph.node)  # flatten, mm0, add0, act0_0, mm1, add1: swap add0 and act0_0
+    nodes[2].input[0], nodes[3].input[0] = "a0_0", "m0"
+    nodes[4].input[0] = "z0"
+    del proto.graph.node[:]
+    proto.graph.node.extend([nodes[0], nodes[1], nodes[3], nodes[2], *nodes[4:]])
+    onnx.save(proto, str(tmp_path / "bias.onnx"))
+    with pytest.raises(ModelFileError, match="'add0' does not follow a MatMul or Gemm"):
+        tinycc_ml.load_model(tmp_path / "bias.onnx")

@@ -23,9 +23,15 @@ class AvrTarget(CTarget):
     name: str = "avr"
     const_attribute: str = " PROGMEM"
     extra_includes: tuple[str, ...] = ("#include <avr/pgmspace.h>",)
+    int16_arith: bool = True
 
     def read_const(self, array: str, index: str, ctype: str) -> str:
         return f"{PGM_READ[ctype]}(&{array}[{index}])"
+
+    def offset_store(self, em, name: str) -> str | None:
+        from tinycc_ml.backends.kernels_avr import chain_offset_store
+
+        return chain_offset_store(em, name)
 
 
 class AvrBackend(McuBackend):

@@ -86,9 +86,18 @@ class CTarget:
     name: str = "host"
     const_attribute: str = ""  # placed after the declarator, e.g. " PROGMEM"
     extra_includes: tuple[str, ...] = ()
+    # int is 16 bits (AVR): a fused chain's 16-bit add/sub/clip steps then saturate in 16-bit arithmetic
+    # (an overflow test before the add) rather than in int32, which costs several instructions per operation
+    int16_arith: bool = False
 
     def read_const(self, array: str, index: str, ctype: str) -> str:
         return f"{array}[{index}]"
+
+    def offset_store(self, em, name: str) -> str | None:
+        """For the last value ``name`` of a fused element-wise chain (graph.analyses.fused): the scratch symbol
+        where its store adds up u = x + 2^15 when it stores u (offset-binary) for its only reader, a kernel
+        that takes it so (the reader reads the sum, then zeroes it); None: stored as is (the default)."""
+        return None
 
     # (op, precision) -> code that replaces the shared table's entry on this target (e.g. a
     # hand-tuned mat-vec), or returns None to use the portable entry. It must compute exactly what
@@ -156,6 +165,8 @@ class CEmitter:
         self.prediction_node = self.graph.output("prediction")
         self.inline_values: dict[str, str] = {}  # value -> the C local holding its element (fused chains)
         self.stored_heads: set[str] = set()  # fused heads whose code stored through c_fixed.store
+        # the C local a loop of fused stores adds an offset-binary chain's sum into (CTarget.offset_store), if any
+        self.chain_sum: str | None = None
         self.emitting: list[str] = []  # the nodes of the function code() is writing
         self._const_symbols: dict[str, str] = {}
         self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them

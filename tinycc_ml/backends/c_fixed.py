@@ -77,32 +77,134 @@ def store(em: CEmitter, node: Node, index: str | None, expr: str) -> str:
     chain = em.graph.analyses.fused.get(node.name)
     if chain and index is not None:
         em.stored_heads.add(node.name)
-        return fused_store(em, node, chain, index, saturate_c(em, node, expr))
+        return fused_store(em, node, chain, index, expr, saturated=False)
     target = em.var(node.name) if index is None or node.type.rank == 0 else f"{em.var(node.name)}[{index}]"
     return f"{target} = {saturate_c(em, node, expr)};"
 
 
-def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: str) -> str:
-    """One element of ``head`` (``value``, saturated) through its fused element-wise chain (plan_memory's
-    ``fused``): each step in a local, as its own code computes it, and only the last stored, in the head's
-    slot (which the chain's last value shares)."""
+def fused_store(em: CEmitter, head: Node, chain: list[str], index: str, value: str, saturated: bool = True) -> str:
+    """One element of ``head`` (``value``: an int32 expression, already saturated to the head's type when
+    ``saturated``) through its fused element-wise chain (plan_memory's ``fused``): each step in a local, as
+    its own code computes it, saturated inline (a call to the shared helper per step costs more than the
+    step at -Os), and only the last stored, in the head's slot (which the chain's last value shares).
+    A step followed by a relu (a clip at 0 with no upper bound in int16) and a left shift by n is one step:
+    sat16(max(sat16(e), 0) * 2^n) = min(max(e, 0) * 2^n, 32767) (0 where e <= 0; else monotone in e)."""
+    names = [head.name] + chain
     parts, prev = [], head
     temps = {}
-    for k, name in enumerate([head.name] + chain):
-        node = em.graph.node(name)
+    k = 0
+    while k < len(names):
+        node = em.graph.node(names[k])
+        t = f"t{k}"
+        relu = _relu_shift(em, node, em.graph.node(names[k + 1])) if k + 1 < len(names) else None
+        narrow = None
         if k:
             em.inline_values[prev.name] = temps[prev.name]
             try:
-                value = saturate_c(em, node, ELEMENT[node.op](em, node)(index))
+                if em.target.int16_arith:
+                    narrow = _narrow_step(em, node, index, t, relu)
+                value = ELEMENT[node.op](em, node)(index)
             finally:
                 del em.inline_values[prev.name]
+        if relu is not None:  # the relu's node is this step's result
+            k += 1
+            node = em.graph.node(names[k])
+        ctype = ctype_of(node.type.dtype)
+        bits = node.type.dtype.bits
+        if narrow is not None:
+            parts += narrow
+            value = t
+        elif relu is not None:
+            parts += [f"int32_t {t} = {value};",
+                      f"{t} = {t} < 0 ? 0 : ({t} > {32767 >> relu} ? 32767 : {t} * {1 << relu});"]
+            value = f"({ctype}){t}"
+        elif k or not saturated:
+            top = 2 ** (bits - 1) - 1
+            parts.append(f"int32_t {t} = {value};" if bits < 32 else f"const int32_t {t} = {value};")
+            if bits < 32 and em.target.int16_arith:  # two compares of int32 constants: cheaper than narrowing there
+                parts.append(f"{t} = {t} > {top} ? {top} : ({t} < -{top + 1} ? -{top + 1} : {t});")
+            elif bits < 32:  # one compare of the narrowed value: it is the value unless it saturates
+                parts.append(f"if (({ctype}){t} != {t}) {t} = ({t} >> 31) ^ {top};")
+            value = f"({ctype}){t}"
         if k == len(chain):  # the chain's last value shares the head's slot (plan_memory)
-            parts.append(f"{em.var(head.name)}[{index}] = {value};")
+            sums = em.target.offset_store(em, node.name)
+            if sums:  # offset-binary for its reader kernel, which takes the sum too
+                parts += [f"const uint16_t u = (uint16_t)((uint16_t){value} ^ 0x8000u);",
+                          f"{em.var(head.name)}[{index}] = (int16_t)u;", f"{em.chain_sum or sums + '[0]'} += u;"]
+            else:
+                parts.append(f"{em.var(head.name)}[{index}] = {value};")
         else:
-            temps[name] = f"f{k}"
-            parts.append(f"const {ctype_of(node.type.dtype)} f{k} = {value};")
+            temps[node.name] = f"f{k}"
+            parts.append(f"const {ctype} f{k} = {value};")
         prev = node
+        k += 1
     return "{ " + " ".join(parts) + " }"
+
+
+def _relu_shift(em: CEmitter, node: Node, user: Node) -> int | None:
+    """n when ``user`` (the next step after ``node``, both int16) is clip(node, 0, no bound in int16) with its
+    result n bits finer (0 <= n <= 14); else None."""
+    if user.op != "clip" or node.type.dtype.bits != 16 or user.type.dtype.bits != 16:
+        return None
+    lo, hi = clip_bounds(user.attrs["lo"], user.attrs["hi"], node.type.dtype)
+    n = user.type.dtype.scale - node.type.dtype.scale
+    if np.ndim(lo) or int(lo) != 0 or int(hi) < 32767 or not 0 <= n <= 14:
+        return None
+    return n
+
+
+def _sat_shift16(t: str, s: str, n: int) -> str:
+    """``t = sat16(s * 2^n)`` for an int16 ``s``, in 16-bit arithmetic (the compares before the shift)."""
+    if n == 0:
+        return f"{t} = {s};"
+    return f"{t} = {s} > {32767 >> n} ? 32767 : ({s} < -{32768 >> n} ? (-32767 - 1) : (int16_t)({s} * {1 << n}));"
+
+
+def _narrow_step(em: CEmitter, node: Node, index: str, t: str, relu: int | None = None) -> list[str] | None:
+    """A fused chain step as int16 C (targets with ``int16_arith``) when it is an add/sub of two int16 values
+    of one scale or a scalar clip of an int16 value, with a left shift (or none) to a 16-bit result; None
+    otherwise. Exactly the op's semantics: sat16((a +- b) * 2^n) is the sign's bound when a +- b overflows
+    int16 (its magnitude is then at least 2^15), else the 16-bit sum shifted with saturation. With ``relu``
+    (= n2, see fused_store) the add/sub's relu and its shift too: min(max(a +- b, 0) * 2^(n + n2), 32767)."""
+    g = em.graph
+    if node.type.dtype.bits != 16 or any(g.type(i).dtype.bits != 16 for i in node.inputs):
+        return None
+    n = node.type.dtype.scale - scale_of(em, node.inputs[0])
+    if not 0 <= n <= 14:
+        return None
+    if node.op in ("add", "sub"):
+        a, b = node.inputs
+        if scale_of(em, a) != scale_of(em, b):
+            return None
+        A, B = em.at(a, index), em.at(b, index)
+        if node.op == "add":
+            over, sign, value = "(b > 0 ? a > 32767 - b : a < (-32767 - 1) - b)", "b > 0", "a + b"
+        else:
+            over, sign, value = "(b < 0 ? a > 32767 + b : a < (-32767 - 1) + b)", "b < 0", "a - b"
+        if relu is not None:
+            if n + relu > 14:
+                return None
+            return [f"int16_t {t};", f"{{ const int16_t a = {A}, b = {B};",
+                    f"if {over} {t} = {sign} ? 32767 : 0;",
+                    f"else {{ const int16_t s = (int16_t)({value}); "
+                    f"{t} = s < 0 ? 0 : (s > {32767 >> (n + relu)} ? 32767 : (int16_t)(s * {1 << (n + relu)})); }} }}"]
+        return [f"int16_t {t};", f"{{ const int16_t a = {A}, b = {B};",
+                f"if {over} {t} = {sign} ? 32767 : (-32767 - 1);",
+                f"else {{ const int16_t s = (int16_t)({value}); {_sat_shift16(t, 's', n)} }} }}"]
+    if node.op == "clip" and relu is None:
+        (a,) = node.inputs
+        lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], g.type(a).dtype)
+        if np.ndim(lo) or lo > 32767 or hi < -32768:
+            return None
+        lo, hi = int(lo), int(hi)
+        v = em.at(a, index)
+        clamped = v
+        if hi < 32767:
+            clamped = f"({v} > {hi} ? {hi} : {clamped})"
+        if lo > -32768:
+            clamped = f"({v} < {lo} ? {lo} : {clamped})"
+        return [f"int16_t {t};", f"{{ const int16_t s = (int16_t){clamped};", _sat_shift16(t, "s", n), "}"]
+    return None
 
 
 def fused_fallback(em: CEmitter, head: Node) -> list[str]:
@@ -111,9 +213,31 @@ def fused_fallback(em: CEmitter, head: Node) -> list[str]:
     n = head.type.size
     value = f"{em.var(head.name)}[i]"
     chain = em.graph.analyses.fused[head.name]
-    if all(em.graph.op(m) == "scale" and identity_scale(em, em.graph.node(m)) for m in chain):
+    if identity_chain(em, chain):
         return [f"/* %{head.name}'s chain leaves its values as they are: no loop */"]
-    return [f"for ({index_type(n)} i = 0; i < {n}; ++i) " + fused_store(em, head, chain, "i", value)]
+    return chain_sum_loop(em, head, f"for ({index_type(n)} i = 0; i < {n}; ++i) ",
+                          lambda: [fused_store(em, head, chain, "i", value)])
+
+
+def identity_chain(em: CEmitter, chain: list[str]) -> bool:
+    """A chain of scales that leave every value as it is (identity_scale): nothing to compute or store."""
+    return all(em.graph.op(m) == "scale" and identity_scale(em, em.graph.node(m)) for m in chain)
+
+
+def chain_sum_loop(em: CEmitter, head: Node, loop: str, body) -> list[str]:
+    """``loop`` over the lines ``body()`` makes (the head's fused stores): when the chain's last value is stored
+    offset-binary with its sum (CTarget.offset_store), the sum in a local, added to the scratch after the loop."""
+    chain = em.graph.analyses.fused.get(head.name)
+    sums = em.target.offset_store(em, chain[-1]) if chain else None
+    if not sums:
+        return [loop + " ".join(body())]
+    em.chain_sum = "chain_sum"
+    try:
+        lines = body()
+    finally:
+        em.chain_sum = None
+    return ["{", "    uint32_t chain_sum = 0;", f"    {loop}{{ " + " ".join(lines) + " }",
+            f"    {sums}[0] += chain_sum;", "}"]
 
 
 def shared_x_readers(em: CEmitter, x_name: str, ok) -> list[str]:
@@ -274,7 +398,14 @@ def identity_scale(em: CEmitter, node: Node) -> bool:
 
 
 def _elementwise(element):
-    return lambda em, node: _loop(em, node, element(em, node))
+    def code(em: CEmitter, node: Node) -> list[str]:
+        if em.target.int16_arith and node.type.rank and not em.graph.analyses.fused.get(node.name):
+            narrow = _narrow_step(em, node, "i", "t")  # 16-bit arithmetic (see CTarget.int16_arith)
+            if narrow is not None:
+                return [f"for ({index_type(node.type.size)} i = 0; i < {node.type.size}; ++i) {{ "
+                        + " ".join(narrow) + f" {em.var(node.name)}[i] = t; }}"]
+        return _loop(em, node, element(em, node))
+    return code
 
 
 def _clamp_expr(expr: str, lo: int, hi: int, bits: int = 32) -> str:
@@ -296,7 +427,9 @@ def _clip_element(em: CEmitter, node: Node):
     dtype = em.graph.type(a).dtype
     lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
     shift = dtype.scale - node.type.dtype.scale
-    bound = max(abs(int(lo)), abs(int(hi)))
+    top = 2 ** (dtype.bits - 1)  # the operand's range: the result lies in [clamp(-top), clamp(top - 1)]
+    ends = [min(max(v, int(lo)), int(hi)) for v in (-top, top - 1)]
+    bound = max(abs(ends[0]), abs(ends[1]))
     return lambda i: shift_c(em, _clamp_expr(em.at(a, i), int(lo), int(hi), dtype.bits), shift, bound)
 
 

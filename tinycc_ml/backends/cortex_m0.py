@@ -19,6 +19,11 @@ class M0Target(CTarget):
     name: str = "cortex-m0"
     inline_saturation: bool = True
 
+    def offset_store(self, em, name: str) -> str | None:
+        from tinycc_ml.backends.kernels_m0_fused import chain_offset_store
+
+        return chain_offset_store(em, name)
+
 
 class CortexM0Backend(McuBackend):
     name = "cortex-m0"

@@ -307,14 +307,36 @@ def offset_user(em: CEmitter, name: str) -> str | None:
 
 def fused_producer(em: CEmitter, name: str) -> str | None:
     """The user kind (offset_user) when the producer of ``name`` stores x + 2^15 and its sums: an input-type
-    clip (for either user), or an exp_lut feeding a mat-vec."""
+    clip (for either user), an exp_lut feeding a mat-vec, or the last value of a fused element-wise chain
+    feeding a mat-vec (a layer's bias and relu before the next layer: chain_offset_store)."""
     g = em.graph
     op = g.op(name)
     if op == "clip" and clip_ok(em, g.node(name)):
         return offset_user(em, name)
     if op == "exp_lut" and exp_ok(em, g.node(name)) and offset_user(em, name) == "matvec":
         return "matvec"
+    if chain_offset_store(em, name):
+        return "matvec"
     return None
+
+
+def chain_last(em: CEmitter, name: str) -> bool:
+    """``name`` is the last value of a fused element-wise chain (computed in its head's store) that computes
+    something (a chain of identity scales stores nothing: c_fixed.identity_chain)."""
+    from tinycc_ml.backends.c_fixed import identity_chain
+
+    return any(chain and chain[-1] == name and not identity_chain(em, chain)
+               for chain in em.graph.analyses.fused.values())
+
+
+def chain_offset_store(em: CEmitter, name: str) -> str | None:
+    """AvrTarget.offset_store: the last value of a fused chain whose only reader is mac_asm's mat-vec is
+    stored as x + 2^15 and summed (into presum_sym, which the reader zeroes after reading it)."""
+    if not chain_last(em, name) or offset_user(em, name) != "matvec":
+        return None
+    sym = presum_sym(em, name)
+    em.scratch(sym, "uint32_t", 1)
+    return sym
 
 
 def presum_sym(em: CEmitter, name: str) -> str:
@@ -400,6 +422,8 @@ def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, 
     x = em.var(x_name)
     if pre:
         lines = [f"    uint32_t sx = {presum_sym(em, x_name)}[0];"]
+        if chain_last(em, x_name):  # summed by the chain's stores: zeroed for the next inference
+            lines.append(f"    {presum_sym(em, x_name)}[0] = 0;")
     else:
         lines = ["    uint32_t sx = 0;",
                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]

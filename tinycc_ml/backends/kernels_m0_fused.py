@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import shared_x_readers, shift_c, store
+from tinycc_ml.backends.c_fixed import chain_sum_loop, shared_x_readers, shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
@@ -167,6 +167,18 @@ def kernel_user(em, name: str) -> str | None:
     return sole_vector_user(em, name, matvec_ok, lambda e, n: sqdist8_ok(e, n) or sqdist_ok(e, n))
 
 
+def chain_offset_store(em, name: str) -> str | None:
+    """M0Target.offset_store: the last value of a fused element-wise chain whose only reader is the 9-row
+    mat-vec kernel is stored as x' = x + 2^15 and summed (the kernel's input pass, done by the stores)."""
+    from tinycc_ml.backends.kernels_avr import chain_last
+
+    if not chain_last(em, name) or kernel_user(em, name) != "matvec":
+        return None
+    sym = _sums(em, name)
+    em.scratch(sym, "uint32_t", 1)
+    return sym
+
+
 def _fused_clip(em, node: Node) -> bool:
     from tinycc_ml.backends.kernels_clip import clip_ok
 
@@ -189,6 +201,9 @@ def _prepare(em, x_name: str, kind: str) -> tuple[str, list[str]]:
         buf = f"(const uint16_t *){em.var(x_name)}"
         sums = [f"const uint32_t sx = {sym}[0];"] + ([f"const uint32_t xx = {sym}[1];"] if kind == "sqdist" else [])
         return buf, sums
+    if kind == "matvec" and em.target.offset_store(em, x_name):  # the chain's stores left x' and its sum
+        sym = _sums(em, x_name)
+        return f"(const uint16_t *){em.var(x_name)}", [f"const uint32_t sx = {sym}[0];", f"{sym}[0] = 0;"]
     buf = em.sym(f"xo_{em.var(x_name)}")
     em.scratch(buf, "uint16_t", n)
     x = em.var(x_name)
@@ -229,8 +244,9 @@ def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x_buf: str, acc: str, 
 
 def clamp_asm(name: str, n: int, lo: int, hi: int, squares: bool) -> str:
     """void name(const int16_t *x, uint16_t *out, uint32_t *sums): out[i] = clamp(x[i], lo, hi) + 2^15,
-    sums[0] = sum(out), with squares sums[1] = sum(clamp(x[i])^2). With lo = 0 one unsigned compare of the
-    zero-extended value settles the common case; the clamp itself is out of line."""
+    sums[0] = sum(out), with squares sums[1] = sum(clamp(x[i])^2). One unsigned compare settles the common case
+    (in range), the clamp itself is out of line: with lo = 0 of the zero-extended x; otherwise (no squares) of
+    u - (lo + 2^15) against hi - lo, u = x + 2^15 (x zero-extended, then EOR 2^15)."""
     b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
          ".thumb_func", f".type {name}, %function", f"{name}:", "push {r4-r7, lr}", "push {r2}",
          "movs r2, #0", "movs r3, #0", "movs r7, #1", "lsls r7, r7, #15", f"ldr r6, ={hi}", f"ldr r5, ={lo}",
@@ -238,7 +254,15 @@ def clamp_asm(name: str, n: int, lo: int, hi: int, squares: bool) -> str:
     unroll = 4 if n % 4 == 0 else (2 if n % 2 == 0 else 1)
     fast = lo == 0
     body, slow = [], []
+    if not fast and not squares:  # u = x + 2^15 (zero-extended, then EOR): in range iff u - lo' <= hi - lo unsigned
+        b += [f"ldr r3, ={lo + 32768}", f"ldr r6, ={hi - lo}"]
     for e in range(unroll):
+        if not fast and not squares:
+            body += [f"ldrh r4, [r5, #{2 * e}]", "eors r4, r7", "subs r0, r4, r3", "cmp r0, r6", f"bhi 2{e}f", f"3{e}:"]
+            # out of range: below lo when u - lo' is negative, else above hi
+            slow += [f"2{e}:", "mov r4, r3", "cmp r0, #0", "blt 4f", "adds r4, r4, r6", "4:", f"b 3{e}b"]
+            body += [f"strh r4, [r1, #{2 * e}]", "adds r2, r2, r4"]
+            continue
         if fast:
             body += [f"ldrh r4, [r5, #{2 * e}]", "cmp r4, r6", f"bhi 2{e}f", f"3{e}:"]
             slow += [f"2{e}:", "sxth r4, r4", "cmp r4, r6", "ble 4f", "mov r4, r6", "4:", "cmp r4, #0", "bge 5f",
@@ -324,10 +348,10 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
     out_shift = node_output_shift(g, node.name)
     sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
+    stores = chain_sum_loop(em, node, f"for (int r = 0; r < {A.shape[0]}; ++r) ",
+                            lambda: [store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift))])
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
-            *("    " + c for c in calls),
-            f"    for (int r = 0; r < {A.shape[0]}; ++r)",
-            "        " + store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift)), "}"]
+            *("    " + c for c in calls), *("    " + ln for ln in stores), "}"]
 
 
 def kernel_sqdist(em, node: Node) -> list[str] | None:

@@ -4,11 +4,13 @@ Read with the ``onnx`` package (optional extra: ``pip install tinycc-ml[onnx]``)
 (protobuf), never executed. A chain of
 
     Flatten / Identity (on a vector: no-ops), Gemm (transA = 0) or MatMul [+ Add of a constant],
-    one hidden activation Relu / Tanh / Sigmoid (the same after every hidden layer), and at the end
-    optionally Softmax (classes) or Sigmoid (binary: one output; multilabel: several)
+    after each layer any sequence of Relu / Tanh / Sigmoid (layers may differ), and at the end
+    optionally Softmax (classes)
 
-becomes an ``MLPModel``. Without a final activation two or more outputs are class scores (argmax;
-probabilities: their softmax), one output is a regression value. Anything else is refused with a
+becomes an ``MLPModel`` (per layer its chain of activations). A last Sigmoid makes the output logistic
+(binary: one output; multilabel: several; the scores are what it is applied to); without a final
+Softmax or Sigmoid two or more outputs are class scores (argmax; probabilities: their softmax), one
+output is a regression value. Anything else is refused with a
 ModelFileError naming the file and what is wrong: an op outside this list (by name), a branch or
 a second input, a dynamic (symbolic) dimension, weights stored as external data, a non-finite weight.
 """
@@ -81,14 +83,14 @@ def _const(path, weights: dict, name: str, node) -> np.ndarray:
 
 def _chain(path, graph, weights: dict, current: str, dim: int) -> MLPModel:
     layers: list[list[np.ndarray]] = []  # [W (out, in), b (out,)]
-    activations: list[str | None] = []  # after each layer: its activation (None: none yet)
-    final = None  # "Softmax" or "Sigmoid" after the last layer
+    chains: list[list[str]] = []  # after each layer: its activations in order
+    final = None  # "Softmax" after the last layer
     for node in graph.node:
         op = node.op_type
         if op not in SUPPORTED_OPS:
             raise ModelFileError(f"{path}: op {op} (node {node.name!r}) is not supported; a dense network may use "
                                  f"{', '.join(SUPPORTED_OPS)}")
-        if final is not None:
+        if final is not None and op not in ("Flatten", "Identity"):
             raise ModelFileError(f"{path}: {op} after the final {final}; {final} must be the last op")
         data = [i for i in node.input if i and i not in weights]
         if current not in node.input or len(data) != 1 or len(node.output) != 1:
@@ -103,47 +105,41 @@ def _chain(path, graph, weights: dict, current: str, dim: int) -> MLPModel:
             if W.shape[1] != (layers[-1][0].shape[0] if layers else dim):
                 raise ModelFileError(f"{path}: {op} node {node.name!r} takes {W.shape[1]} inputs, the previous "
                                      f"layer gives {layers[-1][0].shape[0] if layers else dim}")
-            if layers and activations[-1] is None:
-                activations[-1] = "identity"
             layers.append([W, b])
-            activations.append(None)
+            chains.append([])
         elif op == "Add":
-            if not layers or activations[-1] is not None:
-                raise ModelFileError(f"{path}: Add node {node.name!r} does not follow a MatMul or Gemm")
+            if not layers or chains[-1]:
+                raise ModelFileError(f"{path}: Add node {node.name!r} does not follow a MatMul or Gemm (a bias "
+                                     "after an activation is not supported)")
             (other,) = [i for i in node.input if i != current]
             bias = _const(path, weights, other, node)
             out = layers[-1][0].shape[0]
             if bias.size not in (1, out) or bias.ndim > 2:
                 raise ModelFileError(f"{path}: Add node {node.name!r} adds shape {bias.shape} to {out} outputs")
             layers[-1][1] = layers[-1][1] + np.broadcast_to(bias.reshape(-1), (out,))
-        elif op in ACTIVATION_OF or op == "Softmax":
-            if not layers or activations[-1] is not None:
-                raise ModelFileError(f"{path}: {op} node {node.name!r} does not follow a dense layer")
-            if op == "Softmax" and attrs.get("axis", -1) not in (-1, 1):
-                raise ModelFileError(f"{path}: Softmax node {node.name!r} with axis={attrs['axis']} on a vector")
+        else:  # Relu, Tanh, Sigmoid, Softmax
+            if not layers:
+                raise ModelFileError(f"{path}: {op} node {node.name!r} does not follow a dense layer (it acts on "
+                                     "the input)")
             if op == "Softmax":
+                if attrs.get("axis", -1) not in (-1, 1):
+                    raise ModelFileError(f"{path}: Softmax node {node.name!r} with axis={attrs['axis']} on a vector")
                 final = op
             else:
-                activations[-1] = ACTIVATION_OF[op]
+                chains[-1].append(ACTIVATION_OF[op])
         current = node.output[0]
     if not layers:
         raise ModelFileError(f"{path}: no Gemm or MatMul layer")
     if current not in [o.name for o in graph.output]:
         raise ModelFileError(f"{path}: the chain ends at {current!r}, which is not the graph's output")
-    last = activations[-1]
-    if last == "logistic":
-        output = "logistic"
-    elif last is None:
-        output = "softmax" if final == "Softmax" or layers[-1][0].shape[0] >= 2 else "identity"
+    if final == "Softmax":
+        output = "softmax"
+    elif chains[-1] and chains[-1][-1] == "logistic":
+        output = "logistic"  # the probabilities: the logistic of the scores before the last Sigmoid
+        chains[-1].pop()
     else:
-        raise ModelFileError(f"{path}: the last layer ends in {last}; a network's output may end in Softmax, "
-                             "Sigmoid or nothing")
-    hidden = set(activations[:-1])
-    if len(hidden) > 1:
-        raise ModelFileError(f"{path}: hidden layers mix activations {sorted(hidden)}; one activation for all "
-                             "hidden layers is supported")
-    activation = hidden.pop() if hidden else "relu"
-    return MLPModel([w for w, _ in layers], [b for _, b in layers], activation, output, source=str(path))
+        output = "softmax" if layers[-1][0].shape[0] >= 2 else "identity"
+    return MLPModel([w for w, _ in layers], [b for _, b in layers], chains, output, source=str(path))
 
 
 def _linear(path, node, attrs: dict, weights: dict, current: str) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,9 @@
 h_0 = (x - mean) / std,  h_i = act(W_i h_{i-1} + b_i) for the hidden layers,
 scores = W_k h_{k-1} + b_k (the output layer's pre-activation: logits, or the regression value).
 
-Hidden activations: relu, tanh, logistic, identity (one for all hidden layers, as scikit-learn).
+Hidden activations: relu, tanh, logistic, identity: one for all hidden layers (scikit-learn), or per
+layer a chain of them applied in order (ONNX networks mixing activations; the output layer's chain, if
+any, makes the scores: e.g. Gemm, Tanh, Softmax has scores tanh(W h + b)).
 The output activation says what the scores mean: "softmax" (classes: argmax; probabilities the
 softmax of the scores), "logistic" (one score: class 1 where it is > 0, i.e. probability > 0.5; several:
 multilabel, each label where its score is > 0) or "identity" (regression).
@@ -42,15 +44,40 @@ def activation(name: str, z: np.ndarray) -> np.ndarray:
     return z
 
 
+def _chains(activation, n_layers: int, source) -> list[tuple[str, ...]]:
+    """Per layer the activations applied in order after its bias ("identity" dropped): ``activation`` is one
+    name for every hidden layer (none after the output layer), or one entry per layer, each a name or a
+    sequence of names."""
+    if isinstance(activation, str):
+        per_layer = [[activation]] * (n_layers - 1) + [[]]
+    else:
+        per_layer = list(activation) if isinstance(activation, (list, tuple)) else None
+        if per_layer is None or len(per_layer) != n_layers:
+            raise ModelFileError(f"{source}: activations {activation!r:.80} must be one name or one entry per layer "
+                                 f"({n_layers})")
+        per_layer = [[a] if isinstance(a, str) else a for a in per_layer]
+    chains = []
+    for i, chain in enumerate(per_layer):
+        if not isinstance(chain, (list, tuple)) or len(chain) > 8:
+            raise ModelFileError(f"{source}: activations of layer {i} are {chain!r:.80}, expected up to 8 names")
+        for name in chain:
+            if name not in ACTIVATIONS:
+                raise ModelFileError(f"{source}: activation {name!r:.40} (layer {i}) is not supported; supported: "
+                                     f"{', '.join(ACTIVATIONS)}")
+        chains.append(tuple(a for a in chain if a != "identity"))
+    return chains
+
+
 class MLPModel(Model):
-    """Layers ``weights[i]`` (out_i, in_i) and ``biases[i]`` (out_i,), a hidden ``activation``, an
-    ``output`` activation, optional input ``mean`` / ``std``."""
+    """Layers ``weights[i]`` (out_i, in_i) and ``biases[i]`` (out_i,), a hidden ``activation`` (one name for
+    every hidden layer, or per layer a name or chain of names: see ``_chains``), an ``output`` activation,
+    optional input ``mean`` / ``std``."""
 
     family = "mlp"
 
-    def __init__(self, weights, biases, activation: str = "relu", output: str = "softmax", mean=None, std=None,
+    def __init__(self, weights, biases, activation="relu", output: str = "softmax", mean=None, std=None,
                  source: str = "MLP model"):
-        if activation not in ACTIVATIONS:
+        if isinstance(activation, str) and activation not in ACTIVATIONS:
             raise ModelFileError(f"{source}: hidden activation {activation!r} is not supported; supported: "
                                  f"{', '.join(ACTIVATIONS)}")
         if output not in OUTPUTS:
@@ -70,7 +97,15 @@ class MLPModel(Model):
             self.weights.append(W)
             self.biases.append(check_array(b, f"b{i}", source, shape=(W.shape[0],)))
             width = W.shape[0]
-        self.activation, self.output = activation, output
+        self.chains = _chains(activation, len(self.weights), source)
+        hidden = set(self.chains[:-1])
+        if isinstance(activation, str):
+            self.activation = activation
+        elif not self.chains[-1] and len(hidden) <= 1 and all(len(c) <= 1 for c in hidden):
+            self.activation = (hidden.pop() or ("identity",))[0] if hidden else "relu"
+        else:
+            self.activation = None  # mixed: see self.chains
+        self.output = output
         dim = self.weights[0].shape[1]
         self.mean, self.std = check_normalisation(mean, std, dim, source)
         if output == "identity":
@@ -115,6 +150,8 @@ class MLPModel(Model):
         return out
 
     def meta(self) -> dict:
+        if self.activation is None:
+            return {"activation": "mixed", "activations": [list(c) for c in self.chains], "output": self.output}
         return {"activation": self.activation, "output": self.output}
 
     @classmethod
@@ -133,14 +170,21 @@ class MLPModel(Model):
             raise ModelFileError(f"{source}: unexpected array(s) {unknown}")
         for key in ("activation", "output"):
             if not isinstance(meta.get(key), str):
-                raise ModelFileError(f"{source}: metadata {key!r} is {meta.get(key)!r}, expected a name")
-        model = cls([arrays[f"W{i}"] for i in range(n)], [arrays[f"b{i}"] for i in range(n)], meta["activation"],
+                raise ModelFileError(f"{source}: metadata {key!r} is {meta.get(key)!r:.80}, expected a name")
+        activation = meta["activation"]
+        if activation == "mixed":
+            activation = meta.get("activations")
+            if not isinstance(activation, list):
+                raise ModelFileError(f"{source}: metadata 'activations' is {activation!r:.80}, expected a list "
+                                     "(one list of names per layer)")
+        model = cls([arrays[f"W{i}"] for i in range(n)], [arrays[f"b{i}"] for i in range(n)], activation,
                     meta["output"], arrays.get("mean"), arrays.get("std"), source=source)
         return model
 
     def describe(self) -> str:
         sizes = "-".join(str(s) for s in [self.input_dim, *self.hidden_sizes, self.n_outputs])
-        return f"mlp ({sizes}, {self.activation}, {self.output} output)"
+        acts = self.activation or "; ".join("+".join(c) or "identity" for c in self.chains)
+        return f"mlp ({sizes}, {acts}, {self.output} output)"
 
     def _hidden(self, X) -> np.ndarray:
         h = self._check_input(X)
@@ -148,12 +192,17 @@ class MLPModel(Model):
             h = h - self.mean
         if self.std is not None:
             h = h / self.std
-        for W, b in zip(self.weights[:-1], self.biases[:-1]):
-            h = activation(self.activation, h @ W.T + b)
+        for W, b, chain in zip(self.weights[:-1], self.biases[:-1], self.chains):
+            h = h @ W.T + b
+            for name in chain:
+                h = activation(name, h)
         return h
 
     def scores(self, X) -> np.ndarray:
-        return self._hidden(X) @ self.weights[-1].T + self.biases[-1]
+        s = self._hidden(X) @ self.weights[-1].T + self.biases[-1]
+        for name in self.chains[-1]:
+            s = activation(name, s)
+        return s
 
     def predict_index(self, X) -> np.ndarray:
         s = self.scores(X)
@@ -171,7 +220,8 @@ class MLPModel(Model):
     def with_input_map(self, A, c) -> MLPModel:
         """This network applied to ``A x + c`` (a PCA step before it), folded into its first layer: exact."""
         W, b = absorb_normalisation(self.weights[0], self.biases[0], self.mean, self.std)
-        model = MLPModel([W @ A, *self.weights[1:]], [b + W @ c, *self.biases[1:]], self.activation, self.output,
+        model = MLPModel([W @ A, *self.weights[1:]], [b + W @ c, *self.biases[1:]],
+                         self.activation if self.activation is not None else self.chains, self.output,
                          source="MLP model after a linear transform")
         model.task, model._classes = self.task, self._classes
         return model
@@ -180,11 +230,14 @@ class MLPModel(Model):
         g = Graph("mlp")
         h = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
         last = len(self.weights) - 1
-        for i, (W, b) in enumerate(zip(self.weights, self.biases)):
+        for i, (W, b, chain) in enumerate(zip(self.weights, self.biases, self.chains)):
             z = g.add("matvec", [add_matrix(g, f"W{i}", W), h], name=f"weighted{i}")
             if np.any(b != 0):
-                z = g.add("add", [z, add_const(g, f"b{i}", b)], name=f"pre{i}" if i < last else "scores")
-            h = z if i == last else lower_activation(g, self.activation, z, f"h{i}")
+                z = g.add("add", [z, add_const(g, f"b{i}", b)], name=f"pre{i}" if i < last or chain else "scores")
+            for j, name in enumerate(chain):
+                out = "scores" if i == last and j == len(chain) - 1 else f"h{i}" if j == len(chain) - 1 else f"h{i}_{j}"
+                z = lower_activation(g, name, z, out)
+            h = z
         g.set_output("scores", h)
         if self.binary:  # class 1 where the score is > 0: argmax of (0, score) picks 0 on ties
             pair = g.add("matvec", [add_const(g, "binary_pair", [[0.0], [1.0]]), h], name="binary_pair_scores")
