@@ -454,6 +454,26 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path):
     assert stderr.strip().splitlines()[-1] == "tinycc-ml: error: interrupted"
 
 
+def test_ctrl_c_that_a_library_turns_into_another_error_is_still_one_line():
+    # numpy interrupted while importing its C core raises an ImportError (seen in the full suite's random
+    # Ctrl-C surface): the command line remembers the interrupt and still ends with its one line
+    code = """
+import os, signal, tinycc_ml.cli
+def main(argv=None):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [])  # let the handler run here
+    except KeyboardInterrupt:
+        raise ImportError("IMPORTANT: PLEASE READ THIS FOR ADVICE (numpy's message)")
+tinycc_ml.cli.main = main
+from tinycc_ml.console import run
+run()
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert (run.returncode, run.stderr) == (130, "tinycc-ml: error: interrupted\n"), run.stderr
+
+
 
 def test_verify_bounds_value_sizes_and_the_emitter_checks_the_interface():
     huge = 'graph g {\n  %x = input() {name = "x"} : f32[4294967296]\n  %p = argmax(%x) : idx[]\n' \

@@ -1,0 +1,47 @@
+"""The `tinycc-ml` command and `python -m tinycc_ml`: the command line with Ctrl-C handled from the first
+instruction (one line, exit status 130, whatever the interrupt cut short)."""
+
+import os
+import signal
+import sys
+
+INTERRUPTED_LINE = "tinycc-ml: error: interrupted\n"
+_interrupted = False
+
+
+def _on_sigint(signum, frame):
+    # remembered, because a library may turn the KeyboardInterrupt into another error (numpy, interrupted
+    # while importing its C core, raises an ImportError): the process still ends with the one line
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _end_interrupted() -> None:
+    sys.stderr.write(INTERRUPTED_LINE)
+    sys.stderr.flush()
+    os._exit(130)
+
+
+def run() -> None:
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the caller ignores Ctrl-C
+        signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        from tinycc_ml.cli import main
+    except BaseException:  # Ctrl-C while the command line is still being imported: one line, like later
+        if _interrupted:
+            _end_interrupted()
+        raise
+    try:
+        status = main()
+        if status == 130:  # interrupted: the line is out and nothing is half-written; no second chance for Ctrl-C
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+    except KeyboardInterrupt:  # a second Ctrl-C right after the first one's line
+        os._exit(130)
+    except BaseException:
+        if _interrupted:  # the interrupt surfaced as another error (see _on_sigint): nothing was written yet
+            _end_interrupted()
+        raise
+    sys.exit(status)
