@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,6 +133,21 @@ def print_run(path: Path, title: str) -> None:
     print()
 
 
+def print_hundred_thousand(path: Path) -> None:
+    """The `scripts/fuzz.py --cases 100000 --jobs 2` runs (issue 22), one table per run."""
+    for data in json.loads(path.read_text()):
+        print(f"seed {data['seed']} on commit {data['commit']} ({data['note']}), {data['jobs']} workers:\n")
+        print(f"{'surface':<8} {'cases':>7} {'ok':>6} {'clean errors':>13} {'crashes':>8} {'seconds':>8} "
+              f"{'cases/s':>8} {'slowest':>8}")
+        for r in data["surfaces"]:
+            print(f"{r['surface']:<8} {r['cases']:>7} {r['successes']:>6} {r['clean_errors']:>13} {r['crashes']:>8} "
+                  f"{r['seconds']:>8.0f} {r['cases'] / r['seconds']:>8.1f} {r['slowest']:>8.2f}")
+        kinds = Counter(" ".join(c["detail"].split())[:70] for c in data["crashes"])
+        for kind, n in kinds.most_common():
+            print(f"  {n} x {kind}")
+        print()
+
+
 def print_tables() -> None:
     # run 1 (saved by hand as fuzz_main_run1.json) found bugs on main that were then fixed; fuzz_main.json is
     # the latest --part main run
@@ -139,6 +155,9 @@ def print_tables() -> None:
                         ("fuzz_interrupt_latest.json", "Ctrl-C surface after the exit fix")):
         if (RESULTS / name).exists():
             print_run(RESULTS / name, title)
+    if (RESULTS / "fuzz_100k.json").exists():
+        print("10^5 cases per surface (scripts/fuzz.py --cases 100000 --jobs 2):\n")
+        print_hundred_thousand(RESULTS / "fuzz_100k.json")
     reverts = RESULTS / "fuzz_reverts.json"
     if reverts.exists():
         data = json.loads(reverts.read_text())
