@@ -28,7 +28,9 @@ def run() -> None:
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         from tinycc_ml.cli import main
-    except BaseException:  # Ctrl-C while the command line is still being imported: one line, like later
+    except KeyboardInterrupt:  # Ctrl-C while the command line is still being imported: one line, like later
+        _end_interrupted()
+    except BaseException:
         if _interrupted:
             _end_interrupted()
         raise
