@@ -159,3 +159,23 @@ def test_bad_model_files_are_refused(tmp_path, family, arrays, meta, message):
     path = save_model_file(tmp_path / "bad.npz", family, arrays, meta)
     with pytest.raises(ModelFileError, match=message):
         load_model(path)
+
+
+def test_the_sparse_c_matvec_keeps_its_accumulators_where_the_fit_check_counts_them():
+    # a GaussianNB on USPS-10 (256 features) ran its per-feature scaling as the generic sparse C mat-vec with
+    # int32_t acc[256] on the stack: 1 KB the fit check did not see, which ran into the ATmega328P's data
+    # (7 of 8 rows wrong in simavr); on a chip the accumulators are static scratch, counted in its RAM
+    import tinycc_ml
+
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 128))
+    y = np.repeat(np.arange(5), 40)
+    X[y == 3, :20] = 0.0  # pixels constant within a class: the path with the per-feature sparse scaling
+    model = GaussianNB().fit(X, y)
+    host = next(v for k, v in tinycc_ml.compile(model, precision="int16", calibration=X).files.items()
+                if k.endswith(".c"))
+    chip = tinycc_ml.compile(model, target="cortex-m0", precision="int16", calibration=X)
+    c = next(v for k, v in chip.files.items() if k.endswith(".c"))
+    assert "int32_t acc[128];" in host  # the generic path is taken (on the host its stack is not scarce)
+    assert "int32_t acc[" not in c and "int32_t *acc = (int32_t *)" in c
+    assert chip.output.ram_bytes >= 128 * 4
