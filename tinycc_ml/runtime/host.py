@@ -1,11 +1,10 @@
-"""Host builds: compile emitted C with the system compiler through cffi, cache the result by
-content hash, and wrap it in a predictor working on numpy arrays."""
+"""Host builds: compile emitted C with the system compiler into a shared library opened through cffi
+(ABI mode), cache the result by content hash, and wrap it in a predictor working on numpy arrays."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -16,7 +15,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +27,6 @@ from tinycc_ml.errors import DataError, ToolchainError
 HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror")
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
-# cffi's compile changes the process's working folder while it runs: one build at a time, so the
-# relative paths of a build in another thread never resolve against the wrong folder
-_BUILD_LOCK = threading.Lock()
 NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8}
 
 
@@ -205,7 +200,9 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     wrapper = f"""
         #include <math.h>
         #include "{prefix}.h"
-        static void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
+        void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions);
+        int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);
+        void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
         {{
             /* either output may be NULL: each entry point is timed and tested on its own */
             for (int i = 0; i < n; ++i) {{
@@ -227,7 +224,7 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         check = "bad |= !(xi[k] - xi[k] == 0.0);"
     wrapper += f"""
     /* 1 (and no predictions) when a value is not finite: the caller quantises those rows itself */
-    static int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions)
+    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions)
     {{
         {input_ctype} row[{prefix.upper()}_INPUT_DIM];
         (void)factor;
@@ -248,7 +245,8 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     """
     # everything that goes into the module is in the key: the wrapper, the flags, and the
     # compiler that turns them into machine code (its path, version, CC/CFLAGS)
-    key = hashlib.sha256("\0".join([header, source, cdef, wrapper, " ".join(HOST_CFLAGS), cffi.__version__,
+    key = hashlib.sha256("\0".join(["shared library, cffi ABI mode", header, source, cdef, wrapper,
+                                    " ".join(HOST_CFLAGS), cffi.__version__,
                                     sys.version, tinycc_version, *compiler_identity()]).encode()).hexdigest()[:20]
     module_name = f"_tinycc_{prefix}_{key}"
     if module_name in sys.modules:
@@ -258,7 +256,7 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         # a folder others can write to may hold a planted library: build afresh, cache nothing
         log.warning("%s is not a private folder of this user; building without the cache", root)
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-host-") as work:
-            return _import(module_name, _compile(Path(work), module_name, header, source, prefix, cdef, wrapper))
+            return _import(module_name, _compile(Path(work), module_name, header, source, prefix, cdef, wrapper), cdef)
     entry = root / key
     library = _verified_library(entry)
     if library is None:
@@ -276,7 +274,7 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         library = _verified_library(entry)
         if library is None:
             raise ToolchainError(f"host build of {prefix}.c: the cached library in {entry} fails its check")
-    return _import(module_name, library)
+    return _import(module_name, library, cdef)
 
 
 @functools.cache
@@ -347,29 +345,43 @@ def _discard(entry: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def _compile(work: Path, module_name: str, header: str, source: str, prefix: str, cdef: str, wrapper: str) -> Path:
-    """Build the module in ``work``; record the library's content hash in the manifest."""
-    import cffi
+def _compiler_command() -> list[str]:
+    """The C compiler cffi would call (CC or Python's configured one) with the flag variables it honours."""
+    command = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc") or ["cc"]
+    for name in ("CPPFLAGS", "CFLAGS", "LDFLAGS"):
+        command += shlex.split(os.environ.get(name, ""))
+    return command
 
+
+def _compile(work: Path, module_name: str, header: str, source: str, prefix: str, cdef: str, wrapper: str) -> Path:
+    """Build the shared library in ``work`` with one compiler call (cffi's ABI mode: no Python extension to
+    compile around it, several times cheaper); record the library's content hash in the manifest."""
     (work / f"{prefix}.h").write_text(header)
     (work / f"{prefix}.c").write_text(source)
-    ffi = cffi.FFI()
-    ffi.cdef(cdef)
-    ffi.set_source(module_name, wrapper, sources=[str(work / f"{prefix}.c")], include_dirs=[str(work)],
-                   extra_compile_args=list(HOST_CFLAGS), libraries=["m"])
+    (work / "tinycc_host_batch.c").write_text(wrapper)
+    library = work / f"{module_name}.so"
+    command = [*_compiler_command(), *HOST_CFLAGS, "-fPIC", "-shared", f"-I{work}", "-o", str(library),
+               str(work / f"{prefix}.c"), str(work / "tinycc_host_batch.c"), "-lm"]
     try:
-        with _BUILD_LOCK:
-            library = Path(ffi.compile(tmpdir=str(work), verbose=False))
-    except Exception as exc:
-        raise ToolchainError(f"host build of {prefix}.c failed: {' '.join(str(exc).split())[:300]}") from None
-    (work / MANIFEST).write_text(json.dumps({"library": library.name, "sha256": _sha256(library)}))
+        run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(f"host build of {prefix}.c failed: {exc}") from None
+    if run.returncode != 0:
+        raise ToolchainError(f"host build of {prefix}.c failed: {' '.join((run.stderr or run.stdout).split())[:300]}")
+    (work / MANIFEST).write_text(json.dumps({"library": library.name, "sha256": _sha256(library), "cdef": cdef}))
     return library
 
 
-def _import(module_name: str, library: Path):
-    spec = importlib.util.spec_from_file_location(module_name, library)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def _import(module_name: str, library: Path, cdef: str):
+    """The library opened through cffi, as a module with ``ffi`` and ``lib`` (kept in sys.modules)."""
+    import types
+
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    module = types.ModuleType(module_name)
+    module.ffi, module.lib = ffi, ffi.dlopen(str(library))
     sys.modules[module_name] = module
     return module
 
