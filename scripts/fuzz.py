@@ -245,13 +245,14 @@ def run_surface(kind: str, seed: int, args, limit, executor) -> tuple:
     as fit in --explore seconds."""
     start = time.perf_counter()
     chunk = SLOW_CHUNK if kind.startswith("oracle") or kind in ("fit", "concurrent", "interrupt") else CHUNK
+    total = None  # cases to run, when counted (for the progress lines)
     if args.case is not None:
         cases_iter = iter([range(args.case, args.case + 1)])
     elif args.explore:
         cases_iter = (range(i, i + chunk) for i in range(0, 10**12, chunk))
     else:
-        n_cases = args.cli_cases if kind == "cli" and args.cli_cases else args.cases
-        cases_iter = iter([range(i, min(i + chunk, n_cases)) for i in range(0, n_cases, chunk)])
+        total = args.cli_cases if kind == "cli" and args.cli_cases else args.cases
+        cases_iter = iter([range(i, min(i + chunk, total)) for i in range(0, total, chunk)])
     deadline = start + args.explore if args.explore else None
     counts, found, slowest, ran = Counter(), [], 0.0, 0
     stop_on = re.compile(args.stop_on, re.S) if args.stop_on else None
@@ -259,8 +260,6 @@ def run_surface(kind: str, seed: int, args, limit, executor) -> tuple:
     def sought_found() -> bool:
         return stop_on is not None and any(stop_on.search(detail) for _, detail in found)
 
-    total = None if args.explore or args.case is not None else (
-        args.cli_cases if kind == "cli" and args.cli_cases else args.cases)
     reported = start
 
     def absorb(chunk_cases, result):

@@ -345,6 +345,10 @@ class CEmitter:
         """Static RAM besides the arenas (target kernels' scratch, streaming state)."""
         return 0
 
+    def int32_accumulators(self, rows: int) -> str:
+        """The declaration of ``acc``, ``rows`` int32 accumulators of a loop (here: on the stack)."""
+        return f"int32_t acc[{rows}];"
+
     def arena_attribute(self, key: str) -> str:
         """Attributes of an arena's declaration (an alignment a kernel needs)."""
         return ""

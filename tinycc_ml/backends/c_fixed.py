@@ -266,12 +266,8 @@ def _matvec(em: CEmitter, node: Node) -> list[str]:
         rd = em.target.read_const
         vals, rix, idx_type, cptr, ptr_type = em.sparse_arrays(a_name)
         it = index_type(int(a.attrs["col_ptr"][-1]) + 1)
-        acc = f"int32_t acc[{rows}];"
-        if hasattr(em, "scratch"):  # a chip: static scratch its fit check counts, not a stack array (on the AVR
-            em.scratch(em.sym("acc"), "uint32_t", rows)  # 256 rows took 1 KB of stack, into the data of 2 KB)
-            acc = f"int32_t *acc = (int32_t *){em.sym('acc')};"
         return [
-            f"{{ {acc}",
+            f"{{ {em.int32_accumulators(rows)}",
             f"for (int i = 0; i < {rows}; ++i) acc[i] = 0;",
             f"for (int j = 0; j < {cols}; ++j) {{",
             f"    const int32_t xj = {em.at(x_name, 'j')};",

@@ -115,6 +115,12 @@ class McuEmitter(CEmitter):
         self.scratch_buffers[name] = (ctype, n)
         self.helpers[name] = f"/* kernel scratch */\nstatic {ctype} {name}[{n}];\n"
 
+    def int32_accumulators(self, rows: int) -> str:
+        # static scratch the fit check counts, not a stack array: on the AVR 256 rows took 1 KB of stack,
+        # which ran into the data of its 2 KB
+        self.scratch(self.sym("acc"), "uint32_t", rows)
+        return f"int32_t *acc = (int32_t *){self.sym('acc')};"
+
     def extra_ram_bytes(self) -> int:
         scratch = sum(n * C_TYPE_BYTES[ctype] for ctype, n in self.scratch_buffers.values())
         return scratch + self.stream_bytes + self.x_page_bytes()

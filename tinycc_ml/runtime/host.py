@@ -286,14 +286,21 @@ def _compiler_version(command: tuple[str, ...]) -> str:
     return run.stdout + run.stderr
 
 
+FLAG_VARIABLES = ("CPPFLAGS", "CFLAGS", "LDFLAGS")  # added to every host build's compiler call
+
+
+def _compiler() -> tuple[str, ...]:
+    """The C compiler host builds call: CC, else the one Python was configured with."""
+    return tuple(shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")) or ("cc",)
+
+
 def compiler_identity() -> list[str]:
-    """What decides the machine code besides the sources: the C compiler cffi will call (CC or
-    Python's configured one), its resolved path and ``--version`` text, and the flag variables."""
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    command = tuple(shlex.split(cc)) or ("cc",)
+    """What decides the machine code besides the sources: the C compiler, its resolved path and
+    ``--version`` text, and the flag variables."""
+    command = _compiler()
     resolved = shutil.which(command[0]) or command[0]
-    flags = [f"{name}={os.environ.get(name, '')}" for name in ("CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED")]
-    return [cc, os.path.realpath(resolved), _compiler_version(command), *flags, _cpu_identity()]
+    flags = [f"{name}={os.environ.get(name, '')}" for name in FLAG_VARIABLES]
+    return [" ".join(command), os.path.realpath(resolved), _compiler_version(command), *flags, _cpu_identity()]
 
 
 @functools.cache
@@ -345,14 +352,6 @@ def _discard(entry: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def _compiler_command() -> list[str]:
-    """The C compiler cffi would call (CC or Python's configured one) with the flag variables it honours."""
-    command = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc") or ["cc"]
-    for name in ("CPPFLAGS", "CFLAGS", "LDFLAGS"):
-        command += shlex.split(os.environ.get(name, ""))
-    return command
-
-
 def _compile(work: Path, module_name: str, header: str, source: str, prefix: str, cdef: str, wrapper: str) -> Path:
     """Build the shared library in ``work`` with one compiler call (cffi's ABI mode: no Python extension to
     compile around it, several times cheaper); record the library's content hash in the manifest."""
@@ -360,7 +359,8 @@ def _compile(work: Path, module_name: str, header: str, source: str, prefix: str
     (work / f"{prefix}.c").write_text(source)
     (work / "tinycc_host_batch.c").write_text(wrapper)
     library = work / f"{module_name}.so"
-    command = [*_compiler_command(), *HOST_CFLAGS, "-fPIC", "-shared", f"-I{work}", "-o", str(library),
+    flags = [word for name in FLAG_VARIABLES for word in shlex.split(os.environ.get(name, ""))]
+    command = [*_compiler(), *flags, *HOST_CFLAGS, "-fPIC", "-shared", f"-I{work}", "-o", str(library),
                str(work / f"{prefix}.c"), str(work / "tinycc_host_batch.c"), "-lm"]
     try:
         run = subprocess.run(command, capture_output=True, text=True, timeout=600)
