@@ -66,10 +66,15 @@ def m0_image(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[
     return np.concatenate(parts), starts
 
 
-def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None) -> str:
+def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None,
+            epilogue: tuple[int, int, bool, bool] | None = None) -> str:
     """void name(const uint16_t *blk /*flash: K[rows], w' column-major*/, const uint16_t *x /*x'*/,
     uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32); with out_shift (1..31)
-    acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after)."""
+    acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after).
+    With ``epilogue`` = (s, n, relu, offset) (folded_epilogue.Epilogue, its rounding and bias in K) acc is an
+    int16_t * too and the kernel stores E(acc[q] >> s): relu: 0 below 0, else min(y 2^n, 32767) (y 2^n
+    compared, which stays in int32 as n <= s); else y 2^n saturated to int16; with offset as E + 2^15,
+    returning the sum of what it stored (for the next mat-vec kernel: chain_offset_store)."""
     acc = ACC[:rows]
     wb = wbits // 8
     load = "ldrh" if wbits == 16 else "ldrb"
@@ -99,7 +104,9 @@ def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None =
         body = [line for c in range(unroll) for line in column(c)]
         b += ["1:", *body, f"adds r0, #{unroll * rows * wb}", f"adds r1, #{2 * unroll}", "cmp r1, r3", "bne 1b"]
     b += ["pop {r0}"]
-    if out_shift is None:
+    if epilogue is not None:
+        b += _epilogue_rows(acc, *epilogue)
+    elif out_shift is None:
         for q, r in enumerate(acc):
             b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
     else:  # r5 = 2^(k-1), r3 = 0x7FFF; in range when sxth leaves the value, else 0x7FFF or 0x8000 by its sign
@@ -112,8 +119,25 @@ def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None =
           ".ltorg", f".size {name}, .-{name}", ".popsection"]
     text = "".join(f'    "{line}\\n"\n' for line in b)
     # not .global: local to the object file (the C call resolves within it)
-    out = "uint32_t *acc" if out_shift is None else "int16_t *out"
-    return f"void {name}(const uint16_t *blk, const uint16_t *x, {out}, uint32_t v);\n__asm__(\n{text});\n"
+    out = "uint32_t *acc" if out_shift is None and epilogue is None else "int16_t *out"
+    ret = "uint32_t" if epilogue is not None and epilogue[3] else "void"
+    return f"{ret} {name}(const uint16_t *blk, const uint16_t *x, {out}, uint32_t v);\n__asm__(\n{text});\n"
+
+
+def _epilogue_rows(acc: tuple[str, ...], s: int, n: int, relu: bool, offset: bool) -> list[str]:
+    """mac_asm's folded epilogue (r0: out, r3 = 0x7FFF, r5 = 0x8000, r1: the sum; r4 the value)."""
+    out = ["movs r3, #128", "lsls r3, r3, #8", "movs r5, #128", "lsls r5, r5, #8", "subs r3, #1", "movs r1, #0"]
+    for q, r in enumerate(acc):
+        out += [f"asrs r4, {r}, #{s}"] if r in LOW else [f"mov r4, {r}", f"asrs r4, r4, #{s}"]
+        out += [f"lsls r4, r4, #{n}"] if n else []
+        if relu:  # y < 0: 0; y 2^n above 0x7FFF: 0x7FFF
+            out += ["bpl 4f", "movs r4, #0", "b 5f", "4:", "cmp r4, r3", "ble 5f", "mov r4, r3", "5:"]
+            out += ["adds r4, r4, r5"] if offset else []
+        else:  # above 0x7FFF: 0x7FFF; y 2^n + 0x8000 negative: below -0x8000
+            out += ["cmp r4, r3", "ble 4f", "mov r4, r3", "4:", "adds r4, r4, r5", "bpl 5f", "movs r4, #0", "5:"]
+            out += [] if offset else ["subs r4, r4, r5"]
+        out += [f"strh r4, [r0, #{2 * q}]"] + (["adds r1, r1, r4"] if offset else [])
+    return out + (["mov r0, r1"] if offset else [])
 
 
 # ---------------------------------------------------------------- graph side
@@ -214,11 +238,22 @@ def _prepare(em, x_name: str, kind: str) -> tuple[str, list[str]]:
     return f"{buf}", lines
 
 
+def folded(em, node: Node):
+    """The folded epilogue (folded_epilogue.fold) of a mat-vec with a fused chain on this kernel, else None."""
+    from tinycc_ml.backends.folded_epilogue import fold
+
+    if not em.graph.analyses.fused.get(node.name) or em.graph.op(node.inputs[0]) != "const":
+        return None
+    return fold(em, node.name)
+
+
 def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x_buf: str, acc: str, v: str, k_extra=None,
-               layout_key: str | None = None, decode=None) -> list[str]:
+               layout_key: str | None = None, decode=None, epilogue=None) -> list[str]:
     """The kernel calls for acc = A x' (+ row constants); with ``layout_key`` streaming's feed() reads
     that constant back from the kernel's image (``decode``: stored element -> the constant's element;
-    default: A itself)."""
+    default: A itself). With ``epilogue`` (folded_epilogue.Epilogue; its bias in k_extra) the kernels store
+    the epilogue's values into ``acc`` (an int16 vector, the head's slot), offset-binary with their sum
+    when the next mat-vec kernel reads them (M0Target.offset_store)."""
     rows, cols = A.shape
     image, starts = m0_image(A, wbits, k_extra)
     # int32 words: LDR of the row constants needs 4-byte alignment (blocks start on words)
@@ -234,11 +269,18 @@ def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x_buf: str, acc: str, 
             tuple(Block(r, n, (s + 2 * n) * 2 // unit, n, 1) for (r, n), s in zip(row_blocks(rows), starts)),
             plain if decode is None else (lambda e: decode(plain(e))))
     out = []
+    spec, sums = None, None
+    if epilogue is not None:
+        em.stored_heads.add(epilogue.head)
+        sums = em.target.offset_store(em, epilogue.last)
+        spec = (epilogue.shift, epilogue.n, epilogue.relu, bool(sums))
     for (r, n), s in zip(row_blocks(rows), starts):
-        name = em.sym(f"mac{n}w{wbits}_{cols}")
+        tag = "" if spec is None else f"e{spec[0]}n{spec[1]}{'r' if spec[2] else ''}{'o' if spec[3] else ''}"
+        name = em.sym(f"mac{n}w{wbits}_{cols}{tag}")
         if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, n, wbits, cols)
-        out.append(f"{name}((const uint16_t *)({sym} + {s // 2}), {x_buf}, {acc} + {r}, {v});")
+            em.helpers[name] = mac_asm(name, n, wbits, cols, epilogue=spec)
+        call = f"{name}((const uint16_t *)({sym} + {s // 2}), {x_buf}, {acc} + {r}, {v});"
+        out.append(f"{sums}[0] += {call}" if sums else call)
     return out
 
 
@@ -347,6 +389,11 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
     em.scratch(acc, "uint32_t", A.shape[0])
     out_shift = node_output_shift(g, node.name)
     sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
+    ep = folded(em, node)
+    if ep is not None:  # the store and its fused chain in the kernel: no C loop after the calls
+        return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
+                *("    " + c for c in _mac_calls(em, A, wbits, a_name, buf, em.var(node.name), "v",
+                                                   k_extra=ep.bias, layout_key=a_name, epilogue=ep)), "}"]
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
     stores = chain_sum_loop(em, node, f"for (int r = 0; r < {A.shape[0]}; ++r) ",
                             lambda: [store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift))])

@@ -1,0 +1,128 @@
+"""A mat-vec's store and its fused element-wise chain as one epilogue a kernel can run on its accumulators.
+
+A dense mat-vec head h = sat16(rshift(acc, s)) (16-bit result, 1 <= s <= 30) followed by its fused chain
+(plan_memory: an MLP layer's bias and relu) often equals
+
+    E(y) = below if y < lo, above if y > hi, else y * 2^n,    y = (acc + c_r) >> s   (floor)
+
+with c_r = off_r 2^s + 2^(s-1), off_r the chain's per-row constant (an add/sub of the head's scale): the
+rounding and the bias join the kernels' row constants (mod 2^32, as the offset-binary corrections), and
+the kernel runs one shift, two compares and the store per row. ``fold`` builds E and proves it: the
+chain's own fixed-point semantics (the op registry's, as run_fixed runs them) evaluated on every int16
+value of h for every row must give E(h + off_r), the saturated ends included (then every accumulator
+gives the same value: a saturated h is at an end, where E is constant too); and acc + c_r fits int32
+(|acc| <= sum_k |A_rk| * max|x|). Anything else (tables, products, an end E does not reach) is None:
+the kernels keep their C epilogue then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinycc_ml.ir.fixed import const_ints
+from tinycc_ml.ir.ops import OPS, FixedCall
+from tinycc_ml.ir.ops.registry import node_output_shift
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """E(y) of the module doc for head ``head``; ``last``: the value stored (the chain's last, or the head);
+    ``bias``: c_r per row (int64, added to the accumulator before the shift)."""
+
+    head: str
+    last: str
+    shift: int
+    n: int
+    relu: bool  # below = 0, lo = 0; else below = -32768, lo = -32768 >> n (signed saturation)
+    bias: np.ndarray
+
+    @property
+    def hi(self) -> int:
+        return 32767 >> self.n
+
+
+def _chain_offsets(g, head: str, chain: list[str]) -> tuple[np.ndarray, int, bool] | None:
+    """(per-row offset, total left shift n, relu) read off the chain's structure: [add/sub const]? [clip]?."""
+    rows = g.type(head).shape[0]
+    off = np.zeros(rows, np.int64)
+    scale = g.type(head).dtype.scale
+    steps = list(chain)
+    prev = head
+    if steps and g.op(steps[0]) in ("add", "sub"):
+        node = g.node(steps[0])
+        a, b = node.inputs
+        if g.op(a) != "const" and g.op(b) == "const" and a == prev:
+            c = b
+        elif node.op == "add" and g.op(a) == "const" and b == prev:
+            c = a
+        else:
+            return None
+        if g.type(c).dtype.scale != scale or g.type(c).dtype.bits != 16:
+            return None
+        v = const_ints(g, c).astype(np.int64)
+        off = np.broadcast_to(-v if node.op == "sub" else v, (rows,)).astype(np.int64)
+        prev = steps.pop(0)
+    relu = False
+    if steps and g.op(steps[0]) == "clip":
+        node = g.node(steps[0])
+        if np.ndim(node.attrs["lo"]) or float(node.attrs["lo"]) != 0.0:
+            return None
+        relu = True
+        prev = steps.pop(0)
+    if steps:
+        return None
+    for m in [head, *chain]:
+        if g.type(m).dtype.bits != 16 or g.type(m).dtype.kind != "fx":
+            return None
+    n = g.type(prev).dtype.scale - scale
+    return off, n, relu
+
+
+def _run_chain(g, head: str, chain: list[str], h: np.ndarray) -> np.ndarray:
+    """The chain's values (the registry's integer semantics) for rows of head values ``h`` (batch, rows)."""
+    vals = {head: h}
+    for m in chain:
+        node = g.node(m)
+        ins = [vals[i] if i in vals else const_ints(g, i).astype(np.int64) for i in node.inputs]
+        call = FixedCall(ins, [g.type(i) for i in node.inputs], node.type, node.attrs, f"%{m} ({node.op})")
+        vals[m] = OPS[node.op].fixed(call)
+    return vals[chain[-1]] if chain else h
+
+
+def fold(em, head: str, x_bound: int = 32768) -> Epilogue | None:
+    """The proven Epilogue of mat-vec ``head`` and its fused chain (see the module doc), or None. ``x_bound``:
+    the largest |x| the mat-vec reads (for the int32 headroom of the folded constants)."""
+    g = em.graph
+    node = g.node(head)
+    if node.op != "matvec" or node.type.dtype.bits != 16 or g.op(node.inputs[0]) != "const":
+        return None
+    s = node_output_shift(g, head)
+    if not 1 <= s <= 30:
+        return None
+    chain = list(g.analyses.fused.get(head, []))
+    shape = _chain_offsets(g, head, chain)
+    if shape is None:
+        return None
+    off, n, relu = shape
+    if not 0 <= n <= min(s, 14):  # y * 2^n stays within int32 for every y = acc >> s
+        return None
+    rows = len(off)
+    h = np.arange(-32768, 32768, dtype=np.int64)[:, None] * np.ones((1, rows), np.int64)
+    want = _run_chain(g, head, chain, h)
+    y = h + off[None, :]
+    lo, hi = (0, 32767 >> n) if relu else (-(32768 >> n), 32767 >> n)
+    got = np.where(y < lo, 0 if relu else -32768, np.where(y > hi, 32767, y << n))
+    if not np.array_equal(want, got):
+        return None
+    # the ends: a saturated head is at an end of the table above, where E must already be at its own end
+    if not (np.all(want[0] == (0 if relu else -32768)) and np.all(want[-1] == 32767)):
+        return None
+    bias = (off << s) + (1 << (s - 1))
+    A = const_ints(g, node.inputs[0]).astype(np.int64)
+    if np.any(np.abs(A).sum(axis=1) * x_bound + np.abs(bias) > INT32_MAX):
+        return None
+    return Epilogue(head, chain[-1] if chain else head, s, n, relu, bias)
