@@ -68,21 +68,29 @@ UNROLL = 4  # columns per loop iteration of mac_asm
 
 
 def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks: int,
-            out_shift: int | None = None, accumulate: bool = False) -> str:
+            out_shift: int | None = None, accumulate: bool = False,
+            epilogue: tuple[int, int, bool] | None = None) -> str:
     """void name(const void *w /*flash*/, const int16_t *x, void *acc, uint32_t v): nblocks blocks of
     ``rows`` rows over ``cols`` columns; in flash, per block: the rows' 32-bit constants K, then w' column-major
     (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (8..16) the
     int16 sat16(rshift(acc[q], out_shift)). Up to 5 rows: the accumulators take r2..r21, one weight register
     suffices (lo byte's products before hi). x, acc, v and the block count wait on the stack between blocks
     (every register is busy in the loop). ``accumulate`` (one block): w points at the block's weights of the
-    first column, no constants; acc[q] += w'.x' (the accumulators start from acc, v is not used)."""
+    first column, no constants; acc[q] += w'.x' (the accumulators start from acc, v is not used).
+    ``epilogue`` = (s, n, offset), a relu folded_epilogue.Epilogue (its rounding and bias in K): acc is an int16
+    vector, the kernel stores 0 where acc < 0, else min((acc >> s) 2^n, 32767) (+ 2^15 with offset, returning
+    the sum of the stored values: uint32_t)."""
     acc = [f"r{r}" for r in range(2, 2 + 4 * rows)]
     saved = [r for r in acc if int(r[1:]) < 18] + ["r28", "r29"]
     body = _prologue(name, saved)
-    # frame (Y = SP after the pushes): Y+1 block count, Y+2/3 x hi/lo, Y+4/5 acc hi/lo, Y+6..9 v (msb first)
+    summed = epilogue is not None and epilogue[2]
+    f = 3 if summed else 0  # the sum's 3 bytes on top of the frame
+    # frame (Y = SP after the pushes): [Y+1..3 the sum, lsb first,] then Y+f+1 block count, Y+f+2/3 x hi/lo,
+    # Y+f+4/5 acc hi/lo, Y+f+6..9 v (msb first)
     body += [f"push r{r}" for r in range(16, 24)] + ["movw r30, r24", f"ldi r24, {nblocks}", "push r24"]
-    body += ["5:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+3", "ldd r27, Y+2",
-             "ldd r22, Y+9", "ldd r23, Y+8", "ldd r24, Y+7", "ldd r25, Y+6"]
+    body += ["push r1"] * f
+    body += ["5:", "in r28, 0x3d", "in r29, 0x3e", f"ldd r26, Y+{f + 3}", f"ldd r27, Y+{f + 2}",
+             f"ldd r22, Y+{f + 9}", f"ldd r23, Y+{f + 8}", f"ldd r24, Y+{f + 7}", f"ldd r25, Y+{f + 6}"]
     if accumulate:  # acc from RAM (X at acc, then back at x)
         body += ["ldd r26, Y+5", "ldd r27, Y+4", *[f"ld {r}, X+" for r in acc], "ldd r26, Y+3", "ldd r27, Y+2"]
     for q in range(0 if accumulate else rows):  # acc = K - v
@@ -101,15 +109,49 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     for c in range(UNROLL):
         body += [f"6{c}:"] + column
     body += (["sbiw r24, 1"] if wide else ["dec r24"]) + ["breq 2f", "rjmp 1b"]
-    body += ["2:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+5", "ldd r27, Y+4"]
+    body += ["2:", "in r28, 0x3d", "in r29, 0x3e", f"ldd r26, Y+{f + 5}", f"ldd r27, Y+{f + 4}"]
     # r24 is zero after the loop, r25 free
-    body += ([f"st X+, {r}" for r in acc] if out_shift is None else _store_rows(acc, rows, out_shift, "r24", "r25"))
-    body += ["std Y+5, r26", "std Y+4, r27"]
+    if epilogue is not None:
+        body += _store_folded(acc, rows, *epilogue)
+    else:
+        body += [f"st X+, {r}" for r in acc] if out_shift is None else _store_rows(acc, rows, out_shift, "r24", "r25")
+    body += [f"std Y+{f + 5}, r26", f"std Y+{f + 4}, r27"]
     if nblocks > 1:
-        body += ["ldd r24, Y+1", "dec r24", "std Y+1, r24", "breq 3f", "rjmp 5b", "3:"]
+        body += [f"ldd r24, Y+{f + 1}", "dec r24", f"std Y+{f + 1}, r24", "breq 3f", "rjmp 5b", "3:"]
+    body += ["pop r22", "pop r23", "pop r24", "clr r25"] if summed else []
     body += ["pop r0"] * 9
     body += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
-    return f"void {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
+    ret = "uint32_t" if summed else "void"
+    return f"{ret} {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
+
+
+def _store_folded(acc: list[str], rows: int, s: int, n: int, offset: bool) -> list[str]:
+    """Block epilogue of mac_asm for a folded relu epilogue (see mac_asm): y = a >> s (8 <= s <= 16, a shift of
+    bytes 1..3, or 2..3 and a sign byte in r0, as _store_rows), 0 when a < 0, 0x7FFF when y 2^n > 0x7FFF, else
+    y 2^n; with offset + 2^15 (r22 = 0x80) added to the sum (r24, r25, r30; Z saved) kept in the frame."""
+    hi_mask = (0xFF << (7 - n)) & 0xFF  # y < 2^(15-n) exactly when these bits of hi and the top byte are 0
+    out = ["clr r1", "ldi r22, 0x80"]
+    if offset:
+        out += ["push r30", "ldd r24, Y+1", "ldd r25, Y+2", "ldd r30, Y+3"]
+    for q in range(rows):
+        a = acc[4 * q:4 * q + 4]
+        if s < 12:
+            lo, hi, top = a[1], a[2], a[3]
+            shift = [f"asr {a[3]}", f"ror {a[2]}", f"ror {a[1]}"] * (s - 8)
+        else:
+            lo, hi, top = a[2], a[3], "r0"
+            shift = ["clr r0"] if s == 16 else [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"] + [
+                f"lsl {a[1]}", f"rol {a[2]}", f"rol {a[3]}", "rol r0"] * (16 - s)
+        out += [f"sbrs {a[3]}, 7", "rjmp 7f", f"clr {lo}", f"clr {hi}", "rjmp 8f", "7:"]  # a < 0: 0
+        out += shift + [f"mov r23, {hi}", f"andi r23, {hi_mask}", f"or r23, {top}", "breq 9f",
+                        "ldi r23, 0xFF", f"mov {lo}, r23", "ldi r23, 0x7F", f"mov {hi}, r23", "rjmp 8f", "9:"]
+        out += [f"lsl {lo}", f"rol {hi}"] * n + ["8:"]
+        if offset:
+            out += [f"eor {hi}, r22", f"add r24, {lo}", f"adc r25, {hi}", "adc r30, r1"]
+        out += [f"st X+, {lo}", f"st X+, {hi}"]
+    if offset:
+        out += ["std Y+1, r24", "std Y+2, r25", "std Y+3, r30", "pop r30"]
+    return out
 
 
 def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc: str | None = None) -> list[str]:
@@ -393,6 +435,10 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
     wbits = g.type(a_name).dtype.bits
     out_shift = node_output_shift(g, node.name)
     acc = em.sym("acc")
+    ep = folded(em, node)
+    if ep is not None:  # the store and its fused chain (bias, relu, offset-binary) in the kernel's epilogue
+        return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key, k_extra=ep.bias,
+                                out=(em.var(node.name), out_shift), epilogue=ep), "}"]
     if node.type.dtype.bits == 16 and 8 <= out_shift <= 16:  # the kernel shifts, saturates and stores
         return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key,
                                 out=(em.var(node.name), out_shift)), "}"]
@@ -402,12 +448,26 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
             "}"]
 
 
+def folded(em: CEmitter, node: Node):
+    """The folded relu epilogue (folded_epilogue.fold) of a dense mat-vec with a fused chain whose shift the
+    kernel's epilogue takes (8..16), else None."""
+    from tinycc_ml.backends.folded_epilogue import fold
+
+    g = em.graph
+    if not g.analyses.fused.get(node.name) or g.op(node.inputs[0]) != "const":
+        return None
+    ep = fold(em, node.name)
+    return ep if ep is not None and ep.relu and 8 <= ep.shift <= 16 else None
+
+
 def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, acc: str, layout_key: str,
               fuse: bool = True, k_extra=None, v_sub: str | None = None,
-              out: tuple[str, int] | None = None) -> list[str]:
+              out: tuple[str, int] | None = None, epilogue=None) -> list[str]:
     """Lines leaving acc[r] = k_extra[r] - v_sub + sum_k A[r][k] x[k] (mod 2^32) for the int matrix A, kept in
     flash (k_extra: ints known at compile time, v_sub: a C expression); with out = (int16 array, k), the
-    kernel stores sat16(rshift(acc[r], k)) there instead (8 <= k <= 16)."""
+    kernel stores sat16(rshift(acc[r], k)) there instead (8 <= k <= 16), or with ``epilogue`` (a relu
+    folded_epilogue.Epilogue, its bias in k_extra) its values, offset-binary with their sum when the next
+    mat-vec kernel reads them (AvrTarget.offset_store)."""
     rows, cols = A.shape
     wtype = "uint16_t" if wbits == 16 else "uint8_t"
     image, layout = kernel_weights(A, wbits, k_extra)
@@ -431,12 +491,19 @@ def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, 
     groups = [(0, BLOCK, rows // BLOCK)] if rows >= BLOCK else []
     if rows % BLOCK:
         groups.append((rows - rows % BLOCK, rows % BLOCK, 1))
+    spec, sums, tag = None, None, ""
+    if epilogue is not None:
+        em.stored_heads.add(epilogue.head)
+        sums = em.target.offset_store(em, epilogue.last)
+        spec = (epilogue.shift, epilogue.n, bool(sums))
+        tag = f"e{epilogue.shift}n{epilogue.n}r{'o' if sums else ''}"
     for r, n, nb in groups:
-        name = em.sym(f"mac{n}w{wbits}{'o' if pre else ''}_{cols}x{nb}" + (f"s{out[1]}" if out else ""))
+        name = em.sym(f"mac{n}w{wbits}{'o' if pre else ''}_{cols}x{nb}" + (tag or (f"s{out[1]}" if out else "")))
         if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, n, wbits, pre, cols, nb, out[1] if out else None)
+            em.helpers[name] = mac_asm(name, n, wbits, pre, cols, nb, out[1] if out else None, epilogue=spec)
         base = layout[r // BLOCK].base - (4 if wbits == 8 else 2) * n
-        lines.append(f"    {name}({sym} + {base}, (const int16_t *){x}, {out[0] if out else acc} + {r}, sx);")
+        call = f"{name}({sym} + {base}, (const int16_t *){x}, {out[0] if out else acc} + {r}, sx);"
+        lines.append(f"    {sums}[0] += {call}" if sums else f"    {call}")
     return lines
 
 
