@@ -165,6 +165,7 @@ class CEmitter:
         self.prediction_node = self.graph.output("prediction")
         self.inline_values: dict[str, str] = {}  # value -> the C local holding its element (fused chains)
         self.stored_heads: set[str] = set()  # fused heads whose code stored through c_fixed.store
+        self.kernel_stored: set[str] = set()  # element-wise values a kernel stored with its own (no code of theirs)
         # the C local a loop of fused stores adds an offset-binary chain's sum into (CTarget.offset_store), if any
         self.chain_sum: str | None = None
         self.emitting: list[str] = []  # the nodes of the function code() is writing

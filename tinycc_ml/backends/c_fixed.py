@@ -618,6 +618,8 @@ def _half_sum(em: CEmitter, node: Node):
 
 
 def _add(em: CEmitter, node: Node) -> list[str]:
+    if node.name in em.kernel_stored:
+        return ["/* stored by the mat-vec kernel (its bias in the kernel's row constants) */"]
     if fused_add(em, node):
         return ["/* computed in the loop of the product it adds (tanh, product and sum fused) */"]
     return _elementwise(ELEMENT["add"])(em, node)

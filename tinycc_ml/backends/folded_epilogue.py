@@ -93,9 +93,22 @@ def _run_chain(g, head: str, chain: list[str], h: np.ndarray) -> np.ndarray:
     return vals[chain[-1]] if chain else h
 
 
-def fold(em, head: str, x_bound: int = 32768) -> Epilogue | None:
-    """The proven Epilogue of mat-vec ``head`` and its fused chain (see the module doc), or None. ``x_bound``:
-    the largest |x| the mat-vec reads (for the int32 headroom of the folded constants)."""
+def x_interval(g, x_name: str) -> tuple[int, int]:
+    """Integer bounds of the vector a mat-vec reads: a clip's (the input clamp, a relu), else int16's."""
+    from tinycc_ml.ir.fixed import clip_bounds
+
+    node = g.node(x_name)
+    if node.op == "clip" and not np.ndim(node.attrs["lo"]) and not np.ndim(node.attrs["hi"]):
+        lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], g.type(node.inputs[0]).dtype)
+        n = node.type.dtype.scale - g.type(node.inputs[0]).dtype.scale  # a finer result: the bounds shifted
+        if n >= 0:
+            return max(-32768, int(lo) << n), min(32767, int(hi) << n)
+    return -32768, 32767
+
+
+def fold(em, head: str, chain: list[str] | None = None) -> Epilogue | None:
+    """The proven Epilogue of mat-vec ``head`` and its fused chain (or ``chain``: the element-wise steps a
+    kernel's store takes, e.g. the output's bias) as the module doc says, or None."""
     g = em.graph
     node = g.node(head)
     if node.op != "matvec" or node.type.dtype.bits != 16 or g.op(node.inputs[0]) != "const":
@@ -103,7 +116,14 @@ def fold(em, head: str, x_bound: int = 32768) -> Epilogue | None:
     s = node_output_shift(g, head)
     if not 1 <= s <= 30:
         return None
-    chain = list(g.analyses.fused.get(head, []))
+    chain = list(g.analyses.fused.get(head, [])) if chain is None else list(chain)
+    A = const_ints(g, node.inputs[0]).astype(np.int64)
+    xlo, xhi = x_interval(g, node.inputs[1])
+    # the accumulator's reach per row, and so the head's: where it never saturates, its ends need no check
+    acc_hi = np.where(A > 0, A * xhi, A * xlo).sum(axis=1)
+    acc_lo = np.where(A > 0, A * xlo, A * xhi).sum(axis=1)
+    t_lo = np.maximum(-32768, (acc_lo + (1 << (s - 1))) >> s)
+    t_hi = np.minimum(32767, (acc_hi + (1 << (s - 1))) >> s)
     shape = _chain_offsets(g, head, chain)
     if shape is None:
         return None
@@ -116,13 +136,28 @@ def fold(em, head: str, x_bound: int = 32768) -> Epilogue | None:
     y = h + off[None, :]
     lo, hi = (0, 32767 >> n) if relu else (-(32768 >> n), 32767 >> n)
     got = np.where(y < lo, 0 if relu else -32768, np.where(y > hi, 32767, y << n))
-    if not np.array_equal(want, got):
+    reach = (h >= t_lo[None, :]) & (h <= t_hi[None, :])
+    if not np.array_equal(np.where(reach, want, 0), np.where(reach, got, 0)):
         return None
-    # the ends: a saturated head is at an end of the table above, where E must already be at its own end
-    if not (np.all(want[0] == (0 if relu else -32768)) and np.all(want[-1] == 32767)):
+    # the ends: a head that saturates is at an end of the table above, where E must already be at its own end
+    if not (np.all((want[0] == (0 if relu else -32768)) | (t_lo > -32768))
+            and np.all((want[-1] == 32767) | (t_hi < 32767))):
         return None
     bias = (off << s) + (1 << (s - 1))
-    A = const_ints(g, node.inputs[0]).astype(np.int64)
-    if np.any(np.abs(A).sum(axis=1) * x_bound + np.abs(bias) > INT32_MAX):
+    if np.any(np.maximum(np.abs(acc_lo), np.abs(acc_hi)) + np.abs(bias) > INT32_MAX):
         return None
     return Epilogue(head, chain[-1] if chain else head, s, n, relu, bias)
+
+
+def output_bias(em, node) -> str | None:
+    """The scores when they are ``node`` (a mat-vec with no fused chain) plus a constant, its only use: the
+    kernel may store the scores with the bias folded in (the add's own code then stores nothing)."""
+    g = em.graph
+    users = g.users(node.name)
+    if len(users) != 1 or users[0] != em.scores_node or any(n == node.name for _, n in g.outputs):
+        return None
+    u = g.node(users[0])
+    others = [i for i in u.inputs if i != node.name]
+    if u.op != "add" or len(others) != 1 or g.op(others[0]) != "const" or u.type.shape != node.type.shape:
+        return None
+    return u.name

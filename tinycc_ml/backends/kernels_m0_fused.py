@@ -240,11 +240,21 @@ def _prepare(em, x_name: str, kind: str) -> tuple[str, list[str]]:
 
 def folded(em, node: Node):
     """The folded epilogue (folded_epilogue.fold) of a mat-vec with a fused chain on this kernel, else None."""
-    from tinycc_ml.backends.folded_epilogue import fold
+    from tinycc_ml.backends.folded_epilogue import fold, output_bias
 
-    if not em.graph.analyses.fused.get(node.name) or em.graph.op(node.inputs[0]) != "const":
+    g = em.graph
+    if g.op(node.inputs[0]) != "const":
         return None
-    return fold(em, node.name)
+    if g.analyses.fused.get(node.name):
+        return fold(em, node.name)
+    bias = output_bias(em, node)  # the scores' bias: the kernel stores the scores themselves
+    if not bias:
+        return None
+    ep = fold(em, node.name, [bias])
+    if ep is not None:
+        em.kernel_stored.add(bias)
+        return ep
+    return fold(em, node.name, [])  # where the head may saturate first: the kernel stores it, the add stays C
 
 
 def _mac_calls(em, A: np.ndarray, wbits: int, label: str, x_buf: str, acc: str, v: str, k_extra=None,
@@ -392,7 +402,8 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
     ep = folded(em, node)
     if ep is not None:  # the store and its fused chain in the kernel: no C loop after the calls
         return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
-                *("    " + c for c in _mac_calls(em, A, wbits, a_name, buf, em.var(node.name), "v",
+                *("    " + c for c in _mac_calls(em, A, wbits, a_name, buf, em.var(
+                    ep.last if ep.last == em.scores_node else node.name), "v",
                                                    k_extra=ep.bias, layout_key=a_name, epilogue=ep)), "}"]
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
     stores = chain_sum_loop(em, node, f"for (int r = 0; r < {A.shape[0]}; ++r) ",
