@@ -151,10 +151,18 @@ def fold(em, head: str, chain: list[str] | None = None) -> Epilogue | None:
 
 def output_bias(em, node) -> str | None:
     """The scores when they are ``node`` (a mat-vec with no fused chain) plus a constant, its only use: the
-    kernel may store the scores with the bias folded in (the add's own code then stores nothing)."""
+    kernel may store the scores with the bias folded in (the add's own code then stores nothing). Only for a
+    mat-vec reading a fused chain's last value (a network's output layer): then it runs in the same function
+    as the add, before it (a mat-vec of the input runs in the streaming entry points' feed(), the add in the
+    tail that finish() runs too), and the add's code, emitted after it, sees the mat-vec stored it."""
+    from tinycc_ml.backends.c_fixed import identity_chain
+
     g = em.graph
     users = g.users(node.name)
     if len(users) != 1 or users[0] != em.scores_node or any(n == node.name for _, n in g.outputs):
+        return None
+    x = node.inputs[1]
+    if not any(chain and chain[-1] == x and not identity_chain(em, chain) for chain in g.analyses.fused.values()):
         return None
     u = g.node(users[0])
     others = [i for i in u.inputs if i != node.name]

@@ -395,8 +395,6 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
     A = int_matrix(g, a_name)
     wbits = g.type(a_name).dtype.bits
     buf, prep = _prepare(em, x_name, "matvec")
-    acc = em.sym("acc")
-    em.scratch(acc, "uint32_t", A.shape[0])
     out_shift = node_output_shift(g, node.name)
     sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
     ep = folded(em, node)
@@ -405,6 +403,8 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
                 *("    " + c for c in _mac_calls(em, A, wbits, a_name, buf, em.var(
                     ep.last if ep.last == em.scores_node else node.name), "v",
                                                    k_extra=ep.bias, layout_key=a_name, epilogue=ep)), "}"]
+    acc = em.sym("acc")
+    em.scratch(acc, "uint32_t", A.shape[0])
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
     stores = chain_sum_loop(em, node, f"for (int r = 0; r < {A.shape[0]}; ++r) ",
                             lambda: [store(em, node, "r", shift_c(em, f"(int32_t){acc}[r]", out_shift))])
