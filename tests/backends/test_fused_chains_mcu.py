@@ -71,9 +71,10 @@ def test_fused_chains_feeding_kernels_are_bit_exact_where_they_saturate(sim_targ
 
 @pytest.mark.parametrize("sim_target", ["avr", "cortex-m0"], indirect=True)
 def test_folded_kernel_epilogues_are_bit_exact_where_they_saturate(sim_target, tmp_path):
-    """An MLP's bias, relu and offset-binary store in the mat-vec kernels' epilogues (backends/folded_epilogue.py;
-    on the Cortex-M0 also a layer's plain add and the scores' store), int16 and int8, on rows far beyond the
-    calibration (the layers saturate): bit-exact with the interpreter."""
+    """MLPs' bias, relu and offset-binary store in the mat-vec kernels' epilogues (backends/folded_epilogue.py;
+    also a layer's plain add, a signed saturation, and the scores' bias), int16 and int8, two networks whose
+    scales take the kernels' different shifts, on rows far beyond the calibration (the layers saturate):
+    bit-exact with the interpreter."""
     import re
     import warnings
 
@@ -85,27 +86,27 @@ def test_folded_kernel_epilogues_are_bit_exact_where_they_saturate(sim_target, t
     from tinycc_ml.backends.base import get_backend
 
     X, y = load_digits(return_X_y=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est = make_pipeline(StandardScaler(), MLPClassifier((12, 10), max_iter=60, random_state=0))
-        est.fit(X[:400], y[:400])
     rows = np.concatenate([X[400:416], X[416:432] * 4, -X[432:448] * 3, np.full((2, 64), 40.0)])
-    for precision in ("int16", "int8"):
-        out = tmp_path / precision
-        result = tinycc_ml.compile(est, target=sim_target, precision=precision, calibration=X[:400], out_dir=out,
-                                   name="fe")
-        folded = set(re.findall(r"\bfe_(mac\w*e\d+n\d+r?o?)\(", (out / "fe.c").read_text()))
-        if precision == "int16":
-            assert any(name.endswith("ro") for name in folded), folded  # a relu layer stored offset-binary, summed
-        if sim_target == "cortex-m0":
-            assert any(not name.endswith("o") for name in folded), folded  # a folded value stored as it is
-        Xq = quantise(rows, result.output.input_scale, 16)
-        expected = run_fixed(result.graph, Xq)
-        run = get_backend(sim_target).simulate(out, result.output, rows)
-        np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), expected["scores"])
-        inner = result.graph.copy()
-        steps = [n for head, chain in result.graph.analyses.fused.items() for n in (head, *chain)]
-        for n in steps:
-            inner.set_output(n, n)
-        values = run_fixed(inner, Xq)
-        assert any(np.any(np.abs(values[n]) >= 32767) for n in steps)  # the layers saturate
+    folded = set()
+    for hidden in ((12, 10), (8, 8)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = make_pipeline(StandardScaler(), MLPClassifier(hidden, max_iter=60, random_state=0))
+            est.fit(X[:400], y[:400])
+        for precision in ("int16", "int8"):
+            out = tmp_path / f"{len(hidden)}{precision}"
+            result = tinycc_ml.compile(est, target=sim_target, precision=precision, calibration=X[:400],
+                                       out_dir=out, name="fe")
+            folded |= set(re.findall(r"\bfe_mac\w*(e\d+n\d+r?o?)\(", (out / "fe.c").read_text()))
+            Xq = quantise(rows, result.output.input_scale, 16)
+            expected = run_fixed(result.graph, Xq)
+            run = get_backend(sim_target).simulate(out, result.output, rows)
+            np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), expected["scores"])
+            inner = result.graph.copy()
+            steps = [n for head, chain in result.graph.analyses.fused.items() for n in (head, *chain)]
+            for n in steps:
+                inner.set_output(n, n)
+            values = run_fixed(inner, Xq)
+            assert any(np.any(np.abs(values[n]) >= 32767) for n in steps)  # the layers saturate
+    assert any(name.endswith("ro") for name in folded), folded  # a relu layer stored offset-binary, summed
+    assert any(re.fullmatch(r"e\d+n\d+", name) for name in folded), folded  # a signed saturation, stored as is

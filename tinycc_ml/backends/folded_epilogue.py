@@ -39,6 +39,7 @@ class Epilogue:
     n: int
     relu: bool  # below = 0, lo = 0; else below = -32768, lo = -32768 >> n (signed saturation)
     bias: np.ndarray
+    amax: int  # the largest |acc + c_r| over the rows
 
     @property
     def hi(self) -> int:
@@ -82,17 +83,6 @@ def _chain_offsets(g, head: str, chain: list[str]) -> tuple[np.ndarray, int, boo
     return off, n, relu
 
 
-def _run_chain(g, head: str, chain: list[str], h: np.ndarray) -> np.ndarray:
-    """The chain's values (the registry's integer semantics) for rows of head values ``h`` (batch, rows)."""
-    vals = {head: h}
-    for m in chain:
-        node = g.node(m)
-        ins = [vals[i] if i in vals else const_ints(g, i).astype(np.int64) for i in node.inputs]
-        call = FixedCall(ins, [g.type(i) for i in node.inputs], node.type, node.attrs, f"%{m} ({node.op})")
-        vals[m] = OPS[node.op].fixed(call)
-    return vals[chain[-1]] if chain else h
-
-
 def x_interval(g, x_name: str) -> tuple[int, int]:
     """Integer bounds of the vector a mat-vec reads: a clip's (the input clamp, a relu), else int16's."""
     from tinycc_ml.ir.fixed import clip_bounds
@@ -106,7 +96,39 @@ def x_interval(g, x_name: str) -> tuple[int, int]:
     return -32768, 32767
 
 
+CHUNK = 16  # rows verified together
+
+
+def _run_chain(g, head: str, chain: list[str], h: np.ndarray, r: int) -> np.ndarray:
+    """The chain's values (the registry's integer semantics, as run_fixed runs them) for head values ``h`` (a
+    column) in rows r .. r + CHUNK (the chain's per-row constants sliced to them)."""
+    rows = g.type(head).shape[0]
+    keep = slice(r, min(rows, r + CHUNK))
+    vals = {head: np.repeat(h, keep.stop - keep.start, axis=1)}
+    for m in chain:
+        node = g.node(m)
+        ins = []
+        for i in node.inputs:
+            if i in vals:
+                ins.append(vals[i])
+                continue
+            c = const_ints(g, i).astype(np.int64)
+            ins.append(c[keep] if c.ndim == 1 and len(c) == rows else c)
+        call = FixedCall(ins, [g.type(i) for i in node.inputs], node.type, node.attrs, f"%{m} ({node.op})")
+        vals[m] = OPS[node.op].fixed(call)
+    return vals[chain[-1]] if chain else vals[head]
+
+
 def fold(em, head: str, chain: list[str] | None = None) -> Epilogue | None:
+    """fold_once, remembered per emitter (the kernels ask more than once)."""
+    key = (head, None if chain is None else tuple(chain))
+    memo = em.__dict__.setdefault("_folded_epilogues", {})
+    if key not in memo:
+        memo[key] = fold_once(em, head, chain)
+    return memo[key]
+
+
+def fold_once(em, head: str, chain: list[str] | None = None) -> Epilogue | None:
     """The proven Epilogue of mat-vec ``head`` and its fused chain (or ``chain``: the element-wise steps a
     kernel's store takes, e.g. the output's bias) as the module doc says, or None."""
     g = em.graph
@@ -131,22 +153,24 @@ def fold(em, head: str, chain: list[str] | None = None) -> Epilogue | None:
     if not 0 <= n <= min(s, 14):  # y * 2^n stays within int32 for every y = acc >> s
         return None
     rows = len(off)
-    h = np.arange(-32768, 32768, dtype=np.int64)[:, None] * np.ones((1, rows), np.int64)
-    want = _run_chain(g, head, chain, h)
-    y = h + off[None, :]
     lo, hi = (0, 32767 >> n) if relu else (-(32768 >> n), 32767 >> n)
-    got = np.where(y < lo, 0 if relu else -32768, np.where(y > hi, 32767, y << n))
-    reach = (h >= t_lo[None, :]) & (h <= t_hi[None, :])
-    if not np.array_equal(np.where(reach, want, 0), np.where(reach, got, 0)):
-        return None
-    # the ends: a head that saturates is at an end of the table above, where E must already be at its own end
-    if not (np.all((want[0] == (0 if relu else -32768)) | (t_lo > -32768))
-            and np.all((want[-1] == 32767) | (t_hi < 32767))):
-        return None
+    h = np.arange(-32768, 32768, dtype=np.int64)[:, None]
+    for r in range(0, rows, CHUNK):  # a few rows at a time: 65,536 values each
+        want = _run_chain(g, head, chain, h, r)
+        y = h + off[None, r:r + CHUNK]
+        got = np.where(y < lo, 0 if relu else -32768, np.where(y > hi, 32767, y << n))
+        reach = (h >= t_lo[None, r:r + CHUNK]) & (h <= t_hi[None, r:r + CHUNK])
+        if not np.array_equal(np.where(reach, want, 0), np.where(reach, got, 0)):
+            return None
+        # the ends: a head that saturates is at an end of the table, where E must already be at its own end
+        if not (np.all((want[0] == (0 if relu else -32768)) | (t_lo[r:r + CHUNK] > -32768))
+                and np.all((want[-1] == 32767) | (t_hi[r:r + CHUNK] < 32767))):
+            return None
     bias = (off << s) + (1 << (s - 1))
+    amax = int(np.max(np.maximum(np.abs(acc_lo + bias), np.abs(acc_hi + bias))))
     if np.any(np.maximum(np.abs(acc_lo), np.abs(acc_hi)) + np.abs(bias) > INT32_MAX):
         return None
-    return Epilogue(head, chain[-1] if chain else head, s, n, relu, bias)
+    return Epilogue(head, chain[-1] if chain else head, s, n, relu, bias, amax)
 
 
 def output_bias(em, node) -> str | None:

@@ -69,7 +69,7 @@ UNROLL = 4  # columns per loop iteration of mac_asm
 
 def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks: int,
             out_shift: int | None = None, accumulate: bool = False,
-            epilogue: tuple[int, int, bool] | None = None) -> str:
+            epilogue: tuple[int, int, bool, bool] | None = None) -> str:
     """void name(const void *w /*flash*/, const int16_t *x, void *acc, uint32_t v): nblocks blocks of
     ``rows`` rows over ``cols`` columns; in flash, per block: the rows' 32-bit constants K, then w' column-major
     (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (8..16) the
@@ -77,13 +77,14 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     suffices (lo byte's products before hi). x, acc, v and the block count wait on the stack between blocks
     (every register is busy in the loop). ``accumulate`` (one block): w points at the block's weights of the
     first column, no constants; acc[q] += w'.x' (the accumulators start from acc, v is not used).
-    ``epilogue`` = (s, n, offset), a relu folded_epilogue.Epilogue (its rounding and bias in K): acc is an int16
-    vector, the kernel stores 0 where acc < 0, else min((acc >> s) 2^n, 32767) (+ 2^15 with offset, returning
-    the sum of the stored values: uint32_t)."""
+    ``epilogue`` = (m, n, relu, offset) of a folded_epilogue.Epilogue (its rounding and bias in K; m = s - n): acc
+    is an int16 vector, the kernel stores E: y 2^n = (acc >> m) with its low n bits cleared, 0 where acc < 0
+    (relu) or -0x8000 below int16 (else), 0x7FFF above int16; with offset + 2^15, returning the sum of the
+    stored values (uint32_t)."""
     acc = [f"r{r}" for r in range(2, 2 + 4 * rows)]
     saved = [r for r in acc if int(r[1:]) < 18] + ["r28", "r29"]
     body = _prologue(name, saved)
-    summed = epilogue is not None and epilogue[2]
+    summed = epilogue is not None and epilogue[3]
     f = 3 if summed else 0  # the sum's 3 bytes on top of the frame
     # frame (Y = SP after the pushes): [Y+1..3 the sum, lsb first,] then Y+f+1 block count, Y+f+2/3 x hi/lo,
     # Y+f+4/5 acc hi/lo, Y+f+6..9 v (msb first)
@@ -125,27 +126,41 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     return f"{ret} {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
 
 
-def _store_folded(acc: list[str], rows: int, s: int, n: int, offset: bool) -> list[str]:
-    """Block epilogue of mac_asm for a folded relu epilogue (see mac_asm): y = a >> s (8 <= s <= 16, a shift of
-    bytes 1..3, or 2..3 and a sign byte in r0, as _store_rows), 0 when a < 0, 0x7FFF when y 2^n > 0x7FFF, else
-    y 2^n; with offset + 2^15 (r22 = 0x80) added to the sum (r24, r25, r30; Z saved) kept in the frame."""
-    hi_mask = (0xFF << (7 - n)) & 0xFF  # y < 2^(15-n) exactly when these bits of hi and the top byte are 0
+def _window(a: list[str], m: int) -> tuple[list[str], str, str, str]:
+    """Code leaving z = a >> m (5 <= m <= 16; m < 8 only when a 2^(8-m) fits int32) as (lo, hi) and a top byte
+    that is hi's sign extension exactly when z fits int16, its bit 7 the sign of a: bytes moved, then a few
+    bit shifts (right by m - 8; left by 16 - m through a sign byte in r0; left by 8 - m)."""
+    if 8 <= m < 12:
+        return [f"asr {a[3]}", f"ror {a[2]}", f"ror {a[1]}"] * (m - 8), a[1], a[2], a[3]
+    if m >= 12:
+        return ([f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"]
+                + [f"lsl {a[1]}", f"rol {a[2]}", f"rol {a[3]}", "rol r0"] * (16 - m)), a[2], a[3], "r0"
+    return [f"lsl {a[0]}", f"rol {a[1]}", f"rol {a[2]}", f"rol {a[3]}"] * (8 - m), a[1], a[2], a[3]
+
+
+def _store_folded(acc: list[str], rows: int, m: int, n: int, relu: bool, offset: bool) -> list[str]:
+    """Block epilogue of mac_asm for a folded epilogue (see mac_asm; r23 a temporary, r1 zero); with offset
+    the value + 2^15 (r22 = 0x80) is added to the sum (r24, r25, r30; Z saved), kept in the frame."""
     out = ["clr r1", "ldi r22, 0x80"]
     if offset:
         out += ["push r30", "ldd r24, Y+1", "ldd r25, Y+2", "ldd r30, Y+3"]
     for q in range(rows):
         a = acc[4 * q:4 * q + 4]
-        if s < 12:
-            lo, hi, top = a[1], a[2], a[3]
-            shift = [f"asr {a[3]}", f"ror {a[2]}", f"ror {a[1]}"] * (s - 8)
+        shift, lo, hi, top = _window(a, m)
+        out += [f"sbrc {a[3]}, 7", "rjmp 6f"] if relu else []  # a < 0: 0
+        out += shift
+        if relu:  # z >= 0 fits int16 when top and hi's bit 7 are 0
+            out += [f"mov r23, {hi}", "andi r23, 0x80", f"or r23, {top}", "brne 7f"]
         else:
-            lo, hi, top = a[2], a[3], "r0"
-            shift = ["clr r0"] if s == 16 else [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"] + [
-                f"lsl {a[1]}", f"rol {a[2]}", f"rol {a[3]}", "rol r0"] * (16 - s)
-        out += [f"sbrs {a[3]}, 7", "rjmp 7f", f"clr {lo}", f"clr {hi}", "rjmp 8f", "7:"]  # a < 0: 0
-        out += shift + [f"mov r23, {hi}", f"andi r23, {hi_mask}", f"or r23, {top}", "breq 9f",
-                        "ldi r23, 0xFF", f"mov {lo}, r23", "ldi r23, 0x7F", f"mov {hi}, r23", "rjmp 8f", "9:"]
-        out += [f"lsl {lo}", f"rol {hi}"] * n + ["8:"]
+            out += [f"mov r23, {hi}", "lsl r23", "sbc r23, r23", f"cp r23, {top}", "brne 7f"]
+        out += [f"mov r23, {lo}", f"andi r23, {(0xFF << n) & 0xFF}", f"mov {lo}, r23"] if n else []
+        out += ["rjmp 8f", "7:"]
+        if relu:
+            out += ["ldi r23, 0xFF", f"mov {lo}, r23", "ldi r23, 0x7F", f"mov {hi}, r23", "rjmp 8f",
+                    "6:", f"clr {lo}", f"clr {hi}"]
+        else:  # by the sign (in C after lsl top): 0x7FFF or 0x8000
+            out += [f"lsl {top}", "ldi r23, 0x7F", "adc r23, r1", f"mov {hi}, r23", "subi r23, 0x80", f"mov {lo}, r23"]
+        out += ["8:"]
         if offset:
             out += [f"eor {hi}, r22", f"add r24, {lo}", f"adc r25, {hi}", "adc r30, r1"]
         out += [f"st X+, {lo}", f"st X+, {hi}"]
@@ -437,8 +452,9 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
     acc = em.sym("acc")
     ep = folded(em, node)
     if ep is not None:  # the store and its fused chain (bias, relu, offset-binary) in the kernel's epilogue
+        target = em.var(ep.last if ep.last == em.scores_node else node.name)
         return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key, k_extra=ep.bias,
-                                out=(em.var(node.name), out_shift), epilogue=ep), "}"]
+                                out=(target, out_shift), epilogue=ep), "}"]
     if node.type.dtype.bits == 16 and 8 <= out_shift <= 16:  # the kernel shifts, saturates and stores
         return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key,
                                 out=(em.var(node.name), out_shift)), "}"]
@@ -449,15 +465,26 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
 
 
 def folded(em: CEmitter, node: Node):
-    """The folded relu epilogue (folded_epilogue.fold) of a dense mat-vec with a fused chain whose shift the
-    kernel's epilogue takes (8..16), else None."""
-    from tinycc_ml.backends.folded_epilogue import fold
+    """The folded epilogue (folded_epilogue.fold) of a dense mat-vec with a fused chain, or of a network's output
+    layer with the scores' bias (output_bias), whose shifts the kernel's epilogue takes (_window), else None."""
+    from tinycc_ml.backends.folded_epilogue import fold, output_bias
 
     g = em.graph
-    if not g.analyses.fused.get(node.name) or g.op(node.inputs[0]) != "const":
+    if g.op(node.inputs[0]) != "const":
         return None
-    ep = fold(em, node.name)
-    return ep if ep is not None and ep.relu and 8 <= ep.shift <= 16 else None
+    if g.analyses.fused.get(node.name):
+        ep = fold(em, node.name)
+    else:  # the scores' bias (a network's output layer): the kernel stores the scores themselves
+        bias = output_bias(em, node)
+        ep = fold(em, node.name, [bias]) if bias else None
+    if ep is None or ep.n > 7:
+        return None
+    m = ep.shift - ep.n
+    if not (8 <= m <= 16 or (5 <= m < 8 and ep.amax < 2 ** (23 + m))):  # _window's shifts
+        return None
+    if not g.analyses.fused.get(node.name):
+        em.kernel_stored.add(bias)
+    return ep
 
 
 def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, acc: str, layout_key: str,
@@ -495,8 +522,8 @@ def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, 
     if epilogue is not None:
         em.stored_heads.add(epilogue.head)
         sums = em.target.offset_store(em, epilogue.last)
-        spec = (epilogue.shift, epilogue.n, bool(sums))
-        tag = f"e{epilogue.shift}n{epilogue.n}r{'o' if sums else ''}"
+        spec = (epilogue.shift - epilogue.n, epilogue.n, epilogue.relu, bool(sums))
+        tag = f"e{epilogue.shift}n{epilogue.n}{'r' if epilogue.relu else ''}{'o' if sums else ''}"
     for r, n, nb in groups:
         name = em.sym(f"mac{n}w{wbits}{'o' if pre else ''}_{cols}x{nb}" + (tag or (f"s{out[1]}" if out else "")))
         if name not in em.helpers:
