@@ -10,7 +10,8 @@ matvec (dense int16 or int8 weights in flash, int16 vector in RAM, product shift
     column-major inside a block, for LPM Z+; four columns per loop iteration (8-bit counter), all
     blocks of a mat-vec in one call. ~27.1 cycles/MAC for int16 weights. When the producer of x
     (an input-type clip, an exp_lut) feeds only this kernel it stores x' and sum(x') itself
-    (fused_producer).
+    (fused_producer). A mat-vec's fused chain (a layer's bias and relu, its offset-binary store and sum) or the
+    scores' bias runs in the kernel's block epilogue when folded_epilogue proves the fold (mac_asm's epilogue).
 sqdist as |M_j|^2 + |x|^2 - 2 M_j.x on the same kernel: with |M| < 2^14 the weights are -2 M and
     the constants |M_j|^2 - 2^15 sum(-2 M_j), so the kernel leaves the exact distance; a fused clip
     also sums x^2.

@@ -11,10 +11,12 @@ LDRH, one MULS, one ADD, plus about 0.15 for the loop (as many columns per itera
 offsets reach).
 
 The producer of x stores x' and sum(x') in the same loop: the input clamp (only user: this kernel),
-or a short copy loop for an intermediate. Distances ||x - M_j||^2 = |M_j|^2 + |x|^2 - 2 M_j.x run on
-the same kernel with weights -2 M^T (|M| < 2^14), |M_j|^2 folded into K and |x|^2 into v (the
-producer sums x^2 too), as on the AVR. All sums wrap exactly: tinycc_ml.ir.fixed proves the results
-fit in int32.
+or a short copy loop for an intermediate, or the mat-vec kernel before it when its epilogue runs the
+chain (a layer's fused bias and relu, and a network's scores' bias, run in the kernel where
+folded_epilogue proves the fold). Distances ||x - M_j||^2 = |M_j|^2 + |x|^2 - 2 M_j.x run on the
+same kernel with weights -2 M^T (|M| < 2^14), |M_j|^2 folded into K and |x|^2 into v (the producer
+sums x^2 too), as on the AVR. All sums wrap exactly: tinycc_ml.ir.fixed proves the results fit in
+int32.
 """
 
 from __future__ import annotations
