@@ -28,10 +28,10 @@ def layer(W, b, lo, hi, scales, relu: bool):
   %h = matvec(%W, %xc) : fx16.{sh}[{rows}]
   %b = const() {{value = array<int16>({rows})[{ints(b)}]}} : fx16.{sh}[{rows}]
   %z = add(%h, %b) : fx16.{sz}[{rows}]
-""" + (f"  %r = clip(%z) {{hi = 3e+38, lo = 0.0}} : fx16.{sr}[{rows}]\n" if relu else "") + f"""  %p = argmax(%{last}) : idx[]
-  output scores = %{last}
-  output prediction = %p
-}}"""
+"""
+    if relu:
+        text += f"  %r = clip(%z) {{hi = 3e+38, lo = 0.0}} : fx16.{sr}[{rows}]\n"
+    text += f"  %p = argmax(%{last}) : idx[]\n  output scores = %{last}\n  output prediction = %p\n}}"
     g = parse_graph(text)
     g.analyses.fused = {"h": ["z", "r"] if relu else ["z"]}
     return g
