@@ -453,9 +453,10 @@ def kernel_matvec(em: CEmitter, node: Node) -> list[str]:
     acc = em.sym("acc")
     ep = folded(em, node)
     if ep is not None:  # the store and its fused chain (bias, relu, offset-binary) in the kernel's epilogue
-        target = em.var(ep.last if ep.last == em.scores_node else node.name)
+        scores = ep.last == em.scores_node  # then the head's own slot is never written
         return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key, k_extra=ep.bias,
-                                out=(target, out_shift), epilogue=ep), "}"]
+                                out=(em.var(ep.last if scores else node.name), out_shift), epilogue=ep),
+                *([f"    (void){em.var(node.name)};"] if scores else []), "}"]
     if node.type.dtype.bits == 16 and 8 <= out_shift <= 16:  # the kernel shifts, saturates and stores
         return ["{", *mac_lines(em, A, wbits, a_name, x_name, acc, layout_key=key,
                                 out=(em.var(node.name), out_shift)), "}"]

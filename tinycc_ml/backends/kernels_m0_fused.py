@@ -401,10 +401,11 @@ def kernel_matvec(em, node: Node) -> list[str] | None:
     sparse = g.op(a_name) == "sparse_const"  # feed() keeps reading its CSC arrays
     ep = folded(em, node)
     if ep is not None:  # the store and its fused chain in the kernel: no C loop after the calls
+        scores = ep.last == em.scores_node  # then the head's own slot is never written
+        calls = _mac_calls(em, A, wbits, a_name, buf, em.var(ep.last if scores else node.name), "v",
+                           k_extra=ep.bias, layout_key=a_name, epilogue=ep)
         return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
-                *("    " + c for c in _mac_calls(em, A, wbits, a_name, buf, em.var(
-                    ep.last if ep.last == em.scores_node else node.name), "v",
-                                                   k_extra=ep.bias, layout_key=a_name, epilogue=ep)), "}"]
+                *("    " + c for c in calls), *([f"    (void){em.var(node.name)};"] if scores else []), "}"]
     acc = em.sym("acc")
     em.scratch(acc, "uint32_t", A.shape[0])
     calls = _mac_calls(em, A, wbits, a_name, buf, acc, "v", layout_key=None if sparse else a_name)
