@@ -154,3 +154,49 @@ def test_m0_node_kernel_stores_saturated_int16(shift, tmp_path):
     assert np.any(np.abs(want["scores"]) == 32767) or np.any(want["scores"] == -32768)  # saturation reached
     np.testing.assert_array_equal(run.scores, want["scores"])
     np.testing.assert_array_equal(run.predictions, want["prediction"])
+
+
+def node_kernel_graph(rng, shift: int, s_x: int, rows: int):
+    """A matvec_at whose node (1 or 2 by the sign of sum(x)) has rows reaching int32's extremes: its kernel
+    shifts the accumulator by ``shift``, rounds and saturates (rows 0-1 of one sign, row 2 small sums)."""
+    from tinycc_ml.ir.graph import Graph
+    from tinycc_ml.ir.types import IDX, TensorType, fixed
+
+    n, cols = 3, 40
+    g = Graph("one")
+    x = g.add("input", [], {"name": "x"}, type=TensorType((cols,), fixed(16, s_x)), name="x")
+    M = rng.integers(-32768, 32768, size=(n, rows, cols))
+    M[:, 0], M[:, 1], M[:, 2] = 32767, -32768, rng.integers(-3, 4, size=(n, cols))
+    s_a = 6
+    stack = g.add("const", [], {"value": M.astype(np.int16)}, type=TensorType((n, rows, cols), fixed(16, s_a)),
+                  name="M")
+    total = g.add("sum", [x], {"shift": 0}, type=TensorType((), fixed(32, s_x)), name="total")
+    root = g.add("const", [], {"value": np.array(0, dtype=np.int32)}, type=TensorType((), IDX), name="root")
+    k = g.add("branch", [root, total], type=TensorType((), IDX), name="k")
+    y = g.add("matvec_at", [stack, k, x], type=TensorType((rows,), fixed(16, s_a + s_x - shift)), name="y")
+    g.set_output("scores", y)
+    g.set_output("prediction", g.add("argmax", [y], type=TensorType((), IDX), name="pred"))
+    return g
+
+
+# every branch of the AVR kernels' store epilogue outside 8..16: no shift, right shifts (1-4), left shifts
+# into a sign byte (5-7), past 16 bits (17-20 right, 21-23 left), the top byte alone (24-31)
+AVR_SHIFTS = [0, 3, 6, 17, 22, 24, 31]
+
+
+@pytest.mark.parametrize("shift", AVR_SHIFTS)
+def test_avr_node_kernel_stores_every_shift(shift, tmp_path):
+    """The AVR's node kernel (5-row blocks and a 2-row remainder) storing sat16(rshift(acc, shift)) itself at
+    shifts outside 8..16, bit-exact with the fixed-point interpreter (saturation both ways, rounding of
+    small sums, int32 extremes where the rounding addition overflows)."""
+    from tests.backends.test_avr_kernels import run_exact
+
+    require_target("avr")
+    rng = np.random.default_rng(100 + shift)
+    g = node_kernel_graph(rng, shift, 9, 7)
+    X = rng.integers(-1638, 1639, size=(24, 40))
+    X[:4] = rng.integers(-3, 4, size=(4, 40))
+    X[4], X[5] = 1638, -1638
+    scores = run_exact(g, X.astype(np.int16), tmp_path, f"s{shift}(")
+    if shift <= 16:
+        assert np.any(scores == 32767) and np.any(scores == -32768)

@@ -117,6 +117,8 @@ def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc
     (rss_avr's method: add 2^(k-1), shift bytes, saturate when the byte above is not the sign). With a
     zero register other than r1 and a free upper register (mulc), 12 <= k <= 14 shift by MULs by 2^(16-k)
     (the high byte of a * 2^(16-k) is a >> (k - 8)): 10 cycles instead of 19."""
+    if not 8 <= k <= 16:
+        return _store_rows_any(acc, rows, k, zero or "r1")
     byte, bit = divmod(k - 1, 8)
     by_mul = zero is not None and mulc is not None and 12 <= k <= 14
     zero = zero or "r1"
@@ -144,6 +146,57 @@ def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc
                                         "subi r23, 0x80", f"mov {lo}, r23"]
         out += ["brvc 7f", "ldi r23, 0xFF", f"mov {lo}, r23", "ldi r23, 0x7F", f"mov {hi}, r23", "rjmp 8f", "7:"]
         out += shift + check + ["8:", f"st X+, {lo}", f"st X+, {hi}"]
+    return out
+
+
+STORE_SHIFTS = range(0, 32)  # the shifts _store_rows handles (every shift of an int32 accumulator)
+
+
+def _store_rows_any(acc: list[str], rows: int, k: int, zero: str) -> list[str]:
+    """_store_rows for 0 <= k <= 7 and 17 <= k <= 31 (r0, r22, r23 free; ``zero`` holds 0 after clr r1).
+    k < 8: the rounded value shifted right by k (result in bytes 0-1) or, cheaper for k >= 5, left by 8 - k
+    into bytes 1-2 with a sign byte above; saturated when the bytes above are not the result's sign.
+    k >= 17: the result is (a + 2^(k-1)) >> k, always in range; when the rounding addition overflows int32
+    the exact result is 2^(31-k)."""
+    out = ["clr r1"]
+    if k:
+        byte, bit = divmod(k - 1, 8)
+        out.append(f"ldi r22, {1 << bit}")
+    over_val = 0x7FFF if k <= 16 else 1 << (31 - k)
+    for q in range(rows):
+        a = acc[4 * q:4 * q + 4]
+        body = []
+        if k:
+            body += [f"add {a[byte]}, r22"] + [f"adc {r}, {zero}" for r in a[byte + 1:]]
+            body += ["brvc 7f", f"ldi r23, {over_val & 0xFF}", f"mov {a[0]}, r23", f"ldi r23, {over_val >> 8}",
+                     f"mov {a[1]}, r23", "rjmp 9f", "7:"]
+            lo_o, hi_o = a[0], a[1]  # where the overflow case leaves its value
+        if k < 8:
+            if k <= 4:  # result in a0 (lo), a1 (hi); a2, a3 must be its sign
+                body += [f"asr {a[3]}", f"ror {a[2]}", f"ror {a[1]}", f"ror {a[0]}"] * k
+                lo, hi, above = a[0], a[1], [a[2], a[3]]
+            else:  # result in a1 (lo), a2 (hi); a3 and the sign byte r0 must be its sign
+                body += [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"]
+                body += [f"lsl {a[0]}", f"rol {a[1]}", f"rol {a[2]}", f"rol {a[3]}", "rol r0"] * (8 - k)
+                lo, hi, above = a[1], a[2], [a[3], "r0"]
+            body += [f"mov r23, {hi}", "lsl r23", "sbc r23, r23", f"cp r23, {above[0]}", f"cpc r23, {above[1]}",
+                     "breq 8f", f"lsl {above[1]}", "ldi r23, 0x7F", f"adc r23, {zero}", f"mov {hi}, r23",
+                     "subi r23, 0x80", f"mov {lo}, r23"]
+        elif k < 24:
+            j = k - 16
+            if j <= 4:  # result in a2 (lo), a3 (hi)
+                body += [f"asr {a[3]}", f"ror {a[2]}"] * j
+                lo, hi = a[2], a[3]
+            else:  # a3:a2 shifted left by 8 - j into a sign byte: result in a3 (lo), r0 (hi)
+                body += [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"] + [f"lsl {a[2]}", f"rol {a[3]}", "rol r0"] * (8 - j)
+                lo, hi = a[3], "r0"
+        else:  # result: a3 >> (k - 24), sign-extended
+            body += [f"asr {a[3]}"] * (k - 24) + [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"]
+            lo, hi = a[3], "r0"
+        body += ["8:", f"st X+, {lo}", f"st X+, {hi}"]
+        if k:
+            body += ["rjmp 10f", "9:", f"st X+, {lo_o}", f"st X+, {hi_o}", "10:"]
+        out += body
     return out
 
 
@@ -800,7 +853,7 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
                              f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the dense "
                              "kernel stores a matrix")
     out_shift = node_output_shift(g, node.name)
-    direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts, saturates and stores
+    direct = node.type.dtype.bits == 16 and out_shift in STORE_SHIFTS  # the kernel shifts, saturates and stores
     acc = em.sym("acc")
     if not direct:
         em.scratch(acc, "uint32_t", rows)
