@@ -68,10 +68,11 @@ UNROLL = 4  # columns per loop iteration of mac_asm
 
 
 def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks: int,
-            out_shift: int | None = None, accumulate: bool = False) -> str:
+            out_shift: int | None = None, accumulate: bool = False, tail: int = 0) -> str:
     """void name(const void *w /*flash*/, const int16_t *x, void *acc, uint32_t v): nblocks blocks of
-    ``rows`` rows over ``cols`` columns; in flash, per block: the rows' 32-bit constants K, then w' column-major
-    (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (8..16) the
+    ``rows`` rows over ``cols`` columns, then (``tail`` > 0) one block of ``tail`` rows; in flash, per block: the
+    rows' 32-bit constants K, then w' column-major
+    (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (0..31) the
     int16 sat16(rshift(acc[q], out_shift)). Up to 5 rows: the accumulators take r2..r21, one weight register
     suffices (lo byte's products before hi). x, acc, v and the block count wait on the stack between blocks
     (every register is busy in the loop). ``accumulate`` (one block): w points at the block's weights of the
@@ -81,8 +82,22 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     body = _prologue(name, saved)
     # frame (Y = SP after the pushes): Y+1 block count, Y+2/3 x hi/lo, Y+4/5 acc hi/lo, Y+6..9 v (msb first)
     body += [f"push r{r}" for r in range(16, 24)] + ["movw r30, r24", f"ldi r24, {nblocks}", "push r24"]
-    body += ["5:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+3", "ldd r27, Y+2",
-             "ldd r22, Y+9", "ldd r23, Y+8", "ldd r24, Y+7", "ldd r25, Y+6"]
+    body += ["5:", *_mac_block(rows, wbits, x_offset, cols, out_shift, accumulate)]
+    if nblocks > 1:
+        body += ["ldd r24, Y+1", "dec r24", "std Y+1, r24", "breq 3f", "rjmp 5b", "3:"]
+    if tail:
+        body += _mac_block(tail, wbits, x_offset, cols, out_shift, accumulate)
+    body += ["pop r0"] * 9
+    body += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
+    return f"void {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
+
+
+def _mac_block(rows: int, wbits: int, x_offset: bool, cols: int, out_shift: int | None,
+               accumulate: bool) -> list[str]:
+    """One block of mac_asm: its accumulators from the constants (or acc), the columns, the stores."""
+    acc = [f"r{r}" for r in range(2, 2 + 4 * rows)]
+    body = ["in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+3", "ldd r27, Y+2",
+            "ldd r22, Y+9", "ldd r23, Y+8", "ldd r24, Y+7", "ldd r25, Y+6"]
     if accumulate:  # acc from RAM (X at acc, then back at x)
         body += ["ldd r26, Y+5", "ldd r27, Y+4", *[f"ld {r}, X+" for r in acc], "ldd r26, Y+3", "ldd r27, Y+2"]
     for q in range(0 if accumulate else rows):  # acc = K - v
@@ -104,12 +119,7 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     body += ["2:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+5", "ldd r27, Y+4"]
     # r24 is zero after the loop, r25 free
     body += ([f"st X+, {r}" for r in acc] if out_shift is None else _store_rows(acc, rows, out_shift, "r24", "r25"))
-    body += ["std Y+5, r26", "std Y+4, r27"]
-    if nblocks > 1:
-        body += ["ldd r24, Y+1", "dec r24", "std Y+1, r24", "breq 3f", "rjmp 5b", "3:"]
-    body += ["pop r0"] * 9
-    body += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
-    return f"void {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
+    return body + ["std Y+5, r26", "std Y+4, r27"]
 
 
 def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc: str | None = None) -> list[str]:
@@ -860,29 +870,30 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     x = em.var(x_name)
     lines = ["{", f"    const uint16_t at = (uint16_t)((uint16_t){em.at(k_name, '0')} * {stride}u);"]
     readers = shared_x_readers(em, x_name, matvec_at_ok)
-    if len(readers) > 1:  # every node's W, V and theta read the same x: its sum is taken once
+    shift = 15 if wbits == 16 else 7
+    if len(readers) > 1:  # every node's W, V and theta read the same x: its sum is taken (and shifted) once
+        widths = sorted({g.type(g.node(r).inputs[0]).dtype.bits for r in readers})
         memo = em.sym(f"sum_at_{x}")
-        em.scratch(memo, "uint32_t", 1)
+        em.scratch(memo, "uint32_t", len(widths))
         if readers[0] == node.name:
             lines += ["    uint32_t sx = 0;",
-                      f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
-                      f"    {memo}[0] = sx;"]
-        else:
-            lines += [f"    uint32_t sx = {memo}[0];"]
+                      f"    for (uint8_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"
+                      if cols < 256 else
+                      f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
+            lines += [f"    {memo}[{i}] = sx << {b - 1};" for i, b in enumerate(widths)]
+        lines += [f"    const uint32_t v = {memo}[{widths.index(wbits)}];"]
     else:
         lines += ["    uint32_t sx = 0;",
-                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
-    lines += [f"    sx <<= {15 if wbits == 16 else 7};"]
-    groups = [(0, BLOCK, rows // BLOCK)] if rows >= BLOCK else []
-    if rows % BLOCK:
-        groups.append((rows - rows % BLOCK, rows % BLOCK, 1))
-    for r, nr, nb in groups:
-        name = em.sym(f"mac{nr}w{wbits}_{cols}x{nb}" + (f"s{out_shift}" if direct else ""))
-        if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, nr, wbits, False, cols, nb, out_shift if direct else None)
-        base = layout[r // BLOCK].base - (4 if wbits == 8 else 2) * nr
-        dest = em.var(node.name) if direct else acc
-        lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest} + {r}, sx);")
+                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
+                  f"    const uint32_t v = sx << {shift};"]
+    # one call: the 5-row blocks, then the remainder's block (its constants and weights follow in flash)
+    nr, nb, tail = (BLOCK, rows // BLOCK, rows % BLOCK) if rows >= BLOCK else (rows, 1, 0)
+    name = em.sym(f"mac{nr}w{wbits}_{cols}x{nb}" + (f"t{tail}" if tail else "") + (f"s{out_shift}" if direct else ""))
+    if name not in em.helpers:
+        em.helpers[name] = mac_asm(name, nr, wbits, False, cols, nb, out_shift if direct else None, tail=tail)
+    base = layout[0].base - (4 if wbits == 8 else 2) * nr
+    dest = em.var(node.name) if direct else acc
+    lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest}, v);")
     if not direct:
         lines += [f"    for (uint8_t r = 0; r < {rows}; ++r)",
                   "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift)]
