@@ -570,10 +570,11 @@ def fused_add(em: CEmitter, node: Node) -> bool:
     return False
 
 
-def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value) -> list[str]:
+def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value, sum_value=None) -> list[str]:
     """One loop over the elements of the product ``node`` = w * tanh(v): ``tanh_lines(em, tanh, final)`` the
     tanh's body, its saturated value left in the local th; ``value(i)`` the product's saturated element (its
-    operands read through em.at, the tanh from th), stored, or added to the sum that takes it (add_of_mul)."""
+    operands read through em.at, the tanh from th), stored, or added to the sum that takes it (add_of_mul;
+    ``sum_value(add)``: a target's element function for that sum, or None for the shared one)."""
     tanh, _ = tanh_of_mul(em, node)
     ctype = ctype_of(tanh.type.dtype)
     at = tanh.attrs
@@ -591,8 +592,10 @@ def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value) -> list[str]:
             em.inline_values[node.name] = "pm"
             try:
                 half = _half_sum(em, add)
+                own = None if sum_value is None or half is not None else sum_value(add)
                 last = [f"const {ctype_of(node.type.dtype)} pm = {value('i')};",
                         f"{em.var(add.name)}[i] = {half('i')};" if half is not None
+                        else f"{em.var(add.name)}[i] = {own('i')};" if own is not None
                         else store(em, add, "i", ELEMENT["add"](em, add)("i"))]
             finally:
                 del em.inline_values[node.name]

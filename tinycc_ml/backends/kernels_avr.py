@@ -313,6 +313,33 @@ def mulu16_avr(em: CEmitter) -> str:
     return name
 
 
+def mulr8_avr(em: CEmitter) -> str:
+    """Name of an inline (d * f + 128) >> 8 for uint16 d, uint8 f (two MULs: the rounding bit is bit 7 of the
+    low product's low byte; the result fits 16 bits)."""
+    name = em.sym("mulr8")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["mul %A[d], %[f]", "mov %A[r], r1", "mov %B[r], r0", "mul %B[d], %[f]",
+                               "lsl %B[r]", "adc %A[r], r0", "mov %B[r], r1", "clr r1", "adc %B[r], r1"])
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) uint16_t {name}(uint16_t d, uint8_t f)\n"
+                            "{\n    uint16_t r;\n"
+                            f"    __asm__(\"{asm}\" : [r] \"=&r\"(r) : [d] \"r\"(d), [f] \"r\"(f));\n"
+                            "    return r;\n}\n")
+    return name
+
+
+def adds16_avr(em: CEmitter) -> str:
+    """Name of an inline saturating int16 + int16 (the sum of Bonsai's path scores at one scale)."""
+    name = em.sym("adds16")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["add %A[a], %A[b]", "adc %B[a], %B[b]", "brvc 1f", "ldi %A[a], 0xFF", "ldi %B[a], 0x7F",
+                               "sbrc %B[b], 7", "adiw %A[a], 1", "1:"])
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) int16_t {name}(int16_t a, int16_t b)\n"
+                            "{\n"
+                            f"    __asm__(\"{asm}\" : [a] \"+w\"(a) : [b] \"r\"(b));\n"
+                            "    return a;\n}\n")
+    return name
+
+
 def rss_small_avr(em: CEmitter, expr: str, k: int) -> str:
     """int16 sat16(rshift(v, k)) for 1 <= k <= 7 without a 32-bit shift loop: v + 2^(k-1) is in int16 range
     after the shift exactly when its upper half is in [-2^(k-1), 2^(k-1)); then it has at most 16 + k
@@ -929,9 +956,23 @@ def kernel_mul(em: CEmitter, node: Node) -> list[str] | None:
         def tanh_lines(em, tanh, final):
             return avr_tanh_lines(em, tanh, final) or tanh_lut_lines(em, tanh, final)
         return tanh_mul_loop(em, node, tanh_lines, lambda i: rs_value(
-            em, node, f"{muls16_avr(em)}({em.at(a, i)}, {em.at(b, i)})", k))
+            em, node, f"{muls16_avr(em)}({em.at(a, i)}, {em.at(b, i)})", k), lambda add: sum16(em, add))
     return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) "
             + store_rs(em, node, "i", f"{muls16_avr(em)}({em.var(a)}[i], {em.var(b)}[i])", k)]
+
+
+def sum16(em: CEmitter, add: Node):
+    """The path score's sum as one saturating 16-bit add (adds16_avr) when both operands and the sum have one
+    scale (no alignment, no shift) and the sum heads no fused chain; else None."""
+    from tinycc_ml.ir.ops.arith import align_shifts
+
+    g = em.graph
+    a, b = add.inputs
+    c, la, lb = align_shifts(g.type(a).dtype.scale, g.type(b).dtype.scale)
+    if (la or lb or c != add.type.dtype.scale or add.name in g.analyses.fused
+            or any(g.type(v).dtype.bits != 16 for v in (a, b, add.name))):
+        return None
+    return lambda i: f"{adds16_avr(em)}({em.at(a, i)}, {em.at(b, i)})"
 
 
 def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
@@ -949,8 +990,11 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
                              f"%{node.name}: tanh table, scale 2^-{at['table_scale']}")
     rd = em.target.read_const
     last = len(table) - 1
-    out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", at["table_scale"] - node.type.dtype.scale,
-                  bound=int(np.max(np.abs(table), initial=0)))
+    k_out = at["table_scale"] - node.type.dtype.scale
+    if 0 < k_out <= 15 and int(table.max(initial=0)) + (1 << (k_out - 1)) <= 32767:  # int16 arithmetic suffices
+        out = f"((int16_t)(v < 0 ? -y : y) + {1 << (k_out - 1)}) >> {k_out}"
+    else:
+        out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", k_out, bound=int(np.max(np.abs(table), initial=0)))
     head = [f"    const int16_t v = {em.at(a, 'i')};",
             "    const uint16_t mag = v < 0 ? (uint16_t)(0u - (uint16_t)v) : (uint16_t)v;",
             f"    const uint16_t q = mag < {top}u ? mag : {top}u;"]
@@ -961,7 +1005,7 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
         # (d f + 2^(drop-1)) >> drop = (d f 2^(8-drop) + 128) >> 8, a byte move (no 32-bit shift loop)
         split = [f"    const uint16_t qq = (uint16_t)(q << {8 - drop});",
                  "    const uint8_t t = (uint8_t)(qq >> 8), f = (uint8_t)qq;"]
-        interp = f"(uint16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + 128u) >> 8)"
+        interp = f"{mulr8_avr(em)}((uint16_t)(y1 - y0), f)"
     elif drop >= 8:  # floor(floor(a / 2^8) / 2^(drop-8)) = floor(a / 2^drop) for a >= 0
         split = [f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;"]
         interp = (f"((uint16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + {1 << (drop - 1)}u) >> 8) "
