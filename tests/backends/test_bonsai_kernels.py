@@ -157,7 +157,7 @@ def test_m0_node_kernel_stores_saturated_int16(shift, tmp_path):
     np.testing.assert_array_equal(run.predictions, want["prediction"])
 
 
-def node_kernel_graph(rng, shift: int, s_x: int, rows: int):
+def node_kernel_graph(rng, shift: int, s_x: int, rows: int, outputs: bool = True):
     """A matvec_at whose node (1 or 2 by the sign of sum(x)) has rows reaching int32's extremes: its kernel
     shifts the accumulator by ``shift``, rounds and saturates (rows 0-1 of one sign, row 2 small sums)."""
     from tinycc_ml.ir.graph import Graph
@@ -175,8 +175,9 @@ def node_kernel_graph(rng, shift: int, s_x: int, rows: int):
     root = g.add("const", [], {"value": np.array(0, dtype=np.int32)}, type=TensorType((), IDX), name="root")
     k = g.add("branch", [root, total], type=TensorType((), IDX), name="k")
     y = g.add("matvec_at", [stack, k, x], type=TensorType((rows,), fixed(16, s_a + s_x - shift)), name="y")
-    g.set_output("scores", y)
-    g.set_output("prediction", g.add("argmax", [y], type=TensorType((), IDX), name="pred"))
+    if outputs:
+        g.set_output("scores", y)
+        g.set_output("prediction", g.add("argmax", [y], type=TensorType((), IDX), name="pred"))
     return g
 
 
@@ -201,3 +202,46 @@ def test_avr_node_kernel_stores_every_shift(shift, tmp_path):
     scores = run_exact(g, X.astype(np.int16), tmp_path, f"s{shift}(")
     if shift <= 16:
         assert np.any(scores == 32767) and np.any(scores == -32768)
+
+
+# (target, product shift, chain shift): a rounding right shift, a saturating left shift, on both chips
+POST_CASES = [("avr", 10, 2), ("avr", 3, -2), ("avr", 20, 1), ("cortex-m0", 12, 3), ("cortex-m0", 9, -3)]
+
+
+@pytest.mark.parametrize("target, shift, post", POST_CASES)
+def test_node_kernel_applies_its_scale_chain(target, shift, post, tmp_path):
+    """sigma's scale by a power of two fused into the node kernel's stores (c_fixed.chain_shift): no loop after
+    the kernel, bit-exact with the fixed-point interpreter where the first shift saturates and the second rounds
+    or saturates again."""
+    from tests.backends.test_avr_kernels import N
+    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.ir.fixed import run_fixed
+    from tinycc_ml.ir.types import IDX, TensorType, fixed
+    from tinycc_ml.passes.plan_memory import fused_chains, plan
+    from tinycc_ml.runtime.simulate import run_on_target
+
+    require_target(target)
+    rng = np.random.default_rng(200 + shift)
+    s_x, rows = 9, N  # rows = N: the sum below adds x itself
+    g = node_kernel_graph(rng, shift, s_x, rows, outputs=False)
+    z = g.add("scale", ["y"], {"factor": 1.0, "factor_q": 1, "factor_scale": 0},
+              type=TensorType((rows,), fixed(16, g.type("y").dtype.scale - post)), name="z")
+    total = g.add("add", [z, "x"], type=TensorType((rows,), fixed(16, s_x)), name="total")  # z stays fused
+    g.set_output("scores", total)
+    g.set_output("prediction", g.add("argmax", [total], type=TensorType((), IDX), name="pred"))
+    g.analyses.fused = fused_chains(g)
+    assert g.analyses.fused.get("y") == ["z"]
+    g.analyses.memory_plan, g.analyses.arenas = plan(g, g.analyses.fused)
+    out = get_backend(target).emit(g, "ok", [])
+    src = out.files["ok.c"]
+    assert f"s{shift}{'p' if post > 0 else 'l'}{abs(post)}" in src and "for (int i = 0; i < 40; ++i) {" not in src
+    for name, text in out.files.items():
+        (tmp_path / name).write_text(text)
+    X = rng.integers(-1638, 1639, size=(24, rows))
+    X[:4] = rng.integers(-3, 4, size=(4, rows))
+    X[4], X[5] = 1638, -1638
+    X = X.astype(np.int16)
+    run = run_on_target(target, [str(tmp_path / "ok.c")], str(tmp_path / "ok.h"), "ok", X, rows,
+                        "int16_t", "int16_t", extra_cflags=("-Werror",))
+    want = run_fixed(g, X)
+    np.testing.assert_array_equal(run.scores, want["scores"])

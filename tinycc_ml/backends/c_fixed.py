@@ -224,6 +224,23 @@ def identity_chain(em: CEmitter, chain: list[str]) -> bool:
     return all(em.graph.op(m) == "scale" and identity_scale(em, em.graph.node(m)) for m in chain)
 
 
+def chain_shift(em: CEmitter, head: Node) -> int | None:
+    """The fused chain of ``head`` as one shift of its int16 elements, for a kernel that stores the chain's last
+    value itself (then it adds the head to em.stored_heads): a single scale by a power of two, int16 to int16,
+    not stored offset-binary: p > 0 is sat16(rshift(v, p)) (a rounding right shift, always in range), p < 0 is
+    sat16(v * 2^-p); None for any other chain (or an identity one, which has no loop anyway)."""
+    g = em.graph
+    chain = g.analyses.fused.get(head.name)
+    if not chain or len(chain) != 1 or g.op(chain[0]) != "scale" or identity_chain(em, chain):
+        return None
+    node = g.node(chain[0])
+    p = _pow2_exponent(node.attrs["factor_q"])
+    if p is None or node.type.dtype.bits != 16 or head.type.dtype.bits != 16 or em.target.offset_store(em, chain[0]):
+        return None
+    k = scale_of(em, head.name) + node.attrs["factor_scale"] - node.type.dtype.scale - p
+    return k if k and -15 < k <= 15 else None
+
+
 def chain_sum_loop(em: CEmitter, head: Node, loop: str, body) -> list[str]:
     """``loop`` over the lines ``body()`` makes (the head's fused stores): when the chain's last value is stored
     offset-binary with its sum (CTarget.offset_store), the sum in a local, added to the scratch after the loop."""

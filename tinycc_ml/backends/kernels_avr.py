@@ -34,6 +34,7 @@ import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.c_fixed import (
+    chain_shift,
     exp_tables,
     fused_tanh,
     rshift_c,
@@ -68,12 +69,13 @@ UNROLL = 4  # columns per loop iteration of mac_asm
 
 
 def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks: int,
-            out_shift: int | None = None, accumulate: bool = False, tail: int = 0) -> str:
+            out_shift: int | None = None, accumulate: bool = False, tail: int = 0, post: int = 0) -> str:
     """void name(const void *w /*flash*/, const int16_t *x, void *acc, uint32_t v): nblocks blocks of
     ``rows`` rows over ``cols`` columns, then (``tail`` > 0) one block of ``tail`` rows; in flash, per block: the
     rows' 32-bit constants K, then w' column-major
     (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (0..31) the
-    int16 sat16(rshift(acc[q], out_shift)). Up to 5 rows: the accumulators take r2..r21, one weight register
+    int16 sat16(rshift(acc[q], out_shift)), then shifted by ``post`` (_post_shift). Up to 5 rows: the accumulators
+    take r2..r21, one weight register
     suffices (lo byte's products before hi). x, acc, v and the block count wait on the stack between blocks
     (every register is busy in the loop). ``accumulate`` (one block): w points at the block's weights of the
     first column, no constants; acc[q] += w'.x' (the accumulators start from acc, v is not used)."""
@@ -82,18 +84,18 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     body = _prologue(name, saved)
     # frame (Y = SP after the pushes): Y+1 block count, Y+2/3 x hi/lo, Y+4/5 acc hi/lo, Y+6..9 v (msb first)
     body += [f"push r{r}" for r in range(16, 24)] + ["movw r30, r24", f"ldi r24, {nblocks}", "push r24"]
-    body += ["5:", *_mac_block(rows, wbits, x_offset, cols, out_shift, accumulate)]
+    body += ["5:", *_mac_block(rows, wbits, x_offset, cols, out_shift, accumulate, post)]
     if nblocks > 1:
         body += ["ldd r24, Y+1", "dec r24", "std Y+1, r24", "breq 3f", "rjmp 5b", "3:"]
     if tail:
-        body += _mac_block(tail, wbits, x_offset, cols, out_shift, accumulate)
+        body += _mac_block(tail, wbits, x_offset, cols, out_shift, accumulate, post)
     body += ["pop r0"] * 9
     body += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
     return f"void {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
 
 
 def _mac_block(rows: int, wbits: int, x_offset: bool, cols: int, out_shift: int | None,
-               accumulate: bool) -> list[str]:
+               accumulate: bool, post: int = 0) -> list[str]:
     """One block of mac_asm: its accumulators from the constants (or acc), the columns, the stores."""
     acc = [f"r{r}" for r in range(2, 2 + 4 * rows)]
     body = ["in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+3", "ldd r27, Y+2",
@@ -118,17 +120,40 @@ def _mac_block(rows: int, wbits: int, x_offset: bool, cols: int, out_shift: int 
     body += (["sbiw r24, 1"] if wide else ["dec r24"]) + ["breq 2f", "rjmp 1b"]
     body += ["2:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+5", "ldd r27, Y+4"]
     # r24 is zero after the loop, r25 free
-    body += ([f"st X+, {r}" for r in acc] if out_shift is None else _store_rows(acc, rows, out_shift, "r24", "r25"))
+    body += ([f"st X+, {r}" for r in acc] if out_shift is None
+             else _store_rows(acc, rows, out_shift, "r24", "r25", post))
     return body + ["std Y+5, r26", "std Y+4, r27"]
 
 
-def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc: str | None = None) -> list[str]:
+def _post_shift(lo: str, hi: str, post: int, zero: str) -> list[str]:
+    """The int16 in hi:lo shifted by ``post`` (c_fixed.chain_shift; r23 free): 1 <= post <= 8 a rounding right
+    shift (a positive value past int16 after the rounding addition is shifted in as unsigned: its 17th bit is
+    0), -15 < post < 0 a left shift saturated at the first step that changes the sign bit."""
+    if post > 0:
+        return [f"ldi r23, {1 << (post - 1)}", f"add {lo}, r23", f"adc {hi}, {zero}", "brvs 11f", f"asr {hi}",
+                "rjmp 12f", "11:", f"lsr {hi}", "12:", f"ror {lo}"] + [f"asr {hi}", f"ror {lo}"] * (post - 1)
+    if post < 0:
+        return ([f"mov r23, {hi}"] + [f"lsl {lo}", f"rol {hi}", "brvs 13f"] * -post
+                + ["rjmp 14f", "13:", "lsl r23", "ldi r23, 0x7F", f"adc r23, {zero}", f"mov {hi}, r23",
+                   "subi r23, 0x80", f"mov {lo}, r23", "14:"])
+    return []
+
+
+def _post_value(v: int, post: int) -> int:
+    """_post_shift of a constant (as uint16)."""
+    v = v - 65536 if v >= 32768 else v
+    v = (v + (1 << (post - 1))) >> post if post > 0 else max(-32768, min(32767, v << -post))
+    return v & 0xFFFF
+
+
+def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc: str | None = None,
+                post: int = 0) -> list[str]:
     """Block epilogue of mac_asm: st X+ the int16 sat16(rshift(a, k)) of each accumulator, 8 <= k <= 16
     (rss_avr's method: add 2^(k-1), shift bytes, saturate when the byte above is not the sign). With a
     zero register other than r1 and a free upper register (mulc), 12 <= k <= 14 shift by MULs by 2^(16-k)
     (the high byte of a * 2^(16-k) is a >> (k - 8)): 10 cycles instead of 19."""
     if not 8 <= k <= 16:
-        return _store_rows_any(acc, rows, k, zero or "r1")
+        return _store_rows_any(acc, rows, k, zero or "r1", post)
     byte, bit = divmod(k - 1, 8)
     by_mul = zero is not None and mulc is not None and 12 <= k <= 14
     zero = zero or "r1"
@@ -154,15 +179,17 @@ def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc
             check = [] if k == 16 else [f"mov r23, {hi}", "lsl r23", "sbc r23, r23", f"cp r23, {top}", "breq 8f",
                                         f"lsl {top}", "ldi r23, 0x7F", f"adc r23, {zero}", f"mov {hi}, r23",
                                         "subi r23, 0x80", f"mov {lo}, r23"]
-        out += ["brvc 7f", "ldi r23, 0xFF", f"mov {lo}, r23", "ldi r23, 0x7F", f"mov {hi}, r23", "rjmp 8f", "7:"]
-        out += shift + check + ["8:", f"st X+, {lo}", f"st X+, {hi}"]
+        over = _post_value(0x7FFF, post)
+        out += ["brvc 7f", f"ldi r23, {over & 0xFF}", f"mov {lo}, r23", f"ldi r23, {over >> 8}", f"mov {hi}, r23",
+                "rjmp 9f" if post else "rjmp 8f", "7:"]
+        out += shift + check + ["8:", *_post_shift(lo, hi, post, zero), "9:", f"st X+, {lo}", f"st X+, {hi}"]
     return out
 
 
 STORE_SHIFTS = range(0, 32)  # the shifts _store_rows handles (every shift of an int32 accumulator)
 
 
-def _store_rows_any(acc: list[str], rows: int, k: int, zero: str) -> list[str]:
+def _store_rows_any(acc: list[str], rows: int, k: int, zero: str, post: int = 0) -> list[str]:
     """_store_rows for 0 <= k <= 7 and 17 <= k <= 31 (r0, r22, r23 free; ``zero`` holds 0 after clr r1).
     k < 8: the rounded value shifted right by k (result in bytes 0-1) or, cheaper for k >= 5, left by 8 - k
     into bytes 1-2 with a sign byte above; saturated when the bytes above are not the result's sign.
@@ -172,7 +199,7 @@ def _store_rows_any(acc: list[str], rows: int, k: int, zero: str) -> list[str]:
     if k:
         byte, bit = divmod(k - 1, 8)
         out.append(f"ldi r22, {1 << bit}")
-    over_val = 0x7FFF if k <= 16 else 1 << (31 - k)
+    over_val = _post_value(0x7FFF if k <= 16 else 1 << (31 - k), post)
     for q in range(rows):
         a = acc[4 * q:4 * q + 4]
         body = []
@@ -203,7 +230,7 @@ def _store_rows_any(acc: list[str], rows: int, k: int, zero: str) -> list[str]:
         else:  # result: a3 >> (k - 24), sign-extended
             body += [f"asr {a[3]}"] * (k - 24) + [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"]
             lo, hi = a[3], "r0"
-        body += ["8:", f"st X+, {lo}", f"st X+, {hi}"]
+        body += ["8:", *_post_shift(lo, hi, post, zero), f"st X+, {lo}", f"st X+, {hi}"]
         if k:
             body += ["rjmp 10f", "9:", f"st X+, {lo_o}", f"st X+, {hi_o}", "10:"]
         out += body
@@ -402,12 +429,22 @@ def fused_producer(em: CEmitter, name: str) -> str | None:
     g = em.graph
     op = g.op(name)
     if op == "clip" and clip_ok(em, g.node(name)):
-        return offset_user(em, name)
+        return offset_user(em, name) or ("matvec_at" if node_kernels_only(em, name) else None)
     if op == "exp_lut" and exp_ok(em, g.node(name)) and offset_user(em, name) == "matvec":
         return "matvec"
     if chain_offset_store(em, name):
         return "matvec"
     return None
+
+
+def node_kernels_only(em: CEmitter, name: str) -> bool:
+    """Every use of the vector ``name`` (not an output) is the x of a matvec_at on mac_asm (Bonsai's node
+    mat-vecs reading the clamped input): its producer may store x + 2^15 and its sum once for all of them."""
+    g = em.graph
+    users = g.users(name)
+    return (bool(users) and g.type(name).rank == 1 and not any(name == n for _, n in g.outputs)
+            and all(g.op(u) == "matvec_at" and g.node(u).inputs[2] == name and g.node(u).inputs[0] != name
+                    and matvec_at_ok(em, g.node(u)) for u in users))
 
 
 def chain_last(em: CEmitter, name: str) -> bool:
@@ -677,7 +714,7 @@ def kernel_clip(em: CEmitter, node: Node) -> list[str] | None:
         return kernel_clip16(em, node)
     out = em.var(node.name)
     lines, bounds, lo, hi = clip_loop_head(em, node)
-    if fused == "matvec" and np.ndim(lo) == 0:
+    if fused in ("matvec", "matvec_at") and np.ndim(lo) == 0:
         return clip_presum_asm(em, node, int(lo), int(hi))
     if fused:
         em.scratch(presum_sym(em, node.name), "uint32_t", 2 if fused == "sqdist" else 1)
@@ -894,30 +931,39 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     acc = em.sym("acc")
     if not direct:
         em.scratch(acc, "uint32_t", rows)
+    post = chain_shift(em, node) if direct else None  # the fused chain (sigma's scale) in the stores too
+    if post is not None and -15 < post <= 8:
+        em.stored_heads.add(node.name)
+    else:
+        post = 0
     x = em.var(x_name)
     lines = ["{", f"    const uint16_t at = (uint16_t)((uint16_t){em.at(k_name, '0')} * {stride}u);"]
     readers = shared_x_readers(em, x_name, matvec_at_ok)
     shift = 15 if wbits == 16 else 7
+    # the input clamp stored x + 2^15 and its sum for the node kernels (node_kernels_only)
+    pre = g.op(x_name) == "clip" and fused_producer(em, x_name) == "matvec_at"
+    if pre:
+        total = [f"    uint32_t sx = {presum_sym(em, x_name)}[0];"]
+    else:
+        it = "uint8_t" if cols < 256 else "uint16_t"
+        total = ["    uint32_t sx = 0;",
+                 f"    for ({it} k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
     if len(readers) > 1:  # every node's W, V and theta read the same x: its sum is taken (and shifted) once
         widths = sorted({g.type(g.node(r).inputs[0]).dtype.bits for r in readers})
         memo = em.sym(f"sum_at_{x}")
         em.scratch(memo, "uint32_t", len(widths))
         if readers[0] == node.name:
-            lines += ["    uint32_t sx = 0;",
-                      f"    for (uint8_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"
-                      if cols < 256 else
-                      f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
-            lines += [f"    {memo}[{i}] = sx << {b - 1};" for i, b in enumerate(widths)]
+            lines += total + [f"    {memo}[{i}] = sx << {b - 1};" for i, b in enumerate(widths)]
         lines += [f"    const uint32_t v = {memo}[{widths.index(wbits)}];"]
     else:
-        lines += ["    uint32_t sx = 0;",
-                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
-                  f"    const uint32_t v = sx << {shift};"]
+        lines += total + [f"    const uint32_t v = sx << {shift};"]
     # one call: the 5-row blocks, then the remainder's block (its constants and weights follow in flash)
     nr, nb, tail = (BLOCK, rows // BLOCK, rows % BLOCK) if rows >= BLOCK else (rows, 1, 0)
-    name = em.sym(f"mac{nr}w{wbits}_{cols}x{nb}" + (f"t{tail}" if tail else "") + (f"s{out_shift}" if direct else ""))
+    name = em.sym(f"mac{nr}w{wbits}{'o' if pre else ''}_{cols}x{nb}" + (f"t{tail}" if tail else "")
+                  + (f"s{out_shift}" if direct else "") + (f"p{post}" if post > 0 else f"l{-post}" if post else ""))
     if name not in em.helpers:
-        em.helpers[name] = mac_asm(name, nr, wbits, False, cols, nb, out_shift if direct else None, tail=tail)
+        em.helpers[name] = mac_asm(name, nr, wbits, pre, cols, nb, out_shift if direct else None, tail=tail,
+                                   post=post)
     base = layout[0].base - (4 if wbits == 8 else 2) * nr
     dest = em.var(node.name) if direct else acc
     lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest}, v);")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import chain_sum_loop, shared_x_readers, shift_c, store
+from tinycc_ml.backends.c_fixed import chain_shift, chain_sum_loop, shared_x_readers, shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
@@ -66,10 +66,11 @@ def m0_image(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[
     return np.concatenate(parts), starts
 
 
-def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None) -> str:
+def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None, post: int = 0) -> str:
     """void name(const uint16_t *blk /*flash: K[rows], w' column-major*/, const uint16_t *x /*x'*/,
     uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32); with out_shift (1..31)
-    acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after)."""
+    acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after), then
+    shifted by ``post`` (c_fixed.chain_shift: a rounding right shift by 1..8, or left by 1..14 saturated)."""
     acc = ACC[:rows]
     wb = wbits // 8
     load = "ldrh" if wbits == 16 else "ldrb"
@@ -107,7 +108,13 @@ def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None =
         for q, r in enumerate(acc):
             b += [f"adds r4, {r}, r5"] if r in LOW else [f"mov r4, {r}", "adds r4, r4, r5"]
             b += [f"asrs r4, r4, #{out_shift}", "sxth r1, r4", "cmp r1, r4", "beq 2f", "asrs r1, r4, #31",
-                  "eors r1, r3", "2:", f"strh r1, [r0, #{2 * q}]"]
+                  "eors r1, r3", "2:"]
+            if post > 0:  # |r1| <= 2^15: the rounding addition cannot overflow, the result fits int16
+                b += [f"adds r1, #{1 << (post - 1)}", f"asrs r1, r1, #{post}"]
+            elif post < 0:
+                b += [f"lsls r1, r1, #{-post}", "sxth r4, r1", "cmp r4, r1", "beq 3f", "asrs r1, r1, #31",
+                      "eors r1, r3", "3:"]
+            b += [f"strh r1, [r0, #{2 * q}]"]
     b += ["pop {r4-r7}", "mov r8, r4", "mov r9, r5", "mov r10, r6", "mov r11, r7", "pop {r4-r7, pc}",
           ".ltorg", f".size {name}, .-{name}", ".popsection"]
     text = "".join(f'    "{line}\\n"\n' for line in b)
@@ -182,7 +189,18 @@ def chain_offset_store(em, name: str) -> str | None:
 def _fused_clip(em, node: Node) -> bool:
     from tinycc_ml.backends.kernels_clip import clip_ok
 
-    return node.op == "clip" and clip_ok(em, node) and kernel_user(em, node.name) is not None
+    return node.op == "clip" and clip_ok(em, node) and (kernel_user(em, node.name) is not None
+                                                        or node_kernels_only(em, node.name))
+
+
+def node_kernels_only(em, name: str) -> bool:
+    """Every use of the vector ``name`` (not an output) is the x of a matvec_at on the 9-row kernel (Bonsai's
+    node mat-vecs reading the clamped input): its clamp stores x + 2^15 and its sum once for all of them."""
+    g = em.graph
+    users = g.users(name)
+    return (bool(users) and g.type(name).rank == 1 and not any(name == n for _, n in g.outputs)
+            and all(g.op(u) == "matvec_at" and g.node(u).inputs[2] == name and g.node(u).inputs[0] != name
+                    and _node_kernel_ok(em, g.node(u)) for u in users))
 
 
 def _sums(em, name: str) -> str:
@@ -310,7 +328,7 @@ def kernel_clip(em, node: Node) -> list[str] | None:
         return None
     (a,) = node.inputs
     g = em.graph
-    kind = kernel_user(em, node.name)
+    kind = kernel_user(em, node.name) or "matvec"  # or node kernels only: x + 2^15 and its sum
     lo, hi = storage_clip_bounds(node.attrs["lo"], node.attrs["hi"], g.type(a).dtype)
     n = node.type.size
     sym = _sums(em, node.name)
@@ -407,15 +425,25 @@ def kernel_sqdist8(em, node: Node) -> list[str] | None:
             "        " + store(em, node, "j", shift_c(em, "(int32_t)d", out_shift)), "    }", "}"]
 
 
-def matvec_at_ok(em, node: Node) -> bool:
-    """matvec_at on the 9-row kernel: a constant (n, rows, cols) of 8/16-bit weights by an int16 vector, 4 rows
-    or more (under 4 rows the C loop is cheaper than the kernel's input pass and call)."""
+def _node_kernel_ok(em, node: Node) -> bool:
+    """matvec_at_ok but for the number of rows."""
     m_name, _, x_name = node.inputs
     g = em.graph
     t, xt = g.type(m_name), g.type(x_name)
     return not (g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0))
                 or t.rank != 3 or t.dtype.bits not in (8, 16) or xt.dtype.bits != 16 or xt.rank != 1
-                or not 0 < t.shape[2] < 4096 or t.shape[1] < 4)
+                or not 0 < t.shape[2] < 4096)
+
+
+def matvec_at_ok(em, node: Node) -> bool:
+    """matvec_at on the 9-row kernel: a constant (n, rows, cols) of 8/16-bit weights by an int16 vector, 4 rows
+    or more (under 4 rows the C loop is cheaper than the kernel's input pass and call), or any number when the
+    input clamp prepares x + 2^15 for every node kernel (then the kernel's call is all it costs)."""
+    if not _node_kernel_ok(em, node):
+        return False
+    x_name = node.inputs[2]
+    return em.graph.type(node.inputs[0]).shape[1] >= 4 or (em.graph.op(x_name) == "clip"
+                                                          and node_kernels_only(em, x_name))
 
 
 def kernel_matvec_at(em, node: Node) -> list[str] | None:
@@ -445,11 +473,17 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
     acc = em.var(node.name) if direct else em.sym("acc")
     if not direct:
         em.scratch(acc, "uint32_t", rows)
+    post = chain_shift(em, node) if direct else None  # the fused chain (sigma's scale) in the stores too
+    if post is not None and -15 < post <= 8:
+        em.stored_heads.add(node.name)
+    else:
+        post = 0
     calls = []
     for (r, nr), s in zip(row_blocks(rows), images[0][1]):
-        name = em.sym(f"mac{nr}w{wbits}_{cols}" + (f"s{out_shift}" if direct else ""))
+        name = em.sym(f"mac{nr}w{wbits}_{cols}" + (f"s{out_shift}" if direct else "")
+                      + (f"p{post}" if post > 0 else f"l{-post}" if post else ""))
         if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, nr, wbits, cols, out_shift if direct else None)
+            em.helpers[name] = mac_asm(name, nr, wbits, cols, out_shift if direct else None, post)
         calls.append(f"{name}((const uint16_t *)({sym} + at + {s // 2}), {buf}, {acc} + {r}, v);")
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
             f"    const uint32_t at = (uint32_t){em.at(k_name, '0')} * {stride}u;",
