@@ -350,6 +350,11 @@ def test_verify_rejects_index_out_of_range_and_const_outputs():
         verify(parse_graph(BASE_IR.replace("K", "2")))
     with pytest.raises(IRError, match="constant"):
         verify(parse_graph(BASE_IR.replace("K", "0").replace("output scores = %y", "output scores = %m")))
+    # a bias row per matrix of the stack: (2, 2) here
+    biased = BASE_IR.replace("K", "1").replace("matvec_at(%m, %k, %x)", "matvec_at(%m, %k, %x) {bias = BIAS}")
+    verify(parse_graph(biased.replace("BIAS", "array<float32>(2,2)[1, 2, 3, 4]")))
+    with pytest.raises(IRError, match=r"bias has shape \(3,\), expected \(2, 2\)"):
+        verify(parse_graph(biased.replace("BIAS", "array<float32>(3)[1, 2, 3]")))
 
 
 KVOTE_IR = """graph g {

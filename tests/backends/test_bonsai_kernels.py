@@ -18,12 +18,14 @@ from tinycc_ml.backends.c_fixed import add_of_mul, identity_scale, tanh_of_mul
 from tinycc_ml.models.bonsai import BonsaiModel
 
 
-def bonsai(sigma: float) -> BonsaiModel:
+def bonsai(sigma: float, D: int = 12) -> BonsaiModel:
+    """d̂ = 6: with D = 12 the nodes read Z x; with D <= 6 the lowering folds Z into the nodes (their rows then
+    carry z_bias's image as a bias: matvec_at's bias, in the kernels' row constants)."""
     rng = np.random.default_rng(3)
-    d, L, depth, D = 6, 5, 2, 12  # 5 rows per node: the Cortex-M0's kernel takes W and V (4 rows or more)
+    d, L, depth = 6, 5, 2  # 5 rows per node: the Cortex-M0's kernel takes W and V (4 rows or more)
     nodes = 2 ** (depth + 1) - 1
     return BonsaiModel(rng.normal(size=(d, D)) / 3, rng.normal(size=(nodes * L, d)), rng.normal(size=(nodes * L, d)),
-                       rng.normal(size=(2 ** depth - 1, d)), sigma, depth)
+                       rng.normal(size=(2 ** depth - 1, d)), sigma, depth, z_bias=rng.normal(size=d) / 2)
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +37,22 @@ def rows():
 
 
 # sigma 1: an identity scale (no loop) where the search gives V z and sigma V z one scale; 4: a shift; 0.7: a product
-CASES = [("avr", "int16", 1.0), ("avr", "int8", 4.0), ("cortex-m0", "int16", 0.7), ("cortex-m0", "int8", 1.0)]
+# D = 5: Z folded into the nodes (biased node rows)
+CASES = [("avr", "int16", 1.0, 12), ("avr", "int8", 4.0, 12), ("cortex-m0", "int16", 0.7, 12),
+         ("cortex-m0", "int8", 1.0, 12), ("avr", "int16", 0.7, 5), ("cortex-m0", "int8", 4.0, 5)]
 
 
-@pytest.mark.parametrize("target, precision, sigma", CASES)
-def test_bonsai_nodes_bit_exact(target, precision, sigma, rows, tmp_path):
+@pytest.mark.parametrize("target, precision, sigma, D", CASES)
+def test_bonsai_nodes_bit_exact(target, precision, sigma, D, rows, tmp_path):
     require_target(target)
     X, test = rows
-    result, out = build(bonsai(sigma), precision, X, tmp_path, name="bk", target=target)
+    model = bonsai(sigma, D)
+    X, test = X[:, :D], test[:, :D]
+    result, out = build(model, precision, X, tmp_path, name="bk", target=target)
     src = result.files["bk.c"]
     g = result.graph
+    at = [g.node(n) for n in g.order() if g.op(n) == "matvec_at"]
+    assert all(("bias_q" in n.attrs) == (D < 6) for n in at) and ("matvec" in map(g.op, g.order())) == (D == 12)
     muls = [n for n in g.order() if g.op(n) == "mul"]
     assert len(muls) == 3  # one node per level on the path
     em = CEmitter(g, "bk", CTarget())
@@ -65,9 +73,9 @@ def test_bonsai_nodes_bit_exact(target, precision, sigma, rows, tmp_path):
         assert not any(identity)
     if target == "cortex-m0":
         assert "static inline __attribute__((always_inline)) int16_t bk_sat16" in src
-        assert re.search(r"bk_mac\d+w(8|16)_6s\d+\(\(const", src)  # a node kernel storing int16 itself
+        assert re.search(rf"bk_mac\d+w(8|16)_{min(D, 6)}s\d+\(\(const", src)  # a node kernel storing int16 itself
     check_exact(result, out, test, target=target)
-    if precision == "int16":
+    if precision == "int16" and D == 12:  # a folded model has no Z x to stream (it reads x whole, D <= d̂)
         check_exact(result, out, test, target=target, stream=True)
 
 

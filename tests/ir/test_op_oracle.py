@@ -156,6 +156,8 @@ def matvec_case(draw, at: bool = False):
         # a constant selector, or one chosen per row at run time: branch(0, sum(x)) is 1 or 2
         runtime_k = n_stack >= 3 and draw(st.booleans())
         k_const = draw(st.integers(0, n_stack - 1))
+        # an optional bias row per matrix: integers at the accumulator's scale (exact in float32)
+        bias_q = draw(ints((n_stack, n_out), 20)) if draw(st.booleans()) else None
     else:
         A = draw(ints((n_out, n_in), weight_bits))
 
@@ -168,7 +170,10 @@ def matvec_case(draw, at: bool = False):
                 k = g.add("branch", [add_index(g, 0), total])
             else:
                 k = add_index(g, k_const)
-            y = g.add("matvec_at", [stack, k, x], {"shift": h}, type=out_type((n_out,), bits, so))
+            attrs = {"shift": h}
+            if bias_q is not None:
+                attrs.update(bias=(bias_q * 2.0 ** -(sa + sx - h)).astype(np.float32), bias_q=bias_q.astype(np.int32))
+            y = g.add("matvec_at", [stack, k, x], attrs, type=out_type((n_out,), bits, so))
         else:
             y = g.add("matvec", [add_const(g, A, sa, sparse), x], {"shift": h}, type=out_type((n_out,), bits, so))
         # each of the n_in products loses half a unit of scale sa+sx-h to its shift, then one output rounding

@@ -11,8 +11,10 @@ from sklearn.datasets import load_breast_cancer, load_digits
 import tinycc_ml
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.interp import run_float
+from tinycc_ml.ir.text import parse_graph, print_graph
 from tinycc_ml.models.bonsai import BonsaiModel
 from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+from tinycc_ml.target_report import count_macs
 
 
 @pytest.fixture(scope="module", params=["digits", "breast_cancer"])
@@ -38,6 +40,32 @@ def test_ir_walk_equals_the_numpy_model(depth, L):
     out = run_float(model.lower(), X)
     np.testing.assert_allclose(out["scores"], model.scores(X), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(out["prediction"], model.predict(X))
+
+
+@pytest.mark.parametrize("depth,L", [(0, 2), (2, 3)])
+def test_a_projection_that_does_not_reduce_the_dimension_is_folded_into_the_nodes(depth, L):
+    """d̂ >= D (or few node rows): W Z, V Z and T Z read the raw input (mean/std folded too), x̂'s bias becomes
+    each node row's bias; same function, fewer multiply-accumulates, the IR text keeps the biases."""
+
+    rng = np.random.default_rng(5 + depth)
+    folded, kept = random_bonsai(rng, D=4, d=6, L=L, depth=depth), random_bonsai(rng, D=7, d=4, L=3, depth=2)
+    X = rng.normal(size=(300, 4))
+    g = folded.lower()
+    assert "matvec" not in [n.op for n in g.nodes()]
+    assert all("bias" in n.attrs for n in g.nodes() if n.op == "matvec_at")
+    out = run_float(g, X)
+    np.testing.assert_allclose(out["scores"], folded.scores(X), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(out["prediction"], folded.predict(X))
+    again = parse_graph(print_graph(g))
+    np.testing.assert_array_equal(run_float(again, X)["scores"], out["scores"])
+    unfolded_macs = 6 * 4 + (2 * L * (depth + 1) + depth) * 6
+    assert count_macs(g) == (2 * L * (depth + 1) + depth) * 4 < unfolded_macs
+    # int16: each feature's scale absorbed once by every node stack reading it (W and V serve every level)
+    res = tinycc_ml.compile(folded, precision="int16", calibration=X, name="fold")
+    fixed_pred = run_fixed(res.graph, quantise(X, res.output.input_scale, 16).astype(np.int16))["prediction"]
+    assert np.mean(fixed_pred == folded.predict(X)) >= 0.98
+    # 20 node rows of 4 values each after a 4x7 Z: folding would take 20 x 7 = 140 MACs instead of 108
+    assert kept.projection_folded() is None and "matvec" in [n.op for n in kept.lower().nodes()]
 
 
 def test_only_the_path_is_evaluated():

@@ -313,11 +313,16 @@ def _matvec_at(em: CEmitter, node: Node) -> list[str]:
     out_shift = node_output_shift(em.graph, node.name)
     it = index_type(n * rows * cols)
     product = f"(int32_t){em.at(m_name, f'base + i * {cols} + k')} * {em.at(x_name, 'k')}"
+    start = "0"
+    if "bias_q" in node.attrs:
+        bias = em.add_const_array(em.sym(f"{node.name}_bias"), np.asarray(node.attrs["bias_q"], np.int32), "int32_t",
+                                  f"%{node.name}: each matrix's bias row at the accumulator's scale")
+        start = em.target.read_const(bias, f"base / {cols} + i", "int32_t")
     return [
         "{",
         f"    const {it} base = ({it}){em.at(k_name, '0')} * {rows * cols};",
         f"    for ({it} i = 0; i < {rows}; ++i) {{",
-        "        int32_t acc = 0;",
+        f"        int32_t acc = {start};",
         f"        for ({it} k = 0; k < {cols}; ++k)",
         f"            acc += {rshift_c(product, h)};",
         "        " + store(em, node, "i", shift_c(em, "acc", out_shift)),

@@ -128,11 +128,16 @@ def matvec_at(em, node: Node) -> list[str]:
     m_name, k_name, x_name = node.inputs
     _, rows, cols = em.graph.type(m_name).shape
     product = f"{em.at(m_name, f'base + i * {cols} + k')} * {em.at(x_name, 'k')}"
+    start = "0.0f"
+    if "bias" in node.attrs:
+        bias = em.add_const_array(em.sym(f"{node.name}_bias"), np.asarray(node.attrs["bias"], np.float32), "float",
+                                  f"%{node.name}: each matrix's bias row")
+        start = em.target.read_const(bias, f"base / {cols} + i", "float")
     return [
         "{",
         f"    const int32_t base = (int32_t){em.at(k_name, '0')} * {rows * cols};",
         f"    for (int i = 0; i < {rows}; ++i) {{",
-        "        float acc = 0.0f;",
+        f"        float acc = {start};",
         f"        for (int k = 0; k < {cols}; ++k) acc += {product};",
         f"        {em.var(node.name)}[i] = acc;",
         "    }",

@@ -917,7 +917,8 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     M = g.node(m_name).attrs["value"].astype(np.int64)
     n, rows, cols = M.shape
     wbits = g.type(m_name).dtype.bits
-    parts = [kernel_weights(M[k], wbits) for k in range(n)]
+    bias = node.attrs.get("bias_q")  # each block's bias joins its rows' constants: no run-time cost
+    parts = [kernel_weights(M[k], wbits, None if bias is None else np.asarray(bias[k], np.int64)) for k in range(n)]
     stride = len(parts[0][0])
     if n * stride > 65535:
         return None

@@ -457,7 +457,8 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
     M = g.node(m_name).attrs["value"].astype(np.int64)
     n, rows, cols = M.shape
     wbits = t.dtype.bits
-    images = [m0_image(M[k], wbits) for k in range(n)]
+    bias = node.attrs.get("bias_q")  # each block's bias joins its rows' constants: no run-time cost
+    images = [m0_image(M[k], wbits, None if bias is None else np.asarray(bias[k], np.int64)) for k in range(n)]
     stride = len(images[0][0]) // 2  # int32 words per block (m0_image pads blocks to 4 bytes)
     sym = em.add_const_array(em.sym(f"{m_name}_m0"), np.concatenate([im for im, _ in images]).view("<i4"), "int32_t",
                              f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the 9-row "

@@ -163,27 +163,42 @@ class BonsaiModel(Model):
 
     def lower(self) -> Graph:
         """The tree walk evaluates only the nodes on the path: at each level matvec_at picks node k's
-        rows, and branch moves k to a child."""
+        rows, and branch moves k to a child. Where :meth:`projection_folded` applies, the nodes read the
+        (offset) input itself instead of Z x̂."""
         g = Graph("bonsai")
-        L, d = self.n_scores, self.projection_dim
-        v = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
-        zx = g.add("matvec", [add_matrix(g, "Z", self.Z), v], name="projected")
-        if np.any(self.z_bias != 0):
-            zx = g.add("add", [zx, add_const(g, "z_bias", self.z_bias)], name="projected_biased")
-        W3 = add_const(g, "W", self.W.reshape(self.n_nodes, L, d))
-        V3 = add_const(g, "V", self.V.reshape(self.n_nodes, L, d))
-        T3 = add_const(g, "T", self.T.reshape(self.n_internal, 1, d)) if self.depth else None
+        L = self.n_scores
+        fold = self.projection_folded()
+        if fold is None:
+            v = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
+            zx = g.add("matvec", [add_matrix(g, "Z", self.Z), v], name="projected")
+            if np.any(self.z_bias != 0):
+                zx = g.add("add", [zx, add_const(g, "z_bias", self.z_bias)], name="projected_biased")
+            stacks = {key: (getattr(self, key), None) for key in "WVT"}
+        else:  # the nodes read the input itself: x̂'s bias is each node row's own
+            zx = add_input(g, self.input_dim)
+            stacks = fold
+        d = g.type(zx).shape[0]
+
+        def node_rows(key: str, level: int, node: str, name: str) -> str:
+            matrices, bias = stacks[key]
+            shape = (self.n_internal, 1) if key == "T" else (self.n_nodes, L)
+            attrs = {} if bias is None or not np.any(bias) else {"bias": bias.reshape(shape).astype(np.float32)}
+            return g.add("matvec_at", [stack[key], node, zx], attrs, name=f"{name}{level}")
+
+        stack = {"W": add_const(g, "W", stacks["W"][0].reshape(self.n_nodes, L, d)),
+                 "V": add_const(g, "V", stacks["V"][0].reshape(self.n_nodes, L, d))}
+        if self.depth:
+            stack["T"] = add_const(g, "T", stacks["T"][0].reshape(self.n_internal, 1, d))
         node = add_index(g, "root", 0)
         y = None
         for level in range(self.depth + 1):
-            w = g.add("matvec_at", [W3, node, zx], name=f"w{level}")
-            v_k = g.add("matvec_at", [V3, node, zx], name=f"v{level}")
+            w = node_rows("W", level, node, "w")
+            v_k = node_rows("V", level, node, "v")
             t = g.add("tanh", [g.add("scale", [v_k], {"factor": self.sigma}, name=f"sv{level}")], name=f"t{level}")
             part = g.add("mul", [w, t], name=f"node_score{level}")
             y = part if y is None else g.add("add", [y, part], name=f"path_score{level}")
             if level < self.depth:
-                theta = g.add("matvec_at", [T3, node, zx], name=f"theta{level}")
-                node = g.add("branch", [node, theta], name=f"node{level + 1}")
+                node = g.add("branch", [node, node_rows("T", level, node, "theta")], name=f"node{level + 1}")
         if self.offset is not None:
             y = g.add("add", [y, add_const(g, "offset", self.offset)], name="offset_scores")
         g.set_output("scores", y)
@@ -226,6 +241,22 @@ class BonsaiModel(Model):
                 go_left = np.einsum("nd,nd->n", self.T[node], xh) > 0
                 node = np.where(go_left, 2 * node + 1, 2 * node + 2)
         return y, node
+
+    def projection_folded(self) -> dict | None:
+        """{"W": (W Z, W z_bias), "V": ..., "T": ...} (mean/std folded into Z and z_bias first): the node
+        matrices applied to the input itself and their bias rows (W x̂ = W Z x + W z_bias), when the projection
+        does not pay: the folded matrices need fewer multiply-accumulates per inference than Z x̂ with the
+        node rows, and store no more values (a projection to d̂ >= D dimensions, e.g. letter's 16 to 16, or a
+        tree with few node rows).
+        Otherwise None."""
+        m = self.folded()
+        d_hat, D = m.Z.shape
+        rows = 2 * self.n_scores * (self.depth + 1) + self.depth  # node rows evaluated per inference
+        stored = sum(np.count_nonzero(a) for a in (m.Z, m.W, m.V, m.T))
+        folded_rows = m.W.shape[0] + m.V.shape[0] + m.T.shape[0]
+        if rows * D >= np.count_nonzero(m.Z) + rows * d_hat or folded_rows * D > stored:
+            return None
+        return {key: (a @ m.Z, a @ m.z_bias) for key, a in (("W", m.W), ("V", m.V), ("T", m.T))}
 
     # --- helpers ---
     def folded(self) -> BonsaiModel:

@@ -261,17 +261,23 @@ class ChooseScales(Pass):
         # a positive adjustment saturates the largest weights to resolve the rest (outliers)
         sa = best_scale(float(np.max(np.abs(A))), weight_bits) + int(self.adjust.get(f"{node.name}.weights", 0))
         row_l1 = float(np.max(np.sum(np.abs(A), axis=-1)))
+        # a bias (matvec_at's) joins the accumulator at its scale: 2^sx times the weights' units
+        bias = np.asarray(attrs["bias"], dtype=np.float64) if "bias" in attrs else np.zeros(1)
+        bias_units = float(np.max(np.abs(bias))) * 2.0 ** scale[x_name]  # times 2^(sa - h) at the accumulator
         h = 0
         # lower the weight scale until the accumulator provably fits ...
-        while row_l1 * 2.0**sa * bx > ACC_LIMIT and float(np.max(np.abs(A))) * 2.0 ** (sa - 1) >= 2**MIN_WEIGHT_BITS:
+        while (row_l1 * bx + bias_units) * 2.0**sa > ACC_LIMIT \
+                and float(np.max(np.abs(A))) * 2.0 ** (sa - 1) >= 2**MIN_WEIGHT_BITS:
             sa -= 1
         # ... and past MIN_WEIGHT_BITS, shift the products instead
-        while (row_l1 * 2.0**sa + A.shape[-1]) * bx / 2.0**h > ACC_LIMIT:
+        while ((row_l1 * 2.0**sa + A.shape[-1]) * bx + bias_units * 2.0**sa) / 2.0**h > ACC_LIMIT:
             h += 1
         sparse = a.attrs if a.op == "sparse_const" else None
         cname = self._add_const(out, a_name, A, sa, weight_bits, sparse)
         if h:
             attrs["shift"] = h
+        if "bias" in attrs:
+            attrs["bias_q"] = np.round(bias * 2.0 ** (sa + scale[x_name] - h)).astype(np.int32)
         ins[0] = cname
         scale[cname] = sa
 

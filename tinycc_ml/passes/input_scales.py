@@ -25,20 +25,49 @@ def _const(graph: Graph, name: str) -> bool:
     return graph.op(name) in ("const", "sparse_const")
 
 
+def _scales_columns(graph: Graph, user: str, value: str) -> bool:
+    """Whether ``user`` is a mat-vec (or a stack's) of a constant matrix reading ``value`` as its vector:
+    scaling the matrix's columns absorbs a per-feature factor."""
+    node = graph.node(user)
+    return (node.op in ("matvec", "matvec_at") and node.inputs[-1] == value and node.inputs[0] != value
+            and _const(graph, node.inputs[0]))
+
+
+def _scales_by_constant(graph: Graph, user: str, value: str) -> bool:
+    """Whether ``user`` multiplies ``value`` by a constant of its shape (a normalisation's 1 / std)."""
+    return graph.op(user) == "mul" and graph.op(next(i for i in graph.node(user).inputs if i != value)) == "const" \
+        and graph.type(user) == graph.type(value)
+
+
 def _absorbing_uses(graph: Graph, x: str) -> bool:
     for user in graph.users(x):
         node = graph.node(user)
-        if node.op == "matvec" and node.inputs[1] == x and _const(graph, node.inputs[0]):
+        if _scales_columns(graph, user, x):
             continue
         if node.op == "tree_ensemble":  # thresholds scale with their feature
             continue
         if node.op == "sub" and node.inputs[0] == x and graph.op(node.inputs[1]) == "const" and all(
-            graph.op(u) == "mul" and graph.op(next(i for i in graph.node(u).inputs if i != user)) == "const"
-            and graph.type(u) == graph.type(user) for u in graph.users(user)
+            _scales_by_constant(graph, u, user) or _scales_columns(graph, u, user) for u in graph.users(user)
         ):
             continue
         return False
     return True
+
+
+def _scale_columns(graph: Graph, name: str, step: np.ndarray, done: set) -> None:
+    """Multiply the columns (last axis) of the constant matrix ``name`` by ``step``, once however many
+    mat-vecs read it (``done``: the matrices already scaled; e.g. Bonsai's node stack at every level)."""
+    if name in done:
+        return
+    done.add(name)
+    a = graph.node(name)
+    attrs = dict(a.attrs)
+    if a.op == "sparse_const":
+        cols = np.repeat(np.arange(len(attrs["col_ptr"]) - 1), np.diff(attrs["col_ptr"]))
+        attrs["values"] = (attrs["values"] * step[cols]).astype(np.float32)
+    else:
+        attrs["value"] = (attrs["value"] * step).astype(np.float32)
+    graph.nx.nodes[name]["attrs"] = attrs
 
 
 def feature_scales(graph: Graph, X: np.ndarray) -> np.ndarray:
@@ -59,18 +88,14 @@ def _set_const(graph: Graph, name: str, value: np.ndarray) -> None:
 def apply_feature_scales(graph: Graph, scales: np.ndarray) -> Graph:
     """Rewrite ``graph`` so its input is x * 2^scales (powers of two: exact in float32)."""
     (x,) = graph.inputs()
+    if not np.any(scales):  # also where some use cannot absorb a factor (feature_scales gave all zeros)
+        return graph
     step = 2.0 ** -scales.astype(np.float64)
+    scaled: set[str] = set()
     for user in graph.users(x):
         node = graph.node(user)
-        if node.op == "matvec":
-            a = graph.node(node.inputs[0])
-            attrs = dict(a.attrs)
-            if a.op == "sparse_const":
-                cols = np.repeat(np.arange(len(attrs["col_ptr"]) - 1), np.diff(attrs["col_ptr"]))
-                attrs["values"] = (attrs["values"] * step[cols]).astype(np.float32)
-            else:
-                attrs["value"] = (attrs["value"] * step[None, :]).astype(np.float32)
-            graph.nx.nodes[node.inputs[0]]["attrs"] = attrs
+        if node.op in ("matvec", "matvec_at"):
+            _scale_columns(graph, node.inputs[0], step, scaled)
         elif node.op == "tree_ensemble":
             attrs = dict(node.attrs)
             factor = 2.0 ** scales[np.maximum(attrs["feature"], 0)]
@@ -81,6 +106,9 @@ def apply_feature_scales(graph: Graph, scales: np.ndarray) -> Graph:
             mean = graph.node(node.inputs[1]).attrs["value"].astype(np.float64)
             _set_const(graph, node.inputs[1], np.broadcast_to(mean, step.shape) / step)
             for u in graph.users(user):
+                if _scales_columns(graph, u, user):
+                    _scale_columns(graph, graph.node(u).inputs[0], step, scaled)
+                    continue
                 c_name = next(i for i in graph.node(u).inputs if i != user)
                 c = graph.node(c_name).attrs["value"].astype(np.float64)
                 _set_const(graph, c_name, np.broadcast_to(c, step.shape) * step)

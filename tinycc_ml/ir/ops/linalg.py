@@ -88,14 +88,25 @@ def _infer_matvec_at(ts, attrs, declared):
     need(m.rank == 3, f"matrices operand has shape {m.shape}, expected (n, rows, cols)")
     need(k.dtype == IDX and k.rank == 0, f"selector must be an idx scalar, got {k}")
     need(x.rank == 1 and x.shape[0] == m.shape[2], f"matrices {m.shape} times vector {x.shape}: inner sizes differ")
+    for key in ("bias", "bias_q"):
+        if key in attrs:
+            need(np.shape(attrs[key]) == m.shape[:2], f"{key} has shape {np.shape(attrs[key])}, expected "
+                 f"{m.shape[:2]} (a row of biases per matrix)")
+    need(not x.dtype.is_fixed or ("bias" in attrs) == ("bias_q" in attrs),
+         "a fixed-point matvec_at with a bias needs bias_q, its integers at the accumulator's scale")
     return TensorType((m.shape[1],), result_dtype([m, x], declared))
+
+
+def _bias_rows(attrs, k) -> np.ndarray | float:
+    """The float bias rows of the selected matrices (0 without a bias)."""
+    return np.asarray(attrs["bias"], dtype=np.float64)[k] if "bias" in attrs else 0.0
 
 
 def _rows_matvec_at(ins, batched, attrs, n, rank):
     if batched[0] or not batched[2]:
         return None
     k = ins[1].astype(np.int64) if batched[1] else np.full(n, int(ins[1]))
-    return np.einsum("nrc,nc->nr", ins[0][k], ins[2])
+    return np.einsum("nrc,nc->nr", ins[0][k], ins[2]) + _bias_rows(attrs, k)
 
 
 def _fixed_matvec_at(call: FixedCall):
@@ -106,20 +117,33 @@ def _fixed_matvec_at(call: FixedCall):
     Mk = M[k] if k.ndim else np.broadcast_to(M[int(k)], (len(x),) + M.shape[1:])
     prods = check32(Mk * x[:, None, :], call.where)
     acc = check32(np.sum(rshift(prods, h), axis=2), call.where)
+    if "bias_q" in call.attrs:  # integers at the accumulator's scale
+        acc = check32(acc + np.asarray(call.attrs["bias_q"], dtype=np.int64)[k], call.where)
     return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
 
 
 def _interval_matvec_at(attrs, ivs, shape):
     stack = ivs[0][0]
     los, his = zip(*(interval_matmul(stack[j], *ivs[2]) for j in range(stack.shape[0])))
-    return np.min(los, axis=0), np.max(his, axis=0)
+    bias = np.asarray(attrs["bias"], dtype=np.float64) if "bias" in attrs else np.zeros(stack.shape[:2])
+    return np.min(np.add(los, bias), axis=0), np.max(np.add(his, bias), axis=0)
+
+
+def _bound_matvec_at(call):
+    acc, scale = _products_bound(call, 0, 2)
+    if "bias_q" in call.attrs:
+        acc += int(np.max(np.abs(np.asarray(call.attrs["bias_q"], dtype=np.int64)), initial=0))
+    return acc, scale
 
 
 register_op(OpDef(
-    "matvec_at", 3, _infer_matvec_at, lambda xs, a: xs[0][int(xs[1])] @ xs[2], {"shift": "int?"},
-    "M[k] @ x: the mat-vec of one matrix of a stack, chosen at run time (tree nodes on a path)",
+    "matvec_at", 3, _infer_matvec_at, lambda xs, a: xs[0][int(xs[1])] @ xs[2] + _bias_rows(a, int(xs[1])),
+    {"shift": "int?", "bias": "array?", "bias_q": "array?"},
+    "M[k] @ x + bias[k]: the mat-vec of one matrix of a stack, chosen at run time (tree nodes on a path), "
+    "plus that matrix's optional bias row; fixed point: bias_q[k] (integers at the accumulator's scale) is added "
+    "to the sum of the shifted products",
     evaluate_rows=_rows_matvec_at, fixed=_fixed_matvec_at, interval=_interval_matvec_at,
-    acc_bound=lambda call: _products_bound(call, 0, 2),
+    acc_bound=_bound_matvec_at,
     constant_operand="weights", output_shift=_products_shift,
     macs=lambda ts, stored: ts[0].shape[1] * ts[0].shape[2]))
 
