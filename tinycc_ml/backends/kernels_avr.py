@@ -69,7 +69,8 @@ UNROLL = 4  # columns per loop iteration of mac_asm
 
 
 def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks: int,
-            out_shift: int | None = None, accumulate: bool = False, tail: int = 0, post: int = 0) -> str:
+            out_shift: int | None = None, accumulate: bool = False, tail: int = 0, post: int = 0,
+            rounded: bool = False) -> str:
     """void name(const void *w /*flash*/, const int16_t *x, void *acc, uint32_t v): nblocks blocks of
     ``rows`` rows over ``cols`` columns, then (``tail`` > 0) one block of ``tail`` rows; in flash, per block: the
     rows' 32-bit constants K, then w' column-major
@@ -84,18 +85,18 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     body = _prologue(name, saved)
     # frame (Y = SP after the pushes): Y+1 block count, Y+2/3 x hi/lo, Y+4/5 acc hi/lo, Y+6..9 v (msb first)
     body += [f"push r{r}" for r in range(16, 24)] + ["movw r30, r24", f"ldi r24, {nblocks}", "push r24"]
-    body += ["5:", *_mac_block(rows, wbits, x_offset, cols, out_shift, accumulate, post)]
+    body += ["5:", *_mac_block(rows, wbits, x_offset, cols, out_shift, accumulate, post, rounded)]
     if nblocks > 1:
         body += ["ldd r24, Y+1", "dec r24", "std Y+1, r24", "breq 3f", "rjmp 5b", "3:"]
     if tail:
-        body += _mac_block(tail, wbits, x_offset, cols, out_shift, accumulate, post)
+        body += _mac_block(tail, wbits, x_offset, cols, out_shift, accumulate, post, rounded)
     body += ["pop r0"] * 9
     body += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
     return f"void {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
 
 
 def _mac_block(rows: int, wbits: int, x_offset: bool, cols: int, out_shift: int | None,
-               accumulate: bool, post: int = 0) -> list[str]:
+               accumulate: bool, post: int = 0, rounded: bool = False) -> list[str]:
     """One block of mac_asm: its accumulators from the constants (or acc), the columns, the stores."""
     acc = [f"r{r}" for r in range(2, 2 + 4 * rows)]
     body = ["in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+3", "ldd r27, Y+2",
@@ -121,7 +122,7 @@ def _mac_block(rows: int, wbits: int, x_offset: bool, cols: int, out_shift: int 
     body += ["2:", "in r28, 0x3d", "in r29, 0x3e", "ldd r26, Y+5", "ldd r27, Y+4"]
     # r24 is zero after the loop, r25 free
     body += ([f"st X+, {r}" for r in acc] if out_shift is None
-             else _store_rows(acc, rows, out_shift, "r24", "r25", post))
+             else _store_rows(acc, rows, out_shift, "r24", "r25", post, rounded))
     return body + ["std Y+5, r26", "std Y+4, r27"]
 
 
@@ -147,20 +148,22 @@ def _post_value(v: int, post: int) -> int:
 
 
 def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc: str | None = None,
-                post: int = 0) -> list[str]:
+                post: int = 0, rounded: bool = False) -> list[str]:
     """Block epilogue of mac_asm: st X+ the int16 sat16(rshift(a, k)) of each accumulator, 8 <= k <= 16
     (rss_avr's method: add 2^(k-1), shift bytes, saturate when the byte above is not the sign). With a
     zero register other than r1 and a free upper register (mulc), 12 <= k <= 14 shift by MULs by 2^(16-k)
     (the high byte of a * 2^(16-k) is a >> (k - 8)): 10 cycles instead of 19."""
     if not 8 <= k <= 16:
-        return _store_rows_any(acc, rows, k, zero or "r1", post)
+        return _store_rows_any(acc, rows, k, zero or "r1", post, rounded)
     byte, bit = divmod(k - 1, 8)
     by_mul = zero is not None and mulc is not None and 12 <= k <= 14
     zero = zero or "r1"
-    out = ["clr r1", f"ldi r22, {1 << bit}"] + ([f"ldi {mulc}, {1 << (16 - k)}"] if by_mul else [])
+    out = (["clr r1"] + ([] if rounded else [f"ldi r22, {1 << bit}"])
+           + ([f"ldi {mulc}, {1 << (16 - k)}"] if by_mul else []))
     for q in range(rows):
         a = acc[4 * q:4 * q + 4]
-        out += [f"add {a[byte]}, r22"] + [f"adc {r}, {zero}" for r in a[byte + 1:]]
+        if not rounded:
+            out += [f"add {a[byte]}, r22"] + [f"adc {r}, {zero}" for r in a[byte + 1:]]
         if by_mul:  # result in a1 (lo), a2 (hi); it fits when a3 is the sign extension of its low k - 12 + 4 bits
             lo, hi, j = a[1], a[2], k - 8
             shift = [f"mul {a[1]}, {mulc}", f"mov {a[1]}, r1", f"mul {a[2]}, {mulc}", f"or {a[1]}, r0",
@@ -180,8 +183,9 @@ def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc
                                         f"lsl {top}", "ldi r23, 0x7F", f"adc r23, {zero}", f"mov {hi}, r23",
                                         "subi r23, 0x80", f"mov {lo}, r23"]
         over = _post_value(0x7FFF, post)
-        out += ["brvc 7f", f"ldi r23, {over & 0xFF}", f"mov {lo}, r23", f"ldi r23, {over >> 8}", f"mov {hi}, r23",
-                "rjmp 9f" if post else "rjmp 8f", "7:"]
+        if not rounded:
+            out += ["brvc 7f", f"ldi r23, {over & 0xFF}", f"mov {lo}, r23", f"ldi r23, {over >> 8}",
+                    f"mov {hi}, r23", "rjmp 9f" if post else "rjmp 8f", "7:"]
         out += shift + check + ["8:", *_post_shift(lo, hi, post, zero), "9:", f"st X+, {lo}", f"st X+, {hi}"]
     return out
 
@@ -189,21 +193,23 @@ def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc
 STORE_SHIFTS = range(0, 32)  # the shifts _store_rows handles (every shift of an int32 accumulator)
 
 
-def _store_rows_any(acc: list[str], rows: int, k: int, zero: str, post: int = 0) -> list[str]:
+def _store_rows_any(acc: list[str], rows: int, k: int, zero: str, post: int = 0,
+                    rounded: bool = False) -> list[str]:
     """_store_rows for 0 <= k <= 7 and 17 <= k <= 31 (r0, r22, r23 free; ``zero`` holds 0 after clr r1).
     k < 8: the rounded value shifted right by k (result in bytes 0-1) or, cheaper for k >= 5, left by 8 - k
     into bytes 1-2 with a sign byte above; saturated when the bytes above are not the result's sign.
     k >= 17: the result is (a + 2^(k-1)) >> k, always in range; when the rounding addition overflows int32
     the exact result is 2^(31-k)."""
     out = ["clr r1"]
-    if k:
+    rnd = k and not rounded  # the rounding addition here (else the row constants hold it)
+    if rnd:
         byte, bit = divmod(k - 1, 8)
         out.append(f"ldi r22, {1 << bit}")
     over_val = _post_value(0x7FFF if k <= 16 else 1 << (31 - k), post)
     for q in range(rows):
         a = acc[4 * q:4 * q + 4]
         body = []
-        if k:
+        if rnd:
             body += [f"add {a[byte]}, r22"] + [f"adc {r}, {zero}" for r in a[byte + 1:]]
             body += ["brvc 7f", f"ldi r23, {over_val & 0xFF}", f"mov {a[0]}, r23", f"ldi r23, {over_val >> 8}",
                      f"mov {a[1]}, r23", "rjmp 9f", "7:"]
@@ -231,7 +237,7 @@ def _store_rows_any(acc: list[str], rows: int, k: int, zero: str, post: int = 0)
             body += [f"asr {a[3]}"] * (k - 24) + [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"]
             lo, hi = a[3], "r0"
         body += ["8:", *_post_shift(lo, hi, post, zero), f"st X+, {lo}", f"st X+, {hi}"]
-        if k:
+        if rnd:
             body += ["rjmp 10f", "9:", f"st X+, {lo_o}", f"st X+, {hi_o}", "10:"]
         out += body
     return out
@@ -918,7 +924,15 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     n, rows, cols = M.shape
     wbits = g.type(m_name).dtype.bits
     bias = node.attrs.get("bias_q")  # each block's bias joins its rows' constants: no run-time cost
-    parts = [kernel_weights(M[k], wbits, None if bias is None else np.asarray(bias[k], np.int64)) for k in range(n)]
+    extra = np.zeros((n, rows), np.int64) if bias is None else np.asarray(bias, np.int64).reshape(n, rows)
+    out_shift = node_output_shift(g, node.name)
+    direct = node.type.dtype.bits == 16 and out_shift in STORE_SHIFTS  # the kernel shifts, saturates and stores
+    # the stores' rounding constant joins the row constants too where no sum can then pass int32: |x| <= 2^15
+    rounded = direct and out_shift > 0 and int(
+        (np.abs(M).sum(axis=2) * 32768 + np.abs(extra)).max()) + (1 << (out_shift - 1)) <= 2**31 - 1
+    if rounded:
+        extra = extra + (1 << (out_shift - 1))
+    parts = [kernel_weights(M[k], wbits, extra[k]) for k in range(n)]
     stride = len(parts[0][0])
     if n * stride > 65535:
         return None
@@ -927,8 +941,6 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     sym = em.add_const_array(em.sym(f"{m_name}_off"), np.concatenate([p[0] for p in parts]), wtype,
                              f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the dense "
                              "kernel stores a matrix")
-    out_shift = node_output_shift(g, node.name)
-    direct = node.type.dtype.bits == 16 and out_shift in STORE_SHIFTS  # the kernel shifts, saturates and stores
     acc = em.sym("acc")
     if not direct:
         em.scratch(acc, "uint32_t", rows)
@@ -961,10 +973,11 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     # one call: the 5-row blocks, then the remainder's block (its constants and weights follow in flash)
     nr, nb, tail = (BLOCK, rows // BLOCK, rows % BLOCK) if rows >= BLOCK else (rows, 1, 0)
     name = em.sym(f"mac{nr}w{wbits}{'o' if pre else ''}_{cols}x{nb}" + (f"t{tail}" if tail else "")
-                  + (f"s{out_shift}" if direct else "") + (f"p{post}" if post > 0 else f"l{-post}" if post else ""))
+                  + (f"s{out_shift}" if direct else "") + ("r" if rounded else "")
+                  + (f"p{post}" if post > 0 else f"l{-post}" if post else ""))
     if name not in em.helpers:
         em.helpers[name] = mac_asm(name, nr, wbits, pre, cols, nb, out_shift if direct else None, tail=tail,
-                                   post=post)
+                                   post=post, rounded=rounded)
     base = layout[0].base - (4 if wbits == 8 else 2) * nr
     dest = em.var(node.name) if direct else acc
     lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest}, v);")
