@@ -360,6 +360,16 @@ def mulr8_avr(em: CEmitter) -> str:
     return name
 
 
+def asr16_avr(em: CEmitter, k: int) -> str:
+    """Name of an inline arithmetic right shift of an int16 by k (unrolled: avr-gcc loops at -Os)."""
+    name = em.sym(f"asr16_{k}")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["asr %B0", "ror %A0"] * k)
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) int16_t {name}(int16_t v)\n"
+                            f"{{\n    __asm__(\"{asm}\" : \"+r\"(v));\n    return v;\n}}\n")
+    return name
+
+
 def adds16_avr(em: CEmitter) -> str:
     """Name of an inline saturating int16 + int16 (the sum of Bonsai's path scores at one scale)."""
     name = em.sym("adds16")
@@ -1052,7 +1062,7 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
     last = len(table) - 1
     k_out = at["table_scale"] - node.type.dtype.scale
     if 0 < k_out <= 15 and int(table.max(initial=0)) + (1 << (k_out - 1)) <= 32767:  # int16 arithmetic suffices
-        out = f"((int16_t)(v < 0 ? -y : y) + {1 << (k_out - 1)}) >> {k_out}"
+        out = f"{asr16_avr(em, k_out)}((int16_t)((int16_t)(v < 0 ? -y : y) + {1 << (k_out - 1)}))"
     else:
         out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", k_out, bound=int(np.max(np.abs(table), initial=0)))
     head = [f"    const int16_t v = {em.at(a, 'i')};",
@@ -1073,9 +1083,13 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
     else:
         split = [f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;"]
         interp = f"(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + {1 << (drop - 1)}u) >> {drop})"
-    return [*head, *split,
-            f"    const int16_t y0 = {rd(sym, 't', 'int16_t')};",
-            f"    const int16_t y1 = {rd(sym, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
+    if (top >> drop) + 1 <= last:  # t + 1 is always an entry: both from one pointer
+        reads = [f"    const int16_t *tp = {sym} + t;", "    const int16_t y0 = (int16_t)pgm_read_word(tp);",
+                 "    const int16_t y1 = (int16_t)pgm_read_word(tp + 1);"]
+    else:
+        reads = [f"    const int16_t y0 = {rd(sym, 't', 'int16_t')};",
+                 f"    const int16_t y1 = {rd(sym, f'(t < {last} ? t + 1 : {last})', 'int16_t')};"]
+    return [*head, *split, *reads,
             f"    const int16_t y = (int16_t)(y0 + (int16_t){interp});",
             "    " + final(out)]
 
