@@ -76,7 +76,7 @@ def test_bonsai_nodes_bit_exact(target, precision, sigma, D, rows, tmp_path):
         assert not any(identity)
     if target == "cortex-m0":
         assert "static inline __attribute__((always_inline)) int16_t bk_sat16" in src
-        assert re.search(rf"bk_mac\d+w(8|16)_{min(D, 6)}s\d+\(\(const", src)  # a node kernel storing int16 itself
+        assert re.search(rf"bk_mac\d+w(8|16)_{min(D, 6)}s\d+r?(p\d+|l\d+)?\(\(const", src)  # storing int16 itself
     check_exact(result, out, test, target=target)
     if precision == "int16" and D == 12:  # a folded model has no Z x to stream (it reads x whole, D <= d̂)
         check_exact(result, out, test, target=target, stream=True)
@@ -128,10 +128,16 @@ def test_m0_similarities_feed_the_kernel(tmp_path):
         check_exact(result, out, X[400:], target="cortex-m0")
 
 
-@pytest.mark.parametrize("shift", [1, 14])
-def test_m0_node_kernel_stores_saturated_int16(shift, tmp_path):
+# (shift, rows, weights' magnitude): two passes (6 and 5 rows), three (7, 6, 6: two of the tail's size); with
+# small weights the rounding constant sits in the row constants ("r"), with large ones the stores add it
+M0_CASES = [(1, 11, 8192), (14, 11, 8192), (5, 19, 8192), (9, 19, 32768)]
+
+
+@pytest.mark.parametrize("shift, rows, wmax", M0_CASES)
+def test_m0_node_kernel_stores_saturated_int16(shift, rows, wmax, tmp_path):
     """The Cortex-M0's node kernel shifting, rounding and saturating its int16 outputs itself (a runtime node
-    index; sums past int16 both ways), bit-exact with the fixed-point interpreter."""
+    index; sums past int16 both ways; every block of the node in one call), bit-exact with the fixed-point
+    interpreter."""
     from tinycc_ml.backends.base import get_backend
     from tinycc_ml.ir.fixed import run_fixed
     from tinycc_ml.ir.graph import Graph
@@ -140,11 +146,11 @@ def test_m0_node_kernel_stores_saturated_int16(shift, tmp_path):
 
     require_target("cortex-m0")
     rng = np.random.default_rng(shift)
-    n, rows, cols = 3, 11, 6  # two passes of the 9-row kernel (6 and 5 rows)
+    n, cols = 3, 6
     g = Graph("one")
     x = g.add("input", [], {"name": "x"}, type=TensorType((cols,), fixed(16, 8)), name="x")
-    M = rng.integers(-8192, 8192, size=(n, rows, cols))
-    M[:, :3], M[:, 3:5] = 8191, -8192  # rows whose sums leave int16 at extreme inputs, both ways
+    M = rng.integers(-wmax, wmax, size=(n, rows, cols))
+    M[:, :3], M[:, 3:5] = wmax - 1, -wmax  # rows whose sums leave int16 at extreme inputs, both ways
     stack = g.add("const", [], {"value": M.astype(np.int16)},
                   type=TensorType((n, rows, cols), fixed(16, shift)), name="M")
     total = g.add("sum", [x], {"shift": 0}, type=TensorType((), fixed(32, 8)), name="total")
@@ -154,11 +160,13 @@ def test_m0_node_kernel_stores_saturated_int16(shift, tmp_path):
     g.set_output("scores", y)
     g.set_output("prediction", g.add("argmax", [y], type=TensorType((), IDX), name="pred"))
     out = get_backend("cortex-m0").emit(g, "ok", [])
-    assert f"_6s{shift}(" in out.files["ok.c"]  # the storing kernel is the one in use
+    blocks = "mac6w16_6t5x1" if rows == 11 else "mac7w16_6t6x2"
+    assert f"{blocks}s{shift}{'r' if wmax < 32768 else ''}(" in out.files["ok.c"]  # the storing kernel, one call
     for name, text in out.files.items():
         (tmp_path / name).write_text(text)
-    X = rng.integers(-16384, 16384, size=(24, cols))
-    X[:4] = [[16383] * cols, [-16384] * cols, [0] * cols, [1] * cols]
+    top = 16384 if wmax < 32768 else 8192  # the sums stay within int32
+    X = rng.integers(-top, top, size=(24, cols))
+    X[:4] = [[top - 1] * cols, [-top] * cols, [0] * cols, [1] * cols]
     X = X.astype(np.int16)
     run = run_on_target("cortex-m0", [str(tmp_path / "ok.c")], str(tmp_path / "ok.h"), "ok", X, rows,
                         "int16_t", "int16_t", extra_cflags=("-Werror",))

@@ -496,12 +496,13 @@ def tanh_lut_lines(em: CEmitter, node: Node, final) -> list[str]:
     drop, top = at["drop_bits"], at["in_max_q"]
     rd = em.target.read_const
     last = len(at["table"]) - 1
+    after = "t + 1" if (top >> drop) + 1 <= last else f"(t < {last} ? t + 1 : {last})"  # t + 1 always an entry?
     return [
         f"    const int32_t v = {em.at(a, 'i')};",
         f"    const int32_t mag = v < 0 ? -v : v, a = mag < {top} ? mag : INT32_C({top});",
         f"    const int32_t t = a >> {drop}, f = a & {(1 << drop) - 1};",
         f"    const int32_t y0 = {rd(table, 't', 'int16_t')};",
-        f"    const int32_t y1 = {rd(table, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
+        f"    const int32_t y1 = {rd(table, after, 'int16_t')};",
         f"    const int32_t y = y0 + ({rshift_c('(y1 - y0) * f', drop)});",
         "    " + final(shift_c(em, "v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale,
                               bound=int(np.max(np.abs(at["table"].astype(np.int64)), initial=0)))),
@@ -608,8 +609,9 @@ def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value, sum_value=None) -
     add = add_of_mul(em, node)
     em.inline_values[tanh.name] = "th"
     try:
-        if add is None:
-            last = [store(em, node, "i", value("i"))]
+        if add is None:  # value() is saturated to the product's type already
+            last = ([f"{em.var(node.name)}[i] = {value('i')};"] if not em.graph.analyses.fused.get(node.name)
+                    else [store(em, node, "i", value("i"))])
         else:
             em.inline_values[node.name] = "pm"
             try:

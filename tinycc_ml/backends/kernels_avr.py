@@ -937,11 +937,10 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     extra = np.zeros((n, rows), np.int64) if bias is None else np.asarray(bias, np.int64).reshape(n, rows)
     out_shift = node_output_shift(g, node.name)
     direct = node.type.dtype.bits == 16 and out_shift in STORE_SHIFTS  # the kernel shifts, saturates and stores
-    # the stores' rounding constant joins the row constants too where no sum can then pass int32: |x| <= 2^15
+    # the stores' rounding constant joins the sum where no sum can then pass int32 (|x| <= 2^15): subtracted
+    # from v at the call (the image stays the same for every node reading it: a matrix shared by levels)
     rounded = direct and out_shift > 0 and int(
         (np.abs(M).sum(axis=2) * 32768 + np.abs(extra)).max()) + (1 << (out_shift - 1)) <= 2**31 - 1
-    if rounded:
-        extra = extra + (1 << (out_shift - 1))
     parts = [kernel_weights(M[k], wbits, extra[k]) for k in range(n)]
     stride = len(parts[0][0])
     if n * stride > 65535:
@@ -990,7 +989,8 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
                                    post=post, rounded=rounded)
     base = layout[0].base - (4 if wbits == 8 else 2) * nr
     dest = em.var(node.name) if direct else acc
-    lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest}, v);")
+    v = f"v - {1 << (out_shift - 1)}u" if rounded else "v"
+    lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest}, {v});")
     if not direct:
         lines += [f"    for (uint8_t r = 0; r < {rows}; ++r)",
                   "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift)]

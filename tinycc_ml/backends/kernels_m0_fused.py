@@ -66,21 +66,51 @@ def m0_image(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[
     return np.concatenate(parts), starts
 
 
-def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None, post: int = 0) -> str:
+def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None, post: int = 0,
+            nblocks: int = 1, tail: int = 0, rounded: bool = False, ntail: int = 1) -> str:
     """void name(const uint16_t *blk /*flash: K[rows], w' column-major*/, const uint16_t *x /*x'*/,
     uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32); with out_shift (1..31)
     acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after), then
-    shifted by ``post`` (c_fixed.chain_shift: a rounding right shift by 1..8, or left by 1..14 saturated)."""
+    shifted by ``post`` (c_fixed.chain_shift: a rounding right shift by 1..8, or left by 1..14 saturated);
+    ``rounded``: K holds the rounding constant already. ``nblocks`` blocks of ``rows`` rows, then ``ntail`` of
+    ``tail`` rows (m0_image's blocks one after the other): x, the output and v wait on the stack between blocks."""
+    b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
+         ".thumb_func", f".type {name}, %function", f"{name}:",
+         "push {r4-r7, lr}", "mov r4, r8", "mov r5, r9", "mov r6, r10", "mov r7, r11", "push {r4-r7}"]
+    lean = nblocks == 1 and not tail  # one block: x and v stay in r1 and r3, the output waits on the stack
+    if lean:
+        b += ["push {r2}", *_mac_block(rows, wbits, cols, out_shift, post, rounded, lean=True)]
+    else:  # frame: sp+0 blocks left, sp+4 x, sp+8 out, sp+12 v
+        b += ["push {r1, r2, r3}", f"movs r4, #{nblocks}", "push {r4}"]
+        b += ["5:", *_mac_block(rows, wbits, cols, out_shift, post, rounded)]
+        if nblocks > 1:
+            b += ["ldr r4, [sp]", "subs r4, #1", "str r4, [sp]", "beq 4f", "b 5b", "4:"]  # bne reaches 256 bytes
+        if tail:
+            b += ([f"movs r4, #{ntail}", "str r4, [sp]", "6:"] if ntail > 1 else [])
+            b += _mac_block(tail, wbits, cols, out_shift, post, rounded)
+            if ntail > 1:
+                b += ["ldr r4, [sp]", "subs r4, #1", "str r4, [sp]", "beq 4f", "b 6b", "4:"]
+        b += ["add sp, #16"]
+    b += ["pop {r4-r7}", "mov r8, r4", "mov r9, r5", "mov r10, r6", "mov r11, r7", "pop {r4-r7, pc}",
+          ".ltorg", f".size {name}, .-{name}", ".popsection"]
+    text = "".join(f'    "{line}\\n"\n' for line in b)
+    # not .global: local to the object file (the C call resolves within it)
+    out = "uint32_t *acc" if out_shift is None else "int16_t *out"
+    return f"void {name}(const uint16_t *blk, const uint16_t *x, {out}, uint32_t v);\n__asm__(\n{text});\n"
+
+
+def _mac_block(rows: int, wbits: int, cols: int, out_shift: int | None, post: int, rounded: bool,
+               lean: bool = False) -> list[str]:
+    """One block of mac_asm: r0 at its row constants on entry, at the next block's after (``lean``: the only
+    block, v in r3 and x in r1 on entry, the output pointer the one word pushed)."""
     acc = ACC[:rows]
     wb = wbits // 8
     load = "ldrh" if wbits == 16 else "ldrb"
-    b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
-         ".thumb_func", f".type {name}, %function", f"{name}:",
-         "push {r4-r7, lr}", "mov r4, r8", "mov r5, r9", "mov r6, r10", "mov r7, r11", "push {r4-r7}", "push {r2}"]
+    b = [] if lean else ["ldr r3, [sp, #12]"]
     for q, r in enumerate(acc):
         b += [f"ldr r4, [r0, #{4 * q}]", "subs r4, r4, r3"]
         b += [f"mov {r}, r4"] if r != "r4" else []
-    b += [f"adds r0, #{4 * rows}"]
+    b += [f"adds r0, #{4 * rows}"] + ([] if lean else ["ldr r1, [sp, #4]"])
     end = 2 * cols
     b += ([f"movs r3, #{end}"] if end < 256 else [f"ldr r3, ={end}"]) + ["adds r3, r3, r1"]
 
@@ -99,28 +129,36 @@ def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None =
     if cols >= unroll:
         body = [line for c in range(unroll) for line in column(c)]
         b += ["1:", *body, f"adds r0, #{unroll * rows * wb}", f"adds r1, #{2 * unroll}", "cmp r1, r3", "bne 1b"]
-    b += ["pop {r0}"]
+    pad = (-(rows * cols * wb)) % 4  # m0_image pads each block to 4 bytes
+    if pad and not lean:
+        b += [f"adds r0, #{pad}"]
+    b += ["pop {r0}"] if lean else ["push {r0}", "ldr r0, [sp, #12]"]  # the output (the frame 4 bytes further)
     if out_shift is None:
         for q, r in enumerate(acc):
             b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
+        if lean:
+            return b
+        b += [f"adds r0, #{4 * rows}"]
     else:  # r5 = 2^(k-1), r3 = 0x7FFF; in range when sxth leaves the value, else 0x7FFF or 0x8000 by its sign
-        b += ["movs r5, #1", f"lsls r5, r5, #{out_shift - 1}", "movs r3, #128", "lsls r3, r3, #8", "subs r3, #1"]
+        b += ([] if rounded else ["movs r5, #1", f"lsls r5, r5, #{out_shift - 1}"]) + [
+            "movs r3, #128", "lsls r3, r3, #8", "subs r3, #1"]
         for q, r in enumerate(acc):
-            b += [f"adds r4, {r}, r5"] if r in LOW else [f"mov r4, {r}", "adds r4, r4, r5"]
-            b += [f"asrs r4, r4, #{out_shift}", "sxth r1, r4", "cmp r1, r4", "beq 2f", "asrs r1, r4, #31",
-                  "eors r1, r3", "2:"]
+            if rounded:
+                b += [f"asrs r4, {r}, #{out_shift}"] if r in LOW else [f"mov r4, {r}", f"asrs r4, r4, #{out_shift}"]
+            else:
+                b += [f"adds r4, {r}, r5"] if r in LOW else [f"mov r4, {r}", "adds r4, r4, r5"]
+                b += [f"asrs r4, r4, #{out_shift}"]
+            b += ["sxth r1, r4", "cmp r1, r4", "beq 2f", "asrs r1, r4, #31", "eors r1, r3", "2:"]
             if post > 0:  # |r1| <= 2^15: the rounding addition cannot overflow, the result fits int16
                 b += [f"adds r1, #{1 << (post - 1)}", f"asrs r1, r1, #{post}"]
             elif post < 0:
                 b += [f"lsls r1, r1, #{-post}", "sxth r4, r1", "cmp r4, r1", "beq 3f", "asrs r1, r1, #31",
                       "eors r1, r3", "3:"]
             b += [f"strh r1, [r0, #{2 * q}]"]
-    b += ["pop {r4-r7}", "mov r8, r4", "mov r9, r5", "mov r10, r6", "mov r11, r7", "pop {r4-r7, pc}",
-          ".ltorg", f".size {name}, .-{name}", ".popsection"]
-    text = "".join(f'    "{line}\\n"\n' for line in b)
-    # not .global: local to the object file (the C call resolves within it)
-    out = "uint32_t *acc" if out_shift is None else "int16_t *out"
-    return f"void {name}(const uint16_t *blk, const uint16_t *x, {out}, uint32_t v);\n__asm__(\n{text});\n"
+        if lean:
+            return b
+        b += [f"adds r0, #{2 * rows}"]
+    return b + ["str r0, [sp, #12]", "pop {r0}"]
 
 
 # ---------------------------------------------------------------- graph side
@@ -458,7 +496,14 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
     n, rows, cols = M.shape
     wbits = t.dtype.bits
     bias = node.attrs.get("bias_q")  # each block's bias joins its rows' constants: no run-time cost
-    images = [m0_image(M[k], wbits, None if bias is None else np.asarray(bias[k], np.int64)) for k in range(n)]
+    extra = np.zeros((n, rows), np.int64) if bias is None else np.asarray(bias, np.int64).reshape(n, rows)
+    out_shift = node_output_shift(g, node.name)
+    direct = node.type.dtype.bits == 16 and 1 <= out_shift <= 31  # the kernel shifts, saturates and stores
+    # the stores' rounding constant joins the sum where no sum can then pass int32 (|x| <= 2^15): subtracted
+    # from v at the call (the image stays the same for every node reading it: a matrix shared by levels)
+    rounded = direct and int((np.abs(M).sum(axis=2) * 32768 + np.abs(extra)).max()) + (1 << (out_shift - 1)) \
+        <= 2**31 - 1
+    images = [m0_image(M[k], wbits, extra[k]) for k in range(n)]
     stride = len(images[0][0]) // 2  # int32 words per block (m0_image pads blocks to 4 bytes)
     sym = em.add_const_array(em.sym(f"{m_name}_m0"), np.concatenate([im for im, _ in images]).view("<i4"), "int32_t",
                              f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the 9-row "
@@ -469,8 +514,6 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
         memo = em.sym(f"sum_at_{em.var(x_name)}")
         em.scratch(memo, "uint32_t", 1)
         prep = prep + [f"{memo}[0] = sx;"] if readers[0] == node.name else [f"const uint32_t sx = {memo}[0];"]
-    out_shift = node_output_shift(g, node.name)
-    direct = node.type.dtype.bits == 16 and 1 <= out_shift <= 31  # the kernel shifts, saturates and stores
     acc = em.var(node.name) if direct else em.sym("acc")
     if not direct:
         em.scratch(acc, "uint32_t", rows)
@@ -479,13 +522,18 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
         em.stored_heads.add(node.name)
     else:
         post = 0
-    calls = []
-    for (r, nr), s in zip(row_blocks(rows), images[0][1]):
-        name = em.sym(f"mac{nr}w{wbits}_{cols}" + (f"s{out_shift}" if direct else "")
-                      + (f"p{post}" if post > 0 else f"l{-post}" if post else ""))
-        if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, nr, wbits, cols, out_shift if direct else None, post)
-        calls.append(f"{name}((const uint16_t *)({sym} + at + {s // 2}), {buf}, {acc} + {r}, v);")
+    # one call for every block (row_blocks: sizes s + 1, then s)
+    sizes = [nr for _, nr in row_blocks(rows)]
+    nr, nb = sizes[0], sizes.count(sizes[0])
+    tail, ntail = (sizes[-1], len(sizes) - nb) if len(sizes) > nb else (0, 0)
+    name = em.sym(f"mac{nr}w{wbits}_{cols}" + (f"x{nb}" if nb > 1 else "") + (f"t{tail}x{ntail}" if tail else "")
+                  + (f"s{out_shift}" if direct else "") + ("r" if rounded else "")
+                  + (f"p{post}" if post > 0 else f"l{-post}" if post else ""))
+    if name not in em.helpers:
+        em.helpers[name] = mac_asm(name, nr, wbits, cols, out_shift if direct else None, post, nblocks=nb,
+                                   tail=tail, rounded=rounded, ntail=ntail)
+    v = f"v - {1 << (out_shift - 1)}u" if rounded else "v"
+    calls = [f"{name}((const uint16_t *)({sym} + at), {buf}, {acc}, {v});"]
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
             f"    const uint32_t at = (uint32_t){em.at(k_name, '0')} * {stride}u;",
             *("    " + c for c in calls),
