@@ -129,8 +129,9 @@ def test_m0_similarities_feed_the_kernel(tmp_path):
 
 
 # (shift, rows, weights' magnitude): two passes (6 and 5 rows), three (7, 6, 6: two of the tail's size); with
-# small weights the rounding constant sits in the row constants ("r"), with large ones the stores add it
-M0_CASES = [(1, 11, 8192), (14, 11, 8192), (5, 19, 8192), (9, 19, 32768)]
+# small weights the rounding constant joins the sum ("r"), with large ones the stores add it; int8 weights (wmax
+# 128: blocks of 42 bytes, padded to words in flash)
+M0_CASES = [(1, 11, 8192), (14, 11, 8192), (5, 19, 8192), (9, 19, 32768), (5, 19, 128)]
 
 
 @pytest.mark.parametrize("shift, rows, wmax", M0_CASES)
@@ -151,8 +152,9 @@ def test_m0_node_kernel_stores_saturated_int16(shift, rows, wmax, tmp_path):
     x = g.add("input", [], {"name": "x"}, type=TensorType((cols,), fixed(16, 8)), name="x")
     M = rng.integers(-wmax, wmax, size=(n, rows, cols))
     M[:, :3], M[:, 3:5] = wmax - 1, -wmax  # rows whose sums leave int16 at extreme inputs, both ways
-    stack = g.add("const", [], {"value": M.astype(np.int16)},
-                  type=TensorType((n, rows, cols), fixed(16, shift)), name="M")
+    wbits = 8 if wmax <= 128 else 16
+    stack = g.add("const", [], {"value": M.astype(np.int8 if wbits == 8 else np.int16)},
+                  type=TensorType((n, rows, cols), fixed(wbits, shift)), name="M")
     total = g.add("sum", [x], {"shift": 0}, type=TensorType((), fixed(32, 8)), name="total")
     root = g.add("const", [], {"value": np.array(0, dtype=np.int32)}, type=TensorType((), IDX), name="root")
     k = g.add("branch", [root, total], type=TensorType((), IDX), name="k")  # node 1 or 2 by the sign of sum(x)
@@ -160,7 +162,7 @@ def test_m0_node_kernel_stores_saturated_int16(shift, rows, wmax, tmp_path):
     g.set_output("scores", y)
     g.set_output("prediction", g.add("argmax", [y], type=TensorType((), IDX), name="pred"))
     out = get_backend("cortex-m0").emit(g, "ok", [])
-    blocks = "mac6w16_6t5x1" if rows == 11 else "mac7w16_6t6x2"
+    blocks = f"mac6w{wbits}_6t5x1" if rows == 11 else f"mac7w{wbits}_6t6x2"
     assert f"{blocks}s{shift}{'r' if wmax < 32768 else ''}(" in out.files["ok.c"]  # the storing kernel, one call
     for name, text in out.files.items():
         (tmp_path / name).write_text(text)
