@@ -953,7 +953,9 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     acc = em.sym("acc")
     if not direct:
         em.scratch(acc, "uint32_t", rows)
-    post = chain_shift(em, node) if direct else None  # the fused chain (sigma's scale) in the stores too
+    # the fused chain (sigma's scale) in the stores too, where its loop costs more than the kernel copy it
+    # may add (each post shift is its own kernel): from BLOCK rows
+    post = chain_shift(em, node) if direct and rows >= BLOCK else None
     if post is not None and -15 < post <= 8:
         em.stored_heads.add(node.name)
     else:
