@@ -919,8 +919,11 @@ def matvec_at_ok(em: CEmitter, node: Node) -> bool:
     if g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0)):
         return False
     t, xt = g.type(m_name), g.type(x_name)
-    return (t.rank == 3 and t.dtype.bits in (8, 16) and xt.dtype.bits == 16 and xt.rank == 1
-            and 0 < t.shape[2] < 65536 and t.shape[1] > 0)
+    if not (t.rank == 3 and t.dtype.bits in (8, 16) and xt.dtype.bits == 16 and xt.rank == 1
+            and 0 < t.shape[2] < 65536 and t.shape[1] > 0):
+        return False
+    n, rows, cols = t.shape  # the image's elements (kernel_weights: 4 bytes of row constant per row) index in 16 bits
+    return n * (rows * cols + (2 if t.dtype.bits == 16 else 4) * rows) <= 65535
 
 
 def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
@@ -942,9 +945,7 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     rounded = direct and out_shift > 0 and int(
         (np.abs(M).sum(axis=2) * 32768 + np.abs(extra)).max()) + (1 << (out_shift - 1)) <= 2**31 - 1
     parts = [kernel_weights(M[k], wbits, extra[k]) for k in range(n)]
-    stride = len(parts[0][0])
-    if n * stride > 65535:
-        return None
+    stride = len(parts[0][0])  # n * stride < 2^16 (matvec_at_ok)
     layout = parts[0][1]
     wtype = "uint16_t" if wbits == 16 else "uint8_t"
     sym = em.add_const_array(em.sym(f"{m_name}_off"), np.concatenate([p[0] for p in parts]), wtype,
