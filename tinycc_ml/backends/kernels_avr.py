@@ -184,9 +184,10 @@ def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc
                                         "subi r23, 0x80", f"mov {lo}, r23"]
         over = _post_value(0x7FFF, post)
         if not rounded:
-            out += ["brvc 7f", f"ldi r23, {over & 0xFF}", f"mov {lo}, r23", f"ldi r23, {over >> 8}",
+            out += ["brvc 7f", f"ldi r23, 0x{over & 0xFF:02X}", f"mov {lo}, r23", f"ldi r23, 0x{over >> 8:02X}",
                     f"mov {hi}, r23", "rjmp 9f" if post else "rjmp 8f", "7:"]
-        out += shift + check + ["8:", *_post_shift(lo, hi, post, zero), "9:", f"st X+, {lo}", f"st X+, {hi}"]
+        out += shift + check + ["8:", *_post_shift(lo, hi, post, zero), *(["9:"] if post else []),
+                                f"st X+, {lo}", f"st X+, {hi}"]
     return out
 
 
