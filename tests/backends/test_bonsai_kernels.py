@@ -130,8 +130,8 @@ def test_m0_similarities_feed_the_kernel(tmp_path):
 
 # (shift, rows, weights' magnitude): two passes (6 and 5 rows), three (7, 6, 6: two of the tail's size); with
 # small weights the rounding constant joins the sum ("r"), with large ones the stores add it; int8 weights (wmax
-# 128: blocks of 42 bytes, padded to words in flash)
-M0_CASES = [(1, 11, 8192), (14, 11, 8192), (5, 19, 8192), (9, 19, 32768), (5, 19, 128)]
+# 128: blocks of 42 bytes, padded to words in flash); no shift: the kernel's uint32 sums, stored by C
+M0_CASES = [(1, 11, 8192), (14, 11, 8192), (5, 19, 8192), (9, 19, 32768), (5, 19, 128), (0, 19, 8192)]
 
 
 @pytest.mark.parametrize("shift, rows, wmax", M0_CASES)
@@ -163,7 +163,8 @@ def test_m0_node_kernel_stores_saturated_int16(shift, rows, wmax, tmp_path):
     g.set_output("prediction", g.add("argmax", [y], type=TensorType((), IDX), name="pred"))
     out = get_backend("cortex-m0").emit(g, "ok", [])
     blocks = f"mac6w{wbits}_6t5x1" if rows == 11 else f"mac7w{wbits}_6t6x2"
-    assert f"{blocks}s{shift}{'r' if wmax < 32768 else ''}(" in out.files["ok.c"]  # the storing kernel, one call
+    # the storing kernel, one call (shift 0: the kernel leaves the uint32 sums, a C loop stores them)
+    assert f"{blocks}{f's{shift}' if shift else ''}{'r' if wmax < 32768 and shift else ''}(" in out.files["ok.c"]
     for name, text in out.files.items():
         (tmp_path / name).write_text(text)
     top = 16384 if wmax < 32768 else 8192  # the sums stay within int32
