@@ -224,6 +224,23 @@ def identity_chain(em: CEmitter, chain: list[str]) -> bool:
     return all(em.graph.op(m) == "scale" and identity_scale(em, em.graph.node(m)) for m in chain)
 
 
+def chain_shift(em: CEmitter, head: Node) -> int | None:
+    """The fused chain of ``head`` as one shift of its int16 elements, for a kernel that stores the chain's last
+    value itself (then it adds the head to em.stored_heads): a single scale by a power of two, int16 to int16,
+    not stored offset-binary: p > 0 is sat16(rshift(v, p)) (a rounding right shift, always in range), p < 0 is
+    sat16(v * 2^-p); None for any other chain (or an identity one, which has no loop anyway)."""
+    g = em.graph
+    chain = g.analyses.fused.get(head.name)
+    if not chain or len(chain) != 1 or g.op(chain[0]) != "scale" or identity_chain(em, chain):
+        return None
+    node = g.node(chain[0])
+    p = _pow2_exponent(node.attrs["factor_q"])
+    if p is None or node.type.dtype.bits != 16 or head.type.dtype.bits != 16 or em.target.offset_store(em, chain[0]):
+        return None
+    k = scale_of(em, head.name) + node.attrs["factor_scale"] - node.type.dtype.scale - p
+    return k if k and -15 < k <= 15 else None
+
+
 def chain_sum_loop(em: CEmitter, head: Node, loop: str, body) -> list[str]:
     """``loop`` over the lines ``body()`` makes (the head's fused stores): when the chain's last value is stored
     offset-binary with its sum (CTarget.offset_store), the sum in a local, added to the scratch after the loop."""
@@ -479,12 +496,13 @@ def tanh_lut_lines(em: CEmitter, node: Node, final) -> list[str]:
     drop, top = at["drop_bits"], at["in_max_q"]
     rd = em.target.read_const
     last = len(at["table"]) - 1
+    after = "t + 1" if (top >> drop) + 1 <= last else f"(t < {last} ? t + 1 : {last})"  # t + 1 always an entry?
     return [
         f"    const int32_t v = {em.at(a, 'i')};",
         f"    const int32_t mag = v < 0 ? -v : v, a = mag < {top} ? mag : INT32_C({top});",
         f"    const int32_t t = a >> {drop}, f = a & {(1 << drop) - 1};",
         f"    const int32_t y0 = {rd(table, 't', 'int16_t')};",
-        f"    const int32_t y1 = {rd(table, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
+        f"    const int32_t y1 = {rd(table, after, 'int16_t')};",
         f"    const int32_t y = y0 + ({rshift_c('(y1 - y0) * f', drop)});",
         "    " + final(shift_c(em, "v < 0 ? -y : y", at["table_scale"] - node.type.dtype.scale,
                               bound=int(np.max(np.abs(at["table"].astype(np.int64)), initial=0)))),
@@ -575,10 +593,11 @@ def fused_add(em: CEmitter, node: Node) -> bool:
     return False
 
 
-def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value) -> list[str]:
+def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value, sum_value=None) -> list[str]:
     """One loop over the elements of the product ``node`` = w * tanh(v): ``tanh_lines(em, tanh, final)`` the
     tanh's body, its saturated value left in the local th; ``value(i)`` the product's saturated element (its
-    operands read through em.at, the tanh from th), stored, or added to the sum that takes it (add_of_mul)."""
+    operands read through em.at, the tanh from th), stored, or added to the sum that takes it (add_of_mul;
+    ``sum_value(add)``: a target's element function for that sum, or None for the shared one)."""
     tanh, _ = tanh_of_mul(em, node)
     ctype = ctype_of(tanh.type.dtype)
     at = tanh.attrs
@@ -590,14 +609,17 @@ def tanh_mul_loop(em: CEmitter, node: Node, tanh_lines, value) -> list[str]:
     add = add_of_mul(em, node)
     em.inline_values[tanh.name] = "th"
     try:
-        if add is None:
-            last = [store(em, node, "i", value("i"))]
+        if add is None:  # value() is saturated to the product's type already
+            last = ([f"{em.var(node.name)}[i] = {value('i')};"] if not em.graph.analyses.fused.get(node.name)
+                    else [store(em, node, "i", value("i"))])
         else:
             em.inline_values[node.name] = "pm"
             try:
                 half = _half_sum(em, add)
+                own = None if sum_value is None or half is not None else sum_value(add)
                 last = [f"const {ctype_of(node.type.dtype)} pm = {value('i')};",
                         f"{em.var(add.name)}[i] = {half('i')};" if half is not None
+                        else f"{em.var(add.name)}[i] = {own('i')};" if own is not None
                         else store(em, add, "i", ELEMENT["add"](em, add)("i"))]
             finally:
                 del em.inline_values[node.name]

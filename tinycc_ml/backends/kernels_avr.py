@@ -35,6 +35,7 @@ import numpy as np
 
 from tinycc_ml.backends.c_emitter import CEmitter
 from tinycc_ml.backends.c_fixed import (
+    chain_shift,
     exp_tables,
     fused_tanh,
     rshift_c,
@@ -69,12 +70,14 @@ UNROLL = 4  # columns per loop iteration of mac_asm
 
 
 def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks: int,
-            out_shift: int | None = None, accumulate: bool = False,
-            epilogue: tuple[int, int, bool, bool] | None = None) -> str:
+            out_shift: int | None = None, accumulate: bool = False, tail: int = 0, post: int = 0,
+            rounded: bool = False, epilogue: tuple[int, int, bool, bool] | None = None) -> str:
     """void name(const void *w /*flash*/, const int16_t *x, void *acc, uint32_t v): nblocks blocks of
-    ``rows`` rows over ``cols`` columns; in flash, per block: the rows' 32-bit constants K, then w' column-major
-    (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (8..16) the
-    int16 sat16(rshift(acc[q], out_shift)). Up to 5 rows: the accumulators take r2..r21, one weight register
+    ``rows`` rows over ``cols`` columns, then (``tail`` > 0) one block of ``tail`` rows; in flash, per block: the
+    rows' 32-bit constants K, then w' column-major
+    (rows values per column). acc[q] = K[q] - v + w'.x' (mod 2^32) as uint32, or with out_shift (0..31) the
+    int16 sat16(rshift(acc[q], out_shift)), then shifted by ``post`` (_post_shift). Up to 5 rows: the accumulators
+    take r2..r21, one weight register
     suffices (lo byte's products before hi). x, acc, v and the block count wait on the stack between blocks
     (every register is busy in the loop). ``accumulate`` (one block): w points at the block's weights of the
     first column, no constants; acc[q] += w'.x' (the accumulators start from acc, v is not used).
@@ -91,8 +94,25 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     # Y+f+4/5 acc hi/lo, Y+f+6..9 v (msb first)
     body += [f"push r{r}" for r in range(16, 24)] + ["movw r30, r24", f"ldi r24, {nblocks}", "push r24"]
     body += ["push r1"] * f
-    body += ["5:", "in r28, 0x3d", "in r29, 0x3e", f"ldd r26, Y+{f + 3}", f"ldd r27, Y+{f + 2}",
-             f"ldd r22, Y+{f + 9}", f"ldd r23, Y+{f + 8}", f"ldd r24, Y+{f + 7}", f"ldd r25, Y+{f + 6}"]
+    body += ["5:", *_mac_block(rows, wbits, x_offset, cols, out_shift, accumulate, post, rounded, f, epilogue)]
+    if nblocks > 1:
+        body += [f"ldd r24, Y+{f + 1}", "dec r24", f"std Y+{f + 1}, r24", "breq 3f", "rjmp 5b", "3:"]
+    if tail:
+        body += _mac_block(tail, wbits, x_offset, cols, out_shift, accumulate, post, rounded, f, epilogue)
+    body += ["pop r22", "pop r23", "pop r24", "clr r25"] if summed else []
+    body += ["pop r0"] * 9
+    body += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
+    ret = "uint32_t" if summed else "void"
+    return f"{ret} {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
+
+
+def _mac_block(rows: int, wbits: int, x_offset: bool, cols: int, out_shift: int | None,
+               accumulate: bool, post: int = 0, rounded: bool = False, f: int = 0, epilogue=None) -> list[str]:
+    """One block of mac_asm: its accumulators from the constants (or acc), the columns, the stores (``f``: bytes
+    on top of the frame, the folded epilogue's sum)."""
+    acc = [f"r{r}" for r in range(2, 2 + 4 * rows)]
+    body = ["in r28, 0x3d", "in r29, 0x3e", f"ldd r26, Y+{f + 3}", f"ldd r27, Y+{f + 2}",
+            f"ldd r22, Y+{f + 9}", f"ldd r23, Y+{f + 8}", f"ldd r24, Y+{f + 7}", f"ldd r25, Y+{f + 6}"]
     if accumulate:  # acc from RAM (X at acc, then back at x)
         body += ["ldd r26, Y+5", "ldd r27, Y+4", *[f"ld {r}, X+" for r in acc], "ldd r26, Y+3", "ldd r27, Y+2"]
     for q in range(0 if accumulate else rows):  # acc = K - v
@@ -116,15 +136,9 @@ def mac_asm(name: str, rows: int, wbits: int, x_offset: bool, cols: int, nblocks
     if epilogue is not None:
         body += _store_folded(acc, rows, *epilogue)
     else:
-        body += [f"st X+, {r}" for r in acc] if out_shift is None else _store_rows(acc, rows, out_shift, "r24", "r25")
-    body += [f"std Y+{f + 5}, r26", f"std Y+{f + 4}, r27"]
-    if nblocks > 1:
-        body += [f"ldd r24, Y+{f + 1}", "dec r24", f"std Y+{f + 1}, r24", "breq 3f", "rjmp 5b", "3:"]
-    body += ["pop r22", "pop r23", "pop r24", "clr r25"] if summed else []
-    body += ["pop r0"] * 9
-    body += ["clr r1"] + [f"pop {r}" for r in reversed(saved)] + ["ret", ".text"]
-    ret = "uint32_t" if summed else "void"
-    return f"{ret} {name}(const void *w, const int16_t *x, void *acc, uint32_t v);\n__asm__(\n{_words(body)});\n"
+        body += ([f"st X+, {r}" for r in acc] if out_shift is None
+                 else _store_rows(acc, rows, out_shift, "r24", "r25", post, rounded))
+    return body + [f"std Y+{f + 5}, r26", f"std Y+{f + 4}, r27"]
 
 
 def _window(a: list[str], m: int) -> tuple[list[str], str, str, str]:
@@ -170,18 +184,44 @@ def _store_folded(acc: list[str], rows: int, m: int, n: int, relu: bool, offset:
     return out
 
 
-def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc: str | None = None) -> list[str]:
+def _post_shift(lo: str, hi: str, post: int, zero: str) -> list[str]:
+    """The int16 in hi:lo shifted by ``post`` (c_fixed.chain_shift; r23 free): 1 <= post <= 8 a rounding right
+    shift (a positive value past int16 after the rounding addition is shifted in as unsigned: its 17th bit is
+    0), -15 < post < 0 a left shift saturated at the first step that changes the sign bit."""
+    if post > 0:
+        return [f"ldi r23, {1 << (post - 1)}", f"add {lo}, r23", f"adc {hi}, {zero}", "brvs 11f", f"asr {hi}",
+                "rjmp 12f", "11:", f"lsr {hi}", "12:", f"ror {lo}"] + [f"asr {hi}", f"ror {lo}"] * (post - 1)
+    if post < 0:
+        return ([f"mov r23, {hi}"] + [f"lsl {lo}", f"rol {hi}", "brvs 13f"] * -post
+                + ["rjmp 14f", "13:", "lsl r23", "ldi r23, 0x7F", f"adc r23, {zero}", f"mov {hi}, r23",
+                   "subi r23, 0x80", f"mov {lo}, r23", "14:"])
+    return []
+
+
+def _post_value(v: int, post: int) -> int:
+    """_post_shift of a constant (as uint16)."""
+    v = v - 65536 if v >= 32768 else v
+    v = (v + (1 << (post - 1))) >> post if post > 0 else max(-32768, min(32767, v << -post))
+    return v & 0xFFFF
+
+
+def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc: str | None = None,
+                post: int = 0, rounded: bool = False) -> list[str]:
     """Block epilogue of mac_asm: st X+ the int16 sat16(rshift(a, k)) of each accumulator, 8 <= k <= 16
     (rss_avr's method: add 2^(k-1), shift bytes, saturate when the byte above is not the sign). With a
     zero register other than r1 and a free upper register (mulc), 12 <= k <= 14 shift by MULs by 2^(16-k)
     (the high byte of a * 2^(16-k) is a >> (k - 8)): 10 cycles instead of 19."""
+    if not 8 <= k <= 16:
+        return _store_rows_any(acc, rows, k, zero or "r1", post, rounded)
     byte, bit = divmod(k - 1, 8)
     by_mul = zero is not None and mulc is not None and 12 <= k <= 14
     zero = zero or "r1"
-    out = ["clr r1", f"ldi r22, {1 << bit}"] + ([f"ldi {mulc}, {1 << (16 - k)}"] if by_mul else [])
+    out = (["clr r1"] + ([] if rounded else [f"ldi r22, {1 << bit}"])
+           + ([f"ldi {mulc}, {1 << (16 - k)}"] if by_mul else []))
     for q in range(rows):
         a = acc[4 * q:4 * q + 4]
-        out += [f"add {a[byte]}, r22"] + [f"adc {r}, {zero}" for r in a[byte + 1:]]
+        if not rounded:
+            out += [f"add {a[byte]}, r22"] + [f"adc {r}, {zero}" for r in a[byte + 1:]]
         if by_mul:  # result in a1 (lo), a2 (hi); it fits when a3 is the sign extension of its low k - 12 + 4 bits
             lo, hi, j = a[1], a[2], k - 8
             shift = [f"mul {a[1]}, {mulc}", f"mov {a[1]}, r1", f"mul {a[2]}, {mulc}", f"or {a[1]}, r0",
@@ -200,8 +240,65 @@ def _store_rows(acc: list[str], rows: int, k: int, zero: str | None = None, mulc
             check = [] if k == 16 else [f"mov r23, {hi}", "lsl r23", "sbc r23, r23", f"cp r23, {top}", "breq 8f",
                                         f"lsl {top}", "ldi r23, 0x7F", f"adc r23, {zero}", f"mov {hi}, r23",
                                         "subi r23, 0x80", f"mov {lo}, r23"]
-        out += ["brvc 7f", "ldi r23, 0xFF", f"mov {lo}, r23", "ldi r23, 0x7F", f"mov {hi}, r23", "rjmp 8f", "7:"]
-        out += shift + check + ["8:", f"st X+, {lo}", f"st X+, {hi}"]
+        over = _post_value(0x7FFF, post)
+        if not rounded:
+            out += ["brvc 7f", f"ldi r23, 0x{over & 0xFF:02X}", f"mov {lo}, r23", f"ldi r23, 0x{over >> 8:02X}",
+                    f"mov {hi}, r23", "rjmp 9f" if post else "rjmp 8f", "7:"]
+        out += shift + check + ["8:", *_post_shift(lo, hi, post, zero), *(["9:"] if post else []),
+                                f"st X+, {lo}", f"st X+, {hi}"]
+    return out
+
+
+STORE_SHIFTS = range(0, 32)  # the shifts _store_rows handles (every shift of an int32 accumulator)
+
+
+def _store_rows_any(acc: list[str], rows: int, k: int, zero: str, post: int = 0,
+                    rounded: bool = False) -> list[str]:
+    """_store_rows for 0 <= k <= 7 and 17 <= k <= 31 (r0, r22, r23 free; ``zero`` holds 0 after clr r1).
+    k < 8: the rounded value shifted right by k (result in bytes 0-1) or, cheaper for k >= 5, left by 8 - k
+    into bytes 1-2 with a sign byte above; saturated when the bytes above are not the result's sign.
+    k >= 17: the result is (a + 2^(k-1)) >> k, always in range; when the rounding addition overflows int32
+    the exact result is 2^(31-k)."""
+    out = ["clr r1"]
+    rnd = k and not rounded  # the rounding addition here (else the row constants hold it)
+    if rnd:
+        byte, bit = divmod(k - 1, 8)
+        out.append(f"ldi r22, {1 << bit}")
+    over_val = _post_value(0x7FFF if k <= 16 else 1 << (31 - k), post)
+    for q in range(rows):
+        a = acc[4 * q:4 * q + 4]
+        body = []
+        if rnd:
+            body += [f"add {a[byte]}, r22"] + [f"adc {r}, {zero}" for r in a[byte + 1:]]
+            body += ["brvc 7f", f"ldi r23, {over_val & 0xFF}", f"mov {a[0]}, r23", f"ldi r23, {over_val >> 8}",
+                     f"mov {a[1]}, r23", "rjmp 9f", "7:"]
+            lo_o, hi_o = a[0], a[1]  # where the overflow case leaves its value
+        if k < 8:
+            if k <= 4:  # result in a0 (lo), a1 (hi); a2, a3 must be its sign
+                body += [f"asr {a[3]}", f"ror {a[2]}", f"ror {a[1]}", f"ror {a[0]}"] * k
+                lo, hi, above = a[0], a[1], [a[2], a[3]]
+            else:  # result in a1 (lo), a2 (hi); a3 and the sign byte r0 must be its sign
+                body += [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"]
+                body += [f"lsl {a[0]}", f"rol {a[1]}", f"rol {a[2]}", f"rol {a[3]}", "rol r0"] * (8 - k)
+                lo, hi, above = a[1], a[2], [a[3], "r0"]
+            body += [f"mov r23, {hi}", "lsl r23", "sbc r23, r23", f"cp r23, {above[0]}", f"cpc r23, {above[1]}",
+                     "breq 8f", f"lsl {above[1]}", "ldi r23, 0x7F", f"adc r23, {zero}", f"mov {hi}, r23",
+                     "subi r23, 0x80", f"mov {lo}, r23"]
+        elif k < 24:
+            j = k - 16
+            if j <= 4:  # result in a2 (lo), a3 (hi)
+                body += [f"asr {a[3]}", f"ror {a[2]}"] * j
+                lo, hi = a[2], a[3]
+            else:  # a3:a2 shifted left by 8 - j into a sign byte: result in a3 (lo), r0 (hi)
+                body += [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"] + [f"lsl {a[2]}", f"rol {a[3]}", "rol r0"] * (8 - j)
+                lo, hi = a[3], "r0"
+        else:  # result: a3 >> (k - 24), sign-extended
+            body += [f"asr {a[3]}"] * (k - 24) + [f"mov r0, {a[3]}", "lsl r0", "sbc r0, r0"]
+            lo, hi = a[3], "r0"
+        body += ["8:", *_post_shift(lo, hi, post, zero), f"st X+, {lo}", f"st X+, {hi}"]
+        if rnd:
+            body += ["rjmp 10f", "9:", f"st X+, {lo_o}", f"st X+, {hi_o}", "10:"]
+        out += body
     return out
 
 
@@ -308,6 +405,43 @@ def mulu16_avr(em: CEmitter) -> str:
     return name
 
 
+def mulr8_avr(em: CEmitter) -> str:
+    """Name of an inline (d * f + 128) >> 8 for uint16 d, uint8 f (two MULs: the rounding bit is bit 7 of the
+    low product's low byte; the result fits 16 bits)."""
+    name = em.sym("mulr8")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["mul %A[d], %[f]", "mov %A[r], r1", "mov %B[r], r0", "mul %B[d], %[f]",
+                               "lsl %B[r]", "adc %A[r], r0", "mov %B[r], r1", "clr r1", "adc %B[r], r1"])
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) uint16_t {name}(uint16_t d, uint8_t f)\n"
+                            "{\n    uint16_t r;\n"
+                            f"    __asm__(\"{asm}\" : [r] \"=&r\"(r) : [d] \"r\"(d), [f] \"r\"(f));\n"
+                            "    return r;\n}\n")
+    return name
+
+
+def asr16_avr(em: CEmitter, k: int) -> str:
+    """Name of an inline arithmetic right shift of an int16 by k (unrolled: avr-gcc loops at -Os)."""
+    name = em.sym(f"asr16_{k}")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["asr %B0", "ror %A0"] * k)
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) int16_t {name}(int16_t v)\n"
+                            f"{{\n    __asm__(\"{asm}\" : \"+r\"(v));\n    return v;\n}}\n")
+    return name
+
+
+def adds16_avr(em: CEmitter) -> str:
+    """Name of an inline saturating int16 + int16 (the sum of Bonsai's path scores at one scale)."""
+    name = em.sym("adds16")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["add %A[a], %A[b]", "adc %B[a], %B[b]", "brvc 1f", "ldi %A[a], 0xFF", "ldi %B[a], 0x7F",
+                               "sbrc %B[b], 7", "adiw %A[a], 1", "1:"])
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) int16_t {name}(int16_t a, int16_t b)\n"
+                            "{\n"
+                            f"    __asm__(\"{asm}\" : [a] \"+w\"(a) : [b] \"r\"(b));\n"
+                            "    return a;\n}\n")
+    return name
+
+
 def rss_small_avr(em: CEmitter, expr: str, k: int) -> str:
     """int16 sat16(rshift(v, k)) for 1 <= k <= 7 without a 32-bit shift loop: v + 2^(k-1) is in int16 range
     after the shift exactly when its upper half is in [-2^(k-1), 2^(k-1)); then it has at most 16 + k
@@ -370,12 +504,22 @@ def fused_producer(em: CEmitter, name: str) -> str | None:
     g = em.graph
     op = g.op(name)
     if op == "clip" and clip_ok(em, g.node(name)):
-        return offset_user(em, name)
+        return offset_user(em, name) or ("matvec_at" if node_kernels_only(em, name) else None)
     if op == "exp_lut" and exp_ok(em, g.node(name)) and offset_user(em, name) == "matvec":
         return "matvec"
     if chain_offset_store(em, name):
         return "matvec"
     return None
+
+
+def node_kernels_only(em: CEmitter, name: str) -> bool:
+    """Every use of the vector ``name`` (not an output) is the x of a matvec_at on mac_asm (Bonsai's node
+    mat-vecs reading the clamped input): its producer may store x + 2^15 and its sum once for all of them."""
+    g = em.graph
+    users = g.users(name)
+    return (bool(users) and g.type(name).rank == 1 and not any(name == n for _, n in g.outputs)
+            and all(g.op(u) == "matvec_at" and g.node(u).inputs[2] == name and g.node(u).inputs[0] != name
+                    and matvec_at_ok(em, g.node(u)) for u in users))
 
 
 def chain_last(em: CEmitter, name: str) -> bool:
@@ -494,7 +638,7 @@ def mac_lines(em: CEmitter, A: np.ndarray, wbits: int, label: str, x_name: str, 
               out: tuple[str, int] | None = None, epilogue=None) -> list[str]:
     """Lines leaving acc[r] = k_extra[r] - v_sub + sum_k A[r][k] x[k] (mod 2^32) for the int matrix A, kept in
     flash (k_extra: ints known at compile time, v_sub: a C expression); with out = (int16 array, k), the
-    kernel stores sat16(rshift(acc[r], k)) there instead (8 <= k <= 16), or with ``epilogue`` (a relu
+    kernel stores sat16(rshift(acc[r], k)) there instead (8 <= k <= 16), or with ``epilogue`` (a
     folded_epilogue.Epilogue, its bias in k_extra) its values, offset-binary with their sum when the next
     mat-vec kernel reads them (AvrTarget.offset_store)."""
     rows, cols = A.shape
@@ -683,7 +827,7 @@ def kernel_clip(em: CEmitter, node: Node) -> list[str] | None:
         return kernel_clip16(em, node)
     out = em.var(node.name)
     lines, bounds, lo, hi = clip_loop_head(em, node)
-    if fused == "matvec" and np.ndim(lo) == 0:
+    if fused in ("matvec", "matvec_at") and np.ndim(lo) == 0:
         return clip_presum_asm(em, node, int(lo), int(hi))
     if fused:
         em.scratch(presum_sym(em, node.name), "uint32_t", 2 if fused == "sqdist" else 1)
@@ -872,8 +1016,11 @@ def matvec_at_ok(em: CEmitter, node: Node) -> bool:
     if g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0)):
         return False
     t, xt = g.type(m_name), g.type(x_name)
-    return (t.rank == 3 and t.dtype.bits in (8, 16) and xt.dtype.bits == 16 and xt.rank == 1
-            and 0 < t.shape[2] < 65536 and t.shape[1] > 0)
+    if not (t.rank == 3 and t.dtype.bits in (8, 16) and xt.dtype.bits == 16 and xt.rank == 1
+            and 0 < t.shape[2] < 65536 and t.shape[1] > 0):
+        return False
+    n, rows, cols = t.shape  # the image's elements (kernel_weights: 4 bytes of row constant per row) index in 16 bits
+    return n * (rows * cols + (2 if t.dtype.bits == 16 else 4) * rows) <= 65535
 
 
 def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
@@ -887,46 +1034,63 @@ def kernel_matvec_at(em: CEmitter, node: Node) -> list[str] | None:
     n, rows, cols = M.shape
     wbits = g.type(m_name).dtype.bits
     bias = node.attrs.get("bias_q")  # each block's bias joins its rows' constants: no run-time cost
-    parts = [kernel_weights(M[k], wbits, None if bias is None else np.asarray(bias[k], np.int64)) for k in range(n)]
-    stride = len(parts[0][0])
-    if n * stride > 65535:
-        return None
+    extra = np.zeros((n, rows), np.int64) if bias is None else np.asarray(bias, np.int64).reshape(n, rows)
+    out_shift = node_output_shift(g, node.name)
+    direct = node.type.dtype.bits == 16 and out_shift in STORE_SHIFTS  # the kernel shifts, saturates and stores
+    # the stores' rounding constant joins the sum where no sum can then pass int32 (|x| <= 2^15): subtracted
+    # from v at the call (the image stays the same for every node reading it: a matrix shared by levels)
+    rounded = direct and out_shift > 0 and int(
+        (np.abs(M).sum(axis=2) * 32768 + np.abs(extra)).max()) + (1 << (out_shift - 1)) <= 2**31 - 1
+    parts = [kernel_weights(M[k], wbits, extra[k]) for k in range(n)]
+    stride = len(parts[0][0])  # n * stride < 2^16 (matvec_at_ok)
     layout = parts[0][1]
     wtype = "uint16_t" if wbits == 16 else "uint8_t"
     sym = em.add_const_array(em.sym(f"{m_name}_off"), np.concatenate([p[0] for p in parts]), wtype,
                              f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the dense "
                              "kernel stores a matrix")
-    out_shift = node_output_shift(g, node.name)
-    direct = node.type.dtype.bits == 16 and 8 <= out_shift <= 16  # the kernel shifts, saturates and stores
     acc = em.sym("acc")
     if not direct:
         em.scratch(acc, "uint32_t", rows)
+    # the fused chain (sigma's scale) in the stores too, where its loop costs more than the kernel copy it
+    # may add (each post shift is its own kernel): from BLOCK rows
+    post = chain_shift(em, node) if direct and rows >= BLOCK else None
+    if post is not None and -15 < post <= 8:
+        em.stored_heads.add(node.name)
+    else:
+        post = 0
     x = em.var(x_name)
     lines = ["{", f"    const uint16_t at = (uint16_t)((uint16_t){em.at(k_name, '0')} * {stride}u);"]
     readers = shared_x_readers(em, x_name, matvec_at_ok)
-    if len(readers) > 1:  # every node's W, V and theta read the same x: its sum is taken once
-        memo = em.sym(f"sum_at_{x}")
-        em.scratch(memo, "uint32_t", 1)
-        if readers[0] == node.name:
-            lines += ["    uint32_t sx = 0;",
-                      f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);",
-                      f"    {memo}[0] = sx;"]
-        else:
-            lines += [f"    uint32_t sx = {memo}[0];"]
+    shift = 15 if wbits == 16 else 7
+    # the input clamp stored x + 2^15 and its sum for the node kernels (node_kernels_only)
+    pre = g.op(x_name) == "clip" and fused_producer(em, x_name) == "matvec_at"
+    if pre:
+        total = [f"    uint32_t sx = {presum_sym(em, x_name)}[0];"]
     else:
-        lines += ["    uint32_t sx = 0;",
-                  f"    for (uint16_t k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
-    lines += [f"    sx <<= {15 if wbits == 16 else 7};"]
-    groups = [(0, BLOCK, rows // BLOCK)] if rows >= BLOCK else []
-    if rows % BLOCK:
-        groups.append((rows - rows % BLOCK, rows % BLOCK, 1))
-    for r, nr, nb in groups:
-        name = em.sym(f"mac{nr}w{wbits}_{cols}x{nb}" + (f"s{out_shift}" if direct else ""))
-        if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, nr, wbits, False, cols, nb, out_shift if direct else None)
-        base = layout[r // BLOCK].base - (4 if wbits == 8 else 2) * nr
-        dest = em.var(node.name) if direct else acc
-        lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest} + {r}, sx);")
+        it = "uint8_t" if cols < 256 else "uint16_t"
+        total = ["    uint32_t sx = 0;",
+                 f"    for ({it} k = 0; k < {cols}; ++k) sx += (uint16_t)((uint16_t){x}[k] ^ 0x8000u);"]
+    if len(readers) > 1:  # every node's W, V and theta read the same x: its sum is taken (and shifted) once
+        widths = sorted({g.type(g.node(r).inputs[0]).dtype.bits for r in readers})
+        memo = em.sym(f"sum_at_{x}")
+        em.scratch(memo, "uint32_t", len(widths))
+        if readers[0] == node.name:
+            lines += total + [f"    {memo}[{i}] = sx << {b - 1};" for i, b in enumerate(widths)]
+        lines += [f"    const uint32_t v = {memo}[{widths.index(wbits)}];"]
+    else:
+        lines += total + [f"    const uint32_t v = sx << {shift};"]
+    # one call: the 5-row blocks, then the remainder's block (its constants and weights follow in flash)
+    nr, nb, tail = (BLOCK, rows // BLOCK, rows % BLOCK) if rows >= BLOCK else (rows, 1, 0)
+    name = em.sym(f"mac{nr}w{wbits}{'o' if pre else ''}_{cols}x{nb}" + (f"t{tail}" if tail else "")
+                  + (f"s{out_shift}" if direct else "") + ("r" if rounded else "")
+                  + (f"p{post}" if post > 0 else f"l{-post}" if post else ""))
+    if name not in em.helpers:
+        em.helpers[name] = mac_asm(name, nr, wbits, pre, cols, nb, out_shift if direct else None, tail=tail,
+                                   post=post, rounded=rounded)
+    base = layout[0].base - (4 if wbits == 8 else 2) * nr
+    dest = em.var(node.name) if direct else acc
+    v = f"v - {1 << (out_shift - 1)}u" if rounded else "v"
+    lines.append(f"    {name}({sym} + at + {base}, (const int16_t *){x}, {dest}, {v});")
     if not direct:
         lines += [f"    for (uint8_t r = 0; r < {rows}; ++r)",
                   "        " + store_rs(em, node, "r", f"(int32_t){acc}[r]", out_shift)]
@@ -962,9 +1126,23 @@ def kernel_mul(em: CEmitter, node: Node) -> list[str] | None:
         def tanh_lines(em, tanh, final):
             return avr_tanh_lines(em, tanh, final) or tanh_lut_lines(em, tanh, final)
         return tanh_mul_loop(em, node, tanh_lines, lambda i: rs_value(
-            em, node, f"{muls16_avr(em)}({em.at(a, i)}, {em.at(b, i)})", k))
+            em, node, f"{muls16_avr(em)}({em.at(a, i)}, {em.at(b, i)})", k), lambda add: sum16(em, add))
     return [f"for (uint16_t i = 0; i < {node.type.size}; ++i) "
             + store_rs(em, node, "i", f"{muls16_avr(em)}({em.var(a)}[i], {em.var(b)}[i])", k)]
+
+
+def sum16(em: CEmitter, add: Node):
+    """The path score's sum as one saturating 16-bit add (adds16_avr) when both operands and the sum have one
+    scale (no alignment, no shift) and the sum heads no fused chain; else None."""
+    from tinycc_ml.ir.ops.arith import align_shifts
+
+    g = em.graph
+    a, b = add.inputs
+    c, la, lb = align_shifts(g.type(a).dtype.scale, g.type(b).dtype.scale)
+    if (la or lb or c != add.type.dtype.scale or add.name in g.analyses.fused
+            or any(g.type(v).dtype.bits != 16 for v in (a, b, add.name))):
+        return None
+    return lambda i: f"{adds16_avr(em)}({em.at(a, i)}, {em.at(b, i)})"
 
 
 def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
@@ -982,8 +1160,11 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
                              f"%{node.name}: tanh table, scale 2^-{at['table_scale']}")
     rd = em.target.read_const
     last = len(table) - 1
-    out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", at["table_scale"] - node.type.dtype.scale,
-                  bound=int(np.max(np.abs(table), initial=0)))
+    k_out = at["table_scale"] - node.type.dtype.scale
+    if 0 < k_out <= 15 and int(table.max(initial=0)) + (1 << (k_out - 1)) <= 32767:  # int16 arithmetic suffices
+        out = f"{asr16_avr(em, k_out)}((int16_t)((int16_t)(v < 0 ? -y : y) + {1 << (k_out - 1)}))"
+    else:
+        out = shift_c(em, "(int32_t)(v < 0 ? -y : y)", k_out, bound=int(np.max(np.abs(table), initial=0)))
     head = [f"    const int16_t v = {em.at(a, 'i')};",
             "    const uint16_t mag = v < 0 ? (uint16_t)(0u - (uint16_t)v) : (uint16_t)v;",
             f"    const uint16_t q = mag < {top}u ? mag : {top}u;"]
@@ -994,7 +1175,7 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
         # (d f + 2^(drop-1)) >> drop = (d f 2^(8-drop) + 128) >> 8, a byte move (no 32-bit shift loop)
         split = [f"    const uint16_t qq = (uint16_t)(q << {8 - drop});",
                  "    const uint8_t t = (uint8_t)(qq >> 8), f = (uint8_t)qq;"]
-        interp = f"(uint16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + 128u) >> 8)"
+        interp = f"{mulr8_avr(em)}((uint16_t)(y1 - y0), f)"
     elif drop >= 8:  # floor(floor(a / 2^8) / 2^(drop-8)) = floor(a / 2^drop) for a >= 0
         split = [f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;"]
         interp = (f"((uint16_t)(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + {1 << (drop - 1)}u) >> 8) "
@@ -1002,9 +1183,13 @@ def avr_tanh_lines(em: CEmitter, node: Node, final) -> list[str] | None:
     else:
         split = [f"    const uint16_t t = q >> {drop}, f = q & {(1 << drop) - 1}u;"]
         interp = f"(({mulu16_avr(em)}((uint16_t)(y1 - y0), f) + {1 << (drop - 1)}u) >> {drop})"
-    return [*head, *split,
-            f"    const int16_t y0 = {rd(sym, 't', 'int16_t')};",
-            f"    const int16_t y1 = {rd(sym, f'(t < {last} ? t + 1 : {last})', 'int16_t')};",
+    if (top >> drop) + 1 <= last:  # t + 1 is always an entry: both from one pointer
+        reads = [f"    const int16_t *tp = {sym} + t;", "    const int16_t y0 = (int16_t)pgm_read_word(tp);",
+                 "    const int16_t y1 = (int16_t)pgm_read_word(tp + 1);"]
+    else:
+        reads = [f"    const int16_t y0 = {rd(sym, 't', 'int16_t')};",
+                 f"    const int16_t y1 = {rd(sym, f'(t < {last} ? t + 1 : {last})', 'int16_t')};"]
+    return [*head, *split, *reads,
             f"    const int16_t y = (int16_t)(y0 + (int16_t){interp});",
             "    " + final(out)]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import chain_sum_loop, shared_x_readers, shift_c, store
+from tinycc_ml.backends.c_fixed import chain_shift, chain_sum_loop, shared_x_readers, shift_c, store
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
@@ -68,55 +68,38 @@ def m0_image(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray, list[
     return np.concatenate(parts), starts
 
 
-def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None,
+def mac_asm(name: str, rows: int, wbits: int, cols: int, out_shift: int | None = None, post: int = 0,
+            nblocks: int = 1, tail: int = 0, rounded: bool = False, ntail: int = 1,
             epilogue: tuple[int, int, bool, bool] | None = None) -> str:
     """void name(const uint16_t *blk /*flash: K[rows], w' column-major*/, const uint16_t *x /*x'*/,
     uint32_t *acc, uint32_t v): acc[q] = K[q] - v + sum_k w'[k][q] x'[k] (mod 2^32); with out_shift (1..31)
-    acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after).
-    With ``epilogue`` = (s, n, relu, offset) (folded_epilogue.Epilogue, its rounding and bias in K) acc is an
-    int16_t * too and the kernel stores E(acc[q] >> s): relu: 0 below 0, else min(y 2^n, 32767) (y 2^n
+    acc is an int16_t * and the kernel stores sat16(rshift(acc[q], out_shift)) there (no C loop after), then
+    shifted by ``post`` (c_fixed.chain_shift: a rounding right shift by 1..8, or left by 1..14 saturated);
+    ``rounded``: K holds the rounding constant already. ``nblocks`` blocks of ``rows`` rows, then ``ntail`` of
+    ``tail`` rows (m0_image's blocks one after the other): x, the output and v wait on the stack between blocks.
+    With ``epilogue`` = (s, n, relu, offset) (folded_epilogue.Epilogue, its rounding and bias in K; one block)
+    acc is an int16_t * too and the kernel stores E(acc[q] >> s): relu: 0 below 0, else min(y 2^n, 32767) (y 2^n
     compared, which stays in int32 as n <= s); else y 2^n saturated to int16; with offset as E + 2^15,
     returning the sum of what it stored (for the next mat-vec kernel: chain_offset_store)."""
-    acc = ACC[:rows]
-    wb = wbits // 8
-    load = "ldrh" if wbits == 16 else "ldrb"
     b = [f".pushsection .text.{name},\\\"ax\\\",%progbits", ".syntax unified", ".thumb", ".balign 2",
          ".thumb_func", f".type {name}, %function", f"{name}:",
-         "push {r4-r7, lr}", "mov r4, r8", "mov r5, r9", "mov r6, r10", "mov r7, r11", "push {r4-r7}", "push {r2}"]
-    for q, r in enumerate(acc):
-        b += [f"ldr r4, [r0, #{4 * q}]", "subs r4, r4, r3"]
-        b += [f"mov {r}, r4"] if r != "r4" else []
-    b += [f"adds r0, #{4 * rows}"]
-    end = 2 * cols
-    b += ([f"movs r3, #{end}"] if end < 256 else [f"ldr r3, ={end}"]) + ["adds r3, r3, r1"]
-
-    def column(c: int) -> list[str]:
-        out = [f"ldrh r5, [r1, #{2 * c}]"]
-        for q, r in enumerate(acc):
-            out += [f"{load} r4, [r0, #{(c * rows + q) * wb}]", "muls r4, r5, r4",
-                    f"adds {r}, {r}, r4" if r in LOW else f"add {r}, r4"]
-        return out
-
-    unroll = max(u for u in (1, 2, 3, 4) if (u * rows - 1) * wb <= (62 if wbits == 16 else 31))
-    for c in range(cols % unroll):  # leftover columns first, then whole iterations
-        b += column(c)
-    if cols % unroll:
-        b += [f"adds r0, #{(cols % unroll) * rows * wb}", f"adds r1, #{2 * (cols % unroll)}"]
-    if cols >= unroll:
-        body = [line for c in range(unroll) for line in column(c)]
-        b += ["1:", *body, f"adds r0, #{unroll * rows * wb}", f"adds r1, #{2 * unroll}", "cmp r1, r3", "bne 1b"]
-    b += ["pop {r0}"]
-    if epilogue is not None:
-        b += _epilogue_rows(acc, *epilogue)
-    elif out_shift is None:
-        for q, r in enumerate(acc):
-            b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
-    else:  # r5 = 2^(k-1), r3 = 0x7FFF; in range when sxth leaves the value, else 0x7FFF or 0x8000 by its sign
-        b += ["movs r5, #1", f"lsls r5, r5, #{out_shift - 1}", "movs r3, #128", "lsls r3, r3, #8", "subs r3, #1"]
-        for q, r in enumerate(acc):
-            b += [f"adds r4, {r}, r5"] if r in LOW else [f"mov r4, {r}", "adds r4, r4, r5"]
-            b += [f"asrs r4, r4, #{out_shift}", "sxth r1, r4", "cmp r1, r4", "beq 2f", "asrs r1, r4, #31",
-                  "eors r1, r3", "2:", f"strh r1, [r0, #{2 * q}]"]
+         "push {r4-r7, lr}", "mov r4, r8", "mov r5, r9", "mov r6, r10", "mov r7, r11", "push {r4-r7}"]
+    lean = nblocks == 1 and not tail  # one block: x and v stay in r1 and r3, the output waits on the stack
+    if epilogue is not None:  # one block, its epilogue folded
+        b += ["push {r2}", *_mac_block(rows, wbits, cols, None, 0, False, lean=True, epilogue=epilogue)]
+    elif lean:
+        b += ["push {r2}", *_mac_block(rows, wbits, cols, out_shift, post, rounded, lean=True)]
+    else:  # frame: sp+0 blocks left, sp+4 x, sp+8 out, sp+12 v
+        b += ["push {r1, r2, r3}", f"movs r4, #{nblocks}", "push {r4}"]
+        b += ["5:", *_mac_block(rows, wbits, cols, out_shift, post, rounded)]
+        if nblocks > 1:
+            b += ["ldr r4, [sp]", "subs r4, #1", "str r4, [sp]", "beq 4f", "b 5b", "4:"]  # bne reaches 256 bytes
+        if tail:
+            b += ([f"movs r4, #{ntail}", "str r4, [sp]", "6:"] if ntail > 1 else [])
+            b += _mac_block(tail, wbits, cols, out_shift, post, rounded)
+            if ntail > 1:
+                b += ["ldr r4, [sp]", "subs r4, #1", "str r4, [sp]", "beq 4f", "b 6b", "4:"]
+        b += ["add sp, #16"]
     b += ["pop {r4-r7}", "mov r8, r4", "mov r9, r5", "mov r10, r6", "mov r11, r7", "pop {r4-r7, pc}",
           ".ltorg", f".size {name}, .-{name}", ".popsection"]
     text = "".join(f'    "{line}\\n"\n' for line in b)
@@ -140,6 +123,70 @@ def _epilogue_rows(acc: tuple[str, ...], s: int, n: int, relu: bool, offset: boo
             out += [] if offset else ["subs r4, r4, r5"]
         out += [f"strh r4, [r0, #{2 * q}]"] + (["adds r1, r1, r4"] if offset else [])
     return out + (["mov r0, r1"] if offset else [])
+
+
+def _mac_block(rows: int, wbits: int, cols: int, out_shift: int | None, post: int, rounded: bool,
+               lean: bool = False, epilogue: tuple[int, int, bool, bool] | None = None) -> list[str]:
+    """One block of mac_asm: r0 at its row constants on entry, at the next block's after (``lean``: the only
+    block, v in r3 and x in r1 on entry, the output pointer the one word pushed)."""
+    acc = ACC[:rows]
+    wb = wbits // 8
+    load = "ldrh" if wbits == 16 else "ldrb"
+    b = [] if lean else ["ldr r3, [sp, #12]"]
+    for q, r in enumerate(acc):
+        b += [f"ldr r4, [r0, #{4 * q}]", "subs r4, r4, r3"]
+        b += [f"mov {r}, r4"] if r != "r4" else []
+    b += [f"adds r0, #{4 * rows}"] + ([] if lean else ["ldr r1, [sp, #4]"])
+    end = 2 * cols
+    b += ([f"movs r3, #{end}"] if end < 256 else [f"ldr r3, ={end}"]) + ["adds r3, r3, r1"]
+
+    def column(c: int) -> list[str]:
+        out = [f"ldrh r5, [r1, #{2 * c}]"]
+        for q, r in enumerate(acc):
+            out += [f"{load} r4, [r0, #{(c * rows + q) * wb}]", "muls r4, r5, r4",
+                    f"adds {r}, {r}, r4" if r in LOW else f"add {r}, r4"]
+        return out
+
+    unroll = max(u for u in (1, 2, 3, 4) if (u * rows - 1) * wb <= (62 if wbits == 16 else 31))
+    for c in range(cols % unroll):  # leftover columns first, then whole iterations
+        b += column(c)
+    if cols % unroll:
+        b += [f"adds r0, #{(cols % unroll) * rows * wb}", f"adds r1, #{2 * (cols % unroll)}"]
+    if cols >= unroll:
+        body = [line for c in range(unroll) for line in column(c)]
+        b += ["1:", *body, f"adds r0, #{unroll * rows * wb}", f"adds r1, #{2 * unroll}", "cmp r1, r3", "bne 1b"]
+    pad = (-(rows * cols * wb)) % 4  # m0_image pads each block to 4 bytes
+    if pad and not lean:
+        b += [f"adds r0, #{pad}"]
+    b += ["pop {r0}"] if lean else ["push {r0}", "ldr r0, [sp, #12]"]  # the output (the frame 4 bytes further)
+    if epilogue is not None:  # lean: one block
+        return b + _epilogue_rows(acc, *epilogue)
+    if out_shift is None:
+        for q, r in enumerate(acc):
+            b += [f"str {r}, [r0, #{4 * q}]"] if r in LOW else [f"mov r4, {r}", f"str r4, [r0, #{4 * q}]"]
+        if lean:
+            return b
+        b += [f"adds r0, #{4 * rows}"]
+    else:  # r5 = 2^(k-1), r3 = 0x7FFF; in range when sxth leaves the value, else 0x7FFF or 0x8000 by its sign
+        b += ([] if rounded else ["movs r5, #1", f"lsls r5, r5, #{out_shift - 1}"]) + [
+            "movs r3, #128", "lsls r3, r3, #8", "subs r3, #1"]
+        for q, r in enumerate(acc):
+            if rounded:
+                b += [f"asrs r4, {r}, #{out_shift}"] if r in LOW else [f"mov r4, {r}", f"asrs r4, r4, #{out_shift}"]
+            else:
+                b += [f"adds r4, {r}, r5"] if r in LOW else [f"mov r4, {r}", "adds r4, r4, r5"]
+                b += [f"asrs r4, r4, #{out_shift}"]
+            b += ["sxth r1, r4", "cmp r1, r4", "beq 2f", "asrs r1, r4, #31", "eors r1, r3", "2:"]
+            if post > 0:  # |r1| <= 2^15: the rounding addition cannot overflow, the result fits int16
+                b += [f"adds r1, #{1 << (post - 1)}", f"asrs r1, r1, #{post}"]
+            elif post < 0:
+                b += [f"lsls r1, r1, #{-post}", "sxth r4, r1", "cmp r4, r1", "beq 3f", "asrs r1, r1, #31",
+                      "eors r1, r3", "3:"]
+            b += [f"strh r1, [r0, #{2 * q}]"]
+        if lean:
+            return b
+        b += [f"adds r0, #{2 * rows}"]
+    return b + ["str r0, [sp, #12]", "pop {r0}"]
 
 
 # ---------------------------------------------------------------- graph side
@@ -208,7 +255,18 @@ def chain_offset_store(em, name: str) -> str | None:
 def _fused_clip(em, node: Node) -> bool:
     from tinycc_ml.backends.kernels_clip import clip_ok
 
-    return node.op == "clip" and clip_ok(em, node) and kernel_user(em, node.name) is not None
+    return node.op == "clip" and clip_ok(em, node) and (kernel_user(em, node.name) is not None
+                                                        or node_kernels_only(em, node.name))
+
+
+def node_kernels_only(em, name: str) -> bool:
+    """Every use of the vector ``name`` (not an output) is the x of a matvec_at on the 9-row kernel (Bonsai's
+    node mat-vecs reading the clamped input): its clamp stores x + 2^15 and its sum once for all of them."""
+    g = em.graph
+    users = g.users(name)
+    return (bool(users) and g.type(name).rank == 1 and not any(name == n for _, n in g.outputs)
+            and all(g.op(u) == "matvec_at" and g.node(u).inputs[2] == name and g.node(u).inputs[0] != name
+                    and _node_kernel_ok(em, g.node(u)) for u in users))
 
 
 def _sums(em, name: str) -> str:
@@ -364,7 +422,7 @@ def kernel_clip(em, node: Node) -> list[str] | None:
         return None
     (a,) = node.inputs
     g = em.graph
-    kind = kernel_user(em, node.name)
+    kind = kernel_user(em, node.name) or "matvec"  # or node kernels only: x + 2^15 and its sum
     lo, hi = storage_clip_bounds(node.attrs["lo"], node.attrs["hi"], g.type(a).dtype)
     n = node.type.size
     sym = _sums(em, node.name)
@@ -468,15 +526,25 @@ def kernel_sqdist8(em, node: Node) -> list[str] | None:
             "        " + store(em, node, "j", shift_c(em, "(int32_t)d", out_shift)), "    }", "}"]
 
 
-def matvec_at_ok(em, node: Node) -> bool:
-    """matvec_at on the 9-row kernel: a constant (n, rows, cols) of 8/16-bit weights by an int16 vector, 4 rows
-    or more (under 4 rows the C loop is cheaper than the kernel's input pass and call)."""
+def _node_kernel_ok(em, node: Node) -> bool:
+    """matvec_at_ok but for the number of rows."""
     m_name, _, x_name = node.inputs
     g = em.graph
     t, xt = g.type(m_name), g.type(x_name)
     return not (g.op(m_name) != "const" or g.op(x_name) in ("const", "sparse_const") or int(node.attrs.get("shift", 0))
                 or t.rank != 3 or t.dtype.bits not in (8, 16) or xt.dtype.bits != 16 or xt.rank != 1
-                or not 0 < t.shape[2] < 4096 or t.shape[1] < 4)
+                or not 0 < t.shape[2] < 4096)
+
+
+def matvec_at_ok(em, node: Node) -> bool:
+    """matvec_at on the 9-row kernel: a constant (n, rows, cols) of 8/16-bit weights by an int16 vector, 4 rows
+    or more (under 4 rows the C loop is cheaper than the kernel's input pass and call), or any number when the
+    input clamp prepares x + 2^15 for every node kernel (then the kernel's call is all it costs)."""
+    if not _node_kernel_ok(em, node):
+        return False
+    x_name = node.inputs[2]
+    return em.graph.type(node.inputs[0]).shape[1] >= 4 or (em.graph.op(x_name) == "clip"
+                                                          and node_kernels_only(em, x_name))
 
 
 def kernel_matvec_at(em, node: Node) -> list[str] | None:
@@ -491,7 +559,14 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
     n, rows, cols = M.shape
     wbits = t.dtype.bits
     bias = node.attrs.get("bias_q")  # each block's bias joins its rows' constants: no run-time cost
-    images = [m0_image(M[k], wbits, None if bias is None else np.asarray(bias[k], np.int64)) for k in range(n)]
+    extra = np.zeros((n, rows), np.int64) if bias is None else np.asarray(bias, np.int64).reshape(n, rows)
+    out_shift = node_output_shift(g, node.name)
+    direct = node.type.dtype.bits == 16 and 1 <= out_shift <= 31  # the kernel shifts, saturates and stores
+    # the stores' rounding constant joins the sum where no sum can then pass int32 (|x| <= 2^15): subtracted
+    # from v at the call (the image stays the same for every node reading it: a matrix shared by levels)
+    rounded = direct and int((np.abs(M).sum(axis=2) * 32768 + np.abs(extra)).max()) + (1 << (out_shift - 1)) \
+        <= 2**31 - 1
+    images = [m0_image(M[k], wbits, extra[k]) for k in range(n)]
     stride = len(images[0][0]) // 2  # int32 words per block (m0_image pads blocks to 4 bytes)
     sym = em.add_const_array(em.sym(f"{m_name}_m0"), np.concatenate([im for im, _ in images]).view("<i4"), "int32_t",
                              f"%{m_name}: {n} blocks of {rows}x{cols} + {1 << (wbits - 1)}, each as the 9-row "
@@ -502,17 +577,28 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
         memo = em.sym(f"sum_at_{em.var(x_name)}")
         em.scratch(memo, "uint32_t", 1)
         prep = prep + [f"{memo}[0] = sx;"] if readers[0] == node.name else [f"const uint32_t sx = {memo}[0];"]
-    out_shift = node_output_shift(g, node.name)
-    direct = node.type.dtype.bits == 16 and 1 <= out_shift <= 31  # the kernel shifts, saturates and stores
     acc = em.var(node.name) if direct else em.sym("acc")
     if not direct:
         em.scratch(acc, "uint32_t", rows)
-    calls = []
-    for (r, nr), s in zip(row_blocks(rows), images[0][1]):
-        name = em.sym(f"mac{nr}w{wbits}_{cols}" + (f"s{out_shift}" if direct else ""))
-        if name not in em.helpers:
-            em.helpers[name] = mac_asm(name, nr, wbits, cols, out_shift if direct else None)
-        calls.append(f"{name}((const uint16_t *)({sym} + at + {s // 2}), {buf}, {acc} + {r}, v);")
+    # the fused chain (sigma's scale) in the stores too, where its loop costs more than the kernel copy it
+    # may add (each post shift is its own kernel): from 4 rows
+    post = chain_shift(em, node) if direct and rows >= 4 else None
+    if post is not None and -15 < post <= 8:
+        em.stored_heads.add(node.name)
+    else:
+        post = 0
+    # one call for every block (row_blocks: sizes s + 1, then s)
+    sizes = [nr for _, nr in row_blocks(rows)]
+    nr, nb = sizes[0], sizes.count(sizes[0])
+    tail, ntail = (sizes[-1], len(sizes) - nb) if len(sizes) > nb else (0, 0)
+    name = em.sym(f"mac{nr}w{wbits}_{cols}" + (f"x{nb}" if nb > 1 else "") + (f"t{tail}x{ntail}" if tail else "")
+                  + (f"s{out_shift}" if direct else "") + ("r" if rounded else "")
+                  + (f"p{post}" if post > 0 else f"l{-post}" if post else ""))
+    if name not in em.helpers:
+        em.helpers[name] = mac_asm(name, nr, wbits, cols, out_shift if direct else None, post, nblocks=nb,
+                                   tail=tail, rounded=rounded, ntail=ntail)
+    v = f"v - {1 << (out_shift - 1)}u" if rounded else "v"
+    calls = [f"{name}((const uint16_t *)({sym} + at), {buf}, {acc}, {v});"]
     return ["{", *("    " + ln for ln in prep), f"    const uint32_t v = sx << {wbits - 1};",
             f"    const uint32_t at = (uint32_t){em.at(k_name, '0')} * {stride}u;",
             *("    " + c for c in calls),
