@@ -240,3 +240,19 @@ def test_avr_simulator_per_chip(int_model):
     np.testing.assert_array_equal(big.scores, ref[:8])
     np.testing.assert_array_equal(big.cycles, small.cycles)
     assert big.flash_bytes != small.flash_bytes  # its own vector table and start-up code
+
+
+@pytest.mark.toolchain
+def test_the_avr_profile_takes_the_models_input_type(int_model):
+    """The profile sends the rows' bytes: int64 rows of int16 values give the int16 rows' profile, and rows the
+    input type cannot hold are refused (they were read as other values)."""
+    from tinycc_ml.errors import DataError
+    from tinycc_ml.runtime.profile import function_profile
+
+    require_target("avr")
+    srcs, header, x, _ = int_model
+    want = function_profile("avr", srcs, header, "dot", x[:2], L, "int16_t", "int32_t")
+    assert want["dot_scores"] > 3 * D
+    assert function_profile("avr", srcs, header, "dot", x[:2].astype(np.int64), L, "int16_t", "int32_t") == want
+    with pytest.raises(DataError, match="do not fit"):
+        function_profile("avr", srcs, header, "dot", x[:2].astype(np.int64) * 4, L, "int16_t", "int32_t")

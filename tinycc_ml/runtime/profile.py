@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.errors import ToolchainError
-from tinycc_ml.runtime.simulate import SIMULATORS, make_spec
+from tinycc_ml.runtime.simulate import SIMULATORS, check_inputs, make_spec
 
 
 def function_profile(simulator: str, sources, header, prefix: str, x: np.ndarray, n_scores: int, input_ctype: str,
@@ -27,7 +27,7 @@ def function_profile(simulator: str, sources, header, prefix: str, x: np.ndarray
     sim = SIMULATORS.load(simulator)
     if not callable(getattr(sim, "profile", None)):
         raise ToolchainError(f"simulator {simulator} has no per-function profile")
-    x = np.asarray(x)
+    x = check_inputs(x, input_ctype)  # the simulators send the array's bytes: the model's input type, exactly
     spec = make_spec([str(s) for s in sources], str(header), prefix, x.shape[1], n_scores, input_ctype, score_ctype,
                      extra_cflags, chip=chip)
     return sim.profile(spec, x)
