@@ -164,7 +164,7 @@ class BonsaiModel(Model):
     def lower(self) -> Graph:
         """The tree walk evaluates only the nodes on the path: at each level matvec_at picks node k's
         rows, and branch moves k to a child. Where :meth:`projection_folded` applies, the nodes read the
-        (offset) input itself instead of Z x̂."""
+        input itself instead of x̂ = Z x + z_bias (their rows carry x̂'s bias)."""
         g = Graph("bonsai")
         L = self.n_scores
         fold = self.projection_folded()
@@ -180,7 +180,7 @@ class BonsaiModel(Model):
         d = g.type(zx).shape[0]
 
         def node_rows(key: str, level: int, node: str, name: str) -> str:
-            matrices, bias = stacks[key]
+            bias = stacks[key][1]
             shape = (self.n_internal, 1) if key == "T" else (self.n_nodes, L)
             attrs = {} if bias is None or not np.any(bias) else {"bias": bias.reshape(shape).astype(np.float32)}
             return g.add("matvec_at", [stack[key], node, zx], attrs, name=f"{name}{level}")
