@@ -15,6 +15,10 @@ from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.text import parse_graph
 
 
+def emitter(g) -> SimpleNamespace:
+    """What fold reads of a CEmitter: the graph and its memo."""
+    return SimpleNamespace(graph=g, folded_epilogues={})
+
 def layer(W, b, lo, hi, scales, relu: bool):
     """x -> clip -> W x (head) -> + b -> [relu]: the graph and its fused chain, as plan_memory fuses an MLP layer."""
     rows, cols = W.shape
@@ -56,7 +60,7 @@ def test_a_folded_epilogue_equals_the_interpreter(rows, cols, seed, wbits, sh, d
     lo, hi = sorted(rng.integers(-32768, 32768, size=2))
     sw = 10
     g = layer(W, b, lo, hi, (sw, sh, sh + dz, sh + dz + dr), relu)
-    ep = fold(SimpleNamespace(graph=g), "h")
+    ep = fold(emitter(g), "h")
     if ep is None:
         return
     # random rows, and per output row the corners that drive its accumulator to either end
@@ -72,8 +76,8 @@ def test_fold_proves_or_refuses():
     saturate and the bias would then move it off the end, is refused; so is a coarser add (it rounds)."""
     W = np.array([[12000, -9000, 7000], [-3000, 2000, 15000]])
     b = np.array([300, -400])
-    relu = fold(SimpleNamespace(graph=layer(W, b, -30000, 30000, (10, 2, 3, 4), True)), "h")
+    relu = fold(emitter(layer(W, b, -30000, 30000, (10, 2, 3, 4), True)), "h")
     assert relu is not None and relu.relu and relu.n == 2 and relu.shift == 8
     assert list(relu.bias) == [300 * 256 + 128, -400 * 256 + 128]
-    assert fold(SimpleNamespace(graph=layer(W, b, -30000, 30000, (10, 2, 2, 2), False)), "h") is None
-    assert fold(SimpleNamespace(graph=layer(W, b, -30000, 30000, (10, 2, 1, 1), True)), "h") is None
+    assert fold(emitter(layer(W, b, -30000, 30000, (10, 2, 2, 2), False)), "h") is None
+    assert fold(emitter(layer(W, b, -30000, 30000, (10, 2, 1, 1), True)), "h") is None

@@ -169,6 +169,7 @@ class CEmitter:
         # the C local a loop of fused stores adds an offset-binary chain's sum into (CTarget.offset_store), if any
         self.chain_sum: str | None = None
         self.emitting: list[str] = []  # the nodes of the function code() is writing
+        self.folded_epilogues: dict = {}  # (head, chain) -> folded_epilogue.fold's proven Epilogue or None
         self._const_symbols: dict[str, str] = {}
         self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
 

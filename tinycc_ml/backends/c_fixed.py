@@ -262,10 +262,20 @@ def shared_x_readers(em: CEmitter, x_name: str, ok) -> list[str]:
     what the kernel needs from x (its offset sum, on the M0 also x + 2^15) in a scratch the others read (x is
     not written while they run: its slot stays live up to its last reader)."""
     g = em.graph
-    here = set(getattr(em, "emitting", None) or g.order())  # readers in one function only (streaming's
+    here = set(em.emitting or g.order())  # readers in one function only (streaming's
     # finish() runs the tail without the run function's nodes)
     return [n for n in g.order() if g.op(n) == "matvec_at" and g.node(n).inputs[2] == x_name
             and n in here and ok(em, g.node(n))]
+
+
+def node_kernels_only(em: CEmitter, name: str, ok) -> bool:
+    """Every use of the vector ``name`` (not an output) is the x of a matvec_at on a target's node kernel
+    (``ok``; Bonsai's node mat-vecs reading the clamped input): its producer may store what the kernels need
+    from x (x + 2^15 and its sum) once for all of them."""
+    g = em.graph
+    users = g.users(name)
+    return (bool(users) and g.type(name).rank == 1 and not any(name == n for _, n in g.outputs)
+            and all(g.op(u) == "matvec_at" and g.node(u).inputs[2] == name and ok(em, g.node(u)) for u in users))
 
 
 def scale_of(em: CEmitter, name: str) -> int:
@@ -317,7 +327,7 @@ def _matvec_at(em: CEmitter, node: Node) -> list[str]:
     if "bias_q" in node.attrs:
         bias = em.add_const_array(em.sym(f"{node.name}_bias"), np.asarray(node.attrs["bias_q"], np.int32), "int32_t",
                                   f"%{node.name}: each matrix's bias row at the accumulator's scale")
-        start = em.target.read_const(bias, f"base / {cols} + i", "int32_t")
+        start = em.target.read_const(bias, f"{em.at(k_name, '0')} * {rows} + i", "int32_t")
     return [
         "{",
         f"    const {it} base = ({it}){em.at(k_name, '0')} * {rows * cols};",

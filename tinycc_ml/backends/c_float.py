@@ -132,7 +132,7 @@ def matvec_at(em, node: Node) -> list[str]:
     if "bias" in node.attrs:
         bias = em.add_const_array(em.sym(f"{node.name}_bias"), np.asarray(node.attrs["bias"], np.float32), "float",
                                   f"%{node.name}: each matrix's bias row")
-        start = em.target.read_const(bias, f"base / {cols} + i", "float")
+        start = em.target.read_const(bias, f"{em.at(k_name, '0')} * {rows} + i", "float")
     return [
         "{",
         f"    const int32_t base = (int32_t){em.at(k_name, '0')} * {rows * cols};",

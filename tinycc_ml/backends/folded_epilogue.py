@@ -122,10 +122,9 @@ def _run_chain(g, head: str, chain: list[str], h: np.ndarray, r: int) -> np.ndar
 def fold(em, head: str, chain: list[str] | None = None) -> Epilogue | None:
     """fold_once, remembered per emitter (the kernels ask more than once)."""
     key = (head, None if chain is None else tuple(chain))
-    memo = em.__dict__.setdefault("_folded_epilogues", {})
-    if key not in memo:
-        memo[key] = fold_once(em, head, chain)
-    return memo[key]
+    if key not in em.folded_epilogues:
+        em.folded_epilogues[key] = fold_once(em, head, chain)
+    return em.folded_epilogues[key]
 
 
 def fold_once(em, head: str, chain: list[str] | None = None) -> Epilogue | None:

@@ -38,6 +38,7 @@ from tinycc_ml.backends.c_fixed import (
     chain_shift,
     exp_tables,
     fused_tanh,
+    node_kernels_only,
     rshift_c,
     saturate_c,
     shared_x_readers,
@@ -504,22 +505,12 @@ def fused_producer(em: CEmitter, name: str) -> str | None:
     g = em.graph
     op = g.op(name)
     if op == "clip" and clip_ok(em, g.node(name)):
-        return offset_user(em, name) or ("matvec_at" if node_kernels_only(em, name) else None)
+        return offset_user(em, name) or ("matvec_at" if node_kernels_only(em, name, matvec_at_ok) else None)
     if op == "exp_lut" and exp_ok(em, g.node(name)) and offset_user(em, name) == "matvec":
         return "matvec"
     if chain_offset_store(em, name):
         return "matvec"
     return None
-
-
-def node_kernels_only(em: CEmitter, name: str) -> bool:
-    """Every use of the vector ``name`` (not an output) is the x of a matvec_at on mac_asm (Bonsai's node
-    mat-vecs reading the clamped input): its producer may store x + 2^15 and its sum once for all of them."""
-    g = em.graph
-    users = g.users(name)
-    return (bool(users) and g.type(name).rank == 1 and not any(name == n for _, n in g.outputs)
-            and all(g.op(u) == "matvec_at" and g.node(u).inputs[2] == name and g.node(u).inputs[0] != name
-                    and matvec_at_ok(em, g.node(u)) for u in users))
 
 
 def chain_last(em: CEmitter, name: str) -> bool:

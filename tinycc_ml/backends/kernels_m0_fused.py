@@ -23,7 +23,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.backends.c_fixed import chain_shift, chain_sum_loop, shared_x_readers, shift_c, store
+from tinycc_ml.backends.c_fixed import (
+    chain_shift,
+    chain_sum_loop,
+    node_kernels_only,
+    shared_x_readers,
+    shift_c,
+    store,
+)
 from tinycc_ml.backends.layouts import Block, BlockedLayout, InterleavedBounds
 from tinycc_ml.backends.matvec_choice import int_matrix, m0_dense_takes, sparse_matvec_plan
 from tinycc_ml.ir.graph import Node
@@ -256,17 +263,7 @@ def _fused_clip(em, node: Node) -> bool:
     from tinycc_ml.backends.kernels_clip import clip_ok
 
     return node.op == "clip" and clip_ok(em, node) and (kernel_user(em, node.name) is not None
-                                                        or node_kernels_only(em, node.name))
-
-
-def node_kernels_only(em, name: str) -> bool:
-    """Every use of the vector ``name`` (not an output) is the x of a matvec_at on the 9-row kernel (Bonsai's
-    node mat-vecs reading the clamped input): its clamp stores x + 2^15 and its sum once for all of them."""
-    g = em.graph
-    users = g.users(name)
-    return (bool(users) and g.type(name).rank == 1 and not any(name == n for _, n in g.outputs)
-            and all(g.op(u) == "matvec_at" and g.node(u).inputs[2] == name and g.node(u).inputs[0] != name
-                    and _node_kernel_ok(em, g.node(u)) for u in users))
+                                                        or node_kernels_only(em, node.name, _node_kernel_ok))
 
 
 def _sums(em, name: str) -> str:
@@ -544,7 +541,7 @@ def matvec_at_ok(em, node: Node) -> bool:
         return False
     x_name = node.inputs[2]
     return em.graph.type(node.inputs[0]).shape[1] >= 4 or (em.graph.op(x_name) == "clip"
-                                                          and node_kernels_only(em, x_name))
+                                                          and node_kernels_only(em, x_name, _node_kernel_ok))
 
 
 def kernel_matvec_at(em, node: Node) -> list[str] | None:
@@ -606,9 +603,7 @@ def kernel_matvec_at(em, node: Node) -> list[str] | None:
 
 
 def _store_loop(em, node: Node, rows: int, acc: str, out_shift: int) -> list[str]:
-    """out[r] = sat(rshift(acc[r], out_shift)), the int16 saturation inline (the shared helper is a call at -Os)."""
+    """out[r] = sat(rshift(acc[r], out_shift)) through store() (its fused chain too; the M0's saturation helper
+    is always inlined: CTarget.inline_saturation)."""
     value = shift_c(em, f"(int32_t){acc}[r]", out_shift)
-    if node.type.dtype.bits != 16:
-        return [f"    for (int r = 0; r < {rows}; ++r)", "        " + store(em, node, "r", value)]
-    return [f"    for (int r = 0; r < {rows}; ++r) {{", f"        const int32_t s = {value};",
-            f"        {em.var(node.name)}[r] = (int16_t)(s > 32767 ? 32767 : (s < -32768 ? -32768 : s));", "    }"]
+    return [f"    for (int r = 0; r < {rows}; ++r)", "        " + store(em, node, "r", value)]

@@ -545,7 +545,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
             raise DataError(f"standardize={self.standardize!r}: expected 'auto', 'feature', 'global' or False")
         if self.budget_bytes is not None and int(self.budget_bytes) <= 0:
             raise DataError(f"budget_bytes={self.budget_bytes} must be positive")
-        self._rule = self._resolve_step_rule(n)
+        self.step_rule_ = self._resolve_step_rule(n)
         plan = plan_protonn(
             self.budget_bytes, D, L, n, multilabel, self.projection_dim, self.n_prototypes,
             self.sparsity_w, self.sparsity_b, self.sparsity_z,
@@ -581,7 +581,6 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.target_kind_ = kind
         self.plan_ = plan
-        self.step_rule_ = self._rule
         self.n_features_in_ = D
         self.fit_seconds_ = log.elapsed
         return self
@@ -730,18 +729,18 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         P@1 66.9 / 66.8% after 30 / 60 on make_multilabel_classification), the paper's 150
         iterations otherwise."""
         if self.n_iter is None:
-            return (30 if kind == "multilabel" else 60) if self._rule == "adam" else 150
+            return (30 if kind == "multilabel" else 60) if self.step_rule_ == "adam" else 150
         return int(self.n_iter)
 
     def _optimise(self, Xs, Y, W, B, Z, gamma, plan, rng, n_iter, monitor=None):
-        if self._rule == "adam":
+        if self.step_rule_ == "adam":
             return self._optimise_adam(Xs, Y, W, B, Z, gamma, plan, rng, n_iter, monitor)
         n = Xs.shape[0]
         g2 = np.float32(gamma * gamma)
         full = _Objective(Xs, Y, g2)
         bs = n if self.batch_size is None else max(1, min(int(self.batch_size), n))
         T, E = n_iter, int(self.epochs)
-        paper = self._rule == "paper"
+        paper = self.step_rule_ == "paper"
         eta: dict[str, float] = {}
 
         def descend(key, x, f_grad, k, steps, t):

@@ -29,8 +29,7 @@ def _scales_columns(graph: Graph, user: str, value: str) -> bool:
     """Whether ``user`` is a mat-vec (or a stack's) of a constant matrix reading ``value`` as its vector:
     scaling the matrix's columns absorbs a per-feature factor."""
     node = graph.node(user)
-    return (node.op in ("matvec", "matvec_at") and node.inputs[-1] == value and node.inputs[0] != value
-            and _const(graph, node.inputs[0]))
+    return node.op in ("matvec", "matvec_at") and node.inputs[-1] == value and _const(graph, node.inputs[0])
 
 
 def _scales_by_constant(graph: Graph, user: str, value: str) -> bool:
