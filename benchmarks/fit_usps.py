@@ -27,7 +27,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tinycc_ml  # noqa: E402
-from tinycc_ml.backends.base import get_backend  # noqa: E402
+from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.errors import CompileError  # noqa: E402
 from tinycc_ml.search.candidates import FAMILIES  # noqa: E402
 from tinycc_ml.search.measure import compile_for, compiled_predictions  # noqa: E402

@@ -8,7 +8,7 @@ Models (synthetic data: letter and Fashion-MNIST are not available offline):
                data set's shape (16 features, 26 classes)
   logreg-784   scikit-learn LogisticRegression on make_classification with Fashion-MNIST's shape (784
                features, 10 classes); numpy: the converted model's predict (sklearn's own predict also shown)
-Host builds are compiled with tinycc_ml.runtime.host.HOST_CFLAGS (printed): they are loaded on the machine
+Host builds are compiled with tinycc_ml.host.build.HOST_CFLAGS (printed): they are loaded on the machine
 that builds them. One foreign call per batch (the module's batch entry point).
 """
 
@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tinycc_ml  # noqa: E402
-from tinycc_ml.runtime.host import HOST_CFLAGS  # noqa: E402
+from tinycc_ml.host.build import HOST_CFLAGS  # noqa: E402
 
 
 def rate(fn, X, repeat: int) -> float:

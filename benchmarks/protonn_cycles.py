@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simulated import print_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
-from tinycc_ml.backends.avr import Atmega1284pBackend  # noqa: E402
-from tinycc_ml.backends.base import register_backend  # noqa: E402
+from tinycc_ml.avr.backend import Atmega1284pBackend  # noqa: E402
+from tinycc_ml.codegen.backend import register_backend  # noqa: E402
 from tinycc_ml.ir.fixed import quantise  # noqa: E402
 from tinycc_ml.models.protonn import ProtoNNModel  # noqa: E402
 from tinycc_ml.models.protonn_trainer import ProtoNNClassifier  # noqa: E402

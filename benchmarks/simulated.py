@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.api import write_files
-from tinycc_ml.backends.base import get_backend
+from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.ir.fixed import quantise, run_fixed
 
 

@@ -157,7 +157,7 @@ def matvec_macs(graph, name: str) -> int:
 def measure(model, precision, Xtr, rows, target):
     """(mean count, MACs, flash bytes of the firmware, mat-vec kernels' count per MAC) of an int build run on
     ``rows``, checked bit-exact with the fixed-point interpreter."""
-    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.codegen.backend import get_backend
     from tinycc_ml.runtime.profile import measure_kernels
 
     with tempfile.TemporaryDirectory() as d:

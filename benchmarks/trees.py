@@ -35,8 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tinycc_ml  # noqa: E402
-from tinycc_ml.backends.avr import Atmega1284pBackend  # noqa: E402
-from tinycc_ml.backends.base import register_backend  # noqa: E402
+from tinycc_ml.avr.backend import Atmega1284pBackend  # noqa: E402
+from tinycc_ml.codegen.backend import register_backend  # noqa: E402
 from tinycc_ml.ir.fixed import quantise  # noqa: E402
 from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import tinycc_ml
-from tinycc_ml.backends.base import get_backend
+from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.errors import TinyccError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.interp import run_float

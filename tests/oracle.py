@@ -187,7 +187,7 @@ def compile_case(case: Case, precisions=PRECISIONS, target: str = "host", tag: s
 
 
 def _input_helper(result) -> str | None:
-    from tinycc_ml.backends.examples import input_helper
+    from tinycc_ml.buildsys.examples import input_helper
 
     header = result.files[f"{result.prefix}.h"]
     if f"{result.prefix}_quantise_input" in header:  # the model's header carries the helper itself

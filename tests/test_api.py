@@ -167,7 +167,7 @@ def test_write_files_leaves_an_existing_directory_untouched_on_failure(tmp_path,
 
 
 def test_compile_failure_mid_emit_leaves_no_directory(tmp_path, monkeypatch):
-    from tinycc_ml.backends import host
+    from tinycc_ml.host import backend as host
 
     def broken_emit(*args, **kwargs):
         raise CompileError("emitter gave up")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import tinycc_ml
-import tinycc_ml.chips
 from tests.conftest import require_target
-from tinycc_ml.backends import mcu
+from tinycc_ml.avr.chips import ATMEGA328P
+from tinycc_ml.codegen import mcu
 from tinycc_ml.errors import FitError, ToolchainError
 from tinycc_ml.testing import random_model
 
@@ -103,11 +103,11 @@ def test_a_compiler_error_is_said_without_the_temporary_folder(monkeypatch):
     big = mcu.BuildOutput(files={"m.h": "", "m.c": ""}, prefix="m", input_ctype="int16_t", score_ctype="int16_t",
                           input_dim=4, n_scores=2, const_bytes=40_000, ram_bytes=100)
     with pytest.raises(FitError) as info:
-        mcu.check_fit("avr", tinycc_ml.chips.ATMEGA328P, big, measure=True)
+        mcu.check_fit("avr", ATMEGA328P, big, measure=True)
     assert "constants alone exceed the flash" in str(info.value)
     fits_flash = mcu.BuildOutput(files={"m.h": "", "m.c": ""}, prefix="m", input_ctype="int16_t",
                                  score_ctype="int16_t", input_dim=4, n_scores=2, const_bytes=31_000, ram_bytes=100)
     with pytest.raises(FitError) as info:
-        mcu.check_fit("avr", tinycc_ml.chips.ATMEGA328P, fits_flash, measure=True)
+        mcu.check_fit("avr", ATMEGA328P, fits_flash, measure=True)
     message = str(info.value)
     assert "m.c:71:22: error: size of array" in message and "/tmp" not in message and "31000 bytes" in message

@@ -145,7 +145,7 @@ def test_mcu_fit_meets_every_limit_measured_again_in_the_simulator(target, iris,
 
 
 def test_limits_judge_flash_ram_and_latency():
-    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.codegen.backend import get_backend
 
     limits = Limits.make("avr", get_backend("avr"), max_flash=1000, max_ram=200, max_ms=2.0)
     assert limits.count_unit == "cycles" and limits.ms(32000) == pytest.approx(2.0)

@@ -23,7 +23,7 @@ from tests.cli_fuzzing import run_cli_inprocess
 from tests.conftest import require_target
 from tests.models.test_protonn import cli, expect_clean_failure, run_cli_cases
 from tinycc_ml.api import load_model
-from tinycc_ml.backends.base import get_backend
+from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.errors import CompileError, DataError, IRError, IRParseError, ModelFileError
 from tinycc_ml.ir.text import parse_graph
 from tinycc_ml.ir.verify import verify
@@ -524,7 +524,7 @@ def test_emitter_never_writes_an_infinite_float():
 def test_rounding_shift_is_parenthesised_inside_sums():
     """Found by scripts/fuzz.py: an add whose operands shift in opposite directions printed
     ``(a + 1) >> 1 + b * 32768``, which C reads as a shift by 1 + b * 32768."""
-    from tinycc_ml.backends.c_fixed import rshift_c
+    from tinycc_ml.codegen.c_fixed import rshift_c
 
     assert rshift_c("a", 1) + " + b" == "(((a) + INT32_C(1)) >> 1) + b"
     rng = np.random.default_rng(0)
@@ -575,7 +575,7 @@ def test_float_distances_that_overflow_float32_are_refused(estimator):
 def test_input_helper_is_defined_for_every_shift_and_nan(tmp_path):
     """Tiny calibration values give input shifts beyond 31; the helper computed 1 << s (undefined,
     every input 0 on x86) and cast NaN to int32_t. Built with UBSan, it matches quantise()."""
-    from tinycc_ml.backends.examples import input_helper
+    from tinycc_ml.buildsys.examples import input_helper
     from tinycc_ml.ir.fixed import quantise
     from tinycc_ml.runtime.toolchains import find_host_cc
 

@@ -14,7 +14,7 @@ from sklearn.model_selection import train_test_split
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml.api import load_model
-from tinycc_ml.backends.labels import c_string
+from tinycc_ml.codegen.labels import c_string
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.fixed import quantise
 from tinycc_ml.models import BonsaiClassifier, KNNClassifier, ProtoNNClassifier

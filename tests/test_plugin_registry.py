@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tinycc_ml import plugins
-from tinycc_ml.backends.base import BACKENDS, BUILTIN_BACKENDS, Backend, get_backend, register_backend
-from tinycc_ml.backends.host import HostBackend
+from tinycc_ml.codegen.backend import BACKENDS, BUILTIN_BACKENDS, Backend, get_backend, register_backend
 from tinycc_ml.errors import CompileError
+from tinycc_ml.host.backend import HostBackend
 from tinycc_ml.models.base import BUILTIN_FAMILIES, MODEL_FAMILIES
 from tinycc_ml.models.protonn import ProtoNNModel
 from tinycc_ml.passes.manager import BUILTIN_PASSES, PASSES, Pass

@@ -11,14 +11,19 @@ from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.backends.base import BuildOutput, get_backend
-from tinycc_ml.backends.c_emitter import check_prefix
-from tinycc_ml.backends.labels import add_labels
+from tinycc_ml.buildsys.examples import example_rows
+from tinycc_ml.codegen.backend import BuildOutput, get_backend
+from tinycc_ml.codegen.emitter import check_prefix
+from tinycc_ml.codegen.labels import add_labels
+from tinycc_ml.codegen.proba import add_proba
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.files import write_tree
+from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
+from tinycc_ml.models.proba import PROBA_FLOAT_SLACK, proba_error_bound, proba_from_scores
 from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
+from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 from tinycc_ml.passes.manager import PassOptions
 
 PRECISIONS = ("float", "int16", "int8")
@@ -87,7 +92,7 @@ class CompileResult:
         gives class labels, regression values in the model's units (float, also for integer builds),
         or the multilabel 0/1 matrix; ``.decision_function(X)`` the scores in the model's units;
         the raw C forms as ``.scores(X)``, ``.values_raw(X)``, ``.predict_index(X)`` (see
-        :class:`tinycc_ml.runtime.host.HostPredictor`)."""
+        :class:`tinycc_ml.host.build.HostPredictor`)."""
         backend = get_backend(self.target)
         if self.out_dir is not None:
             predictor = backend.load(self.out_dir, self.output)
@@ -302,17 +307,12 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
     """``<prefix>_proba`` in the files; in the report its rule and, for integer builds, the error
     bound that follows from the scores' largest error on the calibration rows, and the largest
     error measured there (the fixed-point interpreter's scores, against the float model's)."""
-    from tinycc_ml.backends.proba import add_proba
-    from tinycc_ml.models.proba import PROBA_FLOAT_SLACK, proba_error_bound, proba_from_scores
-
     rule = model.proba_rule
     dtype = graph.type(graph.output("scores")).dtype
     add_proba(output, rule, model.n_outputs if rule == "logistic_each" else model.n_classes,
               dtype.scale if dtype.is_fixed else None)
     info = {"rule": rule, "max_abs_error_bound": PROBA_FLOAT_SLACK}
     if dtype.is_fixed:
-        from tinycc_ml.ir.fixed import quantise, run_fixed
-
         scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
         measured = np.abs(proba_from_scores(scores, rule) - model.predict_proba(calibration))
         info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"],
@@ -401,7 +401,6 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         if calibration is None:
             raise CompileError(f"precision {precision} needs calibration data (rows of typical inputs)")
         calibration = check_calibration(calibration, model.input_dim)
-        from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 
         # the integer pipeline folds mean/std into the weights first: a fold that overflows
         # float32 is the model's fault, said before any calibration is looked at
@@ -459,8 +458,6 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     result = CompileResult(target, prefix, precision, dict(output.files), None, output, graph, report,
                            classes=classes)
     if LAYOUTS[layout]:
-        from tinycc_ml.backends.examples import example_rows
-
         rows = examples if examples is not None else calibration
         result.files = getattr(backend, LAYOUTS[layout])(result, example_rows(result, model, rows, example_labels))
         own = {f"{prefix}.h", f"{prefix}.c"}

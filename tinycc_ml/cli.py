@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tinycc_ml.errors import CompileError, DataError, TinyccError
 from tinycc_ml.files import depfile_text, write_tree
+from tinycc_ml.version import __version__
 
 log = logging.getLogger("tinycc_ml")
 
@@ -36,7 +37,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tinycc_ml.version import __version__
 
     parser = _Parser(prog=PROG, description="Compile trained tiny ML models into dependency-free C.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -203,6 +203,7 @@ def configure_logging(verbose: int, quiet: bool):
     the way out, so an embedding program keeps its own logging). Warnings (and log errors) are held in
     ``undo.held`` rather than printed: a command that fails prints its one error line alone, one that
     succeeds prints them at the end; progress (-v) is printed as it comes."""
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
     from tinycc_ml import progress
 
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
@@ -258,6 +259,7 @@ def _fail(message) -> int:
 
 
 def _check_dump_names(names: list[str]) -> list[str]:
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
     from tinycc_ml.passes import PASSES
 
     for name in names:
@@ -282,6 +284,7 @@ def _check_folder_of(path: str | None, option: str, out_dir: str) -> None:
 
 
 def cmd_compile(args) -> int:
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
     import tinycc_ml
     from tinycc_ml.api import model_input_files
     from tinycc_ml.datafiles import load_rows
@@ -290,7 +293,8 @@ def cmd_compile(args) -> int:
     _check_folder_of(args.depfile, "--depfile", args.output)
     _check_folder_of(args.manifest, "--manifest", args.output)
     if args.arduino or args.project:
-        from tinycc_ml.backends.base import get_backend, targets_supporting
+        # deferred: the command line's start-up (the compiler loads for the commands that use it)
+        from tinycc_ml.codegen.backend import get_backend, targets_supporting
 
         capability, option = ("arduino_library", "--arduino") if args.arduino else ("project_files", "--project")
         if not get_backend(args.target).supports(capability):
@@ -312,6 +316,7 @@ def cmd_compile(args) -> int:
     files = dict(result.files)
     paths = [out / name for name in files]
     side = _side_files(args, result, paths, inputs)
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
     from tinycc_ml.api import check_output_names
 
     written = set(write_tree(out, files, side_files=side, check=lambda folder: check_output_names(folder, files)))
@@ -368,7 +373,6 @@ def _side_files(args, result, outputs: list[Path], inputs: list[Path]) -> dict:
 def _manifest_bytes(result, outputs: list[Path], inputs: list[Path]) -> bytes:
     import json
 
-    from tinycc_ml.version import __version__
 
     manifest = {"tinycc_ml": __version__, "target": result.target, "precision": result.precision,
                 "prefix": result.prefix, "outputs": [str(p) for p in outputs], "inputs": [str(p) for p in inputs],
@@ -384,6 +388,7 @@ def _manifest_bytes(result, outputs: list[Path], inputs: list[Path]) -> bytes:
 def cmd_report(args) -> int:
     import json
 
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
     from tinycc_ml.api import load_model
     from tinycc_ml.datafiles import load_rows
     from tinycc_ml.target_report import target_report
@@ -483,6 +488,7 @@ def _jobs(text: str) -> int:
 
 
 def cmd_fit(args) -> int:
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
     import tinycc_ml
     from tinycc_ml.datafiles import load_training
 
@@ -506,7 +512,7 @@ def cmd_fit(args) -> int:
 def cmd_cmake_dir(args) -> int:
     from importlib import resources
 
-    print(Path(resources.files("tinycc_ml").joinpath("cmake", "TinyccML.cmake")).parent)
+    print(Path(resources.files("tinycc_ml.buildsys").joinpath("cmake", "TinyccML.cmake")).parent)
     return 0
 
 
@@ -514,7 +520,8 @@ def cmd_cmake_dir(args) -> int:
 
 
 def cmd_targets(args) -> int:
-    from tinycc_ml.backends.base import available_backends
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
+    from tinycc_ml.codegen.backend import available_backends
 
     backends = available_backends()
     width = max((len(n) for n in backends), default=0)
@@ -531,12 +538,14 @@ def cmd_targets(args) -> int:
 def _train_demo_model(X_train, y_train):
     """A ProtoNN: the trainer with small settings when it is there, else the quick initialiser."""
     try:
+        # deferred: the command line's start-up (the compiler loads for the commands that use it)
         from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
     except ImportError:
         ProtoNNClassifier = None
     if ProtoNNClassifier is not None:
         clf = ProtoNNClassifier(n_iter=5, epochs=3, random_state=0, verbose=0).fit(X_train, y_train)
         return clf.to_model(), "ProtoNNClassifier (5 iterations)"
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
     from tinycc_ml.models.protonn import init_protonn
 
     model = init_protonn(X_train, y_train, projection_dim=15, prototypes_per_class=5)
@@ -558,6 +567,7 @@ def cmd_demo(args) -> int:
     say = functools.partial(print, flush=True)  # each line as it happens, also through a pipe
     import numpy as np
 
+    # deferred: the command line's start-up (the compiler loads for the commands that use it)
     import tinycc_ml
     from tinycc_ml.api import write_files
 

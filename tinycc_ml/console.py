@@ -27,6 +27,7 @@ def run() -> None:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the caller ignores Ctrl-C
         signal.signal(signal.SIGINT, _on_sigint)
     try:
+        # deferred: the command line's start-up (Ctrl-C is one line from the first instruction)
         from tinycc_ml.cli import main
     except KeyboardInterrupt:  # Ctrl-C while the command line is still being imported: one line, like later
         _end_interrupted()

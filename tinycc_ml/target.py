@@ -1,23 +1,38 @@
-"""The public backend API: everything a new target needs, in one module.
+"""The public target API: everything a target needs, in one module. The in-tree targets (``tinycc_ml.host``,
+``tinycc_ml.avr``, ``tinycc_ml.arm``) are written against it alone, as an outside plug-in is
+(``examples/tinycc-ml-riscv``); a test keeps it so.
 
-A target is a ``Backend`` subclass registered under a name (entry-point group ``tinycc_ml.backends``, or
-``register_backend`` at run time). What it can do besides ``emit`` is declared by the methods it
-overrides (``CAPABILITIES``: load, simulate, profile, project_files, arduino_library); the command line,
-``tinycc-ml report``, ``tinycc_ml.fit`` and the profiler ask ``backend.supports(name)``, never its name,
-and a missing capability is a ``CapabilityError`` naming the target and what it lacks.
+**Backends.** A target is a ``Backend`` subclass registered under a name (entry-point group
+``tinycc_ml.backends``, or ``register_backend`` at run time). What it can do besides ``emit`` is declared by
+the methods it overrides (``CAPABILITIES``: load, simulate, profile, project_files, arduino_library); the
+command line, ``tinycc-ml report``, ``tinycc_ml.fit`` and the profiler ask ``backend.supports(name)``, never
+its name, and a missing capability is a ``CapabilityError`` naming the target and what it lacks.
 
 A microcontroller subclasses ``McuBackend``: a ``Chip`` (memory, clock, compiler and linker flags), a
-``c_target(graph)`` (a ``CTarget``: how constants are declared and read, optional kernels), the name of a
+``c_target(graph)`` (a ``CTarget``: how constants are declared and read, its ``kernels``), the name of a
 ``Simulator`` registered in ``SIMULATORS`` (entry-point group ``tinycc_ml.simulators``), and optionally a
-``Board`` for ``--project`` firmware. It then gets the shared MCU emitter (streaming, ``predict_float``),
-the fit check (FitError with the sizes), ``simulate`` and ``profile``.
+``Board`` for ``--project`` firmware (``arduino_library`` makes ``--arduino`` libraries for a chip on an
+Arduino core). It then gets the shared MCU emitter (``McuEmitter``: streaming, ``predict_float``), the fit
+check (FitError with the sizes), ``simulate`` and ``profile``. ``TargetAttributes`` are what a backend
+tells the passes (``Backend.target_attributes``).
 
-A simulator built on the portable measurement harness (``harness_source()``, its C file documents the five
-board functions and the line protocol) is a ``HarnessSimulator``: a board file, the tools, and the command
-that runs an ELF. ``parse_harness_output`` reads the protocol for a simulator that runs firmware its own
-way; ``compile_objects``, ``run_tool``, ``model_symbol_sizes`` and ``elf_sizes`` are the build helpers the
-built-in simulators use. ``TargetAttributes`` are what a backend tells the passes
-(``Backend.target_attributes``). ``tinycc_ml.testing`` holds the conformance checks a plug-in runs.
+**Hand-written kernels.** A ``Kernel`` replaces the shared C of one op at one precision: it claims the
+nodes it takes (``claims``: operand types, shapes, constants), emits their C or inline asm through the
+``CEmitter`` (helpers, constants and their ``ConstLayout``, scratch memory: see ``Kernel``), and may state
+its ``KernelCost`` (cycles, flash) for the choice among the kernels that claim a node. ``CTarget.kernels``
+lists them in the order the emitter asks. The building blocks the in-tree kernels share are here too: the
+fixed-point C helpers (``shift_c``, ``store``, ``saturate_c``, ...: the op semantics' rounding and
+saturation in C), the fused element-wise chains (``chain_shift``, ``chain_last``, ``identity_chain``, ...),
+constant layouts, the 16-bit input clamp any target can take (``kernel_clip16``), the proven asm epilogue
+of a mat-vec and its chain (``fold``), the sparse mat-vec planning (``sparse_matvec_plan``, ``choose_kernel``)
+and kNN's block helpers (``knn_*``).
+
+**Simulators.** A simulator built on the portable measurement harness (``harness_source()``, its C file
+documents the five board functions and the line protocol) is a ``HarnessSimulator``: a board file, the
+tools, and the command that runs an ELF. ``parse_harness_output`` reads the protocol for a simulator that
+runs firmware its own way; ``compile_objects``, ``run_tool``, ``model_symbol_sizes``, ``elf_sizes`` and the
+``find_*`` / ``have_*`` tool look-ups are the build helpers the built-in simulators use.
+``tinycc_ml.testing`` holds the conformance checks a target runs.
 
 The names in ``__all__`` are the API: they keep their meaning across releases; anything else of
 tinycc_ml's modules may change.
@@ -25,7 +40,11 @@ tinycc_ml's modules may change.
 
 from __future__ import annotations
 
-from tinycc_ml.backends.base import (
+from tinycc_ml.buildsys.arduino import arduino_library
+from tinycc_ml.buildsys.project import Board, cmake_support_file
+from tinycc_ml.cache import cache_root, private_dir
+from tinycc_ml.chips import Chip
+from tinycc_ml.codegen.backend import (
     BACKENDS,
     CAPABILITIES,
     Backend,
@@ -37,13 +56,65 @@ from tinycc_ml.backends.base import (
     register_backend,
     targets_supporting,
 )
-from tinycc_ml.backends.c_emitter import CEmitter, CTarget
-from tinycc_ml.backends.mcu import McuBackend
-from tinycc_ml.backends.project import Board
-from tinycc_ml.chips import Chip
-from tinycc_ml.errors import CompileError, FitError, ToolchainError
+from tinycc_ml.codegen.c_fixed import (
+    chain_last,
+    chain_shift,
+    chain_sum_loop,
+    exp_lut_lines,
+    exp_tables,
+    fused_tanh,
+    identity_chain,
+    index_type,
+    node_kernels_only,
+    rshift_c,
+    saturate_bits_c,
+    saturate_c,
+    shared_x_readers,
+    shift_c,
+    sole_vector_user,
+    store,
+    tanh_lut_lines,
+    tanh_mul_loop,
+    tanh_of_mul,
+)
+from tinycc_ml.codegen.emitter import CEmitter, CTarget, ctype_of
+from tinycc_ml.codegen.folded_epilogue import fold, output_bias
+from tinycc_ml.codegen.input_clamp import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
+from tinycc_ml.codegen.kernels import Kernel, KernelCost, choose_kernel
+from tinycc_ml.codegen.knn_blocks import (
+    knn_distance_expr,
+    knn_fusable,
+    knn_kernel_rows,
+    knn_tail,
+    knn_vote_store,
+)
+from tinycc_ml.codegen.layouts import Block, BlockedLayout, ConstLayout, InterleavedBounds, SplitLayout
+from tinycc_ml.codegen.matvec_plan import (
+    PAGE_COLS,
+    KernelChoice,
+    SparseDecision,
+    SparsePlan,
+    clamp_lines,
+    csc_flash,
+    csc_function,
+    fusable_clamp,
+    int_matrix,
+    run_lengths,
+    sparse_flash,
+    sparse_matvec_plan,
+    split8,
+    used_list,
+)
+from tinycc_ml.codegen.mcu import McuBackend, McuEmitter
+from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
+from tinycc_ml.ir.analyses import task_kind
+from tinycc_ml.ir.fixed import quantise
+from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.arith import align_shifts, storage_clip_bounds
+from tinycc_ml.ir.ops.registry import node_output_shift
 from tinycc_ml.passes.manager import TargetAttributes
 from tinycc_ml.plugins import PluginError
+from tinycc_ml.progress import wait_all
 from tinycc_ml.runtime.harness import (
     HarnessRows,
     HarnessSimulator,
@@ -53,6 +124,7 @@ from tinycc_ml.runtime.harness import (
     parse_harness_output,
 )
 from tinycc_ml.runtime.simulate import (
+    DEFAULT_MAX_CYCLES,
     INPUT_DTYPES,
     SCORE_DTYPES,
     SIMULATORS,
@@ -61,17 +133,45 @@ from tinycc_ml.runtime.simulate import (
     Simulator,
     TargetRun,
     compile_objects,
+    linked_once,
     model_symbol_sizes,
     run_tool,
     support_file,
 )
-from tinycc_ml.runtime.toolchains import find_tool
+from tinycc_ml.runtime.toolchains import (
+    SIMAVR_PACKAGES,
+    find_host_cc,
+    find_simavr_include,
+    find_tool,
+    have_qemu,
+    have_unicorn,
+    install_hint,
+)
+from tinycc_ml.version import __version__ as compiler_version
 
 __all__ = [
-    "BACKENDS", "CAPABILITIES", "INPUT_DTYPES", "SCORE_DTYPES", "SIMULATORS", "Backend", "Board", "BuildOutput",
-    "BuildSpec", "CEmitter", "CTarget", "CapabilityError", "Chip", "CompileError", "FirmwareSizes", "Fit",
-    "FitError", "HarnessRows", "HarnessSimulator", "McuBackend", "PluginError", "Simulator", "TargetAttributes",
-    "TargetRun", "ToolchainError", "available_backends", "compile_objects", "elf_sizes", "find_tool",
-    "get_backend", "harness_source", "input_image_source", "model_symbol_sizes", "parse_harness_output",
-    "register_backend", "run_tool", "support_file", "targets_supporting",
+    # backends and their registry
+    "BACKENDS", "CAPABILITIES", "Backend", "BuildOutput", "CapabilityError", "Fit", "McuBackend", "McuEmitter",
+    "CTarget", "CEmitter", "Chip", "Board", "TargetAttributes", "available_backends", "get_backend",
+    "register_backend", "targets_supporting", "arduino_library", "cmake_support_file", "compiler_version",
+    # errors
+    "CompileError", "DataError", "FitError", "PluginError", "ToolchainError",
+    # hand-written kernels: the API, the graph and the op semantics they read
+    "Kernel", "KernelCost", "KernelChoice", "choose_kernel", "Node", "node_output_shift", "storage_clip_bounds",
+    "align_shifts", "quantise", "task_kind", "ctype_of",
+    # fixed-point C and fused chains
+    "store", "shift_c", "rshift_c", "saturate_c", "saturate_bits_c", "index_type", "chain_shift", "chain_sum_loop",
+    "chain_last", "identity_chain", "sole_vector_user", "node_kernels_only", "shared_x_readers", "exp_lut_lines",
+    "exp_tables", "fused_tanh", "tanh_lut_lines", "tanh_mul_loop", "tanh_of_mul", "fold", "output_bias",
+    # constant layouts, the input clamp, sparse mat-vec planning, kNN blocks
+    "ConstLayout", "Block", "BlockedLayout", "SplitLayout", "InterleavedBounds", "clip_loop_head",
+    "clip_loop_start", "clip_ok", "kernel_clip16", "PAGE_COLS", "SparsePlan", "SparseDecision", "clamp_lines",
+    "csc_flash", "csc_function", "fusable_clamp", "int_matrix", "run_lengths", "sparse_flash", "sparse_matvec_plan",
+    "split8", "used_list", "knn_distance_expr", "knn_fusable", "knn_kernel_rows", "knn_tail", "knn_vote_store",
+    # simulators and builds
+    "DEFAULT_MAX_CYCLES", "INPUT_DTYPES", "SCORE_DTYPES", "SIMULATORS", "BuildSpec", "FirmwareSizes", "HarnessRows",
+    "HarnessSimulator", "Simulator", "TargetRun", "compile_objects", "elf_sizes", "harness_source",
+    "input_image_source", "linked_once", "model_symbol_sizes", "parse_harness_output", "run_tool", "support_file",
+    "SIMAVR_PACKAGES", "find_host_cc", "find_simavr_include", "find_tool", "have_qemu", "have_unicorn",
+    "install_hint", "cache_root", "private_dir", "wait_all",
 ]

@@ -55,8 +55,12 @@ from pathlib import Path
 
 import numpy as np
 
+import tinycc_ml
+from tinycc_ml.api import as_model
+from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.errors import DataError
 from tinycc_ml.ir.ops import node_macs
+from tinycc_ml.models.base import multilabel_indicator
 from tinycc_ml.passes.fixed_pipeline import value_tolerance
 from tinycc_ml.runtime.profile import measure_kernels
 
@@ -70,10 +74,6 @@ def count_macs(graph) -> int:
 
 def target_report(model, target: str, X, y=None, precision: str = "int16", calibration=None,
                   name: str = "model") -> dict:
-    import tinycc_ml
-    from tinycc_ml.api import as_model
-    from tinycc_ml.backends.base import get_backend
-
     model = as_model(model)
     X = np.asarray(X)
     if X.dtype.kind not in "biuf":
@@ -219,8 +219,6 @@ def precision_at(k: int, scores: np.ndarray, Y: np.ndarray) -> float:
 
 def multilabel_fields(float_scores: np.ndarray, run, scale: int | None, task: dict, Y) -> dict:
     """P@1/3/5 of the float and compiled scores, agreement of the 0/1 vectors and of the rankings."""
-    from tinycc_ml.models.base import multilabel_indicator
-
     compiled = real_scores(run.scores, scale)
     labels = run.labels if run.labels is not None else multilabel_indicator(compiled, task)
     ks = [k for k in (1, 3, 5) if k <= float_scores.shape[1]]

@@ -29,6 +29,18 @@ from pathlib import Path
 
 import numpy as np
 
+import tinycc_ml
+from tinycc_ml.codegen.backend import CAPABILITIES, available_backends, get_backend
+from tinycc_ml.errors import FitError
+from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.models.bonsai import BonsaiModel, tree_sizes
+from tinycc_ml.models.linear import LinearModel
+from tinycc_ml.models.mlp import MLPModel
+from tinycc_ml.models.protonn import ProtoNNModel
+from tinycc_ml.models.prototypes import PrototypeModel, squared_distances
+from tinycc_ml.models.trees import TreeEnsembleModel
+from tinycc_ml.runtime.simulate import run_on_target
+
 FAMILIES = ("protonn", "bonsai", "nearest", "knn", "linear", "trees", "mlp")
 TIE = 1e-3  # relative distance to a tie below which float32 rounding may decide a row
 
@@ -37,11 +49,6 @@ TIE = 1e-3  # relative distance to a tie below which float32 rounding may decide
 
 def random_model(family: str, rng: np.random.Generator, extreme: float = 1.0):
     """A legal model of ``family`` with random sizes and sparsity, its weights scaled by ``extreme``."""
-    from tinycc_ml.models.bonsai import BonsaiModel, tree_sizes
-    from tinycc_ml.models.linear import LinearModel
-    from tinycc_ml.models.protonn import ProtoNNModel
-    from tinycc_ml.models.prototypes import PrototypeModel
-
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; families: {', '.join(FAMILIES)}")
     D = int(rng.integers(1, 12))
@@ -65,8 +72,6 @@ def random_model(family: str, rng: np.random.Generator, extreme: float = 1.0):
     if family == "trees":
         return random_trees(rng, D, extreme)
     if family == "mlp":
-        from tinycc_ml.models.mlp import MLPModel
-
         widths = [D, *(int(rng.integers(1, 7)) for _ in range(int(rng.integers(1, 3)))), int(rng.choice([1, 3]))]
         weights = [sparse((o, i)) / np.sqrt(i) for i, o in zip(widths[:-1], widths[1:])]
         acts = ["relu", "tanh", "logistic"]
@@ -87,8 +92,6 @@ def random_model(family: str, rng: np.random.Generator, extreme: float = 1.0):
 def random_trees(rng: np.random.Generator, D: int, extreme: float = 1.0):
     """1-5 random trees of random shapes: a forest (vector leaves), boosting (scalar leaves, one output
     per tree) or a binary boosting model (one score); thresholds where the inputs are; "<=" or "<"."""
-    from tinycc_ml.models.trees import TreeEnsembleModel
-
     kind = rng.choice(["forest", "boosting", "binary"])
     L = 1 if kind == "binary" else int(rng.integers(2, 5))
     width = L if kind == "forest" else 1
@@ -124,10 +127,6 @@ def random_inputs(model, rng: np.random.Generator, n: int, extreme: float = 1.0)
 
 def clear_rows(model, X: np.ndarray) -> np.ndarray:
     """Rows whose float64 decision is more than TIE away from a tie (float32 rounding cannot tip them)."""
-    from tinycc_ml.models.bonsai import BonsaiModel
-    from tinycc_ml.models.protonn import ProtoNNModel
-    from tinycc_ml.models.prototypes import PrototypeModel, squared_distances
-
     if isinstance(model, ProtoNNModel):
         E = model.exponents(X)
         return _gap(np.exp(E - E.max(axis=1, keepdims=True)) @ model.Z.T)
@@ -212,8 +211,6 @@ def _case(target, family, precision, seed) -> str:
 
 def check_registered(target: str):
     """The target loads, names itself, declares precisions and capabilities; returns its backend."""
-    from tinycc_ml.backends.base import CAPABILITIES, available_backends, get_backend
-
     cls = available_backends().get(target)
     assert cls is not None, f"target {target} is not registered"
     assert not hasattr(cls, "broken"), f"target {target} failed to load: {cls.description}"
@@ -233,7 +230,6 @@ def _run(backend, result, out: Path, X):
     predictor = backend.load(out, result.output)
     if result.output.input_scale is None:
         return np.asarray(predictor.predict_index(X)), np.asarray(predictor.scores(X))
-    from tinycc_ml.ir.fixed import quantise
 
     scores, predictions = predictor.run_raw(quantise(X, result.output.input_scale, 16).astype(np.int16))
     return np.asarray(predictions), np.asarray(scores)
@@ -243,10 +239,6 @@ def check_model(target: str, model, X: np.ndarray, precision: str, work: Path, c
                 calibration: np.ndarray | None = None) -> None:
     """Compile ``model`` for ``target`` and compare its build on rows X with the interpreters (see above);
     ``calibration``: the integer builds' calibration rows (default X, which must then be finite)."""
-    import tinycc_ml
-    from tinycc_ml.backends.base import get_backend
-    from tinycc_ml.ir.fixed import quantise, run_fixed
-
     backend = get_backend(target)
     out = Path(work)
     if calibration is None:
@@ -274,10 +266,6 @@ def check_model(target: str, model, X: np.ndarray, precision: str, work: Path, c
 def check_streaming(target: str, result, out: Path, Xq: np.ndarray, case: str) -> None:
     """<prefix>_begin/feed/end (features fed in reverse) equal <prefix>_predict and _scores, bit for bit;
     the model's C built with -Werror by the target's own compiler."""
-    from tinycc_ml.backends.base import get_backend
-    from tinycc_ml.ir.fixed import run_fixed
-    from tinycc_ml.runtime.simulate import run_on_target
-
     backend = get_backend(target)
     simulator = getattr(backend, "simulator", None)
     if simulator is None:
@@ -296,12 +284,9 @@ def check_streaming(target: str, result, out: Path, Xq: np.ndarray, case: str) -
 
 def check_prefixed(target: str, work: Path) -> None:
     """Every external symbol of a build carries its prefix (checked on each precision's source)."""
-    import tinycc_ml
-
     rng = np.random.default_rng(7)
     model = random_model("protonn", rng)
     X = random_inputs(model, rng, 32)
-    from tinycc_ml.backends.base import get_backend
 
     for precision in get_backend(target).precisions:
         result = tinycc_ml.compile(model, target=target, precision=precision, name="pfx",
@@ -314,11 +299,6 @@ def check_prefixed(target: str, work: Path) -> None:
 
 def check_size_limit(target: str) -> None:
     """A model beyond the chip's flash is refused with a FitError giving the sizes (targets with a chip)."""
-    import tinycc_ml
-    from tinycc_ml.backends.base import get_backend
-    from tinycc_ml.errors import FitError
-    from tinycc_ml.models.linear import LinearModel
-
     backend = get_backend(target)
     chip = getattr(backend, "chip", None)
     precision = "float" if "float" in backend.precisions else backend.precisions[0]

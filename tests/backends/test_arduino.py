@@ -69,7 +69,7 @@ def cli(*args):
 
 def run_sketch(tmp, lib, name, defines=()):
     """Build the example with avr-gcc/avr-g++ and the stub core; run it under libsimavr; its console text."""
-    from tinycc_ml.runtime import sim_avr
+    from tinycc_ml.avr import simulator as sim_avr
 
     (tmp / "Arduino.h").write_text(ARDUINO_STUB)
     (tmp / "stub_main.cpp").write_text(STUB_MAIN)

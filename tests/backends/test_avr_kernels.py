@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require_target
-from tinycc_ml.backends.base import get_backend
+from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.types import IDX, TensorType, fixed

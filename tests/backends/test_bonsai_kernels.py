@@ -13,8 +13,8 @@ import pytest
 
 from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
-from tinycc_ml.backends.c_emitter import CEmitter, CTarget
-from tinycc_ml.backends.c_fixed import add_of_mul, identity_scale, tanh_of_mul
+from tinycc_ml.codegen.c_fixed import add_of_mul, identity_scale, tanh_of_mul
+from tinycc_ml.codegen.emitter import CEmitter, CTarget
 from tinycc_ml.models.bonsai import BonsaiModel
 
 
@@ -139,7 +139,7 @@ def test_m0_node_kernel_stores_saturated_int16(shift, rows, wmax, tmp_path):
     """The Cortex-M0's node kernel shifting, rounding and saturating its int16 outputs itself (a runtime node
     index; sums past int16 both ways; every block of the node in one call), bit-exact with the fixed-point
     interpreter."""
-    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.codegen.backend import get_backend
     from tinycc_ml.ir.fixed import run_fixed
     from tinycc_ml.ir.graph import Graph
     from tinycc_ml.ir.types import IDX, TensorType, fixed
@@ -240,7 +240,7 @@ def test_node_kernel_applies_its_scale_chain(target, shift, post, tmp_path):
     the kernel, bit-exact with the fixed-point interpreter where the first shift saturates and the second rounds
     or saturates again."""
     from tests.backends.test_avr_kernels import N
-    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.codegen.backend import get_backend
     from tinycc_ml.ir.fixed import run_fixed
     from tinycc_ml.ir.types import IDX, TensorType, fixed
     from tinycc_ml.passes.plan_memory import fused_chains, plan

@@ -13,9 +13,9 @@ from sklearn.linear_model import LogisticRegression
 import tinycc_ml
 from tests.backends.test_mcu import check_exact
 from tests.conftest import require_target
-from tinycc_ml.backends.base import get_backend
-from tinycc_ml.backends.c_emitter import input_clamp
-from tinycc_ml.backends.mcu import emit_mcu
+from tinycc_ml.codegen.backend import get_backend
+from tinycc_ml.codegen.emitter import input_clamp
+from tinycc_ml.codegen.mcu import emit_mcu
 from tinycc_ml.testing import random_model
 
 

@@ -12,7 +12,7 @@ from sklearn.preprocessing import StandardScaler
 
 import tinycc_ml
 from tinycc_ml.api import as_model
-from tinycc_ml.backends.mcu import constant_bytes_floor
+from tinycc_ml.codegen.mcu import constant_bytes_floor
 from tinycc_ml.errors import FitError
 from tinycc_ml.models.knn import KNNClassifier
 from tinycc_ml.models.protonn import ProtoNNModel

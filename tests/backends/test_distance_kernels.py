@@ -10,7 +10,7 @@ import pytest
 import tinycc_ml
 from tests.backends.graph_models import NearestMean
 from tests.conftest import require_target
-from tinycc_ml.backends.kernels_distance import PROTO_BITS, split8
+from tinycc_ml.codegen.matvec_plan import PROTO_BITS, split8
 from tinycc_ml.ir.fixed import quantise, run_fixed, significant_bits
 from tinycc_ml.runtime.simulate import run_on_target
 

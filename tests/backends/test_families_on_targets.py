@@ -15,7 +15,7 @@ from sklearn.svm import SVC
 
 from tests.backends.test_mcu import build, check_exact
 from tests.conftest import require_target
-from tinycc_ml.backends.mcu import stream_plan
+from tinycc_ml.codegen.mcu import stream_plan
 from tinycc_ml.errors import CompileError
 from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
 from tinycc_ml.models.knn import KNNClassifier

@@ -194,7 +194,7 @@ def test_nearest_point_heads_are_bit_exact_and_agree_with_float(seed, head):
 @pytest.mark.parametrize("sim_target", ["host", "avr", "cortex-m0"], indirect=True)
 @pytest.mark.parametrize("lo, hi", [(33.0, 40.0), (-40.0, -33.0)])
 def test_clip_bound_beyond_its_operands_range_binds_on_every_target(sim_target, lo, hi, tmp_path):
-    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.codegen.backend import get_backend
 
     # h = W x stays within about +-4 on these rows, so the clamp's result is one bound everywhere
     rng = np.random.default_rng(3)
@@ -220,7 +220,7 @@ def test_clip_bound_beyond_its_operands_range_binds_on_every_target(sim_target, 
 
 @pytest.mark.parametrize("sim_target", ["host", "avr", "cortex-m0"], indirect=True)
 def test_output_finer_than_its_accumulator_never_overflows_int32(sim_target, tmp_path):
-    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.codegen.backend import get_backend
 
     # calibration rows have x0 == x1, so the first row's output is 0 there and its calibrated range
     # asks for the finest scale, far finer than its accumulator's: a left shift in C. Rows with

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinycc_ml.backends.folded_epilogue import fold
+from tinycc_ml.codegen.folded_epilogue import fold
 from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.text import parse_graph
 

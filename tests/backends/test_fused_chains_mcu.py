@@ -39,7 +39,7 @@ def two_layers(rng) -> Graph:
 
 @pytest.mark.parametrize("sim_target", ["avr", "cortex-m0"], indirect=True)
 def test_fused_chains_feeding_kernels_are_bit_exact_where_they_saturate(sim_target, tmp_path):
-    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.codegen.backend import get_backend
 
     rng = np.random.default_rng(5)
     g = two_layers(rng)

@@ -17,8 +17,8 @@ from sklearn.datasets import load_digits
 
 from tests.backends.test_mcu import SPECS, build, dense_model
 from tests.conftest import require_target
-from tinycc_ml.backends.kernels_m4 import GROUP, MAX_ROWS, GroupedLayout, m4_image, row_blocks
-from tinycc_ml.backends.layouts import Block
+from tinycc_ml.arm.m4_kernels import GROUP, MAX_ROWS, GroupedLayout, m4_image, row_blocks
+from tinycc_ml.codegen.layouts import Block
 from tinycc_ml.ir.fixed import quantise
 from tinycc_ml.runtime.profile import function_profile
 from tinycc_ml.runtime.simulate import run_on_target

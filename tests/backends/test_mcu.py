@@ -16,8 +16,9 @@ from sklearn.datasets import load_digits
 import tinycc_ml
 from tests.backends.graph_models import NearestMean
 from tests.conftest import require_target
-from tinycc_ml.backends.mcu import stream_plan
-from tinycc_ml.chips import ATMEGA328P, MPS2_AN386, NRF51822
+from tinycc_ml.arm.chips import MPS2_AN386, NRF51822
+from tinycc_ml.avr.chips import ATMEGA328P
+from tinycc_ml.codegen.mcu import stream_plan
 from tinycc_ml.errors import CompileError, ToolchainError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph

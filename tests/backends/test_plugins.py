@@ -15,8 +15,8 @@ import pytest
 
 import tinycc_ml
 from tinycc_ml import cli, plugins
-from tinycc_ml.backends import base
-from tinycc_ml.backends.base import ENTRY_POINT_GROUP, Backend, BuildOutput
+from tinycc_ml.codegen import backend as base
+from tinycc_ml.codegen.backend import ENTRY_POINT_GROUP, Backend, BuildOutput
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.text import parse_graph, print_graph
 from tinycc_ml.models.protonn import ProtoNNModel
@@ -105,7 +105,7 @@ def test_installed_distribution_entry_point_end_to_end(tmp_path):
     (site / "tcm_toy_backend-1.0.dist-info" / "entry_points.txt").write_text(
         f"[{ENTRY_POINT_GROUP}]\ntoy = tcm_toy_backend:ToyBackend\n")
     (site / "tcm_toy_backend.py").write_text(textwrap.dedent('''
-        from tinycc_ml.backends.base import Backend, BuildOutput
+        from tinycc_ml.codegen.backend import Backend, BuildOutput
         from tinycc_ml.ir.text import print_graph
 
         class ToyBackend(Backend):

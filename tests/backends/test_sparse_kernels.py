@@ -11,15 +11,16 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tinycc_ml.backends import matvec_choice
-from tinycc_ml.backends.kernels_sparse import sparse_image
-from tinycc_ml.backends.matvec_choice import PAGE_COLS, avr_candidates, choose, sparse_format_ok
+from tinycc_ml.avr import cost as avr_cost
+from tinycc_ml.avr.cost import avr_candidates, sparse_format_ok
+from tinycc_ml.avr.sparse import sparse_image
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import dense_to_sparse_attrs
 from tinycc_ml.ir.types import F32, TensorType
 from tinycc_ml.models.base import Model
 from tinycc_ml.runtime.simulate import run_on_target
+from tinycc_ml.target import PAGE_COLS, choose_kernel
 
 
 class TwoSparse(Model):
@@ -145,8 +146,8 @@ def test_loop_kernel_bit_exact(case, monkeypatch, tmp_path):
     # the AVR kernel that reads the runs' counts from flash (taken when the driver kernel's code would be
     # too long): forced here on shapes the driver kernel takes by default
     require_target("avr")
-    monkeypatch.setattr(matvec_choice, "DRIVER_MAX_CALLS", 0)
-    monkeypatch.setattr(matvec_choice, "avr_sparse_code", lambda *a: 0)  # its code's size: chosen all the same
+    monkeypatch.setattr(avr_cost, "DRIVER_MAX_CALLS", 0)
+    monkeypatch.setattr(avr_cost, "avr_sparse_code", lambda *a: 0)  # its code's size: chosen all the same
     W1, W2, X = case_data(case)
     for precision in ("int16", "int8"):
         result, out = _build(TwoSparse(W1, W2), X, precision, "avr", tmp_path)
@@ -208,10 +209,10 @@ def test_cost_model_prefers_dense_when_full_and_sparse_when_sparse():
     full = rng.integers(-100, 100, size=(10, 64))
     full[full == 0] = 1
     cands = avr_candidates(full, 16, offset=False, clamp="all")
-    assert choose(cands) == "avr-dense-asm"  # no bigger than CSC, and faster
+    assert choose_kernel(cands, "csc-c") == "avr-dense-asm"  # no bigger than CSC, and faster
     sparse = full * (rng.random((10, 64)) < 0.2)
     cands = avr_candidates(sparse, 16, offset=False, clamp="all")
-    assert choose(cands) == "avr-sparse-asm"
+    assert choose_kernel(cands, "csc-c") == "avr-sparse-asm"
     assert cands["avr-sparse-asm"].flash <= cands["avr-dense-asm"].flash  # its code counted
 
 

@@ -12,10 +12,10 @@ import pytest
 
 import tinycc_ml
 from tinycc_ml.errors import ModelFileError
+from tinycc_ml.host.build import HOST_CFLAGS
 from tinycc_ml.ir.fixed import quantise
 from tinycc_ml.models.base import multilabel_indicator
 from tinycc_ml.models.protonn import ProtoNNModel
-from tinycc_ml.runtime.host import HOST_CFLAGS
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 

@@ -98,7 +98,7 @@ def test_task_entry_point_bit_exact(model, target, precision, tmp_path):
 
 
 def get_backend_run(result, out, rows):
-    from tinycc_ml.backends.base import get_backend
+    from tinycc_ml.codegen.backend import get_backend
 
     return get_backend(result.target).simulate(out, result.output, rows)
 

@@ -238,7 +238,7 @@ def test_names_and_paths_fail_at_configure_time(data, tmp_path, call, folder, wo
 
 
 def test_cmake_name_lists_match_the_compiler():
-    from tinycc_ml.backends.c_emitter import C_KEYWORDS, SYSTEM_HEADERS
+    from tinycc_ml.codegen.emitter import C_KEYWORDS, SYSTEM_HEADERS
 
     text = (Path(cmake_dir()) / "TinyccML.cmake").read_text()
     for variable, names in (("_c_keywords", C_KEYWORDS), ("_system_headers", SYSTEM_HEADERS)):

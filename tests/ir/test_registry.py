@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinycc_ml.backends.c_emitter import C_CODE
+from tinycc_ml.codegen.emitter import C_CODE
 from tinycc_ml.errors import IRError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import FACETS, OPS

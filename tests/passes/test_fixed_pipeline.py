@@ -52,7 +52,7 @@ def test_generated_integer_code_has_no_float_and_no_int64():
     X, y = load_digits(return_X_y=True)
     model = init_protonn(X[:600], y[:600], projection_dim=8, prototypes_per_class=2)
     result = tinycc_ml.compile(model, precision="int16", calibration=X[:600])
-    from tinycc_ml.backends.float_input import FLOAT_SECTION
+    from tinycc_ml.codegen.float_input import FLOAT_SECTION
 
     inference, float_input = result.files["protonn.c"].split(FLOAT_SECTION)  # the float input comes last
     source = re.sub(r"/\*.*?\*/", "", inference, flags=re.S)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tinycc_ml.host import build as host
 from tinycc_ml.models.protonn import ProtoNNModel
-from tinycc_ml.runtime import host
 
 GCC = shutil.which("gcc")
 

@@ -231,8 +231,8 @@ def test_require_target_skips_or_fails(monkeypatch):
 
 @pytest.mark.toolchain
 def test_avr_simulator_per_chip(int_model):
-    """The ATmega1284P simulator (chips.ATMEGA1284P: same core, 128 KB flash) runs the same firmware
-    with the same cycle counts as the ATmega328P one; its own flags and sizes come from chips.py."""
+    """The ATmega1284P simulator (tinycc_ml.avr.chips.ATMEGA1284P: same core, 128 KB flash) runs the same firmware
+    with the same cycle counts as the ATmega328P one; its own flags and sizes come from its Chip."""
     require_target("avr")
     srcs, header, x, ref = int_model
     small = run_on_target("avr", srcs, header, "dot", x[:8], L, "int16_t", "int32_t")

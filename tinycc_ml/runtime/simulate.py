@@ -39,7 +39,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from tinycc_ml.chips import ATMEGA328P, NRF51822, Chip
+from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError, DataError, ToolchainError
 from tinycc_ml.plugins import Registry
 
@@ -49,17 +49,15 @@ SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "float":
 TASK_ENTRY_POINTS = {"classification": 0, "regression": 1, "multilabel": 2}
 # Simulators by name (the Simulator protocol below); backends name theirs in McuBackend.simulator.
 SIMULATORS = Registry("simulator", "tinycc_ml.simulators", {
-    "avr": "tinycc_ml.runtime.sim_avr:SIMULATOR",
-    "avr-atmega1284p": "tinycc_ml.runtime.sim_avr:ATMEGA1284P_SIMULATOR",
-    "cortex-m0": "tinycc_ml.runtime.sim_m0:SIMULATOR",
-    "cortex-m4": "tinycc_ml.runtime.sim_m4:SIMULATOR",
-    "cortex-m33": "tinycc_ml.runtime.sim_m4:M33_SIMULATOR",
+    "avr": "tinycc_ml.avr.simulator:SIMULATOR",
+    "avr-atmega1284p": "tinycc_ml.avr.simulator:ATMEGA1284P_SIMULATOR",
+    "cortex-m0": "tinycc_ml.arm.sim_m0:SIMULATOR",
+    "cortex-m4": "tinycc_ml.arm.sim_m4:SIMULATOR",
+    "cortex-m33": "tinycc_ml.arm.sim_m4:M33_SIMULATOR",
 })
 log = logging.getLogger(__name__)
 DEFAULT_MAX_CYCLES = 50_000_000  # per call; beyond this a run is taken for a hang
 
-AVR_CFLAGS, AVR_LDFLAGS = ATMEGA328P.cflags, ATMEGA328P.ldflags
-M0_CFLAGS, M0_LDFLAGS = NRF51822.cflags, NRF51822.ldflags
 WARN_FLAGS = ("-std=c99", "-Wall", "-Wextra")
 
 

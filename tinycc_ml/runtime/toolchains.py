@@ -11,7 +11,10 @@ import importlib.util
 import os
 import shutil
 
+from tinycc_ml.codegen.backend import BACKENDS, get_backend
 from tinycc_ml.errors import ToolchainError
+from tinycc_ml.plugins import PluginError
+from tinycc_ml.runtime.simulate import SIMULATORS
 
 # Debian packages that provide each tool; one apt-get line in the error message.
 TOOL_PACKAGES: dict[str, tuple[str, ...]] = {
@@ -88,10 +91,6 @@ def _all_found(check) -> bool:
 def require_target(target: str, m0_method: str = "auto") -> None:
     """Raise ToolchainError if anything needed to build and run `target`'s builds is missing: what its
     backend's ``require_tools`` says, or, for a name only the simulator registry knows, that simulator's."""
-    from tinycc_ml.backends.base import BACKENDS, get_backend
-    from tinycc_ml.plugins import PluginError
-    from tinycc_ml.runtime.simulate import SIMULATORS
-
     try:
         if target in BACKENDS:
             get_backend(target).require_tools(m0_method)

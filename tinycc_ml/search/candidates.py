@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tinycc_ml.models.protonn_trainer import min_budget_bytes
+from tinycc_ml.plugins import import_object
+
 NOMINAL_BYTES = {"float": 4, "int16": 2, "int8": 1}  # per stored weight; int8 keeps 16-bit activations
 MAX_VALUES = 32 * 1024  # ladder ceiling in stored weights: beyond it training is slow and chips are full
 HOST_FLASH = 4 * MAX_VALUES  # flash to plan for on the host without max_flash
@@ -55,8 +58,6 @@ class Family:
 
     def smallest(self, n_features: int, n_classes: int, n_rows: int) -> float:
         if self.name == "protonn":
-            from tinycc_ml.models.protonn_trainer import min_budget_bytes
-
             return max(min_budget_bytes(n_features, n_classes), 1024)
         if self.name == "bonsai":
             return 1024
@@ -129,8 +130,6 @@ class Family:
 
     def estimator(self, settings: dict):
         """A fresh, unfitted estimator with ``settings``."""
-        from tinycc_ml.plugins import import_object
-
         spec, standardised = ESTIMATORS[self.name]
         estimator = import_object(spec)(**settings)
         if not standardised:

@@ -42,11 +42,19 @@ from pathlib import Path
 
 import numpy as np
 
+from tinycc_ml.api import as_model
+from tinycc_ml.codegen.backend import get_backend
+from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.errors import DataError, InfeasibleError, TinyccError
+from tinycc_ml.files import write_tree
 from tinycc_ml.models.saved import FLOAT32_MAX
+from tinycc_ml.progress import Progress
+from tinycc_ml.runtime.simulate import SIMULATORS
 from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings
 from tinycc_ml.search.limits import Limits
+from tinycc_ml.search.measure import compile_for, measure
 from tinycc_ml.search.pareto import RULE, Candidate, closest, pareto_front, rank, standard_error, table, why
+from tinycc_ml.search.plot import pareto_png
 from tinycc_ml.search.workers import WorkerDied, Workers, check_jobs
 
 log = logging.getLogger(__name__)
@@ -62,7 +70,8 @@ SIMULATED_PER_SECOND = 5e6  # cycles (simavr) or instructions (QEMU, unicorn) a 
 OUTPUT_SECONDS = 3.0  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
 FORMAT = "tinycc-ml-fit"
 # loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
-BUILD_LOGGERS = ("tinycc_ml.api", "tinycc_ml.passes", "tinycc_ml.runtime", "tinycc_ml.backends",
+BUILD_LOGGERS = ("tinycc_ml.api", "tinycc_ml.passes", "tinycc_ml.runtime", "tinycc_ml.codegen",
+                 "tinycc_ml.avr", "tinycc_ml.arm", "tinycc_ml.host", "tinycc_ml.buildsys",
                  "tinycc_ml.progress", "tinycc_ml.train")
 
 
@@ -280,8 +289,6 @@ def run_candidate(task: _Task) -> _Outcome:
     """Train one family at one size and measure it at each precision (run in a worker process)."""
     from threadpoolctl import threadpool_limits
 
-    from tinycc_ml.api import as_model
-    from tinycc_ml.search.measure import measure
 
     now = time.time()
     if task.deadline is not None and now >= task.deadline:
@@ -289,7 +296,6 @@ def run_candidate(task: _Task) -> _Outcome:
     if task.deadline is not None and now + task.predicted_seconds > task.deadline:
         return _Outcome("skipped", f"time budget reached (would take ~{task.predicted_seconds:.0f} s)")
     d = task.data
-    from tinycc_ml.backends.base import get_backend
 
     get_backend(d.target)  # imported before the clock starts: a fresh worker's imports are not training time
     fresh = FAMILIES[task.family].estimator(task.settings)
@@ -463,8 +469,6 @@ class _Search:
         """Every family climbs its own ladder (the next size of a family is planned from what its earlier
         sizes measured, so each family is a chain, the families independent of each other): one task per
         family at a time, on ``n_jobs`` workers. Ids follow a round-robin order whatever finishes first."""
-        from tinycc_ml.progress import Progress
-
         total = sum(len(lad.sizes) if lad.family.fixed_size else lad.n_rungs for lad in self.ladders.values())
         next_rung = dict.fromkeys(self.ladders, 0)
         with Progress("fit: training and measuring", total=total, unit="sizes", logger=log) as bar, \
@@ -591,9 +595,6 @@ def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_r
             X, y) -> tuple[dict | None, object, object, object]:
     """Compile (after retraining on all rows when ``refit``) and run the chosen build on ``X_rows`` in the
     simulator: (verification, estimator, model, compile result); verification None when a limit breaks."""
-    from tinycc_ml.api import as_model
-    from tinycc_ml.search.measure import compile_for
-
     calibration = X[:CALIBRATION_ROWS] if refit else search.calibration
     if refit:
         log.info("fit: retraining %s on all %d training rows", candidate.label, len(X))
@@ -643,9 +644,6 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     result does not depend on either (see ``_Search.run``).
     Raises InfeasibleError (a ValueError) naming the closest candidates when nothing meets the limits.
     """
-    from tinycc_ml.backends.base import get_backend
-    from tinycc_ml.backends.c_emitter import check_prefix
-
     start = time.perf_counter()
     backend = get_backend(target)
     limits = Limits.make(target, backend, max_flash, max_ram, max_ms, clock_hz)
@@ -664,8 +662,6 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
         raise DataError(f"validation_fraction is {validation_fraction!r}; expected a fraction in (0, 1)")
     X, y, classes, index, X_test, y_test = _check_data(X, y, X_test, y_test)
     if getattr(backend, "chip", None) is not None:
-        from tinycc_ml.runtime.simulate import SIMULATORS
-
         if backend.simulator is None:
             raise DataError(f"target {target} has no simulator to measure its builds")
         SIMULATORS.load(backend.simulator).require()  # ToolchainError before any training
@@ -735,8 +731,6 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
                   "skipped": list(search.skipped), "rule": RULE}
     res.files = _output_files(res, prefix)
     if out_dir is not None:
-        from tinycc_ml.files import write_tree
-
         res.out_dir = Path(out_dir)
         write_tree(res.out_dir, res.files)
     log.info("fit: %s", reason)
@@ -744,8 +738,6 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
 
 
 def _output_files(res: FitResult, prefix: str) -> dict[str, str | bytes]:
-    from tinycc_ml.search.plot import pareto_png
-
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
         model_bytes = res.model.save(Path(tmp) / f"{prefix}.npz").read_bytes()
     files: dict[str, str | bytes] = {f"{prefix}.npz": model_bytes, **res.compiled.files}

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from tinycc_ml.errors import DataError
+from tinycc_ml.runtime.simulate import SIMULATORS
 
 M0_CYCLES_PER_INSTRUCTION = 1.5
 LIMIT_NAMES = ("flash", "ram", "latency")
@@ -58,8 +59,6 @@ class Limits:
         clock_hz = _positive(clock_hz, "clock_hz", False)
         unit = None
         if chip is not None and simulator is not None:
-            from tinycc_ml.runtime.simulate import SIMULATORS
-
             unit = SIMULATORS.load(simulator).unit
         if unit is None and (max_ms is not None or clock_hz is not None):
             raise DataError(f"target {target} has no simulator that counts cycles or instructions, so max_ms and "

@@ -17,7 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from tinycc_ml.api import compile as compile_model
+from tinycc_ml.api import write_files
+from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
+from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.plugins import PluginError
 
 log = logging.getLogger(__name__)
@@ -41,20 +45,15 @@ class Measurement:
 
 def compiled_predictions(result, model, X: np.ndarray, target: str) -> np.ndarray:
     """Class indices the compiled build predicts for ``X`` (see the module doc)."""
-    from tinycc_ml.backends.base import get_backend
-
     if get_backend(target).supports("load"):
         return np.asarray(result.load().predict_index(X))
     if result.precision == "float":
         return np.asarray(model.predict_index(X))
-    from tinycc_ml.ir.fixed import quantise, run_fixed
 
     return np.asarray(run_fixed(result.graph, quantise(X, result.output.input_scale, 16))["prediction"])
 
 
 def compile_for(model, target: str, precision: str, calibration: np.ndarray, name: str):
-    from tinycc_ml.api import compile as compile_model
-
     return compile_model(model, target=target, precision=precision,
                              calibration=None if precision == "float" else calibration, name=name)
 
@@ -62,9 +61,6 @@ def compile_for(model, target: str, precision: str, calibration: np.ndarray, nam
 def measure(model, target: str, precision: str, calibration: np.ndarray, X_val: np.ndarray, y_val_index: np.ndarray,
             X_sim: np.ndarray, name: str = "model") -> tuple[Measurement, object]:
     """(measurement, compile result or None)."""
-    from tinycc_ml.api import write_files
-    from tinycc_ml.backends.base import get_backend
-
     m = Measurement()
     try:
         result = compile_for(model, target, precision, calibration, name)

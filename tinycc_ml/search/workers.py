@@ -14,7 +14,9 @@ import logging
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, wait
 
-from tinycc_ml.errors import DataError
+from tinycc_ml.codegen.backend import get_backend
+from tinycc_ml.errors import DataError, ToolchainError
+from tinycc_ml.runtime.simulate import SIMULATORS
 
 log = logging.getLogger(__name__)
 
@@ -148,13 +150,9 @@ class Workers:
 
 def tools_missing(target: str) -> str:
     """What this machine lacks to measure builds for ``target`` ("" when nothing)."""
-    from tinycc_ml.backends.base import get_backend
-    from tinycc_ml.errors import ToolchainError
-
     backend = get_backend(target)
     if getattr(backend, "chip", None) is None or backend.simulator is None:
         return ""
-    from tinycc_ml.runtime.simulate import SIMULATORS
 
     try:
         SIMULATORS.load(backend.simulator).require()
@@ -165,8 +163,6 @@ def tools_missing(target: str) -> str:
 
 def check_cluster(client, target: str) -> None:
     """Every Dask worker once: ToolchainError naming the workers that lack a tool for ``target``."""
-    from tinycc_ml.errors import ToolchainError
-
     lacking = {worker: why for worker, why in client.run(tools_missing, target).items() if why}
     if not client.scheduler_info().get("workers"):
         raise DataError(f"scheduler {client.scheduler.address}: no workers")

@@ -30,7 +30,7 @@ def _infer_binary(ts, attrs, declared):
     return TensorType(shape, result_dtype(ts, declared))
 
 
-def _rows_elementwise(f):
+def rows_elementwise(f):
     """Vectorised form over rows: a batched scalar meeting a vector gets a trailing axis."""
     def rows(ins, batched, attrs, n, rank):
         if rank == 1:
@@ -69,7 +69,7 @@ for _name, _np, _sign, _interval in (("add", np.add, 1, _interval_add), ("sub", 
         _name, 2, _infer_binary, (lambda f: lambda xs, a: f(xs[0], xs[1]))(_np), {},
         f"elementwise {_name}; a scalar operand broadcasts; fixed point: both operands brought to the finer "
         "scale (see align_shifts) before the sum",
-        evaluate_rows=(lambda f: _rows_elementwise(lambda ins, a: f(ins[0], ins[1])))(_np),
+        evaluate_rows=(lambda f: rows_elementwise(lambda ins, a: f(ins[0], ins[1])))(_np),
         fixed=_fixed_addsub(_sign), interval=_interval, acc_bound=_bound_addsub))
 
 
@@ -86,7 +86,7 @@ def _interval_mul(attrs, ivs, shape):
 
 register_op(OpDef(
     "mul", 2, _infer_binary, lambda xs, a: xs[0] * xs[1], {}, "elementwise mul; a scalar operand broadcasts",
-    evaluate_rows=_rows_elementwise(lambda ins, a: ins[0] * ins[1]), fixed=_fixed_mul, interval=_interval_mul,
+    evaluate_rows=rows_elementwise(lambda ins, a: ins[0] * ins[1]), fixed=_fixed_mul, interval=_interval_mul,
     acc_bound=lambda call: (call.bounds[0] * call.bounds[1], call.scales[0] + call.scales[1])))
 
 
@@ -110,7 +110,7 @@ def _scale_float(xs, a):
 register_op(OpDef(
     "scale", 1, infer_unary, _scale_float, {"factor": "float", "factor_q": "int?", "factor_scale": "int?"},
     "multiply by a constant scalar factor; fixed point: by factor_q * 2^-factor_scale",
-    evaluate_rows=_rows_elementwise(_scale_float), fixed=_fixed_scale, interval=_interval_scale,
+    evaluate_rows=rows_elementwise(_scale_float), fixed=_fixed_scale, interval=_interval_scale,
     acc_bound=lambda call: (call.bounds[0] * abs(call.attrs["factor_q"]), call.scales[0] + call.attrs["factor_scale"]),
     constant_operand="factor"))
 
@@ -136,7 +136,7 @@ def _clip_float(xs, a):
 register_op(OpDef(
     "clip", 1, infer_unary, _clip_float, {"lo": "bound", "hi": "bound"},
     "clamp into [lo, hi] (scalars, or one bound per element)",
-    evaluate_rows=_rows_elementwise(_clip_float), fixed=_fixed_clip,
+    evaluate_rows=rows_elementwise(_clip_float), fixed=_fixed_clip,
     interval=monotone_interval(lambda v, a: np.clip(v, a["lo"], a["hi"])), acc_bound=_bound_clip))
 
 
@@ -146,14 +146,14 @@ _LUT_FORM = "fixed-point graphs use the table form (exp_table / tanh_approx pass
 
 register_op(OpDef(
     "exp", 1, infer_unary, lambda xs, a: np.exp(xs[0]), {}, "elementwise e^x",
-    evaluate_rows=_rows_elementwise(lambda ins, a: np.exp(ins[0])),
+    evaluate_rows=rows_elementwise(lambda ins, a: np.exp(ins[0])),
     interval=monotone_interval(lambda v, a: np.exp(v)),
     acc_bound=lambda call: call.saturated, lowered_by="exp_table",
     unsupported={"fixed": "exp_lut is its fixed-point form (passes/exp_table.py)", "c_fixed": _LUT_FORM}))
 
 register_op(OpDef(
     "tanh", 1, infer_unary, lambda xs, a: np.tanh(xs[0]), {}, "elementwise tanh",
-    evaluate_rows=_rows_elementwise(lambda ins, a: np.tanh(ins[0])),
+    evaluate_rows=rows_elementwise(lambda ins, a: np.tanh(ins[0])),
     interval=monotone_interval(lambda v, a: np.tanh(v)),
     acc_bound=lambda call: call.saturated, lowered_by="tanh_approx",
     unsupported={"fixed": "tanh_lut / tanh_clamp are its fixed-point forms (passes/tanh_approx.py)",
@@ -172,5 +172,5 @@ def _fixed_tanh_clamp(call: FixedCall):
 register_op(OpDef(
     "tanh_clamp", 1, infer_unary, lambda xs, a: np.clip(xs[0], -1.0, 1.0), {},
     "Bonsai's tanh approximation: x for |x| < 1, else sign(x)",
-    evaluate_rows=_rows_elementwise(lambda ins, a: np.clip(ins[0], -1.0, 1.0)), fixed=_fixed_tanh_clamp,
+    evaluate_rows=rows_elementwise(lambda ins, a: np.clip(ins[0], -1.0, 1.0)), fixed=_fixed_tanh_clamp,
     interval=monotone_interval(lambda v, a: np.clip(v, -1, 1)), acc_bound=lambda call: call.saturated))

@@ -12,7 +12,7 @@ Facets of an entry (``OpDef``):
 - ``output_shift`` (ops with an int32 accumulator): the right shift from the accumulator's integer to the
   result's scale, the one rule the interpreter, the C tables and every target kernel use;
 - ``macs``: multiply-accumulates one evaluation performs (reports, cost models);
-- C code per precision lives in the code tables of ``tinycc_ml.backends.c_code`` (one table per
+- C code per precision lives in the code tables of ``tinycc_ml.codegen.c_code`` (one table per
   precision, targets override entries), because it is written in terms of the C emitter.
 
 An op without a facet must say why in ``unsupported`` ({facet: reason}); the registry test walks

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.arith import check32, rshift, saturate
-from tinycc_ml.ir.ops.elementwise import _rows_elementwise
+from tinycc_ml.ir.ops.elementwise import rows_elementwise
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, infer_unary, monotone_interval, register_op
 
 
@@ -60,7 +60,7 @@ register_op(OpDef(
      "table_hi": "array", "table_lo": "array", "hi_scale": "int", "lo_scale": "int", "factor": "float?"},
     "e^(factor x) by two tables over [lo, hi] (inputs outside clamp): with t = (clamp(x) - lo) >> drop_bits, "
     "e^(factor x) ~ table_hi[t >> low_bits] * table_lo[t & (2^low_bits - 1)]; see passes/exp_table.py",
-    evaluate_rows=_rows_elementwise(_exp_lut_float),
+    evaluate_rows=rows_elementwise(_exp_lut_float),
     fixed=lambda call: exp_lut_value(call.ins[0], call.attrs, call.scale, call.bits, call.where),
     interval=_interval_exp_lut, acc_bound=lambda call: call.saturated,
     unsupported={"c_float": _FIXED_ONLY}))
@@ -75,6 +75,6 @@ register_op(OpDef(
     {"drop_bits": "int", "in_max_q": "int", "table": "array", "table_scale": "int"},
     "tanh by one table over [0, in_max] with odd symmetry and linear interpolation between entries "
     "2^drop_bits input steps apart; see tanh_lut_value and passes/tanh_approx.py",
-    evaluate_rows=_rows_elementwise(lambda ins, a: np.tanh(ins[0])), fixed=_fixed_tanh_lut,
+    evaluate_rows=rows_elementwise(lambda ins, a: np.tanh(ins[0])), fixed=_fixed_tanh_lut,
     interval=monotone_interval(lambda v, a: np.tanh(v)), acc_bound=lambda call: call.saturated,
     unsupported={"c_float": _FIXED_ONLY}))

@@ -1,0 +1,264 @@
+"""The firmware-project boards (`compile --project`, ``Board``) of the Arm targets: the nRF51822 (BBC
+micro:bit, M0_BOARD; its start-up and linker script are the CMake module's), and of the Cortex-M4F and Cortex-M33
+targets the MPS2 AN386 / AN505, the boards QEMU emulates as ``-M mps2-an386`` / ``-M mps2-an505``:
+board.c (the five functions of project.py's board.h), startup.c, the linker script (mps2_an386.ld,
+mps2_an505.ld) and `make run` (M4_BOARD, M33_BOARD).
+
+UART: CMSDK APB UART0 (AN386 0x40004000, AN505 0x50200000 (its secure alias); QEMU's first serial port)
+at 115200 baud. Time: CMSDK APB TIMER0 (0x40000000 / 0x50000000), a 32-bit down counter at the system
+clock (25 / 20 MHz), read as microseconds. `make run` uses -icount shift=5 (32 ns per instruction): the
+printed times are what a 31.25 MHz core would take at one instruction per cycle. The run ends with an
+ARM semihosting exit (QEMU stops with the code; a real board without a debugger takes the fault
+handler, which waits forever). The startup switches the FPU on before main (hard-float code). The
+AN505 runs in the secure state (QEMU starts it there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinycc_ml.arm.chips import MPS2_AN386, MPS2_AN505, NRF51822
+from tinycc_ml.target import Board, Chip, cmake_support_file
+
+SEMIHOSTING_EXIT_C = """\
+void board_exit(int code)
+{
+    /* SYS_EXIT_EXTENDED (0x20) with ADP_Stopped_ApplicationExit passes the code on */
+    uint32_t block[2] = {0x20026u, (uint32_t)code};
+    register uint32_t r0 __asm__("r0") = 0x20;
+    register uint32_t *r1 __asm__("r1") = block;
+    __asm__ __volatile__("bkpt 0xAB" : "+r"(r0) : "r"(r1) : "memory");
+    for (;;) {
+    }
+}
+"""
+
+
+M0_BOARD_C = """\
+/* nRF51822 (BBC micro:bit): UART TX on P0.24 at 115200 baud, TIMER0 at 1 MHz. The run ends with an
+ * ARM semihosting exit: QEMU (-semihosting-config enable=on) stops with the code; a real chip
+ * without a debugger takes the fault handler, which waits forever. */
+#include <stdint.h>
+
+#include "board.h"
+
+#define REG(addr) (*(volatile uint32_t *)(addr))
+#define UART_STARTTX REG(0x40002008u)
+#define UART_TXDRDY REG(0x4000211Cu)
+#define UART_ENABLE REG(0x40002500u)
+#define UART_PSELTXD REG(0x4000250Cu)
+#define UART_TXD REG(0x4000251Cu)
+#define UART_BAUDRATE REG(0x40002524u)
+#define TIMER0_START REG(0x40008000u)
+#define TIMER0_CAPTURE0 REG(0x40008040u)
+#define TIMER0_MODE REG(0x40008504u)
+#define TIMER0_BITMODE REG(0x40008508u)
+#define TIMER0_PRESCALER REG(0x40008510u)
+#define TIMER0_CC0 REG(0x40008540u)
+
+void board_init(void)
+{
+    UART_PSELTXD = 24;
+    UART_BAUDRATE = 0x01D7E000u; /* 115200 */
+    UART_ENABLE = 4;
+    UART_STARTTX = 1;
+    TIMER0_MODE = 0;
+    TIMER0_BITMODE = 3;   /* 32 bits */
+    TIMER0_PRESCALER = 4; /* 16 MHz / 2^4 */
+    TIMER0_START = 1;
+}
+
+void board_print(const char *text)
+{
+    while (*text) {
+        UART_TXDRDY = 0;
+        UART_TXD = (uint8_t)*text++;
+        while (!UART_TXDRDY) {
+        }
+    }
+}
+
+uint32_t board_time(void)
+{
+    TIMER0_CAPTURE0 = 1;
+    return TIMER0_CC0;
+}
+
+uint32_t board_us_since(uint32_t start) { return board_time() - start; }
+
+""" + SEMIHOSTING_EXIT_C
+
+
+
+
+# Cortex-M0 start-up for the nRF51822 (vector table, .data copied, .bss zeroed, main) and its linker script;
+# the sections part (from ENTRY on) is what every ARM board of the firmware projects links with
+M0_STARTUP_C = cmake_support_file("nrf51_startup.c")
+M0_LINKER_SCRIPT = cmake_support_file("nrf51.ld")
+ARM_LINKER_SECTIONS = M0_LINKER_SCRIPT[M0_LINKER_SCRIPT.index("ENTRY("):]
+
+
+M0_BOARD = Board(
+    title="nRF51822 (BBC micro:bit)", chip=NRF51822,
+    tools=("CC = arm-none-eabi-gcc", "OBJCOPY = arm-none-eabi-objcopy", "SIZE = arm-none-eabi-size",
+           "QEMU = qemu-system-arm"),
+    needs="arm-none-eabi-gcc with newlib and make (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi make); "
+          "qemu-system-arm to run it simulated",
+    board_c=M0_BOARD_C,
+    run=("\t$(QEMU) -M microbit -display none -monitor none -serial stdio -icount shift=6 "
+         "-semihosting-config enable=on,target=native -kernel firmware.elf",),
+    files={"startup.c": M0_STARTUP_C, "nrf51.ld": M0_LINKER_SCRIPT},
+    linker_script="nrf51.ld", sources=("startup.c",),
+    flash_hint="copy firmware.hex to the MICROBIT drive to flash a micro:bit",
+    make_intro=("# make: firmware.elf and firmware.hex (copy the .hex to the MICROBIT drive); make run: QEMU.",
+                "# make FLOAT_INPUT=1: store float inputs and quantise them on the chip."),
+)
+
+
+@dataclass(frozen=True)
+class Mps2:
+    """What differs between the MPS2 images."""
+
+    chip: Chip
+    machine: str  # qemu-system-arm -M
+    uart: int  # CMSDK UART0 base (the secure alias on the AN505)
+    timer: int  # CMSDK TIMER0 base
+    linker_script: str  # its file name in the project
+
+
+AN386 = Mps2(MPS2_AN386, "mps2-an386", 0x40004000, 0x40000000, "mps2_an386.ld")
+AN505 = Mps2(MPS2_AN505, "mps2-an505", 0x50200000, 0x50000000, "mps2_an505.ld")
+
+BOARD_C = """\
+/* @NAME@ (QEMU -M @MACHINE@): CMSDK UART0 at 115200 baud, CMSDK TIMER0 at @MHZ@ MHz
+ * (a 32-bit down counter) for the time. The run ends with an ARM semihosting exit: QEMU
+ * (-semihosting-config enable=on) stops with the code; a real board without a debugger takes the
+ * fault handler, which waits forever. */
+#include <stdint.h>
+
+#include "board.h"
+
+#define REG(addr) (*(volatile uint32_t *)(addr))
+#define UART0_DATA REG(@UART0@u)
+#define UART0_STATE REG(@UART4@u)
+#define UART0_CTRL REG(@UART8@u)
+#define UART0_BAUDDIV REG(@UART16@u)
+#define TIMER0_CTRL REG(@TIMER0@u)
+#define TIMER0_VALUE REG(@TIMER4@u)
+#define TIMER0_RELOAD REG(@TIMER8@u)
+#define CLOCK_MHZ @MHZ@u
+
+void board_init(void)
+{
+    UART0_BAUDDIV = @BAUDDIV@u; /* @MHZ@ MHz / 115200 */
+    UART0_CTRL = 1u;      /* transmitter on */
+    TIMER0_RELOAD = 0xFFFFFFFFu;
+    TIMER0_VALUE = 0xFFFFFFFFu;
+    TIMER0_CTRL = 1u;     /* running, no interrupt */
+}
+
+void board_print(const char *text)
+{
+    while (*text) {
+        while (UART0_STATE & 1u) { /* transmit buffer full */
+        }
+        UART0_DATA = (uint8_t)*text++;
+    }
+}
+
+uint32_t board_time(void) { return 0u - TIMER0_VALUE; /* counts up */ }
+
+uint32_t board_us_since(uint32_t start) { return (board_time() - start) / CLOCK_MHZ; }
+
+""" + SEMIHOSTING_EXIT_C
+
+STARTUP_C = """\
+/* Cortex-M4F / M33 start-up for the MPS2 boards: vector table, FPU on, copy .data, zero .bss, call main. */
+#include <stdint.h>
+
+extern uint32_t __stack_top, __data_load, __data_start, __data_end, __bss_start, __bss_end;
+int main(void);
+void reset_handler(void);
+
+static void fault_handler(void)
+{
+    for (;;) {
+    }
+}
+
+void reset_handler(void)
+{
+    /* CPACR: full access to CP10 and CP11 (the FPU) before any floating-point instruction */
+    *(volatile uint32_t *)0xE000ED88u |= 0xFu << 20;
+    __asm__ __volatile__("dsb\\n\\tisb" ::: "memory");
+    uint32_t *src = &__data_load, *dst = &__data_start;
+    while (dst < &__data_end)
+        *dst++ = *src++;
+    for (dst = &__bss_start; dst < &__bss_end; dst++)
+        *dst = 0;
+    main();
+    fault_handler();
+}
+
+__attribute__((section(".vectors"), used)) static void (*const vectors[16])(void) = {
+    (void (*)(void))(uintptr_t)&__stack_top,
+    reset_handler,
+    fault_handler, /* NMI */
+    fault_handler, /* HardFault */
+    fault_handler, /* MemManage */
+    fault_handler, /* BusFault */
+    fault_handler, /* UsageFault */
+    0, 0, 0, 0,
+    fault_handler, /* SVCall */
+    fault_handler, /* DebugMonitor */
+    0,
+    fault_handler, /* PendSV */
+    fault_handler, /* SysTick */
+};
+"""
+
+LINKER_SCRIPT = """\
+/* @NAME@ (QEMU -M @MACHINE@): 4 MB code SSRAM at @FLASH@ (the firmware), 4 MB data SSRAM at @RAM@. */
+MEMORY
+{
+    FLASH (rx) : ORIGIN = @FLASH@, LENGTH = 4M
+    RAM (rwx)  : ORIGIN = @RAM@, LENGTH = 4M
+}
+""" + ARM_LINKER_SECTIONS
+
+
+def _fill(text: str, board: Mps2) -> str:
+    chip = board.chip
+    values = {"NAME": chip.name, "MACHINE": board.machine, "MHZ": str(chip.clock_hz // 1_000_000),
+              "BAUDDIV": str(round(chip.clock_hz / 115200)), "FLASH": f"{chip.flash_base:#010x}",
+              "RAM": f"{chip.ram_base:#010x}"}
+    values.update({f"UART{k}": f"{board.uart + k:#010x}" for k in (0, 4, 8, 16)})
+    values.update({f"TIMER{k}": f"{board.timer + k:#010x}" for k in (0, 4, 8)})
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", value)
+    return text
+
+
+def board(mps2: Mps2) -> Board:
+    """The firmware-project Board of one MPS2 image."""
+    machine = mps2.machine
+    return Board(
+        title=f"{mps2.chip.name}, QEMU -M {machine}", chip=mps2.chip,
+        tools=("CC = arm-none-eabi-gcc", "OBJCOPY = arm-none-eabi-objcopy", "SIZE = arm-none-eabi-size",
+               "QEMU = qemu-system-arm"),
+        needs="arm-none-eabi-gcc with newlib and make (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi make); "
+              "qemu-system-arm to run it simulated",
+        board_c=_fill(BOARD_C, mps2),
+        run=(f"\t$(QEMU) -M {machine} -display none -monitor none -serial stdio -icount shift=5 "
+             "-semihosting-config enable=on,target=native -kernel firmware.elf",),
+        files={"startup.c": STARTUP_C, mps2.linker_script: _fill(LINKER_SCRIPT, mps2)},
+        linker_script=mps2.linker_script, sources=("startup.c",),
+        flash_hint="on a real MPS2 board, copy firmware.hex's image to its SD card (images.txt); on another "
+                   "Cortex-M part, use its own board.c, startup and linker script",
+        make_intro=(f"# make: firmware.elf and firmware.hex; make run: QEMU -M {machine} (32 ns per instruction).",
+                    "# make FLOAT_INPUT=1: store float inputs and quantise them on the chip."),
+    )
+
+
+M4_BOARD = board(AN386)
+M33_BOARD = board(AN505)

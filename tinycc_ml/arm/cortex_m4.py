@@ -1,0 +1,72 @@
+"""Cortex-M4F (MPS2 AN386 in QEMU; the core of the STM32F4/L4, nRF52): Thumb-2 C from the shared MCU
+emitter, constants in flash (plain static const), float builds on the single-precision FPU
+(-mfpu=fpv4-sp-d16 -mfloat-abi=hard). Integer mat-vecs and distances use the DSP extension's dual
+16-bit multiply-accumulate (kernels_m4: SMLAD on packed pairs, int8 weights widened by SXTB16).
+cortex-m33: the same code for the Cortex-M33 (MPS2 AN505 in QEMU; Armv8-M Mainline with the DSP
+extension and the FPv5 single-precision FPU, as in the nRF53, STM32L5/U5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinycc_ml.arm.boards import M4_BOARD, M33_BOARD
+from tinycc_ml.arm.chips import MPS2_AN386, MPS2_AN505
+from tinycc_ml.arm.kernel_table import M4_KERNELS
+from tinycc_ml.target import CTarget, McuBackend, McuEmitter
+
+ACLE = "#include <arm_acle.h>"  # __ssat
+
+
+@dataclass
+class M4Target(CTarget):
+    name: str = "cortex-m4"
+    extra_includes: tuple[str, ...] = (ACLE,)
+
+
+@dataclass
+class M4Emitter(McuEmitter):
+    """The MCU emitter with the saturating stores on SSAT, always inlined (at -Os GCC keeps the shared
+    ``static inline`` clamp out of line: a call per stored element)."""
+
+    def assemble(self, api, functions):
+        for bits in (8, 16):
+            name = self.sym(f"sat{bits}")
+            if name in self.helpers:
+                self.helpers[name] = (f"static inline __attribute__((always_inline)) int{bits}_t {name}(int32_t v)\n"
+                                      f"{{\n    return (int{bits}_t)__ssat(v, {bits});\n}}\n")
+        return super().assemble(api, functions)
+
+
+class CortexM4Backend(McuBackend):
+    name = "cortex-m4"
+    description = "Cortex-M4F (MPS2 AN386): Thumb-2 C, DSP dual-MAC kernels, float on the FPU; QEMU-runnable"
+    chip = MPS2_AN386
+    simulator = "cortex-m4"
+    board = M4_BOARD
+
+    def emit(self, graph, prefix, model_description):
+        # no sparse x-page kernels here: one emission (McuBackend.emit's retry is for those)
+        return M4Emitter(graph, prefix, self.c_target(graph), header_lines=list(model_description)).build_output()
+
+    def c_target(self, graph) -> CTarget:
+
+        return M4Target(kernels=M4_KERNELS)
+
+
+@dataclass
+class M33Target(CTarget):
+    name: str = "cortex-m33"
+    extra_includes: tuple[str, ...] = (ACLE,)
+
+
+class CortexM33Backend(CortexM4Backend):
+    name = "cortex-m33"
+    description = "Cortex-M33 (MPS2 AN505): the Cortex-M4 kernels (DSP extension), float on the FPU; QEMU-runnable"
+    chip = MPS2_AN505
+    simulator = "cortex-m33"
+    board = M33_BOARD
+
+    def c_target(self, graph) -> CTarget:
+
+        return M33Target(kernels=M4_KERNELS)

@@ -1,0 +1,33 @@
+"""The Arm targets' hand-written kernels, in the order the emitter asks them (``CTarget.kernels``)."""
+
+from __future__ import annotations
+
+from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels
+from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
+from tinycc_ml.arm.m0_sparse import m0_sparse_kernel
+from tinycc_ml.target import Kernel, kernel_clip16
+
+# Cortex-M0: sparse kernels, then the 9-row kernels with the input pass fused (distances on them), then the
+# 4-row kernels
+M0_KERNELS = (
+    Kernel("matvec", m0_sparse_kernel),
+    Kernel("matvec", m0_fused.kernel_matvec),
+    Kernel("matvec", m0_kernels.kernel_matvec),
+    Kernel("sqdist", m0_sparse_kernel),
+    Kernel("sqdist", m0_fused.kernel_sqdist8),
+    Kernel("sqdist", m0_fused.kernel_sqdist),
+    Kernel("sqdist", m0_kernels.kernel_sqdist),
+    Kernel("clip", m0_sparse_kernel),
+    Kernel("clip", m0_fused.kernel_clip),
+    Kernel("clip", kernel_clip16),
+    Kernel("matvec_at", m0_fused.kernel_matvec_at),
+    # similarities storing the offset input and its sum for the mat-vec kernel reading them
+    Kernel("exp_lut", m0_fused.kernel_exp_lut),
+    Kernel("sqdist_kvote", m0_sqdist_kvote),
+)
+
+# Cortex-M4 and M33: dense mat-vecs and distances on SMLAD (sparse matrices and the rest: the shared C)
+M4_KERNELS = (
+    Kernel("matvec", m4_kernels.kernel_matvec),
+    Kernel("sqdist", m4_kernels.kernel_sqdist),
+)

@@ -1,0 +1,18 @@
+"""The AVR chips: the ATmega328P (Arduino Uno) and, for comparison builds, the ATmega1284P."""
+
+from __future__ import annotations
+
+from tinycc_ml.target import Chip
+
+_SECTIONS = ("-Os", "-ffunction-sections", "-fdata-sections")
+
+ATMEGA328P = Chip("ATmega328P", "atmega328p", 32 * 1024, 2 * 1024, 16_000_000,
+                  ("-mmcu=atmega328p", "-DF_CPU=16000000UL", *_SECTIONS),
+                  ("-mmcu=atmega328p", "-Wl,--gc-sections"),
+                  code_estimate=2500, stack_estimate=128)  # kernels push up to 22 bytes
+
+# Same AVR core with 128 KB flash / 16 KB RAM: comparison builds (e.g. float) that do not fit the 328P.
+ATMEGA1284P = Chip("ATmega1284P", "atmega1284p", 128 * 1024, 16 * 1024, 16_000_000,
+                   ("-mmcu=atmega1284p", "-DF_CPU=16000000UL", *_SECTIONS),
+                   ("-mmcu=atmega1284p", "-Wl,--gc-sections"),
+                   code_estimate=2500, stack_estimate=64)

@@ -1,3 +1,0 @@
-"""Backends: the shared C emitter and one module per target (see base.Backend)."""
-
-from tinycc_ml.backends import c_fixed, c_float  # noqa: F401  (fill the per-precision code tables)

@@ -1,0 +1,512 @@
+"""The shared C emitter: walks a planned graph in schedule order and writes one C function
+per model, with constants as prefixed static const arrays and intermediates in static arenas.
+
+Backends differ only in traits (CTarget): where constants live and how they are read
+(a plain index on the host, pgm_read_* from flash on AVR), and overrides of entries of the
+per-op code tables (C_CODE, one per precision, filled by c_float.py and c_fixed.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinycc_ml.codegen.backend import BuildOutput
+from tinycc_ml.codegen.c_files import Interface, comment_block, entry_points, header_text, source_text
+from tinycc_ml.codegen.float_input import source_lines
+from tinycc_ml.errors import CompileError
+from tinycc_ml.ir.fixed import clip_bounds
+from tinycc_ml.ir.graph import Graph, Node
+from tinycc_ml.ir.ops import precision_of
+from tinycc_ml.ir.verify import verify
+from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan
+
+C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if inline int long "
+    "register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while "
+    "_Bool _Complex _Imaginary".split()
+)
+
+ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t"}
+
+
+def ctype_of(dtype) -> str:
+    if dtype.kind == "f32":
+        return "float"
+    if dtype.kind == "fx":
+        return f"int{dtype.bits}_t"
+    if dtype.kind == "idx":
+        return "int32_t"
+    return "uint8_t"
+
+
+def c_float(value) -> str:
+    if not abs(float(value)) <= float(np.finfo(np.float32).max):  # C has no inf literal: never write one
+        raise CompileError(f"constant {float(value):g} is not a finite float32")
+    text = np.format_float_scientific(np.float32(value), unique=True, trim="-")
+    return text + "f"
+
+
+def c_int(value, ctype: str) -> str:
+    v = int(value)
+    if ctype == "int32_t" and v == -(2**31):
+        return "(-2147483647 - 1)"
+    return str(v)
+
+
+def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 << 16) -> str:
+    """An initialiser's items (c_float / c_int of each), ``per_line`` to a line, formatted a block at a
+    time: a table of 10^7 entries takes about a second and no list of 10^7 strings."""
+    parts = []
+    for start in range(0, len(flat), block):  # block is a multiple of per_line: lines never straddle blocks
+        chunk = flat[start:start + block]
+        if ctype == "float":
+            items = [c_float(v) for v in chunk]
+        else:
+            ints = np.asarray(chunk, dtype=np.int64)
+            lo, hi = int(ints.min()), int(ints.max())
+            if hi - lo < len(ints):  # few distinct values (offsets, zeros): each number written once
+                items = np.array([str(v) for v in range(lo, hi + 1)], dtype=object)[ints - lo].tolist()
+            else:
+                items = list(map(str, ints.tolist()))
+            if ctype == "int32_t":
+                items = [c_int(-(2**31), ctype) if item == "-2147483648" else item for item in items]
+        full = len(items) - len(items) % per_line
+        lines = list(map(", ".join, zip(*[iter(items[:full])] * per_line)))
+        if full < len(items):
+            lines.append(", ".join(items[full:]))
+        parts.append(",\n    ".join(lines))
+    return ",\n    ".join(parts)
+
+
+@dataclass
+class CTarget:
+    """What the emitter needs to know about a target."""
+
+    name: str = "host"
+    const_attribute: str = ""  # placed after the declarator, e.g. " PROGMEM"
+    extra_includes: tuple[str, ...] = ()
+    # int is 16 bits (AVR): a fused chain's 16-bit add/sub/clip steps then saturate in 16-bit arithmetic
+    # (an overflow test before the add) rather than in int32, which costs several instructions per operation
+    int16_arith: bool = False
+
+    def read_const(self, array: str, index: str, ctype: str) -> str:
+        return f"{array}[{index}]"
+
+    def offset_store(self, em, name: str) -> str | None:
+        """For the last value ``name`` of a fused element-wise chain (graph.analyses.fused): the scratch symbol
+        where its store adds up u = x + 2^15 when it stores u (offset-binary) for its only reader, a kernel
+        that takes it so (the reader reads the sum, then zeroes it); None: stored as is (the default)."""
+        return None
+
+    # hand-written kernels (tinycc_ml.target.Kernel) replacing the shared C of an op on this target, asked in
+    # this order for each node of their op and precision; each must compute exactly what the op's semantics
+    # in the registry define
+    kernels: tuple = ()
+    # the saturation helpers always inlined, in a form with one compare on the common path (the Cortex-M0:
+    # at -Os gcc leaves the shared form a call)
+    inline_saturation: bool = False
+
+
+@dataclass
+class Emitted:
+    source: str
+    header: str
+    const_bytes: int
+    arena_bytes: int
+    input_ctype: str
+    score_ctype: str
+    input_dim: int
+    n_scores: int
+
+
+OpCode = Callable[["CEmitter", Node], list[str]]
+# The shared C of every op, one table per precision ("float", "fixed"): filled by c_float.py and
+# c_fixed.py; targets override entries through CTarget.code_overrides.
+C_CODE: dict[str, dict[str, OpCode]] = {"float": {}, "fixed": {}}
+# the loop computing a fused chain from its head's stored elements, when the head's kernel stored them
+# itself rather than through c_fixed.store (filled by c_fixed.py)
+CHAIN_FALLBACK: dict[str, OpCode] = {}
+
+
+@dataclass
+class CEmitter:
+    graph: Graph
+    prefix: str
+    target: CTarget
+    header_lines: list[str] = field(default_factory=list)  # description for the header comment
+    constants: list[str] = field(default_factory=list)
+    helpers: dict[str, str] = field(default_factory=dict)  # support functions, by name
+    const_bytes: int = 0
+    # what target kernels record while the code is emitted (read back by the emitter and the report)
+    kernel_report: list[dict] = field(default_factory=list)  # matrices whose kernel a cost model chose
+    sparse_choices: dict[str, tuple] = field(default_factory=dict)  # node -> its sparse kernel's decision (once)
+    x_pages: dict[str, int] = field(default_factory=dict)  # symbol -> int16s of a sparse kernel's aligned x buffer
+    arena_align: dict[str, int] = field(default_factory=dict)  # arena key -> byte alignment a kernel needs
+    own_x_pages: bool = True  # may a sparse kernel keep x in a 256-byte aligned static buffer of its own
+    # the input clamp applied where x is read (no RAM copy of the input; the shared C reads clamp(x[i]))
+    clamp_on_read: bool = False
+    on_read_kernels: bool = True  # with clamp_on_read: the target's (op, "on_read") kernels for the clamp's readers
+    aligns_arenas = False  # does arena_attribute honour arena_align (class-level: a trait of the emitter)
+
+    def __post_init__(self):
+        check_interface(self.graph)
+        verify(self.graph, complete=True)
+        self.read_clamp = input_clamp(self.graph) if self.clamp_on_read else None
+        if self.read_clamp:  # a private copy planned without the clamp's vector (never stored: not fused)
+            self.graph = self.graph.copy()
+            a = self.graph.analyses
+            a.fused = {h: m for h, m in a.fused.items() if h != self.read_clamp}
+            a.memory_plan, a.arenas = plan(self.graph, a.fused, virtual={self.read_clamp})
+        if not self.graph.analyses.memory_plan:
+            self.graph.analyses.memory_plan, self.graph.analyses.arenas = plan(self.graph)
+        self.scores_node = self.graph.output("scores")
+        self.prediction_node = self.graph.output("prediction")
+        self.inline_values: dict[str, str] = {}  # value -> the C local holding its element (fused chains)
+        self.stored_heads: set[str] = set()  # fused heads whose code stored through c_fixed.store
+        self.kernel_stored: set[str] = set()  # element-wise values a kernel stored with its own (no code of theirs)
+        # the C local a loop of fused stores adds an offset-binary chain's sum into (CTarget.offset_store), if any
+        self.chain_sum: str | None = None
+        self.emitting: list[str] = []  # the nodes of the function code() is writing
+        self.folded_epilogues: dict = {}  # (head, chain) -> folded_epilogue.fold's proven Epilogue or None
+        self._const_symbols: dict[str, str] = {}
+        self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
+        self.kernel_groups = kernel_index(self.target.kernels)  # (op, precision) -> the target's kernels
+
+    # ---- naming
+    def sym(self, name: str) -> str:
+        return f"{self.prefix}_{name}"
+
+    def var(self, name: str) -> str:
+        """The C expression naming a value's storage (a pointer for vectors, a local for scalars)."""
+        if name == self.scores_node:
+            return "scores"
+        if self.graph.op(name) == "input":
+            return "x"
+        return f"v_{name}"
+
+    def at(self, name: str, index: str) -> str:
+        """Element ``index`` of value ``name`` (for scalars, the value itself)."""
+        if name in self.inline_values:  # an element of a fused chain, held in a local
+            return self.inline_values[name]
+        if name == self.read_clamp:
+            return f"{self.clamp_function()}({self.var(self.graph.inputs()[0])}[{index}], {index})"
+        node = self.graph.node(name)
+        if node.op == "const":
+            value = node.attrs["value"]
+            if value.ndim == 0:
+                return self.literal(value, node.type.dtype)
+            return self.target.read_const(self.const_array(name), index, ctype_of(node.type.dtype))
+        if node.type.rank == 0:
+            return self.var(name)
+        return f"{self.var(name)}[{index}]"
+
+    def literal(self, value, dtype) -> str:
+        return c_float(value) if dtype.is_float else c_int(value, ctype_of(dtype))
+
+    # ---- constants
+    def add_const_array(self, symbol: str, values: np.ndarray, ctype: str, comment: str) -> str:
+        """Declare a constant array; one whose elements equal an array already declared (a table two
+        nodes share, a matrix quantised twice alike) becomes a #define of that one: stored once."""
+        flat = np.asarray(values).reshape(-1)
+        n = len(flat)
+        key = (ctype, n, flat.dtype.str, flat.tobytes())
+        first = self._arrays_by_content.setdefault(key, symbol)
+        if first != symbol:
+            self.constants.append(f"/* {comment}: the same elements as {first} */\n#define {symbol} {first}\n")
+            return symbol
+        self.constants.append(
+            f"/* {comment} */\nstatic const {ctype} {symbol}[{max(n, 1)}]{self.target.const_attribute} = {{\n"
+            f"    {array_body(flat, ctype) if n else '0'}\n}};\n"
+        )
+        self.const_bytes += max(n, 1) * np.dtype(self._np_type(ctype)).itemsize
+        return symbol
+
+    @staticmethod
+    def _np_type(ctype: str):
+        return {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
+                "uint8_t": np.uint8, "uint16_t": np.uint16}[ctype]
+
+    def const_array(self, name: str) -> str:
+        if name not in self._const_symbols:
+            node = self.graph.node(name)
+            self._const_symbols[name] = self.add_const_array(
+                self.sym(name), node.attrs["value"], ctype_of(node.type.dtype), f"%{name}: {node.type}, row-major")
+        return self._const_symbols[name]
+
+    def sparse_arrays(self, name: str) -> tuple[str, str, str, str, str]:
+        """The CSC arrays of a sparse constant, emitted once:
+        (values, row indices, their C type, column starts, their C type)."""
+        a = self.graph.node(name)
+        idx_type = "uint8_t" if a.type.shape[0] <= 256 else "uint16_t"
+        ptr_type = "uint16_t" if a.attrs["col_ptr"][-1] < 65536 else "int32_t"
+        if f"{name}:csc" not in self._const_symbols:
+            self._const_symbols[f"{name}:csc"] = name
+            self.add_const_array(self.sym(f"{name}_values"), a.attrs["values"], ctype_of(a.type.dtype),
+                                 f"%{name}: {a.type} sparse, CSC non-zero values")
+            self.add_const_array(self.sym(f"{name}_rows"), a.attrs["row_indices"], idx_type,
+                                 f"%{name}: row of each non-zero")
+            self.add_const_array(self.sym(f"{name}_colptr"), a.attrs["col_ptr"], ptr_type,
+                                 f"%{name}: column start offsets")
+        return self.sym(f"{name}_values"), self.sym(f"{name}_rows"), idx_type, self.sym(f"{name}_colptr"), ptr_type
+
+    def const_transposed(self, name: str) -> str:
+        """A (k, m) constant stored as (m, k) so each column is contiguous."""
+        key = f"{name}_t"
+        if key not in self._const_symbols:
+            node = self.graph.node(name)
+            self._const_symbols[key] = self.add_const_array(
+                self.sym(f"{name}_t"), node.attrs["value"].T.copy(), ctype_of(node.type.dtype),
+                f"%{name}: {node.type}, stored transposed (column j at [j * {node.type.shape[0]}])")
+        return self._const_symbols[key]
+
+    # ---- code
+    @property
+    def input_scale(self):
+        """Integer builds: the scale of each input feature (x_int[k] = round(x[k] * 2^s[k])); None for float."""
+        return self.graph.analyses.input_scale
+
+    def scheduled_ops(self) -> list[str]:
+        return [n for n in self.graph.order() if self.graph.op(n) not in LEAF_OPS]
+
+    def decls(self, names) -> list[str]:
+        """Declarations of the values ``names``: pointers into the arenas, locals for scalars (the inner
+        values of a fused chain have neither)."""
+        out = []
+        for name in names:
+            node = self.graph.node(name)
+            if name in self.graph.analyses.memory_plan and name != self.scores_node:
+                key, offset, _ = self.graph.analyses.memory_plan[name]
+                out.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
+            elif node.type.rank == 0:
+                out.append(f"    {ctype_of(node.type.dtype)} {self.var(name)};")
+        # a fused head's slot holds its chain's last value, read under that value's name
+        out += [f"    (void){self.var(n)};" for n in names
+                if n in self.graph.analyses.fused and n in self.graph.analyses.memory_plan]
+        return out
+
+    def code(self, names) -> list[str]:
+        out = []
+        self.emitting = list(names)  # the nodes of the function being written (kernels sharing set-up ask)
+        fused = self.graph.analyses.fused
+        inner = {m: head for head, members in fused.items() for m in members}
+        for name in names:
+            node = self.graph.node(name)
+            out.append(f"    /* %{name} = {node.op}({', '.join('%' + i for i in node.inputs)}) : {node.type} */")
+            if name in inner:
+                out.append(f"    /* computed in the store of %{inner[name]} (fused) */")
+                continue
+            out.extend("    " + line for line in self.emit_node(node))
+            if name in fused and name not in self.stored_heads:
+                out.extend("    " + line for line in CHAIN_FALLBACK["fixed"](self, node))
+        return out
+
+    def interface(self, **sections) -> Interface:
+        g = self.graph
+        shifts = self.input_scale
+        score_dtype = g.type(self.scores_node).dtype
+        return Interface(self.prefix, ctype_of(g.type(g.inputs()[0]).dtype), ctype_of(score_dtype),
+                         g.type(g.inputs()[0]).shape[0], g.type(self.scores_node).size,
+                         None if shifts is None else tuple(int(s) for s in np.asarray(shifts).reshape(-1)),
+                         score_scale=score_dtype.scale if score_dtype.is_fixed else None,
+                         task=g.analyses.task, **sections)
+
+    def run_function(self, api: Interface, ops: list[str]) -> list[str]:
+        """static int <prefix>_run(x, scores): every op in schedule order, returns the prediction."""
+        (x_node,) = self.graph.inputs()
+        unused = [] if any(x_node in self.graph.node(n).inputs for n in ops) else \
+            ["    (void)x; /* no output depends on the input */"]
+        return [f"static int {api.sym('run')}(const {api.input_ctype} *x, {api.score_ctype} *scores)", "{",
+                *unused, *self.decls(ops), "", *self.code(ops), f"    return (int){self.var(self.prediction_node)};",
+                "}", ""]
+
+    def emit(self) -> Emitted:
+        api = self.interface(predict_float=self.input_scale is not None)
+        functions = self.run_function(api, self.scheduled_ops()) + entry_points(api)
+        if api.predict_float:
+            functions += source_lines(api, self.target.const_attribute, self.target.read_const, streaming=False)
+        return self.assemble(api, functions)
+
+    def build_output(self) -> BuildOutput:
+        """emit(), as the files and facts a backend returns."""
+        emitted = self.emit()
+        return BuildOutput(
+            files={f"{self.prefix}.h": emitted.header, f"{self.prefix}.c": emitted.source},
+            prefix=self.prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
+            input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
+            ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
+            kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes())
+
+    def x_page_bytes(self) -> int:
+        """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""
+        return sum(2 * n + 255 for n in self.x_pages.values())
+
+    def extra_ram_bytes(self) -> int:
+        """Static RAM besides the arenas (target kernels' scratch, streaming state)."""
+        return 0
+
+    def int32_accumulators(self, rows: int) -> str:
+        """The declaration of ``acc``, ``rows`` int32 accumulators of a loop (here: on the stack)."""
+        return f"int32_t acc[{rows}];"
+
+    def arena_attribute(self, key: str) -> str:
+        """Attributes of an arena's declaration (an alignment a kernel needs)."""
+        return ""
+
+    def assemble(self, api: Interface, functions: list[str]) -> Emitted:
+        """Both files around ``functions``: constants, helpers and arenas collected while emitting them."""
+        graph = self.graph
+        arenas = graph.analyses.arenas
+        arena_decls = [f"static {ARENA_CTYPE[k]} {self.sym('arena_' + k)}[{n}]{self.arena_attribute(k)};"
+                       for k, n in arenas.items()]
+        arena_bytes = sum(n * element_bytes(k) for k, n in arenas.items()) + self.extra_ram_bytes()
+        includes = ["#include <stdint.h>", *self.target.extra_includes]
+        if any(graph.op(n) in ("exp", "tanh") and graph.type(n).dtype.is_float for n in graph.order()):
+            includes.append("#include <math.h>")
+        comment = comment_block(self.prefix, self.target.name, self.header_lines, self.const_bytes, arena_bytes)
+        source = source_text(comment, self.prefix, includes, self.constants, list(self.helpers.values()),
+                             arena_decls, functions)
+        return Emitted(source, header_text(comment, api), self.const_bytes, arena_bytes, api.input_ctype,
+                       api.score_ctype, api.input_dim, api.n_scores)
+
+    def clamp_function(self) -> str:
+        """static inline int16_t <prefix>_xclamp(int16_t v, i): feature i of the input clamped (clamp_on_read);
+        per-feature bounds in the arrays the batch clamp would store (streaming's feed() reads them too)."""
+        name = self.sym("xclamp")
+        if name in self.helpers:
+            return name
+        node = self.graph.node(self.read_clamp)
+        dtype = self.graph.type(node.inputs[0]).dtype
+        lo, hi = clip_bounds(node.attrs["lo"], node.attrs["hi"], dtype)
+        top = 2 ** (dtype.bits - 1)
+        if np.ndim(lo) == 0:
+            lo_c, hi_c = str(int(lo)), str(int(hi))
+            body = ["    (void)i;"]
+            if int(hi) < top - 1:
+                body.append(f"    if (v > {hi_c}) return {hi_c};")
+            if int(lo) > -top:
+                body.append(f"    if (v < {lo_c}) return {lo_c};")
+        else:
+            ctype = ctype_of(dtype)
+            rd = self.target.read_const
+            lo_s, hi_s = (self.add_const_array(self.sym(f"{node.name}_{end}"), b, ctype,
+                                               f"%{node.name}: {what} bound of each element")
+                          for end, b, what in (("lo", lo, "lower"), ("hi", hi, "upper")))
+            body = [f"    const {ctype} lo = {rd(lo_s, 'i', ctype)}, hi = {rd(hi_s, 'i', ctype)};",
+                    "    if (v > hi) return hi;", "    if (v < lo) return lo;"]
+        self.helpers[name] = (f"static inline int16_t {name}(int16_t v, int32_t i)\n{{\n" + "\n".join(body)
+                              + "\n    return v;\n}\n")
+        return name
+
+    def emit_node(self, node: Node) -> list[str]:
+        """The node's C: the first of the target's kernels for the node's op and precision that emits it
+        (ranked_kernels), else the entry of the shared code table of the node's precision.
+        With the input clamp applied on read, the clamp has no code and its readers take the shared C (which
+        reads through ``at``)."""
+        if node.name == self.read_clamp:
+            self.clamp_function()
+            return ["/* applied where x is read: no RAM copy of the input */"]
+        precision = precision_of(node.type, [self.graph.type(i) for i in node.inputs])
+        key = (node.op, "on_read") if self.read_clamp in node.inputs else (node.op, precision)
+        if key[1] != "on_read" or self.on_read_kernels:
+            for kernel in ranked_kernels(self, node, self.kernel_groups.get(key, ())):
+                lines = kernel.emit(self, node)
+                if lines is not None:
+                    return lines
+        code = C_CODE[precision].get(node.op)
+        if code is None:
+            raise CompileError(f"node %{node.name}: op {node.op} has no {precision} C code on target "
+                               f"{self.target.name}")
+        return code(self, node)
+
+
+# ---- the target's kernels (tinycc_ml.codegen.kernels.Kernel), asked per node
+
+
+def kernel_index(kernels) -> dict[tuple[str, str], tuple]:
+    """The kernels by (op, precision), each group in the target's order."""
+    index: dict[tuple[str, str], list] = {}
+    for kernel in kernels:
+        if not (hasattr(kernel, "op") and hasattr(kernel, "emit")):
+            raise TypeError(f"CTarget.kernels holds {kernel!r}, not a tinycc_ml.target.Kernel")
+        index.setdefault((kernel.op, kernel.precision), []).append(kernel)
+    return {key: tuple(group) for key, group in index.items()}
+
+
+def ranked_kernels(em: CEmitter, node: Node, group: tuple) -> list:
+    """The kernels of ``group`` that claim ``node``: those stating a cost first (usable ones, cheapest first,
+    the choice recorded in the kernel report), then the others in the target's order."""
+    claiming = [k for k in group if k.claims is None or k.claims(em, node)]
+    costs = {k.label: k.cost(em, node) for k in claiming if k.cost is not None}
+    if not costs:
+        return claiming
+    costed = sorted((k for k in claiming if k.cost is not None and costs[k.label].usable),
+                    key=lambda k: costs[k.label].cycles)
+    if costed:
+        em.kernel_report.append({"node": node.name, "kernel": costed[0].label,
+                                 "predicted_cycles": costs[costed[0].label].cycles,
+                                 "flash_bytes": costs[costed[0].label].flash,
+                                 "candidates": {label: cost.as_dict() for label, cost in costs.items()}})
+    return costed + [k for k in claiming if k.cost is None]
+
+
+def input_clamp(graph: Graph) -> str | None:
+    """The input clamp that may be applied on read: a 16-bit clip of the input at the input's scale, its
+    only user."""
+    (x,) = graph.inputs()
+    users = graph.users(x)
+    if len(users) != 1 or graph.op(users[0]) != "clip" or any(users[0] == n for _, n in graph.outputs):
+        return None
+    t, xt = graph.type(users[0]), graph.type(x)
+    if not (t.dtype.is_fixed and t.dtype == xt.dtype and t.dtype.bits == 16 and t.shape == xt.shape):
+        return None
+    return users[0]
+
+
+def check_interface(graph: Graph) -> None:
+    """What every emitted model's entry points assume of a graph: one input vector, a computed
+    score vector and an idx prediction."""
+    inputs = graph.inputs()
+    labels = dict(graph.outputs)
+    if len(inputs) != 1 or graph.type(inputs[0]).rank != 1:
+        raise CompileError(f"graph {graph.name}: needs exactly one input vector, has {len(inputs)} input(s)")
+    if "scores" not in labels or "prediction" not in labels:
+        raise CompileError(f"graph {graph.name}: needs outputs scores and prediction, has {', '.join(labels)}")
+    other = sorted(set(labels) - {"scores", "prediction"})
+    if other:  # its value would be computed for nothing (and gcc -Werror refuses a variable set but unused)
+        raise CompileError(f"graph {graph.name}: output {', '.join(other)} is not one the C returns "
+                           "(scores, prediction)")
+    scores, prediction = graph.type(labels["scores"]), graph.type(labels["prediction"])
+    numeric = scores.dtype.is_float or scores.dtype.is_fixed
+    if scores.rank != 1 or not numeric or graph.op(labels["scores"]) == "input":
+        raise CompileError(f"graph {graph.name}: output scores must be a computed numeric vector, is {scores}")
+    if prediction.rank != 0 or prediction.dtype.kind != "idx":
+        raise CompileError(f"graph {graph.name}: output prediction must be an idx scalar, is {prediction}")
+
+
+# headers a build including the output folder may look up (C11/C23, the POSIX and toolchain ones the
+# generated code, the simulators' harnesses and Arduino sketches use), compared case-insensitively
+# (macOS and Windows file systems fold case)
+SYSTEM_HEADERS = frozenset("""
+    assert complex ctype errno fenv float inttypes iso646 limits locale math setjmp signal stdalign stdarg
+    stdatomic stdbit stdbool stdckdint stddef stdint stdio stdlib stdnoreturn string tgmath threads time uchar
+    wchar wctype unistd strings alloca malloc pthread fcntl arduino
+""".split())
+
+
+def check_prefix(prefix: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix or ""):
+        raise CompileError(f"name {prefix!r} is not a valid C identifier (letters, digits, _; no leading digit)")
+    if prefix in C_KEYWORDS:
+        raise CompileError(f"name {prefix!r} is a C keyword")
+    if prefix.lower() in SYSTEM_HEADERS:  # <name>.h beside the sources would shadow the system's header
+        raise CompileError(f"name {prefix!r} would write {prefix}.h, which shadows the standard header "
+                           f"<{prefix.lower()}.h> for every file built with -I on the output folder; choose another "
+                           "name")
+    if len(prefix) > 40:
+        raise CompileError(f"name {prefix!r} is longer than 40 characters")
+    return prefix

@@ -1,0 +1,108 @@
+"""Class labels in the generated C: a label table in the header and ``<prefix>_predict_label``.
+
+``<prefix>_predict`` returns a class index 0..L-1; the label table maps it to the user's label.
+Integer labels: ``<NAME>_LABELS`` (an initialiser list) and ``int32_t`` (``int64_t`` when a label
+needs it) ``<prefix>_predict_label(x)``. String labels: ``<NAME>_LABEL_NAMES`` and
+``const char *<prefix>_predict_label(x)``; ``<prefix>_label(i)`` maps a class index. The table is in
+flash on AVR (``PROGMEM``, where a plain const array, or a ``switch`` GCC turns into one, would be copied
+into RAM), read with ``memcpy_P`` / ``pgm_read_word``: the strings of string labels are in flash too, so
+on AVR ``<prefix>_label`` returns a flash address.
+
+The lines are added to the files a backend wrote, so every target gets them from this one place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.codegen.backend import BuildOutput
+
+_HEADER_TAIL = "#ifdef __cplusplus\n}\n#endif"
+INT32_RANGE = (-(2**31), 2**31 - 1)
+
+
+def c_string(text: str) -> str:
+    """A C string literal for ``text`` (UTF-8; bytes outside printable ASCII as octal escapes)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        char = chr(byte)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 32 <= byte < 127 and char != "?":  # '?' escaped: no trigraphs
+            out.append(char)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _int_literal(value: int, ctype: str) -> str:
+    if ctype == "int32_t":
+        return "(-2147483647 - 1)" if value == INT32_RANGE[0] else str(value)
+    return "(-INT64_C(9223372036854775807) - 1)" if value == -(2**63) else f"INT64_C({value})"
+
+
+def label_lines(prefix: str, classes: np.ndarray, input_ctype: str) -> tuple[list[str], list[str]]:
+    """(header lines, source lines) declaring and defining the label table and functions. The table is
+    in flash on AVR (``PROGMEM``, read with ``memcpy_P`` / ``pgm_read_word``; string labels too), a plain
+    ``static const`` array elsewhere (flash on ARM, .rodata on the host)."""
+    up = prefix.upper()
+    values = classes.tolist()
+    n = len(values)
+    strings = classes.dtype.kind == "U"
+    if strings:
+        ret, literals, table = "const char *", [c_string(v) for v in values], f"{up}_LABEL_NAMES"
+    else:
+        fits = all(INT32_RANGE[0] <= v <= INT32_RANGE[1] for v in values)
+        ctype = "int32_t" if fits else "int64_t"
+        ret, literals, table = f"{ctype} ", [_int_literal(v, ctype) for v in values], f"{up}_LABELS"
+    flash_note = ([" * On AVR the string is in flash: print it with Serial.print((const __FlashStringHelper *)s) or",
+                   " * printf_P(PSTR(\"%S\"), s), copy it with strcpy_P."] if strings else [])
+    header = [
+        f"/* Class labels by class index: {prefix}_predict_label(x) is {table}[{prefix}_predict(x)]. */",
+        f"#define {up}_N_CLASSES {n}",
+        f"#define {table} {{ {', '.join(literals)} }}",
+        "",
+        f"/* The label of class index i (0..{up}_N_CLASSES-1; others give the last): a constant table, in flash",
+        " * on AVR too.",
+        *flash_note, " */",
+        f"{ret}{prefix}_label(int i);",
+        "",
+        f"/* The class label of x: {prefix}_label({prefix}_predict(x)). */",
+        f"{ret}{prefix}_predict_label(const {input_ctype} *x);",
+        "",
+    ]
+    flash, tab = f"{up}_LABEL_FLASH", f"{prefix}_label_table"
+    source = ["", "#ifdef __AVR__", "#include <avr/pgmspace.h>", f"#define {flash} PROGMEM", "#else",
+              f"#define {flash}", "#endif"]
+    if strings:
+        source += [f"static const char {prefix}_label_{i}[] {flash} = {lit};" for i, lit in enumerate(literals)]
+        source += [f"static const char *const {tab}[{n}] {flash} = {{",
+                   *(f"    {prefix}_label_{i}," for i in range(n)), "};", "",
+                   f"const char *{prefix}_label(int i)", "{", f"    if (i < 0 || i >= {n}) i = {n - 1};",
+                   "#ifdef __AVR__", f"    return (const char *)pgm_read_word(&{tab}[i]);", "#else",
+                   f"    return {tab}[i];", "#endif", "}", ""]
+    else:
+        source += [f"static const {ctype} {tab}[{n}] {flash} = {{",
+                   *(f"    {', '.join(literals[i:i + 8])}," for i in range(0, n, 8)), "};", "",
+                   f"{ctype} {prefix}_label(int i)", "{", f"    {ctype} v;", f"    if (i < 0 || i >= {n}) i = {n - 1};",
+                   "#ifdef __AVR__", f"    memcpy_P(&v, &{tab}[i], sizeof v);", "#else", f"    v = {tab}[i];",
+                   "#endif", "    return v;", "}", ""]
+    source += [f"{ret}{prefix}_predict_label(const {input_ctype} *x)", "{",
+               f"    return {prefix}_label({prefix}_predict(x));", "}", ""]
+    return header, source
+
+
+def add_labels(output: BuildOutput, classes: np.ndarray) -> None:
+    """Add the label table and ``<prefix>_predict_label`` to a backend's ``<prefix>.h`` and
+    ``<prefix>.c`` (a backend that writes neither is left as it is)."""
+    prefix = output.prefix
+    header_name, source_name = f"{prefix}.h", f"{prefix}.c"
+    if header_name not in output.files or source_name not in output.files:
+        return  # a plug-in backend writing other files: nothing to add to
+    header, source = output.files[header_name], output.files[source_name]
+    at = header.rfind(_HEADER_TAIL)
+    if at < 0:  # a header without the C++ guard: add before the include guard's end
+        at = header.rfind("#endif")
+    head_lines, source_lines = label_lines(prefix, classes, output.input_ctype)
+    output.files[header_name] = header[:at] + "\n".join(head_lines) + "\n" + header[at:]
+    output.files[source_name] = source.rstrip("\n") + "\n" + "\n".join(source_lines)

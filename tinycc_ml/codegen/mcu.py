@@ -1,0 +1,434 @@
+"""The microcontroller backend base and the C emitter it shares between targets (avr, cortex-m0).
+
+Same API as the host backend (<prefix>_predict, <prefix>_scores), plus the streaming entry
+points of the Bonsai paper when the first op after the input clamp is a matvec or an sqdist:
+<prefix>_begin(), <prefix>_feed(i, value) as features arrive, <prefix>_end() /
+<prefix>_end_scores(scores); the input vector is never stored. Integer builds also get
+<prefix>_quantise and <prefix>_predict_float(const float *x) (backends/float_input.py), compiled only
+with -D<PREFIX>_WITH_FLOAT or in Arduino builds (they need float code). Constants live in flash; no
+heap, no division in the integer path.
+
+Streaming accumulates column i of W (any stored layout: row-major, kernel blocks, or CSC, whose
+columns are contiguous) or the terms (M[i][j] - x_i)^2 into static int32 accumulators; the int32
+sums are exact and proven to fit, so the order does not matter and end() equals predict().
+compile() refuses a model that does not fit the chip (check_fit: measured with the cross
+toolchain, else estimated).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.buildsys.project import firmware_project
+from tinycc_ml.chips import Chip
+from tinycc_ml.codegen.backend import Backend, BuildOutput, Fit
+from tinycc_ml.codegen.c_files import Interface, entry_points
+from tinycc_ml.codegen.c_fixed import clamp_expr, rshift_c, saturate_c, shift_c, store
+from tinycc_ml.codegen.emitter import CEmitter, CTarget, Emitted, ctype_of, input_clamp
+from tinycc_ml.codegen.float_input import guard_macro, source_lines
+from tinycc_ml.codegen.layouts import ConstLayout
+from tinycc_ml.errors import CompileError, FitError, ToolchainError
+from tinycc_ml.ir.analyses import task_kind
+from tinycc_ml.ir.fixed import clip_bounds, quantise
+from tinycc_ml.ir.graph import Graph, Node
+from tinycc_ml.ir.ops.registry import node_output_shift
+from tinycc_ml.passes.manager import PassContext, PassOptions, run_passes
+from tinycc_ml.plugins import PluginError
+from tinycc_ml.runtime.profile import function_profile
+from tinycc_ml.runtime.simulate import SIMULATORS, TargetRun, firmware_sizes, run_on_target
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- streaming
+
+@dataclass
+class StreamPlan:
+    clamp: str | None  # the input clamp node (integer builds), folded into feed()
+    first: str  # the matvec / sqdist consuming the input
+
+
+def stream_plan(graph: Graph) -> StreamPlan:
+    """Which node streaming accumulates; CompileError when the graph does not allow it."""
+    (x,) = graph.inputs()
+    users = graph.users(x)
+    clamp = None
+    if len(users) == 1 and graph.op(users[0]) == "clip":
+        clamp = users[0]
+        users = graph.users(clamp)
+        if any(clamp == n for _, n in graph.outputs):
+            users = []
+    if len(users) != 1:
+        raise CompileError("streaming needs the input to feed exactly one matvec or sqdist; "
+                           f"it feeds {len(users)} node(s)")
+    first = graph.node(users[0])
+    v = clamp or x
+    if first.op == "matvec" and first.inputs[1] == v and graph.op(first.inputs[0]) in ("const", "sparse_const"):
+        return StreamPlan(clamp, first.name)
+    if first.op == "sqdist" and first.inputs[0] == v and graph.op(first.inputs[1]) == "const":
+        return StreamPlan(clamp, first.name)
+    raise CompileError(f"streaming needs the first op after the input to be a matvec by a constant matrix or an "
+                       f"sqdist to constant prototypes; %{first.name} is {first.op}")
+
+
+C_TYPE_BYTES = {"uint8_t": 1, "int8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "float": 4}
+
+
+@dataclass
+class McuEmitter(CEmitter):
+    """The shared emitter, split so that the batch and the streaming paths share one tail."""
+
+    kernel_layout: dict[str, ConstLayout] = field(default_factory=dict)  # const name -> how a kernel stored it
+    scratch_buffers: dict[str, tuple[str, int]] = field(default_factory=dict)  # symbol -> (C type, length)
+    stream_bytes: int = 0
+    node_functions: dict = field(default_factory=dict)  # node -> the kernel functions its code calls
+    aligns_arenas = True
+
+    def arena_attribute(self, key: str) -> str:
+        return f" __attribute__((aligned({self.arena_align[key]})))" if key in self.arena_align else ""
+
+    def build_output(self) -> BuildOutput:
+        out = super().build_output()
+        out.node_functions = {n: list(f) for n, f in self.node_functions.items()}
+        return out
+
+    def emit_node(self, node: Node) -> list[str]:
+        """The shared emit_node, noting which out-of-line kernel functions (asm kernels, C functions that
+        are not inline) the node's code calls: a profile charges their cycles to the node."""
+        lines = super().emit_node(node)
+        text = "\n".join(lines)
+        called = [h for h, body in self.helpers.items()
+                  if f"{h}(" in text and "inline" not in body.split("(", 1)[0] and f"{h}(" in body]
+        if called:
+            mine = self.node_functions.setdefault(node.name, [])
+            mine += [h for h in called if h not in mine]
+        return lines
+
+    def scratch(self, name: str, ctype: str, length: int) -> None:
+        """A static buffer shared by kernels (sized for the largest use)."""
+        n = max(self.scratch_buffers.get(name, (ctype, 0))[1], length)
+        self.scratch_buffers[name] = (ctype, n)
+        self.helpers[name] = f"/* kernel scratch */\nstatic {ctype} {name}[{n}];\n"
+
+    def int32_accumulators(self, rows: int) -> str:
+        # static scratch the fit check counts, not a stack array: on the AVR 256 rows took 1 KB of stack,
+        # which ran into the data of its 2 KB
+        self.scratch(self.sym("acc"), "uint32_t", rows)
+        return f"int32_t *acc = (int32_t *){self.sym('acc')};"
+
+    def extra_ram_bytes(self) -> int:
+        scratch = sum(n * C_TYPE_BYTES[ctype] for ctype, n in self.scratch_buffers.values())
+        return scratch + self.stream_bytes + self.x_page_bytes()
+
+    def emit(self) -> Emitted:
+        try:
+            splan, no_stream = stream_plan(self.graph), None
+        except CompileError as exc:
+            splan, no_stream = None, str(exc)
+        api = self.interface(streaming=splan is not None, no_streaming_reason=no_stream,
+                             predict_float=self.input_scale is not None, float_guard=guard_macro(self.prefix))
+        ops = self.scheduled_ops()
+        if splan:
+            functions = self.split_run(api, ops, splan.first) + self.streaming(api, splan)
+        else:
+            functions = self.run_function(api, ops)
+        functions += entry_points(api)
+        if api.predict_float:
+            functions += source_lines(api, self.target.const_attribute, self.target.read_const, splan is not None)
+        return self.assemble(api, functions)
+
+    def split_run(self, api: Interface, ops: list[str], first: str) -> list[str]:
+        """<prefix>_run as a head (up to the streamed node) and a <prefix>_tail shared with end()."""
+        P, pred = api.sym, self.var(self.prediction_node)
+        head = ops[:ops.index(first) + 1]
+        tail = ops[len(head):]
+        return [f"static int {P('tail')}({api.score_ctype} *scores)", "{", *self.decls([first] + tail), "",
+                *self.code(tail), f"    return (int){pred};", "}", "",
+                f"static int {P('run')}(const {api.input_ctype} *x, {api.score_ctype} *scores)", "{",
+                *self.decls(head), "", *self.code(head), f"    return {P('tail')}(scores);", "}", ""]
+
+    # ---- streaming
+    def streaming(self, api: Interface, splan: StreamPlan) -> list[str]:
+        g, P = self.graph, api.sym
+        node = g.node(splan.first)
+        fixed = node.type.dtype.is_fixed
+        acc_t = "int32_t" if fixed else "float"
+        n_acc = node.type.size
+        acc = P("stream_acc")
+        self.stream_bytes = 4 * n_acc
+        h = int(node.attrs.get("shift", 0))
+        feed = [f"void {P('feed')}(int i, {api.input_ctype} value)", "{",
+                f"    if (i < 0 || i >= {api.input_dim}) return;", *self.feed_value(api, splan.clamp),
+                *("    " + line for line in (self.feed_matvec(node, acc, h) if node.op == "matvec"
+                                             else self.feed_sqdist(node, acc, h))),
+                "}", ""]
+        if fixed:
+            k = node_output_shift(g, node.name)
+            fill = store(self, node, "r", shift_c(self, f"{acc}[r]", k))
+        else:
+            fill = f"{self.var(node.name)}[r] = {acc}[r];"
+        return [f"static {acc_t} {acc}[{n_acc}];", "",
+                f"void {P('begin')}(void)", "{", f"    for (int r = 0; r < {n_acc}; ++r) {acc}[r] = 0;", "}", "",
+                *feed,
+                f"static int {P('finish')}({api.score_ctype} *scores)", "{", *self.decls([node.name]),
+                f"    for (int r = 0; r < {n_acc}; ++r) {fill}", f"    return {P('tail')}(scores);", "}", "",
+                f"int {P('end')}(void)", "{", f"    {api.score_ctype} scores[{api.n_scores}];",
+                f"    return {P('finish')}(scores);", "}", "",
+                f"void {P('end_scores')}({api.score_ctype} *scores)", "{", f"    (void){P('finish')}(scores);", "}",
+                ""]
+
+    def feed_value(self, api: Interface, clamp: str | None) -> list[str]:
+        """The line defining v, feature i as the streamed node reads it (the input clamp applied)."""
+        if not clamp:
+            return [f"    const {api.input_ctype} v = value;"]
+        g = self.graph
+        cl = g.node(clamp)
+        in_dtype = g.type(g.inputs()[0]).dtype
+        lo, hi = clip_bounds(cl.attrs["lo"], cl.attrs["hi"], in_dtype)
+        shift = in_dtype.scale - cl.type.dtype.scale
+        lines = []
+        if np.ndim(lo) == 0:
+            expr = rshift_c(clamp_expr("value", int(lo), int(hi), in_dtype.bits), shift)
+        else:  # per-feature bounds: the arrays the batch clamp put in flash
+            rd, ct = self.target.read_const, ctype_of(in_dtype)
+            if cl.name in self.kernel_layout:  # stored by a kernel
+                lo_c, hi_c = self.kernel_layout[cl.name].bounds(rd, "i")
+            else:
+                lo_c, hi_c = rd(self.sym(f"{cl.name}_lo"), "i", ct), rd(self.sym(f"{cl.name}_hi"), "i", ct)
+            lines.append(f"    const int32_t lo = {lo_c}, hi = {hi_c};")
+            expr = rshift_c("(value < lo ? lo : (value > hi ? hi : (int32_t)value))", shift)
+        return lines + [f"    const int16_t v = {saturate_c(self, cl, expr)};"]
+
+    def feed_matvec(self, node: Node, acc: str, h: int) -> list[str]:
+        g = self.graph
+        a_name = node.inputs[0]
+        a = g.node(a_name)
+        rows, cols = a.type.shape
+        fixed = node.type.dtype.is_fixed
+        rd = self.target.read_const
+
+        def term(w: str) -> str:
+            return rshift_c(f"(int32_t)v * {w}", h) if fixed else f"v * {w}"
+
+        if a.op == "sparse_const":
+            vals, rix, idx_type, cptr, ptr_type = self.sparse_arrays(a_name)
+            return [f"for (int32_t p = {rd(cptr, 'i', ptr_type)}; p < (int32_t){rd(cptr, 'i + 1', ptr_type)}; ++p)",
+                    f"    {acc}[{rd(rix, 'p', idx_type)}] += {term(rd(vals, 'p', ctype_of(a.type.dtype)))};"]
+        if a_name in self.kernel_layout:
+            return self.kernel_layout[a_name].feed_matvec(rd, acc, term)
+        return [f"for (int r = 0; r < {rows}; ++r) {acc}[r] += {term(self.at(a_name, f'r * {cols} + i'))};"]
+
+    def feed_sqdist(self, node: Node, acc: str, h: int) -> list[str]:
+        g = self.graph
+        m_name = node.inputs[1]
+        k, m = g.type(m_name).shape
+        rd = self.target.read_const
+        if not node.type.dtype.is_fixed:
+            mt = self.const_transposed(m_name)
+            return [f"for (int j = 0; j < {m}; ++j) {{",
+                    f"    const float d = {rd(mt, f'j * {k} + i', 'float')} - v;", f"    {acc}[j] += d * d;", "}"]
+        if m_name in self.kernel_layout:
+            return self.kernel_layout[m_name].feed_sqdist(rd, acc, h)
+        mt = self.const_transposed(m_name)
+        d = rshift_c(f"(int32_t){rd(mt, f'j * {k} + i', ctype_of(g.type(m_name).dtype))} - v", h)
+        return [f"for (int j = 0; j < {m}; ++j) {{", f"    const int32_t d = {d};", f"    {acc}[j] += d * d;", "}"]
+
+# ---------------------------------------------------------------- backends
+
+def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
+             own_x_pages: bool = True, clamp_on_read: bool = False, on_read_kernels: bool = True) -> BuildOutput:
+    return McuEmitter(graph, prefix, target, header_lines=list(model_description), own_x_pages=own_x_pages,
+                      clamp_on_read=clamp_on_read, on_read_kernels=on_read_kernels).build_output()
+
+
+def constant_bytes_floor(graph, precision: str) -> int:
+    """A lower bound of the flash the constants of a folded float graph take at ``precision``: every
+    stored element at least 1 byte (int8), 2 (int16) or 4 (float); a sparse matrix its non-zeros."""
+    element = {"int8": 1, "int16": 2}.get(precision, 4)
+    # prototypes of a distance: a kernel stores those with 8 significant bits in a byte each (any precision)
+    prototypes = {graph.node(n).inputs[1] for n in graph.order() if graph.op(n) in ("sqdist", "sqdist_kvote")}
+    total = 0
+    for name in graph.order():
+        node = graph.node(name)
+        if node.op == "const" and graph.users(name):
+            size = 1 if name in prototypes and precision != "float" else element
+            total += int(np.asarray(node.attrs["value"]).size) * size
+        elif node.op == "sparse_const" and graph.users(name):
+            total += int(np.count_nonzero(node.attrs["values"])) * element
+    return total
+
+
+def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True) -> Fit:
+    """Refuse a build that cannot fit ``chip`` (FitError with the sizes): measured with the cross
+    toolchain (the firmware ``simulator`` builds) when present, else estimated. A simulator plug-in that
+    cannot be loaded is a PluginError, never a misfit."""
+    in_bytes = output.input_dim * (4 if output.input_ctype == "float" else 2)
+    sizes, failure = None, "not measured"
+    if output.const_bytes > chip.flash:  # no build can fit: not worth compiling (megabytes of C)
+        measure, failure = False, "the constants alone exceed the flash"
+    elif output.ram_bytes > chip.ram:  # nor with intermediates beyond the RAM (arrays a compiler may refuse)
+        measure, failure = False, "the intermediates alone exceed the RAM"
+    if measure:
+        try:
+            with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
+                for name, text in output.files.items():
+                    with open(os.path.join(tmp, name), "w") as f:
+                        f.write(text)
+                p = output.prefix
+                sizes = firmware_sizes(simulator, [os.path.join(tmp, f"{p}.c")], os.path.join(tmp, f"{p}.h"), p,
+                                       output.input_dim, output.n_scores, output.input_ctype, output.score_ctype,
+                                       chip=chip)
+        except ToolchainError as exc:  # said without the temporary folder's name
+            sizes, failure = None, re.sub(r"\S*/tinycc-ml-[^/\s]*/", "", str(exc))
+    linker_says = [ln.strip()[-160:] for ln in failure.splitlines()
+                   if "will not fit in region" in ln or "overflowed by" in ln]
+    if sizes is None and linker_says:  # the linker itself says no: no estimate can say yes
+        raise FitError(f"model {output.prefix} does not fit the {chip.name}: the linker reports "
+                           f"{linker_says[0]}; constants {output.const_bytes} bytes, intermediates {output.ram_bytes} "
+                           "bytes")
+    if sizes is not None:
+        flash, ram = sizes.flash_bytes, sizes.ram_bytes
+        how = "measured firmware (model + harness with the input buffer)"
+    else:
+        flash = output.const_bytes + chip.code_estimate
+        ram = output.ram_bytes + in_bytes + 4 * output.n_scores
+        overflow = [ln.strip()[-160:] for ln in failure.splitlines() if "overflow" in ln or "error:" in ln]
+        how = ("estimated (no cross toolchain)" if "not found" in failure else
+               f"estimated ({overflow[0] if overflow else failure.splitlines()[0][:160]})")
+    stack = chip.stack_estimate + 4 * output.n_scores
+    if flash > chip.flash or ram + stack > chip.ram:
+        raise FitError(
+            f"model {output.prefix} does not fit the {chip.name}: needs {flash} bytes of flash (has {chip.flash}) "
+            f"and {ram} bytes of static RAM + ~{stack} bytes of stack (has {chip.ram}); {how}; "
+            f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes")
+    log.info("%s fits the %s: %d bytes of flash, %d + ~%d bytes of RAM (%s)", output.prefix, chip.name, flash, ram,
+             stack, how)
+    return Fit(chip.name, flash, ram, stack, how)
+
+
+class McuBackend(Backend):
+    """A microcontroller target: the shared MCU emitter with the chip's traits; check_fit says whether
+    the build fits the chip (measured with its cross compiler when ``measure``, else estimated).
+
+    chip: the Chip (memory, clock, compiler flags); simulator: its name in runtime.simulate.SIMULATORS, or
+    None (then no simulate/profile); board: a backends.project.Board for ``--project`` firmware, or None.
+    c_target(graph): a CTarget (how constants are declared and read, kernel overrides)."""
+
+    precisions = ("int16", "int8", "float")
+    chip: Chip
+    simulator: str | None = None
+    board = None
+    measure = True
+
+    def c_target(self, graph) -> CTarget:
+        raise NotImplementedError
+
+    @classmethod
+    def capabilities(cls) -> frozenset[str]:
+        caps = set(super().capabilities())
+        if cls.simulator is None:
+            caps -= {"simulate", "profile"}
+        else:
+            try:
+                simulator = SIMULATORS.load(cls.simulator)
+            except PluginError:  # kept: using it says what is broken
+                simulator = None
+            if simulator is not None and not callable(getattr(simulator, "profile", None)):
+                caps.discard("profile")
+        if cls.board is None:
+            caps.discard("project_files")
+        return frozenset(caps)
+
+    def _simulator(self):
+        """The registered simulator object; a PluginError naming this target when it cannot be loaded."""
+        self.require("simulate")
+        try:
+            return SIMULATORS.load(self.simulator)
+        except PluginError as exc:
+            raise PluginError(f"target {self.name}: its simulator {self.simulator!r} cannot be used: {exc}") from exc
+
+    def require_tools(self, method: str = "auto") -> None:
+        if self.simulator is not None:
+            self._simulator().require(method)
+
+    def project_files(self, result, examples) -> dict[str, str]:
+        self.require("project_files")
+        return firmware_project(result, examples, self.board)
+
+    def emit(self, graph, prefix, model_description):
+        """The build; again without sparse kernels' own x buffers (256-byte aligned, so up to 255 bytes of
+        padding) when with them it would not fit the chip; and then, when the RAM still looks too small for
+        it (intermediates + the caller's input + the stack estimate), with the input clamp applied where x is
+        read: no RAM copy of the input, its readers on the target's on-read kernels (a small buffer of
+        clamped features at a time), or when even those do not fit on the shared C."""
+        out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
+        if out.optional_ram_bytes and not self._fits(out):
+            log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, self.chip.name)
+            out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False)
+        in_bytes = out.input_dim * (4 if out.input_ctype == "float" else 2)
+        if (input_clamp(graph) and out.ram_bytes + in_bytes + self.chip.stack_estimate > self.chip.ram
+                and not self._fits(out)):
+            log.info("%s: the input clamp applied on read, no RAM copy of the input (the %s's RAM)", prefix,
+                     self.chip.name)
+            out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False,
+                           clamp_on_read=True)
+            readers = "the on-read kernels"
+            if not self._fits(out):
+                readers = "the shared C"
+                out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False,
+                               clamp_on_read=True, on_read_kernels=False)
+            out.kernels = [*out.kernels, {"node": input_clamp(graph), "matrix": "input", "kernel": "clamp on read",
+                                          "note": f"its readers on {readers}: with a RAM copy of the input the "
+                                                  f"build exceeds the {self.chip.name}'s RAM"}]
+        return out
+
+    def _fits(self, out) -> bool:
+        try:
+            self.check_fit(out)
+        except CompileError:
+            return False
+        return True
+
+    def check_constants_fit(self, graph, precision: str, prefix: str) -> None:
+        # the constants as stored: after the input normalisation and constant products are folded
+        options = PassOptions(precision=precision, fold_mean=precision != "float")
+        folded = run_passes(graph.copy(), ["fold_input_affine", "constant_fold", "cse", "dce"],
+                            PassContext(options=options, debug=False))
+        floor = constant_bytes_floor(folded, precision)
+        if floor > self.chip.flash:
+            raise FitError(f"model {prefix} does not fit the {self.chip.name}: its constants alone need at least "
+                           f"{floor} bytes of flash at {precision} (has {self.chip.flash})")
+
+    def check_fit(self, output: BuildOutput) -> Fit:
+        if self.measure and self.simulator is not None:
+            self._simulator()  # a broken simulator plug-in is said as such, not taken for a misfit
+        return check_fit(self.simulator, self.chip, output, measure=self.measure and self.simulator is not None)
+
+    def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
+        self._simulator()
+        X = np.asarray(X, dtype=np.float64)
+        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16)
+        p = output.prefix
+        return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
+                             x, output.n_scores, output.input_ctype, output.score_ctype,
+                             task=task_kind(output.task), chip=self.chip)
+
+    def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
+        """Cycles or instructions of one predict call per function symbol, on the rows of X (the simulator's
+        ``profile``, runtime.profile.function_profile); ToolchainError when this chip cannot be profiled here."""
+        self._simulator()
+        X = np.asarray(X, dtype=np.float64)
+        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16).astype(
+            np.int16)
+        p = output.prefix
+        return function_profile(self.simulator, [Path(out_dir) / f"{p}.c"], Path(out_dir) / f"{p}.h", p, x,
+                                output.n_scores, output.input_ctype, output.score_ctype, chip=self.chip)
+
+

@@ -1,0 +1,331 @@
+"""C for the ``tree_ensemble`` op (float and fixed point), two kernels chosen by a cost model:
+
+- **table**: the decision nodes of all trees in flash, in depth-first preorder, as four arrays in the
+  narrowest types that hold them: the feature tested (uint8 up to 256 features), the threshold
+  (fixed point: int8, int16 or int32 integer thresholds, see the op's integer semantics; float:
+  float32), the left and the right child as a signed reference (>= 0: a decision node, < 0: leaf
+  ~ref). Leaves are deduplicated into one table of their values (the rows of equal leaves are stored
+  once). A tight loop walks each tree: ``while (i >= 0) i = x[f[i]] <= t[i] ? l[i] : r[i];``.
+- **straight**: each tree as nested ``if (x[f] <= T) ... else ...`` with the thresholds as literals,
+  ending in the leaf's number; the leaves' values are added from the same leaf table.
+
+Missing values (NaN; the integer code M = the input type's lowest value): a node goes to its default
+side. Integer code: x <= T already sends M left (T >= M), so only default-right nodes also test x != M
+(on the left-going path); float code: a default-left node tests !(x > t), true for NaN. When an
+ensemble mixes both sides, the table marks default-left nodes by the top bit of their feature entry.
+
+Both compute exactly the op's semantics (the same integer thresholds and leaf ints; float builds add
+the leaves in tree order in float32). Every input feature is read only where a node tests it.
+The choice: straight-line code where its predicted flash is at most STRAIGHT_FLASH_FACTOR times the
+table's (it is always faster); microcontroller builds report it in ``result.report["kernels"]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinycc_ml.codegen.emitter import CEmitter, c_float, ctype_of
+from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.ensembles import default_left, leaf_ints, leaf_scale, missing_code, threshold_ints
+
+STRAIGHT_FLASH_FACTOR = 1.25
+# predicted cost per decision node: (AVR cycles, AVR flash bytes) of each kernel, and per leaf
+# ATmega328P, int16: the table walk fitted on simavr runs of the digits forest of benchmarks/trees.py
+# (per row: 1,245 + 44.7 per level walked + 60.3 per leaf value added; within 15 cycles on 150 rows);
+# straight-line code's per-level cost and both kernels' flash are estimates
+COST = {"table": {"level": 45.0, "loop_flash": 120},
+        "straight": {"level": 12.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0},
+        "leaf_value": 60.0, "tree": 60.0, "output": 60.0}
+
+
+def int_type(lo: int, hi: int) -> str:
+    for bits in (8, 16, 32):
+        if -(2 ** (bits - 1)) <= lo and hi <= 2 ** (bits - 1) - 1:
+            return f"int{bits}_t"
+    raise ValueError("beyond int32")
+
+
+@dataclass
+class Layout:
+    feature: np.ndarray  # per decision node (preorder)
+    threshold: np.ndarray  # ints (fixed) or float32
+    left: np.ndarray  # references: >= 0 decision node, < 0 leaf ~ref
+    right: np.ndarray
+    roots: np.ndarray  # reference of each tree's root
+    leaves: np.ndarray  # (n_unique, W) leaf values (ints or float32)
+    depth: int
+    default_left: np.ndarray  # per decision node: a missing value goes left
+
+    @property
+    def ref_type(self) -> str:
+        refs = np.concatenate([self.left, self.right, self.roots])
+        return int_type(int(refs.min()), int(refs.max()))
+
+
+def tree_layout(attrs, thresholds: np.ndarray, values: np.ndarray) -> Layout:
+    """Preorder decision nodes and deduplicated leaves of the op's node table."""
+    feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
+    order: list[int] = []
+    new_index: dict[int, int] = {}
+    leaf_key: dict[bytes, int] = {}
+    leaf_rows: list[np.ndarray] = []
+    depth = 0
+
+    def ref(i: int) -> int:
+        if feature[i] >= 0:
+            return new_index[i]
+        key = values[i].tobytes()
+        if key not in leaf_key:
+            leaf_key[key] = len(leaf_rows)
+            leaf_rows.append(values[i])
+        return -1 - leaf_key[key]
+
+    for root in attrs["roots"]:
+        stack = [(int(root), 0)]
+        while stack:  # preorder: a node, then its left subtree, then its right
+            i, d = stack.pop()
+            depth = max(depth, d)
+            if feature[i] >= 0:
+                new_index[i] = len(order)
+                order.append(i)
+                stack += [(int(right[i]), d + 1), (int(left[i]), d + 1)]
+    idx = np.array(order, dtype=np.int64)
+    lefts = np.array([ref(int(left[i])) for i in idx], dtype=np.int64)
+    rights = np.array([ref(int(right[i])) for i in idx], dtype=np.int64)
+    roots = np.array([ref(int(r)) for r in attrs["roots"]], dtype=np.int64)
+    return Layout(feature[idx].astype(np.int64), thresholds[idx], lefts, rights, roots,
+                  np.array(leaf_rows), depth, default_left(attrs)[idx])
+
+
+def sparse_leaves(layout: Layout) -> tuple[np.ndarray, np.ndarray, Layout]:
+    """Vector leaves as runs of (output, value) entries for their non-zero values (at least one per
+    leaf), the last entry of a run flagged by bit 7 of its output byte; references to leaves become
+    ~(first entry). Returns (output bytes, values, the re-referenced layout)."""
+    outs, vals, starts = [], [], []
+    for row in layout.leaves:
+        starts.append(len(outs))
+        nz = np.flatnonzero(row) if np.any(row) else np.array([0])
+        outs += [int(c) for c in nz]
+        vals += [row[c] for c in nz]
+        outs[-1] |= 0x80
+    starts = np.array(starts, dtype=np.int64)
+
+    def remap(refs):
+        return np.where(refs < 0, -1 - starts[np.maximum(-1 - refs, 0)], refs)
+
+    relaid = Layout(layout.feature, layout.threshold, remap(layout.left), remap(layout.right), remap(layout.roots),
+                    layout.leaves, layout.depth, layout.default_left)
+    return np.array(outs, dtype=np.int64), np.array(vals, dtype=layout.leaves.dtype), relaid
+
+
+def predicted(layout: Layout, threshold_bytes: int, n_trees: int, n_outputs: int, values_per_leaf: float) -> dict:
+    """Predicted AVR cycles (one prediction, every tree walked to its deepest leaf) and flash bytes of the
+    decision nodes (the leaves cost the same in both)."""
+    n = len(layout.feature)
+    ref_bytes = int(layout.ref_type[3:-2]) // 8
+    feat_bytes = 1 if layout.feature.size == 0 or layout.feature.max() < 256 else 2
+    table_flash = n * (feat_bytes + threshold_bytes + 2 * ref_bytes) + n_trees * ref_bytes + COST["table"]["loop_flash"]
+    n_leaves = n + n_trees
+    straight_flash = (n * COST["straight"]["flash_per_node"] + n_leaves * COST["straight"]["flash_per_leaf"]
+                      + n_trees * COST["straight"]["tree_flash"])
+    rest = n_trees * (COST["tree"] + values_per_leaf * COST["leaf_value"]) + n_outputs * COST["output"]
+    return {"table": {"cycles": round(COST["table"]["level"] * layout.depth * n_trees + rest),
+                      "flash": int(table_flash)},
+            "straight": {"cycles": round(COST["straight"]["level"] * layout.depth * n_trees + rest),
+                         "flash": int(straight_flash)}}
+
+
+def choose(cands: dict) -> str:
+    return "straight" if cands["straight"]["flash"] <= STRAIGHT_FLASH_FACTOR * cands["table"]["flash"] else "table"
+
+
+def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, leaf_form: str) -> None:
+    if hasattr(em, "kernel_report"):
+        em.kernel_report.append({
+            # "matrix": what the report's kernel rows name (the constant the kernel reads)
+            "node": node.name, "op": "tree_ensemble", "matrix": f"{node.name} node table",
+            "trees": int(len(node.attrs["roots"])),
+            "decision_nodes": int(len(layout.feature)), "unique_leaves": int(len(layout.leaves)),
+            "depth": layout.depth, "kernel": f"trees-{chosen}",
+            "leaves": leaf_form, "predicted_cycles": cands[chosen]["cycles"],
+            "flash_bytes": cands[chosen]["flash"],
+            "candidates": {f"trees-{k}": v for k, v in cands.items()},
+            "note": "predicted: ATmega328P cycles of integer code along the deepest path of every tree; "
+                    "flash of the decision nodes"})
+
+
+def _test(layout: Layout, ref: int, x: str, literal, x_range, cmp: str) -> str | bool:
+    """The C condition for going left at decision node ``ref``, or True / False where every input
+    (missing included) goes one way. ``x_range`` (integer builds): the input type's range, whose lowest
+    value is the missing code M (integer thresholds lie in [M, top])."""
+    t, dl = layout.threshold[ref], bool(layout.default_left[ref])
+    if x_range is None:  # float: NaN fails every comparison, so !(x > t) sends it left
+        flip = {"<=": ">", "<": ">="}[cmp]
+        return f"!({x} {flip} {literal(t)})" if dl else f"{x} {cmp} {literal(t)}"
+    m, top = x_range
+    if dl:  # M <= T: x <= T sends M left already
+        return True if t >= top else f"{x} <= {literal(t)}"
+    if t <= m:  # no real value is <= M, and M goes right
+        return False
+    return f"{x} != {m}" if t >= top else f"{x} <= {literal(t)} && {x} != {m}"
+
+
+def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=") -> list[str]:
+    """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at an end
+    decides every input alike (no compare is written: C would warn it is always true/false)."""
+    if ref < 0:
+        return [f"{indent}leaf = {-1 - ref};"]
+    f = int(layout.feature[ref])
+    left, right = int(layout.left[ref]), int(layout.right[ref])
+    test = _test(layout, ref, x_at(str(f)), literal, x_range, cmp)
+    if test is True:
+        return _straight_tree(layout, x_at, literal, left, indent, x_range, cmp)
+    if test is False:
+        return _straight_tree(layout, x_at, literal, right, indent, x_range, cmp)
+    return [f"{indent}if ({test}) {{",
+            *_straight_tree(layout, x_at, literal, left, indent + "    ", x_range, cmp),
+            f"{indent}}} else {{",
+            *_straight_tree(layout, x_at, literal, right, indent + "    ", x_range, cmp),
+            f"{indent}}}"]
+
+
+def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
+    """The node's C; ``fixed``: None for float, else c_fixed's (rshift_c, saturate_c)."""
+    at = node.attrs
+    (x_name,) = node.inputs
+    x_type = em.graph.type(x_name)
+    if fixed:
+        thresholds = threshold_ints(at, x_type.dtype.scale, x_type.dtype.bits)
+        values = leaf_ints(at, node.type.dtype.scale)
+        lq = leaf_scale(at, node.type.dtype.scale)
+    else:
+        thresholds, values = at["threshold"].astype(np.float32), at["value"].astype(np.float32)
+    layout = tree_layout(at, thresholds, values)
+    n_trees, k = len(at["roots"]), int(at["n_outputs"])
+    if fixed:
+        t_lo, t_hi = (int(layout.threshold.min()), int(layout.threshold.max())) if layout.threshold.size else (0, 0)
+        thr_type = int_type(t_lo, t_hi)
+        leaf_type = int_type(int(values.min()), int(values.max())) if values.size else "int8_t"
+        acc_type = "int32_t"
+        literal = lambda v: str(int(v))  # noqa: E731
+    else:
+        thr_type, leaf_type, acc_type = "float", "float", "float"
+        literal = c_float
+    # integer thresholds always mean x <= T (the op's rule turns < t into <= ceil(t 2^S) - 1)
+    cmp_op = "<" if not fixed and at["compare"] == "lt" else "<="
+    thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_type]
+    rd = em.target.read_const
+    sym = em.sym
+    leaf_count = len(layout.leaves)
+    tree_out = at["tree_output"]
+    width = layout.leaves.shape[1]
+    scale_note = f", scale 2^-{lq}" if fixed else ""
+    value_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[leaf_type]
+    sparse = bool(np.all(tree_out < 0)) and k <= 128
+    if sparse:
+        entry_outs, entry_vals, sparse_layout = sparse_leaves(layout)
+        sparse = len(entry_outs) * (1 + value_bytes) < layout.leaves.size * value_bytes
+    values_per_leaf = len(entry_outs) / leaf_count if sparse else (width if np.all(tree_out < 0) else 1)
+    cands = predicted(layout, thr_bytes, n_trees, k, values_per_leaf)
+    chosen = choose(cands)
+    if sparse:
+        layout = sparse_layout
+        leaf_out = em.add_const_array(sym(f"{node.name}_leaf_output"), entry_outs, "uint8_t",
+                                      f"%{node.name}: output of each non-zero leaf value (bit 7: a leaf's last)")
+        leaf_tab = em.add_const_array(sym(f"{node.name}_leaf_value"), entry_vals, leaf_type,
+                                      f"%{node.name}: the non-zero values of the {leaf_count} distinct leaves"
+                                      + scale_note)
+    else:
+        leaf_tab = em.add_const_array(sym(f"{node.name}_leaves"), layout.leaves, leaf_type,
+                                      f"%{node.name}: the {leaf_count} distinct leaves, {width} value(s) each"
+                                      + scale_note)
+    _report(em, node, layout, chosen, cands, "sparse (output, value) runs" if sparse else "dense")
+    ref_type = layout.ref_type
+    x_at = lambda i: em.at(x_name, i)  # noqa: E731
+    lines = ["{", f"    {acc_type} acc[{k}];", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
+    if not len(layout.feature) or chosen != "table":  # every compare may be decided at compile time
+        lines.append(f"    (void){em.var(x_name)};")
+    refs = np.concatenate([layout.left, layout.right, layout.roots])
+    leaf_idx_type = "int16_t" if -refs.min() < 32767 else "int32_t"
+
+    def add_leaf(t_expr: str, indent: str) -> list[str]:
+        if sparse:
+            return [f"{indent}for (;; ++leaf) {{",
+                    f"{indent}    const uint8_t c = {rd(leaf_out, 'leaf', 'uint8_t')};",
+                    f"{indent}    acc[c & 0x7f] += {rd(leaf_tab, 'leaf', leaf_type)};",
+                    f"{indent}    if (c & 0x80) break;",
+                    f"{indent}}}"]
+        if np.all(tree_out < 0):
+            value = rd(leaf_tab, f"leaf * {width} + c", leaf_type)
+            return [f"{indent}for (int c = 0; c < {k}; ++c) acc[c] += {value};"]
+        return [f"{indent}acc[{t_expr}] += {rd(leaf_tab, 'leaf', leaf_type)};"]
+
+    if chosen == "table" and len(layout.feature):
+        dl = layout.default_left
+        # float: default-left nodes test !(x > t); integer: default-right nodes also test x != M
+        marked = bool(dl.any() and not dl.all())
+        wide = layout.feature.max() >= (128 if marked else 256)
+        feat_type = "uint16_t" if wide else "uint8_t"
+        flag = (0x8000 if wide else 0x80) if marked else 0
+        feat = em.add_const_array(sym(f"{node.name}_feature"), layout.feature | np.where(dl, flag, 0), feat_type,
+                                  f"%{node.name}: feature tested by each decision node (preorder)"
+                                  + (f"; bit {flag.bit_length() - 1}: a missing value goes left" if flag else ""))
+        thr = em.add_const_array(sym(f"{node.name}_threshold"), layout.threshold, thr_type,
+                                 f"%{node.name}: threshold of each decision node (go left when x {cmp_op} it)")
+        lft = em.add_const_array(sym(f"{node.name}_left"), layout.left, ref_type,
+                                 f"%{node.name}: left child (>= 0: decision node, < 0: leaf -1-ref)")
+        rgt = em.add_const_array(sym(f"{node.name}_right"), layout.right, ref_type,
+                                 f"%{node.name}: right child (>= 0: decision node, < 0: leaf -1-ref)")
+        roots = em.add_const_array(sym(f"{node.name}_roots"), layout.roots, ref_type,
+                                   f"%{node.name}: root of each tree")
+        outs = None
+        if not np.all(tree_out < 0):
+            outs = em.add_const_array(sym(f"{node.name}_outputs"), tree_out, "uint8_t" if k <= 256 else "uint16_t",
+                                      f"%{node.name}: the output each tree adds to")
+        x_type_c = ctype_of(x_type.dtype)
+        f_read = rd(feat, "i", feat_type)
+        cmp = x_at(f"(f & {flag - 1:#x})" if flag else "f")
+        if thr_type == "int32_t":
+            cmp = f"(int32_t){cmp}"
+        t_read = rd(thr, "i", thr_type)
+        if fixed:
+            m = missing_code(x_type.dtype.bits)
+            go = (f"v <= {t_read}" if dl.all() else f"v <= {t_read} && v != {m}" if not dl.any()
+                  else f"v <= {t_read} && (v != {m} || (f & {flag:#x}))")
+        else:
+            flip = {"<=": ">", "<": ">="}[cmp_op]
+            go = (f"v {cmp_op} {t_read}" if not dl.any() else f"!(v {flip} {t_read})" if dl.all()
+                  else f"(f & {flag:#x}) ? !(v {flip} {t_read}) : v {cmp_op} {t_read}")
+        lines += [
+            f"    for (int t = 0; t < {n_trees}; ++t) {{",
+            f"        {ref_type} i = {rd(roots, 't', ref_type)};",
+            "        while (i >= 0) {",
+            f"            const {feat_type} f = {f_read};",
+            f"            const {'int32_t' if thr_type == 'int32_t' else x_type_c} v = {cmp};",
+            f"            i = ({go})",
+            f"                ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
+            "        }",
+            f"        {leaf_idx_type} leaf = ({leaf_idx_type})(-1 - i);",
+            *add_leaf(rd(outs, "t", "uint8_t" if k <= 256 else "uint16_t") if outs else "0", "        "),
+            "    }",
+        ]
+    else:
+        bits = x_type.dtype.bits
+        x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
+        for t in range(n_trees):
+            lines += [f"    {{ /* tree {t} */", f"        {leaf_idx_type} leaf;",
+                      *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "        ", x_range,
+                                     cmp_op),
+                      *add_leaf(str(int(tree_out[t])), "        "), "    }"]
+    out = em.var(node.name)
+    if fixed:
+        rshift_c, saturate_c = fixed
+        shift = lq - node.type.dtype.scale
+        lines.append(f"    for (int c = 0; c < {k}; ++c) {out}[c] = {saturate_c(em, node, rshift_c('acc[c]', shift))};")
+    else:
+        lines.append(f"    for (int c = 0; c < {k}; ++c) {out}[c] = acc[c];")
+    lines.append("}")
+    return lines
+

@@ -1,0 +1,63 @@
+"""The host backend: portable C99 for the machine running the compiler, loaded through cffi."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.host.build import load_host_build
+from tinycc_ml.target import Backend, BuildOutput, CEmitter, CTarget, Kernel, Node, TargetRun, find_host_cc, task_kind
+
+
+def matvec_float_columns(em: CEmitter, node: Node) -> list[str] | None:
+    """A float mat-vec by a dense constant over the columns: W stored transposed, each x[k] added into
+    every row's sum, the inner loop over rows (independent sums: the C compiler vectorises it without
+    reordering a sum, so the result is the row-wise loop's to the bit)."""
+    a_name, x_name = node.inputs
+    g = em.graph
+    if g.op(a_name) != "const" or g.op(x_name) in ("const", "sparse_const") or node.type.rank != 1:
+        return None
+    rows, cols = g.type(a_name).shape
+    if rows < 4:
+        return None
+    wt = em.const_transposed(a_name)
+    return ["{", f"    float acc[{rows}];", f"    for (int i = 0; i < {rows}; ++i) acc[i] = 0.0f;",
+            f"    for (int k = 0; k < {cols}; ++k) {{", f"        const float xk = {em.at(x_name, 'k')};",
+            f"        const float *w = {wt} + (long)k * {rows};",
+            f"        for (int i = 0; i < {rows}; ++i) acc[i] += w[i] * xk;", "    }",
+            f"    for (int i = 0; i < {rows}; ++i) {em.var(node.name)}[i] = acc[i];", "}"]
+
+
+HOST_KERNELS = (Kernel("matvec", matvec_float_columns, precision="float"),)
+
+
+def emit_c(graph, prefix: str, target: CTarget, model_description: list[str]) -> BuildOutput:
+    return CEmitter(graph, prefix, target, header_lines=model_description).build_output()
+
+
+class HostBackend(Backend):
+    name = "host"
+    description = "C99 for the host (gcc/clang), runnable from Python through cffi"
+    precisions = ("float", "int16", "int8")
+
+    def emit(self, graph, prefix, model_description):
+        return emit_c(graph, prefix, CTarget("host", kernels=HOST_KERNELS), model_description)
+
+    def require_tools(self, method: str = "auto") -> None:
+
+        find_host_cc()
+
+    def load(self, out_dir: Path, output: BuildOutput):
+        return load_host_build(Path(out_dir), output)
+
+    def simulate(self, out_dir: Path, output: BuildOutput, X):
+
+        predictor = self.load(out_dir, output)
+        kind = task_kind(output.task)
+        return TargetRun(target=self.name, predictions=np.asarray(predictor.predict_index(X)),
+                         scores=np.asarray(predictor.scores(X)), cycles=None, instructions=None,
+                         stack_bytes=None, flash_bytes=None, ram_bytes=None, model_flash_bytes=output.const_bytes,
+                         model_ram_bytes=output.ram_bytes, method="cffi",
+                         values=predictor.values_raw(X) if kind == "regression" else None,
+                         labels=predictor.labels(X) if kind == "multilabel" else None)

@@ -1,0 +1,396 @@
+"""Host builds: compile emitted C with the system compiler into a shared library opened through cffi
+(ABI mode), cache the result by content hash, and wrap it in a predictor working on numpy arrays."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.target import DataError, ToolchainError, cache_root, compiler_version, private_dir, quantise
+
+# host builds are loaded on the machine that builds them: tuned for its CPU (the cache key names the CPU)
+# (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise)
+HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror")
+MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
+log = logging.getLogger(__name__)
+NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8}
+
+
+def cache_dir() -> Path:
+    return cache_root() / "host"
+
+
+class HostPredictor:
+    """A compiled model run on the rows of X, with one API per task (as the float model's):
+
+    - ``predict(X)``: classification: class labels (``classes``, 0..L-1 unless the model carries
+      labels); regression: the value in the model's units (float64, also for integer builds);
+      multilabel: the 0/1 label matrix (n, L);
+    - ``decision_function(X)``: the scores in the model's units (float64, n x n_scores);
+    - ``predict_index(X)``: the class index ``<prefix>_predict`` returns;
+    - ``values(X)`` (regression): the value in the model's units; ``labels(X)`` (multilabel);
+    - the raw forms, in the C types (integer builds: value * 2^SCORE_SCALE): ``scores(X)``
+      (``<prefix>_scores``), ``values_raw(X)`` (``<prefix>_predict_value``), ``run_raw(Xq)``.
+
+    For integer builds, float rows are quantised to the input's fixed-point scale (round to
+    nearest, saturating); ``run_raw`` takes the integer rows as they are.
+    """
+
+    classes: np.ndarray | None = None
+
+    def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
+                 input_scale=None, task: dict | None = None, score_scale: int | None = None, n_proba: int = 0):
+        self._lib, self._ffi = module.lib, module.ffi
+        self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
+        self.input_dim, self.n_scores, self.input_scale = input_dim, n_scores, input_scale
+        self.task = dict(task) if task else {"kind": "classification"}
+        self.score_scale = score_scale  # integer builds: a score's value is score_int * 2^-score_scale
+        self.n_proba = n_proba  # entries <prefix>_proba writes (0: the model defines no probabilities)
+
+    def quantise(self, X) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.input_dim:
+            raise DataError(f"input has shape {X.shape}, expected (n, {self.input_dim})")
+        dtype = NUMPY_OF_CTYPE[self.input_ctype]
+        if self.input_ctype == "float":
+            return np.ascontiguousarray(X, dtype=np.float32)
+
+        scale = self.input_scale if self.input_scale is not None else 0
+        return np.ascontiguousarray(quantise(X, scale, np.iinfo(dtype).bits).astype(dtype))
+
+    def _run(self, Xq: np.ndarray, want_scores: bool = True, want_predictions: bool = True):
+        n = len(Xq)
+        scores = np.zeros((n, self.n_scores), dtype=NUMPY_OF_CTYPE[self.score_ctype])
+        preds = np.zeros(n, dtype=np.int32)
+        ffi = self._ffi
+        self._lib.tinycc_batch(
+            ffi.from_buffer(f"{self.input_ctype}[]", Xq), n,
+            ffi.from_buffer(f"{self.score_ctype}[]", scores, require_writable=True) if want_scores else ffi.NULL,
+            ffi.from_buffer("int[]", preds, require_writable=True) if want_predictions else ffi.NULL)
+        return scores, preds
+
+    def _real(self, raw) -> np.ndarray:
+        raw = np.asarray(raw, dtype=np.float64)
+        return raw if self.score_scale is None else raw * 2.0**-self.score_scale
+
+    def scores(self, X) -> np.ndarray:
+        """Raw ``<prefix>_scores`` of each row, in the score C type (integer builds: score * 2^SCORE_SCALE)."""
+        return self._run(self.quantise(X), want_predictions=False)[0]
+
+    def decision_function(self, X) -> np.ndarray:
+        """The scores in the model's units (float64, (n, n_scores)), also for integer builds."""
+        return self._real(self.scores(X))
+
+    def predict_index(self, X) -> np.ndarray:
+        fused = self._lib.tinycc_batch_q
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.input_dim:
+            return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
+        # one foreign call: each row quantised in C exactly as quantise() does, then predicted
+        X = np.ascontiguousarray(X)
+        shifts = np.asarray(self.input_scale if self.input_scale is not None else 0, dtype=np.float64)
+        factor = np.ascontiguousarray(np.broadcast_to(2.0 ** shifts, (self.input_dim,)), dtype=np.float64)
+        preds = np.zeros(len(X), dtype=np.int32)
+        ffi = self._ffi
+        if fused(ffi.from_buffer("double[]", X), len(X), ffi.from_buffer("double[]", factor),
+                 ffi.from_buffer("int[]", preds, require_writable=True)):  # a NaN or infinity: quantise() decides
+            return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
+        return preds.astype(np.int64)
+
+    def predict(self, X) -> np.ndarray:
+        """Class labels (classification), values in the model's units (regression) or the 0/1
+        label matrix (multilabel): what the float model's ``predict`` gives."""
+        kind = self.task.get("kind")
+        if kind == "regression":
+            return self.values(X)
+        if kind == "multilabel":
+            return self.labels(X).astype(np.int64)
+        index = self.predict_index(X)
+        return index if self.classes is None else np.asarray(self.classes)[index]
+
+    def values_raw(self, X) -> np.ndarray:
+        """Regression builds: ``<prefix>_predict_value`` of each row in the score C type (integer
+        builds: the value times 2^SCORE_SCALE)."""
+        fn = self._entry_point("predict_value")
+        Xq = self.quantise(X)
+        ffi, x_t = self._ffi, f"{self.input_ctype}[]"
+        return np.array([fn(ffi.from_buffer(x_t, row)) for row in Xq], dtype=NUMPY_OF_CTYPE[self.score_ctype])
+
+    def values(self, X) -> np.ndarray:
+        """Regression builds: the predicted value of each row in the model's units (float64)."""
+        return self._real(self.values_raw(X))
+
+    def labels(self, X) -> np.ndarray:
+        """Multilabel builds: the 0/1 vector ``<prefix>_predict_labels`` writes for each row, (n, n_scores)."""
+        return self._rows_into("predict_labels", X, self.n_scores, np.uint8, "uint8_t[]")
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities of each row from ``<prefix>_proba`` (float32, (n, N_PROBA)), for models
+        that define them (see tinycc_ml.models.proba)."""
+        return self._rows_into("proba", X, self.n_proba, np.float32, "float[]")
+
+    def _rows_into(self, entry: str, X, width: int, dtype, c_type: str) -> np.ndarray:
+        """(n, width) array that ``<prefix>_<entry>(x, out)`` fills, one call per row."""
+        fn = self._entry_point(entry)
+        Xq = self.quantise(X)
+        ffi, x_t = self._ffi, f"{self.input_ctype}[]"
+        out = np.zeros((len(Xq), width), dtype=dtype)
+        for row, dest in zip(Xq, out):
+            fn(ffi.from_buffer(x_t, row), ffi.from_buffer(c_type, dest, require_writable=True))
+        return out
+
+    def _entry_point(self, name: str):
+        try:
+            return getattr(self._lib, f"{self.prefix}_{name}")
+        except AttributeError:
+            raise DataError(f"{self.prefix}.h declares no {self.prefix}_{name} (the model's task has none)") from None
+
+    def run_raw(self, Xq) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, predictions) for rows already in the input C type."""
+        Xq = np.ascontiguousarray(Xq, dtype=NUMPY_OF_CTYPE[self.input_ctype])
+        if Xq.ndim == 1:
+            Xq = Xq[None, :]
+        return self._run(Xq)
+
+
+def build_host_module(header: str, source: str, prefix: str, input_ctype: str, score_ctype: str):
+    """Compile (or fetch from the cache) a cffi module for one emitted model. A cache entry is
+    loaded only from a private cache folder and only when the library's SHA-256 matches the one
+    recorded when it was built; anything else is rebuilt."""
+    import cffi
+
+
+    cdef = f"""
+        int {prefix}_predict(const {input_ctype} *x);
+        void {prefix}_scores(const {input_ctype} *x, {score_ctype} *scores);
+        void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions);
+    """
+    # the task's own entry point, when the header declares one (regression / multilabel builds)
+    if f"{prefix}_predict_value(" in header:
+        cdef += f"    {score_ctype} {prefix}_predict_value(const {input_ctype} *x);\n"
+    if f"{prefix}_predict_labels(" in header:
+        cdef += f"    void {prefix}_predict_labels(const {input_ctype} *x, uint8_t *out);\n"
+    if f"{prefix}_proba(" in header:
+        cdef += f"    void {prefix}_proba(const {input_ctype} *x, float *out);\n"
+    if f"{prefix}_quantise(" in header:  # integer builds: float input quantised by the C
+        cdef += (f"    void {prefix}_quantise(const float *x, {input_ctype} *x_int);\n"
+                 f"    int {prefix}_predict_float(const float *x);\n")
+    # rows of float64 in, predictions out, in one call: each row converted in C as HostPredictor.quantise does
+    cdef += "    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);\n"
+    wrapper = f"""
+        #include <math.h>
+        #include "{prefix}.h"
+        void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions);
+        int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);
+        void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
+        {{
+            /* either output may be NULL: each entry point is timed and tested on its own */
+            for (int i = 0; i < n; ++i) {{
+                if (scores)
+                    {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM,
+                                    scores + (long)i * {prefix.upper()}_N_SCORES);
+                if (predictions)
+                    predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
+            }}
+        }}
+    """
+    if input_ctype == "float":
+        convert, check = "row[k] = (float)xi[k];", ""  # as numpy's astype(float32); NaN passes through
+    else:
+        lo, hi = (-127, 127) if input_ctype == "int8_t" else ((-32767, 32767) if input_ctype == "int16_t"
+                                                             else (-2147483648, 2147483647))
+        convert = (f"double v = floor(xi[k] * factor[k] + 0.5); v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
+                   f"row[k] = ({input_ctype})v;")
+        check = "bad |= !(xi[k] - xi[k] == 0.0);"
+    wrapper += f"""
+    /* 1 (and no predictions) when a value is not finite: the caller quantises those rows itself */
+    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions)
+    {{
+        {input_ctype} row[{prefix.upper()}_INPUT_DIM];
+        (void)factor;
+        for (int i = 0; i < n; ++i) {{
+            const double *xi = x + (long)i * {prefix.upper()}_INPUT_DIM;
+            int bad = 0;
+            (void)bad;
+            for (int k = 0; k < {prefix.upper()}_INPUT_DIM; ++k) {{
+                {check}
+                {convert}
+            }}
+            if (bad)
+                return 1;
+            predictions[i] = {prefix}_predict(row);
+        }}
+        return 0;
+    }}
+    """
+    # everything that goes into the module is in the key: the wrapper, the flags, and the
+    # compiler that turns them into machine code (its path, version, CC/CFLAGS)
+    key = hashlib.sha256("\0".join(["shared library, cffi ABI mode", header, source, cdef, wrapper,
+                                    " ".join(HOST_CFLAGS), cffi.__version__,
+                                    sys.version, compiler_version, *compiler_identity()]).encode()).hexdigest()[:20]
+    module_name = f"_tinycc_{prefix}_{key}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    root = cache_dir()
+    if not private_dir(root):
+        # a folder others can write to may hold a planted library: build afresh, cache nothing
+        log.warning("%s is not a private folder of this user; building without the cache", root)
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-host-") as work:
+            return _import(module_name, _compile(Path(work), module_name, header, source, prefix, cdef, wrapper), cdef)
+    entry = root / key
+    library = _verified_library(entry)
+    if library is None:
+        _discard(entry)
+        work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+        try:
+            _compile(work, module_name, header, source, prefix, cdef, wrapper)
+            try:
+                os.replace(work, entry)
+            except OSError:  # another process built it first
+                pass
+        finally:
+            if work.exists():
+                shutil.rmtree(work, ignore_errors=True)
+        library = _verified_library(entry)
+        if library is None:
+            raise ToolchainError(f"host build of {prefix}.c: the cached library in {entry} fails its check")
+    return _import(module_name, library, cdef)
+
+
+@functools.cache
+def _compiler_version(command: tuple[str, ...]) -> str:
+    try:
+        run = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unavailable: {exc}"
+    return run.stdout + run.stderr
+
+
+FLAG_VARIABLES = ("CPPFLAGS", "CFLAGS", "LDFLAGS")  # added to every host build's compiler call
+
+
+def _compiler() -> tuple[str, ...]:
+    """The C compiler host builds call: CC, else the one Python was configured with."""
+    return tuple(shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")) or ("cc",)
+
+
+def compiler_identity() -> list[str]:
+    """What decides the machine code besides the sources: the C compiler, its resolved path and
+    ``--version`` text, and the flag variables."""
+    command = _compiler()
+    resolved = shutil.which(command[0]) or command[0]
+    flags = [f"{name}={os.environ.get(name, '')}" for name in FLAG_VARIABLES]
+    return [" ".join(command), os.path.realpath(resolved), _compiler_version(command), *flags, _cpu_identity()]
+
+
+@functools.cache
+def _cpu_identity() -> str:
+    """The CPU -march=native compiles for (its model and feature flags), so a cached library built on
+    another machine sharing the cache folder is never loaded here."""
+    import platform
+
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+        lines = [ln for ln in text.splitlines() if ln.split(":")[0].strip() in ("model name", "flags", "Features")]
+        return "\n".join(dict.fromkeys(lines))
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _verified_library(entry: Path) -> Path | None:
+    """The entry's library when its manifest names it and its content hash matches, else None."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+        library = entry / manifest["library"]
+        if Path(manifest["library"]).name != manifest["library"] or not library.is_file():
+            return None
+        return library if _sha256(library) == manifest["sha256"] else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _discard(entry: Path) -> None:
+    """Remove a stale or tampered cache entry (renamed aside first, so no one loads it midway)."""
+    if not entry.exists() and not entry.is_symlink():
+        return
+    aside = entry.with_name(f".{entry.name}.stale.{os.getpid()}")
+    try:
+        os.replace(entry, aside)
+    except OSError:
+        return
+    if aside.is_symlink() or not aside.is_dir():
+        aside.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _compile(work: Path, module_name: str, header: str, source: str, prefix: str, cdef: str, wrapper: str) -> Path:
+    """Build the shared library in ``work`` with one compiler call (cffi's ABI mode: no Python extension to
+    compile around it, several times cheaper); record the library's content hash in the manifest."""
+    (work / f"{prefix}.h").write_text(header)
+    (work / f"{prefix}.c").write_text(source)
+    (work / "tinycc_host_batch.c").write_text(wrapper)
+    library = work / f"{module_name}.so"
+    flags = [word for name in FLAG_VARIABLES for word in shlex.split(os.environ.get(name, ""))]
+    command = [*_compiler(), *flags, *HOST_CFLAGS, "-fPIC", "-shared", f"-I{work}", "-o", str(library),
+               str(work / f"{prefix}.c"), str(work / "tinycc_host_batch.c"), "-lm"]
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(f"host build of {prefix}.c failed: {exc}") from None
+    if run.returncode != 0:
+        raise ToolchainError(f"host build of {prefix}.c failed: {' '.join((run.stderr or run.stdout).split())[:300]}")
+    (work / MANIFEST).write_text(json.dumps({"library": library.name, "sha256": _sha256(library), "cdef": cdef}))
+    return library
+
+
+def _import(module_name: str, library: Path, cdef: str):
+    """The library opened through cffi, as a module with ``ffi`` and ``lib`` (kept in sys.modules)."""
+    import types
+
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    module = types.ModuleType(module_name)
+    module.ffi, module.lib = ffi, ffi.dlopen(str(library))
+    sys.modules[module_name] = module
+    return module
+
+
+def load_host_build(out_dir: Path, output) -> HostPredictor:
+    header = (out_dir / f"{output.prefix}.h").read_text()
+    source = (out_dir / f"{output.prefix}.c").read_text()
+    module = build_host_module(header, source, output.prefix, output.input_ctype, output.score_ctype)
+    up = output.prefix.upper()
+    found = re.search(rf"#define {up}_SCORE_SCALE (-?\d+)", header)
+    n_proba = re.search(rf"#define {up}_N_PROBA (\d+)", header)
+    return HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
+                         output.n_scores, output.input_scale, task=output.task,
+                         score_scale=int(found.group(1)) if found else None,
+                         n_proba=int(n_proba.group(1)) if n_proba else 0)
