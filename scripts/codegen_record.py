@@ -93,7 +93,7 @@ def pytest_runtest_teardown(item):
     _written.clear()
     if lines:
         with open(f"{os.environ[ENV]}.{os.getpid()}", "a") as out:
-            out.write("\n".join(lines) + "\n")
+            out.write("".join(f"{line}\t{item.nodeid}\n" for line in lines))
 
 
 # -- the command line ----------------------------------------------------------------------------------
@@ -105,24 +105,34 @@ def record(out: Path, pytest_args: list[str]) -> int:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "scripts"), env.get("PYTHONPATH")]))
     status = subprocess.call([sys.executable, "-m", "pytest", "-p", "codegen_record", *pytest_args], cwd=ROOT,
                              env=env)
-    hashes = set()
+    lines = set()
     for part in stem.parent.glob(stem.name + ".*"):
-        hashes.update(line for line in part.read_text().splitlines() if line)
+        lines.update(line for line in part.read_text().splitlines() if line)
         part.unlink()
-    out.write_text("\n".join(sorted(hashes)) + "\n")
-    print(f"{len(hashes)} distinct generated files recorded in {out} (pytest exit {status})")
+    out.write_text("\n".join(sorted(lines)) + "\n")
+    print(f"{len({line.partition(chr(9))[0] for line in lines})} distinct generated files recorded in {out} "
+          f"(pytest exit {status})")
     return status
 
 
+def read_record(path: Path) -> dict[str, set[str]]:
+    """hash line -> the tests that made it"""
+    out: dict[str, set[str]] = {}
+    for line in path.read_text().splitlines():
+        if line:
+            digest, _, test = line.partition("\t")
+            out.setdefault(digest, set()).add(test)
+    return out
+
+
 def compare(before: Path, after: Path) -> int:
-    old = set(before.read_text().split("\n")) - {""}
-    new = set(after.read_text().split("\n")) - {""}
-    print(f"before: {len(old)} distinct generated files, after: {len(new)}, in both: {len(old & new)}")
-    for line in sorted(old - new):
-        print(f"  only before: {line}")
-    for line in sorted(new - old):
-        print(f"  only after:  {line}")
-    return 0 if old == new else 1
+    old, new = read_record(before), read_record(after)
+    print(f"before: {len(old)} distinct generated files, after: {len(new)}, in both: {len(old.keys() & new.keys())}")
+    for line in sorted(old.keys() - new.keys()):
+        print(f"  only before: {line}  ({', '.join(sorted(old[line]))})")
+    for line in sorted(new.keys() - old.keys()):
+        print(f"  only after:  {line}  ({', '.join(sorted(new[line]))})")
+    return 0 if old.keys() == new.keys() else 1
 
 
 if __name__ == "__main__":

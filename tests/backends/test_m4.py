@@ -108,9 +108,9 @@ def test_m33_passes_the_conformance_suite(tmp_path):
 def test_cmake_toolchain_files_use_the_chips_flags(target, chip):
     from importlib import resources
 
-    from tinycc_ml import chips
+    from tinycc_ml.arm import chips
 
-    text = Path(resources.files("tinycc_ml").joinpath("cmake", f"tinycc-ml-{target}.cmake")).read_text()
+    text = Path(resources.files("tinycc_ml.buildsys").joinpath("cmake", f"tinycc-ml-{target}.cmake")).read_text()
     flags = re.search(r'CMAKE_C_FLAGS_INIT "([^"]*)"', text).group(1).split()
     assert flags == list(getattr(chips, chip).cflags)
     ldflags = re.search(r'CMAKE_EXE_LINKER_FLAGS_INIT "([^"]*)"', text).group(1).split()
