@@ -11,7 +11,7 @@ its projection; its distances and similarities depend on the projected values, s
 few hundred cycles from model to model whatever the kernel (checks are made on the linear model).
 
 Below tinycc_ml.models.lowering.SPARSE_DENSITY (50%) W is stored sparse (CSC) by the lowering, from 50% on
-dense; either way the backend's cost model (tinycc_ml/backends/matvec_choice.py) picks the kernel: the
+dense; either way the backend's cost model (tinycc_ml/avr/cost.py, tinycc_ml/arm/m0_cost.py) picks the kernel: the
 sparse asm kernel, or the dense asm kernel with the input clamp fused. The masks are nested (each density's
 non-zeros include the lower one's) and the weights, prototypes and scores are the same at every density, so
 the columns compare like with like. Every build is checked bit-exact against run_fixed (column "exact").

@@ -36,8 +36,8 @@ REVERTS = {
     # the input helper was rewritten since (exact power-of-two factor tables: no shift left to revert), so
     # its fix is undone by deleting the NaN check it added
     2: ("input helper: (int32_t)NaN (fix e77f45d's NaN check, deleted by hand)",
-        ("tinycc_ml/backends/float_input.py", '            "    if (y != y) return 0; /* NaN: no value to round */",\n',
-         ""), ["tinycc_ml/backends/float_input.py"], "oracle",
+        ("tinycc_ml/codegen/float_input.py", '            "    if (y != y) return 0; /* NaN: no value to round */",\n',
+         ""), ["tinycc_ml/codegen/float_input.py"], "oracle",
         r"shift exponent|nan is outside the range|input helper gives"),
     3: ("--examples rows with NaN/Inf/1e300 written as nanf/inff: firmware does not build",
         "bde1251", ["tinycc_ml"], "names", r"nanf|inff|does not build.*examples"),

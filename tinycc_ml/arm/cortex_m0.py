@@ -1,7 +1,7 @@
 """Cortex-M0 (nRF51822: 256 KB flash, 16 KB RAM): Thumb-1 friendly C from the shared MCU emitter.
 
 Constants are plain static const (they stay in flash); no divide; products are 32-bit MULS.
-Dense mat-vecs use the row-blocked kernel of kernels_m0 (x loaded once per 4 rows).
+Dense mat-vecs use the row-blocked kernel of arm.m0_kernels (x loaded once per 4 rows).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Cortex-M4F (MPS2 AN386 in QEMU; the core of the STM32F4/L4, nRF52): Thumb-2 C from the shared MCU
 emitter, constants in flash (plain static const), float builds on the single-precision FPU
 (-mfpu=fpv4-sp-d16 -mfloat-abi=hard). Integer mat-vecs and distances use the DSP extension's dual
-16-bit multiply-accumulate (kernels_m4: SMLAD on packed pairs, int8 weights widened by SXTB16).
+16-bit multiply-accumulate (arm.m4_kernels: SMLAD on packed pairs, int8 weights widened by SXTB16).
 cortex-m33: the same code for the Cortex-M33 (MPS2 AN505 in QEMU; Armv8-M Mainline with the DSP
 extension and the FPv5 single-precision FPU, as in the nRF53, STM32L5/U5).
 """

@@ -218,7 +218,7 @@ def _dense_ok(em, a_name: str, x_name: str) -> bool:
 
 def matvec_ok(em, node: Node) -> bool:
     """The 9-row kernel takes the mat-vec: a constant matrix (dense, or sparse when the cost model of
-    matvec_choice chose this kernel for it), not one the sparse kernel takes."""
+    the cost model (avr.cost, arm.m0_cost) chose this kernel for it), not one the sparse kernel takes."""
     if node.op != "matvec" or int(node.attrs.get("shift", 0)) != 0:
         return False
     a_name, x_name = node.inputs

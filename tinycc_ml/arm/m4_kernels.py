@@ -63,7 +63,7 @@ def m4_image(A: np.ndarray, wbits: int) -> tuple[np.ndarray, list[int]]:
 
 @dataclass(frozen=True)
 class GroupedLayout(BlockedLayout):
-    """kernels_m4's image read back element by element: Block.stride_col is the elements of one group of
+    """arm.m4_kernels's image read back element by element: Block.stride_col is the elements of one group of
     ``group`` columns of the block (group x rows), stride_row the group."""
 
     group: int = 2

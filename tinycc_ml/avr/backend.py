@@ -1,5 +1,5 @@
-"""The ATmega328P backend ("avr"): the shared MCU emitter (backends/mcu.py) with constants in
-flash read through pgm_read_*, and, in integer builds, the hand-tuned kernels of kernels_avr.
+"""The ATmega328P backend ("avr"): the shared MCU emitter (codegen/mcu.py) with constants in
+flash read through pgm_read_*, and, in integer builds, the hand-tuned kernels of avr.kernels.
 """
 
 from __future__ import annotations

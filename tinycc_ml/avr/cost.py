@@ -95,7 +95,7 @@ def avr_candidates(A: np.ndarray, wbits: int, offset: bool, clamp: str | None = 
     return out
 
 
-AVR_MAC_WORDS = {16: 20, 8: 12}  # flash words of one entry of the sparse kernels (kernels_sparse._mac)
+AVR_MAC_WORDS = {16: 20, 8: 12}  # flash words of one entry of the sparse kernels (avr.sparse._mac)
 
 
 def avr_sparse_code(A: np.ndarray, wbits: int, driver: bool) -> int:
@@ -112,7 +112,7 @@ def avr_sparse_code(A: np.ndarray, wbits: int, driver: bool) -> int:
 
 
 def avr_dense_code(rows: int, wbits: int) -> int:
-    """Bytes of the dense kernel's code (kernels_avr.mac_asm): four unrolled columns of up to 5 rows (10 or
+    """Bytes of the dense kernel's code (avr.kernels.mac_asm): four unrolled columns of up to 5 rows (10 or
     18 words per row and column), for the full blocks and the remainder's."""
     per_row = 2 * 4 * (18 if wbits == 16 else 10)
     sizes = {min(5, rows)} | ({rows % 5} if rows % 5 else set())

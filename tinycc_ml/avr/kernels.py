@@ -551,7 +551,7 @@ def kernel_weights(A: np.ndarray, wbits: int, k_extra=None) -> tuple[np.ndarray,
 
 def matvec_ok(em: CEmitter, node: Node) -> bool:
     """The dense kernel takes the mat-vec: a constant matrix (dense, or sparse when the cost model of
-    matvec_choice chose this kernel for it), not one the sparse kernel takes."""
+    the cost model (avr.cost, arm.m0_cost) chose this kernel for it), not one the sparse kernel takes."""
     a_name, x_name = node.inputs
     g = em.graph
     op = g.op(a_name)
@@ -797,7 +797,7 @@ def clip_presum_asm(em: CEmitter, node: Node, lo: int, hi: int) -> list[str]:
 
 
 def kernel_clip(em: CEmitter, node: Node) -> list[str] | None:
-    """The shared 16-bit clamp (kernels_clip), fused with the sums the AVR mat-vec and distance kernels
+    """The shared 16-bit clamp (input_clamp), fused with the sums the AVR mat-vec and distance kernels
     need of x when one of them is its only user."""
     fused = fused_producer(em, node.name) if clip_ok(em, node) else None
     if not fused:

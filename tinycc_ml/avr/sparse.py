@@ -1,5 +1,5 @@
 """Sparse mat-vec on the ATmega328P: a row-major run format walked by an asm kernel, chosen per
-matrix by the cost model of matvec_choice against the dense kernel and the C CSC loop.
+matrix by the cost model (avr/cost.py) against the dense kernel and the C CSC loop.
 
 Format (flash, per row): for each page of 128 columns, a run of positive weights then a run of
 negative ones, each a count byte followed by (column byte, |w| little endian) entries; then K_r
@@ -270,7 +270,7 @@ def avr_sparse_kernel(em, node: Node) -> list[str] | None:
     a_name, x_name = node.inputs
     if chosen == "csc-c":
         return csc_function(em, node)
-    if chosen == "avr-dense-asm":  # the dense kernel, its producer fused (kernels_avr.matvec_ok agrees)
+    if chosen == "avr-dense-asm":  # the dense kernel, its producer fused (avr.kernels.matvec_ok agrees)
         return kernel_matvec(em, node)
     rows, cols = A.shape
     offset = decision.offset

@@ -114,7 +114,7 @@ def c_table(name: str, ctype: str, rows, attribute: str = "", per_line: int = 12
 def input_helper(result) -> str | None:
     """``<prefix>_input.h`` for an integer build (None for float builds): kept for sketches that include it;
     the quantisation itself is ``<prefix>_quantise`` / ``<prefix>_quantise_feature`` of ``<prefix>.h``
-    (backends/float_input.py), compiled in Arduino builds and with ``-D<PREFIX>_WITH_FLOAT``."""
+    (codegen/float_input.py), compiled in Arduino builds and with ``-D<PREFIX>_WITH_FLOAT``."""
     out, p = result.output, result.prefix
     if out.input_ctype not in INPUT_BITS:
         return None

@@ -1,6 +1,6 @@
 """The text of <prefix>.h and <prefix>.c, written once for every target.
 
-Emitters (c_emitter.CEmitter for the host, mcu.McuEmitter for microcontrollers) produce the parts:
+Emitters (emitter.CEmitter for the host, mcu.McuEmitter for microcontrollers) produce the parts:
 constants, helpers, arenas, functions; ``header_text`` and ``source_text`` lay them out. The header's
 optional sections (input shifts, streaming, predict_float) follow ``Interface``.
 """
@@ -28,7 +28,7 @@ class Interface:
     input_shifts: tuple[int, ...] | None = None  # integer builds: x_int[k] = round(x[k] * 2^s[k])
     streaming: bool = False  # begin/feed/end/end_scores
     no_streaming_reason: str | None = None  # said in the header when a target could stream but cannot
-    predict_float: bool = False  # integer builds: <prefix>_quantise, _predict_float (backends/float_input.py)
+    predict_float: bool = False  # integer builds: <prefix>_quantise, _predict_float (codegen/float_input.py)
     float_guard: str | None = None  # the macro the float-input functions need on this target (None: always)
     score_scale: int | None = None  # integer builds: score = score_int * 2^-scale
     task: dict | None = None  # models.base.check_task: regression / multilabel add entry points

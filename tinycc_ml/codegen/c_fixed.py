@@ -1,4 +1,4 @@
-"""C for fixed-point ops: the shared code table of precision "fixed" (C_CODE in c_emitter.py),
+"""C for fixed-point ops: the shared code table of precision "fixed" (C_CODE in emitter.py),
 the exact counterpart of each op's integer semantics in the op registry.
 
 Every product is formed as int32_t (an explicit cast: on AVR an int is 16 bits), shifts are
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.codegen import c_float
-from tinycc_ml.codegen import trees as kernels_trees
+from tinycc_ml.codegen import c_float, trees
 from tinycc_ml.codegen.emitter import C_CODE, CHAIN_FALLBACK, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
@@ -786,7 +785,7 @@ C_CODE["fixed"].update({
     "sqdist_kvote": _sqdist_kvote,
     "ovo_votes": _ovo_votes,
     "matvec_at": _matvec_at, "branch": c_float.branch,
-    "tree_ensemble": lambda em, node: kernels_trees.ensemble_code(em, node, (rshift_c, saturate_c)),
+    "tree_ensemble": lambda em, node: trees.ensemble_code(em, node, (rshift_c, saturate_c)),
 })
 
 

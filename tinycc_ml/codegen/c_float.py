@@ -1,4 +1,4 @@
-"""C for float ops: the shared code table of precision "float" (see C_CODE in c_emitter.py).
+"""C for float ops: the shared code table of precision "float" (see C_CODE in emitter.py).
 Each entry writes one node's C from the emitter's helpers; float builds match the float
 semantics of the op registry to float32 rounding."""
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tinycc_ml.codegen import trees as kernels_trees
+from tinycc_ml.codegen import trees
 from tinycc_ml.codegen.emitter import C_CODE, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
 
@@ -296,5 +296,5 @@ C_CODE["float"].update({
     "ovo_votes": ovo_votes,
     "tanh_clamp": tanh_clamp,
     "max": largest,
-    "tree_ensemble": kernels_trees.ensemble_code,
+    "tree_ensemble": trees.ensemble_code,
 })

@@ -7,7 +7,7 @@
 x_int[k] = round(x[k] * 2^s[k]) with halves rounded up, saturated to [-2^(b-1) + 1, 2^(b-1) - 1] for a
 b-bit input type, NaN (a missing value) giving -2^(b-1), a code no real value gets (trees send it to
 their nodes' default sides; other models clamp it like any input): bit for
-bit ``tinycc_ml.ir.fixed.quantise`` of the float32 value (tests/backends/test_float_input.py). The C never
+bit ``tinycc_ml.ir.fixed.quantise`` of the float32 value (tests/test_float_input.py). The C never
 adds 0.5 to a value below 0.5 in magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the
 answer is 0; elsewhere below the saturation bound y + 0.5 is exact in float32, and the floor is taken
 by truncation with a correction for negative values.

@@ -1,7 +1,7 @@
 """The 16-bit input clamp every microcontroller target shares: 16-bit compares in place of c_fixed's
 int32 ones (the same expression, so the same result); per-feature bounds interleaved (lo, hi) in flash
 and walked by one pointer (layouts.InterleavedBounds, which streaming reads back). Targets fuse more
-into the same loop (kernels_avr.kernel_clip); kernels_m0 and plug-ins take it as it is."""
+into the same loop (avr.kernels.kernel_clip); arm.m0_kernels and plug-ins take it as it is."""
 
 from __future__ import annotations
 

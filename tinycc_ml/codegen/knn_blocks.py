@@ -1,7 +1,7 @@
 """kNN's fused distances + vote (sqdist_kvote) on the ATmega328P and Cortex-M0 mat-vec kernels, in blocks.
 
 The prototypes are stored as the targets' mat-vec kernels store a matrix (one row per prototype, the
-distance in dot-product form, as kernels_avr / kernels_distance / kernels_m0_fused do for sqdist):
+distance in dot-product form, as avr.kernels / avr.distance / arm.m0_fused do for sqdist):
     ||x - M_j||^2 = |M_j|^2 + |x|^2 - 2 M_j.x                 (mod 2^32, exact: proven to fit int32)
 but the kernel is called on one block of prototypes at a time (AVR: 4 blocks of 5 = 20 rows per call,
 M0: 9 rows), leaving that block's distances in a small scratch buffer; each is then rounded and

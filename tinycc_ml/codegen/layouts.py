@@ -1,4 +1,4 @@
-"""How a kernel stored a constant, so that other code (the streaming feed() of backends/mcu.py)
+"""How a kernel stored a constant, so that other code (the streaming feed() of codegen/mcu.py)
 can read the same flash array back instead of storing the constant twice.
 
 A kernel that re-lays out a constant records one of these under the constant's node name in

@@ -2,8 +2,8 @@
 
 The lowering keeps a matrix's structure (stored dense, or sparse in CSC below
 tinycc_ml.models.lowering.SPARSE_DENSITY); the kernel is chosen here, per mat-vec and per target, from
-predicted cycles and flash bytes: the sparse asm kernel (kernels_sparse), the dense asm kernel
-(kernels_avr / kernels_m0_fused, with the input clamp and offset fused in asm) or the shared C CSC loop.
+predicted cycles and flash bytes: the sparse asm kernel (avr.sparse), the dense asm kernel
+(avr.kernels / arm.m0_fused, with the input clamp and offset fused in asm) or the shared C CSC loop.
 A dense constant with enough zeros that its sparse form is no bigger is a candidate for the sparse
 kernel too, so there is no cliff at SPARSE_DENSITY: the decision sees every density.
 

@@ -4,7 +4,7 @@ Same API as the host backend (<prefix>_predict, <prefix>_scores), plus the strea
 points of the Bonsai paper when the first op after the input clamp is a matvec or an sqdist:
 <prefix>_begin(), <prefix>_feed(i, value) as features arrive, <prefix>_end() /
 <prefix>_end_scores(scores); the input vector is never stored. Integer builds also get
-<prefix>_quantise and <prefix>_predict_float(const float *x) (backends/float_input.py), compiled only
+<prefix>_quantise and <prefix>_predict_float(const float *x) (codegen/float_input.py), compiled only
 with -D<PREFIX>_WITH_FLOAT or in Arduino builds (they need float code). Constants live in flash; no
 heap, no division in the integer path.
 

@@ -2,7 +2,7 @@
 by the rule the model defines (models/proba.py), in float arithmetic (``expf``; the function is
 only linked when called, so integer-only firmware that never calls it stays integer-only).
 
-The lines are added to the files a backend wrote, as the label table is (backends/labels.py), so
+The lines are added to the files a backend wrote, as the label table is (codegen/labels.py), so
 every target gets them from this one place.
 """
 

@@ -6,7 +6,7 @@
     "normalise"      p = max(s, 0) / sum(max(s, 0)), uniform where no score is > 0
                      (forests: the mean of the trees' class probabilities; ProtoNN's scores)
 
-The compiled ``<prefix>_proba`` (backends/proba.py) applies the same rule to the compiled scores in
+The compiled ``<prefix>_proba`` (codegen/proba.py) applies the same rule to the compiled scores in
 float arithmetic. For an integer build the probabilities move with the scores' fixed-point error
 eps = max |score_int * 2^-SCORE_SCALE - score|: softmax and a pair of logistic probabilities by at
 most eps / 2 (|dp_i/dt| = p_i |d_i - sum_j p_j d_j| <= 2 eps p_i (1 - p_i) <= eps / 2), a single

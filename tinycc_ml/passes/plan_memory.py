@@ -25,7 +25,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LEAF_OPS = ("input", "const", "sparse_const")
-FUSED_OPS = ("add", "sub", "mul", "scale", "clip")  # element-wise ops a store can compute (backends/c_fixed.py)
+FUSED_OPS = ("add", "sub", "mul", "scale", "clip")  # element-wise ops a store can compute (codegen/c_fixed.py)
 KERNEL_READERS = ("matvec", "matvec_at", "sqdist")
 
 
@@ -47,7 +47,7 @@ def _fusable_user(graph: Graph, name: str, outputs: set) -> str | None:
         return None
     if u.op == "clip" and u.type.dtype.scale == t.dtype.scale and any(
             graph.op(w) in KERNEL_READERS for w in graph.users(u.name)):
-        return None  # a clamp feeding a kernel: targets fuse it with the kernel's input pass (kernels_clip.py)
+        return None  # a clamp feeding a kernel: targets fuse it with the kernel's input pass (input_clamp.py)
     return u.name
 
 
