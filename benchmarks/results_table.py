@@ -34,7 +34,8 @@ def render(table: dict) -> str:
     lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(_SEPARATOR[a] for a in align) + " |"]
     for row in table["rows"]:
         if len(row) != len(columns):
-            raise ValueError(f"table {table.get('name')!r}: a row of {len(row)} cells for {len(columns)} columns: {row}")
+            raise ValueError(f"table {table.get('name')!r}: a row of {len(row)} cells for {len(columns)} columns: "
+                             f"{row}")
         lines.append("| " + " | ".join(str(cell) for cell in row) + " |")
     return "\n".join(lines)
 

@@ -1,5 +1,5 @@
-"""The "Use in your build" page's snippets (docs/guide/build.md) run as written: its Makefile and build.ninja fragments and
-its CMake fragment (for the AVR, through the shipped toolchain file), with `tinycc-ml` on PATH."""
+"""The "Use in your build" page's snippets (docs/guide/build.md) run as written: its Makefile and build.ninja
+fragments and its CMake fragment (for the AVR, through the shipped toolchain file), with `tinycc-ml` on PATH."""
 
 from __future__ import annotations
 
