@@ -7,7 +7,7 @@ Every figure is measured the same way for both tables: the int16 (baselines) or 
 (fit) build for the ATmega328P runs all 2007 test rows in simavr: test accuracy, the model's own flash
 (its symbols in the linked firmware) and RAM (static + peak stack), and the most cycles of any row.
 The baselines train on all 7291 training rows; fit searches on a split of them and retrains its
-choice on all of them. The README's model zoo rows for USPS-10 are all too big for the chip.
+choice on all of them. The model zoo's rows for USPS-10 (docs/benchmarks/cycles.md) are all too big for the chip.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 Each compile is a fresh `tinycc-ml` process (as make or CMake run it), int16 and int8, calibrated on the
 7,291 training rows; the first build runs with an empty cache, the rebuild with what the first one left
 (tinycc_ml.cache: the scale search's choice and figures). Prints wall and CPU seconds (user + system of
-the process); wall time depends on the machine's load, CPU time much less.
+the process); wall time depends on the machine's load, CPU time much less. The table is also written to
+benchmarks/results/rebuild_time.json, which the documentation site shows.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import write_table  # noqa: E402
 
 from tinycc_ml import save_model  # noqa: E402
 from tinycc_ml.models import ProtoNNClassifier  # noqa: E402
@@ -49,15 +53,17 @@ def main() -> None:
         save_model(model, work / "usps.npz")
         np.save(work / "calibration.npy", data["X_train"])
         env = {**os.environ, "TINYCC_ML_CACHE": str(work / "cache"), "PYTHONPATH": str(ROOT)}
-        print("| precision | first build wall s | CPU s | unchanged rebuild wall s | CPU s |")
-        print("|---|---:|---:|---:|---:|")
+        rows = []
         for precision in ("int16", "int8"):
             out = work / precision
             compile_args = [str(work / "usps.npz"), "--calibration", str(work / "calibration.npy"),
                             "--precision", precision, "-o", str(out)]
             first = timed_compile(compile_args, env)
             again = timed_compile(compile_args, env)
-            print(f"| {precision} | {first[0]:.2f} | {first[1]:.2f} | {again[0]:.2f} | {again[1]:.2f} |")
+            rows.append([precision, f"{first[0]:.2f}", f"{first[1]:.2f}", f"{again[0]:.2f}", f"{again[1]:.2f}"])
+        # the docs' table (docs/guide/integer.md): benchmarks/results/rebuild_time.json
+        write_table("rebuild_time", ["precision", "first build wall s", "CPU s", "unchanged rebuild wall s", "CPU s"],
+                    rows, script="benchmarks/rebuild_time.py", align=[None, "right", "right", "right", "right"])
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tinycc_ml.ir.fixed import quantise, run_fixed  # noqa: E402
@@ -84,9 +86,7 @@ def classifiers():
 
 
 def accuracy_table() -> None:
-    print("| class | data | agree (float) | agree (int16) | sklearn acc. | int16 delta (pp) | proba float | "
-          "proba int16 (bound; test rows over it) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    rows = []
     for label, make in classifiers().items():
         for data in ("wine", "breast_cancer", "digits"):
             Xtr, Xte, ytr, yte = split(data)
@@ -105,13 +105,16 @@ def accuracy_table() -> None:
                 pf = np.max(np.abs(host.predict_proba(Xte) - p))
                 eq = np.max(np.abs(q.predict_proba(Xte) - p), axis=1)
                 bound = int16.report["proba"]["max_abs_error_bound"]
-                proba = (f"{pf:.1e} | {np.max(eq):.1e} ({bound:.2g}; {np.sum(eq > bound)} rows over)")
+                proba = [f"{pf:.1e}", f"{np.max(eq):.1e} ({bound:.2g}; {np.sum(eq > bound)} rows over)"]
             else:
-                proba = "- | -"
+                proba = ["-", "-"]
             agree16 = np.mean(q.predict(Xte) == want)
             acc = 100 * np.mean(want == yte)
-            print(f"| {label} | {data} | {100 * agree:.2f}% | {100 * agree16:.2f}% | {acc:.2f}% | "
-                  f"{delta:+.2f} | {proba} |", flush=True)
+            rows.append([label, data, f"{100 * agree:.2f}%", f"{100 * agree16:.2f}%", f"{acc:.2f}%", f"{delta:+.2f}",
+                         *proba])
+    write_table("sklearn_classifiers", ["class", "data", "agree (float)", "agree (int16)", "sklearn acc.",
+                                        "int16 delta (pp)", "proba float", "proba int16 (bound; test rows over it)"],
+                rows, script="benchmarks/sklearn_models.py")
 
 
 def regression_table() -> None:
@@ -135,8 +138,7 @@ def regression_table() -> None:
         "MLPRegressor (16,)": make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(16,), max_iter=2000,
                                                                             learning_rate_init=0.01, random_state=0)),
     }
-    print("| regressor | R² sklearn | R² float C | R² int16 | max abs value error int16 |")
-    print("| --- | --- | --- | --- | --- |")
+    rows = []
     for label, est in regressors.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -144,8 +146,11 @@ def regression_table() -> None:
         want = est.predict(Xte)
         f = tinycc_ml.compile(est, name="r").load().predict(Xte)
         q = tinycc_ml.compile(est, precision="int16", calibration=Xtr, name="r").load().predict(Xte)
-        print(f"| {label} | {r2_score(yte, want):.4f} | {r2_score(yte, f):.4f} | {r2_score(yte, q):.4f} | "
-              f"{np.max(np.abs(q - want)):.3g} |", flush=True)
+        rows.append([label, f"{r2_score(yte, want):.4f}", f"{r2_score(yte, f):.4f}", f"{r2_score(yte, q):.4f}",
+                     f"{np.max(np.abs(q - want)):.3g}"])
+    write_table("sklearn_regressors",
+                ["regressor", "R² sklearn", "R² float C", "R² int16", "max abs value error int16"], rows,
+                script="benchmarks/sklearn_models.py")
 
 
 def matvec_macs(graph, name: str) -> int:
@@ -254,23 +259,24 @@ def cycles_table(n_rows: int) -> None:
         est = make_pipeline(StandardScaler(), MLPClassifier((32,), max_iter=500, random_state=0)).fit(Xtr, ytr)
     matvec = LinearModel(np.random.default_rng(0).normal(size=(32, 64)))
     print(f"MLPClassifier(hidden_layer_sizes=(32,)) on digits, {n_rows} test rows, bit-exact with run_fixed:")
-    print("| chip | precision | model | per inference | MACs | per MAC (whole inference) | per MAC (mat-vec kernels) "
-          "| whole vs kernels | firmware flash |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table = []
     for target, unit in (("avr", "cycles"), ("cortex-m0", "instr.")):
         for precision in ("int16", "int8"):
             for label, model, fuse in (("MLP 64-32-10", est, True), ("MLP 64-32-10, unfused", est, False),
                                        ("mat-vec 32x64", matvec, True)):
                 with element_wise_fusion(fuse):
                     mean, macs, flash, kernel = measure(model, precision, Xtr, rows, target)
-                print(f"| {target} | {precision} | {label} | {mean:,.0f} {unit} | {macs:,} | {mean / macs:.2f} | "
-                      f"{kernel:.2f} | {100 * (mean / macs / kernel - 1):+.1f}% | {flash:,} B |", flush=True)
+                table.append([target, precision, label, f"{mean:,.0f} {unit}", f"{macs:,}", f"{mean / macs:.2f}",
+                              f"{kernel:.2f}", f"{100 * (mean / macs / kernel - 1):+.1f}%", f"{flash:,} B"])
         mean, note = emlearn_cost(est, rows, target)
         if mean is None:
-            print(f"| {target} | float | emlearn eml_net | - ({note}) | | | | | |")
+            table.append([target, "float", "emlearn eml_net", f"- ({note})", "", "", "", "", ""])
         else:
-            print(f"| {target} | float | emlearn eml_net | {mean:,.0f} {unit} ({note}) | 2,368 | {mean / 2368:.1f} | "
-                  "| | |")
+            table.append([target, "float", "emlearn eml_net", f"{mean:,.0f} {unit} ({note})", "2,368",
+                          f"{mean / 2368:.1f}", "", "", ""])
+    write_table("sklearn_mlp_cycles", ["chip", "precision", "model", "per inference", "MACs",
+                                       "per MAC (whole inference)", "per MAC (mat-vec kernels)", "whole vs kernels",
+                                       "firmware flash"], table, script="benchmarks/sklearn_models.py")
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from results_table import RESULTS, write_table  # noqa: E402
 from train_speed import measure as fit_and_score  # noqa: E402
 
 from tinycc_ml.models.protonn_trainer import AUTO_ARMIJO_ROWS, ProtoNNClassifier  # noqa: E402
@@ -80,14 +81,17 @@ def main() -> None:
             for rule in ("armijo", "adam"):
                 row[rule].append(measure(rule, seed, X, y, Xt, yt, budget))
     print(f"AUTO_ARMIJO_ROWS = {AUTO_ARMIJO_ROWS}; {args.seeds} seeds, {args.budget_kb} KB\n")
-    print("| data | train rows | armijo % | adam % | Δ (adam − armijo) | armijo CPU s | adam CPU s | auto picks |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    table = []
     for name, row in results.items():
         (acc_a, sec_a), (acc_d, sec_d) = (np.mean(row[r], axis=0) for r in ("armijo", "adam"))
         pick = "armijo" if row["rows"] < AUTO_ARMIJO_ROWS else "adam"
-        print(f"| {name.split(' ')[0]} | {row['rows']:,} | {acc_a:.2f} | {acc_d:.2f} | {acc_d - acc_a:+.2f} "
-              f"| {sec_a:.2f} | {sec_d:.2f} | {pick} |")
-
+        table.append([name.split(" ")[0], f"{row['rows']:,}", f"{acc_a:.2f}", f"{acc_d:.2f}", f"{acc_d - acc_a:+.2f}",
+                      f"{sec_a:.2f}", f"{sec_d:.2f}", pick])
+    # a run of every data set rewrites benchmarks/results/step_rule_auto.json (the docs' table); --only prints only
+    full = args.only == parser.get_default("only")
+    write_table("step_rule_auto", ["data", "train rows", "armijo %", "adam %", "Δ (adam − armijo)", "armijo CPU s",
+                                   "adam CPU s", "auto picks"], table,
+                script=f"benchmarks/step_rule_auto.py --seeds {args.seeds}", results_dir=RESULTS if full else None)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 """fit on worker processes and on a Dask cluster: the same choice as one process, a whole-run time budget,
-the one-standard-error rule, --jobs refused clearly, a dying worker recorded as a failed task. The README's
-blocks of fit on several cores and on a Dask cluster are checked here (tests/test_readme_blocks.py skips them)."""
+the one-standard-error rule, --jobs refused clearly, a dying worker recorded as a failed task. The
+blocks of docs/guide/fit.md of fit on several cores and on a Dask cluster are checked here (tests/test_readme_blocks.py
+skips them)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The fuzzers of issue 26 at fixed seeds: a cheap, reproducible slice of what ``scripts/fuzz.py --explore``
-runs with fresh seeds (see the README's "Fuzzing" section for the long runs and what they found).
+runs with fresh seeds (see docs/guide/development.md and docs/benchmarks/fuzzing.md for the long runs and what they
+found).
 
 - the differential oracle (tests/oracle.py): generated models of every family, tasks, scikit-learn objects
   and odd labels at float/int16/int8, run on the host under ASan/UBSan/float-cast-overflow (and one case each

@@ -1,4 +1,4 @@
-"""The README's "Adding a backend" blocks run as written: the Python block is a module of a plug-in
+"""The "Adding a backend" page's blocks (docs/backends.md) run as written: the Python block is a module of a plug-in
 package, the TOML block its entry points, and the shell block's error is what the CLI prints."""
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def section() -> str:
-    text = (REPO / "README.md").read_text()
-    return text.split("## Adding a backend", 1)[1].split("\n## ", 1)[0]
+    return (REPO / "docs" / "backends.md").read_text()
 
 
 def blocks(language: str) -> list[str]:

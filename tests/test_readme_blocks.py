@@ -1,14 +1,17 @@
-"""Every ```sh and ```python block of README.md runs here, as written, in a scratch folder.
+"""Every ```sh and ```python block of README.md and of every page under docs/ runs here, as written, in a
+scratch folder.
 
 What the blocks take for granted is prepared: `tinycc-ml` on PATH running this checkout; `import tinycc_ml`
 done and `X_train`, `y_train`, `X_test`, `y_test`, `X`, `y` defined for the Python blocks (rows of
 scikit-learn's digits); the files the commands name (`usps.npz`, `usps10.npz`, `digits.npz`, `test.npz`:
-digits rows and labels under `X_train`/`y_train`/`X_test`/`y_test`; `model.npz`: a small ProtoNN). Heavy
-commands run smaller through substitutions written in the README itself, in a comment before the block:
+digits rows and labels under `X_train`/`y_train`/`X_test`/`y_test`; `model.npz`: a small ProtoNN; `net.onnx`:
+a 64-16-10 dense network as torch.onnx.export writes it). Heavy
+commands run smaller through substitutions written in the page itself, in a comment before the block:
 ``<!-- readme-test: replace "OLD" "NEW" (why); ... -->`` (e.g. `fit` with one family and one size); a block
 another test runs says so (``<!-- readme-test: not run here: ... -->``). ``$SCHEDULER`` in a substitution
-is the address of a local Dask scheduler started for the block. The usage synopsis of "Command line"
-(a ```text block) is checked against the command line's own options."""
+is the address of a local Dask scheduler started for the block. The usage synopsis of the "Command line"
+page (a ```text block) is checked against the command line's own options. Blocks in other languages (C,
+CMake, text, output) are not run."""
 
 from __future__ import annotations
 
@@ -31,11 +34,18 @@ REPLACE = re.compile(r'replace "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"')
 MAX_NOT_RUN = 3  # blocks run by another test, each saying which
 
 
-def readme_blocks() -> list[tuple[int, str, str, str]]:
-    """(line, language, body, note) of every sh / python block."""
-    text = (REPO / "README.md").read_text()
-    return [(text[:m.start("body")].count("\n") + 1, m.group("lang"), m.group("body"), m.group("note") or "")
-            for m in FENCE.finditer(text)]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def readme_blocks() -> list[tuple[str, str, str, str]]:
+    """(file:line, language, body, note) of every sh / python block of the README and the docs pages."""
+    blocks = []
+    for path in DOCS:
+        text = path.read_text()
+        where = path.relative_to(REPO).as_posix()
+        blocks += [(f"{where}:{text[:m.start('body')].count(chr(10)) + 1}", m.group("lang"), m.group("body"),
+                    m.group("note") or "") for m in FENCE.finditer(text)]
+    return blocks
 
 
 def substituted(body: str, note: str) -> str:
@@ -50,8 +60,8 @@ BLOCKS = readme_blocks()
 
 
 def block_id(block) -> str:
-    line, lang, body, _ = block
-    return f"L{line}-{lang}-{body.strip().splitlines()[0][:40]}"
+    where, lang, body, _ = block
+    return f"{where}-{lang}-{body.strip().splitlines()[0][:40]}"
 
 
 def test_every_block_is_run_or_says_where():
@@ -60,7 +70,7 @@ def test_every_block_is_run_or_says_where():
     assert len(not_run) <= MAX_NOT_RUN, [block_id(b) for b in not_run]
     for _, _, _, note in not_run:
         test = re.search(r"tests/\S+\.py", note).group(0)
-        assert (REPO / test).is_file() and "README" in (REPO / test).read_text()
+        assert (REPO / test).is_file() and any(word in (REPO / test).read_text() for word in ("README", "docs/"))
     for _, _, body, note in BLOCKS:
         substituted(body, note)  # every substitution names text of its block
 
@@ -73,6 +83,7 @@ def scratch(tmp_path_factory):
     for name in ("usps.npz", "usps10.npz", "digits.npz", "test.npz"):
         np.savez(tmp / name, **split)
     init_protonn(X[:500], y[:500], projection_dim=6, prototypes_per_class=1).save(tmp / "model.npz")
+    write_onnx_net(tmp / "net.onnx", np.random.default_rng(0))
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
     (bin_dir / "tinycc-ml").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tinycc_ml "$@"\n')
@@ -82,6 +93,21 @@ def scratch(tmp_path_factory):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return tmp, split, env
+
+
+def write_onnx_net(path: Path, rng) -> None:
+    """A 64-16-10 relu network in the form torch.onnx.export gives a Linear-ReLU-Linear module."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(a.astype(np.float32), name) for name, a in (
+        ("W1", rng.normal(0, 0.1, (16, 64))), ("b1", rng.normal(0, 0.1, 16)),
+        ("W2", rng.normal(0, 0.3, (10, 16))), ("b2", rng.normal(0, 0.1, 10)))]
+    nodes = [helper.make_node("Gemm", ["x", "W1", "b1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["a"]),
+             helper.make_node("Gemm", ["a", "W2", "b2"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], weights)
+    onnx.save(helper.make_model(graph), str(path))
 
 
 def needs(body: str) -> None:
@@ -107,7 +133,7 @@ def workdir(scratch, tmp_path):
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if not b[3].startswith("not run here:")], ids=block_id)
 def test_block_runs(block, scratch, workdir, monkeypatch):
-    line, lang, body, note = block
+    where, lang, body, note = block
     tmp, split, env = scratch
     body = substituted(body, note)
     needs(body)
@@ -122,23 +148,23 @@ def test_block_runs(block, scratch, workdir, monkeypatch):
             if "scripts/fuzz.py" in body:
                 body = body.replace("python scripts/", f"python {REPO}/scripts/")
             run = run_shell(body, workdir, env)
-            assert run.returncode == 0, f"README line {line}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+            assert run.returncode == 0, f"{where}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
             return
         monkeypatch.chdir(workdir)
         import tinycc_ml
 
         namespace = {"tinycc_ml": tinycc_ml, **split, "X": split["X_train"], "y": split["y_train"]}
-        exec(compile(body, f"README.md:{line}", "exec"), namespace)  # noqa: S102 - the README's own code
+        exec(compile(body, where, "exec"), namespace)  # noqa: S102 - the docs' own code
     finally:
         if cluster is not None:
             cluster.close()
 
 
 def test_the_command_line_synopsis_matches_the_parser():
-    """The ```text synopsis of "Command line": each command's options exist, and what is optional is bracketed
+    """The ```text synopsis of the "Command line" page: each command's options exist, and what is optional is bracketed
     (`--target` of compile has a default, so it is shown in brackets; report and fit require it)."""
-    text = (REPO / "README.md").read_text()
-    synopsis = text.split("## Command line", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    text = (REPO / "docs" / "guide" / "cli.md").read_text()
+    synopsis = text.split("# Command line", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     for command in ("compile", "report", "fit"):
         lines = []
         for ln in synopsis.splitlines():
@@ -156,9 +182,10 @@ def test_the_command_line_synopsis_matches_the_parser():
         assert target_optional == (command == "compile"), (command, usage)
 
 
-def test_the_readme_says_where_usps10_comes_from():
-    text = (REPO / "README.md").read_text()
+def test_the_docs_say_where_usps10_comes_from():
+    text = (REPO / "docs" / "guide" / "fit.md").read_text()
     first = text.index("usps10.npz")
     assert "where it comes from" in text[first:first + 300] or "It\nis not shipped" in text[:first + 800]
     assert "not shipped with tinycc-ml" in text and "LIBSVM" in text
+    text = (REPO / "docs" / "guide" / "python-api.md").read_text()
     assert "<PREFIX>_WITH_FLOAT" in text and "kws_quantise(const float *x, int16_t *x_int)" in text

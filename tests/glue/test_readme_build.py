@@ -1,5 +1,5 @@
-"""The README's "Use in your build" snippets run as written: its Makefile and build.ninja fragments and
-its CMake fragment (for the AVR, through the shipped toolchain file), with `tinycc-ml` on PATH."""
+"""The "Use in your build" page's snippets (docs/guide/build.md) run as written: its Makefile and build.ninja
+fragments and its CMake fragment (for the AVR, through the shipped toolchain file), with `tinycc-ml` on PATH."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def section_blocks(language: str) -> list[str]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Use in your build", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "guide" / "build.md").read_text()
     return re.findall(rf"```{language}\n(.*?)```", section, re.S)
 
 
