@@ -1,9 +1,9 @@
 """An RV32IMC kernel of this package's own, on tinycc-ml's public kernel API: dense mat-vec by a constant matrix.
 
-The shared C computes one row at a time, so every row loads x[k] again: at -Os gcc spends 7 instructions per
-multiply-accumulate (load w, load x, mul, add, two pointer steps, the branch). Here up to 16 rows share each
-x[k], their sums in registers: per column one load of x and the loop's 3 instructions, per row a load of w,
-mul, add, i.e. 3 + 4 / rows instructions per multiply-accumulate (16 rows: 3.25).
+The shared C computes one row at a time, so every row loads x[k] again: at -Os gcc spends 8 instructions per
+multiply-accumulate (two address adds, load w, load x, mul, add, the index step, the branch). Here up to 16
+rows share each x[k], their sums in registers: per column one load of x and the loop's 3 instructions, per row
+a load of w, mul, add, i.e. 3 + 4 / rows instructions per multiply-accumulate (16 rows: 3.25).
 
 The weights are stored block by block (up to 16 rows), column-major inside a block: one pointer and small
 immediate offsets whatever the matrix width. Streaming (<prefix>_begin/feed) reads them back through the
@@ -74,7 +74,7 @@ def emit_matvec(em: CEmitter, node: Node) -> list[str]:
     x = em.var(x_name)
     lines = ["{"]
     for r, n in blocks:
-        mac = em.sym(f"mac{n}_{wtype[:-2]}")
+        mac = em.sym(f"mac{n}_int{g.type(a_name).dtype.bits}")  # one function per block size and weight type
         em.helpers.setdefault(mac, mac_function(mac, n, wtype))
         lines.append(f"    {mac}({w} + {r * cols}, {x}, {x} + {cols}, {acc} + {r});")
     out = shift_c(em, f"(int32_t){acc}[r]", node_output_shift(g, node.name))
