@@ -9,7 +9,7 @@ import pytest
 
 import tinycc_ml
 from tinycc_ml.target import ToolchainError, available_backends, get_backend
-from tinycc_ml.testing import FAMILIES, check_target
+from tinycc_ml.testing import FAMILIES, check_model, check_target
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +45,15 @@ def test_instructions_are_counted_exactly(toolchain, tmp_path):
     # differ by at most the argmax's few instructions, and grow with the 120 multiply-accumulates
     assert run.instructions.min() > 120 and run.instructions.max() - run.instructions.min() < 20
     assert run.model_flash_bytes < run.flash_bytes <= 128 * 1024
+
+
+@pytest.mark.parametrize("precision, weights", [("int16", "int16"), ("int8", "int8")])
+def test_dense_matvec_runs_on_the_package_kernel(toolchain, tmp_path, precision, weights):
+    rng = np.random.default_rng(1)
+    model = tinycc_ml.models.linear.LinearModel(rng.normal(size=(21, 50)), rng.normal(size=21))
+    X = rng.normal(size=(24, 50))
+    # bit for bit against tinycc_ml.ir.fixed.run_fixed, predict and streaming (begin/feed over the re-laid matrix)
+    check_model("riscv", model, X, precision, tmp_path)
+    source = (tmp_path / "conf.c").read_text()
+    # 21 rows: two passes over x, of 11 and 10 rows
+    assert f"conf_mac11_{weights}(conf_W_q_rv + 0, " in source and f"conf_mac10_{weights}(conf_W_q_rv + 550, " in source

@@ -5,13 +5,16 @@ Builds use Debian's riscv64-unknown-elf-gcc with picolibc (``-march=rv32imc -mab
 ``qemu-system-riscv32 -M virt`` under ``-icount shift=0``, where ``minstret`` counts retired instructions
 exactly. The measurement firmware is tinycc-ml's portable harness with this package's board file
 (support/board_virt.c: minstret, semihosting output and exit, the stack limit).
+
+Dense mat-vecs run on the package's own kernel (kernels.py), which it lists in ``CTarget.kernels``.
 """
 
 from __future__ import annotations
 
 from tinycc_ml.target import Chip, CTarget, HarnessSimulator, McuBackend, support_file
+from tinycc_ml_riscv.kernels import RV32_KERNELS
 
-__all__ = ["RV32IMC", "RiscvBackend", "SIMULATOR"]
+__all__ = ["RV32IMC", "RV32_KERNELS", "RiscvBackend", "SIMULATOR"]
 
 _ARCH = ("-march=rv32imc", "-mabi=ilp32", "--specs=picolibc.specs", "--oslib=semihost")
 FLASH_BASE, FLASH_SIZE = 0x80000000, 128 * 1024
@@ -47,4 +50,4 @@ class RiscvBackend(McuBackend):
     simulator = "riscv"
 
     def c_target(self, graph) -> CTarget:
-        return CTarget("riscv")
+        return CTarget("riscv", kernels=RV32_KERNELS)
