@@ -47,6 +47,7 @@ from threadpoolctl import threadpool_limits
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.models.base import multilabel_indicator
+from tinycc_ml.models.protonn import ProtoNNModel
 from tinycc_ml.models.training import (
     TrainingLog,
     check_predict_data,
@@ -918,8 +919,6 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
     def to_model(self):
         """The trained parameters as a :class:`tinycc_ml.models.protonn.ProtoNNModel`."""
         check_is_fitted(self, "W_")
-        from tinycc_ml.models.protonn import ProtoNNModel
-
         model = ProtoNNModel(self.W_, self.B_, self.Z_, self.gamma_, mean=self.mean_, std=self.std_)
         if self.target_kind_ == "multilabel":
             model.with_task(self._multilabel_task())

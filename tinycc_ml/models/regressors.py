@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+from tinycc_ml.models.protonn import ProtoNNModel
 from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
 from tinycc_ml.models.training import check_predict_data, check_training_data
 
@@ -134,8 +135,6 @@ class ProtoNNRegressor(RegressorMixin, ProtoNNClassifier):
     def to_model(self):
         """The trained model: its one score is the predicted value."""
         check_is_fitted(self, "W_")
-        from tinycc_ml.models.protonn import ProtoNNModel
-
         return ProtoNNModel(self.W_, self.B_, self.Z_ * self.y_scale_, self.gamma_, mean=self.mean_, std=self.std_,
                             offset=[self.y_mean_]).with_task(REGRESSION)
 
