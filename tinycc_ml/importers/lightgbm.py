@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import ModelFileError
-from tinycc_ml.importers.tree_tables import REGRESSION, read_model_text
+from tinycc_ml.importers.tree_tables import REGRESSION, TreeTable, read_model_text
 from tinycc_ml.models.trees import MAX_NODES, TreeEnsembleModel
 
 LGB_REGRESSION = ("regression", "regression_l2", "regression_l1", "l2", "l1", "mse", "mae", "huber", "fair",
@@ -75,9 +75,9 @@ def _floats(tree: dict, key: str, where: str, n: int, plus_inf: bool = False) ->
     return values
 
 
-def _lgb_child(c: np.ndarray, m: int, offset: int) -> np.ndarray:
+def _lgb_child(c: np.ndarray, m: int) -> np.ndarray:
     """LightGBM's child references (>= 0: internal node, < 0: leaf ~c) as node indices."""
-    return np.where(c >= 0, c, m + (-c - 1)) + offset
+    return np.where(c >= 0, c, m + (-c - 1))
 
 
 def _lgb_proba(objective: list[str]) -> str | None:
@@ -108,8 +108,7 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
         raise ModelFileError(f"{source}: {len(trees)} trees for {per_iteration} per iteration")
     average = "average_output" in header
     scale = per_iteration / len(trees) if average else 1.0
-    parts = {key: [] for key in ("feature", "threshold", "left", "right", "value", "default_left")}
-    roots, outs, offset = [], [], 0
+    table = TreeTable(1)
     for t, tree in enumerate(trees):
         where = f"{source}: tree {t}"
         if tree.get("is_linear", "0") != "0":
@@ -137,23 +136,16 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
             dl = np.where(((decision >> 2) & 3) == 2, (decision >> 1) & 1, (0.0 <= threshold).astype(np.int64))
         else:
             feature = threshold = left = right = dl = np.zeros(0, dtype=np.int64)
-        # nodes: the m internal ones, then the leaves; a child < 0 is leaf ~child
-        n = m + n_leaves
-
-        parts["feature"].append(np.concatenate([feature, np.full(n_leaves, -1)]))
-        parts["threshold"].append(np.concatenate([threshold, np.zeros(n_leaves)]))
-        parts["default_left"].append(np.concatenate([dl, np.zeros(n_leaves, dtype=np.int64)]))
-        parts["left"].append(np.concatenate([_lgb_child(left, m, offset), np.full(n_leaves, -1)]))
-        parts["right"].append(np.concatenate([_lgb_child(right, m, offset), np.full(n_leaves, -1)]))
-        parts["value"].append(np.concatenate([np.zeros(m), leaf_values])[:, None])
-        roots.append(offset)  # the root is internal node 0, or the single leaf
-        outs.append(t % per_iteration)
-        offset += n
+        # nodes: the m internal ones, then the leaves (a child < 0 is leaf ~child); the root is internal
+        # node 0, or the single leaf
+        table.add(np.concatenate([feature, np.full(n_leaves, -1)]), np.concatenate([threshold, np.zeros(n_leaves)]),
+                  np.concatenate([_lgb_child(left, m), np.full(n_leaves, -1)]),
+                  np.concatenate([_lgb_child(right, m), np.full(n_leaves, -1)]),
+                  np.concatenate([np.zeros(m), leaf_values]), output=t % per_iteration,
+                  default_left=np.concatenate([dl, np.zeros(n_leaves, dtype=np.int64)]))
     binary = objective[0] == "binary"
     k = per_iteration
-    out = TreeEnsembleModel(*(np.concatenate(parts[p]) for p in ("feature", "threshold", "left", "right", "value")),
-                            roots, outs, np.zeros(k), input_dim=dim, compare="le", binary=binary, source=source,
-                            default_left=np.concatenate(parts["default_left"]), proba=_lgb_proba(objective))
+    out = table.model(np.zeros(k), dim, binary, source, proba=_lgb_proba(objective))
     return out.with_task(REGRESSION) if objective[0] in LGB_REGRESSION else out
 
 
