@@ -1,7 +1,7 @@
 """EdgeML's saved model folders (ProtoNN and Bonsai, TF or PyTorch) as tinycc-ml models.
 
-``load_model`` asks ``read_folder`` for any folder: each reader's ``match`` says how surely the file
-names are its format, and the most sure one reads the folder.
+For a folder, ``load_model`` asks each of ``FOLDER_READERS``: its match says how surely the folder's
+file names are that format (0: not at all), and the surest reads the folder.
 
 - ProtoNN: W.npy (D x d̂, the transpose of ``ProtoNNModel.W``), B.npy, Z.npy, gamma.npy, optional
   mean.npy / std.npy; ``save_edgeml_protonn`` writes this layout (for interchange and tests).
