@@ -55,7 +55,7 @@ def models(rows: int):
     X, y = make_classification(n_samples=2000 + rows, n_features=784, n_informative=60, n_classes=10,
                                random_state=0)
     lr = LogisticRegression(max_iter=300).fit(X[:2000], y[:2000])
-    from tinycc_ml.models.from_sklearn import from_sklearn
+    from tinycc_ml.importers.sklearn import from_sklearn
 
     yield "logreg-784", from_sklearn(lr), lr, X[:2000], X[2000:]
 

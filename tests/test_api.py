@@ -11,7 +11,8 @@ import pytest
 import tinycc_ml
 from tinycc_ml import api
 from tinycc_ml.errors import CompileError, DataError, ModelFileError, TinyccError
-from tinycc_ml.models.protonn import ProtoNNModel, save_edgeml_protonn
+from tinycc_ml.importers.edgeml import save_edgeml_protonn
+from tinycc_ml.models.protonn import ProtoNNModel
 
 
 def make_model(seed=0, D=10, d=4, m=6, L=3, normalise=True) -> ProtoNNModel:

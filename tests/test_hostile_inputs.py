@@ -25,10 +25,11 @@ from tests.models.test_protonn import cli, expect_clean_failure, run_cli_cases
 from tinycc_ml.api import load_model
 from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.errors import CompileError, DataError, IRError, IRParseError, ModelFileError
+from tinycc_ml.importers.edgeml import read_pickled_dict, save_edgeml_protonn
 from tinycc_ml.ir.text import parse_graph
 from tinycc_ml.ir.verify import verify
 from tinycc_ml.models.bonsai import BonsaiModel
-from tinycc_ml.models.protonn import ProtoNNModel, save_edgeml_protonn
+from tinycc_ml.models.protonn import ProtoNNModel
 from tinycc_ml.models.prototypes import PrototypeModel
 from tinycc_ml.models.saved import META_KEY, read_arrays
 from tinycc_ml.passes import run_passes
@@ -504,8 +505,6 @@ def test_fixed_scales_beyond_int32_shifts_are_refused():
 
 
 def test_oversized_hyperparam_file_is_refused(tmp_path):
-    from tinycc_ml.models.bonsai import read_pickled_dict
-
     path = tmp_path / "hyperParam.npy"
     path.write_bytes(b"\x80\x04" + bytes(2 << 20))
     with pytest.raises(ModelFileError, match="too large"):

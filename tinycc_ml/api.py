@@ -18,6 +18,10 @@ from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.files import write_tree
+from tinycc_ml.importers.edgeml import FOLDER_READERS
+from tinycc_ml.importers.lightgbm import load_lightgbm_file
+from tinycc_ml.importers.onnx import load_onnx
+from tinycc_ml.importers.xgboost import load_xgboost_file
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.proba import PROBA_FLOAT_SLACK, proba_error_bound, proba_from_scores
@@ -36,28 +40,29 @@ MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this in
 
 def load_model(path) -> Model:
     """Load a saved model: the project's ``.npz`` model file, an ONNX dense network (``.onnx``, needs the
-    onnx package; see :mod:`tinycc_ml.models.from_onnx`), or an EdgeML model directory (ProtoNN:
-    W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...)."""
+    onnx package), an XGBoost ``.json`` or LightGBM ``.txt`` model file, or an EdgeML model directory
+    (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...); the readers of
+    other tools' formats are in :mod:`tinycc_ml.importers`."""
     path = Path(path)
     if path.is_dir():
         names = {p.name for p in path.iterdir()}
+        # EdgeML's folders, then any a plug-in family reads (Model.directory_match / from_directory)
         families = [cls for cls in MODEL_FAMILIES.load_all().values() if isinstance(cls, type)]
-        best = max(families, key=lambda cls: cls.directory_match(names), default=None)
-        if best is not None and best.directory_match(names) > 0:
-            return best.from_directory(path)
+        readers = [*FOLDER_READERS, *((cls.directory_match, cls.from_directory) for cls in families)]
+        match, read = max(readers, key=lambda reader: reader[0](names))
+        if match(names) > 0:
+            return read(path)
         raise ModelFileError(f"{path}: no EdgeML model in this directory (expected W.npy, B.npy, Z.npy, gamma.npy)")
     if path.suffix.lower() in PICKLE_SUFFIXES:  # refused by name, never opened: unpickling runs code
         raise ModelFileError(f"{path}: pickled objects are not read (loading a pickle runs arbitrary code); save the "
                              "fitted estimator with tinycc_ml.save_model(estimator, 'model.npz') and use that file")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
-    if path.suffix.lower() in (".json", ".txt"):  # XGBoost / LightGBM model files (models/trees_boosters.py)
-        from tinycc_ml.models.trees_boosters import load_booster_file
-
-        return load_booster_file(path)
+    if path.suffix.lower() == ".json":
+        return load_xgboost_file(path)
+    if path.suffix.lower() == ".txt":
+        return load_lightgbm_file(path)
     if path.suffix.lower() == ".onnx":
-        from tinycc_ml.models.from_onnx import load_onnx
-
         return load_onnx(path)
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
@@ -226,14 +231,15 @@ def model_input_files(path) -> list[Path]:
 
 def as_model(model) -> Model:
     """A Model from a Model, a path to a saved one, a fitted tinycc-ml estimator or a fitted
-    scikit-learn object (see :mod:`tinycc_ml.models.from_sklearn`)."""
+    scikit-learn object (see :mod:`tinycc_ml.importers.sklearn`)."""
     if isinstance(model, Model):
         return model
     if isinstance(model, (str, os.PathLike)):
         return load_model(model)
     from sklearn.exceptions import NotFittedError  # only for objects: keeps the CLI's start quick
 
-    from tinycc_ml.models.from_sklearn import SUPPORTED, from_sklearn, is_sklearn_object
+    # deferred: scikit-learn's importer, only for objects (the command line's start-up)
+    from tinycc_ml.importers.sklearn import SUPPORTED, from_sklearn, is_sklearn_object
 
     try:
         if is_sklearn_object(model):

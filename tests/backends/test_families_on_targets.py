@@ -32,7 +32,7 @@ class _SklearnModel:
         self.estimator = estimator
 
     def to_model(self):
-        from tinycc_ml.models.from_sklearn import from_sklearn
+        from tinycc_ml.importers.sklearn import from_sklearn
 
         return from_sklearn(self.estimator)
 

@@ -11,8 +11,9 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import train_test_split
 
 from tinycc_ml.errors import DataError, ModelFileError
+from tinycc_ml.importers.edgeml import load_edgeml_bonsai, read_pickled_dict
 from tinycc_ml.models.base import MODEL_FAMILIES
-from tinycc_ml.models.bonsai import BonsaiModel, load_edgeml_bonsai, read_pickled_dict, tree_sizes
+from tinycc_ml.models.bonsai import BonsaiModel, tree_sizes
 from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
 from tinycc_ml.models.saved import read_model_file
 

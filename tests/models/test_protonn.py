@@ -16,7 +16,8 @@ from sklearn.model_selection import train_test_split
 
 from tinycc_ml import load_model
 from tinycc_ml.errors import ModelFileError
-from tinycc_ml.models.protonn import ProtoNNModel, init_protonn, load_edgeml_protonn, save_edgeml_protonn
+from tinycc_ml.importers.edgeml import load_edgeml_protonn, save_edgeml_protonn
+from tinycc_ml.models.protonn import ProtoNNModel, init_protonn
 
 REPO = Path(__file__).resolve().parents[2]
 GCC = shutil.which("gcc")

@@ -23,8 +23,8 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 import tinycc_ml
 from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.importers.sklearn import from_sklearn
 from tinycc_ml.ir.interp import run_float
-from tinycc_ml.models.from_sklearn import from_sklearn
 from tinycc_ml.models.trees import TreeEnsembleModel
 
 LOADERS = {"digits": load_digits, "breast_cancer": load_breast_cancer, "wine": load_wine}

@@ -19,7 +19,7 @@ from sklearn.model_selection import train_test_split
 import tinycc_ml
 from tests.conftest import toolchains_required
 from tinycc_ml.errors import CompileError, ModelFileError
-from tinycc_ml.models.from_sklearn import from_sklearn
+from tinycc_ml.importers.sklearn import from_sklearn
 
 
 def need(library: str):

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from tinycc_ml.errors import DataError, ModelFileError
+from tinycc_ml.models.proba import proba_from_scores
 from tinycc_ml.models.saved import save_model_file
 from tinycc_ml.plugins import Registry
 
@@ -185,8 +186,6 @@ class Model:
         """Class probabilities by the model's own rule (``proba_rule``); (n, n_classes)."""
         if self.proba_rule is None:
             raise DataError(f"a {self.family} model defines no class probabilities")
-        from tinycc_ml.models.proba import proba_from_scores
-
         return proba_from_scores(self.scores(X), self.proba_rule)
 
     def with_task(self, task) -> Model:

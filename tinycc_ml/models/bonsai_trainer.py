@@ -50,6 +50,7 @@ from tinycc_ml.models.training import (
     check_training_data,
     encode_labels,
     hard_threshold,
+    keep_parameters,
     top_k_mask,
     with_estimator_classes,
 )
@@ -223,25 +224,7 @@ class BonsaiClassifier(ClassifierMixin, BaseEstimator):
                  iht_every=10, sharpness=(1.0, 100.0), init="random", scaling="feature", average=True,
                  input_noise=0.0, validation_fraction=0.2,
                  random_state=None, verbose=0):
-        self.budget_bytes = budget_bytes
-        self.projection_dim = projection_dim
-        self.depth = depth
-        self.sigma = sigma
-        self.loss = loss
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.reg_z = reg_z
-        self.reg_tree = reg_tree
-        self.iht_every = iht_every
-        self.sharpness = sharpness
-        self.init = init
-        self.scaling = scaling
-        self.average = average
-        self.input_noise = input_noise
-        self.validation_fraction = validation_fraction
-        self.random_state = random_state
-        self.verbose = verbose
+        keep_parameters(self, locals())
 
     # --- input checks ---
     def _check_params(self):

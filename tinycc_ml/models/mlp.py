@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import absorb_normalisation, add_const, add_input, add_matrix, add_normalisation
@@ -259,23 +259,3 @@ def lower_activation(g: Graph, name: str, z: str, out: str) -> str:
         half_one = np.full(g.type(z).shape, 0.5)
         return g.add("add", [t, add_const(g, f"{out}_half_one", half_one)], name=out)
     return z
-
-
-def from_sklearn_mlp(estimator) -> MLPModel:
-    """The network of a fitted MLPClassifier / MLPRegressor."""
-    from tinycc_ml.models.sklearn_checks import dense, require_fitted
-
-    name = type(estimator).__name__
-    require_fitted(estimator)
-    if estimator.activation not in ACTIVATIONS:
-        raise CompileError(f"{name} with activation={estimator.activation!r} is not supported; supported: "
-                           f"{', '.join(ACTIVATIONS)}")
-    out = getattr(estimator, "out_activation_", None)
-    if out not in OUTPUTS:
-        raise CompileError(f"{name} with output activation {out!r} is not supported; supported: {', '.join(OUTPUTS)}")
-    if out == "identity" and estimator.n_outputs_ != 1:
-        raise CompileError(f"{name} fitted on {estimator.n_outputs_} targets; only a single-target regressor can "
-                           "be compiled (fit one per target)")
-    weights = [dense(W, f"{name}.coefs_[{i}]").T for i, W in enumerate(estimator.coefs_)]
-    biases = [np.asarray(b, dtype=np.float64) for b in estimator.intercepts_]
-    return MLPModel(weights, biases, estimator.activation, out, source=name)

@@ -177,17 +177,3 @@ class GaussianNBModel(Model):
         g.set_output("scores", scores)
         g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
         return g
-
-
-def from_sklearn_gnb(estimator) -> GaussianNBModel:
-    from tinycc_ml.models.sklearn_checks import require_fitted
-
-    name = type(estimator).__name__
-    require_fitted(estimator)
-    var = getattr(estimator, "var_", None)
-    if var is None:  # scikit-learn < 1.0 called it sigma_
-        var = estimator.sigma_
-    prior = check_array(estimator.class_prior_, "class_prior_", name)
-    if np.any(prior <= 0):
-        raise ModelFileError(f"{name}: class_prior_ holds a prior <= 0 ({prior.min()}); its log is not finite")
-    return GaussianNBModel(estimator.theta_, var, np.log(prior), source=name)

@@ -17,6 +17,7 @@ from tinycc_ml.models.prototypes import (
     PrototypeModel,
     squared_distances,
 )
+from tinycc_ml.models.training import keep_parameters
 
 LOSSES = ("exponential", "hinge", "log")
 
@@ -134,23 +135,7 @@ class NearestPrototypeClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseE
                  batch_size: int = 256, kmeans_n_init: int = 3, n_restarts: int = 3, standardize: bool = False,
                  random_state: int | None = 0, verbose: int = 0, gamma_schedule: str = "paper",
                  tol: float | None = None):
-        self.prototypes_per_class = prototypes_per_class
-        self.loss = loss
-        self.margin = margin
-        self.gamma0_scale = gamma0_scale
-        self.gamma_growth = gamma_growth
-        self.epochs_per_stage = epochs_per_stage
-        self.max_stages = max_stages
-        self.hardness = hardness
-        self.learning_rate = learning_rate
-        self.batch_size = batch_size
-        self.kmeans_n_init = kmeans_n_init
-        self.n_restarts = n_restarts
-        self.standardize = standardize
-        self.random_state = random_state
-        self.verbose = verbose
-        self.gamma_schedule = gamma_schedule
-        self.tol = tol
+        keep_parameters(self, locals())
 
     def fit(self, X, y):
         X, y, n_classes = self._fit_data(X, y)

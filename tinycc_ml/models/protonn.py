@@ -1,5 +1,5 @@
-"""ProtoNN (Gupta et al., ICML 2017): the parameter container, EdgeML import, a quick
-initialiser, and lowering to the IR.
+"""ProtoNN (Gupta et al., ICML 2017): the parameter container, a quick initialiser, and lowering to
+the IR (EdgeML's saved folders are read by ``tinycc_ml.importers.edgeml``).
 
 scores(x) = sum_j Z[:, j] * exp(-gamma^2 * ||W x' - B[:, j]||^2),  x' = (x - mean) / std,
 prediction = argmax(scores).  W is (d̂, D) here; EdgeML saves its transpose (D, d̂).
@@ -7,15 +7,13 @@ prediction = argmax(scores).  W is (d̂, D) here; EdgeML saves its transpose (D,
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from tinycc_ml.errors import DataError, ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
-from tinycc_ml.models.saved import FLOAT32_MAX, check_array, load_npy
+from tinycc_ml.models.saved import FLOAT32_MAX, check_array
 
 MAX_GAMMA = float(np.sqrt(FLOAT32_MAX))
 MIN_GAMMA = float(np.sqrt(np.finfo(np.float32).tiny))
@@ -76,14 +74,6 @@ class ProtoNNModel(Model):
         return out
 
     @classmethod
-    def directory_match(cls, names: set[str]) -> int:
-        return len(names & {"W.npy", "B.npy", "Z.npy", "gamma.npy"})
-
-    @classmethod
-    def from_directory(cls, path) -> ProtoNNModel:
-        return load_edgeml_protonn(path)
-
-    @classmethod
     def from_arrays(cls, arrays, meta, source) -> ProtoNNModel:
         missing = {"W", "B", "Z", "gamma"} - set(arrays)
         if missing:
@@ -133,49 +123,6 @@ class ProtoNNModel(Model):
         g.set_output("scores", scores)
         g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
         return g
-
-
-def load_edgeml_protonn(directory) -> ProtoNNModel:
-    """Read EdgeML's ProtoNN directory: W.npy (D x d̂), B.npy, Z.npy, gamma.npy, optional mean/std."""
-    directory = Path(directory)
-    arrays = {}
-    for name in ("W", "B", "Z", "gamma", "mean", "std"):
-        path = directory / f"{name}.npy"
-        if path.exists() or path.is_symlink():  # a folder, FIFO or broken link: load_npy says which
-            arrays[name] = check_array(load_npy(path), name, path)
-        elif name not in ("mean", "std"):
-            raise ModelFileError(f"{path}: no such file (an EdgeML ProtoNN directory needs W, B, Z, gamma)")
-    W = arrays["W"]
-    if W.ndim != 2:
-        raise ModelFileError(f"{directory / 'W.npy'}: W has shape {W.shape}, expected (D, d̂)")
-    if arrays["B"].ndim != 2 or arrays["B"].shape[0] != W.shape[1]:
-        raise ModelFileError(
-            f"{directory / 'B.npy'}: B has shape {arrays['B'].shape}, expected ({W.shape[1]}, m) to match W (D x d̂)")
-    if arrays["Z"].ndim != 2 or arrays["Z"].shape[1] != arrays["B"].shape[1]:
-        raise ModelFileError(
-            f"{directory / 'Z.npy'}: Z has shape {arrays['Z'].shape}, expected (L, {arrays['B'].shape[1]})")
-    for name in ("mean", "std"):
-        if name in arrays:
-            arrays[name] = arrays[name].reshape(-1)
-            if arrays[name].shape != (W.shape[0],):
-                raise ModelFileError(
-                    f"{directory / (name + '.npy')}: {name} has {arrays[name].size} values, expected {W.shape[0]}")
-    return ProtoNNModel(W.T, arrays["B"], arrays["Z"], arrays["gamma"], arrays.get("mean"), arrays.get("std"),
-                        source=str(directory))
-
-
-def save_edgeml_protonn(model: ProtoNNModel, directory) -> None:
-    """Write ``model`` in EdgeML's directory layout (for interchange and tests)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    np.save(directory / "W.npy", model.W.T)
-    np.save(directory / "B.npy", model.B)
-    np.save(directory / "Z.npy", model.Z)
-    np.save(directory / "gamma.npy", np.asarray(model.gamma))
-    if model.mean is not None:
-        np.save(directory / "mean.npy", model.mean)
-    if model.std is not None:
-        np.save(directory / "std.npy", model.std)
 
 
 def init_protonn(X, y, projection_dim: int = 15, prototypes_per_class: int = 5, random_state=0) -> ProtoNNModel:

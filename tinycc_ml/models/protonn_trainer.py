@@ -47,12 +47,14 @@ from threadpoolctl import threadpool_limits
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.models.base import multilabel_indicator
+from tinycc_ml.models.protonn import ProtoNNModel
 from tinycc_ml.models.training import (
     TrainingLog,
     check_predict_data,
     check_training_data,
     encode_labels,
     hard_threshold,
+    keep_parameters,
     with_estimator_classes,
 )
 
@@ -457,30 +459,7 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
         learning_rate=0.005,
         projection_decay=0.3,
     ):
-        self.budget_bytes = budget_bytes
-        self.projection_dim = projection_dim
-        self.n_prototypes = n_prototypes
-        self.sparsity_w = sparsity_w
-        self.sparsity_b = sparsity_b
-        self.sparsity_z = sparsity_z
-        self.gamma = gamma
-        self.n_iter = n_iter
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.init_w = init_w
-        self.step_rule = step_rule
-        self.n_classes = n_classes
-        self.standardize = standardize
-        self.random_state = random_state
-        self.verbose = verbose
-        self.multilabel_rule = multilabel_rule
-        self.multilabel_threshold = multilabel_threshold
-        self.multilabel_k = multilabel_k
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.patience = patience
-        self.learning_rate = learning_rate
-        self.projection_decay = projection_decay
+        keep_parameters(self, locals())
 
     # ---------------- input checks ----------------
 
@@ -918,8 +897,6 @@ class ProtoNNClassifier(ClassifierMixin, BaseEstimator):
     def to_model(self):
         """The trained parameters as a :class:`tinycc_ml.models.protonn.ProtoNNModel`."""
         check_is_fitted(self, "W_")
-        from tinycc_ml.models.protonn import ProtoNNModel
-
         model = ProtoNNModel(self.W_, self.B_, self.Z_, self.gamma_, mean=self.mean_, std=self.std_)
         if self.target_kind_ == "multilabel":
             model.with_task(self._multilabel_task())

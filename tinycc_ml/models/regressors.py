@@ -21,8 +21,9 @@ from threadpoolctl import threadpool_limits
 
 from tinycc_ml.errors import DataError
 from tinycc_ml.models.bonsai_trainer import BonsaiClassifier
+from tinycc_ml.models.protonn import ProtoNNModel
 from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
-from tinycc_ml.models.training import check_predict_data, check_training_data
+from tinycc_ml.models.training import check_predict_data, check_training_data, keep_parameters
 
 REGRESSION = {"kind": "regression"}
 GAMMA_SCALES = (2.5, 0.5, 0.2)
@@ -82,24 +83,7 @@ class ProtoNNRegressor(RegressorMixin, ProtoNNClassifier):
                  sparsity_z=None, gamma=None, n_iter=150, epochs=5, batch_size=None, init_w="pca",
                  step_rule="armijo", standardize="auto", early_stopping=True, validation_fraction=0.2,
                  patience=10, random_state=None, verbose=0):
-        self.budget_bytes = budget_bytes
-        self.projection_dim = projection_dim
-        self.n_prototypes = n_prototypes
-        self.sparsity_w = sparsity_w
-        self.sparsity_b = sparsity_b
-        self.sparsity_z = sparsity_z
-        self.gamma = gamma
-        self.n_iter = n_iter
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.init_w = init_w
-        self.step_rule = step_rule
-        self.standardize = standardize
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.patience = patience
-        self.random_state = random_state
-        self.verbose = verbose
+        keep_parameters(self, locals())
 
     def _check_targets(self, y, n):
         t = _standardise_target(self, check_regression_target(y))
@@ -134,8 +118,6 @@ class ProtoNNRegressor(RegressorMixin, ProtoNNClassifier):
     def to_model(self):
         """The trained model: its one score is the predicted value."""
         check_is_fitted(self, "W_")
-        from tinycc_ml.models.protonn import ProtoNNModel
-
         return ProtoNNModel(self.W_, self.B_, self.Z_ * self.y_scale_, self.gamma_, mean=self.mean_, std=self.std_,
                             offset=[self.y_mean_]).with_task(REGRESSION)
 
@@ -161,24 +143,7 @@ class BonsaiRegressor(RegressorMixin, BonsaiClassifier):
                  learning_rate=0.01, reg_z=None, reg_tree=None, iht_every=10, sharpness=(1.0, 100.0),
                  init="random", scaling="feature", average=True, input_noise=0.0, validation_fraction=0.2,
                  random_state=None, verbose=0):
-        self.budget_bytes = budget_bytes
-        self.projection_dim = projection_dim
-        self.depth = depth
-        self.sigma = sigma
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.reg_z = reg_z
-        self.reg_tree = reg_tree
-        self.iht_every = iht_every
-        self.sharpness = sharpness
-        self.init = init
-        self.scaling = scaling
-        self.average = average
-        self.input_noise = input_noise
-        self.validation_fraction = validation_fraction
-        self.random_state = random_state
-        self.verbose = verbose
+        keep_parameters(self, locals())
 
     def fit(self, X, y):
         self._check_params()

@@ -14,6 +14,7 @@ from tinycc_ml.models.prototypes import (
     PrototypeModel,
     squared_distances,
 )
+from tinycc_ml.models.training import keep_parameters
 
 METRICS = (None, "diagonal", "low-rank")
 
@@ -100,15 +101,7 @@ class SNCClassifier(PrototypeEstimatorMixin, ClassifierMixin, BaseEstimator):
     def __init__(self, compression: float = 0.04, n_prototypes: int | None = None, metric: str | None = None,
                  n_components: int = 32, max_iter: int = 30, standardize: bool = False,
                  random_state: int | None = 0, verbose: int = 0, n_neighbors: int = 1):
-        self.compression = compression
-        self.n_prototypes = n_prototypes
-        self.metric = metric
-        self.n_components = n_components
-        self.max_iter = max_iter
-        self.standardize = standardize
-        self.random_state = random_state
-        self.verbose = verbose
-        self.n_neighbors = n_neighbors
+        keep_parameters(self, locals())
 
     def _n_points(self, n: int, n_classes: int) -> int:
         if self.n_prototypes is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.reductions import ovo_vote_counts
 from tinycc_ml.models.base import Model
@@ -188,28 +188,3 @@ class SVMModel(Model):
             g.set_output("scores", votes)
             g.set_output("prediction", g.add("argmax", [votes], name="prediction"))
         return g
-
-
-def from_sklearn_svc(estimator) -> SVMModel:
-    from tinycc_ml.models.sklearn_checks import dense, require_fitted
-
-    name = type(estimator).__name__
-    require_fitted(estimator)
-    kernel = estimator.kernel
-    if kernel not in KERNELS:
-        described = "a callable kernel" if callable(kernel) else f"kernel={kernel!r}"
-        raise CompileError(f"{name} with {described} is not supported; supported kernels: {', '.join(KERNELS)}")
-    if getattr(estimator, "break_ties", False) and len(estimator.classes_) > 2:
-        raise CompileError(f"{name} with break_ties=True is not supported (it predicts by the one-vs-rest "
-                           "confidences, not the one-vs-one votes)")
-    sv = dense(estimator.support_vectors_, f"{name}.support_vectors_")
-    dual = dense(estimator.dual_coef_, f"{name}.dual_coef_")
-    intercept = np.asarray(estimator.intercept_, dtype=np.float64)
-    n_classes = len(estimator.classes_)
-    if n_classes == 2:  # scikit-learn's public dual_coef_ / intercept_ already give class 1 for > 0
-        pair = dual.reshape(1, -1)
-    else:
-        pair = pair_matrix(dual, np.asarray(estimator.n_support_))
-    gamma = float(estimator._gamma) if kernel != "linear" else 1.0
-    return SVMModel(sv, pair, intercept, n_classes, kernel, gamma, float(estimator.coef0), int(estimator.degree),
-                    source=name)

@@ -1,6 +1,6 @@
 """What every trainer shares: training and prediction data checked in scikit-learn's terms (with
-tinycc-ml's errors), class labels of any values, the hard threshold of iterative hard
-thresholding, and progress logging.
+tinycc-ml's errors), the estimators' parameters kept as given, class labels of any values, the hard
+threshold of iterative hard thresholding, and progress logging.
 
 Logging: trainers log progress on the ``tinycc_ml.train`` logger. ``verbose=0`` (the default of
 every estimator) logs at DEBUG, so nothing shows unless the application asks for it;
@@ -19,6 +19,16 @@ import numpy as np
 from tinycc_ml.errors import DataError, DataTypeError, ModelFileError
 
 logger = logging.getLogger("tinycc_ml.train")
+
+
+def keep_parameters(estimator, parameters: dict) -> None:
+    """Store each ``__init__`` argument on ``estimator`` under its own name, as given: scikit-learn's
+    rule for estimators (``get_params`` and ``clone`` read them back; checks belong in ``fit``).
+    Every trainer's ``__init__`` is ``keep_parameters(self, locals())``, so a regressor that lists
+    other defaults than its classifier does not repeat the classifier's assignments."""
+    for name, value in parameters.items():
+        if name != "self" and not name.startswith("__"):
+            setattr(estimator, name, value)
 
 
 def _as_data_error(exc: Exception) -> DataError:
