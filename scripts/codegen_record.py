@@ -2,7 +2,10 @@
 the generated C byte-identical.
 
     python scripts/codegen_record.py record OUT.txt [pytest arguments]   # run the tests, write the hashes
-    python scripts/codegen_record.py compare BEFORE.txt AFTER.txt        # exit 1 when they differ
+    python scripts/codegen_record.py compare BEFORE.txt AFTER.txt [BEFORE_AGAIN.txt]   # exit 1 when they differ
+
+BEFORE_AGAIN.txt, a second record of the code BEFORE.txt recorded, names the tests whose generated files
+change from run to run (time-budgeted searches, hypothesis' example counts): they are left out.
 
 Every ``BuildOutput`` a test makes (host, AVR, Cortex-M0/M4/M33, RISC-V; every precision; labels and
 probabilities added in place included) and every file written through ``tinycc_ml.files.write_tree``
@@ -125,19 +128,36 @@ def read_record(path: Path) -> dict[str, set[str]]:
     return out
 
 
-def compare(before: Path, after: Path) -> int:
+def compare(before: Path, after: Path, noise: Path | None = None) -> int:
+    """Exit 1 when a generated file of ``before`` is missing from ``after`` or the other way round. With
+    ``noise`` (a second record of the same code as ``before``), the tests whose files differ between the two
+    records (time budgets, hypothesis' example counts) are reported as noisy and left out."""
     old, new = read_record(before), read_record(after)
+    noisy: set[str] = set()
+    if noise is not None:
+        again = read_record(noise)
+        for digest in old.keys() ^ again.keys():
+            noisy |= old.get(digest, set()) | again.get(digest, set())
+        noisy.discard("")
     print(f"before: {len(old)} distinct generated files, after: {len(new)}, in both: {len(old.keys() & new.keys())}")
-    for line in sorted(old.keys() - new.keys()):
-        print(f"  only before: {line}  ({', '.join(sorted(old[line]))})")
-    for line in sorted(new.keys() - old.keys()):
-        print(f"  only after:  {line}  ({', '.join(sorted(new[line]))})")
-    return 0 if old.keys() == new.keys() else 1
+    if noisy:
+        print(f"noisy tests (their files differ between two records of the same code), left out: {len(noisy)}")
+        for test in sorted(noisy):
+            print(f"  {test}")
+    differ = 0
+    for side, first, second in (("only before", old, new), ("only after ", new, old)):
+        for line in sorted(first.keys() - second.keys()):
+            if first[line] <= noisy:
+                continue
+            differ += 1
+            print(f"  {side}: {line}  ({'; '.join(sorted(first[line]))})")
+    print(f"{differ} generated files differ")
+    return 0 if differ == 0 else 1
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "record":
         sys.exit(record(Path(sys.argv[2]), sys.argv[3:]))
-    if len(sys.argv) == 4 and sys.argv[1] == "compare":
-        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "compare":
+        sys.exit(compare(*map(Path, sys.argv[2:])))
     sys.exit(__doc__)

@@ -32,9 +32,9 @@ from tinycc_ml.runtime import toolchains
 
 REQUIRE_ENV = "TINYCC_ML_REQUIRE_TOOLCHAINS"
 
-# CI (.ci/run) draws the same examples on every run, so a red CI is a reproducible one; workstations
-# draw new ones each run (and scripts/fuzz.py explores further)
-settings.register_profile("ci", derandomize=True)
+# CI (.ci/run) draws the same examples on every run (none replayed from a local example database), so a red
+# CI is a reproducible one; workstations draw new ones each run (and scripts/fuzz.py explores further)
+settings.register_profile("ci", derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
