@@ -26,7 +26,7 @@ log = logging.getLogger("tinycc_ml")
 PROG = "tinycc-ml"
 PRECISIONS = ("float", "int16", "int8")
 DATA_FILE_HELP = (".npy rows, or .npz with X_train / X / X_test and labels y_train / y / y_test "
-                  "(see README, Data files)")
+                  "(see docs/guide/data-files.md)")
 FIXED_PIPELINE_MODULE = "tinycc_ml.passes.fixed_pipeline"
 
 
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--precision", default="auto", choices=("auto", *PRECISIONS),
                    help="auto (default: int16 and int8 on microcontrollers, also float on the host) or one")
     f.add_argument("--families", default=None, metavar="LIST",
-                   help="comma-separated families (default all): see the README's 'Choosing a model'")
+                   help="comma-separated families (default all): see docs/guide/fit.md")
     f.add_argument("--time-budget", type=float, default=300.0, metavar="S",
                    help="seconds for the whole run, retraining and final check included (default 300; within "
                         "about 10%%: a candidate is started only while time remains for it and the end)")
