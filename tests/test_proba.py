@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_wine
+from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
@@ -32,11 +33,20 @@ def cases():
     X, y = load_wine(return_X_y=True)
     Xb, yb = load_breast_cancer(return_X_y=True)
     Y = np.stack([yb, Xb[:, 0] > 14, Xb[:, 1] > 19], axis=1).astype(int)
+    linear = {"logreg": LogisticRegression(max_iter=1000), "logreg_binary": LogisticRegression(max_iter=1000),
+              "sgd_log_ovr": SGDClassifier(loss="log_loss", alpha=0.01, random_state=0)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = {name: make_pipeline(StandardScaler(), est).fit(Xb if name == "logreg_binary" else X,
+                                                                yb if name == "logreg_binary" else y)
+                  for name, est in linear.items()}
     return {"softmax": (_mlp(X, y), X), "gnb": (GaussianNB().fit(X, y), X), "logistic": (_mlp(Xb, yb), Xb),
-            "logistic_each": (_mlp(Xb, Y), Xb)}
+            "logistic_each": (_mlp(Xb, Y), Xb), "logreg": (fitted["logreg"], X),
+            "logreg_binary": (fitted["logreg_binary"], Xb), "sgd_log_ovr": (fitted["sgd_log_ovr"], X)}
 
 
-@pytest.mark.parametrize("case", ["softmax", "gnb", "logistic", "logistic_each"])
+@pytest.mark.parametrize("case", ["softmax", "gnb", "logistic", "logistic_each", "logreg", "logreg_binary",
+                                  "sgd_log_ovr"])
 def test_compiled_probabilities_follow_the_estimator(cases, case):
     require_target("host")
     est, X = cases[case]
@@ -56,6 +66,19 @@ def test_compiled_probabilities_follow_the_estimator(cases, case):
     if case == "softmax":  # elsewhere a saturated extreme score (naive Bayes' far classes, a logit of -28 on
         # one row) makes the worst-case bound loose while the probabilities hardly move (measured: above)
         assert info["max_abs_error_bound"] < 0.05
+
+
+def test_linear_classifiers_read_their_scores_by_their_own_rule(cases, tmp_path):
+    """Multinomial logistic regression: softmax; binary: the logistic; SGDClassifier's log loss on several
+    classes: one-vs-rest logistics normalised; a loss without probabilities (modified Huber's are clipped
+    scores): none. The rule is saved with the model."""
+    rules = {case: as_model(cases[case][0]).proba_rule for case in ("logreg", "logreg_binary", "sgd_log_ovr")}
+    assert rules == {"logreg": "softmax", "logreg_binary": "logistic", "sgd_log_ovr": "logistic_ovr"}
+    X, y = load_wine(return_X_y=True)
+    huber = make_pipeline(StandardScaler(), SGDClassifier(loss="modified_huber", random_state=0)).fit(X, y)
+    assert as_model(huber).proba_rule is None
+    path = tinycc_ml.save_model(cases["sgd_log_ovr"][0], tmp_path / "sgd.npz")
+    assert tinycc_ml.load_model(path).proba_rule == "logistic_ovr"
 
 
 def test_models_without_probabilities_say_so():

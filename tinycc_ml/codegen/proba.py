@@ -21,6 +21,7 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
     signature = f"void {prefix}_proba(const {input_ctype} *x, float *out)"
     what = {"softmax": "the softmax of the scores", "logistic": "[1 - p, p], p the logistic of the score",
             "logistic_each": "each label's logistic of its score",
+            "logistic_ovr": "each class's logistic of its score over their sum (one-vs-rest)",
             "normalise": "the scores' positive parts over their sum (uniform if none is > 0)"}[rule]
     header = [f"/* Class probabilities of x: {what} ({up}_N_PROBA floats). Float arithmetic (expf). */",
               f"#define {up}_N_PROBA {n_proba}", f"{signature};", ""]
@@ -38,6 +39,12 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
                  f"    for (i = 0; i < {n_scores}; i++) {{",
                  f"        const float v = (float)scores[i]{unit};",
                  "        out[i] = v > 0.0f ? v : 0.0f;", "        total += out[i];", "    }",
+                 f"    for (i = 0; i < {n_scores}; i++) out[i] = total > 0.0f ? out[i] / total : {1.0 / n_scores!r}f;"]
+    elif rule == "logistic_ovr":
+        body += ["    float total = 0.0f;",
+                 f"    for (i = 0; i < {n_scores}; i++) {{",
+                 f"        out[i] = 1.0f / (1.0f + expf(-(float)scores[i]{unit}));",
+                 "        total += out[i];", "    }",
                  f"    for (i = 0; i < {n_scores}; i++) out[i] = total > 0.0f ? out[i] / total : {1.0 / n_scores!r}f;"]
     elif rule == "logistic":
         body += ["    (void)i;", f"    out[1] = 1.0f / (1.0f + expf(-(float)scores[0]{unit}));",

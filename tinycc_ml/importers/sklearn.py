@@ -47,6 +47,7 @@ right, where scikit-learn sends it left).
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 
@@ -57,6 +58,7 @@ from tinycc_ml.models.base import Model
 from tinycc_ml.models.linear import LinearModel
 from tinycc_ml.models.mlp import ACTIVATIONS, OUTPUTS, MLPModel
 from tinycc_ml.models.naive_bayes import GaussianNBModel
+from tinycc_ml.models.proba import proba_from_scores
 from tinycc_ml.models.prototypes import PrototypeModel
 from tinycc_ml.models.saved import check_array
 from tinycc_ml.models.svm import KERNELS, SVMModel, pair_matrix
@@ -146,7 +148,32 @@ def _from_linear(estimator) -> Model:
     if coef.ndim != 2 or coef.shape[0] not in (1, len(estimator.classes_)):
         raise CompileError(f"{name}: coef_ has shape {coef.shape}; only single-output classifiers are supported")
     intercept = np.broadcast_to(np.asarray(estimator.intercept_, dtype=np.float64), (coef.shape[0],))
-    return LinearModel(coef, intercept, source=name)
+    model = LinearModel(coef, intercept, source=name)
+    return model.with_proba(linear_proba_rule(estimator, model), name)
+
+
+def linear_proba_rule(estimator, model: LinearModel) -> str | None:
+    """The rule by which the estimator's own ``predict_proba`` reads its decision values (binary logistic,
+    multinomial softmax, or one-vs-rest logistic normalised: the solver, the loss and the scikit-learn
+    version decide), found by asking it on probe rows; None when it has no predict_proba or none of the
+    rules gives its answer."""
+    try:
+        predict_proba = estimator.predict_proba  # SGDClassifier: only for log_loss / modified_huber
+    except AttributeError:
+        return None
+    # rows whose decision values spread over [-4, 4] (where the rules differ: far below 0 a logistic is an
+    # exponential, and one-vs-rest normalised logistics a softmax)
+    targets = np.random.default_rng(0).uniform(-4.0, 4.0, size=(32, model.n_outputs))
+    probe = np.linalg.lstsq(model.W, (targets - model.b).T, rcond=None)[0].T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a model fitted on a DataFrame warns about the probe's missing names
+        want = np.asarray(predict_proba(probe), dtype=np.float64)
+    scores = model.scores(probe)
+    for rule in (("logistic",) if model.binary else ("softmax", "logistic_ovr")):
+        if want.shape == (len(probe), model.n_classes) and np.allclose(proba_from_scores(scores, rule), want,
+                                                                        rtol=1e-9, atol=1e-12):
+            return rule
+    return None
 
 
 def _from_linear_regressor(estimator) -> Model:

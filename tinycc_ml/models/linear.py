@@ -49,6 +49,19 @@ class LinearModel(Model):
     def n_classes(self) -> int:
         return 2 if self.binary else self.n_outputs
 
+    def with_proba(self, rule: str | None, source: str = "linear model") -> LinearModel:
+        """Read the scores as class probabilities by ``rule`` (a logistic classifier: "logistic" for one score,
+        "softmax" for multinomial, "logistic_ovr" for one-vs-rest); None: no probabilities. Returns self."""
+        allowed = ("logistic",) if self.binary else ("softmax", "logistic_ovr")
+        if rule is not None and rule not in allowed:
+            raise ModelFileError(f"{source}: proba {rule!r} does not fit a model with {self.n_outputs} score(s) "
+                                 f"(expected one of {allowed} or none)")
+        self.proba_rule = rule
+        return self
+
+    def meta(self) -> dict:
+        return {} if self.proba_rule is None else {"proba": self.proba_rule}
+
     def arrays(self) -> dict[str, np.ndarray]:
         out = {"W": self.W, "b": self.b}
         if self.mean is not None:
@@ -64,13 +77,14 @@ class LinearModel(Model):
         unknown = set(arrays) - {"W", "b", "mean", "std"}
         if unknown:
             raise ModelFileError(f"{source}: unexpected array(s) {sorted(unknown)}")
-        return cls(arrays["W"], arrays.get("b"), arrays.get("mean"), arrays.get("std"), source=source)
+        model = cls(arrays["W"], arrays.get("b"), arrays.get("mean"), arrays.get("std"), source=source)
+        return model.with_proba(meta.get("proba"), source)
 
     def with_input_map(self, A, c) -> LinearModel:
         """This model applied to ``A x + c`` (a PCA step before it), as one linear model: exact."""
         W, b = absorb_normalisation(self.W, self.b, self.mean, self.std)
         model = LinearModel(W @ A, b + W @ c, source=f"{self.family} model after a linear transform")
-        model.task, model._classes = self.task, self._classes
+        model.task, model._classes, model.proba_rule = self.task, self._classes, self.proba_rule
         return model
 
     def scores(self, X) -> np.ndarray:

@@ -3,6 +3,8 @@
     "softmax"        p = softmax(scores)                    (multi-class networks, naive Bayes)
     "logistic"       one score s: p = [1 - sigmoid(s), sigmoid(s)]   (binary networks)
     "logistic_each"  p_l = sigmoid(score_l)                (multilabel networks)
+    "logistic_ovr"   p_l = sigmoid(score_l) / sum_k sigmoid(score_k), uniform where the sum is 0
+                     (one-vs-rest linear classifiers: SGDClassifier's log loss, liblinear)
     "normalise"      p = max(s, 0) / sum(max(s, 0)), uniform where no score is > 0
                      (forests: the mean of the trees' class probabilities; ProtoNN's scores)
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-RULES = ("softmax", "logistic", "logistic_each", "normalise")
+RULES = ("softmax", "logistic", "logistic_each", "logistic_ovr", "normalise")
 PROBA_FLOAT_SLACK = 1e-6  # float32 rounding of expf, the sum and the division
 
 
@@ -38,6 +40,10 @@ def proba_from_scores(scores: np.ndarray, rule: str) -> np.ndarray:
         return np.hstack([1.0 - p, p])
     if rule == "logistic_each":
         return sigmoid(s)
+    if rule == "logistic_ovr":
+        p = sigmoid(s)
+        total = np.sum(p, axis=1, keepdims=True)
+        return np.where(total > 0, p / np.where(total > 0, total, 1.0), 1.0 / s.shape[1])
     if rule == "normalise":
         a = np.maximum(s, 0.0)
         total = np.sum(a, axis=1, keepdims=True)
@@ -55,4 +61,11 @@ def proba_error_bound(rule: str, score_error: float, scores=None) -> float:
         if least - k * score_error <= 0:
             return 1.0
         return min(score_error * (1 + k) / (least - k * score_error) + PROBA_FLOAT_SLACK, 1.0)
+    if rule == "logistic_ovr":  # each sigmoid moves by <= eps / 4, their sum S >= K sigmoid(min score) by <= K eps / 4
+        s = np.asarray(scores, dtype=np.float64)
+        k = s.shape[1]
+        least = float(np.min(np.sum(sigmoid(s), axis=1)))
+        if least - k * score_error / 4 <= 0:
+            return 1.0
+        return min(score_error / 4 * (1 + k) / (least - k * score_error / 4) + PROBA_FLOAT_SLACK, 1.0)
     return min((score_error / 4 if rule == "logistic_each" else score_error / 2) + PROBA_FLOAT_SLACK, 1.0)
