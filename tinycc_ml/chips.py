@@ -9,6 +9,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Chip:
+    """A microcontroller as the fit check, the measurement firmware and the firmware projects see it.
+
+    name: shown in messages and reports. mcu: the compiler's name for it (``-mmcu=`` / ``-mcpu=``).
+    flash, ram: bytes the model's build may use (the fit check refuses a build that needs more).
+    clock_hz: turns cycles into time in reports. cflags / ldflags: how the measurement firmware (model and
+    harness) is compiled and linked. code_estimate / stack_estimate: bytes of code and of stack assumed for
+    the model's own functions when no cross compiler can measure (an estimate never below the truth for the
+    built-in chips). flash_base / ram_base: where flash and RAM start in the address map (the simulators and
+    linker scripts use them; 0 where the chip's tools do not need them).
+    """
+
     name: str  # shown in messages and reports
     mcu: str  # the compiler's name for it (-mmcu= / -mcpu=)
     flash: int  # bytes

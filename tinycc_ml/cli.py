@@ -48,8 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     c = sub.add_parser("compile", help="compile a saved model to C",
-                       description="Compile a saved model (.npz model file or EdgeML directory) to C.")
-    c.add_argument("model", metavar="MODEL", help="a .npz model file or an EdgeML model directory")
+                       description="Compile a model file or folder to C.")
+    c.add_argument("model", metavar="MODEL",
+                   help="tinycc-ml's .npz model file, an XGBoost .json, a LightGBM .txt, an ONNX .onnx, or an EdgeML "
+                        "model folder")
     c.add_argument("--target", default="host",
                    help="code-generation target (see `tinycc-ml targets`); default host")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for <name>.h and <name>.c")
@@ -65,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --target avr: write an Arduino/PlatformIO library folder DIR/NAME "
                            "(library.properties, library.json, src/, an example sketch) instead of the bare .h/.c")
     kind.add_argument("--project", action="store_true",
-                      help="with --target avr or cortex-m0: write a standalone firmware project into DIR "
+                      help="with a target that writes one (avr, cortex-m0, cortex-m4, cortex-m33; see "
+                           "`tinycc-ml targets`): write a standalone firmware project into DIR "
                            "(startup, linker script, main running stored inputs, Makefile)")
     c.add_argument("--examples", metavar="FILE", default=None,
                    help="for --arduino/--project: rows stored in the example, with their labels y (the labels "

@@ -42,8 +42,11 @@ class Board:
     """A chip's part of a firmware project: what differs between chips, the rest being shared.
 
     title: the board as users know it; chip: flags for the Makefile; tools: the make variables of the
-    cross tools (CC, OBJCOPY, SIZE, the simulator...); needs: the README's "Needs:" text; board_c: board.h's
-    five functions (UART, timer, end of run); files: other files by name (startup, linker script);
+    cross tools (CC, OBJCOPY, SIZE, the simulator...); needs: the README's "Needs:" text; board_c: the C of
+    board.h's five functions: ``void board_init(void)``, ``void board_print(const char *text)`` (the UART),
+    ``uint32_t board_time(void)`` (a free-running timer), ``uint32_t board_us_since(uint32_t start)``
+    (microseconds since board_time() gave start), ``void board_exit(int code)`` (flush the UART and stop);
+    files: other files by name (startup, linker script);
     linker_script: one of them, passed with -T (or ""); sources: C files besides main.c, board.c and the
     model; size: the recipe line that prints sizes; run: `make run`'s recipe; rules: extra make rules with
     their .PHONY names; flash_hint: the README's flashing line; flash_reads: how examples.h reads tables kept

@@ -83,7 +83,17 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
 
 @dataclass
 class CTarget:
-    """What the emitter needs to know about a target."""
+    """What the emitter needs to know about a target's C.
+
+    name: the target's name (in comments and messages). const_attribute: placed after a constant array's
+    declarator, e.g. ``" PROGMEM"`` for the AVR's flash. extra_includes: ``#include`` lines the model's source
+    needs (``<avr/pgmspace.h>``). int16_arith: ``int`` is 16 bits (AVR): a fused chain's 16-bit steps then
+    saturate in 16-bit arithmetic. kernels: the target's hand-written kernels (``Kernel``), asked in this
+    order. inline_saturation: the saturation helpers always inlined (where the compiler would leave them a
+    call). Override ``read_const`` to read a constant array element another way than ``array[index]``
+    (``pgm_read_word`` on the AVR), and ``offset_store`` to let a fused chain's last store hand a kernel its
+    input offset-binary with its sum.
+    """
 
     name: str = "host"
     const_attribute: str = ""  # placed after the declarator, e.g. " PROGMEM"
