@@ -350,7 +350,7 @@ def check_distances(graph, source: str) -> None:
 
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
             calibration=None, dump_ir_after=(), layout: str = "files", examples=None, example_labels=None,
-            **options) -> CompileResult:
+            max_flash: int | None = None, max_ram: int | None = None, **options) -> CompileResult:
     """Compile ``model`` (a Model, a fitted estimator, or a path to a saved model) to C.
 
     precision: "float", or "int16"/"int8" for integer-only code (needs ``calibration`` rows).
@@ -358,13 +358,15 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     layout: "files" (``<name>.h``/``<name>.c``), "project" (a standalone firmware project, as ``--project``)
     or "arduino" (an Arduino library with an example sketch, as ``--arduino``); the last two store up to 8
     ``examples`` rows (default: the calibration rows) with ``example_labels`` (class labels, optional).
+    max_flash, max_ram: the flash and RAM of your own chip, in bytes, when it has less than the target's
+    (a 16 KB Cortex-M0): the build is checked against them (FitError with the sizes) instead of the chip's.
     """
     # numpy's default error handling whatever the caller's (a library that sets seterr(all="raise") on
     # import must not turn the float32 underflow the passes expect into an exception)
     with np.errstate(divide="warn", over="warn", under="ignore", invalid="warn"):
         try:
             return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
-                            example_labels, options)
+                            example_labels, (max_flash, max_ram), options)
         except ModelFileError as exc:  # found while compiling a loaded file: name the file, as loading does
             if isinstance(model, (str, os.PathLike)) and str(model) not in str(exc):
                 exc.args = (f"{model}: {exc.args[0] if exc.args else exc}", *exc.args[1:])
@@ -372,7 +374,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
 
 
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
-             options) -> CompileResult:
+             memory_limits, options) -> CompileResult:
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     model = as_model(model)
@@ -380,7 +382,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
                            f"file named {prefix} from {prefix}.c; choose another name")
-    backend = get_backend(target)
+    backend = get_backend(target).with_memory_limits(*memory_limits)
     if LAYOUTS[layout]:
         backend.require(LAYOUTS[layout])
     if precision not in PRECISIONS:

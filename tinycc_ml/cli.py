@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--precision", default=None, choices=PRECISIONS,
                    help="float, or integer-only fixed point int16/int8 (needs calibration rows); "
                         "default: int16 when --calibration is given, else float")
+    c.add_argument("--max-flash", type=_byte_count, default=None, metavar="BYTES",
+                   help="your chip's flash when it has less than the target's (e.g. 16384 or 16K): the build is "
+                        "checked against it")
+    c.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
+                   help="your chip's RAM when it has less than the target's (e.g. 4K)")
     c.add_argument("--calibration", metavar="FILE", default=None,
                    help=f"typical input rows to choose fixed-point scales: {DATA_FILE_HELP}")
     kind = c.add_mutually_exclusive_group()
@@ -85,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Compile MODEL for TARGET, run it on the rows of --data (in the simulator "
                                    "for avr and cortex-m0) and report accuracy, flash, RAM, stack and "
                                    "cycles (AVR) or instructions (Cortex-M0) per inference.")
-    r.add_argument("model", metavar="MODEL", help="a .npz model file or an EdgeML model directory")
+    r.add_argument("model", metavar="MODEL",
+                   help="tinycc-ml's .npz model file, an XGBoost .json, a LightGBM .txt, an ONNX .onnx, or an EdgeML "
+                        "model folder")
     r.add_argument("--target", default="host",
                    help="any target that can run its builds here: host, avr, cortex-m0, plug-ins (default host)")
     r.add_argument("--data", required=True, metavar="FILE",
@@ -94,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="float, int16 or int8; default int16 (calibrated on the data file's rows)")
     r.add_argument("--calibration", metavar="FILE", default=None,
                    help="calibration rows (as for compile); default: the data file's calibration rows")
+    r.add_argument("--max-flash", type=_byte_count, default=None, metavar="BYTES",
+                   help="your chip's flash when it has less than the target's (e.g. 16384 or 16K): the build is "
+                        "checked against it")
+    r.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
+                   help="your chip's RAM when it has less than the target's (e.g. 4K)")
     r.add_argument("--rows", type=int, default=200, help="test rows to run (default 200; 0 for all)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.set_defaults(func=cmd_report)
@@ -314,7 +326,8 @@ def cmd_compile(args) -> int:
     rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
     result = tinycc_ml.compile(args.model, target=args.target, name=args.name, precision=precision,
                                calibration=calibration, dump_ir_after=dump, layout=layout,
-                               examples=rows if layout != "files" else None, example_labels=labels)
+                               examples=rows if layout != "files" else None, example_labels=labels,
+                               max_flash=args.max_flash, max_ram=args.max_ram)
     out = Path(args.output)
     files = dict(result.files)
     paths = [out / name for name in files]
@@ -412,7 +425,8 @@ def cmd_report(args) -> int:
             log.warning("warning: %s holds no X_train and no --calibration was given: calibrating on the test rows",
                         args.data)
     report = target_report(model, args.target, X, y, precision=precision,
-                           calibration=None if precision == "float" else calibration)
+                           calibration=None if precision == "float" else calibration, max_flash=args.max_flash,
+                           max_ram=args.max_ram)
     report.pop("compile_report", None)
     report["calibration"] = calibrated_on
     if args.json:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tinycc_ml.errors import DataError
 from tinycc_ml.passes.manager import TargetAttributes
 from tinycc_ml.plugins import PluginError, Registry
 
@@ -91,6 +92,14 @@ class Backend:
 
     def check_fit(self, output: BuildOutput) -> Fit | None:
         return None
+
+    def with_memory_limits(self, max_flash: int | None = None, max_ram: int | None = None) -> Backend:
+        """This backend checking its builds against the user's own flash and RAM (microcontroller targets;
+        a target without a fit check refuses limits). Returns the backend."""
+        if max_flash is not None or max_ram is not None:
+            raise DataError(f"target {self.name} has no flash or RAM to check: max_flash / max_ram apply to "
+                            "microcontroller targets")
+        return self
 
     def check_constants_fit(self, graph, precision: str, prefix: str) -> None:
         """Before any calibration: FitError when the lowered float graph's constants alone cannot fit

@@ -17,6 +17,7 @@ toolchain, else estimated).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -34,7 +35,7 @@ from tinycc_ml.codegen.c_fixed import clamp_expr, rshift_c, saturate_c, shift_c,
 from tinycc_ml.codegen.emitter import CEmitter, CTarget, Emitted, ctype_of, input_clamp
 from tinycc_ml.codegen.float_input import guard_macro, source_lines
 from tinycc_ml.codegen.layouts import ConstLayout
-from tinycc_ml.errors import CompileError, FitError, ToolchainError
+from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import clip_bounds, quantise
 from tinycc_ml.ir.graph import Graph, Node
@@ -265,10 +266,13 @@ def constant_bytes_floor(graph, precision: str) -> int:
     return total
 
 
-def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True) -> Fit:
+def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True,
+              limits: Chip | None = None) -> Fit:
     """Refuse a build that cannot fit ``chip`` (FitError with the sizes): measured with the cross
-    toolchain (the firmware ``simulator`` builds) when present, else estimated. A simulator plug-in that
-    cannot be loaded is a PluginError, never a misfit."""
+    toolchain (the firmware ``simulator`` builds for ``chip``) when present, else estimated, and held to
+    ``limits`` (the user's own chip's flash and RAM, ``McuBackend.with_memory_limits``) when given. A
+    simulator plug-in that cannot be loaded is a PluginError, never a misfit."""
+    build_chip, chip = chip, limits or chip
     in_bytes = output.input_dim * (4 if output.input_ctype == "float" else 2)
     sizes, failure = None, "not measured"
     if output.const_bytes > chip.flash:  # no build can fit: not worth compiling (megabytes of C)
@@ -284,7 +288,7 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
                 p = output.prefix
                 sizes = firmware_sizes(simulator, [os.path.join(tmp, f"{p}.c")], os.path.join(tmp, f"{p}.h"), p,
                                        output.input_dim, output.n_scores, output.input_ctype, output.score_ctype,
-                                       chip=chip)
+                                       chip=build_chip)
         except ToolchainError as exc:  # said without the temporary folder's name
             sizes, failure = None, re.sub(r"\S*/tinycc-ml-[^/\s]*/", "", str(exc))
     linker_says = [ln.strip()[-160:] for ln in failure.splitlines()
@@ -326,6 +330,7 @@ class McuBackend(Backend):
     simulator: str | None = None
     board = None
     measure = True
+    limits: Chip | None = None  # the user's own chip's flash and RAM (with_memory_limits), checked instead of chip's
 
     def c_target(self, graph) -> CTarget:
         raise NotImplementedError
@@ -368,15 +373,16 @@ class McuBackend(Backend):
         it (intermediates + the caller's input + the stack estimate), with the input clamp applied where x is
         read: no RAM copy of the input, its readers on the target's on-read kernels (a small buffer of
         clamped features at a time), or when even those do not fit on the shared C."""
+        chip = self.limits or self.chip  # the user's own chip when they gave its memory
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
         if out.optional_ram_bytes and not self._fits(out):
-            log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, self.chip.name)
+            log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, chip.name)
             out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False)
         in_bytes = out.input_dim * (4 if out.input_ctype == "float" else 2)
-        if (input_clamp(graph) and out.ram_bytes + in_bytes + self.chip.stack_estimate > self.chip.ram
+        if (input_clamp(graph) and out.ram_bytes + in_bytes + chip.stack_estimate > chip.ram
                 and not self._fits(out)):
             log.info("%s: the input clamp applied on read, no RAM copy of the input (the %s's RAM)", prefix,
-                     self.chip.name)
+                     chip.name)
             out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False,
                            clamp_on_read=True)
             readers = "the on-read kernels"
@@ -386,7 +392,7 @@ class McuBackend(Backend):
                                clamp_on_read=True, on_read_kernels=False)
             out.kernels = [*out.kernels, {"node": input_clamp(graph), "matrix": "input", "kernel": "clamp on read",
                                           "note": f"its readers on {readers}: with a RAM copy of the input the "
-                                                  f"build exceeds the {self.chip.name}'s RAM"}]
+                                                  f"build exceeds the {chip.name}'s RAM"}]
         return out
 
     def _fits(self, out) -> bool:
@@ -402,14 +408,32 @@ class McuBackend(Backend):
         folded = run_passes(graph.copy(), ["fold_input_affine", "constant_fold", "cse", "dce"],
                             PassContext(options=options, debug=False))
         floor = constant_bytes_floor(folded, precision)
-        if floor > self.chip.flash:
-            raise FitError(f"model {prefix} does not fit the {self.chip.name}: its constants alone need at least "
-                           f"{floor} bytes of flash at {precision} (has {self.chip.flash})")
+        chip = self.limits or self.chip
+        if floor > chip.flash:
+            raise FitError(f"model {prefix} does not fit the {chip.name}: its constants alone need at least "
+                           f"{floor} bytes of flash at {precision} (has {chip.flash})")
 
     def check_fit(self, output: BuildOutput) -> Fit:
         if self.measure and self.simulator is not None:
             self._simulator()  # a broken simulator plug-in is said as such, not taken for a misfit
-        return check_fit(self.simulator, self.chip, output, measure=self.measure and self.simulator is not None)
+        return check_fit(self.simulator, self.chip, output, measure=self.measure and self.simulator is not None,
+                         limits=self.limits)
+
+    def with_memory_limits(self, max_flash: int | None = None, max_ram: int | None = None) -> McuBackend:
+        """This backend checking builds against the user's own chip: at most ``max_flash`` bytes of flash and
+        ``max_ram`` of RAM (each at most the target chip's; None: the chip's). Returns self."""
+        if max_flash is None and max_ram is None:
+            return self
+        flash, ram = self.chip.flash if max_flash is None else max_flash, self.chip.ram if max_ram is None else max_ram
+        for what, value, most in (("max_flash", flash, self.chip.flash), ("max_ram", ram, self.chip.ram)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+                raise DataError(f"{what} must be a positive number of bytes, not {value!r}")
+            if value > most:
+                raise DataError(f"{what} {value} is more than the {self.chip.name}'s {most} bytes (target "
+                                f"{self.name}); choose a target whose chip has as much")
+        self.limits = dataclasses.replace(self.chip, name=f"{self.chip.name} limited to {flash} B flash, {ram} B RAM",
+                                          flash=int(flash), ram=int(ram))
+        return self
 
     def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
         self._simulator()
