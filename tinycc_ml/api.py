@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -16,7 +17,7 @@ from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
-from tinycc_ml.errors import CompileError, DataError, ModelFileError
+from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError
 from tinycc_ml.files import write_tree
 from tinycc_ml.importers.edgeml import FOLDER_READERS
 from tinycc_ml.importers.lightgbm import load_lightgbm_file
@@ -331,6 +332,27 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
 LAYOUTS = {"files": None, "project": "project_files", "arduino": "arduino_library"}
 
 
+SIZE_ADVICE_MARGIN = 0.9  # advice aims under the room left: code around the tables grows a little with them
+
+
+@contextlib.contextmanager
+def size_advice(model: Model, precision: str):
+    """A FitError over the constants gains what would fit: the family's settings at the fraction of its
+    constants the chip leaves room for, and that ``tinycc-ml fit`` searches them."""
+    try:
+        yield
+    except FitError as exc:
+        if not exc.constant_bytes or exc.constant_room is None or exc.constant_room >= exc.constant_bytes:
+            raise
+        room = max(exc.constant_room, 0)
+        advice = (model.size_advice(int(SIZE_ADVICE_MARGIN * room), exc.constant_bytes,
+                                    4 if precision == "float" else 2) if room else None)
+        hint = (f"; {advice}" if advice else "") + "; `tinycc-ml fit` (tinycc_ml.fit) searches the sizes that fit"
+        raise FitError(f"{exc.args[0]}. The chip leaves about {room} bytes for constants, "
+                       f"{100 * room / exc.constant_bytes:.0f}% of what this model needs{hint}",
+                       exc.constant_bytes, exc.constant_room) from None
+
+
 def check_distances(graph, source: str) -> None:
     """Float builds compute squared distances in float32: prototypes so large that the squared
     distance of an input of their own magnitude overflows would make every distance inf and every
@@ -395,7 +417,8 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     graph = model.lower()
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())
-    backend.check_constants_fit(graph, precision, prefix)  # before any calibration or search
+    with size_advice(model, precision):
+        backend.check_constants_fit(graph, precision, prefix)  # before any calibration or search
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
     if model.task["kind"] != "classification":
@@ -458,7 +481,8 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     add_labels(output, classes)
     if model.proba_rule is not None:
         _add_proba(model, graph, output, report, calibration)
-    fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
+    with size_advice(model, precision):
+        fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,
                   kernels=list(output.kernels))
     if fit is not None:

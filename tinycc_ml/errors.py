@@ -31,7 +31,12 @@ class CompileError(TinyccError):
 
 
 class FitError(CompileError):
-    """A build does not fit its chip's flash or RAM; the message gives the sizes."""
+    """A build does not fit its chip's flash or RAM; the message gives the sizes. When the constants are what
+    does not fit, ``constant_bytes`` is what they take and ``constant_room`` what the chip leaves them."""
+
+    def __init__(self, message: str, constant_bytes: int | None = None, constant_room: int | None = None):
+        super().__init__(message)
+        self.constant_bytes, self.constant_room = constant_bytes, constant_room
 
 
 class ToolchainError(TinyccError):

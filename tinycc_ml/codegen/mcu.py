@@ -295,8 +295,8 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
                    if "will not fit in region" in ln or "overflowed by" in ln]
     if sizes is None and linker_says:  # the linker itself says no: no estimate can say yes
         raise FitError(f"model {output.prefix} does not fit the {chip.name}: the linker reports "
-                           f"{linker_says[0]}; constants {output.const_bytes} bytes, intermediates {output.ram_bytes} "
-                           "bytes")
+                       f"{linker_says[0]}; constants {output.const_bytes} bytes, intermediates {output.ram_bytes} "
+                       "bytes", output.const_bytes, chip.flash - chip.code_estimate)
     if sizes is not None:
         flash, ram = sizes.flash_bytes, sizes.ram_bytes
         how = "measured firmware (model + harness with the input buffer)"
@@ -311,7 +311,8 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
         raise FitError(
             f"model {output.prefix} does not fit the {chip.name}: needs {flash} bytes of flash (has {chip.flash}) "
             f"and {ram} bytes of static RAM + ~{stack} bytes of stack (has {chip.ram}); {how}; "
-            f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes")
+            f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes",
+            *((output.const_bytes, chip.flash - (flash - output.const_bytes)) if flash > chip.flash else ()))
     log.info("%s fits the %s: %d bytes of flash, %d + ~%d bytes of RAM (%s)", output.prefix, chip.name, flash, ram,
              stack, how)
     return Fit(chip.name, flash, ram, stack, how)
@@ -411,7 +412,8 @@ class McuBackend(Backend):
         chip = self.limits or self.chip
         if floor > chip.flash:
             raise FitError(f"model {prefix} does not fit the {chip.name}: its constants alone need at least "
-                           f"{floor} bytes of flash at {precision} (has {chip.flash})")
+                           f"{floor} bytes of flash at {precision} (has {chip.flash})", floor,
+                           chip.flash - chip.code_estimate)
 
     def check_fit(self, output: BuildOutput) -> Fit:
         if self.measure and self.simulator is not None:

@@ -182,6 +182,12 @@ class Model:
             return multilabel_indicator(self.scores(X), self.task)
         return self.classes[self.predict_index(X)]
 
+    def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
+        """When a build does not fit: the settings of this family under which the model's constants take at
+        most ``room_bytes`` (they take ``constant_bytes`` now, ``value_bytes`` per stored value at the build's
+        precision), in the words of the library that trained it; None when the family has no such knob."""
+        return None
+
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities by the model's own rule (``proba_rule``); (n, n_classes)."""
         if self.proba_rule is None:

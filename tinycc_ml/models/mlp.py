@@ -204,6 +204,15 @@ class MLPModel(Model):
             s = activation(name, s)
         return s
 
+    def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
+        fraction = room_bytes / constant_bytes
+        sizes = [W.shape[0] for W in self.weights[:-1]]
+        if not sizes:
+            return None
+        # every hidden layer scaled by one factor s: the weights shrink by about s (first and last layers) to s^2
+        scaled = [max(1, int(h * fraction)) for h in sizes]
+        return f"hidden layers of {tuple(scaled)} units (hidden_layer_sizes; now {tuple(sizes)})"
+
     def predict_index(self, X) -> np.ndarray:
         s = self.scores(X)
         return (s[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(s, axis=1)

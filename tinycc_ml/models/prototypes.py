@@ -158,6 +158,13 @@ class PrototypeModel(Model):
     def n_prototypes(self) -> int:
         return self.prototypes.shape[0]
 
+    def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
+        room = int(self.n_prototypes * room_bytes / constant_bytes)
+        if room < self.n_classes:
+            return None
+        return (f"about {room} stored points fit (this model keeps {self.n_prototypes}): a nearest-prototype or "
+                "SNC model of that many prototypes (tinycc_ml.models.npc / snc), or kNN on fewer rows")
+
     @property
     def n_parameters(self) -> int:
         return int(sum(a.size for a in self.arrays().values()))

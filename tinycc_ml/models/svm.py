@@ -149,6 +149,14 @@ class SVMModel(Model):
         d = self.decision(X)
         return d if self.binary else ovo_vote_counts(d, self.n_class_count).astype(np.float64)
 
+    def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
+        n = self.sv.shape[0]
+        room = int(n * room_bytes / constant_bytes)
+        if room < 1:
+            return None
+        return (f"about {room} support vectors fit (this model keeps {n}): train on fewer rows (the support vectors "
+                "are training rows), or a linear model")
+
     def predict_index(self, X) -> np.ndarray:
         s = self.scores(X)
         return (s[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(s, axis=1)

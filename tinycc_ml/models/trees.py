@@ -228,6 +228,25 @@ class TreeEnsembleModel(Model):
                 out[:, self.tree_output[t]] += self.value[leaves[:, t], 0]
         return out
 
+    def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
+        # the tables at worst: a decision node its feature, threshold and two 16-bit child references; every
+        # leaf a row of its own (deduplicated rows only make it smaller)
+        node = (1 if self.input_dim <= 256 else 2) + value_bytes + 4
+        leaf = self.value.shape[1] * value_bytes
+        n_trees = int(self.roots.size)
+        now = int(np.count_nonzero(self.feature < 0)) / n_trees
+
+        def leaves(trees: int) -> int:  # per tree, L leaves cost (L - 1) nodes + L leaf rows
+            return int((room_bytes / trees + node) // (node + leaf))
+
+        options = [f"{trees} trees of at most {leaves(trees)} leaves (max_leaf_nodes={leaves(trees)}, or "
+                   f"max_depth={int(np.log2(leaves(trees)))})"
+                   for trees in sorted({n_trees, max(1, n_trees // 10)}, reverse=True) if leaves(trees) >= 2]
+        if not options:
+            return None
+        return (f"this model has {n_trees} trees of {now:.0f} leaves on average; what fits: " + ", or ".join(options)
+                + " (XGBoost: max_leaves, LightGBM: num_leaves; boosting counts rounds x classes trees)")
+
     def predict_index(self, X) -> np.ndarray:
         s = self.scores(X)
         return (s[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(s, axis=1)
