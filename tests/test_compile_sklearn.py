@@ -12,6 +12,7 @@ from sklearn.decomposition import PCA
 from sklearn.ensemble import AdaBoostClassifier
 from sklearn.linear_model import LogisticRegression, RidgeClassifier, SGDClassifier
 from sklearn.model_selection import GridSearchCV, RandomizedSearchCV, train_test_split
+from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, Normalizer, StandardScaler
@@ -149,8 +150,8 @@ def test_linear_family_on_simulated_targets(tmp_path, target, data):
     (lambda: KNeighborsClassifier(1, metric="cosine").fit([[0], [1]], [0, 1]), "metric='cosine'"),
     (lambda: NearestCentroid(metric="manhattan").fit([[0], [1]], [0, 1]), "metric='manhattan'"),
     (lambda: NearestCentroid(priors=[0.9, 0.1]).fit([[0], [1]], [0, 1]), "non-uniform class priors"),
-    (lambda: make_pipeline(PCA(1), KNeighborsClassifier(1)).fit([[0, 1], [1, 0], [2, 2]], [0, 1, 1]),
-     "a PCA step cannot be folded into a prototype model"),
+    (lambda: make_pipeline(PCA(1), GaussianNB()).fit([[0, 1], [1, 0], [2, 2], [3, 1]], [0, 1, 1, 0]),
+     "a PCA step cannot be folded into a gaussian_nb model"),
     (lambda: make_pipeline(Normalizer(), LogisticRegression()).fit([[0, 1], [1, 0], [2, 2]], [0, 1, 1]),
      "step 'normalizer' is a Normalizer, which is not supported"),
     (lambda: make_pipeline(MinMaxScaler(clip=True), LogisticRegression()).fit([[0], [1]], [0, 1]), "clip=True"),

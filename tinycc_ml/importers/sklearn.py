@@ -82,7 +82,7 @@ SUPPORTED = (
     "KNeighborsClassifier (weights='uniform', Euclidean / Minkowski p=2), NearestCentroid (Euclidean, uniform "
     f"priors), {', '.join(LINEAR)}, LinearRegression / Ridge / Lasso / ElasticNet / SGDRegressor / LinearSVR, "
     f"MLPClassifier / MLPRegressor, GaussianNB, SVC / NuSVC, a Pipeline of {' / '.join(SCALERS)} (and PCA / "
-    "TruncatedSVD before a linear or MLP model) steps ending in a "
+    "TruncatedSVD before a linear, MLP, kernel SVM or distance model) steps ending in a "
     f"supported estimator, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own estimators"
 )
 

@@ -165,6 +165,17 @@ class PrototypeModel(Model):
         return (f"about {room} stored points fit (this model keeps {self.n_prototypes}): a nearest-prototype or "
                 "SNC model of that many prototypes (tinycc_ml.models.npc / snc), or kNN on fewer rows")
 
+    def with_input_map(self, A, c) -> PrototypeModel:
+        """This model applied to ``A x + c`` (a PCA step before it): its normalisation and own map composed into
+        one map, the offset moved into the prototypes (a distance to them is the same): exact."""
+        T = np.eye(self.prototypes.shape[1]) if self.transform is None else self.transform
+        mean = np.zeros(T.shape[1]) if self.mean is None else self.mean
+        std = np.ones(T.shape[1]) if self.std is None else self.std
+        model = PrototypeModel(self.prototypes - T @ ((c - mean) / std), self.labels, self.n_classes, self.k,
+                               transform=(T / std) @ A, source=f"{self.family} model after a linear transform")
+        model.task, model._classes = self.task, self._classes
+        return model
+
     @property
     def n_parameters(self) -> int:
         return int(sum(a.size for a in self.arrays().values()))

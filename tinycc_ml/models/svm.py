@@ -52,13 +52,16 @@ def pair_matrix(dual_coef: np.ndarray, n_support: np.ndarray) -> np.ndarray:
 
 
 class SVMModel(Model):
-    """Support vectors ``sv`` (n_SV, D), pair coefficients ``pair_coef`` (pairs, n_SV), pair
-    intercepts ``intercept`` (pairs,), a kernel and its parameters; optional input mean / std."""
+    """Support vectors ``sv`` (n_SV, r), pair coefficients ``pair_coef`` (pairs, n_SV), pair
+    intercepts ``intercept`` (pairs,), a kernel and its parameters; optional input mean / std (D,) and a linear
+    map into the support vectors' space, ``transform`` (r, D) with ``transform_offset`` (r,) (a PCA step before
+    the SVM: x' = transform (x - mean) / std + transform_offset)."""
 
     family = "svm"
 
     def __init__(self, sv, pair_coef, intercept, n_classes: int, kernel: str = "rbf", gamma: float = 1.0,
-                 coef0: float = 0.0, degree: int = 3, mean=None, std=None, source: str = "SVM model"):
+                 coef0: float = 0.0, degree: int = 3, mean=None, std=None, transform=None, transform_offset=None,
+                 source: str = "SVM model"):
         if kernel not in KERNELS:
             raise ModelFileError(f"{source}: kernel {kernel!r} is not supported; supported: {', '.join(KERNELS)}")
         if not isinstance(n_classes, int) or n_classes < 2:
@@ -76,12 +79,22 @@ class SVMModel(Model):
         if not isinstance(degree, int) or not 1 <= degree <= MAX_DEGREE:
             raise ModelFileError(f"{source}: degree is {degree!r}, expected an integer in [1, {MAX_DEGREE}]")
         self.degree = degree
-        dim = self.sv.shape[1]
+        self.transform = self.transform_offset = None
+        if transform is not None:
+            self.transform = check_array(transform, "transform", source, ndim=2)
+            if self.transform.shape[0] != self.sv.shape[1] or self.transform.shape[1] == 0:
+                raise ModelFileError(f"{source}: transform has shape {self.transform.shape}, expected "
+                                     f"({self.sv.shape[1]}, D)")
+            offset = np.zeros(self.sv.shape[1]) if transform_offset is None else transform_offset
+            self.transform_offset = check_array(offset, "transform_offset", source, shape=(self.sv.shape[1],))
+        elif transform_offset is not None:
+            raise ModelFileError(f"{source}: transform_offset without a transform")
+        dim = self.sv.shape[1] if self.transform is None else self.transform.shape[1]
         self.mean, self.std = check_normalisation(mean, std, dim, source)
 
     @property
     def input_dim(self) -> int:
-        return self.sv.shape[1]
+        return self.sv.shape[1] if self.transform is None else self.transform.shape[1]
 
     @property
     def binary(self) -> bool:
@@ -101,7 +114,23 @@ class SVMModel(Model):
             out["mean"] = self.mean
         if self.std is not None:
             out["std"] = self.std
+        if self.transform is not None:
+            out["transform"], out["transform_offset"] = self.transform, self.transform_offset
         return out
+
+    def with_input_map(self, A, c) -> SVMModel:
+        """This model applied to ``A x + c`` (a PCA step before it), its normalisation composed into the map:
+        exact."""
+        T = np.eye(self.sv.shape[1]) if self.transform is None else self.transform
+        offset = np.zeros(self.sv.shape[1]) if self.transform_offset is None else self.transform_offset
+        mean = np.zeros(T.shape[1]) if self.mean is None else self.mean
+        std = np.ones(T.shape[1]) if self.std is None else self.std
+        model = SVMModel(self.sv, self.pair_coef, self.intercept, self.n_class_count, self.kernel, self.gamma,
+                         self.coef0, self.degree, transform=(T / std) @ A,
+                         transform_offset=T @ ((c - mean) / std) + offset,
+                         source=f"{self.family} model after a linear transform")
+        model.task, model._classes = self.task, self._classes
+        return model
 
     def meta(self) -> dict:
         return {"n_classes": self.n_class_count, "kernel": self.kernel, "gamma": self.gamma, "coef0": self.coef0,
@@ -112,7 +141,7 @@ class SVMModel(Model):
         missing = sorted({"sv", "pair_coef", "intercept"} - set(arrays))
         if missing:
             raise ModelFileError(f"{source}: missing array(s) {missing}")
-        unknown = sorted(set(arrays) - {"sv", "pair_coef", "intercept", "mean", "std"})
+        unknown = sorted(set(arrays) - {"sv", "pair_coef", "intercept", "mean", "std", "transform", "transform_offset"})
         if unknown:
             raise ModelFileError(f"{source}: unexpected array(s) {unknown}")
         for key, kind in (("n_classes", int), ("kernel", str), ("gamma", (int, float)), ("coef0", (int, float)),
@@ -120,7 +149,8 @@ class SVMModel(Model):
             if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
                 raise ModelFileError(f"{source}: metadata {key!r} is {meta.get(key)!r}")
         return cls(arrays["sv"], arrays["pair_coef"], arrays["intercept"], meta["n_classes"], meta["kernel"],
-                   meta["gamma"], meta["coef0"], meta["degree"], arrays.get("mean"), arrays.get("std"), source=source)
+                   meta["gamma"], meta["coef0"], meta["degree"], arrays.get("mean"), arrays.get("std"),
+                   arrays.get("transform"), arrays.get("transform_offset"), source=source)
 
     def describe(self) -> str:
         return f"svm ({self.kernel} kernel, {self.sv.shape[0]} support vectors, {self.n_class_count} classes)"
@@ -131,6 +161,8 @@ class SVMModel(Model):
             X = X - self.mean
         if self.std is not None:
             X = X / self.std
+        if self.transform is not None:
+            X = X @ self.transform.T + self.transform_offset
         if self.kernel == "rbf":
             d = np.sum((X[:, None, :] - self.sv[None]) ** 2, axis=2)
             return np.exp(-self.gamma * d)
@@ -166,7 +198,13 @@ class SVMModel(Model):
         x = add_input(g, self.input_dim)
         # distances on the normalised input: a diagonal mat-vec keeps each feature's own scale in
         # integer code; a following mat-vec absorbs the plain form
-        x = (add_diagonal_normalisation if self.kernel == "rbf" else add_normalisation)(g, x, self.mean, self.std)
+        if self.transform is None:
+            x = (add_diagonal_normalisation if self.kernel == "rbf" else add_normalisation)(g, x, self.mean, self.std)
+        else:  # the map into the support vectors' space (a PCA step), then its offset
+            x = add_normalisation(g, x, self.mean, self.std)
+            x = g.add("matvec", [add_matrix(g, "A", self.transform), x], name="mapped")
+            if np.any(self.transform_offset != 0):
+                x = g.add("add", [x, add_const(g, "A_offset", self.transform_offset)], name="mapped_offset")
         if self.kernel == "linear":  # sum_s D[p, s] <x, sv_s> = (D SV) x
             decision = g.add("matvec", [add_matrix(g, "W", self.pair_coef @ self.sv), x], name="weighted")
         else:
