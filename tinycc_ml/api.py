@@ -387,6 +387,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
+    model.check_precision(precision)
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
                       dump_after=set(dump_ir_after))
