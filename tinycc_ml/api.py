@@ -391,7 +391,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
                       dump_after=set(dump_ir_after))
-    graph = model.lower()
+    graph = model.lower_for(precision)
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())
     backend.check_constants_fit(graph, precision, prefix)  # before any calibration or search
