@@ -411,10 +411,11 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
+    model.check_precision(precision)
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
                       dump_after=set(dump_ir_after))
-    graph = model.lower()
+    graph = model.lower_for(precision)
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())
     with size_advice(model, precision):

@@ -81,16 +81,19 @@ def test_an_integer_build_far_from_its_float_model_is_warned_of(caplog):
 
 
 def test_gaussian_nb_hard_features_keep_argmax_and_softmax():
-    """Pixels constant within a class (digits, default var_smoothing): the shifted, bounded scores have
-    scikit-learn's argmax and probabilities on every row, and stay within CAP of the best class."""
+    """Pixels constant within a class (digits, default var_smoothing): the float scores and the integer
+    builds' shifted, bounded ones have scikit-learn's argmax and probabilities on every row, and the
+    bounded ones stay within CAP of the best class."""
     X, y = load_digits(return_X_y=True)
     est = GaussianNB().fit(X[:900], y[:900])
     model = as_model(est)
     assert model.hard().sum() > 50 and not as_model(GaussianNB().fit(*load_wine(return_X_y=True))).hard().any()
     np.testing.assert_array_equal(model.predict(X[900:]), est.predict(X[900:]))
     np.testing.assert_allclose(model.predict_proba(X[900:]), est.predict_proba(X[900:]), atol=1e-9)
-    s = model.scores(X[900:])
+    s = model.saturated_scores(X[900:])
+    np.testing.assert_array_equal(np.argmax(s, axis=1), est.predict(X[900:]))
     assert np.all(s.max(axis=1) - s.min(axis=1) <= model.caps()[2])
+    np.testing.assert_allclose(run_float(model.lower_saturated(), X[900:])["scores"], s, rtol=1e-4, atol=1e-3)
 
 
 def test_binary_svc_votes_by_the_sign_and_ovo_votes_as_libsvm(split):

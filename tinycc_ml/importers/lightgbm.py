@@ -5,9 +5,16 @@ model files are parsed with the standard library.
 
 A node goes left when x[f] <= t (numerical splits; missing type None or NaN), leaves include the
 shrinkage; tree i adds to class i mod num_tree_per_iteration; ``average_output`` (random forest mode)
-averages. Objectives: regression (l2, l1, huber, fair, quantile, mape), binary (class 1 where the
-margin > 0), multiclass / multiclassova (argmax). Categorical splits, zero-as-missing splits, linear
-trees and other objectives are refused.
+averages. Objectives (LGB_LINKS): regressors' value = the inverse link of the margin, as ``predict``:
+identity for regression (l2, l1, huber, fair, quantile, mape) and the ranking objectives (lambdarank,
+rank_xendcg), exp for poisson, gamma, tweedie, the sigmoid for cross_entropy, margin x |margin| for
+``reg_sqrt`` (the l2-family objectives); classifiers: binary (class 1 where the margin > 0), multiclass
+/ multiclassova (argmax). cross_entropy_lambda (log1p(exp(m)): no such op), custom objectives,
+categorical splits, zero-as-missing splits and linear trees are refused.
+
+LightGBM's predict reads an input x with |x| <= kZeroThreshold (1e-35) as 0 before any split: a
+threshold t within [-1e-35, 1e-35) is moved to the one deciding as LightGBM does on every input
+(``zero_threshold``), so float and integer builds (which quantise such x to 0) both match it.
 
 Missing values (NaN) go to each node's default side as LightGBM sends them: missing type NaN: the
 default-left bit of ``decision_type``; missing type None: LightGBM compares 0.0 in place of the NaN,
@@ -24,9 +31,15 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.importers.tree_tables import REGRESSION, TreeTable, read_model_text
 from tinycc_ml.models.trees import MAX_NODES, TreeEnsembleModel
 
-LGB_REGRESSION = ("regression", "regression_l2", "regression_l1", "l2", "l1", "mse", "mae", "huber", "fair",
-                  "quantile", "mape")
-LGB_OBJECTIVES = LGB_REGRESSION + ("binary", "multiclass", "multiclassova")
+# regressors: objective -> the inverse link predict applies to the margin (the names its model text holds)
+LGB_LINKS = {**dict.fromkeys(("regression", "regression_l2", "regression_l1", "l2", "l1", "mse", "mae", "huber",
+                              "fair", "quantile", "mape", "lambdarank", "rank_xendcg"), "identity"),
+             **dict.fromkeys(("poisson", "gamma", "tweedie"), "exp"), "cross_entropy": "sigmoid"}
+# reg_sqrt (a "sqrt" word after the objective): LightGBM's l2-family objectives square the margin back
+SQRT_OBJECTIVES = ("regression", "regression_l2", "regression_l1", "l2", "l1", "mse", "mae", "huber", "fair",
+                   "quantile", "mape")
+LGB_OBJECTIVES = tuple(LGB_LINKS) + ("binary", "multiclass", "multiclassova")
+K_ZERO_THRESHOLD = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (1e-35f): |x| <= it reads as 0
 
 
 def load_lightgbm_file(path) -> TreeEnsembleModel:
@@ -91,6 +104,25 @@ def _lgb_proba(objective: list[str]) -> str | None:
     return None
 
 
+def zero_threshold(threshold: np.ndarray) -> np.ndarray:
+    """Thresholds deciding on x as LightGBM's ``x' <= t`` does on x' = (0 if |x| <= kZeroThreshold else x):
+    t in [-kZ, 0) sends every x >= -kZ right (x' >= 0 > t), so it becomes the largest value < -kZ; t in [0, kZ)
+    sends every x <= kZ left (x' <= t there), so it becomes kZ; others decide alike on x and x'."""
+    below = np.nextafter(-K_ZERO_THRESHOLD, -np.inf)
+    threshold = np.where((threshold >= -K_ZERO_THRESHOLD) & (threshold < 0), below, threshold)
+    return np.where((threshold >= 0) & (threshold < K_ZERO_THRESHOLD), K_ZERO_THRESHOLD, threshold)
+
+
+def _lgb_link(objective: list[str], source: str) -> str:
+    link = LGB_LINKS.get(objective[0], "identity")
+    if "sqrt" in objective[1:]:
+        if objective[0] not in SQRT_OBJECTIVES:
+            raise ModelFileError(f"{source}: LightGBM objective {' '.join(objective)!r}: reg_sqrt is supported with "
+                                 f"{', '.join(SQRT_OBJECTIVES)} only")
+        return "signed_square"
+    return link
+
+
 def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembleModel:
     header, trees = _lgb_blocks(text, source)
     objective = header.get("objective", "").split()
@@ -123,7 +155,7 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
         m = n_leaves - 1  # internal nodes
         if m:
             feature = _floats(tree, "split_feature", where, m).astype(np.int64)
-            threshold = _floats(tree, "threshold", where, m, plus_inf=True)
+            threshold = zero_threshold(_floats(tree, "threshold", where, m, plus_inf=True))
             decision = _floats(tree, "decision_type", where, m).astype(np.int64)
             left = _floats(tree, "left_child", where, m).astype(np.int64)
             right = _floats(tree, "right_child", where, m).astype(np.int64)
@@ -145,8 +177,10 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
                   default_left=np.concatenate([dl, np.zeros(n_leaves, dtype=np.int64)]))
     binary = objective[0] == "binary"
     k = per_iteration
-    out = table.model(np.zeros(k), dim, binary, source, proba=_lgb_proba(objective))
-    return out.with_task(REGRESSION) if objective[0] in LGB_REGRESSION else out
+    regression = objective[0] in LGB_LINKS
+    out = table.model(np.zeros(k), dim, binary, source, proba=_lgb_proba(objective),
+                      link=_lgb_link(objective, source) if regression else "identity")
+    return out.with_task(REGRESSION) if regression else out
 
 
 def from_lightgbm(obj) -> TreeEnsembleModel:

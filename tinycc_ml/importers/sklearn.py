@@ -317,17 +317,36 @@ def _forest_regressor(estimator) -> TreeEnsembleModel:
     return b.model([0.0], estimator.n_features_in_, False, name).with_task(REGRESSION)
 
 
+# each loss: (the regressor's inverse link, the factor folded into the margin); the exponential loss's
+# predict_proba is expit(2 raw), so its margins are doubled (exact in float) for the logistic rule
+GB_LOSSES = {"squared_error": ("identity", 1.0), "absolute_error": ("identity", 1.0), "huber": ("identity", 1.0),
+             "quantile": ("identity", 1.0), "log_loss": ("identity", 1.0), "exponential": ("identity", 2.0)}
+HIST_GB_LOSSES = {"squared_error": ("identity", 1.0), "absolute_error": ("identity", 1.0),
+                  "quantile": ("identity", 1.0), "gamma": ("exp", 1.0), "poisson": ("exp", 1.0),
+                  "log_loss": ("identity", 1.0)}
+
+
+def boosting_link(estimator, losses: dict) -> tuple[str, float]:
+    """The link and margin factor of a gradient-boosting estimator's loss; CompileError for another loss."""
+    loss = getattr(estimator, "loss", None)
+    if not isinstance(loss, str) or loss not in losses:
+        raise CompileError(f"{type(estimator).__name__} with loss={loss!r} is not supported; supported: "
+                           f"{', '.join(losses)}")
+    return losses[loss]
+
+
 def _gradient_boosting(estimator) -> TreeEnsembleModel:
     name = type(estimator).__name__
     init = estimator.init_
     if not (init == "zero" or type(init).__name__ in ("DummyClassifier", "DummyRegressor")):
         raise CompileError(f"{name} with init={type(init).__name__} is not supported; only the default prior "
                            "(DummyClassifier / DummyRegressor) or 'zero' (a constant base score)")
+    link, margin_factor = boosting_link(estimator, GB_LOSSES)
     dim = estimator.n_features_in_
-    base = np.asarray(estimator._raw_predict_init(np.zeros((1, dim))), dtype=np.float64)[0]
+    base = margin_factor * np.asarray(estimator._raw_predict_init(np.zeros((1, dim))), dtype=np.float64)[0]
     stages = np.asarray(estimator.estimators_)
     b = TreeTable(1)
-    lr = float(estimator.learning_rate)
+    lr = margin_factor * float(estimator.learning_rate)
     for stage in stages:
         for k, tree in enumerate(stage):
             t = tree.tree_
@@ -335,7 +354,8 @@ def _gradient_boosting(estimator) -> TreeEnsembleModel:
                   lr * np.asarray(t.value, dtype=np.float64)[:, 0, :1], output=k, default_left=_missing_left(t))
     classifier = hasattr(estimator, "classes_")
     binary = classifier and stages.shape[1] == 1
-    model = b.model(base, dim, binary, name, proba=("logistic" if binary else "softmax") if classifier else None)
+    model = b.model(base, dim, binary, name, proba=("logistic" if binary else "softmax") if classifier else None,
+                    link=link)
     return model if classifier else model.with_task(REGRESSION)
 
 
@@ -344,6 +364,7 @@ def _hist_gradient_boosting(estimator) -> TreeEnsembleModel:
     if getattr(estimator, "is_categorical_", None) is not None and np.any(estimator.is_categorical_):
         raise CompileError(f"{name} with categorical features is not supported: categorical splits (bitsets) "
                            "cannot be compiled; use numeric (ordinal) features")
+    link, _ = boosting_link(estimator, HIST_GB_LOSSES)
     b = TreeTable(1)
     for stage in estimator._predictors:
         for k, predictor in enumerate(stage):
@@ -359,7 +380,7 @@ def _hist_gradient_boosting(estimator) -> TreeEnsembleModel:
     classifier = hasattr(estimator, "classes_")
     binary = classifier and base.size == 1
     model = b.model(base, estimator.n_features_in_, binary, name,
-                    proba=("logistic" if binary else "softmax") if classifier else None)
+                    proba=("logistic" if binary else "softmax") if classifier else None, link=link)
     return model if classifier else model.with_task(REGRESSION)
 
 
@@ -506,7 +527,7 @@ def fold_scalers(model: TreeEnsembleModel, scalers: list) -> TreeEnsembleModel:
     return TreeEnsembleModel(model.feature, folded, model.left, model.right, model.value, model.roots,
                              model.tree_output, model.base, input_dim=dim, compare=model.compare,
                              binary=model.binary, source="Pipeline",
-                             default_left=model.default_left, proba=model.proba).with_task(model.task)
+                             default_left=model.default_left, proba=model.proba, link=model.link).with_task(model.task)
 
 
 def _from_pipeline(pipeline) -> Model:

@@ -38,12 +38,14 @@ class TreeTable:
         self.value.append(np.where(leaf[:, None], np.asarray(value, dtype=np.float64).reshape(len(leaf), -1), 0.0))
         self.n += len(leaf)
 
-    def model(self, base, input_dim: int, binary: bool, source: str, proba: str | None = None) -> TreeEnsembleModel:
+    def model(self, base, input_dim: int, binary: bool, source: str, proba: str | None = None,
+              link: str = "identity") -> TreeEnsembleModel:
         cat = np.concatenate
         return TreeEnsembleModel(cat(self.feature), cat(self.threshold), cat(self.left), cat(self.right),
                                  cat(self.value), np.array(self.roots), np.array(self.tree_output),
                                  np.asarray(base, dtype=np.float64).reshape(-1), input_dim=input_dim,
-                                 binary=binary, source=source, default_left=cat(self.default_left), proba=proba)
+                                 binary=binary, source=source, default_left=cat(self.default_left), proba=proba,
+                                 link=link)
 
 
 def read_model_text(path: Path, what: str) -> str:

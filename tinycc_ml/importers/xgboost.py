@@ -4,12 +4,21 @@
 model files are parsed with the standard library.
 
 A node goes left when x[f] < t (float32, as XGBoost compares), leaves hold the learning-rate scaled
-values; the margin is base_score (logit of it for binary:logistic / reg:logistic) plus the trees of
-each class (``tree_info``). Objectives: reg:squarederror, reg:linear, reg:absoluteerror,
-reg:pseudohubererror, reg:logistic / binary:logistic (class 1 where the margin > 0), binary:logitraw,
-multi:softprob / multi:softmax (argmax of the margins). Categorical splits and other objectives are
-refused. Missing values (NaN) go to each node's ``default_left`` side, as XGBoost (``missing=NaN``)
-sends them.
+values; the margin is base_score (in the margin space: its logit for the logistic objectives, its log
+for the exp ones) plus the trees of each class (``tree_info``), or, for vector-leaf trees
+(``multi_strategy="multi_output_tree"``), each leaf's vector of class values. Objectives (XGB_LINKS):
+regressors' value = the inverse link of the margin, as ``predict``: identity for reg:squarederror,
+reg:squaredlogerror, reg:pseudohubererror, reg:absoluteerror, reg:quantileerror (one quantile) and the
+rank:* objectives, exp for reg:gamma, reg:tweedie, count:poisson, survival:cox, survival:aft, the
+sigmoid for reg:logistic; classifiers: binary:logistic and binary:hinge (class 1 where the margin > 0),
+binary:logitraw (class 1 where the margin > 0.5, as ``XGBClassifier.predict`` thresholds the raw
+margin it returns), multi:softprob / multi:softmax (argmax of the margins). Categorical splits,
+multi-target models and other objectives are refused. Missing values (NaN) go to each node's
+``default_left`` side, as XGBoost (``missing=NaN``) sends them.
+
+Early stopping: the scikit-learn estimators' ``predict`` uses the trees up to ``best_iteration`` (a
+learner attribute in the JSON), so a model file and a live XGBClassifier / XGBRegressor compile those
+trees only; a live ``Booster``'s ``predict`` uses every tree, and so does its compiled C.
 """
 
 from __future__ import annotations
@@ -24,10 +33,16 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.importers.tree_tables import REGRESSION, read_model_text
 from tinycc_ml.models.trees import MAX_NODES, TreeEnsembleModel
 
-XGB_IDENTITY = ("reg:squarederror", "reg:linear", "reg:absoluteerror", "reg:pseudohubererror", "binary:logitraw",
-                "multi:softprob", "multi:softmax")
-XGB_LOGIT = ("binary:logistic", "reg:logistic")
-XGB_OBJECTIVES = XGB_IDENTITY + XGB_LOGIT
+# regressors: objective -> the inverse link predict applies to the margin
+XGB_LINKS = {**dict.fromkeys(("reg:squarederror", "reg:linear", "reg:squaredlogerror", "reg:pseudohubererror",
+                              "reg:absoluteerror", "reg:quantileerror", "rank:pairwise", "rank:ndcg", "rank:map"),
+                             "identity"),
+             **dict.fromkeys(("reg:gamma", "reg:tweedie", "count:poisson", "survival:cox", "survival:aft"), "exp"),
+             "reg:logistic": "sigmoid"}
+XGB_CLASSIFIERS = ("binary:logistic", "binary:logitraw", "binary:hinge", "multi:softprob", "multi:softmax")
+XGB_OBJECTIVES = tuple(XGB_LINKS) + XGB_CLASSIFIERS
+XGB_LOGIT = ("binary:logistic", "reg:logistic")  # base_score is a probability: the margin is its logit
+LOGITRAW_THRESHOLD = 0.5  # XGBClassifier.predict: class 1 where the value predict returns (the margin) > 0.5
 
 
 def load_xgboost_file(path) -> TreeEnsembleModel:
@@ -73,7 +88,60 @@ def _int_list(values, what: str, source: str, n: int | None = None) -> np.ndarra
     return array.astype(np.int64)
 
 
-def from_xgboost_json(doc, source: str = "XGBoost model") -> TreeEnsembleModel:
+def _base_margin(base: np.ndarray, objective: str, source: str) -> np.ndarray:
+    """base_score (the output space) as a margin: logit for the logistic objectives, log for the exp ones."""
+    if objective in XGB_LOGIT:
+        if np.any((base <= 0) | (base >= 1)):
+            raise ModelFileError(f"{source}: base_score {base[0]} of {objective} is not a probability in (0, 1)")
+        return np.log(base / (1 - base))
+    if XGB_LINKS.get(objective) == "exp":
+        if np.any(base <= 0):
+            raise ModelFileError(f"{source}: base_score {base[0]} of {objective} is not positive")
+        return np.log(base)
+    return base
+
+
+def _trees_predict_uses(model: dict, learner: dict, trees: list, source: str) -> int:
+    """How many trees the scikit-learn estimators' predict adds up: those of the iterations up to
+    ``best_iteration`` (a learner attribute after early stopping), else all."""
+    attributes = learner.get("attributes", {})
+    best = attributes.get("best_iteration") if isinstance(attributes, dict) else None
+    if best is None:
+        return len(trees)
+    best = int(_number(best, "best_iteration", source))
+    indptr = model.get("iteration_indptr")
+    if indptr is not None:
+        indptr = _int_list(indptr, "iteration_indptr", source)
+        if best < 0 or best + 1 >= indptr.size or np.any(np.diff(indptr) < 0) or indptr[-1] != len(trees):
+            raise ModelFileError(f"{source}: best_iteration {best} does not match iteration_indptr "
+                                 f"({indptr.size - 1} iterations of {len(trees)} trees)")
+        return int(indptr[best + 1])
+    per_iteration = int(_number(_get(model, ["gbtree_model_param", "num_parallel_tree"], source),
+                                "num_parallel_tree", source))
+    n_class = int(_number(learner.get("learner_model_param", {}).get("num_class", 0), "num_class", source))
+    used = (best + 1) * max(per_iteration, 1) * max(n_class, 1)
+    if best < 0 or used > len(trees):
+        raise ModelFileError(f"{source}: best_iteration {best} names more trees than the {len(trees)} stored")
+    return used
+
+
+def _leaf_values(tree: dict, leaf: np.ndarray, cond: np.ndarray, width: int, where: str) -> np.ndarray:
+    """(n, width) leaf values: scalar leaves hold theirs in split_conditions; vector leaves (multi_output_tree)
+    hold the index of their vector in leaf_weights in right_children."""
+    if width == 1:
+        return np.where(leaf, cond, 0.0)[:, None]
+    weights = np.array([_number(v, "a leaf weight", where) for v in tree.get("leaf_weights", [])],
+                       dtype=np.float32).astype(np.float64)
+    index = _int_list(tree.get("right_children"), "right_children", where)
+    if weights.size % width or np.any(leaf & ((index < 0) | (index >= weights.size // width))):
+        raise ModelFileError(f"{where}: leaf_weights holds {weights.size} values, not a vector of {width} for "
+                             "each leaf")
+    return np.where(leaf[:, None], weights.reshape(-1, width)[np.where(leaf, index, 0)], 0.0)
+
+
+def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool = True) -> TreeEnsembleModel:
+    """``best_iteration``: compile the trees up to the learner's best_iteration, as the scikit-learn
+    estimators' predict (False: every tree, as ``Booster.predict``)."""
     learner = _get(doc, ["learner"], source)
     objective = _get(learner, ["objective", "name"], source)
     if objective not in XGB_OBJECTIVES:
@@ -86,24 +154,31 @@ def from_xgboost_json(doc, source: str = "XGBoost model") -> TreeEnsembleModel:
     dim = int(_number(params.get("num_feature"), "num_feature", source))
     n_class = int(_number(params.get("num_class", 0), "num_class", source))
     if int(_number(params.get("num_target", 1), "num_target", source)) != 1:
-        raise ModelFileError(f"{source}: multi-target XGBoost models are not supported")
+        raise ModelFileError(f"{source}: multi-target XGBoost models (several targets or quantiles) are not "
+                             "supported")
     k = max(n_class, 1)
     raw = params.get("base_score", "0.5")
     bases = [_number(v, "base_score", source) for v in (json.loads(raw) if str(raw).startswith("[") else [raw])]
     if len(bases) not in (1, k):
         raise ModelFileError(f"{source}: base_score has {len(bases)} values for {k} outputs")
-    base = np.broadcast_to(np.asarray(bases, dtype=np.float64), (k,)).copy()
-    if objective in XGB_LOGIT:
-        if np.any((base <= 0) | (base >= 1)):
-            raise ModelFileError(f"{source}: base_score {base[0]} of {objective} is not a probability in (0, 1)")
-        base = np.log(base / (1 - base))
+    base = _base_margin(np.broadcast_to(np.asarray(bases, dtype=np.float64), (k,)).copy(), objective, source)
+    binary = n_class <= 1 and objective in XGB_CLASSIFIERS
+    if objective == "binary:logitraw":  # class 1 where margin - 0.5 > 0
+        base = base - LOGITRAW_THRESHOLD
     model = _get(booster, ["model"], source)
     trees = _get(model, ["trees"], source)
-    info = _int_list(model.get("tree_info", [0] * len(trees)), "tree_info", source, len(trees))
-    if not trees:
+    if not isinstance(trees, list) or not trees:
         raise ModelFileError(f"{source}: the model has no trees")
+    info = _int_list(model.get("tree_info", [0] * len(trees)), "tree_info", source, len(trees))
     if np.any((info < 0) | (info >= k)):
         raise ModelFileError(f"{source}: tree_info names an output outside [0, {k})")
+    used = _trees_predict_uses(model, learner, trees, source) if best_iteration else len(trees)
+    trees, info = trees[:used], info[:used]
+    widths = {int(_number(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1, "size_leaf_vector", source))
+              for tree in trees}
+    width = max(widths)
+    if len(widths) > 1 or width not in (1, k):
+        raise ModelFileError(f"{source}: trees with leaf vectors of sizes {sorted(widths)} for {k} outputs")
     parts = {key: [] for key in ("feature", "threshold", "left", "right", "value", "default_left")}
     roots, offset = [], 0
     for t, tree in enumerate(trees):
@@ -128,22 +203,24 @@ def from_xgboost_json(doc, source: str = "XGBoost model") -> TreeEnsembleModel:
         parts["threshold"].append(np.where(leaf, 0.0, cond))
         parts["left"].append(np.where(leaf, -1, left + offset))
         parts["right"].append(np.where(leaf, -1, right + offset))
-        parts["value"].append(np.where(leaf, cond, 0.0)[:, None])
+        parts["value"].append(_leaf_values(tree, leaf, cond, width, where))
         roots.append(offset)
         offset += n
-    binary = n_class <= 1 and objective in ("binary:logistic", "binary:logitraw")
     out = TreeEnsembleModel(*(np.concatenate(parts[p]) for p in ("feature", "threshold", "left", "right", "value")),
-                            roots, info, base, input_dim=dim, compare="lt", binary=binary, source=source,
+                            roots, info if width == 1 else np.full(len(roots), -1), base, input_dim=dim,
+                            compare="lt", binary=binary, source=source,
                             default_left=np.concatenate(parts["default_left"]),
-                            proba={"binary:logistic": "logistic", "multi:softprob": "softmax"}.get(objective))
+                            proba={"binary:logistic": "logistic", "multi:softprob": "softmax"}.get(objective),
+                            link=XGB_LINKS.get(objective, "identity"))
     return out if (n_class > 1 or binary) else out.with_task(REGRESSION)
 
 
 def from_xgboost(obj) -> TreeEnsembleModel:
-    """A live XGBClassifier / XGBRegressor / Booster, through its JSON form."""
+    """A live XGBClassifier / XGBRegressor (the trees its predict uses: up to best_iteration) or Booster
+    (every tree, as Booster.predict), through its JSON form."""
     name = type(obj).__name__
     booster = obj if name == "Booster" else obj.get_booster()
-    model = from_xgboost_json(json.loads(bytes(booster.save_raw("json"))), name)
+    model = from_xgboost_json(json.loads(bytes(booster.save_raw("json"))), name, best_iteration=name != "Booster")
     if hasattr(obj, "classes_") and not model.task.get("kind") == "regression":
         model.set_classes(obj.classes_, name)
     return model

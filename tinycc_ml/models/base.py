@@ -154,6 +154,13 @@ class Model:
         """Return the model as an IR Graph (float32)."""
         raise NotImplementedError
 
+    def lower_for(self, precision: str):
+        """The graph compiled at ``precision`` (default: ``lower()``'s at every precision)."""
+        return self.lower()
+
+    def check_precision(self, precision: str) -> None:
+        """CompileError when builds at ``precision`` cannot compute what the model means (default: all can)."""
+
     # --- shared ---
     @property
     def n_classes(self) -> int:

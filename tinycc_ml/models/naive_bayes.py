@@ -6,8 +6,14 @@ plus a constant,
 the joint log-likelihood scikit-learn's ``predict`` takes the argmax of (``predict_proba`` is its
 softmax).
 
-The model's scores are jll_c shifted by the same amount for every class of a row and bounded below,
-so argmax and softmax are scikit-learn's while every term stays small enough for 16-bit code:
+**Float builds** (``lower``, ``scores``) compute jll_c less the same amount for every class of a row,
+so argmax and softmax are scikit-learn's: scores_c = const_c - 1/2 (d_c - min_k d_k), d_c the squared
+standardised distance; nothing is clipped. A d_c beyond float32's range (|x_j - theta_cj| > 1.8e19 sigma)
+is read as the largest float32, so the scores stay finite (no NaN probabilities); such rows get the class
+of the largest constant among the overflowing ones, not scikit-learn's float64 answer.
+
+**Integer builds** (``lower_for("int16")``, ``saturated_scores``) bound every term so that it fits 16-bit
+code:
 
     scores_c(x) = const_c - 1/2 min(CAP, min(CAP, soft_c) + min(CAP, (H_c - min_k H_k) / v0))
 
@@ -17,11 +23,15 @@ so argmax and softmax are scikit-learn's while every term stays small enough for
   and H_c = sum over c's hard features of (v0 / var_cj) (x_j - theta_cj)^2. One violated constant pixel
   costs 1/v0 = 2.4e7 in jll, which no other term outweighs; subtracting min_k H_k / v0 from every class
   leaves the classes that violate least (usually none) at 0.
-- **soft features**: the others; soft_c = sum over them of (x_j - theta_cj)^2 / var_cj.
-- **CAP** = 2 (max_c const_c - min_c const_c) + max(16 D, 64): a class whose distance reaches it scores
-  below every class within CAP / 2 - (the constants' spread) of the best, so it cannot be the argmax of a
-  row whose best class lies within 8 D of it (far beyond any class's typical distance D), and its
-  probability is below e^-32 relative to that class.
+- **soft features**: the others; soft_c = sum over them of (x_j - theta_cj)^2 / var_cj, clipped at
+  FAR = 32 D.
+- **CAP** = 2 (max_c const_c - min_c const_c) + 64.
+
+The bound: an integer build's label is scikit-learn's (up to its fixed-point error) on rows where no
+clip changes the order of the best class: every class's soft distance below FAR, and the best class's
+d_w below CAP; a row farther out (e.g. 4 sigma on every feature of a class with a large constant) can
+get another class, and its probabilities move by up to 1. ``report["proba"]`` measures them on the
+calibration rows; compile at precision float for scikit-learn's answer on every row.
 
 Lowered onto existing ops, per class c: a diagonal (sparse) mat-vec scales the input by 1 / sigma_c on
 its soft features, the squared distance to theta_c / sigma_c (sqdist, ProtoNN's op and kernels) is
@@ -119,7 +129,20 @@ class GaussianNBModel(Model):
         far = float(FAR_PER_FEATURE * self.input_dim)
         return far, far + cap, cap
 
+    def distances(self, X) -> np.ndarray:
+        """(n, C) squared standardised distances d_c, as float builds compute them (inf: float32's largest)."""
+        X = self._normalised(X)
+        with np.errstate(over="ignore"):
+            d = np.sum(((X[:, None, :] - self.theta[None]) / np.sqrt(self.var[None])) ** 2, axis=2)
+        return np.minimum(d, float(np.finfo(np.float32).max))
+
     def scores(self, X) -> np.ndarray:
+        """The float builds' scores: jll less its smallest distance term (module doc)."""
+        d = self.distances(X)
+        return self.constants()[None, :] - 0.5 * (d - d.min(axis=1, keepdims=True))
+
+    def saturated_scores(self, X) -> np.ndarray:
+        """The integer builds' scores (module doc)."""
         X = self._normalised(X)
         hard, (far, far_total, cap), v0 = self.hard(), self.caps(), float(self.var.min())
         d2 = (X[:, None, :] - self.theta[None]) ** 2
@@ -131,6 +154,37 @@ class GaussianNBModel(Model):
         return self.constants()[None, :] - 0.5 * np.minimum(total - total.min(axis=1, keepdims=True), cap)
 
     def lower(self) -> Graph:
+        """The float graph: scores = const - 1/2 (d - min d), d clipped at float32's largest (inf only)."""
+        g = Graph("gaussian_nb")
+        x = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
+        C = self.theta.shape[0]
+        inv_sigma = 1.0 / np.sqrt(self.var)
+        top = float(np.finfo(np.float32).max)
+        distance = None
+        for c in range(C):
+            scaled = g.add("matvec", [add_matrix(g, f"w{c}", np.diag(inv_sigma[c])), x], name=f"scaled{c}")
+            d = g.add("sqdist", [scaled, add_const(g, f"theta{c}", (self.theta[c] * inv_sigma[c])[:, None])],
+                      name=f"distance{c}")
+            # inf -> float32's largest, before the placing product (0 x inf would be NaN)
+            d = g.add("clip", [d], {"lo": 0.0, "hi": top}, name=f"finite_distance{c}")
+            place = np.zeros((C, 1))
+            place[c, 0] = 1.0
+            term = g.add("matvec", [add_const(g, f"place{c}", place), d], name=f"term{c}")
+            distance = term if distance is None else g.add("add", [distance, term], name=f"partial{c}")
+        least = g.add("segment_min", [distance], {"offsets": [0, C]}, name="least")
+        every = g.add("matvec", [add_const(g, "ones", np.ones((C, 1))), least], name="least_all")
+        excess = g.add("sub", [distance, every], name="excess")
+        scores = g.add("add", [add_const(g, "class_const", self.constants()),
+                               g.add("scale", [excess], {"factor": -0.5}, name="half_distance")], name="scores")
+        g.set_output("scores", scores)
+        g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
+        return g
+
+    def lower_for(self, precision: str) -> Graph:
+        return self.lower() if precision == "float" else self.lower_saturated()
+
+    def lower_saturated(self) -> Graph:
+        """The integer builds' graph (``saturated_scores``)."""
         g = Graph("gaussian_nb")
         x = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
         C, D = self.theta.shape

@@ -11,7 +11,10 @@ libraries do (scikit-learn's ``missing_go_to_left``, XGBoost's ``default_left``,
 type); integer builds receive it as the quantiser's missing code (``ir/ops/ensembles.py``).
 
 prediction: argmax of the scores (the first maximum), or, for a binary model with one score
-(``binary``), class 1 where the score is > 0. Regression: scores[0] is the value.
+(``binary``), class 1 where the score is > 0. Regression: scores[0] is the value, the margin through the
+library's inverse link ``link`` (LINKS: identity; exp for Poisson, gamma, Tweedie; the logistic sigmoid;
+LightGBM's reg_sqrt, margin x |margin|). A link other than the identity is computed in float builds
+only: integer builds refuse it (``check_precision``), as no table of exp or sigmoid is exact.
 
 Arrays (``n`` nodes of all trees in one table; the importers fold averaging and learning rates into
 the leaves): ``feature`` (n,) int (-1 at leaves), ``threshold`` (n,) float64, ``left``/``right`` (n,) int
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.errors import ModelFileError
+from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH
 from tinycc_ml.models.base import Model
@@ -35,6 +38,8 @@ OPTIONAL_ARRAYS = ("default_left",)
 # class probabilities from the scores (models/proba.py): forests "normalise" (the mean of the trees' class
 # probabilities), boosting "softmax" / "logistic" of the margins, None: the library defines none this way
 PROBA_RULES = (None, "normalise", "softmax", "logistic")
+# a regressor's value from its margin m: m, exp(m), 1 / (1 + exp(-m)), m |m| (LightGBM's reg_sqrt)
+LINKS = ("identity", "exp", "sigmoid", "signed_square")
 MAX_NODES = 2**20
 
 
@@ -74,7 +79,7 @@ class TreeEnsembleModel(Model):
 
     def __init__(self, feature, threshold, left, right, value, roots, tree_output, base, input_dim: int,
                  compare: str = "le", binary: bool = False, source: str = "TreeEnsembleModel", default_left=None,
-                 proba: str | None = None):
+                 proba: str | None = None, link: str = "identity"):
         if compare not in ("le", "lt"):
             raise ModelFileError(f"{source}: compare {compare!r} is not 'le' or 'lt'")
         if not isinstance(input_dim, (int, np.integer)) or isinstance(input_dim, bool) or input_dim < 1:
@@ -83,6 +88,9 @@ class TreeEnsembleModel(Model):
             raise ModelFileError(f"{source}: proba {proba!r} is not one of {PROBA_RULES}")
         self.compare, self.binary, self._input_dim = compare, bool(binary), int(input_dim)
         self.proba = proba
+        if link not in LINKS:
+            raise ModelFileError(f"{source}: link {link!r} is not one of {LINKS}")
+        self.link = link
         feature = np.asarray(feature)
         n = feature.shape[0] if feature.ndim == 1 else -1
         if n < 1 or n > MAX_NODES:
@@ -150,6 +158,9 @@ class TreeEnsembleModel(Model):
             raise ModelFileError(f"{source}: scalar-leaf trees need value of shape (n, 1) and tree_output in [0, {k})")
         if self.binary and k != 1:
             raise ModelFileError(f"{source}: a binary model has one score, not {k}")
+        if self.link != "identity" and (k != 1 or self.binary):
+            raise ModelFileError(f"{source}: link {self.link!r} applies to a regressor's single score, not {k} "
+                                 "score(s) of a classifier")
 
     # --- Model interface ---
     @property
@@ -178,6 +189,8 @@ class TreeEnsembleModel(Model):
         out = {"compare": self.compare, "binary": self.binary, "input_dim": self._input_dim}
         if self.proba is not None:
             out["proba"] = self.proba
+        if self.link != "identity":
+            out["link"] = self.link
         return out
 
     @property
@@ -197,7 +210,8 @@ class TreeEnsembleModel(Model):
             raise ModelFileError(f"{source}: metadata 'binary' must be true or false")
         return cls(*(arrays[a] for a in ARRAYS), input_dim=meta.get("input_dim"),
                    compare=meta.get("compare", "le"), binary=meta.get("binary", False), source=source,
-                   default_left=arrays.get("default_left"), proba=meta.get("proba"))
+                   default_left=arrays.get("default_left"), proba=meta.get("proba"),
+                   link=meta.get("link", "identity"))
 
     def leaves(self, X) -> np.ndarray:
         """The leaf each tree reaches, (n, T), by the library's rule on float32-rounded inputs."""
@@ -226,7 +240,13 @@ class TreeEnsembleModel(Model):
                 out += self.value[leaves[:, t]]
             else:
                 out[:, self.tree_output[t]] += self.value[leaves[:, t], 0]
-        return out
+        return apply_link(out, self.link)
+
+    def check_precision(self, precision: str) -> None:
+        if self.link != "identity" and precision != "float":
+            raise CompileError(f"{self.describe()}: the value is the margin through the link {self.link!r}, which "
+                               f"{precision} code cannot compute exactly (no exact integer {self.link}); compile at "
+                               "precision float")
 
     def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
         # the tables at worst: a decision node its feature, threshold and two 16-bit child references; every
@@ -266,6 +286,7 @@ class TreeEnsembleModel(Model):
         scores = g.add("tree_ensemble", [x], self.op_attrs(), name="trees")
         if np.any(self.base != 0):
             scores = g.add("add", [scores, add_const(g, "base", self.base)], name="scores")
+        scores = add_link(g, scores, self.link)
         g.set_output("scores", scores)
         if self.binary:  # class 1 where the score is > 0: argmax of (0, score) picks 0 on ties
             pair = g.add("matvec", [add_const(g, "binary_pair", [[0.0], [1.0]]), scores], name="binary_pair_scores")
@@ -276,8 +297,9 @@ class TreeEnsembleModel(Model):
 
     def describe(self) -> str:
         depth = max(self._depths()) if self.n_trees else 0
+        link = "" if self.link == "identity" else f", link {self.link}"
         return (f"trees ({self.n_trees} tree(s), {int(np.sum(self.feature >= 0))} decision nodes, depth {depth}, "
-                f"{self.n_outputs} output(s))")
+                f"{self.n_outputs} output(s){link})")
 
     def _depths(self) -> list[int]:
         depths = []
@@ -290,3 +312,33 @@ class TreeEnsembleModel(Model):
                 d += 1
             depths.append(d)
         return depths
+
+
+def apply_link(margin: np.ndarray, link: str) -> np.ndarray:
+    """The value of each margin through ``link`` (float64)."""
+    if link == "exp":
+        with np.errstate(over="ignore"):
+            return np.exp(margin)
+    if link == "sigmoid":
+        return 0.5 * np.tanh(0.5 * margin) + 0.5
+    if link == "signed_square":
+        return margin * np.abs(margin)
+    return margin
+
+
+def add_link(g: Graph, margin: str, link: str) -> str:
+    """The graph's value of ``margin`` through ``link``; the sigmoid as 0.5 tanh(m / 2) + 1/2 (no division
+    op; its absolute error is float32's near 1, 6e-8), |m| as 2 max(m, 0) - m (exact in float)."""
+    if link == "exp":
+        return g.add("exp", [margin], name="value")
+    if link == "sigmoid":
+        half = g.add("scale", [margin], {"factor": 0.5}, name="half_margin")
+        tanh = g.add("scale", [g.add("tanh", [half], name="tanh_half_margin")], {"factor": 0.5}, name="half_tanh")
+        return g.add("add", [tanh, add_const(g, "one_half", [0.5])], name="value")
+    if link == "signed_square":
+        top = float(np.finfo(np.float32).max)
+        positive = g.add("scale", [g.add("clip", [margin], {"lo": 0.0, "hi": top}, name="margin_positive")],
+                         {"factor": 2.0}, name="twice_positive")
+        magnitude = g.add("sub", [positive, margin], name="margin_magnitude")
+        return g.add("mul", [margin, magnitude], name="value")
+    return margin
