@@ -125,6 +125,10 @@ def test_library_example_runs_in_simavr_and_prints_correct_labels(files):
         assert [int(p) for _, p, _, _ in got] == want.tolist(), (defines, console)
         assert [int(e) for _, _, e, _ in got] == labels.tolist()
         assert all(1000 < int(us) < 100_000 for *_, us in got)  # predict takes milliseconds on a 16 MHz AVR
+        # the predicted class's probability, three decimals: what the same build computes on the host
+        printed = np.array([float(v) for v in re.findall(r" us[^\n]*, p (\d\.\d{3})", console)])
+        chosen = host.predict_proba(rows)[np.arange(len(rows)), want]
+        assert len(printed) == len(rows) and np.max(np.abs(printed - chosen)) <= 0.0006, (printed, chosen)
 
     # a model trained on labels 10..19: --examples takes those labels (the file's y), the sketch prints them
     # through digits_label (its table in flash) beside the class indices

@@ -81,6 +81,12 @@ def test_project_builds_and_prints_the_host_predictions(data, tmp_path, target, 
         assert [int(e) for _, _, e, _ in got] == labels.tolist()
         correct = sum(int(p) == int(e) for _, p, e, _ in got)
         assert f"correct {correct}/8" in text
+        # the predicted class's probability (ProtoNN's rule), printed to three decimals
+        printed = [float(v) for v in re.findall(r"row \d+: [^\n]* us[^\n]*, p (\d\.\d{3})", text)]
+        proba = host.predict_proba(rows)
+        chosen = proba[np.arange(8), [int(p) for _, p, _, _ in got]]
+        # the host build of the same precision computes the same probabilities: equal to the printed rounding
+        assert len(printed) == 8 and np.max(np.abs(np.array(printed) - chosen)) <= 0.0006, (printed, chosen)
     assert len(set(stamps)) == len(stamps)  # each change of FLOAT_INPUT rebuilt firmware.elf
 
 
