@@ -17,8 +17,9 @@ import numpy as np
 
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.types import F32, PER_TENSOR, TensorType, quantised
+from tinycc_ml.ir.types import F32, TensorType, quantised
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
+from tinycc_ml.models.network import NetworkModel
 
 MAX_FILE_BYTES = 1 << 30
 MAX_DEPTH = 64  # nested tables followed from the root (a cycle of offsets stops here)
@@ -349,6 +350,11 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
     return graph
 
 
+def load_tflite_model(path) -> NetworkModel:
+    """``load_model``'s reader of ``.tflite`` files: the network as a model."""
+    return NetworkModel(load_tflite(path), Path(path).name)
+
+
 def load_tflite(path) -> Graph:
     """The IR graph of a ``.tflite`` file: TFLite's int8 network, each operator one IR op with its
     quantisation in the types (errors: one ModelFileError naming the file and the problem)."""
@@ -368,4 +374,3 @@ def load_tflite(path) -> Graph:
     return graph
 
 
-__all__ = ["PER_TENSOR", "load_tflite", "read_tflite"]
