@@ -21,8 +21,8 @@ from tinycc_ml.ir.verify import verify
 
 REPO = Path(__file__).resolve().parents[2]
 # the shared data folder beside the repository (a worktree may sit one level further down)
-MODELS = next((p / "shared" / "models" / "mlperf-tiny" for p in REPO.parents
-               if (p / "shared" / "models" / "mlperf-tiny").is_dir()), REPO.parent / "shared" / "models" / "mlperf-tiny")
+MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
+MODELS = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()), REPO.parent / MLPERF_FOLDER)
 MLPERF = ["kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "vww_96_int8"]
 schema = runtime.schema_fb
 

@@ -84,7 +84,8 @@ def test_activation_range_quantises_zero_and_six_in_float32():
 
 
 def test_count_leading_zeros():
-    assert count_leading_zeros32(np.array([0, 1, 2, 3, 2**31 - 1, 2**31, 2**32 - 1])).tolist() == [32, 31, 30, 30, 1, 0, 0]
+    values = np.array([0, 1, 2, 3, 2**31 - 1, 2**31, 2**32 - 1])
+    assert count_leading_zeros32(values).tolist() == [32, 31, 30, 30, 1, 0, 0]
 
 
 def test_fixed_point_exp_and_reciprocal_are_close_to_the_real_functions():
