@@ -22,9 +22,11 @@ from tinycc_ml.files import write_tree
 from tinycc_ml.importers.edgeml import FOLDER_READERS
 from tinycc_ml.importers.lightgbm import load_lightgbm_file
 from tinycc_ml.importers.onnx import load_onnx
+from tinycc_ml.importers.tflite import load_tflite_model
 from tinycc_ml.importers.xgboost import load_xgboost_file
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
+from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.proba import PROBA_FLOAT_SLACK, proba_error_bound, proba_from_scores
 from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
@@ -41,7 +43,8 @@ MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this in
 
 def load_model(path) -> Model:
     """Load a saved model: the project's ``.npz`` model file, an ONNX dense network (``.onnx``, needs the
-    onnx package), an XGBoost ``.json`` or LightGBM ``.txt`` model file, or an EdgeML model directory
+    onnx package), a TFLite int8 network (``.tflite``: a NetworkModel, not yet compilable), an XGBoost
+    ``.json`` or LightGBM ``.txt`` model file, or an EdgeML model directory
     (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...); the readers of
     other tools' formats are in :mod:`tinycc_ml.importers`."""
     path = Path(path)
@@ -65,6 +68,8 @@ def load_model(path) -> Model:
         return load_lightgbm_file(path)
     if path.suffix.lower() == ".onnx":
         return load_onnx(path)
+    if path.suffix.lower() == ".tflite":
+        return load_tflite_model(path)
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
@@ -400,6 +405,9 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     model = as_model(model)
+    if isinstance(model, NetworkModel):
+        raise CompileError(f"{model.describe()}: C for TFLite's network ops is not generated yet (issue 35); "
+                           "tinycc_ml.load_model gives the network, whose run_int8 equals tflite-micro bit for bit")
     prefix = check_prefix(model.family if name is None else name)
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "

@@ -685,8 +685,13 @@ def has_fixed_semantics(op: str) -> bool:
     return op not in FLOAT_ONLY
 
 
+# TFLite's int8 network ops: quantised (affine) types, not fx; their oracle is tests/ir/test_network_ops.py
+# (int8 within the stated bound of the float semantics), their definition tflite-micro (tests/importers)
+NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d", "tensor_add", "reshape", "softmax"}
+
+
 def test_every_op_with_fixed_semantics_has_an_oracle():
-    unaccounted = sorted(op for op in OPS if has_fixed_semantics(op) and op not in ORACLES)
+    unaccounted = sorted(op for op in OPS if has_fixed_semantics(op) and op not in ORACLES and op not in NETWORK_OPS)
     assert not unaccounted, f"ops without an oracle case in {__name__}: {unaccounted}"
 
 

@@ -49,11 +49,11 @@ def run_fixed(graph: Graph, Xq) -> dict[str, np.ndarray]:
     """
     (input_name,) = graph.inputs()
     Xq = np.asarray(Xq)
-    if Xq.ndim == 1:
-        Xq = Xq[None, :]
     in_type = graph.type(input_name)
-    if Xq.ndim != 2 or Xq.shape[1] != in_type.shape[0]:
-        raise DataError(f"input has shape {Xq.shape}, expected (n, {in_type.shape[0]})")
+    if Xq.ndim == in_type.rank:  # one row
+        Xq = Xq[None]
+    if Xq.shape[1:] != in_type.shape:
+        raise DataError(f"input has shape {Xq.shape}, expected (n, {', '.join(str(d) for d in in_type.shape)})")
     if not np.issubdtype(Xq.dtype, np.integer):
         raise DataError(f"fixed-point inputs must be integers, got {Xq.dtype}")
     parts = [_run_rows(graph, input_name, Xq[rows]) for rows in row_chunks(graph, len(Xq))]

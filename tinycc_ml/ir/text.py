@@ -18,7 +18,7 @@ import numpy as np
 from tinycc_ml.errors import IRParseError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import OPS
-from tinycc_ml.ir.types import TensorType, parse_dtype
+from tinycc_ml.ir.types import PER_TENSOR, DType, TensorType, parse_dtype
 
 TEXT_SCALE_LIMIT = 62  # far beyond any scale the compiler chooses; keeps 2^scale and shifts exact
 ARRAY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16")
@@ -94,6 +94,30 @@ class _Build(lark.visitors.Transformer):
 
     def dims(self, items):
         return tuple(int(i) for i in items if i is not None)
+
+    def plain_dtype(self, items):
+        (token,) = items
+        try:
+            return parse_dtype(str(token))
+        except ValueError as exc:
+            raise _SemanticError(token, str(exc)) from None
+
+    def per_tensor(self, items):
+        return PER_TENSOR, [items[0]]
+
+    def per_axis(self, items):
+        axis, *scales = items
+        return int(axis), [s for s in scales if s is not None]
+
+    def quantised_dtype(self, items):
+        token, (axis, scales), zero_point = items
+        try:
+            bits = int(str(token)[2:])
+            if any(float(np.float32(s)) != float(s) for s in scales):
+                raise ValueError("quantisation scales must be float32 values (TFLite stores float32)")
+            return DType("qi", bits, 0, tuple(float(s) for s in scales), int(zero_point), axis)
+        except ValueError as exc:
+            raise _SemanticError(token, str(exc)) from None
 
     def array(self, items):
         dtype, dims, *numbers = items
@@ -185,9 +209,10 @@ def _to_graph(tree) -> Graph:
                     continue
                 key, val = attr.children
                 attr_dict[str(key)] = val
-        dtype_token, dims = type_tree.children
+        dtype, dims, layout = type_tree.children
+        dtype_token = type_tree  # its position: where the type starts
         try:
-            declared = TensorType(dims, parse_dtype(str(dtype_token)))
+            declared = TensorType(dims, dtype, str(layout) if layout is not None else "")
         except ValueError as exc:
             raise _SemanticError(dtype_token, str(exc)) from None
         if declared.dtype.is_fixed and abs(declared.dtype.scale) > TEXT_SCALE_LIMIT:

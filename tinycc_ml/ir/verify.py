@@ -165,12 +165,13 @@ def _check_index_ranges(graph: Graph) -> None:
 
 
 def _check_precision(where: str, op, declared, operand_types, complete: bool) -> None:
-    """An op used in a precision whose semantics or C it declares unsupported is refused here,
-    before an interpreter or a code generator meets it."""
+    """An op used in a precision whose semantics (or, for a ``complete`` graph, C) it declares unsupported
+    is refused here, before an interpreter or a code generator meets it."""
     if op.leaf or (op.lowered_by and not complete):
         return
     precision = precision_of(declared, operand_types)
-    for facet in (precision, f"c_{precision}"):
+    # C is needed only to turn the graph into code; the interpreters run what has semantics
+    for facet in (precision, f"c_{precision}") if complete else (precision,):
         if facet in op.unsupported:
             raise IRError(f"{where}: op {op.name} is not supported in {precision} precision: "
                           f"{op.unsupported[facet]}")

@@ -2,12 +2,16 @@
 registers the built-in ops; one module per family of ops."""
 
 from tinycc_ml.ir.ops import (  # noqa: F401  (register)
+    convolution,
     elementwise,
     ensembles,
     leaves,
     linalg,
+    pooling,
     reductions,
+    shape,
     tables,
+    tensor_elementwise,
     tree,
 )
 from tinycc_ml.ir.ops.leaves import CONST_INTS, dense_to_sparse_attrs, sparse_to_dense

@@ -16,7 +16,8 @@ from tinycc_ml.ir.types import F32, TensorType
 
 def _infer_input(ts, attrs, declared):
     need(declared is not None, "an input needs a declared type")
-    need(declared.rank == 1, f"inputs are vectors, got shape {declared.shape}")
+    need(declared.rank == 1 or declared.layout, f"inputs are vectors or tensors with a layout, got shape "
+         f"{declared.shape}")
     return declared
 
 
@@ -41,11 +42,11 @@ def _infer_const(ts, attrs, declared):
         need(value.dtype == np.float32, f"an f32 constant must hold float32 values, got {value.dtype}")
     else:
         need(np.issubdtype(value.dtype, np.integer), f"a {dtype} constant must hold integers, got {value.dtype}")
-        if dtype.is_fixed:
+        if dtype.is_fixed or dtype.is_quantised:
             lo, hi = -(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1) - 1
             need(value.size == 0 or (value.min() >= lo and value.max() <= hi),
                  f"a {dtype} constant holds values outside [{lo}, {hi}]")
-    return TensorType(value.shape, dtype)
+    return TensorType(value.shape, dtype, declared.layout if declared is not None else "")
 
 
 def _infer_sparse(ts, attrs, declared):

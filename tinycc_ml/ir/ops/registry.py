@@ -133,8 +133,10 @@ OPS: dict[str, OpDef] = {}
 
 
 def precision_of(result: TensorType, operands: list[TensorType]) -> str:
-    """Which semantics and code table a node uses: "fixed" when it or an operand is fixed point."""
-    return "fixed" if result.dtype.is_fixed or any(t.dtype.is_fixed for t in operands) else "float"
+    """Which semantics and code table a node uses: "fixed" when it or an operand is fixed point or quantised
+    (TFLite's int8: integer semantics too)."""
+    integer = [t.dtype.is_fixed or t.dtype.is_quantised for t in (result, *operands)]
+    return "fixed" if any(integer) else "float"
 
 
 def node_output_shift(graph, name: str) -> int:

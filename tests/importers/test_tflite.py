@@ -1,0 +1,148 @@
+"""The .tflite reader: the four MLPerf Tiny int8 reference models lowered to the IR, whose integer
+semantics equal tflite-micro's interpreter (TFLite Micro's reference kernels) on every output byte;
+hostile files give one ModelFileError naming the file and the problem; unsupported operators and
+attributes are named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import flatbuffers
+import numpy as np
+import pytest
+from tflite_micro.python.tflite_micro import runtime
+
+import tinycc_ml
+from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.importers.tflite import load_tflite, read_tflite
+from tinycc_ml.ir.fixed import run_fixed
+from tinycc_ml.ir.text import parse_graph, print_graph
+from tinycc_ml.ir.verify import verify
+
+REPO = Path(__file__).resolve().parents[2]
+# the shared data folder beside the repository (a worktree may sit one level further down)
+MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
+MODELS = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()), REPO.parent / MLPERF_FOLDER)
+MLPERF = ["kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "vww_96_int8"]
+schema = runtime.schema_fb
+
+
+def model_path(name: str) -> Path:
+    return MODELS / f"{name}.tflite"
+
+
+def tflm_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
+    interpreter = runtime.Interpreter.from_bytes(data)
+    outs = []
+    for x in X:
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        outs.append(interpreter.get_output(0).copy())
+    return np.stack(outs)
+
+
+@pytest.mark.parametrize("name", MLPERF)
+def test_int8_semantics_equal_tflite_micro_on_every_output_byte(name):
+    path = model_path(name)
+    graph = load_tflite(path)
+    shape = graph.type(graph.inputs()[0]).shape
+    rng = np.random.default_rng(35)
+    X = rng.integers(-128, 128, size=(6, *shape)).astype(np.int8)
+    X[0] = -128  # the extremes too
+    X[1] = 127
+    ours = run_fixed(graph, X)["scores"]
+    want = tflm_outputs(path.read_bytes(), X)
+    assert ours.shape == want.shape
+    assert np.array_equal(ours, want), f"{name}: {(ours != want).sum()} of {ours.size} output bytes differ"
+
+
+def test_load_model_gives_the_network_and_compile_names_what_is_missing(tmp_path):
+    model = tinycc_ml.load_model(model_path("kws_ref_model"))
+    assert model.input_shape == (1, 49, 10, 1) and model.n_outputs == 12
+    assert "conv2d x5" in model.describe() and "depthwise_conv2d x4" in model.describe()
+    X = np.zeros((2, 1, 49, 10, 1), dtype=np.int8)
+    assert model.run_int8(X).shape == (2, 1, 12)
+    assert np.allclose(model.scores(np.zeros((1, 490))).sum(), 1.0, atol=0.05)  # softmax probabilities
+    with pytest.raises(CompileError, match="issue 35"):
+        tinycc_ml.compile(model_path("kws_ref_model"), out_dir=tmp_path)
+
+
+def test_imported_graphs_round_trip_through_the_text_form():
+    graph = load_tflite(model_path("kws_ref_model"))
+    back = parse_graph(print_graph(graph))
+    assert back.structurally_equal(graph)
+    verify(back)
+
+
+def test_truncated_files_give_one_model_file_error_naming_the_file(tmp_path):
+    data = model_path("ad01_int8").read_bytes()
+    for length in [0, 3, 8, 12, 40, 400, len(data) // 2, len(data) * 9 // 10]:
+        path = tmp_path / f"cut{length}.tflite"
+        path.write_bytes(data[:length])
+        with pytest.raises(ModelFileError, match=f"cut{length}.tflite: "):
+            load_tflite(path)
+
+
+def test_hostile_bytes_give_a_model_file_error_or_a_valid_graph(tmp_path):
+    data = model_path("kws_ref_model").read_bytes()
+    rng = np.random.default_rng(0)
+    path = tmp_path / "hostile.tflite"
+    for _ in range(60):
+        mutated = bytearray(data)
+        for at in rng.integers(0, 2048, size=4):  # the tables and vectors' offsets live near the start
+            mutated[at] = rng.integers(0, 256)
+        path.write_bytes(bytes(mutated))
+        try:
+            verify(load_tflite(path))
+        except ModelFileError as exc:
+            assert str(exc).startswith(str(path))
+
+
+def test_a_huge_declared_shape_is_refused_before_allocation(tmp_path):
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model_path("ad01_int8").read_bytes(), 0))
+    model.subgraphs[0].tensors[0].shape = [1 << 20, 1 << 20]
+    with pytest.raises(ModelFileError, match="elements, over the limit"):
+        read_or_error(tmp_path, model)
+
+
+def packed(model) -> bytes:
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def read_or_error(tmp_path, model):
+    path = tmp_path / "edited.tflite"
+    path.write_bytes(packed(model))
+    return load_tflite(path)
+
+
+def edited_kws():
+    return schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model_path("kws_ref_model").read_bytes(), 0))
+
+
+def test_an_unsupported_operator_is_named(tmp_path):
+    model = edited_kws()
+    softmax = next(c for c in model.operatorCodes if max(c.builtinCode, c.deprecatedBuiltinCode) == 25)
+    softmax.deprecatedBuiltinCode = softmax.builtinCode = 14  # LOGISTIC
+    with pytest.raises(ModelFileError, match="edited.tflite: operator LOGISTIC is not supported"):
+        read_or_error(tmp_path, model)
+
+
+def test_an_unsupported_fused_activation_is_named(tmp_path):
+    model = edited_kws()
+    model.subgraphs[0].operators[0].builtinOptions.fusedActivationFunction = 4  # TANH
+    with pytest.raises(ModelFileError, match="CONV_2D: fused activation TANH is not supported"):
+        read_or_error(tmp_path, model)
+
+
+def test_a_repacked_model_reads_the_same(tmp_path):
+    graph = read_or_error(tmp_path, edited_kws())
+    assert graph.structurally_equal(read_tflite(model_path("kws_ref_model").read_bytes(), "edited"))
+
+
+def test_not_a_tflite_file(tmp_path):
+    path = tmp_path / "x.tflite"
+    path.write_bytes(b"\x00" * 64)
+    with pytest.raises(ModelFileError, match="x.tflite: not a TFLite flatbuffer"):
+        tinycc_ml.load_model(path)

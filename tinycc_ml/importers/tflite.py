@@ -1,0 +1,376 @@
+"""TFLite flatbuffers (``.tflite``): int8 networks lowered to the IR's network ops.
+
+The flatbuffer is read here, not by a generated binding: every offset, vector and string is checked
+against the file's bounds before it is followed (a truncated or hostile file gives one ModelFileError
+naming the file and the problem), and a tensor's element count is checked before anything is
+allocated for it. Only what the lowering uses is read (schema: tensorflow/lite/schema/schema.fbs).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.errors import ModelFileError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.types import F32, TensorType, quantised
+from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
+from tinycc_ml.models.network import NetworkModel
+
+MAX_FILE_BYTES = 1 << 30
+MAX_DEPTH = 64  # nested tables followed from the root (a cycle of offsets stops here)
+TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", np.int8), 3: ("uint8", np.uint8),
+                7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", None)}
+BUILTIN_NAMES = {0: "ADD", 1: "AVERAGE_POOL_2D", 2: "CONCATENATION", 3: "CONV_2D", 4: "DEPTHWISE_CONV_2D",
+                 6: "DEQUANTIZE", 9: "FULLY_CONNECTED", 14: "LOGISTIC", 17: "MAX_POOL_2D", 18: "MUL", 19: "RELU",
+                 21: "RELU6", 22: "RESHAPE", 25: "SOFTMAX", 28: "TANH", 32: "CUSTOM", 34: "PAD", 40: "MEAN",
+                 41: "SUB", 114: "QUANTIZE"}
+ACTIVATIONS = {0: "none", 1: "relu", 3: "relu6"}
+ACTIVATION_NAMES = {2: "RELU_N1_TO_1", 4: "TANH", 5: "SIGN_BIT"}
+PADDINGS = {0: "same", 1: "valid"}
+SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "RESHAPE", "SOFTMAX")
+
+
+class _Bad(Exception):
+    """A problem found in the file (the loader adds the file's name)."""
+
+
+class _Buffer:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def need(self, offset: int, size: int, what: str) -> None:
+        if offset < 0 or size < 0 or offset + size > len(self.data):
+            raise _Bad(f"{what} at byte {offset} (+{size}) runs past the end of the file ({len(self.data)} bytes): "
+                       "truncated or corrupt")
+
+    def scalar(self, offset: int, fmt: str, what: str):
+        self.need(offset, struct.calcsize(fmt), what)
+        return struct.unpack_from("<" + fmt, self.data, offset)[0]
+
+
+@dataclass
+class _Table:
+    buf: _Buffer
+    pos: int
+    what: str
+    depth: int = 0
+
+    @classmethod
+    def at(cls, buf: _Buffer, pos: int, what: str, depth: int) -> _Table:
+        if depth > MAX_DEPTH:
+            raise _Bad(f"{what}: tables nested more than {MAX_DEPTH} deep")
+        vtable = pos - buf.scalar(pos, "i", what)
+        vsize = buf.scalar(vtable, "H", f"{what}'s field table")
+        if vsize < 4 or vsize % 2:
+            raise _Bad(f"{what}: field table of {vsize} bytes is malformed")
+        buf.need(vtable, vsize, f"{what}'s field table")
+        return cls(buf, pos, what, depth)
+
+    def _field(self, index: int) -> int:
+        vtable = self.pos - self.buf.scalar(self.pos, "i", self.what)
+        vsize = self.buf.scalar(vtable, "H", self.what)
+        if 4 + 2 * index >= vsize:
+            return 0
+        return self.buf.scalar(vtable + 4 + 2 * index, "H", self.what)
+
+    def scalar(self, index: int, fmt: str, default, name: str):
+        offset = self._field(index)
+        return default if offset == 0 else self.buf.scalar(self.pos + offset, fmt, f"{self.what}.{name}")
+
+    def _target(self, index: int, name: str) -> int | None:
+        offset = self._field(index)
+        if offset == 0:
+            return None
+        at = self.pos + offset
+        return at + self.buf.scalar(at, "I", f"{self.what}.{name}")
+
+    def table(self, index: int, name: str) -> _Table | None:
+        target = self._target(index, name)
+        return None if target is None else _Table.at(self.buf, target, f"{self.what}.{name}", self.depth + 1)
+
+    def _vector(self, index: int, name: str, item: int) -> tuple[int, int] | None:
+        target = self._target(index, name)
+        if target is None:
+            return None
+        count = self.buf.scalar(target, "I", f"{self.what}.{name}")
+        self.buf.need(target + 4, count * item, f"{self.what}.{name} ({count} entries)")
+        return target + 4, count
+
+    def array(self, index: int, name: str, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype).newbyteorder("<")
+        found = self._vector(index, name, dtype.itemsize)
+        if found is None:
+            return np.zeros(0, dtype=dtype)
+        start, count = found
+        return np.frombuffer(self.buf.data, dtype=dtype, count=count, offset=start).copy()
+
+    def tables(self, index: int, name: str) -> list[_Table]:
+        found = self._vector(index, name, 4)
+        if found is None:
+            return []
+        start, count = found
+        return [_Table.at(self.buf, start + 4 * i + self.buf.scalar(start + 4 * i, "I", name), f"{name}[{i}]",
+                          self.depth + 1) for i in range(count)]
+
+    def string(self, index: int, name: str) -> str:
+        found = self._vector(index, name, 1)
+        if found is None:
+            return ""
+        start, count = found
+        return self.buf.data[start:start + count].decode("utf-8", errors="replace")
+
+
+@dataclass
+class _Tensor:
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    type_name: str
+    scales: np.ndarray
+    zero_points: np.ndarray
+    axis: int
+    data: np.ndarray | None  # constant contents, typed and shaped
+
+
+def _read_tensor(t: _Table, index: int, buffers: list[_Table]) -> _Tensor:
+    name = t.string(3, "name") or f"tensor{index}"
+    shape = tuple(int(d) for d in t.array(0, "shape", np.int32))
+    code = t.scalar(1, "b", 0, "type")
+    if code not in TENSOR_TYPES:
+        raise _Bad(f"tensor {name!r}: unknown element type {code}")
+    type_name, dtype = TENSOR_TYPES[code]
+    if any(d <= 0 for d in shape):
+        raise _Bad(f"tensor {name!r}: shape {list(shape)} has a dimension below 1 (dynamic shapes are not supported)")
+    size = math.prod(shape)
+    if size > MAX_ELEMENTS:
+        raise _Bad(f"tensor {name!r}: shape {list(shape)} has {size} elements, over the limit of {MAX_ELEMENTS}")
+    q = t.table(4, "quantization")
+    scales = q.array(2, "scale", np.float32) if q is not None else np.zeros(0, np.float32)
+    zero_points = q.array(3, "zero_point", np.int64) if q is not None else np.zeros(0, np.int64)
+    axis = int(q.scalar(6, "i", 0, "quantized_dimension")) if q is not None else 0
+    buffer_index = t.scalar(2, "I", 0, "buffer")
+    data = None
+    if buffer_index >= len(buffers):
+        raise _Bad(f"tensor {name!r}: buffer {buffer_index} of {len(buffers)}")
+    if buffer_index:
+        raw = buffers[buffer_index].array(0, "data", np.uint8)
+        if buffers[buffer_index].scalar(1, "Q", 0, "offset"):
+            raise _Bad(f"tensor {name!r}: data stored outside the flatbuffer (models over 2 GB) is not supported")
+        if raw.size:
+            if dtype is None:
+                raise _Bad(f"tensor {name!r}: constant {type_name} data is not supported")
+            if raw.size != size * np.dtype(dtype).itemsize:
+                raise _Bad(f"tensor {name!r}: {raw.size} bytes of data for {size} {type_name} elements")
+            data = raw.view(np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
+    return _Tensor(index, name, shape, type_name, scales, zero_points, axis, data)
+
+
+def _opcode_name(code: _Table) -> str:
+    deprecated = code.scalar(0, "b", 0, "deprecated_builtin_code")
+    builtin = code.scalar(3, "i", 0, "builtin_code")
+    number = max(int(deprecated), int(builtin))
+    if number == 32:
+        return f"CUSTOM ({code.string(1, 'custom_code')})"
+    return BUILTIN_NAMES.get(number, f"builtin operator {number}")
+
+
+class _Lowering:
+    """Turns the subgraph's operators into IR nodes, one per operator (constants become const nodes)."""
+
+    def __init__(self, graph: Graph, tensors: list[_Tensor]):
+        self.graph, self.tensors = graph, tensors
+        self.values: dict[int, str] = {}
+
+    def dtype(self, t: _Tensor, axis_allowed: bool = False):
+        if t.type_name == "float32":
+            return F32
+        if t.type_name not in ("int8", "int32"):
+            raise _Bad(f"tensor {t.name!r}: {t.type_name} tensors are not supported (int8 networks: int8 values, "
+                       "int32 biases)")
+        if t.scales.size == 0:
+            raise _Bad(f"tensor {t.name!r}: {t.type_name} without quantisation parameters")
+        bits = 8 if t.type_name == "int8" else 32
+        zero_points = t.zero_points if t.zero_points.size else np.zeros(1, np.int64)
+        if np.any(zero_points != zero_points[0]):
+            raise _Bad(f"tensor {t.name!r}: per-channel zero points that differ are not supported")
+        if t.scales.size == 1:
+            return quantised(bits, t.scales, int(zero_points[0]))
+        if not axis_allowed:
+            raise _Bad(f"tensor {t.name!r}: per-channel quantisation is supported on filters and biases only")
+        if not 0 <= t.axis < len(t.shape) or t.shape[t.axis] != t.scales.size:
+            raise _Bad(f"tensor {t.name!r}: {t.scales.size} scales on axis {t.axis} of shape {list(t.shape)}")
+        return quantised(bits, t.scales, int(zero_points[0]), t.axis)
+
+    def tensor_type(self, t: _Tensor, layout: str = "", axis_allowed: bool = False) -> TensorType:
+        try:
+            return TensorType(t.shape, self.dtype(t, axis_allowed), layout)
+        except ValueError as exc:
+            raise _Bad(f"tensor {t.name!r}: {exc}") from None
+
+    def layout(self, t: _Tensor) -> str:
+        return {4: "NHWC", 2: "NC", 1: "C"}.get(len(t.shape), "")
+
+    def value(self, index: int, layout: str | None = None, axis_allowed: bool = False) -> str:
+        if index in self.values:
+            return self.values[index]
+        t = self.tensors[index]
+        if t.data is None:
+            raise _Bad(f"tensor {t.name!r} is read before any operator computes it")
+        node = self.graph.add("const", [], {"value": t.data},
+                              type=self.tensor_type(t, self.layout(t) if layout is None else layout, axis_allowed),
+                              name=_identifier(t.name))
+        self.values[index] = node
+        return node
+
+    def bias(self, index: int, channels: int, name: str) -> str:
+        if index >= 0:
+            return self.value(index, "", axis_allowed=True)
+        zeros = np.zeros(channels, np.int32)
+        return self.graph.add("const", [], {"value": zeros}, type=TensorType((channels,), quantised(32, 1.0)),
+                              name=f"{name}_no_bias")
+
+    def add(self, op: str, inputs: list[str], attrs: dict, out: _Tensor) -> None:
+        try:
+            node = self.graph.add(op, inputs, attrs, type=self.tensor_type(out, self.layout(out)),
+                                  name=_identifier(out.name))
+        except ValueError as exc:
+            raise _Bad(f"operator {op} giving {out.name!r}: {exc}") from None
+        self.values[out.index] = node
+
+
+def _identifier(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in name.split("/")[-1] or "t")
+    return cleaned if cleaned[:1].isalpha() or cleaned[:1] == "_" else f"t_{cleaned}"
+
+
+def _activation(options: _Table | None, index: int, op: str) -> str:
+    code = options.scalar(index, "b", 0, "fused_activation_function") if options is not None else 0
+    if code not in ACTIVATIONS:
+        raise _Bad(f"{op}: fused activation {ACTIVATION_NAMES.get(code, code)} is not supported")
+    return ACTIVATIONS[code]
+
+
+def _padding(options: _Table | None, op: str) -> str:
+    code = options.scalar(0, "b", 0, "padding") if options is not None else 0
+    if code not in PADDINGS:
+        raise _Bad(f"{op}: padding {code} is not supported")
+    return PADDINGS[code]
+
+
+def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[int], outs: list[int]) -> None:
+    out = low.tensors[outs[0]]
+    name = _identifier(out.name)
+    if op == "CONV_2D":
+        w = low.tensors[ins[1]]
+        stride = [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")]
+        dilation = [options.scalar(5, "i", 1, "dilation_h"), options.scalar(4, "i", 1, "dilation_w")]
+        attrs = {"stride": stride, "dilation": dilation, "padding": _padding(options, op),
+                 "activation": _activation(options, 3, op)}
+        low.add("conv2d", [low.value(ins[0]), low.value(ins[1], "OHWI", True),
+                           low.bias(ins[2] if len(ins) > 2 else -1, w.shape[0], name)], attrs, out)
+    elif op == "DEPTHWISE_CONV_2D":
+        w = low.tensors[ins[1]]
+        stride = [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")]
+        dilation = [options.scalar(6, "i", 1, "dilation_h"), options.scalar(5, "i", 1, "dilation_w")]
+        x_channels = low.tensors[ins[0]].shape[-1]
+        attrs = {"stride": stride, "dilation": dilation, "padding": _padding(options, op),
+                 "activation": _activation(options, 4, op), "depth_multiplier": w.shape[-1] // max(1, x_channels)}
+        low.add("depthwise_conv2d", [low.value(ins[0]), low.value(ins[1], "IHWO", True),
+                                     low.bias(ins[2] if len(ins) > 2 else -1, w.shape[-1], name)], attrs, out)
+    elif op == "AVERAGE_POOL_2D":
+        attrs = {"filter": [options.scalar(4, "i", 1, "filter_height"), options.scalar(3, "i", 1, "filter_width")],
+                 "stride": [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")],
+                 "padding": _padding(options, op), "activation": _activation(options, 5, op)}
+        low.add("average_pool2d", [low.value(ins[0])], attrs, out)
+    elif op == "FULLY_CONNECTED":
+        if options is not None and options.scalar(1, "b", 0, "weights_format"):
+            raise _Bad(f"{op}: shuffled weights are not supported")
+        if options is not None and options.scalar(2, "b", 0, "keep_num_dims"):
+            raise _Bad(f"{op}: keep_num_dims is not supported")
+        w = low.tensors[ins[1]]
+        low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"),
+                                    low.bias(ins[2] if len(ins) > 2 else -1, w.shape[0], name)],
+                {"activation": _activation(options, 0, op)}, out)
+    elif op == "ADD":
+        low.add("tensor_add", [low.value(ins[0]), low.value(ins[1])], {"activation": _activation(options, 0, op)}, out)
+    elif op == "RESHAPE":
+        low.add("reshape", [low.value(ins[0])], {"shape": list(out.shape)}, out)
+    elif op == "SOFTMAX":
+        beta = options.scalar(0, "f", 1.0, "beta") if options is not None else 1.0
+        low.add("softmax", [low.value(ins[0])], {"beta": float(beta)}, out)
+    else:
+        raise _Bad(f"operator {op} is not supported (supported: {', '.join(SUPPORTED)})")
+
+
+def read_tflite(data: bytes, name: str = "model") -> Graph:
+    """The IR graph of a ``.tflite`` file's bytes (its first subgraph); raises _Bad."""
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise _Bad("not a TFLite flatbuffer (no TFL3 identifier)")
+    buf = _Buffer(data)
+    model = _Table.at(buf, buf.scalar(0, "I", "root offset"), "model", 0)
+    codes = model.tables(1, "operator_codes")
+    subgraphs = model.tables(2, "subgraphs")
+    buffers = model.tables(4, "buffers")
+    if len(subgraphs) != 1:
+        raise _Bad(f"{len(subgraphs)} subgraphs: one is supported")
+    sub = subgraphs[0]
+    tensors = [_read_tensor(t, i, buffers) for i, t in enumerate(sub.tables(0, "tensors"))]
+    inputs, outputs = sub.array(1, "inputs", np.int32), sub.array(2, "outputs", np.int32)
+    if len(inputs) != 1:
+        raise _Bad(f"{len(inputs)} inputs: one input tensor is supported")
+    for index in (*inputs, *outputs):
+        if not 0 <= index < len(tensors):
+            raise _Bad(f"input/output tensor index {index} of {len(tensors)} tensors")
+    graph = Graph(_identifier(name))
+    low = _Lowering(graph, tensors)
+    x = tensors[int(inputs[0])]
+    low.values[x.index] = graph.add("input", [], {"name": "x"}, type=low.tensor_type(x, low.layout(x)),
+                                    name=_identifier(x.name))
+    for k, operator in enumerate(sub.tables(3, "operators")):
+        index = operator.scalar(0, "I", 0, "opcode_index")
+        if index >= len(codes):
+            raise _Bad(f"operator {k}: opcode {index} of {len(codes)}")
+        op = _opcode_name(codes[index])
+        ins = [int(i) for i in operator.array(1, "inputs", np.int32)]
+        outs = [int(i) for i in operator.array(2, "outputs", np.int32)]
+        if len(outs) != 1 or not ins or any(not -1 <= i < len(tensors) for i in ins + outs) or ins[0] < 0:
+            raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
+        if op in SUPPORTED and op not in ("ADD",) and len(ins) > 3:
+            raise _Bad(f"operator {k} ({op}): {len(ins)} inputs")
+        _lower_operator(low, op, operator.table(4, "builtin_options"), ins, outs)
+    for i, index in enumerate(outputs):
+        if int(index) not in low.values:
+            raise _Bad(f"output tensor {tensors[int(index)].name!r} is computed by no operator")
+        graph.set_output("scores" if i == 0 else f"output{i}", low.values[int(index)])
+    return graph
+
+
+def load_tflite_model(path) -> NetworkModel:
+    """``load_model``'s reader of ``.tflite`` files: the network as a model."""
+    return NetworkModel(load_tflite(path), Path(path).name)
+
+
+def load_tflite(path) -> Graph:
+    """The IR graph of a ``.tflite`` file: TFLite's int8 network, each operator one IR op with its
+    quantisation in the types (errors: one ModelFileError naming the file and the problem)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise _Bad(f"{size} bytes, over the limit of {MAX_FILE_BYTES}")
+        graph = read_tflite(path.read_bytes(), path.stem)
+        verify(graph)
+    except _Bad as exc:
+        raise ModelFileError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise ModelFileError(f"{path}: {exc.strerror or exc}") from None
+    except RecursionError:
+        raise ModelFileError(f"{path}: tables nested too deeply") from None
+    return graph
+
+

@@ -1,0 +1,202 @@
+"""Convolutions of NHWC tensors, as TFLite defines them: CONV_2D, DEPTHWISE_CONV_2D and
+FULLY_CONNECTED (a convolution whose window is the whole input row).
+
+Float semantics: real arithmetic. Integer semantics (quantised operands): TFLite's int8 kernels
+(``reference_integer_ops``): sum of filter * (input - input zero point), plus the int32 bias, requantised
+per output channel by MultiplyByQuantizedMultiplier, plus the output zero point, clamped to the fused
+activation's range. Products are summed in float64, exact (|sum| < 2^53 for any realistic window).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.arith import check32
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.tflite_arith import (
+    activation_range,
+    apply_activation,
+    channel_multipliers,
+    multiply_by_quantized_multiplier,
+)
+from tinycc_ml.ir.ops.windows import (
+    as_batch,
+    channel_scales,
+    check_window_attrs,
+    network_result,
+    patches,
+    quantised_operand,
+    window_shape,
+)
+
+WINDOW_ATTRS = {"stride": "ints", "dilation": "ints", "padding": "str", "activation": "str"}
+NO_RANGES = ("networks arrive quantised (TFLite's int8): their ranges are in their types; range analysis and "
+             "scale choice do not run on them")
+NO_C = "C for network ops is not written yet (issue 35: the interpreter defines them first)"
+
+
+def _check_operands(ts, filter_axis: int, weights_layout: str) -> None:
+    x, w, b = ts
+    need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
+    need(w.rank == 4 and w.layout == weights_layout, f"filter must be a {weights_layout} tensor, got {w}")
+    need(b.rank == 1 and b.shape[0] == w.shape[filter_axis], f"bias has shape {b.shape}, expected ({w.shape[0]},)")
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        quantised_operand(w, "filter", 8, axis=filter_axis, zero_point=False)
+        quantised_operand(b, "bias", 32, axis=0, zero_point=False)
+    else:
+        need(w.dtype.is_float and b.dtype.is_float, f"a float convolution needs f32 filter and bias, got {w}, {b}")
+
+
+def _requantise(acc: np.ndarray, call: FixedCall, filter_axis: int) -> np.ndarray:
+    """acc (..., channels), the int32 sums with the bias: to the output's int8."""
+    x, w = call.in_types[0], call.in_types[1]
+    out = call.type.dtype
+    channels = acc.shape[-1]
+    multipliers, shifts = channel_multipliers(x.dtype.qscales[0], channel_scales(w, channels), out.qscales[0])
+    acc = check32(acc, call.where)
+    scaled = multiply_by_quantized_multiplier(acc, multipliers, shifts) + out.zero_point
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return np.clip(scaled, lo, hi)
+
+
+def _offset_input(call: FixedCall) -> np.ndarray:
+    return call.ins[0].astype(np.float64) - call.in_types[0].dtype.zero_point
+
+
+def _exact_sums(sums: np.ndarray) -> np.ndarray:
+    return np.rint(sums).astype(np.int64)
+
+
+# ---------------------------------------------------------------- conv2d
+
+def _infer_conv2d(ts, attrs, declared):
+    need(len(ts) == 3, "conv2d takes input, filter and bias")
+    _check_operands(ts, 0, "OHWI")
+    x, w, _ = ts
+    check_window_attrs(attrs)
+    need(w.shape[3] == x.shape[3], f"filter {w.shape} reads {w.shape[3]} channels, the input has {x.shape[3]}")
+    oh, ow = window_shape(x, w.shape[1:3], attrs)
+    return network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC")
+
+
+def conv2d_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
+    """x (..., N, H, W, C) by filters (O, KH, KW, C): the window sums (..., N, OH, OW, O), float64."""
+    batch, lead = as_batch(x, 4)
+    p = patches(batch, w.shape[1:3], attrs)
+    sums = p.reshape(-1, p.shape[3] * p.shape[4] * p.shape[5]) @ w.reshape(w.shape[0], -1).T.astype(np.float64)
+    return sums.reshape(*lead, x.shape[-4], *p.shape[1:3], w.shape[0])
+
+
+def _fixed_conv2d(call: FixedCall):
+    w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
+    acc = _exact_sums(conv2d_sums(_offset_input(call), w, call.attrs)) + call.ins[2]
+    return _requantise(acc, call, 0)
+
+
+def _float_conv2d(xs, attrs):
+    return apply_activation(conv2d_sums(xs[0], xs[1], attrs) + xs[2], attrs.get("activation", "none"))
+
+
+def _rows_only_first(f):
+    """The vectorised form of semantics that take any leading axes: when only the input carries rows."""
+    return lambda ins, batched, attrs, n, rank: f(ins, attrs) if batched[0] and not any(batched[1:]) else None
+
+
+register_op(OpDef(
+    "conv2d", 3, _infer_conv2d, _float_conv2d, WINDOW_ATTRS,
+    "TFLite's CONV_2D: NHWC input, OHWI filter, a bias per output channel; stride, dilation, padding "
+    "(same/valid as TFLite pads) and a fused activation (none/relu/relu6); quantised: TFLite's int8 kernel, "
+    "per-channel requantisation",
+    evaluate_rows=_rows_only_first(_float_conv2d), fixed=_fixed_conv2d,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))
+
+
+# ---------------------------------------------------------------- depthwise_conv2d
+
+def _infer_depthwise(ts, attrs, declared):
+    need(len(ts) == 3, "depthwise_conv2d takes input, filter and bias")
+    _check_operands(ts, 3, "IHWO")
+    x, w, _ = ts
+    check_window_attrs(attrs)
+    multiplier = int(attrs["depth_multiplier"])
+    need(w.shape[0] == 1 and w.shape[3] == x.shape[3] * multiplier,
+         f"filter {w.shape} must be (1, KH, KW, {x.shape[3]} x depth multiplier {multiplier})")
+    oh, ow = window_shape(x, w.shape[1:3], attrs)
+    return network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC")
+
+
+def depthwise_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
+    """x (..., N, H, W, C) by filters (1, KH, KW, C * M): output channel c * M + m reads input channel c."""
+    batch, lead = as_batch(x, 4)
+    p = patches(batch, w.shape[1:3], attrs)
+    p = np.repeat(p, int(attrs["depth_multiplier"]), axis=-1)
+    sums = np.einsum("bhwijc,ijc->bhwc", p, w[0].astype(np.float64))
+    return sums.reshape(*lead, x.shape[-4], *sums.shape[1:])
+
+
+def _fixed_depthwise(call: FixedCall):
+    w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
+    acc = _exact_sums(depthwise_sums(_offset_input(call), w, call.attrs)) + call.ins[2]
+    return _requantise(acc, call, 3)
+
+
+def _float_depthwise(xs, attrs):
+    return apply_activation(depthwise_sums(xs[0], xs[1], attrs) + xs[2], attrs.get("activation", "none"))
+
+
+register_op(OpDef(
+    "depthwise_conv2d", 3, _infer_depthwise, _float_depthwise, {**WINDOW_ATTRS, "depth_multiplier": "int"},
+    "TFLite's DEPTHWISE_CONV_2D: NHWC input, a (1, KH, KW, C x M) filter, output channel c M + m filtering "
+    "input channel c; stride, dilation, padding, fused activation as conv2d; quantised: TFLite's int8 kernel",
+    evaluate_rows=_rows_only_first(_float_depthwise), fixed=_fixed_depthwise,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))
+
+
+# ---------------------------------------------------------------- fully_connected
+
+def _infer_fully_connected(ts, attrs, declared):
+    need(len(ts) == 3, "fully_connected takes input, weights and bias")
+    x, w, b = ts
+    need(w.rank == 2 and w.layout == "OI", f"weights must be an OI matrix, got {w}")
+    need(b.rank == 1 and b.shape[0] == w.shape[0], f"bias has shape {b.shape}, expected ({w.shape[0]},)")
+    need(x.size % w.shape[1] == 0, f"input {x.shape} does not split into rows of {w.shape[1]}")
+    need(attrs.get("activation", "none") in ("none", "relu", "relu6"), f"unknown activation {attrs.get('activation')}")
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        quantised_operand(w, "weights", 8, zero_point=False)
+        quantised_operand(b, "bias", 32, zero_point=False)
+    else:
+        need(w.dtype.is_float and b.dtype.is_float, f"a float fully_connected needs f32 weights and bias, got {w}, {b}")
+    return network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC")
+
+
+def fully_connected_sums(x: np.ndarray, w: np.ndarray, rank: int) -> np.ndarray:
+    lead = x.shape[:x.ndim - rank]
+    return (x.reshape(-1, w.shape[1]) @ w.T.astype(np.float64)).reshape(*lead, -1, w.shape[0])
+
+
+def _fixed_fully_connected(call: FixedCall):
+    w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
+    acc = _exact_sums(fully_connected_sums(_offset_input(call), w, call.in_types[0].rank)) + call.ins[2]
+    return _requantise(acc, call, 0)
+
+
+def _float_fully_connected(xs, attrs):
+    return apply_activation(fully_connected_sums(xs[0], xs[1], np.ndim(xs[0])) + xs[2], attrs.get("activation", "none"))
+
+
+def _rows_fully_connected(ins, batched, attrs, n, rank):
+    if not batched[0] or any(batched[1:]):
+        return None
+    sums = ins[0].reshape(n, -1, ins[1].shape[1]) @ ins[1].T.astype(np.float64)
+    return apply_activation(sums + ins[2], attrs.get("activation", "none"))
+
+
+register_op(OpDef(
+    "fully_connected", 3, _infer_fully_connected, _float_fully_connected, {"activation": "str"},
+    "TFLite's FULLY_CONNECTED: the input read as rows of the weights' width (O, I), times the weights, plus the "
+    "bias, a fused activation; quantised: TFLite's int8 kernel (per-tensor requantisation)",
+    evaluate_rows=_rows_fully_connected, fixed=_fixed_fully_connected,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C},
+    macs=lambda ts, stored: (ts[0].size // ts[1].shape[1]) * ts[1].size))

@@ -1,0 +1,71 @@
+"""Pooling of NHWC tensors, as TFLite defines it: AVERAGE_POOL_2D.
+
+The average is over the window's elements inside the input (padding is not counted). Integer
+semantics (``reference_integer_ops::AveragePool``): the int8 values summed, divided by the count
+rounding half away from zero, clamped to the fused activation's range; input and output share their
+quantisation (TFLite requires it), so nothing is requantised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.tflite_arith import activation_range, apply_activation
+from tinycc_ml.ir.ops.windows import (
+    as_batch,
+    check_window_attrs,
+    network_result,
+    patches,
+    quantised_operand,
+    window_shape,
+)
+
+
+def _infer_average_pool(ts, attrs, declared):
+    (x,) = ts
+    need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
+    check_window_attrs(attrs, keys=("stride", "filter"))
+    oh, ow = window_shape(x, tuple(int(k) for k in attrs["filter"]), attrs)
+    result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC")
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        need(result.dtype == x.dtype, f"TFLite's int8 average pool keeps the input's quantisation {x.dtype}, "
+                                      f"the result declares {result.dtype}")
+    return result
+
+
+def _window_sums_and_counts(x: np.ndarray, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
+    batch, lead = as_batch(x, 4)
+    window = tuple(int(k) for k in attrs["filter"])
+    sums = patches(batch, window, attrs).sum(axis=(3, 4))
+    counts = patches(np.ones_like(batch[:1, :, :, :1]), window, attrs).sum(axis=(3, 4))
+    shape = (*lead, x.shape[-4], *sums.shape[1:])
+    return sums.reshape(shape), np.broadcast_to(counts[0], sums.shape[1:])
+
+
+def _float_average_pool(xs, attrs):
+    sums, counts = _window_sums_and_counts(xs[0], attrs)
+    return apply_activation(sums / counts, attrs.get("activation", "none"))
+
+
+def _fixed_average_pool(call: FixedCall):
+    sums, counts = _window_sums_and_counts(call.ins[0], call.attrs)
+    sums = sums.astype(np.int64)
+    counts = counts.astype(np.int64)
+    half = counts // 2
+    average = np.where(sums > 0, (sums + half) // counts, -((half - sums) // counts))  # C's truncating division
+    out = call.type.dtype
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return np.clip(average, lo, hi)
+
+
+register_op(OpDef(
+    "average_pool2d", 1, _infer_average_pool, _float_average_pool,
+    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str"},
+    "TFLite's AVERAGE_POOL_2D: the mean of each window's elements inside the input (filter: height, width); "
+    "quantised: TFLite's int8 kernel (sum, rounded division by the count, activation clamp)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _float_average_pool(ins, attrs),
+    fixed=_fixed_average_pool,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))

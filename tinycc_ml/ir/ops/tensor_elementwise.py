@@ -1,0 +1,94 @@
+"""Element-wise and per-row ops on tensors, as TFLite defines them: ADD (two tensors of one shape, each
+with its own quantisation) and SOFTMAX (along the last axis).
+
+ADD's integer semantics (``reference_integer_ops::Add``): each input less its zero point, shifted left
+20 bits, rescaled by its multiplier (its scale over twice the larger input scale), summed, rescaled
+to the output's scale, plus its zero point, clamped to the fused activation's range. SOFTMAX's:
+``reference_ops::Softmax`` for int8 (gemmlowp's fixed-point exp and reciprocal; tflite_arith).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.arith import check32
+from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.tflite_arith import (
+    ACTIVATIONS,
+    activation_range,
+    apply_activation,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    softmax_int8,
+)
+from tinycc_ml.ir.ops.windows import network_result, quantised_operand
+
+ADD_LEFT_SHIFT = 20  # TFLite's int8 ADD: the inputs' headroom before rescaling
+SOFTMAX_OUTPUT = (1 / 256, -128)  # TFLite's int8 softmax output: scale 1/256, zero point -128
+
+
+def _infer_tensor_add(ts, attrs, declared):
+    a, b = ts
+    need(a.shape == b.shape, f"tensor_add adds tensors of one shape, got {a.shape} and {b.shape}")
+    need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
+    if a.dtype.is_quantised:
+        quantised_operand(a, "first operand", 8)
+        quantised_operand(b, "second operand", 8)
+    else:
+        need(b.dtype.is_float, f"operands mix {a.dtype} and {b.dtype}")
+    return network_result(a, declared, a.shape, a.layout)
+
+
+def add_multipliers(scale_a: float, scale_b: float, scale_out: float) -> list[tuple[int, int]]:
+    """TFLite's ADD parameters (double arithmetic): (multiplier, shift) of each input and of the sum."""
+    twice_max = 2 * max(float(scale_a), float(scale_b))
+    return [quantize_multiplier(float(scale_a) / twice_max), quantize_multiplier(float(scale_b) / twice_max),
+            quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * float(scale_out)))]
+
+
+def _fixed_tensor_add(call: FixedCall):
+    (ta, tb), out = call.in_types, call.type.dtype
+    (ma, sa), (mb, sb), (mo, so) = add_multipliers(ta.dtype.qscales[0], tb.dtype.qscales[0], out.qscales[0])
+    a = multiply_by_quantized_multiplier((call.ins[0] - ta.dtype.zero_point) << ADD_LEFT_SHIFT, ma, sa)
+    b = multiply_by_quantized_multiplier((call.ins[1] - tb.dtype.zero_point) << ADD_LEFT_SHIFT, mb, sb)
+    total = multiply_by_quantized_multiplier(check32(a + b, call.where), mo, so) + out.zero_point
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return np.clip(total, lo, hi)
+
+
+register_op(OpDef(
+    "tensor_add", 2, _infer_tensor_add, lambda xs, a: apply_activation(xs[0] + xs[1], a.get("activation", "none")),
+    {"activation": "str?"},
+    "TFLite's ADD of two tensors of one shape and a fused activation; quantised: TFLite's int8 kernel (each "
+    "input rescaled to a common scale, the sum rescaled to the output's)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: apply_activation(ins[0] + ins[1], attrs.get("activation",
+                                                                                                  "none")),
+    fixed=_fixed_tensor_add,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))
+
+
+def _infer_softmax(ts, attrs, declared):
+    (x,) = ts
+    need(float(attrs["beta"]) > 0, f"beta must be positive, got {attrs['beta']}")
+    result = network_result(x, declared, x.shape, x.layout)
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        need((result.dtype.qscales[0], result.dtype.zero_point) == SOFTMAX_OUTPUT,
+             f"TFLite's int8 softmax gives scale 1/256, zero point -128; the result declares {result.dtype}")
+    return result
+
+
+def _float_softmax(xs, attrs):
+    z = float(attrs["beta"]) * (xs[0] - np.max(xs[0], axis=-1, keepdims=True))
+    e = np.exp(z)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+register_op(OpDef(
+    "softmax", 1, _infer_softmax, _float_softmax, {"beta": "float"},
+    "TFLite's SOFTMAX along the last axis, exp(beta x) normalised; quantised: TFLite's int8 algorithm "
+    "(gemmlowp fixed-point exp and reciprocal), the result at scale 1/256, zero point -128",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _float_softmax(ins, attrs),
+    fixed=lambda call: softmax_int8(call.ins[0], float(call.attrs["beta"]), call.in_types[0].dtype.qscales[0]),
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))

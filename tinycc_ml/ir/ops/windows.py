@@ -1,0 +1,100 @@
+"""What the network ops share: window geometry (TFLite's SAME/VALID padding), patches of NHWC
+tensors, and the type rule of a network op's result (f32, or TFLite's per-tensor quantised int8)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.registry import need
+from tinycc_ml.ir.ops.tflite_arith import ACTIVATIONS
+from tinycc_ml.ir.types import F32, PER_TENSOR, TensorType
+
+PADDINGS = ("same", "valid")
+
+
+def check_window_attrs(attrs: dict, keys=("stride", "dilation")) -> None:
+    for key in keys:
+        if key in attrs:
+            value = list(attrs[key])
+            need(len(value) == 2 and all(int(v) >= 1 for v in value), f"{key} must be two integers >= 1, got {value}")
+    need(attrs.get("padding") in PADDINGS,
+         f"padding must be one of {', '.join(PADDINGS)}, got {attrs.get('padding')!r}")
+    need(attrs.get("activation", "none") in ACTIVATIONS,
+         f"activation must be one of {', '.join(ACTIVATIONS)}, got {attrs.get('activation')!r}")
+
+
+def out_size(size: int, window: int, stride: int, dilation: int, padding: str) -> int:
+    """TFLite's ComputeOutSize."""
+    effective = (window - 1) * dilation + 1
+    return (size + stride - 1) // stride if padding == "same" else (size - effective + stride) // stride
+
+
+def pad_before(size: int, window: int, stride: int, dilation: int, out: int) -> int:
+    """TFLite's ComputePadding: the padding above / left of the input (any odd one goes below / right)."""
+    effective = (window - 1) * dilation + 1
+    return max(0, ((out - 1) * stride + effective - size) // 2)
+
+
+def window_shape(x: TensorType, window: tuple[int, int], attrs: dict) -> tuple[int, int]:
+    stride = attrs.get("stride", [1, 1])
+    dilation = attrs.get("dilation", [1, 1])
+    sizes = tuple(out_size(x.shape[1 + i], int(window[i]), int(stride[i]), int(dilation[i]), attrs["padding"])
+                  for i in range(2))
+    need(all(s >= 1 for s in sizes), f"a {window[0]}x{window[1]} window leaves no output of input {x.shape}")
+    return sizes
+
+
+def patches(x: np.ndarray, window: tuple[int, int], attrs: dict, fill: float = 0.0) -> np.ndarray:
+    """(batch, H, W, C) -> (batch, OH, OW, KH, KW, C): every window's elements, ``fill`` outside the input."""
+    _, height, width, _ = x.shape
+    stride = [int(s) for s in attrs.get("stride", [1, 1])]
+    dilation = [int(d) for d in attrs.get("dilation", [1, 1])]
+    outs = [out_size(n, int(k), s, d, attrs["padding"]) for n, k, s, d in zip((height, width), window, stride,
+                                                                                dilation)]
+    before = [pad_before(n, int(k), s, d, o) for n, k, s, d, o in zip((height, width), window, stride, dilation, outs)]
+    after = [max(0, (o - 1) * s + (int(k) - 1) * d + 1 - n - b)
+             for n, k, s, d, o, b in zip((height, width), window, stride, dilation, outs, before)]
+    padded = np.pad(x, ((0, 0), (before[0], after[0]), (before[1], after[1]), (0, 0)), constant_values=fill)
+    rows = []
+    for ky in range(int(window[0])):
+        cols = []
+        for kx in range(int(window[1])):
+            y0, x0 = ky * dilation[0], kx * dilation[1]
+            cols.append(padded[:, y0:y0 + (outs[0] - 1) * stride[0] + 1:stride[0],
+                               x0:x0 + (outs[1] - 1) * stride[1] + 1:stride[1], :])
+        rows.append(np.stack(cols, axis=3))
+    return np.stack(rows, axis=3)
+
+
+def as_batch(value: np.ndarray, rank: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A value with leading (row) axes before its ``rank`` own axes: those and its own first (batch) axis
+    merged into one, and the leading axes (to shape the result back)."""
+    lead = value.shape[:value.ndim - rank]
+    return value.reshape((-1, *value.shape[value.ndim - rank + 1:])), lead
+
+
+def network_result(x: TensorType, declared: TensorType | None, shape: tuple[int, ...], layout: str,
+                   bits: int = 8) -> TensorType:
+    """f32 in, f32 out; a quantised input gives the declared per-tensor quantised result."""
+    if x.dtype.is_quantised:
+        need(declared is not None and declared.dtype.is_quantised and declared.dtype.axis == PER_TENSOR
+             and declared.dtype.bits == bits,
+             f"a quantised result needs a declared per-tensor qi{bits} type, got {declared}")
+        return TensorType(shape, declared.dtype, layout)
+    need(x.dtype.is_float, f"operand must be f32 or quantised, got {x.dtype}")
+    return TensorType(shape, F32, layout)
+
+
+def quantised_operand(t: TensorType, what: str, bits: int, axis: int | None = None, zero_point: bool = True) -> None:
+    """A quantised operand: its width, its axis of per-channel scales (None: per tensor only), and
+    zero_point=False for operands TFLite requires symmetric (filters, biases)."""
+    need(t.dtype.is_quantised and t.dtype.bits == bits, f"{what} must be qi{bits}, got {t.dtype}")
+    allowed = (PER_TENSOR,) if axis is None else (PER_TENSOR, axis)
+    need(t.dtype.axis in allowed, f"{what} is quantised on axis {t.dtype.axis}, expected one of {list(allowed)}")
+    need(zero_point or t.dtype.zero_point == 0, f"{what} must have zero point 0, got {t.dtype.zero_point}")
+
+
+def channel_scales(t: TensorType, channels: int) -> np.ndarray:
+    """One scale per output channel (a per-tensor scale repeated)."""
+    scales = np.asarray(t.dtype.qscales, dtype=np.float64)
+    return np.broadcast_to(scales, (channels,)) if len(scales) == 1 else scales

@@ -1,0 +1,62 @@
+"""Networks as users ship them (TFLite's int8 ``.tflite`` files): the imported IR graph itself is the
+model. Its integer semantics (``run_fixed``) are TFLite's int8 kernels, bit for bit; C for its ops is
+not generated yet (issue 35), so ``compile`` refuses it with that reason."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from tinycc_ml.errors import DataError, ModelFileError
+from tinycc_ml.ir.fixed import run_fixed
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.models.base import Model
+
+
+class NetworkModel(Model):
+    """An imported network: its IR graph (int8 tensors, TFLite's quantisation in the types)."""
+
+    family = "network"
+
+    def __init__(self, graph: Graph, source: str = "network"):
+        self.graph, self.source = graph, source
+        (self.input_name,) = graph.inputs()
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        raise ModelFileError(f"{self.source}: an imported network is its .tflite file; it has no .npz form")
+
+    def describe(self) -> str:
+        ops = Counter(self.graph.op(n) for n in self.graph.order() if self.graph.op(n) not in ("input", "const"))
+        return f"network {self.source} ({', '.join(f'{op} x{n}' for op, n in sorted(ops.items()))})"
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.graph.type(self.input_name).shape
+
+    @property
+    def input_dim(self) -> int:
+        return self.graph.type(self.input_name).size
+
+    @property
+    def n_outputs(self) -> int:
+        return self.graph.type(self.graph.outputs[0][1]).size
+
+    def lower(self) -> Graph:
+        return self.graph.copy()
+
+    def run_int8(self, Xq) -> np.ndarray:
+        """The int8 outputs of int8 input rows (shape (n, *input_shape)): TFLite's kernels' results."""
+        Xq = np.asarray(Xq)
+        if not np.issubdtype(Xq.dtype, np.integer) or Xq.size and (Xq.min() < -128 or Xq.max() > 127):
+            raise DataError(f"{self.source}: inputs must be int8 values")
+        return run_fixed(self.graph, Xq)["scores"]
+
+    def scores(self, X) -> np.ndarray:
+        """Real inputs quantised as TFLite's input tensor says, run in int8, the outputs dequantised."""
+        x_type = self.graph.type(self.input_name).dtype
+        X = np.asarray(X, dtype=np.float64).reshape(-1, *self.input_shape)
+        Xq = np.clip(np.round(X / x_type.qscales[0]) + x_type.zero_point, -128, 127).astype(np.int64)
+        out = self.graph.type(self.graph.outputs[0][1]).dtype
+        q = self.run_int8(Xq).reshape(len(X), -1)
+        return (q - out.zero_point) * out.qscales[0]
