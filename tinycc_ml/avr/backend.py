@@ -16,7 +16,7 @@ from tinycc_ml.target import CTarget, McuBackend, arduino_library
 # counter must not turn the comparison unsigned (-Wsign-compare)
 PGM_READ = {"int16_t": "(int16_t)pgm_read_word", "uint16_t": "(int32_t)pgm_read_word",
             "int8_t": "(int8_t)pgm_read_byte", "uint8_t": "pgm_read_byte",
-            "int32_t": "(int32_t)pgm_read_dword", "float": "pgm_read_float"}
+            "int32_t": "(int32_t)pgm_read_dword", "uint32_t": "pgm_read_dword", "float": "pgm_read_float"}
 
 
 @dataclass

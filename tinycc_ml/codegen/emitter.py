@@ -227,7 +227,7 @@ class CEmitter:
     @staticmethod
     def _np_type(ctype: str):
         return {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
-                "uint8_t": np.uint8, "uint16_t": np.uint16}[ctype]
+                "uint8_t": np.uint8, "uint16_t": np.uint16, "uint32_t": np.uint32}[ctype]
 
     def const_array(self, name: str) -> str:
         if name not in self._const_symbols:
