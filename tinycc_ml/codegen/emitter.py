@@ -22,6 +22,7 @@ from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops import precision_of
 from tinycc_ml.ir.verify import verify
 from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan
+from tinycc_ml.runtime.simulate import harness_name_clash
 
 C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if inline int long "
@@ -509,4 +510,6 @@ def check_prefix(prefix: str) -> str:
                            "name")
     if len(prefix) > 40:
         raise CompileError(f"name {prefix!r} is longer than 40 characters")
+    if harness_name_clash(prefix):
+        raise CompileError(harness_name_clash(prefix))
     return prefix
