@@ -37,6 +37,7 @@ class BuildOutput:
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
     optional_ram_bytes: int = 0  # of ram_bytes, what kernels may give up when the build would not fit otherwise
+    const_arrays: dict[str, int] = field(default_factory=dict)  # constant array symbol -> bytes
 
 
 class CapabilityError(PluginError):

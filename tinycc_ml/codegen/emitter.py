@@ -141,6 +141,7 @@ class CEmitter:
     constants: list[str] = field(default_factory=list)
     helpers: dict[str, str] = field(default_factory=dict)  # support functions, by name
     const_bytes: int = 0
+    const_arrays: dict[str, int] = field(default_factory=dict)  # symbol -> bytes (aliases not counted)
     # what target kernels record while the code is emitted (read back by the emitter and the report)
     kernel_report: list[dict] = field(default_factory=list)  # matrices whose kernel a cost model chose
     sparse_choices: dict[str, tuple] = field(default_factory=dict)  # node -> its sparse kernel's decision (once)
@@ -222,7 +223,8 @@ class CEmitter:
             f"/* {comment} */\nstatic const {ctype} {symbol}[{max(n, 1)}]{self.target.const_attribute} = {{\n"
             f"    {array_body(flat, ctype) if n else '0'}\n}};\n"
         )
-        self.const_bytes += max(n, 1) * np.dtype(self._np_type(ctype)).itemsize
+        self.const_arrays[symbol] = max(n, 1) * np.dtype(self._np_type(ctype)).itemsize
+        self.const_bytes += self.const_arrays[symbol]
         return symbol
 
     @staticmethod
@@ -338,7 +340,8 @@ class CEmitter:
             prefix=self.prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
             ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
-            kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes())
+            kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes(),
+            const_arrays=dict(self.const_arrays))
 
     def x_page_bytes(self) -> int:
         """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""
