@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tinycc_ml.errors import CompileError
 from tinycc_ml.models.trees import TreeEnsembleModel
 
 
@@ -71,3 +72,40 @@ def test_sparse_leaf_runs_past_32767_entries_are_indexed_in_int32():
     (kernel,) = result.report["kernels"]
     assert kernel["leaves"] == "sparse (output, value) runs"
     np.testing.assert_allclose(result.load().decision_function(X), model.scores(X), atol=1e-4)
+
+
+def trees_on(X: np.ndarray, compare: str, rng) -> TreeEnsembleModel:
+    """Three depth-5 trees on X's features, their thresholds X's own values (decisions between real rows)."""
+    arrays = complete_trees(3, 5, list(range(X.shape[1])), 1, rng)
+    inner = arrays["feature"] >= 0
+    rows = rng.integers(0, len(X), inner.size)
+    arrays["threshold"] = np.where(inner, X[rows, np.maximum(arrays["feature"], 0)], 0.0)
+    return TreeEnsembleModel(**arrays, input_dim=X.shape[1], compare=compare)
+
+
+@pytest.mark.parametrize("compare", ["le", "lt"])
+@pytest.mark.parametrize("size", [1e12, 1e-12])
+def test_integer_tree_builds_give_each_feature_its_own_shift(size, compare):
+    """Issue 36, item 7: the shifts were clipped to [-16, 24], so a feature of size 1e12 took 11 bits from
+    every feature and one of 1e-12 rounded to 0. Each feature now keeps the shift its own range allows."""
+    from tinycc_ml.ir.fixed import quantise
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(400, 4)) * np.array([size, 1.0, 1.0, 1.0])
+    model = trees_on(X, compare, rng)
+    result = tinycc_ml.compile(model, "host", precision="int16", calibration=X)
+    shifts = np.asarray(result.output.input_scale)
+    plain = tinycc_ml.compile(model, "host", precision="int16", calibration=X / [size, 1, 1, 1]).output.input_scale
+    np.testing.assert_array_equal(shifts[1:], np.asarray(plain)[1:])
+    assert abs(int(shifts[0]) - (int(plain[0]) - round(np.log2(size)))) <= 1
+    # the build decides exactly as the model on the rows it receives (x_int 2^-s), and those are close to X
+    received = quantise(X, shifts, 16) * 2.0**-shifts
+    np.testing.assert_allclose(result.load().decision_function(X)[:, 0], model.scores(received)[:, 0], atol=1e-3)
+    assert np.mean(model.scores(received)[:, 0] == model.scores(X)[:, 0]) > 0.97  # 16 bits of every feature
+
+
+def test_a_feature_too_small_for_any_float32_shift_is_refused_by_name():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(100, 3)) * np.array([1.0, 1e-36, 1.0])
+    with pytest.raises(CompileError, match="feature 1: its calibrated values reach only"):
+        tinycc_ml.compile(trees_on(X, "le", rng), "host", precision="int16", calibration=X)
