@@ -150,7 +150,14 @@ BUILTIN_BACKENDS = {
     "cortex-m4": "tinycc_ml.arm.cortex_m4:CortexM4Backend",
     "cortex-m33": "tinycc_ml.arm.cortex_m4:CortexM33Backend",
 }
-BACKENDS = Registry("target", ENTRY_POINT_GROUP, BUILTIN_BACKENDS)
+def _not_a_backend(obj) -> str | None:
+    if isinstance(obj, type) and issubclass(obj, Backend):
+        return None
+    what = f"the class {obj.__name__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
+    return f"{what}, not a Backend subclass"
+
+
+BACKENDS = Registry("target", ENTRY_POINT_GROUP, BUILTIN_BACKENDS, accepts=_not_a_backend)
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
