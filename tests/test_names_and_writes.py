@@ -124,6 +124,20 @@ def test_names_beside_the_harness_namespace_are_measured(model_file, avr_target)
     assert not result.report["fit"]["how"].startswith("estimated")
 
 
+def test_a_full_disk_names_the_file_it_could_not_write(capsys, model_file, tmp_path, monkeypatch):
+    """Issue 36, item 10: write() raises ENOSPC without a file name; the line said only "No space left"."""
+    import errno
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    out = tmp_path / "out"
+    one_error(capsys, "compile", model_file[0], "-o", out, "--name", "full",
+              words=["No space left on device", str(out / "full.")])
+    assert not out.exists()
+
+
 def test_empty_name_is_refused_by_the_api(model_file):
     with pytest.raises(CompileError, match="not a valid C identifier"):
         tinycc_ml.compile(model_file[0], name="")
