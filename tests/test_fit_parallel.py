@@ -79,6 +79,14 @@ def test_an_unreachable_scheduler_is_one_clear_error():
         connect("tcp://127.0.0.1:9", timeout=1)
 
 
+@pytest.mark.parametrize("address", ["tcp://host:notaport", "::::", "tcp://[::1", "foo://bar:1", ""])
+def test_a_malformed_scheduler_address_is_one_clear_error(address):
+    """Issue 36, item 10: distributed's ValueError on the address was a traceback."""
+    pytest.importorskip("distributed")
+    with pytest.raises(DataError, match=r"not a scheduler address such as tcp://host:8786"):
+        connect(address, timeout=1)
+
+
 def test_the_time_budget_bounds_the_whole_run_and_names_what_it_skipped(iris, tmp_path):
     require_target("host")
     # families whose sizes take about a second each here (a size already training is not interrupted on

@@ -865,3 +865,57 @@ def test_standard_header_name_on_the_command_line_is_one_line(tmp_path):
     (tmp_path / "m.npz").write_bytes(model_file_bytes(small_protonn()))
     expect_clean_failure(cli("compile", tmp_path / "m.npz", "--name", "stdint", "-o", tmp_path / "out"),
                          tmp_path / "out", "stdint.h", "shadows")
+
+
+# ================================================================ issue 36, item 6: float32 overflow anywhere
+
+
+def _mlp(scale: float, sizes=(8, 16, 16, 3)):
+    from tinycc_ml.models.mlp import MLPModel
+
+    rng = np.random.default_rng(0)
+    weights = [rng.normal(size=(b, a)) * scale for a, b in zip(sizes, sizes[1:])]
+    return MLPModel(weights, [np.full(b, 0.1) for b in sizes[1:]])
+
+
+def test_float_builds_whose_values_overflow_float32_are_refused_naming_the_value():
+    """Weights x 1e20 are finite, but the second layer's sums reach 1e41: the C gave inf, NaN probabilities
+    and wrong labels. The interval analysis of the float graph names the value and how far it reaches."""
+    with pytest.raises(CompileError, match=r"weighted1 \(matvec\) can reach [0-9.]+e\+4\d on inputs in \[-1, 1\]"):
+        tinycc_ml.compile(_mlp(1e20))
+    rows = np.random.default_rng(1).normal(size=(20, 8))
+    with pytest.raises(CompileError, match=r"can reach .* on the calibration rows' range"):
+        tinycc_ml.compile(_mlp(1e15), calibration=rows * 1e6)  # small weights, inputs that overflow
+    with pytest.raises(CompileError, match=r"on the declared input range \[-1e\+10, 1e\+10\]"):
+        tinycc_ml.compile(_mlp(1e12), input_range=(-1e10, 1e10))
+    model = _mlp(1e11)  # three layers of 1e11: within float32 on these rows, compiled and right
+    require_target("host")
+    np.testing.assert_array_equal(tinycc_ml.compile(model, calibration=rows).load().predict_index(rows),
+                                  model.predict_index(rows))
+
+
+def test_an_svm_whose_scores_overflow_float32_is_refused():
+    from tinycc_ml.models.svm import SVMModel
+
+    rng = np.random.default_rng(2)
+    sv = rng.normal(size=(6, 3))
+    model = SVMModel(sv, rng.normal(size=(1, 6)) * 1e38, [0.0], 2, kernel="linear")
+    with pytest.raises(CompileError, match=r"can reach .* beyond float32"):
+        tinycc_ml.compile(model)
+
+
+def test_onnx_initializers_whose_products_overflow_float32_are_refused(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.normal(size=(4, 4)) * 1e25).astype(np.float32), "W1"),
+             numpy_helper.from_array((rng.normal(size=(2, 4)) * 1e25).astype(np.float32), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W1t"], ["h"]), helper.make_node("MatMul", ["h", "W2t"], ["y"])]
+    inits = [numpy_helper.from_array(numpy_helper.to_array(i).T.copy(), i.name + "t") for i in inits]
+    graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], inits)
+    path = tmp_path / "big.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(CompileError, match=r"can reach .*e\+5\d .* beyond float32"):
+        tinycc_ml.compile(str(path))

@@ -108,6 +108,36 @@ def test_names_colliding_with_the_project_or_make_are_refused(capsys, model_file
     assert not out.exists()
 
 
+@pytest.mark.parametrize("name", ["tcm", "TCM", "tcm_model"])
+def test_names_in_the_measurement_harness_namespace_are_refused(capsys, model_file, tmp_path, name):
+    # issue 36, item 9: a model named tcm redefined the harness's TCM_LABELS; its fit fell back to an estimate
+    model, calibration = model_file
+    out = tmp_path / "out"
+    one_error(capsys, "compile", model, "-o", out, "--target", "avr", "--calibration", calibration,
+              "--name", name, words=[repr(name), "reserved", "tcm_*"])
+    assert not out.exists()
+
+
+def test_names_beside_the_harness_namespace_are_measured(model_file, avr_target):
+    result = tinycc_ml.compile(model_file[0], target=avr_target, name="tcmodel", precision="int16",
+                               calibration=np.load(model_file[1]))
+    assert not result.report["fit"]["how"].startswith("estimated")
+
+
+def test_a_full_disk_names_the_file_it_could_not_write(capsys, model_file, tmp_path, monkeypatch):
+    """Issue 36, item 10: write() raises ENOSPC without a file name; the line said only "No space left"."""
+    import errno
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    out = tmp_path / "out"
+    one_error(capsys, "compile", model_file[0], "-o", out, "--name", "full",
+              words=["No space left on device", str(out / "full.")])
+    assert not out.exists()
+
+
 def test_empty_name_is_refused_by_the_api(model_file):
     with pytest.raises(CompileError, match="not a valid C identifier"):
         tinycc_ml.compile(model_file[0], name="")

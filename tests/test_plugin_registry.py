@@ -35,20 +35,58 @@ def test_builtins_are_imported_only_when_asked_for(tmp_path, monkeypatch):
     assert reg["lazy"] == 41 and "tcm_lazy_plugin" in sys.modules
 
 
-def test_entry_points_and_registrations_override_builtins(tmp_path, monkeypatch):
-    write_module(tmp_path, monkeypatch, "tcm_ep_plugin", "A = 'from entry point'\n")
+def fake_entry_points(monkeypatch, group: str, **specs) -> None:
     real = plugins.entry_points
 
-    def fake(group=None, **kwargs):
-        if group == "tinycc_ml.test_widgets":
-            return [EntryPoint(name="w", value="tcm_ep_plugin:A", group=group)]
-        return real(group=group, **kwargs)
+    def fake(group_asked=None, **kwargs):
+        group_asked = kwargs.pop("group", group_asked)
+        if group_asked == group:
+            return [EntryPoint(name=name, value=value, group=group) for name, value in specs.items()]
+        return real(group=group_asked, **kwargs)
 
     monkeypatch.setattr(plugins, "entry_points", fake)
+
+
+def test_entry_points_add_names_and_registrations_override_builtins(tmp_path, monkeypatch, caplog):
+    """Issue 36, item 10: an installed plug-in with a built-in's name silently replaced it; the built-in
+    now wins and a warning names both. A run-time registration still wins (it is asked for)."""
+    write_module(tmp_path, monkeypatch, "tcm_ep_plugin", "A = 'from entry point'\nB = 'new'\n")
+    fake_entry_points(monkeypatch, "tinycc_ml.test_widgets", w="tcm_ep_plugin:A", fresh="tcm_ep_plugin:B")
     reg = Registry("widget", "tinycc_ml.test_widgets", {"w": "json:dumps", "other": "json:loads"})
-    assert reg["w"] == "from entry point" and reg["other"] is __import__("json").loads
+    with caplog.at_level("WARNING", logger="tinycc_ml.plugins"):
+        assert reg["w"] is __import__("json").dumps and reg["other"] is __import__("json").loads
+    assert reg["fresh"] == "new"
+    assert "tcm_ep_plugin:A" in caplog.text and "json:dumps" in caplog.text and "built-in is used" in caplog.text
     reg.register("w", "registered")
     assert reg["w"] == "registered"
+
+
+@pytest.mark.parametrize("source, words", [
+    ("import sys\nsys.exit(3)\n", ["exited while loading", "SystemExit(3)"]),
+    ("def Backend():\n    return 1\n", ["is a function, not a Backend subclass"]),
+    ("Backend = 42\n", ["is a int, not a Backend subclass"]),
+    ("class Backend:\n    pass\n", ["is the class Backend, not a Backend subclass"]),
+])
+def test_target_plug_ins_that_exit_or_are_not_backends_are_one_line(tmp_path, monkeypatch, capsys, source, words):
+    """Issue 36, item 10: a plug-in raising SystemExit on import silenced `targets` and `compile`; one that
+    is not a Backend gave tracebacks. Each is a PluginError; `targets` lists it as broken."""
+    from tinycc_ml.cli import main
+
+    module = f"tcm_bad_target_{abs(hash(source)) % 10**6}"
+    write_module(tmp_path, monkeypatch, module, source)
+    fake_entry_points(monkeypatch, "tinycc_ml.backends", oddity=f"{module}:Backend")
+    with pytest.raises(PluginError) as err:
+        get_backend("oddity")
+    assert all(w in str(err.value) for w in words)
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out
+    assert "host" in out and "oddity" in out and "failed to load" in out
+    from tinycc_ml.models.linear import LinearModel
+
+    LinearModel(np.eye(2), np.zeros(2)).save(tmp_path / "m.npz")
+    assert main(["compile", str(tmp_path / "m.npz"), "-o", str(tmp_path / "o"), "--target", "oddity"]) == 2
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert len(err_lines) == 1 and "oddity" in err_lines[0]
 
 
 def test_unknown_and_broken_entries_are_one_clear_error():

@@ -32,6 +32,7 @@ from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 from tinycc_ml.passes.manager import PassOptions
+from tinycc_ml.passes.range_analysis import static_intervals
 
 PRECISIONS = ("float", "int16", "int8")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
@@ -315,6 +316,41 @@ def check_constants(graph, source: str) -> None:
                                      "of the compiled code (weights too large, or a std too small)")
 
 
+# the input range a float build is checked over when neither calibration rows nor input_range are given:
+# it catches weights so large that any input overflows; the rows give the check the inputs' own range
+NOMINAL_INPUT_RANGE = (-1.0, 1.0)
+
+
+def float_input_range(model: Model, calibration, options: dict) -> tuple[np.ndarray, np.ndarray, str]:
+    """(lo, hi, what) of the input a float build is checked over: the declared input_range, else the
+    calibration rows' per-feature range, else NOMINAL_INPUT_RANGE."""
+    if options.get("input_range") is not None:
+        lo, hi = (np.asarray(v, dtype=np.float64) for v in options["input_range"])
+        return lo, hi, f"the declared input range [{np.min(lo):g}, {np.max(hi):g}]"
+    if calibration is not None:
+        X = check_calibration(calibration, model.input_dim, min_rows=1)
+        return X.min(axis=0), X.max(axis=0), f"the calibration rows' range (up to {np.max(np.abs(X)):g})"
+    lo, hi = NOMINAL_INPUT_RANGE
+    return np.float64(lo), np.float64(hi), (f"inputs in [{lo:g}, {hi:g}] (give calibration rows or input_range to "
+                                           "check your inputs' range)")
+
+
+def check_float_range(graph, lo, hi, what: str, source: str) -> None:
+    """Interval analysis of a float build over the input range [lo, hi]: every value it computes must stay
+    within float32 (the C's type), or the build would compute inf, and from it NaN, where the model's own
+    float64 arithmetic does not. Refused naming the first value that can leave it, and how far."""
+    intervals = static_intervals(graph, lo, hi, float_check=True)
+    for name in graph.order():
+        if name not in intervals or graph.type(name).dtype.kind != "f32" or graph.op(name) == "const":
+            continue
+        with np.errstate(invalid="ignore"):
+            peak = np.max(np.abs(np.concatenate([np.ravel(b) for b in intervals[name]])), initial=0.0)
+        if not peak <= FLOAT32_MAX:  # NaN too
+            raise CompileError(f"{source}: {name} ({graph.op(name)}) can reach {peak:g} on {what}, beyond float32's "
+                               f"{FLOAT32_MAX:g}: the float build would compute inf or NaN where the model does not; "
+                               "scale the weights or inputs down, or compile at precision int16/int8")
+
+
 def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibration) -> None:
     """``<prefix>_proba`` in the files; in the report its rule and, for integer builds, the error
     bound that follows from the scores' largest error on the calibration rows, and the largest
@@ -437,6 +473,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())
         check_distances(graph, model.describe())
+        check_float_range(graph, *float_input_range(model, calibration, options), model.describe())
     else:
         if calibration is None:
             raise CompileError(f"precision {precision} needs calibration data (rows of typical inputs)")

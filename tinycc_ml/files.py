@@ -54,6 +54,18 @@ def _make_dirs(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
+@contextlib.contextmanager
+def naming(path):
+    """An OSError raised by a write without a file name (ENOSPC, EIO, EDQUOT come from write(), which
+    knows no path) is raised again naming ``path``, the file the user asked for."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from None
+
+
 def atomic_write_bytes(path, data: bytes, keep_unchanged: bool = True) -> bool:
     """Write ``data`` to ``path`` through a temporary file in the same folder, then rename.
     Returns False (and touches nothing) when ``keep_unchanged`` and the file already holds ``data``."""
@@ -63,7 +75,7 @@ def atomic_write_bytes(path, data: bytes, keep_unchanged: bool = True) -> bool:
     _make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming(path), os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
@@ -103,7 +115,7 @@ def folder_lock(folder: Path):
 def _stage_side_file(path: Path, data: bytes) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming(path), os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, _file_mode())
     except BaseException:
@@ -147,7 +159,8 @@ def write_tree(out_dir, files: dict[str, str | bytes], side_files=None, check=No
         for name, data in blobs.items():
             target = staging / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            with naming(out_dir / name):
+                target.write_bytes(data)
             os.chmod(target, _file_mode())
         for path, (data, keep) in side.items():  # staged beside their destinations: written before any output
             if keep and _same_content(path, data):
@@ -164,7 +177,8 @@ def write_tree(out_dir, files: dict[str, str | bytes], side_files=None, check=No
             late = {}  # side files in a folder the rename below creates: moved with the tree
             for path, (data, keep) in side.items():
                 if path not in side_staged and not (keep and _same_content(path, data)):
-                    (staging / path.name).write_bytes(data)
+                    with naming(path):
+                        (staging / path.name).write_bytes(data)
                     os.chmod(staging / path.name, _file_mode())
                     late[path.name] = path
             moved: list[Path] = []

@@ -1,11 +1,15 @@
 """The one plug-in mechanism: a registry maps a name to an object (a backend class, a model family,
 a pass, a simulator) and imports it only when asked for.
 
-Three sources, later ones winning for the same name:
+Three sources:
   1. the built-ins, a table of ``name -> "module:attribute"`` strings (nothing is imported up front);
   2. the entry points of the registry's group installed packages declare, e.g. in pyproject.toml
-     ``[project.entry-points."tinycc_ml.backends"] riscv = "my_backend:RiscvBackend"``;
-  3. ``registry.register(name, obj)`` at run time (tests, embedding).
+     ``[project.entry-points."tinycc_ml.backends"] riscv = "my_backend:RiscvBackend"``; one with a
+     built-in's name never replaces it (an installed package must not silently change what "host" means:
+     the built-in wins and a warning names both);
+  3. ``registry.register(name, obj)`` at run time (tests, embedding): wins over both, as asked.
+A registry may check what it loads (``accepts``: a backend registry holds Backend subclasses); a plug-in
+that fails to import, exits (SystemExit) on import, or is not what the registry holds is a PluginError.
 
 The registries themselves live beside what they hold (backends.base.BACKENDS, models.base.FAMILIES,
 passes.manager.PASSES, runtime.simulate.SIMULATORS); this module imports nothing of tinycc_ml's
@@ -15,6 +19,7 @@ except its errors, so any module can use it without an import cycle.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from collections.abc import Callable, Iterator, MutableMapping
 from importlib.metadata import entry_points
@@ -36,6 +41,8 @@ def import_object(spec: str):
 
 
 _ENTRY_POINT_SPECS: dict[tuple, dict[str, str]] = {}
+_WARNED_CLASHES: set[tuple[str, str]] = set()
+log = logging.getLogger(__name__)
 
 
 class Registry(MutableMapping):
@@ -46,8 +53,10 @@ class Registry(MutableMapping):
     builtins: ``name -> "module:attr"`` of the objects shipped with tinycc_ml.
     """
 
-    def __init__(self, kind: str, group: str, builtins: dict[str, str] | None = None):
+    def __init__(self, kind: str, group: str, builtins: dict[str, str] | None = None,
+                 accepts: Callable[[object], str | None] | None = None):
         self.kind, self.group = kind, group
+        self.accepts = accepts  # obj -> None when it may be held, else what is wrong with it
         self._specs: dict[str, str] = dict(builtins or {})
         self._loaded: dict[str, object] = {}
         self._registered: dict[str, object] = {}
@@ -62,7 +71,13 @@ class Registry(MutableMapping):
         return _ENTRY_POINT_SPECS[key]
 
     def _all_specs(self) -> dict[str, str]:
-        return {**self._specs, **self._entry_point_specs()}
+        plugged = self._entry_point_specs()
+        for name in sorted(set(plugged) & set(self._specs)):
+            if plugged[name] != self._specs[name] and (self.group, name) not in _WARNED_CLASHES:
+                _WARNED_CLASHES.add((self.group, name))
+                log.warning("%s %r: the installed plug-in %s (entry point group %s) has the name of the built-in "
+                            "%s; the built-in is used", self.kind, name, plugged[name], self.group, self._specs[name])
+        return {**plugged, **self._specs}
 
     def register(self, name: str, obj) -> None:
         self._registered[name] = obj
@@ -90,9 +105,16 @@ class Registry(MutableMapping):
         spec = specs[name]
         if (name, spec) not in self._loaded:
             try:
-                self._loaded[(name, spec)] = import_object(spec)
+                obj = import_object(spec)
             except Exception as exc:  # a broken plug-in must not take the compiler down
                 raise PluginError(f"{self.kind} {name}: plug-in {spec} failed to load: {exc}") from exc
+            except SystemExit as exc:  # nor end the process without a word
+                raise PluginError(f"{self.kind} {name}: plug-in {spec} exited while loading "
+                                  f"(SystemExit({exc.code!r}))") from None
+            wrong = self.accepts(obj) if self.accepts else None
+            if wrong:
+                raise PluginError(f"{self.kind} {name}: plug-in {spec} is {wrong}")
+            self._loaded[(name, spec)] = obj
         return self._loaded[(name, spec)]
 
     def load_all(self) -> dict[str, object]:

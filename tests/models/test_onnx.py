@@ -254,3 +254,51 @@ def test_an_activation_on_the_input_and_a_bias_after_an_activation_are_refused(t
     onnx.save(proto, str(tmp_path / "bias.onnx"))
     with pytest.raises(ModelFileError, match="'add0' does not follow a MatMul or Gemm"):
         tinycc_ml.load_model(tmp_path / "bias.onnx")
+
+
+def _small_net(path, nodes, inits, x_dims=(1, 4), out="y", out_dims=(1, 3)):
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_dims))],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, list(out_dims))], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+W43 = np.random.default_rng(36).normal(size=(4, 3))  # its own generator: RNG's draws stay as they were
+
+
+def _with_dims(tensor, dims):
+    """The initializer claiming ``dims`` its data does not have (helper.make_tensor would refuse it)."""
+    del tensor.dims[:]
+    tensor.dims.extend(dims)
+    return tensor
+
+
+@pytest.mark.parametrize("nodes, inits, x_dims, message", [
+    # issue 36, item 10: each was a traceback or a model onnxruntime refuses
+    ([helper.make_node("MatMul", ["x", "W"], ["y"])],
+     [_with_dims(_init("W", W43), [4, 4])],
+     (1, 4), r"initializer 'W' \(dims \[4, 4\]\) cannot be read"),
+    ([helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "b", "b"], ["y"])],
+     [_init("W", W43), _init("b", np.ones(3))], (1, 4), "Add node .* has 3 inputs; Add takes two"),
+    ([helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Relu", ["m"], ["y"], domain="my.ops")],
+     [_init("W", W43)], (1, 4), "is Relu of domain 'my.ops', not the standard ONNX op"),
+    ([helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Relu", ["m", "y"], ["y"])],
+     [_init("W", W43)], (1, 4), "takes its own output as an input"),
+    ([helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])],
+     [_init("W", W43), _init("b", np.ones((3, 1)))], (1, 4), r"adds shape \(3, 1\) to 3 outputs"),
+    ([helper.make_node("Gemm", ["x", "W"], ["y"])], [_init("W", W43)], (1, 1, 4), "takes a rank-3 input"),
+    ([helper.make_node("Gemm", ["x", "W", "b"], ["y"])], [_init("W", W43), _init("b", np.ones((3, 1)))], (1, 4),
+     r"bias has shape \(3, 1\)"),
+])
+def test_onnx_graphs_onnxruntime_refuses_are_refused(tmp_path, nodes, inits, x_dims, message):
+    path = _small_net(tmp_path / "m.onnx", nodes, inits, x_dims)
+    with pytest.raises(ModelFileError, match=message):
+        tinycc_ml.load_model(path)
+
+
+def test_the_bias_shapes_onnx_broadcasts_onto_a_row_are_read(tmp_path):
+    for shape in [(), (1,), (3,), (1, 3)]:
+        path = _small_net(tmp_path / "m.onnx", [helper.make_node("MatMul", ["x", "W"], ["m"]),
+                                                helper.make_node("Add", ["m", "b"], ["y"])],
+                          [_init("W", W43), _init("b", np.full(shape, 0.5))])
+        np.testing.assert_allclose(tinycc_ml.load_model(path).biases[0], 0.5)

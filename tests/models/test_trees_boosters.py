@@ -155,3 +155,45 @@ def test_missing_values_go_to_the_libraries_default_sides(digits, lib, tmp_path)
     path = tmp_path / ("model.json" if lib == "xgboost" else "model.txt")
     (clf.get_booster() if lib == "xgboost" else clf.booster_).save_model(str(path))
     np.testing.assert_array_equal(tinycc_ml.load_model(path).default_left, model.default_left)
+
+
+def _xgboost_doc() -> dict:
+    """A minimal XGBoost JSON model written by hand (one stump), as save_model writes its fields."""
+    tree = {"left_children": [1, -1, -1], "right_children": [2, -1, -1], "split_indices": [0, 0, 0],
+            "split_conditions": [0.5, 1.0, -1.0], "default_left": [0, 0, 0], "split_type": [0, 0, 0]}
+    return {"learner": {"objective": {"name": "binary:logistic"},
+                        "learner_model_param": {"num_feature": "2", "num_class": "0", "base_score": "5E-1"},
+                        "gradient_booster": {"name": "gbtree", "model": {"trees": [tree], "tree_info": [0]}}}}
+
+
+def _edit(doc: dict, path: str, value) -> dict:
+    node = doc
+    *keys, last = path.split("/")
+    for key in keys:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("learner/learner_model_param/base_score", "[0.5, ", "base_score '\\[0.5, ' is not a number or a list"),
+    ("learner/learner_model_param/base_score", {"a": 1}, "base_score .* is not a number or a list"),
+    ("learner/learner_model_param/base_score", "[[0.5]]", "base_score .* is not a number or a list"),
+    ("learner/gradient_booster/model/trees/0/split_type", "categorical", "tree 0: split_type is not a list"),
+    ("learner/gradient_booster/model/trees/0/split_type", [0, "x", 0], "tree 0: split_type is not a list"),
+    ("learner/gradient_booster/model/trees/0", "a tree", "tree 0 is a str, not a tree object"),
+    ("learner/gradient_booster/model/trees", "trees", "model/trees is not a list"),
+    ("learner/learner_model_param", [1], "learner_model_param is a list, not an object"),
+    ("learner/learner_model_param/num_class", "1e9", "num_class 1000000000 exceeds the model's 1 tree"),
+])
+def test_hand_edited_xgboost_json_is_one_model_file_error(tmp_path, path, value, message):
+    """Issue 36, item 10: each was a traceback (or, num_class 1e9, an 8 GB allocation)."""
+    file = tmp_path / "m.json"
+    file.write_text(json.dumps(_xgboost_doc()))
+    assert tinycc_ml.load_model(file).n_trees == 1  # the unedited document is a model
+    file.write_text(json.dumps(_edit(_xgboost_doc(), path, value)))
+    with pytest.raises(ModelFileError, match=message):
+        tinycc_ml.load_model(file)

@@ -10,13 +10,13 @@ from tinycc_ml.avr.board import AVR_BOARD
 from tinycc_ml.avr.chips import ATMEGA328P, ATMEGA1284P
 from tinycc_ml.avr.kernel_table import AVR_KERNELS
 from tinycc_ml.avr.kernels import chain_offset_store
-from tinycc_ml.target import CTarget, McuBackend, arduino_library
+from tinycc_ml.target import BuildOutput, CTarget, Fit, FitError, McuBackend, arduino_library
 
 # uint16_t reads widen to int32_t: an AVR int is 16 bits, and indices compared with an int loop
 # counter must not turn the comparison unsigned (-Wsign-compare)
 PGM_READ = {"int16_t": "(int16_t)pgm_read_word", "uint16_t": "(int32_t)pgm_read_word",
             "int8_t": "(int8_t)pgm_read_byte", "uint8_t": "pgm_read_byte",
-            "int32_t": "(int32_t)pgm_read_dword", "float": "pgm_read_float"}
+            "int32_t": "(int32_t)pgm_read_dword", "uint32_t": "pgm_read_dword", "float": "pgm_read_float"}
 
 
 @dataclass
@@ -33,6 +33,15 @@ class AvrTarget(CTarget):
         return chain_offset_store(em, name)
 
 
+# pgm_read_* take 16-bit (near) addresses: constants past the first 64 KB of flash would be read from
+# the wrong place; avr-gcc refuses an object over 32,767 bytes (its ptrdiff_t is 16 bits)
+NEAR_FLASH_BYTES = 65536
+MAX_OBJECT_BYTES = 32767
+# flash below the constants in an estimate: the vector table (the ATmega1284P's 35 vectors x 4 bytes), the
+# harness's and the float input's tables; the measured build reads the constants' end from the ELF instead
+BELOW_CONSTANTS_ESTIMATE = 1024
+
+
 class AvrBackend(McuBackend):
     name = "avr"
     description = "ATmega328P (AVR): constants in flash, integer-only, hand-tuned MUL kernels; simavr-runnable"
@@ -42,6 +51,21 @@ class AvrBackend(McuBackend):
 
     def c_target(self, graph) -> CTarget:
         return AvrTarget(kernels=AVR_KERNELS)
+
+    def check_fit(self, output: BuildOutput) -> Fit:
+        """The chip's fit, and constants the near pgm_read_* reach: each array at most 32,767 bytes, all of
+        them below 64 KB of flash (measured builds: the link's end of .progmem, avr.simulator.build)."""
+        if output.const_bytes <= self.chip.flash:  # beyond it the flash check says more
+            symbol, size = max(output.const_arrays.items(), key=lambda kv: kv[1], default=("", 0))
+            if size > MAX_OBJECT_BYTES:
+                raise FitError(f"model {output.prefix} cannot be built for the {self.chip.name}: its constant "
+                               f"{symbol} takes {size} bytes, over the {MAX_OBJECT_BYTES} bytes avr-gcc allows "
+                               "one array")
+            if output.const_bytes > NEAR_FLASH_BYTES - BELOW_CONSTANTS_ESTIMATE:
+                raise FitError(f"model {output.prefix} cannot be built for the {self.chip.name}: its constants "
+                               f"take {output.const_bytes} bytes and would end past the first {NEAR_FLASH_BYTES} "
+                               "bytes of flash, beyond what pgm_read_* (near pointers) reach")
+        return super().check_fit(output)
 
     def arduino_library(self, result, examples) -> dict[str, str]:
 

@@ -22,6 +22,7 @@ from tinycc_ml.target import (
     Chip,
     CompileError,
     FirmwareSizes,
+    FitError,
     TargetRun,
     ToolchainError,
     cache_root,
@@ -100,6 +101,19 @@ def avr_size(elf: str, chip: Chip = ATMEGA328P) -> tuple[int, int]:
     return int(prog.group(1)), int(data.group(1))
 
 
+NEAR_FLASH_BYTES = 65536
+
+
+def progmem_end(elf: str) -> int:
+    """The flash address where the PROGMEM constants end: avr-libc's linker scripts place them after the
+    vectors and start the constructors table (__ctors_start) right after them."""
+    out = run_tool([find_tool("avr-nm"), elf], "avr-nm").stdout.decode()
+    found = re.search(r"^([0-9a-fA-F]+) \S __ctors_start$", out, re.M)
+    if not found:
+        raise ToolchainError(f"{elf}: no __ctors_start symbol; cannot tell where the constants end")
+    return int(found.group(1), 16)
+
+
 def build(spec: BuildSpec, work: str, chip: Chip = ATMEGA328P) -> AvrBuild:
     cc = find_tool("avr-gcc")
     model_objs, harness_objs = compile_objects(cc, chip.cflags, spec, [support_file(HARNESS_SOURCE)], work)
@@ -115,6 +129,10 @@ def build(spec: BuildSpec, work: str, chip: Chip = ATMEGA328P) -> AvrBuild:
         if ram + AVR_MIN_STACK > chip.ram:
             raise CompileError(f"AVR firmware needs {ram} bytes of static RAM plus stack; "
                                f"the {chip.name} has {chip.ram}")
+        end = progmem_end(elf)
+        if end > NEAR_FLASH_BYTES:
+            raise FitError(f"{spec.prefix} cannot run on the {chip.name}: its constants end at byte {end} of "
+                           f"flash, past the first {NEAR_FLASH_BYTES} bytes pgm_read_* (near pointers) reach")
         mflash, mram = model_symbol_sizes(find_tool("avr-nm"), model_objs, elf)
         run_tool([find_tool("avr-objcopy"), "-O", "binary", "-R", ".eeprom", "-R", ".fuse",
                   "-R", ".lock", "-R", ".signature", elf, binf], "avr-objcopy")

@@ -38,6 +38,7 @@ class BuildOutput:
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
     optional_ram_bytes: int = 0  # of ram_bytes, what kernels may give up when the build would not fit otherwise
+    const_arrays: dict[str, int] = field(default_factory=dict)  # constant array symbol -> bytes
 
 
 class CapabilityError(PluginError):
@@ -158,7 +159,14 @@ BUILTIN_BACKENDS = {
     "cortex-m4": "tinycc_ml.arm.cortex_m4:CortexM4Backend",
     "cortex-m33": "tinycc_ml.arm.cortex_m4:CortexM33Backend",
 }
-BACKENDS = Registry("target", ENTRY_POINT_GROUP, BUILTIN_BACKENDS)
+def _not_a_backend(obj) -> str | None:
+    if isinstance(obj, type) and issubclass(obj, Backend):
+        return None
+    what = f"the class {obj.__name__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
+    return f"{what}, not a Backend subclass"
+
+
+BACKENDS = Registry("target", ENTRY_POINT_GROUP, BUILTIN_BACKENDS, accepts=_not_a_backend)
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:

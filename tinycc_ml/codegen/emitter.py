@@ -22,6 +22,7 @@ from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops import precision_of
 from tinycc_ml.ir.verify import verify
 from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan
+from tinycc_ml.runtime.simulate import harness_name_clash
 
 C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if inline int long "
@@ -150,6 +151,7 @@ class CEmitter:
     constants: list[str] = field(default_factory=list)
     helpers: dict[str, str] = field(default_factory=dict)  # support functions, by name
     const_bytes: int = 0
+    const_arrays: dict[str, int] = field(default_factory=dict)  # symbol -> bytes (aliases not counted)
     # what target kernels record while the code is emitted (read back by the emitter and the report)
     kernel_report: list[dict] = field(default_factory=list)  # matrices whose kernel a cost model chose
     sparse_choices: dict[str, tuple] = field(default_factory=dict)  # node -> its sparse kernel's decision (once)
@@ -231,13 +233,14 @@ class CEmitter:
             f"/* {comment} */\nstatic const {ctype} {symbol}[{max(n, 1)}]{self.target.const_attribute} = {{\n"
             f"    {array_body(flat, ctype) if n else '0'}\n}};\n"
         )
-        self.const_bytes += max(n, 1) * np.dtype(self._np_type(ctype)).itemsize
+        self.const_arrays[symbol] = max(n, 1) * np.dtype(self._np_type(ctype)).itemsize
+        self.const_bytes += self.const_arrays[symbol]
         return symbol
 
     @staticmethod
     def _np_type(ctype: str):
         return {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
-                "uint8_t": np.uint8, "uint16_t": np.uint16}[ctype]
+                "uint8_t": np.uint8, "uint16_t": np.uint16, "uint32_t": np.uint32}[ctype]
 
     def const_array(self, name: str) -> str:
         if name not in self._const_symbols:
@@ -347,7 +350,8 @@ class CEmitter:
             prefix=self.prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
             ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
-            kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes())
+            kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes(),
+            const_arrays=dict(self.const_arrays))
 
     def x_page_bytes(self) -> int:
         """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""
@@ -519,4 +523,6 @@ def check_prefix(prefix: str) -> str:
                            "name")
     if len(prefix) > 40:
         raise CompileError(f"name {prefix!r} is longer than 40 characters")
+    if harness_name_clash(prefix):
+        raise CompileError(harness_name_clash(prefix))
     return prefix

@@ -1,7 +1,8 @@
 """C for the ``tree_ensemble`` op (float and fixed point), two kernels chosen by a cost model:
 
 - **table**: the decision nodes of all trees in flash, in depth-first preorder, as four arrays in the
-  narrowest types that hold them: the feature tested (uint8 up to 256 features), the threshold
+  narrowest types that hold them: the feature tested (uint8, uint16 or uint32, with a bit to spare
+  when it flags default-left nodes), the threshold
   (fixed point: int8, int16 or int32 integer thresholds, see the op's integer semantics; float:
   float32), the left and the right child as a signed reference (>= 0: a decision node, < 0: leaf
   ~ref). Leaves are deduplicated into one table of their values (the rows of equal leaves are stored
@@ -38,6 +39,15 @@ STRAIGHT_FLASH_FACTOR = 1.25
 COST = {"table": {"level": 45.0, "loop_flash": 120},
         "straight": {"level": 12.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0},
         "leaf_value": 60.0, "tree": 60.0, "output": 60.0}
+
+
+def feature_type(top: int, marked: bool) -> str:
+    """The narrowest unsigned type holding feature indices up to ``top``, with its top bit free when
+    ``marked`` (it then flags default-left nodes)."""
+    for bits in (8, 16, 32):
+        if top < 2 ** (bits - 1 if marked else bits):
+            return f"uint{bits}_t"
+    raise ValueError("a feature index beyond 2^31")
 
 
 def int_type(lo: int, hi: int) -> str:
@@ -125,7 +135,7 @@ def predicted(layout: Layout, threshold_bytes: int, n_trees: int, n_outputs: int
     decision nodes (the leaves cost the same in both)."""
     n = len(layout.feature)
     ref_bytes = int(layout.ref_type[3:-2]) // 8
-    feat_bytes = 1 if layout.feature.size == 0 or layout.feature.max() < 256 else 2
+    feat_bytes = int(feature_type(int(layout.feature.max()) if layout.feature.size else 0, False)[4:-2]) // 8
     table_flash = n * (feat_bytes + threshold_bytes + 2 * ref_bytes) + n_trees * ref_bytes + COST["table"]["loop_flash"]
     n_leaves = n + n_trees
     straight_flash = (n * COST["straight"]["flash_per_node"] + n_leaves * COST["straight"]["flash_per_leaf"]
@@ -247,8 +257,10 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     lines = ["{", f"    {acc_type} acc[{k}];", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
     if not len(layout.feature) or chosen != "table":  # every compare may be decided at compile time
         lines.append(f"    (void){em.var(x_name)};")
-    refs = np.concatenate([layout.left, layout.right, layout.roots])
-    leaf_idx_type = "int16_t" if -refs.min() < 32767 else "int32_t"
+    # the leaf index reaches the last leaf row, or in sparse form the last (output, value) entry (the
+    # run loop steps through a leaf's entries past its start)
+    last_leaf = len(entry_outs) - 1 if sparse else leaf_count - 1
+    leaf_idx_type = "int16_t" if last_leaf < 32766 else "int32_t"
 
     def add_leaf(t_expr: str, indent: str) -> list[str]:
         if sparse:
@@ -258,7 +270,9 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
                     f"{indent}    if (c & 0x80) break;",
                     f"{indent}}}"]
         if np.all(tree_out < 0):
-            value = rd(leaf_tab, f"leaf * {width} + c", leaf_type)
+            # an AVR int is 16 bits: the row's offset in int32 where it may pass 32,767
+            row = "(int32_t)leaf" if leaf_count * width > 32767 else "leaf"
+            value = rd(leaf_tab, f"{row} * {width} + c", leaf_type)
             return [f"{indent}for (int c = 0; c < {k}; ++c) acc[c] += {value};"]
         return [f"{indent}acc[{t_expr}] += {rd(leaf_tab, 'leaf', leaf_type)};"]
 
@@ -266,9 +280,8 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         dl = layout.default_left
         # float: default-left nodes test !(x > t); integer: default-right nodes also test x != M
         marked = bool(dl.any() and not dl.all())
-        wide = layout.feature.max() >= (128 if marked else 256)
-        feat_type = "uint16_t" if wide else "uint8_t"
-        flag = (0x8000 if wide else 0x80) if marked else 0
+        feat_type = feature_type(int(layout.feature.max()), marked)
+        flag = 1 << (int(feat_type[4:-2]) - 1) if marked else 0
         feat = em.add_const_array(sym(f"{node.name}_feature"), layout.feature | np.where(dl, flag, 0), feat_type,
                                   f"%{node.name}: feature tested by each decision node (preorder)"
                                   + (f"; bit {flag.bit_length() - 1}: a missing value goes left" if flag else ""))

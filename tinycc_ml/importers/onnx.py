@@ -28,6 +28,7 @@ from tinycc_ml.models.saved import check_array
 SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Identity")
 ACTIVATION_OF = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "logistic"}
 MAX_ONNX_BYTES = 256 << 20
+ONNX_DOMAINS = ("", "ai.onnx")  # the standard operator set; a custom domain's "Relu" is another op
 
 
 def load_onnx(path) -> MLPModel:
@@ -52,7 +53,11 @@ def load_onnx(path) -> MLPModel:
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             raise ModelFileError(f"{path}: initializer {tensor.name!r} is stored as external data; save the "
                                  "model with its weights inside the file")
-        weights[tensor.name] = numpy_helper.to_array(tensor)
+        try:  # dims that disagree with the data (or a data type numpy cannot hold) fail here
+            weights[tensor.name] = numpy_helper.to_array(tensor)
+        except Exception as exc:
+            raise ModelFileError(f"{path}: initializer {tensor.name!r} (dims {list(tensor.dims)}) cannot be read: "
+                                 f"{str(exc)[:120]}") from None
     inputs = [i for i in graph.input if i.name not in weights]
     if len(inputs) != 1:
         raise ModelFileError(f"{path}: the network has {len(inputs)} inputs; one input vector is supported")
@@ -65,7 +70,15 @@ def load_onnx(path) -> MLPModel:
     if not shape or any(s != 1 for s in shape[:-1]):
         raise ModelFileError(f"{path}: input {inputs[0].name!r} has shape {shape}; expected one vector "
                              "([features] or [1, features])")
-    return _chain(path, graph, weights, inputs[0].name, shape[-1])
+    return _chain(path, graph, weights, inputs[0].name, shape[-1], len(shape))
+
+
+def broadcasts_to_row(shape: tuple, out: int) -> bool:
+    """Whether a constant of ``shape`` broadcasts onto a layer's output [1, ..., out] without changing its
+    values' count (a (8, 1) bias on [1, 8] would make it (8, 8))."""
+    if not shape:
+        return True
+    return all(s == 1 for s in shape[:-1]) and shape[-1] in (1, out)
 
 
 def _attrs(node) -> dict:
@@ -81,7 +94,7 @@ def _const(path, weights: dict, name: str, node) -> np.ndarray:
     return check_array(weights[name], name, path)
 
 
-def _chain(path, graph, weights: dict, current: str, dim: int) -> MLPModel:
+def _chain(path, graph, weights: dict, current: str, dim: int, rank: int) -> MLPModel:
     layers: list[list[np.ndarray]] = []  # [W (out, in), b (out,)]
     chains: list[list[str]] = []  # after each layer: its activations in order
     final = None  # "Softmax" after the last layer
@@ -90,6 +103,11 @@ def _chain(path, graph, weights: dict, current: str, dim: int) -> MLPModel:
         if op not in SUPPORTED_OPS:
             raise ModelFileError(f"{path}: op {op} (node {node.name!r}) is not supported; a dense network may use "
                                  f"{', '.join(SUPPORTED_OPS)}")
+        if node.domain not in ONNX_DOMAINS:
+            raise ModelFileError(f"{path}: node {node.name!r} is {op} of domain {node.domain!r}, not the standard "
+                                 "ONNX op of that name")
+        if set(node.output) & set(node.input):
+            raise ModelFileError(f"{path}: node {node.name!r} ({op}) takes its own output as an input")
         if final is not None and op not in ("Flatten", "Identity"):
             raise ModelFileError(f"{path}: {op} after the final {final}; {final} must be the last op")
         data = [i for i in node.input if i and i not in weights]
@@ -100,7 +118,11 @@ def _chain(path, graph, weights: dict, current: str, dim: int) -> MLPModel:
         if op in ("Flatten", "Identity"):
             if op == "Flatten" and attrs.get("axis", 1) not in (0, 1):
                 raise ModelFileError(f"{path}: Flatten node {node.name!r} with axis={attrs['axis']} on a vector")
+            rank = 2 if op == "Flatten" else rank
         elif op in ("Gemm", "MatMul"):
+            if op == "Gemm" and rank != 2:  # ONNX's Gemm takes matrices only
+                raise ModelFileError(f"{path}: Gemm node {node.name!r} takes a rank-{rank} input; Gemm needs a "
+                                     "matrix ([1, features]): Flatten first")
             W, b = _linear(path, node, attrs, weights, current)
             if W.shape[1] != (layers[-1][0].shape[0] if layers else dim):
                 raise ModelFileError(f"{path}: {op} node {node.name!r} takes {W.shape[1]} inputs, the previous "
@@ -111,11 +133,14 @@ def _chain(path, graph, weights: dict, current: str, dim: int) -> MLPModel:
             if not layers or chains[-1]:
                 raise ModelFileError(f"{path}: Add node {node.name!r} does not follow a MatMul or Gemm (a bias "
                                      "after an activation is not supported)")
-            (other,) = [i for i in node.input if i != current]
-            bias = _const(path, weights, other, node)
+            others = [i for i in node.input if i != current]
+            if len(node.input) != 2 or len(others) != 1:
+                raise ModelFileError(f"{path}: Add node {node.name!r} has {len(node.input)} inputs; Add takes two")
+            bias = _const(path, weights, others[0], node)
             out = layers[-1][0].shape[0]
-            if bias.size not in (1, out) or bias.ndim > 2:
+            if not broadcasts_to_row(bias.shape, out):
                 raise ModelFileError(f"{path}: Add node {node.name!r} adds shape {bias.shape} to {out} outputs")
+            rank = max(rank, bias.ndim)
             layers[-1][1] = layers[-1][1] + np.broadcast_to(bias.reshape(-1), (out,))
         else:  # Relu, Tanh, Sigmoid, Softmax
             if not layers:
@@ -161,7 +186,7 @@ def _linear(path, node, attrs: dict, weights: dict, current: str) -> tuple[np.nd
     b = np.zeros(W.shape[0])
     if len(node.input) > 2 and node.input[2]:
         C = _const(path, weights, node.input[2], node)
-        if C.size not in (1, W.shape[0]):
+        if not broadcasts_to_row(C.shape, W.shape[0]):
             raise ModelFileError(f"{path}: Gemm node {node.name!r} bias has shape {C.shape}, expected "
                                  f"({W.shape[0]},)")
         b = np.broadcast_to(C.reshape(-1), (W.shape[0],)) * float(attrs.get("beta", 1.0))

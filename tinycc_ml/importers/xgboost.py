@@ -66,6 +66,13 @@ def _get(doc, keys: list[str], source: str):
     return node
 
 
+def _object(doc, keys: list[str], source: str) -> dict:
+    node = _get(doc, keys, source)
+    if not isinstance(node, dict):
+        raise ModelFileError(f"{source}: {'/'.join(keys)} is a {type(node).__name__}, not an object")
+    return node
+
+
 def _number(text, what: str, source: str) -> float:
     try:
         value = float(text)
@@ -86,6 +93,19 @@ def _int_list(values, what: str, source: str, n: int | None = None) -> np.ndarra
     if array.size and (np.any(array != np.round(array)) or np.abs(array).max() > MAX_NODES):
         raise ModelFileError(f"{source}: {what} holds a value that is not a node index")
     return array.astype(np.int64)
+
+
+def _base_scores(raw, source: str) -> list[float]:
+    """base_score: a number, its decimal text, or (XGBoost 2+) the text of a JSON list of numbers."""
+    if isinstance(raw, str) and raw.lstrip().startswith("["):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ModelFileError(f"{source}: base_score {raw[:40]!r} is not a number or a list of numbers") from None
+    values = raw if isinstance(raw, list) else [raw]
+    if not values or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values):
+        raise ModelFileError(f"{source}: base_score {str(raw)[:40]!r} is not a number or a list of numbers")
+    return [_number(v, "base_score", source) for v in values]
 
 
 def _base_margin(base: np.ndarray, objective: str, source: str) -> np.ndarray:
@@ -147,33 +167,40 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
     if objective not in XGB_OBJECTIVES:
         raise ModelFileError(f"{source}: XGBoost objective {objective!r} is not supported; supported: "
                              f"{', '.join(XGB_OBJECTIVES)}")
-    booster = _get(learner, ["gradient_booster"], source)
+    booster = _object(learner, ["gradient_booster"], source)
     if booster.get("name") != "gbtree":
         raise ModelFileError(f"{source}: XGBoost booster {booster.get('name')!r} is not supported; only gbtree")
-    params = _get(learner, ["learner_model_param"], source)
+    params = _object(learner, ["learner_model_param"], source)
     dim = int(_number(params.get("num_feature"), "num_feature", source))
     n_class = int(_number(params.get("num_class", 0), "num_class", source))
     if int(_number(params.get("num_target", 1), "num_target", source)) != 1:
         raise ModelFileError(f"{source}: multi-target XGBoost models (several targets or quantiles) are not "
                              "supported")
     k = max(n_class, 1)
-    raw = params.get("base_score", "0.5")
-    bases = [_number(v, "base_score", source) for v in (json.loads(raw) if str(raw).startswith("[") else [raw])]
+    model = _object(booster, ["model"], source)
+    trees = _get(model, ["trees"], source)
+    if not isinstance(trees, list):
+        raise ModelFileError(f"{source}: model/trees is not a list of trees")
+    if k > max(len(trees), 1):  # checked before anything of k values is allocated
+        raise ModelFileError(f"{source}: num_class {n_class} exceeds the model's {len(trees)} tree(s); each class "
+                             "has trees of its own")
+    bases = _base_scores(params.get("base_score", "0.5"), source)
     if len(bases) not in (1, k):
         raise ModelFileError(f"{source}: base_score has {len(bases)} values for {k} outputs")
     base = _base_margin(np.broadcast_to(np.asarray(bases, dtype=np.float64), (k,)).copy(), objective, source)
     binary = n_class <= 1 and objective in XGB_CLASSIFIERS
     if objective == "binary:logitraw":  # class 1 where margin - 0.5 > 0
         base = base - LOGITRAW_THRESHOLD
-    model = _get(booster, ["model"], source)
-    trees = _get(model, ["trees"], source)
-    if not isinstance(trees, list) or not trees:
+    if not trees:
         raise ModelFileError(f"{source}: the model has no trees")
     info = _int_list(model.get("tree_info", [0] * len(trees)), "tree_info", source, len(trees))
     if np.any((info < 0) | (info >= k)):
         raise ModelFileError(f"{source}: tree_info names an output outside [0, {k})")
     used = _trees_predict_uses(model, learner, trees, source) if best_iteration else len(trees)
     trees, info = trees[:used], info[:used]
+    for t, tree in enumerate(trees):
+        if not isinstance(tree, dict):
+            raise ModelFileError(f"{source}: tree {t} is a {type(tree).__name__}, not a tree object")
     widths = {int(_number(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1, "size_leaf_vector", source))
               for tree in trees}
     width = max(widths)
@@ -192,7 +219,11 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
             raise ModelFileError(f"{where}: split_conditions has not {n} entries")
         # XGBoost's conditions are float32 values written in decimal: the nearest float32 is the value
         cond = np.array([_number(c, "a split condition", where) for c in cond]).astype(np.float32).astype(np.float64)
-        if any(int(s) != 0 for s in tree.get("split_type", [])):
+        split_type = tree.get("split_type", [])
+        if not isinstance(split_type, list) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                       for v in split_type):
+            raise ModelFileError(f"{where}: split_type is not a list of integers")
+        if any(v != 0 for v in split_type):
             raise ModelFileError(f"{where}: categorical splits are not supported")
         leaf = left < 0
         dl = tree.get("default_left", [0] * n)

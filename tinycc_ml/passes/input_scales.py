@@ -12,13 +12,20 @@ left in real units (s_k = 0 here) and the input's fixed-point type carries that 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.passes.choose_scales import best_scale
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 FEATURE_SCALE_RANGE = (-16, 24)
+# trees only compare each feature with its own thresholds, so each feature takes the finest scale its own
+# range allows, independent of the others; the bound: the C quantiser's factor 2^s is a normal float32
+TREE_FEATURE_SCALE_RANGE = (-126, 127)
+INPUT_BITS = 16
 
 
 def _const(graph: Graph, name: str) -> bool:
@@ -69,8 +76,37 @@ def _scale_columns(graph: Graph, name: str, step: np.ndarray, done: set) -> None
     graph.nx.nodes[name]["attrs"] = attrs
 
 
+def finest_scale(peak: float, bits: int = INPUT_BITS) -> int:
+    """The largest s with peak * 2^s <= 2^(bits-1) - 1 (peak > 0, finite), unclipped."""
+    top = 2 ** (bits - 1) - 1
+    s = math.floor(math.log2(top / peak))
+    while peak * 2.0**s > top:
+        s -= 1
+    while peak * 2.0 ** (s + 1) <= top:
+        s += 1
+    return s
+
+
+def tree_feature_scales(peak: np.ndarray) -> np.ndarray:
+    """Each feature's own finest scale (features without calibrated values: the finest of the others');
+    CompileError naming a feature too small for a float32 factor to lift to integers."""
+    scales = np.array([finest_scale(float(p)) if p > 0 else 0 for p in peak], dtype=np.int64)
+    lo, hi = TREE_FEATURE_SCALE_RANGE
+    beyond = np.flatnonzero((peak > 0) & (scales > hi))
+    if beyond.size:
+        k = int(beyond[0])
+        raise CompileError(f"feature {k}: its calibrated values reach only {float(peak[k]):.3g}; an integer build "
+                           f"would need the scale 2^{int(scales[k])}, beyond the 2^{hi} a float32 factor holds, and "
+                           "would lose the trees' decisions on it; use precision='float' or rescale the feature")
+    known = peak > 0
+    fallback = int(np.min(scales[known])) if known.any() else 0
+    return np.clip(np.where(known, scales, fallback), lo, hi)
+
+
 def feature_scales(graph: Graph, X: np.ndarray) -> np.ndarray:
     (x,) = graph.inputs()
+    if graph.users(x) and all(graph.op(u) == "tree_ensemble" for u in graph.users(x)):
+        return tree_feature_scales(np.max(np.abs(X), axis=0))
     if not _absorbing_uses(graph, x):
         # one scale for all: the graph stays in real units and the input's type carries the scale
         return np.zeros(X.shape[1], dtype=np.int64)

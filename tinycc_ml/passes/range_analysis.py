@@ -39,20 +39,51 @@ def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[
     return {n: (lo[n], hi[n], tuple(float(v) for v in low[n])) for n in lo}
 
 
-def static_intervals(graph: Graph, input_lo: float, input_hi: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Elementwise proven intervals for every value reachable with the ops' interval rules."""
+def static_intervals(graph: Graph, input_lo, input_hi,
+                     float_check: bool = False) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Elementwise proven intervals for every value reachable with the ops' interval rules. ``float_check``
+    (the float32 range check of float builds; the scale choice keeps its proofs as they were): also
+    x - max(x) <= 0, and sparse matrices' products taken over their non-zeros (never made dense)."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    sparse: dict[str, dict] = {}
     for name in graph.order():
         node = graph.node(name)
-        if node.op == "input":
-            out[name] = (np.full(node.type.shape, input_lo), np.full(node.type.shape, input_hi))
+        if node.op == "input":  # one interval for all features, or one per feature
+            out[name] = tuple(np.broadcast_to(np.asarray(v, dtype=np.float64), node.type.shape).copy()
+                              for v in (input_lo, input_hi))
+            continue
+        if float_check and node.op == "sparse_const":
+            sparse[name] = node.attrs
+            continue
+        if float_check and node.op == "matvec" and node.inputs[0] in sparse and node.inputs[1] in out:
+            out[name] = _sparse_matvec_interval(sparse[node.inputs[0]], *out[node.inputs[1]])
             continue
         if any(i not in out for i in node.inputs):
             continue
         interval = OPS[node.op].interval(node.attrs, [out[i] for i in node.inputs], node.type.shape)
         if interval is not None:
-            out[name] = interval
+            out[name] = _below_its_max(graph, node, interval) if float_check else interval
     return out
+
+
+def _sparse_matvec_interval(attrs, lo, hi):
+    rows = int(attrs["shape"][0])
+    values = np.asarray(attrs["values"], dtype=np.float64)
+    columns = np.repeat(np.arange(len(attrs["col_ptr"]) - 1), np.diff(np.asarray(attrs["col_ptr"], dtype=np.int64)))
+    row = np.asarray(attrs["row_indices"], dtype=np.int64)
+    low, high = values * lo[columns], values * hi[columns]
+    return (np.bincount(row, np.minimum(low, high), minlength=rows),
+            np.bincount(row, np.maximum(low, high), minlength=rows))
+
+
+def _below_its_max(graph: Graph, node, interval):
+    """x - max(x) is at most 0, which interval arithmetic alone cannot see (x and its max move together):
+    the stable forms of exp (stable_argmax, softmax-like rescaling) are bounded by exp(0) = 1."""
+    x, top = node.inputs if node.op == "sub" else (None, None)
+    if x is not None and graph.op(top) == "max" and graph.node(top).inputs[0] == x:
+        lo, hi = interval
+        return lo, np.minimum(hi, 0.0)
+    return interval
 
 
 @register_pass

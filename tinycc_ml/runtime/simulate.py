@@ -81,6 +81,21 @@ class TargetRun:
     labels: np.ndarray | None = None  # multilabel: (n, n_scores) uint8 from <prefix>_predict_labels
 
 
+# the measurement harness's own symbols (runtime/support/tcm_*: tcm_x, TCM_LABELS, ...); a model prefix in
+# this namespace defines the same names (<prefix>_labels, <PREFIX>_LABELS) and its builds would not link
+HARNESS_NAMESPACE = "tcm"
+
+
+def harness_name_clash(prefix: str) -> str | None:
+    """Why ``prefix`` cannot name a model the harness measures, or None."""
+    lowered = (prefix or "").lower()
+    if lowered == HARNESS_NAMESPACE or lowered.startswith(HARNESS_NAMESPACE + "_"):
+        return (f"name {prefix!r} is reserved: the measurement harness's own symbols are "
+                f"{HARNESS_NAMESPACE}_* and {HARNESS_NAMESPACE.upper()}_*, which this model's would redefine; "
+                "choose another name")
+    return None
+
+
 @dataclass
 class FirmwareSizes:
     flash_bytes: int
@@ -133,6 +148,8 @@ def make_spec(sources, header, prefix, n_features, n_scores, input_ctype, score_
               extra_cflags=(), task: str | None = None, chip: Chip | None = None) -> BuildSpec:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix or ""):
         raise CompileError(f"model prefix {prefix!r} is not a C identifier")
+    if harness_name_clash(prefix):
+        raise CompileError(harness_name_clash(prefix))
     if input_ctype not in INPUT_DTYPES:
         raise CompileError(f"input C type {input_ctype!r} not supported; use one of {list(INPUT_DTYPES)}")
     if score_ctype not in SCORE_DTYPES:

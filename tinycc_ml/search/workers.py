@@ -184,3 +184,6 @@ def connect(scheduler, timeout: float = 10.0):
         return Client(scheduler, timeout=timeout)
     except (OSError, TimeoutError) as exc:
         raise DataError(f"scheduler {scheduler}: cannot connect ({' '.join(str(exc).split())[:200]})") from None
+    except (ValueError, TypeError) as exc:  # distributed's parse of the address: a port that is not a number, ...
+        raise DataError(f"scheduler {scheduler!r}: not a scheduler address such as tcp://host:8786 "
+                        f"({' '.join(str(exc).split())[:200]})") from None
