@@ -160,7 +160,7 @@ def require(method: str = "auto") -> None:
         find_tool("qemu-system-arm")
     elif method == "unicorn" and not have_unicorn():
         raise ToolchainError("the unicorn and pyelftools Python packages are missing; "
-                             "install them with: pip install unicorn pyelftools")
+                             "install them with: pip install 'tinycc-ml[unicorn]'")
 
 
 def run(spec: BuildSpec, x: np.ndarray, method: str, max_instr: int, timeout: float | None) -> TargetRun:
@@ -413,7 +413,8 @@ def profile(spec: BuildSpec, x: np.ndarray, board: Board = NRF51) -> dict[str, f
         from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, arm_const
         from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_R0, UC_ARM_REG_SP
     except ImportError as exc:
-        raise ToolchainError(f"a Cortex-M profile needs the unicorn and pyelftools packages ({exc})") from None
+        raise ToolchainError(f"a Cortex-M profile (the report's kernels) needs the unicorn and pyelftools packages: "
+                             f"pip install 'tinycc-ml[unicorn]' ({exc})") from None
     chip = board.chip
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0prof-") as work:
         fw = _Objects(spec, work, board=board).link(None, "prof")
