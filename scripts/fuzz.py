@@ -14,6 +14,9 @@ Surfaces (``--target``, comma-separated; ``both`` is model,ir; ``all`` is every 
   objects and odd labels, extreme but legal values, compiled at float/int16/int8, run on the host under
   ASan/UBSan/float-cast-overflow and compared with the interpreters (bit-exact for integer builds);
   ``oracle-avr`` and ``oracle-m0`` run them in simavr and QEMU;
+- ``library``: the source library as the oracle (tests/library_oracle.py): models trained with scikit-learn,
+  XGBoost and LightGBM (random kinds, losses, objectives, sizes, data), rows crafted at their thresholds,
+  the compiled float C against the library's own ``predict``;
 - ``names``, ``fit``, ``edgeml``, ``concurrent``, ``interrupt``: the command line's surfaces
   (tests/cli_fuzzing.py): names, paths, --project/--arduino/--examples/--depfile/--manifest; fit's options and
   data; EdgeML folders; processes compiling into one folder at once; Ctrl-C at a random moment.
@@ -68,9 +71,10 @@ from tests.fuzzing import (  # noqa: E402
     seed_texts,
 )
 
-SURFACES = ("model", "ir", "cli", "oracle", "oracle-avr", "oracle-m0", "names", "fit", "edgeml", "concurrent",
-            "interrupt")
-NO_MEMORY_LIMIT = {"oracle", "oracle-avr", "oracle-m0", "concurrent", "interrupt"}  # ASan, simulators, forks
+SURFACES = ("model", "ir", "cli", "oracle", "oracle-avr", "oracle-m0", "library", "names", "fit", "edgeml",
+            "concurrent", "interrupt")
+# ASan, simulators, forks; the boosting libraries' thread pools
+NO_MEMORY_LIMIT = {"oracle", "oracle-avr", "oracle-m0", "library", "concurrent", "interrupt"}
 SIM_TARGETS = {"oracle-avr": "avr", "oracle-m0": "cortex-m0"}
 
 
@@ -127,6 +131,11 @@ def one_case(kind: str, seed: int, case: int, timeout: int, start_seconds: float
             return run_ir_case(mutate_ir_text(Chooser(rng=case_rng(seed, kind, case))))
         if kind == "cli":
             return one_cli_case(case_rng(seed, kind, case), timeout)
+        if kind == "library":
+            # deferred: scikit-learn's, XGBoost's and LightGBM's trainers load only for this surface
+            from tests.library_oracle import library_case
+
+            return library_case(case_generator(seed, kind, case))
         if kind.startswith("oracle"):
             from tests.oracle import oracle_case
 
