@@ -36,7 +36,7 @@ def _data(rng, task: str):
         return X, margin
     if task == "positive":  # Poisson / gamma / Tweedie targets
         return X, np.exp(np.clip(margin, -3, 3))
-    k = int(rng.integers(2, 5)) if task == "multiclass" else 2
+    k = {"multiclass": int(rng.integers(2, 5)), "multiclass3": int(rng.integers(3, 5))}.get(task, 2)
     cuts = np.quantile(margin, np.linspace(0, 1, k + 1)[1:-1])
     return X, np.searchsorted(cuts, margin)
 
@@ -91,14 +91,14 @@ def _booster(rng, name: str):
 
         objective = pick(["binary:logistic", "multi:softprob", "reg:squarederror", "reg:logistic",
                           "count:poisson", "reg:gamma", "reg:absoluteerror"])
-        task = {"binary:logistic": "binary", "multi:softprob": "multiclass", "reg:logistic": "unit",
+        task = {"binary:logistic": "binary", "multi:softprob": "multiclass3", "reg:logistic": "unit",
                 "count:poisson": "positive", "reg:gamma": "positive"}.get(objective, "regression")
         cls = xgboost.XGBClassifier if objective.startswith(("binary", "multi")) else xgboost.XGBRegressor
         return cls(objective=objective, max_depth=int(rng.integers(1, 6)), **common), task
     import lightgbm
 
     objective = pick(["binary", "multiclass", "regression", "regression_l1", "poisson", "huber"])
-    task = {"binary": "binary", "multiclass": "multiclass", "poisson": "positive"}.get(objective, "regression")
+    task = {"binary": "binary", "multiclass": "multiclass3", "poisson": "positive"}.get(objective, "regression")
     cls = lightgbm.LGBMClassifier if objective in ("binary", "multiclass") else lightgbm.LGBMRegressor
     return cls(objective=objective, num_leaves=int(rng.integers(2, 16)), min_child_samples=5, verbose=-1,
                **common), task
