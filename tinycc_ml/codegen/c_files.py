@@ -45,12 +45,13 @@ def comment_block(prefix: str, target: str, description: list[str], const_bytes:
     return "/*\n" + "\n".join(f" * {line}".rstrip() for line in lines) + "\n */"
 
 
-def entry_points(api: Interface) -> list[str]:
+def entry_points(api: Interface, predict: list[str] | None = None) -> list[str]:
     """<prefix>_predict and <prefix>_scores over the static <prefix>_run(x, scores), and the task's
-    own entry point (regression: predict_value; multilabel: predict_labels)."""
+    own entry point (regression: predict_value; multilabel: predict_labels); ``predict``: the body of
+    <prefix>_predict when it has its own (codegen.emitter.PREDICT_CODE)."""
     P, x_t, s_t = api.sym, api.input_ctype, api.score_ctype
-    lines = [f"int {P('predict')}(const {x_t} *x)", "{", f"    {s_t} scores[{api.n_scores}];",
-             f"    return {P('run')}(x, scores);", "}", "",
+    body = predict or [f"    {s_t} scores[{api.n_scores}];", f"    return {P('run')}(x, scores);"]
+    lines = [f"int {P('predict')}(const {x_t} *x)", "{", *body, "}", "",
              f"void {P('scores')}(const {x_t} *x, {s_t} *scores)", "{",
              f"    (void){P('run')}(x, scores);", "}", ""]
     kind = task_kind(api.task)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tinycc_ml.codegen import trees
-from tinycc_ml.codegen.emitter import C_CODE, c_float, ctype_of
+from tinycc_ml.codegen.emitter import C_CODE, PREDICT_CODE, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
 
 
@@ -298,3 +298,4 @@ C_CODE["float"].update({
     "max": largest,
     "tree_ensemble": trees.ensemble_code,
 })
+PREDICT_CODE["tree_ensemble"] = lambda em, node: trees.predict_code(em, node, node.type.dtype.is_fixed)

@@ -140,6 +140,9 @@ C_CODE: dict[str, dict[str, OpCode]] = {"float": {}, "fixed": {}}
 # the loop computing a fused chain from its head's stored elements, when the head's kernel stored them
 # itself rather than through c_fixed.store (filled by c_fixed.py)
 CHAIN_FALLBACK: dict[str, OpCode] = {}
+# op -> the body of <prefix>_predict computed from that op's node alone, when the prediction is the argmax of
+# its result and it reads the input (None: the usual predict through <prefix>_run); see predict_shortcut
+PREDICT_CODE: dict[str, Callable[..., list[str] | None]] = {}
 
 
 @dataclass
@@ -162,6 +165,7 @@ class CEmitter:
     clamp_on_read: bool = False
     on_read_kernels: bool = True  # with clamp_on_read: the target's (op, "on_read") kernels for the clamp's readers
     aligns_arenas = False  # does arena_attribute honour arena_align (class-level: a trait of the emitter)
+    tree_predict: bool = True  # may <prefix>_predict take an op's own shortcut (PREDICT_CODE)
 
     def __post_init__(self):
         check_interface(self.graph)
@@ -335,9 +339,23 @@ class CEmitter:
                 *unused, *self.decls(ops), "", *self.code(ops), f"    return (int){self.var(self.prediction_node)};",
                 "}", ""]
 
+    def predict_shortcut(self) -> list[str] | None:
+        """The body of <prefix>_predict from PREDICT_CODE when the prediction is the argmax of a node of an op
+        there reading the input directly (a single tree: its leaf's class), else None."""
+        g = self.graph
+        pred = g.node(self.prediction_node)
+        if not self.tree_predict or pred.op != "argmax" or self.read_clamp:
+            return None
+        node = g.node(pred.inputs[0])
+        code = PREDICT_CODE.get(node.op)
+        if code is None or g.op(node.inputs[0]) != "input":
+            return None
+        return code(self, node)
+
     def emit(self) -> Emitted:
         api = self.interface(predict_float=self.input_scale is not None)
-        functions = self.run_function(api, self.scheduled_ops()) + entry_points(api)
+        functions = self.run_function(api, self.scheduled_ops())
+        functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
             functions += source_lines(api, self.target.const_attribute, self.target.read_const, streaming=False)
         return self.assemble(api, functions)

@@ -140,7 +140,7 @@ class McuEmitter(CEmitter):
             functions = self.split_run(api, ops, splan.first) + self.streaming(api, splan)
         else:
             functions = self.run_function(api, ops)
-        functions += entry_points(api)
+        functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
             functions += source_lines(api, self.target.const_attribute, self.target.read_const, splan is not None)
         return self.assemble(api, functions)
@@ -244,9 +244,11 @@ class McuEmitter(CEmitter):
 # ---------------------------------------------------------------- backends
 
 def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
-             own_x_pages: bool = True, clamp_on_read: bool = False, on_read_kernels: bool = True) -> BuildOutput:
+             own_x_pages: bool = True, clamp_on_read: bool = False, on_read_kernels: bool = True,
+             tree_predict: bool = True) -> BuildOutput:
     return McuEmitter(graph, prefix, target, header_lines=list(model_description), own_x_pages=own_x_pages,
-                      clamp_on_read=clamp_on_read, on_read_kernels=on_read_kernels).build_output()
+                      clamp_on_read=clamp_on_read, on_read_kernels=on_read_kernels,
+                      tree_predict=tree_predict).build_output()
 
 
 def constant_bytes_floor(graph, precision: str) -> int:
@@ -376,6 +378,9 @@ class McuBackend(Backend):
         clamped features at a time), or when even those do not fit on the shared C."""
         chip = self.limits or self.chip  # the user's own chip when they gave its memory
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
+        if any(k.get("entry") == "predict" for k in out.kernels) and not self._fits(out):
+            log.info("%s: predict through the scores (its own class tree does not fit the %s)", prefix, chip.name)
+            out = emit_mcu(graph, prefix, self.c_target(graph), model_description, tree_predict=False)
         if out.optional_ram_bytes and not self._fits(out):
             log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, chip.name)
             out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False)

@@ -29,7 +29,14 @@ import numpy as np
 
 from tinycc_ml.codegen.emitter import CEmitter, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.ensembles import default_left, leaf_ints, leaf_scale, missing_code, threshold_ints
+from tinycc_ml.ir.ops.ensembles import (
+    default_left,
+    leaf_argmax,
+    leaf_ints,
+    leaf_scale,
+    missing_code,
+    threshold_ints,
+)
 
 STRAIGHT_FLASH_FACTOR = 1.25
 # predicted cost per decision node: (AVR cycles, AVR flash bytes) of each kernel, and per leaf
@@ -182,23 +189,164 @@ def _test(layout: Layout, ref: int, x: str, literal, x_range, cmp: str) -> str |
     return f"{x} != {m}" if t >= top else f"{x} <= {literal(t)} && {x} != {m}"
 
 
-def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=") -> list[str]:
+def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=",
+                   at_leaf: str = "leaf = {};") -> list[str]:
     """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at an end
-    decides every input alike (no compare is written: C would warn it is always true/false)."""
+    decides every input alike (no compare is written: C would warn it is always true/false); ``at_leaf``:
+    the statement at a leaf, formatted with the leaf's number."""
     if ref < 0:
-        return [f"{indent}leaf = {-1 - ref};"]
+        return [indent + at_leaf.format(-1 - ref)]
     f = int(layout.feature[ref])
     left, right = int(layout.left[ref]), int(layout.right[ref])
     test = _test(layout, ref, x_at(str(f)), literal, x_range, cmp)
     if test is True:
-        return _straight_tree(layout, x_at, literal, left, indent, x_range, cmp)
+        return _straight_tree(layout, x_at, literal, left, indent, x_range, cmp, at_leaf)
     if test is False:
-        return _straight_tree(layout, x_at, literal, right, indent, x_range, cmp)
+        return _straight_tree(layout, x_at, literal, right, indent, x_range, cmp, at_leaf)
     return [f"{indent}if ({test}) {{",
-            *_straight_tree(layout, x_at, literal, left, indent + "    ", x_range, cmp),
+            *_straight_tree(layout, x_at, literal, left, indent + "    ", x_range, cmp, at_leaf),
             f"{indent}}} else {{",
-            *_straight_tree(layout, x_at, literal, right, indent + "    ", x_range, cmp),
+            *_straight_tree(layout, x_at, literal, right, indent + "    ", x_range, cmp, at_leaf),
             f"{indent}}}"]
+
+
+@dataclass
+class Walk:
+    roots: str  # the roots array's symbol
+    loop: list[str]  # ``while (i >= 0) {...}``: from i, a node reference, to the leaf's reference
+
+
+def _table_walk(em: CEmitter, node: Node, layout: Layout, fixed: bool, thr_type: str, cmp_op: str,
+                leaf_word: str, suffix: str, roots: bool = True) -> Walk:
+    """The node table's arrays (symbols ``<node>{suffix}_feature`` ...) and the loop walking one tree."""
+    sym, rd, ref_type = em.sym, em.target.read_const, layout.ref_type
+    (x_name,) = node.inputs
+    x_type = em.graph.type(x_name)
+    x_at = lambda i: em.at(x_name, i)  # noqa: E731
+    dl = layout.default_left
+    # float: default-left nodes test !(x > t); integer: default-right nodes also test x != M
+    marked = bool(dl.any() and not dl.all())
+    feat_type = feature_type(int(layout.feature.max()), marked)
+    flag = 1 << (int(feat_type[4:-2]) - 1) if marked else 0
+    name = node.name + suffix
+    feat = em.add_const_array(sym(f"{name}_feature"), layout.feature | np.where(dl, flag, 0), feat_type,
+                              f"%{node.name}: feature tested by each decision node (preorder)"
+                              + (f"; bit {flag.bit_length() - 1}: a missing value goes left" if flag else ""))
+    thr = em.add_const_array(sym(f"{name}_threshold"), layout.threshold, thr_type,
+                             f"%{node.name}: threshold of each decision node (go left when x {cmp_op} it)")
+    lft = em.add_const_array(sym(f"{name}_left"), layout.left, ref_type,
+                             f"%{node.name}: left child (>= 0: decision node, < 0: {leaf_word})")
+    rgt = em.add_const_array(sym(f"{name}_right"), layout.right, ref_type,
+                             f"%{node.name}: right child (>= 0: decision node, < 0: {leaf_word})")
+    roots = em.add_const_array(sym(f"{name}_roots"), layout.roots, ref_type,
+                               f"%{node.name}: root of each tree") if roots else ""
+    x_type_c = ctype_of(x_type.dtype)
+    f_read = rd(feat, "i", feat_type)
+    cmp = x_at(f"(f & {flag - 1:#x})" if flag else "f")
+    if thr_type == "int32_t":
+        cmp = f"(int32_t){cmp}"
+    t_read = rd(thr, "i", thr_type)
+    if fixed:
+        m = missing_code(x_type.dtype.bits)
+        go = (f"v <= {t_read}" if dl.all() else f"v <= {t_read} && v != {m}" if not dl.any()
+              else f"v <= {t_read} && (v != {m} || (f & {flag:#x}))")
+    else:
+        flip = {"<=": ">", "<": ">="}[cmp_op]
+        go = (f"v {cmp_op} {t_read}" if not dl.any() else f"!(v {flip} {t_read})" if dl.all()
+              else f"(f & {flag:#x}) ? !(v {flip} {t_read}) : v {cmp_op} {t_read}")
+    return Walk(roots, ["        while (i >= 0) {",
+                        f"            const {feat_type} f = {f_read};",
+                        f"            const {'int32_t' if thr_type == 'int32_t' else x_type_c} v = {cmp};",
+                        f"            i = ({go})",
+                        f"                ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
+                        "        }"])
+
+
+def _types(em: CEmitter, node: Node, fixed: bool):
+    """(thresholds: integer or float32, literal, compare) of the node's decisions."""
+    at = node.attrs
+    x_type = em.graph.type(node.inputs[0])
+    if fixed:
+        return threshold_ints(at, x_type.dtype.scale, x_type.dtype.bits), lambda v: str(int(v)), "<="
+    return at["threshold"].astype(np.float32), c_float, "<" if at["compare"] == "lt" else "<="
+
+
+def class_tree(attrs, classes: np.ndarray) -> dict:
+    """The op's attributes with every subtree whose leaves all have one class (``classes``: per node, -1 at
+    decision nodes) made a leaf of it: a row reaches one of those leaves, so the class is the same."""
+    feature = attrs["feature"].copy()
+    classes = classes.copy()
+    left, right = attrs["left"], attrs["right"]
+
+    def settle(i: int) -> int:  # depth <= MAX_TREE_DEPTH
+        if feature[i] < 0:
+            return int(classes[i])
+        a, b = settle(int(left[i])), settle(int(right[i]))
+        if a == b >= 0:
+            feature[i], classes[i] = -1, a
+            return a
+        return -1
+
+    for root in attrs["roots"]:
+        settle(int(root))
+    return {**attrs, "feature": feature, "class": classes}
+
+
+def _class_layout(ct: dict, thresholds: np.ndarray) -> Layout:
+    """The layout of a class tree (``class_tree``) with each leaf reference -1 - its class."""
+    layout = tree_layout(ct, thresholds, ct["class"][:, None])
+    cls = layout.leaves[:, 0].astype(np.int64)
+
+    def remap(refs):
+        return np.where(refs < 0, -1 - cls[np.maximum(-1 - refs, 0)], refs)
+
+    return Layout(layout.feature, layout.threshold, remap(layout.left), remap(layout.right), remap(layout.roots),
+                  layout.leaves, layout.depth, layout.default_left)
+
+
+def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
+    """The body of ``<prefix>_predict`` when the prediction is the argmax of this node's result and the
+    node is a single tree reading the input: the class of each leaf (the op's argmax of its result at that
+    leaf, ties as the op resolves them: ``leaf_argmax``) returned directly, no scores summed; the subtrees
+    of one class made leaves (``class_tree``). The same kernel rule as the scores: straight-line ifs
+    returning constants, or the table walk with leaves referencing their class (-1 - class)."""
+    at = node.attrs
+    if len(at["roots"]) != 1 or int(at["n_outputs"]) < 2 or not getattr(em, "tree_predict", True):
+        return None
+    out_dtype = node.type.dtype
+    classes = leaf_argmax(at, out_dtype.scale if fixed else None, out_dtype.bits if fixed else 16)
+    thresholds, literal, cmp_op = _types(em, node, fixed)
+    layout = _class_layout(class_tree(at, classes), thresholds)
+    (x_name,) = node.inputs
+    x_type = em.graph.type(x_name)
+
+    def thr_ctype(lay: Layout) -> str:
+        return int_type(int(lay.threshold.min()), int(lay.threshold.max())) if fixed and len(lay.feature) \
+            else "float" if not fixed else "int8_t"
+
+    thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_ctype(layout)]
+    cands = predicted(layout, thr_bytes, 1, 0, 0)
+    chosen = choose(cands)
+    if hasattr(em, "kernel_report"):
+        em.kernel_report.append({
+            "node": node.name, "op": "tree_ensemble", "matrix": f"{node.name} class tree",
+            "entry": "predict", "decision_nodes": int(len(layout.feature)), "depth": layout.depth,
+            "kernel": f"trees-{chosen}-class", "predicted_cycles": cands[chosen]["cycles"],
+            "flash_bytes": cands[chosen]["flash"], "candidates": {f"trees-{k}-class": v for k, v in cands.items()},
+            "note": "predict returns each leaf's class (the argmax of the scores there); scores() is unchanged"})
+    if not len(layout.feature):
+        return [f"    (void){em.var(x_name)};", f"    return {int(-1 - layout.roots[0])};"]
+    if chosen == "table":
+        # every decision node kept: the feature and threshold arrays are the scores' own (stored once)
+        layout = _class_layout({**at, "class": classes}, thresholds)
+        walk = _table_walk(em, node, layout, fixed, thr_ctype(layout), cmp_op, "class -1-ref", "_class", roots=False)
+        return [f"    {layout.ref_type} i = {int(layout.roots[0])};",
+                *(line[4:] for line in walk.loop), "    return (int)(-1 - i);"]
+    bits = x_type.dtype.bits
+    x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
+    return [f"    (void){em.var(x_name)};",
+            *_straight_tree(layout, lambda i: em.at(x_name, i), literal, int(layout.roots[0]), "    ", x_range,
+                            cmp_op, "return {};")]
 
 
 def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
@@ -277,49 +425,15 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         return [f"{indent}acc[{t_expr}] += {rd(leaf_tab, 'leaf', leaf_type)};"]
 
     if chosen == "table" and len(layout.feature):
-        dl = layout.default_left
-        # float: default-left nodes test !(x > t); integer: default-right nodes also test x != M
-        marked = bool(dl.any() and not dl.all())
-        feat_type = feature_type(int(layout.feature.max()), marked)
-        flag = 1 << (int(feat_type[4:-2]) - 1) if marked else 0
-        feat = em.add_const_array(sym(f"{node.name}_feature"), layout.feature | np.where(dl, flag, 0), feat_type,
-                                  f"%{node.name}: feature tested by each decision node (preorder)"
-                                  + (f"; bit {flag.bit_length() - 1}: a missing value goes left" if flag else ""))
-        thr = em.add_const_array(sym(f"{node.name}_threshold"), layout.threshold, thr_type,
-                                 f"%{node.name}: threshold of each decision node (go left when x {cmp_op} it)")
-        lft = em.add_const_array(sym(f"{node.name}_left"), layout.left, ref_type,
-                                 f"%{node.name}: left child (>= 0: decision node, < 0: leaf -1-ref)")
-        rgt = em.add_const_array(sym(f"{node.name}_right"), layout.right, ref_type,
-                                 f"%{node.name}: right child (>= 0: decision node, < 0: leaf -1-ref)")
-        roots = em.add_const_array(sym(f"{node.name}_roots"), layout.roots, ref_type,
-                                   f"%{node.name}: root of each tree")
+        walk = _table_walk(em, node, layout, bool(fixed), thr_type, cmp_op, "leaf -1-ref", "")
         outs = None
         if not np.all(tree_out < 0):
             outs = em.add_const_array(sym(f"{node.name}_outputs"), tree_out, "uint8_t" if k <= 256 else "uint16_t",
                                       f"%{node.name}: the output each tree adds to")
-        x_type_c = ctype_of(x_type.dtype)
-        f_read = rd(feat, "i", feat_type)
-        cmp = x_at(f"(f & {flag - 1:#x})" if flag else "f")
-        if thr_type == "int32_t":
-            cmp = f"(int32_t){cmp}"
-        t_read = rd(thr, "i", thr_type)
-        if fixed:
-            m = missing_code(x_type.dtype.bits)
-            go = (f"v <= {t_read}" if dl.all() else f"v <= {t_read} && v != {m}" if not dl.any()
-                  else f"v <= {t_read} && (v != {m} || (f & {flag:#x}))")
-        else:
-            flip = {"<=": ">", "<": ">="}[cmp_op]
-            go = (f"v {cmp_op} {t_read}" if not dl.any() else f"!(v {flip} {t_read})" if dl.all()
-                  else f"(f & {flag:#x}) ? !(v {flip} {t_read}) : v {cmp_op} {t_read}")
         lines += [
             f"    for (int t = 0; t < {n_trees}; ++t) {{",
-            f"        {ref_type} i = {rd(roots, 't', ref_type)};",
-            "        while (i >= 0) {",
-            f"            const {feat_type} f = {f_read};",
-            f"            const {'int32_t' if thr_type == 'int32_t' else x_type_c} v = {cmp};",
-            f"            i = ({go})",
-            f"                ? {rd(lft, 'i', ref_type)} : {rd(rgt, 'i', ref_type)};",
-            "        }",
+            f"        {ref_type} i = {rd(walk.roots, 't', ref_type)};",
+            *walk.loop,
             f"        {leaf_idx_type} leaf = ({leaf_idx_type})(-1 - i);",
             *add_leaf(rd(outs, "t", "uint8_t" if k <= 256 else "uint16_t") if outs else "0", "        "),
             "    }",

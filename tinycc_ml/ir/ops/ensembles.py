@@ -222,6 +222,23 @@ def _fixed(call: FixedCall):
     return saturate(rshift(acc, leaf_scale(at, call.scale) - call.scale), call.bits)
 
 
+def leaf_argmax(attrs, out_scale: int | None = None, out_bits: int = 16) -> np.ndarray:
+    """Per node of a single-tree ensemble, the argmax (first maximum) of the op's result for a row
+    reaching that node when it is a leaf, -1 at decision nodes: float (``out_scale`` None) the float32
+    leaf values, integer the leaf ints shifted to the result's scale and saturated to ``out_bits``, exactly
+    as ``_fixed`` computes them (a single tree's result is its leaf's contribution alone)."""
+    need(len(attrs["roots"]) == 1, "leaf_argmax is for a single tree")
+    leaves = np.flatnonzero(attrs["feature"] < 0)
+    if out_scale is None:
+        out = leaf_sums(attrs, leaves[:, None], attrs["value"].astype(np.float32))
+    else:
+        acc = leaf_sums(attrs, leaves[:, None], leaf_ints(attrs, out_scale))
+        out = saturate(rshift(acc, leaf_scale(attrs, out_scale) - out_scale), out_bits)
+    classes = np.full(len(attrs["feature"]), -1, dtype=np.int64)
+    classes[leaves] = np.argmax(out, axis=1)
+    return classes
+
+
 def tree_leaf_ranges(attrs) -> tuple[np.ndarray, np.ndarray]:
     """Per tree, the smallest and largest leaf value of each of its value columns: (T, W) each."""
     feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
