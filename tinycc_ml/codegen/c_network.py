@@ -251,8 +251,15 @@ def _taps(node: Node, window, height: int, width: int, dilation, inner: list[str
             "}"]
 
 
+def _computed(em: CEmitter, node: Node, name: str) -> None:
+    """The C reads ``name`` through its arena pointer (or x): a constant there is refused."""
+    if em.graph.op(name) in ("const", "sparse_const"):
+        raise CompileError(f"node %{node.name}: {node.op} of the constant %{name} (fold it first)")
+
+
 def conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
+    _computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     out_c, kh, kw, in_c = w.shape
     height, width, *_, dilation, _ = _window(em, node, (kh, kw))
@@ -273,6 +280,7 @@ def conv2d(em: CEmitter, node: Node) -> list[str]:
 
 def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
+    _computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     _, kh, kw, out_c = w.shape
     in_c, multiplier = x.shape[3], int(node.attrs["depth_multiplier"])
@@ -295,6 +303,7 @@ def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
 
 def fully_connected(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
+    _computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     out_c, depth = w.shape
     rows = x.size // depth
@@ -315,6 +324,7 @@ def fully_connected(em: CEmitter, node: Node) -> list[str]:
 
 def average_pool2d(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
+    _computed(em, node, x_name)
     x = em.graph.type(x_name)
     window = tuple(int(k) for k in node.attrs["filter"])
     channels = x.shape[3]
@@ -330,7 +340,8 @@ def average_pool2d(em: CEmitter, node: Node) -> list[str]:
             "    int32_t sum = 0, average;",
             "    for (int fy = fy0; fy < fy1; ++fy)",
             "    for (int fx = fx0; fx < fx1; ++fx)",
-            f"        sum += {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * {channels} + c];",
+            f"        sum += {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * {channels}"
+            " + c];",
             "    average = sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count;",
             f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(average, {lo}, {hi});",
             "}"]
@@ -344,9 +355,9 @@ def tensor_add(em: CEmitter, node: Node) -> list[str]:
     lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
     rq = requantise(em)
     return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
-            f"    const int32_t a = {rq}(((int32_t){em.var(a_name)}[i] - {ta.zero_point}) * {1 << ADD_LEFT_SHIFT}, "
+            f"    const int32_t a = {rq}(((int32_t){em.at(a_name, 'i')} - {ta.zero_point}) * {1 << ADD_LEFT_SHIFT}, "
             f"{ma}, {sa});",
-            f"    const int32_t b = {rq}(((int32_t){em.var(b_name)}[i] - {tb.zero_point}) * {1 << ADD_LEFT_SHIFT}, "
+            f"    const int32_t b = {rq}(((int32_t){em.at(b_name, 'i')} - {tb.zero_point}) * {1 << ADD_LEFT_SHIFT}, "
             f"{mb}, {sb});",
             f"    {em.var(node.name)}[i] = {clamp8(em)}({rq}(a + b, {mo}, {so}) + {out.zero_point}, {lo}, {hi});",
             "}"]
@@ -354,6 +365,7 @@ def tensor_add(em: CEmitter, node: Node) -> list[str]:
 
 def softmax(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
+    _computed(em, node, x_name)
     x = em.graph.type(x_name)
     depth = x.shape[-1]
     if depth > MAX_SOFTMAX_DEPTH:
