@@ -474,6 +474,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
     if network:  # quantised already: no scale choice; its ranges are its types'
         graph = run_passes(graph, ["dce", "plan_memory"], ctx)
+        for what, label in (("Input", None), ("Scores", "scores")):
+            dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
+            description.append(f"{what}: int8, TFLite's quantisation: real = {dtype.qscales[0]!r} * (q - "
+                               f"{dtype.zero_point}).")
     elif precision == "float":
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())
