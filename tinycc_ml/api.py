@@ -441,9 +441,6 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     model = as_model(model)
-    if isinstance(model, NetworkModel):
-        raise CompileError(f"{model.describe()}: C for TFLite's network ops is not generated yet (issue 35); "
-                           "tinycc_ml.load_model gives the network, whose run_int8 equals tflite-micro bit for bit")
     prefix = check_prefix(model.family if name is None else name)
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
@@ -456,6 +453,12 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if precision not in backend.precisions:
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
     model.check_precision(precision)
+    network = isinstance(model, NetworkModel)
+    if network:
+        if backend.network_ops is not None:
+            raise CompileError(f"{model.describe()}: target {target} does not generate TFLite's network ops: "
+                               f"{backend.network_ops}")
+        precision = "int8"  # the file's own arithmetic (TFLite's int8 kernels)
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
                       dump_after=set(dump_ir_after))
@@ -469,7 +472,13 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if model.task["kind"] != "classification":
         report["task"] = dict(model.task)
         description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
-    if precision == "float":
+    if network:  # quantised already: no scale choice; its ranges are its types'
+        graph = run_passes(graph, ["dce", "plan_memory"], ctx)
+        for what, label in (("Input", None), ("Scores", "scores")):
+            dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
+            description.append(f"{what}: int8, TFLite's quantisation: real = {dtype.qscales[0]!r} * (q - "
+                               f"{dtype.zero_point}).")
+    elif precision == "float":
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())
         check_distances(graph, model.describe())

@@ -83,6 +83,10 @@ class Backend:
     name: str = ""
     description: str = ""
     precisions: tuple[str, ...] = ("float",)
+    # None: its C for TFLite's network ops (codegen/c_network.py) is tested bit for bit against the interpreter;
+    # else why ``compile`` refuses a network for this target
+    network_ops: str | None = ("its builds of TFLite networks are not tested bit for bit against the interpreter "
+                               "(the generated network C is tested on the host only)")
 
     def emit(self, graph, prefix: str, model_description: list[str]) -> BuildOutput:
         raise NotImplementedError

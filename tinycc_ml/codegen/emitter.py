@@ -21,7 +21,7 @@ from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops import precision_of
 from tinycc_ml.ir.verify import verify
-from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan
+from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan, reshape_roots
 from tinycc_ml.runtime.simulate import harness_name_clash
 
 C_KEYWORDS = frozenset(
@@ -36,7 +36,7 @@ ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t
 def ctype_of(dtype) -> str:
     if dtype.kind == "f32":
         return "float"
-    if dtype.kind == "fx":
+    if dtype.kind in ("fx", "qi"):
         return f"int{dtype.bits}_t"
     if dtype.kind == "idx":
         return "int32_t"
@@ -179,6 +179,13 @@ class CEmitter:
         if not self.graph.analyses.memory_plan:
             self.graph.analyses.memory_plan, self.graph.analyses.arenas = plan(self.graph)
         self.scores_node = self.graph.output("scores")
+        # reshapes are free: a reshape's C names its root's storage (a reshape giving the scores: the
+        # caller's buffer, which its root then writes)
+        self.reshape_roots = reshape_roots(self.graph)
+        self.scores_root = self.reshape_roots.get(self.scores_node, self.scores_node)
+        if self.graph.op(self.scores_root) in LEAF_OPS:
+            raise CompileError(f"graph {self.graph.name}: the scores are a reshape of %{self.scores_root}, which "
+                               "no op computes")
         self.prediction_node = self.graph.output("prediction")
         self.inline_values: dict[str, str] = {}  # value -> the C local holding its element (fused chains)
         self.stored_heads: set[str] = set()  # fused heads whose code stored through c_fixed.store
@@ -197,7 +204,8 @@ class CEmitter:
 
     def var(self, name: str) -> str:
         """The C expression naming a value's storage (a pointer for vectors, a local for scalars)."""
-        if name == self.scores_node:
+        name = self.reshape_roots.get(name, name)
+        if name == self.scores_node or name == self.scores_root:
             return "scores"
         if self.graph.op(name) == "input":
             return "x"
@@ -294,7 +302,7 @@ class CEmitter:
         out = []
         for name in names:
             node = self.graph.node(name)
-            if name in self.graph.analyses.memory_plan and name != self.scores_node:
+            if name in self.graph.analyses.memory_plan and name not in (self.scores_node, self.scores_root):
                 key, offset, _ = self.graph.analyses.memory_plan[name]
                 out.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
             elif node.type.rank == 0:
@@ -511,7 +519,7 @@ def check_interface(graph: Graph) -> None:
         raise CompileError(f"graph {graph.name}: output {', '.join(other)} is not one the C returns "
                            "(scores, prediction)")
     scores, prediction = graph.type(labels["scores"]), graph.type(labels["prediction"])
-    numeric = scores.dtype.is_float or scores.dtype.is_fixed
+    numeric = scores.dtype.is_float or scores.dtype.is_fixed or scores.dtype.is_quantised
     if scores.rank != 1 or not numeric or graph.op(labels["scores"]) == "input":
         raise CompileError(f"graph {graph.name}: output scores must be a computed numeric vector, is {scores}")
     if prediction.rank != 0 or prediction.dtype.kind != "idx":

@@ -40,6 +40,7 @@ class HostBackend(Backend):
     name = "host"
     description = "C99 for the host (gcc/clang), runnable from Python through cffi"
     precisions = ("float", "int16", "int8")
+    network_ops = None  # TFLite networks: the shared C, equal to the interpreter's int8 on every byte
 
     def emit(self, graph, prefix, model_description):
         return emit_c(graph, prefix, CTarget("host", kernels=HOST_KERNELS), model_description)

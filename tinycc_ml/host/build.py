@@ -60,7 +60,15 @@ class HostPredictor:
         self.score_scale = score_scale  # integer builds: a score's value is score_int * 2^-score_scale
         self.n_proba = n_proba  # entries <prefix>_proba writes (0: the model defines no probabilities)
 
+    def _check_real_input(self) -> None:
+        """An integer build with no input scale (a TFLite network: its input's affine quantisation is the
+        file's) takes its integer rows through run_raw only."""
+        if self.input_ctype != "float" and self.input_scale is None:
+            raise DataError(f"{self.prefix}: this build takes {self.input_ctype} rows quantised as the network's "
+                            "input tensor says (NetworkModel.scores shows how); pass them to run_raw")
+
     def quantise(self, X) -> np.ndarray:
+        self._check_real_input()
         X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1:
             X = X[None, :]
@@ -97,6 +105,7 @@ class HostPredictor:
         return self._real(self.scores(X))
 
     def predict_index(self, X) -> np.ndarray:
+        self._check_real_input()
         fused = self._lib.tinycc_batch_q
         X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1:

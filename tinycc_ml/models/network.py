@@ -1,6 +1,7 @@
 """Networks as users ship them (TFLite's int8 ``.tflite`` files): the imported IR graph itself is the
-model. Its integer semantics (``run_fixed``) are TFLite's int8 kernels, bit for bit; C for its ops is
-not generated yet (issue 35), so ``compile`` refuses it with that reason."""
+model. Its integer semantics (``run_fixed``) are TFLite's int8 kernels, bit for bit; ``compile`` emits
+C for it on the targets that generate network ops (``Backend.network_ops``: the host), whose outputs
+equal ``run_int8``'s on every byte."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from collections import Counter
 
 import numpy as np
 
-from tinycc_ml.errors import DataError, ModelFileError
+from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.types import TensorType
 from tinycc_ml.models.base import Model
+
+NETWORK_PRECISIONS = ("float", "int8")  # "float", compile's default, takes the file's int8 as it is
 
 
 class NetworkModel(Model):
@@ -44,6 +48,30 @@ class NetworkModel(Model):
 
     def lower(self) -> Graph:
         return self.graph.copy()
+
+    def lower_for(self, precision: str) -> Graph:
+        """The graph the C computes: the input a flat int8 vector (reshaped, free, to the network's input
+        tensor), the scores the flat output tensor, the prediction their argmax (the first on ties)."""
+        graph = self.graph.copy()
+        x = graph.type(self.input_name)
+        flat = graph.add("input", [], {"name": "x"}, type=TensorType((x.size,), x.dtype), name="x_flat")
+        shaped = graph.add("reshape", [flat], {"shape": list(x.shape)}, type=TensorType(x.shape, x.dtype, x.layout),
+                           name="x_shaped")
+        graph.replace_uses(self.input_name, shaped, keep=(shaped,))
+        graph.remove(self.input_name)
+        out = graph.type(graph.output("scores"))
+        scores = graph.add("reshape", [graph.output("scores")], {"shape": [out.size]},
+                           type=TensorType((out.size,), out.dtype), name="scores")
+        graph.set_output("scores", scores)
+        graph.set_output("prediction", graph.add("argmax", [scores], name="prediction"))
+        graph.outputs = [(label, n) for label, n in graph.outputs if label in ("scores", "prediction")]
+        return graph
+
+    def check_precision(self, precision: str) -> None:
+        if precision not in NETWORK_PRECISIONS:
+            raise CompileError(f"{self.describe()}: a TFLite network computes in the int8 arithmetic its file "
+                               f"defines; precision {precision!r} is not one of {', '.join(NETWORK_PRECISIONS)} "
+                               "(float: the default, meaning the file's own int8)")
 
     def run_int8(self, Xq) -> np.ndarray:
         """The int8 outputs of int8 input rows (shape (n, *input_shape)): TFLite's kernels' results."""

@@ -5,7 +5,9 @@ There is one arena per C element type, so generated code indexes typed arrays an
 type-puns. The plan is stored in ``graph.analyses``: ``memory_plan`` = {node: ArenaSlot(arena, offset,
 length)} in elements, and ``arenas`` = {arena: length}. Constants, inputs and scalars
 take no arena space (scalars are locals), nor does the score vector: the entry points write it
-into the caller's buffer.
+into the caller's buffer. A reshape takes none either: it names its operand's elements (the operand
+stays live as long as the reshape is used; a reshape giving the scores puts its operand in the
+caller's buffer).
 
 Integer builds also fuse element-wise chains (``fused_chains``, stored in ``graph.analyses.fused``): a
 vector whose only user is an element-wise op (add, sub, mul, scale, clip with scalar bounds) of the same
@@ -70,14 +72,24 @@ def fused_chains(graph: Graph) -> dict[str, list[str]]:
 
 
 def arena_key(dtype) -> str:
-    """Values sharing an arena share a C element type."""
-    if dtype.kind == "fx":
+    """Values sharing an arena share a C element type (TFLite's quantised tensors: their integer width)."""
+    if dtype.kind in ("fx", "qi"):
         return f"i{dtype.bits}"
     return {"f32": "f32", "idx": "i32", "bool": "u8"}[dtype.kind]
 
 
 def element_bytes(key: str) -> int:
     return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}[key]
+
+
+def reshape_roots(graph: Graph) -> dict[str, str]:
+    """Each reshape node -> the value whose elements it names (through chains of reshapes)."""
+    roots: dict[str, str] = {}
+    for n in graph.order():
+        if graph.op(n) == "reshape":
+            x = graph.node(n).inputs[0]
+            roots[n] = roots.get(x, x)
+    return roots
 
 
 def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
@@ -97,7 +109,11 @@ def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
     shares = {members[-1]: head for head, members in fused.items()}  # the last value -> its head's slot
     for tail, head in shares.items():
         last_use[head] = max(last_use[head], last_use[tail])
-    caller_owned = {n for label, n in graph.outputs if label == "scores"}  # written into the caller's buffer
+    # a reshape is free: it names its operand's elements (its root's slot, kept live as long as the reshape)
+    roots = reshape_roots(graph)
+    for n, root in roots.items():
+        last_use[root] = max(last_use[root], last_use[n])
+    caller_owned = {roots.get(n, n) for label, n in graph.outputs if label == "scores"}  # the caller's buffer
     live: list[tuple[str, int, int, str]] = []  # (arena, offset, length, node)
     placed: dict[str, ArenaSlot] = {}
     arenas: dict[str, int] = {}
@@ -105,7 +121,8 @@ def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
         t = graph.type(n)
         # Operands of this node stay live (last_use >= i), so an output never overlaps its inputs.
         live = [entry for entry in live if last_use[entry[3]] >= i]
-        if graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned or n in inner or n in virtual:
+        if (graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned or n in inner or n in virtual
+                or n in roots):
             continue
         if n in shares:
             if shares[n] in placed:

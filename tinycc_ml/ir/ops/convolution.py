@@ -32,7 +32,8 @@ from tinycc_ml.ir.ops.windows import (
 WINDOW_ATTRS = {"stride": "ints", "dilation": "ints", "padding": "str", "activation": "str"}
 NO_RANGES = ("networks arrive quantised (TFLite's int8): their ranges are in their types; range analysis and "
              "scale choice do not run on them")
-NO_C = "C for network ops is not written yet (issue 35: the interpreter defines them first)"
+NO_C = ("C for float network ops is not written: TFLite's networks arrive int8 (their C: codegen/c_network.py); "
+        "float .tflite files are refused on reading")
 
 
 def _check_operands(ts, filter_axis: int, weights_layout: str) -> None:
@@ -109,7 +110,7 @@ register_op(OpDef(
     "(same/valid as TFLite pads) and a fused activation (none/relu/relu6); quantised: TFLite's int8 kernel, "
     "per-channel requantisation",
     evaluate_rows=_rows_only_first(_float_conv2d), fixed=_fixed_conv2d,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
 
 
 # ---------------------------------------------------------------- depthwise_conv2d
@@ -150,7 +151,7 @@ register_op(OpDef(
     "TFLite's DEPTHWISE_CONV_2D: NHWC input, a (1, KH, KW, C x M) filter, output channel c M + m filtering "
     "input channel c; stride, dilation, padding, fused activation as conv2d; quantised: TFLite's int8 kernel",
     evaluate_rows=_rows_only_first(_float_depthwise), fixed=_fixed_depthwise,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
 
 
 # ---------------------------------------------------------------- fully_connected
@@ -198,5 +199,5 @@ register_op(OpDef(
     "TFLite's FULLY_CONNECTED: the input read as rows of the weights' width (O, I), times the weights, plus the "
     "bias, a fused activation; quantised: TFLite's int8 kernel (per-tensor requantisation)",
     evaluate_rows=_rows_fully_connected, fixed=_fixed_fully_connected,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C},
     macs=lambda ts, stored: (ts[0].size // ts[1].shape[1]) * ts[1].size))

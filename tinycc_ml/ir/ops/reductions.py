@@ -14,7 +14,7 @@ from tinycc_ml.ir.ops.registry import (
     register_op,
     result_dtype,
 )
-from tinycc_ml.ir.types import IDX, TensorType, fixed
+from tinycc_ml.ir.types import IDX, PER_TENSOR, TensorType, fixed
 
 
 def _infer_sum(ts, attrs, declared):
@@ -51,7 +51,8 @@ register_op(OpDef(
 
 def _infer_argmax(ts, attrs, declared):
     (a,) = ts
-    float_or_fixed(a, "operand")
+    need(a.dtype.kind in ("f32", "fx") or (a.dtype.is_quantised and a.dtype.axis == PER_TENSOR),
+         f"operand must be numeric (f32, fixed or per-tensor quantised), got {a.dtype}")
     need(a.rank == 1, f"operand has shape {a.shape}, expected a vector")
     return TensorType((), IDX)
 

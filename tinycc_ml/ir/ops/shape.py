@@ -28,4 +28,4 @@ register_op(OpDef(
     "TFLite's RESHAPE: the same elements in the same order in a new shape (and the declared layout): free",
     evaluate_rows=lambda ins, batched, attrs, n, rank: ins[0].reshape(n, *(int(d) for d in attrs["shape"])),
     fixed=lambda call: _reshape_rows(call.ins[0], call.in_types[0].rank, call.attrs["shape"]),
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))

@@ -65,7 +65,7 @@ register_op(OpDef(
     evaluate_rows=lambda ins, batched, attrs, n, rank: apply_activation(ins[0] + ins[1], attrs.get("activation",
                                                                                                   "none")),
     fixed=_fixed_tensor_add,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
 
 
 def _infer_softmax(ts, attrs, declared):
@@ -91,4 +91,4 @@ register_op(OpDef(
     "(gemmlowp fixed-point exp and reciprocal), the result at scale 1/256, zero point -128",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_softmax(ins, attrs),
     fixed=lambda call: softmax_int8(call.ins[0], float(call.attrs["beta"]), call.in_types[0].dtype.qscales[0]),
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C, "c_fixed": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))

@@ -1,0 +1,415 @@
+"""C for TFLite's network ops in their int8 semantics (``ir/ops/convolution.py``, ``pooling.py``,
+``tensor_elementwise.py``, ``shape.py``), entries of ``C_CODE["fixed"]``.
+
+The C computes what the interpreter computes, bit for bit: int8 tensors (NHWC, row-major) in the arena,
+int32 sums of filter x (input - input zero point), the int32 bias, TFLite's requantisation
+(MultiplyByQuantizedMultiplier: gemmlowp's SaturatingRoundingDoublingHighMul in int64, then
+RoundingDivideByPOT) with the multipliers and shifts computed here from the types' scales exactly as
+``tflite_arith`` computes them (per output channel: constant arrays named with the model's prefix), the
+output zero point, the fused activation's clamp. Softmax is TFLite's integer algorithm (gemmlowp's
+fixed-point exp and reciprocal), the functions of ``tflite_arith`` written out in C. The primitives are
+``static inline`` functions emitted once per model (``em.helpers``). No heap; C99.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.codegen.emitter import C_CODE, CEmitter
+from tinycc_ml.errors import CompileError
+from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT, add_multipliers
+from tinycc_ml.ir.ops.tflite_arith import (
+    EXP_BARREL,
+    SOFTMAX_ACCUMULATION_INTEGER_BITS,
+    SOFTMAX_DIFF_INTEGER_BITS,
+    activation_range,
+    channel_multipliers,
+    softmax_parameters,
+)
+from tinycc_ml.ir.ops.windows import channel_scales, pad_before
+
+MAX_SOFTMAX_DEPTH = 256  # the sum of exps keeps its headroom (RoundingDivideByPOT's exponent stays <= 31)
+
+
+# ---------------------------------------------------------------- the primitives, emitted once
+
+def _helper(em: CEmitter, name: str, text: str) -> str:
+    symbol = em.sym(name)
+    if symbol not in em.helpers:
+        em.helpers[symbol] = text.replace("@", em.prefix + "_")
+    return symbol
+
+
+def wrap_add(em: CEmitter) -> str:
+    """int32 addition wrapping as gemmlowp's raw additions (two's complement)."""
+    return _helper(em, "tfl_add", """\
+static inline int32_t @tfl_add(int32_t a, int32_t b)
+{
+    return (int32_t)((uint32_t)a + (uint32_t)b);
+}
+""")
+
+
+def high_mul(em: CEmitter) -> str:
+    """gemmlowp's SaturatingRoundingDoublingHighMul (the product in int64)."""
+    return _helper(em, "tfl_high_mul", """\
+static inline int32_t @tfl_high_mul(int32_t a, int32_t b)
+{
+    const int64_t ab = (int64_t)a * (int64_t)b;
+    const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30);
+    if (a == b && a == INT32_MIN)
+        return INT32_MAX;
+    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+""")
+
+
+def divide_pot(em: CEmitter) -> str:
+    """gemmlowp's RoundingDivideByPOT (0 <= exponent <= 31): halves away from zero."""
+    return _helper(em, "tfl_divide_pot", """\
+static inline int32_t @tfl_divide_pot(int32_t x, int exponent)
+{
+    const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
+    const int32_t remainder = x & mask;
+    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+""")
+
+
+def requantise(em: CEmitter) -> str:
+    """TFLite's MultiplyByQuantizedMultiplier: x * multiplier * 2^(shift - 31), rounded twice."""
+    high, div = high_mul(em), divide_pot(em)
+    return _helper(em, "tfl_requantise", f"""\
+static inline int32_t @tfl_requantise(int32_t x, int32_t multiplier, int shift)
+{{
+    const int left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
+    return {div}({high}((int32_t)((uint32_t)x << left), multiplier), right);
+}}
+""")
+
+
+def clamp8(em: CEmitter) -> str:
+    """The fused activation's clamp of a requantised value to the output's int8 range."""
+    return _helper(em, "tfl_clamp", """\
+static inline int8_t @tfl_clamp(int32_t v, int32_t lo, int32_t hi)
+{
+    return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
+}
+""")
+
+
+def multiply_pot(em: CEmitter) -> str:
+    """gemmlowp's SaturatingRoundingMultiplyByPOT (a saturating left shift, or RoundingDivideByPOT)."""
+    div = divide_pot(em)
+    return _helper(em, "tfl_multiply_pot", f"""\
+static inline int32_t @tfl_multiply_pot(int32_t x, int exponent)
+{{
+    int32_t threshold;
+    if (exponent <= 0)
+        return {div}(x, -exponent);
+    threshold = (int32_t)(((int64_t)1 << (31 - exponent)) - 1);
+    if (x > threshold)
+        return INT32_MAX;
+    if (x < -threshold)
+        return INT32_MIN;
+    return (int32_t)((uint32_t)x << exponent);
+}}
+""")
+
+
+def softmax_helpers(em: CEmitter) -> tuple[str, str]:
+    """gemmlowp's exp_on_negative_values (Q5.26 in, Q0.31 out) and TFLite's GetReciprocal: their symbols."""
+    add, high, div, mpot = wrap_add(em), high_mul(em), divide_pot(em), multiply_pot(em)
+    quarter = _helper(em, "tfl_exp_quarter", f"""\
+static int32_t @tfl_exp_quarter(int32_t a)
+{{
+    /* exp(a) for a in [-1/4, 0), Q0.31: a Taylor expansion around -1/8 */
+    const int32_t constant_term = 1895147668, one_third = 715827883;
+    const int32_t x = {add}(a, (int32_t)1 << 28);
+    const int32_t x2 = {high}(x, x), x3 = {high}(x2, x), x4 = {high}(x2, x2);
+    const int32_t x4_over_4 = {div}(x4, 2);
+    const int32_t poly = {div}({add}({high}({add}(x4_over_4, x3), one_third), x2), 1);
+    return {add}(constant_term, {high}(constant_term, {add}(x, poly)));
+}}
+""")
+    integer_bits = SOFTMAX_DIFF_INTEGER_BITS
+    fractional = 31 - integer_bits
+    barrel = "\n".join(f"    if (remainder & ((int32_t)1 << {fractional + e}))\n        result = {high}(result, {m});"
+                       for e, m in EXP_BARREL if integer_bits > e)
+    exp = _helper(em, "tfl_exp_negative", f"""\
+static int32_t @tfl_exp_negative(int32_t a)
+{{
+    /* exp(a) for a <= 0 in Q{integer_bits}.{fractional}, Q0.31 out */
+    const int32_t one_quarter = (int32_t)1 << {fractional - 2};
+    const int32_t a_mod_quarter_minus_one_quarter = {add}(a & (one_quarter - 1), -one_quarter);
+    const int32_t remainder = {add}(a_mod_quarter_minus_one_quarter, (int32_t)(0u - (uint32_t)a));
+    int32_t result = {quarter}({mpot}(a_mod_quarter_minus_one_quarter, {integer_bits}));
+{barrel}
+    return a == 0 ? INT32_MAX : result;
+}}
+""")
+    one_over = _helper(em, "tfl_one_over_one_plus", f"""\
+static int32_t @tfl_one_over_one_plus(int32_t a)
+{{
+    /* 1 / (1 + a) for a in [0, 1), Q0.31 in and out: Newton-Raphson, three steps */
+    const int64_t total = (int64_t)a + INT32_MAX;
+    const int32_t half_denominator = (int32_t)((total + (total >= 0 ? 1 : -1)) / 2);
+    int32_t x = {add}(1515870810, {high}(half_denominator, -1010580540));
+    int i;
+    for (i = 0; i < 3; ++i) {{
+        const int32_t one_minus = {add}((int32_t)1 << 29, (int32_t)(0u - (uint32_t){high}(half_denominator, x)));
+        x = {add}(x, {mpot}({high}(x, one_minus), 2));
+    }}
+    return {mpot}(x, 1);
+}}
+""")
+    recip = _helper(em, "tfl_reciprocal", f"""\
+static int32_t @tfl_reciprocal(int32_t x, int *bits_over_unit)
+{{
+    /* TFLite's GetReciprocal: 1 / x of x (> 0) scaled into [1, 2), and how many bits x has above one */
+    uint32_t u = (uint32_t)x;
+    int headroom_plus_one = 0;
+    while (headroom_plus_one < 31 && !(u & 0x80000000u)) {{
+        u <<= 1;
+        ++headroom_plus_one;
+    }}
+    *bits_over_unit = {SOFTMAX_ACCUMULATION_INTEGER_BITS} - headroom_plus_one;
+    return {one_over}((int32_t)(u - 0x80000000u));
+}}
+""")
+    return exp, recip
+
+
+# ---------------------------------------------------------------- the ops
+
+def _requant_params(em: CEmitter, node: Node, channels: int, filter_type) -> tuple[str, str]:
+    """The C expressions of output channel ``o``'s multiplier and shift: literals when every channel shares
+    them, else two constant arrays."""
+    x = em.graph.type(node.inputs[0])
+    mult, shift = channel_multipliers(x.dtype.qscales[0], channel_scales(filter_type, channels),
+                                      node.type.dtype.qscales[0])
+    if len(set(mult.tolist())) == 1 and len(set(shift.tolist())) == 1:
+        return str(int(mult[0])), str(int(shift[0]))
+    m = em.add_const_array(em.sym(f"{node.name}_multiplier"), mult.astype(np.int32), "int32_t",
+                           f"%{node.name}: each output channel's requantisation multiplier (Q31)")
+    s = em.add_const_array(em.sym(f"{node.name}_shift"), shift.astype(np.int8), "int8_t",
+                           f"%{node.name}: each output channel's requantisation shift (left when positive)")
+    rd = em.target.read_const
+    return rd(m, "o", "int32_t"), f"(int){rd(s, 'o', 'int8_t')}"
+
+
+def _store(em: CEmitter, node: Node, acc: str, mult: str, shift: str) -> str:
+    """``out[...] = `` the requantised, offset and clamped acc."""
+    out = node.type.dtype
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return f"{clamp8(em)}({requantise(em)}({acc}, {mult}, {shift}) + {out.zero_point}, {lo}, {hi})"
+
+
+def _window(em: CEmitter, node: Node, window: tuple[int, int]):
+    """(H, W, OH, OW, stride, dilation, padding before) of a windowed op."""
+    x = em.graph.type(node.inputs[0])
+    _, height, width, _ = x.shape
+    _, oh, ow, _ = node.type.shape
+    stride = [int(s) for s in node.attrs.get("stride", [1, 1])]
+    dilation = [int(d) for d in node.attrs.get("dilation", [1, 1])]
+    pads = [pad_before(n, int(k), s, d, o)
+            for n, k, s, d, o in zip((height, width), window, stride, dilation, (oh, ow))]
+    return height, width, oh, ow, stride, dilation, pads
+
+
+def _window_loops(em: CEmitter, node: Node, window, channels_out: int, body: list[str]) -> list[str]:
+    """Loops over batch, output rows and columns, and ``body`` (indented) once per output position, with
+    iy0, ix0 (the window's top-left input position) and ``pos`` (the output position's element offset)."""
+    x = em.graph.type(node.inputs[0])
+    height, width, oh, ow, stride, dilation, pads = _window(em, node, window)
+    return [
+        "{",
+        f"    for (int b = 0; b < {x.shape[0]}; ++b)",
+        f"    for (int oy = 0; oy < {oh}; ++oy)",
+        f"    for (int ox = 0; ox < {ow}; ++ox) {{",
+        f"        const int iy0 = oy * {stride[0]} - {pads[0]}, ix0 = ox * {stride[1]} - {pads[1]};",
+        f"        const long pos = ((long)(b * {oh} + oy) * {ow} + ox) * {channels_out};",
+        "        (void)iy0; (void)ix0;",
+        *("        " + line for line in body),
+        "    }",
+        "}",
+    ]
+
+
+def _taps(node: Node, window, height: int, width: int, dilation, inner: list[str]) -> list[str]:
+    """Loops over the window's taps inside the input (iy, ix), ``inner`` once per tap."""
+    return [f"for (int ky = 0; ky < {window[0]}; ++ky) {{",
+            f"    const int iy = iy0 + ky * {dilation[0]};",
+            f"    if (iy < 0 || iy >= {height}) continue;",
+            f"    for (int kx = 0; kx < {window[1]}; ++kx) {{",
+            f"        const int ix = ix0 + kx * {dilation[1]};",
+            f"        if (ix < 0 || ix >= {width}) continue;",
+            *("        " + line for line in inner),
+            "    }",
+            "}"]
+
+
+def _computed(em: CEmitter, node: Node, name: str) -> None:
+    """The C reads ``name`` through its arena pointer (or x): a constant there is refused."""
+    if em.graph.op(name) in ("const", "sparse_const"):
+        raise CompileError(f"node %{node.name}: {node.op} of the constant %{name} (fold it first)")
+
+
+def conv2d(em: CEmitter, node: Node) -> list[str]:
+    x_name, w_name, b_name = node.inputs
+    _computed(em, node, x_name)
+    x, w = em.graph.type(x_name), em.graph.type(w_name)
+    out_c, kh, kw, in_c = w.shape
+    height, width, *_, dilation, _ = _window(em, node, (kh, kw))
+    mult, shift = _requant_params(em, node, out_c, w)
+    offset = -x.dtype.zero_point
+    tap = [f"const int8_t *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
+           f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx) * {in_c};",
+           f"for (int c = 0; c < {in_c}; ++c)",
+           f"    acc += (int32_t){em.at(w_name, 'wp + c')} * ((int32_t)xp[c] + {offset});"]
+    body = [f"for (int o = 0; o < {out_c}; ++o) {{",
+            "    int32_t acc = 0;",
+            *("    " + line for line in _taps(node, (kh, kw), height, width, dilation, tap)),
+            f"    acc += {em.at(b_name, 'o')};",
+            f"    {em.var(node.name)}[pos + o] = {_store(em, node, 'acc', mult, shift)};",
+            "}"]
+    return _window_loops(em, node, (kh, kw), out_c, body)
+
+
+def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
+    x_name, w_name, b_name = node.inputs
+    _computed(em, node, x_name)
+    x, w = em.graph.type(x_name), em.graph.type(w_name)
+    _, kh, kw, out_c = w.shape
+    in_c, multiplier = x.shape[3], int(node.attrs["depth_multiplier"])
+    height, width, *_, dilation, _ = _window(em, node, (kh, kw))
+    mult, shift = _requant_params(em, node, out_c, w)
+    offset = -x.dtype.zero_point
+    tap = [f"const int32_t xv = (int32_t){em.var(x_name)}[((long)(b * {height} + iy) * {width} + ix) * {in_c} + c]"
+           f" + {offset};",
+           f"acc += (int32_t){em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o')} * xv;"]
+    body = [f"for (int c = 0; c < {in_c}; ++c)",
+            f"for (int m = 0; m < {multiplier}; ++m) {{",
+            f"    const int o = c * {multiplier} + m;",
+            "    int32_t acc = 0;",
+            *("    " + line for line in _taps(node, (kh, kw), height, width, dilation, tap)),
+            f"    acc += {em.at(b_name, 'o')};",
+            f"    {em.var(node.name)}[pos + o] = {_store(em, node, 'acc', mult, shift)};",
+            "}"]
+    return _window_loops(em, node, (kh, kw), out_c, body)
+
+
+def fully_connected(em: CEmitter, node: Node) -> list[str]:
+    x_name, w_name, b_name = node.inputs
+    _computed(em, node, x_name)
+    x, w = em.graph.type(x_name), em.graph.type(w_name)
+    out_c, depth = w.shape
+    rows = x.size // depth
+    mult, shift = _requant_params(em, node, out_c, w)
+    offset = -x.dtype.zero_point
+    return ["{",
+            f"    for (int r = 0; r < {rows}; ++r)",
+            f"    for (int o = 0; o < {out_c}; ++o) {{",
+            f"        const int8_t *xp = {em.var(x_name)} + (long)r * {depth};",
+            "        int32_t acc = 0;",
+            f"        for (int i = 0; i < {depth}; ++i)",
+            f"            acc += (int32_t){em.at(w_name, f'(long)o * {depth} + i')} * ((int32_t)xp[i] + {offset});",
+            f"        acc += {em.at(b_name, 'o')};",
+            f"        {em.var(node.name)}[(long)r * {out_c} + o] = {_store(em, node, 'acc', mult, shift)};",
+            "    }",
+            "}"]
+
+
+def average_pool2d(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    window = tuple(int(k) for k in node.attrs["filter"])
+    channels = x.shape[3]
+    height, width, *_ = _window(em, node, window)
+    out = node.type.dtype
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    # TFLite's window clipped to the input: the count is of the taps inside it
+    body = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
+            f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
+            f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};",
+            "const int32_t count = (int32_t)((fy1 - fy0) * (fx1 - fx0));",
+            f"for (int c = 0; c < {channels}; ++c) {{",
+            "    int32_t sum = 0, average;",
+            "    for (int fy = fy0; fy < fy1; ++fy)",
+            "    for (int fx = fx0; fx < fx1; ++fx)",
+            f"        sum += {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * {channels}"
+            " + c];",
+            "    average = sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count;",
+            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(average, {lo}, {hi});",
+            "}"]
+    return _window_loops(em, node, window, channels, body)
+
+
+def tensor_add(em: CEmitter, node: Node) -> list[str]:
+    a_name, b_name = node.inputs
+    ta, tb, out = em.graph.type(a_name).dtype, em.graph.type(b_name).dtype, node.type.dtype
+    (ma, sa), (mb, sb), (mo, so) = add_multipliers(ta.qscales[0], tb.qscales[0], out.qscales[0])
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    rq = requantise(em)
+    return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
+            f"    const int32_t a = {rq}(((int32_t){em.at(a_name, 'i')} - {ta.zero_point}) * {1 << ADD_LEFT_SHIFT}, "
+            f"{ma}, {sa});",
+            f"    const int32_t b = {rq}(((int32_t){em.at(b_name, 'i')} - {tb.zero_point}) * {1 << ADD_LEFT_SHIFT}, "
+            f"{mb}, {sb});",
+            f"    {em.var(node.name)}[i] = {clamp8(em)}({rq}(a + b, {mo}, {so}) + {out.zero_point}, {lo}, {hi});",
+            "}"]
+
+
+def softmax(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    depth = x.shape[-1]
+    if depth > MAX_SOFTMAX_DEPTH:
+        raise CompileError(f"node %{node.name}: softmax over {depth} values; the C keeps the sum of exps' headroom "
+                           f"for at most {MAX_SOFTMAX_DEPTH}")
+    multiplier, left_shift, diff_min = softmax_parameters(float(node.attrs["beta"]), x.dtype.qscales[0])
+    exp, recip = softmax_helpers(em)
+    high, div, add = high_mul(em), divide_pot(em), wrap_add(em)
+    xs, out = em.var(x_name), em.var(node.name)
+    scaled = f"{high}((int32_t)((uint32_t)diff << {left_shift}), {multiplier})"
+    return ["{",
+            f"    for (long r = 0; r < {x.size // depth}; ++r) {{",
+            f"        const int8_t *in = {xs} + r * {depth};",
+            "        int32_t largest = in[0], sum = 0, scale;",
+            "        int bits_over_unit;",
+            f"        for (int i = 1; i < {depth}; ++i)",
+            "            if (in[i] > largest) largest = in[i];",
+            f"        for (int i = 0; i < {depth}; ++i) {{",
+            "            const int32_t diff = (int32_t)in[i] - largest;",
+            f"            if (diff >= {diff_min})",
+            f"                sum = {add}(sum, {div}({exp}({scaled}), {SOFTMAX_ACCUMULATION_INTEGER_BITS}));",
+            "        }",
+            f"        scale = {recip}(sum, &bits_over_unit);",
+            f"        for (int i = 0; i < {depth}; ++i) {{",
+            "            const int32_t diff = (int32_t)in[i] - largest;",
+            f"            if (diff >= {diff_min}) {{",
+            f"                const int32_t v = {div}({high}(scale, {exp}({scaled})), bits_over_unit + 23) - 128;",
+            f"                {out}[r * {depth} + i] = (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));",
+            "            } else {",
+            f"                {out}[r * {depth} + i] = -128;",
+            "            }",
+            "        }",
+            "    }",
+            "}"]
+
+
+def reshape(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    if em.graph.op(x_name) == "const":
+        raise CompileError(f"node %{node.name}: a reshape of the constant %{x_name} (no op computes it)")
+    return [f"/* free: names the elements of {em.var(node.name)} */"]
+
+
+C_CODE["fixed"].update({
+    "conv2d": conv2d, "depthwise_conv2d": depthwise_conv2d, "fully_connected": fully_connected,
+    "average_pool2d": average_pool2d, "tensor_add": tensor_add, "softmax": softmax, "reshape": reshape,
+})
