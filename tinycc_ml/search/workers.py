@@ -11,6 +11,7 @@ worker dies when it runs alone is reported as failed (``WorkerDied``) instead of
 from __future__ import annotations
 
 import logging
+import re
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, wait
 
@@ -171,6 +172,10 @@ def check_cluster(client, target: str) -> None:
                              + "; ".join(f"{w}: {why}" for w, why in sorted(lacking.items()))[:600])
 
 
+# [tcp|tls|ws|wss|ucx://]host:port, the host a name, an IPv4 address or a bracketed IPv6 one
+SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})$")
+
+
 def connect(scheduler, timeout: float = 10.0):
     """A ``distributed.Client`` for a scheduler address (or the client given)."""
     if not isinstance(scheduler, str):
@@ -180,8 +185,12 @@ def connect(scheduler, timeout: float = 10.0):
     except ImportError:
         raise DataError(f"scheduler {scheduler!r}: running on a Dask cluster needs the distributed package "
                         "(pip install 'dask[distributed]')") from None
+    found = SCHEDULER_ADDRESS.match(scheduler.strip())
+    if not found or not 0 < int(found["port"]) < 65536:  # said here: distributed's own parse, inside Client's
+        # event-loop thread, can leave the client's close waiting forever
+        raise DataError(f"scheduler {scheduler!r}: not a scheduler address such as tcp://host:8786")
     try:
-        return Client(scheduler, timeout=timeout)
+        return Client(scheduler.strip(), timeout=timeout)
     except (OSError, TimeoutError) as exc:
         raise DataError(f"scheduler {scheduler}: cannot connect ({' '.join(str(exc).split())[:200]})") from None
     except (ValueError, TypeError) as exc:  # distributed's parse of the address: a port that is not a number, ...
