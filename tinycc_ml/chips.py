@@ -4,7 +4,11 @@ the estimates the fit check uses without a toolchain. Each target package define
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
+
+from tinycc_ml.errors import DataError
 
 
 @dataclass(frozen=True)
@@ -31,3 +35,22 @@ class Chip:
     stack_estimate: int  # bytes of stack assumed for the model's own calls
     flash_base: int = 0
     ram_base: int = 0
+
+
+def memory_limits(chip: Chip | None, max_flash, max_ram, target: str) -> tuple[int | None, int | None]:
+    """The user's flash and RAM limits, checked: positive whole numbers of bytes, each at most ``chip``'s
+    (None: no chip to compare with, the host); None stays None (no limit)."""
+    checked = []
+    for what, value, most, kind in (("max_flash", max_flash, chip and chip.flash, "flash"),
+                                    ("max_ram", max_ram, chip and chip.ram, "RAM")):
+        if value is not None:
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+                    or value <= 0 or value != int(value)):
+                raise DataError(f"{what} is {value!r}, but {what} must be a positive number of bytes, a whole number")
+            if most is not None and value > most:
+                raise DataError(f"{what} {int(value)} is more than the {chip.name}'s {most} bytes of {kind} (target "
+                                f"{target}); choose a target whose chip has as much")
+            value = int(value)
+        checked.append(value)
+    return checked[0], checked[1]
+

@@ -475,21 +475,22 @@ def kernel_index(kernels) -> dict[tuple[str, str], tuple]:
     return {key: tuple(group) for key, group in index.items()}
 
 
-def ranked_kernels(em: CEmitter, node: Node, group: tuple) -> list:
-    """The kernels of ``group`` that claim ``node``: those stating a cost first (usable ones, cheapest first,
-    the choice recorded in the kernel report), then the others in the target's order."""
+def ranked_kernels(em: CEmitter, node: Node, group: tuple):
+    """The kernels of ``group`` that claim ``node``, in the order the emitter tries them: when none states a
+    cost, the target's order, each asked to claim only when the ones before it declined; else those stating
+    a cost first (usable ones, cheapest first, the choice recorded in the kernel report), then the others."""
+    if not any(k.cost is not None for k in group):
+        yield from (k for k in group if k.claims is None or k.claims(em, node))
+        return
     claiming = [k for k in group if k.claims is None or k.claims(em, node)]
-    costs = {k.label: k.cost(em, node) for k in claiming if k.cost is not None}
-    if not costs:
-        return claiming
-    costed = sorted((k for k in claiming if k.cost is not None and costs[k.label].usable),
-                    key=lambda k: costs[k.label].cycles)
+    costs = {k: k.cost(em, node) for k in claiming if k.cost is not None}
+    costed = sorted((k for k, cost in costs.items() if cost.usable), key=lambda k: costs[k].cycles)
     if costed:
         em.kernel_report.append({"node": node.name, "kernel": costed[0].label,
-                                 "predicted_cycles": costs[costed[0].label].cycles,
-                                 "flash_bytes": costs[costed[0].label].flash,
-                                 "candidates": {label: cost.as_dict() for label, cost in costs.items()}})
-    return costed + [k for k in claiming if k.cost is None]
+                                 "predicted_cycles": costs[costed[0]].cycles, "flash_bytes": costs[costed[0]].flash,
+                                 "candidates": {k.label: cost.as_dict() for k, cost in costs.items()}})
+    yield from costed
+    yield from (k for k in claiming if k.cost is None)
 
 
 def input_clamp(graph: Graph) -> str | None:

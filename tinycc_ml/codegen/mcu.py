@@ -28,14 +28,14 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.buildsys.project import firmware_project
-from tinycc_ml.chips import Chip
+from tinycc_ml.chips import Chip, memory_limits
 from tinycc_ml.codegen.backend import Backend, BuildOutput, Fit
 from tinycc_ml.codegen.c_files import Interface, entry_points
 from tinycc_ml.codegen.c_fixed import clamp_expr, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.codegen.emitter import CEmitter, CTarget, Emitted, ctype_of, input_clamp
 from tinycc_ml.codegen.float_input import guard_macro, source_lines
 from tinycc_ml.codegen.layouts import ConstLayout
-from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
+from tinycc_ml.errors import CompileError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import clip_bounds, quantise
 from tinycc_ml.ir.graph import Graph, Node
@@ -376,7 +376,7 @@ class McuBackend(Backend):
         it (intermediates + the caller's input + the stack estimate), with the input clamp applied where x is
         read: no RAM copy of the input, its readers on the target's on-read kernels (a small buffer of
         clamped features at a time), or when even those do not fit on the shared C."""
-        chip = self.limits or self.chip  # the user's own chip when they gave its memory
+        chip = self.fit_chip
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
         if any(k.get("entry") == "predict" for k in out.kernels) and not self._fits(out):
             log.info("%s: predict through the scores (its own class tree does not fit the %s)", prefix, chip.name)
@@ -414,7 +414,7 @@ class McuBackend(Backend):
         folded = run_passes(graph.copy(), ["fold_input_affine", "constant_fold", "cse", "dce"],
                             PassContext(options=options, debug=False))
         floor = constant_bytes_floor(folded, precision)
-        chip = self.limits or self.chip
+        chip = self.fit_chip
         if floor > chip.flash:
             raise FitError(f"model {prefix} does not fit the {chip.name}: its constants alone need at least "
                            f"{floor} bytes of flash at {precision} (has {chip.flash})", floor,
@@ -429,18 +429,18 @@ class McuBackend(Backend):
     def with_memory_limits(self, max_flash: int | None = None, max_ram: int | None = None) -> McuBackend:
         """This backend checking builds against the user's own chip: at most ``max_flash`` bytes of flash and
         ``max_ram`` of RAM (each at most the target chip's; None: the chip's). Returns self."""
+        max_flash, max_ram = memory_limits(self.chip, max_flash, max_ram, self.name)
         if max_flash is None and max_ram is None:
             return self
-        flash, ram = self.chip.flash if max_flash is None else max_flash, self.chip.ram if max_ram is None else max_ram
-        for what, value, most in (("max_flash", flash, self.chip.flash), ("max_ram", ram, self.chip.ram)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-                raise DataError(f"{what} must be a positive number of bytes, not {value!r}")
-            if value > most:
-                raise DataError(f"{what} {value} is more than the {self.chip.name}'s {most} bytes (target "
-                                f"{self.name}); choose a target whose chip has as much")
+        flash, ram = max_flash or self.chip.flash, max_ram or self.chip.ram
         self.limits = dataclasses.replace(self.chip, name=f"{self.chip.name} limited to {flash} B flash, {ram} B RAM",
-                                          flash=int(flash), ram=int(ram))
+                                          flash=flash, ram=ram)
         return self
+
+    @property
+    def fit_chip(self) -> Chip:
+        """What builds are held to: the user's own chip's memory (``with_memory_limits``), else the chip."""
+        return self.limits or self.chip
 
     def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
         self._simulator()

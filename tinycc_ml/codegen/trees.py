@@ -311,7 +311,7 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
     of one class made leaves (``class_tree``). The same kernel rule as the scores: straight-line ifs
     returning constants, or the table walk with leaves referencing their class (-1 - class)."""
     at = node.attrs
-    if len(at["roots"]) != 1 or int(at["n_outputs"]) < 2 or not getattr(em, "tree_predict", True):
+    if len(at["roots"]) != 1 or int(at["n_outputs"]) < 2:
         return None
     out_dtype = node.type.dtype
     classes = leaf_argmax(at, out_dtype.scale if fixed else None, out_dtype.bits if fixed else 16)

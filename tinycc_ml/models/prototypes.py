@@ -35,6 +35,7 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import (
+    absorb_normalisation,
     add_const,
     add_diagonal_normalisation,
     add_input,
@@ -168,11 +169,11 @@ class PrototypeModel(Model):
     def with_input_map(self, A, c) -> PrototypeModel:
         """This model applied to ``A x + c`` (a PCA step before it): its normalisation and own map composed into
         one map, the offset moved into the prototypes (a distance to them is the same): exact."""
-        T = np.eye(self.prototypes.shape[1]) if self.transform is None else self.transform
-        mean = np.zeros(T.shape[1]) if self.mean is None else self.mean
-        std = np.ones(T.shape[1]) if self.std is None else self.std
-        model = PrototypeModel(self.prototypes - T @ ((c - mean) / std), self.labels, self.n_classes, self.k,
-                               transform=(T / std) @ A, source=f"{self.family} model after a linear transform")
+        r = self.prototypes.shape[1]
+        W, b = absorb_normalisation(np.eye(r) if self.transform is None else self.transform, np.zeros(r), self.mean,
+                                    self.std)
+        model = PrototypeModel(self.prototypes - (W @ c + b), self.labels, self.n_classes, self.k, transform=W @ A,
+                               source=f"{self.family} model after a linear transform")
         model.task, model._classes = self.task, self._classes
         return model
 

@@ -24,6 +24,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.reductions import ovo_vote_counts
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import (
+    absorb_normalisation,
     add_const,
     add_diagonal_normalisation,
     add_input,
@@ -121,13 +122,12 @@ class SVMModel(Model):
     def with_input_map(self, A, c) -> SVMModel:
         """This model applied to ``A x + c`` (a PCA step before it), its normalisation composed into the map:
         exact."""
-        T = np.eye(self.sv.shape[1]) if self.transform is None else self.transform
-        offset = np.zeros(self.sv.shape[1]) if self.transform_offset is None else self.transform_offset
-        mean = np.zeros(T.shape[1]) if self.mean is None else self.mean
-        std = np.ones(T.shape[1]) if self.std is None else self.std
+        r = self.sv.shape[1]
+        offset = np.zeros(r) if self.transform_offset is None else self.transform_offset
+        W, b = absorb_normalisation(np.eye(r) if self.transform is None else self.transform, offset, self.mean,
+                                    self.std)
         model = SVMModel(self.sv, self.pair_coef, self.intercept, self.n_class_count, self.kernel, self.gamma,
-                         self.coef0, self.degree, transform=(T / std) @ A,
-                         transform_offset=T @ ((c - mean) / std) + offset,
+                         self.coef0, self.degree, transform=W @ A, transform_offset=W @ c + b,
                          source=f"{self.family} model after a linear transform")
         model.task, model._classes = self.task, self._classes
         return model

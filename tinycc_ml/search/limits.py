@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tinycc_ml.chips import memory_limits
 from tinycc_ml.errors import DataError
 from tinycc_ml.runtime.simulate import SIMULATORS
 
@@ -29,14 +30,12 @@ M0_CYCLES_PER_INSTRUCTION = 1.5
 LIMIT_NAMES = ("flash", "ram", "latency")
 
 
-def _positive(value, what: str, integer: bool):
+def _positive(value, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise DataError(f"{what} is {value!r}; expected a positive {'number of bytes' if integer else 'number'}")
-    if integer and value != int(value):
-        raise DataError(f"{what} is {value!r}; expected a whole number of bytes")
-    return int(value) if integer else float(value)
+        raise DataError(f"{what} is {value!r}; expected a positive number")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -53,21 +52,15 @@ class Limits:
     def make(cls, target: str, backend, max_flash=None, max_ram=None, max_ms=None, clock_hz=None) -> Limits:
         chip = getattr(backend, "chip", None)
         simulator = getattr(backend, "simulator", None)
-        max_flash = _positive(max_flash, "max_flash", True)
-        max_ram = _positive(max_ram, "max_ram", True)
-        max_ms = _positive(max_ms, "max_ms", False)
-        clock_hz = _positive(clock_hz, "clock_hz", False)
+        max_flash, max_ram = memory_limits(chip, max_flash, max_ram, target)
+        max_ms = _positive(max_ms, "max_ms")
+        clock_hz = _positive(clock_hz, "clock_hz")
         unit = None
         if chip is not None and simulator is not None:
             unit = SIMULATORS.load(simulator).unit
         if unit is None and (max_ms is not None or clock_hz is not None):
             raise DataError(f"target {target} has no simulator that counts cycles or instructions, so max_ms and "
                             "clock_hz cannot be checked; use --target avr or cortex-m0")
-        if chip is not None:
-            if max_flash is not None and max_flash > chip.flash:
-                raise DataError(f"max_flash {max_flash} is more than the {chip.name}'s {chip.flash} bytes of flash")
-            if max_ram is not None and max_ram > chip.ram:
-                raise DataError(f"max_ram {max_ram} is more than the {chip.name}'s {chip.ram} bytes of RAM")
         return cls(target, chip.name if chip is not None else None, max_flash, max_ram, max_ms,
                    (clock_hz or float(chip.clock_hz)) if chip is not None and unit else None, unit)
 
