@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.buildsys.examples import example_rows
+from tinycc_ml.buildsys.examples import MAX_EXAMPLES, example_rows
 from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
@@ -436,6 +436,15 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
             raise
 
 
+def _stored_rows(rows) -> int:
+    """How many example rows a layout stores (0 when ``rows`` is none or malformed: example_rows says why)."""
+    try:
+        shape = np.shape(rows) if rows is not None else ()
+    except ValueError:
+        return 0
+    return min(shape[0], MAX_EXAMPLES) if len(shape) == 2 else 0
+
+
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
              memory_limits, options) -> CompileResult:
     if layout not in LAYOUTS:
@@ -448,6 +457,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     backend = get_backend(target).with_memory_limits(*memory_limits)
     if LAYOUTS[layout]:
         backend.require(LAYOUTS[layout])
+        backend = backend.for_layout(layout, _stored_rows(examples if examples is not None else calibration))
     if precision not in PRECISIONS:
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:
