@@ -436,6 +436,24 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
             raise
 
 
+# files from other libraries: their stem names the model better than the family ("trees", "network")
+STEM_NAMED_SUFFIXES = (".json", ".txt", ".onnx", ".tflite")
+
+
+def default_name(source, model: Model) -> str:
+    """The C prefix when none is given: an imported model file's stem made an identifier (``xgb-iris.json``
+    -> ``xgb_iris``) where that is a name compile accepts, else the model's family."""
+    if isinstance(source, (str, os.PathLike)) and Path(source).suffix.lower() in STEM_NAMED_SUFFIXES:
+        stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(source).stem)
+        stem = f"m_{stem}" if stem[:1].isdigit() else stem
+        try:
+            if stem.lower() not in RESERVED_STEMS and check_prefix(stem) == stem:
+                return stem
+        except CompileError:
+            pass  # a keyword, a system header's name, too long: the family's name instead
+    return model.family
+
+
 def _stored_rows(rows) -> int:
     """How many example rows a layout stores (0 when ``rows`` is none or malformed: example_rows says why)."""
     try:
@@ -449,8 +467,8 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
              memory_limits, options) -> CompileResult:
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
-    model = as_model(model)
-    prefix = check_prefix(model.family if name is None else name)
+    source, model = model, as_model(model)
+    prefix = check_prefix(default_name(source, model) if name is None else name)
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
                            f"file named {prefix} from {prefix}.c; choose another name")
