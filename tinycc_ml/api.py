@@ -358,11 +358,11 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
     rule = model.proba_rule
     dtype = graph.type(graph.output("scores")).dtype
     add_proba(output, rule, model.n_outputs if rule == "logistic_each" else model.n_classes,
-              dtype.scale if dtype.is_fixed else None)
+              dtype.scale if dtype.is_fixed else None, model.proba_constants)
     info = {"rule": rule, "max_abs_error_bound": PROBA_FLOAT_SLACK}
     if dtype.is_fixed:
         scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
-        measured = np.abs(proba_from_scores(scores, rule) - model.predict_proba(calibration))
+        measured = np.abs(proba_from_scores(scores, rule, model.proba_constants) - model.predict_proba(calibration))
         info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"],
                                                         model.scores(calibration))
         info["calibration_max_abs_error"] = float(np.max(measured)) + PROBA_FLOAT_SLACK
