@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.buildsys.examples import example_rows
+from tinycc_ml.buildsys.examples import MAX_EXAMPLES, example_rows
 from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
@@ -358,11 +358,11 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
     rule = model.proba_rule
     dtype = graph.type(graph.output("scores")).dtype
     add_proba(output, rule, model.n_outputs if rule == "logistic_each" else model.n_classes,
-              dtype.scale if dtype.is_fixed else None)
+              dtype.scale if dtype.is_fixed else None, model.proba_constants)
     info = {"rule": rule, "max_abs_error_bound": PROBA_FLOAT_SLACK}
     if dtype.is_fixed:
         scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
-        measured = np.abs(proba_from_scores(scores, rule) - model.predict_proba(calibration))
+        measured = np.abs(proba_from_scores(scores, rule, model.proba_constants) - model.predict_proba(calibration))
         info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"],
                                                         model.scores(calibration))
         info["calibration_max_abs_error"] = float(np.max(measured)) + PROBA_FLOAT_SLACK
@@ -436,18 +436,46 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
             raise
 
 
+# files from other libraries: their stem names the model better than the family ("trees", "network")
+STEM_NAMED_SUFFIXES = (".json", ".txt", ".onnx", ".tflite")
+
+
+def default_name(source, model: Model) -> str:
+    """The C prefix when none is given: an imported model file's stem made an identifier (``xgb-iris.json``
+    -> ``xgb_iris``) where that is a name compile accepts, else the model's family."""
+    if isinstance(source, (str, os.PathLike)) and Path(source).suffix.lower() in STEM_NAMED_SUFFIXES:
+        stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(source).stem)
+        stem = f"m_{stem}" if stem[:1].isdigit() else stem
+        try:
+            if stem.lower() not in RESERVED_STEMS and check_prefix(stem) == stem:
+                return stem
+        except CompileError:
+            pass  # a keyword, a system header's name, too long: the family's name instead
+    return model.family
+
+
+def _stored_rows(rows) -> int:
+    """How many example rows a layout stores (0 when ``rows`` is none or malformed: example_rows says why)."""
+    try:
+        shape = np.shape(rows) if rows is not None else ()
+    except ValueError:
+        return 0
+    return min(shape[0], MAX_EXAMPLES) if len(shape) == 2 else 0
+
+
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
              memory_limits, options) -> CompileResult:
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
-    model = as_model(model)
-    prefix = check_prefix(model.family if name is None else name)
+    source, model = model, as_model(model)
+    prefix = check_prefix(default_name(source, model) if name is None else name)
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
                            f"file named {prefix} from {prefix}.c; choose another name")
     backend = get_backend(target).with_memory_limits(*memory_limits)
     if LAYOUTS[layout]:
         backend.require(LAYOUTS[layout])
+        backend = backend.for_layout(layout, _stored_rows(examples if examples is not None else calibration))
     if precision not in PRECISIONS:
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:

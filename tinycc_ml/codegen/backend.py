@@ -106,6 +106,11 @@ class Backend:
                             "microcontroller targets")
         return self
 
+    def for_layout(self, layout: str, example_rows: int = 0) -> Backend:
+        """This backend checking its builds as ``layout`` (compile's layouts) will hold them, beside
+        ``example_rows`` stored inputs (default: as the model's own files). Returns the backend."""
+        return self
+
     def check_constants_fit(self, graph, precision: str, prefix: str) -> None:
         """Before any calibration: FitError when the lowered float graph's constants alone cannot fit
         the target at ``precision`` (default: no limit, nothing computed)."""

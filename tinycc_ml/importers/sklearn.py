@@ -269,8 +269,17 @@ def _from_svc(estimator) -> SVMModel:
     else:
         pair = pair_matrix(dual, np.asarray(estimator.n_support_))
     gamma = float(estimator._gamma) if kernel != "linear" else 1.0
+    prob_a = prob_b = None
+    if getattr(estimator, "probability", False):
+        with warnings.catch_warnings():  # scikit-learn >= 1.9 deprecates the attributes with the option
+            warnings.simplefilter("ignore", FutureWarning)
+            prob_a, prob_b = (np.asarray(getattr(estimator, k), dtype=np.float64) for k in ("probA_", "probB_"))
+        if prob_a.size == 0:  # probability set after fit: libsvm fitted no Platt constants
+            prob_a = prob_b = None
+        elif n_classes == 2:  # libsvm's decision is minus scikit-learn's public one
+            prob_a = -prob_a
     return SVMModel(sv, pair, intercept, n_classes, kernel, gamma, float(estimator.coef0), int(estimator.degree),
-                    source=name)
+                    prob_a=prob_a, prob_b=prob_b, source=name)
 
 
 # ---------------------------------------------------------------- trees
