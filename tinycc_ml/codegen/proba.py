@@ -87,6 +87,7 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
             "logistic_each": "each label's logistic of its score",
             "logistic_ovr": "each class's logistic of its score over their sum (one-vs-rest)",
             "normalise": "the scores' positive parts over their sum (uniform if none is > 0)",
+            "probabilities": "the scores themselves",
             "platt_coupled": "libsvm's pairwise coupling of the pair decisions' Platt probabilities"}[rule]
     header = [f"/* Class probabilities of x: {what} ({up}_N_PROBA floats). Float arithmetic (expf). */",
               f"#define {up}_N_PROBA {n_proba}", f"{signature};", ""]
@@ -95,6 +96,8 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
     if rule == "platt_coupled":
         tables, coupled = _platt_coupled(prefix, n_scores, unit, constants)
         body = body[:2] + coupled[:2] + body[2:] + coupled[2:]
+    elif rule == "probabilities":
+        body += [f"    for (i = 0; i < {n_scores}; i++) out[i] = (float)scores[i]{unit};"]
     elif rule == "softmax":
         body += ["    float top = (float)scores[0]" + unit + ", total = 0.0f;",
                  f"    for (i = 1; i < {n_scores}; i++)",

@@ -25,6 +25,7 @@ BUILTIN_FAMILIES = {
     "mlp": "tinycc_ml.models.mlp:MLPModel",
     "gaussian_nb": "tinycc_ml.models.naive_bayes:GaussianNBModel",
     "svm": "tinycc_ml.models.svm:SVMModel",
+    "calibrated": "tinycc_ml.models.calibrated:CalibratedModel",
 }
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)

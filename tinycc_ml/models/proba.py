@@ -7,6 +7,7 @@
                      (one-vs-rest linear classifiers: SGDClassifier's log loss, liblinear)
     "normalise"      p = max(s, 0) / sum(max(s, 0)), uniform where no score is > 0
                      (forests: the mean of the trees' class probabilities; ProtoNN's scores)
+    "probabilities"  the scores are the probabilities (calibrated classifiers: their mean over the folds)
     "platt_coupled"  the scores are one-vs-one decisions f_p: r_p = 1 / (1 + exp(A_p f_p + B_p)) (Platt
                      scaling, clipped to [1e-7, 1 - 1e-7]), coupled into class probabilities by libsvm's
                      iterative method (Wu, Lin and Weng's second), its stopping rule and iteration limit
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-RULES = ("softmax", "logistic", "logistic_each", "logistic_ovr", "normalise", "platt_coupled")
+RULES = ("softmax", "logistic", "logistic_each", "logistic_ovr", "normalise", "platt_coupled", "probabilities")
 LIBSVM_MIN_PROB = 1e-7  # libsvm clips each pair's probability to [min, 1 - min]
 PROBA_FLOAT_SLACK = 1e-6  # float32 rounding of expf, the sum and the division
 
@@ -74,6 +75,8 @@ def platt_coupled(decisions: np.ndarray, a: np.ndarray, b: np.ndarray, k: int) -
 
 def proba_from_scores(scores: np.ndarray, rule: str, constants: dict | None = None) -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64)
+    if rule == "probabilities":
+        return s.copy()
     if rule == "platt_coupled":
         return platt_coupled(s, constants["a"], constants["b"], constants["n_classes"])
     if rule == "softmax":
@@ -101,6 +104,8 @@ def proba_error_bound(rule: str, score_error: float, scores=None) -> float:
     (1.0) is stated for "platt_coupled", whose iterative coupling may stop an iteration apart."""
     if rule == "platt_coupled":
         return 1.0
+    if rule == "probabilities":
+        return min(score_error + PROBA_FLOAT_SLACK, 1.0)
     if rule == "normalise":
         s = np.asarray(scores, dtype=np.float64)
         k = s.shape[1]

@@ -2,6 +2,7 @@
 registers the built-in ops; one module per family of ops."""
 
 from tinycc_ml.ir.ops import (  # noqa: F401  (register)
+    calibration,
     convolution,
     elementwise,
     ensembles,
