@@ -27,7 +27,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     channel_multipliers,
     softmax_parameters,
 )
-from tinycc_ml.ir.ops.windows import channel_scales, pad_before
+from tinycc_ml.ir.ops.windows import axis_geometry, channel_scales
 
 MAX_SOFTMAX_DEPTH = 256  # the sum of exps keeps its headroom (RoundingDivideByPOT's exponent stays <= 31)
 
@@ -214,8 +214,8 @@ def _window(em: CEmitter, node: Node, window: tuple[int, int]):
     _, oh, ow, _ = node.type.shape
     stride = [int(s) for s in node.attrs.get("stride", [1, 1])]
     dilation = [int(d) for d in node.attrs.get("dilation", [1, 1])]
-    pads = [pad_before(n, int(k), s, d, o)
-            for n, k, s, d, o in zip((height, width), window, stride, dilation, (oh, ow))]
+    pads = [axis_geometry(n, int(k), s, d, node.attrs, a)[1]
+            for a, (n, k, s, d) in enumerate(zip((height, width), window, stride, dilation))]
     return height, width, oh, ow, stride, dilation, pads
 
 
@@ -450,7 +450,7 @@ def transpose(em: CEmitter, node: Node) -> list[str]:
     in_strides = [int(np.prod(x.shape[k + 1:], dtype=np.int64)) for k in range(x.rank)]
     out_shape = node.type.shape
     lines = ["{", "    long i = 0;"]
-    for depth, axis in enumerate(perm):
+    for depth in range(len(perm)):
         lines.append(f"    {'    ' * depth}for (long a{depth} = 0; a{depth} < {out_shape[depth]}; ++a{depth})")
     offset = " + ".join(f"a{depth} * {in_strides[axis]}" for depth, axis in enumerate(perm))
     lines += [f"    {'    ' * len(perm)}{em.var(node.name)}[i++] = {em.var(x_name)}[{offset}];", "}"]

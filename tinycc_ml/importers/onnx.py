@@ -41,7 +41,6 @@ def load_onnx(path) -> MLPModel | NetworkModel:
     path = Path(path)
     try:
         import onnx
-        from onnx import numpy_helper
     except ImportError:
         raise ModelFileError(f"{path}: reading ONNX files needs the onnx package (pip install "
                              "'tinycc-ml[onnx]')") from None

@@ -12,8 +12,8 @@ ONNX's channels-first tensors (N, C, L) and (N, C, H, W) become the IR's NHWC: (
 (1, H, W, C). The input keeps ONNX's shape (a row is the ONNX tensor's elements in ONNX's order) and is
 transposed once; a flatten of a tensor with more than one position transposes back to channels-first
 first, so the features reach the dense layers in ONNX's order. A symbolic batch dimension is taken as 1.
-A padding is one TFLite can express (the windows of TFLite's SAME or VALID); anything else, and every
-op or attribute outside the list, is refused by name, all of them in one ModelFileError.
+A padding becomes TFLite's SAME or VALID where their windows are ONNX's, else the IR's explicit pads.
+Every op or attribute outside the list is refused by name, all of them in one ModelFileError.
 """
 
 from __future__ import annotations
@@ -122,16 +122,16 @@ def _as_2d(values: list[int], spatial: int, fill: int) -> list[int]:
     return [fill, *values] if spatial == 1 else values
 
 
-def padding_mode(node, attrs: dict, sizes, window, strides, dilations) -> str:
-    """"same" or "valid": the TFLite padding whose windows are ONNX's (its output size and its padding
-    before each axis), else _Bad naming the pads."""
+def padding_attrs(node, attrs: dict, sizes, window, strides, dilations) -> dict:
+    """The IR's padding of ONNX's: TFLite's "same" or "valid" where their windows are ONNX's (the same output
+    size and padding before each axis), else "explicit" with ONNX's pads (1-D: height unpadded)."""
     spatial = len(sizes)
     auto = attrs.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto == "VALID":
-        return "valid"
+        return {"padding": "valid"}
     if auto == "SAME_UPPER":
-        return "same"  # TFLite's SAME puts an odd padding after, as SAME_UPPER does
+        return {"padding": "same"}  # TFLite's SAME puts an odd padding after, as SAME_UPPER does
     pads = _ints(attrs.get("pads"), 2 * spatial, 0, f"{node.op_type} node {node.name!r}: pads")
     if any(p < 0 for p in pads):
         raise _Bad(f"{node.op_type} node {node.name!r}: negative pads {pads}")
@@ -142,9 +142,17 @@ def padding_mode(node, attrs: dict, sizes, window, strides, dilations) -> str:
         before = [0 if mode == "valid" else pad_before(n, k, s, d, o)
                   for n, k, s, d, o in zip(sizes, window, strides, dilations, outs)]
         if outs == onnx_out and before == pads[:spatial]:
-            return mode
-    raise _Bad(f"{node.op_type} node {node.name!r}: pads={pads} on input size {list(sizes)} is neither SAME nor "
-               "VALID padding (TFLite's windows); pad the input inside the model's first layer instead")
+            return {"padding": mode}
+    return {"padding": "explicit", "pads": [0, pads[0], 0, pads[1]] if spatial == 1 else pads}
+
+
+def pads_anything(attrs: dict, sizes, window, strides) -> bool:
+    """Whether some window of a pool reaches into the padding."""
+    if attrs["padding"] == "explicit":
+        return any(attrs["pads"])
+    if attrs["padding"] == "valid":
+        return False
+    return any((out_size(n, k, s, 1, "same") - 1) * s + k > n for n, k, s in zip(sizes, window, strides))
 
 
 class _Lowering:
@@ -259,9 +267,8 @@ class _Lowering:
             self.done.add(k)
             name = bn.output[0]
         activation, name = self.activation_after(name)
-        mode = self.padding(node, attrs, x, window, strides, dilations)
         ir_attrs = {"stride": _as_2d(strides, x.spatial, 1), "dilation": _as_2d(dilations, x.spatial, 1),
-                    "padding": mode, "activation": activation}
+                    **self.padding(node, attrs, x, window, strides, dilations), "activation": activation}
         label = identifier(node.name or name, "conv")
         if w.ndim == 3:
             w = w[:, :, None, :]  # (O, I, 1, K)
@@ -284,9 +291,8 @@ class _Lowering:
         _, h, w, c = self.graph.type(node).shape
         return _Value(node, (1, c, w) if spatial == 1 else (1, c, h, w), spatial)
 
-    def padding(self, node, attrs, x: _Value, window, strides, dilations) -> str:
-        sizes = list(x.shape[2:])
-        return padding_mode(node, attrs, sizes, window, strides, dilations)
+    def padding(self, node, attrs, x: _Value, window, strides, dilations) -> dict:
+        return padding_attrs(node, attrs, list(x.shape[2:]), window, strides, dilations)
 
     def fold_batch_norm(self, bn, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """w' = w * g / sqrt(v + eps) per output channel; b' = (b - mean) * g / sqrt(v + eps) + beta."""
@@ -315,16 +321,15 @@ class _Lowering:
         if any(k < 1 for k in window):
             raise _Bad(f"{what}: kernel_shape {window}")
         strides = _ints(attrs.get("strides"), x.spatial, 1, f"{what} strides")
-        mode = self.padding(node, attrs, x, window, strides, [1] * x.spatial)
-        if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)) and mode == "same" and any(
-                pad_before(n, k, s, 1, out_size(n, k, s, 1, "same")) or (out_size(n, k, s, 1, "same") - 1) * s + k > n
-                for n, k, s in zip(x.shape[2:], window, strides)):
+        padding = self.padding(node, attrs, x, window, strides, [1] * x.spatial)
+        if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)) and pads_anything(
+                padding, x.shape[2:], window, strides):
             raise _Bad(f"{what}: count_include_pad=1 with padding is not supported (TFLite averages the elements "
                        "inside the input)")
         activation, name = self.activation_after(node.output[0])
         op = "max_pool2d" if node.op_type == "MaxPool" else "average_pool2d"
         out = self.add(op, [x.node], {"filter": _as_2d(window, x.spatial, 1), "stride": _as_2d(strides, x.spatial, 1),
-                                      "padding": mode, "activation": activation},
+                                      **padding, "activation": activation},
                        identifier(node.name or name, "pool"))
         self.define(name, self.spatial_value(out, x.spatial))
 
@@ -405,8 +410,9 @@ class _Lowering:
             return self.as_spatial(x.node, shape, label)  # unit axes added or removed: NHWC's order is kept
         flat = self.flat(x, label)
         if len(shape) <= 2:
-            node = flat.node if shape == (1, flat.shape[1]) else self.add("reshape", [flat.node], {"shape": list(shape)},
-                                                                          f"{label}_shape")
+            node = flat.node
+            if shape != (1, flat.shape[1]):
+                node = self.add("reshape", [flat.node], {"shape": list(shape)}, f"{label}_shape")
             return _Value(node, shape)
         if len(shape) > 4:
             raise _Bad(f"{label}: shape {list(shape)} has more than two spatial axes")

@@ -63,7 +63,7 @@ def _fixed_average_pool(call: FixedCall):
 
 register_op(OpDef(
     "average_pool2d", 1, _infer_average_pool, _float_average_pool,
-    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str"},
+    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
     "TFLite's AVERAGE_POOL_2D: the mean of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (sum, rounded division by the count, activation clamp)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_average_pool(ins, attrs),
@@ -109,7 +109,7 @@ def _fixed_max_pool(call: FixedCall):
 
 register_op(OpDef(
     "max_pool2d", 1, _infer_max_pool, _float_max_pool,
-    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str"},
+    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
     "TFLite's MAX_POOL_2D: the largest of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (the largest int8, the activation clamp; the input's quantisation kept)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_max_pool(ins, attrs),
