@@ -113,8 +113,8 @@ def read_initializers(path, graph) -> dict[str, np.ndarray]:
             weights[tensor.name] = read_external(path, tensor, dtype, count)
             continue
         if tensor.HasField("raw_data") and dtype is not None and len(tensor.raw_data) != count * dtype.itemsize:
-            raise ModelFileError(f"{path}: initializer {tensor.name!r} (dims {list(tensor.dims)}) holds "
-                                 f"{len(tensor.raw_data)} bytes, its dims need {count * dtype.itemsize}")
+            raise ModelFileError(f"{path}: initializer {tensor.name!r} (dims {list(tensor.dims)}) cannot be read: it "
+                                 f"holds {len(tensor.raw_data)} bytes, its dims need {count * dtype.itemsize}")
         try:  # dims that disagree with the data (or a data type numpy cannot hold) fail here
             weights[tensor.name] = numpy_helper.to_array(tensor)
         except Exception as exc:
