@@ -400,6 +400,8 @@ HOSTILE = [
     (lambda f: external_net(f, length=8)[0], "needs 72 bytes, its external length says 8"),
     (lambda f: external_net(f, location="")[0], "without a location"),
     (_overflowing_shape, "more than 268435456"),
+    (lambda f: save(f / "e.onnx", [helper.make_node("GlobalAveragePool", ["x"], ["y"])], [], [1, 2**40, 2**40],
+                    "y") or f / "e.onnx", r"input 'x' has shape \[1, 1099511627776, 1099511627776\], more than"),
     (_weight(np.nan), r"holds a non-finite value \(nan\) at index \(1, 0, 2\)"),
     (_weight(np.inf), r"holds a non-finite value \(inf\)"),
     (lambda f: conv_net(f / "e.onnx", pads=[0, 3]) or f / "e.onnx", r"pads \[0, 0, 0, 3\] reach past a 1x3 window"),

@@ -27,7 +27,7 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.windows import out_size, pad_before
 from tinycc_ml.ir.types import F32, TensorType
-from tinycc_ml.ir.verify import verify
+from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.saved import check_array
 
 ONNX_DOMAINS = ("", "ai.onnx")
@@ -565,6 +565,8 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
     if not 1 <= len(shape) <= 4:
         raise ModelFileError(f"{path}: input {input_name!r} has shape {shape}; expected (batch, features), (batch, "
                              "channels, length) or (batch, channels, height, width)")
+    if int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
+        raise ModelFileError(f"{path}: input {input_name!r} has shape {shape}, more than {MAX_ELEMENTS} elements")
     graph = Graph(identifier(path.stem, "onnx"))
     low = _Lowering(path, proto_graph, dict(weights), graph)
     try:
