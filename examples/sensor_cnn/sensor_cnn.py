@@ -33,7 +33,8 @@ def train(X: np.ndarray, y: np.ndarray, epochs: int = 40):
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = nn.Sequential(
-        nn.Conv1d(3, 8, kernel_size=5, padding=2), nn.BatchNorm1d(8), nn.ReLU(), nn.MaxPool1d(2),
+        # stride 2 first: 64 positions of 8 channels keep the intermediates within the ATmega328P's 2 KB of RAM
+        nn.Conv1d(3, 8, kernel_size=5, stride=2, padding=2), nn.BatchNorm1d(8), nn.ReLU(), nn.MaxPool1d(2),
         nn.Conv1d(8, 8, kernel_size=3, padding=1), nn.ReLU(),
         nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(8, len(CLASSES)))
     optimiser = torch.optim.Adam(model.parameters(), lr=0.01)

@@ -41,25 +41,25 @@ def example_dataset():
 
 
 def numpy_forward(path: Path, X: np.ndarray) -> np.ndarray:
-    """The fixture's network (examples/sensor_cnn: Conv1d(3, 8, 5, pad 2) [BatchNorm folded by the exporter],
-    ReLU, MaxPool1d(2), Conv1d(8, 8, 3, pad 1), ReLU, mean over time, Linear(8, 4)) in float64, its weights
-    read by onnx's own external-data loader."""
+    """The fixture's network (examples/sensor_cnn: Conv1d(3, 8, 5, stride 2, pad 2) [BatchNorm folded by the
+    exporter], ReLU, MaxPool1d(2), Conv1d(8, 8, 3, pad 1), ReLU, mean over time, Linear(8, 4)) in float64,
+    its weights read by onnx's own external-data loader."""
     proto = onnx.load(str(path))  # onnx's reader, with the external data
     weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in proto.graph.initializer}
     convs = [n for n in proto.graph.node if n.op_type == "Conv"]
     (gemm,) = [n for n in proto.graph.node if n.op_type == "Gemm"]
 
-    def conv1d(x, w, b, pad):  # x (n, C, L), w (O, C, K)
+    def conv1d(x, w, b, pad, stride):  # x (n, C, L), w (O, C, K)
         padded = np.pad(x, ((0, 0), (0, 0), (pad, pad)))
-        length = padded.shape[2] - w.shape[2] + 1
+        length = (padded.shape[2] - w.shape[2]) // stride + 1
         out = np.zeros((len(x), w.shape[0], length))
         for k in range(w.shape[2]):
-            out += np.einsum("ncl,oc->nol", padded[:, :, k:k + length], w[:, :, k])
+            out += np.einsum("ncl,oc->nol", padded[:, :, k:k + (length - 1) * stride + 1:stride], w[:, :, k])
         return out + b[None, :, None]
 
-    h = np.maximum(conv1d(X, weights[convs[0].input[1]], weights[convs[0].input[2]], 2), 0)
+    h = np.maximum(conv1d(X, weights[convs[0].input[1]], weights[convs[0].input[2]], 2, 2), 0)
     h = h.reshape(len(X), h.shape[1], -1, 2).max(axis=3)
-    h = np.maximum(conv1d(h, weights[convs[1].input[1]], weights[convs[1].input[2]], 1), 0)
+    h = np.maximum(conv1d(h, weights[convs[1].input[1]], weights[convs[1].input[2]], 1, 1), 0)
     h = h.mean(axis=2)
     return h @ weights[gemm.input[1]].T + weights[gemm.input[2]]
 
