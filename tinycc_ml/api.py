@@ -463,6 +463,24 @@ def _stored_rows(rows) -> int:
     return min(shape[0], MAX_EXAMPLES) if len(shape) == 2 else 0
 
 
+def quantise_network_model(model: NetworkModel, calibration) -> tuple[NetworkModel, dict]:
+    """A float network's int8 form from calibration rows, and how far it agrees with the float network on
+    them: the share of rows predicting the same class, the largest score difference."""
+    if calibration is None:
+        raise CompileError(f"{model.describe()}: a float network is quantised to int8 from calibration data (rows "
+                           "of typical inputs, each the input tensor's elements in order): pass calibration")
+    rows = check_calibration(calibration, model.input_dim)
+    quantised = model.quantise(rows)
+    float_scores, int8_scores = model.scores(rows), quantised.scores(rows)
+    agreement = float(np.mean(np.argmax(float_scores, axis=1) == np.argmax(int8_scores, axis=1)))
+    if agreement < POOR_AGREEMENT:
+        log.warning("%s: the int8 network predicts what the float network predicts on only %.1f%% of the "
+                    "calibration rows", model.describe(), 100 * agreement)
+    return quantised, {"quantised_from_float": True, "calibration_rows": len(rows),
+                       "agreement_with_float": agreement,
+                       "max_score_error": float(np.max(np.abs(float_scores - int8_scores)))}
+
+
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
              memory_limits, options) -> CompileResult:
     if layout not in LAYOUTS:
@@ -482,10 +500,13 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
     model.check_precision(precision)
     network = isinstance(model, NetworkModel)
+    quantisation: dict = {}
     if network:
         if backend.network_ops is not None:
             raise CompileError(f"{model.describe()}: target {target} does not generate TFLite's network ops: "
                                f"{backend.network_ops}")
+        if not model.is_quantised:  # a float network (ONNX): quantised to TFLite's int8 from the calibration rows
+            model, quantisation = quantise_network_model(model, calibration)
         precision = "int8"  # the file's own arithmetic (TFLite's int8 kernels)
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
@@ -496,6 +517,8 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     with size_advice(model, precision):
         backend.check_constants_fit(graph, precision, prefix)  # before any calibration or search
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
+    if network and quantisation:
+        report.update(quantisation)
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
     if model.task["kind"] != "classification":
         report["task"] = dict(model.task)

@@ -27,7 +27,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     channel_multipliers,
     softmax_parameters,
 )
-from tinycc_ml.ir.ops.windows import channel_scales, pad_before
+from tinycc_ml.ir.ops.windows import axis_geometry, channel_scales
 
 MAX_SOFTMAX_DEPTH = 256  # the sum of exps keeps its headroom (RoundingDivideByPOT's exponent stays <= 31)
 
@@ -214,8 +214,8 @@ def _window(em: CEmitter, node: Node, window: tuple[int, int]):
     _, oh, ow, _ = node.type.shape
     stride = [int(s) for s in node.attrs.get("stride", [1, 1])]
     dilation = [int(d) for d in node.attrs.get("dilation", [1, 1])]
-    pads = [pad_before(n, int(k), s, d, o)
-            for n, k, s, d, o in zip((height, width), window, stride, dilation, (oh, ow))]
+    pads = [axis_geometry(n, int(k), s, d, node.attrs, a)[1]
+            for a, (n, k, s, d) in enumerate(zip((height, width), window, stride, dilation))]
     return height, width, oh, ow, stride, dilation, pads
 
 
@@ -413,3 +413,48 @@ C_CODE["fixed"].update({
     "conv2d": conv2d, "depthwise_conv2d": depthwise_conv2d, "fully_connected": fully_connected,
     "average_pool2d": average_pool2d, "tensor_add": tensor_add, "softmax": softmax, "reshape": reshape,
 })
+
+
+def max_pool2d(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    window = tuple(int(k) for k in node.attrs["filter"])
+    channels = x.shape[3]
+    height, width, *_ = _window(em, node, window)
+    out = node.type.dtype
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    # the window clipped to the input, as the average pool's: padding is never the largest
+    body = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
+            f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
+            f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};",
+            f"for (int c = 0; c < {channels}; ++c) {{",
+            "    int32_t largest = -128;",
+            "    for (int fy = fy0; fy < fy1; ++fy)",
+            "    for (int fx = fx0; fx < fx1; ++fx) {",
+            f"        const int32_t v = {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * "
+            f"{channels} + c];",
+            "        if (v > largest) largest = v;",
+            "    }",
+            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(largest, {lo}, {hi});",
+            "}"]
+    return _window_loops(em, node, window, channels, body)
+
+
+def transpose(em: CEmitter, node: Node) -> list[str]:
+    """A copy with the axes permuted: the output's elements in order, each read from its input offset."""
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    perm = [int(p) for p in node.attrs["perm"]]
+    in_strides = [int(np.prod(x.shape[k + 1:], dtype=np.int64)) for k in range(x.rank)]
+    out_shape = node.type.shape
+    lines = ["{", "    long i = 0;"]
+    for depth in range(len(perm)):
+        lines.append(f"    {'    ' * depth}for (long a{depth} = 0; a{depth} < {out_shape[depth]}; ++a{depth})")
+    offset = " + ".join(f"a{depth} * {in_strides[axis]}" for depth, axis in enumerate(perm))
+    lines += [f"    {'    ' * len(perm)}{em.var(node.name)}[i++] = {em.var(x_name)}[{offset}];", "}"]
+    return lines
+
+
+C_CODE["fixed"].update({"max_pool2d": max_pool2d, "transpose": transpose})

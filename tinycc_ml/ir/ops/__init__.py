@@ -13,6 +13,7 @@ from tinycc_ml.ir.ops import (  # noqa: F401  (register)
     shape,
     tables,
     tensor_elementwise,
+    transpose,
     tree,
 )
 from tinycc_ml.ir.ops.leaves import CONST_INTS, dense_to_sparse_attrs, sparse_to_dense

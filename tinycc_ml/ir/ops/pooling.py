@@ -1,4 +1,4 @@
-"""Pooling of NHWC tensors, as TFLite defines it: AVERAGE_POOL_2D.
+"""Pooling of NHWC tensors, as TFLite defines it: AVERAGE_POOL_2D and MAX_POOL_2D.
 
 The average is over the window's elements inside the input (padding is not counted). Integer
 semantics (``reference_integer_ops::AveragePool``): the int8 values summed, divided by the count
@@ -63,9 +63,55 @@ def _fixed_average_pool(call: FixedCall):
 
 register_op(OpDef(
     "average_pool2d", 1, _infer_average_pool, _float_average_pool,
-    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str"},
+    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
     "TFLite's AVERAGE_POOL_2D: the mean of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (sum, rounded division by the count, activation clamp)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_average_pool(ins, attrs),
     fixed=_fixed_average_pool,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+
+
+# ---------------------------------------------------------------- max_pool2d
+
+def _infer_max_pool(ts, attrs, declared):
+    (x,) = ts
+    need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
+    check_window_attrs(attrs, keys=("stride", "filter"))
+    oh, ow = window_shape(x, tuple(int(k) for k in attrs["filter"]), attrs)
+    result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC")
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        need(result.dtype == x.dtype, f"TFLite's int8 max pool keeps the input's quantisation {x.dtype}, "
+                                      f"the result declares {result.dtype}")
+    return result
+
+
+def window_max(x: np.ndarray, attrs: dict, below) -> np.ndarray:
+    """The largest element of each window inside the input (``below``, less than any element, fills the
+    padding so that it is never chosen)."""
+    batch, lead = as_batch(x, 4)
+    window = tuple(int(k) for k in attrs["filter"])
+    largest = patches(batch, window, attrs, fill=below).max(axis=(3, 4))
+    return largest.reshape(*lead, x.shape[-4], *largest.shape[1:])
+
+
+def _float_max_pool(xs, attrs):
+    return apply_activation(window_max(np.asarray(xs[0], dtype=np.float64), attrs, -np.inf),
+                            attrs.get("activation", "none"))
+
+
+def _fixed_max_pool(call: FixedCall):
+    largest = window_max(np.asarray(call.ins[0], dtype=np.int64), call.attrs, np.iinfo(np.int64).min)
+    out = call.type.dtype
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return np.clip(largest, lo, hi)
+
+
+register_op(OpDef(
+    "max_pool2d", 1, _infer_max_pool, _float_max_pool,
+    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
+    "TFLite's MAX_POOL_2D: the largest of each window's elements inside the input (filter: height, width); "
+    "quantised: TFLite's int8 kernel (the largest int8, the activation clamp; the input's quantisation kept)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _float_max_pool(ins, attrs),
+    fixed=_fixed_max_pool,
     unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
