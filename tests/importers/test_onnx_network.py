@@ -420,3 +420,20 @@ def test_hostile_onnx_files_give_one_error_and_write_nothing(tmp_path, capsys, m
     assert cli.main(["compile", str(path), "-o", str(out), "--precision", "int8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and not out.exists()
+
+
+def test_the_command_line_quantises_a_float_network_with_calibration_rows(sensor_rows, tmp_path):
+    """`tinycc-ml compile sensor_cnn.onnx --calibration rows.npz`: int8 (a network's precision with calibration
+    rows), the C named after the file; written beside nothing else."""
+    from tinycc_ml.cli import main as cli_main
+
+    X_cal = sensor_rows[0]
+    rows = tmp_path / "rows.npz"
+    np.savez(rows, X=X_cal.reshape(len(X_cal), -1))
+    model_file = tmp_path / "sensor_cnn.onnx"
+    model_file.write_bytes(FIXTURE.read_bytes())
+    (tmp_path / "sensor_cnn.onnx.data").write_bytes(FIXTURE.with_name(FIXTURE.name + ".data").read_bytes())
+    out = tmp_path / "out"
+    assert cli_main(["compile", str(model_file), "--calibration", str(rows), "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["sensor_cnn.c", "sensor_cnn.h"]
+    assert "int8_t" in (out / "sensor_cnn.h").read_text()
