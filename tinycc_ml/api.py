@@ -413,7 +413,8 @@ def check_distances(graph, source: str) -> None:
 
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
             calibration=None, dump_ir_after=(), layout: str = "files", examples=None, example_labels=None,
-            max_flash: int | None = None, max_ram: int | None = None, **options) -> CompileResult:
+            max_flash: int | None = None, max_ram: int | None = None, board: str | None = None,
+            **options) -> CompileResult:
     """Compile ``model`` (a Model, a fitted estimator, or a path to a saved model) to C.
 
     precision: "float", or "int16"/"int8" for integer-only code (needs ``calibration`` rows).
@@ -423,13 +424,16 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     ``examples`` rows (default: the calibration rows) with ``example_labels`` (class labels, optional).
     max_flash, max_ram: the flash and RAM of your own chip, in bytes, when it has less than the target's
     (a 16 KB Cortex-M0): the build is checked against them (FitError with the sizes) instead of the chip's.
+    board: one of the target's boards (``tinycc-ml targets`` lists them; e.g. "stm32f405", "nrf52840" for
+    cortex-m4): the build is checked against that board's chip, and ``layout="project"`` writes its start-up,
+    linker script and UART.
     """
     # numpy's default error handling whatever the caller's (a library that sets seterr(all="raise") on
     # import must not turn the float32 underflow the passes expect into an exception)
     with np.errstate(divide="warn", over="warn", under="ignore", invalid="warn"):
         try:
             return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
-                            example_labels, (max_flash, max_ram), options)
+                            example_labels, (max_flash, max_ram), options, board)
         except ModelFileError as exc:  # found while compiling a loaded file: name the file, as loading does
             if isinstance(model, (str, os.PathLike)) and str(model) not in str(exc):
                 exc.args = (f"{model}: {exc.args[0] if exc.args else exc}", *exc.args[1:])
@@ -482,7 +486,7 @@ def quantise_network_model(model: NetworkModel, calibration) -> tuple[NetworkMod
 
 
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
-             memory_limits, options) -> CompileResult:
+             memory_limits, options, board=None) -> CompileResult:
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     source, model = model, as_model(model)
@@ -490,7 +494,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
                            f"file named {prefix} from {prefix}.c; choose another name")
-    backend = get_backend(target).with_memory_limits(*memory_limits)
+    backend = get_backend(target).with_board(board).with_memory_limits(*memory_limits)
     if LAYOUTS[layout]:
         backend.require(LAYOUTS[layout])
         backend = backend.for_layout(layout, _stored_rows(examples if examples is not None else calibration))

@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "checked against it")
     c.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's RAM when it has less than the target's (e.g. 4K)")
+    c.add_argument("--board", default=None, metavar="NAME",
+                   help="one of the target's boards (`tinycc-ml targets` lists them; cortex-m4: mps2-an386, "
+                        "stm32f405, nrf52840): the build is checked against its chip, --project writes its "
+                        "start-up, linker script and UART")
     c.add_argument("--calibration", metavar="FILE", default=None,
                    help=f"typical input rows to choose fixed-point scales: {DATA_FILE_HELP}")
     kind = c.add_mutually_exclusive_group()
@@ -106,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "checked against it")
     r.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's RAM when it has less than the target's (e.g. 4K)")
+    r.add_argument("--board", default=None, metavar="NAME",
+                   help="one of the target's boards (`tinycc-ml targets`): the build is checked against its chip")
     r.add_argument("--rows", type=int, default=200, help="test rows to run (default 200; 0 for all)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.set_defaults(func=cmd_report)
@@ -330,7 +336,7 @@ def cmd_compile(args) -> int:
                                precision=precision,
                                calibration=calibration, dump_ir_after=dump, layout=layout,
                                examples=rows if layout != "files" else None, example_labels=labels,
-                               max_flash=args.max_flash, max_ram=args.max_ram)
+                               max_flash=args.max_flash, max_ram=args.max_ram, board=args.board)
     out = Path(args.output)
     files = dict(result.files)
     paths = [out / name for name in files]
@@ -429,7 +435,7 @@ def cmd_report(args) -> int:
                         args.data)
     report = target_report(model, args.target, X, y, precision=precision,
                            calibration=None if precision == "float" else calibration, max_flash=args.max_flash,
-                           max_ram=args.max_ram)
+                           max_ram=args.max_ram, board=args.board)
     report.pop("compile_report", None)
     report["calibration"] = calibrated_on
     if args.json:
@@ -548,7 +554,9 @@ def cmd_targets(args) -> int:
     for name, cls in backends.items():
         precisions = ", ".join(getattr(cls, "precisions", ()) or ())
         can = "" if hasattr(cls, "broken") else f"; can: {', '.join(sorted(cls.capabilities())) or '-'}"
-        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}{can}]")
+        boards = ", ".join(cls.board_names()) if hasattr(cls, "board_names") and cls.board_names() else ""
+        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}{can}"
+              f"{'; boards: ' + boards if boards else ''}]")
     return 0
 
 

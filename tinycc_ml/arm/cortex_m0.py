@@ -30,6 +30,7 @@ class CortexM0Backend(McuBackend):
     chip = NRF51822
     simulator = "cortex-m0"
     board = M0_BOARD
+    boards = {"microbit": M0_BOARD}
 
     def c_target(self, graph) -> CTarget:
 

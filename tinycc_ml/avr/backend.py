@@ -55,6 +55,7 @@ class AvrBackend(McuBackend):
     chip = ATMEGA328P
     simulator = "avr"
     board = AVR_BOARD
+    boards = {"uno": AVR_BOARD}
     sketch_rows: int | None = None  # an Arduino sketch's stored example rows (for_layout("arduino")), else None
 
     def for_layout(self, layout: str, example_rows: int = 0) -> AvrBackend:
@@ -119,4 +120,5 @@ class Atmega1284pBackend(AvrBackend):
     chip = ATMEGA1284P
     simulator = "avr-atmega1284p"
     board = None  # comparison builds: no firmware project
+    boards: dict = {}
 

@@ -106,6 +106,13 @@ class Backend:
                             "microcontroller targets")
         return self
 
+    def with_board(self, board: str | None) -> Backend:
+        """This backend building for ``board``, one of its boards (None: its default). Returns the backend."""
+        if board is not None:
+            raise DataError(f"target {self.name} has no boards to choose from (board {board!r}); boards are for "
+                            "microcontroller targets: `tinycc-ml targets` lists them")
+        return self
+
     def for_layout(self, layout: str, example_rows: int = 0) -> Backend:
         """This backend checking its builds as ``layout`` (compile's layouts) will hold them, beside
         ``example_rows`` stored inputs (default: as the model's own files). Returns the backend."""
