@@ -39,8 +39,9 @@ def tflm_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
 class NetBuilder:
     """A one-subgraph int8 model, layer by layer; tensors by index, shapes NHWC with batch 1."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, bias_reach: int = 3000):
         self.rng = np.random.default_rng(seed)
+        self.bias_reach = bias_reach  # biases drawn from [-bias_reach, bias_reach)
         self.buffers = [schema.BufferT()]
         self.tensors: list = []
         self.shapes: list[tuple[int, ...]] = []
@@ -101,7 +102,7 @@ class NetBuilder:
             w_scales *= 3.0 / (self.spreads[x] * 73.0 * np.sqrt(fan_in) * x_scale * float(np.mean(w_scales)))
         w_tensor = self.tensor(shape, w_scales, 0, data=w, axis=axis if per_channel else 0)
         b_scales = np.broadcast_to(np.float32(x_scale) * w_scales.astype(np.float32), (channels,))
-        bias = self.rng.integers(-3000, 3000, size=channels).astype(np.int32)
+        bias = self.rng.integers(-self.bias_reach, self.bias_reach, size=channels).astype(np.int32)
         b_tensor = self.tensor((channels,), b_scales if per_channel else b_scales[:1], 0, schema.TensorType.INT32,
                                bias, 0)
         spread = self.spreads[x] * 73.0 * np.sqrt(fan_in) * x_scale * float(np.mean(w_scales))

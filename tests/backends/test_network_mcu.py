@@ -27,7 +27,7 @@ MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
 MODELS = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()), REPO.parent / MLPERF_FOLDER)
 # TFLite Micro's own arena for kws is 24,272 bytes (models/mlperf-tiny/README.md); ours, planned across layers
 MLPERF_ARENA = {"kws_ref_model": 16000, "ad01_int8": 264, "pretrainedResnet_quant": 49152, "vww_96_int8": 73728}
-STACK_LIMIT = {"avr": 160, "cortex-m0": 256, "cortex-m4": 256, "cortex-m33": 256}  # bytes, measured per call
+STACK_LIMIT = {"avr": 160, "cortex-m0": 256, "cortex-m4": 384, "cortex-m33": 384}  # bytes, measured per call
 
 
 # ---------------------------------------------------------------- small networks
@@ -111,10 +111,10 @@ def test_small_networks_equal_tflite_micro_in_the_simulators(net, target, tmp_pa
     require_target(target)
     result, run = check_network(NETS[net](), target, tmp_path)
     arena = result.report["arena_bytes"]
-    assert result.output.ram_bytes == arena > 0
+    assert result.output.ram_bytes >= arena > 0  # and a kernel's scratch (the Cortex-M4's im2col columns)
     assert f"Activation arena: {arena} bytes" in result.files["net.h"]
-    # the weights stay in flash (PROGMEM on the AVR): the model's RAM is the arena, nothing copied there
-    assert run.model_ram_bytes == arena
+    # the weights stay in flash (PROGMEM on the AVR): the model's RAM is the arena and scratch, nothing copied
+    assert run.model_ram_bytes == result.output.ram_bytes
     assert run.model_flash_bytes >= result.output.const_bytes
     assert 0 < run.stack_bytes <= STACK_LIMIT[target]
     assert result.report["fit"]["ram_bytes"] >= arena
@@ -127,21 +127,26 @@ def test_the_cortex_m0_under_unicorn_and_the_cortex_m33_agree(tmp_path):
     check_network(convolutions(), "cortex-m33", tmp_path / "m33")
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
        dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)), padding=st.sampled_from(["same", "valid"]),
        activation=st.sampled_from(["none", "relu", "relu6"]), multiplier=st.integers(1, 2),
-       kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)), per_channel=st.booleans())
+       kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)), per_channel=st.booleans(),
+       channels=st.sampled_from([3, 4, 8]), bias_reach=st.sampled_from([3000, 1 << 29]))
 def test_any_window_on_the_cortex_m4_equals_tflite_micro(tmp_path_factory, seed, stride, dilation, padding,
-                                                          activation, multiplier, kernel, per_channel):
-    """A contract of the compiler: whatever the windows' attributes, the firmware's bytes are the interpreter's."""
+                                                          activation, multiplier, kernel, per_channel, channels,
+                                                          bias_reach):
+    """A contract of the compiler: whatever the windows' attributes, the firmware's bytes are the interpreter's
+    (the Cortex-M4's kernels: im2col and pointwise convolutions, depthwise on 4 channels at a time, either
+    requantisation epilogue: biases near 2^29 make accumulators too large for the SMMULR form)."""
     require_target("cortex-m4")
-    n = NetBuilder(seed)
-    x = n.input((11, 12, 3))
-    y = n.conv(x, 3, kernel, stride, dilation, padding, activation, per_channel)
+    n = NetBuilder(seed, bias_reach)
+    x = n.input((11, 12, 4))
+    y = n.conv(x, channels, kernel, stride, dilation, padding, activation, per_channel)
     assume(min(n.shapes[y]) >= 1)  # a VALID window larger than its input has no output
     y = n.depthwise(y, multiplier, kernel[::-1], stride[::-1], dilation, padding, activation, per_channel)
     assume(min(n.shapes[y]) >= 1)
+    y = n.conv(y, 5, (1, 1), activation=activation)  # pointwise: each position's inputs are a column
     y = n.average_pool(y, (2, 2), (1, 1), "same")
     check_network(n.finish(n.fc(n.flatten(y), 3, activation)), "cortex-m4", tmp_path_factory.mktemp("net"), 4)
 
@@ -154,7 +159,8 @@ def test_mlperf_tiny_models_on_the_cortex_m4_equal_tflite_micro(name, tmp_path):
     require_target("cortex-m4")
     data = (MODELS / f"{name}.tflite").read_bytes()
     result, run = check_network(data, "cortex-m4", tmp_path, n_rows=4)
-    assert result.report["arena_bytes"] == MLPERF_ARENA[name] == run.model_ram_bytes
+    assert result.report["arena_bytes"] == MLPERF_ARENA[name]
+    assert run.model_ram_bytes == result.output.ram_bytes <= MLPERF_ARENA[name] + 2048  # + im2col columns
     # predict() holds the scores on its stack (ad01: 640 of them)
     assert run.stack_bytes <= STACK_LIMIT["cortex-m4"] + result.output.n_scores
     # constants: the weights (1 byte each), biases and requantisation tables; the code around them is small
