@@ -34,4 +34,5 @@ M4_KERNELS = (
     Kernel("conv2d", m4_network.conv2d),
     Kernel("depthwise_conv2d", m4_network.depthwise_conv2d),
     Kernel("fully_connected", m4_network.fully_connected),
+    Kernel("tensor_add", m4_network.tensor_add),
 )

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.target import Node, layer_quantisation, window_of
+from tinycc_ml.target import Node, add_quantisation, layer_quantisation, window_of
 
 # the kernels' loops at -O2 whatever the build's flags: at -Os GCC spills the accumulators of the inner loops
 # (about twice the instructions)
@@ -76,6 +76,19 @@ static inline __attribute__((always_inline)) int8_t @m4_requant_wide(int32_t acc
 """)
 
 
+def any_requant_helper(em) -> str:
+    fast, wide = requant_helper(em), wide_requant_helper(em)
+    return _helper(em, "m4_requant_any", f"""\
+static inline __attribute__((always_inline)) int8_t @m4_requant_any(int32_t acc, const int32_t *q, int32_t zp,
+                                                                    int32_t lo, int32_t hi)
+{{
+    /* q[5]: the channel's accumulator is not proven small (a bias near 2^30: a channel TFLite's converter
+     * left constant) */
+    return q[5] ? {wide}(acc, q, zp, lo, hi) : {fast}(acc, q, zp, lo, hi);
+}}
+""")
+
+
 def simd_helpers(em) -> tuple[str, str]:
     """(rd32, sxtb16_ror8): an unaligned word read (one LDR on the M4) and SXTB16 of bytes 1 and 3."""
     rd = _helper(em, "m4_rd32", """\
@@ -98,8 +111,9 @@ static inline __attribute__((always_inline)) int32_t @m4_sxtb16_ror8(int32_t v)
 
 
 def mm8_helper(em, wide: bool = False) -> str:
-    """m4_mm8, or with ``wide`` m4_mm8_wide: its epilogue for accumulators not proven small."""
-    requant, (rd, odd) = wide_requant_helper(em) if wide else requant_helper(em), simd_helpers(em)
+    """m4_mm8, or with ``wide`` m4_mm8_wide: its epilogue for layers where some channel's accumulator is not
+    proven small (those channels' flag, the others on SMMULR)."""
+    requant, (rd, odd) = any_requant_helper(em) if wide else requant_helper(em), simd_helpers(em)
     name = "m4_mm8_wide" if wide else "m4_mm8"
     return _helper(em, name, f"""\
 /* out[p * out_stride + o] for columns p < n_cols and channels o < out_c: a column is kw4 words of int8
@@ -110,11 +124,10 @@ __attribute__((optimize("O2"))) static void @{name}(const int8_t *cols, int32_t 
                     const int32_t *params, int32_t out_c, int8_t *out, int32_t out_stride, int32_t zp, int32_t lo,
                     int32_t hi)
 {{
-    for (int32_t p = 0; p < n_cols; p += 2) {{
-        const int8_t *c0 = cols + p * col_stride;
-        const int8_t *c1 = p + 1 < n_cols ? c0 + col_stride : c0;  /* a last odd column: computed twice */
-        int8_t *o0 = out + p * out_stride;
-        int8_t *o1 = p + 1 < n_cols ? o0 + out_stride : o0;
+    int32_t p = 0;
+    for (; p + 1 < n_cols; p += 2) {{
+        const int8_t *c0 = cols + p * col_stride, *c1 = c0 + col_stride;
+        int8_t *o0 = out + p * out_stride, *o1 = o0 + out_stride;
         const int32_t *wp = w;
         for (int32_t o = 0; o < out_c; o += 2) {{
             const int32_t *q = params + {PARAMS} * o;
@@ -146,62 +159,89 @@ __attribute__((optimize("O2"))) static void @{name}(const int8_t *cols, int32_t 
             }}
         }}
     }}
-}}
-""")
-
-
-def dw8_helper(em) -> str:
-    requant, (rd, odd) = requant_helper(em), simd_helpers(em)
-    return _helper(em, "m4_dw8", f"""\
-/* A depthwise convolution (multiplier 1), 4 channels at a time: g[] = height, width, channels, kernel rows,
- * kernel columns, stride y, x, dilation y, x, padding y, x, output rows, output columns, input zero point,
- * output zero point, lo, hi; w: the filter (kernel rows x columns x channels); params: per channel bias,
- * multiplier, shift */
-__attribute__((optimize("O2"))) static void @m4_dw8(const int8_t *x, const int8_t *w, const int32_t *params,
-                                                   const int32_t *g, int8_t *out)
-{{
-    const int32_t height = g[0], width = g[1], channels = g[2], kh = g[3], kw = g[4];
-    const int32_t sy = g[5], sx = g[6], dy = g[7], dx = g[8], py = g[9], px = g[10];
-    const int32_t zx = g[13], zp = g[14], lo = g[15], hi = g[16];
-    const int32_t zx2 = (int32_t)(((uint32_t)zx & 0xFFFFu) * 0x10001u);
-    for (int32_t oy = 0; oy < g[11]; ++oy) {{
-        const int32_t iy0 = oy * sy - py;
-        const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + dy - 1) / dy;
-        const int32_t ky_end = height - iy0 <= 0 ? 0 : (height - iy0 + dy - 1) / dy;
-        const int32_t ky1 = ky_end < kh ? ky_end : kh;
-        for (int32_t ox = 0; ox < g[12]; ++ox) {{
-            const int32_t ix0 = ox * sx - px;
-            const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + dx - 1) / dx;
-            const int32_t kx_end = width - ix0 <= 0 ? 0 : (width - ix0 + dx - 1) / dx;
-            const int32_t kx1 = kx_end < kw ? kx_end : kw;
-            int8_t *o = out + (oy * g[12] + ox) * channels;
-            for (int32_t c = 0; c < channels; c += 4) {{
-                const int32_t *q = params + {PARAMS} * c;
-                int32_t a0 = q[0], a1 = q[{PARAMS}], a2 = q[2 * {PARAMS}], a3 = q[3 * {PARAMS}];
-                for (int32_t ky = ky0; ky < ky1; ++ky) {{
-                    const int8_t *xp = x + ((iy0 + ky * dy) * width + ix0 + kx0 * dx) * channels + c;
-                    const int8_t *wq = w + (ky * kw + kx0) * channels + c;
-                    for (int32_t kx = kx0; kx < kx1; ++kx) {{
-                        const int32_t u = {rd}(xp), v = {rd}(wq);
-                        const int32_t ue = __ssub16(__sxtb16(u), zx2), uo = __ssub16({odd}(u), zx2);
-                        const int32_t ve = __sxtb16(v), vo = {odd}(v);
-                        xp += dx * channels;
-                        wq += channels;
-                        a0 = __smlabb(ve, ue, a0);
-                        a2 = __smlatt(ve, ue, a2);
-                        a1 = __smlabb(vo, uo, a1);
-                        a3 = __smlatt(vo, uo, a3);
-                    }}
-                }}
-                o[c] = {requant}(a0, q + 1, zp, lo, hi);
-                o[c + 1] = {requant}(a1, q + {PARAMS} + 1, zp, lo, hi);
-                o[c + 2] = {requant}(a2, q + 2 * {PARAMS} + 1, zp, lo, hi);
-                o[c + 3] = {requant}(a3, q + 3 * {PARAMS} + 1, zp, lo, hi);
+    if (p < n_cols) {{  /* a last odd column (a fully connected layer's only one): two channels at a time */
+        const int8_t *c0 = cols + p * col_stride;
+        int8_t *o0 = out + p * out_stride;
+        const int32_t *wp = w;
+        for (int32_t o = 0; o < out_c; o += 2) {{
+            const int32_t *q = params + {PARAMS} * o;
+            int32_t a0 = q[0], a1 = q[{PARAMS}];
+            const int8_t *x0 = c0;
+            for (int32_t j = 0; j < kw4; ++j) {{
+                const int32_t u = {rd}(x0);
+                const int32_t ue = __sxtb16(u), uo = {odd}(u);
+                const int32_t wa = wp[0], wb = wp[1];
+                x0 += 4;
+                wp += 2;
+                a0 = __smlad(__sxtb16(wa), ue, a0);
+                a0 = __smlad({odd}(wa), uo, a0);
+                a1 = __smlad(__sxtb16(wb), ue, a1);
+                a1 = __smlad({odd}(wb), uo, a1);
             }}
+            o0[o] = {requant}(a0, q + 1, zp, lo, hi);
+            if (o + 1 < out_c)
+                o0[o + 1] = {requant}(a1, q + {PARAMS} + 1, zp, lo, hi);
         }}
     }}
 }}
 """)
+
+
+def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str) -> str:
+    """A layer's depthwise convolution (multiplier 1) as its own function, its geometry in literals: 4 channels
+    at a time over the window's taps inside the input (their range per output position), the taps of a window
+    wholly inside unrolled."""
+    requant, (rd, odd) = requant_helper(em), simd_helpers(em)
+    (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
+    zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
+
+    def tap(ky: str, kx: str) -> list[str]:
+        at = f"((iy0 + {ky} * {dy}) * {win.width} + ix0 + {kx} * {dx}) * {channels} + c"
+        return [f"const int32_t u = {rd}(x + {at});",
+                f"const int32_t v = {rd}(w + ({ky} * {kw} + {kx}) * {channels} + c);",
+                f"const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
+                f"const int32_t ve = __sxtb16(v), vo = {odd}(v);",
+                "a0 = __smlabb(ve, ue, a0);", "a2 = __smlatt(ve, ue, a2);",
+                "a1 = __smlabb(vo, uo, a1);", "a3 = __smlatt(vo, uo, a3);"]
+
+    symbol = em.sym(f"m4_dw_{name}")
+    lines = [
+        f"/* %{name}: depthwise {kh}x{kw}, {channels} channels, 4 at a time (SMLABB / SMLATT on x - zx) */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out)', "{",
+        f"    const int8_t *w = {w_sym};",
+        f"    for (int32_t oy = 0; oy < {win.out_height}; ++oy) {{",
+        f"        const int32_t iy0 = oy * {sy} - {py};",
+        f"        const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
+        f"        const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
+        f"        const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
+        f"        for (int32_t ox = 0; ox < {win.out_width}; ++ox) {{",
+        f"            const int32_t ix0 = ox * {sx} - {px};",
+        f"            const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
+        f"            const int32_t kx_end = {win.width} - ix0 <= 0 ? 0 : ({win.width} - ix0 + {dx - 1}) / {dx};",
+        f"            const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
+        f"            const int inside = ky0 == 0 && ky1 == {kh} && kx0 == 0 && kx1 == {kw};",
+        f"            int8_t *o = out + (oy * {win.out_width} + ox) * {channels};",
+        f"            for (int32_t c = 0; c < {channels}; c += 4) {{",
+        f"                const int32_t *q = {p_sym} + {PARAMS} * c;",
+        f"                int32_t a0 = q[0], a1 = q[{PARAMS}], a2 = q[{2 * PARAMS}], a3 = q[{3 * PARAMS}];",
+        "                if (inside) {",
+        f"                    _Pragma(\"GCC unroll {kh}\") for (int32_t ky = 0; ky < {kh}; ++ky)",
+        f"                    _Pragma(\"GCC unroll {kw}\") for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+        *("                        " + line for line in tap("ky", "kx")),
+        "                    }",
+        "                } else {",
+        "                    for (int32_t ky = ky0; ky < ky1; ++ky)",
+        "                    for (int32_t kx = kx0; kx < kx1; ++kx) {",
+        *("                        " + line for line in tap("ky", "kx")),
+        "                    }",
+        "                }",
+        f"                o[c] = {requant}(a0, q + 1, {q.output_zero_point}, {q.lo}, {q.hi});",
+        f"                o[c + 1] = {requant}(a1, q + {PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
+        f"                o[c + 2] = {requant}(a2, q + {2 * PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
+        f"                o[c + 3] = {requant}(a3, q + {3 * PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
+        "            }", "        }", "    }", "}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return symbol
 
 
 # ---------------------------------------------------------------- compile-time arrangement
@@ -218,12 +258,16 @@ def paired_rows(W: np.ndarray) -> tuple[np.ndarray, int]:
     return words, kp // 4
 
 
-PARAMS = 6  # int32 words per channel: bias, multiplier, left shift + 1, right shift, 2^(right-1), -[right > 0]
+# int32 words per channel: bias, multiplier, left shift + 1, right shift, 2^(right-1), -[right > 0], and 1 when
+# its accumulator is not proven small (m4_requant_any)
+PARAMS = 7
 SMALL_ACC = 1 << 30  # |acc| 2^left below this: the SMMULR form is exact
 
 
-def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, pad_even: bool) -> np.ndarray:
-    """Per channel the PARAMS words m4_requant reads; an even channel count when ``pad_even`` (zeros)."""
+def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, pad_even: bool,
+                   wide: np.ndarray | None = None) -> np.ndarray:
+    """Per channel the PARAMS words m4_requant reads; an even channel count when ``pad_even`` (zeros);
+    ``wide``: the channels whose accumulators are not proven small."""
     n = len(bias) + (len(bias) % 2 if pad_even else 0)
     params = np.zeros((n, PARAMS), np.int64)
     left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
@@ -233,15 +277,16 @@ def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, pad_ev
     params[:len(bias), 3] = right
     params[:len(bias), 4] = np.where(right > 0, np.left_shift(1, np.maximum(right - 1, 0)), 0)
     params[:len(bias), 5] = np.where(right > 0, -1, 0)
+    params[:len(bias), 6] = 0 if wide is None else wide
     params[:, 0] = (params[:, 0] + (1 << 31)) % (1 << 32) - (1 << 31)  # int32 arithmetic wraps
     return params.astype(np.int32).reshape(-1)
 
 
-def small_accumulators(bias: np.ndarray, W: np.ndarray, x_reach: int, shift: np.ndarray) -> bool:
-    """Whether every channel's |acc| 2^left stays below SMALL_ACC: |bias| + x_reach sum |w| bounds |acc|
+def small_accumulators(bias: np.ndarray, W: np.ndarray, x_reach: int, shift: np.ndarray) -> np.ndarray:
+    """Per channel whether |acc| 2^left stays below SMALL_ACC: |bias| + x_reach sum |w| bounds |acc|
     (x_reach: the largest |input| the sum multiplies)."""
     bound = np.abs(bias.astype(np.int64)) + x_reach * np.abs(W.astype(np.int64)).sum(axis=1)
-    return bool(np.all(bound * (1 << np.maximum(shift, 0).astype(np.int64)) < SMALL_ACC))
+    return bound * (1 << np.maximum(shift, 0).astype(np.int64)) < SMALL_ACC
 
 
 def _shifts_ok(q) -> bool:
@@ -258,13 +303,15 @@ def _matrix_constants(em, node: Node, W: np.ndarray, q) -> tuple[str, str, int, 
     (weights symbol, params symbol, K / 4, whether an accumulator may be too large for the SMMULR epilogue)."""
     bias = np.asarray(em.graph.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
     folded = bias - q.input_zero_point * W.astype(np.int64).sum(axis=1)
+    small = small_accumulators(folded, W, 128, q.shifts)
     words, kw4 = paired_rows(W)
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), words, "int32_t",
                                f"%{node.name}: {W.shape[0]}x{W.shape[1]} int8 weights, rows padded to words, "
                                "pairs of rows interleaved")
-    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), channel_params(folded, q.multipliers, q.shifts, True),
-                               "int32_t", f"%{node.name}: per channel bias - zx sum(w), multiplier, shift")
-    return w_sym, p_sym, kw4, not small_accumulators(folded, W, 128, q.shifts)
+    params = channel_params(folded, q.multipliers, q.shifts, True, ~small)
+    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params, "int32_t",
+                               f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_requant)")
+    return w_sym, p_sym, kw4, not small.all()
 
 
 def _mm_call(em, q, cols: str, n_cols, col_stride, w_sym, kw4, p_sym, out_c, out: str, wide: bool) -> str:
@@ -352,13 +399,68 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     win = window_of(g, node, (kh, kw))
     bias = np.asarray(g.node(b_name).attrs["value"], np.int64).reshape(-1)
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(kh * kw, out_c).T
-    if not small_accumulators(bias, W, 255, q.shifts):  # x - zx: up to 255 in magnitude
+    if not small_accumulators(bias, W, 255, q.shifts).all():  # x - zx: up to 255 in magnitude
         return None
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), channel_params(bias, q.multipliers, q.shifts, False),
-                               "int32_t", f"%{node.name}: per channel bias, multiplier, shift")
-    geometry = [win.height, win.width, out_c, kh, kw, *win.stride, *win.dilation, *win.pad, win.out_height,
-                win.out_width, q.input_zero_point, q.output_zero_point, q.lo, q.hi]
-    g_sym = em.add_const_array(em.sym(f"{node.name}_m4g"), np.array(geometry, np.int32), "int32_t",
-                               f"%{node.name}: the window's geometry and the zero points (m4_dw8)")
-    w_sym = em.const_array(w_name)
-    return [f"{dw8_helper(em)}({em.var(x_name)}, {w_sym}, {p_sym}, {g_sym}, {em.var(node.name)});"]
+                               "int32_t", f"%{node.name}: per channel bias, multiplier, shift (m4_requant)")
+    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, em.const_array(w_name), p_sym)
+    return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
+
+
+def _requant_literals(multiplier: int, shift: int) -> str:
+    """m4_scale's arguments after x for one (multiplier, shift): literals the compiler folds."""
+    right = max(-shift, 0)
+    return f"{multiplier}, {max(shift, 0) + 1}, {right}, {(1 << (right - 1)) if right else 0}, {-1 if right else 0}"
+
+
+def _requant_bound(bound: int, multiplier: int, shift: int) -> int | None:
+    """A bound of |MultiplyByQuantizedMultiplier(x)| for |x| <= bound, or None when the SMMULR form is not
+    proven exact there."""
+    left, right = max(shift, 0), max(-shift, 0)
+    if bound << left >= SMALL_ACC:
+        return None
+    return ((bound << left) * multiplier >> 31 >> right) + 2
+
+
+def scale_helper(em) -> str:
+    return _helper(em, "m4_scale", """\
+static inline __attribute__((always_inline)) int32_t @m4_scale(int32_t acc, int32_t m, int32_t sl, int32_t r,
+                                                               int32_t nudge, int32_t negmask)
+{
+    /* m4_requant's MultiplyByQuantizedMultiplier alone (the same proven-small accumulators) */
+    int32_t high;
+    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
+    return (high + nudge + ((high >> 31) & negmask)) >> r;
+}
+""")
+
+
+def tensor_add(em, node: Node) -> list[str] | None:
+    """TFLite's ADD element by element, each of its three rescalings on SMMULR (proven exact from the int8
+    ranges, else the shared C)."""
+    g = em.graph
+    if any(g.op(i) in ("const", "sparse_const") for i in node.inputs) or g.type(node.inputs[0]).shape != \
+            g.type(node.inputs[1]).shape:
+        return None
+    q = add_quantisation(g, node)
+    (ma, sa), (mb, sb), (mo, so) = q.requants
+    bound_a = _requant_bound(255 << q.left_shift, ma, sa)
+    bound_b = _requant_bound(255 << q.left_shift, mb, sb)
+    if bound_a is None or bound_b is None or _requant_bound(bound_a + bound_b, mo, so) is None:
+        return None
+    scale = scale_helper(em)
+    za, zb, zo = q.zero_points
+    a, b = (em.var(n) for n in node.inputs)
+    symbol = em.sym(f"m4_add_{node.name}")
+    em.helpers[symbol] = "\n".join([
+        f"/* %{node.name}: TFLite's int8 ADD */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *a, const int8_t *b, int8_t *out)', "{",
+        f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
+        f"        const int32_t ra = {scale}(((int32_t)a[i] - {za}) * {1 << q.left_shift}, "
+        f"{_requant_literals(ma, sa)});",
+        f"        const int32_t rb = {scale}(((int32_t)b[i] - {zb}) * {1 << q.left_shift}, "
+        f"{_requant_literals(mb, sb)});",
+        f"        const int32_t v = {scale}(ra + rb, {_requant_literals(mo, so)}) + {zo};",
+        f"        out[i] = (int8_t)(v < {q.lo} ? {q.lo} : (v > {q.hi} ? {q.hi} : v));",
+        "    }", "}", ""])
+    return [f"{symbol}({a}, {b}, {em.var(node.name)});"]

@@ -222,6 +222,26 @@ class Window:
     pad: tuple[int, int]
 
 
+@dataclass(frozen=True)
+class AddQuantisation:
+    """TFLite's int8 ADD: a' = requantise((a - za) 2^left_shift, ma, sa), b' likewise, out = clamp(requantise(
+    a' + b', mo, so) + zo, lo, hi)."""
+
+    zero_points: tuple[int, int, int]  # a, b, out
+    requants: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]  # (multiplier, shift) of a, b, the sum
+    left_shift: int
+    lo: int
+    hi: int
+
+
+def add_quantisation(graph, node: Node) -> AddQuantisation:
+    ta, tb, out = (graph.type(n).dtype for n in (*node.inputs, node.name))
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    requants = tuple((int(m), int(s)) for m, s in add_multipliers(ta.qscales[0], tb.qscales[0], out.qscales[0]))
+    return AddQuantisation((int(ta.zero_point), int(tb.zero_point), int(out.zero_point)), requants, ADD_LEFT_SHIFT,
+                           int(lo), int(hi))
+
+
 def window_of(graph, node: Node, window: tuple[int, int]) -> Window:
     x = graph.type(node.inputs[0])
     _, height, width, _ = x.shape
