@@ -2,7 +2,8 @@
 Cortex-M33 (MPS2 AN505) and run in QEMU (-icount: exact instruction counts): every output byte against
 tflite-micro's interpreter (TFLite Micro's reference kernels) on random int8 inputs and on smooth,
 structured ones (what images and spectrograms look like), instructions per inference, the model's flash
-against its .tflite file, its activation arena and the stack.
+against its .tflite file, its activation arena and the stack, and the share of one inference's instructions
+outside the Cortex-M4's layer kernels (arm/m4_network.py; a per-function profile in unicorn).
 
     python benchmarks/network_m4.py [--rows 200] [--m33-rows 10] [--only kws_ref_model,...] [--no-write]
 
@@ -30,6 +31,7 @@ from results_table import write_table  # noqa: E402
 import tinycc_ml  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.codegen.mcu import COUNT_PER_MAC_BOUND  # noqa: E402
+from tinycc_ml.runtime.profile import function_profile  # noqa: E402
 from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, TargetRun, run_on_target  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,6 +73,16 @@ def run_firmware(build: NetworkBuild, X: np.ndarray, extra_cflags=()) -> TargetR
                          build.n_scores, "int8_t", "int8_t", extra_cflags=("-Werror", *extra_cflags),
                          max_cycles_per_inference=DEFAULT_MAX_CYCLES + COUNT_PER_MAC_BOUND * build.macs,
                          chip=backend.chip)
+
+
+def outside_kernels(build: NetworkBuild, x: np.ndarray) -> float:
+    """The share of one inference's instructions spent outside the target's layer kernels (functions named
+    ``<prefix>_m4_*``): the per-function profile (unicorn's Cortex-M4; its totals equal QEMU's counts)."""
+    backend = get_backend(build.target)
+    profile = function_profile(backend.simulator, build.sources, build.header, build.prefix, x[None, :],
+                               build.n_scores, "int8_t", "int8_t", chip=backend.chip)
+    kernels = sum(v for k, v in profile.items() if k.startswith(f"{build.prefix}_m4_"))
+    return 1.0 - kernels / sum(profile.values())
 
 
 def input_rows(shape: tuple[int, ...], n: int, seed: int = 0) -> np.ndarray:
@@ -119,13 +131,14 @@ def measure(name: str, target: str, rows: int) -> list[str]:
     equal = run.scores == want
     instructions = run.instructions
     file_bytes = path.stat().st_size
+    outside = f"{100 * outside_kernels(build, X[2]):.1f}" if target == "cortex-m4" else "-"
     print(f"  {name} on {target}: {rows} rows in {seconds:.1f} s, bytes equal {equal.sum()}/{equal.size}",
           flush=True)
     return [name, target, str(rows), f"{equal.sum()}/{equal.size}", f"{int(np.mean(instructions)):,}",
             f"{int(instructions.min()):,}..{int(instructions.max()):,}",
             f"{np.mean(instructions) / build.macs:.2f}", f"{build.macs:,}", f"{run.model_flash_bytes:,}",
             f"{file_bytes:,}", f"{run.model_flash_bytes / file_bytes:.2f}", f"{build.arena_bytes:,}",
-            f"{run.stack_bytes}"]
+            f"{run.stack_bytes}", outside]
 
 
 def main() -> None:
@@ -142,10 +155,11 @@ def main() -> None:
         if args.m33_rows:
             table.append(measure(name, "cortex-m33", args.m33_rows))
     columns = ["model", "target", "inputs", "bytes equal tflite-micro", "instructions / inference", "min..max",
-               "instr / MAC", "MACs", "model flash B", ".tflite B", "flash / .tflite", "arena B", "stack B"]
+               "instr / MAC", "MACs", "model flash B", ".tflite B", "flash / .tflite", "arena B", "stack B",
+               "% outside kernels"]
     flags = [f"--rows {args.rows}", f"--m33-rows {args.m33_rows}"] + ([f"--only {args.only}"] if args.only else [])
     write_table("network_m4", columns, table, script="benchmarks/network_m4.py " + " ".join(flags),
-                align=[None, None] + ["right"] * 11, results_dir=None if args.no_write else Path(__file__).parent
+                align=[None, None] + ["right"] * 12, results_dir=None if args.no_write else Path(__file__).parent
                 / "results")
 
 

@@ -18,6 +18,9 @@ Depthwise convolutions (depth multiplier 1, channels a multiple of 4) walk 4 cha
 window's taps inside the input (the range computed per output position: no test per tap), x - zx in two
 SSUB16, four SMLABB / SMLATT (one channel per lane product).
 
+The kernels' functions are compiled at -O2 whatever the build's flags (``optimize`` attribute): at -Os GCC
+spills the inner loops' accumulators, about twice the instructions.
+
 Requantisation, exact where the accumulator is proven small (|acc| 2^left < 2^30 from the weights, the bias
 and the int8 range: checked per layer at compile time, else the shared C): gemmlowp's
 SaturatingRoundingDoublingHighMul(a, m) is (a m + 2^30) >> 31 for every a when m > 0 (both of its rounding
@@ -32,8 +35,6 @@ import numpy as np
 
 from tinycc_ml.target import Node, add_quantisation, layer_quantisation, window_of
 
-# the kernels' loops at -O2 whatever the build's flags: at -Os GCC spills the accumulators of the inner loops
-# (about twice the instructions)
 MAX_RIGHT_SHIFT = 31  # RoundingDivideByPOT's exponent range; beyond it the shared C (and TFLite) assert
 
 
