@@ -44,6 +44,7 @@ class CortexM4Backend(McuBackend):
     chip = MPS2_AN386
     simulator = "cortex-m4"
     board = M4_BOARD
+    network_ops = None  # TFLite networks: arm.m4_network's kernels, equal to tflite-micro's in QEMU
 
     def emit(self, graph, prefix, model_description):
         # no sparse x-page kernels here: one emission (McuBackend.emit's retry is for those)

@@ -48,6 +48,7 @@ class AvrBackend(McuBackend):
     chip = ATMEGA328P
     simulator = "avr"
     board = AVR_BOARD
+    network_ops = None  # TFLite networks: the shared C in PROGMEM, equal to tflite-micro's in simavr
 
     def c_target(self, graph) -> CTarget:
         return AvrTarget(kernels=AVR_KERNELS)

@@ -332,7 +332,6 @@ class McuBackend(Backend):
     c_target(graph): a CTarget (how constants are declared and read, kernel overrides)."""
 
     precisions = ("int16", "int8", "float")
-    network_ops = None  # TFLite networks: the shared C, equal to tflite-micro's on every byte in the simulators
     chip: Chip
     simulator: str | None = None
     board = None
