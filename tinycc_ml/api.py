@@ -32,6 +32,7 @@ from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 from tinycc_ml.passes.manager import PassOptions
+from tinycc_ml.passes.plan_memory import element_bytes
 from tinycc_ml.passes.range_analysis import static_intervals
 
 PRECISIONS = ("float", "int16", "int8")
@@ -44,7 +45,7 @@ MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this in
 
 def load_model(path) -> Model:
     """Load a saved model: the project's ``.npz`` model file, an ONNX dense network (``.onnx``, needs the
-    onnx package), a TFLite int8 network (``.tflite``: a NetworkModel, not yet compilable), an XGBoost
+    onnx package), a TFLite int8 network (``.tflite``: a NetworkModel), an XGBoost
     ``.json`` or LightGBM ``.txt`` model file, or an EdgeML model directory
     (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...); the readers of
     other tools' formats are in :mod:`tinycc_ml.importers`."""
@@ -384,14 +385,25 @@ def size_advice(model: Model, precision: str):
         yield
     except FitError as exc:
         if not exc.constant_bytes or exc.constant_room is None or exc.constant_room >= exc.constant_bytes:
+            if isinstance(model, NetworkModel) and "RAM" in str(exc):
+                raise FitError(f"{exc.args[0]}; a network's RAM is mostly its activation arena (the layer outputs "
+                               "live at once): smaller feature maps (a lower input resolution, fewer channels) "
+                               "need less", exc.constant_bytes, exc.constant_room) from None
             raise
         room = max(exc.constant_room, 0)
         advice = (model.size_advice(int(SIZE_ADVICE_MARGIN * room), exc.constant_bytes,
                                     4 if precision == "float" else 2) if room else None)
         hint = (f"; {advice}" if advice else "") + "; `tinycc-ml fit` (tinycc_ml.fit) searches the sizes that fit"
+        if isinstance(model, NetworkModel):  # no setting of ours or of `fit` shrinks a file's weights
+            hint = f"; {advice}" if advice else ""
         raise FitError(f"{exc.args[0]}. The chip leaves about {room} bytes for constants, "
                        f"{100 * room / exc.constant_bytes:.0f}% of what this model needs{hint}",
                        exc.constant_bytes, exc.constant_room) from None
+
+
+def arena_bytes(graph) -> int:
+    """Bytes of the planned arenas (plan_memory) of ``graph``: a network's activation arena."""
+    return sum(n * element_bytes(key) for key, n in graph.analyses.arenas.items())
 
 
 def check_distances(graph, source: str) -> None:
@@ -529,6 +541,9 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
     if network:  # quantised already: no scale choice; its ranges are its types'
         graph = run_passes(graph, ["dce", "plan_memory"], ctx)
+        report["arena_bytes"] = arena_bytes(graph)
+        description.append(f"Activation arena: {report['arena_bytes']} bytes of static RAM, one buffer the layers' "
+                           "outputs share by liveness.")
         for what, label in (("Input", None), ("Scores", "scores")):
             dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
             description.append(f"{what}: int8, TFLite's quantisation: real = {dtype.qscales[0]!r} * (q - "

@@ -44,6 +44,7 @@ class CortexM4Backend(McuBackend):
     chip = MPS2_AN386
     simulator = "cortex-m4"
     board = M4_BOARD
+    network_ops = None  # TFLite networks: arm.m4_network's kernels, equal to tflite-micro's in QEMU
     boards = {"mps2-an386": M4_BOARD, "stm32f405": STM32F405_BOARD, "nrf52840": NRF52840_BOARD}
 
     def emit(self, graph, prefix, model_description):

@@ -55,6 +55,7 @@ class AvrBackend(McuBackend):
     chip = ATMEGA328P
     simulator = "avr"
     board = AVR_BOARD
+    network_ops = None  # TFLite networks: the shared C in PROGMEM, equal to tflite-micro's in simavr
     boards = {"uno": AVR_BOARD}
     sketch_rows: int | None = None  # an Arduino sketch's stored example rows (for_layout("arduino")), else None
 

@@ -39,6 +39,7 @@ class BuildOutput:
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
     optional_ram_bytes: int = 0  # of ram_bytes, what kernels may give up when the build would not fit otherwise
     const_arrays: dict[str, int] = field(default_factory=dict)  # constant array symbol -> bytes
+    macs: int = 0  # multiply-accumulates per inference of a network's layers (ir.analyses.multiply_accumulates)
 
 
 class CapabilityError(PluginError):

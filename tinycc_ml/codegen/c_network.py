@@ -13,6 +13,8 @@ fixed-point exp and reciprocal), the functions of ``tflite_arith`` written out i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter
@@ -180,6 +182,75 @@ static int32_t @tfl_reciprocal(int32_t x, int *bits_over_unit)
 }}
 """)
     return exp, recip
+
+
+# ---------------------------------------------------------------- what a layer's kernel needs to know
+
+
+@dataclass(frozen=True)
+class LayerQuantisation:
+    """A convolution's or fully connected layer's int8 arithmetic: acc = sum w (x - input_zero_point) + bias,
+    out = clamp(requantise(acc, multiplier[o], shift[o]) + output_zero_point, lo, hi) per output channel o."""
+
+    input_zero_point: int
+    multipliers: np.ndarray  # int64, Q31, per output channel
+    shifts: np.ndarray  # int64, left when positive
+    output_zero_point: int
+    lo: int  # the fused activation's clamp
+    hi: int
+
+
+def layer_quantisation(graph, node: Node, channels: int) -> LayerQuantisation:
+    """The int8 arithmetic of a conv2d / depthwise_conv2d / fully_connected node with ``channels`` outputs."""
+    x, w, out = graph.type(node.inputs[0]), graph.type(node.inputs[1]), node.type.dtype
+    mult, shift = channel_multipliers(x.dtype.qscales[0], channel_scales(w, channels), out.qscales[0])
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return LayerQuantisation(int(x.dtype.zero_point), mult, shift, int(out.zero_point), int(lo), int(hi))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A windowed op's geometry: input rows and columns, output rows and columns, stride, dilation and the
+    padding above / left (TFLite's: taps outside the input are skipped)."""
+
+    height: int
+    width: int
+    out_height: int
+    out_width: int
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    pad: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class AddQuantisation:
+    """TFLite's int8 ADD: a' = requantise((a - za) 2^left_shift, ma, sa), b' likewise, out = clamp(requantise(
+    a' + b', mo, so) + zo, lo, hi)."""
+
+    zero_points: tuple[int, int, int]  # a, b, out
+    requants: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]  # (multiplier, shift) of a, b, the sum
+    left_shift: int
+    lo: int
+    hi: int
+
+
+def add_quantisation(graph, node: Node) -> AddQuantisation:
+    ta, tb, out = (graph.type(n).dtype for n in (*node.inputs, node.name))
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    requants = tuple((int(m), int(s)) for m, s in add_multipliers(ta.qscales[0], tb.qscales[0], out.qscales[0]))
+    return AddQuantisation((int(ta.zero_point), int(tb.zero_point), int(out.zero_point)), requants, ADD_LEFT_SHIFT,
+                           int(lo), int(hi))
+
+
+def window_of(graph, node: Node, window: tuple[int, int]) -> Window:
+    x = graph.type(node.inputs[0])
+    _, height, width, _ = x.shape
+    _, oh, ow, _ = node.type.shape
+    stride = tuple(int(s) for s in node.attrs.get("stride", [1, 1]))
+    dilation = tuple(int(d) for d in node.attrs.get("dilation", [1, 1]))
+    pads = tuple(axis_geometry(n, int(k), s, d, node.attrs, a)[1]
+                 for a, (n, k, s, d) in enumerate(zip((height, width), window, stride, dilation)))
+    return Window(height, width, oh, ow, stride, dilation, pads)
 
 
 # ---------------------------------------------------------------- the ops

@@ -43,9 +43,12 @@ from tinycc_ml.ir.ops.registry import node_output_shift
 from tinycc_ml.passes.manager import PassContext, PassOptions, run_passes
 from tinycc_ml.plugins import PluginError
 from tinycc_ml.runtime.profile import function_profile
-from tinycc_ml.runtime.simulate import SIMULATORS, TargetRun, firmware_sizes, run_on_target
+from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, SIMULATORS, TargetRun, firmware_sizes, run_on_target
 
 log = logging.getLogger(__name__)
+# a network's call may take this many cycles or instructions per multiply-accumulate before it is taken for a
+# hang (the shared C on the AVR: about 60 cycles per MAC, plus each output's requantisation in int64)
+COUNT_PER_MAC_BOUND = 400
 
 
 # ---------------------------------------------------------------- streaming
@@ -473,7 +476,8 @@ class McuBackend(Backend):
         p = output.prefix
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
                              x, output.n_scores, output.input_ctype, output.score_ctype,
-                             task=task_kind(output.task), chip=self.chip)
+                             task=task_kind(output.task), chip=self.chip,
+                             max_cycles_per_inference=DEFAULT_MAX_CYCLES + COUNT_PER_MAC_BOUND * output.macs)
 
     def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
         """Cycles or instructions of one predict call per function symbol, on the rows of X (the simulator's

@@ -2,8 +2,8 @@
 file's graph is int8 already; an ONNX network's (PyTorch) is float, and ``quantise`` turns it, from
 calibration rows, into the same int8 dialect (``network_quantise``). The integer semantics
 (``run_fixed``) are TFLite's int8 kernels, bit for bit; ``compile`` emits C for them on the targets
-that generate network ops (``Backend.network_ops``: the host), whose outputs equal ``run_int8``'s on
-every byte."""
+that generate network ops (``Backend.network_ops``: the host and the microcontrollers), whose outputs
+equal ``run_int8``'s on every byte."""
 
 from __future__ import annotations
 
@@ -82,6 +82,12 @@ class NetworkModel(Model):
         graph.set_output("prediction", graph.add("argmax", [scores], name="prediction"))
         graph.outputs = [(label, n) for label, n in graph.outputs if label in ("scores", "prediction")]
         return graph
+
+    def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
+        """A network's weights are its file's int8, one byte each: only a smaller network fits."""
+        return (f"the weights are the .tflite file's own int8: a network with at most about {room_bytes} bytes of "
+                f"weights ({100 * room_bytes / max(constant_bytes, 1):.0f}% of these: fewer or narrower layers, "
+                "retrained and exported again) would fit, or a target with more flash")
 
     def check_precision(self, precision: str) -> None:
         if not self.is_quantised:
