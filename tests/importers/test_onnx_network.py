@@ -437,3 +437,22 @@ def test_the_command_line_quantises_a_float_network_with_calibration_rows(sensor
     assert cli_main(["compile", str(model_file), "--calibration", str(rows), "-o", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["sensor_cnn.c", "sensor_cnn.h"]
     assert "int8_t" in (out / "sensor_cnn.h").read_text()
+
+
+def test_pytorch_fixture_runs_on_the_atmega328p_in_its_2_kb(sensor_rows, tmp_path):
+    """The PyTorch export, quantised to int8, on the ATmega328P: its firmware's static RAM and stack within the
+    chip's 2 KB, constants in flash, every score byte the interpreter's on held-out rows (simavr)."""
+    require_target("avr")
+    from tinycc_ml.codegen.backend import get_backend
+
+    X_cal, X_test, _ = sensor_rows
+    model = tinycc_ml.load_model(FIXTURE)
+    calibration, flat = X_cal.reshape(len(X_cal), -1), X_test[:3].reshape(3, -1)
+    int8 = model.quantise(calibration)
+    result = tinycc_ml.compile(FIXTURE, target="avr", precision="int8", calibration=calibration, name="sensor",
+                               out_dir=tmp_path)
+    rows = int8.quantise_input(flat)
+    run = get_backend("avr").simulate(tmp_path, result.output, rows)
+    want = int8.run_int8(rows.reshape(3, *int8.input_shape)).reshape(3, -1)
+    np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), want)
+    assert run.ram_bytes + run.stack_bytes <= 2048 and run.flash_bytes <= 32768
