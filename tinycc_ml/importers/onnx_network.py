@@ -131,6 +131,9 @@ def padding_attrs(node, attrs: dict, sizes, window, strides, dilations) -> dict:
     if auto == "VALID":
         return {"padding": "valid"}
     if auto == "SAME_UPPER":
+        if any(d != 1 for d in dilations):  # what onnxruntime would compute is not defined: it refuses them
+            raise _Bad(f"{node.op_type} node {node.name!r}: auto_pad SAME_UPPER with dilations {list(dilations)}: "
+                       "onnxruntime refuses dilated SAME padding; give explicit pads")
         return {"padding": "same"}  # TFLite's SAME puts an odd padding after, as SAME_UPPER does
     pads = _ints(attrs.get("pads"), 2 * spatial, 0, f"{node.op_type} node {node.name!r}: pads")
     if any(p < 0 for p in pads):
