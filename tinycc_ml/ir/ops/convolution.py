@@ -22,6 +22,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
 from tinycc_ml.ir.ops.windows import (
     as_batch,
     channel_scales,
+    check_channel_requantisation,
     check_window_attrs,
     network_result,
     patches,
@@ -78,7 +79,9 @@ def _infer_conv2d(ts, attrs, declared):
     check_window_attrs(attrs)
     need(w.shape[3] == x.shape[3], f"filter {w.shape} reads {w.shape[3]} channels, the input has {x.shape[3]}")
     oh, ow = window_shape(x, w.shape[1:3], attrs)
-    return network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC")
+    result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC")
+    check_channel_requantisation(x, w, result, w.shape[0])
+    return result
 
 
 def conv2d_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
@@ -124,7 +127,9 @@ def _infer_depthwise(ts, attrs, declared):
     need(w.shape[0] == 1 and w.shape[3] == x.shape[3] * multiplier,
          f"filter {w.shape} must be (1, KH, KW, {x.shape[3]} x depth multiplier {multiplier})")
     oh, ow = window_shape(x, w.shape[1:3], attrs)
-    return network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC")
+    result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC")
+    check_channel_requantisation(x, w, result, w.shape[3])
+    return result
 
 
 def depthwise_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
@@ -169,7 +174,9 @@ def _infer_fully_connected(ts, attrs, declared):
         quantised_operand(b, "bias", 32, zero_point=False)
     else:
         need(w.dtype.is_float and b.dtype.is_float, f"a float fully_connected needs f32 weights and bias, got {w}, {b}")
-    return network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC")
+    result = network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC")
+    check_channel_requantisation(x, w, result, w.shape[0])
+    return result
 
 
 def fully_connected_sums(x: np.ndarray, w: np.ndarray, rank: int) -> np.ndarray:

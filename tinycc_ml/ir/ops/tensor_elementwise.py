@@ -22,7 +22,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     quantize_multiplier,
     softmax_int8,
 )
-from tinycc_ml.ir.ops.windows import network_result, quantised_operand
+from tinycc_ml.ir.ops.windows import check_requantisation, network_result, quantised_operand
 
 ADD_LEFT_SHIFT = 20  # TFLite's int8 ADD: the inputs' headroom before rescaling
 SOFTMAX_OUTPUT = (1 / 256, -128)  # TFLite's int8 softmax output: scale 1/256, zero point -128
@@ -37,7 +37,11 @@ def _infer_tensor_add(ts, attrs, declared):
         quantised_operand(b, "second operand", 8)
     else:
         need(b.dtype.is_float, f"operands mix {a.dtype} and {b.dtype}")
-    return network_result(a, declared, a.shape, a.layout)
+    result = network_result(a, declared, a.shape, a.layout)
+    if a.dtype.is_quantised:
+        twice_max = 2 * max(a.dtype.qscales[0], b.dtype.qscales[0])
+        check_requantisation(twice_max / ((1 << ADD_LEFT_SHIFT) * result.dtype.qscales[0]), "sum")
+    return result
 
 
 def add_multipliers(scale_a: float, scale_b: float, scale_out: float) -> list[tuple[int, int]]:
@@ -70,7 +74,7 @@ register_op(OpDef(
 
 def _infer_softmax(ts, attrs, declared):
     (x,) = ts
-    need(float(attrs["beta"]) > 0, f"beta must be positive, got {attrs['beta']}")
+    need(0 < float(attrs["beta"]) < float("inf"), f"beta must be positive and finite, got {attrs['beta']}")
     result = network_result(x, declared, x.shape, x.layout)
     if x.dtype.is_quantised:
         quantised_operand(x, "input", 8)

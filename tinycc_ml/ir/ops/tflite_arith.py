@@ -91,7 +91,11 @@ def activation_range(activation: str, scale: float, zero_point: int, bits: int =
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
     def quantise(real: float) -> int:
-        return zero_point + round_half_away(float(np.float32(real) / np.float32(scale)))
+        with np.errstate(over="ignore"):
+            steps = float(np.float32(real) / np.float32(scale))
+        if not math.isfinite(steps):  # a tiny (denormal) scale: 6 is beyond float32, so beyond the int range
+            return hi
+        return zero_point + round_half_away(steps)
 
     if activation == "relu":
         return max(lo, quantise(0.0)), hi

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.registry import need
-from tinycc_ml.ir.ops.tflite_arith import ACTIVATIONS
+from tinycc_ml.ir.ops.tflite_arith import ACTIVATIONS, quantize_multiplier
 from tinycc_ml.ir.types import F32, PER_TENSOR, TensorType
 
 PADDINGS = ("same", "valid")
+MAX_LEFT_SHIFT = 31  # a requantisation's left shift of an int32 (C shifts a uint32 by at most 31)
 
 
 def check_window_attrs(attrs: dict, keys=("stride", "dilation")) -> None:
@@ -98,3 +99,18 @@ def channel_scales(t: TensorType, channels: int) -> np.ndarray:
     """One scale per output channel (a per-tensor scale repeated)."""
     scales = np.asarray(t.dtype.qscales, dtype=np.float64)
     return np.broadcast_to(scales, (channels,)) if len(scales) == 1 else scales
+
+
+def check_requantisation(reals, what: str) -> None:
+    """Each real multiplier (input scale x filter scale / output scale) as TFLite quantises it: its left shift
+    within C's shifts of an int32 (scales far apart, such as a denormal output scale, are refused)."""
+    worst = max(float(r) for r in np.atleast_1d(reals))
+    need(quantize_multiplier(worst)[1] <= MAX_LEFT_SHIFT,
+         f"{what}: the requantisation multiplier {worst:.3g} needs a left shift over {MAX_LEFT_SHIFT} bits "
+         "(the scales are too far apart)")
+
+
+def check_channel_requantisation(x: TensorType, w: TensorType, result: TensorType, channels: int) -> None:
+    if x.dtype.is_quantised:
+        reals = [x.dtype.qscales[0] * s / result.dtype.qscales[0] for s in channel_scales(w, channels)]
+        check_requantisation(reals, "output")
