@@ -30,7 +30,7 @@ import numpy as np
 
 import tinycc_ml
 from tests.fuzzing import Chooser, Outcome, c_builds_clean, exception_and_place
-from tests.tflite_models import MLPERF, MLPERF_MODELS, add_net, conv_net, packed, schema, unpacked
+from tests.tflite_models import MLPERF, MLPERF_MODELS, add_net, conv_net, packed, pool_net, schema, unpacked
 from tinycc_ml.errors import CompileError, ModelFileError
 
 MAX_C_BUILT = 400_000  # generated C up to this size is also built with gcc (the MLPerf models' C is only emitted)
@@ -114,10 +114,13 @@ def structure(data: bytes) -> list[Spot]:
     return spots
 
 
+SMALL_SEEDS = 3
+
+
 @functools.cache
 def tflite_seeds() -> tuple[tuple[str, bytes, tuple[Spot, ...]], ...]:
     """(name, bytes, structure) of each seed: the small models first, then the MLPerf Tiny models found."""
-    seeds = [("conv_net", conv_net()), ("add_net", add_net())]
+    seeds = [("conv_net", conv_net()), ("add_net", add_net()), ("pool_net", pool_net())]
     seeds += [(name, (MLPERF_MODELS / f"{name}.tflite").read_bytes()) for name in MLPERF
               if (MLPERF_MODELS / f"{name}.tflite").is_file()]
     return tuple((name, data, tuple(structure(data))) for name, data in seeds)
@@ -343,8 +346,9 @@ def mutate_tflite(pick: Chooser) -> TfliteCase:
     """One hostile variant of a seed .tflite file."""
     seeds = tflite_seeds()
     # the small models half the time (fast), the MLPerf ones (real converter output) the other half
-    name, data, spots = seeds[pick.integer(0, 1)] if pick.integer(0, 1) or len(seeds) == 2 else \
-        seeds[pick.integer(2, len(seeds) - 1)]
+    small = SMALL_SEEDS - 1
+    name, data, spots = seeds[pick.integer(0, small)] if pick.integer(0, 1) or len(seeds) == SMALL_SEEDS else \
+        seeds[pick.integer(SMALL_SEEDS, len(seeds) - 1)]
     kind = pick.choice(MUTATIONS)
     if kind in ("bits", "bytes", "truncate", "offset", "count", "scalar", "vtable"):
         mutated, note = _byte_mutation(kind, data, spots, pick)

@@ -154,6 +154,36 @@ def add_net(seed: int = 1) -> bytes:
     return b.finish([x], [out])
 
 
+def pool_net(seed: int = 2) -> bytes:
+    """CONV_2D -> PAD -> MAX_POOL_2D -> RELU -> RELU6 -> MEAN (GlobalAveragePooling2D) -> FULLY_CONNECTED."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    op = schema.BuiltinOperator
+    x = b.tensor((1, 6, 6, 2), scale=0.03, zero_point=4, name="x")
+    w = b.filters(rng, (4, 3, 3, 2), 0)
+    conv = b.tensor((1, 6, 6, 4), scale=0.05, zero_point=-9, name="conv")
+    b.op(op.CONV_2D, [x, w, b.bias(rng, x, w, 4)], [conv], schema.BuiltinOptions.Conv2DOptions,
+         options("Conv2DOptions", padding=0, strideW=1, strideH=1, dilationWFactor=1, dilationHFactor=1))
+    paddings = b.tensor((4, 2), "int32", scale=None, data=np.array([[0, 0], [1, 1], [0, 2], [0, 0]]), name="paddings")
+    padded = b.tensor((1, 8, 8, 4), scale=0.05, zero_point=-9, name="padded")
+    b.op(op.PAD, [conv, paddings], [padded], schema.BuiltinOptions.PadOptions, options("PadOptions"))
+    pooled = b.tensor((1, 4, 4, 4), scale=0.05, zero_point=-9, name="pooled")
+    b.op(op.MAX_POOL_2D, [padded], [pooled], schema.BuiltinOptions.Pool2DOptions,
+         options("Pool2DOptions", padding=1, strideW=2, strideH=2, filterWidth=2, filterHeight=2))
+    relu = b.tensor((1, 4, 4, 4), scale=0.04, zero_point=-128, name="relu")
+    b.op(op.RELU, [pooled], [relu])
+    relu6 = b.tensor((1, 4, 4, 4), scale=0.04, zero_point=-128, name="relu6")
+    b.op(op.RELU6, [relu], [relu6])
+    axes = b.tensor((2,), "int32", scale=None, data=np.array([1, 2]), name="axes")
+    mean = b.tensor((1, 4), scale=0.03, zero_point=-100, name="mean")
+    b.op(op.MEAN, [relu6, axes], [mean], schema.BuiltinOptions.ReducerOptions, options("ReducerOptions"))
+    fw = b.filters(rng, (3, 4), 0, per_channel=False)
+    out = b.tensor((1, 3), scale=0.1, zero_point=0, name="out")
+    b.op(op.FULLY_CONNECTED, [mean, fw, b.bias(rng, mean, fw, 3)], [out], schema.BuiltinOptions.FullyConnectedOptions,
+         options("FullyConnectedOptions"))
+    return b.finish([x], [out])
+
+
 def tflite_micro_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
     """tflite-micro's interpreter (its reference kernels) on each row of X."""
     interpreter = runtime.Interpreter.from_bytes(data)

@@ -18,7 +18,8 @@ import numpy as np
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT, add_multipliers
+from tinycc_ml.ir.ops.pooling import mean_parameters
+from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT, add_multipliers, relu6_bounds, relu_parameters
 from tinycc_ml.ir.ops.tflite_arith import (
     EXP_BARREL,
     SOFTMAX_ACCUMULATION_INTEGER_BITS,
@@ -26,6 +27,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     activation_range,
     channel_multipliers,
     softmax_parameters,
+    wrap32,
 )
 from tinycc_ml.ir.ops.windows import channel_scales, pad_before
 
@@ -413,3 +415,101 @@ C_CODE["fixed"].update({
     "conv2d": conv2d, "depthwise_conv2d": depthwise_conv2d, "fully_connected": fully_connected,
     "average_pool2d": average_pool2d, "tensor_add": tensor_add, "softmax": softmax, "reshape": reshape,
 })
+
+
+# ---------------------------------------------------------------- MAX_POOL_2D, MEAN, PAD, RELU, RELU6 (issue 35)
+
+def max_pool2d(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    window = tuple(int(k) for k in node.attrs["filter"])
+    channels = x.shape[3]
+    height, width, *_ = _window(em, node, window)
+    out = node.type.dtype
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    # TFLite's window clipped to the input, the maximum starting from int8's lowest
+    body = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
+            f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
+            f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};",
+            f"for (int c = 0; c < {channels}; ++c) {{",
+            "    int32_t largest = -128;",
+            "    for (int fy = fy0; fy < fy1; ++fy)",
+            "    for (int fx = fx0; fx < fx1; ++fx) {",
+            f"        const int32_t v = {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx)"
+            f" * {channels} + c];",
+            "        if (v > largest) largest = v;",
+            "    }",
+            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(largest, {lo}, {hi});",
+            "}"]
+    return _window_loops(em, node, window, channels, body)
+
+
+def mean(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    batch, height, width, channels = x.shape
+    count = height * width
+    out = node.type.dtype
+    multiplier, shift = mean_parameters(x.dtype.qscales[0], out.qscales[0], count)
+    less_zero_points = int(wrap32(-x.dtype.zero_point * count))  # the sum less count zero points, wrapping as int32
+    return ["{",
+            f"    for (int b = 0; b < {batch}; ++b)",
+            f"    for (int c = 0; c < {channels}; ++c) {{",
+            "        int32_t sum = 0;",
+            f"        for (long i = 0; i < {count}; ++i)",
+            f"            sum += {em.var(x_name)}[((long)b * {count} + i) * {channels} + c];",
+            f"        sum = {wrap_add(em)}(sum, (int32_t){less_zero_points});",
+            f"        {em.var(node.name)}[b * {channels} + c] = {clamp8(em)}("
+            f"{requantise(em)}(sum, {multiplier}, {shift}) + {out.zero_point}, -128, 127);",
+            "    }",
+            "}"]
+
+
+def pad(em: CEmitter, node: Node) -> list[str]:
+    """The padded tensor filled with the zero point, then each row of the input's last axis copied in."""
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    pads = [int(p) for p in node.attrs["pads"]]
+    out_shape = node.type.shape
+    rank = x.rank
+    inner = x.shape[-1]
+    rows = x.size // inner
+    # the output offset of input row r: its coordinates on the leading axes, shifted by the padding before
+    coords, offset = [], "0"
+    for axis in range(rank - 1):
+        stride = int(np.prod(x.shape[axis + 1:rank - 1], dtype=np.int64)) if axis < rank - 2 else 1
+        coords.append(f"((r / {stride}) % {x.shape[axis]} + {pads[2 * axis]})")
+    for axis, coord in enumerate(coords):
+        offset = f"({offset}) * {out_shape[axis]} + {coord}"
+    y = em.var(node.name)
+    return ["{",
+            f"    for (long i = 0; i < {node.type.size}; ++i)",
+            f"        {y}[i] = (int8_t){x.dtype.zero_point};",
+            f"    for (long r = 0; r < {rows}; ++r) {{",
+            f"        const long at = ((long){offset}) * {out_shape[-1]} + {pads[-2]};",
+            f"        for (int i = 0; i < {inner}; ++i)",
+            f"            {y}[at + i] = {em.var(x_name)}[r * {inner} + i];",
+            "    }",
+            "}"]
+
+
+def relu(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    x, out = em.graph.type(x_name).dtype, node.type.dtype
+    multiplier, shift, lowest = relu_parameters(x, out)
+    return [f"for (long i = 0; i < {node.type.size}; ++i)",
+            f"    {em.var(node.name)}[i] = {clamp8(em)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
+            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lowest}, 127);"]
+
+
+def relu6(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    lower, upper = relu6_bounds(em.graph.type(x_name).dtype)
+    return [f"for (long i = 0; i < {node.type.size}; ++i)",
+            f"    {em.var(node.name)}[i] = {clamp8(em)}({em.at(x_name, 'i')}, {lower}, {upper});"]
+
+
+C_CODE["fixed"].update({"max_pool2d": max_pool2d, "mean": mean, "pad": pad, "relu": relu, "relu6": relu6})

@@ -40,8 +40,10 @@ OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2
            "MEAN": (27, False)}
 # (least, most) inputs of each operator (optional ones may be -1)
 INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
-                "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1)}
-SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "RESHAPE", "SOFTMAX")
+                "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
+                "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1)}
+SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D", "MEAN", "PAD",
+             "RELU", "RELU6", "RESHAPE", "SOFTMAX")
 
 
 class _Bad(Exception):
@@ -285,6 +287,12 @@ def _padding(options: _Table | None, op: str) -> str:
     return PADDINGS[code]
 
 
+def _constant_ints(t: _Tensor, op: str, what: str) -> np.ndarray:
+    if t.data is None or t.type_name not in ("int32", "int64"):
+        raise _Bad(f"{op}: {what} {t.name!r} must be a constant int32 tensor")
+    return t.data.astype(np.int64)
+
+
 def _ranked(t: _Tensor, rank: int, op: str, what: str) -> _Tensor:
     if len(t.shape) != rank:
         raise _Bad(f"{op}: {what} {t.name!r} has shape {list(t.shape)}, expected {rank} dimensions")
@@ -311,11 +319,27 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
                  "activation": _activation(options, 4, op), "depth_multiplier": w.shape[-1] // max(1, x_channels)}
         low.add("depthwise_conv2d", [low.value(ins[0]), low.value(ins[1], "IHWO", True),
                                      low.bias(ins[2] if len(ins) > 2 else -1, w.shape[-1], name)], attrs, out)
-    elif op == "AVERAGE_POOL_2D":
+    elif op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
         attrs = {"filter": [options.scalar(4, "i", 1, "filter_height"), options.scalar(3, "i", 1, "filter_width")],
                  "stride": [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")],
                  "padding": _padding(options, op), "activation": _activation(options, 5, op)}
-        low.add("average_pool2d", [low.value(ins[0])], attrs, out)
+        low.add("average_pool2d" if op == "AVERAGE_POOL_2D" else "max_pool2d", [low.value(ins[0])], attrs, out)
+    elif op == "PAD":
+        x = low.tensors[ins[0]]
+        paddings = _constant_ints(low.tensors[ins[1]], op, "paddings")
+        if paddings.shape != (len(x.shape), 2):
+            raise _Bad(f"{op}: paddings of shape {list(paddings.shape)} for an input of {len(x.shape)} dimensions")
+        low.add("pad", [low.value(ins[0])], {"pads": [int(p) for p in paddings.reshape(-1)]}, out)
+    elif op == "MEAN":
+        x = low.tensors[ins[0]]
+        axes = sorted({int(a) % max(1, len(x.shape)) for a in _constant_ints(low.tensors[ins[1]], op, "axes").ravel()})
+        if len(x.shape) != 4 or axes != [1, 2]:
+            raise _Bad(f"{op}: a mean over axes {axes} of a {len(x.shape)}-dimensional tensor is not supported (over "
+                       "height and width of an NHWC tensor is)")
+        keep = int(bool(options.scalar(0, "B", 0, "keep_dims"))) if options is not None else 0
+        low.add("mean", [low.value(ins[0])], {"axes": [1, 2], "keep_dims": keep}, out)
+    elif op in ("RELU", "RELU6"):
+        low.add(op.lower(), [low.value(ins[0])], {}, out)
     elif op == "FULLY_CONNECTED":
         if options is not None and options.scalar(1, "b", 0, "weights_format"):
             raise _Bad(f"{op}: shuffled weights are not supported")

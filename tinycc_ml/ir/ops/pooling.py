@@ -1,4 +1,5 @@
-"""Pooling of NHWC tensors, as TFLite defines it: AVERAGE_POOL_2D.
+"""Pooling of NHWC tensors, as TFLite defines it: AVERAGE_POOL_2D, MAX_POOL_2D and MEAN over height and width
+(global average pooling).
 
 The average is over the window's elements inside the input (padding is not counted). Integer
 semantics (``reference_integer_ops::AveragePool``): the int8 values summed, divided by the count
@@ -10,11 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops.arith import check32
 from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
-from tinycc_ml.ir.ops.tflite_arith import activation_range, apply_activation
+from tinycc_ml.ir.ops.tflite_arith import (
+    activation_range,
+    apply_activation,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    wrap32,
+)
 from tinycc_ml.ir.ops.windows import (
     as_batch,
+    check_requantisation,
     check_window_attrs,
     network_result,
     patches,
@@ -68,4 +77,100 @@ register_op(OpDef(
     "quantised: TFLite's int8 kernel (sum, rounded division by the count, activation clamp)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_average_pool(ins, attrs),
     fixed=_fixed_average_pool,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+
+
+# ---------------------------------------------------------------- max_pool2d
+
+def _infer_max_pool(ts, attrs, declared):
+    (x,) = ts
+    need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
+    check_window_attrs(attrs, keys=("stride", "filter"))
+    oh, ow = window_shape(x, tuple(int(k) for k in attrs["filter"]), attrs)
+    result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC")
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        need(result.dtype == x.dtype, f"TFLite's int8 max pool keeps the input's quantisation {x.dtype}, "
+                                      f"the result declares {result.dtype}")
+    return result
+
+
+def window_maxima(x: np.ndarray, attrs: dict, lowest) -> np.ndarray:
+    """Each window's largest element inside the input; ``lowest`` where a window holds none (TFLite starts
+    from its type's lowest value)."""
+    batch, lead = as_batch(x, 4)
+    window = tuple(int(k) for k in attrs["filter"])
+    maxima = patches(batch, window, attrs, fill=lowest).max(axis=(3, 4))
+    return maxima.reshape(*lead, x.shape[-4], *maxima.shape[1:])
+
+
+def _fixed_max_pool(call: FixedCall):
+    out = call.type.dtype
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return np.clip(window_maxima(call.ins[0].astype(np.int64), call.attrs, -128), lo, hi)
+
+
+def _float_max_pool(xs, attrs):
+    return apply_activation(window_maxima(np.asarray(xs[0], dtype=np.float64), attrs, -np.inf),
+                            attrs.get("activation", "none"))
+
+
+register_op(OpDef(
+    "max_pool2d", 1, _infer_max_pool, _float_max_pool,
+    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str"},
+    "TFLite's MAX_POOL_2D (ONNX MaxPool of SAME/VALID geometry): the largest of each window's elements inside the "
+    "input (filter: height, width), a fused activation; quantised: TFLite's int8 kernel (the maximum from -128, "
+    "clamped to the activation's range; the input's quantisation kept)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _float_max_pool(ins, attrs),
+    fixed=_fixed_max_pool,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+
+
+# ---------------------------------------------------------------- mean over height and width
+
+def _infer_mean(ts, attrs, declared):
+    (x,) = ts
+    need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
+    need(sorted(int(a) for a in attrs["axes"]) == [1, 2], f"the mean is over axes [1, 2] (H, W), got {attrs['axes']}")
+    keep = int(attrs["keep_dims"])
+    need(keep in (0, 1), f"keep_dims must be 0 or 1, got {keep}")
+    shape = (x.shape[0], 1, 1, x.shape[3]) if keep else (x.shape[0], x.shape[3])
+    result = network_result(x, declared, shape, "NHWC" if keep else "NC")
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        check_requantisation(x.dtype.qscales[0] / result.dtype.qscales[0], "mean")
+    return result
+
+
+def mean_parameters(input_scale: float, output_scale: float, count: int) -> tuple[int, int]:
+    """TFLite's QuantizedMeanOrSum: the multiplier of input/output scale with 1/count folded in (the
+    multiplier shifted left by floor(log2 count), at most 32 and at most 31 + its shift, then divided by count)."""
+    multiplier, shift = quantize_multiplier(float(input_scale) / float(output_scale))
+    fold = min(count.bit_length() - 1, 32, 31 + shift)
+    return (multiplier << fold) // count, shift - fold
+
+
+def _fixed_mean(call: FixedCall):
+    x, out = call.in_types[0], call.type.dtype
+    values = call.ins[0].astype(np.int64)
+    count = x.shape[1] * x.shape[2]
+    sums = check32(values.sum(axis=(-3, -2)), call.where)  # (..., N, C): int32 sums, as TFLite's
+    multiplier, shift = mean_parameters(x.dtype.qscales[0], out.qscales[0], count)
+    scaled = multiply_by_quantized_multiplier(wrap32(sums - x.dtype.zero_point * count), multiplier, shift)
+    result = np.clip(scaled + out.zero_point, -128, 127)
+    return result.reshape(*result.shape[:-1], 1, 1, result.shape[-1]) if int(call.attrs["keep_dims"]) else result
+
+
+def _float_mean(xs, attrs):
+    means = np.mean(xs[0], axis=(-3, -2))
+    return means.reshape(*means.shape[:-1], 1, 1, means.shape[-1]) if int(attrs["keep_dims"]) else means
+
+
+register_op(OpDef(
+    "mean", 1, _infer_mean, _float_mean, {"axes": "ints", "keep_dims": "int"},
+    "TFLite's MEAN over an NHWC tensor's height and width (Keras' GlobalAveragePooling2D), keep_dims 1 keeping "
+    "them as 1x1; quantised: TFLite's int8 kernel (int32 sums less the zero point, requantised by input/output "
+    "scale with 1/count folded into the multiplier)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _float_mean(ins, attrs),
+    fixed=_fixed_mean,
     unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
