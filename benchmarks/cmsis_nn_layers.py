@@ -250,7 +250,7 @@ def print_table(saved: dict) -> None:
     print(f"{'model':<24}" + "".join(f"{short[f]:>24}" for f in functions) + f"{'total':>14}{'max scratch B':>14}"
           f"{'layers equal':>14}")
     for name, result in saved["models"].items():
-        cells = "".join(f"{result["by_function"].get(f, 0):>24,}" for f in functions)
+        cells = "".join(f"{result['by_function'].get(f, 0):>24,}" for f in functions)
         equal = f"{sum(r['equal'] for r in result['layers'])}/{len(result['layers'])}"
         print(f"{name:<24}{cells}{result['total_instructions']:>14,}{result['max_scratch_bytes']:>14,}{equal:>14}")
 
