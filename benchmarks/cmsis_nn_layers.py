@@ -255,6 +255,20 @@ def print_table(saved: dict) -> None:
         print(f"{name:<24}{cells}{result['total_instructions']:>14,}{result['max_scratch_bytes']:>14,}{equal:>14}")
 
 
+def table(saved: dict, script: str) -> dict:
+    """The docs' table (benchmarks/results_table.py's format): instructions per inference by function."""
+    rows = []
+    for name, result in saved["models"].items():
+        equal = f"{sum(r['equal'] for r in result['layers'])}/{len(result['layers'])}"
+        rows.append([name, *(f"{result['by_function'].get(f, 0):,}" for f in FUNCTIONS.values()),
+                     f"{result['total_instructions']:,}", f"{result['max_scratch_bytes']:,}", equal])
+    return {"name": "cmsis_nn_layers", "script": script,
+            "columns": ["model (CMSIS-NN, Cortex-M4F, " + saved["opt"] + ")",
+                        *(f"`{f}`" for f in FUNCTIONS.values()), "total instructions", "largest scratch (B)",
+                        "layers equal to tinycc-ml's"],
+            "rows": rows, "align": [None] + ["right"] * 9}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(NAMES))
@@ -275,7 +289,8 @@ def main(argv=None) -> int:
     for name in args.models.split(","):
         saved["models"][name] = summarise(model_layers(name, tree, args.opt))
     saved["seconds"] = round(time.perf_counter() - start, 1)
-    args.out.write_text(json.dumps(saved, indent=1) + "\n")
+    script = "benchmarks/cmsis_nn_layers.py" + (f" --opt {args.opt}" if args.opt != "-O2" else "")
+    args.out.write_text(json.dumps({**table(saved, script), **saved}, indent=1) + "\n")
     print_table(saved)
     return 0 if all(m["all_layers_equal"] for m in saved["models"].values()) else 1
 

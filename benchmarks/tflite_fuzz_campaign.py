@@ -24,7 +24,9 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "tflite_fuzz.json"
+RESULTS = ROOT / "benchmarks" / "results" / "tflite_fuzz.json"  # the table by mutation, and the run's figures
+RUN_TABLE = "tflite_fuzz_run"
+CLASSES = ["loads and compiles", "ModelFileError", "CompileError", "crash"]
 MEMORY_LIMIT = 2 << 30  # address space of a worker: a runaway allocation is a MemoryError (a crash), not a swap storm
 
 
@@ -96,13 +98,16 @@ def campaign(cases: int, seed: int, batch: int, timeout: int) -> dict:
         for r in crashes:
             print(f"    case {r['case']} ({r['seed_model']}, {r['what']}): {r['detail']}", file=sys.stderr)
     by_mutation: dict[str, Counter] = {}
+    slowest: Counter = Counter()
     for r in records:
         by_mutation.setdefault(r["mutation"], Counter())[outcome_class(r)] += 1
+        slowest[r["mutation"]] = max(slowest[r["mutation"]], r["seconds"])
     return {
         "seed": seed, "cases": len(records), "batch": batch, "timeout_seconds": timeout,
         "seconds": round(time.perf_counter() - start, 1),
         "outcomes": dict(Counter(outcome_class(r) for r in records)),
         "by_mutation": {k: dict(v) for k, v in sorted(by_mutation.items())},
+        "slowest_by_mutation": {k: round(v, 3) for k, v in sorted(slowest.items())},
         "by_seed_model": dict(Counter(r["seed_model"] for r in records)),
         "max_case_seconds": round(max(r["seconds"] for r in records), 3),
         "mean_case_seconds": round(sum(r["seconds"] for r in records) / len(records), 4),
@@ -111,15 +116,34 @@ def campaign(cases: int, seed: int, batch: int, timeout: int) -> dict:
     }
 
 
+def tables(result: dict, script: str) -> tuple[dict, dict]:
+    """The docs' tables (benchmarks/results_table.py's format): outcomes by mutation, and the run's figures."""
+    rows = [[mutation, str(sum(counts.values())), *(str(counts.get(c, 0)) for c in CLASSES),
+             f"{result['slowest_by_mutation'][mutation]:.3f}"] for mutation, counts in result["by_mutation"].items()]
+    rows.append(["**total**", str(result["cases"]), *(str(result["outcomes"].get(c, 0)) for c in CLASSES),
+                 f"{result['max_case_seconds']:.3f}"])
+    by_mutation = {"name": "tflite_fuzz", "script": script,
+                   "columns": ["mutation", "cases", *CLASSES[:-1], "crashes (traceback, hang, memory)",
+                               "slowest case (s)"],
+                   "rows": rows, "align": [None] + ["right"] * 6}
+    run = {"name": RUN_TABLE, "script": script,
+           "columns": ["seed", "cases", "seconds", "slowest case (s)", "mean case (s)", "per-case limit (s)",
+                       "peak RSS of a worker (MB)", "cases per worker"],
+           "rows": [[str(result["seed"]), str(result["cases"]), f"{result['seconds']:.0f}",
+                     f"{result['max_case_seconds']:.3f}", f"{result['mean_case_seconds']:.4f}",
+                     str(result["timeout_seconds"]), f"{result['peak_rss_mb']:.0f}", str(result["batch"])]],
+           "align": ["right"] * 8}
+    return by_mutation, run
+
+
 def print_table(result: dict) -> None:
-    classes = ["loads and compiles", "ModelFileError", "CompileError", "crash"]
     print(f"seed {result['seed']}: {result['cases']} cases in {result['seconds']} s; slowest case "
           f"{result['max_case_seconds']} s (mean {result['mean_case_seconds']} s); peak RSS of a worker "
           f"{result['peak_rss_mb']} MB")
-    print(f"{'mutation':<14}" + "".join(f"{c:>20}" for c in classes))
+    print(f"{'mutation':<14}" + "".join(f"{c:>20}" for c in CLASSES))
     for mutation, counts in result["by_mutation"].items():
-        print(f"{mutation:<14}" + "".join(f"{counts.get(c, 0):>20}" for c in classes))
-    print(f"{'total':<14}" + "".join(f"{result['outcomes'].get(c, 0):>20}" for c in classes))
+        print(f"{mutation:<14}" + "".join(f"{counts.get(c, 0):>20}" for c in CLASSES))
+    print(f"{'total':<14}" + "".join(f"{result['outcomes'].get(c, 0):>20}" for c in CLASSES))
 
 
 def main(argv=None) -> int:
@@ -139,7 +163,11 @@ def main(argv=None) -> int:
         print_table(json.loads(args.out.read_text()))
         return 0
     result = campaign(args.cases, args.seed, args.batch, args.timeout)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    script = f"benchmarks/tflite_fuzz_campaign.py --cases {args.cases} --seed {args.seed}"
+    by_mutation, run = tables(result, script)
+    args.out.write_text(json.dumps({**by_mutation, **result}, indent=1) + "\n")
+    if args.out == RESULTS:
+        RESULTS.with_name(f"{RUN_TABLE}.json").write_text(json.dumps(run, indent=1) + "\n")
     print_table(result)
     return 1 if result["crashes"] else 0
 
