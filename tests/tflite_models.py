@@ -155,7 +155,8 @@ def add_net(seed: int = 1) -> bytes:
 
 
 def pool_net(seed: int = 2) -> bytes:
-    """CONV_2D -> PAD -> MAX_POOL_2D -> RELU -> RELU6 -> MEAN (GlobalAveragePooling2D) -> FULLY_CONNECTED."""
+    """CONV_2D -> PAD -> MAX_POOL_2D -> RELU -> RELU6, CONCATENATION of the two -> MEAN (GlobalAveragePooling2D)
+    -> FULLY_CONNECTED."""
     rng = np.random.default_rng(seed)
     b = TfliteBuilder()
     op = schema.BuiltinOperator
@@ -174,10 +175,13 @@ def pool_net(seed: int = 2) -> bytes:
     b.op(op.RELU, [pooled], [relu])
     relu6 = b.tensor((1, 4, 4, 4), scale=0.04, zero_point=-128, name="relu6")
     b.op(op.RELU6, [relu], [relu6])
+    both = b.tensor((1, 4, 4, 8), scale=0.04, zero_point=-128, name="both")
+    b.op(op.CONCATENATION, [relu, relu6], [both], schema.BuiltinOptions.ConcatenationOptions,
+         options("ConcatenationOptions", axis=3))
     axes = b.tensor((2,), "int32", scale=None, data=np.array([1, 2]), name="axes")
-    mean = b.tensor((1, 4), scale=0.03, zero_point=-100, name="mean")
-    b.op(op.MEAN, [relu6, axes], [mean], schema.BuiltinOptions.ReducerOptions, options("ReducerOptions"))
-    fw = b.filters(rng, (3, 4), 0, per_channel=False)
+    mean = b.tensor((1, 8), scale=0.03, zero_point=-100, name="mean")
+    b.op(op.MEAN, [both, axes], [mean], schema.BuiltinOptions.ReducerOptions, options("ReducerOptions"))
+    fw = b.filters(rng, (3, 8), 0, per_channel=False)
     out = b.tensor((1, 3), scale=0.1, zero_point=0, name="out")
     b.op(op.FULLY_CONNECTED, [mean, fw, b.bias(rng, mean, fw, 3)], [out], schema.BuiltinOptions.FullyConnectedOptions,
          options("FullyConnectedOptions"))

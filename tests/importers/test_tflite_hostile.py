@@ -14,7 +14,7 @@ import pytest
 
 from tests.fuzzing import Chooser
 from tests.tflite_fuzzing import mutate_tflite, run_tflite_case, structure, tflite_seeds
-from tests.tflite_models import add_net, conv_net, packed, schema, unpacked
+from tests.tflite_models import add_net, conv_net, packed, pool_net, schema, unpacked
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.importers.tflite import load_tflite
 from tinycc_ml.ir.ops.tflite_arith import activation_range
@@ -72,6 +72,14 @@ def test_a_convolution_with_missing_or_extra_inputs_is_refused(tmp_path, inputs)
     model = edited()
     model.subgraphs[0].operators[0].inputs = np.asarray(inputs, np.int32)
     refused(tmp_path, packed(model), r"operator 0 \(CONV_2D\): inputs .*expected 2 to 3 tensors")
+
+
+def test_a_missing_input_where_none_is_optional_is_refused(tmp_path):
+    model = edited(pool_net)
+    concatenation = next(op for op in model.subgraphs[0].operators if len(op.inputs) == 2
+                         and model.operatorCodes[op.opcodeIndex].builtinCode == schema.BuiltinOperator.CONCATENATION)
+    concatenation.inputs = np.asarray([concatenation.inputs[0], -1], np.int32)
+    refused(tmp_path, packed(model), r"\(CONCATENATION\): inputs \[\d+, -1\], expected 2 to 64 tensors")
 
 
 @pytest.mark.parametrize("shape", [[], [1] * 9])

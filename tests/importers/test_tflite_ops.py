@@ -90,6 +90,33 @@ def activation_model(rng, code: int) -> bytes:
     return b.finish([x], [y])
 
 
+def concatenation_model(rng, axis: int) -> bytes:
+    """Two 1x1 convolutions of the input and the first's RELU6 (one quantisation, as TFLite's int8 kernel
+    needs), concatenated along ``axis``."""
+    b = TfliteBuilder()
+    h, w, c = (int(v) for v in rng.integers(2, 5, size=3))
+    x = b.tensor((1, h, w, c), scale=0.05, zero_point=int(rng.integers(-50, 50)), name="x")
+    scale, zero_point = float(rng.uniform(0.02, 0.1)), int(rng.integers(-30, 30))
+    parts = []
+    for k, out_c in enumerate((int(rng.integers(1, 4)), int(rng.integers(1, 4)))):
+        if axis % 4 != 3:
+            out_c = 2
+        wt = b.filters(rng, (out_c, 1, 1, c), 0)
+        conv = b.tensor((1, h, w, out_c), scale=scale, zero_point=zero_point, name=f"conv{k}")
+        b.op(OP.CONV_2D, [x, wt, b.bias(rng, x, wt, out_c)], [conv], schema.BuiltinOptions.Conv2DOptions,
+             options("Conv2DOptions", padding=0, strideW=1, strideH=1, dilationWFactor=1, dilationHFactor=1))
+        parts.append(conv)
+    relu6 = b.tensor(b.sub.tensors[parts[0]].shape, scale=scale, zero_point=zero_point, name="relu6")
+    b.op(OP.RELU6, [parts[0]], [relu6])
+    parts.append(relu6)
+    shape = np.array(b.sub.tensors[parts[0]].shape)
+    shape[axis % 4] = sum(int(b.sub.tensors[p].shape[axis % 4]) for p in parts)
+    y = b.tensor(shape, scale=scale, zero_point=zero_point, name="y")
+    b.op(OP.CONCATENATION, parts, [y], schema.BuiltinOptions.ConcatenationOptions,
+         options("ConcatenationOptions", axis=axis))
+    return b.finish([x], [y])
+
+
 def models():
     for seed in range(4):
         rng = np.random.default_rng(seed)
@@ -99,6 +126,8 @@ def models():
         yield f"relu{seed}", activation_model(rng, OP.RELU)
         yield f"relu6_{seed}", activation_model(rng, OP.RELU6)
     yield "pool_net", pool_net()
+    for axis in (3, -1, 1, 2):
+        yield f"concatenation_axis{axis}", concatenation_model(np.random.default_rng(axis + 10), axis)
 
 
 CASES = list(models())

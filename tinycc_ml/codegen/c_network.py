@@ -513,3 +513,22 @@ def relu6(em: CEmitter, node: Node) -> list[str]:
 
 
 C_CODE["fixed"].update({"max_pool2d": max_pool2d, "mean": mean, "pad": pad, "relu": relu, "relu6": relu6})
+
+
+def concatenation(em: CEmitter, node: Node) -> list[str]:
+    """Per slice before the axis: the first operand's run of elements, then the second's."""
+    a_name, b_name = node.inputs
+    a, b = em.graph.type(a_name), em.graph.type(b_name)
+    axis = int(node.attrs["axis"])
+    outer = int(np.prod(a.shape[:axis], dtype=np.int64))
+    a_run, b_run = a.size // outer, b.size // outer
+    y = em.var(node.name)
+    return [f"for (long o = 0; o < {outer}; ++o) {{",
+            f"    for (long i = 0; i < {a_run}; ++i)",
+            f"        {y}[o * {a_run + b_run} + i] = {em.at(a_name, f'o * {a_run} + i')};",
+            f"    for (long i = 0; i < {b_run}; ++i)",
+            f"        {y}[o * {a_run + b_run} + {a_run} + i] = {em.at(b_name, f'o * {b_run} + i')};",
+            "}"]
+
+
+C_CODE["fixed"]["concatenation"] = concatenation

@@ -22,6 +22,7 @@ from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.network import NetworkModel
 
 MAX_FILE_BYTES = 1 << 30
+MAX_CONCATENATED = 64  # inputs of one CONCATENATION (lowered to a chain of two-input concatenations)
 MAX_DEPTH = 64  # nested tables followed from the root (a cycle of offsets stops here)
 TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", np.int8), 3: ("uint8", np.uint8),
                 7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", None)}
@@ -41,9 +42,10 @@ OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2
 # (least, most) inputs of each operator (optional ones may be -1)
 INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
                 "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
-                "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1)}
-SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D", "MEAN", "PAD",
-             "RELU", "RELU6", "RESHAPE", "SOFTMAX")
+                "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1), "CONCATENATION": (2, MAX_CONCATENATED)}
+OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED": (2,), "RESHAPE": (1,)}  # may be -1
+SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+             "MAX_POOL_2D", "MEAN", "PAD", "RELU", "RELU6", "RESHAPE", "SOFTMAX")
 
 
 class _Bad(Exception):
@@ -338,6 +340,31 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
                        "height and width of an NHWC tensor is)")
         keep = int(bool(options.scalar(0, "B", 0, "keep_dims"))) if options is not None else 0
         low.add("mean", [low.value(ins[0])], {"axes": [1, 2], "keep_dims": keep}, out)
+    elif op == "CONCATENATION":
+        rank = len(low.tensors[ins[0]].shape)
+        axis = options.scalar(0, "i", 0, "axis") if options is not None else 0
+        if _activation(options, 1, op) != "none":
+            raise _Bad(f"{op}: a fused activation is not supported")
+        if not -rank <= axis < rank:
+            raise _Bad(f"{op}: axis {axis} of a {rank}-dimensional tensor")
+        axis %= rank
+        # a chain of two-input concatenations, each part typed as the output (one quantisation, as TFLite needs)
+        joined = low.value(ins[0])
+        for k, index in enumerate(ins[1:], start=1):
+            part = low.tensors[index]
+            if k < len(ins) - 1:
+                shape = list(low.graph.type(joined).shape)
+                if len(part.shape) != len(shape):
+                    raise _Bad(f"{op}: inputs of {len(shape)} and {len(part.shape)} dimensions")
+                shape[axis] += part.shape[axis]
+                try:
+                    joined = low.graph.add("concatenation", [joined, low.value(index)], {"axis": axis},
+                                           type=TensorType(tuple(shape), low.dtype(out), low.layout(out)),
+                                           name=f"{name}_part{k}")
+                except ValueError as exc:
+                    raise _Bad(f"operator {op} giving {out.name!r}: {exc}") from None
+            else:
+                low.add("concatenation", [joined, low.value(index)], {"axis": axis}, out)
     elif op in ("RELU", "RELU6"):
         low.add(op.lower(), [low.value(ins[0])], {}, out)
     elif op == "FULLY_CONNECTED":
@@ -398,7 +425,8 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
                 or outs[0] < 0:
             raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
         least, most = INPUT_COUNTS.get(op, (1, len(ins)))
-        if not least <= len(ins) <= most or any(i < 0 for i in ins[:least]):
+        optional = OPTIONAL_INPUTS.get(op, ())
+        if not least <= len(ins) <= most or any(i < 0 and k not in optional for k, i in enumerate(ins)):
             raise _Bad(f"operator {k} ({op}): inputs {ins}, expected {least} to {most} tensors")
         _lower_operator(low, op, _options(operator, op, k), ins, outs)
     for i, index in enumerate(outputs):

@@ -1,5 +1,6 @@
-"""Shape ops: RESHAPE, free (the elements keep their order and their quantisation), and PAD (the elements
-copied into a larger tensor, the rest zero: the zero point of a quantised tensor)."""
+"""Shape ops: RESHAPE, free (the elements keep their order and their quantisation), PAD (the elements
+copied into a larger tensor, the rest zero: the zero point of a quantised tensor) and CONCATENATION (two
+tensors' elements interleaved along an axis)."""
 
 from __future__ import annotations
 
@@ -68,4 +69,41 @@ register_op(OpDef(
     "padding its zero point (real 0)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _padded(ins[0], rank, attrs, 0.0),
     fixed=lambda call: _padded(call.ins[0], call.in_types[0].rank, call.attrs, call.in_types[0].dtype.zero_point),
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+
+
+# ---------------------------------------------------------------- concatenation (of two: the reader chains more)
+
+def _infer_concatenation(ts, attrs, declared):
+    a, b = ts
+    axis = int(attrs["axis"])
+    need(a.rank == b.rank and 0 <= axis < a.rank, f"concatenation of ranks {a.rank} and {b.rank} on axis {axis}")
+    need(all(da == db for k, (da, db) in enumerate(zip(a.shape, b.shape)) if k != axis),
+         f"concatenation on axis {axis} of shapes {a.shape} and {b.shape}: the other axes differ")
+    shape = tuple(da + db if k == axis else da for k, (da, db) in enumerate(zip(a.shape, b.shape)))
+    if a.dtype.is_quantised:
+        need(a.dtype == b.dtype and a.dtype.axis == PER_TENSOR and declared is not None and declared.dtype == a.dtype,
+             f"TFLite's int8 concatenation copies integers: its operands and result share one per-tensor "
+             f"quantisation, got {a.dtype}, {b.dtype} -> {declared.dtype if declared is not None else None}")
+    else:
+        need(a.dtype.is_float and b.dtype.is_float, f"operands must be f32 or quantised, got {a.dtype}, {b.dtype}")
+    return TensorType(shape, a.dtype, declared.layout if declared is not None else a.layout)
+
+
+def _concatenated(values, ranks, axis: int) -> np.ndarray:
+    """Leading (row) axes kept: a constant operand (without them) is repeated over the other's rows."""
+    lead = max((v.shape[:v.ndim - r] for v, r in zip(values, ranks)), key=len)
+    values = [np.broadcast_to(v, (*lead, *v.shape[v.ndim - r:])) for v, r in zip(values, ranks)]
+    return np.concatenate(values, axis=len(lead) + axis)
+
+
+register_op(OpDef(
+    "concatenation", 2, _infer_concatenation,
+    lambda xs, a: _concatenated([np.asarray(x) for x in xs], [np.ndim(x) for x in xs], int(a["axis"])),
+    {"axis": "int"},
+    "TFLite's CONCATENATION of two tensors along an axis (the reader chains more); quantised: the integers "
+    "copied, operands and result of one quantisation (TFLite's int8 kernel requires it)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _concatenated([np.asarray(v) for v in ins], [rank, rank],
+                                                                     int(attrs["axis"])),
+    fixed=lambda call: _concatenated(call.ins, [t.rank for t in call.in_types], int(call.attrs["axis"])),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
