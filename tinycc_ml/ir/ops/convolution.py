@@ -25,9 +25,9 @@ from tinycc_ml.ir.ops.windows import (
     check_channel_requantisation,
     check_window_attrs,
     network_result,
-    patches,
     quantised_operand,
     window_shape,
+    window_taps,
 )
 
 WINDOW_ATTRS = {"stride": "ints", "dilation": "ints", "padding": "str", "activation": "str"}
@@ -87,9 +87,12 @@ def _infer_conv2d(ts, attrs, declared):
 def conv2d_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
     """x (..., N, H, W, C) by filters (O, KH, KW, C): the window sums (..., N, OH, OW, O), float64."""
     batch, lead = as_batch(x, 4)
-    p = patches(batch, w.shape[1:3], attrs)
-    sums = p.reshape(-1, p.shape[3] * p.shape[4] * p.shape[5]) @ w.reshape(w.shape[0], -1).T.astype(np.float64)
-    return sums.reshape(*lead, x.shape[-4], *p.shape[1:3], w.shape[0])
+    w = w.astype(np.float64)
+    sums = None
+    for ky, kx, tap in window_taps(batch, w.shape[1:3], attrs):  # tap by tap: no copy of the patches
+        term = tap @ w[:, ky, kx, :].T
+        sums = term if sums is None else sums + term
+    return sums.reshape(*lead, x.shape[-4], *sums.shape[1:3], w.shape[0])
 
 
 def _fixed_conv2d(call: FixedCall):
@@ -135,9 +138,11 @@ def _infer_depthwise(ts, attrs, declared):
 def depthwise_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
     """x (..., N, H, W, C) by filters (1, KH, KW, C * M): output channel c * M + m reads input channel c."""
     batch, lead = as_batch(x, 4)
-    p = patches(batch, w.shape[1:3], attrs)
-    p = np.repeat(p, int(attrs["depth_multiplier"]), axis=-1)
-    sums = np.einsum("bhwijc,ijc->bhwc", p, w[0].astype(np.float64))
+    multiplier = int(attrs["depth_multiplier"])
+    sums = None
+    for ky, kx, tap in window_taps(batch, w.shape[1:3], attrs):  # tap by tap: no copy of the patches
+        term = (np.repeat(tap, multiplier, axis=-1) if multiplier > 1 else tap) * w[0, ky, kx].astype(np.float64)
+        sums = term if sums is None else sums + term
     return sums.reshape(*lead, x.shape[-4], *sums.shape[1:])
 
 

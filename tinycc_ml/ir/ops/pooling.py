@@ -26,9 +26,9 @@ from tinycc_ml.ir.ops.windows import (
     check_requantisation,
     check_window_attrs,
     network_result,
-    patches,
     quantised_operand,
     window_shape,
+    window_taps,
 )
 
 
@@ -48,8 +48,9 @@ def _infer_average_pool(ts, attrs, declared):
 def _window_sums_and_counts(x: np.ndarray, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
     batch, lead = as_batch(x, 4)
     window = tuple(int(k) for k in attrs["filter"])
-    sums = patches(batch, window, attrs).sum(axis=(3, 4))
-    counts = patches(np.ones_like(batch[:1, :, :, :1]), window, attrs).sum(axis=(3, 4))
+    sums = sum(tap.astype(np.float64 if batch.dtype.kind == "f" else np.int64)
+               for _, _, tap in window_taps(batch, window, attrs))
+    counts = sum(tap for _, _, tap in window_taps(np.ones_like(batch[:1, :, :, :1], dtype=np.int64), window, attrs))
     shape = (*lead, x.shape[-4], *sums.shape[1:])
     return sums.reshape(shape), np.broadcast_to(counts[0], sums.shape[1:])
 
@@ -100,7 +101,9 @@ def window_maxima(x: np.ndarray, attrs: dict, lowest) -> np.ndarray:
     from its type's lowest value)."""
     batch, lead = as_batch(x, 4)
     window = tuple(int(k) for k in attrs["filter"])
-    maxima = patches(batch, window, attrs, fill=lowest).max(axis=(3, 4))
+    maxima = None
+    for _, _, tap in window_taps(batch, window, attrs, fill=lowest):
+        maxima = tap if maxima is None else np.maximum(maxima, tap)
     return maxima.reshape(*lead, x.shape[-4], *maxima.shape[1:])
 
 

@@ -45,6 +45,25 @@ def window_shape(x: TensorType, window: tuple[int, int], attrs: dict) -> tuple[i
     return sizes
 
 
+def window_taps(x: np.ndarray, window: tuple[int, int], attrs: dict, fill: float = 0.0):
+    """(batch, H, W, C): for each tap (ky, kx) of the window, the (batch, OH, OW, C) view of the elements it reads at
+    every output position, ``fill`` outside the input (to accumulate tap by tap without copying the patches)."""
+    _, height, width, _ = x.shape
+    stride = [int(s) for s in attrs.get("stride", [1, 1])]
+    dilation = [int(d) for d in attrs.get("dilation", [1, 1])]
+    outs = [out_size(n, int(k), s, d, attrs["padding"]) for n, k, s, d in zip((height, width), window, stride,
+                                                                                dilation)]
+    before = [pad_before(n, int(k), s, d, o) for n, k, s, d, o in zip((height, width), window, stride, dilation, outs)]
+    after = [max(0, (o - 1) * s + (int(k) - 1) * d + 1 - n - b)
+             for n, k, s, d, o, b in zip((height, width), window, stride, dilation, outs, before)]
+    padded = np.pad(x, ((0, 0), (before[0], after[0]), (before[1], after[1]), (0, 0)), constant_values=fill)
+    for ky in range(int(window[0])):
+        for kx in range(int(window[1])):
+            y0, x0 = ky * dilation[0], kx * dilation[1]
+            yield ky, kx, padded[:, y0:y0 + (outs[0] - 1) * stride[0] + 1:stride[0],
+                                 x0:x0 + (outs[1] - 1) * stride[1] + 1:stride[1], :]
+
+
 def patches(x: np.ndarray, window: tuple[int, int], attrs: dict, fill: float = 0.0) -> np.ndarray:
     """(batch, H, W, C) -> (batch, OH, OW, KH, KW, C): every window's elements, ``fill`` outside the input."""
     _, height, width, _ = x.shape
