@@ -17,7 +17,9 @@ from tests.tflite_fuzzing import mutate_tflite, run_tflite_case, structure, tfli
 from tests.tflite_models import add_net, conv_net, packed, pool_net, schema, unpacked
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.importers.tflite import load_tflite
+from tinycc_ml.ir.ops.tensor_elementwise import relu6_bounds
 from tinycc_ml.ir.ops.tflite_arith import activation_range
+from tinycc_ml.ir.types import quantised
 
 SEED = 35  # the issue's number
 
@@ -115,6 +117,14 @@ def test_scales_too_far_apart_for_the_requantisation_are_refused(tmp_path):
 
 def test_relu6_at_a_denormal_scale_clamps_at_the_top_of_the_range():
     assert activation_range("relu6", 1e-45, 3) == (3, 127)
+    assert relu6_bounds(quantised(8, 3e-45, -5)) == (-5, 127)
+
+
+def test_a_relu_whose_multiplier_overflows_float32_is_refused(tmp_path):
+    """Found by seed 37, case 257: the scales' float32 quotient (TFLite's) is inf."""
+    model = edited(pool_net)
+    tensor(model, "relu").quantization.scale = np.asarray([2.8e-45], np.float32)
+    refused(tmp_path, packed(model), "relu: the requantisation multiplier inf")
 
 
 @pytest.mark.parametrize("beta", [float("inf"), float("nan"), 0.0, -1.0])

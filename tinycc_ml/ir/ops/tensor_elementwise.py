@@ -118,7 +118,8 @@ def _infer_activation(name: str):
 
 def relu_multiplier_real(input_scale: float, output_scale: float) -> float:
     """TFLite's RELU multiplier: the scales divided in float32 (CalculateReluOpData)."""
-    return float(np.float32(input_scale) / np.float32(output_scale))
+    with np.errstate(over="ignore"):  # inf for scales far apart: the type rule refuses it
+        return float(np.float32(input_scale) / np.float32(output_scale))
 
 
 def relu_parameters(in_dtype, out_dtype) -> tuple[int, int, int]:
@@ -129,8 +130,11 @@ def relu_parameters(in_dtype, out_dtype) -> tuple[int, int, int]:
 
 def relu6_bounds(dtype) -> tuple[int, int]:
     """TFLite's int8 RELU6 clamp: the zero point, and 6 quantised (float32 division, rounded half away)."""
-    six = dtype.zero_point + round_half_away(float(np.float32(6.0) / np.float32(dtype.qscales[0])))
-    return dtype.zero_point, min(127, max(-128, six))
+    with np.errstate(over="ignore"):
+        steps = float(np.float32(6.0) / np.float32(dtype.qscales[0]))
+    if not np.isfinite(steps):  # a denormal scale: 6 is beyond float32, so beyond int8
+        return dtype.zero_point, 127
+    return dtype.zero_point, min(127, max(-128, dtype.zero_point + round_half_away(steps)))
 
 
 def _fixed_relu(call: FixedCall):

@@ -124,7 +124,7 @@ def check_requantisation(reals, what: str) -> None:
     """Each real multiplier (input scale x filter scale / output scale) as TFLite quantises it: its left shift
     within C's shifts of an int32 (scales far apart, such as a denormal output scale, are refused)."""
     worst = max(float(r) for r in np.atleast_1d(reals))
-    need(quantize_multiplier(worst)[1] <= MAX_LEFT_SHIFT,
+    need(np.isfinite(worst) and quantize_multiplier(worst)[1] <= MAX_LEFT_SHIFT,
          f"{what}: the requantisation multiplier {worst:.3g} needs a left shift over {MAX_LEFT_SHIFT} bits "
          "(the scales are too far apart)")
 
