@@ -253,6 +253,12 @@ def print_table(saved: dict) -> None:
         cells = "".join(f"{result['by_function'].get(f, 0):>24,}" for f in functions)
         equal = f"{sum(r['equal'] for r in result['layers'])}/{len(result['layers'])}"
         print(f"{name:<24}{cells}{result['total_instructions']:>14,}{result['max_scratch_bytes']:>14,}{equal:>14}")
+    for name, result in saved["models"].items():
+        print(f"\n{name}: {'layer':<44}{'CMSIS-NN function':<32}{'instructions':>14}{'scratch B':>10}  output")
+        for r in result["layers"]:
+            output = "equal" if r["equal"] else f"{r['bytes_differing']} bytes differ"
+            print(f"{'':<{len(name) + 2}}{r['layer']:<44}{r['function']:<32}{r['instructions']:>14,}"
+                  f"{r['scratch_bytes']:>10}  {output}")
 
 
 def table(saved: dict, script: str) -> dict:
