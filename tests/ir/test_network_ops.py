@@ -153,10 +153,12 @@ def test_type_rules_refuse_mismatched_network_operands():
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), op=st.sampled_from(["max_pool2d", "mean", "pad", "relu", "relu6"]))
+@given(seed=st.integers(0, 2**32 - 1),
+       op=st.sampled_from(["max_pool2d", "mean", "pad", "relu", "relu6", "concatenation"]))
 def test_pooling_padding_and_activations_are_within_one_step_of_float(seed, op):
-    """MAX_POOL_2D, MEAN, PAD, RELU, RELU6 (issue 35): the int8 semantics within one output step of the float
-    semantics on the dequantised input (max pool, pad and relu6 exactly: they only move or clamp integers)."""
+    """MAX_POOL_2D, MEAN, PAD, RELU, RELU6, CONCATENATION (issue 35): the int8 semantics within one output step
+    of the float semantics on the dequantised input (max pool, pad, relu6 and concatenation exactly: they only
+    move or clamp integers)."""
     rng = np.random.default_rng(seed)
     h, w, c = (int(v) for v in rng.integers(1, 9, size=3))
     x_type = int8_type(rng, (1, h, w, c), "NHWC")
@@ -177,6 +179,10 @@ def test_pooling_padding_and_activations_are_within_one_step_of_float(seed, op):
         pads = [0, 0] + [int(v) for v in rng.integers(0, 3, size=6)]
         shape = tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x_type.shape))
         node = g.add(op, [x], {"pads": pads}, type=TensorType(shape, x_type.dtype, "NHWC"))
+    elif op == "concatenation":  # the input beside itself
+        axis = int(rng.integers(0, 4))
+        shape = tuple(2 * d if k == axis else d for k, d in enumerate(x_type.shape))
+        node = g.add(op, [x, x], {"axis": axis}, type=TensorType(shape, x_type.dtype, "NHWC"))
     else:
         out = x_type if op == "relu6" else int8_type(rng, x_type.shape, "NHWC", scale=rng.uniform(0.005, 0.2))
         node = g.add(op, [x], {}, type=out)
