@@ -339,3 +339,31 @@ def test_candidate_labels_count_parameters_not_flash():
     assert describe_settings("bonsai", {"budget_bytes": 8192}) == "<= 2,048 params"
     label = describe_settings("protonn", {"budget_bytes": 23808, "projection_dim": 30, "n_prototypes": 100})
     assert label == "5,952 params, d=30, m=100" and " B" not in label
+
+
+def test_a_search_can_start_from_the_users_estimator(iris):
+    """fit(start_from=RandomForestClassifier(max_depth=3, min_samples_leaf=2, criterion="entropy")): only the
+    random-forest ladder is climbed, every candidate keeps the user's settings (not the size), and the chosen
+    model is such a forest; estimators no family trains, or settings that cannot be kept, are refused."""
+    require_target("host")
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.svm import SVC
+
+    X, Xt, y, yt = iris
+    mine = RandomForestClassifier(n_estimators=500, max_depth=3, min_samples_leaf=2, criterion="entropy")
+    res = tinycc_ml.fit(X, y, target="host", max_flash=3000, X_test=Xt, y_test=yt, sizes_per_family=2,
+                        time_budget=None, start_from=mine)
+    assert {c.family for c in res.candidates} == {"random-forest"}
+    for c in res.candidates:
+        assert {k: c.settings[k] for k in ("max_depth", "min_samples_leaf", "criterion")} == \
+            {"max_depth": 3, "min_samples_leaf": 2, "criterion": "entropy"}
+        assert c.settings["n_estimators"] != 500  # the ladder's sizes, under the flash limit
+    chosen = res.estimator
+    assert (chosen.max_depth, chosen.min_samples_leaf, chosen.criterion) == (3, 2, "entropy")
+    assert res.chosen.flash_bytes <= 3000
+    with pytest.raises(DataError, match="a SVC cannot start a search"):
+        tinycc_ml.fit(X, y, target="host", start_from=SVC())
+    with pytest.raises(DataError, match="class_weight=.* cannot be kept"):
+        tinycc_ml.fit(X, y, target="host", start_from=RandomForestClassifier(class_weight={0: 1.0, 1: 2.0, 2: 1.0}))
+    with pytest.raises(DataError, match="leave it out"):
+        tinycc_ml.fit(X, y, target="host", families="linear", start_from=mine)

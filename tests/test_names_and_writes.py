@@ -324,3 +324,20 @@ def test_an_interrupted_main_leaves_the_callers_sigint_handler(monkeypatch, caps
     assert cli.main(["targets"]) == 130
     assert signal.getsignal(signal.SIGINT) is before
     assert capsys.readouterr().err == "tinycc-ml: error: interrupted\n"
+
+
+@pytest.mark.parametrize("file_name, prefix", [("iris-xgb.json", "iris_xgb"), ("3 classes.json", "m_3_classes"),
+                                               ("stdio.json", "trees"), ("int.json", "trees")])
+def test_an_imported_files_stem_is_its_default_name(tmp_path, file_name, prefix, capsys):
+    """A booster file compiles under its own stem (made an identifier), not the family's ``trees``; a stem
+    compile would refuse as a name (a C keyword, a standard header's) falls back to the family."""
+    xgboost = pytest.importorskip("xgboost")
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    path = tmp_path / file_name
+    xgboost.XGBClassifier(n_estimators=3, max_depth=2).fit(X, y).save_model(path)
+    assert tinycc_ml.compile(path).prefix == prefix
+    out = tmp_path / "out"
+    assert cli_main(["compile", str(path), "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [f"{prefix}.c", f"{prefix}.h"]

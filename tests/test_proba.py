@@ -18,7 +18,7 @@ from sklearn.preprocessing import StandardScaler
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml.api import as_model
-from tinycc_ml.errors import DataError
+from tinycc_ml.errors import CompileError, DataError
 from tinycc_ml.models.linear import LinearModel
 
 
@@ -141,3 +141,111 @@ def test_tree_ensembles_and_protonn_have_their_probabilities():
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
     np.testing.assert_array_equal(p.argmax(axis=1), protonn.predict_index(X[600:700]))
     assert np.max(np.abs(tinycc_ml.compile(protonn, name="p").load().predict_proba(X[600:700]) - p)) <= 1e-5
+
+
+@pytest.mark.parametrize("case", ["rbf, 3 classes", "rbf, 2 classes", "NuSVC poly, 10 classes"])
+def test_svc_probabilities_are_libsvms_platt_scaling_and_coupling(case, tmp_path):
+    """SVC / NuSVC(probability=True): predict_proba is libsvm's Platt scaling of each one-vs-one decision
+    coupled into class probabilities (two classes too): the model's within 1e-9 of scikit-learn's, the
+    compiled float build's within 1e-4 (float32 scores, double coupling), predictions by the votes as
+    scikit-learn's; the constants survive a save; the AVR's C (tables in flash) compiles warning-free."""
+    require_target("host")
+    from sklearn.datasets import load_digits, load_iris
+    from sklearn.svm import SVC, NuSVC
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn >= 1.9 deprecates probability=True
+        if case == "rbf, 3 classes":
+            X, y = load_iris(return_X_y=True)
+            est = SVC(probability=True, random_state=0)
+        elif case == "rbf, 2 classes":
+            X, y = load_breast_cancer(return_X_y=True)
+            est = make_pipeline(StandardScaler(), SVC(probability=True, C=0.5, random_state=1))
+        else:
+            X, y = load_digits(return_X_y=True)
+            X, y = X[:600], y[:600]
+            est = NuSVC(kernel="poly", degree=2, nu=0.2, probability=True, random_state=0)
+        est.fit(X[::2], y[::2])
+    test = X[1::2]
+    want = est.predict_proba(test)
+    model = as_model(est)
+    assert model.proba_rule == "platt_coupled"
+    np.testing.assert_allclose(model.predict_proba(test), want, atol=1e-9)
+    result = tinycc_ml.compile(est, name="svm")
+    host = result.load()
+    assert np.max(np.abs(host.predict_proba(test) - want)) <= 1e-4
+    assert host.predict(test).tolist() == est.predict(test).tolist()
+    saved = tinycc_ml.load_model(tinycc_ml.save_model(est, tmp_path / "svc.npz"))
+    np.testing.assert_allclose(saved.predict_proba(test), want, atol=1e-9)
+    int16 = tinycc_ml.compile(est, precision="int16", calibration=X[::2], name="svm")
+    assert np.max(np.abs(int16.load().predict_proba(X[::2]) - est.predict_proba(X[::2]))) <= \
+        int16.report["proba"]["calibration_max_abs_error"] + 1e-6
+    if case == "rbf, 3 classes":
+        require_target("avr")
+        import subprocess
+
+        avr = tinycc_ml.compile(est, target="avr", precision="int16", calibration=X[::2], name="svm",
+                                out_dir=tmp_path / "avr")
+        assert "svm_platt_a" in avr.files["svm.c"] and "PROGMEM" in avr.files["svm.c"]
+        subprocess.run(["avr-gcc", "-mmcu=atmega328p", "-Os", "-std=c99", "-Wall", "-Wextra", "-Werror", "-c",
+                        str(tmp_path / "avr/svm.c"), "-o", str(tmp_path / "svm.o")], check=True)
+
+
+@pytest.mark.parametrize("method, data, ensemble", [("sigmoid", "wine", True), ("isotonic", "wine", False),
+                                                   ("sigmoid", "breast_cancer", False),
+                                                   ("isotonic", "breast_cancer", True)])
+def test_calibrated_classifiers_follow_scikit_learn(method, data, ensemble, tmp_path):
+    """CalibratedClassifierCV over a linear classifier (in a Pipeline): the model's probabilities within 1e-9
+    of scikit-learn's, the compiled float build's within 1e-4, predictions (their argmax) equal; the model
+    file keeps it; integer precisions are refused saying why."""
+    require_target("host")
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.svm import LinearSVC
+
+    X, y = (load_wine if data == "wine" else load_breast_cancer)(return_X_y=True)
+    base = make_pipeline(StandardScaler(), LinearSVC(C=0.1)) if data == "wine" else LogisticRegression(max_iter=5000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = CalibratedClassifierCV(base, method=method, ensemble=ensemble, cv=3).fit(X[::2], y[::2])
+    test = X[1::2]
+    want = est.predict_proba(test)
+    model = as_model(est)
+    np.testing.assert_allclose(model.predict_proba(test), want, atol=1e-9)
+    assert model.predict(test).tolist() == est.predict(test).tolist()
+    host = tinycc_ml.compile(est, name="cal").load()
+    assert np.max(np.abs(host.predict_proba(test) - want)) <= 1e-4
+    assert host.predict(test).tolist() == est.predict(test).tolist()
+    saved = tinycc_ml.load_model(tinycc_ml.save_model(est, tmp_path / "cal.npz"))
+    np.testing.assert_allclose(saved.predict_proba(test), want, atol=1e-9)
+    with pytest.raises(CompileError, match="precision float only"):
+        tinycc_ml.compile(est, precision="int16", calibration=X)
+
+
+def test_calibrated_classifiers_over_what_cannot_be_read_are_refused():
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = load_wine(return_X_y=True)
+    trees = CalibratedClassifierCV(DecisionTreeClassifier(max_depth=2), cv=3).fit(X, y)
+    with pytest.raises(CompileError, match="over a DecisionTreeClassifier is not supported"):
+        tinycc_ml.compile(trees)
+    temperature = CalibratedClassifierCV(LogisticRegression(max_iter=5000), method="temperature", cv=3).fit(X, y)
+    with pytest.raises(CompileError, match="method='temperature'"):
+        tinycc_ml.compile(temperature)
+
+
+@pytest.mark.parametrize("sim_target", ["avr", "cortex-m0"], indirect=True)
+def test_calibrated_classifiers_run_on_microcontrollers(sim_target, tmp_path):
+    """The float build of an isotonic CalibratedClassifierCV in the simulator: its scores (the calibrated
+    probabilities) within 1e-4 of scikit-learn's predict_proba, its predictions scikit-learn's."""
+    from sklearn.calibration import CalibratedClassifierCV
+
+    from tinycc_ml.codegen.backend import get_backend
+
+    X, y = load_wine(return_X_y=True)
+    est = CalibratedClassifierCV(LogisticRegression(max_iter=5000), method="isotonic", cv=3).fit(X[::2], y[::2])
+    rows = X[1::2][:12]
+    result = tinycc_ml.compile(est, target=sim_target, out_dir=tmp_path, name="cal")
+    run = get_backend(sim_target).simulate(tmp_path, result.output, rows)
+    assert np.max(np.abs(np.asarray(run.scores) - est.predict_proba(rows))) <= 1e-4
+    assert est.classes_[np.asarray(run.predictions)].tolist() == est.predict(rows).tolist()

@@ -5,7 +5,8 @@ What the blocks take for granted is prepared: `tinycc-ml` on PATH running this c
 done and `X_train`, `y_train`, `X_test`, `y_test`, `X`, `y` defined for the Python blocks (rows of
 scikit-learn's digits); the files the commands name (`usps.npz`, `usps10.npz`, `digits.npz`, `test.npz`:
 digits rows and labels under `X_train`/`y_train`/`X_test`/`y_test`; `model.npz`: a small ProtoNN; `net.onnx`:
-a 64-16-10 dense network as torch.onnx.export writes it). Heavy
+a 64-16-10 dense network as torch.onnx.export writes it; `sensor_cnn.onnx` + `sensor_cnn.onnx.data`: the
+PyTorch 1-D CNN of examples/sensor_cnn, with `sensor.npz`, rows of its synthetic data set). Heavy
 commands run smaller through substitutions written in the page itself, in a comment before the block:
 ``<!-- readme-test: replace "OLD" "NEW" (why); ... -->`` (e.g. `fit` with one family and one size); a block
 another test runs says so (``<!-- readme-test: not run here: ... -->``). ``$SCHEDULER`` in a substitution
@@ -15,6 +16,7 @@ CMake, text, output) are not run."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -84,6 +86,7 @@ def scratch(tmp_path_factory):
         np.savez(tmp / name, **split)
     init_protonn(X[:500], y[:500], projection_dim=6, prototypes_per_class=1).save(tmp / "model.npz")
     write_onnx_net(tmp / "net.onnx", np.random.default_rng(0))
+    write_sensor_files(tmp)
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
     (bin_dir / "tinycc-ml").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tinycc_ml "$@"\n')
@@ -108,6 +111,19 @@ def write_onnx_net(path: Path, rng) -> None:
     graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], weights)
     onnx.save(helper.make_model(graph), str(path))
+
+
+def write_sensor_files(tmp: Path) -> None:
+    """The PyTorch 1-D CNN fixture (sensor_cnn.onnx + its external data; examples/sensor_cnn) and sensor.npz:
+    rows of the example's synthetic accelerometer data set (X_train: its calibration rows; X_test, y_test)."""
+    for name in ("sensor_cnn.onnx", "sensor_cnn.onnx.data"):
+        (tmp / name).write_bytes((REPO / "tests" / "data" / name).read_bytes())
+    spec = importlib.util.spec_from_file_location("sensor_dataset", REPO / "examples" / "sensor_cnn" / "dataset.py")
+    dataset = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dataset)
+    X_train = dataset.make_rows(1200, 1)[0][:200]
+    X_test, y_test = dataset.make_rows(400, 2)
+    np.savez(tmp / "sensor.npz", X_train=X_train.reshape(200, -1), X_test=X_test.reshape(400, -1), y_test=y_test)
 
 
 def needs(body: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.buildsys.examples import example_rows
+from tinycc_ml.buildsys.examples import MAX_EXAMPLES, example_rows
 from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
@@ -32,6 +32,7 @@ from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 from tinycc_ml.passes.manager import PassOptions
+from tinycc_ml.passes.plan_memory import element_bytes
 from tinycc_ml.passes.range_analysis import static_intervals
 
 PRECISIONS = ("float", "int16", "int8")
@@ -44,7 +45,7 @@ MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this in
 
 def load_model(path) -> Model:
     """Load a saved model: the project's ``.npz`` model file, an ONNX dense network (``.onnx``, needs the
-    onnx package), a TFLite int8 network (``.tflite``: a NetworkModel, not yet compilable), an XGBoost
+    onnx package), a TFLite int8 network (``.tflite``: a NetworkModel), an XGBoost
     ``.json`` or LightGBM ``.txt`` model file, or an EdgeML model directory
     (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...); the readers of
     other tools' formats are in :mod:`tinycc_ml.importers`."""
@@ -358,11 +359,11 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
     rule = model.proba_rule
     dtype = graph.type(graph.output("scores")).dtype
     add_proba(output, rule, model.n_outputs if rule == "logistic_each" else model.n_classes,
-              dtype.scale if dtype.is_fixed else None)
+              dtype.scale if dtype.is_fixed else None, model.proba_constants)
     info = {"rule": rule, "max_abs_error_bound": PROBA_FLOAT_SLACK}
     if dtype.is_fixed:
         scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
-        measured = np.abs(proba_from_scores(scores, rule) - model.predict_proba(calibration))
+        measured = np.abs(proba_from_scores(scores, rule, model.proba_constants) - model.predict_proba(calibration))
         info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"],
                                                         model.scores(calibration))
         info["calibration_max_abs_error"] = float(np.max(measured)) + PROBA_FLOAT_SLACK
@@ -384,14 +385,25 @@ def size_advice(model: Model, precision: str):
         yield
     except FitError as exc:
         if not exc.constant_bytes or exc.constant_room is None or exc.constant_room >= exc.constant_bytes:
+            if isinstance(model, NetworkModel) and "RAM" in str(exc):
+                raise FitError(f"{exc.args[0]}; a network's RAM is mostly its activation arena (the layer outputs "
+                               "live at once): smaller feature maps (a lower input resolution, fewer channels) "
+                               "need less", exc.constant_bytes, exc.constant_room) from None
             raise
         room = max(exc.constant_room, 0)
         advice = (model.size_advice(int(SIZE_ADVICE_MARGIN * room), exc.constant_bytes,
                                     4 if precision == "float" else 2) if room else None)
         hint = (f"; {advice}" if advice else "") + "; `tinycc-ml fit` (tinycc_ml.fit) searches the sizes that fit"
+        if isinstance(model, NetworkModel):  # no setting of ours or of `fit` shrinks a file's weights
+            hint = f"; {advice}" if advice else ""
         raise FitError(f"{exc.args[0]}. The chip leaves about {room} bytes for constants, "
                        f"{100 * room / exc.constant_bytes:.0f}% of what this model needs{hint}",
                        exc.constant_bytes, exc.constant_room) from None
+
+
+def arena_bytes(graph) -> int:
+    """Bytes of the planned arenas (plan_memory) of ``graph``: a network's activation arena."""
+    return sum(n * element_bytes(key) for key, n in graph.analyses.arenas.items())
 
 
 def check_distances(graph, source: str) -> None:
@@ -413,7 +425,8 @@ def check_distances(graph, source: str) -> None:
 
 def compile(model, target: str = "host", out_dir=None, name: str | None = None, precision: str = "float",
             calibration=None, dump_ir_after=(), layout: str = "files", examples=None, example_labels=None,
-            max_flash: int | None = None, max_ram: int | None = None, **options) -> CompileResult:
+            max_flash: int | None = None, max_ram: int | None = None, board: str | None = None,
+            **options) -> CompileResult:
     """Compile ``model`` (a Model, a fitted estimator, or a path to a saved model) to C.
 
     precision: "float", or "int16"/"int8" for integer-only code (needs ``calibration`` rows).
@@ -423,41 +436,93 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
     ``examples`` rows (default: the calibration rows) with ``example_labels`` (class labels, optional).
     max_flash, max_ram: the flash and RAM of your own chip, in bytes, when it has less than the target's
     (a 16 KB Cortex-M0): the build is checked against them (FitError with the sizes) instead of the chip's.
+    board: one of the target's boards (``tinycc-ml targets`` lists them; e.g. "stm32f405", "nrf52840" for
+    cortex-m4): the build is checked against that board's chip, and ``layout="project"`` writes its start-up,
+    linker script and UART.
     """
     # numpy's default error handling whatever the caller's (a library that sets seterr(all="raise") on
     # import must not turn the float32 underflow the passes expect into an exception)
     with np.errstate(divide="warn", over="warn", under="ignore", invalid="warn"):
         try:
             return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
-                            example_labels, (max_flash, max_ram), options)
+                            example_labels, (max_flash, max_ram), options, board)
         except ModelFileError as exc:  # found while compiling a loaded file: name the file, as loading does
             if isinstance(model, (str, os.PathLike)) and str(model) not in str(exc):
                 exc.args = (f"{model}: {exc.args[0] if exc.args else exc}", *exc.args[1:])
             raise
 
 
+# files from other libraries: their stem names the model better than the family ("trees", "network")
+STEM_NAMED_SUFFIXES = (".json", ".txt", ".onnx", ".tflite")
+
+
+def default_name(source, model: Model) -> str:
+    """The C prefix when none is given: an imported model file's stem made an identifier (``xgb-iris.json``
+    -> ``xgb_iris``) where that is a name compile accepts, else the model's family."""
+    if isinstance(source, (str, os.PathLike)) and Path(source).suffix.lower() in STEM_NAMED_SUFFIXES:
+        stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(source).stem)
+        stem = f"m_{stem}" if stem[:1].isdigit() else stem
+        try:
+            if stem.lower() not in RESERVED_STEMS and check_prefix(stem) == stem:
+                return stem
+        except CompileError:
+            pass  # a keyword, a system header's name, too long: the family's name instead
+    return model.family
+
+
+def _stored_rows(rows) -> int:
+    """How many example rows a layout stores (0 when ``rows`` is none or malformed: example_rows says why)."""
+    try:
+        shape = np.shape(rows) if rows is not None else ()
+    except ValueError:
+        return 0
+    return min(shape[0], MAX_EXAMPLES) if len(shape) == 2 else 0
+
+
+def quantise_network_model(model: NetworkModel, calibration) -> tuple[NetworkModel, dict]:
+    """A float network's int8 form from calibration rows, and how far it agrees with the float network on
+    them: the share of rows predicting the same class, the largest score difference."""
+    if calibration is None:
+        raise CompileError(f"{model.describe()}: a float network is quantised to int8 from calibration data (rows "
+                           "of typical inputs, each the input tensor's elements in order): pass calibration")
+    rows = check_calibration(calibration, model.input_dim)
+    quantised = model.quantise(rows)
+    float_scores, int8_scores = model.scores(rows), quantised.scores(rows)
+    agreement = float(np.mean(np.argmax(float_scores, axis=1) == np.argmax(int8_scores, axis=1)))
+    if agreement < POOR_AGREEMENT:
+        log.warning("%s: the int8 network predicts what the float network predicts on only %.1f%% of the "
+                    "calibration rows", model.describe(), 100 * agreement)
+    return quantised, {"quantised_from_float": True, "calibration_rows": len(rows),
+                       "agreement_with_float": agreement,
+                       "max_score_error": float(np.max(np.abs(float_scores - int8_scores)))}
+
+
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
-             memory_limits, options) -> CompileResult:
+             memory_limits, options, board=None) -> CompileResult:
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
-    model = as_model(model)
-    prefix = check_prefix(model.family if name is None else name)
+    source, model = model, as_model(model)
+    prefix = check_prefix(default_name(source, model) if name is None else name)
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
                            f"file named {prefix} from {prefix}.c; choose another name")
-    backend = get_backend(target).with_memory_limits(*memory_limits)
+    backend = get_backend(target).with_board(board).with_memory_limits(*memory_limits)
     if LAYOUTS[layout]:
         backend.require(LAYOUTS[layout])
+        backend = backend.for_layout(layout, _stored_rows(examples if examples is not None else calibration))
     if precision not in PRECISIONS:
         raise CompileError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision not in backend.precisions:
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
     model.check_precision(precision)
     network = isinstance(model, NetworkModel)
+    quantisation: dict = {}
     if network:
         if backend.network_ops is not None:
             raise CompileError(f"{model.describe()}: target {target} does not generate TFLite's network ops: "
                                f"{backend.network_ops}")
+        if not model.is_quantised:  # a float network (ONNX): quantised to TFLite's int8 from the calibration rows
+            model, quantisation = quantise_network_model(model, calibration)
         precision = "int8"  # the file's own arithmetic (TFLite's int8 kernels)
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
@@ -468,12 +533,17 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     with size_advice(model, precision):
         backend.check_constants_fit(graph, precision, prefix)  # before any calibration or search
     report: dict = {"model": model.describe(), "target": target, "precision": precision}
+    if network and quantisation:
+        report.update(quantisation)
     description = [f"Model: {model.describe()}.", f"Precision: {precision}."]
     if model.task["kind"] != "classification":
         report["task"] = dict(model.task)
         description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
     if network:  # quantised already: no scale choice; its ranges are its types'
         graph = run_passes(graph, ["dce", "plan_memory"], ctx)
+        report["arena_bytes"] = arena_bytes(graph)
+        description.append(f"Activation arena: {report['arena_bytes']} bytes of static RAM, one buffer the layers' "
+                           "outputs share by liveness.")
         for what, label in (("Input", None), ("Scores", "scores")):
             dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
             description.append(f"{what}: int8, TFLite's quantisation: real = {dtype.qscales[0]!r} * (q - "

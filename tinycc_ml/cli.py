@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "checked against it")
     c.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's RAM when it has less than the target's (e.g. 4K)")
+    c.add_argument("--board", default=None, metavar="NAME",
+                   help="one of the target's boards (`tinycc-ml targets` lists them; cortex-m4: mps2-an386, "
+                        "stm32f405, nrf52840): the build is checked against its chip, --project writes its "
+                        "start-up, linker script and UART")
     c.add_argument("--calibration", metavar="FILE", default=None,
                    help=f"typical input rows to choose fixed-point scales: {DATA_FILE_HELP}")
     kind = c.add_mutually_exclusive_group()
@@ -106,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "checked against it")
     r.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's RAM when it has less than the target's (e.g. 4K)")
+    r.add_argument("--board", default=None, metavar="NAME",
+                   help="one of the target's boards (`tinycc-ml targets`): the build is checked against its chip")
     r.add_argument("--rows", type=int, default=200, help="test rows to run (default 200; 0 for all)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.set_defaults(func=cmd_report)
@@ -284,9 +290,10 @@ def _check_dump_names(names: list[str]) -> list[str]:
     return names
 
 
-def default_precision(precision: str | None, has_calibration: bool) -> str:
-    """One rule for compile and report: int16 when calibration rows are at hand, float otherwise."""
-    return precision or ("int16" if has_calibration else "float")
+def default_precision(precision: str | None, has_calibration: bool, family: str | None = None) -> str:
+    """One rule for compile and report: with calibration rows at hand int16 (a network: int8, the precision
+    networks are quantised to), float otherwise."""
+    return precision or (("int8" if family == "network" else "int16") if has_calibration else "float")
 
 
 def _check_folder_of(path: str | None, option: str, out_dir: str) -> None:
@@ -301,7 +308,7 @@ def _check_folder_of(path: str | None, option: str, out_dir: str) -> None:
 def cmd_compile(args) -> int:
     # deferred: the command line's start-up (the compiler loads for the commands that use it)
     import tinycc_ml
-    from tinycc_ml.api import model_input_files
+    from tinycc_ml.api import default_name, model_input_files
     from tinycc_ml.datafiles import load_rows
 
     dump = _check_dump_names(args.dump_ir_after)
@@ -318,16 +325,18 @@ def cmd_compile(args) -> int:
     if args.examples and not (args.arduino or args.project):
         raise CompileError("--examples is only used with --arduino or --project")
     calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else None
-    precision = default_precision(args.precision, calibration is not None)
+    model = tinycc_ml.load_model(args.model)
+    precision = default_precision(args.precision, calibration is not None, model.family)
     if calibration is not None and precision == "float":
         raise CompileError("--calibration is only used with --precision int16 or int8")
     inputs = model_input_files(args.model) + [Path(f) for f in (args.calibration, args.examples) if f]
     layout = "arduino" if args.arduino else ("project" if args.project else "files")
     rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
-    result = tinycc_ml.compile(args.model, target=args.target, name=args.name, precision=precision,
+    result = tinycc_ml.compile(model, target=args.target, name=args.name or default_name(args.model, model),
+                               precision=precision,
                                calibration=calibration, dump_ir_after=dump, layout=layout,
                                examples=rows if layout != "files" else None, example_labels=labels,
-                               max_flash=args.max_flash, max_ram=args.max_ram)
+                               max_flash=args.max_flash, max_ram=args.max_ram, board=args.board)
     out = Path(args.output)
     files = dict(result.files)
     paths = [out / name for name in files]
@@ -415,7 +424,7 @@ def cmd_report(args) -> int:
     X, y, X_calibration = load_rows(args.data, "test")
     from_test_rows = X_calibration is X  # the file has no X_train
     calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else X_calibration
-    precision = default_precision(args.precision, True)
+    precision = default_precision(args.precision, True, model.family)
     if args.rows:
         X, y = X[: args.rows], (None if y is None else y[: args.rows])
     calibrated_on = None
@@ -426,7 +435,7 @@ def cmd_report(args) -> int:
                         args.data)
     report = target_report(model, args.target, X, y, precision=precision,
                            calibration=None if precision == "float" else calibration, max_flash=args.max_flash,
-                           max_ram=args.max_ram)
+                           max_ram=args.max_ram, board=args.board)
     report.pop("compile_report", None)
     report["calibration"] = calibrated_on
     if args.json:
@@ -545,7 +554,9 @@ def cmd_targets(args) -> int:
     for name, cls in backends.items():
         precisions = ", ".join(getattr(cls, "precisions", ()) or ())
         can = "" if hasattr(cls, "broken") else f"; can: {', '.join(sorted(cls.capabilities())) or '-'}"
-        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}{can}]")
+        boards = ", ".join(cls.board_names()) if hasattr(cls, "board_names") and cls.board_names() else ""
+        print(f"{name:<{width}}  {cls.description}  [precision: {precisions}{can}"
+              f"{'; boards: ' + boards if boards else ''}]")
     return 0
 
 

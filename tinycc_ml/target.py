@@ -77,6 +77,14 @@ from tinycc_ml.codegen.c_fixed import (
     tanh_mul_loop,
     tanh_of_mul,
 )
+from tinycc_ml.codegen.c_network import (
+    AddQuantisation,
+    LayerQuantisation,
+    Window,
+    add_quantisation,
+    layer_quantisation,
+    window_of,
+)
 from tinycc_ml.codegen.emitter import CEmitter, CTarget, ctype_of
 from tinycc_ml.codegen.folded_epilogue import fold, output_bias
 from tinycc_ml.codegen.input_clamp import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
@@ -159,6 +167,8 @@ __all__ = [
     # hand-written kernels: the API, the graph and the op semantics they read
     "Kernel", "KernelCost", "KernelChoice", "choose_kernel", "Node", "node_output_shift", "storage_clip_bounds",
     "align_shifts", "quantise", "task_kind", "ctype_of",
+    # TFLite network layers: their int8 arithmetic and window geometry (codegen/c_network.py)
+    "AddQuantisation", "LayerQuantisation", "Window", "add_quantisation", "layer_quantisation", "window_of",
     # fixed-point C and fused chains
     "store", "shift_c", "rshift_c", "saturate_c", "saturate_bits_c", "index_type", "chain_shift", "chain_sum_loop",
     "chain_last", "identity_chain", "sole_vector_user", "node_kernels_only", "shared_x_readers", "exp_lut_lines",

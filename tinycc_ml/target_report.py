@@ -73,7 +73,8 @@ def count_macs(graph) -> int:
 
 
 def target_report(model, target: str, X, y=None, precision: str = "int16", calibration=None,
-                  name: str = "model", max_flash: int | None = None, max_ram: int | None = None) -> dict:
+                  name: str = "model", max_flash: int | None = None, max_ram: int | None = None,
+                  board: str | None = None) -> dict:
     model = as_model(model)
     X = np.asarray(X)
     if X.dtype.kind not in "biuf":
@@ -88,7 +89,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
     backend = get_backend(target)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-report-") as d:
         res = tinycc_ml.compile(model, target=target, precision=precision, calibration=calibration, out_dir=d,
-                                name=name, max_flash=max_flash, max_ram=max_ram)
+                                name=name, max_flash=max_flash, max_ram=max_ram, board=board)
         run = backend.simulate(Path(d), res.output, X)
         kernels = measure_kernels(backend, Path(d), res.output, X)
     counts = run.cycles if run.cycles is not None else run.instructions

@@ -18,6 +18,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target, require_tools, toolchains_required
+from tinycc_ml.errors import FitError
 from tinycc_ml.testing import random_inputs, random_model
 
 REQUIRED = ("name", "version", "author", "maintainer", "sentence", "paragraph", "category", "url", "architectures")
@@ -205,3 +206,68 @@ def test_avr_model_objects_put_nothing_in_ram_data(family, tmp_path):
     in_ram = [(name, int(size, 16)) for name, size in found
               if name.startswith((".data", ".rodata")) and int(size, 16)]
     assert in_ram == [], in_ram
+
+
+def _build_sketch(tmp_path: Path, lib_name: str) -> tuple[int, int]:
+    """Build the library's example sketch with arduino-mk for the Uno: (flash, static RAM) of the ELF."""
+    sketch = tmp_path / "sketch"
+    sketch.mkdir()
+    demo = tmp_path / f"libs/{lib_name}/examples/{lib_name}_demo/{lib_name}_demo.ino"
+    (sketch / "sketch.ino").write_text(demo.read_text())
+    (sketch / "Makefile").write_text("\n".join([
+        f"ARDUINO_DIR = {ARDUINO_MK.parent}", "BOARD_TAG = uno", f"ARDUINO_LIBS = {lib_name}",
+        f"USER_LIB_PATH = {tmp_path / 'libs'}", "CPPFLAGS += -DDECIMAL_DIG=17", f"include {ARDUINO_MK}", ""]))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run(["make", "-s"], cwd=sketch, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    elf = next(sketch.glob("build-*/*.elf"))
+    size = subprocess.run(["avr-size", str(elf)], capture_output=True, text=True, check=True).stdout
+    text, data, bss = map(int, size.splitlines()[1].split()[:3])
+    return text + data, data + bss
+
+
+@pytest.mark.parametrize("kind", ["probabilities", "aligned buffers"])
+def test_arduino_fit_check_holds_the_real_uno_sketch(kind, tmp_path):
+    """The fit an --arduino build reports is the sketch's, not the harness firmware's: never below what the
+    real sketch (Arduino core, stored rows, the probability print; kernel buffers aligned to 256 bytes
+    wherever the link puts them) takes, and not far above it."""
+    require_target("avr")
+    require_arduino_mk()
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    from tinycc_ml.models.protonn import init_protonn
+
+    X, y = load_digits(return_X_y=True)
+    if kind == "probabilities":
+        model = LogisticRegression(max_iter=500).fit(X[:600], y[:600])
+    else:
+        model = init_protonn(X[:400], y[:400], projection_dim=8, prototypes_per_class=20)
+    result = tinycc_ml.compile(model, target="avr", precision="int16", calibration=X[:400], layout="arduino",
+                               examples=X[1000:1008], example_labels=y[1000:1008], name="m", out_dir=tmp_path / "libs")
+    fit = result.report["fit"]
+    assert "Arduino Uno sketch" in fit["chip"] and "bootloader" in fit["chip"]
+    flash, ram = _build_sketch(tmp_path, "m")
+    assert flash <= fit["flash_bytes"] <= flash + 1536, (flash, fit)
+    assert ram <= fit["ram_bytes"] <= ram + 512, (ram, fit)
+    assert fit["flash_bytes"] <= 32256 and fit["ram_bytes"] + fit["stack_estimate"] <= 2048
+
+
+def test_a_model_the_harness_fits_but_an_uno_sketch_does_not_is_refused():
+    """An MLP whose firmware fits the ATmega328P's 32 KB, but not beside the Uno's bootloader and the
+    Arduino core: --arduino refuses it, naming the sketch's limits."""
+    require_target("avr")
+    import warnings
+
+    from sklearn.datasets import load_digits
+    from sklearn.neural_network import MLPClassifier
+
+    X, y = load_digits(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # not converged: its size is what matters
+        model = MLPClassifier((170,), max_iter=20, random_state=0).fit(X[:500], y[:500])
+    alone = tinycc_ml.compile(model, target="avr", precision="int16", calibration=X[:200])
+    assert 32256 - 4096 < alone.report["fit"]["flash_bytes"] <= 32768
+    with pytest.raises(FitError, match="Arduino Uno sketch .*bootloader"):
+        tinycc_ml.compile(model, target="avr", precision="int16", calibration=X[:200], layout="arduino",
+                          examples=X[1000:1002])

@@ -128,3 +128,70 @@ def test_project_prints_string_labels(data, tmp_path, target):
     for predicted, expected, label, expected_label in got:
         assert (label, expected_label) == (names[int(predicted)], names[int(expected)])
     assert [int(e) for _, e, _, _ in got] == test["y_test"][:8].tolist()
+
+
+def test_stm32f405_board_project_runs_in_qemu_netduinoplus2(data, tmp_path):
+    """--board stm32f405: the project for the real part (its flash at 0x08000000, USART1, SysTick) links, runs in
+    QEMU's model of the STM32F405 and prints the host build's classes."""
+    require_target("cortex-m4")
+    require_tools("make", "qemu-system-arm")
+    out = tmp_path / "fw"
+    args = ["compile", data / "m.npz", "--target", "cortex-m4", "--board", "stm32f405", "--examples",
+            data / "test.npz", "--calibration", data / "cal.npz", "--name", "digits", "--project", "-o", out]
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", *map(str, args)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "STM32F405" in run.stdout and "0x08000000" in (out / "stm32f405.ld").read_text()
+    test = np.load(data / "test.npz")
+    rows, labels = test["X_test"][:8].astype(np.float32), test["y_test"][:8]
+    host = tinycc_ml.compile(data / "m.npz", name="digits", precision="int16",
+                             calibration=np.load(data / "cal.npz")["X_train"]).load()
+    shifts = np.array([int(v) for v in re.search(r"DIGITS_INPUT_SHIFTS \{([^}]*)\}",
+                                                 (out / "digits.h").read_text()).group(1).split(",")])
+    make(out)
+    text = make(out, "run")
+    got = re.findall(r"row (\d+): predicted (\d+), expected (\d+), (\d+) us", text)
+    assert [int(p) for _, p, _, _ in got] == host.run_raw(quantise(rows, shifts, 16))[1].tolist(), text
+    assert [int(e) for _, _, e, _ in got] == labels.tolist()
+    symbols = subprocess.run(["arm-none-eabi-nm", str(out / "firmware.elf")], capture_output=True, text=True,
+                             check=True).stdout
+    assert re.search(r"^08000000 \w vectors$", symbols, re.M), symbols[:2000]
+
+
+def test_nrf52840_board_project_links_for_the_part(data, tmp_path):
+    """--board nrf52840: vector table at 0, RAM at 0x20000000, the FPU build; `make run` says how to flash it
+    (no QEMU machine models the part) and fails."""
+    require_target("cortex-m4")
+    require_tools("make")
+    out = tmp_path / "fw"
+    tinycc_ml.compile(data / "m.npz", target="cortex-m4", board="nrf52840", precision="int16",
+                      calibration=np.load(data / "cal.npz")["X_train"], layout="project",
+                      examples=np.load(data / "test.npz")["X_test"], name="digits", out_dir=out)
+    make(out)
+    symbols = subprocess.run(["arm-none-eabi-nm", str(out / "firmware.elf")], capture_output=True, text=True,
+                             check=True).stdout
+    assert re.search(r"^00000000 \w vectors$", symbols, re.M)
+    assert re.search(r"^20000\w{3} \w __data_start$", symbols, re.M)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run(["make", "-s", "run"], cwd=out, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0 and "nrfjprog" in run.stdout
+
+
+def test_a_board_holds_builds_to_its_chip(data, capsys):
+    """A model that fits the MPS2 image's 4 MB is refused for the STM32F405's 1 MB, naming the part; an unknown
+    board, or a board for the host, is one line naming what there is."""
+    from tinycc_ml.cli import main as cli_main
+    from tinycc_ml.errors import DataError, FitError
+    from tinycc_ml.models.linear import LinearModel
+
+    wide = LinearModel(np.random.default_rng(0).normal(size=(10, 60_000)))  # 1.2 MB of int16 weights
+    with pytest.raises(FitError, match="STM32F405"):
+        tinycc_ml.compile(wide, target="cortex-m4", board="stm32f405", precision="float")
+    with pytest.raises(DataError, match="board 'esp32' is not one of target cortex-m4's boards .*stm32f405"):
+        tinycc_ml.compile(data / "m.npz", target="cortex-m4", board="esp32")
+    with pytest.raises(DataError, match="target host has no boards"):
+        tinycc_ml.compile(data / "m.npz", board="uno")
+    assert cli_main(["compile", str(data / "m.npz"), "--target", "avr", "--board", "nano", "-o", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "board 'nano' is not one of target avr's boards (uno)" in err[0]
+    assert cli_main(["targets"]) == 0
+    assert "boards: mps2-an386, stm32f405, nrf52840" in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """ONNX dense networks, written with onnx.helper as PyTorch exports them (Flatten, Gemm with
 transB=1, Relu, ..., Softmax) or as Keras does (MatMul + Add): compiled predictions and probabilities
-agree with onnx.reference; other ops, dynamic shapes, external data are refused by name."""
+agree with onnx.reference; weights as external data and a dynamic batch are read; other ops and
+dynamic dimensions are refused by name."""
 
 from __future__ import annotations
 
@@ -97,12 +98,6 @@ def test_keras_shaped_binary_network_and_the_command_line(tmp_path, capsys):
     assert (tmp_path / "out" / "k.h").exists()
 
 
-def _external(path):
-    proto = torch_like(path)
-    onnx.save(proto, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin",
-              size_threshold=0)
-
-
 def _nan_weight(path):
     proto = torch_like(path)
     W2 = numpy_helper.to_array(proto.graph.initializer[2]).copy()
@@ -114,9 +109,8 @@ def _nan_weight(path):
 @pytest.mark.parametrize("make, message", [
     (_nan_weight, r"W2 holds a non-finite value \(nan\) at index \(3, 1\)"),
     (lambda p: torch_like(p, extra_nodes=[helper.make_node("Conv", ["x", "W1"], ["c"], name="conv")]),
-     "op Conv .node 'conv'. is not supported"),
-    (lambda p: torch_like(p, dims=["batch", D]), "dimension 0 is dynamic .batch."),
-    (_external, "initializer 'W1' is stored as external data"),
+     r"Conv node 'conv' takes a tensor of shape \[1, 12\]; expected \(batch, channels, length\)"),
+    (lambda p: torch_like(p, dims=[1, "features"]), "dimension 1 is dynamic .features."),
     (lambda p: torch_like(p, final="LogSoftmax"), "op LogSoftmax"),
     (lambda p: p.write_bytes(b"not a protobuf at all \x00\xff"), "not a readable ONNX model"),
 ])
@@ -127,6 +121,21 @@ def test_bad_onnx_files_are_refused(tmp_path, capsys, make, message):
         tinycc_ml.load_model(path)
     assert cli.main(["compile", str(path), "-o", str(tmp_path / "out")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_external_data_and_a_dynamic_batch_are_read(tmp_path):
+    """PyTorch's default export: the weights in a data file next to the model, the batch symbolic."""
+    proto = torch_like(tmp_path / "inside.onnx")
+    onnx.save(proto, str(tmp_path / "outside.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="w.bin", size_threshold=0)
+    proto = onnx.load(str(tmp_path / "inside.onnx"))
+    proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(proto, str(tmp_path / "dynamic.onnx"))
+    X = RNG.normal(size=(20, D))
+    inside = tinycc_ml.load_model(tmp_path / "inside.onnx")
+    assert (tmp_path / "w.bin").stat().st_size > 0
+    for name in ("outside.onnx", "dynamic.onnx"):
+        np.testing.assert_array_equal(tinycc_ml.load_model(tmp_path / name).scores(X), inside.scores(X))
 
 
 def chained(path, layers, final=None, width=6, dim=5, keras=False):

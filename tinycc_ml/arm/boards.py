@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.arm.chips import MPS2_AN386, MPS2_AN505, NRF51822
+from tinycc_ml.arm.chips import MPS2_AN386, MPS2_AN505, NRF51822, NRF52840, STM32F405
 from tinycc_ml.target import Board, Chip, cmake_support_file
 
 SEMIHOSTING_EXIT_C = """\
@@ -262,3 +262,105 @@ def board(mps2: Mps2) -> Board:
 
 M4_BOARD = board(AN386)
 M33_BOARD = board(AN505)
+
+
+# ---------------------------------------------------------------- real Cortex-M4F parts (--board)
+
+STM32F405_BOARD_C = """\
+/* STM32F405 (Netduino Plus 2, STM32F4 boards; QEMU -M netduinoplus2): USART1 TX on PA9 (AF7) at 115200
+ * baud from the 16 MHz HSI clock the reset leaves the chip on (no PLL set up: the model runs at 16 MHz),
+ * SysTick as a 24-bit timer at the core clock (intervals up to about 1 s). The run ends with an ARM
+ * semihosting exit: QEMU (-semihosting-config enable=on) stops with the code; a real board without a
+ * debugger takes the fault handler, which waits forever. */
+#include <stdint.h>
+
+#include "board.h"
+
+#define REG(addr) (*(volatile uint32_t *)(addr))
+#define RCC_AHB1ENR REG(0x40023830u)
+#define RCC_APB2ENR REG(0x40023844u)
+#define GPIOA_MODER REG(0x40020000u)
+#define GPIOA_AFRH REG(0x40020024u)
+#define USART1_SR REG(0x40011000u)
+#define USART1_DR REG(0x40011004u)
+#define USART1_BRR REG(0x40011008u)
+#define USART1_CR1 REG(0x4001100Cu)
+#define SYST_CSR REG(0xE000E010u)
+#define SYST_RVR REG(0xE000E014u)
+#define SYST_CVR REG(0xE000E018u)
+#define CLOCK_MHZ 16u
+
+void board_init(void)
+{
+    RCC_AHB1ENR |= 1u;      /* GPIOA clock */
+    RCC_APB2ENR |= 1u << 4; /* USART1 clock */
+    GPIOA_MODER = (GPIOA_MODER & ~(3u << 18)) | (2u << 18); /* PA9: alternate function */
+    GPIOA_AFRH = (GPIOA_AFRH & ~(0xFu << 4)) | (7u << 4);   /* AF7: USART1_TX */
+    USART1_BRR = 139u;                   /* 16 MHz / 115200 */
+    USART1_CR1 = (1u << 13) | (1u << 3); /* enabled, transmitter on */
+    SYST_RVR = 0xFFFFFFu;
+    SYST_CVR = 0u;
+    SYST_CSR = 5u; /* running on the core clock, no interrupt */
+}
+
+void board_print(const char *text)
+{
+    while (*text) {
+        while (!(USART1_SR & (1u << 7))) { /* transmit register not empty */
+        }
+        USART1_DR = (uint8_t)*text++;
+    }
+    while (!(USART1_SR & (1u << 6))) { /* until the last byte has left */
+    }
+}
+
+uint32_t board_time(void) { return (0u - SYST_CVR) & 0xFFFFFFu; /* counts up */ }
+
+uint32_t board_us_since(uint32_t start) { return ((board_time() - start) & 0xFFFFFFu) / CLOCK_MHZ; }
+
+""" + SEMIHOSTING_EXIT_C
+
+# the nRF52's UART and TIMER0 keep the nRF51's registers; the nRF52840 DK's serial port is on P0.06
+NRF52840_BOARD_C = M0_BOARD_C.replace("/* nRF51822 (BBC micro:bit): UART TX on P0.24",
+                                      "/* nRF52840 (nRF52840 DK: its USB serial port): UART TX on P0.06").replace(
+    "UART_PSELTXD = 24;", "UART_PSELTXD = 6;")
+
+
+def _memory_script(title: str, chip: Chip) -> str:
+    return (f"/* {title}: {chip.flash // 1024} KB of flash at {chip.flash_base:#010x}, {chip.ram // 1024} KB of RAM "
+            f"at {chip.ram_base:#010x}. */\nMEMORY\n{{\n"
+            f"    FLASH (rx) : ORIGIN = {chip.flash_base:#010x}, LENGTH = {chip.flash // 1024}K\n"
+            f"    RAM (rwx)  : ORIGIN = {chip.ram_base:#010x}, LENGTH = {chip.ram // 1024}K\n}}\n"
+            + ARM_LINKER_SECTIONS)
+
+
+def part_board(title: str, chip: Chip, board_c: str, script: str, run: tuple[str, ...], flash_hint: str,
+               intro: str) -> Board:
+    """The firmware-project Board of a real Cortex-M4F part: the MPS2 start-up (vector table, FPU on, .data,
+    .bss), its own linker script and board.c."""
+    return Board(
+        title=title, chip=chip,
+        tools=("CC = arm-none-eabi-gcc", "OBJCOPY = arm-none-eabi-objcopy", "SIZE = arm-none-eabi-size",
+               "QEMU = qemu-system-arm"),
+        needs="arm-none-eabi-gcc with newlib and make (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi make)",
+        board_c=board_c, run=run, files={"startup.c": STARTUP_C, script: _memory_script(title, chip)},
+        linker_script=script, sources=("startup.c",), flash_hint=flash_hint,
+        make_intro=(intro, "# make FLOAT_INPUT=1: store float inputs and quantise them on the chip."),
+    )
+
+
+STM32F405_BOARD = part_board(
+    "STM32F405 (Cortex-M4F), QEMU -M netduinoplus2", STM32F405, STM32F405_BOARD_C, "stm32f405.ld",
+    ("\t$(QEMU) -M netduinoplus2 -display none -monitor none -serial stdio -icount shift=5 "
+     "-semihosting-config enable=on,target=native -kernel firmware.elf",),
+    "flash firmware.hex at 0x08000000 (st-flash write firmware.bin 0x08000000, or STM32CubeProgrammer); "
+    "USART1 TX is PA9",
+    "# make: firmware.elf, firmware.hex; make run: QEMU -M netduinoplus2 (32 ns per instruction).")
+
+NRF52840_BOARD = part_board(
+    "nRF52840 (Cortex-M4F)", NRF52840, NRF52840_BOARD_C, "nrf52840.ld",
+    ("\t@echo 'no QEMU machine models the nRF52840: flash firmware.hex (nrfjprog --program firmware.hex "
+     "--chiperase --reset) and read its UART (P0.06, 115200 baud)'; exit 2",),
+    "flash firmware.hex with nrfjprog or the DK's J-Link drive; it is linked at 0 (no SoftDevice or bootloader: "
+    "for one, move FLASH's ORIGIN in nrf52840.ld past it)",
+    "# make: firmware.elf, firmware.hex for the nRF52840 (no simulator: make run says how to flash it).")

@@ -27,3 +27,15 @@ MPS2_AN505 = Chip("MPS2 AN505 (Cortex-M33)", "cortex-m33", 4 * 1024 * 1024, 4 * 
                   (*_M33, *_SECTIONS, "-fno-tree-loop-distribute-patterns"),
                   (*_M33, "-nostartfiles", "-Wl,--gc-sections"),
                   code_estimate=6000, stack_estimate=256, flash_base=0x10000000, ram_base=0x38000000)
+
+# Real Cortex-M4F parts for firmware projects (``--board``); builds for them are the cortex-m4 target's, held to
+# their memory. STM32F405 (QEMU -M netduinoplus2): 1 MB flash at 0x08000000 (aliased at 0), 128 KB SRAM at
+# 0x20000000 (its 64 KB CCM RAM left to the user), 16 MHz: the HSI clock the reset leaves it on.
+STM32F405 = Chip("STM32F405 (Cortex-M4F)", "cortex-m4", 1024 * 1024, 128 * 1024, 16_000_000,
+                 MPS2_AN386.cflags, MPS2_AN386.ldflags, code_estimate=6000, stack_estimate=256,
+                 flash_base=0x08000000, ram_base=0x20000000)
+# nRF52840 (nRF52840 DK, Arduino Nano 33 BLE, Adafruit Feather nRF52840): 1 MB flash at 0, 256 KB RAM at
+# 0x20000000, 64 MHz; no QEMU machine models it.
+NRF52840 = Chip("nRF52840 (Cortex-M4F)", "cortex-m4", 1024 * 1024, 256 * 1024, 64_000_000,
+                MPS2_AN386.cflags, MPS2_AN386.ldflags, code_estimate=6000, stack_estimate=256,
+                flash_base=0x0, ram_base=0x20000000)

@@ -30,6 +30,8 @@ class CortexM0Backend(McuBackend):
     chip = NRF51822
     simulator = "cortex-m0"
     board = M0_BOARD
+    network_ops = None  # TFLite networks: the shared C, equal to tflite-micro's in QEMU and unicorn
+    boards = {"microbit": M0_BOARD}
 
     def c_target(self, graph) -> CTarget:
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.arm.boards import M4_BOARD, M33_BOARD
+from tinycc_ml.arm.boards import M4_BOARD, M33_BOARD, NRF52840_BOARD, STM32F405_BOARD
 from tinycc_ml.arm.chips import MPS2_AN386, MPS2_AN505
 from tinycc_ml.arm.kernel_table import M4_KERNELS
 from tinycc_ml.target import CTarget, McuBackend, McuEmitter
@@ -44,6 +44,8 @@ class CortexM4Backend(McuBackend):
     chip = MPS2_AN386
     simulator = "cortex-m4"
     board = M4_BOARD
+    network_ops = None  # TFLite networks: arm.m4_network's kernels, equal to tflite-micro's in QEMU
+    boards = {"mps2-an386": M4_BOARD, "stm32f405": STM32F405_BOARD, "nrf52840": NRF52840_BOARD}
 
     def emit(self, graph, prefix, model_description):
         # no sparse x-page kernels here: one emission (McuBackend.emit's retry is for those)
@@ -66,6 +68,7 @@ class CortexM33Backend(CortexM4Backend):
     chip = MPS2_AN505
     simulator = "cortex-m33"
     board = M33_BOARD
+    boards = {"mps2-an505": M33_BOARD}
 
     def c_target(self, graph) -> CTarget:
 

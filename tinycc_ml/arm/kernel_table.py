@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels
+from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
 from tinycc_ml.arm.m0_sparse import m0_sparse_kernel
 from tinycc_ml.target import Kernel, kernel_clip16
@@ -30,4 +30,9 @@ M0_KERNELS = (
 M4_KERNELS = (
     Kernel("matvec", m4_kernels.kernel_matvec),
     Kernel("sqdist", m4_kernels.kernel_sqdist),
+    # TFLite's int8 network layers (arm.m4_network)
+    Kernel("conv2d", m4_network.conv2d),
+    Kernel("depthwise_conv2d", m4_network.depthwise_conv2d),
+    Kernel("fully_connected", m4_network.fully_connected),
+    Kernel("tensor_add", m4_network.tensor_add),
 )

@@ -4,10 +4,17 @@ flash read through pgm_read_*, and, in integer builds, the hand-tuned kernels of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tinycc_ml.avr.board import AVR_BOARD
-from tinycc_ml.avr.chips import ATMEGA328P, ATMEGA1284P
+from tinycc_ml.avr.chips import (
+    ARDUINO_CORE_FLASH,
+    ARDUINO_CORE_RAM,
+    ARDUINO_PROBA_PRINT_FLASH,
+    ATMEGA328P,
+    ATMEGA1284P,
+    UNO_SKETCH_FLASH,
+)
 from tinycc_ml.avr.kernel_table import AVR_KERNELS
 from tinycc_ml.avr.kernels import chain_offset_store
 from tinycc_ml.target import BuildOutput, CTarget, Fit, FitError, McuBackend, arduino_library
@@ -48,6 +55,16 @@ class AvrBackend(McuBackend):
     chip = ATMEGA328P
     simulator = "avr"
     board = AVR_BOARD
+    network_ops = None  # TFLite networks: the shared C in PROGMEM, equal to tflite-micro's in simavr
+    boards = {"uno": AVR_BOARD}
+    sketch_rows: int | None = None  # an Arduino sketch's stored example rows (for_layout("arduino")), else None
+
+    def for_layout(self, layout: str, example_rows: int = 0) -> AvrBackend:
+        """An Arduino library's builds are held to what its sketch leaves them on an Uno: the bootloader's
+        512 bytes, the Arduino core and the ``example_rows`` the sketch stores (in flash)."""
+        if layout == "arduino":
+            self.sketch_rows = example_rows
+        return self
 
     def c_target(self, graph) -> CTarget:
         return AvrTarget(kernels=AVR_KERNELS)
@@ -65,7 +82,31 @@ class AvrBackend(McuBackend):
                 raise FitError(f"model {output.prefix} cannot be built for the {self.chip.name}: its constants "
                                f"take {output.const_bytes} bytes and would end past the first {NEAR_FLASH_BYTES} "
                                "bytes of flash, beyond what pgm_read_* (near pointers) reach")
-        return super().check_fit(output)
+        if self.sketch_rows is None:
+            return super().check_fit(output)
+        return self._check_sketch_fit(output)
+
+    def _check_sketch_fit(self, output: BuildOutput) -> Fit:
+        """The build inside an Arduino Uno sketch: the harness's firmware held to the flash and RAM the
+        bootloader, the core and the sketch's stored rows leave; 256-byte aligned kernel buffers counted with
+        their worst padding (the sketch's link places them anywhere)."""
+        chip = self.fit_chip
+        row_bytes = self.sketch_rows * (output.input_dim * (4 if output.input_ctype == "float" else 2) + 1)
+        prints_proba = f"{output.prefix.upper()}_N_PROBA" in output.files.get(f"{output.prefix}.h", "")
+        flash_kept = ARDUINO_CORE_FLASH + row_bytes + (ARDUINO_PROBA_PRINT_FLASH if prints_proba else 0)
+        ram_kept = ARDUINO_CORE_RAM + (255 if output.optional_ram_bytes else 0)
+        name = (f"{chip.name} in an Arduino Uno sketch ({min(chip.flash, UNO_SKETCH_FLASH)} B of flash beside the "
+                f"bootloader; ~{flash_kept} B of it and ~{ram_kept} B of RAM kept for the Arduino core, the sketch and "
+                f"its {self.sketch_rows} stored rows)")
+        sketch = replace(chip, name=name, flash=min(chip.flash, UNO_SKETCH_FLASH) - flash_kept,
+                         ram=chip.ram - ram_kept)
+        saved, self.limits = self.limits, sketch
+        try:
+            fit = super().check_fit(output)
+        finally:
+            self.limits = saved
+        return Fit(name, fit.flash_bytes + flash_kept, fit.ram_bytes + ram_kept, fit.stack_estimate,
+                   fit.how + " + the Arduino core and sketch (estimated)")
 
     def arduino_library(self, result, examples) -> dict[str, str]:
 
@@ -80,4 +121,5 @@ class Atmega1284pBackend(AvrBackend):
     chip = ATMEGA1284P
     simulator = "avr-atmega1284p"
     board = None  # comparison builds: no firmware project
+    boards: dict = {}
 

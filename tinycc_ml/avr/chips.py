@@ -16,3 +16,12 @@ ATMEGA1284P = Chip("ATmega1284P", "atmega1284p", 128 * 1024, 16 * 1024, 16_000_0
                    ("-mmcu=atmega1284p", "-DF_CPU=16000000UL", *_SECTIONS),
                    ("-mmcu=atmega1284p", "-Wl,--gc-sections"),
                    code_estimate=2500, stack_estimate=64)
+
+# An Arduino Uno sketch: Optiboot keeps the top 512 bytes of flash; the Arduino core (Serial, Print,
+# micros, init) and the demo sketch's code take more flash and RAM than the firmware harness the fit check
+# builds (measured with Debian's arduino-mk and Arduino core 1.8.19: tests/glue/test_arduino_library.py
+# holds these to real sketch builds). The sketch's stored example rows are counted apart.
+UNO_SKETCH_FLASH = 32 * 1024 - 512
+ARDUINO_CORE_FLASH = 4096
+ARDUINO_CORE_RAM = 256
+ARDUINO_PROBA_PRINT_FLASH = 512  # the sketch prints the predicted class's probability (float code)

@@ -39,6 +39,7 @@ class BuildOutput:
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
     optional_ram_bytes: int = 0  # of ram_bytes, what kernels may give up when the build would not fit otherwise
     const_arrays: dict[str, int] = field(default_factory=dict)  # constant array symbol -> bytes
+    macs: int = 0  # multiply-accumulates per inference of a network's layers (ir.analyses.multiply_accumulates)
 
 
 class CapabilityError(PluginError):
@@ -104,6 +105,18 @@ class Backend:
         if max_flash is not None or max_ram is not None:
             raise DataError(f"target {self.name} has no flash or RAM to check: max_flash / max_ram apply to "
                             "microcontroller targets")
+        return self
+
+    def with_board(self, board: str | None) -> Backend:
+        """This backend building for ``board``, one of its boards (None: its default). Returns the backend."""
+        if board is not None:
+            raise DataError(f"target {self.name} has no boards to choose from (board {board!r}); boards are for "
+                            "microcontroller targets: `tinycc-ml targets` lists them")
+        return self
+
+    def for_layout(self, layout: str, example_rows: int = 0) -> Backend:
+        """This backend checking its builds as ``layout`` (compile's layouts) will hold them, beside
+        ``example_rows`` stored inputs (default: as the model's own files). Returns the backend."""
         return self
 
     def check_constants_fit(self, graph, precision: str, prefix: str) -> None:

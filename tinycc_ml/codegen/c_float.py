@@ -276,7 +276,65 @@ def tanh_clamp(em, node):
     return elementwise(em, node, lambda a: f"({a} < -1.0f ? -1.0f : ({a} > 1.0f ? 1.0f : {a}))")
 
 
+def sigmoid_calibrate(em, node: Node) -> list[str]:
+    t, ab = node.inputs
+    return [f"for (int i = 0; i < {node.type.size}; ++i) "
+            f"{em.var(node.name)}[i] = 1.0f / (1.0f + expf({em.at(ab, 'i * 2')} * {em.at(t, 'i')} + "
+            f"{em.at(ab, 'i * 2 + 1')}));"]
+
+
+def isotonic_calibrate(em, node: Node) -> list[str]:
+    """Clip to the knots' ends, then interpolate on the first segment whose right end is >= t (the knots
+    are padded by repeating the last: a segment of width 0 gives its left y)."""
+    t, kx, ky = node.inputs
+    n_knots = em.graph.type(kx).shape[1]
+    x = lambda j: em.at(kx, f"i * {n_knots} + {j}")  # noqa: E731
+    y = lambda j: em.at(ky, f"i * {n_knots} + {j}")  # noqa: E731
+    return [
+        f"for (int i = 0; i < {node.type.size}; ++i) {{",
+        f"    float v = {em.at(t, 'i')};",
+        "    int j = 1;",
+        f"    if (v < {x(0)}) v = {x(0)};",
+        f"    if (v > {x(n_knots - 1)}) v = {x(n_knots - 1)};",
+        f"    while (j < {n_knots - 1} && v > {x('j')}) ++j;",
+        "    {",
+        f"        const float x_lo = {x('j - 1') if n_knots > 1 else x(0)}, "
+        f"x_hi = {x('j') if n_knots > 1 else x(0)};",
+        f"        const float y_lo = {y('j - 1') if n_knots > 1 else y(0)}, "
+        f"y_hi = {y('j') if n_knots > 1 else y(0)};",
+        f"        {em.var(node.name)}[i] = x_hi > x_lo ? (y_hi - y_lo) / (x_hi - x_lo) * (v - x_lo) + y_lo : y_lo;",
+        "    }",
+        "}",
+    ]
+
+
+def calibrated_mean(em, node: Node) -> list[str]:
+    (p,) = node.inputs
+    k, classes, folds = int(node.attrs["n_classes"]), list(node.attrs["column_class"]), node.attrs["fold_columns"]
+    out = em.var(node.name)
+    lines = [f"for (int c = 0; c < {k}; ++c) {out}[c] = 0.0f;", "{", f"    float proba[{k}], total;"]
+    start = 0
+    for count in folds:
+        if k == 2:
+            lines += [f"    proba[1] = {em.at(p, str(start))};", "    proba[0] = 1.0f - proba[1];"]
+        else:
+            lines += [f"    for (int c = 0; c < {k}; ++c) proba[c] = 0.0f;"]
+            lines += [f"    proba[{classes[c]}] = {em.at(p, str(c))};" for c in range(start, start + count)]
+            lines += ["    total = 0.0f;", f"    for (int c = 0; c < {k}; ++c) total += proba[c];",
+                      f"    for (int c = 0; c < {k}; ++c) proba[c] = total != 0.0f ? proba[c] / total : "
+                      f"{c_float(1.0 / k)};"]
+        lines += [f"    for (int c = 0; c < {k}; ++c) {out}[c] += proba[c] > 1.0f && proba[c] <= "
+                  f"{c_float(1.0 + 1e-5)} ? 1.0f : proba[c];"]
+        start += count
+    lines += ["    (void)total;" if k == 2 else "",
+              f"    for (int c = 0; c < {k}; ++c) {out}[c] /= {c_float(float(len(folds)))};", "}"]
+    return [line for line in lines if line]
+
+
 C_CODE["float"].update({
+    "sigmoid_calibrate": sigmoid_calibrate,
+    "isotonic_calibrate": isotonic_calibrate,
+    "calibrated_mean": calibrated_mean,
     "matvec": matvec,
     "sqdist": sqdist,
     "add": add,

@@ -13,6 +13,8 @@ fixed-point exp and reciprocal), the functions of ``tflite_arith`` written out i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter
@@ -29,7 +31,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     softmax_parameters,
     wrap32,
 )
-from tinycc_ml.ir.ops.windows import channel_scales, pad_before
+from tinycc_ml.ir.ops.windows import axis_geometry, channel_scales
 
 MAX_SOFTMAX_DEPTH = 256  # the sum of exps keeps its headroom (RoundingDivideByPOT's exponent stays <= 31)
 
@@ -184,6 +186,75 @@ static int32_t @tfl_reciprocal(int32_t x, int *bits_over_unit)
     return exp, recip
 
 
+# ---------------------------------------------------------------- what a layer's kernel needs to know
+
+
+@dataclass(frozen=True)
+class LayerQuantisation:
+    """A convolution's or fully connected layer's int8 arithmetic: acc = sum w (x - input_zero_point) + bias,
+    out = clamp(requantise(acc, multiplier[o], shift[o]) + output_zero_point, lo, hi) per output channel o."""
+
+    input_zero_point: int
+    multipliers: np.ndarray  # int64, Q31, per output channel
+    shifts: np.ndarray  # int64, left when positive
+    output_zero_point: int
+    lo: int  # the fused activation's clamp
+    hi: int
+
+
+def layer_quantisation(graph, node: Node, channels: int) -> LayerQuantisation:
+    """The int8 arithmetic of a conv2d / depthwise_conv2d / fully_connected node with ``channels`` outputs."""
+    x, w, out = graph.type(node.inputs[0]), graph.type(node.inputs[1]), node.type.dtype
+    mult, shift = channel_multipliers(x.dtype.qscales[0], channel_scales(w, channels), out.qscales[0])
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return LayerQuantisation(int(x.dtype.zero_point), mult, shift, int(out.zero_point), int(lo), int(hi))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A windowed op's geometry: input rows and columns, output rows and columns, stride, dilation and the
+    padding above / left (TFLite's: taps outside the input are skipped)."""
+
+    height: int
+    width: int
+    out_height: int
+    out_width: int
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    pad: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class AddQuantisation:
+    """TFLite's int8 ADD: a' = requantise((a - za) 2^left_shift, ma, sa), b' likewise, out = clamp(requantise(
+    a' + b', mo, so) + zo, lo, hi)."""
+
+    zero_points: tuple[int, int, int]  # a, b, out
+    requants: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]  # (multiplier, shift) of a, b, the sum
+    left_shift: int
+    lo: int
+    hi: int
+
+
+def add_quantisation(graph, node: Node) -> AddQuantisation:
+    ta, tb, out = (graph.type(n).dtype for n in (*node.inputs, node.name))
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    requants = tuple((int(m), int(s)) for m, s in add_multipliers(ta.qscales[0], tb.qscales[0], out.qscales[0]))
+    return AddQuantisation((int(ta.zero_point), int(tb.zero_point), int(out.zero_point)), requants, ADD_LEFT_SHIFT,
+                           int(lo), int(hi))
+
+
+def window_of(graph, node: Node, window: tuple[int, int]) -> Window:
+    x = graph.type(node.inputs[0])
+    _, height, width, _ = x.shape
+    _, oh, ow, _ = node.type.shape
+    stride = tuple(int(s) for s in node.attrs.get("stride", [1, 1]))
+    dilation = tuple(int(d) for d in node.attrs.get("dilation", [1, 1]))
+    pads = tuple(axis_geometry(n, int(k), s, d, node.attrs, a)[1]
+                 for a, (n, k, s, d) in enumerate(zip((height, width), window, stride, dilation)))
+    return Window(height, width, oh, ow, stride, dilation, pads)
+
+
 # ---------------------------------------------------------------- the ops
 
 def _requant_params(em: CEmitter, node: Node, channels: int, filter_type) -> tuple[str, str]:
@@ -216,8 +287,8 @@ def _window(em: CEmitter, node: Node, window: tuple[int, int]):
     _, oh, ow, _ = node.type.shape
     stride = [int(s) for s in node.attrs.get("stride", [1, 1])]
     dilation = [int(d) for d in node.attrs.get("dilation", [1, 1])]
-    pads = [pad_before(n, int(k), s, d, o)
-            for n, k, s, d, o in zip((height, width), window, stride, dilation, (oh, ow))]
+    pads = [axis_geometry(n, int(k), s, d, node.attrs, a)[1]
+            for a, (n, k, s, d) in enumerate(zip((height, width), window, stride, dilation))]
     return height, width, oh, ow, stride, dilation, pads
 
 
@@ -417,8 +488,6 @@ C_CODE["fixed"].update({
 })
 
 
-# ---------------------------------------------------------------- MAX_POOL_2D, MEAN, PAD, RELU, RELU6 (issue 35)
-
 def max_pool2d(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
     _computed(em, node, x_name)
@@ -428,7 +497,7 @@ def max_pool2d(em: CEmitter, node: Node) -> list[str]:
     height, width, *_ = _window(em, node, window)
     out = node.type.dtype
     lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    # TFLite's window clipped to the input, the maximum starting from int8's lowest
+    # the window clipped to the input, as the average pool's: padding is never the largest
     body = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
             f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
             f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};",
@@ -436,14 +505,35 @@ def max_pool2d(em: CEmitter, node: Node) -> list[str]:
             "    int32_t largest = -128;",
             "    for (int fy = fy0; fy < fy1; ++fy)",
             "    for (int fx = fx0; fx < fx1; ++fx) {",
-            f"        const int32_t v = {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx)"
-            f" * {channels} + c];",
+            f"        const int32_t v = {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * "
+            f"{channels} + c];",
             "        if (v > largest) largest = v;",
             "    }",
             f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(largest, {lo}, {hi});",
             "}"]
     return _window_loops(em, node, window, channels, body)
 
+
+def transpose(em: CEmitter, node: Node) -> list[str]:
+    """A copy with the axes permuted: the output's elements in order, each read from its input offset."""
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    perm = [int(p) for p in node.attrs["perm"]]
+    in_strides = [int(np.prod(x.shape[k + 1:], dtype=np.int64)) for k in range(x.rank)]
+    out_shape = node.type.shape
+    lines = ["{", "    long i = 0;"]
+    for depth in range(len(perm)):
+        lines.append(f"    {'    ' * depth}for (long a{depth} = 0; a{depth} < {out_shape[depth]}; ++a{depth})")
+    offset = " + ".join(f"a{depth} * {in_strides[axis]}" for depth, axis in enumerate(perm))
+    lines += [f"    {'    ' * len(perm)}{em.var(node.name)}[i++] = {em.var(x_name)}[{offset}];", "}"]
+    return lines
+
+
+C_CODE["fixed"].update({"max_pool2d": max_pool2d, "transpose": transpose})
+
+
+# ---------------------------------------------------------------- MEAN, PAD, RELU, RELU6, CONCATENATION (issue 35)
 
 def mean(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
@@ -512,7 +602,7 @@ def relu6(em: CEmitter, node: Node) -> list[str]:
             f"    {em.var(node.name)}[i] = {clamp8(em)}({em.at(x_name, 'i')}, {lower}, {upper});"]
 
 
-C_CODE["fixed"].update({"max_pool2d": max_pool2d, "mean": mean, "pad": pad, "relu": relu, "relu6": relu6})
+C_CODE["fixed"].update({"mean": mean, "pad": pad, "relu": relu, "relu6": relu6})
 
 
 def concatenation(em: CEmitter, node: Node) -> list[str]:

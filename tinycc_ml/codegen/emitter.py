@@ -17,6 +17,7 @@ from tinycc_ml.codegen.backend import BuildOutput
 from tinycc_ml.codegen.c_files import Interface, comment_block, entry_points, header_text, source_text
 from tinycc_ml.codegen.float_input import source_lines
 from tinycc_ml.errors import CompileError
+from tinycc_ml.ir.analyses import multiply_accumulates
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops import precision_of
@@ -377,7 +378,7 @@ class CEmitter:
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
             ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
             kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes(),
-            const_arrays=dict(self.const_arrays))
+            const_arrays=dict(self.const_arrays), macs=multiply_accumulates(self.graph))
 
     def x_page_bytes(self) -> int:
         """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""

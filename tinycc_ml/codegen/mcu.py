@@ -35,7 +35,7 @@ from tinycc_ml.codegen.c_fixed import clamp_expr, rshift_c, saturate_c, shift_c,
 from tinycc_ml.codegen.emitter import CEmitter, CTarget, Emitted, ctype_of, input_clamp
 from tinycc_ml.codegen.float_input import guard_macro, source_lines
 from tinycc_ml.codegen.layouts import ConstLayout
-from tinycc_ml.errors import CompileError, FitError, ToolchainError
+from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import clip_bounds, quantise
 from tinycc_ml.ir.graph import Graph, Node
@@ -43,9 +43,12 @@ from tinycc_ml.ir.ops.registry import node_output_shift
 from tinycc_ml.passes.manager import PassContext, PassOptions, run_passes
 from tinycc_ml.plugins import PluginError
 from tinycc_ml.runtime.profile import function_profile
-from tinycc_ml.runtime.simulate import SIMULATORS, TargetRun, firmware_sizes, run_on_target
+from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, SIMULATORS, TargetRun, firmware_sizes, run_on_target
 
 log = logging.getLogger(__name__)
+# a network's call may take this many cycles or instructions per multiply-accumulate before it is taken for a
+# hang (the shared C on the AVR: about 60 cycles per MAC, plus each output's requantisation in int64)
+COUNT_PER_MAC_BOUND = 400
 
 
 # ---------------------------------------------------------------- streaming
@@ -332,6 +335,7 @@ class McuBackend(Backend):
     chip: Chip
     simulator: str | None = None
     board = None
+    boards: dict = {}  # name -> Board: what with_board (--board) takes; the default board first
     measure = True
     limits: Chip | None = None  # the user's own chip's flash and RAM (with_memory_limits), checked instead of chip's
 
@@ -428,13 +432,36 @@ class McuBackend(Backend):
 
     def with_memory_limits(self, max_flash: int | None = None, max_ram: int | None = None) -> McuBackend:
         """This backend checking builds against the user's own chip: at most ``max_flash`` bytes of flash and
-        ``max_ram`` of RAM (each at most the target chip's; None: the chip's). Returns self."""
-        max_flash, max_ram = memory_limits(self.chip, max_flash, max_ram, self.name)
+        ``max_ram`` of RAM (each at most the target chip's, or its board's; None: the chip's). Returns self."""
+        chip = self.fit_chip
+        max_flash, max_ram = memory_limits(chip, max_flash, max_ram, self.name)
         if max_flash is None and max_ram is None:
             return self
-        flash, ram = max_flash or self.chip.flash, max_ram or self.chip.ram
-        self.limits = dataclasses.replace(self.chip, name=f"{self.chip.name} limited to {flash} B flash, {ram} B RAM",
+        flash, ram = max_flash or chip.flash, max_ram or chip.ram
+        self.limits = dataclasses.replace(chip, name=f"{chip.name} limited to {flash} B flash, {ram} B RAM",
                                           flash=flash, ram=ram)
+        return self
+
+    @classmethod
+    def board_names(cls) -> list[str]:
+        """The boards ``with_board`` takes, the default first."""
+        return list(cls.boards)
+
+    def with_board(self, board: str | None) -> McuBackend:
+        """This backend building for one of its ``boards``: builds are checked against that board's chip (its
+        flash and RAM), firmware projects get its start-up, linker script and UART. None: the default board.
+        Returns self."""
+        if board is None:
+            return self
+        if board not in self.boards:
+            known = ", ".join(self.boards) or "none"
+            raise DataError(f"board {board!r} is not one of target {self.name}'s boards ({known})")
+        self.board = self.boards[board]
+        chip = self.board.chip
+        if chip.flash > self.chip.flash or chip.ram > self.chip.ram:
+            raise DataError(f"board {board}'s {chip.name} has more memory than target {self.name}'s {self.chip.name}")
+        if (chip.flash, chip.ram) != (self.chip.flash, self.chip.ram):
+            self.limits = chip
         return self
 
     @property
@@ -449,7 +476,8 @@ class McuBackend(Backend):
         p = output.prefix
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
                              x, output.n_scores, output.input_ctype, output.score_ctype,
-                             task=task_kind(output.task), chip=self.chip)
+                             task=task_kind(output.task), chip=self.chip,
+                             max_cycles_per_inference=DEFAULT_MAX_CYCLES + COUNT_PER_MAC_BOUND * output.macs)
 
     def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
         """Cycles or instructions of one predict call per function symbol, on the rows of X (the simulator's

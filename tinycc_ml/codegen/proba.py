@@ -8,13 +8,77 @@ every target gets them from this one place.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tinycc_ml.codegen.backend import BuildOutput
+from tinycc_ml.models.proba import LIBSVM_MIN_PROB
 
 _HEADER_TAIL = "#ifdef __cplusplus\n}\n#endif"
 
 
+def _platt_coupled(prefix: str, n_scores: int, unit: str, constants: dict) -> tuple[list[str], list[str]]:
+    """(tables before the function, its body after the scores) for libsvm's Platt scaling and pairwise
+    coupling, in double as libsvm computes (float where double is float: avr-gcc); the pair constants in
+    flash on the AVR (PROGMEM, read with pgm_read_float), plain const elsewhere."""
+    up, k = prefix.upper(), int(constants["n_classes"])
+    tables = ["#if defined(__AVR__)", "#include <avr/pgmspace.h>", f"#define {up}_PLATT_READ(v) pgm_read_float(&(v))",
+              f"#define {up}_PLATT_FLASH PROGMEM", "#else", f"#define {up}_PLATT_READ(v) (v)",
+              f"#define {up}_PLATT_FLASH", "#endif"]
+    for name in ("a", "b"):
+        values = ", ".join(f"{float(v)!r}f" for v in np.asarray(constants[name], dtype=np.float32))
+        tables.append(f"static const float {prefix}_platt_{name}[{n_scores}] {up}_PLATT_FLASH = {{ {values} }};")
+    pair = f"(i) * {k} - (i) * ((i) + 1) / 2 + (j) - (i) - 1"
+    swapped = f"(j) * {k} - (j) * ((j) + 1) / 2 + (i) - (j) - 1"
+    body = [
+        f"    double r[{n_scores}], q_diag[{k}], qp[{k}], p[{k}], pqp, max_error, diff;",
+        "    int j, t, iteration;",
+        "    /* r: each pair's probability of its first class, libsvm's sigmoid_predict, clipped */",
+        f"    for (i = 0; i < {n_scores}; i++) {{",
+        f"        const double f = (double)scores[i]{unit} * {up}_PLATT_READ({prefix}_platt_a[i])"
+        f" + {up}_PLATT_READ({prefix}_platt_b[i]);",
+        "        const double v = f >= 0 ? exp(-f) / (1.0 + exp(-f)) : 1.0 / (1.0 + exp(f));",
+        f"        r[i] = v < {LIBSVM_MIN_PROB!r} ? {LIBSVM_MIN_PROB!r} : v > 1.0 - {LIBSVM_MIN_PROB!r} ? "
+        f"1.0 - {LIBSVM_MIN_PROB!r} : v;",
+        "    }",
+        f"#define {up}_R(i, j) ((i) < (j) ? r[{pair}] : 1.0 - r[{swapped}])",
+        f"    for (t = 0; t < {k}; t++) {{",
+        f"        p[t] = 1.0 / {k};",
+        "        q_diag[t] = 0.0;",
+        f"        for (j = 0; j < {k}; j++)",
+        f"            if (j != t) q_diag[t] += {up}_R(j, t) * {up}_R(j, t);",
+        "    }",
+        f"    for (iteration = 0; iteration < {max(100, k)}; iteration++) {{",
+        "        pqp = 0.0;",
+        f"        for (t = 0; t < {k}; t++) {{",
+        "            qp[t] = 0.0;",
+        f"            for (j = 0; j < {k}; j++)",
+        f"                qp[t] += (j == t ? q_diag[t] : -{up}_R(j, t) * {up}_R(t, j)) * p[j];",
+        "            pqp += p[t] * qp[t];",
+        "        }",
+        "        max_error = 0.0;",
+        f"        for (t = 0; t < {k}; t++) {{",
+        "            const double error = qp[t] > pqp ? qp[t] - pqp : pqp - qp[t];",
+        "            if (error > max_error) max_error = error;",
+        "        }",
+        f"        if (max_error < {0.005 / k!r}) break;",
+        f"        for (t = 0; t < {k}; t++) {{",
+        "            diff = (-qp[t] + pqp) / q_diag[t];",
+        "            p[t] += diff;",
+        "            pqp = (pqp + diff * (diff * q_diag[t] + 2 * qp[t])) / (1 + diff) / (1 + diff);",
+        f"            for (j = 0; j < {k}; j++) {{",
+        f"                qp[j] = (qp[j] + diff * (j == t ? q_diag[t] : -{up}_R(j, t) * {up}_R(t, j))) / (1 + diff);",
+        "                p[j] /= 1 + diff;",
+        "            }",
+        "        }",
+        "    }",
+        f"#undef {up}_R",
+        f"    for (t = 0; t < {k}; t++) out[t] = (float)p[t];",
+    ]
+    return tables, body
+
+
 def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype: str, score_ctype: str,
-                score_scale: int | None) -> tuple[list[str], list[str]]:
+                score_scale: int | None, constants: dict | None = None) -> tuple[list[str], list[str]]:
     """(header lines, source lines) of ``<prefix>_proba``."""
     up = prefix.upper()
     unit = "" if score_scale is None else f" * {2.0 ** -score_scale!r}f"  # a power of two: exact
@@ -22,11 +86,19 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
     what = {"softmax": "the softmax of the scores", "logistic": "[1 - p, p], p the logistic of the score",
             "logistic_each": "each label's logistic of its score",
             "logistic_ovr": "each class's logistic of its score over their sum (one-vs-rest)",
-            "normalise": "the scores' positive parts over their sum (uniform if none is > 0)"}[rule]
+            "normalise": "the scores' positive parts over their sum (uniform if none is > 0)",
+            "probabilities": "the scores themselves",
+            "platt_coupled": "libsvm's pairwise coupling of the pair decisions' Platt probabilities"}[rule]
     header = [f"/* Class probabilities of x: {what} ({up}_N_PROBA floats). Float arithmetic (expf). */",
               f"#define {up}_N_PROBA {n_proba}", f"{signature};", ""]
     body = [f"    {score_ctype} scores[{n_scores}];", "    int i;", f"    {prefix}_scores(x, scores);"]
-    if rule == "softmax":
+    tables: list[str] = []
+    if rule == "platt_coupled":
+        tables, coupled = _platt_coupled(prefix, n_scores, unit, constants)
+        body = body[:2] + coupled[:2] + body[2:] + coupled[2:]
+    elif rule == "probabilities":
+        body += [f"    for (i = 0; i < {n_scores}; i++) out[i] = (float)scores[i]{unit};"]
+    elif rule == "softmax":
         body += ["    float top = (float)scores[0]" + unit + ", total = 0.0f;",
                  f"    for (i = 1; i < {n_scores}; i++)",
                  f"        if ((float)scores[i]{unit} > top) top = (float)scores[i]{unit};",
@@ -51,10 +123,11 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
                  "    out[0] = 1.0f - out[1];"]
     else:
         body += [f"    for (i = 0; i < {n_scores}; i++) out[i] = 1.0f / (1.0f + expf(-(float)scores[i]{unit}));"]
-    return header, ["", signature, "{", *body, "}", ""]
+    return header, ["", *tables, signature, "{", *body, "}", ""]
 
 
-def add_proba(output: BuildOutput, rule: str, n_proba: int, score_scale: int | None) -> None:
+def add_proba(output: BuildOutput, rule: str, n_proba: int, score_scale: int | None,
+              constants: dict | None = None) -> None:
     """Add ``<prefix>_proba`` to a backend's ``<prefix>.h`` and ``<prefix>.c`` (a backend that writes
     neither is left as it is)."""
     prefix = output.prefix
@@ -66,7 +139,7 @@ def add_proba(output: BuildOutput, rule: str, n_proba: int, score_scale: int | N
     if at < 0:
         at = header.rfind("#endif")
     head_lines, source_lines = proba_lines(prefix, rule, output.n_scores, n_proba, output.input_ctype,
-                                           output.score_ctype, score_scale)
+                                           output.score_ctype, score_scale, constants)
     output.files[header_name] = header[:at] + "\n".join(head_lines) + "\n" + header[at:]
     include = f'#include "{prefix}.h"\n'
     if "#include <math.h>" not in source:

@@ -10,9 +10,12 @@ Read with the ``onnx`` package (optional extra: ``pip install tinycc-ml[onnx]``)
 becomes an ``MLPModel`` (per layer its chain of activations). A last Sigmoid makes the output logistic
 (binary: one output; multilabel: several; the scores are what it is applied to); without a final
 Softmax or Sigmoid two or more outputs are class scores (argmax; probabilities: their softmax), one
-output is a regression value. Anything else is refused with a
-ModelFileError naming the file and what is wrong: an op outside this list (by name), a branch or
-a second input, a dynamic (symbolic) dimension, weights stored as external data, a non-finite weight.
+output is a regression value. Any other graph (convolutions, pools, a channels-first input, ...) is
+read by ``onnx_network`` as a float network (a NetworkModel, quantised to int8 by ``compile`` from
+calibration rows). Weights may be stored as external data next to the file (PyTorch's default export;
+read by ``onnx_data``); a dynamic batch dimension is taken as 1. Anything else is refused with a
+ModelFileError naming the file and what is wrong: a branch or a second input, another dynamic
+dimension, a non-finite weight.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import ModelFileError
+from tinycc_ml.importers.onnx_data import read_initializers
+from tinycc_ml.importers.onnx_network import network_graph
 from tinycc_ml.models.mlp import MLPModel
+from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.saved import check_array
 
 SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Identity")
@@ -31,11 +37,10 @@ MAX_ONNX_BYTES = 256 << 20
 ONNX_DOMAINS = ("", "ai.onnx")  # the standard operator set; a custom domain's "Relu" is another op
 
 
-def load_onnx(path) -> MLPModel:
+def load_onnx(path) -> MLPModel | NetworkModel:
     path = Path(path)
     try:
         import onnx
-        from onnx import numpy_helper
     except ImportError:
         raise ModelFileError(f"{path}: reading ONNX files needs the onnx package (pip install "
                              "'tinycc-ml[onnx]')") from None
@@ -48,27 +53,26 @@ def load_onnx(path) -> MLPModel:
     except Exception as exc:  # protobuf's DecodeError and friends: the file is not an ONNX model
         raise ModelFileError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
     graph = proto.graph
-    weights = {}
-    for tensor in graph.initializer:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            raise ModelFileError(f"{path}: initializer {tensor.name!r} is stored as external data; save the "
-                                 "model with its weights inside the file")
-        try:  # dims that disagree with the data (or a data type numpy cannot hold) fail here
-            weights[tensor.name] = numpy_helper.to_array(tensor)
-        except Exception as exc:
-            raise ModelFileError(f"{path}: initializer {tensor.name!r} (dims {list(tensor.dims)}) cannot be read: "
-                                 f"{str(exc)[:120]}") from None
+    weights = read_initializers(path, graph)
     inputs = [i for i in graph.input if i.name not in weights]
     if len(inputs) != 1:
-        raise ModelFileError(f"{path}: the network has {len(inputs)} inputs; one input vector is supported")
+        raise ModelFileError(f"{path}: the network has {len(inputs)} inputs; one input tensor is supported")
     dims = inputs[0].type.tensor_type.shape.dim
+    shape = []
     for k, dim in enumerate(dims):
-        if not dim.HasField("dim_value"):
+        if dim.HasField("dim_value") and dim.dim_value >= 1:
+            shape.append(dim.dim_value)
+        elif k == 0 and len(dims) > 1:  # a dynamic batch (PyTorch's dynamic_axes): one row at a time
+            shape.append(1)
+        else:
             raise ModelFileError(f"{path}: input {inputs[0].name!r} dimension {k} is dynamic "
-                                 f"({dim.dim_param or 'unknown'}); export with a fixed shape (batch 1)")
-    shape = [d.dim_value for d in dims]
-    if not shape or any(s != 1 for s in shape[:-1]):
-        raise ModelFileError(f"{path}: input {inputs[0].name!r} has shape {shape}; expected one vector "
+                                 f"({dim.dim_param or 'unknown'}); export with a fixed shape (only the batch may "
+                                 "be dynamic)")
+    dense = all(node.op_type in SUPPORTED_OPS for node in graph.node)
+    if not dense or (len(shape) > 1 and any(s != 1 for s in shape[:-1])):
+        return NetworkModel(network_graph(path, graph, weights, inputs[0].name, [1, *shape[1:]]), path.name)
+    if not shape:
+        raise ModelFileError(f"{path}: input {inputs[0].name!r} is a scalar; expected one vector "
                              "([features] or [1, features])")
     return _chain(path, graph, weights, inputs[0].name, shape[-1], len(shape))
 

@@ -55,7 +55,10 @@ from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.importers import lightgbm, xgboost
 from tinycc_ml.importers.tree_tables import REGRESSION, TreeTable
 from tinycc_ml.models.base import Model
+from tinycc_ml.models.calibrated import METHODS as CALIBRATION_METHODS
+from tinycc_ml.models.calibrated import CalibratedModel
 from tinycc_ml.models.linear import LinearModel
+from tinycc_ml.models.lowering import absorb_normalisation
 from tinycc_ml.models.mlp import ACTIVATIONS, OUTPUTS, MLPModel
 from tinycc_ml.models.naive_bayes import GaussianNBModel
 from tinycc_ml.models.proba import proba_from_scores
@@ -69,6 +72,7 @@ LINEAR_REGRESSORS = ("LinearRegression", "Ridge", "Lasso", "ElasticNet", "SGDReg
 LINEAR_TRANSFORMS = ("PCA", "TruncatedSVD")
 MLPS = ("MLPClassifier", "MLPRegressor")
 SVMS = ("SVC", "NuSVC")
+CALIBRATED = "CalibratedClassifierCV"
 SCALERS = ("StandardScaler", "MinMaxScaler", "MaxAbsScaler")
 SEARCHES = ("GridSearchCV", "RandomizedSearchCV")
 FOREST_CLASSIFIERS = ("DecisionTreeClassifier", "RandomForestClassifier", "ExtraTreesClassifier")
@@ -81,7 +85,8 @@ SUPPORTED = (
     f"{', '.join(TREES)}, XGBoost's and LightGBM's {', '.join(BOOSTERS)}, "
     "KNeighborsClassifier (weights='uniform', Euclidean / Minkowski p=2), NearestCentroid (Euclidean, uniform "
     f"priors), {', '.join(LINEAR)}, LinearRegression / Ridge / Lasso / ElasticNet / SGDRegressor / LinearSVR, "
-    f"MLPClassifier / MLPRegressor, GaussianNB, SVC / NuSVC, a Pipeline of {' / '.join(SCALERS)} (and PCA / "
+    f"MLPClassifier / MLPRegressor, GaussianNB, SVC / NuSVC, {CALIBRATED} (sigmoid or isotonic) over a linear "
+    "classifier, a Pipeline of {' / '.join(SCALERS)} (and PCA / "
     "TruncatedSVD before a linear, MLP, kernel SVM or distance model) steps ending in a "
     f"supported estimator, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own estimators"
 )
@@ -269,8 +274,17 @@ def _from_svc(estimator) -> SVMModel:
     else:
         pair = pair_matrix(dual, np.asarray(estimator.n_support_))
     gamma = float(estimator._gamma) if kernel != "linear" else 1.0
+    prob_a = prob_b = None
+    if getattr(estimator, "probability", False):
+        with warnings.catch_warnings():  # scikit-learn >= 1.9 deprecates the attributes with the option
+            warnings.simplefilter("ignore", FutureWarning)
+            prob_a, prob_b = (np.asarray(getattr(estimator, k), dtype=np.float64) for k in ("probA_", "probB_"))
+        if prob_a.size == 0:  # probability set after fit: libsvm fitted no Platt constants
+            prob_a = prob_b = None
+        elif n_classes == 2:  # libsvm's decision is minus scikit-learn's public one
+            prob_a = -prob_a
     return SVMModel(sv, pair, intercept, n_classes, kernel, gamma, float(estimator.coef0), int(estimator.degree),
-                    source=name)
+                    prob_a=prob_a, prob_b=prob_b, source=name)
 
 
 # ---------------------------------------------------------------- trees
@@ -410,7 +424,56 @@ def _from_booster(estimator) -> Model:
 CONVERTERS = {"KNeighborsClassifier": _from_kneighbors, "NearestCentroid": _from_nearest_centroid,
               **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, from_sklearn_trees),
               **dict.fromkeys(BOOSTERS, _from_booster), **dict.fromkeys(LINEAR_REGRESSORS, _from_linear_regressor),
-              **dict.fromkeys(MLPS, _from_mlp), "GaussianNB": _from_gaussian_nb, **dict.fromkeys(SVMS, _from_svc)}
+              **dict.fromkeys(MLPS, _from_mlp), "GaussianNB": _from_gaussian_nb, **dict.fromkeys(SVMS, _from_svc),
+              CALIBRATED: lambda estimator: _from_calibrated(estimator)}
+
+
+def _from_calibrated(estimator) -> CalibratedModel:
+    """Every fold's linear classifier (its decision_function: what scikit-learn calibrates) and its calibrators,
+    as one CalibratedModel."""
+    name = type(estimator).__name__
+    method = estimator.method
+    if method not in CALIBRATION_METHODS:
+        raise CompileError(f"{name}(method={method!r}) is not supported; supported: "
+                           f"{', '.join(CALIBRATION_METHODS)}")
+    classes = list(estimator.classes_)
+    k = len(classes)
+    W, b, column_class, fold_columns, ab, knots = [], [], [], [], [], []
+    for fold in estimator.calibrated_classifiers_:
+        base = fold.estimator
+        base_name = type(base.steps[-1][1] if hasattr(base, "steps") else base).__name__
+        model = from_sklearn(base)
+        if not isinstance(model, LinearModel) or not hasattr(base, "decision_function"):
+            raise CompileError(f"{name} over a {base_name} is not supported: only over linear classifiers "
+                               f"({', '.join(LINEAR)}, in a Pipeline too), whose decision_function it calibrates")
+        base_classes = list(base.classes_)
+        if model.n_outputs != (1 if k == 2 else len(base_classes)) or len(fold.calibrators) != model.n_outputs:
+            raise CompileError(f"{name}: a fold's {base_name} saw {len(base_classes)} of the {k} classes; refit "
+                               "with folds that hold every class (a stratified cv)")
+        Wf, bf = absorb_normalisation(model.W, model.b, model.mean, model.std)
+        W.append(Wf)
+        b.append(bf)
+        column_class += [1] if k == 2 else [classes.index(c) for c in base_classes]
+        fold_columns.append(model.n_outputs)
+        for calibrator in fold.calibrators:
+            if method == "sigmoid":
+                ab.append([float(calibrator.a_), float(calibrator.b_)])
+                continue
+            x, y = (np.asarray(getattr(calibrator, a), dtype=np.float64) for a in ("X_thresholds_", "y_thresholds_"))
+            if (getattr(calibrator, "out_of_bounds", "clip") != "clip" or len(x) == 0
+                    or (float(calibrator.X_min_), float(calibrator.X_max_)) != (float(x[0]), float(x[-1]))):
+                raise CompileError(f"{name}: an isotonic calibrator's knots do not span its clipped range "
+                                   f"[{calibrator.X_min_}, {calibrator.X_max_}]")
+            knots.append((x, y))
+    arrays: dict = {}
+    if method == "isotonic":
+        length = max(len(x) for x, _ in knots)
+        arrays["knots_x"], arrays["knots_y"] = (np.array([np.pad(v[i], (0, length - len(v[i])), mode="edge")
+                                                          for v in knots]) for i in (0, 1))
+    else:
+        arrays["ab"] = np.array(ab)
+    return CalibratedModel(np.vstack(W), np.concatenate(b), column_class, fold_columns, k, method, source=name,
+                           **arrays)
 
 
 # ---------------------------------------------------------------- pipelines

@@ -42,6 +42,20 @@ class ArenaSlot(NamedTuple):
     length: int
 
 
+def multiply_accumulates(graph) -> int:
+    """Multiply-accumulates one run of a network's convolutions and fully connected layers takes (0 for
+    graphs without them): what bounds its time on a target."""
+    total = 0
+    for name in graph.order():
+        op = graph.op(name)
+        if op in ("conv2d", "depthwise_conv2d"):
+            _, kh, kw, depth = graph.type(graph.node(name).inputs[1]).shape
+            total += graph.type(name).size * kh * kw * (depth if op == "conv2d" else 1)
+        elif op == "fully_connected":
+            total += graph.type(name).size * graph.type(graph.node(name).inputs[1]).shape[1]
+    return int(total)
+
+
 def task_kind(task: dict | None) -> str | None:
     """"classification", "regression" or "multilabel" of a task dict; None where none was recorded."""
     return (task or {}).get("kind")

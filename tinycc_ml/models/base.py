@@ -25,6 +25,7 @@ BUILTIN_FAMILIES = {
     "mlp": "tinycc_ml.models.mlp:MLPModel",
     "gaussian_nb": "tinycc_ml.models.naive_bayes:GaussianNBModel",
     "svm": "tinycc_ml.models.svm:SVMModel",
+    "calibrated": "tinycc_ml.models.calibrated:CalibratedModel",
 }
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)
@@ -113,6 +114,7 @@ class Model:
     # How the scores give class probabilities (models/proba.py: "softmax", "logistic",
     # "logistic_each"), None: the model defines none (predict_proba refuses, no <prefix>_proba).
     proba_rule: str | None = None
+    proba_constants: dict | None = None  # what the rule needs beyond the scores ("platt_coupled": a, b, n_classes)
 
     # --- to be provided by each family ---
     def arrays(self) -> dict[str, np.ndarray]:
@@ -199,7 +201,7 @@ class Model:
         """Class probabilities by the model's own rule (``proba_rule``); (n, n_classes)."""
         if self.proba_rule is None:
             raise DataError(f"a {self.family} model defines no class probabilities")
-        return proba_from_scores(self.scores(X), self.proba_rule)
+        return proba_from_scores(self.scores(X), self.proba_rule, self.proba_constants)
 
     def with_task(self, task) -> Model:
         """This model, its scores read as ``task`` (see ``check_task``). Returns self."""

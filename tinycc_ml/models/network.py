@@ -1,6 +1,8 @@
-"""Networks as users ship them (TFLite's int8 ``.tflite`` files): the imported IR graph itself is the
-model. Its integer semantics (``run_fixed``) are TFLite's int8 kernels, bit for bit; ``compile`` emits
-C for it on the targets that generate network ops (``Backend.network_ops``: the host), whose outputs
+"""Networks as users ship them: the imported IR graph itself is the model. A TFLite int8 ``.tflite``
+file's graph is int8 already; an ONNX network's (PyTorch) is float, and ``quantise`` turns it, from
+calibration rows, into the same int8 dialect (``network_quantise``). The integer semantics
+(``run_fixed``) are TFLite's int8 kernels, bit for bit; ``compile`` emits C for them on the targets
+that generate network ops (``Backend.network_ops``: the host and the microcontrollers), whose outputs
 equal ``run_int8``'s on every byte."""
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ import numpy as np
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.interp import run_float
 from tinycc_ml.ir.types import TensorType
 from tinycc_ml.models.base import Model
+from tinycc_ml.models.network_quantise import quantise_network
 
 NETWORK_PRECISIONS = ("float", "int8")  # "float", compile's default, takes the file's int8 as it is
+FLOAT_NETWORK_PRECISIONS = ("int8",)  # a float network's C: TFLite's int8, quantised from calibration rows
 
 
 class NetworkModel(Model):
-    """An imported network: its IR graph (int8 tensors, TFLite's quantisation in the types)."""
+    """An imported network: its IR graph (int8 tensors, TFLite's quantisation in the types; or float, from
+    ONNX, until ``quantise``)."""
 
     family = "network"
 
@@ -28,7 +34,17 @@ class NetworkModel(Model):
         (self.input_name,) = graph.inputs()
 
     def arrays(self) -> dict[str, np.ndarray]:
-        raise ModelFileError(f"{self.source}: an imported network is its .tflite file; it has no .npz form")
+        raise ModelFileError(f"{self.source}: an imported network is its .tflite or .onnx file; it has no .npz form")
+
+    @property
+    def is_quantised(self) -> bool:
+        return self.graph.type(self.input_name).dtype.is_quantised
+
+    def quantise(self, calibration) -> NetworkModel:
+        """The int8 network of a float one, its activations' ranges from the calibration rows (each row the
+        input tensor's elements in order)."""
+        rows = np.asarray(calibration, dtype=np.float64).reshape(-1, *self.input_shape)
+        return NetworkModel(quantise_network(self.graph, rows), self.source)
 
     def describe(self) -> str:
         ops = Counter(self.graph.op(n) for n in self.graph.order() if self.graph.op(n) not in ("input", "const"))
@@ -67,7 +83,19 @@ class NetworkModel(Model):
         graph.outputs = [(label, n) for label, n in graph.outputs if label in ("scores", "prediction")]
         return graph
 
+    def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
+        """A network's weights are its file's int8, one byte each: only a smaller network fits."""
+        return (f"the weights are the .tflite file's own int8: a network with at most about {room_bytes} bytes of "
+                f"weights ({100 * room_bytes / max(constant_bytes, 1):.0f}% of these: fewer or narrower layers, "
+                "retrained and exported again) would fit, or a target with more flash")
+
     def check_precision(self, precision: str) -> None:
+        if not self.is_quantised:
+            if precision not in FLOAT_NETWORK_PRECISIONS:
+                raise CompileError(f"{self.describe()}: a float network compiles to TFLite's int8 arithmetic, "
+                                   f"quantised from calibration rows: precision int8, not {precision!r} (the C of "
+                                   "float network ops and the project's int16 for networks are not written)")
+            return
         if precision not in NETWORK_PRECISIONS:
             raise CompileError(f"{self.describe()}: a TFLite network computes in the int8 arithmetic its file "
                                f"defines; precision {precision!r} is not one of {', '.join(NETWORK_PRECISIONS)} "
@@ -80,11 +108,18 @@ class NetworkModel(Model):
             raise DataError(f"{self.source}: inputs must be int8 values")
         return run_fixed(self.graph, Xq)["scores"]
 
-    def scores(self, X) -> np.ndarray:
-        """Real inputs quantised as TFLite's input tensor says, run in int8, the outputs dequantised."""
+    def quantise_input(self, X) -> np.ndarray:
+        """Real input rows as the int8 rows the C takes (the input tensor's quantisation), flat."""
         x_type = self.graph.type(self.input_name).dtype
+        X = np.asarray(X, dtype=np.float64).reshape(-1, self.input_dim)
+        return np.clip(np.round(X / x_type.qscales[0]) + x_type.zero_point, -128, 127).astype(np.int8)
+
+    def scores(self, X) -> np.ndarray:
+        """Real inputs quantised as the input tensor says, run in int8, the outputs dequantised (a float
+        network: its float outputs)."""
         X = np.asarray(X, dtype=np.float64).reshape(-1, *self.input_shape)
-        Xq = np.clip(np.round(X / x_type.qscales[0]) + x_type.zero_point, -128, 127).astype(np.int64)
+        if not self.is_quantised:
+            return run_float(self.graph, X)["scores"].reshape(len(X), -1)
         out = self.graph.type(self.graph.outputs[0][1]).dtype
-        q = self.run_int8(Xq).reshape(len(X), -1)
+        q = self.run_int8(self.quantise_input(X).astype(np.int64).reshape(X.shape)).reshape(len(X), -1)
         return (q - out.zero_point) * out.qscales[0]

@@ -7,6 +7,11 @@
                      (one-vs-rest linear classifiers: SGDClassifier's log loss, liblinear)
     "normalise"      p = max(s, 0) / sum(max(s, 0)), uniform where no score is > 0
                      (forests: the mean of the trees' class probabilities; ProtoNN's scores)
+    "probabilities"  the scores are the probabilities (calibrated classifiers: their mean over the folds)
+    "platt_coupled"  the scores are one-vs-one decisions f_p: r_p = 1 / (1 + exp(A_p f_p + B_p)) (Platt
+                     scaling, clipped to [1e-7, 1 - 1e-7]), coupled into class probabilities by libsvm's
+                     iterative method (Wu, Lin and Weng's second), its stopping rule and iteration limit
+                     included (SVC / NuSVC with probability=True; two classes too, as libsvm does)
 
 The compiled ``<prefix>_proba`` (codegen/proba.py) applies the same rule to the compiled scores in
 float arithmetic. For an integer build the probabilities move with the scores' fixed-point error
@@ -22,7 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-RULES = ("softmax", "logistic", "logistic_each", "logistic_ovr", "normalise")
+RULES = ("softmax", "logistic", "logistic_each", "logistic_ovr", "normalise", "platt_coupled", "probabilities")
+LIBSVM_MIN_PROB = 1e-7  # libsvm clips each pair's probability to [min, 1 - min]
 PROBA_FLOAT_SLACK = 1e-6  # float32 rounding of expf, the sum and the division
 
 
@@ -30,8 +36,49 @@ def sigmoid(z) -> np.ndarray:
     return 0.5 * np.tanh(0.5 * np.asarray(z, dtype=np.float64)) + 0.5
 
 
-def proba_from_scores(scores: np.ndarray, rule: str) -> np.ndarray:
+def pair_index(i: int, j: int, k: int) -> int:
+    """Pair (i, j), i < j, in libsvm's one-vs-one order among k classes."""
+    return i * k - i * (i + 1) // 2 + (j - i - 1)
+
+
+def platt_coupled(decisions: np.ndarray, a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    """libsvm's predict_probability from its one-vs-one decisions (n, pairs): (n, k)."""
+    f = np.asarray(decisions, dtype=np.float64) * a + b
+    with np.errstate(over="ignore"):
+        r = np.where(f >= 0, np.exp(-np.abs(f)) / (1.0 + np.exp(-np.abs(f))), 1.0 / (1.0 + np.exp(-np.abs(f))))
+    r = np.clip(r, LIBSVM_MIN_PROB, 1.0 - LIBSVM_MIN_PROB)
+    n = len(r)
+    R = np.zeros((n, k, k))  # R[:, i, j]: the probability of i in pair (i, j)
+    for i in range(k):
+        for j in range(i + 1, k):
+            R[:, i, j], R[:, j, i] = r[:, pair_index(i, j, k)], 1.0 - r[:, pair_index(i, j, k)]
+    Q = -R.transpose(0, 2, 1) * R  # Q[t, j] = -r_jt r_tj
+    for t in range(k):
+        Q[:, t, t] = sum(R[:, j, t] ** 2 for j in range(k) if j != t)
+    p = np.full((n, k), 1.0 / k)
+    active = np.ones(n, dtype=bool)
+    eps = 0.005 / k
+    for _ in range(max(100, k)):
+        Qp = np.einsum("ntj,nj->nt", Q, p)
+        pQp = np.sum(p * Qp, axis=1)
+        active &= np.max(np.abs(Qp - pQp[:, None]), axis=1) >= eps
+        if not active.any():
+            break
+        for t in range(k):
+            diff = np.where(active, (-Qp[:, t] + pQp) / Q[:, t, t], 0.0)
+            p[:, t] += diff
+            pQp = (pQp + diff * (diff * Q[:, t, t] + 2 * Qp[:, t])) / (1 + diff) / (1 + diff)
+            Qp = (Qp + diff[:, None] * Q[:, t, :]) / (1 + diff)[:, None]
+            p /= (1 + diff)[:, None]
+    return p
+
+
+def proba_from_scores(scores: np.ndarray, rule: str, constants: dict | None = None) -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64)
+    if rule == "probabilities":
+        return s.copy()
+    if rule == "platt_coupled":
+        return platt_coupled(s, constants["a"], constants["b"], constants["n_classes"])
     if rule == "softmax":
         e = np.exp(s - np.max(s, axis=1, keepdims=True))
         return e / np.sum(e, axis=1, keepdims=True)
@@ -53,7 +100,12 @@ def proba_from_scores(scores: np.ndarray, rule: str) -> np.ndarray:
 
 def proba_error_bound(rule: str, score_error: float, scores=None) -> float:
     """Largest change of a probability when every score moves by at most ``score_error`` (at most 1);
-    "normalise" also needs the float scores of the rows it is stated for (see the module doc)."""
+    "normalise" also needs the float scores of the rows it is stated for (see the module doc); none
+    (1.0) is stated for "platt_coupled", whose iterative coupling may stop an iteration apart."""
+    if rule == "platt_coupled":
+        return 1.0
+    if rule == "probabilities":
+        return min(score_error + PROBA_FLOAT_SLACK, 1.0)
     if rule == "normalise":
         s = np.asarray(scores, dtype=np.float64)
         k = s.shape[1]

@@ -11,8 +11,11 @@ mat-vec: D holds the dual coefficients of the support vectors of classes i and j
 is the first with most one-vs-one votes (decision > 0 votes i, else j), as scikit-learn's predict.
 Two classes: one decision, class 1 where it is > 0 (scikit-learn's sign convention).
 
-The scores are the votes (several classes) or the decision (two); there are no probabilities
-(scikit-learn's are a cross-validated Platt scaling, not the model's own).
+The scores are the votes (several classes) or the decision (two). With Platt scaling's pair constants
+(``prob_a``, ``prob_b``: scikit-learn's probability=True, a cross-validated fit of libsvm's) the model has
+probabilities, libsvm's pairwise coupling of the pairs' Platt probabilities (models/proba.py,
+"platt_coupled"), and its scores are then the pair decisions themselves; it still predicts by the votes,
+as scikit-learn's predict does.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ class SVMModel(Model):
 
     def __init__(self, sv, pair_coef, intercept, n_classes: int, kernel: str = "rbf", gamma: float = 1.0,
                  coef0: float = 0.0, degree: int = 3, mean=None, std=None, transform=None, transform_offset=None,
-                 source: str = "SVM model"):
+                 prob_a=None, prob_b=None, source: str = "SVM model"):
         if kernel not in KERNELS:
             raise ModelFileError(f"{source}: kernel {kernel!r} is not supported; supported: {', '.join(KERNELS)}")
         if not isinstance(n_classes, int) or n_classes < 2:
@@ -92,6 +95,22 @@ class SVMModel(Model):
             raise ModelFileError(f"{source}: transform_offset without a transform")
         dim = self.sv.shape[1] if self.transform is None else self.transform.shape[1]
         self.mean, self.std = check_normalisation(mean, std, dim, source)
+        if (prob_a is None) != (prob_b is None):
+            raise ModelFileError(f"{source}: prob_a and prob_b come together (Platt scaling's pair constants)")
+        self.prob_a = self.prob_b = None
+        if prob_a is not None:
+            self.prob_a = check_array(prob_a, "prob_a", source, shape=(pairs,))
+            self.prob_b = check_array(prob_b, "prob_b", source, shape=(pairs,))
+
+    @property
+    def proba_rule(self) -> str | None:
+        return None if self.prob_a is None else "platt_coupled"
+
+    @property
+    def proba_constants(self) -> dict | None:
+        if self.prob_a is None:
+            return None
+        return {"a": self.prob_a, "b": self.prob_b, "n_classes": self.n_class_count}
 
     @property
     def input_dim(self) -> int:
@@ -103,7 +122,7 @@ class SVMModel(Model):
 
     @property
     def n_outputs(self) -> int:
-        return 1 if self.binary else self.n_class_count
+        return 1 if self.binary else len(self.intercept) if self.prob_a is not None else self.n_class_count
 
     @property
     def n_classes(self) -> int:
@@ -117,6 +136,8 @@ class SVMModel(Model):
             out["std"] = self.std
         if self.transform is not None:
             out["transform"], out["transform_offset"] = self.transform, self.transform_offset
+        if self.prob_a is not None:
+            out["prob_a"], out["prob_b"] = self.prob_a, self.prob_b
         return out
 
     def with_input_map(self, A, c) -> SVMModel:
@@ -128,7 +149,7 @@ class SVMModel(Model):
                                     self.std)
         model = SVMModel(self.sv, self.pair_coef, self.intercept, self.n_class_count, self.kernel, self.gamma,
                          self.coef0, self.degree, transform=W @ A, transform_offset=W @ c + b,
-                         source=f"{self.family} model after a linear transform")
+                         prob_a=self.prob_a, prob_b=self.prob_b, source=f"{self.family} model after a linear transform")
         model.task, model._classes = self.task, self._classes
         return model
 
@@ -141,7 +162,8 @@ class SVMModel(Model):
         missing = sorted({"sv", "pair_coef", "intercept"} - set(arrays))
         if missing:
             raise ModelFileError(f"{source}: missing array(s) {missing}")
-        unknown = sorted(set(arrays) - {"sv", "pair_coef", "intercept", "mean", "std", "transform", "transform_offset"})
+        unknown = sorted(set(arrays) - {"sv", "pair_coef", "intercept", "mean", "std", "transform", "transform_offset",
+                                        "prob_a", "prob_b"})
         if unknown:
             raise ModelFileError(f"{source}: unexpected array(s) {unknown}")
         for key, kind in (("n_classes", int), ("kernel", str), ("gamma", (int, float)), ("coef0", (int, float)),
@@ -150,7 +172,8 @@ class SVMModel(Model):
                 raise ModelFileError(f"{source}: metadata {key!r} is {meta.get(key)!r}")
         return cls(arrays["sv"], arrays["pair_coef"], arrays["intercept"], meta["n_classes"], meta["kernel"],
                    meta["gamma"], meta["coef0"], meta["degree"], arrays.get("mean"), arrays.get("std"),
-                   arrays.get("transform"), arrays.get("transform_offset"), source=source)
+                   arrays.get("transform"), arrays.get("transform_offset"), arrays.get("prob_a"), arrays.get("prob_b"),
+                   source=source)
 
     def describe(self) -> str:
         return f"svm ({self.kernel} kernel, {self.sv.shape[0]} support vectors, {self.n_class_count} classes)"
@@ -179,7 +202,9 @@ class SVMModel(Model):
 
     def scores(self, X) -> np.ndarray:
         d = self.decision(X)
-        return d if self.binary else ovo_vote_counts(d, self.n_class_count).astype(np.float64)
+        if self.binary or self.prob_a is not None:
+            return d
+        return ovo_vote_counts(d, self.n_class_count).astype(np.float64)
 
     def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
         n = self.sv.shape[0]
@@ -190,8 +215,9 @@ class SVMModel(Model):
                 "are training rows), or a linear model")
 
     def predict_index(self, X) -> np.ndarray:
-        s = self.scores(X)
-        return (s[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(s, axis=1)
+        d = self.decision(X)
+        return (d[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(ovo_vote_counts(d, self.n_class_count),
+                                                                            axis=1)
 
     def lower(self) -> Graph:
         g = Graph("svm")
@@ -231,6 +257,6 @@ class SVMModel(Model):
             g.set_output("prediction", g.add("argmax", [pair], name="prediction"))
         else:
             votes = g.add("ovo_votes", [decision], {"n_classes": self.n_class_count}, name="votes")
-            g.set_output("scores", votes)
+            g.set_output("scores", votes if self.prob_a is None else decision)
             g.set_output("prediction", g.add("argmax", [votes], name="prediction"))
         return g

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tinycc_ml.errors import DataError
 from tinycc_ml.models.protonn_trainer import min_budget_bytes
 from tinycc_ml.plugins import import_object
 
@@ -322,3 +323,45 @@ class Ladder:
 
     def predicted_flash(self, precision: str, size: int) -> float:
         return self.cost[precision].flash(size)
+
+
+# the estimator classes a search may start from (``fit(start_from=...)``): their family, and the settings
+# each family's ladder sets (the size knob), which the user's estimator cannot fix
+START_CLASSES = {"ProtoNNClassifier": "protonn", "BonsaiClassifier": "bonsai",
+                 "NearestPrototypeClassifier": "nearest-prototype", "SNCClassifier": "snc",
+                 "LogisticRegression": "linear", "MLPClassifier": "mlp", "GaussianNB": "naive-bayes",
+                 "KNNClassifier": "knn", "RandomForestClassifier": "random-forest",
+                 "HistGradientBoostingClassifier": "gradient-boosting"}
+SIZE_SETTINGS = {"protonn": ("budget_bytes", "projection_dim", "n_prototypes"), "bonsai": ("budget_bytes",),
+                 "nearest-prototype": ("prototypes_per_class",), "snc": ("n_prototypes",),
+                 "random-forest": ("n_estimators",), "gradient-boosting": ("max_iter",),
+                 "mlp": ("hidden_layer_sizes",)}
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def start_settings(estimator) -> tuple[str, dict]:
+    """The family of the user's ``estimator`` (fitted or not; in a Pipeline after a scaler too) and the
+    settings it gives apart from its class's defaults, less the size the ladder sets and the seed the search
+    sets: what every candidate of the search keeps. ValueError (DataError) for what cannot start a search."""
+    final = estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
+    name = type(final).__name__
+    if name not in START_CLASSES or not hasattr(final, "get_params"):
+        raise DataError(f"start_from: a {name} cannot start a search; it can be one of {', '.join(START_CLASSES)} "
+                        "(or a Pipeline ending in one)")
+    family = START_CLASSES[name]
+    defaults = type(final)().get_params(deep=False)
+    own = {k: v for k, v in final.get_params(deep=False).items()
+           if k not in SIZE_SETTINGS.get(family, ()) and k != "random_state" and not _same(v, defaults.get(k))}
+    for key, value in own.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if not all(isinstance(v, _PLAIN) for v in values):
+            raise DataError(f"start_from: {name}'s {key}={value!r} cannot be kept through the search (settings are "
+                            "numbers, strings, booleans or lists of them)")
+    return family, {k: list(v) if isinstance(v, tuple) else v for k, v in own.items()}
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) if type(a) is type(b) else False
+    except (TypeError, ValueError):
+        return False

@@ -50,7 +50,7 @@ from tinycc_ml.files import write_tree
 from tinycc_ml.models.saved import FLOAT32_MAX
 from tinycc_ml.progress import Progress
 from tinycc_ml.runtime.simulate import SIMULATORS
-from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings
+from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings, start_settings
 from tinycc_ml.search.limits import Limits
 from tinycc_ml.search.measure import compile_for, measure
 from tinycc_ml.search.pareto import RULE, Candidate, closest, pareto_front, rank, standard_error, table, why
@@ -326,6 +326,8 @@ class _Plan:
 class _Search:
     """The state of one search: data split, ladders, candidates, the models trained."""
 
+    kept_settings: dict = {}  # the user's own settings every candidate keeps (fit's start_from)
+
     def __init__(self, X, y, index, classes, backend, limits, precisions, families, time_budget, random_state,
                  sizes_per_family, validation_fraction, sim_rows, name, n_jobs=1, scheduler=None, start=None,
                  refit=True, final_rows=0):
@@ -427,7 +429,8 @@ class _Search:
 
     def plan(self, family: str, ladder: Ladder, size: int, rung: int) -> _Plan:
         fam = FAMILIES[family]
-        settings = fam.settings(size, self.random_state, self.X_fit.shape[1], self.n_classes)
+        settings = {**fam.settings(size, self.random_state, self.X_fit.shape[1], self.n_classes),
+                    **self.kept_settings}
         plan = _Plan(family, size, rung, settings)
         predicted = {p: ladder.predicted_flash(p, size) for p in self.precisions}
         cheapest = min(self.precisions, key=lambda p: (predicted[p], self.precisions.index(p)))
@@ -629,7 +632,7 @@ def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_r
 def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, clock_hz=None, precision="auto",
         families=None, time_budget=DEFAULT_TIME_BUDGET, random_state: int = 0, X_test=None, y_test=None,
         out_dir=None, name: str = "model", sizes_per_family: int = 4, validation_fraction: float = 0.2,
-        sim_rows: int = 8, refit: bool = True, n_jobs: int = 1, scheduler=None) -> FitResult:
+        sim_rows: int = 8, refit: bool = True, n_jobs: int = 1, scheduler=None, start_from=None) -> FitResult:
     """The most accurate model that meets the limits on ``target``, compiled (see the module doc).
 
     max_flash, max_ram: bytes of the model's own flash (code + constants) and RAM (static + peak stack).
@@ -642,6 +645,9 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     n_jobs: worker processes training and measuring candidates at once (-1: one per core); scheduler: the
     address of a Dask ``distributed`` scheduler (or a ``distributed.Client``) to run them on instead. The
     result does not depend on either (see ``_Search.run``).
+    start_from: your own estimator (fitted or not, e.g. ``RandomForestClassifier(max_depth=12,
+    min_samples_leaf=2)``; see ``candidates.START_CLASSES``): the search climbs its family's size ladder only,
+    every candidate keeping the settings you gave it (all but the size and the seed).
     Raises InfeasibleError (a ValueError) naming the closest candidates when nothing meets the limits.
     """
     start = time.perf_counter()
@@ -650,6 +656,12 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     prefix = check_prefix(name)
     precisions = _precisions(precision, backend)
     names = _families(families)
+    kept_settings: dict = {}
+    if start_from is not None:
+        family, kept_settings = start_settings(start_from)
+        if families is not None and family not in names:
+            raise DataError(f"start_from is a {family} estimator, but families {', '.join(names)} leave it out")
+        names = (family,)
     time_budget = _positive_number(time_budget, "time_budget")
     sizes_per_family = _positive_number(sizes_per_family, "sizes_per_family", integer=True)
     sim_rows = _positive_number(sim_rows, "sim_rows", integer=True)
@@ -673,6 +685,7 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     search = _Search(X, y, index, classes, backend, limits, precisions, names, time_budget, int(random_state),
                      sizes_per_family, validation_fraction, sim_rows, prefix, n_jobs, scheduler, start, refit,
                      len(X_test) if X_test is not None else int(math.ceil(validation_fraction * len(X))))
+    search.kept_settings = kept_settings
     # one BLAS / OpenMP thread: the same sums, so the same models, whatever the environment's thread settings
     # (k-means and BLAS reductions change with the thread count), and no oversubscription beside the simulators
     with threadpool_limits(limits=1):

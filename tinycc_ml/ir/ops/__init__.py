@@ -2,6 +2,7 @@
 registers the built-in ops; one module per family of ops."""
 
 from tinycc_ml.ir.ops import (  # noqa: F401  (register)
+    calibration,
     convolution,
     elementwise,
     ensembles,
@@ -12,6 +13,7 @@ from tinycc_ml.ir.ops import (  # noqa: F401  (register)
     shape,
     tables,
     tensor_elementwise,
+    transpose,
     tree,
 )
 from tinycc_ml.ir.ops.leaves import CONST_INTS, dense_to_sparse_attrs, sparse_to_dense

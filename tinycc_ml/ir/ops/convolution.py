@@ -30,7 +30,7 @@ from tinycc_ml.ir.ops.windows import (
     window_taps,
 )
 
-WINDOW_ATTRS = {"stride": "ints", "dilation": "ints", "padding": "str", "activation": "str"}
+WINDOW_ATTRS = {"stride": "ints", "dilation": "ints", "padding": "str", "activation": "str", "pads": "ints?"}
 NO_RANGES = ("networks arrive quantised (TFLite's int8): their ranges are in their types; range analysis and "
              "scale choice do not run on them")
 NO_C = ("C for float network ops is not written: TFLite's networks arrive int8 (their C: codegen/c_network.py); "

@@ -73,7 +73,7 @@ def _fixed_average_pool(call: FixedCall):
 
 register_op(OpDef(
     "average_pool2d", 1, _infer_average_pool, _float_average_pool,
-    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str"},
+    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
     "TFLite's AVERAGE_POOL_2D: the mean of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (sum, rounded division by the count, activation clamp)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_average_pool(ins, attrs),
@@ -96,34 +96,34 @@ def _infer_max_pool(ts, attrs, declared):
     return result
 
 
-def window_maxima(x: np.ndarray, attrs: dict, lowest) -> np.ndarray:
-    """Each window's largest element inside the input; ``lowest`` where a window holds none (TFLite starts
-    from its type's lowest value)."""
+def window_max(x: np.ndarray, attrs: dict, below) -> np.ndarray:
+    """The largest element of each window inside the input (``below``, less than any element, fills the
+    padding so that it is never chosen); tap by tap, without copying the windows."""
     batch, lead = as_batch(x, 4)
     window = tuple(int(k) for k in attrs["filter"])
-    maxima = None
-    for _, _, tap in window_taps(batch, window, attrs, fill=lowest):
-        maxima = tap if maxima is None else np.maximum(maxima, tap)
-    return maxima.reshape(*lead, x.shape[-4], *maxima.shape[1:])
-
-
-def _fixed_max_pool(call: FixedCall):
-    out = call.type.dtype
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    return np.clip(window_maxima(call.ins[0].astype(np.int64), call.attrs, -128), lo, hi)
+    largest = None
+    for _, _, tap in window_taps(batch, window, attrs, fill=below):
+        largest = tap if largest is None else np.maximum(largest, tap)
+    return largest.reshape(*lead, x.shape[-4], *largest.shape[1:])
 
 
 def _float_max_pool(xs, attrs):
-    return apply_activation(window_maxima(np.asarray(xs[0], dtype=np.float64), attrs, -np.inf),
+    return apply_activation(window_max(np.asarray(xs[0], dtype=np.float64), attrs, -np.inf),
                             attrs.get("activation", "none"))
+
+
+def _fixed_max_pool(call: FixedCall):
+    largest = window_max(np.asarray(call.ins[0], dtype=np.int64), call.attrs, np.iinfo(np.int64).min)
+    out = call.type.dtype
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return np.clip(largest, lo, hi)
 
 
 register_op(OpDef(
     "max_pool2d", 1, _infer_max_pool, _float_max_pool,
-    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str"},
-    "TFLite's MAX_POOL_2D (ONNX MaxPool of SAME/VALID geometry): the largest of each window's elements inside the "
-    "input (filter: height, width), a fused activation; quantised: TFLite's int8 kernel (the maximum from -128, "
-    "clamped to the activation's range; the input's quantisation kept)",
+    {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
+    "TFLite's MAX_POOL_2D: the largest of each window's elements inside the input (filter: height, width); "
+    "quantised: TFLite's int8 kernel (the largest int8, the activation clamp; the input's quantisation kept)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_max_pool(ins, attrs),
     fixed=_fixed_max_pool,
     unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))

@@ -1,4 +1,5 @@
-"""What the network ops share: window geometry (TFLite's SAME/VALID padding), patches of NHWC
+"""What the network ops share: window geometry (TFLite's SAME/VALID padding, or explicit pads: ONNX's,
+``pads`` = [top, left, bottom, right] with padding "explicit"), patches of NHWC
 tensors, and the type rule of a network op's result (f32, or TFLite's per-tensor quantised int8)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from tinycc_ml.ir.ops.registry import need
 from tinycc_ml.ir.ops.tflite_arith import ACTIVATIONS, quantize_multiplier
 from tinycc_ml.ir.types import F32, PER_TENSOR, TensorType
 
-PADDINGS = ("same", "valid")
+PADDINGS = ("same", "valid", "explicit")
 MAX_LEFT_SHIFT = 31  # a requantisation's left shift of an int32 (C shifts a uint32 by at most 31)
 
 
@@ -20,6 +21,10 @@ def check_window_attrs(attrs: dict, keys=("stride", "dilation")) -> None:
             need(len(value) == 2 and all(int(v) >= 1 for v in value), f"{key} must be two integers >= 1, got {value}")
     need(attrs.get("padding") in PADDINGS,
          f"padding must be one of {', '.join(PADDINGS)}, got {attrs.get('padding')!r}")
+    if attrs["padding"] == "explicit":
+        pads = list(attrs.get("pads", []))
+        need(len(pads) == 4 and all(int(p) >= 0 for p in pads),
+             f"explicit padding needs pads [top, left, bottom, right] >= 0, got {pads}")
     need(attrs.get("activation", "none") in ACTIVATIONS,
          f"activation must be one of {', '.join(ACTIVATIONS)}, got {attrs.get('activation')!r}")
 
@@ -36,12 +41,26 @@ def pad_before(size: int, window: int, stride: int, dilation: int, out: int) -> 
     return max(0, ((out - 1) * stride + effective - size) // 2)
 
 
+def axis_geometry(size: int, window: int, stride: int, dilation: int, attrs: dict, axis: int) -> tuple[int, int]:
+    """(output size, padding before) along ``axis`` (0: height, 1: width)."""
+    if attrs["padding"] == "explicit":
+        pads = [int(p) for p in attrs["pads"]]
+        effective = (window - 1) * dilation + 1
+        return (size + pads[axis] + pads[axis + 2] - effective) // stride + 1, pads[axis]
+    out = out_size(size, window, stride, dilation, attrs["padding"])
+    return out, pad_before(size, window, stride, dilation, out)
+
+
 def window_shape(x: TensorType, window: tuple[int, int], attrs: dict) -> tuple[int, int]:
     stride = attrs.get("stride", [1, 1])
     dilation = attrs.get("dilation", [1, 1])
-    sizes = tuple(out_size(x.shape[1 + i], int(window[i]), int(stride[i]), int(dilation[i]), attrs["padding"])
+    sizes = tuple(axis_geometry(x.shape[1 + i], int(window[i]), int(stride[i]), int(dilation[i]), attrs, i)[0]
                   for i in range(2))
     need(all(s >= 1 for s in sizes), f"a {window[0]}x{window[1]} window leaves no output of input {x.shape}")
+    if attrs["padding"] == "explicit":  # a window wholly in the padding would average or maximise nothing
+        need(all(int(attrs["pads"][a + 2 * side]) < (int(window[a]) - 1) * int(dilation[a]) + 1
+                 for a in range(2) for side in range(2)),
+             f"pads {list(attrs['pads'])} reach past a {window[0]}x{window[1]} window")
     return sizes
 
 
@@ -51,11 +70,11 @@ def window_taps(x: np.ndarray, window: tuple[int, int], attrs: dict, fill: float
     _, height, width, _ = x.shape
     stride = [int(s) for s in attrs.get("stride", [1, 1])]
     dilation = [int(d) for d in attrs.get("dilation", [1, 1])]
-    outs = [out_size(n, int(k), s, d, attrs["padding"]) for n, k, s, d in zip((height, width), window, stride,
-                                                                                dilation)]
-    before = [pad_before(n, int(k), s, d, o) for n, k, s, d, o in zip((height, width), window, stride, dilation, outs)]
-    after = [max(0, (o - 1) * s + (int(k) - 1) * d + 1 - n - b)
-             for n, k, s, d, o, b in zip((height, width), window, stride, dilation, outs, before)]
+    geometry = [axis_geometry(n, int(k), st, d, attrs, a)
+                for a, (n, k, st, d) in enumerate(zip((height, width), window, stride, dilation))]
+    outs, before = [g[0] for g in geometry], [g[1] for g in geometry]
+    after = [max(0, (o - 1) * st + (int(k) - 1) * d + 1 - n - b)
+             for n, k, st, d, o, b in zip((height, width), window, stride, dilation, outs, before)]
     padded = np.pad(x, ((0, 0), (before[0], after[0]), (before[1], after[1]), (0, 0)), constant_values=fill)
     for ky in range(int(window[0])):
         for kx in range(int(window[1])):
@@ -69,9 +88,9 @@ def patches(x: np.ndarray, window: tuple[int, int], attrs: dict, fill: float = 0
     _, height, width, _ = x.shape
     stride = [int(s) for s in attrs.get("stride", [1, 1])]
     dilation = [int(d) for d in attrs.get("dilation", [1, 1])]
-    outs = [out_size(n, int(k), s, d, attrs["padding"]) for n, k, s, d in zip((height, width), window, stride,
-                                                                                dilation)]
-    before = [pad_before(n, int(k), s, d, o) for n, k, s, d, o in zip((height, width), window, stride, dilation, outs)]
+    geometry = [axis_geometry(n, int(k), s, d, attrs, a)
+                for a, (n, k, s, d) in enumerate(zip((height, width), window, stride, dilation))]
+    outs, before = [g[0] for g in geometry], [g[1] for g in geometry]
     after = [max(0, (o - 1) * s + (int(k) - 1) * d + 1 - n - b)
              for n, k, s, d, o, b in zip((height, width), window, stride, dilation, outs, before)]
     padded = np.pad(x, ((0, 0), (before[0], after[0]), (before[1], after[1]), (0, 0)), constant_values=fill)

@@ -1,0 +1,197 @@
+"""TFLite int8 networks on the microcontroller targets: the shared network C (codegen/c_network.py) built for
+the ATmega328P (simavr), the Cortex-M0 (QEMU microbit, unicorn) and the Cortex-M4 / M33 (QEMU MPS2), every
+output byte equal to tflite-micro's (TFLite Micro's reference kernels) on small networks built here
+(tests/tflite_builder.py) and on the four MLPerf Tiny models; the weights in flash (the model's RAM is its
+activation arena alone), the stack measured; networks that cannot fit a chip refused before anything is
+built, with the sizes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import tinycc_ml
+from tests.conftest import require_target
+from tests.tflite_builder import NetBuilder, tflm_outputs
+from tinycc_ml.codegen.backend import get_backend
+from tinycc_ml.codegen.mcu import COUNT_PER_MAC_BOUND, McuBackend
+from tinycc_ml.errors import FitError
+from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, run_on_target
+
+REPO = Path(__file__).resolve().parents[2]
+MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
+MODELS = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()), REPO.parent / MLPERF_FOLDER)
+# TFLite Micro's own arena for kws is 24,272 bytes (models/mlperf-tiny/README.md); ours, planned across layers
+MLPERF_ARENA = {"kws_ref_model": 16000, "ad01_int8": 264, "pretrainedResnet_quant": 49152, "vww_96_int8": 73728}
+STACK_LIMIT = {"avr": 160, "cortex-m0": 256, "cortex-m4": 384, "cortex-m33": 384}  # bytes, measured per call
+
+
+# ---------------------------------------------------------------- small networks
+
+
+def convolutions(seed: int = 1) -> bytes:
+    """Strided, dilated, VALID and SAME windows, a depth multiplier, relu and relu6, per-tensor and
+    per-channel requantisation, SAME average pooling clipped at the border, a dense layer and softmax."""
+    n = NetBuilder(seed)
+    x = n.input((9, 7, 3))
+    y = n.conv(x, 4, (3, 3), stride=(2, 1), activation="relu6")
+    y = n.depthwise(y, 2, (3, 2), dilation=(2, 1), padding="valid", activation="relu")
+    y = n.conv(y, 5, (1, 1), per_channel=False)
+    y = n.average_pool(y, (2, 2), (2, 2), padding="same")
+    return n.finish(n.softmax(n.fc(n.flatten(y), 6, activation="relu")))
+
+
+def residual(seed: int = 2) -> bytes:
+    """Two branches added (relu), a strided per-tensor depthwise, a wide VALID conv, pooling, softmax."""
+    n = NetBuilder(seed)
+    x = n.input((6, 6, 4))
+    a = n.conv(x, 4, (3, 3), activation="relu")
+    b = n.conv(x, 4, (1, 1), per_channel=False)
+    y = n.add(a, b, activation="relu")
+    y = n.depthwise(y, 1, (3, 3), stride=(2, 2), per_channel=False)
+    y = n.conv(y, 3, (2, 3), stride=(1, 2), padding="valid")
+    y = n.average_pool(y, (2, 1), (1, 1))
+    return n.finish(n.softmax(n.fc(n.flatten(y), 5), spread=4.0))
+
+
+def dense(seed: int = 3) -> bytes:
+    """Fully connected layers only, the last one's int8 values the scores (no softmax)."""
+    n = NetBuilder(seed)
+    y = n.fc(n.input((24,)), 16, activation="relu")
+    return n.finish(n.fc(n.fc(y, 8, activation="relu6"), 4))
+
+
+NETS = {"convolutions": convolutions, "residual": residual, "dense": dense}
+
+
+def rows(n_rows: int, dim: int, seed: int) -> np.ndarray:
+    """int8 rows: both extremes, zeros, uniform noise, and smooth ramps (nearby inputs alike, as in images)."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(-128, 128, size=(n_rows, dim))
+    X[0], X[1] = -128, 127
+    if n_rows > 2:
+        X[2] = 0
+    for r in range(3, n_rows, 2):
+        X[r] = np.clip(np.round(100 * np.sin(np.arange(dim) * rng.uniform(0.01, 0.3) + rng.uniform(0, 6))), -128, 127)
+    return X.astype(np.int8)
+
+
+def run_network(result: tinycc_ml.CompileResult, X: np.ndarray, method: str = "auto"):
+    """The build's firmware run on the int8 rows X in the target's simulator (model warnings fatal)."""
+    o, out = result.output, result.out_dir
+    backend = get_backend(result.target)
+    return run_on_target(backend.simulator, [str(out / f"{o.prefix}.c")], str(out / f"{o.prefix}.h"), o.prefix, X,
+                         o.n_scores, o.input_ctype, o.score_ctype, extra_cflags=("-Werror",), method=method,
+                         max_cycles_per_inference=DEFAULT_MAX_CYCLES + COUNT_PER_MAC_BOUND * o.macs,
+                         chip=backend.chip)
+
+
+def check_network(data: bytes, target: str, tmp_path: Path, n_rows: int = 6, method: str = "auto"):
+    """Compile the .tflite ``data`` for ``target``, run it on int8 rows, compare every byte with tflite-micro's."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "net.tflite"
+    path.write_bytes(data)
+    result = tinycc_ml.compile(path, target=target, name="net", out_dir=tmp_path / "out")
+    X = rows(n_rows, result.output.input_dim, seed=len(data))
+    run = run_network(result, X, method)
+    want = tflm_outputs(data, X)
+    assert run.scores.dtype == np.int8 and run.scores.shape == want.shape
+    np.testing.assert_array_equal(run.scores, want)
+    np.testing.assert_array_equal(run.predictions, np.argmax(want, axis=1))  # the first of equal scores
+    return result, run
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+@pytest.mark.parametrize("net", sorted(NETS))
+def test_small_networks_equal_tflite_micro_in_the_simulators(net, target, tmp_path):
+    require_target(target)
+    result, run = check_network(NETS[net](), target, tmp_path)
+    arena = result.report["arena_bytes"]
+    assert result.output.ram_bytes >= arena > 0  # and a kernel's scratch (the Cortex-M4's im2col columns)
+    assert f"Activation arena: {arena} bytes" in result.files["net.h"]
+    # the weights stay in flash (PROGMEM on the AVR): the model's RAM is the arena and scratch, nothing copied
+    assert run.model_ram_bytes == result.output.ram_bytes
+    assert run.model_flash_bytes >= result.output.const_bytes
+    assert 0 < run.stack_bytes <= STACK_LIMIT[target]
+    assert result.report["fit"]["ram_bytes"] >= arena
+
+
+def test_the_cortex_m0_under_unicorn_and_the_cortex_m33_agree(tmp_path):
+    require_target("cortex-m0", "unicorn")
+    check_network(residual(), "cortex-m0", tmp_path / "m0", method="unicorn")
+    require_target("cortex-m33")
+    check_network(convolutions(), "cortex-m33", tmp_path / "m33")
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)), padding=st.sampled_from(["same", "valid"]),
+       activation=st.sampled_from(["none", "relu", "relu6"]), multiplier=st.integers(1, 2),
+       kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)), per_channel=st.booleans(),
+       channels=st.sampled_from([3, 4, 8]), bias_reach=st.sampled_from([3000, 1 << 29]))
+def test_any_window_on_the_cortex_m4_equals_tflite_micro(tmp_path_factory, seed, stride, dilation, padding,
+                                                          activation, multiplier, kernel, per_channel, channels,
+                                                          bias_reach):
+    """A contract of the compiler: whatever the windows' attributes, the firmware's bytes are the interpreter's
+    (the Cortex-M4's kernels: im2col and pointwise convolutions, depthwise on 4 channels at a time, either
+    requantisation epilogue: biases near 2^29 make accumulators too large for the SMMULR form)."""
+    require_target("cortex-m4")
+    n = NetBuilder(seed, bias_reach)
+    x = n.input((11, 12, 4))
+    y = n.conv(x, channels, kernel, stride, dilation, padding, activation, per_channel)
+    assume(min(n.shapes[y]) >= 1)  # a VALID window larger than its input has no output
+    y = n.depthwise(y, multiplier, kernel[::-1], stride[::-1], dilation, padding, activation, per_channel)
+    assume(min(n.shapes[y]) >= 1)
+    y = n.conv(y, 5, (1, 1), activation=activation)  # pointwise: each position's inputs are a column
+    y = n.average_pool(y, (2, 2), (1, 1), "same")
+    check_network(n.finish(n.fc(n.flatten(y), 3, activation)), "cortex-m4", tmp_path_factory.mktemp("net"), 4)
+
+
+# ---------------------------------------------------------------- the MLPerf Tiny models
+
+
+@pytest.mark.parametrize("name", sorted(MLPERF_ARENA))
+def test_mlperf_tiny_models_on_the_cortex_m4_equal_tflite_micro(name, tmp_path):
+    require_target("cortex-m4")
+    data = (MODELS / f"{name}.tflite").read_bytes()
+    result, run = check_network(data, "cortex-m4", tmp_path, n_rows=4)
+    assert result.report["arena_bytes"] == MLPERF_ARENA[name]
+    assert run.model_ram_bytes == result.output.ram_bytes <= MLPERF_ARENA[name] + 2048  # + im2col columns
+    # predict() holds the scores on its stack (ad01: 640 of them)
+    assert run.stack_bytes <= STACK_LIMIT["cortex-m4"] + result.output.n_scores
+    # constants: the weights (1 byte each, padded to words), biases and requantisation tables; then the code (the
+    # Cortex-M4's depthwise functions, one per layer); at most twice the .tflite file (issue 35)
+    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 32768
+    assert run.model_flash_bytes <= 2 * len(data)
+
+
+# ---------------------------------------------------------------- refusals
+
+
+@pytest.fixture
+def no_emit(monkeypatch):
+    """Any emission fails the test: a refusal must come before the C is generated."""
+    def emit(*args, **kwargs):
+        raise AssertionError("emitted a build that was to be refused first")
+    monkeypatch.setattr(McuBackend, "emit", emit)
+
+
+def test_a_network_over_the_flash_is_refused_before_emitting_with_advice(no_emit):
+    for name, target, chip in (("vww_96_int8", "avr", "ATmega328P"), ("ad01_int8", "cortex-m0", "nRF51822")):
+        with pytest.raises(FitError, match=f"does not fit the {chip}.*its constants alone need at least") as info:
+            tinycc_ml.compile(MODELS / f"{name}.tflite", target=target)
+        message = str(info.value)
+        assert "the weights are the .tflite file's own int8" in message and "fewer or narrower layers" in message
+        assert "tinycc-ml fit" not in message  # fit cannot shrink a file's network
+        assert info.value.constant_bytes > get_backend(target).chip.flash
+
+
+def test_a_network_over_the_ram_is_refused_naming_its_arena():
+    with pytest.raises(FitError, match=r"does not fit the ATmega328P: .*intermediates 16000 bytes.*activation arena"):
+        tinycc_ml.compile(MODELS / "kws_ref_model.tflite", target="avr")
+    with pytest.raises(FitError, match="limited to .* 12000 B RAM.*activation arena"):
+        tinycc_ml.compile(MODELS / "kws_ref_model.tflite", target="cortex-m4", max_ram=12000)

@@ -1,0 +1,204 @@
+"""Small int8 TFLite networks built in the tests (flatbuffers through the schema's object API, as
+tests/importers/test_tflite.py packs its edited models), and tflite-micro's outputs for them: the oracle
+the C of a network is compared with on each target.
+
+    net = NetBuilder(seed=3)
+    x = net.input((8, 8, 3))
+    y = net.conv(x, 4, (3, 3), stride=(2, 1), padding="same", activation="relu6")
+    data = net.finish(net.softmax(net.fc(net.flatten(y), 5)))
+
+Each layer's output scale is chosen from its operands' so that random int8 inputs give outputs spread
+over the int8 range (neither all saturated nor all zero), which is where requantisation errors would show.
+"""
+
+from __future__ import annotations
+
+import flatbuffers
+import numpy as np
+from tflite_micro.python.tflite_micro import runtime
+
+schema = runtime.schema_fb
+ACTIVATIONS = {"none": 0, "relu": 1, "relu6": 3}
+PADDINGS = {"same": 0, "valid": 1}
+INPUT_SPREAD = 74.0  # standard deviation of uniform int8 values
+OUTPUT_SPREAD = 40.0  # aimed standard deviation of a layer's int8 outputs
+
+
+def tflm_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
+    """tflite-micro's output 0 (flattened) for each int8 row of X, each row reshaped to the input's shape."""
+    interpreter = runtime.Interpreter.from_bytes(data)
+    shape = interpreter.get_input_details(0)["shape"]
+    outs = []
+    for x in X:
+        interpreter.set_input(np.asarray(x, dtype=np.int8).reshape(shape), 0)
+        interpreter.invoke()
+        outs.append(interpreter.get_output(0).reshape(-1).copy())
+    return np.stack(outs)
+
+
+class NetBuilder:
+    """A one-subgraph int8 model, layer by layer; tensors by index, shapes NHWC with batch 1."""
+
+    def __init__(self, seed: int = 0, bias_reach: int = 3000):
+        self.rng = np.random.default_rng(seed)
+        self.bias_reach = bias_reach  # biases drawn from [-bias_reach, bias_reach)
+        self.buffers = [schema.BufferT()]
+        self.tensors: list = []
+        self.shapes: list[tuple[int, ...]] = []
+        self.scales: list[float] = []
+        self.spreads: list[float] = []  # the int8 values' standard deviation each tensor is expected to have
+        self.operators: list = []
+        self.codes: list[int] = []
+        self.inputs: list[int] = []
+
+    # ---- tensors
+    def tensor(self, shape, scale, zero_point, dtype=schema.TensorType.INT8, data: np.ndarray | None = None,
+               axis: int = 0) -> int:
+        t = schema.TensorT()
+        t.shape = list(shape)
+        t.type = dtype
+        t.name = f"t{len(self.tensors)}"
+        q = schema.QuantizationParametersT()
+        q.scale = [float(s) for s in np.atleast_1d(scale)]
+        q.zeroPoint = [int(z) for z in np.broadcast_to(zero_point, (len(q.scale),))]
+        q.quantizedDimension = axis
+        t.quantization = q
+        if data is not None:
+            buffer = schema.BufferT()
+            buffer.data = np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8).tolist()
+            self.buffers.append(buffer)
+            t.buffer = len(self.buffers) - 1
+        self.tensors.append(t)
+        self.shapes.append(tuple(shape))
+        self.scales.append(float(np.mean(np.atleast_1d(scale))))
+        self.spreads.append(OUTPUT_SPREAD)
+        return len(self.tensors) - 1
+
+    def activation_tensor(self, shape, scale) -> int:
+        return self.tensor(shape, float(np.float32(scale)), int(self.rng.integers(-20, 21)))
+
+    def input(self, shape, scale: float = 0.05, zero_point: int = -3) -> int:
+        index = self.tensor((1, *shape), scale, zero_point)
+        self.inputs.append(index)
+        self.spreads[index] = INPUT_SPREAD
+        return index
+
+    def operator(self, code: int, inputs, output: int, options_type: int = 0, options=None) -> int:
+        if code not in self.codes:
+            self.codes.append(code)
+        op = schema.OperatorT()
+        op.opcodeIndex = self.codes.index(code)
+        op.inputs, op.outputs = [int(i) for i in inputs], [output]
+        op.builtinOptionsType, op.builtinOptions = options_type, options
+        self.operators.append(op)
+        return output
+
+    def weights(self, shape, channels: int, axis: int, per_channel: bool, fan_in: int, x: int, activation: str):
+        """int8 filters, their scales (per channel or one), the int32 bias and the output scale."""
+        w = self.rng.integers(-127, 128, size=shape).astype(np.int8)
+        w_scales = self.rng.uniform(0.002, 0.02, size=channels if per_channel else 1)
+        x_scale = self.scales[x]
+        if activation == "relu6":  # real outputs spread over about [-3, 3]: relu6's clamp at 6 cuts a few
+            w_scales *= 3.0 / (self.spreads[x] * 73.0 * np.sqrt(fan_in) * x_scale * float(np.mean(w_scales)))
+        w_tensor = self.tensor(shape, w_scales, 0, data=w, axis=axis if per_channel else 0)
+        b_scales = np.broadcast_to(np.float32(x_scale) * w_scales.astype(np.float32), (channels,))
+        bias = self.rng.integers(-self.bias_reach, self.bias_reach, size=channels).astype(np.int32)
+        b_tensor = self.tensor((channels,), b_scales if per_channel else b_scales[:1], 0, schema.TensorType.INT32,
+                               bias, 0)
+        spread = self.spreads[x] * 73.0 * np.sqrt(fan_in) * x_scale * float(np.mean(w_scales))
+        return w_tensor, b_tensor, spread / OUTPUT_SPREAD
+
+    # ---- layers
+    @staticmethod
+    def out_size(n, k, stride, dilation, padding):
+        reach = (k - 1) * dilation + 1
+        return -(-n // stride) if padding == "same" else -(-(n - reach + 1) // stride)
+
+    def conv(self, x, channels, kernel=(3, 3), stride=(1, 1), dilation=(1, 1), padding="same", activation="none",
+             per_channel=True) -> int:
+        _, h, w, c = self.shapes[x]
+        wt, bt, scale = self.weights((channels, *kernel, c), channels, 0, per_channel, kernel[0] * kernel[1] * c, x,
+                                      activation)
+        oh, ow = (self.out_size(n, k, s, d, padding) for n, k, s, d in zip((h, w), kernel, stride, dilation))
+        out = self.activation_tensor((1, oh, ow, channels), scale)
+        options = schema.Conv2DOptionsT()
+        options.padding, options.strideH, options.strideW = PADDINGS[padding], stride[0], stride[1]
+        options.dilationHFactor, options.dilationWFactor = dilation
+        options.fusedActivationFunction = ACTIVATIONS[activation]
+        return self.operator(schema.BuiltinOperator.CONV_2D, [x, wt, bt], out, schema.BuiltinOptions.Conv2DOptions,
+                             options)
+
+    def depthwise(self, x, multiplier=1, kernel=(3, 3), stride=(1, 1), dilation=(1, 1), padding="same",
+                  activation="none", per_channel=True) -> int:
+        _, h, w, c = self.shapes[x]
+        channels = c * multiplier
+        wt, bt, scale = self.weights((1, *kernel, channels), channels, 3, per_channel, kernel[0] * kernel[1], x,
+                                      activation)
+        oh, ow = (self.out_size(n, k, s, d, padding) for n, k, s, d in zip((h, w), kernel, stride, dilation))
+        out = self.activation_tensor((1, oh, ow, channels), scale)
+        options = schema.DepthwiseConv2DOptionsT()
+        options.padding, options.strideH, options.strideW = PADDINGS[padding], stride[0], stride[1]
+        options.dilationHFactor, options.dilationWFactor = dilation
+        options.depthMultiplier = multiplier
+        options.fusedActivationFunction = ACTIVATIONS[activation]
+        return self.operator(schema.BuiltinOperator.DEPTHWISE_CONV_2D, [x, wt, bt], out,
+                             schema.BuiltinOptions.DepthwiseConv2DOptions, options)
+
+    def average_pool(self, x, window=(2, 2), stride=(2, 2), padding="valid", activation="none") -> int:
+        _, h, w, c = self.shapes[x]
+        oh, ow = (self.out_size(n, k, s, 1, padding) for n, k, s in zip((h, w), window, stride))
+        t = self.tensors[x].quantization  # TFLite's int8 pooling keeps its input's quantisation
+        out = self.tensor((1, oh, ow, c), t.scale[0], t.zeroPoint[0])
+        options = schema.Pool2DOptionsT()
+        options.padding, options.strideH, options.strideW = PADDINGS[padding], stride[0], stride[1]
+        options.filterHeight, options.filterWidth = window
+        options.fusedActivationFunction = ACTIVATIONS[activation]
+        return self.operator(schema.BuiltinOperator.AVERAGE_POOL_2D, [x], out, schema.BuiltinOptions.Pool2DOptions,
+                             options)
+
+    def flatten(self, x) -> int:
+        size = int(np.prod(self.shapes[x]))
+        t = self.tensors[x].quantization
+        out = self.tensor((1, size), t.scale[0], t.zeroPoint[0])
+        options = schema.ReshapeOptionsT()
+        options.newShape = [1, size]
+        return self.operator(schema.BuiltinOperator.RESHAPE, [x], out, schema.BuiltinOptions.ReshapeOptions, options)
+
+    def fc(self, x, units, activation="none") -> int:
+        depth = self.shapes[x][-1]
+        wt, bt, scale = self.weights((units, depth), units, 0, False, depth, x, activation)
+        out = self.activation_tensor((1, units), scale)
+        options = schema.FullyConnectedOptionsT()
+        options.fusedActivationFunction = ACTIVATIONS[activation]
+        return self.operator(schema.BuiltinOperator.FULLY_CONNECTED, [x, wt, bt], out,
+                             schema.BuiltinOptions.FullyConnectedOptions, options)
+
+    def add(self, a, b, activation="none") -> int:
+        assert self.shapes[a] == self.shapes[b]
+        out = self.activation_tensor(self.shapes[a], 1.2 * max(self.scales[a], self.scales[b]))
+        options = schema.AddOptionsT()
+        options.fusedActivationFunction = ACTIVATIONS[activation]
+        return self.operator(schema.BuiltinOperator.ADD, [a, b], out, schema.BuiltinOptions.AddOptions, options)
+
+    def softmax(self, x, spread: float = 2.0) -> int:
+        """Softmax with beta such that the logits' expected spread is ``spread`` (not one class saturating)."""
+        out = self.tensor(self.shapes[x], 1 / 256, -128)  # what TFLite's int8 softmax requires
+        options = schema.SoftmaxOptionsT()
+        options.beta = float(np.float32(spread / (self.spreads[x] * self.scales[x])))
+        return self.operator(schema.BuiltinOperator.SOFTMAX, [x], out, schema.BuiltinOptions.SoftmaxOptions, options)
+
+    # ---- the file
+    def finish(self, output: int) -> bytes:
+        sub = schema.SubGraphT()
+        sub.tensors, sub.inputs, sub.outputs, sub.operators = self.tensors, self.inputs, [output], self.operators
+        model = schema.ModelT()
+        model.version = 3
+        model.subgraphs, model.buffers = [sub], self.buffers
+        model.operatorCodes = []
+        for code in self.codes:
+            oc = schema.OperatorCodeT()
+            oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = code, min(code, 127), 1
+            model.operatorCodes.append(oc)
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+        return bytes(builder.Output())

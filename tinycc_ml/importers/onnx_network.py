@@ -1,0 +1,593 @@
+"""ONNX convolutional networks (PyTorch's ``torch.onnx.export``) as float IR graphs of the network ops.
+
+The ops (standard domain only):
+
+    Conv (1-D and 2-D; stride, dilation, pads / auto_pad; group 1, or group = channels: depthwise),
+    BatchNormalization (folded into the convolution before it), MaxPool, AveragePool,
+    GlobalAveragePool, ReduceMean over the spatial axes, Gemm, MatMul [+ Add of a constant], Add of two
+    tensors, Relu, Clip(0, 6) (fused into the op before them), Flatten / Reshape to (batch, features),
+    Softmax, Identity, Dropout, Constant
+
+ONNX's channels-first tensors (N, C, L) and (N, C, H, W) become the IR's NHWC: (1, 1, L, C) and
+(1, H, W, C). The input keeps ONNX's shape (a row is the ONNX tensor's elements in ONNX's order) and is
+transposed once; a flatten of a tensor with more than one position transposes back to channels-first
+first, so the features reach the dense layers in ONNX's order. A symbolic batch dimension is taken as 1.
+A padding becomes TFLite's SAME or VALID where their windows are ONNX's, else the IR's explicit pads.
+Every op or attribute outside the list is refused by name, all of them in one ModelFileError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tinycc_ml.errors import ModelFileError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.windows import out_size, pad_before
+from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
+from tinycc_ml.models.saved import check_array
+
+ONNX_DOMAINS = ("", "ai.onnx")
+# op -> the attributes read (any other attribute is refused by name)
+NETWORK_OPS = {
+    "Conv": ("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
+    "MaxPool": ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations", "storage_order"),
+    "AveragePool": ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "count_include_pad", "dilations"),
+    "GlobalAveragePool": (), "ReduceMean": ("axes", "keepdims", "noop_with_empty_axes"),
+    "BatchNormalization": ("epsilon", "momentum", "training_mode", "spatial"),
+    "Gemm": ("alpha", "beta", "transA", "transB"), "MatMul": (), "Add": (), "Relu": (), "Clip": ("min", "max"),
+    "Flatten": ("axis",), "Reshape": ("allowzero",), "Squeeze": ("axes",), "Unsqueeze": ("axes",),
+    "Softmax": ("axis",), "Identity": (), "Dropout": ("seed",),
+    "Constant": ("value",),
+}
+# attribute values the lowering does not implement: (op, attribute) -> the values allowed
+ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0,), ("AveragePool", "ceil_mode"): (0,),
+                  ("MaxPool", "storage_order"): (0,), ("BatchNormalization", "training_mode"): (0,),
+                  ("Gemm", "transA"): (0,), ("Conv", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
+                  ("MaxPool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
+                  ("AveragePool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
+                  ("ReduceMean", "noop_with_empty_axes"): (0,)}
+FUSED = ("Relu", "Clip")
+NCHW_OF_NHWC = [0, 3, 1, 2]
+
+
+class _Bad(Exception):
+    """A problem found in the graph (the loader adds the file's name)."""
+
+
+@dataclass
+class _Value:
+    node: str  # the IR node
+    shape: tuple[int, ...]  # ONNX's shape (batch 1)
+    spatial: int = 0  # 1 or 2: the IR holds it as NHWC (1-D: H = 1); 0: as ONNX holds it
+
+    @property
+    def channels(self) -> int:
+        return self.shape[1]
+
+
+def attributes(node) -> dict:
+    # deferred: onnx is an optional dependency (the [onnx] extra); the caller has imported it already
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def unsupported(graph) -> list[str]:
+    """Every op and attribute of ``graph`` this importer does not lower, each named once."""
+    problems: list[str] = []
+    for node in graph.node:
+        label = f"{node.op_type} (node {node.name!r})"
+        if node.domain not in ONNX_DOMAINS:
+            problems.append(f"{label} is of domain {node.domain!r}, not a standard ONNX op")
+        elif node.op_type not in NETWORK_OPS:
+            problems.append(f"op {label} is not supported")
+        else:
+            for name, value in attributes(node).items():
+                if name not in NETWORK_OPS[node.op_type]:
+                    problems.append(f"{label}: attribute {name} is not supported")
+                    continue
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8", "replace")
+                allowed = ALLOWED_VALUES.get((node.op_type, name))
+                if allowed is not None and value not in allowed:
+                    problems.append(f"{label}: {name}={value!r} is not supported (supported: "
+                                    f"{', '.join(map(str, allowed))})")
+                if name == "dilations" and node.op_type != "Conv" and any(int(d) != 1 for d in value):
+                    problems.append(f"{label}: dilations={list(value)} is not supported (pools: 1)")
+    return problems
+
+
+def identifier(name: str, fallback: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_")
+    if not cleaned:
+        return fallback
+    return cleaned if cleaned[0].isalpha() else f"n_{cleaned}"
+
+
+def _ints(value, count: int, default: int, what: str) -> list[int]:
+    if value is None:
+        return [default] * count
+    value = [int(v) for v in value]
+    if len(value) != count:
+        raise _Bad(f"{what} has {len(value)} values, expected {count}")
+    return value
+
+
+def _as_2d(values: list[int], spatial: int, fill: int) -> list[int]:
+    """A 1-D window's attribute as the IR's (height, width): height 1."""
+    return [fill, *values] if spatial == 1 else values
+
+
+def padding_attrs(node, attrs: dict, sizes, window, strides, dilations) -> dict:
+    """The IR's padding of ONNX's: TFLite's "same" or "valid" where their windows are ONNX's (the same output
+    size and padding before each axis), else "explicit" with ONNX's pads (1-D: height unpadded)."""
+    spatial = len(sizes)
+    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto == "VALID":
+        return {"padding": "valid"}
+    if auto == "SAME_UPPER":
+        return {"padding": "same"}  # TFLite's SAME puts an odd padding after, as SAME_UPPER does
+    pads = _ints(attrs.get("pads"), 2 * spatial, 0, f"{node.op_type} node {node.name!r}: pads")
+    if any(p < 0 for p in pads):
+        raise _Bad(f"{node.op_type} node {node.name!r}: negative pads {pads}")
+    onnx_out = [(n + pads[i] + pads[i + spatial] - ((k - 1) * d + 1)) // s + 1
+                for i, (n, k, s, d) in enumerate(zip(sizes, window, strides, dilations))]
+    for mode in ("valid", "same"):
+        outs = [out_size(n, k, s, d, mode) for n, k, s, d in zip(sizes, window, strides, dilations)]
+        before = [0 if mode == "valid" else pad_before(n, k, s, d, o)
+                  for n, k, s, d, o in zip(sizes, window, strides, dilations, outs)]
+        if outs == onnx_out and before == pads[:spatial]:
+            return {"padding": mode}
+    return {"padding": "explicit", "pads": [0, pads[0], 0, pads[1]] if spatial == 1 else pads}
+
+
+def pads_anything(attrs: dict, sizes, window, strides) -> bool:
+    """Whether some window of a pool reaches into the padding."""
+    if attrs["padding"] == "explicit":
+        return any(attrs["pads"])
+    if attrs["padding"] == "valid":
+        return False
+    return any((out_size(n, k, s, 1, "same") - 1) * s + k > n for n, k, s in zip(sizes, window, strides))
+
+
+class _Lowering:
+    def __init__(self, path: Path, proto_graph, weights: dict, graph: Graph):
+        self.path, self.proto, self.weights, self.graph = path, proto_graph, weights, graph
+        self.values: dict[str, _Value] = {}
+        self.done: set[int] = set()
+        self.consumers: dict[str, list[int]] = {}
+        for k, node in enumerate(proto_graph.node):
+            for name in node.input:
+                if name:
+                    self.consumers.setdefault(name, []).append(k)
+        self.outputs = {o.name for o in proto_graph.output}
+
+    # ---- operands
+
+    def value(self, node, index: int) -> _Value:
+        name = node.input[index] if index < len(node.input) else ""
+        if name in self.values:
+            return self.values[name]
+        if name in self.weights:
+            raise _Bad(f"{node.op_type} node {node.name!r} takes the constant {name!r} where the network's data "
+                       "is expected")
+        raise _Bad(f"{node.op_type} node {node.name!r} reads {name!r}, which no earlier node computes")
+
+    def const(self, node, index: int, what: str, required: bool = True) -> np.ndarray | None:
+        name = node.input[index] if index < len(node.input) else ""
+        if not name:
+            if required:
+                raise _Bad(f"{node.op_type} node {node.name!r} has no {what}")
+            return None
+        if name not in self.weights:
+            raise _Bad(f"{node.op_type} node {node.name!r} takes its {what} {name!r} from a computed value; only "
+                       "constants (initializers) are supported there")
+        return check_array(self.weights[name], f"{node.op_type} node {node.name!r} {what} {name!r}", self.path)
+
+    def add_const(self, array: np.ndarray, layout: str, name: str) -> str:
+        array = np.asarray(array, dtype=np.float32)
+        return self.graph.add("const", [], {"value": array}, type=TensorType(array.shape, F32, layout), name=name)
+
+    def add(self, op: str, inputs: list[str], attrs: dict, name: str, declared: TensorType | None = None) -> str:
+        try:
+            return self.graph.add(op, inputs, attrs, type=declared, name=name)
+        except ValueError as exc:
+            raise _Bad(f"{op} for {name!r}: {exc}") from None
+
+    def only_consumer(self, name: str, ops: tuple[str, ...]):
+        """The one node that reads ``name``, when it is one of ``ops`` and ``name`` is not an output."""
+        users = self.consumers.get(name, [])
+        if len(users) != 1 or name in self.outputs:
+            return None
+        node = self.proto.node[users[0]]
+        return (users[0], node) if node.op_type in ops and node.domain in ONNX_DOMAINS else None
+
+    def activation_after(self, name: str) -> tuple[str, str]:
+        """The activation of the Relu / Clip nodes that alone read ``name`` (marked done), and the ONNX
+        value after them."""
+        activation = "none"
+        while (found := self.only_consumer(name, FUSED)) is not None:
+            k, node = found
+            kind = self.clip_kind(node) if node.op_type == "Clip" else "relu"
+            activation = "relu6" if "relu6" in (kind, activation) else "relu"
+            self.done.add(k)
+            name = node.output[0]
+        return activation, name
+
+    def clip_kind(self, node) -> str:
+        attrs = attributes(node)
+        lo = attrs.get("min", None)
+        hi = attrs.get("max", None)
+        if len(node.input) > 1 and node.input[1]:
+            lo = float(self.const(node, 1, "min").reshape(-1)[0])
+        if len(node.input) > 2 and node.input[2]:
+            hi = float(self.const(node, 2, "max").reshape(-1)[0])
+        if lo == 0 and hi == 6:
+            return "relu6"
+        if lo == 0 and (hi is None or hi == np.inf):
+            return "relu"
+        raise _Bad(f"Clip node {node.name!r} clips to [{lo}, {hi}]; only ReLU6 (0, 6) and ReLU (0, none) are "
+                   "supported")
+
+    def define(self, onnx_name: str, value: _Value) -> None:
+        self.values[onnx_name] = value
+
+    # ---- ops
+
+    def conv(self, node, attrs: dict) -> None:
+        x = self.value(node, 0)
+        if not x.spatial:
+            raise _Bad(f"Conv node {node.name!r} takes a tensor of shape {list(x.shape)}; expected (batch, "
+                       "channels, length) or (batch, channels, height, width)")
+        w = self.const(node, 1, "weights")
+        if w.ndim != 2 + x.spatial:
+            raise _Bad(f"Conv node {node.name!r} weights have shape {list(w.shape)} for a {x.spatial}-D input")
+        out_c = w.shape[0]
+        b = self.const(node, 2, "bias", required=False)
+        b = np.zeros(out_c) if b is None else b.reshape(-1)
+        if b.shape != (out_c,):
+            raise _Bad(f"Conv node {node.name!r} bias has shape {list(b.shape)}, expected ({out_c},)")
+        window = list(w.shape[2:])
+        if "kernel_shape" in attrs and [int(k) for k in attrs["kernel_shape"]] != window:
+            raise _Bad(f"Conv node {node.name!r}: kernel_shape {list(attrs['kernel_shape'])} disagrees with the "
+                       f"weights {list(w.shape)}")
+        strides = _ints(attrs.get("strides"), x.spatial, 1, f"Conv node {node.name!r} strides")
+        dilations = _ints(attrs.get("dilations"), x.spatial, 1, f"Conv node {node.name!r} dilations")
+        group = int(attrs.get("group", 1))
+        name = node.output[0]
+        found = self.only_consumer(name, ("BatchNormalization",))
+        if found is not None:
+            k, bn = found
+            w, b = self.fold_batch_norm(bn, w, b)
+            self.done.add(k)
+            name = bn.output[0]
+        activation, name = self.activation_after(name)
+        ir_attrs = {"stride": _as_2d(strides, x.spatial, 1), "dilation": _as_2d(dilations, x.spatial, 1),
+                    **self.padding(node, attrs, x, window, strides, dilations), "activation": activation}
+        label = identifier(node.name or name, "conv")
+        if w.ndim == 3:
+            w = w[:, :, None, :]  # (O, I, 1, K)
+        if group == 1:
+            if w.shape[1] != x.channels:
+                raise _Bad(f"Conv node {node.name!r} weights read {w.shape[1]} channels, the input has {x.channels}")
+            filters = self.add_const(w.transpose(0, 2, 3, 1), "OHWI", f"{label}_filter")
+            op = "conv2d"
+        elif group == x.channels and w.shape[1] == 1 and out_c % group == 0:
+            filters = self.add_const(w[:, 0].transpose(1, 2, 0)[None], "IHWO", f"{label}_filter")
+            op, ir_attrs["depth_multiplier"] = "depthwise_conv2d", out_c // group
+        else:
+            raise _Bad(f"Conv node {node.name!r}: group={group} on {x.channels} channels is not supported (1, or "
+                       "one group per channel: depthwise)")
+        bias = self.add_const(b, "", f"{label}_bias")
+        out = self.add(op, [x.node, filters, bias], ir_attrs, label)
+        self.define(name, self.spatial_value(out, x.spatial))
+
+    def spatial_value(self, node: str, spatial: int) -> _Value:
+        _, h, w, c = self.graph.type(node).shape
+        return _Value(node, (1, c, w) if spatial == 1 else (1, c, h, w), spatial)
+
+    def padding(self, node, attrs, x: _Value, window, strides, dilations) -> dict:
+        return padding_attrs(node, attrs, list(x.shape[2:]), window, strides, dilations)
+
+    def fold_batch_norm(self, bn, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """w' = w * g / sqrt(v + eps) per output channel; b' = (b - mean) * g / sqrt(v + eps) + beta."""
+        channels = w.shape[0]
+        gamma, beta, mean, var = (self.const(bn, i, what).reshape(-1)
+                                  for i, what in enumerate(("scale", "bias", "mean", "var"), start=1))
+        if any(a.shape != (channels,) for a in (gamma, beta, mean, var)):
+            raise _Bad(f"BatchNormalization node {bn.name!r} has parameters of shapes "
+                       f"{[list(a.shape) for a in (gamma, beta, mean, var)]}, expected ({channels},) each")
+        epsilon = float(attributes(bn).get("epsilon", 1e-5))
+        if np.any(var + epsilon <= 0):
+            raise _Bad(f"BatchNormalization node {bn.name!r} has a variance + epsilon <= 0")
+        factor = gamma / np.sqrt(var + epsilon)
+        folded_w = w * factor.reshape(-1, *([1] * (w.ndim - 1)))
+        folded_b = (b - mean) * factor + beta
+        check_array(folded_w, f"BatchNormalization node {bn.name!r} folded weights", self.path)
+        return folded_w, check_array(folded_b, f"BatchNormalization node {bn.name!r} folded bias", self.path)
+
+    def pool(self, node, attrs: dict) -> None:
+        x = self.value(node, 0)
+        if not x.spatial:
+            raise _Bad(f"{node.op_type} node {node.name!r} takes a tensor of shape {list(x.shape)}; expected a "
+                       "(batch, channels, ...) tensor with 1 or 2 spatial axes")
+        what = f"{node.op_type} node {node.name!r}"
+        window = _ints(attrs.get("kernel_shape"), x.spatial, 0, f"{what} kernel_shape")
+        if any(k < 1 for k in window):
+            raise _Bad(f"{what}: kernel_shape {window}")
+        strides = _ints(attrs.get("strides"), x.spatial, 1, f"{what} strides")
+        padding = self.padding(node, attrs, x, window, strides, [1] * x.spatial)
+        if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)) and pads_anything(
+                padding, x.shape[2:], window, strides):
+            raise _Bad(f"{what}: count_include_pad=1 with padding is not supported (TFLite averages the elements "
+                       "inside the input)")
+        activation, name = self.activation_after(node.output[0])
+        op = "max_pool2d" if node.op_type == "MaxPool" else "average_pool2d"
+        out = self.add(op, [x.node], {"filter": _as_2d(window, x.spatial, 1), "stride": _as_2d(strides, x.spatial, 1),
+                                      **padding, "activation": activation},
+                       identifier(node.name or name, "pool"))
+        self.define(name, self.spatial_value(out, x.spatial))
+
+    def global_average(self, node, keepdims: bool = True) -> None:
+        x = self.value(node, 0)
+        if not x.spatial:
+            raise _Bad(f"{node.op_type} node {node.name!r} takes a tensor of shape {list(x.shape)} without "
+                       "spatial axes")
+        _, h, w, c = self.graph.type(x.node).shape
+        activation, name = self.activation_after(node.output[0])
+        label = identifier(node.name or name, "mean")
+        out = self.add("average_pool2d", [x.node], {"filter": [h, w], "stride": [1, 1], "padding": "valid",
+                                                    "activation": activation}, label)
+        if keepdims:
+            self.define(name, _Value(out, (1, c, *[1] * x.spatial), x.spatial))
+        else:
+            flat = self.add("reshape", [out], {"shape": [1, c]}, f"{label}_flat")
+            self.define(name, _Value(flat, (1, c)))
+
+    def reduce_mean(self, node, attrs: dict) -> None:
+        x = self.value(node, 0)
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
+        rank = len(x.shape)
+        axes = sorted(int(a) % rank for a in (axes or []))
+        if not x.spatial or axes != list(range(2, rank)):
+            raise _Bad(f"ReduceMean node {node.name!r} over axes {axes} of shape {list(x.shape)}; only the mean over "
+                       "every spatial axis (a global average pool) is supported")
+        self.global_average(node, bool(attrs.get("keepdims", 1)))
+
+    def reshaping(self, node, attrs: dict) -> None:
+        """Flatten, Reshape, Squeeze, Unsqueeze: the ONNX shape they give, then ``reshaped``."""
+        x = self.value(node, 0)
+        shape, what = list(x.shape), f"{node.op_type} node {node.name!r}"
+        if node.op_type == "Flatten":
+            axis = int(attrs.get("axis", 1)) % (len(shape) + 1)
+            if axis > len(shape):
+                raise _Bad(f"{what}: axis {attrs.get('axis')} of shape {shape}")
+            wanted = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
+        elif node.op_type == "Reshape":
+            given = [int(s) for s in self.const(node, 1, "shape").astype(np.int64).reshape(-1)]
+            wanted = [shape[k] if s == 0 and not attrs.get("allowzero", 0) and k < len(shape) else s
+                      for k, s in enumerate(given)]
+            if wanted.count(-1) > 1 or any(s < -1 for s in wanted) or 0 in wanted:
+                raise _Bad(f"{what}: shape {given} from {shape}")
+            if -1 in wanted:
+                known = int(np.prod([s for s in wanted if s != -1]))
+                if known == 0 or int(np.prod(shape)) % known:
+                    raise _Bad(f"{what}: shape {given} does not fit {shape}")
+                wanted[wanted.index(-1)] = int(np.prod(shape)) // known
+        else:
+            axes = attrs.get("axes")
+            if axes is None and len(node.input) > 1 and node.input[1]:
+                axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
+            if node.op_type == "Unsqueeze":
+                rank = len(shape) + len(axes or [])
+                axes = sorted(int(a) % rank for a in (axes or []))
+                wanted = list(shape)
+                for a in axes:
+                    wanted.insert(a, 1)
+            else:
+                axes = [int(a) % len(shape) for a in axes] if axes else [k for k, s in enumerate(shape) if s == 1]
+                if 0 in axes or any(shape[a] != 1 for a in axes):
+                    raise _Bad(f"{what}: squeezes axes {axes} of shape {shape}; only axes of size 1 after the batch")
+                wanted = [s for k, s in enumerate(shape) if k not in axes]
+        if int(np.prod(wanted)) != int(np.prod(shape)) or not wanted or wanted[0] != 1:
+            raise _Bad(f"{what}: shape {wanted} from {shape}; the batch (1) must stay the first axis")
+        self.define(node.output[0], self.reshaped(x, tuple(wanted), identifier(node.name or node.output[0], "reshape")))
+
+    def reshaped(self, x: _Value, shape: tuple[int, ...], label: str) -> _Value:
+        """``x`` in the ONNX shape ``shape`` (same elements): free where the IR's element order is kept."""
+        if shape == x.shape:
+            return x
+        positions = [s for s in shape[2:] if s != 1]
+        if x.spatial and len(shape) in (3, 4) and shape[1] == x.channels and positions == [
+                s for s in x.shape[2:] if s != 1]:
+            return self.as_spatial(x.node, shape, label)  # unit axes added or removed: NHWC's order is kept
+        flat = self.flat(x, label)
+        if len(shape) <= 2:
+            node = flat.node
+            if shape != (1, flat.shape[1]):
+                node = self.add("reshape", [flat.node], {"shape": list(shape)}, f"{label}_shape")
+            return _Value(node, shape)
+        if len(shape) > 4:
+            raise _Bad(f"{label}: shape {list(shape)} has more than two spatial axes")
+        node, channels = flat.node, shape[1]
+        if channels > 1 and int(np.prod(shape[2:])) > 1:  # channels first to channels last
+            spatial_shape = tuple(shape[2:]) if len(shape) == 4 else (1, shape[2])
+            nchw = self.add("reshape", [node], {"shape": [1, channels, *spatial_shape]}, f"{label}_nchw")
+            node = self.add("transpose", [nchw], {"perm": [0, 2, 3, 1]}, f"{label}_nhwc")
+        return self.as_spatial(node, shape, label)
+
+    def flat(self, x: _Value, label: str) -> _Value:
+        """``x`` as (1, features) in ONNX's (channels-first) order."""
+        size = int(np.prod(x.shape))
+        node = x.node
+        if x.spatial and size != x.channels:  # more than one position: back to channels first
+            n, h, w, c = self.graph.type(node).shape
+            node = self.add("transpose", [node], {"perm": NCHW_OF_NHWC}, f"{label}_nchw",
+                            TensorType((n, c, h, w), F32, "NCHW"))
+        if self.graph.type(node).shape != (1, size):
+            node = self.add("reshape", [node], {"shape": [1, size]}, label)
+        return _Value(node, (1, size))
+
+    def as_spatial(self, node: str, shape: tuple[int, ...], label: str) -> _Value:
+        nhwc = (1, 1, shape[2], shape[1]) if len(shape) == 3 else (1, shape[2], shape[3], shape[1])
+        if self.graph.type(node).shape != nhwc or self.graph.type(node).layout != "NHWC":
+            node = self.add("reshape", [node], {"shape": list(nhwc)}, f"{label}_nhwc",
+                            TensorType(nhwc, F32, "NHWC"))
+        return _Value(node, shape, len(shape) - 2)
+
+    def dense(self, node, attrs: dict) -> None:
+        x = self.value(node, 0)
+        what = f"{node.op_type} node {node.name!r}"
+        if x.spatial or len(x.shape) != 2:
+            raise _Bad(f"{what} takes a tensor of shape {list(x.shape)}; flatten it to (batch, features) first")
+        if node.op_type == "Gemm":
+            B = self.const(node, 1, "weights")
+            if B.ndim != 2:
+                raise _Bad(f"{what} weights have shape {list(B.shape)}, expected 2-D")
+            W = (B if attrs.get("transB", 0) else B.T) * float(attrs.get("alpha", 1.0))
+            C = self.const(node, 2, "bias", required=False)
+            b = np.zeros(W.shape[0]) if C is None else C.reshape(-1) * float(attrs.get("beta", 1.0))
+            name = node.output[0]
+        else:
+            B = self.const(node, 1, "weights")
+            if B.ndim != 2:
+                raise _Bad(f"{what} weights have shape {list(B.shape)}, expected 2-D")
+            W, b, name = B.T, np.zeros(B.shape[1]), node.output[0]
+            found = self.only_consumer(name, ("Add",))
+            if found is not None:
+                k, add = found
+                other = [i for i in add.input if i != name]
+                if len(other) == 1 and other[0] in self.weights:
+                    b = self.const(add, list(add.input).index(other[0]), "bias").reshape(-1)
+                    self.done.add(k)
+                    name = add.output[0]
+        if W.shape[1] != x.shape[1]:
+            raise _Bad(f"{what} takes {W.shape[1]} features, its input has {x.shape[1]}")
+        if b.shape != (W.shape[0],):
+            raise _Bad(f"{what} bias has {b.size} values, expected {W.shape[0]}")
+        activation, name = self.activation_after(name)
+        label = identifier(node.name or name, "dense")
+        weights = self.add_const(W, "OI", f"{label}_weights")
+        bias = self.add_const(b, "", f"{label}_bias")
+        out = self.add("fully_connected", [x.node, weights, bias], {"activation": activation}, label)
+        self.define(name, _Value(out, (1, W.shape[0])))
+
+    def add_tensors(self, node) -> None:
+        if len(node.input) != 2 or any(i in self.weights for i in node.input):
+            raise _Bad(f"Add node {node.name!r} adds a constant; only the sum of two computed tensors (a skip "
+                       "connection) or a MatMul's bias is supported")
+        a, b = self.value(node, 0), self.value(node, 1)
+        if a.shape != b.shape:
+            raise _Bad(f"Add node {node.name!r} adds shapes {list(a.shape)} and {list(b.shape)}; broadcasting is "
+                       "not supported")
+        activation, name = self.activation_after(node.output[0])
+        out = self.add("tensor_add", [a.node, b.node], {"activation": activation}, identifier(node.name or name, "add"))
+        self.define(name, _Value(out, a.shape, a.spatial))
+
+    def softmax(self, node, attrs: dict) -> None:
+        x = self.value(node, 0)
+        axis = int(attrs.get("axis", -1))
+        if x.spatial or len(x.shape) != 2 or axis not in (-1, 1):
+            raise _Bad(f"Softmax node {node.name!r} over axis {axis} of shape {list(x.shape)}; only the softmax of "
+                       "(batch, classes) over the classes is supported")
+        out = self.add("softmax", [x.node], {"beta": 1.0}, identifier(node.name or node.output[0], "softmax"))
+        self.define(node.output[0], _Value(out, x.shape))
+
+    def lower(self, node) -> None:
+        op, attrs = node.op_type, attributes(node)
+        if op == "Constant":
+            # deferred: onnx is an optional dependency (the [onnx] extra); the caller has imported it already
+            from onnx import numpy_helper
+
+            if "value" not in attrs:
+                raise _Bad(f"Constant node {node.name!r} without a tensor value")
+            self.weights[node.output[0]] = numpy_helper.to_array(attrs["value"])
+        elif op == "Conv":
+            self.conv(node, attrs)
+        elif op in ("MaxPool", "AveragePool"):
+            self.pool(node, attrs)
+        elif op == "GlobalAveragePool":
+            self.global_average(node)
+        elif op == "ReduceMean":
+            self.reduce_mean(node, attrs)
+        elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
+            self.reshaping(node, attrs)
+        elif op in ("Gemm", "MatMul"):
+            self.dense(node, attrs)
+        elif op == "Add":
+            self.add_tensors(node)
+        elif op == "Softmax":
+            self.softmax(node, attrs)
+        elif op in ("Identity", "Dropout"):
+            self.define(node.output[0], self.value(node, 0))
+        elif op in FUSED:
+            raise _Bad(f"{op} node {node.name!r} follows no convolution, dense layer, pool or Add whose only reader "
+                       "it is; only activations fused into the op before them are supported")
+        else:  # BatchNormalization
+            raise _Bad(f"{op} node {node.name!r} does not follow a Conv whose only reader it is; only batch "
+                       "normalisation folded into a convolution is supported")
+
+
+def input_value(graph: Graph, name: str, shape: list[int]) -> _Value:
+    """The input node (ONNX's shape and order) and, for a channels-first tensor, its NHWC view."""
+    layout = {2: "NC", 3: "NCW", 4: "NCHW"}.get(len(shape), "")
+    x = graph.add("input", [], {"name": "x"}, type=TensorType(tuple(shape), F32, layout), name="x")
+    if len(shape) not in (3, 4):
+        return _Value(x, tuple(shape))
+    spatial = len(shape) - 2
+    channels = shape[1]
+    nhwc = (1, 1, shape[2], channels) if spatial == 1 else (1, shape[2], shape[3], channels)
+    node = x
+    if channels > 1:  # (1, C, ...) -> (1, ..., C): a channel of one needs no move
+        perm = [0, 2, 1] if spatial == 1 else [0, 2, 3, 1]
+        node = graph.add("transpose", [x], {"perm": perm}, name="x_channels_last")
+    node = graph.add("reshape", [node], {"shape": list(nhwc)}, type=TensorType(nhwc, F32, "NHWC"), name="x_nhwc")
+    return _Value(node, tuple(shape), spatial)
+
+
+def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list[int]) -> Graph:
+    """The float IR graph of an ONNX network (``shape``: its input's, batch 1); ModelFileError on anything
+    it does not lower."""
+    path = Path(path)
+    problems = unsupported(proto_graph)
+    if problems:
+        raise ModelFileError(f"{path}: {len(problems)} unsupported op(s) or attribute(s): {'; '.join(problems)}; "
+                             f"supported ops: {', '.join(NETWORK_OPS)}")
+    if len(proto_graph.output) != 1:
+        raise ModelFileError(f"{path}: the network has {len(proto_graph.output)} outputs; one is supported")
+    if not 1 <= len(shape) <= 4:
+        raise ModelFileError(f"{path}: input {input_name!r} has shape {shape}; expected (batch, features), (batch, "
+                             "channels, length) or (batch, channels, height, width)")
+    if int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
+        raise ModelFileError(f"{path}: input {input_name!r} has shape {shape}, more than {MAX_ELEMENTS} elements")
+    graph = Graph(identifier(path.stem, "onnx"))
+    low = _Lowering(path, proto_graph, dict(weights), graph)
+    try:
+        low.define(input_name, input_value(graph, input_name, shape))
+        for k, node in enumerate(proto_graph.node):
+            if k in low.done:
+                continue
+            if set(node.output) & set(node.input):
+                raise _Bad(f"node {node.name!r} ({node.op_type}) takes its own output as an input")
+            low.lower(node)
+        final = proto_graph.output[0].name
+        if final not in low.values:
+            raise _Bad(f"the output {final!r} is computed by no supported node")
+        result = low.values[final]
+        out = result.node
+        if result.spatial and int(np.prod(result.shape)) != result.channels:  # ONNX's order in the scores
+            out = low.flat(result, "scores").node
+        graph.set_output("scores", out)
+        verify(graph)
+    except _Bad as exc:
+        raise ModelFileError(f"{path}: {exc}") from None
+    except ValueError as exc:  # a type rule refusing what the checks above let through
+        raise ModelFileError(f"{path}: {exc}") from None
+    return graph

@@ -1,0 +1,122 @@
+"""Probability calibration, as scikit-learn's CalibratedClassifierCV applies it to a classifier's decision
+values: ``sigmoid_calibrate`` (Platt's sigmoid per column), ``isotonic_calibrate`` (an isotonic regression
+per column: linear interpolation between its knots, clipped to its ends) and ``calibrated_mean`` (each
+fold's calibrated columns made class probabilities, then their mean over the folds).
+
+Float semantics only: calibrated probabilities are float by definition (sigmoid, division by their sum);
+the models that use these ops compile at precision float (on every target: the AVR in software float).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.registry import OpDef, need, register_op
+from tinycc_ml.ir.types import F32, TensorType
+
+FLOAT_ONLY = "calibrated probabilities are float (models using these ops compile at precision float only)"
+UNSUPPORTED = {"fixed": FLOAT_ONLY, "c_fixed": FLOAT_ONLY, "acc_bound": FLOAT_ONLY}
+ONE_SLACK = 1e-5  # scikit-learn sets a probability in (1, 1 + 1e-5] to 1
+
+
+def _probability_interval(attrs, ivs, shape):
+    return np.zeros(shape), np.ones(shape)
+
+
+def _infer_sigmoid(ts, attrs, declared):
+    t, ab = ts
+    need(t.dtype.is_float and ab.dtype.is_float, f"sigmoid_calibrate is float only, got {t}, {ab}")
+    need(t.rank == 1 and ab.shape == (t.shape[0], 2), f"expected t (R,) and a, b (R, 2), got {t}, {ab}")
+    return TensorType(t.shape, F32)
+
+
+def _sigmoid_rows(ins, batched, attrs, n, rank):
+    t, ab = ins
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(ab[:, 0] * t + ab[:, 1]))
+
+
+register_op(OpDef(
+    "sigmoid_calibrate", 2, _infer_sigmoid,
+    lambda xs, a: _sigmoid_rows([xs[0][None], xs[1]], [True, False], a, 1, 1)[0], {},
+    "Platt's sigmoid per column: 1 / (1 + exp(a_i t_i + b_i)), (a_i, b_i) row i of the constant operand",
+    evaluate_rows=_sigmoid_rows, interval=_probability_interval, unsupported=UNSUPPORTED))
+
+
+def _infer_isotonic(ts, attrs, declared):
+    t, kx, ky = ts
+    need(all(v.dtype.is_float for v in ts), f"isotonic_calibrate is float only, got {t}, {kx}, {ky}")
+    need(t.rank == 1 and kx.rank == 2 and kx.shape[0] == t.shape[0] and ky.shape == kx.shape,
+         f"expected t (R,) and knots (R, L) twice, got {t}, {kx}, {ky}")
+    return TensorType(t.shape, F32)
+
+
+def isotonic_rows(t: np.ndarray, kx: np.ndarray, ky: np.ndarray) -> np.ndarray:
+    """t (n, R) through each column's knots (kx, ky rows, x non-decreasing, padded by repeating the last
+    knot): clipped to the knots' ends, then linearly interpolated on the first segment whose right end is
+    >= t (scipy's interp1d, which scikit-learn's IsotonicRegression uses); one distinct knot: its y."""
+    out = np.empty_like(t, dtype=np.float64)
+    for i in range(kx.shape[0]):
+        x, y = kx[i], ky[i]
+        v = np.clip(t[:, i], x[0], x[-1])
+        hi = np.clip(np.searchsorted(x, v, side="left"), 1, max(len(x) - 1, 1))
+        if len(x) == 1:
+            out[:, i] = y[0]
+            continue
+        lo = hi - 1
+        dx = x[hi] - x[lo]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[:, i] = np.where(dx > 0, (y[hi] - y[lo]) / np.where(dx > 0, dx, 1.0) * (v - x[lo]) + y[lo], y[lo])
+    return out
+
+
+register_op(OpDef(
+    "isotonic_calibrate", 3, _infer_isotonic,
+    lambda xs, a: isotonic_rows(np.asarray(xs[0])[None], xs[1], xs[2])[0], {},
+    "an isotonic regression per column: t_i clipped to its knots' ends, linearly interpolated between the "
+    "knots (rows of the two constant operands, padded by repeating the last knot)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: isotonic_rows(ins[0], ins[1], ins[2]),
+    interval=_probability_interval, unsupported=UNSUPPORTED))
+
+
+def _infer_mean(ts, attrs, declared):
+    (p,) = ts
+    need(p.dtype.is_float and p.rank == 1, f"calibrated_mean takes a float vector, got {p}")
+    classes, folds = attrs["column_class"], attrs["fold_columns"]
+    k = int(attrs["n_classes"])
+    need(k >= 2, f"n_classes is {k}, expected >= 2")
+    need(len(classes) == p.shape[0] and sum(folds) == p.shape[0] and all(f >= 1 for f in folds),
+         f"column_class ({len(classes)}) and fold_columns (sum {sum(folds)}) must cover the {p.shape[0]} columns")
+    need(all(0 <= c < k for c in classes), f"column_class must be class indices below {k}")
+    need(k > 2 or all(f == 1 for f in folds), "a binary fold has one column (the second class's)")
+    return TensorType((k,), F32)
+
+
+def calibrated_mean_rows(p: np.ndarray, attrs: dict) -> np.ndarray:
+    """Each fold's columns as class probabilities (two classes: [1 - p, p]; more: divided by their sum,
+    uniform where it is 0; in (1, 1 + 1e-5]: 1), then the mean over the folds."""
+    k, classes = int(attrs["n_classes"]), list(attrs["column_class"])
+    total, start = np.zeros((p.shape[0], k)), 0
+    for count in attrs["fold_columns"]:
+        proba = np.zeros((p.shape[0], k))
+        if k == 2:
+            proba[:, 1] = p[:, start]
+            proba[:, 0] = 1.0 - proba[:, 1]
+        else:
+            for c in range(start, start + count):
+                proba[:, classes[c]] = p[:, c]
+            denominator = np.sum(proba, axis=1, keepdims=True)
+            proba = np.divide(proba, denominator, out=np.full_like(proba, 1.0 / k), where=denominator != 0)
+        proba[(1.0 < proba) & (proba <= 1.0 + ONE_SLACK)] = 1.0
+        total += proba
+        start += count
+    return total / len(attrs["fold_columns"])
+
+
+register_op(OpDef(
+    "calibrated_mean", 1, _infer_mean, lambda xs, a: calibrated_mean_rows(np.asarray(xs[0])[None], a)[0],
+    {"column_class": "ints", "fold_columns": "ints", "n_classes": "int"},
+    "the calibrated columns of each fold (fold_columns: how many, in order; column_class: the class of each) "
+    "made class probabilities as scikit-learn's _CalibratedClassifier does, then their mean over the folds",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: calibrated_mean_rows(ins[0], attrs),
+    interval=_probability_interval, unsupported=UNSUPPORTED))
