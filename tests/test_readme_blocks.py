@@ -6,7 +6,8 @@ done and `X_train`, `y_train`, `X_test`, `y_test`, `X`, `y` defined for the Pyth
 scikit-learn's digits); the files the commands name (`usps.npz`, `usps10.npz`, `digits.npz`, `test.npz`:
 digits rows and labels under `X_train`/`y_train`/`X_test`/`y_test`; `model.npz`: a small ProtoNN; `net.onnx`:
 a 64-16-10 dense network as torch.onnx.export writes it; `sensor_cnn.onnx` + `sensor_cnn.onnx.data`: the
-PyTorch 1-D CNN of examples/sensor_cnn, with `sensor.npz`, rows of its synthetic data set). Heavy
+PyTorch 1-D CNN of examples/sensor_cnn, with `sensor.npz`, rows of its synthetic data set;
+`kws_ref_model.tflite`: MLPerf Tiny's keyword-spotting model). Heavy
 commands run smaller through substitutions written in the page itself, in a comment before the block:
 ``<!-- readme-test: replace "OLD" "NEW" (why); ... -->`` (e.g. `fit` with one family and one size); a block
 another test runs says so (``<!-- readme-test: not run here: ... -->``). ``$SCHEDULER`` in a substitution
@@ -86,6 +87,7 @@ def scratch(tmp_path_factory):
         np.savez(tmp / name, **split)
     init_protonn(X[:500], y[:500], projection_dim=6, prototypes_per_class=1).save(tmp / "model.npz")
     write_onnx_net(tmp / "net.onnx", np.random.default_rng(0))
+    write_tflite_files(tmp)
     write_sensor_files(tmp)
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
@@ -111,6 +113,16 @@ def write_onnx_net(path: Path, rng) -> None:
     graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], weights)
     onnx.save(helper.make_model(graph), str(path))
+
+
+MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
+
+
+def write_tflite_files(tmp: Path) -> None:
+    """kws_ref_model.tflite, MLPerf Tiny's keyword-spotting model (the shared models folder beside the checkout)."""
+    folder = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()), None)
+    if folder is not None:
+        (tmp / "kws_ref_model.tflite").write_bytes((folder / "kws_ref_model.tflite").read_bytes())
 
 
 def write_sensor_files(tmp: Path) -> None:

@@ -447,9 +447,15 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
             return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
                             example_labels, (max_flash, max_ram), options, board)
         except ModelFileError as exc:  # found while compiling a loaded file: name the file, as loading does
-            if isinstance(model, (str, os.PathLike)) and str(model) not in str(exc):
-                exc.args = (f"{model}: {exc.args[0] if exc.args else exc}", *exc.args[1:])
+            if isinstance(model, (str, os.PathLike)):
+                name_the_file(exc, model)
             raise
+
+
+def name_the_file(exc: ModelFileError, path) -> None:
+    """``exc``'s message starting with the model file's path, unless it names it already."""
+    if str(path) not in str(exc):
+        exc.args = (f"{path}: {exc.args[0] if exc.args else exc}", *exc.args[1:])
 
 
 # files from other libraries: their stem names the model better than the family ("trees", "network")

@@ -17,7 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
-from tinycc_ml.errors import CompileError, DataError, TinyccError
+from tinycc_ml.errors import CompileError, DataError, ModelFileError, TinyccError
 from tinycc_ml.files import depfile_text, write_tree
 from tinycc_ml.version import __version__
 
@@ -308,7 +308,7 @@ def _check_folder_of(path: str | None, option: str, out_dir: str) -> None:
 def cmd_compile(args) -> int:
     # deferred: the command line's start-up (the compiler loads for the commands that use it)
     import tinycc_ml
-    from tinycc_ml.api import default_name, model_input_files
+    from tinycc_ml.api import default_name, model_input_files, name_the_file
     from tinycc_ml.datafiles import load_rows
 
     dump = _check_dump_names(args.dump_ir_after)
@@ -332,11 +332,16 @@ def cmd_compile(args) -> int:
     inputs = model_input_files(args.model) + [Path(f) for f in (args.calibration, args.examples) if f]
     layout = "arduino" if args.arduino else ("project" if args.project else "files")
     rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
-    result = tinycc_ml.compile(model, target=args.target, name=args.name or default_name(args.model, model),
-                               precision=precision,
-                               calibration=calibration, dump_ir_after=dump, layout=layout,
-                               examples=rows if layout != "files" else None, example_labels=labels,
-                               max_flash=args.max_flash, max_ram=args.max_ram, board=args.board)
+    name = args.name if args.name is not None else default_name(args.model, model)
+    try:
+        result = tinycc_ml.compile(model, target=args.target, name=name,
+                                   precision=precision,
+                                   calibration=calibration, dump_ir_after=dump, layout=layout,
+                                   examples=rows if layout != "files" else None, example_labels=labels,
+                                   max_flash=args.max_flash, max_ram=args.max_ram, board=args.board)
+    except ModelFileError as exc:  # named as compile names it when given the file's path
+        name_the_file(exc, args.model)
+        raise
     out = Path(args.output)
     files = dict(result.files)
     paths = [out / name for name in files]

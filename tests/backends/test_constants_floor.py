@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -33,6 +34,7 @@ def models():
                                       LogisticRegression(max_iter=300)).fit(X[:500], y[:500]),
         # digits' pixels are integers 0-16: prototypes of 8 significant bits, stored in a byte at int16 too
         "knn-small-ints": KNNClassifier(k=3).fit(X[:80], y[:80]),
+        "forest": RandomForestClassifier(n_estimators=4, max_depth=5, random_state=0).fit(X[:500], y[:500]),
     }
 
 
@@ -43,7 +45,7 @@ def folded(model, precision):
 
 
 @pytest.mark.parametrize("precision", ["float", "int16", "int8"])
-@pytest.mark.parametrize("family", ["protonn-sparse", "pca-logistic", "knn-small-ints"])
+@pytest.mark.parametrize("family", ["protonn-sparse", "pca-logistic", "knn-small-ints", "forest"])
 def test_the_floor_is_never_above_what_the_build_stores(models, family, precision):
     X, cases = models
     model = cases[family]
@@ -66,3 +68,19 @@ def test_a_model_over_the_flash_is_refused_before_calibration(monkeypatch):
     assert not calls  # the calibration rows were never looked at
     floor = constant_bytes_floor(folded(model, "int16"), "int16")
     assert floor == 2 * (d * D + 3 * 900) + d * 900 > 32768  # prototypes: a byte each (8-bit kernels)
+
+
+def test_a_forest_over_the_flash_is_refused_before_calibration(monkeypatch):
+    """A tree ensemble's decision nodes count in the floor (a threshold and a feature byte each): 300 trees
+    are refused on the AVR before any calibration or scale search, at every precision."""
+    import tinycc_ml.api
+
+    X, y = load_digits(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=300, max_depth=8, random_state=0).fit(X, y)
+    calls = []
+    monkeypatch.setattr(tinycc_ml.api, "check_calibration", lambda *a, **k: calls.append(1))
+    for precision in ("int16", "int8", "float"):
+        with pytest.raises(FitError, match="its constants alone need at least"):
+            tinycc_ml.compile(forest, target="avr", precision=precision,
+                              calibration=None if precision == "float" else X[:100])
+    assert not calls

@@ -256,7 +256,8 @@ def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
 
 def constant_bytes_floor(graph, precision: str) -> int:
     """A lower bound of the flash the constants of a folded float graph take at ``precision``: every
-    stored element at least 1 byte (int8), 2 (int16) or 4 (float); a sparse matrix its non-zeros."""
+    stored element at least 1 byte (int8), 2 (int16) or 4 (float); a sparse matrix its non-zeros; a tree
+    ensemble's decision nodes a threshold byte (float: 4) and a feature byte each."""
     element = {"int8": 1, "int16": 2}.get(precision, 4)
     # prototypes of a distance: a kernel stores those with 8 significant bits in a byte each (any precision)
     prototypes = {graph.node(n).inputs[1] for n in graph.order() if graph.op(n) in ("sqdist", "sqdist_kvote")}
@@ -268,6 +269,9 @@ def constant_bytes_floor(graph, precision: str) -> int:
             total += int(np.asarray(node.attrs["value"]).size) * size
         elif node.op == "sparse_const" and graph.users(name):
             total += int(np.count_nonzero(node.attrs["values"])) * element
+        elif node.op == "tree_ensemble":  # each decision node: its threshold (a byte at least) and its feature
+            internal = int(np.count_nonzero(np.asarray(node.attrs["feature"]) >= 0))
+            total += internal * ((4 if precision == "float" else 1) + 1)
     return total
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH
+from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH, tree_depths
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input
 from tinycc_ml.models.saved import check_array
@@ -302,16 +302,7 @@ class TreeEnsembleModel(Model):
                 f"{self.n_outputs} output(s){link})")
 
     def _depths(self) -> list[int]:
-        depths = []
-        for root in self.roots:
-            level, d = [int(root)], 0
-            while True:
-                level = [c for i in level if self.feature[i] >= 0 for c in (int(self.left[i]), int(self.right[i]))]
-                if not level:
-                    break
-                d += 1
-            depths.append(d)
-        return depths
+        return tree_depths(self.feature, self.left, self.right, self.roots).tolist()
 
 
 def apply_link(margin: np.ndarray, link: str) -> np.ndarray:

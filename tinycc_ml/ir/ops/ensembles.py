@@ -98,19 +98,31 @@ def _infer(ts, attrs, declared):
     return TensorType((k,), result_dtype(ts, declared))
 
 
+def tree_depths(feature, left, right, roots, limit: int = MAX_TREE_DEPTH) -> np.ndarray:
+    """The depth of each tree (a single leaf: 0), level by level over all trees at once; a tree deeper than
+    ``limit`` (a cycle included) gets limit + 1. Each level keeps a node once per tree, so the work is bounded
+    by the nodes even in a hostile table."""
+    feature, left, right = (np.asarray(a, dtype=np.int64) for a in (feature, left, right))
+    nodes = np.asarray(roots, dtype=np.int64)
+    owner = np.arange(len(nodes), dtype=np.int64)
+    depths = np.zeros(len(nodes), dtype=np.int64)
+    depth = 0
+    while nodes.size:
+        depths[owner] = depth
+        if depth > limit:
+            break
+        inner = feature[nodes] >= 0
+        nodes, owner = nodes[inner], owner[inner]
+        keys = np.unique(np.concatenate([owner * len(feature) + left[nodes], owner * len(feature) + right[nodes]]))
+        owner, nodes = np.divmod(keys, len(feature))
+        depth += 1
+    return depths
+
+
 def tree_depth(attrs) -> int:
     """The depth of the deepest tree (a single leaf: 0); a cycle counts as beyond the limit."""
-    feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
-    deepest = 0
-    for root in attrs["roots"]:
-        level, depth = [int(root)], 0
-        while level:
-            if depth > MAX_TREE_DEPTH:
-                return depth
-            deepest = max(deepest, depth)
-            level = [c for i in level if feature[i] >= 0 for c in (int(left[i]), int(right[i]))]
-            depth += 1
-    return deepest
+    depths = tree_depths(attrs["feature"], attrs["left"], attrs["right"], attrs["roots"])
+    return int(depths.max(initial=0))
 
 
 def walk(attrs, goes_left) -> np.ndarray:
