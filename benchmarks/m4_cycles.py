@@ -93,8 +93,9 @@ def tinycc_rows(model, X, Xt, yt, rows: int, opt: str, target: str = TARGET) -> 
 
 # ---------------------------------------------------------------- CMSIS-NN
 
-def cmsis_tree(path: Path | None) -> tuple[Path | None, str]:
-    """CMSIS-NN's sources extracted into a cache directory (or used in place); (None, why) when absent."""
+def cmsis_tree(path: Path | None, files=CMSIS_FILES) -> tuple[Path | None, str]:
+    """CMSIS-NN's sources (``files``: paths in its tree) extracted into a cache directory (or used in place);
+    (None, why) when absent."""
     candidates = [path] if path else [Path(p) for p in [os.environ.get("TINYCC_ML_CMSIS_NN")] if p] + [MIRROR]
     for c in candidates:
         if (c / "Include" / "arm_nnfunctions.h").is_file():
@@ -105,9 +106,9 @@ def cmsis_tree(path: Path | None) -> tuple[Path | None, str]:
             if not commit:
                 continue
             cache = Path(tempfile.gettempdir()) / f"tinycc-ml-cmsis-nn-{commit[:12]}"
-            if not (cache / "Include" / "arm_nnfunctions.h").is_file():
+            if not all((cache / f).exists() for f in files):
                 cache.mkdir(parents=True, exist_ok=True)
-                tar = subprocess.run([*git, "archive", "HEAD", *CMSIS_FILES], capture_output=True, check=True).stdout
+                tar = subprocess.run([*git, "archive", "HEAD", *files], capture_output=True, check=True).stdout
                 subprocess.run(["tar", "-x", "-C", str(cache)], input=tar, check=True)
             return cache, f"git {c} at {commit[:12]}"
     return None, "CMSIS-NN sources not found (--cmsis-nn PATH, $TINYCC_ML_CMSIS_NN or " + str(MIRROR) + ")"

@@ -9,6 +9,8 @@ Surfaces (``--target``, comma-separated; ``both`` is model,ir; ``all`` is every 
 - ``model``: mutated model files (zip structure, member bytes, .npy headers, metadata, values) loaded and
   compiled; success means the C compiles with gcc -Wall -Wextra -Werror (tests/fuzzing.py);
 - ``ir``: mutated IR text parsed, verified, interpreted and emitted;
+- ``tflite``: hostile .tflite files (tests/tflite_fuzzing.py): the MLPerf Tiny models and small built ones with
+  their offsets, lengths, shapes, quantisation, operators and buffers mutated, loaded and compiled for the host;
 - ``cli``: mutated model files through ``python -m tinycc_ml compile`` (also ``--cli-cases N``);
 - ``oracle``: the differential oracle (tests/oracle.py): generated models of every family, tasks, scikit-learn
   objects and odd labels, extreme but legal values, compiled at float/int16/int8, run on the host under
@@ -70,8 +72,9 @@ from tests.fuzzing import (  # noqa: E402
     seed_files,
     seed_texts,
 )
+from tests.tflite_fuzzing import mutate_tflite, run_tflite_case, tflite_seeds  # noqa: E402
 
-SURFACES = ("model", "ir", "cli", "oracle", "oracle-avr", "oracle-m0", "library", "names", "fit", "edgeml",
+SURFACES = ("model", "ir", "tflite", "cli", "oracle", "oracle-avr", "oracle-m0", "library", "names", "fit", "edgeml",
             "concurrent", "interrupt")
 # ASan, simulators, forks; the boosting libraries' thread pools
 NO_MEMORY_LIMIT = {"oracle", "oracle-avr", "oracle-m0", "library", "concurrent", "interrupt"}
@@ -129,6 +132,8 @@ def one_case(kind: str, seed: int, case: int, timeout: int, start_seconds: float
             return _model_case(case_rng(seed, kind, case))
         if kind == "ir":
             return run_ir_case(mutate_ir_text(Chooser(rng=case_rng(seed, kind, case))))
+        if kind == "tflite":
+            return run_tflite_case(mutate_tflite(Chooser(rng=case_rng(seed, kind, case))).data)
         if kind == "cli":
             return one_cli_case(case_rng(seed, kind, case), timeout)
         if kind == "library":
@@ -172,6 +177,8 @@ def _prepare(kind: str, memory: int | None) -> float:
     logging.getLogger("tinycc_ml").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
     seed_files(), seed_texts()  # compiled once per process, outside any case's time limit
+    if kind == "tflite":
+        tflite_seeds()
     if kind == "interrupt":
         from tests.cli_fuzzing import python_start_seconds
 
@@ -206,6 +213,10 @@ def write_reproducer(folder: Path, kind: str, seed: int, case: int, detail: str)
                 rng.choice(["float", "float", "int16", "int8"])
             stem.with_suffix(".npz").write_bytes(mutate_model_file(Chooser(rng=rng)))
             notes.append(f"input: {stem.with_suffix('.npz').name} (python -m tinycc_ml compile it)")
+        elif kind == "tflite":
+            case_data = mutate_tflite(Chooser(rng=case_rng(seed, kind, case)))
+            stem.with_suffix(".tflite").write_bytes(case_data.data)
+            notes.append(f"input: {stem.with_suffix('.tflite').name} ({case_data.seed}, {case_data.mutation})")
         elif kind == "ir":
             stem.with_suffix(".ir").write_text(mutate_ir_text(Chooser(rng=case_rng(seed, kind, case))))
             notes.append(f"input: {stem.with_suffix('.ir').name}")

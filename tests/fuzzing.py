@@ -264,7 +264,7 @@ def mutate_model_file(pick: Chooser) -> bytes:
     return _zip(members, deflate=bool(pick.integer(0, 1)))
 
 
-def _where(exc: BaseException) -> str:
+def exception_and_place(exc: BaseException) -> str:
     """The exception and the innermost frame it came from."""
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     place = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
@@ -279,7 +279,7 @@ def missing_compiler(name: str) -> str:
     return f"{name} is not on PATH (TINYCC_ML_REQUIRE_TOOLCHAINS=1)" if required else ""
 
 
-def _compiles(files: dict[str, str]) -> str:
+def c_builds_clean(files: dict[str, str]) -> str:
     """'' when every .c of ``files`` compiles warnings-clean with the host gcc, else gcc's words. Without gcc
     the build is not checked, unless TINYCC_ML_REQUIRE_TOOLCHAINS=1 (CI): then that is the failure."""
     if GCC is None:
@@ -310,8 +310,8 @@ def run_model_file_case(data: bytes, precision: str = "float") -> Outcome:
         except TinyccError as exc:
             return Outcome("error", str(exc))
         except Exception as exc:  # noqa: BLE001 - the fuzzer's job is to catch exactly these
-            return Outcome("crash", _where(exc))
-    problem = _compiles(result.files)
+            return Outcome("crash", exception_and_place(exc))
+    problem = c_builds_clean(result.files)
     return Outcome("crash", f"C does not compile: {problem}") if problem else Outcome("ok")
 
 
@@ -401,6 +401,6 @@ def run_ir_case(text: str) -> Outcome:
     except TinyccError as exc:
         return Outcome("error", str(exc))
     except Exception as exc:  # noqa: BLE001 - the fuzzer's job is to catch exactly these
-        return Outcome("crash", _where(exc))
-    problem = _compiles(output.files)
+        return Outcome("crash", exception_and_place(exc))
+    problem = c_builds_clean(output.files)
     return Outcome("crash", f"C does not compile: {problem}") if problem else Outcome("ok")

@@ -118,6 +118,23 @@ def one_op_graph(op: str, seed: int) -> tuple[Graph, TensorType]:
                  "activation": str(rng.choice(["none", "relu", "relu6"]))}
         shape = OPS[op].infer([x_type.with_dtype(F32)], attrs, None).shape
         out = g.add(op, [x], attrs, type=TensorType(shape, x_type.dtype, "NHWC"))
+    elif op == "max_pool2d":  # a relu'd copy first: the pool reads a computed tensor either way
+        attrs = {"filter": [int(v) for v in rng.integers(1, 4, size=2)],
+                 "stride": [int(v) for v in rng.integers(1, 3, size=2)],
+                 "padding": str(rng.choice(["same", "valid"])),
+                 "activation": str(rng.choice(["none", "relu", "relu6"]))}
+        shape = OPS[op].infer([x_type.with_dtype(F32)], attrs, None).shape
+        out = g.add(op, [x], attrs, type=TensorType(shape, x_type.dtype, "NHWC"))
+    elif op == "mean":
+        keep = seed % 2
+        out = g.add(op, [x], {"axes": [1, 2], "keep_dims": keep},
+                    type=result((1, 1, 1, c) if keep else (1, c), "NHWC" if keep else "NC"))
+    elif op == "pad":  # then relu and relu6 of the padded tensor
+        pads = [0, 0] + [int(v) for v in rng.integers(0, 3, size=6)]
+        shape = tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x_type.shape))
+        padded = g.add(op, [x], {"pads": pads}, type=TensorType(shape, x_type.dtype, "NHWC"))
+        relu = g.add("relu", [padded], {}, type=result(shape))
+        out = g.add("relu6", [relu], {}, type=g.type(relu))
     elif op == "tensor_add":  # the input plus a constant, then that plus the input again
         b_type = int8_type(rng, x_type.shape, "NHWC")
         activation = str(rng.choice(["none", "relu", "relu6"]))
@@ -157,7 +174,8 @@ def one_op_graph(op: str, seed: int) -> tuple[Graph, TensorType]:
 
 
 CASES = [("conv2d", s) for s in range(6)] + [("depthwise_conv2d", s) for s in range(6)] + \
-    [(op, s) for op in ("average_pool2d", "tensor_add", "fully_connected", "softmax", "network") for s in range(3)]
+    [(op, s) for op in ("average_pool2d", "tensor_add", "fully_connected", "softmax", "network", "max_pool2d", "mean",
+                        "pad") for s in range(3)]
 
 
 @pytest.mark.parametrize("op,seed", CASES)

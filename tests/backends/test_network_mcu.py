@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import tinycc_ml
 from tests.conftest import require_target
 from tests.tflite_builder import NetBuilder, tflm_outputs
+from tests.tflite_models import pool_net
 from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.codegen.mcu import COUNT_PER_MAC_BOUND, McuBackend
 from tinycc_ml.errors import FitError
@@ -65,7 +66,8 @@ def dense(seed: int = 3) -> bytes:
     return n.finish(n.fc(n.fc(y, 8, activation="relu6"), 4))
 
 
-NETS = {"convolutions": convolutions, "residual": residual, "dense": dense}
+# tests/tflite_models.py's: PAD, MAX_POOL_2D, RELU, RELU6, CONCATENATION and MEAN (issue 35)
+NETS = {"convolutions": convolutions, "residual": residual, "dense": dense, "pool_net": pool_net}
 
 
 def rows(n_rows: int, dim: int, seed: int) -> np.ndarray:

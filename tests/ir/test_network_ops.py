@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.graph import Graph
@@ -148,3 +150,40 @@ def test_type_rules_refuse_mismatched_network_operands():
               type=x_type)
     with pytest.raises(ValueError, match="scale 1/256"):
         g.add("softmax", [x], {"beta": 1.0}, type=x_type)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1),
+       op=st.sampled_from(["max_pool2d", "mean", "pad", "relu", "relu6", "concatenation"]))
+def test_pooling_padding_and_activations_are_within_one_step_of_float(seed, op):
+    """MAX_POOL_2D, MEAN, PAD, RELU, RELU6, CONCATENATION (issue 35): the int8 semantics within one output step
+    of the float semantics on the dequantised input (max pool, pad, relu6 and concatenation exactly: they only
+    move or clamp integers)."""
+    rng = np.random.default_rng(seed)
+    h, w, c = (int(v) for v in rng.integers(1, 9, size=3))
+    x_type = int8_type(rng, (1, h, w, c), "NHWC")
+    g = Graph(op)
+    x = g.add("input", [], {"name": "x"}, type=x_type, name="x")
+    if op == "max_pool2d":
+        attrs = {"filter": [int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))],
+                 "stride": [int(v) for v in rng.integers(1, 3, 2)], "padding": str(rng.choice(["same", "valid"])),
+                 "activation": str(rng.choice(["none", "relu", "relu6"]))}
+        shape = OPS[op].infer([as_float(x_type)], attrs, None).shape
+        node = g.add(op, [x], attrs, type=TensorType(shape, x_type.dtype, "NHWC"))
+    elif op == "mean":
+        keep = int(rng.integers(0, 2))
+        shape, layout = ((1, 1, 1, c), "NHWC") if keep else ((1, c), "NC")
+        node = g.add(op, [x], {"axes": [1, 2], "keep_dims": keep},
+                     type=int8_type(rng, shape, layout, scale=rng.uniform(0.002, 0.2)))
+    elif op == "pad":
+        pads = [0, 0] + [int(v) for v in rng.integers(0, 3, size=6)]
+        shape = tuple(d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x_type.shape))
+        node = g.add(op, [x], {"pads": pads}, type=TensorType(shape, x_type.dtype, "NHWC"))
+    elif op == "concatenation":  # the input beside itself
+        axis = int(rng.integers(0, 4))
+        shape = tuple(2 * d if k == axis else d for k, d in enumerate(x_type.shape))
+        node = g.add(op, [x, x], {"axis": axis}, type=TensorType(shape, x_type.dtype, "NHWC"))
+    else:
+        out = x_type if op == "relu6" else int8_type(rng, x_type.shape, "NHWC", scale=rng.uniform(0.005, 0.2))
+        node = g.add(op, [x], {}, type=out)
+    check_against_float(g, node, rng, x_type)

@@ -688,7 +688,7 @@ def has_fixed_semantics(op: str) -> bool:
 # TFLite's int8 network ops: quantised (affine) types, not fx; their oracle is tests/ir/test_network_ops.py
 # (int8 within the stated bound of the float semantics), their definition tflite-micro (tests/importers)
 NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d", "max_pool2d", "tensor_add", "reshape",
-               "transpose", "softmax"}
+               "transpose", "softmax", "mean", "pad", "relu", "relu6", "concatenation"}
 
 
 def test_every_op_with_fixed_semantics_has_an_oracle():

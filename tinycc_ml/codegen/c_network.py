@@ -20,7 +20,8 @@ import numpy as np
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT, add_multipliers
+from tinycc_ml.ir.ops.pooling import mean_parameters
+from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT, add_multipliers, relu6_bounds, relu_parameters
 from tinycc_ml.ir.ops.tflite_arith import (
     EXP_BARREL,
     SOFTMAX_ACCUMULATION_INTEGER_BITS,
@@ -28,6 +29,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     activation_range,
     channel_multipliers,
     softmax_parameters,
+    wrap32,
 )
 from tinycc_ml.ir.ops.windows import axis_geometry, channel_scales
 
@@ -529,3 +531,94 @@ def transpose(em: CEmitter, node: Node) -> list[str]:
 
 
 C_CODE["fixed"].update({"max_pool2d": max_pool2d, "transpose": transpose})
+
+
+# ---------------------------------------------------------------- MEAN, PAD, RELU, RELU6, CONCATENATION (issue 35)
+
+def mean(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    batch, height, width, channels = x.shape
+    count = height * width
+    out = node.type.dtype
+    multiplier, shift = mean_parameters(x.dtype.qscales[0], out.qscales[0], count)
+    less_zero_points = int(wrap32(-x.dtype.zero_point * count))  # the sum less count zero points, wrapping as int32
+    return ["{",
+            f"    for (int b = 0; b < {batch}; ++b)",
+            f"    for (int c = 0; c < {channels}; ++c) {{",
+            "        int32_t sum = 0;",
+            f"        for (long i = 0; i < {count}; ++i)",
+            f"            sum += {em.var(x_name)}[((long)b * {count} + i) * {channels} + c];",
+            f"        sum = {wrap_add(em)}(sum, (int32_t){less_zero_points});",
+            f"        {em.var(node.name)}[b * {channels} + c] = {clamp8(em)}("
+            f"{requantise(em)}(sum, {multiplier}, {shift}) + {out.zero_point}, -128, 127);",
+            "    }",
+            "}"]
+
+
+def pad(em: CEmitter, node: Node) -> list[str]:
+    """The padded tensor filled with the zero point, then each row of the input's last axis copied in."""
+    (x_name,) = node.inputs
+    _computed(em, node, x_name)
+    x = em.graph.type(x_name)
+    pads = [int(p) for p in node.attrs["pads"]]
+    out_shape = node.type.shape
+    rank = x.rank
+    inner = x.shape[-1]
+    rows = x.size // inner
+    # the output offset of input row r: its coordinates on the leading axes, shifted by the padding before
+    coords, offset = [], "0"
+    for axis in range(rank - 1):
+        stride = int(np.prod(x.shape[axis + 1:rank - 1], dtype=np.int64)) if axis < rank - 2 else 1
+        coords.append(f"((r / {stride}) % {x.shape[axis]} + {pads[2 * axis]})")
+    for axis, coord in enumerate(coords):
+        offset = f"({offset}) * {out_shape[axis]} + {coord}"
+    y = em.var(node.name)
+    return ["{",
+            f"    for (long i = 0; i < {node.type.size}; ++i)",
+            f"        {y}[i] = (int8_t){x.dtype.zero_point};",
+            f"    for (long r = 0; r < {rows}; ++r) {{",
+            f"        const long at = ((long){offset}) * {out_shape[-1]} + {pads[-2]};",
+            f"        for (int i = 0; i < {inner}; ++i)",
+            f"            {y}[at + i] = {em.var(x_name)}[r * {inner} + i];",
+            "    }",
+            "}"]
+
+
+def relu(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    x, out = em.graph.type(x_name).dtype, node.type.dtype
+    multiplier, shift, lowest = relu_parameters(x, out)
+    return [f"for (long i = 0; i < {node.type.size}; ++i)",
+            f"    {em.var(node.name)}[i] = {clamp8(em)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
+            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lowest}, 127);"]
+
+
+def relu6(em: CEmitter, node: Node) -> list[str]:
+    (x_name,) = node.inputs
+    lower, upper = relu6_bounds(em.graph.type(x_name).dtype)
+    return [f"for (long i = 0; i < {node.type.size}; ++i)",
+            f"    {em.var(node.name)}[i] = {clamp8(em)}({em.at(x_name, 'i')}, {lower}, {upper});"]
+
+
+C_CODE["fixed"].update({"mean": mean, "pad": pad, "relu": relu, "relu6": relu6})
+
+
+def concatenation(em: CEmitter, node: Node) -> list[str]:
+    """Per slice before the axis: the first operand's run of elements, then the second's."""
+    a_name, b_name = node.inputs
+    a, b = em.graph.type(a_name), em.graph.type(b_name)
+    axis = int(node.attrs["axis"])
+    outer = int(np.prod(a.shape[:axis], dtype=np.int64))
+    a_run, b_run = a.size // outer, b.size // outer
+    y = em.var(node.name)
+    return [f"for (long o = 0; o < {outer}; ++o) {{",
+            f"    for (long i = 0; i < {a_run}; ++i)",
+            f"        {y}[o * {a_run + b_run} + i] = {em.at(a_name, f'o * {a_run} + i')};",
+            f"    for (long i = 0; i < {b_run}; ++i)",
+            f"        {y}[o * {a_run + b_run} + {a_run} + i] = {em.at(b_name, f'o * {b_run} + i')};",
+            "}"]
+
+
+C_CODE["fixed"]["concatenation"] = concatenation

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.errors import ModelFileError
+from tinycc_ml.errors import IRError, ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.types import F32, TensorType, quantised
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.network import NetworkModel
 
 MAX_FILE_BYTES = 1 << 30
+MAX_CONCATENATED = 64  # inputs of one CONCATENATION (lowered to a chain of two-input concatenations)
 MAX_DEPTH = 64  # nested tables followed from the root (a cycle of offsets stops here)
 TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", np.int8), 3: ("uint8", np.uint8),
                 7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", None)}
@@ -32,7 +33,19 @@ BUILTIN_NAMES = {0: "ADD", 1: "AVERAGE_POOL_2D", 2: "CONCATENATION", 3: "CONV_2D
 ACTIVATIONS = {0: "none", 1: "relu", 3: "relu6"}
 ACTIVATION_NAMES = {2: "RELU_N1_TO_1", 4: "TANH", 5: "SIGN_BIT"}
 PADDINGS = {0: "same", 1: "valid"}
-SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "RESHAPE", "SOFTMAX")
+# the options table each operator reads (schema.fbs' BuiltinOptions union); those marked required have no defaults
+# a file may leave out (strides, window sizes)
+OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2D": (5, True),
+           "MAX_POOL_2D": (5, True), "FULLY_CONNECTED": (8, False), "SOFTMAX": (9, False),
+           "CONCATENATION": (10, False), "ADD": (11, False), "RESHAPE": (17, False), "PAD": (22, False),
+           "MEAN": (27, False)}
+# (least, most) inputs of each operator (optional ones may be -1)
+INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
+                "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
+                "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1), "CONCATENATION": (2, MAX_CONCATENATED)}
+OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED": (2,), "RESHAPE": (1,)}  # may be -1
+SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+             "MAX_POOL_2D", "MEAN", "PAD", "RELU", "RELU6", "RESHAPE", "SOFTMAX")
 
 
 class _Bad(Exception):
@@ -170,6 +183,20 @@ def _read_tensor(t: _Table, index: int, buffers: list[_Table]) -> _Tensor:
     return _Tensor(index, name, shape, type_name, scales, zero_points, axis, data)
 
 
+def _options(operator: _Table, op: str, k: int) -> _Table | None:
+    """The operator's options table, checked to be of the operator's kind (None: the defaults)."""
+    options = operator.table(4, "builtin_options")
+    expected, required = OPTIONS.get(op, (None, False))
+    kind = operator.scalar(3, "B", 0, "builtin_options_type")
+    if options is None:
+        if required:
+            raise _Bad(f"operator {k} ({op}) has no options (its strides and window are not optional)")
+        return None
+    if expected is not None and kind != expected:
+        raise _Bad(f"operator {k} ({op}): options of union type {kind}, expected {expected}")
+    return options
+
+
 def _opcode_name(code: _Table) -> str:
     deprecated = code.scalar(0, "b", 0, "deprecated_builtin_code")
     builtin = code.scalar(3, "i", 0, "builtin_code")
@@ -262,11 +289,23 @@ def _padding(options: _Table | None, op: str) -> str:
     return PADDINGS[code]
 
 
+def _constant_ints(t: _Tensor, op: str, what: str) -> np.ndarray:
+    if t.data is None or t.type_name not in ("int32", "int64"):
+        raise _Bad(f"{op}: {what} {t.name!r} must be a constant int32 tensor")
+    return t.data.astype(np.int64)
+
+
+def _ranked(t: _Tensor, rank: int, op: str, what: str) -> _Tensor:
+    if len(t.shape) != rank:
+        raise _Bad(f"{op}: {what} {t.name!r} has shape {list(t.shape)}, expected {rank} dimensions")
+    return t
+
+
 def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[int], outs: list[int]) -> None:
     out = low.tensors[outs[0]]
     name = _identifier(out.name)
     if op == "CONV_2D":
-        w = low.tensors[ins[1]]
+        w = _ranked(low.tensors[ins[1]], 4, op, "filter")
         stride = [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")]
         dilation = [options.scalar(5, "i", 1, "dilation_h"), options.scalar(4, "i", 1, "dilation_w")]
         attrs = {"stride": stride, "dilation": dilation, "padding": _padding(options, op),
@@ -274,25 +313,66 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         low.add("conv2d", [low.value(ins[0]), low.value(ins[1], "OHWI", True),
                            low.bias(ins[2] if len(ins) > 2 else -1, w.shape[0], name)], attrs, out)
     elif op == "DEPTHWISE_CONV_2D":
-        w = low.tensors[ins[1]]
+        w = _ranked(low.tensors[ins[1]], 4, op, "filter")
         stride = [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")]
         dilation = [options.scalar(6, "i", 1, "dilation_h"), options.scalar(5, "i", 1, "dilation_w")]
-        x_channels = low.tensors[ins[0]].shape[-1]
+        x_channels = _ranked(low.tensors[ins[0]], 4, op, "input").shape[-1]
         attrs = {"stride": stride, "dilation": dilation, "padding": _padding(options, op),
                  "activation": _activation(options, 4, op), "depth_multiplier": w.shape[-1] // max(1, x_channels)}
         low.add("depthwise_conv2d", [low.value(ins[0]), low.value(ins[1], "IHWO", True),
                                      low.bias(ins[2] if len(ins) > 2 else -1, w.shape[-1], name)], attrs, out)
-    elif op == "AVERAGE_POOL_2D":
+    elif op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
         attrs = {"filter": [options.scalar(4, "i", 1, "filter_height"), options.scalar(3, "i", 1, "filter_width")],
                  "stride": [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")],
                  "padding": _padding(options, op), "activation": _activation(options, 5, op)}
-        low.add("average_pool2d", [low.value(ins[0])], attrs, out)
+        low.add("average_pool2d" if op == "AVERAGE_POOL_2D" else "max_pool2d", [low.value(ins[0])], attrs, out)
+    elif op == "PAD":
+        x = low.tensors[ins[0]]
+        paddings = _constant_ints(low.tensors[ins[1]], op, "paddings")
+        if paddings.shape != (len(x.shape), 2):
+            raise _Bad(f"{op}: paddings of shape {list(paddings.shape)} for an input of {len(x.shape)} dimensions")
+        low.add("pad", [low.value(ins[0])], {"pads": [int(p) for p in paddings.reshape(-1)]}, out)
+    elif op == "MEAN":
+        x = low.tensors[ins[0]]
+        axes = sorted({int(a) % max(1, len(x.shape)) for a in _constant_ints(low.tensors[ins[1]], op, "axes").ravel()})
+        if len(x.shape) != 4 or axes != [1, 2]:
+            raise _Bad(f"{op}: a mean over axes {axes} of a {len(x.shape)}-dimensional tensor is not supported (over "
+                       "height and width of an NHWC tensor is)")
+        keep = int(bool(options.scalar(0, "B", 0, "keep_dims"))) if options is not None else 0
+        low.add("mean", [low.value(ins[0])], {"axes": [1, 2], "keep_dims": keep}, out)
+    elif op == "CONCATENATION":
+        rank = len(low.tensors[ins[0]].shape)
+        axis = options.scalar(0, "i", 0, "axis") if options is not None else 0
+        if _activation(options, 1, op) != "none":
+            raise _Bad(f"{op}: a fused activation is not supported")
+        if not -rank <= axis < rank:
+            raise _Bad(f"{op}: axis {axis} of a {rank}-dimensional tensor")
+        axis %= rank
+        # a chain of two-input concatenations, each part typed as the output (one quantisation, as TFLite needs)
+        joined = low.value(ins[0])
+        for k, index in enumerate(ins[1:], start=1):
+            part = low.tensors[index]
+            if k < len(ins) - 1:
+                shape = list(low.graph.type(joined).shape)
+                if len(part.shape) != len(shape):
+                    raise _Bad(f"{op}: inputs of {len(shape)} and {len(part.shape)} dimensions")
+                shape[axis] += part.shape[axis]
+                try:
+                    joined = low.graph.add("concatenation", [joined, low.value(index)], {"axis": axis},
+                                           type=TensorType(tuple(shape), low.dtype(out), low.layout(out)),
+                                           name=f"{name}_part{k}")
+                except ValueError as exc:
+                    raise _Bad(f"operator {op} giving {out.name!r}: {exc}") from None
+            else:
+                low.add("concatenation", [joined, low.value(index)], {"axis": axis}, out)
+    elif op in ("RELU", "RELU6"):
+        low.add(op.lower(), [low.value(ins[0])], {}, out)
     elif op == "FULLY_CONNECTED":
         if options is not None and options.scalar(1, "b", 0, "weights_format"):
             raise _Bad(f"{op}: shuffled weights are not supported")
         if options is not None and options.scalar(2, "b", 0, "keep_num_dims"):
             raise _Bad(f"{op}: keep_num_dims is not supported")
-        w = low.tensors[ins[1]]
+        w = _ranked(low.tensors[ins[1]], 2, op, "weights")
         low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"),
                                     low.bias(ins[2] if len(ins) > 2 else -1, w.shape[0], name)],
                 {"activation": _activation(options, 0, op)}, out)
@@ -301,7 +381,7 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
     elif op == "RESHAPE":
         low.add("reshape", [low.value(ins[0])], {"shape": list(out.shape)}, out)
     elif op == "SOFTMAX":
-        beta = options.scalar(0, "f", 1.0, "beta") if options is not None else 1.0
+        beta = options.scalar(0, "f", 0.0, "beta") if options is not None else 0.0  # schema.fbs' default
         low.add("softmax", [low.value(ins[0])], {"beta": float(beta)}, out)
     else:
         raise _Bad(f"operator {op} is not supported (supported: {', '.join(SUPPORTED)})")
@@ -329,8 +409,11 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
     graph = Graph(_identifier(name))
     low = _Lowering(graph, tensors)
     x = tensors[int(inputs[0])]
-    low.values[x.index] = graph.add("input", [], {"name": "x"}, type=low.tensor_type(x, low.layout(x)),
-                                    name=_identifier(x.name))
+    try:
+        low.values[x.index] = graph.add("input", [], {"name": "x"}, type=low.tensor_type(x, low.layout(x)),
+                                        name=_identifier(x.name))
+    except ValueError as exc:
+        raise _Bad(f"input tensor {x.name!r}: {exc}") from None
     for k, operator in enumerate(sub.tables(3, "operators")):
         index = operator.scalar(0, "I", 0, "opcode_index")
         if index >= len(codes):
@@ -338,13 +421,16 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
         op = _opcode_name(codes[index])
         ins = [int(i) for i in operator.array(1, "inputs", np.int32)]
         outs = [int(i) for i in operator.array(2, "outputs", np.int32)]
-        if len(outs) != 1 or not ins or any(not -1 <= i < len(tensors) for i in ins + outs) or ins[0] < 0:
+        if len(outs) != 1 or not ins or any(not -1 <= i < len(tensors) for i in ins + outs) or ins[0] < 0 \
+                or outs[0] < 0:
             raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
-        if op in SUPPORTED and op not in ("ADD",) and len(ins) > 3:
-            raise _Bad(f"operator {k} ({op}): {len(ins)} inputs")
-        _lower_operator(low, op, operator.table(4, "builtin_options"), ins, outs)
+        least, most = INPUT_COUNTS.get(op, (1, len(ins)))
+        optional = OPTIONAL_INPUTS.get(op, ())
+        if not least <= len(ins) <= most or any(i < 0 and k not in optional for k, i in enumerate(ins)):
+            raise _Bad(f"operator {k} ({op}): inputs {ins}, expected {least} to {most} tensors")
+        _lower_operator(low, op, _options(operator, op, k), ins, outs)
     for i, index in enumerate(outputs):
-        if int(index) not in low.values:
+        if int(index) not in low.values or graph.op(low.values[int(index)]) in ("input", "const"):
             raise _Bad(f"output tensor {tensors[int(index)].name!r} is computed by no operator")
         graph.set_output("scores" if i == 0 else f"output{i}", low.values[int(index)])
     return graph
@@ -365,7 +451,7 @@ def load_tflite(path) -> Graph:
             raise _Bad(f"{size} bytes, over the limit of {MAX_FILE_BYTES}")
         graph = read_tflite(path.read_bytes(), path.stem)
         verify(graph)
-    except _Bad as exc:
+    except (_Bad, IRError) as exc:  # IRError: the verifier's rules broken by the file's graph
         raise ModelFileError(f"{path}: {exc}") from None
     except OSError as exc:
         raise ModelFileError(f"{path}: {exc.strerror or exc}") from None

@@ -22,11 +22,12 @@ from tinycc_ml.ir.ops.tflite_arith import (
 from tinycc_ml.ir.ops.windows import (
     as_batch,
     channel_scales,
+    check_channel_requantisation,
     check_window_attrs,
     network_result,
-    patches,
     quantised_operand,
     window_shape,
+    window_taps,
 )
 
 WINDOW_ATTRS = {"stride": "ints", "dilation": "ints", "padding": "str", "activation": "str", "pads": "ints?"}
@@ -78,15 +79,20 @@ def _infer_conv2d(ts, attrs, declared):
     check_window_attrs(attrs)
     need(w.shape[3] == x.shape[3], f"filter {w.shape} reads {w.shape[3]} channels, the input has {x.shape[3]}")
     oh, ow = window_shape(x, w.shape[1:3], attrs)
-    return network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC")
+    result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC")
+    check_channel_requantisation(x, w, result, w.shape[0])
+    return result
 
 
 def conv2d_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
     """x (..., N, H, W, C) by filters (O, KH, KW, C): the window sums (..., N, OH, OW, O), float64."""
     batch, lead = as_batch(x, 4)
-    p = patches(batch, w.shape[1:3], attrs)
-    sums = p.reshape(-1, p.shape[3] * p.shape[4] * p.shape[5]) @ w.reshape(w.shape[0], -1).T.astype(np.float64)
-    return sums.reshape(*lead, x.shape[-4], *p.shape[1:3], w.shape[0])
+    w = w.astype(np.float64)
+    sums = None
+    for ky, kx, tap in window_taps(batch, w.shape[1:3], attrs):  # tap by tap: no copy of the patches
+        term = tap @ w[:, ky, kx, :].T
+        sums = term if sums is None else sums + term
+    return sums.reshape(*lead, x.shape[-4], *sums.shape[1:3], w.shape[0])
 
 
 def _fixed_conv2d(call: FixedCall):
@@ -124,15 +130,19 @@ def _infer_depthwise(ts, attrs, declared):
     need(w.shape[0] == 1 and w.shape[3] == x.shape[3] * multiplier,
          f"filter {w.shape} must be (1, KH, KW, {x.shape[3]} x depth multiplier {multiplier})")
     oh, ow = window_shape(x, w.shape[1:3], attrs)
-    return network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC")
+    result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC")
+    check_channel_requantisation(x, w, result, w.shape[3])
+    return result
 
 
 def depthwise_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
     """x (..., N, H, W, C) by filters (1, KH, KW, C * M): output channel c * M + m reads input channel c."""
     batch, lead = as_batch(x, 4)
-    p = patches(batch, w.shape[1:3], attrs)
-    p = np.repeat(p, int(attrs["depth_multiplier"]), axis=-1)
-    sums = np.einsum("bhwijc,ijc->bhwc", p, w[0].astype(np.float64))
+    multiplier = int(attrs["depth_multiplier"])
+    sums = None
+    for ky, kx, tap in window_taps(batch, w.shape[1:3], attrs):  # tap by tap: no copy of the patches
+        term = (np.repeat(tap, multiplier, axis=-1) if multiplier > 1 else tap) * w[0, ky, kx].astype(np.float64)
+        sums = term if sums is None else sums + term
     return sums.reshape(*lead, x.shape[-4], *sums.shape[1:])
 
 
@@ -169,7 +179,9 @@ def _infer_fully_connected(ts, attrs, declared):
         quantised_operand(b, "bias", 32, zero_point=False)
     else:
         need(w.dtype.is_float and b.dtype.is_float, f"a float fully_connected needs f32 weights and bias, got {w}, {b}")
-    return network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC")
+    result = network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC")
+    check_channel_requantisation(x, w, result, w.shape[0])
+    return result
 
 
 def fully_connected_sums(x: np.ndarray, w: np.ndarray, rank: int) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Pooling of NHWC tensors, as TFLite defines it: AVERAGE_POOL_2D and MAX_POOL_2D.
+"""Pooling of NHWC tensors, as TFLite defines it: AVERAGE_POOL_2D, MAX_POOL_2D and MEAN over height and width
+(global average pooling).
 
 The average is over the window's elements inside the input (padding is not counted). Integer
 semantics (``reference_integer_ops::AveragePool``): the int8 values summed, divided by the count
@@ -10,16 +11,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops.arith import check32
 from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
-from tinycc_ml.ir.ops.tflite_arith import activation_range, apply_activation
+from tinycc_ml.ir.ops.tflite_arith import (
+    activation_range,
+    apply_activation,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    wrap32,
+)
 from tinycc_ml.ir.ops.windows import (
     as_batch,
+    check_requantisation,
     check_window_attrs,
     network_result,
-    patches,
     quantised_operand,
     window_shape,
+    window_taps,
 )
 
 
@@ -39,8 +48,9 @@ def _infer_average_pool(ts, attrs, declared):
 def _window_sums_and_counts(x: np.ndarray, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
     batch, lead = as_batch(x, 4)
     window = tuple(int(k) for k in attrs["filter"])
-    sums = patches(batch, window, attrs).sum(axis=(3, 4))
-    counts = patches(np.ones_like(batch[:1, :, :, :1]), window, attrs).sum(axis=(3, 4))
+    sums = sum(tap.astype(np.float64 if batch.dtype.kind == "f" else np.int64)
+               for _, _, tap in window_taps(batch, window, attrs))
+    counts = sum(tap for _, _, tap in window_taps(np.ones_like(batch[:1, :, :, :1], dtype=np.int64), window, attrs))
     shape = (*lead, x.shape[-4], *sums.shape[1:])
     return sums.reshape(shape), np.broadcast_to(counts[0], sums.shape[1:])
 
@@ -88,10 +98,12 @@ def _infer_max_pool(ts, attrs, declared):
 
 def window_max(x: np.ndarray, attrs: dict, below) -> np.ndarray:
     """The largest element of each window inside the input (``below``, less than any element, fills the
-    padding so that it is never chosen)."""
+    padding so that it is never chosen); tap by tap, without copying the windows."""
     batch, lead = as_batch(x, 4)
     window = tuple(int(k) for k in attrs["filter"])
-    largest = patches(batch, window, attrs, fill=below).max(axis=(3, 4))
+    largest = None
+    for _, _, tap in window_taps(batch, window, attrs, fill=below):
+        largest = tap if largest is None else np.maximum(largest, tap)
     return largest.reshape(*lead, x.shape[-4], *largest.shape[1:])
 
 
@@ -114,4 +126,54 @@ register_op(OpDef(
     "quantised: TFLite's int8 kernel (the largest int8, the activation clamp; the input's quantisation kept)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_max_pool(ins, attrs),
     fixed=_fixed_max_pool,
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+
+
+# ---------------------------------------------------------------- mean over height and width
+
+def _infer_mean(ts, attrs, declared):
+    (x,) = ts
+    need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
+    need(sorted(int(a) for a in attrs["axes"]) == [1, 2], f"the mean is over axes [1, 2] (H, W), got {attrs['axes']}")
+    keep = int(attrs["keep_dims"])
+    need(keep in (0, 1), f"keep_dims must be 0 or 1, got {keep}")
+    shape = (x.shape[0], 1, 1, x.shape[3]) if keep else (x.shape[0], x.shape[3])
+    result = network_result(x, declared, shape, "NHWC" if keep else "NC")
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        check_requantisation(x.dtype.qscales[0] / result.dtype.qscales[0], "mean")
+    return result
+
+
+def mean_parameters(input_scale: float, output_scale: float, count: int) -> tuple[int, int]:
+    """TFLite's QuantizedMeanOrSum: the multiplier of input/output scale with 1/count folded in (the
+    multiplier shifted left by floor(log2 count), at most 32 and at most 31 + its shift, then divided by count)."""
+    multiplier, shift = quantize_multiplier(float(input_scale) / float(output_scale))
+    fold = min(count.bit_length() - 1, 32, 31 + shift)
+    return (multiplier << fold) // count, shift - fold
+
+
+def _fixed_mean(call: FixedCall):
+    x, out = call.in_types[0], call.type.dtype
+    values = call.ins[0].astype(np.int64)
+    count = x.shape[1] * x.shape[2]
+    sums = check32(values.sum(axis=(-3, -2)), call.where)  # (..., N, C): int32 sums, as TFLite's
+    multiplier, shift = mean_parameters(x.dtype.qscales[0], out.qscales[0], count)
+    scaled = multiply_by_quantized_multiplier(wrap32(sums - x.dtype.zero_point * count), multiplier, shift)
+    result = np.clip(scaled + out.zero_point, -128, 127)
+    return result.reshape(*result.shape[:-1], 1, 1, result.shape[-1]) if int(call.attrs["keep_dims"]) else result
+
+
+def _float_mean(xs, attrs):
+    means = np.mean(xs[0], axis=(-3, -2))
+    return means.reshape(*means.shape[:-1], 1, 1, means.shape[-1]) if int(attrs["keep_dims"]) else means
+
+
+register_op(OpDef(
+    "mean", 1, _infer_mean, _float_mean, {"axes": "ints", "keep_dims": "int"},
+    "TFLite's MEAN over an NHWC tensor's height and width (Keras' GlobalAveragePooling2D), keep_dims 1 keeping "
+    "them as 1x1; quantised: TFLite's int8 kernel (int32 sums less the zero point, requantised by input/output "
+    "scale with 1/count folded into the multiplier)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _float_mean(ins, attrs),
+    fixed=_fixed_mean,
     unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))

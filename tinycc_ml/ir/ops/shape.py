@@ -1,4 +1,6 @@
-"""Shape ops: RESHAPE, free (the elements keep their order and their quantisation)."""
+"""Shape ops: RESHAPE, free (the elements keep their order and their quantisation), PAD (the elements
+copied into a larger tensor, the rest zero: the zero point of a quantised tensor) and CONCATENATION (two
+tensors' elements interleaved along an axis)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import numpy as np
 from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import PER_TENSOR, TensorType
+
+MAX_PAD = 1 << 16  # per side of an axis (the padded tensor's size is checked by the verifier's element limit)
 
 
 def _infer_reshape(ts, attrs, declared):
@@ -28,4 +32,78 @@ register_op(OpDef(
     "TFLite's RESHAPE: the same elements in the same order in a new shape (and the declared layout): free",
     evaluate_rows=lambda ins, batched, attrs, n, rank: ins[0].reshape(n, *(int(d) for d in attrs["shape"])),
     fixed=lambda call: _reshape_rows(call.ins[0], call.in_types[0].rank, call.attrs["shape"]),
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+
+
+# ---------------------------------------------------------------- pad
+
+def _pads(attrs: dict, rank: int) -> list[tuple[int, int]]:
+    pads = [int(p) for p in attrs["pads"]]
+    need(len(pads) == 2 * rank and all(0 <= p <= MAX_PAD for p in pads),
+         f"pads must be {2 * rank} integers in [0, {MAX_PAD}] (before and after each axis), got {pads}")
+    return [(pads[2 * i], pads[2 * i + 1]) for i in range(rank)]
+
+
+def _infer_pad(ts, attrs, declared):
+    (x,) = ts
+    shape = tuple(d + before + after for d, (before, after) in zip(x.shape, _pads(attrs, x.rank)))
+    if x.dtype.is_quantised:
+        need(declared is not None and declared.dtype == x.dtype,
+             f"TFLite's int8 pad copies the input's integers: the result keeps its quantisation {x.dtype}, "
+             f"declares {declared.dtype if declared is not None else None}")
+        need(x.dtype.axis == PER_TENSOR, "a per-channel quantised tensor cannot be padded")
+    else:
+        need(x.dtype.is_float, f"operand must be f32 or quantised, got {x.dtype}")
+    return TensorType(shape, x.dtype, x.layout)
+
+
+def _padded(value: np.ndarray, rank: int, attrs: dict, fill) -> np.ndarray:
+    """Any leading (row) axes kept, unpadded."""
+    lead = [(0, 0)] * (value.ndim - rank)
+    return np.pad(value, lead + _pads(attrs, rank), constant_values=fill)
+
+
+register_op(OpDef(
+    "pad", 1, _infer_pad, lambda xs, a: _padded(np.asarray(xs[0]), np.ndim(xs[0]), a, 0.0), {"pads": "ints"},
+    "TFLite's PAD with zeros (pads: before and after each axis); quantised: the input's integers copied, the "
+    "padding its zero point (real 0)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _padded(ins[0], rank, attrs, 0.0),
+    fixed=lambda call: _padded(call.ins[0], call.in_types[0].rank, call.attrs, call.in_types[0].dtype.zero_point),
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+
+
+# ---------------------------------------------------------------- concatenation (of two: the reader chains more)
+
+def _infer_concatenation(ts, attrs, declared):
+    a, b = ts
+    axis = int(attrs["axis"])
+    need(a.rank == b.rank and 0 <= axis < a.rank, f"concatenation of ranks {a.rank} and {b.rank} on axis {axis}")
+    need(all(da == db for k, (da, db) in enumerate(zip(a.shape, b.shape)) if k != axis),
+         f"concatenation on axis {axis} of shapes {a.shape} and {b.shape}: the other axes differ")
+    shape = tuple(da + db if k == axis else da for k, (da, db) in enumerate(zip(a.shape, b.shape)))
+    if a.dtype.is_quantised:
+        need(a.dtype == b.dtype and a.dtype.axis == PER_TENSOR and declared is not None and declared.dtype == a.dtype,
+             f"TFLite's int8 concatenation copies integers: its operands and result share one per-tensor "
+             f"quantisation, got {a.dtype}, {b.dtype} -> {declared.dtype if declared is not None else None}")
+    else:
+        need(a.dtype.is_float and b.dtype.is_float, f"operands must be f32 or quantised, got {a.dtype}, {b.dtype}")
+    return TensorType(shape, a.dtype, declared.layout if declared is not None else a.layout)
+
+
+def _concatenated(values, ranks, axis: int) -> np.ndarray:
+    """Leading (row) axes kept: a constant operand (without them) is repeated over the other's rows."""
+    lead = max((v.shape[:v.ndim - r] for v, r in zip(values, ranks)), key=len)
+    values = [np.broadcast_to(v, (*lead, *v.shape[v.ndim - r:])) for v, r in zip(values, ranks)]
+    return np.concatenate(values, axis=len(lead) + axis)
+
+
+register_op(OpDef(
+    "concatenation", 2, _infer_concatenation,
+    lambda xs, a: _concatenated([np.asarray(x) for x in xs], [np.ndim(x) for x in xs], int(a["axis"])),
+    {"axis": "int"},
+    "TFLite's CONCATENATION of two tensors along an axis (the reader chains more); quantised: the integers "
+    "copied, operands and result of one quantisation (TFLite's int8 kernel requires it)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _concatenated([np.asarray(v) for v in ins], [rank, rank],
+                                                                     int(attrs["axis"])),
+    fixed=lambda call: _concatenated(call.ins, [t.rank for t in call.in_types], int(call.attrs["axis"])),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))

@@ -1,5 +1,5 @@
 """Element-wise and per-row ops on tensors, as TFLite defines them: ADD (two tensors of one shape, each
-with its own quantisation) and SOFTMAX (along the last axis).
+with its own quantisation), SOFTMAX (along the last axis), RELU and RELU6 as operators of their own.
 
 ADD's integer semantics (``reference_integer_ops::Add``): each input less its zero point, shifted left
 20 bits, rescaled by its multiplier (its scale over twice the larger input scale), summed, rescaled
@@ -20,9 +20,10 @@ from tinycc_ml.ir.ops.tflite_arith import (
     apply_activation,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
+    round_half_away,
     softmax_int8,
 )
-from tinycc_ml.ir.ops.windows import network_result, quantised_operand
+from tinycc_ml.ir.ops.windows import check_requantisation, network_result, quantised_operand
 
 ADD_LEFT_SHIFT = 20  # TFLite's int8 ADD: the inputs' headroom before rescaling
 SOFTMAX_OUTPUT = (1 / 256, -128)  # TFLite's int8 softmax output: scale 1/256, zero point -128
@@ -37,7 +38,11 @@ def _infer_tensor_add(ts, attrs, declared):
         quantised_operand(b, "second operand", 8)
     else:
         need(b.dtype.is_float, f"operands mix {a.dtype} and {b.dtype}")
-    return network_result(a, declared, a.shape, a.layout)
+    result = network_result(a, declared, a.shape, a.layout)
+    if a.dtype.is_quantised:
+        twice_max = 2 * max(a.dtype.qscales[0], b.dtype.qscales[0])
+        check_requantisation(twice_max / ((1 << ADD_LEFT_SHIFT) * result.dtype.qscales[0]), "sum")
+    return result
 
 
 def add_multipliers(scale_a: float, scale_b: float, scale_out: float) -> list[tuple[int, int]]:
@@ -70,7 +75,7 @@ register_op(OpDef(
 
 def _infer_softmax(ts, attrs, declared):
     (x,) = ts
-    need(float(attrs["beta"]) > 0, f"beta must be positive, got {attrs['beta']}")
+    need(0 < float(attrs["beta"]) < float("inf"), f"beta must be positive and finite, got {attrs['beta']}")
     result = network_result(x, declared, x.shape, x.layout)
     if x.dtype.is_quantised:
         quantised_operand(x, "input", 8)
@@ -92,3 +97,64 @@ register_op(OpDef(
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_softmax(ins, attrs),
     fixed=lambda call: softmax_int8(call.ins[0], float(call.attrs["beta"]), call.in_types[0].dtype.qscales[0]),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+
+
+# ---------------------------------------------------------------- relu and relu6 (standalone)
+
+def _infer_activation(name: str):
+    def infer(ts, attrs, declared):
+        (x,) = ts
+        result = network_result(x, declared, x.shape, x.layout)
+        if x.dtype.is_quantised:
+            quantised_operand(x, "input", 8)
+            if name == "relu6":  # TFLite's int8 RELU6 clamps the input's integers: no requantisation
+                need(result.dtype == x.dtype, f"TFLite's int8 relu6 keeps the input's quantisation {x.dtype}, "
+                                              f"the result declares {result.dtype}")
+            else:
+                check_requantisation(relu_multiplier_real(x.dtype.qscales[0], result.dtype.qscales[0]), "relu")
+        return result
+    return infer
+
+
+def relu_multiplier_real(input_scale: float, output_scale: float) -> float:
+    """TFLite's RELU multiplier: the scales divided in float32 (CalculateReluOpData)."""
+    with np.errstate(over="ignore"):  # inf for scales far apart: the type rule refuses it
+        return float(np.float32(input_scale) / np.float32(output_scale))
+
+
+def relu_parameters(in_dtype, out_dtype) -> tuple[int, int, int]:
+    """(multiplier, shift, lowest output) of TFLite's int8 RELU."""
+    multiplier, shift = quantize_multiplier(relu_multiplier_real(in_dtype.qscales[0], out_dtype.qscales[0]))
+    return multiplier, shift, max(-128, out_dtype.zero_point)
+
+
+def relu6_bounds(dtype) -> tuple[int, int]:
+    """TFLite's int8 RELU6 clamp: the zero point, and 6 quantised (float32 division, rounded half away)."""
+    with np.errstate(over="ignore"):
+        steps = float(np.float32(6.0) / np.float32(dtype.qscales[0]))
+    if not np.isfinite(steps):  # a denormal scale: 6 is beyond float32, so beyond int8
+        return dtype.zero_point, 127
+    return dtype.zero_point, min(127, max(-128, dtype.zero_point + round_half_away(steps)))
+
+
+def _fixed_relu(call: FixedCall):
+    x, out = call.in_types[0].dtype, call.type.dtype
+    multiplier, shift, lowest = relu_parameters(x, out)
+    scaled = multiply_by_quantized_multiplier(call.ins[0] - x.zero_point, multiplier, shift) + out.zero_point
+    return np.clip(scaled, lowest, 127)
+
+
+def _fixed_relu6(call: FixedCall):
+    lower, upper = relu6_bounds(call.in_types[0].dtype)
+    return np.clip(call.ins[0], lower, upper)
+
+
+for _name, _fixed in (("relu", _fixed_relu), ("relu6", _fixed_relu6)):
+    register_op(OpDef(
+        _name, 1, _infer_activation(_name), lambda xs, a, _n=_name: apply_activation(xs[0], _n), {},
+        f"TFLite's {_name.upper()} as an operator of its own; quantised: TFLite's int8 kernel ("
+        + ("the input less its zero point requantised to the output's scale, clamped from the output's zero point)"
+           if _name == "relu" else "the input's integers clamped to its zero point and 6 quantised)"),
+        evaluate_rows=lambda ins, batched, attrs, n, rank, _n=_name: apply_activation(ins[0], _n),
+        fixed=_fixed,
+        unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))

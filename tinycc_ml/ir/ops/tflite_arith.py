@@ -40,15 +40,17 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
 def truncating_div_pot(v, bits: int):
     """C's ``v / 2^bits`` on int64: rounds towards zero."""
     v = np.asarray(v, dtype=np.int64)
-    return np.where(v >= 0, v >> bits, -((-v) >> bits))
+    return (v + ((v >> 63) & ((1 << bits) - 1))) >> bits  # a negative v biased by 2^bits - 1: rounds up
 
 
 def saturating_rounding_doubling_high_mul(a, b):
     """gemmlowp's SaturatingRoundingDoublingHighMul: the high 32 bits of 2ab, rounded to nearest."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     ab = a * b
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    nudge = (1 << 30) - ((ab >> 63) & ((1 << 31) - 1))  # 2^30, or 1 - 2^30 when ab < 0
     high = truncating_div_pot(ab + nudge, 31)
+    if not (np.any(a == INT32_MIN) and np.any(b == INT32_MIN)):  # the one overflow: INT32_MIN squared
+        return high
     return np.where((a == b) & (a == INT32_MIN), INT32_MAX, high)
 
 
@@ -91,7 +93,11 @@ def activation_range(activation: str, scale: float, zero_point: int, bits: int =
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
     def quantise(real: float) -> int:
-        return zero_point + round_half_away(float(np.float32(real) / np.float32(scale)))
+        with np.errstate(over="ignore"):
+            steps = float(np.float32(real) / np.float32(scale))
+        if not math.isfinite(steps):  # a tiny (denormal) scale: 6 is beyond float32, so beyond the int range
+            return hi
+        return zero_point + round_half_away(steps)
 
     if activation == "relu":
         return max(lo, quantise(0.0)), hi

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.registry import need
-from tinycc_ml.ir.ops.tflite_arith import ACTIVATIONS
+from tinycc_ml.ir.ops.tflite_arith import ACTIVATIONS, quantize_multiplier
 from tinycc_ml.ir.types import F32, PER_TENSOR, TensorType
 
 PADDINGS = ("same", "valid", "explicit")
+MAX_LEFT_SHIFT = 31  # a requantisation's left shift of an int32 (C shifts a uint32 by at most 31)
 
 
 def check_window_attrs(attrs: dict, keys=("stride", "dilation")) -> None:
@@ -61,6 +62,25 @@ def window_shape(x: TensorType, window: tuple[int, int], attrs: dict) -> tuple[i
                  for a in range(2) for side in range(2)),
              f"pads {list(attrs['pads'])} reach past a {window[0]}x{window[1]} window")
     return sizes
+
+
+def window_taps(x: np.ndarray, window: tuple[int, int], attrs: dict, fill: float = 0.0):
+    """(batch, H, W, C): for each tap (ky, kx) of the window, the (batch, OH, OW, C) view of the elements it reads at
+    every output position, ``fill`` outside the input (to accumulate tap by tap without copying the patches)."""
+    _, height, width, _ = x.shape
+    stride = [int(s) for s in attrs.get("stride", [1, 1])]
+    dilation = [int(d) for d in attrs.get("dilation", [1, 1])]
+    geometry = [axis_geometry(n, int(k), st, d, attrs, a)
+                for a, (n, k, st, d) in enumerate(zip((height, width), window, stride, dilation))]
+    outs, before = [g[0] for g in geometry], [g[1] for g in geometry]
+    after = [max(0, (o - 1) * st + (int(k) - 1) * d + 1 - n - b)
+             for n, k, st, d, o, b in zip((height, width), window, stride, dilation, outs, before)]
+    padded = np.pad(x, ((0, 0), (before[0], after[0]), (before[1], after[1]), (0, 0)), constant_values=fill)
+    for ky in range(int(window[0])):
+        for kx in range(int(window[1])):
+            y0, x0 = ky * dilation[0], kx * dilation[1]
+            yield ky, kx, padded[:, y0:y0 + (outs[0] - 1) * stride[0] + 1:stride[0],
+                                 x0:x0 + (outs[1] - 1) * stride[1] + 1:stride[1], :]
 
 
 def patches(x: np.ndarray, window: tuple[int, int], attrs: dict, fill: float = 0.0) -> np.ndarray:
@@ -117,3 +137,18 @@ def channel_scales(t: TensorType, channels: int) -> np.ndarray:
     """One scale per output channel (a per-tensor scale repeated)."""
     scales = np.asarray(t.dtype.qscales, dtype=np.float64)
     return np.broadcast_to(scales, (channels,)) if len(scales) == 1 else scales
+
+
+def check_requantisation(reals, what: str) -> None:
+    """Each real multiplier (input scale x filter scale / output scale) as TFLite quantises it: its left shift
+    within C's shifts of an int32 (scales far apart, such as a denormal output scale, are refused)."""
+    worst = max(float(r) for r in np.atleast_1d(reals))
+    need(np.isfinite(worst) and quantize_multiplier(worst)[1] <= MAX_LEFT_SHIFT,
+         f"{what}: the requantisation multiplier {worst:.3g} needs a left shift over {MAX_LEFT_SHIFT} bits "
+         "(the scales are too far apart)")
+
+
+def check_channel_requantisation(x: TensorType, w: TensorType, result: TensorType, channels: int) -> None:
+    if x.dtype.is_quantised:
+        reals = [x.dtype.qscales[0] * s / result.dtype.qscales[0] for s in channel_scales(w, channels)]
+        check_requantisation(reals, "output")
