@@ -3,8 +3,8 @@
 Some chips map their flash into the address space for instruction fetch and word loads only: the ESP8266's
 irom0 window (0x40200000) faults on an 8- or 16-bit load. On such a target every constant array is declared
 with the target's section attribute and ``aligned(4)``, padded to whole words, and every element is read
-through one helper per C type that loads the aligned word holding it, then shifts and sign-extends (int8,
-int16), reinterprets it (float) or joins two words (64-bit labels). The helpers are ``static inline`` and
+through one helper per C type that loads the aligned word holding it, shifts the element down and narrows it
+(a cast: sign-extended for int8, int16), reinterprets it (float) or joins two words (64-bit labels). The helpers are ``static inline`` and
 carry the model's prefix; the word load is ``volatile`` so the compiler cannot narrow it back into a byte or
 half-word load of the same address.
 """
@@ -62,22 +62,17 @@ class WordFlash:
         p = f"{self.prefix}_flash"
         return f"""\
 /* Constants are in flash that may only be read as aligned 32-bit words: every read loads the word holding the
- * element (volatile, so it is never narrowed back to a byte or half-word load) and takes the element out. */
+ * element (volatile, so it is never narrowed back to a byte or half-word load), shifts the element down and
+ * narrows it (to a signed type: two's complement wrap-around, as gcc and clang define it, which sign-extends). */
 static inline uint32_t {p}_word(const void *address)
 {{
     const uintptr_t a = (uintptr_t)address;
     return *(const volatile uint32_t *)(a & ~(uintptr_t)3) >> (8u * (unsigned)(a & 3u));
 }}
-static inline uint8_t {p}_u8(const uint8_t *p) {{ return (uint8_t)({p}_word(p) & 0xffu); }}
-static inline int8_t {p}_i8(const int8_t *p)
-{{
-    return (int8_t)((int32_t)(({p}_word(p) & 0xffu) ^ 0x80u) - 0x80);
-}}
-static inline uint16_t {p}_u16(const uint16_t *p) {{ return (uint16_t)({p}_word(p) & 0xffffu); }}
-static inline int16_t {p}_i16(const int16_t *p)
-{{
-    return (int16_t)((int32_t)(({p}_word(p) & 0xffffu) ^ 0x8000u) - 0x8000);
-}}
+static inline uint8_t {p}_u8(const uint8_t *p) {{ return (uint8_t){p}_word(p); }}
+static inline int8_t {p}_i8(const int8_t *p) {{ return (int8_t){p}_word(p); }}
+static inline uint16_t {p}_u16(const uint16_t *p) {{ return (uint16_t){p}_word(p); }}
+static inline int16_t {p}_i16(const int16_t *p) {{ return (int16_t){p}_word(p); }}
 static inline uint32_t {p}_u32(const uint32_t *p) {{ return {p}_word(p); }}
 static inline int32_t {p}_i32(const int32_t *p) {{ return (int32_t){p}_word(p); }}
 static inline float {p}_f32(const float *p)
