@@ -4,9 +4,9 @@ Some chips map their flash into the address space for instruction fetch and word
 irom0 window (0x40200000) faults on an 8- or 16-bit load. On such a target every constant array is declared
 with the target's section attribute and ``aligned(4)``, padded to whole words, and every element is read
 through one helper per C type that loads the aligned word holding it, shifts the element down and narrows it
-(a cast: sign-extended for int8, int16), reinterprets it (float) or joins two words (64-bit labels). The helpers are ``static inline`` and
-carry the model's prefix; the word load is ``volatile`` so the compiler cannot narrow it back into a byte or
-half-word load of the same address.
+(a cast: sign-extended for int8, int16), reinterprets it (float) or joins two words (64-bit labels). The helpers
+are ``static inline`` and carry the model's prefix; the word load is ``volatile`` so the compiler cannot narrow
+it back into a byte or half-word load of the same address.
 """
 
 from __future__ import annotations
