@@ -15,8 +15,9 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTER
     pip_flags+=(--break-system-packages)
 fi
 "$PY" -m pip install "${pip_flags[@]}" -e '.[dev]'
-# the outside backend example (RISC-V), installed as a plug-in would be: its tests run with the rest
+# the outside backend examples (RISC-V, ESP8266), installed as a plug-in would be: their tests run with the rest
 "$PY" -m pip install "${pip_flags[@]}" -e examples/tinycc-ml-riscv
+"$PY" -m pip install "${pip_flags[@]}" -e examples/tinycc-ml-esp8266
 
 can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 
@@ -32,7 +33,7 @@ if [ "${#host_packages[@]}" -gt 0 ] && can_apt; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${host_packages[@]}" >/dev/null
 fi
 
-# Cross toolchains and simulators for the AVR, Cortex-M0 and RISC-V tests; CMake, Ninja, Make and
+# Cross toolchains and simulators for the AVR, Cortex-M0, RISC-V and ESP8266 tests; CMake, Ninja, Make and
 # arduino-mk (Arduino's core for avr-gcc) for the build-integration tests.
 have_toolchains() {
     command -v avr-gcc >/dev/null 2>&1 \
@@ -44,6 +45,9 @@ have_toolchains() {
         && command -v riscv64-unknown-elf-gcc >/dev/null 2>&1 \
         && command -v qemu-system-riscv32 >/dev/null 2>&1 \
         && [ -f /usr/lib/picolibc/riscv64-unknown-elf/picolibc.specs ] \
+        && command -v xtensa-lx106-elf-gcc >/dev/null 2>&1 \
+        && command -v qemu-system-xtensa >/dev/null 2>&1 \
+        && [ -f /usr/lib/xtensa-lx106-elf/picolibc.specs ] \
         && [ -f /usr/share/arduino/Arduino.mk ]
 }
 if ! have_toolchains; then
@@ -54,7 +58,8 @@ if ! have_toolchains; then
         apt-get install -y -qq --no-install-recommends \
             gcc-avr avr-libc binutils-avr simavr libsimavr-dev \
             gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm cmake ninja-build make \
-            gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc arduino-mk >/dev/null
+            gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc arduino-mk \
+            gcc-xtensa-lx106 binutils-xtensa-lx106 picolibc-xtensa-lx106-elf >/dev/null
     else
         echo "scripts/test.sh: note: avr-gcc, arm-none-eabi-gcc, qemu-system-arm, simavr headers, cmake, ninja or make are" \
              "missing and cannot be installed here (needs root and apt-get); simulator tests will skip" >&2

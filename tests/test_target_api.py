@@ -31,7 +31,7 @@ from tinycc_ml.target import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-RISCV_PACKAGE = REPO / "examples" / "tinycc-ml-riscv"
+PLUGIN_PACKAGES = {"riscv": REPO / "examples" / "tinycc-ml-riscv", "esp8266": REPO / "examples" / "tinycc-ml-esp8266"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -66,12 +66,13 @@ def test_no_target_name_outside_the_backends():
     assert not offenders, "\n".join(offenders)
 
 
-def test_the_riscv_package_uses_only_the_public_api():
+@pytest.mark.parametrize("plugin", sorted(PLUGIN_PACKAGES))
+def test_the_example_plugins_use_only_the_public_api(plugin):
     used = set()
-    for path in sorted(RISCV_PACKAGE.rglob("*.py")):
+    for path in sorted(PLUGIN_PACKAGES[plugin].rglob("*.py")):
         used |= {m for m in imported_modules(path) if m == "tinycc_ml" or m.startswith("tinycc_ml.")}
     assert used <= {"tinycc_ml", "tinycc_ml.target", "tinycc_ml.testing"}, used
-    for path in sorted(RISCV_PACKAGE.rglob("*.py")):
+    for path in sorted(PLUGIN_PACKAGES[plugin].rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "tinycc_ml.target":
                 assert {a.name for a in node.names} <= set(target_api.__all__), path

@@ -9,7 +9,8 @@ command line, ``tinycc-ml report``, ``tinycc_ml.fit`` and the profiler ask ``bac
 its name, and a missing capability is a ``CapabilityError`` naming the target and what it lacks.
 
 A microcontroller subclasses ``McuBackend``: a ``Chip`` (memory, clock, compiler and linker flags), a
-``c_target(graph)`` (a ``CTarget``: how constants are declared and read, its ``kernels``), the name of a
+``c_target(graph)`` (a ``CTarget``: how constants are declared and read, its ``kernels``; ``WordFlash`` for
+constants in flash that may only be read as aligned 32-bit words), the name of a
 ``Simulator`` registered in ``SIMULATORS`` (entry-point group ``tinycc_ml.simulators``), and optionally a
 ``Board`` for ``--project`` firmware (``arduino_library`` makes ``--arduino`` libraries for a chip on an
 Arduino core). It then gets the shared MCU emitter (``McuEmitter``: streaming, ``predict_float``), the fit
@@ -114,6 +115,7 @@ from tinycc_ml.codegen.matvec_plan import (
     used_list,
 )
 from tinycc_ml.codegen.mcu import McuBackend, McuEmitter
+from tinycc_ml.codegen.word_flash import WordFlash
 from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import quantise
@@ -162,6 +164,7 @@ __all__ = [
     "BACKENDS", "CAPABILITIES", "Backend", "BuildOutput", "CapabilityError", "Fit", "McuBackend", "McuEmitter",
     "CTarget", "CEmitter", "Chip", "Board", "TargetAttributes", "available_backends", "get_backend",
     "register_backend", "targets_supporting", "arduino_library", "cmake_support_file", "compiler_version",
+    "WordFlash",
     # errors
     "CompileError", "DataError", "FitError", "PluginError", "ToolchainError",
     # hand-written kernels: the API, the graph and the op semantics they read

@@ -9,13 +9,14 @@ per-op code tables (C_CODE, one per precision, filled by c_float.py and c_fixed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tinycc_ml.codegen.backend import BuildOutput
 from tinycc_ml.codegen.c_files import Interface, comment_block, entry_points, header_text, source_text
 from tinycc_ml.codegen.float_input import source_lines
+from tinycc_ml.codegen.word_flash import WordFlash
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.analyses import multiply_accumulates
 from tinycc_ml.ir.fixed import clip_bounds
@@ -92,9 +93,12 @@ class CTarget:
     needs (``<avr/pgmspace.h>``). int16_arith: ``int`` is 16 bits (AVR): a fused chain's 16-bit steps then
     saturate in 16-bit arithmetic. kernels: the target's hand-written kernels (``Kernel``), asked in this
     order. inline_saturation: the saturation helpers always inlined (where the compiler would leave them a
-    call). Override ``read_const`` to read a constant array element another way than ``array[index]``
-    (``pgm_read_word`` on the AVR), and ``offset_store`` to let a fused chain's last store hand a kernel its
-    input offset-binary with its sum.
+    call). word_flash: a ``WordFlash`` when constants live in flash that may only be read as aligned 32-bit
+    words (the ESP8266's irom0): every constant array then goes to its section, 4-byte aligned and padded to
+    whole words, and every read of one goes through the model's word-read helpers (``read_const`` does so, and
+    the label and probability tables follow ``BuildOutput.word_flash``). Override ``read_const`` to read a
+    constant array element another way than ``array[index]`` (``pgm_read_word`` on the AVR), and
+    ``offset_store`` to let a fused chain's last store hand a kernel its input offset-binary with its sum.
     """
 
     name: str = "host"
@@ -104,8 +108,19 @@ class CTarget:
     # (an overflow test before the add) rather than in int32, which costs several instructions per operation
     int16_arith: bool = False
 
+    # constants in flash read only as aligned 32-bit words (codegen/word_flash.py); None: read as the C reads them
+    word_flash: WordFlash | None = None
+
     def read_const(self, array: str, index: str, ctype: str) -> str:
+        if self.word_flash is not None:
+            return self.word_flash.read(array, index, ctype)
         return f"{array}[{index}]"
+
+    @property
+    def array_attribute(self) -> str:
+        """What follows a constant array's declarator: ``const_attribute`` and the word flash's section and
+        alignment."""
+        return self.const_attribute + (self.word_flash.attribute if self.word_flash is not None else "")
 
     def offset_store(self, em, name: str) -> str | None:
         """For the last value ``name`` of a fused element-wise chain (graph.analyses.fused): the scratch symbol
@@ -198,6 +213,9 @@ class CEmitter:
         self._const_symbols: dict[str, str] = {}
         self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
         self.kernel_groups = kernel_index(self.target.kernels)  # (op, precision) -> the target's kernels
+        if self.target.word_flash is not None:  # the helpers carry the model's prefix: a copy of the target knows it
+            self.target = replace(self.target, word_flash=self.target.word_flash.for_prefix(self.prefix))
+            self.helpers[self.sym("flash_word")] = self.target.word_flash.helpers_source()
 
     # ---- naming
     def sym(self, name: str) -> str:
@@ -242,11 +260,15 @@ class CEmitter:
         if first != symbol:
             self.constants.append(f"/* {comment}: the same elements as {first} */\n#define {symbol} {first}\n")
             return symbol
+        length = max(n, 1)
+        if self.target.word_flash is not None:  # whole words: the last element's word is the array's own
+            length = self.target.word_flash.padded_length(n, ctype)
+            flat = np.concatenate([flat, np.zeros(length - n, dtype=flat.dtype)]) if n else flat
         self.constants.append(
-            f"/* {comment} */\nstatic const {ctype} {symbol}[{max(n, 1)}]{self.target.const_attribute} = {{\n"
+            f"/* {comment} */\nstatic const {ctype} {symbol}[{length}]{self.target.array_attribute} = {{\n"
             f"    {array_body(flat, ctype) if n else '0'}\n}};\n"
         )
-        self.const_arrays[symbol] = max(n, 1) * np.dtype(self._np_type(ctype)).itemsize
+        self.const_arrays[symbol] = length * np.dtype(self._np_type(ctype)).itemsize
         self.const_bytes += self.const_arrays[symbol]
         return symbol
 
@@ -366,7 +388,7 @@ class CEmitter:
         functions = self.run_function(api, self.scheduled_ops())
         functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
-            functions += source_lines(api, self.target.const_attribute, self.target.read_const, streaming=False)
+            functions += source_lines(api, self.target.array_attribute, self.target.read_const, streaming=False)
         return self.assemble(api, functions)
 
     def build_output(self) -> BuildOutput:
@@ -378,7 +400,8 @@ class CEmitter:
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
             ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
             kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes(),
-            const_arrays=dict(self.const_arrays), macs=multiply_accumulates(self.graph))
+            const_arrays=dict(self.const_arrays), macs=multiply_accumulates(self.graph),
+            word_flash=self.target.word_flash)
 
     def x_page_bytes(self) -> int:
         """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""

@@ -41,10 +41,13 @@ def _int_literal(value: int, ctype: str) -> str:
     return "(-INT64_C(9223372036854775807) - 1)" if value == -(2**63) else f"INT64_C({value})"
 
 
-def label_lines(prefix: str, classes: np.ndarray, input_ctype: str) -> tuple[list[str], list[str]]:
+def label_lines(prefix: str, classes: np.ndarray, input_ctype: str,
+                word_flash=None) -> tuple[list[str], list[str]]:
     """(header lines, source lines) declaring and defining the label table and functions. The table is
     in flash on AVR (``PROGMEM``, read with ``memcpy_P`` / ``pgm_read_word``; string labels too), a plain
-    ``static const`` array elsewhere (flash on ARM, .rodata on the host)."""
+    ``static const`` array elsewhere (flash on ARM, .rodata on the host). With ``word_flash`` (the target's
+    ``WordFlash``: flash read only in aligned words) a numeric table goes to its section and is read through
+    its helpers; string labels stay where the compiler puts strings, as the caller reads them byte by byte."""
     up = prefix.upper()
     values = classes.tolist()
     n = len(values)
@@ -81,6 +84,13 @@ def label_lines(prefix: str, classes: np.ndarray, input_ctype: str) -> tuple[lis
                    f"const char *{prefix}_label(int i)", "{", f"    if (i < 0 || i >= {n}) i = {n - 1};",
                    "#ifdef __AVR__", f"    return (const char *)pgm_read_word(&{tab}[i]);", "#else",
                    f"    return {tab}[i];", "#endif", "}", ""]
+    elif word_flash is not None:
+        padded = word_flash.padded_length(n, ctype)
+        literals += ["0"] * (padded - n)
+        source += [f"static const {ctype} {tab}[{padded}]{word_flash.attribute} = {{",
+                   *(f"    {', '.join(literals[i:i + 8])}," for i in range(0, padded, 8)), "};", "",
+                   f"{ctype} {prefix}_label(int i)", "{", f"    if (i < 0 || i >= {n}) i = {n - 1};",
+                   f"    return {word_flash.read(tab, 'i', ctype)};", "}", ""]
     else:
         source += [f"static const {ctype} {tab}[{n}] {flash} = {{",
                    *(f"    {', '.join(literals[i:i + 8])}," for i in range(0, n, 8)), "};", "",
@@ -103,6 +113,6 @@ def add_labels(output: BuildOutput, classes: np.ndarray) -> None:
     at = header.rfind(_HEADER_TAIL)
     if at < 0:  # a header without the C++ guard: add before the include guard's end
         at = header.rfind("#endif")
-    head_lines, source_lines = label_lines(prefix, classes, output.input_ctype)
+    head_lines, source_lines = label_lines(prefix, classes, output.input_ctype, output.word_flash)
     output.files[header_name] = header[:at] + "\n".join(head_lines) + "\n" + header[at:]
     output.files[source_name] = source.rstrip("\n") + "\n" + "\n".join(source_lines)

@@ -16,17 +16,24 @@ from tinycc_ml.models.proba import LIBSVM_MIN_PROB
 _HEADER_TAIL = "#ifdef __cplusplus\n}\n#endif"
 
 
-def _platt_coupled(prefix: str, n_scores: int, unit: str, constants: dict) -> tuple[list[str], list[str]]:
+def _platt_coupled(prefix: str, n_scores: int, unit: str, constants: dict,
+                   word_flash=None) -> tuple[list[str], list[str]]:
     """(tables before the function, its body after the scores) for libsvm's Platt scaling and pairwise
     coupling, in double as libsvm computes (float where double is float: avr-gcc); the pair constants in
     flash on the AVR (PROGMEM, read with pgm_read_float), plain const elsewhere."""
     up, k = prefix.upper(), int(constants["n_classes"])
-    tables = ["#if defined(__AVR__)", "#include <avr/pgmspace.h>", f"#define {up}_PLATT_READ(v) pgm_read_float(&(v))",
-              f"#define {up}_PLATT_FLASH PROGMEM", "#else", f"#define {up}_PLATT_READ(v) (v)",
-              f"#define {up}_PLATT_FLASH", "#endif"]
+    if word_flash is not None:  # flash read only in aligned words (CTarget.word_flash): its section and helpers
+        tables, attribute = [], word_flash.attribute
+        read_a, read_b = (word_flash.read(f"{prefix}_platt_{name}", "i", "float") for name in ("a", "b"))
+    else:
+        tables = ["#if defined(__AVR__)", "#include <avr/pgmspace.h>",
+                  f"#define {up}_PLATT_READ(v) pgm_read_float(&(v))", f"#define {up}_PLATT_FLASH PROGMEM", "#else",
+                  f"#define {up}_PLATT_READ(v) (v)", f"#define {up}_PLATT_FLASH", "#endif"]
+        attribute = f" {up}_PLATT_FLASH"
+        read_a, read_b = (f"{up}_PLATT_READ({prefix}_platt_{name}[i])" for name in ("a", "b"))
     for name in ("a", "b"):
         values = ", ".join(f"{float(v)!r}f" for v in np.asarray(constants[name], dtype=np.float32))
-        tables.append(f"static const float {prefix}_platt_{name}[{n_scores}] {up}_PLATT_FLASH = {{ {values} }};")
+        tables.append(f"static const float {prefix}_platt_{name}[{n_scores}]{attribute} = {{ {values} }};")
     pair = f"(i) * {k} - (i) * ((i) + 1) / 2 + (j) - (i) - 1"
     swapped = f"(j) * {k} - (j) * ((j) + 1) / 2 + (i) - (j) - 1"
     body = [
@@ -34,8 +41,7 @@ def _platt_coupled(prefix: str, n_scores: int, unit: str, constants: dict) -> tu
         "    int j, t, iteration;",
         "    /* r: each pair's probability of its first class, libsvm's sigmoid_predict, clipped */",
         f"    for (i = 0; i < {n_scores}; i++) {{",
-        f"        const double f = (double)scores[i]{unit} * {up}_PLATT_READ({prefix}_platt_a[i])"
-        f" + {up}_PLATT_READ({prefix}_platt_b[i]);",
+        f"        const double f = (double)scores[i]{unit} * {read_a} + {read_b};",
         "        const double v = f >= 0 ? exp(-f) / (1.0 + exp(-f)) : 1.0 / (1.0 + exp(f));",
         f"        r[i] = v < {LIBSVM_MIN_PROB!r} ? {LIBSVM_MIN_PROB!r} : v > 1.0 - {LIBSVM_MIN_PROB!r} ? "
         f"1.0 - {LIBSVM_MIN_PROB!r} : v;",
@@ -78,8 +84,10 @@ def _platt_coupled(prefix: str, n_scores: int, unit: str, constants: dict) -> tu
 
 
 def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype: str, score_ctype: str,
-                score_scale: int | None, constants: dict | None = None) -> tuple[list[str], list[str]]:
-    """(header lines, source lines) of ``<prefix>_proba``."""
+                score_scale: int | None, constants: dict | None = None,
+                word_flash=None) -> tuple[list[str], list[str]]:
+    """(header lines, source lines) of ``<prefix>_proba`` (its tables through ``word_flash``'s helpers when the
+    target reads flash only in aligned words)."""
     up = prefix.upper()
     unit = "" if score_scale is None else f" * {2.0 ** -score_scale!r}f"  # a power of two: exact
     signature = f"void {prefix}_proba(const {input_ctype} *x, float *out)"
@@ -94,7 +102,7 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
     body = [f"    {score_ctype} scores[{n_scores}];", "    int i;", f"    {prefix}_scores(x, scores);"]
     tables: list[str] = []
     if rule == "platt_coupled":
-        tables, coupled = _platt_coupled(prefix, n_scores, unit, constants)
+        tables, coupled = _platt_coupled(prefix, n_scores, unit, constants, word_flash)
         body = body[:2] + coupled[:2] + body[2:] + coupled[2:]
     elif rule == "probabilities":
         body += [f"    for (i = 0; i < {n_scores}; i++) out[i] = (float)scores[i]{unit};"]
@@ -139,7 +147,7 @@ def add_proba(output: BuildOutput, rule: str, n_proba: int, score_scale: int | N
     if at < 0:
         at = header.rfind("#endif")
     head_lines, source_lines = proba_lines(prefix, rule, output.n_scores, n_proba, output.input_ctype,
-                                           output.score_ctype, score_scale, constants)
+                                           output.score_ctype, score_scale, constants, output.word_flash)
     output.files[header_name] = header[:at] + "\n".join(head_lines) + "\n" + header[at:]
     include = f'#include "{prefix}.h"\n'
     if "#include <math.h>" not in source:

@@ -22,10 +22,15 @@ def matvec_float_columns(em: CEmitter, node: Node) -> list[str] | None:
     if rows < 4:
         return None
     wt = em.const_transposed(a_name)
+    if em.target.word_flash is None:
+        row = [f"        const float *w = {wt} + (long)k * {rows};",
+               f"        for (int i = 0; i < {rows}; ++i) acc[i] += w[i] * xk;"]
+    else:  # constants read only as words (CTarget.word_flash): each through the target's read
+        w = em.target.read_const(wt, f"(long)k * {rows} + i", "float")
+        row = [f"        for (int i = 0; i < {rows}; ++i) acc[i] += {w} * xk;"]
     return ["{", f"    float acc[{rows}];", f"    for (int i = 0; i < {rows}; ++i) acc[i] = 0.0f;",
-            f"    for (int k = 0; k < {cols}; ++k) {{", f"        const float xk = {em.at(x_name, 'k')};",
-            f"        const float *w = {wt} + (long)k * {rows};",
-            f"        for (int i = 0; i < {rows}; ++i) acc[i] += w[i] * xk;", "    }",
+            f"    for (int k = 0; k < {cols}; ++k) {{", f"        const float xk = {em.at(x_name, 'k')};", *row,
+            "    }",
             f"    for (int i = 0; i < {rows}; ++i) {em.var(node.name)}[i] = acc[i];", "}"]
 
 
