@@ -202,3 +202,62 @@ class NetBuilder:
         builder = flatbuffers.Builder(1024)
         builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
         return bytes(builder.Output())
+
+
+def float_model(seed: int = 0) -> bytes:
+    """A float32 network (CONV_2D stride 2 + relu, RESHAPE, FULLY_CONNECTED, SOFTMAX; 8x8x2 input), as a
+    converter writes one without quantisation: what the project quantises from calibration rows."""
+    rng = np.random.default_rng(seed)
+    buffers, tensors, operators, codes = [schema.BufferT()], [], [], []
+
+    def tensor(shape, data=None, dtype=schema.TensorType.FLOAT32) -> int:
+        t = schema.TensorT()
+        t.shape, t.type, t.name = list(shape), dtype, f"t{len(tensors)}"
+        if data is not None:
+            buffer = schema.BufferT()
+            buffer.data = np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8).tolist()
+            buffers.append(buffer)
+            t.buffer = len(buffers) - 1
+        tensors.append(t)
+        return len(tensors) - 1
+
+    def operator(code, inputs, output, options_type, options) -> None:
+        if code not in codes:
+            codes.append(code)
+        op = schema.OperatorT()
+        op.opcodeIndex, op.inputs, op.outputs = codes.index(code), list(inputs), [output]
+        op.builtinOptionsType, op.builtinOptions = options_type, options
+        operators.append(op)
+
+    def weights(*shape, spread: float) -> int:
+        return tensor(shape, rng.normal(0, spread, shape).astype(np.float32))
+
+    x, conv = tensor((1, 8, 8, 2)), tensor((1, 4, 4, 4))
+    options = schema.Conv2DOptionsT()
+    options.padding, options.strideH, options.strideW = PADDINGS["same"], 2, 2
+    options.dilationHFactor = options.dilationWFactor = 1
+    options.fusedActivationFunction = ACTIVATIONS["relu"]
+    operator(schema.BuiltinOperator.CONV_2D, [x, weights(4, 3, 3, 2, spread=0.3), weights(4, spread=0.1)], conv,
+             schema.BuiltinOptions.Conv2DOptions, options)
+    flat = tensor((1, 64))
+    reshape = schema.ReshapeOptionsT()
+    reshape.newShape = [1, 64]
+    shape = tensor((2,), np.array([1, 64], np.int32), schema.TensorType.INT32)
+    operator(schema.BuiltinOperator.RESHAPE, [conv, shape], flat, schema.BuiltinOptions.ReshapeOptions, reshape)
+    logits, out = tensor((1, 5)), tensor((1, 5))
+    operator(schema.BuiltinOperator.FULLY_CONNECTED, [flat, weights(5, 64, spread=0.2), weights(5, spread=0.1)], logits,
+             schema.BuiltinOptions.FullyConnectedOptions, schema.FullyConnectedOptionsT())
+    softmax = schema.SoftmaxOptionsT()
+    softmax.beta = 1.0
+    operator(schema.BuiltinOperator.SOFTMAX, [logits], out, schema.BuiltinOptions.SoftmaxOptions, softmax)
+    subgraph = schema.SubGraphT()
+    subgraph.tensors, subgraph.operators, subgraph.inputs, subgraph.outputs = tensors, operators, [x], [out]
+    model = schema.ModelT()
+    model.version, model.subgraphs, model.buffers, model.operatorCodes = 3, [subgraph], buffers, []
+    for code in codes:
+        opcode = schema.OperatorCodeT()
+        opcode.builtinCode, opcode.deprecatedBuiltinCode, opcode.version = code, min(code, 127), 1
+        model.operatorCodes.append(opcode)
+    builder = flatbuffers.Builder(0)
+    builder.Finish(model.Pack(builder), b"TFL3")
+    return bytes(builder.Output())

@@ -148,3 +148,33 @@ def test_not_a_tflite_file(tmp_path):
     path.write_bytes(b"\x00" * 64)
     with pytest.raises(ModelFileError, match="x.tflite: not a TFLite flatbuffer"):
         tinycc_ml.load_model(path)
+
+
+def test_a_float_tflite_file_is_quantised_by_the_project(tmp_path):
+    """A float32 .tflite (a converter's output without quantisation): its float graph computes tflite-micro's
+    float outputs; compiled with calibration rows it becomes TFLite's int8 (the project's quantisation), its C
+    equal to the int8 interpreter on every byte and within the quantisation's error of tflite-micro's floats."""
+    from tests.tflite_builder import float_model
+
+    path = tmp_path / "float_net.tflite"
+    path.write_bytes(float_model(seed=4))
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 8 * 8 * 2)).astype(np.float32)
+    interpreter = runtime.Interpreter.from_bytes(path.read_bytes())
+    want = []
+    for row in X:
+        interpreter.set_input(row.reshape(1, 8, 8, 2), 0)
+        interpreter.invoke()
+        want.append(interpreter.get_output(0).reshape(-1))
+    want = np.array(want)
+    model = tinycc_ml.load_model(path)
+    assert not model.is_quantised
+    np.testing.assert_allclose(model.scores(X), want, rtol=1e-5, atol=1e-6)
+    calibration = rng.normal(size=(200, 128))
+    result = tinycc_ml.compile(path, precision="int8", calibration=calibration)
+    assert result.report["quantised_from_float"] and result.prefix == "float_net"
+    int8 = model.quantise(calibration)
+    rows = int8.quantise_input(X)
+    scores, _ = result.load().run_raw(rows)
+    np.testing.assert_array_equal(scores, int8.run_int8(rows.reshape(40, 1, 8, 8, 2)).reshape(40, -1))
+    assert np.max(np.abs(int8.scores(X) - want)) < 0.05  # softmax outputs, 1/256 steps after requantisation

@@ -33,8 +33,8 @@ from tinycc_ml.ir.ops.windows import (
 WINDOW_ATTRS = {"stride": "ints", "dilation": "ints", "padding": "str", "activation": "str", "pads": "ints?"}
 NO_RANGES = ("networks arrive quantised (TFLite's int8): their ranges are in their types; range analysis and "
              "scale choice do not run on them")
-NO_C = ("C for float network ops is not written: TFLite's networks arrive int8 (their C: codegen/c_network.py); "
-        "float .tflite files are refused on reading")
+NO_C = ("C for float network ops is not written: a float network (ONNX, float .tflite) compiles as its int8 form, "
+        "quantised from calibration rows (models/network_quantise.py; its C: codegen/c_network.py)")
 
 
 def _check_operands(ts, filter_axis: int, weights_layout: str) -> None:
