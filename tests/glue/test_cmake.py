@@ -312,3 +312,57 @@ def test_a_host_compiler_with_a_chip_target_is_refused_at_configure_time(data, t
     for word in (f"TARGET {target} needs its cross compiler", toolchain, "-DCMAKE_TOOLCHAIN_FILE="):
         assert word in text, run.stderr
     assert not (tmp_path / "b" / "tinycc_ml" / "m" / "m.c").exists()  # refused before anything was compiled
+
+
+AVR_FIRMWARE_MAIN = """#include <stdint.h>
+#include <stdio.h>
+#include "kws.h"
+static const int16_t rows[3][KWS_INPUT_DIM] = {{ {rows} }};
+int main(void)
+{{
+    for (int r = 0; r < 3; ++r)
+        printf("row %d: class %d\\n", r, kws_predict(rows[r]));
+    printf("done\\n");
+    for (;;) {{
+    }}
+}}
+"""
+
+
+def test_avr_firmware_prints_on_the_uart_with_nothing_but_printf(data, tmp_path):
+    """tinycc_ml_add_firmware with the AVR toolchain file adds the UART set-up (avr_uart.c, run before main):
+    the user's main only calls printf, and in simavr the ATmega328P prints the host build's classes."""
+    require_target("avr")
+    require_tools("ninja", "simavr")
+    data_dir, rows = data
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(data_dir / "model.npz", src / "model.npz")
+    shutil.copy(data_dir / "cal.npz", src / "cal.npz")
+    host = tinycc_ml.compile(src / "model.npz", name="kws", precision="int16",
+                             calibration=np.load(src / "cal.npz")["X_train"])
+    q = quantise(rows[:3], host.output.input_scale, 16)
+    (src / "main.c").write_text(AVR_FIRMWARE_MAIN.format(
+        rows=", ".join("{" + ", ".join(str(int(v)) for v in row) + "}" for row in q)))
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(fw C)\n"
+        f'list(APPEND CMAKE_MODULE_PATH "{cmake_dir()}")\ninclude(TinyccML)\n'
+        "tinycc_ml_add_model(kws MODEL model.npz TARGET avr CALIBRATION cal.npz)\n"
+        "tinycc_ml_add_firmware(fw main.c)\ntarget_link_libraries(fw PRIVATE kws)\n")
+    run = configure(src, tmp_path / "b", "-G", "Ninja", f"-DCMAKE_TOOLCHAIN_FILE={cmake_dir()}/tinycc-ml-avr.cmake")
+    assert run.returncode == 0, run.stdout + run.stderr
+    build(tmp_path / "b")
+    proc = subprocess.Popen(["simavr", "-m", "atmega328p", "-f", "16000000", str(tmp_path / "b" / "fw")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, deadline = [], time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and not any("done" in line for line in lines):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(re.sub(r"\x1b\[[0-9;]*m", "", line))
+    finally:
+        proc.kill()
+        proc.wait()
+    got = [int(c) for c in re.findall(r"row \d: class (\d+)", "".join(lines))]
+    assert got == host.load().run_raw(q)[1].tolist(), lines

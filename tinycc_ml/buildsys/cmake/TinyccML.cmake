@@ -14,6 +14,8 @@
 #                                                          and linker script for cross builds
 #                                                          (TINYCC_ML_STARTUP_SOURCE, TINYCC_ML_LINKER_SCRIPT:
 #                                                          set by tinycc-ml-cortex-m0.cmake; none on the host)
+#                                                          and on the AVR printf on the UART
+#                                                          (TINYCC_ML_UART_SOURCE, tinycc-ml-avr.cmake)
 #
 # The model is compiled when the build runs (not at configure time). It is compiled again when the
 # model (any file of an EdgeML directory), the calibration file or the options change, and not
@@ -75,6 +77,9 @@ function(tinycc_ml_add_firmware exe)
   add_executable(${exe} ${ARGN})
   if(TINYCC_ML_STARTUP_SOURCE)
     target_sources(${exe} PRIVATE "${TINYCC_ML_STARTUP_SOURCE}")
+  endif()
+  if(TINYCC_ML_UART_SOURCE)
+    target_sources(${exe} PRIVATE "${TINYCC_ML_UART_SOURCE}")
   endif()
   if(TINYCC_ML_LINKER_SCRIPT)
     target_link_options(${exe} PRIVATE "-T${TINYCC_ML_LINKER_SCRIPT}")
