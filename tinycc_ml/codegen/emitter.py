@@ -119,6 +119,9 @@ class CTarget:
     # the saturation helpers always inlined, in a form with one compare on the common path (the Cortex-M0:
     # at -Os gcc leaves the shared form a call)
     inline_saturation: bool = False
+    # flash (bytes, as the trees' cost model predicts it) a forest's straight-line code may take where it is
+    # faster than the table walk but larger (a chip with flash to spare); 0: only where nearly as small
+    tree_code_budget: int = 0
 
 
 @dataclass

@@ -36,7 +36,9 @@ from tinycc_ml.ir.ops.ensembles import (
     leaf_scale,
     missing_code,
     threshold_ints,
+    tree_leaf_ranges,
 )
+from tinycc_ml.ir.ops.arith import rshift_bound
 
 STRAIGHT_FLASH_FACTOR = 1.25
 # predicted cost per decision node: (AVR cycles, AVR flash bytes) of each kernel, and per leaf
@@ -44,7 +46,8 @@ STRAIGHT_FLASH_FACTOR = 1.25
 # (per row: 1,245 + 44.7 per level walked + 60.3 per leaf value added; within 15 cycles on 150 rows);
 # straight-line code's per-level cost and both kernels' flash are estimates
 COST = {"table": {"level": 45.0, "loop_flash": 120},
-        "straight": {"level": 12.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0},
+        "straight": {"level": 12.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0,
+                     "flash_per_value": 10.0},
         "leaf_value": 60.0, "tree": 60.0, "output": 60.0}
 
 
@@ -154,8 +157,11 @@ def predicted(layout: Layout, threshold_bytes: int, n_trees: int, n_outputs: int
                          "flash": int(straight_flash)}}
 
 
-def choose(cands: dict) -> str:
-    return "straight" if cands["straight"]["flash"] <= STRAIGHT_FLASH_FACTOR * cands["table"]["flash"] else "table"
+def choose(cands: dict, budget: int = 0) -> str:
+    """Straight-line code where its flash is within STRAIGHT_FLASH_FACTOR of the table's, or within the
+    target's ``budget`` (CTarget.tree_code_budget: bytes a chip with flash to spare lets it take)."""
+    flash = cands["straight"]["flash"]
+    return "straight" if flash <= STRAIGHT_FLASH_FACTOR * cands["table"]["flash"] or flash <= budget else "table"
 
 
 def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, leaf_form: str) -> None:
@@ -190,11 +196,14 @@ def _test(layout: Layout, ref: int, x: str, literal, x_range, cmp: str) -> str |
 
 
 def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=",
-                   at_leaf: str = "leaf = {};") -> list[str]:
+                   at_leaf="leaf = {};") -> list[str]:
     """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at an end
     decides every input alike (no compare is written: C would warn it is always true/false); ``at_leaf``:
-    the statement at a leaf, formatted with the leaf's number."""
+    the statement at a leaf, formatted with the leaf's number, or a function of the leaf's number giving its
+    statements."""
     if ref < 0:
+        if callable(at_leaf):  # the leaf's statements
+            return [indent + line for line in at_leaf(-1 - ref)]
         return [indent + at_leaf.format(-1 - ref)]
     f = int(layout.feature[ref])
     left, right = int(layout.left[ref]), int(layout.right[ref])
@@ -311,7 +320,10 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
     of one class made leaves (``class_tree``). The same kernel rule as the scores: straight-line ifs
     returning constants, or the table walk with leaves referencing their class (-1 - class)."""
     at = node.attrs
-    if len(at["roots"]) != 1 or int(at["n_outputs"]) < 2:
+    if len(at["roots"]) > 1:
+        forest = forest_sums(em, node, fixed)
+        return None if forest is None else forest_predict(forest)
+    if int(at["n_outputs"]) < 2:
         return None
     out_dtype = node.type.dtype
     classes = leaf_argmax(at, out_dtype.scale if fixed else None, out_dtype.bits if fixed else 16)
@@ -354,6 +366,16 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     at = node.attrs
     (x_name,) = node.inputs
     x_type = em.graph.type(x_name)
+    forest = forest_sums(em, node, bool(fixed))
+    if forest is not None:  # the sums <prefix>_predict shares
+        out, k = em.var(node.name), forest.n_outputs
+        if fixed:
+            rshift_c, saturate_c = fixed
+            value = saturate_c(em, node, rshift_c("acc[c]", forest.shift))
+        else:
+            value = "acc[c]"
+        return ["{", f"    {forest.acc_type} acc[{k}];", f"    {forest.function}({em.var(x_name)}, acc);",
+                f"    for (int c = 0; c < {k}; ++c) {out}[c] = {value};", "}"]
     if fixed:
         thresholds = threshold_ints(at, x_type.dtype.scale, x_type.dtype.bits)
         values = leaf_ints(at, node.type.dtype.scale)
@@ -456,3 +478,132 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     lines.append("}")
     return lines
 
+
+
+@dataclass
+class ForestSums:
+    """A forest's leaf sums in a function of their own, shared by <prefix>_predict and the scores."""
+    function: str  # static void function(const x_t *x, acc_t *acc): acc[c] = the sum of output c's leaf ints
+    acc_type: str
+    n_outputs: int
+    shift: int  # the op's rounding shift from the sums to the result (fixed point; 0 for float)
+
+
+def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, str, int] | None:
+    """(leaf values, accumulator type, shift) when <prefix>_predict may take the forest's argmax from its
+    sums directly: a forest of vector leaves (class probabilities) reading the input, whose result the
+    prediction is the argmax of, and (fixed point) whose rounded sums never saturate, so the first maximum
+    of the rounded sums is the op's. The sums are then int16 where every partial sum and the rounding add
+    fit it (the largest leaf of each tree, summed per output), else int32."""
+    at, g = node.attrs, em.graph
+    pred = g.node(em.prediction_node)
+    if (not em.tree_predict or em.read_clamp or pred.op != "argmax" or pred.inputs[0] != node.name
+            or g.op(node.inputs[0]) != "input" or len(at["roots"]) < 2 or int(at["n_outputs"]) < 2
+            or np.any(at["tree_output"] >= 0)):
+        return None
+    if not fixed:
+        return at["value"].astype(np.float32), "float", 0
+    out = node.type.dtype
+    values = leaf_ints(at, out.scale)
+    shift = leaf_scale(at, out.scale) - out.scale
+    _, peak = tree_leaf_ranges({**at, "value": np.abs(values).astype(np.float64)})
+    bound = int(np.max(np.sum(peak, axis=0)))
+    if rshift_bound(bound, shift) > 2 ** (out.bits - 1) - 1:
+        return None
+    half = 1 << (shift - 1) if shift > 0 else 0
+    # int_fast16_t: 16 bits on the AVR, a register's width on ARM (no sign extension of int16 locals)
+    return values, "int_fast16_t" if bound + half <= 2 ** 15 - 1 else "int32_t", shift
+
+
+def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
+    """The forest's sums function (emitted once, see forest_shortcut), or None where it does not apply.
+    Straight-line code adds each leaf's non-zero values as constants (``acc[c] += v``: a pure leaf adds
+    to its one class); the table walk adds them from the leaf table's (output, value) runs."""
+    found = forest_shortcut(em, node, fixed)
+    if found is None:
+        return None
+    values, acc_type, shift = found
+    at = node.attrs
+    name = em.sym(f"{node.name}_sums")
+    (x_name,) = node.inputs
+    x_type = em.graph.type(x_name)
+    k, n_trees = int(at["n_outputs"]), len(at["roots"])
+    forest = ForestSums(name, acc_type, k, shift)
+    if name in em.helpers:
+        return forest
+    thresholds, literal, cmp_op = _types(em, node, fixed)
+    layout = tree_layout(at, thresholds, values)
+    entry_outs, entry_vals, sparse_layout = sparse_leaves(layout)
+    leaf_type = "float" if not fixed else int_type(int(values.min()), int(values.max()))
+    value_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[leaf_type]
+    thr_type = ("float" if not fixed else int_type(int(layout.threshold.min()), int(layout.threshold.max()))
+                if len(layout.feature) else "int8_t")
+    thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_type]
+    per_leaf = len(entry_outs) / len(layout.leaves)
+    cands = predicted(layout, thr_bytes, n_trees, k, per_leaf)
+    # straight-line leaves: their values as immediates, at every leaf (not deduplicated)
+    cands["straight"]["flash"] += int(round((len(layout.feature) + n_trees) * per_leaf
+                                            * COST["straight"]["flash_per_value"] - (len(layout.feature) + n_trees)
+                                            * COST["straight"]["flash_per_leaf"]))
+    chosen = choose(cands, getattr(em.target, "tree_code_budget", 0))
+    x_t = ctype_of(x_type.dtype)
+    lines = [f"static void {name}(const {x_t} *x, {acc_type} *acc)", "{",
+             f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
+    if chosen == "straight" or not len(layout.feature):
+        bits = x_type.dtype.bits
+        x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
+        value = c_float if not fixed else (lambda v: str(int(v)))
+
+        def adds(leaf: int) -> list[str]:
+            row = layout.leaves[leaf]
+            return [f"acc[{c}] += {value(row[c])};" for c in np.flatnonzero(row)] or ["/* no value */"]
+
+        lines.append("    (void)x;")
+        for t in range(n_trees):
+            lines += [f"    /* tree {t} */", *_straight_tree(layout, lambda i: em.at(x_name, i), literal,
+                                                          int(layout.roots[t]), "    ", x_range, cmp_op, adds)]
+    else:
+        rd = em.target.read_const
+        walk = _table_walk(em, node, sparse_layout, fixed, thr_type, cmp_op, "leaf -1-ref", "")
+        leaf_out = em.add_const_array(em.sym(f"{node.name}_leaf_output"), entry_outs, "uint8_t",
+                                      f"%{node.name}: output of each non-zero leaf value (bit 7: a leaf's last)")
+        leaf_tab = em.add_const_array(em.sym(f"{node.name}_leaf_value"), entry_vals, leaf_type,
+                                      f"%{node.name}: the non-zero values of the {len(layout.leaves)} distinct "
+                                      "leaves")
+        idx_type = "int16_t" if len(entry_outs) < 32766 else "int32_t"
+        lines += [f"    for (int t = 0; t < {n_trees}; ++t) {{",
+                  f"        {sparse_layout.ref_type} i = {rd(walk.roots, 't', sparse_layout.ref_type)};",
+                  *walk.loop,
+                  f"        for ({idx_type} leaf = ({idx_type})(-1 - i);; ++leaf) {{",
+                  f"            const uint8_t c = {rd(leaf_out, 'leaf', 'uint8_t')};",
+                  f"            acc[c & 0x7f] += {rd(leaf_tab, 'leaf', leaf_type)};",
+                  "            if (c & 0x80) break;",
+                  "        }",
+                  "    }"]
+    lines += ["}", ""]
+    em.helpers[name] = "\n".join(lines)
+    _report(em, node, layout, chosen, cands, "sums: " + ("leaf values as constants" if chosen == "straight"
+                                                          else "sparse (output, value) runs"))
+    return forest
+
+
+def _rounded(forest: ForestSums, acc: str) -> str:
+    """The op's rounding shift of a sum (the result before its never-reached saturation)."""
+    if forest.shift <= 0:  # a left shift (or none): the order of the sums is the results'
+        return acc
+    return f"({forest.acc_type})(({acc} + {1 << (forest.shift - 1)}) >> {forest.shift})"
+
+
+def forest_predict(forest: ForestSums) -> list[str]:
+    """<prefix>_predict of a forest: the first maximum of the rounded sums (the op's result, unsaturated)."""
+    return [f"    {forest.acc_type} acc[{forest.n_outputs}];",
+            f"    {forest.function}(x, acc);",
+            "    {",
+            f"        {forest.acc_type} best = {_rounded(forest, 'acc[0]')};",
+            "        int cls = 0;",
+            f"        for (int c = 1; c < {forest.n_outputs}; ++c) {{",
+            f"            const {forest.acc_type} v = {_rounded(forest, 'acc[c]')};",
+            "            if (v > best) { best = v; cls = c; }",
+            "        }",
+            "        return cls;",
+            "    }"]
