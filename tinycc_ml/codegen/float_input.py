@@ -22,6 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 INPUT_BITS = {"int16_t": 16, "int8_t": 8}
+# the integer quantiser's shifts: 142 - s fits a uint8, and a subnormal's |x| 2^s stays below 2^-26
+INTEGER_SHIFTS = (-100, 100)
+EXPONENT_OFFSET = 142  # 150 (a float's exponent bias + 23 significand bits) - 8 (the significand's low byte)
 # opens the float-input functions in <prefix>.c: everything before it is integer-only
 FLOAT_SECTION = "/* Float input: the only float code of an integer build (the inference above is integer-only). */"
 
@@ -59,12 +62,63 @@ def _factor(api, const_attribute: str, read_const) -> tuple[list[str], str]:
              *(f"    {row}," for row in rows), "};"], read_const(table, "k", "float"))
 
 
-def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list[str]:
-    """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed)."""
+def _exponent_offsets(api, const_attribute: str, read_const) -> tuple[list[str], str]:
+    """(table lines, C expression of 142 - s[k]): one literal when every feature shares its shift."""
+    offsets = EXPONENT_OFFSET - np.asarray(api.input_shifts, dtype=np.int64)
+    if np.all(offsets == offsets[0]):
+        return [], str(int(offsets[0]))
+    items = [str(int(c)) for c in offsets.tolist()]
+    rows = [", ".join(items[i:i + 16]) for i in range(0, len(items), 16)]
+    table = api.sym("in_exponent")
+    return ([f"/* 142 - s[k]: x[k] 2^s[k] = h 2^-(this - e) for a float of biased exponent e and 16-bit */",
+             f"/* significand top h */",
+             f"static const uint8_t {table}[{api.input_dim}]{const_attribute} = {{",
+             *(f"    {row}," for row in rows), "};"], read_const(table, "k", "uint8_t"))
+
+
+def integer_quantiser(api, const_attribute: str, read_const) -> list[str]:
+    """<prefix>_quantise_feature from the float's bits alone (no float arithmetic): with e the biased
+    exponent and h = the top 16 bits of the 24-bit significand, |x| 2^s = h 2^-j + (the low byte) 2^-(j+8),
+    j = 142 - s - e. j > 16: |x| 2^s < 1/2, the answer 0; j <= 0: |x| 2^s >= 2^15, saturated (NaN: the
+    missing code). Otherwise round half up of a positive value is (q >> 1) + (q & 1) with q = h >> (j - 1)
+    (the low byte cannot carry into the result); of a negative value the magnitude rounds half down, which
+    is the same with h - 1 in place of h when the low byte is 0 (only then can |x| 2^s sit on a half)."""
+    P, x_t = api.sym, api.input_ctype
+    top = 2 ** (INPUT_BITS[x_t] - 1)
+    table, offset = _exponent_offsets(api, const_attribute, read_const)
+    return [*table,
+            f"{x_t} {P('quantise_feature')}(int k, float v)", "{",
+            "    union { float f; uint32_t u; } bits;",
+            "    uint16_t h, q;",
+            "    uint8_t e;",
+            "    int16_t j;",
+            f"    if (k < 0 || k >= {api.input_dim}) return 0;",
+            "    bits.f = v;",
+            "    h = (uint16_t)(bits.u >> 16); /* sign, exponent, the significand's top 7 bits */",
+            "    e = (uint8_t)(h >> 7);",
+            "    if (e == 0) return 0; /* zero or subnormal: |x| 2^s < 2^-26 */",
+            f"    j = (int16_t)({offset} - e);",
+            "    if (j > 16) return 0; /* |x| 2^s < 1/2 */",
+            "    if (j <= 0) { /* |x| 2^s >= 2^15, infinity or NaN */",
+            f"        if (e == 255 && (bits.u & 0x7FFFFFUL)) return -{top - 1} - 1; /* NaN: the missing-value code */",
+            f"        return (h & 0x8000u) ? -{top - 1} : {top - 1};",
+            "    }",
+            "    q = (uint16_t)(bits.u >> 8) | 0x8000u; /* the significand's top 16 bits */",
+            "    if ((h & 0x8000u) && !(uint8_t)bits.u) --q; /* negative: its magnitude's halves round down */",
+            "    if (j > 8) { q >>= 8; j -= 8; }",
+            "    q >>= j - 1;",
+            "    q = (q >> 1) + (q & 1u);",
+            f"    if (q > {top - 1}u) q = {top - 1}u;",
+            f"    return (h & 0x8000u) ? ({x_t})-(int16_t)q : ({x_t})q;",
+            "}", ""]
+
+
+def float_quantiser(api, const_attribute: str, read_const) -> list[str]:
+    """<prefix>_quantise_feature in float arithmetic (shifts beyond INTEGER_SHIFTS)."""
     P, x_t, dim = api.sym, api.input_ctype, api.input_dim
     top = 2 ** (INPUT_BITS[x_t] - 1)
     table, factor = _factor(api, const_attribute, read_const)
-    body = [FLOAT_SECTION, *table,
+    return [*table,
             f"{x_t} {P('quantise_feature')}(int k, float v)", "{",
             "    float y;",
             f"    if (k < 0 || k >= {dim}) return 0;",
@@ -77,7 +131,16 @@ def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list
             "        const float r = y + 0.5f; /* exact for 0.5 <= |y| < 2^23 */",
             "        const int32_t t = (int32_t)r; /* toward zero: the floor is one less for negatives */",
             f"        return ({x_t})(t - ((float)t > r));",
-            "    }", "}", "",
+            "    }", "}", ""]
+
+
+def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list[str]:
+    """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed)."""
+    P, x_t, dim = api.sym, api.input_ctype, api.input_dim
+    shifts = np.asarray(api.input_shifts, dtype=np.int64)
+    integer = bool(np.all((shifts >= INTEGER_SHIFTS[0]) & (shifts <= INTEGER_SHIFTS[1])))
+    body = [FLOAT_SECTION,
+            *(integer_quantiser if integer else float_quantiser)(api, const_attribute, read_const),
             f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
             f"    for (int k = 0; k < {dim}; ++k) x_int[k] = {P('quantise_feature')}(k, x[k]);", "}", "",
             f"int {P('predict_float')}(const float *x)", "{"]
