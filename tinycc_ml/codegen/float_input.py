@@ -86,31 +86,41 @@ def integer_quantiser(api, const_attribute: str, read_const) -> list[str]:
     P, x_t = api.sym, api.input_ctype
     top = 2 ** (INPUT_BITS[x_t] - 1)
     table, offset = _exponent_offsets(api, const_attribute, read_const)
+    core = P("quantise_bits")
     return [*table,
-            f"{x_t} {P('quantise_feature')}(int k, float v)", "{",
-            "    union { float f; uint32_t u; } bits;",
-            "    uint16_t h, q;",
-            "    uint8_t e;",
-            "    int16_t j;",
-            f"    if (k < 0 || k >= {api.input_dim}) return 0;",
-            "    bits.f = v;",
-            "    h = (uint16_t)(bits.u >> 16); /* sign, exponent, the significand's top 7 bits */",
-            "    e = (uint8_t)(h >> 7);",
+            "/* feature k's integer from the bits u of its float; offset: 142 - s[k] */",
+            f"static inline __attribute__((always_inline)) {x_t} {core}(uint32_t u, uint8_t offset)", "{",
+            "    const uint16_t h = (uint16_t)(u >> 16); /* sign, exponent, the significand's top 7 bits */",
+            "    const uint8_t e = (uint8_t)(h >> 7);",
+            "    const uint8_t shift = (uint8_t)(offset - e - 1); /* j - 1: below 16 exactly when 1 <= j <= 16 */",
+            "    uint16_t q;",
             "    if (e == 0) return 0; /* zero or subnormal: |x| 2^s < 2^-26 */",
-            f"    j = (int16_t)({offset} - e);",
-            "    if (j > 16) return 0; /* |x| 2^s < 1/2 */",
-            "    if (j <= 0) { /* |x| 2^s >= 2^15, infinity or NaN */",
-            f"        if (e == 255 && (bits.u & 0x7FFFFFUL)) return -{top - 1} - 1; /* NaN: the missing-value code */",
+            "    if (shift >= 16) {",
+            "        if (e < offset - 16) return 0; /* j > 16: |x| 2^s < 1/2 */",
+            "        /* j <= 0: |x| 2^s >= 2^15, infinity or NaN */",
+            f"        if (e == 255 && (u & 0x7FFFFFUL)) return -{top - 1} - 1; /* NaN: the missing-value code */",
             f"        return (h & 0x8000u) ? -{top - 1} : {top - 1};",
             "    }",
-            "    q = (uint16_t)(bits.u >> 8) | 0x8000u; /* the significand's top 16 bits */",
-            "    if ((h & 0x8000u) && !(uint8_t)bits.u) --q; /* negative: its magnitude's halves round down */",
-            "    if (j > 8) { q >>= 8; j -= 8; }",
-            "    q >>= j - 1;",
+            "    q = (uint16_t)(u >> 8) | 0x8000u; /* the significand's top 16 bits */",
+            "    if ((h & 0x8000u) && !(uint8_t)u) --q; /* negative: its magnitude's halves round down */",
+            "    if (shift & 8) q >>= 8;",
+            "    q >>= shift & 7;",
             "    q = (q >> 1) + (q & 1u);",
             f"    if (q > {top - 1}u) q = {top - 1}u;",
             f"    return (h & 0x8000u) ? ({x_t})-(int16_t)q : ({x_t})q;",
-            "}", ""]
+            "}", "",
+            f"{x_t} {P('quantise_feature')}(int k, float v)", "{",
+            "    union { float f; uint32_t u; } bits;",
+            f"    if (k < 0 || k >= {api.input_dim}) return 0;",
+            "    bits.f = v;",
+            f"    return {core}(bits.u, {offset});",
+            "}", "",
+            f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
+            f"    for (int k = 0; k < {api.input_dim}; ++k) {{",
+            "        union { float f; uint32_t u; } bits;",
+            "        bits.f = x[k];",
+            f"        x_int[k] = {core}(bits.u, {offset});",
+            "    }", "}", ""]
 
 
 def float_quantiser(api, const_attribute: str, read_const) -> list[str]:
@@ -141,8 +151,6 @@ def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list
     integer = bool(np.all((shifts >= INTEGER_SHIFTS[0]) & (shifts <= INTEGER_SHIFTS[1])))
     body = [FLOAT_SECTION,
             *(integer_quantiser if integer else float_quantiser)(api, const_attribute, read_const),
-            f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
-            f"    for (int k = 0; k < {dim}; ++k) x_int[k] = {P('quantise_feature')}(k, x[k]);", "}", "",
             f"int {P('predict_float')}(const float *x)", "{"]
     if streaming:
         body += [f"    {P('begin')}();",
