@@ -36,8 +36,9 @@ def _package_dir(argv) -> Path:
 sys.path.insert(0, str(_package_dir(sys.argv)))
 sys.path.insert(1, str(HERE))
 
-import tinycc_ml  # noqa: E402
 from results_table import write_table  # noqa: E402
+
+import tinycc_ml  # noqa: E402
 from tinycc_ml.ir.fixed import quantise  # noqa: E402
 from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 

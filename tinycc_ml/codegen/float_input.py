@@ -70,8 +70,8 @@ def _exponent_offsets(api, const_attribute: str, read_const) -> tuple[list[str],
     items = [str(int(c)) for c in offsets.tolist()]
     rows = [", ".join(items[i:i + 16]) for i in range(0, len(items), 16)]
     table = api.sym("in_exponent")
-    return ([f"/* 142 - s[k]: x[k] 2^s[k] = h 2^-(this - e) for a float of biased exponent e and 16-bit */",
-             f"/* significand top h */",
+    return (["/* 142 - s[k]: x[k] 2^s[k] = h 2^-(this - e) for a float of biased exponent e and 16-bit */",
+             "/* significand top h */",
              f"static const uint8_t {table}[{api.input_dim}]{const_attribute} = {{",
              *(f"    {row}," for row in rows), "};"], read_const(table, "k", "uint8_t"))
 
@@ -104,9 +104,10 @@ def integer_quantiser(api, const_attribute: str, read_const) -> list[str]:
             "    q = (uint16_t)(u >> 8) | 0x8000u; /* the significand's top 16 bits */",
             "    if ((h & 0x8000u) && !(uint8_t)u) --q; /* negative: its magnitude's halves round down */",
             "    if (shift & 8) q >>= 8;",
+            "    else if (q == 0xFFFFu) q = 0xFFFEu; /* (q + 1) / 2 = 32768 saturates to 32767, as 0xFFFE's does */",
             "    q >>= shift & 7;",
-            "    q = (q >> 1) + (q & 1u);",
-            f"    if (q > {top - 1}u) q = {top - 1}u;",
+            "    q = (uint16_t)(q + 1u) >> 1;",
+            *([f"    if (q > {top - 1}u) q = {top - 1}u;"] if top - 1 < 2 ** 15 - 1 else []),
             f"    return (h & 0x8000u) ? ({x_t})-(int16_t)q : ({x_t})q;",
             "}", "",
             f"{x_t} {P('quantise_feature')}(int k, float v)", "{",

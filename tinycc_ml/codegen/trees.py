@@ -29,6 +29,7 @@ import numpy as np
 
 from tinycc_ml.codegen.emitter import CEmitter, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.arith import rshift_bound
 from tinycc_ml.ir.ops.ensembles import (
     default_left,
     leaf_argmax,
@@ -38,7 +39,6 @@ from tinycc_ml.ir.ops.ensembles import (
     threshold_ints,
     tree_leaf_ranges,
 )
-from tinycc_ml.ir.ops.arith import rshift_bound
 
 STRAIGHT_FLASH_FACTOR = 1.25
 # predicted cost per decision node: (AVR cycles, AVR flash bytes) of each kernel, and per leaf
@@ -487,14 +487,15 @@ class ForestSums:
     acc_type: str
     n_outputs: int
     shift: int  # the op's rounding shift from the sums to the result (fixed point; 0 for float)
+    saturation: int | None = None  # the result's bits where a rounded sum may reach beyond them
 
 
 def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, str, int] | None:
-    """(leaf values, accumulator type, shift) when <prefix>_predict may take the forest's argmax from its
-    sums directly: a forest of vector leaves (class probabilities) reading the input, whose result the
-    prediction is the argmax of, and (fixed point) whose rounded sums never saturate, so the first maximum
-    of the rounded sums is the op's. The sums are then int16 where every partial sum and the rounding add
-    fit it (the largest leaf of each tree, summed per output), else int32."""
+    """(leaf values, accumulator type, shift, saturation bits) when <prefix>_predict may take the forest's
+    argmax from its sums directly: a forest of vector leaves (class probabilities) reading the input, whose
+    result the prediction is the argmax of; the first maximum of the rounded (and, where the bound reaches
+    the result's range, saturated: bits) sums is then the op's. The sums are int16 where every partial sum
+    and the rounding add fit it (the largest leaf of each tree, summed per output), else int32."""
     at, g = node.attrs, em.graph
     pred = g.node(em.prediction_node)
     if (not em.tree_predict or em.read_clamp or pred.op != "argmax" or pred.inputs[0] != node.name
@@ -502,17 +503,17 @@ def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, 
             or np.any(at["tree_output"] >= 0)):
         return None
     if not fixed:
-        return at["value"].astype(np.float32), "float", 0
+        return at["value"].astype(np.float32), "float", 0, None
     out = node.type.dtype
     values = leaf_ints(at, out.scale)
     shift = leaf_scale(at, out.scale) - out.scale
     _, peak = tree_leaf_ranges({**at, "value": np.abs(values).astype(np.float64)})
     bound = int(np.max(np.sum(peak, axis=0)))
-    if rshift_bound(bound, shift) > 2 ** (out.bits - 1) - 1:
-        return None
+    saturates = rshift_bound(bound, shift) > 2 ** (out.bits - 1) - 1
     half = 1 << (shift - 1) if shift > 0 else 0
     # int_fast16_t: 16 bits on the AVR, a register's width on ARM (no sign extension of int16 locals)
-    return values, "int_fast16_t" if bound + half <= 2 ** 15 - 1 else "int32_t", shift
+    return values, "int_fast16_t" if bound + half <= 2 ** 15 - 1 else "int32_t", shift, \
+        out.bits if saturates else None
 
 
 def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
@@ -522,13 +523,13 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     found = forest_shortcut(em, node, fixed)
     if found is None:
         return None
-    values, acc_type, shift = found
+    values, acc_type, shift, saturation = found
     at = node.attrs
     name = em.sym(f"{node.name}_sums")
     (x_name,) = node.inputs
     x_type = em.graph.type(x_name)
     k, n_trees = int(at["n_outputs"]), len(at["roots"])
-    forest = ForestSums(name, acc_type, k, shift)
+    forest = ForestSums(name, acc_type, k, shift, saturation)
     if name in em.helpers:
         return forest
     thresholds, literal, cmp_op = _types(em, node, fixed)
@@ -541,7 +542,9 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_type]
     per_leaf = len(entry_outs) / len(layout.leaves)
     cands = predicted(layout, thr_bytes, n_trees, k, per_leaf)
-    # straight-line leaves: their values as immediates, at every leaf (not deduplicated)
+    # the table walk reads the leaves' (output, value) runs; straight-line code has their values as
+    # immediates, at every leaf (not deduplicated)
+    cands["table"]["flash"] += len(entry_outs) * (1 + value_bytes)
     cands["straight"]["flash"] += int(round((len(layout.feature) + n_trees) * per_leaf
                                             * COST["straight"]["flash_per_value"] - (len(layout.feature) + n_trees)
                                             * COST["straight"]["flash_per_leaf"]))
@@ -588,22 +591,29 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
 
 
 def _rounded(forest: ForestSums, acc: str) -> str:
-    """The op's rounding shift of a sum (the result before its never-reached saturation)."""
-    if forest.shift <= 0:  # a left shift (or none): the order of the sums is the results'
+    """The op's result of a sum: its rounding shift (a left shift, or none, keeps the sums' order)."""
+    if forest.shift <= 0:
         return acc
     return f"({forest.acc_type})(({acc} + {1 << (forest.shift - 1)}) >> {forest.shift})"
 
 
 def forest_predict(forest: ForestSums) -> list[str]:
-    """<prefix>_predict of a forest: the first maximum of the rounded sums (the op's result, unsaturated)."""
-    return [f"    {forest.acc_type} acc[{forest.n_outputs}];",
+    """<prefix>_predict of a forest: the first maximum of the op's results from the sums (rounded, saturated
+    where they may reach beyond the result's range)."""
+    t = forest.acc_type
+    clamp = []
+    if forest.saturation is not None:
+        hi, lo = 2 ** (forest.saturation - 1) - 1, -(2 ** (forest.saturation - 1))
+        clamp = [f"            if (v > {hi}) v = {hi};", f"            if (v < {lo}) v = {lo};"]
+    return [f"    {t} acc[{forest.n_outputs}];",
             f"    {forest.function}(x, acc);",
             "    {",
-            f"        {forest.acc_type} best = {_rounded(forest, 'acc[0]')};",
+            f"        {t} best = 0;",
             "        int cls = 0;",
-            f"        for (int c = 1; c < {forest.n_outputs}; ++c) {{",
-            f"            const {forest.acc_type} v = {_rounded(forest, 'acc[c]')};",
-            "            if (v > best) { best = v; cls = c; }",
+            f"        for (int c = 0; c < {forest.n_outputs}; ++c) {{",
+            f"            {t} v = {_rounded(forest, 'acc[c]')};",
+            *clamp,
+            "            if (c == 0 || v > best) { best = v; cls = c; }",
             "        }",
             "        return cls;",
             "    }"]
