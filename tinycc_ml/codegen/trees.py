@@ -517,8 +517,10 @@ def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, 
     saturates = rshift_bound(bound, shift) > 2 ** (out.bits - 1) - 1
     half = 1 << (shift - 1) if shift > 0 else 0
     # int_fast16_t: 16 bits on the AVR, a register's width on ARM (no sign extension of int16 locals)
-    return values, "int_fast16_t" if bound + half <= 2 ** 15 - 1 else "int32_t", shift, \
-        out.bits if saturates else None
+    int24 = getattr(em.target, "int24_type", "")
+    acc_type = ("int_fast16_t" if bound + half <= 2 ** 15 - 1 else
+                int24 if int24 and bound + half <= 2 ** 23 - 1 else "int32_t")
+    return values, acc_type, shift, out.bits if saturates else None
 
 
 def _depths(layout: Layout) -> np.ndarray:
