@@ -91,7 +91,7 @@ def integer_quantiser(api, const_attribute: str, read_const) -> list[str]:
             "/* feature k's integer from the bits u of its float; offset: 142 - s[k] */",
             f"static inline __attribute__((always_inline)) {x_t} {core}(uint32_t u, uint8_t offset)", "{",
             "    const uint16_t h = (uint16_t)(u >> 16); /* sign, exponent, the significand's top 7 bits */",
-            "    const uint8_t e = (uint8_t)(h >> 7);",
+            "    const uint8_t e = (uint8_t)((uint8_t)(h >> 8) << 1) | (uint8_t)((uint8_t)h >> 7);",
             "    const uint8_t shift = (uint8_t)(offset - e - 1); /* j - 1: below 16 exactly when 1 <= j <= 16 */",
             "    uint16_t q;",
             "    if (e == 0) return 0; /* zero or subnormal: |x| 2^s < 2^-26 */",
