@@ -772,19 +772,22 @@ def forest_predict(forest: ForestSums) -> list[str]:
     """<prefix>_predict of a forest: the first maximum of the op's results from the sums (rounded, saturated
     where they may reach beyond the result's range)."""
     t = forest.acc_type
-    clamp = []
-    if forest.saturation is not None:
-        hi, lo = 2 ** (forest.saturation - 1) - 1, -(2 ** (forest.saturation - 1))
-        clamp = [f"            if (v > {hi}) v = {hi};", f"            if (v < {lo}) v = {lo};"]
+
+    def result(acc: str, var: str) -> list[str]:
+        lines = [f"{t} {var} = {_rounded(forest, acc)};"]
+        if forest.saturation is not None:
+            hi, lo = 2 ** (forest.saturation - 1) - 1, -(2 ** (forest.saturation - 1))
+            lines += [f"if ({var} > {hi}) {var} = {hi};", f"if ({var} < {lo}) {var} = {lo};"]
+        return lines
+
     return [f"    {t} acc[{forest.n_outputs}];",
             f"    {forest.function}(x, acc);",
             "    {",
-            f"        {t} best = 0;",
+            *("        " + line for line in result("acc[0]", "best")),
             "        int cls = 0;",
-            f"        for (int c = 0; c < {forest.n_outputs}; ++c) {{",
-            f"            {t} v = {_rounded(forest, 'acc[c]')};",
-            *clamp,
-            "            if (c == 0 || v > best) { best = v; cls = c; }",
+            f"        for (int c = 1; c < {forest.n_outputs}; ++c) {{",
+            *("            " + line for line in result("acc[c]", "v")),
+            "            if (v > best) { best = v; cls = c; }",
             "        }",
             "        return cls;",
             "    }"]
