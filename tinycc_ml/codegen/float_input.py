@@ -7,12 +7,19 @@
 x_int[k] = round(x[k] * 2^s[k]) with halves rounded up, saturated to [-2^(b-1) + 1, 2^(b-1) - 1] for a
 b-bit input type, NaN (a missing value) giving -2^(b-1), a code no real value gets (trees send it to
 their nodes' default sides; other models clamp it like any input): bit for
-bit ``tinycc_ml.ir.fixed.quantise`` of the float32 value (tests/test_float_input.py). The C never
-adds 0.5 to a value below 0.5 in magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the
-answer is 0; elsewhere below the saturation bound y + 0.5 is exact in float32, and the floor is taken
-by truncation with a correction for negative values.
+bit ``tinycc_ml.ir.fixed.quantise`` of the float32 value (tests/backends/test_float_input.py,
+tests/backends/test_float_bits_quantiser.py).
 
-Host builds always define them. On microcontrollers they need float code, so <prefix>.c defines them only
+Where every shift lies in INTEGER_SHIFTS (-100..100) the conversion uses integer operations on the float's
+bits alone (``integer_quantiser``: exponent, the significand's top 16 bits, one variable shift, the
+rounding, the saturation; about 60 ATmega328P cycles a feature where the soft-float form took 620).
+Beyond, it multiplies in float (``float_quantiser``): the C never adds 0.5 to a value below 0.5 in
+magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the answer is 0; elsewhere below the
+saturation bound y + 0.5 is exact in float32, and the floor is taken by truncation with a correction for
+negative values.
+
+Host builds always define them. On microcontrollers they take float arguments (and beyond INTEGER_SHIFTS
+do float arithmetic), so <prefix>.c defines them only
 when ``<PREFIX>_WITH_FLOAT`` is defined or in Arduino builds (``ARDUINO`` is defined there, and the Arduino
 link drops unused functions); streaming targets quantise one feature at a time into ``<prefix>_feed``.
 """
