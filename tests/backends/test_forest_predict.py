@@ -139,3 +139,20 @@ def test_regression_forests_keep_their_code(data, monkeypatch):
     files = tinycc_ml.compile(reg, precision="int16", calibration=X).files
     monkeypatch.setattr(trees_c, "forest_sums", lambda *a: None)
     assert tinycc_ml.compile(reg, precision="int16", calibration=X).files == files
+
+
+def test_features_beyond_the_node_streams_14_bits(data):
+    """A feature index past 16,383 does not fit a node-stream word: the node table walks the forest."""
+    rng = np.random.default_rng(9)
+    X = np.zeros((200, 16500))
+    X[:, 16400:16410] = rng.integers(0, 8, (200, 10))
+    y = (X[:, 16400] + X[:, 16405] > 7).astype(int) + (X[:, 16409] > 5)
+    clf = RandomForestClassifier(n_estimators=3, max_depth=4, max_features=None, random_state=0).fit(X, y)
+    assert clf.estimators_[0].tree_.feature.max() >= 1 << 14
+    r = tinycc_ml.compile(clf, precision="int16", calibration=X)
+    assert sums_kernels(r) == {"trees-table"}
+    want = run_fixed(r.graph, quantise(X, r.output.input_scale, 16).astype(np.int16))
+    p = r.load()
+    assert np.array_equal(p.predict_index(X), want["prediction"])
+    assert np.array_equal(p.scores(X), want["scores"])
+    assert np.array_equal(p.predict(X), clf.predict(X))

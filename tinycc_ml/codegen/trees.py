@@ -628,7 +628,7 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     lines = [f"static void {name}(const {x_t} *x, {acc_type} *acc)", "{"]
     if chosen.startswith("top"):
         levels = int(chosen[3:])
-        entries = [i for i in range(len(sparse_layout.feature)) if _depths(sparse_layout)[i] == levels]
+        entries = [int(i) for i in np.flatnonzero(_depths(sparse_layout) == levels)]
         stream = node_stream(sparse_layout, bits, entries)
         words = _stream_arrays(em, node, stream, roots=False)
         walk_name = em.sym(f"{node.name}_walk")
@@ -638,11 +638,12 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
             f"static void {walk_name}(const int16_t *p, const {x_t} *x, {acc_type} *acc)", "{",
             *_stream_loop(em, x_name, x_t, stream, "    "), *("    " + line for line in run), "}", ""])
         offsets = dict(zip(entries, stream.roots.tolist()))
+        leaf_rows = _leaf_rows(layout, sparse_layout)
         lines += ["    const int16_t *p;", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
         for t in range(n_trees):
             lines += [f"    /* tree {t} */", "    p = 0;",
                       *_straight_tree(sparse_layout, x_at, literal, int(sparse_layout.roots[t]), "    ", x_range,
-                                      cmp_op, lambda e: adds(_leaf_of_entry(layout, sparse_layout, e)),
+                                      cmp_op, lambda e: adds(leaf_rows[e]),
                                       levels=levels, enter=lambda i: f"p = {words} + {offsets[i]};"),
                       f"    if (p) {walk_name}(p, x, acc);"]
     elif chosen == "straight":
@@ -657,7 +658,7 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
             loop = [f"        const int16_t *p = {words} + {rd(em.sym(node.name + '_node_roots'), 't', 'int16_t')};",
                     *_stream_loop(em, x_name, x_t, stream, "        ")]
         else:
-            thr_type = "float"
+            thr_type = ("float" if not fixed else int_type(int(layout.threshold.min()), int(layout.threshold.max())))
             walk = _table_walk(em, node, sparse_layout, fixed, thr_type, cmp_op, "leaf -1-ref", "")
             loop = [f"        {sparse_layout.ref_type} i = {rd(walk.roots, 't', sparse_layout.ref_type)};", *walk.loop]
         _, _, run = leaf_tables()
@@ -670,14 +671,14 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     return forest
 
 
-def _leaf_of_entry(layout: Layout, sparse: Layout, entry: int) -> int:
-    """The leaf row (of ``layout``) whose (output, value) run starts at ``entry`` (sparse_leaves' ~ref)."""
-    starts = {}
+def _leaf_rows(layout: Layout, sparse: Layout) -> dict[int, int]:
+    """The leaf row (of ``layout``) of each run start (sparse_leaves' ~ref of ``sparse``)."""
+    rows = {}
     for refs_sparse, refs in ((sparse.left, layout.left), (sparse.right, layout.right), (sparse.roots, layout.roots)):
         for a, b in zip(refs_sparse.tolist(), refs.tolist()):
             if a < 0:
-                starts[-1 - a] = -1 - b
-    return starts[entry]
+                rows[-1 - a] = -1 - b
+    return rows
 
 
 @dataclass
