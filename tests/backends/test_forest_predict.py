@@ -142,7 +142,8 @@ def test_regression_forests_keep_their_code(data, monkeypatch):
 
 
 def test_features_beyond_the_node_streams_14_bits(data):
-    """A feature index past 16,383 does not fit a node-stream word: the node table walks the forest."""
+    """A feature past byte offset 16,383 (int16: index 8,191) does not fit a node-stream word: the node table
+    walks the forest."""
     rng = np.random.default_rng(9)
     X = np.zeros((200, 16500))
     X[:, 16400:16410] = rng.integers(0, 8, (200, 10))

@@ -684,12 +684,12 @@ def _leaf_rows(layout: Layout, sparse: Layout) -> dict[int, int]:
 @dataclass
 class NodeStream:
     """Subtrees of the forest as one array of 16-bit words, each in preorder: a decision node is three words
-    (the feature, with bit 14 set where a missing value goes right; the threshold T' as int16; the word
-    offset of the right child), followed by its left subtree; a leaf is one word, 0x8000 | its first
-    (output, value) entry. A node goes left when x' <= T', with x' = x where missing values go left (the
-    missing code M is below every threshold) and x' = x - 1 (wrapping: M - 1 is the largest value) and
-    T' = T - 1 where they go right; a node no input goes left at (T <= M, missing going right) is its right
-    subtree."""
+    (the feature's byte offset in x, with bit 14 set where a missing value goes right; the threshold T' as
+    int16; the byte offset of the right child in the array), followed by its left subtree; a leaf is one
+    word, 0x8000 | its first (output, value) entry. A node goes left when x' <= T', with x' = x where missing
+    values go left (the missing code M is below every threshold) and x' = x - 1 (wrapping: M - 1 is the
+    largest value) and T' = T - 1 where they go right; a node no input goes left at (T <= M, missing going
+    right) is its right subtree."""
     words: np.ndarray  # uint16
     roots: np.ndarray  # the first word of each subtree
     flagged: bool  # some node sends missing values right
@@ -700,7 +700,8 @@ def node_stream(layout: Layout, bits: int, entries: list[int]) -> NodeStream | N
     (references ~entry) of an integer build, or None where a feature index, leaf entry or offset does not fit
     its field."""
     m = missing_code(bits)
-    if layout.feature.size and int(layout.feature.max()) >= 1 << 14:
+    size = bits // 8  # the input element's bytes: features as byte offsets
+    if layout.feature.size and int(layout.feature.max()) * size >= 1 << 14:
         return None
     words: list[int] = []
     flagged = False
@@ -716,9 +717,9 @@ def node_stream(layout: Layout, bits: int, entries: list[int]) -> NodeStream | N
             return
         flagged |= not dl
         at = len(words)
-        words.extend([int(layout.feature[ref]) | (0 if dl else 0x4000), (t if dl else t - 1) & 0xFFFF, 0])
+        words.extend([int(layout.feature[ref]) * size | (0 if dl else 0x4000), (t if dl else t - 1) & 0xFFFF, 0])
         emit(int(layout.left[ref]))
-        words[at + 2] = len(words)
+        words[at + 2] = 2 * len(words)
         emit(int(layout.right[ref]))
 
     roots = []
@@ -734,8 +735,9 @@ def node_stream(layout: Layout, bits: int, entries: list[int]) -> NodeStream | N
 def _stream_arrays(em: CEmitter, node: Node, stream: NodeStream, roots: bool) -> str:
     """The node stream's array (and, with ``roots``, each subtree's first word: ``<node>_node_roots``)."""
     words = em.add_const_array(em.sym(f"{node.name}_nodes"), stream.words.view(np.int16), "int16_t",
-                               f"%{node.name}: the trees' nodes (feature | missing-goes-right << 14, threshold, "
-                               "right child; leaf: 0x8000 | its first entry), see trees.NodeStream")
+                               f"%{node.name}: the trees' nodes (feature's byte offset | missing-goes-right << 14, "
+                               "threshold, right child's byte offset; leaf: 0x8000 | its first entry), see "
+                               "trees.NodeStream")
     if roots:
         em.add_const_array(em.sym(f"{node.name}_node_roots"), stream.roots, "int16_t",
                            f"%{node.name}: each tree's first word")
@@ -754,10 +756,10 @@ def _stream_loop(em: CEmitter, x_name: str, x_t: str, stream: NodeStream, indent
     return [indent + line for line in [
         f"uint16_t w = {read('0')};",
         "while (!(w & 0x8000u)) {",
-        f"    {x_t} v = {em.at(x_name, 'w & 0x3fffu')};",
+        f"    {x_t} v = *(const {x_t} *)((const char *)x + (w & 0x3fffu));",
         *shifted,
         f"    if (v <= ({x_t})(int16_t){read('1')}) p += 3;",
-        f"    else p = {words} + {read('2')};",
+        f"    else p = (const int16_t *)((const char *){words} + {read('2')});",
         f"    w = {read('0')};",
         "}"]]
 
