@@ -1,11 +1,10 @@
 """A single classification tree's predict returns its leaf's class (codegen/trees.predict_code): equal to the
-argmax of the scores as the interpreters define it (ties included), on the host and the simulated AVR;
-forests keep predict through the scores, their C unchanged."""
+argmax of the scores as the interpreters define it (ties included), on the host and the simulated AVR
+(forests: tests/backends/test_forest_predict.py)."""
 
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
-from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 import tinycc_ml
@@ -58,14 +57,3 @@ def test_single_tree_predict_on_avr(data, precision, tmp_path):
     rows = np.vstack([X_te[:40], Xr[:20]])
     for name, clf in trees(data).items():
         check_model("avr", clf, rows, precision, tmp_path / name, case=name, calibration=X)
-
-
-def test_forest_predict_unchanged(data, monkeypatch):
-    """A forest takes no shortcut: its C is what it is without one."""
-    from tinycc_ml.codegen import trees as trees_c
-
-    X, y = data[0], data[1]
-    rf = RandomForestClassifier(n_estimators=3, max_depth=4, random_state=0).fit(X, y)
-    with_hook = tinycc_ml.compile(rf, precision="int16", calibration=X).files
-    monkeypatch.setattr(trees_c, "predict_code", lambda *a: None)
-    assert tinycc_ml.compile(rf, precision="int16", calibration=X).files == with_hook

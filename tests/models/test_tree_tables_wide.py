@@ -61,17 +61,29 @@ def test_feature_indices_past_the_narrow_flagged_entry_walk_the_right_feature(fe
     assert "uint32_t" in result.files["trees.c"] or features[-1] < 65536
 
 
-def test_sparse_leaf_runs_past_32767_entries_are_indexed_in_int32():
+@pytest.mark.parametrize("precision", ["float", "int16"])
+def test_sparse_leaf_runs_past_32767_entries_are_indexed_in_int32(precision):
+    """(int16: the forest's own sums, whose leaf words name the runs' starts, all below 32,768.)"""
     rng = np.random.default_rng(1)
     features = [0, 1, 2, 3]
     # 41 trees x 8 leaves, 100 non-zero values each of 128: the last run starts at entry 32,700 (a
     # reference int16 holds) and ends at 32,799, past it
     model = TreeEnsembleModel(**complete_trees(41, 3, features, 128, rng, leaf_nonzeros=100), input_dim=4)
     X = rng.normal(size=(200, 4)).astype(np.float32)
-    result = tinycc_ml.compile(model, "host")
+    result = tinycc_ml.compile(model, "host", precision=precision, calibration=None if precision == "float" else X)
     (kernel,) = result.report["kernels"]
-    assert kernel["leaves"] == "sparse (output, value) runs"
-    np.testing.assert_allclose(result.load().decision_function(X), model.scores(X), atol=1e-4)
+    assert kernel["leaves"].endswith("(output, value) runs")
+    assert "int32_t leaf" in result.files["trees.c"]
+    if precision == "float":
+        np.testing.assert_allclose(result.load().decision_function(X), model.scores(X), atol=1e-4)
+        return
+    from tinycc_ml.ir.fixed import quantise, run_fixed
+
+    Xq = quantise(X, result.output.input_scale, 16).astype(np.int16)
+    want = run_fixed(result.graph, Xq)
+    predictor = result.load()
+    assert np.array_equal(predictor.scores(X), want["scores"])
+    assert np.array_equal(predictor.predict_index(X), want["prediction"])
 
 
 def trees_on(X: np.ndarray, compare: str, rng) -> TreeEnsembleModel:

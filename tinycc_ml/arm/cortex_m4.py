@@ -16,12 +16,15 @@ from tinycc_ml.arm.kernel_table import M4_KERNELS
 from tinycc_ml.target import CTarget, McuBackend, McuEmitter
 
 ACLE = "#include <arm_acle.h>"  # __ssat
+# a forest's straight-line code where it is faster: up to 64 KB (the STM32F4/L4 and nRF52 have 256 KB-2 MB)
+TREE_CODE_BUDGET = 64 * 1024
 
 
 @dataclass
 class M4Target(CTarget):
     name: str = "cortex-m4"
     extra_includes: tuple[str, ...] = (ACLE,)
+    tree_code_budget: int = TREE_CODE_BUDGET
 
 
 @dataclass
@@ -60,6 +63,7 @@ class CortexM4Backend(McuBackend):
 class M33Target(CTarget):
     name: str = "cortex-m33"
     extra_includes: tuple[str, ...] = (ACLE,)
+    tree_code_budget: int = TREE_CODE_BUDGET
 
 
 class CortexM33Backend(CortexM4Backend):

@@ -32,6 +32,7 @@ class AvrTarget(CTarget):
     const_attribute: str = " PROGMEM"
     extra_includes: tuple[str, ...] = ("#include <avr/pgmspace.h>",)
     int16_arith: bool = True
+    int24_type: str = "__int24"
 
     def read_const(self, array: str, index: str, ctype: str) -> str:
         return f"{PGM_READ[ctype]}(&{array}[{index}])"

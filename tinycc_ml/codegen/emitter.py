@@ -135,6 +135,12 @@ class CTarget:
     # the saturation helpers always inlined, in a form with one compare on the common path (the Cortex-M0:
     # at -Os gcc leaves the shared form a call)
     inline_saturation: bool = False
+    # flash (bytes, as the trees' cost model predicts it) a forest's straight-line code may take where it is
+    # faster than the table walk but larger (a chip with flash to spare); 0: only where nearly as small
+    tree_code_budget: int = 0
+    # the C name of a 24-bit integer type where the target has one (avr-gcc's __int24): sums that need more
+    # than 16 bits and at most 24 take it
+    int24_type: str = ""
 
 
 @dataclass

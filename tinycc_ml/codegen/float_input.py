@@ -7,12 +7,19 @@
 x_int[k] = round(x[k] * 2^s[k]) with halves rounded up, saturated to [-2^(b-1) + 1, 2^(b-1) - 1] for a
 b-bit input type, NaN (a missing value) giving -2^(b-1), a code no real value gets (trees send it to
 their nodes' default sides; other models clamp it like any input): bit for
-bit ``tinycc_ml.ir.fixed.quantise`` of the float32 value (tests/test_float_input.py). The C never
-adds 0.5 to a value below 0.5 in magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the
-answer is 0; elsewhere below the saturation bound y + 0.5 is exact in float32, and the floor is taken
-by truncation with a correction for negative values.
+bit ``tinycc_ml.ir.fixed.quantise`` of the float32 value (tests/backends/test_float_input.py,
+tests/backends/test_float_bits_quantiser.py).
 
-Host builds always define them. On microcontrollers they need float code, so <prefix>.c defines them only
+Where every shift lies in INTEGER_SHIFTS (-100..100) the conversion uses integer operations on the float's
+bits alone (``integer_quantiser``: exponent, the significand's top 16 bits, one variable shift, the
+rounding, the saturation; about 60 ATmega328P cycles a feature where the soft-float form took 620).
+Beyond, it multiplies in float (``float_quantiser``): the C never adds 0.5 to a value below 0.5 in
+magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the answer is 0; elsewhere below the
+saturation bound y + 0.5 is exact in float32, and the floor is taken by truncation with a correction for
+negative values.
+
+Host builds always define them. On microcontrollers they take float arguments (and beyond INTEGER_SHIFTS
+do float arithmetic), so <prefix>.c defines them only
 when ``<PREFIX>_WITH_FLOAT`` is defined or in Arduino builds (``ARDUINO`` is defined there, and the Arduino
 link drops unused functions); streaming targets quantise one feature at a time into ``<prefix>_feed``.
 """
@@ -22,6 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 INPUT_BITS = {"int16_t": 16, "int8_t": 8}
+# the integer quantiser's shifts: 142 - s fits a uint8, and a subnormal's |x| 2^s stays below 2^-26
+INTEGER_SHIFTS = (-100, 100)
+EXPONENT_OFFSET = 142  # 150 (a float's exponent bias + 23 significand bits) - 8 (the significand's low byte)
 # opens the float-input functions in <prefix>.c: everything before it is integer-only
 FLOAT_SECTION = "/* Float input: the only float code of an integer build (the inference above is integer-only). */"
 
@@ -59,12 +69,74 @@ def _factor(api, const_attribute: str, read_const) -> tuple[list[str], str]:
              *(f"    {row}," for row in rows), "};"], read_const(table, "k", "float"))
 
 
-def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list[str]:
-    """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed)."""
+def _exponent_offsets(api, const_attribute: str, read_const) -> tuple[list[str], str]:
+    """(table lines, C expression of 142 - s[k]): one literal when every feature shares its shift."""
+    offsets = EXPONENT_OFFSET - np.asarray(api.input_shifts, dtype=np.int64)
+    if np.all(offsets == offsets[0]):
+        return [], str(int(offsets[0]))
+    items = [str(int(c)) for c in offsets.tolist()]
+    rows = [", ".join(items[i:i + 16]) for i in range(0, len(items), 16)]
+    table = api.sym("in_exponent")
+    return (["/* 142 - s[k]: x[k] 2^s[k] = h 2^-(this - e) for a float of biased exponent e and 16-bit */",
+             "/* significand top h */",
+             f"static const uint8_t {table}[{api.input_dim}]{const_attribute} = {{",
+             *(f"    {row}," for row in rows), "};"], read_const(table, "k", "uint8_t"))
+
+
+def integer_quantiser(api, const_attribute: str, read_const) -> list[str]:
+    """<prefix>_quantise_feature from the float's bits alone (no float arithmetic): with e the biased
+    exponent and h = the top 16 bits of the 24-bit significand, |x| 2^s = h 2^-j + (the low byte) 2^-(j+8),
+    j = 142 - s - e. j > 16: |x| 2^s < 1/2, the answer 0; j <= 0: |x| 2^s >= 2^15, saturated (NaN: the
+    missing code). Otherwise round half up of a positive value is (q >> 1) + (q & 1) with q = h >> (j - 1)
+    (the low byte cannot carry into the result); of a negative value the magnitude rounds half down, which
+    is the same with h - 1 in place of h when the low byte is 0 (only then can |x| 2^s sit on a half)."""
+    P, x_t = api.sym, api.input_ctype
+    top = 2 ** (INPUT_BITS[x_t] - 1)
+    table, offset = _exponent_offsets(api, const_attribute, read_const)
+    core = P("quantise_bits")
+    return [*table,
+            "/* feature k's integer from the bits u of its float; offset: 142 - s[k] */",
+            f"static inline __attribute__((always_inline)) {x_t} {core}(uint32_t u, uint8_t offset)", "{",
+            "    const uint16_t h = (uint16_t)(u >> 16); /* sign, exponent, the significand's top 7 bits */",
+            "    const uint8_t e = (uint8_t)((uint8_t)(h >> 8) << 1) | (uint8_t)((uint8_t)h >> 7);",
+            "    const uint8_t shift = (uint8_t)(offset - e - 1); /* j - 1: below 16 exactly when 1 <= j <= 16 */",
+            "    uint16_t q;",
+            "    if (e == 0) return 0; /* zero or subnormal: |x| 2^s < 2^-26 */",
+            "    if (shift >= 16) {",
+            "        if (e < offset - 16) return 0; /* j > 16: |x| 2^s < 1/2 */",
+            "        /* j <= 0: |x| 2^s >= 2^15, infinity or NaN */",
+            f"        if (e == 255 && (u & 0x7FFFFFUL)) return -{top - 1} - 1; /* NaN: the missing-value code */",
+            f"        return (h & 0x8000u) ? -{top - 1} : {top - 1};",
+            "    }",
+            "    q = (uint16_t)(u >> 8) | 0x8000u; /* the significand's top 16 bits */",
+            "    if ((h & 0x8000u) && !(uint8_t)u) --q; /* negative: its magnitude's halves round down */",
+            "    if (shift & 8) q >>= 8;",
+            "    else if (q == 0xFFFFu) q = 0xFFFEu; /* (q + 1) / 2 = 32768 saturates to 32767, as 0xFFFE's does */",
+            "    q >>= shift & 7;",
+            "    q = (uint16_t)(q + 1u) >> 1;",
+            *([f"    if (q > {top - 1}u) q = {top - 1}u;"] if top - 1 < 2 ** 15 - 1 else []),
+            f"    return (h & 0x8000u) ? ({x_t})-(int16_t)q : ({x_t})q;",
+            "}", "",
+            f"{x_t} {P('quantise_feature')}(int k, float v)", "{",
+            "    union { float f; uint32_t u; } bits;",
+            f"    if (k < 0 || k >= {api.input_dim}) return 0;",
+            "    bits.f = v;",
+            f"    return {core}(bits.u, {offset});",
+            "}", "",
+            f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
+            f"    for (int k = 0; k < {api.input_dim}; ++k) {{",
+            "        union { float f; uint32_t u; } bits;",
+            "        bits.f = x[k];",
+            f"        x_int[k] = {core}(bits.u, {offset});",
+            "    }", "}", ""]
+
+
+def float_quantiser(api, const_attribute: str, read_const) -> list[str]:
+    """<prefix>_quantise_feature in float arithmetic (shifts beyond INTEGER_SHIFTS)."""
     P, x_t, dim = api.sym, api.input_ctype, api.input_dim
     top = 2 ** (INPUT_BITS[x_t] - 1)
     table, factor = _factor(api, const_attribute, read_const)
-    body = [FLOAT_SECTION, *table,
+    return [*table,
             f"{x_t} {P('quantise_feature')}(int k, float v)", "{",
             "    float y;",
             f"    if (k < 0 || k >= {dim}) return 0;",
@@ -77,9 +149,16 @@ def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list
             "        const float r = y + 0.5f; /* exact for 0.5 <= |y| < 2^23 */",
             "        const int32_t t = (int32_t)r; /* toward zero: the floor is one less for negatives */",
             f"        return ({x_t})(t - ((float)t > r));",
-            "    }", "}", "",
-            f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
-            f"    for (int k = 0; k < {dim}; ++k) x_int[k] = {P('quantise_feature')}(k, x[k]);", "}", "",
+            "    }", "}", ""]
+
+
+def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list[str]:
+    """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed)."""
+    P, x_t, dim = api.sym, api.input_ctype, api.input_dim
+    shifts = np.asarray(api.input_shifts, dtype=np.int64)
+    integer = bool(np.all((shifts >= INTEGER_SHIFTS[0]) & (shifts <= INTEGER_SHIFTS[1])))
+    body = [FLOAT_SECTION,
+            *(integer_quantiser if integer else float_quantiser)(api, const_attribute, read_const),
             f"int {P('predict_float')}(const float *x)", "{"]
     if streaming:
         body += [f"    {P('begin')}();",

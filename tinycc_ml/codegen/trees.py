@@ -29,6 +29,7 @@ import numpy as np
 
 from tinycc_ml.codegen.emitter import CEmitter, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.arith import rshift_bound
 from tinycc_ml.ir.ops.ensembles import (
     default_left,
     leaf_argmax,
@@ -36,6 +37,7 @@ from tinycc_ml.ir.ops.ensembles import (
     leaf_scale,
     missing_code,
     threshold_ints,
+    tree_leaf_ranges,
 )
 
 STRAIGHT_FLASH_FACTOR = 1.25
@@ -44,7 +46,8 @@ STRAIGHT_FLASH_FACTOR = 1.25
 # (per row: 1,245 + 44.7 per level walked + 60.3 per leaf value added; within 15 cycles on 150 rows);
 # straight-line code's per-level cost and both kernels' flash are estimates
 COST = {"table": {"level": 45.0, "loop_flash": 120},
-        "straight": {"level": 12.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0},
+        "straight": {"level": 12.0, "flash_per_node": 14.0, "flash_per_leaf": 6.0, "tree_flash": 8.0,
+                     "flash_per_value": 10.0},
         "leaf_value": 60.0, "tree": 60.0, "output": 60.0}
 
 
@@ -154,8 +157,11 @@ def predicted(layout: Layout, threshold_bytes: int, n_trees: int, n_outputs: int
                          "flash": int(straight_flash)}}
 
 
-def choose(cands: dict) -> str:
-    return "straight" if cands["straight"]["flash"] <= STRAIGHT_FLASH_FACTOR * cands["table"]["flash"] else "table"
+def choose(cands: dict, budget: int = 0) -> str:
+    """Straight-line code where its flash is within STRAIGHT_FLASH_FACTOR of the table's, or within the
+    target's ``budget`` (CTarget.tree_code_budget: bytes a chip with flash to spare lets it take)."""
+    flash = cands["straight"]["flash"]
+    return "straight" if flash <= STRAIGHT_FLASH_FACTOR * cands["table"]["flash"] or flash <= budget else "table"
 
 
 def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, leaf_form: str) -> None:
@@ -190,24 +196,32 @@ def _test(layout: Layout, ref: int, x: str, literal, x_range, cmp: str) -> str |
 
 
 def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=",
-                   at_leaf: str = "leaf = {};") -> list[str]:
+                   at_leaf="leaf = {};", levels: int | None = None, enter=None) -> list[str]:
     """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at an end
     decides every input alike (no compare is written: C would warn it is always true/false); ``at_leaf``:
-    the statement at a leaf, formatted with the leaf's number."""
+    the statement at a leaf, formatted with the leaf's number, or a function of the leaf's number giving its
+    statements; ``levels``: decision nodes this many levels down are not written but handed on, the
+    statement ``enter(node)``."""
     if ref < 0:
+        if callable(at_leaf):  # the leaf's statements
+            return [indent + line for line in at_leaf(-1 - ref)]
         return [indent + at_leaf.format(-1 - ref)]
+    if levels == 0:
+        return [indent + enter(ref)]
     f = int(layout.feature[ref])
     left, right = int(layout.left[ref]), int(layout.right[ref])
     test = _test(layout, ref, x_at(str(f)), literal, x_range, cmp)
+    below = None if levels is None else levels - 1
+
+    def sub(child: int, at: str) -> list[str]:
+        return _straight_tree(layout, x_at, literal, child, at, x_range, cmp, at_leaf, below, enter)
+
     if test is True:
-        return _straight_tree(layout, x_at, literal, left, indent, x_range, cmp, at_leaf)
+        return sub(left, indent)
     if test is False:
-        return _straight_tree(layout, x_at, literal, right, indent, x_range, cmp, at_leaf)
-    return [f"{indent}if ({test}) {{",
-            *_straight_tree(layout, x_at, literal, left, indent + "    ", x_range, cmp, at_leaf),
-            f"{indent}}} else {{",
-            *_straight_tree(layout, x_at, literal, right, indent + "    ", x_range, cmp, at_leaf),
-            f"{indent}}}"]
+        return sub(right, indent)
+    return [f"{indent}if ({test}) {{", *sub(left, indent + "    "), f"{indent}}} else {{",
+            *sub(right, indent + "    "), f"{indent}}}"]
 
 
 @dataclass
@@ -311,7 +325,10 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
     of one class made leaves (``class_tree``). The same kernel rule as the scores: straight-line ifs
     returning constants, or the table walk with leaves referencing their class (-1 - class)."""
     at = node.attrs
-    if len(at["roots"]) != 1 or int(at["n_outputs"]) < 2:
+    if len(at["roots"]) > 1:
+        forest = forest_sums(em, node, fixed)
+        return None if forest is None else forest_predict(forest)
+    if int(at["n_outputs"]) < 2:
         return None
     out_dtype = node.type.dtype
     classes = leaf_argmax(at, out_dtype.scale if fixed else None, out_dtype.bits if fixed else 16)
@@ -354,6 +371,16 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     at = node.attrs
     (x_name,) = node.inputs
     x_type = em.graph.type(x_name)
+    forest = forest_sums(em, node, bool(fixed))
+    if forest is not None:  # the sums <prefix>_predict shares
+        out, k = em.var(node.name), forest.n_outputs
+        if fixed:
+            rshift_c, saturate_c = fixed
+            value = saturate_c(em, node, rshift_c("acc[c]", forest.shift))
+        else:
+            value = "acc[c]"
+        return ["{", f"    {forest.acc_type} acc[{k}];", f"    {forest.function}({em.var(x_name)}, acc);",
+                f"    for (int c = 0; c < {k}; ++c) {out}[c] = {value};", "}"]
     if fixed:
         thresholds = threshold_ints(at, x_type.dtype.scale, x_type.dtype.bits)
         values = leaf_ints(at, node.type.dtype.scale)
@@ -456,3 +483,314 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
     lines.append("}")
     return lines
 
+
+
+@dataclass
+class ForestSums:
+    """A forest's leaf sums in a function of their own, shared by <prefix>_predict and the scores."""
+    function: str  # static void function(const x_t *x, acc_t *acc): acc[c] = the sum of output c's leaf ints
+    acc_type: str
+    n_outputs: int
+    shift: int  # the op's rounding shift from the sums to the result (fixed point; 0 for float)
+    saturation: int | None = None  # the result's bits where a rounded sum may reach beyond them
+
+
+def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, str, int] | None:
+    """(leaf values, accumulator type, shift, saturation bits) when <prefix>_predict may take the forest's
+    argmax from its sums directly: a forest of vector leaves (class probabilities) reading the input, whose
+    result the prediction is the argmax of; the first maximum of the rounded (and, where the bound reaches
+    the result's range, saturated: bits) sums is then the op's. The sums are int16 where every partial sum
+    and the rounding add fit it (the largest leaf of each tree, summed per output), else int32."""
+    at, g = node.attrs, em.graph
+    pred = g.node(em.prediction_node)
+    if (not em.tree_predict or em.read_clamp or pred.op != "argmax" or pred.inputs[0] != node.name
+            or g.op(node.inputs[0]) != "input" or len(at["roots"]) < 2 or int(at["n_outputs"]) < 2
+            or np.any(at["tree_output"] >= 0)):
+        return None
+    if not fixed:
+        return at["value"].astype(np.float32), "float", 0, None
+    out = node.type.dtype
+    values = leaf_ints(at, out.scale)
+    shift = leaf_scale(at, out.scale) - out.scale
+    _, peak = tree_leaf_ranges({**at, "value": np.abs(values).astype(np.float64)})
+    bound = int(np.max(np.sum(peak, axis=0)))
+    saturates = rshift_bound(bound, shift) > 2 ** (out.bits - 1) - 1
+    half = 1 << (shift - 1) if shift > 0 else 0
+    # int_fast16_t: 16 bits on the AVR, a register's width on ARM (no sign extension of int16 locals)
+    int24 = getattr(em.target, "int24_type", "")
+    acc_type = ("int_fast16_t" if bound + half <= 2 ** 15 - 1 else
+                int24 if int24 and bound + half <= 2 ** 23 - 1 else "int32_t")
+    return values, acc_type, shift, out.bits if saturates else None
+
+
+def _depths(layout: Layout) -> np.ndarray:
+    """The depth of each decision node in its tree (roots: 0)."""
+    depth = np.zeros(len(layout.feature), dtype=np.int64)
+    for i in range(len(layout.feature)):  # preorder: a node's children come after it
+        for child in (int(layout.left[i]), int(layout.right[i])):
+            if child >= 0:
+                depth[child] = depth[i] + 1
+    return depth
+
+
+def forest_candidates(layout: Layout, entries: int, value_bytes: int, n_trees: int, n_outputs: int) -> dict:
+    """Predicted AVR cycles (every tree walked to its deepest leaf) and flash of a forest's sums for each kernel:
+    ``table`` (the node stream, leaves as (output, value) runs), ``straight`` (nested ifs, leaf values as
+    constants) and ``top<k>`` (the top k levels of every tree straight-line, the rest from the node stream)."""
+    cost, straight = COST, COST["straight"]
+    depth = _depths(layout)
+    leaf_depth = {}  # leaf reference -> the depths it is reached at
+    for i in range(len(layout.feature)):
+        for child in (int(layout.left[i]), int(layout.right[i])):
+            if child < 0:
+                leaf_depth.setdefault(child, []).append(int(depth[i]) + 1)
+    values = {ref: int(np.count_nonzero(layout.leaves[-1 - ref])) for ref in leaf_depth}
+    rest = n_trees * cost["tree"] + n_outputs * cost["output"]
+    out = {}
+    for k in range(layout.depth + 1):
+        upper = int(np.count_nonzero(depth < k))
+        lower = len(layout.feature) - upper
+        inline_values = sum(values[ref] * sum(d <= k for d in ds) for ref, ds in leaf_depth.items())
+        stream_leaves = sum(sum(d > k for d in ds) for ds in leaf_depth.values())
+        flash = (upper * straight["flash_per_node"] + inline_values * straight["flash_per_value"]
+                 + n_trees * straight["tree_flash"])
+        if lower:
+            flash += lower * 6 + stream_leaves * 2 + entries * (1 + value_bytes) + cost["table"]["loop_flash"]
+        levels_table = max(layout.depth - k, 0)
+        cycles = (n_trees * (min(k, layout.depth) * straight["level"] + levels_table * cost["table"]["level"])
+                  + rest + n_trees * cost["leaf_value"] * (entries / max(len(layout.leaves), 1)))
+        name = "table" if k == 0 else "straight" if not lower else f"top{k}"
+        out[name] = {"cycles": round(cycles), "flash": int(flash)}
+    return out
+
+
+def choose_forest(cands: dict, budget: int = 0) -> str:
+    """The fastest kernel whose flash is within STRAIGHT_FLASH_FACTOR of the table's or the ``budget``."""
+    limit = max(STRAIGHT_FLASH_FACTOR * cands["table"]["flash"], budget)
+    fits = [name for name, c in cands.items() if c["flash"] <= limit or name == "table"]
+    return min(fits, key=lambda name: (cands[name]["cycles"], cands[name]["flash"]))
+
+
+def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
+    """The forest's sums function (emitted once, see forest_shortcut), or None where it does not apply.
+    Straight-line code adds each leaf's non-zero values as constants (``acc[c] += v``: a pure leaf adds
+    to its one class); the table walk reads the node stream (integer builds, NodeStream) and adds the leaf
+    table's (output, value) runs; ``top<k>`` runs the top k levels of each tree as straight-line code, which
+    hands the subtree below to the stream walk. The cost model (forest_candidates) picks the kernel."""
+    found = forest_shortcut(em, node, fixed)
+    if found is None:
+        return None
+    values, acc_type, shift, saturation = found
+    at = node.attrs
+    name = em.sym(f"{node.name}_sums")
+    (x_name,) = node.inputs
+    x_type = em.graph.type(x_name)
+    k, n_trees = int(at["n_outputs"]), len(at["roots"])
+    forest = ForestSums(name, acc_type, k, shift, saturation)
+    if name in em.helpers:
+        return forest
+    thresholds, literal, cmp_op = _types(em, node, fixed)
+    layout = tree_layout(at, thresholds, values)
+    entry_outs, entry_vals, sparse_layout = sparse_leaves(layout)
+    leaf_type = "float" if not fixed else int_type(int(values.min()), int(values.max()))
+    value_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[leaf_type]
+    bits = x_type.dtype.bits
+    stream = node_stream(sparse_layout, bits, list(sparse_layout.roots)) if fixed else None
+    cands = forest_candidates(layout, len(entry_outs), value_bytes, n_trees, k)
+    if stream is None:  # the table walk of float builds: no top<k>
+        cands = {name: c for name, c in cands.items() if not name.startswith("top")}
+    chosen = choose_forest(cands, getattr(em.target, "tree_code_budget", 0)) if len(layout.feature) else "straight"
+    x_t = ctype_of(x_type.dtype)
+    x_at = lambda i: em.at(x_name, i)  # noqa: E731
+    x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
+    value = c_float if not fixed else (lambda v: str(int(v)))
+    rd = em.target.read_const
+
+    def adds(leaf: int) -> list[str]:
+        row = layout.leaves[leaf]
+        return [f"acc[{c}] += {value(row[c])};" for c in np.flatnonzero(row)] or ["/* no value */"]
+
+    def leaf_tables() -> tuple[str, str, list[str]]:
+        leaf_out = em.add_const_array(em.sym(f"{node.name}_leaf_output"), entry_outs, "uint8_t",
+                                      f"%{node.name}: output of each non-zero leaf value (bit 7: a leaf's last)")
+        leaf_tab = em.add_const_array(em.sym(f"{node.name}_leaf_value"), entry_vals, leaf_type,
+                                      f"%{node.name}: the non-zero values of the {len(layout.leaves)} distinct "
+                                      "leaves")
+        idx_type = "int16_t" if len(entry_outs) < 32766 else "int32_t"
+        start = "w & 0x7fff" if stream is not None else "-1 - i"
+        return leaf_out, leaf_tab, [
+            f"for ({idx_type} leaf = ({idx_type})({start});; ++leaf) {{",
+            f"    const uint8_t c = {rd(leaf_out, 'leaf', 'uint8_t')};",
+            f"    acc[c & 0x7f] += {rd(leaf_tab, 'leaf', leaf_type)};",
+            "    if (c & 0x80) break;",
+            "}"]
+
+    lines = [f"static void {name}(const {x_t} *x, {acc_type} *acc)", "{"]
+    if chosen.startswith("top"):
+        levels = int(chosen[3:])
+        entries = [int(i) for i in np.flatnonzero(_depths(sparse_layout) == levels)]
+        stream = node_stream(sparse_layout, bits, entries)
+        words = _stream_arrays(em, node, stream, roots=False)
+        walk_name = em.sym(f"{node.name}_walk")
+        _, _, run = leaf_tables()
+        em.helpers[walk_name] = "\n".join([
+            f"/* %{node.name}: the leaf values of the subtree at p added to acc */",
+            f"static void {walk_name}(const int16_t *p, const {x_t} *x, {acc_type} *acc)", "{",
+            *_stream_loop(em, x_name, x_t, stream, "    "), *("    " + line for line in run), "}", ""])
+        offsets = dict(zip(entries, stream.roots.tolist()))
+        leaf_rows = _leaf_rows(layout, sparse_layout)
+        lines += ["    const int16_t *p;", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
+        for t in range(n_trees):
+            lines += [f"    /* tree {t} */", "    p = 0;",
+                      *_straight_tree(sparse_layout, x_at, literal, int(sparse_layout.roots[t]), "    ", x_range,
+                                      cmp_op, lambda e: adds(leaf_rows[e]),
+                                      levels=levels, enter=lambda i: f"p = {words} + {offsets[i]};"),
+                      f"    if (p) {walk_name}(p, x, acc);"]
+    elif chosen == "straight":
+        lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;", "    (void)x;"]
+        for t in range(n_trees):
+            lines += [f"    /* tree {t} */", *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "    ",
+                                                          x_range, cmp_op, adds)]
+    else:
+        lines.append(f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;")
+        if stream is not None:
+            words = _stream_arrays(em, node, stream, roots=True)
+            loop = [f"        const int16_t *p = {words} + {rd(em.sym(node.name + '_node_roots'), 't', 'int16_t')};",
+                    *_stream_loop(em, x_name, x_t, stream, "        ")]
+        else:
+            thr_type = ("float" if not fixed else int_type(int(layout.threshold.min()), int(layout.threshold.max())))
+            walk = _table_walk(em, node, sparse_layout, fixed, thr_type, cmp_op, "leaf -1-ref", "")
+            loop = [f"        {sparse_layout.ref_type} i = {rd(walk.roots, 't', sparse_layout.ref_type)};", *walk.loop]
+        _, _, run = leaf_tables()
+        lines += [f"    for (int t = 0; t < {n_trees}; ++t) {{", *loop, *("        " + line for line in run), "    }"]
+    lines += ["}", ""]
+    em.helpers[name] = "\n".join(lines)
+    leaves_note = {"straight": "leaf values as constants", "table": "sparse (output, value) runs"}
+    _report(em, node, layout, chosen, cands, "sums: " + leaves_note.get(chosen, "top levels' leaf values as "
+                                                                         "constants, then (output, value) runs"))
+    return forest
+
+
+def _leaf_rows(layout: Layout, sparse: Layout) -> dict[int, int]:
+    """The leaf row (of ``layout``) of each run start (sparse_leaves' ~ref of ``sparse``)."""
+    rows = {}
+    for refs_sparse, refs in ((sparse.left, layout.left), (sparse.right, layout.right), (sparse.roots, layout.roots)):
+        for a, b in zip(refs_sparse.tolist(), refs.tolist()):
+            if a < 0:
+                rows[-1 - a] = -1 - b
+    return rows
+
+
+@dataclass
+class NodeStream:
+    """Subtrees of the forest as one array of 16-bit words, each in preorder: a decision node is three words
+    (the feature's byte offset in x, with bit 14 set where a missing value goes right; the threshold T' as
+    int16; the byte offset of the right child in the array), followed by its left subtree; a leaf is one
+    word, 0x8000 | its first (output, value) entry. A node goes left when x' <= T', with x' = x where missing
+    values go left (the missing code M is below every threshold) and x' = x - 1 (wrapping: M - 1 is the
+    largest value) and T' = T - 1 where they go right; a node no input goes left at (T <= M, missing going
+    right) is its right subtree."""
+    words: np.ndarray  # uint16
+    roots: np.ndarray  # the first word of each subtree
+    flagged: bool  # some node sends missing values right
+
+
+def node_stream(layout: Layout, bits: int, entries: list[int]) -> NodeStream | None:
+    """The NodeStream of the subtrees at decision nodes (or leaves) ``entries`` of a sparse-leaf layout
+    (references ~entry) of an integer build, or None where a feature index, leaf entry or offset does not fit
+    its field."""
+    m = missing_code(bits)
+    size = bits // 8  # the input element's bytes: features as byte offsets
+    if layout.feature.size and int(layout.feature.max()) * size >= 1 << 14:
+        return None
+    words: list[int] = []
+    flagged = False
+
+    def emit(ref: int) -> None:  # depth <= MAX_TREE_DEPTH
+        nonlocal flagged
+        if ref < 0:
+            words.append(0x8000 | (-1 - ref))
+            return
+        t, dl = int(layout.threshold[ref]), bool(layout.default_left[ref])
+        if not dl and t <= m:  # only missing values are <= M, and they go right
+            emit(int(layout.right[ref]))
+            return
+        flagged |= not dl
+        at = len(words)
+        words.extend([int(layout.feature[ref]) * size | (0 if dl else 0x4000), (t if dl else t - 1) & 0xFFFF, 0])
+        emit(int(layout.left[ref]))
+        words[at + 2] = 2 * len(words)
+        emit(int(layout.right[ref]))
+
+    roots = []
+    for entry in entries:
+        roots.append(len(words))
+        emit(int(entry))
+    leaf_refs = [-1 - r[r < 0] for r in (layout.left, layout.right, layout.roots)]
+    if len(words) >= 1 << 15 or any(r.size and int(r.max()) >= 1 << 15 for r in leaf_refs):
+        return None
+    return NodeStream(np.array(words, dtype=np.uint16), np.array(roots, dtype=np.int64), flagged)
+
+
+def _stream_arrays(em: CEmitter, node: Node, stream: NodeStream, roots: bool) -> str:
+    """The node stream's array (and, with ``roots``, each subtree's first word: ``<node>_node_roots``)."""
+    words = em.add_const_array(em.sym(f"{node.name}_nodes"), stream.words.view(np.int16), "int16_t",
+                               f"%{node.name}: the trees' nodes (feature's byte offset | missing-goes-right << 14, "
+                               "threshold, right child's byte offset; leaf: 0x8000 | its first entry), see "
+                               "trees.NodeStream")
+    if roots:
+        em.add_const_array(em.sym(f"{node.name}_node_roots"), stream.roots, "int16_t",
+                           f"%{node.name}: each tree's first word")
+    return words
+
+
+def _stream_loop(em: CEmitter, x_name: str, x_t: str, stream: NodeStream, indent: str) -> list[str]:
+    """From the node at word pointer ``p`` to its leaf's word ``w``: a pointer walks the words (each read
+    at a small offset from it: the AVR's LPM Z+ reads)."""
+    rd = em.target.read_const
+    read = (lambda i: f"(uint16_t){rd('p', i, 'int16_t')}")  # noqa: E731
+    words = em.sym(f"{em.graph.node(em.prediction_node).inputs[0]}_nodes")
+    unsigned = "uint8_t" if x_t == "int8_t" else "uint16_t"
+    shifted = ([f"    if (w & 0x4000u) v = ({x_t})({unsigned})((uint16_t)v - 1u); /* missing values go right */"]
+               if stream.flagged else [])
+    return [indent + line for line in [
+        f"uint16_t w = {read('0')};",
+        "while (!(w & 0x8000u)) {",
+        f"    {x_t} v = *(const {x_t} *)((const char *)x + (w & 0x3fffu));",
+        *shifted,
+        f"    if (v <= ({x_t})(int16_t){read('1')}) p += 3;",
+        f"    else p = (const int16_t *)((const char *){words} + {read('2')});",
+        f"    w = {read('0')};",
+        "}"]]
+
+
+def _rounded(forest: ForestSums, acc: str) -> str:
+    """The op's result of a sum: its rounding shift (a left shift, or none, keeps the sums' order)."""
+    if forest.shift <= 0:
+        return acc
+    return f"({forest.acc_type})(({acc} + {1 << (forest.shift - 1)}) >> {forest.shift})"
+
+
+def forest_predict(forest: ForestSums) -> list[str]:
+    """<prefix>_predict of a forest: the first maximum of the op's results from the sums (rounded, saturated
+    where they may reach beyond the result's range)."""
+    t = forest.acc_type
+
+    def result(acc: str, var: str) -> list[str]:
+        lines = [f"{t} {var} = {_rounded(forest, acc)};"]
+        if forest.saturation is not None:
+            hi, lo = 2 ** (forest.saturation - 1) - 1, -(2 ** (forest.saturation - 1))
+            lines += [f"if ({var} > {hi}) {var} = {hi};", f"if ({var} < {lo}) {var} = {lo};"]
+        return lines
+
+    return [f"    {t} acc[{forest.n_outputs}];",
+            f"    {forest.function}(x, acc);",
+            "    {",
+            *("        " + line for line in result("acc[0]", "best")),
+            "        int cls = 0;",
+            f"        for (int c = 1; c < {forest.n_outputs}; ++c) {{",
+            *("            " + line for line in result("acc[c]", "v")),
+            "            if (v > best) { best = v; cls = c; }",
+            "        }",
+            "        return cls;",
+            "    }"]
