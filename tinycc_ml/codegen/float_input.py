@@ -75,11 +75,12 @@ def _exponent_offsets(api, const_attribute: str, read_const) -> tuple[list[str],
     if np.all(offsets == offsets[0]):
         return [], str(int(offsets[0]))
     items = [str(int(c)) for c in offsets.tolist()]
+    items += ["0"] * (-len(items) % 4)  # whole 32-bit words: a target that reads flash only in words reads it too
     rows = [", ".join(items[i:i + 16]) for i in range(0, len(items), 16)]
     table = api.sym("in_exponent")
     return (["/* 142 - s[k]: x[k] 2^s[k] = h 2^-(this - e) for a float of biased exponent e and 16-bit */",
              "/* significand top h */",
-             f"static const uint8_t {table}[{api.input_dim}]{const_attribute} = {{",
+             f"static const uint8_t {table}[{len(items)}]{const_attribute} = {{",
              *(f"    {row}," for row in rows), "};"], read_const(table, "k", "uint8_t"))
 
 
