@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.arith import check32, rshift, rshift_bound, saturate
+from tinycc_ml.ir.ops.arith import INT32_MAX, INT32_MIN, check32, rshift, rshift_bound, saturate
 from tinycc_ml.ir.ops.registry import (
     FixedCall,
     OpDef,
@@ -62,9 +62,27 @@ def _infer_matvec(ts, attrs, declared):
 def _fixed_matvec(call: FixedCall):
     A, x = call.ins
     h = call.shift
+    if A.ndim == 2 and x.ndim == 2:  # a constant matrix: its zero entries' products are 0, shifted or not
+        rows, cols = np.nonzero(A)
+        if len(rows) < A.size // 4:  # mostly zeros (a diagonal, a sparse matrix): only the stored products
+            acc = check32(_stored_products_sum(A, x, rows, cols, h, call.where), call.where)
+            return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
     prods = check32(A[None, :, :] * x[:, None, :], call.where)
     acc = check32(np.sum(rshift(prods, h), axis=2), call.where)
     return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
+
+
+def _stored_products_sum(A, x, rows, cols, h: int, where: str) -> np.ndarray:
+    """sum_j rshift(A[i, j] x[n, j], h) over the non-zero A[i, j] (rows in ascending order, as np.nonzero
+    gives them): the dense sum's value, without the products of the zeros. The int32 check sees the zeros'
+    products too (0), as the dense form does."""
+    prods = A[rows, cols][None, :].astype(np.int64) * x[:, cols].astype(np.int64)
+    if prods.size and (prods.min() < INT32_MIN or prods.max() > INT32_MAX):
+        check32(np.concatenate([prods.ravel(), [0]]), where)
+    running = np.concatenate([np.zeros((len(x), 1), np.int64), np.cumsum(rshift(prods, h), axis=1)], axis=1)
+    starts = np.searchsorted(rows, np.arange(A.shape[0]), side="left")
+    ends = np.searchsorted(rows, np.arange(A.shape[0]), side="right")
+    return running[:, ends] - running[:, starts]
 
 
 register_op(OpDef(
