@@ -36,6 +36,7 @@ import numpy as np
 from tinycc_ml.target import Node, add_quantisation, layer_quantisation, window_of
 
 MAX_RIGHT_SHIFT = 31  # RoundingDivideByPOT's exponent range; beyond it the shared C (and TFLite) assert
+MAX_STRIDE = 4095  # bytes between two columns: the second's LDR offset (an immediate)
 
 
 def _helper(em, name: str, text: str) -> str:
@@ -111,83 +112,6 @@ static inline __attribute__((always_inline)) int32_t @m4_sxtb16_ror8(int32_t v)
     return rd, odd
 
 
-def mm8_helper(em, wide: bool = False) -> str:
-    """m4_mm8, or with ``wide`` m4_mm8_wide: its epilogue for layers where some channel's accumulator is not
-    proven small (those channels' flag, the others on SMMULR)."""
-    requant, (rd, odd) = any_requant_helper(em) if wide else requant_helper(em), simd_helpers(em)
-    name = "m4_mm8_wide" if wide else "m4_mm8"
-    return _helper(em, name, f"""\
-/* out[p * out_stride + o] for columns p < n_cols and channels o < out_c: a column is kw4 words of int8
- * inputs (col_stride bytes apart); w: per pair of channels, their rows' words interleaved; params: per
- * channel (an even count) bias - zx sum(w), multiplier, shift */
-__attribute__((optimize("O2"))) static void @{name}(const int8_t *cols, int32_t n_cols, int32_t col_stride,
-                                                     const int32_t *w, int32_t kw4,
-                    const int32_t *params, int32_t out_c, int8_t *out, int32_t out_stride, int32_t zp, int32_t lo,
-                    int32_t hi)
-{{
-    int32_t p = 0;
-    for (; p + 1 < n_cols; p += 2) {{
-        const int8_t *c0 = cols + p * col_stride, *c1 = c0 + col_stride;
-        int8_t *o0 = out + p * out_stride, *o1 = o0 + out_stride;
-        const int32_t *wp = w;
-        for (int32_t o = 0; o < out_c; o += 2) {{
-            const int32_t *q = params + {PARAMS} * o;
-            int32_t a00 = q[0], a01 = q[0], a10 = q[{PARAMS}], a11 = q[{PARAMS}];
-            const int8_t *x0 = c0, *x1 = c1;
-            for (int32_t j = 0; j < kw4; ++j) {{
-                const int32_t u = {rd}(x0), v = {rd}(x1);
-                const int32_t ue = __sxtb16(u), uo = {odd}(u), ve = __sxtb16(v), vo = {odd}(v);
-                const int32_t wa = wp[0], wb = wp[1];
-                const int32_t wae = __sxtb16(wa), wao = {odd}(wa);
-                const int32_t wbe = __sxtb16(wb), wbo = {odd}(wb);
-                x0 += 4;
-                x1 += 4;
-                wp += 2;
-                a00 = __smlad(wae, ue, a00);
-                a00 = __smlad(wao, uo, a00);
-                a01 = __smlad(wae, ve, a01);
-                a01 = __smlad(wao, vo, a01);
-                a10 = __smlad(wbe, ue, a10);
-                a10 = __smlad(wbo, uo, a10);
-                a11 = __smlad(wbe, ve, a11);
-                a11 = __smlad(wbo, vo, a11);
-            }}
-            o0[o] = {requant}(a00, q + 1, zp, lo, hi);
-            o1[o] = {requant}(a01, q + 1, zp, lo, hi);
-            if (o + 1 < out_c) {{
-                o0[o + 1] = {requant}(a10, q + {PARAMS} + 1, zp, lo, hi);
-                o1[o + 1] = {requant}(a11, q + {PARAMS} + 1, zp, lo, hi);
-            }}
-        }}
-    }}
-    if (p < n_cols) {{  /* a last odd column (a fully connected layer's only one): two channels at a time */
-        const int8_t *c0 = cols + p * col_stride;
-        int8_t *o0 = out + p * out_stride;
-        const int32_t *wp = w;
-        for (int32_t o = 0; o < out_c; o += 2) {{
-            const int32_t *q = params + {PARAMS} * o;
-            int32_t a0 = q[0], a1 = q[{PARAMS}];
-            const int8_t *x0 = c0;
-            for (int32_t j = 0; j < kw4; ++j) {{
-                const int32_t u = {rd}(x0);
-                const int32_t ue = __sxtb16(u), uo = {odd}(u);
-                const int32_t wa = wp[0], wb = wp[1];
-                x0 += 4;
-                wp += 2;
-                a0 = __smlad(__sxtb16(wa), ue, a0);
-                a0 = __smlad({odd}(wa), uo, a0);
-                a1 = __smlad(__sxtb16(wb), ue, a1);
-                a1 = __smlad({odd}(wb), uo, a1);
-            }}
-            o0[o] = {requant}(a0, q + 1, zp, lo, hi);
-            if (o + 1 < out_c)
-                o0[o + 1] = {requant}(a1, q + {PARAMS} + 1, zp, lo, hi);
-        }}
-    }}
-}}
-""")
-
-
 def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str) -> str:
     """A layer's depthwise convolution (multiplier 1) as its own function, its geometry in literals: 4 channels
     at a time over the window's taps inside the input (their range per output position), the taps of a window
@@ -245,18 +169,234 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
     return symbol
 
 
-# ---------------------------------------------------------------- compile-time arrangement
+# ---------------------------------------------------------------- a layer's matrix product
 
 
-def paired_rows(W: np.ndarray) -> tuple[np.ndarray, int]:
-    """int8 rows (out_c x K) as the words mm8 reads: K padded to a multiple of 4 with zeros, the channel count
-    to an even one with a zero row, each pair's rows interleaved word by word. Returns (int32 words, K / 4)."""
+def rq_helper(em, wide: bool) -> str:
+    """m4_rq (or m4_rq_wide): a channel's requantisation from its constants in registers (m4_requant's
+    arithmetic; the wide one m4_requant_wide's), before the output zero point and the clamp."""
+    if not wide:
+        return _helper(em, "m4_rq", """\
+static inline __attribute__((always_inline)) int32_t @m4_rq(int32_t acc, int32_t m, int32_t sl, int32_t r,
+                                                            int32_t nudge, int32_t negmask)
+{
+    int32_t high;
+    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
+    return (high + nudge + ((high >> 31) & negmask)) >> r;
+}
+""")
+    return _helper(em, "m4_rq_wide", """\
+static inline __attribute__((always_inline)) int32_t @m4_rq_wide(int32_t acc, int32_t m, int32_t sl, int32_t r)
+{
+    const int32_t x = (int32_t)((uint32_t)acc << (sl - 1));
+    const int32_t high = (int32_t)(((int64_t)x * m + ((int64_t)1 << 30)) >> 31);
+    const uint32_t mask = (1u << r) - 1u;
+    const int32_t remainder = (int32_t)((uint32_t)high & mask);
+    const int32_t threshold = (int32_t)(mask >> 1) + (high < 0 ? 1 : 0);
+    return (high >> r) + (remainder > threshold ? 1 : 0);
+}
+""")
+
+
+def _clamp(v: str, zp: int, lo: int, hi: int) -> str:
+    """int8 of ``v`` + zp clamped to [lo, hi] (literals): SSAT to int8, then the activation's bounds."""
+    e = f"__ssat({v} + {zp}, 8)"
+    if lo > -128:
+        e = f"@max({e}, {lo})"
+    if hi < 127:
+        e = f"@min({e}, {hi})"
+    return e
+
+
+def minmax_helpers(em) -> None:
+    _helper(em, "max", "static inline __attribute__((always_inline)) int32_t @max(int32_t a, int32_t b) "
+            "{ return a > b ? a : b; }\n")
+    _helper(em, "min", "static inline __attribute__((always_inline)) int32_t @min(int32_t a, int32_t b) "
+            "{ return a < b ? a : b; }\n")
+
+
+def _epilogue(em, q, wide: bool, channels: list[tuple[str, str, str]], indent: str) -> list[str]:
+    """Stores of requantised accumulators: ``channels`` as (params pointer expression, accumulator, destination)
+    groups sharing a channel's constants, each (param expr, [(acc, dst), ...])."""
+    minmax_helpers(em)
+    fast = rq_helper(em, False)
+    slow = rq_helper(em, True) if wide else None
+    lines = []
+    for pq, pairs in channels:
+        lines.append(f"{indent}{{")
+        lines.append(f"{indent}    const int32_t *cq = {pq};")
+        lines.append(f"{indent}    const int32_t m = cq[0], sl = cq[1], r = cq[2], nu = cq[3], nm = cq[4];")
+        if wide:
+            lines.append(f"{indent}    const int32_t big = cq[5];")
+        for acc, dst in pairs:
+            v = f"{fast}({acc}, m, sl, r, nu, nm)"
+            if wide:
+                v = f"(big ? {slow}({acc}, m, sl, r) : {v})"
+            lines.append(f"{indent}    {dst} = (int8_t){_clamp(v, q.output_zero_point, q.lo, q.hi)};")
+        lines.append(f"{indent}}}")
+    return [line.replace("@", em.prefix + "_") for line in lines]
+
+
+def _asm_block(steps: list[str], iters: int, rem: int, operands: dict[str, str], indent: str) -> list[str]:
+    """An inline asm block: ``rem`` single steps, then ``iters`` times the unrolled ``steps`` (a loop on n)."""
+    body = []
+    step = steps[0]
+    for _ in range(rem):
+        body += step.split("\n")
+    if iters:
+        if iters > 1:
+            body.append("1:")
+        for s in steps:
+            body += s.split("\n")
+        if iters > 1:
+            body += ["subs %[n], %[n], #1", "bne 1b"]
+    outs = ", ".join(f'[{k}] "{c}"({k})' for k, c in operands.items() if k != "n" or iters > 1)
+    text = [f'{indent}    "{line}\\n"' for line in body]
+    return [f"{indent}__asm__(", *text, f"{indent}    : {outs}", f'{indent}    : : "cc", "memory");']
+
+
+def _step_2x2(stride: int, w16: bool) -> str:
+    """One step 4 inputs deep of two columns (x, x + stride) by two channels."""
+    load = ["ldr %[v], [%[x], #" + str(stride) + "]", "ldr %[u], [%[x]], #4",
+            "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8", "sxtb16 %[ve], %[v]", "sxtb16 %[v], %[v], ror #8"]
+    if w16:
+        mac = []
+        for a, b in (("a00", "a01"), ("a10", "a11")):
+            mac += ["ldrd %[w0], %[w1], [%[wp]], #8",
+                    f"smlad %[{a}], %[w0], %[ue], %[{a}]", f"smlad %[{b}], %[w0], %[ve], %[{b}]",
+                    f"smlad %[{a}], %[w1], %[u], %[{a}]", f"smlad %[{b}], %[w1], %[v], %[{b}]"]
+    else:
+        mac = []
+        for a, b in (("a00", "a01"), ("a10", "a11")):
+            mac += ["ldr %[w1], [%[wp]], #4", "sxtb16 %[w0], %[w1]", "sxtb16 %[w1], %[w1], ror #8",
+                    f"smlad %[{a}], %[w0], %[ue], %[{a}]", f"smlad %[{b}], %[w0], %[ve], %[{b}]",
+                    f"smlad %[{a}], %[w1], %[u], %[{a}]", f"smlad %[{b}], %[w1], %[v], %[{b}]"]
+    return "\n".join(load + mac)
+
+
+def _step_1x4() -> str:
+    """One step 4 inputs deep of one column by four channels (int8 weights, two words per LDRD)."""
+    lines = ["ldr %[u], [%[x]], #4", "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8"]
+    for a, b in (("a0", "a1"), ("a2", "a3")):
+        lines.append("ldrd %[w0], %[w1], [%[wp]], #8")
+        for acc, w in ((a, "w0"), (b, "w1")):
+            lines += [f"sxtb16 %[t], %[{w}]", f"sxtb16 %[{w}], %[{w}], ror #8",
+                      f"smlad %[{acc}], %[t], %[ue], %[{acc}]", f"smlad %[{acc}], %[{w}], %[u], %[{acc}]"]
+    return "\n".join(lines)
+
+
+def _split(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
+    """(steps per loop iteration, iterations, single steps before the loop) for kw4 steps."""
+    u = min(unroll, kw4)
+    return u, kw4 // u, kw4 % u
+
+
+def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: int, out_c: int, stride: int,
+                    wide: bool) -> str:
+    """A layer's matrix product as its own function (geometry and output constants in literals):
+    ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
+    kind "2x2" (weights words per pair of channels, int8 or with "2x2w16" int16 lanes) or "1x4" (one column,
+    words per four channels)."""
+    symbol = em.sym(f"m4_mm_{name}")
+    P = PARAMS
+    weights = "int16" if kind == "2x2w16" else "int8"
+    lines = [f"/* %{name}: {out_c} channels x columns of {4 * kw4} int8 inputs, {kind} ({weights} weights) */",
+             f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *cols, int32_t n_cols, int8_t *out)',
+             "{"]
+    per, iters, rem = _split(kw4)
+    if kind == "1x4":
+        group = -(-out_c // 4) * 4
+        lines += [
+            "    for (int32_t p = 0; p < n_cols; ++p) {",
+            f"        const int8_t *c0 = cols + p * {stride};",
+            f"        int8_t *o0 = out + p * {out_c};",
+            f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
+            f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}) {{",
+            f"            int32_t a0 = q[0], a1 = q[{P}], a2 = q[{2 * P}], a3 = q[{3 * P}];",
+            "            const int8_t *x = c0;",
+            f"            int32_t n = {iters}, u, ue, w0, w1, t;"]
+        ops = {k: "+r" for k in ("a0", "a1", "a2", "a3", "x", "wp", "n")}
+        ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "t")})
+        lines += _asm_block([_step_1x4()] * per, iters, rem, ops, "            ")
+        lines.append("            (void)n;")
+        for k in range(4):
+            lines.append(f"            if (o + {k} < {out_c}) {{")
+            lines += _epilogue(em, q, wide, [(f"q + {k * P + 1}", [(f"a{k}", f"o0[o + {k}]")])], "                ")
+            lines.append("            }")
+        lines += ["        }", "    }", "}", ""]
+    else:
+        w16 = kind == "2x2w16"
+        step = _step_2x2(stride, w16)
+        lines += [
+            "    int32_t p = 0;",
+            "    for (; p + 1 < n_cols; p += 2) {",
+            f"        const int8_t *c0 = cols + p * {stride};",
+            f"        int8_t *o0 = out + p * {out_c};",
+            f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
+            f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
+            f"            int32_t a00 = q[0], a01 = q[0], a10 = q[{P}], a11 = q[{P}];",
+            "            const int8_t *x = c0;",
+            f"            int32_t n = {iters}, u, v, ue, ve, w0, w1;"]
+        ops = {k: "+r" for k in ("a00", "a01", "a10", "a11", "x", "wp", "n")}
+        ops.update({k: "=&r" for k in ("u", "v", "ue", "ve", "w0", "w1")})
+        lines += _asm_block([step] * per, iters, rem, ops, "            ")
+        lines.append("            (void)n;")
+        lines += _epilogue(em, q, wide, [("q + 1", [("a00", "o0[o]"), ("a01", f"o0[o + {out_c}]")])],
+                           "            ")
+        lines.append(f"            if (o + 1 < {out_c}) {{")
+        lines += _epilogue(em, q, wide, [(f"q + {P + 1}", [("a10", "o0[o + 1]"), ("a11", f"o0[o + {out_c + 1}]")])],
+                           "                ")
+        lines += ["            }", "        }", "    }"]
+        # a last odd column: the same words in C
+        words = 4 if w16 else 2
+        lines += [
+            "    if (p < n_cols) {",
+            f"        const int8_t *x = cols + p * {stride};",
+            f"        int8_t *o0 = out + p * {out_c};",
+            f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
+            f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
+            f"            int32_t a0 = q[0], a1 = q[{P}];",
+            f"            for (int32_t j = 0; j < {kw4}; ++j, wp += {words}) {{",
+            f"                const int32_t xu = {simd_helpers(em)[0]}(x + 4 * j);",
+            f"                const int32_t ue = __sxtb16(xu), uo = {simd_helpers(em)[1]}(xu);"]
+        if w16:
+            lines += ["                a0 = __smlad(wp[0], ue, a0);", "                a0 = __smlad(wp[1], uo, a0);",
+                      "                a1 = __smlad(wp[2], ue, a1);", "                a1 = __smlad(wp[3], uo, a1);"]
+        else:
+            lines += ["                a0 = __smlad(__sxtb16(wp[0]), ue, a0);",
+                      f"                a0 = __smlad({simd_helpers(em)[1]}(wp[0]), uo, a0);",
+                      "                a1 = __smlad(__sxtb16(wp[1]), ue, a1);",
+                      f"                a1 = __smlad({simd_helpers(em)[1]}(wp[1]), uo, a1);"]
+        lines.append("            }")
+        lines += _epilogue(em, q, wide, [("q + 1", [("a0", "o0[o]")])], "            ")
+        lines.append(f"            if (o + 1 < {out_c}) {{")
+        lines += _epilogue(em, q, wide, [(f"q + {P + 1}", [("a1", "o0[o + 1]")])], "                ")
+        lines += ["            }", "        }", "    }", "}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return symbol
+
+
+def arranged_rows(W: np.ndarray, group: int, w16: bool) -> tuple[np.ndarray, int]:
+    """int8 rows (out_c x K) as a matrix function reads them: K padded to a multiple of 4 with zeros, the
+    channel count to a multiple of ``group`` with zero rows, per group of channels and per 4 inputs j their
+    words in channel order: with ``w16`` two int16 words per channel (inputs 4j, 4j + 2, then 4j + 1, 4j + 3:
+    SXTB16's two splits of the input word), else the int8 word. Returns (int32 words, K / 4)."""
     out_c, k = W.shape
     kp = -(-k // 4) * 4
-    rows = np.zeros((out_c + out_c % 2, kp), np.int8)
+    n = -(-out_c // group) * group
+    rows = np.zeros((n, kp), np.int8)
     rows[:out_c, :k] = W
-    words = rows.view("<i4").reshape(-1, 2, kp // 4).transpose(0, 2, 1).reshape(-1)
+    if not w16:
+        words = rows.view("<i4").reshape(n // group, group, kp // 4).transpose(0, 2, 1).reshape(-1)
+        return words, kp // 4
+    r = rows.reshape(n, kp // 4, 4).astype(np.int16)
+    halves = np.stack([r[:, :, [0, 2]], r[:, :, [1, 3]]], axis=2)  # n, kp/4, 2 words, 2 lanes
+    words = np.ascontiguousarray(halves).view("<i4").reshape(n, kp // 4, 2)
+    words = words.reshape(n // group, group, kp // 4, 2).transpose(0, 2, 1, 3).reshape(-1)
     return words, kp // 4
+
+
+# ---------------------------------------------------------------- compile-time arrangement
 
 
 # int32 words per channel: bias, multiplier, left shift + 1, right shift, 2^(right-1), -[right > 0], and 1 when
@@ -265,11 +405,11 @@ PARAMS = 7
 SMALL_ACC = 1 << 30  # |acc| 2^left below this: the SMMULR form is exact
 
 
-def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, pad_even: bool,
+def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, group: int,
                    wide: np.ndarray | None = None) -> np.ndarray:
-    """Per channel the PARAMS words m4_requant reads; an even channel count when ``pad_even`` (zeros);
-    ``wide``: the channels whose accumulators are not proven small."""
-    n = len(bias) + (len(bias) % 2 if pad_even else 0)
+    """Per channel the PARAMS words m4_requant reads; the channel count padded to a multiple of ``group``
+    (zeros); ``wide``: the channels whose accumulators are not proven small."""
+    n = -(-len(bias) // group) * group
     params = np.zeros((n, PARAMS), np.int64)
     left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
     params[:len(bias), 0] = bias
@@ -299,25 +439,23 @@ def _computed_input(em, node: Node) -> bool:
         em.graph.op(i) == "const" for i in node.inputs[1:])
 
 
-def _matrix_constants(em, node: Node, W: np.ndarray, q) -> tuple[str, str, int, bool]:
-    """The flash arrays of a layer's rearranged weights and channel parameters (bias' = bias - zx sum(w)):
-    (weights symbol, params symbol, K / 4, whether an accumulator may be too large for the SMMULR epilogue)."""
+def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -> str:
+    """A layer's matrix function (``matrix_function``) and the flash arrays it reads: its rearranged weights
+    and channel parameters (bias' = bias - zx sum(w); the wide epilogue where an accumulator may be too large
+    for the SMMULR one)."""
     bias = np.asarray(em.graph.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
     folded = bias - q.input_zero_point * W.astype(np.int64).sum(axis=1)
     small = small_accumulators(folded, W, 128, q.shifts)
-    words, kw4 = paired_rows(W)
+    group = 4 if kind == "1x4" else 2
+    words, kw4 = arranged_rows(W, group, kind == "2x2w16")
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), words, "int32_t",
-                               f"%{node.name}: {W.shape[0]}x{W.shape[1]} int8 weights, rows padded to words, "
-                               "pairs of rows interleaved")
-    params = channel_params(folded, q.multipliers, q.shifts, True, ~small)
+                               f"%{node.name}: {W.shape[0]}x{W.shape[1]} int8 weights"
+                               f"{' widened to int16' if kind == '2x2w16' else ''}, rows padded to words, "
+                               f"groups of {group} rows interleaved")
+    params = channel_params(folded, q.multipliers, q.shifts, group, ~small)
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params, "int32_t",
-                               f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_requant)")
-    return w_sym, p_sym, kw4, not small.all()
-
-
-def _mm_call(em, q, cols: str, n_cols, col_stride, w_sym, kw4, p_sym, out_c, out: str, wide: bool) -> str:
-    return (f"{mm8_helper(em, wide)}({cols}, {n_cols}, {col_stride}, {w_sym}, {kw4}, {p_sym}, {out_c}, {out}, {out_c}, "
-            f"{q.output_zero_point}, {q.lo}, {q.hi});")
+                               f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
+    return matrix_function(em, node.name, q, kind, w_sym, p_sym, kw4, W.shape[0], stride, not small.all())
 
 
 # ---------------------------------------------------------------- the kernels
@@ -330,10 +468,13 @@ def fully_connected(em, node: Node) -> list[str] | None:
     q = layer_quantisation(g, node, out_c)
     if not _computed_input(em, node) or depth % 4 or not _shifts_ok(q):
         return None
-    W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
-    w_sym, p_sym, kw4, wide = _matrix_constants(em, node, W, q)
     rows = g.type(x_name).size // depth
-    return [_mm_call(em, q, em.var(x_name), rows, depth, w_sym, kw4, p_sym, out_c, em.var(node.name), wide)]
+    if rows > 1 and depth > MAX_STRIDE:
+        return None
+    W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
+    # one row (a weight used once: int8, four channels per input word); several: two by two
+    function = _matrix_function(em, node, W, q, "1x4" if rows == 1 else "2x2", depth)
+    return [f"{function}({em.var(x_name)}, {rows}, {em.var(node.name)});"]
 
 
 def conv2d(em, node: Node) -> list[str] | None:
@@ -346,14 +487,20 @@ def conv2d(em, node: Node) -> list[str] | None:
         return None
     win = window_of(g, node, (kh, kw))
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, kh * kw * in_c)
-    w_sym, p_sym, kw4, wide = _matrix_constants(em, node, W, q)
     positions = win.out_height * win.out_width
     xs, out = em.var(x_name), em.var(node.name)
     pointwise = (kh, kw) == (1, 1) and win.stride == (1, 1) and win.pad == (0, 0)
-    if pointwise and in_c % 4 == 0:  # each position's inputs are already a column
-        return [_mm_call(em, q, xs, positions, in_c, w_sym, kw4, p_sym, out_c, out, wide)]
+    in_place = pointwise and in_c % 4 == 0  # each position's inputs are already a column
+    kp = -(-kh * kw * in_c // 4) * 4
+    stride = in_c if in_place else kp
+    if stride > MAX_STRIDE:
+        return None
+    # the weights widened to int16 (each is used once per output position: no unpacking in the inner loop)
+    function = _matrix_function(em, node, W, q, "2x2w16", stride)
+    if in_place:
+        return [f"{function}({xs}, {positions}, {out});"]
     # im2col: two columns at a time in a static buffer, the padding's taps holding zx
-    kp = 4 * kw4
+    kw4 = kp // 4
     col = em.sym("m4_col")
     em.scratch(col, "uint32_t", 2 * kw4)  # words: the columns stay aligned
     zx = q.input_zero_point
@@ -383,7 +530,7 @@ def conv2d(em, node: Node) -> list[str] | None:
             "                }",
             "            }",
             "        }",
-            "        " + _mm_call(em, q, "col", "n", kp, w_sym, kw4, p_sym, out_c, f"{out} + p * {out_c}", wide),
+            f"        {function}(col, n, {out} + p * {out_c});",
             "    }",
             "}"]
 
@@ -402,7 +549,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(kh * kw, out_c).T
     if not small_accumulators(bias, W, 255, q.shifts).all():  # x - zx: up to 255 in magnitude
         return None
-    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), channel_params(bias, q.multipliers, q.shifts, False),
+    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), channel_params(bias, q.multipliers, q.shifts, 1),
                                "int32_t", f"%{node.name}: per channel bias, multiplier, shift (m4_requant)")
     function = depthwise_function(em, node.name, win, out_c, kh, kw, q, em.const_array(w_name), p_sym)
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
