@@ -112,61 +112,120 @@ static inline __attribute__((always_inline)) int32_t @m4_sxtb16_ror8(int32_t v)
     return rd, odd
 
 
-def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str) -> str:
-    """A layer's depthwise convolution (multiplier 1) as its own function, its geometry in literals: 4 channels
-    at a time over the window's taps inside the input (their range per output position), the taps of a window
-    wholly inside unrolled."""
-    requant, (rd, odd) = requant_helper(em), simd_helpers(em)
+def _inside_range(n_out: int, n_in: int, k: int, s: int, d: int, p: int) -> tuple[int, int]:
+    """[lo, hi): the output positions whose window lies wholly inside the input (an empty range when none)."""
+    lo = -(-p // s)
+    hi = (n_in - 1 - (k - 1) * d + p) // s + 1
+    lo, hi = min(max(lo, 0), n_out), min(max(hi, 0), n_out)
+    return lo, max(lo, hi)
+
+
+def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str,
+                       b_sym: str) -> str:
+    """A layer's depthwise convolution (multiplier 1) as its own functions, its geometry in literals, 4
+    channels at a time: positions whose window lies inside the input two at a time (each weight pair loaded
+    once for both), the taps unrolled, the input zero point folded into the bias (p_sym's); the others (the
+    border, and the last of a row's odd count inside: b_sym's bias) over the taps inside the input, x - zx in
+    SSUB16."""
+    rd, odd = simd_helpers(em)
     (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
     zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
+    C, T, P = channels, kh * kw, PARAMS
+    W, OW = win.width, win.out_width
+    symbol, edge = em.sym(f"m4_dw_{name}"), em.sym(f"m4_dw_{name}_edge")
 
-    def tap(ky: str, kx: str) -> list[str]:
-        at = f"((iy0 + {ky} * {dy}) * {win.width} + ix0 + {kx} * {dx}) * {channels} + c"
-        return [f"const int32_t u = {rd}(x + {at});",
-                f"const int32_t v = {rd}(w + ({ky} * {kw} + {kx}) * {channels} + c);",
-                f"const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
-                f"const int32_t ve = __sxtb16(v), vo = {odd}(v);",
-                "a0 = __smlabb(ve, ue, a0);", "a2 = __smlatt(ve, ue, a2);",
-                "a1 = __smlabb(vo, uo, a1);", "a3 = __smlatt(vo, uo, a3);"]
+    def macs(acc: str, w_e: str, w_o: str, u: str) -> list[str]:
+        return [f"{acc}0 = __smlabb({w_e}, {u}e, {acc}0);", f"{acc}2 = __smlatt({w_e}, {u}e, {acc}2);",
+                f"{acc}1 = __smlabb({w_o}, {u}o, {acc}1);", f"{acc}3 = __smlatt({w_o}, {u}o, {acc}3);"]
 
-    symbol = em.sym(f"m4_dw_{name}")
+    def stores(accs: list[tuple[str, str]], indent: str) -> list[str]:
+        return _epilogue(em, q, False, [(f"q + {k * P + 1}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
+                                        for k in range(4)], indent)
+
+    # the border: one position, the taps inside the input
     lines = [
-        f"/* %{name}: depthwise {kh}x{kw}, {channels} channels, 4 at a time (SMLABB / SMLATT on x - zx) */",
+        f"/* %{name}: depthwise {kh}x{kw}, {C} channels: a position whose window crosses the border */",
+        f'__attribute__((optimize("O2"), noinline)) static void {edge}(const int8_t *x, int8_t *out, int32_t oy, '
+        "int32_t ox)", "{",
+        f"    const int32_t iy0 = oy * {sy} - {py}, ix0 = ox * {sx} - {px};",
+        f"    const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
+        f"    const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
+        f"    const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
+        f"    const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
+        f"    const int32_t kx_end = {W} - ix0 <= 0 ? 0 : ({W} - ix0 + {dx - 1}) / {dx};",
+        f"    const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
+        f"    int8_t *o = out + (oy * {OW} + ox) * {C};",
+        f"    const int32_t *q = {p_sym}, *b = {b_sym}, *wg = {w_sym};",
+        f"    for (int32_t c = 0; c < {C}; c += 4, o += 4, q += {4 * P}, b += 4, wg += {2 * T}) {{",
+        "        int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];",
+        "        for (int32_t ky = ky0; ky < ky1; ++ky)",
+        "        for (int32_t kx = kx0; kx < kx1; ++kx) {",
+        f"            const int32_t u = {rd}(x + ((iy0 + ky * {dy}) * {W} + ix0 + kx * {dx}) * {C} + c);",
+        f"            const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
+        f"            const int32_t we = wg[2 * (ky * {kw} + kx)], wo = wg[2 * (ky * {kw} + kx) + 1];",
+        *("            " + m for m in macs("a", "we", "wo", "u")),
+        "        }",
+        *stores([("a", "o")], "        "),
+        "    }", "}", ""]
+    em.helpers[edge] = "\n".join(lines)
+
+    def inside() -> list[str]:
+        """Two positions from (oy, ox) whose windows lie inside the input."""
+        accs = "ab"
+        body = [f"const int8_t *xp = x + (iy0 * {W} + ox * {sx} - {px}) * {C};",
+                f"int8_t *o = out + (oy * {OW} + ox) * {C};",
+                f"const int32_t *q = {p_sym}, *wg = {w_sym};",
+                f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {2 * T}) {{",
+                "    " + " ".join(f"int32_t {a}0 = q[0], {a}1 = q[{P}], {a}2 = q[{2 * P}], {a}3 = q[{3 * P}];"
+                                  for a in accs)]
+        for ky in range(kh):
+            for kx in range(kw):
+                t = ky * kw + kx
+                off = (ky * dy * W + kx * dx) * C
+                body += ["    {", f"        const int32_t we = wg[{2 * t}], wo = wg[{2 * t + 1}];"]
+                for i, a in enumerate(accs):
+                    body += [f"        const int32_t {a}u = {rd}(xp + {off + i * sx * C});",
+                             f"        const int32_t {a}ue = __sxtb16({a}u), {a}uo = {odd}({a}u);",
+                             *("        " + m for m in macs(a, "we", "wo", f"{a}u"))]
+                body.append("    }")
+        body += stores([(a, "o" if i == 0 else f"(o + {C})") for i, a in enumerate(accs)], "    ")
+        body.append("}")
+        return body
+
+    (oy_lo, oy_hi), (ox_lo, ox_hi) = (_inside_range(win.out_height, win.height, kh, sy, dy, py),
+                                      _inside_range(OW, W, kw, sx, dx, px))
+    lines = [
+        f"/* %{name}: depthwise {kh}x{kw}, {C} channels, 4 at a time (SMLABB / SMLATT, int16 weights) */",
         f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out)', "{",
-        f"    const int8_t *w = {w_sym};",
         f"    for (int32_t oy = 0; oy < {win.out_height}; ++oy) {{",
         f"        const int32_t iy0 = oy * {sy} - {py};",
-        f"        const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
-        f"        const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
-        f"        const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
-        f"        for (int32_t ox = 0; ox < {win.out_width}; ++ox) {{",
-        f"            const int32_t ix0 = ox * {sx} - {px};",
-        f"            const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
-        f"            const int32_t kx_end = {win.width} - ix0 <= 0 ? 0 : ({win.width} - ix0 + {dx - 1}) / {dx};",
-        f"            const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
-        f"            const int inside = ky0 == 0 && ky1 == {kh} && kx0 == 0 && kx1 == {kw};",
-        f"            int8_t *o = out + (oy * {win.out_width} + ox) * {channels};",
-        f"            for (int32_t c = 0; c < {channels}; c += 4) {{",
-        f"                const int32_t *q = {p_sym} + {PARAMS} * c;",
-        f"                int32_t a0 = q[0], a1 = q[{PARAMS}], a2 = q[{2 * PARAMS}], a3 = q[{3 * PARAMS}];",
-        "                if (inside) {",
-        f"                    _Pragma(\"GCC unroll {kh}\") for (int32_t ky = 0; ky < {kh}; ++ky)",
-        f"                    _Pragma(\"GCC unroll {kw}\") for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-        *("                        " + line for line in tap("ky", "kx")),
-        "                    }",
-        "                } else {",
-        "                    for (int32_t ky = ky0; ky < ky1; ++ky)",
-        "                    for (int32_t kx = kx0; kx < kx1; ++kx) {",
-        *("                        " + line for line in tap("ky", "kx")),
-        "                    }",
-        "                }",
-        f"                o[c] = {requant}(a0, q + 1, {q.output_zero_point}, {q.lo}, {q.hi});",
-        f"                o[c + 1] = {requant}(a1, q + {PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
-        f"                o[c + 2] = {requant}(a2, q + {2 * PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
-        f"                o[c + 3] = {requant}(a3, q + {3 * PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
-        "            }", "        }", "    }", "}", ""]
+        f"        if (oy < {oy_lo} || oy >= {oy_hi}) {{",
+        f"            for (int32_t ox = 0; ox < {OW}; ++ox)",
+        f"                {edge}(x, out, oy, ox);",
+        "            continue;",
+        "        }",
+        "        (void)iy0;",
+        "        int32_t ox = 0;",
+        f"        for (; ox < {ox_lo}; ++ox)",
+        f"            {edge}(x, out, oy, ox);",
+        f"        for (; ox + 1 < {ox_hi}; ox += 2) {{",
+        *("            " + line for line in inside()),
+        "        }",
+        f"        for (; ox < {OW}; ++ox)",
+        f"            {edge}(x, out, oy, ox);",
+        "    }", "}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return symbol
+
+
+def depthwise_weights(W: np.ndarray) -> np.ndarray:
+    """Depthwise weights (channels x taps, int8) as the depthwise functions read them: per group of 4
+    channels, per tap, two words of int16 lanes: channels (0, 2), then (1, 3) (SXTB16's split of an input
+    word)."""
+    c, t = W.shape
+    r = W.astype(np.int16).reshape(c // 4, 4, t).transpose(0, 2, 1)  # groups, taps, 4 channels
+    lanes = np.ascontiguousarray(r[:, :, [0, 2, 1, 3]])
+    return lanes.view("<i4").reshape(-1)
 
 
 # ---------------------------------------------------------------- a layer's matrix product
@@ -292,11 +351,11 @@ def _split(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
 
 
 def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: int, out_c: int, stride: int,
-                    wide: bool) -> str:
+                    wide: bool, odd: bool = True) -> str:
     """A layer's matrix product as its own function (geometry and output constants in literals):
     ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
     kind "2x2" (weights words per pair of channels, int8 or with "2x2w16" int16 lanes) or "1x4" (one column,
-    words per four channels)."""
+    words per four channels); ``odd``: whether a call may have an odd column count (a last column's code)."""
     symbol = em.sym(f"m4_mm_{name}")
     P = PARAMS
     weights = "int16" if kind == "2x2w16" else "int8"
@@ -349,7 +408,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
         lines += ["            }", "        }", "    }"]
         # a last odd column: the same words in C
         words = 4 if w16 else 2
-        lines += [
+        tail = [
             "    if (p < n_cols) {",
             f"        const int8_t *x = cols + p * {stride};",
             f"        int8_t *o0 = out + p * {out_c};",
@@ -360,18 +419,20 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
             f"                const int32_t xu = {simd_helpers(em)[0]}(x + 4 * j);",
             f"                const int32_t ue = __sxtb16(xu), uo = {simd_helpers(em)[1]}(xu);"]
         if w16:
-            lines += ["                a0 = __smlad(wp[0], ue, a0);", "                a0 = __smlad(wp[1], uo, a0);",
+            tail += ["                a0 = __smlad(wp[0], ue, a0);", "                a0 = __smlad(wp[1], uo, a0);",
                       "                a1 = __smlad(wp[2], ue, a1);", "                a1 = __smlad(wp[3], uo, a1);"]
         else:
-            lines += ["                a0 = __smlad(__sxtb16(wp[0]), ue, a0);",
+            tail += ["                a0 = __smlad(__sxtb16(wp[0]), ue, a0);",
                       f"                a0 = __smlad({simd_helpers(em)[1]}(wp[0]), uo, a0);",
                       "                a1 = __smlad(__sxtb16(wp[1]), ue, a1);",
                       f"                a1 = __smlad({simd_helpers(em)[1]}(wp[1]), uo, a1);"]
-        lines.append("            }")
-        lines += _epilogue(em, q, wide, [("q + 1", [("a0", "o0[o]")])], "            ")
-        lines.append(f"            if (o + 1 < {out_c}) {{")
-        lines += _epilogue(em, q, wide, [(f"q + {P + 1}", [("a1", "o0[o + 1]")])], "                ")
-        lines += ["            }", "        }", "    }", "}", ""]
+        tail.append("            }")
+        tail += _epilogue(em, q, wide, [("q + 1", [("a0", "o0[o]")])], "            ")
+        tail.append(f"            if (o + 1 < {out_c}) {{")
+        tail += _epilogue(em, q, wide, [(f"q + {P + 1}", [("a1", "o0[o + 1]")])], "                ")
+        tail += ["            }", "        }", "    }"]
+        lines += tail if odd else []
+        lines += ["}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return symbol
 
@@ -439,7 +500,7 @@ def _computed_input(em, node: Node) -> bool:
         em.graph.op(i) == "const" for i in node.inputs[1:])
 
 
-def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -> str:
+def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, odd: bool) -> str:
     """A layer's matrix function (``matrix_function``) and the flash arrays it reads: its rearranged weights
     and channel parameters (bias' = bias - zx sum(w); the wide epilogue where an accumulator may be too large
     for the SMMULR one)."""
@@ -455,7 +516,7 @@ def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -
     params = channel_params(folded, q.multipliers, q.shifts, group, ~small)
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params, "int32_t",
                                f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
-    return matrix_function(em, node.name, q, kind, w_sym, p_sym, kw4, W.shape[0], stride, not small.all())
+    return matrix_function(em, node.name, q, kind, w_sym, p_sym, kw4, W.shape[0], stride, not small.all(), odd)
 
 
 # ---------------------------------------------------------------- the kernels
@@ -473,7 +534,7 @@ def fully_connected(em, node: Node) -> list[str] | None:
         return None
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
     # one row (a weight used once: int8, four channels per input word); several: two by two
-    function = _matrix_function(em, node, W, q, "1x4" if rows == 1 else "2x2", depth)
+    function = _matrix_function(em, node, W, q, "1x4" if rows == 1 else "2x2", depth, rows % 2 == 1)
     return [f"{function}({em.var(x_name)}, {rows}, {em.var(node.name)});"]
 
 
@@ -496,7 +557,7 @@ def conv2d(em, node: Node) -> list[str] | None:
     if stride > MAX_STRIDE:
         return None
     # the weights widened to int16 (each is used once per output position: no unpacking in the inner loop)
-    function = _matrix_function(em, node, W, q, "2x2w16", stride)
+    function = _matrix_function(em, node, W, q, "2x2w16", stride, positions % 2 == 1)
     if in_place:
         return [f"{function}({xs}, {positions}, {out});"]
     # im2col: two columns at a time in a static buffer, the padding's taps holding zx
@@ -549,9 +610,15 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(kh * kw, out_c).T
     if not small_accumulators(bias, W, 255, q.shifts).all():  # x - zx: up to 255 in magnitude
         return None
-    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), channel_params(bias, q.multipliers, q.shifts, 1),
-                               "int32_t", f"%{node.name}: per channel bias, multiplier, shift (m4_requant)")
-    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, em.const_array(w_name), p_sym)
+    folded = bias - q.input_zero_point * W.astype(np.int64).sum(axis=1)  # a window wholly inside the input
+    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), channel_params(folded, q.multipliers, q.shifts, 1),
+                               "int32_t", f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
+    b_sym = em.add_const_array(em.sym(f"{node.name}_m4b"), bias.astype(np.int32), "int32_t",
+                               f"%{node.name}: per channel bias (a window crossing the border)")
+    w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W), "int32_t",
+                               f"%{node.name}: {kh}x{kw} weights of {out_c} channels widened to int16, per 4 "
+                               "channels and tap lanes (0, 2), (1, 3)")
+    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, p_sym, b_sym)
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
 
 
