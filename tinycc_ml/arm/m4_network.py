@@ -125,8 +125,7 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
     """A layer's depthwise convolution (multiplier 1) as its own functions, its geometry in literals, 4
     channels at a time: positions whose window lies inside the input two at a time (each weight pair loaded
     once for both), the taps unrolled, the input zero point folded into the bias (p_sym's); the others (the
-    border, and the last of a row's odd count inside: b_sym's bias) over the taps inside the input, x - zx in
-    SSUB16."""
+    border: b_sym's bias) over the taps inside the input, x - zx in SSUB16."""
     rd, odd = simd_helpers(em)
     (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
     zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
@@ -169,9 +168,9 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         "    }", "}", ""]
     em.helpers[edge] = "\n".join(lines)
 
-    def inside() -> list[str]:
-        """Two positions from (oy, ox) whose windows lie inside the input."""
-        accs = "ab"
+    def inside(n: int) -> list[str]:
+        """n (1 or 2) positions from (oy, ox) whose windows lie inside the input."""
+        accs = "ab"[:n]
         body = [f"const int8_t *xp = x + (iy0 * {W} + ox * {sx} - {px}) * {C};",
                 f"int8_t *o = out + (oy * {OW} + ox) * {C};",
                 f"const int32_t *q = {p_sym}, *wg = {w_sym};",
@@ -209,8 +208,12 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         f"        for (; ox < {ox_lo}; ++ox)",
         f"            {edge}(x, out, oy, ox);",
         f"        for (; ox + 1 < {ox_hi}; ox += 2) {{",
-        *("            " + line for line in inside()),
+        *("            " + line for line in inside(2)),
         "        }",
+        *([f"        if (ox < {ox_hi}) {{",  # an odd count inside
+           *("            " + line for line in inside(1)),
+           "            ++ox;",
+           "        }"] if (ox_hi - ox_lo) % 2 else []),
         f"        for (; ox < {OW}; ++ox)",
         f"            {edge}(x, out, oy, ox);",
         "    }", "}", ""]
