@@ -121,7 +121,7 @@ def _inside_range(n_out: int, n_in: int, k: int, s: int, d: int, p: int) -> tupl
 
 
 def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str,
-                       b_sym: str) -> str:
+                       b_sym: str, mode: str = "plain") -> str:
     """A layer's depthwise convolution (multiplier 1) as its own functions, its geometry in literals, 4
     channels at a time: positions whose window lies inside the input two at a time (each weight pair loaded
     once for both), the taps unrolled, the input zero point folded into the bias (p_sym's); the others (the
@@ -138,7 +138,7 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
                 f"{acc}1 = __smlabb({w_o}, {u}o, {acc}1);", f"{acc}3 = __smlatt({w_o}, {u}o, {acc}3);"]
 
     def stores(accs: list[tuple[str, str]], indent: str) -> list[str]:
-        return _epilogue(em, q, False, [(f"q + {k * P + 1}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
+        return _epilogue(em, q, mode, [(f"q + {k * P + 1}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
                                         for k in range(4)], indent)
 
     # the border: one position, the taps inside the input
@@ -260,6 +260,19 @@ static inline __attribute__((always_inline)) int32_t @m4_rq_wide(int32_t acc, in
 """)
 
 
+def rqz_helper(em) -> str:
+    return _helper(em, "m4_rqz", """\
+static inline __attribute__((always_inline)) int32_t @m4_rqz(int32_t acc, int32_t m, int32_t sl, int32_t r,
+                                                             int32_t nudge)
+{
+    /* m4_rq with the output zero point: nudge = 2^(r-1) + zp 2^r, r > 0 (see fold_zero_point) */
+    int32_t high;
+    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
+    return (high + (high >> 31) + nudge) >> r;
+}
+""")
+
+
 def _clamp(v: str, zp: int, lo: int, hi: int) -> str:
     """int8 of ``v`` + zp clamped to [lo, hi] (literals): SSAT to int8, then the activation's bounds."""
     e = f"__ssat({v} + {zp}, 8)"
@@ -277,13 +290,25 @@ def minmax_helpers(em) -> None:
             "{ return a < b ? a : b; }\n")
 
 
-def _epilogue(em, q, wide: bool, channels: list[tuple[str, str, str]], indent: str) -> list[str]:
+def _epilogue(em, q, mode: str, channels: list[tuple[str, str, str]], indent: str) -> list[str]:
     """Stores of requantised accumulators: ``channels`` as (params pointer expression, accumulator, destination)
-    groups sharing a channel's constants, each (param expr, [(acc, dst), ...])."""
+    groups sharing a channel's constants, each (param expr, [(acc, dst), ...]). ``mode``: "wide" (some
+    channel's accumulator not proven small: its flag picks the int64 form), "fold" (the output zero point in
+    the rounding nudge: m4_rqz) or "plain"."""
     minmax_helpers(em)
+    wide = mode == "wide"
     fast = rq_helper(em, False)
     slow = rq_helper(em, True) if wide else None
     lines = []
+    if mode == "fold":
+        fold = rqz_helper(em)
+        for pq, pairs in channels:
+            lines += [f"{indent}{{", f"{indent}    const int32_t *cq = {pq};",
+                      f"{indent}    const int32_t m = cq[0], sl = cq[1], r = cq[2], nu = cq[3];"]
+            lines += [f"{indent}    {dst} = (int8_t){_clamp(f'{fold}({acc}, m, sl, r, nu)', 0, q.lo, q.hi)};"
+                      for acc, dst in pairs]
+            lines.append(f"{indent}}}")
+        return [line.replace("@", em.prefix + "_") for line in lines]
     for pq, pairs in channels:
         lines.append(f"{indent}{{")
         lines.append(f"{indent}    const int32_t *cq = {pq};")
@@ -354,7 +379,7 @@ def _split(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
 
 
 def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: int, out_c: int, stride: int,
-                    wide: bool, odd: bool = True) -> str:
+                    mode: str, odd: bool = True) -> str:
     """A layer's matrix product as its own function (geometry and output constants in literals):
     ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
     kind "2x2" (weights words per pair of channels, int8 or with "2x2w16" int16 lanes) or "1x4" (one column,
@@ -383,7 +408,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
         lines.append("            (void)n;")
         for k in range(4):
             lines.append(f"            if (o + {k} < {out_c}) {{")
-            lines += _epilogue(em, q, wide, [(f"q + {k * P + 1}", [(f"a{k}", f"o0[o + {k}]")])], "                ")
+            lines += _epilogue(em, q, mode, [(f"q + {k * P + 1}", [(f"a{k}", f"o0[o + {k}]")])], "                ")
             lines.append("            }")
         lines += ["        }", "    }", "}", ""]
     else:
@@ -403,10 +428,10 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
         ops.update({k: "=&r" for k in ("u", "v", "ue", "ve", "w0", "w1")})
         lines += _asm_block([step] * per, iters, rem, ops, "            ")
         lines.append("            (void)n;")
-        lines += _epilogue(em, q, wide, [("q + 1", [("a00", "o0[o]"), ("a01", f"o0[o + {out_c}]")])],
+        lines += _epilogue(em, q, mode, [("q + 1", [("a00", "o0[o]"), ("a01", f"o0[o + {out_c}]")])],
                            "            ")
         lines.append(f"            if (o + 1 < {out_c}) {{")
-        lines += _epilogue(em, q, wide, [(f"q + {P + 1}", [("a10", "o0[o + 1]"), ("a11", f"o0[o + {out_c + 1}]")])],
+        lines += _epilogue(em, q, mode, [(f"q + {P + 1}", [("a10", "o0[o + 1]"), ("a11", f"o0[o + {out_c + 1}]")])],
                            "                ")
         lines += ["            }", "        }", "    }"]
         # a last odd column: the same words in C
@@ -430,9 +455,9 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
                       "                a1 = __smlad(__sxtb16(wp[1]), ue, a1);",
                       f"                a1 = __smlad({simd_helpers(em)[1]}(wp[1]), uo, a1);"]
         tail.append("            }")
-        tail += _epilogue(em, q, wide, [("q + 1", [("a0", "o0[o]")])], "            ")
+        tail += _epilogue(em, q, mode, [("q + 1", [("a0", "o0[o]")])], "            ")
         tail.append(f"            if (o + 1 < {out_c}) {{")
-        tail += _epilogue(em, q, wide, [(f"q + {P + 1}", [("a1", "o0[o + 1]")])], "                ")
+        tail += _epilogue(em, q, mode, [(f"q + {P + 1}", [("a1", "o0[o + 1]")])], "                ")
         tail += ["            }", "        }", "    }"]
         lines += tail if odd else []
         lines += ["}", ""]
@@ -470,9 +495,10 @@ SMALL_ACC = 1 << 30  # |acc| 2^left below this: the SMMULR form is exact
 
 
 def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, group: int,
-                   wide: np.ndarray | None = None) -> np.ndarray:
+                   wide: np.ndarray | None = None, fold_zp: int | None = None) -> np.ndarray:
     """Per channel the PARAMS words m4_requant reads; the channel count padded to a multiple of ``group``
-    (zeros); ``wide``: the channels whose accumulators are not proven small."""
+    (zeros); ``wide``: the channels whose accumulators are not proven small; ``fold_zp``: the output zero
+    point folded into the nudge (2^(r-1) + zp 2^r, m4_rqz; see fold_zero_point)."""
     n = -(-len(bias) // group) * group
     params = np.zeros((n, PARAMS), np.int64)
     left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
@@ -481,17 +507,36 @@ def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, group:
     params[:len(bias), 2] = left + 1
     params[:len(bias), 3] = right
     params[:len(bias), 4] = np.where(right > 0, np.left_shift(1, np.maximum(right - 1, 0)), 0)
+    if fold_zp is not None:
+        params[:len(bias), 4] += np.left_shift(np.int64(fold_zp), right)
     params[:len(bias), 5] = np.where(right > 0, -1, 0)
     params[:len(bias), 6] = 0 if wide is None else wide
     params[:, 0] = (params[:, 0] + (1 << 31)) % (1 << 32) - (1 << 31)  # int32 arithmetic wraps
     return params.astype(np.int32).reshape(-1)
 
 
+def accumulator_bound(bias: np.ndarray, W: np.ndarray, x_reach: int) -> np.ndarray:
+    """Per channel a bound of |acc|: |bias| + x_reach sum |w| (x_reach: the largest |input| the sum
+    multiplies)."""
+    return np.abs(bias.astype(np.int64)) + x_reach * np.abs(W.astype(np.int64)).sum(axis=1)
+
+
 def small_accumulators(bias: np.ndarray, W: np.ndarray, x_reach: int, shift: np.ndarray) -> np.ndarray:
-    """Per channel whether |acc| 2^left stays below SMALL_ACC: |bias| + x_reach sum |w| bounds |acc|
-    (x_reach: the largest |input| the sum multiplies)."""
-    bound = np.abs(bias.astype(np.int64)) + x_reach * np.abs(W.astype(np.int64)).sum(axis=1)
-    return bound * (1 << np.maximum(shift, 0).astype(np.int64)) < SMALL_ACC
+    """Per channel whether |acc| 2^left stays below SMALL_ACC (accumulator_bound)."""
+    return accumulator_bound(bias, W, x_reach) * (1 << np.maximum(shift, 0).astype(np.int64)) < SMALL_ACC
+
+
+def fold_zero_point(bound: np.ndarray, mult: np.ndarray, shift: np.ndarray, zp: int) -> bool:
+    """Whether every channel's requantisation may take the output zero point inside its rounding shift:
+    ((h + 2^(r-1) - [h < 0]) >> r) + zp = (h + (h >> 31) + 2^(r-1) + zp 2^r) >> r (adding a multiple of 2^r
+    commutes with the floor) when r > 0 and the sum stays in int32: |h| <= (|acc| 2^left m >> 31) + 1 from
+    the accumulators' bounds (already proven small)."""
+    left = np.maximum(shift, 0).astype(np.int64)
+    right = np.maximum(-shift, 0).astype(np.int64)
+    if not np.all(right > 0) or np.any(right > 23):
+        return False
+    high = ((bound.astype(np.int64) << left) * mult.astype(np.int64) >> 31) + 1
+    return bool(np.all(high + 1 + (1 << (right - 1)) + abs(zp) * (1 << right) < (1 << 31)))
 
 
 def _shifts_ok(q) -> bool:
@@ -516,10 +561,13 @@ def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, o
                                f"%{node.name}: {W.shape[0]}x{W.shape[1]} int8 weights"
                                f"{' widened to int16' if kind == '2x2w16' else ''}, rows padded to words, "
                                f"groups of {group} rows interleaved")
-    params = channel_params(folded, q.multipliers, q.shifts, group, ~small)
+    fold = small.all() and fold_zero_point(accumulator_bound(folded, W, 128), q.multipliers, q.shifts,
+                                           q.output_zero_point)
+    params = channel_params(folded, q.multipliers, q.shifts, group, ~small, q.output_zero_point if fold else None)
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params, "int32_t",
                                f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
-    return matrix_function(em, node.name, q, kind, w_sym, p_sym, kw4, W.shape[0], stride, not small.all(), odd)
+    mode = "fold" if fold else "plain" if small.all() else "wide"
+    return matrix_function(em, node.name, q, kind, w_sym, p_sym, kw4, W.shape[0], stride, mode, odd)
 
 
 # ---------------------------------------------------------------- the kernels
@@ -614,14 +662,17 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     if not small_accumulators(bias, W, 255, q.shifts).all():  # x - zx: up to 255 in magnitude
         return None
     folded = bias - q.input_zero_point * W.astype(np.int64).sum(axis=1)  # a window wholly inside the input
-    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), channel_params(folded, q.multipliers, q.shifts, 1),
+    fold = fold_zero_point(accumulator_bound(bias, W, 255), q.multipliers, q.shifts, q.output_zero_point)
+    mode = "fold" if fold else "plain"
+    params = channel_params(folded, q.multipliers, q.shifts, 1, None, q.output_zero_point if fold else None)
+    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params,
                                "int32_t", f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
     b_sym = em.add_const_array(em.sym(f"{node.name}_m4b"), bias.astype(np.int32), "int32_t",
                                f"%{node.name}: per channel bias (a window crossing the border)")
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W), "int32_t",
                                f"%{node.name}: {kh}x{kw} weights of {out_c} channels widened to int16, per 4 "
                                "channels and tap lanes (0, 2), (1, 3)")
-    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, p_sym, b_sym)
+    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, p_sym, b_sym, mode)
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
 
 
