@@ -120,8 +120,15 @@ def _inside_range(n_out: int, n_in: int, k: int, s: int, d: int, p: int) -> tupl
     return lo, max(lo, hi)
 
 
+def _tap_range(i0: int, n_in: int, k: int, d: int) -> tuple[int, int]:
+    """[k0, k1): the taps k of a window starting at input index i0 (dilation d) inside [0, n_in)."""
+    k0 = 0 if i0 >= 0 else (-i0 + d - 1) // d
+    k1 = 0 if n_in - i0 <= 0 else min(k, (n_in - i0 + d - 1) // d)
+    return k0, max(k0, k1)
+
+
 def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str,
-                       b_sym: str, mode: str = "plain") -> str:
+                       b_sym: str, mode: str, column_bias) -> str:
     """A layer's depthwise convolution (multiplier 1) as its own functions, its geometry in literals, 4
     channels at a time: positions whose window lies inside the input two at a time (each weight pair loaded
     once for both), the taps unrolled, the input zero point folded into the bias (p_sym's); the others (the
@@ -168,19 +175,28 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         "    }", "}", ""]
     em.helpers[edge] = "\n".join(lines)
 
-    def inside(n: int) -> list[str]:
-        """n (1 or 2) positions from (oy, ox) whose windows lie inside the input."""
+    def inside(n: int, column: int | None = None) -> list[str]:
+        """n (1 or 2) positions from (oy, ox) whose windows lie inside the input; or with ``column`` the one
+        position ox = column of a row inside whose window crosses the left or right border: its taps inside
+        the input (a literal range), its bias the zero point's terms over them folded in (column_bias)."""
         accs = "ab"[:n]
-        body = [f"const int8_t *xp = x + (iy0 * {W} + ox * {sx} - {px}) * {C};",
-                f"int8_t *o = out + (oy * {OW} + ox) * {C};",
-                f"const int32_t *q = {p_sym}, *wg = {w_sym};",
-                f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {2 * T}) {{",
-                "    " + " ".join(f"int32_t {a}0 = q[0], {a}1 = q[{P}], {a}2 = q[{2 * P}], {a}3 = q[{3 * P}];"
-                                  for a in accs)]
+        kx0, kx1 = (0, kw) if column is None else _tap_range(column * sx - px, W, kw, dx)
+        ix = f"ox * {sx} - {px}" if column is None else f"{column * sx - px + kx0 * dx}"
+        body = [f"const int8_t *xp = x + (iy0 * {W} + {ix}) * {C};",
+                f"int8_t *o = out + (oy * {OW} + {'ox' if column is None else column}) * {C};",
+                f"const int32_t *q = {p_sym}, *wg = {w_sym};"]
+        if column is None:
+            body += [f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {2 * T}) {{",
+                     "    " + " ".join(f"int32_t {a}0 = q[0], {a}1 = q[{P}], {a}2 = q[{2 * P}], {a}3 = q[{3 * P}];"
+                                       for a in accs)]
+        else:
+            body += [f"const int32_t *b = {column_bias(kx0, kx1)};",
+                     f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {2 * T}, b += 4) {{",
+                     "    int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];"]
         for ky in range(kh):
-            for kx in range(kw):
+            for kx in range(kx0, kx1):
                 t = ky * kw + kx
-                off = (ky * dy * W + kx * dx) * C
+                off = (ky * dy * W + (kx - kx0) * dx) * C
                 body += ["    {", f"        const int32_t we = wg[{2 * t}], wo = wg[{2 * t + 1}];"]
                 for i, a in enumerate(accs):
                     body += [f"        const int32_t {a}u = {rd}(xp + {off + i * sx * C});",
@@ -193,6 +209,15 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
 
     (oy_lo, oy_hi), (ox_lo, ox_hi) = (_inside_range(win.out_height, win.height, kh, sy, dy, py),
                                       _inside_range(OW, W, kw, sx, dx, px))
+    # a row's border columns unrolled too where they are a quarter of it or more (narrow layers: the code for
+    # little time otherwise), else the edge function
+    unrolled = 4 * (OW - (ox_hi - ox_lo)) >= OW
+
+    def border_column(column: int) -> list[str]:
+        if not unrolled:
+            return [f"        {edge}(x, out, oy, {column});"]
+        return ["        {", *("            " + line for line in inside(1, column)), "        }"]
+
     lines = [
         f"/* %{name}: depthwise {kh}x{kw}, {C} channels, 4 at a time (SMLABB / SMLATT, int16 weights) */",
         f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out)', "{",
@@ -204,9 +229,8 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         "            continue;",
         "        }",
         "        (void)iy0;",
-        "        int32_t ox = 0;",
-        f"        for (; ox < {ox_lo}; ++ox)",
-        f"            {edge}(x, out, oy, ox);",
+        *(line for column in range(ox_lo) for line in border_column(column)),
+        f"        int32_t ox = {ox_lo};",
         f"        for (; ox + 1 < {ox_hi}; ox += 2) {{",
         *("            " + line for line in inside(2)),
         "        }",
@@ -214,8 +238,8 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
            *("            " + line for line in inside(1)),
            "            ++ox;",
            "        }"] if (ox_hi - ox_lo) % 2 else []),
-        f"        for (; ox < {OW}; ++ox)",
-        f"            {edge}(x, out, oy, ox);",
+        *(line for column in range(ox_hi, OW) for line in border_column(column)),
+        "        (void)ox;",
         "    }", "}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return symbol
@@ -672,7 +696,15 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W), "int32_t",
                                f"%{node.name}: {kh}x{kw} weights of {out_c} channels widened to int16, per 4 "
                                "channels and tap lanes (0, 2), (1, 3)")
-    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, p_sym, b_sym, mode)
+    def column_bias(kx0: int, kx1: int) -> str:
+        """The bias with the zero point's terms of the taps kx0 <= kx < kx1 (all rows) folded in."""
+        taps = [ky * kw + kx for ky in range(kh) for kx in range(kx0, kx1)]
+        values = bias - q.input_zero_point * W[:, taps].astype(np.int64).sum(axis=1)
+        return em.add_const_array(em.sym(f"{node.name}_m4b{kx0}_{kx1}"), values.astype(np.int32), "int32_t",
+                                  f"%{node.name}: per channel bias - zx sum(w) over the taps of columns "
+                                  f"{kx0}..{kx1 - 1}")
+
+    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, p_sym, b_sym, mode, column_bias)
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
 
 
