@@ -3,20 +3,32 @@ connected layers on the DSP extension (SXTB16 widens two int8 lanes to int16, SM
 adds both products, SMLABB / SMLATT one lane each), each with TFLite's requantisation, output zero point and
 activation clamp in its epilogue; bit for bit the shared C's (codegen/c_network.py) and so tflite-micro's.
 
-Convolutions and fully connected layers are one matrix product (``mm8``): output channels x columns, a column
-the K = kh kw C_in int8 inputs of one output position (im2col), or the input itself where a column is already
-contiguous (a 1 x 1 stride-1 convolution, a fully connected layer). The weights are rearranged at compile
-time: rows padded to a multiple of 4 bytes (zero weights) and the rows of each pair of output channels
-interleaved word by word, so one pointer walks both; the input zero point is folded into the bias,
-bias' = bias - zx sum(w), so the inner loop multiplies the raw int8 inputs (taps in the padding are filled
-with zx in the column: their terms cancel, as TFLite skips them). Inner step, two columns by two channels,
-4 inputs deep: 2 LDR of inputs, 2 of weights, 8 SXTB16, 8 SMLAD for 16 multiply-accumulates. SXTB16 pairs
-bytes 0, 2 and bytes 1, 3 of a word; inputs and weights are both split so, so the products line up with no
-reordering.
+Convolutions and fully connected layers are one matrix product, one function per layer with its geometry in
+literals (``matrix_function``): output channels x columns, a column the K = kh kw C_in int8 inputs of one output
+position (im2col, two columns at a time), or the input itself where a column is already contiguous (a 1 x 1
+stride-1 convolution, a fully connected layer). The weights are rearranged at compile time: rows padded to a
+multiple of 4 bytes (zero weights), the rows of each group of output channels interleaved word by word, so
+one pointer walks them; the input zero point is folded into the bias, bias' = bias - zx sum(w), so the inner
+loop multiplies the raw int8 inputs (taps in the padding are filled with zx in the column: their terms
+cancel, as TFLite skips them). SXTB16 splits a word into bytes 0, 2 and bytes 1, 3; inputs and weights are
+both split so, so the products line up with no reordering. The inner loop is inline asm (GCC spilled a
+pointer in C), 4 steps per iteration:
 
-Depthwise convolutions (depth multiplier 1, channels a multiple of 4) walk 4 channels at a time over the
-window's taps inside the input (the range computed per output position: no test per tap), x - zx in two
-SSUB16, four SMLABB / SMLATT (one channel per lane product).
+- convolutions: two columns by two channels, the weights widened to int16 at compile time (a convolution's
+  weight is used at every output position: its unpacking leaves the inner loop for twice its flash): per
+  step 4 inputs deep, 2 LDR of inputs (the second column at an immediate offset), 4 SXTB16, 2 LDRD of
+  weights, 8 SMLAD for 16 multiply-accumulates;
+- fully connected layers with one row (each weight used once: int8, the flash of a model that is mostly
+  these): one column by four channels, 1 LDR and 2 SXTB16 of inputs, 2 LDRD of weights, 8 SXTB16, 8 SMLAD
+  for 16; with several rows, the convolutions' step on int8 weights.
+
+Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
+time, weights widened to int16 (lanes channels 0, 2 and 1, 3, as SXTB16 splits the input word): positions
+whose window lies inside the input two at a time (each weight pair loaded once for both), the taps unrolled,
+the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); on a narrow
+layer a row's border columns likewise over their taps inside (a bias per column range); the other
+positions in an edge function over the taps inside the input (the range computed per position), x - zx in
+SSUB16.
 
 The kernels' functions are compiled at -O2 whatever the build's flags (``optimize`` attribute): at -Os GCC
 spills the inner loops' accumulators, about twice the instructions.
@@ -26,7 +38,10 @@ and the int8 range: checked per layer at compile time, else the shared C): gemml
 SaturatingRoundingDoublingHighMul(a, m) is (a m + 2^30) >> 31 for every a when m > 0 (both of its rounding
 cases agree on this form; its one saturating case needs m = INT32_MIN), which is SMMULR(2a, m) =
 (2a m + 2^31) >> 32; RoundingDivideByPOT(h, r) is (h + 2^(r-1) - [h < 0]) >> r for r > 0 (no overflow:
-|h| < 2^30).
+|h| < 2^30). Where the bounds allow (``fold_zero_point``) the output zero point joins the rounding nudge
+(((h + 2^(r-1) - [h < 0]) >> r) + zp = (h + (h >> 31) + 2^(r-1) + zp 2^r) >> r), and the clamp is SSAT to
+int8 (then the activation's bounds where narrower): per output LSL, SMMULR, two ADD, ASR, SSAT, STRB, the
+channel's constants loaded once for its two columns.
 """
 
 from __future__ import annotations
@@ -44,51 +59,6 @@ def _helper(em, name: str, text: str) -> str:
     if symbol not in em.helpers:
         em.helpers[symbol] = text.replace("@", em.prefix + "_")
     return symbol
-
-
-def requant_helper(em) -> str:
-    return _helper(em, "m4_requant", """\
-static inline __attribute__((always_inline)) int8_t @m4_requant(int32_t acc, const int32_t *q, int32_t zp,
-                                                                int32_t lo, int32_t hi)
-{
-    /* q: the channel's multiplier, left shift + 1, right shift, 2^(right - 1), -1 when right > 0 (see
-     * channel_params): TFLite's MultiplyByQuantizedMultiplier, its high product on SMMULR */
-    int32_t high, v;
-    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << q[1])), "r"(q[0]));
-    v = ((high + q[3] + ((high >> 31) & q[4])) >> q[2]) + zp;
-    return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
-}
-""")
-
-
-def wide_requant_helper(em) -> str:
-    return _helper(em, "m4_requant_wide", """\
-static inline __attribute__((always_inline)) int8_t @m4_requant_wide(int32_t acc, const int32_t *q, int32_t zp,
-                                                                     int32_t lo, int32_t hi)
-{
-    /* m4_requant for any accumulator: the high product in int64, RoundingDivideByPOT as TFLite writes it */
-    const int32_t x = (int32_t)((uint32_t)acc << (q[1] - 1));
-    const int32_t high = (int32_t)(((int64_t)x * q[0] + ((int64_t)1 << 30)) >> 31);
-    const uint32_t mask = (1u << q[2]) - 1u;
-    const int32_t remainder = (int32_t)((uint32_t)high & mask);
-    const int32_t threshold = (int32_t)(mask >> 1) + (high < 0 ? 1 : 0);
-    const int32_t v = (high >> q[2]) + (remainder > threshold ? 1 : 0) + zp;
-    return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
-}
-""")
-
-
-def any_requant_helper(em) -> str:
-    fast, wide = requant_helper(em), wide_requant_helper(em)
-    return _helper(em, "m4_requant_any", f"""\
-static inline __attribute__((always_inline)) int8_t @m4_requant_any(int32_t acc, const int32_t *q, int32_t zp,
-                                                                    int32_t lo, int32_t hi)
-{{
-    /* q[5]: the channel's accumulator is not proven small (a bias near 2^30: a channel TFLite's converter
-     * left constant) */
-    return q[5] ? {wide}(acc, q, zp, lo, hi) : {fast}(acc, q, zp, lo, hi);
-}}
-""")
 
 
 def simd_helpers(em) -> tuple[str, str]:
@@ -259,8 +229,10 @@ def depthwise_weights(W: np.ndarray) -> np.ndarray:
 
 
 def rq_helper(em, wide: bool) -> str:
-    """m4_rq (or m4_rq_wide): a channel's requantisation from its constants in registers (m4_requant's
-    arithmetic; the wide one m4_requant_wide's), before the output zero point and the clamp."""
+    """m4_rq (or m4_rq_wide): a channel's requantisation from its constants in registers, before the output
+    zero point and the clamp: TFLite's MultiplyByQuantizedMultiplier with its high product on SMMULR (the
+    module's docstring), or for any accumulator the high product in int64 and RoundingDivideByPOT as TFLite
+    writes it."""
     if not wide:
         return _helper(em, "m4_rq", """\
 static inline __attribute__((always_inline)) int32_t @m4_rq(int32_t acc, int32_t m, int32_t sl, int32_t r,
@@ -512,15 +484,15 @@ def arranged_rows(W: np.ndarray, group: int, w16: bool) -> tuple[np.ndarray, int
 # ---------------------------------------------------------------- compile-time arrangement
 
 
-# int32 words per channel: bias, multiplier, left shift + 1, right shift, 2^(right-1), -[right > 0], and 1 when
-# its accumulator is not proven small (m4_requant_any)
+# int32 words per channel: bias, multiplier, left shift + 1, right shift, 2^(right-1) (+ zp 2^right when the
+# zero point is folded), -[right > 0], and 1 when its accumulator is not proven small (m4_rq_wide)
 PARAMS = 7
 SMALL_ACC = 1 << 30  # |acc| 2^left below this: the SMMULR form is exact
 
 
 def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, group: int,
                    wide: np.ndarray | None = None, fold_zp: int | None = None) -> np.ndarray:
-    """Per channel the PARAMS words m4_requant reads; the channel count padded to a multiple of ``group``
+    """Per channel the PARAMS words the epilogues read; the channel count padded to a multiple of ``group``
     (zeros); ``wide``: the channels whose accumulators are not proven small; ``fold_zp``: the output zero
     point folded into the nudge (2^(r-1) + zp 2^r, m4_rqz; see fold_zero_point)."""
     n = -(-len(bias) // group) * group
@@ -728,7 +700,7 @@ def scale_helper(em) -> str:
 static inline __attribute__((always_inline)) int32_t @m4_scale(int32_t acc, int32_t m, int32_t sl, int32_t r,
                                                                int32_t nudge, int32_t negmask)
 {
-    /* m4_requant's MultiplyByQuantizedMultiplier alone (the same proven-small accumulators) */
+    /* m4_rq's MultiplyByQuantizedMultiplier (the same proven-small accumulators), constants in literals */
     int32_t high;
     __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
     return (high + nudge + ((high >> 31) & negmask)) >> r;
