@@ -611,36 +611,86 @@ def conv2d(em, node: Node) -> list[str] | None:
     kw4 = kp // 4
     col = em.sym("m4_col")
     em.scratch(col, "uint32_t", 2 * kw4)  # words: the columns stay aligned
-    zx = q.input_zero_point
-    copy = ([f"for (int32_t c = 0; c < {in_c}; c += 4) {{ const int32_t v = {simd_helpers(em)[0]}(src + c); "
-             "__builtin_memcpy(dst + c, &v, 4); }"] if in_c % 4 == 0 else
-            [f"for (int32_t c = 0; c < {in_c}; ++c) dst[c] = src[c];"])
+    fill = im2col_function(em, node.name, win, kh, kw, in_c, kp, q.input_zero_point)
     return ["{",
             f"    int8_t *col = (int8_t *){col};",
             f"    for (int32_t i = {kh * kw * in_c}; i < {2 * kp}; ++i) col[i] = 0;  /* rows padded to words */",
             f"    for (int32_t p = 0; p < {positions}; p += 2) {{",
             f"        const int32_t n = p + 1 < {positions} ? 2 : 1;",
-            "        for (int32_t k = 0; k < n; ++k) {",
-            f"            const int32_t oy = (p + k) / {win.out_width}, ox = (p + k) % {win.out_width};",
-            f"            int8_t *dst = col + k * {kp};",
-            f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-            f"                const int32_t iy = oy * {win.stride[0]} - {win.pad[0]} + ky * {win.dilation[0]};",
-            f"                for (int32_t kx = 0; kx < {kw}; ++kx, dst += {in_c}) {{",
-            f"                    const int32_t ix = ox * {win.stride[1]} - {win.pad[1]} + kx * {win.dilation[1]};",
-            f"                    if (iy < 0 || iy >= {win.height} || ix < 0 || ix >= {win.width}) {{",
-            f"                        for (int32_t c = 0; c < {in_c}; ++c) dst[c] = {zx};",
-            "                        continue;",
-            "                    }",
-            "                    {",
-            f"                        const int8_t *src = {xs} + (iy * {win.width} + ix) * {in_c};",
-            *("                        " + line for line in copy),
-            "                    }",
-            "                }",
-            "            }",
-            "        }",
+            f"        {fill}({xs}, col, p, n);",
             f"        {function}(col, n, {out} + p * {out_c});",
             "    }",
             "}"]
+
+
+def _copy_bytes(em, dst: str, src: str, n: int) -> list[str]:
+    """C statements copying n (a literal) bytes: unaligned words (one LDR and one STR each), then bytes."""
+    rd = simd_helpers(em)[0]
+    words, tail = divmod(n, 4)
+    if words <= 16:
+        lines = [f"{{ const int32_t v = {rd}({src} + {4 * i}); __builtin_memcpy({dst} + {4 * i}, &v, 4); }}"
+                 for i in range(words)]
+    else:
+        lines = [f"for (int32_t i = 0; i < {4 * words}; i += 4) {{ const int32_t v = {rd}({src} + i); "
+                 f"__builtin_memcpy({dst} + i, &v, 4); }}"]
+    return lines + [f"{dst}[{4 * words + i}] = {src}[{4 * words + i}];" for i in range(tail)]
+
+
+def _fill_bytes(dst: str, value: int, n: int) -> list[str]:
+    """C statements setting n (a literal) bytes to value: words, then bytes."""
+    word = ((value & 0xFF) * 0x01010101 + (1 << 31)) % (1 << 32) - (1 << 31)
+    words, tail = divmod(n, 4)
+    lines = ([f"for (int32_t i = 0; i < {4 * words}; i += 4) {{ const int32_t v = {word}; "
+              f"__builtin_memcpy({dst} + i, &v, 4); }}"] if words else [])
+    return lines + [f"{dst}[{4 * words + i}] = {value};" for i in range(tail)]
+
+
+def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx: int) -> str:
+    """A layer's im2col as its own function: the n (1 or 2) columns of positions p.. into col (kp bytes
+    apart), the taps in the padding holding zx; a window row inside the input copied whole (its taps are
+    contiguous when the dilation across is 1)."""
+    symbol = em.sym(f"m4_im2col_{name}")
+    (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
+    H, W, OW = win.height, win.width, win.out_width
+    row = kw * in_c
+    whole = (_copy_bytes(em, "dst", "src", row) if dx == 1 else
+             [line for kx in range(kw) for line in _copy_bytes(em, f"(dst + {kx * in_c})",
+                                                                 f"(src + {kx * dx * in_c})", in_c)])
+    lines = [
+        f"/* %{name}: im2col, {kh}x{kw} windows of {in_c} channels */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *col, int32_t p, '
+        "int32_t n)", "{",
+        "    for (int32_t k = 0; k < n; ++k) {",
+        f"        const int32_t oy = (p + k) / {OW}, ox = (p + k) % {OW};",
+        f"        const int32_t ix0 = ox * {sx} - {px};",
+        f"        const int inside = ix0 >= 0 && ix0 + {(kw - 1) * dx} < {W};",
+        f"        int8_t *dst = col + k * {kp};",
+        f"        for (int32_t ky = 0; ky < {kh}; ++ky, dst += {row}) {{",
+        f"            const int32_t iy = oy * {sy} - {py} + ky * {dy};",
+        f"            if (iy < 0 || iy >= {H}) {{",
+        *("                " + line for line in _fill_bytes("dst", zx, row)),
+        "                continue;",
+        "            }",
+        "            if (inside) {",
+        f"                const int8_t *src = x + (iy * {W} + ix0) * {in_c};",
+        *("                " + line for line in whole),
+        "                continue;",
+        "            }",
+        f"            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+        f"                const int32_t ix = ix0 + kx * {dx};",
+        f"                int8_t *d = dst + kx * {in_c};",
+        f"                if (ix < 0 || ix >= {W}) {{",
+        *("                    " + line for line in _fill_bytes("d", zx, in_c)),
+        "                } else {",
+        f"                    const int8_t *src = x + (iy * {W} + ix) * {in_c};",
+        *("                    " + line for line in _copy_bytes(em, "d", "src", in_c)),
+        "                }",
+        "            }",
+        "        }",
+        "    }",
+        "}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return symbol
 
 
 def depthwise_conv2d(em, node: Node) -> list[str] | None:
