@@ -358,13 +358,15 @@ def _step_2x2(stride: int, w16: bool) -> str:
 
 
 def _step_1x4() -> str:
-    """One step 4 inputs deep of one column by four channels (int8 weights, two words per LDRD)."""
-    lines = ["ldr %[u], [%[x]], #4", "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8"]
-    for a, b in (("a0", "a1"), ("a2", "a3")):
-        lines.append("ldrd %[w0], %[w1], [%[wp]], #8")
-        for acc, w in ((a, "w0"), (b, "w1")):
-            lines += [f"sxtb16 %[t], %[{w}]", f"sxtb16 %[{w}], %[{w}], ror #8",
-                      f"smlad %[{acc}], %[t], %[ue], %[{acc}]", f"smlad %[{acc}], %[{w}], %[u], %[{acc}]"]
+    """One step 4 inputs deep of one column by four channels (int8 weights, the four words in one LDM into
+    w0..w3, registers fixed in ascending order; each word's even bytes into the previous word's register)."""
+    lines = ["ldr %[u], [%[x]], #4", "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8",
+             "ldm %[wp]!, {%[w0], %[w1], %[w2], %[w3]}"]
+    spare = {"w0": "t", "w1": "w0", "w2": "w1", "w3": "w2"}
+    for k, w in enumerate(("w0", "w1", "w2", "w3")):
+        e = spare[w]
+        lines += [f"sxtb16 %[{e}], %[{w}]", f"sxtb16 %[{w}], %[{w}], ror #8",
+                  f"smlad %[a{k}], %[{e}], %[ue], %[a{k}]", f"smlad %[a{k}], %[{w}], %[u], %[a{k}]"]
     return "\n".join(lines)
 
 
@@ -397,9 +399,10 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
             f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}) {{",
             f"            int32_t a0 = q[0], a1 = q[{P}], a2 = q[{2 * P}], a3 = q[{3 * P}];",
             "            const int8_t *x = c0;",
-            f"            int32_t n = {iters}, u, ue, w0, w1, t;"]
+            f"            int32_t n = {iters}, u, ue, t;",
+            '            register int32_t w0 __asm__("r8"), w1 __asm__("r9"), w2 __asm__("r10"), w3 __asm__("r11");']
         ops = {k: "+r" for k in ("a0", "a1", "a2", "a3", "x", "wp", "n")}
-        ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "t")})
+        ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "w2", "w3", "t")})
         lines += _asm_block([_step_1x4()] * per, iters, rem, ops, "            ")
         lines.append("            (void)n;")
         for k in range(4):
