@@ -19,8 +19,11 @@ pointer in C), 4 steps per iteration:
   step 4 inputs deep, 2 LDR of inputs (the second column at an immediate offset), 4 SXTB16, 2 LDRD of
   weights, 8 SMLAD for 16 multiply-accumulates;
 - fully connected layers with one row (each weight used once: int8, the flash of a model that is mostly
-  these): one column by four channels, 1 LDR and 2 SXTB16 of inputs, 2 LDRD of weights, 8 SXTB16, 8 SMLAD
+  these): one column by four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights, 8 SXTB16, 8 SMLAD
   for 16; with several rows, the convolutions' step on int8 weights.
+
+im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in
+words, the padding's taps filled with zx in words.
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, weights widened to int16 (lanes channels 0, 2 and 1, 3, as SXTB16 splits the input word): positions
