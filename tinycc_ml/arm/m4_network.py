@@ -54,7 +54,7 @@ import numpy as np
 from tinycc_ml.target import Node, add_quantisation, layer_quantisation, window_of
 
 MAX_RIGHT_SHIFT = 31  # RoundingDivideByPOT's exponent range; beyond it the shared C (and TFLite) assert
-MAX_STRIDE = 4095  # bytes between two columns: the second's LDR offset (an immediate)
+MAX_STRIDE = 4095  # bytes between two columns: the second's LDR offset (an immediate); beyond, one at a time
 
 
 def _helper(em, name: str, text: str) -> str:
@@ -416,6 +416,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
     else:
         w16 = kind == "2x2w16"
         step = _step_2x2(stride, w16)
+        start = len(lines)
         lines += [
             "    int32_t p = 0;",
             "    for (; p + 1 < n_cols; p += 2) {",
@@ -436,10 +437,13 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
         lines += _epilogue(em, q, mode, [(f"q + {P + 1}", [("a10", "o0[o + 1]"), ("a11", f"o0[o + {out_c + 1}]")])],
                            "                ")
         lines += ["            }", "        }", "    }"]
+        if stride > MAX_STRIDE:  # the second column beyond an LDR offset: every column one at a time in C
+            lines[start:] = ["    int32_t p = 0;"]
+            odd = True
         # a last odd column: the same words in C
         words = 4 if w16 else 2
         tail = [
-            "    if (p < n_cols) {",
+            "    for (; p < n_cols; ++p) {",
             f"        const int8_t *x = cols + p * {stride};",
             f"        int8_t *o0 = out + p * {out_c};",
             f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
@@ -583,8 +587,6 @@ def fully_connected(em, node: Node) -> list[str] | None:
     if not _computed_input(em, node) or depth % 4 or not _shifts_ok(q):
         return None
     rows = g.type(x_name).size // depth
-    if rows > 1 and depth > MAX_STRIDE:
-        return None
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
     # one row (a weight used once: int8, four channels per input word); several: two by two
     function = _matrix_function(em, node, W, q, "1x4" if rows == 1 else "2x2", depth, rows % 2 == 1)
@@ -607,8 +609,6 @@ def conv2d(em, node: Node) -> list[str] | None:
     in_place = pointwise and in_c % 4 == 0  # each position's inputs are already a column
     kp = -(-kh * kw * in_c // 4) * 4
     stride = in_c if in_place else kp
-    if stride > MAX_STRIDE:
-        return None
     # the weights widened to int16 (each is used once per output position: no unpacking in the inner loop)
     function = _matrix_function(em, node, W, q, "2x2w16", stride, positions % 2 == 1)
     if in_place:
