@@ -724,13 +724,19 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W), "int32_t",
                                f"%{node.name}: {kh}x{kw} weights of {out_c} channels widened to int16, per 4 "
                                "channels and tap lanes (0, 2), (1, 3)")
+    column_biases: dict[tuple[int, int], str] = {}
+
     def column_bias(kx0: int, kx1: int) -> str:
-        """The bias with the zero point's terms of the taps kx0 <= kx < kx1 (all rows) folded in."""
+        """The bias with the zero point's terms of the taps kx0 <= kx < kx1 (all rows) folded in (one array per
+        range: several columns may share one)."""
+        if (kx0, kx1) in column_biases:
+            return column_biases[kx0, kx1]
         taps = [ky * kw + kx for ky in range(kh) for kx in range(kx0, kx1)]
         values = bias - q.input_zero_point * W[:, taps].astype(np.int64).sum(axis=1)
-        return em.add_const_array(em.sym(f"{node.name}_m4b{kx0}_{kx1}"), values.astype(np.int32), "int32_t",
-                                  f"%{node.name}: per channel bias - zx sum(w) over the taps of columns "
-                                  f"{kx0}..{kx1 - 1}")
+        column_biases[kx0, kx1] = em.add_const_array(
+            em.sym(f"{node.name}_m4b{kx0}_{kx1}"), values.astype(np.int32), "int32_t",
+            f"%{node.name}: per channel bias - zx sum(w) over the taps of columns {kx0}..{kx1 - 1}")
+        return column_biases[kx0, kx1]
 
     function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, p_sym, b_sym, mode, column_bias)
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
