@@ -3,7 +3,9 @@ Cortex-M33 (MPS2 AN505) and run in QEMU (-icount: exact instruction counts): eve
 tflite-micro's interpreter (TFLite Micro's reference kernels) on random int8 inputs and on smooth,
 structured ones (what images and spectrograms look like), instructions per inference, the model's flash
 against its .tflite file, its activation arena and the stack, and the share of one inference's instructions
-outside the Cortex-M4's layer kernels (arm/m4_network.py; a per-function profile in unicorn).
+outside the Cortex-M4's layer kernels (arm/m4_network.py; a per-function profile in unicorn); beside the
+Cortex-M4's figures, the sum of CMSIS-NN's layer functions on the same layers (same core, -O2, QEMU -icount:
+benchmarks/results/cmsis_nn_layers.json, from benchmarks/cmsis_nn_layers.py) and the ratio.
 
     python benchmarks/network_m4.py [--rows 200] [--m33-rows 10] [--only kws_ref_model,...] [--no-write]
 
@@ -26,6 +28,7 @@ from tflite_micro.python.tflite_micro import runtime
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cmsis_nn_layers import cmsis_nn_totals  # noqa: E402
 from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
@@ -119,7 +122,7 @@ def tflm_outputs(data: bytes, X: np.ndarray, shape) -> np.ndarray:
     return np.stack(outs)
 
 
-def measure(name: str, target: str, rows: int) -> list[str]:
+def measure(name: str, target: str, rows: int, cmsis: dict[str, int]) -> list[str]:
     path = MODELS / f"{name}.tflite"
     model = tinycc_ml.load_model(path)
     build = build_network(path, target, WORK / target / name)
@@ -132,13 +135,16 @@ def measure(name: str, target: str, rows: int) -> list[str]:
     instructions = run.instructions
     file_bytes = path.stat().st_size
     outside = f"{100 * outside_kernels(build, X[2]):.1f}" if target == "cortex-m4" else "-"
+    # CMSIS-NN's layer functions on the same layers (benchmarks/cmsis_nn_layers.py: Cortex-M4, -O2)
+    theirs = cmsis.get(name) if target == "cortex-m4" else None
+    beside = [f"{theirs:,}", f"{np.mean(instructions) / theirs:.2f}"] if theirs else ["-", "-"]
     print(f"  {name} on {target}: {rows} rows in {seconds:.1f} s, bytes equal {equal.sum()}/{equal.size}",
           flush=True)
     return [name, target, str(rows), f"{equal.sum()}/{equal.size}", f"{int(np.mean(instructions)):,}",
             f"{int(instructions.min()):,}..{int(instructions.max()):,}",
             f"{np.mean(instructions) / build.macs:.2f}", f"{build.macs:,}", f"{run.model_flash_bytes:,}",
             f"{file_bytes:,}", f"{run.model_flash_bytes / file_bytes:.2f}", f"{build.arena_bytes:,}",
-            f"{run.stack_bytes}", outside]
+            f"{run.stack_bytes}", outside, *beside]
 
 
 def main() -> None:
@@ -150,16 +156,17 @@ def main() -> None:
     args = parser.parse_args()
     names = [n for n in NAMES if not args.only or n in args.only.split(",")]
     table = []
+    cmsis = cmsis_nn_totals()
     for name in names:
-        table.append(measure(name, "cortex-m4", args.rows))
+        table.append(measure(name, "cortex-m4", args.rows, cmsis))
         if args.m33_rows:
-            table.append(measure(name, "cortex-m33", args.m33_rows))
+            table.append(measure(name, "cortex-m33", args.m33_rows, cmsis))
     columns = ["model", "target", "inputs", "bytes equal tflite-micro", "instructions / inference", "min..max",
                "instr / MAC", "MACs", "model flash B", ".tflite B", "flash / .tflite", "arena B", "stack B",
-               "% outside kernels"]
+               "% outside kernels", "CMSIS-NN layers instr", "/ CMSIS-NN"]
     flags = [f"--rows {args.rows}", f"--m33-rows {args.m33_rows}"] + ([f"--only {args.only}"] if args.only else [])
     write_table("network_m4", columns, table, script="benchmarks/network_m4.py " + " ".join(flags),
-                align=[None, None] + ["right"] * 12, results_dir=None if args.no_write else Path(__file__).parent
+                align=[None, None] + ["right"] * 14, results_dir=None if args.no_write else Path(__file__).parent
                 / "results")
 
 

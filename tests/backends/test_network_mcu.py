@@ -165,9 +165,11 @@ def test_mlperf_tiny_models_on_the_cortex_m4_equal_tflite_micro(name, tmp_path):
     assert run.model_ram_bytes == result.output.ram_bytes <= MLPERF_ARENA[name] + 2048  # + im2col columns
     # predict() holds the scores on its stack (ad01: 640 of them)
     assert run.stack_bytes <= STACK_LIMIT["cortex-m4"] + result.output.n_scores
-    # constants: the weights (1 byte each, padded to words), biases and requantisation tables; then the code (the
-    # Cortex-M4's depthwise functions, one per layer); at most twice the .tflite file (issue 35)
-    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 32768
+    # constants: the weights (1 byte each, padded to words; a convolution's widened to 2), biases and
+    # requantisation tables; then the code (the Cortex-M4's functions, one per layer: a matrix product, or a
+    # depthwise convolution's two positions inside the input and its border); at most twice the .tflite file
+    # (issue 35)
+    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 40960
     assert run.model_flash_bytes <= 2 * len(data)
 
 

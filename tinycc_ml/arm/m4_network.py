@@ -3,20 +3,35 @@ connected layers on the DSP extension (SXTB16 widens two int8 lanes to int16, SM
 adds both products, SMLABB / SMLATT one lane each), each with TFLite's requantisation, output zero point and
 activation clamp in its epilogue; bit for bit the shared C's (codegen/c_network.py) and so tflite-micro's.
 
-Convolutions and fully connected layers are one matrix product (``mm8``): output channels x columns, a column
-the K = kh kw C_in int8 inputs of one output position (im2col), or the input itself where a column is already
-contiguous (a 1 x 1 stride-1 convolution, a fully connected layer). The weights are rearranged at compile
-time: rows padded to a multiple of 4 bytes (zero weights) and the rows of each pair of output channels
-interleaved word by word, so one pointer walks both; the input zero point is folded into the bias,
-bias' = bias - zx sum(w), so the inner loop multiplies the raw int8 inputs (taps in the padding are filled
-with zx in the column: their terms cancel, as TFLite skips them). Inner step, two columns by two channels,
-4 inputs deep: 2 LDR of inputs, 2 of weights, 8 SXTB16, 8 SMLAD for 16 multiply-accumulates. SXTB16 pairs
-bytes 0, 2 and bytes 1, 3 of a word; inputs and weights are both split so, so the products line up with no
-reordering.
+Convolutions and fully connected layers are one matrix product, one function per layer with its geometry in
+literals (``matrix_function``): output channels x columns, a column the K = kh kw C_in int8 inputs of one output
+position (im2col, two columns at a time), or the input itself where a column is already contiguous (a 1 x 1
+stride-1 convolution, a fully connected layer). The weights are rearranged at compile time: rows padded to a
+multiple of 4 bytes (zero weights), the rows of each group of output channels interleaved word by word, so
+one pointer walks them; the input zero point is folded into the bias, bias' = bias - zx sum(w), so the inner
+loop multiplies the raw int8 inputs (taps in the padding are filled with zx in the column: their terms
+cancel, as TFLite skips them). SXTB16 splits a word into bytes 0, 2 and bytes 1, 3; inputs and weights are
+both split so, so the products line up with no reordering. The inner loop is inline asm (GCC spilled a
+pointer in C), 4 steps per iteration:
 
-Depthwise convolutions (depth multiplier 1, channels a multiple of 4) walk 4 channels at a time over the
-window's taps inside the input (the range computed per output position: no test per tap), x - zx in two
-SSUB16, four SMLABB / SMLATT (one channel per lane product).
+- convolutions: two columns by two channels, the weights widened to int16 at compile time (a convolution's
+  weight is used at every output position: its unpacking leaves the inner loop for twice its flash): per
+  step 4 inputs deep, 2 LDR of inputs (the second column at an immediate offset), 4 SXTB16, 2 LDRD of
+  weights, 8 SMLAD for 16 multiply-accumulates;
+- fully connected layers with one row (each weight used once: int8, the flash of a model that is mostly
+  these): one column by four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights, 8 SXTB16, 8 SMLAD
+  for 16; with several rows, the convolutions' step on int8 weights.
+
+im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in
+words, the padding's taps filled with zx in words.
+
+Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
+time, weights widened to int16 (lanes channels 0, 2 and 1, 3, as SXTB16 splits the input word): positions
+whose window lies inside the input two at a time (each weight pair loaded once for both), the taps unrolled,
+the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); on a narrow
+layer a row's border columns likewise over their taps inside (a bias per column range); the other
+positions in an edge function over the taps inside the input (the range computed per position), x - zx in
+SSUB16.
 
 The kernels' functions are compiled at -O2 whatever the build's flags (``optimize`` attribute): at -Os GCC
 spills the inner loops' accumulators, about twice the instructions.
@@ -26,7 +41,10 @@ and the int8 range: checked per layer at compile time, else the shared C): gemml
 SaturatingRoundingDoublingHighMul(a, m) is (a m + 2^30) >> 31 for every a when m > 0 (both of its rounding
 cases agree on this form; its one saturating case needs m = INT32_MIN), which is SMMULR(2a, m) =
 (2a m + 2^31) >> 32; RoundingDivideByPOT(h, r) is (h + 2^(r-1) - [h < 0]) >> r for r > 0 (no overflow:
-|h| < 2^30).
+|h| < 2^30). Where the bounds allow (``fold_zero_point``) the output zero point joins the rounding nudge
+(((h + 2^(r-1) - [h < 0]) >> r) + zp = (h + (h >> 31) + 2^(r-1) + zp 2^r) >> r), and the clamp is SSAT to
+int8 (then the activation's bounds where narrower): per output LSL, SMMULR, two ADD, ASR, SSAT, STRB, the
+channel's constants loaded once for its two columns.
 """
 
 from __future__ import annotations
@@ -36,6 +54,7 @@ import numpy as np
 from tinycc_ml.target import Node, add_quantisation, layer_quantisation, window_of
 
 MAX_RIGHT_SHIFT = 31  # RoundingDivideByPOT's exponent range; beyond it the shared C (and TFLite) assert
+MAX_STRIDE = 4095  # bytes between two columns: the second's LDR offset (an immediate); beyond, one at a time
 
 
 def _helper(em, name: str, text: str) -> str:
@@ -43,51 +62,6 @@ def _helper(em, name: str, text: str) -> str:
     if symbol not in em.helpers:
         em.helpers[symbol] = text.replace("@", em.prefix + "_")
     return symbol
-
-
-def requant_helper(em) -> str:
-    return _helper(em, "m4_requant", """\
-static inline __attribute__((always_inline)) int8_t @m4_requant(int32_t acc, const int32_t *q, int32_t zp,
-                                                                int32_t lo, int32_t hi)
-{
-    /* q: the channel's multiplier, left shift + 1, right shift, 2^(right - 1), -1 when right > 0 (see
-     * channel_params): TFLite's MultiplyByQuantizedMultiplier, its high product on SMMULR */
-    int32_t high, v;
-    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << q[1])), "r"(q[0]));
-    v = ((high + q[3] + ((high >> 31) & q[4])) >> q[2]) + zp;
-    return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
-}
-""")
-
-
-def wide_requant_helper(em) -> str:
-    return _helper(em, "m4_requant_wide", """\
-static inline __attribute__((always_inline)) int8_t @m4_requant_wide(int32_t acc, const int32_t *q, int32_t zp,
-                                                                     int32_t lo, int32_t hi)
-{
-    /* m4_requant for any accumulator: the high product in int64, RoundingDivideByPOT as TFLite writes it */
-    const int32_t x = (int32_t)((uint32_t)acc << (q[1] - 1));
-    const int32_t high = (int32_t)(((int64_t)x * q[0] + ((int64_t)1 << 30)) >> 31);
-    const uint32_t mask = (1u << q[2]) - 1u;
-    const int32_t remainder = (int32_t)((uint32_t)high & mask);
-    const int32_t threshold = (int32_t)(mask >> 1) + (high < 0 ? 1 : 0);
-    const int32_t v = (high >> q[2]) + (remainder > threshold ? 1 : 0) + zp;
-    return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
-}
-""")
-
-
-def any_requant_helper(em) -> str:
-    fast, wide = requant_helper(em), wide_requant_helper(em)
-    return _helper(em, "m4_requant_any", f"""\
-static inline __attribute__((always_inline)) int8_t @m4_requant_any(int32_t acc, const int32_t *q, int32_t zp,
-                                                                    int32_t lo, int32_t hi)
-{{
-    /* q[5]: the channel's accumulator is not proven small (a bias near 2^30: a channel TFLite's converter
-     * left constant) */
-    return q[5] ? {wide}(acc, q, zp, lo, hi) : {fast}(acc, q, zp, lo, hi);
-}}
-""")
 
 
 def simd_helpers(em) -> tuple[str, str]:
@@ -111,165 +85,427 @@ static inline __attribute__((always_inline)) int32_t @m4_sxtb16_ror8(int32_t v)
     return rd, odd
 
 
-def mm8_helper(em, wide: bool = False) -> str:
-    """m4_mm8, or with ``wide`` m4_mm8_wide: its epilogue for layers where some channel's accumulator is not
-    proven small (those channels' flag, the others on SMMULR)."""
-    requant, (rd, odd) = any_requant_helper(em) if wide else requant_helper(em), simd_helpers(em)
-    name = "m4_mm8_wide" if wide else "m4_mm8"
-    return _helper(em, name, f"""\
-/* out[p * out_stride + o] for columns p < n_cols and channels o < out_c: a column is kw4 words of int8
- * inputs (col_stride bytes apart); w: per pair of channels, their rows' words interleaved; params: per
- * channel (an even count) bias - zx sum(w), multiplier, shift */
-__attribute__((optimize("O2"))) static void @{name}(const int8_t *cols, int32_t n_cols, int32_t col_stride,
-                                                     const int32_t *w, int32_t kw4,
-                    const int32_t *params, int32_t out_c, int8_t *out, int32_t out_stride, int32_t zp, int32_t lo,
-                    int32_t hi)
-{{
-    int32_t p = 0;
-    for (; p + 1 < n_cols; p += 2) {{
-        const int8_t *c0 = cols + p * col_stride, *c1 = c0 + col_stride;
-        int8_t *o0 = out + p * out_stride, *o1 = o0 + out_stride;
-        const int32_t *wp = w;
-        for (int32_t o = 0; o < out_c; o += 2) {{
-            const int32_t *q = params + {PARAMS} * o;
-            int32_t a00 = q[0], a01 = q[0], a10 = q[{PARAMS}], a11 = q[{PARAMS}];
-            const int8_t *x0 = c0, *x1 = c1;
-            for (int32_t j = 0; j < kw4; ++j) {{
-                const int32_t u = {rd}(x0), v = {rd}(x1);
-                const int32_t ue = __sxtb16(u), uo = {odd}(u), ve = __sxtb16(v), vo = {odd}(v);
-                const int32_t wa = wp[0], wb = wp[1];
-                const int32_t wae = __sxtb16(wa), wao = {odd}(wa);
-                const int32_t wbe = __sxtb16(wb), wbo = {odd}(wb);
-                x0 += 4;
-                x1 += 4;
-                wp += 2;
-                a00 = __smlad(wae, ue, a00);
-                a00 = __smlad(wao, uo, a00);
-                a01 = __smlad(wae, ve, a01);
-                a01 = __smlad(wao, vo, a01);
-                a10 = __smlad(wbe, ue, a10);
-                a10 = __smlad(wbo, uo, a10);
-                a11 = __smlad(wbe, ve, a11);
-                a11 = __smlad(wbo, vo, a11);
-            }}
-            o0[o] = {requant}(a00, q + 1, zp, lo, hi);
-            o1[o] = {requant}(a01, q + 1, zp, lo, hi);
-            if (o + 1 < out_c) {{
-                o0[o + 1] = {requant}(a10, q + {PARAMS} + 1, zp, lo, hi);
-                o1[o + 1] = {requant}(a11, q + {PARAMS} + 1, zp, lo, hi);
-            }}
-        }}
-    }}
-    if (p < n_cols) {{  /* a last odd column (a fully connected layer's only one): two channels at a time */
-        const int8_t *c0 = cols + p * col_stride;
-        int8_t *o0 = out + p * out_stride;
-        const int32_t *wp = w;
-        for (int32_t o = 0; o < out_c; o += 2) {{
-            const int32_t *q = params + {PARAMS} * o;
-            int32_t a0 = q[0], a1 = q[{PARAMS}];
-            const int8_t *x0 = c0;
-            for (int32_t j = 0; j < kw4; ++j) {{
-                const int32_t u = {rd}(x0);
-                const int32_t ue = __sxtb16(u), uo = {odd}(u);
-                const int32_t wa = wp[0], wb = wp[1];
-                x0 += 4;
-                wp += 2;
-                a0 = __smlad(__sxtb16(wa), ue, a0);
-                a0 = __smlad({odd}(wa), uo, a0);
-                a1 = __smlad(__sxtb16(wb), ue, a1);
-                a1 = __smlad({odd}(wb), uo, a1);
-            }}
-            o0[o] = {requant}(a0, q + 1, zp, lo, hi);
-            if (o + 1 < out_c)
-                o0[o + 1] = {requant}(a1, q + {PARAMS} + 1, zp, lo, hi);
-        }}
-    }}
-}}
+def _inside_range(n_out: int, n_in: int, k: int, s: int, d: int, p: int) -> tuple[int, int]:
+    """[lo, hi): the output positions whose window lies wholly inside the input (an empty range when none)."""
+    lo = -(-p // s)
+    hi = (n_in - 1 - (k - 1) * d + p) // s + 1
+    lo, hi = min(max(lo, 0), n_out), min(max(hi, 0), n_out)
+    return lo, max(lo, hi)
+
+
+def _tap_range(i0: int, n_in: int, k: int, d: int) -> tuple[int, int]:
+    """[k0, k1): the taps k of a window starting at input index i0 (dilation d) inside [0, n_in)."""
+    k0 = 0 if i0 >= 0 else (-i0 + d - 1) // d
+    k1 = 0 if n_in - i0 <= 0 else min(k, (n_in - i0 + d - 1) // d)
+    return k0, max(k0, k1)
+
+
+def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str,
+                       b_sym: str, mode: str, column_bias) -> str:
+    """A layer's depthwise convolution (multiplier 1) as its own functions, its geometry in literals, 4
+    channels at a time: positions whose window lies inside the input two at a time (each weight pair loaded
+    once for both), the taps unrolled, the input zero point folded into the bias (p_sym's); the others (the
+    border: b_sym's bias) over the taps inside the input, x - zx in SSUB16."""
+    rd, odd = simd_helpers(em)
+    (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
+    zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
+    C, T, P = channels, kh * kw, PARAMS
+    W, OW = win.width, win.out_width
+    symbol, edge = em.sym(f"m4_dw_{name}"), em.sym(f"m4_dw_{name}_edge")
+
+    def macs(acc: str, w_e: str, w_o: str, u: str) -> list[str]:
+        return [f"{acc}0 = __smlabb({w_e}, {u}e, {acc}0);", f"{acc}2 = __smlatt({w_e}, {u}e, {acc}2);",
+                f"{acc}1 = __smlabb({w_o}, {u}o, {acc}1);", f"{acc}3 = __smlatt({w_o}, {u}o, {acc}3);"]
+
+    def stores(accs: list[tuple[str, str]], indent: str) -> list[str]:
+        return _epilogue(em, q, mode, [(f"q + {k * P + 1}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
+                                        for k in range(4)], indent)
+
+    # the border: one position, the taps inside the input
+    lines = [
+        f"/* %{name}: depthwise {kh}x{kw}, {C} channels: a position whose window crosses the border */",
+        f'__attribute__((optimize("O2"), noinline)) static void {edge}(const int8_t *x, int8_t *out, int32_t oy, '
+        "int32_t ox)", "{",
+        f"    const int32_t iy0 = oy * {sy} - {py}, ix0 = ox * {sx} - {px};",
+        f"    const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
+        f"    const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
+        f"    const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
+        f"    const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
+        f"    const int32_t kx_end = {W} - ix0 <= 0 ? 0 : ({W} - ix0 + {dx - 1}) / {dx};",
+        f"    const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
+        f"    int8_t *o = out + (oy * {OW} + ox) * {C};",
+        f"    const int32_t *q = {p_sym}, *b = {b_sym}, *wg = {w_sym};",
+        f"    for (int32_t c = 0; c < {C}; c += 4, o += 4, q += {4 * P}, b += 4, wg += {2 * T}) {{",
+        "        int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];",
+        "        for (int32_t ky = ky0; ky < ky1; ++ky)",
+        "        for (int32_t kx = kx0; kx < kx1; ++kx) {",
+        f"            const int32_t u = {rd}(x + ((iy0 + ky * {dy}) * {W} + ix0 + kx * {dx}) * {C} + c);",
+        f"            const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
+        f"            const int32_t we = wg[2 * (ky * {kw} + kx)], wo = wg[2 * (ky * {kw} + kx) + 1];",
+        *("            " + m for m in macs("a", "we", "wo", "u")),
+        "        }",
+        *stores([("a", "o")], "        "),
+        "    }", "}", ""]
+    em.helpers[edge] = "\n".join(lines)
+
+    def inside(n: int, column: int | None = None) -> list[str]:
+        """n (1 or 2) positions from (oy, ox) whose windows lie inside the input; or with ``column`` the one
+        position ox = column of a row inside whose window crosses the left or right border: its taps inside
+        the input (a literal range), its bias the zero point's terms over them folded in (column_bias)."""
+        accs = "ab"[:n]
+        kx0, kx1 = (0, kw) if column is None else _tap_range(column * sx - px, W, kw, dx)
+        ix = f"ox * {sx} - {px}" if column is None else f"{column * sx - px + kx0 * dx}"
+        body = [f"const int8_t *xp = x + (iy0 * {W} + {ix}) * {C};",
+                f"int8_t *o = out + (oy * {OW} + {'ox' if column is None else column}) * {C};",
+                f"const int32_t *q = {p_sym}, *wg = {w_sym};"]
+        if column is None:
+            body += [f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {2 * T}) {{",
+                     "    " + " ".join(f"int32_t {a}0 = q[0], {a}1 = q[{P}], {a}2 = q[{2 * P}], {a}3 = q[{3 * P}];"
+                                       for a in accs)]
+        else:
+            body += [f"const int32_t *b = {column_bias(kx0, kx1)};",
+                     f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {2 * T}, b += 4) {{",
+                     "    int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];"]
+        for ky in range(kh):
+            for kx in range(kx0, kx1):
+                t = ky * kw + kx
+                off = (ky * dy * W + (kx - kx0) * dx) * C
+                body += ["    {", f"        const int32_t we = wg[{2 * t}], wo = wg[{2 * t + 1}];"]
+                for i, a in enumerate(accs):
+                    body += [f"        const int32_t {a}u = {rd}(xp + {off + i * sx * C});",
+                             f"        const int32_t {a}ue = __sxtb16({a}u), {a}uo = {odd}({a}u);",
+                             *("        " + m for m in macs(a, "we", "wo", f"{a}u"))]
+                body.append("    }")
+        body += stores([(a, "o" if i == 0 else f"(o + {C})") for i, a in enumerate(accs)], "    ")
+        body.append("}")
+        return body
+
+    (oy_lo, oy_hi), (ox_lo, ox_hi) = (_inside_range(win.out_height, win.height, kh, sy, dy, py),
+                                      _inside_range(OW, W, kw, sx, dx, px))
+    # a row's border columns unrolled too where they are a quarter of it or more (narrow layers: the code for
+    # little time otherwise), else the edge function
+    unrolled = 4 * (OW - (ox_hi - ox_lo)) >= OW
+
+    def border_column(column: int) -> list[str]:
+        if not unrolled:
+            return [f"        {edge}(x, out, oy, {column});"]
+        return ["        {", *("            " + line for line in inside(1, column)), "        }"]
+
+    lines = [
+        f"/* %{name}: depthwise {kh}x{kw}, {C} channels, 4 at a time (SMLABB / SMLATT, int16 weights) */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out)', "{",
+        f"    for (int32_t oy = 0; oy < {win.out_height}; ++oy) {{",
+        f"        const int32_t iy0 = oy * {sy} - {py};",
+        f"        if (oy < {oy_lo} || oy >= {oy_hi}) {{",
+        f"            for (int32_t ox = 0; ox < {OW}; ++ox)",
+        f"                {edge}(x, out, oy, ox);",
+        "            continue;",
+        "        }",
+        "        (void)iy0;",
+        *(line for column in range(ox_lo) for line in border_column(column)),
+        f"        int32_t ox = {ox_lo};",
+        f"        for (; ox + 1 < {ox_hi}; ox += 2) {{",
+        *("            " + line for line in inside(2)),
+        "        }",
+        *([f"        if (ox < {ox_hi}) {{",  # an odd count inside
+           *("            " + line for line in inside(1)),
+           "            ++ox;",
+           "        }"] if (ox_hi - ox_lo) % 2 else []),
+        *(line for column in range(ox_hi, OW) for line in border_column(column)),
+        "        (void)ox;",
+        "    }", "}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return symbol
+
+
+def depthwise_weights(W: np.ndarray) -> np.ndarray:
+    """Depthwise weights (channels x taps, int8) as the depthwise functions read them: per group of 4
+    channels, per tap, two words of int16 lanes: channels (0, 2), then (1, 3) (SXTB16's split of an input
+    word)."""
+    c, t = W.shape
+    r = W.astype(np.int16).reshape(c // 4, 4, t).transpose(0, 2, 1)  # groups, taps, 4 channels
+    lanes = np.ascontiguousarray(r[:, :, [0, 2, 1, 3]])
+    return lanes.view("<i4").reshape(-1)
+
+
+# ---------------------------------------------------------------- a layer's matrix product
+
+
+def rq_helper(em, wide: bool) -> str:
+    """m4_rq (or m4_rq_wide): a channel's requantisation from its constants in registers, before the output
+    zero point and the clamp: TFLite's MultiplyByQuantizedMultiplier with its high product on SMMULR (the
+    module's docstring), or for any accumulator the high product in int64 and RoundingDivideByPOT as TFLite
+    writes it."""
+    if not wide:
+        return _helper(em, "m4_rq", """\
+static inline __attribute__((always_inline)) int32_t @m4_rq(int32_t acc, int32_t m, int32_t sl, int32_t r,
+                                                            int32_t nudge, int32_t negmask)
+{
+    int32_t high;
+    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
+    return (high + nudge + ((high >> 31) & negmask)) >> r;
+}
+""")
+    return _helper(em, "m4_rq_wide", """\
+static inline __attribute__((always_inline)) int32_t @m4_rq_wide(int32_t acc, int32_t m, int32_t sl, int32_t r)
+{
+    const int32_t x = (int32_t)((uint32_t)acc << (sl - 1));
+    const int32_t high = (int32_t)(((int64_t)x * m + ((int64_t)1 << 30)) >> 31);
+    const uint32_t mask = (1u << r) - 1u;
+    const int32_t remainder = (int32_t)((uint32_t)high & mask);
+    const int32_t threshold = (int32_t)(mask >> 1) + (high < 0 ? 1 : 0);
+    return (high >> r) + (remainder > threshold ? 1 : 0);
+}
 """)
 
 
-def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str) -> str:
-    """A layer's depthwise convolution (multiplier 1) as its own function, its geometry in literals: 4 channels
-    at a time over the window's taps inside the input (their range per output position), the taps of a window
-    wholly inside unrolled."""
-    requant, (rd, odd) = requant_helper(em), simd_helpers(em)
-    (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
-    zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
+def rqz_helper(em) -> str:
+    return _helper(em, "m4_rqz", """\
+static inline __attribute__((always_inline)) int32_t @m4_rqz(int32_t acc, int32_t m, int32_t sl, int32_t r,
+                                                             int32_t nudge)
+{
+    /* m4_rq with the output zero point: nudge = 2^(r-1) + zp 2^r, r > 0 (see fold_zero_point) */
+    int32_t high;
+    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
+    return (high + (high >> 31) + nudge) >> r;
+}
+""")
 
-    def tap(ky: str, kx: str) -> list[str]:
-        at = f"((iy0 + {ky} * {dy}) * {win.width} + ix0 + {kx} * {dx}) * {channels} + c"
-        return [f"const int32_t u = {rd}(x + {at});",
-                f"const int32_t v = {rd}(w + ({ky} * {kw} + {kx}) * {channels} + c);",
-                f"const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
-                f"const int32_t ve = __sxtb16(v), vo = {odd}(v);",
-                "a0 = __smlabb(ve, ue, a0);", "a2 = __smlatt(ve, ue, a2);",
-                "a1 = __smlabb(vo, uo, a1);", "a3 = __smlatt(vo, uo, a3);"]
 
-    symbol = em.sym(f"m4_dw_{name}")
-    lines = [
-        f"/* %{name}: depthwise {kh}x{kw}, {channels} channels, 4 at a time (SMLABB / SMLATT on x - zx) */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out)', "{",
-        f"    const int8_t *w = {w_sym};",
-        f"    for (int32_t oy = 0; oy < {win.out_height}; ++oy) {{",
-        f"        const int32_t iy0 = oy * {sy} - {py};",
-        f"        const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
-        f"        const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
-        f"        const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
-        f"        for (int32_t ox = 0; ox < {win.out_width}; ++ox) {{",
-        f"            const int32_t ix0 = ox * {sx} - {px};",
-        f"            const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
-        f"            const int32_t kx_end = {win.width} - ix0 <= 0 ? 0 : ({win.width} - ix0 + {dx - 1}) / {dx};",
-        f"            const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
-        f"            const int inside = ky0 == 0 && ky1 == {kh} && kx0 == 0 && kx1 == {kw};",
-        f"            int8_t *o = out + (oy * {win.out_width} + ox) * {channels};",
-        f"            for (int32_t c = 0; c < {channels}; c += 4) {{",
-        f"                const int32_t *q = {p_sym} + {PARAMS} * c;",
-        f"                int32_t a0 = q[0], a1 = q[{PARAMS}], a2 = q[{2 * PARAMS}], a3 = q[{3 * PARAMS}];",
-        "                if (inside) {",
-        f"                    _Pragma(\"GCC unroll {kh}\") for (int32_t ky = 0; ky < {kh}; ++ky)",
-        f"                    _Pragma(\"GCC unroll {kw}\") for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-        *("                        " + line for line in tap("ky", "kx")),
-        "                    }",
-        "                } else {",
-        "                    for (int32_t ky = ky0; ky < ky1; ++ky)",
-        "                    for (int32_t kx = kx0; kx < kx1; ++kx) {",
-        *("                        " + line for line in tap("ky", "kx")),
-        "                    }",
-        "                }",
-        f"                o[c] = {requant}(a0, q + 1, {q.output_zero_point}, {q.lo}, {q.hi});",
-        f"                o[c + 1] = {requant}(a1, q + {PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
-        f"                o[c + 2] = {requant}(a2, q + {2 * PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
-        f"                o[c + 3] = {requant}(a3, q + {3 * PARAMS + 1}, {q.output_zero_point}, {q.lo}, {q.hi});",
-        "            }", "        }", "    }", "}", ""]
+def _clamp(v: str, zp: int, lo: int, hi: int) -> str:
+    """int8 of ``v`` + zp clamped to [lo, hi] (literals): SSAT to int8, then the activation's bounds."""
+    e = f"__ssat({v} + {zp}, 8)"
+    if lo > -128:
+        e = f"@max({e}, {lo})"
+    if hi < 127:
+        e = f"@min({e}, {hi})"
+    return e
+
+
+def minmax_helpers(em) -> None:
+    _helper(em, "max", "static inline __attribute__((always_inline)) int32_t @max(int32_t a, int32_t b) "
+            "{ return a > b ? a : b; }\n")
+    _helper(em, "min", "static inline __attribute__((always_inline)) int32_t @min(int32_t a, int32_t b) "
+            "{ return a < b ? a : b; }\n")
+
+
+def _epilogue(em, q, mode: str, channels: list[tuple[str, str, str]], indent: str) -> list[str]:
+    """Stores of requantised accumulators: ``channels`` as (params pointer expression, accumulator, destination)
+    groups sharing a channel's constants, each (param expr, [(acc, dst), ...]). ``mode``: "wide" (some
+    channel's accumulator not proven small: its flag picks the int64 form), "fold" (the output zero point in
+    the rounding nudge: m4_rqz) or "plain"."""
+    minmax_helpers(em)
+    wide = mode == "wide"
+    fast = rq_helper(em, False)
+    slow = rq_helper(em, True) if wide else None
+    lines = []
+    if mode == "fold":
+        fold = rqz_helper(em)
+        for pq, pairs in channels:
+            lines += [f"{indent}{{", f"{indent}    const int32_t *cq = {pq};",
+                      f"{indent}    const int32_t m = cq[0], sl = cq[1], r = cq[2], nu = cq[3];"]
+            lines += [f"{indent}    {dst} = (int8_t){_clamp(f'{fold}({acc}, m, sl, r, nu)', 0, q.lo, q.hi)};"
+                      for acc, dst in pairs]
+            lines.append(f"{indent}}}")
+        return [line.replace("@", em.prefix + "_") for line in lines]
+    for pq, pairs in channels:
+        lines.append(f"{indent}{{")
+        lines.append(f"{indent}    const int32_t *cq = {pq};")
+        lines.append(f"{indent}    const int32_t m = cq[0], sl = cq[1], r = cq[2], nu = cq[3], nm = cq[4];")
+        if wide:
+            lines.append(f"{indent}    const int32_t big = cq[5];")
+        for acc, dst in pairs:
+            v = f"{fast}({acc}, m, sl, r, nu, nm)"
+            if wide:
+                v = f"(big ? {slow}({acc}, m, sl, r) : {v})"
+            lines.append(f"{indent}    {dst} = (int8_t){_clamp(v, q.output_zero_point, q.lo, q.hi)};")
+        lines.append(f"{indent}}}")
+    return [line.replace("@", em.prefix + "_") for line in lines]
+
+
+def _asm_block(steps: list[str], iters: int, rem: int, operands: dict[str, str], indent: str) -> list[str]:
+    """An inline asm block: ``rem`` single steps, then ``iters`` times the unrolled ``steps`` (a loop on n)."""
+    body = []
+    step = steps[0]
+    for _ in range(rem):
+        body += step.split("\n")
+    if iters:
+        if iters > 1:
+            body.append("1:")
+        for s in steps:
+            body += s.split("\n")
+        if iters > 1:
+            body += ["subs %[n], %[n], #1", "bne 1b"]
+    outs = ", ".join(f'[{k}] "{c}"({k})' for k, c in operands.items() if k != "n" or iters > 1)
+    text = [f'{indent}    "{line}\\n"' for line in body]
+    return [f"{indent}__asm__(", *text, f"{indent}    : {outs}", f'{indent}    : : "cc", "memory");']
+
+
+def _step_2x2(stride: int, w16: bool) -> str:
+    """One step 4 inputs deep of two columns (x, x + stride) by two channels."""
+    load = ["ldr %[v], [%[x], #" + str(stride) + "]", "ldr %[u], [%[x]], #4",
+            "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8", "sxtb16 %[ve], %[v]", "sxtb16 %[v], %[v], ror #8"]
+    if w16:
+        mac = []
+        for a, b in (("a00", "a01"), ("a10", "a11")):
+            mac += ["ldrd %[w0], %[w1], [%[wp]], #8",
+                    f"smlad %[{a}], %[w0], %[ue], %[{a}]", f"smlad %[{b}], %[w0], %[ve], %[{b}]",
+                    f"smlad %[{a}], %[w1], %[u], %[{a}]", f"smlad %[{b}], %[w1], %[v], %[{b}]"]
+    else:
+        mac = []
+        for a, b in (("a00", "a01"), ("a10", "a11")):
+            mac += ["ldr %[w1], [%[wp]], #4", "sxtb16 %[w0], %[w1]", "sxtb16 %[w1], %[w1], ror #8",
+                    f"smlad %[{a}], %[w0], %[ue], %[{a}]", f"smlad %[{b}], %[w0], %[ve], %[{b}]",
+                    f"smlad %[{a}], %[w1], %[u], %[{a}]", f"smlad %[{b}], %[w1], %[v], %[{b}]"]
+    return "\n".join(load + mac)
+
+
+def _step_1x4() -> str:
+    """One step 4 inputs deep of one column by four channels (int8 weights, the four words in one LDM into
+    w0..w3, registers fixed in ascending order; each word's even bytes into the previous word's register)."""
+    lines = ["ldr %[u], [%[x]], #4", "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8",
+             "ldm %[wp]!, {%[w0], %[w1], %[w2], %[w3]}"]
+    spare = {"w0": "t", "w1": "w0", "w2": "w1", "w3": "w2"}
+    for k, w in enumerate(("w0", "w1", "w2", "w3")):
+        e = spare[w]
+        lines += [f"sxtb16 %[{e}], %[{w}]", f"sxtb16 %[{w}], %[{w}], ror #8",
+                  f"smlad %[a{k}], %[{e}], %[ue], %[a{k}]", f"smlad %[a{k}], %[{w}], %[u], %[a{k}]"]
+    return "\n".join(lines)
+
+
+def _split(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
+    """(steps per loop iteration, iterations, single steps before the loop) for kw4 steps."""
+    u = min(unroll, kw4)
+    return u, kw4 // u, kw4 % u
+
+
+def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: int, out_c: int, stride: int,
+                    mode: str, odd: bool = True) -> str:
+    """A layer's matrix product as its own function (geometry and output constants in literals):
+    ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
+    kind "2x2" (weights words per pair of channels, int8 or with "2x2w16" int16 lanes) or "1x4" (one column,
+    words per four channels); ``odd``: whether a call may have an odd column count (a last column's code)."""
+    symbol = em.sym(f"m4_mm_{name}")
+    P = PARAMS
+    weights = "int16" if kind == "2x2w16" else "int8"
+    lines = [f"/* %{name}: {out_c} channels x columns of {4 * kw4} int8 inputs, {kind} ({weights} weights) */",
+             f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *cols, int32_t n_cols, int8_t *out)',
+             "{"]
+    per, iters, rem = _split(kw4)
+    if kind == "1x4":
+        group = -(-out_c // 4) * 4
+        lines += [
+            "    for (int32_t p = 0; p < n_cols; ++p) {",
+            f"        const int8_t *c0 = cols + p * {stride};",
+            f"        int8_t *o0 = out + p * {out_c};",
+            f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
+            f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}) {{",
+            f"            int32_t a0 = q[0], a1 = q[{P}], a2 = q[{2 * P}], a3 = q[{3 * P}];",
+            "            const int8_t *x = c0;",
+            f"            int32_t n = {iters}, u, ue, t;",
+            '            register int32_t w0 __asm__("r8"), w1 __asm__("r9"), w2 __asm__("r10"), w3 __asm__("r11");']
+        ops = {k: "+r" for k in ("a0", "a1", "a2", "a3", "x", "wp", "n")}
+        ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "w2", "w3", "t")})
+        lines += _asm_block([_step_1x4()] * per, iters, rem, ops, "            ")
+        lines.append("            (void)n;")
+        for k in range(4):
+            lines.append(f"            if (o + {k} < {out_c}) {{")
+            lines += _epilogue(em, q, mode, [(f"q + {k * P + 1}", [(f"a{k}", f"o0[o + {k}]")])], "                ")
+            lines.append("            }")
+        lines += ["        }", "    }", "}", ""]
+    else:
+        w16 = kind == "2x2w16"
+        step = _step_2x2(stride, w16)
+        start = len(lines)
+        lines += [
+            "    int32_t p = 0;",
+            "    for (; p + 1 < n_cols; p += 2) {",
+            f"        const int8_t *c0 = cols + p * {stride};",
+            f"        int8_t *o0 = out + p * {out_c};",
+            f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
+            f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
+            f"            int32_t a00 = q[0], a01 = q[0], a10 = q[{P}], a11 = q[{P}];",
+            "            const int8_t *x = c0;",
+            f"            int32_t n = {iters}, u, v, ue, ve, w0, w1;"]
+        ops = {k: "+r" for k in ("a00", "a01", "a10", "a11", "x", "wp", "n")}
+        ops.update({k: "=&r" for k in ("u", "v", "ue", "ve", "w0", "w1")})
+        lines += _asm_block([step] * per, iters, rem, ops, "            ")
+        lines.append("            (void)n;")
+        lines += _epilogue(em, q, mode, [("q + 1", [("a00", "o0[o]"), ("a01", f"o0[o + {out_c}]")])],
+                           "            ")
+        lines.append(f"            if (o + 1 < {out_c}) {{")
+        lines += _epilogue(em, q, mode, [(f"q + {P + 1}", [("a10", "o0[o + 1]"), ("a11", f"o0[o + {out_c + 1}]")])],
+                           "                ")
+        lines += ["            }", "        }", "    }"]
+        if stride > MAX_STRIDE:  # the second column beyond an LDR offset: every column one at a time in C
+            lines[start:] = ["    int32_t p = 0;"]
+            odd = True
+        # a last odd column: the same words in C
+        words = 4 if w16 else 2
+        tail = [
+            "    for (; p < n_cols; ++p) {",
+            f"        const int8_t *x = cols + p * {stride};",
+            f"        int8_t *o0 = out + p * {out_c};",
+            f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
+            f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
+            f"            int32_t a0 = q[0], a1 = q[{P}];",
+            f"            for (int32_t j = 0; j < {kw4}; ++j, wp += {words}) {{",
+            f"                const int32_t xu = {simd_helpers(em)[0]}(x + 4 * j);",
+            f"                const int32_t ue = __sxtb16(xu), uo = {simd_helpers(em)[1]}(xu);"]
+        if w16:
+            tail += ["                a0 = __smlad(wp[0], ue, a0);", "                a0 = __smlad(wp[1], uo, a0);",
+                      "                a1 = __smlad(wp[2], ue, a1);", "                a1 = __smlad(wp[3], uo, a1);"]
+        else:
+            tail += ["                a0 = __smlad(__sxtb16(wp[0]), ue, a0);",
+                      f"                a0 = __smlad({simd_helpers(em)[1]}(wp[0]), uo, a0);",
+                      "                a1 = __smlad(__sxtb16(wp[1]), ue, a1);",
+                      f"                a1 = __smlad({simd_helpers(em)[1]}(wp[1]), uo, a1);"]
+        tail.append("            }")
+        tail += _epilogue(em, q, mode, [("q + 1", [("a0", "o0[o]")])], "            ")
+        tail.append(f"            if (o + 1 < {out_c}) {{")
+        tail += _epilogue(em, q, mode, [(f"q + {P + 1}", [("a1", "o0[o + 1]")])], "                ")
+        tail += ["            }", "        }", "    }"]
+        lines += tail if odd else []
+        lines += ["}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return symbol
+
+
+def arranged_rows(W: np.ndarray, group: int, w16: bool) -> tuple[np.ndarray, int]:
+    """int8 rows (out_c x K) as a matrix function reads them: K padded to a multiple of 4 with zeros, the
+    channel count to a multiple of ``group`` with zero rows, per group of channels and per 4 inputs j their
+    words in channel order: with ``w16`` two int16 words per channel (inputs 4j, 4j + 2, then 4j + 1, 4j + 3:
+    SXTB16's two splits of the input word), else the int8 word. Returns (int32 words, K / 4)."""
+    out_c, k = W.shape
+    kp = -(-k // 4) * 4
+    n = -(-out_c // group) * group
+    rows = np.zeros((n, kp), np.int8)
+    rows[:out_c, :k] = W
+    if not w16:
+        words = rows.view("<i4").reshape(n // group, group, kp // 4).transpose(0, 2, 1).reshape(-1)
+        return words, kp // 4
+    r = rows.reshape(n, kp // 4, 4).astype(np.int16)
+    halves = np.stack([r[:, :, [0, 2]], r[:, :, [1, 3]]], axis=2)  # n, kp/4, 2 words, 2 lanes
+    words = np.ascontiguousarray(halves).view("<i4").reshape(n, kp // 4, 2)
+    words = words.reshape(n // group, group, kp // 4, 2).transpose(0, 2, 1, 3).reshape(-1)
+    return words, kp // 4
 
 
 # ---------------------------------------------------------------- compile-time arrangement
 
 
-def paired_rows(W: np.ndarray) -> tuple[np.ndarray, int]:
-    """int8 rows (out_c x K) as the words mm8 reads: K padded to a multiple of 4 with zeros, the channel count
-    to an even one with a zero row, each pair's rows interleaved word by word. Returns (int32 words, K / 4)."""
-    out_c, k = W.shape
-    kp = -(-k // 4) * 4
-    rows = np.zeros((out_c + out_c % 2, kp), np.int8)
-    rows[:out_c, :k] = W
-    words = rows.view("<i4").reshape(-1, 2, kp // 4).transpose(0, 2, 1).reshape(-1)
-    return words, kp // 4
-
-
-# int32 words per channel: bias, multiplier, left shift + 1, right shift, 2^(right-1), -[right > 0], and 1 when
-# its accumulator is not proven small (m4_requant_any)
+# int32 words per channel: bias, multiplier, left shift + 1, right shift, 2^(right-1) (+ zp 2^right when the
+# zero point is folded), -[right > 0], and 1 when its accumulator is not proven small (m4_rq_wide)
 PARAMS = 7
 SMALL_ACC = 1 << 30  # |acc| 2^left below this: the SMMULR form is exact
 
 
-def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, pad_even: bool,
-                   wide: np.ndarray | None = None) -> np.ndarray:
-    """Per channel the PARAMS words m4_requant reads; an even channel count when ``pad_even`` (zeros);
-    ``wide``: the channels whose accumulators are not proven small."""
-    n = len(bias) + (len(bias) % 2 if pad_even else 0)
+def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, group: int,
+                   wide: np.ndarray | None = None, fold_zp: int | None = None) -> np.ndarray:
+    """Per channel the PARAMS words the epilogues read; the channel count padded to a multiple of ``group``
+    (zeros); ``wide``: the channels whose accumulators are not proven small; ``fold_zp``: the output zero
+    point folded into the nudge (2^(r-1) + zp 2^r, m4_rqz; see fold_zero_point)."""
+    n = -(-len(bias) // group) * group
     params = np.zeros((n, PARAMS), np.int64)
     left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
     params[:len(bias), 0] = bias
@@ -277,17 +513,36 @@ def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, pad_ev
     params[:len(bias), 2] = left + 1
     params[:len(bias), 3] = right
     params[:len(bias), 4] = np.where(right > 0, np.left_shift(1, np.maximum(right - 1, 0)), 0)
+    if fold_zp is not None:
+        params[:len(bias), 4] += np.left_shift(np.int64(fold_zp), right)
     params[:len(bias), 5] = np.where(right > 0, -1, 0)
     params[:len(bias), 6] = 0 if wide is None else wide
     params[:, 0] = (params[:, 0] + (1 << 31)) % (1 << 32) - (1 << 31)  # int32 arithmetic wraps
     return params.astype(np.int32).reshape(-1)
 
 
+def accumulator_bound(bias: np.ndarray, W: np.ndarray, x_reach: int) -> np.ndarray:
+    """Per channel a bound of |acc|: |bias| + x_reach sum |w| (x_reach: the largest |input| the sum
+    multiplies)."""
+    return np.abs(bias.astype(np.int64)) + x_reach * np.abs(W.astype(np.int64)).sum(axis=1)
+
+
 def small_accumulators(bias: np.ndarray, W: np.ndarray, x_reach: int, shift: np.ndarray) -> np.ndarray:
-    """Per channel whether |acc| 2^left stays below SMALL_ACC: |bias| + x_reach sum |w| bounds |acc|
-    (x_reach: the largest |input| the sum multiplies)."""
-    bound = np.abs(bias.astype(np.int64)) + x_reach * np.abs(W.astype(np.int64)).sum(axis=1)
-    return bound * (1 << np.maximum(shift, 0).astype(np.int64)) < SMALL_ACC
+    """Per channel whether |acc| 2^left stays below SMALL_ACC (accumulator_bound)."""
+    return accumulator_bound(bias, W, x_reach) * (1 << np.maximum(shift, 0).astype(np.int64)) < SMALL_ACC
+
+
+def fold_zero_point(bound: np.ndarray, mult: np.ndarray, shift: np.ndarray, zp: int) -> bool:
+    """Whether every channel's requantisation may take the output zero point inside its rounding shift:
+    ((h + 2^(r-1) - [h < 0]) >> r) + zp = (h + (h >> 31) + 2^(r-1) + zp 2^r) >> r (adding a multiple of 2^r
+    commutes with the floor) when r > 0 and the sum stays in int32: |h| <= (|acc| 2^left m >> 31) + 1 from
+    the accumulators' bounds (already proven small)."""
+    left = np.maximum(shift, 0).astype(np.int64)
+    right = np.maximum(-shift, 0).astype(np.int64)
+    if not np.all(right > 0) or np.any(right > 23):
+        return False
+    high = ((bound.astype(np.int64) << left) * mult.astype(np.int64) >> 31) + 1
+    return bool(np.all(high + 1 + (1 << (right - 1)) + abs(zp) * (1 << right) < (1 << 31)))
 
 
 def _shifts_ok(q) -> bool:
@@ -299,25 +554,26 @@ def _computed_input(em, node: Node) -> bool:
         em.graph.op(i) == "const" for i in node.inputs[1:])
 
 
-def _matrix_constants(em, node: Node, W: np.ndarray, q) -> tuple[str, str, int, bool]:
-    """The flash arrays of a layer's rearranged weights and channel parameters (bias' = bias - zx sum(w)):
-    (weights symbol, params symbol, K / 4, whether an accumulator may be too large for the SMMULR epilogue)."""
+def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, odd: bool) -> str:
+    """A layer's matrix function (``matrix_function``) and the flash arrays it reads: its rearranged weights
+    and channel parameters (bias' = bias - zx sum(w); the wide epilogue where an accumulator may be too large
+    for the SMMULR one)."""
     bias = np.asarray(em.graph.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
     folded = bias - q.input_zero_point * W.astype(np.int64).sum(axis=1)
     small = small_accumulators(folded, W, 128, q.shifts)
-    words, kw4 = paired_rows(W)
+    group = 4 if kind == "1x4" else 2
+    words, kw4 = arranged_rows(W, group, kind == "2x2w16")
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), words, "int32_t",
-                               f"%{node.name}: {W.shape[0]}x{W.shape[1]} int8 weights, rows padded to words, "
-                               "pairs of rows interleaved")
-    params = channel_params(folded, q.multipliers, q.shifts, True, ~small)
+                               f"%{node.name}: {W.shape[0]}x{W.shape[1]} int8 weights"
+                               f"{' widened to int16' if kind == '2x2w16' else ''}, rows padded to words, "
+                               f"groups of {group} rows interleaved")
+    fold = small.all() and fold_zero_point(accumulator_bound(folded, W, 128), q.multipliers, q.shifts,
+                                           q.output_zero_point)
+    params = channel_params(folded, q.multipliers, q.shifts, group, ~small, q.output_zero_point if fold else None)
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params, "int32_t",
-                               f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_requant)")
-    return w_sym, p_sym, kw4, not small.all()
-
-
-def _mm_call(em, q, cols: str, n_cols, col_stride, w_sym, kw4, p_sym, out_c, out: str, wide: bool) -> str:
-    return (f"{mm8_helper(em, wide)}({cols}, {n_cols}, {col_stride}, {w_sym}, {kw4}, {p_sym}, {out_c}, {out}, {out_c}, "
-            f"{q.output_zero_point}, {q.lo}, {q.hi});")
+                               f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
+    mode = "fold" if fold else "plain" if small.all() else "wide"
+    return matrix_function(em, node.name, q, kind, w_sym, p_sym, kw4, W.shape[0], stride, mode, odd)
 
 
 # ---------------------------------------------------------------- the kernels
@@ -330,10 +586,11 @@ def fully_connected(em, node: Node) -> list[str] | None:
     q = layer_quantisation(g, node, out_c)
     if not _computed_input(em, node) or depth % 4 or not _shifts_ok(q):
         return None
-    W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
-    w_sym, p_sym, kw4, wide = _matrix_constants(em, node, W, q)
     rows = g.type(x_name).size // depth
-    return [_mm_call(em, q, em.var(x_name), rows, depth, w_sym, kw4, p_sym, out_c, em.var(node.name), wide)]
+    W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
+    # one row (a weight used once: int8, four channels per input word); several: two by two
+    function = _matrix_function(em, node, W, q, "1x4" if rows == 1 else "2x2", depth, rows % 2 == 1)
+    return [f"{function}({em.var(x_name)}, {rows}, {em.var(node.name)});"]
 
 
 def conv2d(em, node: Node) -> list[str] | None:
@@ -346,46 +603,100 @@ def conv2d(em, node: Node) -> list[str] | None:
         return None
     win = window_of(g, node, (kh, kw))
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, kh * kw * in_c)
-    w_sym, p_sym, kw4, wide = _matrix_constants(em, node, W, q)
     positions = win.out_height * win.out_width
     xs, out = em.var(x_name), em.var(node.name)
     pointwise = (kh, kw) == (1, 1) and win.stride == (1, 1) and win.pad == (0, 0)
-    if pointwise and in_c % 4 == 0:  # each position's inputs are already a column
-        return [_mm_call(em, q, xs, positions, in_c, w_sym, kw4, p_sym, out_c, out, wide)]
+    in_place = pointwise and in_c % 4 == 0  # each position's inputs are already a column
+    kp = -(-kh * kw * in_c // 4) * 4
+    stride = in_c if in_place else kp
+    # the weights widened to int16 (each is used once per output position: no unpacking in the inner loop)
+    function = _matrix_function(em, node, W, q, "2x2w16", stride, positions % 2 == 1)
+    if in_place:
+        return [f"{function}({xs}, {positions}, {out});"]
     # im2col: two columns at a time in a static buffer, the padding's taps holding zx
-    kp = 4 * kw4
+    kw4 = kp // 4
     col = em.sym("m4_col")
     em.scratch(col, "uint32_t", 2 * kw4)  # words: the columns stay aligned
-    zx = q.input_zero_point
-    copy = ([f"for (int32_t c = 0; c < {in_c}; c += 4) {{ const int32_t v = {simd_helpers(em)[0]}(src + c); "
-             "__builtin_memcpy(dst + c, &v, 4); }"] if in_c % 4 == 0 else
-            [f"for (int32_t c = 0; c < {in_c}; ++c) dst[c] = src[c];"])
+    fill = im2col_function(em, node.name, win, kh, kw, in_c, kp, q.input_zero_point)
     return ["{",
             f"    int8_t *col = (int8_t *){col};",
             f"    for (int32_t i = {kh * kw * in_c}; i < {2 * kp}; ++i) col[i] = 0;  /* rows padded to words */",
             f"    for (int32_t p = 0; p < {positions}; p += 2) {{",
             f"        const int32_t n = p + 1 < {positions} ? 2 : 1;",
-            "        for (int32_t k = 0; k < n; ++k) {",
-            f"            const int32_t oy = (p + k) / {win.out_width}, ox = (p + k) % {win.out_width};",
-            f"            int8_t *dst = col + k * {kp};",
-            f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-            f"                const int32_t iy = oy * {win.stride[0]} - {win.pad[0]} + ky * {win.dilation[0]};",
-            f"                for (int32_t kx = 0; kx < {kw}; ++kx, dst += {in_c}) {{",
-            f"                    const int32_t ix = ox * {win.stride[1]} - {win.pad[1]} + kx * {win.dilation[1]};",
-            f"                    if (iy < 0 || iy >= {win.height} || ix < 0 || ix >= {win.width}) {{",
-            f"                        for (int32_t c = 0; c < {in_c}; ++c) dst[c] = {zx};",
-            "                        continue;",
-            "                    }",
-            "                    {",
-            f"                        const int8_t *src = {xs} + (iy * {win.width} + ix) * {in_c};",
-            *("                        " + line for line in copy),
-            "                    }",
-            "                }",
-            "            }",
-            "        }",
-            "        " + _mm_call(em, q, "col", "n", kp, w_sym, kw4, p_sym, out_c, f"{out} + p * {out_c}", wide),
+            f"        {fill}({xs}, col, p, n);",
+            f"        {function}(col, n, {out} + p * {out_c});",
             "    }",
             "}"]
+
+
+def _copy_bytes(em, dst: str, src: str, n: int) -> list[str]:
+    """C statements copying n (a literal) bytes: unaligned words (one LDR and one STR each), then bytes."""
+    rd = simd_helpers(em)[0]
+    words, tail = divmod(n, 4)
+    if words <= 16:
+        lines = [f"{{ const int32_t v = {rd}({src} + {4 * i}); __builtin_memcpy({dst} + {4 * i}, &v, 4); }}"
+                 for i in range(words)]
+    else:
+        lines = [f"for (int32_t i = 0; i < {4 * words}; i += 4) {{ const int32_t v = {rd}({src} + i); "
+                 f"__builtin_memcpy({dst} + i, &v, 4); }}"]
+    return lines + [f"{dst}[{4 * words + i}] = {src}[{4 * words + i}];" for i in range(tail)]
+
+
+def _fill_bytes(dst: str, value: int, n: int) -> list[str]:
+    """C statements setting n (a literal) bytes to value: words, then bytes."""
+    word = ((value & 0xFF) * 0x01010101 + (1 << 31)) % (1 << 32) - (1 << 31)
+    words, tail = divmod(n, 4)
+    lines = ([f"for (int32_t i = 0; i < {4 * words}; i += 4) {{ const int32_t v = {word}; "
+              f"__builtin_memcpy({dst} + i, &v, 4); }}"] if words else [])
+    return lines + [f"{dst}[{4 * words + i}] = {value};" for i in range(tail)]
+
+
+def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx: int) -> str:
+    """A layer's im2col as its own function: the n (1 or 2) columns of positions p.. into col (kp bytes
+    apart), the taps in the padding holding zx; a window row inside the input copied whole (its taps are
+    contiguous when the dilation across is 1)."""
+    symbol = em.sym(f"m4_im2col_{name}")
+    (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
+    H, W, OW = win.height, win.width, win.out_width
+    row = kw * in_c
+    whole = (_copy_bytes(em, "dst", "src", row) if dx == 1 else
+             [line for kx in range(kw) for line in _copy_bytes(em, f"(dst + {kx * in_c})",
+                                                                 f"(src + {kx * dx * in_c})", in_c)])
+    lines = [
+        f"/* %{name}: im2col, {kh}x{kw} windows of {in_c} channels */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *col, int32_t p, '
+        "int32_t n)", "{",
+        "    for (int32_t k = 0; k < n; ++k) {",
+        f"        const int32_t oy = (p + k) / {OW}, ox = (p + k) % {OW};",
+        f"        const int32_t ix0 = ox * {sx} - {px};",
+        f"        const int inside = ix0 >= 0 && ix0 + {(kw - 1) * dx} < {W};",
+        f"        int8_t *dst = col + k * {kp};",
+        f"        for (int32_t ky = 0; ky < {kh}; ++ky, dst += {row}) {{",
+        f"            const int32_t iy = oy * {sy} - {py} + ky * {dy};",
+        f"            if (iy < 0 || iy >= {H}) {{",
+        *("                " + line for line in _fill_bytes("dst", zx, row)),
+        "                continue;",
+        "            }",
+        "            if (inside) {",
+        f"                const int8_t *src = x + (iy * {W} + ix0) * {in_c};",
+        *("                " + line for line in whole),
+        "                continue;",
+        "            }",
+        f"            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+        f"                const int32_t ix = ix0 + kx * {dx};",
+        f"                int8_t *d = dst + kx * {in_c};",
+        f"                if (ix < 0 || ix >= {W}) {{",
+        *("                    " + line for line in _fill_bytes("d", zx, in_c)),
+        "                } else {",
+        f"                    const int8_t *src = x + (iy * {W} + ix) * {in_c};",
+        *("                    " + line for line in _copy_bytes(em, "d", "src", in_c)),
+        "                }",
+        "            }",
+        "        }",
+        "    }",
+        "}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return symbol
 
 
 def depthwise_conv2d(em, node: Node) -> list[str] | None:
@@ -402,9 +713,32 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(kh * kw, out_c).T
     if not small_accumulators(bias, W, 255, q.shifts).all():  # x - zx: up to 255 in magnitude
         return None
-    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), channel_params(bias, q.multipliers, q.shifts, False),
-                               "int32_t", f"%{node.name}: per channel bias, multiplier, shift (m4_requant)")
-    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, em.const_array(w_name), p_sym)
+    folded = bias - q.input_zero_point * W.astype(np.int64).sum(axis=1)  # a window wholly inside the input
+    fold = fold_zero_point(accumulator_bound(bias, W, 255), q.multipliers, q.shifts, q.output_zero_point)
+    mode = "fold" if fold else "plain"
+    params = channel_params(folded, q.multipliers, q.shifts, 1, None, q.output_zero_point if fold else None)
+    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params,
+                               "int32_t", f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
+    b_sym = em.add_const_array(em.sym(f"{node.name}_m4b"), bias.astype(np.int32), "int32_t",
+                               f"%{node.name}: per channel bias (a window crossing the border)")
+    w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W), "int32_t",
+                               f"%{node.name}: {kh}x{kw} weights of {out_c} channels widened to int16, per 4 "
+                               "channels and tap lanes (0, 2), (1, 3)")
+    column_biases: dict[tuple[int, int], str] = {}
+
+    def column_bias(kx0: int, kx1: int) -> str:
+        """The bias with the zero point's terms of the taps kx0 <= kx < kx1 (all rows) folded in (one array per
+        range: several columns may share one)."""
+        if (kx0, kx1) in column_biases:
+            return column_biases[kx0, kx1]
+        taps = [ky * kw + kx for ky in range(kh) for kx in range(kx0, kx1)]
+        values = bias - q.input_zero_point * W[:, taps].astype(np.int64).sum(axis=1)
+        column_biases[kx0, kx1] = em.add_const_array(
+            em.sym(f"{node.name}_m4b{kx0}_{kx1}"), values.astype(np.int32), "int32_t",
+            f"%{node.name}: per channel bias - zx sum(w) over the taps of columns {kx0}..{kx1 - 1}")
+        return column_biases[kx0, kx1]
+
+    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, p_sym, b_sym, mode, column_bias)
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
 
 
@@ -428,7 +762,7 @@ def scale_helper(em) -> str:
 static inline __attribute__((always_inline)) int32_t @m4_scale(int32_t acc, int32_t m, int32_t sl, int32_t r,
                                                                int32_t nudge, int32_t negmask)
 {
-    /* m4_requant's MultiplyByQuantizedMultiplier alone (the same proven-small accumulators) */
+    /* m4_rq's MultiplyByQuantizedMultiplier (the same proven-small accumulators), constants in literals */
     int32_t high;
     __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
     return (high + nudge + ((high >> 31) & negmask)) >> r;
