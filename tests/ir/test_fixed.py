@@ -86,3 +86,29 @@ def test_overflow_of_an_int32_intermediate_is_detected():
     g = _matvec_graph(np.full((1, 4), 32767), sa=0, sx=0, so=0)
     with pytest.raises(FixedOverflow):
         run_fixed(g, np.full((1, 4), 32767))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_fixed_matvec_of_a_mostly_zero_matrix_sums_what_the_dense_form_sums(data):
+    """The fixed mat-vec skips a mostly-zero constant matrix's zero entries (GaussianNB's diagonals): its result
+    is the dense form's, each product rounded by ``shift`` then summed, written here on every entry; products
+    beyond int32 are refused as before."""
+    from tinycc_ml.ir.ops import OPS, FixedCall
+
+    rows, cols, n = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9)), data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    reach = data.draw(st.sampled_from([3000, 2**20]))  # 2^20 x 2^15 products overflow int32
+    A = rng.integers(-reach, reach, (rows, cols)) * (rng.random((rows, cols)) < 0.15)
+    x = rng.integers(-2**15, 2**15, (n, cols))
+    shift = data.draw(st.integers(0, 6))
+    # scales 8 + 8 - shift = the result's: no shift after the sum, only the 16-bit saturation
+    call = FixedCall([A, x], [TensorType((rows, cols), fixed(16, 8)), TensorType((cols,), fixed(16, 8))],
+                     TensorType((rows,), fixed(16, 16 - shift)), {"shift": shift}, "%m (matvec)")
+    products = A[None] * x[:, None]
+    if np.any(np.abs(products) > 2**31 - 1):
+        with pytest.raises(FixedOverflow):
+            OPS["matvec"].fixed(call)
+        return
+    rounded = (products + ((1 << shift) >> 1)) >> shift
+    np.testing.assert_array_equal(OPS["matvec"].fixed(call), np.clip(rounded.sum(axis=2), -2**15, 2**15 - 1))
