@@ -182,8 +182,14 @@ def infer_sqdist(ts, attrs, declared):
     return TensorType((m.shape[1],), result_dtype(ts, declared))
 
 
+VECTOR_TERMS = 2**21  # (rows, k, m) int64 temporaries up to 16 MB: one numpy pass instead of k
+
+
 def sqdist_accumulators(x: np.ndarray, M: np.ndarray, h: int, where: str) -> np.ndarray:
     """The int32 sums of rshift(M_ij - x_i, h)^2 of a fixed-point distance, (rows, m)."""
+    if x.shape[0] * M.size <= VECTOR_TERMS:  # few points (GaussianNB's one per class): all terms at once
+        d = rshift(check32(M[None, :, :] - x[:, :, None], where), h)
+        return check32(np.sum(check32(d * d, where), axis=1), where)
     acc = np.zeros((x.shape[0], M.shape[1]), dtype=np.int64)
     for i in range(M.shape[0]):  # one (rows, m) term at a time: no (rows, k, m) temporary
         d = rshift(check32(M[i][None, :] - x[:, i, None], where), h)
