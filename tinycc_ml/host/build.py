@@ -203,6 +203,17 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
                  f"    int {prefix}_predict_float(const float *x);\n")
     # rows of float64 in, predictions out, in one call: each row converted in C as HostPredictor.quantise does
     cdef += "    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);\n"
+    batched = f"{prefix}_predict_batch(" in header  # the host target's block entry point (tinycc_ml/host/batch.py)
+    if batched:
+        rows = f"{prefix}_predict_batch(x, n, scores, predictions);"
+    else:
+        rows = f"""for (int i = 0; i < n; ++i) {{
+                if (scores)
+                    {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM,
+                                    scores + (long)i * {prefix.upper()}_N_SCORES);
+                if (predictions)
+                    predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
+            }}"""
     wrapper = f"""
         #include <math.h>
         #include "{prefix}.h"
@@ -211,13 +222,7 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
         {{
             /* either output may be NULL: each entry point is timed and tested on its own */
-            for (int i = 0; i < n; ++i) {{
-                if (scores)
-                    {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM,
-                                    scores + (long)i * {prefix.upper()}_N_SCORES);
-                if (predictions)
-                    predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
-            }}
+            {rows}
         }}
     """
     if input_ctype == "float":
@@ -228,23 +233,30 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         convert = (f"double v = floor(xi[k] * factor[k] + 0.5); v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
                    f"row[k] = ({input_ctype})v;")
         check = "bad |= !(xi[k] - xi[k] == 0.0);"
+    # rows converted CHUNK at a time into a buffer, each chunk predicted by one call of the batch entry point
+    chunk = 64 if batched else 1
+    predict = (f"{prefix}_predict_batch(rows, m, (void *)0, predictions + i);" if batched
+               else f"predictions[i] = {prefix}_predict(rows);")
     wrapper += f"""
-    /* 1 (and no predictions) when a value is not finite: the caller quantises those rows itself */
+    /* 1 when a value is not finite (the caller then quantises the rows itself) */
     int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions)
     {{
-        {input_ctype} row[{prefix.upper()}_INPUT_DIM];
+        static {input_ctype} rows[{chunk} * {prefix.upper()}_INPUT_DIM];
         (void)factor;
-        for (int i = 0; i < n; ++i) {{
+        for (int i = 0; i < n; i += {chunk}) {{
+            const int m = n - i < {chunk} ? n - i : {chunk};
             const double *xi = x + (long)i * {prefix.upper()}_INPUT_DIM;
             int bad = 0;
             (void)bad;
-            for (int k = 0; k < {prefix.upper()}_INPUT_DIM; ++k) {{
-                {check}
-                {convert}
+            for (long e = 0; e < (long)m * {prefix.upper()}_INPUT_DIM; ++e) {{
+                const long k = e % {prefix.upper()}_INPUT_DIM;
+                (void)k;
+                {check.replace("xi[k]", "xi[e]")}
+                {convert.replace("xi[k]", "xi[e]").replace("row[k]", "rows[e]")}
             }}
             if (bad)
                 return 1;
-            predictions[i] = {prefix}_predict(row);
+            {predict}
         }}
         return 0;
     }}

@@ -1,0 +1,305 @@
+"""Host builds' batch entry point: ``<prefix>_predict_batch(x, n, scores, predictions)`` runs the model on
+BLOCK_ROWS rows at a time (``<prefix>_run_block``), so each pass over the weights feeds several rows.
+
+The block function is the single-row function's C with a row index (``lane_r``): every value has one copy
+per row (the arenas become ``[BLOCK_ROWS][size]``, scalars ``[BLOCK_ROWS]``) and each op's shared C runs
+in a loop over the rows, except the ops with a block kernel here, which put the row loop inside their own:
+
+- float ``matvec`` by a constant: W stored transposed, for each column k and each row r, ``acc[r][i] +=
+  w[k][i] * x_r[k]`` over a tile of 32 outputs (the weights of column k loaded once for the block's rows);
+- float ``sqdist`` to constant prototypes: for each prototype j and coordinate k, the block's rows'
+  independent sums side by side;
+- ``tree_ensemble`` (table form): each tree walked by the block's rows in lock step (a row at its leaf
+  stays there), then each row's leaf added.
+
+Every row's sums are the single-row C's, in the same order from the same zero (float builds too: host
+builds compile with -std=c99, which contracts no multiply-add, and nothing here reorders a sum), so the
+batch path computes the single-row path's scores and predictions to the bit, at every precision. A batch
+whose size is not a multiple of BLOCK_ROWS runs its last rows in a zero-padded block.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tinycc_ml.target import CEmitter, Node
+
+BLOCK_ROWS = 8  # rows per pass over the weights
+MATVEC_TILE = 32  # float mat-vec outputs per tile: BLOCK_ROWS x 32 float accumulators (16 AVX-512 registers)
+MAX_BLOCK_ARENA_BYTES = 1 << 22  # larger models (big networks) keep the one-row loop
+LANE = "lane_r"  # the C loop variable naming a block's row
+ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t"}
+ARENA_BYTES = {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}
+
+
+def lanes(body: list[str], indent: str = "") -> list[str]:
+    return [f"{indent}for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{", *(f"{indent}    {ln}" for ln in body),
+            f"{indent}}}"]
+
+
+class HostEmitter(CEmitter):
+    """The shared emitter, plus the batch entry point (see the module's docstring)."""
+
+    block_mode = False  # emitting <prefix>_run_block: values are named per row (var)
+    _pin_emitting: list[str] | None = None
+    _lanes_done = False  # the node's C covers the block's rows itself (a block kernel)
+
+    # code() sets ``emitting`` to the nodes it writes; the block function writes one node at a time but the
+    # kernels asking which readers share a function must see them all
+    @property
+    def emitting(self) -> list[str]:
+        return self._pin_emitting if self._pin_emitting is not None else self._emitting
+
+    @emitting.setter
+    def emitting(self, names) -> None:
+        self._emitting = names
+
+    def var(self, name: str) -> str:
+        base = super().var(name)
+        if not self.block_mode:
+            return base
+        api = self._api
+        if base == "x":
+            return f"(x + (long){LANE} * {api.input_dim})"
+        if base == "scores":
+            return f"(scores + (long){LANE} * {api.n_scores})"
+        root = self.reshape_roots.get(name, name)
+        plan = self.graph.analyses.memory_plan
+        if root in plan:
+            key, offset, _ = plan[root]
+            return f"({self.sym('block_arena_' + key)}[{LANE}] + {offset})"
+        return f"{base}[{LANE}]"
+
+    def emit_node(self, node: Node) -> list[str]:
+        if self.block_mode and node.name not in self.graph.analyses.fused:
+            precision = "float" if node.type.dtype.is_float else "fixed"
+            kernel = BLOCK_KERNELS.get((node.op, precision))
+            lines = kernel(self, node) if kernel else None
+            if lines is not None:
+                self._lanes_done = True
+                return lines
+        return super().emit_node(node)
+
+    def block_arena_bytes(self) -> int:
+        return BLOCK_ROWS * sum(n * ARENA_BYTES[k] for k, n in self.graph.analyses.arenas.items())
+
+    def emit(self):
+        self._api = self.interface()
+        if not self.batchable():
+            return super().emit()
+        emitted = super().emit()  # the single-row functions first: their constants come first, as before
+        return self.with_batch(emitted)
+
+    def batchable(self) -> bool:
+        arenas = self.graph.analyses.arenas or {}
+        return all(k in ARENA_CTYPE for k in arenas) and self.block_arena_bytes() <= MAX_BLOCK_ARENA_BYTES
+
+    def block_function(self) -> list[str]:
+        api, g = self._api, self.graph
+        ops = self.scheduled_ops()
+        plan = g.analyses.memory_plan
+        decls = []
+        for name in ops:
+            node = g.node(name)
+            if name not in plan and name not in (self.scores_node, self.scores_root) and node.type.rank == 0 \
+                    and name not in self.reshape_roots:
+                decls.append(f"    {self.ctype(node)} v_{name}[{BLOCK_ROWS}];")
+        body: list[str] = []
+        self.block_mode, self._pin_emitting = True, list(ops)
+        try:
+            for name in ops:
+                self._lanes_done = False
+                lines = self.code([name])
+                head, rest = lines[0], lines[1:]
+                body.append(head)
+                if self._lanes_done or all("computed in the store of" in ln for ln in rest):
+                    body += rest
+                else:
+                    body += lanes([ln[4:] for ln in rest], "    ")
+            body += lanes([f"predictions[{LANE}] = (int){self.at(self.prediction_node, '0')};"], "    ")
+        finally:
+            self.block_mode, self._pin_emitting = False, None
+        (x_node,) = g.inputs()
+        unused = [] if any(x_node in g.node(n).inputs for n in ops) else ["    (void)x;"]
+        return [f"/* {BLOCK_ROWS} rows at a time (x: {BLOCK_ROWS} rows; scores, predictions: theirs) */",
+                f"static void {api.sym('run_block')}(const {api.input_ctype} *x, {api.score_ctype} *scores, "
+                "int *predictions)", "{", *unused, *decls, *body, "}", ""]
+
+    @staticmethod
+    def ctype(node: Node) -> str:
+        from tinycc_ml.target import ctype_of
+
+        return ctype_of(node.type.dtype)
+
+    def batch_function(self) -> list[str]:
+        api, r = self._api, BLOCK_ROWS
+        d, ns, it, st, p = api.input_dim, api.n_scores, api.input_ctype, api.score_ctype, self.prefix
+        return [
+            f"void {p}_predict_batch(const {it} *x, int n, {st} *scores, int *predictions)", "{",
+            f"    static {it} padded[{r * d}];",
+            f"    static {st} block_scores[{r * ns}];",
+            f"    int block_predictions[{r}];",
+            f"    for (int i = 0; i < n; i += {r}) {{",
+            f"        const int m = n - i < {r} ? n - i : {r};",
+            f"        const {it} *xi = x + (long)i * {d};",
+            f"        if (m < {r}) {{ /* the last rows, in a block padded with zero rows */",
+            f"            for (long e = 0; e < {r * d}L; ++e) padded[e] = e < (long)m * {d} ? xi[e] : 0;",
+            "            xi = padded;",
+            "        }",
+            f"        {p}_run_block(xi, block_scores, block_predictions);",
+            "        if (scores)",
+            f"            for (long e = 0; e < (long)m * {ns}; ++e) scores[(long)i * {ns} + e] = block_scores[e];",
+            "        if (predictions)",
+            "            for (int e = 0; e < m; ++e) predictions[i + e] = block_predictions[e];",
+            "    }",
+            "}", ""]
+
+    def with_batch(self, emitted):
+        """``emitted`` with the block and batch functions added to the source and the batch entry point to the
+        header. The block function re-emits each node: what that records again (constants already in the
+        source, kernel reports, constant bytes) is dropped; constants and helpers only it uses are added."""
+        from dataclasses import replace
+
+        saved = len(self.constants), self.const_bytes, list(self.kernel_report), set(self.helpers)
+        functions = self.block_function() + self.batch_function()
+        added = [c for c in self.constants[saved[0]:] if c not in emitted.source]
+        added += [text for name, text in self.helpers.items() if name not in saved[3]]
+        del self.constants[saved[0]:]
+        self.const_bytes, self.kernel_report[:] = saved[1], saved[2]
+        arenas = [f"static {ARENA_CTYPE[k]} {self.sym('block_arena_' + k)}[{BLOCK_ROWS}][{n}];"
+                  for k, n in self.graph.analyses.arenas.items()]
+        api = self._api
+        decl = (f"/* Host builds: n rows (x: n x {api.input_dim}) at once, {BLOCK_ROWS} per pass over the weights;\n"
+                f"   scores (n x {api.n_scores}) and predictions (n) as {self.prefix}_scores and {self.prefix}_predict "
+                "give them (either may be NULL). */\n"
+                f"void {self.prefix}_predict_batch(const {api.input_ctype} *x, int n, {api.score_ctype} *scores, "
+                "int *predictions);\n")
+        marker = "\n#ifdef __cplusplus\n}\n#endif\n"
+        header = emitted.header
+        at = header.rfind(marker)
+        if at < 0:
+            raise ValueError("host header: no closing extern C block")
+        header = header[:at] + "\n" + decl + header[at:]
+        source = "\n".join([emitted.source.rstrip("\n"), "", "/* ---- the batch entry point (host builds) */",
+                            *added, *arenas, "", *functions])
+        return replace(emitted, source=source, header=header)
+
+
+# ---- block kernels: (op, precision) -> lines computing all of a block's rows, or None (the per-row loop)
+
+
+def matvec_float_block(em: HostEmitter, node: Node) -> list[str] | None:
+    a_name, x_name = node.inputs
+    g = em.graph
+    if g.op(a_name) != "const" or g.op(x_name) in ("const", "sparse_const") or node.type.rank != 1 \
+            or em.target.word_flash is not None:
+        return None
+    rows, cols = g.type(a_name).shape
+    if rows < 4:  # the single-row C sums each row over k too: the shared loop, row by row (no block)
+        return None
+    wt = em.const_transposed(a_name)
+    out = em.var(node.name)
+    tile = min(MATVEC_TILE, rows)
+
+    def body(width: int, start: str) -> list[str]:
+        return [f"    for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE})",
+                f"        for (int i = 0; i < {width}; ++i) acc[{LANE}][i] = 0.0f;",
+                f"    for (int k = 0; k < {cols}; ++k) {{",
+                f"        const float *w = {wt} + (long)k * {rows} + {start};",
+                f"        for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{",
+                f"            const float xk = {em.at(x_name, 'k')};",
+                f"            for (int i = 0; i < {width}; ++i) acc[{LANE}][i] += w[i] * xk;",
+                "        }",
+                "    }",
+                f"    for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE})",
+                f"        for (int i = 0; i < {width}; ++i) {out}[{start} + i] = acc[{LANE}][i];"]
+
+    full = rows // tile * tile
+    lines = ["{", f"    float acc[{BLOCK_ROWS}][{tile}];"]
+    if full:
+        lines += [f"    for (int i0 = 0; i0 < {full}; i0 += {tile}) {{",
+                  *("    " + ln for ln in body(tile, "i0")), "    }"]
+    if rows > full:
+        lines += body(rows - full, str(full))
+    return lines + ["}"]
+
+
+def sqdist_float_block(em: HostEmitter, node: Node) -> list[str] | None:
+    x_name, m_name = node.inputs
+    if em.graph.op(m_name) != "const" or em.target.word_flash is not None:
+        return None
+    k, m = em.graph.type(m_name).shape
+    mt = em.const_transposed(m_name)
+    elem = em.target.read_const(mt, f"j * {k} + k", "float")
+    return [f"for (int j = 0; j < {m}; ++j) {{",
+            f"    float acc[{BLOCK_ROWS}];",
+            f"    for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) acc[{LANE}] = 0.0f;",
+            f"    for (int k = 0; k < {k}; ++k) {{",
+            f"        const float b = {elem};",
+            f"        for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{",
+            f"            const float d = b - {em.at(x_name, 'k')};",
+            f"            acc[{LANE}] += d * d;",
+            "        }",
+            "    }",
+            f"    for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {em.var(node.name)}[j] = acc[{LANE}];",
+            "}"]
+
+
+TREE_LOOP = re.compile(r"^    for \(int t = 0; t < (\d+); \+\+t\) \{$")
+
+
+def trees_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """The shared table walk (trees.ensemble_code) with the block's rows walking each tree in lock step:
+    its lines rewritten where their form is the one expected, else None (the per-row loop)."""
+    lines = CEmitter.emit_node(em, node)  # the shared C, named per row (lane_r)
+    try:
+        start = next(n for n, ln in enumerate(lines) if TREE_LOOP.match(ln))
+        root_line, walk = lines[start + 1], lines[start + 2:start + 9]
+        end = next(n for n in range(start + 9, len(lines)) if lines[n] == "    }")
+    except StopIteration:
+        return None
+    m_root = re.match(r"^        (\w+) i = (.+);$", root_line)
+    if not (m_root and walk[0] == "        while (i >= 0) {" and walk[5] == "        }"
+            and walk[3].startswith("            i = (") and lines[1].lstrip().split()[1].startswith("acc[")
+            and walk[6].startswith("        ") and " leaf = " in walk[6]):
+        return None
+    ref_type = m_root.group(1)
+    acc_decl = lines[1]
+    acc_ctype = acc_decl.split()[0]
+    acc_size = acc_decl[acc_decl.index("[") + 1:acc_decl.index("]")]
+
+    def per_row(text: str) -> str:
+        return re.sub(r"\bacc\[", f"acc[{LANE}][", text)
+
+    step = [ln.replace("[i]", "[j]") for ln in walk[1:5]]
+    step[2] = step[2].replace("i = (", f"const {ref_type} next = (", 1)
+    out = ["{", f"    {acc_ctype} acc[{BLOCK_ROWS}][{acc_size}];",
+           *lanes([per_row(lines[2].strip())], "    ")]
+    out += [ln for ln in lines[3:start] if "(void)" not in ln]
+    out += [lines[start],
+            f"        {ref_type} at[{BLOCK_ROWS}];",
+            f"        for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) at[{LANE}] = {m_root.group(2)};",
+            "        for (;;) { /* one level of every row's walk; a row at its leaf stays there */",
+            "            int live = 0;",
+            f"            for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{",
+            f"                const {ref_type} i = at[{LANE}];",
+            f"                const {ref_type} j = i < 0 ? 0 : i;",
+            *("    " + ln for ln in step),
+            f"                at[{LANE}] = i < 0 ? i : next;",
+            f"                live |= at[{LANE}] >= 0;",
+            "            }",
+            "            if (!live)",
+            "                break;",
+            "        }",
+            f"        for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{",
+            f"            const {ref_type} i = at[{LANE}];",
+            *("    " + per_row(ln) for ln in lines[start + 8:end]),
+            "        }",
+            "    }"]
+    tail = lines[end + 1:-1]
+    out += lanes([per_row(ln.strip()) for ln in tail], "    ")
+    return out + ["}"]
+
+
+BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("sqdist", "float"): sqdist_float_block,
+                 ("tree_ensemble", "float"): trees_block, ("tree_ensemble", "fixed"): trees_block}
