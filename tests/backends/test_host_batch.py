@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinycc_ml
-from tinycc_ml.host.batch import BLOCK_ROWS, MATVEC_TILE
+from tinycc_ml.host.batch import BLOCK_ROWS, VEC
 from tinycc_ml.host.build import NUMPY_OF_CTYPE
 from tinycc_ml.testing import FAMILIES, random_inputs, random_model
 
@@ -68,7 +68,7 @@ def test_batch_equals_single_rows_random_families(family, precision, seed, n):
 
 @SETTINGS
 @given(kind=st.sampled_from(("mlp", "forest", "protonn")), precision=st.sampled_from(("float", "int16")),
-       width=st.integers(1, 2 * MATVEC_TILE + 7), seed=st.integers(0, 1000),
+       width=st.integers(1, 4 * VEC + 7), seed=st.integers(0, 1000),
        n=st.integers(1, 4 * BLOCK_ROWS + 3))
 def test_batch_equals_single_rows_wide_models(kind, precision, width, seed, n):
     """Layers wider than the float mat-vec's tile (full tiles and a remainder), deeper forests."""

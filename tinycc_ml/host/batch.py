@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from tinycc_ml.target import CEmitter, Node
 
 BLOCK_ROWS = 8  # rows per pass over the weights
-MATVEC_TILE = 32  # float mat-vec outputs per tile: BLOCK_ROWS x 32 float accumulators (16 AVX-512 registers)
 MAX_BLOCK_ARENA_BYTES = 1 << 22  # larger models (big networks) keep the one-row loop
 LANE = "lane_r"  # the C loop variable naming a block's row
 ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t"}
@@ -160,12 +161,15 @@ class HostEmitter(CEmitter):
         source, kernel reports, constant bytes) is dropped; constants and helpers only it uses are added."""
         from dataclasses import replace
 
-        saved = len(self.constants), self.const_bytes, list(self.kernel_report), set(self.helpers)
+        saved = len(self.constants), self.const_bytes, list(self.kernel_report), set(self.helpers), \
+            set(self.const_arrays)
         functions = self.block_function() + self.batch_function()
         added = [c for c in self.constants[saved[0]:] if c not in emitted.source]
         added += [text for name, text in self.helpers.items() if name not in saved[3]]
         del self.constants[saved[0]:]
-        self.const_bytes, self.kernel_report[:] = saved[1], saved[2]
+        # the batch kernels' own tables (padded copies) count as constants of the build
+        self.const_bytes = saved[1] + sum(n for s, n in self.const_arrays.items() if s not in saved[4])
+        self.kernel_report[:] = saved[2]
         arenas = [f"static {ARENA_CTYPE[k]} {self.sym('block_arena_' + k)}[{BLOCK_ROWS}][{n}];"
                   for k, n in self.graph.analyses.arenas.items()]
         api = self._api
@@ -182,67 +186,109 @@ class HostEmitter(CEmitter):
         header = header[:at] + "\n" + decl + header[at:]
         source = "\n".join([emitted.source.rstrip("\n"), "", "/* ---- the batch entry point (host builds) */",
                             *added, *arenas, "", *functions])
-        return replace(emitted, source=source, header=header)
+        return replace(emitted, source=source, header=header, const_bytes=self.const_bytes)
 
 
 # ---- block kernels: (op, precision) -> lines computing all of a block's rows, or None (the per-row loop)
 
 
+VEC = 16  # floats per vector (GCC/clang vector extension; one AVX-512 register, two AVX2 ones)
+
+
+def vector_type(em: HostEmitter) -> str:
+    name = em.sym("f32x16")
+    em.helpers.setdefault(name, f"typedef float {name} __attribute__((vector_size({4 * VEC})));\n")
+    return name
+
+
+def padded_columns(em: HostEmitter, symbol: str, matrix, comment: str) -> tuple[str, int]:
+    """``matrix`` (n, w) stored with its rows padded with zeros to a multiple of VEC: (symbol, padded w)."""
+    n, w = matrix.shape
+    wide = -(-w // VEC) * VEC
+    padded = np.zeros((n, wide), dtype=matrix.dtype)
+    padded[:, :w] = matrix
+    return em.add_const_array(em.sym(symbol), padded, "float", comment), wide
+
+
+def vector_tiles(em: HostEmitter, width: int, wide: int, depth: int, table: str, update, out_of) -> list[str]:
+    """Output elements 0..width-1 of every block row, VEC x 2 at a time: accumulators ``a<v>_<r>`` (vector v
+    of row r, from zero) take ``update(v, r, "t<v>")`` for k = 0..depth-1, ``t<v>`` the VEC floats of
+    ``table`` at k * wide + the tile's start + v * VEC; then stored to ``out_of(r)`` (the first ``width``)."""
+    vt = vector_type(em)
+    full = width // (2 * VEC) * (2 * VEC)
+
+    def tile(start: str, n_vec: int, stored: int | None) -> list[str]:
+        accs = ", ".join(f"a{v}_{r} = {{0}}" for r in range(BLOCK_ROWS) for v in range(n_vec))
+        lines = [f"    {vt} {accs};",
+                 f"    for (int k = 0; k < {depth}; ++k) {{",
+                 f"        const float *w = {table} + (long)k * {wide} + {start};",
+                 f"        {vt} {', '.join(f't{v}' for v in range(n_vec))};",
+                 *(f"        __builtin_memcpy(&t{v}, w + {v * VEC}, sizeof t{v});" for v in range(n_vec))]
+        for r in range(BLOCK_ROWS):
+            lines.append("        { " + " ".join(update(v, r, f"t{v}") for v in range(n_vec)) + " }")
+        lines.append("    }")
+        for r in range(BLOCK_ROWS):
+            for v in range(n_vec):
+                count = VEC if stored is None else min(VEC, stored - v * VEC)
+                if count > 0:
+                    lines.append(f"    __builtin_memcpy({out_of(r)} + {start} + {v * VEC}, &a{v}_{r}, "
+                                 f"{count} * sizeof(float));")
+        return lines
+
+    lines = []
+    if full:
+        lines += [f"for (int j0 = 0; j0 < {full}; j0 += {2 * VEC}) {{", *tile("j0", 2, None), "}"]
+    if width > full:
+        rest = width - full
+        lines += ["{", *tile(str(full), -(-rest // VEC), rest), "}"]
+    return lines
+
+
+def lane_text(text: str, r: int) -> str:
+    """C naming block row ``r`` (a constant) where ``text`` names row lane_r."""
+    return re.sub(rf"\b{LANE}\b", str(r), text)
+
+
 def matvec_float_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """W x for the block's rows: W stored transposed, rows padded to VEC; per column k, each row's x[k]
+    times the column's weights added into that row's vector sums (the single-row kernel's sums, in its
+    order: acc[i] += w[k][i] * x[k], k = 0, 1, ...)."""
     a_name, x_name = node.inputs
     g = em.graph
     if g.op(a_name) != "const" or g.op(x_name) in ("const", "sparse_const") or node.type.rank != 1 \
             or em.target.word_flash is not None:
         return None
     rows, cols = g.type(a_name).shape
-    if rows < 4:  # the single-row C sums each row over k too: the shared loop, row by row (no block)
+    if rows < 4:  # the single-row C: one sum per row over k (the shared loop), row by row here too
         return None
-    wt = em.const_transposed(a_name)
+    table, wide = padded_columns(em, f"{a_name}_tp", np.asarray(g.node(a_name).attrs["value"]).T,
+                                 f"%{a_name}: {g.type(a_name)}, transposed, rows padded with zeros to {VEC}n "
+                                 "(the batch kernel's)")
     out = em.var(node.name)
-    tile = min(MATVEC_TILE, rows)
-
-    def body(width: int, start: str) -> list[str]:
-        return [f"    for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE})",
-                f"        for (int i = 0; i < {width}; ++i) acc[{LANE}][i] = 0.0f;",
-                f"    for (int k = 0; k < {cols}; ++k) {{",
-                f"        const float *w = {wt} + (long)k * {rows} + {start};",
-                f"        for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{",
-                f"            const float xk = {em.at(x_name, 'k')};",
-                f"            for (int i = 0; i < {width}; ++i) acc[{LANE}][i] += w[i] * xk;",
-                "        }",
-                "    }",
-                f"    for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE})",
-                f"        for (int i = 0; i < {width}; ++i) {out}[{start} + i] = acc[{LANE}][i];"]
-
-    full = rows // tile * tile
-    lines = ["{", f"    float acc[{BLOCK_ROWS}][{tile}];"]
-    if full:
-        lines += [f"    for (int i0 = 0; i0 < {full}; i0 += {tile}) {{",
-                  *("    " + ln for ln in body(tile, "i0")), "    }"]
-    if rows > full:
-        lines += body(rows - full, str(full))
-    return lines + ["}"]
+    x_k = em.at(x_name, "k")
+    return vector_tiles(em, rows, wide, cols, table,
+                        lambda v, r, t: (f"const float x{r} = {lane_text(x_k, r)};" if v == 0 else "")
+                        + f" a{v}_{r} += {t} * x{r};",
+                        lambda r: lane_text(out, r))
 
 
 def sqdist_float_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """||p - b_j||^2 for every prototype j (columns of the constant B, padded to VEC) and block row: per
+    coordinate k, d = b_j[k] - p[k], sum += d * d: the single-row loop's sums, in its order."""
     x_name, m_name = node.inputs
     if em.graph.op(m_name) != "const" or em.target.word_flash is not None:
         return None
     k, m = em.graph.type(m_name).shape
-    mt = em.const_transposed(m_name)
-    elem = em.target.read_const(mt, f"j * {k} + k", "float")
-    return [f"for (int j = 0; j < {m}; ++j) {{",
-            f"    float acc[{BLOCK_ROWS}];",
-            f"    for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) acc[{LANE}] = 0.0f;",
-            f"    for (int k = 0; k < {k}; ++k) {{",
-            f"        const float b = {elem};",
-            f"        for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{",
-            f"            const float d = b - {em.at(x_name, 'k')};",
-            f"            acc[{LANE}] += d * d;",
-            "        }",
-            "    }",
-            f"    for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {em.var(node.name)}[j] = acc[{LANE}];",
-            "}"]
+    table, wide = padded_columns(em, f"{m_name}_p", np.asarray(em.graph.node(m_name).attrs["value"]),
+                                 f"%{m_name}: {em.graph.type(m_name)}, columns padded with zeros to {VEC}n "
+                                 "(the batch kernel's)")
+    out = em.var(node.name)
+    x_k = em.at(x_name, "k")
+    vt = vector_type(em)
+    return vector_tiles(em, m, wide, k, table,
+                        lambda v, r, t: (f"const float x{r} = {lane_text(x_k, r)};" if v == 0 else "")
+                        + f" {{ const {vt} d = {t} - x{r}; a{v}_{r} += d * d; }}",
+                        lambda r: lane_text(out, r))
 
 
 TREE_LOOP = re.compile(r"^    for \(int t = 0; t < (\d+); \+\+t\) \{$")

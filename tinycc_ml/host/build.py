@@ -248,11 +248,13 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
             const double *xi = x + (long)i * {prefix.upper()}_INPUT_DIM;
             int bad = 0;
             (void)bad;
-            for (long e = 0; e < (long)m * {prefix.upper()}_INPUT_DIM; ++e) {{
-                const long k = e % {prefix.upper()}_INPUT_DIM;
-                (void)k;
-                {check.replace("xi[k]", "xi[e]")}
-                {convert.replace("xi[k]", "xi[e]").replace("row[k]", "rows[e]")}
+            for (int r = 0; r < m; ++r) {{
+                {input_ctype} *row = rows + (long)r * {prefix.upper()}_INPUT_DIM;
+                const double *xr = xi + (long)r * {prefix.upper()}_INPUT_DIM;
+                for (int k = 0; k < {prefix.upper()}_INPUT_DIM; ++k) {{
+                    {check.replace("xi[k]", "xr[k]")}
+                    {convert.replace("xi[k]", "xr[k]")}
+                }}
             }}
             if (bad)
                 return 1;
