@@ -42,21 +42,12 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import tinycc_ml  # noqa: E402
 from results_table import write_table  # noqa: E402
+
+import tinycc_ml  # noqa: E402
 from tinycc_ml.host.build import HOST_CFLAGS  # noqa: E402
 
 PRECISIONS = ("float", "int16", "int8")
-
-
-def rate(fn, X, repeat: int) -> float:
-    fn(X[:100])  # warm up (first call builds / loads)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(X)
-        times.append(time.perf_counter() - t0)
-    return len(X) / float(np.median(times))
 
 
 def protonn_blas(model):

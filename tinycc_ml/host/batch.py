@@ -21,10 +21,11 @@ whose size is not a multiple of BLOCK_ROWS runs its last rows in a zero-padded b
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 
-from tinycc_ml.target import CEmitter, Node
+from tinycc_ml.target import CEmitter, Node, ctype_of
 
 BLOCK_ROWS = 8  # rows per pass over the weights
 MAX_BLOCK_ARENA_BYTES = 1 << 22  # larger models (big networks) keep the one-row loop
@@ -44,6 +45,7 @@ class HostEmitter(CEmitter):
     block_mode = False  # emitting <prefix>_run_block: values are named per row (var)
     _pin_emitting: list[str] | None = None
     _lanes_done = False  # the node's C covers the block's rows itself (a block kernel)
+    _no_block_kernels = False
 
     # code() sets ``emitting`` to the nodes it writes; the block function writes one node at a time but the
     # kernels asking which readers share a function must see them all
@@ -72,7 +74,7 @@ class HostEmitter(CEmitter):
         return f"{base}[{LANE}]"
 
     def emit_node(self, node: Node) -> list[str]:
-        if self.block_mode and node.name not in self.graph.analyses.fused:
+        if self.block_mode and not self._no_block_kernels:
             precision = "float" if node.type.dtype.is_float else "fixed"
             kernel = BLOCK_KERNELS.get((node.op, precision))
             lines = kernel(self, node) if kernel else None
@@ -111,6 +113,11 @@ class HostEmitter(CEmitter):
             for name in ops:
                 self._lanes_done = False
                 lines = self.code([name])
+                if self._lanes_done and name in g.analyses.fused and name not in self.stored_heads:
+                    # a fused head whose chain the shared fallback computes after it: row by row
+                    self._lanes_done, self._no_block_kernels = False, True
+                    lines = self.code([name])
+                    self._no_block_kernels = False
                 head, rest = lines[0], lines[1:]
                 body.append(head)
                 if self._lanes_done or all("computed in the store of" in ln for ln in rest):
@@ -128,17 +135,17 @@ class HostEmitter(CEmitter):
 
     @staticmethod
     def ctype(node: Node) -> str:
-        from tinycc_ml.target import ctype_of
-
         return ctype_of(node.type.dtype)
 
     def batch_function(self) -> list[str]:
         api, r = self._api, BLOCK_ROWS
         d, ns, it, st, p = api.input_dim, api.n_scores, api.input_ctype, api.score_ctype, self.prefix
         return [
+            f"static {it} {p}_padded[{r * d}]; /* the last rows of a batch, padded with zero rows */",
+            f"static {st} {p}_block_scores[{r * ns}];", "",
             f"void {p}_predict_batch(const {it} *x, int n, {st} *scores, int *predictions)", "{",
-            f"    static {it} padded[{r * d}];",
-            f"    static {st} block_scores[{r * ns}];",
+            f"    {it} *padded = {p}_padded;",
+            f"    {st} *block_scores = {p}_block_scores;",
             f"    int block_predictions[{r}];",
             f"    for (int i = 0; i < n; i += {r}) {{",
             f"        const int m = n - i < {r} ? n - i : {r};",
@@ -159,8 +166,6 @@ class HostEmitter(CEmitter):
         """``emitted`` with the block and batch functions added to the source and the batch entry point to the
         header. The block function re-emits each node: what that records again (constants already in the
         source, kernel reports, constant bytes) is dropped; constants and helpers only it uses are added."""
-        from dataclasses import replace
-
         saved = len(self.constants), self.const_bytes, list(self.kernel_report), set(self.helpers), \
             set(self.const_arrays)
         functions = self.block_function() + self.batch_function()
@@ -291,6 +296,33 @@ def sqdist_float_block(em: HostEmitter, node: Node) -> list[str] | None:
                         lambda r: lane_text(out, r))
 
 
+FIXED_DOT = re.compile(r"^        acc \+= \(int32_t\)(\w+\[[^\]]*\]) \* (.+);$")
+
+
+def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """The shared integer mat-vec (``for i: acc = sum_k W[i][k] x[k]; <its epilogue>``) with the block's rows
+    in one pass over row i of W: per k, W[i][k] times each row's x[k] into that row's sum (integer sums: the
+    order changes nothing), then the shared epilogue row by row. Other forms: None (the per-row loop)."""
+    lines = CEmitter.emit_node(em, node)  # the shared C, named per row (lane_r)
+    if len(lines) < 5 or not re.match(r"^for \(int i = 0; i < \d+; \+\+i\) \{$", lines[0]) \
+            or lines[1] != "    int32_t acc = 0;" or not re.match(r"^    for \(int k = 0; k < \d+; \+\+k\)$", lines[2]) \
+            or lines[-1] != "}":
+        return None
+    dot = FIXED_DOT.match(lines[3])
+    if dot is None or LANE in dot.group(1) or LANE not in dot.group(2):
+        return None
+    sums = ", ".join(f"a{r} = 0" for r in range(BLOCK_ROWS))
+    return [lines[0],
+            f"    int32_t {sums};",
+            lines[2] + " {",
+            f"        const int32_t w = (int32_t){dot.group(1)};",
+            *(f"        a{r} += w * {lane_text(dot.group(2), r)};" for r in range(BLOCK_ROWS)),
+            "    }",
+            f"    const int32_t sums[{BLOCK_ROWS}] = {{{', '.join(f'a{r}' for r in range(BLOCK_ROWS))}}};",
+            *lanes([f"int32_t acc = sums[{LANE}];", *(ln[4:] for ln in lines[4:-1])], "    "),
+            "}"]
+
+
 TREE_LOOP = re.compile(r"^    for \(int t = 0; t < (\d+); \+\+t\) \{$")
 
 
@@ -347,5 +379,5 @@ def trees_block(em: HostEmitter, node: Node) -> list[str] | None:
     return out + ["}"]
 
 
-BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("sqdist", "float"): sqdist_float_block,
+BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("matvec", "fixed"): matvec_fixed_block, ("sqdist", "float"): sqdist_float_block,
                  ("tree_ensemble", "float"): trees_block, ("tree_ensemble", "fixed"): trees_block}

@@ -230,8 +230,9 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     else:
         lo, hi = (-127, 127) if input_ctype == "int8_t" else ((-32767, 32767) if input_ctype == "int16_t"
                                                              else (-2147483648, 2147483647))
-        convert = (f"double v = floor(xi[k] * factor[k] + 0.5); v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
-                   f"row[k] = ({input_ctype})v;")
+        # clamped, then floored: the same integer as floored, then clamped (the bounds are integers)
+        convert = (f"double v = xi[k] * factor[k] + 0.5; v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
+                   f"row[k] = ({input_ctype})(int32_t)floor(v);")
         check = "bad |= !(xi[k] - xi[k] == 0.0);"
     # rows converted CHUNK at a time into a buffer, each chunk predicted by one call of the batch entry point
     chunk = 64 if batched else 1
