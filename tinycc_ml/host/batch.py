@@ -305,8 +305,8 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
     order changes nothing), then the shared epilogue row by row. Other forms: None (the per-row loop)."""
     lines = CEmitter.emit_node(em, node)  # the shared C, named per row (lane_r)
     if len(lines) < 5 or not re.match(r"^for \(int i = 0; i < \d+; \+\+i\) \{$", lines[0]) \
-            or lines[1] != "    int32_t acc = 0;" or not re.match(r"^    for \(int k = 0; k < \d+; \+\+k\)$", lines[2]) \
-            or lines[-1] != "}":
+            or lines[1] != "    int32_t acc = 0;" or lines[-1] != "}" \
+            or not re.match(r"^    for \(int k = 0; k < \d+; \+\+k\)$", lines[2]):
         return None
     dot = FIXED_DOT.match(lines[3])
     if dot is None or LANE in dot.group(1) or LANE not in dot.group(2):
@@ -379,5 +379,6 @@ def trees_block(em: HostEmitter, node: Node) -> list[str] | None:
     return out + ["}"]
 
 
-BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("matvec", "fixed"): matvec_fixed_block, ("sqdist", "float"): sqdist_float_block,
+BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("matvec", "fixed"): matvec_fixed_block,
+                 ("sqdist", "float"): sqdist_float_block,
                  ("tree_ensemble", "float"): trees_block, ("tree_ensemble", "fixed"): trees_block}
