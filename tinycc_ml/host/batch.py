@@ -311,16 +311,34 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
     dot = FIXED_DOT.match(lines[3])
     if dot is None or LANE in dot.group(1) or LANE not in dot.group(2):
         return None
-    sums = ", ".join(f"a{r} = 0" for r in range(BLOCK_ROWS))
-    return [lines[0],
-            f"    int32_t {sums};",
-            lines[2] + " {",
-            f"        const int32_t w = (int32_t){dot.group(1)};",
-            *(f"        a{r} += w * {lane_text(dot.group(2), r)};" for r in range(BLOCK_ROWS)),
-            "    }",
-            f"    const int32_t sums[{BLOCK_ROWS}] = {{{', '.join(f'a{r}' for r in range(BLOCK_ROWS))}}};",
-            *lanes([f"int32_t acc = sums[{LANE}];", *(ln[4:] for ln in lines[4:-1])], "    "),
-            "}"]
+    rows = int(re.match(r"^for \(int i = 0; i < (\d+);", lines[0]).group(1))
+    epilogue = [ln[4:] for ln in lines[4:-1]]
+
+    def pass_over(first: str, count: int) -> list[str]:
+        """Rows first .. first + count - 1 of W (count 1 or 2) for the block's rows, then their epilogues."""
+        w_of = [re.sub(r"\bi\b", f"({first} + {h})", dot.group(1)) for h in range(count)]
+        sums = ", ".join(f"a{h}_{r} = 0" for h in range(count) for r in range(BLOCK_ROWS))
+        body = [f"    int32_t {sums};", lines[2] + " {",
+                *(f"        const int32_t w{h} = (int32_t){w_of[h]};" for h in range(count))]
+        for r in range(BLOCK_ROWS):
+            x_r = lane_text(dot.group(2), r)
+            body.append(f"        {{ const int32_t x{r} = {x_r}; "
+                        + " ".join(f"a{h}_{r} += w{h} * x{r};" for h in range(count)) + " }")
+        body.append("    }")
+        for h in range(count):
+            body += [f"    {{ /* row {first} + {h} of W */",
+                     f"        const int32_t sums[{BLOCK_ROWS}] = {{"
+                     + ", ".join(f"a{h}_{r}" for r in range(BLOCK_ROWS)) + "};",
+                     f"        const int i = {first} + {h};", "        (void)i;",
+                     *lanes([f"int32_t acc = sums[{LANE}];", *epilogue], "        "), "    }"]
+        return body
+
+    out = []
+    if rows >= 2:  # two rows of W per pass: each x[k] loaded feeds both
+        out += [f"for (int i2 = 0; i2 < {rows // 2 * 2}; i2 += 2) {{", *pass_over("i2", 2), "}"]
+    if rows % 2:
+        out += ["{", *pass_over(str(rows - 1), 1), "}"]
+    return out
 
 
 TREE_LOOP = re.compile(r"^    for \(int t = 0; t < (\d+); \+\+t\) \{$")
