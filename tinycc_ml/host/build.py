@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinycc_ml.host.batch import BLOCK_ROWS
 from tinycc_ml.target import DataError, ToolchainError, cache_root, compiler_version, private_dir, quantise
 
 # host builds are loaded on the machine that builds them: tuned for its CPU (the cache key names the CPU)
@@ -234,8 +235,9 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         convert = (f"double v = xi[k] * factor[k] + 0.5; v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
                    f"row[k] = ({input_ctype})(int32_t)floor(v);")
         check = "bad |= !(xi[k] - xi[k] == 0.0);"
-    # rows converted CHUNK at a time into a buffer, each chunk predicted by one call of the batch entry point
-    chunk = 64 if batched else 1
+    # rows converted a block at a time into a buffer that stays in the L1 cache, each block predicted by one
+    # call of the batch entry point
+    chunk = BLOCK_ROWS if batched else 1
     predict = (f"{prefix}_predict_batch(rows, m, (void *)0, predictions + i);" if batched
                else f"predictions[i] = {prefix}_predict(rows);")
     wrapper += f"""
