@@ -5,16 +5,18 @@ The block function is the single-row function's C with a row index (``lane_r``):
 per row (the arenas become ``[BLOCK_ROWS][size]``, scalars ``[BLOCK_ROWS]``) and each op's shared C runs
 in a loop over the rows, except the ops with a block kernel here, which put the row loop inside their own:
 
-- float ``matvec`` by a constant: W stored transposed, for each column k and each row r, ``acc[r][i] +=
-  w[k][i] * x_r[k]`` over a tile of 32 outputs (the weights of column k loaded once for the block's rows);
-- float ``sqdist`` to constant prototypes: for each prototype j and coordinate k, the block's rows'
-  independent sums side by side;
+- float ``matvec`` by a constant and ``sqdist`` to constant prototypes: the outputs in vector registers
+  (GCC/clang's vector extension), 8 rows x 32 outputs at a time, the weights (W transposed, B) padded with
+  zeros to whole vectors; per k, the weights' vectors loaded once for the block's rows;
+- integer ``matvec``: two rows of W per pass, each row's x[k] times both weights into 2 x 8 sums, then the
+  shared epilogue (shift, saturation, fused chain) row by row;
 - ``tree_ensemble`` (table form): each tree walked by the block's rows in lock step (a row at its leaf
   stays there), then each row's leaf added.
 
-Every row's sums are the single-row C's, in the same order from the same zero (float builds too: host
-builds compile with -std=c99, which contracts no multiply-add, and nothing here reorders a sum), so the
-batch path computes the single-row path's scores and predictions to the bit, at every precision. A batch
+Every row's float sums are the single-row C's, in the same order from the same zero (host builds compile with
+-ffp-contract=off: no fused multiply-add; nothing here reorders a float sum; integer sums are exact in any
+order), so the batch path computes the single-row path's scores and predictions to the bit, at every
+precision (tests/backends/test_host_batch.py). A batch
 whose size is not a multiple of BLOCK_ROWS runs its last rows in a zero-padded block.
 """
 

@@ -23,8 +23,11 @@ from tinycc_ml.host.batch import BLOCK_ROWS
 from tinycc_ml.target import DataError, ToolchainError, cache_root, compiler_version, private_dir, quantise
 
 # host builds are loaded on the machine that builds them: tuned for its CPU (the cache key names the CPU)
-# (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise)
-HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror")
+# (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise;
+# -ffp-contract=off: no fused multiply-add, as gcc's -std=c99 already does and clang's default does not, so
+# the batch entry point's sums equal the single-row function's to the bit with either compiler)
+HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-ffp-contract=off", "-Wall", "-Wextra",
+               "-Werror")
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
 NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8}
