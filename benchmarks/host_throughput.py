@@ -1,87 +1,194 @@
-"""Host builds against numpy: predictions per second of the compiled model (float, int16, int8) and of the
-same model's numpy ``predict``, on one 10,000-row batch, median of --repeat runs, measured in one run.
+"""Host builds against the fastest library for each model: predictions per second of the compiled model
+(float, int16, int8) and of its anchor on one 10,000-row batch, one thread everywhere, median of --repeat
+runs, every ratio measured in one run.
 
-    python benchmarks/host_throughput.py [--rows 10000] [--repeat 7]
+    python benchmarks/host_throughput.py [--rows 10000] [--repeat 7] [--only protonn-usps,mlp-784,...]
 
-Models (synthetic data: letter and Fashion-MNIST are not available offline):
-  protonn-16   ProtoNNClassifier(projection_dim=12, n_prototypes=52) on make_classification with the UCI letter
-               data set's shape (16 features, 26 classes)
-  logreg-784   scikit-learn LogisticRegression on make_classification with Fashion-MNIST's shape (784
-               features, 10 classes); numpy: the converted model's predict (sklearn's own predict also shown)
+One thread: OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / MKL_NUM_THREADS = 1 (set before numpy loads),
+onnxruntime with intra_op_num_threads = inter_op_num_threads = 1, scikit-learn with n_jobs = 1; the host
+builds run one thread. Every anchor takes the same float64 rows the host build takes (its conversion to
+float32 is timed, as the host build's is).
+
+Models (synthetic data with the data sets' shapes: USPS, Fashion-MNIST and letter are not available offline):
+  protonn-usps  ProtoNNClassifier(budget_bytes=65536) on 256 features, 10 classes; anchor: the ProtoNN
+                formula in numpy with matrix products (float32, BLAS: X W^T, the distances as
+                |p|^2 - 2 p B + |b|^2, exp, S Z^T), not the model's broadcasting ``predict``
+  mlp-784       scikit-learn MLPClassifier((32,)) on 784 features, 10 classes; anchor: onnxruntime running
+                the same weights exported with onnx.helper (Gemm, Relu, Gemm, ArgMax; float32)
+  forest-784    scikit-learn RandomForestClassifier(100, max_depth=10) on 784 features, 10 classes;
+                anchor: its own ``predict`` (n_jobs=1)
+  logreg-784    scikit-learn LogisticRegression on 784 features, 10 classes; anchor: argmax(X W^T + b) in
+                numpy (float32, BLAS)
 Host builds are compiled with tinycc_ml.host.build.HOST_CFLAGS (printed): they are loaded on the machine
-that builds them. One foreign call per batch (the module's batch entry point).
+that builds them. One foreign call per batch: rows converted in C, then <prefix>_predict_batch (8 rows per
+pass over the weights; tinycc_ml/host/batch.py).
 """
 
 from __future__ import annotations
 
 import os
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
+    os.environ[_var] = "1"
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tinycc_ml.host.build import HOST_CFLAGS  # noqa: E402
 
-
-def rate(fn, X, repeat: int) -> float:
-    fn(X[:100])  # warm up (first call builds / loads)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(X)
-        times.append(time.perf_counter() - t0)
-    return len(X) / float(np.median(times))
+PRECISIONS = ("float", "int16", "int8")
 
 
-def models(rows: int):
+def protonn_blas(model):
+    """The ProtoNN formula with matrix products (float32): what numpy with BLAS does at its best."""
+    f32 = np.float32
+    W, B, Z = model.W.astype(f32), model.B.astype(f32), model.Z.astype(f32)
+    mean = None if model.mean is None else model.mean.astype(f32)
+    inv_std = None if model.std is None else (1.0 / model.std).astype(f32)
+    WT, ZT, bb, g2 = np.ascontiguousarray(W.T), np.ascontiguousarray(Z.T), np.sum(B * B, axis=0), f32(model.gamma**2)
+
+    def predict(X):
+        X = X.astype(f32)
+        if mean is not None:
+            X = (X - mean) * inv_std
+        P = X @ WT
+        D = np.sum(P * P, axis=1, keepdims=True) - 2 * (P @ B) + bb
+        return np.argmax(np.exp(-g2 * D) @ ZT, axis=1)
+
+    return predict
+
+
+def linear_blas(lr):
+    W, b = np.ascontiguousarray(lr.coef_.T, dtype=np.float32), lr.intercept_.astype(np.float32)
+    return lambda X: np.argmax(X.astype(np.float32) @ W + b, axis=1)
+
+
+def mlp_onnxruntime(mlp):
+    """The MLP's weights as an ONNX graph (onnx.helper), run by onnxruntime on one thread."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits, prev = [], [], "X"
+    n_layers = len(mlp.coefs_)
+    for i, (W, b) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
+        inits += [numpy_helper.from_array(W.astype(np.float32), f"W{i}"),
+                  numpy_helper.from_array(b.astype(np.float32), f"b{i}")]
+        nodes.append(helper.make_node("Gemm", [prev, f"W{i}", f"b{i}"], [f"h{i}"]))
+        prev = f"h{i}"
+        if i < n_layers - 1:
+            if mlp.activation != "relu":
+                raise ValueError("this export writes relu hidden layers only")
+            nodes.append(helper.make_node("Relu", [prev], [f"a{i}"]))
+            prev = f"a{i}"
+    nodes.append(helper.make_node("ArgMax", [prev], ["label"], axis=1, keepdims=0))
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                                          [None, mlp.coefs_[0].shape[0]])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, [None])], inits)
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx_model.ir_version = 8
+    onnx.checker.check_model(onnx_model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    session = ort.InferenceSession(onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return lambda X: session.run(None, {"X": X.astype(np.float32)})[0]
+
+
+def models(rows: int, only: set[str] | None):
+    """(key, description, model to compile, (anchor name, anchor predict), reference predict, calibration
+    rows, test rows) of each benchmarked model."""
     from sklearn.datasets import make_classification
-    from sklearn.linear_model import LogisticRegression
 
-    from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
+    def data(n_features, n_informative, n_classes, n_train):
+        X, y = make_classification(n_samples=n_train + rows, n_features=n_features, n_informative=n_informative,
+                                   n_classes=n_classes, random_state=0)
+        return X[:n_train], y[:n_train], X[n_train:]
 
-    X, y = make_classification(n_samples=4000 + rows, n_features=16, n_informative=12, n_redundant=2, n_classes=26,
-                               n_clusters_per_class=1, random_state=0)
-    clf = ProtoNNClassifier(projection_dim=12, n_prototypes=52, random_state=0).fit(X[:4000], y[:4000])
-    yield "protonn-16", clf.to_model(), None, X[:4000], X[4000:]
-    X, y = make_classification(n_samples=2000 + rows, n_features=784, n_informative=60, n_classes=10,
-                               random_state=0)
-    lr = LogisticRegression(max_iter=300).fit(X[:2000], y[:2000])
-    from tinycc_ml.importers.sklearn import from_sklearn
+    want = lambda key: only is None or key in only  # noqa: E731
+    if want("protonn-usps"):
+        from tinycc_ml.models.protonn_trainer import ProtoNNClassifier
 
-    yield "logreg-784", from_sklearn(lr), lr, X[:2000], X[2000:]
+        Xt, yt, X = data(256, 60, 10, 4000)
+        clf = ProtoNNClassifier(budget_bytes=65536, random_state=0).fit(Xt, yt)
+        model = clf.to_model()
+        kb = sum(a.size for a in (model.W, model.B, model.Z)) * 4 / 1024
+        yield ("protonn-usps", f"ProtoNN, D=256, d={model.W.shape[0]}, m={model.B.shape[1]}, 10 classes "
+               f"({kb:.0f} KB float)", model, ("numpy + BLAS (formula)", protonn_blas(model)), model.predict, Xt, X)
+    if want("mlp-784") or want("forest-784") or want("logreg-784"):
+        Xt, yt, X = data(784, 60, 10, 5000)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if want("mlp-784"):
+                from sklearn.neural_network import MLPClassifier
+
+                mlp = MLPClassifier((32,), max_iter=40, random_state=0).fit(Xt, yt)
+                yield ("mlp-784", "MLP (32,), D=784, 10 classes", mlp, ("onnxruntime", mlp_onnxruntime(mlp)),
+                       mlp.predict, Xt, X)
+            if want("forest-784"):
+                from sklearn.ensemble import RandomForestClassifier
+
+                rf = RandomForestClassifier(100, max_depth=10, random_state=0, n_jobs=1).fit(Xt, yt)
+                yield ("forest-784", "RandomForest(100, depth 10), D=784, 10 classes", rf,
+                       ("scikit-learn predict", rf.predict), rf.predict, Xt, X)
+            if want("logreg-784"):
+                from sklearn.linear_model import LogisticRegression
+
+                lr = LogisticRegression(max_iter=300).fit(Xt[:2000], yt[:2000])
+                yield ("logreg-784", "LogisticRegression, D=784, 10 classes", lr, ("numpy + BLAS", linear_blas(lr)),
+                       lr.predict, Xt[:2000], X)
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--only", default=None, help="comma-separated model keys (the stored table is not replaced)")
     args = ap.parse_args(argv)
-    print(f"host C flags: {' '.join(HOST_CFLAGS)}; {args.rows:,}-row batches, median of {args.repeat}")
-    head = f"{'model':<11} {'build':<14} {'predictions/s':>14} {'vs numpy':>9} {'agree':>6}"
+    only = set(args.only.split(",")) if args.only else None
+    print(f"host C flags: {' '.join(HOST_CFLAGS)}; {args.rows:,}-row batches, median of {args.repeat}, one thread")
+    head = f"{'model':<13} {'build':<24} {'predictions/s':>14} {'vs anchor':>9} {'agree':>6}"
     print(head)
     print("-" * len(head))
-    for name, model, sk, Xc, X in models(args.rows):
-        X = X.astype(np.float64)
-        ref = model.predict(X)
-        base = rate(model.predict, X, args.repeat)
-        print(f"{name:<11} {'numpy':<14} {base:>14,.0f} {1.0:>9.2f} {'-':>6}", flush=True)
-        if sk is not None:
-            r = rate(sk.predict, X, args.repeat)
-            print(f"{name:<11} {'scikit-learn':<14} {r:>14,.0f} {r / base:>9.2f} {'-':>6}", flush=True)
-        for precision in ("float", "int16", "int8"):
-            pred = tinycc_ml.compile(model, target="host", precision=precision, calibration=Xc, name="hb").load()
-            r = rate(pred.predict, X, args.repeat)
-            agree = float(np.mean(pred.predict(X) == ref))
-            print(f"{name:<11} {'C ' + precision:<14} {r:>14,.0f} {r / base:>9.2f} {agree:>6.3f}", flush=True)
+    table = []
+    for key, description, model, (anchor_name, anchor), reference, Xc, X in models(args.rows, only):
+        X = X.astype(np.float32).astype(np.float64)
+        ref = reference(X)
+        builds = {p: tinycc_ml.compile(model, target="host", precision=p, calibration=Xc, name="hb").load()
+                  for p in PRECISIONS}
+        # anchor and builds timed in turn, --repeat rounds (so a load change hits them alike); medians
+        fns = {anchor_name: anchor, **{f"C {p}": b.predict for p, b in builds.items()}}
+        for fn in fns.values():
+            fn(X[:100])
+        times = {name: [] for name in fns}
+        for _ in range(args.repeat):
+            for name, fn in fns.items():
+                t0 = time.perf_counter()
+                fn(X)
+                times[name].append(time.perf_counter() - t0)
+        rates = {name: len(X) / float(np.median(t)) for name, t in times.items()}
+        base = rates[anchor_name]
+        cells = [description, f"{anchor_name}: {base:,.0f}"]
+        for name, fn in fns.items():
+            agree = float(np.mean(np.asarray(fn(X)) == np.asarray(ref)))  # labels 0..9: indices alike
+            print(f"{key:<13} {name:<24} {rates[name]:>14,.0f} {rates[name] / base:>9.2f} {agree:>6.3f}", flush=True)
+            if name != anchor_name:
+                cells.append(f"{rates[name]:,.0f} ({rates[name] / base:.2f}x)")
+        table.append(cells)
+    write_table("host_throughput", ["model", "anchor: predictions/s", *(f"C {p}" for p in PRECISIONS)], table,
+                script="benchmarks/host_throughput.py" + (f" --repeat {args.repeat}" if args.repeat != 7 else ""),
+                results_dir=None if only else Path(__file__).resolve().parent / "results")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinycc_ml.host.batch import HostEmitter
 from tinycc_ml.host.build import load_host_build
 from tinycc_ml.target import Backend, BuildOutput, CEmitter, CTarget, Kernel, Node, TargetRun, find_host_cc, task_kind
 
@@ -48,7 +49,8 @@ class HostBackend(Backend):
     network_ops = None  # TFLite networks: the shared C, equal to the interpreter's int8 on every byte
 
     def emit(self, graph, prefix, model_description):
-        return emit_c(graph, prefix, CTarget("host", kernels=HOST_KERNELS), model_description)
+        target = CTarget("host", kernels=HOST_KERNELS)
+        return HostEmitter(graph, prefix, target, header_lines=model_description).build_output()
 
     def require_tools(self, method: str = "auto") -> None:
 

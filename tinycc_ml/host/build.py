@@ -19,11 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
+from tinycc_ml.host.batch import BLOCK_ROWS
 from tinycc_ml.target import DataError, ToolchainError, cache_root, compiler_version, private_dir, quantise
 
 # host builds are loaded on the machine that builds them: tuned for its CPU (the cache key names the CPU)
-# (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise)
-HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-Wall", "-Wextra", "-Werror")
+# (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise;
+# -ffp-contract=off: no fused multiply-add, as gcc's -std=c99 already does and clang's default does not, so
+# the batch entry point's sums equal the single-row function's to the bit with either compiler)
+HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-ffp-contract=off", "-Wall", "-Wextra",
+               "-Werror")
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
 NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8}
@@ -203,6 +207,17 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
                  f"    int {prefix}_predict_float(const float *x);\n")
     # rows of float64 in, predictions out, in one call: each row converted in C as HostPredictor.quantise does
     cdef += "    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);\n"
+    batched = f"{prefix}_predict_batch(" in header  # the host target's block entry point (tinycc_ml/host/batch.py)
+    if batched:
+        rows = f"{prefix}_predict_batch(x, n, scores, predictions);"
+    else:
+        rows = f"""for (int i = 0; i < n; ++i) {{
+                if (scores)
+                    {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM,
+                                    scores + (long)i * {prefix.upper()}_N_SCORES);
+                if (predictions)
+                    predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
+            }}"""
     wrapper = f"""
         #include <math.h>
         #include "{prefix}.h"
@@ -211,13 +226,7 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         void tinycc_batch(const {input_ctype} *x, int n, {score_ctype} *scores, int *predictions)
         {{
             /* either output may be NULL: each entry point is timed and tested on its own */
-            for (int i = 0; i < n; ++i) {{
-                if (scores)
-                    {prefix}_scores(x + (long)i * {prefix.upper()}_INPUT_DIM,
-                                    scores + (long)i * {prefix.upper()}_N_SCORES);
-                if (predictions)
-                    predictions[i] = {prefix}_predict(x + (long)i * {prefix.upper()}_INPUT_DIM);
-            }}
+            {rows}
         }}
     """
     if input_ctype == "float":
@@ -225,26 +234,37 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     else:
         lo, hi = (-127, 127) if input_ctype == "int8_t" else ((-32767, 32767) if input_ctype == "int16_t"
                                                              else (-2147483648, 2147483647))
-        convert = (f"double v = floor(xi[k] * factor[k] + 0.5); v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
-                   f"row[k] = ({input_ctype})v;")
+        # clamped, then floored: the same integer as floored, then clamped (the bounds are integers)
+        convert = (f"double v = xi[k] * factor[k] + 0.5; v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
+                   f"row[k] = ({input_ctype})(int32_t)floor(v);")
         check = "bad |= !(xi[k] - xi[k] == 0.0);"
+    # rows converted a block at a time into a buffer that stays in the L1 cache, each block predicted by one
+    # call of the batch entry point
+    chunk = BLOCK_ROWS if batched else 1
+    predict = (f"{prefix}_predict_batch(rows, m, (void *)0, predictions + i);" if batched
+               else f"predictions[i] = {prefix}_predict(rows);")
     wrapper += f"""
-    /* 1 (and no predictions) when a value is not finite: the caller quantises those rows itself */
+    /* 1 when a value is not finite (the caller then quantises the rows itself) */
     int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions)
     {{
-        {input_ctype} row[{prefix.upper()}_INPUT_DIM];
+        static {input_ctype} rows[{chunk} * {prefix.upper()}_INPUT_DIM];
         (void)factor;
-        for (int i = 0; i < n; ++i) {{
+        for (int i = 0; i < n; i += {chunk}) {{
+            const int m = n - i < {chunk} ? n - i : {chunk};
             const double *xi = x + (long)i * {prefix.upper()}_INPUT_DIM;
             int bad = 0;
             (void)bad;
-            for (int k = 0; k < {prefix.upper()}_INPUT_DIM; ++k) {{
-                {check}
-                {convert}
+            for (int r = 0; r < m; ++r) {{
+                {input_ctype} *row = rows + (long)r * {prefix.upper()}_INPUT_DIM;
+                const double *xr = xi + (long)r * {prefix.upper()}_INPUT_DIM;
+                for (int k = 0; k < {prefix.upper()}_INPUT_DIM; ++k) {{
+                    {check.replace("xi[k]", "xr[k]")}
+                    {convert.replace("xi[k]", "xr[k]")}
+                }}
             }}
             if (bad)
                 return 1;
-            predictions[i] = {prefix}_predict(row);
+            {predict}
         }}
         return 0;
     }}

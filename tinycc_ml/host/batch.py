@@ -1,0 +1,404 @@
+"""Host builds' batch entry point: ``<prefix>_predict_batch(x, n, scores, predictions)`` runs the model on
+BLOCK_ROWS rows at a time (``<prefix>_run_block``), so each pass over the weights feeds several rows.
+
+The block function is the single-row function's C with a row index (``lane_r``): every value has one copy
+per row (the arenas become ``[BLOCK_ROWS][size]``, scalars ``[BLOCK_ROWS]``) and each op's shared C runs
+in a loop over the rows, except the ops with a block kernel here, which put the row loop inside their own:
+
+- float ``matvec`` by a constant and ``sqdist`` to constant prototypes: the outputs in vector registers
+  (GCC/clang's vector extension), 8 rows x 32 outputs at a time, the weights (W transposed, B) padded with
+  zeros to whole vectors; per k, the weights' vectors loaded once for the block's rows;
+- integer ``matvec``: two rows of W per pass, each row's x[k] times both weights into 2 x 8 sums, then the
+  shared epilogue (shift, saturation, fused chain) row by row;
+- ``tree_ensemble`` (table form): each tree walked by the block's rows in lock step (a row at its leaf
+  stays there), then each row's leaf added.
+
+Every row's float sums are the single-row C's, in the same order from the same zero (host builds compile with
+-ffp-contract=off: no fused multiply-add; nothing here reorders a float sum; integer sums are exact in any
+order), so the batch path computes the single-row path's scores and predictions to the bit, at every
+precision (tests/backends/test_host_batch.py). A batch
+whose size is not a multiple of BLOCK_ROWS runs its last rows in a zero-padded block.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import numpy as np
+
+from tinycc_ml.target import CEmitter, Node, ctype_of
+
+BLOCK_ROWS = 8  # rows per pass over the weights
+MAX_BLOCK_ARENA_BYTES = 1 << 22  # larger models (big networks) keep the one-row loop
+LANE = "lane_r"  # the C loop variable naming a block's row
+ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t"}
+ARENA_BYTES = {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}
+
+
+def lanes(body: list[str], indent: str = "") -> list[str]:
+    return [f"{indent}for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{", *(f"{indent}    {ln}" for ln in body),
+            f"{indent}}}"]
+
+
+class HostEmitter(CEmitter):
+    """The shared emitter, plus the batch entry point (see the module's docstring)."""
+
+    block_mode = False  # emitting <prefix>_run_block: values are named per row (var)
+    _pin_emitting: list[str] | None = None
+    _lanes_done = False  # the node's C covers the block's rows itself (a block kernel)
+    _no_block_kernels = False
+
+    # code() sets ``emitting`` to the nodes it writes; the block function writes one node at a time but the
+    # kernels asking which readers share a function must see them all
+    @property
+    def emitting(self) -> list[str]:
+        return self._pin_emitting if self._pin_emitting is not None else self._emitting
+
+    @emitting.setter
+    def emitting(self, names) -> None:
+        self._emitting = names
+
+    def var(self, name: str) -> str:
+        base = super().var(name)
+        if not self.block_mode:
+            return base
+        api = self._api
+        if base == "x":
+            return f"(x + (long){LANE} * {api.input_dim})"
+        if base == "scores":
+            return f"(scores + (long){LANE} * {api.n_scores})"
+        root = self.reshape_roots.get(name, name)
+        plan = self.graph.analyses.memory_plan
+        if root in plan:
+            key, offset, _ = plan[root]
+            return f"({self.sym('block_arena_' + key)}[{LANE}] + {offset})"
+        return f"{base}[{LANE}]"
+
+    def emit_node(self, node: Node) -> list[str]:
+        if self.block_mode and not self._no_block_kernels:
+            precision = "float" if node.type.dtype.is_float else "fixed"
+            kernel = BLOCK_KERNELS.get((node.op, precision))
+            lines = kernel(self, node) if kernel else None
+            if lines is not None:
+                self._lanes_done = True
+                return lines
+        return super().emit_node(node)
+
+    def block_arena_bytes(self) -> int:
+        return BLOCK_ROWS * sum(n * ARENA_BYTES[k] for k, n in self.graph.analyses.arenas.items())
+
+    def emit(self):
+        self._api = self.interface()
+        if not self.batchable():
+            return super().emit()
+        emitted = super().emit()  # the single-row functions first: their constants come first, as before
+        return self.with_batch(emitted)
+
+    def batchable(self) -> bool:
+        arenas = self.graph.analyses.arenas or {}
+        return all(k in ARENA_CTYPE for k in arenas) and self.block_arena_bytes() <= MAX_BLOCK_ARENA_BYTES
+
+    def block_function(self) -> list[str]:
+        api, g = self._api, self.graph
+        ops = self.scheduled_ops()
+        plan = g.analyses.memory_plan
+        decls = []
+        for name in ops:
+            node = g.node(name)
+            if name not in plan and name not in (self.scores_node, self.scores_root) and node.type.rank == 0 \
+                    and name not in self.reshape_roots:
+                decls.append(f"    {self.ctype(node)} v_{name}[{BLOCK_ROWS}];")
+        body: list[str] = []
+        self.block_mode, self._pin_emitting = True, list(ops)
+        try:
+            for name in ops:
+                self._lanes_done = False
+                lines = self.code([name])
+                if self._lanes_done and name in g.analyses.fused and name not in self.stored_heads:
+                    # a fused head whose chain the shared fallback computes after it: row by row
+                    self._lanes_done, self._no_block_kernels = False, True
+                    lines = self.code([name])
+                    self._no_block_kernels = False
+                head, rest = lines[0], lines[1:]
+                body.append(head)
+                if self._lanes_done or all("computed in the store of" in ln for ln in rest):
+                    body += rest
+                else:
+                    body += lanes([ln[4:] for ln in rest], "    ")
+            body += lanes([f"predictions[{LANE}] = (int){self.at(self.prediction_node, '0')};"], "    ")
+        finally:
+            self.block_mode, self._pin_emitting = False, None
+        (x_node,) = g.inputs()
+        unused = [] if any(x_node in g.node(n).inputs for n in ops) else ["    (void)x;"]
+        return [f"/* {BLOCK_ROWS} rows at a time (x: {BLOCK_ROWS} rows; scores, predictions: theirs) */",
+                f"static void {api.sym('run_block')}(const {api.input_ctype} *x, {api.score_ctype} *scores, "
+                "int *predictions)", "{", *unused, *decls, *body, "}", ""]
+
+    @staticmethod
+    def ctype(node: Node) -> str:
+        return ctype_of(node.type.dtype)
+
+    def batch_function(self) -> list[str]:
+        api, r = self._api, BLOCK_ROWS
+        d, ns, it, st, p = api.input_dim, api.n_scores, api.input_ctype, api.score_ctype, self.prefix
+        return [
+            f"static {it} {p}_padded[{r * d}]; /* the last rows of a batch, padded with zero rows */",
+            f"static {st} {p}_block_scores[{r * ns}];", "",
+            f"void {p}_predict_batch(const {it} *x, int n, {st} *scores, int *predictions)", "{",
+            f"    {it} *padded = {p}_padded;",
+            f"    {st} *block_scores = {p}_block_scores;",
+            f"    int block_predictions[{r}];",
+            f"    for (int i = 0; i < n; i += {r}) {{",
+            f"        const int m = n - i < {r} ? n - i : {r};",
+            f"        const {it} *xi = x + (long)i * {d};",
+            f"        if (m < {r}) {{ /* the last rows, in a block padded with zero rows */",
+            f"            for (long e = 0; e < {r * d}L; ++e) padded[e] = e < (long)m * {d} ? xi[e] : 0;",
+            "            xi = padded;",
+            "        }",
+            f"        {p}_run_block(xi, block_scores, block_predictions);",
+            "        if (scores)",
+            f"            for (long e = 0; e < (long)m * {ns}; ++e) scores[(long)i * {ns} + e] = block_scores[e];",
+            "        if (predictions)",
+            "            for (int e = 0; e < m; ++e) predictions[i + e] = block_predictions[e];",
+            "    }",
+            "}", ""]
+
+    def with_batch(self, emitted):
+        """``emitted`` with the block and batch functions added to the source and the batch entry point to the
+        header. The block function re-emits each node: what that records again (constants already in the
+        source, kernel reports, constant bytes) is dropped; constants and helpers only it uses are added."""
+        saved = len(self.constants), self.const_bytes, list(self.kernel_report), set(self.helpers), \
+            set(self.const_arrays)
+        functions = self.block_function() + self.batch_function()
+        added = [c for c in self.constants[saved[0]:] if c not in emitted.source]
+        added += [text for name, text in self.helpers.items() if name not in saved[3]]
+        del self.constants[saved[0]:]
+        # the batch kernels' own tables (padded copies) count as constants of the build
+        self.const_bytes = saved[1] + sum(n for s, n in self.const_arrays.items() if s not in saved[4])
+        self.kernel_report[:] = saved[2]
+        arenas = [f"static {ARENA_CTYPE[k]} {self.sym('block_arena_' + k)}[{BLOCK_ROWS}][{n}];"
+                  for k, n in self.graph.analyses.arenas.items()]
+        api = self._api
+        decl = (f"/* Host builds: n rows (x: n x {api.input_dim}) at once, {BLOCK_ROWS} per pass over the weights;\n"
+                f"   scores (n x {api.n_scores}) and predictions (n) as {self.prefix}_scores and {self.prefix}_predict "
+                "give them (either may be NULL). */\n"
+                f"void {self.prefix}_predict_batch(const {api.input_ctype} *x, int n, {api.score_ctype} *scores, "
+                "int *predictions);\n")
+        marker = "\n#ifdef __cplusplus\n}\n#endif\n"
+        header = emitted.header
+        at = header.rfind(marker)
+        if at < 0:
+            raise ValueError("host header: no closing extern C block")
+        header = header[:at] + "\n" + decl + header[at:]
+        source = "\n".join([emitted.source.rstrip("\n"), "", "/* ---- the batch entry point (host builds) */",
+                            *added, *arenas, "", *functions])
+        return replace(emitted, source=source, header=header, const_bytes=self.const_bytes)
+
+
+# ---- block kernels: (op, precision) -> lines computing all of a block's rows, or None (the per-row loop)
+
+
+VEC = 16  # floats per vector (GCC/clang vector extension; one AVX-512 register, two AVX2 ones)
+
+
+def vector_type(em: HostEmitter) -> str:
+    name = em.sym("f32x16")
+    em.helpers.setdefault(name, f"typedef float {name} __attribute__((vector_size({4 * VEC})));\n")
+    return name
+
+
+def padded_columns(em: HostEmitter, symbol: str, matrix, comment: str) -> tuple[str, int]:
+    """``matrix`` (n, w) stored with its rows padded with zeros to a multiple of VEC: (symbol, padded w)."""
+    n, w = matrix.shape
+    wide = -(-w // VEC) * VEC
+    padded = np.zeros((n, wide), dtype=matrix.dtype)
+    padded[:, :w] = matrix
+    return em.add_const_array(em.sym(symbol), padded, "float", comment), wide
+
+
+def vector_tiles(em: HostEmitter, width: int, wide: int, depth: int, table: str, update, out_of) -> list[str]:
+    """Output elements 0..width-1 of every block row, VEC x 2 at a time: accumulators ``a<v>_<r>`` (vector v
+    of row r, from zero) take ``update(v, r, "t<v>")`` for k = 0..depth-1, ``t<v>`` the VEC floats of
+    ``table`` at k * wide + the tile's start + v * VEC; then stored to ``out_of(r)`` (the first ``width``)."""
+    vt = vector_type(em)
+    full = width // (2 * VEC) * (2 * VEC)
+
+    def tile(start: str, n_vec: int, stored: int | None) -> list[str]:
+        accs = ", ".join(f"a{v}_{r} = {{0}}" for r in range(BLOCK_ROWS) for v in range(n_vec))
+        lines = [f"    {vt} {accs};",
+                 f"    for (int k = 0; k < {depth}; ++k) {{",
+                 f"        const float *w = {table} + (long)k * {wide} + {start};",
+                 f"        {vt} {', '.join(f't{v}' for v in range(n_vec))};",
+                 *(f"        __builtin_memcpy(&t{v}, w + {v * VEC}, sizeof t{v});" for v in range(n_vec))]
+        for r in range(BLOCK_ROWS):
+            lines.append("        { " + " ".join(update(v, r, f"t{v}") for v in range(n_vec)) + " }")
+        lines.append("    }")
+        for r in range(BLOCK_ROWS):
+            for v in range(n_vec):
+                count = VEC if stored is None else min(VEC, stored - v * VEC)
+                if count > 0:
+                    lines.append(f"    __builtin_memcpy({out_of(r)} + {start} + {v * VEC}, &a{v}_{r}, "
+                                 f"{count} * sizeof(float));")
+        return lines
+
+    lines = []
+    if full:
+        lines += [f"for (int j0 = 0; j0 < {full}; j0 += {2 * VEC}) {{", *tile("j0", 2, None), "}"]
+    if width > full:
+        rest = width - full
+        lines += ["{", *tile(str(full), -(-rest // VEC), rest), "}"]
+    return lines
+
+
+def lane_text(text: str, r: int) -> str:
+    """C naming block row ``r`` (a constant) where ``text`` names row lane_r."""
+    return re.sub(rf"\b{LANE}\b", str(r), text)
+
+
+def matvec_float_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """W x for the block's rows: W stored transposed, rows padded to VEC; per column k, each row's x[k]
+    times the column's weights added into that row's vector sums (the single-row kernel's sums, in its
+    order: acc[i] += w[k][i] * x[k], k = 0, 1, ...)."""
+    a_name, x_name = node.inputs
+    g = em.graph
+    if g.op(a_name) != "const" or g.op(x_name) in ("const", "sparse_const") or node.type.rank != 1 \
+            or em.target.word_flash is not None:
+        return None
+    rows, cols = g.type(a_name).shape
+    if rows < 4:  # the single-row C: one sum per row over k (the shared loop), row by row here too
+        return None
+    table, wide = padded_columns(em, f"{a_name}_tp", np.asarray(g.node(a_name).attrs["value"]).T,
+                                 f"%{a_name}: {g.type(a_name)}, transposed, rows padded with zeros to {VEC}n "
+                                 "(the batch kernel's)")
+    out = em.var(node.name)
+    x_k = em.at(x_name, "k")
+    return vector_tiles(em, rows, wide, cols, table,
+                        lambda v, r, t: (f"const float x{r} = {lane_text(x_k, r)};" if v == 0 else "")
+                        + f" a{v}_{r} += {t} * x{r};",
+                        lambda r: lane_text(out, r))
+
+
+def sqdist_float_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """||p - b_j||^2 for every prototype j (columns of the constant B, padded to VEC) and block row: per
+    coordinate k, d = b_j[k] - p[k], sum += d * d: the single-row loop's sums, in its order."""
+    x_name, m_name = node.inputs
+    if em.graph.op(m_name) != "const" or em.target.word_flash is not None:
+        return None
+    k, m = em.graph.type(m_name).shape
+    table, wide = padded_columns(em, f"{m_name}_p", np.asarray(em.graph.node(m_name).attrs["value"]),
+                                 f"%{m_name}: {em.graph.type(m_name)}, columns padded with zeros to {VEC}n "
+                                 "(the batch kernel's)")
+    out = em.var(node.name)
+    x_k = em.at(x_name, "k")
+    vt = vector_type(em)
+    return vector_tiles(em, m, wide, k, table,
+                        lambda v, r, t: (f"const float x{r} = {lane_text(x_k, r)};" if v == 0 else "")
+                        + f" {{ const {vt} d = {t} - x{r}; a{v}_{r} += d * d; }}",
+                        lambda r: lane_text(out, r))
+
+
+FIXED_DOT = re.compile(r"^        acc \+= \(int32_t\)(\w+\[[^\]]*\]) \* (.+);$")
+
+
+def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """The shared integer mat-vec (``for i: acc = sum_k W[i][k] x[k]; <its epilogue>``) with the block's rows
+    in one pass over row i of W: per k, W[i][k] times each row's x[k] into that row's sum (integer sums: the
+    order changes nothing), then the shared epilogue row by row. Other forms: None (the per-row loop)."""
+    lines = CEmitter.emit_node(em, node)  # the shared C, named per row (lane_r)
+    if len(lines) < 5 or not re.match(r"^for \(int i = 0; i < \d+; \+\+i\) \{$", lines[0]) \
+            or lines[1] != "    int32_t acc = 0;" or lines[-1] != "}" \
+            or not re.match(r"^    for \(int k = 0; k < \d+; \+\+k\)$", lines[2]):
+        return None
+    dot = FIXED_DOT.match(lines[3])
+    if dot is None or LANE in dot.group(1) or LANE not in dot.group(2):
+        return None
+    rows = int(re.match(r"^for \(int i = 0; i < (\d+);", lines[0]).group(1))
+    epilogue = [ln[4:] for ln in lines[4:-1]]
+
+    def pass_over(first: str, count: int) -> list[str]:
+        """Rows first .. first + count - 1 of W (count 1 or 2) for the block's rows, then their epilogues."""
+        w_of = [re.sub(r"\bi\b", f"({first} + {h})", dot.group(1)) for h in range(count)]
+        sums = ", ".join(f"a{h}_{r} = 0" for h in range(count) for r in range(BLOCK_ROWS))
+        body = [f"    int32_t {sums};", lines[2] + " {",
+                *(f"        const int32_t w{h} = (int32_t){w_of[h]};" for h in range(count))]
+        for r in range(BLOCK_ROWS):
+            x_r = lane_text(dot.group(2), r)
+            body.append(f"        {{ const int32_t x{r} = {x_r}; "
+                        + " ".join(f"a{h}_{r} += w{h} * x{r};" for h in range(count)) + " }")
+        body.append("    }")
+        for h in range(count):
+            body += [f"    {{ /* row {first} + {h} of W */",
+                     f"        const int32_t sums[{BLOCK_ROWS}] = {{"
+                     + ", ".join(f"a{h}_{r}" for r in range(BLOCK_ROWS)) + "};",
+                     f"        const int i = {first} + {h};", "        (void)i;",
+                     *lanes([f"int32_t acc = sums[{LANE}];", *epilogue], "        "), "    }"]
+        return body
+
+    out = []
+    if rows >= 2:  # two rows of W per pass: each x[k] loaded feeds both
+        out += [f"for (int i2 = 0; i2 < {rows // 2 * 2}; i2 += 2) {{", *pass_over("i2", 2), "}"]
+    if rows % 2:
+        out += ["{", *pass_over(str(rows - 1), 1), "}"]
+    return out
+
+
+TREE_LOOP = re.compile(r"^    for \(int t = 0; t < (\d+); \+\+t\) \{$")
+
+
+def trees_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """The shared table walk (trees.ensemble_code) with the block's rows walking each tree in lock step:
+    its lines rewritten where their form is the one expected, else None (the per-row loop)."""
+    lines = CEmitter.emit_node(em, node)  # the shared C, named per row (lane_r)
+    try:
+        start = next(n for n, ln in enumerate(lines) if TREE_LOOP.match(ln))
+        root_line, walk = lines[start + 1], lines[start + 2:start + 9]
+        end = next(n for n in range(start + 9, len(lines)) if lines[n] == "    }")
+    except StopIteration:
+        return None
+    m_root = re.match(r"^        (\w+) i = (.+);$", root_line)
+    if not (m_root and walk[0] == "        while (i >= 0) {" and walk[5] == "        }"
+            and walk[3].startswith("            i = (") and lines[1].lstrip().split()[1].startswith("acc[")
+            and walk[6].startswith("        ") and " leaf = " in walk[6]):
+        return None
+    ref_type = m_root.group(1)
+    acc_decl = lines[1]
+    acc_ctype = acc_decl.split()[0]
+    acc_size = acc_decl[acc_decl.index("[") + 1:acc_decl.index("]")]
+
+    def per_row(text: str) -> str:
+        return re.sub(r"\bacc\[", f"acc[{LANE}][", text)
+
+    step = [ln.replace("[i]", "[j]") for ln in walk[1:5]]
+    step[2] = step[2].replace("i = (", f"const {ref_type} next = (", 1)
+    out = ["{", f"    {acc_ctype} acc[{BLOCK_ROWS}][{acc_size}];",
+           *lanes([per_row(lines[2].strip())], "    ")]
+    out += [ln for ln in lines[3:start] if "(void)" not in ln]
+    out += [lines[start],
+            f"        {ref_type} at[{BLOCK_ROWS}];",
+            f"        for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) at[{LANE}] = {m_root.group(2)};",
+            "        for (;;) { /* one level of every row's walk; a row at its leaf stays there */",
+            "            int live = 0;",
+            f"            for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{",
+            f"                const {ref_type} i = at[{LANE}];",
+            f"                const {ref_type} j = i < 0 ? 0 : i;",
+            *("    " + ln for ln in step),
+            f"                at[{LANE}] = i < 0 ? i : next;",
+            f"                live |= at[{LANE}] >= 0;",
+            "            }",
+            "            if (!live)",
+            "                break;",
+            "        }",
+            f"        for (int {LANE} = 0; {LANE} < {BLOCK_ROWS}; ++{LANE}) {{",
+            f"            const {ref_type} i = at[{LANE}];",
+            *("    " + per_row(ln) for ln in lines[start + 8:end]),
+            "        }",
+            "    }"]
+    tail = lines[end + 1:-1]
+    out += lanes([per_row(ln.strip()) for ln in tail], "    ")
+    return out + ["}"]
+
+
+BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("matvec", "fixed"): matvec_fixed_block,
+                 ("sqdist", "float"): sqdist_float_block,
+                 ("tree_ensemble", "float"): trees_block, ("tree_ensemble", "fixed"): trees_block}
