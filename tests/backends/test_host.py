@@ -44,16 +44,22 @@ def protonn_cases(draw):
 def tolerance(model: ProtoNNModel, X: np.ndarray) -> np.ndarray:
     """Per-row bound on the float32 error of the scores, from a float64 error model written
     here: each kernel k_j = exp(-e_j) is off by a relative 1e-5 plus a part growing with e_j
-    (float32 distances are accurate relative to their size, and e_j magnifies that), summed
-    with weights |Z|; plus a floor for kernels that underflow float32."""
+    (float32 distances are accurate relative to their size, and e_j magnifies that) plus e_j's own
+    error from the differences W x - B (a few ulps of their terms), summed with weights |Z|; plus a
+    floor for kernels that underflow float32."""
     Xn = np.asarray(X, dtype=np.float64)
     if model.mean is not None:
         Xn = Xn - model.mean
     if model.std is not None:
         Xn = Xn / model.std
-    e = model.gamma**2 * np.sum(((Xn @ model.W.T)[:, :, None] - model.B[None]) ** 2, axis=1)
+    d = (Xn @ model.W.T)[:, :, None] - model.B[None]
+    e = model.gamma**2 * np.sum(d**2, axis=1)
+    # float32's error in each difference: a few ulps of what it is computed from (the projection's terms and
+    # B), which a cancellation in d can make large relative to d itself
+    d_error = 2.0**-21 * ((np.abs(Xn) @ np.abs(model.W.T))[:, :, None] + np.abs(model.B[None]))
+    e_error = model.gamma**2 * np.sum(2 * np.abs(d) * d_error + d_error**2, axis=1)
     k = np.exp(-e)
-    return (k * (1e-5 + 2e-6 * e)) @ np.abs(model.Z).T + 1e-36 * np.abs(model.Z).sum(axis=1)
+    return (k * (1e-5 + 2e-6 * e + 2 * e_error)) @ np.abs(model.Z).T + 1e-36 * np.abs(model.Z).sum(axis=1)
 
 
 def check_against_reference(model: ProtoNNModel, X: np.ndarray, predictor) -> None:
