@@ -92,11 +92,16 @@ def test_report_fields():
     assert report["target"] == "host" and report["precision"] == "float"
     assert "protonn" in report["model"] and "W(4, 10)" in report["model"]
     assert any(line.startswith("fold_input_affine") for line in report["passes"])
-    # float code keeps the mean subtraction (see fold_input_affine): W (times 1/std), mean, B, Z
-    assert report["const_bytes"] == 4 * (4 * 10 + 10 + 4 * 6 + 3 * 6)
+    # float code keeps the mean subtraction (see fold_input_affine): W (times 1/std), mean, B, Z; the host's
+    # batch kernels add W transposed and B with their rows padded to 8 floats (host/batch.py)
+    batch_tables = 4 * (10 * 16 + 4 * 16)
+    assert report["const_bytes"] == 4 * (4 * 10 + 10 + 4 * 6 + 3 * 6) + batch_tables
+    assert {k: v for k, v in result.output.const_arrays.items() if k.endswith(("_tp", "_p"))} == \
+        {"rep_W_folded_tp": 4 * 10 * 16, "rep_B_p": 4 * 4 * 16}
     # intermediates: at most the centred input, the projection, the distances/kernels and scores
     assert 0 < report["ram_bytes"] <= 4 * (10 + 4 + 6 + 6 + 3)
-    assert f"{report['const_bytes']} bytes" in result.files["rep.c"]
+    # the file's header states the model's own constants; the batch tables follow in the batch section
+    assert f"Constants: {report['const_bytes'] - batch_tables} bytes" in result.files["rep.c"]
 
 
 def test_options_are_checked_before_anything_is_written(tmp_path):

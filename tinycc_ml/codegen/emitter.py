@@ -263,6 +263,8 @@ class CEmitter:
         n = len(flat)
         key = (ctype, n, flat.dtype.str, flat.tobytes())
         first = self._arrays_by_content.setdefault(key, symbol)
+        if first == symbol and symbol in self.const_arrays:  # asked for again (a table two kernels read)
+            return symbol
         if first != symbol:
             self.constants.append(f"/* {comment}: the same elements as {first} */\n#define {symbol} {first}\n")
             return symbol
