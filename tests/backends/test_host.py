@@ -72,8 +72,11 @@ def check_against_reference(model: ProtoNNModel, X: np.ndarray, predictor) -> No
     margin = ordered[:, -1] - ordered[:, -2] if want.shape[1] > 1 else np.full(len(X), np.inf)
     clear = margin > 2 * tolerance(model, X).max(axis=1)
     np.testing.assert_array_equal(pred[clear], np.argmax(want, axis=1)[clear])
-    # the C prediction is the argmax of the C scores, always
-    np.testing.assert_array_equal(pred, np.argmax(got, axis=1))
+    # the C prediction is the argmax of the C scores wherever they have one maximum; where they tie (every kernel
+    # underflowed float32: scores +-0), the prediction's stable form (it compares the exponents) still ranks them
+    top = np.sort(got, axis=1)
+    single = top[:, -1] > top[:, -2] if got.shape[1] > 1 else np.ones(len(got), dtype=bool)
+    np.testing.assert_array_equal(pred[single], np.argmax(got, axis=1)[single])
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
