@@ -23,6 +23,9 @@ require_target(target, m0_method="auto")
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import time
 
 import pytest
 from hypothesis import settings
@@ -52,6 +55,24 @@ def require_target(target: str, m0_method: str = "auto") -> None:
         if toolchains_required():
             pytest.fail(f"{reason} ({REQUIRE_ENV}=1)", pytrace=False)
         pytest.skip(reason)
+
+
+def simavr_uart_lines(elf, done, timeout: float = 60) -> list[str]:
+    """What an ATmega328P firmware prints on its UART in simavr (colour codes removed), read until ``done(lines)``
+    says enough, the program stops printing, or ``timeout`` seconds pass; simavr is then stopped."""
+    proc = subprocess.Popen(["simavr", "-m", "atmega328p", "-f", "16000000", str(elf)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and not done(lines):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(re.sub(r"\x1b\[[0-9;]*m", "", line))
+    finally:
+        proc.kill()
+        proc.wait()
+    return lines
 
 
 def require_tools(*names: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 import tinycc_ml
-from tests.conftest import require_target, require_tools, toolchains_required
+from tests.conftest import require_target, require_tools, simavr_uart_lines, toolchains_required
 from tinycc_ml.errors import FitError
 from tinycc_ml.testing import random_inputs, random_model
 
@@ -165,18 +164,7 @@ def test_arduino_mk_builds_the_sketch_with_every_table_in_flash(tmp_path):
     assert any("core" in obj for obj in sizes), sizes  # the core's own data (Serial's tables) is listed
     # it runs: the real core's Serial on the simulated USART, until the sixth row is printed
     elf = next(sketch.glob("build-*/*.elf"))
-    proc = subprocess.Popen(["simavr", "-m", "atmega328p", "-f", "16000000", str(elf)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines, deadline = [], time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and len([ln for ln in lines if "row " in ln]) < len(rows):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(re.sub(r"\x1b\[[0-9;]*m", "", line))
-    finally:
-        proc.kill()
-        proc.wait()
+    lines = simavr_uart_lines(elf, lambda lines: len([ln for ln in lines if "row " in ln]) >= len(rows))
     got = re.findall(r"row (\d+): predicted (\d+), expected (\d+), \d+ us \(label (\w+), expected label (\w+)\)",
                      "".join(lines))
     host = tinycc_ml.compile(model, precision="int16", calibration=X[:400]).load()

@@ -18,7 +18,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 import tinycc_ml
-from tests.conftest import require_target, require_tools
+from tests.conftest import require_target, require_tools, simavr_uart_lines
 from tinycc_ml import cli
 from tinycc_ml.ir.fixed import quantise
 from tinycc_ml.models.protonn import init_protonn
@@ -352,17 +352,6 @@ def test_avr_firmware_prints_on_the_uart_with_nothing_but_printf(data, tmp_path)
     run = configure(src, tmp_path / "b", "-G", "Ninja", f"-DCMAKE_TOOLCHAIN_FILE={cmake_dir()}/tinycc-ml-avr.cmake")
     assert run.returncode == 0, run.stdout + run.stderr
     build(tmp_path / "b")
-    proc = subprocess.Popen(["simavr", "-m", "atmega328p", "-f", "16000000", str(tmp_path / "b" / "fw")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, deadline = [], time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and not any("done" in line for line in lines):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(re.sub(r"\x1b\[[0-9;]*m", "", line))
-    finally:
-        proc.kill()
-        proc.wait()
+    lines = simavr_uart_lines(tmp_path / "b" / "fw", lambda lines: any("done" in line for line in lines))
     got = [int(c) for c in re.findall(r"row \d: class (\d+)", "".join(lines))]
     assert got == host.load().run_raw(q)[1].tolist(), lines

@@ -101,11 +101,7 @@ class AvrBackend(McuBackend):
                 f"its {self.sketch_rows} stored rows)")
         sketch = replace(chip, name=name, flash=min(chip.flash, UNO_SKETCH_FLASH) - flash_kept,
                          ram=chip.ram - ram_kept)
-        saved, self.limits = self.limits, sketch
-        try:
-            fit = super().check_fit(output)
-        finally:
-            self.limits = saved
+        fit = super().check_fit(output, limits=sketch)
         return Fit(name, fit.flash_bytes + flash_kept, fit.ram_bytes + ram_kept, fit.stack_estimate,
                    fit.how + " + the Arduino core and sketch (estimated)")
 

@@ -395,30 +395,49 @@ def fully_connected(em: CEmitter, node: Node) -> list[str]:
             "}"]
 
 
-def average_pool2d(em: CEmitter, node: Node) -> list[str]:
+@dataclass(frozen=True)
+class PoolWindow:
+    """What the pooling ops' C shares: the window clipped to the input at (iy0, ix0) (``clip``: the lines
+    giving the taps fy0..fy1, fx0..fx1 inside it), the element of tap (fy, fx) and channel c (``tap``), and
+    the fused activation's clamp."""
+
+    window: tuple[int, int]
+    channels: int
+    clip: list[str]
+    tap: str
+    lo: int
+    hi: int
+
+
+def pool_window(em: CEmitter, node: Node) -> PoolWindow:
     (x_name,) = node.inputs
     _computed(em, node, x_name)
-    x = em.graph.type(x_name)
     window = tuple(int(k) for k in node.attrs["filter"])
-    channels = x.shape[3]
+    channels = em.graph.type(x_name).shape[3]
     height, width, *_ = _window(em, node, window)
     out = node.type.dtype
     lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    # TFLite's window clipped to the input: the count is of the taps inside it
-    body = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
+    clip = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
             f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
-            f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};",
+            f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};"]
+    tap = f"{em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * {channels} + c]"
+    return PoolWindow(window, channels, clip, tap, lo, hi)
+
+
+def average_pool2d(em: CEmitter, node: Node) -> list[str]:
+    pool = pool_window(em, node)
+    # TFLite's window clipped to the input: the count is of the taps inside it
+    body = [*pool.clip,
             "const int32_t count = (int32_t)((fy1 - fy0) * (fx1 - fx0));",
-            f"for (int c = 0; c < {channels}; ++c) {{",
+            f"for (int c = 0; c < {pool.channels}; ++c) {{",
             "    int32_t sum = 0, average;",
             "    for (int fy = fy0; fy < fy1; ++fy)",
             "    for (int fx = fx0; fx < fx1; ++fx)",
-            f"        sum += {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * {channels}"
-            " + c];",
+            f"        sum += {pool.tap};",
             "    average = sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count;",
-            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(average, {lo}, {hi});",
+            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(average, {pool.lo}, {pool.hi});",
             "}"]
-    return _window_loops(em, node, window, channels, body)
+    return _window_loops(em, node, pool.window, pool.channels, body)
 
 
 def tensor_add(em: CEmitter, node: Node) -> list[str]:
@@ -489,29 +508,19 @@ C_CODE["fixed"].update({
 
 
 def max_pool2d(em: CEmitter, node: Node) -> list[str]:
-    (x_name,) = node.inputs
-    _computed(em, node, x_name)
-    x = em.graph.type(x_name)
-    window = tuple(int(k) for k in node.attrs["filter"])
-    channels = x.shape[3]
-    height, width, *_ = _window(em, node, window)
-    out = node.type.dtype
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    pool = pool_window(em, node)
     # the window clipped to the input, as the average pool's: padding is never the largest
-    body = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
-            f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
-            f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};",
-            f"for (int c = 0; c < {channels}; ++c) {{",
+    body = [*pool.clip,
+            f"for (int c = 0; c < {pool.channels}; ++c) {{",
             "    int32_t largest = -128;",
             "    for (int fy = fy0; fy < fy1; ++fy)",
             "    for (int fx = fx0; fx < fx1; ++fx) {",
-            f"        const int32_t v = {em.var(x_name)}[((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * "
-            f"{channels} + c];",
+            f"        const int32_t v = {pool.tap};",
             "        if (v > largest) largest = v;",
             "    }",
-            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(largest, {lo}, {hi});",
+            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(largest, {pool.lo}, {pool.hi});",
             "}"]
-    return _window_loops(em, node, window, channels, body)
+    return _window_loops(em, node, pool.window, pool.channels, body)
 
 
 def transpose(em: CEmitter, node: Node) -> list[str]:

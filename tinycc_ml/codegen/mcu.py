@@ -428,11 +428,12 @@ class McuBackend(Backend):
                            f"{floor} bytes of flash at {precision} (has {chip.flash})", floor,
                            chip.flash - chip.code_estimate)
 
-    def check_fit(self, output: BuildOutput) -> Fit:
+    def check_fit(self, output: BuildOutput, limits: Chip | None = None) -> Fit:
+        """The fit on the chip, held to ``limits`` when given (else the user's, ``with_memory_limits``)."""
         if self.measure and self.simulator is not None:
             self._simulator()  # a broken simulator plug-in is said as such, not taken for a misfit
         return check_fit(self.simulator, self.chip, output, measure=self.measure and self.simulator is not None,
-                         limits=self.limits)
+                         limits=limits or self.limits)
 
     def with_memory_limits(self, max_flash: int | None = None, max_ram: int | None = None) -> McuBackend:
         """This backend checking builds against the user's own chip: at most ``max_flash`` bytes of flash and

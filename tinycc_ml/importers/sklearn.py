@@ -421,13 +421,6 @@ def _from_booster(estimator) -> Model:
     raise CompileError(f"cannot compile a {type(estimator).__name__} from {library}; supported: {SUPPORTED}")
 
 
-CONVERTERS = {"KNeighborsClassifier": _from_kneighbors, "NearestCentroid": _from_nearest_centroid,
-              **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, from_sklearn_trees),
-              **dict.fromkeys(BOOSTERS, _from_booster), **dict.fromkeys(LINEAR_REGRESSORS, _from_linear_regressor),
-              **dict.fromkeys(MLPS, _from_mlp), "GaussianNB": _from_gaussian_nb, **dict.fromkeys(SVMS, _from_svc),
-              CALIBRATED: lambda estimator: _from_calibrated(estimator)}
-
-
 def _from_calibrated(estimator) -> CalibratedModel:
     """Every fold's linear classifier (its decision_function: what scikit-learn calibrates) and its calibrators,
     as one CalibratedModel."""
@@ -474,6 +467,13 @@ def _from_calibrated(estimator) -> CalibratedModel:
         arrays["ab"] = np.array(ab)
     return CalibratedModel(np.vstack(W), np.concatenate(b), column_class, fold_columns, k, method, source=name,
                            **arrays)
+
+
+CONVERTERS = {"KNeighborsClassifier": _from_kneighbors, "NearestCentroid": _from_nearest_centroid,
+              **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, from_sklearn_trees),
+              **dict.fromkeys(BOOSTERS, _from_booster), **dict.fromkeys(LINEAR_REGRESSORS, _from_linear_regressor),
+              **dict.fromkeys(MLPS, _from_mlp), "GaussianNB": _from_gaussian_nb, **dict.fromkeys(SVMS, _from_svc),
+              CALIBRATED: _from_calibrated}
 
 
 # ---------------------------------------------------------------- pipelines

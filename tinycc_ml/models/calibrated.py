@@ -15,7 +15,7 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops.calibration import calibrated_mean_rows, isotonic_rows
+from tinycc_ml.ir.ops.calibration import calibrated_mean_rows, isotonic_rows, sigmoid_rows
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix
 from tinycc_ml.models.saved import check_array
@@ -105,8 +105,7 @@ class CalibratedModel(Model):
         """Each row's calibrated columns (n, R)."""
         t = self._check_input(X) @ self.W.T + self.b
         if self.method == "sigmoid":
-            with np.errstate(over="ignore"):
-                return 1.0 / (1.0 + np.exp(self.ab[:, 0] * t + self.ab[:, 1]))
+            return sigmoid_rows(t, self.ab)
         return isotonic_rows(t, self.knots_x, self.knots_y)
 
     def scores(self, X) -> np.ndarray:

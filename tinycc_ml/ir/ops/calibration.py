@@ -30,17 +30,17 @@ def _infer_sigmoid(ts, attrs, declared):
     return TensorType(t.shape, F32)
 
 
-def _sigmoid_rows(ins, batched, attrs, n, rank):
-    t, ab = ins
+def sigmoid_rows(t: np.ndarray, ab: np.ndarray) -> np.ndarray:
+    """t (n, R) through each column's Platt sigmoid 1 / (1 + exp(a t + b)), (a, b) the rows of ``ab``."""
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + np.exp(ab[:, 0] * t + ab[:, 1]))
 
 
 register_op(OpDef(
-    "sigmoid_calibrate", 2, _infer_sigmoid,
-    lambda xs, a: _sigmoid_rows([xs[0][None], xs[1]], [True, False], a, 1, 1)[0], {},
+    "sigmoid_calibrate", 2, _infer_sigmoid, lambda xs, a: sigmoid_rows(np.asarray(xs[0])[None], xs[1])[0], {},
     "Platt's sigmoid per column: 1 / (1 + exp(a_i t_i + b_i)), (a_i, b_i) row i of the constant operand",
-    evaluate_rows=_sigmoid_rows, interval=_probability_interval, unsupported=UNSUPPORTED))
+    evaluate_rows=lambda ins, batched, attrs, n, rank: sigmoid_rows(ins[0], ins[1]),
+    interval=_probability_interval, unsupported=UNSUPPORTED))
 
 
 def _infer_isotonic(ts, attrs, declared):
