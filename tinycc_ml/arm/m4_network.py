@@ -743,7 +743,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
 
 
 def _requant_literals(multiplier: int, shift: int) -> str:
-    """m4_scale's arguments after x for one (multiplier, shift): literals the compiler folds."""
+    """m4_rq's arguments after x for one (multiplier, shift): literals the compiler folds."""
     right = max(-shift, 0)
     return f"{multiplier}, {max(shift, 0) + 1}, {right}, {(1 << (right - 1)) if right else 0}, {-1 if right else 0}"
 
@@ -755,19 +755,6 @@ def _requant_bound(bound: int, multiplier: int, shift: int) -> int | None:
     if bound << left >= SMALL_ACC:
         return None
     return ((bound << left) * multiplier >> 31 >> right) + 2
-
-
-def scale_helper(em) -> str:
-    return _helper(em, "m4_scale", """\
-static inline __attribute__((always_inline)) int32_t @m4_scale(int32_t acc, int32_t m, int32_t sl, int32_t r,
-                                                               int32_t nudge, int32_t negmask)
-{
-    /* m4_rq's MultiplyByQuantizedMultiplier (the same proven-small accumulators), constants in literals */
-    int32_t high;
-    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
-    return (high + nudge + ((high >> 31) & negmask)) >> r;
-}
-""")
 
 
 def tensor_add(em, node: Node) -> list[str] | None:
@@ -783,7 +770,7 @@ def tensor_add(em, node: Node) -> list[str] | None:
     bound_b = _requant_bound(255 << q.left_shift, mb, sb)
     if bound_a is None or bound_b is None or _requant_bound(bound_a + bound_b, mo, so) is None:
         return None
-    scale = scale_helper(em)
+    scale = rq_helper(em, wide=False)  # the same proven-small accumulators, constants in literals
     za, zb, zo = q.zero_points
     a, b = (em.var(n) for n in node.inputs)
     symbol = em.sym(f"m4_add_{node.name}")
