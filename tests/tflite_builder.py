@@ -24,16 +24,22 @@ INPUT_SPREAD = 74.0  # standard deviation of uniform int8 values
 OUTPUT_SPREAD = 40.0  # aimed standard deviation of a layer's int8 outputs
 
 
-def tflm_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
-    """tflite-micro's output 0 (flattened) for each int8 row of X, each row reshaped to the input's shape."""
+def tflm_raw_outputs(data: bytes, X) -> np.ndarray:
+    """tflite-micro's interpreter (its reference kernels) on each row of X, given and returned as they are."""
     interpreter = runtime.Interpreter.from_bytes(data)
-    shape = interpreter.get_input_details(0)["shape"]
     outs = []
     for x in X:
-        interpreter.set_input(np.asarray(x, dtype=np.int8).reshape(shape), 0)
+        interpreter.set_input(x, 0)
         interpreter.invoke()
-        outs.append(interpreter.get_output(0).reshape(-1).copy())
+        outs.append(interpreter.get_output(0).copy())
     return np.stack(outs)
+
+
+def tflm_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
+    """tflite-micro's output 0 (flattened) for each int8 row of X, each row reshaped to the input's shape."""
+    shape = runtime.Interpreter.from_bytes(data).get_input_details(0)["shape"]
+    rows = [np.asarray(x, dtype=np.int8).reshape(shape) for x in X]
+    return tflm_raw_outputs(data, rows).reshape(len(rows), -1)
 
 
 class NetBuilder:

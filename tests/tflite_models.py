@@ -14,6 +14,8 @@ import flatbuffers
 import numpy as np
 from tflite_micro.python.tflite_micro import runtime
 
+from tests.tflite_builder import tflm_raw_outputs
+
 schema = runtime.schema_fb
 TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4}
 REPO = Path(__file__).resolve().parents[1]
@@ -190,10 +192,4 @@ def pool_net(seed: int = 2) -> bytes:
 
 def tflite_micro_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
     """tflite-micro's interpreter (its reference kernels) on each row of X."""
-    interpreter = runtime.Interpreter.from_bytes(data)
-    outs = []
-    for x in X:
-        interpreter.set_input(x, 0)
-        interpreter.invoke()
-        outs.append(interpreter.get_output(0).copy())
-    return np.stack(outs)
+    return tflm_raw_outputs(data, X)
