@@ -32,17 +32,28 @@ from tinycc_ml.ir.ops.windows import (
 )
 
 
-def _infer_average_pool(ts, attrs, declared):
-    (x,) = ts
-    need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
-    check_window_attrs(attrs, keys=("stride", "filter"))
-    oh, ow = window_shape(x, tuple(int(k) for k in attrs["filter"]), attrs)
-    result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC")
-    if x.dtype.is_quantised:
-        quantised_operand(x, "input", 8)
-        need(result.dtype == x.dtype, f"TFLite's int8 average pool keeps the input's quantisation {x.dtype}, "
-                                      f"the result declares {result.dtype}")
-    return result
+def pool_type_rule(kind: str):
+    """The type rule of a pooling op (``kind``: "average", "max"): an NHWC window over each channel, whose int8
+    form keeps the input's quantisation."""
+    def infer(ts, attrs, declared):
+        (x,) = ts
+        need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
+        check_window_attrs(attrs, keys=("stride", "filter"))
+        oh, ow = window_shape(x, tuple(int(k) for k in attrs["filter"]), attrs)
+        result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC")
+        if x.dtype.is_quantised:
+            quantised_operand(x, "input", 8)
+            need(result.dtype == x.dtype, f"TFLite's int8 {kind} pool keeps the input's quantisation {x.dtype}, "
+                                          f"the result declares {result.dtype}")
+        return result
+    return infer
+
+
+def _clamped(values: np.ndarray, call: FixedCall) -> np.ndarray:
+    """``values`` clamped to the fused activation's int8 range at the result's quantisation."""
+    out = call.type.dtype
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return np.clip(values, lo, hi)
 
 
 def _window_sums_and_counts(x: np.ndarray, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -66,13 +77,11 @@ def _fixed_average_pool(call: FixedCall):
     counts = counts.astype(np.int64)
     half = counts // 2
     average = np.where(sums > 0, (sums + half) // counts, -((half - sums) // counts))  # C's truncating division
-    out = call.type.dtype
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    return np.clip(average, lo, hi)
+    return _clamped(average, call)
 
 
 register_op(OpDef(
-    "average_pool2d", 1, _infer_average_pool, _float_average_pool,
+    "average_pool2d", 1, pool_type_rule("average"), _float_average_pool,
     {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
     "TFLite's AVERAGE_POOL_2D: the mean of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (sum, rounded division by the count, activation clamp)",
@@ -82,19 +91,6 @@ register_op(OpDef(
 
 
 # ---------------------------------------------------------------- max_pool2d
-
-def _infer_max_pool(ts, attrs, declared):
-    (x,) = ts
-    need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
-    check_window_attrs(attrs, keys=("stride", "filter"))
-    oh, ow = window_shape(x, tuple(int(k) for k in attrs["filter"]), attrs)
-    result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC")
-    if x.dtype.is_quantised:
-        quantised_operand(x, "input", 8)
-        need(result.dtype == x.dtype, f"TFLite's int8 max pool keeps the input's quantisation {x.dtype}, "
-                                      f"the result declares {result.dtype}")
-    return result
-
 
 def window_max(x: np.ndarray, attrs: dict, below) -> np.ndarray:
     """The largest element of each window inside the input (``below``, less than any element, fills the
@@ -113,14 +109,11 @@ def _float_max_pool(xs, attrs):
 
 
 def _fixed_max_pool(call: FixedCall):
-    largest = window_max(np.asarray(call.ins[0], dtype=np.int64), call.attrs, np.iinfo(np.int64).min)
-    out = call.type.dtype
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    return np.clip(largest, lo, hi)
+    return _clamped(window_max(np.asarray(call.ins[0], dtype=np.int64), call.attrs, np.iinfo(np.int64).min), call)
 
 
 register_op(OpDef(
-    "max_pool2d", 1, _infer_max_pool, _float_max_pool,
+    "max_pool2d", 1, pool_type_rule("max"), _float_max_pool,
     {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
     "TFLite's MAX_POOL_2D: the largest of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (the largest int8, the activation clamp; the input's quantisation kept)",
