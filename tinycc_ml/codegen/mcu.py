@@ -386,10 +386,11 @@ class McuBackend(Backend):
         clamped features at a time), or when even those do not fit on the shared C."""
         chip = self.fit_chip
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
-        if any(k.get("entry") == "predict" for k in out.kernels) and not self._fits(out):
+        fits = None  # of out, once linked
+        if any(k.get("entry") == "predict" for k in out.kernels) and not (fits := self._fits(out)):
             log.info("%s: predict through the scores (its own class tree does not fit the %s)", prefix, chip.name)
-            out = emit_mcu(graph, prefix, self.c_target(graph), model_description, tree_predict=False)
-        if any(k.get("op") == "tree_ensemble" for k in out.kernels) and not self._fits(out):
+            out, fits = emit_mcu(graph, prefix, self.c_target(graph), model_description, tree_predict=False), None
+        if any(k.get("op") == "tree_ensemble" for k in out.kernels) and not (self._fits(out) if fits is None else fits):
             log.info("%s: trees walk their tables (faster tree code does not fit the %s)", prefix, chip.name)
             out = emit_mcu(graph, prefix, self.c_target(graph), model_description, tree_predict=False,
                            compact_trees=True)
