@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -82,7 +83,9 @@ def tinycc_rows(model, X, Xt, yt, rows: int, opt: str, target: str = TARGET) -> 
                                     and np.array_equal(run.predictions, want["prediction"]))
                 prof = function_profile(target, src, hdr, "km", x[:2], o.n_scores, o.input_ctype, o.score_ctype,
                                         extra_cflags=flags)
-                kernels = sorted({f for fs in o.node_functions.values() for f in fs if f.endswith(f"_{D}")})
+                # the W x kernels: mac<rows>w<bits>_<D>, with the rows' store tag (e...) where they store them
+                kernels = sorted({f for fs in o.node_functions.values() for f in fs
+                                  if re.search(rf"mac\d+w\d+_{D}(e\w+)?$", f)})
                 row["matvec"] = sum(prof[f] for f in kernels)
                 row["kernels"] = kernels
                 row["profile_total"] = sum(prof.values())
