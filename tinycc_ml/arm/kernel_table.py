@@ -31,8 +31,8 @@ M4_KERNELS = (
     Kernel("matvec", m4_kernels.kernel_matvec),
     Kernel("sqdist", m4_kernels.kernel_sqdist),
     # TFLite's int8 network layers (arm.m4_network)
-    Kernel("conv2d", m4_network.conv2d),
-    Kernel("depthwise_conv2d", m4_network.depthwise_conv2d),
-    Kernel("fully_connected", m4_network.fully_connected),
-    Kernel("tensor_add", m4_network.tensor_add),
+    Kernel("conv2d", m4_network.conv2d, claims=m4_network.tflite_int8),
+    Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),
+    Kernel("fully_connected", m4_network.fully_connected, claims=m4_network.tflite_int8),
+    Kernel("tensor_add", m4_network.tensor_add, claims=m4_network.tflite_int8),
 )

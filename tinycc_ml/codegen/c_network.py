@@ -405,8 +405,8 @@ class PoolWindow:
     channels: int
     clip: list[str]
     tap: str
-    lo: int
-    hi: int
+    lo: int | None  # TFLite's int8 clamp (None: a float or fixed-point pool, whose dialect clamps)
+    hi: int | None
 
 
 def pool_window(em: CEmitter, node: Node) -> PoolWindow:
@@ -416,7 +416,8 @@ def pool_window(em: CEmitter, node: Node) -> PoolWindow:
     channels = em.graph.type(x_name).shape[3]
     height, width, *_ = _window(em, node, window)
     out = node.type.dtype
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    lo, hi = (activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+              if out.is_quantised else (None, None))
     clip = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
             f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
             f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};"]
@@ -568,6 +569,12 @@ def mean(em: CEmitter, node: Node) -> list[str]:
 
 def pad(em: CEmitter, node: Node) -> list[str]:
     """The padded tensor filled with the zero point, then each row of the input's last axis copied in."""
+    return padded_copy(em, node, f"(int8_t){em.graph.type(node.inputs[0]).dtype.zero_point}")
+
+
+def padded_copy(em: CEmitter, node: Node, fill: str) -> list[str]:
+    """The padded tensor filled with ``fill`` (a C expression: real 0), then each row of the input's last axis
+    copied in."""
     (x_name,) = node.inputs
     _computed(em, node, x_name)
     x = em.graph.type(x_name)
@@ -586,7 +593,7 @@ def pad(em: CEmitter, node: Node) -> list[str]:
     y = em.var(node.name)
     return ["{",
             f"    for (long i = 0; i < {node.type.size}; ++i)",
-            f"        {y}[i] = (int8_t){x.dtype.zero_point};",
+            f"        {y}[i] = {fill};",
             f"    for (long r = 0; r < {rows}; ++r) {{",
             f"        const long at = ((long){offset}) * {out_shape[-1]} + {pads[-2]};",
             f"        for (int i = 0; i < {inner}; ++i)",
