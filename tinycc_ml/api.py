@@ -28,6 +28,7 @@ from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.network_fixed import (
+    FLOAT_NETWORK_PASSES,
     fixed_agreement,
     fixed_network_description,
     fixed_values_report,
@@ -514,7 +515,7 @@ def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, 
     """A float network's graph for its float C, or in the project's fixed point from the calibration rows; the
     report and the header's description filled."""
     if precision == "float":
-        graph = run_passes(graph, ["dce", "plan_memory"], ctx)
+        graph = run_passes(graph, FLOAT_NETWORK_PASSES, ctx)
     else:
         if calibration is None:
             raise CompileError(f"{model.describe()}: precision {precision} chooses the network's fixed-point scales "

@@ -13,7 +13,8 @@ from tinycc_ml.ir.interp import run_float
 from tinycc_ml.passes import network_scales  # noqa: F401  (registers the pass)
 from tinycc_ml.passes.manager import PassContext, run_passes
 
-FIXED_NETWORK_PASSES = ["network_scales", "dce", "plan_memory"]
+FLOAT_NETWORK_PASSES = ["fold_channels_first", "dce", "plan_memory"]  # the float C's graph
+FIXED_NETWORK_PASSES = ["fold_channels_first", "network_scales", "dce", "plan_memory"]
 
 
 def lower_network_to_fixed(graph: Graph, precision: str, rows: np.ndarray, ctx: PassContext) -> Graph:
