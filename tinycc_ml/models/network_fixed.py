@@ -30,10 +30,10 @@ def lower_network_to_fixed(graph: Graph, precision: str, rows: np.ndarray, ctx: 
 
 
 def quantise_rows(fixed_graph: Graph, rows) -> np.ndarray:
-    """Real input rows as the integers the C takes: round(x 2^s), saturated to the input's width."""
+    """Real input rows as the integers the C takes (int8 or int16): round(x 2^s), saturated to the input's width."""
     x_type = fixed_graph.type(fixed_graph.inputs()[0])
-    return quantise(np.asarray(rows, dtype=np.float64).reshape(-1, x_type.size), x_type.dtype.scale,
-                    x_type.dtype.bits)
+    ints = quantise(np.asarray(rows, dtype=np.float64).reshape(-1, x_type.size), x_type.dtype.scale, x_type.dtype.bits)
+    return ints.astype(np.int8 if x_type.dtype.bits == 8 else np.int16)
 
 
 def fixed_agreement(float_graph: Graph, fixed_graph: Graph, rows: np.ndarray) -> dict:
