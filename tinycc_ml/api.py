@@ -556,6 +556,9 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     model.check_precision(precision)
     network = isinstance(model, NetworkModel)
     quantisation: dict = {}
+    if "int8_dialect" in options and (precision != "int8" or not network or model.is_quantised):
+        raise CompileError(f"int8_dialect chooses how a float network (ONNX, float .tflite) computes at precision "
+                           f"int8; {model.describe()} at precision {precision} has no such choice")
     ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
                       dump_after=set(dump_ir_after))
     # a float network at float, int16, or int8 with int8_dialect="pow2": its own graph (float C, or the project's
