@@ -8,15 +8,15 @@ float32 rounding. The loops and window geometry are the int8 kernels' (``c_netwo
 from __future__ import annotations
 
 from tinycc_ml.codegen.c_network import (
-    _computed,
-    _taps,
-    _window,
-    _window_loops,
     concatenation,
     padded_copy,
     pool_window,
+    require_computed,
     reshape,
+    tap_loops,
     transpose,
+    window_geometry,
+    window_loops,
 )
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter, c_float
 from tinycc_ml.ir.graph import Node
@@ -33,44 +33,44 @@ def _activated(activation: str, expr: str) -> str:
 
 def conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     out_c, kh, kw, in_c = em.graph.type(w_name).shape
-    height, width, *_, dilation, _ = _window(em, node, (kh, kw))
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
     tap = [f"const float *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
            f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx) * {in_c};",
            f"for (int c = 0; c < {in_c}; ++c)",
            f"    acc += {em.at(w_name, 'wp + c')} * xp[c];"]
     body = [f"for (int o = 0; o < {out_c}; ++o) {{",
             "    float acc = 0.0f;",
-            *("    " + line for line in _taps(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_activated(node.attrs.get('activation', 'none'), 'acc')};",
             "}"]
-    return _window_loops(em, node, (kh, kw), out_c, body)
+    return window_loops(em, node, (kh, kw), out_c, body)
 
 
 def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     _, kh, kw, out_c = em.graph.type(w_name).shape
     in_c, multiplier = em.graph.type(x_name).shape[3], int(node.attrs["depth_multiplier"])
-    height, width, *_, dilation, _ = _window(em, node, (kh, kw))
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
     tap = [f"acc += {em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o')} * "
            f"{em.var(x_name)}[((long)(b * {height} + iy) * {width} + ix) * {in_c} + c];"]
     body = [f"for (int c = 0; c < {in_c}; ++c)",
             f"for (int m = 0; m < {multiplier}; ++m) {{",
             f"    const int o = c * {multiplier} + m;",
             "    float acc = 0.0f;",
-            *("    " + line for line in _taps(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_activated(node.attrs.get('activation', 'none'), 'acc')};",
             "}"]
-    return _window_loops(em, node, (kh, kw), out_c, body)
+    return window_loops(em, node, (kh, kw), out_c, body)
 
 
 def fully_connected(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     out_c, depth = em.graph.type(w_name).shape
     rows = em.graph.type(x_name).size // depth
     return ["{",
@@ -99,7 +99,7 @@ def average_pool2d(em: CEmitter, node: Node) -> list[str]:
             "    average = sum / count;",
             f"    {em.var(node.name)}[pos + c] = {_activated(node.attrs.get('activation', 'none'), 'average')};",
             "}"]
-    return _window_loops(em, node, pool.window, pool.channels, body)
+    return window_loops(em, node, pool.window, pool.channels, body)
 
 
 def max_pool2d(em: CEmitter, node: Node) -> list[str]:
@@ -114,12 +114,12 @@ def max_pool2d(em: CEmitter, node: Node) -> list[str]:
             "    }",
             f"    {em.var(node.name)}[pos + c] = {_activated(node.attrs.get('activation', 'none'), 'largest')};",
             "}"]
-    return _window_loops(em, node, pool.window, pool.channels, body)
+    return window_loops(em, node, pool.window, pool.channels, body)
 
 
 def mean(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     batch, height, width, channels = em.graph.type(x_name).shape
     count = height * width
     return ["{",
@@ -151,7 +151,7 @@ def activation(em: CEmitter, node: Node) -> list[str]:
 
 def softmax(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     depth = em.graph.type(x_name).shape[-1]
     beta = c_float(float(node.attrs["beta"]))
     xs, out = em.var(x_name), em.var(node.name)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from tinycc_ml.codegen.c_fixed import rshift_c
 from tinycc_ml.codegen.c_network import (
-    _computed,
-    _taps,
-    _window,
-    _window_loops,
     padded_copy,
     pool_window,
+    require_computed,
+    tap_loops,
+    window_geometry,
+    window_loops,
 )
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.ir.graph import Node
@@ -48,46 +48,46 @@ def _layer_store(em: CEmitter, node: Node) -> str:
 
 def conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     out_c, kh, kw, in_c = w.shape
-    height, width, *_, dilation, _ = _window(em, node, (kh, kw))
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
     tap = [f"const {ctype_of(x.dtype)} *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
            f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx) * {in_c};",
            f"for (int c = 0; c < {in_c}; ++c)",
            f"    acc += {_product(em, node, em.at(w_name, 'wp + c'), 'xp[c]')};"]
     body = [f"for (int o = 0; o < {out_c}; ++o) {{",
             "    int32_t acc = 0;",
-            *("    " + line for line in _taps(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_layer_store(em, node)};",
             "}"]
-    return _window_loops(em, node, (kh, kw), out_c, body)
+    return window_loops(em, node, (kh, kw), out_c, body)
 
 
 def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     _, kh, kw, out_c = w.shape
     in_c, multiplier = x.shape[3], int(node.attrs["depth_multiplier"])
-    height, width, *_, dilation, _ = _window(em, node, (kh, kw))
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
     xv = f"{em.var(x_name)}[((long)(b * {height} + iy) * {width} + ix) * {in_c} + c]"
     tap = [f"acc += {_product(em, node, em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o'), xv)};"]
     body = [f"for (int c = 0; c < {in_c}; ++c)",
             f"for (int m = 0; m < {multiplier}; ++m) {{",
             f"    const int o = c * {multiplier} + m;",
             "    int32_t acc = 0;",
-            *("    " + line for line in _taps(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_layer_store(em, node)};",
             "}"]
-    return _window_loops(em, node, (kh, kw), out_c, body)
+    return window_loops(em, node, (kh, kw), out_c, body)
 
 
 def fully_connected(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     out_c, depth = w.shape
     rows = x.size // depth
@@ -118,7 +118,7 @@ def average_pool2d(em: CEmitter, node: Node) -> list[str]:
             f"        sum += {pool.tap};",
             f"    {em.var(node.name)}[pos + c] = {_clamped(em, node, f'({ROUNDED_AVERAGE})')};",
             "}"]
-    return _window_loops(em, node, pool.window, pool.channels, body)
+    return window_loops(em, node, pool.window, pool.channels, body)
 
 
 def max_pool2d(em: CEmitter, node: Node) -> list[str]:
@@ -134,12 +134,12 @@ def max_pool2d(em: CEmitter, node: Node) -> list[str]:
             "    }",
             f"    {em.var(node.name)}[pos + c] = {_clamped(em, node, 'largest')};",
             "}"]
-    return _window_loops(em, node, pool.window, pool.channels, body)
+    return window_loops(em, node, pool.window, pool.channels, body)
 
 
 def mean(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     batch, height, width, channels = em.graph.type(x_name).shape
     count = height * width
     return ["{",

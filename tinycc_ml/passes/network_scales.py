@@ -50,7 +50,7 @@ def calibrated_peaks(graph: Graph, rows: np.ndarray) -> dict[str, float]:
 @register_pass
 class NetworkScales(Pass):
     name = "network_scales"
-    description = "choose power-of-two fixed-point scales for a float network from calibration rows, with overflow proofs"
+    description = "power-of-two fixed-point scales for a float network from calibration rows, with overflow proofs"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         bits = network_bits(ctx.options.precision)
