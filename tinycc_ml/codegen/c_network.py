@@ -324,6 +324,53 @@ def tap_loops(node: Node, window, height: int, width: int, dilation, inner: list
             "}"]
 
 
+def clipped_taps(window, height: int, width: int, dilation) -> list[str]:
+    """The lines giving the window's taps at (iy0, ix0) that lie inside the input, ky0 <= ky < ky1 and
+    kx0 <= kx < kx1: no test per tap (a window's origin is always above / left of the input's end)."""
+    lines = []
+    for axis, origin, size, k, d in (("ky", "iy0", height, window[0], dilation[0]),
+                                     ("kx", "ix0", width, window[1], dilation[1])):
+        first = f"-{origin}" if d == 1 else f"(-{origin} + {d - 1}) / {d}"
+        end = f"{size} - {origin}" if d == 1 else f"({size} - {origin} + {d - 1}) / {d}"
+        lines += [f"const int {axis}0 = {origin} < 0 ? {first} : 0;",
+                  f"const int {axis}1 = {end} < {k} ? {end} : {k};"]
+    return lines
+
+
+def conv_runs(em: CEmitter, node: Node, element: str, mac) -> list[str]:
+    """The sums of a conv2d's output channel ``o`` at one position (after ``clipped_taps``): per filter row
+    inside the input, the window's taps and channels in one contiguous run of input and filter (an undilated
+    row), or tap by tap. ``element``: the input's C type; ``mac(w, x)``: the statement adding w x."""
+    x_name, w_name, _ = node.inputs
+    out_c, kh, kw, in_c = em.graph.type(w_name).shape
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
+    row = [f"const {element} *xp = {em.var(x_name)} + ((long)(b * {height} + iy0 + ky * {dilation[0]}) * {width} + "
+           f"ix0 + kx0 * {dilation[1]}) * {in_c};",
+           f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx0) * {in_c};"]
+    if dilation[1] == 1:
+        row += [f"for (int i = 0; i < (kx1 - kx0) * {in_c}; ++i)",
+                f"    {mac(em.at(w_name, 'wp + i'), 'xp[i]')}"]
+    else:
+        row += ["for (int kx = 0; kx < kx1 - kx0; ++kx)",
+                f"for (int c = 0; c < {in_c}; ++c)",
+                f"    {mac(em.at(w_name, f'wp + kx * {in_c} + c'), f'xp[kx * {dilation[1] * in_c} + c]')}"]
+    return ["for (int ky = ky0; ky < ky1; ++ky) {", *("    " + line for line in row), "}"]
+
+
+def depthwise_runs(em: CEmitter, node: Node, mac) -> list[str]:
+    """The sums of a depthwise convolution's output channel ``o`` (of input channel ``c``) at one position
+    (after ``clipped_taps``), tap by tap inside the input."""
+    x_name, w_name, _ = node.inputs
+    _, kh, kw, out_c = em.graph.type(w_name).shape
+    in_c = em.graph.type(x_name).shape[3]
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
+    xv = (f"{em.var(x_name)}[((long)(b * {height} + iy0 + ky * {dilation[0]}) * {width} + ix0 + kx * {dilation[1]})"
+          f" * {in_c} + c]")
+    return ["for (int ky = ky0; ky < ky1; ++ky)",
+            "for (int kx = kx0; kx < kx1; ++kx)",
+            f"    {mac(em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o'), xv)}"]
+
+
 def require_computed(em: CEmitter, node: Node, name: str) -> None:
     """The C reads ``name`` through its arena pointer (or x): a constant there is refused."""
     if em.graph.op(name) in ("const", "sparse_const"):

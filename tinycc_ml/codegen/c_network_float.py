@@ -8,12 +8,14 @@ float32 rounding. The loops and window geometry are the int8 kernels' (``c_netwo
 from __future__ import annotations
 
 from tinycc_ml.codegen.c_network import (
+    clipped_taps,
     concatenation,
+    conv_runs,
+    depthwise_runs,
     padded_copy,
     pool_window,
     require_computed,
     reshape,
-    tap_loops,
     transpose,
     window_geometry,
     window_loops,
@@ -31,18 +33,19 @@ def _activated(activation: str, expr: str) -> str:
     return expr
 
 
+def _mac(w: str, x: str) -> str:
+    return f"acc += {w} * {x};"
+
+
 def conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
     require_computed(em, node, x_name)
-    out_c, kh, kw, in_c = em.graph.type(w_name).shape
+    out_c, kh, kw, _ = em.graph.type(w_name).shape
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    tap = [f"const float *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
-           f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx) * {in_c};",
-           f"for (int c = 0; c < {in_c}; ++c)",
-           f"    acc += {em.at(w_name, 'wp + c')} * xp[c];"]
-    body = [f"for (int o = 0; o < {out_c}; ++o) {{",
+    body = [*clipped_taps((kh, kw), height, width, dilation),
+            f"for (int o = 0; o < {out_c}; ++o) {{",
             "    float acc = 0.0f;",
-            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in conv_runs(em, node, "float", _mac)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_activated(node.attrs.get('activation', 'none'), 'acc')};",
             "}"]
@@ -55,13 +58,12 @@ def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
     _, kh, kw, out_c = em.graph.type(w_name).shape
     in_c, multiplier = em.graph.type(x_name).shape[3], int(node.attrs["depth_multiplier"])
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    tap = [f"acc += {em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o')} * "
-           f"{em.var(x_name)}[((long)(b * {height} + iy) * {width} + ix) * {in_c} + c];"]
-    body = [f"for (int c = 0; c < {in_c}; ++c)",
+    body = [*clipped_taps((kh, kw), height, width, dilation),
+            f"for (int c = 0; c < {in_c}; ++c)",
             f"for (int m = 0; m < {multiplier}; ++m) {{",
             f"    const int o = c * {multiplier} + m;",
             "    float acc = 0.0f;",
-            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in depthwise_runs(em, node, _mac)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_activated(node.attrs.get('activation', 'none'), 'acc')};",
             "}"]

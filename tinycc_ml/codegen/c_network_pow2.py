@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from tinycc_ml.codegen.c_fixed import rshift_c
 from tinycc_ml.codegen.c_network import (
+    clipped_taps,
+    conv_runs,
+    depthwise_runs,
     padded_copy,
     pool_window,
     require_computed,
-    tap_loops,
     window_geometry,
     window_loops,
 )
@@ -46,19 +48,19 @@ def _layer_store(em: CEmitter, node: Node) -> str:
     return _clamped(em, node, rshift_c("acc", layer_shift(x, w, node.type)))
 
 
+def _mac(em: CEmitter, node: Node):
+    return lambda w, x: f"acc += {_product(em, node, w, x)};"
+
+
 def conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
     require_computed(em, node, x_name)
-    x, w = em.graph.type(x_name), em.graph.type(w_name)
-    out_c, kh, kw, in_c = w.shape
+    out_c, kh, kw, _ = em.graph.type(w_name).shape
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    tap = [f"const {ctype_of(x.dtype)} *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
-           f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx) * {in_c};",
-           f"for (int c = 0; c < {in_c}; ++c)",
-           f"    acc += {_product(em, node, em.at(w_name, 'wp + c'), 'xp[c]')};"]
-    body = [f"for (int o = 0; o < {out_c}; ++o) {{",
+    body = [*clipped_taps((kh, kw), height, width, dilation),
+            f"for (int o = 0; o < {out_c}; ++o) {{",
             "    int32_t acc = 0;",
-            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in conv_runs(em, node, ctype_of(em.graph.type(x_name).dtype), _mac(em, node))),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_layer_store(em, node)};",
             "}"]
@@ -68,17 +70,15 @@ def conv2d(em: CEmitter, node: Node) -> list[str]:
 def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
     require_computed(em, node, x_name)
-    x, w = em.graph.type(x_name), em.graph.type(w_name)
-    _, kh, kw, out_c = w.shape
-    in_c, multiplier = x.shape[3], int(node.attrs["depth_multiplier"])
+    _, kh, kw, out_c = em.graph.type(w_name).shape
+    in_c, multiplier = em.graph.type(x_name).shape[3], int(node.attrs["depth_multiplier"])
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    xv = f"{em.var(x_name)}[((long)(b * {height} + iy) * {width} + ix) * {in_c} + c]"
-    tap = [f"acc += {_product(em, node, em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o'), xv)};"]
-    body = [f"for (int c = 0; c < {in_c}; ++c)",
+    body = [*clipped_taps((kh, kw), height, width, dilation),
+            f"for (int c = 0; c < {in_c}; ++c)",
             f"for (int m = 0; m < {multiplier}; ++m) {{",
             f"    const int o = c * {multiplier} + m;",
             "    int32_t acc = 0;",
-            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in depthwise_runs(em, node, _mac(em, node))),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_layer_store(em, node)};",
             "}"]
