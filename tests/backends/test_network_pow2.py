@@ -267,3 +267,18 @@ def test_int8_dialect_is_chosen_alike_from_python_and_the_cli(sensor_data, tmp_p
         assert api.files["sensor_cnn.c"] == source
     with pytest.raises(CompileError, match="int8_dialect chooses how a float network"):
         tinycc_ml.compile(SENSOR, precision="int16", calibration=calibration, int8_dialect="pow2")
+
+
+def test_builds_are_deterministic_and_clean_c99(sensor_data, tmp_path):
+    import subprocess
+
+    calibration, _, _ = sensor_data
+    for precision, options in (("float", {}), ("int16", {}), ("int8", {"int8_dialect": "pow2"})):
+        kwargs = {"precision": precision, "name": "sensor", **options,
+                  "calibration": None if precision == "float" else calibration}
+        first, second = (tinycc_ml.compile(SENSOR, **kwargs).files for _ in range(2))
+        assert first == second
+        (tmp_path / "sensor.c").write_text(first["sensor.c"])
+        (tmp_path / "sensor.h").write_text(first["sensor.h"])
+        subprocess.run(["gcc", "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-c", str(tmp_path / "sensor.c"),
+                        "-o", str(tmp_path / "sensor.o")], check=True)
