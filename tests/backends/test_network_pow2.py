@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml import cli
-from tinycc_ml.errors import CompileError, IRError
+from tinycc_ml.errors import CompileError, FitError, IRError
 from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import run_float
@@ -126,6 +126,29 @@ def test_random_conv_graphs_in_c_equal_the_fixed_interpreter_bit_for_bit(graph, 
     scores, predictions = result.load().run_raw(Xq)
     np.testing.assert_array_equal(scores, want["scores"])
     np.testing.assert_array_equal(predictions, want["prediction"])
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(graph=conv_graphs(), precision=st.sampled_from(sorted(POW2)))
+def test_random_conv_graphs_on_microcontrollers_equal_the_fixed_interpreter(target, graph, precision, tmp_path_factory):
+    """The simulators run the targets' C (the Cortex-M4's SMLAD kernels for int16 layers): bit for bit."""
+    require_target(target)
+    from tinycc_ml.codegen.backend import get_backend  # noqa: PLC0415
+
+    folder = tmp_path_factory.mktemp(target)
+    calibration = rows_for(graph, 30, 1)
+    try:
+        result = tinycc_ml.compile(NetworkModel(graph, "random"), target=target, precision=precision, name="net",
+                                   calibration=calibration, out_dir=folder, **POW2[precision])
+    except FitError:
+        return  # a random graph too big for the chip's RAM (the ATmega328P's 2 KB)
+    X = np.concatenate([rows_for(graph, 4, 2), rows_for(graph, 2, 3, spread=3.0)])
+    run = get_backend(target).simulate(folder, result.output, X)
+    want = run_fixed(result.graph, quantise_rows(result.graph, X))
+    np.testing.assert_array_equal(run.scores, want["scores"])
+    np.testing.assert_array_equal(run.predictions, want["prediction"])
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -282,3 +305,15 @@ def test_builds_are_deterministic_and_clean_c99(sensor_data, tmp_path):
         (tmp_path / "sensor.h").write_text(first["sensor.h"])
         subprocess.run(["gcc", "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-c", str(tmp_path / "sensor.c"),
                         "-o", str(tmp_path / "sensor.o")], check=True)
+
+
+def test_sensor_cnn_int16_on_the_cortex_m4_runs_its_smlad_kernels_bit_for_bit(sensor_data, tmp_path):
+    require_target("cortex-m4")
+    from tinycc_ml.codegen.backend import get_backend  # noqa: PLC0415
+
+    calibration, X, _ = sensor_data
+    result = tinycc_ml.compile(SENSOR, target="cortex-m4", precision="int16", calibration=calibration, name="sensor",
+                               out_dir=tmp_path)
+    assert result.files["sensor.c"].count("sensor_m4_dot16x2(") == 1 + 3  # the helper, two convolutions and the dense
+    run = get_backend("cortex-m4").simulate(tmp_path, result.output, X[:20])
+    np.testing.assert_array_equal(run.scores, run_fixed(result.graph, quantise_rows(result.graph, X[:20]))["scores"])

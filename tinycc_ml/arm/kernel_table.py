@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network
+from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network, m4_network_pow2
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
 from tinycc_ml.arm.m0_sparse import m0_sparse_kernel
 from tinycc_ml.target import Kernel, kernel_clip16
@@ -35,4 +35,7 @@ M4_KERNELS = (
     Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),
     Kernel("fully_connected", m4_network.fully_connected, claims=m4_network.tflite_int8),
     Kernel("tensor_add", m4_network.tensor_add, claims=m4_network.tflite_int8),
+    # the project's int16 network layers (arm.m4_network_pow2)
+    Kernel("conv2d", m4_network_pow2.conv2d, claims=m4_network_pow2.fx16_layer),
+    Kernel("fully_connected", m4_network_pow2.fully_connected, claims=m4_network_pow2.fx16_layer),
 )

@@ -43,7 +43,7 @@ def _product(em: CEmitter, node: Node, w: str, x: str) -> str:
     return f"({ptype})(({ptype}){w} * ({ptype}){x})"
 
 
-def _layer_store(em: CEmitter, node: Node) -> str:
+def layer_store(em: CEmitter, node: Node) -> str:
     x, w = em.graph.type(node.inputs[0]), em.graph.type(node.inputs[1])
     return _clamped(em, node, rshift_c("acc", layer_shift(x, w, node.type)))
 
@@ -62,7 +62,7 @@ def conv2d(em: CEmitter, node: Node) -> list[str]:
             "    int32_t acc = 0;",
             *("    " + line for line in conv_runs(em, node, ctype_of(em.graph.type(x_name).dtype), _mac(em, node))),
             f"    acc += {em.at(b_name, 'o')};",
-            f"    {em.var(node.name)}[pos + o] = {_layer_store(em, node)};",
+            f"    {em.var(node.name)}[pos + o] = {layer_store(em, node)};",
             "}"]
     return window_loops(em, node, (kh, kw), out_c, body)
 
@@ -80,7 +80,7 @@ def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
             "    int32_t acc = 0;",
             *("    " + line for line in depthwise_runs(em, node, _mac(em, node))),
             f"    acc += {em.at(b_name, 'o')};",
-            f"    {em.var(node.name)}[pos + o] = {_layer_store(em, node)};",
+            f"    {em.var(node.name)}[pos + o] = {layer_store(em, node)};",
             "}"]
     return window_loops(em, node, (kh, kw), out_c, body)
 
@@ -99,7 +99,7 @@ def fully_connected(em: CEmitter, node: Node) -> list[str]:
             f"        for (int i = 0; i < {depth}; ++i)",
             f"            acc += {_product(em, node, em.at(w_name, f'(long)o * {depth} + i'), 'xp[i]')};",
             f"        acc += {em.at(b_name, 'o')};",
-            f"        {em.var(node.name)}[(long)r * {out_c} + o] = {_layer_store(em, node)};",
+            f"        {em.var(node.name)}[(long)r * {out_c} + o] = {layer_store(em, node)};",
             "    }",
             "}"]
 
