@@ -266,16 +266,20 @@ def test_sensor_cnn_float_c_agrees_with_onnxruntime(sensor_data):
     np.testing.assert_array_equal(predictions[clear], np.argmax(want, axis=1)[clear])
 
 
-def test_sensor_cnn_int16_runs_in_the_atmega328p_2kb_bit_for_bit(sensor_data, tmp_path):
+def test_sensor_cnn_int16_and_int8_run_in_the_atmega328p_2kb_bit_for_bit(sensor_data, tmp_path):
     require_target("avr")
     from tinycc_ml.codegen.backend import get_backend  # noqa: PLC0415
 
     calibration, X, _ = sensor_data
-    result = tinycc_ml.compile(SENSOR, target="avr", precision="int16", calibration=calibration, name="sensor",
-                               out_dir=tmp_path)
-    run = get_backend("avr").simulate(tmp_path, result.output, X[:3])
-    np.testing.assert_array_equal(run.scores, run_fixed(result.graph, quantise_rows(result.graph, X[:3]))["scores"])
-    assert run.ram_bytes + run.stack_bytes <= 2048
+    for precision, bits in (("int16", 16), ("int8", 8)):
+        folder = tmp_path / precision
+        result = tinycc_ml.compile(SENSOR, target="avr", precision=precision, calibration=calibration, name="sensor",
+                                   out_dir=folder, **POW2[precision])
+        assert f"sensor_avr_dot{bits}(" in result.files["sensor.c"]  # the layers' assembly dot products
+        run = get_backend("avr").simulate(folder, result.output, X[:5])
+        want = run_fixed(result.graph, quantise_rows(result.graph, X[:5]))["scores"]
+        np.testing.assert_array_equal(run.scores, want)
+        assert run.ram_bytes + run.stack_bytes <= 2048
 
 
 def test_int8_dialect_is_chosen_alike_from_python_and_the_cli(sensor_data, tmp_path):
