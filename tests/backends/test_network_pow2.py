@@ -321,3 +321,20 @@ def test_sensor_cnn_int16_on_the_cortex_m4_runs_its_smlad_kernels_bit_for_bit(se
     assert result.files["sensor.c"].count("sensor_m4_dot16x2(") == 1 + 3  # the helper, two convolutions and the dense
     run = get_backend("cortex-m4").simulate(tmp_path, result.output, X[:20])
     np.testing.assert_array_equal(run.scores, run_fixed(result.graph, quantise_rows(result.graph, X[:20]))["scores"])
+
+
+def test_a_softmax_is_refused_in_the_projects_fixed_point_by_name():
+    g = Graph("soft")
+    x = g.add("input", [], {"name": "x"}, type=TensorType((1, 4), F32, "NC"), name="x")
+    w = g.add("const", [], {"value": np.eye(4, dtype=np.float32)}, type=TensorType((4, 4), F32, "OI"))
+    b = g.add("const", [], {"value": np.zeros(4, np.float32)}, type=TensorType((4,), F32))
+    dense = g.add("fully_connected", [x, w, b], {"activation": "none"}, name="dense")
+    g.set_output("scores", g.add("softmax", [dense], {"beta": 1.0}, name="probabilities"))
+    rows = np.random.default_rng(0).normal(size=(20, 4))
+    with pytest.raises(CompileError, match=r"node %probabilities: softmax has no fixed-point form .* export the "
+                                           r"network's logits"):
+        tinycc_ml.compile(NetworkModel(g, "soft"), precision="int16", calibration=rows)
+    result = tinycc_ml.compile(NetworkModel(g, "soft"), precision="float")  # float C has it
+    scores, _ = result.load().run_raw(rows.astype(np.float32))
+    np.testing.assert_allclose(scores, run_float(g, rows.reshape(20, 1, 4))["scores"].reshape(20, 4), rtol=1e-5,
+                               atol=1e-6)

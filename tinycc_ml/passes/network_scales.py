@@ -29,6 +29,10 @@ LAYERS = ("conv2d", "depthwise_conv2d", "fully_connected")
 KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation")
 
 
+REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
+                       "(without the softmax the argmax is the same)"}
+
+
 class NetworkOverflowError(CompileError):
     """A layer whose int32 accumulator cannot be proven safe at any usable weight scale."""
 
@@ -86,9 +90,9 @@ class NetworkScales(Pass):
                 acc, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits, bound))
                 bound[name] = min(2 ** (bits - 1), acc)
             else:
-                raise CompileError(f"node %{name}: op {node.op} has no form in the project's fixed point for networks "
-                                   f"({OPS[node.op].doc.split(';')[0]}); compile this network at precision float, or "
-                                   "int8 (TFLite's dialect)")
+                why = REFUSALS.get(node.op, f"op {node.op} has no form in the project's fixed point for networks")
+                raise CompileError(f"node %{name}: {why}; compile this network at precision float, or int8 (TFLite's "
+                                   "dialect)")
             out.add(node.op, ins, dict(node.attrs), type=node.type.with_dtype(dtype), name=name)
         out.outputs = list(graph.outputs)
         out.analyses = graph.analyses.copy()
