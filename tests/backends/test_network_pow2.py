@@ -338,3 +338,36 @@ def test_a_softmax_is_refused_in_the_projects_fixed_point_by_name():
     scores, _ = result.load().run_raw(rows.astype(np.float32))
     np.testing.assert_allclose(scores, run_float(g, rows.reshape(20, 1, 4))["scores"].reshape(20, 4), rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("softmax", [True, False])
+def test_a_float_tflite_file_compiles_at_float_and_at_int16(softmax, tmp_path):
+    """Its float C within float32 rounding of tflite-micro's float outputs; without a softmax, its int16 C equal
+    to the fixed-point interpreter on every score and predicting what tflite-micro's floats do."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    from tests.tflite_builder import float_model
+
+    path = tmp_path / "float_net.tflite"
+    path.write_bytes(float_model(seed=4, softmax=softmax))
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 8 * 8 * 2)).astype(np.float32)
+    interpreter = runtime.Interpreter.from_bytes(path.read_bytes())
+    want = []
+    for row in X:
+        interpreter.set_input(row.reshape(1, 8, 8, 2), 0)
+        interpreter.invoke()
+        want.append(interpreter.get_output(0).reshape(-1))
+    want = np.array(want)
+    scores, _ = tinycc_ml.compile(path, precision="float").load().run_raw(X)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-6)
+    calibration = rng.normal(size=(200, 128))
+    if softmax:
+        with pytest.raises(CompileError, match="softmax has no fixed-point form"):
+            tinycc_ml.compile(path, precision="int16", calibration=calibration)
+        return
+    result = tinycc_ml.compile(path, precision="int16", calibration=calibration)
+    Xq = quantise_rows(result.graph, X)
+    scores, predictions = result.load().run_raw(Xq)
+    np.testing.assert_array_equal(scores, run_fixed(result.graph, Xq)["scores"])
+    assert np.mean(predictions == np.argmax(want, axis=1)) >= 0.95
