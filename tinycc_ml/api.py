@@ -525,7 +525,8 @@ def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, 
         float_graph = graph.copy()
         graph = lower_network_to_fixed(graph, precision, rows, ctx)
         figures = fixed_agreement(float_graph, graph, rows)
-        report.update(figures, dialect="pow2", calibration_rows=len(rows), values=fixed_values_report(graph))
+        report.update(figures, dialect="pow2", calibration_rows=len(rows), values=fixed_values_report(graph),
+                      scale_adjustments=dict(ctx.options.scale_adjust))
         if figures["agreement_with_float"] < POOR_AGREEMENT:
             log.warning("%s: the %s build predicts what the float network predicts on only %.1f%% of the calibration "
                         "rows", model.describe(), precision, 100 * figures["agreement_with_float"])

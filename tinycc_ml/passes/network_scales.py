@@ -1,7 +1,8 @@
 """Scale choice for float networks in the project's fixed point (power-of-two scales; ir/ops/pow2_arith.py).
 
 From calibration rows (``ctx.options.calibration``: rows of the graph's input) every value gets the largest scale
-at which its calibrated range fits its width (``network_bits``: 16 at precision int16, 8 at int8): the input,
+at which its calibrated range fits its width, nudged by ``ctx.options.scale_adjust`` (models/network_fixed.py's
+search) (``network_bits``: 16 at precision int16, 8 at int8): the input,
 each layer's result, each ADD's (no finer than its operands', whose rounded shifts then stay >= 0). Pools, copies
 and activations keep their input's type. A layer's weights get one power-of-two scale of the same width, and its
 bias is int32 at the input's scale plus the weights'. Overflow proof: the layer's int32 accumulator is bounded by
@@ -58,6 +59,7 @@ class NetworkScales(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         bits = network_bits(ctx.options.precision)
+        adjust = ctx.options.scale_adjust  # {value: bits finer than its calibrated range asks} (the scale search)
         rows = np.asarray(ctx.options.calibration, dtype=np.float64)
         (x_name,) = graph.inputs()
         rows = rows.reshape(len(rows), *graph.type(x_name).shape)
@@ -73,7 +75,7 @@ class NetworkScales(Pass):
                 continue
             ins = list(node.inputs)
             if node.op == "input":
-                dtype = fixed(bits, best_scale(peaks[name], bits))
+                dtype = fixed(bits, best_scale(peaks[name], bits) + adjust.get(name, 0))
                 bound[name] = 2 ** (bits - 1)
             elif node.op in KEEP_TYPE:
                 dtype = out.type(ins[0]).dtype
@@ -83,10 +85,10 @@ class NetworkScales(Pass):
                                        "one scale")
                 bound[name] = max(bound[i] for i in ins)
             elif node.op in LAYERS:
-                dtype, ins = self._layer(graph, out, node, peaks[name], bits, bound)
+                dtype, ins = self._layer(graph, out, node, peaks[name], bits, bound, adjust.get(name, 0))
             elif node.op == "tensor_add":
                 finest = min(out.type(i).dtype.scale for i in ins)
-                dtype = fixed(bits, min(best_scale(peaks[name], bits), finest))
+                dtype = fixed(bits, min(best_scale(peaks[name], bits) + adjust.get(name, 0), finest))
                 acc, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits, bound))
                 bound[name] = min(2 ** (bits - 1), acc)
             else:
@@ -107,7 +109,7 @@ class NetworkScales(Pass):
                          [np.asarray(out.node(i).attrs["value"], np.int64) if out.op(i) == "const" else None
                           for i in ins], attrs, out_scale, bits, [out.type(i) for i in ins])
 
-    def _layer(self, graph: Graph, out: Graph, node, peak: float, bits: int, bound: dict):
+    def _layer(self, graph: Graph, out: Graph, node, peak: float, bits: int, bound: dict, adjust: int = 0):
         """Quantise a layer's weights and bias into ``out`` (as <name>_q), proving its accumulator: its result's
         fixed-point type and its operands."""
         x_name, w_name, b_name = node.inputs
@@ -142,7 +144,7 @@ class NetworkScales(Pass):
                     f"keep fewer than {MIN_WEIGHT_BITS} significant bits of its largest weight {w_peak:g}; compile it "
                     "at precision int8 (TFLite's dialect) or float")
             sw -= 1
-        so = min(best_scale(peak, bits), acc_scale)  # never finer than the accumulator: its shift >= 0
+        so = min(best_scale(peak, bits) + adjust, acc_scale)  # never finer than the accumulator: its shift >= 0
         so = max(so, acc_scale - MAX_SHIFT)
         bound[node.name] = min(2 ** (bits - 1), rshift_bound(acc, acc_scale - so) + 1)
         return fixed(bits, so), [x_name, w_node, b_node]
