@@ -45,8 +45,9 @@ def host():
 
 @st.composite
 def conv_graphs(draw):
-    """A float conv network: conv2d (window, stride, dilation, padding, activation), then any of a depthwise
-    convolution, a pool, a relu6, a residual add of a 1x1 convolution; a mean or a flatten; a dense layer."""
+    """A float conv network: maybe a pad, conv2d (window, stride, dilation, padding, activation), then any of a
+    depthwise convolution, a pool, a relu or relu6, a residual add of a 1x1 convolution; a mean, a flatten, or a
+    transpose to channels-first and a flatten; a dense layer."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     h, w, c = draw(st.integers(1, 5)), draw(st.integers(3, 9)), draw(st.integers(1, 4))
     magnitude = draw(st.sampled_from([0.05, 1.0, 30.0]))  # the weights' size: the overflow proofs' scale choice
@@ -79,6 +80,9 @@ def conv_graphs(draw):
             attrs["dilation"] = [2, 2]
         return kernel, attrs
 
+    if draw(st.booleans()):
+        before = [draw(st.integers(0, 2)) for _ in range(4)]
+        x = g.add("pad", [x], {"pads": [0, 0, before[0], before[1], before[2], before[3], 0, 0]}, name="pad")
     kernel, attrs = window(x)
     v = conv(x, "conv2d", kernel, draw(st.integers(1, 4)), attrs)
     if draw(st.booleans()):
@@ -90,14 +94,17 @@ def conv_graphs(draw):
         v = g.add(pool, [v], {"filter": [min(2, s) for s in size], "stride": [min(2, s) for s in size],
                              "padding": draw(st.sampled_from(["same", "valid"])), "activation": "none"}, name=pool)
     if draw(st.booleans()):
-        v = g.add("relu6", [v], name="relu6")
+        v = g.add(draw(st.sampled_from(["relu", "relu6"])), [v], name="activation")
     if draw(st.booleans()):
         branch = conv(v, "conv2d", (1, 1), g.type(v).shape[3], {"stride": [1, 1], "dilation": [1, 1],
                                                                   "padding": "valid", "activation": "none"})
         v = g.add("tensor_add", [v, branch], {"activation": draw(st.sampled_from(["none", "relu"]))}, name="add")
-    if draw(st.booleans()):
+    flatten = draw(st.sampled_from(["mean", "reshape", "transpose"]))
+    if flatten == "mean":
         v = g.add("mean", [v], {"axes": [1, 2], "keep_dims": 0}, name="mean")
     else:
+        if flatten == "transpose":  # to channels-first before the flatten, as an ONNX import does
+            v = g.add("transpose", [v], {"perm": [0, 3, 1, 2]}, name="channels_first")
         v = g.add("reshape", [v], {"shape": [1, g.type(v).size]}, name="flat")
     depth = g.type(v).shape[1]
     dense = g.add("fully_connected", [v, const(rng.normal(size=(3, depth)), "OI"), const(rng.normal(size=3))],
