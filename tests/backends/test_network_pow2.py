@@ -318,16 +318,20 @@ def test_builds_are_deterministic_and_clean_c99(sensor_data, tmp_path):
                         "-o", str(tmp_path / "sensor.o")], check=True)
 
 
-def test_sensor_cnn_int16_on_the_cortex_m4_runs_its_smlad_kernels_bit_for_bit(sensor_data, tmp_path):
+def test_sensor_cnn_on_the_cortex_m4_runs_its_smlad_kernels_bit_for_bit(sensor_data, tmp_path):
     require_target("cortex-m4")
     from tinycc_ml.codegen.backend import get_backend  # noqa: PLC0415
 
     calibration, X, _ = sensor_data
-    result = tinycc_ml.compile(SENSOR, target="cortex-m4", precision="int16", calibration=calibration, name="sensor",
-                               out_dir=tmp_path)
-    assert result.files["sensor.c"].count("sensor_m4_dot16x2(") == 1 + 3  # the helper, two convolutions and the dense
-    run = get_backend("cortex-m4").simulate(tmp_path, result.output, X[:20])
-    np.testing.assert_array_equal(run.scores, run_fixed(result.graph, quantise_rows(result.graph, X[:20]))["scores"])
+    for precision, bits in (("int16", 16), ("int8", 8)):
+        folder = tmp_path / precision
+        result = tinycc_ml.compile(SENSOR, target="cortex-m4", precision=precision, calibration=calibration,
+                                   name="sensor", out_dir=folder, **POW2[precision])
+        # the helper, then the two convolutions and the dense layer
+        assert result.files["sensor.c"].count(f"sensor_m4_dot{bits}x2(") == 1 + 3
+        run = get_backend("cortex-m4").simulate(folder, result.output, X[:20])
+        want = run_fixed(result.graph, quantise_rows(result.graph, X[:20]))["scores"]
+        np.testing.assert_array_equal(run.scores, want)
 
 
 def test_a_softmax_is_refused_in_the_projects_fixed_point_by_name():

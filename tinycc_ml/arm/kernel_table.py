@@ -35,7 +35,7 @@ M4_KERNELS = (
     Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),
     Kernel("fully_connected", m4_network.fully_connected, claims=m4_network.tflite_int8),
     Kernel("tensor_add", m4_network.tensor_add, claims=m4_network.tflite_int8),
-    # the project's int16 network layers (arm.m4_network_pow2)
-    Kernel("conv2d", m4_network_pow2.conv2d, claims=m4_network_pow2.fx16_layer),
-    Kernel("fully_connected", m4_network_pow2.fully_connected, claims=m4_network_pow2.fx16_layer),
+    # the project's int16 and int8 network layers (arm.m4_network_pow2)
+    Kernel("conv2d", m4_network_pow2.conv2d, claims=m4_network_pow2.fx_layer),
+    Kernel("fully_connected", m4_network_pow2.fully_connected, claims=m4_network_pow2.fx_layer),
 )

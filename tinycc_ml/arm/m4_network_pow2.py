@@ -1,6 +1,7 @@
-"""Cortex-M4/M33 kernels for the project's int16 network layers (fx16 conv2d and fully_connected:
-ir/ops/pow2_arith.py): two output channels at a time, each input word (two int16) loaded once and multiplied
-into both channels' sums by SMLAD (two 16 x 16 products and their sum in one instruction).
+"""Cortex-M4/M33 kernels for the project's network layers (fx16 and fx8 conv2d and fully_connected:
+ir/ops/pow2_arith.py): two output channels at a time, each input word loaded once and multiplied into both
+channels' sums by SMLAD (two 16 x 16 products and their sum in one instruction): int16 pairs as they lie, int8
+quadruples as two pairs sign-extended by SXTB16 (the even bytes, then the odd ones rotated down).
 
 Bit for bit the shared C's (codegen/c_network_pow2.py): the same int32 sums in another order, which the layer's
 overflow proof bounds whatever the order (every partial sum is within sum |w| |x| + |bias| <= 2^30), the same
@@ -14,10 +15,10 @@ from tinycc_ml.codegen.c_network_pow2 import layer_store
 from tinycc_ml.ir.graph import Node
 
 
-def fx16_layer(em, node: Node) -> bool:
-    """An int16 layer of the project's fixed point reading a computed input and constant weights."""
+def fx_layer(em, node: Node) -> bool:
+    """A layer of the project's fixed point reading a computed input and constant weights."""
     g = em.graph
-    return node.type.dtype.is_fixed and node.type.dtype.bits == 16 and \
+    return node.type.dtype.is_fixed and \
         g.op(node.inputs[0]) not in ("const", "sparse_const") and g.op(node.inputs[1]) == "const"
 
 
@@ -64,13 +65,56 @@ static inline __attribute__((always_inline)) void @m4_dot16x2(const int16_t *x, 
 """)
 
 
+def dot_pair8(em) -> str:
+    """@m4_dot8x2(x, w0, w1, n, &s0, &s1): s0 += w0 . x and s1 += w1 . x over n int8, a word at a time."""
+    dot_pair(em)  # its SMLAD helper
+    return _helper(em, "m4_dot8x2", """\
+static inline __attribute__((always_inline)) int32_t @m4_rd8x4(const int8_t *p)
+{
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+
+static inline __attribute__((always_inline)) int32_t @m4_sxtb16(int32_t v, int odd)
+{
+    int32_t r;
+    if (odd)
+        __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+    else
+        __asm__("sxtb16 %0, %1" : "=r"(r) : "r"(v));
+    return r;
+}
+
+static inline __attribute__((always_inline)) void @m4_dot8x2(const int8_t *x, const int8_t *w0,
+                                                             const int8_t *w1, int32_t n, int32_t *s0, int32_t *s1)
+{
+    int32_t a0 = *s0, a1 = *s1, i = 0;
+    for (; i + 3 < n; i += 4) {
+        const int32_t xv = @m4_rd8x4(x + i), v0 = @m4_rd8x4(w0 + i), v1 = @m4_rd8x4(w1 + i);
+        const int32_t xe = @m4_sxtb16(xv, 0), xo = @m4_sxtb16(xv, 1);
+        a0 = @m4_smlad(@m4_sxtb16(v0, 0), xe, a0);
+        a0 = @m4_smlad(@m4_sxtb16(v0, 1), xo, a0);
+        a1 = @m4_smlad(@m4_sxtb16(v1, 0), xe, a1);
+        a1 = @m4_smlad(@m4_sxtb16(v1, 1), xo, a1);
+    }
+    for (; i < n; ++i) {
+        a0 += (int32_t)w0[i] * x[i];
+        a1 += (int32_t)w1[i] * x[i];
+    }
+    *s0 = a0;
+    *s1 = a1;
+}
+""")
+
+
 def _channel_pairs(em, node: Node, rows: list[str], weights_of, run: str, x_at: str) -> list[str]:
     """Channels o, o + 1 together (the last alone, paired with itself, when they are odd): for each of ``rows``
     (lines opening the row loop), dot_pair over ``run`` elements from ``x_at`` and channel c's weights from
     ``weights_of(c)`` (the C expression of their offset)."""
     out_c = node.type.shape[-1]
     b_name = node.inputs[2]
-    dot = dot_pair(em)
+    dot = dot_pair(em) if node.type.dtype.bits == 16 else dot_pair8(em)
     store = layer_store(em, node)
     w = em.const_array(node.inputs[1])
     return [f"for (int o = 0; o < {out_c}; o += 2) {{",
@@ -96,7 +140,8 @@ def conv2d(em, node: Node) -> list[str] | None:
         return None
     require_computed(em, node, x_name)
     row = ["for (int ky = ky0; ky < ky1; ++ky) {",
-           f"    const int16_t *xp = {em.var(x_name)} + ((long)(b * {height} + iy0 + ky * {dilation[0]}) * {width} + "
+           f"    const int{node.type.dtype.bits}_t *xp = {em.var(x_name)} + "
+           f"((long)(b * {height} + iy0 + ky * {dilation[0]}) * {width} + "
            "ix0 + kx0) * " + str(in_c) + ";"]
     body = [*clipped_taps((kh, kw), height, width, dilation),
             *_channel_pairs(em, node, row, lambda c: f"((long)({c} * {kh} + ky) * {kw} + kx0) * {in_c}",
