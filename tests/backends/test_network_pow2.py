@@ -140,7 +140,8 @@ def test_random_conv_graphs_in_c_equal_the_fixed_interpreter_bit_for_bit(graph, 
                                                                 HealthCheck.function_scoped_fixture])
 @given(graph=conv_graphs(), precision=st.sampled_from(sorted(POW2)))
 def test_random_conv_graphs_on_microcontrollers_equal_the_fixed_interpreter(target, graph, precision, tmp_path_factory):
-    """The simulators run the targets' C (the Cortex-M4's SMLAD kernels for int16 layers): bit for bit."""
+    """The simulators run the targets' C (their layer kernels: AVR assembly, the M0's and the M4's): bit for
+    bit."""
     require_target(target)
     from tinycc_ml.codegen.backend import get_backend  # noqa: PLC0415
 
@@ -318,18 +319,19 @@ def test_builds_are_deterministic_and_clean_c99(sensor_data, tmp_path):
                         "-o", str(tmp_path / "sensor.o")], check=True)
 
 
-def test_sensor_cnn_on_the_cortex_m4_runs_its_smlad_kernels_bit_for_bit(sensor_data, tmp_path):
-    require_target("cortex-m4")
+@pytest.mark.parametrize("target,core", [("cortex-m0", "m0"), ("cortex-m4", "m4")])
+def test_sensor_cnn_on_arm_runs_its_layer_kernels_bit_for_bit(target, core, sensor_data, tmp_path):
+    require_target(target)
     from tinycc_ml.codegen.backend import get_backend  # noqa: PLC0415
 
     calibration, X, _ = sensor_data
     for precision, bits in (("int16", 16), ("int8", 8)):
         folder = tmp_path / precision
-        result = tinycc_ml.compile(SENSOR, target="cortex-m4", precision=precision, calibration=calibration,
+        result = tinycc_ml.compile(SENSOR, target=target, precision=precision, calibration=calibration,
                                    name="sensor", out_dir=folder, **POW2[precision])
         # the helper, then the two convolutions and the dense layer
-        assert result.files["sensor.c"].count(f"sensor_m4_dot{bits}x2(") == 1 + 3
-        run = get_backend("cortex-m4").simulate(folder, result.output, X[:20])
+        assert result.files["sensor.c"].count(f"sensor_{core}_dot{bits}x2(") == 1 + 3
+        run = get_backend(target).simulate(folder, result.output, X[:20])
         want = run_fixed(result.graph, quantise_rows(result.graph, X[:20]))["scores"]
         np.testing.assert_array_equal(run.scores, want)
 

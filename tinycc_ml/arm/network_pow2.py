@@ -1,7 +1,8 @@
-"""Cortex-M4/M33 kernels for the project's network layers (fx16 and fx8 conv2d and fully_connected:
-ir/ops/pow2_arith.py): two output channels at a time, each input word loaded once and multiplied into both
-channels' sums by SMLAD (two 16 x 16 products and their sum in one instruction): int16 pairs as they lie, int8
-quadruples as two pairs sign-extended by SXTB16 (the even bytes, then the odd ones rotated down).
+"""Arm kernels for the project's network layers (fx16 and fx8 conv2d and fully_connected: ir/ops/pow2_arith.py):
+two output channels at a time, each input element loaded once for both. On the Cortex-M4/M33 a word at a time
+into both channels' sums by SMLAD (two 16 x 16 products and their sum in one instruction): int16 pairs as they
+lie, int8 quadruples as two pairs sign-extended by SXTB16 (the even bytes, then the odd ones rotated down); on
+the Cortex-M0 an element at a time (MULS).
 
 Bit for bit the shared C's (codegen/c_network_pow2.py): the same int32 sums in another order, which the layer's
 overflow proof bounds whatever the order (every partial sum is within sum |w| |x| + |bias| <= 2^30), the same
@@ -108,13 +109,37 @@ static inline __attribute__((always_inline)) void @m4_dot8x2(const int8_t *x, co
 """)
 
 
-def _channel_pairs(em, node: Node, rows: list[str], weights_of, run: str, x_at: str) -> list[str]:
+def dot_pair_m0(em, bits: int) -> str:
+    """@m0_dot<bits>x2(x, w0, w1, n, &s0, &s1): s0 += w0 . x and s1 += w1 . x, an element at a time."""
+    return _helper(em, f"m0_dot{bits}x2", f"""\
+static inline __attribute__((always_inline)) void @m0_dot{bits}x2(const int{bits}_t *x, const int{bits}_t *w0,
+                                                              const int{bits}_t *w1, int32_t n, int32_t *s0,
+                                                              int32_t *s1)
+{{
+    int32_t a0 = *s0, a1 = *s1;
+    const int{bits}_t *end = x + n;
+    while (x < end) {{
+        const int32_t v = *x++;
+        a0 += (int32_t)*w0++ * v;
+        a1 += (int32_t)*w1++ * v;
+    }}
+    *s0 = a0;
+    *s1 = a1;
+}}
+""")
+
+
+def dot_pair_m4(em, bits: int) -> str:
+    return dot_pair(em) if bits == 16 else dot_pair8(em)
+
+
+def _channel_pairs(em, node: Node, rows: list[str], weights_of, run: str, x_at: str, dot_of) -> list[str]:
     """Channels o, o + 1 together (the last alone, paired with itself, when they are odd): for each of ``rows``
     (lines opening the row loop), dot_pair over ``run`` elements from ``x_at`` and channel c's weights from
     ``weights_of(c)`` (the C expression of their offset)."""
     out_c = node.type.shape[-1]
     b_name = node.inputs[2]
-    dot = dot_pair(em) if node.type.dtype.bits == 16 else dot_pair8(em)
+    dot = dot_of(em, node.type.dtype.bits)
     store = layer_store(em, node)
     w = em.const_array(node.inputs[1])
     return [f"for (int o = 0; o < {out_c}; o += 2) {{",
@@ -132,7 +157,7 @@ def _channel_pairs(em, node: Node, rows: list[str], weights_of, run: str, x_at: 
             "}"]
 
 
-def conv2d(em, node: Node) -> list[str] | None:
+def _conv2d(em, node: Node, dot_of) -> list[str] | None:
     x_name, w_name, _ = node.inputs
     out_c, kh, kw, in_c = em.graph.type(w_name).shape
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
@@ -145,20 +170,36 @@ def conv2d(em, node: Node) -> list[str] | None:
            "ix0 + kx0) * " + str(in_c) + ";"]
     body = [*clipped_taps((kh, kw), height, width, dilation),
             *_channel_pairs(em, node, row, lambda c: f"((long)({c} * {kh} + ky) * {kw} + kx0) * {in_c}",
-                            f"(kx1 - kx0) * {in_c}", "xp")]
+                            f"(kx1 - kx0) * {in_c}", "xp", dot_of)]
     return window_loops(em, node, (kh, kw), out_c, body)
 
 
-def fully_connected(em, node: Node) -> list[str] | None:
+def _fully_connected(em, node: Node, dot_of) -> list[str] | None:
     x_name, w_name, _ = node.inputs
     out_c, depth = em.graph.type(w_name).shape
     rows = em.graph.type(x_name).size // depth
     require_computed(em, node, x_name)
     body = _channel_pairs(em, node, [], lambda c: f"(long){c} * {depth}", str(depth),
-                          f"{em.var(x_name)} + (long)r * {depth}")
+                          f"{em.var(x_name)} + (long)r * {depth}", dot_of)
     return ["{",
             f"    for (int r = 0; r < {rows}; ++r) {{",
             f"        const long pos = (long)r * {out_c};",
             *("        " + line for line in body if line),
             "    }",
             "}"]
+
+
+def conv2d_m4(em, node: Node) -> list[str] | None:
+    return _conv2d(em, node, dot_pair_m4)
+
+
+def fully_connected_m4(em, node: Node) -> list[str] | None:
+    return _fully_connected(em, node, dot_pair_m4)
+
+
+def conv2d_m0(em, node: Node) -> list[str] | None:
+    return _conv2d(em, node, dot_pair_m0)
+
+
+def fully_connected_m0(em, node: Node) -> list[str] | None:
+    return _fully_connected(em, node, dot_pair_m0)
