@@ -249,3 +249,53 @@ def test_calibrated_classifiers_run_on_microcontrollers(sim_target, tmp_path):
     run = get_backend(sim_target).simulate(tmp_path, result.output, rows)
     assert np.max(np.abs(np.asarray(run.scores) - est.predict_proba(rows))) <= 1e-4
     assert est.classes_[np.asarray(run.predictions)].tolist() == est.predict(rows).tolist()
+
+
+@pytest.mark.parametrize("front", ["scaler", "scaler+pca"])
+@pytest.mark.parametrize("method", ["sigmoid", "isotonic"])
+def test_steps_before_a_calibrated_classifier_fold_into_its_decisions(front, method):
+    """Pipeline(StandardScaler[, PCA], CalibratedClassifierCV(LinearSVC)), scikit-learn's recommended route to
+    probabilities: the steps fold into the decisions' mat-vec (the model within 1e-9 of scikit-learn's)."""
+    require_target("host")
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.decomposition import PCA
+    from sklearn.svm import LinearSVC
+
+    X, y = load_wine(return_X_y=True)
+    steps = [StandardScaler()] + ([PCA(6, random_state=0)] if front == "scaler+pca" else [])
+    est = make_pipeline(*steps, CalibratedClassifierCV(LinearSVC(C=0.1), method=method, cv=3)).fit(X[::2], y[::2])
+    test = X[1::2]
+    want = est.predict_proba(test)
+    np.testing.assert_allclose(as_model(est).predict_proba(test), want, atol=1e-9)
+    host = tinycc_ml.compile(est, name="cal").load()
+    assert np.max(np.abs(host.predict_proba(test) - want)) <= 1e-4
+    assert host.predict(test).tolist() == est.predict(test).tolist()
+
+
+@pytest.mark.parametrize("data", ["wine", "breast_cancer"])
+def test_one_vs_rest_logistic_regressions_give_scikit_learns_probabilities(data, tmp_path):
+    """OneVsRestClassifier(LogisticRegression) (scikit-learn 1.7's replacement of multi_class="ovr"): one linear
+    model whose probabilities are the normalised logistics of its classes (two classes: one estimator), within
+    1e-9 (the model) and 1e-4 (float C) of scikit-learn's."""
+    require_target("host")
+    from sklearn.multiclass import OneVsRestClassifier
+
+    X, y = (load_wine if data == "wine" else load_breast_cancer)(return_X_y=True)
+    est = make_pipeline(StandardScaler(), OneVsRestClassifier(LogisticRegression(max_iter=5000))).fit(X[::2], y[::2])
+    test = X[1::2]
+    want = est.predict_proba(test)
+    model = as_model(est)
+    np.testing.assert_allclose(model.predict_proba(test), want, atol=1e-9)
+    assert model.predict(test).tolist() == est.predict(test).tolist()
+    host = tinycc_ml.compile(est, name="ovr").load()
+    assert np.max(np.abs(host.predict_proba(test) - want)) <= 1e-4
+    assert host.predict(test).tolist() == est.predict(test).tolist()
+
+
+def test_one_vs_rest_over_what_is_not_linear_is_refused():
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = load_wine(return_X_y=True)
+    with pytest.raises(CompileError, match="OneVsRestClassifier over a DecisionTreeClassifier"):
+        tinycc_ml.compile(OneVsRestClassifier(DecisionTreeClassifier(max_depth=2)).fit(X, y))

@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the candidates on a Dask cluster (e.g. tcp://10.0.0.5:8786; needs dask[distributed] "
                         "and the toolchains on every worker)")
+    f.add_argument("--start", default=None, metavar="ESTIMATOR",
+                   help="search only this estimator's family, keeping its settings, e.g. "
+                        "'RandomForestClassifier(max_depth=12, criterion=\"entropy\")' (literal settings only; "
+                        "the size knob is the search's)")
     f.add_argument("--sizes", type=int, default=4, metavar="N", help="sizes per family (default 4)")
     f.add_argument("--random-state", type=int, default=0, metavar="N", help="seed of the split and the trainers")
     f.add_argument("--name", default="model", help="C identifier prefixing every symbol (default model)")
@@ -527,13 +531,16 @@ def cmd_fit(args) -> int:
     # deferred: the command line's start-up (the compiler loads for the commands that use it)
     import tinycc_ml
     from tinycc_ml.datafiles import load_training
+    from tinycc_ml.search.candidates import estimator_from_text
 
+    start_from = estimator_from_text(args.start) if args.start is not None else None
     X, y, X_test, y_test = load_training(args.data)
     result = tinycc_ml.fit(X, y, target=args.target, max_flash=args.max_flash, max_ram=args.max_ram,
                            max_ms=args.max_ms, clock_hz=args.clock_hz, precision=args.precision,
                            families=args.families, time_budget=args.time_budget, random_state=args.random_state,
                            X_test=X_test, y_test=y_test, out_dir=args.output, name=args.name,
-                           sizes_per_family=args.sizes, n_jobs=args.jobs, scheduler=args.scheduler)
+                           sizes_per_family=args.sizes, n_jobs=args.jobs, scheduler=args.scheduler,
+                           start_from=start_from)
     say(args, result.report())
     if result.plot_note:
         say(args, result.plot_note)

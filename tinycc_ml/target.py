@@ -115,6 +115,7 @@ from tinycc_ml.codegen.matvec_plan import (
     used_list,
 )
 from tinycc_ml.codegen.mcu import McuBackend, McuEmitter
+from tinycc_ml.codegen.small_network import small_network_kernels
 from tinycc_ml.codegen.word_flash import WordFlash
 from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
@@ -172,6 +173,8 @@ __all__ = [
     "align_shifts", "quantise", "task_kind", "ctype_of",
     # TFLite network layers: their int8 arithmetic and window geometry (codegen/c_network.py)
     "AddQuantisation", "LayerQuantisation", "Window", "add_quantisation", "layer_quantisation", "window_of",
+    # TFLite int8 layers for chips without SIMD (codegen/small_network.py): the AVR's and the Cortex-M0's
+    "small_network_kernels",
     # fixed-point C and fused chains
     "store", "shift_c", "rshift_c", "saturate_c", "saturate_bits_c", "index_type", "chain_shift", "chain_sum_loop",
     "chain_last", "identity_chain", "sole_vector_user", "node_kernels_only", "shared_x_readers", "exp_lut_lines",

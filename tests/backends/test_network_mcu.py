@@ -129,28 +129,31 @@ def test_the_cortex_m0_under_unicorn_and_the_cortex_m33_agree(tmp_path):
     check_network(convolutions(), "cortex-m33", tmp_path / "m33")
 
 
+@pytest.mark.parametrize("target", ["cortex-m4", "avr", "cortex-m0"])
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
        dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)), padding=st.sampled_from(["same", "valid"]),
        activation=st.sampled_from(["none", "relu", "relu6"]), multiplier=st.integers(1, 2),
        kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)), per_channel=st.booleans(),
        channels=st.sampled_from([3, 4, 8]), bias_reach=st.sampled_from([3000, 1 << 29]))
-def test_any_window_on_the_cortex_m4_equals_tflite_micro(tmp_path_factory, seed, stride, dilation, padding,
-                                                          activation, multiplier, kernel, per_channel, channels,
-                                                          bias_reach):
+def test_any_window_on_the_microcontrollers_equals_tflite_micro(target, tmp_path_factory, seed, stride, dilation,
+                                                                 padding, activation, multiplier, kernel, per_channel,
+                                                                 channels, bias_reach):
     """A contract of the compiler: whatever the windows' attributes, the firmware's bytes are the interpreter's
     (the Cortex-M4's kernels: im2col and pointwise convolutions, depthwise on 4 channels at a time, either
-    requantisation epilogue: biases near 2^29 make accumulators too large for the SMMULR form)."""
-    require_target("cortex-m4")
+    requantisation epilogue: biases near 2^29 make accumulators too large for the SMMULR form; the AVR's and
+    the Cortex-M0's: im2col columns, the zero point folded into the bias where the sums stay in int32, else
+    the shared C)."""
+    require_target(target)
     n = NetBuilder(seed, bias_reach)
-    x = n.input((11, 12, 4))
+    x = n.input((11, 12, 4) if target == "cortex-m4" else (6, 7, 3))  # within the ATmega328P's 2 KB
     y = n.conv(x, channels, kernel, stride, dilation, padding, activation, per_channel)
     assume(min(n.shapes[y]) >= 1)  # a VALID window larger than its input has no output
     y = n.depthwise(y, multiplier, kernel[::-1], stride[::-1], dilation, padding, activation, per_channel)
     assume(min(n.shapes[y]) >= 1)
     y = n.conv(y, 5, (1, 1), activation=activation)  # pointwise: each position's inputs are a column
     y = n.average_pool(y, (2, 2), (1, 1), "same")
-    check_network(n.finish(n.fc(n.flatten(y), 3, activation)), "cortex-m4", tmp_path_factory.mktemp("net"), 4)
+    check_network(n.finish(n.fc(n.flatten(y), 3, activation)), target, tmp_path_factory.mktemp("net"), 4)
 
 
 # ---------------------------------------------------------------- the MLPerf Tiny models

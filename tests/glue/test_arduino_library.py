@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tinycc_ml
+from tests.arduino_sketch import ARDUINO_MK, build_uno_sketch
 from tests.conftest import require_target, require_tools, simavr_uart_lines, toolchains_required
 from tinycc_ml.errors import FitError
 from tinycc_ml.testing import random_inputs, random_model
@@ -28,7 +29,6 @@ NUMBER = r"(0|[1-9][0-9]*)"
 IDENT = r"[0-9A-Za-z-]+"
 RELAXED_SEMVER = re.compile(rf"{NUMBER}(\.{NUMBER})?(\.{NUMBER})?(-{IDENT}(\.{IDENT})*)?(\+{IDENT}(\.{IDENT})*)?")
 ARCHITECTURES = {"*", "avr", "megaavr", "sam", "samd", "mbed", "esp32", "esp8266", "stm32", "nrf52"}
-ARDUINO_MK = Path("/usr/share/arduino/Arduino.mk")
 
 
 def spec_problems(text: bytes, src: Path) -> list[str]:
@@ -196,22 +196,8 @@ def test_avr_model_objects_put_nothing_in_ram_data(family, tmp_path):
     assert in_ram == [], in_ram
 
 
-def _build_sketch(tmp_path: Path, lib_name: str) -> tuple[int, int]:
-    """Build the library's example sketch with arduino-mk for the Uno: (flash, static RAM) of the ELF."""
-    sketch = tmp_path / "sketch"
-    sketch.mkdir()
-    demo = tmp_path / f"libs/{lib_name}/examples/{lib_name}_demo/{lib_name}_demo.ino"
-    (sketch / "sketch.ino").write_text(demo.read_text())
-    (sketch / "Makefile").write_text("\n".join([
-        f"ARDUINO_DIR = {ARDUINO_MK.parent}", "BOARD_TAG = uno", f"ARDUINO_LIBS = {lib_name}",
-        f"USER_LIB_PATH = {tmp_path / 'libs'}", "CPPFLAGS += -DDECIMAL_DIG=17", f"include {ARDUINO_MK}", ""]))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run(["make", "-s"], cwd=sketch, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    elf = next(sketch.glob("build-*/*.elf"))
-    size = subprocess.run(["avr-size", str(elf)], capture_output=True, text=True, check=True).stdout
-    text, data, bss = map(int, size.splitlines()[1].split()[:3])
-    return text + data, data + bss
+def _build_sketch(tmp_path: Path, lib_name: str) -> tuple[int, int, Path]:
+    return build_uno_sketch(tmp_path / "libs", lib_name, tmp_path / f"sketch-{lib_name}")
 
 
 @pytest.mark.parametrize("kind", ["probabilities", "aligned buffers"])
@@ -235,7 +221,7 @@ def test_arduino_fit_check_holds_the_real_uno_sketch(kind, tmp_path):
                                examples=X[1000:1008], example_labels=y[1000:1008], name="m", out_dir=tmp_path / "libs")
     fit = result.report["fit"]
     assert "Arduino Uno sketch" in fit["chip"] and "bootloader" in fit["chip"]
-    flash, ram = _build_sketch(tmp_path, "m")
+    flash, ram, _ = _build_sketch(tmp_path, "m")
     assert flash <= fit["flash_bytes"] <= flash + 1536, (flash, fit)
     assert ram <= fit["ram_bytes"] <= ram + 512, (ram, fit)
     assert fit["flash_bytes"] <= 32256 and fit["ram_bytes"] + fit["stack_estimate"] <= 2048
@@ -259,3 +245,38 @@ def test_a_model_the_harness_fits_but_an_uno_sketch_does_not_is_refused():
     with pytest.raises(FitError, match="Arduino Uno sketch .*bootloader"):
         tinycc_ml.compile(model, target="avr", precision="int16", calibration=X[:200], layout="arduino",
                           examples=X[1000:1002])
+
+
+def test_the_advice_for_a_forest_too_big_for_an_uno_builds_and_runs_as_a_sketch(tmp_path):
+    """A default RandomForest is refused for an Uno sketch with the forests that fit the sketch (not the bare
+    chip); each one the message names, trained and compiled, builds with arduino-mk and the Arduino core
+    within the Uno's 32,256 bytes beside the bootloader, and one runs in simavr printing the host's classes."""
+    require_target("avr")
+    require_arduino_mk()
+    from sklearn.datasets import load_digits
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = load_digits(return_X_y=True)
+    rows = X[1500:1508]
+    big = RandomForestClassifier(random_state=0).fit(X[:1400], y[:1400])
+    with pytest.raises(FitError, match="Arduino Uno sketch") as info:
+        tinycc_ml.compile(big, target="avr", precision="int16", calibration=X[:400], layout="arduino", examples=rows,
+                          out_dir=tmp_path / "big")
+    advice = re.findall(r"(\d+) trees of at most (\d+) leaves \(max_leaf_nodes=\d+, or max_depth=(\d+)\)",
+                        str(info.value))
+    assert len(advice) == 2, info.value
+    assert not (tmp_path / "big").exists()  # nothing written for a refused model
+    for i, (trees, leaves, depth) in enumerate(advice):  # the first by its leaves, the second by its depth
+        size = {"max_leaf_nodes": int(leaves)} if i == 0 else {"max_depth": int(depth)}
+        model = RandomForestClassifier(n_estimators=int(trees), random_state=0, **size).fit(X[:1400], y[:1400])
+        name = f"forest{i}"
+        result = tinycc_ml.compile(model, target="avr", precision="int16", calibration=X[:400], layout="arduino",
+                                   examples=rows, example_labels=y[1500:1508], name=name, out_dir=tmp_path / "libs")
+        flash, ram, elf = _build_sketch(tmp_path, name)
+        assert flash <= result.report["fit"]["flash_bytes"] <= 32256, (flash, result.report["fit"])
+        assert ram + result.report["fit"]["stack_estimate"] <= 2048
+    # the last one runs on the simulated Uno: the real core's Serial prints what the host build predicts
+    lines = simavr_uart_lines(elf, lambda lines: len([ln for ln in lines if "row " in ln]) >= len(rows))
+    got = [int(p) for p in re.findall(r"row \d+: predicted (\d+)", "".join(lines))]
+    host = tinycc_ml.compile(model, precision="int16", calibration=X[:400]).load()
+    assert got == host.predict_index(rows).tolist(), lines

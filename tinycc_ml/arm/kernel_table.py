@@ -5,7 +5,7 @@ from __future__ import annotations
 from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network, network_pow2
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
 from tinycc_ml.arm.m0_sparse import m0_sparse_kernel
-from tinycc_ml.target import Kernel, kernel_clip16
+from tinycc_ml.target import Kernel, kernel_clip16, small_network_kernels
 
 # Cortex-M0: sparse kernels, then the 9-row kernels with the input pass fused (distances on them), then the
 # 4-row kernels
@@ -24,6 +24,8 @@ M0_KERNELS = (
     # similarities storing the offset input and its sum for the mat-vec kernel reading them
     Kernel("exp_lut", m0_fused.kernel_exp_lut),
     Kernel("sqdist_kvote", m0_sqdist_kvote),
+    # TFLite's int8 network layers
+    *small_network_kernels(),
     # the project's int16 and int8 network layers: two output channels per input element
     Kernel("conv2d", network_pow2.conv2d_m0, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m0, claims=network_pow2.fx_layer),

@@ -4,6 +4,7 @@ flash read through pgm_read_*, and, in integer builds, the hand-tuned kernels of
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from tinycc_ml.avr.board import AVR_BOARD
@@ -17,7 +18,7 @@ from tinycc_ml.avr.chips import (
 )
 from tinycc_ml.avr.kernel_table import AVR_KERNELS
 from tinycc_ml.avr.kernels import chain_offset_store
-from tinycc_ml.target import BuildOutput, CTarget, Fit, FitError, McuBackend, arduino_library
+from tinycc_ml.target import BuildOutput, Chip, CTarget, Fit, FitError, McuBackend, arduino_library
 
 # uint16_t reads widen to int32_t: an AVR int is 16 bits, and indices compared with an int loop
 # counter must not turn the comparison unsigned (-Wsign-compare)
@@ -87,22 +88,38 @@ class AvrBackend(McuBackend):
             return super().check_fit(output)
         return self._check_sketch_fit(output)
 
+    def _sketch_chip(self, input_dim: int, input_bytes: int, prints_proba: bool) -> tuple[Chip, int, int]:
+        """(the chip an Arduino Uno sketch leaves the model, flash kept, RAM kept): the bootloader, the core,
+        the sketch's stored rows and its probability print taken off."""
+        chip = self.fit_chip
+        row_bytes = self.sketch_rows * (input_dim * input_bytes + 1)
+        flash_kept = ARDUINO_CORE_FLASH + row_bytes + (ARDUINO_PROBA_PRINT_FLASH if prints_proba else 0)
+        ram_kept = ARDUINO_CORE_RAM
+        name = (f"{chip.name} in an Arduino Uno sketch ({min(chip.flash, UNO_SKETCH_FLASH)} B of flash beside the "
+                f"bootloader; ~{flash_kept} B of it and ~{ram_kept} B of RAM kept for the Arduino core, the sketch and "
+                f"its {self.sketch_rows} stored rows)")
+        return (replace(chip, name=name, flash=min(chip.flash, UNO_SKETCH_FLASH) - flash_kept, ram=chip.ram - ram_kept),
+                flash_kept, ram_kept)
+
+    def constants_chip(self, graph, precision: str) -> Chip:
+        if self.sketch_rows is None:
+            return super().constants_chip(graph, precision)
+        # before any C: the rows as the build's input type, and the probability print counted (worst case)
+        input_dim = sum(math.prod(graph.type(name).shape) for name in graph.inputs())
+        return self._sketch_chip(input_dim, 4 if precision == "float" else 2, prints_proba=True)[0]
+
     def _check_sketch_fit(self, output: BuildOutput) -> Fit:
         """The build inside an Arduino Uno sketch: the harness's firmware held to the flash and RAM the
         bootloader, the core and the sketch's stored rows leave; 256-byte aligned kernel buffers counted with
         their worst padding (the sketch's link places them anywhere)."""
-        chip = self.fit_chip
-        row_bytes = self.sketch_rows * (output.input_dim * (4 if output.input_ctype == "float" else 2) + 1)
         prints_proba = f"{output.prefix.upper()}_N_PROBA" in output.files.get(f"{output.prefix}.h", "")
-        flash_kept = ARDUINO_CORE_FLASH + row_bytes + (ARDUINO_PROBA_PRINT_FLASH if prints_proba else 0)
-        ram_kept = ARDUINO_CORE_RAM + (255 if output.optional_ram_bytes else 0)
-        name = (f"{chip.name} in an Arduino Uno sketch ({min(chip.flash, UNO_SKETCH_FLASH)} B of flash beside the "
-                f"bootloader; ~{flash_kept} B of it and ~{ram_kept} B of RAM kept for the Arduino core, the sketch and "
-                f"its {self.sketch_rows} stored rows)")
-        sketch = replace(chip, name=name, flash=min(chip.flash, UNO_SKETCH_FLASH) - flash_kept,
-                         ram=chip.ram - ram_kept)
+        sketch, flash_kept, ram_kept = self._sketch_chip(output.input_dim, 4 if output.input_ctype == "float" else 2,
+                                                         prints_proba)
+        if output.optional_ram_bytes:
+            ram_kept += 255
+            sketch = replace(sketch, ram=sketch.ram - 255)
         fit = super().check_fit(output, limits=sketch)
-        return Fit(name, fit.flash_bytes + flash_kept, fit.ram_bytes + ram_kept, fit.stack_estimate,
+        return Fit(sketch.name, fit.flash_bytes + flash_kept, fit.ram_bytes + ram_kept, fit.stack_estimate,
                    fit.how + " + the Arduino core and sketch (estimated)")
 
     def arduino_library(self, result, examples) -> dict[str, str]:

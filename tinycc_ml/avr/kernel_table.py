@@ -7,9 +7,10 @@ from __future__ import annotations
 from tinycc_ml.avr import kernels as k
 from tinycc_ml.avr import network_pow2
 from tinycc_ml.avr.distance import avr_clamp_squares, avr_sqdist8
+from tinycc_ml.avr.kernels import dot8_avr, muls8
 from tinycc_ml.avr.knn import avr_sqdist_kvote
 from tinycc_ml.avr.sparse import avr_sparse_kernel
-from tinycc_ml.target import Kernel
+from tinycc_ml.target import Kernel, small_network_kernels
 
 AVR_KERNELS = (
     # sparse matrices first (with the input clamp fused into them), then the dense kernels
@@ -38,4 +39,6 @@ AVR_KERNELS = (
     Kernel("fully_connected", network_pow2.fully_connected, claims=network_pow2.avr_layer),
     # the input clamp applied on read (no RAM copy of the input): a few features at a time
     Kernel("matvec", k.kernel_matvec_on_read, precision="on_read"),
+    # TFLite's int8 network layers, their products on MULS
+    *small_network_kernels(product=muls8, dot=dot8_avr),
 )

@@ -419,6 +419,37 @@ def mulu16_avr(em: CEmitter) -> str:
     return name
 
 
+def muls8(em: CEmitter) -> str:
+    """Name of an inline int8 x int8 -> int16 product: one MULS (avr-gcc widens both to 16 bits and calls
+    __mulhisi3 when the product is summed into an int32)."""
+    name = em.sym("muls8")
+    if name not in em.helpers:
+        em.helpers[name] = (f"static inline __attribute__((always_inline)) int16_t {name}(int8_t a, int8_t b)\n"
+                            "{\n    int16_t r;\n"
+                            "    __asm__(\"muls %1, %2\\n\\tmovw %0, r0\\n\\tclr r1\"\n"
+                            "            : \"=r\"(r) : \"d\"(a), \"d\"(b));\n"
+                            "    return r;\n}\n")
+    return name
+
+
+def dot8_avr(em: CEmitter) -> str:
+    """Name of an inline ``acc + sum w[i] x[i]`` of n (1-255) int8 weights in flash and int8 inputs in RAM:
+    LPM Z+, LD X+, MULS, the product sign-extended into the int32: 17 cycles a term."""
+    name = em.sym("dot8")
+    if name not in em.helpers:
+        asm = "\\n\\t".join(["1:", "lpm %[wv], Z+", "ld %[xv], X+", "muls %[wv], %[xv]", "mov %[ext], r1",
+                               "lsl %[ext]", "sbc %[ext], %[ext]", "add %A[acc], r0", "adc %B[acc], r1",
+                               "adc %C[acc], %[ext]", "adc %D[acc], %[ext]", "dec %[n]", "brne 1b", "clr r1"])
+        em.helpers[name] = (
+            f"static inline __attribute__((always_inline)) int32_t {name}(int32_t acc, const int8_t *w, "
+            "const int8_t *x, uint8_t n)\n{\n    uint8_t wv, xv, ext;\n"
+            f"    __asm__ volatile(\"{asm}\"\n"
+            "        : [acc] \"+r\"(acc), [w] \"+z\"(w), [x] \"+x\"(x), [n] \"+r\"(n), [wv] \"=&d\"(wv), "
+            "[xv] \"=&d\"(xv), [ext] \"=&r\"(ext)\n        :\n        : \"r0\", \"memory\");\n"
+            "    return acc;\n}\n")
+    return name
+
+
 def mulr8_avr(em: CEmitter) -> str:
     """Name of an inline (d * f + 128) >> 8 for uint16 d, uint8 f (two MULs: the rounding bit is bit 7 of the
     low product's low byte; the result fits 16 bits)."""

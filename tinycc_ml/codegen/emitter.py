@@ -188,6 +188,7 @@ class CEmitter:
     on_read_kernels: bool = True  # with clamp_on_read: the target's (op, "on_read") kernels for the clamp's readers
     aligns_arenas = False  # does arena_attribute honour arena_align (class-level: a trait of the emitter)
     tree_predict: bool = True  # may <prefix>_predict take an op's own shortcut (PREDICT_CODE)
+    compact_trees: bool = False  # trees walk their tables (the least flash), whatever is fastest
 
     def __post_init__(self):
         check_interface(self.graph)

@@ -255,10 +255,10 @@ class McuEmitter(CEmitter):
 
 def emit_mcu(graph, prefix: str, target: CTarget, model_description: list[str],
              own_x_pages: bool = True, clamp_on_read: bool = False, on_read_kernels: bool = True,
-             tree_predict: bool = True) -> BuildOutput:
+             tree_predict: bool = True, compact_trees: bool = False) -> BuildOutput:
     return McuEmitter(graph, prefix, target, header_lines=list(model_description), own_x_pages=own_x_pages,
                       clamp_on_read=clamp_on_read, on_read_kernels=on_read_kernels,
-                      tree_predict=tree_predict).build_output()
+                      tree_predict=tree_predict, compact_trees=compact_trees).build_output()
 
 
 def constant_bytes_floor(graph, precision: str) -> int:
@@ -393,9 +393,14 @@ class McuBackend(Backend):
         clamped features at a time), or when even those do not fit on the shared C."""
         chip = self.fit_chip
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
-        if any(k.get("entry") == "predict" for k in out.kernels) and not self._fits(out):
+        fits = None  # of out, once linked
+        if any(k.get("entry") == "predict" for k in out.kernels) and not (fits := self._fits(out)):
             log.info("%s: predict through the scores (its own class tree does not fit the %s)", prefix, chip.name)
-            out = emit_mcu(graph, prefix, self.c_target(graph), model_description, tree_predict=False)
+            out, fits = emit_mcu(graph, prefix, self.c_target(graph), model_description, tree_predict=False), None
+        if any(k.get("op") == "tree_ensemble" for k in out.kernels) and not (self._fits(out) if fits is None else fits):
+            log.info("%s: trees walk their tables (faster tree code does not fit the %s)", prefix, chip.name)
+            out = emit_mcu(graph, prefix, self.c_target(graph), model_description, tree_predict=False,
+                           compact_trees=True)
         if out.optional_ram_bytes and not self._fits(out):
             log.info("%s: sparse kernels without x buffers of their own (the %s's RAM)", prefix, chip.name)
             out = emit_mcu(graph, prefix, self.c_target(graph), model_description, own_x_pages=False)
@@ -429,11 +434,15 @@ class McuBackend(Backend):
         folded = run_passes(graph.copy(), ["fold_input_affine", "constant_fold", "cse", "dce"],
                             PassContext(options=options, debug=False))
         floor = constant_bytes_floor(folded, precision)
-        chip = self.fit_chip
+        chip = self.constants_chip(graph, precision)
         if floor > chip.flash:
             raise FitError(f"model {prefix} does not fit the {chip.name}: its constants alone need at least "
                            f"{floor} bytes of flash at {precision} (has {chip.flash})", floor,
                            chip.flash - chip.code_estimate)
+
+    def constants_chip(self, graph, precision: str) -> Chip:
+        """The chip whose flash ``check_constants_fit`` holds the constants' floor to (before any C exists)."""
+        return self.fit_chip
 
     def check_fit(self, output: BuildOutput, limits: Chip | None = None) -> Fit:
         """The fit on the chip, held to ``limits`` when given (else the user's, ``with_memory_limits``)."""

@@ -157,9 +157,12 @@ def predicted(layout: Layout, threshold_bytes: int, n_trees: int, n_outputs: int
                          "flash": int(straight_flash)}}
 
 
-def choose(cands: dict, budget: int = 0) -> str:
+def choose(cands: dict, budget: int = 0, compact: bool = False) -> str:
     """Straight-line code where its flash is within STRAIGHT_FLASH_FACTOR of the table's, or within the
-    target's ``budget`` (CTarget.tree_code_budget: bytes a chip with flash to spare lets it take)."""
+    target's ``budget`` (CTarget.tree_code_budget: bytes a chip with flash to spare lets it take); the
+    table when ``compact`` (a build that does not fit otherwise)."""
+    if compact:
+        return "table"
     flash = cands["straight"]["flash"]
     return "straight" if flash <= STRAIGHT_FLASH_FACTOR * cands["table"]["flash"] or flash <= budget else "table"
 
@@ -343,7 +346,7 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
 
     thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_ctype(layout)]
     cands = predicted(layout, thr_bytes, 1, 0, 0)
-    chosen = choose(cands)
+    chosen = choose(cands, compact=getattr(em, "compact_trees", False))
     if hasattr(em, "kernel_report"):
         em.kernel_report.append({
             "node": node.name, "op": "tree_ensemble", "matrix": f"{node.name} class tree",
@@ -414,7 +417,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         sparse = len(entry_outs) * (1 + value_bytes) < layout.leaves.size * value_bytes
     values_per_leaf = len(entry_outs) / leaf_count if sparse else (width if np.all(tree_out < 0) else 1)
     cands = predicted(layout, thr_bytes, n_trees, k, values_per_leaf)
-    chosen = choose(cands)
+    chosen = choose(cands, compact=getattr(em, "compact_trees", False))
     if sparse:
         layout = sparse_layout
         leaf_out = em.add_const_array(sym(f"{node.name}_leaf_output"), entry_outs, "uint8_t",
@@ -564,8 +567,11 @@ def forest_candidates(layout: Layout, entries: int, value_bytes: int, n_trees: i
     return out
 
 
-def choose_forest(cands: dict, budget: int = 0) -> str:
-    """The fastest kernel whose flash is within STRAIGHT_FLASH_FACTOR of the table's or the ``budget``."""
+def choose_forest(cands: dict, budget: int = 0, compact: bool = False) -> str:
+    """The fastest kernel whose flash is within STRAIGHT_FLASH_FACTOR of the table's or the ``budget``; the
+    table walk when ``compact``."""
+    if compact:
+        return "table"
     limit = max(STRAIGHT_FLASH_FACTOR * cands["table"]["flash"], budget)
     fits = [name for name, c in cands.items() if c["flash"] <= limit or name == "table"]
     return min(fits, key=lambda name: (cands[name]["cycles"], cands[name]["flash"]))
@@ -599,7 +605,8 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     cands = forest_candidates(layout, len(entry_outs), value_bytes, n_trees, k)
     if stream is None:  # the table walk of float builds: no top<k>
         cands = {name: c for name, c in cands.items() if not name.startswith("top")}
-    chosen = choose_forest(cands, getattr(em.target, "tree_code_budget", 0)) if len(layout.feature) else "straight"
+    chosen = (choose_forest(cands, getattr(em.target, "tree_code_budget", 0), getattr(em, "compact_trees", False))
+              if len(layout.feature) else "straight")
     x_t = ctype_of(x_type.dtype)
     x_at = lambda i: em.at(x_name, i)  # noqa: E731
     x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None

@@ -73,6 +73,7 @@ LINEAR_TRANSFORMS = ("PCA", "TruncatedSVD")
 MLPS = ("MLPClassifier", "MLPRegressor")
 SVMS = ("SVC", "NuSVC")
 CALIBRATED = "CalibratedClassifierCV"
+ONE_VS_REST = "OneVsRestClassifier"
 SCALERS = ("StandardScaler", "MinMaxScaler", "MaxAbsScaler")
 SEARCHES = ("GridSearchCV", "RandomizedSearchCV")
 FOREST_CLASSIFIERS = ("DecisionTreeClassifier", "RandomForestClassifier", "ExtraTreesClassifier")
@@ -86,7 +87,7 @@ SUPPORTED = (
     "KNeighborsClassifier (weights='uniform', Euclidean / Minkowski p=2), NearestCentroid (Euclidean, uniform "
     f"priors), {', '.join(LINEAR)}, LinearRegression / Ridge / Lasso / ElasticNet / SGDRegressor / LinearSVR, "
     f"MLPClassifier / MLPRegressor, GaussianNB, SVC / NuSVC, {CALIBRATED} (sigmoid or isotonic) over a linear "
-    "classifier, a Pipeline of {' / '.join(SCALERS)} (and PCA / "
+    f"classifier, {ONE_VS_REST} over a linear classifier, a Pipeline of {' / '.join(SCALERS)} (and PCA / "
     "TruncatedSVD before a linear, MLP, kernel SVM or distance model) steps ending in a "
     f"supported estimator, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own estimators"
 )
@@ -469,11 +470,31 @@ def _from_calibrated(estimator) -> CalibratedModel:
                            **arrays)
 
 
+def _from_one_vs_rest(estimator) -> Model:
+    """One binary linear classifier per class (one for two classes) as one linear model: the classes' decision
+    values stacked, its predict_proba's rule found by asking it (one-vs-rest logistic, normalised)."""
+    name = type(estimator).__name__
+    if getattr(estimator, "multilabel_", False):
+        raise CompileError(f"{name} fitted on multilabel targets is not supported: fit one classifier per label")
+    rows, intercepts = [], []
+    for i, binary in enumerate(estimator.estimators_):
+        inner = type(binary).__name__
+        if inner not in LINEAR:
+            raise CompileError(f"{name} over a {inner} (class {estimator.classes_[i]!r}) is not supported: only over "
+                               f"linear classifiers ({', '.join(LINEAR)}); a class seen in every or no training "
+                               "row gives a constant predictor")
+        coef = dense(binary.coef_, f"{name}.estimators_[{i}].coef_").reshape(-1)
+        rows.append(coef)
+        intercepts.append(float(np.asarray(binary.intercept_, dtype=np.float64).reshape(-1)[0]))
+    model = LinearModel(np.vstack(rows), np.array(intercepts), source=name)
+    return model.with_proba(linear_proba_rule(estimator, model), name)
+
+
 CONVERTERS = {"KNeighborsClassifier": _from_kneighbors, "NearestCentroid": _from_nearest_centroid,
               **dict.fromkeys(LINEAR, _from_linear), **dict.fromkeys(TREES, from_sklearn_trees),
               **dict.fromkeys(BOOSTERS, _from_booster), **dict.fromkeys(LINEAR_REGRESSORS, _from_linear_regressor),
               **dict.fromkeys(MLPS, _from_mlp), "GaussianNB": _from_gaussian_nb, **dict.fromkeys(SVMS, _from_svc),
-              CALIBRATED: _from_calibrated}
+              CALIBRATED: _from_calibrated, ONE_VS_REST: _from_one_vs_rest}
 
 
 # ---------------------------------------------------------------- pipelines
@@ -502,10 +523,12 @@ def scaler_affine(scaler) -> tuple[np.ndarray, np.ndarray]:
 def fold_input_affine(model: Model, mean: np.ndarray, std: np.ndarray) -> Model:
     """A copy of ``model`` that first maps its input by ``(x - mean) / std``: composed with the
     model's own normalisation ``(x' - m) / s`` it is ``(x - (mean + std * m)) / (std * s)``."""
-    if not (hasattr(model, "mean") and hasattr(model, "std")):
-        raise CompileError(f"a scaler cannot be folded into a {model.family} model (it has no input normalisation)")
     if mean.shape != (model.input_dim,):
         raise CompileError(f"the scaler has {mean.shape[0]} features but the model takes {model.input_dim}")
+    if not (hasattr(model, "mean") and hasattr(model, "std")):
+        if hasattr(model, "with_input_map"):  # no normalisation of its own: folded into its first mat-vec
+            return model.with_input_map(np.diag(1.0 / std), -mean / std)
+        raise CompileError(f"a scaler cannot be folded into a {model.family} model (it has no input normalisation)")
     own_mean = np.zeros(model.input_dim) if model.mean is None else model.mean
     own_std = np.ones(model.input_dim) if model.std is None else model.std
     folded = copy.copy(model)

@@ -11,6 +11,8 @@ Float builds only (the calibrators are float functions); on the AVR in software 
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
@@ -100,6 +102,13 @@ class CalibratedModel(Model):
             raise ModelFileError(f"{source}: metadata 'n_classes' is {meta.get('n_classes')!r}")
         return cls(arrays["W"], arrays["b"], arrays["column_class"], arrays["fold_columns"], meta["n_classes"],
                    method, arrays.get("ab"), arrays.get("knots_x"), arrays.get("knots_y"), source=source)
+
+    def with_input_map(self, A, c) -> CalibratedModel:
+        """This model applied to ``A x + c`` (a scaler or PCA step before it): its decisions' mat-vec absorbs
+        the map, exactly (in float64)."""
+        model = copy.copy(self)
+        model.W, model.b = self.W @ A, self.b + self.W @ c
+        return model
 
     def calibrated(self, X) -> np.ndarray:
         """Each row's calibrated columns (n, R)."""

@@ -14,6 +14,7 @@ the latency limit at every precision stops climbing.
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import dataclass
 
@@ -358,6 +359,37 @@ def start_settings(estimator) -> tuple[str, dict]:
             raise DataError(f"start_from: {name}'s {key}={value!r} cannot be kept through the search (settings are "
                             "numbers, strings, booleans or lists of them)")
     return family, {k: list(v) if isinstance(v, tuple) else v for k, v in own.items()}
+
+
+def estimator_from_text(text: str):
+    """The unfitted estimator a text such as ``RandomForestClassifier(max_depth=12, criterion="entropy")``
+    names: one of START_CLASSES called with literal keyword arguments (parsed, never evaluated: no names,
+    calls or expressions). DataError (a ValueError) for anything else, naming what."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise DataError(f"start {text!r}: not an estimator such as RandomForestClassifier(max_depth=12)") from None
+    if isinstance(tree, ast.Name):  # the class alone: its defaults
+        tree = ast.Call(func=tree, args=[], keywords=[])
+    if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name) or tree.func.id not in START_CLASSES:
+        name = tree.func.id if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) else text
+        raise DataError(f"start {text!r}: {name!r} cannot start a search; it can be one of "
+                        f"{', '.join(START_CLASSES)}")
+    if tree.args or any(k.arg is None for k in tree.keywords):
+        raise DataError(f"start {text!r}: give the settings by name (max_depth=12), not by position")
+    settings = {}
+    for keyword in tree.keywords:
+        try:
+            settings[keyword.arg] = ast.literal_eval(keyword.value)
+        except (ValueError, SyntaxError):
+            raise DataError(f"start {text!r}: {keyword.arg}={ast.unparse(keyword.value)} is not a literal (a number, "
+                            "string, boolean, None or a list/tuple of them)") from None
+    family = START_CLASSES[tree.func.id]
+    cls = import_object(ESTIMATORS[family][0])
+    try:
+        return cls(**settings).set_params()  # set_params: scikit-learn's own check of the names
+    except TypeError as exc:
+        raise DataError(f"start {text!r}: {exc}") from None
 
 
 def _same(a, b) -> bool:
