@@ -11,9 +11,7 @@ rounding shift, saturation and activation clamp.
 
 from __future__ import annotations
 
-from tinycc_ml.codegen.c_network import clipped_taps, require_computed, window_geometry, window_loops
-from tinycc_ml.codegen.c_network_pow2 import layer_store
-from tinycc_ml.ir.graph import Node
+from tinycc_ml.target import Node, clipped_taps, layer_store, require_computed, window_geometry, window_loops
 
 
 def fx_layer(em, node: Node) -> bool:

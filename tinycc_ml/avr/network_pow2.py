@@ -10,9 +10,7 @@ which the layer's overflow proof bounds in any order, the same rounding shift, s
 
 from __future__ import annotations
 
-from tinycc_ml.codegen.c_network import clipped_taps, require_computed, window_geometry, window_loops
-from tinycc_ml.codegen.c_network_pow2 import layer_store
-from tinycc_ml.ir.graph import Node
+from tinycc_ml.target import Node, clipped_taps, layer_store, require_computed, window_geometry, window_loops
 
 # one product of int16 w (r19:r18) and x (r21:r20) added to the sum %A0..%D0: MULSU leaves the product's sign in
 # the carry, which SBC takes from the top byte (the product's sign extension)
