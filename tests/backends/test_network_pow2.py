@@ -319,7 +319,7 @@ def test_builds_are_deterministic_and_clean_c99(sensor_data, tmp_path):
                         "-o", str(tmp_path / "sensor.o")], check=True)
 
 
-@pytest.mark.parametrize("target,core", [("cortex-m0", "m0"), ("cortex-m4", "m4")])
+@pytest.mark.parametrize("target,core", [("cortex-m0", "m0"), ("cortex-m4", "m4"), ("cortex-m33", "m4")])
 def test_sensor_cnn_on_arm_runs_its_layer_kernels_bit_for_bit(target, core, sensor_data, tmp_path):
     require_target(target)
     from tinycc_ml.codegen.backend import get_backend  # noqa: PLC0415
