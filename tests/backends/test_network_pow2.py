@@ -384,3 +384,16 @@ def test_a_float_tflite_file_compiles_at_float_and_at_int16(softmax, tmp_path):
     scores, predictions = result.load().run_raw(Xq)
     np.testing.assert_array_equal(scores, run_fixed(result.graph, Xq)["scores"])
     assert np.mean(predictions == np.argmax(want, axis=1)) >= 0.95
+
+
+def test_a_mean_whose_int32_sum_cannot_be_proven_is_refused_by_name():
+    """A global mean of 2^16 + 1 int16 values: their sum can pass 2^30."""
+    g = Graph("big")
+    x = g.add("input", [], {"name": "x"}, type=TensorType((1, 257, 256, 1), F32, "NHWC"), name="x")
+    mean = g.add("mean", [x], {"axes": [1, 2], "keep_dims": 0}, name="wide_mean")
+    w = g.add("const", [], {"value": np.ones((2, 1), np.float32)}, type=TensorType((2, 1), F32, "OI"))
+    b = g.add("const", [], {"value": np.zeros(2, np.float32)}, type=TensorType((2,), F32))
+    g.set_output("scores", g.add("fully_connected", [mean, w, b], {"activation": "none"}, name="dense"))
+    rows = np.random.default_rng(0).normal(size=(20, 257 * 256))
+    with pytest.raises(NetworkOverflowError, match=r"node %wide_mean \(mean\): its int32 sum can reach \d+"):
+        tinycc_ml.compile(NetworkModel(g, "big"), precision="int16", calibration=rows, search=False)

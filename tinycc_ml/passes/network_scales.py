@@ -84,6 +84,13 @@ class NetworkScales(Pass):
                                        f"{out.type(ins[1]).dtype}; a fixed-point concatenation copies integers of "
                                        "one scale")
                 bound[name] = max(bound[i] for i in ins)
+                if OPS[node.op].acc_bound is not None:  # a pool's or mean's int32 sum of its window
+                    total, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits,
+                                                                       bound))
+                    if total > ACC_LIMIT:
+                        raise NetworkOverflowError(
+                            f"node %{name} ({node.op}): its int32 sum can reach {total} (over the proven limit "
+                            f"2^{ACC_LIMIT.bit_length() - 1}): its window holds too many int{bits} values")
             elif node.op in LAYERS:
                 dtype, ins = self._layer(graph, out, node, peaks[name], bits, bound, adjust.get(name, 0))
             elif node.op == "tensor_add":
