@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernel_cycles import DHAT, D, protonn_shape, usps  # noqa: E402
+from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tinycc_ml.ir.fixed import quantise, run_fixed  # noqa: E402
@@ -82,7 +84,9 @@ def tinycc_rows(model, X, Xt, yt, rows: int, opt: str, target: str = TARGET) -> 
                                     and np.array_equal(run.predictions, want["prediction"]))
                 prof = function_profile(target, src, hdr, "km", x[:2], o.n_scores, o.input_ctype, o.score_ctype,
                                         extra_cflags=flags)
-                kernels = sorted({f for fs in o.node_functions.values() for f in fs if f.endswith(f"_{D}")})
+                # the W x kernels: mac<rows>w<bits>_<D>, with the rows' store tag (e...) where they store them
+                kernels = sorted({f for fs in o.node_functions.values() for f in fs
+                                  if re.search(rf"mac\d+w\d+_{D}(e\w+)?$", f)})
                 row["matvec"] = sum(prof[f] for f in kernels)
                 row["kernels"] = kernels
                 row["profile_total"] = sum(prof.values())
@@ -185,18 +189,25 @@ def cmsis_rows(tree: Path, W: np.ndarray, x16: np.ndarray, opt: str) -> list[dic
 
 # ---------------------------------------------------------------- report
 
-def table(rows: list[dict], float_ratio: float | None) -> list[str]:
-    lines = ["| build (Cortex-M4F, QEMU mps2-an386) | flags | operands | instructions / inference | W x mat-vec "
-             "instructions | per MAC | model flash | bit-exact |",
-             "|---|---|---|---|---|---|---|---|"]
+COLUMNS = ["build (Cortex-M4F, QEMU mps2-an386)", "flags", "operands", "instructions / inference",
+           "W x mat-vec instructions", "per MAC", "model flash", "bit-exact"]
+
+
+def table_rows(rows: list[dict]) -> list[list[str]]:
+    out = []
     for r in rows:
         mv = f"{r['matvec']:,.0f}" if r.get("matvec") is not None else "-"
         per = f"{r['matvec'] / MACS:.2f}" if r.get("matvec") is not None else "-"
         exact = {True: "yes", False: "NO", None: "-"}[r.get("exact")]
-        operands = {"float": "float32 (FPU)", "int16": "x int16, W int16", "int8": "x int16, W int8"}.get(
-            r["precision"], r["precision"])
-        lines.append(f"| {r['what']} | {r['opt']} | {operands} | {r['mean']:,.0f} | {mv} | {per} | {r['flash']:,} "
-                     f"| {exact} |")
+        operands = {"float": "float32 (FPU)", "int16": "x int16, W int16",
+                    "int8": "x int16, W int8 (stored as int16)"}.get(r["precision"], r["precision"])
+        out.append([r["what"], r["opt"], operands, f"{r['mean']:,.0f}", mv, per, f"{r['flash']:,}", exact])
+    return out
+
+
+def table(rows: list[dict], float_ratio: float | None) -> list[str]:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(rows)]
     if float_ratio:
         lines.append("")
         lines.append(f"Float (FPU) / int16 instructions per inference: {float_ratio:.2f}.")
@@ -241,10 +252,14 @@ def main(argv=None) -> None:
     print(f"\n{args.rows} USPS-10 test rows; model {model.describe()}; W x: {MACS} MACs ({time.time() - t0:.0f} s)")
     for line in table(rows, ratio):
         print(line)
+    script = f"benchmarks/m4_cycles.py --rows {args.rows}"
+    write_table("m4_cycles_m4", COLUMNS, table_rows(rows), script=script, file=sys.stderr)
     if m33:
         print()
         for line in table(m33, None):
             print(line.replace("Cortex-M4F, QEMU mps2-an386", "Cortex-M33, QEMU mps2-an505"))
+        write_table("m4_cycles_m33", [COLUMNS[0].replace("Cortex-M4F, QEMU mps2-an386", "Cortex-M33, QEMU mps2-an505"),
+                                      *COLUMNS[1:]], table_rows(m33), script=script, file=sys.stderr)
     for r in rows:
         if r.get("kernels"):
             print(f"{r['what']} {r['opt']}: W x kernels {', '.join(r['kernels'])}")

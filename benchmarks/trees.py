@@ -5,7 +5,8 @@ agreement of compiled builds with scikit-learn.
 
 Part 1: digits (70/30 split, random_state=0), RandomForestClassifier(n_estimators=10, max_depth=8,
 random_state=0). tinycc-ml float / int16 / int8 builds and emlearn's ``convert(rf).save(...)`` (its
-int16 "loadable" trees: majority vote of the trees' leaf classes), each linked into the same
+int16 trees, majority vote of the trees' leaf classes: its recommended ``inline`` form, nested ifs, and its
+``loadable`` node table), each linked into the same
 measurement harness with the same compiler flags (emlearn through a small adapter giving it the
 harness's ``<prefix>_predict`` / ``<prefix>_scores``), and on the Cortex-M0 m2cgen's ``export_to_c``
 (through the same kind of adapter), run on the first ``--rows`` test rows:
@@ -33,6 +34,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_table import render, write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tinycc_ml.avr.backend import Atmega1284pBackend  # noqa: E402
@@ -127,15 +131,17 @@ def run_m2cgen(rf, rows, target: str, workdir: Path):
     return run, target
 
 
-def run_emlearn(rf, rows, target: str, workdir: Path):
+def run_emlearn(rf, rows, target: str, workdir: Path, method: str = "inline"):
+    """emlearn's C through the adapter: ``inline`` (its recommended form: each tree as nested ifs) or
+    ``loadable`` (a node table, in RAM on the AVR)."""
     errors = np.geterr()
     import emlearn
 
     np.seterr(**errors)  # importing emlearn turns numpy's floating-point warnings into errors
 
-    out = workdir / f"eml_{target}"
+    out = workdir / f"eml_{target}_{method}"
     out.mkdir(parents=True, exist_ok=True)
-    emlearn.convert(rf, method="loadable").save(file=str(out / "eml_rf.h"), name="eml_rf")
+    emlearn.convert(rf, method=method).save(file=str(out / "eml_rf.h"), name="eml_rf")
     (out / "eml_adapter.h").write_text(ADAPTER_H)
     (out / "eml_adapter.c").write_text(ADAPTER_C.format(d=rows.shape[1], k=len(rf.classes_)))
     x = rows.astype(np.int16)  # digits' pixels are integers 0..16: emlearn's int16 features as they are
@@ -157,19 +163,19 @@ def part1(n_rows: int, targets: list[str]) -> list[str]:
     rf, X_tr, X_te, y_te = digits_forest()
     rows, labels = X_te[:n_rows], y_te[:n_rows]
     sk = rf.predict(rows)
-    lines = ["| build | chip | per prediction | firmware flash | firmware RAM | accuracy | = scikit-learn | kernel |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows_out = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for target in targets:
             unit = "cycles" if target == "avr" else "instr."
             base = None
-            for name in ("emlearn", "m2cgen", "float", "int16", "int8"):
+            for name in ("emlearn", "emlearn loadable", "m2cgen", "float", "int16", "int8"):
                 if name == "m2cgen" and target != "cortex-m0":
                     continue  # its doubles are floats on AVR and its leaves would sit in RAM
-                if name == "emlearn":
-                    run, sim = run_emlearn(rf, rows, target, work)
-                    kernel = "emlearn loadable trees"
+                if name.startswith("emlearn"):
+                    method = "loadable" if name.endswith("loadable") else "inline"
+                    run, sim = run_emlearn(rf, rows, target, work, method)
+                    kernel = f"emlearn {method} trees (majority vote)"
                 elif name == "m2cgen":
                     run, sim = run_m2cgen(rf, rows, target, work)
                     kernel = "m2cgen export_to_c"
@@ -181,13 +187,16 @@ def part1(n_rows: int, targets: list[str]) -> list[str]:
                 if name == "emlearn":
                     base = mean
                 chip = {"avr": "ATmega328P", "avr-atmega1284p": "ATmega1284P", "cortex-m0": "Cortex-M0"}[sim]
-                ratio = f" ({mean / base:.2f}x emlearn)" if name != "emlearn" else ""
-                label = name if name in ("emlearn", "m2cgen") else f"tinycc-ml {name}"
-                lines.append(f"| {label} | {chip} | "
-                             f"{mean:,.0f} {unit}{ratio} | {run.flash_bytes:,} B | {run.ram_bytes:,} B | "
-                             f"{100 * np.mean(preds == labels):.2f}% | {100 * np.mean(preds == sk):.1f}% | {kernel} |")
-                print(lines[-1], file=sys.stderr)
-    return lines
+                ratio = f" ({mean / base:.2f}x emlearn inline)" if name != "emlearn" else ""
+                label = name if name.startswith(("emlearn", "m2cgen")) else f"tinycc-ml {name}"
+                rows_out.append([label, chip, f"{mean:,.0f} {unit}{ratio}", f"{run.flash_bytes:,} B",
+                                 f"{run.ram_bytes:,} B", f"{100 * np.mean(preds == labels):.2f}%",
+                                 f"{100 * np.mean(preds == sk):.1f}%", kernel])
+                print(rows_out[-1], file=sys.stderr)
+    table = write_table("trees_chips", ["build", "chip", "per prediction", "firmware flash", "firmware RAM", "accuracy",
+                                        "= scikit-learn", "kernel"], rows_out,
+                        script=f"benchmarks/trees.py --parts 1 --rows {n_rows}", file=sys.stderr)
+    return render(table).splitlines()
 
 
 def datasets():

@@ -99,7 +99,7 @@ def test_every_kernel_on_the_avr(data, kernel, tmp_path, monkeypatch):
     require_target("avr")
     X, _, X_te, Xr = data
     rows = np.vstack([X_te[:40], Xr[:30]])
-    monkeypatch.setattr(trees_c, "choose_forest", lambda cands, budget=0: kernel if kernel in cands else "straight")
+    monkeypatch.setattr(trees_c, "choose_forest", lambda cands, *_: kernel if kernel in cands else "straight")
     for name, clf in forests(data).items():
         check_model("avr", clf, rows, "int16", tmp_path / name, case=f"{kernel} {name}", calibration=X)
     for name, clf in forests(data).items():

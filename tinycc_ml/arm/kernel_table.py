@@ -34,6 +34,7 @@ M0_KERNELS = (
 # Cortex-M4 and M33: dense mat-vecs and distances on SMLAD (sparse matrices and the rest: the shared C)
 M4_KERNELS = (
     Kernel("matvec", m4_kernels.kernel_matvec),
+    Kernel("clip", m4_kernels.kernel_clip),
     Kernel("sqdist", m4_kernels.kernel_sqdist),
     # TFLite's int8 network layers (arm.m4_network)
     Kernel("conv2d", m4_network.conv2d, claims=m4_network.tflite_int8),

@@ -18,6 +18,7 @@ from tinycc_ml.avr.chips import (
 )
 from tinycc_ml.avr.kernel_table import AVR_KERNELS
 from tinycc_ml.avr.kernels import chain_offset_store
+from tinycc_ml.avr.tree_walk import stream_walk_avr
 from tinycc_ml.target import BuildOutput, Chip, CTarget, Fit, FitError, McuBackend, arduino_library
 
 # uint16_t reads widen to int32_t: an AVR int is 16 bits, and indices compared with an int loop
@@ -40,6 +41,9 @@ class AvrTarget(CTarget):
 
     def offset_store(self, em, name: str) -> str | None:
         return chain_offset_store(em, name)
+
+    def stream_walk(self, em, x_ctype: str) -> str | None:
+        return stream_walk_avr(em) if x_ctype == "int16_t" else None
 
 
 # pgm_read_* take 16-bit (near) addresses: constants past the first 64 KB of flash would be read from

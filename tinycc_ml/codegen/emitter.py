@@ -122,6 +122,12 @@ class CTarget:
         alignment."""
         return self.const_attribute + (self.word_flash.attribute if self.word_flash is not None else "")
 
+    def stream_walk(self, em, x_ctype: str) -> str | None:
+        """The symbol of a function ``uint16_t f(const int16_t *p, const X *x, const int16_t *base)`` walking a
+        trees' node stream (codegen/trees.py's NodeStream, starting at base) from the node at p to its leaf's
+        word, for inputs of C type ``x_ctype``; None: the shared C loop (the default)."""
+        return None
+
     def offset_store(self, em, name: str) -> str | None:
         """For the last value ``name`` of a fused element-wise chain (graph.analyses.fused): the scratch symbol
         where its store adds up u = x + 2^15 when it stores u (offset-binary) for its only reader, a kernel

@@ -98,11 +98,11 @@ def x_interval(g, x_name: str) -> tuple[int, int]:
 CHUNK = 16  # rows verified together
 
 
-def _run_chain(g, head: str, chain: list[str], h: np.ndarray, r: int) -> np.ndarray:
+def run_chain(g, head: str, chain: list[str], h: np.ndarray, r: int, count: int = CHUNK) -> np.ndarray:
     """The chain's values (the registry's integer semantics, as run_fixed runs them) for head values ``h`` (a
-    column) in rows r .. r + CHUNK (the chain's per-row constants sliced to them)."""
+    column) in rows r .. r + count (the chain's per-row constants sliced to them)."""
     rows = g.type(head).shape[0]
-    keep = slice(r, min(rows, r + CHUNK))
+    keep = slice(r, min(rows, r + count))
     vals = {head: np.repeat(h, keep.stop - keep.start, axis=1)}
     for m in chain:
         node = g.node(m)
@@ -154,7 +154,7 @@ def fold_once(em, head: str, chain: list[str] | None = None) -> Epilogue | None:
     lo, hi = (0, 32767 >> n) if relu else (-(32768 >> n), 32767 >> n)
     h = np.arange(-32768, 32768, dtype=np.int64)[:, None]
     for r in range(0, rows, CHUNK):  # a few rows at a time: 65,536 values each
-        want = _run_chain(g, head, chain, h, r)
+        want = run_chain(g, head, chain, h, r)
         y = h + off[None, r:r + CHUNK]
         got = np.where(y < lo, 0 if relu else -32768, np.where(y > hi, 32767, y << n))
         reach = (h >= t_lo[None, r:r + CHUNK]) & (h <= t_hi[None, r:r + CHUNK])

@@ -356,6 +356,15 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
             "note": "predict returns each leaf's class (the argmax of the scores there); scores() is unchanged"})
     if not len(layout.feature):
         return [f"    (void){em.var(x_name)};", f"    return {int(-1 - layout.roots[0])};"]
+    x_t = ctype_of(x_type.dtype)
+    # a stream of its own (the scores keep their tables): faster, about 4 bytes more a node, so not when compact
+    compact = getattr(em, "compact_trees", False)
+    walk = em.target.stream_walk(em, x_t) if fixed and chosen == "table" and not compact else None
+    stream = node_stream(layout, x_type.dtype.bits, [int(layout.roots[0])]) if walk else None
+    if stream is not None:  # the target's own walk of a node stream whose leaves are the classes
+        words = em.add_const_array(em.sym(f"{node.name}_class_nodes"), stream.words.view(np.int16), "int16_t",
+                                   f"%{node.name}: the class tree's nodes (trees.NodeStream; leaf: 0x8000 | class)")
+        return [f"    return (int)({walk}({words}, {em.var(x_name)}, {words}) & 0x7fffu);"]
     if chosen == "table":
         # every decision node kept: the feature and threshold arrays are the scores' own (stored once)
         layout = _class_layout({**at, "class": classes}, thresholds)
@@ -757,6 +766,9 @@ def _stream_loop(em: CEmitter, x_name: str, x_t: str, stream: NodeStream, indent
     rd = em.target.read_const
     read = (lambda i: f"(uint16_t){rd('p', i, 'int16_t')}")  # noqa: E731
     words = em.sym(f"{em.graph.node(em.prediction_node).inputs[0]}_nodes")
+    walk = em.target.stream_walk(em, x_t)
+    if walk is not None:  # the target's own walk (the AVR's in assembly)
+        return [f"{indent}const uint16_t w = {walk}(p, x, {words});"]
     unsigned = "uint8_t" if x_t == "int8_t" else "uint16_t"
     shifted = ([f"    if (w & 0x4000u) v = ({x_t})({unsigned})((uint16_t)v - 1u); /* missing values go right */"]
                if stream.flagged else [])
