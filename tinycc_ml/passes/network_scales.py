@@ -1,17 +1,17 @@
 """Scale choice for float networks in the project's fixed point (power-of-two scales; ir/ops/pow2_arith.py).
 
-From calibration rows (``ctx.options.calibration``: rows of the graph's input) every value gets the largest scale
-at which its calibrated range fits its width, nudged by ``ctx.options.scale_adjust`` (models/network_fixed.py's
-search) (``network_bits``: 16 at precision int16, 8 at int8): the input,
-each layer's result, each ADD's (no finer than its operands', whose rounded shifts then stay >= 0). Pools, copies
-and activations keep their input's type. A layer's weights get one power-of-two scale of the same width, and its
-bias is int32 at the input's scale plus the weights'. Overflow proof: the layer's int32 accumulator is bounded by
-its op's ``acc_bound`` (per output channel, sum |w| times the input's largest |int|, plus |bias|); while that
-bound passes ACC_LIMIT the weights' scale is lowered, and a layer whose weights would keep fewer than
-MIN_WEIGHT_BITS significant bits is refused (NetworkOverflowError) rather than left to wrap. A layer's result is
-never finer than its accumulator (its shift is >= 0), nor more than 31 bits coarser.
+From calibration rows (``ctx.options.calibration``: rows of the graph's input) the input, each layer's result
+and each ADD's result get the largest scale at which their calibrated range fits the width (``network_bits``: 16
+at precision int16, 8 at int8), nudged by ``ctx.options.scale_adjust`` (models/network_fixed.py's search); an
+ADD's result is no finer than its operands (their rounding shifts stay >= 0). Pools, copies and activations keep
+their input's type. A layer's weights get one power-of-two scale of the same width, and its bias is int32 at the
+input's scale plus the weights'. Overflow proof: the layer's int32 accumulator is bounded by its op's
+``acc_bound`` (per output channel, sum |w| times the input's largest |int|, plus |bias|); while that bound passes
+ACC_LIMIT the weights' scale is lowered, and a layer whose weights would keep fewer than MIN_WEIGHT_BITS
+significant bits is refused (NetworkOverflowError) rather than left to wrap; a pool's or mean's window sum is
+proven the same way. A layer's result is never finer than its accumulator (its shift is >= 0), nor more than 31
+bits coarser.
 """
-
 from __future__ import annotations
 
 import numpy as np
@@ -28,14 +28,12 @@ from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LAYERS = ("conv2d", "depthwise_conv2d", "fully_connected")
 KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation")
-
-
 REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
                        "(without the softmax the argmax is the same)"}
 
 
 class NetworkOverflowError(CompileError):
-    """A layer whose int32 accumulator cannot be proven safe at any usable weight scale."""
+    """A layer (or a pool) whose int32 sum cannot be proven within ACC_LIMIT at any usable weight scale."""
 
 
 def network_bits(precision: str) -> int:
