@@ -73,7 +73,8 @@ class NetworkScales(Pass):
                 continue
             ins = list(node.inputs)
             if node.op == "input":
-                dtype = fixed(bits, best_scale(peaks[name], bits) + adjust.get(name, 0))
+                # rows that are all zero say nothing of the input's range: take +-1, as dense models do
+                dtype = fixed(bits, best_scale(peaks[name] or 1.0, bits) + adjust.get(name, 0))
                 bound[name] = 2 ** (bits - 1)
             elif node.op in KEEP_TYPE:
                 dtype = out.type(ins[0]).dtype
@@ -143,11 +144,12 @@ class NetworkScales(Pass):
             else:
                 acc = int(np.max(np.abs(bq)))
             if w_peak * 2.0 ** (sw - 1) < 2**MIN_WEIGHT_BITS:
+                bias_units = float(np.max(np.abs(bq), initial=0))
                 raise NetworkOverflowError(
                     f"node %{node.name} ({node.op}): its int32 accumulator can reach {acc} (over the proven limit "
-                    f"2^{ACC_LIMIT.bit_length() - 1}) with its weights at 2^{sw}, and a coarser weight scale would "
-                    f"keep fewer than {MIN_WEIGHT_BITS} significant bits of its largest weight {w_peak:g}; compile it "
-                    "at precision int8 (TFLite's dialect) or float")
+                    f"2^{ACC_LIMIT.bit_length() - 1}; its bias alone {bias_units:.0f}) with its weights at 2^{sw}, "
+                    f"and a coarser weight scale would keep fewer than {MIN_WEIGHT_BITS} significant bits of its "
+                    f"largest weight {w_peak:g}; compile it at precision int8 (TFLite's dialect) or float")
             sw -= 1
         so = min(best_scale(peak, bits) + adjust, acc_scale)  # never finer than the accumulator: its shift >= 0
         so = max(so, acc_scale - MAX_SHIFT)
