@@ -210,9 +210,10 @@ class NetBuilder:
         return bytes(builder.Output())
 
 
-def float_model(seed: int = 0) -> bytes:
-    """A float32 network (CONV_2D stride 2 + relu, RESHAPE, FULLY_CONNECTED, SOFTMAX; 8x8x2 input), as a
-    converter writes one without quantisation: what the project quantises from calibration rows."""
+def float_model(seed: int = 0, softmax: bool = True) -> bytes:
+    """A float32 network (CONV_2D stride 2 + relu, RESHAPE, FULLY_CONNECTED, SOFTMAX unless ``softmax`` is
+    False; 8x8x2 input), as a converter writes one without quantisation: what the project quantises from
+    calibration rows."""
     rng = np.random.default_rng(seed)
     buffers, tensors, operators, codes = [schema.BufferT()], [], [], []
 
@@ -253,9 +254,12 @@ def float_model(seed: int = 0) -> bytes:
     logits, out = tensor((1, 5)), tensor((1, 5))
     operator(schema.BuiltinOperator.FULLY_CONNECTED, [flat, weights(5, 64, spread=0.2), weights(5, spread=0.1)], logits,
              schema.BuiltinOptions.FullyConnectedOptions, schema.FullyConnectedOptionsT())
-    softmax = schema.SoftmaxOptionsT()
-    softmax.beta = 1.0
-    operator(schema.BuiltinOperator.SOFTMAX, [logits], out, schema.BuiltinOptions.SoftmaxOptions, softmax)
+    if softmax:
+        options = schema.SoftmaxOptionsT()
+        options.beta = 1.0
+        operator(schema.BuiltinOperator.SOFTMAX, [logits], out, schema.BuiltinOptions.SoftmaxOptions, options)
+    else:
+        out = logits
     subgraph = schema.SubGraphT()
     subgraph.tensors, subgraph.operators, subgraph.inputs, subgraph.outputs = tensors, operators, [x], [out]
     model = schema.ModelT()

@@ -27,6 +27,13 @@ from tinycc_ml.importers.xgboost import load_xgboost_file
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.network import NetworkModel
+from tinycc_ml.models.network_fixed import (
+    FLOAT_NETWORK_PASSES,
+    fixed_agreement,
+    fixed_network_description,
+    fixed_values_report,
+    lower_network_to_fixed,
+)
 from tinycc_ml.models.proba import PROBA_FLOAT_SLACK, proba_error_bound, proba_from_scores
 from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
@@ -503,6 +510,33 @@ def quantise_network_model(model: NetworkModel, calibration) -> tuple[NetworkMod
                        "max_score_error": float(np.max(np.abs(float_scores - int8_scores)))}
 
 
+def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, ctx: PassContext, report: dict,
+                       description: list[str]):
+    """A float network's graph for its float C, or in the project's fixed point from the calibration rows; the
+    report and the header's description filled."""
+    if precision == "float":
+        graph = run_passes(graph, FLOAT_NETWORK_PASSES, ctx)
+    else:
+        if calibration is None:
+            raise CompileError(f"{model.describe()}: precision {precision} chooses the network's fixed-point scales "
+                               "from calibration data (rows of typical inputs, each the input tensor's elements in "
+                               "order): pass calibration")
+        rows = check_calibration(calibration, model.input_dim)
+        float_graph = graph.copy()
+        graph = lower_network_to_fixed(graph, precision, rows, ctx)
+        figures = fixed_agreement(float_graph, graph, rows)
+        report.update(figures, dialect="pow2", calibration_rows=len(rows), values=fixed_values_report(graph),
+                      scale_adjustments=dict(ctx.options.scale_adjust))
+        if figures["agreement_with_float"] < POOR_AGREEMENT:
+            log.warning("%s: the %s build predicts what the float network predicts on only %.1f%% of the calibration "
+                        "rows", model.describe(), precision, 100 * figures["agreement_with_float"])
+        description.extend(fixed_network_description(graph, figures, len(rows)))
+    report["arena_bytes"] = arena_bytes(graph)
+    description.append(f"Activation arena: {report['arena_bytes']} bytes of static RAM, one buffer the layers' "
+                       "outputs share by liveness.")
+    return graph
+
+
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
              memory_limits, options, board=None) -> CompileResult:
     if layout not in LAYOUTS:
@@ -523,16 +557,25 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     model.check_precision(precision)
     network = isinstance(model, NetworkModel)
     quantisation: dict = {}
+    if "int8_dialect" in options and (precision != "int8" or not network or model.is_quantised):
+        raise CompileError(f"int8_dialect chooses how a float network (ONNX, float .tflite) computes at precision "
+                           f"int8; {model.describe()} at precision {precision} has no such choice")
+    ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
+                      dump_after=set(dump_ir_after))
+    # a float network at float, int16, or int8 with int8_dialect="pow2": its own graph (float C, or the project's
+    # fixed point); otherwise TFLite's int8 (the file's, or quantised from the calibration rows)
+    own_network = network and not model.is_quantised and (precision != "int8"
+                                                           or ctx.options.int8_dialect == "pow2")
     if network:
         if backend.network_ops is not None:
             raise CompileError(f"{model.describe()}: target {target} does not generate TFLite's network ops: "
                                f"{backend.network_ops}")
-        if not model.is_quantised:  # a float network (ONNX): quantised to TFLite's int8 from the calibration rows
-            model, quantisation = quantise_network_model(model, calibration)
-        precision = "int8"  # the file's own arithmetic (TFLite's int8 kernels)
+        if not own_network:
+            if not model.is_quantised:  # a float network: quantised to TFLite's int8 from the calibration rows
+                model, quantisation = quantise_network_model(model, calibration)
+            precision = "int8"  # the file's own arithmetic (TFLite's int8 kernels)
+            ctx.options.precision = precision
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
-    ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
-                      dump_after=set(dump_ir_after))
     graph = model.lower_for(precision)
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())
@@ -545,7 +588,9 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if model.task["kind"] != "classification":
         report["task"] = dict(model.task)
         description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
-    if network:  # quantised already: no scale choice; its ranges are its types'
+    if own_network:
+        graph = _own_network_graph(model, graph, precision, calibration, ctx, report, description)
+    elif network:  # quantised already: no scale choice; its ranges are its types'
         graph = run_passes(graph, ["dce", "plan_memory"], ctx)
         report["arena_bytes"] = arena_bytes(graph)
         description.append(f"Activation arena: {report['arena_bytes']} bytes of static RAM, one buffer the layers' "

@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--precision", default=None, choices=PRECISIONS,
                    help="float, or integer-only fixed point int16/int8 (needs calibration rows); "
                         "default: int16 when --calibration is given, else float")
+    c.add_argument("--int8-dialect", default=None, choices=("tflite", "pow2"),
+                   help="a float network (ONNX, float .tflite) at --precision int8: tflite (the default: TFLite's "
+                        "int8 quantisation, zero points and 32-bit multipliers) or pow2 (the project's fixed point, "
+                        "power-of-two scales, as --precision int16 uses)")
     c.add_argument("--max-flash", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's flash when it has less than the target's (e.g. 16384 or 16K): the build is "
                         "checked against it")
@@ -342,7 +346,8 @@ def cmd_compile(args) -> int:
                                    precision=precision,
                                    calibration=calibration, dump_ir_after=dump, layout=layout,
                                    examples=rows if layout != "files" else None, example_labels=labels,
-                                   max_flash=args.max_flash, max_ram=args.max_ram, board=args.board)
+                                   max_flash=args.max_flash, max_ram=args.max_ram, board=args.board,
+                                   **({"int8_dialect": args.int8_dialect} if args.int8_dialect else {}))
     except ModelFileError as exc:  # named as compile names it when given the file's path
         name_the_file(exc, args.model)
         raise

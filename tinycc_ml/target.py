@@ -83,9 +83,14 @@ from tinycc_ml.codegen.c_network import (
     LayerQuantisation,
     Window,
     add_quantisation,
+    clipped_taps,
     layer_quantisation,
+    require_computed,
+    window_geometry,
+    window_loops,
     window_of,
 )
+from tinycc_ml.codegen.c_network_pow2 import layer_store
 from tinycc_ml.codegen.emitter import CEmitter, CTarget, ctype_of
 from tinycc_ml.codegen.folded_epilogue import fold, output_bias, run_chain
 from tinycc_ml.codegen.input_clamp import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
@@ -175,6 +180,8 @@ __all__ = [
     "AddQuantisation", "LayerQuantisation", "Window", "add_quantisation", "layer_quantisation", "window_of",
     # TFLite int8 layers for chips without SIMD (codegen/small_network.py): the AVR's and the Cortex-M0's
     "small_network_kernels",
+    # the project's fixed-point network layers: window loops and the store (codegen/c_network_pow2.py)
+    "clipped_taps", "require_computed", "window_geometry", "window_loops", "layer_store",
     # fixed-point C and fused chains
     "store", "shift_c", "rshift_c", "saturate_c", "saturate_bits_c", "index_type", "chain_shift", "chain_sum_loop",
     "chain_last", "identity_chain", "sole_vector_user", "node_kernels_only", "shared_x_readers", "exp_lut_lines",

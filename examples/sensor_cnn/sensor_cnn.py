@@ -1,8 +1,9 @@
 """A small 1-D CNN trained in PyTorch on a synthetic accelerometer data set (dataset.py), exported with
-torch.onnx.export's defaults (weights as external data next to the .onnx), compiled by tinycc-ml to int8
-C, and measured: accuracy on held-out rows of the float network (PyTorch and tinycc-ml's interpreter), of
-its int8 form (the interpreter and the host C, which must agree on every byte), and per microcontroller
-target accuracy and cycles per prediction.
+torch.onnx.export's defaults (weights as external data next to the .onnx), compiled by tinycc-ml to C at each
+precision (float; int8, TFLite's quantisation; int16, the project's power-of-two fixed point; int8 in that fixed
+point, int8_dialect="pow2"), and measured: accuracy on held-out rows of the float network (PyTorch and
+tinycc-ml's interpreter), of each build (the interpreter and the host C, which must agree on every byte), and
+per microcontroller target each build's accuracy and cycles per prediction.
 
     pip install torch==2.13.0 onnxscript   # the CPU build; onnxscript: torch.onnx.export's default exporter
     python examples/sensor_cnn/sensor_cnn.py                  # train, export to examples/sensor_cnn/build/
@@ -24,6 +25,9 @@ from dataset import CLASSES, make_rows  # noqa: E402
 MCU_TARGETS = ("avr", "cortex-m0", "cortex-m4")  # avr: the ATmega328P
 NAME = "sensor_cnn"
 TRAIN_SEED, TEST_SEED, CALIBRATION_ROWS = 1, 2, 200
+# (label, precision, compile options) of each build
+BUILDS = (("float", "float", {}), ("int8", "int8", {}), ("int16", "int16", {}),
+          ("int8 pow2", "int8", {"int8_dialect": "pow2"}))
 
 
 def train(X: np.ndarray, y: np.ndarray, epochs: int = 40):
@@ -62,19 +66,23 @@ def accuracy(scores: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.argmax(scores.reshape(len(y), -1), axis=1) == y))
 
 
-def measure_mcu(model, target: str, calibration: np.ndarray, X: np.ndarray, y: np.ndarray, rows: int = 50):
-    """Accuracy and mean cycles of the int8 build on ``target``'s simulator, or why not (a target whose
-    network C is not enabled yet, a missing toolchain)."""
+def measure_mcu(model, target: str, build: tuple, calibration: np.ndarray, X: np.ndarray, y: np.ndarray,
+                rows: int = 50):
+    """Accuracy and mean cycles of a build on ``target``'s simulator, or why not (a build that does not fit the
+    chip, a missing toolchain)."""
     import tinycc_ml
     from tinycc_ml.codegen.backend import get_backend
     from tinycc_ml.errors import TinyccError
 
-    int8 = model.quantise(calibration)
+    label, precision, options = build
+    # the simulators take real rows (quantised as the build's input says), or TFLite's int8 rows
+    inputs = model.quantise(calibration).quantise_input(X[:rows]) if options == {} and precision == "int8" \
+        else X[:rows].astype(np.float32)
     try:
         with tempfile.TemporaryDirectory() as folder:
-            result = tinycc_ml.compile(model, target=target, precision="int8", calibration=calibration,
-                                       out_dir=folder, name=NAME)
-            run = get_backend(target).simulate(Path(folder), result.output, int8.quantise_input(X[:rows]))
+            result = tinycc_ml.compile(model, target=target, precision=precision, out_dir=folder, name=NAME,
+                                       calibration=None if precision == "float" else calibration, **options)
+            run = get_backend(target).simulate(Path(folder), result.output, inputs)
     except (TinyccError, OSError) as exc:
         return f"not measured: {str(exc).splitlines()[0][:150]}"
     counts = run.cycles if run.cycles is not None else run.instructions
@@ -118,10 +126,17 @@ def main(argv=None) -> int:
     print(f"  int8, host C                   accuracy {accuracy(scores.astype(float), y_test):.4f} "
           f"(every byte equal to the interpreter: {same})")
     print(f"  int8 constants {result.report['const_bytes']} bytes, intermediates {result.report['ram_bytes']} bytes")
+    int16 = tinycc_ml.compile(model, target="host", precision="int16", calibration=calibration, name=NAME)
+    int16_accuracy = float(np.mean(int16.load().predict(flat_test) == y_test))  # real rows, quantised by the C
+    print(f"  int16, host C                  accuracy {int16_accuracy:.4f} "
+          f"({100 * (int16_accuracy - float_accuracy):+.2f} points; arena {int16.report['arena_bytes']} bytes)")
     if not args.no_mcu:
         for target in MCU_TARGETS:
-            print(f"  int8, {target:<12} {measure_mcu(model, target, calibration, flat_test, y_test)}")
-    return 0 if same and abs(int8_accuracy - float_accuracy) <= 0.01 else 1
+            for build in BUILDS:
+                measured = measure_mcu(model, target, build, calibration, flat_test, y_test)
+                print(f"  {build[0]:<9} {target:<10} {measured}")
+    close = abs(int8_accuracy - float_accuracy) <= 0.01 and abs(int16_accuracy - float_accuracy) <= 0.005
+    return 0 if same and close else 1
 
 
 if __name__ == "__main__":

@@ -312,14 +312,14 @@ def test_conv1d_property_agrees_with_onnxruntime(tmp_path_factory, kernel, strid
 # ---------------------------------------------------------------- refusals
 
 
-def test_float_network_needs_int8_and_calibration(tmp_path):
+def test_float_network_integer_builds_need_calibration(tmp_path):
     conv_net(tmp_path / "c.onnx")
-    with pytest.raises(CompileError, match="calibration"):
-        tinycc_ml.compile(tmp_path / "c.onnx", target="host", precision="int8")
-    for precision in ("float", "int16"):
-        with pytest.raises(CompileError, match=f"precision int8, not '{precision}'"):
-            tinycc_ml.compile(tmp_path / "c.onnx", target="host", precision=precision,
-                              calibration=RNG.normal(size=(20, 36)))
+    for precision, options in (("int8", {}), ("int16", {}), ("int8", {"int8_dialect": "pow2"})):
+        with pytest.raises(CompileError, match="calibration"):
+            tinycc_ml.compile(tmp_path / "c.onnx", target="host", precision=precision, **options)
+    with pytest.raises(CompileError, match="int8_dialect='tf' is not one of tflite, pow2"):
+        tinycc_ml.compile(tmp_path / "c.onnx", target="host", precision="int8", int8_dialect="tf",
+                          calibration=RNG.normal(size=(20, 36)))
 
 
 def test_every_unsupported_op_and_attribute_is_named_in_one_error(tmp_path):

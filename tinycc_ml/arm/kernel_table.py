@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network
+from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network, network_pow2
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
 from tinycc_ml.arm.m0_sparse import m0_sparse_kernel
 from tinycc_ml.target import Kernel, kernel_clip16, small_network_kernels
@@ -26,6 +26,9 @@ M0_KERNELS = (
     Kernel("sqdist_kvote", m0_sqdist_kvote),
     # TFLite's int8 network layers
     *small_network_kernels(),
+    # the project's int16 and int8 network layers: two output channels per input element
+    Kernel("conv2d", network_pow2.conv2d_m0, claims=network_pow2.fx_layer),
+    Kernel("fully_connected", network_pow2.fully_connected_m0, claims=network_pow2.fx_layer),
 )
 
 # Cortex-M4 and M33: dense mat-vecs and distances on SMLAD (sparse matrices and the rest: the shared C)
@@ -34,8 +37,11 @@ M4_KERNELS = (
     Kernel("clip", m4_kernels.kernel_clip),
     Kernel("sqdist", m4_kernels.kernel_sqdist),
     # TFLite's int8 network layers (arm.m4_network)
-    Kernel("conv2d", m4_network.conv2d),
-    Kernel("depthwise_conv2d", m4_network.depthwise_conv2d),
-    Kernel("fully_connected", m4_network.fully_connected),
-    Kernel("tensor_add", m4_network.tensor_add),
+    Kernel("conv2d", m4_network.conv2d, claims=m4_network.tflite_int8),
+    Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),
+    Kernel("fully_connected", m4_network.fully_connected, claims=m4_network.tflite_int8),
+    Kernel("tensor_add", m4_network.tensor_add, claims=m4_network.tflite_int8),
+    # the project's int16 and int8 network layers (arm.network_pow2)
+    Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
+    Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),
 )

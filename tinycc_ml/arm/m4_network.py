@@ -549,6 +549,11 @@ def _shifts_ok(q) -> bool:
     return bool(np.all(q.shifts >= -MAX_RIGHT_SHIFT) and np.all(q.shifts <= 30) and np.all(q.multipliers >= 0))
 
 
+def tflite_int8(em, node: Node) -> bool:
+    """These kernels compute TFLite's int8 layers (the project's fixed point takes the shared C)."""
+    return node.type.dtype.is_quantised
+
+
 def _computed_input(em, node: Node) -> bool:
     return em.graph.op(node.inputs[0]) not in ("const", "sparse_const") and all(
         em.graph.op(i) == "const" for i in node.inputs[1:])

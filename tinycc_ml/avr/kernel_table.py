@@ -5,6 +5,7 @@ for a distance the 8-bit prototypes, then the dot-product form on the mat-vec ke
 from __future__ import annotations
 
 from tinycc_ml.avr import kernels as k
+from tinycc_ml.avr import network_pow2
 from tinycc_ml.avr.distance import avr_clamp_squares, avr_sqdist8
 from tinycc_ml.avr.kernels import dot8_avr, muls8
 from tinycc_ml.avr.knn import avr_sqdist_kvote
@@ -33,6 +34,9 @@ AVR_KERNELS = (
     Kernel("tanh_lut", k.kernel_tanh_lut),
     # kNN: distances on the mat-vec kernel a block at a time, the k best kept while scanning
     Kernel("sqdist_kvote", avr_sqdist_kvote),
+    # the project's fixed-point network layers: each filter row a dot product in assembly
+    Kernel("conv2d", network_pow2.conv2d, claims=network_pow2.avr_layer),
+    Kernel("fully_connected", network_pow2.fully_connected, claims=network_pow2.avr_layer),
     # the input clamp applied on read (no RAM copy of the input): a few features at a time
     Kernel("matvec", k.kernel_matvec_on_read, precision="on_read"),
     # TFLite's int8 network layers, their products on MULS

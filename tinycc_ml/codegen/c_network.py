@@ -280,7 +280,7 @@ def _store(em: CEmitter, node: Node, acc: str, mult: str, shift: str) -> str:
     return f"{clamp8(em)}({requantise(em)}({acc}, {mult}, {shift}) + {out.zero_point}, {lo}, {hi})"
 
 
-def _window(em: CEmitter, node: Node, window: tuple[int, int]):
+def window_geometry(em: CEmitter, node: Node, window: tuple[int, int]):
     """(H, W, OH, OW, stride, dilation, padding before) of a windowed op."""
     x = em.graph.type(node.inputs[0])
     _, height, width, _ = x.shape
@@ -292,11 +292,11 @@ def _window(em: CEmitter, node: Node, window: tuple[int, int]):
     return height, width, oh, ow, stride, dilation, pads
 
 
-def _window_loops(em: CEmitter, node: Node, window, channels_out: int, body: list[str]) -> list[str]:
+def window_loops(em: CEmitter, node: Node, window, channels_out: int, body: list[str]) -> list[str]:
     """Loops over batch, output rows and columns, and ``body`` (indented) once per output position, with
     iy0, ix0 (the window's top-left input position) and ``pos`` (the output position's element offset)."""
     x = em.graph.type(node.inputs[0])
-    height, width, oh, ow, stride, dilation, pads = _window(em, node, window)
+    height, width, oh, ow, stride, dilation, pads = window_geometry(em, node, window)
     return [
         "{",
         f"    for (int b = 0; b < {x.shape[0]}; ++b)",
@@ -311,7 +311,7 @@ def _window_loops(em: CEmitter, node: Node, window, channels_out: int, body: lis
     ]
 
 
-def _taps(node: Node, window, height: int, width: int, dilation, inner: list[str]) -> list[str]:
+def tap_loops(node: Node, window, height: int, width: int, dilation, inner: list[str]) -> list[str]:
     """Loops over the window's taps inside the input (iy, ix), ``inner`` once per tap."""
     return [f"for (int ky = 0; ky < {window[0]}; ++ky) {{",
             f"    const int iy = iy0 + ky * {dilation[0]};",
@@ -324,7 +324,54 @@ def _taps(node: Node, window, height: int, width: int, dilation, inner: list[str
             "}"]
 
 
-def _computed(em: CEmitter, node: Node, name: str) -> None:
+def clipped_taps(window, height: int, width: int, dilation) -> list[str]:
+    """The lines giving the window's taps at (iy0, ix0) that lie inside the input, ky0 <= ky < ky1 and
+    kx0 <= kx < kx1: no test per tap (a window's origin is always above / left of the input's end)."""
+    lines = []
+    for axis, origin, size, k, d in (("ky", "iy0", height, window[0], dilation[0]),
+                                     ("kx", "ix0", width, window[1], dilation[1])):
+        first = f"-{origin}" if d == 1 else f"(-{origin} + {d - 1}) / {d}"
+        end = f"{size} - {origin}" if d == 1 else f"({size} - {origin} + {d - 1}) / {d}"
+        lines += [f"const int {axis}0 = {origin} < 0 ? {first} : 0;",
+                  f"const int {axis}1 = {end} < {k} ? {end} : {k};"]
+    return lines
+
+
+def conv_runs(em: CEmitter, node: Node, element: str, mac) -> list[str]:
+    """The sums of a conv2d's output channel ``o`` at one position (after ``clipped_taps``): per filter row
+    inside the input, the window's taps and channels in one contiguous run of input and filter (an undilated
+    row), or tap by tap. ``element``: the input's C type; ``mac(w, x)``: the statement adding w x."""
+    x_name, w_name, _ = node.inputs
+    out_c, kh, kw, in_c = em.graph.type(w_name).shape
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
+    row = [f"const {element} *xp = {em.var(x_name)} + ((long)(b * {height} + iy0 + ky * {dilation[0]}) * {width} + "
+           f"ix0 + kx0 * {dilation[1]}) * {in_c};",
+           f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx0) * {in_c};"]
+    if dilation[1] == 1:
+        row += [f"for (int i = 0; i < (kx1 - kx0) * {in_c}; ++i)",
+                f"    {mac(em.at(w_name, 'wp + i'), 'xp[i]')}"]
+    else:
+        row += ["for (int kx = 0; kx < kx1 - kx0; ++kx)",
+                f"for (int c = 0; c < {in_c}; ++c)",
+                f"    {mac(em.at(w_name, f'wp + kx * {in_c} + c'), f'xp[kx * {dilation[1] * in_c} + c]')}"]
+    return ["for (int ky = ky0; ky < ky1; ++ky) {", *("    " + line for line in row), "}"]
+
+
+def depthwise_runs(em: CEmitter, node: Node, mac) -> list[str]:
+    """The sums of a depthwise convolution's output channel ``o`` (of input channel ``c``) at one position
+    (after ``clipped_taps``), tap by tap inside the input."""
+    x_name, w_name, _ = node.inputs
+    _, kh, kw, out_c = em.graph.type(w_name).shape
+    in_c = em.graph.type(x_name).shape[3]
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
+    xv = (f"{em.var(x_name)}[((long)(b * {height} + iy0 + ky * {dilation[0]}) * {width} + ix0 + kx * {dilation[1]})"
+          f" * {in_c} + c]")
+    return ["for (int ky = ky0; ky < ky1; ++ky)",
+            "for (int kx = kx0; kx < kx1; ++kx)",
+            f"    {mac(em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o'), xv)}"]
+
+
+def require_computed(em: CEmitter, node: Node, name: str) -> None:
     """The C reads ``name`` through its arena pointer (or x): a constant there is refused."""
     if em.graph.op(name) in ("const", "sparse_const"):
         raise CompileError(f"node %{node.name}: {node.op} of the constant %{name} (fold it first)")
@@ -332,10 +379,10 @@ def _computed(em: CEmitter, node: Node, name: str) -> None:
 
 def conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     out_c, kh, kw, in_c = w.shape
-    height, width, *_, dilation, _ = _window(em, node, (kh, kw))
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
     mult, shift = _requant_params(em, node, out_c, w)
     offset = -x.dtype.zero_point
     tap = [f"const int8_t *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
@@ -344,20 +391,20 @@ def conv2d(em: CEmitter, node: Node) -> list[str]:
            f"    acc += (int32_t){em.at(w_name, 'wp + c')} * ((int32_t)xp[c] + {offset});"]
     body = [f"for (int o = 0; o < {out_c}; ++o) {{",
             "    int32_t acc = 0;",
-            *("    " + line for line in _taps(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_store(em, node, 'acc', mult, shift)};",
             "}"]
-    return _window_loops(em, node, (kh, kw), out_c, body)
+    return window_loops(em, node, (kh, kw), out_c, body)
 
 
 def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     _, kh, kw, out_c = w.shape
     in_c, multiplier = x.shape[3], int(node.attrs["depth_multiplier"])
-    height, width, *_, dilation, _ = _window(em, node, (kh, kw))
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
     mult, shift = _requant_params(em, node, out_c, w)
     offset = -x.dtype.zero_point
     tap = [f"const int32_t xv = (int32_t){em.var(x_name)}[((long)(b * {height} + iy) * {width} + ix) * {in_c} + c]"
@@ -367,16 +414,16 @@ def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
             f"for (int m = 0; m < {multiplier}; ++m) {{",
             f"    const int o = c * {multiplier} + m;",
             "    int32_t acc = 0;",
-            *("    " + line for line in _taps(node, (kh, kw), height, width, dilation, tap)),
+            *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {_store(em, node, 'acc', mult, shift)};",
             "}"]
-    return _window_loops(em, node, (kh, kw), out_c, body)
+    return window_loops(em, node, (kh, kw), out_c, body)
 
 
 def fully_connected(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, b_name = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     out_c, depth = w.shape
     rows = x.size // depth
@@ -405,18 +452,19 @@ class PoolWindow:
     channels: int
     clip: list[str]
     tap: str
-    lo: int
-    hi: int
+    lo: int | None  # TFLite's int8 clamp (None: a float or fixed-point pool, whose dialect clamps)
+    hi: int | None
 
 
 def pool_window(em: CEmitter, node: Node) -> PoolWindow:
     (x_name,) = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     window = tuple(int(k) for k in node.attrs["filter"])
     channels = em.graph.type(x_name).shape[3]
-    height, width, *_ = _window(em, node, window)
+    height, width, *_ = window_geometry(em, node, window)
     out = node.type.dtype
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    lo, hi = (activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+              if out.is_quantised else (None, None))
     clip = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
             f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
             f"const int fx1 = {width} - ix0 < {window[1]} ? {width} - ix0 : {window[1]};"]
@@ -437,7 +485,7 @@ def average_pool2d(em: CEmitter, node: Node) -> list[str]:
             "    average = sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count;",
             f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(average, {pool.lo}, {pool.hi});",
             "}"]
-    return _window_loops(em, node, pool.window, pool.channels, body)
+    return window_loops(em, node, pool.window, pool.channels, body)
 
 
 def tensor_add(em: CEmitter, node: Node) -> list[str]:
@@ -457,7 +505,7 @@ def tensor_add(em: CEmitter, node: Node) -> list[str]:
 
 def softmax(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x = em.graph.type(x_name)
     depth = x.shape[-1]
     if depth > MAX_SOFTMAX_DEPTH:
@@ -520,13 +568,13 @@ def max_pool2d(em: CEmitter, node: Node) -> list[str]:
             "    }",
             f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(largest, {pool.lo}, {pool.hi});",
             "}"]
-    return _window_loops(em, node, pool.window, pool.channels, body)
+    return window_loops(em, node, pool.window, pool.channels, body)
 
 
 def transpose(em: CEmitter, node: Node) -> list[str]:
     """A copy with the axes permuted: the output's elements in order, each read from its input offset."""
     (x_name,) = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x = em.graph.type(x_name)
     perm = [int(p) for p in node.attrs["perm"]]
     in_strides = [int(np.prod(x.shape[k + 1:], dtype=np.int64)) for k in range(x.rank)]
@@ -546,7 +594,7 @@ C_CODE["fixed"].update({"max_pool2d": max_pool2d, "transpose": transpose})
 
 def mean(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x = em.graph.type(x_name)
     batch, height, width, channels = x.shape
     count = height * width
@@ -568,8 +616,14 @@ def mean(em: CEmitter, node: Node) -> list[str]:
 
 def pad(em: CEmitter, node: Node) -> list[str]:
     """The padded tensor filled with the zero point, then each row of the input's last axis copied in."""
+    return padded_copy(em, node, f"(int8_t){em.graph.type(node.inputs[0]).dtype.zero_point}")
+
+
+def padded_copy(em: CEmitter, node: Node, fill: str) -> list[str]:
+    """The padded tensor filled with ``fill`` (a C expression: real 0), then each row of the input's last axis
+    copied in."""
     (x_name,) = node.inputs
-    _computed(em, node, x_name)
+    require_computed(em, node, x_name)
     x = em.graph.type(x_name)
     pads = [int(p) for p in node.attrs["pads"]]
     out_shape = node.type.shape
@@ -586,7 +640,7 @@ def pad(em: CEmitter, node: Node) -> list[str]:
     y = em.var(node.name)
     return ["{",
             f"    for (long i = 0; i < {node.type.size}; ++i)",
-            f"        {y}[i] = (int8_t){x.dtype.zero_point};",
+            f"        {y}[i] = {fill};",
             f"    for (long r = 0; r < {rows}; ++r) {{",
             f"        const long at = ((long){offset}) * {out_shape[-1]} + {pads[-2]};",
             f"        for (int i = 0; i < {inner}; ++i)",

@@ -442,7 +442,7 @@ class CEmitter:
                        for k, n in arenas.items()]
         arena_bytes = sum(n * element_bytes(k) for k, n in arenas.items()) + self.extra_ram_bytes()
         includes = ["#include <stdint.h>", *self.target.extra_includes]
-        if any(graph.op(n) in ("exp", "tanh") and graph.type(n).dtype.is_float for n in graph.order()):
+        if any(graph.op(n) in ("exp", "tanh", "softmax") and graph.type(n).dtype.is_float for n in graph.order()):
             includes.append("#include <math.h>")
         comment = comment_block(self.prefix, self.target.name, self.header_lines, self.const_bytes, arena_bytes)
         source = source_text(comment, self.prefix, includes, self.constants, list(self.helpers.values()),

@@ -51,6 +51,13 @@ log = logging.getLogger(__name__)
 COUNT_PER_MAC_BOUND = 400
 
 
+
+
+def output_input_bits(output: BuildOutput) -> int:
+    """The width of an integer build's input (int16, or int8: a network in the project's int8)."""
+    return 8 if output.input_ctype == "int8_t" else 16
+
+
 # ---------------------------------------------------------------- streaming
 
 @dataclass
@@ -486,7 +493,8 @@ class McuBackend(Backend):
     def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
         self._simulator()
         X = np.asarray(X, dtype=np.float64)
-        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16)
+        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale,
+                                                                             output_input_bits(output))
         p = output.prefix
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
                              x, output.n_scores, output.input_ctype, output.score_ctype,
@@ -498,8 +506,9 @@ class McuBackend(Backend):
         ``profile``, runtime.profile.function_profile); ToolchainError when this chip cannot be profiled here."""
         self._simulator()
         X = np.asarray(X, dtype=np.float64)
-        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, 16).astype(
-            np.int16)
+        bits = output_input_bits(output)
+        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, bits).astype(
+            np.int8 if bits == 8 else np.int16)
         p = output.prefix
         return function_profile(self.simulator, [Path(out_dir) / f"{p}.c"], Path(out_dir) / f"{p}.h", p, x,
                                 output.n_scores, output.input_ctype, output.score_ctype, chip=self.chip)

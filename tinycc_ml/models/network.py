@@ -1,9 +1,14 @@
 """Networks as users ship them: the imported IR graph itself is the model. A TFLite int8 ``.tflite``
-file's graph is int8 already; an ONNX network's (PyTorch) is float, and ``quantise`` turns it, from
-calibration rows, into the same int8 dialect (``network_quantise``). The integer semantics
-(``run_fixed``) are TFLite's int8 kernels, bit for bit; ``compile`` emits C for them on the targets
-that generate network ops (``Backend.network_ops``: the host and the microcontrollers), whose outputs
-equal ``run_int8``'s on every byte."""
+file's graph is int8 already; an ONNX network's (PyTorch) or a float ``.tflite``'s is float, and compiles
+
+- at precision "float": float C for every op (the float interpreter's arithmetic in float32);
+- at precision "int8" (the default dialect, int8_dialect="tflite"): ``quantise`` turns it, from calibration rows,
+  into TFLite's int8 dialect (``network_quantise``), whose integer semantics are TFLite's int8 kernels bit for bit;
+- at precision "int16", or "int8" with int8_dialect="pow2": the project's own fixed point (power-of-two scales
+  from calibration rows, int32 accumulators with overflow proofs: ``network_fixed``).
+
+``compile`` emits C for them on the targets that generate network ops (``Backend.network_ops``: the host and the
+microcontrollers), whose outputs equal the fixed-point interpreter's on every byte."""
 
 from __future__ import annotations
 
@@ -20,7 +25,8 @@ from tinycc_ml.models.base import Model
 from tinycc_ml.models.network_quantise import quantise_network
 
 NETWORK_PRECISIONS = ("float", "int8")  # "float", compile's default, takes the file's int8 as it is
-FLOAT_NETWORK_PRECISIONS = ("int8",)  # a float network's C: TFLite's int8, quantised from calibration rows
+# a float network's C: float; the project's int16; int8 (TFLite's, or the project's with int8_dialect="pow2")
+FLOAT_NETWORK_PRECISIONS = ("float", "int16", "int8")
 
 
 class NetworkModel(Model):
@@ -92,9 +98,8 @@ class NetworkModel(Model):
     def check_precision(self, precision: str) -> None:
         if not self.is_quantised:
             if precision not in FLOAT_NETWORK_PRECISIONS:
-                raise CompileError(f"{self.describe()}: a float network compiles to TFLite's int8 arithmetic, "
-                                   f"quantised from calibration rows: precision int8, not {precision!r} (the C of "
-                                   "float network ops and the project's int16 for networks are not written)")
+                raise CompileError(f"{self.describe()}: a float network compiles at precision "
+                                   f"{', '.join(FLOAT_NETWORK_PRECISIONS)}, not {precision!r}")
             return
         if precision not in NETWORK_PRECISIONS:
             raise CompileError(f"{self.describe()}: a TFLite network computes in the int8 arithmetic its file "

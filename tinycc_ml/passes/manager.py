@@ -19,6 +19,7 @@ from tinycc_ml.plugins import Registry
 
 TANH_FORMS = ("auto", "clamp", "table")
 INPUT_CLAMPS = ("global", "per_feature")
+INT8_DIALECTS = ("tflite", "pow2")  # a float network at precision int8: TFLite's int8, or the project's fixed point
 
 
 @dataclass(frozen=True)
@@ -46,13 +47,14 @@ class PassOptions:
     tanh: str = "auto"  # tanh_approx: "auto", "clamp" or "table"
     tanh_max_error: float | None = None  # tanh_approx: error bound of the table (default 2^-9)
     exp_max_error: float | None = None  # exp_table: error bound of the tables (default 2^-10 of the range)
+    int8_dialect: str = "tflite"  # a float network at int8: TFLite's quantisation, or "pow2" (power-of-two scales)
     target: TargetAttributes = field(default_factory=TargetAttributes)  # set by compile() from the backend
     # fixed pipeline, internal
     calibration: np.ndarray | None = None  # rows at the input's integer scale per feature (x * 2^s_k)
     input_bounds: tuple[np.ndarray, np.ndarray] | None = None  # the input clamp, in those units
     scale_adjust: dict[str, int] = field(default_factory=dict)  # choose_scales: bits per value (the search)
 
-    USER_OPTIONS = ("input_range", "input_clamp", "search", "tanh", "tanh_max_error", "exp_max_error")
+    USER_OPTIONS = ("input_range", "input_clamp", "search", "tanh", "tanh_max_error", "exp_max_error", "int8_dialect")
 
     @classmethod
     def from_user(cls, precision: str, options: dict, target: TargetAttributes | None = None) -> PassOptions:
@@ -63,6 +65,8 @@ class PassOptions:
                    **options)
         if opts.tanh not in TANH_FORMS:
             raise CompileError(f"tanh={opts.tanh!r} is not one of {', '.join(TANH_FORMS)}")
+        if opts.int8_dialect not in INT8_DIALECTS:
+            raise CompileError(f"int8_dialect={opts.int8_dialect!r} is not one of {', '.join(INT8_DIALECTS)}")
         if opts.input_clamp not in INPUT_CLAMPS:
             raise CompileError(f"input_clamp={opts.input_clamp!r} is not one of {', '.join(INPUT_CLAMPS)}")
         return opts
@@ -94,9 +98,11 @@ class Pass:
 
 BUILTIN_PASSES = {name: f"tinycc_ml.passes.{name}:{cls}" for name, cls in [
     ("choose_scales", "ChooseScales"), ("constant_fold", "ConstantFold"), ("cse", "CommonSubexpressionElimination"),
-    ("dce", "DeadCodeElimination"), ("exp_table", "ExpTable"), ("fold_input_affine", "FoldInputAffine"),
+    ("dce", "DeadCodeElimination"), ("exp_table", "ExpTable"), ("fold_channels_first", "FoldChannelsFirst"),
+    ("fold_input_affine", "FoldInputAffine"),
     ("fuse_nearest", "FuseNearest"),
-    ("input_scales", "InputScales"), ("plan_memory", "PlanMemory"), ("range_analysis", "RangeAnalysis"),
+    ("input_scales", "InputScales"), ("network_scales", "NetworkScales"), ("plan_memory", "PlanMemory"),
+    ("range_analysis", "RangeAnalysis"),
     ("tanh_approx", "TanhApprox")]}
 # Pass classes by name (plug-ins: entry-point group tinycc_ml.passes, or the register_pass decorator).
 PASSES = Registry("pass", "tinycc_ml.passes", BUILTIN_PASSES)

@@ -9,6 +9,10 @@ into the caller's buffer. A reshape takes none either: it names its operand's el
 stays live as long as the reshape is used; a reshape giving the scores puts its operand in the
 caller's buffer).
 
+In place: a float or fixed-point pool, mean, activation or tensor add (the project's network dialects, whose C
+reads every element it needs before writing over it: ``in_place_operand``) whose operand dies with it writes into
+that operand's slot.
+
 Integer builds also fuse element-wise chains (``fused_chains``, stored in ``graph.analyses.fused``): a
 vector whose only user is an element-wise op (add, sub, mul, scale, clip with scalar bounds) of the same
 shape whose other operands are constants — a mat-vec's bias, a relu — is not stored: each element goes
@@ -24,6 +28,7 @@ import numpy as np
 
 from tinycc_ml.ir.analyses import ArenaSlot
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.windows import axis_geometry
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LEAF_OPS = ("input", "const", "sparse_const")
@@ -82,6 +87,25 @@ def element_bytes(key: str) -> int:
     return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}[key]
 
 
+IN_PLACE_OPS = ("max_pool2d", "average_pool2d", "mean", "relu", "relu6", "tensor_add")
+
+
+def in_place_operand(graph: Graph, name: str) -> list[str]:
+    """The operands ``name`` may overwrite as it computes: an element-wise network op's, or a pool's or mean's
+    without padding before its windows (output element k then reads only input elements at k or beyond), in the
+    project's float or fixed-point dialects (TFLite's int8 C keeps its own plan)."""
+    node = graph.node(name)
+    if node.op not in IN_PLACE_OPS or node.type.dtype.kind not in ("f32", "fx"):
+        return []
+    if node.op in ("max_pool2d", "average_pool2d"):
+        x = graph.type(node.inputs[0])
+        stride = [int(s) for s in node.attrs["stride"]]
+        if any(axis_geometry(x.shape[1 + a], int(node.attrs["filter"][a]), stride[a], 1, node.attrs, a)[1]
+               for a in range(2)):
+            return []
+    return list(node.inputs)
+
+
 def reshape_roots(graph: Graph) -> dict[str, str]:
     """Each reshape node -> the value whose elements it names (through chains of reshapes)."""
     roots: dict[str, str] = {}
@@ -129,11 +153,16 @@ def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
                 placed[n] = placed[shares[n]]
             continue
         key, length = arena_key(t.dtype), t.size
-        offset = 0
-        for _, o, s, _ in sorted(e for e in live if e[0] == key):
-            if offset + length <= o:
-                break
-            offset = max(offset, o + s)
+        dying = [roots.get(o, o) for o in in_place_operand(graph, n)]
+        dying = [o for o in dying if o in placed and last_use[o] == i and placed[o].arena == key]
+        if dying:  # written over its operand's elements, which die here
+            offset = placed[dying[0]].offset
+        else:
+            offset = 0
+            for _, o, s, _ in sorted(e for e in live if e[0] == key):
+                if offset + length <= o:
+                    break
+                offset = max(offset, o + s)
         live.append((key, offset, length, n))
         placed[n] = ArenaSlot(key, offset, length)
         arenas[key] = max(arenas.get(key, 0), offset + length)

@@ -1,7 +1,8 @@
 """Convolutions of NHWC tensors, as TFLite defines them: CONV_2D, DEPTHWISE_CONV_2D and
 FULLY_CONNECTED (a convolution whose window is the whole input row).
 
-Float semantics: real arithmetic. Integer semantics (quantised operands): TFLite's int8 kernels
+Float semantics: real arithmetic. Integer semantics: fixed-point operands (fx, the project's power-of-two
+dialect for float networks) as ``pow2_arith`` says; quantised operands: TFLite's int8 kernels
 (``reference_integer_ops``): sum of filter * (input - input zero point), plus the int32 bias, requantised
 per output channel by MultiplyByQuantizedMultiplier, plus the output zero point, clamped to the fused
 activation's range. Products are summed in float64, exact (|sum| < 2^53 for any realistic window).
@@ -12,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.arith import check32
-from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.pow2_arith import channel_bounds, check_fixed_layer, check_shift, layer_result, layer_shift
+from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     activation_range,
     apply_activation,
@@ -31,10 +33,9 @@ from tinycc_ml.ir.ops.windows import (
 )
 
 WINDOW_ATTRS = {"stride": "ints", "dilation": "ints", "padding": "str", "activation": "str", "pads": "ints?"}
-NO_RANGES = ("networks arrive quantised (TFLite's int8): their ranges are in their types; range analysis and "
-             "scale choice do not run on them")
-NO_C = ("C for float network ops is not written: a float network (ONNX, float .tflite) compiles as its int8 form, "
-        "quantised from calibration rows (models/network_quantise.py; its C: codegen/c_network.py)")
+NO_RANGES = ("a network's values take their ranges from calibration rows (passes/network_scales.py, "
+             "models/network_quantise.py) or from their TFLite types: no interval rule")
+NO_ACCUMULATOR = "no accumulator: the op copies, compares or clamps its input's integers"
 
 
 def _check_operands(ts, filter_axis: int, weights_layout: str) -> None:
@@ -46,6 +47,8 @@ def _check_operands(ts, filter_axis: int, weights_layout: str) -> None:
         quantised_operand(x, "input", 8)
         quantised_operand(w, "filter", 8, axis=filter_axis, zero_point=False)
         quantised_operand(b, "bias", 32, axis=0, zero_point=False)
+    elif x.dtype.is_fixed:
+        check_fixed_layer(x, w, b)
     else:
         need(w.dtype.is_float and b.dtype.is_float, f"a float convolution needs f32 filter and bias, got {w}, {b}")
 
@@ -60,6 +63,20 @@ def _requantise(acc: np.ndarray, call: FixedCall, filter_axis: int) -> np.ndarra
     scaled = multiply_by_quantized_multiplier(acc, multipliers, shifts) + out.zero_point
     lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
     return np.clip(scaled, lo, hi)
+
+
+def _check_fixed_shift(x, w, result) -> None:
+    if x.dtype.is_fixed:
+        check_shift(layer_shift(x, w, result), "output")
+
+
+def _layer_bound(call: BoundCall, weights_by_channel: np.ndarray) -> tuple[int, int]:
+    """A layer's overflow proof: its largest |acc| (bias included) at the input's plus the weights' scale."""
+    return channel_bounds(weights_by_channel, call.consts[2], call.bounds[0]), call.scales[0] + call.scales[1]
+
+
+def _layer_shift(ts, out, attrs) -> int:
+    return layer_shift(ts[0], ts[1], out)
 
 
 def _offset_input(call: FixedCall) -> np.ndarray:
@@ -81,6 +98,7 @@ def _infer_conv2d(ts, attrs, declared):
     oh, ow = window_shape(x, w.shape[1:3], attrs)
     result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC")
     check_channel_requantisation(x, w, result, w.shape[0])
+    _check_fixed_shift(x, w, result)
     return result
 
 
@@ -96,6 +114,8 @@ def conv2d_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
 
 
 def _fixed_conv2d(call: FixedCall):
+    if call.type.dtype.is_fixed:
+        return layer_result(_exact_sums(conv2d_sums(call.ins[0], call.ins[1], call.attrs)) + call.ins[2], call)
     w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
     acc = _exact_sums(conv2d_sums(_offset_input(call), w, call.attrs)) + call.ins[2]
     return _requantise(acc, call, 0)
@@ -116,7 +136,8 @@ register_op(OpDef(
     "(same/valid as TFLite pads) and a fused activation (none/relu/relu6); quantised: TFLite's int8 kernel, "
     "per-channel requantisation",
     evaluate_rows=_rows_only_first(_float_conv2d), fixed=_fixed_conv2d,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    acc_bound=lambda call: _layer_bound(call, call.consts[1].reshape(call.consts[1].shape[0], -1)),
+    output_shift=_layer_shift, unsupported={"interval": NO_RANGES}))
 
 
 # ---------------------------------------------------------------- depthwise_conv2d
@@ -132,6 +153,7 @@ def _infer_depthwise(ts, attrs, declared):
     oh, ow = window_shape(x, w.shape[1:3], attrs)
     result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC")
     check_channel_requantisation(x, w, result, w.shape[3])
+    _check_fixed_shift(x, w, result)
     return result
 
 
@@ -147,6 +169,8 @@ def depthwise_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
 
 
 def _fixed_depthwise(call: FixedCall):
+    if call.type.dtype.is_fixed:
+        return layer_result(_exact_sums(depthwise_sums(call.ins[0], call.ins[1], call.attrs)) + call.ins[2], call)
     w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
     acc = _exact_sums(depthwise_sums(_offset_input(call), w, call.attrs)) + call.ins[2]
     return _requantise(acc, call, 3)
@@ -161,7 +185,8 @@ register_op(OpDef(
     "TFLite's DEPTHWISE_CONV_2D: NHWC input, a (1, KH, KW, C x M) filter, output channel c M + m filtering "
     "input channel c; stride, dilation, padding, fused activation as conv2d; quantised: TFLite's int8 kernel",
     evaluate_rows=_rows_only_first(_float_depthwise), fixed=_fixed_depthwise,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    acc_bound=lambda call: _layer_bound(call, call.consts[1].reshape(-1, call.consts[1].shape[3]).T),
+    output_shift=_layer_shift, unsupported={"interval": NO_RANGES}))
 
 
 # ---------------------------------------------------------------- fully_connected
@@ -177,10 +202,13 @@ def _infer_fully_connected(ts, attrs, declared):
         quantised_operand(x, "input", 8)
         quantised_operand(w, "weights", 8, zero_point=False)
         quantised_operand(b, "bias", 32, zero_point=False)
+    elif x.dtype.is_fixed:
+        check_fixed_layer(x, w, b)
     else:
         need(w.dtype.is_float and b.dtype.is_float, f"a float fully_connected needs f32 weights and bias, got {w}, {b}")
     result = network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC")
     check_channel_requantisation(x, w, result, w.shape[0])
+    _check_fixed_shift(x, w, result)
     return result
 
 
@@ -190,6 +218,9 @@ def fully_connected_sums(x: np.ndarray, w: np.ndarray, rank: int) -> np.ndarray:
 
 
 def _fixed_fully_connected(call: FixedCall):
+    if call.type.dtype.is_fixed:
+        sums = fully_connected_sums(call.ins[0].astype(np.float64), call.ins[1], call.in_types[0].rank)
+        return layer_result(_exact_sums(sums) + call.ins[2], call)
     w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
     acc = _exact_sums(fully_connected_sums(_offset_input(call), w, call.in_types[0].rank)) + call.ins[2]
     return _requantise(acc, call, 0)
@@ -211,5 +242,6 @@ register_op(OpDef(
     "TFLite's FULLY_CONNECTED: the input read as rows of the weights' width (O, I), times the weights, plus the "
     "bias, a fused activation; quantised: TFLite's int8 kernel (per-tensor requantisation)",
     evaluate_rows=_rows_fully_connected, fixed=_fixed_fully_connected,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C},
+    acc_bound=lambda call: _layer_bound(call, call.consts[1]), output_shift=_layer_shift,
+    unsupported={"interval": NO_RANGES},
     macs=lambda ts, stored: (ts[0].size // ts[1].shape[1]) * ts[1].size))

@@ -4,7 +4,8 @@
 The average is over the window's elements inside the input (padding is not counted). Integer
 semantics (``reference_integer_ops::AveragePool``): the int8 values summed, divided by the count
 rounding half away from zero, clamped to the fused activation's range; input and output share their
-quantisation (TFLite requires it), so nothing is requantised.
+quantisation (TFLite requires it), so nothing is requantised. Fixed point (fx, the project's dialect): the
+same integer steps (sum, rounded division, clamp) on the input's integers, its type kept.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.arith import check32
-from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
-from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.pow2_arith import clamp_activation, rounded_division
+from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     activation_range,
     apply_activation,
@@ -25,6 +27,7 @@ from tinycc_ml.ir.ops.windows import (
     as_batch,
     check_requantisation,
     check_window_attrs,
+    keeps_type,
     network_result,
     quantised_operand,
     window_shape,
@@ -41,6 +44,7 @@ def pool_type_rule(kind: str):
         check_window_attrs(attrs, keys=("stride", "filter"))
         oh, ow = window_shape(x, tuple(int(k) for k in attrs["filter"]), attrs)
         result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC")
+        keeps_type(x, result, f"{kind} pool")
         if x.dtype.is_quantised:
             quantised_operand(x, "input", 8)
             need(result.dtype == x.dtype, f"TFLite's int8 {kind} pool keeps the input's quantisation {x.dtype}, "
@@ -50,8 +54,11 @@ def pool_type_rule(kind: str):
 
 
 def _clamped(values: np.ndarray, call: FixedCall) -> np.ndarray:
-    """``values`` clamped to the fused activation's int8 range at the result's quantisation."""
+    """``values`` clamped to the fused activation's int8 range at the result's quantisation (fixed point: at its
+    scale)."""
     out = call.type.dtype
+    if out.is_fixed:
+        return clamp_activation(values, call.attrs.get("activation", "none"), out)
     lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
     return np.clip(values, lo, hi)
 
@@ -73,11 +80,13 @@ def _float_average_pool(xs, attrs):
 
 def _fixed_average_pool(call: FixedCall):
     sums, counts = _window_sums_and_counts(call.ins[0], call.attrs)
-    sums = sums.astype(np.int64)
-    counts = counts.astype(np.int64)
-    half = counts // 2
-    average = np.where(sums > 0, (sums + half) // counts, -((half - sums) // counts))  # C's truncating division
-    return _clamped(average, call)
+    return _clamped(rounded_division(check32(sums, call.where), counts), call)
+
+
+def _bound_average_pool(call: BoundCall) -> tuple[int, int]:
+    """The int32 sum of a window's integers (the average is within the input's range)."""
+    window = [int(k) for k in call.attrs["filter"]]
+    return window[0] * window[1] * call.bounds[0], call.scales[0]
 
 
 register_op(OpDef(
@@ -86,8 +95,8 @@ register_op(OpDef(
     "TFLite's AVERAGE_POOL_2D: the mean of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (sum, rounded division by the count, activation clamp)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_average_pool(ins, attrs),
-    fixed=_fixed_average_pool,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    fixed=_fixed_average_pool, acc_bound=_bound_average_pool,
+    unsupported={"interval": NO_RANGES}))
 
 
 # ---------------------------------------------------------------- max_pool2d
@@ -119,7 +128,7 @@ register_op(OpDef(
     "quantised: TFLite's int8 kernel (the largest int8, the activation clamp; the input's quantisation kept)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_max_pool(ins, attrs),
     fixed=_fixed_max_pool,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 
 # ---------------------------------------------------------------- mean over height and width
@@ -132,6 +141,7 @@ def _infer_mean(ts, attrs, declared):
     need(keep in (0, 1), f"keep_dims must be 0 or 1, got {keep}")
     shape = (x.shape[0], 1, 1, x.shape[3]) if keep else (x.shape[0], x.shape[3])
     result = network_result(x, declared, shape, "NHWC" if keep else "NC")
+    keeps_type(x, result, "mean")
     if x.dtype.is_quantised:
         quantised_operand(x, "input", 8)
         check_requantisation(x.dtype.qscales[0] / result.dtype.qscales[0], "mean")
@@ -150,6 +160,9 @@ def _fixed_mean(call: FixedCall):
     x, out = call.in_types[0], call.type.dtype
     values = call.ins[0].astype(np.int64)
     count = x.shape[1] * x.shape[2]
+    if out.is_fixed:  # the project's dialect: the rounded average of the integers, the input's type kept
+        result = rounded_division(check32(values.sum(axis=(-3, -2)), call.where), count)
+        return result.reshape(*result.shape[:-1], 1, 1, result.shape[-1]) if int(call.attrs["keep_dims"]) else result
     sums = check32(values.sum(axis=(-3, -2)), call.where)  # (..., N, C): int32 sums, as TFLite's
     multiplier, shift = mean_parameters(x.dtype.qscales[0], out.qscales[0], count)
     scaled = multiply_by_quantized_multiplier(wrap32(sums - x.dtype.zero_point * count), multiplier, shift)
@@ -169,4 +182,5 @@ register_op(OpDef(
     "scale with 1/count folded into the multiplier)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_mean(ins, attrs),
     fixed=_fixed_mean,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    acc_bound=lambda call: (call.in_types[0].shape[1] * call.in_types[0].shape[2] * call.bounds[0], call.scales[0]),
+    unsupported={"interval": NO_RANGES}))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import PER_TENSOR, TensorType
 
@@ -32,7 +32,7 @@ register_op(OpDef(
     "TFLite's RESHAPE: the same elements in the same order in a new shape (and the declared layout): free",
     evaluate_rows=lambda ins, batched, attrs, n, rank: ins[0].reshape(n, *(int(d) for d in attrs["shape"])),
     fixed=lambda call: _reshape_rows(call.ins[0], call.in_types[0].rank, call.attrs["shape"]),
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 
 # ---------------------------------------------------------------- pad
@@ -53,7 +53,7 @@ def _infer_pad(ts, attrs, declared):
              f"declares {declared.dtype if declared is not None else None}")
         need(x.dtype.axis == PER_TENSOR, "a per-channel quantised tensor cannot be padded")
     else:
-        need(x.dtype.is_float, f"operand must be f32 or quantised, got {x.dtype}")
+        need(x.dtype.kind in ("f32", "fx"), f"operand must be f32, fixed point or quantised, got {x.dtype}")
     return TensorType(shape, x.dtype, x.layout)
 
 
@@ -69,7 +69,7 @@ register_op(OpDef(
     "padding its zero point (real 0)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _padded(ins[0], rank, attrs, 0.0),
     fixed=lambda call: _padded(call.ins[0], call.in_types[0].rank, call.attrs, call.in_types[0].dtype.zero_point),
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 
 # ---------------------------------------------------------------- concatenation (of two: the reader chains more)
@@ -85,6 +85,10 @@ def _infer_concatenation(ts, attrs, declared):
         need(a.dtype == b.dtype and a.dtype.axis == PER_TENSOR and declared is not None and declared.dtype == a.dtype,
              f"TFLite's int8 concatenation copies integers: its operands and result share one per-tensor "
              f"quantisation, got {a.dtype}, {b.dtype} -> {declared.dtype if declared is not None else None}")
+    elif a.dtype.is_fixed:
+        need(a.dtype == b.dtype and (declared is None or declared.dtype == a.dtype),
+             f"a fixed-point concatenation copies integers: its operands and result share one type, got {a.dtype}, "
+             f"{b.dtype} -> {declared.dtype if declared is not None else None}")
     else:
         need(a.dtype.is_float and b.dtype.is_float, f"operands must be f32 or quantised, got {a.dtype}, {b.dtype}")
     return TensorType(shape, a.dtype, declared.layout if declared is not None else a.layout)
@@ -106,4 +110,4 @@ register_op(OpDef(
     evaluate_rows=lambda ins, batched, attrs, n, rank: _concatenated([np.asarray(v) for v in ins], [rank, rank],
                                                                      int(attrs["axis"])),
     fixed=lambda call: _concatenated(call.ins, [t.rank for t in call.in_types], int(call.attrs["axis"])),
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

@@ -5,15 +5,20 @@ ADD's integer semantics (``reference_integer_ops::Add``): each input less its ze
 20 bits, rescaled by its multiplier (its scale over twice the larger input scale), summed, rescaled
 to the output's scale, plus its zero point, clamped to the fused activation's range. SOFTMAX's:
 ``reference_ops::Softmax`` for int8 (gemmlowp's fixed-point exp and reciprocal; tflite_arith).
+
+Fixed point (fx, the project's dialect): ADD rounds each operand right to the result's scale (no finer than either
+operand's) and saturates their sum; RELU and RELU6 clamp the integers, their type kept; SOFTMAX has no fixed-point
+form (a network's scores are its logits: export them without the softmax, the argmax is the same).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.arith import check32
-from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
-from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.arith import check32, rshift, rshift_bound, saturate
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.pow2_arith import check_shift, clamp_activation
+from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,
     activation_range,
@@ -23,7 +28,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     round_half_away,
     softmax_int8,
 )
-from tinycc_ml.ir.ops.windows import check_requantisation, network_result, quantised_operand
+from tinycc_ml.ir.ops.windows import check_requantisation, keeps_type, network_result, quantised_operand
 
 ADD_LEFT_SHIFT = 20  # TFLite's int8 ADD: the inputs' headroom before rescaling
 SOFTMAX_OUTPUT = (1 / 256, -128)  # TFLite's int8 softmax output: scale 1/256, zero point -128
@@ -37,8 +42,11 @@ def _infer_tensor_add(ts, attrs, declared):
         quantised_operand(a, "first operand", 8)
         quantised_operand(b, "second operand", 8)
     else:
-        need(b.dtype.is_float, f"operands mix {a.dtype} and {b.dtype}")
+        need(b.dtype.kind == a.dtype.kind and b.dtype.bits == a.dtype.bits, f"operands mix {a.dtype} and {b.dtype}")
     result = network_result(a, declared, a.shape, a.layout)
+    if a.dtype.is_fixed:
+        for i, t in enumerate(ts):
+            check_shift(t.dtype.scale - result.dtype.scale, f"operand {i + 1}")
     if a.dtype.is_quantised:
         twice_max = 2 * max(a.dtype.qscales[0], b.dtype.qscales[0])
         check_requantisation(twice_max / ((1 << ADD_LEFT_SHIFT) * result.dtype.qscales[0]), "sum")
@@ -52,7 +60,16 @@ def add_multipliers(scale_a: float, scale_b: float, scale_out: float) -> list[tu
             quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * float(scale_out)))]
 
 
+def add_shifts(call) -> list[int]:
+    """The fixed-point ADD's right shift of each operand to the result's scale."""
+    return [t.dtype.scale - call.type.dtype.scale for t in call.in_types]
+
+
 def _fixed_tensor_add(call: FixedCall):
+    if call.type.dtype.is_fixed:
+        total = sum(rshift(v, k) for v, k in zip(call.ins, add_shifts(call)))
+        return clamp_activation(saturate(total, call.type.dtype.bits), call.attrs.get("activation", "none"),
+                                call.type.dtype)
     (ta, tb), out = call.in_types, call.type.dtype
     (ma, sa), (mb, sb), (mo, so) = add_multipliers(ta.dtype.qscales[0], tb.dtype.qscales[0], out.qscales[0])
     a = multiply_by_quantized_multiplier((call.ins[0] - ta.dtype.zero_point) << ADD_LEFT_SHIFT, ma, sa)
@@ -62,6 +79,11 @@ def _fixed_tensor_add(call: FixedCall):
     return np.clip(total, lo, hi)
 
 
+def _bound_tensor_add(call: BoundCall) -> tuple[int, int]:
+    """The sum of the two operands rounded to the result's scale."""
+    return sum(rshift_bound(b, s - call.out_scale) for b, s in zip(call.bounds, call.scales)), call.out_scale
+
+
 register_op(OpDef(
     "tensor_add", 2, _infer_tensor_add, lambda xs, a: apply_activation(xs[0] + xs[1], a.get("activation", "none")),
     {"activation": "str?"},
@@ -69,13 +91,15 @@ register_op(OpDef(
     "input rescaled to a common scale, the sum rescaled to the output's)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: apply_activation(ins[0] + ins[1], attrs.get("activation",
                                                                                                   "none")),
-    fixed=_fixed_tensor_add,
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    fixed=_fixed_tensor_add, acc_bound=_bound_tensor_add,
+    unsupported={"interval": NO_RANGES}))
 
 
 def _infer_softmax(ts, attrs, declared):
     (x,) = ts
     need(0 < float(attrs["beta"]) < float("inf"), f"beta must be positive and finite, got {attrs['beta']}")
+    need(not x.dtype.is_fixed, "softmax has no fixed-point form in the project's dialect: compile the network's "
+                               "logits (export it without the softmax: the argmax is the same), or use TFLite's int8")
     result = network_result(x, declared, x.shape, x.layout)
     if x.dtype.is_quantised:
         quantised_operand(x, "input", 8)
@@ -96,7 +120,7 @@ register_op(OpDef(
     "(gemmlowp fixed-point exp and reciprocal), the result at scale 1/256, zero point -128",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_softmax(ins, attrs),
     fixed=lambda call: softmax_int8(call.ins[0], float(call.attrs["beta"]), call.in_types[0].dtype.qscales[0]),
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": "its int8 form is TFLite's (no power-of-two scale choice)"}))
 
 
 # ---------------------------------------------------------------- relu and relu6 (standalone)
@@ -105,6 +129,7 @@ def _infer_activation(name: str):
     def infer(ts, attrs, declared):
         (x,) = ts
         result = network_result(x, declared, x.shape, x.layout)
+        keeps_type(x, result, name)
         if x.dtype.is_quantised:
             quantised_operand(x, "input", 8)
             if name == "relu6":  # TFLite's int8 RELU6 clamps the input's integers: no requantisation
@@ -138,6 +163,8 @@ def relu6_bounds(dtype) -> tuple[int, int]:
 
 
 def _fixed_relu(call: FixedCall):
+    if call.type.dtype.is_fixed:
+        return clamp_activation(call.ins[0], "relu", call.type.dtype)
     x, out = call.in_types[0].dtype, call.type.dtype
     multiplier, shift, lowest = relu_parameters(x, out)
     scaled = multiply_by_quantized_multiplier(call.ins[0] - x.zero_point, multiplier, shift) + out.zero_point
@@ -145,6 +172,8 @@ def _fixed_relu(call: FixedCall):
 
 
 def _fixed_relu6(call: FixedCall):
+    if call.type.dtype.is_fixed:
+        return clamp_activation(call.ins[0], "relu6", call.type.dtype)
     lower, upper = relu6_bounds(call.in_types[0].dtype)
     return np.clip(call.ins[0], lower, upper)
 
@@ -157,4 +186,4 @@ for _name, _fixed in (("relu", _fixed_relu), ("relu6", _fixed_relu6)):
            if _name == "relu" else "the input's integers clamped to its zero point and 6 quantised)"),
         evaluate_rows=lambda ins, batched, attrs, n, rank, _n=_name: apply_activation(ins[0], _n),
         fixed=_fixed,
-        unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+        unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.convolution import NO_C, NO_RANGES
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import PER_TENSOR, TensorType
 
@@ -36,4 +36,4 @@ register_op(OpDef(
     "same integers, moved",
     evaluate_rows=lambda ins, batched, attrs, n, rank: transpose_rows(ins[0], rank, attrs["perm"]),
     fixed=lambda call: transpose_rows(call.ins[0], call.in_types[0].rank, call.attrs["perm"]),
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_RANGES, "c_float": NO_C}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

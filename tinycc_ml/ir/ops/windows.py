@@ -114,14 +114,26 @@ def as_batch(value: np.ndarray, rank: int) -> tuple[np.ndarray, tuple[int, ...]]
 
 def network_result(x: TensorType, declared: TensorType | None, shape: tuple[int, ...], layout: str,
                    bits: int = 8) -> TensorType:
-    """f32 in, f32 out; a quantised input gives the declared per-tensor quantised result."""
+    """f32 in, f32 out; a quantised input gives the declared per-tensor quantised result; a fixed-point input
+    (the project's dialect) the declared fixed-point result of its width."""
+    if x.dtype.is_fixed:
+        need(declared is not None and declared.dtype.is_fixed and declared.dtype.bits == x.dtype.bits,
+             f"a fixed-point result needs a declared fx{x.dtype.bits} type, got {declared}")
+        return TensorType(shape, declared.dtype, layout)
     if x.dtype.is_quantised:
         need(declared is not None and declared.dtype.is_quantised and declared.dtype.axis == PER_TENSOR
              and declared.dtype.bits == bits,
              f"a quantised result needs a declared per-tensor qi{bits} type, got {declared}")
         return TensorType(shape, declared.dtype, layout)
-    need(x.dtype.is_float, f"operand must be f32 or quantised, got {x.dtype}")
+    need(x.dtype.is_float, f"operand must be f32, fixed point or quantised, got {x.dtype}")
     return TensorType(shape, F32, layout)
+
+
+def keeps_type(x: TensorType, result: TensorType, what: str) -> None:
+    """A fixed-point op that copies, compares or averages its input's integers keeps its type."""
+    if x.dtype.is_fixed:
+        need(result.dtype == x.dtype, f"a fixed-point {what} keeps its input's type {x.dtype}, the result declares "
+                                      f"{result.dtype}")
 
 
 def quantised_operand(t: TensorType, what: str, bits: int, axis: int | None = None, zero_point: bool = True) -> None:

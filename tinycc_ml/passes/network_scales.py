@@ -1,0 +1,157 @@
+"""Scale choice for float networks in the project's fixed point (power-of-two scales; ir/ops/pow2_arith.py).
+
+From calibration rows (``ctx.options.calibration``: rows of the graph's input) the input, each layer's result
+and each ADD's result get the largest scale at which their calibrated range fits the width (``network_bits``: 16
+at precision int16, 8 at int8), nudged by ``ctx.options.scale_adjust`` (models/network_fixed.py's search); an
+ADD's result is no finer than its operands (their rounding shifts stay >= 0). Pools, copies and activations keep
+their input's type. A layer's weights get one power-of-two scale of the same width, and its bias is int32 at the
+input's scale plus the weights'. Overflow proof: the layer's int32 accumulator is bounded by its op's
+``acc_bound`` (per output channel, sum |w| times the input's largest |int|, plus |bias|); while that bound passes
+ACC_LIMIT the weights' scale is lowered, and a layer whose weights would keep fewer than MIN_WEIGHT_BITS
+significant bits is refused (NetworkOverflowError) rather than left to wrap; a pool's or mean's window sum is
+proven the same way. A layer's result is never finer than its accumulator (its shift is >= 0), nor more than 31
+bits coarser.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.errors import CompileError
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.interp import evaluate_batch, row_chunks
+from tinycc_ml.ir.ops import OPS, BoundCall
+from tinycc_ml.ir.ops.arith import rshift_bound
+from tinycc_ml.ir.ops.pow2_arith import MAX_SHIFT
+from tinycc_ml.ir.types import fixed
+from tinycc_ml.passes.choose_scales import ACC_LIMIT, MIN_WEIGHT_BITS, best_scale, quantise_array
+from tinycc_ml.passes.manager import Pass, PassContext, register_pass
+
+LAYERS = ("conv2d", "depthwise_conv2d", "fully_connected")
+KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation")
+REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
+                       "(without the softmax the argmax is the same)"}
+
+
+class NetworkOverflowError(CompileError):
+    """A layer (or a pool) whose int32 sum cannot be proven within ACC_LIMIT at any usable weight scale."""
+
+
+def network_bits(precision: str) -> int:
+    return 8 if precision == "int8" else 16
+
+
+def calibrated_peaks(graph: Graph, rows: np.ndarray) -> dict[str, float]:
+    """The largest |value| of each computed float value over the calibration rows."""
+    peaks: dict[str, float] = {}
+    for part in row_chunks(graph, len(rows)):
+        for name, value in evaluate_batch(graph, rows[part]).items():
+            if graph.type(name).dtype.is_float:
+                peaks[name] = max(peaks.get(name, 0.0), float(np.max(np.abs(value))) if value.size else 0.0)
+    return peaks
+
+
+@register_pass
+class NetworkScales(Pass):
+    name = "network_scales"
+    description = "power-of-two fixed-point scales for a float network from calibration rows, with overflow proofs"
+
+    def run(self, graph: Graph, ctx: PassContext) -> Graph:
+        bits = network_bits(ctx.options.precision)
+        adjust = ctx.options.scale_adjust  # {value: bits finer than its calibrated range asks} (the scale search)
+        rows = np.asarray(ctx.options.calibration, dtype=np.float64)
+        (x_name,) = graph.inputs()
+        rows = rows.reshape(len(rows), *graph.type(x_name).shape)
+        peaks = calibrated_peaks(graph, rows)
+        out = Graph(graph.name)
+        bound: dict[str, int] = {}  # the largest |int| each value can hold
+        for name in graph.order():
+            node = graph.node(name)
+            if node.op == "const":
+                continue  # quantised by the layer reading it
+            if not node.type.dtype.is_float:  # the prediction (an argmax index)
+                out.add(node.op, list(node.inputs), dict(node.attrs), type=node.type, name=name)
+                continue
+            ins = list(node.inputs)
+            if node.op == "input":
+                # rows that are all zero say nothing of the input's range: take +-1, as dense models do
+                dtype = fixed(bits, best_scale(peaks[name] or 1.0, bits) + adjust.get(name, 0))
+                bound[name] = 2 ** (bits - 1)
+            elif node.op in KEEP_TYPE:
+                dtype = out.type(ins[0]).dtype
+                if node.op == "concatenation" and out.type(ins[1]).dtype != dtype:
+                    raise CompileError(f"node %{name} (concatenation): its operands are at {dtype} and "
+                                       f"{out.type(ins[1]).dtype}; a fixed-point concatenation copies integers of "
+                                       "one scale")
+                bound[name] = max(bound[i] for i in ins)
+                if OPS[node.op].acc_bound is not None:  # a pool's or mean's int32 sum of its window
+                    total, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits,
+                                                                       bound))
+                    if total > ACC_LIMIT:
+                        raise NetworkOverflowError(
+                            f"node %{name} ({node.op}): its int32 sum can reach {total} (over the proven limit "
+                            f"2^{ACC_LIMIT.bit_length() - 1}): its window holds too many int{bits} values")
+            elif node.op in LAYERS:
+                dtype, ins = self._layer(graph, out, node, peaks[name], bits, bound, adjust.get(name, 0))
+            elif node.op == "tensor_add":
+                finest = min(out.type(i).dtype.scale for i in ins)
+                dtype = fixed(bits, min(best_scale(peaks[name], bits) + adjust.get(name, 0), finest))
+                acc, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits, bound))
+                bound[name] = min(2 ** (bits - 1), acc)
+            else:
+                why = REFUSALS.get(node.op, f"op {node.op} has no form in the project's fixed point for networks")
+                raise CompileError(f"node %{name}: {why}; compile this network at precision float, or int8 (TFLite's "
+                                   "dialect)")
+            out.add(node.op, ins, dict(node.attrs), type=node.type.with_dtype(dtype), name=name)
+        out.outputs = list(graph.outputs)
+        out.analyses = graph.analyses.copy()
+        layers = [n for n in out.order() if out.op(n) in LAYERS]
+        ctx.log.append(f"network_scales: fx{bits} activations, {len(layers)} layers' accumulators proven within "
+                       f"+-2^{ACC_LIMIT.bit_length() - 1}")
+        return out
+
+    @staticmethod
+    def _bound_call(out: Graph, ins: list[str], attrs: dict, out_scale: int, bits: int, bound) -> BoundCall:
+        return BoundCall([bound.get(i) for i in ins], [out.type(i).dtype.scale for i in ins],
+                         [np.asarray(out.node(i).attrs["value"], np.int64) if out.op(i) == "const" else None
+                          for i in ins], attrs, out_scale, bits, [out.type(i) for i in ins])
+
+    def _layer(self, graph: Graph, out: Graph, node, peak: float, bits: int, bound: dict, adjust: int = 0):
+        """Quantise a layer's weights and bias into ``out`` (as <name>_q), proving its accumulator: its result's
+        fixed-point type and its operands."""
+        x_name, w_name, b_name = node.inputs
+        sx = out.type(x_name).dtype.scale
+        w = np.asarray(graph.node(w_name).attrs["value"], dtype=np.float64)
+        b = np.asarray(graph.node(b_name).attrs["value"], dtype=np.float64)
+        w_peak = float(np.max(np.abs(w))) if w.size else 0.0
+        sw = best_scale(w_peak, bits)
+        made: list[str] = []  # the previous attempt's constants
+        while True:
+            for name in made:
+                out.remove(name)
+            made = []
+            wq = quantise_array(w, sw, bits)
+            bq = np.floor(b * 2.0 ** (sx + sw) + 0.5)
+            if np.max(np.abs(bq), initial=0) <= ACC_LIMIT:
+                made = [out.add("const", [], {"value": wq}, type=graph.type(w_name).with_dtype(fixed(bits, sw)),
+                                name=f"{w_name}_q"),
+                        out.add("const", [], {"value": bq.astype(np.int32)},
+                                type=graph.type(b_name).with_dtype(fixed(32, sx + sw)), name=f"{b_name}_q")]
+                w_node, b_node = made
+                call = self._bound_call(out, [x_name, w_node, b_node], node.attrs, 0, bits, bound)
+                acc, acc_scale = OPS[node.op].acc_bound(call)
+                if acc <= ACC_LIMIT:
+                    break
+            else:
+                acc = int(np.max(np.abs(bq)))
+            if w_peak * 2.0 ** (sw - 1) < 2**MIN_WEIGHT_BITS:
+                bias_units = float(np.max(np.abs(bq), initial=0))
+                raise NetworkOverflowError(
+                    f"node %{node.name} ({node.op}): its int32 accumulator can reach {acc} (over the proven limit "
+                    f"2^{ACC_LIMIT.bit_length() - 1}; its bias alone {bias_units:.0f}) with its weights at 2^{sw}, "
+                    f"and a coarser weight scale would keep fewer than {MIN_WEIGHT_BITS} significant bits of its "
+                    f"largest weight {w_peak:g}; compile it at precision int8 (TFLite's dialect) or float")
+            sw -= 1
+        so = min(best_scale(peak, bits) + adjust, acc_scale)  # never finer than the accumulator: its shift >= 0
+        so = max(so, acc_scale - MAX_SHIFT)
+        bound[node.name] = min(2 ** (bits - 1), rshift_bound(acc, acc_scale - so) + 1)
+        return fixed(bits, so), [x_name, w_node, b_node]
