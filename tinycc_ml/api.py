@@ -537,6 +537,14 @@ def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, 
     return graph
 
 
+def _check_size_before_search(backend, model, fixed_graph, prefix: str, precision: str) -> None:
+    """FitError when the integer build's constants or intermediates alone cannot fit the target: said before
+    the scale search, whose choice changes neither (a wide GaussianNB's search took minutes before the refusal)."""
+    fixed_graph.analyses.task = model.task
+    with size_advice(model, precision):
+        backend.check_size_floor(fixed_graph, prefix)
+
+
 def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples, example_labels,
              memory_limits, options, board=None) -> CompileResult:
     if layout not in LAYOUTS:
@@ -617,7 +625,9 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         if flat is not None:
             report["calibration_flat_features"] = flat
         try:
-            graph = lower_to_fixed(graph, precision, rows, ctx, report, description)
+            graph = lower_to_fixed(graph, precision, rows, ctx, report, description,
+                                   before_search=lambda fixed: _check_size_before_search(backend, model, fixed,
+                                                                                         prefix, precision))
         except (OverflowError, FloatingPointError) as exc:
             raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} drive the model's "
                             f"intermediate values beyond what {precision} fixed point can scale ({exc})") from None

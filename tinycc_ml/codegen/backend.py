@@ -126,6 +126,10 @@ class Backend:
         """Before any calibration: FitError when the lowered float graph's constants alone cannot fit
         the target at ``precision`` (default: no limit, nothing computed)."""
 
+    def check_size_floor(self, graph, prefix: str) -> None:
+        """Before the scale search: FitError when the integer ``graph``'s build cannot fit the target
+        whatever its scales (default: no limit, nothing computed)."""
+
     def require_tools(self, method: str = "auto") -> None:
         """ToolchainError naming what is missing to build and run this target's builds here (default: nothing);
         ``method``: the simulator's engine, where it has a choice."""

@@ -17,6 +17,8 @@ toolchain, else estimated).
 
 from __future__ import annotations
 
+import copy
+
 import dataclasses
 import logging
 import os
@@ -443,6 +445,16 @@ class McuBackend(Backend):
     def constants_chip(self, graph, precision: str) -> Chip:
         """The chip whose flash ``check_constants_fit`` holds the constants' floor to (before any C exists)."""
         return self.fit_chip
+
+    def check_size_floor(self, graph, prefix: str) -> None:
+        # emitted as the final build is (its leanest form when the estimate says the RAM is short), nothing
+        # linked: only constants or intermediates that alone exceed the chip refuse it here
+        estimating = copy.copy(self)
+        estimating.measure = False
+        out = estimating.emit(graph, prefix, [])
+        chip = self.limits or self.fit_chip
+        if out.const_bytes > chip.flash or out.ram_bytes > chip.ram:
+            estimating.check_fit(out)
 
     def check_fit(self, output: BuildOutput, limits: Chip | None = None) -> Fit:
         """The fit on the chip, held to ``limits`` when given (else the user's, ``with_memory_limits``)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -44,6 +45,12 @@ SEARCH_ELEMENTS = 2**26  # products per scoring run of the search: keeps big mod
 REGRESSION_TOLERANCE = 0.01  # of the value's calibrated spread: a larger error counts as a wrong row
 PROFILE_ELEMENTS = 2**29  # products or distance terms per pass over the calibration (range profile, report)
 MIN_PROFILE_ROWS = 1000  # rows always profiled (all of them when there are fewer)
+# the search's whole work, in products or distance terms scored plus TRIAL_NODE_WORK per node rebuilt per trial:
+# a wide graph (GaussianNB over 784 features: ~200 nodes, ~400 trials a round) is searched for a bounded time;
+# the graphs of the benchmarks and tests stay below it (their choice is unchanged)
+SEARCH_TOTAL_WORK = 2**33
+TRIAL_NODE_WORK = 2**17  # a node's share of one trial's rebuild (the passes' Python), in products' time
+MIN_SEARCH_TRIALS = 16
 SEARCH_CACHE = "scale-search"  # cache kind: the search's choice and the report's agreement, per input
 
 log = logging.getLogger(__name__)
@@ -145,6 +152,19 @@ def reference_rows(graph: Graph, X: np.ndarray) -> np.ndarray:
     return found
 
 
+def search_work_per_row(graph: Graph) -> int:
+    """Products and distance terms of one row through every mat-vec and distance of ``graph``."""
+    return sum(max(graph.type(i).size for i in graph.node(m).inputs)
+               for m in graph.order() if graph.op(m) in ("matvec", "matvec_at", "sqdist", "sqdist_kvote"))
+
+
+def max_search_trials(graph: Graph, rows: int) -> int:
+    """Trials the search may run on ``rows`` held-out rows: SEARCH_TOTAL_WORK over one trial's work (scoring
+    every row, rebuilding every node), at least MIN_SEARCH_TRIALS."""
+    trial = rows * search_work_per_row(graph) + TRIAL_NODE_WORK * len(graph.order())
+    return max(MIN_SEARCH_TRIALS, SEARCH_TOTAL_WORK // max(1, trial))
+
+
 def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tuple[dict[str, int], tuple[int, float]]:
     """Stage 3: per-value scale adjustments that reduce disagreement with the float model on
     held-out calibration rows (a quarter of them, at most 1000, fewer for big models)."""
@@ -180,20 +200,24 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
     candidates = [(n, deltas) for n in graph.order()
                   if graph.type(n).dtype.is_float and graph.op(n) not in ("const", "sparse_const", "clip", "input")]
     candidates += [(f"{n}.weights", WEIGHT_ADJUSTMENTS) for n in graph.order() if graph.op(n) == "matvec"]
-    trials = 2 * sum(len(deltas) for _, deltas in candidates)
+    trials = min(2 * sum(len(deltas) for _, deltas in candidates), max_search_trials(graph, len(held)))
+    done = 0
     with Progress("scale search", total=trials, unit="trials") as bar:
         for _round in range(2):
             improved = False
             for name, deltas in candidates:
-                for delta in deltas:
+                for delta in deltas[: max(0, trials - done)]:
+                    done += 1
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
                     trial_score = score(build(trial_adjust))
                     bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
                     if trial_score < best:
                         best, adjust, improved = trial_score, trial_adjust, True
                         break
-            if not improved:
+            if not improved or done >= trials:
                 break
+    if done >= trials < 2 * sum(len(deltas) for _, deltas in candidates):
+        log.info("scale search: stopped after %d trials (the work cap of a graph this wide)", done)
     log.info("scale search: %d adjustment(s), %d held-out disagreement(s)", len(adjust), best[0])
     return adjust, best
 
@@ -300,8 +324,10 @@ def fixed_description(fixed_graph: Graph, s_in: np.ndarray, report: dict, per_fe
 
 
 def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: PassContext, report: dict,
-                   description: list[str]) -> Graph:
-    """The float graph to integer code, stage by stage; fills ``report`` and ``description``."""
+                   description: list[str], before_search: Callable[[Graph], None] | None = None) -> Graph:
+    """The float graph to integer code, stage by stage; fills ``report`` and ``description``.
+    ``before_search``: called with the build before any scale search (its sizes are the searched build's: the
+    search changes scales, not types), e.g. to refuse a build that cannot fit before the search's work."""
     ctx.options.precision = precision
     prep = prepare_input(graph, calibration, ctx)  # the input's scales and clamp from every row
     given = len(prep.calibration)
@@ -320,6 +346,10 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
         adjust, best = cached["adjust"], tuple(cached["best"])
         log.info("scale search: the choice of an identical earlier compile (cache %s)", key[:12])
     else:
+        if before_search is not None:
+            before_search(run_passes(graph.copy(), FIXED_PASSES, PassContext(options=replace(ctx.options,
+                                                                                              scale_adjust={}),
+                                                                              debug=False)))
         adjust, best = search_scales(graph, prep.calibration, ctx)
     ctx.options.scale_adjust = adjust
     fixed_graph = run_passes(graph.copy(), FIXED_PASSES, ctx)  # stage 4: scales, tables, memory

@@ -53,7 +53,8 @@ from tinycc_ml.runtime.simulate import SIMULATORS
 from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings, start_settings
 from tinycc_ml.search.limits import Limits
 from tinycc_ml.search.measure import compile_for, measure
-from tinycc_ml.search.pareto import RULE, Candidate, closest, pareto_front, rank, standard_error, table, why
+from tinycc_ml.search.pareto import (RULE, Candidate, closest, not_measured, pareto_front, rank, standard_error, table,
+                                     why)
 from tinycc_ml.search.plot import pareto_png
 from tinycc_ml.search.workers import WorkerDied, Workers, check_jobs
 
@@ -66,7 +67,10 @@ CODE_ESTIMATE = 1024  # model code beside its constants on a microcontroller, un
 PRUNE_MARGIN = 1.15  # a build predicted above limit x this is not compiled
 HOPELESS = 4.0  # ... not even as the first size of a family
 STOP_GRACE = 1.0  # seconds past the search's deadline before candidates running on workers are stopped
-SIMULATED_PER_SECOND = 5e6  # cycles (simavr) or instructions (QEMU, unicorn) a second, a low guess
+SIMULATED_PER_SECOND = 2e7  # cycles (simavr) or instructions (QEMU, unicorn) a second, a low guess (simavr runs
+# 70e6 a second on an idle core: 1,298 rows of a 208,000-cycle model in 4 s)
+FINAL_SHARE = 0.1  # of the time budget kept from the start for retraining the choice and its final check
+SCREEN_MIN_ROWS = 1000  # a family's first size trains on a quarter of the rows, at least these (see _Search)
 OUTPUT_SECONDS = 3.0  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
 FORMAT = "tinycc-ml-fit"
 # loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
@@ -136,6 +140,7 @@ class FitResult:
                  + ("" if self.complete else " (time budget reached: the search stopped early)"),
                  *([f"skipped for the time budget: {'; '.join(self.search['skipped'])}"]
                    if self.search.get("skipped") else []),
+                 *[f"not measured: {line}" for line in not_measured(self.candidates)],
                  "", "Pareto front (validation accuracy / flash / latency; * = chosen):",
                  table(self.front if self.chosen in self.front else [*self.front, self.chosen], unit, self.chosen),
                  "", self.reason + ".",
@@ -262,6 +267,7 @@ class _Data:
     X_sim: np.ndarray
     target: str
     name: str
+    screen_index: np.ndarray | None = None  # the rows a screening task trains on (None: no screening)
 
 
 @dataclass
@@ -272,6 +278,7 @@ class _Task:
     data: _Data
     deadline: float | None = None  # time.time() after which the task is not started
     predicted_seconds: float = 0.0  # ... nor when it would end after the deadline
+    screen: bool = False  # train on the screening rows only
 
 
 @dataclass
@@ -299,11 +306,12 @@ def run_candidate(task: _Task) -> _Outcome:
 
     get_backend(d.target)  # imported before the clock starts: a fresh worker's imports are not training time
     fresh = FAMILIES[task.family].estimator(task.settings)
+    X_fit, y_fit = (d.X_fit[d.screen_index], d.y_fit[d.screen_index]) if task.screen else (d.X_fit, d.y_fit)
     t0 = time.perf_counter()
     # one BLAS / OpenMP thread: the same sums whatever the environment, and workers do not oversubscribe
     with threadpool_limits(limits=1), _quiet_builds():
         try:
-            estimator = fresh.fit(d.X_fit, d.y_fit)
+            estimator = fresh.fit(X_fit, y_fit)
             model = as_model(estimator)
         except TinyccError as exc:
             return _Outcome("failed", " ".join(str(exc).split()))
@@ -321,6 +329,7 @@ class _Plan:
     settings: dict
     records: list = field(default_factory=list)  # (precision, fields) of pruned / skipped candidates
     active: tuple[str, ...] = ()
+    screen_rows: int | None = None  # trained on this many rows (screening), None: on every search row
 
 
 class _Search:
@@ -347,8 +356,16 @@ class _Search:
         self.X_val, self.val_index = X[val_rows], index[val_rows]
         self.calibration = self.X_fit[:CALIBRATION_ROWS]
         self.X_sim = self.X_val[:sim_rows]
+        # multi-fidelity: with many rows, each family's first size trains on a stratified quarter of them
+        # (screening), so every family is measured early; the more promising half climbs first (see priority)
+        n_screen = max(SCREEN_MIN_ROWS, len(fit_rows) // 4)
+        self.screen_index = None
+        if 2 * n_screen <= len(fit_rows):
+            self.screen_index, _ = train_test_split(np.arange(len(fit_rows)), train_size=n_screen,
+                                                    stratify=index[fit_rows], random_state=random_state)
+            self.screen_index = np.sort(self.screen_index)
         self.data = _Data(self.X_fit, self.y_fit, self.calibration, self.X_val, self.val_index, self.X_sim,
-                          self.target, name)
+                          self.target, name, self.screen_index)
         chip = getattr(backend, "chip", None)
         if limits.max_flash is not None:
             self.flash_plan = float(limits.max_flash)
@@ -361,6 +378,9 @@ class _Search:
         self.n_classes = L
         self.ladders = {f: Ladder(FAMILIES[f], precisions, self.flash_plan, code, D, L, len(self.X_fit),
                                   sizes_per_family) for f in families}
+        for f, ladder in self.ladders.items():
+            if self.screens(f) and ladder.family.fixed_size:  # its one size again, on every row
+                ladder.sizes.append(ladder.sizes[0])
         self.candidates: list[Candidate] = []
         self.models: dict[int, tuple[object, object]] = {}  # candidate id -> (estimator, model)
         self.seconds: dict[int, float] = {}  # candidate id -> seconds to train and measure its family's size
@@ -368,17 +388,38 @@ class _Search:
         self.complete = True
         self.skipped: list[str] = []  # what the time budget left out, in words
         self._order: dict[int, tuple] = {}  # candidate -> (family, rung, n-th record of that size)
-        self._last: dict[str, tuple[int, float]] = {}  # family -> (size, seconds) of its last task
+        self._last: dict[str, tuple[int, float, float, int]] = {}  # family -> (size, seconds, training seconds,
+        # rows) of its last task
 
     # ------------------------------------------------------------ time
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
+    def screens(self, family: str) -> bool:
+        """Whether ``family``'s first size trains on the screening rows (not kNN: its size is its rows)."""
+        return self.screen_index is not None and family != "knn"
+
+    def priority(self, plan: _Plan) -> tuple:
+        """Which queued size runs first (successive halving): every family's screening size, then the sizes
+        of the families whose screening was in the better half (best feasible validation accuracy), then
+        the rest; the budget cuts the last ones first."""
+        if plan.screen_rows is not None:
+            return (0,)
+        screened = {}
+        for c in self.candidates:
+            if c.screen_rows is not None:
+                best = c.val_accuracy if c.feasible else -1.0
+                screened[c.family] = max(screened.get(c.family, -1.0), best)
+        order = sorted(screened, key=lambda f: (-screened[f], list(self.ladders).index(f)))
+        better = order[: max(1, math.ceil(len(self.ladders) / 2))]
+        return (1 if plan.family in better or plan.family not in screened else 2,)
+
     def final_seconds(self, c: Candidate, refit: bool) -> float:
         """Seconds the end of the run is expected to take for ``c``: its retraining on all rows (its
         training time scaled by the rows), its final check (one more measurement plus the simulated
         rows at ``SIMULATED_PER_SECOND`` counts a second), x1.25, plus the outputs."""
-        train = (c.train_seconds or 0.0) * self.n_all / len(self.X_fit) if refit else 0.0
+        rows = c.screen_rows or len(self.X_fit)
+        train = (c.train_seconds or 0.0) * self.n_all / rows if refit else 0.0
         check = self.seconds.get(c.id, 0.0) + (c.count or 0) * self.final_rows / SIMULATED_PER_SECOND
         return 1.25 * (train + check) + OUTPUT_SECONDS
 
@@ -388,10 +429,12 @@ class _Search:
         return self.final_seconds(best[0], self.refit) if best else 0.0
 
     def search_deadline(self) -> float | None:
-        """perf_counter time after which no candidate is started (None: no budget, or nothing measured yet)."""
+        """perf_counter time after which no candidate is started (None: no budget, or nothing measured yet):
+        the budget less the end of the run, at least FINAL_SHARE of the budget from the start."""
         if self.time_budget is None or not any(c.status == "measured" for c in self.candidates):
             return None
-        return self.start + self.time_budget - self.final_reserve()
+        floor = FINAL_SHARE * self.time_budget if self.refit else OUTPUT_SECONDS
+        return self.start + self.time_budget - max(floor, self.final_reserve())
 
     def out_of_time(self) -> bool:
         """Whether the search's share of the budget is spent; the search goes on until one candidate is
@@ -431,7 +474,8 @@ class _Search:
         fam = FAMILIES[family]
         settings = {**fam.settings(size, self.random_state, self.X_fit.shape[1], self.n_classes),
                     **self.kept_settings}
-        plan = _Plan(family, size, rung, settings)
+        plan = _Plan(family, size, rung, settings,
+                     screen_rows=len(self.screen_index) if rung == 0 and self.screens(family) else None)
         predicted = {p: ladder.predicted_flash(p, size) for p in self.precisions}
         cheapest = min(self.precisions, key=lambda p: (predicted[p], self.precisions.index(p)))
         active = []
@@ -440,8 +484,9 @@ class _Search:
             # cost, and an infeasible search can then name real figures), unless hopelessly large
             must = rung == 0 and (p == cheapest or not fam.fixed_size) and predicted[p] <= HOPELESS * self.flash_plan
             if ladder.is_blocked(p, size):
-                plan.records.append((p, {"status": "pruned", "note": "a smaller size of this family already broke "
-                                                                     "the latency or RAM limit"}))
+                plan.records.append((p, {"status": "pruned", "note": "this size or a smaller one of this family "
+                                                                     "broke the latency or RAM limit, or could not "
+                                                                     "be built"}))
             elif predicted[p] > PRUNE_MARGIN * self.flash_plan and not must:
                 plan.records.append((p, {"status": "pruned", "failed": ["flash"],
                                          "predicted_flash_bytes": int(predicted[p]),
@@ -454,19 +499,21 @@ class _Search:
     def task(self, plan: _Plan) -> _Task:
         deadline = self.search_deadline()
         predicted = 0.0
-        if plan.family in self._last:
-            size, seconds = self._last[plan.family]
-            predicted = seconds * max(1.0, plan.size / max(size, 1))
+        rows = plan.screen_rows or len(self.X_fit)
+        if plan.family in self._last:  # training grows with the rows, both with the size
+            size, seconds, train, last_rows = self._last[plan.family]
+            predicted = (seconds + train * (max(1.0, rows / last_rows) - 1)) * max(1.0, plan.size / max(size, 1))
         elif self._last:  # a family's first size: as long as the other families' sizes took (the median)
-            predicted = float(np.median([seconds for _, seconds in self._last.values()]))
+            predicted = float(np.median([seconds for _, seconds, *_ in self._last.values()]))
         wall = None if deadline is None else time.time() + (deadline - time.perf_counter())
-        return _Task(plan.family, plan.settings, plan.active, self.data, wall, predicted)
+        return _Task(plan.family, plan.settings, plan.active, self.data, wall, predicted, plan.screen_rows is not None)
 
     def skip(self, plan: _Plan, note: str = "time budget reached") -> None:
         self.complete = False
         self.skipped.append(f"{plan.family} {describe_settings(plan.family, plan.settings)}")
         for p in self.precisions:
-            self.add(plan.family, plan.settings, p, plan.rung, status="skipped", note=note)
+            self.add(plan.family, plan.settings, p, plan.rung, status="skipped", note=note,
+                     screen_rows=plan.screen_rows)
 
     def run(self) -> None:
         """Every family climbs its own ladder (the next size of a family is planned from what its earlier
@@ -493,7 +540,8 @@ class _Search:
                         continue
                     if plan.active:
                         log.info("fit: training %s %s", family, describe_settings(family, plan.settings))
-                        workers.submit(plan, run_candidate, lambda plan=plan: self.task(plan))  # deadline when sent
+                        workers.submit(plan, run_candidate, lambda plan=plan: self.task(plan),  # deadline when sent
+                                       priority=lambda plan=plan: self.priority(plan))
                         return
                     self.apply(plan, None)
                     bar.advance(1, note=family)
@@ -525,7 +573,7 @@ class _Search:
     def apply(self, plan: _Plan, outcome: _Outcome | None) -> None:
         ladder = self.ladders[plan.family]
         for p, fields_ in plan.records:
-            self.add(plan.family, plan.settings, p, plan.rung, **fields_)
+            self.add(plan.family, plan.settings, p, plan.rung, screen_rows=plan.screen_rows, **fields_)
         if outcome is not None:
             if isinstance(outcome, WorkerDied):
                 outcome = _Outcome("failed", outcome.why)
@@ -533,12 +581,15 @@ class _Search:
                 self.complete = False
                 self.skipped.append(f"{plan.family} {describe_settings(plan.family, plan.settings)}")
                 for p in plan.active:
-                    self.add(plan.family, plan.settings, p, plan.rung, status="skipped", note=outcome.note)
+                    self.add(plan.family, plan.settings, p, plan.rung, status="skipped", note=outcome.note,
+                             screen_rows=plan.screen_rows)
             elif outcome.status == "failed":
                 for p in plan.active:
-                    self.add(plan.family, plan.settings, p, plan.rung, status="failed", note=outcome.note)
+                    self.add(plan.family, plan.settings, p, plan.rung, status="failed", note=outcome.note,
+                             screen_rows=plan.screen_rows)
             else:
-                self._last[plan.family] = (plan.size, outcome.seconds)
+                self._last[plan.family] = (plan.size, outcome.seconds, outcome.train_seconds,
+                                           plan.screen_rows or len(self.X_fit))
                 for p, m in zip(plan.active, outcome.measurements):
                     self.record(plan, p, m, outcome)
         if plan.rung == 0:
@@ -546,7 +597,8 @@ class _Search:
 
     def record(self, plan: _Plan, precision: str, m, outcome: _Outcome) -> None:
         ladder, size = self.ladders[plan.family], plan.size
-        c = self.add(plan.family, plan.settings, precision, plan.rung, train_seconds=round(outcome.train_seconds, 2))
+        c = self.add(plan.family, plan.settings, precision, plan.rung, train_seconds=round(outcome.train_seconds, 2),
+                     screen_rows=plan.screen_rows)
         self.models[c.id] = (outcome.estimator, outcome.model)
         self.seconds[c.id] = (outcome.seconds - outcome.train_seconds) / max(1, len(plan.active))
         if m.error is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from tinycc_ml.search.candidates import describe_settings
 
 STATUSES = ("measured", "pruned", "skipped", "failed")
+NOTE_WIDTH = 90  # characters of a candidate's note in the tables (pareto.json keeps all of it)
 RULE = "one-standard-error rule: the smallest flash within one SE of the best validation accuracy"
 
 
@@ -52,6 +53,7 @@ class Candidate:
     failed: list[str] = field(default_factory=list)  # limits broken: flash, ram, latency, chip, compile
     note: str = ""
     on_front: bool = False
+    screen_rows: int | None = None  # trained on this many of the search's rows (screening); None: on all of them
 
     @property
     def feasible(self) -> bool:
@@ -59,7 +61,8 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        return f"{self.family} {describe_settings(self.family, self.settings)} {self.precision}"
+        screened = "" if self.screen_rows is None else f" ({self.screen_rows:,} rows)"
+        return f"{self.family} {describe_settings(self.family, self.settings)} {self.precision}{screened}"
 
     def as_json(self, count_unit: str | None) -> dict:
         return {
@@ -73,7 +76,7 @@ class Candidate:
             "instructions": self.count if count_unit == "instructions" else None,
             "ms": self.ms, "predicted_flash_bytes": self.predicted_flash_bytes, "train_seconds": self.train_seconds,
             "feasible": self.feasible, "failed": self.failed,
-            "note": self.note, "on_front": self.on_front,
+            "note": self.note, "on_front": self.on_front, "screen_rows": self.screen_rows,
         }
 
 
@@ -118,13 +121,14 @@ def _fmt(value, spec: str = ",") -> str:
 def table(rows: list[Candidate], count_unit: str | None, chosen: Candidate | None = None) -> str:
     """A text table of candidates (the chosen one marked with *)."""
     unit = {"cycles": "cycles", "instructions": "instr."}.get(count_unit or "", "")
-    head = ["", "family", "setting", "precision", "val acc %", "± SE", "flash B", "RAM B"]
+    head = ["", "family", "setting", "precision", "rows", "val acc %", "± SE", "flash B", "RAM B"]
     if unit:
         head += [unit, "ms"]
     head += ["fits"]
     lines = []
     for c in rows:
         row = ["*" if c is chosen else "", c.family, describe_settings(c.family, c.settings), c.precision,
+               "all" if c.screen_rows is None else f"{c.screen_rows:,}",
                "-" if c.val_accuracy is None else f"{100 * c.val_accuracy:.2f}",
                "-" if c.val_se is None else f"{100 * c.val_se:.2f}", _fmt(c.flash_bytes),
                _fmt(c.ram_bytes)]
@@ -134,17 +138,39 @@ def table(rows: list[Candidate], count_unit: str | None, chosen: Candidate | Non
             fits = "yes"
         elif c.status == "measured":
             fits = "no: " + ", ".join(c.failed)
-        else:
+        else:  # pruned, skipped or failed: why
             fits = c.status + (f" ({', '.join(c.failed)})" if c.failed else "")
+            if c.note:
+                fits += ": " + (c.note if len(c.note) <= NOTE_WIDTH else c.note[: NOTE_WIDTH - 3] + "...")
         row += [fits]
         lines.append(row)
     widths = [max(len(str(r[i])) for r in [head, *lines]) for i in range(len(head))]
-    right = {4, 5, 6, 7, 8, 9}
+    right = {4, 5, 6, 7, 8, 9, 10}
 
     def fmt(r):
         return "  ".join(str(v).rjust(w) if i in right else str(v).ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
 
     return "\n".join([fmt(head), "  ".join("-" * w for w in widths), *map(fmt, lines)]).rstrip()
+
+
+def not_measured(candidates: list[Candidate]) -> list[str]:
+    """What was not measured, and why, one line per reason: counts per family."""
+    reasons: dict[str, dict[str, int]] = {}
+    for c in candidates:
+        if c.status == "measured":
+            continue
+        if c.status == "skipped":
+            why_not = "skipped: the time budget"
+        elif c.status == "pruned" and "flash" in c.failed:
+            why_not = "pruned: predicted flash above the limit"
+        elif c.status == "pruned":
+            why_not = "pruned: a smaller size broke the RAM or latency limit"
+        else:
+            why_not = "failed: could not be built for the chip" if "chip" in c.failed else "failed: " + c.note[:60]
+        per_family = reasons.setdefault(why_not, {})
+        per_family[c.family] = per_family.get(c.family, 0) + 1
+    return [f"{why_not} ({', '.join(f'{f} {n}' for f, n in families.items())})"
+            for why_not, families in reasons.items()]
 
 
 def _pct(c: Candidate) -> str:

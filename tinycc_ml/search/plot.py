@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import logging
 
+from tinycc_ml.search.pareto import not_measured
+
 log = logging.getLogger(__name__)
 
 MARKERS = {"float": "s", "int16": "o", "int8": "^"}
@@ -82,6 +84,9 @@ def pareto_png(res) -> tuple[bytes | None, str]:
             ax.scatter([], [], color="0.45", label="filled: meets every limit")
             fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="outside right upper")
     fig.suptitle(f"tinycc-ml fit: {limits.describe()}; bars: ±1 standard error", fontsize=10)
+    skipped = not_measured(res.candidates)
+    if skipped:  # what the plot cannot show as points: candidates never measured, and why
+        fig.supxlabel("not measured: " + "; ".join(skipped), fontsize=7, wrap=True)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue(), ""

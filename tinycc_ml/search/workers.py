@@ -3,7 +3,8 @@
 address, or a ``distributed.Client``).
 
 Tasks are submitted as they become ready and collected as they finish, in any order; the caller makes the
-result independent of that order. A worker process that dies mid-task (killed, out of memory, a crash in
+result independent of that order. A task may carry a priority (a callable, asked when a worker frees up:
+the lowest goes first, then the earliest submitted), so that what runs next follows what is known then. A worker process that dies mid-task (killed, out of memory, a crash in
 native code) breaks the tasks running beside it too: those are run again one at a time, and a task whose
 worker dies when it runs alone is reported as failed (``WorkerDied``) instead of ending the search.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import deque
 from concurrent.futures import FIRST_COMPLETED, wait
 
 from tinycc_ml.codegen.backend import get_backend
@@ -52,13 +52,14 @@ def check_jobs(n_jobs) -> int:
 class Workers:
     def __init__(self, n_jobs: int = 1, scheduler=None, target: str | None = None):
         self.n_jobs, self.scheduler, self.target = n_jobs, scheduler, target
-        self.queue: deque = deque()  # (key, fn, arg, tries)
+        self.queue: list = []  # (key, fn, arg, tries, priority, n)
         self.running: dict = {}  # future -> (key, fn, arg, tries)
         self.done: list = []  # (key, outcome)
         self.retrying = 0  # tasks being run again alone after a worker died beside them
         self.executor = None
         self.client = None
         self.slots = n_jobs
+        self._submitted = 0
 
     def __enter__(self):
         if self.scheduler is not None:
@@ -85,22 +86,32 @@ class Workers:
     def busy(self) -> bool:
         return bool(self.queue or self.running or self.done)
 
-    def submit(self, key, fn, arg) -> None:
-        """Run ``fn(arg)``; ``arg`` may be a callable making the argument when the task is dispatched."""
-        self.queue.append((key, fn, arg, 0))
+    def submit(self, key, fn, arg, priority=None) -> None:
+        """Run ``fn(arg)``; ``arg`` may be a callable making the argument when the task is dispatched;
+        ``priority``: a callable giving a sortable rank when a worker frees up (lowest first; None: 0)."""
+        self._submitted += 1
+        self.queue.append((key, fn, arg, 0, priority, self._submitted))
         if self.executor is not None:
             self._pump()
+
+    def _next(self):
+        """The queued task to run next: a retried one first, then the lowest priority, then the earliest."""
+        def rank(item):
+            _key, _fn, _arg, tries, priority, n = item
+            return (-tries, 0 if priority is None else priority(), n)
+
+        return self.queue.pop(min(range(len(self.queue)), key=lambda i: rank(self.queue[i])))
 
     def _pump(self) -> None:
         slots = 1 if self.retrying else self.slots  # tasks sent only as workers free up: their deadlines are fresh
         while self.queue and len(self.running) < slots:
-            key, fn, arg, tries = self.queue.popleft()
+            key, fn, arg, tries, priority, n = self._next()
             if self.executor is not None and getattr(self.executor, "_flags", None) is not None \
                     and getattr(self.executor._flags, "broken", None):
                 from joblib.externals.loky import get_reusable_executor
 
                 self.executor = get_reusable_executor(max_workers=self.n_jobs)
-            self.running[self.executor.submit(fn, arg() if callable(arg) else arg)] = (key, fn, arg, tries)
+            self.running[self.executor.submit(fn, arg() if callable(arg) else arg)] = (key, fn, arg, tries, priority, n)
 
     @property
     def can_stop(self) -> bool:
@@ -109,7 +120,8 @@ class Workers:
 
     def stop(self) -> list:
         """Stop every queued and running task (the worker processes are killed): their keys."""
-        keys = [key for key, *_ in self.queue] + [key for key, *_ in self.running.values()]
+        keys = [key for key, *_ in sorted(self.queue, key=lambda item: item[-1])] + \
+            [key for key, *_ in self.running.values()]
         if self.client is None:  # loky fails the running futures itself (cancelling them first upsets it)
             self.executor.shutdown(wait=True, kill_workers=True)
         else:
@@ -124,12 +136,12 @@ class Workers:
         """(key, outcome) of tasks that have finished: waits for at least one, or ``timeout`` seconds
         (then possibly none)."""
         if self.executor is None and not self.done:  # in this process: one task at a time, in order
-            key, fn, arg, _ = self.queue.popleft()
+            key, fn, arg, *_ = self._next()
             self.done.append((key, fn(arg() if callable(arg) else arg)))
         if not self.done:
             ready, _ = wait(list(self.running), timeout=timeout, return_when=FIRST_COMPLETED)
             for future in ready:
-                key, fn, arg, tries = self.running.pop(future)
+                key, fn, arg, tries, priority, n = self.running.pop(future)
                 if tries:
                     self.retrying -= 1
                 exc = future.exception()
@@ -138,7 +150,7 @@ class Workers:
                 elif _is_worker_death(exc) and tries == 0:
                     log.warning("fit: a worker process died; running its tasks again one at a time")
                     self.retrying += 1
-                    self.queue.appendleft((key, fn, arg, 1))
+                    self.queue.append((key, fn, arg, 1, priority, n))
                 elif _is_worker_death(exc):
                     self.done.append((key, WorkerDied(f"its worker process died ({type(exc).__name__}: "
                                                       f"{' '.join(str(exc).split())[:200]})")))
