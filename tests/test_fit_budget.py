@@ -1,0 +1,151 @@
+"""fit keeps its time budget on wide and long data (issue 38, item 2): every family screened on a row subset
+before any family's second size, the better half climbing first, a build too big for the chip refused before
+any scale search, the scale search's work bounded, and what was not measured said with its reason."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+
+import tinycc_ml
+import tinycc_ml.search.fit as fit_module
+from tests.conftest import require_target
+from tinycc_ml.errors import FitError
+from tinycc_ml.passes import fixed_pipeline
+from tinycc_ml.search.measure import Measurement
+
+# validation accuracy each family's fake measurement reports (the better half: linear, random-forest)
+FAKE_ACCURACY = {"linear": 0.9, "random-forest": 0.8, "nearest-prototype": 0.6, "naive-bayes": 0.5}
+
+
+@pytest.fixture(scope="module")
+def long_data():
+    """Enough rows that the search screens (at least 2 x SCREEN_MIN_ROWS training rows after validation)."""
+    X, y = make_classification(n_samples=2600, n_features=6, n_informative=4, n_classes=3, random_state=0)
+    return X, y
+
+
+def _fake_runner(started: list):
+    """run_candidate trained for real (the final check compiles the choice) but measured by a table: the order
+    tasks start in is what these tests look at."""
+    def run(task):
+        started.append((task.family, task.screen))
+        rows = task.data.screen_index if task.screen else slice(None)
+        estimator = fit_module.FAMILIES[task.family].estimator(task.settings).fit(task.data.X_fit[rows],
+                                                                                  task.data.y_fit[rows])
+        model = fit_module.as_model(estimator)
+        accuracy = FAKE_ACCURACY[task.family] + (0.0 if task.screen else 0.05)
+        measurements = [Measurement(accuracy=accuracy, flash_bytes=100, ram_bytes=10, static_ram_bytes=10,
+                                    const_bytes=50) for _ in task.precisions]
+        return fit_module._Outcome("measured", "", estimator, model, 0.01, 0.02, measurements)
+
+    return run
+
+
+def test_every_family_is_screened_on_a_row_subset_before_any_second_size(long_data, monkeypatch):
+    require_target("host")
+    started: list = []
+    monkeypatch.setattr(fit_module, "run_candidate", _fake_runner(started))
+    res = tinycc_ml.fit(*long_data, target="host", precision="float", sizes_per_family=2, time_budget=None,
+                        families="nearest-prototype,linear,naive-bayes,random-forest")
+    families = {f for f, _ in started}
+    assert len(families) == 4
+    screening = [screen for _, screen in started]
+    first_full = screening.index(False)
+    assert all(screening[:first_full]) and not any(screening[first_full:])  # every screen before any full size
+    assert first_full == 4  # one screening size per family
+    n_fit = res.search["train_rows"]
+    screened = [c for c in res.candidates if c.screen_rows is not None]
+    assert {c.family for c in screened} == families
+    assert all(c.screen_rows == max(fit_module.SCREEN_MIN_ROWS, n_fit // 4) < n_fit for c in screened)
+    # a fixed-size family (linear, naive Bayes) is measured again on every row
+    assert [c.screen_rows for c in res.candidates if c.family == "linear"] == [1000, None]
+    assert "(1,000 rows)" in screened[0].label
+
+
+def test_the_families_that_screened_better_climb_first(long_data, monkeypatch):
+    require_target("host")
+    started: list = []
+    monkeypatch.setattr(fit_module, "run_candidate", _fake_runner(started))
+    tinycc_ml.fit(*long_data, target="host", precision="float", sizes_per_family=2, time_budget=None,
+                  families="nearest-prototype,linear,naive-bayes,random-forest")
+    after = [f for f, screen in started if not screen]
+    better = {"linear", "random-forest"}
+    last_better = max(i for i, f in enumerate(after) if f in better)
+    first_worse = min(i for i, f in enumerate(after) if f not in better)
+    assert last_better < first_worse, after
+
+
+def test_fit_with_screening_is_deterministic(long_data):
+    require_target("host")
+    kwargs = {"target": "host", "precision": "float", "sizes_per_family": 2, "time_budget": None,
+              "families": "nearest-prototype,linear"}
+    a, b = tinycc_ml.fit(*long_data, **kwargs), tinycc_ml.fit(*long_data, **kwargs)
+    key = [(c.label, c.status, c.val_accuracy, c.flash_bytes) for c in a.candidates]
+    assert key == [(c.label, c.status, c.val_accuracy, c.flash_bytes) for c in b.candidates]
+    assert a.chosen.label == b.chosen.label and any(c.screen_rows for c in a.candidates)
+
+
+def _wide_gaussian_nb():
+    from sklearn.naive_bayes import GaussianNB
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 256, size=(60, 784)).astype(float)
+    y = np.arange(60) % 10
+    return GaussianNB().fit(X, y), X
+
+
+def test_a_build_too_big_for_the_ram_is_refused_before_any_scale_search(monkeypatch):
+    """The issue's GaussianNB: 784 features x 10 classes, int16 on the ATmega328P (6 KB of intermediates)."""
+    require_target("avr")
+    searches = []
+    real = fixed_pipeline.search_scales
+    monkeypatch.setattr(fixed_pipeline, "search_scales", lambda *a, **k: searches.append(1) or real(*a, **k))
+    model, X = _wide_gaussian_nb()
+    with pytest.raises(FitError, match=r"does not fit the ATmega328P: .* bytes of static RAM .*intermediates 6\d{3} bytes"):
+        tinycc_ml.compile(model, target="avr", precision="int16", calibration=X)
+    assert searches == []
+
+
+def test_the_scale_search_of_a_wide_graph_is_capped(monkeypatch):
+    require_target("host")
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    scores = []
+    real = fixed_pipeline._score
+    monkeypatch.setattr(fixed_pipeline, "_score", lambda *a, **k: scores.append(1) or real(*a, **k))
+    monkeypatch.setenv("TINYCC_ML_CACHE", "off")
+    tinycc_ml.compile(model, target="host", precision="int8", calibration=X)
+    free = len(scores)
+    scores.clear()
+    monkeypatch.setattr(fixed_pipeline, "SEARCH_TOTAL_WORK", 1)  # as if the graph were too wide to search long
+    monkeypatch.setattr(fixed_pipeline, "MIN_SEARCH_TRIALS", 4)
+    tinycc_ml.compile(model, target="host", precision="int8", calibration=X)
+    assert free > 4 + 1 == len(scores)  # the unadjusted build, then 4 trials
+    # the cap follows the work: a wider graph, or more rows, gets fewer trials
+    graph = tinycc_ml.api.as_model(model).lower()
+    assert fixed_pipeline.max_search_trials(graph, 100) >= fixed_pipeline.max_search_trials(graph, 10**6)
+    assert fixed_pipeline.max_search_trials(graph, 10**9) == 4
+
+
+def test_wide_data_with_a_tiny_budget_ends_within_it_and_says_what_it_skipped(tmp_path):
+    require_target("host")
+    X, y = make_classification(n_samples=600, n_features=784, n_informative=30, n_classes=4, random_state=0)
+    budget = 15.0
+    t0 = time.perf_counter()
+    res = tinycc_ml.fit(X, y, target="host", max_flash=32 * 1024, time_budget=budget, n_jobs=2,
+                        out_dir=tmp_path / "out")
+    wall = time.perf_counter() - t0
+    assert wall <= 1.1 * budget + 5.0, wall  # 5 s: the worker processes' start and stop
+    assert not res.complete
+    text = (tmp_path / "out" / "pareto.txt").read_text()
+    assert "not measured: skipped: the time budget" in text
+    skipped = [c for c in res.candidates if c.status == "skipped"]
+    assert skipped and all(c.note.startswith("time budget reached") for c in skipped)
+    assert "skipped: time budget reached" in text  # each skipped candidate's row says why
