@@ -43,7 +43,10 @@ from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.errors import TinyccError  # noqa: E402
 from tinycc_ml.search.candidates import FAMILIES  # noqa: E402
 
-USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+# beside the checkout (as benchmarks/fit_usps.py finds it), or the machine's shared folder (from a worktree)
+USPS = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz",
+                         Path("/work/shared/datasets/usps10.npz")) if p.exists()),
+            Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz")
 RESULTS = Path(__file__).resolve().parent / "results" / "fit_784.json"
 MAX_FLASH, MAX_RAM = 32 * 1024, 2 * 1024
 
@@ -66,10 +69,14 @@ def hand_made():
     return [
         ("bonsai", "budget_bytes=16384", ("int8", "int16"), {"budget_bytes": 16384, "random_state": 0}),
         ("bonsai", "budget_bytes=32768", ("int8",), {"budget_bytes": 32768, "random_state": 0}),
+        ("bonsai", "budget_bytes=65536", ("int8",), {"budget_bytes": 65536, "random_state": 0}),
         ("protonn", "budget_bytes=16384", ("int8", "int16"), {"budget_bytes": 16384, "random_state": 0}),
         ("protonn", "budget_bytes=32768", ("int8",), {"budget_bytes": 32768, "random_state": 0}),
+        ("protonn", "budget_bytes=49152", ("int8",), {"budget_bytes": 49152, "random_state": 0}),
         ("random-forest", "8 trees, depth 8", ("int16",), {"n_estimators": 8, "max_depth": 8, "random_state": 0}),
         ("random-forest", "20 trees, depth 6", ("int16",), {"n_estimators": 20, "max_depth": 6, "random_state": 0}),
+        ("gradient-boosting", "20 rounds, depth 3", ("int16",),
+         {"max_iter": 20, "max_depth": 3, "early_stopping": False, "random_state": 0}),
         ("gradient-boosting", "40 rounds, depth 3", ("int16",),
          {"max_iter": 40, "max_depth": 3, "early_stopping": False, "random_state": 0}),
         ("linear", "LogisticRegression", ("int8",), {"C": 1.0, "max_iter": 2000, "random_state": 0}),

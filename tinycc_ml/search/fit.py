@@ -13,17 +13,28 @@ all training rows (``refit``) and verified in the simulator on the test rows (or
 where it must meet every limit again, else the next one is taken.
 
 Each task (one family at one size: train, then compile and measure at each precision) runs in this
-process or on workers (``n_jobs``, ``scheduler``: ``workers.py``). A family's next size is planned from
-its own measurements, so families are independent chains; candidate ids are renumbered to a fixed
-round-robin order, so the result does not depend on the workers or the order tasks finish in.
+process or on workers (``n_jobs``, ``scheduler``: ``workers.py``); with a time budget, one job runs on a
+worker process too, so that it can be stopped. A family's next size is planned from its own
+measurements, so families are independent chains; candidate ids are renumbered to a fixed round-robin
+order, so the result does not depend on the workers or the order tasks finish in.
+
+Multi-fidelity: with at least 2 x ``SCREEN_MIN_ROWS`` training rows, each family's first size trains on
+a stratified quarter of them (at least ``SCREEN_MIN_ROWS``; not kNN, whose size is its rows): every
+family is screened before any family's second size starts; then the families whose screening was in the
+better half (best feasible validation accuracy) climb their ladders on every row first, the others after
+them (successive halving: the budget cuts the worse half first). A fixed-size family (linear, naive Bayes)
+is measured again on every row. A build that cannot fit the chip whatever its scales is refused before
+the compiler's scale search (``Backend.check_size_floor``), whose work is bounded for wide graphs.
 
 Determinism: for one ``random_state`` and the same data the candidates, their order, the split, the
-training and every measurement are the same, so the result is too, unless the time budget ends the
-search early. The budget covers the whole call: a size is started only while the time left exceeds
-what the end of the run is expected to take (``final_seconds`` of the choice so far) and what the
-family's previous size took; on workers, sizes still running when it is spent are stopped; retraining
-is left out when it would not fit. What was left out is recorded (``skipped``) and ``complete`` is
-False; how far a search gets then depends on the machine's speed. BLAS and OpenMP run on one thread in
+screening rows, the training and every measurement are the same, so the result is too, unless the time
+budget ends the search early. The budget covers the whole call: from the start ``FINAL_SHARE`` of it (or
+the end of the run as expected for the choice so far, ``final_seconds``, when more) is kept for
+retraining the choice on all rows and its final check; a size is started only while the time left
+exceeds that and what the family's previous size took; sizes still running when it is spent are
+stopped; retraining is left out when it would not fit. What was left out is recorded (``skipped``,
+pareto.txt's "not measured" lines, each candidate's note, the plot's foot) and ``complete`` is False;
+how far a search gets then depends on the machine's speed. BLAS and OpenMP run on one thread in
 every task, so the thread settings of the environment do not change the sums (k-means, matrix
 products) and with them the models.
 """
@@ -522,7 +533,7 @@ class _Search:
         total = sum(len(lad.sizes) if lad.family.fixed_size else lad.n_rungs for lad in self.ladders.values())
         next_rung = dict.fromkeys(self.ladders, 0)
         with Progress("fit: training and measuring", total=total, unit="sizes", logger=log) as bar, \
-                Workers(self.n_jobs, self.scheduler, self.target) as workers:
+                Workers(self.n_jobs, self.scheduler, self.target, stoppable=self.time_budget is not None) as workers:
 
             def start(family: str) -> None:
                 ladder = self.ladders[family]

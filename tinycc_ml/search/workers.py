@@ -50,10 +50,12 @@ def check_jobs(n_jobs) -> int:
 
 
 class Workers:
-    def __init__(self, n_jobs: int = 1, scheduler=None, target: str | None = None):
-        self.n_jobs, self.scheduler, self.target = n_jobs, scheduler, target
+    def __init__(self, n_jobs: int = 1, scheduler=None, target: str | None = None, stoppable: bool = False):
+        """``stoppable``: one job runs on a worker process too (not in this process), so that a task still
+        running when a time budget is spent can be stopped."""
+        self.n_jobs, self.scheduler, self.target, self.stoppable = n_jobs, scheduler, target, stoppable
         self.queue: list = []  # (key, fn, arg, tries, priority, n)
-        self.running: dict = {}  # future -> (key, fn, arg, tries)
+        self.running: dict = {}  # future -> (key, fn, arg, tries, priority, n)
         self.done: list = []  # (key, outcome)
         self.retrying = 0  # tasks being run again alone after a worker died beside them
         self.executor = None
@@ -68,7 +70,7 @@ class Workers:
                 check_cluster(self.client, self.target)
             self.executor = self.client.get_executor()
             self.slots = max(1, sum(self.client.nthreads().values()))
-        elif self.n_jobs > 1:
+        elif self.n_jobs > 1 or self.stoppable:
             from joblib.externals.loky import get_reusable_executor
 
             self.executor = get_reusable_executor(max_workers=self.n_jobs)
