@@ -150,7 +150,7 @@ def table(rows: list[Candidate], count_unit: str | None, chosen: Candidate | Non
     def fmt(r):
         return "  ".join(str(v).rjust(w) if i in right else str(v).ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
 
-    return "\n".join([fmt(head), "  ".join("-" * w for w in widths), *map(fmt, lines)]).rstrip()
+    return "\n".join(line.rstrip() for line in [fmt(head), "  ".join("-" * w for w in widths), *map(fmt, lines)])
 
 
 def not_measured(candidates: list[Candidate]) -> list[str]:
