@@ -61,6 +61,7 @@ def test_every_family_is_screened_on_a_row_subset_before_any_second_size(long_da
     screened = [c for c in res.candidates if c.screen_rows is not None]
     assert {c.family for c in screened} == families
     assert all(c.screen_rows == max(fit_module.SCREEN_MIN_ROWS, n_fit // 4) < n_fit for c in screened)
+    assert n_fit // 4 < fit_module.SCREEN_MIN_ROWS <= fit_module.SCREEN_MAX_ROWS
     # a fixed-size family (linear, naive Bayes) is measured again on every row
     assert [c.screen_rows for c in res.candidates if c.family == "linear"] == [1000, None]
     assert "(1,000 rows)" in screened[0].label

@@ -19,7 +19,7 @@ measurements, so families are independent chains; candidate ids are renumbered t
 order, so the result does not depend on the workers or the order tasks finish in.
 
 Multi-fidelity: with at least 2 x ``SCREEN_MIN_ROWS`` training rows, each family's first size trains on
-a stratified quarter of them (at least ``SCREEN_MIN_ROWS``; not kNN, whose size is its rows): every
+a stratified quarter of them (at least ``SCREEN_MIN_ROWS``, at most ``SCREEN_MAX_ROWS``; not kNN, whose size is its rows): every
 family is screened before any family's second size starts; then the families whose screening was in the
 better half (best feasible validation accuracy) climb their ladders on every row first, the others after
 them (successive halving: the budget cuts the worse half first). A fixed-size family (linear, naive Bayes)
@@ -81,7 +81,8 @@ STOP_GRACE = 1.0  # seconds past the search's deadline before candidates running
 SIMULATED_PER_SECOND = 2e7  # cycles (simavr) or instructions (QEMU, unicorn) a second, a low guess (simavr runs
 # 70e6 a second on an idle core: 1,298 rows of a 208,000-cycle model in 4 s)
 FINAL_SHARE = 0.1  # of the time budget kept from the start for retraining the choice and its final check
-SCREEN_MIN_ROWS = 1000  # a family's first size trains on a quarter of the rows, at least these (see _Search)
+SCREEN_MIN_ROWS = 1000  # a family's first size trains on a quarter of the rows, at least these (see _Search) ...
+SCREEN_MAX_ROWS = 4000  # ... and at most these (long data: every family is screened quickly)
 OUTPUT_SECONDS = 3.0  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
 FORMAT = "tinycc-ml-fit"
 # loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
@@ -369,7 +370,7 @@ class _Search:
         self.X_sim = self.X_val[:sim_rows]
         # multi-fidelity: with many rows, each family's first size trains on a stratified quarter of them
         # (screening), so every family is measured early; the more promising half climbs first (see priority)
-        n_screen = max(SCREEN_MIN_ROWS, len(fit_rows) // 4)
+        n_screen = min(SCREEN_MAX_ROWS, max(SCREEN_MIN_ROWS, len(fit_rows) // 4))
         self.screen_index = None
         if 2 * n_screen <= len(fit_rows):
             self.screen_index, _ = train_test_split(np.arange(len(fit_rows)), train_size=n_screen,
