@@ -18,7 +18,8 @@ row in simavr. The best baseline that meets both limits is the bar fit must reac
 fit: `tinycc_ml.fit(..., target="avr", max_flash=32768, max_ram=2048, time_budget=600, n_jobs=2)`, its choice
 verified on every test row in simavr. The wall time is the whole call (search, retraining, final check and
 outputs); the machine's load average is printed beside it (two cores shared with other work inflate it).
-Results: benchmarks/results/fit_784.json (baselines are kept there and reused with --skip-baselines).
+Results: benchmarks/results/fit_784_run.json (every figure; the baselines are reused from it with
+--skip-baselines) and the tables fit_784_by_hand.json and fit_784.json (docs/benchmarks/fit.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # threaded BLAS spin-waits on a shared 2-core machine
 
 import argparse  # noqa: E402
+import sys  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import tempfile  # noqa: E402
@@ -36,9 +38,12 @@ import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import numpy as np  # noqa: E402
 
 import tinycc_ml  # noqa: E402
+from results_table import write_table  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.errors import TinyccError  # noqa: E402
 from tinycc_ml.search.candidates import FAMILIES  # noqa: E402
@@ -47,7 +52,7 @@ from tinycc_ml.search.candidates import FAMILIES  # noqa: E402
 USPS = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz",
                          Path("/work/shared/datasets/usps10.npz")) if p.exists()),
             Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz")
-RESULTS = Path(__file__).resolve().parent / "results" / "fit_784.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "fit_784_run.json"
 MAX_FLASH, MAX_RAM = 32 * 1024, 2 * 1024
 
 
@@ -70,6 +75,7 @@ def hand_made():
         ("bonsai", "budget_bytes=16384", ("int8", "int16"), {"budget_bytes": 16384, "random_state": 0}),
         ("bonsai", "budget_bytes=32768", ("int8",), {"budget_bytes": 32768, "random_state": 0}),
         ("bonsai", "budget_bytes=65536", ("int8",), {"budget_bytes": 65536, "random_state": 0}),
+        ("bonsai", "budget_bytes=98304", ("int8",), {"budget_bytes": 98304, "random_state": 0}),
         ("protonn", "budget_bytes=16384", ("int8", "int16"), {"budget_bytes": 16384, "random_state": 0}),
         ("protonn", "budget_bytes=32768", ("int8",), {"budget_bytes": 32768, "random_state": 0}),
         ("protonn", "budget_bytes=49152", ("int8",), {"budget_bytes": 49152, "random_state": 0}),
@@ -167,26 +173,34 @@ def main():
     out.write_text(json.dumps(data, indent=1) + "\n")
 
     print(f"\n{data['data']}; ATmega328P, model flash <= {MAX_FLASH:,} B, RAM <= {MAX_RAM:,} B\n")
-    print("| by hand | precision | test accuracy | model flash | RAM | cycles (max) | fits | train s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    script = "benchmarks/fit_784.py"
+    rows = []
     for r in data["baselines"]:
-        acc = "-" if r["accuracy"] is None else f"{100 * r['accuracy']:.2f}%"
-        flash = r.get("error", "-") if r["flash"] is None else f"{r['flash']:,} B"
-        ram = "-" if r["ram"] is None else f"{r['ram']:,} B"
-        cycles = "-" if r["cycles"] is None else f"{r['cycles']:,}"
-        print(f"| {r['family']} {r['setting']} | {r['precision']} | {acc} | {flash} | {ram} | {cycles} | "
-              f"{'yes' if r['fits'] else 'no'} | {r['train_seconds']} |")
+        rows.append([f"{r['family']} {r['setting']}", r["precision"],
+                     "-" if r["accuracy"] is None else f"{100 * r['accuracy']:.2f}%",
+                     "does not fit the chip" if r["flash"] is None else f"{r['flash']:,} B",
+                     "-" if r["ram"] is None else f"{r['ram']:,} B",
+                     "-" if r["cycles"] is None else f"{r['cycles']:,}", "yes" if r["fits"] else "no",
+                     r["train_seconds"]])
+    write_table("fit_784_by_hand", ["by hand", "precision", "test accuracy", "model flash", "RAM", "cycles (max)",
+                                    "fits 32 KB / 2 KB", "train s"], rows, script=script,
+                align=[None, None, "right", "right", "right", "right", None, "right"])
     fitting = [r for r in data["baselines"] if r["fits"]]
     best = max(fitting, key=lambda r: r["accuracy"]) if fitting else None
     f = data["fit"]
     if f:
-        print("\n| fit | wall s | budget s | overrun | load (1 min) | measured per family | chosen | test accuracy |"
-              " flash | RAM | retrained |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print()
         per_family = ", ".join(f"{k} {n}" for k, n in f["measured_per_family"].items())
-        print(f"| --jobs {f['jobs']} | {f['wall_seconds']:.0f} | {f['time_budget']:.0f} | {f['overrun']:.2f}x | "
-              f"{f['load_before']:.2f} -> {f['load_after']:.2f} | {per_family} | {f['chosen']} | "
-              f"{100 * f['test_accuracy']:.2f}% | {f['flash']:,} B | {f['ram']:,} B | {'yes' if f['retrained'] else 'no'} |")
+        write_table("fit_784", ["wall s", "budget s", "wall / budget", "load (1 min) before, after", "--jobs",
+                                "candidates measured per family", "chosen", "test accuracy", "flash", "RAM",
+                                "retrained on all rows", "best by hand"],
+                    [[f"{f['wall_seconds']:.0f}", f"{f['time_budget']:.0f}", f"{f['overrun']:.2f}",
+                      f"{f['load_before']:.2f}, {f['load_after']:.2f}", f["jobs"], per_family, f["chosen"],
+                      f"{100 * f['test_accuracy']:.2f}%", f"{f['flash']:,} B", f"{f['ram']:,} B",
+                      "yes" if f["retrained"] else "no",
+                      "-" if best is None else f"{best['family']} {best['setting']} {best['precision']}: "
+                                               f"{100 * best['accuracy']:.2f}%"]],
+                    script=f"{script} --rows {args.rows} --time-budget {args.time_budget:g} --jobs {args.jobs}")
         if best is not None:
             verdict = "at least as accurate as" if f["test_accuracy"] >= best["accuracy"] else "LESS accurate than"
             print(f"\nfit's choice: {100 * f['test_accuracy']:.2f}% on the test rows, {verdict} the best model made by "
