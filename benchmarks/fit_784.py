@@ -30,9 +30,9 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # threaded BLAS spin-waits on a shared 2-core machine
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
@@ -41,9 +41,9 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
-from results_table import write_table  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.errors import TinyccError  # noqa: E402
 from tinycc_ml.search.candidates import FAMILIES  # noqa: E402

@@ -18,7 +18,6 @@ toolchain, else estimated).
 from __future__ import annotations
 
 import copy
-
 import dataclasses
 import logging
 import os

@@ -18,13 +18,14 @@ worker process too, so that it can be stopped. A family's next size is planned f
 measurements, so families are independent chains; candidate ids are renumbered to a fixed round-robin
 order, so the result does not depend on the workers or the order tasks finish in.
 
-Multi-fidelity: with at least 2 x ``SCREEN_MIN_ROWS`` training rows, each family's first size trains on
-a stratified quarter of them (at least ``SCREEN_MIN_ROWS``, at most ``SCREEN_MAX_ROWS``; not kNN, whose size is its rows): every
-family is screened before any family's second size starts; then the families whose screening was in the
-better half (best feasible validation accuracy) climb their ladders on every row first, the others after
-them (successive halving: the budget cuts the worse half first). A fixed-size family (linear, naive Bayes)
-is measured again on every row. A build that cannot fit the chip whatever its scales is refused before
-the compiler's scale search (``Backend.check_size_floor``), whose work is bounded for wide graphs.
+Multi-fidelity: with at least 2 x ``SCREEN_MIN_ROWS`` training rows, each family's first size trains on a
+stratified quarter of them (at least ``SCREEN_MIN_ROWS``, at most ``SCREEN_MAX_ROWS``; not kNN, whose
+size is its rows): every family is screened before any family's second size starts; then the families
+whose screening was in the better half (best feasible validation accuracy) climb their ladders on every
+row first, the others after them (successive halving: the budget cuts the worse half first). A fixed-size
+family (linear, naive Bayes) is measured again on every row. A build that cannot fit the chip whatever
+its scales is refused before the compiler's scale search (``Backend.check_size_floor``), whose work is
+bounded for wide graphs.
 
 Determinism: for one ``random_state`` and the same data the candidates, their order, the split, the
 screening rows, the training and every measurement are the same, so the result is too, unless the time
@@ -64,8 +65,17 @@ from tinycc_ml.runtime.simulate import SIMULATORS
 from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings, start_settings
 from tinycc_ml.search.limits import Limits
 from tinycc_ml.search.measure import compile_for, measure
-from tinycc_ml.search.pareto import (RULE, Candidate, closest, not_measured, pareto_front, rank, standard_error, table,
-                                     why)
+from tinycc_ml.search.pareto import (
+    RULE,
+    Candidate,
+    closest,
+    not_measured,
+    pareto_front,
+    rank,
+    standard_error,
+    table,
+    why,
+)
 from tinycc_ml.search.plot import pareto_png
 from tinycc_ml.search.workers import WorkerDied, Workers, check_jobs
 

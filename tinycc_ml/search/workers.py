@@ -1,12 +1,13 @@
-"""Where ``fit`` runs its candidates: in this process (``n_jobs=1``), on worker processes of this machine
-(joblib's loky executor, ``n_jobs > 1``) or on a Dask cluster (``scheduler``: a ``distributed`` scheduler's
-address, or a ``distributed.Client``).
+"""Where ``fit`` runs its candidates: in this process (``n_jobs=1`` without a time budget), on worker processes
+of this machine (joblib's loky executor, ``n_jobs > 1`` or ``stoppable``) or on a Dask cluster (``scheduler``:
+a ``distributed`` scheduler's address, or a ``distributed.Client``).
 
 Tasks are submitted as they become ready and collected as they finish, in any order; the caller makes the
-result independent of that order. A task may carry a priority (a callable, asked when a worker frees up:
-the lowest goes first, then the earliest submitted), so that what runs next follows what is known then. A worker process that dies mid-task (killed, out of memory, a crash in
-native code) breaks the tasks running beside it too: those are run again one at a time, and a task whose
-worker dies when it runs alone is reported as failed (``WorkerDied``) instead of ending the search.
+result independent of that order. A task may carry a priority (a callable, asked when a worker frees up: the
+lowest goes first, then the earliest submitted), so that what runs next follows what is known then. A worker
+process that dies mid-task (killed, out of memory, a crash in native code) breaks the tasks running beside it
+too: those are run again one at a time, and a task whose worker dies when it runs alone is reported as failed
+(``WorkerDied``) instead of ending the search.
 """
 
 from __future__ import annotations
