@@ -150,3 +150,25 @@ def test_wide_data_with_a_tiny_budget_ends_within_it_and_says_what_it_skipped(tm
     skipped = [c for c in res.candidates if c.status == "skipped"]
     assert skipped and all(c.note.startswith("time budget reached") for c in skipped)
     assert "skipped: time budget reached" in text  # each skipped candidate's row says why
+
+
+def test_the_final_retraining_is_budgeted_from_the_start(long_data):
+    """Once anything is measured, the search stops FINAL_SHARE of the budget before its end, however cheap the
+    choice so far looks; more when the choice will need more."""
+    from tinycc_ml.codegen.backend import get_backend
+    from tinycc_ml.search.limits import Limits
+    from tinycc_ml.search.pareto import Candidate
+
+    X, y = long_data
+    backend = get_backend("host")
+    classes, index = np.unique(y, return_inverse=True)
+    search = fit_module._Search(X, y, index, classes, backend, Limits.make("host", backend), ("float",), ("linear",),
+                                100.0, 0, 2, 0.2, 8, "m")
+    assert search.search_deadline() is None  # nothing measured yet: the search goes on until something is
+    c = Candidate(0, "linear", {"C": 1.0}, "float", val_accuracy=0.9, val_se=0.01, flash_bytes=100, ram_bytes=10,
+                  train_seconds=0.01)
+    search.candidates.append(c)
+    assert search.search_deadline() == pytest.approx(search.start + 100.0 - fit_module.FINAL_SHARE * 100.0)
+    c.train_seconds = 20.0  # retraining on all rows now needs more than the share
+    expected = 1.25 * 20.0 * search.n_all / len(search.X_fit) + fit_module.OUTPUT_SECONDS
+    assert search.search_deadline() == pytest.approx(search.start + 100.0 - expected)
