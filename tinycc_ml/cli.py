@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated families (default all): see docs/guide/fit.md")
     f.add_argument("--time-budget", type=float, default=300.0, metavar="S",
                    help="seconds for the whole run, retraining and final check included (default 300; within "
-                        "about 10%%: a candidate is started only while time remains for it and the end)")
+                        "about 10%%: 10%% is kept for the end from the start, a candidate is started only while "
+                        "time remains for it and the end, and one still running then is stopped)")
     f.add_argument("--jobs", type=_jobs, default=1, metavar="N",
                    help="worker processes training and measuring candidates at once (default 1; -1: one per "
                         "core); the choice does not depend on it")
