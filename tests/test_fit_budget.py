@@ -172,3 +172,20 @@ def test_the_final_retraining_is_budgeted_from_the_start(long_data):
     c.train_seconds = 20.0  # retraining on all rows now needs more than the share
     expected = 1.25 * 20.0 * search.n_all / len(search.X_fit) + fit_module.OUTPUT_SECONDS
     assert search.search_deadline() == pytest.approx(search.start + 100.0 - expected)
+
+
+def test_the_final_check_simulates_only_the_rows_the_budget_affords(monkeypatch):
+    """Long test data: the simulator runs what the time left affords; the accuracy covers every test row,
+    computed as the search computes it (the fixed-point interpreter, bit-exact with the build)."""
+    require_target("avr")
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    monkeypatch.setattr(fit_module, "SIMULATED_PER_SECOND", 1.0)  # as if each row took far longer than the budget
+    res = tinycc_ml.fit(X[:600], y[:600], target="avr", families="linear", precision="int8", time_budget=120.0,
+                        X_test=X[600:], y_test=y[600:], refit=False)
+    v = res.verification
+    assert v["rows"] == len(X) - 600 and v["simulated_rows"] == 8
+    compiled = fit_module.compiled_predictions(res.compiled, res.model, X[600:], "avr")
+    assert v["accuracy"] == pytest.approx(np.mean(res.model.classes[compiled] == y[600:]))
+    assert "8 of them in simavr" in res.report()

@@ -64,7 +64,7 @@ from tinycc_ml.progress import Progress
 from tinycc_ml.runtime.simulate import SIMULATORS
 from tinycc_ml.search.candidates import FAMILIES, FAMILY_ORDER, HOST_FLASH, Ladder, describe_settings, start_settings
 from tinycc_ml.search.limits import Limits
-from tinycc_ml.search.measure import compile_for, measure
+from tinycc_ml.search.measure import compile_for, compiled_predictions, measure
 from tinycc_ml.search.pareto import (
     RULE,
     Candidate,
@@ -91,6 +91,7 @@ STOP_GRACE = 1.0  # seconds past the search's deadline before candidates running
 SIMULATED_PER_SECOND = 2e7  # cycles (simavr) or instructions (QEMU, unicorn) a second, a low guess (simavr runs
 # 70e6 a second on an idle core: 1,298 rows of a 208,000-cycle model in 4 s)
 FINAL_SHARE = 0.1  # of the time budget kept from the start for retraining the choice and its final check
+FINAL_SIMULATION_SHARE = 0.05  # of the time budget planned for the final check's simulated rows, at most
 SCREEN_MIN_ROWS = 1000  # a family's first size trains on a quarter of the rows, at least these (see _Search) ...
 SCREEN_MAX_ROWS = 4000  # ... and at most these (long data: every family is screened quickly)
 OUTPUT_SECONDS = 3.0  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
@@ -166,7 +167,11 @@ class FitResult:
                  "", "Pareto front (validation accuracy / flash / latency; * = chosen):",
                  table(self.front if self.chosen in self.front else [*self.front, self.chosen], unit, self.chosen),
                  "", self.reason + ".",
-                 f"verified on {v['rows']} {v['rows_from']} rows in {v['method']}: "
+                 (f"verified on {v['rows']} {v['rows_from']} rows in {v['method']}: "
+                  if v.get("simulated_rows", v["rows"]) == v["rows"] else
+                  f"verified on {v['rows']} {v['rows_from']} rows ({v['simulated_rows']} of them in {v['method']}, "
+                  "the time budget's share; the accuracy over all of them as the search computes it, equal on "
+                  "those): ")
                  + ("" if v["accuracy"] is None else f"accuracy {100 * v['accuracy']:.2f}%, ")
                  + f"flash {v['flash_bytes']:,} B, RAM {v['ram_bytes']:,} B"
                  + ("" if v["count_max"] is None else f", max {v['count_max']:,} {unit} ({v['ms_max']:.2f} ms)")
@@ -442,8 +447,19 @@ class _Search:
         rows at ``SIMULATED_PER_SECOND`` counts a second), x1.25, plus the outputs."""
         rows = c.screen_rows or len(self.X_fit)
         train = (c.train_seconds or 0.0) * self.n_all / rows if refit else 0.0
-        check = self.seconds.get(c.id, 0.0) + (c.count or 0) * self.final_rows / SIMULATED_PER_SECOND
-        return 1.25 * (train + check) + OUTPUT_SECONDS
+        simulate = (c.count or 0) * self.final_rows / SIMULATED_PER_SECOND
+        if self.time_budget is not None:  # the final check simulates only the rows it can afford (see _verify)
+            simulate = min(simulate, FINAL_SIMULATION_SHARE * self.time_budget)
+        return 1.25 * (train + self.seconds.get(c.id, 0.0) + simulate) + OUTPUT_SECONDS
+
+    def affordable_rows(self, c: Candidate, rows: int) -> int:
+        """How many of ``rows`` final-check rows the simulator can run in the time left (all without a budget;
+        at least the search's own simulated rows)."""
+        if self.time_budget is None or not c.count:
+            return rows
+        left = self.time_budget - self.elapsed() - OUTPUT_SECONDS
+        affordable = int(max(0.0, left) / 1.25 * SIMULATED_PER_SECOND / c.count)
+        return max(min(rows, len(self.X_sim)), min(rows, affordable))
 
     def final_reserve(self) -> float:
         """``final_seconds`` of the best candidate so far (0 when there is none)."""
@@ -671,17 +687,29 @@ def _infeasible(search: _Search) -> InfeasibleError:
 def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_rows, rows_from: str, refit: bool,
             X, y) -> tuple[dict | None, object, object, object]:
     """Compile (after retraining on all rows when ``refit``) and run the chosen build on ``X_rows`` in the
-    simulator: (verification, estimator, model, compile result); verification None when a limit breaks."""
+    simulator: (verification, estimator, model, compile result); verification None when a limit breaks.
+    With a time budget the simulator runs as many of the rows as the time left affords (``simulated_rows``,
+    at least the search's own), the accuracy then coming from what the target computes on every row (the
+    fixed-point interpreter, bit-exact with the build, as in the search), checked equal on the simulated rows."""
     calibration = X[:CALIBRATION_ROWS] if refit else search.calibration
     if refit:
         log.info("fit: retraining %s on all %d training rows", candidate.label, len(X))
         estimator = FAMILIES[candidate.family].estimator(dict(candidate.settings)).fit(X, y)
         model = as_model(estimator)
     result = compile_for(model, search.target, candidate.precision, calibration, search.name)
+    simulated = search.affordable_rows(candidate, len(X_rows))
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
         for file_name, text in result.files.items():
             (Path(tmp) / file_name).write_text(text)
-        run = search.backend.simulate(Path(tmp), result.output, X_rows)
+        run = search.backend.simulate(Path(tmp), result.output, X_rows[:simulated])
+    predictions = np.asarray(run.predictions, dtype=np.int64)
+    if simulated < len(X_rows):
+        everywhere = np.asarray(compiled_predictions(result, model, X_rows, search.target), dtype=np.int64)
+        if not np.array_equal(everywhere[:simulated], predictions) and candidate.precision != "float":
+            log.warning("fit: %s: the %s run disagrees with the fixed-point interpreter on %d of %d rows",
+                        candidate.label, search.target, int(np.sum(everywhere[:simulated] != predictions)), simulated)
+            return None, estimator, model, result
+        predictions = everywhere
     flash = int(run.model_flash_bytes if run.model_flash_bytes is not None else result.output.const_bytes)
     ram = int(run.model_ram_bytes if run.model_ram_bytes is not None else result.output.ram_bytes)
     ram += int(run.stack_bytes or 0)
@@ -689,9 +717,10 @@ def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_r
     count = None if counts is None else int(np.max(counts))
     accuracy = None
     if y_rows is not None:
-        accuracy = float(np.mean(model.classes[np.asarray(run.predictions, dtype=np.int64)] == y_rows))
+        accuracy = float(np.mean(model.classes[predictions] == y_rows))
     failed = search.limits.failed(flash, ram, count)
     verification = {"rows": int(len(X_rows)), "rows_from": rows_from, "method": run.method, "accuracy": accuracy,
+                    "simulated_rows": int(simulated),
                     "flash_bytes": flash, "ram_bytes": ram, "stack_bytes": run.stack_bytes,
                     "firmware_flash_bytes": run.flash_bytes, "firmware_ram_bytes": run.ram_bytes,
                     "count_max": count, "count_mean": None if counts is None else float(np.mean(counts)),
