@@ -189,3 +189,19 @@ def test_the_final_check_simulates_only_the_rows_the_budget_affords(monkeypatch)
     compiled = fit_module.compiled_predictions(res.compiled, res.model, X[600:], "avr")
     assert v["accuracy"] == pytest.approx(np.mean(res.model.classes[compiled] == y[600:]))
     assert "8 of them in simavr" in res.report()
+
+
+def test_a_one_product_per_row_matvec_is_the_dense_sum_bit_for_bit():
+    """The float interpreter's quick form for a diagonal or selection matrix (a wide GaussianNB's scalings)."""
+    from tinycc_ml.ir.ops.linalg import _float_matvec_rows
+
+    rng = np.random.default_rng(0)
+    A = np.diag(rng.normal(size=100))
+    A[3, 3] = 0.0  # a row without a product
+    A[[5, 7]] = A[[7, 5]]  # a selection, not only a diagonal
+    X = rng.normal(size=(50, 100)) * 10.0 ** rng.integers(-30, 30, size=(50, 100))
+    X[0, 4] = -0.0
+    quick = _float_matvec_rows([A, X], [False, True], {}, len(X), 1)
+    assert np.array_equal(quick, X @ A.T) and not np.signbit(quick[quick == 0]).any()
+    A[0, 1] = 1.0  # two products in a row: the dense sum
+    assert np.array_equal(_float_matvec_rows([A, X], [False, True], {}, len(X), 1), X @ A.T)
