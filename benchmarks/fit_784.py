@@ -128,6 +128,29 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
+def run_fit(X, y, Xt, yt, budget: float, jobs: int) -> dict:
+    """One `fit` call for the Uno's limits, timed whole; its pareto.txt printed."""
+    load_before = load_average()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        res = tinycc_ml.fit(X, y, target="avr", max_flash=MAX_FLASH, max_ram=MAX_RAM, X_test=Xt, y_test=yt,
+                            time_budget=budget, n_jobs=jobs, out_dir=tmp, name="fit784")
+        pareto_txt = (Path(tmp) / "pareto.txt").read_text()
+    wall = time.perf_counter() - start
+    print(pareto_txt, flush=True)
+    measured = Counter(c.family for c in res.candidates if c.status == "measured")
+    v = res.verification
+    return {"wall_seconds": round(wall, 1), "time_budget": budget, "jobs": jobs,
+            "overrun": round(wall / budget, 3), "load_before": round(load_before, 2),
+            "load_after": round(load_average(), 2), "complete": res.complete,
+            "measured_per_family": dict(measured),
+            "candidates": {s: sum(c.status == s for c in res.candidates) for s in ("measured", "pruned", "skipped",
+                                                                                    "failed")},
+            "chosen": res.chosen.label, "test_accuracy": v["accuracy"], "flash": v["flash_bytes"],
+            "ram": v["ram_bytes"], "cycles": v["count_max"], "retrained": v["refit"],
+            "simulated_rows": v.get("simulated_rows"), "skipped": res.search["skipped"]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=8000)
@@ -136,6 +159,8 @@ def main():
     parser.add_argument("--skip-baselines", action="store_true", help="reuse the baselines in the results file")
     parser.add_argument("--skip-fit", action="store_true")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--budgets", default=None, metavar="S,S,...",
+                        help="only fit, once per budget, on the same rows: the table fit_784_budgets")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("tinycc_ml.search").setLevel(logging.INFO)
@@ -150,26 +175,22 @@ def main():
     else:
         data["baselines"] = baselines(X, y, Xt, yt)
     data["fit"] = old.get("fit") if args.skip_fit else None
+    if args.budgets:  # budgets short enough to bind: does the wall time keep to them?
+        data["fit"] = old.get("fit")
+        data["budget_runs"] = [run_fit(X, y, Xt, yt, float(b), args.jobs) for b in args.budgets.split(",")]
+        out.write_text(json.dumps({**old, "budget_runs": data["budget_runs"]}, indent=1) + "\n")
+        write_table("fit_784_budgets", ["rows", "budget s", "wall s", "wall / budget", "load (1 min) before, after",
+                                        "complete", "candidates measured per family", "chosen", "test accuracy",
+                                        "retrained"],
+                    [[len(X), f"{r['time_budget']:.0f}", f"{r['wall_seconds']:.0f}", f"{r['overrun']:.2f}",
+                      f"{r['load_before']:.2f}, {r['load_after']:.2f}", "yes" if r["complete"] else "no",
+                      ", ".join(f"{k} {n}" for k, n in r["measured_per_family"].items()), r["chosen"],
+                      f"{100 * r['test_accuracy']:.2f}%", "yes" if r["retrained"] else "no"]
+                     for r in data["budget_runs"]],
+                    script=f"benchmarks/fit_784.py --rows {args.rows} --jobs {args.jobs} --budgets {args.budgets}")
+        sys.exit(0 if all(r["wall_seconds"] <= OVERRUN * r["time_budget"] for r in data["budget_runs"]) else 1)
     if not args.skip_fit:
-        load_before = load_average()
-        start = time.perf_counter()
-        with tempfile.TemporaryDirectory() as tmp:
-            res = tinycc_ml.fit(X, y, target="avr", max_flash=MAX_FLASH, max_ram=MAX_RAM, X_test=Xt, y_test=yt,
-                                time_budget=args.time_budget, n_jobs=args.jobs, out_dir=tmp, name="fit784")
-            pareto_txt = (Path(tmp) / "pareto.txt").read_text()
-        wall = time.perf_counter() - start
-        print(pareto_txt)
-        measured = Counter(c.family for c in res.candidates if c.status == "measured")
-        v = res.verification
-        data["fit"] = {"wall_seconds": round(wall, 1), "time_budget": args.time_budget, "jobs": args.jobs,
-                       "overrun": round(wall / args.time_budget, 3), "load_before": round(load_before, 2),
-                       "load_after": round(load_average(), 2), "complete": res.complete,
-                       "measured_per_family": dict(measured),
-                       "candidates": {s: sum(c.status == s for c in res.candidates)
-                                      for s in ("measured", "pruned", "skipped", "failed")},
-                       "chosen": res.chosen.label, "test_accuracy": v["accuracy"], "flash": v["flash_bytes"],
-                       "ram": v["ram_bytes"], "cycles": v["count_max"], "retrained": v["refit"],
-                       "skipped": res.search["skipped"]}
+        data["fit"] = run_fit(X, y, Xt, yt, args.time_budget, args.jobs)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n")
 
