@@ -160,7 +160,7 @@ def main():
     parser.add_argument("--skip-fit", action="store_true")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--budgets", default=None, metavar="S,S,...",
-                        help="only fit, once per budget, on the same rows: the table fit_784_budgets")
+                        help="only fit (no baselines), once per budget, on the same rows: the table fit_784_budgets")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("tinycc_ml.search").setLevel(logging.INFO)
@@ -170,7 +170,7 @@ def main():
     data = {"data": f"USPS-10 upsampled to 28x28 (784 features, 0-255): {len(X)} search rows, {len(Xt)} test rows "
                     "(train and test pooled, shuffled with seed 0)",
             "limits": {"target": "avr", "max_flash": MAX_FLASH, "max_ram": MAX_RAM}}
-    if args.skip_baselines:
+    if args.skip_baselines or args.budgets:
         data["baselines"] = old.get("baselines", [])
     else:
         data["baselines"] = baselines(X, y, Xt, yt)
