@@ -65,6 +65,7 @@ def test_every_family_is_screened_on_a_row_subset_before_any_second_size(long_da
     # a fixed-size family (linear, naive Bayes) is measured again on every row
     assert [c.screen_rows for c in res.candidates if c.family == "linear"] == [1000, None]
     assert "(1,000 rows)" in screened[0].label
+    assert res.as_json()["search"]["screen_rows"] == 1000
 
 
 def test_the_families_that_screened_better_climb_first(long_data, monkeypatch):

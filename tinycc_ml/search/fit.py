@@ -843,6 +843,7 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
                   "families": list(names), "precisions": list(precisions), "sizes_per_family": sizes_per_family,
                   "time_budget": time_budget, "random_state": int(random_state), "refit": refit,
                   "simulated_rows": len(search.X_sim), "n_jobs": search.n_jobs,
+                  "screen_rows": None if search.screen_index is None else len(search.screen_index),
                   "scheduler": None if scheduler is None else str(getattr(scheduler, "scheduler", scheduler)),
                   "skipped": list(search.skipped), "rule": RULE}
     res.files = _output_files(res, prefix)
