@@ -191,6 +191,8 @@ def main():
         sys.exit(0 if all(r["wall_seconds"] <= OVERRUN * r["time_budget"] for r in data["budget_runs"]) else 1)
     if not args.skip_fit:
         data["fit"] = run_fit(X, y, Xt, yt, args.time_budget, args.jobs)
+    if "budget_runs" in old:  # kept from a --budgets run
+        data["budget_runs"] = old["budget_runs"]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n")
 
