@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--start", default=None, metavar="ESTIMATOR",
                    help="search only this estimator's family, keeping its settings, e.g. "
                         "'RandomForestClassifier(max_depth=12, criterion=\"entropy\")' (literal settings only; "
-                        "the size knob is the search's)")
+                        "the size knob is the search's), or a model file (its family, and what the file keeps)")
     f.add_argument("--sizes", type=int, default=4, metavar="N", help="sizes per family (default 4)")
     f.add_argument("--random-state", type=int, default=0, metavar="N", help="seed of the split and the trainers")
     f.add_argument("--name", default="model", help="C identifier prefixing every symbol (default model)")
@@ -532,9 +532,13 @@ def cmd_fit(args) -> int:
     # deferred: the command line's start-up (the compiler loads for the commands that use it)
     import tinycc_ml
     from tinycc_ml.datafiles import load_training
-    from tinycc_ml.search.candidates import estimator_from_text
+    from tinycc_ml.search.candidates import estimator_from_model, estimator_from_text
 
-    start_from = estimator_from_text(args.start) if args.start is not None else None
+    start_from = None
+    if args.start is not None and Path(args.start).is_file():  # a model file: its family and what it keeps
+        start_from = estimator_from_model(tinycc_ml.load_model(args.start), args.start)
+    elif args.start is not None:
+        start_from = estimator_from_text(args.start)
     X, y, X_test, y_test = load_training(args.data)
     result = tinycc_ml.fit(X, y, target=args.target, max_flash=args.max_flash, max_ram=args.max_ram,
                            max_ms=args.max_ms, clock_hz=args.clock_hz, precision=args.precision,

@@ -392,6 +392,26 @@ def estimator_from_text(text: str):
         raise DataError(f"start {text!r}: {exc}") from None
 
 
+def estimator_from_model(model, source: str):
+    """The unfitted estimator a search may start from for a model read from a file (``load_model``): its
+    family's estimator with what the file says of its settings (an MLP's activation; a forest that averages
+    its trees or boosting); DataError for what no family of ``fit`` trains."""
+    family = model.family
+    if family == "trees":  # averaged trees (a random forest) or a sum through a link (boosting)
+        name = "RandomForestClassifier" if model.proba_rule == "normalise" else "HistGradientBoostingClassifier"
+        return import_object(ESTIMATORS[START_CLASSES[name]][0])()
+    if family == "mlp":
+        activation = model.meta().get("activation", "relu")
+        return import_object(ESTIMATORS["mlp"][0])(activation=activation)
+    families = {"protonn": "protonn", "bonsai": "bonsai", "linear": "linear", "gaussian_nb": "naive-bayes"}
+    if family not in families:
+        hint = (" (nearest prototypes, SNC and kNN share the file format: name the class, e.g. "
+                "--start SNCClassifier)" if family == "prototype" else "")
+        raise DataError(f"start {source}: a {family} model file cannot start a search; fit trains "
+                        f"{', '.join(FAMILY_ORDER)}{hint}")
+    return import_object(ESTIMATORS[families[family]][0])()
+
+
 def _same(a, b) -> bool:
     try:
         return bool(a == b) if type(a) is type(b) else False
