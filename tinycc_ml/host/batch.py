@@ -8,8 +8,10 @@ in a loop over the rows, except the ops with a block kernel here, which put the 
 - float ``matvec`` by a constant and ``sqdist`` to constant prototypes: the outputs in vector registers
   (GCC/clang's vector extension), 8 rows x 32 outputs at a time, the weights (W transposed, B) padded with
   zeros to whole vectors; per k, the weights' vectors loaded once for the block's rows;
-- integer ``matvec``: two rows of W per pass, each row's x[k] times both weights into 2 x 8 sums, then the
-  shared epilogue (shift, saturation, fused chain) row by row;
+- integer ``matvec`` of int16 x by a constant (int16 or int8 W): 8 rows x 32 outputs in int32 vectors, W stored
+  transposed in pairs of columns so that one AVX-512BW VPMADDWD adds both products of a pair for 16 outputs (the
+  vector extension elsewhere), then the shared epilogue (shift, saturation, fused chain) row by row; other
+  integer mat-vecs: two rows of W per pass, each row's x[k] times both weights into 2 x 8 sums;
 - ``tree_ensemble`` (table form): each tree walked by the block's rows in lock step (a row at its leaf
   stays there), then each row's leaf added.
 
@@ -315,6 +317,10 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
         return None
     rows = int(re.match(r"^for \(int i = 0; i < (\d+);", lines[0]).group(1))
     epilogue = [ln[4:] for ln in lines[4:-1]]
+    a_name = node.inputs[0]
+    if (em.graph.op(a_name) == "const" and rows >= 4 and em.target.word_flash is None
+            and em.graph.type(a_name).dtype.bits in (8, 16) and em.graph.type(node.inputs[1]).dtype.bits == 16):
+        return _matvec_fixed_vectors(em, node, rows, dot.group(2), epilogue)
 
     def pass_over(first: str, count: int) -> list[str]:
         """Rows first .. first + count - 1 of W (count 1 or 2) for the block's rows, then their epilogues."""
@@ -340,6 +346,84 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
         out += [f"for (int i2 = 0; i2 < {rows // 2 * 2}; i2 += 2) {{", *pass_over("i2", 2), "}"]
     if rows % 2:
         out += ["{", *pass_over(str(rows - 1), 1), "}"]
+    return out
+
+
+def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epilogue: list[str]) -> list[str]:
+    """An int16 (or int8) x int16 mat-vec by a constant, 16 outputs of every block row at a time, the sums then through the
+    shared epilogue row by row (integer sums: the single-row C's, in another order). W is stored transposed in
+    pairs of columns (per pair of k and output i: W[i][k], W[i][k + 1]), so that where the compiler targets
+    AVX-512BW one VPMADDWD adds both products of 16 outputs for a broadcast (x[k], x[k + 1]); elsewhere the
+    same table feeds int32 vectors (GCC/clang's vector extension)."""
+    a_name = node.inputs[0]
+    g = em.graph
+    cols = g.type(a_name).shape[1]
+    W = np.asarray(g.node(a_name).attrs["value"]).astype(np.int64)
+    wide, pairs = -(-rows // VEC) * VEC, -(-cols // 2)
+    table = np.zeros((pairs, wide, 2), dtype=np.int64)
+    table[:, :rows, 0] = W[:, 0::2].T
+    table[:, :rows, 1][: (cols // 2)] = W[:, 1::2].T
+    sym = em.add_const_array(em.sym(f"{a_name}_pairs"), table, "int16_t",
+                             f"%{a_name}: {g.type(a_name)}, per pair of columns k, k + 1 and output i: W[i][k], "
+                             f"W[i][k + 1]; outputs padded with zeros to {VEC}n (the batch kernel's)")
+    iv = em.sym("i32x16")
+    em.helpers.setdefault(iv, f"typedef int32_t {iv} __attribute__((vector_size({4 * VEC})));\n")
+    hv = em.sym("i16x32")
+    em.helpers.setdefault(hv, f"typedef int16_t {hv} __attribute__((vector_size({4 * VEC})));\n")
+    sums = em.sym(f"{node.name}_block_sums")
+    em.helpers.setdefault(sums, f"static int32_t {sums}[{BLOCK_ROWS}][{wide}];\n")
+
+    def x_at(r: int, k: str) -> str:
+        return lane_text(re.sub(r"\bk\b", f"({k})", x_of), r)
+
+    def pair(r: int) -> str:
+        """Row r's (x[2p], x[2p + 1]) as one int32 (x[2p + 1] 0 past the last column)."""
+        second = f"(2 * p + 1 < {cols} ? {x_at(r, '2 * p + 1')} : 0)" if cols % 2 else x_at(r, "2 * p + 1")
+        return f"(int32_t)((uint16_t){x_at(r, '2 * p')} | ((uint32_t)(uint16_t){second} << 16))"
+
+    def tile(start: str, n_vec: int) -> list[str]:
+        """Outputs start .. start + 16 n_vec - 1 of every block row: per pair p, each row's x pair broadcast once."""
+        acc = [(v, r) for r in range(BLOCK_ROWS) for v in range(n_vec)]
+        second = (lambda r: f"2 * p + 1 < {cols} ? {x_at(r, '2 * p + 1')} : 0") if cols % 2 else \
+            (lambda r: x_at(r, "2 * p + 1"))
+        return [
+            "#if defined(__AVX512BW__)",
+            f"    __m512i {', '.join(f'a{v}_{r} = _mm512_setzero_si512()' for v, r in acc)};",
+            "#else",
+            f"    {iv} {', '.join(f'a{v}_{r} = {{0}}' for v, r in acc)};",
+            "#endif",
+            f"    for (int p = 0; p < {pairs}; ++p) {{",
+            f"        const int16_t *wp = {sym} + ((long)p * {wide} + {start}) * 2;",
+            "#if defined(__AVX512BW__)",
+            *(f"        const __m512i w{v} = _mm512_loadu_si512((const void *)(wp + {2 * VEC * v}));"
+              for v in range(n_vec)),
+            *(f"        {{ const __m512i x = _mm512_set1_epi32({pair(r)}); "
+              + " ".join(f"a{v}_{r} = _mm512_add_epi32(a{v}_{r}, _mm512_madd_epi16(w{v}, x));" for v in range(n_vec))
+              + " }" for r in range(BLOCK_ROWS)),
+            "#else",
+            *(line for v in range(n_vec) for line in (
+                f"        {hv} t{v};", f"        __builtin_memcpy(&t{v}, wp + {2 * VEC * v}, sizeof t{v});",
+                f"        const {iv} lo{v} = __builtin_convertvector(__builtin_shufflevector(t{v}, t{v}, "
+                + ", ".join(str(2 * j) for j in range(VEC)) + f"), {iv});",
+                f"        const {iv} hi{v} = __builtin_convertvector(__builtin_shufflevector(t{v}, t{v}, "
+                + ", ".join(str(2 * j + 1) for j in range(VEC)) + f"), {iv});")),
+            *(f"        {{ const int32_t u = {x_at(r, '2 * p')}, v = {second(r)}; "
+              + " ".join(f"a{v}_{r} += lo{v} * u + hi{v} * v;" for v in range(n_vec)) + " }"
+              for r in range(BLOCK_ROWS)),
+            "#endif",
+            "    }",
+            *(f"    __builtin_memcpy(&{sums}[{r}][{start} + {VEC * v}], &a{v}_{r}, sizeof a{v}_{r});"
+              for v, r in acc)]
+
+    full = wide // (2 * VEC) * (2 * VEC)
+    out = []
+    if full:
+        out += [f"for (int j0 = 0; j0 < {full}; j0 += {2 * VEC}) {{", *tile("j0", 2), "}"]
+    if wide > full:
+        out += ["{", *tile(str(full), 1), "}"]
+    out += [f"for (int i = 0; i < {rows}; ++i) {{",
+            *lanes([f"int32_t acc = {sums}[{LANE}][i];", *epilogue], "    "), "}"]
+    em.helpers.setdefault(em.sym("immintrin"), "#if defined(__AVX512BW__)\n#include <immintrin.h>\n#endif\n")
     return out
 
 
