@@ -58,6 +58,15 @@ class _Bad(Exception):
     """A problem found in the graph (the loader adds the file's name)."""
 
 
+def onnx_axis(axis, rank: int, what: str) -> int:
+    """An axis attribute in ONNX's range [-rank, rank - 1], as a non-negative index (onnxruntime refuses any
+    other: 1000 is no axis, not 1000 mod rank)."""
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise _Bad(f"{what}: axis {axis} is outside [-{rank}, {rank - 1}]")
+    return axis % rank
+
+
 @dataclass
 class _Value:
     node: str  # the IR node
@@ -358,7 +367,7 @@ class _Lowering:
         if axes is None and len(node.input) > 1 and node.input[1]:
             axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
         rank = len(x.shape)
-        axes = sorted(int(a) % rank for a in (axes or []))
+        axes = sorted(onnx_axis(a, rank, f"ReduceMean node {node.name!r}") for a in (axes or []))
         if not x.spatial or axes != list(range(2, rank)):
             raise _Bad(f"ReduceMean node {node.name!r} over axes {axes} of shape {list(x.shape)}; only the mean over "
                        "every spatial axis (a global average pool) is supported")
@@ -369,9 +378,7 @@ class _Lowering:
         x = self.value(node, 0)
         shape, what = list(x.shape), f"{node.op_type} node {node.name!r}"
         if node.op_type == "Flatten":
-            axis = int(attrs.get("axis", 1)) % (len(shape) + 1)
-            if axis > len(shape):
-                raise _Bad(f"{what}: axis {attrs.get('axis')} of shape {shape}")
+            axis = onnx_axis(attrs.get("axis", 1), len(shape) + 1, what)  # Flatten's axis may be the rank
             wanted = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
         elif node.op_type == "Reshape":
             given = [int(s) for s in self.const(node, 1, "shape").astype(np.int64).reshape(-1)]
@@ -390,12 +397,13 @@ class _Lowering:
                 axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
             if node.op_type == "Unsqueeze":
                 rank = len(shape) + len(axes or [])
-                axes = sorted(int(a) % rank for a in (axes or []))
+                axes = sorted(onnx_axis(a, rank, what) for a in (axes or []))
                 wanted = list(shape)
                 for a in axes:
                     wanted.insert(a, 1)
             else:
-                axes = [int(a) % len(shape) for a in axes] if axes else [k for k, s in enumerate(shape) if s == 1]
+                axes = [onnx_axis(a, len(shape), what) for a in axes] if axes else \
+                    [k for k, s in enumerate(shape) if s == 1]
                 if 0 in axes or any(shape[a] != 1 for a in axes):
                     raise _Bad(f"{what}: squeezes axes {axes} of shape {shape}; only axes of size 1 after the batch")
                 wanted = [s for k, s in enumerate(shape) if k not in axes]

@@ -1,7 +1,8 @@
 """XGBoost models as ``TreeEnsembleModel``s, read from XGBoost's JSON model (never unpickled):
-``Booster.save_model("m.json")``, or ``save_raw("json")`` of a live ``XGBClassifier`` / ``XGBRegressor`` /
-``Booster``. The library is needed only to convert live objects (``pip install 'tinycc-ml[xgboost]'``);
-model files are parsed with the standard library.
+``Booster.save_model("m.json")`` or its binary form ``"m.ubj"`` (UBJSON, importers/ubjson.py), or
+``save_raw("json")`` of a live ``XGBClassifier`` / ``XGBRegressor`` / ``Booster``. The library is needed
+only to convert live objects (``pip install 'tinycc-ml[xgboost]'``); model files are parsed with the standard
+library.
 
 A node goes left when x[f] < t (float32, as XGBoost compares), leaves hold the learning-rate scaled
 values; the margin is base_score (in the margin space: its logit for the logistic objectives, its log
@@ -30,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import ModelFileError
-from tinycc_ml.importers.tree_tables import REGRESSION, read_model_text
+from tinycc_ml.importers.tree_tables import MAX_FILE_BYTES, REGRESSION, read_model_text
+from tinycc_ml.importers.ubjson import read_ubjson
 from tinycc_ml.models.trees import MAX_NODES, TreeEnsembleModel
 
 # regressors: objective -> the inverse link predict applies to the margin
@@ -46,8 +48,12 @@ LOGITRAW_THRESHOLD = 0.5  # XGBClassifier.predict: class 1 where the value predi
 
 
 def load_xgboost_file(path) -> TreeEnsembleModel:
-    """An XGBoost ``.json`` model file."""
+    """An XGBoost ``.json`` or ``.ubj`` (Universal Binary JSON) model file."""
     path = Path(path)
+    if path.suffix.lower() == ".ubj":
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ModelFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MB; not an XGBoost UBJSON model")
+        return from_xgboost_json(read_ubjson(path.read_bytes(), str(path)), str(path))
     text = read_model_text(path, "XGBoost JSON model")
     try:
         doc = json.loads(text)
@@ -201,6 +207,9 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
     for t, tree in enumerate(trees):
         if not isinstance(tree, dict):
             raise ModelFileError(f"{source}: tree {t} is a {type(tree).__name__}, not a tree object")
+        if not isinstance(tree.get("tree_param", {}), dict):
+            raise ModelFileError(f"{source}: tree {t}: tree_param is a {type(tree['tree_param']).__name__}, not an "
+                                 "object")
     widths = {int(_number(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1, "size_leaf_vector", source))
               for tree in trees}
     width = max(widths)
