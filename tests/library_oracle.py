@@ -248,7 +248,19 @@ def crafted_rows(rng, model, X: np.ndarray, missing: bool) -> np.ndarray:
 
 
 def _decided(est, X: np.ndarray) -> np.ndarray:
-    """Rows the library decides by more than float32 arithmetic can move (its top two scores apart)."""
+    """Rows the library decides by more than float32 arithmetic can move (its top two scores apart; an SVM
+    votes: every pairwise decision apart from 0)."""
+    last = est.steps[-1][1] if hasattr(est, "steps") else est
+    if type(last).__name__ in ("SVC", "NuSVC") and len(last.classes_) > 2:
+        shape = last.decision_function_shape
+        last.decision_function_shape = "ovo"
+        try:
+            pairs = np.asarray(est.decision_function(X), dtype=np.float64)
+        finally:
+            last.decision_function_shape = shape
+        pairs_decided = np.all(np.abs(pairs) > FLOAT32_NEAR_TIE * (1 + np.abs(pairs)), axis=1)
+        votes = np.sort(np.asarray(est.decision_function(X), dtype=np.float64), axis=1)  # votes + confidences
+        return pairs_decided & (votes[:, -1] - votes[:, -2] > FLOAT32_NEAR_TIE * (1 + np.abs(votes[:, -1])))
     for method in ("predict_proba", "decision_function"):
         if hasattr(est, method):
             try:
