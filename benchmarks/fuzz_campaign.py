@@ -203,35 +203,46 @@ def print_hundred_thousand(path: Path) -> None:
         print()
 
 
-def print_library_campaign(path: Path) -> None:
-    """The issue 36 campaign: a library surface's case is one model, compared with its library on many rows."""
-    data = json.loads(path.read_text())
-    print(f"Source-library surfaces (issue 36): fresh seed {data['seed']} on commit {data.get('commit', '?')}, "
-          f"{data['explore_seconds']:g} s per surface, {data['jobs']} worker(s):\n")
-    print(f"{'surface':<15} {'models/files':>12} {'rows compared':>14} {'ok':>6} {'clean errors':>13} {'crashes':>8} "
-          f"{'seconds':>8}")
-    for r in data["surfaces"]:
-        print(f"{r['surface']:<15} {r['cases']:>12} {r.get('rows', 0):>14} {r['successes']:>6} {r['clean_errors']:>13} "
-              f"{r['crashes']:>8} {r['seconds']:>8.0f}")
-    print(f"{'total':<15} {sum(r['cases'] for r in data['surfaces']):>12} "
-          f"{sum(r.get('rows', 0) for r in data['surfaces']):>14} {'':>6} {'':>13} "
-          f"{sum(r['crashes'] for r in data['surfaces']):>8}")
-    for c in data["crashes"]:
+def library_campaign_table(paths: list[Path]) -> None:
+    """Issue 36's campaign (the source-library and library-file surfaces; a case is one model or file, compared
+    with its library on its rows), printed and written for the docs as benchmarks/results/fuzz_library36_table."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from results_table import write_table
+
+    rows, findings = [], []
+    for path in paths:
+        data = json.loads(path.read_text())
+        for k, r in enumerate(data["surfaces"]):
+            run = f"seed {data['seed']}, {data.get('commit', '?')}" if k == 0 else ""
+            rows.append([run, r["surface"], f"{r['cases']:,}", f"{r.get('rows', 0):,}", f"{r['successes']:,}",
+                         f"{r['clean_errors']:,}", f"{r['crashes']:,}", f"{r['seconds']:.0f}"])
+        findings += data["crashes"]
+    rows.append(["total", "", f"{sum(int(r[2].replace(',', '')) for r in rows):,}",
+                 f"{sum(int(r[3].replace(',', '')) for r in rows):,}", "", "",
+                 f"{sum(int(r[6].replace(',', '')) for r in rows):,}", ""])
+    print("Issue 36's surfaces, one worker each, fresh seeds:\n")
+    write_table("fuzz_library36_table", ["run", "surface", "models / files", "rows compared", "ok", "clean errors",
+                                         "crashes", "seconds"], rows, script="benchmarks/fuzz_campaign.py --print",
+                align=[None, None, "right", "right", "right", "right", "right", "right"])
+    for c in findings:
         print(f"  finding: {c['surface']} case {c['case']}: {' '.join(c['detail'].split())[:160]}")
     print()
 
 
-def print_reverts36(path: Path) -> None:
+def reverts36_table(path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from results_table import write_table
+
     data = json.loads(path.read_text())
     print("Issue 36's fixes reverted one at a time (fresh seed each, the surface stopped at the first matching "
           "finding):\n")
-    print(f"{'item':<5} {'surface':<13} {'cases':>6} {'seconds':>8} {'found':>6} {'first at case':>14}  bug")
-    for item, r in sorted(data.items(), key=lambda kv: (int(kv[0].rstrip("ab")), kv[0])):
-        first = "-" if r["first_case"] is None else str(r["first_case"])
-        found = "yes" if r["matching"] else "no"
-        print(f"{item:<5} {r['surface']:<13} {r['cases']:>6} {r['seconds']:>8.0f} {found:>6} "
-              f"{first:>14}  {r['what']}")
-    for item, r in sorted(data.items(), key=lambda kv: (int(kv[0].rstrip("ab")), kv[0])):
+    order = sorted(data.items(), key=lambda kv: (int(kv[0].rstrip("ab")), kv[0]))
+    rows = [[item, r["surface"], f"{r['cases']:,}", f"{r['seconds']:.0f}", "yes" if r["matching"] else "no",
+             "-" if r["first_case"] is None else str(r["first_case"]), r["what"]] for item, r in order]
+    write_table("fuzz_reverts36_table", ["item", "surface", "cases", "seconds", "found", "first at case", "bug undone"],
+                rows, script="benchmarks/fuzz_campaign.py --print",
+                align=[None, None, "right", "right", None, "right", None])
+    for item, r in order:
         print(f"  item {item} e.g.: {' '.join(r['example'].split())[:220]}")
 
 
@@ -245,10 +256,11 @@ def print_tables() -> None:
     if (RESULTS / "fuzz_100k.json").exists():
         print("10^5 cases per surface (scripts/fuzz.py --cases 100000 --jobs 2):\n")
         print_hundred_thousand(RESULTS / "fuzz_100k.json")
-    if (RESULTS / "fuzz_library36.json").exists():
-        print_library_campaign(RESULTS / "fuzz_library36.json")
+    campaign36 = [RESULTS / f"{name}.json" for name in ("fuzz_library36", "fuzz_files36")]
+    if any(path.exists() for path in campaign36):
+        library_campaign_table([path for path in campaign36 if path.exists()])
     if (RESULTS / "fuzz_reverts36.json").exists():
-        print_reverts36(RESULTS / "fuzz_reverts36.json")
+        reverts36_table(RESULTS / "fuzz_reverts36.json")
     reverts = RESULTS / "fuzz_reverts.json"
     if reverts.exists():
         data = json.loads(reverts.read_text())
