@@ -46,6 +46,45 @@ def test_an_xgboost_tree_param_that_is_not_an_object_is_refused(tmp_path):
         tinycc_ml.load_model(path)
 
 
+def test_an_iteration_indptr_that_does_not_start_at_tree_0_is_refused(tmp_path):
+    """Found by the campaign (xgboost-file): iteration_indptr [1, 2, 3] of 3 trees (its first entry deleted):
+    XGBoost predicted with other trees than the C (48 of 48 values differed); the offsets are now checked
+    whenever they are there, not only for early stopping."""
+    _, doc = _xgb_document()
+    model = doc["learner"]["gradient_booster"]["model"]
+    assert model["iteration_indptr"] == [0, 1, 2, 3]
+    del model["iteration_indptr"][0]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelFileError, match=r"m\.json: iteration_indptr \[1, 2, 3\] does not split the 3 trees"):
+        tinycc_ml.load_model(path)
+
+
+def test_a_vector_leaf_model_with_fewer_trees_than_classes_compiles_to_what_xgboost_predicts():
+    """multi_output_tree: one tree holds every class's value, so 2 trees for 3 classes is a whole model; it was
+    refused as 'num_class 3 exceeds the model's 2 tree(s)' (the check meant for num_class 1e9)."""
+    require_target("host")
+    X, margin = _rows(7)
+    est = xgboost.XGBClassifier(n_estimators=2, max_depth=3, multi_strategy="multi_output_tree", tree_method="hist",
+                                random_state=0).fit(X, np.digitize(margin, [-0.5, 0.5]))
+    Xt = np.random.default_rng(8).normal(size=(300, 4)).astype(np.float32)
+    np.testing.assert_array_equal(tinycc_ml.compile(est, target="host").load().predict(Xt), est.predict(Xt))
+
+
+def test_vector_leaf_weights_that_are_not_a_list_are_refused(tmp_path):
+    """Found by the campaign (xgboost-file, a UBJSON file): leaf_weights replaced by a number gave TypeError
+    ('float' object is not iterable)."""
+    X, margin = _rows(6)
+    est = xgboost.XGBClassifier(n_estimators=2, max_depth=2, multi_strategy="multi_output_tree", tree_method="hist",
+                                random_state=0).fit(X, np.digitize(margin, [-0.5, 0.5]))
+    doc = json.loads(bytes(est.get_booster().save_raw("json")))
+    doc["learner"]["gradient_booster"]["model"]["trees"][1]["leaf_weights"] = 2.5
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelFileError, match=r"m\.json: tree 1: leaf_weights is a float, not a list of numbers"):
+        tinycc_ml.load_model(path)
+
+
 @pytest.mark.parametrize("options", [{}, {"objective": "multi:softprob"}])
 def test_xgboost_ubj_files_compile_to_what_xgboost_predicts(tmp_path, options):
     """XGBoost's default binary format (save_model("m.ubj")) reads as its JSON form does."""
