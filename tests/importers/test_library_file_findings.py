@@ -255,3 +255,32 @@ def test_a_weight_int8_cannot_requantise_is_a_data_error(tmp_path):
     X = np.random.default_rng(1).normal(size=(32, 8))
     with pytest.raises(DataError, match="scales are too far apart for int8"):
         tinycc_ml.compile(model, target="host", precision="int8", calibration=X)
+
+
+@pytest.mark.parametrize("attribute, value, message", [
+    ("strides", [0], r"Conv node 'conv' strides \[0\]: each must be at least 1"),
+    ("dilations", [0], r"Conv node 'conv' dilations \[0\]: each must be at least 1"),
+])
+def test_a_zero_stride_or_dilation_is_refused(tmp_path, attribute, value, message):
+    """Found by the campaign (onnx-file, attribute mutations): a Conv stride of 0 gave ZeroDivisionError in the
+    padding arithmetic; onnxruntime refuses it."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "cw", "cb"], ["c"], name="conv", kernel_shape=[3], **{attribute: value}),
+             helper.make_node("Flatten", ["c"], ["f"], axis=1),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1)]
+    inits = [_init("cw", rng.normal(size=(2, 1, 3))), _init("cb", rng.normal(size=2)),
+             _init("fw", rng.normal(size=(3, 12))), _init("fb", rng.normal(size=3))]
+    path = _dense(tmp_path / "m.onnx", nodes, inits, (1, 1, 8))
+    with pytest.raises(ModelFileError, match=message):
+        tinycc_ml.load_model(path)
+
+
+def test_a_pool_stride_of_zero_is_refused(tmp_path):
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[2], strides=[0]),
+             helper.make_node("Flatten", ["p"], ["f"], axis=1),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1)]
+    path = _dense(tmp_path / "m.onnx", nodes, [_init("fw", rng.normal(size=(3, 4))), _init("fb", np.zeros(3))],
+                  (1, 1, 8))
+    with pytest.raises(ModelFileError, match=r"MaxPool node 'pool' strides \[0\]: each must be at least 1"):
+        tinycc_ml.load_model(path)

@@ -117,12 +117,16 @@ def identifier(name: str, fallback: str) -> str:
     return cleaned if cleaned[0].isalpha() else f"n_{cleaned}"
 
 
-def _ints(value, count: int, default: int, what: str) -> list[int]:
+def _ints(value, count: int, default: int, what: str, least: int | None = None) -> list[int]:
+    """``count`` integers (``default`` each when absent), each at least ``least`` (ONNX: strides and dilations
+    are positive; onnxruntime refuses 0)."""
     if value is None:
         return [default] * count
     value = [int(v) for v in value]
     if len(value) != count:
         raise _Bad(f"{what} has {len(value)} values, expected {count}")
+    if least is not None and any(v < least for v in value):
+        raise _Bad(f"{what} {value}: each must be at least {least}")
     return value
 
 
@@ -268,9 +272,11 @@ class _Lowering:
         if "kernel_shape" in attrs and [int(k) for k in attrs["kernel_shape"]] != window:
             raise _Bad(f"Conv node {node.name!r}: kernel_shape {list(attrs['kernel_shape'])} disagrees with the "
                        f"weights {list(w.shape)}")
-        strides = _ints(attrs.get("strides"), x.spatial, 1, f"Conv node {node.name!r} strides")
-        dilations = _ints(attrs.get("dilations"), x.spatial, 1, f"Conv node {node.name!r} dilations")
+        strides = _ints(attrs.get("strides"), x.spatial, 1, f"Conv node {node.name!r} strides", least=1)
+        dilations = _ints(attrs.get("dilations"), x.spatial, 1, f"Conv node {node.name!r} dilations", least=1)
         group = int(attrs.get("group", 1))
+        if group < 1:
+            raise _Bad(f"Conv node {node.name!r}: group {group}; it must be at least 1")
         name = node.output[0]
         found = self.only_consumer(name, ("BatchNormalization",))
         if found is not None:
@@ -332,7 +338,7 @@ class _Lowering:
         window = _ints(attrs.get("kernel_shape"), x.spatial, 0, f"{what} kernel_shape")
         if any(k < 1 for k in window):
             raise _Bad(f"{what}: kernel_shape {window}")
-        strides = _ints(attrs.get("strides"), x.spatial, 1, f"{what} strides")
+        strides = _ints(attrs.get("strides"), x.spatial, 1, f"{what} strides", least=1)
         padding = self.padding(node, attrs, x, window, strides, [1] * x.spatial)
         if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)) and pads_anything(
                 padding, x.shape[2:], window, strides):
