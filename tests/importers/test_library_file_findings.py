@@ -284,3 +284,25 @@ def test_a_pool_stride_of_zero_is_refused(tmp_path):
                   (1, 1, 8))
     with pytest.raises(ModelFileError, match=r"MaxPool node 'pool' strides \[0\]: each must be at least 1"):
         tinycc_ml.load_model(path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m.ClearField("ir_version"), "ONNX IR version 0; versions 3 to"),
+    (lambda m: setattr(m, "ir_version", 101), "ONNX IR version 101; versions 3 to"),
+    (lambda m: setattr(m.graph.output[0].type.tensor_type, "elem_type", 5), "output 'y' has ONNX element type 5"),
+    (lambda m: setattr(m.graph.output[0].type.tensor_type, "elem_type", 45), "output 'y' has ONNX element type 45"),
+    (lambda m: setattr(m.graph.input[0].type.tensor_type, "elem_type", 7), "input 'x' has ONNX element type 7"),
+])
+def test_model_fields_onnxruntime_refuses_are_refused(tmp_path, edit, message):
+    """Found by the campaign (onnx-file, byte flips): a missing or unknown IR version and a graph output of
+    another element type (int16, 45) compiled while onnxruntime refuses the file."""
+    import onnxruntime
+
+    path = _dense(tmp_path / "m.onnx", GEMM, [_init("W", W43), _init("b", np.ones(3))])
+    model = onnx.load(str(path))
+    edit(model)
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(Exception):  # noqa: B017 - whatever onnxruntime raises: it does not run the file
+        onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    with pytest.raises(ModelFileError, match=message):
+        tinycc_ml.load_model(path)

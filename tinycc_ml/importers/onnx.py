@@ -91,14 +91,25 @@ ARITY = {"Gemm": (2, 3), "MatMul": (2, 2), "Add": (2, 2), "Relu": (1, 1), "Tanh"
 FLOAT_OPERANDS = ("Gemm", "MatMul", "Add", "Conv", "BatchNormalization")
 FLOAT32_TYPE = 1  # TensorProto.FLOAT
 FIRST_OPSET = 7  # older standard opsets define Gemm, BatchNormalization, ... otherwise
+FIRST_IR_VERSION = 3  # the first with opset imports (0: a file that never said)
 
 
 def check_like_onnxruntime(path: Path, proto, input_name: str) -> None:
     """What onnxruntime checks before it runs a graph, so a file it refuses is refused here too (never read as
     some other network): the standard opset's version is one the onnx package defines (7 or later), every
     value is defined once, each op has its input count, and the weights of float arithmetic are float32."""
+    import onnx
     from onnx import defs
 
+    if not FIRST_IR_VERSION <= proto.ir_version <= onnx.IR_VERSION:
+        raise ModelFileError(f"{path}: ONNX IR version {proto.ir_version}; versions {FIRST_IR_VERSION} to "
+                             f"{onnx.IR_VERSION} are read")
+    outputs = list(proto.graph.output)
+    for value in [*[i for i in proto.graph.input if i.name == input_name], *outputs]:
+        kind = value.type.tensor_type.elem_type
+        if kind != FLOAT32_TYPE and not (kind == 0 and value in outputs):  # an output's 0: left to inference
+            raise ModelFileError(f"{path}: {'output' if value in outputs else 'input'} {value.name!r} has ONNX "
+                                 f"element type {kind}; float32 (type 1) is read")
     versions = [o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS]
     newest = defs.onnx_opset_version()
     if len(versions) != 1 or not FIRST_OPSET <= versions[0] <= newest:
