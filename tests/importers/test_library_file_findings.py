@@ -306,3 +306,17 @@ def test_model_fields_onnxruntime_refuses_are_refused(tmp_path, edit, message):
         onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     with pytest.raises(ModelFileError, match=message):
         tinycc_ml.load_model(path)
+
+
+def test_a_lightgbm_tree_line_that_is_not_key_value_is_refused(tmp_path):
+    """Found by the campaign (lightgbm-file, a byte flip): 'shrinkage=1' -> 'shrinkage<1' in a random forest's
+    tree 2: LightGBM then predicts another model (36 of 48 values differed) while this reader skipped the line."""
+    X, margin = _rows(9)
+    est = lightgbm.LGBMRegressor(boosting_type="rf", bagging_freq=1, bagging_fraction=0.7, n_estimators=4,
+                                 num_leaves=6, min_child_samples=5, verbose=-1, random_state=0).fit(X, margin)
+    text = est.booster_.model_to_string()
+    start, end = text.index("Tree=2\n"), text.index("Tree=3\n")
+    path = tmp_path / "m.txt"
+    path.write_text(text[:start] + text[start:end].replace("shrinkage=1", "shrinkage<1") + text[end:])
+    with pytest.raises(ModelFileError, match=r"m\.txt: tree 2: line 'shrinkage<1' is not key=value"):
+        tinycc_ml.load_model(path)

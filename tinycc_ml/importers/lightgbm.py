@@ -68,6 +68,8 @@ def _lgb_blocks(text: str, source: str) -> tuple[dict, list[dict]]:
         if "=" in line:
             key, _, value = line.partition("=")
             current[key] = value
+        elif line and current is not header:  # LightGBM reads such a tree as another one (seen: shrinkage<1)
+            raise ModelFileError(f"{source}: tree {len(trees) - 1}: line {line[:40]!r} is not key=value")
         elif line:
             current[line] = ""
     _check_tree_sizes(text, header, len(trees), source)
