@@ -295,7 +295,8 @@ def _what(est) -> str:
     last = est.steps[-1][1] if hasattr(est, "steps") else est
     detail = getattr(last, "loss", getattr(last, "objective", getattr(last, "kernel", getattr(last, "activation", ""))))
     scaler = f"{type(est.steps[0][1]).__name__}+" if hasattr(est, "steps") else ""
-    return f"{scaler}{type(last).__name__}({detail})"
+    stopped = ", early-stopped" if getattr(last, "early_stopping_rounds", None) else ""
+    return f"{scaler}{type(last).__name__}({detail}{stopped})"
 
 
 def _wrong(est, kind: str, rows: np.ndarray, want: np.ndarray, got: np.ndarray) -> np.ndarray:
