@@ -256,7 +256,8 @@ def print_tables() -> None:
     if (RESULTS / "fuzz_100k.json").exists():
         print("10^5 cases per surface (scripts/fuzz.py --cases 100000 --jobs 2):\n")
         print_hundred_thousand(RESULTS / "fuzz_100k.json")
-    campaign36 = [RESULTS / f"{name}.json" for name in ("fuzz_library36", "fuzz_library36b", "fuzz_files36")]
+    campaign36 = [RESULTS / f"{name}.json" for name in ("fuzz_library36", "fuzz_library36b", "fuzz_library36_svm2",
+                                                        "fuzz_files36")]
     if any(path.exists() for path in campaign36):
         library_campaign_table([path for path in campaign36 if path.exists()])
     if (RESULTS / "fuzz_reverts36.json").exists():
