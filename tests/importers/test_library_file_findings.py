@@ -12,7 +12,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tinycc_ml.errors import DataError, ModelFileError
+from tinycc_ml.errors import CompileError, DataError, ModelFileError
 
 xgboost = pytest.importorskip("xgboost")
 lightgbm = pytest.importorskip("lightgbm")
@@ -320,3 +320,19 @@ def test_a_lightgbm_tree_line_that_is_not_key_value_is_refused(tmp_path):
     path.write_text(text[:start] + text[start:end].replace("shrinkage=1", "shrinkage<1") + text[end:])
     with pytest.raises(ModelFileError, match=r"m\.txt: tree 2: line 'shrinkage<1' is not key=value"):
         tinycc_ml.load_model(path)
+
+
+def test_an_rbf_svm_narrower_than_float32s_rounding_of_its_support_vectors_is_refused():
+    """Found by the library-svm surface (seed 491926900, case 20): features of 1e18 with gamma 0.014: every
+    kernel value is 0 in scikit-learn, but a row equal in float32 to a support vector got a kernel of 1 in the
+    float C (decision 1e8 against the intercept's -0.006: 22 of 244 rows). Refused now, naming gamma."""
+    from sklearn.svm import SVC
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3)) * np.array([1e18, 1.0, 1.0])
+    y = (X[:, 1] > 0).astype(int)
+    est = SVC(kernel="rbf", gamma=0.014).fit(X, y)
+    with pytest.raises(CompileError, match="resolves distances below float32's rounding of the support vectors"):
+        tinycc_ml.compile(est, target="host", precision="float")
+    scaled = SVC(kernel="rbf", gamma=0.014).fit(X / [1e18, 1, 1], y)  # the same model on scaled features compiles
+    tinycc_ml.compile(scaled, target="host", precision="float")
