@@ -122,11 +122,11 @@ def _sklearn(rng, name: str):
     if name == "linear":
         c = float(10.0 ** rng.uniform(-3, 3))
         classifiers = [linear_model.LogisticRegression(C=c, max_iter=300), linear_model.RidgeClassifier(alpha=c),
-                       svm.LinearSVC(C=c, max_iter=2000),
+                       svm.LinearSVC(C=c, max_iter=2000, random_state=seed),
                        linear_model.SGDClassifier(loss=_pick(rng, ["hinge", "log_loss", "modified_huber"]),
                                                   random_state=seed, max_iter=50)]
         regressors = [linear_model.LinearRegression(), linear_model.Ridge(alpha=c), linear_model.Lasso(alpha=c / 100),
-                      linear_model.ElasticNet(alpha=c / 100), svm.LinearSVR(C=c, max_iter=2000),
+                      linear_model.ElasticNet(alpha=c / 100), svm.LinearSVR(C=c, max_iter=2000, random_state=seed),
                       linear_model.SGDRegressor(random_state=seed, max_iter=50)]
         if rng.random() < 0.6:
             return maybe_scaled(_pick(rng, classifiers)), "multiclass"
