@@ -3,6 +3,9 @@ of it with each wrong-code fix of issue 25 reverted, to show the fuzzers find th
 
     python benchmarks/fuzz_campaign.py --part main --seconds 150      # every surface of scripts/fuzz.py
     python benchmarks/fuzz_campaign.py --part reverts --seconds 180   # issue 25's items 1-5, one copy each
+    python benchmarks/fuzz_campaign.py --part main --seconds 600 --out fuzz_library36 --surfaces \\
+        library-tree,library-linear,library-nb,library-svm,library-mlp,library-onnx,xgboost-file,lightgbm-file,onnx-file
+    python benchmarks/fuzz_campaign.py --part reverts --issue 36 --seconds 300   # issue 36's items, one copy each
     python benchmarks/fuzz_campaign.py --print                        # the tables of the saved results
 
 ``--part reverts`` exports HEAD (``git archive``) into a temporary folder per item, reverts that item's fix
@@ -48,8 +51,59 @@ REVERTS = {
         ("tinycc_ml/ir/verify.py", '        _check_int_attrs(where, op.name, data["attrs"])\n', ""),
         ["tinycc_ml/ir/verify.py"], "ir", r"negative shift|shift count|OverflowError|IndexError"),
 }
+# issue 36 item -> (what, fix commit or textual undo(s), files, surface that must find it, signature); a
+# textual undo is (file, text, replacement) or a list of them, applied to HEAD where the fix was rewritten since
+REVERTS_36 = {
+    "1": ("link functions dropped: HistGradientBoosting poisson/gamma compiled as the raw sum of the trees",
+          ("tinycc_ml/importers/sklearn.py", '"gamma": ("exp", 1.0), "poisson": ("exp", 1.0)',
+           '"gamma": ("identity", 1.0), "poisson": ("identity", 1.0)'),
+          ["tinycc_ml/importers/sklearn.py"], "library-tree",
+          r"HistGradientBoostingRegressor\((poisson|gamma)\): wrong"),
+    "2": ("tree tables: feature indices past 32,767 / 65,535 in uint16 (the default-left bit, overflow)",
+          ("tinycc_ml/codegen/trees.py", "        if top < 2 ** (bits - 1 if marked else bits):",
+           "        if top < 2 ** (bits - 1 if marked else bits) or bits == 16:"),
+          ["tinycc_ml/codegen/trees.py"], "library-tree", r"C does not build|wrong on"),
+    "3": ("XGBoost early stopping: every tree compiled, predict stops at best_iteration",
+          ("tinycc_ml/importers/xgboost.py",
+           "    used = _trees_predict_uses(model, learner, trees, source) if best_iteration else len(trees)",
+           "    used = len(trees)"),
+          ["tinycc_ml/importers/xgboost.py"], "library-tree", r"XGB\w+\([^)]*early-stopped\): wrong on"),
+    "3b": ("XGBoost binary:logitraw: the C thresholds the margin at 0, predict at 0.5",
+           ("tinycc_ml/importers/xgboost.py", "        base = base - LOGITRAW_THRESHOLD\n", "        base = base\n"),
+           ["tinycc_ml/importers/xgboost.py"], "library-tree", r"XGBClassifier\(binary:logitraw\): wrong"),
+    "4": ("LightGBM reads |x| <= 1e-35 as 0 before comparing (kZeroThreshold); the C did not",
+          ("tinycc_ml/importers/lightgbm.py",
+           'threshold = zero_threshold(_floats(tree, "threshold", where, m, plus_inf=True))',
+           'threshold = _floats(tree, "threshold", where, m, plus_inf=True)'),
+          ["tinycc_ml/importers/lightgbm.py"], "library-tree", r"LGBM.*wrong on"),
+    "5": ("GaussianNB float builds clipped distances at 32 x features: 3-sigma rows got another class",
+          "cf609c5", ["tinycc_ml/models/naive_bayes.py", "tinycc_ml/models/base.py", "tinycc_ml/api.py"],
+          "library-nb", r"GaussianNB.*wrong on"),
+    "6": ("float32 overflow refused for distances only: MLP weights x 1e20 gave inf, NaN, wrong labels",
+          ("tinycc_ml/api.py",
+           "        check_float_range(graph, *float_input_range(model, calibration, options), model.describe())\n",
+           ""),
+          ["tinycc_ml/api.py"], "library-mlp", r"wrong on"),
+    "7": ("integer tree builds clipped each feature's shift to [-16, 24] (a 1e12 feature cost every feature 11 bits)",
+          "81ab1d4", ["tinycc_ml/passes/input_scales.py"], "library-tree",
+          r"int16 agrees with the library on only"),
+    "10a": ("hand-edited XGBoost JSON: a tree that is not an object gave a traceback",
+            ("tinycc_ml/importers/xgboost.py", "        if not isinstance(tree, dict):\n",
+             "        if tree is None:\n"),
+            ["tinycc_ml/importers/xgboost.py"], "xgboost-file", r"loading: (AttributeError|TypeError)"),
+    "10b": ("ONNX initializers whose dims disagree with their data gave a traceback",
+            [("tinycc_ml/importers/onnx_data.py", "len(tensor.raw_data) != count * dtype.itemsize:",
+              "len(tensor.raw_data) != count * dtype.itemsize and False:"),
+             ("tinycc_ml/importers/onnx_data.py", "        except Exception as exc:\n            raise ModelFileError("
+              "f\"{path}: initializer {tensor.name!r} (dims {list(tensor.dims)}) cannot be read: \"",
+              "        except ZeroDivisionError as exc:\n            raise ModelFileError("
+              "f\"{path}: initializer {tensor.name!r} (dims {list(tensor.dims)}) cannot be read: \"")],
+            ["tinycc_ml/importers/onnx_data.py"], "onnx-file", r"loading: ValueError"),
+}
 SURFACES = ["oracle", "oracle-avr", "oracle-m0", "model", "ir", "cli", "names", "fit", "edgeml", "concurrent",
             "interrupt"]
+LIBRARY_SURFACES = ["library-tree", "library-linear", "library-nb", "library-svm", "library-mlp", "library-onnx",
+                    "xgboost-file", "lightgbm-file", "onnx-file"]
 
 
 def fuzz(tree: Path, surfaces: list[str], seconds: float, json_path: Path, jobs: int,
@@ -69,36 +123,37 @@ def export_with_revert(commit: str | None, files: list[str], dest: Path, base: s
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     if commit is None:
         return
-    if isinstance(commit, tuple):  # (file, text, replacement): a fix whose code moved, undone by hand
-        name, text, replacement = commit
-        source = (dest / name).read_text()
-        if text not in source:
-            raise SystemExit(f"{name}: the fix's text to undo is not there any more: {text!r}")
-        (dest / name).write_text(source.replace(text, replacement))
+    if isinstance(commit, (tuple, list)):  # (file, text, replacement)s: a fix whose code moved, undone by hand
+        for name, text, replacement in [commit] if isinstance(commit, tuple) else commit:
+            source = (dest / name).read_text()
+            if text not in source:
+                raise SystemExit(f"{name}: the fix's text to undo is not there any more: {text!r}")
+            (dest / name).write_text(source.replace(text, replacement))
         return
     patch = subprocess.run(["git", "show", commit, "--", *files], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["patch", "-R", "-p1", "--no-backup-if-mismatch", "-s"], cwd=dest, input=patch, check=True)
 
 
-def part_main(seconds: float, jobs: int, surfaces: list[str]) -> None:
+def part_main(seconds: float, jobs: int, surfaces: list[str], out: str = "fuzz_main") -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-head-") as tmp:  # HEAD as committed, not the work tree
         export_with_revert(None, [], Path(tmp), commit)
-        data = fuzz(Path(tmp), surfaces, seconds, RESULTS / "fuzz_main.json", jobs)
+        data = fuzz(Path(tmp), surfaces, seconds, RESULTS / f"{out}.json", jobs)
     data["commit"] = commit
-    (RESULTS / "fuzz_main.json").write_text(json.dumps(data, indent=1) + "\n")
+    (RESULTS / f"{out}.json").write_text(json.dumps(data, indent=1) + "\n")
 
 
-def part_reverts(seconds: float, jobs: int, items: list[int], base: str = "HEAD") -> None:
+def part_reverts(seconds: float, jobs: int, items: list[str], base: str = "HEAD", issue: int = 25) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {}
-    path = RESULTS / "fuzz_reverts.json"
+    table = REVERTS_36 if issue == 36 else {str(k): v for k, v in REVERTS.items()}
+    path = RESULTS / ("fuzz_reverts36.json" if issue == 36 else "fuzz_reverts.json")
     if path.exists():
         out = json.loads(path.read_text())
     for item in items:
-        what, commit, files, surface, signature = REVERTS[item]
+        what, commit, files, surface, signature = table[item]
         with tempfile.TemporaryDirectory(prefix=f"tinycc-ml-revert{item}-") as tmp:
             export_with_revert(commit, files, Path(tmp), base)
             t0 = time.time()
@@ -148,6 +203,49 @@ def print_hundred_thousand(path: Path) -> None:
         print()
 
 
+def library_campaign_table(paths: list[Path]) -> None:
+    """Issue 36's campaign (the source-library and library-file surfaces; a case is one model or file, compared
+    with its library on its rows), printed and written for the docs as benchmarks/results/fuzz_library36_table."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from results_table import write_table
+
+    rows, findings = [], []
+    for path in paths:
+        data = json.loads(path.read_text())
+        for k, r in enumerate(data["surfaces"]):
+            run = f"seed {data['seed']}, {data.get('commit', '?')}" if k == 0 else ""
+            rows.append([run, r["surface"], f"{r['cases']:,}", f"{r.get('rows', 0):,}", f"{r['successes']:,}",
+                         f"{r['clean_errors']:,}", f"{r['crashes']:,}", f"{r['seconds']:.0f}"])
+        findings += data["crashes"]
+    rows.append(["total", "", f"{sum(int(r[2].replace(',', '')) for r in rows):,}",
+                 f"{sum(int(r[3].replace(',', '')) for r in rows):,}", "", "",
+                 f"{sum(int(r[6].replace(',', '')) for r in rows):,}", ""])
+    print("Issue 36's surfaces, one worker each, fresh seeds:\n")
+    write_table("fuzz_library36_table", ["run", "surface", "models / files", "rows compared", "ok", "clean errors",
+                                         "crashes", "seconds"], rows, script="benchmarks/fuzz_campaign.py --print",
+                align=[None, None, "right", "right", "right", "right", "right", "right"])
+    for c in findings:
+        print(f"  finding: {c['surface']} case {c['case']}: {' '.join(c['detail'].split())[:160]}")
+    print()
+
+
+def reverts36_table(path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from results_table import write_table
+
+    data = json.loads(path.read_text())
+    print("Issue 36's fixes reverted one at a time (fresh seed each, the surface stopped at the first matching "
+          "finding):\n")
+    order = sorted(data.items(), key=lambda kv: (int(kv[0].rstrip("ab")), kv[0]))
+    rows = [[item, r["surface"], f"{r['cases']:,}", f"{r['seconds']:.0f}", "yes" if r["matching"] else "no",
+             "-" if r["first_case"] is None else str(r["first_case"]), r["what"]] for item, r in order]
+    write_table("fuzz_reverts36_table", ["item", "surface", "cases", "seconds", "found", "first at case", "bug undone"],
+                rows, script="benchmarks/fuzz_campaign.py --print",
+                align=[None, None, "right", "right", None, "right", None])
+    for item, r in order:
+        print(f"  item {item} e.g.: {' '.join(r['example'].split())[:220]}")
+
+
 def print_tables() -> None:
     # run 1 (saved by hand as fuzz_main_run1.json) found bugs on main that were then fixed; fuzz_main.json is
     # the latest --part main run
@@ -158,6 +256,12 @@ def print_tables() -> None:
     if (RESULTS / "fuzz_100k.json").exists():
         print("10^5 cases per surface (scripts/fuzz.py --cases 100000 --jobs 2):\n")
         print_hundred_thousand(RESULTS / "fuzz_100k.json")
+    campaign36 = [RESULTS / f"{name}.json" for name in ("fuzz_library36", "fuzz_library36b", "fuzz_library36_svm2",
+                                                        "fuzz_files36")]
+    if any(path.exists() for path in campaign36):
+        library_campaign_table([path for path in campaign36 if path.exists()])
+    if (RESULTS / "fuzz_reverts36.json").exists():
+        reverts36_table(RESULTS / "fuzz_reverts36.json")
     reverts = RESULTS / "fuzz_reverts.json"
     if reverts.exists():
         data = json.loads(reverts.read_text())
@@ -176,15 +280,20 @@ def main(argv=None) -> int:
     parser.add_argument("--part", choices=("main", "reverts"), default=None)
     parser.add_argument("--seconds", type=float, default=600.0, help="seconds per surface (default 600)")
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--items", default="1,2,3,4,5", help="issue 25 items to revert (default all)")
+    parser.add_argument("--items", default=None, help="items to revert (default all of --issue's)")
+    parser.add_argument("--issue", type=int, choices=(25, 36), default=25,
+                        help="whose fixes --part reverts undoes: issue 25's (default) or issue 36's")
+    parser.add_argument("--out", default="fuzz_main", help="result file of --part main (benchmarks/results/OUT.json)")
     parser.add_argument("--base", default="HEAD", help="revision the reverts are applied to (default HEAD)")
     parser.add_argument("--surfaces", default=",".join(SURFACES), help="surfaces of --part main (default all)")
     parser.add_argument("--print", action="store_true", help="print the tables of the saved results")
     args = parser.parse_args(argv)
     if args.part == "main":
-        part_main(args.seconds, args.jobs, args.surfaces.split(","))
+        part_main(args.seconds, args.jobs, args.surfaces.split(","), args.out)
     elif args.part == "reverts":
-        part_reverts(args.seconds, args.jobs, [int(i) for i in args.items.split(",")], args.base)
+        table = REVERTS_36 if args.issue == 36 else REVERTS
+        items = args.items.split(",") if args.items else [str(k) for k in table]
+        part_reverts(args.seconds, args.jobs, items, args.base, args.issue)
     if args.print or args.part is None:
         print_tables()
     return 0

@@ -19,6 +19,14 @@ Surfaces (``--target``, comma-separated; ``both`` is model,ir; ``all`` is every 
 - ``library``: the source library as the oracle (tests/library_oracle.py): models trained with scikit-learn,
   XGBoost and LightGBM (random kinds, losses, objectives, sizes, data), rows crafted at their thresholds,
   the compiled float C against the library's own ``predict``;
+- ``library-tree``, ``library-linear``, ``library-nb``, ``library-svm``, ``library-mlp``: the same, one family
+  group each (trees, forests, boosting, XGBoost, LightGBM; linear models; GaussianNB; SVC / NuSVC; MLPs), each
+  model compared on a few hundred rows (the table's "rows" column), int16 builds (against the project's
+  interpreter) and AVR / Cortex-M0 runs on a sample; ``library-onnx``: ONNX networks built with onnx.helper
+  (dense and convolutional) against onnxruntime (tests/onnx_oracle.py);
+- ``xgboost-file``, ``lightgbm-file``, ``onnx-file``: mutated XGBoost JSON / UBJSON, LightGBM text and ONNX
+  files loaded and compiled; where the library still reads the file, the C against the library
+  (tests/booster_file_fuzzing.py);
 - ``names``, ``fit``, ``edgeml``, ``concurrent``, ``interrupt``: the command line's surfaces
   (tests/cli_fuzzing.py): names, paths, --project/--arduino/--examples/--depfile/--manifest; fit's options and
   data; EdgeML folders; processes compiling into one folder at once; Ctrl-C at a random moment.
@@ -74,10 +82,12 @@ from tests.fuzzing import (  # noqa: E402
 )
 from tests.tflite_fuzzing import mutate_tflite, run_tflite_case, tflite_seeds  # noqa: E402
 
-SURFACES = ("model", "ir", "tflite", "cli", "oracle", "oracle-avr", "oracle-m0", "library", "names", "fit", "edgeml",
-            "concurrent", "interrupt")
+LIBRARY_SURFACES = ("library-tree", "library-linear", "library-nb", "library-svm", "library-mlp", "library-onnx")
+FILE_SURFACES = ("xgboost-file", "lightgbm-file", "onnx-file")
+SURFACES = ("model", "ir", "tflite", "cli", "oracle", "oracle-avr", "oracle-m0", "library", *LIBRARY_SURFACES,
+            *FILE_SURFACES, "names", "fit", "edgeml", "concurrent", "interrupt")
 # ASan, simulators, forks; the boosting libraries' thread pools
-NO_MEMORY_LIMIT = {"oracle", "oracle-avr", "oracle-m0", "library", "concurrent", "interrupt"}
+NO_MEMORY_LIMIT = {"oracle", "oracle-avr", "oracle-m0", "library", *LIBRARY_SURFACES, "concurrent", "interrupt"}
 SIM_TARGETS = {"oracle-avr": "avr", "oracle-m0": "cortex-m0"}
 
 
@@ -136,11 +146,19 @@ def one_case(kind: str, seed: int, case: int, timeout: int, start_seconds: float
             return run_tflite_case(mutate_tflite(Chooser(rng=case_rng(seed, kind, case))).data)
         if kind == "cli":
             return one_cli_case(case_rng(seed, kind, case), timeout)
-        if kind == "library":
-            # deferred: scikit-learn's, XGBoost's and LightGBM's trainers load only for this surface
+        if kind == "library-onnx":
+            from tests.onnx_oracle import onnx_case
+
+            return onnx_case(case_generator(seed, kind, case))
+        if kind.startswith("library"):
+            # deferred: scikit-learn's, XGBoost's and LightGBM's trainers load only for these surfaces
             from tests.library_oracle import library_case
 
-            return library_case(case_generator(seed, kind, case))
+            return library_case(case_generator(seed, kind, case), kind.partition("-")[2] or None)
+        if kind in FILE_SURFACES:
+            from tests.booster_file_fuzzing import FILE_CASES
+
+            return FILE_CASES[kind](case_generator(seed, kind, case))
         if kind.startswith("oracle"):
             from tests.oracle import oracle_case
 
@@ -179,6 +197,11 @@ def _prepare(kind: str, memory: int | None) -> float:
     seed_files(), seed_texts()  # compiled once per process, outside any case's time limit
     if kind == "tflite":
         tflite_seeds()
+    if kind in FILE_SURFACES:  # the seeds are trained once per process, outside any case's time limit
+        from tests import booster_file_fuzzing
+
+        {"xgboost-file": booster_file_fuzzing.xgboost_seeds, "lightgbm-file": booster_file_fuzzing.lightgbm_seeds,
+         "onnx-file": booster_file_fuzzing.onnx_seeds}[kind]()
     if kind == "interrupt":
         from tests.cli_fuzzing import python_start_seconds
 
@@ -195,6 +218,7 @@ def run_cases(kind: str, seed: int, cases, timeout: int, memory: int | None) -> 
         outcome = one_case(kind, seed, case, timeout, start_seconds)
         slowest = max(slowest, time.perf_counter() - t0)
         counts[outcome.kind] += 1
+        counts["rows"] += outcome.rows
         if outcome.kind == "crash":
             crashes.append((case, outcome.detail))
     return counts, crashes, slowest
@@ -264,7 +288,8 @@ def run_surface(kind: str, seed: int, args, limit, executor) -> tuple:
     """(counts, [(case, detail)], slowest, cases run, seconds) of one surface: a fixed count of cases, or as many
     as fit in --explore seconds."""
     start = time.perf_counter()
-    chunk = SLOW_CHUNK if kind.startswith("oracle") or kind in ("fit", "concurrent", "interrupt") else CHUNK
+    chunk = SLOW_CHUNK if kind.startswith(("oracle", "library")) or kind in ("fit", "concurrent", "interrupt") \
+        else CHUNK
     total = None  # cases to run, when counted (for the progress lines)
     if args.case is not None:
         cases_iter = iter([range(args.case, args.case + 1)])
@@ -367,12 +392,13 @@ def main(argv=None) -> int:
     for kind in kinds:
         counts, found, slowest, ran, seconds = run_surface(kind, seed, args, limit, executor)
         crashes += [(kind, case, detail) for case, detail in sorted(found)]
-        rows.append((kind, ran, counts["ok"], counts["error"], counts["crash"], seconds, slowest))
+        rows.append((kind, ran, counts["ok"], counts["error"], counts["crash"], seconds, slowest, counts["rows"]))
         print(f"  {kind}: {ran} cases, {counts['crash']} crashes, {seconds:.0f} s", file=sys.stderr, flush=True)
-    print(f"\n{'fuzzer':<10} {'cases':>7} {'successes':>10} {'clean errors':>13} {'crashes':>8} {'seconds':>8} "
-          f"{'cases/s':>8} {'slowest':>8}")
-    for kind, cases, ok, errors, crashed, seconds, slowest in rows:
-        print(f"{kind:<10} {cases:>7} {ok:>10} {errors:>13} {crashed:>8} {seconds:>8.1f} "
+    # a library surface's case is one model; "rows" counts the rows its answers were compared on
+    print(f"\n{'fuzzer':<15} {'cases':>7} {'rows':>8} {'successes':>10} {'clean errors':>13} {'crashes':>8} "
+          f"{'seconds':>8} {'cases/s':>8} {'slowest':>8}")
+    for kind, cases, ok, errors, crashed, seconds, slowest, compared in rows:
+        print(f"{kind:<15} {cases:>7} {compared or '-':>8} {ok:>10} {errors:>13} {crashed:>8} {seconds:>8.1f} "
               f"{cases / max(seconds, 1e-9):>8.2f} {slowest:>8.2f}")
     written = []
     for kind, case, detail in crashes:
@@ -387,7 +413,7 @@ def main(argv=None) -> int:
         args.json.write_text(json.dumps({
             "seed": seed, "explore_seconds": args.explore, "jobs": args.jobs,
             "surfaces": [dict(zip(("surface", "cases", "successes", "clean_errors", "crashes", "seconds",
-                                   "slowest"), row)) for row in rows],
+                                   "slowest", "rows"), row)) for row in rows],
             "crashes": [{"surface": k, "case": c, "detail": d} for k, c, d in crashes]}, indent=1) + "\n")
     return 1 if crashes else 0
 

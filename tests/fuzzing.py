@@ -67,6 +67,7 @@ class Chooser:
 class Outcome:
     kind: str  # "ok", "error" or "crash"
     detail: str = ""
+    rows: int = 0  # rows compared with an oracle (the library surfaces: one model, many rows)
 
 
 # ------------------------------------------------------------------------- seeds

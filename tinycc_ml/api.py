@@ -53,7 +53,7 @@ MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this in
 def load_model(path) -> Model:
     """Load a saved model: the project's ``.npz`` model file, an ONNX dense network (``.onnx``, needs the
     onnx package), a TFLite int8 network (``.tflite``: a NetworkModel), an XGBoost
-    ``.json`` or LightGBM ``.txt`` model file, or an EdgeML model directory
+    ``.json`` or ``.ubj`` or LightGBM ``.txt`` model file, or an EdgeML model directory
     (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...); the readers of
     other tools' formats are in :mod:`tinycc_ml.importers`."""
     path = Path(path)
@@ -71,7 +71,7 @@ def load_model(path) -> Model:
                              "fitted estimator with tinycc_ml.save_model(estimator, 'model.npz') and use that file")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
-    if path.suffix.lower() == ".json":
+    if path.suffix.lower() in (".json", ".ubj"):
         return load_xgboost_file(path)
     if path.suffix.lower() == ".txt":
         return load_lightgbm_file(path)

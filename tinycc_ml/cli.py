@@ -50,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile a saved model to C",
                        description="Compile a model file or folder to C.")
     c.add_argument("model", metavar="MODEL",
-                   help="tinycc-ml's .npz model file, an XGBoost .json, a LightGBM .txt, an ONNX .onnx, or an EdgeML "
-                        "model folder")
+                   help="tinycc-ml's .npz model file, an XGBoost .json or .ubj, a LightGBM .txt, an ONNX .onnx, "
+                        "or an EdgeML model folder")
     c.add_argument("--target", default="host",
                    help="code-generation target (see `tinycc-ml targets`); default host")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for <name>.h and <name>.c")
@@ -99,8 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "for avr and cortex-m0) and report accuracy, flash, RAM, stack and "
                                    "cycles (AVR) or instructions (Cortex-M0) per inference.")
     r.add_argument("model", metavar="MODEL",
-                   help="tinycc-ml's .npz model file, an XGBoost .json, a LightGBM .txt, an ONNX .onnx, or an EdgeML "
-                        "model folder")
+                   help="tinycc-ml's .npz model file, an XGBoost .json or .ubj, a LightGBM .txt, an ONNX .onnx, "
+                        "or an EdgeML model folder")
     r.add_argument("--target", default="host",
                    help="any target that can run its builds here: host, avr, cortex-m0, plug-ins (default host)")
     r.add_argument("--data", required=True, metavar="FILE",

@@ -23,6 +23,7 @@ so the side of 0 <= t.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -67,9 +68,34 @@ def _lgb_blocks(text: str, source: str) -> tuple[dict, list[dict]]:
         if "=" in line:
             key, _, value = line.partition("=")
             current[key] = value
+        elif line and current is not header:  # LightGBM reads such a tree as another one (seen: shrinkage<1)
+            raise ModelFileError(f"{source}: tree {len(trees) - 1}: line {line[:40]!r} is not key=value")
         elif line:
             current[line] = ""
+    _check_tree_sizes(text, header, len(trees), source)
     return header, trees
+
+
+def _check_tree_sizes(text: str, header: dict, n_trees: int, source: str) -> None:
+    """LightGBM reads a file's trees at the byte offsets its ``tree_sizes`` line gives (as many trees as it
+    lists), not by their ``Tree=`` lines: a file whose blocks are not there (a tree added, removed or edited
+    to another length by hand) would be another model in LightGBM than here, so it is refused."""
+    if "tree_sizes" not in header:
+        return  # files without it are read tree by tree, by LightGBM too
+    try:
+        sizes = [int(v) for v in header["tree_sizes"].split()]
+    except ValueError:
+        raise ModelFileError(f"{source}: tree_sizes holds a value that is not an integer") from None
+    data = text.encode("utf-8")
+    starts = [m.start() for m in re.finditer(rb"(?m)^Tree=", data)]
+    end = data.find(b"\nend of trees")
+    starts = [s for s in starts if end < 0 or s < end]
+    if len(sizes) != n_trees or len(starts) != n_trees or any(
+            b - a != size for a, b, size in zip(starts, starts[1:], sizes)):
+        raise ModelFileError(f"{source}: tree_sizes lists {len(sizes)} tree(s) whose sizes do not match the "
+                             f"{n_trees} tree block(s) in the file (edited by hand?); LightGBM reads the trees at "
+                             "those offsets, so this file is another model there: save it again with LightGBM, or "
+                             "delete the tree_sizes line")
 
 
 def _floats(tree: dict, key: str, where: str, n: int, plus_inf: bool = False) -> np.ndarray:
@@ -123,6 +149,24 @@ def _lgb_link(objective: list[str], source: str) -> str:
     return link
 
 
+def _check_outputs(header: dict, objective: list[str], per_iteration: int, source: str) -> None:
+    """The objective, num_class (the header's and the objective's own) and the trees per iteration agree:
+    multiclass models have one tree per class and iteration (two classes or more), the others one."""
+    counts = [header.get("num_class", "1"), *(v for p, _, v in (o.partition(":") for o in objective[1:])
+                                               if p == "num_class")]
+    try:
+        classes = {int(c) for c in counts}
+    except ValueError:
+        raise ModelFileError(f"{source}: num_class {' / '.join(counts)} is not an integer") from None
+    multiclass = objective[0] in ("multiclass", "multiclassova")
+    want = per_iteration if multiclass else 1
+    if classes != {want} or per_iteration != want or (multiclass and want < 2):
+        rule = "a multiclass model has one tree per class (two or more)" if multiclass else \
+            "one tree per iteration, one class"
+        raise ModelFileError(f"{source}: LightGBM objective {' '.join(objective)!r} with num_class "
+                             f"{' / '.join(counts)} and {per_iteration} tree(s) per iteration: {rule}")
+
+
 def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembleModel:
     header, trees = _lgb_blocks(text, source)
     objective = header.get("objective", "").split()
@@ -138,6 +182,7 @@ def from_lightgbm_text(text: str, source: str = "LightGBM model") -> TreeEnsembl
         raise ModelFileError(f"{source}: the model has no trees")
     if per_iteration < 1 or len(trees) % per_iteration:
         raise ModelFileError(f"{source}: {len(trees)} trees for {per_iteration} per iteration")
+    _check_outputs(header, objective, per_iteration, source)
     average = "average_output" in header
     scale = per_iteration / len(trees) if average else 1.0
     table = TreeTable(1)

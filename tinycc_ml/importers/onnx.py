@@ -57,7 +57,11 @@ def load_onnx(path) -> MLPModel | NetworkModel:
     inputs = [i for i in graph.input if i.name not in weights]
     if len(inputs) != 1:
         raise ModelFileError(f"{path}: the network has {len(inputs)} inputs; one input tensor is supported")
+    check_like_onnxruntime(path, proto, inputs[0].name)
     dims = inputs[0].type.tensor_type.shape.dim
+    if len(dims) > 1 and dims[0].HasField("dim_value") and dims[0].dim_value != 1:
+        raise ModelFileError(f"{path}: input {inputs[0].name!r} has a fixed batch of {dims[0].dim_value} rows (ONNX "
+                             "Runtime runs that many rows per call); export with batch 1 or a dynamic batch")
     shape = []
     for k, dim in enumerate(dims):
         if dim.HasField("dim_value") and dim.dim_value >= 1:
@@ -75,6 +79,85 @@ def load_onnx(path) -> MLPModel | NetworkModel:
         raise ModelFileError(f"{path}: input {inputs[0].name!r} is a scalar; expected one vector "
                              "([features] or [1, features])")
     return _chain(path, graph, weights, inputs[0].name, shape[-1], len(shape))
+
+
+# the standard ops' input counts (min, max); a node with another count is one onnxruntime refuses
+ARITY = {"Gemm": (2, 3), "MatMul": (2, 2), "Add": (2, 2), "Relu": (1, 1), "Tanh": (1, 1), "Sigmoid": (1, 1),
+         "Softmax": (1, 1), "Flatten": (1, 1), "Identity": (1, 1), "Conv": (2, 3), "MaxPool": (1, 1),
+         "AveragePool": (1, 1), "GlobalAveragePool": (1, 1), "ReduceMean": (1, 2), "BatchNormalization": (5, 5),
+         "Clip": (1, 3), "Reshape": (2, 2), "Squeeze": (1, 2), "Unsqueeze": (1, 2), "Dropout": (1, 3),
+         "Constant": (0, 0)}
+# ops whose every operand is float arithmetic: their initializers must be float32, as the input is
+FLOAT_OPERANDS = ("Gemm", "MatMul", "Add", "Conv", "BatchNormalization")
+FLOAT32_TYPE = 1  # TensorProto.FLOAT
+FIRST_OPSET = 7  # older standard opsets define Gemm, BatchNormalization, ... otherwise
+FIRST_IR_VERSION = 3  # the first with opset imports (0: a file that never said)
+
+
+def check_like_onnxruntime(path: Path, proto, input_name: str) -> None:
+    """What onnxruntime checks before it runs a graph, so a file it refuses is refused here too (never read as
+    some other network): the standard opset's version is one the onnx package defines (7 or later), every
+    value is defined once, each op has its input count, and the weights of float arithmetic are float32."""
+    import onnx
+    from onnx import defs
+
+    if not FIRST_IR_VERSION <= proto.ir_version <= onnx.IR_VERSION:
+        raise ModelFileError(f"{path}: ONNX IR version {proto.ir_version}; versions {FIRST_IR_VERSION} to "
+                             f"{onnx.IR_VERSION} are read")
+    outputs = list(proto.graph.output)
+    for value in [*[i for i in proto.graph.input if i.name == input_name], *outputs]:
+        kind = value.type.tensor_type.elem_type
+        if kind != FLOAT32_TYPE and not (kind == 0 and value in outputs):  # an output's 0: left to inference
+            raise ModelFileError(f"{path}: {'output' if value in outputs else 'input'} {value.name!r} has ONNX "
+                                 f"element type {kind}; float32 (type 1) is read")
+    versions = [o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS]
+    newest = defs.onnx_opset_version()
+    if len(versions) != 1 or not FIRST_OPSET <= versions[0] <= newest:
+        raise ModelFileError(f"{path}: standard ONNX opset {versions or 'missing'}; opsets {FIRST_OPSET} to {newest} "
+                             "are read")
+    graph = proto.graph
+    types = {t.name: t.data_type for t in graph.initializer}
+    defined = {input_name, *types}
+    for node in graph.node:
+        what = f"node {node.name!r} ({node.op_type})"
+        _check_attributes(path, node, versions[0], what)
+        if set(node.output) & set(node.input):
+            raise ModelFileError(f"{path}: {what} takes its own output as an input")
+        low, high = ARITY.get(node.op_type, (0, 1 << 30))
+        if not low <= len(node.input) <= high:
+            words = dict(enumerate(("no input", "one", "two", "three", "four", "five")))
+            takes = words[low] if low == high else f"{words[low]} to {words[high]}"
+            raise ModelFileError(f"{path}: {node.op_type} node {node.name!r} has {len(node.input)} inputs; "
+                                 f"{node.op_type} takes {takes}")
+        for name in node.output:
+            if name and name in defined:
+                raise ModelFileError(f"{path}: {what} defines {name!r}, which is already defined")
+            defined.add(name)
+        if node.op_type in FLOAT_OPERANDS:
+            for name in node.input:
+                if name in types and types[name] != FLOAT32_TYPE:
+                    raise ModelFileError(f"{path}: {what} takes initializer {name!r} of ONNX data type "
+                                         f"{types[name]}; its operands must be float32 (type 1), as its input")
+
+
+def _check_attributes(path: Path, node, version: int, what: str) -> None:
+    """Every attribute of a standard op is one its schema (at the file's opset) defines, of its type."""
+    from onnx import defs
+
+    if node.domain not in ONNX_DOMAINS:
+        return  # refused by the readers, naming the domain
+    try:
+        schema = defs.get_schema(node.op_type, version, "")
+    except Exception:  # noqa: BLE001 - onnx's SchemaError: no such op at this opset (the readers name it)
+        return
+    for attribute in node.attribute:
+        known = schema.attributes.get(attribute.name)
+        if known is None:
+            raise ModelFileError(f"{path}: {what} has attribute {attribute.name!r}, which {node.op_type} (opset "
+                                 f"{version}) does not define")
+        if attribute.type != known.type:
+            raise ModelFileError(f"{path}: {what} attribute {attribute.name!r} is of ONNX attribute type "
+                                 f"{attribute.type}, not {int(known.type)}")
 
 
 def broadcasts_to_row(shape: tuple, out: int) -> bool:

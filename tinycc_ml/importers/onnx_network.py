@@ -58,6 +58,15 @@ class _Bad(Exception):
     """A problem found in the graph (the loader adds the file's name)."""
 
 
+def onnx_axis(axis, rank: int, what: str) -> int:
+    """An axis attribute in ONNX's range [-rank, rank - 1], as a non-negative index (onnxruntime refuses any
+    other: 1000 is no axis, not 1000 mod rank)."""
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise _Bad(f"{what}: axis {axis} is outside [-{rank}, {rank - 1}]")
+    return axis % rank
+
+
 @dataclass
 class _Value:
     node: str  # the IR node
@@ -108,12 +117,16 @@ def identifier(name: str, fallback: str) -> str:
     return cleaned if cleaned[0].isalpha() else f"n_{cleaned}"
 
 
-def _ints(value, count: int, default: int, what: str) -> list[int]:
+def _ints(value, count: int, default: int, what: str, least: int | None = None) -> list[int]:
+    """``count`` integers (``default`` each when absent), each at least ``least`` (ONNX: strides and dilations
+    are positive; onnxruntime refuses 0)."""
     if value is None:
         return [default] * count
     value = [int(v) for v in value]
     if len(value) != count:
         raise _Bad(f"{what} has {len(value)} values, expected {count}")
+    if least is not None and any(v < least for v in value):
+        raise _Bad(f"{what} {value}: each must be at least {least}")
     return value
 
 
@@ -259,9 +272,11 @@ class _Lowering:
         if "kernel_shape" in attrs and [int(k) for k in attrs["kernel_shape"]] != window:
             raise _Bad(f"Conv node {node.name!r}: kernel_shape {list(attrs['kernel_shape'])} disagrees with the "
                        f"weights {list(w.shape)}")
-        strides = _ints(attrs.get("strides"), x.spatial, 1, f"Conv node {node.name!r} strides")
-        dilations = _ints(attrs.get("dilations"), x.spatial, 1, f"Conv node {node.name!r} dilations")
+        strides = _ints(attrs.get("strides"), x.spatial, 1, f"Conv node {node.name!r} strides", least=1)
+        dilations = _ints(attrs.get("dilations"), x.spatial, 1, f"Conv node {node.name!r} dilations", least=1)
         group = int(attrs.get("group", 1))
+        if group < 1:
+            raise _Bad(f"Conv node {node.name!r}: group {group}; it must be at least 1")
         name = node.output[0]
         found = self.only_consumer(name, ("BatchNormalization",))
         if found is not None:
@@ -323,7 +338,7 @@ class _Lowering:
         window = _ints(attrs.get("kernel_shape"), x.spatial, 0, f"{what} kernel_shape")
         if any(k < 1 for k in window):
             raise _Bad(f"{what}: kernel_shape {window}")
-        strides = _ints(attrs.get("strides"), x.spatial, 1, f"{what} strides")
+        strides = _ints(attrs.get("strides"), x.spatial, 1, f"{what} strides", least=1)
         padding = self.padding(node, attrs, x, window, strides, [1] * x.spatial)
         if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)) and pads_anything(
                 padding, x.shape[2:], window, strides):
@@ -358,7 +373,7 @@ class _Lowering:
         if axes is None and len(node.input) > 1 and node.input[1]:
             axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
         rank = len(x.shape)
-        axes = sorted(int(a) % rank for a in (axes or []))
+        axes = sorted(onnx_axis(a, rank, f"ReduceMean node {node.name!r}") for a in (axes or []))
         if not x.spatial or axes != list(range(2, rank)):
             raise _Bad(f"ReduceMean node {node.name!r} over axes {axes} of shape {list(x.shape)}; only the mean over "
                        "every spatial axis (a global average pool) is supported")
@@ -369,9 +384,7 @@ class _Lowering:
         x = self.value(node, 0)
         shape, what = list(x.shape), f"{node.op_type} node {node.name!r}"
         if node.op_type == "Flatten":
-            axis = int(attrs.get("axis", 1)) % (len(shape) + 1)
-            if axis > len(shape):
-                raise _Bad(f"{what}: axis {attrs.get('axis')} of shape {shape}")
+            axis = onnx_axis(attrs.get("axis", 1), len(shape) + 1, what)  # Flatten's axis may be the rank
             wanted = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
         elif node.op_type == "Reshape":
             given = [int(s) for s in self.const(node, 1, "shape").astype(np.int64).reshape(-1)]
@@ -390,12 +403,13 @@ class _Lowering:
                 axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
             if node.op_type == "Unsqueeze":
                 rank = len(shape) + len(axes or [])
-                axes = sorted(int(a) % rank for a in (axes or []))
+                axes = sorted(onnx_axis(a, rank, what) for a in (axes or []))
                 wanted = list(shape)
                 for a in axes:
                     wanted.insert(a, 1)
             else:
-                axes = [int(a) % len(shape) for a in axes] if axes else [k for k, s in enumerate(shape) if s == 1]
+                axes = [onnx_axis(a, len(shape), what) for a in axes] if axes else \
+                    [k for k, s in enumerate(shape) if s == 1]
                 if 0 in axes or any(shape[a] != 1 for a in axes):
                     raise _Bad(f"{what}: squeezes axes {axes} of shape {shape}; only axes of size 1 after the batch")
                 wanted = [s for k, s in enumerate(shape) if k not in axes]

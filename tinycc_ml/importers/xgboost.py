@@ -1,7 +1,8 @@
 """XGBoost models as ``TreeEnsembleModel``s, read from XGBoost's JSON model (never unpickled):
-``Booster.save_model("m.json")``, or ``save_raw("json")`` of a live ``XGBClassifier`` / ``XGBRegressor`` /
-``Booster``. The library is needed only to convert live objects (``pip install 'tinycc-ml[xgboost]'``);
-model files are parsed with the standard library.
+``Booster.save_model("m.json")`` or its binary form ``"m.ubj"`` (UBJSON, importers/ubjson.py), or
+``save_raw("json")`` of a live ``XGBClassifier`` / ``XGBRegressor`` / ``Booster``. The library is needed
+only to convert live objects (``pip install 'tinycc-ml[xgboost]'``); model files are parsed with the standard
+library.
 
 A node goes left when x[f] < t (float32, as XGBoost compares), leaves hold the learning-rate scaled
 values; the margin is base_score (in the margin space: its logit for the logistic objectives, its log
@@ -30,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import ModelFileError
-from tinycc_ml.importers.tree_tables import REGRESSION, read_model_text
+from tinycc_ml.importers.tree_tables import MAX_FILE_BYTES, REGRESSION, read_model_text
+from tinycc_ml.importers.ubjson import read_ubjson
 from tinycc_ml.models.trees import MAX_NODES, TreeEnsembleModel
 
 # regressors: objective -> the inverse link predict applies to the margin
@@ -46,8 +48,12 @@ LOGITRAW_THRESHOLD = 0.5  # XGBClassifier.predict: class 1 where the value predi
 
 
 def load_xgboost_file(path) -> TreeEnsembleModel:
-    """An XGBoost ``.json`` model file."""
+    """An XGBoost ``.json`` or ``.ubj`` (Universal Binary JSON) model file."""
     path = Path(path)
+    if path.suffix.lower() == ".ubj":
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ModelFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MB; not an XGBoost UBJSON model")
+        return from_xgboost_json(read_ubjson(path.read_bytes(), str(path)), str(path))
     text = read_model_text(path, "XGBoost JSON model")
     try:
         doc = json.loads(text)
@@ -126,13 +132,17 @@ def _trees_predict_uses(model: dict, learner: dict, trees: list, source: str) ->
     ``best_iteration`` (a learner attribute after early stopping), else all."""
     attributes = learner.get("attributes", {})
     best = attributes.get("best_iteration") if isinstance(attributes, dict) else None
+    indptr = model.get("iteration_indptr")
+    if indptr is not None:  # XGBoost predicts with the trees of these iterations: from the first to the last
+        indptr = _int_list(indptr, "iteration_indptr", source)
+        if indptr.size < 2 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(trees):
+            raise ModelFileError(f"{source}: iteration_indptr {indptr.tolist()[:8]} does not split the "
+                                 f"{len(trees)} trees into iterations (0 first, non-decreasing, {len(trees)} last)")
     if best is None:
         return len(trees)
     best = int(_number(best, "best_iteration", source))
-    indptr = model.get("iteration_indptr")
     if indptr is not None:
-        indptr = _int_list(indptr, "iteration_indptr", source)
-        if best < 0 or best + 1 >= indptr.size or np.any(np.diff(indptr) < 0) or indptr[-1] != len(trees):
+        if best < 0 or best + 1 >= indptr.size:
             raise ModelFileError(f"{source}: best_iteration {best} does not match iteration_indptr "
                                  f"({indptr.size - 1} iterations of {len(trees)} trees)")
         return int(indptr[best + 1])
@@ -145,13 +155,24 @@ def _trees_predict_uses(model: dict, learner: dict, trees: list, source: str) ->
     return used
 
 
+def _leaf_vector_size(trees: list) -> int | None:
+    """The first tree's size_leaf_vector (vector leaves: > 1), None where it is not readable."""
+    param = trees[0].get("tree_param") if trees and isinstance(trees[0], dict) else None
+    try:
+        return int(param.get("size_leaf_vector", 1)) if isinstance(param, dict) else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def _leaf_values(tree: dict, leaf: np.ndarray, cond: np.ndarray, width: int, where: str) -> np.ndarray:
     """(n, width) leaf values: scalar leaves hold theirs in split_conditions; vector leaves (multi_output_tree)
     hold the index of their vector in leaf_weights in right_children."""
     if width == 1:
         return np.where(leaf, cond, 0.0)[:, None]
-    weights = np.array([_number(v, "a leaf weight", where) for v in tree.get("leaf_weights", [])],
-                       dtype=np.float32).astype(np.float64)
+    raw = tree.get("leaf_weights", [])
+    if not isinstance(raw, list):
+        raise ModelFileError(f"{where}: leaf_weights is a {type(raw).__name__}, not a list of numbers")
+    weights = np.array([_number(v, "a leaf weight", where) for v in raw], dtype=np.float32).astype(np.float64)
     index = _int_list(tree.get("right_children"), "right_children", where)
     if weights.size % width or np.any(leaf & ((index < 0) | (index >= weights.size // width))):
         raise ModelFileError(f"{where}: leaf_weights holds {weights.size} values, not a vector of {width} for "
@@ -181,7 +202,9 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
     trees = _get(model, ["trees"], source)
     if not isinstance(trees, list):
         raise ModelFileError(f"{source}: model/trees is not a list of trees")
-    if k > max(len(trees), 1):  # checked before anything of k values is allocated
+    # checked before anything of k values is allocated: scalar-leaf models have trees of each class; a
+    # vector-leaf model's (multi_output_tree) leaves hold k values each, which the file must then hold
+    if k > max(len(trees), 1) and not (_leaf_vector_size(trees) == k and k <= MAX_NODES):
         raise ModelFileError(f"{source}: num_class {n_class} exceeds the model's {len(trees)} tree(s); each class "
                              "has trees of its own")
     bases = _base_scores(params.get("base_score", "0.5"), source)
@@ -201,6 +224,9 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
     for t, tree in enumerate(trees):
         if not isinstance(tree, dict):
             raise ModelFileError(f"{source}: tree {t} is a {type(tree).__name__}, not a tree object")
+        if not isinstance(tree.get("tree_param", {}), dict):
+            raise ModelFileError(f"{source}: tree {t}: tree_param is a {type(tree['tree_param']).__name__}, not an "
+                                 "object")
     widths = {int(_number(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1, "size_leaf_vector", source))
               for tree in trees}
     width = max(widths)

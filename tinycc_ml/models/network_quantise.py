@@ -90,17 +90,22 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
                               name=name)
             continue
         ins = [new.get(i) for i in node.inputs]
-        if node.op in FILTER_AXIS:
-            new[name] = _quantise_layer(q, graph, name, ins[0], activation_dtype(values[name]))
-        elif node.op in KEEP_QUANTISATION:
-            new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(q.type(ins[0]).dtype), name=name)
-        elif node.op == "tensor_add":
-            new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(activation_dtype(values[name])),
-                              name=name)
-        elif node.op == "softmax":
-            new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(SOFTMAX_OUTPUT), name=name)
-        else:
-            raise CompileError(f"node %{name}: op {node.op} has no int8 quantisation")
+        try:
+            if node.op in FILTER_AXIS:
+                new[name] = _quantise_layer(q, graph, name, ins[0], activation_dtype(values[name]))
+            elif node.op in KEEP_QUANTISATION:
+                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(q.type(ins[0]).dtype),
+                                  name=name)
+            elif node.op == "tensor_add":
+                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(activation_dtype(values[name])),
+                                  name=name)
+            elif node.op == "softmax":
+                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(SOFTMAX_OUTPUT), name=name)
+            else:
+                raise CompileError(f"node %{name}: op {node.op} has no int8 quantisation")
+        except ValueError as exc:  # the op's type rule refuses the scales (a requantisation beyond int32's shifts)
+            raise DataError(f"node %{name}: {exc}; the weights' and the calibrated values' scales are too far apart "
+                            "for int8 (a weight far larger than the others?)") from None
     for label, name in graph.outputs:
         q.set_output(label, new[name])
     verify(q)

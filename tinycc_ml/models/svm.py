@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.errors import ModelFileError
+from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.reductions import ovo_vote_counts
 from tinycc_ml.models.base import Model
@@ -39,6 +39,8 @@ from tinycc_ml.models.saved import check_array, check_normalisation
 KERNELS = ("rbf", "linear", "poly", "sigmoid")
 MAX_DEGREE = 8
 
+
+RBF_ROUNDING_LIMIT = 1e-6  # gamma x the support vectors' float32 rounding, squared: what the kernel may move
 
 def pair_matrix(dual_coef: np.ndarray, n_support: np.ndarray) -> np.ndarray:
     """D (pairs, n_SV): row p = (i, j) holds dual_coef[j - 1] on class i's support vectors and
@@ -177,6 +179,21 @@ class SVMModel(Model):
 
     def describe(self) -> str:
         return f"svm ({self.kernel} kernel, {self.sv.shape[0]} support vectors, {self.n_class_count} classes)"
+
+    def check_precision(self, precision: str) -> None:
+        """Float builds hold the support vectors in float32: an RBF kernel so narrow that their rounding moves
+        it (gamma x the rounding's squared distance beyond RBF_ROUNDING_LIMIT) would give a row equal to a
+        support vector in float32 a kernel of 1 where the model's is 0 (seen: features of 1e18, gamma 0.014)."""
+        if precision != "float" or self.kernel != "rbf":
+            return
+        with np.errstate(over="ignore", invalid="ignore"):
+            rounding = self.sv - self.sv.astype(np.float32).astype(np.float64)
+            moved = self.gamma * np.max(np.sum(rounding * rounding, axis=1))
+        if not moved <= RBF_ROUNDING_LIMIT:
+            raise CompileError(f"{self.describe()}: gamma {self.gamma:g} resolves distances below float32's "
+                               f"rounding of the support vectors (it moves gamma |x - sv|^2 by {moved:.3g}): a float "
+                               "build would compute other kernel values; scale the features (e.g. StandardScaler) "
+                               "before the SVM")
 
     def _kernel(self, X) -> np.ndarray:
         X = self._check_input(X)
