@@ -350,10 +350,10 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
 
 
 def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epilogue: list[str]) -> list[str]:
-    """An int16 (or int8) x int16 mat-vec by a constant, 16 outputs of every block row at a time, the sums then through the
-    shared epilogue row by row (integer sums: the single-row C's, in another order). W is stored transposed in
-    pairs of columns (per pair of k and output i: W[i][k], W[i][k + 1]), so that where the compiler targets
-    AVX-512BW one VPMADDWD adds both products of 16 outputs for a broadcast (x[k], x[k + 1]); elsewhere the
+    """An int16 (or int8) x int16 mat-vec by a constant, 16 outputs of every block row at a time, the sums then
+    through the shared epilogue row by row (integer sums: the single-row C's, in another order). W is stored
+    transposed in pairs of columns (per pair of k and output i: W[i][k], W[i][k + 1]), so that where the compiler
+    targets AVX-512BW one VPMADDWD adds both products of 16 outputs for a broadcast (x[k], x[k + 1]); elsewhere the
     same table feeds int32 vectors (GCC/clang's vector extension)."""
     a_name = node.inputs[0]
     g = em.graph
