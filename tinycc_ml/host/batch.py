@@ -318,7 +318,9 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
     rows = int(re.match(r"^for \(int i = 0; i < (\d+);", lines[0]).group(1))
     epilogue = [ln[4:] for ln in lines[4:-1]]
     a_name = node.inputs[0]
-    if (em.graph.op(a_name) == "const" and rows >= 2 * VEC and em.target.word_flash is None
+    # a table of its own (W in column pairs): worth it where there are many outputs and columns to vectorise
+    if (em.graph.op(a_name) == "const" and rows >= 2 * VEC and em.graph.type(a_name).shape[1] >= 4 * VEC
+            and em.target.word_flash is None
             and em.graph.type(a_name).dtype.bits in (8, 16) and em.graph.type(node.inputs[1]).dtype.bits == 16):
         return _matvec_fixed_vectors(em, node, rows, dot.group(2), epilogue)
 
