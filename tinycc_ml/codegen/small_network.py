@@ -161,31 +161,46 @@ def _positions(em: CEmitter, node: Node, window: tuple[int, int], body: list[str
             "}"]
 
 
+def _plan(em: CEmitter, node: Node, W: np.ndarray, channels: int) -> tuple[int, str, str, str, str] | None:
+    """(input zero point, folded bias, multiplier, shift, store tail) of a layer whose rows of taps are W, or
+    None where the kernels do not take it (see _folded_bias, _epilogue)."""
+    zx = int(em.graph.type(node.inputs[0]).dtype.zero_point)
+    bias = _folded_bias(em, node, W, zx)
+    epilogue = None if bias is None else _epilogue(em, node, channels, bias)
+    return None if epilogue is None else (zx, *epilogue)
+
+
+def _windowed(em: CEmitter, node: Node, window: tuple[int, int], in_c: int, W: np.ndarray,
+              channel_sum) -> list[str] | None:
+    """A windowed layer (W: one row of taps per output channel): per output position the im2col column, then per
+    output channel o the lines ``channel_sum(column)`` gives (acc += its products) and the store."""
+    if window[0] * window[1] * in_c > MAX_COLUMN_BYTES:
+        return None
+    plan = _plan(em, node, W, W.shape[0])
+    if plan is None:
+        return None
+    zx, b, mult, shift, store = plan
+    col, fill = _im2col(em, node, node.inputs[0], window, in_c, zx)
+    before, products = channel_sum(col)
+    body = [*fill,
+            f"for (int o = 0; o < {W.shape[0]}; ++o) {{",
+            *("    " + line for line in before),
+            f"    int32_t acc = {b};",
+            *("    " + line for line in products),
+            f"    out[o] = {clamp8(em)}({requantise_words(em)}(acc, {mult}, {shift}) + {store};",
+            "}"]
+    return _positions(em, node, window, body)
+
+
 def conv2d(em: CEmitter, node: Node, product: Product = None, dot: Product = None) -> list[str] | None:
     if not _layer_ok(em, node):
         return None
-    x_name, w_name, _ = node.inputs
+    w_name = node.inputs[1]
     out_c, kh, kw, in_c = em.graph.type(w_name).shape
     taps = kh * kw * in_c
-    if taps > MAX_COLUMN_BYTES:
-        return None
-    zx = int(em.graph.type(x_name).dtype.zero_point)
     W = np.asarray(em.graph.node(w_name).attrs["value"], np.int64).reshape(out_c, taps)
-    bias = _folded_bias(em, node, W, zx)
-    if bias is None:
-        return None
-    epilogue = _epilogue(em, node, out_c, bias)
-    if epilogue is None:
-        return None
-    b, mult, shift, store = epilogue
-    col, fill = _im2col(em, node, x_name, (kh, kw), in_c, zx)
-    body = [*fill,
-            f"for (int o = 0; o < {out_c}; ++o) {{",
-            f"    int32_t acc = {b};",
-            *("    " + line for line in _dot(em, w_name, f"o * {taps}", "1", taps, col, "1", product, dot)),
-            f"    out[o] = {clamp8(em)}({requantise_words(em)}(acc, {mult}, {shift}) + {store};",
-            "}"]
-    return _positions(em, node, (kh, kw), body)
+    return _windowed(em, node, (kh, kw), in_c, W,
+                     lambda col: ([], _dot(em, w_name, f"o * {taps}", "1", taps, col, "1", product, dot)))
 
 
 def depthwise_conv2d(em: CEmitter, node: Node, product: Product = None, dot: Product = None) -> list[str] | None:
@@ -194,26 +209,10 @@ def depthwise_conv2d(em: CEmitter, node: Node, product: Product = None, dot: Pro
     x_name, w_name, _ = node.inputs
     _, kh, kw, out_c = em.graph.type(w_name).shape
     in_c, multiplier = em.graph.type(x_name).shape[3], int(node.attrs["depth_multiplier"])
-    if kh * kw * in_c > MAX_COLUMN_BYTES:
-        return None
-    zx = int(em.graph.type(x_name).dtype.zero_point)
     W = np.asarray(em.graph.node(w_name).attrs["value"], np.int64).reshape(kh * kw, out_c).T
-    bias = _folded_bias(em, node, W, zx)
-    if bias is None:
-        return None
-    epilogue = _epilogue(em, node, out_c, bias)
-    if epilogue is None:
-        return None
-    b, mult, shift, store = epilogue
-    col, fill = _im2col(em, node, x_name, (kh, kw), in_c, zx)
-    body = [*fill,
-            f"for (int o = 0; o < {out_c}; ++o) {{",
-            f"    const int8_t *xc = {col} + o / {multiplier};",
-            f"    int32_t acc = {b};",
-            *("    " + line for line in _dot(em, w_name, "o", str(out_c), kh * kw, "xc", str(in_c), product)),
-            f"    out[o] = {clamp8(em)}({requantise_words(em)}(acc, {mult}, {shift}) + {store};",
-            "}"]
-    return _positions(em, node, (kh, kw), body)
+    return _windowed(em, node, (kh, kw), in_c, W,
+                     lambda col: ([f"const int8_t *xc = {col} + o / {multiplier};"],
+                                  _dot(em, w_name, "o", str(out_c), kh * kw, "xc", str(in_c), product)))
 
 
 def fully_connected(em: CEmitter, node: Node, product: Product = None, dot: Product = None) -> list[str] | None:
@@ -222,15 +221,11 @@ def fully_connected(em: CEmitter, node: Node, product: Product = None, dot: Prod
     x_name, w_name, _ = node.inputs
     out_c, depth = em.graph.type(w_name).shape
     rows = em.graph.type(x_name).size // depth
-    zx = int(em.graph.type(x_name).dtype.zero_point)
     W = np.asarray(em.graph.node(w_name).attrs["value"], np.int64).reshape(out_c, depth)
-    bias = _folded_bias(em, node, W, zx)
-    if bias is None:
+    plan = _plan(em, node, W, out_c)
+    if plan is None:
         return None
-    epilogue = _epilogue(em, node, out_c, bias)
-    if epilogue is None:
-        return None
-    b, mult, shift, store = epilogue
+    _, b, mult, shift, store = plan
     xs, out = em.var(x_name), em.var(node.name)
     return ["{",
             f"    for (int r = 0; r < {rows}; ++r)",
