@@ -127,17 +127,17 @@ class StoreSpec:
     def asm(self, acc: str) -> list[str]:
         """The store of one row (in ``acc``; r8: the constants, r9 free, r2: the output)."""
         out = [f"add {acc}, {acc}, #{1 << (self.shift - 1)}", f"ssat {acc}, #16, {acc}, asr #{self.shift}"]
-        steps = list(self.steps)
-        for i, (kind, k) in enumerate(steps):
+        steps, i = self.steps, 0
+        while i < len(steps):
+            kind, k = steps[i]
+            i += 1
             if kind == "bias":
                 out += ["ldrsh r9, [r8], #2", f"add {acc}, {acc}, r9"]
-            elif kind == "round" and steps[i + 1:i + 2] == [("ssat", 0)]:  # one SSAT shifts and saturates
+            elif kind == "round" and steps[i:i + 1] == (("ssat", 0),):  # one SSAT shifts and saturates
                 out += [f"add {acc}, {acc}, #{1 << (k - 1)}", f"ssat {acc}, #16, {acc}, asr #{k}"]
-                steps[i + 1] = ("done", 0)
+                i += 1
             elif kind == "round":
                 out += [f"add {acc}, {acc}, #{1 << (k - 1)}", f"asr {acc}, {acc}, #{k}"]
-            elif kind == "done":
-                continue
             else:
                 shifted = f", lsl #{k}" if k else ""
                 out.append(f"ssat {acc}, #16, {acc}{shifted}" if kind == "ssat" else f"usat {acc}, #15, {acc}{shifted}")

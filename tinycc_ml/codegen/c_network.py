@@ -371,6 +371,62 @@ def depthwise_runs(em: CEmitter, node: Node, mac) -> list[str]:
             f"    {mac(em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o'), xv)}"]
 
 
+def conv_layer(em: CEmitter, node: Node, acc_init: str, element: str, mac, store) -> list[str]:
+    """A conv2d whose window is clipped to the input (``clipped_taps``, ``conv_runs``): per output channel o,
+    ``acc_init`` (the sum's declaration), the window's ``mac(w, x)`` statements, the bias, and ``store()`` (the C
+    value stored). The float and power-of-two dialects' layers; TFLite's keeps its own tap loops."""
+    x_name, w_name, b_name = node.inputs
+    require_computed(em, node, x_name)
+    out_c, kh, kw, _ = em.graph.type(w_name).shape
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
+    body = [*clipped_taps((kh, kw), height, width, dilation),
+            f"for (int o = 0; o < {out_c}; ++o) {{",
+            f"    {acc_init}",
+            *("    " + line for line in conv_runs(em, node, element, mac)),
+            f"    acc += {em.at(b_name, 'o')};",
+            f"    {em.var(node.name)}[pos + o] = {store()};",
+            "}"]
+    return window_loops(em, node, (kh, kw), out_c, body)
+
+
+def depthwise_layer(em: CEmitter, node: Node, acc_init: str, mac, store) -> list[str]:
+    """A depthwise convolution as ``conv_layer`` (``depthwise_runs``)."""
+    x_name, w_name, b_name = node.inputs
+    require_computed(em, node, x_name)
+    _, kh, kw, out_c = em.graph.type(w_name).shape
+    in_c, multiplier = em.graph.type(x_name).shape[3], int(node.attrs["depth_multiplier"])
+    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
+    body = [*clipped_taps((kh, kw), height, width, dilation),
+            f"for (int c = 0; c < {in_c}; ++c)",
+            f"for (int m = 0; m < {multiplier}; ++m) {{",
+            f"    const int o = c * {multiplier} + m;",
+            f"    {acc_init}",
+            *("    " + line for line in depthwise_runs(em, node, mac)),
+            f"    acc += {em.at(b_name, 'o')};",
+            f"    {em.var(node.name)}[pos + o] = {store()};",
+            "}"]
+    return window_loops(em, node, (kh, kw), out_c, body)
+
+
+def dense_layer(em: CEmitter, node: Node, acc_init: str, element: str, product, store) -> list[str]:
+    """A fully connected layer as ``conv_layer``: per row r and output o, acc += ``product(w, x)``."""
+    x_name, w_name, b_name = node.inputs
+    require_computed(em, node, x_name)
+    out_c, depth = em.graph.type(w_name).shape
+    rows = em.graph.type(x_name).size // depth
+    return ["{",
+            f"    for (int r = 0; r < {rows}; ++r)",
+            f"    for (int o = 0; o < {out_c}; ++o) {{",
+            f"        const {element} *xp = {em.var(x_name)} + (long)r * {depth};",
+            f"        {acc_init}",
+            f"        for (int i = 0; i < {depth}; ++i)",
+            f"            acc += {product(em.at(w_name, f'(long)o * {depth} + i'), 'xp[i]')};",
+            f"        acc += {em.at(b_name, 'o')};",
+            f"        {em.var(node.name)}[(long)r * {out_c} + o] = {store()};",
+            "    }",
+            "}"]
+
+
 def require_computed(em: CEmitter, node: Node, name: str) -> None:
     """The C reads ``name`` through its arena pointer (or x): a constant there is refused."""
     if em.graph.op(name) in ("const", "sparse_const"):

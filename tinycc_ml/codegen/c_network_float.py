@@ -8,16 +8,15 @@ float32 rounding. The loops and window geometry are the int8 kernels' (``c_netwo
 from __future__ import annotations
 
 from tinycc_ml.codegen.c_network import (
-    clipped_taps,
     concatenation,
-    conv_runs,
-    depthwise_runs,
+    conv_layer,
+    dense_layer,
+    depthwise_layer,
     padded_copy,
     pool_window,
     require_computed,
     reshape,
     transpose,
-    window_geometry,
     window_loops,
 )
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter, c_float
@@ -37,56 +36,20 @@ def _mac(w: str, x: str) -> str:
     return f"acc += {w} * {x};"
 
 
+def _store(node: Node):
+    return lambda: _activated(node.attrs.get("activation", "none"), "acc")
+
+
 def conv2d(em: CEmitter, node: Node) -> list[str]:
-    x_name, w_name, b_name = node.inputs
-    require_computed(em, node, x_name)
-    out_c, kh, kw, _ = em.graph.type(w_name).shape
-    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    body = [*clipped_taps((kh, kw), height, width, dilation),
-            f"for (int o = 0; o < {out_c}; ++o) {{",
-            "    float acc = 0.0f;",
-            *("    " + line for line in conv_runs(em, node, "float", _mac)),
-            f"    acc += {em.at(b_name, 'o')};",
-            f"    {em.var(node.name)}[pos + o] = {_activated(node.attrs.get('activation', 'none'), 'acc')};",
-            "}"]
-    return window_loops(em, node, (kh, kw), out_c, body)
+    return conv_layer(em, node, "float acc = 0.0f;", "float", _mac, _store(node))
 
 
 def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
-    x_name, w_name, b_name = node.inputs
-    require_computed(em, node, x_name)
-    _, kh, kw, out_c = em.graph.type(w_name).shape
-    in_c, multiplier = em.graph.type(x_name).shape[3], int(node.attrs["depth_multiplier"])
-    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    body = [*clipped_taps((kh, kw), height, width, dilation),
-            f"for (int c = 0; c < {in_c}; ++c)",
-            f"for (int m = 0; m < {multiplier}; ++m) {{",
-            f"    const int o = c * {multiplier} + m;",
-            "    float acc = 0.0f;",
-            *("    " + line for line in depthwise_runs(em, node, _mac)),
-            f"    acc += {em.at(b_name, 'o')};",
-            f"    {em.var(node.name)}[pos + o] = {_activated(node.attrs.get('activation', 'none'), 'acc')};",
-            "}"]
-    return window_loops(em, node, (kh, kw), out_c, body)
+    return depthwise_layer(em, node, "float acc = 0.0f;", _mac, _store(node))
 
 
 def fully_connected(em: CEmitter, node: Node) -> list[str]:
-    x_name, w_name, b_name = node.inputs
-    require_computed(em, node, x_name)
-    out_c, depth = em.graph.type(w_name).shape
-    rows = em.graph.type(x_name).size // depth
-    return ["{",
-            f"    for (int r = 0; r < {rows}; ++r)",
-            f"    for (int o = 0; o < {out_c}; ++o) {{",
-            f"        const float *xp = {em.var(x_name)} + (long)r * {depth};",
-            "        float acc = 0.0f;",
-            f"        for (int i = 0; i < {depth}; ++i)",
-            f"            acc += {em.at(w_name, f'(long)o * {depth} + i')} * xp[i];",
-            f"        acc += {em.at(b_name, 'o')};",
-            f"        {em.var(node.name)}[(long)r * {out_c} + o] = "
-            f"{_activated(node.attrs.get('activation', 'none'), 'acc')};",
-            "    }",
-            "}"]
+    return dense_layer(em, node, "float acc = 0.0f;", "float", lambda w, x: f"{w} * {x}", _store(node))
 
 
 def average_pool2d(em: CEmitter, node: Node) -> list[str]:

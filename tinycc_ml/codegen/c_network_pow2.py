@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from tinycc_ml.codegen.c_fixed import rshift_c
 from tinycc_ml.codegen.c_network import (
-    clipped_taps,
-    conv_runs,
-    depthwise_runs,
+    conv_layer,
+    dense_layer,
+    depthwise_layer,
     padded_copy,
     pool_window,
     require_computed,
-    window_geometry,
     window_loops,
 )
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter, ctype_of
@@ -53,55 +52,18 @@ def _mac(em: CEmitter, node: Node):
 
 
 def conv2d(em: CEmitter, node: Node) -> list[str]:
-    x_name, w_name, b_name = node.inputs
-    require_computed(em, node, x_name)
-    out_c, kh, kw, _ = em.graph.type(w_name).shape
-    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    body = [*clipped_taps((kh, kw), height, width, dilation),
-            f"for (int o = 0; o < {out_c}; ++o) {{",
-            "    int32_t acc = 0;",
-            *("    " + line for line in conv_runs(em, node, ctype_of(em.graph.type(x_name).dtype), _mac(em, node))),
-            f"    acc += {em.at(b_name, 'o')};",
-            f"    {em.var(node.name)}[pos + o] = {layer_store(em, node)};",
-            "}"]
-    return window_loops(em, node, (kh, kw), out_c, body)
+    element = ctype_of(em.graph.type(node.inputs[0]).dtype)
+    return conv_layer(em, node, "int32_t acc = 0;", element, _mac(em, node), lambda: layer_store(em, node))
 
 
 def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
-    x_name, w_name, b_name = node.inputs
-    require_computed(em, node, x_name)
-    _, kh, kw, out_c = em.graph.type(w_name).shape
-    in_c, multiplier = em.graph.type(x_name).shape[3], int(node.attrs["depth_multiplier"])
-    height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    body = [*clipped_taps((kh, kw), height, width, dilation),
-            f"for (int c = 0; c < {in_c}; ++c)",
-            f"for (int m = 0; m < {multiplier}; ++m) {{",
-            f"    const int o = c * {multiplier} + m;",
-            "    int32_t acc = 0;",
-            *("    " + line for line in depthwise_runs(em, node, _mac(em, node))),
-            f"    acc += {em.at(b_name, 'o')};",
-            f"    {em.var(node.name)}[pos + o] = {layer_store(em, node)};",
-            "}"]
-    return window_loops(em, node, (kh, kw), out_c, body)
+    return depthwise_layer(em, node, "int32_t acc = 0;", _mac(em, node), lambda: layer_store(em, node))
 
 
 def fully_connected(em: CEmitter, node: Node) -> list[str]:
-    x_name, w_name, b_name = node.inputs
-    require_computed(em, node, x_name)
-    x, w = em.graph.type(x_name), em.graph.type(w_name)
-    out_c, depth = w.shape
-    rows = x.size // depth
-    return ["{",
-            f"    for (int r = 0; r < {rows}; ++r)",
-            f"    for (int o = 0; o < {out_c}; ++o) {{",
-            f"        const {ctype_of(x.dtype)} *xp = {em.var(x_name)} + (long)r * {depth};",
-            "        int32_t acc = 0;",
-            f"        for (int i = 0; i < {depth}; ++i)",
-            f"            acc += {_product(em, node, em.at(w_name, f'(long)o * {depth} + i'), 'xp[i]')};",
-            f"        acc += {em.at(b_name, 'o')};",
-            f"        {em.var(node.name)}[(long)r * {out_c} + o] = {layer_store(em, node)};",
-            "    }",
-            "}"]
+    element = ctype_of(em.graph.type(node.inputs[0]).dtype)
+    return dense_layer(em, node, "int32_t acc = 0;", element, lambda w, x: _product(em, node, w, x),
+                       lambda: layer_store(em, node))
 
 
 ROUNDED_AVERAGE = "sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count"  # pow2_arith.rounded_division

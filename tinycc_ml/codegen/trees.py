@@ -359,9 +359,11 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
     x_t = ctype_of(x_type.dtype)
     # a stream of its own (the scores keep their tables): faster, about 4 bytes more a node, so not when compact
     compact = getattr(em, "compact_trees", False)
-    walk = em.target.stream_walk(em, x_t) if fixed and chosen == "table" and not compact else None
-    stream = node_stream(layout, x_type.dtype.bits, [int(layout.roots[0])]) if walk else None
-    if stream is not None:  # the target's own walk of a node stream whose leaves are the classes
+    stream = (node_stream(layout, x_type.dtype.bits, [int(layout.roots[0])])
+              if fixed and chosen == "table" and not compact else None)
+    # asked only with a stream to walk: the target's walk function is emitted when asked
+    walk = em.target.stream_walk(em, x_t) if stream is not None else None
+    if walk is not None:  # the target's own walk of a node stream whose leaves are the classes
         words = em.add_const_array(em.sym(f"{node.name}_class_nodes"), stream.words.view(np.int16), "int16_t",
                                    f"%{node.name}: the class tree's nodes (trees.NodeStream; leaf: 0x8000 | class)")
         return [f"    return (int)({walk}({words}, {em.var(x_name)}, {words}) & 0x7fffu);"]
