@@ -13,7 +13,10 @@ predictions, ties broken by the mean absolute score error (regression, graph.ana
 affordable calibration row, counting as wrong a row whose value is off by more than 1% of the
 value's spread, e.g. a saturated intermediate). Held-out rows that are reference points of the model
 (kNN calibrated on its own training set) are left out: they tell no scale apart; without at least
-MIN_SEARCH_ROWS others the static choice stands.
+MIN_SEARCH_ROWS others the static choice stands. It stops where it cannot help: a trial whose build equals
+an earlier one (an adjustment a clamp or a later choice undoes) is not scored again, and a build with no more
+disagreements and score error than the float model's own on the input rounded to its grid (the one scale
+the search does not adjust) ends it.
 """
 
 from __future__ import annotations
@@ -192,16 +195,22 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
         return _score(fixed_graph, held, float_out, regression)
 
     adjust: dict[str, int] = {}
-    best = score(build(adjust))
+    base = build(adjust)
+    best = score(base)
     if not ctx.options.search or best == (0, 0.0):
         return adjust, best  # not asked for, or nothing to gain: every row agrees with no score error
+    floor = rounding_floor(graph, base, held, float_out, regression)
+    if at_floor(best, floor):
+        log.info("scale search: nothing to gain (%d disagreement(s), all from the input's rounding)", best[0])
+        return adjust, best
+    seen = {build_fingerprint(base)}  # builds already scored: an adjustment that changes nothing is not rescored
     # regression: only coarser activation scales, which keep the headroom choose_scales leaves
     deltas = tuple(d for d in SEARCH_ADJUSTMENTS if d < 0) if regression else SEARCH_ADJUSTMENTS
     candidates = [(n, deltas) for n in graph.order()
                   if graph.type(n).dtype.is_float and graph.op(n) not in ("const", "sparse_const", "clip", "input")]
     candidates += [(f"{n}.weights", WEIGHT_ADJUSTMENTS) for n in graph.order() if graph.op(n) == "matvec"]
     trials = min(2 * sum(len(deltas) for _, deltas in candidates), max_search_trials(graph, len(held)))
-    done = 0
+    done = skipped = 0
     with Progress("scale search", total=trials, unit="trials") as bar:
         for _round in range(2):
             improved = False
@@ -209,17 +218,71 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
                 for delta in deltas[: max(0, trials - done)]:
                     done += 1
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
-                    trial_score = score(build(trial_adjust))
+                    trial = build(trial_adjust)
                     bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
+                    fingerprint = build_fingerprint(trial)
+                    if fingerprint in seen:
+                        skipped += 1
+                        continue
+                    seen.add(fingerprint)
+                    trial_score = score(trial)
                     if trial_score < best:
                         best, adjust, improved = trial_score, trial_adjust, True
                         break
-            if not improved or done >= trials:
+                if at_floor(best, floor):
+                    break
+            if not improved or done >= trials or at_floor(best, floor):
                 break
     if done >= trials < 2 * sum(len(deltas) for _, deltas in candidates):
         log.info("scale search: stopped after %d trials (the work cap of a graph this wide)", done)
-    log.info("scale search: %d adjustment(s), %d held-out disagreement(s)", len(adjust), best[0])
+    if at_floor(best, floor):
+        log.info("scale search: stopped at the input's rounding floor (%d disagreement(s))", best[0])
+    log.info("scale search: %d adjustment(s), %d held-out disagreement(s); %d of %d trials built what an earlier "
+             "trial built (not scored)", len(adjust), best[0], skipped, done)
     return adjust, best
+
+
+def rounding_floor(graph: Graph, base: Graph, X: np.ndarray, float_out: dict, regression: bool) -> tuple[int, float]:
+    """What no scale adjustment can remove: the float model's own disagreements and score error on the held-out
+    rows rounded to the integer input's grid (the input's scale is the one value the search does not adjust)."""
+    s_in = base.type(base.inputs()[0]).dtype.scale
+    rounded = run_float(graph, quantise(X, s_in, 16) * 2.0**-s_in)
+    error = np.abs(rounded["scores"] - float_out["scores"])
+    if regression:
+        return int(np.sum(error > value_tolerance(float_out["scores"]))), float(np.mean(error))
+    return int(np.sum(rounded["prediction"] != float_out["prediction"])), float(np.mean(error))
+
+
+def at_floor(best: tuple[int, float], floor: tuple[int, float]) -> bool:
+    """The search cannot help: no more disagreements, and no more score error, than the input's rounding makes."""
+    return best[0] <= floor[0] and best[1] <= floor[1]
+
+
+def build_fingerprint(fixed_graph: Graph) -> str:
+    """Every node's op, inputs, type and attributes: equal fingerprints, equal builds (and equal scores)."""
+    digest = hashlib.sha256()
+    for node in fixed_graph.nodes():
+        digest.update(f"{node.name}|{node.op}|{node.inputs}|{node.type}".encode())
+        for key, value in sorted(node.attrs.items()):
+            digest.update(f"|{key}=".encode())
+            _digest_value(digest, value)
+    return digest.hexdigest()
+
+
+def _digest_value(digest, value) -> None:
+    if isinstance(value, np.ndarray):  # every element (repr elides long arrays)
+        digest.update(f"{value.dtype}{value.shape}".encode() + np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"{type(value).__name__}{len(value)}[".encode())
+        for item in value:
+            _digest_value(digest, item)
+    elif isinstance(value, dict):
+        digest.update(f"dict{len(value)}{{".encode())
+        for key in sorted(value, key=repr):
+            digest.update(repr(key).encode())
+            _digest_value(digest, value[key])
+    else:
+        digest.update(repr(value).encode())
 
 
 def fixed_report(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np.ndarray, adjust: dict,
