@@ -29,3 +29,13 @@ def test_batch_quantises_as_quantise_does(model, precision):
     bad[3, 4] = np.nan  # a value that is not finite: the whole batch takes quantise()'s path
     with np.errstate(invalid="ignore"):  # quantise() casts the NaN as numpy does
         np.testing.assert_array_equal(pred.predict_index(bad), pred._run(pred.quantise(bad), want_scores=False)[1])
+
+
+@pytest.mark.parametrize("dim, ctype", [(9, "int16_t"), (784, "int16_t"), (784, "float"), (10**6, "int8_t")])
+def test_the_conversion_chunk_is_whole_blocks_within_its_buffer(dim, ctype):
+    from tinycc_ml.host.batch import BLOCK_ROWS
+    from tinycc_ml.host.build import CONVERT_BUFFER_BYTES, MAX_CONVERT_ROWS, NUMPY_OF_CTYPE, batch_chunk_rows
+
+    rows = batch_chunk_rows(f"#define HQ_INPUT_DIM {dim}\n", "hq", ctype)
+    assert rows % BLOCK_ROWS == 0 and BLOCK_ROWS <= rows <= MAX_CONVERT_ROWS
+    assert rows == BLOCK_ROWS or rows * dim * NUMPY_OF_CTYPE[ctype]().itemsize <= CONVERT_BUFFER_BYTES
