@@ -29,6 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tinycc_ml.codegen.input_bound import beyond_function, has_bound, no_answer_function
 from tinycc_ml.target import CEmitter, Node, ctype_of
 
 BLOCK_ROWS = 8  # rows per pass over the weights
@@ -144,6 +145,12 @@ class HostEmitter(CEmitter):
     def batch_function(self) -> list[str]:
         api, r = self._api, BLOCK_ROWS
         d, ns, it, st, p = api.input_dim, api.n_scores, api.input_ctype, api.score_ctype, self.prefix
+        guard = []  # rows beyond a float build's input bound: no answer, as <prefix>_run gives them
+        if has_bound(self.graph):
+            beyond, no_answer = beyond_function(self, api), no_answer_function(self, api)
+            guard = ["        for (int e = 0; e < m; ++e)",
+                     f"            if ({beyond}(xi + (long)e * {d}))",
+                     f"                block_predictions[e] = {no_answer}(block_scores + (long)e * {ns});"]
         return [
             f"static {it} {p}_padded[{r * d}]; /* the last rows of a batch, padded with zero rows */",
             f"static {st} {p}_block_scores[{r * ns}];", "",
@@ -159,6 +166,7 @@ class HostEmitter(CEmitter):
             "            xi = padded;",
             "        }",
             f"        {p}_run_block(xi, block_scores, block_predictions);",
+            *guard,
             "        if (scores)",
             f"            for (long e = 0; e < (long)m * {ns}; ++e) scores[(long)i * {ns} + e] = block_scores[e];",
             "        if (predictions)",
@@ -429,6 +437,55 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
     return out
 
 
+SQDIST_LINES = (re.compile(r"^for \(int j = 0; j < (\d+); \+\+j\) \{$"), re.compile(r"^    int32_t acc = 0;$"),
+                re.compile(r"^    for \(int k = 0; k < (\d+); \+\+k\) \{$"),
+                re.compile(r"^        int32_t d = \(int32_t\)\w+\[j \* \d+ \+ k\] - (.+);$"),
+                re.compile(r"^        acc \+= d \* d;$"), re.compile(r"^    \}$"))
+
+
+def sqdist_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """The shared integer squared distances to constant prototypes (``for j: acc = sum_k (b_j[k] - p[k])^2;
+    <its epilogue>``) with 16 prototypes of every block row at a time in int32 vectors (B stored (k, j), padded
+    to whole vectors), then the shared epilogue row by row: the single-row C's integer sums, in another order.
+    Other forms: None (the per-row loop)."""
+    x_name, m_name = node.inputs
+    g = em.graph
+    if g.op(m_name) != "const" or em.target.word_flash is not None or g.type(m_name).dtype.bits > 16:
+        return None
+    lines = CEmitter.emit_node(em, node)
+    if len(lines) < 8 or lines[-1] != "}" or not all(rx.match(ln) for rx, ln in zip(SQDIST_LINES, lines)):
+        return None
+    k, m = g.type(m_name).shape
+    if (int(SQDIST_LINES[0].match(lines[0]).group(1)), int(SQDIST_LINES[2].match(lines[2]).group(1))) != (m, k):
+        return None
+    x_k = SQDIST_LINES[3].match(lines[3]).group(1)
+    if LANE not in x_k:
+        return None
+    epilogue = [ln[4:] for ln in lines[6:-1]]
+    wide = -(-m // VEC) * VEC
+    table = np.zeros((k, wide), dtype=np.int64)
+    table[:, :m] = np.asarray(g.node(m_name).attrs["value"]).astype(np.int64)
+    sym = em.add_const_array(em.sym(f"{m_name}_p16"), table, "int16_t",
+                             f"%{m_name}: {g.type(m_name)}, prototypes padded with zeros to {VEC}n (the batch kernel's)")
+    iv, hv = em.sym("i32x16"), em.sym("i16x16")
+    em.helpers.setdefault(iv, f"typedef int32_t {iv} __attribute__((vector_size({4 * VEC})));\n")
+    em.helpers.setdefault(hv, f"typedef int16_t {hv} __attribute__((vector_size({2 * VEC})));\n")
+    sums = em.sym(f"{node.name}_block_sums")
+    em.helpers.setdefault(sums, f"static int32_t {sums}[{BLOCK_ROWS}][{wide}];\n")
+    rows = range(BLOCK_ROWS)
+    return [f"for (int j0 = 0; j0 < {wide}; j0 += {VEC}) {{",
+            f"    {iv} {', '.join(f'a{r} = {{0}}' for r in rows)};",
+            f"    for (int k = 0; k < {k}; ++k) {{",
+            f"        {hv} b16;", f"        __builtin_memcpy(&b16, {sym} + (long)k * {wide} + j0, sizeof b16);",
+            f"        const {iv} b = __builtin_convertvector(b16, {iv});",
+            *(f"        {{ const {iv} d = b - (int32_t){lane_text(x_k, r)}; a{r} += d * d; }}" for r in rows),
+            "    }",
+            *(f"    __builtin_memcpy(&{sums}[{r}][j0], &a{r}, sizeof a{r});" for r in rows),
+            "}",
+            f"for (int j = 0; j < {m}; ++j) {{",
+            *lanes([f"int32_t acc = {sums}[{LANE}][j];", *epilogue], "    "), "}"]
+
+
 TREE_LOOP = re.compile(r"^    for \(int t = 0; t < (\d+); \+\+t\) \{$")
 
 
@@ -486,5 +543,5 @@ def trees_block(em: HostEmitter, node: Node) -> list[str] | None:
 
 
 BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("matvec", "fixed"): matvec_fixed_block,
-                 ("sqdist", "float"): sqdist_float_block,
+                 ("sqdist", "float"): sqdist_float_block, ("sqdist", "fixed"): sqdist_fixed_block,
                  ("tree_ensemble", "float"): trees_block, ("tree_ensemble", "fixed"): trees_block}
