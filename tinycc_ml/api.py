@@ -359,6 +359,48 @@ def check_float_range(graph, lo, hi, what: str, source: str) -> None:
                                "scale the weights or inputs down, or compile at precision int16/int8")
 
 
+def _float32_peak(graph, lo, hi) -> float:
+    """The largest magnitude interval analysis proves for any float value of ``graph`` over inputs [lo, hi]."""
+    intervals = static_intervals(graph, lo, hi, float_check=True)
+    peak = 0.0
+    for name in graph.order():
+        if name in intervals and graph.type(name).dtype.kind == "f32" and graph.op(name) != "const":
+            with np.errstate(invalid="ignore"):
+                top = np.max(np.abs(np.concatenate([np.ravel(b) for b in intervals[name]])), initial=0.0)
+            peak = top if not top <= peak else peak  # NaN wins
+    return peak
+
+
+def float_input_bound(graph, lo, hi) -> dict | None:
+    """The inputs a float build is proven to compute within float32 for: {"bound": R} (|x[k]| <= R for every
+    k, R the largest float32 power-of-two multiple of the checked range's magnitude that interval analysis
+    proves), {"lo": ..., "hi": ...} (the checked range itself, per feature, where no such R covers it), or None
+    where no finite input can overflow (then only NaN/inf are refused, by a bound of float32's largest).
+    Beyond it the build's float32 values could overflow where the model's float64 ones do not (GaussianNB's
+    squared distances at 1e20, a polynomial kernel at 1e13): the C answers no class for such rows
+    (codegen/input_bound.py). Trees only compare their input: no bound (their NaN rules decide)."""
+    (x,) = graph.inputs()
+    if all(graph.op(u) == "tree_ensemble" for u in graph.users(x)):
+        return None
+    if _float32_peak(graph, -FLOAT32_MAX, FLOAT32_MAX) <= FLOAT32_MAX:
+        return {"bound": FLOAT32_MAX}
+    start = float(max(1.0, np.max(np.abs(lo)), np.max(np.abs(hi))))
+    if not _float32_peak(graph, -start, start) <= FLOAT32_MAX:
+        return {"lo": np.broadcast_to(np.asarray(lo, dtype=np.float64), graph.type(x).shape).copy(),
+                "hi": np.broadcast_to(np.asarray(hi, dtype=np.float64), graph.type(x).shape).copy()}
+    good, bad = 0, int(np.floor(np.log2(FLOAT32_MAX / start))) + 1  # start * 2^good proven; 2^bad beyond float32
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if _float32_peak(graph, -start * 2.0**mid, start * 2.0**mid) <= FLOAT32_MAX:
+            good = mid
+        else:
+            bad = mid
+    bound = np.float32(start * 2.0**good)
+    if float(bound) > start * 2.0**good:  # the float32 at or below it
+        bound = np.nextafter(bound, np.float32(0))
+    return {"bound": float(bound)}
+
+
 def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibration) -> None:
     """``<prefix>_proba`` in the files; in the report its rule and, for integer builds, the error
     bound that follows from the scores' largest error on the calibration rows, and the largest
@@ -611,7 +653,11 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())
         check_distances(graph, model.describe())
-        check_float_range(graph, *float_input_range(model, calibration, options), model.describe())
+        checked = float_input_range(model, calibration, options)
+        check_float_range(graph, *checked, model.describe())
+        graph.analyses.input_bound = float_input_bound(graph, checked[0], checked[1])
+        if graph.analyses.input_bound is not None:
+            report["input_bound"] = {k: np.asarray(v).tolist() for k, v in graph.analyses.input_bound.items()}
     else:
         if calibration is None:
             raise CompileError(f"precision {precision} needs calibration data (rows of typical inputs)")

@@ -43,6 +43,7 @@ class BuildOutput:
     # the target's CTarget.word_flash (a codegen.word_flash.WordFlash, with the model's prefix) when constants
     # may only be read as aligned 32-bit words: the label and probability tables added later follow it
     word_flash: object = None
+    input_bound: dict | None = None  # float builds: the inputs proven exact (codegen/input_bound.py)
 
 
 class CapabilityError(PluginError):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinycc_ml.codegen import input_bound
 from tinycc_ml.codegen.float_input import header_lines
 from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.version import __version__
@@ -32,6 +33,7 @@ class Interface:
     float_guard: str | None = None  # the macro the float-input functions need on this target (None: always)
     score_scale: int | None = None  # integer builds: score = score_int * 2^-scale
     task: dict | None = None  # models.base.check_task: regression / multilabel add entry points
+    input_bound: dict | None = None  # float builds: the inputs proven exact (codegen/input_bound.py)
 
     def sym(self, name: str) -> str:
         return f"{self.prefix}_{name}"
@@ -123,7 +125,8 @@ def header_text(comment: str, api: Interface) -> str:
     lines += ["", f"/* Class index of x ({x_t}[{api.input_dim}]): the argmax of the scores. */",
               f"int {P('predict')}(const {x_t} *x);", "",
               f"/* Writes the {api.n_scores} class scores of x into scores. */",
-              f"void {P('scores')}(const {x_t} *x, {s_t} *scores);", ""]
+              f"void {P('scores')}(const {x_t} *x, {s_t} *scores);", "",
+              *input_bound.header_lines(api, api.input_bound)]
     kind = task_kind(api.task)
     if kind == "regression":
         unit = "" if api.score_scale is None else f" (value = result * 2^-{up}_SCORE_SCALE)"

@@ -16,6 +16,7 @@ import numpy as np
 from tinycc_ml.codegen.backend import BuildOutput
 from tinycc_ml.codegen.c_files import Interface, comment_block, entry_points, header_text, source_text
 from tinycc_ml.codegen.float_input import source_lines
+from tinycc_ml.codegen.input_bound import run_guard
 from tinycc_ml.codegen.word_flash import WordFlash
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.analyses import multiply_accumulates
@@ -374,7 +375,7 @@ class CEmitter:
                          g.type(g.inputs()[0]).shape[0], g.type(self.scores_node).size,
                          None if shifts is None else tuple(int(s) for s in np.asarray(shifts).reshape(-1)),
                          score_scale=score_dtype.scale if score_dtype.is_fixed else None,
-                         task=g.analyses.task, **sections)
+                         task=g.analyses.task, input_bound=g.analyses.input_bound, **sections)
 
     def run_function(self, api: Interface, ops: list[str]) -> list[str]:
         """static int <prefix>_run(x, scores): every op in schedule order, returns the prediction."""
@@ -382,8 +383,8 @@ class CEmitter:
         unused = [] if any(x_node in self.graph.node(n).inputs for n in ops) else \
             ["    (void)x; /* no output depends on the input */"]
         return [f"static int {api.sym('run')}(const {api.input_ctype} *x, {api.score_ctype} *scores)", "{",
-                *unused, *self.decls(ops), "", *self.code(ops), f"    return (int){self.var(self.prediction_node)};",
-                "}", ""]
+                *unused, *self.decls(ops), *run_guard(self, api), "", *self.code(ops),
+                f"    return (int){self.var(self.prediction_node)};", "}", ""]
 
     def predict_shortcut(self) -> list[str] | None:
         """The body of <prefix>_predict from PREDICT_CODE when the prediction is the argmax of a node of an op
@@ -416,7 +417,7 @@ class CEmitter:
             ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
             kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes(),
             const_arrays=dict(self.const_arrays), macs=multiply_accumulates(self.graph),
-            word_flash=self.target.word_flash)
+            word_flash=self.target.word_flash, input_bound=self.graph.analyses.input_bound)
 
     def x_page_bytes(self) -> int:
         """RAM of the sparse kernels' own aligned x buffers, with the alignment's worst-case padding."""

@@ -42,12 +42,14 @@ def _int_literal(value: int, ctype: str) -> str:
 
 
 def label_lines(prefix: str, classes: np.ndarray, input_ctype: str,
-                word_flash=None) -> tuple[list[str], list[str]]:
+                word_flash=None, no_answer: bool = False) -> tuple[list[str], list[str]]:
     """(header lines, source lines) declaring and defining the label table and functions. The table is
     in flash on AVR (``PROGMEM``, read with ``memcpy_P`` / ``pgm_read_word``; string labels too), a plain
     ``static const`` array elsewhere (flash on ARM, .rodata on the host). With ``word_flash`` (the target's
     ``WordFlash``: flash read only in aligned words) a numeric table goes to its section and is read through
-    its helpers; string labels stay where the compiler puts strings, as the caller reads them byte by byte."""
+    its helpers; string labels stay where the compiler puts strings, as the caller reads them byte by byte.
+    ``no_answer``: ``<prefix>_predict`` may return -1 (a float build's row beyond its input bound); then
+    ``<prefix>_predict_label`` returns ``<NAME>_NO_LABEL``, a value no class has (NULL for string labels)."""
     up = prefix.upper()
     values = classes.tolist()
     n = len(values)
@@ -97,8 +99,20 @@ def label_lines(prefix: str, classes: np.ndarray, input_ctype: str,
                    f"{ctype} {prefix}_label(int i)", "{", f"    {ctype} v;", f"    if (i < 0 || i >= {n}) i = {n - 1};",
                    "#ifdef __AVR__", f"    memcpy_P(&v, &{tab}[i], sizeof v);", "#else", f"    v = {tab}[i];",
                    "#endif", "    return v;", "}", ""]
-    source += [f"{ret}{prefix}_predict_label(const {input_ctype} *x)", "{",
-               f"    return {prefix}_label({prefix}_predict(x));", "}", ""]
+    if not no_answer:
+        source += [f"{ret}{prefix}_predict_label(const {input_ctype} *x)", "{",
+                   f"    return {prefix}_label({prefix}_predict(x));", "}", ""]
+        return header, source
+    if strings:
+        none = "((const char *)0)"
+    else:
+        lowest = INT32_RANGE[0] if ctype == "int32_t" else -(2**63)
+        none = _int_literal(next(v for v in range(lowest, lowest + n + 1) if v not in set(values)), ctype)
+    at = header.index(f"{ret}{prefix}_predict_label(const {input_ctype} *x);")
+    header[at - 1:at] = [f"/* The class label of x: {prefix}_label({prefix}_predict(x)); {up}_NO_LABEL (no class",
+                         f" * has it) for a row {prefix}_predict answers -1 for. */", f"#define {up}_NO_LABEL {none}"]
+    source += [f"{ret}{prefix}_predict_label(const {input_ctype} *x)", "{", f"    const int i = {prefix}_predict(x);",
+               f"    return i < 0 ? {up}_NO_LABEL : {prefix}_label(i);", "}", ""]
     return header, source
 
 
@@ -113,6 +127,7 @@ def add_labels(output: BuildOutput, classes: np.ndarray) -> None:
     at = header.rfind(_HEADER_TAIL)
     if at < 0:  # a header without the C++ guard: add before the include guard's end
         at = header.rfind("#endif")
-    head_lines, source_lines = label_lines(prefix, classes, output.input_ctype, output.word_flash)
+    head_lines, source_lines = label_lines(prefix, classes, output.input_ctype, output.word_flash,
+                                           no_answer=output.input_bound is not None)
     output.files[header_name] = header[:at] + "\n".join(head_lines) + "\n" + header[at:]
     output.files[source_name] = source.rstrip("\n") + "\n" + "\n".join(source_lines)

@@ -35,6 +35,7 @@ from tinycc_ml.codegen.c_files import Interface, entry_points
 from tinycc_ml.codegen.c_fixed import clamp_expr, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.codegen.emitter import CEmitter, CTarget, Emitted, ctype_of, input_clamp
 from tinycc_ml.codegen.float_input import guard_macro, source_lines
+from tinycc_ml.codegen.input_bound import run_guard, streaming_guard
 from tinycc_ml.codegen.layouts import ConstLayout
 from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
@@ -164,7 +165,8 @@ class McuEmitter(CEmitter):
         return [f"static int {P('tail')}({api.score_ctype} *scores)", "{", *self.decls([first] + tail), "",
                 *self.code(tail), f"    return (int){pred};", "}", "",
                 f"static int {P('run')}(const {api.input_ctype} *x, {api.score_ctype} *scores)", "{",
-                *self.decls(head), "", *self.code(head), f"    return {P('tail')}(scores);", "}", ""]
+                *self.decls(head), *run_guard(self, api), "", *self.code(head), f"    return {P('tail')}(scores);",
+                "}", ""]
 
     # ---- streaming
     def streaming(self, api: Interface, splan: StreamPlan) -> list[str]:
@@ -174,10 +176,11 @@ class McuEmitter(CEmitter):
         acc_t = "int32_t" if fixed else "float"
         n_acc = node.type.size
         acc = P("stream_acc")
-        self.stream_bytes = 4 * n_acc
         h = int(node.attrs.get("shift", 0))
+        state, begin, check, finish = streaming_guard(self, api)
+        self.stream_bytes = 4 * n_acc + (1 if state else 0)
         feed = [f"void {P('feed')}(int i, {api.input_ctype} value)", "{",
-                f"    if (i < 0 || i >= {api.input_dim}) return;", *self.feed_value(api, splan.clamp),
+                f"    if (i < 0 || i >= {api.input_dim}) return;", *check, *self.feed_value(api, splan.clamp),
                 *("    " + line for line in (self.feed_matvec(node, acc, h) if node.op == "matvec"
                                              else self.feed_sqdist(node, acc, h))),
                 "}", ""]
@@ -186,10 +189,11 @@ class McuEmitter(CEmitter):
             fill = store(self, node, "r", shift_c(self, f"{acc}[r]", k))
         else:
             fill = f"{self.var(node.name)}[r] = {acc}[r];"
-        return [f"static {acc_t} {acc}[{n_acc}];", "",
-                f"void {P('begin')}(void)", "{", f"    for (int r = 0; r < {n_acc}; ++r) {acc}[r] = 0;", "}", "",
+        return [f"static {acc_t} {acc}[{n_acc}];", *state, "",
+                f"void {P('begin')}(void)", "{", f"    for (int r = 0; r < {n_acc}; ++r) {acc}[r] = 0;", *begin, "}",
+                "",
                 *feed,
-                f"static int {P('finish')}({api.score_ctype} *scores)", "{", *self.decls([node.name]),
+                f"static int {P('finish')}({api.score_ctype} *scores)", "{", *self.decls([node.name]), *finish,
                 f"    for (int r = 0; r < {n_acc}; ++r) {fill}", f"    return {P('tail')}(scores);", "}", "",
                 f"int {P('end')}(void)", "{", f"    {api.score_ctype} scores[{api.n_scores}];",
                 f"    return {P('finish')}(scores);", "}", "",

@@ -56,13 +56,36 @@ class HostPredictor:
     classes: np.ndarray | None = None
 
     def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
-                 input_scale=None, task: dict | None = None, score_scale: int | None = None, n_proba: int = 0):
+                 input_scale=None, task: dict | None = None, score_scale: int | None = None, n_proba: int = 0,
+                 input_bound: dict | None = None):
         self._lib, self._ffi = module.lib, module.ffi
         self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
         self.input_dim, self.n_scores, self.input_scale = input_dim, n_scores, input_scale
         self.task = dict(task) if task else {"kind": "classification"}
         self.score_scale = score_scale  # integer builds: a score's value is score_int * 2^-score_scale
         self.n_proba = n_proba  # entries <prefix>_proba writes (0: the model defines no probabilities)
+        self.input_bound = input_bound  # float builds: rows beyond it get no answer (codegen/input_bound.py)
+
+    def _check_bound(self, X32: np.ndarray) -> None:
+        """DataError for the first row of float32 rows X32 that the build answers no class for: a feature beyond
+        the input bound, a NaN or an infinity."""
+        bound = self.input_bound
+        if bound is None or not len(X32):
+            return
+        with np.errstate(invalid="ignore"):
+            if "bound" in bound:
+                beyond = ~(np.abs(X32) <= np.float32(bound["bound"]))
+                limit = f"+-{bound['bound']:g}"
+            else:
+                lo, hi = np.float32(bound["lo"]), np.float32(bound["hi"])
+                beyond = ~((X32 >= lo) & (X32 <= hi))
+                limit = "its feature's checked range (the calibration rows' or input_range)"
+        if beyond.any():
+            row, feature = (int(i) for i in np.argwhere(beyond)[0])
+            raise DataError(f"{self.prefix}: row {row}, feature {feature} is {float(X32[row, feature]):g}, beyond "
+                            f"{limit}, the inputs this float build is proven to compute within float32 for (its "
+                            "float32 values could overflow where the model's float64 do not): the C answers no "
+                            "class (-1) for it")
 
     def _check_real_input(self) -> None:
         """An integer build with no input scale (a TFLite network: its input's affine quantisation is the
@@ -80,7 +103,10 @@ class HostPredictor:
             raise DataError(f"input has shape {X.shape}, expected (n, {self.input_dim})")
         dtype = NUMPY_OF_CTYPE[self.input_ctype]
         if self.input_ctype == "float":
-            return np.ascontiguousarray(X, dtype=np.float32)
+            with np.errstate(over="ignore"):
+                X32 = np.ascontiguousarray(X, dtype=np.float32)
+            self._check_bound(X32)
+            return X32
 
         scale = self.input_scale if self.input_scale is not None else 0
         return np.ascontiguousarray(quantise(X, scale, np.iinfo(dtype).bits).astype(dtype))
@@ -118,6 +144,9 @@ class HostPredictor:
             return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
         # one foreign call: each row quantised in C exactly as quantise() does, then predicted
         X = np.ascontiguousarray(X)
+        if self.input_bound is not None:
+            with np.errstate(over="ignore"):
+                self._check_bound(X.astype(np.float32))
         shifts = np.asarray(self.input_scale if self.input_scale is not None else 0, dtype=np.float64)
         factor = np.ascontiguousarray(np.broadcast_to(2.0 ** shifts, (self.input_dim,)), dtype=np.float64)
         preds = np.zeros(len(X), dtype=np.int32)
@@ -436,4 +465,4 @@ def load_host_build(out_dir: Path, output) -> HostPredictor:
     return HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
                          output.n_scores, output.input_scale, task=output.task,
                          score_scale=int(found.group(1)) if found else None,
-                         n_proba=int(n_proba.group(1)) if n_proba else 0)
+                         n_proba=int(n_proba.group(1)) if n_proba else 0, input_bound=output.input_bound)
