@@ -12,6 +12,8 @@ in a loop over the rows, except the ops with a block kernel here, which put the 
   transposed in pairs of columns so that one AVX-512BW VPMADDWD adds both products of a pair for 16 outputs (the
   vector extension elsewhere), then the shared epilogue (shift, saturation, fused chain) row by row; other
   integer mat-vecs: two rows of W per pass, each row's x[k] times both weights into 2 x 8 sums;
+- integer ``sqdist`` to constant prototypes: 16 prototypes of every block row at a time in int32 vectors (B
+  stored (k, j), padded), then the shared epilogue row by row;
 - ``tree_ensemble`` (table form): each tree walked by the block's rows in lock step (a row at its leaf
   stays there), then each row's leaf added.
 
