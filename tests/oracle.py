@@ -39,6 +39,7 @@ import numpy as np
 
 import tinycc_ml
 from tests.fuzzing import GCC, Outcome, missing_compiler
+from tinycc_ml.codegen.input_bound import rows_beyond
 from tinycc_ml.errors import TinyccError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.base import multilabel_indicator
@@ -244,8 +245,10 @@ def harness(case: Case) -> tuple[dict[str, str], str]:
             task_c = (f"        uint8_t l[{o.n_scores}];\n        {p}_predict_labels({x}, l);\n"
                       "        fwrite(l, sizeof l, 1, stdout);")
         if _label_kind(result) == "str":
-            label_c = (f"        const char *t = {p}_predict_label({x});\n        uint32_t len = (uint32_t)strlen(t);\n"
-                       "        fwrite(&len, sizeof len, 1, stdout);\n        fwrite(t, 1, len, stdout);")
+            # NULL (<NAME>_NO_LABEL of a row beyond a float build's input bound) written as length 2^32 - 1
+            label_c = (f"        const char *t = {p}_predict_label({x});\n"
+                       "        uint32_t len = t ? (uint32_t)strlen(t) : UINT32_MAX;\n"
+                       "        fwrite(&len, sizeof len, 1, stdout);\n        if (t) fwrite(t, 1, len, stdout);")
         else:
             label_c = f"        int64_t lab = (int64_t){p}_predict_label({x});\n        fwrite(&lab, 8, 1, stdout);"
         runners.append(RUNNER.format(p=p, d=o.input_dim, in_t=o.input_ctype, s_t=o.score_ctype, n=o.n_scores,
@@ -329,7 +332,8 @@ def read_outputs(result, reader: Reader, rows: int, integer: bool) -> dict:
             out["labels"].append(reader.take(np.uint8, o.n_scores))
         if _label_kind(result) == "str":
             length = int(reader.take(np.uint32, 1)[0])
-            out["label"].append(bytes(reader.take(np.uint8, length)).decode("utf-8", "replace"))
+            out["label"].append(None if length == 2**32 - 1 else
+                                bytes(reader.take(np.uint8, length)).decode("utf-8", "replace"))
         else:
             out["label"].append(int(reader.take(np.int64, 1)[0]))
     return {k: np.array(v) if k != "label" else v for k, v in out.items()}
@@ -347,7 +351,15 @@ def compare(case: Case, precision: str, result, reader: Reader) -> str:
     X = _rows_for(precision, case.X)
     got = read_outputs(result, reader, len(X), integer)
     classes = np.asarray(result.classes)
+    # float builds: rows beyond the input bound get no class (-1), NaN scores and no label
+    got["beyond"] = rows_beyond(result.output.input_bound, X)
     for i, (index, label) in enumerate(zip(got["prediction"], got["label"])):
+        if got["beyond"][i]:
+            if index != -1 or not np.all(np.isnan(np.asarray(got["scores"], dtype=np.float64)[i])):
+                return f"row {i}: beyond the input bound {result.output.input_bound}, the C predicts {index}"
+            if o.task["kind"] == "classification" and any(_same_label(label, c) for c in classes):
+                return f"row {i}: beyond the input bound, {result.prefix}_predict_label gives a class's label {label!r}"
+            continue
         if not (0 <= index < max(len(classes), 1)):
             return f"row {i}: class index {index} outside 0..{len(classes) - 1}"
         if o.task["kind"] == "classification" and not _same_label(label, classes[index]):
@@ -421,6 +433,7 @@ def _compare_float(case: Case, result, X: np.ndarray, got: dict) -> str:
         scores = np.asarray(model.scores(X), dtype=np.float64).reshape(len(X), -1)
     if kind == "classification":
         keep = clear_rows(model, X) & np.all(np.isfinite(scores), axis=1) & within_float32_resolution(model, X)
+        keep &= ~got["beyond"]
         want = model.predict(X)
         if hasattr(case.model, "predict") and not hasattr(case.model, "lower"):  # scikit-learn's own answer
             sk = np.asarray(case.model.predict(X))
@@ -438,6 +451,7 @@ def _compare_float(case: Case, result, X: np.ndarray, got: dict) -> str:
         want = scores[:, 0]
         finite = np.isfinite(want)
         span = np.max(np.abs(want[finite]), initial=0.0) + 1e-30
+        finite &= ~got["beyond"]
         bad = finite & ~(np.abs(got["value"].astype(np.float64) - want) <= 1e-3 * span)
         if bad.any():
             r = np.nonzero(bad)[0][0]
@@ -451,7 +465,7 @@ def _compare_float(case: Case, result, X: np.ndarray, got: dict) -> str:
         k = min(o.task["k"], scores.shape[1])
         ordered = -np.sort(-scores, axis=1)
         keep = np.ones(len(X), bool) if k >= scores.shape[1] else ordered[:, k - 1] - ordered[:, k] > TIE * span
-    keep &= np.all(np.isfinite(scores), axis=1)
+    keep &= np.all(np.isfinite(scores), axis=1) & ~got["beyond"]
     bad = keep & np.any(got["labels"] != labels, axis=1)
     if bad.any():
         r = np.nonzero(bad)[0][0]
@@ -480,7 +494,10 @@ def sim_run(case: Case, target: str) -> str:
                 model = _model_of(case)
                 if o.task["kind"] != "classification":
                     continue  # the host run compares the float task values; here the class path only
-                keep = clear_rows(model, X) & within_float32_resolution(model, X)
+                beyond = rows_beyond(o.input_bound, X)
+                if not np.all(np.asarray(run.predictions)[beyond] == -1):
+                    return f"{target} {precision}: a row beyond the input bound {o.input_bound} gets a class"
+                keep = clear_rows(model, X) & within_float32_resolution(model, X) & ~beyond
                 want = model.predict_index(X)
                 if not np.array_equal(run.predictions[keep], want[keep]):
                     r = np.nonzero(run.predictions[keep] != want[keep])[0][0]

@@ -31,6 +31,7 @@ import numpy as np
 
 import tinycc_ml
 from tinycc_ml.codegen.backend import CAPABILITIES, available_backends, get_backend
+from tinycc_ml.codegen.input_bound import rows_beyond
 from tinycc_ml.errors import FitError
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.models.bonsai import BonsaiModel, tree_sizes
@@ -248,7 +249,9 @@ def check_model(target: str, model, X: np.ndarray, precision: str, work: Path, c
     predictions, scores = _run(backend, result, out, X)
     case = case or f"target {target}, precision {precision}"
     if precision == "float":
-        keep = clear_rows(model, X)
+        beyond = rows_beyond(result.output.input_bound, X)  # no class (-1): beyond what float32 is proven for
+        assert np.all(np.asarray(predictions)[beyond] == -1), f"{case}: a row beyond the input bound gets a class"
+        keep = clear_rows(model, X) & ~beyond
         want = np.asarray(model.predict_index(X))
         bad = np.flatnonzero((predictions != want) & keep)
         assert not len(bad), (f"{case}: float build predicts {predictions[bad[:5]]} where the model predicts "

@@ -20,6 +20,24 @@ import numpy as np
 NAN_BITS = "0x7fc00000u"
 
 
+def outside(bound: dict | None, X) -> np.ndarray:
+    """(n, d) bool: the features of rows X (as float32, the C's input) beyond ``bound`` (NaN and inf too)."""
+    with np.errstate(over="ignore"):
+        X32 = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
+    if bound is None:
+        return np.zeros(X32.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        if "bound" in bound:
+            return ~(np.abs(X32) <= np.float32(bound["bound"]))
+        lo, hi = (np.asarray(bound[k], dtype=np.float32) for k in ("lo", "hi"))
+        return ~((X32 >= lo) & (X32 <= hi))
+
+
+def rows_beyond(bound: dict | None, X) -> np.ndarray:
+    """(n,) bool: the rows a build with ``bound`` answers no class for."""
+    return np.any(outside(bound, X), axis=1)
+
+
 def has_bound(graph) -> bool:
     return graph.analyses.input_bound is not None
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinycc_ml.codegen.input_bound import outside
 from tinycc_ml.host.batch import BLOCK_ROWS
 from tinycc_ml.target import DataError, ToolchainError, cache_root, compiler_version, private_dir, quantise
 
@@ -69,19 +70,11 @@ class HostPredictor:
     def _check_bound(self, X32: np.ndarray) -> None:
         """DataError for the first row of float32 rows X32 that the build answers no class for: a feature beyond
         the input bound, a NaN or an infinity."""
-        bound = self.input_bound
-        if bound is None or not len(X32):
-            return
-        with np.errstate(invalid="ignore"):
-            if "bound" in bound:
-                beyond = ~(np.abs(X32) <= np.float32(bound["bound"]))
-                limit = f"+-{bound['bound']:g}"
-            else:
-                lo, hi = np.float32(bound["lo"]), np.float32(bound["hi"])
-                beyond = ~((X32 >= lo) & (X32 <= hi))
-                limit = "its feature's checked range (the calibration rows' or input_range)"
+        beyond = outside(self.input_bound, X32)
         if beyond.any():
             row, feature = (int(i) for i in np.argwhere(beyond)[0])
+            limit = (f"+-{self.input_bound['bound']:g}" if "bound" in self.input_bound
+                     else "its feature's checked range (the calibration rows' or input_range)")
             raise DataError(f"{self.prefix}: row {row}, feature {feature} is {float(X32[row, feature]):g}, beyond "
                             f"{limit}, the inputs this float build is proven to compute within float32 for (its "
                             "float32 values could overflow where the model's float64 do not): the C answers no "
