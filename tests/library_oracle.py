@@ -31,6 +31,7 @@ from tinycc_ml.errors import TinyccError, ToolchainError
 
 FLOAT32_NEAR_TIE = 1e-4  # relative: closer decisions may flip between float32 C and the library's float64
 SVM_TERMS_BOUND = 1e-5  # of the terms' magnitude: float32's rounding over a few hundred kernel terms
+MLP_TERMS_BOUND = 1e-5  # of the terms' magnitude through the layers (fan-ins of up to a few hundred)
 INT16_SAMPLE = 0.12  # share of cases also built at int16
 EXTREME_INT16_SAMPLE = 0.6  # ... of those with a feature beyond 1e9 or below 1e-9 in size
 SIM_SAMPLE = 0.03  # share of cases also run on a simulated chip
@@ -325,10 +326,28 @@ def _what(est) -> str:
     return f"{scaler}{type(last).__name__}({detail}{stopped})"
 
 
+def _mlp_terms(est, X: np.ndarray) -> np.ndarray:
+    """Per row, the magnitude of the terms an MLP's output sums: the network of its weights' magnitudes run on
+    |x| (tanh and logistic units at most 1). Float32 sums of terms this large can move the output by a few 1e-7
+    of it per layer and term, however small the output is after cancelling (a regressor's 1.1e7 from terms of
+    1e10 was 1.1e-3 off in float32)."""
+    Z = est[:-1].transform(X) if hasattr(est, "steps") else X
+    net = est.steps[-1][1] if hasattr(est, "steps") else est
+    a = np.abs(np.asarray(Z, dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i, (W, b) in enumerate(zip(net.coefs_, net.intercepts_)):
+            a = a @ np.abs(W) + np.abs(b)
+            if i < len(net.coefs_) - 1 and net.activation in ("tanh", "logistic"):
+                a = np.minimum(a, 1.0)
+    return np.nan_to_num(np.max(a, axis=1), nan=np.inf)
+
+
 def _wrong(est, kind: str, rows: np.ndarray, want: np.ndarray, got: np.ndarray) -> np.ndarray:
-    if want.dtype.kind == "f":  # regression: the value, to float32 arithmetic
-        scale = 1.0 + np.abs(want)
-        return ~(np.abs(got - want) <= 1e-3 * scale) & np.isfinite(want) & (np.abs(want) < 1e37)
+    if want.dtype.kind == "f":  # regression: the value, to float32 arithmetic over the terms it sums
+        bound = 1e-3 * (1.0 + np.abs(want))
+        if kind == "mlp":
+            bound = bound + MLP_TERMS_BOUND * _mlp_terms(est, rows)
+        return ~(np.abs(got - want) <= bound) & np.isfinite(want) & (np.abs(want) < 1e37)
     return (got.astype(str) != want.astype(str)) & _decided_booster(est, kind, rows)
 
 

@@ -93,6 +93,7 @@ from tinycc_ml.codegen.c_network import (
 from tinycc_ml.codegen.c_network_pow2 import layer_store
 from tinycc_ml.codegen.emitter import CEmitter, CTarget, ctype_of
 from tinycc_ml.codegen.folded_epilogue import fold, output_bias, run_chain
+from tinycc_ml.codegen.input_bound import beyond_function, has_bound, no_answer_function, outside
 from tinycc_ml.codegen.input_clamp import clip_loop_head, clip_loop_start, clip_ok, kernel_clip16
 from tinycc_ml.codegen.kernels import Kernel, KernelCost, choose_kernel
 from tinycc_ml.codegen.knn_blocks import (
@@ -187,6 +188,8 @@ __all__ = [
     "chain_last", "identity_chain", "sole_vector_user", "node_kernels_only", "shared_x_readers", "exp_lut_lines",
     "exp_tables", "fused_tanh", "tanh_lut_lines", "tanh_mul_loop", "tanh_of_mul", "fold", "output_bias",
     "run_chain",
+    # float builds' input bound: rows beyond it get no class (codegen/input_bound.py)
+    "beyond_function", "has_bound", "no_answer_function", "outside",
     # constant layouts, the input clamp, sparse mat-vec planning, kNN blocks
     "ConstLayout", "Block", "BlockedLayout", "SplitLayout", "InterleavedBounds", "clip_loop_head",
     "clip_loop_start", "clip_ok", "kernel_clip16", "PAGE_COLS", "SparsePlan", "SparseDecision", "clamp_lines",

@@ -10,6 +10,7 @@ import pytest
 from sklearn.naive_bayes import GaussianNB
 
 import tinycc_ml
+from tinycc_ml.errors import DataError
 
 D = 8
 MEANS = np.array([0.0, 0.0, 2.0, -3.0])
@@ -43,12 +44,18 @@ def test_float_build_predicts_what_scikit_learn_predicts_on_far_rows(nb):
     np.testing.assert_allclose(proba, nb.predict_proba(rows), atol=1e-5)
 
 
-def test_float_build_has_no_nan_beyond_float32_range(nb):
-    """A distance beyond float32's range is read as its largest value: finite probabilities (documented:
-    such rows get the class of the largest constant among the overflowing ones)."""
+def test_float_build_answers_no_class_where_its_distances_could_leave_float32(nb):
+    """Rows whose distances could overflow float32 (where scikit-learn's float64 does not) get no class, not
+    float32's answer: -1 and NaN scores from the C, a DataError from the predictor (the input bound)."""
     rows = np.array([[1e30] * D, [-3e38] * D, [1e20] * D])
-    proba = tinycc_ml.compile(nb).load().predict_proba(rows)
-    assert np.all(np.isfinite(proba)) and np.allclose(proba.sum(axis=1), 1, atol=1e-5)
+    compiled = tinycc_ml.compile(nb)
+    predictor = compiled.load()
+    scores, predictions = predictor.run_raw(rows.astype(np.float32))
+    assert np.all(predictions == -1) and np.all(np.isnan(scores))
+    with pytest.raises(DataError, match="row 0, feature 0 is 1e"):
+        predictor.predict_proba(rows)
+    near = rows[:1] * 0 + compiled.report["input_bound"]["bound"] / 2  # within the bound: scikit-learn's answer
+    np.testing.assert_array_equal(predictor.predict(near), nb.predict(near))
 
 
 def test_integer_build_agrees_within_its_documented_bound(nb):

@@ -31,8 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tinycc_ml.codegen.input_bound import beyond_function, has_bound, no_answer_function
-from tinycc_ml.target import CEmitter, Node, ctype_of
+from tinycc_ml.target import CEmitter, Node, beyond_function, ctype_of, has_bound, no_answer_function
 
 BLOCK_ROWS = 8  # rows per pass over the weights
 MAX_BLOCK_ARENA_BYTES = 1 << 22  # larger models (big networks) keep the one-row loop
@@ -468,7 +467,8 @@ def sqdist_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
     table = np.zeros((k, wide), dtype=np.int64)
     table[:, :m] = np.asarray(g.node(m_name).attrs["value"]).astype(np.int64)
     sym = em.add_const_array(em.sym(f"{m_name}_p16"), table, "int16_t",
-                             f"%{m_name}: {g.type(m_name)}, prototypes padded with zeros to {VEC}n (the batch kernel's)")
+                             f"%{m_name}: {g.type(m_name)}, prototypes padded with zeros to {VEC}n "
+                             "(the batch kernel's)")
     iv, hv = em.sym("i32x16"), em.sym("i16x16")
     em.helpers.setdefault(iv, f"typedef int32_t {iv} __attribute__((vector_size({4 * VEC})));\n")
     em.helpers.setdefault(hv, f"typedef int16_t {hv} __attribute__((vector_size({2 * VEC})));\n")

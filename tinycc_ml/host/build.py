@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.codegen.input_bound import outside
 from tinycc_ml.host.batch import BLOCK_ROWS
-from tinycc_ml.target import DataError, ToolchainError, cache_root, compiler_version, private_dir, quantise
+from tinycc_ml.target import DataError, ToolchainError, cache_root, compiler_version, outside, private_dir, quantise
 
 # host builds are loaded on the machine that builds them: tuned for its CPU (the cache key names the CPU)
 # (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise;
