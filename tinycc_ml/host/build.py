@@ -136,9 +136,6 @@ class HostPredictor:
             return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
         # one foreign call: each row quantised in C exactly as quantise() does, then predicted
         X = np.ascontiguousarray(X)
-        if self.input_bound is not None:
-            with np.errstate(over="ignore"):
-                self._check_bound(X.astype(np.float32))
         shifts = np.asarray(self.input_scale if self.input_scale is not None else 0, dtype=np.float64)
         factor = np.ascontiguousarray(np.broadcast_to(2.0 ** shifts, (self.input_dim,)), dtype=np.float64)
         preds = np.zeros(len(X), dtype=np.int32)
@@ -146,6 +143,9 @@ class HostPredictor:
         if fused(ffi.from_buffer("double[]", X), len(X), ffi.from_buffer("double[]", factor),
                  ffi.from_buffer("int[]", preds, require_writable=True)):  # a NaN or infinity: quantise() decides
             return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
+        if self.input_bound is not None and np.any(preds < 0):  # rows given no class: said, after the fast path
+            with np.errstate(over="ignore"):
+                self._check_bound(X.astype(np.float32))
         return preds.astype(np.int64)
 
     def predict(self, X) -> np.ndarray:
