@@ -155,6 +155,25 @@ def _trees_predict_uses(model: dict, learner: dict, trees: list, source: str) ->
     return used
 
 
+def _by_id(trees: list, source: str) -> list:
+    """The trees in the order of their ``id``s, where XGBoost places each tree when it loads the file (the list's
+    order is not the model's: a list reversed predicts the same). The ids must be 0..n-1 once each: XGBoost refuses
+    an id out of range and crashes on a repeated one."""
+    ids = []
+    for t, tree in enumerate(trees):
+        tree_id = tree.get("id") if isinstance(tree, dict) else None
+        if not isinstance(tree_id, int) or isinstance(tree_id, bool):
+            raise ModelFileError(f"{source}: tree {t} has no integer id ({tree_id!r}); XGBoost places each tree by "
+                                 "its id")
+        ids.append(tree_id)
+    if sorted(ids) != list(range(len(trees))):
+        wrong = sorted(set(ids) - set(range(len(trees)))) or sorted({i for i in ids if ids.count(i) > 1})
+        raise ModelFileError(f"{source}: the trees' ids are not 0..{len(trees) - 1} once each (e.g. {wrong[:3]}); "
+                             "XGBoost refuses or crashes on such a file")
+    order = np.argsort(ids, kind="stable")
+    return [trees[i] for i in order]
+
+
 def _leaf_vector_size(trees: list) -> int | None:
     """The first tree's size_leaf_vector (vector leaves: > 1), None where it is not readable."""
     param = trees[0].get("tree_param") if trees and isinstance(trees[0], dict) else None
@@ -216,6 +235,7 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
         base = base - LOGITRAW_THRESHOLD
     if not trees:
         raise ModelFileError(f"{source}: the model has no trees")
+    trees = _by_id(trees, source)
     info = _int_list(model.get("tree_info", [0] * len(trees)), "tree_info", source, len(trees))
     if np.any((info < 0) | (info >= k)):
         raise ModelFileError(f"{source}: tree_info names an output outside [0, {k})")
