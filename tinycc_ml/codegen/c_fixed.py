@@ -14,6 +14,7 @@ from tinycc_ml.codegen.emitter import C_CODE, CHAIN_FALLBACK, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
 from tinycc_ml.ir.ops.registry import node_output_shift
 
 
@@ -358,6 +359,68 @@ def _sqdist(em: CEmitter, node: Node) -> list[str]:
         "        acc += d * d;",
         "    }",
         "    " + store(em, node, "j", shift_c(em, "acc", out_shift)),
+        "}",
+    ]
+
+
+def wsqdist_arrays(em: CEmitter, node: Node, w_ctype: str | None = None, w_values=None,
+                   col_values=None) -> tuple[str, str, str, str, list[int]]:
+    """The stored terms of a wsqdist, class after class (w = t = 0 terms left out: they are 0): symbols of
+    their features, weights (``w_values`` in ``w_ctype`` when a kernel stores them otherwise), targets and the
+    classes' end offsets, and those ends. ``col_values``: the features as a kernel wants them (byte offsets)."""
+    x_name, w_name, t_name = node.inputs
+    g = em.graph
+    W, T = g.node(w_name).attrs["value"], g.node(t_name).attrs["value"]
+    cols = wsqdist_terms(W, T)
+    flat = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+    rows = np.repeat(np.arange(W.shape[0]), [len(c) for c in cols])
+    ends = np.cumsum([len(c) for c in cols]).tolist()
+    D = W.shape[1]
+    col_values = flat if col_values is None else col_values(flat)
+    ct = "uint8_t" if int(np.max(col_values, initial=0)) < 256 else "uint16_t"
+    col = em.add_const_array(em.sym(f"{node.name}_col"), np.asarray(col_values), ct,
+                             f"%{node.name}: the feature of each term (of {D})")
+    w_ctype = w_ctype or ctype_of(g.type(w_name).dtype)
+    w = em.add_const_array(em.sym(f"{node.name}_w"), W[rows, flat] if w_values is None else w_values(W[rows, flat]),
+                           w_ctype, f"%{w_name}: {g.type(w_name)}, the weight of each term")
+    t = em.add_const_array(em.sym(f"{node.name}_t"), T[rows, flat], ctype_of(g.type(t_name).dtype),
+                           f"%{t_name}: {g.type(t_name)}, the target of each term")
+    end = em.add_const_array(em.sym(f"{node.name}_end"), np.asarray(ends), "uint16_t",
+                             f"%{node.name}: where each class's terms end")
+    return col, w, t, end, ends
+
+
+def wsqdist_out(em: CEmitter, acc: str, shift: int) -> str:
+    """The int32 expression of a wsqdist's 64-bit sum (>= 0) at the result's scale, before the store's
+    saturation: rounded, then capped at INT32_MAX (min(min(v, 2^31 - 1), 2^15 - 1) is the store's min(v, 2^15 - 1))."""
+    if shift > 0:
+        acc = f"(({acc} + INT64_C({1 << (shift - 1)})) >> {shift})"
+    elif shift < 0:
+        acc = f"({acc} > INT64_C({(2**31 - 1) >> -shift}) ? INT64_C(2147483647) : {acc} * {1 << -shift})"
+    return f"(int32_t)({acc} > INT64_C(2147483647) ? INT64_C(2147483647) : {acc})"
+
+
+def _wsqdist(em: CEmitter, node: Node) -> list[str]:
+    x_name, w_name, _ = node.inputs
+    g = em.graph
+    k = wsqdist_product_shift([g.type(i) for i in node.inputs])
+    col, w, t, end, ends = wsqdist_arrays(em, node)
+    rd = em.target.read_const
+    it = index_type(ends[-1] + 1 if ends else 1)
+    wt = ctype_of(g.type(w_name).dtype)
+    ct = "uint8_t" if g.type(x_name).size <= 256 else "uint16_t"
+    return [
+        "{",
+        f"    {it} i = 0;",
+        f"    for ({index_type(len(ends))} c = 0; c < {len(ends)}; ++c) {{",
+        "        int64_t acc = 0;",
+        f"        for (; i < {rd(end, 'c', 'uint16_t')}; ++i) {{",
+        f"            const int32_t p = (int32_t){rd(w, 'i', wt)} * {em.at(x_name, rd(col, 'i', ct))};",
+        f"            const int32_t e = {rshift_c('p', k)} - {rd(t, 'i', 'int16_t')};",
+        "            acc += e * e;",
+        "        }",
+        "        " + store(em, node, "c", wsqdist_out(em, "acc", node_output_shift(g, node.name))),
+        "    }",
         "}",
     ]
 
@@ -778,7 +841,7 @@ ELEMENT = {"add": _addsub_element("+"), "sub": _addsub_element("-"), "mul": _mul
 
 CHAIN_FALLBACK["fixed"] = fused_fallback
 C_CODE["fixed"].update({
-    "matvec": _matvec, "sqdist": _sqdist, "add": _add,
+    "matvec": _matvec, "sqdist": _sqdist, "wsqdist": _wsqdist, "add": _add,
     "sub": _elementwise(ELEMENT["sub"]), "mul": _mul, "scale": _elementwise(_scale_element),
     "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,

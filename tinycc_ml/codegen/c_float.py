@@ -59,6 +59,28 @@ def sqdist(em, node: Node) -> list[str]:
     ]
 
 
+def wsqdist(em, node: Node) -> list[str]:
+    from tinycc_ml.codegen.c_fixed import wsqdist_arrays  # c_fixed imports this module
+
+    col, w, t, end, ends = wsqdist_arrays(em, node)
+    rd = em.target.read_const
+    ct = "uint8_t" if em.graph.type(node.inputs[0]).size <= 256 else "uint16_t"
+    return [
+        "{",
+        "    int i = 0;",
+        f"    for (int c = 0; c < {len(ends)}; ++c) {{",
+        "        float acc = 0.0f;",
+        f"        for (; i < {rd(end, 'c', 'uint16_t')}; ++i) {{",
+        f"            const float e = {rd(w, 'i', 'float')} * {em.at(node.inputs[0], rd(col, 'i', ct))} - "
+        f"{rd(t, 'i', 'float')};",
+        "            acc += e * e;",
+        "        }",
+        f"        {em.var(node.name)}[c] = acc;",
+        "    }",
+        "}",
+    ]
+
+
 def elementwise(em, node: Node, expr: Callable[..., str]) -> list[str]:
     operands = [lambda i, n=n: em.at(n, i) for n in node.inputs]
     if node.type.rank == 0:
@@ -337,6 +359,7 @@ C_CODE["float"].update({
     "calibrated_mean": calibrated_mean,
     "matvec": matvec,
     "sqdist": sqdist,
+    "wsqdist": wsqdist,
     "add": add,
     "sub": sub,
     "mul": mul,
