@@ -27,7 +27,6 @@ from tinycc_ml.ir.fixed import const_ints, significant_bits
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import OPS, BoundCall, dense_to_sparse_attrs
 from tinycc_ml.ir.ops.arith import rshift_bound
-from tinycc_ml.ir.ops.linalg import wsqdist_term_bounds
 from tinycc_ml.ir.types import TensorType, fixed
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
@@ -142,7 +141,7 @@ class ChooseScales(Pass):
         elif kind == "prototypes":
             self._sqdist(graph, out, node, ins, scale, bound, attrs)
         elif kind == "weighted_targets":
-            self._wsqdist(graph, out, node, ins, scale, bound, ACT_BITS, attrs)
+            self._wsqdist(graph, out, node, ins, scale, bound, ACT_BITS, attrs, s)
         elif kind == "factor":
             f = float(attrs["factor"])
             fs = best_scale(abs(f), ACT_BITS)
@@ -284,34 +283,20 @@ class ChooseScales(Pass):
         ins[0] = cname
         scale[cname] = sa
 
-    def _wsqdist(self, graph, out, node, ins, scale, bound, weight_bits, attrs):
+    def _wsqdist(self, graph, out, node, ins, scale, bound, weight_bits, attrs, s_out):
         """Weights at the finest 16-bit scale that fits, at every precision (GaussianNB's 1 / sigma: 8 bits lose
-        the small ones, and the kernels' cost is the same); the terms (w x - t) at the finest scale at which each fits 16
-        bits for every x the proofs allow (its static range, else its type): a term_bound the 16-bit kernels
-        rely on (their squares are summed in 64 bits: no bound on the sum)."""
+        the small ones, and the kernels' cost is the same). The terms (w x - t, saturated to 16 bits) at the
+        finest scale s_T at which the targets fit and 2 s_T - s_out <= 14: a saturated term's square alone then
+        saturates the result (rshift(32767^2, 14) > 32767), so saturation never changes it."""
         x_name, w_name, t_name = node.inputs
-        sx, bx = scale[x_name], bound[x_name]
+        sx = scale[x_name]
         W = OPS[graph.op(w_name)].evaluate([], graph.node(w_name).attrs)
         T = OPS[graph.op(t_name)].evaluate([], graph.node(t_name).attrs)
         sw = best_scale(float(np.max(np.abs(W))), weight_bits)
-        Wq = quantise_array(W, sw, weight_bits).astype(np.int64)
-        r = graph.analyses.ranges.get(x_name)
-        lo, hi = -bx, bx
-        if r is not None and r.static_lo is not None:  # one unit of rounding beyond the float range
-            lo = max(lo, math.floor(r.static_lo * 2.0**sx) - 1)
-            hi = min(hi, math.ceil(r.static_hi * 2.0**sx) + 1)
-        st = min(sw + sx, SCALE_RANGE[1])
-        while True:
-            Tq = quantise_array(T, st, ACT_BITS).astype(np.int64)
-            terms = wsqdist_term_bounds(Wq, Tq, lo, hi, sw + sx - st)
-            fits = float(np.max(np.abs(T), initial=0)) * 2.0**st <= 2**15 - 1
-            if (fits and int(terms.max(initial=0)) <= 2**15 - 1) or st <= SCALE_RANGE[0]:
-                break
-            st -= 1
+        st = min(sw + sx, best_scale(float(np.max(np.abs(T))), ACT_BITS), (14 + s_out) // 2)
         ins[1] = self._add_const(out, w_name, W, sw, weight_bits)
         ins[2] = self._add_const(out, t_name, T, st, ACT_BITS)
         scale[ins[1]], scale[ins[2]] = sw, st
-        attrs["term_bound"] = int(terms.max(initial=0))
 
     def _sqdist(self, graph, out, node, ins, scale, bound, attrs):
         x_name, m_name = node.inputs

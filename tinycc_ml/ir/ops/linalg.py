@@ -291,9 +291,8 @@ def _fixed_wsqdist(call: FixedCall):
     k = wsqdist_product_shift(call.in_types)
     acc = np.zeros((x.shape[0], W.shape[0]), dtype=np.int64)
     for c, cols in enumerate(wsqdist_terms(W, T)):  # a term with w = t = 0 is 0: skipped, as C skips it
-        e = check32(rshift(check32(W[c, cols][None, :] * x[:, cols], call.where), k) - T[c, cols][None, :],
-                    call.where)
-        acc[:, c] = np.sum(check32(e * e, call.where), axis=1)  # int64: D squares of terms below 2^15 fit
+        e = saturate(rshift(check32(W[c, cols][None, :] * x[:, cols], call.where), k) - T[c, cols][None, :], 16)
+        acc[:, c] = np.sum(e * e, axis=1)  # int64: D squares below 2^30 fit
     return saturate(rshift(acc, _wsqdist_shift(call.in_types, call.type, call.attrs)), call.bits)
 
 
@@ -315,30 +314,24 @@ def _interval_wsqdist(attrs, ivs, shape):
     return sq_lo.sum(axis=1), sq_hi.sum(axis=1)
 
 
-def wsqdist_term_bounds(Wq: np.ndarray, Tq: np.ndarray, lo: int, hi: int, k: int) -> np.ndarray:
-    """(C, D) largest |rshift(w x, k) - t| over integer x in [lo, hi] (monotone in x: the ends decide)."""
-    Wq, Tq = Wq.astype(np.int64), Tq.astype(np.int64)
-    return np.maximum(np.abs(rshift(Wq * lo, k) - Tq), np.abs(rshift(Wq * hi, k) - Tq))
-
-
 def _bound_wsqdist(call):
-    """Each term |rshift(w x, k) - t| <= rshift_bound(|w| |x|, k) + |t|; the largest class's sum of squares."""
+    """Each term |rshift(w x, k) - t| <= rshift_bound(|w| |x|, k) + |t| (and 2^15, saturated); the largest
+    class's sum of squares."""
     Wq, Tq = call.consts[1].astype(np.int64), call.consts[2].astype(np.int64)
     k = call.scales[1] + call.scales[0] - call.scales[2]
-    terms = np.array([[rshift_bound(int(w) * call.bounds[0], k) + int(t) for w, t in zip(wr, tr)]
+    terms = np.array([[min(rshift_bound(int(w) * call.bounds[0], k) + int(t), 2**15) for w, t in zip(wr, tr)]
                       for wr, tr in zip(np.abs(Wq), np.abs(Tq))], dtype=np.int64)
     return int(np.max(np.sum(terms * terms, axis=1), initial=0)), 2 * call.scales[2]
 
 
 register_op(OpDef(
     "wsqdist", 3, infer_wsqdist, lambda xs, a: np.sum((xs[1] * xs[0][None, :] - xs[2]) ** 2, axis=1),
-    {"term_bound": "int?"},
+    {},
     "weighted squared distance per class c (rows of W and T): d_c = sum_j (W_cj x_j - T_cj)^2 (GaussianNB's "
     "standardised distances, all classes at once); fixed point: W at its own scale, T at the terms' scale, "
-    "each product rounded to the terms' scale (right shift k = s_W + s_x - s_T) before T is subtracted; "
-    "the squares summed in 64 bits (a term fits 16 bits: its square int32), rounded to the result's scale and "
-    "saturated; term_bound: the proven largest |term| for inputs in the declared range (kernels with 16-bit "
-    "terms need it below 2^15)",
+    "each product rounded to the terms' scale (right shift k = s_W + s_x - s_T), T subtracted, the term "
+    "saturated to 16 bits; the squares summed in 64 bits, rounded to the result's scale and saturated "
+    "(scale choice keeps 2 s_T - s_result <= 14: a saturated term then saturates the result too)",
     evaluate_rows=_rows_wsqdist, fixed=_fixed_wsqdist, interval=_interval_wsqdist, acc_bound=_bound_wsqdist,
     constant_operand="weighted_targets", output_shift=_wsqdist_shift,
     macs=lambda ts, stored: ts[1].size))
