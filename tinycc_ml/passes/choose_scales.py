@@ -65,6 +65,7 @@ class ChooseScales(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         weight_bits = self.weight_bits = 8 if ctx.options.precision == "int8" else 16
         self.prototype_bits = ctx.options.target.prototype_bits
+        self.byte_shift_bits = ctx.options.target.byte_shift_bits
         adjust = self.adjust = ctx.options.scale_adjust
         ranges = graph.analyses.ranges
         out = Graph(graph.name)
@@ -294,6 +295,10 @@ class ChooseScales(Pass):
         T = OPS[graph.op(t_name)].evaluate([], graph.node(t_name).attrs)
         sw = best_scale(float(np.max(np.abs(W))), weight_bits)
         st = min(sw + sx, best_scale(float(np.max(np.abs(T))), ACT_BITS), (14 + s_out) // 2)
+        for coarser in range(self.byte_shift_bits + 1):  # a target's cheap shifts (TargetAttributes)
+            if (sw + sx - st + coarser) % 8 in (0, 7):
+                st -= coarser
+                break
         ins[1] = self._add_const(out, w_name, W, sw, weight_bits)
         ins[2] = self._add_const(out, t_name, T, st, ACT_BITS)
         scale[ins[1]], scale[ins[2]] = sw, st
