@@ -1,0 +1,88 @@
+"""GaussianNB's weighted squared distances (the wsqdist op): its C on the host and its kernels on the AVR,
+Cortex-M0 and M4 equal the fixed-point interpreter bit for bit (random models, hard features, rows far out
+whose terms saturate), and each kernel's cost model is within 15% of the simulator's measurement."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.models.naive_bayes import GaussianNBModel
+
+TARGETS = ["host", "avr", "cortex-m0", "cortex-m4"]
+COST_TOLERANCE = 0.15
+KERNELS = {"avr": "avr-wsqdist-asm", "cortex-m0": "m0-wsqdist-c", "cortex-m4": "m4-wsqdist-c"}
+
+
+def random_nb(rng, classes: int, dim: int, hard: bool) -> tuple[GaussianNBModel, np.ndarray]:
+    theta = rng.normal(0, 3, (classes, dim))
+    var = rng.uniform(0.05, 4.0, (classes, dim))
+    if hard:  # pixels constant within a class: var_smoothing's floor, far below the others (module doc)
+        flat = rng.random((classes, dim)) < 0.3
+        var[flat], theta[flat] = 4e-8, 0.0
+    prior = rng.dirichlet(np.ones(classes))
+    X = theta[rng.integers(0, classes, 200)] + rng.normal(0, 1.5, (200, dim))
+    return GaussianNBModel(theta, var, np.log(prior)), X
+
+
+def wsqdist_nodes(graph) -> list[str]:
+    return [n for n in graph.order() if graph.op(n) == "wsqdist"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(classes=st.integers(2, 6), dim=st.integers(1, 70), hard=st.booleans(), seed=st.integers(0, 10**6))
+def test_wsqdist_code_equals_the_interpreter(target, classes, dim, hard, seed):
+    require_target(target)
+    rng = np.random.default_rng(seed)
+    model, X = random_nb(rng, classes, dim, hard)
+    rows = np.concatenate([X[:6], X[6:12] * rng.uniform(-4, 4, (6, dim))])  # far rows: saturated terms
+    with tempfile.TemporaryDirectory() as d:
+        res = tinycc_ml.compile(model, target=target, precision="int16", calibration=X, out_dir=d, name="m")
+        assert wsqdist_nodes(res.graph)
+        o = res.output
+        x = quantise(rows, o.input_scale, 16)
+        want = run_fixed(res.graph, x)
+        if target == "host":
+            assert np.array_equal(res.load().scores(rows), want["scores"])
+            return
+        from tinycc_ml.runtime.simulate import run_on_target
+        chosen = {r["node"]: r["kernel"] for r in o.kernels if "node" in r}
+        assert all(chosen.get(n) == KERNELS[target] for n in wsqdist_nodes(res.graph)), chosen
+        run = run_on_target(target, [Path(d) / "m.c"], Path(d) / "m.h", "m", x, o.n_scores, o.input_ctype,
+                            o.score_ctype)
+        assert np.array_equal(run.scores, want["scores"])
+        assert np.array_equal(run.predictions, want["prediction"])
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+@pytest.mark.parametrize("data", ["digits", "breast_cancer"])
+def test_wsqdist_cost_model_within_15_percent(target, data):
+    """The kernel the cost model chose for each wsqdist, predicted against the simulator's per-function profile."""
+    require_target(target)
+    from sklearn.datasets import load_breast_cancer, load_digits
+    from sklearn.naive_bayes import GaussianNB
+
+    from tinycc_ml.codegen.backend import get_backend
+    from tinycc_ml.runtime.profile import measure_kernels
+
+    X, y = {"digits": load_digits, "breast_cancer": load_breast_cancer}[data](return_X_y=True)
+    est = GaussianNB().fit(X[::2], y[::2])
+    with tempfile.TemporaryDirectory() as d:
+        res = tinycc_ml.compile(est, target=target, precision="int16", calibration=X[::2], out_dir=d, name="m")
+        prof = measure_kernels(get_backend(target), Path(d), res.output, X[1::2][:4])
+    assert "per_node" in prof, prof
+    unit = prof["unit"]
+    rows = [r for r in prof["per_node"] if res.graph.op(r["node"]) == "wsqdist"]
+    assert len(rows) == len(wsqdist_nodes(res.graph))
+    for r in rows:
+        assert r.get(f"predicted_{unit}"), r
+        assert abs(r[f"predicted_{unit}"] - r[f"measured_{unit}"]) <= COST_TOLERANCE * r[f"measured_{unit}"], r
