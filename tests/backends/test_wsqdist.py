@@ -37,10 +37,36 @@ def wsqdist_nodes(graph) -> list[str]:
     return [n for n in graph.order() if graph.op(n) == "wsqdist"]
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def any_product_shift(monkeypatch):
+    """The AVR without its preference for byte product shifts: the kernel's bit-shift variants run too."""
+    from dataclasses import replace
+
+    from tinycc_ml.avr.backend import AvrBackend
+
+    plain = AvrBackend.target_attributes
+    monkeypatch.setattr(AvrBackend, "target_attributes", lambda self: replace(plain(self), byte_shift_bits=0))
+
+
+@pytest.mark.parametrize("target", TARGETS + ["avr any shift"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(classes=st.integers(2, 6), dim=st.integers(1, 70), hard=st.booleans(), seed=st.integers(0, 10**6))
-def test_wsqdist_code_equals_the_interpreter(target, classes, dim, hard, seed):
+def test_wsqdist_code_equals_the_interpreter(monkeypatch, target, classes, dim, hard, seed):
+    if target == "avr any shift":
+        target = "avr"
+        any_product_shift(monkeypatch)
+    check(target, classes, dim, hard, seed)
+
+
+@pytest.mark.parametrize("variant", ["wsqdist_k15_14c", "wsqdist_k15_13s"])
+def test_the_avr_kernels_saturating_and_shift_variants_run(variant):
+    """A model (seed 0, 40 features, hard ones) whose soft terms can leave int16 at x's ends (the kernel's
+    saturation, "c") and whose hard weights are powers of two (x shifted per term, "s")."""
+    c = check("avr", 3, 40, True, 0)
+    assert variant in c
+
+
+def check(target, classes, dim, hard, seed) -> str:
+    """The compiled model's scores equal the interpreter's on its rows and far ones; its C."""
     require_target(target)
     rng = np.random.default_rng(seed)
     model, X = random_nb(rng, classes, dim, hard)
@@ -51,9 +77,10 @@ def test_wsqdist_code_equals_the_interpreter(target, classes, dim, hard, seed):
         o = res.output
         x = quantise(rows, o.input_scale, 16)
         want = run_fixed(res.graph, x)
+        c_text = (Path(d) / "m.c").read_text()
         if target == "host":
             assert np.array_equal(res.load().scores(rows), want["scores"])
-            return
+            return c_text
         from tinycc_ml.runtime.simulate import run_on_target
         chosen = {r["node"]: r["kernel"] for r in o.kernels if "node" in r}
         assert all(chosen.get(n) == KERNELS[target] for n in wsqdist_nodes(res.graph)), chosen
@@ -61,6 +88,7 @@ def test_wsqdist_code_equals_the_interpreter(target, classes, dim, hard, seed):
                             o.score_ctype)
         assert np.array_equal(run.scores, want["scores"])
         assert np.array_equal(run.predictions, want["prediction"])
+        return c_text
 
 
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
