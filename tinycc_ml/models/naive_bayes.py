@@ -24,7 +24,9 @@ code:
   costs 1/v0 = 2.4e7 in jll, which no other term outweighs; subtracting min_k H_k / v0 from every class
   leaves the classes that violate least (usually none) at 0.
 - **soft features**: the others; soft_c = sum over them of (x_j - theta_cj)^2 / var_cj, clipped at
-  FAR = 32 D.
+  FAR = 32 D, lowered (at most to half) so that FAR + CAP lies just below the power of two under it: the
+  16-bit distances then get the finer of the two scales (digits: FAR = 1,865 = 29 D, distances at 2^-4,
+  not 2^-3 with FAR + CAP = 2,230).
 - **CAP** = 2 (max_c const_c - min_c const_c) + 64.
 
 The bound: an integer build's label is scikit-learn's (up to its fixed-point error) on rows where no
@@ -44,6 +46,8 @@ class does not have (w = t = 0) are not stored. Float builds keep per class a di
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinycc_ml.errors import ModelFileError
@@ -55,6 +59,7 @@ from tinycc_ml.models.saved import check_array, check_normalisation
 HARD_GAP = 1e3  # a ratio between consecutive variances that marks the hard features below it
 FAR_PER_FEATURE = 32.0  # FAR = this x D: soft distances beyond it saturate
 CAP_MARGIN = 64.0  # CAP = 2 x the constants' spread + this
+FIT = 1 - 2.0**-14  # FAR + CAP at most this share of the power of two below it (a 16-bit scale holds it)
 
 
 class GaussianNBModel(Model):
@@ -129,6 +134,9 @@ class GaussianNBModel(Model):
         const = self.constants()
         cap = float(2 * (const.max() - const.min()) + CAP_MARGIN)
         far = float(FAR_PER_FEATURE * self.input_dim)
+        top = 2.0 ** math.floor(math.log2(far + cap))
+        if top * FIT - cap >= far / 2:  # FAR + CAP just below a power of two: one more bit for 16-bit distances
+            far = top * FIT - cap
         return far, far + cap, cap
 
     def distances(self, X) -> np.ndarray:
