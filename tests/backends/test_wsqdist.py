@@ -48,7 +48,8 @@ def any_product_shift(monkeypatch):
 
 
 @pytest.mark.parametrize("target", TARGETS + ["avr any shift"])
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(classes=st.integers(2, 6), dim=st.integers(1, 70), hard=st.booleans(), seed=st.integers(0, 10**6))
 def test_wsqdist_code_equals_the_interpreter(monkeypatch, target, classes, dim, hard, seed):
     if target == "avr any shift":

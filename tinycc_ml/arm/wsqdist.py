@@ -1,15 +1,14 @@
 """GaussianNB's weighted squared distances (wsqdist) on the Cortex-M0 and M4: the shared C's term loop as a
 function of its own, so that the cost model's prediction has a measurement beside it (the profile charges a
-node the functions it calls). GCC's code is near the floor here: per term a byte load, two halfword loads
-and one of x, a multiply, the rounding shift, the subtraction and the saturation's two compares, and the
-square summed in 64 bits (M4: one SMLAL; M0: MULS and ADDS/ADCS), which hand-written asm would not beat by
-much. Costs are instructions (QEMU -icount / unicorn), fitted on simulator runs (benchmarks/naive_bayes_cycles.py),
-per term by whether the rounding shift is there (k > 0)."""
+node the functions it calls). M4: SSAT for the saturation, SMLAL for the 64-bit sum, 11 instructions a term,
+near the floor. M0: the 64-bit sum as two words with the carry by hand (a 64-bit product would call
+libgcc), 36 instructions a term: GCC spills the sum and the five array bases out of the eight low registers;
+an asm kernel could take about half. Costs are instructions (QEMU -icount / unicorn), per term, class and
+call, fitted on GaussianNBs on digits, breast_cancer and wine (within 0.2%: benchmarks/naive_bayes_cycles.py)."""
 
 from __future__ import annotations
 
 from tinycc_ml.codegen.c_fixed import index_type, rshift_c, store, wsqdist_arrays, wsqdist_out
-from tinycc_ml.codegen.emitter import ctype_of
 from tinycc_ml.codegen.kernels import KernelCost
 from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
 from tinycc_ml.ir.ops.registry import node_output_shift
@@ -42,11 +41,10 @@ def _kernel(em, node, m4: bool) -> list[str] | None:
     if not _ok(em, node):
         return None
     g = em.graph
-    x_name, w_name, _ = node.inputs
+    x_name = node.inputs[0]
     k = wsqdist_product_shift([g.type(i) for i in node.inputs])
     col, w, t, end, ends = wsqdist_arrays(em, node)
     C = len(ends)
-    wt = ctype_of(g.type(w_name).dtype)
     name = em.sym(f"wsqdist_{node.name}")
     out = em.sym("wout")
     em.scratch(out, "int32_t", C)

@@ -9,8 +9,8 @@ from tinycc_ml.avr import network_pow2
 from tinycc_ml.avr.distance import avr_clamp_squares, avr_sqdist8
 from tinycc_ml.avr.kernels import dot8_avr, muls8
 from tinycc_ml.avr.knn import avr_sqdist_kvote
-from tinycc_ml.avr.wsqdist import avr_wsqdist, avr_wsqdist_cost, avr_wsqdist_ok
 from tinycc_ml.avr.sparse import avr_sparse_kernel
+from tinycc_ml.avr.wsqdist import avr_wsqdist, avr_wsqdist_cost, avr_wsqdist_ok
 from tinycc_ml.target import Kernel, small_network_kernels
 
 AVR_KERNELS = (
