@@ -15,6 +15,9 @@ from hypothesis import strategies as st
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.models.base import Model
 from tinycc_ml.models.naive_bayes import GaussianNBModel
 
 TARGETS = ["host", "avr", "cortex-m0", "cortex-m4"]
@@ -116,3 +119,47 @@ def test_wsqdist_cost_model_within_15_percent(target, data):
     for r in rows:
         assert r.get(f"predicted_{unit}"), r
         assert abs(r[f"predicted_{unit}"] - r[f"measured_{unit}"]) <= COST_TOLERANCE * r[f"measured_{unit}"], r
+
+
+class WeightedNearest(Model):
+    """Scores -sum_j (W_cj x_j - T_cj)^2: a float graph with a wsqdist (GaussianNB's float builds keep their
+    mat-vecs), for the op's float C."""
+
+    family = "weighted_nearest_test"
+
+    def __init__(self, W, T):
+        self.W, self.T = W, T
+
+    input_dim = property(lambda self: self.W.shape[1])
+    n_outputs = property(lambda self: self.W.shape[0])
+
+    def arrays(self):
+        return {"W": self.W, "T": self.T}
+
+    def scores(self, X):
+        return -np.sum((self._check_input(X)[:, None, :] * self.W[None] - self.T[None]) ** 2, axis=2)
+
+    def lower(self):
+        g = Graph("wn")
+        x = g.add("input", attrs={"name": "x"}, type=TensorType((self.input_dim,), F32), name="x")
+        d = g.add("wsqdist", [x, g.add("const", attrs={"value": self.W.astype(np.float32)}, name="W"),
+                              g.add("const", attrs={"value": self.T.astype(np.float32)}, name="T")], name="d")
+        s = g.add("scale", [d], {"factor": -1.0}, name="s")
+        g.set_output("scores", s)
+        g.set_output("prediction", g.add("argmax", [s], name="pred"))
+        return g
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(classes=st.integers(1, 5), dim=st.integers(1, 40), seed=st.integers(0, 10**6))
+def test_wsqdist_float_code_equals_the_float_semantics(classes, dim, seed):
+    require_target("host")
+    rng = np.random.default_rng(seed)
+    W = rng.normal(0, 2, (classes, dim)) * (rng.random((classes, dim)) < 0.7)  # zero terms: not stored
+    T = rng.normal(0, 2, (classes, dim)) * (W != 0)
+    model = WeightedNearest(W, T)
+    X = rng.normal(0, 3, (20, dim))
+    got = tinycc_ml.compile(model, name="m").load().scores(X)
+    want = -np.sum((X.astype(np.float32)[:, None, :] * W.astype(np.float32)[None] - T.astype(np.float32)[None]) ** 2,
+                   axis=2)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
