@@ -363,11 +363,9 @@ def _sqdist(em: CEmitter, node: Node) -> list[str]:
     ]
 
 
-def wsqdist_arrays(em: CEmitter, node: Node, w_ctype: str | None = None, w_values=None,
-                   col_values=None) -> tuple[str, str, str, str, list[int]]:
+def wsqdist_arrays(em: CEmitter, node: Node) -> tuple[str, str, str, str, list[int]]:
     """The stored terms of a wsqdist, class after class (w = t = 0 terms left out: they are 0): symbols of
-    their features, weights (``w_values`` in ``w_ctype`` when a kernel stores them otherwise), targets and the
-    classes' end offsets, and those ends. ``col_values``: the features as a kernel wants them (byte offsets)."""
+    their features, weights, targets and the classes' end offsets, and those ends."""
     x_name, w_name, t_name = node.inputs
     g = em.graph
     W, T = g.node(w_name).attrs["value"], g.node(t_name).attrs["value"]
@@ -376,13 +374,10 @@ def wsqdist_arrays(em: CEmitter, node: Node, w_ctype: str | None = None, w_value
     rows = np.repeat(np.arange(W.shape[0]), [len(c) for c in cols])
     ends = np.cumsum([len(c) for c in cols]).tolist()
     D = W.shape[1]
-    col_values = flat if col_values is None else col_values(flat)
-    ct = "uint8_t" if int(np.max(col_values, initial=0)) < 256 else "uint16_t"
-    col = em.add_const_array(em.sym(f"{node.name}_col"), np.asarray(col_values), ct,
+    col = em.add_const_array(em.sym(f"{node.name}_col"), flat, "uint8_t" if D <= 256 else "uint16_t",
                              f"%{node.name}: the feature of each term (of {D})")
-    w_ctype = w_ctype or ctype_of(g.type(w_name).dtype)
-    w = em.add_const_array(em.sym(f"{node.name}_w"), W[rows, flat] if w_values is None else w_values(W[rows, flat]),
-                           w_ctype, f"%{w_name}: {g.type(w_name)}, the weight of each term")
+    w = em.add_const_array(em.sym(f"{node.name}_w"), W[rows, flat], ctype_of(g.type(w_name).dtype),
+                           f"%{w_name}: {g.type(w_name)}, the weight of each term")
     t = em.add_const_array(em.sym(f"{node.name}_t"), T[rows, flat], ctype_of(g.type(t_name).dtype),
                            f"%{t_name}: {g.type(t_name)}, the target of each term")
     end = em.add_const_array(em.sym(f"{node.name}_end"), np.asarray(ends), "uint16_t",
