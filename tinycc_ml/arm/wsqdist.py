@@ -8,10 +8,17 @@ call, fitted on GaussianNBs on digits, breast_cancer and wine (within 0.2%: benc
 
 from __future__ import annotations
 
-from tinycc_ml.codegen.c_fixed import index_type, rshift_c, store, wsqdist_arrays, wsqdist_out
-from tinycc_ml.codegen.kernels import KernelCost
-from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
-from tinycc_ml.ir.ops.registry import node_output_shift
+from tinycc_ml.target import (
+    KernelCost,
+    index_type,
+    node_output_shift,
+    rshift_c,
+    store,
+    wsqdist_arrays,
+    wsqdist_out,
+    wsqdist_product_shift,
+    wsqdist_terms,
+)
 
 # instructions: per term, per class, per call
 COSTS = {"m0": {"term": 36.0, "class": 48.0, "call": 7.0},

@@ -16,11 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.avr.kernels import asm_prologue, asm_words
-from tinycc_ml.codegen.c_fixed import store
-from tinycc_ml.codegen.kernels import KernelCost
-from tinycc_ml.ir.ops.arith import rshift, storage_clip_bounds
-from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
-from tinycc_ml.ir.ops.registry import node_output_shift
+from tinycc_ml.target import (
+    KernelCost,
+    node_output_shift,
+    rshift,
+    storage_clip_bounds,
+    store,
+    wsqdist_product_shift,
+    wsqdist_terms,
+)
 
 MAX_FEATURES = 128  # a byte holds the offset to the next term's feature (bytes)
 P = ["r16", "r17", "r18", "r19"]  # the product w x

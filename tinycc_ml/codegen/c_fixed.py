@@ -14,7 +14,7 @@ from tinycc_ml.codegen.emitter import C_CODE, CHAIN_FALLBACK, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
+from tinycc_ml.ir.ops.linalg import wsqdist_product_shift
 from tinycc_ml.ir.ops.registry import node_output_shift
 
 
@@ -363,28 +363,6 @@ def _sqdist(em: CEmitter, node: Node) -> list[str]:
     ]
 
 
-def wsqdist_arrays(em: CEmitter, node: Node) -> tuple[str, str, str, str, list[int]]:
-    """The stored terms of a wsqdist, class after class (w = t = 0 terms left out: they are 0): symbols of
-    their features, weights, targets and the classes' end offsets, and those ends."""
-    x_name, w_name, t_name = node.inputs
-    g = em.graph
-    W, T = g.node(w_name).attrs["value"], g.node(t_name).attrs["value"]
-    cols = wsqdist_terms(W, T)
-    flat = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-    rows = np.repeat(np.arange(W.shape[0]), [len(c) for c in cols])
-    ends = np.cumsum([len(c) for c in cols]).tolist()
-    D = W.shape[1]
-    col = em.add_const_array(em.sym(f"{node.name}_col"), flat, "uint8_t" if D <= 256 else "uint16_t",
-                             f"%{node.name}: the feature of each term (of {D})")
-    w = em.add_const_array(em.sym(f"{node.name}_w"), W[rows, flat], ctype_of(g.type(w_name).dtype),
-                           f"%{w_name}: {g.type(w_name)}, the weight of each term")
-    t = em.add_const_array(em.sym(f"{node.name}_t"), T[rows, flat], ctype_of(g.type(t_name).dtype),
-                           f"%{t_name}: {g.type(t_name)}, the target of each term")
-    end = em.add_const_array(em.sym(f"{node.name}_end"), np.asarray(ends), "uint16_t",
-                             f"%{node.name}: where each class's terms end")
-    return col, w, t, end, ends
-
-
 def wsqdist_out(em: CEmitter, acc: str, shift: int) -> str:
     """The int32 expression of a wsqdist's 64-bit sum (>= 0) at the result's scale, before the store's
     saturation: rounded, then capped at INT32_MAX (min(min(v, 2^31 - 1), 2^15 - 1) is the store's min(v, 2^15 - 1))."""
@@ -399,7 +377,7 @@ def _wsqdist(em: CEmitter, node: Node) -> list[str]:
     x_name, w_name, _ = node.inputs
     g = em.graph
     k = wsqdist_product_shift([g.type(i) for i in node.inputs])
-    col, w, t, end, ends = wsqdist_arrays(em, node)
+    col, w, t, end, ends = c_float.wsqdist_arrays(em, node)
     rd = em.target.read_const
     it = index_type(ends[-1] + 1 if ends else 1)
     wt = ctype_of(g.type(w_name).dtype)
