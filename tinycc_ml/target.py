@@ -77,7 +77,9 @@ from tinycc_ml.codegen.c_fixed import (
     tanh_lut_lines,
     tanh_mul_loop,
     tanh_of_mul,
+    wsqdist_out,
 )
+from tinycc_ml.codegen.c_float import wsqdist_arrays
 from tinycc_ml.codegen.c_network import (
     AddQuantisation,
     LayerQuantisation,
@@ -127,7 +129,8 @@ from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import quantise
 from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.arith import align_shifts, storage_clip_bounds
+from tinycc_ml.ir.ops.arith import align_shifts, rshift, storage_clip_bounds
+from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
 from tinycc_ml.ir.ops.registry import node_output_shift
 from tinycc_ml.passes.manager import TargetAttributes
 from tinycc_ml.plugins import PluginError
@@ -176,7 +179,9 @@ __all__ = [
     "CompileError", "DataError", "FitError", "PluginError", "ToolchainError",
     # hand-written kernels: the API, the graph and the op semantics they read
     "Kernel", "KernelCost", "KernelChoice", "choose_kernel", "Node", "node_output_shift", "storage_clip_bounds",
-    "align_shifts", "quantise", "task_kind", "ctype_of",
+    "align_shifts", "quantise", "task_kind", "ctype_of", "rshift",
+    # GaussianNB's weighted distances (wsqdist): the terms a class stores, the product shift, the shared C's pieces
+    "wsqdist_terms", "wsqdist_product_shift", "wsqdist_arrays", "wsqdist_out",
     # TFLite network layers: their int8 arithmetic and window geometry (codegen/c_network.py)
     "AddQuantisation", "LayerQuantisation", "Window", "add_quantisation", "layer_quantisation", "window_of",
     # TFLite int8 layers for chips without SIMD (codegen/small_network.py): the AVR's and the Cortex-M0's

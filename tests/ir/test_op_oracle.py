@@ -207,6 +207,30 @@ def sqdist_case(draw):
     return Case(X, make)
 
 
+@st.composite
+def wsqdist_case(draw):
+    d, c = draw(st.integers(1, 8)), draw(st.integers(1, 4))
+    x_bits, w_bits = draw(st.integers(0, 15)), draw(st.integers(0, 15))
+    X = input_rows(draw, d, x_bits)
+    W = draw(ints((c, d), w_bits))
+    # k >= x_bits + w_bits - 14: |rshift(w x, k)| <= 2^14 and |t| < 2^14, so no term saturates
+    k = draw(st.integers(max(0, x_bits + w_bits - 14), max(0, x_bits + w_bits - 14) + 4))
+    T = draw(ints((c, d), 13))
+    sx, sw = draw(SCALES), draw(SCALES)
+    st_ = sw + sx - k
+    terms = (W[None] * X[:, None, :] * 2.0 ** -(sw + sx)) - T[None] * 2.0**-st_  # (rows, c, d), exact
+
+    def make(so, bits):
+        g, x = new_graph(d, sx)
+        y = g.add("wsqdist", [x, add_const(g, W, sw), add_const(g, T, st_)], type=out_type((c,), bits, so))
+        # each term E is off by e, |e| <= eta (the product's rounding); (E+e)^2 - E^2 = 2Ee + e^2; one output rounding
+        eta = half_unit(k > 0, st_)
+        bound = np.sum(2 * np.abs(terms) * eta + eta**2, axis=2) + half_unit(2 * st_ > so, so)
+        return finish(g, y, [("product rounding + output rounding", bound)])
+
+    return Case(X, make)
+
+
 def aligned_scale(sa: int, sb: int) -> int:
     """The common scale of two operands: the finer one, but at most 15 bits finer than the coarser."""
     return min(max(sa, sb), min(sa, sb) + MAX_ALIGN_SHIFT)
@@ -568,6 +592,7 @@ ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "matvec": lambda: matvec_case(),
     "matvec_at": lambda: matvec_case(at=True),
     "sqdist": sqdist_case,
+    "wsqdist": wsqdist_case,
     "add": lambda: add_sub_case("add"),
     "sub": lambda: add_sub_case("sub"),
     "mul": mul_case,

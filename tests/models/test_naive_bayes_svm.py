@@ -167,14 +167,14 @@ def test_bad_model_files_are_refused(tmp_path, family, arrays, meta, message):
 def test_the_sparse_c_matvec_keeps_its_accumulators_where_the_fit_check_counts_them():
     # a GaussianNB on USPS-10 (256 features) ran its per-feature scaling as the generic sparse C mat-vec with
     # int32_t acc[256] on the stack: 1 KB the fit check did not see, which ran into the ATmega328P's data
-    # (7 of 8 rows wrong in simavr); on a chip the accumulators are static scratch, counted in its RAM
+    # (7 of 8 rows wrong in simavr); on a chip the accumulators are static scratch, counted in its RAM.
+    # GaussianNB runs on wsqdist now; a diagonal linear model still takes that mat-vec.
     import tinycc_ml
+    from tinycc_ml.models.linear import LinearModel
 
     rng = np.random.default_rng(0)
     X = rng.random((200, 128))
-    y = np.repeat(np.arange(5), 40)
-    X[y == 3, :20] = 0.0  # pixels constant within a class: the path with the per-feature sparse scaling
-    model = GaussianNB().fit(X, y)
+    model = LinearModel(np.diag(rng.uniform(0.5, 2.0, 128)))
     host = next(v for k, v in tinycc_ml.compile(model, precision="int16", calibration=X).files.items()
                 if k.endswith(".c"))
     chip = tinycc_ml.compile(model, target="cortex-m0", precision="int16", calibration=X)
@@ -182,3 +182,17 @@ def test_the_sparse_c_matvec_keeps_its_accumulators_where_the_fit_check_counts_t
     assert "int32_t acc[128];" in host  # the generic path is taken (on the host its stack is not scarce)
     assert "int32_t acc[" not in c and "int32_t *acc = (int32_t *)" in c
     assert chip.output.ram_bytes >= 128 * 4
+
+
+def test_gaussian_nb_has_no_stack_arrays_on_a_chip():
+    """Its distances are one wsqdist per kind of feature: static scratch only, counted in the build's RAM."""
+    import tinycc_ml
+
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 128))
+    y = np.repeat(np.arange(5), 40)
+    X[y == 3, :20] = 0.0  # pixels constant within a class: hard features, a second wsqdist
+    chip = tinycc_ml.compile(GaussianNB().fit(X, y), target="cortex-m0", precision="int16", calibration=X)
+    c = next(v for k, v in chip.files.items() if k.endswith(".c"))
+    assert [chip.graph.op(n) for n in chip.graph.order()].count("wsqdist") == 2
+    assert "int32_t acc[" not in c and "int64_t acc = 0;" not in c  # the M0 kernel sums in two words

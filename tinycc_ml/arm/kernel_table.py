@@ -5,6 +5,7 @@ from __future__ import annotations
 from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network, network_pow2
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
 from tinycc_ml.arm.m0_sparse import m0_sparse_kernel
+from tinycc_ml.arm.wsqdist import kernel_wsqdist_m0, kernel_wsqdist_m4, m0_wsqdist_cost, m4_wsqdist_cost, wsqdist_ok
 from tinycc_ml.target import Kernel, kernel_clip16, small_network_kernels
 
 # Cortex-M0: sparse kernels, then the 9-row kernels with the input pass fused (distances on them), then the
@@ -24,6 +25,8 @@ M0_KERNELS = (
     # similarities storing the offset input and its sum for the mat-vec kernel reading them
     Kernel("exp_lut", m0_fused.kernel_exp_lut),
     Kernel("sqdist_kvote", m0_sqdist_kvote),
+    # GaussianNB's weighted distances: the term loop as a function (costed, measured apart)
+    Kernel("wsqdist", kernel_wsqdist_m0, claims=wsqdist_ok, cost=m0_wsqdist_cost, name="m0-wsqdist-c"),
     # TFLite's int8 network layers
     *small_network_kernels(),
     # the project's int16 and int8 network layers: two output channels per input element
@@ -36,6 +39,7 @@ M4_KERNELS = (
     Kernel("matvec", m4_kernels.kernel_matvec),
     Kernel("clip", m4_kernels.kernel_clip),
     Kernel("sqdist", m4_kernels.kernel_sqdist),
+    Kernel("wsqdist", kernel_wsqdist_m4, claims=wsqdist_ok, cost=m4_wsqdist_cost, name="m4-wsqdist-c"),
     # TFLite's int8 network layers (arm.m4_network)
     Kernel("conv2d", m4_network.conv2d, claims=m4_network.tflite_int8),
     Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),

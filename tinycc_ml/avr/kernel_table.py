@@ -10,6 +10,7 @@ from tinycc_ml.avr.distance import avr_clamp_squares, avr_sqdist8
 from tinycc_ml.avr.kernels import dot8_avr, muls8
 from tinycc_ml.avr.knn import avr_sqdist_kvote
 from tinycc_ml.avr.sparse import avr_sparse_kernel
+from tinycc_ml.avr.wsqdist import avr_wsqdist, avr_wsqdist_cost, avr_wsqdist_ok
 from tinycc_ml.target import Kernel, small_network_kernels
 
 AVR_KERNELS = (
@@ -21,6 +22,8 @@ AVR_KERNELS = (
     Kernel("sqdist", avr_sqdist8),
     Kernel("sqdist", k.kernel_sqdist_dot, claims=k.sqdist_dot_ok),
     Kernel("sqdist", k.kernel_sqdist, claims=k.sqdist_ok),
+    # GaussianNB's weighted distances: every class's terms in one asm pass
+    Kernel("wsqdist", avr_wsqdist, claims=avr_wsqdist_ok, cost=avr_wsqdist_cost, name="avr-wsqdist-asm"),
     # a sparse mat-vec's fused clamp; a distance's input clamp with its sums and squares
     Kernel("clip", avr_sparse_kernel),
     Kernel("clip", avr_clamp_squares),

@@ -14,6 +14,7 @@ from tinycc_ml.codegen.emitter import C_CODE, CHAIN_FALLBACK, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.linalg import wsqdist_product_shift
 from tinycc_ml.ir.ops.registry import node_output_shift
 
 
@@ -358,6 +359,42 @@ def _sqdist(em: CEmitter, node: Node) -> list[str]:
         "        acc += d * d;",
         "    }",
         "    " + store(em, node, "j", shift_c(em, "acc", out_shift)),
+        "}",
+    ]
+
+
+def wsqdist_out(em: CEmitter, acc: str, shift: int) -> str:
+    """The int32 expression of a wsqdist's 64-bit sum (>= 0) at the result's scale, before the store's
+    saturation: rounded, then capped at INT32_MAX (min(min(v, 2^31 - 1), 2^15 - 1) is the store's min(v, 2^15 - 1))."""
+    if shift > 0:
+        acc = f"(({acc} + INT64_C({1 << (shift - 1)})) >> {shift})"
+    elif shift < 0:
+        acc = f"({acc} > INT64_C({(2**31 - 1) >> -shift}) ? INT64_C(2147483647) : {acc} * {1 << -shift})"
+    return f"(int32_t)({acc} > INT64_C(2147483647) ? INT64_C(2147483647) : {acc})"
+
+
+def _wsqdist(em: CEmitter, node: Node) -> list[str]:
+    x_name, w_name, _ = node.inputs
+    g = em.graph
+    k = wsqdist_product_shift([g.type(i) for i in node.inputs])
+    col, w, t, end, ends = c_float.wsqdist_arrays(em, node)
+    rd = em.target.read_const
+    it = index_type(ends[-1] + 1 if ends else 1)
+    wt = ctype_of(g.type(w_name).dtype)
+    ct = "uint8_t" if g.type(x_name).size <= 256 else "uint16_t"
+    return [
+        "{",
+        f"    {it} i = 0;",
+        f"    for ({index_type(len(ends))} c = 0; c < {len(ends)}; ++c) {{",
+        "        int64_t acc = 0;",
+        f"        for (; i < {rd(end, 'c', 'uint16_t')}; ++i) {{",
+        f"            const int32_t p = (int32_t){rd(w, 'i', wt)} * {em.at(x_name, rd(col, 'i', ct))};",
+        f"            int32_t e = {rshift_c('p', k)} - {rd(t, 'i', 'int16_t')};",
+        "            e = e > 32767 ? 32767 : (e < -32768 ? -32768 : e);",
+        "            acc += e * e;",
+        "        }",
+        "        " + store(em, node, "c", wsqdist_out(em, "acc", node_output_shift(g, node.name))),
+        "    }",
         "}",
     ]
 
@@ -778,7 +815,7 @@ ELEMENT = {"add": _addsub_element("+"), "sub": _addsub_element("-"), "mul": _mul
 
 CHAIN_FALLBACK["fixed"] = fused_fallback
 C_CODE["fixed"].update({
-    "matvec": _matvec, "sqdist": _sqdist, "add": _add,
+    "matvec": _matvec, "sqdist": _sqdist, "wsqdist": _wsqdist, "add": _add,
     "sub": _elementwise(ELEMENT["sub"]), "mul": _mul, "scale": _elementwise(_scale_element),
     "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,

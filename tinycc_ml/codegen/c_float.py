@@ -11,6 +11,7 @@ import numpy as np
 from tinycc_ml.codegen import trees
 from tinycc_ml.codegen.emitter import C_CODE, PREDICT_CODE, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.linalg import wsqdist_terms
 
 
 def matvec(em, node: Node) -> list[str]:
@@ -55,6 +56,48 @@ def sqdist(em, node: Node) -> list[str]:
         "        acc += d * d;",
         "    }",
         f"    {em.var(node.name)}[j] = acc;",
+        "}",
+    ]
+
+
+def wsqdist_arrays(em, node: Node) -> tuple[str, str, str, str, list[int]]:
+    """The stored terms of a wsqdist, class after class (w = t = 0 terms left out: they are 0): symbols of
+    their features, weights, targets and the classes' end offsets, and those ends."""
+    x_name, w_name, t_name = node.inputs
+    g = em.graph
+    W, T = g.node(w_name).attrs["value"], g.node(t_name).attrs["value"]
+    cols = wsqdist_terms(W, T)
+    flat = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+    rows = np.repeat(np.arange(W.shape[0]), [len(c) for c in cols])
+    ends = np.cumsum([len(c) for c in cols]).tolist()
+    D = W.shape[1]
+    col = em.add_const_array(em.sym(f"{node.name}_col"), flat, "uint8_t" if D <= 256 else "uint16_t",
+                             f"%{node.name}: the feature of each term (of {D})")
+    w = em.add_const_array(em.sym(f"{node.name}_w"), W[rows, flat], ctype_of(g.type(w_name).dtype),
+                           f"%{w_name}: {g.type(w_name)}, the weight of each term")
+    t = em.add_const_array(em.sym(f"{node.name}_t"), T[rows, flat], ctype_of(g.type(t_name).dtype),
+                           f"%{t_name}: {g.type(t_name)}, the target of each term")
+    end = em.add_const_array(em.sym(f"{node.name}_end"), np.asarray(ends), "uint16_t",
+                             f"%{node.name}: where each class's terms end")
+    return col, w, t, end, ends
+
+
+def wsqdist(em, node: Node) -> list[str]:
+    col, w, t, end, ends = wsqdist_arrays(em, node)
+    rd = em.target.read_const
+    ct = "uint8_t" if em.graph.type(node.inputs[0]).size <= 256 else "uint16_t"
+    return [
+        "{",
+        "    int i = 0;",
+        f"    for (int c = 0; c < {len(ends)}; ++c) {{",
+        "        float acc = 0.0f;",
+        f"        for (; i < {rd(end, 'c', 'uint16_t')}; ++i) {{",
+        f"            const float e = {rd(w, 'i', 'float')} * {em.at(node.inputs[0], rd(col, 'i', ct))} - "
+        f"{rd(t, 'i', 'float')};",
+        "            acc += e * e;",
+        "        }",
+        f"        {em.var(node.name)}[c] = acc;",
+        "    }",
         "}",
     ]
 
@@ -337,6 +380,7 @@ C_CODE["float"].update({
     "calibrated_mean": calibrated_mean,
     "matvec": matvec,
     "sqdist": sqdist,
+    "wsqdist": wsqdist,
     "add": add,
     "sub": sub,
     "mul": mul,

@@ -24,7 +24,9 @@ code:
   costs 1/v0 = 2.4e7 in jll, which no other term outweighs; subtracting min_k H_k / v0 from every class
   leaves the classes that violate least (usually none) at 0.
 - **soft features**: the others; soft_c = sum over them of (x_j - theta_cj)^2 / var_cj, clipped at
-  FAR = 32 D.
+  FAR = 32 D, lowered (at most to half) so that FAR + CAP lies just below the power of two under it: the
+  16-bit distances then get the finer of the two scales (digits: FAR = 1,865 = 29 D, distances at 2^-4,
+  not 2^-3 with FAR + CAP = 2,230).
 - **CAP** = 2 (max_c const_c - min_c const_c) + 64.
 
 The bound: an integer build's label is scikit-learn's (up to its fixed-point error) on rows where no
@@ -33,14 +35,18 @@ d_w below CAP; a row farther out (e.g. 4 sigma on every feature of a class with 
 get another class, and its probabilities move by up to 1. ``report["proba"]`` measures them on the
 calibration rows; compile at precision float for scikit-learn's answer on every row.
 
-Lowered onto existing ops, per class c: a diagonal (sparse) mat-vec scales the input by 1 / sigma_c on
-its soft features, the squared distance to theta_c / sigma_c (sqdist, ProtoNN's op and kernels) is
-soft_c, clipped at CAP (16-bit code resolves the distances that can decide, and saturates the others);
-the hard features the same with weights sqrt(v0 / var_cj), their per-row minimum (segment_min)
-subtracted, times 1 / v0, clipped. Intermediates are one input-sized vector at a time.
+Integer builds lower every class at once onto one wsqdist op (the weighted squared distance
+d_c = sum_j (w_cj x_j - t_cj)^2, with its own kernels on the AVR, Cortex-M0 and M4): weights 1 / sigma_c
+and targets theta_c / sigma_c on the soft features give soft_c, clipped at FAR (16-bit code resolves the
+distances that can decide, and saturates the others); a second one with weights sqrt(v0 / var_cj) on the
+hard features gives H_c, its per-row minimum (segment_min) subtracted, times 1 / v0, clipped. The terms a
+class does not have (w = t = 0) are not stored. Float builds keep per class a diagonal mat-vec and an sqdist
+(float32 products and sums as before).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -53,6 +59,7 @@ from tinycc_ml.models.saved import check_array, check_normalisation
 HARD_GAP = 1e3  # a ratio between consecutive variances that marks the hard features below it
 FAR_PER_FEATURE = 32.0  # FAR = this x D: soft distances beyond it saturate
 CAP_MARGIN = 64.0  # CAP = 2 x the constants' spread + this
+FIT = 1 - 2.0**-14  # FAR + CAP at most this share of the power of two below it (a 16-bit scale holds it)
 
 
 class GaussianNBModel(Model):
@@ -127,6 +134,9 @@ class GaussianNBModel(Model):
         const = self.constants()
         cap = float(2 * (const.max() - const.min()) + CAP_MARGIN)
         far = float(FAR_PER_FEATURE * self.input_dim)
+        top = 2.0 ** math.floor(math.log2(far + cap))
+        if top * FIT - cap >= far / 2:  # FAR + CAP just below a power of two: one more bit for 16-bit distances
+            far = top * FIT - cap
         return far, far + cap, cap
 
     def distances(self, X) -> np.ndarray:
@@ -193,22 +203,15 @@ class GaussianNBModel(Model):
         hard_w = np.where(hard, np.sqrt(v0 / self.var), 0.0)  # (C, D), hard features
 
         def per_class(kind: str, weights: np.ndarray) -> str | None:
-            """The C-vector of each class's weighted squared distance (classes without features: 0)."""
-            total = None
-            for c in range(C):
-                if not weights[c].any():
-                    continue
-                scaled = g.add("matvec", [add_matrix(g, f"{kind}_w{c}", np.diag(weights[c])), x],
-                               name=f"{kind}_scaled{c}")
-                d = g.add("sqdist", [scaled, add_const(g, f"{kind}_theta{c}", (self.theta[c] * weights[c])[:, None])],
-                          name=f"{kind}_distance{c}")
-                if kind == "soft":  # far classes saturate: the near ones keep the resolution
-                    d = g.add("clip", [d], {"lo": 0.0, "hi": far}, name=f"soft_far{c}")
-                place = np.zeros((C, 1))
-                place[c, 0] = 1.0
-                term = g.add("matvec", [add_const(g, f"{kind}_place{c}", place), d], name=f"{kind}_term{c}")
-                total = term if total is None else g.add("add", [total, term], name=f"{kind}_partial{c}")
-            return total
+            """The C-vector of each class's weighted squared distance, one wsqdist for all classes (classes
+            without features: 0)."""
+            if not weights.any():
+                return None
+            d = g.add("wsqdist", [x, add_const(g, f"{kind}_w", weights),
+                                  add_const(g, f"{kind}_t", self.theta * weights)], name=f"{kind}_distance")
+            if kind == "soft":  # far classes saturate: the near ones keep the resolution
+                d = g.add("clip", [d], {"lo": 0.0, "hi": far}, name="soft_far")
+            return d
 
         def less_least(v: str, kind: str) -> str:
             """v minus its smallest entry (every class shifted alike: argmax and softmax unchanged)."""

@@ -65,6 +65,7 @@ class ChooseScales(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         weight_bits = self.weight_bits = 8 if ctx.options.precision == "int8" else 16
         self.prototype_bits = ctx.options.target.prototype_bits
+        self.byte_shift_bits = ctx.options.target.byte_shift_bits
         adjust = self.adjust = ctx.options.scale_adjust
         ranges = graph.analyses.ranges
         out = Graph(graph.name)
@@ -140,6 +141,8 @@ class ChooseScales(Pass):
             self._matvec(graph, out, node, ins, scale, bound, weight_bits, attrs)
         elif kind == "prototypes":
             self._sqdist(graph, out, node, ins, scale, bound, attrs)
+        elif kind == "weighted_targets":
+            self._wsqdist(graph, out, node, ins, scale, bound, ACT_BITS, attrs, s)
         elif kind == "factor":
             f = float(attrs["factor"])
             fs = best_scale(abs(f), ACT_BITS)
@@ -280,6 +283,25 @@ class ChooseScales(Pass):
             attrs["bias_q"] = np.round(bias * 2.0 ** (sa + scale[x_name] - h)).astype(np.int32)
         ins[0] = cname
         scale[cname] = sa
+
+    def _wsqdist(self, graph, out, node, ins, scale, bound, weight_bits, attrs, s_out):
+        """Weights at the finest 16-bit scale that fits, at every precision (GaussianNB's 1 / sigma: 8 bits lose
+        the small ones, and the kernels' cost is the same). The terms (w x - t, saturated to 16 bits) at the
+        finest scale s_T at which the targets fit and 2 s_T - s_out <= 14: a saturated term's square alone then
+        saturates the result (rshift(32767^2, 14) > 32767), so saturation never changes it."""
+        x_name, w_name, t_name = node.inputs
+        sx = scale[x_name]
+        W = OPS[graph.op(w_name)].evaluate([], graph.node(w_name).attrs)
+        T = OPS[graph.op(t_name)].evaluate([], graph.node(t_name).attrs)
+        sw = best_scale(float(np.max(np.abs(W))), weight_bits)
+        st = min(sw + sx, best_scale(float(np.max(np.abs(T))), ACT_BITS), (14 + s_out) // 2)
+        for coarser in range(self.byte_shift_bits + 1):  # a target's cheap shifts (TargetAttributes)
+            if (sw + sx - st + coarser) % 8 in (0, 7):
+                st -= coarser
+                break
+        ins[1] = self._add_const(out, w_name, W, sw, weight_bits)
+        ins[2] = self._add_const(out, t_name, T, st, ACT_BITS)
+        scale[ins[1]], scale[ins[2]] = sw, st
 
     def _sqdist(self, graph, out, node, ins, scale, bound, attrs):
         x_name, m_name = node.inputs

@@ -3,7 +3,8 @@
 Raw features can span very different ranges (breast_cancer: areas in the thousands next to
 smoothness around 0.1); one 16-bit scale for the whole input vector would flush the small ones
 to zero. Where every use of the input can absorb a per-feature factor into a constant -
-a mat-vec whose matrix is constant (scale its columns), or a normalisation
+a mat-vec whose matrix is constant (scale its columns), a weighted distance (wsqdist) whose weights are
+constant (the same), or a normalisation
 ``mul(sub(x, mean), c)`` with constant mean and c - each feature k gets its own scale s_k:
 the device takes x_int[k] = round(x[k] * 2^s_k), and the graph is rewritten to consume x_int.
 Otherwise (e.g. distances taken on the raw input) all features share one scale: the graph is
@@ -33,10 +34,20 @@ def _const(graph: Graph, name: str) -> bool:
 
 
 def _scales_columns(graph: Graph, user: str, value: str) -> bool:
-    """Whether ``user`` is a mat-vec (or a stack's) of a constant matrix reading ``value`` as its vector:
-    scaling the matrix's columns absorbs a per-feature factor."""
+    """Whether ``user`` is a mat-vec (or a stack's) of a constant matrix reading ``value`` as its vector, or a
+    wsqdist of constant weights reading it as its point: scaling the matrix's columns absorbs a per-feature
+    factor."""
+    return _scaled_matrix(graph, user, value) is not None
+
+
+def _scaled_matrix(graph: Graph, user: str, value: str) -> str | None:
+    """The constant matrix whose columns absorb ``value``'s per-feature factors in ``user`` (_scales_columns)."""
     node = graph.node(user)
-    return node.op in ("matvec", "matvec_at") and node.inputs[-1] == value and _const(graph, node.inputs[0])
+    if node.op in ("matvec", "matvec_at") and node.inputs[-1] == value and _const(graph, node.inputs[0]):
+        return node.inputs[0]
+    if node.op == "wsqdist" and node.inputs[0] == value and _const(graph, node.inputs[1]):
+        return node.inputs[1]  # w x - t = (w 2^-s) (x 2^s) - t
+    return None
 
 
 def _scales_by_constant(graph: Graph, user: str, value: str) -> bool:
@@ -129,8 +140,8 @@ def apply_feature_scales(graph: Graph, scales: np.ndarray) -> Graph:
     scaled: set[str] = set()
     for user in graph.users(x):
         node = graph.node(user)
-        if node.op in ("matvec", "matvec_at"):
-            _scale_columns(graph, node.inputs[0], step, scaled)
+        if _scales_columns(graph, user, x):
+            _scale_columns(graph, _scaled_matrix(graph, user, x), step, scaled)
         elif node.op == "tree_ensemble":
             attrs = dict(node.attrs)
             factor = 2.0 ** scales[np.maximum(attrs["feature"], 0)]
@@ -142,7 +153,7 @@ def apply_feature_scales(graph: Graph, scales: np.ndarray) -> Graph:
             _set_const(graph, node.inputs[1], np.broadcast_to(mean, step.shape) / step)
             for u in graph.users(user):
                 if _scales_columns(graph, u, user):
-                    _scale_columns(graph, graph.node(u).inputs[0], step, scaled)
+                    _scale_columns(graph, _scaled_matrix(graph, u, user), step, scaled)
                     continue
                 c_name = next(i for i in graph.node(u).inputs if i != user)
                 c = graph.node(c_name).attrs["value"].astype(np.float64)

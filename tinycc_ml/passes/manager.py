@@ -31,6 +31,9 @@ class TargetAttributes:
     # int8 builds: significant bits kept of each sqdist's prototypes (M = M8 2^k, so 8-bit distance kernels
     # can store M8); None keeps every bit of the int16 prototypes
     prototype_bits: int | None = 8
+    # wsqdist: product shifts k that are 7 or 0 mod 8 are cheap (the AVR moves bytes, where other shifts cost a
+    # cycle per bit and byte); its terms' scale then goes up to this many bits coarser to get one
+    byte_shift_bits: int = 0
 
 
 @dataclass

@@ -50,13 +50,13 @@ def kernel_costs(node_functions: dict[str, list[str]], choices: list[dict], prof
                f"measured_{unit}": round(measured, 1)}
         choice = by_node.get(node)
         if choice is not None:
-            row.update(matrix=choice["matrix"], kernel=choice["kernel"],
+            row.update(matrix=choice.get("matrix"), kernel=choice["kernel"],
                        **{f"predicted_{unit}": choice.get("predicted_cycles")},
                        **({"note": choice["note"]} if choice.get("note") else {}))
         out.append(row)
     for node, choice in by_node.items():  # a choice whose code has no function of its own (inline C)
         if node not in node_functions:
-            out.append({"node": node, "functions": [], f"measured_{unit}": None, "matrix": choice["matrix"],
+            out.append({"node": node, "functions": [], f"measured_{unit}": None, "matrix": choice.get("matrix"),
                         "kernel": choice["kernel"], f"predicted_{unit}": choice.get("predicted_cycles"),
                         "note": "; ".join(filter(None, [choice.get("note"), "inline C: not measured apart"]))})
     return out

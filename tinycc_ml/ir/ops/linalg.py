@@ -251,3 +251,87 @@ register_op(OpDef(
     "each difference is shifted right by `shift` before it is squared",
     evaluate_rows=rows_sqdist, fixed=_fixed_sqdist, interval=interval_sqdist, acc_bound=bound_sqdist,
     constant_operand="prototypes", output_shift=_sqdist_shift, macs=lambda ts, stored: ts[1].size))
+
+
+# ---------------------------------------------------------------- wsqdist
+
+def infer_wsqdist(ts, attrs, declared):
+    x, w, t = ts
+    float_or_fixed(x, "point")
+    same_numeric_kind(ts)
+    need(x.rank == 1, f"point has shape {x.shape}, expected rank 1")
+    for what, m in (("weights", w), ("targets", t)):
+        float_or_fixed(m, what)
+        need(m.rank == 2 and m.shape[1] == x.shape[0], f"{what} have shape {m.shape}, expected (classes, {x.shape[0]})")
+    need(w.shape == t.shape, f"weights {w.shape} and targets {t.shape} differ in shape")
+    # the product w x is shifted right to the targets' scale: never left
+    need(not x.dtype.is_fixed or wsqdist_product_shift(ts) >= 0,
+         f"weights at scale {w.dtype.scale} times a point at scale {x.dtype.scale} are coarser than the targets' "
+         f"scale {t.dtype.scale}")
+    return TensorType((w.shape[0],), result_dtype(ts, declared))
+
+
+def wsqdist_product_shift(ts) -> int:
+    """k: the right shift from a product w x to the targets' scale."""
+    return ts[1].dtype.scale + ts[0].dtype.scale - ts[2].dtype.scale
+
+
+def _wsqdist_shift(ts, out, attrs) -> int:
+    """Squares of terms at the targets' scale: 2 scale_t, to the result's."""
+    return 2 * ts[2].dtype.scale - out.dtype.scale
+
+
+def wsqdist_terms(W: np.ndarray, T: np.ndarray) -> list[np.ndarray]:
+    """Per class, the features whose term can be non-zero (w or t non-zero): the only ones C stores."""
+    return [np.flatnonzero((W[c] != 0) | (T[c] != 0)) for c in range(W.shape[0])]
+
+
+def _fixed_wsqdist(call: FixedCall):
+    x, W, T = call.ins
+    k = wsqdist_product_shift(call.in_types)
+    acc = np.zeros((x.shape[0], W.shape[0]), dtype=np.int64)
+    for c, cols in enumerate(wsqdist_terms(W, T)):  # a term with w = t = 0 is 0: skipped, as C skips it
+        e = saturate(rshift(check32(W[c, cols][None, :] * x[:, cols], call.where), k) - T[c, cols][None, :], 16)
+        acc[:, c] = np.sum(e * e, axis=1)  # int64: D squares below 2^30 fit
+    return saturate(rshift(acc, _wsqdist_shift(call.in_types, call.type, call.attrs)), call.bits)
+
+
+def _rows_wsqdist(ins, batched, attrs, n, rank):
+    if batched != [True, False, False]:
+        return None
+    x, W, T = ins
+    out = np.zeros((x.shape[0], W.shape[0]))
+    for c in range(W.shape[0]):
+        out[:, c] = np.sum((x * W[c][None, :] - T[c][None, :]) ** 2, axis=1)
+    return out
+
+
+def _interval_wsqdist(attrs, ivs, shape):
+    (xl, xh), (W, _), (T, _) = ivs
+    a, b = W * xl[None, :] - T, W * xh[None, :] - T  # each term's ends: w x - t is monotone in x
+    sq_hi = np.maximum(a**2, b**2)
+    sq_lo = np.where(np.minimum(a, b) * np.maximum(a, b) <= 0, 0.0, np.minimum(a**2, b**2))
+    return sq_lo.sum(axis=1), sq_hi.sum(axis=1)
+
+
+def _bound_wsqdist(call):
+    """Each term |rshift(w x, k) - t| <= rshift_bound(|w| |x|, k) + |t| (and 2^15, saturated); the largest
+    class's sum of squares."""
+    Wq, Tq = call.consts[1].astype(np.int64), call.consts[2].astype(np.int64)
+    k = call.scales[1] + call.scales[0] - call.scales[2]
+    terms = np.array([[min(rshift_bound(int(w) * call.bounds[0], k) + int(t), 2**15) for w, t in zip(wr, tr)]
+                      for wr, tr in zip(np.abs(Wq), np.abs(Tq))], dtype=np.int64)
+    return int(np.max(np.sum(terms * terms, axis=1), initial=0)), 2 * call.scales[2]
+
+
+register_op(OpDef(
+    "wsqdist", 3, infer_wsqdist, lambda xs, a: np.sum((xs[1] * xs[0][None, :] - xs[2]) ** 2, axis=1),
+    {},
+    "weighted squared distance per class c (rows of W and T): d_c = sum_j (W_cj x_j - T_cj)^2 (GaussianNB's "
+    "standardised distances, all classes at once); fixed point: W at its own scale, T at the terms' scale, "
+    "each product rounded to the terms' scale (right shift k = s_W + s_x - s_T), T subtracted, the term "
+    "saturated to 16 bits; the squares summed in 64 bits, rounded to the result's scale and saturated "
+    "(scale choice keeps 2 s_T - s_result <= 14: a saturated term then saturates the result too)",
+    evaluate_rows=_rows_wsqdist, fixed=_fixed_wsqdist, interval=_interval_wsqdist, acc_bound=_bound_wsqdist,
+    constant_operand="weighted_targets", output_shift=_wsqdist_shift,
+    macs=lambda ts, stored: ts[1].size))
