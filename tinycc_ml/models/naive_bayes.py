@@ -8,9 +8,10 @@ softmax).
 
 **Float builds** (``lower``, ``scores``) compute jll_c less the same amount for every class of a row,
 so argmax and softmax are scikit-learn's: scores_c = const_c - 1/2 (d_c - min_k d_k), d_c the squared
-standardised distance; nothing is clipped. A d_c beyond float32's range (|x_j - theta_cj| > 1.8e19 sigma)
-is read as the largest float32, so the scores stay finite (no NaN probabilities); such rows get the class
-of the largest constant among the overflowing ones, not scikit-learn's float64 answer.
+standardised distance, summed as soft_c + (H_c - min_k H_k) / v0 (the hard and soft features below apart:
+in one float32 sum, hard terms of 1/v0 = 2.4e7 on digits round away the soft terms that decide between
+classes breaking the same constant pixels: probabilities 4.4e-2 off); nothing is clipped. Rows whose
+distances could leave float32's range get no class (the float build's input bound, api.float_input_bound).
 
 **Integer builds** (``lower_for("int16")``, ``saturated_scores``) bound every term so that it fits 16-bit
 code:
@@ -40,8 +41,7 @@ d_c = sum_j (w_cj x_j - t_cj)^2, with its own kernels on the AVR, Cortex-M0 and 
 and targets theta_c / sigma_c on the soft features give soft_c, clipped at FAR (16-bit code resolves the
 distances that can decide, and saturates the others); a second one with weights sqrt(v0 / var_cj) on the
 hard features gives H_c, its per-row minimum (segment_min) subtracted, times 1 / v0, clipped. The terms a
-class does not have (w = t = 0) are not stored. Float builds keep per class a diagonal mat-vec and an sqdist
-(float32 products and sums as before).
+class does not have (w = t = 0) are not stored. Float builds take the same two wsqdist ops, unclipped.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import numpy as np
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.models.base import Model
-from tinycc_ml.models.lowering import add_const, add_input, add_matrix, add_normalisation
+from tinycc_ml.models.lowering import add_const, add_input, add_normalisation
 from tinycc_ml.models.saved import check_array, check_normalisation
 
 HARD_GAP = 1e3  # a ratio between consecutive variances that marks the hard features below it
@@ -164,26 +164,35 @@ class GaussianNBModel(Model):
         return self.constants()[None, :] - 0.5 * np.minimum(total - total.min(axis=1, keepdims=True), cap)
 
     def lower(self) -> Graph:
-        """The float graph: scores = const - 1/2 (d - min d), d clipped at float32's largest (inf only)."""
+        """The float graph: scores = const - 1/2 (d - min d), each class's distance d = S + (H - min H) / v0 (the
+        soft and hard features summed apart, as the integer builds do: in float32 a sum of 1/v0-sized hard terms,
+        2.4e7 on digits, would round the soft terms that decide between classes breaking the same constant
+        pixels), clipped at float32's largest (inf only)."""
         g = Graph("gaussian_nb")
         x = add_normalisation(g, add_input(g, self.input_dim), self.mean, self.std)
         C = self.theta.shape[0]
-        inv_sigma = 1.0 / np.sqrt(self.var)
+        hard, v0 = self.hard(), float(self.var.min())
         top = float(np.finfo(np.float32).max)
-        distance = None
-        for c in range(C):
-            scaled = g.add("matvec", [add_matrix(g, f"w{c}", np.diag(inv_sigma[c])), x], name=f"scaled{c}")
-            d = g.add("sqdist", [scaled, add_const(g, f"theta{c}", (self.theta[c] * inv_sigma[c])[:, None])],
-                      name=f"distance{c}")
-            # inf -> float32's largest, before the placing product (0 x inf would be NaN)
-            d = g.add("clip", [d], {"lo": 0.0, "hi": top}, name=f"finite_distance{c}")
-            place = np.zeros((C, 1))
-            place[c, 0] = 1.0
-            term = g.add("matvec", [add_const(g, f"place{c}", place), d], name=f"term{c}")
-            distance = term if distance is None else g.add("add", [distance, term], name=f"partial{c}")
-        least = g.add("segment_min", [distance], {"offsets": [0, C]}, name="least")
-        every = g.add("matvec", [add_const(g, "ones", np.ones((C, 1))), least], name="least_all")
-        excess = g.add("sub", [distance, every], name="excess")
+
+        def distances(kind: str, weights: np.ndarray) -> str:
+            t = add_const(g, f"{kind}_t", self.theta * weights)
+            d = g.add("wsqdist", [x, add_const(g, f"{kind}_w", weights), t], name=f"{kind}_distance")
+            return g.add("clip", [d], {"lo": 0.0, "hi": top}, name=f"{kind}_finite")  # inf -> float32's largest
+
+        def less_least(v: str, kind: str) -> str:
+            least = g.add("segment_min", [v], {"offsets": [0, C]}, name=f"{kind}_least")
+            every = g.add("matvec", [add_const(g, f"{kind}_ones", np.ones((C, 1))), least], name=f"{kind}_least_all")
+            return g.add("sub", [v, every], name=f"{kind}_excess")
+
+        distance = distances("soft", np.where(hard, 0.0, 1.0 / np.sqrt(self.var))) if not hard.all() else None
+        if hard.any():
+            weighted = g.add("scale", [less_least(distances("hard", np.where(hard, np.sqrt(v0 / self.var), 0.0)),
+                                                  "hard")], {"factor": 1.0 / v0}, name="hard_weighted")
+            weighted = g.add("clip", [weighted], {"lo": 0.0, "hi": top}, name="hard_finite_weighted")
+            distance = weighted if distance is None else g.add(
+                "clip", [g.add("add", [distance, weighted], name="distance_sum")], {"lo": 0.0, "hi": top},
+                name="distance")
+        excess = less_least(distance, "distance")
         scores = g.add("add", [add_const(g, "class_const", self.constants()),
                                g.add("scale", [excess], {"factor": -0.5}, name="half_distance")], name="scores")
         g.set_output("scores", scores)
