@@ -128,6 +128,13 @@ class CTarget:
         word, for inputs of C type ``x_ctype``; None: the shared C loop (the default)."""
         return None
 
+    def forest_asm(self, em, name: str, layout, n_outputs: int, input_dim: int, acc_bytes: int,
+                   bounds) -> tuple[str, int, float] | None:
+        """A forest's sums function ``void name(const int16_t *x, void *acc)`` in the target's assembly (int16
+        inputs; codegen/trees.py's Layout with leaf rows of ints; ``bounds``: each output's largest sum):
+        (its C text, flash bytes, predicted cycles), or None: the shared C kernels (the default)."""
+        return None
+
     def offset_store(self, em, name: str) -> str | None:
         """For the last value ``name`` of a fused element-wise chain (graph.analyses.fused): the scratch symbol
         where its store adds up u = x + 2^15 when it stores u (offset-binary) for its only reader, a kernel

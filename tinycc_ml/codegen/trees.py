@@ -618,6 +618,21 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
         cands = {name: c for name, c in cands.items() if not name.startswith("top")}
     chosen = (choose_forest(cands, getattr(em.target, "tree_code_budget", 0), getattr(em, "compact_trees", False))
               if len(layout.feature) else "straight")
+    asm = None
+    if fixed and len(layout.feature) and not getattr(em, "compact_trees", False):
+        # the target's own code of the whole forest (the AVR's assembly), where its flash is within the budget
+        _, peak = tree_leaf_ranges({**at, "value": values.astype(np.float64)})
+        bounds = np.sum(np.maximum(peak, 0), axis=0).astype(np.int64)
+        acc_bytes = {"int_fast16_t": 2, "int32_t": 4}.get(acc_type, 3)
+        asm = em.target.forest_asm(em, name, layout, k, int(x_type.shape[0]), acc_bytes, bounds)
+        if asm is not None:
+            cands["asm"] = {"cycles": round(asm[2]), "flash": int(asm[1])}
+            if asm[1] <= getattr(em.target, "forest_asm_budget", 0):
+                chosen = "asm"
+    if chosen == "asm":
+        em.helpers[name] = asm[0]
+        _report(em, node, layout, chosen, cands, "sums: leaf values added to accumulators in registers")
+        return forest
     x_t = ctype_of(x_type.dtype)
     x_at = lambda i: em.at(x_name, i)  # noqa: E731
     x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
