@@ -48,10 +48,10 @@ class AvrTarget(CTarget):
     def stream_walk(self, em, x_ctype: str) -> str | None:
         return stream_walk_avr(em) if x_ctype == "int16_t" else None
 
-    def forest_asm(self, em, name, layout, n_outputs, input_dim, acc_bytes, bounds):
-        if not forest_asm.applies(layout, n_outputs, input_dim, bounds):
+    def forest_asm(self, em, name, layout, n_outputs, input_dim, acc_bytes, bounds, shift):
+        if not forest_asm.applies(layout, n_outputs, input_dim, bounds, shift):
             return None
-        lines, size, cycles = forest_asm.emit(layout, n_outputs, 0, acc_bytes, bounds, name)
+        lines, size, cycles = forest_asm.emit(layout, n_outputs, shift, acc_bytes, bounds, name)
         return forest_asm.source(lines, name), size, cycles
 
 

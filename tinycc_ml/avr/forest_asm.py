@@ -56,9 +56,13 @@ def plan(n_outputs: int, bounds: np.ndarray) -> list[tuple[int, int, int]] | Non
     return fields if n_outputs <= len(PAIRS) else None
 
 
-def applies(layout, n_outputs: int, input_dim: int, bounds: np.ndarray) -> bool:
+def applies(layout, n_outputs: int, input_dim: int, bounds: np.ndarray, shift: int) -> bool:
+    """Where the kernel computes the op: int16 x within LDD's reach, non-negative leaves, sums (rounding add
+    included) within the carry fields and 24 bits."""
+    half = (1 << (shift - 1)) if shift > 0 else 0
     return (n_outputs <= len(PAIRS) and 2 * input_dim <= LDD_REACH and bool(np.all(layout.leaves >= 0))
-            and int(layout.leaves.max(initial=0)) <= 0x7FFF and plan(n_outputs, bounds) is not None)
+            and int(layout.leaves.max(initial=0)) <= 0x7FFF and int(bounds.max(initial=0)) + half < 1 << 24
+            and 0 <= shift <= 23 and plan(n_outputs, bounds + half) is not None)
 
 
 class _Tree:
@@ -72,11 +76,12 @@ def _x(offset: int, byte: int) -> str:
     return f"Y+{at}" if at < 64 else f"Z+{at - 64}"
 
 
-def emit(layout, n_outputs: int, half: int, acc_bytes: int, bounds: np.ndarray, name: str) -> tuple[str, int, float]:
-    """(the top-level asm defining ``void name(const int16_t *x, void *acc)``, its bytes, predicted cycles of a
-    row walking every tree to its deepest leaf). ``half``: added to every sum at the start (the op's rounding);
-    ``acc_bytes``: the bytes of each stored sum (2, 3 or 4, little-endian)."""
-    fields = plan(n_outputs, bounds)
+def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray, name: str) -> tuple[str, int, float]:
+    """(the lines of the asm defining ``int name(const int16_t *x, void *acc)``, its bytes, predicted cycles of a
+    row walking every tree to its deepest leaf): the sums stored at acc (``acc_bytes`` each, little-endian) unless
+    acc is null, and the first maximum of the op's rounded results ``(sum + half) >> shift`` returned (the
+    sums must not saturate)."""
+    fields = plan(n_outputs, bounds + ((1 << (shift - 1)) if shift > 0 else 0))
     m, top = -(2 ** 15), 2 ** 15 - 1
     items: list = []
     counter = [0]
@@ -186,8 +191,8 @@ def emit(layout, n_outputs: int, half: int, acc_bytes: int, bounds: np.ndarray, 
         items.append(("label", end))
     body = _resolve(items)
     size = sum(i.size for i in items if isinstance(i, _Ins))
-    pro, epi = _prologue(name, n_outputs, half, fields, r0), _epilogue(n_outputs, acc_bytes, fields)
-    size += 2 * (len(pro) + len(epi))
+    pro, epi = _prologue(name, n_outputs, fields, r0), _epilogue(n_outputs, acc_bytes, fields, shift)
+    size += 2 * sum(not line.endswith(":") for line in pro + epi)
     lines = [f".section .text.{name},\"ax\",@progbits", f".global {name}", f".type {name}, @function", f"{name}:",
              *pro, *body, *epi, f".size {name}, .-{name}"]
     return lines, size, worst + CYCLES["call"] + 4 * n_outputs
@@ -243,43 +248,54 @@ def _resolve(items: list) -> list[str]:
     return out
 
 
-def _prologue(name: str, k: int, half: int, fields, r0: int) -> list[str]:
+def _prologue(name: str, k: int, fields, r0: int) -> list[str]:
     lines = [f"push r{r}" for r in SAVED]
     lines += ["push r22", "push r23"]  # acc, stored at the end
     lines += ["movw r28, r24", "movw r30, r24", "adiw r30, 63", "adiw r30, 1", f"ldi r24, {r0}", "mov r0, r24"]
     for c in range(k):
-        lo, hi = PAIRS[c]
-        if half & 0xFF:
-            lines += [f"ldi r24, {half & 0xFF}", f"mov r{lo}, r24"]
-        else:
-            lines.append(f"clr r{lo}")
-        if (half >> 8) & 0xFF:
-            lines += [f"ldi r24, {(half >> 8) & 0xFF}", f"mov r{hi}, r24"]
-        else:
-            lines.append(f"clr r{hi}")
+        lines += [f"clr r{PAIRS[c][0]}", f"clr r{PAIRS[c][1]}"]
     for reg in sorted({f[0] for f in fields if f[0] >= 0}):
         lines.append(f"clr r{reg}")
     return lines
 
 
-def _epilogue(k: int, acc_bytes: int, fields) -> list[str]:
-    lines = ["pop r31", "pop r30"]
+def _epilogue(k: int, acc_bytes: int, fields, shift: int) -> list[str]:
+    """Each sum stored (where acc is not null: predict needs none), then the first maximum of the rounded sums
+    ((sum + half) >> shift: compared with the shifted-out bits cleared) returned in r24."""
+    lines = ["pop r31", "pop r30", "sbiw r30, 0", "brne .+2", "rjmp 1f"]
+
+    def field(c: int, to: int) -> list[str]:
+        reg, at, width = fields[c]
+        if reg < 0:
+            return [f"clr r{to}"]
+        out = [f"mov r{to}, r{reg}"] + ([f"swap r{to}"] if at >= 4 else [])
+        return out + [f"lsr r{to}"] * (at - 4 if at >= 4 else at) + [f"andi r{to}, {(1 << width) - 1}"]
+
     for c in range(k):
         lo, hi = PAIRS[c]
         lines += [f"st Z+, r{lo}", f"st Z+, r{hi}"]
-        reg, shift, width = fields[c]
-        extra = acc_bytes - 2
-        if extra <= 0:
-            continue
-        if reg >= 0:
-            lines.append(f"mov r24, r{reg}")
-            if shift >= 4:
-                lines.append("swap r24")
-            lines += ["lsr r24"] * (shift % 4 if shift >= 4 else shift)
-            lines += [f"andi r24, {(1 << width) - 1}", "st Z+, r24"]
-        else:
-            lines.append("st Z+, __zero_reg__")
-        lines += ["st Z+, __zero_reg__"] * (extra - 1)
+        if acc_bytes > 2:
+            lines += [*field(c, 24), "st Z+, r24"] + ["st Z+, __zero_reg__"] * (acc_bytes - 3)
+    lines.append("1:")
+    half = (1 << (shift - 1)) if shift > 0 else 0
+    for c in range(k):  # the candidate in r23:r24:r25, the best so far in r28:r29:r30, its output in r31
+        lo, hi = PAIRS[c]
+        lines += [f"mov r23, r{lo}", f"mov r24, r{hi}", *field(c, 25)]
+        if half:
+            lines += [f"subi r23, {-half & 0xFF}", f"sbci r24, {(-half >> 8) & 0xFF}",
+                      f"sbci r25, {(-half >> 16) & 0xFF}"]
+        for byte, reg in enumerate((23, 24, 25)):
+            kept = ((0xFFFFFF >> max(shift, 0)) << max(shift, 0)) >> (8 * byte) & 0xFF
+            if kept == 0:
+                lines.append(f"clr r{reg}")
+            elif kept != 0xFF:
+                lines.append(f"andi r{reg}, {kept}")
+        if c:  # a later output only where its rounded sum is larger: the first maximum wins
+            lines += ["cp r28, r23", "cpc r29, r24", "cpc r30, r25", "brsh 2f"]
+        lines += ["mov r28, r23", "mov r29, r24", "mov r30, r25", f"ldi r31, {c}"]
+        if c:
+            lines.append("2:")
+    lines += ["mov r24, r31", "clr r25"]
     lines += [f"pop r{r}" for r in reversed(SAVED)]
     lines.append("ret")
     return lines
@@ -288,5 +304,5 @@ def _epilogue(k: int, acc_bytes: int, fields) -> list[str]:
 def source(lines: list[str], name: str) -> str:
     """The C text: the declaration and a file-scope asm statement."""
     body = "\n".join('    "' + line.replace('"', '\\"') + '\\n"' for line in lines)
-    return (f"void {name}(const int16_t *x, void *acc);\n"
+    return (f"int {name}(const int16_t *x, void *acc);\n"
             f"/* the forest's sums in AVR assembly (tinycc_ml/avr/forest_asm.py) */\n__asm__(\n{body}\n    \".text\\n\");\n")

@@ -129,10 +129,11 @@ class CTarget:
         return None
 
     def forest_asm(self, em, name: str, layout, n_outputs: int, input_dim: int, acc_bytes: int,
-                   bounds) -> tuple[str, int, float] | None:
-        """A forest's sums function ``void name(const int16_t *x, void *acc)`` in the target's assembly (int16
-        inputs; codegen/trees.py's Layout with leaf rows of ints; ``bounds``: each output's largest sum):
-        (its C text, flash bytes, predicted cycles), or None: the shared C kernels (the default)."""
+                   bounds, shift: int) -> tuple[str, int, float] | None:
+        """A forest's sums function ``int name(const int16_t *x, void *acc)`` in the target's assembly (int16
+        inputs; codegen/trees.py's Layout with leaf rows of ints; ``bounds``: each output's largest sum): the sums
+        stored at acc (``acc_bytes`` each) unless it is null, the first maximum of ``(sum + half) >> shift``
+        returned; (its C text, flash bytes, predicted cycles), or None: the shared C kernels (the default)."""
         return None
 
     def offset_store(self, em, name: str) -> str | None:

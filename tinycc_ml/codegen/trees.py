@@ -507,6 +507,7 @@ class ForestSums:
     n_outputs: int
     shift: int  # the op's rounding shift from the sums to the result (fixed point; 0 for float)
     saturation: int | None = None  # the result's bits where a rounded sum may reach beyond them
+    argmax: bool = False  # function returns the first maximum of the results (and stores no sums given null)
 
 
 def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, str, int] | None:
@@ -605,6 +606,7 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     k, n_trees = int(at["n_outputs"]), len(at["roots"])
     forest = ForestSums(name, acc_type, k, shift, saturation)
     if name in em.helpers:
+        forest.argmax = em.helpers[name].startswith("int ")  # the target's own code (forest_asm) returns it
         return forest
     thresholds, literal, cmp_op = _types(em, node, fixed)
     layout = tree_layout(at, thresholds, values)
@@ -624,12 +626,14 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
         _, peak = tree_leaf_ranges({**at, "value": values.astype(np.float64)})
         bounds = np.sum(np.maximum(peak, 0), axis=0).astype(np.int64)
         acc_bytes = {"int_fast16_t": 2, "int32_t": 4}.get(acc_type, 3)
-        asm = em.target.forest_asm(em, name, layout, k, int(x_type.shape[0]), acc_bytes, bounds)
+        asm = (em.target.forest_asm(em, name, layout, k, int(x_type.shape[0]), acc_bytes, bounds, shift)
+               if saturation is None else None)
         if asm is not None:
             cands["asm"] = {"cycles": round(asm[2]), "flash": int(asm[1])}
             if asm[1] <= getattr(em.target, "forest_asm_budget", 0):
                 chosen = "asm"
     if chosen == "asm":
+        forest.argmax = True
         em.helpers[name] = asm[0]
         _report(em, node, layout, chosen, cands, "sums: leaf values added to accumulators in registers")
         return forest
@@ -811,6 +815,8 @@ def forest_predict(forest: ForestSums) -> list[str]:
     """<prefix>_predict of a forest: the first maximum of the op's results from the sums (rounded, saturated
     where they may reach beyond the result's range)."""
     t = forest.acc_type
+    if forest.argmax:
+        return [f"    return {forest.function}(x, 0);"]
 
     def result(acc: str, var: str) -> list[str]:
         lines = [f"{t} {var} = {_rounded(forest, acc)};"]
