@@ -48,10 +48,10 @@ class AvrTarget(CTarget):
     def stream_walk(self, em, x_ctype: str) -> str | None:
         return stream_walk_avr(em) if x_ctype == "int16_t" else None
 
-    def forest_asm(self, em, name, layout, n_outputs, input_dim, acc_bytes, bounds, shift):
-        if not forest_asm.applies(layout, n_outputs, input_dim, bounds, shift):
+    def forest_asm(self, em, name, layout, n_outputs, input_dim, acc_bytes, bounds, shift, saturation):
+        if not forest_asm.applies(layout, n_outputs, input_dim, bounds, shift, saturation):
             return None
-        lines, size, cycles = forest_asm.emit(layout, n_outputs, shift, acc_bytes, bounds, name)
+        lines, size, cycles = forest_asm.emit(layout, n_outputs, shift, acc_bytes, bounds, name, saturation)
         return forest_asm.source(lines, name), size, cycles
 
 

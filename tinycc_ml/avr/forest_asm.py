@@ -56,11 +56,12 @@ def plan(n_outputs: int, bounds: np.ndarray) -> list[tuple[int, int, int]] | Non
     return fields if n_outputs <= len(PAIRS) else None
 
 
-def applies(layout, n_outputs: int, input_dim: int, bounds: np.ndarray, shift: int) -> bool:
+def applies(layout, n_outputs: int, input_dim: int, bounds: np.ndarray, shift: int, saturation: int | None) -> bool:
     """Where the kernel computes the op: int16 x within LDD's reach, non-negative leaves, sums (rounding add
-    included) within the carry fields and 24 bits."""
+    included) within the carry fields and 24 bits, a saturation (``saturation``: the result's bits) at a bit
+    of the sums' top byte."""
     half = (1 << (shift - 1)) if shift > 0 else 0
-    return (n_outputs <= len(PAIRS) and 2 * input_dim <= LDD_REACH and bool(np.all(layout.leaves >= 0))
+    return ((saturation is None or saturation - 1 + shift >= 16) and n_outputs <= len(PAIRS) and 2 * input_dim <= LDD_REACH and bool(np.all(layout.leaves >= 0))
             and int(layout.leaves.max(initial=0)) <= 0x7FFF and int(bounds.max(initial=0)) + half < 1 << 24
             and 0 <= shift <= 23 and plan(n_outputs, bounds + half) is not None)
 
@@ -76,11 +77,12 @@ def _x(offset: int, byte: int) -> str:
     return f"Y+{at}" if at < 64 else f"Z+{at - 64}"
 
 
-def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray, name: str) -> tuple[str, int, float]:
+def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray, name: str,
+         saturation: int | None = None) -> tuple[str, int, float]:
     """(the lines of the asm defining ``int name(const int16_t *x, void *acc)``, its bytes, predicted cycles of a
     row walking every tree to its deepest leaf): the sums stored at acc (``acc_bytes`` each, little-endian) unless
     acc is null, and the first maximum of the op's rounded results ``(sum + half) >> shift`` returned (the
-    sums must not saturate)."""
+    results saturate to ``saturation`` bits where given)."""
     fields = plan(n_outputs, bounds + ((1 << (shift - 1)) if shift > 0 else 0))
     m, top = -(2 ** 15), 2 ** 15 - 1
     items: list = []
@@ -191,7 +193,7 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
         items.append(("label", end))
     body = _resolve(items)
     size = sum(i.size for i in items if isinstance(i, _Ins))
-    pro, epi = _prologue(name, n_outputs, fields, r0), _epilogue(n_outputs, acc_bytes, fields, shift)
+    pro, epi = _prologue(name, n_outputs, fields, r0), _epilogue(n_outputs, acc_bytes, fields, shift, saturation)
     size += 2 * sum(not line.endswith(":") for line in pro + epi)
     lines = [f".section .text.{name},\"ax\",@progbits", f".global {name}", f".type {name}, @function", f"{name}:",
              *pro, *body, *epi, f".size {name}, .-{name}"]
@@ -259,9 +261,10 @@ def _prologue(name: str, k: int, fields, r0: int) -> list[str]:
     return lines
 
 
-def _epilogue(k: int, acc_bytes: int, fields, shift: int) -> list[str]:
+def _epilogue(k: int, acc_bytes: int, fields, shift: int, saturation: int | None) -> list[str]:
     """Each sum stored (where acc is not null: predict needs none), then the first maximum of the rounded sums
-    ((sum + half) >> shift: compared with the shifted-out bits cleared) returned in r24."""
+    ((sum + half) >> shift: compared with the shifted-out bits cleared; saturated: a sum at or past bit
+    p = saturation - 1 + shift, in the top byte, is the largest result's) returned in r24."""
     lines = ["pop r31", "pop r30", "sbiw r30, 0", "brne .+2", "rjmp 1f"]
 
     def field(c: int, to: int) -> list[str]:
@@ -290,6 +293,11 @@ def _epilogue(k: int, acc_bytes: int, fields, shift: int) -> list[str]:
                 lines.append(f"clr r{reg}")
             elif kept != 0xFF:
                 lines.append(f"andi r{reg}, {kept}")
+        top = saturation - 1 + shift if saturation else 24
+        if top < 24:
+            cap = ((1 << (saturation - 1)) - 1) << shift
+            lines += [f"cpi r25, {1 << (top - 16)}", "brlo 3f", f"ldi r23, {cap & 0xFF}", f"ldi r24, {(cap >> 8) & 0xFF}",
+                      f"ldi r25, {cap >> 16}", "3:"]
         if c:  # a later output only where its rounded sum is larger: the first maximum wins
             lines += ["cp r28, r23", "cpc r29, r24", "cpc r30, r25", "brsh 2f"]
         lines += ["mov r28, r23", "mov r29, r24", "mov r30, r25", f"ldi r31, {c}"]

@@ -129,11 +129,11 @@ class CTarget:
         return None
 
     def forest_asm(self, em, name: str, layout, n_outputs: int, input_dim: int, acc_bytes: int,
-                   bounds, shift: int) -> tuple[str, int, float] | None:
+                   bounds, shift: int, saturation: int | None) -> tuple[str, int, float] | None:
         """A forest's sums function ``int name(const int16_t *x, void *acc)`` in the target's assembly (int16
         inputs; codegen/trees.py's Layout with leaf rows of ints; ``bounds``: each output's largest sum): the sums
         stored at acc (``acc_bytes`` each) unless it is null, the first maximum of ``(sum + half) >> shift``
-        returned; (its C text, flash bytes, predicted cycles), or None: the shared C kernels (the default)."""
+        (saturated to ``saturation`` bits where given) returned; (its C text, flash bytes, predicted cycles), or None: the shared C kernels (the default)."""
         return None
 
     def offset_store(self, em, name: str) -> str | None:
@@ -152,6 +152,7 @@ class CTarget:
     # flash (bytes, as the trees' cost model predicts it) a forest's straight-line code may take where it is
     # faster than the table walk but larger (a chip with flash to spare); 0: only where nearly as small
     tree_code_budget: int = 0
+    forest_asm_budget: int = 0  # bytes a forest's code from forest_asm may take
     # the C name of a 24-bit integer type where the target has one (avr-gcc's __int24): sums that need more
     # than 16 bits and at most 24 take it
     int24_type: str = ""

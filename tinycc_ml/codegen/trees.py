@@ -589,12 +589,20 @@ def choose_forest(cands: dict, budget: int = 0, compact: bool = False) -> str:
     return min(fits, key=lambda name: (cands[name]["cycles"], cands[name]["flash"]))
 
 
+def use_asm(cands: dict, budget: int) -> bool:
+    """The target's own code of the forest (the cost model's fastest by far: no table read) where its flash is
+    within the target's budget for it (the backend's fit check retries without it when the build does not fit)."""
+    return "asm" in cands and cands["asm"]["flash"] <= budget
+
+
 def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     """The forest's sums function (emitted once, see forest_shortcut), or None where it does not apply.
     Straight-line code adds each leaf's non-zero values as constants (``acc[c] += v``: a pure leaf adds
     to its one class); the table walk reads the node stream (integer builds, NodeStream) and adds the leaf
     table's (output, value) runs; ``top<k>`` runs the top k levels of each tree as straight-line code, which
-    hands the subtree below to the stream walk. The cost model (forest_candidates) picks the kernel."""
+    hands the subtree below to the stream walk; ``asm``: the target's own code (CTarget.forest_asm: the AVR's
+    straight-line assembly with the sums in registers, returning the argmax too). The cost model
+    (forest_candidates, use_asm) picks the kernel."""
     found = forest_shortcut(em, node, fixed)
     if found is None:
         return None
@@ -626,11 +634,10 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
         _, peak = tree_leaf_ranges({**at, "value": values.astype(np.float64)})
         bounds = np.sum(np.maximum(peak, 0), axis=0).astype(np.int64)
         acc_bytes = {"int_fast16_t": 2, "int32_t": 4}.get(acc_type, 3)
-        asm = (em.target.forest_asm(em, name, layout, k, int(x_type.shape[0]), acc_bytes, bounds, shift)
-               if saturation is None else None)
+        asm = em.target.forest_asm(em, name, layout, k, int(x_type.shape[0]), acc_bytes, bounds, shift, saturation)
         if asm is not None:
             cands["asm"] = {"cycles": round(asm[2]), "flash": int(asm[1])}
-            if asm[1] <= getattr(em.target, "forest_asm_budget", 0):
+            if use_asm(cands, em.target.forest_asm_budget):
                 chosen = "asm"
     if chosen == "asm":
         forest.argmax = True
