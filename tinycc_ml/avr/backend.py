@@ -18,7 +18,7 @@ from tinycc_ml.avr.chips import (
 )
 from tinycc_ml.avr.kernel_table import AVR_KERNELS
 from tinycc_ml.avr.kernels import chain_offset_store
-from tinycc_ml.avr import forest_asm
+from tinycc_ml.avr import float_quantise, forest_asm
 from tinycc_ml.avr.tree_walk import stream_walk_avr
 from tinycc_ml.target import BuildOutput, Chip, CTarget, Fit, FitError, McuBackend, arduino_library
 
@@ -47,6 +47,9 @@ class AvrTarget(CTarget):
 
     def stream_walk(self, em, x_ctype: str) -> str | None:
         return stream_walk_avr(em) if x_ctype == "int16_t" else None
+
+    def float_quantise(self, api, table, offset):
+        return float_quantise.quantise_source(api, table, offset) if api.input_ctype == "int16_t" else None
 
     def forest_asm(self, em, name, layout, n_outputs, input_dim, acc_bytes, bounds, shift, saturation):
         if not forest_asm.applies(layout, n_outputs, input_dim, bounds, shift, saturation):

@@ -128,6 +128,12 @@ class CTarget:
         word, for inputs of C type ``x_ctype``; None: the shared C loop (the default)."""
         return None
 
+    def float_quantise(self, api, table: str | None, offset: int | None) -> list[str] | None:
+        """``<prefix>_quantise`` of an integer build (codegen/float_input.integer_quantiser's computation, bit
+        for bit) in the target's own code: ``table`` the symbol of the per-feature exponent offsets (142 - s[k],
+        uint8 in flash), or None with ``offset`` their one value; None: the C loop (the default)."""
+        return None
+
     def forest_asm(self, em, name: str, layout, n_outputs: int, input_dim: int, acc_bytes: int,
                    bounds, shift: int, saturation: int | None) -> tuple[str, int, float] | None:
         """A forest's sums function ``int name(const int16_t *x, void *acc)`` in the target's assembly (int16

@@ -153,7 +153,8 @@ class McuEmitter(CEmitter):
             functions = self.run_function(api, ops)
         functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
-            functions += source_lines(api, self.target.array_attribute, self.target.read_const, splan is not None)
+            functions += source_lines(api, self.target.array_attribute, self.target.read_const, splan is not None,
+                                      self.target)
         return self.assemble(api, functions)
 
     def split_run(self, api: Interface, ops: list[str], first: str) -> list[str]:
