@@ -12,7 +12,9 @@ tests/backends/test_float_bits_quantiser.py).
 
 Where every shift lies in INTEGER_SHIFTS (-100..100) the conversion uses integer operations on the float's
 bits alone (``integer_quantiser``: exponent, the significand's top 16 bits, one variable shift, the
-rounding, the saturation; about 60 ATmega328P cycles a feature where the soft-float form took 620).
+rounding, the saturation; about 60 ATmega328P cycles a feature where the soft-float form took 620; a target
+may give <prefix>_quantise's loop in its own code, ``CTarget.float_quantise``: the AVR's assembly for int16
+builds, about 40).
 Beyond, it multiplies in float (``float_quantiser``): the C never adds 0.5 to a value below 0.5 in
 magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the answer is 0; elsewhere below the
 saturation bound y + 0.5 is exact in float32, and the floor is taken by truncation with a correction for
