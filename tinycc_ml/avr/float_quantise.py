@@ -15,7 +15,7 @@ def quantise_lines(name: str, offset: int | None) -> list[str]:
     # r24:r25 the count; the result in r19:r20 (r18 the multiply's low byte)
     read = [f"ldi r22, {offset}"] if offset is not None else ["lpm r22, Z+"]
     return [
-        f".section .text.{name},\"ax\",@progbits", f".global {name}", f".type {name}, @function", f"{name}:",
+        f".section .text.{name},\"ax\",@progbits", f".type {name}, @function", f"{name}:",
         "push r28", "push r29", "movw r26, r24", "movw r28, r22", "movw r30, r20", "movw r24, r18",
         "sbiw r24, 0", "brne 1f", "rjmp 9f",
         "1:",
@@ -53,7 +53,8 @@ def quantise_lines(name: str, offset: int | None) -> list[str]:
 
 
 def quantise_source(api, table: str | None, offset: int | None) -> list[str]:
-    """<prefix>_quantise calling the asm (``table``: the offsets' symbol, or None with ``offset``)."""
+    """<prefix>_quantise calling the asm (``table``: the offsets' symbol, or None with ``offset``), whose symbol
+    is local to the object (the model's exported symbols are its API's)."""
     P = api.sym
     core = P("quantise_asm")
     body = "\n".join('    "' + line.replace('"', '\\"') + '\\n"' for line in quantise_lines(core, offset))

@@ -195,7 +195,7 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
     size = sum(i.size for i in items if isinstance(i, _Ins))
     pro, epi = _prologue(name, n_outputs, fields, r0), _epilogue(n_outputs, acc_bytes, fields, shift, saturation)
     size += 2 * sum(not line.endswith(":") for line in pro + epi)
-    lines = [f".section .text.{name},\"ax\",@progbits", f".global {name}", f".type {name}, @function", f"{name}:",
+    lines = [f".section .text.{name},\"ax\",@progbits", f".type {name}, @function", f"{name}:",
              *pro, *body, *epi, f".size {name}, .-{name}"]
     return lines, size, worst + CYCLES["call"] + 4 * n_outputs
 
@@ -310,7 +310,8 @@ def _epilogue(k: int, acc_bytes: int, fields, shift: int, saturation: int | None
 
 
 def source(lines: list[str], name: str) -> str:
-    """The C text: the declaration and a file-scope asm statement."""
+    """The C text: the declaration and a file-scope asm statement (its symbol local to the object: the
+    model's exported symbols are its API's)."""
     body = "\n".join('    "' + line.replace('"', '\\"') + '\\n"' for line in lines)
     return (f"int {name}(const int16_t *x, void *acc);\n"
             f"/* the forest's sums in AVR assembly (tinycc_ml/avr/forest_asm.py) */\n__asm__(\n{body}\n    \".text\\n\");\n")
