@@ -107,3 +107,16 @@ def test_same_text_for_the_same_model(digits):
     a = tinycc_ml.compile(clf, target="avr", precision="int16", calibration=X, name="m").files
     b = tinycc_ml.compile(clf, target="avr", precision="int16", calibration=X, name="m").files
     assert a == b and "m_trees_sums:" in a["m.c"]
+
+
+def test_trees_beyond_rjmps_reach(digits, tmp_path):
+    """Fully grown trees: a tree's code passes RJMP's 4 KB, so some jumps are JMPs (and conditional branches skip
+    them)."""
+    require_target("avr")
+    X, y, X_te = digits
+    noise = np.random.default_rng(5).integers(0, 10, 700)  # labels to memorise: about 450 leaves a tree
+    clf = RandomForestClassifier(n_estimators=2, bootstrap=False, random_state=0).fit(X[:700], noise)
+    r = tinycc_ml.compile(clf, target="avr", precision="int16", calibration=X, name="m")
+    assert kernels(r) == {"trees-asm"} and '"jmp ' in r.files["m.c"] and '.+4\\n"' in r.files["m.c"]
+    check_model("avr", clf, np.vstack([X_te[:80], edge_rows(clf, X, np.random.default_rng(4), 40)]), "int16",
+                tmp_path, calibration=X)

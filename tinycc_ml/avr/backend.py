@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tinycc_ml.avr import float_quantise, forest_asm
 from tinycc_ml.avr.board import AVR_BOARD
 from tinycc_ml.avr.chips import (
     ARDUINO_CORE_FLASH,
@@ -18,7 +19,6 @@ from tinycc_ml.avr.chips import (
 )
 from tinycc_ml.avr.kernel_table import AVR_KERNELS
 from tinycc_ml.avr.kernels import chain_offset_store
-from tinycc_ml.avr import float_quantise, forest_asm
 from tinycc_ml.avr.tree_walk import stream_walk_avr
 from tinycc_ml.target import BuildOutput, Chip, CTarget, Fit, FitError, McuBackend, arduino_library
 

@@ -2,8 +2,9 @@
 float's bits (the same result bit for bit, see its doc), without the C's 16/32-bit promotions. Per feature: the
 four bytes (LD X+), 142 - s[k] (LPM Z+ from the offsets table, or an immediate), the biased exponent e,
 j - 1 = 142 - s - e - 1; the significand's top 16 bits q (less one for a negative value whose low byte is 0),
-shifted right by j - 1 and rounded up at its last bit, negated for a negative value. Zeros, subnormals and values below a half step take an early 0; beyond
-the range, the saturation bounds or (NaN) the missing code."""
+shifted right by j - 1 (by 8 in one move, then a bit at a time) and rounded up at its last bit, negated for a
+negative value. Zeros, subnormals and values below a half step take an early 0; beyond the range, the saturation
+bounds or (NaN) the missing code. About 40 cycles a feature where the C loop takes about 60."""
 
 from __future__ import annotations
 

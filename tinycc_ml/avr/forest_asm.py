@@ -7,10 +7,12 @@ Each output's sum is a 16-bit register pair plus a count of its carries out of 1
 (a carry is rare: at most a few a row), so the sum = field * 65536 + the pair, exactly the op's int32 sum (the
 fields are wide enough for the largest sum the leaves allow). A node goes left when x <= T: ``x < T + 1``
 (signed) where a missing value (the code M, the lowest) goes left; where it goes right, ``x - 1 < T`` with x - 1
-wrapping (M - 1 is the largest value). The left subtree follows its node; a leaf's code is emitted once per tree
-and jumped to from its other parents. Branches take the short form where the target is in its reach: the layout
-is computed here, byte for byte, so the size is exact (the cost model's flash).
-About 9 cycles a level and 4-6 cycles a leaf value (the stream walk with table leaves: about 35 and 30).
+wrapping (M - 1 is the largest value); a child testing the feature its parent holds skips the loads. The
+smaller subtree follows its node (the branch over it short more often); a leaf's code is emitted once per tree
+and jumped to from its other parents; r0 holds the most common high byte of a pure leaf's value. Branches take
+the shortest form that reaches: the layout is computed here, byte for byte, so the size is exact (the cost
+model's flash). At the end the first maximum of the rounded (saturated) sums is taken in registers.
+About 9-10 cycles a level and 4-6 cycles a leaf value (the stream walk with table leaves: about 35 and 30).
 """
 
 from __future__ import annotations
@@ -30,11 +32,10 @@ CYCLES = {"node": 9.5, "node_right_default": 2.0, "value": 5.0, "leaf": 2.0, "ca
 
 @dataclass
 class _Ins:
-    text: str  # with {target} for a branch
+    text: str  # the instruction (a jump's form and target come from the layout)
     size: int = 2  # bytes (short form for branches)
     target: str | None = None
-    kind: str = ""  # "br<cc>" conditional, "rjmp"
-    long: bool = False
+    kind: str = ""  # "brge" / "brlt" conditional, "rjmp"
 
 
 def plan(n_outputs: int, bounds: np.ndarray) -> list[tuple[int, int, int]] | None:
@@ -61,15 +62,10 @@ def applies(layout, n_outputs: int, input_dim: int, bounds: np.ndarray, shift: i
     included) within the carry fields and 24 bits, a saturation (``saturation``: the result's bits) at a bit
     of the sums' top byte."""
     half = (1 << (shift - 1)) if shift > 0 else 0
-    return ((saturation is None or saturation - 1 + shift >= 16) and n_outputs <= len(PAIRS) and 2 * input_dim <= LDD_REACH and bool(np.all(layout.leaves >= 0))
+    return ((saturation is None or saturation - 1 + shift >= 16) and n_outputs <= len(PAIRS)
+            and 2 * input_dim <= LDD_REACH and bool(np.all(layout.leaves >= 0))
             and int(layout.leaves.max(initial=0)) <= 0x7FFF and int(bounds.max(initial=0)) + half < 1 << 24
             and 0 <= shift <= 23 and plan(n_outputs, bounds + half) is not None)
-
-
-class _Tree:
-    def __init__(self, label: str):
-        self.items: list = []  # _Ins or ("label", name)
-        self.label = label
 
 
 def _x(offset: int, byte: int) -> str:
@@ -129,8 +125,8 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
             sizes[ref] = 14 + estimate(int(layout.left[ref])) + estimate(int(layout.right[ref]))
         return sizes[ref]
 
-    worst = 0.0
-    for root in layout.roots.tolist():
+    def tree_code(root: int) -> float:
+        """A tree's code (its leaves jump to its end); its worst-case cycles."""
         end = fresh("end")
         placed: dict[int, str] = {}  # leaf row -> its code's label in this tree
 
@@ -140,13 +136,13 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
             if ref < 0:
                 row = -1 - ref
                 if row in placed:
-                    ins("rjmp {target}", target=placed[row], kind="rjmp")
+                    ins("rjmp", target=placed[row], kind="rjmp")
                     return 2.0 + leaf_cycles(row)
                 label = fresh("leaf")
                 placed[row] = label
                 items.append(("label", label))
                 items.extend(leaf_code(layout.leaves[row]))
-                ins("rjmp {target}", target=end, kind="rjmp")
+                ins("rjmp", target=end, kind="rjmp")
                 return leaf_cycles(row)
             f, thr, dl = int(layout.feature[ref]), int(layout.threshold[ref]), bool(layout.default_left[ref])
             left, right = int(layout.left[ref]), int(layout.right[ref])
@@ -181,19 +177,22 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
             near, far = (left, right) if jump_right else (right, left)
             direct = far < 0 and (-1 - far) in placed
             label = placed[-1 - far] if direct else fresh("n")
-            ins("{kind} {target}".replace("{kind}", "brge" if jump_right else "brlt"), target=label,
-                kind="brge" if jump_right else "brlt")
+            branch = "brge" if jump_right else "brlt"
+            ins(branch, target=label, kind=branch)
             a = visit(near, here)
             if direct:
                 return cost + max(a, leaf_cycles(-1 - far))
             items.append(("label", label))
             return cost + max(a, visit(far, here))
 
-        worst += visit(int(root), None)
+        cycles = visit(root, None)
         items.append(("label", end))
+        return cycles
+
+    worst = sum(tree_code(int(root)) for root in layout.roots.tolist())
     body = _resolve(items)
     size = sum(i.size for i in items if isinstance(i, _Ins))
-    pro, epi = _prologue(name, n_outputs, fields, r0), _epilogue(n_outputs, acc_bytes, fields, shift, saturation)
+    pro, epi = _prologue(n_outputs, fields, r0), _epilogue(n_outputs, acc_bytes, fields, shift, saturation)
     size += 2 * sum(not line.endswith(":") for line in pro + epi)
     lines = [f".section .text.{name},\"ax\",@progbits", f".type {name}, @function", f"{name}:",
              *pro, *body, *epi, f".size {name}, .-{name}"]
@@ -201,8 +200,8 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
 
 
 def _resolve(items: list) -> list[str]:
-    """Branch forms by the layout: a conditional branch reaches 63 words ahead (else it skips an RJMP); a jump
-    to the next instruction is dropped."""
+    """Branch forms by the layout, each the shortest that reaches: a conditional branch 63 words (else it skips
+    an RJMP, 2K words, else a JMP), an RJMP (else a JMP); a jump to the next instruction is dropped."""
     keep = []
     for i, it in enumerate(items):
         if isinstance(it, _Ins) and it.kind == "rjmp":
@@ -213,7 +212,8 @@ def _resolve(items: list) -> list[str]:
                 continue
         keep.append(it)
     items[:] = keep
-    while True:
+    sizes = {"rjmp": (2, 4), "brge": (2, 4, 6), "brlt": (2, 4, 6)}
+    while True:  # sizes only grow, so this ends
         pos, at = 0, {}
         for it in items:
             if isinstance(it, tuple):
@@ -224,10 +224,10 @@ def _resolve(items: list) -> list[str]:
         for it in items:
             if isinstance(it, tuple):
                 continue
-            if it.kind.startswith("br") and not it.long:
-                words = (at[it.target] - (pos + 2)) // 2
-                if not -64 <= words <= 63:
-                    it.long, it.size, changed = True, 4, True
+            if it.kind in sizes:
+                form = _form(it.kind, at[it.target] - pos)
+                if sizes[it.kind][form] > it.size:
+                    it.size, changed = sizes[it.kind][form], True
             pos += it.size
         if not changed:
             break
@@ -237,20 +237,27 @@ def _resolve(items: list) -> list[str]:
             out.append(f"{it[1]}:")
             continue
         if it.kind == "rjmp":
-            words = (at[it.target] - (pos + 2)) // 2
-            if not -2048 <= words <= 2047:
-                raise ValueError("a forest's tree code beyond RJMP's reach")
-            out.append(it.text.format(target=it.target))
-        elif it.kind.startswith("br"):
+            out.append(f"{'rjmp' if it.size == 2 else 'jmp'} {it.target}")
+        elif it.kind in sizes:
             inverse = {"brge": "brlt", "brlt": "brge"}[it.kind]
-            out += ([f"{inverse} .+2", f"rjmp {it.target}"] if it.long else [it.text.format(target=it.target)])
+            out += {2: [f"{it.kind} {it.target}"], 4: [f"{inverse} .+2", f"rjmp {it.target}"],
+                    6: [f"{inverse} .+4", f"jmp {it.target}"]}[it.size]
         else:
             out.append(it.text)
         pos += it.size
     return out
 
 
-def _prologue(name: str, k: int, fields, r0: int) -> list[str]:
+def _form(kind: str, distance: int) -> int:
+    """0: the short form reaches ``distance`` bytes from the instruction, 1: through an RJMP, 2: a JMP."""
+    if kind != "rjmp" and -64 <= (distance - 2) // 2 <= 63:
+        return 0
+    if -2048 <= (distance - (2 if kind == "rjmp" else 4)) // 2 <= 2047:
+        return 0 if kind == "rjmp" else 1
+    return 1 if kind == "rjmp" else 2
+
+
+def _prologue(k: int, fields, r0: int) -> list[str]:
     lines = [f"push r{r}" for r in SAVED]
     lines += ["push r22", "push r23"]  # acc, stored at the end
     lines += ["movw r28, r24", "movw r30, r24", "adiw r30, 63", "adiw r30, 1", f"ldi r24, {r0}", "mov r0, r24"]
@@ -296,8 +303,8 @@ def _epilogue(k: int, acc_bytes: int, fields, shift: int, saturation: int | None
         top = saturation - 1 + shift if saturation else 24
         if top < 24:
             cap = ((1 << (saturation - 1)) - 1) << shift
-            lines += [f"cpi r25, {1 << (top - 16)}", "brlo 3f", f"ldi r23, {cap & 0xFF}", f"ldi r24, {(cap >> 8) & 0xFF}",
-                      f"ldi r25, {cap >> 16}", "3:"]
+            lines += [f"cpi r25, {1 << (top - 16)}", "brlo 3f", f"ldi r23, {cap & 0xFF}",
+                      f"ldi r24, {(cap >> 8) & 0xFF}", f"ldi r25, {cap >> 16}", "3:"]
         if c:  # a later output only where its rounded sum is larger: the first maximum wins
             lines += ["cp r28, r23", "cpc r29, r24", "cpc r30, r25", "brsh 2f"]
         lines += ["mov r28, r23", "mov r29, r24", "mov r30, r25", f"ldi r31, {c}"]
@@ -314,4 +321,5 @@ def source(lines: list[str], name: str) -> str:
     model's exported symbols are its API's)."""
     body = "\n".join('    "' + line.replace('"', '\\"') + '\\n"' for line in lines)
     return (f"int {name}(const int16_t *x, void *acc);\n"
-            f"/* the forest's sums in AVR assembly (tinycc_ml/avr/forest_asm.py) */\n__asm__(\n{body}\n    \".text\\n\");\n")
+            "/* the forest's sums in AVR assembly (tinycc_ml/avr/forest_asm.py) */\n"
+            f"__asm__(\n{body}\n    \".text\\n\");\n")

@@ -139,7 +139,8 @@ class CTarget:
         """A forest's sums function ``int name(const int16_t *x, void *acc)`` in the target's assembly (int16
         inputs; codegen/trees.py's Layout with leaf rows of ints; ``bounds``: each output's largest sum): the sums
         stored at acc (``acc_bytes`` each) unless it is null, the first maximum of ``(sum + half) >> shift``
-        (saturated to ``saturation`` bits where given) returned; (its C text, flash bytes, predicted cycles), or None: the shared C kernels (the default)."""
+        (saturated to ``saturation`` bits where given) returned; (its C text, flash bytes, predicted cycles), or
+        None: the shared C kernels (the default)."""
         return None
 
     def offset_store(self, em, name: str) -> str | None:
