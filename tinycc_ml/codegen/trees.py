@@ -629,7 +629,7 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     chosen = (choose_forest(cands, getattr(em.target, "tree_code_budget", 0), getattr(em, "compact_trees", False))
               if len(layout.feature) else "straight")
     asm = None
-    if fixed and len(layout.feature) and not getattr(em, "compact_trees", False):
+    if fixed and bits == 16 and len(layout.feature) and not getattr(em, "compact_trees", False):
         # the target's own code of the whole forest (the AVR's assembly), where its flash is within the budget
         _, peak = tree_leaf_ranges({**at, "value": values.astype(np.float64)})
         bounds = np.sum(np.maximum(peak, 0), axis=0).astype(np.int64)
