@@ -52,7 +52,9 @@ def test_the_floor_is_never_above_what_the_build_stores(models, family, precisio
     result = tinycc_ml.compile(model, target="avr", precision=precision,
                                calibration=None if precision == "float" else X)
     floor = constant_bytes_floor(folded(model, precision), precision)
-    assert 0 < floor <= result.output.const_bytes
+    # the AVR's forest in assembly holds its thresholds and leaf values in its instructions
+    in_code = sum(k["flash_bytes"] for k in result.report["kernels"] if k.get("kernel") == "trees-asm")
+    assert 0 < floor <= result.output.const_bytes + in_code
 
 
 def test_a_model_over_the_flash_is_refused_before_calibration(monkeypatch):

@@ -77,8 +77,8 @@ def test_ties_resolve_as_the_op_does(data):
 
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 def test_forests_on_the_simulators(data, target, tmp_path):
-    """The kernels the cost model picks: straight-line code for small forests, the top levels of larger ones
-    (the whole forest on the Cortex-M4, whose budget lets it)."""
+    """The kernels the cost model picks: the AVR's assembly, straight-line code on the Cortex-M0 and M4 (whose
+    budgets for straight-line code hold these forests)."""
     require_target(target)
     X, _, X_te, Xr = data
     rows = np.vstack([X_te[:60], Xr[:20]])
@@ -86,11 +86,14 @@ def test_forests_on_the_simulators(data, target, tmp_path):
     for name, clf in forests(data).items():
         check_model(target, clf, rows, "int16", tmp_path / name, case=f"{target} {name}", calibration=X)
         kernels |= sums_kernels(tinycc_ml.compile(clf, target=target, precision="int16", calibration=X))
+    if target == "avr":  # every one of these forests in assembly
+        assert kernels == {"trees-asm"}
+        return
     assert "trees-straight" in kernels
-    assert any(k.startswith("trees-top") for k in kernels) == (target != "cortex-m4")
+    assert not any(k.startswith("trees-top") for k in kernels)  # their budgets hold every one straight-line
 
 
-@pytest.mark.parametrize("kernel", ["table", "straight", "top1", "top3"])
+@pytest.mark.parametrize("kernel", ["table", "straight", "top1", "top3", "asm"])
 def test_every_kernel_on_the_avr(data, kernel, tmp_path, monkeypatch):
     """Each kernel, whichever the cost model would pick, is the op's computation (the node stream's missing
     values and always-right nodes included)."""
@@ -100,6 +103,7 @@ def test_every_kernel_on_the_avr(data, kernel, tmp_path, monkeypatch):
     X, _, X_te, Xr = data
     rows = np.vstack([X_te[:40], Xr[:30]])
     monkeypatch.setattr(trees_c, "choose_forest", lambda cands, *_: kernel if kernel in cands else "straight")
+    monkeypatch.setattr(trees_c, "use_asm", lambda cands, budget: kernel == "asm" and "asm" in cands)
     for name, clf in forests(data).items():
         check_model("avr", clf, rows, "int16", tmp_path / name, case=f"{kernel} {name}", calibration=X)
     for name, clf in forests(data).items():

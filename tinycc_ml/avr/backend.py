@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tinycc_ml.avr import float_quantise, forest_asm
 from tinycc_ml.avr.board import AVR_BOARD
 from tinycc_ml.avr.chips import (
     ARDUINO_CORE_FLASH,
@@ -35,6 +36,8 @@ class AvrTarget(CTarget):
     extra_includes: tuple[str, ...] = ("#include <avr/pgmspace.h>",)
     int16_arith: bool = True
     int24_type: str = "__int24"
+    # a forest's straight-line assembly (avr.forest_asm) up to this many bytes of the ATmega328P's 32 KB
+    forest_asm_budget: int = 28 * 1024
 
     def read_const(self, array: str, index: str, ctype: str) -> str:
         return f"{PGM_READ[ctype]}(&{array}[{index}])"
@@ -44,6 +47,15 @@ class AvrTarget(CTarget):
 
     def stream_walk(self, em, x_ctype: str) -> str | None:
         return stream_walk_avr(em) if x_ctype == "int16_t" else None
+
+    def float_quantise(self, api, table, offset):
+        return float_quantise.quantise_source(api, table, offset) if api.input_ctype == "int16_t" else None
+
+    def forest_asm(self, em, name, layout, n_outputs, input_dim, acc_bytes, bounds, shift, saturation):
+        if not forest_asm.applies(layout, n_outputs, input_dim, bounds, shift, saturation):
+            return None
+        lines, size, cycles = forest_asm.emit(layout, n_outputs, shift, acc_bytes, bounds, name, saturation)
+        return forest_asm.source(lines, name), size, cycles
 
 
 # pgm_read_* take 16-bit (near) addresses: constants past the first 64 KB of flash would be read from

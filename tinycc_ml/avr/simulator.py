@@ -245,7 +245,8 @@ def _function_symbols(elf: str) -> list[tuple[int, str]]:
     syms = []
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[1] in "tTwW" and not parts[2].startswith(".L"):
+        # __stack: the linker's RAM end (weak, a data address below 0x800000): not code
+        if len(parts) == 3 and parts[1] in "tTwW" and not parts[2].startswith(".L") and parts[2] != "__stack":
             addr = int(parts[0], 16)
             if addr < 0x800000:  # flash, not data
                 syms.append((addr, parts[2].split(".")[0]))  # gcc's clones (f.constprop.0) count as f

@@ -129,6 +129,21 @@ class CTarget:
         word, for inputs of C type ``x_ctype``; None: the shared C loop (the default)."""
         return None
 
+    def float_quantise(self, api, table: str | None, offset: int | None) -> list[str] | None:
+        """``<prefix>_quantise`` of an integer build (codegen/float_input.integer_quantiser's computation, bit
+        for bit) in the target's own code: ``table`` the symbol of the per-feature exponent offsets (142 - s[k],
+        uint8 in flash), or None with ``offset`` their one value; None: the C loop (the default)."""
+        return None
+
+    def forest_asm(self, em, name: str, layout, n_outputs: int, input_dim: int, acc_bytes: int,
+                   bounds, shift: int, saturation: int | None) -> tuple[str, int, float] | None:
+        """A forest's sums function ``int name(const int16_t *x, void *acc)`` in the target's assembly (int16
+        inputs; codegen/trees.py's Layout with leaf rows of ints; ``bounds``: each output's largest sum): the sums
+        stored at acc (``acc_bytes`` each) unless it is null, the first maximum of ``(sum + half) >> shift``
+        (saturated to ``saturation`` bits where given) returned; (its C text, flash bytes, predicted cycles), or
+        None: the shared C kernels (the default)."""
+        return None
+
     def offset_store(self, em, name: str) -> str | None:
         """For the last value ``name`` of a fused element-wise chain (graph.analyses.fused): the scratch symbol
         where its store adds up u = x + 2^15 when it stores u (offset-binary) for its only reader, a kernel
@@ -145,6 +160,7 @@ class CTarget:
     # flash (bytes, as the trees' cost model predicts it) a forest's straight-line code may take where it is
     # faster than the table walk but larger (a chip with flash to spare); 0: only where nearly as small
     tree_code_budget: int = 0
+    forest_asm_budget: int = 0  # bytes a forest's code from forest_asm may take
     # the C name of a 24-bit integer type where the target has one (avr-gcc's __int24): sums that need more
     # than 16 bits and at most 24 take it
     int24_type: str = ""

@@ -12,7 +12,9 @@ tests/backends/test_float_bits_quantiser.py).
 
 Where every shift lies in INTEGER_SHIFTS (-100..100) the conversion uses integer operations on the float's
 bits alone (``integer_quantiser``: exponent, the significand's top 16 bits, one variable shift, the
-rounding, the saturation; about 60 ATmega328P cycles a feature where the soft-float form took 620).
+rounding, the saturation; about 60 ATmega328P cycles a feature where the soft-float form took 620; a target
+may give <prefix>_quantise's loop in its own code, ``CTarget.float_quantise``: the AVR's assembly for int16
+builds, about 40).
 Beyond, it multiplies in float (``float_quantiser``): the C never adds 0.5 to a value below 0.5 in
 magnitude (0.49999997f + 0.5f rounds to 1.0f in float32): there the answer is 0; elsewhere below the
 saturation bound y + 0.5 is exact in float32, and the floor is taken by truncation with a correction for
@@ -84,7 +86,7 @@ def _exponent_offsets(api, const_attribute: str, read_const) -> tuple[list[str],
              *(f"    {row}," for row in rows), "};"], read_const(table, "k", "uint8_t"))
 
 
-def integer_quantiser(api, const_attribute: str, read_const) -> list[str]:
+def integer_quantiser(api, const_attribute: str, read_const, target=None) -> list[str]:
     """<prefix>_quantise_feature from the float's bits alone (no float arithmetic): with e the biased
     exponent and h = the top 16 bits of the 24-bit significand, |x| 2^s = h 2^-j + (the low byte) 2^-(j+8),
     j = 142 - s - e. j > 16: |x| 2^s < 1/2, the answer 0; j <= 0: |x| 2^s >= 2^15, saturated (NaN: the
@@ -95,6 +97,11 @@ def integer_quantiser(api, const_attribute: str, read_const) -> list[str]:
     top = 2 ** (INPUT_BITS[x_t] - 1)
     table, offset = _exponent_offsets(api, const_attribute, read_const)
     core = P("quantise_bits")
+    offsets = EXPONENT_OFFSET - np.asarray(api.input_shifts, dtype=np.int64)
+    shared = bool(np.all(offsets == offsets[0]))
+    # the target's own loop (the AVR's in assembly), else the C loop
+    loop = (None if target is None else
+            target.float_quantise(api, None if shared else P("in_exponent"), int(offsets[0]) if shared else None))
     return [*table,
             "/* feature k's integer from the bits u of its float; offset: 142 - s[k] */",
             f"static inline __attribute__((always_inline)) {x_t} {core}(uint32_t u, uint8_t offset)", "{",
@@ -124,12 +131,12 @@ def integer_quantiser(api, const_attribute: str, read_const) -> list[str]:
             "    bits.f = v;",
             f"    return {core}(bits.u, {offset});",
             "}", "",
-            f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
-            f"    for (int k = 0; k < {api.input_dim}; ++k) {{",
-            "        union { float f; uint32_t u; } bits;",
-            "        bits.f = x[k];",
-            f"        x_int[k] = {core}(bits.u, {offset});",
-            "    }", "}", ""]
+            *(loop or [f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
+                       f"    for (int k = 0; k < {api.input_dim}; ++k) {{",
+                       "        union { float f; uint32_t u; } bits;",
+                       "        bits.f = x[k];",
+                       f"        x_int[k] = {core}(bits.u, {offset});",
+                       "    }", "}", ""])]
 
 
 def float_quantiser(api, const_attribute: str, read_const) -> list[str]:
@@ -153,13 +160,15 @@ def float_quantiser(api, const_attribute: str, read_const) -> list[str]:
             "    }", "}", ""]
 
 
-def source_lines(api, const_attribute: str, read_const, streaming: bool) -> list[str]:
-    """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed)."""
+def source_lines(api, const_attribute: str, read_const, streaming: bool, target=None) -> list[str]:
+    """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed; ``target``:
+    the CTarget, whose ``float_quantise`` may give <prefix>_quantise's loop)."""
     P, x_t, dim = api.sym, api.input_ctype, api.input_dim
     shifts = np.asarray(api.input_shifts, dtype=np.int64)
     integer = bool(np.all((shifts >= INTEGER_SHIFTS[0]) & (shifts <= INTEGER_SHIFTS[1])))
     body = [FLOAT_SECTION,
-            *(integer_quantiser if integer else float_quantiser)(api, const_attribute, read_const),
+            *(integer_quantiser(api, const_attribute, read_const, target) if integer
+              else float_quantiser(api, const_attribute, read_const)),
             f"int {P('predict_float')}(const float *x)", "{"]
     if streaming:
         body += [f"    {P('begin')}();",

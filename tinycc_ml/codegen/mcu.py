@@ -23,7 +23,7 @@ import logging
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +154,8 @@ class McuEmitter(CEmitter):
             functions = self.run_function(api, ops)
         functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
-            functions += source_lines(api, self.target.array_attribute, self.target.read_const, splan is not None)
+            functions += source_lines(api, self.target.array_attribute, self.target.read_const, splan is not None,
+                                      self.target)
         return self.assemble(api, functions)
 
     def split_run(self, api: Interface, ops: list[str], first: str) -> list[str]:
@@ -399,7 +400,12 @@ class McuBackend(Backend):
         chip = self.fit_chip
         out = emit_mcu(graph, prefix, self.c_target(graph), model_description)
         fits = None  # of out, once linked
-        if any(k.get("entry") == "predict" for k in out.kernels) and not (fits := self._fits(out)):
+        if any(k.get("kernel") == "trees-asm" for k in out.kernels) and not (fits := self._fits(out)):
+            log.info("%s: the forest's C kernels (its assembly does not fit the %s)", prefix, chip.name)
+            out, fits = emit_mcu(graph, prefix, replace(self.c_target(graph), forest_asm_budget=0),
+                                 model_description), None
+        if any(k.get("entry") == "predict" for k in out.kernels) and not (
+                fits := self._fits(out) if fits is None else fits):
             log.info("%s: predict through the scores (its own class tree does not fit the %s)", prefix, chip.name)
             out, fits = emit_mcu(graph, prefix, self.c_target(graph), model_description, tree_predict=False), None
         if any(k.get("op") == "tree_ensemble" for k in out.kernels) and not (self._fits(out) if fits is None else fits):

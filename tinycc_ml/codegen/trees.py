@@ -507,6 +507,7 @@ class ForestSums:
     n_outputs: int
     shift: int  # the op's rounding shift from the sums to the result (fixed point; 0 for float)
     saturation: int | None = None  # the result's bits where a rounded sum may reach beyond them
+    argmax: bool = False  # function returns the first maximum of the results (and stores no sums given null)
 
 
 def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, str, int] | None:
@@ -588,12 +589,20 @@ def choose_forest(cands: dict, budget: int = 0, compact: bool = False) -> str:
     return min(fits, key=lambda name: (cands[name]["cycles"], cands[name]["flash"]))
 
 
+def use_asm(cands: dict, budget: int) -> bool:
+    """The target's own code of the forest (the cost model's fastest by far: no table read) where its flash is
+    within the target's budget for it (the backend's fit check retries without it when the build does not fit)."""
+    return "asm" in cands and cands["asm"]["flash"] <= budget
+
+
 def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     """The forest's sums function (emitted once, see forest_shortcut), or None where it does not apply.
     Straight-line code adds each leaf's non-zero values as constants (``acc[c] += v``: a pure leaf adds
     to its one class); the table walk reads the node stream (integer builds, NodeStream) and adds the leaf
     table's (output, value) runs; ``top<k>`` runs the top k levels of each tree as straight-line code, which
-    hands the subtree below to the stream walk. The cost model (forest_candidates) picks the kernel."""
+    hands the subtree below to the stream walk; ``asm``: the target's own code (CTarget.forest_asm: the AVR's
+    straight-line assembly with the sums in registers, returning the argmax too). The cost model
+    (forest_candidates, use_asm) picks the kernel."""
     found = forest_shortcut(em, node, fixed)
     if found is None:
         return None
@@ -605,6 +614,7 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     k, n_trees = int(at["n_outputs"]), len(at["roots"])
     forest = ForestSums(name, acc_type, k, shift, saturation)
     if name in em.helpers:
+        forest.argmax = em.helpers[name].startswith("int ")  # the target's own code (forest_asm) returns it
         return forest
     thresholds, literal, cmp_op = _types(em, node, fixed)
     layout = tree_layout(at, thresholds, values)
@@ -618,6 +628,22 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
         cands = {name: c for name, c in cands.items() if not name.startswith("top")}
     chosen = (choose_forest(cands, getattr(em.target, "tree_code_budget", 0), getattr(em, "compact_trees", False))
               if len(layout.feature) else "straight")
+    asm = None
+    if fixed and bits == 16 and len(layout.feature) and not getattr(em, "compact_trees", False):
+        # the target's own code of the whole forest (the AVR's assembly), where its flash is within the budget
+        _, peak = tree_leaf_ranges({**at, "value": values.astype(np.float64)})
+        bounds = np.sum(np.maximum(peak, 0), axis=0).astype(np.int64)
+        acc_bytes = {"int_fast16_t": 2, "int32_t": 4}.get(acc_type, 3)
+        asm = em.target.forest_asm(em, name, layout, k, int(x_type.shape[0]), acc_bytes, bounds, shift, saturation)
+        if asm is not None:
+            cands["asm"] = {"cycles": round(asm[2]), "flash": int(asm[1])}
+            if use_asm(cands, em.target.forest_asm_budget):
+                chosen = "asm"
+    if chosen == "asm":
+        forest.argmax = True
+        em.helpers[name] = asm[0]
+        _report(em, node, layout, chosen, cands, "sums: leaf values added to accumulators in registers")
+        return forest
     x_t = ctype_of(x_type.dtype)
     x_at = lambda i: em.at(x_name, i)  # noqa: E731
     x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
@@ -796,6 +822,8 @@ def forest_predict(forest: ForestSums) -> list[str]:
     """<prefix>_predict of a forest: the first maximum of the op's results from the sums (rounded, saturated
     where they may reach beyond the result's range)."""
     t = forest.acc_type
+    if forest.argmax:
+        return [f"    return {forest.function}(x, 0);"]
 
     def result(acc: str, var: str) -> list[str]:
         lines = [f"{t} {var} = {_rounded(forest, acc)};"]
