@@ -189,6 +189,8 @@ def ovo_votes(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c
 
 def kbest_start(ctype: str, k: int, itype: str = "int32_t") -> list[str]:
     """Declarations of the k best (distance, index) pairs, kept sorted by distance."""
+    if k == 1:  # initialised: compilers cannot see that n_best < 1 guards the first read
+        return [f"{ctype} best_d[1] = {{0}};", f"{itype} best_i[1] = {{0}};", "int n_best = 0;"]
     return [f"{ctype} best_d[{k}];", f"{itype} best_i[{k}];", "int n_best = 0;"]
 
 
@@ -331,7 +333,31 @@ def calibrated_mean(em, node: Node) -> list[str]:
     return [line for line in lines if line]
 
 
+def ovr_decision(em, node: Node) -> list[str]:
+    """Votes and summed confidences pair by pair, in scikit-learn's order (its sums' rounding too)."""
+    (d,) = node.inputs
+    k = int(node.attrs["n_classes"])
+    out = em.var(node.name)
+    return [
+        "{",
+        f"    float votes[{k}], total[{k}];",
+        "    int p = 0;",
+        f"    for (int c = 0; c < {k}; ++c) votes[c] = total[c] = 0.0f;",
+        f"    for (int i = 0; i < {k}; ++i)",
+        f"        for (int j = i + 1; j < {k}; ++j, ++p) {{",
+        f"            const float d = {em.at(d, 'p')};",
+        "            total[i] += d;",
+        "            total[j] -= d;",
+        "            votes[d >= 0.0f ? i : j] += 1.0f;",
+        "        }",
+        f"    for (int c = 0; c < {k}; ++c)",
+        f"        {out}[c] = votes[c] + total[c] / (3.0f * (fabsf(total[c]) + 1.0f));",
+        "}",
+    ]
+
+
 C_CODE["float"].update({
+    "ovr_decision": ovr_decision,
     "sigmoid_calibrate": sigmoid_calibrate,
     "isotonic_calibrate": isotonic_calibrate,
     "calibrated_mean": calibrated_mean,

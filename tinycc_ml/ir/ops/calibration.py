@@ -120,3 +120,39 @@ register_op(OpDef(
     "made class probabilities as scikit-learn's _CalibratedClassifier does, then their mean over the folds",
     evaluate_rows=lambda ins, batched, attrs, n, rank: calibrated_mean_rows(ins[0], attrs),
     interval=_probability_interval, unsupported=UNSUPPORTED))
+
+
+def _infer_ovr_decision(ts, attrs, declared):
+    (d,) = ts
+    k = int(attrs["n_classes"])
+    need(d.dtype.is_float and d.rank == 1, f"ovr_decision takes a float vector, got {d}")
+    need(k >= 3 and d.shape[0] == k * (k - 1) // 2, f"expected the {k * (k - 1) // 2} pair decisions of {k} classes, "
+                                                     f"got {d}")
+    return TensorType((k,), F32)
+
+
+def ovr_decision_rows(d: np.ndarray, k: int) -> np.ndarray:
+    """scikit-learn's one-vs-rest decision from one-vs-one decisions d (n, pairs), pairs (i, j), i < j, in order
+    (``_ovr_decision_function(d < 0, -d, k)``): votes (d >= 0 votes i, else j) plus each class's summed confidence
+    s mapped into (-1/3, 1/3) by s / (3 (|s| + 1))."""
+    votes, total = np.zeros((d.shape[0], k)), np.zeros((d.shape[0], k))
+    p = 0
+    for i in range(k):
+        for j in range(i + 1, k):
+            total[:, i] += d[:, p]
+            total[:, j] -= d[:, p]
+            votes[:, i] += d[:, p] >= 0
+            votes[:, j] += d[:, p] < 0
+            p += 1
+    return votes + total / (3 * (np.abs(total) + 1))
+
+
+register_op(OpDef(
+    "ovr_decision", 1, _infer_ovr_decision, lambda xs, a: ovr_decision_rows(np.asarray(xs[0])[None],
+                                                                            int(a["n_classes"]))[0],
+    {"n_classes": "int"},
+    "scikit-learn's one-vs-rest decision_function of a one-vs-one SVC from its pair decisions (i < j in order): "
+    "votes (decision >= 0 votes i, else j) plus the summed confidences s mapped by s / (3 (|s| + 1))",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: ovr_decision_rows(ins[0], int(attrs["n_classes"])),
+    interval=lambda attrs, ivs, shape: (np.full(shape, -1.0 / 3), np.full(shape, int(attrs["n_classes"]) - 1 + 1 / 3)),
+    unsupported=UNSUPPORTED))
