@@ -292,6 +292,12 @@ def isotonic_calibrate(em, node: Node) -> list[str]:
     n_knots = em.graph.type(kx).shape[1]
     x = lambda j: em.at(kx, f"i * {n_knots} + {j}")  # noqa: E731
     y = lambda j: em.at(ky, f"i * {n_knots} + {j}")  # noqa: E731
+    value = "x_hi > x_lo ? (y_hi - y_lo) / (x_hi - x_lo) * (v - x_lo) + y_lo : y_lo"
+    if "snap" in node.attrs:  # beside a knot by float32 rounding: the knot's y
+        snap = em.add_const_array(em.sym(f"{node.name}_snap"), np.asarray(node.attrs["snap"], np.float32), "float",
+                                  f"%{node.name}: how near a knot reads its y, per column")
+        near = em.target.read_const(snap, "i", "float")
+        value = f"v - x_lo <= {near} ? y_lo : (x_hi - v <= {near} ? y_hi : ({value}))"
     return [
         f"for (int i = 0; i < {node.type.size}; ++i) {{",
         f"    float v = {em.at(t, 'i')};",
@@ -304,7 +310,7 @@ def isotonic_calibrate(em, node: Node) -> list[str]:
         f"x_hi = {x('j') if n_knots > 1 else x(0)};",
         f"        const float y_lo = {y('j - 1') if n_knots > 1 else y(0)}, "
         f"y_hi = {y('j') if n_knots > 1 else y(0)};",
-        f"        {em.var(node.name)}[i] = x_hi > x_lo ? (y_hi - y_lo) / (x_hi - x_lo) * (v - x_lo) + y_lo : y_lo;",
+        f"        {em.var(node.name)}[i] = {value};",
         "    }",
         "}",
     ]

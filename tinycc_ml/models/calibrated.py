@@ -244,11 +244,14 @@ class CalibratedFoldsModel(Model):
         if self.knots is None:
             return
         for i, (kx, ky) in enumerate(self.knots):
+            snap = self._snap(i)
             for row, (x, y) in enumerate(zip(kx, ky)):
                 # neighbouring knots that float32 values (the response, computed in float32) cannot tell apart,
-                # between which the calibrated probability jumps: probabilities saturated near 0 or 1
+                # between which the calibrated probability jumps: probabilities saturated near 0 or 1, sums of
+                # trees' leaves that float64 rounding alone separates
                 gap, jump = np.diff(x), np.abs(np.diff(y))
-                resolution = 4 * np.spacing(np.maximum(np.abs(x[:-1]), np.abs(x[1:])).astype(np.float32))
+                resolution = (2 * snap[row] if snap is not None else
+                              4 * np.spacing(np.maximum(np.abs(x[:-1]), np.abs(x[1:])).astype(np.float32)))
                 close = np.flatnonzero((gap > 0) & (gap <= resolution) & (jump > ISOTONIC_JUMP))
                 if close.size:
                     j = int(close[0])
@@ -322,6 +325,15 @@ class CalibratedFoldsModel(Model):
             model.transform, model.offset = self.transform @ A, self.transform @ c + self.offset
         return model
 
+    def _snap(self, i: int) -> np.ndarray | None:
+        """Fold i's isotonic snap per column (see ``isotonic_rows``): for responses of a few discrete values (sums
+        of trees' leaves, votes) that float32 computes a little beside the float64 knots, 2^-16 of the knots'
+        largest magnitude (the float32 rounding of a sum of leaves); None for continuous responses."""
+        model, kind = self.folds[i], self.responses[i]["kind"]
+        if self.knots is None or not (kind == "votes" or (kind == "scores" and model.family == "trees")):
+            return None
+        return np.max(np.abs(self.knots[i][0]), axis=1) * 2.0**-18
+
     def response(self, i: int, X) -> np.ndarray:
         """Fold i's response on the fold's input rows (n, C_i): what its calibrators read."""
         model, spec = self.folds[i], self.responses[i]
@@ -350,7 +362,7 @@ class CalibratedFoldsModel(Model):
         for i in range(len(self.folds)):
             t = self.response(i, X)
             parts.append(sigmoid_rows(t, self.ab[i]) if self.method == "sigmoid" else
-                         isotonic_rows(t, *self.knots[i]))
+                         isotonic_rows(t, *self.knots[i], self._snap(i)))
         return np.hstack(parts)
 
     def scores(self, X) -> np.ndarray:
@@ -393,8 +405,10 @@ class CalibratedFoldsModel(Model):
             return g.add("sigmoid_calibrate", [r, add_const(g, f"fold{i}_platt", self.ab[i])],
                          name=f"fold{i}_calibrated")
         kx, ky = self.knots[i]
+        snap = self._snap(i)
         return g.add("isotonic_calibrate", [r, add_const(g, f"fold{i}_knots_x", kx),
-                                            add_const(g, f"fold{i}_knots_y", ky)], name=f"fold{i}_calibrated")
+                                            add_const(g, f"fold{i}_knots_y", ky)],
+                     {} if snap is None else {"snap": snap}, name=f"fold{i}_calibrated")
 
     def lower(self) -> Graph:
         g = Graph("calibrated")

@@ -51,10 +51,12 @@ def _infer_isotonic(ts, attrs, declared):
     return TensorType(t.shape, F32)
 
 
-def isotonic_rows(t: np.ndarray, kx: np.ndarray, ky: np.ndarray) -> np.ndarray:
+def isotonic_rows(t: np.ndarray, kx: np.ndarray, ky: np.ndarray, snap=None) -> np.ndarray:
     """t (n, R) through each column's knots (kx, ky rows, x non-decreasing, padded by repeating the last
     knot): clipped to the knots' ends, then linearly interpolated on the first segment whose right end is
-    >= t (scipy's interp1d, which scikit-learn's IsotonicRegression uses); one distinct knot: its y."""
+    >= t (scipy's interp1d, which scikit-learn's IsotonicRegression uses); one distinct knot: its y. ``snap``
+    (per column, optional): t within snap of a knot reads that knot's y (a response that takes a few discrete
+    values, e.g. tree sums, equals a knot in float64 and lands beside it in float32)."""
     out = np.empty_like(t, dtype=np.float64)
     for i in range(kx.shape[0]):
         x, y = kx[i], ky[i]
@@ -67,15 +69,17 @@ def isotonic_rows(t: np.ndarray, kx: np.ndarray, ky: np.ndarray) -> np.ndarray:
         dx = x[hi] - x[lo]
         with np.errstate(invalid="ignore", divide="ignore"):
             out[:, i] = np.where(dx > 0, (y[hi] - y[lo]) / np.where(dx > 0, dx, 1.0) * (v - x[lo]) + y[lo], y[lo])
+        if snap is not None:
+            out[:, i] = np.where(v - x[lo] <= snap[i], y[lo], np.where(x[hi] - v <= snap[i], y[hi], out[:, i]))
     return out
 
 
 register_op(OpDef(
     "isotonic_calibrate", 3, _infer_isotonic,
-    lambda xs, a: isotonic_rows(np.asarray(xs[0])[None], xs[1], xs[2])[0], {},
+    lambda xs, a: isotonic_rows(np.asarray(xs[0])[None], xs[1], xs[2], a.get("snap"))[0], {"snap": "array?"},
     "an isotonic regression per column: t_i clipped to its knots' ends, linearly interpolated between the "
-    "knots (rows of the two constant operands, padded by repeating the last knot)",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: isotonic_rows(ins[0], ins[1], ins[2]),
+    "knots (rows of the two constant operands, padded by repeating the last knot); within snap_i of a knot: its y",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: isotonic_rows(ins[0], ins[1], ins[2], attrs.get("snap")),
     interval=_probability_interval, unsupported=UNSUPPORTED))
 
 
