@@ -702,6 +702,15 @@ def _from_pipeline(pipeline) -> Model:
                                f"steps may be {', '.join(SCALERS + LINEAR_TRANSFORMS)}, the last a supported "
                                f"estimator ({SUPPORTED})")
     model = _convert(last)
+    if isinstance(model, CalibratedFoldsModel):  # each fold takes the steps as it would alone (trees: exactly)
+        folded = copy.copy(model)
+        folded.folds = [_after_steps(fold, scalers) for fold in model.folds]
+        return folded
+    return _after_steps(model, scalers)
+
+
+def _after_steps(model: Model, scalers: list) -> Model:
+    """``model`` reading the raw inputs of the Pipeline steps ``scalers`` ((name, step) pairs) before it."""
     if model.family == "trees":  # thresholds moved onto the raw inputs, exactly (see fold_scalers)
         for _, scaler in scalers:
             scaler_affine(scaler)  # refuses what is not a supported scaler
