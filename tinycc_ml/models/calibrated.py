@@ -18,7 +18,7 @@ import numpy as np
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph, embed
 from tinycc_ml.ir.ops.calibration import calibrated_mean_rows, isotonic_rows, ovr_decision_rows, sigmoid_rows
-from tinycc_ml.models.base import Model
+from tinycc_ml.models.base import MODEL_FAMILIES, Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix
 from tinycc_ml.models.prototypes import squared_distances
 from tinycc_ml.models.saved import check_array
@@ -285,8 +285,6 @@ class CalibratedFoldsModel(Model):
 
     @classmethod
     def from_arrays(cls, arrays, meta, source) -> CalibratedFoldsModel:
-        from tinycc_ml.models.base import MODEL_FAMILIES
-
         folds_meta = meta.get("folds")
         if not isinstance(folds_meta, list) or not all(isinstance(f, dict) for f in folds_meta):
             raise ModelFileError(f"{source}: metadata 'folds' is not a list of fold descriptions")

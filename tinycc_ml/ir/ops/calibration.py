@@ -128,8 +128,8 @@ register_op(OpDef(
 
 def _infer_ovr_decision(ts, attrs, declared):
     (d,) = ts
-    k = int(attrs["n_classes"])
     need(d.dtype.is_float and d.rank == 1, f"ovr_decision takes a float vector, got {d}")
+    k = int(attrs["n_classes"])
     need(k >= 3 and d.shape[0] == k * (k - 1) // 2, f"expected the {k * (k - 1) // 2} pair decisions of {k} classes, "
                                                      f"got {d}")
     return TensorType((k,), F32)
