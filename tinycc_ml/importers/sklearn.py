@@ -16,7 +16,10 @@ models, so ``tinycc_ml.compile`` takes them directly.
   ``(x - mean) / std`` (trees: into their thresholds, exactly); ``PCA`` (also whitened) and
   ``TruncatedSVD`` steps are folded exactly into the following model's first mat-vec (linear and MLP
   models); other models refuse them by name;
-- a fitted ``GridSearchCV`` / ``RandomizedSearchCV``: its ``best_estimator_``.
+- a fitted ``GridSearchCV`` / ``RandomizedSearchCV``: its ``best_estimator_``;
+- ``CalibratedClassifierCV`` (sigmoid, isotonic) over a linear classifier (the calibrated family) or over a
+  tree, forest, boosting, SVC / NuSVC, GaussianNB, MLP or k-neighbours classifier (calibrated_folds), in a
+  Pipeline either way.
 
 Class labels (``classes_``) are carried into the model. Every converter checks that the estimator is
 fitted and that its arrays are finite (a ``ModelFileError`` naming the array otherwise, from

@@ -1,4 +1,4 @@
-"""Calibrated classifiers (scikit-learn's CalibratedClassifierCV over linear classifiers): each fold's
+"""Calibrated classifiers (scikit-learn's CalibratedClassifierCV). CalibratedModel, over linear classifiers: each fold's
 classifier gives decision values t = W_f x + b_f (its columns: one per class it saw, or one for two
 classes), each column goes through its calibrator (Platt's sigmoid or an isotonic regression, ops in
 ``ir/ops/calibration.py``), each fold's columns become class probabilities, and the scores are their mean
@@ -6,6 +6,11 @@ over the folds: the probabilities themselves (rule "probabilities"); the predict
 first maximum), as scikit-learn's predict.
 
 All folds' mat-vecs are one stacked mat-vec, each fold's input scaling folded into its rows.
+
+CalibratedFoldsModel, over any other classifier with a model here: each fold's model lowered to its graph, the
+graphs composed on one input (``ir.graph.embed``), each read where scikit-learn reads it (its decision_function or
+predict_proba, see RESPONSES), then the same calibrators and mean.
+
 Float builds only (the calibrators are float functions); on the AVR in software float.
 """
 
