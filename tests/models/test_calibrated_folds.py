@@ -178,3 +178,14 @@ def test_calibrated_folds_run_on_the_m4(sim_target, tmp_path):
         run = get_backend(sim_target).simulate(out, result.output, rows)
         assert np.max(np.abs(np.asarray(run.scores) - est.predict_proba(rows))) <= 1e-4
         assert est.classes_[np.asarray(run.predictions)].tolist() == est.predict(rows).tolist()
+
+
+def test_a_frozen_classifier_is_calibrated_as_fitted():
+    """FrozenEstimator (cv="prefit"'s successor): one fold, the classifier as it was fitted."""
+    require_target("host")
+    from sklearn.frozen import FrozenEstimator
+
+    X, y = _data("wine")
+    forest = BASES["forest"]().fit(X[::3], y[::3])
+    est = _fit(CalibratedClassifierCV(FrozenEstimator(forest), method="isotonic"), X[1::3], y[1::3])
+    _check(est, X[2::3])
