@@ -495,7 +495,7 @@ def _from_calibrated(estimator) -> Model:
             kind, factor, n_values = "scores", 1.0, model.n_outputs
         else:
             kind, factor = _response_kind(last, base_name, model)
-            n_values = CalibratedFoldsModel._n_values(model, {"kind": kind})
+            n_values = CalibratedFoldsModel._n_values(model, {"kind": kind}, name)
         # two classes: one column (the second class's); more: one per class, in order (an SVC's one-vs-one
         # decisions: the first of its pairs, as scikit-learn pairs them with its classes)
         columns = ([n_values - 1] if len(base_classes) == 2 else list(range(len(base_classes))))

@@ -195,8 +195,14 @@ class CalibratedFoldsModel(Model):
         if not folds or not (len(folds) == len(responses) == len(column_class)):
             raise ModelFileError(f"{source}: {len(folds)} folds, {len(responses)} responses and {len(column_class)} "
                                  "column_class lists, expected one each per fold (at least one)")
+        calibrators = ab if method == "sigmoid" else knots
+        if not isinstance(calibrators, (list, tuple)) or len(calibrators) != len(folds):
+            raise ModelFileError(f"{source}: {method} calibrators for {len(folds)} folds expected, one list each")
+        if not all(isinstance(cc, (list, tuple)) and all(isinstance(c, (int, np.integer)) and not isinstance(c, bool)
+                                                         for c in cc) for cc in column_class):
+            raise ModelFileError(f"{source}: column_class is not one list of class indices per fold")
         self.folds, self.n_class_count, self.method = list(folds), n_classes, method
-        self.responses = [check_response(r, self._n_values(m, r), source) for m, r in zip(folds, responses)]
+        self.responses = [check_response(r, self._n_values(m, r, source), source) for m, r in zip(folds, responses)]
         self.column_class = [[int(c) for c in cc] for cc in column_class]
         dims = {m.input_dim for m in folds}
         if len(dims) != 1:
@@ -224,16 +230,17 @@ class CalibratedFoldsModel(Model):
             self.offset = check_array(offset, "offset", source, shape=(self.transform.shape[0],))
 
     @staticmethod
-    def _n_values(model: Model, spec) -> int:
+    def _n_values(model: Model, spec, source: str = "calibrated model") -> int:
         """How many values the fold's response is read from (before its columns are chosen)."""
         kind = spec.get("kind") if isinstance(spec, dict) else None
         if kind in ("decision", "ovr"):
-            if not hasattr(model, "decision"):
-                raise ModelFileError(f"response {kind!r} needs an SVM fold, not a {model.family} model")
-            n = len(model.intercept)
-            return model.n_class_count if kind == "ovr" else n
+            if not hasattr(model, "decision") or (kind == "ovr" and model.n_class_count < 3):
+                raise ModelFileError(f"{source}: response {kind!r} needs an SVM fold (ovr: of 3 classes or more), not "
+                                     f"{model.describe()}")
+            return model.n_class_count if kind == "ovr" else len(model.intercept)
         if kind == "votes" and not hasattr(model, "prototypes"):
-            raise ModelFileError(f"response 'votes' needs a nearest-neighbour fold, not a {model.family} model")
+            raise ModelFileError(f"{source}: response 'votes' needs a nearest-neighbour fold, not a {model.family} "
+                                 "model")
         return model.n_classes if kind == "votes" else model.n_outputs
 
     @property
