@@ -22,7 +22,13 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph, embed
-from tinycc_ml.ir.ops.calibration import calibrated_mean_rows, isotonic_rows, ovr_decision_rows, sigmoid_rows
+from tinycc_ml.ir.ops.calibration import (
+    calibrated_mean_rows,
+    isotonic_pq_rows,
+    isotonic_rows,
+    ovr_decision_rows,
+    sigmoid_rows,
+)
 from tinycc_ml.models.base import MODEL_FAMILIES, Model
 from tinycc_ml.models.lowering import add_const, add_input, add_matrix
 from tinycc_ml.models.prototypes import squared_distances
@@ -262,16 +268,23 @@ class CalibratedFoldsModel(Model):
                 # between which the calibrated probability jumps: probabilities saturated near 0 or 1, sums of
                 # trees' leaves that float64 rounding alone separates
                 gap, jump = np.diff(x), np.abs(np.diff(y))
-                resolution = (2 * snap[row] if snap is not None else
-                              4 * np.spacing(np.maximum(np.abs(x[:-1]), np.abs(x[1:])).astype(np.float32)))
+                if snap is not None:
+                    resolution = 2 * snap[row]
+                elif self._complemented(i):  # above 1/2 through 1 - x, where scikit-learn's float64 p is 2^-53 apart
+                    near = np.minimum(np.minimum(x[:-1], 1.0 - x[:-1]), np.minimum(x[1:], 1.0 - x[1:]))
+                    resolution = np.maximum(4 * np.spacing(np.abs(near).astype(np.float32)),
+                                            np.where(x[1:] > 0.5, 2.0**-53 / ISOTONIC_JUMP, 0.0))
+                else:
+                    resolution = 4 * np.spacing(np.maximum(np.abs(x[:-1]), np.abs(x[1:])).astype(np.float32))
                 close = np.flatnonzero((gap > 0) & (gap <= resolution) & (jump > ISOTONIC_JUMP))
                 if close.size:
                     j = int(close[0])
                     raise CompileError(
                         f"fold {i}'s isotonic calibrator of column {row} reads a {self.folds[i].family} model's "
-                        f"response at knots {x[j]!r} and {x[j + 1]!r}, which float32 cannot tell apart, and its "
-                        f"probability jumps from {y[j]:.4g} to {y[j + 1]:.4g} between them: a float build cannot "
-                        "reproduce it (method='sigmoid' can be compiled)")
+                        f"response at knots {float(x[j])!r} and {float(x[j + 1])!r}, closer than a float build tells "
+                        f"apart (float32; near 1, scikit-learn's float64 too), and its probability jumps from "
+                        f"{y[j]:.4g} to {y[j + 1]:.4g} between them: a float build cannot reproduce it "
+                        "(method='sigmoid' can be compiled)")
 
     def describe(self) -> str:
         kinds = sorted({m.family for m in self.folds})
@@ -364,6 +377,21 @@ class CalibratedFoldsModel(Model):
                 r = 1.0 / (1.0 + np.exp(-r))
         return (r * spec["factor"])[:, spec["columns"]]
 
+    def _complemented(self, i: int) -> bool:
+        """Fold i's isotonic calibrators read probabilities with their complements (isotonic_calibrate_pq)."""
+        return self.knots is not None and self.responses[i]["kind"] in ("softmax", "logistic")
+
+    def complement(self, i: int, X) -> np.ndarray:
+        """1 - fold i's response, computed as the other classes' probabilities (accurate near 1)."""
+        model, spec = self.folds[i], self.responses[i]
+        s = model.scores(X)
+        if spec["kind"] == "logistic":
+            q = 1.0 / (1.0 + np.exp(s))
+        else:
+            p = softmax_rows(s)
+            q = p @ (1.0 - np.eye(p.shape[1]))
+        return (q * spec["factor"])[:, spec["columns"]]
+
     def calibrated(self, X) -> np.ndarray:
         X = self._check_input(X)
         if self.transform is not None:
@@ -371,8 +399,13 @@ class CalibratedFoldsModel(Model):
         parts = []
         for i in range(len(self.folds)):
             t = self.response(i, X)
-            parts.append(sigmoid_rows(t, self.ab[i]) if self.method == "sigmoid" else
-                         isotonic_rows(t, *self.knots[i], self._snap(i)))
+            if self.method == "sigmoid":
+                parts.append(sigmoid_rows(t, self.ab[i]))
+            elif self._complemented(i):
+                kx, ky = self.knots[i]
+                parts.append(isotonic_pq_rows(t, self.complement(i, X), kx, 1.0 - kx, ky))
+            else:
+                parts.append(isotonic_rows(t, *self.knots[i], self._snap(i)))
         return np.hstack(parts)
 
     def scores(self, X) -> np.ndarray:
@@ -395,7 +428,7 @@ class CalibratedFoldsModel(Model):
         if spec["kind"] == "votes":  # the distances (k = 1 compares per-class nearest ones: a vote instead)
             (base,) = [n for n in sub.order() if sub.op(n) == "sqdist"]
         (sub_x,) = sub.inputs()
-        r = embed(g, sub, [base], {sub_x: x}, prefix=f"fold{i}_")[base]
+        r = embedded = embed(g, sub, [base], {sub_x: x}, prefix=f"fold{i}_")[base]
         if spec["kind"] == "votes":
             r = g.add("kvote", [r], {"k": int(model.k), "n_classes": int(model.n_classes),
                                      "labels": model.labels.astype(np.int32)}, name=f"fold{i}_votes")
@@ -406,11 +439,26 @@ class CalibratedFoldsModel(Model):
         elif spec["kind"] == "logistic":  # 1 / (1 + exp(-s))
             r = g.add("sigmoid_calibrate", [r, add_const(g, f"fold{i}_logistic", [[-1.0, 0.0]])],
                       name=f"fold{i}_proba")
+        q = None
+        if self._complemented(i):  # 1 - p as the other classes' probabilities: near 1, float32 still resolves it
+            if spec["kind"] == "logistic":
+                q = g.add("sigmoid_calibrate", [embedded, add_const(g, f"fold{i}_complement", [[1.0, 0.0]])],
+                          name=f"fold{i}_complement")
+            else:
+                others = 1.0 - np.eye(g.type(r).shape[0])
+                q = g.add("matvec", [add_matrix(g, f"fold{i}_others", others), r], name=f"fold{i}_complement")
         n, columns = g.type(r).shape[0], spec["columns"]
         if columns != list(range(n)) or spec["factor"] != 1.0:  # chosen and scaled by one mat-vec: exact picks
             pick = np.zeros((len(columns), n))
             pick[np.arange(len(columns)), columns] = spec["factor"]
             r = g.add("matvec", [add_matrix(g, f"fold{i}_pick", pick), r], name=f"fold{i}_response")
+            if q is not None:
+                q = g.add("matvec", [add_matrix(g, f"fold{i}_pick", pick), q], name=f"fold{i}_response_complement")
+        if q is not None:
+            kx, ky = self.knots[i]
+            return g.add("isotonic_calibrate_pq", [r, q, add_const(g, f"fold{i}_knots_x", kx),
+                                                   add_const(g, f"fold{i}_knots_q", 1.0 - kx),
+                                                   add_const(g, f"fold{i}_knots_y", ky)], name=f"fold{i}_calibrated")
         if self.method == "sigmoid":
             return g.add("sigmoid_calibrate", [r, add_const(g, f"fold{i}_platt", self.ab[i])],
                          name=f"fold{i}_calibrated")

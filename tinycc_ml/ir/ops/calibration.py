@@ -160,3 +160,28 @@ register_op(OpDef(
     evaluate_rows=lambda ins, batched, attrs, n, rank: ovr_decision_rows(ins[0], int(attrs["n_classes"])),
     interval=lambda attrs, ivs, shape: (np.full(shape, -1.0 / 3), np.full(shape, int(attrs["n_classes"]) - 1 + 1 / 3)),
     unsupported=UNSUPPORTED))
+
+
+def _infer_isotonic_pq(ts, attrs, declared):
+    p, q, kx, kq, ky = ts
+    need(all(v.dtype.is_float for v in ts), f"isotonic_calibrate_pq is float only, got {ts}")
+    need(p.rank == 1 and q.shape == p.shape and kx.rank == 2 and kx.shape[0] == p.shape[0]
+         and kq.shape == kx.shape and ky.shape == kx.shape,
+         f"expected p, q (R,) and knots (R, L) three times, got {ts}")
+    return TensorType(p.shape, F32)
+
+
+def isotonic_pq_rows(p: np.ndarray, q: np.ndarray, kx: np.ndarray, kq: np.ndarray, ky: np.ndarray) -> np.ndarray:
+    """isotonic_rows of probabilities p given with their complements q = 1 - p (each computed to its own
+    relative precision) and knots kx, kq = 1 - kx: read through p where p <= 1/2, else through q (mirrored,
+    -q against -kq), where float32 still tells probabilities near 1 apart."""
+    return np.where(p <= 0.5, isotonic_rows(p, kx, ky), isotonic_rows(-q, -kq, ky))
+
+
+register_op(OpDef(
+    "isotonic_calibrate_pq", 5, _infer_isotonic_pq,
+    lambda xs, a: isotonic_pq_rows(np.asarray(xs[0])[None], np.asarray(xs[1])[None], xs[2], xs[3], xs[4])[0], {},
+    "isotonic_calibrate of probabilities p_i with their complements q_i = 1 - p_i: through p_i and knots_x where "
+    "p_i <= 1/2, else through -q_i and -(1 - knots_x) (the operands: p, q, knots_x, 1 - knots_x, knots_y)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: isotonic_pq_rows(*ins),
+    interval=_probability_interval, unsupported=UNSUPPORTED))
