@@ -1,9 +1,10 @@
-"""Calibrated classifiers (scikit-learn's CalibratedClassifierCV). CalibratedModel, over linear classifiers: each fold's
-classifier gives decision values t = W_f x + b_f (its columns: one per class it saw, or one for two
-classes), each column goes through its calibrator (Platt's sigmoid or an isotonic regression, ops in
-``ir/ops/calibration.py``), each fold's columns become class probabilities, and the scores are their mean
-over the folds: the probabilities themselves (rule "probabilities"); the prediction is their argmax (the
-first maximum), as scikit-learn's predict.
+"""Calibrated classifiers (scikit-learn's CalibratedClassifierCV).
+
+CalibratedModel, over linear classifiers: each fold's classifier gives decision values t = W_f x + b_f (its
+columns: one per class it saw, or one for two classes), each column goes through its calibrator (Platt's
+sigmoid or an isotonic regression, ops in ``ir/ops/calibration.py``), each fold's columns become class
+probabilities, and the scores are their mean over the folds: the probabilities themselves (rule
+"probabilities"); the prediction is their argmax (the first maximum), as scikit-learn's predict.
 
 All folds' mat-vecs are one stacked mat-vec, each fold's input scaling folded into its rows.
 
