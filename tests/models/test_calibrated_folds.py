@@ -203,3 +203,26 @@ def test_a_frozen_classifier_is_calibrated_as_fitted():
     forest = BASES["forest"]().fit(X[::3], y[::3])
     est = _fit(CalibratedClassifierCV(FrozenEstimator(forest), method="isotonic"), X[1::3], y[1::3])
     _check(est, X[2::3])
+
+
+@pytest.mark.parametrize("corrupt", ["response", "column_class", "family", "calibrator", "folds"])
+def test_a_damaged_model_file_is_a_model_file_error(corrupt, tmp_path):
+    from tinycc_ml.errors import ModelFileError
+    from tinycc_ml.models.saved import save_model_file
+
+    X, y = _data("wine")
+    model = as_model(_fit(CalibratedClassifierCV(BASES["svc_ovr"](), method="sigmoid", cv=2), X, y))
+    arrays, meta = model.arrays(), model.meta()
+    if corrupt == "response":
+        meta["folds"][0]["response"] = {"kind": "ovr", "factor": 1.0, "columns": [7]}
+    elif corrupt == "column_class":
+        meta["folds"][1]["column_class"] = ["a", "b", "c"]
+    elif corrupt == "family":
+        meta["folds"][0]["family"] = "calibrated_folds"
+    elif corrupt == "calibrator":
+        del arrays["c1.ab"]
+    else:
+        meta["folds"] = "all of them"
+    path = save_model_file(tmp_path / "bad.npz", "calibrated_folds", arrays, {**meta, "classes": [0, 1, 2]})
+    with pytest.raises(ModelFileError):
+        tinycc_ml.load_model(path)
