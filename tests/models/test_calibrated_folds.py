@@ -22,6 +22,7 @@ from sklearn.ensemble import (
     HistGradientBoostingClassifier,
     RandomForestClassifier,
 )
+from sklearn.linear_model import LogisticRegression
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
 from sklearn.neural_network import MLPClassifier
@@ -122,7 +123,7 @@ def test_saturated_probabilities_are_calibrated_through_their_complements():
     assert host.predict(test).tolist() == est.predict(test).tolist()
 
 
-@pytest.mark.parametrize("base", ["gaussian_nb", "forest", "svc_ovr"])
+@pytest.mark.parametrize("base", ["gaussian_nb", "forest", "svc_ovr", "logistic"])
 def test_a_fold_that_saw_two_of_three_classes_pairs_as_scikit_learn_does(base):
     """A fold trained without class 2: its one column (the second class's response) is calibrated against its
     first class, which scikit-learn then normalises to probability 1 (or uniform where it is 0)."""
@@ -133,7 +134,8 @@ def test_a_fold_that_saw_two_of_three_classes_pairs_as_scikit_learn_does(base):
     half = order[: len(y) // 2]
     no_two = np.array([i for i in half if y[i] != 2])
     cv = [(no_two, order[len(y) // 2:]), (order[len(y) // 2:], half)]
-    est = _fit(CalibratedClassifierCV(BASES[base](), method="sigmoid", cv=cv), X, y)
+    classifier = make_pipeline(StandardScaler(), LogisticRegression()) if base == "logistic" else BASES[base]()
+    est = _fit(CalibratedClassifierCV(classifier, method="sigmoid", cv=cv), X, y)
     assert len(est.calibrated_classifiers_[0].calibrators) == 1
     _check(est, X)
 
