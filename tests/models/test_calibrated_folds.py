@@ -181,13 +181,14 @@ def test_the_c_is_strict_prefixed_and_the_same_each_time(base, tmp_path):
 
 @pytest.mark.parametrize("sim_target", ["cortex-m4"], indirect=True)
 def test_calibrated_folds_run_on_the_m4(sim_target, tmp_path):
-    """A forest and an SVC under CalibratedClassifierCV, float build in the Cortex-M4 simulator: its scores (the
-    probabilities) within 1e-4 of scikit-learn's, its labels scikit-learn's."""
+    """Boosting, an SVC and an MLP (probabilities read with their complements) under CalibratedClassifierCV, float
+    builds in the Cortex-M4 simulator: their scores (the probabilities) within 1e-4 of scikit-learn's, their labels
+    scikit-learn's."""
     from tinycc_ml.codegen.backend import get_backend
 
     X, y = _data("wine")
     rows = X[1::2][:10]
-    for i, base in enumerate(["hist_boosting", "svc_ovr"]):
+    for i, base in enumerate(["hist_boosting", "svc_ovr", "mlp"]):
         est = _fit(CalibratedClassifierCV(BASES[base](), method="isotonic", cv=3), X[::2], y[::2])
         out = tmp_path / base
         result = tinycc_ml.compile(est, target=sim_target, out_dir=out, name=f"cal{i}")
