@@ -57,6 +57,11 @@ def models():
         MLPClassifier((64,), max_iter=300, random_state=0)))
     yield "CalibratedClassifierCV(HistGradientBoosting(50 iterations))", CalibratedClassifierCV(
         HistGradientBoostingClassifier(max_iter=50, random_state=0))
+    yield "CalibratedClassifierCV(RandomForest(50 trees, depth 12)), isotonic", CalibratedClassifierCV(
+        RandomForestClassifier(50, max_depth=12, random_state=0), method="isotonic")
+    yield "CalibratedClassifierCV(GaussianNB), isotonic", CalibratedClassifierCV(GaussianNB(), method="isotonic")
+    yield "CalibratedClassifierCV(HistGradientBoosting(50 iterations)), isotonic", CalibratedClassifierCV(
+        HistGradientBoostingClassifier(max_iter=50, random_state=0), method="isotonic")
 
 
 def main() -> int:
