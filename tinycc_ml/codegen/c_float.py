@@ -232,6 +232,8 @@ def ovo_votes(em, node: Node, store_vote=lambda out: f"{out}[c] = (float)votes[c
 
 def kbest_start(ctype: str, k: int, itype: str = "int32_t") -> list[str]:
     """Declarations of the k best (distance, index) pairs, kept sorted by distance."""
+    if k == 1:  # initialised: compilers cannot see that n_best < 1 guards the first read
+        return [f"{ctype} best_d[1] = {{0}};", f"{itype} best_i[1] = {{0}};", "int n_best = 0;"]
     return [f"{ctype} best_d[{k}];", f"{itype} best_i[{k}];", "int n_best = 0;"]
 
 
@@ -330,25 +332,46 @@ def isotonic_calibrate(em, node: Node) -> list[str]:
     """Clip to the knots' ends, then interpolate on the first segment whose right end is >= t (the knots
     are padded by repeating the last: a segment of width 0 gives its left y)."""
     t, kx, ky = node.inputs
+    return [f"for (int i = 0; i < {node.type.size}; ++i) {{",
+            *("    " + line for line in _isotonic_body(em, node, em.at(t, "i"), kx, ky, "")), "}"]
+
+
+def _isotonic_body(em, node: Node, t: str, kx: str, ky: str, sign: str) -> list[str]:
+    """One column's isotonic regression of ``t`` into ``out[i]``, its knots ``sign`` kx (a minus: mirrored)."""
     n_knots = em.graph.type(kx).shape[1]
-    x = lambda j: em.at(kx, f"i * {n_knots} + {j}")  # noqa: E731
+    x = lambda j: f"{sign}{em.at(kx, f'i * {n_knots} + {j}')}"  # noqa: E731
     y = lambda j: em.at(ky, f"i * {n_knots} + {j}")  # noqa: E731
+    value = "x_hi > x_lo ? (y_hi - y_lo) / (x_hi - x_lo) * (v - x_lo) + y_lo : y_lo"
+    if "snap" in node.attrs:  # beside a knot by float32 rounding: the knot's y
+        snap = em.add_const_array(em.sym(f"{node.name}_snap"), np.asarray(node.attrs["snap"], np.float32), "float",
+                                  f"%{node.name}: how near a knot reads its y, per column")
+        near = em.target.read_const(snap, "i", "float")
+        value = f"v - x_lo <= {near} ? y_lo : (x_hi - v <= {near} ? y_hi : ({value}))"
     return [
-        f"for (int i = 0; i < {node.type.size}; ++i) {{",
-        f"    float v = {em.at(t, 'i')};",
-        "    int j = 1;",
-        f"    if (v < {x(0)}) v = {x(0)};",
-        f"    if (v > {x(n_knots - 1)}) v = {x(n_knots - 1)};",
-        f"    while (j < {n_knots - 1} && v > {x('j')}) ++j;",
-        "    {",
-        f"        const float x_lo = {x('j - 1') if n_knots > 1 else x(0)}, "
+        f"float v = {t};",
+        "int j = 1;",
+        f"if (v < {x(0)}) v = {x(0)};",
+        f"if (v > {x(n_knots - 1)}) v = {x(n_knots - 1)};",
+        f"while (j < {n_knots - 1} && v > {x('j')}) ++j;",
+        "{",
+        f"    const float x_lo = {x('j - 1') if n_knots > 1 else x(0)}, "
         f"x_hi = {x('j') if n_knots > 1 else x(0)};",
-        f"        const float y_lo = {y('j - 1') if n_knots > 1 else y(0)}, "
+        f"    const float y_lo = {y('j - 1') if n_knots > 1 else y(0)}, "
         f"y_hi = {y('j') if n_knots > 1 else y(0)};",
-        f"        {em.var(node.name)}[i] = x_hi > x_lo ? (y_hi - y_lo) / (x_hi - x_lo) * (v - x_lo) + y_lo : y_lo;",
-        "    }",
+        f"    {em.var(node.name)}[i] = {value};",
         "}",
     ]
+
+
+def isotonic_calibrate_pq(em, node: Node) -> list[str]:
+    """Through p where p <= 1/2, else through -q against the mirrored complements of the knots."""
+    p, q, kx, kq, ky = node.inputs
+    return [f"for (int i = 0; i < {node.type.size}; ++i) {{",
+            f"    if ({em.at(p, 'i')} <= 0.5f) {{",
+            *("        " + line for line in _isotonic_body(em, node, em.at(p, "i"), kx, ky, "")),
+            "    } else {",
+            *("        " + line for line in _isotonic_body(em, node, f"-{em.at(q, 'i')}", kq, ky, "-")),
+            "    }", "}"]
 
 
 def calibrated_mean(em, node: Node) -> list[str]:
@@ -374,9 +397,34 @@ def calibrated_mean(em, node: Node) -> list[str]:
     return [line for line in lines if line]
 
 
+def ovr_decision(em, node: Node) -> list[str]:
+    """Votes and summed confidences pair by pair, in scikit-learn's order (its sums' rounding too)."""
+    (d,) = node.inputs
+    k = int(node.attrs["n_classes"])
+    out = em.var(node.name)
+    return [
+        "{",
+        f"    float votes[{k}], total[{k}];",
+        "    int p = 0;",
+        f"    for (int c = 0; c < {k}; ++c) votes[c] = total[c] = 0.0f;",
+        f"    for (int i = 0; i < {k}; ++i)",
+        f"        for (int j = i + 1; j < {k}; ++j, ++p) {{",
+        f"            const float d = {em.at(d, 'p')};",
+        "            total[i] += d;",
+        "            total[j] -= d;",
+        "            votes[d >= 0.0f ? i : j] += 1.0f;",
+        "        }",
+        f"    for (int c = 0; c < {k}; ++c)",
+        f"        {out}[c] = votes[c] + total[c] / (3.0f * (fabsf(total[c]) + 1.0f));",
+        "}",
+    ]
+
+
 C_CODE["float"].update({
+    "ovr_decision": ovr_decision,
     "sigmoid_calibrate": sigmoid_calibrate,
     "isotonic_calibrate": isotonic_calibrate,
+    "isotonic_calibrate_pq": isotonic_calibrate_pq,
     "calibrated_mean": calibrated_mean,
     "matvec": matvec,
     "sqdist": sqdist,

@@ -85,6 +85,10 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
     return ",\n    ".join(parts)
 
 
+# float ops whose C calls <math.h> (expf, tanhf, fabsf)
+MATH_OPS = ("exp", "tanh", "softmax", "sigmoid_calibrate", "ovr_decision")
+
+
 @dataclass
 class CTarget:
     """What the emitter needs to know about a target's C.
@@ -459,7 +463,7 @@ class CEmitter:
                        for k, n in arenas.items()]
         arena_bytes = sum(n * element_bytes(k) for k, n in arenas.items()) + self.extra_ram_bytes()
         includes = ["#include <stdint.h>", *self.target.extra_includes]
-        if any(graph.op(n) in ("exp", "tanh", "softmax") and graph.type(n).dtype.is_float for n in graph.order()):
+        if any(graph.op(n) in MATH_OPS and graph.type(n).dtype.is_float for n in graph.order()):
             includes.append("#include <math.h>")
         comment = comment_block(self.prefix, self.target.name, self.header_lines, self.const_bytes, arena_bytes)
         source = source_text(comment, self.prefix, includes, self.constants, list(self.helpers.values()),

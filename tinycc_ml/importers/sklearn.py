@@ -16,7 +16,10 @@ models, so ``tinycc_ml.compile`` takes them directly.
   ``(x - mean) / std`` (trees: into their thresholds, exactly); ``PCA`` (also whitened) and
   ``TruncatedSVD`` steps are folded exactly into the following model's first mat-vec (linear and MLP
   models); other models refuse them by name;
-- a fitted ``GridSearchCV`` / ``RandomizedSearchCV``: its ``best_estimator_``.
+- a fitted ``GridSearchCV`` / ``RandomizedSearchCV``: its ``best_estimator_``;
+- ``CalibratedClassifierCV`` (sigmoid, isotonic) over a linear classifier (the calibrated family) or over a
+  tree, forest, boosting, SVC / NuSVC, GaussianNB, MLP or k-neighbours classifier (calibrated_folds), in a
+  Pipeline either way.
 
 Class labels (``classes_``) are carried into the model. Every converter checks that the estimator is
 fitted and that its arrays are finite (a ``ModelFileError`` naming the array otherwise, from
@@ -56,7 +59,7 @@ from tinycc_ml.importers import lightgbm, xgboost
 from tinycc_ml.importers.tree_tables import REGRESSION, TreeTable
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.calibrated import METHODS as CALIBRATION_METHODS
-from tinycc_ml.models.calibrated import CalibratedModel
+from tinycc_ml.models.calibrated import CalibratedFoldsModel, CalibratedModel
 from tinycc_ml.models.linear import LinearModel
 from tinycc_ml.models.lowering import absorb_normalisation
 from tinycc_ml.models.mlp import ACTIVATIONS, OUTPUTS, MLPModel
@@ -86,10 +89,11 @@ SUPPORTED = (
     f"{', '.join(TREES)}, XGBoost's and LightGBM's {', '.join(BOOSTERS)}, "
     "KNeighborsClassifier (weights='uniform', Euclidean / Minkowski p=2), NearestCentroid (Euclidean, uniform "
     f"priors), {', '.join(LINEAR)}, LinearRegression / Ridge / Lasso / ElasticNet / SGDRegressor / LinearSVR, "
-    f"MLPClassifier / MLPRegressor, GaussianNB, SVC / NuSVC, {CALIBRATED} (sigmoid or isotonic) over a linear "
-    f"classifier, {ONE_VS_REST} over a linear classifier, a Pipeline of {' / '.join(SCALERS)} (and PCA / "
-    "TruncatedSVD before a linear, MLP, kernel SVM or distance model) steps ending in a "
-    f"supported estimator, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own estimators"
+    f"MLPClassifier / MLPRegressor, GaussianNB, SVC / NuSVC, {CALIBRATED} (sigmoid or isotonic) over any of these "
+    f"classifiers but NearestCentroid and the boosters, {ONE_VS_REST} over a linear classifier, a Pipeline of "
+    f"{' / '.join(SCALERS)} (and PCA / TruncatedSVD before a linear, MLP, kernel SVM or distance model) steps "
+    f"ending in a supported estimator, a fitted {' / '.join(SEARCHES)} (its best_estimator_), and tinycc-ml's own "
+    "estimators"
 )
 
 
@@ -422,9 +426,51 @@ def _from_booster(estimator) -> Model:
     raise CompileError(f"cannot compile a {type(estimator).__name__} from {library}; supported: {SUPPORTED}")
 
 
-def _from_calibrated(estimator) -> CalibratedModel:
-    """Every fold's linear classifier (its decision_function: what scikit-learn calibrates) and its calibrators,
-    as one CalibratedModel."""
+# the classifiers CalibratedClassifierCV may calibrate here (the last step of a fold's Pipeline): the linear ones
+# through CalibratedModel (one stacked mat-vec), the others through CalibratedFoldsModel (their graphs composed)
+CALIBRATED_BASES = (LINEAR + (ONE_VS_REST,) + FOREST_CLASSIFIERS + ("GradientBoostingClassifier",
+                    "HistGradientBoostingClassifier") + SVMS + ("GaussianNB", "MLPClassifier", "KNeighborsClassifier"))
+# those whose response is their decision_function (scikit-learn's first choice); the others' is predict_proba
+DECISION_BASES = LINEAR + (ONE_VS_REST, "GradientBoostingClassifier", "HistGradientBoostingClassifier") + SVMS
+
+
+def _calibrators(fold, method: str, name: str) -> list:
+    """A fold's calibrators: (a, b) per column (sigmoid) or its knots (x, y) (isotonic, clipped to their ends)."""
+    out = []
+    for calibrator in fold.calibrators:
+        if method == "sigmoid":
+            out.append([float(calibrator.a_), float(calibrator.b_)])
+            continue
+        x, y = (np.asarray(getattr(calibrator, a), dtype=np.float64) for a in ("X_thresholds_", "y_thresholds_"))
+        if (getattr(calibrator, "out_of_bounds", "clip") != "clip" or len(x) == 0
+                or (float(calibrator.X_min_), float(calibrator.X_max_)) != (float(x[0]), float(x[-1]))):
+            raise CompileError(f"{name}: an isotonic calibrator's knots do not span its clipped range "
+                               f"[{calibrator.X_min_}, {calibrator.X_max_}]")
+        out.append((x, y))
+    return out
+
+
+def _padded(knots: list) -> tuple[np.ndarray, np.ndarray]:
+    """Knot rows padded to one length by repeating their last knot (a segment of width 0)."""
+    length = max(len(x) for x, _ in knots)
+    return tuple(np.array([np.pad(v[i], (0, length - len(v[i])), mode="edge") for v in knots]) for i in (0, 1))
+
+
+def _fold_classifier(fold):
+    """A fold's fitted classifier (a FrozenEstimator's, cv="prefit"'s successor) and its last step's class name."""
+    base = fold.estimator
+    if type(base).__name__ == "FrozenEstimator":
+        base = base.estimator
+    last = base
+    while type(last).__name__ in ("Pipeline", "FrozenEstimator"):
+        last = last.steps[-1][1] if hasattr(last, "steps") else last.estimator
+    return base, type(last).__name__, last
+
+
+def _from_calibrated(estimator) -> Model:
+    """Every fold's classifier (what scikit-learn's _get_response_values gives of it: its decision_function, else
+    predict_proba; two classes: the second's column) and its calibrators, as one model: linear folds as a
+    CalibratedModel, others as a CalibratedFoldsModel."""
     name = type(estimator).__name__
     method = estimator.method
     if method not in CALIBRATION_METHODS:
@@ -432,42 +478,74 @@ def _from_calibrated(estimator) -> CalibratedModel:
                            f"{', '.join(CALIBRATION_METHODS)}")
     classes = list(estimator.classes_)
     k = len(classes)
-    W, b, column_class, fold_columns, ab, knots = [], [], [], [], [], []
-    for fold in estimator.calibrated_classifiers_:
-        base = fold.estimator
-        base_name = type(base.steps[-1][1] if hasattr(base, "steps") else base).__name__
+    folds = [_fold_classifier(fold) for fold in estimator.calibrated_classifiers_]
+    for base, base_name, _ in folds:
+        if base_name not in CALIBRATED_BASES:
+            raise CompileError(f"{name} over a {base_name} is not supported: supported over "
+                               f"{', '.join(CALIBRATED_BASES)} (in a Pipeline too)")
+        if hasattr(base, "decision_function") != (base_name in DECISION_BASES):
+            which = "has" if hasattr(base, "decision_function") else "has no"
+            raise CompileError(f"{name} over a {base_name}: this scikit-learn's {base_name} {which} decision_function, "
+                               "so it calibrates another response than the one compiled")
+    models, responses, column_class, calibrators = [], [], [], []
+    for fold, (base, base_name, last) in zip(estimator.calibrated_classifiers_, folds):
         model = from_sklearn(base)
-        if not isinstance(model, LinearModel) or not hasattr(base, "decision_function"):
-            raise CompileError(f"{name} over a {base_name} is not supported: only over linear classifiers "
-                               f"({', '.join(LINEAR)}, in a Pipeline too), whose decision_function it calibrates")
         base_classes = list(base.classes_)
-        if model.n_outputs != (1 if k == 2 else len(base_classes)) or len(fold.calibrators) != model.n_outputs:
-            raise CompileError(f"{name}: a fold's {base_name} saw {len(base_classes)} of the {k} classes; refit "
-                               "with folds that hold every class (a stratified cv)")
-        Wf, bf = absorb_normalisation(model.W, model.b, model.mean, model.std)
-        W.append(Wf)
-        b.append(bf)
-        column_class += [1] if k == 2 else [classes.index(c) for c in base_classes]
-        fold_columns.append(model.n_outputs)
-        for calibrator in fold.calibrators:
-            if method == "sigmoid":
-                ab.append([float(calibrator.a_), float(calibrator.b_)])
-                continue
-            x, y = (np.asarray(getattr(calibrator, a), dtype=np.float64) for a in ("X_thresholds_", "y_thresholds_"))
-            if (getattr(calibrator, "out_of_bounds", "clip") != "clip" or len(x) == 0
-                    or (float(calibrator.X_min_), float(calibrator.X_max_)) != (float(x[0]), float(x[-1]))):
-                raise CompileError(f"{name}: an isotonic calibrator's knots do not span its clipped range "
-                                   f"[{calibrator.X_min_}, {calibrator.X_max_}]")
-            knots.append((x, y))
-    arrays: dict = {}
-    if method == "isotonic":
-        length = max(len(x) for x, _ in knots)
-        arrays["knots_x"], arrays["knots_y"] = (np.array([np.pad(v[i], (0, length - len(v[i])), mode="edge")
-                                                          for v in knots]) for i in (0, 1))
-    else:
-        arrays["ab"] = np.array(ab)
-    return CalibratedModel(np.vstack(W), np.concatenate(b), column_class, fold_columns, k, method, source=name,
-                           **arrays)
+        if base_name in LINEAR + (ONE_VS_REST,):
+            kind, factor, n_values = "scores", 1.0, model.n_outputs
+        else:
+            kind, factor = _response_kind(last, base_name, model)
+            n_values = CalibratedFoldsModel._n_values(model, {"kind": kind}, name)
+        # two classes: one column (the second class's); more: one per class, in order (an SVC's one-vs-one
+        # decisions: the first of its pairs, as scikit-learn pairs them with its classes)
+        columns = ([n_values - 1] if len(base_classes) == 2 else list(range(len(base_classes))))
+        if n_values < len(columns) or len(fold.calibrators) != len(columns):
+            raise CompileError(f"{name}: a fold's {base_name} gives {n_values} values and has "
+                               f"{len(fold.calibrators)} calibrators for its {len(base_classes)} classes; cannot pair "
+                               "them as scikit-learn does")
+        models.append(model)
+        responses.append({"kind": kind, "factor": factor, "columns": columns})
+        # a fold that saw two of more classes: scikit-learn pairs its one column with its first class
+        column_class.append([1] if k == 2 else [classes.index(c) for c in base_classes[:len(columns)]])
+        calibrators.append(_calibrators(fold, method, name))
+    if all(isinstance(m, LinearModel) for m in models):
+        arrays: dict = {}
+        if method == "isotonic":
+            arrays["knots_x"], arrays["knots_y"] = _padded([c for fold in calibrators for c in fold])
+        else:
+            arrays["ab"] = np.array([c for fold in calibrators for c in fold])
+        W, b = zip(*(absorb_normalisation(m.W, m.b, m.mean, m.std) for m in models))
+        return CalibratedModel(np.vstack(W), np.concatenate(b), [c for cc in column_class for c in cc],
+                               [len(cc) for cc in column_class], k, method, source=name, **arrays)
+    calibrated = {"ab": [np.array(c) for c in calibrators]} if method == "sigmoid" else {
+        "knots": [_padded(c) for c in calibrators]}
+    return CalibratedFoldsModel(models, responses, column_class, k, method, source=name, **calibrated)
+
+
+def _response_kind(last, base_name: str, model: Model) -> tuple[str, float]:
+    """(kind, factor) of the response scikit-learn calibrates of a fold's classifier (CalibratedFoldsModel's
+    RESPONSES), from its model's scores."""
+    if base_name in SVMS:
+        if len(last.classes_) == 2:
+            return "decision", 1.0
+        return ("ovr" if last.decision_function_shape == "ovr" else "decision"), 1.0
+    if base_name == "GradientBoostingClassifier":  # its decision_function is the margin the model may have doubled
+        return "scores", 1.0 / boosting_link(last, GB_LOSSES)[1]
+    if base_name == "HistGradientBoostingClassifier":
+        return "scores", 1.0
+    if base_name in FOREST_CLASSIFIERS:  # predict_proba: the mean of the trees' probabilities
+        return "scores", 1.0 / len(_trees_of(last))
+    if base_name == "KNeighborsClassifier":  # predict_proba: the k votes' fractions (uniform weights)
+        return "votes", 1.0 / model.k
+    if base_name == "GaussianNB":  # predict_proba: the normalised joint likelihoods
+        return "softmax", 1.0
+    if base_name == "MLPClassifier":
+        if model.output == "softmax":
+            return "softmax", 1.0
+        if model.output == "logistic" and model.n_outputs == 1:
+            return "logistic", 1.0
+    raise CompileError(f"CalibratedClassifierCV over a {base_name} ({model.describe()}): its predict_proba is not "
+                       "reproduced")
 
 
 def _from_one_vs_rest(estimator) -> Model:
@@ -627,6 +705,15 @@ def _from_pipeline(pipeline) -> Model:
                                f"steps may be {', '.join(SCALERS + LINEAR_TRANSFORMS)}, the last a supported "
                                f"estimator ({SUPPORTED})")
     model = _convert(last)
+    if isinstance(model, CalibratedFoldsModel):  # each fold takes the steps as it would alone (trees: exactly)
+        folded = copy.copy(model)
+        folded.folds = [_after_steps(fold, scalers) for fold in model.folds]
+        return folded
+    return _after_steps(model, scalers)
+
+
+def _after_steps(model: Model, scalers: list) -> Model:
+    """``model`` reading the raw inputs of the Pipeline steps ``scalers`` ((name, step) pairs) before it."""
     if model.family == "trees":  # thresholds moved onto the raw inputs, exactly (see fold_scalers)
         for _, scaler in scalers:
             scaler_affine(scaler)  # refuses what is not a supported scaler

@@ -185,3 +185,26 @@ def attrs_equal(a: dict, b: dict) -> bool:
             if not (isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)) and list(x) == list(y)):
                 return False
     return True
+
+
+def embed(target: Graph, source: Graph, nodes: Iterable[str], inputs: dict[str, str],
+          prefix: str = "") -> dict[str, str]:
+    """Copy into ``target`` the nodes of ``source`` that ``nodes`` are computed from (graph composition):
+    ``inputs`` maps each of ``source``'s input nodes they read to the ``target`` node standing for it (same
+    type); the copies' names are ``prefix`` + their names (made unique). Returns source name -> target name."""
+    needed: set[str] = set()
+    for name in nodes:
+        needed |= nx.ancestors(source.nx, name) | {name}
+    mapping: dict[str, str] = {}
+    for name in source.order():  # topological: operands are copied first
+        if name not in needed:
+            continue
+        node = source.node(name)
+        if node.op == "input":
+            if name not in inputs or target.type(inputs[name]) != node.type:
+                raise ValueError(f"input %{name} ({node.type}) of the embedded graph has no target node of its type")
+            mapping[name] = inputs[name]
+            continue
+        mapping[name] = target.add(node.op, [mapping[i] for i in node.inputs], node.attrs, type=node.type,
+                                   name=prefix + name)
+    return mapping

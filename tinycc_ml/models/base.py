@@ -26,6 +26,7 @@ BUILTIN_FAMILIES = {
     "gaussian_nb": "tinycc_ml.models.naive_bayes:GaussianNBModel",
     "svm": "tinycc_ml.models.svm:SVMModel",
     "calibrated": "tinycc_ml.models.calibrated:CalibratedModel",
+    "calibrated_folds": "tinycc_ml.models.calibrated:CalibratedFoldsModel",
 }
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)

@@ -58,7 +58,7 @@ def static_intervals(graph: Graph, input_lo, input_hi,
         if float_check and node.op == "matvec" and node.inputs[0] in sparse and node.inputs[1] in out:
             out[name] = _sparse_matvec_interval(sparse[node.inputs[0]], *out[node.inputs[1]])
             continue
-        if any(i not in out for i in node.inputs):
+        if any(i not in out for i in node.inputs) or OPS[node.op].interval is None:  # no rule (network ops): unproven
             continue
         interval = OPS[node.op].interval(node.attrs, [out[i] for i in node.inputs], node.type.shape)
         if interval is not None:

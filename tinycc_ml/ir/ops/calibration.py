@@ -51,10 +51,12 @@ def _infer_isotonic(ts, attrs, declared):
     return TensorType(t.shape, F32)
 
 
-def isotonic_rows(t: np.ndarray, kx: np.ndarray, ky: np.ndarray) -> np.ndarray:
+def isotonic_rows(t: np.ndarray, kx: np.ndarray, ky: np.ndarray, snap=None) -> np.ndarray:
     """t (n, R) through each column's knots (kx, ky rows, x non-decreasing, padded by repeating the last
     knot): clipped to the knots' ends, then linearly interpolated on the first segment whose right end is
-    >= t (scipy's interp1d, which scikit-learn's IsotonicRegression uses); one distinct knot: its y."""
+    >= t (scipy's interp1d, which scikit-learn's IsotonicRegression uses); one distinct knot: its y. ``snap``
+    (per column, optional): t within snap of a knot reads that knot's y (a response that takes a few discrete
+    values, e.g. tree sums, equals a knot in float64 and lands beside it in float32)."""
     out = np.empty_like(t, dtype=np.float64)
     for i in range(kx.shape[0]):
         x, y = kx[i], ky[i]
@@ -67,15 +69,17 @@ def isotonic_rows(t: np.ndarray, kx: np.ndarray, ky: np.ndarray) -> np.ndarray:
         dx = x[hi] - x[lo]
         with np.errstate(invalid="ignore", divide="ignore"):
             out[:, i] = np.where(dx > 0, (y[hi] - y[lo]) / np.where(dx > 0, dx, 1.0) * (v - x[lo]) + y[lo], y[lo])
+        if snap is not None:
+            out[:, i] = np.where(v - x[lo] <= snap[i], y[lo], np.where(x[hi] - v <= snap[i], y[hi], out[:, i]))
     return out
 
 
 register_op(OpDef(
     "isotonic_calibrate", 3, _infer_isotonic,
-    lambda xs, a: isotonic_rows(np.asarray(xs[0])[None], xs[1], xs[2])[0], {},
+    lambda xs, a: isotonic_rows(np.asarray(xs[0])[None], xs[1], xs[2], a.get("snap"))[0], {"snap": "array?"},
     "an isotonic regression per column: t_i clipped to its knots' ends, linearly interpolated between the "
-    "knots (rows of the two constant operands, padded by repeating the last knot)",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: isotonic_rows(ins[0], ins[1], ins[2]),
+    "knots (rows of the two constant operands, padded by repeating the last knot); within snap_i of a knot: its y",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: isotonic_rows(ins[0], ins[1], ins[2], attrs.get("snap")),
     interval=_probability_interval, unsupported=UNSUPPORTED))
 
 
@@ -119,4 +123,65 @@ register_op(OpDef(
     "the calibrated columns of each fold (fold_columns: how many, in order; column_class: the class of each) "
     "made class probabilities as scikit-learn's _CalibratedClassifier does, then their mean over the folds",
     evaluate_rows=lambda ins, batched, attrs, n, rank: calibrated_mean_rows(ins[0], attrs),
+    interval=_probability_interval, unsupported=UNSUPPORTED))
+
+
+def _infer_ovr_decision(ts, attrs, declared):
+    (d,) = ts
+    need(d.dtype.is_float and d.rank == 1, f"ovr_decision takes a float vector, got {d}")
+    k = int(attrs["n_classes"])
+    need(k >= 3 and d.shape[0] == k * (k - 1) // 2, f"expected the {k * (k - 1) // 2} pair decisions of {k} classes, "
+                                                     f"got {d}")
+    return TensorType((k,), F32)
+
+
+def ovr_decision_rows(d: np.ndarray, k: int) -> np.ndarray:
+    """scikit-learn's one-vs-rest decision from one-vs-one decisions d (n, pairs), pairs (i, j), i < j, in order
+    (``_ovr_decision_function(d < 0, -d, k)``): votes (d >= 0 votes i, else j) plus each class's summed confidence
+    s mapped into (-1/3, 1/3) by s / (3 (|s| + 1))."""
+    votes, total = np.zeros((d.shape[0], k)), np.zeros((d.shape[0], k))
+    p = 0
+    for i in range(k):
+        for j in range(i + 1, k):
+            total[:, i] += d[:, p]
+            total[:, j] -= d[:, p]
+            votes[:, i] += d[:, p] >= 0
+            votes[:, j] += d[:, p] < 0
+            p += 1
+    return votes + total / (3 * (np.abs(total) + 1))
+
+
+register_op(OpDef(
+    "ovr_decision", 1, _infer_ovr_decision, lambda xs, a: ovr_decision_rows(np.asarray(xs[0])[None],
+                                                                            int(a["n_classes"]))[0],
+    {"n_classes": "int"},
+    "scikit-learn's one-vs-rest decision_function of a one-vs-one SVC from its pair decisions (i < j in order): "
+    "votes (decision >= 0 votes i, else j) plus the summed confidences s mapped by s / (3 (|s| + 1))",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: ovr_decision_rows(ins[0], int(attrs["n_classes"])),
+    interval=lambda attrs, ivs, shape: (np.full(shape, -1.0 / 3), np.full(shape, int(attrs["n_classes"]) - 1 + 1 / 3)),
+    unsupported=UNSUPPORTED))
+
+
+def _infer_isotonic_pq(ts, attrs, declared):
+    p, q, kx, kq, ky = ts
+    need(all(v.dtype.is_float for v in ts), f"isotonic_calibrate_pq is float only, got {ts}")
+    need(p.rank == 1 and q.shape == p.shape and kx.rank == 2 and kx.shape[0] == p.shape[0]
+         and kq.shape == kx.shape and ky.shape == kx.shape,
+         f"expected p, q (R,) and knots (R, L) three times, got {ts}")
+    return TensorType(p.shape, F32)
+
+
+def isotonic_pq_rows(p: np.ndarray, q: np.ndarray, kx: np.ndarray, kq: np.ndarray, ky: np.ndarray) -> np.ndarray:
+    """isotonic_rows of probabilities p given with their complements q = 1 - p (each computed to its own
+    relative precision) and knots kx, kq = 1 - kx: read through p where p <= 1/2, else through q (mirrored,
+    -q against -kq), where float32 still tells probabilities near 1 apart."""
+    return np.where(p <= 0.5, isotonic_rows(p, kx, ky), isotonic_rows(-q, -kq, ky))
+
+
+register_op(OpDef(
+    "isotonic_calibrate_pq", 5, _infer_isotonic_pq,
+    lambda xs, a: isotonic_pq_rows(np.asarray(xs[0])[None], np.asarray(xs[1])[None], xs[2], xs[3], xs[4])[0], {},
+    "isotonic_calibrate of probabilities p_i with their complements q_i = 1 - p_i: through p_i and knots_x where "
+    "p_i <= 1/2, else through -q_i and -(1 - knots_x) (the operands: p, q, knots_x, 1 - knots_x, knots_y)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: isotonic_pq_rows(*ins),
     interval=_probability_interval, unsupported=UNSUPPORTED))
