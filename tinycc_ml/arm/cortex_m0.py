@@ -14,7 +14,6 @@ from tinycc_ml.arm.kernel_table import M0_KERNELS
 from tinycc_ml.arm.m0_fused import chain_offset_store
 from tinycc_ml.target import CTarget, McuBackend
 
-
 # a forest's straight-line code where it is faster: up to 32 KB, an eighth of the nRF51822's flash (the digits
 # forest of benchmarks/trees.py: 1,455 -> 785 instructions at 26 KB against the top levels' 14 KB)
 TREE_CODE_BUDGET = 32 * 1024
