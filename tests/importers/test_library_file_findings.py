@@ -71,6 +71,34 @@ def test_a_vector_leaf_model_with_fewer_trees_than_classes_compiles_to_what_xgbo
     np.testing.assert_array_equal(tinycc_ml.compile(est, target="host").load().predict(Xt), est.predict(Xt))
 
 
+def test_xgboost_places_trees_by_their_ids_and_so_does_the_importer(tmp_path):
+    """Found by the clean run at HEAD (xgboost-file, a list reversed): XGBoost loads each tree at its ``id``, so
+    a reversed trees list predicts the same, where the importer read the list's order (36 of 48 rows another
+    class); ids that are not 0..n-1 once each (XGBoost refuses or crashes) are refused."""
+    X, y = load_iris_rows()
+    est = xgboost.XGBClassifier(n_estimators=3, max_depth=2, random_state=0).fit(X, y)
+    doc = json.loads(bytes(est.get_booster().save_raw("json")))
+    trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+    trees.reverse()
+    path = tmp_path / "reversed.json"
+    path.write_text(json.dumps(doc))
+    booster = xgboost.Booster(model_file=str(path))
+    want = np.argmax(booster.predict(xgboost.DMatrix(X)), axis=1)
+    np.testing.assert_array_equal(want, est.predict(X))  # XGBoost itself: the same model
+    np.testing.assert_array_equal(tinycc_ml.compile(path).load().predict_index(X), want)
+    trees[0]["id"] = trees[1]["id"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelFileError, match="ids are not 0..8 once each"):
+        tinycc_ml.load_model(path)
+
+
+def load_iris_rows():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    return X.astype(np.float32).astype(np.float64), y
+
+
 def test_vector_leaf_weights_that_are_not_a_list_are_refused(tmp_path):
     """Found by the campaign (xgboost-file, a UBJSON file): leaf_weights replaced by a number gave TypeError
     ('float' object is not iterable)."""
@@ -292,10 +320,12 @@ def test_a_pool_stride_of_zero_is_refused(tmp_path):
     (lambda m: setattr(m.graph.output[0].type.tensor_type, "elem_type", 5), "output 'y' has ONNX element type 5"),
     (lambda m: setattr(m.graph.output[0].type.tensor_type, "elem_type", 45), "output 'y' has ONNX element type 45"),
     (lambda m: setattr(m.graph.input[0].type.tensor_type, "elem_type", 7), "input 'x' has ONNX element type 7"),
+    (lambda m: setattr(m.graph.output[0].type.tensor_type, "elem_type", 0), "output 'y' has ONNX element type 0"),
 ])
 def test_model_fields_onnxruntime_refuses_are_refused(tmp_path, edit, message):
     """Found by the campaign (onnx-file, byte flips): a missing or unknown IR version and a graph output of
-    another element type (int16, 45) compiled while onnxruntime refuses the file."""
+    another element type (int16, 45; 0, undefined: the clean run at HEAD) compiled while onnxruntime refuses
+    the file."""
     import onnxruntime
 
     path = _dense(tmp_path / "m.onnx", GEMM, [_init("W", W43), _init("b", np.ones(3))])

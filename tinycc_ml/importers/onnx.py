@@ -107,7 +107,8 @@ def check_like_onnxruntime(path: Path, proto, input_name: str) -> None:
     outputs = list(proto.graph.output)
     for value in [*[i for i in proto.graph.input if i.name == input_name], *outputs]:
         kind = value.type.tensor_type.elem_type
-        if kind != FLOAT32_TYPE and not (kind == 0 and value in outputs):  # an output's 0: left to inference
+        # an output with no type at all is left to inference; a tensor type of element type 0 is refused
+        if kind != FLOAT32_TYPE and not (value in outputs and not value.type.HasField("tensor_type")):
             raise ModelFileError(f"{path}: {'output' if value in outputs else 'input'} {value.name!r} has ONNX "
                                  f"element type {kind}; float32 (type 1) is read")
     versions = [o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS]
