@@ -100,15 +100,20 @@ def _wide_gaussian_nb():
     return GaussianNB().fit(X, y), X
 
 
-def test_a_build_too_big_for_the_ram_is_refused_before_any_scale_search(monkeypatch):
-    """The issue's GaussianNB: 784 features x 10 classes, int16 on the ATmega328P (6 KB of intermediates)."""
+@pytest.mark.parametrize("limits, message", [
+    ({}, r"does not fit the ATmega328P: needs \d+ bytes of flash"),  # its 47 KB of constants
+    ({"max_ram": 1024}, r"does not fit .* bytes of static RAM .*\(has 1024\)"),  # the user's chip: 1 KB of RAM
+])
+def test_a_build_too_big_for_the_chip_is_refused_before_any_scale_search(monkeypatch, limits, message):
+    """The issue's GaussianNB: 784 features x 10 classes, int16 on the ATmega328P (6 KB of intermediates then;
+    1.7 KB of RAM on the wsqdist op since, 47 KB of constants), and on a chip of the user's whose RAM it exceeds."""
     require_target("avr")
     searches = []
     real = fixed_pipeline.search_scales
     monkeypatch.setattr(fixed_pipeline, "search_scales", lambda *a, **k: searches.append(1) or real(*a, **k))
     model, X = _wide_gaussian_nb()
-    with pytest.raises(FitError, match=r"does not fit the ATmega328P: .* static RAM .*intermediates 6\d{3} bytes"):
-        tinycc_ml.compile(model, target="avr", precision="int16", calibration=X)
+    with pytest.raises(FitError, match=message):
+        tinycc_ml.compile(model, target="avr", precision="int16", calibration=X, **limits)
     assert searches == []
 
 

@@ -159,7 +159,7 @@ def test_missing_values_go_to_the_libraries_default_sides(digits, lib, tmp_path)
 
 def _xgboost_doc() -> dict:
     """A minimal XGBoost JSON model written by hand (one stump), as save_model writes its fields."""
-    tree = {"left_children": [1, -1, -1], "right_children": [2, -1, -1], "split_indices": [0, 0, 0],
+    tree = {"id": 0, "left_children": [1, -1, -1], "right_children": [2, -1, -1], "split_indices": [0, 0, 0],
             "split_conditions": [0.5, 1.0, -1.0], "default_left": [0, 0, 0], "split_type": [0, 0, 0]}
     return {"learner": {"objective": {"name": "binary:logistic"},
                         "learner_model_param": {"num_feature": "2", "num_class": "0", "base_score": "5E-1"},

@@ -235,18 +235,18 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
         base = base - LOGITRAW_THRESHOLD
     if not trees:
         raise ModelFileError(f"{source}: the model has no trees")
-    trees = _by_id(trees, source)
-    info = _int_list(model.get("tree_info", [0] * len(trees)), "tree_info", source, len(trees))
-    if np.any((info < 0) | (info >= k)):
-        raise ModelFileError(f"{source}: tree_info names an output outside [0, {k})")
-    used = _trees_predict_uses(model, learner, trees, source) if best_iteration else len(trees)
-    trees, info = trees[:used], info[:used]
     for t, tree in enumerate(trees):
         if not isinstance(tree, dict):
             raise ModelFileError(f"{source}: tree {t} is a {type(tree).__name__}, not a tree object")
         if not isinstance(tree.get("tree_param", {}), dict):
             raise ModelFileError(f"{source}: tree {t}: tree_param is a {type(tree['tree_param']).__name__}, not an "
                                  "object")
+    trees = _by_id(trees, source)
+    info = _int_list(model.get("tree_info", [0] * len(trees)), "tree_info", source, len(trees))
+    if np.any((info < 0) | (info >= k)):
+        raise ModelFileError(f"{source}: tree_info names an output outside [0, {k})")
+    used = _trees_predict_uses(model, learner, trees, source) if best_iteration else len(trees)
+    trees, info = trees[:used], info[:used]
     widths = {int(_number(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1, "size_leaf_vector", source))
               for tree in trees}
     width = max(widths)
