@@ -203,9 +203,10 @@ def print_hundred_thousand(path: Path) -> None:
         print()
 
 
-def library_campaign_table(paths: list[Path]) -> None:
+def library_campaign_table(paths: list[Path], table: str = "fuzz_library36_table",
+                           title: str = "Issue 36's surfaces, one worker each, fresh seeds") -> None:
     """Issue 36's campaign (the source-library and library-file surfaces; a case is one model or file, compared
-    with its library on its rows), printed and written for the docs as benchmarks/results/fuzz_library36_table."""
+    with its library on its rows), printed and written for the docs as benchmarks/results/<table>."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from results_table import write_table
 
@@ -220,8 +221,8 @@ def library_campaign_table(paths: list[Path]) -> None:
     rows.append(["total", "", f"{sum(int(r[2].replace(',', '')) for r in rows):,}",
                  f"{sum(int(r[3].replace(',', '')) for r in rows):,}", "", "",
                  f"{sum(int(r[6].replace(',', '')) for r in rows):,}", ""])
-    print("Issue 36's surfaces, one worker each, fresh seeds:\n")
-    write_table("fuzz_library36_table", ["run", "surface", "models / files", "rows compared", "ok", "clean errors",
+    print(f"{title}:\n")
+    write_table(table, ["run", "surface", "models / files", "rows compared", "ok", "clean errors",
                                          "crashes", "seconds"], rows, script="benchmarks/fuzz_campaign.py --print",
                 align=[None, None, "right", "right", "right", "right", "right", "right"])
     for c in findings:
@@ -260,6 +261,11 @@ def print_tables() -> None:
                                                         "fuzz_files36")]
     if any(path.exists() for path in campaign36):
         library_campaign_table([path for path in campaign36 if path.exists()])
+    # the run at the head of stop 41 (be20f26), then the surfaces with findings again at their fixes' head
+    clean36 = [RESULTS / f"{name}.json" for name in ("fuzz_clean_head", "fuzz_clean_rerun_a", "fuzz_clean_rerun_b")]
+    if any(path.exists() for path in clean36):
+        library_campaign_table([path for path in clean36 if path.exists()], "fuzz_clean36_table",
+                               "Issue 36's surfaces again after the fixes, fresh seeds")
     if (RESULTS / "fuzz_reverts36.json").exists():
         reverts36_table(RESULTS / "fuzz_reverts36.json")
     reverts = RESULTS / "fuzz_reverts.json"
