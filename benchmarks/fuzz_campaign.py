@@ -263,7 +263,7 @@ def print_tables() -> None:
         library_campaign_table([path for path in campaign36 if path.exists()])
     # the run at the head of stop 41 (be20f26), then the surfaces with findings again at their fixes' head
     clean36 = [RESULTS / f"{name}.json" for name in ("fuzz_clean_head", "fuzz_clean_rerun_a", "fuzz_clean_rerun_b",
-                                                      "fuzz_clean_rerun_c")]
+                                                      "fuzz_clean_rerun_c", "fuzz_clean_rerun_d")]
     if any(path.exists() for path in clean36):
         library_campaign_table([path for path in clean36 if path.exists()], "fuzz_clean36_table",
                                "Issue 36's surfaces again after the fixes, fresh seeds")
