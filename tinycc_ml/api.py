@@ -343,32 +343,29 @@ def float_input_range(model: Model, calibration, options: dict) -> tuple[np.ndar
                                            "check your inputs' range)")
 
 
+def float_peaks(graph, lo, hi):
+    """(value, the largest magnitude interval analysis proves for it over inputs [lo, hi]) for every float value of
+    ``graph`` the analysis reaches, in graph order (NaN where it proves nothing finite)."""
+    intervals = static_intervals(graph, lo, hi, float_check=True)
+    for name in graph.order():
+        if name in intervals and graph.type(name).dtype.kind == "f32" and graph.op(name) != "const":
+            with np.errstate(invalid="ignore"):
+                yield name, np.max(np.abs(np.concatenate([np.ravel(b) for b in intervals[name]])), initial=0.0)
+
+
 def check_float_range(graph, lo, hi, what: str, source: str) -> None:
     """Interval analysis of a float build over the input range [lo, hi]: every value it computes must stay
     within float32 (the C's type), or the build would compute inf, and from it NaN, where the model's own
     float64 arithmetic does not. Refused naming the first value that can leave it, and how far."""
-    intervals = static_intervals(graph, lo, hi, float_check=True)
-    for name in graph.order():
-        if name not in intervals or graph.type(name).dtype.kind != "f32" or graph.op(name) == "const":
-            continue
-        with np.errstate(invalid="ignore"):
-            peak = np.max(np.abs(np.concatenate([np.ravel(b) for b in intervals[name]])), initial=0.0)
+    for name, peak in float_peaks(graph, lo, hi):
         if not peak <= FLOAT32_MAX:  # NaN too
             raise CompileError(f"{source}: {name} ({graph.op(name)}) can reach {peak:g} on {what}, beyond float32's "
                                f"{FLOAT32_MAX:g}: the float build would compute inf or NaN where the model does not; "
                                "scale the weights or inputs down, or compile at precision int16/int8")
 
 
-def _float32_peak(graph, lo, hi) -> float:
-    """The largest magnitude interval analysis proves for any float value of ``graph`` over inputs [lo, hi]."""
-    intervals = static_intervals(graph, lo, hi, float_check=True)
-    peak = 0.0
-    for name in graph.order():
-        if name in intervals and graph.type(name).dtype.kind == "f32" and graph.op(name) != "const":
-            with np.errstate(invalid="ignore"):
-                top = np.max(np.abs(np.concatenate([np.ravel(b) for b in intervals[name]])), initial=0.0)
-            peak = top if not top <= peak else peak  # NaN wins
-    return peak
+def _within_float32(graph, lo, hi) -> bool:
+    return all(peak <= FLOAT32_MAX for _, peak in float_peaks(graph, lo, hi))
 
 
 def float_input_bound(graph, lo, hi) -> dict | None:
@@ -382,16 +379,16 @@ def float_input_bound(graph, lo, hi) -> dict | None:
     (x,) = graph.inputs()
     if all(graph.op(u) == "tree_ensemble" for u in graph.users(x)):
         return None
-    if _float32_peak(graph, -FLOAT32_MAX, FLOAT32_MAX) <= FLOAT32_MAX:
+    if _within_float32(graph, -FLOAT32_MAX, FLOAT32_MAX):
         return {"bound": FLOAT32_MAX}
     start = float(max(1.0, np.max(np.abs(lo)), np.max(np.abs(hi))))
-    if not _float32_peak(graph, -start, start) <= FLOAT32_MAX:
+    if not _within_float32(graph, -start, start):
         return {"lo": np.broadcast_to(np.asarray(lo, dtype=np.float64), graph.type(x).shape).copy(),
                 "hi": np.broadcast_to(np.asarray(hi, dtype=np.float64), graph.type(x).shape).copy()}
     good, bad = 0, int(np.floor(np.log2(FLOAT32_MAX / start))) + 1  # start * 2^good proven; 2^bad beyond float32
     while bad - good > 1:
         mid = (good + bad) // 2
-        if _float32_peak(graph, -start * 2.0**mid, start * 2.0**mid) <= FLOAT32_MAX:
+        if _within_float32(graph, -start * 2.0**mid, start * 2.0**mid):
             good = mid
         else:
             bad = mid

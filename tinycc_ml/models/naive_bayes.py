@@ -175,14 +175,11 @@ class GaussianNBModel(Model):
         top = float(np.finfo(np.float32).max)
 
         def distances(kind: str, weights: np.ndarray) -> str:
-            t = add_const(g, f"{kind}_t", self.theta * weights)
-            d = g.add("wsqdist", [x, add_const(g, f"{kind}_w", weights), t], name=f"{kind}_distance")
+            d = _weighted_distances(g, x, kind, weights, self.theta)
             return g.add("clip", [d], {"lo": 0.0, "hi": top}, name=f"{kind}_finite")  # inf -> float32's largest
 
         def less_least(v: str, kind: str) -> str:
-            least = g.add("segment_min", [v], {"offsets": [0, C]}, name=f"{kind}_least")
-            every = g.add("matvec", [add_const(g, f"{kind}_ones", np.ones((C, 1))), least], name=f"{kind}_least_all")
-            return g.add("sub", [v, every], name=f"{kind}_excess")
+            return _less_least(g, v, kind, C)
 
         distance = distances("soft", np.where(hard, 0.0, 1.0 / np.sqrt(self.var))) if not hard.all() else None
         if hard.any():
@@ -216,17 +213,13 @@ class GaussianNBModel(Model):
             without features: 0)."""
             if not weights.any():
                 return None
-            d = g.add("wsqdist", [x, add_const(g, f"{kind}_w", weights),
-                                  add_const(g, f"{kind}_t", self.theta * weights)], name=f"{kind}_distance")
+            d = _weighted_distances(g, x, kind, weights, self.theta)
             if kind == "soft":  # far classes saturate: the near ones keep the resolution
                 d = g.add("clip", [d], {"lo": 0.0, "hi": far}, name="soft_far")
             return d
 
         def less_least(v: str, kind: str) -> str:
-            """v minus its smallest entry (every class shifted alike: argmax and softmax unchanged)."""
-            least = g.add("segment_min", [v], {"offsets": [0, C]}, name=f"{kind}_least")
-            every = g.add("matvec", [add_const(g, f"{kind}_ones", np.ones((C, 1))), least], name=f"{kind}_least_all")
-            return g.add("sub", [v, every], name=f"{kind}_excess")
+            return _less_least(g, v, kind, C)
 
         distance = per_class("soft", inv_sigma)
         if hard.any():
@@ -243,3 +236,16 @@ class GaussianNBModel(Model):
         g.set_output("scores", scores)
         g.set_output("prediction", g.add("argmax", [scores], name="prediction"))
         return g
+
+
+def _weighted_distances(g: Graph, x: str, kind: str, weights: np.ndarray, theta: np.ndarray) -> str:
+    """One wsqdist node: every class's sum_j (w_cj x_j - w_cj theta_cj)^2."""
+    return g.add("wsqdist", [x, add_const(g, f"{kind}_w", weights), add_const(g, f"{kind}_t", theta * weights)],
+                 name=f"{kind}_distance")
+
+
+def _less_least(g: Graph, v: str, kind: str, classes: int) -> str:
+    """v minus its smallest entry (every class shifted alike: argmax and softmax unchanged)."""
+    least = g.add("segment_min", [v], {"offsets": [0, classes]}, name=f"{kind}_least")
+    every = g.add("matvec", [add_const(g, f"{kind}_ones", np.ones((classes, 1))), least], name=f"{kind}_least_all")
+    return g.add("sub", [v, every], name=f"{kind}_excess")

@@ -359,7 +359,7 @@ def search_key(graph: Graph, prep: PreparedInput, opts) -> str:
     for node in graph.nodes():  # the constants' exact bits (the text above elides large arrays)
         for _name, value in sorted(node.attrs.items()):
             if isinstance(value, np.ndarray):
-                digest.update(f"{value.dtype}{value.shape}".encode() + np.ascontiguousarray(value).tobytes())
+                _digest_value(digest, value)
     for array in (prep.calibration, prep.feature_scales, prep.lo, prep.hi):
         digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes() + b"\0")
     return digest.hexdigest()[:40]
