@@ -44,8 +44,7 @@ from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "cmsis_nn_layers.json"
-MODELS = next((p / "shared" / "models" / "mlperf-tiny" for p in ROOT.parents
-               if (p / "shared" / "models" / "mlperf-tiny").is_dir()), ROOT.parent / "shared" / "models")
+MODELS = ROOT / "data" / "mlperf-tiny"
 NAMES = ["kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "vww_96_int8"]
 TARGET = "cortex-m4"
 SOURCE_FOLDERS = ("ConvolutionFunctions", "FullyConnectedFunctions", "PoolingFunctions", "BasicMathFunctions",

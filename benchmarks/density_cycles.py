@@ -38,7 +38,7 @@ import tinycc_ml  # noqa: E402
 from tinycc_ml.models.linear import LinearModel  # noqa: E402
 from tinycc_ml.models.protonn import ProtoNNModel  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+DATA = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 D, DHAT, M, L = 256, 25, 55, 10
 DENSITIES = (0.40, 0.49, 0.50, 0.60, 0.70, 0.80, 1.00)
 TOLERANCE = 0.002

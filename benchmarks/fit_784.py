@@ -48,10 +48,7 @@ from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.errors import TinyccError  # noqa: E402
 from tinycc_ml.search.candidates import FAMILIES  # noqa: E402
 
-# beside the checkout (as benchmarks/fit_usps.py finds it), or the machine's shared folder (from a worktree)
-USPS = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz",
-                         Path("/work/shared/datasets/usps10.npz")) if p.exists()),
-            Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz")
+USPS = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 RESULTS = Path(__file__).resolve().parent / "results" / "fit_784_run.json"
 MAX_FLASH, MAX_RAM = 32 * 1024, 2 * 1024
 OVERRUN = 1.1  # the wall time may exceed the budget by 10% (issue 38); beyond it the script exits with status 1

@@ -33,7 +33,7 @@ from tinycc_ml.search.candidates import FAMILIES  # noqa: E402
 from tinycc_ml.search.measure import compile_for, compiled_predictions  # noqa: E402
 from tinycc_ml.search.pareto import table  # noqa: E402
 
-USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+USPS = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 
 
 def baselines(max_flash: int, D: int, L: int):

@@ -19,7 +19,7 @@ from sklearn.model_selection import train_test_split
 
 import tinycc_ml
 
-USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+USPS = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 
 
 def datasets(quick: bool):

@@ -31,7 +31,7 @@ from tinycc_ml.models.npc import NearestPrototypeClassifier  # noqa: E402
 from tinycc_ml.models.protonn_trainer import ProtoNNClassifier  # noqa: E402
 from tinycc_ml.models.snc import SNCClassifier  # noqa: E402
 
-USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+USPS = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 
 ROWS = [
     ("usps10", "ProtoNN", "budget 64 KB", lambda: ProtoNNClassifier(budget_bytes=64 * 1024, random_state=0, verbose=0)),

@@ -38,8 +38,7 @@ from tinycc_ml.runtime.profile import function_profile  # noqa: E402
 from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, TargetRun, run_on_target  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = next(p / "shared" / "models" / "mlperf-tiny" for p in REPO.parents
-              if (p / "shared" / "models" / "mlperf-tiny").is_dir())
+MODELS = REPO / "data" / "mlperf-tiny"
 NAMES = ["kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "vww_96_int8"]
 WORK = Path("/tmp/tinycc-ml-network-m4")
 

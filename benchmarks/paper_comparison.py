@@ -50,7 +50,7 @@ from tinycc_ml.models.prototypes import PrototypeModel  # noqa: E402
 from tinycc_ml.models.regressors import BonsaiRegressor, ProtoNNRegressor  # noqa: E402
 from tinycc_ml.models.snc import SNCClassifier  # noqa: E402
 
-USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+USPS = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 
 # (data, paper, paper's setting, paper figure (accuracy %), paper size (KB), our estimator)
 USPS_ROWS = [

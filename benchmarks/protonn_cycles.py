@@ -34,7 +34,7 @@ from tinycc_ml.models.protonn import ProtoNNModel  # noqa: E402
 from tinycc_ml.models.protonn_trainer import ProtoNNClassifier  # noqa: E402
 from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+DATA = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 D, DHAT, M, L = 256, 25, 55, 10
 
 

@@ -1,6 +1,6 @@
 """Time of `tinycc-ml compile` for the USPS-10 ProtoNN (64 KB budget), first build and unchanged rebuild.
 
-    python benchmarks/rebuild_time.py [--usps ../shared/datasets/usps10.npz]
+    python benchmarks/rebuild_time.py [--usps data/usps/usps10.npz]
 
 Each compile is a fresh `tinycc-ml` process (as make or CMake run it), int16 and int8, calibrated on the
 7,291 training rows; the first build runs with an empty cache, the rebuild with what the first one left
@@ -43,7 +43,7 @@ def timed_compile(args: list[str], env: dict) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--usps", default=str(ROOT.parent / "shared" / "datasets" / "usps10.npz"))
+    parser.add_argument("--usps", default=str(ROOT / "data" / "usps" / "usps10.npz"))
     args = parser.parse_args()
     data = np.load(args.usps)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-rebuild-") as work:

@@ -1,6 +1,6 @@
 """SNC's k-NN vote over the compressed set: test accuracy of k = 1, 3, 5 at 4% and 10% compression.
 
-    python benchmarks/snc_neighbors.py [--usps ../shared/datasets/usps10.npz]
+    python benchmarks/snc_neighbors.py [--usps data/usps/usps10.npz]
 
 SNCClassifier trains the compressed points for the stochastic 1-NN objective (Kusner et al. 2014) whatever
 ``n_neighbors`` is; k > 1 only changes the vote at prediction. This measures what that costs on USPS-10
@@ -29,7 +29,7 @@ from tinycc_ml.models import SNCClassifier  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--usps", default=str(ROOT.parent / "shared" / "datasets" / "usps10.npz"))
+    parser.add_argument("--usps", default=str(ROOT / "data" / "usps" / "usps10.npz"))
     args = parser.parse_args()
     d = np.load(args.usps)
     X, y, Xt, yt = d["X_train"], d["y_train"], d["X_test"], d["y_test"]

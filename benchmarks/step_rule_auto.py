@@ -27,7 +27,7 @@ from train_speed import measure as fit_and_score  # noqa: E402
 
 from tinycc_ml.models.protonn_trainer import AUTO_ARMIJO_ROWS, ProtoNNClassifier  # noqa: E402
 
-USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+USPS = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 BUDGET = 16 * 1024  # --budget-kb
 
 

@@ -20,8 +20,7 @@ from tinycc_ml.importers.tflite import load_tflite
 from tinycc_ml.ir.fixed import run_fixed
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = next(p / "shared" / "models" / "mlperf-tiny" for p in REPO.parents
-              if (p / "shared" / "models" / "mlperf-tiny").is_dir())
+MODELS = REPO / "data" / "mlperf-tiny"
 NAMES = ["kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "vww_96_int8"]
 
 

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-USPS = ROOT.parent / "shared" / "datasets" / "usps10.npz"
+USPS = ROOT / "data" / "usps" / "usps10.npz"
 BASE = "39ed350"  # the trainers before issue 24 (the commit the work started from)
 
 # (key, family, module file, class, settings): the same settings for the old and the new trainer;

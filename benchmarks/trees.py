@@ -16,7 +16,7 @@ not fit the ATmega328P (emlearn keeps its node table in RAM on AVR: 2 KB) runs o
 (same core and cycle timings) and is marked so.
 
 Part 2: agreement of compiled host builds with scikit-learn's ``predict`` on the test rows of digits,
-breast_cancer, wine, USPS-10 (7,291 training + 2,007 test rows, ../shared/datasets/usps10.npz) and UCI
+breast_cancer, wine, USPS-10 (7,291 training + 2,007 test rows, data/usps/usps10.npz) and UCI
 letter-26 (16,000 + 4,000 rows, benchmarks/letter.py), each skipped when absent: float against scikit-learn,
 int16 / int8 against the float build (``--datasets letter-26`` runs one of them).
 
@@ -44,7 +44,7 @@ from tinycc_ml.codegen.backend import register_backend  # noqa: E402
 from tinycc_ml.ir.fixed import quantise  # noqa: E402
 from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 
-USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+USPS = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 
 ADAPTER_H = """#include <stdint.h>
 int eml_predict(const int16_t *x);

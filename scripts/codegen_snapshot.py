@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tinycc_ml  # noqa: E402
 from tinycc_ml.errors import TinyccError  # noqa: E402
 
-USPS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "usps10.npz"
+USPS = Path(__file__).resolve().parents[1] / "data" / "usps" / "usps10.npz"
 
 
 def train_models(models_dir: Path) -> None:

@@ -15,7 +15,9 @@ import pytest
 from sklearn.datasets import load_iris
 
 import tinycc_ml
+import tinycc_ml.search.fit as fit_module
 from tests.conftest import require_target
+from tests.fake_clock import SpentClock
 from tests.worker_helpers import square_or_die
 from tinycc_ml.errors import DataError
 from tinycc_ml.search.pareto import Candidate, rank, standard_error, why
@@ -87,19 +89,35 @@ def test_a_malformed_scheduler_address_is_one_clear_error(address):
         connect(address, timeout=1)
 
 
-def test_the_time_budget_bounds_the_whole_run_and_names_what_it_skipped(iris, tmp_path):
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_the_time_budget_bounds_the_whole_run_and_names_what_it_skipped(iris, tmp_path, monkeypatch, n_jobs):
+    """With the budget spent from the start, fit measures the one candidate it needs for a result, skips and
+    names every other size and the retraining, and still writes a verified model. (How closely the real run
+    keeps its budget is measured by benchmarks/fit_budget.py, not asserted here.)"""
     require_target("host")
-    # families whose sizes take about a second each here (a size already training is not interrupted on
-    # one process); 10% is the figure on a quiet machine, 25% leaves room for a loaded CI machine
     budget = 10.0
-    t0 = time.perf_counter()
+    monkeypatch.setattr(fit_module, "clock", SpentClock(100 * budget))
     res = tinycc_ml.fit(*iris, target="host", time_budget=budget, sizes_per_family=4, out_dir=tmp_path / "out",
-                        families="nearest-prototype,snc,linear,naive-bayes")
-    wall = time.perf_counter() - t0
-    assert wall <= 1.25 * budget, wall
-    if not res.complete:  # a fast machine may finish everything
-        assert "skipped for the time budget:" in res.report()
-        assert json.loads((tmp_path / "out" / "pareto.json").read_text())["search"]["skipped"]
+                        families="nearest-prototype,snc,linear,naive-bayes", n_jobs=n_jobs)
+    measured = {(c.family, json.dumps(c.settings, sort_keys=True)) for c in res.candidates if c.status == "measured"}
+    assert 1 <= len(measured) <= n_jobs  # the first to finish, and any already running beside it
+    skipped = [c for c in res.candidates if c.status == "skipped"]
+    assert len(skipped) >= 4 * 4 - 4 * n_jobs and all(c.note.startswith("time budget reached") for c in skipped)
+    assert not res.complete and "skipped for the time budget:" in res.report()
+    assert "retraining" in res.report() and not res.verification["refit"]
+    saved = json.loads((tmp_path / "out" / "pareto.json").read_text())
+    assert saved["search"]["skipped"] and (tmp_path / "out" / "model.c").is_file()
+
+
+def test_an_unspent_budget_skips_nothing(iris, monkeypatch):
+    """The same run with time to spare (the clock never moves): every size measured, the winner retrained."""
+    require_target("host")
+    frozen = time.perf_counter()
+    monkeypatch.setattr(fit_module, "clock", lambda: frozen)
+    res = tinycc_ml.fit(*iris, target="host", time_budget=10.0, sizes_per_family=2,
+                        families="nearest-prototype,linear")
+    assert res.complete and not any(c.status == "skipped" for c in res.candidates)
+    assert res.verification["refit"] and "skipped for the time budget" not in res.report()
 
 
 def _c(i, acc, flash, n=100, **kw):
@@ -168,13 +186,12 @@ def test_fuzz_script_runs_on_two_workers_and_reports_cases_per_second():
 
 
 def test_tasks_running_at_the_budget_are_stopped_and_workers_start_again(capfd):
-    t0 = time.perf_counter()
     with Workers(2) as workers:
         for i in range(3):
             workers.submit(i, time.sleep, 30)
         assert workers.finished(0.5) == []  # none finished: the caller decides to stop
         assert sorted(workers.stop()) == [0, 1, 2] and not workers.busy
-    assert time.perf_counter() - t0 < 20
+        assert workers.finished(0.5) == []  # the stopped tasks' results never arrive
     with Workers(2) as workers:
         workers.submit("again", abs, -3)
         assert workers.finished() == [("again", 3)]

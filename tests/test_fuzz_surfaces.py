@@ -235,5 +235,5 @@ def test_stop_on_ends_a_surface_at_the_first_matching_finding(monkeypatch):
     args = argparse.Namespace(explore=60.0, case=None, cases=0, cli_cases=0, jobs=1, timeout=60,
                               stop_on=r"shift exponent")
     counts, found, _, ran, seconds = fuzz_script.run_surface("ir", 1, args, None, None)
-    assert ran == 3 * fuzz_script.CHUNK and seconds < 30  # the chunk holding case 60 was the last one run
+    assert ran == 3 * fuzz_script.CHUNK  # of the 60 s asked for, the chunk holding case 60 was the last one run
     assert [case for case, _ in found] == [30, 60] and counts["crash"] == 2

@@ -115,14 +115,9 @@ def write_onnx_net(path: Path, rng) -> None:
     onnx.save(helper.make_model(graph), str(path))
 
 
-MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
-
-
 def write_tflite_files(tmp: Path) -> None:
-    """kws_ref_model.tflite, MLPerf Tiny's keyword-spotting model (the shared models folder beside the checkout)."""
-    folder = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()), None)
-    if folder is not None:
-        (tmp / "kws_ref_model.tflite").write_bytes((folder / "kws_ref_model.tflite").read_bytes())
+    """kws_ref_model.tflite, MLPerf Tiny's keyword-spotting model (data/mlperf-tiny in the repository)."""
+    (tmp / "kws_ref_model.tflite").write_bytes((REPO / "data" / "mlperf-tiny" / "kws_ref_model.tflite").read_bytes())
 
 
 def write_sensor_files(tmp: Path) -> None:

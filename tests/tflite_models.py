@@ -19,10 +19,8 @@ from tests.tflite_builder import tflm_raw_outputs
 schema = runtime.schema_fb
 TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4}
 REPO = Path(__file__).resolve().parents[1]
-# the shared data folder beside the repository (a worktree may sit one level further down)
-MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
-MLPERF_MODELS = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()),
-                     REPO.parent / MLPERF_FOLDER)
+# MLPerf Tiny's four int8 models, kept in the repository (data/mlperf-tiny/README.md: provenance, license)
+MLPERF_MODELS = REPO / "data" / "mlperf-tiny"
 MLPERF = ("kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "vww_96_int8")
 
 

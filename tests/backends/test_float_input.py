@@ -25,7 +25,7 @@ F32 = np.float32
 
 @pytest.fixture(scope="module")
 def builds():
-    """Host int16 builds: ``wide`` (per-feature shifts: a table of factors) and ``shared`` (one factor)."""
+    """Host int16 builds: ``wide`` (per-feature shifts: a table of factors) and ``one_factor`` (one factor shared by every feature)."""
     require_target("host")
     rng = np.random.default_rng(7)
     model = random_model("linear", rng)
@@ -35,7 +35,7 @@ def builds():
     shared = tinycc_ml.compile(proto, precision="int16", calibration=rng.normal(size=(64, proto.input_dim)),
                                name="fs")
     out = {}
-    for key, result in (("wide", wide), ("shared", shared)):
+    for key, result in (("wide", wide), ("one_factor", shared)):
         shifts = np.broadcast_to(np.asarray(result.output.input_scale), (result.output.input_dim,))
         out[key] = (result, result.load(), shifts.astype(np.int64))
     assert len(set(out["wide"][2].tolist())) > 1  # the table path is exercised
@@ -67,7 +67,7 @@ def extreme_values(shifts: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=F32)
 
 
-@pytest.mark.parametrize("key", ["wide", "shared"])
+@pytest.mark.parametrize("key", ["wide", "one_factor"])
 def test_quantise_is_the_python_quantiser_bit_for_bit(builds, key):
     result, predictor, shifts = builds[key]
     dim = len(shifts)
@@ -93,7 +93,7 @@ def test_quantise_property(builds, values):
     assert np.array_equal(c_quantise(predictor, rows), quantise(rows.astype(np.float64), shifts, 16))
 
 
-@pytest.mark.parametrize("key", ["wide", "shared"])
+@pytest.mark.parametrize("key", ["wide", "one_factor"])
 def test_predict_float_is_predict_of_the_quantised_row(builds, key):
     result, predictor, shifts = builds[key]
     rows = (np.random.default_rng(3).normal(size=(40, len(shifts))) * 2.0 ** (8 - shifts)).astype(F32)

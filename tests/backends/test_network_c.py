@@ -20,8 +20,7 @@ from tinycc_ml.ir.types import F32, TensorType, quantised
 from tinycc_ml.models.network import NetworkModel
 
 REPO = Path(__file__).resolve().parents[2]
-MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
-MODELS = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()), REPO.parent / MLPERF_FOLDER)
+MODELS = REPO / "data" / "mlperf-tiny"  # MLPerf Tiny's int8 models (data/mlperf-tiny/README.md)
 MLPERF = {"kws_ref_model": 16000, "ad01_int8": 264, "pretrainedResnet_quant": 49152, "vww_96_int8": 73728}
 
 

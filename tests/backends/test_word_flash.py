@@ -21,8 +21,7 @@ from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.target import CTarget, WordFlash, register_backend
 from tinycc_ml.testing import FAMILIES, random_inputs, random_model
 
-MLPERF_AD01 = next((p / "shared" / "models" / "mlperf-tiny" / "ad01_int8.tflite"
-                    for p in Path(__file__).resolve().parents if (p / "shared" / "models").is_dir()), None)
+MLPERF_AD01 = Path(__file__).resolve().parents[2] / "data" / "mlperf-tiny" / "ad01_int8.tflite"
 
 
 @register_backend
@@ -144,7 +143,6 @@ def test_labels_and_platt_tables_are_word_read(tmp_path, precision):
     np.testing.assert_array_equal(words.load().predict_proba(Xf), plain.load().predict_proba(Xf))
 
 
-@pytest.mark.skipif(MLPERF_AD01 is None or not MLPERF_AD01.is_file(), reason="the MLPerf Tiny models are not here")
 def test_a_tflite_network_is_word_read(tmp_path):
     model = tinycc_ml.load_model(MLPERF_AD01)
     X = np.random.default_rng(1).integers(-128, 128, size=(3, model.input_dim)).astype(np.int8)

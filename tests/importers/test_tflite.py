@@ -21,9 +21,7 @@ from tinycc_ml.ir.text import parse_graph, print_graph
 from tinycc_ml.ir.verify import verify
 
 REPO = Path(__file__).resolve().parents[2]
-# the shared data folder beside the repository (a worktree may sit one level further down)
-MLPERF_FOLDER = Path("shared", "models", "mlperf-tiny")
-MODELS = next((p / MLPERF_FOLDER for p in REPO.parents if (p / MLPERF_FOLDER).is_dir()), REPO.parent / MLPERF_FOLDER)
+MODELS = REPO / "data" / "mlperf-tiny"  # MLPerf Tiny's int8 models (data/mlperf-tiny/README.md)
 MLPERF = ["kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "vww_96_int8"]
 schema = runtime.schema_fb
 

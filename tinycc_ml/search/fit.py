@@ -87,6 +87,7 @@ FIRMWARE_RESERVE = 4096  # flash the ladder leaves for the rest of a firmware wh
 CODE_ESTIMATE = 1024  # model code beside its constants on a microcontroller, until measured
 PRUNE_MARGIN = 1.15  # a build predicted above limit x this is not compiled
 HOPELESS = 4.0  # ... not even as the first size of a family
+clock = time.perf_counter  # the search's clock, read only by this process (tests put a fake one in its place)
 STOP_GRACE = 1.0  # seconds past the search's deadline before candidates running on workers are stopped
 SIMULATED_PER_SECOND = 2e7  # cycles (simavr) or instructions (QEMU, unicorn) a second, a low guess (simavr runs
 # 70e6 a second on an idle core: 1,298 rows of a 208,000-cycle model in 4 s)
@@ -411,7 +412,7 @@ class _Search:
         self.candidates: list[Candidate] = []
         self.models: dict[int, tuple[object, object]] = {}  # candidate id -> (estimator, model)
         self.seconds: dict[int, float] = {}  # candidate id -> seconds to train and measure its family's size
-        self.start = time.perf_counter() if start is None else start
+        self.start = clock() if start is None else start
         self.complete = True
         self.skipped: list[str] = []  # what the time budget left out, in words
         self._order: dict[int, tuple] = {}  # candidate -> (family, rung, n-th record of that size)
@@ -420,7 +421,7 @@ class _Search:
 
     # ------------------------------------------------------------ time
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return clock() - self.start
 
     def screens(self, family: str) -> bool:
         """Whether ``family``'s first size trains on the screening rows (not kNN: its size is its rows)."""
@@ -467,7 +468,7 @@ class _Search:
         return self.final_seconds(best[0], self.refit) if best else 0.0
 
     def search_deadline(self) -> float | None:
-        """perf_counter time after which no candidate is started (None: no budget, or nothing measured yet):
+        """``clock`` time after which no candidate is started (None: no budget, or nothing measured yet):
         the budget less the end of the run, at least FINAL_SHARE of the budget from the start."""
         if self.time_budget is None or not any(c.status == "measured" for c in self.candidates):
             return None
@@ -478,7 +479,7 @@ class _Search:
         """Whether the search's share of the budget is spent; the search goes on until one candidate is
         measured, so it has a result."""
         deadline = self.search_deadline()
-        return deadline is not None and time.perf_counter() >= deadline
+        return deadline is not None and clock() >= deadline
 
     # ------------------------------------------------------------ candidates
     def add(self, family: str, settings: dict, precision: str, rung: int = 0, **fields) -> Candidate:
@@ -543,7 +544,7 @@ class _Search:
             predicted = (seconds + train * (max(1.0, rows / last_rows) - 1)) * max(1.0, plan.size / max(size, 1))
         elif self._last:  # a family's first size: as long as the other families' sizes took (the median)
             predicted = float(np.median([seconds for _, seconds, *_ in self._last.values()]))
-        wall = None if deadline is None else time.time() + (deadline - time.perf_counter())
+        wall = None if deadline is None else time.time() + (deadline - clock())
         return _Task(plan.family, plan.settings, plan.active, self.data, wall, predicted, plan.screen_rows is not None)
 
     def skip(self, plan: _Plan, note: str = "time budget reached") -> None:
@@ -588,7 +589,7 @@ class _Search:
                 start(family)
             while workers.busy:
                 deadline = self.search_deadline()
-                wait = None if deadline is None else max(0.0, deadline + STOP_GRACE - time.perf_counter())
+                wait = None if deadline is None else max(0.0, deadline + STOP_GRACE - clock())
                 finished = workers.finished(wait)
                 if not finished and wait is not None and workers.can_stop:
                     # the budget is spent: candidates still running on workers are stopped, not waited for
@@ -753,7 +754,7 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     every candidate keeping the settings you gave it (all but the size and the seed).
     Raises InfeasibleError (a ValueError) naming the closest candidates when nothing meets the limits.
     """
-    start = time.perf_counter()
+    start = clock()
     backend = get_backend(target)
     limits = Limits.make(target, backend, max_flash, max_ram, max_ms, clock_hz)
     prefix = check_prefix(name)
@@ -836,7 +837,7 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
         c.on_front = True
     reason = why(chosen, rank(search.candidates), search.candidates)
     res = FitResult(model, estimator, result, chosen, search.candidates, front, limits, verification,
-                    search.complete, time.perf_counter() - start, reason)
+                    search.complete, clock() - start, reason)
     res.trained = {i: mdl for i, (_, mdl) in search.models.items()}
     res.search = {"train_rows": len(search.X_fit), "validation_rows": len(search.X_val), "features": X.shape[1],
                   "classes": classes.tolist(), "test_rows": None if X_test is None else len(X_test),
