@@ -66,6 +66,27 @@ def test_text_report_lists_kernels(files):
     assert any(f.startswith("mac") for ln in lines for f in ln[2:])  # a mat-vec kernel, measured
 
 
+def test_cortex_m4_report_prints_model_cycles_beside_instructions(files):
+    require_target("cortex-m4")
+    text = run(files / "model.npz", "--target", "cortex-m4", "--data", files / "data.npz", "--rows", 4)
+    assert text.returncode == 0, text.stderr
+    line = next(ln for ln in text.stdout.splitlines() if ln.startswith("cycles (model)"))
+    assert "TRM timings, 0 flash wait states" in line and "per instruction" in line
+    proc = run(files / "model.npz", "--target", "cortex-m4", "--data", files / "data.npz", "--rows", 4, "--json",
+               "--flash-wait-states", "3")
+    report = json.loads(proc.stdout)
+    model = report["cycle_model"]
+    assert model["wait_states"] == 3 and model["rows"] == 4
+    assert model["instructions_mean"] == report["instructions_mean"] < model["mean"]  # the same stream QEMU counted
+    assert sum(model["per_function"].values()) == pytest.approx(model["mean"], rel=1e-6)
+
+
+@pytest.mark.parametrize("states", ["-1", "x", "16"])
+def test_bad_wait_states_are_one_line_exit_2(files, states):
+    proc = run(files / "model.npz", "--data", files / "data.npz", "--flash-wait-states", states)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "wait states" in proc.stderr
+
+
 def test_bad_data_file_is_one_line_exit_2(files, tmp_path):
     np.savez(tmp_path / "wrong.npz", Z=np.zeros(3))
     for data in (tmp_path / "missing.npz", tmp_path / "wrong.npz"):

@@ -4,7 +4,6 @@ any scale search, the scale search's work bounded, and what was not measured sai
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from sklearn.datasets import make_classification

@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="measure a model compiled for a target: accuracy, sizes, speed",
                        description="Compile MODEL for TARGET, run it on the rows of --data (in the simulator "
                                    "for avr and cortex-m0) and report accuracy, flash, RAM, stack and "
-                                   "cycles (AVR) or instructions (Cortex-M0) per inference.")
+                                   "cycles (AVR) or instructions (Cortex-M0, M4, M33) per inference; on the "
+                                   "Cortex-M4/M33 also cycles, the TRM's timings on the executed instructions.")
     r.add_argument("model", metavar="MODEL",
                    help="tinycc-ml's .npz model file, an XGBoost .json or .ubj, a LightGBM .txt, an ONNX .onnx, "
                         "or an EdgeML model folder")
@@ -117,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--board", default=None, metavar="NAME",
                    help="one of the target's boards (`tinycc-ml targets`): the build is checked against its chip")
     r.add_argument("--rows", type=int, default=200, help="test rows to run (default 200; 0 for all)")
+    r.add_argument("--flash-wait-states", type=_wait_states, default=0, metavar="N",
+                   help="Cortex-M4/M33 cycle model: flash wait states on each data read from flash and each "
+                        "branch refill (default 0: zero-wait-state memory)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.set_defaults(func=cmd_report)
 
@@ -450,7 +454,7 @@ def cmd_report(args) -> int:
                         args.data)
     report = target_report(model, args.target, X, y, precision=precision,
                            calibration=None if precision == "float" else calibration, max_flash=args.max_flash,
-                           max_ram=args.max_ram, board=args.board)
+                           max_ram=args.max_ram, board=args.board, flash_wait_states=args.flash_wait_states)
     report.pop("compile_report", None)
     report["calibration"] = calibrated_on
     if args.json:
@@ -465,8 +469,21 @@ def cmd_report(args) -> int:
                 "cycles_max", "instructions_mean", "instructions_max", "macs", "per_mac", "method", "calibration"):
         for name, value in _flat(key, report.get(key)):
             print(f"{name:<22} {value:.4g}" if isinstance(value, float) else f"{name:<22} {value}")
+    print_cycle_model(report.get("cycle_model"))
     print_kernels(report.get("kernels") or {})
     return 0
+
+
+def print_cycle_model(model: dict | None) -> None:
+    """The Cortex-M4/M33 cycle model's line: cycles per inference beside the instructions."""
+    if not model:
+        return
+    if "mean" not in model:
+        print(f"{'cycles (model)':<22} not measured: {model['unavailable']}")
+        return
+    per = f", {model['mean'] / model['instructions_mean']:.2f} per instruction" if model["instructions_mean"] else ""
+    print(f"{'cycles (model)':<22} {model['mean']:,.0f} mean, {model['max']:,} max over {model['rows']} row(s) "
+          f"(TRM timings, {model['wait_states']} flash wait states{per})")
 
 
 def _flat(key: str, value):
@@ -515,6 +532,12 @@ def _byte_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (a whole number of bytes, e.g. 16384 "
                                          "or 16K)")
     return int(value)
+
+
+def _wait_states(text: str) -> int:
+    if not text.isdigit() or int(text) > 15:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of flash wait states (0 to 15)")
+    return int(text)
 
 
 def _jobs(text: str) -> int:

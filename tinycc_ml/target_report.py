@@ -41,6 +41,11 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
                                    targets: a per-function profile of the first rows, see
                                    runtime.profile.measure_kernels), next to the cost model's choice and
                                    prediction for sparse matrices; {"unavailable": why} elsewhere
+    cycle_model                    where the simulator counts instructions: cycles per inference from the
+                                   target's cycle model (Cortex-M4/M33: the TRM's timings on the executed
+                                   instructions, ``flash_wait_states`` on flash reads and refills; first rows
+                                   only, see runtime.profile.measure_cycles): mean, max, rows, wait_states,
+                                   per_function; {"unavailable": why} where there is none; None on the AVR
 
 Each task's fields come from one function (``classification_fields``, ``regression_fields``,
 ``multilabel_fields``) of the float model's scores and the target run, so callers can score a run
@@ -62,7 +67,7 @@ from tinycc_ml.errors import DataError
 from tinycc_ml.ir.ops import node_macs
 from tinycc_ml.models.base import multilabel_indicator
 from tinycc_ml.passes.fixed_pipeline import value_tolerance
-from tinycc_ml.runtime.profile import measure_kernels
+from tinycc_ml.runtime.profile import measure_cycles, measure_kernels
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +79,7 @@ def count_macs(graph) -> int:
 
 def target_report(model, target: str, X, y=None, precision: str = "int16", calibration=None,
                   name: str = "model", max_flash: int | None = None, max_ram: int | None = None,
-                  board: str | None = None) -> dict:
+                  board: str | None = None, flash_wait_states: int = 0) -> dict:
     model = as_model(model)
     X = np.asarray(X)
     if X.dtype.kind not in "biuf":
@@ -92,6 +97,9 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
                                 name=name, max_flash=max_flash, max_ram=max_ram, board=board)
         run = backend.simulate(Path(d), res.output, X)
         kernels = measure_kernels(backend, Path(d), res.output, X)
+        # where the simulator counts instructions, a cycle model prices them (Cortex-M4/M33)
+        cycle_model = None if run.cycles is not None else measure_cycles(backend, Path(d), res.output, X,
+                                                                          flash_wait_states)
     counts = run.cycles if run.cycles is not None else run.instructions
     stats = {"flash_bytes": run.flash_bytes, "ram_bytes": run.ram_bytes, "model_flash_bytes": run.model_flash_bytes,
              "model_ram_bytes": run.model_ram_bytes, "stack_bytes": run.stack_bytes, "cycles_mean": None,
@@ -120,6 +128,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         "per_mac": None if counts is None or macs == 0 else float(np.mean(counts)) / macs,
         "compile_report": res.report,
         "kernels": kernels,
+        "cycle_model": cycle_model,
     }
 
 

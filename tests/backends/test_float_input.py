@@ -25,7 +25,8 @@ F32 = np.float32
 
 @pytest.fixture(scope="module")
 def builds():
-    """Host int16 builds: ``wide`` (per-feature shifts: a table of factors) and ``one_factor`` (one factor shared by every feature)."""
+    """Host int16 builds: ``wide`` (per-feature shifts: a table of factors) and ``one_factor`` (one factor
+    shared by every feature)."""
     require_target("host")
     rng = np.random.default_rng(7)
     model = random_model("linear", rng)

@@ -405,58 +405,135 @@ def _run_unicorn(objs: _Objects, spec: BuildSpec, x: np.ndarray, max_instr: int,
 
 # ---------------------------------------------------------------- per-function profile (unicorn)
 
+class _UnicornImage:
+    """A build's firmware loaded into unicorn's ``board.unicorn_cpu`` on the board's memory map, to call
+    ``NAME_predict`` on rows directly (the startup code is not run)."""
+
+    def __init__(self, spec: BuildSpec, board: Board, what: str):
+        try:
+            from elftools.elf.elffile import ELFFile
+            from unicorn import UC_ARCH_ARM, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, arm_const
+        except ImportError as exc:
+            raise ToolchainError(f"{what} needs the unicorn and pyelftools packages: pip install "
+                                 f"'tinycc-ml[unicorn]' ({exc})") from None
+        self.spec, self.chip = spec, board.chip
+        chip = board.chip
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-uc-") as work:
+            fw = _Objects(spec, work, board=board).link(None, "prof")
+            uc = self.uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
+            if hasattr(arm_const, board.unicorn_cpu):  # unicorn >= 2.0.1
+                uc.ctl_set_cpu_model(getattr(arm_const, board.unicorn_cpu))
+            uc.mem_map(chip.flash_base, chip.flash)
+            uc.mem_map(chip.ram_base, chip.ram)
+            with open(fw.elf, "rb") as f:
+                elf = ELFFile(f)
+                for seg in elf.iter_segments():
+                    if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
+                        data = seg.data()
+                        uc.mem_write(seg["p_vaddr"], data + bytes(seg["p_memsz"] - len(data)))
+                symtab = elf.get_section_by_name(".symtab")
+                self.funcs = sorted((s["st_value"] & ~1, s.name.split(".")[0]) for s in symtab.iter_symbols()
+                                    if s.name and s["st_info"]["type"] in ("STT_FUNC", "STT_NOTYPE")
+                                    and not s.name.startswith(("$", ".")) and s["st_value"] < chip.ram_base)
+                self.syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
+        self._addrs = np.array([a for a, _ in self.funcs])
+
+    def function_at(self, address: int) -> str:
+        i = int(np.searchsorted(self._addrs, address, side="right")) - 1
+        return self.funcs[i][1] if i >= 0 else "?"
+
+    def predict(self, row: np.ndarray) -> None:
+        """Runs ``NAME_predict`` on one row (the hooks added to ``uc`` see it)."""
+        from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_R0, UC_ARM_REG_SP
+
+        chip, uc = self.chip, self.uc
+        x_addr = (self.syms["__bss_end"] + 7) & ~7
+        trap = chip.flash_base + chip.flash - 16
+        uc.mem_write(x_addr, row.tobytes())
+        uc.reg_write(UC_ARM_REG_R0, x_addr)
+        uc.reg_write(UC_ARM_REG_SP, chip.ram_base + chip.ram)
+        uc.reg_write(UC_ARM_REG_LR, trap | 1)
+        uc.emu_start(self.syms[self.spec.prefix + "_predict"] | 1, trap)
+
+
 def profile(spec: BuildSpec, x: np.ndarray, board: Board = NRF51) -> dict[str, float]:
     """Instructions per predict call by function symbol: unicorn's ``board.unicorn_cpu`` on the board's memory
-    map (integer builds on an FPU core: unicorn leaves the FPU off)."""
-    try:
-        from elftools.elf.elffile import ELFFile
-        from unicorn import UC_ARCH_ARM, UC_HOOK_BLOCK, UC_MODE_MCLASS, UC_MODE_THUMB, Uc, arm_const
-        from unicorn.arm_const import UC_ARM_REG_LR, UC_ARM_REG_R0, UC_ARM_REG_SP
-    except ImportError as exc:
-        raise ToolchainError(f"a Cortex-M profile (the report's kernels) needs the unicorn and pyelftools packages: "
-                             f"pip install 'tinycc-ml[unicorn]' ({exc})") from None
-    chip = board.chip
-    with tempfile.TemporaryDirectory(prefix="tinycc-ml-m0prof-") as work:
-        fw = _Objects(spec, work, board=board).link(None, "prof")
-        uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
-        if hasattr(arm_const, board.unicorn_cpu):  # unicorn >= 2.0.1
-            uc.ctl_set_cpu_model(getattr(arm_const, board.unicorn_cpu))
-        uc.mem_map(chip.flash_base, chip.flash)
-        uc.mem_map(chip.ram_base, chip.ram)
-        with open(fw.elf, "rb") as f:
-            elf = ELFFile(f)
-            for seg in elf.iter_segments():
-                if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
-                    data = seg.data()
-                    uc.mem_write(seg["p_vaddr"], data + bytes(seg["p_memsz"] - len(data)))
-            symtab = elf.get_section_by_name(".symtab")
-            funcs = sorted((s["st_value"] & ~1, s.name.split(".")[0]) for s in symtab.iter_symbols()
-                           if s.name and s["st_info"]["type"] in ("STT_FUNC", "STT_NOTYPE")
-                           and not s.name.startswith(("$", ".")) and s["st_value"] < chip.ram_base)
-            syms = {s.name: s["st_value"] for s in symtab.iter_symbols() if s.name}
-    addrs = np.array([a for a, _ in funcs])
+    map."""
+    from unicorn import UC_HOOK_BLOCK
+
+    image = _UnicornImage(spec, board, "a Cortex-M profile (the report's kernels)")
     per: dict[str, float] = {}
     sizes: dict[tuple[int, int], tuple[str, int]] = {}
 
     def on_block(uc_, address, size, _data):
         key = (address, size)
         if key not in sizes:
-            i = int(np.searchsorted(addrs, address, side="right")) - 1
-            sizes[key] = (funcs[i][1] if i >= 0 else "?", _thumb_count(bytes(uc_.mem_read(address, size))))
+            sizes[key] = (image.function_at(address), _thumb_count(bytes(uc_.mem_read(address, size))))
         name, c = sizes[key]
         per[name] = per.get(name, 0) + c
 
-    uc.hook_add(UC_HOOK_BLOCK, on_block)
-    x_addr = (syms["__bss_end"] + 7) & ~7
-    top = chip.ram_base + chip.ram
-    trap = chip.flash_base + chip.flash - 16
+    image.uc.hook_add(UC_HOOK_BLOCK, on_block)
     for row in x:
-        uc.mem_write(x_addr, row.tobytes())
-        uc.reg_write(UC_ARM_REG_R0, x_addr)
-        uc.reg_write(UC_ARM_REG_SP, top)
-        uc.reg_write(UC_ARM_REG_LR, trap | 1)
-        uc.emu_start(syms[spec.prefix + "_predict"] | 1, trap)
+        image.predict(row)
     return {k: v / len(x) for k, v in per.items()}
+
+
+def cycles(spec: BuildSpec, x: np.ndarray, board: Board, wait_states: int = 0):
+    """``m4_cycles.CycleCount`` of ``NAME_predict``: cycles and instructions per row and, averaged over the rows,
+    cycles per function symbol; the executed instruction stream in unicorn priced by the TRM's timings
+    (``m4_cycles``), with ``wait_states`` on every data read from flash and every refill from it."""
+    from unicorn import UC_HOOK_CODE, UC_HOOK_MEM_READ
+    from unicorn import arm_const as uc_regs
+
+    from tinycc_ml.arm import m4_cycles
+
+    image = _UnicornImage(spec, board, "Cortex-M4 cycles")
+    uc, chip = image.uc, board.chip
+    decode = m4_cycles.Decoder(lambda a, n: uc.mem_read(a, n))
+    flash = (chip.flash_base, chip.flash_base + chip.flash)
+    counter = m4_cycles.CycleCounter(decode, wait_states, flash)
+    aliases = {"sb": "r9", "sl": "r10", "fp": "r11", "ip": "r12"}  # capstone's names of r9-r12
+    regs = {}  # capstone register id -> unicorn register id, for divides' operands
+    per: dict[str, float] = {}
+    names: dict[int, str] = {}
+    last = [0, spec.prefix + "_predict"]  # cycles when the previous instruction was stepped, and its function
+
+    def operand_values(insn):
+        values = []
+        for r in insn.divide_regs:
+            if r not in regs:
+                name = decode.cs.reg_name(r)
+                regs[r] = getattr(uc_regs, "UC_ARM_REG_" + aliases.get(name, name).upper())
+            values.append(uc.reg_read(regs[r]) & 0xFFFFFFFF)
+        return tuple(values)
+
+    def on_code(uc_, address, size, _data):
+        insn = decode(address)
+        counter.step(address, operand_values(insn) if insn.kind == "divide" else None)
+        name = names.get(address)
+        if name is None:
+            name = names[address] = image.function_at(address)
+        per[last[1]] = per.get(last[1], 0) + counter.cycles - last[0]
+        last[0], last[1] = counter.cycles, name
+
+    def on_read(uc_, access, address, size, value, _data):
+        if flash[0] <= address < flash[1]:
+            counter.flash_reads(1)
+
+    uc.hook_add(UC_HOOK_CODE, on_code)
+    if wait_states:
+        uc.hook_add(UC_HOOK_MEM_READ, on_read)
+    rows, counts = [], []
+    for row in x:
+        start, executed = counter.cycles, counter.instructions
+        image.predict(row)
+        counter.finish()  # the return to the trap address
+        per[last[1]] = per.get(last[1], 0) + counter.cycles - last[0]
+        last[0] = counter.cycles
+        rows.append(counter.cycles - start)
+        counts.append(counter.instructions - executed)
+    return m4_cycles.CycleCount(np.array(rows, dtype=np.int64), np.array(counts, dtype=np.int64),
+                                {k: v / len(x) for k, v in per.items()})
 
 
 class M0Simulator:

@@ -61,6 +61,11 @@ class M4Simulator:
         """Instructions per predict call by function symbol (unicorn's Cortex-M4 / M33; integer builds)."""
         return sim_m0.profile(spec, x, self.board)
 
+    def cycles(self, spec: BuildSpec, x: np.ndarray, wait_states: int = 0):
+        """``m4_cycles.CycleCount``: cycles and instructions per predict call (one per row), cycles per function
+        symbol; the TRM's timings on the executed instruction stream, ``wait_states`` on flash reads and refills."""
+        return sim_m0.cycles(spec, x, self.board, wait_states)
+
 
 SIMULATOR = M4Simulator()
 M33_SIMULATOR = M4Simulator(AN505)

@@ -44,7 +44,7 @@ from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops.registry import node_output_shift
 from tinycc_ml.passes.manager import PassContext, PassOptions, run_passes
 from tinycc_ml.plugins import PluginError
-from tinycc_ml.runtime.profile import function_profile
+from tinycc_ml.runtime.profile import function_cycles, function_profile
 from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, SIMULATORS, TargetRun, firmware_sizes, run_on_target
 
 log = logging.getLogger(__name__)
@@ -522,16 +522,26 @@ class McuBackend(Backend):
                              task=task_kind(output.task), chip=self.chip,
                              max_cycles_per_inference=DEFAULT_MAX_CYCLES + COUNT_PER_MAC_BOUND * output.macs)
 
-    def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
-        """Cycles or instructions of one predict call per function symbol, on the rows of X (the simulator's
-        ``profile``, runtime.profile.function_profile); ToolchainError when this chip cannot be profiled here."""
+    def _function_rows(self, out_dir: Path, output: BuildOutput, X) -> dict:
+        """function_profile's / function_cycles' arguments for the build in ``out_dir`` on the rows of X."""
         self._simulator()
         X = np.asarray(X, dtype=np.float64)
         bits = output_input_bits(output)
         x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, bits).astype(
             np.int8 if bits == 8 else np.int16)
         p = output.prefix
-        return function_profile(self.simulator, [Path(out_dir) / f"{p}.c"], Path(out_dir) / f"{p}.h", p, x,
-                                output.n_scores, output.input_ctype, output.score_ctype, chip=self.chip)
+        return {"simulator": self.simulator, "sources": [Path(out_dir) / f"{p}.c"], "header": Path(out_dir) / f"{p}.h",
+                "prefix": p, "x": x, "n_scores": output.n_scores, "input_ctype": output.input_ctype,
+                "score_ctype": output.score_ctype, "chip": self.chip}
+
+    def profile(self, out_dir: Path, output: BuildOutput, X) -> dict[str, float]:
+        """Cycles or instructions of one predict call per function symbol, on the rows of X (the simulator's
+        ``profile``, runtime.profile.function_profile); ToolchainError when this chip cannot be profiled here."""
+        return function_profile(**self._function_rows(out_dir, output, X))
+
+    def model_cycles(self, out_dir: Path, output: BuildOutput, X, wait_states: int = 0):
+        """``CycleCount`` (cycles and instructions per row, cycles per call by symbol) from a cycle model of the
+        chip (the simulator's ``cycles``: Cortex-M4/M33); ToolchainError where the simulator has none."""
+        return function_cycles(**self._function_rows(out_dir, output, X), wait_states=wait_states)
 
 

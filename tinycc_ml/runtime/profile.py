@@ -1,5 +1,6 @@
 """Per-function cost of one compiled model on a simulated chip: where the cycles (ATmega328P, simavr)
-or instructions (Cortex-M0, unicorn) of one predict call go.
+or instructions (Cortex-M0, unicorn) of one predict call go; and the Cortex-M4/M33's cycles from its cycle
+model (``function_cycles``, ``measure_cycles``).
 
     function_profile(target, sources, header, prefix, x, n_scores, input_ctype, score_ctype)
         -> {symbol: cycles or instructions per predict call}
@@ -31,6 +32,21 @@ def function_profile(simulator: str, sources, header, prefix: str, x: np.ndarray
     spec = make_spec([str(s) for s in sources], str(header), prefix, x.shape[1], n_scores, input_ctype, score_ctype,
                      extra_cflags, chip=chip)
     return sim.profile(spec, x)
+
+
+def function_cycles(simulator: str, sources, header, prefix: str, x: np.ndarray, n_scores: int, input_ctype: str,
+                    score_ctype: str, chip=None, extra_cflags=(), wait_states: int = 0):
+    """``CycleCount`` (cycles and instructions per row, cycles per call by symbol) from the simulator's cycle
+    model (``cycles``, optional in the
+    Simulator protocol: the Cortex-M4/M33 price the executed instructions with the TRM's timings);
+    ToolchainError when it has none."""
+    sim = SIMULATORS.load(simulator)
+    if not callable(getattr(sim, "cycles", None)):
+        raise ToolchainError(f"simulator {simulator} has no cycle model")
+    x = check_inputs(x, input_ctype)
+    spec = make_spec([str(s) for s in sources], str(header), prefix, x.shape[1], n_scores, input_ctype, score_ctype,
+                     extra_cflags, chip=chip)
+    return sim.cycles(spec, x, wait_states)
 
 
 def kernel_costs(node_functions: dict[str, list[str]], choices: list[dict], profile: dict[str, float],
@@ -81,3 +97,21 @@ def measure_kernels(backend, out_dir, output, X) -> dict:
     inside = sum(r[f"measured_{unit}"] or 0 for r in per_node)
     return {"unit": unit, "rows": int(min(len(X), PROFILE_ROWS)), "total": round(total, 1),
             "outside_kernels": round(total - inside, 1), "per_node": per_node}
+
+
+CYCLE_ROWS = 4  # rows priced by the cycle model (a Python hook per executed instruction: seconds per million)
+
+
+def measure_cycles(backend, out_dir, output, X, wait_states: int = 0) -> dict:
+    """target_report's "cycle_model" entry: cycles per inference from the target's cycle model on the first
+    CYCLE_ROWS rows ("mean", "max", "rows", "instructions_mean" of those rows, "wait_states", "per_function"),
+    or {"unavailable": why}."""
+    if not callable(getattr(backend, "model_cycles", None)):
+        return {"unavailable": f"target {backend.name} has no cycle model"}
+    try:
+        count = backend.model_cycles(out_dir, output, np.asarray(X)[:CYCLE_ROWS], wait_states)
+    except ToolchainError as exc:
+        return {"unavailable": str(exc).splitlines()[0]}
+    return {"mean": float(np.mean(count.cycles)), "max": int(np.max(count.cycles)), "rows": int(len(count.cycles)),
+            "instructions_mean": float(np.mean(count.instructions)), "wait_states": int(wait_states),
+            "per_function": {k: round(v, 1) for k, v in sorted(count.per_function.items(), key=lambda kv: -kv[1])}}
