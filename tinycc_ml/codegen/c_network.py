@@ -20,6 +20,15 @@ import numpy as np
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.c_primitives import (  # noqa: F401  (re-exported: the targets' kernels use them)
+    c_helper,
+    clamp8,
+    divide_pot,
+    high_mul,
+    multiply_pot,
+    requantise,
+    wrap_add,
+)
 from tinycc_ml.ir.ops.pooling import mean_parameters
 from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT, add_multipliers, relu6_bounds, relu_parameters
 from tinycc_ml.ir.ops.tflite_arith import (
@@ -38,95 +47,10 @@ MAX_SOFTMAX_DEPTH = 256  # the sum of exps keeps its headroom (RoundingDivideByP
 
 # ---------------------------------------------------------------- the primitives, emitted once
 
-def _helper(em: CEmitter, name: str, text: str) -> str:
-    symbol = em.sym(name)
-    if symbol not in em.helpers:
-        em.helpers[symbol] = text.replace("@", em.prefix + "_")
-    return symbol
-
-
-def wrap_add(em: CEmitter) -> str:
-    """int32 addition wrapping as gemmlowp's raw additions (two's complement)."""
-    return _helper(em, "tfl_add", """\
-static inline int32_t @tfl_add(int32_t a, int32_t b)
-{
-    return (int32_t)((uint32_t)a + (uint32_t)b);
-}
-""")
-
-
-def high_mul(em: CEmitter) -> str:
-    """gemmlowp's SaturatingRoundingDoublingHighMul (the product in int64)."""
-    return _helper(em, "tfl_high_mul", """\
-static inline int32_t @tfl_high_mul(int32_t a, int32_t b)
-{
-    const int64_t ab = (int64_t)a * (int64_t)b;
-    const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30);
-    if (a == b && a == INT32_MIN)
-        return INT32_MAX;
-    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
-}
-""")
-
-
-def divide_pot(em: CEmitter) -> str:
-    """gemmlowp's RoundingDivideByPOT (0 <= exponent <= 31): halves away from zero."""
-    return _helper(em, "tfl_divide_pot", """\
-static inline int32_t @tfl_divide_pot(int32_t x, int exponent)
-{
-    const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
-    const int32_t remainder = x & mask;
-    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-    return (x >> exponent) + (remainder > threshold ? 1 : 0);
-}
-""")
-
-
-def requantise(em: CEmitter) -> str:
-    """TFLite's MultiplyByQuantizedMultiplier: x * multiplier * 2^(shift - 31), rounded twice."""
-    high, div = high_mul(em), divide_pot(em)
-    return _helper(em, "tfl_requantise", f"""\
-static inline int32_t @tfl_requantise(int32_t x, int32_t multiplier, int shift)
-{{
-    const int left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
-    return {div}({high}((int32_t)((uint32_t)x << left), multiplier), right);
-}}
-""")
-
-
-def clamp8(em: CEmitter) -> str:
-    """The fused activation's clamp of a requantised value to the output's int8 range."""
-    return _helper(em, "tfl_clamp", """\
-static inline int8_t @tfl_clamp(int32_t v, int32_t lo, int32_t hi)
-{
-    return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
-}
-""")
-
-
-def multiply_pot(em: CEmitter) -> str:
-    """gemmlowp's SaturatingRoundingMultiplyByPOT (a saturating left shift, or RoundingDivideByPOT)."""
-    div = divide_pot(em)
-    return _helper(em, "tfl_multiply_pot", f"""\
-static inline int32_t @tfl_multiply_pot(int32_t x, int exponent)
-{{
-    int32_t threshold;
-    if (exponent <= 0)
-        return {div}(x, -exponent);
-    threshold = (int32_t)(((int64_t)1 << (31 - exponent)) - 1);
-    if (x > threshold)
-        return INT32_MAX;
-    if (x < -threshold)
-        return INT32_MIN;
-    return (int32_t)((uint32_t)x << exponent);
-}}
-""")
-
-
 def softmax_helpers(em: CEmitter) -> tuple[str, str]:
     """gemmlowp's exp_on_negative_values (Q5.26 in, Q0.31 out) and TFLite's GetReciprocal: their symbols."""
     add, high, div, mpot = wrap_add(em), high_mul(em), divide_pot(em), multiply_pot(em)
-    quarter = _helper(em, "tfl_exp_quarter", f"""\
+    quarter = c_helper(em, "tfl_exp_quarter", f"""\
 static int32_t @tfl_exp_quarter(int32_t a)
 {{
     /* exp(a) for a in [-1/4, 0), Q0.31: a Taylor expansion around -1/8 */
@@ -142,7 +66,7 @@ static int32_t @tfl_exp_quarter(int32_t a)
     fractional = 31 - integer_bits
     barrel = "\n".join(f"    if (remainder & ((int32_t)1 << {fractional + e}))\n        result = {high}(result, {m});"
                        for e, m in EXP_BARREL if integer_bits > e)
-    exp = _helper(em, "tfl_exp_negative", f"""\
+    exp = c_helper(em, "tfl_exp_negative", f"""\
 static int32_t @tfl_exp_negative(int32_t a)
 {{
     /* exp(a) for a <= 0 in Q{integer_bits}.{fractional}, Q0.31 out */
@@ -154,7 +78,7 @@ static int32_t @tfl_exp_negative(int32_t a)
     return a == 0 ? INT32_MAX : result;
 }}
 """)
-    one_over = _helper(em, "tfl_one_over_one_plus", f"""\
+    one_over = c_helper(em, "tfl_one_over_one_plus", f"""\
 static int32_t @tfl_one_over_one_plus(int32_t a)
 {{
     /* 1 / (1 + a) for a in [0, 1), Q0.31 in and out: Newton-Raphson, three steps */
@@ -169,7 +93,7 @@ static int32_t @tfl_one_over_one_plus(int32_t a)
     return {mpot}(x, 1);
 }}
 """)
-    recip = _helper(em, "tfl_reciprocal", f"""\
+    recip = c_helper(em, "tfl_reciprocal", f"""\
 static int32_t @tfl_reciprocal(int32_t x, int *bits_over_unit)
 {{
     /* TFLite's GetReciprocal: 1 / x of x (> 0) scaled into [1, 2), and how many bits x has above one */

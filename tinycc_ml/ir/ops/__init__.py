@@ -8,6 +8,7 @@ from tinycc_ml.ir.ops import (  # noqa: F401  (register)
     ensembles,
     leaves,
     linalg,
+    network,
     pooling,
     reductions,
     shape,

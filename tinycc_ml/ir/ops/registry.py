@@ -12,8 +12,10 @@ Facets of an entry (``OpDef``):
 - ``output_shift`` (ops with an int32 accumulator): the right shift from the accumulator's integer to the
   result's scale, the one rule the interpreter, the C tables and every target kernel use;
 - ``macs``: multiply-accumulates one evaluation performs (reports, cost models);
-- C code per precision lives in the code tables of ``tinycc_ml.codegen.c_code`` (one table per
-  precision, targets override entries), because it is written in terms of the C emitter.
+- ``c``: the op's portable C per precision, for the ops whose module holds it (the network ops of
+  ``ir/ops/network/``, one module per op: semantics, C and front-end lowering in one place); the older ops'
+  C lives in the code tables of ``tinycc_ml.codegen`` (c_float.py, c_fixed.py, c_network*.py). Both end in
+  ``codegen.emitter.C_CODE`` (one table per precision; targets override entries).
 
 An op without a facet must say why in ``unsupported`` ({facet: reason}); the registry test walks
 every entry and fails on a facet that is neither present nor declared unsupported.
@@ -122,6 +124,9 @@ class OpDef:
     output_shift: Callable[[list[TensorType], TensorType, dict], int] | None = None
     # (operand types, stored non-zeros of each operand: a sparse constant's count, else None) -> MACs
     macs: Callable[[list[TensorType], list[int | None]], int] | None = None
+    # the op's portable C per precision ("float", "fixed"), held beside its semantics: (emitter, node) -> lines,
+    # written against the emitter's interface; the code tables take it (codegen's ``C_CODE``)
+    c: dict[str, Callable] = field(default_factory=dict)
 
     def supports(self, facet: str) -> bool:
         if facet in ("c_float", "c_fixed"):

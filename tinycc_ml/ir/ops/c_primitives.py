@@ -1,0 +1,92 @@
+"""C primitives of TFLite's integer arithmetic (gemmlowp's and TFLite's, ``tflite_arith`` written out in C), for
+the portable C of the network ops: each a ``static inline`` function emitted once per model. They are written
+against the C emitter's interface (``em.sym``, ``em.helpers``, ``em.prefix``) without importing it, so that an
+op's module can hold its C beside its semantics."""
+
+from __future__ import annotations
+
+
+def c_helper(em, name: str, text: str) -> str:
+    """A ``static inline`` function emitted once per model (``em.helpers``); ``@`` in ``text`` is the prefix."""
+    symbol = em.sym(name)
+    if symbol not in em.helpers:
+        em.helpers[symbol] = text.replace("@", em.prefix + "_")
+    return symbol
+
+
+def wrap_add(em) -> str:
+    """int32 addition wrapping as gemmlowp's raw additions (two's complement)."""
+    return c_helper(em, "tfl_add", """\
+static inline int32_t @tfl_add(int32_t a, int32_t b)
+{
+    return (int32_t)((uint32_t)a + (uint32_t)b);
+}
+""")
+
+
+def high_mul(em) -> str:
+    """gemmlowp's SaturatingRoundingDoublingHighMul (the product in int64)."""
+    return c_helper(em, "tfl_high_mul", """\
+static inline int32_t @tfl_high_mul(int32_t a, int32_t b)
+{
+    const int64_t ab = (int64_t)a * (int64_t)b;
+    const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30);
+    if (a == b && a == INT32_MIN)
+        return INT32_MAX;
+    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+""")
+
+
+def divide_pot(em) -> str:
+    """gemmlowp's RoundingDivideByPOT (0 <= exponent <= 31): halves away from zero."""
+    return c_helper(em, "tfl_divide_pot", """\
+static inline int32_t @tfl_divide_pot(int32_t x, int exponent)
+{
+    const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
+    const int32_t remainder = x & mask;
+    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+""")
+
+
+def requantise(em) -> str:
+    """TFLite's MultiplyByQuantizedMultiplier: x * multiplier * 2^(shift - 31), rounded twice."""
+    high, div = high_mul(em), divide_pot(em)
+    return c_helper(em, "tfl_requantise", f"""\
+static inline int32_t @tfl_requantise(int32_t x, int32_t multiplier, int shift)
+{{
+    const int left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
+    return {div}({high}((int32_t)((uint32_t)x << left), multiplier), right);
+}}
+""")
+
+
+def clamp8(em) -> str:
+    """The fused activation's clamp of a requantised value to the output's int8 range."""
+    return c_helper(em, "tfl_clamp", """\
+static inline int8_t @tfl_clamp(int32_t v, int32_t lo, int32_t hi)
+{
+    return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
+}
+""")
+
+
+def multiply_pot(em) -> str:
+    """gemmlowp's SaturatingRoundingMultiplyByPOT (a saturating left shift, or RoundingDivideByPOT)."""
+    div = divide_pot(em)
+    return c_helper(em, "tfl_multiply_pot", f"""\
+static inline int32_t @tfl_multiply_pot(int32_t x, int exponent)
+{{
+    int32_t threshold;
+    if (exponent <= 0)
+        return {div}(x, -exponent);
+    threshold = (int32_t)(((int64_t)1 << (31 - exponent)) - 1);
+    if (x > threshold)
+        return INT32_MAX;
+    if (x < -threshold)
+        return INT32_MIN;
+    return (int32_t)((uint32_t)x << exponent);
+}}
+""")

@@ -1,0 +1,6 @@
+"""Network ops, one module per op (TFLite Micro's ``kernels/`` layout): each holds the op's registry entry (type
+rule, float and integer semantics), its portable C per precision (``OpDef.c``) and its lowering from the model
+formats (``frontends``). A target's kernels for an op stay in the target's package. Importing this package
+registers them."""
+
+from tinycc_ml.ir.ops.network import leaky_relu  # noqa: F401  (register)

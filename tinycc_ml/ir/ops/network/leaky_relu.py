@@ -1,0 +1,102 @@
+"""LEAKY_RELU: x where x > 0, alpha x elsewhere.
+
+Float: TFLite's ``reference_ops::LeakyRelu`` (float32: ``x > 0 ? x : x * alpha``). int8: TFLite Micro's
+``QuantizeLeakyRelu``: the input less its zero point, requantised by the identity multiplier (input scale /
+output scale) where it is >= 0 and by the alpha multiplier (input scale x alpha / output scale, the product and
+quotient in float32 as TFLite Micro's Prepare computes them) elsewhere, plus the output's zero point, clamped to
+int8. A negative alpha requantises by its magnitude and negates, as TFLite Micro does. The project's own fixed
+point has no form of it yet (refused by name).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.c_primitives import clamp8, requantise
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, quantize_multiplier
+from tinycc_ml.ir.ops.windows import check_requantisation, network_result, quantised_operand
+
+def _alpha(attrs: dict) -> float:
+    return float(np.float32(attrs["alpha"]))
+
+
+def _infer(ts, attrs, declared):
+    (x,) = ts
+    need(np.isfinite(attrs["alpha"]), f"alpha {attrs['alpha']} is not a finite number")
+    need(not x.dtype.is_fixed, "leaky_relu has no form in the project's fixed point (a float network at int16 or "
+                               "pow2 int8): compile it at float or as TFLite's int8")
+    result = network_result(x, declared, x.shape, x.layout)
+    if x.dtype.is_quantised:
+        quantised_operand(x, "input", 8)
+        identity, alpha = multipliers(x.dtype.qscales[0], result.dtype.qscales[0], _alpha(attrs))
+        check_requantisation([identity, abs(alpha)], "leaky_relu")
+    return result
+
+
+def multipliers(input_scale: float, output_scale: float, alpha: float) -> tuple[float, float]:
+    """The identity and alpha multipliers as TFLite Micro's Prepare computes them (float32, then double)."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        x, y, a = np.float32(input_scale), np.float32(output_scale), np.float32(alpha)
+        return float(x / y), float(x * a / y)
+
+
+def parameters(in_dtype, out_dtype, alpha: float) -> tuple[tuple[int, int], tuple[int, int], bool]:
+    """((identity multiplier, shift), (|alpha| multiplier, shift), alpha is negative)."""
+    identity, scaled_alpha = multipliers(in_dtype.qscales[0], out_dtype.qscales[0], alpha)
+    return quantize_multiplier(identity), quantize_multiplier(abs(scaled_alpha)), scaled_alpha < 0
+
+
+def _evaluate(xs, attrs):
+    x = np.asarray(xs[0], dtype=np.float32)
+    return np.where(x > 0, x, x * np.float32(_alpha(attrs)))
+
+
+def _fixed(call: FixedCall):
+    x, out = call.in_types[0].dtype, call.type.dtype
+    (m_id, s_id), (m_a, s_a), negative = parameters(x, out, _alpha(call.attrs))
+    v = call.ins[0] - x.zero_point
+    scaled_alpha = multiply_by_quantized_multiplier(v, m_a, s_a)
+    y = np.where(v >= 0, multiply_by_quantized_multiplier(v, m_id, s_id), -scaled_alpha if negative else scaled_alpha)
+    return np.clip(y + out.zero_point, -128, 127)
+
+
+def _c_fixed(em, node) -> list[str]:
+    (x_name,) = node.inputs
+    x, out = em.graph.type(x_name).dtype, node.type.dtype
+    (m_id, s_id), (m_a, s_a), negative = parameters(x, out, _alpha(node.attrs))
+    req, clamp = requantise(em), clamp8(em)
+    below = f"{req}(v, {m_a}, {s_a})"
+    return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
+            f"    const int32_t v = (int32_t){em.at(x_name, 'i')} - {x.zero_point};",
+            f"    const int32_t r = v >= 0 ? {req}(v, {m_id}, {s_id}) : {'-' if negative else ''}{below};",
+            f"    {em.var(node.name)}[i] = {clamp}(r + {out.zero_point}, -128, 127);",
+            "}"]
+
+
+def _c_float(em, node) -> list[str]:
+    (x_name,) = node.inputs
+    alpha = repr(_alpha(node.attrs))
+    return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
+            f"    const float v = {em.at(x_name, 'i')};",
+            f"    {em.var(node.name)}[i] = v > 0.0f ? v : v * {alpha}f;",
+            "}"]
+
+
+register_op(OpDef(
+    "leaky_relu", 1, _infer, _evaluate, {"alpha": "float"},
+    "TFLite's LEAKY_RELU: x > 0 ? x : alpha x; quantised: TFLite Micro's int8 kernel (identity and alpha "
+    "multipliers, the output's zero point, clamped)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs),
+    fixed=_fixed, c={"fixed": _c_fixed, "float": _c_float},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+LEAKY_RELU_OPTIONS = 75  # schema.fbs' BuiltinOptions: LeakyReluOptions { alpha: float }
+
+
+@tflite_builtin("LEAKY_RELU", 98, options=LEAKY_RELU_OPTIONS)
+def lower_tflite(low, options, ins, outs) -> None:
+    alpha = options.scalar(0, "f", 0.0, "alpha") if options is not None else 0.0
+    low.add("leaky_relu", [low.value(ins[0])], {"alpha": float(alpha)}, low.tensors[outs[0]])
