@@ -36,6 +36,10 @@ def refused(tmp_path, data: bytes, match: str) -> None:
     assert message.startswith(str(path)) and "\n" not in message
 
 
+def named(model, name: str):
+    return next(t for t in model.subgraphs[0].tensors if t.name.decode() == name)
+
+
 def rows(shape, seed: int = 0) -> np.ndarray:
     X = np.random.default_rng(seed).integers(-128, 128, size=(8, *shape)).astype(np.int8)
     X[0], X[1] = -128, 127
@@ -237,3 +241,26 @@ def test_a_bias_naming_a_stale_quantized_dimension_is_read_along_its_only_axis(t
     """TFLite Micro's person_detect.tflite: a depthwise bias of shape [8] whose quantisation names axis 3
     (tflite-micro never reads a bias's scales); it was refused with "8 scales on axis 3 of shape [8]"."""
     equals_tflite_micro(tmp_path, depthwise_model(2, bias_axis=3))
+
+
+# ---------------------------------------------------------------- what tflite-micro's Prepare refuses (the fuzzer's)
+
+def test_scales_without_zero_points_are_refused(tmp_path):
+    """tflite-micro reads a tensor without zero points as not quantised (scale 0); the reader took zero point 0."""
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(reshape_model(0.05, 3), 0))
+    model.subgraphs[0].tensors[0].quantization.zeroPoint = np.zeros(0, np.int64)
+    refused(tmp_path, packed(model), "tensor 'x': scales without zero points")
+
+
+def test_a_fused_relu6_beyond_int32_at_the_output_scale_is_refused(tmp_path):
+    data = conv_model(fusedActivationFunction=3)
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    named(model, "y").quantization.scale = np.asarray([1e-9], np.float32)
+    refused(tmp_path, packed(model), r"CONV_2D\) giving 'y': a fused RELU6 at output scale 1e-09 puts 6 beyond int32")
+
+
+def test_a_fully_connected_bias_at_another_scale_is_refused(tmp_path):
+    """tflite-micro's FULLY_CONNECTED refuses a bias scale 2% of the output scale away from input x weights."""
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(fc_model(5, bias=[1, 2, 3, 4, 5]), 0))
+    named(model, "bias").quantization.scale = np.asarray([0.01], np.float32)  # 10% of the output scale away
+    refused(tmp_path, packed(model), r"FULLY_CONNECTED\) giving 'y': bias scale 0.01 is not input scale x weight scale")

@@ -235,8 +235,10 @@ class _Lowering:
         bad = [float(s) for s in t.scales if not SMALLEST_SCALE <= float(s) < math.inf]
         if bad:
             raise _Bad(f"tensor {t.name!r}: scale {bad[0]:.3g} is not a positive normal float32")
+        if t.zero_points.size == 0:
+            raise _Bad(f"tensor {t.name!r}: scales without zero points (tflite-micro reads it as not quantised)")
         bits = 8 if t.type_name == "int8" else 32
-        zero_points = t.zero_points if t.zero_points.size else np.zeros(1, np.int64)
+        zero_points = t.zero_points
         if np.any(zero_points != zero_points[0]):
             raise _Bad(f"tensor {t.name!r}: per-channel zero points that differ are not supported")
         if t.scales.size == 1:
@@ -284,11 +286,35 @@ class _Lowering:
                                   name=_identifier(out.name))
         except ValueError as exc:
             raise _Bad(f"{self.where} giving {out.name!r}: {exc}") from None
+        if attrs.get("activation") == "relu6":
+            _check_relu6_range(out, self.where)
         computed = self.graph.type(node).shape
         if computed != out.shape:
             raise _Bad(f"{self.where} giving {out.name!r}: the tensor declares shape {list(out.shape)}, the "
                        f"operator computes {list(computed)}")
         self.values[out.index] = node
+
+
+def _check_relu6_range(out: _Tensor, where: str) -> None:
+    """tflite-micro's CalculateActivationRangeQuantized refuses a fused RELU6 whose 6 at the output's scale (float32
+    arithmetic, rounded) is not an int32."""
+    with np.errstate(over="ignore", divide="ignore"):
+        six = np.float32(6.0) / np.float32(out.scales[0])
+    if not float(six) < 2.0**31:
+        raise _Bad(f"{where} giving {out.name!r}: a fused RELU6 at output scale {float(out.scales[0]):.3g} puts 6 "
+                   "beyond int32")
+
+
+def _check_bias_scale(low: _Lowering, x: _Tensor, w: _Tensor, bias: int, out: _Tensor) -> None:
+    """tflite-micro's FULLY_CONNECTED requires the bias's scale within 2% of the output's scale of input scale x
+    weight scale (GetQuantizedConvolutionMultipler)."""
+    if bias < 0 or x.type_name != "int8":
+        return
+    product = float(np.float32(x.scales[0]) * np.float32(w.scales[0]))
+    bias_scale = float(low.tensors[bias].scales[0])
+    if not abs(product - bias_scale) / float(out.scales[0]) <= 0.02:
+        raise _Bad(f"{low.where} giving {out.name!r}: bias scale {bias_scale:.6g} is not input scale x weight scale "
+                   f"{product:.6g} (within 2% of the output scale {float(out.scales[0]):.3g}, as tflite-micro needs)")
 
 
 def _identifier(name: str) -> str:
@@ -440,6 +466,7 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         w = _ranked(low.tensors[ins[1]], 2, op, "weights")
         low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"), low.bias(bias, w.shape[0], name)],
                 {"activation": _activation(options, 0, op)}, out)
+        _check_bias_scale(low, low.tensors[ins[0]], w, bias, out)
         if w.data is not None:
             _check_accumulator(low, low.tensors[ins[0]], bias, w.data, out)
     elif op == "ADD":
