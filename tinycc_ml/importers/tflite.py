@@ -17,6 +17,7 @@ import numpy as np
 
 from tinycc_ml.errors import IRError, ModelFileError
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS
 from tinycc_ml.ir.ops.tflite_arith import INT32_MAX, INT32_MIN
 from tinycc_ml.ir.types import F32, TensorType, quantised
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
@@ -195,7 +196,9 @@ def _read_tensor(t: _Table, index: int, buffers: list[_Table]) -> _Tensor:
 def _options(operator: _Table, op: str, k: int) -> _Table | None:
     """The operator's options table, checked to be of the operator's kind (None: the defaults)."""
     options = operator.table(4, "builtin_options")
-    expected, required = OPTIONS.get(op, (None, False))
+    builtin = TFLITE_BUILTINS.get(op)
+    expected, required = OPTIONS.get(op, (None, False) if builtin is None else (builtin.options,
+                                                                                builtin.options_required))
     kind = operator.scalar(3, "B", 0, "builtin_options_type")
     if options is None:
         if required:
@@ -212,7 +215,8 @@ def _opcode_name(code: _Table) -> str:
     number = max(int(deprecated), int(builtin))
     if number == 32:
         return f"CUSTOM ({code.string(1, 'custom_code')})"
-    return BUILTIN_NAMES.get(number, f"builtin operator {number}")
+    registered = next((b.name for b in TFLITE_BUILTINS.values() if b.code == number), None)
+    return BUILTIN_NAMES.get(number, registered or f"builtin operator {number}")
 
 
 class _Lowering:
@@ -476,8 +480,15 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
     elif op == "SOFTMAX":
         beta = options.scalar(0, "f", 0.0, "beta") if options is not None else 0.0  # schema.fbs' default
         low.add("softmax", [low.value(ins[0])], {"beta": float(beta)}, out)
+    elif op in TFLITE_BUILTINS:  # an op whose module lowers it (ir/ops/network/)
+        TFLITE_BUILTINS[op].lower(low, options, ins, outs)
     else:
-        raise _Bad(f"operator {op} is not supported (supported: {', '.join(SUPPORTED)})")
+        raise _Bad(f"operator {op} is not supported (supported: {', '.join(supported_builtins())})")
+
+
+def supported_builtins() -> list[str]:
+    """Every TFLite builtin operator the reader lowers."""
+    return sorted({*SUPPORTED, *TFLITE_BUILTINS})
 
 
 def read_tflite(data: bytes, name: str = "model") -> Graph:
@@ -517,7 +528,7 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
         if len(outs) != 1 or not ins or any(not -1 <= i < len(tensors) for i in ins + outs) or ins[0] < 0 \
                 or outs[0] < 0:
             raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
-        least, most = INPUT_COUNTS.get(op, (1, len(ins)))
+        least, most = INPUT_COUNTS.get(op, TFLITE_BUILTINS[op].inputs if op in TFLITE_BUILTINS else (1, len(ins)))
         optional = OPTIONAL_INPUTS.get(op, ())
         if not least <= len(ins) <= most or any(i < 0 and k not in optional for k, i in enumerate(ins)):
             raise _Bad(f"operator {k} ({op}): inputs {ins}, expected {least} to {most} tensors")

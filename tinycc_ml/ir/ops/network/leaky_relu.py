@@ -19,6 +19,7 @@ from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, quantize_multiplier
 from tinycc_ml.ir.ops.windows import check_requantisation, network_result, quantised_operand
 
+
 def _alpha(attrs: dict) -> float:
     return float(np.float32(attrs["alpha"]))
 

@@ -1,0 +1,65 @@
+"""One-operator .tflite files and their checks against tflite-micro, shared by the op modules' tests
+(tests/ops/test_<op>.py): the file is built with TFLite's flatbuffer schema (tests/tflite_models.py), run by
+tflite-micro (TFLite Micro's reference kernels: the definition) and by tinycc-ml's interpreter and C."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import tinycc_ml
+from tests.tflite_builder import tflm_raw_outputs
+from tests.tflite_models import TfliteBuilder, options, schema
+
+OPS = schema.BuiltinOperator
+OPTIONS = schema.BuiltinOptions
+
+
+def unary_model(code: int, shape, kind: str = "int8", in_q=(0.05, -3), out_q=(0.05, -3), options_type: int = 0,
+                option_fields: dict | None = None, options_name: str | None = None) -> bytes:
+    """x -> OP -> y, one operator of one input of ``shape`` (``kind``: "int8" or "float32")."""
+    b = TfliteBuilder()
+    x = b.tensor(shape, kind, scale=in_q[0], zero_point=in_q[1], name="x")
+    y = b.tensor(shape, kind, scale=out_q[0], zero_point=out_q[1], name="y")
+    made = options(options_name, **(option_fields or {})) if options_name else None
+    b.op(code, [x], [y], options_type, made)
+    return b.finish([x], [y])
+
+
+def random_rows(rng, n: int, size: int, kind: str = "int8") -> np.ndarray:
+    """n rows: every int8 value in the first rows (for int8), then uniform ones; floats spread over +-8."""
+    if kind == "float32":
+        return rng.normal(0, 4, size=(n, size)).astype(np.float32)
+    every = np.resize(np.arange(-128, 128, dtype=np.int8), (max(1, 256 // size + 1), size))
+    return np.concatenate([every, rng.integers(-128, 128, size=(n, size))]).astype(np.int8)[:max(n, len(every))]
+
+
+def tflite_micro(data: bytes, X: np.ndarray, shape) -> np.ndarray:
+    return tflm_raw_outputs(data, [x.reshape(shape) for x in X]).reshape(len(X), -1)
+
+
+def compiled(data: bytes, tmp_path: Path, name: str = "op", target: str = "host", precision: str | None = None):
+    """The model file written to ``tmp_path``, loaded, and compiled for ``target``: (model, compile result)."""
+    path = tmp_path / f"{name}.tflite"
+    path.write_bytes(data)
+    model = tinycc_ml.load_model(path)
+    kwargs = {} if precision is None else {"precision": precision}
+    return model, tinycc_ml.compile(path, target=target, name=name, out_dir=tmp_path / target, **kwargs)
+
+
+def assert_int8_equal(data: bytes, X: np.ndarray, shape, tmp_path: Path) -> None:
+    """Every output byte of the interpreter and of the host C equal to tflite-micro's on the int8 rows X."""
+    want = tflite_micro(data, X, shape)
+    model, result = compiled(data, tmp_path)
+    np.testing.assert_array_equal(model.run_int8(X.reshape(len(X), *shape)).reshape(len(X), -1), want)
+    scores, _ = result.load().run_raw(X)
+    np.testing.assert_array_equal(scores, want)
+
+
+def assert_float_equal(data: bytes, X: np.ndarray, shape, tmp_path: Path) -> None:
+    """The float C's outputs equal to tflite-micro's float32 outputs (an op of one rounding: bit for bit)."""
+    want = tflite_micro(data, X, shape)
+    model, result = compiled(data, tmp_path, precision="float")
+    np.testing.assert_array_equal(model.scores(X).astype(np.float32), want)
+    np.testing.assert_array_equal(result.load().scores(X).astype(np.float32), want)
