@@ -27,6 +27,24 @@ def unary_model(code: int, shape, kind: str = "int8", in_q=(0.05, -3), out_q=(0.
     return b.finish([x], [y])
 
 
+def binary_model(code: int, a_shape, b_shape, out_shape, kind: str = "int8", a_q=(0.05, -3), b_q=(0.04, 5),
+                 out_q=(0.05, -3), options_type: int = 0, option_fields: dict | None = None,
+                 options_name: str | None = None, b_data: np.ndarray | None = None) -> bytes:
+    """(x, y) -> OP -> z: the model's input is ``x``; ``y`` a constant of ``b_data`` (random int8 or floats when
+    None: one input per model is what the reader takes)."""
+    rng = np.random.default_rng(11)
+    b = TfliteBuilder()
+    x = b.tensor(a_shape, kind, scale=a_q[0], zero_point=a_q[1], name="x")
+    if b_data is None:
+        b_data = (rng.normal(0, 2, size=b_shape).astype(np.float32) if kind == "float32"
+                  else rng.integers(-128, 128, size=b_shape))
+    y = b.tensor(b_shape, kind, scale=b_q[0], zero_point=b_q[1], data=b_data, name="y")
+    z = b.tensor(out_shape, kind, scale=out_q[0], zero_point=out_q[1], name="z")
+    made = options(options_name, **(option_fields or {})) if options_name else None
+    b.op(code, [x, y], [z], options_type, made)
+    return b.finish([x], [z])
+
+
 def random_rows(rng, n: int, size: int, kind: str = "int8") -> np.ndarray:
     """n rows: every int8 value in the first rows (for int8), then uniform ones; floats spread over +-8."""
     if kind == "float32":
@@ -53,6 +71,7 @@ def assert_int8_equal(data: bytes, X: np.ndarray, shape, tmp_path: Path) -> None
     want = tflite_micro(data, X, shape)
     model, result = compiled(data, tmp_path)
     np.testing.assert_array_equal(model.run_int8(X.reshape(len(X), *shape)).reshape(len(X), -1), want)
+    assert result.precision == "int8"
     scores, _ = result.load().run_raw(X)
     np.testing.assert_array_equal(scores, want)
 

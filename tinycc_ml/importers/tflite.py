@@ -261,7 +261,7 @@ class _Lowering:
             raise _Bad(f"tensor {t.name!r}: {exc}") from None
 
     def layout(self, t: _Tensor) -> str:
-        return {4: "NHWC", 2: "NC", 1: "C"}.get(len(t.shape), "")
+        return {1: "C", 2: "NC", 3: "NWC", 4: "NHWC", 5: "NDHWC"}.get(len(t.shape), "")
 
     def value(self, index: int, layout: str | None = None, axis: int | None = None) -> str:
         if index in self.values:
@@ -274,6 +274,10 @@ class _Lowering:
                               name=_identifier(t.name))
         self.values[index] = node
         return node
+
+    def activation(self, options: _Table | None, index: int, op: str) -> str:
+        """The fused activation an operator's options name at field ``index``."""
+        return _activation(options, index, op)
 
     def bias(self, index: int, channels: int, name: str) -> str:
         if index >= 0:
@@ -290,7 +294,7 @@ class _Lowering:
                                   name=_identifier(out.name))
         except ValueError as exc:
             raise _Bad(f"{self.where} giving {out.name!r}: {exc}") from None
-        if attrs.get("activation") == "relu6":
+        if attrs.get("activation") == "relu6" and out.scales.size:  # a float tensor clamps at 6.0 itself
             _check_relu6_range(out, self.where)
         computed = self.graph.type(node).shape
         if computed != out.shape:

@@ -90,3 +90,18 @@ static inline int32_t @tfl_multiply_pot(int32_t x, int exponent)
     return (int32_t)((uint32_t)x << exponent);
 }}
 """)
+
+
+def float_activation(em, activation: str) -> str | None:
+    """TFLite's ActivationFunctionWithMinMax on a float (std::max then std::min: a NaN passes through), as a
+    helper's symbol; None for no activation."""
+    if activation == "none":
+        return None
+    top = "\n    v = v > 6.0f ? 6.0f : v;" if activation == "relu6" else ""
+    return c_helper(em, f"tfl_{activation}_f", f"""\
+static inline float @tfl_{activation}_f(float v)
+{{
+    v = v < 0.0f ? 0.0f : v;{top}
+    return v;
+}}
+""")

@@ -1,0 +1,60 @@
+"""Broadcasting of TFLite's binary elementwise ops (MUL, SUB, MAXIMUM, MINIMUM, ...): numpy's rule, the shorter
+shape padded with leading 1s and every axis equal or 1, as TFLite's BroadcastBinaryFunction6DSlow and
+ProcessBroadcastShapes allow (up to 6 axes); the values with the interpreter's row axis, and the C loop."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.registry import need
+
+MAX_RANK = 6
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[int, ...]:
+    need(max(len(a), len(b)) <= MAX_RANK, f"{what}: operands of {len(a)} and {len(b)} dimensions (at most {MAX_RANK})")
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(tuple(a), tuple(b)))
+    except ValueError:
+        need(False, f"{what}: shapes {list(a)} and {list(b)} do not broadcast")
+        raise
+
+
+def with_rows(values: list[np.ndarray], types) -> list[np.ndarray]:
+    """The operands of a FixedCall with a row axis each (a constant has none: it gets one of length 1)."""
+    return [v if v.ndim == t.rank + 1 else v[None] for v, t in zip(values, types)]
+
+
+def _strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
+    """Each output axis' step in an operand of ``shape`` (0 where the operand is broadcast along it)."""
+    padded = (1,) * (len(out) - len(shape)) + tuple(shape)
+    steps, step = [], 1
+    for d in reversed(padded):
+        steps.append(step if d != 1 else 0)
+        step *= d
+    return steps[::-1]
+
+
+def c_loop(em, node, body) -> list[str]:
+    """C visiting every output element of the binary op ``node``: ``body(a, b)`` is the element's expression from
+    its operands' element expressions. One flat loop where neither operand is broadcast; else one loop per axis
+    with each operand's offset stepped by its own strides."""
+    a_name, b_name = node.inputs
+    ta, tb, out = em.graph.type(a_name), em.graph.type(b_name), node.type
+    y = em.var(node.name)
+    if ta.shape == tb.shape == out.shape:
+        return [f"for (long i = 0; i < {out.size}; ++i)",
+                f"    {y}[i] = {body(em.at(a_name, 'i'), em.at(b_name, 'i'))};"]
+    shape = out.shape or (1,)
+    sa, sb = _strides(ta.shape, shape), _strides(tb.shape, shape)
+    lines, indent = ["{", "    long o = 0;"], "    "
+    for axis, extent in enumerate(shape):
+        lines.append(f"{indent}for (long d{axis} = 0; d{axis} < {extent}; ++d{axis})")
+        indent += "    "
+
+    def offset(strides):
+        terms = [f"d{axis} * {s}" if s != 1 else f"d{axis}" for axis, s in enumerate(strides) if s]
+        return " + ".join(terms) or "0"
+
+    lines += [f"{indent}{y}[o++] = {body(em.at(a_name, offset(sa)), em.at(b_name, offset(sb)))};", "}"]
+    return lines

@@ -1,0 +1,89 @@
+"""MUL: the elementwise product of two tensors, broadcast (``broadcast``), and a fused activation.
+
+Float: TFLite's float32 product, clamped by the activation. int8: TFLite Micro's ``MulElementwise``: (a - za)
+(b - zb) requantised by the multiplier sa sb / so (in double, as TFLite Micro's Prepare computes it), plus the
+output's zero point, clamped to the activation's range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.c_primitives import clamp8, float_activation, requantise
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.network.broadcast import broadcast_shape, c_loop, with_rows
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.tflite_arith import (
+    ACTIVATIONS,
+    activation_range,
+    apply_activation,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+)
+from tinycc_ml.ir.ops.windows import check_requantisation, network_result, quantised_operand
+
+MUL_OPTIONS = 21  # schema.fbs' BuiltinOptions: MulOptions { fused_activation_function }
+
+
+def _infer(ts, attrs, declared):
+    a, b = ts
+    need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
+    need(not a.dtype.is_fixed and not b.dtype.is_fixed,
+         "tensor_mul has no form in the project's fixed point yet: compile the network at float or as TFLite's int8")
+    need(a.dtype.kind == b.dtype.kind, f"operands mix {a.dtype} and {b.dtype}")
+    result = network_result(a, declared, broadcast_shape(a.shape, b.shape, "tensor_mul"), a.layout if a.rank >= b.rank
+                            else b.layout)
+    if a.dtype.is_quantised:
+        quantised_operand(a, "first operand", 8)
+        quantised_operand(b, "second operand", 8)
+        check_requantisation(multiplier(a.dtype, b.dtype, result.dtype), "product")
+    return result
+
+
+def multiplier(a, b, out) -> float:
+    return float(a.qscales[0]) * float(b.qscales[0]) / float(out.qscales[0])
+
+
+def _evaluate(xs, attrs):
+    product = np.asarray(xs[0], dtype=np.float32) * np.asarray(xs[1], dtype=np.float32)
+    return apply_activation(product, attrs.get("activation", "none"))
+
+
+def _fixed(call: FixedCall):
+    (ta, tb), out = call.in_types, call.type.dtype
+    a, b = with_rows(call.ins, call.in_types)
+    m, s = quantize_multiplier(multiplier(ta.dtype, tb.dtype, out))
+    product = (a - ta.dtype.zero_point) * (b - tb.dtype.zero_point)
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    return np.clip(multiply_by_quantized_multiplier(product, m, s) + out.zero_point, lo, hi)
+
+
+def _c_fixed(em, node) -> list[str]:
+    ta, tb = (em.graph.type(i).dtype for i in node.inputs)
+    out = node.type.dtype
+    m, s = quantize_multiplier(multiplier(ta, tb, out))
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    req, clamp = requantise(em), clamp8(em)
+    return c_loop(em, node, lambda a, b: f"{clamp}({req}(((int32_t){a} - {ta.zero_point}) * ((int32_t){b} - "
+                                         f"{tb.zero_point}), {m}, {s}) + {out.zero_point}, {lo}, {hi})")
+
+
+def _c_float(em, node) -> list[str]:
+    activation = float_activation(em, node.attrs.get("activation", "none"))
+    return c_loop(em, node, lambda a, b: f"{activation}(({a}) * ({b}))" if activation else f"({a}) * ({b})")
+
+
+register_op(OpDef(
+    "tensor_mul", 2, _infer, _evaluate, {"activation": "str?"},
+    "TFLite's MUL of two broadcast tensors and a fused activation; quantised: TFLite Micro's int8 kernel (the "
+    "product of the operands less their zero points requantised by sa sb / so)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs) if all(batched) else None,
+    fixed=_fixed, c={"fixed": _c_fixed, "float": _c_float},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+@tflite_builtin("MUL", 18, options=MUL_OPTIONS, inputs=(2, 2))
+def lower_tflite(low, options, ins, outs) -> None:
+    low.add("tensor_mul", [low.value(ins[0]), low.value(ins[1])], {"activation": low.activation(options, 0, "MUL")},
+            low.tensors[outs[0]])

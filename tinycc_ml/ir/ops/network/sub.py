@@ -1,0 +1,109 @@
+"""SUB: the elementwise difference of two broadcast tensors (``broadcast``) and a fused activation.
+
+Float: TFLite's float32 difference, clamped by the activation. int8: TFLite Micro's quantised SUB: each operand
+less its zero point, shifted left 20 bits, rescaled by its multiplier (its scale over twice the larger input
+scale), the difference rescaled to the output's scale, plus its zero point, clamped: ADD's arithmetic and
+multipliers (``tensor_elementwise``), the second operand subtracted. A ratio of scales that makes the output
+multiplier 1 or more stops TFLite Micro (QuantizeMultiplierSmallerThanOneExp's check): refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.c_primitives import clamp8, float_activation, requantise
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.network.broadcast import broadcast_shape, c_loop, with_rows
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT as LEFT_SHIFT
+from tinycc_ml.ir.ops.tflite_arith import (
+    ACTIVATIONS,
+    activation_range,
+    apply_activation,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    wrap32,
+)
+from tinycc_ml.ir.ops.windows import network_result, quantised_operand
+
+SUB_OPTIONS = 28  # schema.fbs' BuiltinOptions: SubOptions { fused_activation_function, pot_scale_int16 }
+
+
+def multipliers(scale_a: float, scale_b: float, scale_out: float) -> list[float]:
+    """The real multipliers of each operand and of the difference: ADD's, in double (what tflite-micro computes;
+    the sources' float32 arithmetic for SUB is not what its package runs)."""
+    twice = 2 * max(float(scale_a), float(scale_b))
+    return [float(scale_a) / twice, float(scale_b) / twice, twice / ((1 << LEFT_SHIFT) * float(scale_out))]
+
+
+def _infer(ts, attrs, declared):
+    a, b = ts
+    need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
+    need(not a.dtype.is_fixed and not b.dtype.is_fixed, "tensor_sub has no form in the project's fixed point yet")
+    need(a.dtype.kind == b.dtype.kind, f"operands mix {a.dtype} and {b.dtype}")
+    result = network_result(a, declared, broadcast_shape(a.shape, b.shape, "tensor_sub"),
+                            a.layout if a.rank >= b.rank else b.layout)
+    if a.dtype.is_quantised:
+        quantised_operand(a, "first operand", 8)
+        quantised_operand(b, "second operand", 8)
+        reals = multipliers(a.dtype.qscales[0], b.dtype.qscales[0], result.dtype.qscales[0])
+        shown = ", ".join(f"{r:.3g}" for r in reals)
+        need(all(0.0 < r < 1.0 for r in reals), f"the scales give SUB multipliers {shown}; TFLite Micro needs each "
+                                                "in (0, 1) (the output's scale is too fine)")
+    return result
+
+
+def parameters(a, b, out) -> list[tuple[int, int]]:
+    return [quantize_multiplier(r) for r in multipliers(a.qscales[0], b.qscales[0], out.qscales[0])]
+
+
+def _evaluate(xs, attrs):
+    difference = np.asarray(xs[0], dtype=np.float32) - np.asarray(xs[1], dtype=np.float32)
+    return apply_activation(difference, attrs.get("activation", "none"))
+
+
+def _fixed(call: FixedCall):
+    (ta, tb), out = call.in_types, call.type.dtype
+    a, b = with_rows(call.ins, call.in_types)
+    (ma, sa), (mb, sb), (mo, so) = parameters(ta.dtype, tb.dtype, out)
+    scaled_a = multiply_by_quantized_multiplier((a - ta.dtype.zero_point) << LEFT_SHIFT, ma, sa)
+    scaled_b = multiply_by_quantized_multiplier((b - tb.dtype.zero_point) << LEFT_SHIFT, mb, sb)
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    raw = multiply_by_quantized_multiplier(wrap32(scaled_a - scaled_b), mo, so) + out.zero_point
+    return np.clip(raw, lo, hi)
+
+
+def _c_fixed(em, node) -> list[str]:
+    ta, tb = (em.graph.type(i).dtype for i in node.inputs)
+    out = node.type.dtype
+    (ma, sa), (mb, sb), (mo, so) = parameters(ta, tb, out)
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    req, clamp = requantise(em), clamp8(em)
+
+    def element(a, b):
+        scaled_a = f"{req}(((int32_t){a} - {ta.zero_point}) * {1 << LEFT_SHIFT}, {ma}, {sa})"
+        scaled_b = f"{req}(((int32_t){b} - {tb.zero_point}) * {1 << LEFT_SHIFT}, {mb}, {sb})"
+        return f"{clamp}({req}({scaled_a} - {scaled_b}, {mo}, {so}) + {out.zero_point}, {lo}, {hi})"
+
+    return c_loop(em, node, element)
+
+
+def _c_float(em, node) -> list[str]:
+    activation = float_activation(em, node.attrs.get("activation", "none"))
+    return c_loop(em, node, lambda a, b: f"{activation}(({a}) - ({b}))" if activation else f"({a}) - ({b})")
+
+
+register_op(OpDef(
+    "tensor_sub", 2, _infer, _evaluate, {"activation": "str?"},
+    "TFLite's SUB of two broadcast tensors and a fused activation; quantised: TFLite Micro's int8 kernel (each "
+    "operand rescaled to a common scale, the difference rescaled to the output's)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs) if all(batched) else None,
+    fixed=_fixed, c={"fixed": _c_fixed, "float": _c_float},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+@tflite_builtin("SUB", 41, options=SUB_OPTIONS, inputs=(2, 2))
+def lower_tflite(low, options, ins, outs) -> None:
+    low.add("tensor_sub", [low.value(ins[0]), low.value(ins[1])], {"activation": low.activation(options, 0, "SUB")},
+            low.tensors[outs[0]])
