@@ -17,6 +17,7 @@ import numpy as np
 
 from tinycc_ml.errors import IRError, ModelFileError
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops import TypeRuleError
 from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS
 from tinycc_ml.ir.ops.tflite_arith import INT32_MAX, INT32_MIN
 from tinycc_ml.ir.types import F32, TensorType, quantised
@@ -275,6 +276,10 @@ class _Lowering:
         self.values[index] = node
         return node
 
+    def ints(self, index: int, op: str, what: str) -> np.ndarray:
+        """The values of a constant int32/int64 operand (axes, permutations, shapes)."""
+        return _constant_ints(self.tensors[index], op, what)
+
     def activation(self, options: _Table | None, index: int, op: str) -> str:
         """The fused activation an operator's options name at field ``index``."""
         return _activation(options, index, op)
@@ -484,8 +489,11 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
     elif op == "SOFTMAX":
         beta = options.scalar(0, "f", 0.0, "beta") if options is not None else 0.0  # schema.fbs' default
         low.add("softmax", [low.value(ins[0])], {"beta": float(beta)}, out)
-    elif op in TFLITE_BUILTINS:  # an op whose module lowers it (ir/ops/network/)
-        TFLITE_BUILTINS[op].lower(low, options, ins, outs)
+    elif op in TFLITE_BUILTINS:  # an op whose module lowers it (ir/ops/network/, ...)
+        try:
+            TFLITE_BUILTINS[op].lower(low, options, ins, outs)
+        except TypeRuleError as exc:
+            raise _Bad(f"{low.where}: {exc}") from None
     else:
         raise _Bad(f"operator {op} is not supported (supported: {', '.join(supported_builtins())})")
 

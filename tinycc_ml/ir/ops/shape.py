@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import PER_TENSOR, TensorType
 
@@ -38,6 +39,38 @@ register_op(OpDef(
     evaluate_rows=lambda ins, batched, attrs, n, rank: ins[0].reshape(n, *(int(d) for d in attrs["shape"])),
     fixed=lambda call: _reshape_rows(call.ins[0], call.in_types[0].rank, call.attrs["shape"]),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+SQUEEZE_OPTIONS = 30  # schema.fbs' BuiltinOptions: SqueezeOptions { squeeze_dims: [int] }
+
+
+def _lower_as_reshape(low, op: str, ins, outs, shape: list[int]) -> None:
+    """SQUEEZE and EXPAND_DIMS: a RESHAPE to the shape the operator computes, which the file's output must
+    declare."""
+    out = low.tensors[outs[0]]
+    need(list(out.shape) == shape, f"{op}: the output declares shape {list(out.shape)}, the operator computes {shape}")
+    low.add("reshape", [low.value(ins[0])], {"shape": shape}, out)
+
+
+@tflite_builtin("SQUEEZE", 43, options=SQUEEZE_OPTIONS)
+def lower_squeeze(low, options, ins, outs) -> None:
+    shape = [int(d) for d in low.tensors[ins[0]].shape]
+    dims = options.array(0, "squeeze_dims", np.int32).tolist() if options is not None else []
+    need(all(-len(shape) <= d < len(shape) for d in dims),
+         f"SQUEEZE: squeeze_dims {dims} outside the input's {len(shape)} axes")
+    axes = {d % len(shape) for d in dims} if dims else {i for i, d in enumerate(shape) if d == 1}
+    need(all(shape[a] == 1 for a in axes), f"SQUEEZE: axes {sorted(axes)} of shape {shape} are not all 1")
+    _lower_as_reshape(low, "SQUEEZE", ins, outs, [d for i, d in enumerate(shape) if i not in axes])
+
+
+@tflite_builtin("EXPAND_DIMS", 70, inputs=(2, 2))
+def lower_expand_dims(low, options, ins, outs) -> None:
+    shape = [int(d) for d in low.tensors[ins[0]].shape]
+    axis = low.ints(ins[1], "EXPAND_DIMS", "axis").ravel()
+    need(axis.size == 1 and -len(shape) - 1 <= int(axis[0]) <= len(shape),
+         f"EXPAND_DIMS: axis {axis.tolist()} for an input of {len(shape)} axes")
+    at = int(axis[0]) % (len(shape) + 1)
+    _lower_as_reshape(low, "EXPAND_DIMS", ins, outs, shape[:at] + [1] + shape[at:])
 
 
 # ---------------------------------------------------------------- pad

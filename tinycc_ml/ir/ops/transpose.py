@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import PER_TENSOR, TensorType
 
@@ -37,3 +38,13 @@ register_op(OpDef(
     evaluate_rows=lambda ins, batched, attrs, n, rank: transpose_rows(ins[0], rank, attrs["perm"]),
     fixed=lambda call: transpose_rows(call.ins[0], call.in_types[0].rank, call.attrs["perm"]),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+@tflite_builtin("TRANSPOSE", 39, inputs=(2, 2))
+def lower_tflite(low, options, ins, outs) -> None:
+    rank = len(low.tensors[ins[0]].shape)
+    perm = low.ints(ins[1], "TRANSPOSE", "perm").ravel()
+    # tflite-micro takes no negative axis here (it fails to allocate the tensors)
+    need(sorted(int(p) for p in perm) == list(range(rank)),
+         f"TRANSPOSE: perm {perm.tolist()} is not a permutation of the input's {rank} axes 0..{rank - 1}")
+    low.add("transpose", [low.value(ins[0])], {"perm": [int(p) for p in perm]}, low.tensors[outs[0]])
