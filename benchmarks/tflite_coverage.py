@@ -1,0 +1,260 @@
+"""Which of TFLite Micro's operators tinycc-ml compiles, measured: for every builtin operator TFLite Micro's op
+resolver registers (``micro_mutable_op_resolver.h``; its signal library aside), at int8, 16x8 (int16 activations,
+int8 weights) and float32, a one-operator model is built with TFLite's flatbuffer schema, run by tflite-micro and
+by tinycc-ml's C on each target, and the outputs compared element for element.
+
+    python benchmarks/tflite_coverage.py [--targets host,cortex-m4,cortex-m0] [--rows 8] [--no-write]
+
+A cell says where the C equals tflite-micro's outputs exactly ("host M4 M0"), or the first target where it did
+not and how, or tinycc-ml's refusal; an operator with no model here is "not supported" (tinycc-ml's reader refuses
+it by name). Every claim is measured on the run that printed it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_table import write_table  # noqa: E402
+
+import tinycc_ml  # noqa: E402
+from tests.tflite_builder import tflm_raw_outputs  # noqa: E402
+from tests.tflite_models import TfliteBuilder, options, schema  # noqa: E402
+from tinycc_ml.codegen.backend import get_backend  # noqa: E402
+from tinycc_ml.errors import TinyccError  # noqa: E402
+
+OP, OPT = schema.BuiltinOperator, schema.BuiltinOptions
+# TFLite Micro's op resolver (micro_mutable_op_resolver.h): every builtin it can register, signal library aside
+RESOLVER = ("ABS ADD ADD_N ARG_MAX ARG_MIN ASSIGN_VARIABLE AVERAGE_POOL_2D BATCH_MATMUL BATCH_TO_SPACE_ND "
+            "BROADCAST_ARGS BROADCAST_TO CALL_ONCE CAST CEIL CONCATENATION CONV_2D COS CUMSUM DEPTH_TO_SPACE "
+            "DEPTHWISE_CONV_2D DEQUANTIZE DETECTION_POSTPROCESS DIV DYNAMIC_UPDATE_SLICE ELU EMBEDDING_LOOKUP EQUAL "
+            "EXP EXPAND_DIMS FILL FLOOR FLOOR_DIV FLOOR_MOD FULLY_CONNECTED GATHER GATHER_ND GREATER GREATER_EQUAL "
+            "HARD_SWISH IF L2_NORMALIZATION L2_POOL_2D LEAKY_RELU LESS LESS_EQUAL LOG LOGICAL_AND LOGICAL_NOT "
+            "LOGICAL_OR LOGISTIC LOG_SOFTMAX MAXIMUM MAX_POOL_2D MIRROR_PAD MEAN MINIMUM MUL NEG NOT_EQUAL PACK PAD "
+            "PADV2 PRELU QUANTIZE READ_VARIABLE REDUCE_ANY REDUCE_MAX REDUCE_MIN RELU RELU6 RESHAPE RESIZE_BILINEAR "
+            "RESIZE_NEAREST_NEIGHBOR REVERSE_V2 ROUND RSQRT SELECT_V2 SHAPE SIN SLICE SOFTMAX SPACE_TO_BATCH_ND "
+            "SPACE_TO_DEPTH SPLIT SPLIT_V SQUEEZE SQRT SQUARE SQUARED_DIFFERENCE STRIDED_SLICE SUB SUM SVDF TANH "
+            "TRANSPOSE_CONV TRANSPOSE UNPACK UNIDIRECTIONAL_SEQUENCE_LSTM VAR_HANDLE WHILE ZEROS_LIKE").split()
+KINDS = ("int8", "16x8", "float32")
+SHAPE = (1, 4, 4, 3)
+Q_IN, Q_OUT = (0.05, -3), (0.04, 5)
+
+
+def _rng():
+    return np.random.default_rng(7)
+
+
+def _unary(code, kind, out_q=Q_OUT, shape=SHAPE, opts=None):
+    b = TfliteBuilder()
+    x = b.tensor(shape, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    ins = [x]
+    y = b.tensor(shape, kind, scale=out_q[0], zero_point=out_q[1], name="y")
+    b.op(code, ins, [y], *(opts or (0, None)))
+    return b, x, y
+
+
+def unary(code, opts=None, out_q=Q_OUT):
+    def build(kind):
+        b, x, y = _unary(code, kind, out_q, opts=opts)
+        return b.finish([x], [y])
+    return build
+
+
+def binary(code, opts=None, same_q=False):
+    def build(kind):
+        b = TfliteBuilder()
+        x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+        data = _rng().normal(0, 2, size=(3,)).astype(np.float32) if kind == "float32" else _rng().integers(-128, 128, 3)
+        q = Q_IN if same_q else (0.03, 7)
+        c = b.tensor((3,), kind, scale=q[0], zero_point=q[1], data=data, name="c")
+        y = b.tensor(SHAPE, kind, scale=(Q_IN if same_q else Q_OUT)[0], zero_point=(Q_IN if same_q else Q_OUT)[1])
+        b.op(code, [x, c], [y], *(opts or (0, None)))
+        return b.finish([x], [y])
+    return build
+
+
+def layer(code, kind, w_shape, out_shape, opts, axis):
+    b = TfliteBuilder()
+    rng = _rng()
+    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    channels = w_shape[axis]
+    if kind == "float32":
+        w = b.tensor(w_shape, kind, scale=None, data=rng.normal(0, 0.3, size=w_shape).astype(np.float32))
+        bias = b.tensor((channels,), kind, scale=None, data=rng.normal(0, 0.1, size=channels).astype(np.float32))
+    else:
+        w = b.filters(rng, w_shape, axis)
+        bias = b.bias(rng, x, w, channels)
+    y = b.tensor(out_shape, kind, scale=0.1, zero_point=-4, name="y")
+    b.op(code, [x, w, bias], [y], *opts)
+    return b.finish([x], [y])
+
+
+def reshaped(code, out_shape, const=None, opts=None):
+    def build(kind):
+        b = TfliteBuilder()
+        x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+        ins = [x] + ([b.tensor((len(const),), "int32", scale=None, data=np.asarray(const))] if const is not None
+                     else [])
+        y = b.tensor(out_shape, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+        b.op(code, ins, [y], *(opts or (0, None)))
+        z = b.tensor(out_shape, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="z")
+        b.op(OP.RELU, [y], [z])  # a model computes something
+        return b.finish([x], [z])
+    return build
+
+
+PROBES = {
+    "SUB": binary(OP.SUB, (OPT.SubOptions, options("SubOptions"))),
+    "MUL": binary(OP.MUL, (OPT.MulOptions, options("MulOptions"))),
+    "MAXIMUM": binary(OP.MAXIMUM, same_q=True),
+    "MINIMUM": binary(OP.MINIMUM, same_q=True),
+    "RELU": unary(OP.RELU),
+    "RELU6": unary(OP.RELU6, out_q=Q_IN),
+    "LEAKY_RELU": unary(OP.LEAKY_RELU, (OPT.LeakyReluOptions, options("LeakyReluOptions", alpha=0.2))),
+    "SOFTMAX": unary(OP.SOFTMAX, (OPT.SoftmaxOptions, options("SoftmaxOptions", beta=1.0)), (1 / 256, -128)),
+    "AVERAGE_POOL_2D": lambda kind: _pooled(OP.AVERAGE_POOL_2D, kind),
+    "MAX_POOL_2D": lambda kind: _pooled(OP.MAX_POOL_2D, kind),
+    "CONV_2D": lambda kind: layer(OP.CONV_2D, kind, (5, 3, 3, 3), (1, 4, 4, 5),
+                                  (OPT.Conv2DOptions, options("Conv2DOptions", padding=0, strideW=1, strideH=1,
+                                                              dilationWFactor=1, dilationHFactor=1)), 0),
+    "DEPTHWISE_CONV_2D": lambda kind: layer(OP.DEPTHWISE_CONV_2D, kind, (1, 3, 3, 3), (1, 4, 4, 3),
+                                            (OPT.DepthwiseConv2DOptions,
+                                             options("DepthwiseConv2DOptions", padding=0, strideW=1, strideH=1,
+                                                     depthMultiplier=1, dilationWFactor=1, dilationHFactor=1)), 3),
+    "RESHAPE": reshaped(OP.RESHAPE, (1, 48), const=[1, 48]),
+    "TRANSPOSE": reshaped(OP.TRANSPOSE, (1, 3, 4, 4), const=[0, 3, 1, 2]),
+    "SQUEEZE": reshaped(OP.SQUEEZE, (4, 4, 3)),
+    "EXPAND_DIMS": reshaped(OP.EXPAND_DIMS, (1, 4, 4, 3, 1), const=[4]),
+}
+
+
+def _pooled(code, kind):
+    b = TfliteBuilder()
+    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    y = b.tensor((1, 2, 2, 3), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+    b.op(code, [x], [y], OPT.Pool2DOptions, options("Pool2DOptions", padding=1, strideW=2, strideH=2, filterWidth=2,
+                                                    filterHeight=2))
+    return b.finish([x], [y])
+
+
+def _add(kind):
+    b = TfliteBuilder()
+    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    c = b.tensor(SHAPE, kind, scale=0.03, zero_point=7, name="c",
+                 data=_rng().normal(0, 2, size=SHAPE).astype(np.float32) if kind == "float32"
+                 else _rng().integers(-128, 128, SHAPE))
+    y = b.tensor(SHAPE, kind, scale=Q_OUT[0], zero_point=Q_OUT[1], name="y")
+    b.op(OP.ADD, [x, c], [y], OPT.AddOptions, options("AddOptions"))
+    return b.finish([x], [y])
+
+
+def _fully_connected(kind):
+    b = TfliteBuilder()
+    rng = _rng()
+    x = b.tensor((1, 48), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    if kind == "float32":
+        w = b.tensor((5, 48), kind, scale=None, data=rng.normal(0, 0.3, size=(5, 48)).astype(np.float32))
+        bias = b.tensor((5,), kind, scale=None, data=rng.normal(0, 0.1, size=5).astype(np.float32))
+    else:
+        w = b.filters(rng, (5, 48), 0, per_channel=False)
+        bias = b.bias(rng, x, w, 5)
+    y = b.tensor((1, 5), kind, scale=0.1, zero_point=-4, name="y")
+    b.op(OP.FULLY_CONNECTED, [x, w, bias], [y], OPT.FullyConnectedOptions, options("FullyConnectedOptions"))
+    return b.finish([x], [y])
+
+
+def _concatenation(kind):
+    b = TfliteBuilder()
+    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    y = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+    b.op(OP.RELU, [x], [y])
+    z = b.tensor((1, 4, 4, 6), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="z")
+    b.op(OP.CONCATENATION, [x, y], [z], OPT.ConcatenationOptions, options("ConcatenationOptions", axis=3))
+    return b.finish([x], [z])
+
+
+def _with_constant(code, out_shape, constant, opts=None, out_q=Q_IN):
+    def build(kind):
+        b = TfliteBuilder()
+        x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+        c = b.tensor(np.shape(constant), "int32", scale=None, data=np.asarray(constant), name="c")
+        y = b.tensor(out_shape, kind, scale=out_q[0], zero_point=out_q[1], name="y")
+        b.op(code, [x, c], [y], *(opts or (0, None)))
+        return b.finish([x], [y])
+    return build
+
+
+PROBES.update({
+    "ADD": _add, "FULLY_CONNECTED": _fully_connected, "CONCATENATION": _concatenation,
+    "PAD": _with_constant(OP.PAD, (1, 6, 5, 3), [[0, 0], [1, 1], [0, 1], [0, 0]]),
+    "MEAN": _with_constant(OP.MEAN, (1, 1, 1, 3), [1, 2], (OPT.ReducerOptions, options("ReducerOptions",
+                                                                                        keepDims=True)), Q_OUT),
+})
+
+
+def rows(kind: str, size: int, n: int) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    if kind == "float32":
+        return rng.normal(0, 3, size=(n, size)).astype(np.float32)
+    return rng.integers(-128, 128, size=(n, size)).astype(np.int8)
+
+
+def measure(op: str, kind: str, targets: list[str], n: int) -> str:
+    if kind == "16x8":
+        return "not supported (int16 activations)"
+    data = PROBES[op]("float32" if kind == "float32" else "int8")
+    shape = tuple(schema.Model.GetRootAsModel(data, 0).Subgraphs(0).Tensors(0).ShapeAsNumpy())
+    X = rows(kind, int(np.prod(shape)), n)
+    want = tflm_raw_outputs(data, [x.reshape(shape) for x in X]).reshape(n, -1)
+    exact = []
+    with tempfile.TemporaryDirectory() as work:
+        path = Path(work) / "op.tflite"
+        path.write_bytes(data)
+        for target in targets:
+            try:
+                result = tinycc_ml.compile(path, target=target, out_dir=Path(work) / target, name="op",
+                                           precision="float" if kind == "float32" else "int8")
+                if target == "host":
+                    got = (result.load().run_raw(X)[0] if kind != "float32" else result.load().scores(X))
+                else:
+                    got = get_backend(target).simulate(Path(work) / target, result.output,
+                                                       X.astype(np.float64)).scores
+            except TinyccError as exc:
+                return f"refused on {target}: {str(exc).splitlines()[0][:80]}"
+            got = np.asarray(got).reshape(n, -1)
+            if not np.array_equal(got.astype(want.dtype), want):
+                return f"differs on {target} ({int(np.sum(got.astype(want.dtype) != want))} of {want.size})"
+            exact.append({"host": "host", "cortex-m4": "M4", "cortex-m0": "M0", "avr": "AVR"}.get(target, target))
+    return "exact: " + " ".join(exact)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--targets", default="host,cortex-m4,cortex-m0")
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    targets = args.targets.split(",")
+    table = []
+    for op in RESOLVER:
+        if op not in PROBES:
+            table.append([op, "not supported", "not supported", "not supported"])
+            continue
+        table.append([op, *(measure(op, kind, targets, args.rows) for kind in KINDS)])
+        print(f"  {op}: {table[-1][1:]}", flush=True)
+    supported = sum(1 for row in table if any(cell.startswith("exact") for cell in row[1:]))
+    print(f"{supported} of {len(RESOLVER)} operators compile exactly at some type")
+    write_table("tflite_coverage", ["operator", *KINDS], table,
+                script=f"benchmarks/tflite_coverage.py --targets {args.targets} --rows {args.rows}",
+                results_dir=None if args.no_write else Path(__file__).parent / "results")
+
+
+if __name__ == "__main__":
+    main()
