@@ -248,6 +248,10 @@ class _Lowering:
         if t.shape[axis] != t.scales.size:
             raise _Bad(f"tensor {t.name!r}: {t.scales.size} scales for the {t.shape[axis]} channels on axis {axis} "
                        f"of shape {list(t.shape)}")
+        if len(t.shape) > 1 and not (0 <= t.axis < len(t.shape) and t.shape[t.axis] == t.scales.size):
+            # a filter's quantized_dimension indexes its shape in tflite-micro's Prepare (a bias has one axis)
+            raise _Bad(f"tensor {t.name!r}: quantized_dimension {t.axis} of shape {list(t.shape)} does not hold its "
+                       f"{t.scales.size} channels")
         return quantised(bits, t.scales, int(zero_points[0]), axis)
 
     def tensor_type(self, t: _Tensor, layout: str = "", axis: int | None = None) -> TensorType:
