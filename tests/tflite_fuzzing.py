@@ -12,17 +12,25 @@ Two kinds of mutation:
 - on the meaning (flatbuffers' object API, repacked): absurd shapes (2^31 dimensions, products overflowing
   int32/int64), per-tensor vs per-channel mismatches, zero points out of range, scales 0/NaN/inf/negative,
   quantized_dimension out of range, unsupported operators, options and tensor types, tensor indices out of
-  range, buffers of the wrong size.
+  range, buffers of the wrong size; and the kinds tflite-micro accepts with outputs no kernel defines (issue
+  49): window fields left out at the schema's default (strides and windows 0, dilations 1) or 0, a
+  data-movement operator's output quantised otherwise (RESHAPE, pools, PAD, CONCATENATION, RELU6) or at a
+  denormal scale, an operator's output declared with another shape, int32 biases near +-2^31.
 
-A case ends in ``ok`` (the file loads and compiles for the host), ``error`` (one ModelFileError on loading or
-one CompileError on compiling; the detail starts with the class's name) or ``crash`` (anything else).
+A case ends in ``ok`` (the file loads, compiles for the host, and computes tflite-micro's outputs: the
+interpreter on every file, the host C on those whose C is built), ``error`` (one ModelFileError on loading or
+one CompileError on compiling; the detail starts with the class's name) or ``crash`` (anything else, an
+accepted file whose outputs differ from tflite-micro's among them).
 """
 
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import struct
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +38,7 @@ import numpy as np
 
 import tinycc_ml
 from tests.fuzzing import Chooser, Outcome, c_builds_clean, exception_and_place
+from tests.tflite_builder import tflm_raw_outputs
 from tests.tflite_models import MLPERF, MLPERF_MODELS, add_net, conv_net, packed, pool_net, schema, unpacked
 from tinycc_ml.errors import CompileError, ModelFileError
 
@@ -137,7 +146,15 @@ AXES = [-1, -5, 1, 2, 3, 4, 7, 2**31 - 1, -(2**31)]
 OPCODES = [0, 1, 2, 3, 4, 5, 6, 9, 14, 17, 18, 19, 21, 22, 25, 28, 32, 34, 39, 40, 41, 49, 60, 114, 127, 150, 200,
            -1, -128, 2**31 - 1]
 MUTATIONS = ["bits", "bytes", "truncate", "offset", "offset", "count", "scalar", "vtable", "shape", "quantisation",
-             "quantisation", "opcode", "options", "tensor_type", "indices", "buffer", "graph"]
+             "quantisation", "opcode", "options", "tensor_type", "indices", "buffer", "graph", "defaults",
+             "requantise", "declared_shape", "bias"]
+# the options' fields of strides, dilations, windows and depth multipliers (schema defaults: 0, dilations 1)
+WINDOW_FIELDS = ("strideH", "strideW", "dilationHFactor", "dilationWFactor", "filterHeight", "filterWidth",
+                 "depthMultiplier")
+# operators whose int8 kernels copy or compare integers (tflite-micro reads the output's quantisation downstream)
+DATA_MOVEMENT = {22: "RESHAPE", 17: "MAX_POOL_2D", 1: "AVERAGE_POOL_2D", 34: "PAD", 2: "CONCATENATION", 21: "RELU6"}
+NEAR_INT32 = [0, 1, 100, 10_000, 2**20, 2**24]  # distances of a mutated bias from +-2^31
+ORACLE_ROWS = 4  # int8 rows each accepted file is run on by tflite-micro (the extremes, then random ones)
 
 
 @dataclass
@@ -319,6 +336,57 @@ def _object_mutation(kind: str, data: bytes, pick: Chooser) -> tuple[bytes, str]
         else:
             t.buffer = pick.choice([len(model.buffers), 2**31, 0, pick.integer(0, len(model.buffers) - 1)])
         note = f"buffer {k} {how}"
+    elif kind == "defaults":  # a window field at its schema default (left out of the file) or 0
+        with_fields = [op for op in sub.operators if op.builtinOptions is not None
+                       and any(hasattr(op.builtinOptions, f) for f in WINDOW_FIELDS)]
+        if not with_fields:
+            return packed(model), "defaults: no window fields"
+        op = pick.choice(with_fields)
+        key = pick.choice([f for f in WINDOW_FIELDS if hasattr(op.builtinOptions, f)])
+        value = pick.choice([0, 0, 1])  # 0: absent (strides, windows) or written (dilations); 1: the reverse
+        setattr(op.builtinOptions, key, value)
+        note = f"option {key} := {value}"
+    elif kind == "requantise":  # a data-movement operator's output quantised otherwise than its input
+        moving = [op for op in sub.operators if _builtin(model, op) in DATA_MOVEMENT] or sub.operators
+        op = pick.choice(moving)
+        out = tensors[int(op.outputs[0])] if len(op.outputs) and 0 <= op.outputs[0] < len(tensors) else t
+        q = out.quantization
+        if q is None or q.scale is None or not len(q.scale):
+            return packed(model), "requantise: an output without quantisation"
+        how = pick.choice(["scale", "zero_point", "both", "denormal"])
+        if how in ("scale", "both"):
+            q.scale = np.asarray(q.scale, np.float32) * np.float32(pick.choice([2.0, 0.5, 1.001, 1.5]))
+        if how in ("zero_point", "both"):
+            q.zeroPoint = np.clip(np.asarray(q.zeroPoint, np.int64) + pick.choice([-5, 1, 7]), -128, 127)
+        if how == "denormal":
+            q.scale = np.full(len(q.scale), pick.choice([1e-40, 1e-45, 1e-38]), np.float32)
+        note = f"{DATA_MOVEMENT.get(_builtin(model, op), 'operator')} output {out.name!r} {how}"
+    elif kind == "declared_shape":  # an operator's output declared with another shape
+        op = pick.choice(sub.operators)
+        out = tensors[int(op.outputs[0])] if len(op.outputs) and 0 <= op.outputs[0] < len(tensors) else t
+        shape = [int(d) for d in out.shape] if out.shape is not None else [1]
+        how = pick.choice(["grow", "shrink", "lead", "drop"])
+        if how in ("grow", "shrink") and shape:
+            axis = pick.integer(0, len(shape) - 1)
+            shape[axis] = max(1, shape[axis] + (1 if how == "grow" else -1))
+        elif how == "lead":
+            shape = [1, *shape]
+        elif len(shape) > 1:
+            shape = shape[1:]
+        out.shape = np.asarray(shape, np.int32)
+        note = f"output {out.name!r} declared {shape} ({how})"
+    elif kind == "bias":  # an int32 constant (a bias) near the accumulator's limits
+        biases = [x for x in tensors if x.type == 2 and 0 < x.buffer < len(model.buffers)
+                  and model.buffers[x.buffer].data is not None and len(model.buffers[x.buffer].data) >= 4]
+        if not biases:
+            return packed(model), "bias: no int32 constants"
+        bias = pick.choice(biases)
+        values = np.asarray(model.buffers[bias.buffer].data, np.uint8).view("<i4").copy()
+        at = pick.integer(0, values.size - 1)
+        distance = pick.choice(NEAR_INT32)
+        values[at] = 2**31 - 1 - distance if pick.integer(0, 1) else -(2**31) + distance
+        model.buffers[bias.buffer].data = values.view(np.uint8)
+        note = f"bias {bias.name!r}[{at}] := {int(values[at])}"
     else:  # the graph: inputs/outputs, subgraphs, operator order
         how = pick.choice(["no_inputs", "two_inputs", "output", "subgraphs", "reverse", "drop_op", "duplicate_op",
                            "no_ops"])
@@ -342,6 +410,13 @@ def _object_mutation(kind: str, data: bytes, pick: Chooser) -> tuple[bytes, str]
     return packed(model), note
 
 
+def _builtin(model, op) -> int:
+    codes = model.operatorCodes
+    if not 0 <= op.opcodeIndex < len(codes):
+        return -1
+    return max(codes[op.opcodeIndex].builtinCode, codes[op.opcodeIndex].deprecatedBuiltinCode)
+
+
 def mutate_tflite(pick: Chooser) -> TfliteCase:
     """One hostile variant of a seed .tflite file."""
     seeds = tflite_seeds()
@@ -358,8 +433,9 @@ def mutate_tflite(pick: Chooser) -> TfliteCase:
 
 
 def run_tflite_case(data: bytes) -> Outcome:
-    """Load one .tflite file and compile it for the host (building the C when it is small): ok, one
-    ModelFileError on loading / CompileError on compiling (error), or anything else (crash)."""
+    """Load one .tflite file and compile it for the host (building the C when it is small), an accepted int8 file
+    run against tflite-micro: ok, one ModelFileError on loading / CompileError on compiling (error), or anything
+    else (crash: outputs other than tflite-micro's among them)."""
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-fuzz-tflite-") as tmp:
         path = Path(tmp) / "case.tflite"
         path.write_bytes(data)
@@ -377,8 +453,50 @@ def run_tflite_case(data: bytes) -> Outcome:
             return Outcome("error", f"CompileError: {exc}"[:400])
         except Exception as exc:  # noqa: BLE001
             return Outcome("crash", f"compiling: {exception_and_place(exc)}")
-    if sum(len(text) for text in result.files.values()) <= MAX_C_BUILT:
-        problem = c_builds_clean(result.files)
-        if problem:
-            return Outcome("crash", f"C does not compile: {problem}")
+        built = sum(len(text) for text in result.files.values()) <= MAX_C_BUILT
+        if built:
+            problem = c_builds_clean(result.files)
+            if problem:
+                return Outcome("crash", f"C does not compile: {problem}")
+        difference = tflite_micro_difference(data, model, result if built else None)
+        if difference:
+            return Outcome("crash", difference)
     return Outcome("ok")
+
+
+def _in_child(function, *args):
+    """``function(*args)`` in a forked process: tflite-micro may crash on a file (a segmentation fault), which
+    must end the case, not the fuzzer."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        return pool.submit(function, *args).result()
+
+
+def tflite_micro_difference(data: bytes, model, result=None) -> str | None:
+    """How an accepted int8 file's outputs differ from tflite-micro's (its reference kernels) on a few int8 rows:
+    the interpreter's, and the host C's when ``result`` is given; None when they are equal (or the file is a
+    float network, quantised by the project, which tflite-micro's float kernels do not define bit for bit)."""
+    if not getattr(model, "is_quantised", False):
+        return None
+    rng = np.random.default_rng(len(data))
+    X = rng.integers(-128, 128, size=(ORACLE_ROWS, *model.input_shape)).astype(np.int8)
+    X[0], X[1] = -128, 127
+    try:
+        want = _in_child(tflm_raw_outputs, data, X).reshape(len(X), -1)
+    except BrokenProcessPool:
+        return "tflite-micro crashes on an accepted file"
+    except RuntimeError as exc:  # its Prepare refusing a file the reader accepts is a finding too
+        return f"tflite-micro refuses an accepted file: {str(exc)[:200]}"
+    except (struct.error, ValueError, IndexError):  # its Python wrapper cannot parse a field the reader never reads
+        return None
+    try:
+        ours = np.asarray(model.run_int8(X)).reshape(len(X), -1)
+    except Exception as exc:  # noqa: BLE001 - an accepted file the interpreter cannot run (an overflow)
+        return f"the interpreter fails on an accepted file: {exception_and_place(exc)}"
+    if ours.shape != want.shape or not np.array_equal(ours, want):
+        return f"differs from tflite-micro: {ours.shape[1]} outputs vs {want.shape[1]}, " \
+               f"{int((ours != want).sum()) if ours.shape == want.shape else 'all'} bytes differ"
+    if result is not None:
+        scores, _ = result.load().run_raw(X.reshape(len(X), -1))
+        if not np.array_equal(np.asarray(scores).reshape(len(X), -1), want):
+            return "the host C differs from tflite-micro"
+    return None

@@ -92,7 +92,6 @@ def test_an_input_of_no_layout_is_refused(tmp_path, shape):
 
 
 @pytest.mark.parametrize("name,op,shape", [("t1", "CONV_2D", [4, 27]), ("t4", "DEPTHWISE_CONV_2D", [9, 8]),
-                                           ("conv", "DEPTHWISE_CONV_2D", [4, 4, 4]),
                                            ("t10", "FULLY_CONNECTED", [5, 32, 1])])
 def test_filters_and_inputs_of_the_wrong_rank_are_refused(tmp_path, name, op, shape):
     model = edited()
@@ -108,11 +107,20 @@ def test_an_output_that_is_a_constant_is_refused(tmp_path):
 
 def test_scales_too_far_apart_for_the_requantisation_are_refused(tmp_path):
     model = edited()
-    tensor(model, "conv").quantization.scale = np.asarray([1e-45], np.float32)
+    tensor(model, "conv").quantization.scale = np.asarray([1e-37], np.float32)  # normal floats: not refused alone
     refused(tmp_path, packed(model), "conv.*requantisation multiplier .* left shift over 31 bits")
     model = edited(add_net)
-    tensor(model, "sum").quantization.scale = np.asarray([1e-40], np.float32)
+    tensor(model, "sum").quantization.scale = np.asarray([1e-37], np.float32)
     refused(tmp_path, packed(model), "sum: the requantisation multiplier")
+
+
+@pytest.mark.parametrize("scale", [1e-40, 1.4e-45, 0.0, -0.5, float("inf"), float("nan")])
+def test_a_scale_that_is_not_a_positive_normal_float32_is_refused(tmp_path, scale):
+    """A denormal scale: tflite-micro flushes every multiplier that reads it to zero (the campaign of issue 49: a
+    RESHAPE's output at 1e-40 made the next layer's outputs all its zero point)."""
+    model = edited()
+    tensor(model, "flat").quantization.scale = np.asarray([scale], np.float32)
+    refused(tmp_path, packed(model), "tensor 'flat': scale .* is not a positive normal float32")
 
 
 def test_relu6_at_a_denormal_scale_clamps_at_the_top_of_the_range():
@@ -121,10 +129,11 @@ def test_relu6_at_a_denormal_scale_clamps_at_the_top_of_the_range():
 
 
 def test_a_relu_whose_multiplier_overflows_float32_is_refused(tmp_path):
-    """Found by seed 37, case 257: the scales' float32 quotient (TFLite's) is inf."""
+    """Found by seed 37, case 257: the scales' float32 quotient (TFLite's) is inf; a normal float32 scale gives a
+    finite one, the denormal is refused as such."""
     model = edited(pool_net)
     tensor(model, "relu").quantization.scale = np.asarray([2.8e-45], np.float32)
-    refused(tmp_path, packed(model), "relu: the requantisation multiplier inf")
+    refused(tmp_path, packed(model), "tensor 'relu': scale 2.8e-45 is not a positive normal float32")
 
 
 @pytest.mark.parametrize("beta", [float("inf"), float("nan"), 0.0, -1.0])

@@ -17,6 +17,7 @@ import numpy as np
 
 from tinycc_ml.errors import IRError, ModelFileError
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.tflite_arith import INT32_MAX, INT32_MIN
 from tinycc_ml.ir.types import F32, TensorType, quantised
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.network import NetworkModel
@@ -34,7 +35,7 @@ ACTIVATIONS = {0: "none", 1: "relu", 3: "relu6"}
 ACTIVATION_NAMES = {2: "RELU_N1_TO_1", 4: "TANH", 5: "SIGN_BIT"}
 PADDINGS = {0: "same", 1: "valid"}
 # the options table each operator reads (schema.fbs' BuiltinOptions union); those marked required have no defaults
-# a file may leave out (strides, window sizes)
+# a file may leave out (strides, window sizes: a field the schema gives no default is 0 when absent, and refused)
 OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2D": (5, True),
            "MAX_POOL_2D": (5, True), "FULLY_CONNECTED": (8, False), "SOFTMAX": (9, False),
            "CONCATENATION": (10, False), "ADD": (11, False), "RESHAPE": (17, False), "PAD": (22, False),
@@ -44,6 +45,10 @@ INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED
                 "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
                 "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1), "CONCATENATION": (2, MAX_CONCATENATED)}
 OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED": (2,), "RESHAPE": (1,)}  # may be -1
+# the axis of an operand's per-channel scales: the operator's, whatever quantized_dimension the file names
+# (tflite-micro reads them along it; converters leave a stale one on biases)
+FILTER_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3}
+SMALLEST_SCALE = float(np.finfo(np.float32).tiny)  # a denormal scale flushes every requantisation to zero
 SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
              "MAX_POOL_2D", "MEAN", "PAD", "RELU", "RELU6", "RESHAPE", "SOFTMAX")
 
@@ -90,6 +95,10 @@ class _Table:
         if 4 + 2 * index >= vsize:
             return 0
         return self.buf.scalar(vtable + 4 + 2 * index, "H", self.what)
+
+    def present(self, index: int) -> bool:
+        """Whether the field is in the file (a writer leaves out one equal to the schema's default)."""
+        return self._field(index) != 0
 
     def scalar(self, index: int, fmt: str, default, name: str):
         offset = self._field(index)
@@ -212,8 +221,10 @@ class _Lowering:
     def __init__(self, graph: Graph, tensors: list[_Tensor]):
         self.graph, self.tensors = graph, tensors
         self.values: dict[int, str] = {}
+        self.where = "operator"  # the operator being lowered, for messages: "operator 3 (CONV_2D)"
 
-    def dtype(self, t: _Tensor, axis_allowed: bool = False):
+    def dtype(self, t: _Tensor, axis: int | None = None):
+        """The tensor's element type; ``axis``: the operator's axis of per-channel scales (None: per tensor)."""
         if t.type_name == "float32":
             return F32
         if t.type_name not in ("int8", "int32"):
@@ -221,53 +232,93 @@ class _Lowering:
                        "int32 biases)")
         if t.scales.size == 0:
             raise _Bad(f"tensor {t.name!r}: {t.type_name} without quantisation parameters")
+        bad = [float(s) for s in t.scales if not SMALLEST_SCALE <= float(s) < math.inf]
+        if bad:
+            raise _Bad(f"tensor {t.name!r}: scale {bad[0]:.3g} is not a positive normal float32")
+        if t.zero_points.size == 0:
+            raise _Bad(f"tensor {t.name!r}: scales without zero points (tflite-micro reads it as not quantised)")
         bits = 8 if t.type_name == "int8" else 32
-        zero_points = t.zero_points if t.zero_points.size else np.zeros(1, np.int64)
+        zero_points = t.zero_points
         if np.any(zero_points != zero_points[0]):
             raise _Bad(f"tensor {t.name!r}: per-channel zero points that differ are not supported")
         if t.scales.size == 1:
             return quantised(bits, t.scales, int(zero_points[0]))
-        if not axis_allowed:
+        if axis is None:
             raise _Bad(f"tensor {t.name!r}: per-channel quantisation is supported on filters and biases only")
-        if not 0 <= t.axis < len(t.shape) or t.shape[t.axis] != t.scales.size:
-            raise _Bad(f"tensor {t.name!r}: {t.scales.size} scales on axis {t.axis} of shape {list(t.shape)}")
-        return quantised(bits, t.scales, int(zero_points[0]), t.axis)
+        if t.shape[axis] != t.scales.size:
+            raise _Bad(f"tensor {t.name!r}: {t.scales.size} scales for the {t.shape[axis]} channels on axis {axis} "
+                       f"of shape {list(t.shape)}")
+        if len(t.shape) > 1 and not (0 <= t.axis < len(t.shape) and t.shape[t.axis] == t.scales.size):
+            # a filter's quantized_dimension indexes its shape in tflite-micro's Prepare (a bias has one axis)
+            raise _Bad(f"tensor {t.name!r}: quantized_dimension {t.axis} of shape {list(t.shape)} does not hold its "
+                       f"{t.scales.size} channels")
+        return quantised(bits, t.scales, int(zero_points[0]), axis)
 
-    def tensor_type(self, t: _Tensor, layout: str = "", axis_allowed: bool = False) -> TensorType:
+    def tensor_type(self, t: _Tensor, layout: str = "", axis: int | None = None) -> TensorType:
         try:
-            return TensorType(t.shape, self.dtype(t, axis_allowed), layout)
+            return TensorType(t.shape, self.dtype(t, axis), layout)
         except ValueError as exc:
             raise _Bad(f"tensor {t.name!r}: {exc}") from None
 
     def layout(self, t: _Tensor) -> str:
         return {4: "NHWC", 2: "NC", 1: "C"}.get(len(t.shape), "")
 
-    def value(self, index: int, layout: str | None = None, axis_allowed: bool = False) -> str:
+    def value(self, index: int, layout: str | None = None, axis: int | None = None) -> str:
         if index in self.values:
             return self.values[index]
         t = self.tensors[index]
         if t.data is None:
             raise _Bad(f"tensor {t.name!r} is read before any operator computes it")
         node = self.graph.add("const", [], {"value": t.data},
-                              type=self.tensor_type(t, self.layout(t) if layout is None else layout, axis_allowed),
+                              type=self.tensor_type(t, self.layout(t) if layout is None else layout, axis),
                               name=_identifier(t.name))
         self.values[index] = node
         return node
 
     def bias(self, index: int, channels: int, name: str) -> str:
         if index >= 0:
-            return self.value(index, "", axis_allowed=True)
+            return self.value(index, "", axis=0)
         zeros = np.zeros(channels, np.int32)
         return self.graph.add("const", [], {"value": zeros}, type=TensorType((channels,), quantised(32, 1.0)),
                               name=f"{name}_no_bias")
 
     def add(self, op: str, inputs: list[str], attrs: dict, out: _Tensor) -> None:
+        """A node computing ``out``: refused unless the op computes the shape the file declares (tflite-micro's
+        kernels would read the declared one)."""
         try:
             node = self.graph.add(op, inputs, attrs, type=self.tensor_type(out, self.layout(out)),
                                   name=_identifier(out.name))
         except ValueError as exc:
-            raise _Bad(f"operator {op} giving {out.name!r}: {exc}") from None
+            raise _Bad(f"{self.where} giving {out.name!r}: {exc}") from None
+        if attrs.get("activation") == "relu6":
+            _check_relu6_range(out, self.where)
+        computed = self.graph.type(node).shape
+        if computed != out.shape:
+            raise _Bad(f"{self.where} giving {out.name!r}: the tensor declares shape {list(out.shape)}, the "
+                       f"operator computes {list(computed)}")
         self.values[out.index] = node
+
+
+def _check_relu6_range(out: _Tensor, where: str) -> None:
+    """tflite-micro's CalculateActivationRangeQuantized refuses a fused RELU6 whose 6 at the output's scale (float32
+    arithmetic, rounded) is not an int32."""
+    with np.errstate(over="ignore", divide="ignore"):
+        six = np.float32(6.0) / np.float32(out.scales[0])
+    if not float(six) < 2.0**31:
+        raise _Bad(f"{where} giving {out.name!r}: a fused RELU6 at output scale {float(out.scales[0]):.3g} puts 6 "
+                   "beyond int32")
+
+
+def _check_bias_scale(low: _Lowering, x: _Tensor, w: _Tensor, bias: int, out: _Tensor) -> None:
+    """tflite-micro's FULLY_CONNECTED requires the bias's scale within 2% of the output's scale of input scale x
+    weight scale (GetQuantizedConvolutionMultipler)."""
+    if bias < 0 or x.type_name != "int8":
+        return
+    product = float(np.float32(x.scales[0]) * np.float32(w.scales[0]))
+    bias_scale = float(low.tensors[bias].scales[0])
+    if not abs(product - bias_scale) / float(out.scales[0]) <= 0.02:
+        raise _Bad(f"{low.where} giving {out.name!r}: bias scale {bias_scale:.6g} is not input scale x weight scale "
+                   f"{product:.6g} (within 2% of the output scale {float(out.scales[0]):.3g}, as tflite-micro needs)")
 
 
 def _identifier(name: str) -> str:
@@ -301,30 +352,84 @@ def _ranked(t: _Tensor, rank: int, op: str, what: str) -> _Tensor:
     return t
 
 
+def _at_least_one(options: _Table, index: int, name: str, op: str, default: int) -> int:
+    """A stride, dilation or window size: read at the schema's default when absent (0 for those without one), and
+    refused below 1 (tflite-micro would run with it and compute no convolution's or pool's values)."""
+    value = int(options.scalar(index, "i", default, name))
+    if value < 1:
+        absent = " (absent from the file: the schema's default)" if not options.present(index) else ""
+        raise _Bad(f"{op}: {name} is {value}{absent}; it must be at least 1")
+    return value
+
+
+def _check_bias_type(options: _Table | None, index: int, op: str) -> None:
+    """The options' quantized_bias_type: none (0, FLOAT32, the default) or INT32; tflite-micro refuses a type it does
+    not know, and int8 networks have int32 biases."""
+    code = int(options.scalar(index, "b", 0, "quantized_bias_type")) if options is not None else 0
+    if code not in (0, 2):
+        raise _Bad(f"{op}: quantized_bias_type {TENSOR_TYPES.get(code, (code,))[0]} is not supported (int8 networks "
+                   "have int32 biases)")
+
+
+def _window(options: _Table, op: str, dilation: tuple[int, int] | None) -> dict:
+    """Strides (fields 2, 1: stride_h, stride_w, no default) and dilations (``dilation``: their fields, default
+    1) of a CONV_2D's or DEPTHWISE_CONV_2D's options."""
+    attrs = {"stride": [_at_least_one(options, 2, "stride_h", op, 0), _at_least_one(options, 1, "stride_w", op, 0)],
+             "padding": _padding(options, op)}
+    if dilation is not None:
+        attrs["dilation"] = [_at_least_one(options, dilation[0], "dilation_h_factor", op, 1),
+                             _at_least_one(options, dilation[1], "dilation_w_factor", op, 1)]
+    return attrs
+
+
+def _check_accumulator(low: _Lowering, x: _Tensor, bias: int, by_channel: np.ndarray, out: _Tensor) -> None:
+    """Refuses a layer whose int32 accumulator (the products' sum, then the bias) can overflow for some int8
+    input: TFLite's kernels wrap it silently. ``by_channel``: the filter's values, one row per output channel."""
+    if x.type_name != "int8":
+        return
+    zero_point = int(x.zero_points[0]) if x.zero_points.size else 0
+    w64 = by_channel.astype(np.int64)
+    ends = np.stack([w64 * (127 - zero_point), w64 * (-128 - zero_point)])  # each product's extremes (0 between)
+    high, low_end = ends.max(axis=0).sum(axis=1), ends.min(axis=0).sum(axis=1)
+    b = low.tensors[bias].data if bias >= 0 else None
+    b = np.zeros(len(w64), np.int64) if b is None else b.astype(np.int64).reshape(-1)
+    for c in range(len(w64)):
+        worst = (int(low_end[c]) + min(0, int(b[c])), int(high[c]) + max(0, int(b[c])))
+        if worst[0] < INT32_MIN or worst[1] > INT32_MAX:
+            raise _Bad(f"{low.where} giving {out.name!r}: channel {c}'s accumulator (bias {int(b[c])}, products "
+                       f"{int(low_end[c])}..{int(high[c])} over int8 inputs) can pass int32, where TFLite wraps it")
+
+
 def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[int], outs: list[int]) -> None:
     out = low.tensors[outs[0]]
     name = _identifier(out.name)
+    bias = ins[2] if len(ins) > 2 else -1
     if op == "CONV_2D":
         w = _ranked(low.tensors[ins[1]], 4, op, "filter")
-        stride = [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")]
-        dilation = [options.scalar(5, "i", 1, "dilation_h"), options.scalar(4, "i", 1, "dilation_w")]
-        attrs = {"stride": stride, "dilation": dilation, "padding": _padding(options, op),
-                 "activation": _activation(options, 3, op)}
-        low.add("conv2d", [low.value(ins[0]), low.value(ins[1], "OHWI", True),
-                           low.bias(ins[2] if len(ins) > 2 else -1, w.shape[0], name)], attrs, out)
+        _check_bias_type(options, 6, op)
+        attrs = {**_window(options, op, (5, 4)), "activation": _activation(options, 3, op)}
+        low.add("conv2d", [low.value(ins[0]), low.value(ins[1], "OHWI", FILTER_AXIS[op]),
+                           low.bias(bias, w.shape[0], name)], attrs, out)
+        if w.data is not None:
+            _check_accumulator(low, low.tensors[ins[0]], bias, w.data.reshape(w.shape[0], -1), out)
     elif op == "DEPTHWISE_CONV_2D":
         w = _ranked(low.tensors[ins[1]], 4, op, "filter")
-        stride = [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")]
-        dilation = [options.scalar(6, "i", 1, "dilation_h"), options.scalar(5, "i", 1, "dilation_w")]
         x_channels = _ranked(low.tensors[ins[0]], 4, op, "input").shape[-1]
-        attrs = {"stride": stride, "dilation": dilation, "padding": _padding(options, op),
-                 "activation": _activation(options, 4, op), "depth_multiplier": w.shape[-1] // max(1, x_channels)}
-        low.add("depthwise_conv2d", [low.value(ins[0]), low.value(ins[1], "IHWO", True),
-                                     low.bias(ins[2] if len(ins) > 2 else -1, w.shape[-1], name)], attrs, out)
+        multiplier = w.shape[-1] // max(1, x_channels)
+        declared = int(options.scalar(3, "i", 0, "depth_multiplier"))
+        if declared != multiplier:  # tflite-micro's kernel loops over the declared one
+            raise _Bad(f"{op}: depth_multiplier {declared}, but the filter's {w.shape[-1]} channels for the input's "
+                       f"{x_channels} make {w.shape[-1] / max(1, x_channels):g}")
+        attrs = {**_window(options, op, (6, 5)), "activation": _activation(options, 4, op),
+                 "depth_multiplier": multiplier}
+        low.add("depthwise_conv2d", [low.value(ins[0]), low.value(ins[1], "IHWO", FILTER_AXIS[op]),
+                                     low.bias(bias, w.shape[-1], name)], attrs, out)
+        if w.data is not None:
+            _check_accumulator(low, low.tensors[ins[0]], bias, w.data.reshape(-1, w.shape[-1]).T, out)
     elif op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
-        attrs = {"filter": [options.scalar(4, "i", 1, "filter_height"), options.scalar(3, "i", 1, "filter_width")],
-                 "stride": [options.scalar(2, "i", 1, "stride_h"), options.scalar(1, "i", 1, "stride_w")],
-                 "padding": _padding(options, op), "activation": _activation(options, 5, op)}
+        attrs = {**_window(options, op, None), "activation": _activation(options, 5, op),
+                 "filter": [_at_least_one(options, 4, "filter_height", op, 0),
+                            _at_least_one(options, 3, "filter_width", op, 0)]}
         low.add("average_pool2d" if op == "AVERAGE_POOL_2D" else "max_pool2d", [low.value(ins[0])], attrs, out)
     elif op == "PAD":
         x = low.tensors[ins[0]]
@@ -362,7 +467,7 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
                                            type=TensorType(tuple(shape), low.dtype(out), low.layout(out)),
                                            name=f"{name}_part{k}")
                 except ValueError as exc:
-                    raise _Bad(f"operator {op} giving {out.name!r}: {exc}") from None
+                    raise _Bad(f"{low.where} giving {out.name!r}: {exc}") from None
             else:
                 low.add("concatenation", [joined, low.value(index)], {"axis": axis}, out)
     elif op in ("RELU", "RELU6"):
@@ -373,9 +478,12 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         if options is not None and options.scalar(2, "b", 0, "keep_num_dims"):
             raise _Bad(f"{op}: keep_num_dims is not supported")
         w = _ranked(low.tensors[ins[1]], 2, op, "weights")
-        low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"),
-                                    low.bias(ins[2] if len(ins) > 2 else -1, w.shape[0], name)],
+        _check_bias_type(options, 4, op)
+        low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"), low.bias(bias, w.shape[0], name)],
                 {"activation": _activation(options, 0, op)}, out)
+        _check_bias_scale(low, low.tensors[ins[0]], w, bias, out)
+        if w.data is not None:
+            _check_accumulator(low, low.tensors[ins[0]], bias, w.data, out)
     elif op == "ADD":
         low.add("tensor_add", [low.value(ins[0]), low.value(ins[1])], {"activation": _activation(options, 0, op)}, out)
     elif op == "RESHAPE":
@@ -428,6 +536,7 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
         optional = OPTIONAL_INPUTS.get(op, ())
         if not least <= len(ins) <= most or any(i < 0 and k not in optional for k, i in enumerate(ins)):
             raise _Bad(f"operator {k} ({op}): inputs {ins}, expected {least} to {most} tensors")
+        low.where = f"operator {k} ({op})"
         _lower_operator(low, op, _options(operator, op, k), ins, outs)
     for i, index in enumerate(outputs):
         if int(index) not in low.values or graph.op(low.values[int(index)]) in ("input", "const"):

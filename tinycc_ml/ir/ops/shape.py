@@ -1,4 +1,5 @@
-"""Shape ops: RESHAPE, free (the elements keep their order and their quantisation), PAD (the elements
+"""Shape ops: RESHAPE, free (the elements keep their order and their quantisation: a result declared with
+another is refused, as TFLite's kernel would reinterpret the integers), PAD (the elements
 copied into a larger tensor, the rest zero: the zero point of a quantised tensor) and CONCATENATION (two
 tensors' elements interleaved along an axis)."""
 
@@ -19,6 +20,10 @@ def _infer_reshape(ts, attrs, declared):
     need(all(d >= 1 for d in shape), f"shape {list(shape)} has a dimension below 1")
     need(int(np.prod(shape)) == x.size, f"cannot reshape {x.shape} ({x.size} elements) to {shape}")
     need(not x.dtype.is_quantised or x.dtype.axis == PER_TENSOR, "a per-channel quantised tensor cannot be reshaped")
+    # TFLite's RESHAPE copies the integers: a result quantised otherwise would reinterpret them, not requantise
+    need(not x.dtype.is_quantised or declared is None or declared.dtype == x.dtype,
+         f"a reshape keeps its input's quantisation {x.dtype} (TFLite copies the integers), the result declares "
+         f"{declared.dtype if declared is not None else None}")
     return TensorType(shape, x.dtype, declared.layout if declared is not None else "")
 
 
