@@ -26,8 +26,11 @@ accepted file whose outputs differ from tflite-micro's among them).
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import struct
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -461,6 +464,13 @@ def run_tflite_case(data: bytes) -> Outcome:
     return Outcome("ok")
 
 
+def _in_child(function, *args):
+    """``function(*args)`` in a forked process: tflite-micro may crash on a file (a segmentation fault), which
+    must end the case, not the fuzzer."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        return pool.submit(function, *args).result()
+
+
 def tflite_micro_difference(data: bytes, model, result=None) -> str | None:
     """How an accepted int8 file's outputs differ from tflite-micro's (its reference kernels) on a few int8 rows:
     the interpreter's, and the host C's when ``result`` is given; None when they are equal (or the file is a
@@ -471,7 +481,9 @@ def tflite_micro_difference(data: bytes, model, result=None) -> str | None:
     X = rng.integers(-128, 128, size=(ORACLE_ROWS, *model.input_shape)).astype(np.int8)
     X[0], X[1] = -128, 127
     try:
-        want = tflm_raw_outputs(data, X).reshape(len(X), -1)
+        want = _in_child(tflm_raw_outputs, data, X).reshape(len(X), -1)
+    except BrokenProcessPool:
+        return "tflite-micro crashes on an accepted file"
     except RuntimeError as exc:  # its Prepare refusing a file the reader accepts is a finding too
         return f"tflite-micro refuses an accepted file: {str(exc)[:200]}"
     except (struct.error, ValueError, IndexError):  # its Python wrapper cannot parse a field the reader never reads

@@ -264,3 +264,30 @@ def test_a_fully_connected_bias_at_another_scale_is_refused(tmp_path):
     model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(fc_model(5, bias=[1, 2, 3, 4, 5]), 0))
     named(model, "bias").quantization.scale = np.asarray([0.01], np.float32)  # 10% of the output scale away
     refused(tmp_path, packed(model), r"FULLY_CONNECTED\) giving 'y': bias scale 0.01 is not input scale x weight scale")
+
+
+def test_a_filter_whose_quantized_dimension_does_not_hold_its_channels_is_refused(tmp_path):
+    """tflite-micro's Prepare indexes the filter's shape with it (INT32_MIN: a segmentation fault, found by the
+    fuzzer's tflite-micro oracle)."""
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(conv_model(), 0))
+    named(model, "t1").quantization.quantizedDimension = -(2**31)
+    refused(tmp_path, packed(model), r"tensor 't1': quantized_dimension -2147483648 of shape \[3, 3, 3, 2\] does not "
+                                     "hold its 3 channels")
+
+
+@pytest.mark.parametrize("code", [127, 9])
+def test_a_quantized_bias_type_other_than_int32_is_refused(tmp_path, code):
+    """The fuzzer's oracle: tflite-micro refuses an unknown type; an int8 network's biases are int32."""
+    refused(tmp_path, conv_model(quantizedBiasType=code), r"CONV_2D: quantized_bias_type .* is not supported")
+    refused(tmp_path, _fc_with_bias_type(code),
+            r"FULLY_CONNECTED: quantized_bias_type .* is not supported")
+
+
+def _fc_with_bias_type(code: int) -> bytes:
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(fc_model(5), 0))
+    model.subgraphs[0].operators[0].builtinOptions.quantizedBiasType = code
+    return packed(model)
+
+
+def test_an_int32_quantized_bias_type_reads_as_before(tmp_path):
+    equals_tflite_micro(tmp_path, conv_model(quantizedBiasType=2))

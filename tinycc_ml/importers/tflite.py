@@ -253,6 +253,10 @@ class _Lowering:
         if t.shape[axis] != t.scales.size:
             raise _Bad(f"tensor {t.name!r}: {t.scales.size} scales for the {t.shape[axis]} channels on axis {axis} "
                        f"of shape {list(t.shape)}")
+        if len(t.shape) > 1 and not (0 <= t.axis < len(t.shape) and t.shape[t.axis] == t.scales.size):
+            # a filter's quantized_dimension indexes its shape in tflite-micro's Prepare (a bias has one axis)
+            raise _Bad(f"tensor {t.name!r}: quantized_dimension {t.axis} of shape {list(t.shape)} does not hold its "
+                       f"{t.scales.size} channels")
         return quantised(bits, t.scales, int(zero_points[0]), axis)
 
     def tensor_type(self, t: _Tensor, layout: str = "", axis: int | None = None) -> TensorType:
@@ -371,6 +375,15 @@ def _at_least_one(options: _Table, index: int, name: str, op: str, default: int)
     return value
 
 
+def _check_bias_type(options: _Table | None, index: int, op: str) -> None:
+    """The options' quantized_bias_type: none (0, FLOAT32, the default) or INT32; tflite-micro refuses a type it does
+    not know, and int8 networks have int32 biases."""
+    code = int(options.scalar(index, "b", 0, "quantized_bias_type")) if options is not None else 0
+    if code not in (0, 2):
+        raise _Bad(f"{op}: quantized_bias_type {TENSOR_TYPES.get(code, (code,))[0]} is not supported (int8 networks "
+                   "have int32 biases)")
+
+
 def _window(options: _Table, op: str, dilation: tuple[int, int] | None) -> dict:
     """Strides (fields 2, 1: stride_h, stride_w, no default) and dilations (``dilation``: their fields, default
     1) of a CONV_2D's or DEPTHWISE_CONV_2D's options."""
@@ -406,6 +419,7 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
     bias = ins[2] if len(ins) > 2 else -1
     if op == "CONV_2D":
         w = _ranked(low.tensors[ins[1]], 4, op, "filter")
+        _check_bias_type(options, 6, op)
         attrs = {**_window(options, op, (5, 4)), "activation": _activation(options, 3, op)}
         low.add("conv2d", [low.value(ins[0]), low.value(ins[1], "OHWI", FILTER_AXIS[op]),
                            low.bias(bias, w.shape[0], name)], attrs, out)
@@ -477,6 +491,7 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         if options is not None and options.scalar(2, "b", 0, "keep_num_dims"):
             raise _Bad(f"{op}: keep_num_dims is not supported")
         w = _ranked(low.tensors[ins[1]], 2, op, "weights")
+        _check_bias_type(options, 4, op)
         low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"), low.bias(bias, w.shape[0], name)],
                 {"activation": _activation(options, 0, op)}, out)
         _check_bias_scale(low, low.tensors[ins[0]], w, bias, out)
