@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinycc_ml.arm import m4_cycles
 from tinycc_ml.arm.chips import NRF51822
 from tinycc_ml.target import (
     DEFAULT_MAX_CYCLES,
@@ -484,8 +485,6 @@ def cycles(spec: BuildSpec, x: np.ndarray, board: Board, wait_states: int = 0):
     (``m4_cycles``), with ``wait_states`` on every data read from flash and every refill from it."""
     from unicorn import UC_HOOK_CODE, UC_HOOK_MEM_READ
     from unicorn import arm_const as uc_regs
-
-    from tinycc_ml.arm import m4_cycles
 
     image = _UnicornImage(spec, board, "Cortex-M4 cycles")
     uc, chip = image.uc, board.chip
