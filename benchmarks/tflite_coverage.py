@@ -191,7 +191,48 @@ def _with_constant(code, out_shape, constant, opts=None, out_q=Q_IN):
     return build
 
 
+def _strided_slice(kind):
+    b = TfliteBuilder()
+    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    consts = [b.tensor((4,), "int32", scale=None, data=np.asarray(v, dtype=np.int32))
+              for v in ([0, 1, 0, 0], [1, 4, 4, 3], [1, 2, 1, 2])]
+    y = b.tensor((1, 2, 4, 2), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+    b.op(OP.STRIDED_SLICE, [x, *consts], [y], OPT.StridedSliceOptions, options("StridedSliceOptions"))
+    return b.finish([x], [y])
+
+
+def _slice(kind):
+    b = TfliteBuilder()
+    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    consts = [b.tensor((4,), "int32", scale=None, data=np.asarray(v, dtype=np.int32))
+              for v in ([0, 1, 1, 0], [1, 2, -1, 2])]
+    y = b.tensor((1, 2, 3, 2), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+    b.op(OP.SLICE, [x, *consts], [y])
+    z = b.tensor((1, 2, 3, 2), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="z")
+    b.op(OP.RELU, [y], [z])
+    return b.finish([x], [z])
+
+
+def _transpose_conv(kind):
+    b = TfliteBuilder()
+    rng = _rng()
+    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    shape = b.tensor((4,), "int32", scale=None, data=np.asarray([1, 8, 8, 2], dtype=np.int32))
+    if kind == "float32":
+        w = b.tensor((2, 3, 3, 3), kind, scale=None, data=rng.normal(0, 0.3, size=(2, 3, 3, 3)).astype(np.float32))
+        bias = b.tensor((2,), kind, scale=None, data=rng.normal(0, 0.1, size=2).astype(np.float32))
+    else:
+        w = b.filters(rng, (2, 3, 3, 3), 0)
+        bias = b.bias(rng, x, w, 2)
+    y = b.tensor((1, 8, 8, 2), kind, scale=0.1, zero_point=-4, name="y")
+    b.op(OP.TRANSPOSE_CONV, [shape, w, x, bias], [y], OPT.TransposeConvOptions,
+         options("TransposeConvOptions", padding=0, strideW=2, strideH=2))
+    return b.finish([x], [y])
+
+
 PROBES.update({
+    "STRIDED_SLICE": _strided_slice, "TRANSPOSE_CONV": _transpose_conv,
+    "SLICE": _slice,
     "ADD": _add, "FULLY_CONNECTED": _fully_connected, "CONCATENATION": _concatenation,
     "PAD": _with_constant(OP.PAD, (1, 6, 5, 3), [[0, 0], [1, 1], [0, 1], [0, 0]]),
     "MEAN": _with_constant(OP.MEAN, (1, 1, 1, 3), [1, 2], (OPT.ReducerOptions, options("ReducerOptions",

@@ -284,13 +284,28 @@ class _Lowering:
         """The values of a constant int32/int64 operand (axes, permutations, shapes)."""
         return _constant_ints(self.tensors[index], op, what)
 
+    def check_accumulator(self, x_index: int, bias_index: int, by_channel: np.ndarray, out: _Tensor) -> None:
+        """Refuses a layer whose int32 accumulator can pass int32 for some int8 input (``_check_accumulator``)."""
+        _check_accumulator(self, self.tensors[x_index], bias_index, by_channel, out)
+
+    def name_of(self, t: _Tensor) -> str:
+        """A C identifier from the tensor's name (the IR node's name)."""
+        return _identifier(t.name)
+
+    def check_bias_type(self, options: _Table | None, index: int, op: str) -> None:
+        _check_bias_type(options, index, op)
+
     def activation(self, options: _Table | None, index: int, op: str) -> str:
         """The fused activation an operator's options name at field ``index``."""
         return _activation(options, index, op)
 
-    def bias(self, index: int, channels: int, name: str) -> str:
+    def bias(self, index: int, channels: int, name: str, real: bool = False) -> str:
+        """The bias operand; a layer without one gets zeros (float32 ones for a float layer: ``real``)."""
         if index >= 0:
             return self.value(index, "", axis=0)
+        if real:
+            return self.graph.add("const", [], {"value": np.zeros(channels, np.float32)},
+                                  type=TensorType((channels,), F32), name=f"{name}_no_bias")
         zeros = np.zeros(channels, np.int32)
         return self.graph.add("const", [], {"value": zeros}, type=TensorType((channels,), quantised(32, 1.0)),
                               name=f"{name}_no_bias")
