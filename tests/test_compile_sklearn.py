@@ -165,3 +165,35 @@ def test_unsupported_objects_are_refused(make, message):
         obj = make()
     with pytest.raises(CompileError, match=message):
         tinycc_ml.compile(obj)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_knn_ties_of_repeated_training_rows(algorithm):
+    """Repeated training rows with other labels tie exactly. The points were sorted by label, so a tie went to the
+    smaller label; now the build keeps the training order and, among equal distances, the lower training index
+    (scikit-learn's rule wherever its float64 distances of equal rows come out equal). Where the k-th and the
+    next distance tie, which row scikit-learn keeps depends on the rounding of its own distance computation (its
+    BLAS's, its tree's): the build's answer there is the documented rule, checked here directly; on every other
+    row, ties inside the k included, it is scikit-learn's."""
+    rng = np.random.default_rng(49)
+    points = rng.normal(size=(40, 3))
+    X = np.repeat(points, 3, axis=0)[rng.permutation(120)]  # every position three times, in shuffled order
+    y = rng.integers(0, 3, size=120)
+    rows = np.concatenate([rng.normal(size=(300, 3)), points + 1e-3 * rng.normal(size=(40, 3))])
+    d = np.sum((rows[:, None, :] - X[None]) ** 2, axis=2)
+    nearest = np.lexsort((np.broadcast_to(np.arange(120), d.shape), d), axis=1)  # by distance, then index
+    inside_ties = 0
+    for k in (2, 3, 4, 5, 6):
+        est = KNeighborsClassifier(n_neighbors=k, algorithm=algorithm).fit(X, y)
+        predictor = tinycc_ml.compile(est, precision="float").load()
+        ranked = np.take_along_axis(d, nearest, axis=1)
+        group = np.abs(d - ranked[:, k - 1:k]) <= 1e-9 * ranked[:, k - 1:k]  # the rows tied with the k-th
+        mixed = np.array([len(set(y[g])) > 1 for g in group])
+        boundary = (ranked[:, k] - ranked[:, k - 1] <= 1e-9 * ranked[:, k]) & mixed  # which ones are kept matters
+        inside_ties += int(np.sum(~boundary & (ranked[:, 1] - ranked[:, 0] <= 1e-9 * ranked[:, 1])))
+        np.testing.assert_array_equal(predictor.predict(rows[~boundary]), est.predict(rows[~boundary]))
+        votes = np.zeros((len(rows), 3))
+        np.add.at(votes, (np.arange(len(rows))[:, None], y[nearest[:, :k]]), 1.0)
+        np.testing.assert_array_equal(predictor.predict(rows), np.argmax(votes, axis=1))  # the rule, every row
+        np.testing.assert_allclose(as_model(est).scores(rows), votes)
+    assert inside_ties > 0

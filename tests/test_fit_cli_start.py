@@ -30,6 +30,10 @@ def test_cli_fit_starts_from_the_users_estimator(iris_file, tmp_path):  # noqa: 
     ("RandomForestClassifier(8)", "by name"),
     ("RandomForestClassifier(depth=3)", "unexpected keyword argument 'depth'"),
     ("RandomForestClassifier(", "not an estimator"),
+    # values scikit-learn's own parameter validation refuses: said before any training (was a worker's traceback)
+    ("LogisticRegression(C=-1)", "The 'C' parameter of LogisticRegression must be"),
+    ('LogisticRegression(solver="foo")', "The 'solver' parameter of LogisticRegression must be"),
+    ("RandomForestClassifier(max_depth=-3)", "The 'max_depth' parameter of RandomForestClassifier must be"),
 ])
 def test_cli_fit_refuses_a_start_it_cannot_use_in_one_line(iris_file, tmp_path, start, message):  # noqa: F811
     out = tmp_path / "out"

@@ -25,6 +25,7 @@ from tinycc_ml.importers.onnx import load_onnx
 from tinycc_ml.importers.tflite import load_tflite_model
 from tinycc_ml.importers.xgboost import load_xgboost_file
 from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.ir.ops import OPS
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.network_fixed import (
@@ -348,7 +349,13 @@ def float_peaks(graph, lo, hi):
     ``graph`` the analysis reaches, in graph order (NaN where it proves nothing finite)."""
     intervals = static_intervals(graph, lo, hi, float_check=True)
     for name in graph.order():
-        if name in intervals and graph.type(name).dtype.kind == "f32" and graph.op(name) != "const":
+        node = graph.node(name)
+        inner = OPS[node.op].inner_interval
+        if inner is not None and all(i in intervals for i in node.inputs):  # a fused op's unstored values
+            with np.errstate(invalid="ignore", over="ignore"):
+                values = inner(node.attrs, [intervals[i] for i in node.inputs])
+                yield name, np.max(np.abs(np.concatenate([np.ravel(b) for b in values])), initial=0.0)
+        if name in intervals and graph.type(name).dtype.kind == "f32" and node.op != "const":
             with np.errstate(invalid="ignore"):
                 yield name, np.max(np.abs(np.concatenate([np.ravel(b) for b in intervals[name]])), initial=0.0)
 

@@ -112,10 +112,12 @@ def build_graph(rng, D, H, L, ops, tanh_scale):
         else:
             per_class = g.add("segment_min", [d], {"offsets": list(range(0, m + 1, 3))}, name="per_class")
             scores = g.add("scale", [per_class], {"factor": -1.0}, name="scores")
-    elif "ovo" in ops:  # one-vs-one votes of pair decisions (kernel SVMs)
+    elif {"ovo", "ovr"} & ops:  # one-vs-one votes of pair decisions (kernel SVMs)
         pairs = g.add("matvec", [g.add("const", attrs={"value": rng.normal(size=(L * (L - 1) // 2, H))
                                                        .astype(np.float32)}, name="pair_w"), h], name="pairs")
-        scores = g.add("ovo_votes", [pairs], {"n_classes": L}, name="scores")
+        # scikit-learn's one-vs-rest decision of them (three classes or more), else the votes
+        scores = g.add("ovr_decision" if "ovr" in ops and L > 2 else "ovo_votes", [pairs], {"n_classes": L},
+                       name="scores")
     elif "sqdist" in ops:
         P = rng.normal(size=(H, L)).astype(np.float32)
         d = g.add("sqdist", [h, g.add("const", attrs={"value": P}, name="P")], name="d")
@@ -133,12 +135,22 @@ def build_graph(rng, D, H, L, ops, tanh_scale):
     seed=st.integers(0, 2**31 - 1),
     D=st.integers(1, 12), H=st.integers(1, 8), L=st.integers(2, 5),
     ops=st.sets(st.sampled_from(["tanh", "mul", "add", "sub", "clip", "sqdist", "tree", "nearest", "ovo",
-                                 "forest"])),
+                                 "ovr", "forest"])),
     tanh_mode=st.sampled_from(["clamp", "table", "auto"]),
     tanh_scale=st.sampled_from([0.1, 1.0, 3.0]),
     precision=st.sampled_from(["int16", "int8"]),
 )
 def test_random_graphs_bit_exact_and_close_to_float(seed, D, H, L, ops, tanh_mode, tanh_scale, precision):
+    check_random_graph(seed, D, H, L, ops, tanh_mode, tanh_scale, precision)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_the_one_vs_rest_decision_is_bit_exact(seed, precision):
+    check_random_graph(seed, 4 + seed, 3 + seed % 3, 3 + seed % 3, {"ovr"}, "auto", 1.0, precision)
+
+
+def check_random_graph(seed, D, H, L, ops, tanh_mode, tanh_scale, precision):
     rng = np.random.default_rng(seed)
     graph = build_graph(rng, D, H, L, ops, tanh_scale)
     X = rng.normal(size=(64, D))
@@ -151,7 +163,7 @@ def test_random_graphs_bit_exact_and_close_to_float(seed, D, H, L, ops, tanh_mod
     scores, predictions = result.load().run_raw(Xq)
     np.testing.assert_array_equal(scores, expected["scores"])
     np.testing.assert_array_equal(predictions, expected["prediction"])
-    if (tanh_mode == "clamp" and {"tanh", "tree"} & ops) or ({"nearest", "ovo"} & ops and "tree" not in ops):
+    if (tanh_mode == "clamp" and {"tanh", "tree"} & ops) or ({"nearest", "ovo", "ovr"} & ops and "tree" not in ops):
         # the clamp is a different function from tanh by design; nearest-point scores saturate
         # for far classes on purpose (only the near ones decide): no closeness to claim
         return
@@ -239,3 +251,27 @@ def test_output_finer_than_its_accumulator_never_overflows_int32(sim_target, tmp
     assert expected[0, 0] > 0 > expected[1, 0]  # 1000 (x0 - x1): saturated, with its sign
     run = get_backend(sim_target).simulate(tmp_path, result.output, X)
     np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), expected)
+
+
+@pytest.mark.parametrize("sim_target", ["avr", "cortex-m0"], indirect=True)
+def test_the_one_vs_rest_decision_of_an_svc_is_bit_exact_on_the_chips(sim_target, tmp_path):
+    """scikit-learn's decision_function_shape='ovr' (its default) in int16: int64 sums and one rounded division
+    per class, on the chips as in the interpreter."""
+    from sklearn.datasets import load_iris
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC
+
+    from tinycc_ml.codegen.backend import get_backend
+
+    X, y = load_iris(return_X_y=True)
+    est = make_pipeline(StandardScaler(), SVC(C=0.5)).fit(X, y)
+    result = tinycc_ml.compile(est, target=sim_target, precision="int16", calibration=X, out_dir=tmp_path,
+                               name="ovr")
+    assert any(result.graph.op(n) == "ovr_decision" for n in result.graph.order())
+    rows = X[::5]
+    expected = run_fixed(result.graph, quantise(rows, result.output.input_scale, 16))
+    run = get_backend(sim_target).simulate(tmp_path, result.output, rows)
+    np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), expected["scores"])
+    s = result.graph.type(result.graph.output("scores")).dtype.scale
+    np.testing.assert_allclose(expected["scores"] * 2.0**-s, est.decision_function(rows), atol=0.05)

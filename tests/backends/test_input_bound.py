@@ -134,3 +134,28 @@ def test_microcontrollers_answer_no_class_beyond_the_bound_by_predict_and_by_str
         assert np.all(got[~within] == -1)
         assert np.all(np.isnan(np.asarray(run.scores)[~within]))
         np.testing.assert_array_equal(got[within], est.predict(rows[within]))
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_knn_distances_fused_with_the_vote_bound_the_input_as_stored_distances_do(wine, k):
+    """kvote(sqdist) is fused into one op that never stores its distances: the bound was float32's largest for
+    k > 1 (the vote's interval alone), so a row of 1e19 overflowed its float32 squared distances and the C
+    answered class 0 where scikit-learn answers another. The fused op's distances now bound it as k = 1's do."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X, y = wine
+    est = KNeighborsClassifier(n_neighbors=k).fit(X, y)
+    result = tinycc_ml.compile(est, precision="float", name="kb")
+    bound = result.report["input_bound"]["bound"]
+    assert bound < 1e19  # sqrt(float32's largest / 13 features)
+    check_float_range(result.graph, -bound, bound, "the bound", "knn")
+    with pytest.raises(CompileError, match="beyond float32"):
+        check_float_range(result.graph, -4 * bound, 4 * bound, "four times the bound", "knn")
+    rows = X[:4].copy()
+    rows[:, 0] = [1e19, -1e19, 3e19, 1e6]  # (scikit-learn's own distances lose all precision long before the bound)
+    scores, predictions = result.load().run_raw(rows.astype(np.float32))
+    assert list(predictions[:3]) == [-1] * 3 and np.all(np.isnan(scores[:3]))
+    assert predictions[3] == est.predict(rows[3:])[0]
+    calibrated = CalibratedClassifierCV(KNeighborsClassifier(n_neighbors=k), cv=2).fit(X, y)
+    assert tinycc_ml.compile(calibrated, precision="float").report["input_bound"]["bound"] < 1e19

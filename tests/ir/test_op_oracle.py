@@ -566,6 +566,22 @@ def ovo_votes_case(draw):
     return Case(X, make)
 
 
+@st.composite
+def ovr_decision_case(draw):
+    n_classes = draw(st.integers(3, 5))
+    n = n_classes * (n_classes - 1) // 2
+    X = input_rows(draw, n, draw(st.integers(0, 15)))
+    sa = draw(SCALES)
+
+    def make(so, bits):
+        g, x = new_graph(n, sa)
+        y = g.add("ovr_decision", [x], {"n_classes": n_classes}, type=out_type((n_classes,), bits, so))
+        # votes and summed confidences are exact; the confidence term is rounded once, the votes too at so < 0
+        return finish(g, y, [("output rounding", half_unit(True, so) + half_unit(so < 0, so))])
+
+    return Case(X, make)
+
+
 def exact_case(build):
     """A case compared for equality (its output is an index, a bool or an unchanged fixed value)."""
     return Case(build[0], lambda so, bits: (build[1], [("exact", 0.0)]), scaled=False)
@@ -607,6 +623,7 @@ ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "sqdist_kvote": sqdist_kvote_case,
     "tree_ensemble": tree_ensemble_case,
     "ovo_votes": ovo_votes_case,
+    "ovr_decision": ovr_decision_case,
     "argmax": lambda: arg_case("argmax"),
     "branch": branch_case,
     "max": max_case,

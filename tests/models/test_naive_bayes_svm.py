@@ -119,6 +119,49 @@ def test_float_graphs_equal_the_references_and_files_round_trip(tmp_path, split)
         np.testing.assert_array_equal(loaded.predict(Xte), est.predict(Xte))
 
 
+SHAPES = [(shape, probability, break_ties) for shape in ("ovo", "ovr") for probability in (False, True)
+          for break_ties in (False, True) if not (break_ties and shape == "ovo")]
+
+
+@pytest.mark.parametrize("svm", [SVC, NuSVC])
+@pytest.mark.parametrize("shape, probability, break_ties", SHAPES)
+def test_the_decision_function_is_scikit_learns_for_every_shape(split, svm, shape, probability, break_ties):
+    """decision_function_shape='ovr' gave the bare votes where scikit-learn adds the transformed confidences, 'ovo'
+    the votes where scikit-learn gives the pair decisions; break_ties=True was refused. Now the float build's
+    scores are scikit-learn's decision_function (to float32 rounding), the int16 build's within its rounding, and
+    both predict as scikit-learn (break_ties: by the first maximum of the one-vs-rest decision)."""
+    Xtr, Xte, ytr, _ = split("wine")
+    est = make_pipeline(StandardScaler(), svm(decision_function_shape=shape, probability=probability,
+                                              break_ties=break_ties, random_state=0)).fit(Xtr, ytr)
+    reference = est.decision_function(Xte)
+    model = as_model(est)
+    if probability and shape == "ovr":  # Platt's coupling reads the pair decisions: the scores stay those
+        ovo = make_pipeline(StandardScaler(), svm(decision_function_shape="ovo", probability=True,
+                                                  random_state=0)).fit(Xtr, ytr)
+        reference = ovo.decision_function(Xte)
+    np.testing.assert_allclose(model.scores(Xte), reference, atol=1e-9)
+    np.testing.assert_array_equal(model.predict(Xte), est.predict(Xte))
+    for precision, atol in (("float", 1e-4), ("int16", 0.15)):  # int16: its exp table's rounding
+        predictor = tinycc_ml.compile(est, precision=precision, calibration=Xtr).load()
+        np.testing.assert_allclose(predictor.decision_function(Xte), reference, atol=atol)
+        np.testing.assert_array_equal(predictor.predict(Xte), est.predict(Xte))
+
+
+def test_a_tie_of_votes_is_broken_by_the_confidences_with_break_ties():
+    """Rows where the three one-vs-one votes form a cycle (1, 1, 1): scikit-learn's break_ties picks by the
+    confidences, where the votes alone would give the first class."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    est = SVC(kernel="linear", C=0.05, break_ties=True).fit(X[:, :2], y)
+    rows = np.random.default_rng(0).uniform(X[:, :2].min(0), X[:, :2].max(0), size=(20000, 2))
+    rows = rows[np.all(np.floor(est.decision_function(rows) + 0.5) == 1, axis=1)]
+    assert len(rows) >= 3 and np.all(est.predict(rows) != 0)
+    predictor = tinycc_ml.compile(est, precision="float").load()
+    np.testing.assert_array_equal(predictor.predict(rows), est.predict(rows))
+    np.testing.assert_allclose(predictor.decision_function(rows), est.decision_function(rows), atol=1e-5)
+
+
 def _svc(**changes):
     est = SVC().fit([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [0.5, 0.5]], [0, 1, 2, 0])
     for key, value in changes.items():
@@ -136,7 +179,7 @@ def _nan(est, attr):
     (lambda: GaussianNB(), CompileError, "GaussianNB is not fitted"),
     (lambda: SVC(kernel="precomputed").fit(np.eye(3), [0, 1, 1]), CompileError, "kernel='precomputed' is not"),
     (lambda: SVC(kernel=lambda a, b: a @ b.T).fit(np.eye(3), [0, 1, 1]), CompileError, "a callable kernel"),
-    (lambda: _svc(break_ties=True), CompileError, "break_ties=True"),
+    (lambda: _svc(break_ties=True, decision_function_shape="ovo"), CompileError, "break_ties=True and "),
     (lambda: _nan(_svc(), "dual_coef_"), ModelFileError, "SVC: pair_coef holds a non-finite value"),
     (lambda: _nan(GaussianNB().fit(np.eye(3), [0, 1, 1]), "theta_"), ModelFileError,
      "GaussianNB: theta holds a non-finite value"),

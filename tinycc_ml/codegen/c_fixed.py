@@ -14,6 +14,7 @@ from tinycc_ml.codegen.emitter import C_CODE, CHAIN_FALLBACK, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.fixed import align_shifts, clip_bounds
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.calibration import ovr_fraction_terms
 from tinycc_ml.ir.ops.linalg import wsqdist_product_shift
 from tinycc_ml.ir.ops.registry import node_output_shift
 
@@ -809,6 +810,41 @@ def _ovo_votes(em: CEmitter, node: Node) -> list[str]:
     return c_float.ovo_votes(em, node, lambda out: f"{out}[c] = {saturate_c(em, node, vote)};")
 
 
+def _ovr_decision(em: CEmitter, node: Node) -> list[str]:
+    """Votes and exact summed confidences in int64, the confidence term s / (3 (|s| + 1)) one rounded division
+    (ovr_decision's fixed semantics)."""
+    (d,) = node.inputs
+    k, so = int(node.attrs["n_classes"]), node.type.dtype.scale
+    a, e, f, b = ovr_fraction_terms(em.graph.type(d).dtype.scale, so)
+    votes = (f"(int64_t)votes[c] * INT64_C({1 << so})" if so >= 0
+             else f"(((int64_t)votes[c] + INT64_C({1 << (-so - 1)})) >> {-so})")
+    value = "(int32_t)(v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : v)"
+    return [
+        "{",
+        f"    int32_t votes[{k}];",
+        f"    int64_t total[{k}];",
+        "    int p = 0;",
+        f"    for (int c = 0; c < {k}; ++c) {{ votes[c] = 0; total[c] = 0; }}",
+        f"    for (int i = 0; i < {k}; ++i)",
+        f"        for (int j = i + 1; j < {k}; ++j, ++p) {{",
+        f"            const int32_t d = {em.at(d, 'p')};",
+        "            total[i] += d;",
+        "            total[j] -= d;",
+        "            ++votes[d >= 0 ? i : j];",
+        "        }",
+        f"    for (int c = 0; c < {k}; ++c) {{",
+        f"        const int64_t num = total[c] * INT64_C({1 << a});",
+        "        const int64_t mag = num < 0 ? -num : num;",
+        f"        const int64_t den = INT64_C(3) * ((total[c] < 0 ? -total[c] : total[c]) * INT64_C({1 << e})"
+        f" + INT64_C({1 << f})) * INT64_C({1 << b});",
+        "        const int64_t q = (2 * mag + den) / (2 * den);",
+        f"        const int64_t v = {votes} + (num < 0 ? -q : q);",
+        f"        {em.var(node.name)}[c] = {saturate_c(em, node, value)};",
+        "    }",
+        "}",
+    ]
+
+
 # the element expression (before saturation) of each op plan_memory may fuse into its operand's store
 ELEMENT = {"add": _addsub_element("+"), "sub": _addsub_element("-"), "mul": _mul_element, "scale": _scale_element,
            "clip": _clip_element}
@@ -820,7 +856,7 @@ C_CODE["fixed"].update({
     "clip": _clip, "tanh_clamp": _tanh_clamp, "exp_lut": _exp_lut, "tanh_lut": _tanh_lut,
     "sum": _sum, "max": _max, "argmax": c_float.argmax, "segment_min": _segment_min, "kvote": _kvote,
     "sqdist_kvote": _sqdist_kvote,
-    "ovo_votes": _ovo_votes,
+    "ovo_votes": _ovo_votes, "ovr_decision": _ovr_decision,
     "matvec_at": _matvec_at, "branch": c_float.branch,
     "tree_ensemble": lambda em, node: trees.ensemble_code(em, node, (rshift_c, saturate_c)),
 })

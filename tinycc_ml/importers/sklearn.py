@@ -267,9 +267,13 @@ def _from_svc(estimator) -> SVMModel:
     if kernel not in KERNELS:
         described = "a callable kernel" if callable(kernel) else f"kernel={kernel!r}"
         raise CompileError(f"{name} with {described} is not supported; supported kernels: {', '.join(KERNELS)}")
-    if getattr(estimator, "break_ties", False) and len(estimator.classes_) > 2:
-        raise CompileError(f"{name} with break_ties=True is not supported (it predicts by the one-vs-rest "
-                           "confidences, not the one-vs-one votes)")
+    shape = estimator.decision_function_shape
+    if shape not in ("ovo", "ovr"):
+        raise CompileError(f"{name} with decision_function_shape={shape!r} is not supported; 'ovo' or 'ovr'")
+    break_ties = bool(estimator.break_ties) and len(estimator.classes_) > 2
+    if break_ties and shape == "ovo":
+        raise CompileError(f"{name} with break_ties=True and decision_function_shape='ovo': scikit-learn refuses "
+                           "to predict with it")
     sv = dense(estimator.support_vectors_, f"{name}.support_vectors_")
     dual = dense(estimator.dual_coef_, f"{name}.dual_coef_")
     intercept = np.asarray(estimator.intercept_, dtype=np.float64)
@@ -289,7 +293,7 @@ def _from_svc(estimator) -> SVMModel:
         elif n_classes == 2:  # libsvm's decision is minus scikit-learn's public one
             prob_a = -prob_a
     return SVMModel(sv, pair, intercept, n_classes, kernel, gamma, float(estimator.coef0), int(estimator.degree),
-                    prob_a=prob_a, prob_b=prob_b, source=name)
+                    prob_a=prob_a, prob_b=prob_b, decision_shape=shape, break_ties=break_ties, source=name)
 
 
 # ---------------------------------------------------------------- trees

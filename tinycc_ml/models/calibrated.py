@@ -424,7 +424,7 @@ class CalibratedFoldsModel(Model):
         model, spec = self.folds[i], self.responses[i]
         sub = model.lower()
         base = sub.output("scores")
-        if spec["kind"] in ("decision", "ovr") and sub.op(base) == "ovo_votes":
+        if spec["kind"] in ("decision", "ovr") and sub.op(base) in ("ovo_votes", "ovr_decision"):
             base = sub.node(base).inputs[0]  # the pair decisions the votes count
         if spec["kind"] == "votes":  # the distances (k = 1 compares per-class nearest ones: a vote instead)
             (base,) = [n for n in sub.order() if sub.op(n) == "sqdist"]

@@ -9,9 +9,10 @@ estimator plumbing the three estimators share.
    are stored in the space of ``u`` (already standardised / mapped);
 4. k = 1: the label of the nearest point; k > 1: a majority vote of the k nearest labels.
 
-Tie rules (deterministic, and simple to compile): the reference points are kept sorted by label
-(stable), nearest = smallest distance, equal distances resolved by the lower index, hence by
-the smaller label; a tied vote goes to the smallest class id.
+Tie rules (deterministic, and simple to compile): nearest = smallest distance, equal distances resolved
+by the lower index; k = 1 keeps the points sorted by label (stable), so a tie goes to the smaller label;
+k > 1 keeps them in the given order (scikit-learn's: among equal distances its neighbour search keeps the
+lower training index); a tied vote goes to the smallest class id.
 
 ``scores(X)`` has one column per class and ``predict = argmax(scores)`` (first maximum):
 
@@ -108,7 +109,9 @@ class PrototypeModel(Model):
             std = check_array(std, "std", source, shape=(dim,))
             if np.any(std <= 0):
                 raise ModelFileError(f"{source}: std holds a value <= 0")
-        order = np.argsort(lab, kind="stable")  # label-sorted so index ties resolve to the smaller label
+        # k = 1: label-sorted (each class one segment of per-class minima: a tie goes to the smaller label);
+        # k > 1: the given order, so equal distances keep the lower index, as scikit-learn's neighbour search
+        order = np.argsort(lab, kind="stable") if k == 1 else np.arange(m)
         self.prototypes = P[order]
         self.labels = lab[order]
         self._n_classes = n_classes

@@ -24,6 +24,7 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.calibration import ovr_decision_rows
 from tinycc_ml.ir.ops.reductions import ovo_vote_counts
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import (
@@ -37,6 +38,7 @@ from tinycc_ml.models.lowering import (
 from tinycc_ml.models.saved import check_array, check_normalisation
 
 KERNELS = ("rbf", "linear", "poly", "sigmoid")
+DECISION_SHAPES = (None, "ovo", "ovr")  # scikit-learn's decision_function_shape (None: a model saved without it)
 MAX_DEGREE = 8
 
 
@@ -67,7 +69,8 @@ class SVMModel(Model):
 
     def __init__(self, sv, pair_coef, intercept, n_classes: int, kernel: str = "rbf", gamma: float = 1.0,
                  coef0: float = 0.0, degree: int = 3, mean=None, std=None, transform=None, transform_offset=None,
-                 prob_a=None, prob_b=None, source: str = "SVM model"):
+                 prob_a=None, prob_b=None, decision_shape: str | None = None, break_ties: bool = False,
+                 source: str = "SVM model"):
         if kernel not in KERNELS:
             raise ModelFileError(f"{source}: kernel {kernel!r} is not supported; supported: {', '.join(KERNELS)}")
         if not isinstance(n_classes, int) or n_classes < 2:
@@ -99,6 +102,12 @@ class SVMModel(Model):
         self.mean, self.std = check_normalisation(mean, std, dim, source)
         if (prob_a is None) != (prob_b is None):
             raise ModelFileError(f"{source}: prob_a and prob_b come together (Platt scaling's pair constants)")
+        if decision_shape not in DECISION_SHAPES:
+            raise ModelFileError(f"{source}: decision_shape is {decision_shape!r}, expected one of "
+                                 f"{', '.join(map(repr, DECISION_SHAPES))}")
+        if break_ties not in (True, False) or (break_ties and decision_shape != "ovr"):
+            raise ModelFileError(f"{source}: break_ties is {break_ties!r}; True only with decision_shape 'ovr'")
+        self.decision_shape, self.break_ties = decision_shape, bool(break_ties)
         self.prob_a = self.prob_b = None
         if prob_a is not None:
             self.prob_a = check_array(prob_a, "prob_a", source, shape=(pairs,))
@@ -123,8 +132,19 @@ class SVMModel(Model):
         return self.n_class_count == 2
 
     @property
+    def scores_kind(self) -> str:
+        """What the scores are: "decision" (two classes: the one decision), "pairs" (the one-vs-one pair
+        decisions: scikit-learn's decision_function_shape='ovo', and what Platt's coupling reads), "ovr"
+        (scikit-learn's one-vs-rest decision_function), "votes" (a model saved with neither: its votes)."""
+        if self.binary:
+            return "decision"
+        if self.prob_a is not None or self.decision_shape == "ovo":
+            return "pairs"
+        return "ovr" if self.decision_shape == "ovr" else "votes"
+
+    @property
     def n_outputs(self) -> int:
-        return 1 if self.binary else len(self.intercept) if self.prob_a is not None else self.n_class_count
+        return 1 if self.binary else len(self.intercept) if self.scores_kind == "pairs" else self.n_class_count
 
     @property
     def n_classes(self) -> int:
@@ -151,13 +171,17 @@ class SVMModel(Model):
                                     self.std)
         model = SVMModel(self.sv, self.pair_coef, self.intercept, self.n_class_count, self.kernel, self.gamma,
                          self.coef0, self.degree, transform=W @ A, transform_offset=W @ c + b,
-                         prob_a=self.prob_a, prob_b=self.prob_b, source=f"{self.family} model after a linear transform")
+                         prob_a=self.prob_a, prob_b=self.prob_b, decision_shape=self.decision_shape,
+                         break_ties=self.break_ties, source=f"{self.family} model after a linear transform")
         model.task, model._classes = self.task, self._classes
         return model
 
     def meta(self) -> dict:
-        return {"n_classes": self.n_class_count, "kernel": self.kernel, "gamma": self.gamma, "coef0": self.coef0,
+        meta = {"n_classes": self.n_class_count, "kernel": self.kernel, "gamma": self.gamma, "coef0": self.coef0,
                 "degree": self.degree}
+        if self.decision_shape is not None:
+            meta["decision_shape"], meta["break_ties"] = self.decision_shape, self.break_ties
+        return meta
 
     @classmethod
     def from_arrays(cls, arrays, meta, source) -> SVMModel:
@@ -175,7 +199,7 @@ class SVMModel(Model):
         return cls(arrays["sv"], arrays["pair_coef"], arrays["intercept"], meta["n_classes"], meta["kernel"],
                    meta["gamma"], meta["coef0"], meta["degree"], arrays.get("mean"), arrays.get("std"),
                    arrays.get("transform"), arrays.get("transform_offset"), arrays.get("prob_a"), arrays.get("prob_b"),
-                   source=source)
+                   meta.get("decision_shape"), meta.get("break_ties", False), source=source)
 
     def describe(self) -> str:
         return f"svm ({self.kernel} kernel, {self.sv.shape[0]} support vectors, {self.n_class_count} classes)"
@@ -219,8 +243,11 @@ class SVMModel(Model):
 
     def scores(self, X) -> np.ndarray:
         d = self.decision(X)
-        if self.binary or self.prob_a is not None:
+        kind = self.scores_kind
+        if kind in ("decision", "pairs"):
             return d
+        if kind == "ovr":
+            return ovr_decision_rows(d, self.n_class_count)
         return ovo_vote_counts(d, self.n_class_count).astype(np.float64)
 
     def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
@@ -233,8 +260,11 @@ class SVMModel(Model):
 
     def predict_index(self, X) -> np.ndarray:
         d = self.decision(X)
-        return (d[:, 0] > 0).astype(np.int64) if self.binary else np.argmax(ovo_vote_counts(d, self.n_class_count),
-                                                                            axis=1)
+        if self.binary:
+            return (d[:, 0] > 0).astype(np.int64)
+        if self.break_ties:  # scikit-learn: the first maximum of the one-vs-rest decision_function
+            return np.argmax(ovr_decision_rows(d, self.n_class_count), axis=1)
+        return np.argmax(ovo_vote_counts(d, self.n_class_count), axis=1)
 
     def lower(self) -> Graph:
         g = Graph("svm")
@@ -273,7 +303,9 @@ class SVMModel(Model):
             pair = g.add("matvec", [add_const(g, "binary_pair", [[0.0], [1.0]]), decision], name="binary_pair_scores")
             g.set_output("prediction", g.add("argmax", [pair], name="prediction"))
         else:
-            votes = g.add("ovo_votes", [decision], {"n_classes": self.n_class_count}, name="votes")
-            g.set_output("scores", votes if self.prob_a is None else decision)
-            g.set_output("prediction", g.add("argmax", [votes], name="prediction"))
+            kind, k = self.scores_kind, {"n_classes": self.n_class_count}
+            ovr = g.add("ovr_decision", [decision], k, name="ovr") if kind == "ovr" or self.break_ties else None
+            votes = None if self.break_ties else g.add("ovo_votes", [decision], k, name="votes")
+            g.set_output("scores", {"pairs": decision, "ovr": ovr, "votes": votes}[kind])
+            g.set_output("prediction", g.add("argmax", [ovr if self.break_ties else votes], name="prediction"))
         return g

@@ -387,9 +387,13 @@ def estimator_from_text(text: str):
     family = START_CLASSES[tree.func.id]
     cls = import_object(ESTIMATORS[family][0])
     try:
-        return cls(**settings).set_params()  # set_params: scikit-learn's own check of the names
-    except TypeError as exc:
-        raise DataError(f"start {text!r}: {exc}") from None
+        estimator = cls(**settings).set_params()  # set_params: scikit-learn's own check of the names
+        validate = getattr(estimator, "_validate_params", None)
+        if validate is not None:  # scikit-learn's own check of the values (C=-1, solver="foo"), before any data
+            validate()
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"start {text!r}: {' '.join(str(exc).split())}") from None
+    return estimator
 
 
 def estimator_from_model(model, source: str):

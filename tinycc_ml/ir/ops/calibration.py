@@ -5,13 +5,15 @@ fold's calibrated columns made class probabilities, then their mean over the fol
 
 Float semantics only: calibrated probabilities are float by definition (sigmoid, division by their sum);
 the models that use these ops compile at precision float (on every target: the AVR in software float).
+``ovr_decision`` (an SVC's one-vs-rest decision_function, its scores in any precision) has integer semantics too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.registry import OpDef, need, register_op
+from tinycc_ml.ir.ops.arith import rshift, saturate
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, float_or_fixed, need, register_op, result_dtype
 from tinycc_ml.ir.types import F32, TensorType
 
 FLOAT_ONLY = "calibrated probabilities are float (models using these ops compile at precision float only)"
@@ -128,27 +130,52 @@ register_op(OpDef(
 
 def _infer_ovr_decision(ts, attrs, declared):
     (d,) = ts
-    need(d.dtype.is_float and d.rank == 1, f"ovr_decision takes a float vector, got {d}")
+    float_or_fixed(d, "pair decisions")
+    need(d.rank == 1, f"ovr_decision takes a vector, got {d}")
     k = int(attrs["n_classes"])
     need(k >= 3 and d.shape[0] == k * (k - 1) // 2, f"expected the {k * (k - 1) // 2} pair decisions of {k} classes, "
                                                      f"got {d}")
-    return TensorType((k,), F32)
+    return TensorType((k,), result_dtype(ts, declared))
+
+
+def _votes_and_totals(d: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per class: its one-vs-one votes (d >= 0 votes i, else j) and summed confidences (+d for i, -d for j)."""
+    votes, total = np.zeros(d.shape[:-1] + (k,), dtype=d.dtype), np.zeros(d.shape[:-1] + (k,), dtype=d.dtype)
+    p = 0
+    for i in range(k):
+        for j in range(i + 1, k):
+            total[..., i] += d[..., p]
+            total[..., j] -= d[..., p]
+            votes[..., i] += d[..., p] >= 0
+            votes[..., j] += d[..., p] < 0
+            p += 1
+    return votes, total
 
 
 def ovr_decision_rows(d: np.ndarray, k: int) -> np.ndarray:
     """scikit-learn's one-vs-rest decision from one-vs-one decisions d (n, pairs), pairs (i, j), i < j, in order
     (``_ovr_decision_function(d < 0, -d, k)``): votes (d >= 0 votes i, else j) plus each class's summed confidence
     s mapped into (-1/3, 1/3) by s / (3 (|s| + 1))."""
-    votes, total = np.zeros((d.shape[0], k)), np.zeros((d.shape[0], k))
-    p = 0
-    for i in range(k):
-        for j in range(i + 1, k):
-            total[:, i] += d[:, p]
-            total[:, j] -= d[:, p]
-            votes[:, i] += d[:, p] >= 0
-            votes[:, j] += d[:, p] < 0
-            p += 1
+    votes, total = _votes_and_totals(np.asarray(d, dtype=np.float64), k)
     return votes + total / (3 * (np.abs(total) + 1))
+
+
+def ovr_fraction_terms(in_scale: int, out_scale: int) -> tuple[int, int, int, int]:
+    """(a, e, f, b): with T the summed confidences' integer at ``in_scale``, the confidence term at ``out_scale``
+    is T 2^a / (3 (|T| 2^e + 2^f) 2^b), rounded half away from zero: s / (3 (|s| + 1)) with s = T 2^-in_scale,
+    every exponent >= 0."""
+    e, f = max(0, -in_scale), max(0, in_scale)
+    return e + max(out_scale, 0), e, f, max(-out_scale, 0)
+
+
+def _fixed_ovr_decision(call: FixedCall):
+    k = int(call.attrs["n_classes"])
+    votes, total = _votes_and_totals(np.asarray(call.ins[0], dtype=np.int64), k)
+    a, e, f, b = ovr_fraction_terms(call.in_scale(0), call.scale)
+    num = total << a
+    den = (3 * ((np.abs(total) << e) + (1 << f))) << b
+    fraction = np.sign(num) * ((2 * np.abs(num) + den) // (2 * den))
+    return saturate(rshift(votes, -call.scale) + fraction, call.bits)
 
 
 register_op(OpDef(
@@ -156,10 +183,12 @@ register_op(OpDef(
                                                                             int(a["n_classes"]))[0],
     {"n_classes": "int"},
     "scikit-learn's one-vs-rest decision_function of a one-vs-one SVC from its pair decisions (i < j in order): "
-    "votes (decision >= 0 votes i, else j) plus the summed confidences s mapped by s / (3 (|s| + 1))",
+    "votes (decision >= 0 votes i, else j) plus the summed confidences s mapped by s / (3 (|s| + 1)); fixed "
+    "point: the summed confidences exact, the mapped term rounded once (half away from zero)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: ovr_decision_rows(ins[0], int(attrs["n_classes"])),
+    fixed=_fixed_ovr_decision,
     interval=lambda attrs, ivs, shape: (np.full(shape, -1.0 / 3), np.full(shape, int(attrs["n_classes"]) - 1 + 1 / 3)),
-    unsupported=UNSUPPORTED))
+    acc_bound=lambda call: call.saturated))
 
 
 def _infer_isotonic_pq(ts, attrs, declared):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.arith import check32, rshift, saturate
-from tinycc_ml.ir.ops.linalg import bound_sqdist, infer_sqdist, rows_sqdist, sqdist_accumulators
+from tinycc_ml.ir.ops.linalg import bound_sqdist, infer_sqdist, interval_sqdist, rows_sqdist, sqdist_accumulators
 from tinycc_ml.ir.ops.registry import (
     FixedCall,
     OpDef,
@@ -186,6 +186,7 @@ register_op(OpDef(
     "shifted right by `shift`), ranked exactly as kvote ranks them",
     evaluate_rows=_rows_sqdist_kvote, fixed=_fixed_sqdist_kvote,
     interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["k"]))),
+    inner_interval=lambda attrs, ivs: interval_sqdist(attrs, ivs, None),
     acc_bound=bound_sqdist, constant_operand="prototypes", dense_const_operand=1, output_shift=_sqdist_kvote_shift,
     macs=lambda ts, stored: ts[1].size))
 

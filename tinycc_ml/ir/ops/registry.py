@@ -109,6 +109,9 @@ class OpDef:
     evaluate_rows: Callable[[list[np.ndarray], list[bool], dict, int, int], np.ndarray | None] | None = None
     fixed: Callable[[FixedCall], np.ndarray] | None = None
     interval: Callable[[dict, list[Interval], tuple[int, ...]], Interval] | None = None
+    # a fused op's values computed but never stored (sqdist_kvote's distances): (attrs, operand intervals) ->
+    # their interval, which the float32 range check and the input bound must see as they see a stored value
+    inner_interval: Callable[[dict, list[Interval]], Interval] | None = None
     acc_bound: Callable[[BoundCall], tuple[int, int]] | None = None
     # how scale choice quantises a constant operand: "weights" (a mat-vec's matrix, own scale),
     # "prototypes" (an sqdist's matrix, at the point's scale), "factor" (a scalar attribute)
