@@ -517,16 +517,44 @@ class _Lowering:
         out = self.add("softmax", [x.node], {"beta": 1.0}, identifier(node.name or node.output[0], "softmax"))
         self.define(node.output[0], _Value(out, x.shape))
 
+    def pass_through(self, node) -> None:
+        """Identity, and Dropout as inference runs it: its input unchanged (of a constant: ``fold_constants``)."""
+        self.pass_through_checks(node)
+        self.define(node.output[0], self.value(node, 0))
+
+    def pass_through_checks(self, node) -> None:
+        """A Dropout is inference's: no training_mode true (its boolean mask no supported op reads)."""
+        what = f"{node.op_type} node {node.name!r}"
+        if node.op_type == "Dropout":
+            if len(node.input) > 2 and node.input[2]:
+                training = self.const(node, 2, "training_mode")
+                if training.size != 1 or bool(training.reshape(-1)[0]):
+                    raise _Bad(f"{what}: training_mode is not false; only inference (no dropout) is supported")
+
+    def fold_constants(self) -> None:
+        """Constant nodes, and Identity / Dropout of a constant, as weights before any op is lowered: the
+        TorchScript exporter writes a Clip's bounds as Constant nodes after the Conv that fuses the Clip."""
+        for k, node in enumerate(self.proto.node):
+            if node.domain not in ONNX_DOMAINS or not node.output:
+                continue
+            if node.op_type == "Constant":
+                # deferred: onnx is an optional dependency (the [onnx] extra); the caller has imported it already
+                from onnx import numpy_helper
+
+                attrs = attributes(node)
+                if "value" not in attrs:
+                    raise _Bad(f"Constant node {node.name!r} without a tensor value")
+                self.weights[node.output[0]] = numpy_helper.to_array(attrs["value"])
+            elif node.op_type in ("Identity", "Dropout") and node.input and node.input[0] in self.weights:
+                self.pass_through_checks(node)
+                self.weights[node.output[0]] = self.weights[node.input[0]]
+            else:
+                continue
+            self.done.add(k)
+
     def lower(self, node) -> None:
         op, attrs = node.op_type, attributes(node)
-        if op == "Constant":
-            # deferred: onnx is an optional dependency (the [onnx] extra); the caller has imported it already
-            from onnx import numpy_helper
-
-            if "value" not in attrs:
-                raise _Bad(f"Constant node {node.name!r} without a tensor value")
-            self.weights[node.output[0]] = numpy_helper.to_array(attrs["value"])
-        elif op == "Conv":
+        if op == "Conv":
             self.conv(node, attrs)
         elif op in ("MaxPool", "AveragePool"):
             self.pool(node, attrs)
@@ -543,7 +571,7 @@ class _Lowering:
         elif op == "Softmax":
             self.softmax(node, attrs)
         elif op in ("Identity", "Dropout"):
-            self.define(node.output[0], self.value(node, 0))
+            self.pass_through(node)
         elif op in FUSED:
             raise _Bad(f"{op} node {node.name!r} follows no convolution, dense layer, pool or Add whose only reader "
                        "it is; only activations fused into the op before them are supported")
@@ -588,6 +616,7 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
     low = _Lowering(path, proto_graph, dict(weights), graph)
     try:
         low.define(input_name, input_value(graph, input_name, shape))
+        low.fold_constants()
         for k, node in enumerate(proto_graph.node):
             if k in low.done:
                 continue

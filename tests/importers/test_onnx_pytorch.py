@@ -1,0 +1,135 @@
+"""Small PyTorch networks as torch.onnx.export writes them (scripts/export_pytorch_nets.py, both exporters: the
+default dynamo one with its ``.onnx.data``, and ``dynamo=False``'s TorchScript one as ``*_ts.onnx``), compiled at
+every precision and held to onnxruntime: the float graph to float32 rounding, the float C to the float
+interpreter, TFLite's int8 C to the int8 interpreter on every byte, the project's int16 / pow2 int8 C to the
+fixed-point interpreter bit for bit; every integer build within its tolerance of the float network. The suite
+does not import torch: the files are committed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.ir.fixed import run_fixed
+from tinycc_ml.ir.interp import run_float
+from tinycc_ml.models.network import NetworkModel
+from tinycc_ml.models.network_fixed import quantise_rows
+
+onnxruntime = pytest.importorskip("onnxruntime")
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
+ROWS = 48
+# precision label -> (precision, options)
+BUILDS = {"float": ("float", {}), "int8": ("int8", {}), "int16": ("int16", {}),
+          "int8_pow2": ("int8", {"int8_dialect": "pow2"})}
+# the integer builds' largest score error, as a share of the float scores' spread (plus a little absolute)
+TOLERANCE = {"int8": 0.1, "int16": 0.02, "int8_pow2": 0.12}
+
+
+def onnxruntime_scores(path: Path, X: np.ndarray) -> np.ndarray:
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: x[None].astype(np.float32)})[0].reshape(1, -1) for x in X])
+
+
+def check_builds(path: Path, tmp_path: Path, builds=tuple(BUILDS), seed: int = 0) -> dict:
+    """``path`` at each build, held to onnxruntime and to the interpreters; the float scores' largest errors."""
+    require_target("host")
+    model = tinycc_ml.load_model(path)
+    assert isinstance(model, NetworkModel)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(ROWS, *model.input_shape[1:]))
+    want = onnxruntime_scores(path, X)
+    rows = X.reshape(ROWS, -1)
+    np.testing.assert_allclose(model.scores(rows), want, rtol=1e-4, atol=1e-5)
+    spread = float(np.max(want) - np.min(want))
+    errors = {}
+    for label in builds:
+        precision, options = BUILDS[label]
+        calibration = None if precision == "float" else rows
+        result = tinycc_ml.compile(model, target="host", precision=precision, calibration=calibration, name="net",
+                                   out_dir=tmp_path / label, **options)
+        if label == "float":
+            scores, predictions = result.load().run_raw(rows.astype(np.float32))
+            interp = run_float(model.graph, X[:, None])["scores"].reshape(ROWS, -1)
+            np.testing.assert_allclose(scores, interp, rtol=1e-4, atol=1e-5 * (1 + np.max(np.abs(interp))))
+            top = np.sort(want, axis=1)[:, -2:]
+            clear = top[:, 1] - top[:, 0] > 1e-3  # rows whose two best scores float32 rounding cannot swap
+            np.testing.assert_array_equal(predictions[clear], np.argmax(want, axis=1)[clear])
+            got = scores
+        elif label == "int8":
+            int8 = model.quantise(rows)
+            Xq = int8.quantise_input(rows)
+            scores, _ = result.load().run_raw(Xq)
+            np.testing.assert_array_equal(scores, int8.run_int8(Xq.reshape(ROWS, *int8.input_shape)).reshape(ROWS, -1))
+            got = int8.scores(rows)
+        else:
+            Xq = quantise_rows(result.graph, rows)
+            fixed = run_fixed(result.graph, Xq)
+            scores, predictions = result.load().run_raw(Xq)
+            np.testing.assert_array_equal(scores, fixed["scores"])
+            np.testing.assert_array_equal(predictions, fixed["prediction"])
+            scale = result.graph.type(result.graph.output("scores")).dtype.scale
+            got = fixed["scores"].reshape(ROWS, -1) * 2.0**-scale
+        errors[label] = float(np.max(np.abs(got - want)))
+        if label in TOLERANCE:
+            assert errors[label] < TOLERANCE[label] * spread + 0.02, (label, errors[label], spread)
+    return errors
+
+
+# ---------------------------------------------------------------- Identity, Dropout, Constant
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+def test_mobilenet_style_net_compiles_from_both_exporters(exporter, tmp_path):
+    """Depthwise-separable blocks with BatchNorm and ReLU6, a Dropout: the TorchScript exporter writes each Clip's
+    bounds as Constant nodes after the Conv that fuses the Clip."""
+    check_builds(DATA / f"mobilenet_style{exporter}.onnx", tmp_path)
+
+
+def identity_dropout_net(path: Path, training: bool = False) -> None:
+    """Identity on a weight and on a Clip's bound, Constant nodes after their reader's producer, a Dropout of
+    opset 13 (ratio and training_mode inputs) on the data."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.normal(size=(4, 2, 3)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.normal(size=4).astype(np.float32), "b"),
+             numpy_helper.from_array(rng.normal(size=(3, 4)).astype(np.float32), "Wd"),
+             numpy_helper.from_array(np.array(0.3, np.float32), "ratio"),
+             numpy_helper.from_array(np.array(training), "training")]
+    six = helper.make_tensor("six", TensorProto.FLOAT, [], [6.0])
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+    nodes = [helper.make_node("Identity", ["W"], ["W_shared"], name="weight_identity"),
+             helper.make_node("Conv", ["x", "W_shared", "b"], ["c"], name="conv", pads=[1, 1]),
+             helper.make_node("Constant", [], ["lo"], name="lo_const", value=zero),
+             helper.make_node("Constant", [], ["hi0"], name="hi_const", value=six),
+             helper.make_node("Identity", ["hi0"], ["hi"], name="bound_identity"),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["r"], name="relu6"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+             helper.make_node("Dropout", ["f", "ratio", "training"], ["d"], name="dropout"),
+             helper.make_node("Gemm", ["d", "Wd"], ["y"], name="dense", transB=1)]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 9])],
+                              outputs, inits)
+    import onnx
+
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def test_identity_of_constants_and_inference_dropout_compile(tmp_path):
+    identity_dropout_net(tmp_path / "n.onnx")
+    check_builds(tmp_path / "n.onnx", tmp_path)
+
+
+def test_a_training_dropout_is_refused_by_name(tmp_path):
+    from tinycc_ml.errors import ModelFileError
+
+    identity_dropout_net(tmp_path / "n.onnx", training=True)
+    with pytest.raises(ModelFileError, match="Dropout node 'dropout': training_mode is not false"):
+        tinycc_ml.load_model(tmp_path / "n.onnx")
