@@ -419,7 +419,8 @@ HOSTILE = [
     (_weight(np.nan), r"holds a non-finite value \(nan\) at index \(1, 0, 2\)"),
     (_weight(np.inf), r"holds a non-finite value \(inf\)"),
     (lambda f: conv_net(f / "e.onnx", pads=[0, 3]) or f / "e.onnx", r"pads \[0, 0, 0, 3\] reach past a 1x3 window"),
-    (lambda f: conv_net(f / "e.onnx", in_c=4, out_c=4, group=2) or f / "e.onnx", "group=2 on 4 channels"),
+    (lambda f: conv_net(f / "e.onnx", in_c=4, out_c=6, group=4) or f / "e.onnx",
+     r"group=4 with weights \[6, 1, 3\] on 4 input channels \(groups must divide"),
 ]
 
 

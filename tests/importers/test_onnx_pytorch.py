@@ -24,8 +24,10 @@ onnxruntime = pytest.importorskip("onnxruntime")
 DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 ROWS = 48
 # precision label -> (precision, options)
-BUILDS = {"float": ("float", {}), "int8": ("int8", {}), "int16": ("int16", {}),
-          "int8_pow2": ("int8", {"int8_dialect": "pow2"})}
+# (the project's dialects at their calibrated scales: the scale search may saturate rare large inputs, trading
+# the scores' largest error for agreement, which would blur what these tests measure: the ops' arithmetic)
+BUILDS = {"float": ("float", {}), "int8": ("int8", {}), "int16": ("int16", {"search": False}),
+          "int8_pow2": ("int8", {"int8_dialect": "pow2", "search": False})}
 # the integer builds' largest score error, as a share of the float scores' spread (plus a little absolute)
 TOLERANCE = {"int8": 0.1, "int16": 0.02, "int8_pow2": 0.12}
 
@@ -133,3 +135,75 @@ def test_a_training_dropout_is_refused_by_name(tmp_path):
     identity_dropout_net(tmp_path / "n.onnx", training=True)
     with pytest.raises(ModelFileError, match="Dropout node 'dropout': training_mode is not false"):
         tinycc_ml.load_model(tmp_path / "n.onnx")
+
+
+# ---------------------------------------------------------------- grouped convolutions
+
+
+@pytest.mark.parametrize("name", ["grouped_conv1d", "grouped_conv1d_ts", "grouped_conv2d", "grouped_conv2d_ts"])
+def test_grouped_convolutions_compile_at_every_precision(name, tmp_path):
+    """Conv1d(8, 8, groups=4), Conv1d(8, 6, 1, groups=2), Conv2d(4, 6, groups=2), Conv2d(6, 6, stride 2,
+    groups=3): one grouped_conv2d each, never expanded into a dense filter."""
+    model = tinycc_ml.load_model(DATA / f"{name}.onnx")
+    ops = [model.graph.op(n) for n in model.graph.order()]
+    assert ops.count("grouped_conv2d") == 2
+    filters = [model.graph.type(model.graph.node(n).inputs[1]).shape for n in model.graph.order()
+               if model.graph.op(n) == "grouped_conv2d"]
+    assert all(shape[3] < model.graph.type(model.graph.node(n).inputs[0]).shape[3] for shape, n in
+               zip(filters, [n for n in model.graph.order() if model.graph.op(n) == "grouped_conv2d"]))
+    check_builds(DATA / f"{name}.onnx", tmp_path)
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+def test_grouped_convolutions_run_bit_for_bit_in_the_simulators(target, tmp_path):
+    """The shared C of grouped_conv2d (constants in flash, PROGMEM on the AVR) at TFLite's int8 and the project's
+    int16 and int8: every score the interpreter's."""
+    require_target(target)
+    from tinycc_ml.codegen.backend import get_backend
+
+    path = DATA / "grouped_conv1d.onnx"
+    model = tinycc_ml.load_model(path)
+    rows = np.random.default_rng(5).normal(size=(40, model.input_dim))
+    for label in ("int8", "int16", "int8_pow2"):
+        precision, options = BUILDS[label]
+        folder = tmp_path / label
+        result = tinycc_ml.compile(model, target=target, precision=precision, calibration=rows, name="net",
+                                   out_dir=folder, **options)
+        if label == "int8":  # TFLite's int8 builds take int8 rows, the project's real rows (quantised in C)
+            int8 = model.quantise(rows)
+            given = int8.quantise_input(rows[:3])
+            want = int8.run_int8(given.reshape(3, *int8.input_shape)).reshape(3, -1)
+        else:
+            given = rows[:3]
+            want = run_fixed(result.graph, quantise_rows(result.graph, given))["scores"]
+        run = get_backend(target).simulate(folder, result.output, given)
+        np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64).reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 2, 0, 1]},
+    {"group": 3, "auto_pad": "SAME_UPPER", "strides": [2, 2]},
+    {"group": 2, "auto_pad": "VALID", "dilations": [2, 1]}], ids=["explicit_pads", "same_upper", "valid"])
+def test_grouped_convolution_geometry_at_every_precision(attrs, tmp_path):
+    """Conv(6 -> 6 channels) in groups, each window geometry, a Clip(0, 6) fused into it."""
+    from onnx import TensorProto, helper, numpy_helper
+    import onnx
+
+    rng = np.random.default_rng(attrs["group"])
+    group = attrs["group"]
+    inits = [numpy_helper.from_array(rng.normal(size=(6, 6 // group, 3, 3)).astype(np.float32) / 2, "W"),
+             numpy_helper.from_array(rng.normal(size=6).astype(np.float32) / 4, "b"),
+             numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi"),
+             numpy_helper.from_array(rng.normal(size=(3, 6)).astype(np.float32), "Wd")]
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="grouped", **attrs),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["r"], name="relu6"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "Wd"], ["y"], name="dense", transB=1)]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 7, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "g.onnx"))
+    model = tinycc_ml.load_model(tmp_path / "g.onnx")
+    (conv,) = [model.graph.node(n) for n in model.graph.order() if model.graph.op(n) == "grouped_conv2d"]
+    assert conv.attrs["activation"] == "relu6" and conv.attrs["groups"] == group
+    check_builds(tmp_path / "g.onnx", tmp_path)

@@ -2,7 +2,8 @@
 
 The ops (standard domain only):
 
-    Conv (1-D and 2-D; stride, dilation, pads / auto_pad; group 1, or group = channels: depthwise),
+    Conv (1-D and 2-D; stride, dilation, pads / auto_pad; any group: 1, one per channel (depthwise), or
+    grouped),
     BatchNormalization (folded into the convolution before it), MaxPool, AveragePool,
     GlobalAveragePool, ReduceMean over the spatial axes, Gemm, MatMul [+ Add of a constant], Add of two
     tensors, Relu, Clip(0, 6) (fused into the op before them), Flatten / Reshape to (batch, features),
@@ -288,6 +289,7 @@ class _Lowering:
         ir_attrs = {"stride": _as_2d(strides, x.spatial, 1), "dilation": _as_2d(dilations, x.spatial, 1),
                     **self.padding(node, attrs, x, window, strides, dilations), "activation": activation}
         label = identifier(node.name or name, "conv")
+        onnx_shape = list(w.shape)
         if w.ndim == 3:
             w = w[:, :, None, :]  # (O, I, 1, K)
         if group == 1:
@@ -298,9 +300,13 @@ class _Lowering:
         elif group == x.channels and w.shape[1] == 1 and out_c % group == 0:
             filters = self.add_const(w[:, 0].transpose(1, 2, 0)[None], "IHWO", f"{label}_filter")
             op, ir_attrs["depth_multiplier"] = "depthwise_conv2d", out_c // group
+        elif x.channels % group == 0 and out_c % group == 0 and w.shape[1] * group == x.channels:
+            filters = self.add_const(w.transpose(0, 2, 3, 1), "OHWI", f"{label}_filter")
+            op, ir_attrs["groups"] = "grouped_conv2d", group
         else:
-            raise _Bad(f"Conv node {node.name!r}: group={group} on {x.channels} channels is not supported (1, or "
-                       "one group per channel: depthwise)")
+            raise _Bad(f"Conv node {node.name!r}: group={group} with weights {onnx_shape} on {x.channels} input "
+                       f"channels (groups must divide the input's and the output's channels, the weights reading "
+                       f"{x.channels} / group each)")
         bias = self.add_const(b, "", f"{label}_bias")
         out = self.add(op, [x.node, filters, bias], ir_attrs, label)
         self.define(name, self.spatial_value(out, x.spatial))

@@ -26,7 +26,7 @@ from tinycc_ml.ir.types import fixed
 from tinycc_ml.passes.choose_scales import ACC_LIMIT, MIN_WEIGHT_BITS, best_scale, quantise_array
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
-LAYERS = ("conv2d", "depthwise_conv2d", "fully_connected")
+LAYERS = ("conv2d", "grouped_conv2d", "depthwise_conv2d", "fully_connected")
 KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation")
 REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
                        "(without the softmax the argmax is the same)"}
