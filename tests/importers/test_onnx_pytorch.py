@@ -186,8 +186,8 @@ def test_grouped_convolutions_run_bit_for_bit_in_the_simulators(target, tmp_path
     {"group": 2, "auto_pad": "VALID", "dilations": [2, 1]}], ids=["explicit_pads", "same_upper", "valid"])
 def test_grouped_convolution_geometry_at_every_precision(attrs, tmp_path):
     """Conv(6 -> 6 channels) in groups, each window geometry, a Clip(0, 6) fused into it."""
-    from onnx import TensorProto, helper, numpy_helper
     import onnx
+    from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(attrs["group"])
     group = attrs["group"]
