@@ -207,3 +207,85 @@ def test_grouped_convolution_geometry_at_every_precision(attrs, tmp_path):
     (conv,) = [model.graph.node(n) for n in model.graph.order() if model.graph.op(n) == "grouped_conv2d"]
     assert conv.attrs["activation"] == "relu6" and conv.attrs["groups"] == group
     check_builds(tmp_path / "g.onnx", tmp_path)
+
+
+# ---------------------------------------------------------------- activations
+
+TABLE_ACTIVATIONS = ["sigmoid", "tanh", "hardswish", "hardsigmoid", "elu", "silu", "gelu", "gelu_tanh"]
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+@pytest.mark.parametrize("name", TABLE_ACTIVATIONS)
+def test_activations_compile_at_float_and_int8_and_refuse_int16_by_name(name, exporter, tmp_path):
+    """Conv1d, the activation, Conv1d, mean, Linear: float, TFLite's int8 and pow2 int8 (a table of the correctly
+    rounded function); int16 refused with the op named and the reason."""
+    from tinycc_ml.errors import CompileError
+
+    path = DATA / f"{name}{exporter}.onnx"
+    check_builds(path, tmp_path, builds=("float", "int8", "int8_pow2"))
+    model = tinycc_ml.load_model(path)
+    rows = np.random.default_rng(1).normal(size=(20, model.input_dim))
+    with pytest.raises(CompileError, match=r"has no int16 form in the project's fixed point \(a table of every"):
+        tinycc_ml.compile(model, target="host", precision="int16", calibration=rows, out_dir=tmp_path / "int16")
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "leaky_relu_ts"])
+def test_leaky_relu_lowers_to_the_tflite_op_and_compiles_at_every_precision(name, tmp_path):
+    model = tinycc_ml.load_model(DATA / f"{name}.onnx")
+    (node,) = [model.graph.node(n) for n in model.graph.order() if model.graph.op(n) == "leaky_relu"]
+    assert node.attrs["alpha"] == pytest.approx(0.1)
+    check_builds(DATA / f"{name}.onnx", tmp_path)
+
+
+def test_silu_is_one_op():
+    model = tinycc_ml.load_model(DATA / "silu_ts.onnx")
+    ops = [model.graph.op(n) for n in model.graph.order()]
+    assert "silu" in ops and "logistic" not in ops and "tensor_mul" not in ops
+
+
+@pytest.mark.parametrize("op, attrs", [("logistic", {}), ("tensor_tanh", {}), ("hard_swish", {}),
+                                       ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}), ("elu", {"alpha": 1.0}),
+                                       ("silu", {}), ("gelu", {"approximate": "none"}),
+                                       ("gelu", {"approximate": "tanh"})])
+def test_an_activation_table_is_within_half_an_output_step_of_the_function(op, attrs):
+    """The stated bound: every entry is the function of its input integer's value, correctly rounded, in both
+    dialects, wherever the output type does not saturate."""
+    from tinycc_ml.ir.ops.network.activations import FUNCTIONS, real_values, table
+    from tinycc_ml.ir.types import fixed, quantised
+
+    function = FUNCTIONS[op][0]
+    for x_type, out_type in ((fixed(8, 5), fixed(8, 6)), (fixed(8, 3), fixed(8, 7)),
+                             (quantised(8, 0.05, -10), quantised(8, 1 / 256, -128)),
+                             (quantised(8, 0.1, 20), quantised(8, 0.03, 0))):
+        ints = np.arange(-128, 128)
+        want = function(real_values(x_type, ints.astype(np.float64)), attrs)
+        got = real_values(out_type, table(op, x_type, out_type, attrs).astype(np.float64))
+        step = 2.0**-out_type.scale if out_type.is_fixed else out_type.qscales[0]
+        lo, hi = real_values(out_type, np.array([-128.0, 127.0]))
+        inside = (want > lo) & (want < hi)
+        assert np.all(np.abs(got - want)[inside] <= step / 2 * (1 + 1e-9))
+        assert np.all(got[want >= hi] == hi) and np.all(got[want <= lo] == lo)
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+def test_activation_tables_and_leaky_relu_run_bit_for_bit_in_the_simulators(target, tmp_path):
+    require_target(target)
+    from tinycc_ml.codegen.backend import get_backend
+
+    for name, labels in (("silu", ("int8", "int8_pow2")), ("leaky_relu", ("int8", "int16"))):
+        model = tinycc_ml.load_model(DATA / f"{name}.onnx")
+        rows = np.random.default_rng(6).normal(size=(40, model.input_dim))
+        for label in labels:
+            precision, options = BUILDS[label]
+            folder = tmp_path / f"{name}_{label}"
+            result = tinycc_ml.compile(model, target=target, precision=precision, calibration=rows, name="net",
+                                       out_dir=folder, **options)
+            if label == "int8":
+                int8 = model.quantise(rows)
+                given = int8.quantise_input(rows[:3])
+                want = int8.run_int8(given.reshape(3, *int8.input_shape)).reshape(3, -1)
+            else:
+                given = rows[:3]
+                want = run_fixed(result.graph, quantise_rows(result.graph, given))["scores"]
+            run = get_backend(target).simulate(folder, result.output, given)
+            np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64).reshape(want.shape), want)

@@ -7,7 +7,8 @@ The ops (standard domain only):
     BatchNormalization (folded into the convolution before it), MaxPool, AveragePool,
     GlobalAveragePool, ReduceMean over the spatial axes, Gemm, MatMul [+ Add of a constant], Add of two
     tensors, Relu, Clip(0, 6) (fused into the op before them), Flatten / Reshape to (batch, features),
-    Softmax, Identity, Dropout, Constant
+    Softmax, Identity, Dropout, Constant, LeakyRelu, Sigmoid (and x * Sigmoid(x): SiLU), Tanh, HardSwish,
+    HardSigmoid, Elu, Gelu (erf and tanh forms)
 
 ONNX's channels-first tensors (N, C, L) and (N, C, H, W) become the IR's NHWC: (1, 1, L, C) and
 (1, H, W, C). The input keeps ONNX's shape (a row is the ONNX tensor's elements in ONNX's order) and is
@@ -43,7 +44,13 @@ NETWORK_OPS = {
     "Flatten": ("axis",), "Reshape": ("allowzero",), "Squeeze": ("axes",), "Unsqueeze": ("axes",),
     "Softmax": ("axis",), "Identity": (), "Dropout": ("seed",),
     "Constant": ("value",),
+    "LeakyRelu": ("alpha",), "Sigmoid": (), "Tanh": (), "HardSwish": (), "HardSigmoid": ("alpha", "beta"),
+    "Elu": ("alpha",), "Gelu": ("approximate",), "Mul": (),
 }
+# ONNX activation -> (the IR op, its attributes with ONNX's defaults)
+ACTIVATIONS = {"LeakyRelu": ("leaky_relu", {"alpha": 0.01}), "Sigmoid": ("logistic", {}), "Tanh": ("tensor_tanh", {}),
+               "HardSwish": ("hard_swish", {}), "HardSigmoid": ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}),
+               "Elu": ("elu", {"alpha": 1.0}), "Gelu": ("gelu", {"approximate": "none"})}
 # attribute values the lowering does not implement: (op, attribute) -> the values allowed
 ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0,), ("AveragePool", "ceil_mode"): (0,),
                   ("MaxPool", "storage_order"): (0,), ("BatchNormalization", "training_mode"): (0,),
@@ -523,6 +530,25 @@ class _Lowering:
         out = self.add("softmax", [x.node], {"beta": 1.0}, identifier(node.name or node.output[0], "softmax"))
         self.define(node.output[0], _Value(out, x.shape))
 
+    def activation(self, node, attrs: dict) -> None:
+        """An elementwise activation (ir/ops/network); a Sigmoid whose output only a Mul by its input reads is
+        SiLU (x * sigmoid(x), as both of PyTorch's exporters write nn.SiLU)."""
+        x = self.value(node, 0)
+        op, defaults = ACTIVATIONS[node.op_type]
+        ir_attrs = {}
+        for key, default in defaults.items():
+            value = attrs.get(key, default)
+            ir_attrs[key] = value.decode() if isinstance(value, bytes) else (float(value) if key != "approximate"
+                                                                              else value)
+        name = node.output[0]
+        if node.op_type == "Sigmoid":
+            found = self.only_consumer(name, ("Mul",))
+            if found is not None and sorted(found[1].input) == sorted([node.input[0], name]):
+                self.done.add(found[0])
+                op, name = "silu", found[1].output[0]
+        out = self.add(op, [x.node], ir_attrs, identifier(node.name or name, op))
+        self.define(name, _Value(out, x.shape, x.spatial))
+
     def pass_through(self, node) -> None:
         """Identity, and Dropout as inference runs it: its input unchanged (of a constant: ``fold_constants``)."""
         self.pass_through_checks(node)
@@ -578,6 +604,11 @@ class _Lowering:
             self.softmax(node, attrs)
         elif op in ("Identity", "Dropout"):
             self.pass_through(node)
+        elif op in ACTIVATIONS:
+            self.activation(node, attrs)
+        elif op == "Mul":
+            raise _Bad(f"Mul node {node.name!r}: only x * Sigmoid(x) (SiLU, the Mul reading a Sigmoid's input and "
+                       "output) is supported")
         elif op in FUSED:
             raise _Bad(f"{op} node {node.name!r} follows no convolution, dense layer, pool or Add whose only reader "
                        "it is; only activations fused into the op before them are supported")

@@ -3,4 +3,4 @@ rule, float and integer semantics), its portable C per precision (``OpDef.c``) a
 formats (``frontends``). A target's kernels for an op stay in the target's package. Importing this package
 registers them."""
 
-from tinycc_ml.ir.ops.network import grouped_conv2d, leaky_relu, maximum_minimum, mul, sub  # noqa: F401  (register)
+from tinycc_ml.ir.ops.network import activations, grouped_conv2d, leaky_relu, maximum_minimum, mul, sub  # noqa: F401  (register)
