@@ -289,3 +289,10 @@ def test_activation_tables_and_leaky_relu_run_bit_for_bit_in_the_simulators(targ
                 want = run_fixed(result.graph, quantise_rows(result.graph, given))["scores"]
             run = get_backend(target).simulate(folder, result.output, given)
             np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64).reshape(want.shape), want)
+
+
+def test_prelu_is_refused_by_name():
+    from tinycc_ml.errors import ModelFileError
+
+    with pytest.raises(ModelFileError, match=r"op PRelu \(node '/1/PRelu'\) is not supported"):
+        tinycc_ml.load_model(DATA / "prelu_ts.onnx")
