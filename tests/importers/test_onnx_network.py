@@ -325,7 +325,7 @@ def test_float_network_integer_builds_need_calibration(tmp_path):
 def test_every_unsupported_op_and_attribute_is_named_in_one_error(tmp_path):
     inits = [init("W", RNG.normal(size=(4, 3, 3))), init("b", RNG.normal(size=4))]
     nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="conv"),
-             helper.make_node("LeakyRelu", ["c"], ["r"], name="leaky"),
+             helper.make_node("Softsign", ["c"], ["r"], name="softsign"),
              helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2], ceil_mode=1),
              helper.make_node("Relu", ["p"], ["q"], name="relu", domain="com.example"),
              helper.make_node("GlobalAveragePool", ["q"], ["y"], name="gap")]
@@ -333,7 +333,7 @@ def test_every_unsupported_op_and_attribute_is_named_in_one_error(tmp_path):
     with pytest.raises(ModelFileError) as info:
         tinycc_ml.load_model(tmp_path / "u.onnx")
     message = str(info.value)
-    assert "3 unsupported" in message and "op LeakyRelu (node 'leaky')" in message
+    assert "3 unsupported" in message and "op Softsign (node 'softsign')" in message
     assert "MaxPool (node 'pool'): ceil_mode=1" in message and "domain 'com.example'" in message
 
 
@@ -419,7 +419,8 @@ HOSTILE = [
     (_weight(np.nan), r"holds a non-finite value \(nan\) at index \(1, 0, 2\)"),
     (_weight(np.inf), r"holds a non-finite value \(inf\)"),
     (lambda f: conv_net(f / "e.onnx", pads=[0, 3]) or f / "e.onnx", r"pads \[0, 0, 0, 3\] reach past a 1x3 window"),
-    (lambda f: conv_net(f / "e.onnx", in_c=4, out_c=4, group=2) or f / "e.onnx", "group=2 on 4 channels"),
+    (lambda f: conv_net(f / "e.onnx", in_c=4, out_c=6, group=4) or f / "e.onnx",
+     r"group=4 with weights \[6, 1, 3\] on 4 input channels \(groups must divide"),
 ]
 
 

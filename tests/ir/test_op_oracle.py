@@ -730,7 +730,10 @@ def has_fixed_semantics(op: str) -> bool:
 # TFLite's int8 network ops: quantised (affine) types, not fx; their oracle is tests/ir/test_network_ops.py
 # (int8 within the stated bound of the float semantics), their definition tflite-micro (tests/importers)
 NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d", "max_pool2d", "tensor_add", "reshape",
-               "transpose", "softmax", "mean", "pad", "relu", "relu6", "concatenation"}
+               "transpose", "softmax", "mean", "pad", "relu", "relu6", "concatenation",
+               # ir/ops/network's modules, each held to tflite-micro / onnxruntime in tests/ops, tests/importers
+               "grouped_conv2d", "leaky_relu", "logistic", "tensor_tanh", "hard_swish", "hard_sigmoid", "elu",
+               "silu", "gelu", "tensor_maximum", "tensor_minimum", "tensor_mul", "tensor_sub"}
 
 
 def test_every_op_with_fixed_semantics_has_an_oracle():

@@ -181,7 +181,7 @@ def window_of(graph, node: Node, window: tuple[int, int]) -> Window:
 
 # ---------------------------------------------------------------- the ops
 
-def _requant_params(em: CEmitter, node: Node, channels: int, filter_type) -> tuple[str, str]:
+def requant_params(em: CEmitter, node: Node, channels: int, filter_type) -> tuple[str, str]:
     """The C expressions of output channel ``o``'s multiplier and shift: literals when every channel shares
     them, else two constant arrays."""
     x = em.graph.type(node.inputs[0])
@@ -197,7 +197,7 @@ def _requant_params(em: CEmitter, node: Node, channels: int, filter_type) -> tup
     return rd(m, "o", "int32_t"), f"(int){rd(s, 'o', 'int8_t')}"
 
 
-def _store(em: CEmitter, node: Node, acc: str, mult: str, shift: str) -> str:
+def requantised_store(em: CEmitter, node: Node, acc: str, mult: str, shift: str) -> str:
     """``out[...] = `` the requantised, offset and clamped acc."""
     out = node.type.dtype
     lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
@@ -363,7 +363,7 @@ def conv2d(em: CEmitter, node: Node) -> list[str]:
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     out_c, kh, kw, in_c = w.shape
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    mult, shift = _requant_params(em, node, out_c, w)
+    mult, shift = requant_params(em, node, out_c, w)
     offset = -x.dtype.zero_point
     tap = [f"const int8_t *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
            f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx) * {in_c};",
@@ -373,7 +373,7 @@ def conv2d(em: CEmitter, node: Node) -> list[str]:
             "    int32_t acc = 0;",
             *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
-            f"    {em.var(node.name)}[pos + o] = {_store(em, node, 'acc', mult, shift)};",
+            f"    {em.var(node.name)}[pos + o] = {requantised_store(em, node, 'acc', mult, shift)};",
             "}"]
     return window_loops(em, node, (kh, kw), out_c, body)
 
@@ -385,7 +385,7 @@ def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
     _, kh, kw, out_c = w.shape
     in_c, multiplier = x.shape[3], int(node.attrs["depth_multiplier"])
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
-    mult, shift = _requant_params(em, node, out_c, w)
+    mult, shift = requant_params(em, node, out_c, w)
     offset = -x.dtype.zero_point
     tap = [f"const int32_t xv = (int32_t){em.var(x_name)}[((long)(b * {height} + iy) * {width} + ix) * {in_c} + c]"
            f" + {offset};",
@@ -396,7 +396,7 @@ def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
             "    int32_t acc = 0;",
             *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
-            f"    {em.var(node.name)}[pos + o] = {_store(em, node, 'acc', mult, shift)};",
+            f"    {em.var(node.name)}[pos + o] = {requantised_store(em, node, 'acc', mult, shift)};",
             "}"]
     return window_loops(em, node, (kh, kw), out_c, body)
 
@@ -407,7 +407,7 @@ def fully_connected(em: CEmitter, node: Node) -> list[str]:
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     out_c, depth = w.shape
     rows = x.size // depth
-    mult, shift = _requant_params(em, node, out_c, w)
+    mult, shift = requant_params(em, node, out_c, w)
     offset = -x.dtype.zero_point
     return ["{",
             f"    for (int r = 0; r < {rows}; ++r)",
@@ -417,7 +417,7 @@ def fully_connected(em: CEmitter, node: Node) -> list[str]:
             f"        for (int i = 0; i < {depth}; ++i)",
             f"            acc += (int32_t){em.at(w_name, f'(long)o * {depth} + i')} * ((int32_t)xp[i] + {offset});",
             f"        acc += {em.at(b_name, 'o')};",
-            f"        {em.var(node.name)}[(long)r * {out_c} + o] = {_store(em, node, 'acc', mult, shift)};",
+            f"        {em.var(node.name)}[(long)r * {out_c} + o] = {requantised_store(em, node, 'acc', mult, shift)};",
             "    }",
             "}"]
 

@@ -86,7 +86,8 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
 
 
 # float ops whose C calls <math.h> (expf, tanhf, fabsf)
-MATH_OPS = ("exp", "tanh", "softmax", "sigmoid_calibrate", "ovr_decision")
+MATH_OPS = ("exp", "tanh", "softmax", "sigmoid_calibrate", "ovr_decision", "logistic", "tensor_tanh", "elu", "silu",
+            "gelu")
 
 
 @dataclass

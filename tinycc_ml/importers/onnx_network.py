@@ -2,11 +2,13 @@
 
 The ops (standard domain only):
 
-    Conv (1-D and 2-D; stride, dilation, pads / auto_pad; group 1, or group = channels: depthwise),
+    Conv (1-D and 2-D; stride, dilation, pads / auto_pad; any group: 1, one per channel (depthwise), or
+    grouped),
     BatchNormalization (folded into the convolution before it), MaxPool, AveragePool,
     GlobalAveragePool, ReduceMean over the spatial axes, Gemm, MatMul [+ Add of a constant], Add of two
     tensors, Relu, Clip(0, 6) (fused into the op before them), Flatten / Reshape to (batch, features),
-    Softmax, Identity, Dropout, Constant
+    Softmax, Identity, Dropout, Constant, LeakyRelu, Sigmoid (and x * Sigmoid(x): SiLU), Tanh, HardSwish,
+    HardSigmoid, Elu, Gelu (erf and tanh forms)
 
 ONNX's channels-first tensors (N, C, L) and (N, C, H, W) become the IR's NHWC: (1, 1, L, C) and
 (1, H, W, C). The input keeps ONNX's shape (a row is the ONNX tensor's elements in ONNX's order) and is
@@ -42,7 +44,13 @@ NETWORK_OPS = {
     "Flatten": ("axis",), "Reshape": ("allowzero",), "Squeeze": ("axes",), "Unsqueeze": ("axes",),
     "Softmax": ("axis",), "Identity": (), "Dropout": ("seed",),
     "Constant": ("value",),
+    "LeakyRelu": ("alpha",), "Sigmoid": (), "Tanh": (), "HardSwish": (), "HardSigmoid": ("alpha", "beta"),
+    "Elu": ("alpha",), "Gelu": ("approximate",), "Mul": (),
 }
+# ONNX activation -> (the IR op, its attributes with ONNX's defaults)
+ACTIVATIONS = {"LeakyRelu": ("leaky_relu", {"alpha": 0.01}), "Sigmoid": ("logistic", {}), "Tanh": ("tensor_tanh", {}),
+               "HardSwish": ("hard_swish", {}), "HardSigmoid": ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}),
+               "Elu": ("elu", {"alpha": 1.0}), "Gelu": ("gelu", {"approximate": "none"})}
 # attribute values the lowering does not implement: (op, attribute) -> the values allowed
 ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0,), ("AveragePool", "ceil_mode"): (0,),
                   ("MaxPool", "storage_order"): (0,), ("BatchNormalization", "training_mode"): (0,),
@@ -288,6 +296,7 @@ class _Lowering:
         ir_attrs = {"stride": _as_2d(strides, x.spatial, 1), "dilation": _as_2d(dilations, x.spatial, 1),
                     **self.padding(node, attrs, x, window, strides, dilations), "activation": activation}
         label = identifier(node.name or name, "conv")
+        onnx_shape = list(w.shape)
         if w.ndim == 3:
             w = w[:, :, None, :]  # (O, I, 1, K)
         if group == 1:
@@ -298,9 +307,13 @@ class _Lowering:
         elif group == x.channels and w.shape[1] == 1 and out_c % group == 0:
             filters = self.add_const(w[:, 0].transpose(1, 2, 0)[None], "IHWO", f"{label}_filter")
             op, ir_attrs["depth_multiplier"] = "depthwise_conv2d", out_c // group
+        elif x.channels % group == 0 and out_c % group == 0 and w.shape[1] * group == x.channels:
+            filters = self.add_const(w.transpose(0, 2, 3, 1), "OHWI", f"{label}_filter")
+            op, ir_attrs["groups"] = "grouped_conv2d", group
         else:
-            raise _Bad(f"Conv node {node.name!r}: group={group} on {x.channels} channels is not supported (1, or "
-                       "one group per channel: depthwise)")
+            raise _Bad(f"Conv node {node.name!r}: group={group} with weights {onnx_shape} on {x.channels} input "
+                       f"channels (groups must divide the input's and the output's channels, the weights reading "
+                       f"{x.channels} / group each)")
         bias = self.add_const(b, "", f"{label}_bias")
         out = self.add(op, [x.node, filters, bias], ir_attrs, label)
         self.define(name, self.spatial_value(out, x.spatial))
@@ -517,16 +530,63 @@ class _Lowering:
         out = self.add("softmax", [x.node], {"beta": 1.0}, identifier(node.name or node.output[0], "softmax"))
         self.define(node.output[0], _Value(out, x.shape))
 
+    def activation(self, node, attrs: dict) -> None:
+        """An elementwise activation (ir/ops/network); a Sigmoid whose output only a Mul by its input reads is
+        SiLU (x * sigmoid(x), as both of PyTorch's exporters write nn.SiLU)."""
+        x = self.value(node, 0)
+        op, defaults = ACTIVATIONS[node.op_type]
+        ir_attrs = {}
+        for key, default in defaults.items():
+            value = attrs.get(key, default)
+            ir_attrs[key] = value.decode() if isinstance(value, bytes) else (float(value) if key != "approximate"
+                                                                              else value)
+        name = node.output[0]
+        if node.op_type == "Sigmoid":
+            found = self.only_consumer(name, ("Mul",))
+            if found is not None and sorted(found[1].input) == sorted([node.input[0], name]):
+                self.done.add(found[0])
+                op, name = "silu", found[1].output[0]
+        out = self.add(op, [x.node], ir_attrs, identifier(node.name or name, op))
+        self.define(name, _Value(out, x.shape, x.spatial))
+
+    def pass_through(self, node) -> None:
+        """Identity, and Dropout as inference runs it: its input unchanged (of a constant: ``fold_constants``)."""
+        self.pass_through_checks(node)
+        self.define(node.output[0], self.value(node, 0))
+
+    def pass_through_checks(self, node) -> None:
+        """A Dropout is inference's: no training_mode true (its boolean mask no supported op reads)."""
+        what = f"{node.op_type} node {node.name!r}"
+        if node.op_type == "Dropout":
+            if len(node.input) > 2 and node.input[2]:
+                training = self.const(node, 2, "training_mode")
+                if training.size != 1 or bool(training.reshape(-1)[0]):
+                    raise _Bad(f"{what}: training_mode is not false; only inference (no dropout) is supported")
+
+    def fold_constants(self) -> None:
+        """Constant nodes, and Identity / Dropout of a constant, as weights before any op is lowered: the
+        TorchScript exporter writes a Clip's bounds as Constant nodes after the Conv that fuses the Clip."""
+        for k, node in enumerate(self.proto.node):
+            if node.domain not in ONNX_DOMAINS or not node.output:
+                continue
+            if node.op_type == "Constant":
+                # deferred: onnx is an optional dependency (the [onnx] extra); the caller has imported it already
+                from onnx import numpy_helper
+
+                attrs = attributes(node)
+                if "value" not in attrs:
+                    raise _Bad(f"Constant node {node.name!r} without a tensor value")
+                self.weights[node.output[0]] = numpy_helper.to_array(attrs["value"])
+            elif node.op_type in ("Identity", "Dropout") and node.input and node.input[0] in self.weights:
+                self.pass_through_checks(node)
+                self.weights[node.output[0]] = self.weights[node.input[0]]
+            else:
+                continue
+            self.done.add(k)
+
     def lower(self, node) -> None:
         op, attrs = node.op_type, attributes(node)
-        if op == "Constant":
-            # deferred: onnx is an optional dependency (the [onnx] extra); the caller has imported it already
-            from onnx import numpy_helper
-
-            if "value" not in attrs:
-                raise _Bad(f"Constant node {node.name!r} without a tensor value")
-            self.weights[node.output[0]] = numpy_helper.to_array(attrs["value"])
-        elif op == "Conv":
+        if op == "Conv":
             self.conv(node, attrs)
         elif op in ("MaxPool", "AveragePool"):
             self.pool(node, attrs)
@@ -543,7 +603,12 @@ class _Lowering:
         elif op == "Softmax":
             self.softmax(node, attrs)
         elif op in ("Identity", "Dropout"):
-            self.define(node.output[0], self.value(node, 0))
+            self.pass_through(node)
+        elif op in ACTIVATIONS:
+            self.activation(node, attrs)
+        elif op == "Mul":
+            raise _Bad(f"Mul node {node.name!r}: only x * Sigmoid(x) (SiLU, the Mul reading a Sigmoid's input and "
+                       "output) is supported")
         elif op in FUSED:
             raise _Bad(f"{op} node {node.name!r} follows no convolution, dense layer, pool or Add whose only reader "
                        "it is; only activations fused into the op before them are supported")
@@ -588,6 +653,7 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
     low = _Lowering(path, proto_graph, dict(weights), graph)
     try:
         low.define(input_name, input_value(graph, input_name, shape))
+        low.fold_constants()
         for k, node in enumerate(proto_graph.node):
             if k in low.done:
                 continue

@@ -48,9 +48,9 @@ def multiply_accumulates(graph) -> int:
     total = 0
     for name in graph.order():
         op = graph.op(name)
-        if op in ("conv2d", "depthwise_conv2d"):
-            _, kh, kw, depth = graph.type(graph.node(name).inputs[1]).shape
-            total += graph.type(name).size * kh * kw * (depth if op == "conv2d" else 1)
+        if op in ("conv2d", "grouped_conv2d", "depthwise_conv2d"):
+            _, kh, kw, depth = graph.type(graph.node(name).inputs[1]).shape  # a grouped filter's depth: a group's
+            total += graph.type(name).size * kh * kw * (1 if op == "depthwise_conv2d" else depth)
         elif op == "fully_connected":
             total += graph.type(name).size * graph.type(graph.node(name).inputs[1]).shape[1]
     return int(total)

@@ -19,6 +19,7 @@ import numpy as np
 from tinycc_ml.errors import CompileError, DataError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch
+from tinycc_ml.ir.ops.network.activations import FUNCTIONS
 from tinycc_ml.ir.types import DType, TensorType, quantised
 from tinycc_ml.ir.verify import verify
 
@@ -26,7 +27,10 @@ INT8_LEVELS = 255
 INT32_LIMIT = 2**31 - 1
 SOFTMAX_OUTPUT = quantised(8, 1 / 256, -128)
 KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose")
-FILTER_AXIS = {"conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None}  # None: one scale per tensor
+# ops whose output takes the range it reaches on the calibration rows (the activations: ir/ops/network)
+CALIBRATED_OUTPUT = ("tensor_add", "leaky_relu", *FUNCTIONS)
+# None: one scale per tensor
+FILTER_AXIS = {"conv2d": 0, "grouped_conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None}
 
 
 def activation_dtype(values: np.ndarray) -> DType:
@@ -96,7 +100,7 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
             elif node.op in KEEP_QUANTISATION:
                 new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(q.type(ins[0]).dtype),
                                   name=name)
-            elif node.op == "tensor_add":
+            elif node.op in CALIBRATED_OUTPUT:
                 new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(activation_dtype(values[name])),
                                   name=name)
             elif node.op == "softmax":

@@ -14,6 +14,8 @@ bits coarser.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinycc_ml.errors import CompileError
@@ -21,12 +23,13 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks
 from tinycc_ml.ir.ops import OPS, BoundCall
 from tinycc_ml.ir.ops.arith import rshift_bound
+from tinycc_ml.ir.ops.network.activations import FUNCTIONS, INT16_REFUSAL
 from tinycc_ml.ir.ops.pow2_arith import MAX_SHIFT
 from tinycc_ml.ir.types import fixed
 from tinycc_ml.passes.choose_scales import ACC_LIMIT, MIN_WEIGHT_BITS, best_scale, quantise_array
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
-LAYERS = ("conv2d", "depthwise_conv2d", "fully_connected")
+LAYERS = ("conv2d", "grouped_conv2d", "depthwise_conv2d", "fully_connected")
 KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation")
 REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
                        "(without the softmax the argmax is the same)"}
@@ -92,6 +95,15 @@ class NetworkScales(Pass):
                             f"2^{ACC_LIMIT.bit_length() - 1}): its window holds too many int{bits} values")
             elif node.op in LAYERS:
                 dtype, ins = self._layer(graph, out, node, peaks[name], bits, bound, adjust.get(name, 0))
+            elif node.op == "leaky_relu":  # the input's type; |alpha| > 1 can grow a value up to the width
+                dtype = out.type(ins[0]).dtype
+                bound[name] = min(2 ** (bits - 1), math.ceil(max(1.0, abs(float(node.attrs["alpha"]))) *
+                                                             bound[ins[0]]) + 1)
+            elif node.op in FUNCTIONS:  # a table at int8 (its type rule refuses int16 by name)
+                dtype = fixed(bits, best_scale(peaks[name], bits) + adjust.get(name, 0))
+                if bits != 8:
+                    raise CompileError(f"node %{name}: {node.op} {INT16_REFUSAL}")
+                bound[name] = 2 ** (bits - 1)
             elif node.op == "tensor_add":
                 finest = min(out.type(i).dtype.scale for i in ins)
                 dtype = fixed(bits, min(best_scale(peaks[name], bits) + adjust.get(name, 0), finest))

@@ -38,7 +38,7 @@ NO_RANGES = ("a network's values take their ranges from calibration rows (passes
 NO_ACCUMULATOR = "no accumulator: the op copies, compares or clamps its input's integers"
 
 
-def _check_operands(ts, filter_axis: int, weights_layout: str) -> None:
+def check_operands(ts, filter_axis: int, weights_layout: str) -> None:
     x, w, b = ts
     need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
     need(w.rank == 4 and w.layout == weights_layout, f"filter must be a {weights_layout} tensor, got {w}")
@@ -53,7 +53,7 @@ def _check_operands(ts, filter_axis: int, weights_layout: str) -> None:
         need(w.dtype.is_float and b.dtype.is_float, f"a float convolution needs f32 filter and bias, got {w}, {b}")
 
 
-def _requantise(acc: np.ndarray, call: FixedCall, filter_axis: int) -> np.ndarray:
+def requantise_channels(acc: np.ndarray, call: FixedCall, filter_axis: int) -> np.ndarray:
     """acc (..., channels), the int32 sums with the bias: to the output's int8."""
     x, w = call.in_types[0], call.in_types[1]
     out = call.type.dtype
@@ -65,25 +65,25 @@ def _requantise(acc: np.ndarray, call: FixedCall, filter_axis: int) -> np.ndarra
     return np.clip(scaled, lo, hi)
 
 
-def _check_fixed_shift(x, w, result) -> None:
+def check_fixed_shift(x, w, result) -> None:
     if x.dtype.is_fixed:
         check_shift(layer_shift(x, w, result), "output")
 
 
-def _layer_bound(call: BoundCall, weights_by_channel: np.ndarray) -> tuple[int, int]:
+def layer_bound(call: BoundCall, weights_by_channel: np.ndarray) -> tuple[int, int]:
     """A layer's overflow proof: its largest |acc| (bias included) at the input's plus the weights' scale."""
     return channel_bounds(weights_by_channel, call.consts[2], call.bounds[0]), call.scales[0] + call.scales[1]
 
 
-def _layer_shift(ts, out, attrs) -> int:
+def layer_output_shift(ts, out, attrs) -> int:
     return layer_shift(ts[0], ts[1], out)
 
 
-def _offset_input(call: FixedCall) -> np.ndarray:
+def offset_input(call: FixedCall) -> np.ndarray:
     return call.ins[0].astype(np.float64) - call.in_types[0].dtype.zero_point
 
 
-def _exact_sums(sums: np.ndarray) -> np.ndarray:
+def exact_sums(sums: np.ndarray) -> np.ndarray:
     return np.rint(sums).astype(np.int64)
 
 
@@ -91,14 +91,14 @@ def _exact_sums(sums: np.ndarray) -> np.ndarray:
 
 def _infer_conv2d(ts, attrs, declared):
     need(len(ts) == 3, "conv2d takes input, filter and bias")
-    _check_operands(ts, 0, "OHWI")
+    check_operands(ts, 0, "OHWI")
     x, w, _ = ts
     check_window_attrs(attrs)
     need(w.shape[3] == x.shape[3], f"filter {w.shape} reads {w.shape[3]} channels, the input has {x.shape[3]}")
     oh, ow = window_shape(x, w.shape[1:3], attrs)
     result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC")
     check_channel_requantisation(x, w, result, w.shape[0])
-    _check_fixed_shift(x, w, result)
+    check_fixed_shift(x, w, result)
     return result
 
 
@@ -115,17 +115,17 @@ def conv2d_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
 
 def _fixed_conv2d(call: FixedCall):
     if call.type.dtype.is_fixed:
-        return layer_result(_exact_sums(conv2d_sums(call.ins[0], call.ins[1], call.attrs)) + call.ins[2], call)
+        return layer_result(exact_sums(conv2d_sums(call.ins[0], call.ins[1], call.attrs)) + call.ins[2], call)
     w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
-    acc = _exact_sums(conv2d_sums(_offset_input(call), w, call.attrs)) + call.ins[2]
-    return _requantise(acc, call, 0)
+    acc = exact_sums(conv2d_sums(offset_input(call), w, call.attrs)) + call.ins[2]
+    return requantise_channels(acc, call, 0)
 
 
 def _float_conv2d(xs, attrs):
     return apply_activation(conv2d_sums(xs[0], xs[1], attrs) + xs[2], attrs.get("activation", "none"))
 
 
-def _rows_only_first(f):
+def rows_only_first(f):
     """The vectorised form of semantics that take any leading axes: when only the input carries rows."""
     return lambda ins, batched, attrs, n, rank: f(ins, attrs) if batched[0] and not any(batched[1:]) else None
 
@@ -135,16 +135,16 @@ register_op(OpDef(
     "TFLite's CONV_2D: NHWC input, OHWI filter, a bias per output channel; stride, dilation, padding "
     "(same/valid as TFLite pads) and a fused activation (none/relu/relu6); quantised: TFLite's int8 kernel, "
     "per-channel requantisation",
-    evaluate_rows=_rows_only_first(_float_conv2d), fixed=_fixed_conv2d,
-    acc_bound=lambda call: _layer_bound(call, call.consts[1].reshape(call.consts[1].shape[0], -1)),
-    output_shift=_layer_shift, unsupported={"interval": NO_RANGES}))
+    evaluate_rows=rows_only_first(_float_conv2d), fixed=_fixed_conv2d,
+    acc_bound=lambda call: layer_bound(call, call.consts[1].reshape(call.consts[1].shape[0], -1)),
+    output_shift=layer_output_shift, unsupported={"interval": NO_RANGES}))
 
 
 # ---------------------------------------------------------------- depthwise_conv2d
 
 def _infer_depthwise(ts, attrs, declared):
     need(len(ts) == 3, "depthwise_conv2d takes input, filter and bias")
-    _check_operands(ts, 3, "IHWO")
+    check_operands(ts, 3, "IHWO")
     x, w, _ = ts
     check_window_attrs(attrs)
     multiplier = int(attrs["depth_multiplier"])
@@ -153,7 +153,7 @@ def _infer_depthwise(ts, attrs, declared):
     oh, ow = window_shape(x, w.shape[1:3], attrs)
     result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC")
     check_channel_requantisation(x, w, result, w.shape[3])
-    _check_fixed_shift(x, w, result)
+    check_fixed_shift(x, w, result)
     return result
 
 
@@ -170,10 +170,10 @@ def depthwise_sums(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
 
 def _fixed_depthwise(call: FixedCall):
     if call.type.dtype.is_fixed:
-        return layer_result(_exact_sums(depthwise_sums(call.ins[0], call.ins[1], call.attrs)) + call.ins[2], call)
+        return layer_result(exact_sums(depthwise_sums(call.ins[0], call.ins[1], call.attrs)) + call.ins[2], call)
     w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
-    acc = _exact_sums(depthwise_sums(_offset_input(call), w, call.attrs)) + call.ins[2]
-    return _requantise(acc, call, 3)
+    acc = exact_sums(depthwise_sums(offset_input(call), w, call.attrs)) + call.ins[2]
+    return requantise_channels(acc, call, 3)
 
 
 def _float_depthwise(xs, attrs):
@@ -184,9 +184,9 @@ register_op(OpDef(
     "depthwise_conv2d", 3, _infer_depthwise, _float_depthwise, {**WINDOW_ATTRS, "depth_multiplier": "int"},
     "TFLite's DEPTHWISE_CONV_2D: NHWC input, a (1, KH, KW, C x M) filter, output channel c M + m filtering "
     "input channel c; stride, dilation, padding, fused activation as conv2d; quantised: TFLite's int8 kernel",
-    evaluate_rows=_rows_only_first(_float_depthwise), fixed=_fixed_depthwise,
-    acc_bound=lambda call: _layer_bound(call, call.consts[1].reshape(-1, call.consts[1].shape[3]).T),
-    output_shift=_layer_shift, unsupported={"interval": NO_RANGES}))
+    evaluate_rows=rows_only_first(_float_depthwise), fixed=_fixed_depthwise,
+    acc_bound=lambda call: layer_bound(call, call.consts[1].reshape(-1, call.consts[1].shape[3]).T),
+    output_shift=layer_output_shift, unsupported={"interval": NO_RANGES}))
 
 
 # ---------------------------------------------------------------- fully_connected
@@ -208,7 +208,7 @@ def _infer_fully_connected(ts, attrs, declared):
         need(w.dtype.is_float and b.dtype.is_float, f"a float fully_connected needs f32 weights and bias, got {w}, {b}")
     result = network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC")
     check_channel_requantisation(x, w, result, w.shape[0])
-    _check_fixed_shift(x, w, result)
+    check_fixed_shift(x, w, result)
     return result
 
 
@@ -220,10 +220,10 @@ def fully_connected_sums(x: np.ndarray, w: np.ndarray, rank: int) -> np.ndarray:
 def _fixed_fully_connected(call: FixedCall):
     if call.type.dtype.is_fixed:
         sums = fully_connected_sums(call.ins[0].astype(np.float64), call.ins[1], call.in_types[0].rank)
-        return layer_result(_exact_sums(sums) + call.ins[2], call)
+        return layer_result(exact_sums(sums) + call.ins[2], call)
     w = call.ins[1].astype(np.float64) - call.in_types[1].dtype.zero_point
-    acc = _exact_sums(fully_connected_sums(_offset_input(call), w, call.in_types[0].rank)) + call.ins[2]
-    return _requantise(acc, call, 0)
+    acc = exact_sums(fully_connected_sums(offset_input(call), w, call.in_types[0].rank)) + call.ins[2]
+    return requantise_channels(acc, call, 0)
 
 
 def _float_fully_connected(xs, attrs):
@@ -242,6 +242,6 @@ register_op(OpDef(
     "TFLite's FULLY_CONNECTED: the input read as rows of the weights' width (O, I), times the weights, plus the "
     "bias, a fused activation; quantised: TFLite's int8 kernel (per-tensor requantisation)",
     evaluate_rows=_rows_fully_connected, fixed=_fixed_fully_connected,
-    acc_bound=lambda call: _layer_bound(call, call.consts[1]), output_shift=_layer_shift,
+    acc_bound=lambda call: layer_bound(call, call.consts[1]), output_shift=layer_output_shift,
     unsupported={"interval": NO_RANGES},
     macs=lambda ts, stored: (ts[0].size // ts[1].shape[1]) * ts[1].size))

@@ -4,6 +4,8 @@ formats (``frontends``). A target's kernels for an op stay in the target's packa
 registers them."""
 
 from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
+    activations,
+    grouped_conv2d,
     leaky_relu,
     maximum_minimum,
     mul,

@@ -4,14 +4,21 @@ Float: TFLite's ``reference_ops::LeakyRelu`` (float32: ``x > 0 ? x : x * alpha``
 ``QuantizeLeakyRelu``: the input less its zero point, requantised by the identity multiplier (input scale /
 output scale) where it is >= 0 and by the alpha multiplier (input scale x alpha / output scale, the product and
 quotient in float32 as TFLite Micro's Prepare computes them) elsewhere, plus the output's zero point, clamped to
-int8. A negative alpha requantises by its magnitude and negates, as TFLite Micro does. The project's own fixed
-point has no form of it yet (refused by name).
+int8. A negative alpha requantises by its magnitude and negates, as TFLite Micro does.
+
+The project's fixed point (fx8 / fx16, the result at the input's type): x where x >= 0, else x times alpha as a
+multiplier of 15 significant bits (``pow2_alpha``: alpha_q 2^-k, |alpha_q| < 2^15, k <= 30), shifted right with
+rounding (halves up) and saturated to the width. The product stays within int32 (|x alpha_q| <= 2^30); the error
+is at most |alpha - alpha_q 2^-k| |x| (relative 2^-15 of alpha x) plus half a step.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from tinycc_ml.ir.ops.arith import rshift, saturate
 from tinycc_ml.ir.ops.c_primitives import clamp8, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
@@ -27,9 +34,10 @@ def _alpha(attrs: dict) -> float:
 def _infer(ts, attrs, declared):
     (x,) = ts
     need(np.isfinite(attrs["alpha"]), f"alpha {attrs['alpha']} is not a finite number")
-    need(not x.dtype.is_fixed, "leaky_relu has no form in the project's fixed point (a float network at int16 or "
-                               "pow2 int8): compile it at float or as TFLite's int8")
     result = network_result(x, declared, x.shape, x.layout)
+    if x.dtype.is_fixed:
+        need(result.dtype == x.dtype, f"a fixed-point leaky_relu keeps its input's type {x.dtype}, not {result.dtype}")
+        pow2_alpha(_alpha(attrs))
     if x.dtype.is_quantised:
         quantised_operand(x, "input", 8)
         identity, alpha = multipliers(x.dtype.qscales[0], result.dtype.qscales[0], _alpha(attrs))
@@ -50,6 +58,15 @@ def parameters(in_dtype, out_dtype, alpha: float) -> tuple[tuple[int, int], tupl
     return quantize_multiplier(identity), quantize_multiplier(abs(scaled_alpha)), scaled_alpha < 0
 
 
+def pow2_alpha(alpha: float) -> tuple[int, int]:
+    """(alpha_q, k): alpha as alpha_q 2^-k with |alpha_q| in [2^14, 2^15] (fewer bits where k would pass 30)."""
+    if alpha == 0:
+        return 0, 0
+    k = min(30, 14 - math.floor(math.log2(abs(alpha))))
+    need(k >= 0, f"alpha {alpha}: a fixed-point leaky_relu takes |alpha| < 2^15")
+    return int(np.floor(alpha * 2.0**k + 0.5)), k
+
+
 def _evaluate(xs, attrs):
     x = np.asarray(xs[0], dtype=np.float32)
     return np.where(x > 0, x, x * np.float32(_alpha(attrs)))
@@ -57,6 +74,10 @@ def _evaluate(xs, attrs):
 
 def _fixed(call: FixedCall):
     x, out = call.in_types[0].dtype, call.type.dtype
+    if out.is_fixed:
+        alpha_q, k = pow2_alpha(_alpha(call.attrs))
+        v = np.asarray(call.ins[0], dtype=np.int64)
+        return np.where(v >= 0, v, saturate(rshift(v * alpha_q, k), out.bits))
     (m_id, s_id), (m_a, s_a), negative = parameters(x, out, _alpha(call.attrs))
     v = call.ins[0] - x.zero_point
     scaled_alpha = multiply_by_quantized_multiplier(v, m_a, s_a)
@@ -64,7 +85,23 @@ def _fixed(call: FixedCall):
     return np.clip(y + out.zero_point, -128, 127)
 
 
+def _c_pow2(em, node) -> list[str]:
+    (x_name,) = node.inputs
+    bits = node.type.dtype.bits
+    alpha_q, k = pow2_alpha(_alpha(node.attrs))
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    scaled = f"(v * INT32_C({alpha_q}) + INT32_C({1 << (k - 1)})) >> {k}" if k else f"v * INT32_C({alpha_q})"
+    return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
+            f"    const int32_t v = {em.at(x_name, 'i')};",
+            f"    const int32_t r = v >= 0 ? v : ({scaled});",
+            f"    {em.var(node.name)}[i] = (int{bits}_t)(r < INT32_C({lo}) ? INT32_C({lo}) : (r > INT32_C({hi}) ? "
+            f"INT32_C({hi}) : r));",
+            "}"]
+
+
 def _c_fixed(em, node) -> list[str]:
+    if node.type.dtype.is_fixed:
+        return _c_pow2(em, node)
     (x_name,) = node.inputs
     x, out = em.graph.type(x_name).dtype, node.type.dtype
     (m_id, s_id), (m_a, s_a), negative = parameters(x, out, _alpha(node.attrs))
@@ -89,7 +126,7 @@ def _c_float(em, node) -> list[str]:
 register_op(OpDef(
     "leaky_relu", 1, _infer, _evaluate, {"alpha": "float"},
     "TFLite's LEAKY_RELU: x > 0 ? x : alpha x; quantised: TFLite Micro's int8 kernel (identity and alpha "
-    "multipliers, the output's zero point, clamped)",
+    "multipliers, the output's zero point, clamped); fixed point: alpha as a 15-bit multiplier, the input's type",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs),
     fixed=_fixed, c={"fixed": _c_fixed, "float": _c_float},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

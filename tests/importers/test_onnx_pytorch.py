@@ -1,0 +1,298 @@
+"""Small PyTorch networks as torch.onnx.export writes them (scripts/export_pytorch_nets.py, both exporters: the
+default dynamo one with its ``.onnx.data``, and ``dynamo=False``'s TorchScript one as ``*_ts.onnx``), compiled at
+every precision and held to onnxruntime: the float graph to float32 rounding, the float C to the float
+interpreter, TFLite's int8 C to the int8 interpreter on every byte, the project's int16 / pow2 int8 C to the
+fixed-point interpreter bit for bit; every integer build within its tolerance of the float network. The suite
+does not import torch: the files are committed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.ir.fixed import run_fixed
+from tinycc_ml.ir.interp import run_float
+from tinycc_ml.models.network import NetworkModel
+from tinycc_ml.models.network_fixed import quantise_rows
+
+onnxruntime = pytest.importorskip("onnxruntime")
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
+ROWS = 48
+# precision label -> (precision, options)
+# (the project's dialects at their calibrated scales: the scale search may saturate rare large inputs, trading
+# the scores' largest error for agreement, which would blur what these tests measure: the ops' arithmetic)
+BUILDS = {"float": ("float", {}), "int8": ("int8", {}), "int16": ("int16", {"search": False}),
+          "int8_pow2": ("int8", {"int8_dialect": "pow2", "search": False})}
+# the integer builds' largest score error, as a share of the float scores' spread (plus a little absolute)
+TOLERANCE = {"int8": 0.1, "int16": 0.02, "int8_pow2": 0.12}
+
+
+def onnxruntime_scores(path: Path, X: np.ndarray) -> np.ndarray:
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: x[None].astype(np.float32)})[0].reshape(1, -1) for x in X])
+
+
+def check_builds(path: Path, tmp_path: Path, builds=tuple(BUILDS), seed: int = 0) -> dict:
+    """``path`` at each build, held to onnxruntime and to the interpreters; the float scores' largest errors."""
+    require_target("host")
+    model = tinycc_ml.load_model(path)
+    assert isinstance(model, NetworkModel)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(ROWS, *model.input_shape[1:]))
+    want = onnxruntime_scores(path, X)
+    rows = X.reshape(ROWS, -1)
+    np.testing.assert_allclose(model.scores(rows), want, rtol=1e-4, atol=1e-5)
+    spread = float(np.max(want) - np.min(want))
+    errors = {}
+    for label in builds:
+        precision, options = BUILDS[label]
+        calibration = None if precision == "float" else rows
+        result = tinycc_ml.compile(model, target="host", precision=precision, calibration=calibration, name="net",
+                                   out_dir=tmp_path / label, **options)
+        if label == "float":
+            scores, predictions = result.load().run_raw(rows.astype(np.float32))
+            interp = run_float(model.graph, X[:, None])["scores"].reshape(ROWS, -1)
+            np.testing.assert_allclose(scores, interp, rtol=1e-4, atol=1e-5 * (1 + np.max(np.abs(interp))))
+            top = np.sort(want, axis=1)[:, -2:]
+            clear = top[:, 1] - top[:, 0] > 1e-3  # rows whose two best scores float32 rounding cannot swap
+            np.testing.assert_array_equal(predictions[clear], np.argmax(want, axis=1)[clear])
+            got = scores
+        elif label == "int8":
+            int8 = model.quantise(rows)
+            Xq = int8.quantise_input(rows)
+            scores, _ = result.load().run_raw(Xq)
+            np.testing.assert_array_equal(scores, int8.run_int8(Xq.reshape(ROWS, *int8.input_shape)).reshape(ROWS, -1))
+            got = int8.scores(rows)
+        else:
+            Xq = quantise_rows(result.graph, rows)
+            fixed = run_fixed(result.graph, Xq)
+            scores, predictions = result.load().run_raw(Xq)
+            np.testing.assert_array_equal(scores, fixed["scores"])
+            np.testing.assert_array_equal(predictions, fixed["prediction"])
+            scale = result.graph.type(result.graph.output("scores")).dtype.scale
+            got = fixed["scores"].reshape(ROWS, -1) * 2.0**-scale
+        errors[label] = float(np.max(np.abs(got - want)))
+        if label in TOLERANCE:
+            assert errors[label] < TOLERANCE[label] * spread + 0.02, (label, errors[label], spread)
+    return errors
+
+
+# ---------------------------------------------------------------- Identity, Dropout, Constant
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+def test_mobilenet_style_net_compiles_from_both_exporters(exporter, tmp_path):
+    """Depthwise-separable blocks with BatchNorm and ReLU6, a Dropout: the TorchScript exporter writes each Clip's
+    bounds as Constant nodes after the Conv that fuses the Clip."""
+    check_builds(DATA / f"mobilenet_style{exporter}.onnx", tmp_path)
+
+
+def identity_dropout_net(path: Path, training: bool = False) -> None:
+    """Identity on a weight and on a Clip's bound, Constant nodes after their reader's producer, a Dropout of
+    opset 13 (ratio and training_mode inputs) on the data."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.normal(size=(4, 2, 3)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.normal(size=4).astype(np.float32), "b"),
+             numpy_helper.from_array(rng.normal(size=(3, 4)).astype(np.float32), "Wd"),
+             numpy_helper.from_array(np.array(0.3, np.float32), "ratio"),
+             numpy_helper.from_array(np.array(training), "training")]
+    six = helper.make_tensor("six", TensorProto.FLOAT, [], [6.0])
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+    nodes = [helper.make_node("Identity", ["W"], ["W_shared"], name="weight_identity"),
+             helper.make_node("Conv", ["x", "W_shared", "b"], ["c"], name="conv", pads=[1, 1]),
+             helper.make_node("Constant", [], ["lo"], name="lo_const", value=zero),
+             helper.make_node("Constant", [], ["hi0"], name="hi_const", value=six),
+             helper.make_node("Identity", ["hi0"], ["hi"], name="bound_identity"),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["r"], name="relu6"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+             helper.make_node("Dropout", ["f", "ratio", "training"], ["d"], name="dropout"),
+             helper.make_node("Gemm", ["d", "Wd"], ["y"], name="dense", transB=1)]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 9])],
+                              outputs, inits)
+    import onnx
+
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def test_identity_of_constants_and_inference_dropout_compile(tmp_path):
+    identity_dropout_net(tmp_path / "n.onnx")
+    check_builds(tmp_path / "n.onnx", tmp_path)
+
+
+def test_a_training_dropout_is_refused_by_name(tmp_path):
+    from tinycc_ml.errors import ModelFileError
+
+    identity_dropout_net(tmp_path / "n.onnx", training=True)
+    with pytest.raises(ModelFileError, match="Dropout node 'dropout': training_mode is not false"):
+        tinycc_ml.load_model(tmp_path / "n.onnx")
+
+
+# ---------------------------------------------------------------- grouped convolutions
+
+
+@pytest.mark.parametrize("name", ["grouped_conv1d", "grouped_conv1d_ts", "grouped_conv2d", "grouped_conv2d_ts"])
+def test_grouped_convolutions_compile_at_every_precision(name, tmp_path):
+    """Conv1d(8, 8, groups=4), Conv1d(8, 6, 1, groups=2), Conv2d(4, 6, groups=2), Conv2d(6, 6, stride 2,
+    groups=3): one grouped_conv2d each, never expanded into a dense filter."""
+    model = tinycc_ml.load_model(DATA / f"{name}.onnx")
+    ops = [model.graph.op(n) for n in model.graph.order()]
+    assert ops.count("grouped_conv2d") == 2
+    filters = [model.graph.type(model.graph.node(n).inputs[1]).shape for n in model.graph.order()
+               if model.graph.op(n) == "grouped_conv2d"]
+    assert all(shape[3] < model.graph.type(model.graph.node(n).inputs[0]).shape[3] for shape, n in
+               zip(filters, [n for n in model.graph.order() if model.graph.op(n) == "grouped_conv2d"]))
+    check_builds(DATA / f"{name}.onnx", tmp_path)
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+def test_grouped_convolutions_run_bit_for_bit_in_the_simulators(target, tmp_path):
+    """The shared C of grouped_conv2d (constants in flash, PROGMEM on the AVR) at TFLite's int8 and the project's
+    int16 and int8: every score the interpreter's."""
+    require_target(target)
+    from tinycc_ml.codegen.backend import get_backend
+
+    path = DATA / "grouped_conv1d.onnx"
+    model = tinycc_ml.load_model(path)
+    rows = np.random.default_rng(5).normal(size=(40, model.input_dim))
+    for label in ("int8", "int16", "int8_pow2"):
+        precision, options = BUILDS[label]
+        folder = tmp_path / label
+        result = tinycc_ml.compile(model, target=target, precision=precision, calibration=rows, name="net",
+                                   out_dir=folder, **options)
+        if label == "int8":  # TFLite's int8 builds take int8 rows, the project's real rows (quantised in C)
+            int8 = model.quantise(rows)
+            given = int8.quantise_input(rows[:3])
+            want = int8.run_int8(given.reshape(3, *int8.input_shape)).reshape(3, -1)
+        else:
+            given = rows[:3]
+            want = run_fixed(result.graph, quantise_rows(result.graph, given))["scores"]
+        run = get_backend(target).simulate(folder, result.output, given)
+        np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64).reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 2, 0, 1]},
+    {"group": 3, "auto_pad": "SAME_UPPER", "strides": [2, 2]},
+    {"group": 2, "auto_pad": "VALID", "dilations": [2, 1]}], ids=["explicit_pads", "same_upper", "valid"])
+def test_grouped_convolution_geometry_at_every_precision(attrs, tmp_path):
+    """Conv(6 -> 6 channels) in groups, each window geometry, a Clip(0, 6) fused into it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(attrs["group"])
+    group = attrs["group"]
+    inits = [numpy_helper.from_array(rng.normal(size=(6, 6 // group, 3, 3)).astype(np.float32) / 2, "W"),
+             numpy_helper.from_array(rng.normal(size=6).astype(np.float32) / 4, "b"),
+             numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi"),
+             numpy_helper.from_array(rng.normal(size=(3, 6)).astype(np.float32), "Wd")]
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="grouped", **attrs),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["r"], name="relu6"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="gap"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "Wd"], ["y"], name="dense", transB=1)]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 7, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "g.onnx"))
+    model = tinycc_ml.load_model(tmp_path / "g.onnx")
+    (conv,) = [model.graph.node(n) for n in model.graph.order() if model.graph.op(n) == "grouped_conv2d"]
+    assert conv.attrs["activation"] == "relu6" and conv.attrs["groups"] == group
+    check_builds(tmp_path / "g.onnx", tmp_path)
+
+
+# ---------------------------------------------------------------- activations
+
+TABLE_ACTIVATIONS = ["sigmoid", "tanh", "hardswish", "hardsigmoid", "elu", "silu", "gelu", "gelu_tanh"]
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+@pytest.mark.parametrize("name", TABLE_ACTIVATIONS)
+def test_activations_compile_at_float_and_int8_and_refuse_int16_by_name(name, exporter, tmp_path):
+    """Conv1d, the activation, Conv1d, mean, Linear: float, TFLite's int8 and pow2 int8 (a table of the correctly
+    rounded function); int16 refused with the op named and the reason."""
+    from tinycc_ml.errors import CompileError
+
+    path = DATA / f"{name}{exporter}.onnx"
+    check_builds(path, tmp_path, builds=("float", "int8", "int8_pow2"))
+    model = tinycc_ml.load_model(path)
+    rows = np.random.default_rng(1).normal(size=(20, model.input_dim))
+    with pytest.raises(CompileError, match=r"has no int16 form in the project's fixed point \(a table of every"):
+        tinycc_ml.compile(model, target="host", precision="int16", calibration=rows, out_dir=tmp_path / "int16")
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "leaky_relu_ts"])
+def test_leaky_relu_lowers_to_the_tflite_op_and_compiles_at_every_precision(name, tmp_path):
+    model = tinycc_ml.load_model(DATA / f"{name}.onnx")
+    (node,) = [model.graph.node(n) for n in model.graph.order() if model.graph.op(n) == "leaky_relu"]
+    assert node.attrs["alpha"] == pytest.approx(0.1)
+    check_builds(DATA / f"{name}.onnx", tmp_path)
+
+
+def test_silu_is_one_op():
+    model = tinycc_ml.load_model(DATA / "silu_ts.onnx")
+    ops = [model.graph.op(n) for n in model.graph.order()]
+    assert "silu" in ops and "logistic" not in ops and "tensor_mul" not in ops
+
+
+@pytest.mark.parametrize("op, attrs", [("logistic", {}), ("tensor_tanh", {}), ("hard_swish", {}),
+                                       ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}), ("elu", {"alpha": 1.0}),
+                                       ("silu", {}), ("gelu", {"approximate": "none"}),
+                                       ("gelu", {"approximate": "tanh"})])
+def test_an_activation_table_is_within_half_an_output_step_of_the_function(op, attrs):
+    """The stated bound: every entry is the function of its input integer's value, correctly rounded, in both
+    dialects, wherever the output type does not saturate."""
+    from tinycc_ml.ir.ops.network.activations import FUNCTIONS, real_values, table
+    from tinycc_ml.ir.types import fixed, quantised
+
+    function = FUNCTIONS[op][0]
+    for x_type, out_type in ((fixed(8, 5), fixed(8, 6)), (fixed(8, 3), fixed(8, 7)),
+                             (quantised(8, 0.05, -10), quantised(8, 1 / 256, -128)),
+                             (quantised(8, 0.1, 20), quantised(8, 0.03, 0))):
+        ints = np.arange(-128, 128)
+        want = function(real_values(x_type, ints.astype(np.float64)), attrs)
+        got = real_values(out_type, table(op, x_type, out_type, attrs).astype(np.float64))
+        step = 2.0**-out_type.scale if out_type.is_fixed else out_type.qscales[0]
+        lo, hi = real_values(out_type, np.array([-128.0, 127.0]))
+        inside = (want > lo) & (want < hi)
+        assert np.all(np.abs(got - want)[inside] <= step / 2 * (1 + 1e-9))
+        assert np.all(got[want >= hi] == hi) and np.all(got[want <= lo] == lo)
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+def test_activation_tables_and_leaky_relu_run_bit_for_bit_in_the_simulators(target, tmp_path):
+    require_target(target)
+    from tinycc_ml.codegen.backend import get_backend
+
+    for name, labels in (("silu", ("int8", "int8_pow2")), ("leaky_relu", ("int8", "int16"))):
+        model = tinycc_ml.load_model(DATA / f"{name}.onnx")
+        rows = np.random.default_rng(6).normal(size=(40, model.input_dim))
+        for label in labels:
+            precision, options = BUILDS[label]
+            folder = tmp_path / f"{name}_{label}"
+            result = tinycc_ml.compile(model, target=target, precision=precision, calibration=rows, name="net",
+                                       out_dir=folder, **options)
+            if label == "int8":
+                int8 = model.quantise(rows)
+                given = int8.quantise_input(rows[:3])
+                want = int8.run_int8(given.reshape(3, *int8.input_shape)).reshape(3, -1)
+            else:
+                given = rows[:3]
+                want = run_fixed(result.graph, quantise_rows(result.graph, given))["scores"]
+            run = get_backend(target).simulate(folder, result.output, given)
+            np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64).reshape(want.shape), want)
+
+
+def test_prelu_is_refused_by_name():
+    from tinycc_ml.errors import ModelFileError
+
+    with pytest.raises(ModelFileError, match=r"op PRelu \(node '/1/PRelu'\) is not supported"):
+        tinycc_ml.load_model(DATA / "prelu_ts.onnx")

@@ -1,0 +1,136 @@
+"""Smooth and piecewise activations of network tensors, elementwise, one op each: ``logistic`` (sigmoid),
+``tensor_tanh``, ``hard_swish``, ``hard_sigmoid`` (alpha x + beta clipped to [0, 1]), ``elu`` (alpha), ``silu``
+(x sigmoid(x)), ``gelu`` (``approximate``: "none", the erf form, or "tanh"), as ONNX defines them.
+
+Float: the function in float64, stored as float32 (the C: float32 with <math.h>; equal within float32 rounding).
+Integer: only at 8 bits, as a table of 256 entries, one per input integer: the function of the input's real value,
+rounded to the nearest output integer (halves up) and saturated. So every output is the correctly rounded function
+of its input's value: the error is at most half an output step (plus what saturation cuts), the bound a table can
+state without any approximation argument. The table serves both 8-bit dialects: TFLite's int8 (asymmetric, the
+zero points; the quantiser gives the output the calibrated range) and the project's pow2 int8 (``fx8``). At int16
+(65,536 entries) there is no table: refused by name. The C reads the table (flash on the microcontrollers) at the
+input integer + 128.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.windows import network_result, quantised_operand
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow of exp(-x) for very negative x
+
+
+# op -> (float64 function of (x, attrs), float C expression of v, attributes)
+FUNCTIONS = {
+    "logistic": (lambda x, a: _sigmoid(x), lambda a: "1.0f / (1.0f + expf(-v))", {}),
+    "tensor_tanh": (lambda x, a: np.tanh(x), lambda a: "tanhf(v)", {}),
+    "hard_swish": (lambda x, a: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+                   lambda a: "v * (v < -3.0f ? 0.0f : (v > 3.0f ? 6.0f : v + 3.0f)) / 6.0f", {}),
+    "hard_sigmoid": (lambda x, a: np.clip(float(a["alpha"]) * x + float(a["beta"]), 0.0, 1.0),
+                     lambda a: (f"(({_f(a['alpha'])} * v + {_f(a['beta'])}) < 0.0f ? 0.0f : (({_f(a['alpha'])} * v + "
+                                f"{_f(a['beta'])}) > 1.0f ? 1.0f : {_f(a['alpha'])} * v + {_f(a['beta'])}))"),
+                     {"alpha": "float", "beta": "float"}),
+    "elu": (lambda x, a: np.where(x > 0, x, float(a["alpha"]) * np.expm1(np.minimum(x, 0.0))),
+            lambda a: f"(v > 0.0f ? v : {_f(a['alpha'])} * (expf(v) - 1.0f))", {"alpha": "float"}),
+    "silu": (lambda x, a: x * _sigmoid(x), lambda a: "v / (1.0f + expf(-v))", {}),
+    "gelu": (lambda x, a: (0.5 * x * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+                           if a["approximate"] == "tanh" else 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))),
+             lambda a: ("0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)))"
+                        if a["approximate"] == "tanh" else "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))"),
+             {"approximate": "str"}),
+}
+INT16_REFUSAL = ("has no int16 form in the project's fixed point (a table of every int16 input would take 65,536 "
+                 "entries): compile the network at int8 (int8_dialect pow2 or TFLite's) or float")
+
+
+def _f(value) -> str:
+    return f"{float(np.float32(value))!r}f"
+
+
+def real_values(dtype, ints: np.ndarray) -> np.ndarray:
+    """The real values of integers of an 8-bit type: pow2 fx8 or TFLite's per-tensor affine int8."""
+    if dtype.is_fixed:
+        return ints * 2.0 ** -dtype.scale
+    return (ints - dtype.zero_point) * float(dtype.qscales[0])
+
+
+def to_integers(dtype, reals: np.ndarray) -> np.ndarray:
+    """Reals to the type's integers, rounded to nearest (halves up), saturated to int8."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype.is_fixed:
+            ints = np.floor(reals * 2.0**dtype.scale + 0.5)
+        else:
+            ints = np.floor(reals / float(dtype.qscales[0]) + 0.5) + dtype.zero_point
+    return np.clip(ints, -128, 127).astype(np.int64)  # as every layer's int8 saturates (arith.saturate)
+
+
+def table(op: str, x_dtype, out_dtype, attrs: dict) -> np.ndarray:
+    """The 256 outputs of the integers -128..127 (int64)."""
+    function = FUNCTIONS[op][0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return to_integers(out_dtype, function(real_values(x_dtype, np.arange(-128, 128, dtype=np.float64)), attrs))
+
+
+def _infer(op: str):
+    def infer(ts, attrs, declared):
+        (x,) = ts
+        if op == "gelu":
+            need(attrs["approximate"] in ("none", "tanh"), f"approximate {attrs['approximate']!r}: none or tanh")
+        for name in ("alpha", "beta"):
+            if name in FUNCTIONS[op][2]:
+                need(math.isfinite(float(attrs[name])), f"{name} {attrs[name]} is not a finite number")
+        result = network_result(x, declared, x.shape, x.layout)
+        if x.dtype.is_fixed:
+            need(x.dtype.bits == 8 and result.dtype.is_fixed and result.dtype.bits == 8, f"{op} {INT16_REFUSAL}")
+        elif x.dtype.is_quantised:
+            quantised_operand(x, "input", 8)
+            quantised_operand(result, "output", 8)
+        return result
+    return infer
+
+
+def _register(op: str) -> None:
+    function, c_expression, attrs = FUNCTIONS[op]
+
+    def evaluate(xs, a):
+        return function(np.asarray(xs[0], dtype=np.float64), a).astype(np.float32)
+
+    def fixed(call: FixedCall):
+        values = table(op, call.in_types[0].dtype, call.type.dtype, call.attrs)
+        return values[np.asarray(call.ins[0], dtype=np.int64) + 128]
+
+    def c_float(em, node) -> list[str]:
+        (x_name,) = node.inputs
+        return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
+                f"    const float v = {em.at(x_name, 'i')};",
+                f"    {em.var(node.name)}[i] = {c_expression(node.attrs)};",
+                "}"]
+
+    def c_fixed(em, node) -> list[str]:
+        (x_name,) = node.inputs
+        values = table(op, em.graph.type(x_name).dtype, node.type.dtype, node.attrs)
+        symbol = em.add_const_array(em.sym(f"{node.name}_table"), values.astype(np.int8), "int8_t",
+                                    f"%{node.name}: {op} of each input integer -128..127, correctly rounded")
+        read = em.target.read_const(symbol, f"(int){em.at(x_name, 'i')} + 128", "int8_t")
+        return [f"for (long i = 0; i < {node.type.size}; ++i)",
+                f"    {em.var(node.name)}[i] = {read};"]
+
+    register_op(OpDef(
+        op, 1, _infer(op), evaluate, dict(attrs),
+        f"{op} of each element (ONNX's); at 8 bits a table of the correctly rounded function of every input integer",
+        evaluate_rows=lambda ins, batched, a, n, rank: evaluate(ins, a), fixed=fixed,
+        c={"fixed": c_fixed, "float": c_float},
+        unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+for _op in FUNCTIONS:
+    _register(_op)
