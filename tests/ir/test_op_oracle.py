@@ -733,7 +733,8 @@ NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d"
                "transpose", "softmax", "mean", "pad", "relu", "relu6", "concatenation",
                # ir/ops/network's modules, each held to tflite-micro / onnxruntime in tests/ops, tests/importers
                "grouped_conv2d", "leaky_relu", "logistic", "tensor_tanh", "hard_swish", "hard_sigmoid", "elu",
-               "silu", "gelu", "tensor_maximum", "tensor_minimum", "tensor_mul", "tensor_sub"}
+               "silu", "gelu", "tensor_maximum", "tensor_minimum", "tensor_mul", "tensor_sub", "strided_slice",
+               "transpose_conv2d"}
 
 
 def test_every_op_with_fixed_semantics_has_an_oracle():
