@@ -195,3 +195,42 @@ def test_a_board_holds_builds_to_its_chip(data, capsys):
     assert len(err) == 1 and "board 'nano' is not one of target avr's boards (uno)" in err[0]
     assert cli_main(["targets"]) == 0
     assert "boards: mps2-an386, stm32f405, nrf52840" in capsys.readouterr().out
+
+
+KWS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "mlperf-tiny", "kws_ref_model.tflite")
+
+
+def test_tflite_project_stores_quantised_rows_and_compares_with_the_int8_network(tmp_path):
+    """A byte-exact int8 KWS build on the STM32F405: real-valued example rows are stored quantised with the input
+    tensor's scale and zero point (2.51 is 87, not 3), the expected classes are the int8 network's (the C's own
+    reference: every row agrees), FLOAT_INPUT=1 links and quantises them on the chip to the same classes, and the
+    time is the timer's real rate under QEMU (SysTick at 168 MHz, its 24-bit wraps counted), with the clock said."""
+    require_target("cortex-m4")
+    require_tools("make", "qemu-system-arm")
+    model = tinycc_ml.load_model(KWS)
+    scale, zero = model.graph.type(model.input_name).dtype.qscales[0], model.graph.type(model.input_name).dtype.zero_point
+    rows = np.random.default_rng(3).normal(size=(8, model.input_dim)) * 10
+    rows[0, 0] = 2.51
+    np.savez(tmp_path / "rows.npz", X_test=rows)
+    out = tmp_path / "fw"
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", KWS, "--target", "cortex-m4", "--board",
+                          "stm32f405", "--project", "--examples", str(tmp_path / "rows.npz"), "-o", str(out)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert run.returncode == 0, run.stderr
+    examples = (out / "examples.h").read_text()
+    stored = examples[examples.index("#else"):]
+    assert stored.split("{", 2)[2].split(",")[0].strip() == str(round(2.51 / scale) + zero) == "87"
+    assert "int8 network" in examples.splitlines()[0]
+    want = model.run_int8(model.quantise_input(rows.astype(np.float32)).reshape(8, *model.input_shape))
+    want = np.argmax(want.reshape(8, -1), axis=1).tolist()
+    header = (out / "kws_ref_model_input.h").read_text()
+    assert "INPUT_SHIFTS" not in header and f"round(x[k] / {scale!r})" in header
+    for variant in ((), ("FLOAT_INPUT=1",)):
+        make(out, *variant)
+        text = make(out, "run", *variant, timeout=300)
+        got = re.findall(r"row (\d+): predicted (\d+), expected (\d+), (\d+) us", text)
+        assert [int(p) for _, p, _, _ in got] == want and [int(e) for _, _, e, _ in got] == want, text
+        assert "correct 8/8" in text
+        assert "time: SysTick at 168 MHz" in text
+        # about 4.2 M instructions at 32 ns each (-icount shift=5): beyond the 100 ms the 24-bit SysTick holds
+        assert all(120_000 < int(us) < 160_000 for *_, us in got), text

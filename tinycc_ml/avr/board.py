@@ -7,10 +7,16 @@ from tinycc_ml.target import Board
 
 AVR_BOARD_C = """\
 /* ATmega328P at 16 MHz: USART0 at 115200 baud (U2X, 2.1 % off, as the Arduino core does), Timer1
- * with prescaler 64 (4 us per tick, wraps after 262 ms). */
+ * with prescaler 64 (4 us per tick), its overflows counted by an interrupt: 32-bit times (4.7 hours). */
+#include <avr/interrupt.h>
 #include <avr/io.h>
+#include <avr/pgmspace.h>
 
 #include "board.h"
+
+static volatile uint16_t timer1_wraps;
+
+ISR(TIMER1_OVF_vect) { ++timer1_wraps; }
 
 void board_init(void)
 {
@@ -21,6 +27,8 @@ void board_init(void)
     UCSR0C = _BV(UCSZ01) | _BV(UCSZ00);
     TCCR1A = 0;
     TCCR1B = _BV(CS11) | _BV(CS10);
+    TIMSK1 = _BV(TOIE1);
+    sei();
 }
 
 void board_print(const char *text)
@@ -32,9 +40,27 @@ void board_print(const char *text)
     }
 }
 
-uint32_t board_time(void) { return TCNT1; }
+void board_print_clock(void)
+{
+    const char *text = PSTR("Timer1 at 16 MHz / 64 (4 us a tick), overflows counted");
+    char c[2] = {0, 0};
+    while ((c[0] = (char)pgm_read_byte(text++)) != 0)
+        board_print(c);
+}
 
-uint32_t board_us_since(uint32_t start) { return (uint32_t)(uint16_t)(TCNT1 - (uint16_t)start) * 4u; }
+uint32_t board_time(void)
+{
+    const uint8_t sreg = SREG;
+    cli();
+    const uint16_t ticks = TCNT1;
+    uint16_t wraps = timer1_wraps;
+    if ((TIFR1 & _BV(TOV1)) && ticks < 0x8000u) /* wrapped, its interrupt not taken yet */
+        ++wraps;
+    SREG = sreg;
+    return ((uint32_t)wraps << 16) | ticks;
+}
+
+uint32_t board_us_since(uint32_t start) { return (board_time() - start) * 4u; }
 
 void board_exit(int code)
 {

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import resources
 
-from tinycc_ml.buildsys.examples import Examples, c_table, input_helper, label_printer_lines
+from tinycc_ml.buildsys.examples import EXPECTED_FROM, Examples, c_table, input_helper, label_printer_lines
 from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError
 from tinycc_ml.version import __version__
@@ -43,9 +43,11 @@ class Board:
 
     title: the board as users know it; chip: flags for the Makefile; tools: the make variables of the
     cross tools (CC, OBJCOPY, SIZE, the simulator...); needs: the README's "Needs:" text; board_c: the C of
-    board.h's five functions: ``void board_init(void)``, ``void board_print(const char *text)`` (the UART),
-    ``uint32_t board_time(void)`` (a free-running timer), ``uint32_t board_us_since(uint32_t start)``
-    (microseconds since board_time() gave start), ``void board_exit(int code)`` (flush the UART and stop);
+    board.h's six functions: ``void board_init(void)``, ``void board_print(const char *text)`` (the UART),
+    ``void board_print_clock(void)`` (prints what the timer counts, at what rate), ``uint32_t board_time(void)``
+    (a free-running timer that does not wrap within a run: a cycle counter, or a timer's overflows counted),
+    ``uint32_t board_us_since(uint32_t start)`` (microseconds since board_time() gave start, at the rate the timer
+    really runs), ``void board_exit(int code)`` (flush the UART and stop);
     files: other files by name (startup, linker script);
     linker_script: one of them, passed with -T (or ""); sources: C files besides main.c, board.c and the
     model; size: the recipe line that prints sizes; run: `make run`'s recipe; rules: extra make rules with
@@ -75,7 +77,7 @@ def _examples_header(name: str, board: Board, ex: Examples) -> str:
     avr = bool(board.flash_reads)
     attr = " PROGMEM" if avr else ""
     n = len(ex.expected)
-    source = "the labels given with them" if ex.expected_from == "labels" else "what the float model predicts"
+    source = EXPECTED_FROM[ex.expected_from]
     lines = [f"/* {n} stored inputs for {name} and the class each should get ({source}). */",
              "#ifndef EXAMPLES_H", "#define EXAMPLES_H", "", "#include <stdint.h>"]
     if board.flash_include:
@@ -176,7 +178,9 @@ def _main_c(name: str, ex: Examples) -> str:
         "    board_init();",
         f'    PRINT("{name}: ");',
         "    print_uint(EXAMPLES_COUNT);",
-        '    PRINT(" stored inputs\\r\\n");',
+        '    PRINT(" stored inputs; time: ");',
+        "    board_print_clock();",
+        '    PRINT("\\r\\n");',
         "    uint32_t correct = 0;",
         "    for (uint8_t r = 0; r < EXAMPLES_COUNT; ++r) {",
         f"        for (int k = 0; k < {up}_INPUT_DIM; ++k) {{",
@@ -234,7 +238,8 @@ BOARD_H = """\
 
 void board_init(void);
 void board_print(const char *text);
-uint32_t board_time(void);                    /* a free-running timer */
+void board_print_clock(void);                 /* prints what board_time() counts and at what rate */
+uint32_t board_time(void);                    /* a free-running timer that does not wrap within a run */
 uint32_t board_us_since(uint32_t start);      /* microseconds since board_time() gave start */
 void board_exit(int code);                    /* flush the UART and stop */
 

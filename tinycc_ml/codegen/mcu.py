@@ -39,7 +39,7 @@ from tinycc_ml.codegen.input_bound import run_guard, streaming_guard
 from tinycc_ml.codegen.layouts import ConstLayout
 from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
-from tinycc_ml.ir.fixed import clip_bounds, quantise
+from tinycc_ml.ir.fixed import clip_bounds, quantise, quantise_affine
 from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops.registry import node_output_shift
 from tinycc_ml.passes.manager import PassContext, PassOptions, run_passes
@@ -53,6 +53,18 @@ log = logging.getLogger(__name__)
 COUNT_PER_MAC_BOUND = 400
 
 
+
+
+def measured_rows(output: BuildOutput, X) -> np.ndarray:
+    """Real rows as the build's predict takes them: float32 (float builds), quantised at the input shifts, or
+    with the input tensor's scale and zero point (TFLite-style int8 builds, as <prefix>_quantise does)."""
+    X = np.asarray(X, dtype=np.float64)
+    bits = output_input_bits(output)
+    if output.input_quantisation is not None:
+        return quantise_affine(X, *output.input_quantisation).astype(np.int8)
+    if output.input_scale is None:
+        return X.astype(np.float32)
+    return quantise(X, output.input_scale, bits).astype(np.int8 if bits == 8 else np.int16)
 
 
 def output_input_bits(output: BuildOutput) -> int:
@@ -146,7 +158,7 @@ class McuEmitter(CEmitter):
         except CompileError as exc:
             splan, no_stream = None, str(exc)
         api = self.interface(streaming=splan is not None, no_streaming_reason=no_stream,
-                             predict_float=self.input_scale is not None, float_guard=guard_macro(self.prefix))
+                             predict_float=self.has_float_input, float_guard=guard_macro(self.prefix))
         ops = self.scheduled_ops()
         if splan:
             functions = self.split_run(api, ops, splan.first) + self.streaming(api, splan)
@@ -513,9 +525,7 @@ class McuBackend(Backend):
 
     def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
         self._simulator()
-        X = np.asarray(X, dtype=np.float64)
-        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale,
-                                                                             output_input_bits(output))
+        x = measured_rows(output, X)
         p = output.prefix
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
                              x, output.n_scores, output.input_ctype, output.score_ctype,
@@ -526,10 +536,7 @@ class McuBackend(Backend):
         """Cycles or instructions of one predict call per function symbol, on the rows of X (the simulator's
         ``profile``, runtime.profile.function_profile); ToolchainError when this chip cannot be profiled here."""
         self._simulator()
-        X = np.asarray(X, dtype=np.float64)
-        bits = output_input_bits(output)
-        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, bits).astype(
-            np.int8 if bits == 8 else np.int16)
+        x = measured_rows(output, X)
         p = output.prefix
         return function_profile(self.simulator, [Path(out_dir) / f"{p}.c"], Path(out_dir) / f"{p}.h", p, x,
                                 output.n_scores, output.input_ctype, output.score_ctype, chip=self.chip)
