@@ -208,7 +208,8 @@ def test_tflite_project_stores_quantised_rows_and_compares_with_the_int8_network
     require_target("cortex-m4")
     require_tools("make", "qemu-system-arm")
     model = tinycc_ml.load_model(KWS)
-    scale, zero = model.graph.type(model.input_name).dtype.qscales[0], model.graph.type(model.input_name).dtype.zero_point
+    x_type = model.graph.type(model.input_name).dtype
+    scale, zero = x_type.qscales[0], x_type.zero_point
     rows = np.random.default_rng(3).normal(size=(8, model.input_dim)) * 10
     rows[0, 0] = 2.51
     np.savez(tmp_path / "rows.npz", X_test=rows)

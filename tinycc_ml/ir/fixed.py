@@ -96,20 +96,24 @@ def quantise_affine(X, scale: float, zero_point: int) -> np.ndarray:
     return q.astype(np.int64)
 
 
+def _float32_bits(order: np.ndarray) -> np.ndarray:
+    """Integers in the float32 values' order (-0.0 is -1, +0.0 is 0) to their bit patterns as int32 values."""
+    return np.where(order < 0, -(2**31) - order - 1, order).astype(np.int64)
+
+
 def affine_thresholds(scale: float, zero_point: int) -> np.ndarray:
     """The 255 float32 values t[i], ascending, such that ``quantise_affine`` of a float32 x is -128 plus the
     number of t[i] <= x (x not NaN): t[i] is the least float32 whose code is at least -127 + i (infinity when
     no finite one is). Found by bisection over the floats in order, so the C needs only comparisons."""
     codes = np.arange(AFFINE_CODES[0] + 1, AFFINE_CODES[1] + 1, dtype=np.int64)
-    as_int = (lambda order: np.where(order < 0, -(2**31) - order - 1, order).astype(np.int64))  # order -> bits
     lo = np.full(codes.shape, -(2**31) + 0x00800000 - 1, dtype=np.int64)  # order of -inf: code -128
     hi = np.full(codes.shape, 0x7F800000, dtype=np.int64)  # order of +inf: code 127, at least every code
     while np.any(hi - lo > 1):
         mid = (lo + hi) // 2
-        x = as_int(mid).astype(np.int32).view(np.float32)
+        x = _float32_bits(mid).astype(np.int32).view(np.float32)
         ok = quantise_affine(x, scale, zero_point) >= codes
         hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
-    return as_int(hi).astype(np.int32).view(np.float32)
+    return _float32_bits(hi).astype(np.int32).view(np.float32)
 
 
 def significant_bits(Mq, bits: int) -> np.ndarray:
