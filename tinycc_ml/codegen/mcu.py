@@ -337,9 +337,11 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
     else:
         flash = output.const_bytes + chip.code_estimate
         ram = output.ram_bytes + in_bytes + 4 * output.n_scores
-        overflow = [ln.strip()[-160:] for ln in failure.splitlines() if "overflow" in ln or "error:" in ln]
-        how = ("estimated (no cross toolchain)" if "not found" in failure else
-               f"estimated ({overflow[0] if overflow else failure.splitlines()[0][:160]})")
+        if "not found" in failure:
+            how = "estimated (no cross toolchain)"
+        else:  # the tools' own words go to the log, not into the refusal
+            log.info("%s: the measurement firmware did not build for the %s: %s", output.prefix, chip.name, failure)
+            how = "estimated (the measurement firmware did not link for the chip)"
     stack = chip.stack_estimate + 4 * output.n_scores
     if flash > chip.flash or ram + stack > chip.ram:
         raise FitError(
