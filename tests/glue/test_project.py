@@ -192,7 +192,7 @@ def test_a_board_holds_builds_to_its_chip(data, capsys):
         tinycc_ml.compile(data / "m.npz", board="uno")
     assert cli_main(["compile", str(data / "m.npz"), "--target", "avr", "--board", "nano", "-o", "x"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "board 'nano' is not one of target avr's boards (uno)" in err[0]
+    assert len(err) == 1 and "board 'nano' is not one of target avr's boards (uno, atmega1284p, mega2560)" in err[0]
     assert cli_main(["targets"]) == 0
     assert "boards: mps2-an386, stm32f405, nrf52840" in capsys.readouterr().out
 
@@ -235,3 +235,37 @@ def test_tflite_project_stores_quantised_rows_and_compares_with_the_int8_network
         assert "time: SysTick at 168 MHz" in text
         # about 4.2 M instructions at 32 ns each (-icount shift=5): beyond the 100 ms the 24-bit SysTick holds
         assert all(120_000 < int(us) < 160_000 for *_, us in got), text
+
+
+@pytest.mark.parametrize("board, mcu", [("atmega1284p", "atmega1284p"), ("mega2560", "atmega2560")])
+def test_avr_boards_of_other_chips_build_for_their_chip(data, tmp_path, board, mcu):
+    """--board atmega1284p / mega2560 on target avr: the build is held to that chip (its 16 / 8 KB of RAM, not the
+    ATmega328P's 2 KB), the project compiles for it (-mmcu) and, run in simavr's model of it, prints the host build's
+    classes with the time from Timer1 (its overflows counted)."""
+    require_target("avr")
+    require_tools("make", "simavr")
+    out = tmp_path / "fw"
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(data / "m.npz"), "--target", "avr",
+                          "--board", board, "--calibration", str(data / "cal.npz"), "--examples",
+                          str(data / "test.npz"), "--name", "digits", "--project", "-o", str(out)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert run.returncode == 0, run.stderr
+    assert f"fits the {mcu.replace('atmega', 'ATmega').replace('p', 'P')}" in run.stdout, run.stdout
+    assert f"-mmcu={mcu}" in (out / "Makefile").read_text()
+    rows = np.load(data / "test.npz")["X_test"][:8].astype(np.float32)
+    host = tinycc_ml.compile(data / "m.npz", name="digits", precision="int16",
+                             calibration=np.load(data / "cal.npz")["X_train"]).load()
+    shifts = np.array([int(v) for v in re.search(r"DIGITS_INPUT_SHIFTS \{([^}]*)\}",
+                                                 (out / "digits.h").read_text()).group(1).split(",")])
+    text = make(out, "run")
+    got = re.findall(r"row (\d+): predicted (\d+), expected (\d+), (\d+) us", text)
+    assert [int(p) for _, p, _, _ in got] == host.run_raw(quantise(rows, shifts, 16))[1].tolist(), text
+    assert "time: Timer1 at 16 MHz / 64" in text
+    # a model needing more than the ATmega328P's RAM fits the bigger chip's
+    from tinycc_ml.models.linear import LinearModel
+
+    wide = LinearModel(np.random.default_rng(0).normal(size=(600, 4)))  # 600 int16 scores: 1.2 KB + 2.4 KB
+    with pytest.raises(tinycc_ml.errors.FitError):
+        tinycc_ml.compile(wide, target="avr", precision="float")
+    assert tinycc_ml.compile(wide, target="avr", board=board, precision="float").report["fit"]["chip"] == \
+        mcu.replace("atmega", "ATmega").replace("p", "P")
