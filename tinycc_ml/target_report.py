@@ -14,8 +14,8 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
     reference                      what the compiled predictions are compared with: "float" (the float model),
                                    or "int8" (an int8 network with no float model, a .tflite file's: its
                                    interpreter, which the build equals bit for bit; the float fields are None)
-    reference_accuracy, agreement_with_reference   classifiers: accuracy of the reference on (X, y) and the
-                                   share of rows where compiled and reference predictions agree
+    reference_accuracy, agreement_with_reference   classifiers with the int8 reference only: its accuracy on
+                                   (X, y), the share of rows where compiled and reference predictions agree
     flash_bytes, ram_bytes         whole measurement firmware (model + harness with its input buffer;
                                    AVR: avr-size -C, M0: text+data / data+bss); host: None
     model_flash_bytes, model_ram_bytes   the model's own symbols (host: constants / intermediates)
@@ -118,7 +118,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
     else:
         fields.update(classification_fields(model, X, run, y))
     return {
-        "target": target, "precision": precision, "rows": int(len(X)),
+        "target": target, "precision": precision, "rows": int(len(X)), "reference": model.reference,
         **fields,
         **stats,
         "macs": macs,
@@ -199,11 +199,11 @@ def classification_fields(model, X, run, y) -> dict:
     pred = model.classes[np.asarray(run.predictions, dtype=np.int64)]  # the class index, as a label
     accuracy = None if y is None else float(np.mean(reference_pred == y))
     agreement = float(np.mean(pred == reference_pred))
-    fields = {"target_accuracy": None if y is None else float(np.mean(pred == y)), "reference": model.reference,
-              "agreement_with_reference": agreement}
+    target_accuracy = None if y is None else float(np.mean(pred == y))
     if model.reference == "float":
-        return {**fields, "float_accuracy": accuracy, "agreement_with_float": agreement}
-    return {**fields, "float_accuracy": None, "agreement_with_float": None, "reference_accuracy": accuracy}
+        return {"float_accuracy": accuracy, "target_accuracy": target_accuracy, "agreement_with_float": agreement}
+    return {"float_accuracy": None, "target_accuracy": target_accuracy, "agreement_with_float": None,
+            "reference_accuracy": accuracy, "agreement_with_reference": agreement}
 
 
 def r2(y: np.ndarray, prediction: np.ndarray) -> float:

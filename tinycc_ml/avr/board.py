@@ -92,7 +92,8 @@ def avr_board(title: str, chip: Chip, programmer: str, flash_hint: str) -> Board
         flash_reads={"int16_t": "(int16_t)pgm_read_word", "int8_t": "(int8_t)pgm_read_byte",
                      "float": "pgm_read_float", "uint8_t": "pgm_read_byte"},
         flash_include="#include <avr/pgmspace.h>",
-        make_intro=("# make: firmware.elf and firmware.hex; make run: simulate with simavr; make flash PORT=/dev/ttyACM0.",
+        make_intro=("# make: firmware.elf and firmware.hex; make run: simulate with simavr; "
+                    "make flash PORT=/dev/ttyACM0.",
                     "# make FLOAT_INPUT=1: store float inputs and quantise them on the chip."),
     )
 

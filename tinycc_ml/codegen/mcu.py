@@ -300,6 +300,21 @@ def constant_bytes_floor(graph, precision: str) -> int:
     return total
 
 
+def _linker_finding(lines: list[str]) -> str:
+    """What a linker's overflow lines say, in words (its own output goes to the log, not into a refusal)."""
+    regions = {}
+    for line in lines:
+        found = re.search(r"region [`'\"]?([\w.]+)['\"]? overflowed by (\d+) bytes?", line)
+        if found:
+            regions[found.group(1)] = int(found.group(2))
+    if regions:
+        return "the linker finds " + ", ".join(f"region {name} {n} bytes too small" for name, n in regions.items())
+    placed = re.search(r"section [`'\"]?([\w.]+)['\"]? will not fit in region [`'\"]?([\w.]+)", " ".join(lines))
+    if placed:
+        return f"the linker cannot place section {placed.group(1)} in region {placed.group(2)}"
+    return "the linker cannot place the firmware in the chip's memory"
+
+
 def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True,
               limits: Chip | None = None) -> Fit:
     """Refuse a build that cannot fit ``chip`` (FitError with the sizes): measured with the cross
@@ -328,9 +343,10 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
     linker_says = [ln.strip()[-160:] for ln in failure.splitlines()
                    if "will not fit in region" in ln or "overflowed by" in ln]
     if sizes is None and linker_says:  # the linker itself says no: no estimate can say yes
-        raise FitError(f"model {output.prefix} does not fit the {chip.name}: the linker reports "
-                       f"{linker_says[0]}; constants {output.const_bytes} bytes, intermediates {output.ram_bytes} "
-                       "bytes", output.const_bytes, chip.flash - chip.code_estimate)
+        log.info("%s: the linker's words: %s", output.prefix, failure)
+        raise FitError(f"model {output.prefix} does not fit the {chip.name}: {_linker_finding(linker_says)}; "
+                       f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes",
+                       output.const_bytes, chip.flash - chip.code_estimate)
     if sizes is not None:
         flash, ram = sizes.flash_bytes, sizes.ram_bytes
         how = "measured firmware (model + harness with the input buffer)"
