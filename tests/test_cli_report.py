@@ -127,7 +127,7 @@ def test_report_by_task_from_the_command_line(tmp_path):
 def test_report_of_a_tflite_file_compares_with_its_int8_network(tmp_path):
     """A .tflite int8 network has no float model and needs no calibration: the report compares with its
     interpreter (reference int8; no agreement_with_float), counts every layer's multiply-accumulates (KWS:
-    2,656,768, not the fully connected layer's 768) and warns of no calibration on the test rows; real-valued
+    2,656,768, not the fully connected layer's 768) and gives no warning of calibrating on the test rows; real-valued
     rows are quantised with the input tensor's scale and zero point, as the interpreter's predict does."""
     import os
 
