@@ -269,3 +269,52 @@ def test_avr_boards_of_other_chips_build_for_their_chip(data, tmp_path, board, m
         tinycc_ml.compile(wide, target="avr", precision="float")
     assert tinycc_ml.compile(wide, target="avr", board=board, precision="float").report["fit"]["chip"] == \
         mcu.replace("atmega", "ATmega").replace("p", "P")
+
+
+def test_avr_board_time_counts_timer1_overflows(tmp_path):
+    """The AVR boards' board.c: Timer1 wraps every 262 ms, its overflows are counted, so a 700 ms interval reads
+    700,000 us (simavr, cycle exact), not its remainder after the wraps; board_print_clock says the timer."""
+    require_target("avr")
+    require_tools("simavr")
+    from tests.conftest import simavr_uart_lines
+    from tinycc_ml.avr.board import AVR_BOARD
+    from tinycc_ml.buildsys.project import BOARD_H
+
+    (tmp_path / "board.h").write_text(BOARD_H)
+    (tmp_path / "board.c").write_text(AVR_BOARD.board_c)
+    (tmp_path / "main.c").write_text("""#include <stdint.h>
+#include <util/delay.h>
+#include "board.h"
+static void print_uint(uint32_t v)
+{
+    char text[11];
+    char *p = text + sizeof text - 1;
+    *p = 0;
+    do {
+        *--p = (char)('0' + v % 10u);
+        v /= 10u;
+    } while (v);
+    board_print(p);
+}
+int main(void)
+{
+    board_init();
+    board_print_clock();
+    const uint32_t start = board_time();
+    _delay_ms(700);
+    const uint32_t us = board_us_since(start);
+    board_print("\\r\\nelapsed ");
+    print_uint(us);
+    board_print(" us\\r\\n");
+    board_exit(0);
+    return 0;
+}
+""")
+    subprocess.run(["avr-gcc", "-mmcu=atmega328p", "-DF_CPU=16000000UL", "-Os", "-std=c99", "-Wall", "-Wextra",
+                    "-Werror", str(tmp_path / "main.c"), str(tmp_path / "board.c"), "-o", str(tmp_path / "t.elf")],
+                   check=True)
+    lines = simavr_uart_lines(tmp_path / "t.elf", lambda lines: any("elapsed" in line for line in lines))
+    text = "".join(lines)
+    assert "Timer1 at 16 MHz / 64" in text, text
+    elapsed = int(re.search(r"elapsed (\d+) us", text).group(1))
+    assert 699_000 <= elapsed <= 701_000, text
