@@ -531,6 +531,9 @@ def _fitting_alternatives(model, target, name, precision, calibration, layout, e
         if dialect == "pow2":
             others["int8_dialect"] = dialect
         choice = _build_choice(other, others)
+        package_log = logging.getLogger("tinycc_ml")
+        level = package_log.level
+        package_log.setLevel(logging.ERROR)  # the refused build said its warnings; the trials repeat them
         try:
             result = _compile(model, target, None, name, other, calibration if other != "float" else None, (),
                               layout, examples, example_labels, memory_limits, others, board)
@@ -540,6 +543,8 @@ def _fitting_alternatives(model, target, name, precision, calibration, layout, e
         except (CompileError, DataError) as exc:  # this build cannot be made at all: not an alternative
             log.info("%s: %s", choice, exc)
             continue
+        finally:
+            package_log.setLevel(level)
         fit = result.report.get("fit")
         if fit is not None:
             fits.append(f"{choice} ({fit['flash_bytes']} bytes of flash, {fit['ram_bytes']} bytes of static RAM "
