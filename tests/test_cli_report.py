@@ -143,3 +143,25 @@ def test_report_by_task_from_the_command_line(tmp_path):
     lines = dict(line.split(None, 1) for line in r.stdout.splitlines())
     assert lines["task"].startswith("kind multilabel") and float(lines["multilabel.float_precision_at_1"]) > 0.4
     assert "multilabel.ranking_agreement" in lines and "float_accuracy" not in lines
+
+
+def test_report_of_a_tflite_file_compares_with_its_int8_network(tmp_path):
+    """A .tflite int8 network has no float model and needs no calibration: the report compares with its
+    interpreter (reference int8; no agreement_with_float), counts every layer's multiply-accumulates (KWS:
+    2,656,768, not the fully connected layer's 768) and gives no warning of calibrating on the test rows; real-valued
+    rows are quantised with the input tensor's scale and zero point, as the interpreter's predict does."""
+    import os
+
+    kws = os.path.join(os.path.dirname(__file__), "..", "data", "mlperf-tiny", "kws_ref_model.tflite")
+    rows = np.random.default_rng(5).normal(size=(6, 490)) * 10
+    np.savez(tmp_path / "rows.npz", X_test=rows, y_test=np.arange(6))
+    proc = subprocess.run([sys.executable, "-m", "tinycc_ml", "report", kws, "--target", "host", "--data",
+                           str(tmp_path / "rows.npz"), "--json"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert proc.returncode == 0, proc.stderr
+    assert "calibrat" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["macs"] == 2_656_768
+    assert report["reference"] == "int8" and report["agreement_with_reference"] == 1.0
+    assert report["agreement_with_float"] is None and report["float_accuracy"] is None
+    assert report["calibration"] is None and report["reference_accuracy"] is not None

@@ -65,3 +65,35 @@ def test_a_model_without_a_size_knob_still_says_how_much_fits(digits):
     with pytest.raises(FitError, match=r"The chip leaves about \d+ bytes for constants, \d+% of what this model "
                                        r"needs; `tinycc-ml fit`"):
         tinycc_ml.compile(big, target="avr", precision="int16", calibration=X)
+
+
+def test_a_network_that_does_not_fit_is_told_which_of_its_builds_do(tmp_path):
+    """The PyTorch Conv1d net in an Uno sketch: its int16 build is refused for RAM, and the refusal names the
+    builds that fit (int8 in the project's pow2 dialect and TFLite's), each with its sizes, which then compile;
+    the float build's refusal (its firmware does not link) quotes no tool's output."""
+    import importlib.util
+    from pathlib import Path
+
+    require_target("avr")
+    repo = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("sensor_dataset", repo / "examples" / "sensor_cnn" / "dataset.py")
+    dataset = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dataset)
+    calibration = dataset.make_rows(200, 1)[0].reshape(200, -1)
+    net = repo / "tests" / "data" / "sensor_cnn.onnx"
+    with pytest.raises(FitError) as info:
+        tinycc_ml.compile(net, target="avr", precision="int16", calibration=calibration, layout="arduino")
+    message = str(info.value)
+    assert "RAM" in message and "these builds of it fit: " in message, message
+    named = re.findall(r"--precision (\w+)( --int8-dialect pow2)? \((\d+) bytes of flash, (\d+) bytes of static RAM",
+                       message.split("these builds of it fit: ")[1])
+    assert {(p, d) for p, d, _, _ in named} == {("int8", " --int8-dialect pow2"), ("int8", "")}, message
+    for precision, dialect, flash, ram in named:
+        fit = tinycc_ml.compile(net, target="avr", precision=precision, calibration=calibration, layout="arduino",
+                                **({"int8_dialect": "pow2"} if dialect else {})).report["fit"]
+        assert (fit["flash_bytes"], fit["ram_bytes"]) == (int(flash), int(ram))
+    with pytest.raises(FitError) as info:
+        tinycc_ml.compile(net, target="avr", precision="float")
+    message = str(info.value)
+    assert "collect2" not in message and "ld returned" not in message and "error:" not in message, message
+    assert "--calibration" in message

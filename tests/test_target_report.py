@@ -10,7 +10,8 @@ from tests.conftest import require_target
 from tinycc_ml.models.protonn import init_protonn
 from tinycc_ml.target_report import count_macs, target_report
 
-FIELDS = {"target", "precision", "rows", "float_accuracy", "target_accuracy", "agreement_with_float", "flash_bytes",
+FIELDS = {"target", "precision", "rows", "reference", "float_accuracy", "target_accuracy", "agreement_with_float",
+          "flash_bytes",
           "ram_bytes", "model_flash_bytes", "model_ram_bytes", "stack_bytes", "cycles_mean", "cycles_max",
           "instructions_mean", "instructions_max", "macs", "per_mac", "method", "compile_report", "task", "regression",
           "multilabel", "kernels"}

@@ -499,10 +499,71 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
         try:
             return _compile(model, target, out_dir, name, precision, calibration, dump_ir_after, layout, examples,
                             example_labels, (max_flash, max_ram), options, board)
+        except FitError as exc:  # a float network: the other precisions and dialects that fit, named
+            fitting = _fitting_alternatives(model, target, name, precision, calibration, layout, examples,
+                                            example_labels, (max_flash, max_ram), options, board)
+            if fitting is None:
+                raise
+            raise FitError(f"{exc.args[0]}; {fitting}", exc.constant_bytes, exc.constant_room) from None
         except ModelFileError as exc:  # found while compiling a loaded file: name the file, as loading does
             if isinstance(model, (str, os.PathLike)):
                 name_the_file(exc, model)
             raise
+
+
+def _build_choice(precision: str, options: dict) -> str:
+    """A precision and int8 dialect as the command line gives them."""
+    dialect = options.get("int8_dialect")
+    return f"--precision {precision}" + (f" --int8-dialect {dialect}" if dialect else "")
+
+
+def _fitting_alternatives(model, target, name, precision, calibration, layout, examples, example_labels,
+                          memory_limits, options, board) -> str | None:
+    """For a float network (ONNX, float .tflite) refused for its size: which of its other builds (float, int16,
+    int8 in TFLite's and in the project's power-of-two dialect) fit, each compiled and checked as the refused
+    one was, with its flash and RAM; None for other models (one precision's refusal says what to shrink)."""
+    try:
+        model = as_model(model)
+    except (CompileError, DataError, ModelFileError, OSError):
+        return None
+    if not isinstance(model, NetworkModel) or model.is_quantised:
+        return None
+    backend = get_backend(target)
+    tried = (precision, options.get("int8_dialect", "tflite") if precision == "int8" else None)
+    fits, refused = [], []
+    for other, dialect in (("int8", "pow2"), ("int8", "tflite"), ("int16", None), ("float", None)):
+        if (other, dialect) == tried or other not in backend.precisions or (other != "float" and calibration is None):
+            continue
+        others = {k: v for k, v in options.items() if k != "int8_dialect"}
+        if dialect == "pow2":
+            others["int8_dialect"] = dialect
+        choice = _build_choice(other, others)
+        package_log = logging.getLogger("tinycc_ml")
+        level = package_log.level
+        package_log.setLevel(logging.ERROR)  # the refused build said its warnings; the trials repeat them
+        try:
+            result = _compile(model, target, None, name, other, calibration if other != "float" else None, (),
+                              layout, examples, example_labels, memory_limits, others, board)
+        except FitError:
+            refused.append(choice)
+            continue
+        except (CompileError, DataError) as exc:  # this build cannot be made at all: not an alternative
+            log.info("%s: %s", choice, exc)
+            continue
+        finally:
+            package_log.setLevel(level)
+        fit = result.report.get("fit")
+        if fit is not None:
+            fits.append(f"{choice} ({fit['flash_bytes']} bytes of flash, {fit['ram_bytes']} bytes of static RAM "
+                        f"+ ~{fit['stack_estimate']} bytes of stack)")
+    if fits:
+        return "these builds of it fit: " + ", ".join(fits)
+    if refused:
+        return f"none of its other builds fits either ({', '.join(refused)})"
+    if calibration is None:
+        return ("its integer builds (--precision int16, int8, int8 with --int8-dialect pow2) take less memory: they "
+                "need calibration rows (--calibration)")
+    return None
 
 
 def name_the_file(exc: ModelFileError, path) -> None:

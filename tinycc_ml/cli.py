@@ -447,7 +447,7 @@ def cmd_report(args) -> int:
     if args.rows:
         X, y = X[: args.rows], (None if y is None else y[: args.rows])
     calibrated_on = None
-    if precision != "float":
+    if precision != "float" and model.reference == "float":  # an int8 network is quantised already: no calibration
         calibrated_on = "--calibration" if args.calibration else ("test rows" if from_test_rows else "X_train")
         if calibrated_on == "test rows":  # said out loud: scales chosen on the rows measured flatter the result
             log.warning("warning: %s holds no X_train and no --calibration was given: calibrating on the test rows",
@@ -463,7 +463,10 @@ def cmd_report(args) -> int:
     task = report.get("task") or {}
     if task.get("kind", "classification") != "classification":
         print(f"{'task':<22} " + ", ".join(f"{k} {v}" for k, v in task.items()))
-    for key in ("target", "precision", "rows", "float_accuracy", "target_accuracy", "agreement_with_float",
+    int8_reference = report.get("reference") == "int8"  # the float fields are None; the reference's said
+    for key in ("target", "precision", "rows", *(("reference", "reference_accuracy") if int8_reference else ()),
+                "float_accuracy", "target_accuracy", "agreement_with_float",
+                *(("agreement_with_reference",) if int8_reference else ()),
                 "regression", "multilabel",
                 "flash_bytes", "ram_bytes", "model_flash_bytes", "model_ram_bytes", "stack_bytes", "cycles_mean",
                 "cycles_max", "instructions_mean", "instructions_max", "macs", "per_mac", "method", "calibration"):

@@ -127,7 +127,7 @@ from tinycc_ml.codegen.small_network import small_network_kernels
 from tinycc_ml.codegen.word_flash import WordFlash
 from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
-from tinycc_ml.ir.fixed import quantise
+from tinycc_ml.ir.fixed import quantise, quantise_affine
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import align_shifts, rshift, storage_clip_bounds
 from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
@@ -179,7 +179,7 @@ __all__ = [
     "CompileError", "DataError", "FitError", "PluginError", "ToolchainError",
     # hand-written kernels: the API, the graph and the op semantics they read
     "Kernel", "KernelCost", "KernelChoice", "choose_kernel", "Node", "node_output_shift", "storage_clip_bounds",
-    "align_shifts", "quantise", "task_kind", "ctype_of", "rshift",
+    "align_shifts", "quantise", "quantise_affine", "task_kind", "ctype_of", "rshift",
     # GaussianNB's weighted distances (wsqdist): the terms a class stores, the product shift, the shared C's pieces
     "wsqdist_terms", "wsqdist_product_shift", "wsqdist_arrays", "wsqdist_out",
     # TFLite network layers: their int8 arithmetic and window geometry (codegen/c_network.py)

@@ -11,6 +11,11 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
                                    predictions are the model's class labels, compared with y
     target_accuracy                accuracy of the compiled code run on the target; None without y
     agreement_with_float           fraction of rows where compiled and float predictions agree
+    reference                      what the compiled predictions are compared with: "float" (the float model),
+                                   or "int8" (an int8 network with no float model, a .tflite file's: its
+                                   interpreter, which the build equals bit for bit; the float fields are None)
+    reference_accuracy, agreement_with_reference   classifiers with the int8 reference only: its accuracy on
+                                   (X, y), the share of rows where compiled and reference predictions agree
     flash_bytes, ram_bytes         whole measurement firmware (model + harness with its input buffer;
                                    AVR: avr-size -C, M0: text+data / data+bss); host: None
     model_flash_bytes, model_ram_bytes   the model's own symbols (host: constants / intermediates)
@@ -89,7 +94,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         raise DataError(f"X: shape {X.shape}, expected (rows, {model.input_dim})")
     kind = model.task["kind"]
     y = check_targets(y, len(X), model)
-    if calibration is None and precision != "float":
+    if calibration is None and precision != "float" and model.reference == "float":
         calibration = X
     backend = get_backend(target)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-report-") as d:
@@ -121,7 +126,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
     else:
         fields.update(classification_fields(model, X, run, y))
     return {
-        "target": target, "precision": precision, "rows": int(len(X)),
+        "target": target, "precision": precision, "rows": int(len(X)), "reference": model.reference,
         **fields,
         **stats,
         "macs": macs,
@@ -196,11 +201,18 @@ def real_scores(values: np.ndarray, scale: int | None) -> np.ndarray:
 
 
 def classification_fields(model, X, run, y) -> dict:
-    float_pred = model.predict(X)  # labels, by the model's own rule (a binary Bonsai: the sign)
+    """Accuracies and the agreement with the model's own predictions: the float model's (``float_accuracy``,
+    ``agreement_with_float``), or where the model is an int8 network with no float model (a .tflite file's)
+    its interpreter's (``reference_accuracy``, ``agreement_with_reference``; the float fields None)."""
+    reference_pred = model.predict(X)  # labels, by the model's own rule (a binary Bonsai: the sign)
     pred = model.classes[np.asarray(run.predictions, dtype=np.int64)]  # the class index, as a label
-    return {"float_accuracy": None if y is None else float(np.mean(float_pred == y)),
-            "target_accuracy": None if y is None else float(np.mean(pred == y)),
-            "agreement_with_float": float(np.mean(pred == float_pred))}
+    accuracy = None if y is None else float(np.mean(reference_pred == y))
+    agreement = float(np.mean(pred == reference_pred))
+    target_accuracy = None if y is None else float(np.mean(pred == y))
+    if model.reference == "float":
+        return {"float_accuracy": accuracy, "target_accuracy": target_accuracy, "agreement_with_float": agreement}
+    return {"float_accuracy": None, "target_accuracy": target_accuracy, "agreement_with_float": None,
+            "reference_accuracy": accuracy, "agreement_with_reference": agreement}
 
 
 def r2(y: np.ndarray, prediction: np.ndarray) -> float:

@@ -116,8 +116,10 @@ def test_every_integer_header_declares_the_float_input(target):
         assert line in header
     guarded = "#if defined(DEC_WITH_FLOAT) || defined(ARDUINO)" in source
     assert guarded == (target != "host")
-    if target != "host":
+    if target != "host":  # declared under the guard too: a call without it fails to compile, not to link
         assert "-DDEC_WITH_FLOAT" in header
+        section = header[header.index("#if defined(DEC_WITH_FLOAT) || defined(ARDUINO)"):]
+        assert section.index("dec_predict_float") < section.index("#endif /* DEC_WITH_FLOAT */")
     float_build = tinycc_ml.compile(model, target=target, precision="float", name="dec")
     assert "quantise" not in float_build.files["dec.h"]
 
@@ -141,3 +143,33 @@ def test_cross_builds_compile_it_only_when_asked(target, tmp_path):
     assert "cq_quantise" not in symbols[()] and "cq_predict_float" not in symbols[()]
     assert all(f"cq_{f}" in symbols[("-DCQ_WITH_FLOAT",)] for f in ("quantise", "quantise_feature", "predict_float"))
     assert result.report["precision"] == "int16"
+
+
+def test_a_tflite_build_quantises_float_input_with_its_scale_and_zero_point():
+    """An int8 .tflite build (KWS) has the float entry point every integer build has: <prefix>_quantise gives
+    ir.fixed.quantise_affine's codes bit for bit (round(x / scale) + zero point, on each threshold and the floats
+    beside it, infinities, NaN), and the host predictor's predict() takes real rows as the int8 network does."""
+    import os
+
+    from tinycc_ml.ir.fixed import affine_thresholds, quantise_affine
+
+    require_target("host")
+    kws = os.path.join(os.path.dirname(__file__), "..", "..", "data", "mlperf-tiny", "kws_ref_model.tflite")
+    model = tinycc_ml.load_model(kws)
+    result = tinycc_ml.compile(model, name="kq")
+    predictor = result.load()
+    scale, zero = result.output.input_quantisation
+    t = affine_thresholds(scale, zero)
+    values = np.concatenate([t, np.nextafter(t, F32(-np.inf)), np.nextafter(t, F32(np.inf)),
+                             [np.inf, -np.inf, np.nan, 0.0, -0.0, np.finfo(F32).max, -np.finfo(F32).max],
+                             np.random.default_rng(1).normal(size=1000) * 100 * scale]).astype(F32)
+    rows = np.resize(values, (-(-len(values) // 490) * 490,)).reshape(-1, 490)
+    lib, ffi = predictor._lib, predictor._ffi
+    got = np.zeros(rows.shape, dtype=np.int8)
+    for r in range(len(rows)):
+        lib.kq_quantise(ffi.cast("const float *", ffi.from_buffer(rows[r])),
+                        ffi.cast("int8_t *", ffi.from_buffer(got[r])))
+    assert np.array_equal(got, quantise_affine(rows, scale, zero))
+    assert quantise_affine([2.51], scale, zero).tolist() == [87]
+    real = np.random.default_rng(2).normal(size=(6, 490)) * 10
+    assert np.array_equal(predictor.predict(real), model.predict_index(real))

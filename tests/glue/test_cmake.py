@@ -355,3 +355,52 @@ def test_avr_firmware_prints_on_the_uart_with_nothing_but_printf(data, tmp_path)
     lines = simavr_uart_lines(tmp_path / "b" / "fw", lambda lines: any("done" in line for line in lines))
     got = [int(c) for c in re.findall(r"row \d: class (\d+)", "".join(lines))]
     assert got == host.load().run_raw(q)[1].tolist(), lines
+
+
+M0_PRINTF_MAIN = """#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "kws.h"
+static const int16_t rows[3][KWS_INPUT_DIM] = {{ {rows} }};
+int main(void)
+{{
+    for (int r = 0; r < 3; ++r)
+        printf("row %d: class %d\\n", r, kws_predict(rows[r]));
+    printf("done\\n");
+    exit(0);
+}}
+"""
+
+
+def test_cortex_m0_firmware_prints_on_the_uart_with_nothing_but_printf(data, tmp_path):
+    """tinycc_ml_add_firmware with the Cortex-M0 toolchain file adds the UART and newlib's system calls
+    (nrf51_uart.c: _write, _sbrk, _exit...) as the AVR's adds its UART: a main that only calls printf and exit
+    links (no undefined _write or _sbrk) and in QEMU's micro:bit prints the host build's classes."""
+    require_target("cortex-m0")
+    require_tools("ninja", "qemu-system-arm")
+    data_dir, rows = data
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(data_dir / "model.npz", src / "model.npz")
+    shutil.copy(data_dir / "cal.npz", src / "cal.npz")
+    host = tinycc_ml.compile(src / "model.npz", name="kws", precision="int16",
+                             calibration=np.load(src / "cal.npz")["X_train"])
+    q = quantise(rows[:3], host.output.input_scale, 16)
+    (src / "main.c").write_text(M0_PRINTF_MAIN.format(
+        rows=", ".join("{" + ", ".join(str(int(v)) for v in row) + "}" for row in q)))
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(fw C)\n"
+        f'list(APPEND CMAKE_MODULE_PATH "{cmake_dir()}")\ninclude(TinyccML)\n'
+        "tinycc_ml_add_model(kws MODEL model.npz TARGET cortex-m0 CALIBRATION cal.npz)\n"
+        "tinycc_ml_add_firmware(fw main.c)\ntarget_compile_options(fw PRIVATE -Wall -Wextra -Werror)\n"
+        "target_link_libraries(fw PRIVATE kws)\n")
+    run = configure(src, tmp_path / "b", "-G", "Ninja",
+                    f"-DCMAKE_TOOLCHAIN_FILE={cmake_dir()}/tinycc-ml-cortex-m0.cmake")
+    assert run.returncode == 0, run.stdout + run.stderr
+    build(tmp_path / "b")
+    qemu = subprocess.run(["qemu-system-arm", "-M", "microbit", "-display", "none", "-monitor", "none", "-serial",
+                           "stdio", "-semihosting-config", "enable=on,target=native", "-kernel",
+                           str(tmp_path / "b" / "fw")], capture_output=True, text=True, timeout=60)
+    assert qemu.returncode == 0, qemu.stdout + qemu.stderr
+    got = [int(c) for c in re.findall(r"row \d: class (\d+)", qemu.stdout)]
+    assert got == host.load().run_raw(q)[1].tolist() and "done" in qemu.stdout, qemu.stdout

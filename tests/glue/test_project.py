@@ -192,6 +192,129 @@ def test_a_board_holds_builds_to_its_chip(data, capsys):
         tinycc_ml.compile(data / "m.npz", board="uno")
     assert cli_main(["compile", str(data / "m.npz"), "--target", "avr", "--board", "nano", "-o", "x"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "board 'nano' is not one of target avr's boards (uno)" in err[0]
+    assert len(err) == 1 and "board 'nano' is not one of target avr's boards (uno, atmega1284p, mega2560)" in err[0]
     assert cli_main(["targets"]) == 0
     assert "boards: mps2-an386, stm32f405, nrf52840" in capsys.readouterr().out
+
+
+KWS = os.path.join(os.path.dirname(__file__), "..", "..", "data", "mlperf-tiny", "kws_ref_model.tflite")
+
+
+def test_tflite_project_stores_quantised_rows_and_compares_with_the_int8_network(tmp_path):
+    """A byte-exact int8 KWS build on the STM32F405: real-valued example rows are stored quantised with the input
+    tensor's scale and zero point (2.51 is 87, not 3), the expected classes are the int8 network's (the C's own
+    reference: every row agrees), FLOAT_INPUT=1 links and quantises them on the chip to the same classes, and the
+    time is the timer's real rate under QEMU (SysTick at 168 MHz, its 24-bit wraps counted), with the clock said."""
+    require_target("cortex-m4")
+    require_tools("make", "qemu-system-arm")
+    model = tinycc_ml.load_model(KWS)
+    x_type = model.graph.type(model.input_name).dtype
+    scale, zero = x_type.qscales[0], x_type.zero_point
+    rows = np.random.default_rng(3).normal(size=(8, model.input_dim)) * 10
+    rows[0, 0] = 2.51
+    np.savez(tmp_path / "rows.npz", X_test=rows)
+    out = tmp_path / "fw"
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", KWS, "--target", "cortex-m4", "--board",
+                          "stm32f405", "--project", "--examples", str(tmp_path / "rows.npz"), "-o", str(out)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert run.returncode == 0, run.stderr
+    examples = (out / "examples.h").read_text()
+    stored = examples[examples.index("#else"):]
+    assert stored.split("{", 2)[2].split(",")[0].strip() == str(round(2.51 / scale) + zero) == "87"
+    assert "int8 network" in examples.splitlines()[0]
+    want = model.run_int8(model.quantise_input(rows.astype(np.float32)).reshape(8, *model.input_shape))
+    want = np.argmax(want.reshape(8, -1), axis=1).tolist()
+    header = (out / "kws_ref_model_input.h").read_text()
+    assert "INPUT_SHIFTS" not in header and f"round(x[k] / {scale!r})" in header
+    for variant in ((), ("FLOAT_INPUT=1",)):
+        make(out, *variant)
+        text = make(out, "run", *variant, timeout=300)
+        got = re.findall(r"row (\d+): predicted (\d+), expected (\d+), (\d+) us", text)
+        assert [int(p) for _, p, _, _ in got] == want and [int(e) for _, _, e, _ in got] == want, text
+        assert "correct 8/8" in text
+        assert "time: SysTick at 168 MHz" in text
+        # about 4.2 M instructions at 32 ns each (-icount shift=5): beyond the 100 ms the 24-bit SysTick holds
+        assert all(120_000 < int(us) < 160_000 for *_, us in got), text
+
+
+@pytest.mark.parametrize("board, mcu", [("atmega1284p", "atmega1284p"), ("mega2560", "atmega2560")])
+def test_avr_boards_of_other_chips_build_for_their_chip(data, tmp_path, board, mcu):
+    """--board atmega1284p / mega2560 on target avr: the build is held to that chip (its 16 / 8 KB of RAM, not the
+    ATmega328P's 2 KB), the project compiles for it (-mmcu) and, run in simavr's model of it, prints the host build's
+    classes with the time from Timer1 (its overflows counted)."""
+    require_target("avr")
+    require_tools("make", "simavr")
+    out = tmp_path / "fw"
+    run = subprocess.run([sys.executable, "-m", "tinycc_ml", "compile", str(data / "m.npz"), "--target", "avr",
+                          "--board", board, "--calibration", str(data / "cal.npz"), "--examples",
+                          str(data / "test.npz"), "--name", "digits", "--project", "-o", str(out)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert run.returncode == 0, run.stderr
+    assert f"fits the {mcu.replace('atmega', 'ATmega').replace('p', 'P')}" in run.stdout, run.stdout
+    assert f"-mmcu={mcu}" in (out / "Makefile").read_text()
+    rows = np.load(data / "test.npz")["X_test"][:8].astype(np.float32)
+    host = tinycc_ml.compile(data / "m.npz", name="digits", precision="int16",
+                             calibration=np.load(data / "cal.npz")["X_train"]).load()
+    shifts = np.array([int(v) for v in re.search(r"DIGITS_INPUT_SHIFTS \{([^}]*)\}",
+                                                 (out / "digits.h").read_text()).group(1).split(",")])
+    text = make(out, "run")
+    got = re.findall(r"row (\d+): predicted (\d+), expected (\d+), (\d+) us", text)
+    assert [int(p) for _, p, _, _ in got] == host.run_raw(quantise(rows, shifts, 16))[1].tolist(), text
+    assert "time: Timer1 at 16 MHz / 64" in text
+    # a model needing more than the ATmega328P's RAM fits the bigger chip's
+    from tinycc_ml.models.linear import LinearModel
+
+    wide = LinearModel(np.random.default_rng(0).normal(size=(600, 4)))  # 600 int16 scores: 1.2 KB + 2.4 KB
+    with pytest.raises(tinycc_ml.errors.FitError):
+        tinycc_ml.compile(wide, target="avr", precision="float")
+    assert tinycc_ml.compile(wide, target="avr", board=board, precision="float").report["fit"]["chip"] == \
+        mcu.replace("atmega", "ATmega").replace("p", "P")
+
+
+def test_avr_board_time_counts_timer1_overflows(tmp_path):
+    """The AVR boards' board.c: Timer1 wraps every 262 ms, its overflows are counted, so a 700 ms interval reads
+    700,000 us (simavr, cycle exact), not its remainder after the wraps; board_print_clock says the timer."""
+    require_target("avr")
+    require_tools("simavr")
+    from tests.conftest import simavr_uart_lines
+    from tinycc_ml.avr.board import AVR_BOARD
+    from tinycc_ml.buildsys.project import BOARD_H
+
+    (tmp_path / "board.h").write_text(BOARD_H)
+    (tmp_path / "board.c").write_text(AVR_BOARD.board_c)
+    (tmp_path / "main.c").write_text("""#include <stdint.h>
+#include <util/delay.h>
+#include "board.h"
+static void print_uint(uint32_t v)
+{
+    char text[11];
+    char *p = text + sizeof text - 1;
+    *p = 0;
+    do {
+        *--p = (char)('0' + v % 10u);
+        v /= 10u;
+    } while (v);
+    board_print(p);
+}
+int main(void)
+{
+    board_init();
+    board_print_clock();
+    const uint32_t start = board_time();
+    _delay_ms(700);
+    const uint32_t us = board_us_since(start);
+    board_print("\\r\\nelapsed ");
+    print_uint(us);
+    board_print(" us\\r\\n");
+    board_exit(0);
+    return 0;
+}
+""")
+    subprocess.run(["avr-gcc", "-mmcu=atmega328p", "-DF_CPU=16000000UL", "-Os", "-std=c99", "-Wall", "-Wextra",
+                    "-Werror", str(tmp_path / "main.c"), str(tmp_path / "board.c"), "-o", str(tmp_path / "t.elf")],
+                   check=True)
+    lines = simavr_uart_lines(tmp_path / "t.elf", lambda lines: any("elapsed" in line for line in lines))
+    text = "".join(lines)
+    assert "Timer1 at 16 MHz / 64" in text, text
+    elapsed = int(re.search(r"elapsed (\d+) us", text).group(1))
+    assert 699_000 <= elapsed <= 701_000, text

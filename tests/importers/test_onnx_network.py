@@ -465,7 +465,7 @@ def test_pytorch_fixture_runs_on_the_atmega328p_in_its_2_kb(sensor_rows, tmp_pat
     result = tinycc_ml.compile(FIXTURE, target="avr", precision="int8", calibration=calibration, name="sensor",
                                out_dir=tmp_path)
     rows = int8.quantise_input(flat)
-    run = get_backend("avr").simulate(tmp_path, result.output, rows)
+    run = get_backend("avr").simulate(tmp_path, result.output, flat)  # real rows: quantised as rows are here
     want = int8.run_int8(rows.reshape(3, *int8.input_shape)).reshape(3, -1)
     np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), want)
     assert run.ram_bytes + run.stack_bytes <= 2048 and run.flash_bytes <= 32768

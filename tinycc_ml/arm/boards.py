@@ -5,8 +5,9 @@ board.c (the five functions of project.py's board.h), startup.c, the linker scri
 mps2_an505.ld) and `make run` (M4_BOARD, M33_BOARD).
 
 UART: CMSDK APB UART0 (AN386 0x40004000, AN505 0x50200000 (its secure alias); QEMU's first serial port)
-at 115200 baud. Time: CMSDK APB TIMER0 (0x40000000 / 0x50000000), a 32-bit down counter at the system
-clock (25 / 20 MHz), read as microseconds. `make run` uses -icount shift=5 (32 ns per instruction): the
+at 115200 baud. Time: the DWT cycle counter at the core clock (25 / 20 MHz), or where it does not count (QEMU
+models none) CMSDK APB TIMER0 (0x40000000 / 0x50000000), a 32-bit down counter at the same clock, read as
+microseconds; the demo prints which. `make run` uses -icount shift=5 (32 ns per instruction): the
 printed times are what a 31.25 MHz core would take at one instruction per cycle. The run ends with an
 ARM semihosting exit (QEMU stops with the code; a real board without a debugger takes the fault
 handler, which waits forever). The startup switches the FPU on before main (hard-float code). The
@@ -33,6 +34,25 @@ void board_exit(int code)
 }
 """
 
+
+# the DWT cycle counter of the Cortex-M3/M4/M33: 32 bits at the core clock; QEMU models none (it reads 0), so a
+# board checks that it counts and otherwise keeps a timer of its own
+DWT_C = """\
+#define DEMCR REG(0xE000EDFCu)
+#define DWT_CTRL REG(0xE0001000u)
+#define DWT_CYCCNT REG(0xE0001004u)
+
+static int cycle_counter; /* 1: the DWT cycle counter counts (the chip's; QEMU's reads 0) */
+
+static void cycle_counter_start(void)
+{
+    DEMCR |= 1u << 24; /* TRCENA: the DWT on */
+    DWT_CYCCNT = 0u;
+    DWT_CTRL |= 1u;    /* CYCCNTENA */
+    __asm__ __volatile__("nop\\n\\tnop\\n\\tnop\\n\\tnop" ::: "memory");
+    cycle_counter = DWT_CYCCNT != 0u;
+}
+"""
 
 M0_BOARD_C = """\
 /* nRF51822 (BBC micro:bit): UART TX on P0.24 at 115200 baud, TIMER0 at 1 MHz. The run ends with an
@@ -77,6 +97,8 @@ void board_print(const char *text)
         }
     }
 }
+
+void board_print_clock(void) { board_print("TIMER0 at 1 MHz (16 MHz / 16), 32 bits"); }
 
 uint32_t board_time(void)
 {
@@ -130,10 +152,10 @@ AN386 = Mps2(MPS2_AN386, "mps2-an386", 0x40004000, 0x40000000, "mps2_an386.ld")
 AN505 = Mps2(MPS2_AN505, "mps2-an505", 0x50200000, 0x50000000, "mps2_an505.ld")
 
 BOARD_C = """\
-/* @NAME@ (QEMU -M @MACHINE@): CMSDK UART0 at 115200 baud, CMSDK TIMER0 at @MHZ@ MHz
- * (a 32-bit down counter) for the time. The run ends with an ARM semihosting exit: QEMU
- * (-semihosting-config enable=on) stops with the code; a real board without a debugger takes the
- * fault handler, which waits forever. */
+/* @NAME@ (QEMU -M @MACHINE@): CMSDK UART0 at 115200 baud. Time: the DWT cycle counter at the @MHZ@ MHz
+ * core clock, or where it does not count (QEMU models none) CMSDK TIMER0, a 32-bit down counter at the same
+ * clock. The run ends with an ARM semihosting exit: QEMU (-semihosting-config enable=on) stops with the code;
+ * a real board without a debugger takes the fault handler, which waits forever. */
 #include <stdint.h>
 
 #include "board.h"
@@ -147,7 +169,7 @@ BOARD_C = """\
 #define TIMER0_VALUE REG(@TIMER4@u)
 #define TIMER0_RELOAD REG(@TIMER8@u)
 #define CLOCK_MHZ @MHZ@u
-
+""" + DWT_C + """
 void board_init(void)
 {
     UART0_BAUDDIV = @BAUDDIV@u; /* @MHZ@ MHz / 115200 */
@@ -155,6 +177,7 @@ void board_init(void)
     TIMER0_RELOAD = 0xFFFFFFFFu;
     TIMER0_VALUE = 0xFFFFFFFFu;
     TIMER0_CTRL = 1u;     /* running, no interrupt */
+    cycle_counter_start();
 }
 
 void board_print(const char *text)
@@ -166,7 +189,13 @@ void board_print(const char *text)
     }
 }
 
-uint32_t board_time(void) { return 0u - TIMER0_VALUE; /* counts up */ }
+void board_print_clock(void)
+{
+    board_print(cycle_counter ? "DWT cycle counter at @MHZ@ MHz"
+                              : "CMSDK TIMER0 at @MHZ@ MHz (no DWT cycle counter, as in QEMU)");
+}
+
+uint32_t board_time(void) { return cycle_counter ? DWT_CYCCNT : 0u - TIMER0_VALUE; /* counts up */ }
 
 uint32_t board_us_since(uint32_t start) { return (board_time() - start) / CLOCK_MHZ; }
 
@@ -185,6 +214,9 @@ static void fault_handler(void)
     for (;;) {
     }
 }
+
+/* a board.c that counts SysTick's wraps defines it; elsewhere SysTick never interrupts */
+void systick_handler(void) __attribute__((weak, alias("fault_handler")));
 
 void reset_handler(void)
 {
@@ -213,7 +245,7 @@ __attribute__((section(".vectors"), used)) static void (*const vectors[16])(void
     fault_handler, /* DebugMonitor */
     0,
     fault_handler, /* PendSV */
-    fault_handler, /* SysTick */
+    systick_handler,
 };
 """
 
@@ -268,10 +300,11 @@ M33_BOARD = board(AN505)
 
 STM32F405_BOARD_C = """\
 /* STM32F405 (Netduino Plus 2, STM32F4 boards; QEMU -M netduinoplus2): USART1 TX on PA9 (AF7) at 115200
- * baud from the 16 MHz HSI clock the reset leaves the chip on (no PLL set up: the model runs at 16 MHz),
- * SysTick as a 24-bit timer at the core clock (intervals up to about 1 s). The run ends with an ARM
- * semihosting exit: QEMU (-semihosting-config enable=on) stops with the code; a real board without a
- * debugger takes the fault handler, which waits forever. */
+ * baud from the 16 MHz HSI clock the reset leaves the chip on (no PLL set up: the model runs at 16 MHz).
+ * Time: the DWT cycle counter at 16 MHz. QEMU models no DWT (it reads 0) and runs SysTick at 168 MHz
+ * whatever the RCC says: there SysTick at 168 MHz, its 24-bit wraps counted by its interrupt. The run ends
+ * with an ARM semihosting exit: QEMU (-semihosting-config enable=on) stops with the code; a real board
+ * without a debugger takes the fault handler, which waits forever. */
 #include <stdint.h>
 
 #include "board.h"
@@ -288,7 +321,12 @@ STM32F405_BOARD_C = """\
 #define SYST_CSR REG(0xE000E010u)
 #define SYST_RVR REG(0xE000E014u)
 #define SYST_CVR REG(0xE000E018u)
-#define CLOCK_MHZ 16u
+#define CLOCK_MHZ 16u        /* HSI: the core clock after reset */
+#define QEMU_SYSTICK_MHZ 168u /* QEMU's netduinoplus2 SysTick, at the part's top clock */
+""" + DWT_C + """
+static volatile uint32_t systick_wraps;
+
+void systick_handler(void) { ++systick_wraps; }
 
 void board_init(void)
 {
@@ -298,9 +336,12 @@ void board_init(void)
     GPIOA_AFRH = (GPIOA_AFRH & ~(0xFu << 4)) | (7u << 4);   /* AF7: USART1_TX */
     USART1_BRR = 139u;                   /* 16 MHz / 115200 */
     USART1_CR1 = (1u << 13) | (1u << 3); /* enabled, transmitter on */
-    SYST_RVR = 0xFFFFFFu;
-    SYST_CVR = 0u;
-    SYST_CSR = 5u; /* running on the core clock, no interrupt */
+    cycle_counter_start();
+    if (!cycle_counter) {
+        SYST_RVR = 0xFFFFFFu;
+        SYST_CVR = 0u;
+        SYST_CSR = 7u; /* running on the core clock, its interrupt counting the wraps */
+    }
 }
 
 void board_print(const char *text)
@@ -314,9 +355,28 @@ void board_print(const char *text)
     }
 }
 
-uint32_t board_time(void) { return (0u - SYST_CVR) & 0xFFFFFFu; /* counts up */ }
+void board_print_clock(void)
+{
+    board_print(cycle_counter ? "DWT cycle counter at 16 MHz (HSI)"
+                              : "SysTick at 168 MHz, wraps counted (no DWT cycle counter: QEMU's netduinoplus2)");
+}
 
-uint32_t board_us_since(uint32_t start) { return ((board_time() - start) & 0xFFFFFFu) / CLOCK_MHZ; }
+uint32_t board_time(void)
+{
+    uint32_t wraps, value;
+    if (cycle_counter)
+        return DWT_CYCCNT;
+    do { /* again when the interrupt counted a wrap in between */
+        wraps = systick_wraps;
+        value = SYST_CVR;
+    } while (wraps != systick_wraps);
+    return (wraps << 24) | (0xFFFFFFu - value); /* counts up */
+}
+
+uint32_t board_us_since(uint32_t start)
+{
+    return (board_time() - start) / (cycle_counter ? CLOCK_MHZ : QEMU_SYSTICK_MHZ);
+}
 
 """ + SEMIHOSTING_EXIT_C
 

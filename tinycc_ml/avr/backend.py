@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, replace
 
 from tinycc_ml.avr import float_quantise, forest_asm
-from tinycc_ml.avr.board import AVR_BOARD
+from tinycc_ml.avr.board import ATMEGA1284P_BOARD, AVR_BOARD, MEGA2560_BOARD
 from tinycc_ml.avr.chips import (
     ARDUINO_CORE_FLASH,
     ARDUINO_CORE_RAM,
@@ -74,12 +74,21 @@ class AvrBackend(McuBackend):
     simulator = "avr"
     board = AVR_BOARD
     network_ops = None  # TFLite networks: the shared C in PROGMEM, equal to tflite-micro's in simavr
-    boards = {"uno": AVR_BOARD}
+    boards = {"uno": AVR_BOARD, "atmega1284p": ATMEGA1284P_BOARD, "mega2560": MEGA2560_BOARD}
     sketch_rows: int | None = None  # an Arduino sketch's stored example rows (for_layout("arduino")), else None
 
     def target_attributes(self):
         # wsqdist's kernel: a product shift by 12 costs 15 cycles a term, by 15 or 16 only 7 or 4
         return replace(super().target_attributes(), byte_shift_bits=3)
+
+    def with_board(self, board: str | None) -> AvrBackend:
+        """A board of another AVR chip of the same core (the ATmega1284P, the Mega's ATmega2560): its chip is the
+        build's (its -mmcu, memory and simavr model), not a bound under the ATmega328P's."""
+        chosen = self.boards.get(board) if board is not None else None
+        if chosen is not None and chosen.chip is not self.chip:
+            self.chip, self.board = chosen.chip, chosen
+            return self
+        return super().with_board(board)
 
     def for_layout(self, layout: str, example_rows: int = 0) -> AvrBackend:
         """An Arduino library's builds are held to what its sketch leaves them on an Uno: the bootloader's

@@ -1,4 +1,4 @@
-"""The AVR chips: the ATmega328P (Arduino Uno) and, for comparison builds, the ATmega1284P."""
+"""The AVR chips: the ATmega328P (Arduino Uno), the ATmega1284P and the ATmega2560 (Arduino Mega 2560)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ ATMEGA1284P = Chip("ATmega1284P", "atmega1284p", 128 * 1024, 16 * 1024, 16_000_0
                    ("-mmcu=atmega1284p", "-DF_CPU=16000000UL", *_SECTIONS),
                    ("-mmcu=atmega1284p", "-Wl,--gc-sections"),
                    code_estimate=2500, stack_estimate=64)
+
+# The Arduino Mega 2560's chip: 256 KB flash (the constants still within the first 64 KB, which pgm_read_* reach),
+# 8 KB RAM; a 3-byte program counter (return addresses take 3 bytes of stack)
+ATMEGA2560 = Chip("ATmega2560", "atmega2560", 256 * 1024, 8 * 1024, 16_000_000,
+                  ("-mmcu=atmega2560", "-DF_CPU=16000000UL", *_SECTIONS),
+                  ("-mmcu=atmega2560", "-Wl,--gc-sections"),
+                  code_estimate=2500, stack_estimate=160)
 
 # An Arduino Uno sketch: Optiboot keeps the top 512 bytes of flash; the Arduino core (Serial, Print,
 # micros, init) and the demo sketch's code take more flash and RAM than the firmware harness the fit check

@@ -293,14 +293,14 @@ class AvrSimulator:
     def run(self, spec: BuildSpec, x: np.ndarray, *, method: str = "auto", max_count: int = DEFAULT_MAX_CYCLES,
             timeout: float | None = None) -> TargetRun:
         require(method)
-        return run(spec, x, max_count, timeout, self.chip)
+        return run(spec, x, max_count, timeout, spec.chip or self.chip)
 
     def firmware_sizes(self, spec: BuildSpec) -> FirmwareSizes:
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-") as work:
-            return build(spec, work, self.chip).sizes
+            return build(spec, work, spec.chip or self.chip).sizes
 
     def profile(self, spec: BuildSpec, x: np.ndarray) -> dict[str, float]:
-        return profile(spec, x, self.chip)
+        return profile(spec, x, spec.chip or self.chip)
 
 
 SIMULATOR = AvrSimulator()

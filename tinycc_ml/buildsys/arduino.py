@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 
-from tinycc_ml.buildsys.examples import Examples, c_table, input_helper, label_printer_lines
+from tinycc_ml.buildsys.examples import EXPECTED_FROM, Examples, c_table, input_helper, label_printer_lines
 from tinycc_ml.version import PROJECT_URL, __version__
 
 PGM_READ = {"int16_t": "(int16_t)pgm_read_word", "int8_t": "(int8_t)pgm_read_byte", "float": "pgm_read_float"}
@@ -36,7 +36,7 @@ def _sketch(name: str, examples: Examples) -> str:
     lines = [
         f"// {name}: classify {n} stored inputs with the model compiled by tinycc-ml {__version__};",
         f"// prints the predicted and expected class of each and the time {name}_predict() took.",
-        f"// Expected classes: {'the labels stored with the inputs' if examples.expected_from == 'labels' else 'what the float model predicts'}.",  # noqa: E501
+        f"// Expected classes: {EXPECTED_FROM[examples.expected_from]}.",
     ]
     if integer:
         lines += [

@@ -1,8 +1,10 @@
 """Example inputs stored in generated sketches and firmware projects, and the float-input helper.
 
 ``example_rows`` picks a few real rows, stores them in the model's input type (quantised with the
-build's input shifts for integer builds) and records the class each should get: the label given
-with the rows, else the float model's prediction. ``input_helper`` is ``<prefix>_input.h``, which
+build's input shifts for integer builds, with the input tensor's scale and zero point for TFLite-style
+int8 builds) and records the class each should get: the label given with the rows, else the model's
+prediction (the float model's; a TFLite-style int8 build's int8 network, which the C equals bit for bit).
+``input_helper`` is ``<prefix>_input.h``, which
 names ``<prefix>_quantise`` (declared in ``<prefix>.h``) as earlier versions did.
 """
 
@@ -13,9 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinycc_ml.errors import DataError
-from tinycc_ml.ir.fixed import quantise
+from tinycc_ml.ir.fixed import quantise, quantise_affine
 
 MAX_EXAMPLES = 8
+# what an example's expected class is, by Examples.expected_from (the demos' comments say it)
+EXPECTED_FROM = {"labels": "the labels given with them", "model": "what the float model predicts",
+                 "int8 model": "what the int8 network predicts, in TFLite's arithmetic, which the C gives bit for bit"}
 INPUT_BITS = {"int16_t": 16, "int8_t": 8}
 
 
@@ -24,9 +29,13 @@ class Examples:
     rows: np.ndarray  # (n, D) the inputs in real units, as float32 values (what a float sketch stores)
     stored: np.ndarray  # (n, D) the same in the model's input type (ints for integer builds)
     expected: np.ndarray  # (n,) the class index each row should get
-    expected_from: str  # "labels" (given with the rows) or "model" (the float model's prediction)
+    # "labels" (given with the rows), "model" (the float model's prediction) or "int8 model" (a TFLite-style
+    # int8 build's reference: the int8 network's interpreter on the quantised rows)
+    expected_from: str
     input_ctype: str
     shifts: np.ndarray | None  # integer builds: x_int[k] = round(x[k] * 2^shifts[k])
+    # TFLite-style int8 builds: the input's (scale, zero point), x_int = ir.fixed.quantise_affine(x, ...)
+    input_quantisation: tuple[float, int] | None = None
 
 
 def example_rows(result, model, rows, labels=None, limit: int = MAX_EXAMPLES) -> Examples:
@@ -48,19 +57,25 @@ def example_rows(result, model, rows, labels=None, limit: int = MAX_EXAMPLES) ->
     if labels is not None and np.ndim(labels) != 1:
         raise DataError(f"example labels: shape {np.shape(labels)}; examples take one class label per row "
                         "(give the rows without labels to check against the model's own predictions)")
+    affine = out.input_quantisation
     if labels is not None:
         expected, source = class_indices(model, np.asarray(labels)[: len(rows)], out.n_scores), "labels"
     else:  # predict_index: the class index even when the model carries its own labels
+        # a TFLite-style build's model is its int8 network: its predict quantises the rows as below and runs
+        # the int8 interpreter, whose classes the C gives bit for bit
         predict_index = getattr(model, "predict_index", model.predict)
-        expected, source = np.asarray(predict_index(rows), dtype=np.int64), "model"
+        expected = np.asarray(predict_index(rows), dtype=np.int64)
+        source = "model" if affine is None else "int8 model"
     shifts = None
-    if out.input_ctype in INPUT_BITS:
+    if affine is not None:  # real rows quantised with the input tensor's scale and zero point
+        stored = quantise_affine(rows, *affine)
+    elif out.input_ctype in INPUT_BITS:
         shifts = np.broadcast_to(np.asarray(out.input_scale if out.input_scale is not None else 0),
                                  (out.input_dim,)).astype(np.int64)
         stored = quantise(rows, shifts, INPUT_BITS[out.input_ctype]).astype(np.int64)
     else:
         stored = rows.astype(np.float32)
-    return Examples(rows, stored, expected, source, out.input_ctype, shifts)
+    return Examples(rows, stored, expected, source, out.input_ctype, shifts, affine)
 
 
 def class_indices(model, labels: np.ndarray, n_classes: int) -> np.ndarray:
@@ -119,12 +134,19 @@ def input_helper(result) -> str | None:
     if out.input_ctype not in INPUT_BITS:
         return None
     up = p.upper()
+    if out.input_quantisation is not None:
+        scale, zero = out.input_quantisation
+        rule = [f" * {p}_quantise(x, x_int) and {p}_quantise_feature(k, v): x_int[k] = round(x[k] / {scale!r})",
+                f" * + {zero} (the input tensor's scale and zero point), saturated to -128..127, NaN giving -128;"]
+    else:
+        rule = [f" * {p}_quantise(x, x_int) and {p}_quantise_feature(k, v): x_int[k] = round(x[k] * 2^s[k]),",
+                " * saturated,",
+                f" * NaN giving the lowest value (missing), s[k] from {up}_INPUT_SHIFTS;"]
     return "\n".join([
         f"/* {p}_input.h: float input to {p}_predict(), generated by tinycc-ml with {p}.h. {p}.h declares",
-        f" * {p}_quantise(x, x_int) and {p}_quantise_feature(k, v): x_int[k] = round(x[k] * 2^s[k]), saturated,",
-        f" * NaN giving the lowest value (missing), s[k] from {up}_INPUT_SHIFTS; {p}.c defines them in Arduino",
-        " * builds and with",
-        f" * -D{up}_WITH_FLOAT. This header keeps the name earlier versions gave {p}_quantise. */",
+        *rule,
+        f" * {p}.c defines them in Arduino builds and with -D{up}_WITH_FLOAT. This header keeps the name earlier",
+        f" * versions gave {p}_quantise. */",
         f"#ifndef {up}_INPUT_H",
         f"#define {up}_INPUT_H",
         "",

@@ -34,6 +34,8 @@ class BuildOutput:
     const_bytes: int = 0
     ram_bytes: int = 0
     input_scale: object = None  # integer builds: per-feature ints s, x_int[k] = round(x[k] * 2^s[k])
+    # TFLite-style int8 builds: the input's (scale, zero point), x_int = ir.fixed.quantise_affine(x, scale, zero)
+    input_quantisation: tuple[float, int] | None = None
     kernels: list[dict] = field(default_factory=list)  # per matrix: kernel chosen, predicted cost, candidates
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls

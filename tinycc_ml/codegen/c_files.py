@@ -27,6 +27,8 @@ class Interface:
     input_dim: int
     n_scores: int
     input_shifts: tuple[int, ...] | None = None  # integer builds: x_int[k] = round(x[k] * 2^s[k])
+    # TFLite-style int8 builds (an affine-quantised input): (scale, zero point), real = scale (q - zero point)
+    input_quantisation: tuple[float, int] | None = None
     streaming: bool = False  # begin/feed/end/end_scores
     no_streaming_reason: str | None = None  # said in the header when a target could stream but cannot
     predict_float: bool = False  # integer builds: <prefix>_quantise, _predict_float (codegen/float_input.py)

@@ -388,6 +388,20 @@ class CEmitter:
                 out.extend("    " + line for line in CHAIN_FALLBACK["fixed"](self, node))
         return out
 
+    @property
+    def input_quantisation(self) -> tuple[float, int] | None:
+        """A TFLite-style int8 build's input quantisation (scale, zero point) when one scale covers the tensor
+        (the float input then quantises as tinycc_ml.ir.fixed.quantise_affine); None otherwise."""
+        dtype = self.graph.type(self.graph.inputs()[0]).dtype
+        if not dtype.is_quantised or len(dtype.qscales) != 1:
+            return None
+        return float(dtype.qscales[0]), int(dtype.zero_point)
+
+    @property
+    def has_float_input(self) -> bool:
+        """Whether <prefix>_quantise and _predict_float exist: every integer build with a known input scale."""
+        return self.input_scale is not None or self.input_quantisation is not None
+
     def interface(self, **sections) -> Interface:
         g = self.graph
         shifts = self.input_scale
@@ -395,6 +409,7 @@ class CEmitter:
         return Interface(self.prefix, ctype_of(g.type(g.inputs()[0]).dtype), ctype_of(score_dtype),
                          g.type(g.inputs()[0]).shape[0], g.type(self.scores_node).size,
                          None if shifts is None else tuple(int(s) for s in np.asarray(shifts).reshape(-1)),
+                         input_quantisation=self.input_quantisation,
                          score_scale=score_dtype.scale if score_dtype.is_fixed else None,
                          task=g.analyses.task, input_bound=g.analyses.input_bound, **sections)
 
@@ -421,7 +436,7 @@ class CEmitter:
         return code(self, node)
 
     def emit(self) -> Emitted:
-        api = self.interface(predict_float=self.input_scale is not None)
+        api = self.interface(predict_float=self.has_float_input)
         functions = self.run_function(api, self.scheduled_ops())
         functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
@@ -436,6 +451,7 @@ class CEmitter:
             prefix=self.prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
             ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
+            input_quantisation=self.input_quantisation,
             kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes(),
             const_arrays=dict(self.const_arrays), macs=multiply_accumulates(self.graph),
             word_flash=self.target.word_flash, input_bound=self.graph.analyses.input_bound)

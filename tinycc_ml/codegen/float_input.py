@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.fixed import affine_thresholds
+
 INPUT_BITS = {"int16_t": 16, "int8_t": 8}
 # the integer quantiser's shifts: 142 - s fits a uint8, and a subnormal's |x| 2^s stays below 2^-26
 INTEGER_SHIFTS = (-100, 100)
@@ -43,20 +45,57 @@ def guard_macro(prefix: str) -> str:
 
 
 def header_lines(api) -> list[str]:
-    """The declarations (integer builds), with what they compute and when they are compiled."""
+    """The declarations (integer builds), with what they compute and when they are compiled (on targets with a
+    guard, declared under it too: a call without it fails at compile time, not at link time)."""
     P, up, x_t = api.sym, api.prefix.upper(), api.input_ctype
     when = ([] if api.float_guard is None else
             [f" * Float code: on this target {api.prefix}.c defines them only with -D{api.float_guard} (or in an",
              " * Arduino build, whose linker drops them when unused)."])
-    return ["/* Float input: feature k of a real-valued input as the integer code takes it,",
-            f" * x_int[k] = round(x[k] * 2^s[k]) (halves up; s = {up}_INPUT_SHIFTS), saturated to {x_t}'s range",
-            " * without its lowest value, which a NaN (missing value) gets: bit for bit tinycc-ml's",
-            f" * quantisation of float32 input. {P('quantise')} fills all",
+    if api.input_quantisation is not None:
+        scale, zero = api.input_quantisation
+        rule = [f" * x_int[k] = round(x[k] / {scale!r}) + {zero} (the input tensor's scale and zero point; halves",
+                " * to even), saturated to -128..127, NaN giving -128: bit for bit tinycc-ml's quantisation of",
+                f" * float32 input (found by comparing x[k] with {P('in_threshold')}, no float arithmetic)."]
+    else:
+        rule = [f" * x_int[k] = round(x[k] * 2^s[k]) (halves up; s = {up}_INPUT_SHIFTS), saturated to {x_t}'s range",
+                " * without its lowest value, which a NaN (missing value) gets: bit for bit tinycc-ml's",
+                " * quantisation of float32 input."]
+    decls = [f"{x_t} {P('quantise_feature')}(int k, float v);",
+             f"void {P('quantise')}(const float *x, {x_t} *x_int);",
+             f"int {P('predict_float')}(const float *x);"]
+    if api.float_guard is not None:
+        decls = [f"#if defined({api.float_guard}) || defined(ARDUINO)", *decls, f"#endif /* {api.float_guard} */"]
+    return ["/* Float input: feature k of a real-valued input as the integer code takes it,", *rule,
+            f" * {P('quantise')} fills all",
             f" * {up}_INPUT_DIM features; {P('predict_float')}(x) is {P('predict')} of the quantised x.",
-            *when, " */",
-            f"{x_t} {P('quantise_feature')}(int k, float v);",
-            f"void {P('quantise')}(const float *x, {x_t} *x_int);",
-            f"int {P('predict_float')}(const float *x);", ""]
+            *when, " */", *decls, ""]
+
+
+def affine_quantiser(api, const_attribute: str, read_const) -> list[str]:
+    """<prefix>_quantise_feature of an affine-quantised (TFLite) input: -128 plus the number of the 255
+    thresholds (ir.fixed.affine_thresholds) at or below v, by bisection: comparisons only, so every target
+    gives ir.fixed.quantise_affine's codes whatever its float arithmetic."""
+    P, dim = api.sym, api.input_dim
+    thresholds = affine_thresholds(*api.input_quantisation)
+    items = [("__builtin_inff()" if np.isinf(t) else f"{float(t)!r}f") for t in thresholds.tolist()]
+    rows = [", ".join(items[i:i + 6]) for i in range(0, len(items), 6)]
+    table = P("in_threshold")
+    return ["/* the least float whose code is -127 + i: x's code is -128 + the count of these <= x */",
+            f"static const float {table}[{len(items)}]{const_attribute} = {{",
+            *(f"    {row}," for row in rows), "};", "",
+            f"int8_t {P('quantise_feature')}(int k, float v)", "{",
+            f"    uint16_t lo = 0, hi = {len(items)};",
+            f"    if (k < 0 || k >= {dim}) return 0;",
+            "    while (lo < hi) { /* NaN compares false throughout: -128 */",
+            "        const uint16_t mid = (uint16_t)((lo + hi) >> 1);",
+            f"        if (v >= {read_const(table, 'mid', 'float')}) lo = (uint16_t)(mid + 1u);",
+            "        else hi = mid;",
+            "    }",
+            "    return (int8_t)((int)lo - 128);",
+            "}", "",
+            f"void {P('quantise')}(const float *x, int8_t *x_int)", "{",
+            f"    for (int k = 0; k < {dim}; ++k) x_int[k] = {P('quantise_feature')}(k, x[k]);",
+            "}", ""]
 
 
 def _factor(api, const_attribute: str, read_const) -> tuple[list[str], str]:
@@ -164,12 +203,14 @@ def source_lines(api, const_attribute: str, read_const, streaming: bool, target=
     """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed; ``target``:
     the CTarget, whose ``float_quantise`` may give <prefix>_quantise's loop)."""
     P, x_t, dim = api.sym, api.input_ctype, api.input_dim
-    shifts = np.asarray(api.input_shifts, dtype=np.int64)
-    integer = bool(np.all((shifts >= INTEGER_SHIFTS[0]) & (shifts <= INTEGER_SHIFTS[1])))
-    body = [FLOAT_SECTION,
-            *(integer_quantiser(api, const_attribute, read_const, target) if integer
-              else float_quantiser(api, const_attribute, read_const)),
-            f"int {P('predict_float')}(const float *x)", "{"]
+    if api.input_quantisation is not None:
+        quantiser = affine_quantiser(api, const_attribute, read_const)
+    else:
+        shifts = np.asarray(api.input_shifts, dtype=np.int64)
+        integer = bool(np.all((shifts >= INTEGER_SHIFTS[0]) & (shifts <= INTEGER_SHIFTS[1])))
+        quantiser = (integer_quantiser(api, const_attribute, read_const, target) if integer
+                     else float_quantiser(api, const_attribute, read_const))
+    body = [FLOAT_SECTION, *quantiser, f"int {P('predict_float')}(const float *x)", "{"]
     if streaming:
         body += [f"    {P('begin')}();",
                  f"    for (int k = 0; k < {dim}; ++k) {P('feed')}(k, {P('quantise_feature')}(k, x[k]));",

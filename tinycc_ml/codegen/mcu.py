@@ -39,7 +39,7 @@ from tinycc_ml.codegen.input_bound import run_guard, streaming_guard
 from tinycc_ml.codegen.layouts import ConstLayout
 from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
-from tinycc_ml.ir.fixed import clip_bounds, quantise
+from tinycc_ml.ir.fixed import clip_bounds, quantise, quantise_affine
 from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops.registry import node_output_shift
 from tinycc_ml.passes.manager import PassContext, PassOptions, run_passes
@@ -53,6 +53,18 @@ log = logging.getLogger(__name__)
 COUNT_PER_MAC_BOUND = 400
 
 
+
+
+def measured_rows(output: BuildOutput, X) -> np.ndarray:
+    """Real rows as the build's predict takes them: float32 (float builds), quantised at the input shifts, or
+    with the input tensor's scale and zero point (TFLite-style int8 builds, as <prefix>_quantise does)."""
+    X = np.asarray(X, dtype=np.float64)
+    bits = output_input_bits(output)
+    if output.input_quantisation is not None:
+        return quantise_affine(X, *output.input_quantisation).astype(np.int8)
+    if output.input_scale is None:
+        return X.astype(np.float32)
+    return quantise(X, output.input_scale, bits).astype(np.int8 if bits == 8 else np.int16)
 
 
 def output_input_bits(output: BuildOutput) -> int:
@@ -146,7 +158,7 @@ class McuEmitter(CEmitter):
         except CompileError as exc:
             splan, no_stream = None, str(exc)
         api = self.interface(streaming=splan is not None, no_streaming_reason=no_stream,
-                             predict_float=self.input_scale is not None, float_guard=guard_macro(self.prefix))
+                             predict_float=self.has_float_input, float_guard=guard_macro(self.prefix))
         ops = self.scheduled_ops()
         if splan:
             functions = self.split_run(api, ops, splan.first) + self.streaming(api, splan)
@@ -288,6 +300,21 @@ def constant_bytes_floor(graph, precision: str) -> int:
     return total
 
 
+def _linker_finding(lines: list[str]) -> str:
+    """What a linker's overflow lines say, in words (its own output goes to the log, not into a refusal)."""
+    regions = {}
+    for line in lines:
+        found = re.search(r"region [`'\"]?([\w.]+)['\"]? overflowed by (\d+) bytes?", line)
+        if found:
+            regions[found.group(1)] = int(found.group(2))
+    if regions:
+        return "the linker finds " + ", ".join(f"region {name} {n} bytes too small" for name, n in regions.items())
+    placed = re.search(r"section [`'\"]?([\w.]+)['\"]? will not fit in region [`'\"]?([\w.]+)", " ".join(lines))
+    if placed:
+        return f"the linker cannot place section {placed.group(1)} in region {placed.group(2)}"
+    return "the linker cannot place the firmware in the chip's memory"
+
+
 def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: bool = True,
               limits: Chip | None = None) -> Fit:
     """Refuse a build that cannot fit ``chip`` (FitError with the sizes): measured with the cross
@@ -316,18 +343,21 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
     linker_says = [ln.strip()[-160:] for ln in failure.splitlines()
                    if "will not fit in region" in ln or "overflowed by" in ln]
     if sizes is None and linker_says:  # the linker itself says no: no estimate can say yes
-        raise FitError(f"model {output.prefix} does not fit the {chip.name}: the linker reports "
-                       f"{linker_says[0]}; constants {output.const_bytes} bytes, intermediates {output.ram_bytes} "
-                       "bytes", output.const_bytes, chip.flash - chip.code_estimate)
+        log.info("%s: the linker's words: %s", output.prefix, failure)
+        raise FitError(f"model {output.prefix} does not fit the {chip.name}: {_linker_finding(linker_says)}; "
+                       f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes",
+                       output.const_bytes, chip.flash - chip.code_estimate)
     if sizes is not None:
         flash, ram = sizes.flash_bytes, sizes.ram_bytes
         how = "measured firmware (model + harness with the input buffer)"
     else:
         flash = output.const_bytes + chip.code_estimate
         ram = output.ram_bytes + in_bytes + 4 * output.n_scores
-        overflow = [ln.strip()[-160:] for ln in failure.splitlines() if "overflow" in ln or "error:" in ln]
-        how = ("estimated (no cross toolchain)" if "not found" in failure else
-               f"estimated ({overflow[0] if overflow else failure.splitlines()[0][:160]})")
+        if "not found" in failure:
+            how = "estimated (no cross toolchain)"
+        else:  # the tools' own words go to the log, not into the refusal
+            log.info("%s: the measurement firmware did not build for the %s: %s", output.prefix, chip.name, failure)
+            how = "estimated (the measurement firmware did not link for the chip)"
     stack = chip.stack_estimate + 4 * output.n_scores
     if flash > chip.flash or ram + stack > chip.ram:
         raise FitError(
@@ -513,9 +543,7 @@ class McuBackend(Backend):
 
     def simulate(self, out_dir: Path, output: BuildOutput, X) -> TargetRun:
         self._simulator()
-        X = np.asarray(X, dtype=np.float64)
-        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale,
-                                                                             output_input_bits(output))
+        x = measured_rows(output, X)
         p = output.prefix
         return run_on_target(self.simulator, [str(Path(out_dir) / f"{p}.c")], str(Path(out_dir) / f"{p}.h"), p,
                              x, output.n_scores, output.input_ctype, output.score_ctype,
@@ -525,10 +553,7 @@ class McuBackend(Backend):
     def _function_rows(self, out_dir: Path, output: BuildOutput, X) -> dict:
         """function_profile's / function_cycles' arguments for the build in ``out_dir`` on the rows of X."""
         self._simulator()
-        X = np.asarray(X, dtype=np.float64)
-        bits = output_input_bits(output)
-        x = X.astype(np.float32) if output.input_scale is None else quantise(X, output.input_scale, bits).astype(
-            np.int8 if bits == 8 else np.int16)
+        x = measured_rows(output, X)
         p = output.prefix
         return {"simulator": self.simulator, "sources": [Path(out_dir) / f"{p}.c"], "header": Path(out_dir) / f"{p}.h",
                 "prefix": p, "x": x, "n_scores": output.n_scores, "input_ctype": output.input_ctype,

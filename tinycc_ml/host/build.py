@@ -20,7 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.host.batch import BLOCK_ROWS
-from tinycc_ml.target import DataError, ToolchainError, cache_root, compiler_version, outside, private_dir, quantise
+from tinycc_ml.target import (
+    DataError,
+    ToolchainError,
+    cache_root,
+    compiler_version,
+    outside,
+    private_dir,
+    quantise,
+    quantise_affine,
+)
 
 # host builds are loaded on the machine that builds them: tuned for its CPU (the cache key names the CPU)
 # (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise;
@@ -57,8 +66,9 @@ class HostPredictor:
 
     def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
                  input_scale=None, task: dict | None = None, score_scale: int | None = None, n_proba: int = 0,
-                 input_bound: dict | None = None):
+                 input_bound: dict | None = None, input_quantisation: tuple[float, int] | None = None):
         self._lib, self._ffi = module.lib, module.ffi
+        self.input_quantisation = input_quantisation  # TFLite-style int8: the input's (scale, zero point)
         self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
         self.input_dim, self.n_scores, self.input_scale = input_dim, n_scores, input_scale
         self.task = dict(task) if task else {"kind": "classification"}
@@ -80,9 +90,9 @@ class HostPredictor:
                             "class (-1) for it")
 
     def _check_real_input(self) -> None:
-        """An integer build with no input scale (a TFLite network: its input's affine quantisation is the
-        file's) takes its integer rows through run_raw only."""
-        if self.input_ctype != "float" and self.input_scale is None:
+        """An integer build with neither input scale nor input quantisation (a network input quantised per
+        channel) takes its integer rows through run_raw only."""
+        if self.input_ctype != "float" and self.input_scale is None and self.input_quantisation is None:
             raise DataError(f"{self.prefix}: this build takes {self.input_ctype} rows quantised as the network's "
                             "input tensor says (NetworkModel.scores shows how); pass them to run_raw")
 
@@ -100,6 +110,8 @@ class HostPredictor:
             self._check_bound(X32)
             return X32
 
+        if self.input_quantisation is not None:  # as <prefix>_quantise does: the input tensor's scale, zero point
+            return np.ascontiguousarray(quantise_affine(X, *self.input_quantisation).astype(dtype))
         scale = self.input_scale if self.input_scale is not None else 0
         return np.ascontiguousarray(quantise(X, scale, np.iinfo(dtype).bits).astype(dtype))
 
@@ -132,7 +144,7 @@ class HostPredictor:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1:
             X = X[None, :]
-        if X.ndim != 2 or X.shape[1] != self.input_dim:
+        if X.ndim != 2 or X.shape[1] != self.input_dim or self.input_quantisation is not None:
             return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
         # one foreign call: each row quantised in C exactly as quantise() does, then predicted
         X = np.ascontiguousarray(X)
@@ -457,4 +469,5 @@ def load_host_build(out_dir: Path, output) -> HostPredictor:
     return HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
                          output.n_scores, output.input_scale, task=output.task,
                          score_scale=int(found.group(1)) if found else None,
-                         n_proba=int(n_proba.group(1)) if n_proba else 0, input_bound=output.input_bound)
+                         n_proba=int(n_proba.group(1)) if n_proba else 0, input_bound=output.input_bound,
+                         input_quantisation=output.input_quantisation)

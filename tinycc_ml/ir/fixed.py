@@ -81,6 +81,41 @@ def quantise(X, scale: int, bits: int) -> np.ndarray:
     return saturate(np.nan_to_num(np.clip(v, -top + 1, top - 1), nan=-top), bits)
 
 
+AFFINE_CODES = (-128, 127)  # an affine-quantised (TFLite) input's int8 codes
+
+
+def quantise_affine(X, scale: float, zero_point: int) -> np.ndarray:
+    """Real rows to the int8 codes of an affine-quantised input (TFLite's: real = scale (q - zero_point)):
+    q = round(x / scale) + zero_point (halves to even, x the float32 value, in float64), saturated to int8; NaN
+    gives -128. The C's ``<prefix>_quantise_feature`` gives the same codes by comparing x with
+    ``affine_thresholds``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = np.asarray(X, dtype=np.float64).astype(np.float32).astype(np.float64)
+        q = np.round(x / float(scale)) + int(zero_point)
+        q = np.clip(np.nan_to_num(q, nan=AFFINE_CODES[0]), *AFFINE_CODES)
+    return q.astype(np.int64)
+
+
+def _float32_bits(order: np.ndarray) -> np.ndarray:
+    """Integers in the float32 values' order (-0.0 is -1, +0.0 is 0) to their bit patterns as int32 values."""
+    return np.where(order < 0, -(2**31) - order - 1, order).astype(np.int64)
+
+
+def affine_thresholds(scale: float, zero_point: int) -> np.ndarray:
+    """The 255 float32 values t[i], ascending, such that ``quantise_affine`` of a float32 x is -128 plus the
+    number of t[i] <= x (x not NaN): t[i] is the least float32 whose code is at least -127 + i (infinity when
+    no finite one is). Found by bisection over the floats in order, so the C needs only comparisons."""
+    codes = np.arange(AFFINE_CODES[0] + 1, AFFINE_CODES[1] + 1, dtype=np.int64)
+    lo = np.full(codes.shape, -(2**31) + 0x00800000 - 1, dtype=np.int64)  # order of -inf: code -128
+    hi = np.full(codes.shape, 0x7F800000, dtype=np.int64)  # order of +inf: code 127, at least every code
+    while np.any(hi - lo > 1):
+        mid = (lo + hi) // 2
+        x = _float32_bits(mid).astype(np.int32).view(np.float32)
+        ok = quantise_affine(x, scale, zero_point) >= codes
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+    return _float32_bits(hi).astype(np.int32).view(np.float32)
+
+
 def significant_bits(Mq, bits: int) -> np.ndarray:
     """Integers ``Mq`` rounded to ``bits`` significant bits as one array: M8 2^k with |M8| <= 2^(bits-1) - 1
     (the largest values saturate rather than carry into a larger k, so the result stays within Mq's range).

@@ -164,6 +164,13 @@ class Model:
     def check_precision(self, precision: str) -> None:
         """CompileError when builds at ``precision`` cannot compute what the model means (default: all can)."""
 
+    @property
+    def reference(self) -> str:
+        """What ``scores``/``predict`` compute, which builds are compared with: "float" (a float model, builds
+        agree to within their precision), or "int8" (an int8 network, a .tflite file's: its own arithmetic,
+        which every build gives bit for bit; it needs no calibration rows)."""
+        return "float"
+
     # --- shared ---
     @property
     def n_classes(self) -> int:

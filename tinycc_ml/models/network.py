@@ -17,7 +17,7 @@ from collections import Counter
 import numpy as np
 
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
-from tinycc_ml.ir.fixed import run_fixed
+from tinycc_ml.ir.fixed import quantise_affine, run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import run_float
 from tinycc_ml.ir.types import TensorType
@@ -45,6 +45,10 @@ class NetworkModel(Model):
     @property
     def is_quantised(self) -> bool:
         return self.graph.type(self.input_name).dtype.is_quantised
+
+    @property
+    def reference(self) -> str:
+        return "int8" if self.is_quantised else "float"
 
     def quantise(self, calibration) -> NetworkModel:
         """The int8 network of a float one, its activations' ranges from the calibration rows (each row the
@@ -117,7 +121,7 @@ class NetworkModel(Model):
         """Real input rows as the int8 rows the C takes (the input tensor's quantisation), flat."""
         x_type = self.graph.type(self.input_name).dtype
         X = np.asarray(X, dtype=np.float64).reshape(-1, self.input_dim)
-        return np.clip(np.round(X / x_type.qscales[0]) + x_type.zero_point, -128, 127).astype(np.int8)
+        return quantise_affine(X, x_type.qscales[0], x_type.zero_point).astype(np.int8)
 
     def scores(self, X) -> np.ndarray:
         """Real inputs quantised as the input tensor says, run in int8, the outputs dequantised (a float

@@ -14,8 +14,8 @@
 #                                                          and linker script for cross builds
 #                                                          (TINYCC_ML_STARTUP_SOURCE, TINYCC_ML_LINKER_SCRIPT:
 #                                                          set by tinycc-ml-cortex-m0.cmake; none on the host)
-#                                                          and on the AVR printf on the UART
-#                                                          (TINYCC_ML_UART_SOURCE, tinycc-ml-avr.cmake)
+#                                                          and printf on the UART (TINYCC_ML_UART_SOURCE:
+#                                                          set by tinycc-ml-avr.cmake and tinycc-ml-cortex-m0.cmake)
 #
 # The model is compiled when the build runs (not at configure time). It is compiled again when the
 # model (any file of an EdgeML directory), the calibration file or the options change, and not

@@ -1,8 +1,9 @@
 # CMake toolchain file: arm-none-eabi-gcc for a Cortex-M0 (nRF51822 / BBC micro:bit).
 #   cmake -DCMAKE_TOOLCHAIN_FILE=$(tinycc-ml cmake-dir)/tinycc-ml-cortex-m0.cmake ...
 # Executables need start-up code and a linker script: tinycc_ml_add_firmware(app main.c) (TinyccML.cmake)
-# adds the nRF51822's from this folder, TINYCC_ML_STARTUP_SOURCE and TINYCC_ML_LINKER_SCRIPT (set them
-# before including TinyccML to use your own).
+# adds the nRF51822's from this folder, TINYCC_ML_STARTUP_SOURCE and TINYCC_ML_LINKER_SCRIPT, and
+# TINYCC_ML_UART_SOURCE (nrf51_uart.c: printf on the UART, P0.24 at 115200 baud, and newlib's system calls);
+# set them before including TinyccML to use your own ("" for none).
 set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR arm)
 set(CMAKE_C_COMPILER arm-none-eabi-gcc)
@@ -18,4 +19,7 @@ if(NOT DEFINED TINYCC_ML_STARTUP_SOURCE)
 endif()
 if(NOT DEFINED TINYCC_ML_LINKER_SCRIPT)
   set(TINYCC_ML_LINKER_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/nrf51.ld")
+endif()
+if(NOT DEFINED TINYCC_ML_UART_SOURCE)
+  set(TINYCC_ML_UART_SOURCE "${CMAKE_CURRENT_LIST_DIR}/nrf51_uart.c")
 endif()

@@ -1,6 +1,8 @@
 # CMake toolchain file: arm-none-eabi-gcc for a Cortex-M33 (MPS2 AN505; nRF53, STM32L5/U5), hard float.
 #   cmake -DCMAKE_TOOLCHAIN_FILE=$(tinycc-ml cmake-dir)/tinycc-ml-cortex-m33.cmake ...
-# Executables need your startup code (it must switch the FPU on) and linker script.
+# tinycc_ml_add_firmware adds nothing here: executables need your part's start-up code (it must switch the
+# FPU on before any float instruction) and linker script (TINYCC_ML_STARTUP_SOURCE, TINYCC_ML_LINKER_SCRIPT;
+# the MPS2 AN505 start-up of `compile --project --target cortex-m33` is a starting point), and for printf a UART and newlib's system calls (TINYCC_ML_UART_SOURCE).
 set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR arm)
 set(CMAKE_C_COMPILER arm-none-eabi-gcc)

@@ -137,7 +137,8 @@ register_op(OpDef(
     "per-channel requantisation",
     evaluate_rows=rows_only_first(_float_conv2d), fixed=_fixed_conv2d,
     acc_bound=lambda call: layer_bound(call, call.consts[1].reshape(call.consts[1].shape[0], -1)),
-    output_shift=layer_output_shift, unsupported={"interval": NO_RANGES}))
+    output_shift=layer_output_shift, unsupported={"interval": NO_RANGES},
+    macs=lambda ts, stored, out: out.size * ts[1].size // ts[1].shape[0]))  # each output: a filter's taps
 
 
 # ---------------------------------------------------------------- depthwise_conv2d
@@ -186,7 +187,8 @@ register_op(OpDef(
     "input channel c; stride, dilation, padding, fused activation as conv2d; quantised: TFLite's int8 kernel",
     evaluate_rows=rows_only_first(_float_depthwise), fixed=_fixed_depthwise,
     acc_bound=lambda call: layer_bound(call, call.consts[1].reshape(-1, call.consts[1].shape[3]).T),
-    output_shift=layer_output_shift, unsupported={"interval": NO_RANGES}))
+    output_shift=layer_output_shift, unsupported={"interval": NO_RANGES},
+    macs=lambda ts, stored, out: out.size * ts[1].shape[1] * ts[1].shape[2]))  # each output: its window
 
 
 # ---------------------------------------------------------------- fully_connected
@@ -244,4 +246,4 @@ register_op(OpDef(
     evaluate_rows=_rows_fully_connected, fixed=_fixed_fully_connected,
     acc_bound=lambda call: layer_bound(call, call.consts[1]), output_shift=layer_output_shift,
     unsupported={"interval": NO_RANGES},
-    macs=lambda ts, stored: (ts[0].size // ts[1].shape[1]) * ts[1].size))
+    macs=lambda ts, stored, out: (ts[0].size // ts[1].shape[1]) * ts[1].size))

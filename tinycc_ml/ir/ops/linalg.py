@@ -109,7 +109,7 @@ register_op(OpDef(
     interval=lambda attrs, ivs, shape: interval_matmul(ivs[0][0], *ivs[1]),
     acc_bound=lambda call: _products_bound(call, 0, 1),
     constant_operand="weights", sparse_operand=0, output_shift=_products_shift,
-    macs=lambda ts, stored: _stored_or_size(ts[0], stored[0])))
+    macs=lambda ts, stored, out: _stored_or_size(ts[0], stored[0])))
 
 
 # ---------------------------------------------------------------- matvec_at
@@ -179,7 +179,7 @@ register_op(OpDef(
     evaluate_rows=_rows_matvec_at, fixed=_fixed_matvec_at, interval=_interval_matvec_at,
     acc_bound=_bound_matvec_at,
     constant_operand="weights", output_shift=_products_shift,
-    macs=lambda ts, stored: ts[0].shape[1] * ts[0].shape[2]))
+    macs=lambda ts, stored, out: ts[0].shape[1] * ts[0].shape[2]))
 
 
 # ---------------------------------------------------------------- sqdist
@@ -250,7 +250,7 @@ register_op(OpDef(
     "squared L2 distance from a point (k,) to each column of a matrix (k, m); fixed point: "
     "each difference is shifted right by `shift` before it is squared",
     evaluate_rows=rows_sqdist, fixed=_fixed_sqdist, interval=interval_sqdist, acc_bound=bound_sqdist,
-    constant_operand="prototypes", output_shift=_sqdist_shift, macs=lambda ts, stored: ts[1].size))
+    constant_operand="prototypes", output_shift=_sqdist_shift, macs=lambda ts, stored, out: ts[1].size))
 
 
 # ---------------------------------------------------------------- wsqdist
@@ -334,4 +334,4 @@ register_op(OpDef(
     "(scale choice keeps 2 s_T - s_result <= 14: a saturated term then saturates the result too)",
     evaluate_rows=_rows_wsqdist, fixed=_fixed_wsqdist, interval=_interval_wsqdist, acc_bound=_bound_wsqdist,
     constant_operand="weighted_targets", output_shift=_wsqdist_shift,
-    macs=lambda ts, stored: ts[1].size))
+    macs=lambda ts, stored, out: ts[1].size))

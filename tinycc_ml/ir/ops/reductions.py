@@ -188,7 +188,7 @@ register_op(OpDef(
     interval=lambda attrs, ivs, shape: (np.zeros(shape), np.full(shape, float(attrs["k"]))),
     inner_interval=lambda attrs, ivs: interval_sqdist(attrs, ivs, None),
     acc_bound=bound_sqdist, constant_operand="prototypes", dense_const_operand=1, output_shift=_sqdist_kvote_shift,
-    macs=lambda ts, stored: ts[1].size))
+    macs=lambda ts, stored, out: ts[1].size))
 
 
 def ovo_vote_counts(d: np.ndarray, n_classes: int) -> np.ndarray:

@@ -126,7 +126,8 @@ class OpDef:
     # fixed point: (operand types, result type, attrs) -> right shift from the int32 accumulator to the result
     output_shift: Callable[[list[TensorType], TensorType, dict], int] | None = None
     # (operand types, stored non-zeros of each operand: a sparse constant's count, else None) -> MACs
-    macs: Callable[[list[TensorType], list[int | None]], int] | None = None
+    # (operand types, stored non-zeros of sparse operands, result type) -> multiply-accumulates
+    macs: Callable[[list[TensorType], list[int | None], TensorType], int] | None = None
     # the op's portable C per precision ("float", "fixed"), held beside its semantics: (emitter, node) -> lines,
     # written against the emitter's interface; the code tables take it (codegen's ``C_CODE``)
     c: dict[str, Callable] = field(default_factory=dict)
@@ -163,7 +164,7 @@ def node_macs(graph, name: str) -> int:
     if rule is None:
         return 0
     stored = [len(graph.node(i).attrs["values"]) if graph.op(i) == "sparse_const" else None for i in node.inputs]
-    return rule([graph.type(i) for i in node.inputs], stored)
+    return rule([graph.type(i) for i in node.inputs], stored, node.type)
 
 
 def register_op(op: OpDef) -> OpDef:
