@@ -316,5 +316,5 @@ int main(void)
     lines = simavr_uart_lines(tmp_path / "t.elf", lambda lines: any("elapsed" in line for line in lines))
     text = "".join(lines)
     assert "Timer1 at 16 MHz / 64" in text, text
-    elapsed = int(re.search(r"elapsed (\d+) us", text).group(1))
-    assert 699_000 <= elapsed <= 701_000, text
+    board_us = int(re.search(r"elapsed (\d+) us", text).group(1))  # the board's own timer in simavr: simulated
+    assert 699_000 <= board_us <= 701_000, text
