@@ -264,9 +264,11 @@ def measure(op: str, kind: str, targets: list[str], n: int) -> str:
                                            precision="float" if kind == "float32" else "int8")
                 if target == "host":
                     got = (result.load().run_raw(X)[0] if kind != "float32" else result.load().scores(X))
-                else:
-                    got = get_backend(target).simulate(Path(work) / target, result.output,
-                                                       X.astype(np.float64)).scores
+                else:  # the simulators take real rows, quantised by the build as its input says
+                    model = tinycc_ml.load_model(path)
+                    x = model.graph.type(model.input_name).dtype
+                    real = X.astype(np.float64) if kind == "float32" else (X - x.zero_point) * x.qscales[0]
+                    got = get_backend(target).simulate(Path(work) / target, result.output, real).scores
             except TinyccError as exc:
                 return f"refused on {target}: {str(exc).splitlines()[0][:80]}"
             got = np.asarray(got).reshape(n, -1)

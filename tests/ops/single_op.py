@@ -82,3 +82,16 @@ def assert_float_equal(data: bytes, X: np.ndarray, shape, tmp_path: Path) -> Non
     model, result = compiled(data, tmp_path, precision="float")
     np.testing.assert_array_equal(model.scores(X).astype(np.float32), want)
     np.testing.assert_array_equal(result.load().scores(X).astype(np.float32), want)
+
+
+def simulated_scores(target: str, data: bytes, X: np.ndarray, tmp_path: Path, name: str = "op") -> np.ndarray:
+    """The int8 model's output bytes for the int8 rows X in ``target``'s simulator: the rows given as the real
+    values they stand for (a build quantises real rows with its input's scale and zero point: the same codes)."""
+    from tinycc_ml.codegen.backend import get_backend
+
+    model, result = compiled(data, tmp_path, name, target)
+    x = model.graph.type(model.input_name).dtype
+    real = (X.astype(np.float64) - x.zero_point) * x.qscales[0]
+    assert np.array_equal(model.quantise_input(real), X.reshape(len(X), -1))  # the round trip is exact
+    run = get_backend(target).simulate(tmp_path / target, result.output, real)
+    return np.asarray(run.scores).reshape(len(X), -1)

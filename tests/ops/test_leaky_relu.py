@@ -14,6 +14,7 @@ from tests.ops.single_op import (
     assert_float_equal,
     assert_int8_equal,
     random_rows,
+    simulated_scores,
     tflite_micro,
     unary_model,
 )
@@ -64,15 +65,9 @@ def test_float_equals_tflite_micro_bit_for_bit(tmp_path):
 @pytest.mark.parametrize("target", ["cortex-m4", "cortex-m0", "avr"])
 def test_the_microcontrollers_compute_the_same_bytes(target, tmp_path):
     require_target(target)
-    from tinycc_ml.codegen.backend import get_backend
-
     data = leaky(0.1, in_q=(0.05, -3), out_q=(0.03, 11))
     X = random_rows(np.random.default_rng(2), 4, int(np.prod(SHAPE)))[:5]
-    path = tmp_path / "leaky.tflite"
-    path.write_bytes(data)
-    result = tinycc_ml.compile(path, target=target, name="leaky", out_dir=tmp_path / target)
-    run = get_backend(target).simulate(tmp_path / target, result.output, X.astype(np.float64))
-    np.testing.assert_array_equal(np.asarray(run.scores).reshape(len(X), -1), tflite_micro(data, X, SHAPE))
+    np.testing.assert_array_equal(simulated_scores(target, data, X, tmp_path), tflite_micro(data, X, SHAPE))
 
 
 @pytest.mark.parametrize("alpha", [float("nan"), float("inf")])

@@ -15,6 +15,7 @@ from tests.ops.single_op import (
     assert_int8_equal,
     binary_model,
     random_rows,
+    simulated_scores,
     tflite_micro,
 )
 from tinycc_ml.errors import ModelFileError
@@ -66,15 +67,9 @@ def test_float_equals_tflite_micro_bit_for_bit(b_shape, tmp_path):
 @pytest.mark.parametrize("target", ["cortex-m4", "cortex-m0", "avr"])
 def test_the_microcontrollers_compute_the_same_bytes(target, tmp_path):
     require_target(target)
-    from tinycc_ml.codegen.backend import get_backend
-
     data = mul((1, 4, 4, 3), (3,), (1, 4, 4, 3), "relu")
     X = random_rows(np.random.default_rng(2), 4, 48)[:5]
-    path = tmp_path / "mul.tflite"
-    path.write_bytes(data)
-    result = tinycc_ml.compile(path, target=target, name="mul", out_dir=tmp_path / target)
-    run = get_backend(target).simulate(tmp_path / target, result.output, X.astype(np.float64))
-    np.testing.assert_array_equal(np.asarray(run.scores).reshape(len(X), -1), tflite_micro(data, X, (1, 4, 4, 3)))
+    np.testing.assert_array_equal(simulated_scores(target, data, X, tmp_path), tflite_micro(data, X, (1, 4, 4, 3)))
 
 
 @pytest.mark.parametrize("a_shape, b_shape, out_shape, match", [

@@ -9,7 +9,15 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, OPTIONS, assert_float_equal, assert_int8_equal, random_rows, tflite_micro
+from tests.ops.single_op import (
+    OPS,
+    OPTIONS,
+    assert_float_equal,
+    assert_int8_equal,
+    random_rows,
+    simulated_scores,
+    tflite_micro,
+)
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.errors import ModelFileError
 
@@ -73,15 +81,9 @@ def test_float_equals_tflite_micro(case, tmp_path):
 @pytest.mark.parametrize("target", ["cortex-m4", "cortex-m0"])
 def test_the_microcontrollers_copy_the_same_elements(target, tmp_path):
     require_target(target)
-    from tinycc_ml.codegen.backend import get_backend
-
     data = CASES["negative"]("int8")
     X = random_rows(np.random.default_rng(2), 3, int(np.prod(SHAPE)))[:3]
-    path = tmp_path / "slice.tflite"
-    path.write_bytes(data)
-    result = tinycc_ml.compile(path, target=target, name="slice", out_dir=tmp_path / target)
-    run = get_backend(target).simulate(tmp_path / target, result.output, X.astype(np.float64))
-    np.testing.assert_array_equal(np.asarray(run.scores).reshape(len(X), -1), tflite_micro(data, X, SHAPE))
+    np.testing.assert_array_equal(simulated_scores(target, data, X, tmp_path), tflite_micro(data, X, SHAPE))
 
 
 @pytest.mark.parametrize("data, match", [

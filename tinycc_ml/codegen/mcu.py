@@ -355,9 +355,11 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
         ram = output.ram_bytes + in_bytes + 4 * output.n_scores
         if "not found" in failure:
             how = "estimated (no cross toolchain)"
+        elif "alone exceed" in failure:  # not built at all: the sizes say why
+            how = f"estimated ({failure})"
         else:  # the tools' own words go to the log, not into the refusal
             log.info("%s: the measurement firmware did not build for the %s: %s", output.prefix, chip.name, failure)
-            how = "estimated (the measurement firmware did not link for the chip)"
+            how = "estimated (the measurement firmware did not build for the chip; the log has the tools' words)"
     stack = chip.stack_estimate + 4 * output.n_scores
     if flash > chip.flash or ram + stack > chip.ram:
         raise FitError(
