@@ -51,18 +51,12 @@ def _rng():
     return np.random.default_rng(7)
 
 
-def _unary(code, kind, out_q=Q_OUT, shape=SHAPE, opts=None):
-    b = TfliteBuilder()
-    x = b.tensor(shape, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
-    ins = [x]
-    y = b.tensor(shape, kind, scale=out_q[0], zero_point=out_q[1], name="y")
-    b.op(code, ins, [y], *(opts or (0, None)))
-    return b, x, y
-
-
 def unary(code, opts=None, out_q=Q_OUT):
     def build(kind):
-        b, x, y = _unary(code, kind, out_q, opts=opts)
+        b = TfliteBuilder()
+        x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+        y = b.tensor(SHAPE, kind, scale=out_q[0], zero_point=out_q[1], name="y")
+        b.op(code, [x], [y], *(opts or (0, None)))
         return b.finish([x], [y])
     return build
 

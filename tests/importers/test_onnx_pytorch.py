@@ -154,29 +154,34 @@ def test_grouped_convolutions_compile_at_every_precision(name, tmp_path):
     check_builds(DATA / f"{name}.onnx", tmp_path)
 
 
+def assert_chip_equals_interpreter(model, rows, label: str, target: str, folder) -> None:
+    """The ``label`` build (BUILDS) of ``model`` calibrated on ``rows``, run in ``target``'s simulator on the first
+    three real rows (every build quantises them as its input says): every score the interpreter's."""
+    from tinycc_ml.codegen.backend import get_backend
+
+    precision, options = BUILDS[label]
+    result = tinycc_ml.compile(model, target=target, precision=precision, calibration=rows, name="net",
+                               out_dir=folder, **options)
+    given = rows[:3]
+    if label == "int8":
+        int8 = model.quantise(rows)
+        want = int8.run_int8(int8.quantise_input(given).reshape(3, *int8.input_shape)).reshape(3, -1)
+    else:
+        want = run_fixed(result.graph, quantise_rows(result.graph, given))["scores"]
+    run = get_backend(target).simulate(folder, result.output, given)
+    np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64).reshape(want.shape), want)
+
+
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 def test_grouped_convolutions_run_bit_for_bit_in_the_simulators(target, tmp_path):
     """The shared C of grouped_conv2d (constants in flash, PROGMEM on the AVR) at TFLite's int8 and the project's
     int16 and int8: every score the interpreter's."""
     require_target(target)
-    from tinycc_ml.codegen.backend import get_backend
-
     path = DATA / "grouped_conv1d.onnx"
     model = tinycc_ml.load_model(path)
     rows = np.random.default_rng(5).normal(size=(40, model.input_dim))
     for label in ("int8", "int16", "int8_pow2"):
-        precision, options = BUILDS[label]
-        folder = tmp_path / label
-        result = tinycc_ml.compile(model, target=target, precision=precision, calibration=rows, name="net",
-                                   out_dir=folder, **options)
-        given = rows[:3]  # real rows: every build quantises them as its input says
-        if label == "int8":
-            int8 = model.quantise(rows)
-            want = int8.run_int8(int8.quantise_input(given).reshape(3, *int8.input_shape)).reshape(3, -1)
-        else:
-            want = run_fixed(result.graph, quantise_rows(result.graph, given))["scores"]
-        run = get_backend(target).simulate(folder, result.output, given)
-        np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64).reshape(want.shape), want)
+        assert_chip_equals_interpreter(model, rows, label, target, tmp_path / label)
 
 
 @pytest.mark.parametrize("attrs", [
@@ -269,24 +274,11 @@ def test_an_activation_table_is_within_half_an_output_step_of_the_function(op, a
 @pytest.mark.parametrize("target", ["avr", "cortex-m0"])
 def test_activation_tables_and_leaky_relu_run_bit_for_bit_in_the_simulators(target, tmp_path):
     require_target(target)
-    from tinycc_ml.codegen.backend import get_backend
-
     for name, labels in (("silu", ("int8", "int8_pow2")), ("leaky_relu", ("int8", "int16"))):
         model = tinycc_ml.load_model(DATA / f"{name}.onnx")
         rows = np.random.default_rng(6).normal(size=(40, model.input_dim))
         for label in labels:
-            precision, options = BUILDS[label]
-            folder = tmp_path / f"{name}_{label}"
-            result = tinycc_ml.compile(model, target=target, precision=precision, calibration=rows, name="net",
-                                       out_dir=folder, **options)
-            given = rows[:3]  # real rows: every build quantises them as its input says
-            if label == "int8":
-                int8 = model.quantise(rows)
-                want = int8.run_int8(int8.quantise_input(given).reshape(3, *int8.input_shape)).reshape(3, -1)
-            else:
-                want = run_fixed(result.graph, quantise_rows(result.graph, given))["scores"]
-            run = get_backend(target).simulate(folder, result.output, given)
-            np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64).reshape(want.shape), want)
+            assert_chip_equals_interpreter(model, rows, label, target, tmp_path / f"{name}_{label}")
 
 
 def test_prelu_is_refused_by_name():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.registry import need
+from tinycc_ml.ir.ops.windows import network_result, quantised_operand
 
 MAX_RANK = 6
 
@@ -18,6 +19,21 @@ def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[
     except ValueError:
         need(False, f"{what}: shapes {list(a)} and {list(b)} do not broadcast")
         raise
+
+
+def binary_result(ts, declared, name: str):
+    """The result type of a broadcast binary op: float or int8 operands of one kind (no form in the project's
+    fixed point yet), the broadcast shape with the higher-rank operand's layout."""
+    a, b = ts
+    need(not a.dtype.is_fixed and not b.dtype.is_fixed, f"{name} has no form in the project's fixed point yet: "
+                                                       "compile the network at float or as TFLite's int8")
+    need(a.dtype.kind == b.dtype.kind, f"operands mix {a.dtype} and {b.dtype}")
+    result = network_result(a, declared, broadcast_shape(a.shape, b.shape, name),
+                            a.layout if a.rank >= b.rank else b.layout)
+    if a.dtype.is_quantised:
+        quantised_operand(a, "first operand", 8)
+        quantised_operand(b, "second operand", 8)
+    return result
 
 
 def with_rows(values: list[np.ndarray], types) -> list[np.ndarray]:

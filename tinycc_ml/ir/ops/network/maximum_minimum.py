@@ -12,9 +12,8 @@ import numpy as np
 
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import broadcast_shape, c_loop, with_rows
+from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
-from tinycc_ml.ir.ops.windows import network_result, quantised_operand
 
 # std::max(a, b) is (a < b) ? b : a; std::min(a, b) is (b < a) ? b : a: a NaN first operand is kept by both
 PICK = {"tensor_maximum": (lambda a, b: np.where(a < b, b, a), "({a} < {b}) ? {b} : {a}"),
@@ -23,16 +22,10 @@ PICK = {"tensor_maximum": (lambda a, b: np.where(a < b, b, a), "({a} < {b}) ? {b
 
 def _infer(name: str):
     def infer(ts, attrs, declared):
+        result = binary_result(ts, declared, name)
         a, b = ts
-        need(not a.dtype.is_fixed and not b.dtype.is_fixed, f"{name} has no form in the project's fixed point yet")
-        need(a.dtype.kind == b.dtype.kind, f"operands mix {a.dtype} and {b.dtype}")
-        result = network_result(a, declared, broadcast_shape(a.shape, b.shape, name),
-                                a.layout if a.rank >= b.rank else b.layout)
-        if a.dtype.is_quantised:
-            quantised_operand(a, "first operand", 8)
-            quantised_operand(b, "second operand", 8)
-            need(a.dtype == b.dtype == result.dtype, f"{name} compares the stored integers: its operands and "
-                 f"result need one quantisation, got {a.dtype}, {b.dtype} and {result.dtype}")
+        need(not a.dtype.is_quantised or a.dtype == b.dtype == result.dtype, f"{name} compares the stored integers: "
+             f"its operands and result need one quantisation, got {a.dtype}, {b.dtype} and {result.dtype}")
         return result
     return infer
 

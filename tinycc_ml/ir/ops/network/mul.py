@@ -12,7 +12,7 @@ import numpy as np
 from tinycc_ml.ir.ops.c_primitives import clamp8, float_activation, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import broadcast_shape, c_loop, with_rows
+from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,
@@ -21,23 +21,16 @@ from tinycc_ml.ir.ops.tflite_arith import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
 )
-from tinycc_ml.ir.ops.windows import check_requantisation, network_result, quantised_operand
+from tinycc_ml.ir.ops.windows import check_requantisation
 
 MUL_OPTIONS = 21  # schema.fbs' BuiltinOptions: MulOptions { fused_activation_function }
 
 
 def _infer(ts, attrs, declared):
-    a, b = ts
     need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
-    need(not a.dtype.is_fixed and not b.dtype.is_fixed,
-         "tensor_mul has no form in the project's fixed point yet: compile the network at float or as TFLite's int8")
-    need(a.dtype.kind == b.dtype.kind, f"operands mix {a.dtype} and {b.dtype}")
-    result = network_result(a, declared, broadcast_shape(a.shape, b.shape, "tensor_mul"), a.layout if a.rank >= b.rank
-                            else b.layout)
-    if a.dtype.is_quantised:
-        quantised_operand(a, "first operand", 8)
-        quantised_operand(b, "second operand", 8)
-        check_requantisation(multiplier(a.dtype, b.dtype, result.dtype), "product")
+    result = binary_result(ts, declared, "tensor_mul")
+    if result.dtype.is_quantised:
+        check_requantisation(multiplier(ts[0].dtype, ts[1].dtype, result.dtype), "product")
     return result
 
 

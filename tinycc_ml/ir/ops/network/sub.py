@@ -14,7 +14,7 @@ import numpy as np
 from tinycc_ml.ir.ops.c_primitives import clamp8, float_activation, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import broadcast_shape, c_loop, with_rows
+from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT as LEFT_SHIFT
 from tinycc_ml.ir.ops.tflite_arith import (
@@ -25,7 +25,6 @@ from tinycc_ml.ir.ops.tflite_arith import (
     quantize_multiplier,
     wrap32,
 )
-from tinycc_ml.ir.ops.windows import network_result, quantised_operand
 
 SUB_OPTIONS = 28  # schema.fbs' BuiltinOptions: SubOptions { fused_activation_function, pot_scale_int16 }
 
@@ -38,16 +37,10 @@ def multipliers(scale_a: float, scale_b: float, scale_out: float) -> list[float]
 
 
 def _infer(ts, attrs, declared):
-    a, b = ts
     need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
-    need(not a.dtype.is_fixed and not b.dtype.is_fixed, "tensor_sub has no form in the project's fixed point yet")
-    need(a.dtype.kind == b.dtype.kind, f"operands mix {a.dtype} and {b.dtype}")
-    result = network_result(a, declared, broadcast_shape(a.shape, b.shape, "tensor_sub"),
-                            a.layout if a.rank >= b.rank else b.layout)
-    if a.dtype.is_quantised:
-        quantised_operand(a, "first operand", 8)
-        quantised_operand(b, "second operand", 8)
-        reals = multipliers(a.dtype.qscales[0], b.dtype.qscales[0], result.dtype.qscales[0])
+    result = binary_result(ts, declared, "tensor_sub")
+    if result.dtype.is_quantised:
+        reals = multipliers(ts[0].dtype.qscales[0], ts[1].dtype.qscales[0], result.dtype.qscales[0])
         shown = ", ".join(f"{r:.3g}" for r in reals)
         need(all(0.0 < r < 1.0 for r in reals), f"the scales give SUB multipliers {shown}; TFLite Micro needs each "
                                                 "in (0, 1) (the output's scale is too fine)")
