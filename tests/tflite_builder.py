@@ -119,7 +119,8 @@ class NetBuilder:
         w_tensor = self.tensor(shape, w_scales, 0, data=w, axis=axis if per_channel else 0)
         b_scales = np.broadcast_to(np.float32(x_scale) * w_scales.astype(np.float32), (channels,))
         wide = self.bias_bits == 64
-        bias = self.rng.integers(-self.bias_reach, self.bias_reach, size=channels).astype(np.int64 if wide else np.int32)
+        bias = self.rng.integers(-self.bias_reach, self.bias_reach, size=channels)
+        bias = bias.astype(np.int64 if wide else np.int32)
         b_tensor = self.tensor((channels,), b_scales if per_channel else b_scales[:1], 0,
                                schema.TensorType.INT64 if wide else schema.TensorType.INT32, bias, 0)
         spread = self.spreads[x] * 73.0 * np.sqrt(fan_in) * x_scale * float(np.mean(w_scales))
@@ -171,6 +172,18 @@ class NetBuilder:
         options.filterHeight, options.filterWidth = window
         options.fusedActivationFunction = ACTIVATIONS[activation]
         return self.operator(schema.BuiltinOperator.AVERAGE_POOL_2D, [x], out, schema.BuiltinOptions.Pool2DOptions,
+                             options)
+
+    def max_pool(self, x, window=(2, 2), stride=(2, 2), padding="valid", activation="none") -> int:
+        _, h, w, c = self.shapes[x]
+        oh, ow = (self.out_size(n, k, s, 1, padding) for n, k, s in zip((h, w), window, stride))
+        t = self.tensors[x].quantization  # TFLite's pooling keeps its input's quantisation
+        out = self.tensor((1, oh, ow, c), t.scale[0], t.zeroPoint[0], self.activation_type)
+        options = schema.Pool2DOptionsT()
+        options.padding, options.strideH, options.strideW = PADDINGS[padding], stride[0], stride[1]
+        options.filterHeight, options.filterWidth = window
+        options.fusedActivationFunction = ACTIVATIONS[activation]
+        return self.operator(schema.BuiltinOperator.MAX_POOL_2D, [x], out, schema.BuiltinOptions.Pool2DOptions,
                              options)
 
     def flatten(self, x) -> int:
