@@ -717,6 +717,9 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
                            "outputs share by liveness.")
         for what, label in (("Input", None), ("Scores", "scores")):
             dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
+            if not dtype.is_quantised:  # a DEQUANTIZE's float32 outputs
+                description.append(f"{what}: float32.")
+                continue
             description.append(f"{what}: int{dtype.bits}, TFLite's quantisation: real = {dtype.qscales[0]!r} * "
                                f"{affine_text(dtype.zero_point)}.")
     elif precision == "float":

@@ -552,6 +552,31 @@ def supported_builtins() -> list[str]:
     return sorted({*SUPPORTED, *TFLITE_BUILTINS})
 
 
+def _input_quantize(operators: list[_Table], codes: list[_Table], tensors: list[_Tensor],
+                    x: int) -> tuple[int, int] | None:
+    """(operator, its output tensor) of the QUANTIZE a converter puts first when the network takes float32
+    (inference_input_type float32): the float input's only reader, to a per-tensor int8/int16 tensor. The network's
+    input is then that tensor (the build's float entry point quantises as QUANTIZE does); None otherwise."""
+    if tensors[x].type_name != "float32":
+        return None
+    readers = []
+    for k, operator in enumerate(operators):
+        if x in operator.array(1, "inputs", np.int32).tolist():
+            readers.append(k)
+    if len(readers) != 1:
+        return None
+    operator = operators[readers[0]]
+    index = operator.scalar(0, "I", 0, "opcode_index")
+    outs = operator.array(2, "outputs", np.int32).tolist()
+    if index >= len(codes) or _opcode_name(codes[index]) != "QUANTIZE" or len(outs) != 1 \
+            or not 0 <= outs[0] < len(tensors):
+        return None
+    out = tensors[outs[0]]
+    if out.type_name not in ("int8", "int16") or out.scales.size != 1 or out.data is not None:
+        return None
+    return readers[0], outs[0]
+
+
 def read_tflite(data: bytes, name: str = "model") -> Graph:
     """The IR graph of a ``.tflite`` file's bytes (its first subgraph); raises _Bad."""
     if len(data) < 8 or data[4:8] != b"TFL3":
@@ -573,13 +598,17 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
             raise _Bad(f"input/output tensor index {index} of {len(tensors)} tensors")
     graph = Graph(_identifier(name))
     low = _Lowering(graph, tensors)
-    x = tensors[int(inputs[0])]
+    operators = sub.tables(3, "operators")
+    skipped = _input_quantize(operators, codes, tensors, int(inputs[0]))
+    x = tensors[int(inputs[0])] if skipped is None else tensors[skipped[1]]
     try:
         low.values[x.index] = graph.add("input", [], {"name": "x"}, type=low.tensor_type(x, low.layout(x)),
                                         name=_identifier(x.name))
     except ValueError as exc:
         raise _Bad(f"input tensor {x.name!r}: {exc}") from None
-    for k, operator in enumerate(sub.tables(3, "operators")):
+    for k, operator in enumerate(operators):
+        if skipped is not None and k == skipped[0]:
+            continue
         index = operator.scalar(0, "I", 0, "opcode_index")
         if index >= len(codes):
             raise _Bad(f"operator {k}: opcode {index} of {len(codes)}")

@@ -141,4 +141,6 @@ class NetworkModel(Model):
             return run_float(self.graph, X)["scores"].reshape(len(X), -1)
         out = self.graph.type(self.graph.outputs[0][1]).dtype
         q = self.run_quantised(self.quantise_input(X).astype(np.int64).reshape(X.shape)).reshape(len(X), -1)
+        if not out.is_quantised:  # the file's DEQUANTIZE gives float32 outputs
+            return q.astype(np.float64)
         return (q - out.zero_point) * out.qscales[0]
