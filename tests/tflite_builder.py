@@ -90,14 +90,39 @@ class NetBuilder:
             return self.tensor(shape, float(np.float32(scale)), 0, self.activation_type)
         return self.tensor(shape, float(np.float32(scale)), int(self.rng.integers(-20, 21)))
 
-    def input(self, shape, scale: float = 0.05, zero_point: int = -3) -> int:
+    def input(self, shape, scale: float = 0.05, zero_point: int = -3, real: bool = False) -> int:
+        """The network's input; ``real``: a float32 input the first operator QUANTIZEs (the returned tensor), as a
+        converter writes for inference_input_type float32."""
         if self.activation_bits == 16:
             index = self.tensor((1, *shape), scale / self.unit, 0, self.activation_type)
         else:
             index = self.tensor((1, *shape), scale, zero_point)
-        self.inputs.append(index)
         self.spreads[index] = INPUT_SPREAD * self.unit
+        if real:
+            self.inputs.append(self.float_tensor((1, *shape)))
+            self.operator(schema.BuiltinOperator.QUANTIZE, [self.inputs[-1]], index)
+        else:
+            self.inputs.append(index)
         return index
+
+    def float_tensor(self, shape) -> int:
+        t = schema.TensorT()
+        t.shape, t.type, t.name = list(shape), schema.TensorType.FLOAT32, f"t{len(self.tensors)}"
+        self.tensors.append(t)
+        self.shapes.append(tuple(shape))
+        self.scales.append(1.0)
+        self.spreads.append(1.0)
+        return len(self.tensors) - 1
+
+    def dequantize(self, x) -> int:
+        """DEQUANTIZE to a float32 output (inference_output_type float32)."""
+        return self.operator(schema.BuiltinOperator.DEQUANTIZE, [x], self.float_tensor(self.shapes[x]))
+
+    def requantize(self, x, scale: float, bits: int) -> int:
+        """QUANTIZE of an integer tensor to another scale (and width: ``bits``)."""
+        dtype = schema.TensorType.INT16 if bits == 16 else schema.TensorType.INT8
+        out = self.tensor(self.shapes[x], float(np.float32(scale)), 0 if bits == 16 else 5, dtype)
+        return self.operator(schema.BuiltinOperator.QUANTIZE, [x], out)
 
     def operator(self, code: int, inputs, output: int, options_type: int = 0, options=None) -> int:
         if code not in self.codes:

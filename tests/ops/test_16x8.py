@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 
 from tests.conftest import require_target
-from tests.ops.single_op import compiled, simulated_scores, tflite_micro
+from tests.ops.single_op import (
+    OPS,
+    OPTIONS,
+    binary_model,
+    compiled,
+    random_rows,
+    simulated_scores,
+    tflite_micro,
+    unary_model,
+)
 from tests.tflite_builder import NetBuilder
 from tests.tflite_models import packed, unpacked
 from tinycc_ml.errors import ModelFileError
@@ -138,3 +147,31 @@ def test_an_int16_softmax_at_another_scale_is_refused(tmp_path):
         sub.tensors[sub.outputs[0]].quantization.scale = [1 / 256]
     with pytest.raises(ModelFileError, match="int16 softmax gives scale 1/32768"):
         compiled(edited(data, rescaled), tmp_path, "softmax")
+
+
+Q16 = (0.0004, 0)  # TFLite's int16 activations: symmetric
+ELEMENTWISE = {  # one-operator int16 files: (bytes, input shape)
+    "MUL broadcast": (lambda: binary_model(OPS.MUL, (1, 4, 6), (1, 1, 6), (1, 4, 6), "int16", Q16, (0.0003, 0),
+                                           (0.00002, 0)), (1, 4, 6)),
+    "SUB": (lambda: binary_model(OPS.SUB, (1, 4, 6), (1, 4, 6), (1, 4, 6), "int16", Q16, (0.0003, 0),
+                                 (0.0006, 0)), (1, 4, 6)),
+    "MAXIMUM": (lambda: binary_model(OPS.MAXIMUM, (1, 4, 6), (1, 1, 6), (1, 4, 6), "int16", Q16, Q16, Q16),
+                (1, 4, 6)),
+    "MINIMUM": (lambda: binary_model(OPS.MINIMUM, (1, 4, 6), (1, 4, 6), (1, 4, 6), "int16", Q16, Q16, Q16),
+                (1, 4, 6)),
+    "RELU": (lambda: unary_model(OPS.RELU, (1, 4, 6), "int16", Q16, (0.0003, 0)), (1, 4, 6)),
+    "RELU6": (lambda: unary_model(OPS.RELU6, (1, 4, 6), "int16", Q16, Q16), (1, 4, 6)),
+    "LEAKY_RELU": (lambda: unary_model(OPS.LEAKY_RELU, (1, 4, 6), "int16", Q16, (0.0003, 0),
+                                       OPTIONS.LeakyReluOptions, {"alpha": 0.2}, "LeakyReluOptions"), (1, 4, 6)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_int16_elementwise_ops_equal_tflite_micro(name, tmp_path):
+    make, shape = ELEMENTWISE[name]
+    data = make()
+    X = random_rows(np.random.default_rng(9), 80, int(np.prod(shape)), "int16")
+    want = tflite_micro(data, X, shape)
+    model, result = compiled(data, tmp_path)
+    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *shape)).reshape(len(X), -1), want)
+    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)

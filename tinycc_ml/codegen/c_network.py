@@ -683,7 +683,8 @@ def mean(em: CEmitter, node: Node) -> list[str]:
 
 def pad(em: CEmitter, node: Node) -> list[str]:
     """The padded tensor filled with the zero point, then each row of the input's last axis copied in."""
-    return padded_copy(em, node, f"(int8_t){em.graph.type(node.inputs[0]).dtype.zero_point}")
+    dtype = em.graph.type(node.inputs[0]).dtype
+    return padded_copy(em, node, f"({ctype_of(dtype)}){dtype.zero_point}")
 
 
 def padded_copy(em: CEmitter, node: Node, fill: str) -> list[str]:
@@ -721,15 +722,16 @@ def relu(em: CEmitter, node: Node) -> list[str]:
     x, out = em.graph.type(x_name).dtype, node.type.dtype
     multiplier, shift, lowest = relu_parameters(x, out)
     return [f"for (long i = 0; i < {node.type.size}; ++i)",
-            f"    {em.var(node.name)}[i] = {clamp8(em)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
-            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lowest}, 127);"]
+            f"    {em.var(node.name)}[i] = {clamp_to(em, out.bits)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
+            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lowest}, {(1 << (out.bits - 1)) - 1});"]
 
 
 def relu6(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
-    lower, upper = relu6_bounds(em.graph.type(x_name).dtype)
+    dtype = em.graph.type(x_name).dtype
+    lower, upper = relu6_bounds(dtype)
     return [f"for (long i = 0; i < {node.type.size}; ++i)",
-            f"    {em.var(node.name)}[i] = {clamp8(em)}({em.at(x_name, 'i')}, {lower}, {upper});"]
+            f"    {em.var(node.name)}[i] = {clamp_to(em, dtype.bits)}({em.at(x_name, 'i')}, {lower}, {upper});"]
 
 
 C_CODE["fixed"].update({"mean": mean, "pad": pad, "relu": relu, "relu6": relu6})

@@ -155,10 +155,14 @@ register_op(OpDef(
 def _infer_activation(name: str):
     def infer(ts, attrs, declared):
         (x,) = ts
-        result = network_result(x, declared, x.shape, x.layout)
+        bits = x.dtype.bits if x.dtype.is_quantised else 8
+        result = network_result(x, declared, x.shape, x.layout, bits)
         keeps_type(x, result, name)
         if x.dtype.is_quantised:
-            quantised_operand(x, "input", 8)
+            need(bits in (8, 16), f"input must be qi8 or qi16, got {x.dtype}")
+            quantised_operand(x, "input", bits, zero_point=bits == 8 or name == "relu6")
+            if bits == 16 and name == "relu":
+                need(result.dtype.zero_point == 0, f"TFLite's int16 relu needs zero points 0, got {result.dtype}")
             if name == "relu6":  # TFLite's int8 RELU6 clamps the input's integers: no requantisation
                 need(result.dtype == x.dtype, f"TFLite's int8 relu6 keeps the input's quantisation {x.dtype}, "
                                               f"the result declares {result.dtype}")
@@ -175,18 +179,19 @@ def relu_multiplier_real(input_scale: float, output_scale: float) -> float:
 
 
 def relu_parameters(in_dtype, out_dtype) -> tuple[int, int, int]:
-    """(multiplier, shift, lowest output) of TFLite's int8 RELU."""
+    """(multiplier, shift, lowest output) of TFLite's int8 (int16) RELU."""
     multiplier, shift = quantize_multiplier(relu_multiplier_real(in_dtype.qscales[0], out_dtype.qscales[0]))
-    return multiplier, shift, max(-128, out_dtype.zero_point)
+    return multiplier, shift, max(-(1 << (out_dtype.bits - 1)), out_dtype.zero_point)
 
 
 def relu6_bounds(dtype) -> tuple[int, int]:
-    """TFLite's int8 RELU6 clamp: the zero point, and 6 quantised (float32 division, rounded half away)."""
+    """TFLite's int8 (int16) RELU6 clamp: the zero point, and 6 quantised (float32 division, rounded half away)."""
+    top = (1 << (dtype.bits - 1)) - 1
     with np.errstate(over="ignore"):
         steps = float(np.float32(6.0) / np.float32(dtype.qscales[0]))
-    if not np.isfinite(steps):  # a denormal scale: 6 is beyond float32, so beyond int8
-        return dtype.zero_point, 127
-    return dtype.zero_point, min(127, max(-128, dtype.zero_point + round_half_away(steps)))
+    if not np.isfinite(steps):  # a denormal scale: 6 is beyond float32, so beyond the integers
+        return dtype.zero_point, top
+    return dtype.zero_point, min(top, max(-top - 1, dtype.zero_point + round_half_away(steps)))
 
 
 def _fixed_relu(call: FixedCall):
@@ -195,7 +200,7 @@ def _fixed_relu(call: FixedCall):
     x, out = call.in_types[0].dtype, call.type.dtype
     multiplier, shift, lowest = relu_parameters(x, out)
     scaled = multiply_by_quantized_multiplier(call.ins[0] - x.zero_point, multiplier, shift) + out.zero_point
-    return np.clip(scaled, lowest, 127)
+    return np.clip(scaled, lowest, (1 << (out.bits - 1)) - 1)
 
 
 def _fixed_relu6(call: FixedCall):
