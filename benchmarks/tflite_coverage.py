@@ -47,6 +47,18 @@ SHAPE = (1, 4, 4, 3)
 Q_IN, Q_OUT = (0.05, -3), (0.04, 5)
 
 
+def act(b, shape, kind: str, q, **fields) -> int:
+    """An activation tensor of ``kind`` ("int8", "16x8": int16 at a 256 times finer scale, zero point 0, as TFLite's
+    16x8 quantisation writes them; "float32") with the int8 quantisation ``q``; a constant's ``data`` given as int8
+    values or floats is spread over int16 for 16x8."""
+    if kind == "16x8":
+        data = fields.pop("data", None)
+        if data is not None:
+            fields["data"] = np.asarray(data, dtype=np.int64) * 256
+        return b.tensor(shape, "int16", scale=q[0] / 256, zero_point=0, **fields)
+    return b.tensor(shape, kind, scale=q[0], zero_point=q[1], **fields)
+
+
 def _rng():
     return np.random.default_rng(7)
 
@@ -54,8 +66,8 @@ def _rng():
 def unary(code, opts=None, out_q=Q_OUT):
     def build(kind):
         b = TfliteBuilder()
-        x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
-        y = b.tensor(SHAPE, kind, scale=out_q[0], zero_point=out_q[1], name="y")
+        x = act(b, SHAPE, kind, Q_IN, name="x")
+        y = act(b, SHAPE, kind, out_q, name="y")
         b.op(code, [x], [y], *(opts or (0, None)))
         return b.finish([x], [y])
     return build
@@ -64,11 +76,11 @@ def unary(code, opts=None, out_q=Q_OUT):
 def binary(code, opts=None, same_q=False):
     def build(kind):
         b = TfliteBuilder()
-        x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+        x = act(b, SHAPE, kind, Q_IN, name="x")
         data = _rng().normal(0, 2, size=(3,)).astype(np.float32) if kind == "float32" else _rng().integers(-128, 128, 3)
         q = Q_IN if same_q else (0.03, 7)
-        c = b.tensor((3,), kind, scale=q[0], zero_point=q[1], data=data, name="c")
-        y = b.tensor(SHAPE, kind, scale=(Q_IN if same_q else Q_OUT)[0], zero_point=(Q_IN if same_q else Q_OUT)[1])
+        c = act(b, (3,), kind, q, data=data, name="c")
+        y = act(b, SHAPE, kind, (Q_IN if same_q else Q_OUT))
         b.op(code, [x, c], [y], *(opts or (0, None)))
         return b.finish([x], [y])
     return build
@@ -77,15 +89,15 @@ def binary(code, opts=None, same_q=False):
 def layer(code, kind, w_shape, out_shape, opts, axis):
     b = TfliteBuilder()
     rng = _rng()
-    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    x = act(b, SHAPE, kind, Q_IN, name="x")
     channels = w_shape[axis]
     if kind == "float32":
         w = b.tensor(w_shape, kind, scale=None, data=rng.normal(0, 0.3, size=w_shape).astype(np.float32))
         bias = b.tensor((channels,), kind, scale=None, data=rng.normal(0, 0.1, size=channels).astype(np.float32))
     else:
         w = b.filters(rng, w_shape, axis)
-        bias = b.bias(rng, x, w, channels)
-    y = b.tensor(out_shape, kind, scale=0.1, zero_point=-4, name="y")
+        bias = b.bias(rng, x, w, channels, 64 if kind == "16x8" else 32)
+    y = act(b, out_shape, kind, (0.1, -4), name="y")
     b.op(code, [x, w, bias], [y], *opts)
     return b.finish([x], [y])
 
@@ -93,12 +105,12 @@ def layer(code, kind, w_shape, out_shape, opts, axis):
 def reshaped(code, out_shape, const=None, opts=None):
     def build(kind):
         b = TfliteBuilder()
-        x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+        x = act(b, SHAPE, kind, Q_IN, name="x")
         ins = [x] + ([b.tensor((len(const),), "int32", scale=None, data=np.asarray(const))] if const is not None
                      else [])
-        y = b.tensor(out_shape, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+        y = act(b, out_shape, kind, Q_IN, name="y")
         b.op(code, ins, [y], *(opts or (0, None)))
-        z = b.tensor(out_shape, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="z")
+        z = act(b, out_shape, kind, Q_IN, name="z")
         b.op(OP.RELU, [y], [z])  # a model computes something
         return b.finish([x], [z])
     return build
@@ -112,7 +124,8 @@ PROBES = {
     "RELU": unary(OP.RELU),
     "RELU6": unary(OP.RELU6, out_q=Q_IN),
     "LEAKY_RELU": unary(OP.LEAKY_RELU, (OPT.LeakyReluOptions, options("LeakyReluOptions", alpha=0.2))),
-    "SOFTMAX": unary(OP.SOFTMAX, (OPT.SoftmaxOptions, options("SoftmaxOptions", beta=1.0)), (1 / 256, -128)),
+    "SOFTMAX": lambda kind: unary(OP.SOFTMAX, (OPT.SoftmaxOptions, options("SoftmaxOptions", beta=1.0)),
+                                  (1 / 128, 0) if kind == "16x8" else (1 / 256, -128))(kind),
     "AVERAGE_POOL_2D": lambda kind: _pooled(OP.AVERAGE_POOL_2D, kind),
     "MAX_POOL_2D": lambda kind: _pooled(OP.MAX_POOL_2D, kind),
     "CONV_2D": lambda kind: layer(OP.CONV_2D, kind, (5, 3, 3, 3), (1, 4, 4, 5),
@@ -131,8 +144,8 @@ PROBES = {
 
 def _pooled(code, kind):
     b = TfliteBuilder()
-    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
-    y = b.tensor((1, 2, 2, 3), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    y = act(b, (1, 2, 2, 3), kind, Q_IN, name="y")
     b.op(code, [x], [y], OPT.Pool2DOptions, options("Pool2DOptions", padding=1, strideW=2, strideH=2, filterWidth=2,
                                                     filterHeight=2))
     return b.finish([x], [y])
@@ -140,11 +153,11 @@ def _pooled(code, kind):
 
 def _add(kind):
     b = TfliteBuilder()
-    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
-    c = b.tensor(SHAPE, kind, scale=0.03, zero_point=7, name="c",
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    c = act(b, SHAPE, kind, (0.03, 7), name="c",
                  data=_rng().normal(0, 2, size=SHAPE).astype(np.float32) if kind == "float32"
                  else _rng().integers(-128, 128, SHAPE))
-    y = b.tensor(SHAPE, kind, scale=Q_OUT[0], zero_point=Q_OUT[1], name="y")
+    y = act(b, SHAPE, kind, Q_OUT, name="y")
     b.op(OP.ADD, [x, c], [y], OPT.AddOptions, options("AddOptions"))
     return b.finish([x], [y])
 
@@ -152,24 +165,24 @@ def _add(kind):
 def _fully_connected(kind):
     b = TfliteBuilder()
     rng = _rng()
-    x = b.tensor((1, 48), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    x = act(b, (1, 48), kind, Q_IN, name="x")
     if kind == "float32":
         w = b.tensor((5, 48), kind, scale=None, data=rng.normal(0, 0.3, size=(5, 48)).astype(np.float32))
         bias = b.tensor((5,), kind, scale=None, data=rng.normal(0, 0.1, size=5).astype(np.float32))
     else:
         w = b.filters(rng, (5, 48), 0, per_channel=False)
-        bias = b.bias(rng, x, w, 5)
-    y = b.tensor((1, 5), kind, scale=0.1, zero_point=-4, name="y")
+        bias = b.bias(rng, x, w, 5, 64 if kind == "16x8" else 32)
+    y = act(b, (1, 5), kind, (0.1, -4), name="y")
     b.op(OP.FULLY_CONNECTED, [x, w, bias], [y], OPT.FullyConnectedOptions, options("FullyConnectedOptions"))
     return b.finish([x], [y])
 
 
 def _concatenation(kind):
     b = TfliteBuilder()
-    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
-    y = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    y = act(b, SHAPE, kind, Q_IN, name="y")
     b.op(OP.RELU, [x], [y])
-    z = b.tensor((1, 4, 4, 6), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="z")
+    z = act(b, (1, 4, 4, 6), kind, Q_IN, name="z")
     b.op(OP.CONCATENATION, [x, y], [z], OPT.ConcatenationOptions, options("ConcatenationOptions", axis=3))
     return b.finish([x], [z])
 
@@ -177,9 +190,9 @@ def _concatenation(kind):
 def _with_constant(code, out_shape, constant, opts=None, out_q=Q_IN):
     def build(kind):
         b = TfliteBuilder()
-        x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+        x = act(b, SHAPE, kind, Q_IN, name="x")
         c = b.tensor(np.shape(constant), "int32", scale=None, data=np.asarray(constant), name="c")
-        y = b.tensor(out_shape, kind, scale=out_q[0], zero_point=out_q[1], name="y")
+        y = act(b, out_shape, kind, out_q, name="y")
         b.op(code, [x, c], [y], *(opts or (0, None)))
         return b.finish([x], [y])
     return build
@@ -187,22 +200,22 @@ def _with_constant(code, out_shape, constant, opts=None, out_q=Q_IN):
 
 def _strided_slice(kind):
     b = TfliteBuilder()
-    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    x = act(b, SHAPE, kind, Q_IN, name="x")
     consts = [b.tensor((4,), "int32", scale=None, data=np.asarray(v, dtype=np.int32))
               for v in ([0, 1, 0, 0], [1, 4, 4, 3], [1, 2, 1, 2])]
-    y = b.tensor((1, 2, 4, 2), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+    y = act(b, (1, 2, 4, 2), kind, Q_IN, name="y")
     b.op(OP.STRIDED_SLICE, [x, *consts], [y], OPT.StridedSliceOptions, options("StridedSliceOptions"))
     return b.finish([x], [y])
 
 
 def _slice(kind):
     b = TfliteBuilder()
-    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    x = act(b, SHAPE, kind, Q_IN, name="x")
     consts = [b.tensor((4,), "int32", scale=None, data=np.asarray(v, dtype=np.int32))
               for v in ([0, 1, 1, 0], [1, 2, -1, 2])]
-    y = b.tensor((1, 2, 3, 2), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="y")
+    y = act(b, (1, 2, 3, 2), kind, Q_IN, name="y")
     b.op(OP.SLICE, [x, *consts], [y])
-    z = b.tensor((1, 2, 3, 2), kind, scale=Q_IN[0], zero_point=Q_IN[1], name="z")
+    z = act(b, (1, 2, 3, 2), kind, Q_IN, name="z")
     b.op(OP.RELU, [y], [z])
     return b.finish([x], [z])
 
@@ -210,21 +223,44 @@ def _slice(kind):
 def _transpose_conv(kind):
     b = TfliteBuilder()
     rng = _rng()
-    x = b.tensor(SHAPE, kind, scale=Q_IN[0], zero_point=Q_IN[1], name="x")
+    x = act(b, SHAPE, kind, Q_IN, name="x")
     shape = b.tensor((4,), "int32", scale=None, data=np.asarray([1, 8, 8, 2], dtype=np.int32))
     if kind == "float32":
         w = b.tensor((2, 3, 3, 3), kind, scale=None, data=rng.normal(0, 0.3, size=(2, 3, 3, 3)).astype(np.float32))
         bias = b.tensor((2,), kind, scale=None, data=rng.normal(0, 0.1, size=2).astype(np.float32))
     else:
         w = b.filters(rng, (2, 3, 3, 3), 0)
-        bias = b.bias(rng, x, w, 2)
-    y = b.tensor((1, 8, 8, 2), kind, scale=0.1, zero_point=-4, name="y")
+        bias = b.bias(rng, x, w, 2, 64 if kind == "16x8" else 32)
+    y = act(b, (1, 8, 8, 2), kind, (0.1, -4), name="y")
     b.op(OP.TRANSPOSE_CONV, [shape, w, x, bias], [y], OPT.TransposeConvOptions,
          options("TransposeConvOptions", padding=0, strideW=2, strideH=2))
     return b.finish([x], [y])
 
 
+def _quantize(kind):
+    """float32 input -> QUANTIZE (the network's input, as converters write it) -> RELU."""
+    b = TfliteBuilder()
+    x = b.tensor(SHAPE, "float32", scale=None, name="x")
+    q = act(b, SHAPE, kind, Q_IN, name="q")
+    b.op(OP.QUANTIZE, [x], [q])
+    y = act(b, SHAPE, kind, Q_OUT, name="y")
+    b.op(OP.RELU, [q], [y])
+    return b.finish([x], [y])
+
+
+def _dequantize(kind):
+    """RELU -> DEQUANTIZE: float32 output."""
+    b = TfliteBuilder()
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    y = act(b, SHAPE, kind, Q_OUT, name="y")
+    b.op(OP.RELU, [x], [y])
+    z = b.tensor(SHAPE, "float32", scale=None, name="z")
+    b.op(OP.DEQUANTIZE, [y], [z])
+    return b.finish([x], [z])
+
+
 PROBES.update({
+    "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize,
     "STRIDED_SLICE": _strided_slice, "TRANSPOSE_CONV": _transpose_conv,
     "SLICE": _slice,
     "ADD": _add, "FULLY_CONNECTED": _fully_connected, "CONCATENATION": _concatenation,
@@ -238,15 +274,19 @@ def rows(kind: str, size: int, n: int) -> np.ndarray:
     rng = np.random.default_rng(3)
     if kind == "float32":
         return rng.normal(0, 3, size=(n, size)).astype(np.float32)
+    if kind == "16x8":
+        return rng.integers(-32768, 32768, size=(n, size)).astype(np.int16)
     return rng.integers(-128, 128, size=(n, size)).astype(np.int8)
 
 
 def measure(op: str, kind: str, targets: list[str], n: int) -> str:
-    if kind == "16x8":
-        return "not supported (int16 activations)"
-    data = PROBES[op]("float32" if kind == "float32" else "int8")
-    shape = tuple(schema.Model.GetRootAsModel(data, 0).Subgraphs(0).Tensors(0).ShapeAsNumpy())
-    X = rows(kind, int(np.prod(shape)), n)
+    if op in ("QUANTIZE", "DEQUANTIZE") and kind == "float32":
+        return "not applicable"
+    data = PROBES[op](kind)
+    first = schema.Model.GetRootAsModel(data, 0).Subgraphs(0).Tensors(0)
+    shape = tuple(first.ShapeAsNumpy())
+    real_input = first.Type() == schema.TensorType.FLOAT32
+    X = rows("float32" if real_input else kind, int(np.prod(shape)), n)
     want = tflm_raw_outputs(data, [x.reshape(shape) for x in X]).reshape(n, -1)
     exact = []
     with tempfile.TemporaryDirectory() as work:
@@ -255,13 +295,15 @@ def measure(op: str, kind: str, targets: list[str], n: int) -> str:
         for target in targets:
             try:
                 result = tinycc_ml.compile(path, target=target, out_dir=Path(work) / target, name="op",
-                                           precision="float" if kind == "float32" else "int8")
+                                           precision={"float32": "float", "16x8": "int16"}.get(kind, "int8"))
                 if target == "host":
-                    got = (result.load().run_raw(X)[0] if kind != "float32" else result.load().scores(X))
+                    got = (result.load().run_raw(X)[0] if not (kind == "float32" or real_input)
+                           else result.load().scores(X))
                 else:  # the simulators take real rows, quantised by the build as its input says
                     model = tinycc_ml.load_model(path)
                     x = model.graph.type(model.input_name).dtype
-                    real = X.astype(np.float64) if kind == "float32" else (X - x.zero_point) * x.qscales[0]
+                    real = (X.astype(np.float64) if kind == "float32" or real_input
+                            else (X - x.zero_point) * x.qscales[0])
                     got = get_backend(target).simulate(Path(work) / target, result.output, real).scores
             except TinyccError as exc:
                 return f"refused on {target}: {str(exc).splitlines()[0][:80]}"

@@ -45,9 +45,14 @@ def tflm_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
 class NetBuilder:
     """A one-subgraph int8 model, layer by layer; tensors by index, shapes NHWC with batch 1."""
 
-    def __init__(self, seed: int = 0, bias_reach: int = 3000):
+    def __init__(self, seed: int = 0, bias_reach: int = 3000, activation_bits: int = 8, bias_bits: int = 32):
+        """``activation_bits`` 16: TFLite's 16x8 quantisation (int16 activations, zero points 0, int8 weights,
+        ``bias_bits`` 64 or 32)."""
         self.rng = np.random.default_rng(seed)
-        self.bias_reach = bias_reach  # biases drawn from [-bias_reach, bias_reach)
+        self.activation_bits, self.bias_bits = activation_bits, bias_bits
+        self.unit = 256 if activation_bits == 16 else 1  # an int16 value's spread per int8 value's
+        self.bias_reach = bias_reach * self.unit  # biases drawn from [-bias_reach, bias_reach)
+        self.activation_type = schema.TensorType.INT16 if activation_bits == 16 else schema.TensorType.INT8
         self.buffers = [schema.BufferT()]
         self.tensors: list = []
         self.shapes: list[tuple[int, ...]] = []
@@ -77,17 +82,47 @@ class NetBuilder:
         self.tensors.append(t)
         self.shapes.append(tuple(shape))
         self.scales.append(float(np.mean(np.atleast_1d(scale))))
-        self.spreads.append(OUTPUT_SPREAD)
+        self.spreads.append(OUTPUT_SPREAD * self.unit)
         return len(self.tensors) - 1
 
     def activation_tensor(self, shape, scale) -> int:
+        if self.activation_bits == 16:  # TFLite's 16-bit activations are symmetric
+            return self.tensor(shape, float(np.float32(scale)), 0, self.activation_type)
         return self.tensor(shape, float(np.float32(scale)), int(self.rng.integers(-20, 21)))
 
-    def input(self, shape, scale: float = 0.05, zero_point: int = -3) -> int:
-        index = self.tensor((1, *shape), scale, zero_point)
-        self.inputs.append(index)
-        self.spreads[index] = INPUT_SPREAD
+    def input(self, shape, scale: float = 0.05, zero_point: int = -3, real: bool = False) -> int:
+        """The network's input; ``real``: a float32 input the first operator QUANTIZEs (the returned tensor), as a
+        converter writes for inference_input_type float32."""
+        if self.activation_bits == 16:
+            index = self.tensor((1, *shape), scale / self.unit, 0, self.activation_type)
+        else:
+            index = self.tensor((1, *shape), scale, zero_point)
+        self.spreads[index] = INPUT_SPREAD * self.unit
+        if real:
+            self.inputs.append(self.float_tensor((1, *shape)))
+            self.operator(schema.BuiltinOperator.QUANTIZE, [self.inputs[-1]], index)
+        else:
+            self.inputs.append(index)
         return index
+
+    def float_tensor(self, shape) -> int:
+        t = schema.TensorT()
+        t.shape, t.type, t.name = list(shape), schema.TensorType.FLOAT32, f"t{len(self.tensors)}"
+        self.tensors.append(t)
+        self.shapes.append(tuple(shape))
+        self.scales.append(1.0)
+        self.spreads.append(1.0)
+        return len(self.tensors) - 1
+
+    def dequantize(self, x) -> int:
+        """DEQUANTIZE to a float32 output (inference_output_type float32)."""
+        return self.operator(schema.BuiltinOperator.DEQUANTIZE, [x], self.float_tensor(self.shapes[x]))
+
+    def requantize(self, x, scale: float, bits: int) -> int:
+        """QUANTIZE of an integer tensor to another scale (and width: ``bits``)."""
+        dtype = schema.TensorType.INT16 if bits == 16 else schema.TensorType.INT8
+        out = self.tensor(self.shapes[x], float(np.float32(scale)), 0 if bits == 16 else 5, dtype)
+        return self.operator(schema.BuiltinOperator.QUANTIZE, [x], out)
 
     def operator(self, code: int, inputs, output: int, options_type: int = 0, options=None) -> int:
         if code not in self.codes:
@@ -108,11 +143,13 @@ class NetBuilder:
             w_scales *= 3.0 / (self.spreads[x] * 73.0 * np.sqrt(fan_in) * x_scale * float(np.mean(w_scales)))
         w_tensor = self.tensor(shape, w_scales, 0, data=w, axis=axis if per_channel else 0)
         b_scales = np.broadcast_to(np.float32(x_scale) * w_scales.astype(np.float32), (channels,))
-        bias = self.rng.integers(-self.bias_reach, self.bias_reach, size=channels).astype(np.int32)
-        b_tensor = self.tensor((channels,), b_scales if per_channel else b_scales[:1], 0, schema.TensorType.INT32,
-                               bias, 0)
+        wide = self.bias_bits == 64
+        bias = self.rng.integers(-self.bias_reach, self.bias_reach, size=channels)
+        bias = bias.astype(np.int64 if wide else np.int32)
+        b_tensor = self.tensor((channels,), b_scales if per_channel else b_scales[:1], 0,
+                               schema.TensorType.INT64 if wide else schema.TensorType.INT32, bias, 0)
         spread = self.spreads[x] * 73.0 * np.sqrt(fan_in) * x_scale * float(np.mean(w_scales))
-        return w_tensor, b_tensor, spread / OUTPUT_SPREAD
+        return w_tensor, b_tensor, spread / (OUTPUT_SPREAD * self.unit)
 
     # ---- layers
     @staticmethod
@@ -154,7 +191,7 @@ class NetBuilder:
         _, h, w, c = self.shapes[x]
         oh, ow = (self.out_size(n, k, s, 1, padding) for n, k, s in zip((h, w), window, stride))
         t = self.tensors[x].quantization  # TFLite's int8 pooling keeps its input's quantisation
-        out = self.tensor((1, oh, ow, c), t.scale[0], t.zeroPoint[0])
+        out = self.tensor((1, oh, ow, c), t.scale[0], t.zeroPoint[0], self.activation_type)
         options = schema.Pool2DOptionsT()
         options.padding, options.strideH, options.strideW = PADDINGS[padding], stride[0], stride[1]
         options.filterHeight, options.filterWidth = window
@@ -162,10 +199,22 @@ class NetBuilder:
         return self.operator(schema.BuiltinOperator.AVERAGE_POOL_2D, [x], out, schema.BuiltinOptions.Pool2DOptions,
                              options)
 
+    def max_pool(self, x, window=(2, 2), stride=(2, 2), padding="valid", activation="none") -> int:
+        _, h, w, c = self.shapes[x]
+        oh, ow = (self.out_size(n, k, s, 1, padding) for n, k, s in zip((h, w), window, stride))
+        t = self.tensors[x].quantization  # TFLite's pooling keeps its input's quantisation
+        out = self.tensor((1, oh, ow, c), t.scale[0], t.zeroPoint[0], self.activation_type)
+        options = schema.Pool2DOptionsT()
+        options.padding, options.strideH, options.strideW = PADDINGS[padding], stride[0], stride[1]
+        options.filterHeight, options.filterWidth = window
+        options.fusedActivationFunction = ACTIVATIONS[activation]
+        return self.operator(schema.BuiltinOperator.MAX_POOL_2D, [x], out, schema.BuiltinOptions.Pool2DOptions,
+                             options)
+
     def flatten(self, x) -> int:
         size = int(np.prod(self.shapes[x]))
         t = self.tensors[x].quantization
-        out = self.tensor((1, size), t.scale[0], t.zeroPoint[0])
+        out = self.tensor((1, size), t.scale[0], t.zeroPoint[0], self.activation_type)
         options = schema.ReshapeOptionsT()
         options.newShape = [1, size]
         return self.operator(schema.BuiltinOperator.RESHAPE, [x], out, schema.BuiltinOptions.ReshapeOptions, options)
@@ -188,7 +237,9 @@ class NetBuilder:
 
     def softmax(self, x, spread: float = 2.0) -> int:
         """Softmax with beta such that the logits' expected spread is ``spread`` (not one class saturating)."""
-        out = self.tensor(self.shapes[x], 1 / 256, -128)  # what TFLite's int8 softmax requires
+        # what TFLite's int8 (int16) softmax requires
+        out = (self.tensor(self.shapes[x], 1 / 32768, 0, self.activation_type) if self.activation_bits == 16
+               else self.tensor(self.shapes[x], 1 / 256, -128))
         options = schema.SoftmaxOptionsT()
         options.beta = float(np.float32(spread / (self.spreads[x] * self.scales[x])))
         return self.operator(schema.BuiltinOperator.SOFTMAX, [x], out, schema.BuiltinOptions.SoftmaxOptions, options)

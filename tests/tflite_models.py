@@ -17,7 +17,7 @@ from tflite_micro.python.tflite_micro import runtime
 from tests.tflite_builder import tflm_raw_outputs
 
 schema = runtime.schema_fb
-TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4}
+TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4, "int16": 7}
 REPO = Path(__file__).resolve().parents[1]
 # MLPerf Tiny's four int8 models, kept in the repository (data/mlperf-tiny/README.md: provenance, license)
 MLPERF_MODELS = REPO / "data" / "mlperf-tiny"
@@ -72,11 +72,13 @@ class TfliteBuilder:
         scales = rng.uniform(0.002, 0.05, size=shape[axis] if per_channel else 1)
         return self.tensor(shape, scale=scales, data=rng.integers(-127, 128, size=shape), axis=axis)
 
-    def bias(self, rng, x: int, w: int, channels: int) -> int:
+    def bias(self, rng, x: int, w: int, channels: int, bits: int = 32) -> int:
+        """int32 biases (``bits`` 64: a 16x8 layer's int64 ones, 256 times the reach)."""
         x_scale = float(self.sub.tensors[x].quantization.scale[0])
         w_scales = np.asarray(self.sub.tensors[w].quantization.scale)  # one per channel, or one
-        return self.tensor((channels,), "int32", scale=np.float32(x_scale * w_scales),
-                           data=rng.integers(-3000, 3000, size=channels))
+        reach = 3000 if bits == 32 else 3000 * 256
+        return self.tensor((channels,), f"int{bits}", scale=np.float32(x_scale * w_scales),
+                           data=rng.integers(-reach, reach, size=channels))
 
     def op(self, code: int, inputs, outputs, options_type: int = 0, options=None) -> None:
         codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in self.model.operatorCodes]

@@ -617,6 +617,11 @@ def quantise_network_model(model: NetworkModel, calibration) -> tuple[NetworkMod
                        "max_score_error": float(np.max(np.abs(float_scores - int8_scores)))}
 
 
+def affine_text(zero_point: int) -> str:
+    """``(q - zero point)`` as a reader writes it: q, (q + 75), (q - 3)."""
+    return "q" if zero_point == 0 else f"(q {'+' if zero_point < 0 else '-'} {abs(zero_point)})"
+
+
 def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, ctx: PassContext, report: dict,
                        description: list[str]):
     """A float network's graph for its float C, or in the project's fixed point from the calibration rows; the
@@ -688,7 +693,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         if not own_network:
             if not model.is_quantised:  # a float network: quantised to TFLite's int8 from the calibration rows
                 model, quantisation = quantise_network_model(model, calibration)
-            precision = "int8"  # the file's own arithmetic (TFLite's int8 kernels)
+            precision = model.reference  # the file's own arithmetic (TFLite's int8 or 16x8 kernels)
             ctx.options.precision = precision
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     graph = model.lower_for(precision)
@@ -712,8 +717,11 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
                            "outputs share by liveness.")
         for what, label in (("Input", None), ("Scores", "scores")):
             dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
-            description.append(f"{what}: int8, TFLite's quantisation: real = {dtype.qscales[0]!r} * (q - "
-                               f"{dtype.zero_point}).")
+            if not dtype.is_quantised:  # a DEQUANTIZE's float32 outputs
+                description.append(f"{what}: float32.")
+                continue
+            description.append(f"{what}: int{dtype.bits}, TFLite's quantisation: real = {dtype.qscales[0]!r} * "
+                               f"{affine_text(dtype.zero_point)}.")
     elif precision == "float":
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())

@@ -36,8 +36,9 @@ def binary_model(code: int, a_shape, b_shape, out_shape, kind: str = "int8", a_q
     b = TfliteBuilder()
     x = b.tensor(a_shape, kind, scale=a_q[0], zero_point=a_q[1], name="x")
     if b_data is None:
+        top = 32768 if kind == "int16" else 128
         b_data = (rng.normal(0, 2, size=b_shape).astype(np.float32) if kind == "float32"
-                  else rng.integers(-128, 128, size=b_shape))
+                  else rng.integers(-top, top, size=b_shape))
     y = b.tensor(b_shape, kind, scale=b_q[0], zero_point=b_q[1], data=b_data, name="y")
     z = b.tensor(out_shape, kind, scale=out_q[0], zero_point=out_q[1], name="z")
     made = options(options_name, **(option_fields or {})) if options_name else None
@@ -46,9 +47,13 @@ def binary_model(code: int, a_shape, b_shape, out_shape, kind: str = "int8", a_q
 
 
 def random_rows(rng, n: int, size: int, kind: str = "int8") -> np.ndarray:
-    """n rows: every int8 value in the first rows (for int8), then uniform ones; floats spread over +-8."""
+    """n rows: every int8 value in the first rows (for int8; the extremes for int16), then uniform ones; floats
+    spread over +-8."""
     if kind == "float32":
         return rng.normal(0, 4, size=(n, size)).astype(np.float32)
+    if kind == "int16":  # the extremes, then uniform values
+        ends = np.stack([np.full(size, -32768), np.full(size, 32767), np.resize([-32768, 32767, 0, -1], size)])
+        return np.concatenate([ends, rng.integers(-32768, 32768, size=(n, size))]).astype(np.int16)
     every = np.resize(np.arange(-128, 128, dtype=np.int8), (max(1, 256 // size + 1), size))
     return np.concatenate([every, rng.integers(-128, 128, size=(n, size))]).astype(np.int8)[:max(n, len(every))]
 

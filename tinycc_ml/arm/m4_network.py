@@ -550,8 +550,10 @@ def _shifts_ok(q) -> bool:
 
 
 def tflite_int8(em, node: Node) -> bool:
-    """These kernels compute TFLite's int8 layers (the project's fixed point takes the shared C)."""
-    return node.type.dtype.is_quantised
+    """These kernels compute TFLite's int8 layers (the project's fixed point and TFLite's 16x8 layers take the
+    shared C)."""
+    return node.type.dtype.is_quantised and node.type.dtype.bits == 8 and all(
+        em.graph.type(i).dtype.bits in (8, 32) for i in node.inputs)
 
 
 def _computed_input(em, node: Node) -> bool:

@@ -26,7 +26,8 @@ from tinycc_ml.target import BuildOutput, Chip, CTarget, Fit, FitError, McuBacke
 # counter must not turn the comparison unsigned (-Wsign-compare)
 PGM_READ = {"int16_t": "(int16_t)pgm_read_word", "uint16_t": "(int32_t)pgm_read_word",
             "int8_t": "(int8_t)pgm_read_byte", "uint8_t": "pgm_read_byte",
-            "int32_t": "(int32_t)pgm_read_dword", "uint32_t": "pgm_read_dword", "float": "pgm_read_float"}
+            "int32_t": "(int32_t)pgm_read_dword", "uint32_t": "pgm_read_dword", "float": "pgm_read_float",
+            "int64_t": None}
 
 
 @dataclass
@@ -40,6 +41,9 @@ class AvrTarget(CTarget):
     forest_asm_budget: int = 28 * 1024
 
     def read_const(self, array: str, index: str, ctype: str) -> str:
+        if ctype == "int64_t":  # avr-libc reads at most a dword from flash: two, low word first
+            at = f"(const uint32_t *)&{array}[{index}]"
+            return f"(int64_t)(((uint64_t)pgm_read_dword({at} + 1) << 32) | pgm_read_dword({at}))"
         return f"{PGM_READ[ctype]}(&{array}[{index}])"
 
     def offset_store(self, em, name: str) -> str | None:

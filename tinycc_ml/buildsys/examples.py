@@ -65,10 +65,10 @@ def example_rows(result, model, rows, labels=None, limit: int = MAX_EXAMPLES) ->
         # the int8 interpreter, whose classes the C gives bit for bit
         predict_index = getattr(model, "predict_index", model.predict)
         expected = np.asarray(predict_index(rows), dtype=np.int64)
-        source = "model" if affine is None else "int8 model"
+        source = "model" if affine is None else f"int{INPUT_BITS[out.input_ctype]} model"
     shifts = None
     if affine is not None:  # real rows quantised with the input tensor's scale and zero point
-        stored = quantise_affine(rows, *affine)
+        stored = quantise_affine(rows, *affine, INPUT_BITS[out.input_ctype])
     elif out.input_ctype in INPUT_BITS:
         shifts = np.broadcast_to(np.asarray(out.input_scale if out.input_scale is not None else 0),
                                  (out.input_dim,)).astype(np.int64)
@@ -131,8 +131,8 @@ def input_helper(result) -> str | None:
     the quantisation itself is ``<prefix>_quantise`` / ``<prefix>_quantise_feature`` of ``<prefix>.h``
     (codegen/float_input.py), compiled in Arduino builds and with ``-D<PREFIX>_WITH_FLOAT``."""
     out, p = result.output, result.prefix
-    if out.input_ctype not in INPUT_BITS:
-        return None
+    if out.input_ctype not in INPUT_BITS or (out.input_quantisation is not None and out.input_ctype != "int8_t"):
+        return None  # an int16 (16x8) network's input has no C quantise
     up = p.upper()
     if out.input_quantisation is not None:
         scale, zero = out.input_quantisation

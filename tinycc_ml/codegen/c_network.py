@@ -17,20 +17,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinycc_ml.codegen.emitter import C_CODE, CEmitter
+from tinycc_ml.codegen.emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.c_primitives import (  # noqa: F401  (re-exported: the targets' kernels use them)
     c_helper,
     clamp8,
+    clamp_to,
     divide_pot,
     high_mul,
     multiply_pot,
     requantise,
+    requantise64,
     wrap_add,
 )
 from tinycc_ml.ir.ops.pooling import mean_parameters
-from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT, add_multipliers, relu6_bounds, relu_parameters
+from tinycc_ml.ir.ops.tensor_elementwise import (
+    add_left_shift,
+    add_multipliers,
+    relu6_bounds,
+    relu_parameters,
+)
 from tinycc_ml.ir.ops.tflite_arith import (
     EXP_BARREL,
     SOFTMAX_ACCUMULATION_INTEGER_BITS,
@@ -40,6 +47,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     softmax_parameters,
     wrap32,
 )
+from tinycc_ml.ir.ops.tflite_lut import softmax_int16_parameters, softmax_tables
 from tinycc_ml.ir.ops.windows import axis_geometry, channel_scales
 
 MAX_SOFTMAX_DEPTH = 256  # the sum of exps keeps its headroom (RoundingDivideByPOT's exponent stays <= 31)
@@ -162,9 +170,11 @@ class AddQuantisation:
 
 def add_quantisation(graph, node: Node) -> AddQuantisation:
     ta, tb, out = (graph.type(n).dtype for n in (*node.inputs, node.name))
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    requants = tuple((int(m), int(s)) for m, s in add_multipliers(ta.qscales[0], tb.qscales[0], out.qscales[0]))
-    return AddQuantisation((int(ta.zero_point), int(tb.zero_point), int(out.zero_point)), requants, ADD_LEFT_SHIFT,
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
+    left_shift = add_left_shift(out.bits)
+    requants = tuple((int(m), int(s)) for m, s in add_multipliers(ta.qscales[0], tb.qscales[0], out.qscales[0],
+                                                                   left_shift))
+    return AddQuantisation((int(ta.zero_point), int(tb.zero_point), int(out.zero_point)), requants, left_shift,
                            int(lo), int(hi))
 
 
@@ -198,10 +208,20 @@ def requant_params(em: CEmitter, node: Node, channels: int, filter_type) -> tupl
 
 
 def requantised_store(em: CEmitter, node: Node, acc: str, mult: str, shift: str) -> str:
-    """``out[...] = `` the requantised, offset and clamped acc."""
+    """``out[...] = `` the requantised, offset and clamped acc (an int64 acc: a 16x8 layer's)."""
     out = node.type.dtype
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    return f"{clamp8(em)}({requantise(em)}({acc}, {mult}, {shift}) + {out.zero_point}, {lo}, {hi})"
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
+    rq = requantise64(em) if wide_accumulator(em, node) else requantise(em)
+    return f"{clamp_to(em, out.bits)}({rq}({acc}, {mult}, {shift}) + {out.zero_point}, {lo}, {hi})"
+
+
+def wide_accumulator(em: CEmitter, node: Node) -> bool:
+    """Whether a layer sums in int64: a 16x8 layer with an int64 bias (else int32, TFLite's AccumScalar)."""
+    return em.graph.type(node.inputs[2]).dtype.bits == 64
+
+
+def accumulator(em: CEmitter, node: Node) -> str:
+    return "int64_t" if wide_accumulator(em, node) else "int32_t"
 
 
 def window_geometry(em: CEmitter, node: Node, window: tuple[int, int]):
@@ -365,12 +385,13 @@ def conv2d(em: CEmitter, node: Node) -> list[str]:
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
     mult, shift = requant_params(em, node, out_c, w)
     offset = -x.dtype.zero_point
-    tap = [f"const int8_t *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
+    acc_type = accumulator(em, node)
+    tap = [f"const {ctype_of(x.dtype)} *xp = {em.var(x_name)} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
            f"const long wp = ((long)(o * {kh} + ky) * {kw} + kx) * {in_c};",
            f"for (int c = 0; c < {in_c}; ++c)",
-           f"    acc += (int32_t){em.at(w_name, 'wp + c')} * ((int32_t)xp[c] + {offset});"]
+           f"    acc += ({acc_type})((int32_t){em.at(w_name, 'wp + c')} * ((int32_t)xp[c] + {offset}));"]
     body = [f"for (int o = 0; o < {out_c}; ++o) {{",
-            "    int32_t acc = 0;",
+            f"    {acc_type} acc = 0;",
             *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {requantised_store(em, node, 'acc', mult, shift)};",
@@ -387,13 +408,14 @@ def depthwise_conv2d(em: CEmitter, node: Node) -> list[str]:
     height, width, *_, dilation, _ = window_geometry(em, node, (kh, kw))
     mult, shift = requant_params(em, node, out_c, w)
     offset = -x.dtype.zero_point
+    acc_type = accumulator(em, node)
     tap = [f"const int32_t xv = (int32_t){em.var(x_name)}[((long)(b * {height} + iy) * {width} + ix) * {in_c} + c]"
            f" + {offset};",
-           f"acc += (int32_t){em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o')} * xv;"]
+           f"acc += ({acc_type})((int32_t){em.at(w_name, f'(ky * {kw} + kx) * {out_c} + o')} * xv);"]
     body = [f"for (int c = 0; c < {in_c}; ++c)",
             f"for (int m = 0; m < {multiplier}; ++m) {{",
             f"    const int o = c * {multiplier} + m;",
-            "    int32_t acc = 0;",
+            f"    {acc_type} acc = 0;",
             *("    " + line for line in tap_loops(node, (kh, kw), height, width, dilation, tap)),
             f"    acc += {em.at(b_name, 'o')};",
             f"    {em.var(node.name)}[pos + o] = {requantised_store(em, node, 'acc', mult, shift)};",
@@ -409,13 +431,15 @@ def fully_connected(em: CEmitter, node: Node) -> list[str]:
     rows = x.size // depth
     mult, shift = requant_params(em, node, out_c, w)
     offset = -x.dtype.zero_point
+    acc_type = accumulator(em, node)
     return ["{",
             f"    for (int r = 0; r < {rows}; ++r)",
             f"    for (int o = 0; o < {out_c}; ++o) {{",
-            f"        const int8_t *xp = {em.var(x_name)} + (long)r * {depth};",
-            "        int32_t acc = 0;",
+            f"        const {ctype_of(x.dtype)} *xp = {em.var(x_name)} + (long)r * {depth};",
+            f"        {acc_type} acc = 0;",
             f"        for (int i = 0; i < {depth}; ++i)",
-            f"            acc += (int32_t){em.at(w_name, f'(long)o * {depth} + i')} * ((int32_t)xp[i] + {offset});",
+            f"            acc += ({acc_type})((int32_t){em.at(w_name, f'(long)o * {depth} + i')} * "
+            f"((int32_t)xp[i] + {offset}));",
             f"        acc += {em.at(b_name, 'o')};",
             f"        {em.var(node.name)}[(long)r * {out_c} + o] = {requantised_store(em, node, 'acc', mult, shift)};",
             "    }",
@@ -443,7 +467,7 @@ def pool_window(em: CEmitter, node: Node) -> PoolWindow:
     channels = em.graph.type(x_name).shape[3]
     height, width, *_ = window_geometry(em, node, window)
     out = node.type.dtype
-    lo, hi = (activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    lo, hi = (activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
               if out.is_quantised else (None, None))
     clip = ["const int fy0 = iy0 < 0 ? -iy0 : 0, fx0 = ix0 < 0 ? -ix0 : 0;",
             f"const int fy1 = {height} - iy0 < {window[0]} ? {height} - iy0 : {window[0]};",
@@ -463,7 +487,7 @@ def average_pool2d(em: CEmitter, node: Node) -> list[str]:
             "    for (int fx = fx0; fx < fx1; ++fx)",
             f"        sum += {pool.tap};",
             "    average = sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count;",
-            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(average, {pool.lo}, {pool.hi});",
+            f"    {em.var(node.name)}[pos + c] = {clamp_to(em, node.type.dtype.bits)}(average, {pool.lo}, {pool.hi});",
             "}"]
     return window_loops(em, node, pool.window, pool.channels, body)
 
@@ -471,22 +495,85 @@ def average_pool2d(em: CEmitter, node: Node) -> list[str]:
 def tensor_add(em: CEmitter, node: Node) -> list[str]:
     a_name, b_name = node.inputs
     ta, tb, out = em.graph.type(a_name).dtype, em.graph.type(b_name).dtype, node.type.dtype
-    (ma, sa), (mb, sb), (mo, so) = add_multipliers(ta.qscales[0], tb.qscales[0], out.qscales[0])
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    left_shift = add_left_shift(out.bits)
+    (ma, sa), (mb, sb), (mo, so) = add_multipliers(ta.qscales[0], tb.qscales[0], out.qscales[0], left_shift)
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
     rq = requantise(em)
     return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
-            f"    const int32_t a = {rq}(((int32_t){em.at(a_name, 'i')} - {ta.zero_point}) * {1 << ADD_LEFT_SHIFT}, "
+            f"    const int32_t a = {rq}(((int32_t){em.at(a_name, 'i')} - {ta.zero_point}) * {1 << left_shift}, "
             f"{ma}, {sa});",
-            f"    const int32_t b = {rq}(((int32_t){em.at(b_name, 'i')} - {tb.zero_point}) * {1 << ADD_LEFT_SHIFT}, "
+            f"    const int32_t b = {rq}(((int32_t){em.at(b_name, 'i')} - {tb.zero_point}) * {1 << left_shift}, "
             f"{mb}, {sb});",
-            f"    {em.var(node.name)}[i] = {clamp8(em)}({rq}(a + b, {mo}, {so}) + {out.zero_point}, {lo}, {hi});",
+            f"    {em.var(node.name)}[i] = {clamp_to(em, out.bits)}({rq}(a + b, {mo}, {so}) + {out.zero_point}, {lo}, "
+            f"{hi});",
             "}"]
+
+
+def softmax_int16(em: CEmitter, node: Node) -> list[str]:
+    """TFLite's int16 softmax: exps by table (kept in the output row), their int32 sum, its reciprocal by table,
+    each exp rescaled."""
+    (x_name,) = node.inputs
+    x = em.graph.type(x_name)
+    depth = x.shape[-1]
+    exp_table, reciprocal_table = softmax_tables()
+    exp_lut = em.add_const_array(em.sym("softmax_exp_lut"), exp_table.astype(np.int16), "int16_t",
+                                 "TFLite's int16 softmax: exp over [-10, 0], 513 samples (Q0.15)")
+    recip_lut = em.add_const_array(em.sym("softmax_reciprocal_lut"), reciprocal_table.astype(np.int16), "int16_t",
+                                   "TFLite's int16 softmax: 1 / (1 + x) over [0, 1], 513 samples (Q0.15)")
+    look = lut_lookup(em)
+    multiplier, shift = softmax_int16_parameters(float(node.attrs["beta"]), x.dtype.qscales[0])
+    xs, out = em.var(x_name), em.var(node.name)
+    return ["{",
+            f"    for (long r = 0; r < {x.size // depth}; ++r) {{",
+            f"        const int16_t *in = {xs} + r * {depth};",
+            f"        int16_t *exps = {out} + r * {depth};",
+            "        int32_t largest = in[0], sum = 0, shifted;",
+            "        int16_t reciprocal;",
+            "        int headroom = 0;",
+            f"        for (int i = 1; i < {depth}; ++i)",
+            "            if (in[i] > largest) largest = in[i];",
+            f"        for (int i = 0; i < {depth}; ++i) {{",
+            f"            int32_t v = {requantise(em)}((int32_t)in[i] - largest, {multiplier}, {shift}) + 32767;",
+            "            v = v < -32768 ? -32768 : (v > 32767 ? 32767 : v);",
+            f"            exps[i] = {look}((int16_t)v, {exp_lut});",
+            "            sum += exps[i];",
+            "        }",
+            "        while (headroom < 31 && !((uint32_t)sum & (0x80000000u >> headroom)))",
+            "            ++headroom;",
+            "        shifted = (int32_t)((((int64_t)sum << (headroom - 1)) + (1 << 13)) >> 14)",
+            "                  - ((int32_t)1 << 15) - ((int32_t)1 << 16);",
+            "        shifted = shifted < -32768 ? -32768 : (shifted > 32767 ? 32767 : shifted);",
+            f"        reciprocal = {look}((int16_t)shifted, {recip_lut});",
+            f"        for (int i = 0; i < {depth}; ++i) {{",
+            "            const int right = 31 - headroom;",
+            "            const int32_t v = (int32_t)(((int64_t)exps[i] * reciprocal + ((int64_t)1 << (right - 1))) >> "
+            "right);",
+            "            exps[i] = (int16_t)(v < 0 ? 0 : (v > 32767 ? 32767 : v));",
+            "        }",
+            "    }",
+            "}"]
+
+
+def lut_lookup(em: CEmitter) -> str:
+    """TFLite's LUTLookup of an int16 table (513 samples): the sample at the top 9 bits, interpolated by the low 7."""
+    read = em.target.read_const
+    return c_helper(em, "tfl_lut16", f"""\
+static inline int16_t @tfl_lut16(int16_t value, const int16_t *lut)
+{{
+    const int index = 256 + (value >> 7);
+    const int16_t base = {read('lut', 'index', 'int16_t')};
+    const int32_t slope = (int32_t){read('lut', 'index + 1', 'int16_t')} - base;
+    return (int16_t)(base + ((slope * (value & 0x7f) + 64) >> 7));
+}}
+""")
 
 
 def softmax(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
     require_computed(em, node, x_name)
     x = em.graph.type(x_name)
+    if x.dtype.bits == 16:
+        return softmax_int16(em, node)
     depth = x.shape[-1]
     if depth > MAX_SOFTMAX_DEPTH:
         raise CompileError(f"node %{node.name}: softmax over {depth} values; the C keeps the sum of exps' headroom "
@@ -540,13 +627,13 @@ def max_pool2d(em: CEmitter, node: Node) -> list[str]:
     # the window clipped to the input, as the average pool's: padding is never the largest
     body = [*pool.clip,
             f"for (int c = 0; c < {pool.channels}; ++c) {{",
-            "    int32_t largest = -128;",
+            f"    int32_t largest = {-(1 << (node.type.dtype.bits - 1))};",
             "    for (int fy = fy0; fy < fy1; ++fy)",
             "    for (int fx = fx0; fx < fx1; ++fx) {",
             f"        const int32_t v = {pool.tap};",
             "        if (v > largest) largest = v;",
             "    }",
-            f"    {em.var(node.name)}[pos + c] = {clamp8(em)}(largest, {pool.lo}, {pool.hi});",
+            f"    {em.var(node.name)}[pos + c] = {clamp_to(em, node.type.dtype.bits)}(largest, {pool.lo}, {pool.hi});",
             "}"]
     return window_loops(em, node, pool.window, pool.channels, body)
 
@@ -596,7 +683,8 @@ def mean(em: CEmitter, node: Node) -> list[str]:
 
 def pad(em: CEmitter, node: Node) -> list[str]:
     """The padded tensor filled with the zero point, then each row of the input's last axis copied in."""
-    return padded_copy(em, node, f"(int8_t){em.graph.type(node.inputs[0]).dtype.zero_point}")
+    dtype = em.graph.type(node.inputs[0]).dtype
+    return padded_copy(em, node, f"({ctype_of(dtype)}){dtype.zero_point}")
 
 
 def padded_copy(em: CEmitter, node: Node, fill: str) -> list[str]:
@@ -634,15 +722,16 @@ def relu(em: CEmitter, node: Node) -> list[str]:
     x, out = em.graph.type(x_name).dtype, node.type.dtype
     multiplier, shift, lowest = relu_parameters(x, out)
     return [f"for (long i = 0; i < {node.type.size}; ++i)",
-            f"    {em.var(node.name)}[i] = {clamp8(em)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
-            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lowest}, 127);"]
+            f"    {em.var(node.name)}[i] = {clamp_to(em, out.bits)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
+            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lowest}, {(1 << (out.bits - 1)) - 1});"]
 
 
 def relu6(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
-    lower, upper = relu6_bounds(em.graph.type(x_name).dtype)
+    dtype = em.graph.type(x_name).dtype
+    lower, upper = relu6_bounds(dtype)
     return [f"for (long i = 0; i < {node.type.size}; ++i)",
-            f"    {em.var(node.name)}[i] = {clamp8(em)}({em.at(x_name, 'i')}, {lower}, {upper});"]
+            f"    {em.var(node.name)}[i] = {clamp_to(em, dtype.bits)}({em.at(x_name, 'i')}, {lower}, {upper});"]
 
 
 C_CODE["fixed"].update({"mean": mean, "pad": pad, "relu": relu, "relu6": relu6})

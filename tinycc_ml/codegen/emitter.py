@@ -57,6 +57,8 @@ def c_int(value, ctype: str) -> str:
     v = int(value)
     if ctype == "int32_t" and v == -(2**31):
         return "(-2147483647 - 1)"
+    if ctype == "int64_t" and v == -(2**63):
+        return "(-9223372036854775807LL - 1)"
     return str(v)
 
 
@@ -77,6 +79,9 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
                 items = list(map(str, ints.tolist()))
             if ctype == "int32_t":
                 items = [c_int(-(2**31), ctype) if item == "-2147483648" else item for item in items]
+            elif ctype == "int64_t":  # literals past long's range (a 32-bit long): long long ones
+                items = [c_int(-(2**63), ctype) if item == "-9223372036854775808"
+                         else (f"{item}LL" if not -(2**31) <= int(item) < 2**31 else item) for item in items]
         full = len(items) - len(items) % per_line
         lines = list(map(", ".join, zip(*[iter(items[:full])] * per_line)))
         if full < len(items):
@@ -311,7 +316,7 @@ class CEmitter:
 
     @staticmethod
     def _np_type(ctype: str):
-        return {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
+        return {"float": np.float32, "int64_t": np.int64, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
                 "uint8_t": np.uint8, "uint16_t": np.uint16, "uint32_t": np.uint32}[ctype]
 
     def const_array(self, name: str) -> str:
@@ -389,13 +394,20 @@ class CEmitter:
         return out
 
     @property
-    def input_quantisation(self) -> tuple[float, int] | None:
-        """A TFLite-style int8 build's input quantisation (scale, zero point) when one scale covers the tensor
-        (the float input then quantises as tinycc_ml.ir.fixed.quantise_affine); None otherwise."""
+    def input_affine(self) -> tuple[float, int] | None:
+        """A TFLite-style build's input quantisation (scale, zero point) when one scale covers the tensor (real
+        rows quantise as tinycc_ml.ir.fixed.quantise_affine); None otherwise."""
         dtype = self.graph.type(self.graph.inputs()[0]).dtype
         if not dtype.is_quantised or len(dtype.qscales) != 1:
             return None
         return float(dtype.qscales[0]), int(dtype.zero_point)
+
+    @property
+    def input_quantisation(self) -> tuple[float, int] | None:
+        """``input_affine`` of an int8 input: the C's float entry point quantises by comparisons with 255
+        thresholds (an int16 input's 65,535 would not fit a chip: its rows are quantised before the call)."""
+        dtype = self.graph.type(self.graph.inputs()[0]).dtype
+        return self.input_affine if dtype.bits == 8 else None
 
     @property
     def has_float_input(self) -> bool:
@@ -451,7 +463,7 @@ class CEmitter:
             prefix=self.prefix, input_ctype=emitted.input_ctype, score_ctype=emitted.score_ctype,
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
             ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
-            input_quantisation=self.input_quantisation,
+            input_quantisation=self.input_affine,
             kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes(),
             const_arrays=dict(self.const_arrays), macs=multiply_accumulates(self.graph),
             word_flash=self.target.word_flash, input_bound=self.graph.analyses.input_bound)

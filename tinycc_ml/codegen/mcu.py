@@ -61,7 +61,7 @@ def measured_rows(output: BuildOutput, X) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     bits = output_input_bits(output)
     if output.input_quantisation is not None:
-        return quantise_affine(X, *output.input_quantisation).astype(np.int8)
+        return quantise_affine(X, *output.input_quantisation, bits).astype(np.int8 if bits == 8 else np.int16)
     if output.input_scale is None:
         return X.astype(np.float32)
     return quantise(X, output.input_scale, bits).astype(np.int8 if bits == 8 else np.int16)

@@ -111,7 +111,8 @@ class HostPredictor:
             return X32
 
         if self.input_quantisation is not None:  # as <prefix>_quantise does: the input tensor's scale, zero point
-            return np.ascontiguousarray(quantise_affine(X, *self.input_quantisation).astype(dtype))
+            return np.ascontiguousarray(quantise_affine(X, *self.input_quantisation, np.iinfo(dtype).bits)
+                                        .astype(dtype))
         scale = self.input_scale if self.input_scale is not None else 0
         return np.ascontiguousarray(quantise(X, scale, np.iinfo(dtype).bits).astype(dtype))
 

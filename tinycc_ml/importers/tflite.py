@@ -19,7 +19,7 @@ from tinycc_ml.errors import IRError, ModelFileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import TypeRuleError
 from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS
-from tinycc_ml.ir.ops.tflite_arith import INT32_MAX, INT32_MIN
+from tinycc_ml.ir.ops.tflite_arith import ACC64_BITS, INT32_MAX, INT32_MIN
 from tinycc_ml.ir.types import F32, TensorType, quantised
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.network import NetworkModel
@@ -50,6 +50,7 @@ OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED"
 # the axis of an operand's per-channel scales: the operator's, whatever quantized_dimension the file names
 # (tflite-micro reads them along it; converters leave a stale one on biases)
 FILTER_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3}
+QUANTISED_TYPES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}  # their widths in the IR's qi types
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)  # a denormal scale flushes every requantisation to zero
 SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
              "MAX_POOL_2D", "MEAN", "PAD", "RELU", "RELU6", "RESHAPE", "SOFTMAX")
@@ -232,9 +233,9 @@ class _Lowering:
         """The tensor's element type; ``axis``: the operator's axis of per-channel scales (None: per tensor)."""
         if t.type_name == "float32":
             return F32
-        if t.type_name not in ("int8", "int32"):
+        if t.type_name not in QUANTISED_TYPES:
             raise _Bad(f"tensor {t.name!r}: {t.type_name} tensors are not supported (int8 networks: int8 values, "
-                       "int32 biases)")
+                       "int32 biases; 16x8 networks: int16 values, int8 weights, int64 or int32 biases)")
         if t.scales.size == 0:
             raise _Bad(f"tensor {t.name!r}: {t.type_name} without quantisation parameters")
         bad = [float(s) for s in t.scales if not SMALLEST_SCALE <= float(s) < math.inf]
@@ -242,7 +243,7 @@ class _Lowering:
             raise _Bad(f"tensor {t.name!r}: scale {bad[0]:.3g} is not a positive normal float32")
         if t.zero_points.size == 0:
             raise _Bad(f"tensor {t.name!r}: scales without zero points (tflite-micro reads it as not quantised)")
-        bits = 8 if t.type_name == "int8" else 32
+        bits = QUANTISED_TYPES[t.type_name]
         zero_points = t.zero_points
         if np.any(zero_points != zero_points[0]):
             raise _Bad(f"tensor {t.name!r}: per-channel zero points that differ are not supported")
@@ -299,15 +300,16 @@ class _Lowering:
         """The fused activation an operator's options name at field ``index``."""
         return _activation(options, index, op)
 
-    def bias(self, index: int, channels: int, name: str, real: bool = False) -> str:
-        """The bias operand; a layer without one gets zeros (float32 ones for a float layer: ``real``)."""
+    def bias(self, index: int, channels: int, name: str, real: bool = False, bits: int = 32) -> str:
+        """The bias operand; a layer without one gets zeros (float32 ones for a float layer: ``real``; int64 ones
+        for a 16x8 layer summing in int64: ``bits``)."""
         if index >= 0:
             return self.value(index, "", axis=0)
         if real:
             return self.graph.add("const", [], {"value": np.zeros(channels, np.float32)},
                                   type=TensorType((channels,), F32), name=f"{name}_no_bias")
-        zeros = np.zeros(channels, np.int32)
-        return self.graph.add("const", [], {"value": zeros}, type=TensorType((channels,), quantised(32, 1.0)),
+        zeros = np.zeros(channels, np.int64 if bits == 64 else np.int32)
+        return self.graph.add("const", [], {"value": zeros}, type=TensorType((channels,), quantised(bits, 1.0)),
                               name=f"{name}_no_bias")
 
     def add(self, op: str, inputs: list[str], attrs: dict, out: _Tensor) -> None:
@@ -340,7 +342,7 @@ def _check_relu6_range(out: _Tensor, where: str) -> None:
 def _check_bias_scale(low: _Lowering, x: _Tensor, w: _Tensor, bias: int, out: _Tensor) -> None:
     """tflite-micro's FULLY_CONNECTED requires the bias's scale within 2% of the output's scale of input scale x
     weight scale (GetQuantizedConvolutionMultipler)."""
-    if bias < 0 or x.type_name != "int8":
+    if bias < 0 or x.type_name not in ("int8", "int16"):
         return
     product = float(np.float32(x.scales[0]) * np.float32(w.scales[0]))
     bias_scale = float(low.tensors[bias].scales[0])
@@ -390,13 +392,21 @@ def _at_least_one(options: _Table, index: int, name: str, op: str, default: int)
     return value
 
 
-def _check_bias_type(options: _Table | None, index: int, op: str) -> None:
-    """The options' quantized_bias_type: none (0, FLOAT32, the default) or INT32; tflite-micro refuses a type it does
-    not know, and int8 networks have int32 biases."""
+def _check_bias_type(options: _Table | None, index: int, op: str, x: _Tensor | None = None) -> int:
+    """The options' quantized_bias_type: none (0, FLOAT32, the default), INT32, or (a 16x8 layer: int16 input
+    ``x``) INT64; tflite-micro refuses a type it does not know, and int8 networks have int32 biases. Returns the
+    width of a missing bias: a 16x8 layer sums in int64 unless the type says INT32."""
     code = int(options.scalar(index, "b", 0, "quantized_bias_type")) if options is not None else 0
-    if code not in (0, 2):
+    wide = x is not None and x.type_name == "int16"
+    if code not in ((0, 2, 4) if wide else (0, 2)):
         raise _Bad(f"{op}: quantized_bias_type {TENSOR_TYPES.get(code, (code,))[0]} is not supported (int8 networks "
-                   "have int32 biases)")
+                   "have int32 biases; 16x8 networks int64 or int32)")
+    return 64 if wide and code != 2 else 32
+
+
+def _bias_bits(low: _Lowering, bias: int, missing: int) -> int:
+    """A layer's accumulator width: its bias tensor's (int64 or int32), or ``missing`` without one."""
+    return 64 if bias >= 0 and low.tensors[bias].type_name == "int64" else (missing if bias < 0 else 32)
 
 
 def _window(options: _Table, op: str, dilation: tuple[int, int] | None) -> dict:
@@ -410,36 +420,43 @@ def _window(options: _Table, op: str, dilation: tuple[int, int] | None) -> dict:
     return attrs
 
 
-def _check_accumulator(low: _Lowering, x: _Tensor, bias: int, by_channel: np.ndarray, out: _Tensor) -> None:
-    """Refuses a layer whose int32 accumulator (the products' sum, then the bias) can overflow for some int8
-    input: TFLite's kernels wrap it silently. ``by_channel``: the filter's values, one row per output channel."""
-    if x.type_name != "int8":
+def _check_accumulator(low: _Lowering, x: _Tensor, bias: int, by_channel: np.ndarray, out: _Tensor,
+                       bias_bits: int = 32) -> None:
+    """Refuses a layer whose accumulator (the products' sum, then the bias) can leave its range for some input:
+    an int32 one TFLite's kernels wrap silently; a 16x8 layer's int64 one beyond the +-2^47 TFLite's
+    requantisation assumes. ``by_channel``: the filter's values, one row per output channel."""
+    if x.type_name not in ("int8", "int16"):
         return
+    top = 127 if x.type_name == "int8" else 32767
     zero_point = int(x.zero_points[0]) if x.zero_points.size else 0
     w64 = by_channel.astype(np.int64)
-    ends = np.stack([w64 * (127 - zero_point), w64 * (-128 - zero_point)])  # each product's extremes (0 between)
+    ends = np.stack([w64 * (top - zero_point), w64 * (-top - 1 - zero_point)])  # each product's extremes
     high, low_end = ends.max(axis=0).sum(axis=1), ends.min(axis=0).sum(axis=1)
     b = low.tensors[bias].data if bias >= 0 else None
     b = np.zeros(len(w64), np.int64) if b is None else b.astype(np.int64).reshape(-1)
+    lowest, highest = (INT32_MIN, INT32_MAX) if bias_bits == 32 else (-(1 << ACC64_BITS), (1 << ACC64_BITS) - 1)
     for c in range(len(w64)):
         worst = (int(low_end[c]) + min(0, int(b[c])), int(high[c]) + max(0, int(b[c])))
-        if worst[0] < INT32_MIN or worst[1] > INT32_MAX:
+        if worst[0] < lowest or worst[1] > highest:
+            reach = "pass int32, where TFLite wraps it" if bias_bits == 32 else \
+                f"pass +-2^{ACC64_BITS}, beyond what TFLite's 16x8 requantisation assumes"
             raise _Bad(f"{low.where} giving {out.name!r}: channel {c}'s accumulator (bias {int(b[c])}, products "
-                       f"{int(low_end[c])}..{int(high[c])} over int8 inputs) can pass int32, where TFLite wraps it")
+                       f"{int(low_end[c])}..{int(high[c])} over {x.type_name} inputs) can {reach}")
 
 
 def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[int], outs: list[int]) -> None:
     out = low.tensors[outs[0]]
     name = _identifier(out.name)
     bias = ins[2] if len(ins) > 2 else -1
+    x = low.tensors[ins[0]]
     if op == "CONV_2D":
         w = _ranked(low.tensors[ins[1]], 4, op, "filter")
-        _check_bias_type(options, 6, op)
+        bias_bits = _bias_bits(low, bias, _check_bias_type(options, 6, op, x))
         attrs = {**_window(options, op, (5, 4)), "activation": _activation(options, 3, op)}
         low.add("conv2d", [low.value(ins[0]), low.value(ins[1], "OHWI", FILTER_AXIS[op]),
-                           low.bias(bias, w.shape[0], name)], attrs, out)
+                           low.bias(bias, w.shape[0], name, bits=bias_bits)], attrs, out)
         if w.data is not None:
-            _check_accumulator(low, low.tensors[ins[0]], bias, w.data.reshape(w.shape[0], -1), out)
+            _check_accumulator(low, x, bias, w.data.reshape(w.shape[0], -1), out, bias_bits)
     elif op == "DEPTHWISE_CONV_2D":
         w = _ranked(low.tensors[ins[1]], 4, op, "filter")
         x_channels = _ranked(low.tensors[ins[0]], 4, op, "input").shape[-1]
@@ -450,10 +467,11 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
                        f"{x_channels} make {w.shape[-1] / max(1, x_channels):g}")
         attrs = {**_window(options, op, (6, 5)), "activation": _activation(options, 4, op),
                  "depth_multiplier": multiplier}
+        bias_bits = 64 if x.type_name == "int16" else 32  # TFLite's 16x8 depthwise kernel reads int64 biases
         low.add("depthwise_conv2d", [low.value(ins[0]), low.value(ins[1], "IHWO", FILTER_AXIS[op]),
-                                     low.bias(bias, w.shape[-1], name)], attrs, out)
+                                     low.bias(bias, w.shape[-1], name, bits=bias_bits)], attrs, out)
         if w.data is not None:
-            _check_accumulator(low, low.tensors[ins[0]], bias, w.data.reshape(-1, w.shape[-1]).T, out)
+            _check_accumulator(low, x, bias, w.data.reshape(-1, w.shape[-1]).T, out, bias_bits)
     elif op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
         attrs = {**_window(options, op, None), "activation": _activation(options, 5, op),
                  "filter": [_at_least_one(options, 4, "filter_height", op, 0),
@@ -506,12 +524,13 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         if options is not None and options.scalar(2, "b", 0, "keep_num_dims"):
             raise _Bad(f"{op}: keep_num_dims is not supported")
         w = _ranked(low.tensors[ins[1]], 2, op, "weights")
-        _check_bias_type(options, 4, op)
-        low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"), low.bias(bias, w.shape[0], name)],
+        bias_bits = _bias_bits(low, bias, _check_bias_type(options, 4, op, x))
+        low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"),
+                                    low.bias(bias, w.shape[0], name, bits=bias_bits)],
                 {"activation": _activation(options, 0, op)}, out)
-        _check_bias_scale(low, low.tensors[ins[0]], w, bias, out)
+        _check_bias_scale(low, x, w, bias, out)
         if w.data is not None:
-            _check_accumulator(low, low.tensors[ins[0]], bias, w.data, out)
+            _check_accumulator(low, x, bias, w.data, out, bias_bits)
     elif op == "ADD":
         low.add("tensor_add", [low.value(ins[0]), low.value(ins[1])], {"activation": _activation(options, 0, op)}, out)
     elif op == "RESHAPE":
@@ -531,6 +550,31 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
 def supported_builtins() -> list[str]:
     """Every TFLite builtin operator the reader lowers."""
     return sorted({*SUPPORTED, *TFLITE_BUILTINS})
+
+
+def _input_quantize(operators: list[_Table], codes: list[_Table], tensors: list[_Tensor],
+                    x: int) -> tuple[int, int] | None:
+    """(operator, its output tensor) of the QUANTIZE a converter puts first when the network takes float32
+    (inference_input_type float32): the float input's only reader, to a per-tensor int8/int16 tensor. The network's
+    input is then that tensor (the build's float entry point quantises as QUANTIZE does); None otherwise."""
+    if tensors[x].type_name != "float32":
+        return None
+    readers = []
+    for k, operator in enumerate(operators):
+        if x in operator.array(1, "inputs", np.int32).tolist():
+            readers.append(k)
+    if len(readers) != 1:
+        return None
+    operator = operators[readers[0]]
+    index = operator.scalar(0, "I", 0, "opcode_index")
+    outs = operator.array(2, "outputs", np.int32).tolist()
+    if index >= len(codes) or _opcode_name(codes[index]) != "QUANTIZE" or len(outs) != 1 \
+            or not 0 <= outs[0] < len(tensors):
+        return None
+    out = tensors[outs[0]]
+    if out.type_name not in ("int8", "int16") or out.scales.size != 1 or out.data is not None:
+        return None
+    return readers[0], outs[0]
 
 
 def read_tflite(data: bytes, name: str = "model") -> Graph:
@@ -554,13 +598,17 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
             raise _Bad(f"input/output tensor index {index} of {len(tensors)} tensors")
     graph = Graph(_identifier(name))
     low = _Lowering(graph, tensors)
-    x = tensors[int(inputs[0])]
+    operators = sub.tables(3, "operators")
+    skipped = _input_quantize(operators, codes, tensors, int(inputs[0]))
+    x = tensors[int(inputs[0])] if skipped is None else tensors[skipped[1]]
     try:
         low.values[x.index] = graph.add("input", [], {"name": "x"}, type=low.tensor_type(x, low.layout(x)),
                                         name=_identifier(x.name))
     except ValueError as exc:
         raise _Bad(f"input tensor {x.name!r}: {exc}") from None
-    for k, operator in enumerate(sub.tables(3, "operators")):
+    for k, operator in enumerate(operators):
+        if skipped is not None and k == skipped[0]:
+            continue
         index = operator.scalar(0, "I", 0, "opcode_index")
         if index >= len(codes):
             raise _Bad(f"operator {k}: opcode {index} of {len(codes)}")

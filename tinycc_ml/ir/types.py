@@ -6,7 +6,7 @@ Element types:
   ``int * 2**-scale``; the scale may be negative (coarser than integers).
 - ``idx``: a non-negative int32 index (argmax/argmin results, class labels).
 - ``bool``: the result of a comparison.
-- ``qi<bits>(scale, zero_point)`` (bits in 8/16/32): TFLite's affine quantisation, real value
+- ``qi<bits>(scale, zero_point)`` (bits in 8/16/32/64): TFLite's affine quantisation, real value
   ``scale * (int - zero_point)``; per-channel scales name their axis: ``qi8(axis 0: [s0, s1, ...], 0)``.
   Scales are float32 values (held as Python floats, exactly), as TFLite stores them.
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 FIXED_BITS = (8, 16, 32)
+QUANTISED_BITS = (8, 16, 32, 64)  # TFLite's int8/int16 tensors, int32 and (16x8 layers') int64 biases
 PER_TENSOR = -1  # the axis of a quantisation with one scale
 
 
@@ -37,8 +38,10 @@ class DType:
     def __post_init__(self):
         if self.kind not in ("f32", "fx", "idx", "bool", "qi"):
             raise ValueError(f"unknown element kind {self.kind!r}")
-        if self.kind in ("fx", "qi") and self.bits not in FIXED_BITS:
+        if self.kind == "fx" and self.bits not in FIXED_BITS:
             raise ValueError(f"fixed-point width {self.bits} is not one of {FIXED_BITS}")
+        if self.kind == "qi" and self.bits not in QUANTISED_BITS:
+            raise ValueError(f"quantised width {self.bits} is not one of {QUANTISED_BITS}")
         if self.kind == "qi":
             object.__setattr__(self, "qscales", tuple(float(s) for s in self.qscales))
             if not self.qscales or not all(0 < s < float("inf") for s in self.qscales):

@@ -48,7 +48,9 @@ class NetworkModel(Model):
 
     @property
     def reference(self) -> str:
-        return "int8" if self.is_quantised else "float"
+        """What the network computes: "float", or the file's integers: "int8", "int16" (TFLite's 16x8: int16
+        activations, int8 weights)."""
+        return f"int{self.graph.type(self.input_name).dtype.bits}" if self.is_quantised else "float"
 
     def quantise(self, calibration) -> NetworkModel:
         """The int8 network of a float one, its activations' ranges from the calibration rows (each row the
@@ -105,23 +107,31 @@ class NetworkModel(Model):
                 raise CompileError(f"{self.describe()}: a float network compiles at precision "
                                    f"{', '.join(FLOAT_NETWORK_PRECISIONS)}, not {precision!r}")
             return
-        if precision not in NETWORK_PRECISIONS:
-            raise CompileError(f"{self.describe()}: a TFLite network computes in the int8 arithmetic its file "
-                               f"defines; precision {precision!r} is not one of {', '.join(NETWORK_PRECISIONS)} "
-                               "(float: the default, meaning the file's own int8)")
+        own = self.reference
+        if precision not in ("float", own):
+            raise CompileError(f"{self.describe()}: a TFLite network computes in the {own} arithmetic its file "
+                               f"defines; precision {precision!r} is not one of float, {own} (float: the default, "
+                               f"meaning the file's own {own})")
 
-    def run_int8(self, Xq) -> np.ndarray:
-        """The int8 outputs of int8 input rows (shape (n, *input_shape)): TFLite's kernels' results."""
+    def run_quantised(self, Xq) -> np.ndarray:
+        """The integer outputs of integer input rows (shape (n, *input_shape); int8, or int16 for a 16x8 file):
+        TFLite's kernels' results."""
         Xq = np.asarray(Xq)
-        if not np.issubdtype(Xq.dtype, np.integer) or Xq.size and (Xq.min() < -128 or Xq.max() > 127):
-            raise DataError(f"{self.source}: inputs must be int8 values")
+        bits = self.graph.type(self.input_name).dtype.bits
+        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        if not np.issubdtype(Xq.dtype, np.integer) or Xq.size and (Xq.min() < low or Xq.max() > high):
+            raise DataError(f"{self.source}: inputs must be int{bits} values")
         return run_fixed(self.graph, Xq)["scores"]
 
+    def run_int8(self, Xq) -> np.ndarray:
+        """``run_quantised`` of an int8 network."""
+        return self.run_quantised(Xq)
+
     def quantise_input(self, X) -> np.ndarray:
-        """Real input rows as the int8 rows the C takes (the input tensor's quantisation), flat."""
+        """Real input rows as the integer rows the C takes (the input tensor's quantisation), flat."""
         x_type = self.graph.type(self.input_name).dtype
         X = np.asarray(X, dtype=np.float64).reshape(-1, self.input_dim)
-        return quantise_affine(X, x_type.qscales[0], x_type.zero_point).astype(np.int8)
+        return quantise_affine(X, x_type.qscales[0], x_type.zero_point, x_type.bits).astype(f"int{x_type.bits}")
 
     def scores(self, X) -> np.ndarray:
         """Real inputs quantised as the input tensor says, run in int8, the outputs dequantised (a float
@@ -130,5 +140,7 @@ class NetworkModel(Model):
         if not self.is_quantised:
             return run_float(self.graph, X)["scores"].reshape(len(X), -1)
         out = self.graph.type(self.graph.outputs[0][1]).dtype
-        q = self.run_int8(self.quantise_input(X).astype(np.int64).reshape(X.shape)).reshape(len(X), -1)
+        q = self.run_quantised(self.quantise_input(X).astype(np.int64).reshape(X.shape)).reshape(len(X), -1)
+        if not out.is_quantised:  # the file's DEQUANTIZE gives float32 outputs
+            return q.astype(np.float64)
         return (q - out.zero_point) * out.qscales[0]

@@ -30,6 +30,14 @@ def check32(v, where: str):
     return v
 
 
+def check_range(v, bits: int, where: str):
+    """Values within +-2^bits (a 16x8 layer's int64 sums: TFLite assumes |sum| < 2^47), else FixedOverflow."""
+    v = np.asarray(v)
+    if v.size and (v.min() < -(1 << bits) or v.max() >= (1 << bits)):
+        raise FixedOverflow(f"{where}: intermediate out of range [{v.min()}, {v.max()}] (beyond +-2^{bits})")
+    return v
+
+
 def rshift(v, k: int):
     v = np.asarray(v, dtype=np.int64)
     if k >= 63:  # |v| < 2^63 <= 2^(k-1): the rounded quotient is 0 (hand-written graphs get here)

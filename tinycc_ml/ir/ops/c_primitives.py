@@ -63,6 +63,34 @@ static inline int32_t @tfl_requantise(int32_t x, int32_t multiplier, int shift)
 """)
 
 
+def requantise64(em) -> str:
+    """TFLite's MultiplyByQuantizedMultiplier of an int64 sum (16x8 layers): the multiplier rounded to 16 bits,
+    one rounding shift, the result cut to int32 as TFLite's conversion does."""
+    return c_helper(em, "tfl_requantise64", """\
+static inline int32_t @tfl_requantise64(int64_t x, int32_t multiplier, int shift)
+{
+    const int64_t reduced = multiplier < 0x7FFF0000L ? ((int64_t)multiplier + ((int64_t)1 << 15)) >> 16 : 0x7FFF;
+    const int total = 15 - shift;
+    return (int32_t)(uint32_t)(uint64_t)((x * reduced + ((int64_t)1 << (total - 1))) >> total);
+}
+""")
+
+
+def clamp_to(em, bits: int) -> str:
+    """The fused activation's clamp of a requantised value to the output's int8 (``bits`` 8) or int16 range."""
+    return clamp8(em) if bits == 8 else clamp16(em)
+
+
+def clamp16(em) -> str:
+    """The fused activation's clamp of a requantised value to the output's int16 range."""
+    return c_helper(em, "tfl_clamp16", """\
+static inline int16_t @tfl_clamp16(int32_t v, int32_t lo, int32_t hi)
+{
+    return (int16_t)(v < lo ? lo : (v > hi ? hi : v));
+}
+""")
+
+
 def clamp8(em) -> str:
     """The fused activation's clamp of a requantised value to the output's int8 range."""
     return c_helper(em, "tfl_clamp", """\

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.arith import check32
+from tinycc_ml.ir.ops.arith import check32, check_range
 from tinycc_ml.ir.ops.pow2_arith import channel_bounds, check_fixed_layer, check_shift, layer_result, layer_shift
 from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
+    ACC64_BITS,
     activation_range,
     apply_activation,
     channel_multipliers,
     multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier_64,
 )
 from tinycc_ml.ir.ops.windows import (
     as_batch,
@@ -38,15 +40,27 @@ NO_RANGES = ("a network's values take their ranges from calibration rows (passes
 NO_ACCUMULATOR = "no accumulator: the op copies, compares or clamps its input's integers"
 
 
-def check_operands(ts, filter_axis: int, weights_layout: str) -> None:
+def check_quantised_layer(x, w, b, filter_axis: int | None, bias_bits: tuple[int, ...],
+                          offsets: bool = True) -> None:
+    """TFLite's quantised layers: int8 input (int32 bias), or int16 input (the 16x8 kernels: a bias of one of
+    ``bias_bits``); int8 filters. ``offsets`` False: the 16x8 kernel ignores zero points, so they must be 0."""
+    bits = x.dtype.bits if x.dtype.is_quantised else 0
+    need(bits in (8, 16), f"input must be qi8 or qi16, got {x.dtype}")
+    quantised_operand(x, "input", bits, zero_point=offsets or bits == 8)
+    quantised_operand(w, "filter", 8, axis=filter_axis, zero_point=False)
+    widths = (32,) if bits == 8 else bias_bits
+    need(b.dtype.is_quantised and b.dtype.bits in widths,
+         f"bias must be {' or '.join(f'qi{n}' for n in widths)} for a qi{bits} input, got {b.dtype}")
+    quantised_operand(b, "bias", b.dtype.bits, axis=0 if filter_axis is not None else None, zero_point=False)
+
+
+def check_operands(ts, filter_axis: int, weights_layout: str, bias_bits: tuple[int, ...] = (32, 64)) -> None:
     x, w, b = ts
     need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
     need(w.rank == 4 and w.layout == weights_layout, f"filter must be a {weights_layout} tensor, got {w}")
     need(b.rank == 1 and b.shape[0] == w.shape[filter_axis], f"bias has shape {b.shape}, expected ({w.shape[0]},)")
     if x.dtype.is_quantised:
-        quantised_operand(x, "input", 8)
-        quantised_operand(w, "filter", 8, axis=filter_axis, zero_point=False)
-        quantised_operand(b, "bias", 32, axis=0, zero_point=False)
+        check_quantised_layer(x, w, b, filter_axis, bias_bits, offsets=False)
     elif x.dtype.is_fixed:
         check_fixed_layer(x, w, b)
     else:
@@ -54,15 +68,33 @@ def check_operands(ts, filter_axis: int, weights_layout: str) -> None:
 
 
 def requantise_channels(acc: np.ndarray, call: FixedCall, filter_axis: int) -> np.ndarray:
-    """acc (..., channels), the int32 sums with the bias: to the output's int8."""
-    x, w = call.in_types[0], call.in_types[1]
+    """acc (..., channels), the sums with the bias: to the output's int8 (int16). The accumulator is the bias's
+    width: int32 (requantised by the int32 MultiplyByQuantizedMultiplier) or int64 (16x8 layers: the int64
+    one, whose sums TFLite assumes within +-2^47)."""
+    x, w, b = call.in_types
     out = call.type.dtype
     channels = acc.shape[-1]
     multipliers, shifts = channel_multipliers(x.dtype.qscales[0], channel_scales(w, channels), out.qscales[0])
-    acc = check32(acc, call.where)
-    scaled = multiply_by_quantized_multiplier(acc, multipliers, shifts) + out.zero_point
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    if b.dtype.bits == 64:
+        acc = check_range(acc, ACC64_BITS, call.where)
+        scaled = multiply_by_quantized_multiplier_64(acc, multipliers, shifts) + out.zero_point
+    else:
+        acc = check32(acc, call.where)
+        scaled = multiply_by_quantized_multiplier(acc, multipliers, shifts) + out.zero_point
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
     return np.clip(scaled, lo, hi)
+
+
+def check_symmetric_output(x, result) -> None:
+    """TFLite's 16x8 convolutions add no output zero point: the file's must be 0."""
+    if x.dtype.is_quantised and x.dtype.bits == 16:
+        need(result.dtype.zero_point == 0, f"a qi16 convolution's output must have zero point 0, got "
+                                           f"{result.dtype.zero_point} (TFLite's 16x8 kernel adds none)")
+
+
+def layer_bits(x) -> int:
+    """A quantised layer's output width: its input's (TFLite's int8 and 16x8 kernels)."""
+    return x.dtype.bits if x.dtype.is_quantised else 8
 
 
 def check_fixed_shift(x, w, result) -> None:
@@ -96,8 +128,9 @@ def _infer_conv2d(ts, attrs, declared):
     check_window_attrs(attrs)
     need(w.shape[3] == x.shape[3], f"filter {w.shape} reads {w.shape[3]} channels, the input has {x.shape[3]}")
     oh, ow = window_shape(x, w.shape[1:3], attrs)
-    result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC")
+    result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[0]), "NHWC", layer_bits(x))
     check_channel_requantisation(x, w, result, w.shape[0])
+    check_symmetric_output(x, result)
     check_fixed_shift(x, w, result)
     return result
 
@@ -145,15 +178,16 @@ register_op(OpDef(
 
 def _infer_depthwise(ts, attrs, declared):
     need(len(ts) == 3, "depthwise_conv2d takes input, filter and bias")
-    check_operands(ts, 3, "IHWO")
+    check_operands(ts, 3, "IHWO", bias_bits=(64,))  # TFLite's 16x8 depthwise kernel reads int64 biases only
     x, w, _ = ts
     check_window_attrs(attrs)
     multiplier = int(attrs["depth_multiplier"])
     need(w.shape[0] == 1 and w.shape[3] == x.shape[3] * multiplier,
          f"filter {w.shape} must be (1, KH, KW, {x.shape[3]} x depth multiplier {multiplier})")
     oh, ow = window_shape(x, w.shape[1:3], attrs)
-    result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC")
+    result = network_result(x, declared, (x.shape[0], oh, ow, w.shape[3]), "NHWC", layer_bits(x))
     check_channel_requantisation(x, w, result, w.shape[3])
+    check_symmetric_output(x, result)
     check_fixed_shift(x, w, result)
     return result
 
@@ -201,14 +235,12 @@ def _infer_fully_connected(ts, attrs, declared):
     need(x.size % w.shape[1] == 0, f"input {x.shape} does not split into rows of {w.shape[1]}")
     need(attrs.get("activation", "none") in ("none", "relu", "relu6"), f"unknown activation {attrs.get('activation')}")
     if x.dtype.is_quantised:
-        quantised_operand(x, "input", 8)
-        quantised_operand(w, "weights", 8, zero_point=False)
-        quantised_operand(b, "bias", 32, zero_point=False)
+        check_quantised_layer(x, w, b, None, (32, 64))
     elif x.dtype.is_fixed:
         check_fixed_layer(x, w, b)
     else:
         need(w.dtype.is_float and b.dtype.is_float, f"a float fully_connected needs f32 weights and bias, got {w}, {b}")
-    result = network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC")
+    result = network_result(x, declared, (x.size // w.shape[1], w.shape[0]), "NC", layer_bits(x))
     check_channel_requantisation(x, w, result, w.shape[0])
     check_fixed_shift(x, w, result)
     return result

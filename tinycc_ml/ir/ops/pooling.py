@@ -2,7 +2,7 @@
 (global average pooling).
 
 The average is over the window's elements inside the input (padding is not counted). Integer
-semantics (``reference_integer_ops::AveragePool``): the int8 values summed, divided by the count
+semantics (``reference_integer_ops::AveragePool``, int8 and int16): the values summed, divided by the count
 rounding half away from zero, clamped to the fused activation's range; input and output share their
 quantisation (TFLite requires it), so nothing is requantised. Fixed point (fx, the project's dialect): the
 same integer steps (sum, rounded division, clamp) on the input's integers, its type kept.
@@ -43,10 +43,12 @@ def pool_type_rule(kind: str):
         need(x.rank == 4 and x.layout == "NHWC", f"input must be an NHWC tensor, got {x}")
         check_window_attrs(attrs, keys=("stride", "filter"))
         oh, ow = window_shape(x, tuple(int(k) for k in attrs["filter"]), attrs)
-        result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC")
+        bits = x.dtype.bits if x.dtype.is_quantised else 8
+        result = network_result(x, declared, (x.shape[0], oh, ow, x.shape[3]), "NHWC", bits)
         keeps_type(x, result, f"{kind} pool")
         if x.dtype.is_quantised:
-            quantised_operand(x, "input", 8)
+            need(bits in (8, 16), f"input must be qi8 or qi16, got {x.dtype}")
+            quantised_operand(x, "input", bits)
             need(result.dtype == x.dtype, f"TFLite's int8 {kind} pool keeps the input's quantisation {x.dtype}, "
                                           f"the result declares {result.dtype}")
         return result
@@ -59,7 +61,7 @@ def _clamped(values: np.ndarray, call: FixedCall) -> np.ndarray:
     out = call.type.dtype
     if out.is_fixed:
         return clamp_activation(values, call.attrs.get("activation", "none"), out)
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
     return np.clip(values, lo, hi)
 
 

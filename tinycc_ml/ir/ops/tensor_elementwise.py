@@ -1,8 +1,8 @@
 """Element-wise and per-row ops on tensors, as TFLite defines them: ADD (two tensors of one shape, each
 with its own quantisation), SOFTMAX (along the last axis), RELU and RELU6 as operators of their own.
 
-ADD's integer semantics (``reference_integer_ops::Add``): each input less its zero point, shifted left
-20 bits, rescaled by its multiplier (its scale over twice the larger input scale), summed, rescaled
+ADD's integer semantics (``reference_integer_ops::Add``; int16 the same with 15 bits): each input less its zero
+point, shifted left 20 bits, rescaled by its multiplier (its scale over twice the larger input scale), summed, rescaled
 to the output's scale, plus its zero point, clamped to the fused activation's range. SOFTMAX's:
 ``reference_ops::Softmax`` for int8 (gemmlowp's fixed-point exp and reciprocal; tflite_arith).
 
@@ -28,36 +28,46 @@ from tinycc_ml.ir.ops.tflite_arith import (
     round_half_away,
     softmax_int8,
 )
+from tinycc_ml.ir.ops.tflite_lut import softmax_int16
 from tinycc_ml.ir.ops.windows import check_requantisation, keeps_type, network_result, quantised_operand
 
 ADD_LEFT_SHIFT = 20  # TFLite's int8 ADD: the inputs' headroom before rescaling
 SOFTMAX_OUTPUT = (1 / 256, -128)  # TFLite's int8 softmax output: scale 1/256, zero point -128
+MAX_INT16_SOFTMAX_DEPTH = 65536  # the int16 softmax's int32 sum of Q0.15 exps
 
 
 def _infer_tensor_add(ts, attrs, declared):
     a, b = ts
     need(a.shape == b.shape, f"tensor_add adds tensors of one shape, got {a.shape} and {b.shape}")
     need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
+    bits = a.dtype.bits if a.dtype.is_quantised else 8
     if a.dtype.is_quantised:
-        quantised_operand(a, "first operand", 8)
-        quantised_operand(b, "second operand", 8)
+        need(bits in (8, 16), f"operands must be qi8 or qi16, got {a.dtype}")
+        quantised_operand(a, "first operand", bits)
+        quantised_operand(b, "second operand", bits)
     else:
         need(b.dtype.kind == a.dtype.kind and b.dtype.bits == a.dtype.bits, f"operands mix {a.dtype} and {b.dtype}")
-    result = network_result(a, declared, a.shape, a.layout)
+    result = network_result(a, declared, a.shape, a.layout, bits)
     if a.dtype.is_fixed:
         for i, t in enumerate(ts):
             check_shift(t.dtype.scale - result.dtype.scale, f"operand {i + 1}")
     if a.dtype.is_quantised:
         twice_max = 2 * max(a.dtype.qscales[0], b.dtype.qscales[0])
-        check_requantisation(twice_max / ((1 << ADD_LEFT_SHIFT) * result.dtype.qscales[0]), "sum")
+        check_requantisation(twice_max / ((1 << add_left_shift(bits)) * result.dtype.qscales[0]), "sum")
     return result
 
 
-def add_multipliers(scale_a: float, scale_b: float, scale_out: float) -> list[tuple[int, int]]:
+def add_left_shift(bits: int) -> int:
+    """TFLite's ADD headroom before rescaling: 20 bits for int8, 15 for int16."""
+    return ADD_LEFT_SHIFT if bits == 8 else 15
+
+
+def add_multipliers(scale_a: float, scale_b: float, scale_out: float,
+                    left_shift: int = ADD_LEFT_SHIFT) -> list[tuple[int, int]]:
     """TFLite's ADD parameters (double arithmetic): (multiplier, shift) of each input and of the sum."""
     twice_max = 2 * max(float(scale_a), float(scale_b))
     return [quantize_multiplier(float(scale_a) / twice_max), quantize_multiplier(float(scale_b) / twice_max),
-            quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * float(scale_out)))]
+            quantize_multiplier(twice_max / ((1 << left_shift) * float(scale_out)))]
 
 
 def add_shifts(call) -> list[int]:
@@ -71,11 +81,13 @@ def _fixed_tensor_add(call: FixedCall):
         return clamp_activation(saturate(total, call.type.dtype.bits), call.attrs.get("activation", "none"),
                                 call.type.dtype)
     (ta, tb), out = call.in_types, call.type.dtype
-    (ma, sa), (mb, sb), (mo, so) = add_multipliers(ta.dtype.qscales[0], tb.dtype.qscales[0], out.qscales[0])
-    a = multiply_by_quantized_multiplier((call.ins[0] - ta.dtype.zero_point) << ADD_LEFT_SHIFT, ma, sa)
-    b = multiply_by_quantized_multiplier((call.ins[1] - tb.dtype.zero_point) << ADD_LEFT_SHIFT, mb, sb)
+    left_shift = add_left_shift(out.bits)
+    (ma, sa), (mb, sb), (mo, so) = add_multipliers(ta.dtype.qscales[0], tb.dtype.qscales[0], out.qscales[0],
+                                                   left_shift)
+    a = multiply_by_quantized_multiplier((call.ins[0] - ta.dtype.zero_point) << left_shift, ma, sa)
+    b = multiply_by_quantized_multiplier((call.ins[1] - tb.dtype.zero_point) << left_shift, mb, sb)
     total = multiply_by_quantized_multiplier(check32(a + b, call.where), mo, so) + out.zero_point
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
     return np.clip(total, lo, hi)
 
 
@@ -100,12 +112,26 @@ def _infer_softmax(ts, attrs, declared):
     need(0 < float(attrs["beta"]) < float("inf"), f"beta must be positive and finite, got {attrs['beta']}")
     need(not x.dtype.is_fixed, "softmax has no fixed-point form in the project's dialect: compile the network's "
                                "logits (export it without the softmax: the argmax is the same), or use TFLite's int8")
-    result = network_result(x, declared, x.shape, x.layout)
-    if x.dtype.is_quantised:
+    bits = x.dtype.bits if x.dtype.is_quantised else 8
+    result = network_result(x, declared, x.shape, x.layout, bits)
+    if x.dtype.is_quantised and bits == 16:  # TFLite's int16 softmax (Prepare's checks)
+        quantised_operand(x, "input", 16, zero_point=False)
+        need(result.dtype.zero_point == 0 and abs(result.dtype.qscales[0] - 1 / 32768) <= 0.001 / 32768,
+             f"TFLite's int16 softmax gives scale 1/32768, zero point 0; the result declares {result.dtype}")
+        need(x.shape[-1] <= MAX_INT16_SOFTMAX_DEPTH, f"an int16 softmax over {x.shape[-1]} values: TFLite's int32 "
+                                                     f"sum of exps holds at most {MAX_INT16_SOFTMAX_DEPTH}")
+    elif x.dtype.is_quantised:
         quantised_operand(x, "input", 8)
         need((result.dtype.qscales[0], result.dtype.zero_point) == SOFTMAX_OUTPUT,
              f"TFLite's int8 softmax gives scale 1/256, zero point -128; the result declares {result.dtype}")
     return result
+
+
+def _fixed_softmax(call: FixedCall):
+    x = call.in_types[0].dtype
+    if x.bits == 16:
+        return softmax_int16(call.ins[0], float(call.attrs["beta"]), x.qscales[0])
+    return softmax_int8(call.ins[0], float(call.attrs["beta"]), x.qscales[0])
 
 
 def _float_softmax(xs, attrs):
@@ -117,9 +143,10 @@ def _float_softmax(xs, attrs):
 register_op(OpDef(
     "softmax", 1, _infer_softmax, _float_softmax, {"beta": "float"},
     "TFLite's SOFTMAX along the last axis, exp(beta x) normalised; quantised: TFLite's int8 algorithm "
-    "(gemmlowp fixed-point exp and reciprocal), the result at scale 1/256, zero point -128",
+    "(gemmlowp fixed-point exp and reciprocal), the result at scale 1/256, zero point -128; int16: its table "
+    "algorithm (exp and 1 / (1 + x) by 513-entry tables), the result at scale 1/32768, zero point 0",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_softmax(ins, attrs),
-    fixed=lambda call: softmax_int8(call.ins[0], float(call.attrs["beta"]), call.in_types[0].dtype.qscales[0]),
+    fixed=_fixed_softmax,
     unsupported={"interval": NO_RANGES, "acc_bound": "its int8 form is TFLite's (no power-of-two scale choice)"}))
 
 
@@ -128,10 +155,14 @@ register_op(OpDef(
 def _infer_activation(name: str):
     def infer(ts, attrs, declared):
         (x,) = ts
-        result = network_result(x, declared, x.shape, x.layout)
+        bits = x.dtype.bits if x.dtype.is_quantised else 8
+        result = network_result(x, declared, x.shape, x.layout, bits)
         keeps_type(x, result, name)
         if x.dtype.is_quantised:
-            quantised_operand(x, "input", 8)
+            need(bits in (8, 16), f"input must be qi8 or qi16, got {x.dtype}")
+            quantised_operand(x, "input", bits, zero_point=bits == 8 or name == "relu6")
+            if bits == 16 and name == "relu":
+                need(result.dtype.zero_point == 0, f"TFLite's int16 relu needs zero points 0, got {result.dtype}")
             if name == "relu6":  # TFLite's int8 RELU6 clamps the input's integers: no requantisation
                 need(result.dtype == x.dtype, f"TFLite's int8 relu6 keeps the input's quantisation {x.dtype}, "
                                               f"the result declares {result.dtype}")
@@ -148,18 +179,19 @@ def relu_multiplier_real(input_scale: float, output_scale: float) -> float:
 
 
 def relu_parameters(in_dtype, out_dtype) -> tuple[int, int, int]:
-    """(multiplier, shift, lowest output) of TFLite's int8 RELU."""
+    """(multiplier, shift, lowest output) of TFLite's int8 (int16) RELU."""
     multiplier, shift = quantize_multiplier(relu_multiplier_real(in_dtype.qscales[0], out_dtype.qscales[0]))
-    return multiplier, shift, max(-128, out_dtype.zero_point)
+    return multiplier, shift, max(-(1 << (out_dtype.bits - 1)), out_dtype.zero_point)
 
 
 def relu6_bounds(dtype) -> tuple[int, int]:
-    """TFLite's int8 RELU6 clamp: the zero point, and 6 quantised (float32 division, rounded half away)."""
+    """TFLite's int8 (int16) RELU6 clamp: the zero point, and 6 quantised (float32 division, rounded half away)."""
+    top = (1 << (dtype.bits - 1)) - 1
     with np.errstate(over="ignore"):
         steps = float(np.float32(6.0) / np.float32(dtype.qscales[0]))
-    if not np.isfinite(steps):  # a denormal scale: 6 is beyond float32, so beyond int8
-        return dtype.zero_point, 127
-    return dtype.zero_point, min(127, max(-128, dtype.zero_point + round_half_away(steps)))
+    if not np.isfinite(steps):  # a denormal scale: 6 is beyond float32, so beyond the integers
+        return dtype.zero_point, top
+    return dtype.zero_point, min(top, max(-top - 1, dtype.zero_point + round_half_away(steps)))
 
 
 def _fixed_relu(call: FixedCall):
@@ -168,7 +200,7 @@ def _fixed_relu(call: FixedCall):
     x, out = call.in_types[0].dtype, call.type.dtype
     multiplier, shift, lowest = relu_parameters(x, out)
     scaled = multiply_by_quantized_multiplier(call.ins[0] - x.zero_point, multiplier, shift) + out.zero_point
-    return np.clip(scaled, lowest, 127)
+    return np.clip(scaled, lowest, (1 << (out.bits - 1)) - 1)
 
 
 def _fixed_relu6(call: FixedCall):

@@ -87,6 +87,19 @@ def multiply_by_quantized_multiplier(x, multiplier, shift):
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), right)
 
 
+ACC64_BITS = 47  # a 16x8 layer's int64 sum: TFLite's MultiplyByQuantizedMultiplier assumes |sum| < 2^47
+
+
+def multiply_by_quantized_multiplier_64(x, multiplier, shift):
+    """MultiplyByQuantizedMultiplier of an int64 sum (16x8 layers with int64 biases): the multiplier rounded to
+    16 bits, one rounding shift, the result cut to int32 as TFLite's static_cast does."""
+    m = np.asarray(multiplier, dtype=np.int64)
+    total = 15 - np.asarray(shift, dtype=np.int64)
+    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    result = (np.asarray(x, dtype=np.int64) * reduced + np.left_shift(np.int64(1), total - 1)) >> total
+    return wrap32(result)
+
+
 def activation_range(activation: str, scale: float, zero_point: int, bits: int = 8) -> tuple[int, int]:
     """CalculateActivationRangeQuantized: the fused activation as an int clamp of the output
     (0 and 6 quantised in float32, as TFLite does)."""

@@ -9,6 +9,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     leaky_relu,
     maximum_minimum,
     mul,
+    quantize,
     strided_slice,
     sub,
     transpose_conv,

@@ -22,17 +22,19 @@ def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[
 
 
 def binary_result(ts, declared, name: str):
-    """The result type of a broadcast binary op: float or int8 operands of one kind (no form in the project's
+    """The result type of a broadcast binary op: float, int8 or int16 operands of one kind (no form in the project's
     fixed point yet), the broadcast shape with the higher-rank operand's layout."""
     a, b = ts
     need(not a.dtype.is_fixed and not b.dtype.is_fixed, f"{name} has no form in the project's fixed point yet: "
                                                        "compile the network at float or as TFLite's int8")
     need(a.dtype.kind == b.dtype.kind, f"operands mix {a.dtype} and {b.dtype}")
+    bits = a.dtype.bits if a.dtype.is_quantised else 8
     result = network_result(a, declared, broadcast_shape(a.shape, b.shape, name),
-                            a.layout if a.rank >= b.rank else b.layout)
+                            a.layout if a.rank >= b.rank else b.layout, bits)
     if a.dtype.is_quantised:
-        quantised_operand(a, "first operand", 8)
-        quantised_operand(b, "second operand", 8)
+        need(bits in (8, 16), f"operands must be qi8 or qi16, got {a.dtype}")
+        quantised_operand(a, "first operand", bits)
+        quantised_operand(b, "second operand", bits)
     return result
 
 

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from tinycc_ml.ir.ops.arith import rshift, saturate
-from tinycc_ml.ir.ops.c_primitives import clamp8, requantise
+from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
@@ -34,12 +34,14 @@ def _alpha(attrs: dict) -> float:
 def _infer(ts, attrs, declared):
     (x,) = ts
     need(np.isfinite(attrs["alpha"]), f"alpha {attrs['alpha']} is not a finite number")
-    result = network_result(x, declared, x.shape, x.layout)
+    bits = x.dtype.bits if x.dtype.is_quantised else 8
+    result = network_result(x, declared, x.shape, x.layout, bits)
     if x.dtype.is_fixed:
         need(result.dtype == x.dtype, f"a fixed-point leaky_relu keeps its input's type {x.dtype}, not {result.dtype}")
         pow2_alpha(_alpha(attrs))
     if x.dtype.is_quantised:
-        quantised_operand(x, "input", 8)
+        need(bits in (8, 16), f"input must be qi8 or qi16, got {x.dtype}")
+        quantised_operand(x, "input", bits)
         identity, alpha = multipliers(x.dtype.qscales[0], result.dtype.qscales[0], _alpha(attrs))
         check_requantisation([identity, abs(alpha)], "leaky_relu")
     return result
@@ -82,7 +84,8 @@ def _fixed(call: FixedCall):
     v = call.ins[0] - x.zero_point
     scaled_alpha = multiply_by_quantized_multiplier(v, m_a, s_a)
     y = np.where(v >= 0, multiply_by_quantized_multiplier(v, m_id, s_id), -scaled_alpha if negative else scaled_alpha)
-    return np.clip(y + out.zero_point, -128, 127)
+    top = (1 << (out.bits - 1)) - 1
+    return np.clip(y + out.zero_point, -top - 1, top)
 
 
 def _c_pow2(em, node) -> list[str]:
@@ -105,12 +108,13 @@ def _c_fixed(em, node) -> list[str]:
     (x_name,) = node.inputs
     x, out = em.graph.type(x_name).dtype, node.type.dtype
     (m_id, s_id), (m_a, s_a), negative = parameters(x, out, _alpha(node.attrs))
-    req, clamp = requantise(em), clamp8(em)
+    req, clamp = requantise(em), clamp_to(em, out.bits)
+    top = (1 << (out.bits - 1)) - 1
     below = f"{req}(v, {m_a}, {s_a})"
     return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
             f"    const int32_t v = (int32_t){em.at(x_name, 'i')} - {x.zero_point};",
             f"    const int32_t r = v >= 0 ? {req}(v, {m_id}, {s_id}) : {'-' if negative else ''}{below};",
-            f"    {em.var(node.name)}[i] = {clamp}(r + {out.zero_point}, -128, 127);",
+            f"    {em.var(node.name)}[i] = {clamp}(r + {out.zero_point}, {-top - 1}, {top});",
             "}"]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import clamp8, float_activation, requantise
+from tinycc_ml.ir.ops.c_primitives import clamp_to, float_activation, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
@@ -31,6 +31,9 @@ def _infer(ts, attrs, declared):
     result = binary_result(ts, declared, "tensor_mul")
     if result.dtype.is_quantised:
         check_requantisation(multiplier(ts[0].dtype, ts[1].dtype, result.dtype), "product")
+        if result.dtype.bits == 16:  # TFLite Micro's Prepare
+            need(ts[0].dtype.zero_point == ts[1].dtype.zero_point == result.dtype.zero_point == 0,
+                 f"TFLite's int16 MUL needs zero points 0, got {ts[0].dtype}, {ts[1].dtype} -> {result.dtype}")
     return result
 
 
@@ -48,7 +51,7 @@ def _fixed(call: FixedCall):
     a, b = with_rows(call.ins, call.in_types)
     m, s = quantize_multiplier(multiplier(ta.dtype, tb.dtype, out))
     product = (a - ta.dtype.zero_point) * (b - tb.dtype.zero_point)
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
     return np.clip(multiply_by_quantized_multiplier(product, m, s) + out.zero_point, lo, hi)
 
 
@@ -56,8 +59,8 @@ def _c_fixed(em, node) -> list[str]:
     ta, tb = (em.graph.type(i).dtype for i in node.inputs)
     out = node.type.dtype
     m, s = quantize_multiplier(multiplier(ta, tb, out))
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    req, clamp = requantise(em), clamp8(em)
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
+    req, clamp = requantise(em), clamp_to(em, out.bits)
     return c_loop(em, node, lambda a, b: f"{clamp}({req}(((int32_t){a} - {ta.zero_point}) * ((int32_t){b} - "
                                          f"{tb.zero_point}), {m}, {s}) + {out.zero_point}, {lo}, {hi})")
 

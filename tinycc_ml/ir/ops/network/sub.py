@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import clamp8, float_activation, requantise
+from tinycc_ml.ir.ops.c_primitives import clamp_to, float_activation, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT as LEFT_SHIFT
+from tinycc_ml.ir.ops.tensor_elementwise import add_left_shift
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,
     activation_range,
@@ -29,18 +30,19 @@ from tinycc_ml.ir.ops.tflite_arith import (
 SUB_OPTIONS = 28  # schema.fbs' BuiltinOptions: SubOptions { fused_activation_function, pot_scale_int16 }
 
 
-def multipliers(scale_a: float, scale_b: float, scale_out: float) -> list[float]:
+def multipliers(scale_a: float, scale_b: float, scale_out: float, left_shift: int = LEFT_SHIFT) -> list[float]:
     """The real multipliers of each operand and of the difference: ADD's, in double (what tflite-micro computes;
     the sources' float32 arithmetic for SUB is not what its package runs)."""
     twice = 2 * max(float(scale_a), float(scale_b))
-    return [float(scale_a) / twice, float(scale_b) / twice, twice / ((1 << LEFT_SHIFT) * float(scale_out))]
+    return [float(scale_a) / twice, float(scale_b) / twice, twice / ((1 << left_shift) * float(scale_out))]
 
 
 def _infer(ts, attrs, declared):
     need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
     result = binary_result(ts, declared, "tensor_sub")
     if result.dtype.is_quantised:
-        reals = multipliers(ts[0].dtype.qscales[0], ts[1].dtype.qscales[0], result.dtype.qscales[0])
+        reals = multipliers(ts[0].dtype.qscales[0], ts[1].dtype.qscales[0], result.dtype.qscales[0],
+                            add_left_shift(result.dtype.bits))
         shown = ", ".join(f"{r:.3g}" for r in reals)
         need(all(0.0 < r < 1.0 for r in reals), f"the scales give SUB multipliers {shown}; TFLite Micro needs each "
                                                 "in (0, 1) (the output's scale is too fine)")
@@ -48,7 +50,8 @@ def _infer(ts, attrs, declared):
 
 
 def parameters(a, b, out) -> list[tuple[int, int]]:
-    return [quantize_multiplier(r) for r in multipliers(a.qscales[0], b.qscales[0], out.qscales[0])]
+    return [quantize_multiplier(r) for r in multipliers(a.qscales[0], b.qscales[0], out.qscales[0],
+                                                         add_left_shift(out.bits))]
 
 
 def _evaluate(xs, attrs):
@@ -60,9 +63,10 @@ def _fixed(call: FixedCall):
     (ta, tb), out = call.in_types, call.type.dtype
     a, b = with_rows(call.ins, call.in_types)
     (ma, sa), (mb, sb), (mo, so) = parameters(ta.dtype, tb.dtype, out)
-    scaled_a = multiply_by_quantized_multiplier((a - ta.dtype.zero_point) << LEFT_SHIFT, ma, sa)
-    scaled_b = multiply_by_quantized_multiplier((b - tb.dtype.zero_point) << LEFT_SHIFT, mb, sb)
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
+    left_shift = add_left_shift(out.bits)
+    scaled_a = multiply_by_quantized_multiplier((a - ta.dtype.zero_point) << left_shift, ma, sa)
+    scaled_b = multiply_by_quantized_multiplier((b - tb.dtype.zero_point) << left_shift, mb, sb)
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
     raw = multiply_by_quantized_multiplier(wrap32(scaled_a - scaled_b), mo, so) + out.zero_point
     return np.clip(raw, lo, hi)
 
@@ -71,12 +75,13 @@ def _c_fixed(em, node) -> list[str]:
     ta, tb = (em.graph.type(i).dtype for i in node.inputs)
     out = node.type.dtype
     (ma, sa), (mb, sb), (mo, so) = parameters(ta, tb, out)
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    req, clamp = requantise(em), clamp8(em)
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
+    req, clamp = requantise(em), clamp_to(em, out.bits)
+    unit = 1 << add_left_shift(out.bits)
 
     def element(a, b):
-        scaled_a = f"{req}(((int32_t){a} - {ta.zero_point}) * {1 << LEFT_SHIFT}, {ma}, {sa})"
-        scaled_b = f"{req}(((int32_t){b} - {tb.zero_point}) * {1 << LEFT_SHIFT}, {mb}, {sb})"
+        scaled_a = f"{req}(((int32_t){a} - {ta.zero_point}) * {unit}, {ma}, {sa})"
+        scaled_b = f"{req}(((int32_t){b} - {tb.zero_point}) * {unit}, {mb}, {sb})"
         return f"{clamp}({req}({scaled_a} - {scaled_b}, {mo}, {so}) + {out.zero_point}, {lo}, {hi})"
 
     return c_loop(em, node, element)
