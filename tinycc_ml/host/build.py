@@ -215,6 +215,13 @@ class HostPredictor:
             Xq = Xq[None, :]
         return self._run(Xq)
 
+    def reset(self) -> None:
+        """A build with state (a stream's front end): back to the state of the first call (<prefix>_reset)."""
+        reset = getattr(self._lib, f"{self.prefix}_reset", None)
+        if reset is None:
+            raise DataError(f"{self.prefix}: this build keeps no state between calls; there is nothing to reset")
+        reset()
+
 
 CONVERT_BUFFER_BYTES = 1 << 17  # tinycc_batch_q's converted rows: a share of L2, whatever the row size
 MAX_CONVERT_ROWS = 256
@@ -254,8 +261,19 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     # rows of float64 in, predictions out, in one call: each row converted in C as HostPredictor.quantise does
     cdef += "    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);\n"
     batched = f"{prefix}_predict_batch(" in header  # the host target's block entry point (tinycc_ml/host/batch.py)
+    stateful = f"{prefix}_step(" in header  # each row the next call: scores and class from one step each
+    if stateful:
+        cdef += f"    void {prefix}_reset(void);\n"
     if batched:
         rows = f"{prefix}_predict_batch(x, n, scores, predictions);"
+    elif stateful:
+        rows = f"""{score_ctype} row_scores[{prefix.upper()}_N_SCORES];
+            for (int i = 0; i < n; ++i) {{
+                {score_ctype} *out = scores ? scores + (long)i * {prefix.upper()}_N_SCORES : row_scores;
+                const int p = {prefix}_step(x + (long)i * {prefix.upper()}_INPUT_DIM, out);
+                if (predictions)
+                    predictions[i] = p;
+            }}"""
     else:
         rows = f"""for (int i = 0; i < n; ++i) {{
                 if (scores)
