@@ -25,7 +25,7 @@ from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.ops import precision_of
 from tinycc_ml.ir.verify import verify
-from tinycc_ml.passes.plan_memory import LEAF_OPS, arena_key, element_bytes, plan, reshape_roots
+from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan, reshape_roots, state_bytes
 from tinycc_ml.runtime.simulate import harness_name_clash
 
 C_KEYWORDS = frozenset(
@@ -449,8 +449,7 @@ class CEmitter:
         return out
 
     def state_bytes(self) -> int:
-        return sum(self.graph.type(s).size * element_bytes(arena_key(self.graph.type(s).dtype))
-                   for s, _ in self.graph.states())
+        return state_bytes(self.graph)
 
     def state_decls(self) -> list[str]:
         """Each state's static storage, initialised, and <prefix>_reset() restoring the initial contents."""
@@ -652,7 +651,7 @@ def check_interface(graph: Graph) -> None:
         raise CompileError(f"graph {graph.name}: output {', '.join(other)} is not one the C returns "
                            "(scores, prediction)")
     scores, prediction = graph.type(labels["scores"]), graph.type(labels["prediction"])
-    numeric = scores.dtype.is_float or scores.dtype.is_fixed or scores.dtype.is_quantised
+    numeric = scores.dtype.is_float or scores.dtype.is_fixed or scores.dtype.is_quantised or scores.dtype.is_integer
     if scores.rank != 1 or not numeric or graph.op(labels["scores"]) == "input":
         raise CompileError(f"graph {graph.name}: output scores must be a computed numeric vector, is {scores}")
     if prediction.rank != 0 or prediction.dtype.kind != "idx":

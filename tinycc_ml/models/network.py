@@ -44,7 +44,15 @@ class NetworkModel(Model):
 
     @property
     def is_quantised(self) -> bool:
-        return self.graph.type(self.input_name).dtype.is_quantised
+        """Whether the file fixes the arithmetic: TFLite's int8 (a quantised input), or plain integers in (an
+        audio front end's samples), which compile as they are."""
+        dtype = self.graph.type(self.input_name).dtype
+        return dtype.is_quantised or dtype.is_integer
+
+    @property
+    def integer_input(self) -> bool:
+        """The input is plain integers (no quantisation: rows are taken as the integers they hold)."""
+        return self.graph.type(self.input_name).dtype.is_integer
 
     @property
     def reference(self) -> str:
@@ -90,7 +98,8 @@ class NetworkModel(Model):
                            type=TensorType((out.size,), out.dtype), name="scores")
         graph.set_output("scores", scores)
         graph.set_output("prediction", graph.add("argmax", [scores], name="prediction"))
-        graph.outputs = [(label, n) for label, n in graph.outputs if label in ("scores", "prediction")]
+        states = {label for label, _ in graph.outputs} - {label for label, _ in graph.result_outputs()}
+        graph.outputs = [(label, n) for label, n in graph.outputs if label in ("scores", "prediction", *states)]
         return graph
 
     def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
@@ -113,14 +122,23 @@ class NetworkModel(Model):
     def run_int8(self, Xq) -> np.ndarray:
         """The int8 outputs of int8 input rows (shape (n, *input_shape)): TFLite's kernels' results."""
         Xq = np.asarray(Xq)
-        if not np.issubdtype(Xq.dtype, np.integer) or Xq.size and (Xq.min() < -128 or Xq.max() > 127):
-            raise DataError(f"{self.source}: inputs must be int8 values")
+        lo, hi = self.input_range
+        if not np.issubdtype(Xq.dtype, np.integer) or Xq.size and (Xq.min() < lo or Xq.max() > hi):
+            raise DataError(f"{self.source}: inputs must be integers in [{lo}, {hi}]")
         return run_fixed(self.graph, Xq)["scores"]
 
+    @property
+    def input_range(self) -> tuple[int, int]:
+        dtype = self.graph.type(self.input_name).dtype
+        return dtype.integer_range if dtype.is_integer else (-128, 127)
+
     def quantise_input(self, X) -> np.ndarray:
-        """Real input rows as the int8 rows the C takes (the input tensor's quantisation), flat."""
+        """Real input rows as the int8 rows the C takes (the input tensor's quantisation), flat; plain integer
+        inputs: the rows rounded to nearest (halves to even) and saturated to the input's type."""
         x_type = self.graph.type(self.input_name).dtype
         X = np.asarray(X, dtype=np.float64).reshape(-1, self.input_dim)
+        if x_type.is_integer:
+            return np.clip(np.round(X), *x_type.integer_range).astype(np.int64)
         return quantise_affine(X, x_type.qscales[0], x_type.zero_point).astype(np.int8)
 
     def scores(self, X) -> np.ndarray:
@@ -129,6 +147,6 @@ class NetworkModel(Model):
         X = np.asarray(X, dtype=np.float64).reshape(-1, *self.input_shape)
         if not self.is_quantised:
             return run_float(self.graph, X)["scores"].reshape(len(X), -1)
-        out = self.graph.type(self.graph.outputs[0][1]).dtype
+        out = self.graph.type(self.graph.output("scores")).dtype
         q = self.run_int8(self.quantise_input(X).astype(np.int64).reshape(X.shape)).reshape(len(X), -1)
-        return (q - out.zero_point) * out.qscales[0]
+        return (q - out.zero_point) * out.qscales[0] if out.is_quantised else q.astype(np.float64)

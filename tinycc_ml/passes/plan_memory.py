@@ -89,6 +89,11 @@ def element_bytes(key: str) -> int:
     return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "i64": 8, "u16": 2, "u32": 4, "u64": 8}[key]
 
 
+def state_bytes(graph: Graph) -> int:
+    """Static RAM of the state kept between calls (ir/ops/state.py): outside the arenas, never shared."""
+    return sum(graph.type(n).size * element_bytes(arena_key(graph.type(n).dtype)) for n, _ in graph.states())
+
+
 IN_PLACE_OPS = ("max_pool2d", "average_pool2d", "mean", "relu", "relu6", "tensor_add")
 
 
