@@ -34,6 +34,17 @@ def const_ints(graph: Graph, name: str) -> np.ndarray:
 
 def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarray:
     node = graph.node(name)
+    if node.op == "const" and node.type.dtype.is_float:  # a float constant among integers keeps its value
+        return node.attrs["value"].astype(np.float64)
+    if node.type.dtype.is_float and node.inputs and all(graph.type(i).dtype.is_float for i in node.inputs):
+        # float among integers (an audio front end's last scaling): the float semantics, rounded to float32 as
+        # the C's float arithmetic rounds an op of one rounding
+        rows = [vals[i] for i in node.inputs]
+        n = max((len(v) for v, i in zip(rows, node.inputs) if np.ndim(v) == graph.type(i).rank + 1), default=1)
+        batched = [np.ndim(v) == graph.type(i).rank + 1 for v, i in zip(rows, node.inputs)]
+        value = np.stack([np.asarray(OPS[node.op].evaluate([v[r] if b else v for v, b in zip(rows, batched)],
+                                                            node.attrs)) for r in range(n)])
+        return value.astype(np.float32).astype(np.float64)
     semantics = OPS[node.op].fixed
     if semantics is None:
         raise IRError(f"node %{name}: op {node.op} has no fixed-point semantics "
