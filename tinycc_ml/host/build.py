@@ -39,7 +39,8 @@ HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-ffp-c
                "-Werror")
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
-NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8}
+NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
+                  "uint16_t": np.uint16, "uint32_t": np.uint32, "int64_t": np.int64, "uint64_t": np.uint64}
 
 
 def cache_dir() -> Path:
@@ -296,11 +297,11 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     if input_ctype == "float":
         convert, check = "row[k] = (float)xi[k];", ""  # as numpy's astype(float32); NaN passes through
     else:
-        lo, hi = (-127, 127) if input_ctype == "int8_t" else ((-32767, 32767) if input_ctype == "int16_t"
-                                                             else (-2147483648, 2147483647))
+        lo, hi = {"int8_t": (-127, 127), "int16_t": (-32767, 32767), "uint16_t": (0, 65535),
+                  "uint32_t": (0, 4294967295)}.get(input_ctype, (-2147483648, 2147483647))
         # clamped, then floored: the same integer as floored, then clamped (the bounds are integers)
         convert = (f"double v = xi[k] * factor[k] + 0.5; v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
-                   f"row[k] = ({input_ctype})(int32_t)floor(v);")
+                   f"row[k] = ({input_ctype})({'int64_t' if input_ctype.startswith('u') else 'int32_t'})floor(v);")
         check = "bad |= !(xi[k] - xi[k] == 0.0);"
     # rows converted a chunk at a time into a buffer that stays in the L2 cache, each chunk predicted by one
     # call of the batch entry point (longer runs of conversion stream the float64 rows better: the MLP on 784
