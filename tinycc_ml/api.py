@@ -713,7 +713,8 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         for what, label in (("Input", None), ("Scores", "scores")):
             dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
             description.append(f"{what}: int8, TFLite's quantisation: real = {dtype.qscales[0]!r} * (q - "
-                               f"{dtype.zero_point})." if dtype.is_quantised else f"{what}: {dtype}, as the file has it.")
+                               f"{dtype.zero_point})." if dtype.is_quantised
+                               else f"{what}: {dtype}, as the file has it.")
         if graph.states():
             report["state_bytes"] = state_bytes(graph)
             description.append(f"State kept between calls: {report['state_bytes']} bytes of static RAM (a stream's "

@@ -22,8 +22,8 @@ from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.analyses import multiply_accumulates
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Graph, Node
-from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.ops import precision_of
+from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.verify import verify
 from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan, reshape_roots, state_bytes
 from tinycc_ml.runtime.simulate import harness_name_clash
@@ -463,7 +463,8 @@ class CEmitter:
             if not init.any():
                 body.append(f"    for (long i = 0; i < {size}; ++i) {self.var(state)}[i] = 0;")
             else:
-                table = self.add_const_array(self.sym(f"state_{state}_init"), init, ctype, f"%{state}'s initial contents")
+                table = self.add_const_array(self.sym(f"state_{state}_init"), init, ctype,
+                                             f"%{state}'s initial contents")
                 body.append(f"    for (long i = 0; i < {size}; ++i) "
                             f"{self.var(state)}[i] = {self.target.read_const(table, 'i', ctype)};")
         if not decls:

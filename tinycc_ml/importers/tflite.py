@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import IRError, ModelFileError
+from tinycc_ml.importers.flexbuffers import FlexBufferError, read_map
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import TypeRuleError
-from tinycc_ml.importers.flexbuffers import FlexBufferError, read_map
 from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS, TFLITE_CUSTOMS
 from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.tflite_arith import INT32_MAX, INT32_MIN

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import tinycc_ml
 from tflite_micro.python.tflite_micro import runtime
 
+import tinycc_ml
 from tests.tflite_models import TfliteBuilder
 from tinycc_ml.ir.ops.signal.common import msb32, sqrt64
 from tinycc_ml.ir.ops.signal.filter_bank_log import filter_bank_log

@@ -125,7 +125,8 @@ def _infer_concatenation(ts, attrs, declared):
              f"quantisation, got {a.dtype}, {b.dtype} -> {declared.dtype if declared is not None else None}")
     elif a.dtype.is_fixed or a.dtype.is_integer:
         need(a.dtype == b.dtype and (declared is None or declared.dtype == a.dtype),
-             f"a fixed-point or integer concatenation copies integers: its operands and result share one type, got {a.dtype}, "
+             f"a fixed-point or integer concatenation copies integers: its operands and result share one type, got "
+             f"{a.dtype}, "
              f"{b.dtype} -> {declared.dtype if declared is not None else None}")
     else:
         need(a.dtype.is_float and b.dtype.is_float, f"operands must be f32 or quantised, got {a.dtype}, {b.dtype}")

@@ -12,8 +12,8 @@ import numpy as np
 from tinycc_ml.ir.ops.c_primitives import clamp8, float_activation, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
+from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,

@@ -64,7 +64,8 @@ def _c(em, node) -> list[str]:
             f"    frac = octave < {SCALE_LOG2} ? frac << ({SCALE_LOG2} - octave) : frac >> (octave - {SCALE_LOG2});",
             f"    seg = frac >> {SCALE_LOG2 - SEGMENTS_LOG2};",
             f"    c0 = {rd(table, '(long)seg', 'int32_t')};", f"    c1 = {rd(table, '(long)seg + 1', 'int32_t')};",
-            f"    rel = (int32_t)((c1 - c0) * (int32_t)(frac - (seg << {SCALE_LOG2 - SEGMENTS_LOG2}))) >> {SCALE_LOG2};",
+            f"    rel = (int32_t)((c1 - c0) * (int32_t)(frac - (seg << {SCALE_LOG2 - SEGMENTS_LOG2}))) "
+            f">> {SCALE_LOG2};",
             f"    log2v = (octave << {SCALE_LOG2}) + frac + (uint32_t)c0 + (uint32_t)rel;",
             f"    loge = (uint32_t)((UINT64_C({LN2}) * log2v + (1UL << 15)) >> {SCALE_LOG2});",
             f"    scaled = (uint32_t)((uint32_t)({scale}UL * loge) + (1UL << 15)) >> {SCALE_LOG2};",

@@ -75,7 +75,7 @@ def _c(em, node) -> list[str]:
     shift = int(node.attrs["snr_shift"])
     return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
             f"    const uint32_t e = {em.at(noise, 'i')};", "    int16_t g;", "    uint32_t snr;",
-            f"    if (e <= 2) {{", f"        g = {em.at(lut, '(long)e')};", "    } else {",
+            "    if (e <= 2) {", f"        g = {em.at(lut, '(long)e')};", "    } else {",
             f"        const long octave = (long){msb}(e), base = 4 * octave - 6;",
             "        const int32_t frac = (int32_t)((octave < 11 ? e << (11 - octave) : e >> (octave - 11)) & 0x3FF);",
             f"        int32_t r = ((int32_t){em.at(lut, 'base + 2')} * frac) >> 5;",

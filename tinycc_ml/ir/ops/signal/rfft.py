@@ -180,7 +180,8 @@ static inline int16_t @sig_sub(int16_t a, int16_t b)
             "    long k;",
             f"    for (k = 0; k < {n}; ++k) {{",
             f"        const long j = 2 * (long){rd(order_t, 'k', 'int16_t' if n <= 32768 else 'int32_t')};",
-            "        w[2 * k] = j < length ? x[j] : 0;", "        w[2 * k + 1] = j + 1 < length ? x[j + 1] : 0;", "    }"]
+            "        w[2 * k] = j < length ? x[j] : 0;",
+            "        w[2 * k + 1] = j + 1 < length ? x[j + 1] : 0;", "    }"]
     for s in reversed(range(len(stages))):
         p, m = stages[s]
         fstride = math.prod(q for q, _ in stages[:s])
@@ -189,7 +190,8 @@ static inline int16_t @sig_sub(int16_t a, int16_t b)
                  f"    for (long b = 0; b < {fstride}; ++b) {{", f"        for (k = 0; k < {m}; ++k) {{",
                  f"            int16_t *f = w + 2 * (b * {p * m} + k);"]
         for q in range(p):
-            body.append(f"            const int16_t a{q}r = {div}(f[{2 * q * m}], {d}), a{q}i = {div}(f[{2 * q * m + 1}], {d});")
+            body.append(f"            const int16_t a{q}r = {div}(f[{2 * q * m}], {d}), "
+                        f"a{q}i = {div}(f[{2 * q * m + 1}], {d});")
         if p == 2:
             body += cmul("t", "a1r", "a1i", f"k * {fstride}")
             body += [f"            f[0] = {add}(a0r, tr);", f"            f[1] = {add}(a0i, ti);",
@@ -215,7 +217,8 @@ static inline int16_t @sig_sub(int16_t a, int16_t b)
              f"        const int16_t pr = {div}(w[2 * k], 16383), pi = {div}(w[2 * k + 1], 16383);",
              f"        const int16_t nr = {div}(w[2 * ({n} - k)], 16383);",
              f"        const int16_t ni = {div}((int16_t)(uint16_t)(0u - (uint16_t)w[2 * ({n} - k) + 1]), 16383);",
-             f"        const int16_t f1r = {add}(pr, nr), f1i = {add}(pi, ni), f2r = {sub}(pr, nr), f2i = {sub}(pi, ni);",
+             f"        const int16_t f1r = {add}(pr, nr), f1i = {add}(pi, ni);",
+             f"        const int16_t f2r = {sub}(pr, nr), f2i = {sub}(pi, ni);",
              f"        const int16_t tr = {rnd}((int32_t)f2r * {sr} - (int32_t)f2i * {si});",
              f"        const int16_t ti = {rnd}((int32_t)f2r * {si} + (int32_t)f2i * {sr});",
              "        out[2 * k] = (int16_t)(((int32_t)f1r + tr) >> 1);",

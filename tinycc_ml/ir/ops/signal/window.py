@@ -32,7 +32,8 @@ def _c(em, node) -> list[str]:
     x, w = node.inputs
     n, size = em.graph.type(w).size, node.type.size
     return [f"for (long i = 0; i < {size}; ++i) {{",
-            f"    const int32_t raw = ((int32_t){em.at(x, 'i')} * {em.at(w, f'i % {n}')}) >> {int(node.attrs['shift'])};",
+            f"    const int32_t raw = ((int32_t){em.at(x, 'i')} * {em.at(w, f'i % {n}')}) "
+            f">> {int(node.attrs['shift'])};",
             f"    {em.var(node.name)}[i] = (int16_t)(raw < -32768 ? -32768 : (raw > 32767 ? 32767 : raw));", "}"]
 
 
