@@ -17,7 +17,7 @@ from tflite_micro.python.tflite_micro import runtime
 from tests.tflite_builder import tflm_raw_outputs
 
 schema = runtime.schema_fb
-TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4, "int16": 7}
+TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4, "int16": 7, "uint32": 15, "uint64": 12}
 REPO = Path(__file__).resolve().parents[1]
 # MLPerf Tiny's four int8 models, kept in the repository (data/mlperf-tiny/README.md: provenance, license)
 MLPERF_MODELS = REPO / "data" / "mlperf-tiny"
@@ -92,6 +92,24 @@ class TfliteBuilder:
         op.inputs = np.asarray(inputs, dtype=np.int32)
         op.outputs = np.asarray(outputs, dtype=np.int32)
         op.builtinOptionsType, op.builtinOptions = options_type, options
+        self.sub.operators.append(op)
+
+    def custom_op(self, name: str, inputs, outputs, options: dict | None = None) -> None:
+        """A custom operator (TFLite Micro's signal library: "SignalRfft", ...) with its options as a FlexBuffer map."""
+        from flatbuffers import flexbuffers
+
+        codes = [c.customCode.decode() if c.customCode else None for c in self.model.operatorCodes]
+        if name not in codes:
+            opcode = schema.OperatorCodeT()
+            opcode.builtinCode = opcode.deprecatedBuiltinCode = schema.BuiltinOperator.CUSTOM
+            opcode.customCode, opcode.version = name.encode(), 1
+            self.model.operatorCodes.append(opcode)
+            codes.append(name)
+        op = schema.OperatorT()
+        op.opcodeIndex = codes.index(name)
+        op.inputs = np.asarray(inputs, dtype=np.int32)
+        op.outputs = np.asarray(outputs, dtype=np.int32)
+        op.customOptions = np.frombuffer(bytes(flexbuffers.Dumps(options or {})), dtype=np.uint8)
         self.sub.operators.append(op)
 
     def finish(self, inputs, outputs) -> bytes:

@@ -40,7 +40,7 @@ from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 from tinycc_ml.passes.manager import PassOptions
-from tinycc_ml.passes.plan_memory import element_bytes
+from tinycc_ml.passes.plan_memory import element_bytes, state_bytes
 from tinycc_ml.passes.range_analysis import static_intervals
 
 PRECISIONS = ("float", "int16", "int8")
@@ -722,6 +722,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
                 continue
             description.append(f"{what}: int{dtype.bits}, TFLite's quantisation: real = {dtype.qscales[0]!r} * "
                                f"{affine_text(dtype.zero_point)}.")
+        if graph.states():
+            report["state_bytes"] = state_bytes(graph)
+            description.append(f"State kept between calls: {report['state_bytes']} bytes of static RAM (a stream's "
+                               "frames one call each; <name>_reset() starts a new stream).")
     elif precision == "float":
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())

@@ -36,6 +36,7 @@ class Interface:
     score_scale: int | None = None  # integer builds: score = score_int * 2^-scale
     task: dict | None = None  # models.base.check_task: regression / multilabel add entry points
     input_bound: dict | None = None  # float builds: the inputs proven exact (codegen/input_bound.py)
+    stateful: bool = False  # state kept between calls (ir/ops/state.py): <prefix>_reset, <prefix>_step
 
     def sym(self, name: str) -> str:
         return f"{self.prefix}_{name}"
@@ -58,6 +59,8 @@ def entry_points(api: Interface, predict: list[str] | None = None) -> list[str]:
     lines = [f"int {P('predict')}(const {x_t} *x)", "{", *body, "}", "",
              f"void {P('scores')}(const {x_t} *x, {s_t} *scores)", "{",
              f"    (void){P('run')}(x, scores);", "}", ""]
+    if api.stateful:
+        lines += [f"int {P('step')}(const {x_t} *x, {s_t} *scores)", "{", f"    return {P('run')}(x, scores);", "}", ""]
     kind = task_kind(api.task)
     if kind == "regression":
         lines += [f"{s_t} {P('predict_value')}(const {x_t} *x)", "{", f"    {s_t} scores[{api.n_scores}];",
@@ -129,6 +132,11 @@ def header_text(comment: str, api: Interface) -> str:
               f"/* Writes the {api.n_scores} class scores of x into scores. */",
               f"void {P('scores')}(const {x_t} *x, {s_t} *scores);", "",
               *input_bound.header_lines(api, api.input_bound)]
+    if api.stateful:
+        lines += ["/* The model keeps state from one call to the next (a stream of frames): every call of predict(),",
+                  " * scores() or step() is the next frame. step() gives both the scores and the class of one frame;",
+                  " * reset() restores the state of the first call (also the state when the program starts). */",
+                  f"int {P('step')}(const {x_t} *x, {s_t} *scores);", f"void {P('reset')}(void);", ""]
     kind = task_kind(api.task)
     if kind == "regression":
         unit = "" if api.score_scale is None else f" (value = result * 2^-{up}_SCORE_SCALE)"

@@ -23,8 +23,9 @@ from tinycc_ml.ir.analyses import multiply_accumulates
 from tinycc_ml.ir.fixed import clip_bounds
 from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops import precision_of
+from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.verify import verify
-from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan, reshape_roots
+from tinycc_ml.passes.plan_memory import LEAF_OPS, element_bytes, plan, reshape_roots, state_bytes
 from tinycc_ml.runtime.simulate import harness_name_clash
 
 C_KEYWORDS = frozenset(
@@ -33,14 +34,17 @@ C_KEYWORDS = frozenset(
     "_Bool _Complex _Imaginary".split()
 )
 
-ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t"}
+ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t", "i64": "int64_t",
+               "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
 
 
 def ctype_of(dtype) -> str:
     if dtype.kind == "f32":
         return "float"
-    if dtype.kind in ("fx", "qi"):
+    if dtype.kind in ("fx", "qi", "int"):
         return f"int{dtype.bits}_t"
+    if dtype.kind == "uint":
+        return f"uint{dtype.bits}_t"
     if dtype.kind == "idx":
         return "int32_t"
     return "uint8_t"
@@ -57,8 +61,12 @@ def c_int(value, ctype: str) -> str:
     v = int(value)
     if ctype == "int32_t" and v == -(2**31):
         return "(-2147483647 - 1)"
-    if ctype == "int64_t" and v == -(2**63):
-        return "(-9223372036854775807LL - 1)"
+    if ctype in ("int64_t", "uint64_t"):  # a plain literal's type may be narrower (int is 16 bits on AVR)
+        if v == -(2**63):
+            return "(-INT64_C(9223372036854775807) - 1)"
+        return f"UINT64_C({v})" if ctype == "uint64_t" else f"INT64_C({v})"
+    if ctype == "uint32_t" and v >= 2**15:
+        return f"{v}UL"
     return str(v)
 
 
@@ -210,6 +218,7 @@ class CEmitter:
     helpers: dict[str, str] = field(default_factory=dict)  # support functions, by name
     const_bytes: int = 0
     const_arrays: dict[str, int] = field(default_factory=dict)  # symbol -> bytes (aliases not counted)
+    static_ram: dict[str, int] = field(default_factory=dict)  # an op's own static buffer (an FFT's slots) -> bytes
     # what target kernels record while the code is emitted (read back by the emitter and the report)
     kernel_report: list[dict] = field(default_factory=list)  # matrices whose kernel a cost model chose
     sparse_choices: dict[str, tuple] = field(default_factory=dict)  # node -> its sparse kernel's decision (once)
@@ -268,6 +277,8 @@ class CEmitter:
             return "scores"
         if self.graph.op(name) == "input":
             return "x"
+        if self.graph.op(name) == "state":
+            return self.sym(f"state_{name}")
         return f"v_{name}"
 
     def at(self, name: str, index: str) -> str:
@@ -283,7 +294,7 @@ class CEmitter:
                 return self.literal(value, node.type.dtype)
             return self.target.read_const(self.const_array(name), index, ctype_of(node.type.dtype))
         if node.type.rank == 0:
-            return self.var(name)
+            return f"{self.var(name)}[0]" if node.op == "state" else self.var(name)
         return f"{self.var(name)}[{index}]"
 
     def literal(self, value, dtype) -> str:
@@ -316,8 +327,9 @@ class CEmitter:
 
     @staticmethod
     def _np_type(ctype: str):
-        return {"float": np.float32, "int64_t": np.int64, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
-                "uint8_t": np.uint8, "uint16_t": np.uint16, "uint32_t": np.uint32}[ctype]
+        return {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
+                "uint8_t": np.uint8, "uint16_t": np.uint16, "uint32_t": np.uint32, "int64_t": np.int64,
+                "uint64_t": np.uint64}[ctype]
 
     def const_array(self, name: str) -> str:
         if name not in self._const_symbols:
@@ -423,7 +435,8 @@ class CEmitter:
                          None if shifts is None else tuple(int(s) for s in np.asarray(shifts).reshape(-1)),
                          input_quantisation=self.input_quantisation,
                          score_scale=score_dtype.scale if score_dtype.is_fixed else None,
-                         task=g.analyses.task, input_bound=g.analyses.input_bound, **sections)
+                         task=g.analyses.task, input_bound=g.analyses.input_bound, stateful=bool(g.states()),
+                         **sections)
 
     def run_function(self, api: Interface, ops: list[str]) -> list[str]:
         """static int <prefix>_run(x, scores): every op in schedule order, returns the prediction."""
@@ -431,8 +444,43 @@ class CEmitter:
         unused = [] if any(x_node in self.graph.node(n).inputs for n in ops) else \
             ["    (void)x; /* no output depends on the input */"]
         return [f"static int {api.sym('run')}(const {api.input_ctype} *x, {api.score_ctype} *scores)", "{",
-                *unused, *self.decls(ops), *run_guard(self, api), "", *self.code(ops),
+                *unused, *self.decls(ops), *run_guard(self, api), "", *self.code(ops), *self.state_stores(),
                 f"    return (int){self.var(self.prediction_node)};", "}", ""]
+
+    # ---- state kept from one call to the next (ir/ops/state.py)
+    def state_stores(self) -> list[str]:
+        """The end of a call: each state takes its next value (every reader of the old contents has run)."""
+        out = []
+        for state, nxt in self.graph.states():
+            if nxt != state:
+                size = self.graph.type(state).size
+                out += [f"    /* %{state} <- %{nxt} for the next call */",
+                        f"    for (long i = 0; i < {size}; ++i) {self.var(state)}[i] = {self.at(nxt, 'i')};"]
+        return out
+
+    def state_bytes(self) -> int:
+        return state_bytes(self.graph)
+
+    def state_decls(self) -> list[str]:
+        """Each state's static storage, initialised, and <prefix>_reset() restoring the initial contents."""
+        decls, body = [], []
+        for state, _ in self.graph.states():
+            node = self.graph.node(state)
+            ctype, size = ctype_of(node.type.dtype), node.type.size
+            init = np.asarray(node.attrs["init"]).reshape(-1)
+            decls.append(f"/* %{state}: {node.type}, kept from one call to the next */\n"
+                         f"static {ctype} {self.var(state)}[{max(size, 1)}] = {{\n    {array_body(init, ctype)}\n}};")
+            if not init.any():
+                body.append(f"    for (long i = 0; i < {size}; ++i) {self.var(state)}[i] = 0;")
+            else:
+                table = self.add_const_array(self.sym(f"state_{state}_init"), init, ctype,
+                                             f"%{state}'s initial contents")
+                body.append(f"    for (long i = 0; i < {size}; ++i) "
+                            f"{self.var(state)}[i] = {self.target.read_const(table, 'i', ctype)};")
+        if not decls:
+            return [], []
+        reset = [f"void {self.sym('reset')}(void)", "{", *body, "}", ""]
+        return decls, reset
 
     def predict_shortcut(self) -> list[str] | None:
         """The body of <prefix>_predict from PREDICT_CODE when the prediction is the argmax of a node of an op
@@ -490,7 +538,11 @@ class CEmitter:
         arenas = graph.analyses.arenas
         arena_decls = [f"static {ARENA_CTYPE[k]} {self.sym('arena_' + k)}[{n}]{self.arena_attribute(k)};"
                        for k, n in arenas.items()]
-        arena_bytes = sum(n * element_bytes(k) for k, n in arenas.items()) + self.extra_ram_bytes()
+        state_decls, reset = self.state_decls()
+        arena_decls += state_decls
+        functions = functions + reset
+        arena_bytes = (sum(n * element_bytes(k) for k, n in arenas.items()) + self.extra_ram_bytes()
+                       + self.state_bytes() + sum(self.static_ram.values()))
         includes = ["#include <stdint.h>", *self.target.extra_includes]
         if any(graph.op(n) in MATH_OPS and graph.type(n).dtype.is_float for n in graph.order()):
             includes.append("#include <math.h>")
@@ -604,12 +656,13 @@ def check_interface(graph: Graph) -> None:
         raise CompileError(f"graph {graph.name}: needs exactly one input vector, has {len(inputs)} input(s)")
     if "scores" not in labels or "prediction" not in labels:
         raise CompileError(f"graph {graph.name}: needs outputs scores and prediction, has {', '.join(labels)}")
-    other = sorted(set(labels) - {"scores", "prediction"})
+    states = {next_label(n) for n, _ in graph.states()}
+    other = sorted(set(labels) - {"scores", "prediction"} - states)
     if other:  # its value would be computed for nothing (and gcc -Werror refuses a variable set but unused)
         raise CompileError(f"graph {graph.name}: output {', '.join(other)} is not one the C returns "
                            "(scores, prediction)")
     scores, prediction = graph.type(labels["scores"]), graph.type(labels["prediction"])
-    numeric = scores.dtype.is_float or scores.dtype.is_fixed or scores.dtype.is_quantised
+    numeric = scores.dtype.is_float or scores.dtype.is_fixed or scores.dtype.is_quantised or scores.dtype.is_integer
     if scores.rank != 1 or not numeric or graph.op(labels["scores"]) == "input":
         raise CompileError(f"graph {graph.name}: output scores must be a computed numeric vector, is {scores}")
     if prediction.rank != 0 or prediction.dtype.kind != "idx":

@@ -101,6 +101,8 @@ class HostEmitter(CEmitter):
 
     def batchable(self) -> bool:
         arenas = self.graph.analyses.arenas or {}
+        if self.graph.states():  # each row is the next call: rows one after the other, never a block at once
+            return False
         return all(k in ARENA_CTYPE for k in arenas) and self.block_arena_bytes() <= MAX_BLOCK_ARENA_BYTES
 
     def block_function(self) -> list[str]:

@@ -39,7 +39,8 @@ HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-ffp-c
                "-Werror")
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
-NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8}
+NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
+                  "uint16_t": np.uint16, "uint32_t": np.uint32, "int64_t": np.int64, "uint64_t": np.uint64}
 
 
 def cache_dir() -> Path:
@@ -216,6 +217,13 @@ class HostPredictor:
             Xq = Xq[None, :]
         return self._run(Xq)
 
+    def reset(self) -> None:
+        """A build with state (a stream's front end): back to the state of the first call (<prefix>_reset)."""
+        reset = getattr(self._lib, f"{self.prefix}_reset", None)
+        if reset is None:
+            raise DataError(f"{self.prefix}: this build keeps no state between calls; there is nothing to reset")
+        reset()
+
 
 CONVERT_BUFFER_BYTES = 1 << 17  # tinycc_batch_q's converted rows: a share of L2, whatever the row size
 MAX_CONVERT_ROWS = 256
@@ -255,8 +263,19 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     # rows of float64 in, predictions out, in one call: each row converted in C as HostPredictor.quantise does
     cdef += "    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);\n"
     batched = f"{prefix}_predict_batch(" in header  # the host target's block entry point (tinycc_ml/host/batch.py)
+    stateful = f"{prefix}_step(" in header  # each row the next call: scores and class from one step each
+    if stateful:
+        cdef += f"    void {prefix}_reset(void);\n"
     if batched:
         rows = f"{prefix}_predict_batch(x, n, scores, predictions);"
+    elif stateful:
+        rows = f"""{score_ctype} row_scores[{prefix.upper()}_N_SCORES];
+            for (int i = 0; i < n; ++i) {{
+                {score_ctype} *out = scores ? scores + (long)i * {prefix.upper()}_N_SCORES : row_scores;
+                const int p = {prefix}_step(x + (long)i * {prefix.upper()}_INPUT_DIM, out);
+                if (predictions)
+                    predictions[i] = p;
+            }}"""
     else:
         rows = f"""for (int i = 0; i < n; ++i) {{
                 if (scores)
@@ -279,11 +298,11 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     if input_ctype == "float":
         convert, check = "row[k] = (float)xi[k];", ""  # as numpy's astype(float32); NaN passes through
     else:
-        lo, hi = (-127, 127) if input_ctype == "int8_t" else ((-32767, 32767) if input_ctype == "int16_t"
-                                                             else (-2147483648, 2147483647))
+        lo, hi = {"int8_t": (-127, 127), "int16_t": (-32767, 32767), "uint16_t": (0, 65535),
+                  "uint32_t": (0, 4294967295)}.get(input_ctype, (-2147483648, 2147483647))
         # clamped, then floored: the same integer as floored, then clamped (the bounds are integers)
         convert = (f"double v = xi[k] * factor[k] + 0.5; v = v < {lo}.0 ? {lo}.0 : (v > {hi}.0 ? {hi}.0 : v); "
-                   f"row[k] = ({input_ctype})(int32_t)floor(v);")
+                   f"row[k] = ({input_ctype})({'int64_t' if input_ctype.startswith('u') else 'int32_t'})floor(v);")
         check = "bad |= !(xi[k] - xi[k] == 0.0);"
     # rows converted a chunk at a time into a buffer that stays in the L2 cache, each chunk predicted by one
     # call of the batch entry point (longer runs of conversion stream the float64 rows better: the MLP on 784

@@ -16,11 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import IRError, ModelFileError
+from tinycc_ml.importers.flexbuffers import FlexBufferError, read_map
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import TypeRuleError
-from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS
+from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS, TFLITE_CUSTOMS
+from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.tflite_arith import ACC64_BITS, INT32_MAX, INT32_MIN
-from tinycc_ml.ir.types import F32, TensorType, quantised
+from tinycc_ml.ir.types import F32, TensorType, integer, quantised
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.network import NetworkModel
 
@@ -28,7 +30,11 @@ MAX_FILE_BYTES = 1 << 30
 MAX_CONCATENATED = 64  # inputs of one CONCATENATION (lowered to a chain of two-input concatenations)
 MAX_DEPTH = 64  # nested tables followed from the root (a cycle of offsets stops here)
 TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", np.int8), 3: ("uint8", np.uint8),
-                7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", None)}
+                7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", None),
+                12: ("uint64", np.uint64), 15: ("uint32", np.uint32), 16: ("uint16", np.uint16)}
+# integer tensors without quantisation parameters: plain integers (audio samples, spectra, the signal library's)
+PLAIN_INTEGERS = {"int8": (8, True), "int16": (16, True), "int32": (32, True), "int64": (64, True),
+                  "uint8": (8, False), "uint16": (16, False), "uint32": (32, False), "uint64": (64, False)}
 BUILTIN_NAMES = {0: "ADD", 1: "AVERAGE_POOL_2D", 2: "CONCATENATION", 3: "CONV_2D", 4: "DEPTHWISE_CONV_2D",
                  6: "DEQUANTIZE", 9: "FULLY_CONNECTED", 14: "LOGISTIC", 17: "MAX_POOL_2D", 18: "MUL", 19: "RELU",
                  21: "RELU6", 22: "RESHAPE", 25: "SOFTMAX", 28: "TANH", 32: "CUSTOM", 34: "PAD", 40: "MEAN",
@@ -233,6 +239,8 @@ class _Lowering:
         """The tensor's element type; ``axis``: the operator's axis of per-channel scales (None: per tensor)."""
         if t.type_name == "float32":
             return F32
+        if t.type_name in PLAIN_INTEGERS and t.scales.size == 0:
+            return integer(*PLAIN_INTEGERS[t.type_name])
         if t.type_name not in QUANTISED_TYPES:
             raise _Bad(f"tensor {t.name!r}: {t.type_name} tensors are not supported (int8 networks: int8 values, "
                        "int32 biases; 16x8 networks: int16 values, int8 weights, int64 or int32 biases)")
@@ -531,6 +539,8 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         _check_bias_scale(low, x, w, bias, out)
         if w.data is not None:
             _check_accumulator(low, x, bias, w.data, out, bias_bits)
+    elif op == "ADD" and low.graph.type(low.value(ins[0])).dtype.is_integer:  # unquantised integers
+        lower_integer(low, "integer_add", options, ins, outs, 0, op)
     elif op == "ADD":
         low.add("tensor_add", [low.value(ins[0]), low.value(ins[1])], {"activation": _activation(options, 0, op)}, out)
     elif op == "RESHAPE":
@@ -538,6 +548,9 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
     elif op == "SOFTMAX":
         beta = options.scalar(0, "f", 0.0, "beta") if options is not None else 0.0  # schema.fbs' default
         low.add("softmax", [low.value(ins[0])], {"beta": float(beta)}, out)
+    elif op.startswith("CUSTOM ("):
+        raise _Bad(f"{op}: custom operator {op[8:-1]!r} is not supported (supported: "
+                   f"{', '.join(sorted(TFLITE_CUSTOMS)) or 'none'})")
     elif op in TFLITE_BUILTINS:  # an op whose module lowers it (ir/ops/network/, ...)
         try:
             TFLITE_BUILTINS[op].lower(low, options, ins, outs)
@@ -545,6 +558,26 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
             raise _Bad(f"{low.where}: {exc}") from None
     else:
         raise _Bad(f"operator {op} is not supported (supported: {', '.join(supported_builtins())})")
+
+
+def _lower_custom(low: _Lowering, custom, operator: _Table, ins: list[int], outs: list[int], n_tensors: int) -> None:
+    """A custom operator (TFLite Micro's signal library, ...): its counts of inputs and outputs checked, its
+    custom_options read as a FlexBuffer map, then its module's lowering."""
+    (least, most), (least_out, most_out) = custom.inputs, custom.outputs
+    if not least <= len(ins) <= most or not least_out <= len(outs) <= most_out \
+            or any(not 0 <= i < n_tensors for i in ins + outs):
+        raise _Bad(f"{low.where}: tensors {ins} -> {outs}, expected {least} to {most} inputs and {least_out} to "
+                   f"{most_out} outputs")
+    if operator.scalar(6, "b", 0, "custom_options_format") != 0:
+        raise _Bad(f"{low.where}: custom options not in FlexBuffers (the only format TFLite defines)")
+    try:
+        options = read_map(operator.array(5, "custom_options", np.uint8).tobytes())
+    except FlexBufferError as exc:
+        raise _Bad(f"{low.where}: custom options: {exc}") from None
+    try:
+        custom.lower(low, options, ins, outs)
+    except TypeRuleError as exc:
+        raise _Bad(f"{low.where}: {exc}") from None
 
 
 def supported_builtins() -> list[str]:
@@ -615,6 +648,11 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
         op = _opcode_name(codes[index])
         ins = [int(i) for i in operator.array(1, "inputs", np.int32)]
         outs = [int(i) for i in operator.array(2, "outputs", np.int32)]
+        custom = TFLITE_CUSTOMS.get(op[8:-1]) if op.startswith("CUSTOM (") else None
+        if custom is not None:
+            low.where = f"operator {k} ({op})"
+            _lower_custom(low, custom, operator, ins, outs, len(tensors))
+            continue
         if len(outs) != 1 or not ins or any(not -1 <= i < len(tensors) for i in ins + outs) or ins[0] < 0 \
                 or outs[0] < 0:
             raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")

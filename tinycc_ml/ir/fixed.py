@@ -22,6 +22,7 @@ from tinycc_ml.ir.ops.arith import (  # noqa: F401  (the interpreter's public vo
     rshift,
     saturate,
 )
+from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.ops.tables import exp_lut_index, tanh_lut_value  # noqa: F401
 
 
@@ -33,6 +34,17 @@ def const_ints(graph: Graph, name: str) -> np.ndarray:
 
 def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarray:
     node = graph.node(name)
+    if node.op == "const" and node.type.dtype.is_float:  # a float constant among integers keeps its value
+        return node.attrs["value"].astype(np.float64)
+    if node.type.dtype.is_float and node.inputs and all(graph.type(i).dtype.is_float for i in node.inputs):
+        # float among integers (an audio front end's last scaling): the float semantics, rounded to float32 as
+        # the C's float arithmetic rounds an op of one rounding
+        rows = [vals[i] for i in node.inputs]
+        n = max((len(v) for v, i in zip(rows, node.inputs) if np.ndim(v) == graph.type(i).rank + 1), default=1)
+        batched = [np.ndim(v) == graph.type(i).rank + 1 for v, i in zip(rows, node.inputs)]
+        value = np.stack([np.asarray(OPS[node.op].evaluate([v[r] if b else v for v, b in zip(rows, batched)],
+                                                            node.attrs)) for r in range(n)])
+        return value.astype(np.float32).astype(np.float64)
     semantics = OPS[node.op].fixed
     if semantics is None:
         raise IRError(f"node %{name}: op {node.op} has no fixed-point semantics "
@@ -42,11 +54,19 @@ def _eval_node(graph: Graph, name: str, vals: dict[str, np.ndarray]) -> np.ndarr
     return semantics(call)
 
 
+def initial_state(graph: Graph) -> dict[str, np.ndarray]:
+    """Every state node's contents before the first call (its ``init``)."""
+    return {name: np.array(graph.node(name).attrs["init"]) for name, _ in graph.states()}
+
+
 def run_fixed(graph: Graph, Xq) -> dict[str, np.ndarray]:
     """Run an integer graph on rows of integer inputs (already at the input's scale).
 
-    Returns every output stacked over rows. Constants are ints at their type's scale.
+    Returns every output stacked over rows. Constants are ints at their type's scale. A graph with state
+    takes the rows as successive calls from its initial state (``run_fixed_stream``).
     """
+    if graph.states():
+        return run_fixed_stream(graph, Xq)[0]
     (input_name,) = graph.inputs()
     Xq = np.asarray(Xq)
     in_type = graph.type(input_name)
@@ -60,12 +80,40 @@ def run_fixed(graph: Graph, Xq) -> dict[str, np.ndarray]:
     return {label: np.concatenate([p[label] for p in parts]) for label, _ in graph.outputs}
 
 
-def _run_rows(graph: Graph, input_name: str, Xq: np.ndarray) -> dict[str, np.ndarray]:
+def run_fixed_stream(graph: Graph, Xq, state: dict[str, np.ndarray] | None = None
+                     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Run a graph with state on rows taken as successive calls: from ``state`` (default: the initial one),
+    each row sees the state the row before left. Returns the outputs stacked over rows (the states' next values
+    left out) and the state after the last row, to pass to the next run of the stream."""
+    (input_name,) = graph.inputs()
+    in_type = graph.type(input_name)
+    Xq = np.asarray(Xq)
+    if Xq.ndim == in_type.rank:
+        Xq = Xq[None]
+    if Xq.shape[1:] != in_type.shape or not np.issubdtype(Xq.dtype, np.integer):
+        raise DataError(f"input has shape {Xq.shape} ({Xq.dtype}), expected integer rows of shape (n, "
+                        f"{', '.join(str(d) for d in in_type.shape)})")
+    state = {k: np.array(v) for k, v in (initial_state(graph) if state is None else state).items()}
+    results = graph.result_outputs()
+    rows = []
+    for r in range(len(Xq)):
+        out = _run_rows(graph, input_name, Xq[r:r + 1], state)
+        state = {name: np.array(out[next_label(name)][0]) if nxt != name else state[name]
+                 for name, nxt in graph.states()}
+        rows.append(out)
+    return ({label: np.concatenate([o[label] for o in rows]) if rows else np.zeros((0, *graph.type(n).shape))
+             for label, n in results}, state)
+
+
+def _run_rows(graph: Graph, input_name: str, Xq: np.ndarray,
+              state: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     vals: dict[str, np.ndarray] = {}
     for name in graph.order():
         node = graph.node(name)
         if node.op == "input":
-            vals[name] = saturate(Xq, node.type.dtype.bits)
+            vals[name] = Xq.astype(np.int64) if node.type.dtype.is_integer else saturate(Xq, node.type.dtype.bits)
+        elif node.op == "state":
+            vals[name] = np.asarray(state[name] if state is not None else node.attrs["init"])[None].astype(np.int64)
         else:
             vals[name] = _eval_node(graph, name, vals)
     return {label: vals[node] for label, node in graph.outputs}

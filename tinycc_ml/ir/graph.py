@@ -17,6 +17,7 @@ import numpy as np
 
 from tinycc_ml.ir.analyses import Analyses
 from tinycc_ml.ir.ops import OPS, TypeRuleError
+from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.types import TensorType
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -74,6 +75,23 @@ class Graph:
         for operand in inputs:
             self.nx.add_edge(operand, name)
         return name
+
+    def set_next_state(self, state: str, node: str) -> None:
+        """The value ``state`` (a ``state`` node) holds for the next call: the output ``next_<state>``."""
+        mine, theirs = self.type(state), self.type(node)
+        if self.op(state) != "state" or (mine.shape, mine.dtype) != (theirs.shape, theirs.dtype):
+            raise ValueError(f"%{node} ({self.type(node)}) cannot be the next value of %{state} ({self.type(state)})")
+        self.set_output(next_label(state), node)
+
+    def states(self) -> list[tuple[str, str]]:
+        """Each state node with the node giving its next value (itself when the graph never changes it)."""
+        outputs = dict(self.outputs)
+        return [(n, outputs.get(next_label(n), n)) for n in self.order() if self.op(n) == "state"]
+
+    def result_outputs(self) -> list[tuple[str, str]]:
+        """The outputs a caller reads: all but the states' next values."""
+        states = {next_label(n) for n in self.nx if self.op(n) == "state"}
+        return [(label, n) for label, n in self.outputs if label not in states]
 
     def set_output(self, label: str, node: str) -> None:
         self.outputs = [(lab, n) for lab, n in self.outputs if lab != label] + [(label, node)]

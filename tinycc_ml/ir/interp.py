@@ -46,9 +46,10 @@ def _batch_node(graph: Graph, name: str, vals: dict, batched: dict, n: int) -> n
                      for r in range(n)])
 
 
-def evaluate_batch(graph: Graph, X: np.ndarray) -> dict[str, np.ndarray]:
+def evaluate_batch(graph: Graph, X: np.ndarray, state: dict | None = None) -> dict[str, np.ndarray]:
     """Value of every node for the rows of X: computed values carry a leading row axis,
-    constants do not."""
+    constants do not. A graph with state takes one row at a time (``state``: the contents of its states, by
+    default their initial ones)."""
     vals: dict[str, np.ndarray] = {}
     batched: dict[str, bool] = {}
     for name in graph.order():
@@ -57,6 +58,9 @@ def evaluate_batch(graph: Graph, X: np.ndarray) -> dict[str, np.ndarray]:
             if X.shape[1:] != node.type.shape:
                 raise DataError(f"input %{name} has shape {X.shape[1:]}, expected {node.type.shape}")
             vals[name], batched[name] = X, True
+        elif node.op == "state":  # one row: its contents when the call began
+            contents = node.attrs["init"] if state is None else state[name]
+            vals[name], batched[name] = np.asarray(contents, dtype=np.float64)[None], True
         elif not node.inputs:
             vals[name], batched[name] = np.asarray(OPS[node.op].evaluate([], node.attrs)), False
         else:
@@ -79,8 +83,27 @@ def row_chunks(graph: Graph, n: int) -> list[slice]:
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
+def run_float_stream(graph: Graph, X, state: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """A graph with state over rows taken as successive calls (as ``fixed.run_fixed_stream``): the outputs
+    stacked over rows (the states' next values left out) and the state after the last row."""
+    X = np.asarray(X, dtype=np.float64)
+    (x,) = graph.inputs()
+    if X.ndim == graph.type(x).rank:
+        X = X[None]
+    state = {n: np.array(graph.node(n).attrs["init"]) for n, _ in graph.states()} if state is None else dict(state)
+    rows = []
+    for r in range(len(X)):
+        vals = evaluate_batch(graph, X[r:r + 1], state)
+        state = {n: np.asarray(vals[nxt][0]) if nxt != n else state[n] for n, nxt in graph.states()}
+        rows.append(vals)
+    return {label: np.concatenate([v[n] for v in rows]) for label, n in graph.result_outputs()}, state
+
+
 def run_float(graph: Graph, X) -> dict[str, np.ndarray]:
-    """Run a single-input graph over the rows of ``X``; returns each output stacked over rows."""
+    """Run a single-input graph over the rows of ``X``; returns each output stacked over rows (a graph with
+    state: the rows as successive calls from its initial state, ``run_float_stream``)."""
+    if graph.states():
+        return run_float_stream(graph, X)[0]
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[None, :]

@@ -6,7 +6,9 @@ Element types:
   ``int * 2**-scale``; the scale may be negative (coarser than integers).
 - ``idx``: a non-negative int32 index (argmax/argmin results, class labels).
 - ``bool``: the result of a comparison.
-- ``qi<bits>(scale, zero_point)`` (bits in 8/16/32/64): TFLite's affine quantisation, real value
+- ``i<bits>`` / ``u<bits>`` (bits in 8/16/32/64): a plain signed / unsigned integer, no scale (TFLite's
+  unquantised integer tensors: audio samples, spectra, energies; their ops define their own arithmetic).
+- ``qi<bits>(scale, zero_point)`` (bits in 8/16/32/64; 64: 16x8 layers' biases): TFLite's affine quantisation, real value
   ``scale * (int - zero_point)``; per-channel scales name their axis: ``qi8(axis 0: [s0, s1, ...], 0)``.
   Scales are float32 values (held as Python floats, exactly), as TFLite stores them.
 
@@ -22,12 +24,14 @@ import numpy as np
 
 FIXED_BITS = (8, 16, 32)
 QUANTISED_BITS = (8, 16, 32, 64)  # TFLite's int8/int16 tensors, int32 and (16x8 layers') int64 biases
+INTEGER_BITS = (8, 16, 32, 64)
+INTEGER_KINDS = ("int", "uint")
 PER_TENSOR = -1  # the axis of a quantisation with one scale
 
 
 @dataclass(frozen=True, order=True)
 class DType:
-    kind: str  # "f32" | "fx" | "idx" | "bool" | "qi"
+    kind: str  # "f32" | "fx" | "idx" | "bool" | "qi" | "int" | "uint"
     bits: int = 32
     scale: int = 0
     # "qi" only: TFLite's scales (one, or one per index of ``axis``), zero point and quantised axis
@@ -36,8 +40,11 @@ class DType:
     axis: int = PER_TENSOR
 
     def __post_init__(self):
-        if self.kind not in ("f32", "fx", "idx", "bool", "qi"):
+        if self.kind not in ("f32", "fx", "idx", "bool", "qi", *INTEGER_KINDS):
             raise ValueError(f"unknown element kind {self.kind!r}")
+        if self.kind in INTEGER_KINDS and (self.bits not in INTEGER_BITS or self.scale):
+            raise ValueError(f"a plain integer is {', '.join(map(str, INTEGER_BITS))} bits without a scale, got "
+                             f"{self.bits} bits, scale {self.scale}")
         if self.kind == "fx" and self.bits not in FIXED_BITS:
             raise ValueError(f"fixed-point width {self.bits} is not one of {FIXED_BITS}")
         if self.kind == "qi" and self.bits not in QUANTISED_BITS:
@@ -69,6 +76,18 @@ class DType:
     def is_quantised(self) -> bool:
         return self.kind == "qi"
 
+    @property
+    def is_integer(self) -> bool:
+        """A plain integer (``i16``, ``u32``...): no scale, no quantisation."""
+        return self.kind in INTEGER_KINDS
+
+    @property
+    def integer_range(self) -> tuple[int, int]:
+        """The least and greatest value a plain integer of this type holds."""
+        if self.kind == "uint":
+            return 0, 2**self.bits - 1
+        return -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1
+
     def __str__(self) -> str:
         if self.kind == "fx":
             return f"fx{self.bits}.{self.scale}"
@@ -76,6 +95,8 @@ class DType:
             if self.axis == PER_TENSOR:
                 return f"qi{self.bits}({self.qscales[0]!r}, {self.zero_point})"
             return f"qi{self.bits}(axis {self.axis}: [{', '.join(repr(s) for s in self.qscales)}], {self.zero_point})"
+        if self.kind in INTEGER_KINDS:
+            return f"{self.kind[0]}{self.bits}"
         return self.kind
 
 
@@ -86,6 +107,11 @@ BOOL = DType("bool")
 
 def fixed(bits: int, scale: int) -> DType:
     return DType("fx", bits, scale)
+
+
+def integer(bits: int, signed: bool = True) -> DType:
+    """A plain integer element type: ``integer(16)`` is i16, ``integer(32, signed=False)`` u32."""
+    return DType("int" if signed else "uint", bits)
 
 
 def quantised(bits: int, scales, zero_point: int = 0, axis: int = PER_TENSOR) -> DType:
@@ -134,6 +160,8 @@ class TensorType:
 def parse_dtype(text: str) -> DType:
     if text in ("f32", "idx", "bool"):
         return DType(text)
+    if text[:1] in "iu" and text[1:].isdigit():
+        return integer(int(text[1:]), text[0] == "i")
     if text.startswith("fx") and "." in text:
         bits, scale = text[2:].split(".", 1)
         return fixed(int(bits), int(scale))

@@ -44,13 +44,23 @@ class NetworkModel(Model):
 
     @property
     def is_quantised(self) -> bool:
-        return self.graph.type(self.input_name).dtype.is_quantised
+        """Whether the file fixes the arithmetic: TFLite's int8 (a quantised input), or plain integers in (an
+        audio front end's samples), which compile as they are."""
+        dtype = self.graph.type(self.input_name).dtype
+        return dtype.is_quantised or dtype.is_integer
+
+    @property
+    def integer_input(self) -> bool:
+        """The input is plain integers (no quantisation: rows are taken as the integers they hold)."""
+        return self.graph.type(self.input_name).dtype.is_integer
 
     @property
     def reference(self) -> str:
-        """What the network computes: "float", or the file's integers: "int8", "int16" (TFLite's 16x8: int16
-        activations, int8 weights)."""
-        return f"int{self.graph.type(self.input_name).dtype.bits}" if self.is_quantised else "float"
+        """What the network computes: "float", or the file's integers: "int16" (TFLite's 16x8: int16 activations,
+        int8 weights; or 16-bit plain integers in, an audio front end's samples), "int8" otherwise."""
+        if not self.is_quantised:
+            return "float"
+        return "int16" if self.graph.type(self.input_name).dtype.bits == 16 else "int8"
 
     def quantise(self, calibration) -> NetworkModel:
         """The int8 network of a float one, its activations' ranges from the calibration rows (each row the
@@ -92,7 +102,8 @@ class NetworkModel(Model):
                            type=TensorType((out.size,), out.dtype), name="scores")
         graph.set_output("scores", scores)
         graph.set_output("prediction", graph.add("argmax", [scores], name="prediction"))
-        graph.outputs = [(label, n) for label, n in graph.outputs if label in ("scores", "prediction")]
+        states = {label for label, _ in graph.outputs} - {label for label, _ in graph.result_outputs()}
+        graph.outputs = [(label, n) for label, n in graph.outputs if label in ("scores", "prediction", *states)]
         return graph
 
     def size_advice(self, room_bytes: int, constant_bytes: int, value_bytes: int) -> str | None:
@@ -117,20 +128,30 @@ class NetworkModel(Model):
         """The integer outputs of integer input rows (shape (n, *input_shape); int8, or int16 for a 16x8 file):
         TFLite's kernels' results."""
         Xq = np.asarray(Xq)
-        bits = self.graph.type(self.input_name).dtype.bits
-        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-        if not np.issubdtype(Xq.dtype, np.integer) or Xq.size and (Xq.min() < low or Xq.max() > high):
-            raise DataError(f"{self.source}: inputs must be int{bits} values")
+        lo, hi = self.input_range
+        if not np.issubdtype(Xq.dtype, np.integer) or Xq.size and (Xq.min() < lo or Xq.max() > hi):
+            raise DataError(f"{self.source}: inputs must be integers in [{lo}, {hi}]")
         return run_fixed(self.graph, Xq)["scores"]
+
+    @property
+    def input_range(self) -> tuple[int, int]:
+        dtype = self.graph.type(self.input_name).dtype
+        if dtype.is_integer:
+            return dtype.integer_range
+        bits = dtype.bits if dtype.is_quantised else 8
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
     def run_int8(self, Xq) -> np.ndarray:
         """``run_quantised`` of an int8 network."""
         return self.run_quantised(Xq)
 
     def quantise_input(self, X) -> np.ndarray:
-        """Real input rows as the integer rows the C takes (the input tensor's quantisation), flat."""
+        """Real input rows as the integer rows the C takes (the input tensor's quantisation), flat; plain integer
+        inputs: the rows rounded to nearest (halves to even) and saturated to the input's type."""
         x_type = self.graph.type(self.input_name).dtype
         X = np.asarray(X, dtype=np.float64).reshape(-1, self.input_dim)
+        if x_type.is_integer:
+            return np.clip(np.round(X), *x_type.integer_range).astype(np.int64)
         return quantise_affine(X, x_type.qscales[0], x_type.zero_point, x_type.bits).astype(f"int{x_type.bits}")
 
     def scores(self, X) -> np.ndarray:
@@ -139,8 +160,6 @@ class NetworkModel(Model):
         X = np.asarray(X, dtype=np.float64).reshape(-1, *self.input_shape)
         if not self.is_quantised:
             return run_float(self.graph, X)["scores"].reshape(len(X), -1)
-        out = self.graph.type(self.graph.outputs[0][1]).dtype
+        out = self.graph.type(self.graph.output("scores")).dtype
         q = self.run_quantised(self.quantise_input(X).astype(np.int64).reshape(X.shape)).reshape(len(X), -1)
-        if not out.is_quantised:  # the file's DEQUANTIZE gives float32 outputs
-            return q.astype(np.float64)
-        return (q - out.zero_point) * out.qscales[0]
+        return (q - out.zero_point) * out.qscales[0] if out.is_quantised else q.astype(np.float64)

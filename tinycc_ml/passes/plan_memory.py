@@ -31,7 +31,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.windows import axis_geometry
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
-LEAF_OPS = ("input", "const", "sparse_const")
+LEAF_OPS = ("input", "const", "sparse_const", "state")  # state: static RAM of its own, outside the arenas
 FUSED_OPS = ("add", "sub", "mul", "scale", "clip")  # element-wise ops a store can compute (codegen/c_fixed.py)
 KERNEL_READERS = ("matvec", "matvec_at", "sqdist")
 
@@ -78,13 +78,20 @@ def fused_chains(graph: Graph) -> dict[str, list[str]]:
 
 def arena_key(dtype) -> str:
     """Values sharing an arena share a C element type (TFLite's quantised tensors: their integer width)."""
-    if dtype.kind in ("fx", "qi"):
+    if dtype.kind in ("fx", "qi", "int"):
         return f"i{dtype.bits}"
+    if dtype.kind == "uint":
+        return f"u{dtype.bits}"
     return {"f32": "f32", "idx": "i32", "bool": "u8"}[dtype.kind]
 
 
 def element_bytes(key: str) -> int:
-    return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1}[key]
+    return {"f32": 4, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "i64": 8, "u16": 2, "u32": 4, "u64": 8}[key]
+
+
+def state_bytes(graph: Graph) -> int:
+    """Static RAM of the state kept between calls (ir/ops/state.py): outside the arenas, never shared."""
+    return sum(graph.type(n).size * element_bytes(arena_key(graph.type(n).dtype)) for n, _ in graph.states())
 
 
 IN_PLACE_OPS = ("max_pool2d", "average_pool2d", "mean", "relu", "relu6", "tensor_add")

@@ -129,7 +129,14 @@ class BuildSpec:
             f"-DTCM_D={self.n_features}",
             f"-DTCM_NS={self.n_scores}",
             f"-DTCM_TASK={TASK_ENTRY_POINTS[self.task]}",
+            *(["-DTCM_STATEFUL=1"] if self.stateful else []),
         ]
+
+    @property
+    def stateful(self) -> bool:
+        """Whether the model keeps state between calls (its header declares <prefix>_step): one call per row."""
+        with open(self.header, encoding="utf-8") as header:
+            return f"{self.prefix}_step(" in header.read()
 
     @property
     def task_bytes(self) -> int:

@@ -12,6 +12,8 @@ from tinycc_ml.ir.ops import (  # noqa: F401  (register)
     pooling,
     reductions,
     shape,
+    signal,
+    state,
     tables,
     tensor_elementwise,
     transpose,

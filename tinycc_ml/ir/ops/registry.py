@@ -142,9 +142,9 @@ OPS: dict[str, OpDef] = {}
 
 
 def precision_of(result: TensorType, operands: list[TensorType]) -> str:
-    """Which semantics and code table a node uses: "fixed" when it or an operand is fixed point or quantised
-    (TFLite's int8: integer semantics too)."""
-    integer = [t.dtype.is_fixed or t.dtype.is_quantised for t in (result, *operands)]
+    """Which semantics and code table a node uses: "fixed" when it or an operand is fixed point, quantised
+    (TFLite's int8: integer semantics too) or a plain integer."""
+    integer = [t.dtype.is_fixed or t.dtype.is_quantised or t.dtype.is_integer for t in (result, *operands)]
     return "fixed" if any(integer) else "float"
 
 

@@ -123,9 +123,10 @@ def _infer_concatenation(ts, attrs, declared):
         need(a.dtype == b.dtype and a.dtype.axis == PER_TENSOR and declared is not None and declared.dtype == a.dtype,
              f"TFLite's int8 concatenation copies integers: its operands and result share one per-tensor "
              f"quantisation, got {a.dtype}, {b.dtype} -> {declared.dtype if declared is not None else None}")
-    elif a.dtype.is_fixed:
+    elif a.dtype.is_fixed or a.dtype.is_integer:
         need(a.dtype == b.dtype and (declared is None or declared.dtype == a.dtype),
-             f"a fixed-point concatenation copies integers: its operands and result share one type, got {a.dtype}, "
+             f"a fixed-point or integer concatenation copies integers: its operands and result share one type, got "
+             f"{a.dtype}, "
              f"{b.dtype} -> {declared.dtype if declared is not None else None}")
     else:
         need(a.dtype.is_float and b.dtype.is_float, f"operands must be f32 or quantised, got {a.dtype}, {b.dtype}")

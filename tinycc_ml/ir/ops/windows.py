@@ -125,7 +125,10 @@ def network_result(x: TensorType, declared: TensorType | None, shape: tuple[int,
              and declared.dtype.bits == bits,
              f"a quantised result needs a declared per-tensor qi{bits} type, got {declared}")
         return TensorType(shape, declared.dtype, layout)
-    need(x.dtype.is_float, f"operand must be f32, fixed point or quantised, got {x.dtype}")
+    if x.dtype.is_integer:  # a plain integer: the op computes in its type
+        need(declared is None or declared.dtype == x.dtype, f"a {x.dtype} operand gives {x.dtype}, not {declared}")
+        return TensorType(shape, x.dtype, layout)
+    need(x.dtype.is_float, f"operand must be f32, fixed point, quantised or a plain integer, got {x.dtype}")
     return TensorType(shape, F32, layout)
 
 

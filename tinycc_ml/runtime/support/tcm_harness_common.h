@@ -12,6 +12,25 @@
 #define TCM_VALUE TCM_CAT(TCM_PREFIX, _predict_value)
 #define TCM_LABELS TCM_CAT(TCM_PREFIX, _predict_labels)
 #define TCM_BARRIER() __asm__ __volatile__("" ::: "memory")
+#ifdef TCM_STATEFUL
+/* A model with state (a stream's front end): every call is the next frame, so each row is one step, giving the
+ * class and the scores; the scores entry point hands back that step's scores rather than stepping again. */
+static TCM_SCORE_T tcm_step_scores[TCM_NS];
+static int tcm_step_predict(const TCM_IN_T *x)
+{
+    return TCM_CAT(TCM_PREFIX, _step)(x, tcm_step_scores);
+}
+static void tcm_step_copy(const TCM_IN_T *x, TCM_SCORE_T *s)
+{
+    (void)x;
+    for (unsigned i = 0; i < TCM_NS; i++)
+        s[i] = tcm_step_scores[i];
+}
+#undef TCM_PREDICT
+#undef TCM_SCORES
+#define TCM_PREDICT tcm_step_predict
+#define TCM_SCORES tcm_step_copy
+#endif
 #ifndef TCM_TASK
 #define TCM_TASK 0
 #endif

@@ -13,6 +13,7 @@ from tinycc_ml.ir.ops.c_primitives import clamp_to, float_activation, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
+from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,
@@ -81,5 +82,8 @@ register_op(OpDef(
 
 @tflite_builtin("MUL", 18, options=MUL_OPTIONS, inputs=(2, 2))
 def lower_tflite(low, options, ins, outs) -> None:
+    if low.graph.type(low.value(ins[0])).dtype.is_integer:  # unquantised integers: in their own type
+        lower_integer(low, "integer_mul", options, ins, outs, 0, "MUL")
+        return
     low.add("tensor_mul", [low.value(ins[0]), low.value(ins[1])], {"activation": low.activation(options, 0, "MUL")},
             low.tensors[outs[0]])

@@ -1,0 +1,148 @@
+"""ADD, MUL and DIV of plain (unquantised) integer tensors, broadcast (``broadcast``), and CAST between plain
+integers and to float.
+
+TFLite Micro computes them in the tensors' own type (int32 here: the audio front end's arithmetic after its
+signal ops): a + b, a * b, a / b (C's division, truncating toward zero), clamped by the fused activation's
+range (relu: at least 0; relu6: 0 to 6), wrapping in two's complement where the C would overflow. A divisor is
+a constant without zeros (a zero would be undefined behaviour in TFLite Micro). CAST converts as C's
+static_cast does: integers modulo 2^bits, integers to float32 rounded to nearest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.network.broadcast import broadcast_shape, c_loop, with_rows
+from tinycc_ml.ir.ops.registry import OpDef, TypeRuleError, need, register_op
+from tinycc_ml.ir.ops.signal.common import wrap
+from tinycc_ml.ir.types import TensorType, integer
+
+DIV_OPTIONS = 29  # schema.fbs' BuiltinOptions: DivOptions { fused_activation_function }
+INTEGER_OPS = {"integer_add": ("+", np.add), "integer_mul": ("*", np.multiply), "integer_div": ("/", None)}
+INT32 = integer(32)  # the float semantics' type (the interpreters' float path carries no types)
+UNSUPPORTED = {"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR, "c_float": "plain integers compute in integers"}
+
+
+def _infer(name: str):
+    def infer(ts, attrs, declared):
+        a, b = ts
+        need(a.dtype.is_integer and a.dtype == b.dtype and a.dtype.bits <= 32,
+             f"{name} takes plain integers of one type up to 32 bits, got {a.dtype} and {b.dtype}")
+        need(attrs.get("activation", "none") in ("none", "relu", "relu6"), f"activation {attrs.get('activation')!r}")
+        shape = broadcast_shape(a.shape, b.shape, name)
+        need(declared is None or declared.dtype == a.dtype, f"the result is {a.dtype}, the file declares {declared}")
+        return TensorType(shape, a.dtype, a.layout if a.rank >= b.rank else b.layout)
+    return infer
+
+
+def _clamp(v, dtype, activation: str):
+    lo, hi = dtype.integer_range
+    if activation != "none":
+        lo, hi = 0, 6 if activation == "relu6" else hi
+    return np.clip(wrap(v, dtype.bits, dtype.kind == "int"), lo, hi)
+
+
+def integer_result(name: str, a, b, dtype, activation: str) -> np.ndarray:
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    if name == "integer_div":
+        quotient = np.abs(a) // np.abs(b)
+        value = np.where((a < 0) != (b < 0), -quotient, quotient)
+    else:
+        value = INTEGER_OPS[name][1](a, b)
+    return _clamp(value, dtype, activation)
+
+
+def _c(name: str):
+    symbol = INTEGER_OPS[name][0]
+
+    def c(em, node) -> list[str]:
+        dtype = node.type.dtype
+        ctype = f"{'u' if dtype.kind == 'uint' else ''}int{dtype.bits}_t"
+        unsigned = f"uint{max(dtype.bits, 32)}_t"
+        lo, hi = dtype.integer_range
+        activation = node.attrs.get("activation", "none")
+        if activation != "none":
+            lo, hi = 0, 6 if activation == "relu6" else hi
+
+        def element(a: str, b: str) -> str:
+            if name == "integer_div":
+                value = f"(({ctype})({a}) / ({ctype})({b}))"
+            else:  # computed unsigned: wraps as TFLite's int32 kernels do on two's complement
+                value = f"({ctype})({unsigned})(({unsigned})({a}) {symbol} ({unsigned})({b}))"
+            if activation == "none":
+                return value
+            return f"{em.sym('int_clamp')}({value}, {lo}, {hi})"
+        if activation != "none":
+            em.helpers.setdefault(em.sym("int_clamp"), f"static inline int32_t {em.sym('int_clamp')}(int32_t v, "
+                                  "int32_t lo, int32_t hi)\n{\n    return v < lo ? lo : (v > hi ? hi : v);\n}\n")
+        return c_loop(em, node, element)
+    return c
+
+
+for _name in INTEGER_OPS:
+    register_op(OpDef(
+        _name, 2, _infer(_name),
+        (lambda n: lambda xs, attrs: integer_result(n, xs[0], xs[1], INT32, attrs.get("activation", "none"))
+         .astype(np.float64))(_name), {"activation": "str?"},
+        f"TFLite's {_name[8:].upper()} of plain integer tensors, broadcast, in the tensors' type (DIV truncates), "
+        "clamped by the fused activation",
+        fixed=(lambda n: lambda call: integer_result(n, *with_rows(call.ins, call.in_types), call.type.dtype,
+                                                     call.attrs.get("activation", "none")))(_name),
+        c={"fixed": _c(_name)}, unsupported=UNSUPPORTED))
+
+def lower_integer(low, op: str, options, ins, outs, activation_field: int, name: str) -> None:
+    """ADD, MUL or DIV of plain integers (their lowering where the operands are not quantised)."""
+    low.add(op, [low.value(ins[0]), low.value(ins[1])], {"activation": low.activation(options, activation_field, name)},
+            low.tensors[outs[0]])
+
+
+@tflite_builtin("DIV", 42, options=DIV_OPTIONS, inputs=(2, 2))
+def lower_div(low, options, ins, outs) -> None:
+    divisor = low.tensors[ins[1]]
+    if low.tensors[ins[0]].type_name == "float32":
+        raise TypeRuleError("DIV of float tensors is not supported yet (of plain integers it is)")
+    if divisor.data is None or not np.all(divisor.data != 0):
+        raise TypeRuleError(f"DIV: the divisor {divisor.name!r} must be a constant without zeros")
+    lower_integer(low, "integer_div", options, ins, outs, 0, "DIV")
+
+
+# ---------------------------------------------------------------- CAST
+
+def _infer_cast(ts, attrs, declared):
+    (x,) = ts
+    need(x.dtype.is_integer, f"CAST from {x.dtype} is not supported (from plain integers it is)")
+    need(declared is not None and (declared.dtype.is_integer or declared.dtype.is_float),
+         f"CAST to {declared} is not supported (to plain integers and float32 it is)")
+    return TensorType(x.shape, declared.dtype, x.layout)
+
+
+def cast(x, dtype) -> np.ndarray:
+    if dtype.is_float:
+        return np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
+    return wrap(x, dtype.bits, dtype.kind == "int")
+
+
+def _c_cast(em, node) -> list[str]:
+    dtype = node.type.dtype
+    ctype = "float" if dtype.is_float else f"{'u' if dtype.kind == 'uint' else ''}int{dtype.bits}_t"
+    (x,) = node.inputs
+    source = em.graph.type(x).dtype
+    # to a narrower signed type through the unsigned one of its width: modulo 2^bits, as gcc converts
+    through = "" if dtype.is_float or dtype.kind == "uint" or dtype.bits >= source.bits else f"(uint{dtype.bits}_t)"
+    return [f"for (long i = 0; i < {node.type.size}; ++i)",
+            f"    {em.var(node.name)}[i] = ({ctype}){through}{em.at(x, 'i')};"]
+
+
+register_op(OpDef(
+    "cast", 1, _infer_cast, lambda xs, attrs: np.asarray(xs[0], np.float64), {},
+    "TFLite's CAST from plain integers: to plain integers modulo 2^bits, to float32 rounded",
+    fixed=lambda call: cast(call.ins[0], call.type.dtype), c={"fixed": _c_cast},
+    unsupported={**UNSUPPORTED, "c_float": "a cast reads integers"}))
+
+
+@tflite_builtin("CAST", 53)
+def lower_cast(low, options, ins, outs) -> None:
+    out = low.tensors[outs[0]]
+    low.add("cast", [low.value(ins[0])], {}, out)

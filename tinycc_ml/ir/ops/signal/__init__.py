@@ -1,0 +1,17 @@
+"""TFLite Micro's signal library (``signal/`` in tensorflow/tflite-micro): the audio front end's ops, one module
+per op, read from ``.tflite`` files as the custom operators they are (``frontends.tflite_custom``). Each module
+holds the op's integer semantics in numpy (the same widths, rounding and wrap-around as ``signal/src``), its
+portable C and its lowering; state across calls (noise estimates) is the IR's ``state``. Importing this package
+registers them."""
+
+from tinycc_ml.ir.ops.signal import (  # noqa: F401  (register)
+    energy,
+    fft_auto_scale,
+    filter_bank,
+    filter_bank_log,
+    filter_bank_square_root,
+    pcan,
+    rfft,
+    spectral_subtraction,
+    window,
+)
