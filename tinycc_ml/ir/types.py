@@ -8,8 +8,8 @@ Element types:
 - ``bool``: the result of a comparison.
 - ``i<bits>`` / ``u<bits>`` (bits in 8/16/32/64): a plain signed / unsigned integer, no scale (TFLite's
   unquantised integer tensors: audio samples, spectra, energies; their ops define their own arithmetic).
-- ``qi<bits>(scale, zero_point)`` (bits in 8/16/32/64; 64: 16x8 layers' biases): TFLite's affine quantisation, real value
-  ``scale * (int - zero_point)``; per-channel scales name their axis: ``qi8(axis 0: [s0, s1, ...], 0)``.
+- ``qi<bits>(scale, zero_point)`` (bits in 8/16/32/64; 64: 16x8 layers' biases): TFLite's affine quantisation,
+  real value ``scale * (int - zero_point)``; per-channel scales name their axis: ``qi8(axis 0: [s0, s1, ...], 0)``.
   Scales are float32 values (held as Python floats, exactly), as TFLite stores them.
 
 A tensor type may declare its layout: one distinct capital letter per dimension (``NHWC`` for
