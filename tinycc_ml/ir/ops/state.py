@@ -17,7 +17,7 @@ from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 
 
 def _infer_state(ts, attrs, declared):
-    need(declared is not None, "a state needs a declared type")
+    need(declared is not None and "init" in attrs, "a state needs a declared type and its init")
     init = attrs["init"]
     need(isinstance(init, np.ndarray) and init.shape == declared.shape,
          f"a state's init must be an array of its shape {list(declared.shape)}")

@@ -25,6 +25,8 @@ from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, quan
 from tinycc_ml.ir.ops.windows import check_requantisation, quantised_operand
 from tinycc_ml.ir.types import F32, TensorType
 
+NO_FLOAT_FORM = "it reads quantised integers: a float network has none (its float C is the real arithmetic)"
+
 
 def _widths(t: TensorType, what: str) -> int:
     need(t.dtype.is_quantised and t.dtype.bits in (8, 16), f"{what} must be qi8 or qi16, got {t.dtype}")
@@ -69,7 +71,7 @@ register_op(OpDef(
     "TFLite's QUANTIZE of an int8/int16 tensor to int8/int16: requantised to the result's scale and zero point "
     "(MultiplyByQuantizedMultiplier of input / output scale), saturated",
     evaluate_rows=lambda ins, batched, attrs, n, rank: ins[0], fixed=_fixed_requantize, c={"fixed": _c_requantize},
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR, "c_float": NO_FLOAT_FORM}))
 
 
 def _infer_dequantize(ts, attrs, declared):
@@ -95,7 +97,7 @@ register_op(OpDef(
     "dequantize", 1, _infer_dequantize, lambda xs, a: xs[0], {},
     "TFLite's DEQUANTIZE of an int8/int16 tensor: scale x (q - zero point) as float32",
     evaluate_rows=lambda ins, batched, attrs, n, rank: ins[0], fixed=_fixed_dequantize, c={"fixed": _c_dequantize},
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR, "c_float": NO_FLOAT_FORM}))
 
 
 @tflite_builtin("QUANTIZE", 114)
