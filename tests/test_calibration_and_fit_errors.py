@@ -6,6 +6,7 @@ the chip, and never with a compiler's message about a temporary folder."""
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -113,3 +114,25 @@ def test_a_compiler_error_is_said_without_the_temporary_folder(monkeypatch):
     # the compiler's own words go to the log, not into the refusal (and never the temporary folder's name)
     assert "did not build for the chip" in message and "size of array" not in message and "/tmp" not in message
     assert "31000 bytes" in message
+
+
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_weights_fixed_point_cannot_scale_are_blamed_by_layer_not_the_calibration_rows(precision):
+    """An MLP with weights of 1e20 said "calibration data: values up to 2.4 need a fixed-point scale of 2^77":
+    the rows are ordinary, the weights are at fault."""
+    import warnings
+
+    from sklearn.neural_network import MLPClassifier
+
+    from tinycc_ml.errors import CompileError
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mlp = MLPClassifier(hidden_layer_sizes=(4,), max_iter=50, random_state=0).fit(X, X[:, 0] > 0)
+    mlp.coefs_ = [c * 1e20 for c in mlp.coefs_]
+    largest = max(np.max(np.abs(c)) for c in mlp.coefs_)
+    layer = f"W{int(np.argmax([np.max(np.abs(c)) for c in mlp.coefs_]))}"
+    with pytest.raises(CompileError, match=re.escape(f"its constant {layer} (weights up to {largest:.3g})")) as err:
+        tinycc_ml.compile(mlp, "host", precision=precision, calibration=X)
+    assert "calibration data" not in str(err.value)

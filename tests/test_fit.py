@@ -111,10 +111,14 @@ def test_fit_is_deterministic_for_a_random_state(host_fit, iris):
     assert again.files["iris.c"] == res.files["iris.c"]
 
 
-def test_a_spent_time_budget_still_gives_a_result_and_says_so(iris):
+def test_a_spent_time_budget_still_gives_a_result_and_says_so(iris, monkeypatch):
     require_target("host")
+    from tests.fake_clock import SpentClock
+    from tinycc_ml.search import fit as fit_module
+
     X, _, y, _ = iris
-    res = tinycc_ml.fit(X, y, target="host", families="linear,protonn", sizes_per_family=2, time_budget=1e-6,
+    monkeypatch.setattr(fit_module, "clock", SpentClock(60.0))
+    res = tinycc_ml.fit(X, y, target="host", families="linear,protonn", sizes_per_family=2, time_budget=30.0,
                         refit=False)
     assert not res.complete and "stopped early" in res.report()
     assert [c.status for c in res.candidates if c.status != "skipped"]

@@ -41,7 +41,7 @@ def one_job(iris):
 def _comparable(res) -> dict:
     data = json.loads(json.dumps(res.as_json()))
     data.pop("seconds")
-    for key in ("n_jobs", "scheduler"):
+    for key in ("n_jobs", "n_jobs_asked", "scheduler"):
         data["search"].pop(key)
     for c in data["candidates"]:
         c.pop("train_seconds")

@@ -830,7 +830,7 @@ def test_class_labels_beyond_int64_from_scikit_learn_and_fit():
         tinycc_ml.compile(NearestCentroid().fit(X, y))
     for labels in (y, y.astype(np.float64) * 4):
         with pytest.raises(DataError, match="beyond int64"):
-            tinycc_ml.fit(X, labels, target="host", time_budget=1)
+            tinycc_ml.fit(X, labels, target="host", time_budget=10)
 
 
 def test_edgeml_sigma_beyond_float_is_one_error(tmp_path):
@@ -849,14 +849,14 @@ def test_fit_refuses_huge_values_and_options_in_one_line(tmp_path):
     rng = np.random.default_rng(10)
     X, y = rng.normal(size=(30, 3)), np.repeat([0, 1], 15)
     with pytest.raises(DataError, match="row 4, column 1 .*float32"):
-        tinycc_ml.fit(np.where(np.arange(90).reshape(30, 3) == 13, 1e300, X), y, target="host", time_budget=1)
+        tinycc_ml.fit(np.where(np.arange(90).reshape(30, 3) == 13, 1e300, X), y, target="host", time_budget=10)
     for seed in (-1, 2**32, 2**80):
         with pytest.raises(DataError, match="random_state"):
-            tinycc_ml.fit(X, y, target="host", time_budget=1, random_state=seed)
+            tinycc_ml.fit(X, y, target="host", time_budget=10, random_state=seed)
     np.savez(tmp_path / "d.npz", X_train=X, y_train=y)
     for option, value in (("--max-flash", "1e400"), ("--max-ram", "0.4"), ("--max-flash", "-5"),
                           ("--random-state", str(2**32))):
-        run = cli("fit", tmp_path / "d.npz", "--target", "host", "--time-budget", "1", option, value,
+        run = cli("fit", tmp_path / "d.npz", "--target", "host", "--time-budget", "10", option, value,
                   "-o", tmp_path / "out")
         assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run.stderr
         assert option in run.stderr or "random_state" in run.stderr, run.stderr

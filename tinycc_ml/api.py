@@ -17,7 +17,7 @@ from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
-from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError
+from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError, TinyccError
 from tinycc_ml.files import write_tree
 from tinycc_ml.importers.edgeml import FOLDER_READERS
 from tinycc_ml.importers.lightgbm import load_lightgbm_file
@@ -323,6 +323,22 @@ def check_constants(graph, source: str) -> None:
                 worst = values.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
                 raise ModelFileError(f"{source}: {name} ({node.op} {key}) holds {worst:g}, beyond the float32 range "
                                      "of the compiled code (weights too large, or a std too small)")
+
+
+def _beyond_fixed_point(float_graph, model: Model, calibration, what: str) -> TinyccError:
+    """The error for a model whose values fixed point cannot scale: the model's (CompileError) when its largest
+    constant (a layer's weights, named, with their magnitude) exceeds the largest calibration value, else
+    the calibration rows' (DataError): the larger of the two drives the values out of reach."""
+    input_peak = float(np.max(np.abs(calibration)))
+    largest = [(float(np.max(np.abs(np.asarray(node.attrs["value"], dtype=np.float64)))), name)
+               for name in float_graph.order() for node in [float_graph.node(name)]
+               if node.op in ("const", "sparse_const") and np.asarray(node.attrs.get("value", 0)).size]
+    magnitude, name = max(largest, default=(0.0, None))
+    if name is not None and magnitude > input_peak:  # the larger of the two is what drives the values out of reach
+        return CompileError(f"{model.describe()}: its constant {name} (weights up to {magnitude:.3g}) drives "
+                            f"{what}, on calibration inputs up to {input_peak:g}; compile it at precision float, "
+                            "or retrain it with smaller weights (regularisation)")
+    return DataError(f"calibration data: values up to {input_peak:g} drive the model's {what}")
 
 
 # the input range a float build is checked over when neither calibration rows nor input_range are given:
@@ -747,13 +763,15 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         rows, flat = widen_flat_features(calibration, options)
         if flat is not None:
             report["calibration_flat_features"] = flat
+        float_graph = graph
         try:
             graph = lower_to_fixed(graph, precision, rows, ctx, report, description,
                                    before_search=lambda fixed: _check_size_before_search(backend, model, fixed,
                                                                                          prefix, precision))
         except (OverflowError, FloatingPointError) as exc:
-            raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} drive the model's "
-                            f"intermediate values beyond what {precision} fixed point can scale ({exc})") from None
+            raise _beyond_fixed_point(float_graph, model, calibration,
+                                      f"intermediate values beyond what {precision} fixed point can scale ({exc})"
+                                      ) from None
         agreement = report.get("agreement_with_float", 1.0)
         if model.task["kind"] == "classification" and agreement < POOR_AGREEMENT:  # said, not only reported
             log.warning("%s: the %s build predicts what the float model predicts on only %.1f%% of the calibration "
@@ -775,10 +793,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         worst = max([abs(graph.type(n).dtype.scale) for n in graph.order() if graph.type(n).dtype.is_fixed]
                     + [abs(int(graph.node(n).attrs["dist_scale"])) for n in graph.order()
                        if "dist_scale" in graph.node(n).attrs], default=0)
-        if worst > MAX_FIXED_SCALE:  # int32 arithmetic cannot shift that far: say why, not where
-            raise DataError(f"calibration data: values up to {np.max(np.abs(calibration)):g} need a fixed-point "
-                            f"scale of 2^{worst} or 2^-{worst}, beyond what {precision} code can compute "
-                            f"(at most 2^{MAX_FIXED_SCALE})")
+        if worst > MAX_FIXED_SCALE:  # int32 arithmetic cannot shift that far: say why, and whose values
+            raise _beyond_fixed_point(float_graph, model, calibration,
+                                      f"values that need a fixed-point scale of 2^{worst} or 2^-{worst}, beyond what "
+                                      f"{precision} code can compute (at most 2^{MAX_FIXED_SCALE})")
     graph.analyses.task = model.task  # what the scores mean: the header's extra entry points follow it
     output = backend.emit(graph, prefix, description)
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,

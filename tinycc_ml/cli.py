@@ -559,12 +559,18 @@ def cmd_fit(args) -> int:
     import tinycc_ml
     from tinycc_ml.datafiles import load_training
     from tinycc_ml.search.candidates import estimator_from_model, estimator_from_text
+    from tinycc_ml.search.fit import check_arguments
 
     start_from = None
     if args.start is not None and Path(args.start).is_file():  # a model file: its family and what it keeps
         start_from = estimator_from_model(tinycc_ml.load_model(args.start), args.start)
     elif args.start is not None:
         start_from = estimator_from_text(args.start)
+    # every argument checked (the scheduler probed) before the data is read: a mistake costs no loading
+    check_arguments(target=args.target, max_flash=args.max_flash, max_ram=args.max_ram, max_ms=args.max_ms,
+                    clock_hz=args.clock_hz, precision=args.precision, families=args.families,
+                    time_budget=args.time_budget, random_state=args.random_state, name=args.name,
+                    sizes_per_family=args.sizes, n_jobs=args.jobs, scheduler=args.scheduler, start_from=start_from)
     X, y, X_test, y_test = load_training(args.data)
     result = tinycc_ml.fit(X, y, target=args.target, max_flash=args.max_flash, max_ram=args.max_ram,
                            max_ms=args.max_ms, clock_hz=args.clock_hz, precision=args.precision,

@@ -17,10 +17,29 @@ def _on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
+def _run_semaphore_finalizers() -> None:
+    """What a normal exit would do for multiprocessing's objects (os._exit skips it): their finalizers unlink
+    the named semaphores of worker pools' queues, else loky's resource tracker reports them as leaked when
+    it outlives this process."""
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is None:
+        return
+    try:
+        mp_util._run_finalizers(0)  # priorities >= 0: semaphores and queues; the thread joins (< 0) are not run
+    except BaseException:  # a second Ctrl-C, a finalizer failing: the exit goes on
+        pass
+
+
+def _exit_interrupted() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _run_semaphore_finalizers()
+    os._exit(130)
+
+
 def _end_interrupted() -> None:
     sys.stderr.write(INTERRUPTED_LINE)
-    sys.stderr.flush()
-    os._exit(130)
+    _exit_interrupted()
 
 
 def run() -> None:
@@ -38,11 +57,9 @@ def run() -> None:
     try:
         status = main()
         if status == 130:  # interrupted: the line is out and nothing is half-written; no second chance for Ctrl-C
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
+            _exit_interrupted()
     except KeyboardInterrupt:  # a second Ctrl-C right after the first one's line
-        os._exit(130)
+        _exit_interrupted()
     except BaseException:
         if _interrupted:  # the interrupt surfaced as another error (see _on_sigint): nothing was written yet
             _end_interrupted()

@@ -12,6 +12,7 @@ import pytest
 
 import tinycc_ml
 from tests.models.test_trees_boosters import need
+from tinycc_ml.errors import ModelFileError
 
 F32 = np.float32
 SPECIAL = [0.0, -0.0, 1e-36, -1e-36, 1e-45, -1e-45, 1e-40, -1e-40, 1e30, -1e30, np.inf, -np.inf, np.nan]
@@ -114,3 +115,22 @@ def test_lightgbm_integer_builds_quantise_tiny_inputs_as_lightgbm_zeroes_them(ze
     np.testing.assert_allclose(compiled.values(rows), want, atol=1e-3)
     close = np.abs(compiled.values(rows) - want) < 1e-3  # leaves round to 16 bits; the leaf reached is exact
     assert close.all()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("num_feature", "9" * 300), ("num_feature", "3.5"), ("num_feature", True), ("num_feature", "0"),
+    ("num_class", -2), ("num_class", 1e300), ("num_target", "1" * 40),
+])
+def test_xgboost_counts_beyond_reason_are_refused_naming_the_file_and_the_field(tmp_path, field, value):
+    """A 300-digit num_feature was accepted and failed later as a thousand-character IR type error without
+    the file's name; a fractional one was truncated."""
+    xgb = pytest.importorskip("xgboost")
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    xgb.XGBClassifier(n_estimators=2, max_depth=2).fit(X, X[:, 0] > 0).save_model(tmp_path / "good.json")
+    doc = json.loads((tmp_path / "good.json").read_text())
+    doc["learner"]["learner_model_param"][field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelFileError, match=rf"bad\.json: {field} .{{1,80}} is not a whole number from") as err:
+        tinycc_ml.load_model(path)
+    assert len(str(err.value)) < 200

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.ensemble import (
     ExtraTreesClassifier,
@@ -64,6 +65,36 @@ def test_compiled_float_predicts_what_sklearn_predicts_and_integer_builds_follow
         # up to near-ties of the summed leaves; other inputs round to the nearest grid point, and one
         # equal to a threshold may round past it (wine: 1 row of 54)
         assert agree >= (0.98 if name != "digits" else 0.995), (kind, precision, agree)
+
+
+NO_SPLIT = {  # trees that never split: a constant model, read no input, behind scalers
+    "hist_few_rows": lambda: make_pipeline(StandardScaler(), HistGradientBoostingClassifier(max_iter=3)),
+    "tree_constant_feature": lambda: make_pipeline(MinMaxScaler(), DecisionTreeClassifier()),
+    "calibrated": lambda: CalibratedClassifierCV(make_pipeline(StandardScaler(), DecisionTreeClassifier()), cv=2),
+    "calibrated_pipeline": lambda: make_pipeline(StandardScaler(), CalibratedClassifierCV(
+        HistGradientBoostingClassifier(max_iter=3), cv=2)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NO_SPLIT))
+def test_scalers_before_trees_without_a_split_compile_to_the_constant_model(kind):
+    rng = np.random.default_rng(3)
+    # < 40 rows: HistGradientBoosting's default min_samples_leaf=20 leaves no split; a constant feature
+    # leaves a tree none either. Classes 1:2, so the constant probabilities tie nowhere.
+    X = rng.normal(size=(30, 3)) if kind.startswith("hist") or kind == "calibrated_pipeline" else np.ones((30, 3))
+    y = np.arange(30) % 3 == 0
+    clf = NO_SPLIT[kind]().fit(X, y)
+    rows = rng.normal(size=(20, 3)) * 100.0
+    predictor = tinycc_ml.compile(clf, target="host").load()
+    np.testing.assert_array_equal(predictor.predict(rows), clf.predict(rows))
+    np.testing.assert_allclose(predictor.predict_proba(rows), clf.predict_proba(rows), atol=1e-6)
+
+
+def test_a_scaler_of_another_width_before_trees_is_refused_by_name():
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    pipeline = make_pipeline(StandardScaler().fit(np.c_[X, X]), DecisionTreeClassifier().fit(X, X[:, 0] > 0))
+    with pytest.raises(CompileError, match="StandardScaler has 6 features but the trees take 3"):
+        from_sklearn(pipeline)
 
 
 REGRESSORS = {

@@ -671,6 +671,11 @@ def fold_scalers(model: TreeEnsembleModel, scalers: list) -> TreeEnsembleModel:
     t = model.threshold[internal]
     dim = model.input_dim
     top = float(np.finfo(np.float32).max)
+    for scaler in scalers:
+        width = scaler_affine(scaler)[0].shape[0]
+        if width != dim:
+            raise CompileError(f"the Pipeline's {type(scaler).__name__} has {width} features but the trees "
+                               f"take {dim}")
 
     def goes_left(keys):
         X = np.zeros((len(keys), dim))
@@ -681,17 +686,18 @@ def fold_scalers(model: TreeEnsembleModel, scalers: list) -> TreeEnsembleModel:
             z = np.asarray(X, dtype=np.float64)[np.arange(len(keys)), feats].astype(np.float32).astype(np.float64)
         return z <= t
 
-    lo = np.full(len(t), _ordered_keys(np.array([-top], dtype=np.float32))[0])
-    hi = np.full(len(t), _ordered_keys(np.array([top], dtype=np.float32))[0])
-    left_at_lo, left_at_hi = goes_left(lo), goes_left(hi)
-    # invariant: lo goes left, hi does not (where both ends agree, the answer is an end)
-    for _ in range(34):
-        mid = (lo + hi) // 2
-        go = goes_left(mid)
-        lo, hi = np.where(go, mid, lo), np.where(go, hi, mid)
-    keys = np.where(left_at_hi, hi, np.where(left_at_lo, lo, lo))
     folded = model.threshold.copy()
-    folded[internal] = _from_keys(keys).astype(np.float64)
+    if internal.size:  # trees without a split (a constant model) read no input: nothing to move
+        lo = np.full(len(t), _ordered_keys(np.array([-top], dtype=np.float32))[0])
+        hi = np.full(len(t), _ordered_keys(np.array([top], dtype=np.float32))[0])
+        left_at_lo, left_at_hi = goes_left(lo), goes_left(hi)
+        # invariant: lo goes left, hi does not (where both ends agree, the answer is an end)
+        for _ in range(34):
+            mid = (lo + hi) // 2
+            go = goes_left(mid)
+            lo, hi = np.where(go, mid, lo), np.where(go, hi, mid)
+        keys = np.where(left_at_hi, hi, np.where(left_at_lo, lo, lo))
+        folded[internal] = _from_keys(keys).astype(np.float64)
     return TreeEnsembleModel(model.feature, folded, model.left, model.right, model.value, model.roots,
                              model.tree_output, model.base, input_dim=dim, compare=model.compare,
                              binary=model.binary, source="Pipeline",

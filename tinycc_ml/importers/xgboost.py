@@ -89,6 +89,29 @@ def _number(text, what: str, source: str) -> float:
     return value
 
 
+MAX_COUNT = 2**31 - 1  # features, classes, iterations: more than any model (or C int index) holds
+
+
+def _shown(text) -> str:
+    """A file's value for a message: a long one (a 300-digit number) cut to its start and its length."""
+    shown = repr(text)
+    return shown if len(shown) <= 40 else f"{shown[:24]}... ({len(shown)} characters)"
+
+
+def _count(text, what: str, source: str, least: int = 0) -> int:
+    """A whole number of the file in [least, MAX_COUNT] (JSON numbers or their text), else ModelFileError
+    naming the file and the field."""
+    value = None
+    if not isinstance(text, bool):
+        try:
+            value = float(text)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    if value is None or not math.isfinite(value) or value != int(value) or not least <= value <= MAX_COUNT:
+        raise ModelFileError(f"{source}: {what} {_shown(text)} is not a whole number from {least} to {MAX_COUNT}")
+    return int(value)
+
+
 def _int_list(values, what: str, source: str, n: int | None = None) -> np.ndarray:
     if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                for v in values):
@@ -140,15 +163,15 @@ def _trees_predict_uses(model: dict, learner: dict, trees: list, source: str) ->
                                  f"{len(trees)} trees into iterations (0 first, non-decreasing, {len(trees)} last)")
     if best is None:
         return len(trees)
-    best = int(_number(best, "best_iteration", source))
+    best = _count(best, "best_iteration", source)
     if indptr is not None:
         if best < 0 or best + 1 >= indptr.size:
             raise ModelFileError(f"{source}: best_iteration {best} does not match iteration_indptr "
                                  f"({indptr.size - 1} iterations of {len(trees)} trees)")
         return int(indptr[best + 1])
-    per_iteration = int(_number(_get(model, ["gbtree_model_param", "num_parallel_tree"], source),
-                                "num_parallel_tree", source))
-    n_class = int(_number(learner.get("learner_model_param", {}).get("num_class", 0), "num_class", source))
+    per_iteration = _count(_get(model, ["gbtree_model_param", "num_parallel_tree"], source), "num_parallel_tree",
+                          source)
+    n_class = _count(learner.get("learner_model_param", {}).get("num_class", 0), "num_class", source)
     used = (best + 1) * max(per_iteration, 1) * max(n_class, 1)
     if best < 0 or used > len(trees):
         raise ModelFileError(f"{source}: best_iteration {best} names more trees than the {len(trees)} stored")
@@ -211,9 +234,9 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
     if booster.get("name") != "gbtree":
         raise ModelFileError(f"{source}: XGBoost booster {booster.get('name')!r} is not supported; only gbtree")
     params = _object(learner, ["learner_model_param"], source)
-    dim = int(_number(params.get("num_feature"), "num_feature", source))
-    n_class = int(_number(params.get("num_class", 0), "num_class", source))
-    if int(_number(params.get("num_target", 1), "num_target", source)) != 1:
+    dim = _count(params.get("num_feature"), "num_feature", source, least=1)
+    n_class = _count(params.get("num_class", 0), "num_class", source)
+    if _count(params.get("num_target", 1), "num_target", source) != 1:
         raise ModelFileError(f"{source}: multi-target XGBoost models (several targets or quantiles) are not "
                              "supported")
     k = max(n_class, 1)
@@ -247,7 +270,7 @@ def from_xgboost_json(doc, source: str = "XGBoost model", best_iteration: bool =
         raise ModelFileError(f"{source}: tree_info names an output outside [0, {k})")
     used = _trees_predict_uses(model, learner, trees, source) if best_iteration else len(trees)
     trees, info = trees[:used], info[:used]
-    widths = {int(_number(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1, "size_leaf_vector", source))
+    widths = {_count(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1, "size_leaf_vector", source)
               for tree in trees}
     width = max(widths)
     if len(widths) > 1 or width not in (1, k):

@@ -82,8 +82,9 @@ class TreeEnsembleModel(Model):
                  proba: str | None = None, link: str = "identity"):
         if compare not in ("le", "lt"):
             raise ModelFileError(f"{source}: compare {compare!r} is not 'le' or 'lt'")
-        if not isinstance(input_dim, (int, np.integer)) or isinstance(input_dim, bool) or input_dim < 1:
-            raise ModelFileError(f"{source}: input_dim {input_dim!r} is not a positive integer")
+        if not isinstance(input_dim, (int, np.integer)) or isinstance(input_dim, bool) or not 1 <= input_dim < 2**31:
+            shown = repr(input_dim) if len(repr(input_dim)) <= 40 else f"of {len(repr(input_dim))} digits"
+            raise ModelFileError(f"{source}: input_dim {shown} is not a positive integer below 2^31")
         if proba not in PROBA_RULES:
             raise ModelFileError(f"{source}: proba {proba!r} is not one of {PROBA_RULES}")
         self.compare, self.binary, self._input_dim = compare, bool(binary), int(input_dim)

@@ -77,7 +77,7 @@ from tinycc_ml.search.pareto import (
     why,
 )
 from tinycc_ml.search.plot import pareto_png
-from tinycc_ml.search.workers import WorkerDied, Workers, check_jobs
+from tinycc_ml.search.workers import WorkerDied, Workers, check_jobs, check_scheduler
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ FINAL_SIMULATION_SHARE = 0.05  # of the time budget planned for the final check'
 SCREEN_MIN_ROWS = 1000  # a family's first size trains on a quarter of the rows, at least these (see _Search) ...
 SCREEN_MAX_ROWS = 4000  # ... and at most these (long data: every family is screened quickly)
 OUTPUT_SECONDS = 3.0  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
+MIN_TIME_BUDGET = OUTPUT_SECONDS  # a smaller budget is refused; one spent early still buys the first candidate
 FORMAT = "tinycc-ml-fit"
 # loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
 BUILD_LOGGERS = ("tinycc_ml.api", "tinycc_ml.passes", "tinycc_ml.runtime", "tinycc_ml.codegen",
@@ -160,6 +161,8 @@ class FitResult:
         lines = [f"limits: {self.limits.describe()}",
                  f"searched {len(self.candidates)} candidates in {self.seconds:.0f} s"
                  + (f" on {self.search['n_jobs']} worker processes" if self.search.get("n_jobs", 1) > 1 else "")
+                 + (f" ({self.search['n_jobs_asked']} asked for; capped at the {self.search['n_jobs']} core(s) "
+                    "available)" if self.search.get("n_jobs_asked", 1) > self.search.get("n_jobs", 1) else "")
                  + (f" on the Dask cluster at {self.search['scheduler']}" if self.search.get("scheduler") else "")
                  + ("" if self.complete else " (time budget reached: the search stopped early)"),
                  *([f"skipped for the time budget: {'; '.join(self.search['skipped'])}"]
@@ -733,6 +736,66 @@ def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_r
     return verification, estimator, model, result
 
 
+@dataclass(frozen=True)
+class FitArguments:
+    """``fit``'s arguments but the data, checked (``check_arguments``)."""
+    backend: object
+    limits: Limits
+    prefix: str
+    precisions: tuple
+    names: tuple
+    kept_settings: dict
+    time_budget: float | None
+    sizes_per_family: int
+    sim_rows: int
+    n_jobs: int  # capped at the cores available
+    jobs_asked: int
+
+
+def check_arguments(target: str = "avr", max_flash=None, max_ram=None, max_ms=None, clock_hz=None,
+                    precision="auto", families=None, time_budget=DEFAULT_TIME_BUDGET, random_state: int = 0,
+                    name: str = "model", sizes_per_family: int = 4, validation_fraction: float = 0.2,
+                    sim_rows: int = 8, n_jobs: int = 1, scheduler=None, start_from=None) -> FitArguments:
+    """Every argument of ``fit`` but the data, checked before any data is read or any work done: DataError
+    (or ToolchainError: the target's simulator is missing) naming the value at fault. A scheduler address is
+    probed (``workers.check_scheduler``)."""
+    backend = get_backend(target)
+    limits = Limits.make(target, backend, max_flash, max_ram, max_ms, clock_hz)
+    prefix = check_prefix(name)
+    precisions = _precisions(precision, backend)
+    names = _families(families)
+    kept_settings: dict = {}
+    if start_from is not None:
+        family, kept_settings = start_settings(start_from)
+        if families is not None and family not in names:
+            raise DataError(f"start_from is a {family} estimator, but families {', '.join(names)} leave it out")
+        names = (family,)
+    time_budget = _positive_number(time_budget, "time_budget")
+    if time_budget is not None and time_budget < MIN_TIME_BUDGET:
+        raise DataError(f"time_budget is {time_budget:g} s; fit needs at least {MIN_TIME_BUDGET:g} s (what it keeps "
+                        "for writing the outputs; a budget spent before the search is done still trains, measures "
+                        "and writes the one candidate a result needs)")
+    sizes_per_family = _positive_number(sizes_per_family, "sizes_per_family", integer=True)
+    sim_rows = _positive_number(sim_rows, "sim_rows", integer=True)
+    jobs_asked = n_jobs
+    n_jobs = check_jobs(n_jobs)
+    if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
+        raise DataError(f"random_state is {random_state!r}; expected an integer")
+    if not 0 <= random_state < 2**32:  # numpy's and scikit-learn's seeds
+        raise DataError(f"random_state is {random_state}; expected an integer in [0, 2^32)")
+    if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float)) \
+            or not 0 < validation_fraction < 1:
+        raise DataError(f"validation_fraction is {validation_fraction!r}; expected a fraction in (0, 1)")
+    if getattr(backend, "chip", None) is not None:
+        if backend.simulator is None:
+            raise DataError(f"target {target} has no simulator to measure its builds")
+        SIMULATORS.load(backend.simulator).require()  # ToolchainError before any training
+    if isinstance(scheduler, str):
+        check_scheduler(scheduler)
+    return FitArguments(backend, limits, prefix, precisions, names, kept_settings, time_budget, sizes_per_family,
+                        sim_rows, n_jobs, jobs_asked)
+
+
 def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, clock_hz=None, precision="auto",
         families=None, time_budget=DEFAULT_TIME_BUDGET, random_state: int = 0, X_test=None, y_test=None,
         out_dir=None, name: str = "model", sizes_per_family: int = 4, validation_fraction: float = 0.2,
@@ -755,32 +818,13 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     Raises InfeasibleError (a ValueError) naming the closest candidates when nothing meets the limits.
     """
     start = clock()
-    backend = get_backend(target)
-    limits = Limits.make(target, backend, max_flash, max_ram, max_ms, clock_hz)
-    prefix = check_prefix(name)
-    precisions = _precisions(precision, backend)
-    names = _families(families)
-    kept_settings: dict = {}
-    if start_from is not None:
-        family, kept_settings = start_settings(start_from)
-        if families is not None and family not in names:
-            raise DataError(f"start_from is a {family} estimator, but families {', '.join(names)} leave it out")
-        names = (family,)
-    time_budget = _positive_number(time_budget, "time_budget")
-    sizes_per_family = _positive_number(sizes_per_family, "sizes_per_family", integer=True)
-    sim_rows = _positive_number(sim_rows, "sim_rows", integer=True)
-    n_jobs = check_jobs(n_jobs)
-    if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
-        raise DataError(f"random_state is {random_state!r}; expected an integer")
-    if not 0 <= random_state < 2**32:  # numpy's and scikit-learn's seeds
-        raise DataError(f"random_state is {random_state}; expected an integer in [0, 2^32)")
-    if not 0 < validation_fraction < 1:
-        raise DataError(f"validation_fraction is {validation_fraction!r}; expected a fraction in (0, 1)")
+    args = check_arguments(target, max_flash, max_ram, max_ms, clock_hz, precision, families, time_budget,
+                           random_state, name, sizes_per_family, validation_fraction, sim_rows, n_jobs, scheduler,
+                           start_from)
+    backend, limits, prefix, precisions, names = args.backend, args.limits, args.prefix, args.precisions, args.names
+    time_budget, sizes_per_family, sim_rows, n_jobs = (args.time_budget, args.sizes_per_family, args.sim_rows,
+                                                       args.n_jobs)
     X, y, classes, index, X_test, y_test = _check_data(X, y, X_test, y_test)
-    if getattr(backend, "chip", None) is not None:
-        if backend.simulator is None:
-            raise DataError(f"target {target} has no simulator to measure its builds")
-        SIMULATORS.load(backend.simulator).require()  # ToolchainError before any training
     log.info("fit: %d rows, %d features, %d classes; %s; families %s; precisions %s", len(X), X.shape[1],
              len(classes), limits.describe(), ", ".join(names), ", ".join(precisions))
 
@@ -789,7 +833,8 @@ def fit(X, y, target: str = "avr", max_flash=None, max_ram=None, max_ms=None, cl
     search = _Search(X, y, index, classes, backend, limits, precisions, names, time_budget, int(random_state),
                      sizes_per_family, validation_fraction, sim_rows, prefix, n_jobs, scheduler, start, refit,
                      len(X_test) if X_test is not None else int(math.ceil(validation_fraction * len(X))))
-    search.kept_settings = kept_settings
+    search.kept_settings = args.kept_settings
+    search.jobs_asked = n_jobs if args.jobs_asked == -1 else args.jobs_asked
     # one BLAS / OpenMP thread: the same sums, so the same models, whatever the environment's thread settings
     # (k-means and BLAS reductions change with the thread count), and no oversubscription beside the simulators
     with threadpool_limits(limits=1):
@@ -844,6 +889,7 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
                   "families": list(names), "precisions": list(precisions), "sizes_per_family": sizes_per_family,
                   "time_budget": time_budget, "random_state": int(random_state), "refit": refit,
                   "simulated_rows": len(search.X_sim), "n_jobs": search.n_jobs,
+                  "n_jobs_asked": getattr(search, "jobs_asked", search.n_jobs),
                   "screen_rows": None if search.screen_index is None else len(search.screen_index),
                   "scheduler": None if scheduler is None else str(getattr(scheduler, "scheduler", scheduler)),
                   "skipped": list(search.skipped), "rule": RULE}

@@ -13,8 +13,12 @@ too: those are run again one at a time, and a task whose worker dies when it run
 from __future__ import annotations
 
 import logging
+import os
 import re
+import socket
+import struct
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager
 
@@ -42,14 +46,24 @@ def _is_worker_death(exc: BaseException) -> bool:
     return type(exc).__name__ == "KilledWorker"  # distributed: the task killed every worker it ran on
 
 
-def check_jobs(n_jobs) -> int:
-    """``n_jobs`` as a positive whole number (-1: every core)."""
-    import os
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
+
+def check_jobs(n_jobs) -> int:
+    """``n_jobs`` as a positive whole number (-1: every core), at most the cores available (more processes
+    than cores only queue for them, each with its own memory and semaphores; said in the log)."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not (n_jobs >= 1 or n_jobs == -1):
         raise DataError(f"n_jobs is {n_jobs!r}; expected a positive whole number of worker processes (or -1: "
                         "one per core)")
-    return max(1, os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+    cores = available_cores()
+    if n_jobs > cores:
+        log.warning("fit: %d worker processes asked for, %d core(s) available: running %d", n_jobs, cores, cores)
+    return cores if n_jobs == -1 else min(n_jobs, cores)
 
 
 class Workers:
@@ -79,7 +93,10 @@ class Workers:
             self.executor = get_reusable_executor(max_workers=self.n_jobs)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if self.client is None and self.executor is not None and exc_type is not None \
+                and issubclass(exc_type, KeyboardInterrupt):
+            self.stop()  # interrupted: the workers are killed now, not left to finish their tasks
         if self.client is not None:  # (a loky executor is reused; its futures are left alone, see stop)
             for future in self.running:
                 future.cancel()
@@ -211,15 +228,44 @@ def check_cluster(client, target: str) -> None:
 
 
 # [tcp|tls|ws|wss|ucx://]host:port, the host a name, an IPv4 address or a bracketed IPv6 one
-SCHEDULER_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})$")
+SCHEDULER_ADDRESS = re.compile(r"^(?:(?P<scheme>tcp|tls|ws|wss|ucx)://)?(?:\[(?P<ip6>[0-9A-Fa-f:.]+)\]|"
+                               r"(?P<host>[A-Za-z0-9._-]+)):(?P<port>\d{1,5})$")
+HANDSHAKE_MAX_BYTES = 1 << 16  # a Dask server's first message (its handshake) is some 60 bytes
+PROBE_SECONDS = 10.0
 
 
-def connect(scheduler, timeout: float = 10.0):
-    """A ``distributed.Client`` for a scheduler address (or the client given)."""
-    if not isinstance(scheduler, str):
-        return scheduler
+def _receive(sock: socket.socket, n: int, deadline: float) -> bytes:
+    data = b""
+    while len(data) < n:
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the connection was closed")
+        data += chunk
+    return data
+
+
+def _is_dask_handshake(body: bytes) -> bool:
+    """Whether ``body`` (a first message's bytes, after its length) is distributed's framing of a handshake:
+    a frame count, the frames' lengths that add up to the rest, a msgpack map naming "pickle-protocol"."""
+    if len(body) < 8:
+        return False
+    (n_frames,) = struct.unpack_from("<Q", body)
+    if not 1 <= n_frames <= 16 or len(body) < 8 * (1 + n_frames):
+        return False
+    lengths = struct.unpack_from(f"<{n_frames}Q", body, 8)
+    return sum(lengths) == len(body) - 8 * (1 + n_frames) and b"pickle-protocol" in body
+
+
+def check_scheduler(scheduler: str, timeout: float | None = None) -> None:
+    """DataError unless ``scheduler`` is an address where a Dask server answers within ``timeout`` seconds.
+
+    A Dask server sends its handshake as soon as a connection opens; it is read here, with a timeout and a
+    size bound, before distributed's Client is made: the Client reads any first 8 bytes as a length
+    (garbage asks for exabytes) and waits without end for a server that never answers. tls/ws/wss: the
+    port is only connected to (their handshake is under another layer); ucx: not probed."""
     try:
-        from distributed import Client
+        import distributed  # noqa: F401
     except ImportError:
         raise DataError(f"scheduler {scheduler!r}: running on a Dask cluster needs the distributed package "
                         "(pip install 'dask[distributed]')") from None
@@ -227,8 +273,36 @@ def connect(scheduler, timeout: float = 10.0):
     if not found or not 0 < int(found["port"]) < 65536:  # said here: distributed's own parse, inside Client's
         # event-loop thread, can leave the client's close waiting forever
         raise DataError(f"scheduler {scheduler!r}: not a scheduler address such as tcp://host:8786")
+    scheme = found["scheme"] or "tcp"
+    timeout = PROBE_SECONDS if timeout is None else timeout
+    if scheme == "ucx":
+        return
+    deadline = time.monotonic() + timeout
     try:
-        return Client(scheduler.strip(), timeout=timeout)
+        with socket.create_connection((found["ip6"] or found["host"], int(found["port"])), timeout=timeout) as sock:
+            if scheme != "tcp":
+                return
+            (size,) = struct.unpack("<Q", _receive(sock, 8, deadline))
+            body = _receive(sock, size, deadline) if size <= HANDSHAKE_MAX_BYTES else b""
+    except TimeoutError:
+        raise DataError(f"scheduler {scheduler}: no Dask scheduler answered within {timeout:g} s") from None
+    except OSError as exc:
+        raise DataError(f"scheduler {scheduler}: cannot connect ({' '.join(str(exc).split())[:200]})") from None
+    if not _is_dask_handshake(body):
+        raise DataError(f"scheduler {scheduler}: what answers there is not a Dask scheduler (its first message is "
+                        "not distributed's handshake)")
+
+
+def connect(scheduler, timeout: float | None = None):
+    """A ``distributed.Client`` for a scheduler address (probed first, see ``check_scheduler``), or the client
+    given."""
+    if not isinstance(scheduler, str):
+        return scheduler
+    check_scheduler(scheduler, timeout)
+    from distributed import Client
+
+    try:
+        return Client(scheduler.strip(), timeout=PROBE_SECONDS if timeout is None else timeout)
     except (OSError, TimeoutError) as exc:
         raise DataError(f"scheduler {scheduler}: cannot connect ({' '.join(str(exc).split())[:200]})") from None
     except (ValueError, TypeError) as exc:  # distributed's parse of the address: a port that is not a number, ...
