@@ -15,17 +15,15 @@ import numpy as np
 from tinycc_ml.buildsys.examples import MAX_EXAMPLES, example_rows
 from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
+from tinycc_ml.codegen.float_input import offset_text
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
 from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError
 from tinycc_ml.files import write_tree
 from tinycc_ml.importers.edgeml import FOLDER_READERS
-from tinycc_ml.importers.lightgbm import load_lightgbm_file
-from tinycc_ml.importers.onnx import load_onnx
-from tinycc_ml.importers.tflite import load_tflite_model
-from tinycc_ml.importers.xgboost import load_xgboost_file
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.ops import OPS
+from tinycc_ml.model_formats import format_for
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.network_fixed import (
@@ -42,6 +40,7 @@ from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 from tinycc_ml.passes.manager import PassOptions
 from tinycc_ml.passes.plan_memory import element_bytes
 from tinycc_ml.passes.range_analysis import static_intervals
+from tinycc_ml.plugins import import_object
 
 PRECISIONS = ("float", "int16", "int8")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
@@ -72,14 +71,9 @@ def load_model(path) -> Model:
                              "fitted estimator with tinycc_ml.save_model(estimator, 'model.npz') and use that file")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
-    if path.suffix.lower() in (".json", ".ubj"):
-        return load_xgboost_file(path)
-    if path.suffix.lower() == ".txt":
-        return load_lightgbm_file(path)
-    if path.suffix.lower() == ".onnx":
-        return load_onnx(path)
-    if path.suffix.lower() == ".tflite":
-        return load_tflite_model(path)
+    file_format = format_for(path.suffix)
+    if file_format is not None and file_format.reader is not None:  # another tool's file (model_formats.py)
+        return import_object(file_format.reader)(path)
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
@@ -441,7 +435,7 @@ def size_advice(model: Model, precision: str):
             if isinstance(model, NetworkModel) and "RAM" in str(exc):
                 raise FitError(f"{exc.args[0]}; a network's RAM is mostly its activation arena (the layer outputs "
                                "live at once): smaller feature maps (a lower input resolution, fewer channels) "
-                               "need less", exc.constant_bytes, exc.constant_room) from None
+                               "need less", exc.constant_bytes, exc.constant_room, exc.subject) from None
             raise
         room = max(exc.constant_room, 0)
         advice = (model.size_advice(int(SIZE_ADVICE_MARGIN * room), exc.constant_bytes,
@@ -451,7 +445,7 @@ def size_advice(model: Model, precision: str):
             hint = f"; {advice}" if advice else ""
         raise FitError(f"{exc.args[0]}. The chip leaves about {room} bytes for constants, "
                        f"{100 * room / exc.constant_bytes:.0f}% of what this model needs{hint}",
-                       exc.constant_bytes, exc.constant_room) from None
+                       exc.constant_bytes, exc.constant_room, exc.subject) from None
 
 
 def arena_bytes(graph) -> int:
@@ -504,7 +498,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
                                             example_labels, (max_flash, max_ram), options, board)
             if fitting is None:
                 raise
-            raise FitError(f"{exc.args[0]}; {fitting}", exc.constant_bytes, exc.constant_room) from None
+            raise FitError(f"{exc.args[0]}; {fitting}", exc.constant_bytes, exc.constant_room, exc.subject) from None
         except ModelFileError as exc:  # found while compiling a loaded file: name the file, as loading does
             if isinstance(model, (str, os.PathLike)):
                 name_the_file(exc, model)
@@ -712,8 +706,8 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
                            "outputs share by liveness.")
         for what, label in (("Input", None), ("Scores", "scores")):
             dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
-            description.append(f"{what}: int8, TFLite's quantisation: real = {dtype.qscales[0]!r} * (q - "
-                               f"{dtype.zero_point}).")
+            description.append(f"{what}: int8, TFLite's quantisation: real = {dtype.qscales[0]!r} * "
+                               f"({offset_text('q', -dtype.zero_point)}).")
     elif precision == "float":
         graph = run_pipeline(graph, "float", ctx)
         check_constants(graph, model.describe())
