@@ -224,5 +224,6 @@ def test_after_a_failed_final_check_the_next_runs_only_if_the_budget_holds_it(mo
     monkeypatch.setattr(fit_module, "clock", SpentClock(1000.0))
     monkeypatch.setattr(fit_module, "_verify", failing_check)
     with pytest.raises(InfeasibleError, match="the time budget ran out before the next best could be checked"):
-        tinycc_ml.fit(*load_iris(return_X_y=True), target="host", time_budget=10.0, families="linear,naive-bayes", sizes_per_family=1)
+        tinycc_ml.fit(*load_iris(return_X_y=True), target="host", time_budget=10.0, families="linear,naive-bayes",
+                      sizes_per_family=1)
     assert len(calls) == 1

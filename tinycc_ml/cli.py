@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("data", metavar="DATA", help="an .npz with X_train and y_train (X_test / y_test, if present, "
                                                 "are used only for the final check)")
     _list_targets(f.add_argument("--target", default="avr",
-                                 help="the target to measure on: %(targets)s (default avr; host, or one with a simulator)"))
+                                 help="the target to measure on (host, or one with a simulator): %(targets)s "
+                                      "(default avr)"))
     f.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the results")
     f.add_argument("--max-flash", type=_byte_count, default=None, metavar="BYTES",
                    help="flash of the model's code and constants (e.g. 16384 or 16K)")
