@@ -41,3 +41,15 @@ def test_the_cli_page_names_every_model_format_and_builtin_target():
     page = (Path(__file__).parent.parent / "docs" / "guide" / "cli.md").read_text()
     assert all(f"`{s}`" in page for f in MODEL_FORMATS for s in f.suffixes)
     assert all(f"`{name}`" in page for name in BUILTIN_BACKENDS)
+
+
+def test_user_docs_speak_of_no_issue_numbers_and_nothing_in_progress():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    pages = [root / "README.md", root / "mkdocs.yml", *sorted((root / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        assert not re.search(r"(?<!--)\bissue \d", text, re.I), page
+        assert "in progress" not in text.lower(), page

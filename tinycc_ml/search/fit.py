@@ -891,7 +891,8 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
                   "screen_rows": None if search.screen_index is None else len(search.screen_index),
                   "scheduler": None if scheduler is None else str(getattr(scheduler, "scheduler", scheduler)),
                   "skipped": list(search.skipped), "refit_skipped": refit_skipped, "rule": RULE}
-    res.files = _output_files(res, prefix)
+    # the plot (matplotlib's import and drawing: seconds on a loaded machine) only while the budget holds it
+    res.files = _output_files(res, prefix, plot=search.affords(OUTPUT_SECONDS))
     if out_dir is not None:
         res.out_dir = Path(out_dir)
         write_tree(res.out_dir, res.files)
@@ -902,11 +903,11 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
     return res
 
 
-def _output_files(res: FitResult, prefix: str) -> dict[str, str | bytes]:
+def _output_files(res: FitResult, prefix: str, plot: bool = True) -> dict[str, str | bytes]:
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
         model_bytes = res.model.save(Path(tmp) / f"{prefix}.npz").read_bytes()
     files: dict[str, str | bytes] = {f"{prefix}.npz": model_bytes, **res.compiled.files}
-    png, note = pareto_png(res)
+    png, note = pareto_png(res) if plot else (None, "pareto.png left out: the time budget was spent")
     res.plot_note = note
     data = res.as_json()
     data["plot"] = "pareto.png" if png is not None else note
