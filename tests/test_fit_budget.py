@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_classification
+from sklearn.datasets import load_iris, make_classification
 
 import tinycc_ml
 import tinycc_ml.search.fit as fit_module
 from tests.conftest import require_target
 from tests.fake_clock import SpentClock
-from tinycc_ml.errors import FitError
+from tinycc_ml.errors import FitError, InfeasibleError
 from tinycc_ml.passes import fixed_pipeline
 from tinycc_ml.search.measure import Measurement
 
@@ -209,3 +209,21 @@ def test_a_one_product_per_row_matvec_is_the_dense_sum_bit_for_bit():
     assert np.array_equal(quick, X @ A.T) and not np.signbit(quick[quick == 0]).any()
     A[0, 1] = 1.0  # two products in a row: the dense sum
     assert np.array_equal(_float_matvec_rows([A, X], [False, True], {}, len(X), 1), X @ A.T)
+
+
+def test_after_a_failed_final_check_the_next_runs_only_if_the_budget_holds_it(monkeypatch):
+    """The final check of the choice always runs; when it fails, the next best is checked only if the time
+    left holds it: with the budget spent, one check, then an error that says the time ran out."""
+    require_target("host")
+    calls = []
+
+    def failing_check(search, candidate, estimator, model, *args):
+        calls.append(candidate.label)
+        return None, estimator, model, None
+
+    monkeypatch.setattr(fit_module, "clock", SpentClock(1000.0))
+    monkeypatch.setattr(fit_module, "_verify", failing_check)
+    with pytest.raises(InfeasibleError, match="the time budget ran out before the next best could be checked"):
+        tinycc_ml.fit(*load_iris(return_X_y=True), target="host", time_budget=10.0, families="linear,naive-bayes",
+                      sizes_per_family=1)
+    assert len(calls) == 1

@@ -103,8 +103,11 @@ def test_the_time_budget_bounds_the_whole_run_and_names_what_it_skipped(iris, tm
     assert 1 <= len(measured) <= n_jobs  # the first to finish, and any already running beside it
     skipped = [c for c in res.candidates if c.status == "skipped"]
     assert len(skipped) >= 4 * 4 - 4 * n_jobs and all(c.note.startswith("time budget reached") for c in skipped)
-    assert not res.complete and "skipped for the time budget:" in res.report()
-    assert "retraining" in res.report() and not res.verification["refit"]
+    report = res.report()
+    assert not res.complete and "not trained for lack of time: nearest-prototype (" in report
+    assert not res.verification["refit"]
+    assert saved_words(report).startswith("final model: not retrained on all 150 rows (the time budget left 0 s, "
+                                          "retraining")
     saved = json.loads((tmp_path / "out" / "pareto.json").read_text())
     assert saved["search"]["skipped"] and (tmp_path / "out" / "model.c").is_file()
 
@@ -117,7 +120,13 @@ def test_an_unspent_budget_skips_nothing(iris, monkeypatch):
     res = tinycc_ml.fit(*iris, target="host", time_budget=10.0, sizes_per_family=2,
                         families="nearest-prototype,linear")
     assert res.complete and not any(c.status == "skipped" for c in res.candidates)
-    assert res.verification["refit"] and "skipped for the time budget" not in res.report()
+    assert res.verification["refit"] and "not trained for lack of time" not in res.report()
+    assert "final model: retrained on all 150 training rows" in res.report().splitlines()
+
+
+def saved_words(report: str) -> str:
+    """The report's line about the final retraining."""
+    return next(line for line in report.splitlines() if line.startswith("final model:"))
 
 
 def _c(i, acc, flash, n=100, **kw):

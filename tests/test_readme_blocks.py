@@ -13,11 +13,15 @@ commands run smaller through substitutions written in the page itself, in a comm
 another test runs says so (``<!-- readme-test: not run here: ... -->``). ``$SCHEDULER`` in a substitution
 is the address of a local Dask scheduler started for the block. The usage synopsis of the "Command line"
 page (a ```text block) is checked against the command line's own options. Blocks in other languages (C,
-CMake, text, output) are not run."""
+CMake, text, output) are not run. A ```text block right after a block, marked
+``<!-- readme-test: output -->``, is what the page says that block prints: each of its lines (but lines of
+``...``) must be a line of what the run printed, so every figure a tutorial shows comes from the run."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import re
 import subprocess
@@ -35,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"(?:<!-- readme-test: (?P<note>.*?) -->\n)?```(?P<lang>sh|python)\n(?P<body>.*?)```", re.S)
 REPLACE = re.compile(r'replace "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)"')
 MAX_NOT_RUN = 3  # blocks run by another test, each saying which
+OUTPUT = re.compile(r"\s*<!-- readme-test: output -->\n```text\n(?P<body>.*?)```", re.S)
 
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -46,9 +51,24 @@ def readme_blocks() -> list[tuple[str, str, str, str]]:
     for path in DOCS:
         text = path.read_text()
         where = path.relative_to(REPO).as_posix()
-        blocks += [(f"{where}:{text[:m.start('body')].count(chr(10)) + 1}", m.group("lang"), m.group("body"),
-                    m.group("note") or "") for m in FENCE.finditer(text)]
+        for m in FENCE.finditer(text):
+            at = f"{where}:{text[:m.start('body')].count(chr(10)) + 1}"
+            blocks.append((at, m.group("lang"), m.group("body"), m.group("note") or ""))
+            shown = OUTPUT.match(text, m.end())
+            if shown:
+                EXPECTED[at] = shown.group("body")
     return blocks
+
+
+EXPECTED: dict[str, str] = {}  # file:line of a block -> the output its page shows
+
+
+def check_output(where: str, printed: str) -> None:
+    """Every line of the output the page shows for the block at ``where`` is a line the run printed."""
+    lines = {ln.strip() for ln in printed.splitlines()}
+    for line in EXPECTED.get(where, "").splitlines():
+        if line.strip() and line.strip() != "...":
+            assert line.strip() in lines, f"{where}: the page shows {line.strip()!r}; the run printed:\n{printed}"
 
 
 def substituted(body: str, note: str) -> str:
@@ -65,6 +85,16 @@ BLOCKS = readme_blocks()
 def block_id(block) -> str:
     where, lang, body, _ = block
     return f"{where}-{lang}-{body.strip().splitlines()[0][:40]}"
+
+
+def test_a_shown_output_is_checked_against_the_run():
+    EXPECTED["page.md:1"] = "correct 4/4\n...\n"
+    try:
+        check_output("page.md:1", "row 0\ncorrect 4/4\n")
+        with pytest.raises(AssertionError, match="the page shows 'correct 4/4'"):
+            check_output("page.md:1", "correct 3/4\n")
+    finally:
+        del EXPECTED["page.md:1"]
 
 
 def test_every_block_is_run_or_says_where():
@@ -134,7 +164,7 @@ def write_sensor_files(tmp: Path) -> None:
 
 
 def needs(body: str) -> None:
-    for target in ("avr", "cortex-m0"):
+    for target in ("avr", "cortex-m0", "cortex-m4"):
         if f'target="{target}"' in body or f"--target {target}" in body:
             require_target(target)
 
@@ -172,12 +202,16 @@ def test_block_runs(block, scratch, workdir, monkeypatch):
                 body = body.replace("python scripts/", f"python {REPO}/scripts/")
             run = run_shell(body, workdir, env)
             assert run.returncode == 0, f"{where}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+            check_output(where, run.stdout + run.stderr)
             return
         monkeypatch.chdir(workdir)
         import tinycc_ml
 
         namespace = {"tinycc_ml": tinycc_ml, **split, "X": split["X_train"], "y": split["y_train"]}
-        exec(compile(body, where, "exec"), namespace)  # noqa: S102 - the docs' own code
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(body, where, "exec"), namespace)  # noqa: S102 - the docs' own code
+        check_output(where, printed.getvalue())
     finally:
         if cluster is not None:
             cluster.close()

@@ -15,17 +15,15 @@ import numpy as np
 from tinycc_ml.buildsys.examples import MAX_EXAMPLES, example_rows
 from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
+from tinycc_ml.codegen.float_input import offset_text
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
 from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError, TinyccError
 from tinycc_ml.files import write_tree
 from tinycc_ml.importers.edgeml import FOLDER_READERS
-from tinycc_ml.importers.lightgbm import load_lightgbm_file
-from tinycc_ml.importers.onnx import load_onnx
-from tinycc_ml.importers.tflite import load_tflite_model
-from tinycc_ml.importers.xgboost import load_xgboost_file
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.ops import OPS
+from tinycc_ml.model_formats import format_for
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.network_fixed import (
@@ -42,6 +40,7 @@ from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
 from tinycc_ml.passes.manager import PassOptions
 from tinycc_ml.passes.plan_memory import element_bytes, state_bytes
 from tinycc_ml.passes.range_analysis import static_intervals
+from tinycc_ml.plugins import import_object
 
 PRECISIONS = ("float", "int16", "int8")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
@@ -72,14 +71,9 @@ def load_model(path) -> Model:
                              "fitted estimator with tinycc_ml.save_model(estimator, 'model.npz') and use that file")
     if not path.exists():
         raise ModelFileError(f"{path}: no such file or directory")
-    if path.suffix.lower() in (".json", ".ubj"):
-        return load_xgboost_file(path)
-    if path.suffix.lower() == ".txt":
-        return load_lightgbm_file(path)
-    if path.suffix.lower() == ".onnx":
-        return load_onnx(path)
-    if path.suffix.lower() == ".tflite":
-        return load_tflite_model(path)
+    file_format = format_for(path.suffix)
+    if file_format is not None and file_format.reader is not None:  # another tool's file (model_formats.py)
+        return import_object(file_format.reader)(path)
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
@@ -457,7 +451,7 @@ def size_advice(model: Model, precision: str):
             if isinstance(model, NetworkModel) and "RAM" in str(exc):
                 raise FitError(f"{exc.args[0]}; a network's RAM is mostly its activation arena (the layer outputs "
                                "live at once): smaller feature maps (a lower input resolution, fewer channels) "
-                               "need less", exc.constant_bytes, exc.constant_room) from None
+                               "need less", exc.constant_bytes, exc.constant_room, exc.subject) from None
             raise
         room = max(exc.constant_room, 0)
         advice = (model.size_advice(int(SIZE_ADVICE_MARGIN * room), exc.constant_bytes,
@@ -467,7 +461,7 @@ def size_advice(model: Model, precision: str):
             hint = f"; {advice}" if advice else ""
         raise FitError(f"{exc.args[0]}. The chip leaves about {room} bytes for constants, "
                        f"{100 * room / exc.constant_bytes:.0f}% of what this model needs{hint}",
-                       exc.constant_bytes, exc.constant_room) from None
+                       exc.constant_bytes, exc.constant_room, exc.subject) from None
 
 
 def arena_bytes(graph) -> int:
@@ -520,7 +514,7 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
                                             example_labels, (max_flash, max_ram), options, board)
             if fitting is None:
                 raise
-            raise FitError(f"{exc.args[0]}; {fitting}", exc.constant_bytes, exc.constant_room) from None
+            raise FitError(f"{exc.args[0]}; {fitting}", exc.constant_bytes, exc.constant_room, exc.subject) from None
         except ModelFileError as exc:  # found while compiling a loaded file: name the file, as loading does
             if isinstance(model, (str, os.PathLike)):
                 name_the_file(exc, model)
@@ -633,11 +627,6 @@ def quantise_network_model(model: NetworkModel, calibration) -> tuple[NetworkMod
                        "max_score_error": float(np.max(np.abs(float_scores - int8_scores)))}
 
 
-def affine_text(zero_point: int) -> str:
-    """``(q - zero point)`` as a reader writes it: q, (q + 75), (q - 3)."""
-    return "q" if zero_point == 0 else f"(q {'+' if zero_point < 0 else '-'} {abs(zero_point)})"
-
-
 def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, ctx: PassContext, report: dict,
                        description: list[str]):
     """A float network's graph for its float C, or in the project's fixed point from the calibration rows; the
@@ -736,8 +725,9 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
             if not dtype.is_quantised:  # a DEQUANTIZE's float32 outputs
                 description.append(f"{what}: float32.")
                 continue
+            offset = offset_text("q", -dtype.zero_point)
             description.append(f"{what}: int{dtype.bits}, TFLite's quantisation: real = {dtype.qscales[0]!r} * "
-                               f"{affine_text(dtype.zero_point)}.")
+                               f"{offset if dtype.zero_point == 0 else f'({offset})'}.")
         if graph.states():
             report["state_bytes"] = state_bytes(graph)
             description.append(f"State kept between calls: {report['state_bytes']} bytes of static RAM (a stream's "

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tinycc_ml.errors import CompileError, DataError, ModelFileError, TinyccError
 from tinycc_ml.files import depfile_text, write_tree
+from tinycc_ml.model_formats import describe_formats
 from tinycc_ml.version import __version__
 
 log = logging.getLogger("tinycc_ml")
@@ -28,6 +29,22 @@ PRECISIONS = ("float", "int16", "int8")
 DATA_FILE_HELP = (".npy rows, or .npz with X_train / X / X_test and labels y_train / y / y_test "
                   "(see docs/guide/data-files.md)")
 FIXED_PIPELINE_MODULE = "tinycc_ml.passes.fixed_pipeline"
+
+
+class _TargetNames:
+    """The registry's target names (plug-ins too), read when a help text is printed: ``%(targets)s`` in an
+    argument's help (``_list_targets``)."""
+
+    def __str__(self) -> str:
+        # deferred: the command line's start-up (the target registry loads the code generator)
+        from tinycc_ml.codegen.backend import BACKENDS
+
+        return ", ".join(BACKENDS.names())
+
+
+def _list_targets(action: argparse.Action) -> argparse.Action:
+    action.targets = _TargetNames()
+    return action
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,11 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="compile a saved model to C",
                        description="Compile a model file or folder to C.")
-    c.add_argument("model", metavar="MODEL",
-                   help="tinycc-ml's .npz model file, an XGBoost .json or .ubj, a LightGBM .txt, an ONNX .onnx, "
-                        "or an EdgeML model folder")
-    c.add_argument("--target", default="host",
-                   help="code-generation target (see `tinycc-ml targets`); default host")
+    c.add_argument("model", metavar="MODEL", help=describe_formats().replace("%", "%%"))
+    _list_targets(c.add_argument("--target", default="host",
+                                 help="code-generation target: %(targets)s (`tinycc-ml targets` says what each "
+                                      "offers); default host"))
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for <name>.h and <name>.c")
     c.add_argument("--name", default=None,
                    help="C identifier prefixing every symbol and naming the files; default: the model family")
@@ -102,8 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("model", metavar="MODEL",
                    help="tinycc-ml's .npz model file, an XGBoost .json or .ubj, a LightGBM .txt, an ONNX .onnx, "
                         "or an EdgeML model folder")
-    r.add_argument("--target", default="host",
-                   help="any target that can run its builds here: host, avr, cortex-m0, plug-ins (default host)")
+    _list_targets(r.add_argument("--target", default="host",
+                                 help="a target that can run its builds here: %(targets)s (default host)"))
     r.add_argument("--data", required=True, metavar="FILE",
                    help=f"test rows and labels: {DATA_FILE_HELP}")
     r.add_argument("--precision", default=None, choices=PRECISIONS,
@@ -134,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the rest of the firmware or the caller's input array.")
     f.add_argument("data", metavar="DATA", help="an .npz with X_train and y_train (X_test / y_test, if present, "
                                                 "are used only for the final check)")
-    f.add_argument("--target", default="avr", help="avr, cortex-m0 or host (default avr)")
+    _list_targets(f.add_argument("--target", default="avr",
+                                 help="the target to measure on (host, or one with a simulator): %(targets)s "
+                                      "(default avr)"))
     f.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the results")
     f.add_argument("--max-flash", type=_byte_count, default=None, metavar="BYTES",
                    help="flash of the model's code and constants (e.g. 16384 or 16K)")

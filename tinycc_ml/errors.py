@@ -34,9 +34,20 @@ class FitError(CompileError):
     """A build does not fit its chip's flash or RAM; the message gives the sizes. When the constants are what
     does not fit, ``constant_bytes`` is what they take and ``constant_room`` what the chip leaves them."""
 
-    def __init__(self, message: str, constant_bytes: int | None = None, constant_room: int | None = None):
+    def __init__(self, message: str, constant_bytes: int | None = None, constant_room: int | None = None,
+                 subject: str | None = None):
         super().__init__(message)
         self.constant_bytes, self.constant_room = constant_bytes, constant_room
+        self.subject = subject  # how the message names the build ("model kws"), when it starts with it
+
+    @property
+    def finding(self) -> str:
+        """The message without the build's name at its start: what a caller that names the build itself
+        (``fit``, beside a candidate's label) says after that name."""
+        text = str(self)
+        if self.subject and text.startswith(self.subject + " "):
+            return text[len(self.subject) + 1:]
+        return text
 
 
 class ToolchainError(TinyccError):

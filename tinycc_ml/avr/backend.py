@@ -112,11 +112,12 @@ class AvrBackend(McuBackend):
             if size > MAX_OBJECT_BYTES:
                 raise FitError(f"model {output.prefix} cannot be built for the {self.chip.name}: its constant "
                                f"{symbol} takes {size} bytes, over the {MAX_OBJECT_BYTES} bytes avr-gcc allows "
-                               "one array")
+                               "one array", subject=f"model {output.prefix}")
             if output.const_bytes > NEAR_FLASH_BYTES - BELOW_CONSTANTS_ESTIMATE:
                 raise FitError(f"model {output.prefix} cannot be built for the {self.chip.name}: its constants "
                                f"take {output.const_bytes} bytes and would end past the first {NEAR_FLASH_BYTES} "
-                               "bytes of flash, beyond what pgm_read_* (near pointers) reach")
+                               "bytes of flash, beyond what pgm_read_* (near pointers) reach",
+                               subject=f"model {output.prefix}")
         if self.sketch_rows is None:
             return super().check_fit(output)
         return self._check_sketch_fit(output)

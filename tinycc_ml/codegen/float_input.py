@@ -32,6 +32,14 @@ import numpy as np
 
 from tinycc_ml.ir.fixed import affine_thresholds
 
+
+def offset_text(term: str, offset: int) -> str:
+    """``term`` plus a whole ``offset`` as a reader writes it: ``q + 75``, ``q - 75``, or ``q`` alone (never
+    ``q - -75``)."""
+    if offset == 0:
+        return term
+    return f"{term} {'+' if offset > 0 else '-'} {abs(offset)}"
+
 INPUT_BITS = {"int16_t": 16, "int8_t": 8}
 # the integer quantiser's shifts: 142 - s fits a uint8, and a subnormal's |x| 2^s stays below 2^-26
 INTEGER_SHIFTS = (-100, 100)
@@ -53,8 +61,9 @@ def header_lines(api) -> list[str]:
              " * Arduino build, whose linker drops them when unused)."])
     if api.input_quantisation is not None:
         scale, zero = api.input_quantisation
-        rule = [f" * x_int[k] = round(x[k] / {scale!r}) + {zero} (the input tensor's scale and zero point; halves",
-                " * to even), saturated to -128..127, NaN giving -128: bit for bit tinycc-ml's quantisation of",
+        rule = [f" * x_int[k] = {offset_text(f'round(x[k] / {scale!r})', zero)} (the input tensor's scale and",
+                " * zero point; halves to even), saturated to -128..127, NaN giving -128: bit for bit tinycc-ml's",
+                " * quantisation of",
                 f" * float32 input (found by comparing x[k] with {P('in_threshold')}, no float arithmetic)."]
     else:
         rule = [f" * x_int[k] = round(x[k] * 2^s[k]) (halves up; s = {up}_INPUT_SHIFTS), saturated to {x_t}'s range",

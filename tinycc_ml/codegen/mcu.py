@@ -91,17 +91,23 @@ def stream_plan(graph: Graph) -> StreamPlan:
         if any(clamp == n for _, n in graph.outputs):
             users = []
     if len(users) != 1:
-        raise CompileError("streaming needs the input to feed exactly one matvec or sqdist; "
-                           f"it feeds {len(users)} node(s)")
+        raise CompileError("streaming needs the input read by one step only, a product by a constant matrix or "
+                           f"the distances to constant prototypes; here {len(users)} steps read it")
     first = graph.node(users[0])
     v = clamp or x
     if first.op == "matvec" and first.inputs[1] == v and graph.op(first.inputs[0]) in ("const", "sparse_const"):
         return StreamPlan(clamp, first.name)
     if first.op == "sqdist" and first.inputs[0] == v and graph.op(first.inputs[1]) == "const":
         return StreamPlan(clamp, first.name)
-    raise CompileError(f"streaming needs the first op after the input to be a matvec by a constant matrix or an "
-                       f"sqdist to constant prototypes; %{first.name} is {first.op}")
+    raise CompileError("streaming needs the model's first step to be a product of the input by a constant matrix "
+                       f"or the distances to constant prototypes; here it is {STEP_WORDS.get(first.op, first.op)}")
 
+
+# a model's first step in words, where streaming is refused for it (other ops go by their name)
+STEP_WORDS = {"reshape": "a reshape of the input", "conv2d": "a 2-D convolution", "conv1d": "a 1-D convolution",
+              "depthwise_conv2d": "a depthwise convolution", "matvec": "a product by a computed matrix",
+              "sqdist": "distances to computed points", "sub": "a subtraction", "mul": "a multiplication",
+              "add": "an addition", "quantize": "a quantisation of the input", "cast": "a type conversion"}
 
 C_TYPE_BYTES = {"uint8_t": 1, "int8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "float": 4}
 
@@ -346,7 +352,7 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
         log.info("%s: the linker's words: %s", output.prefix, failure)
         raise FitError(f"model {output.prefix} does not fit the {chip.name}: {_linker_finding(linker_says)}; "
                        f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes",
-                       output.const_bytes, chip.flash - chip.code_estimate)
+                       output.const_bytes, chip.flash - chip.code_estimate, subject=f"model {output.prefix}")
     if sizes is not None:
         flash, ram = sizes.flash_bytes, sizes.ram_bytes
         how = "measured firmware (model + harness with the input buffer)"
@@ -366,7 +372,8 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
             f"model {output.prefix} does not fit the {chip.name}: needs {flash} bytes of flash (has {chip.flash}) "
             f"and {ram} bytes of static RAM + ~{stack} bytes of stack (has {chip.ram}); {how}; "
             f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes",
-            *((output.const_bytes, chip.flash - (flash - output.const_bytes)) if flash > chip.flash else ()))
+            *((output.const_bytes, chip.flash - (flash - output.const_bytes)) if flash > chip.flash else (None, None)),
+            subject=f"model {output.prefix}")
     log.info("%s fits the %s: %d bytes of flash, %d + ~%d bytes of RAM (%s)", output.prefix, chip.name, flash, ram,
              stack, how)
     return Fit(chip.name, flash, ram, stack, how)
@@ -481,7 +488,7 @@ class McuBackend(Backend):
         if floor > chip.flash:
             raise FitError(f"model {prefix} does not fit the {chip.name}: its constants alone need at least "
                            f"{floor} bytes of flash at {precision} (has {chip.flash})", floor,
-                           chip.flash - chip.code_estimate)
+                           chip.flash - chip.code_estimate, subject=f"model {prefix}")
 
     def constants_chip(self, graph, precision: str) -> Chip:
         """The chip whose flash ``check_constants_fit`` holds the constants' floor to (before any C exists)."""

@@ -149,6 +149,7 @@ class FitResult:
     files: dict[str, str | bytes] = field(default_factory=dict)
     out_dir: Path | None = None
     plot_note: str = ""
+    phase_seconds: dict = field(default_factory=dict)  # seconds of the search, the final check, the outputs
 
     @property
     def paths(self) -> list[Path]:
@@ -165,8 +166,9 @@ class FitResult:
                     "available)" if self.search.get("n_jobs_asked", 1) > self.search.get("n_jobs", 1) else "")
                  + (f" on the Dask cluster at {self.search['scheduler']}" if self.search.get("scheduler") else "")
                  + ("" if self.complete else " (time budget reached: the search stopped early)"),
-                 *([f"skipped for the time budget: {'; '.join(self.search['skipped'])}"]
+                 *([f"not trained for lack of time: {_grouped(self.search['skipped'])}"]
                    if self.search.get("skipped") else []),
+                 self._refit_words(),
                  *[f"not measured: {line}" for line in not_measured(self.candidates)],
                  "", "Pareto front (validation accuracy / flash / latency; * = chosen):",
                  table(self.front if self.chosen in self.front else [*self.front, self.chosen], unit, self.chosen),
@@ -182,6 +184,17 @@ class FitResult:
                  + ("" if not v["refit"] else " (retrained on all training rows)")]
         return "\n".join(lines)
 
+    def _refit_words(self) -> str:
+        """Whether the chosen model was retrained on every training row, and if not, why, in words."""
+        search = self.search
+        rows = search.get("train_rows", 0) + search.get("validation_rows", 0)
+        if self.verification.get("refit"):
+            return f"final model: retrained on all {rows:,} training rows"
+        trained_rows = self.chosen.screen_rows or search.get("train_rows", 0)
+        trained_on = f"it is the search's model, trained on {trained_rows:,} rows"
+        why_not = search.get("refit_skipped") or "refit=False asked for no retraining"
+        return f"final model: not retrained on all {rows:,} rows ({why_not}); {trained_on}"
+
     def as_json(self) -> dict:
         unit = self.limits.count_unit
         return {"format": FORMAT, "version": 1, "target": self.limits.target, "chip": self.limits.chip,
@@ -191,6 +204,16 @@ class FitResult:
                 "front": [c.id for c in self.front],
                 "chosen": {"id": self.chosen.id, "label": self.chosen.label, "reason": self.reason,
                            "verification": self.verification}}
+
+
+def _grouped(skipped: list[str]) -> str:
+    """``["mlp 64 hidden units", "mlp 128 hidden units", "knn k=1"]`` as "mlp (64 hidden units, 128 hidden
+    units); knn (k=1)": each family once, its sizes in order."""
+    families: dict[str, list[str]] = {}
+    for entry in skipped:
+        family, _, size = entry.partition(" ")
+        families.setdefault(family, []).append(size)
+    return "; ".join(f"{family} ({', '.join(sizes)})" for family, sizes in families.items())
 
 
 def _precisions(precision, backend) -> tuple[str, ...]:
@@ -465,6 +488,10 @@ class _Search:
         affordable = int(max(0.0, left) / 1.25 * SIMULATED_PER_SECOND / c.count)
         return max(min(rows, len(self.X_sim)), min(rows, affordable))
 
+    def affords(self, seconds: float) -> bool:
+        """Whether ``seconds`` more of work ends within the time budget (always, without one)."""
+        return self.time_budget is None or self.elapsed() + seconds <= self.time_budget
+
     def final_reserve(self) -> float:
         """``final_seconds`` of the best candidate so far (0 when there is none)."""
         best = rank(self.candidates)
@@ -680,7 +707,7 @@ def _infeasible(search: _Search) -> InfeasibleError:
                                [c.as_json(unit) for c in pruned])
     parts = []
     for c in near:
-        figures = f"flash {c.flash_bytes:,} B, RAM {c.ram_bytes:,} B" if c.flash_bytes is not None else c.note[:120]
+        figures = f"flash {c.flash_bytes:,} B, RAM {c.ram_bytes:,} B" if c.flash_bytes is not None else c.note
         if c.count is not None:
             figures += f", {c.ms:.2f} ms"
         parts.append(f"{c.label} ({figures}; breaks {', '.join(c.failed)})")
@@ -846,6 +873,7 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
                        time_budget, random_state, prefix, start, scheduler=None) -> FitResult:
     limits = search.limits
     search.run()
+    phases = {"search": search.elapsed()}
     ranked = rank(search.candidates)
     if not ranked:
         raise _infeasible(search)
@@ -855,6 +883,9 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
     else:
         X_rows, y_rows, rows_from = search.X_val, classes[search.val_index], "validation"
     verification = None
+    refit_skipped = None  # why the choice was not retrained on all rows, in words
+    checked: list[Candidate] = []
+    out_of_time = False
     for candidate in ranked[:3]:
         estimator, model = search.models[candidate.id]
         tries = [True, False] if refit else [False]
@@ -862,21 +893,34 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
             needed = search.final_seconds(candidate, True)
             if search.elapsed() + needed > time_budget:
                 tries = [False]
-                search.skipped.append(f"retraining {candidate.label} on all rows (~{needed:.0f} s more)")
+                refit_skipped = (f"the time budget left {max(0.0, time_budget - search.elapsed()):.0f} s, "
+                                 f"retraining and checking it needs ~{needed:.0f} s")
                 search.complete = False
         for retrain in tries:
+            # the first check always runs (a result needs one); another only while the budget holds it
+            if checked and not search.affords(search.final_seconds(candidate, retrain)):
+                out_of_time = True
+                break
+            checked += [] if candidate in checked else [candidate]
             verification, est, mdl, result = _verify(search, candidate, estimator, model, X_rows, y_rows, rows_from,
                                                     retrain, X, y)
             if verification is not None:
                 break
+            if retrain:
+                refit_skipped = "retrained on all rows it broke a limit on the final check"
         if verification is not None:
             chosen, estimator, model = candidate, est, mdl
             break
+        if out_of_time:
+            break
     if verification is None:
         raise InfeasibleError(f"the best candidates meet {limits.describe()} on the validation rows but not on the "
-                              f"{rows_from} rows in the simulator: " + "; ".join(c.label for c in ranked[:3]),
-                              [c.as_json(limits.count_unit) for c in ranked[:3]])
+                              f"{rows_from} rows in the simulator: " + "; ".join(c.label for c in checked)
+                              + ("; the time budget ran out before the next best could be checked"
+                                 if out_of_time else ""),
+                              [c.as_json(limits.count_unit) for c in checked])
 
+    phases["final check"] = search.elapsed() - phases["search"]
     front = pareto_front(search.candidates)
     for c in front:
         c.on_front = True
@@ -892,20 +936,24 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
                   "n_jobs_asked": getattr(search, "jobs_asked", search.n_jobs),
                   "screen_rows": None if search.screen_index is None else len(search.screen_index),
                   "scheduler": None if scheduler is None else str(getattr(scheduler, "scheduler", scheduler)),
-                  "skipped": list(search.skipped), "rule": RULE}
-    res.files = _output_files(res, prefix)
+                  "skipped": list(search.skipped), "refit_skipped": refit_skipped, "rule": RULE}
+    # the plot (matplotlib's import and drawing: seconds on a loaded machine) only while the budget holds it
+    res.files = _output_files(res, prefix, plot=search.affords(OUTPUT_SECONDS))
     if out_dir is not None:
         res.out_dir = Path(out_dir)
         write_tree(res.out_dir, res.files)
+    phases["outputs"] = search.elapsed() - phases["search"] - phases["final check"]
+    res.phase_seconds = phases
     log.info("fit: %s", reason)
+    log.info("fit: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))
     return res
 
 
-def _output_files(res: FitResult, prefix: str) -> dict[str, str | bytes]:
+def _output_files(res: FitResult, prefix: str, plot: bool = True) -> dict[str, str | bytes]:
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
         model_bytes = res.model.save(Path(tmp) / f"{prefix}.npz").read_bytes()
     files: dict[str, str | bytes] = {f"{prefix}.npz": model_bytes, **res.compiled.files}
-    png, note = pareto_png(res)
+    png, note = pareto_png(res) if plot else (None, "pareto.png left out: the time budget was spent")
     res.plot_note = note
     data = res.as_json()
     data["plot"] = "pareto.png" if png is not None else note

@@ -64,8 +64,8 @@ def measure(model, target: str, precision: str, calibration: np.ndarray, X_val: 
     m = Measurement()
     try:
         result = compile_for(model, target, precision, calibration, name)
-    except FitError as exc:
-        m.error, m.misfit = " ".join(str(exc).split()), "chip"
+    except FitError as exc:  # said beside the candidate's label: without the build's own name
+        m.error, m.misfit = " ".join(exc.finding.split()), "chip"
         return m, None
     except PluginError:
         raise  # a broken or incomplete target, not a property of this model

@@ -166,7 +166,9 @@ def not_measured(candidates: list[Candidate]) -> list[str]:
         elif c.status == "pruned":
             why_not = "pruned: a smaller size broke the RAM or latency limit"
         else:
-            why_not = "failed: could not be built for the chip" if "chip" in c.failed else "failed: " + c.note[:60]
+            # the note's first clause, whole (the rest of it is in the table and pareto.json)
+            why_not = ("failed: could not be built for the chip" if "chip" in c.failed else
+                       "failed: " + c.note.split("; ")[0].split(": ")[0])
         per_family = reasons.setdefault(why_not, {})
         per_family[c.family] = per_family.get(c.family, 0) + 1
     return [f"{why_not} ({', '.join(f'{f} {n}' for f, n in families.items())})"
