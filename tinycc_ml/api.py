@@ -324,9 +324,10 @@ def _beyond_fixed_point(float_graph, model: Model, calibration, what: str) -> Ti
     constant (a layer's weights, named, with their magnitude) exceeds the largest calibration value, else
     the calibration rows' (DataError): the larger of the two drives the values out of reach."""
     input_peak = float(np.max(np.abs(calibration)))
-    largest = [(float(np.max(np.abs(np.asarray(node.attrs["value"], dtype=np.float64)))), name)
+    largest = [(float(np.max(np.abs(np.asarray(values, dtype=np.float64)))), name)
                for name in float_graph.order() for node in [float_graph.node(name)]
-               if node.op in ("const", "sparse_const") and np.asarray(node.attrs.get("value", 0)).size]
+               for values in [node.attrs.get("value", node.attrs.get("values"))]  # sparse: its non-zeros
+               if node.op in ("const", "sparse_const") and values is not None and np.asarray(values).size]
     magnitude, name = max(largest, default=(0.0, None))
     if name is not None and magnitude > input_peak:  # the larger of the two is what drives the values out of reach
         return CompileError(f"{model.describe()}: its constant {name} (weights up to {magnitude:.3g}) drives "
