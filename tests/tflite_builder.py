@@ -188,28 +188,21 @@ class NetBuilder:
                              schema.BuiltinOptions.DepthwiseConv2DOptions, options)
 
     def average_pool(self, x, window=(2, 2), stride=(2, 2), padding="valid", activation="none") -> int:
-        _, h, w, c = self.shapes[x]
-        oh, ow = (self.out_size(n, k, s, 1, padding) for n, k, s in zip((h, w), window, stride))
-        t = self.tensors[x].quantization  # TFLite's int8 pooling keeps its input's quantisation
-        out = self.tensor((1, oh, ow, c), t.scale[0], t.zeroPoint[0], self.activation_type)
-        options = schema.Pool2DOptionsT()
-        options.padding, options.strideH, options.strideW = PADDINGS[padding], stride[0], stride[1]
-        options.filterHeight, options.filterWidth = window
-        options.fusedActivationFunction = ACTIVATIONS[activation]
-        return self.operator(schema.BuiltinOperator.AVERAGE_POOL_2D, [x], out, schema.BuiltinOptions.Pool2DOptions,
-                             options)
+        return self.pool(schema.BuiltinOperator.AVERAGE_POOL_2D, x, window, stride, padding, activation)
 
     def max_pool(self, x, window=(2, 2), stride=(2, 2), padding="valid", activation="none") -> int:
+        return self.pool(schema.BuiltinOperator.MAX_POOL_2D, x, window, stride, padding, activation)
+
+    def pool(self, code: int, x, window, stride, padding: str, activation: str) -> int:
         _, h, w, c = self.shapes[x]
         oh, ow = (self.out_size(n, k, s, 1, padding) for n, k, s in zip((h, w), window, stride))
-        t = self.tensors[x].quantization  # TFLite's pooling keeps its input's quantisation
+        t = self.tensors[x].quantization  # TFLite's quantised pooling keeps its input's quantisation
         out = self.tensor((1, oh, ow, c), t.scale[0], t.zeroPoint[0], self.activation_type)
         options = schema.Pool2DOptionsT()
         options.padding, options.strideH, options.strideW = PADDINGS[padding], stride[0], stride[1]
         options.filterHeight, options.filterWidth = window
         options.fusedActivationFunction = ACTIVATIONS[activation]
-        return self.operator(schema.BuiltinOperator.MAX_POOL_2D, [x], out, schema.BuiltinOptions.Pool2DOptions,
-                             options)
+        return self.operator(code, [x], out, schema.BuiltinOptions.Pool2DOptions, options)
 
     def flatten(self, x) -> int:
         size = int(np.prod(self.shapes[x]))

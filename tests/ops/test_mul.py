@@ -18,14 +18,13 @@ from tests.ops.single_op import (
     simulated_scores,
     tflite_micro,
 )
+from tests.tflite_builder import ACTIVATIONS
 from tinycc_ml.errors import ModelFileError
-
-ACTIVATION = {"none": 0, "relu": 1, "relu6": 3}
 
 
 def mul(a_shape, b_shape, out_shape, activation="none", **kw) -> bytes:
     return binary_model(OPS.MUL, a_shape, b_shape, out_shape, options_type=OPTIONS.MulOptions,
-                        option_fields={"fusedActivationFunction": ACTIVATION[activation]}, options_name="MulOptions",
+                        option_fields={"fusedActivationFunction": ACTIVATIONS[activation]}, options_name="MulOptions",
                         **kw)
 
 

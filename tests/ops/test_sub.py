@@ -9,14 +9,13 @@ import pytest
 import tinycc_ml
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, assert_float_equal, assert_int8_equal, binary_model, random_rows
+from tests.tflite_builder import ACTIVATIONS
 from tinycc_ml.errors import ModelFileError
-
-ACTIVATION = {"none": 0, "relu": 1, "relu6": 3}
 
 
 def sub(a_shape, b_shape, out_shape, activation="none", **kw) -> bytes:
     return binary_model(OPS.SUB, a_shape, b_shape, out_shape, options_type=OPTIONS.SubOptions,
-                        option_fields={"fusedActivationFunction": ACTIVATION[activation]}, options_name="SubOptions",
+                        option_fields={"fusedActivationFunction": ACTIVATIONS[activation]}, options_name="SubOptions",
                         **kw)
 
 

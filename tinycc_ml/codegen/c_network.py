@@ -21,14 +21,16 @@ from tinycc_ml.codegen.emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.c_primitives import (  # noqa: F401  (re-exported: the targets' kernels use them)
+    accumulator,
     c_helper,
     clamp8,
     clamp_to,
     divide_pot,
     high_mul,
     multiply_pot,
+    requant_params,
     requantise,
-    requantise64,
+    requantised_store,
     wrap_add,
 )
 from tinycc_ml.ir.ops.pooling import mean_parameters
@@ -190,39 +192,6 @@ def window_of(graph, node: Node, window: tuple[int, int]) -> Window:
 
 
 # ---------------------------------------------------------------- the ops
-
-def requant_params(em: CEmitter, node: Node, channels: int, filter_type) -> tuple[str, str]:
-    """The C expressions of output channel ``o``'s multiplier and shift: literals when every channel shares
-    them, else two constant arrays."""
-    x = em.graph.type(node.inputs[0])
-    mult, shift = channel_multipliers(x.dtype.qscales[0], channel_scales(filter_type, channels),
-                                      node.type.dtype.qscales[0])
-    if len(set(mult.tolist())) == 1 and len(set(shift.tolist())) == 1:
-        return str(int(mult[0])), str(int(shift[0]))
-    m = em.add_const_array(em.sym(f"{node.name}_multiplier"), mult.astype(np.int32), "int32_t",
-                           f"%{node.name}: each output channel's requantisation multiplier (Q31)")
-    s = em.add_const_array(em.sym(f"{node.name}_shift"), shift.astype(np.int8), "int8_t",
-                           f"%{node.name}: each output channel's requantisation shift (left when positive)")
-    rd = em.target.read_const
-    return rd(m, "o", "int32_t"), f"(int){rd(s, 'o', 'int8_t')}"
-
-
-def requantised_store(em: CEmitter, node: Node, acc: str, mult: str, shift: str) -> str:
-    """``out[...] = `` the requantised, offset and clamped acc (an int64 acc: a 16x8 layer's)."""
-    out = node.type.dtype
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
-    rq = requantise64(em) if wide_accumulator(em, node) else requantise(em)
-    return f"{clamp_to(em, out.bits)}({rq}({acc}, {mult}, {shift}) + {out.zero_point}, {lo}, {hi})"
-
-
-def wide_accumulator(em: CEmitter, node: Node) -> bool:
-    """Whether a layer sums in int64: a 16x8 layer with an int64 bias (else int32, TFLite's AccumScalar)."""
-    return em.graph.type(node.inputs[2]).dtype.bits == 64
-
-
-def accumulator(em: CEmitter, node: Node) -> str:
-    return "int64_t" if wide_accumulator(em, node) else "int32_t"
-
 
 def window_geometry(em: CEmitter, node: Node, window: tuple[int, int]):
     """(H, W, OH, OW, stride, dilation, padding before) of a windowed op."""
@@ -627,7 +596,7 @@ def max_pool2d(em: CEmitter, node: Node) -> list[str]:
     # the window clipped to the input, as the average pool's: padding is never the largest
     body = [*pool.clip,
             f"for (int c = 0; c < {pool.channels}; ++c) {{",
-            f"    int32_t largest = {-(1 << (node.type.dtype.bits - 1))};",
+            f"    int32_t largest = {node.type.dtype.integer_range[0]};",
             "    for (int fy = fy0; fy < fy1; ++fy)",
             "    for (int fx = fx0; fx < fx1; ++fx) {",
             f"        const int32_t v = {pool.tap};",
@@ -723,7 +692,7 @@ def relu(em: CEmitter, node: Node) -> list[str]:
     multiplier, shift, lowest = relu_parameters(x, out)
     return [f"for (long i = 0; i < {node.type.size}; ++i)",
             f"    {em.var(node.name)}[i] = {clamp_to(em, out.bits)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
-            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lowest}, {(1 << (out.bits - 1)) - 1});"]
+            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lowest}, {out.integer_range[1]});"]
 
 
 def relu6(em: CEmitter, node: Node) -> list[str]:

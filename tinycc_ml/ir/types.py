@@ -83,7 +83,7 @@ class DType:
 
     @property
     def integer_range(self) -> tuple[int, int]:
-        """The least and greatest value a plain integer of this type holds."""
+        """The least and greatest value an integer of this type holds (plain, quantised or fixed point)."""
         if self.kind == "uint":
             return 0, 2**self.bits - 1
         return -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1

@@ -136,10 +136,7 @@ class NetworkModel(Model):
     @property
     def input_range(self) -> tuple[int, int]:
         dtype = self.graph.type(self.input_name).dtype
-        if dtype.is_integer:
-            return dtype.integer_range
-        bits = dtype.bits if dtype.is_quantised else 8
-        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        return dtype.integer_range if dtype.is_integer or dtype.is_quantised else (-128, 127)
 
     def run_int8(self, Xq) -> np.ndarray:
         """``run_quantised`` of an int8 network."""

@@ -5,6 +5,11 @@ op's module can hold its C beside its semantics."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from tinycc_ml.ir.ops.tflite_arith import activation_range, channel_multipliers
+from tinycc_ml.ir.ops.windows import channel_scales
+
 
 def c_helper(em, name: str, text: str) -> str:
     """A ``static inline`` function emitted once per model (``em.helpers``); ``@`` in ``text`` is the prefix."""
@@ -133,3 +138,39 @@ static inline float @tfl_{activation}_f(float v)
     return v;
 }}
 """)
+
+
+# ---------------------------------------------------------------- a layer's requantisation (conv-like ops' C)
+
+def requant_params(em, node, channels: int, filter_type) -> tuple[str, str]:
+    """The C expressions of output channel ``o``'s multiplier and shift: literals when every channel shares
+    them, else two constant arrays."""
+    x = em.graph.type(node.inputs[0])
+    mult, shift = channel_multipliers(x.dtype.qscales[0], channel_scales(filter_type, channels),
+                                      node.type.dtype.qscales[0])
+    if len(set(mult.tolist())) == 1 and len(set(shift.tolist())) == 1:
+        return str(int(mult[0])), str(int(shift[0]))
+    m = em.add_const_array(em.sym(f"{node.name}_multiplier"), mult.astype(np.int32), "int32_t",
+                           f"%{node.name}: each output channel's requantisation multiplier (Q31)")
+    s = em.add_const_array(em.sym(f"{node.name}_shift"), shift.astype(np.int8), "int8_t",
+                           f"%{node.name}: each output channel's requantisation shift (left when positive)")
+    rd = em.target.read_const
+    return rd(m, "o", "int32_t"), f"(int){rd(s, 'o', 'int8_t')}"
+
+
+def requantised_store(em, node, acc: str, mult: str, shift: str) -> str:
+    """The requantised, offset and clamped ``acc`` of a layer (input, filter, bias) as C (an int64 acc: a 16x8
+    layer's)."""
+    out = node.type.dtype
+    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
+    rq = requantise64(em) if wide_accumulator(em, node) else requantise(em)
+    return f"{clamp_to(em, out.bits)}({rq}({acc}, {mult}, {shift}) + {out.zero_point}, {lo}, {hi})"
+
+
+def wide_accumulator(em, node) -> bool:
+    """Whether a layer sums in int64: a 16x8 layer with an int64 bias (else int32, TFLite's AccumScalar)."""
+    return em.graph.type(node.inputs[2]).dtype.bits == 64
+
+
+def accumulator(em, node) -> str:
+    return "int64_t" if wide_accumulator(em, node) else "int32_t"

@@ -62,12 +62,17 @@ def add_left_shift(bits: int) -> int:
     return ADD_LEFT_SHIFT if bits == 8 else 15
 
 
+def add_reals(scale_a: float, scale_b: float, scale_out: float, left_shift: int = ADD_LEFT_SHIFT) -> list[float]:
+    """TFLite's ADD (and SUB) real multipliers, in double: each input's scale over twice the larger, and twice the
+    larger over the output's scale shifted by the headroom."""
+    twice_max = 2 * max(float(scale_a), float(scale_b))
+    return [float(scale_a) / twice_max, float(scale_b) / twice_max, twice_max / ((1 << left_shift) * float(scale_out))]
+
+
 def add_multipliers(scale_a: float, scale_b: float, scale_out: float,
                     left_shift: int = ADD_LEFT_SHIFT) -> list[tuple[int, int]]:
-    """TFLite's ADD parameters (double arithmetic): (multiplier, shift) of each input and of the sum."""
-    twice_max = 2 * max(float(scale_a), float(scale_b))
-    return [quantize_multiplier(float(scale_a) / twice_max), quantize_multiplier(float(scale_b) / twice_max),
-            quantize_multiplier(twice_max / ((1 << left_shift) * float(scale_out)))]
+    """TFLite's ADD parameters: (multiplier, shift) of each input and of the sum."""
+    return [quantize_multiplier(r) for r in add_reals(scale_a, scale_b, scale_out, left_shift)]
 
 
 def add_shifts(call) -> list[int]:
@@ -181,17 +186,17 @@ def relu_multiplier_real(input_scale: float, output_scale: float) -> float:
 def relu_parameters(in_dtype, out_dtype) -> tuple[int, int, int]:
     """(multiplier, shift, lowest output) of TFLite's int8 (int16) RELU."""
     multiplier, shift = quantize_multiplier(relu_multiplier_real(in_dtype.qscales[0], out_dtype.qscales[0]))
-    return multiplier, shift, max(-(1 << (out_dtype.bits - 1)), out_dtype.zero_point)
+    return multiplier, shift, max(out_dtype.integer_range[0], out_dtype.zero_point)
 
 
 def relu6_bounds(dtype) -> tuple[int, int]:
     """TFLite's int8 (int16) RELU6 clamp: the zero point, and 6 quantised (float32 division, rounded half away)."""
-    top = (1 << (dtype.bits - 1)) - 1
+    lo, hi = dtype.integer_range
     with np.errstate(over="ignore"):
         steps = float(np.float32(6.0) / np.float32(dtype.qscales[0]))
     if not np.isfinite(steps):  # a denormal scale: 6 is beyond float32, so beyond the integers
-        return dtype.zero_point, top
-    return dtype.zero_point, min(top, max(-top - 1, dtype.zero_point + round_half_away(steps)))
+        return dtype.zero_point, hi
+    return dtype.zero_point, min(hi, max(lo, dtype.zero_point + round_half_away(steps)))
 
 
 def _fixed_relu(call: FixedCall):
@@ -200,7 +205,7 @@ def _fixed_relu(call: FixedCall):
     x, out = call.in_types[0].dtype, call.type.dtype
     multiplier, shift, lowest = relu_parameters(x, out)
     scaled = multiply_by_quantized_multiplier(call.ins[0] - x.zero_point, multiplier, shift) + out.zero_point
-    return np.clip(scaled, lowest, (1 << (out.bits - 1)) - 1)
+    return np.clip(scaled, lowest, out.integer_range[1])
 
 
 def _fixed_relu6(call: FixedCall):

@@ -10,6 +10,7 @@ cases, which the tests against tflite-micro would show).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -62,11 +63,15 @@ def one_over_one_plus(x: np.float32) -> np.float32:
     return F32(1) / (F32(1) + x)
 
 
+@functools.cache
 def softmax_tables() -> tuple[np.ndarray, np.ndarray]:
-    """The int16 softmax's tables: exp over [-10, 0] and 1 / (1 + x) over [0, 1], both to [-1, 1) in Q0.15."""
+    """The int16 softmax's tables: exp over [-10, 0] and 1 / (1 + x) over [0, 1], both to [-1, 1) in Q0.15 (built
+    once: every softmax and every interpreter call reads the same two; read-only)."""
     exp = int16_table(exp_float32, float(F32(10) / F32(INT16_RANGE)), 32767, float(F32(2) / F32(INT16_RANGE)), 0)
     reciprocal = int16_table(one_over_one_plus, float(F32(1) / F32(INT16_RANGE)), -32768,
                              float(F32(2) / F32(INT16_RANGE)), 0)
+    for table in (exp, reciprocal):
+        table.flags.writeable = False
     return exp, reciprocal
 
 

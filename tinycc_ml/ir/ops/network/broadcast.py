@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops.c_primitives import float_activation
 from tinycc_ml.ir.ops.registry import need
 from tinycc_ml.ir.ops.windows import network_result, quantised_operand
 
@@ -40,6 +41,7 @@ def binary_result(ts, declared, name: str):
 
 def with_rows(values: list[np.ndarray], types) -> list[np.ndarray]:
     """The operands of a FixedCall with a row axis each (a constant has none: it gets one of length 1)."""
+    values = [np.asarray(v) for v in values]
     return [v if v.ndim == t.rank + 1 else v[None] for v, t in zip(values, types)]
 
 
@@ -76,3 +78,13 @@ def c_loop(em, node, body) -> list[str]:
 
     lines += [f"{indent}{y}[o++] = {body(em.at(a_name, offset(sa)), em.at(b_name, offset(sb)))};", "}"]
     return lines
+
+
+def c_float_arithmetic(symbol: str):
+    """The float C of a broadcast binary op whose element is ``(a) symbol (b)``, then its fused activation."""
+    def c(em, node) -> list[str]:
+        activation = float_activation(em, node.attrs.get("activation", "none"))
+        element = "({a}) " + symbol + " ({b})"
+        return c_loop(em, node, lambda a, b: (f"{activation}({element.format(a=a, b=b)})" if activation
+                                              else element.format(a=a, b=b)))
+    return c

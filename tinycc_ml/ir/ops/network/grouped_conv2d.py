@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.errors import CompileError
-from tinycc_ml.ir.ops.c_primitives import clamp8, requantise
+from tinycc_ml.ir.ops.c_primitives import requant_params, requantised_store
 from tinycc_ml.ir.ops.convolution import (
     NO_RANGES,
     WINDOW_ATTRS,
@@ -33,10 +33,9 @@ from tinycc_ml.ir.ops.convolution import (
 )
 from tinycc_ml.ir.ops.pow2_arith import activation_bounds, layer_result, layer_shift
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
-from tinycc_ml.ir.ops.tflite_arith import activation_range, apply_activation, channel_multipliers
+from tinycc_ml.ir.ops.tflite_arith import apply_activation
 from tinycc_ml.ir.ops.windows import (
     axis_geometry,
-    channel_scales,
     check_channel_requantisation,
     check_window_attrs,
     network_result,
@@ -154,17 +153,7 @@ def _c_pow2(em, node) -> list[str]:
 
 def _c_tflite(em, node) -> list[str]:
     x, w = em.graph.type(node.inputs[0]), em.graph.type(node.inputs[1])
-    out = node.type.dtype
-    out_c = w.shape[0]
-    mult, shift = channel_multipliers(x.dtype.qscales[0], channel_scales(w, out_c), out.qscales[0])
-    m = em.add_const_array(em.sym(f"{node.name}_multiplier"), mult.astype(np.int32), "int32_t",
-                           f"%{node.name}: each output channel's requantisation multiplier (Q31)")
-    s = em.add_const_array(em.sym(f"{node.name}_shift"), shift.astype(np.int8), "int8_t",
-                           f"%{node.name}: each output channel's requantisation shift (left when positive)")
-    rd = em.target.read_const
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    store = (f"{clamp8(em)}({requantise(em)}(acc, {rd(m, 'o', 'int32_t')}, (int){rd(s, 'o', 'int8_t')}) + "
-             f"{out.zero_point}, {lo}, {hi})")
+    store = requantised_store(em, node, "acc", *requant_params(em, node, w.shape[0], w))
     offset = -x.dtype.zero_point
     return _c_layer(em, node, "int32_t acc = 0;", "int8_t",
                     lambda wv, xv: f"acc += (int32_t){wv} * ((int32_t){xv} + {offset});", lambda: store)

@@ -84,8 +84,7 @@ def _fixed(call: FixedCall):
     v = call.ins[0] - x.zero_point
     scaled_alpha = multiply_by_quantized_multiplier(v, m_a, s_a)
     y = np.where(v >= 0, multiply_by_quantized_multiplier(v, m_id, s_id), -scaled_alpha if negative else scaled_alpha)
-    top = (1 << (out.bits - 1)) - 1
-    return np.clip(y + out.zero_point, -top - 1, top)
+    return np.clip(y + out.zero_point, *out.integer_range)
 
 
 def _c_pow2(em, node) -> list[str]:
@@ -109,12 +108,12 @@ def _c_fixed(em, node) -> list[str]:
     x, out = em.graph.type(x_name).dtype, node.type.dtype
     (m_id, s_id), (m_a, s_a), negative = parameters(x, out, _alpha(node.attrs))
     req, clamp = requantise(em), clamp_to(em, out.bits)
-    top = (1 << (out.bits - 1)) - 1
+    lo, hi = out.integer_range
     below = f"{req}(v, {m_a}, {s_a})"
     return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
             f"    const int32_t v = (int32_t){em.at(x_name, 'i')} - {x.zero_point};",
             f"    const int32_t r = v >= 0 ? {req}(v, {m_id}, {s_id}) : {'-' if negative else ''}{below};",
-            f"    {em.var(node.name)}[i] = {clamp}(r + {out.zero_point}, {-top - 1}, {top});",
+            f"    {em.var(node.name)}[i] = {clamp}(r + {out.zero_point}, {lo}, {hi});",
             "}"]
 
 

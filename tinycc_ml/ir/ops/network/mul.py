@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import clamp_to, float_activation, requantise
+from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
+from tinycc_ml.ir.ops.network.broadcast import binary_result, c_float_arithmetic, c_loop, with_rows
 from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
@@ -66,17 +66,12 @@ def _c_fixed(em, node) -> list[str]:
                                          f"{tb.zero_point}), {m}, {s}) + {out.zero_point}, {lo}, {hi})")
 
 
-def _c_float(em, node) -> list[str]:
-    activation = float_activation(em, node.attrs.get("activation", "none"))
-    return c_loop(em, node, lambda a, b: f"{activation}(({a}) * ({b}))" if activation else f"({a}) * ({b})")
-
-
 register_op(OpDef(
     "tensor_mul", 2, _infer, _evaluate, {"activation": "str?"},
     "TFLite's MUL of two broadcast tensors and a fused activation; quantised: TFLite Micro's int8 kernel (the "
     "product of the operands less their zero points requantised by sa sb / so)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs) if all(batched) else None,
-    fixed=_fixed, c={"fixed": _c_fixed, "float": _c_float},
+    fixed=_fixed, c={"fixed": _c_fixed, "float": c_float_arithmetic("*")},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 

@@ -52,18 +52,17 @@ def _fixed_requantize(call: FixedCall):
     x, out = call.in_types[0].dtype, call.type.dtype
     multiplier, shift = requantize_parameters(x, out)
     scaled = multiply_by_quantized_multiplier(np.asarray(call.ins[0], np.int64) - x.zero_point, multiplier, shift)
-    top = (1 << (out.bits - 1)) - 1
-    return np.clip(scaled + out.zero_point, -top - 1, top)
+    return np.clip(scaled + out.zero_point, *out.integer_range)
 
 
 def _c_requantize(em, node) -> list[str]:
     (x_name,) = node.inputs
     x, out = em.graph.type(x_name).dtype, node.type.dtype
     multiplier, shift = requantize_parameters(x, out)
-    top = (1 << (out.bits - 1)) - 1
+    lo, hi = out.integer_range
     return [f"for (long i = 0; i < {node.type.size}; ++i)",
             f"    {em.var(node.name)}[i] = {clamp_to(em, out.bits)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
-            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {-top - 1}, {top});"]
+            f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lo}, {hi});"]
 
 
 register_op(OpDef(

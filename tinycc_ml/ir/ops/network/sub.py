@@ -1,7 +1,7 @@
 """SUB: the elementwise difference of two broadcast tensors (``broadcast``) and a fused activation.
 
 Float: TFLite's float32 difference, clamped by the activation. int8: TFLite Micro's quantised SUB: each operand
-less its zero point, shifted left 20 bits, rescaled by its multiplier (its scale over twice the larger input
+less its zero point, shifted left 20 bits (int16: 15), rescaled by its multiplier (its scale over twice the larger input
 scale), the difference rescaled to the output's scale, plus its zero point, clamped: ADD's arithmetic and
 multipliers (``tensor_elementwise``), the second operand subtracted. A ratio of scales that makes the output
 multiplier 1 or more stops TFLite Micro (QuantizeMultiplierSmallerThanOneExp's check): refused by name.
@@ -11,38 +11,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import clamp_to, float_activation, requantise
+from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
+from tinycc_ml.ir.ops.network.broadcast import binary_result, c_float_arithmetic, c_loop, with_rows
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
-from tinycc_ml.ir.ops.tensor_elementwise import ADD_LEFT_SHIFT as LEFT_SHIFT
-from tinycc_ml.ir.ops.tensor_elementwise import add_left_shift
+from tinycc_ml.ir.ops.tensor_elementwise import add_left_shift, add_multipliers, add_reals
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,
     activation_range,
     apply_activation,
     multiply_by_quantized_multiplier,
-    quantize_multiplier,
     wrap32,
 )
 
 SUB_OPTIONS = 28  # schema.fbs' BuiltinOptions: SubOptions { fused_activation_function, pot_scale_int16 }
 
 
-def multipliers(scale_a: float, scale_b: float, scale_out: float, left_shift: int = LEFT_SHIFT) -> list[float]:
-    """The real multipliers of each operand and of the difference: ADD's, in double (what tflite-micro computes;
-    the sources' float32 arithmetic for SUB is not what its package runs)."""
-    twice = 2 * max(float(scale_a), float(scale_b))
-    return [float(scale_a) / twice, float(scale_b) / twice, twice / ((1 << left_shift) * float(scale_out))]
-
-
 def _infer(ts, attrs, declared):
     need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
     result = binary_result(ts, declared, "tensor_sub")
     if result.dtype.is_quantised:
-        reals = multipliers(ts[0].dtype.qscales[0], ts[1].dtype.qscales[0], result.dtype.qscales[0],
-                            add_left_shift(result.dtype.bits))
+        # ADD's multipliers, in double (what tflite-micro computes; the sources' float32 arithmetic for SUB is not
+        # what its package runs)
+        reals = add_reals(ts[0].dtype.qscales[0], ts[1].dtype.qscales[0], result.dtype.qscales[0],
+                          add_left_shift(result.dtype.bits))
         shown = ", ".join(f"{r:.3g}" for r in reals)
         need(all(0.0 < r < 1.0 for r in reals), f"the scales give SUB multipliers {shown}; TFLite Micro needs each "
                                                 "in (0, 1) (the output's scale is too fine)")
@@ -50,8 +43,7 @@ def _infer(ts, attrs, declared):
 
 
 def parameters(a, b, out) -> list[tuple[int, int]]:
-    return [quantize_multiplier(r) for r in multipliers(a.qscales[0], b.qscales[0], out.qscales[0],
-                                                         add_left_shift(out.bits))]
+    return add_multipliers(a.qscales[0], b.qscales[0], out.qscales[0], add_left_shift(out.bits))
 
 
 def _evaluate(xs, attrs):
@@ -87,17 +79,12 @@ def _c_fixed(em, node) -> list[str]:
     return c_loop(em, node, element)
 
 
-def _c_float(em, node) -> list[str]:
-    activation = float_activation(em, node.attrs.get("activation", "none"))
-    return c_loop(em, node, lambda a, b: f"{activation}(({a}) - ({b}))" if activation else f"({a}) - ({b})")
-
-
 register_op(OpDef(
     "tensor_sub", 2, _infer, _evaluate, {"activation": "str?"},
     "TFLite's SUB of two broadcast tensors and a fused activation; quantised: TFLite Micro's int8 kernel (each "
     "operand rescaled to a common scale, the difference rescaled to the output's)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs) if all(batched) else None,
-    fixed=_fixed, c={"fixed": _c_fixed, "float": _c_float},
+    fixed=_fixed, c={"fixed": _c_fixed, "float": c_float_arithmetic("-")},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import clamp8, float_activation, requantise
+from tinycc_ml.ir.ops.c_primitives import float_activation, requant_params, requantised_store
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
@@ -133,18 +133,10 @@ def _loops(em, node, init: str, term: str, store) -> list[str]:
 
 def _c_fixed(em, node) -> list[str]:
     x_name, w_name, _ = node.inputs
-    x, w, out = em.graph.type(x_name), em.graph.type(w_name), node.type.dtype
-    mult, shift = channel_multipliers(x.dtype.qscales[0], channel_scales(w, w.shape[0]), out.qscales[0])
-    m = em.add_const_array(em.sym(f"{node.name}_multiplier"), mult.astype(np.int32), "int32_t",
-                           f"%{node.name}: each output channel's requantisation multiplier (Q31)")
-    s = em.add_const_array(em.sym(f"{node.name}_shift"), shift.astype(np.int8), "int8_t",
-                           f"%{node.name}: each output channel's requantisation shift (left when positive)")
-    rd = em.target.read_const
-    lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    req, clamp = requantise(em), clamp8(em)
+    x, w = em.graph.type(x_name), em.graph.type(w_name)
+    mult, shift = requant_params(em, node, w.shape[0], w)
     return _loops(em, node, "int32_t acc = 0;", f"acc += ((int32_t){{x}} - {x.dtype.zero_point}) * (int32_t){{w}};",
-                  lambda bias: f"{clamp}({req}(acc + {bias}, {rd(m, 'o', 'int32_t')}, (int){rd(s, 'o', 'int8_t')}) + "
-                               f"{out.zero_point}, {lo}, {hi})")
+                  lambda bias: requantised_store(em, node, f"acc + {bias}", mult, shift))
 
 
 def _c_float(em, node) -> list[str]:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from tinycc_ml.ir.ops.c_primitives import c_helper
+from tinycc_ml.ir.ops.network.broadcast import with_rows  # noqa: F401  (the signal ops' operands with rows)
 from tinycc_ml.ir.ops.registry import need
 from tinycc_ml.ir.types import TensorType, integer
 
@@ -61,11 +62,6 @@ def sqrt_rounded(x, limit: int) -> np.ndarray:
 
 def sqrt64(x) -> np.ndarray:
     return sqrt_rounded(x, 0xFFFFFFFF)
-
-
-def with_rows(values, types) -> list[np.ndarray]:
-    """Operands with a leading row axis each (a constant has none: it gets one of length 1)."""
-    return [np.asarray(v) if np.ndim(v) == t.rank + 1 else np.asarray(v)[None] for v, t in zip(values, types)]
 
 
 def need_type(t: TensorType, dtype, what: str, rank: int | None = None) -> None:
