@@ -131,7 +131,7 @@ def input_helper(result) -> str | None:
     the quantisation itself is ``<prefix>_quantise`` / ``<prefix>_quantise_feature`` of ``<prefix>.h``
     (codegen/float_input.py), compiled in Arduino builds and with ``-D<PREFIX>_WITH_FLOAT``."""
     out, p = result.output, result.prefix
-    if out.input_ctype not in INPUT_BITS or (out.input_quantisation is not None and out.input_ctype != "int8_t"):
+    if out.input_ctype not in INPUT_BITS or (out.input_quantisation is not None and not out.c_quantises_affine):
         return None  # an int16 (16x8) network's input has no C quantise
     up = p.upper()
     if out.input_quantisation is not None:

@@ -323,9 +323,7 @@ def firmware_project(result, examples: Examples, board: Board) -> dict[str, str]
     if name in own:
         raise CompileError(f"--name {name} clashes with a file of the firmware project; choose another name")
     out = result.output
-    # an int16 (16x8) network's input has no C quantise: its rows are quantised before the call
-    float_input = (out.input_ctype == "float" or out.input_scale is not None
-                   or (getattr(out, "input_quantisation", None) is not None and out.input_ctype == "int8_t"))
+    float_input = out.input_ctype == "float" or out.input_scale is not None or out.c_quantises_affine
     files = {
         "Makefile": _makefile(name, board, float_input),
         "README.txt": _readme(name, board, examples, float_input),

@@ -34,7 +34,7 @@ class BuildOutput:
     const_bytes: int = 0
     ram_bytes: int = 0
     input_scale: object = None  # integer builds: per-feature ints s, x_int[k] = round(x[k] * 2^s[k])
-    # TFLite-style int8 builds: the input's (scale, zero point), x_int = ir.fixed.quantise_affine(x, scale, zero)
+    # TFLite-style builds: the input's (scale, zero point), x_int = ir.fixed.quantise_affine(x, scale, zero, bits)
     input_quantisation: tuple[float, int] | None = None
     kernels: list[dict] = field(default_factory=list)  # per matrix: kernel chosen, predicted cost, candidates
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
@@ -46,6 +46,12 @@ class BuildOutput:
     # may only be read as aligned 32-bit words: the label and probability tables added later follow it
     word_flash: object = None
     input_bound: dict | None = None  # float builds: the inputs proven exact (codegen/input_bound.py)
+
+    @property
+    def c_quantises_affine(self) -> bool:
+        """Whether the C has <prefix>_quantise for a TFLite-style input: int8 (255 thresholds) only; an int16 input's
+        rows are quantised before the call."""
+        return self.input_quantisation is not None and self.input_ctype == "int8_t"
 
 
 class CapabilityError(PluginError):
