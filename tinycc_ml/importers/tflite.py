@@ -17,6 +17,7 @@ import numpy as np
 
 from tinycc_ml.errors import IRError, ModelFileError
 from tinycc_ml.importers.flexbuffers import FlexBufferError, read_map
+from tinycc_ml.importers.tflite_names import BUILTIN_OPERATOR_NAMES
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import TypeRuleError
 from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS, TFLITE_CUSTOMS
@@ -35,10 +36,6 @@ TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", 
 # integer tensors without quantisation parameters: plain integers (audio samples, spectra, the signal library's)
 PLAIN_INTEGERS = {"int8": (8, True), "int16": (16, True), "int32": (32, True), "int64": (64, True),
                   "uint8": (8, False), "uint16": (16, False), "uint32": (32, False), "uint64": (64, False)}
-BUILTIN_NAMES = {0: "ADD", 1: "AVERAGE_POOL_2D", 2: "CONCATENATION", 3: "CONV_2D", 4: "DEPTHWISE_CONV_2D",
-                 6: "DEQUANTIZE", 9: "FULLY_CONNECTED", 14: "LOGISTIC", 17: "MAX_POOL_2D", 18: "MUL", 19: "RELU",
-                 21: "RELU6", 22: "RESHAPE", 25: "SOFTMAX", 28: "TANH", 32: "CUSTOM", 34: "PAD", 40: "MEAN",
-                 41: "SUB", 114: "QUANTIZE"}
 ACTIVATIONS = {0: "none", 1: "relu", 3: "relu6"}
 ACTIVATION_NAMES = {2: "RELU_N1_TO_1", 4: "TANH", 5: "SIGN_BIT"}
 PADDINGS = {0: "same", 1: "valid"}
@@ -223,8 +220,7 @@ def _opcode_name(code: _Table) -> str:
     number = max(int(deprecated), int(builtin))
     if number == 32:
         return f"CUSTOM ({code.string(1, 'custom_code')})"
-    registered = next((b.name for b in TFLITE_BUILTINS.values() if b.code == number), None)
-    return BUILTIN_NAMES.get(number, registered or f"builtin operator {number}")
+    return BUILTIN_OPERATOR_NAMES.get(number, f"builtin operator {number}")
 
 
 class _Lowering:

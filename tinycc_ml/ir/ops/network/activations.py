@@ -10,6 +10,11 @@ state without any approximation argument. The table serves both 8-bit dialects: 
 zero points; the quantiser gives the output the calibrated range) and the project's pow2 int8 (``fx8``). At int16
 (65,536 entries) there is no table: refused by name. The C reads the table (flash on the microcontrollers) at the
 input integer + 128.
+
+``kernel`` "tflite" (``logistic`` and ``tensor_tanh`` read from a ``.tflite`` file): TFLite Micro's kernels instead
+(``ir/ops/tflite_sigmoid.py``): at int8 its gemmlowp fixed point, again a table of the 256 inputs; at int16 (zero
+points 0, output 2^-15) its interpolated table, in C step by step; at float its logistic's cut-offs (1 above
+16.62, exp(x) below -9).
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import math
 
 import numpy as np
 
+from tinycc_ml.ir.ops import tflite_sigmoid
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.windows import network_result, quantised_operand
 
@@ -31,8 +38,11 @@ def _sigmoid(x):
 
 # op -> (float64 function of (x, attrs), float C expression of v, attributes)
 FUNCTIONS = {
-    "logistic": (lambda x, a: _sigmoid(x), lambda a: "1.0f / (1.0f + expf(-v))", {}),
-    "tensor_tanh": (lambda x, a: np.tanh(x), lambda a: "tanhf(v)", {}),
+    "logistic": (lambda x, a: _tflite_logistic(x) if a.get("kernel") == "tflite" else _sigmoid(x),
+                 lambda a: (f"(v > {TFLITE_LOGISTIC_TOP}f ? 1.0f : (v < -9.0f ? expf(v) : 1.0f / (1.0f + expf(-v))))"
+                            if a.get("kernel") == "tflite" else "1.0f / (1.0f + expf(-v))"),
+                 {"kernel": "str?"}),
+    "tensor_tanh": (lambda x, a: np.tanh(x), lambda a: "tanhf(v)", {"kernel": "str?"}),
     "hard_swish": (lambda x, a: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
                    lambda a: "v * (v < -3.0f ? 0.0f : (v > 3.0f ? 6.0f : v + 3.0f)) / 6.0f", {}),
     "hard_sigmoid": (lambda x, a: np.clip(float(a["alpha"]) * x + float(a["beta"]), 0.0, 1.0),
@@ -50,6 +60,16 @@ FUNCTIONS = {
 }
 INT16_REFUSAL = ("has no int16 form in the project's fixed point (a table of every int16 input would take 65,536 "
                  "entries): compile the network at int8 (int8_dialect pow2 or TFLite's) or float")
+
+
+TFLITE_LOGISTIC_TOP = "16.619047164916992188"  # TFLite's float logistic is 1 above this, exp(x) below -9
+TFLITE_KERNELS = {"logistic": (tflite_sigmoid.logistic_int8, tflite_sigmoid.logistic_int16),
+                  "tensor_tanh": (tflite_sigmoid.tanh_int8, tflite_sigmoid.tanh_int16)}
+
+
+def _tflite_logistic(x):
+    with np.errstate(over="ignore"):
+        return np.where(x > float(TFLITE_LOGISTIC_TOP), 1.0, np.where(x < -9.0, np.exp(x), _sigmoid(x)))
 
 
 def _f(value) -> str:
@@ -75,6 +95,8 @@ def to_integers(dtype, reals: np.ndarray) -> np.ndarray:
 
 def table(op: str, x_dtype, out_dtype, attrs: dict) -> np.ndarray:
     """The 256 outputs of the integers -128..127 (int64)."""
+    if attrs.get("kernel") == "tflite":
+        return TFLITE_KERNELS[op][0](np.arange(-128, 128), float(x_dtype.qscales[0]), x_dtype.zero_point)
     function = FUNCTIONS[op][0]
     with np.errstate(over="ignore", invalid="ignore"):
         return to_integers(out_dtype, function(real_values(x_dtype, np.arange(-128, 128, dtype=np.float64)), attrs))
@@ -88,6 +110,11 @@ def _infer(op: str):
         for name in ("alpha", "beta"):
             if name in FUNCTIONS[op][2]:
                 need(math.isfinite(float(attrs[name])), f"{name} {attrs[name]} is not a finite number")
+        kernel = attrs.get("kernel")
+        need(kernel in (None, "tflite") and (kernel is None or op in TFLITE_KERNELS),
+             f"kernel {kernel!r}: {op} has none of that name")
+        if kernel == "tflite" and x.dtype.is_quantised:
+            return _tflite_result(op, x, declared)
         result = network_result(x, declared, x.shape, x.layout)
         if x.dtype.is_fixed:
             need(x.dtype.bits == 8 and result.dtype.is_fixed and result.dtype.bits == 8, f"{op} {INT16_REFUSAL}")
@@ -98,6 +125,26 @@ def _infer(op: str):
     return infer
 
 
+def _tflite_result(op: str, x, declared):
+    """TFLite Micro's int8 or int16 kernel: the checks of its Prepare."""
+    bits = x.dtype.bits
+    need(bits in (8, 16), f"input must be qi8 or qi16, got {x.dtype}")
+    result = network_result(x, declared, x.shape, x.layout, bits)
+    quantised_operand(x, "input", bits, zero_point=bits == 8)
+    quantised_operand(result, "output", bits, zero_point=bits == 8)
+    if bits == 16:
+        tflite_sigmoid.int16_parameters(op, float(x.dtype.qscales[0]), float(result.dtype.qscales[0]))
+        return result
+    tflite_sigmoid.int8_parameters(float(x.dtype.qscales[0]))
+    need(op != "logistic" or result.dtype.zero_point == -128,
+         f"an int8 logistic writes steps from -128: the output's zero point is {result.dtype.zero_point}")
+    return result
+
+
+def _int16_parameters(op: str, x_dtype, out_dtype) -> tuple[int, int]:
+    return tflite_sigmoid.int16_parameters(op, float(x_dtype.qscales[0]), float(out_dtype.qscales[0]))
+
+
 def _register(op: str) -> None:
     function, c_expression, attrs = FUNCTIONS[op]
 
@@ -105,7 +152,10 @@ def _register(op: str) -> None:
         return function(np.asarray(xs[0], dtype=np.float64), a).astype(np.float32)
 
     def fixed(call: FixedCall):
-        values = table(op, call.in_types[0].dtype, call.type.dtype, call.attrs)
+        x = call.in_types[0].dtype
+        if x.is_quantised and x.bits == 16:  # TFLite's int16 kernel
+            return TFLITE_KERNELS[op][1](call.ins[0], *_int16_parameters(op, x, call.type.dtype))
+        values = table(op, x, call.type.dtype, call.attrs)
         return values[np.asarray(call.ins[0], dtype=np.int64) + 128]
 
     def c_float(em, node) -> list[str]:
@@ -117,6 +167,8 @@ def _register(op: str) -> None:
 
     def c_fixed(em, node) -> list[str]:
         (x_name,) = node.inputs
+        if em.graph.type(x_name).dtype.is_quantised and em.graph.type(x_name).dtype.bits == 16:
+            return _c_int16(op, em, node)
         values = table(op, em.graph.type(x_name).dtype, node.type.dtype, node.attrs)
         symbol = em.add_const_array(em.sym(f"{node.name}_table"), values.astype(np.int8), "int8_t",
                                     f"%{node.name}: {op} of each input integer -128..127, correctly rounded")
@@ -132,5 +184,26 @@ def _register(op: str) -> None:
         unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 
+def _c_int16(op: str, em, node) -> list[str]:
+    (x_name,) = node.inputs
+    multiplier, shift = _int16_parameters(op, em.graph.type(x_name).dtype, node.type.dtype)
+    symbol = em.add_const_array(em.sym("tflite_sigmoid_table"), tflite_sigmoid.SIGMOID_TABLE.astype(np.uint16),
+                                "uint16_t", "sigmoid(i / 24) in 0.16: TFLite's int16 logistic and tanh interpolate it")
+    body = tflite_sigmoid.c_int16(op, em.at(x_name, "i"), multiplier, shift, symbol,
+                                  lambda index: f"(uint32_t){em.target.read_const(symbol, index, 'uint16_t')}")
+    return ([f"for (long i = 0; i < {node.type.size}; ++i) {{"] + [f"    {line}" for line in body]
+            + [f"    {em.var(node.name)}[i] = y;", "}"])
+
+
 for _op in FUNCTIONS:
     _register(_op)
+
+
+@tflite_builtin("LOGISTIC", 14)
+def lower_tflite_logistic(low, options, ins, outs) -> None:
+    low.add("logistic", [low.value(ins[0])], {"kernel": "tflite"}, low.tensors[outs[0]])
+
+
+@tflite_builtin("TANH", 28)
+def lower_tflite_tanh(low, options, ins, outs) -> None:
+    low.add("tensor_tanh", [low.value(ins[0])], {"kernel": "tflite"}, low.tensors[outs[0]])
