@@ -285,6 +285,14 @@ class _Lowering:
         self.values[index] = node
         return node
 
+    def step(self, op: str, inputs: list[str], attrs: dict, shape, like: _Tensor, name: str) -> str:
+        """An intermediate node of an operator lowered to several ops: of ``shape``, typed as tensor ``like``."""
+        try:
+            return self.graph.add(op, inputs, attrs, type=TensorType(tuple(int(d) for d in shape), self.dtype(like)),
+                                  name=name)
+        except ValueError as exc:
+            raise _Bad(f"{self.where} giving {like.name!r}: {exc}") from None
+
     def ints(self, index: int, op: str, what: str) -> np.ndarray:
         """The values of a constant int32/int64 operand (axes, permutations, shapes)."""
         return _constant_ints(self.tensors[index], op, what)
@@ -649,8 +657,9 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
             low.where = f"operator {k} ({op})"
             _lower_custom(low, custom, operator, ins, outs, len(tensors))
             continue
-        if len(outs) != 1 or not ins or any(not -1 <= i < len(tensors) for i in ins + outs) or ins[0] < 0 \
-                or outs[0] < 0:
+        least_out, most_out = TFLITE_BUILTINS[op].outputs if op in TFLITE_BUILTINS else (1, 1)
+        if not least_out <= len(outs) <= most_out or not ins or any(not -1 <= i < len(tensors) for i in ins + outs) \
+                or ins[0] < 0 or min(outs) < 0:
             raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
         least, most = INPUT_COUNTS.get(op, TFLITE_BUILTINS[op].inputs if op in TFLITE_BUILTINS else (1, len(ins)))
         optional = OPTIONAL_INPUTS.get(op, ())

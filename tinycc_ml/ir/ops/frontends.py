@@ -14,8 +14,8 @@ from tinycc_ml.ir.ops.registry import TypeRuleError
 @dataclass(frozen=True)
 class TfliteBuiltin:
     """A TFLite builtin operator: its schema name and number, the BuiltinOptions union type it reads (None: no
-    options), whether the file must give them, its (least, most) inputs, and ``lower(low, options, ins, outs)``
-    adding its IR nodes through the reader's lowering (``low``: ``value``, ``add``, ``tensors``)."""
+    options), whether the file must give them, its (least, most) inputs and outputs, and ``lower(low, options, ins,
+    outs)`` adding its IR nodes through the reader's lowering (``low``: ``value``, ``add``, ``tensors``)."""
 
     name: str
     code: int
@@ -23,18 +23,19 @@ class TfliteBuiltin:
     options: int | None = None
     options_required: bool = False
     inputs: tuple[int, int] = (1, 1)
+    outputs: tuple[int, int] = (1, 1)
 
 
 TFLITE_BUILTINS: dict[str, TfliteBuiltin] = {}
 
 
 def tflite_builtin(name: str, code: int, options: int | None = None, inputs: tuple[int, int] = (1, 1),
-                   options_required: bool = False):
+                   options_required: bool = False, outputs: tuple[int, int] = (1, 1)):
     """Registers the decorated function as the lowering of TFLite's builtin ``name`` (number ``code``)."""
     def register(lower: Callable) -> Callable:
         if name in TFLITE_BUILTINS:
             raise ValueError(f"TFLite builtin {name} registered twice")
-        TFLITE_BUILTINS[name] = TfliteBuiltin(name, code, lower, options, options_required, inputs)
+        TFLITE_BUILTINS[name] = TfliteBuiltin(name, code, lower, options, options_required, inputs, outputs)
         return lower
     return register
 

@@ -150,3 +150,36 @@ register_op(OpDef(
                                                                      int(attrs["axis"])),
     fixed=lambda call: _concatenated(call.ins, [t.rank for t in call.in_types], int(call.attrs["axis"])),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+PACK_OPTIONS = 59  # schema.fbs' BuiltinOptions: PackOptions { values_count, axis }
+MAX_PACKED = 64
+
+
+@tflite_builtin("PACK", 83, options=PACK_OPTIONS, inputs=(1, MAX_PACKED))
+def lower_pack(low, options, ins, outs) -> None:
+    """The inputs stacked along a new axis: each reshaped to hold it (size 1), then concatenated along it."""
+    out = low.tensors[outs[0]]
+    x = low.tensors[ins[0]]
+    rank = len(x.shape) + 1
+    axis = int(options.scalar(1, "i", 0, "axis")) if options is not None else 0
+    need(-rank <= axis < rank, f"PACK: axis {axis} of a {rank}-dimensional output")
+    axis %= rank
+    count = int(options.scalar(0, "i", 0, "values_count")) if options is not None else 0
+    need(count == len(ins), f"PACK: values_count {count} for {len(ins)} inputs")
+    need(all(low.tensors[i].shape == x.shape for i in ins), "PACK: inputs of different shapes")
+    one = list(x.shape[:axis]) + [1] + list(x.shape[axis:])
+    name = low.name_of(out)
+    parts = [low.step("reshape", [low.value(i)], {"shape": one}, one, low.tensors[i], f"{name}_in{k}")
+             for k, i in enumerate(ins)]
+    if len(parts) == 1:
+        low.add("reshape", parts, {"shape": one}, out)
+        return
+    joined = parts[0]
+    for k, part in enumerate(parts[1:], start=1):
+        shape = list(one)
+        shape[axis] = k + 1
+        if k < len(parts) - 1:
+            joined = low.step("concatenation", [joined, part], {"axis": axis}, shape, out, f"{name}_part{k}")
+        else:
+            low.add("concatenation", [joined, part], {"axis": axis}, out)

@@ -48,3 +48,46 @@ def lower_tflite(low, options, ins, outs) -> None:
     need(sorted(int(p) for p in perm) == list(range(rank)),
          f"TRANSPOSE: perm {perm.tolist()} is not a permutation of the input's {rank} axes 0..{rank - 1}")
     low.add("transpose", [low.value(ins[0])], {"perm": [int(p) for p in perm]}, low.tensors[outs[0]])
+
+
+# ---- DEPTH_TO_SPACE and SPACE_TO_DEPTH: a reshape, a transpose of the block axes and a reshape
+
+DEPTH_TO_SPACE_OPTIONS, SPACE_TO_DEPTH_OPTIONS = 94, 19  # schema.fbs' BuiltinOptions: { block_size: int }
+
+
+def _blocks(low, op: str, options, ins, outs):
+    x, out = low.tensors[ins[0]], low.tensors[outs[0]]
+    need(len(x.shape) == 4, f"{op}: an input of {len(x.shape)} dimensions (TFLite Micro takes 4)")
+    need(x.type_name in ("int8", "float32"), f"{op}: {x.type_name} tensors (TFLite Micro takes int8 and float32)")
+    block = int(options.scalar(0, "i", 0, "block_size")) if options is not None else 0
+    need(block >= 1, f"{op}: block_size {block}")
+    return x, out, block
+
+
+def _moved(low, ins, out, x, inner: tuple, outer: tuple) -> None:
+    """x reshaped to ``inner`` (rank 5, batch dropped), axes 1 and 2 swapped, reshaped to the output."""
+    name = low.name_of(out)
+    blocks = low.step("reshape", [low.value(ins[0])], {"shape": list(inner)}, inner, x, f"{name}_blocks")
+    swapped = (inner[0], inner[2], inner[1], inner[3], inner[4])
+    moved = low.step("transpose", [blocks], {"perm": [0, 2, 1, 3, 4]}, swapped, x, f"{name}_moved")
+    need(list(out.shape) == list(outer), f"{low.where}: the output declares shape {list(out.shape)}, the operator "
+         f"computes {list(outer)}")
+    low.add("reshape", [moved], {"shape": list(outer)}, out)
+
+
+@tflite_builtin("DEPTH_TO_SPACE", 5, options=DEPTH_TO_SPACE_OPTIONS, options_required=True)
+def lower_depth_to_space(low, options, ins, outs) -> None:
+    x, out, block = _blocks(low, "DEPTH_TO_SPACE", options, ins, outs)
+    n, h, w, c = (int(d) for d in x.shape)
+    need(n == 1 and c % (block * block) == 0, f"DEPTH_TO_SPACE: shape {list(x.shape)} with block_size {block}")
+    depth = c // (block * block)
+    _moved(low, ins, out, x, (h, w, block, block, depth), (1, h * block, w * block, depth))
+
+
+@tflite_builtin("SPACE_TO_DEPTH", 26, options=SPACE_TO_DEPTH_OPTIONS, options_required=True)
+def lower_space_to_depth(low, options, ins, outs) -> None:
+    x, out, block = _blocks(low, "SPACE_TO_DEPTH", options, ins, outs)
+    n, h, w, c = (int(d) for d in x.shape)
+    need(n == 1 and h % block == 0 and w % block == 0,
+         f"SPACE_TO_DEPTH: shape {list(x.shape)} with block_size {block}")
+    _moved(low, ins, out, x, (h // block, block, w // block, block, c), (1, h // block, w // block, block * block * c))

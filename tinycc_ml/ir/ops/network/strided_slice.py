@@ -174,3 +174,90 @@ def lower_slice(low, options, ins, outs) -> None:
     need(list(out.shape) == [c for *_, c in axes],
          f"SLICE: the output declares shape {list(out.shape)}, the slice is {[c for *_, c in axes]}")
     _add_slice(low, ins[0], out, axes)
+
+
+# ---- operators that cut a tensor into several: each output one strided_slice of the input
+
+SPLIT_OPTIONS, SPLIT_V_OPTIONS, UNPACK_OPTIONS = 35, 79, 64  # schema.fbs' BuiltinOptions
+MAX_OUTPUTS = 64
+
+
+def _axis(low, index: int, op: str, rank: int) -> int:
+    """A constant axis operand (negative counts from the end), as TFLite Micro's Prepare requires it."""
+    values = low.ints(index, op, "axis").ravel()
+    need(values.size == 1, f"{op}: the axis operand holds {values.size} values, not one")
+    axis = int(values[0])
+    need(-rank <= axis < rank, f"{op}: axis {axis} of a {rank}-dimensional input")
+    return axis % rank
+
+
+def _add_parts(low, x_index: int, outs, axis: int, sizes: list[int], keep_axis: bool) -> None:
+    """Output k: the input's elements ``sizes[k]`` along ``axis`` after the previous outputs' (the axis dropped
+    where not ``keep_axis``), each checked against its declared shape."""
+    x = low.tensors[x_index]
+    begin = 0
+    for out_index, size in zip(outs, sizes):
+        out = low.tensors[out_index]
+        axes = [(begin if k == axis else 0, 1, size if k == axis else int(d)) for k, d in enumerate(x.shape)]
+        kept = [c for k, (_, _, c) in enumerate(axes) if keep_axis or k != axis]
+        need(list(out.shape) == kept, f"{low.where}: output {out.name!r} declares shape {list(out.shape)}, the part "
+             f"is {kept}")
+        _add_slice(low, x_index, out, axes)
+        begin += size
+
+
+@tflite_builtin("SPLIT", 49, options=SPLIT_OPTIONS, inputs=(2, 2), outputs=(1, MAX_OUTPUTS))
+def lower_split(low, options, ins, outs) -> None:
+    x = low.tensors[ins[1]]
+    axis = _axis(low, ins[0], "SPLIT", len(x.shape))
+    declared = int(options.scalar(0, "i", 0, "num_splits")) if options is not None else 0
+    need(declared == len(outs), f"SPLIT: num_splits {declared} for {len(outs)} outputs")
+    need(x.shape[axis] % len(outs) == 0, f"SPLIT: axis {axis} of {x.shape[axis]} does not split into "
+         f"{len(outs)} equal parts")
+    _add_parts(low, ins[1], outs, axis, [x.shape[axis] // len(outs)] * len(outs), keep_axis=True)
+
+
+@tflite_builtin("SPLIT_V", 102, options=SPLIT_V_OPTIONS, inputs=(3, 3), outputs=(1, MAX_OUTPUTS))
+def lower_split_v(low, options, ins, outs) -> None:
+    x = low.tensors[ins[0]]
+    axis = _axis(low, ins[2], "SPLIT_V", len(x.shape))
+    sizes = [int(s) for s in low.ints(ins[1], "SPLIT_V", "size_splits").ravel()]
+    need(len(sizes) == len(outs), f"SPLIT_V: {len(sizes)} sizes for {len(outs)} outputs")
+    if sizes.count(-1) == 1:  # the one size left to infer: what the others leave
+        sizes[sizes.index(-1)] = x.shape[axis] - (sum(sizes) + 1)
+    need(all(s >= 0 for s in sizes) and sum(sizes) == x.shape[axis],
+         f"SPLIT_V: sizes {sizes} do not cut axis {axis} of {x.shape[axis]}")
+    _add_parts(low, ins[0], outs, axis, sizes, keep_axis=True)
+
+
+@tflite_builtin("UNPACK", 88, options=UNPACK_OPTIONS, outputs=(1, MAX_OUTPUTS))
+def lower_unpack(low, options, ins, outs) -> None:
+    x = low.tensors[ins[0]]
+    rank = len(x.shape)
+    axis = int(options.scalar(1, "i", 0, "axis")) if options is not None else 0
+    need(-rank <= axis < rank, f"UNPACK: axis {axis} of a {rank}-dimensional input")
+    axis %= rank
+    count = int(options.scalar(0, "i", 0, "num")) if options is not None else 0
+    need(count == len(outs) == x.shape[axis], f"UNPACK: num {count} and {len(outs)} outputs for axis {axis} of "
+         f"{x.shape[axis]}")
+    _add_parts(low, ins[0], outs, axis, [1] * count, keep_axis=False)
+
+
+REVERSE_MAX_RANK = 5
+
+
+@tflite_builtin("REVERSE_V2", 105, inputs=(2, 2))
+def lower_reverse(low, options, ins, outs) -> None:
+    x, out = low.tensors[ins[0]], low.tensors[outs[0]]
+    rank = len(x.shape)
+    need(1 <= rank <= REVERSE_MAX_RANK, f"REVERSE_V2: an input of {rank} dimensions")
+    given = low.ints(ins[1], "REVERSE_V2", "axis").ravel().tolist()
+    need(len(given) <= 8 and all(-rank <= a < rank for a in given),
+         f"REVERSE_V2: axes {given} of a {rank}-dimensional input")
+    axes = sorted(int(a) % rank for a in given)
+    need(all(b == a + 1 for a, b in zip(axes, axes[1:])),  # TFLite Micro's kernel refuses others when it runs
+         f"REVERSE_V2: axes {given} are not contiguous (TFLite Micro reverses contiguous axes only)")
+    need(list(out.shape) == list(x.shape), f"REVERSE_V2: the output declares shape {list(out.shape)}, the input's "
+         f"is {list(x.shape)}")
+    _add_slice(low, ins[0], out, [(int(d) - 1, -1, int(d)) if k in axes else (0, 1, int(d))
+                                  for k, d in enumerate(x.shape)])
