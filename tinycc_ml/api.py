@@ -15,7 +15,6 @@ import numpy as np
 from tinycc_ml.buildsys.examples import MAX_EXAMPLES, example_rows
 from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
-from tinycc_ml.codegen.float_input import offset_text
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
 from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError, TinyccError
@@ -721,14 +720,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         report["arena_bytes"] = arena_bytes(graph)
         description.append(f"Activation arena: {report['arena_bytes']} bytes of static RAM, one buffer the layers' "
                            "outputs share by liveness.")
-        for what, label in (("Input", None), ("Scores", "scores")):
-            dtype = graph.type(graph.inputs()[0] if label is None else graph.output(label)).dtype
-            if not dtype.is_quantised:  # a DEQUANTIZE's float32 outputs
-                description.append(f"{what}: float32.")
-                continue
-            offset = offset_text("q", -dtype.zero_point)
-            description.append(f"{what}: int{dtype.bits}, TFLite's quantisation: real = {dtype.qscales[0]!r} * "
-                               f"{offset if dtype.zero_point == 0 else f'({offset})'}.")
+        description.extend(model.interface_lines())
         if graph.states():
             report["state_bytes"] = state_bytes(graph)
             description.append(f"State kept between calls: {report['state_bytes']} bytes of static RAM (a stream's "

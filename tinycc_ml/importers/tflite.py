@@ -29,6 +29,7 @@ from tinycc_ml.models.network import NetworkModel
 
 MAX_FILE_BYTES = 1 << 30
 MAX_CONCATENATED = 64  # inputs of one CONCATENATION (lowered to a chain of two-input concatenations)
+MAX_INPUTS = MAX_OUTPUTS = 16  # a network's inputs (one flat input vector) and outputs (one score vector)
 MAX_DEPTH = 64  # nested tables followed from the root (a cycle of offsets stops here)
 TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", np.int8), 3: ("uint8", np.uint8),
                 7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", None),
@@ -614,6 +615,26 @@ def _input_quantize(operators: list[_Table], codes: list[_Table], tensors: list[
     return readers[0], outs[0]
 
 
+def _several_inputs(low: _Lowering, xs: list[_Tensor]) -> None:
+    """One flat input holding the file's inputs in order, each input a retyped slice of it: the flat vector has
+    the inputs' type where they share one, else the plain integers of their width (each input's codes)."""
+    kinds = sorted({t.type_name for t in xs})
+    if len(kinds) != 1:
+        raise _Bad(f"inputs of types {', '.join(kinds)}: the inputs of a network must share one element type")
+    types = [low.tensor_type(t, low.layout(t)) for t in xs]
+    flat_dtype = types[0].dtype
+    if any(t.dtype != flat_dtype for t in types) and not flat_dtype.is_float:
+        bits = flat_dtype.bits
+        flat_dtype = integer(bits, True) if flat_dtype.is_quantised else flat_dtype
+    total = sum(t.size for t in types)
+    flat = low.graph.add("input", [], {"name": "x"}, type=TensorType((total,), flat_dtype), name="x_inputs")
+    offset = 0
+    for t, ty in zip(xs, types):
+        low.values[t.index] = low.graph.add("retyped_slice", [flat], {"offset": offset, "shape": list(ty.shape)},
+                                            type=ty, name=_identifier(t.name))
+        offset += ty.size
+
+
 def read_tflite(data: bytes, name: str = "model") -> Graph:
     """The IR graph of a ``.tflite`` file's bytes (its first subgraph); raises _Bad."""
     if len(data) < 8 or data[4:8] != b"TFL3":
@@ -628,19 +649,25 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
     sub = subgraphs[0]
     tensors = [_read_tensor(t, i, buffers) for i, t in enumerate(sub.tables(0, "tensors"))]
     inputs, outputs = sub.array(1, "inputs", np.int32), sub.array(2, "outputs", np.int32)
-    if len(inputs) != 1:
-        raise _Bad(f"{len(inputs)} inputs: one input tensor is supported")
+    if not 1 <= len(inputs) <= MAX_INPUTS or not 1 <= len(outputs) <= MAX_OUTPUTS:
+        raise _Bad(f"{len(inputs)} inputs and {len(outputs)} outputs: 1 to {MAX_INPUTS} inputs and 1 to "
+                   f"{MAX_OUTPUTS} outputs are supported")
     for index in (*inputs, *outputs):
         if not 0 <= index < len(tensors):
             raise _Bad(f"input/output tensor index {index} of {len(tensors)} tensors")
+    if len(set(int(i) for i in inputs)) != len(inputs):
+        raise _Bad(f"input tensors {inputs.tolist()}: one tensor named twice")
     graph = Graph(_identifier(name))
     low = _Lowering(graph, tensors)
     operators = sub.tables(3, "operators")
-    skipped = _input_quantize(operators, codes, tensors, int(inputs[0]))
+    skipped = _input_quantize(operators, codes, tensors, int(inputs[0])) if len(inputs) == 1 else None
     x = tensors[int(inputs[0])] if skipped is None else tensors[skipped[1]]
     try:
-        low.values[x.index] = graph.add("input", [], {"name": "x"}, type=low.tensor_type(x, low.layout(x)),
-                                        name=_identifier(x.name))
+        if len(inputs) == 1:
+            low.values[x.index] = graph.add("input", [], {"name": "x"}, type=low.tensor_type(x, low.layout(x)),
+                                            name=_identifier(x.name))
+        else:
+            _several_inputs(low, [tensors[int(i)] for i in inputs])
     except ValueError as exc:
         raise _Bad(f"input tensor {x.name!r}: {exc}") from None
     for k, operator in enumerate(operators):

@@ -16,11 +16,12 @@ from collections import Counter
 
 import numpy as np
 
+from tinycc_ml.codegen.float_input import offset_text
 from tinycc_ml.errors import CompileError, DataError, ModelFileError
 from tinycc_ml.ir.fixed import quantise_affine, run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import run_float
-from tinycc_ml.ir.types import TensorType
+from tinycc_ml.ir.types import TensorType, integer
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.network_quantise import quantise_network
 
@@ -43,16 +44,60 @@ class NetworkModel(Model):
         raise ModelFileError(f"{self.source}: an imported network is its .tflite or .onnx file; it has no .npz form")
 
     @property
+    def input_parts(self) -> list[tuple[str, int, TensorType]]:
+        """The network's inputs as parts of its one input vector: (node, offset, type) in the file's order; a
+        network of one input is one part, the whole vector."""
+        parts = [(u, int(self.graph.node(u).attrs["offset"]), self.graph.type(u))
+                 for u in self.graph.users(self.input_name) if self.graph.op(u) == "retyped_slice"]
+        return sorted(parts, key=lambda p: p[1]) or [(self.input_name, 0, self.graph.type(self.input_name))]
+
+    @property
+    def output_parts(self) -> list[tuple[str, str, TensorType]]:
+        """The network's outputs (label, node, type), in the file's order: the score vector joins them."""
+        return [(label, n, self.graph.type(n)) for label, n in self.graph.result_outputs()]
+
+    @property
+    def n_classes(self) -> int:
+        """The prediction is the argmax of the first output (of a network of several, the others are more scores)."""
+        return self.output_parts[0][2].size
+
+    def interface_lines(self) -> list[str]:
+        """The header's words on the input vector and the score vector: each input's and output's place in them
+        and its quantisation."""
+        lines = []
+        for what, parts in (("Input", [(name, offset, t) for name, offset, t in self.input_parts]),
+                            ("Scores", self._output_offsets())):
+            if len(parts) == 1:
+                lines.append(f"{what}: {_real_text(parts[0][2].dtype)}.")
+                continue
+            lines.append(f"{what}: {len(parts)} tensors in one vector, in the file's order:")
+            lines.extend(f"  [{offset}, {offset + t.size}) {name} {list(t.shape)}: {_real_text(t.dtype)}."
+                         for name, offset, t in parts)
+        return lines
+
+    def _output_offsets(self) -> list[tuple[str, int, TensorType]]:
+        offsets, offset = [], 0
+        for _, node, t in self.output_parts:
+            offsets.append((node, offset, t))
+            offset += t.size
+        return offsets
+
+    @property
+    def _input_dtype(self):
+        """The element type of the network's (first) input: the parts share their storage."""
+        return self.input_parts[0][2].dtype
+
+    @property
     def is_quantised(self) -> bool:
         """Whether the file fixes the arithmetic: TFLite's int8 (a quantised input), or plain integers in (an
         audio front end's samples), which compile as they are."""
-        dtype = self.graph.type(self.input_name).dtype
+        dtype = self._input_dtype
         return dtype.is_quantised or dtype.is_integer
 
     @property
     def integer_input(self) -> bool:
         """The input is plain integers (no quantisation: rows are taken as the integers they hold)."""
-        return self.graph.type(self.input_name).dtype.is_integer
+        return self._input_dtype.is_integer
 
     @property
     def reference(self) -> str:
@@ -60,7 +105,7 @@ class NetworkModel(Model):
         int8 weights; or 16-bit plain integers in, an audio front end's samples), "int8" otherwise."""
         if not self.is_quantised:
             return "float"
-        return "int16" if self.graph.type(self.input_name).dtype.bits == 16 else "int8"
+        return "int16" if self._input_dtype.bits == 16 else "int8"
 
     def quantise(self, calibration) -> NetworkModel:
         """The int8 network of a float one, its activations' ranges from the calibration rows (each row the
@@ -82,7 +127,7 @@ class NetworkModel(Model):
 
     @property
     def n_outputs(self) -> int:
-        return self.graph.type(self.graph.outputs[0][1]).size
+        return sum(t.size for _, _, t in self.output_parts)
 
     def lower(self) -> Graph:
         return self.graph.copy()
@@ -97,11 +142,12 @@ class NetworkModel(Model):
                            name="x_shaped")
         graph.replace_uses(self.input_name, shaped, keep=(shaped,))
         graph.remove(self.input_name)
-        out = graph.type(graph.output("scores"))
-        scores = graph.add("reshape", [graph.output("scores")], {"shape": [out.size]},
-                           type=TensorType((out.size,), out.dtype), name="scores")
-        graph.set_output("scores", scores)
-        graph.set_output("prediction", graph.add("argmax", [scores], name="prediction"))
+        flats = []
+        for label, node, t in self.output_parts:
+            flats.append(graph.add("reshape", [node], {"shape": [t.size]}, type=TensorType((t.size,), t.dtype),
+                                   name="scores" if len(self.output_parts) == 1 else f"{label}_flat"))
+        graph.set_output("prediction", graph.add("argmax", [flats[0]], name="prediction"))  # of the first output
+        graph.set_output("scores", joined_outputs(graph, flats) if len(flats) > 1 else flats[0])
         states = {label for label, _ in graph.outputs} - {label for label, _ in graph.result_outputs()}
         graph.outputs = [(label, n) for label, n in graph.outputs if label in ("scores", "prediction", *states)]
         return graph
@@ -131,11 +177,14 @@ class NetworkModel(Model):
         lo, hi = self.input_range
         if not np.issubdtype(Xq.dtype, np.integer) or Xq.size and (Xq.min() < lo or Xq.max() > hi):
             raise DataError(f"{self.source}: inputs must be integers in [{lo}, {hi}]")
-        return run_fixed(self.graph, Xq)["scores"]
+        out = run_fixed(self.graph, Xq)
+        if len(self.output_parts) == 1:
+            return out["scores"]
+        return np.concatenate([out[label].reshape(len(out[label]), -1) for label, _, _ in self.output_parts], axis=1)
 
     @property
     def input_range(self) -> tuple[int, int]:
-        dtype = self.graph.type(self.input_name).dtype
+        dtype = self._input_dtype
         return dtype.integer_range if dtype.is_integer or dtype.is_quantised else (-128, 127)
 
     def run_int8(self, Xq) -> np.ndarray:
@@ -145,18 +194,59 @@ class NetworkModel(Model):
     def quantise_input(self, X) -> np.ndarray:
         """Real input rows as the integer rows the C takes (the input tensor's quantisation), flat; plain integer
         inputs: the rows rounded to nearest (halves to even) and saturated to the input's type."""
-        x_type = self.graph.type(self.input_name).dtype
         X = np.asarray(X, dtype=np.float64).reshape(-1, self.input_dim)
-        if x_type.is_integer:
-            return np.clip(np.round(X), *x_type.integer_range).astype(np.int64)
-        return quantise_affine(X, x_type.qscales[0], x_type.zero_point, x_type.bits).astype(f"int{x_type.bits}")
+        parts = []
+        for _, offset, t in self.input_parts:  # each input with its own quantisation
+            x_type, rows = t.dtype, X[:, offset:offset + t.size]
+            if x_type.is_integer:
+                parts.append(np.clip(np.round(rows), *x_type.integer_range).astype(np.int64))
+            else:
+                parts.append(quantise_affine(rows, x_type.qscales[0], x_type.zero_point, x_type.bits)
+                             .astype(f"int{x_type.bits}"))
+        return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 
     def scores(self, X) -> np.ndarray:
         """Real inputs quantised as the input tensor says, run in int8, the outputs dequantised (a float
         network: its float outputs)."""
         X = np.asarray(X, dtype=np.float64).reshape(-1, *self.input_shape)
         if not self.is_quantised:
-            return run_float(self.graph, X)["scores"].reshape(len(X), -1)
-        out = self.graph.type(self.graph.output("scores")).dtype
+            out = run_float(self.graph, X)
+            return np.concatenate([out[label].reshape(len(X), -1) for label, _, _ in self.output_parts], axis=1)
         q = self.run_quantised(self.quantise_input(X).astype(np.int64).reshape(X.shape)).reshape(len(X), -1)
-        return (q - out.zero_point) * out.qscales[0] if out.is_quantised else q.astype(np.float64)
+        reals, offset = [], 0
+        for _, _, t in self.output_parts:  # each output with its own quantisation
+            part = q[:, offset:offset + t.size]
+            out = t.dtype
+            reals.append((part - out.zero_point) * out.qscales[0] if out.is_quantised else part.astype(np.float64))
+            offset += t.size
+        return np.concatenate(reals, axis=1)
+
+
+def joined_outputs(graph: Graph, flats: list[str]) -> str:
+    """The flat outputs joined into one score vector: concatenated as they are where they share one type, else each
+    retyped to the plain integers of their width first (the header says each output's quantisation)."""
+    types = [graph.type(f).dtype for f in flats]
+    if any(t != types[0] for t in types):
+        if any(t.is_float for t in types) or len({t.integer_range for t in types}) != 1:
+            raise CompileError(f"outputs of types {', '.join(sorted({str(t) for t in types}))}: the outputs of a "
+                               "network must share one element type to fill one score vector")
+        plain = integer(types[0].bits, types[0].integer_range[0] < 0)
+        flats = [graph.add("retyped_slice", [f], {"offset": 0, "shape": [graph.type(f).size]},
+                           type=TensorType((graph.type(f).size,), plain), name=f"{f}_codes") for f in flats]
+    joined, size = flats[0], graph.type(flats[0]).size
+    for k, f in enumerate(flats[1:], start=1):
+        size += graph.type(f).size
+        joined = graph.add("concatenation", [joined, f], {"axis": 0}, name="scores" if k == len(flats) - 1
+                           else f"scores_part{k}", type=TensorType((size,), graph.type(f).dtype))
+    return joined
+
+
+def _real_text(dtype) -> str:
+    """How a tensor's values read: float32, plain integers, or TFLite's quantisation."""
+    if dtype.is_float:
+        return "float32"
+    if not dtype.is_quantised:
+        return f"{dtype} integers"
+    offset = offset_text("q", -dtype.zero_point)
+    return (f"int{dtype.bits}, TFLite's quantisation: real = {dtype.qscales[0]!r} * "
+            f"{offset if dtype.zero_point == 0 else f'({offset})'}")

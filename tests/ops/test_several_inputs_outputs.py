@@ -1,0 +1,152 @@
+""".tflite networks of several inputs and outputs against tflite-micro: the build takes one input vector (the
+file's inputs in order, each with its own quantisation) and gives one score vector (the outputs in order), on the
+interpreter, the host C and the microcontrollers; types that cannot share one vector refused by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tflite_micro.python.tflite_micro import runtime
+
+import tinycc_ml
+from tests.conftest import require_target
+from tests.ops.single_op import OPS, OPTIONS, compiled
+from tests.tflite_models import TfliteBuilder, options
+from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.ir.fixed import quantise_affine
+
+SHAPES = [(1, 3, 4), (1, 3, 4), (1, 5)]
+
+
+@pytest.fixture(autouse=True)
+def host():
+    require_target("host")
+
+
+def tensor(b, shape, kind, q, name=None):
+    if kind == "float32":
+        return b.tensor(shape, "float32", scale=None, name=name)
+    if kind == "int16":
+        return b.tensor(shape, "int16", scale=q[0] / 256, zero_point=0, name=name)
+    return b.tensor(shape, kind, scale=q[0], zero_point=q[1], name=name)
+
+
+def three_in_two_out(kind: str = "int8", same_q: bool = False) -> bytes:
+    """a + b -> (ADD) y; c -> RELU -> z; outputs (z, y): the outputs in another order than the operators."""
+    qs = [(0.05, -3)] * 3 if same_q else [(0.05, -3), (0.03, 10), (0.08, 2)]
+    b = TfliteBuilder()
+    xs = [tensor(b, shape, kind, q, f"in{k}") for k, (shape, q) in enumerate(zip(SHAPES, qs))]
+    y = tensor(b, (1, 3, 4), kind, (0.06, 4) if not same_q else qs[0], "sum")
+    b.op(OPS.ADD, [xs[0], xs[1]], [y], OPTIONS.AddOptions, options("AddOptions"))
+    z = tensor(b, (1, 5), kind, (0.08, 2) if not same_q else qs[0], "relu")
+    b.op(OPS.RELU, [xs[2]], [z])
+    return b.finish(xs, [z, y])
+
+
+def tflm_several(data: bytes, rows: list[list[np.ndarray]]) -> np.ndarray:
+    """tflite-micro's outputs, flattened and joined in order, for each row of inputs."""
+    interpreter = runtime.Interpreter.from_bytes(data)
+    n_out = len(runtime.schema_fb.Model.GetRootAsModel(data, 0).Subgraphs(0).OutputsAsNumpy())
+    joined = []
+    for inputs in rows:
+        for k, x in enumerate(inputs):
+            interpreter.set_input(x, k)
+        interpreter.invoke()
+        joined.append(np.concatenate([interpreter.get_output(k).reshape(-1).copy() for k in range(n_out)]))
+    return np.stack(joined)
+
+
+def random_inputs(kind: str, n: int, seed: int = 0) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    if kind == "float32":
+        return [[rng.normal(0, 3, size=s).astype(np.float32) for s in SHAPES] for _ in range(n)]
+    top = 32768 if kind == "int16" else 128
+    return [[rng.integers(-top, top, size=s).astype(kind) for s in SHAPES] for _ in range(n)]
+
+
+def flat(rows: list[list[np.ndarray]]) -> np.ndarray:
+    return np.stack([np.concatenate([x.reshape(-1) for x in inputs]) for inputs in rows])
+
+
+@pytest.mark.parametrize("kind, same_q", [("int8", False), ("int8", True), ("int16", False), ("float32", False)])
+def test_one_input_vector_and_one_score_vector_equal_tflite_micro(kind, same_q, tmp_path):
+    data = three_in_two_out(kind, same_q)
+    rows = random_inputs(kind, 30)
+    want = tflm_several(data, rows)
+    model, result = compiled(data, tmp_path)
+    assert [t.shape for _, _, t in model.input_parts] == SHAPES
+    assert model.n_outputs == 5 + 12
+    X = flat(rows)
+    if kind == "float32":
+        np.testing.assert_allclose(model.scores(X), want, rtol=1e-6)
+        np.testing.assert_allclose(result.load().scores(X), want, rtol=1e-6)
+        return
+    np.testing.assert_array_equal(model.run_quantised(X), want)
+    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+
+
+def test_real_rows_quantise_each_input_with_its_own_scale(tmp_path):
+    data = three_in_two_out("int8")
+    model, _ = compiled(data, tmp_path)
+    rng = np.random.default_rng(2)
+    reals = [rng.normal(0, 2, size=s) for s in SHAPES]
+    codes = model.quantise_input(np.concatenate([r.reshape(-1) for r in reals])[None])
+    scales = [(0.05, -3), (0.03, 10), (0.08, 2)]
+    want = [quantise_affine(r.reshape(1, -1), s, z, 8) for r, (s, z) in zip(reals, scales)]
+    np.testing.assert_array_equal(codes, np.concatenate(want, axis=1))
+    # the scores: each output dequantised with its own scale
+    out = tflm_several(data, [[c.reshape(s).astype(np.int8) for c, s in zip(np.split(codes[0], [12, 24]), SHAPES)]])
+    real = np.concatenate([(out[0, :5] - 2) * np.float32(0.08), (out[0, 5:] - 4) * np.float32(0.06)])
+    np.testing.assert_allclose(model.scores(np.concatenate([r.reshape(-1) for r in reals])[None])[0], real)
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+def test_the_microcontrollers_compute_the_same_values(target, tmp_path):
+    require_target(target)
+    from tinycc_ml.codegen.backend import get_backend
+
+    data = three_in_two_out("int8")
+    rows = random_inputs("int8", 3, seed=1)
+    _, result = compiled(data, tmp_path, target=target)
+    assert result.output.input_quantisation is None  # the inputs' codes: plain int8, no one scale
+    run = get_backend(target).simulate(tmp_path / target, result.output, flat(rows).astype(np.float64))
+    np.testing.assert_array_equal(np.asarray(run.scores).reshape(3, -1), tflm_several(data, rows))
+
+
+def test_inputs_of_different_types_are_refused_by_name(tmp_path):
+    b = TfliteBuilder()
+    a = tensor(b, (1, 4), "int8", (0.05, 0), "a")
+    c = tensor(b, (1, 4), "int16", (0.05, 0), "c")
+    y = tensor(b, (1, 4), "int8", (0.05, 0), "y")
+    b.op(OPS.RELU, [a], [y])
+    z = tensor(b, (1, 4), "int16", (0.05, 0), "z")
+    b.op(OPS.RELU, [c], [z])
+    path = tmp_path / "mixed.tflite"
+    path.write_bytes(b.finish([a, c], [y, z]))
+    with pytest.raises(ModelFileError, match=r"mixed\.tflite: inputs of types int16, int8: the inputs of a network "
+                                             r"must share one element type"):
+        tinycc_ml.load_model(path)
+
+
+def test_outputs_of_integer_and_float_types_are_refused_by_name(tmp_path):
+    b = TfliteBuilder()
+    x = tensor(b, (1, 4), "int8", (0.05, 0), "x")
+    y = tensor(b, (1, 4), "int8", (0.05, 0), "y")
+    b.op(OPS.RELU, [x], [y])
+    z = b.tensor((1, 4), "float32", scale=None, name="z")
+    b.op(OPS.DEQUANTIZE, [y], [z])
+    path = tmp_path / "two.tflite"
+    path.write_bytes(b.finish([x], [y, z]))
+    with pytest.raises(CompileError, match="outputs of types .*share one element type"):
+        tinycc_ml.compile(path, target="host", out_dir=tmp_path / "out")
+
+
+def test_the_header_says_where_each_input_and_output_lies_and_how_it_reads(tmp_path):
+    _, result = compiled(three_in_two_out("int8"), tmp_path, name="three")
+    header = (tmp_path / "host" / "three.h").read_text()
+    assert "Input: 3 tensors in one vector, in the file's order:" in header
+    assert "[12, 24) in1 [1, 3, 4]: int8, TFLite's quantisation: real = 0.029999999329447746 * (q - 10)." in header
+    assert "[5, 17) sum [1, 3, 4]: int8, TFLite's quantisation: real = 0.05999999865889549 * (q - 4)." in header
+    assert "#define THREE_N_CLASSES 5" in header  # the prediction: the argmax of the first output
+    assert "#define THREE_INPUT_DIM 29" in header and "#define THREE_N_SCORES 17" in header
