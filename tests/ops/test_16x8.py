@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tinycc_ml
 from tests.conftest import require_target
 from tests.ops.single_op import (
     OPS,
@@ -175,3 +176,33 @@ def test_int16_elementwise_ops_equal_tflite_micro(name, tmp_path):
     model, result = compiled(data, tmp_path)
     np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *shape)).reshape(len(X), -1), want)
     np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+
+
+def mean_model(shape, in_scale=0.01, out_scale=0.004) -> bytes:
+    from tests.tflite_models import TfliteBuilder, options
+
+    b = TfliteBuilder()
+    x = b.tensor(shape, "int16", scale=in_scale, zero_point=0, name="x")
+    axes = b.tensor((2,), "int32", scale=None, data=np.asarray([1, 2], dtype=np.int32))
+    y = b.tensor((1, 1, 1, shape[-1]), "int16", scale=out_scale, zero_point=0, name="y")
+    b.op(OPS.MEAN, [x, axes], [y], OPTIONS.ReducerOptions, options("ReducerOptions", keepDims=True))
+    return b.finish([x], [y])
+
+
+@pytest.mark.parametrize("out_scale", [0.004, 0.01, 0.05])
+def test_int16_mean_equals_tflite_micro(out_scale, tmp_path):
+    shape = (1, 5, 6, 8)
+    data = mean_model(shape, out_scale=out_scale)
+    X = int16_rows(np.random.default_rng(8), 40, shape)
+    want = tflite_micro(data, X, shape)
+    model, result = compiled(data, tmp_path)
+    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *shape)).reshape(len(X), -1), want)
+    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+
+
+def test_an_int16_mean_whose_int32_sums_can_wrap_is_refused(tmp_path):
+    path = tmp_path / "wide.tflite"
+    path.write_bytes(mean_model((1, 200, 200, 1)))
+    with pytest.raises(ModelFileError, match=r"wide\.tflite.*a mean of 40000 int16 values: TFLite's int32 sums can "
+                                             r"wrap"):
+        tinycc_ml.load_model(path)

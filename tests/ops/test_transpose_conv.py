@@ -92,3 +92,48 @@ def test_an_output_shape_tensor_that_disagrees_is_refused(tmp_path):
     path.write_bytes(transpose_conv((1, 3, 4, 2), (1, 6, 8, 3), (3, 3), (2, 2), 0, declared=(1, 6, 9, 3)))
     with pytest.raises(ModelFileError, match=r"bad\.tflite.*output_shape"):
         tinycc_ml.load_model(path)
+
+
+def transpose_conv_16x8(in_shape, out_shape, kernel, stride, padding, bias_kind="int64", zero_point=0) -> bytes:
+    """TFLite's 16x8: int16 activations (zero point 0), int8 filters, an int64 or int16 bias (or none)."""
+    rng = np.random.default_rng(6)
+    b = TfliteBuilder()
+    x = b.tensor(in_shape, "int16", scale=0.05 / 256, zero_point=zero_point, name="x")
+    shape = b.tensor((4,), "int32", scale=None, data=np.asarray(out_shape, dtype=np.int32), name="output_shape")
+    w_shape = (out_shape[3], kernel[0], kernel[1], in_shape[3])
+    w = b.filters(rng, w_shape, 0)
+    w_scales = np.asarray(b.sub.tensors[w].quantization.scale)
+    reach = {"int64": 3000 * 256, "int16": 30000, "int32": 3000}.get(bias_kind, 0)
+    ins = [shape, w, x]
+    if bias_kind is not None:
+        ins.append(b.tensor((out_shape[3],), bias_kind, scale=np.float32(0.05 / 256 * w_scales),
+                            data=rng.integers(-reach, reach, size=out_shape[3])))
+    y = b.tensor(out_shape, "int16", scale=0.08 / 256, zero_point=0, name="y")
+    b.op(OPS.TRANSPOSE_CONV, ins, [y], OPTIONS.TransposeConvOptions,
+         options("TransposeConvOptions", padding=padding, strideW=stride[1], strideH=stride[0]))
+    return b.finish([x], [y])
+
+
+@pytest.mark.parametrize("bias_kind", ["int64", "int16", None])
+@pytest.mark.parametrize("in_shape, out_shape, kernel, stride, padding", CASES[:2] + CASES[4:])
+def test_16x8_equals_tflite_micro_on_every_value(in_shape, out_shape, kernel, stride, padding, bias_kind, tmp_path):
+    from tests.ops.single_op import compiled
+
+    data = transpose_conv_16x8(in_shape, out_shape, kernel, stride, padding, bias_kind)
+    X = random_rows(np.random.default_rng(3), 12, int(np.prod(in_shape)), "int16")
+    want = tflite_micro(data, X, in_shape)
+    assert np.unique(want).size > 20
+    model, result = compiled(data, tmp_path)
+    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *in_shape)).reshape(len(X), -1), want)
+    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+
+
+@pytest.mark.parametrize("bias_kind, zero_point, problem", [
+    ("int32", 0, "a 16x8 layer's bias is int16 or int64"),
+    ("int64", 5, "zero point"),
+])
+def test_16x8_files_tflite_micro_computes_otherwise_are_refused(bias_kind, zero_point, problem, tmp_path):
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(transpose_conv_16x8(*CASES[0], bias_kind=bias_kind, zero_point=zero_point))
+    with pytest.raises(ModelFileError, match=rf"bad\.tflite.*{problem}"):
+        tinycc_ml.load_model(path)

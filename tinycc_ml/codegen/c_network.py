@@ -644,8 +644,9 @@ def mean(em: CEmitter, node: Node) -> list[str]:
             f"        for (long i = 0; i < {count}; ++i)",
             f"            sum += {em.var(x_name)}[((long)b * {count} + i) * {channels} + c];",
             f"        sum = {wrap_add(em)}(sum, (int32_t){less_zero_points});",
-            f"        {em.var(node.name)}[b * {channels} + c] = {clamp8(em)}("
-            f"{requantise(em)}(sum, {multiplier}, {shift}) + {out.zero_point}, -128, 127);",
+            f"        {em.var(node.name)}[b * {channels} + c] = {clamp_to(em, out.bits)}("
+            f"{requantise(em)}(sum, {multiplier}, {shift}) + {out.zero_point}, {out.integer_range[0]}, "
+            f"{out.integer_range[1]});",
             "    }",
             "}"]
 

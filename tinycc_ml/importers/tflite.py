@@ -298,16 +298,17 @@ class _Lowering:
         """The values of a constant int32/int64 operand (axes, permutations, shapes)."""
         return _constant_ints(self.tensors[index], op, what)
 
-    def check_accumulator(self, x_index: int, bias_index: int, by_channel: np.ndarray, out: _Tensor) -> None:
-        """Refuses a layer whose int32 accumulator can pass int32 for some int8 input (``_check_accumulator``)."""
-        _check_accumulator(self, self.tensors[x_index], bias_index, by_channel, out)
+    def check_accumulator(self, x_index: int, bias_index: int, by_channel: np.ndarray, out: _Tensor,
+                          bias_bits: int = 32) -> None:
+        """Refuses a layer whose accumulator can leave its range for some input (``_check_accumulator``)."""
+        _check_accumulator(self, self.tensors[x_index], bias_index, by_channel, out, bias_bits)
 
     def name_of(self, t: _Tensor) -> str:
         """A C identifier from the tensor's name (the IR node's name)."""
         return _identifier(t.name)
 
-    def check_bias_type(self, options: _Table | None, index: int, op: str) -> None:
-        _check_bias_type(options, index, op)
+    def check_bias_type(self, options: _Table | None, index: int, op: str, x_index: int | None = None) -> int:
+        return _check_bias_type(options, index, op, None if x_index is None else self.tensors[x_index])
 
     def activation(self, options: _Table | None, index: int, op: str) -> str:
         """The fused activation an operator's options name at field ``index``."""

@@ -158,12 +158,12 @@ def requant_params(em, node, channels: int, filter_type) -> tuple[str, str]:
     return rd(m, "o", "int32_t"), f"(int){rd(s, 'o', 'int8_t')}"
 
 
-def requantised_store(em, node, acc: str, mult: str, shift: str) -> str:
+def requantised_store(em, node, acc: str, mult: str, shift: str, wide: bool | None = None) -> str:
     """The requantised, offset and clamped ``acc`` of a layer (input, filter, bias) as C (an int64 acc: a 16x8
-    layer's)."""
+    layer's; ``wide`` None: as ``wide_accumulator`` says)."""
     out = node.type.dtype
     lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
-    rq = requantise64(em) if wide_accumulator(em, node) else requantise(em)
+    rq = requantise64(em) if (wide_accumulator(em, node) if wide is None else wide) else requantise(em)
     return f"{clamp_to(em, out.bits)}({rq}({acc}, {mult}, {shift}) + {out.zero_point}, {lo}, {hi})"
 
 

@@ -142,11 +142,15 @@ def _infer_mean(ts, attrs, declared):
     keep = int(attrs["keep_dims"])
     need(keep in (0, 1), f"keep_dims must be 0 or 1, got {keep}")
     shape = (x.shape[0], 1, 1, x.shape[3]) if keep else (x.shape[0], x.shape[3])
-    result = network_result(x, declared, shape, "NHWC" if keep else "NC")
+    bits = x.dtype.bits if x.dtype.is_quantised else 8
+    result = network_result(x, declared, shape, "NHWC" if keep else "NC", bits)
     keeps_type(x, result, "mean")
     if x.dtype.is_quantised:
-        quantised_operand(x, "input", 8)
+        need(bits in (8, 16), f"input must be qi8 or qi16, got {x.dtype}")
+        quantised_operand(x, "input", bits)
         check_requantisation(x.dtype.qscales[0] / result.dtype.qscales[0], "mean")
+        count = x.shape[1] * x.shape[2]
+        need(count * (1 << bits) < (1 << 31), f"a mean of {count} int{bits} values: TFLite's int32 sums can wrap")
     return result
 
 
@@ -168,7 +172,7 @@ def _fixed_mean(call: FixedCall):
     sums = check32(values.sum(axis=(-3, -2)), call.where)  # (..., N, C): int32 sums, as TFLite's
     multiplier, shift = mean_parameters(x.dtype.qscales[0], out.qscales[0], count)
     scaled = multiply_by_quantized_multiplier(wrap32(sums - x.dtype.zero_point * count), multiplier, shift)
-    result = np.clip(scaled + out.zero_point, -128, 127)
+    result = np.clip(scaled + out.zero_point, *out.integer_range)
     return result.reshape(*result.shape[:-1], 1, 1, result.shape[-1]) if int(call.attrs["keep_dims"]) else result
 
 

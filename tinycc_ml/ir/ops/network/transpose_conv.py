@@ -8,6 +8,10 @@ ComputePaddingHeightWidth's from the output's size (a forward convolution from t
 output element gathers the same products, taken in the scatter's order (input row, column, channel ascending), so
 float32 sums round as TFLite Micro's do and int8 sums are the same integers; no int32 scratch tensor of the output's
 size is needed. Filters OHWI, per-channel int8 (axis 0); int32 bias.
+
+16x8 (int16 activations): TFLite Micro's int16 kernel: no zero points (it adds none: a file with one is refused),
+int64 sums whatever the bias's width (an int16 bias is widened, an int64 one read as it is), TFLite's 64-bit
+requantisation (a multiplier rounded to 16 bits), clamped to int16.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     apply_activation,
     channel_multipliers,
     multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier_64,
 )
 from tinycc_ml.ir.ops.windows import channel_scales, check_channel_requantisation, network_result, quantised_operand
 
@@ -49,11 +54,16 @@ def _infer(ts, attrs, declared):
     need(all(int(s) >= 1 for s in attrs["stride"]) and all(int(p) >= 0 for p in attrs["pad"]),
          f"stride {attrs['stride']}, pad {attrs['pad']}")
     oh, ow = (int(v) for v in attrs["out_size"])
-    result = network_result(x, declared, (1, oh, ow, w.shape[0]), "NHWC")
+    result = network_result(x, declared, (1, oh, ow, w.shape[0]), "NHWC",
+                            x.dtype.bits if x.dtype.is_quantised else 8)
     if x.dtype.is_quantised:
-        quantised_operand(x, "input", 8)
+        wide = x.dtype.bits == 16
+        quantised_operand(x, "input", x.dtype.bits, zero_point=not wide)  # TFLite's int16 kernel adds none
+        quantised_operand(result, "result", x.dtype.bits, zero_point=not wide)
         quantised_operand(w, "filter", 8, axis=0, zero_point=False)
-        quantised_operand(b, "bias", 32, axis=0, zero_point=False)
+        need(b.dtype.is_quantised and b.dtype.bits in ((16, 64) if wide else (32,)),
+             f"bias must be {'qi16 or qi64' if wide else 'qi32'}, got {b.dtype}")
+        quantised_operand(b, "bias", b.dtype.bits, axis=0, zero_point=False)
         check_channel_requantisation(x, w, result, w.shape[0])
     return result
 
@@ -91,10 +101,11 @@ def _fixed(call: FixedCall):
     x_t, w_t, _ = call.in_types
     out = call.type.dtype
     x = call.ins[0].reshape(-1, *x_t.shape[1:]) - x_t.dtype.zero_point
-    acc = _sums(x.astype(np.int64), call.ins[1], call.attrs) + call.ins[2]
+    acc = _sums(x.astype(np.int64), call.ins[1], call.attrs) + np.asarray(call.ins[2], np.int64)
     mult, shift = channel_multipliers(x_t.dtype.qscales[0], channel_scales(w_t, w_t.shape[0]), out.qscales[0])
-    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point)
-    y = np.clip(multiply_by_quantized_multiplier(acc, mult, shift) + out.zero_point, lo, hi)
+    lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
+    requantised = multiply_by_quantized_multiplier_64 if x_t.dtype.bits == 16 else multiply_by_quantized_multiplier
+    y = np.clip(requantised(acc, mult, shift) + out.zero_point, lo, hi)
     return y.reshape(-1, 1, *y.shape[1:])
 
 
@@ -135,8 +146,11 @@ def _c_fixed(em, node) -> list[str]:
     x_name, w_name, _ = node.inputs
     x, w = em.graph.type(x_name), em.graph.type(w_name)
     mult, shift = requant_params(em, node, w.shape[0], w)
-    return _loops(em, node, "int32_t acc = 0;", f"acc += ((int32_t){{x}} - {x.dtype.zero_point}) * (int32_t){{w}};",
-                  lambda bias: requantised_store(em, node, f"acc + {bias}", mult, shift))
+    wide = x.dtype.bits == 16
+    acc = "int64_t" if wide else "int32_t"
+    return _loops(em, node, f"{acc} acc = 0;",
+                  f"acc += ({acc})(((int32_t){{x}} - {x.dtype.zero_point}) * (int32_t){{w}});",
+                  lambda bias: requantised_store(em, node, f"acc + ({acc}){bias}", mult, shift, wide))
 
 
 def _c_float(em, node) -> list[str]:
@@ -174,14 +188,20 @@ def lower_tflite(low, options, ins, outs) -> None:
     need(padding in (0, 1), f"TRANSPOSE_CONV: padding {padding}")
     stride = [options.scalar(2, "i", 0, "stride_h"), options.scalar(1, "i", 0, "stride_w")]
     need(min(stride) >= 1, f"TRANSPOSE_CONV: stride {stride} (an absent stride is the schema's 0)")
-    low.check_bias_type(options, 4, "TRANSPOSE_CONV")
+    wide = low.check_bias_type(options, 4, "TRANSPOSE_CONV", ins[2]) == 64
     pad = [_padding(shape[1], stride[0], w.shape[1], padding == 0), _padding(shape[2], stride[1], w.shape[2],
                                                                              padding == 0)]
     attrs = {"stride": stride, "pad": pad, "out_size": shape[1:3], "activation": low.activation(options, 3,
                                                                                                "TRANSPOSE_CONV")}
     bias = ins[3] if len(ins) > 3 else -1
     real = x.type_name == "float32"
+    if x.type_name == "int16":  # TFLite Micro's int16 kernel reads an int16 bias widened, any other as int64
+        need(bias < 0 or low.tensors[bias].type_name in ("int16", "int64"),
+             f"TRANSPOSE_CONV: a 16x8 layer's bias is int16 or int64 (TFLite Micro reads it as int64), not "
+             f"{low.tensors[bias].type_name if bias >= 0 else None}")
+        wide = True
     low.add("transpose_conv2d", [low.value(ins[2]), low.value(ins[1], "OHWI", 0),
-                                 low.bias(bias, w.shape[0], low.name_of(out), real)], attrs, out)
+                                 low.bias(bias, w.shape[0], low.name_of(out), real, bits=64 if wide else 32)],
+            attrs, out)
     if w.data is not None and not real:
-        low.check_accumulator(ins[2], bias, w.data.reshape(w.shape[0], -1), out)
+        low.check_accumulator(ins[2], bias, w.data.reshape(w.shape[0], -1), out, 64 if wide else 32)
