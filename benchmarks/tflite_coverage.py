@@ -150,6 +150,9 @@ PROBES = {
     "SPLIT_V": lambda kind: _parts(OP.SPLIT_V, kind, (OPT.SplitVOptions, options("SplitVOptions", numSplits=2))),
     "UNPACK": lambda kind: _unpack_pack(kind),
     "PACK": lambda kind: _unpack_pack(kind),
+    "RESIZE_NEAREST_NEIGHBOR": lambda kind: _with_constant(
+        OP.RESIZE_NEAREST_NEIGHBOR, (1, 7, 9, 3), [7, 9],
+        (OPT.ResizeNearestNeighborOptions, options("ResizeNearestNeighborOptions", halfPixelCenters=True)))(kind),
 }
 
 
