@@ -286,3 +286,14 @@ def test_prelu_is_refused_by_name():
 
     with pytest.raises(ModelFileError, match=r"op PRelu \(node '/1/PRelu'\) is not supported"):
         tinycc_ml.load_model(DATA / "prelu_ts.onnx")
+
+
+# ---------------------------------------------------------------- elementwise, shapes, reductions, pools
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+@pytest.mark.parametrize("name", ["elementwise", "shapes", "reductions", "pools2d", "pools1d"])
+def test_tensor_ops_compile_at_float(name, exporter, tmp_path):
+    """Sub / Mul / Div / Max / Min broadcast, split, cat, F.pad, slicing, permute, squeeze / unsqueeze, chunk,
+    mean / sum / amax over axes, pools with ceil_mode and count_include_pad, adaptive pools: the float C held to
+    onnxruntime (the TorchScript exporter's shape arithmetic folded at import)."""
+    check_builds(DATA / f"{name}{exporter}.onnx", tmp_path, builds=("float",))

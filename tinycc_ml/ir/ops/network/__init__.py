@@ -11,6 +11,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     maximum_minimum,
     mul,
     quantize,
+    reduce,
     strided_slice,
     sub,
     transpose_conv,
