@@ -6,8 +6,8 @@ Float: the float32 sum in the input's element order (or the largest element; a N
 keeps one only when it comes first: the float C matches numpy's maximum only without NaNs, which the network's
 inputs do not hold). Fixed point (fx, the project's dialect): the largest integer, the input's type kept; the sum
 of the integers in int32 (the overflow proof bounds it by count x the input's largest |int|), shifted right with
-rounding to the result's scale (no finer than the input's), saturated. TFLite's int8 forms are not implemented:
-a quantised operand is refused by name.
+rounding to the result's scale (no finer than the input's), saturated. TFLite's int8: REDUCE_MAX of the stored
+integers, the quantisation kept; SUM's requantisation is not implemented (a quantised operand is refused by name).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.pow2_arith import check_shift
 from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.windows import keeps_type, network_result
+from tinycc_ml.ir.types import PER_TENSOR
 
 
 def reduced_axes(attrs: dict, rank: int) -> list[int]:
@@ -40,11 +41,15 @@ def reduced_shape(shape: tuple[int, ...], attrs: dict) -> tuple[int, ...]:
 def _infer(name: str):
     def infer(ts, attrs, declared):
         (x,) = ts
-        need(not x.dtype.is_quantised, f"{name} has no form for TFLite's quantised tensors here: compile the network "
-                                       "at float or in the project's fixed point")
+        need(not x.dtype.is_quantised or name == "reduce_max", f"{name} has no form for TFLite's quantised tensors here: "
+                                                               "compile the network at float or in the project's "
+                                                               "fixed point")
         result = network_result(x, declared, reduced_shape(x.shape, attrs), x.layout if int(attrs["keep_dims"]) else "")
         if name == "reduce_max":
             keeps_type(x, result, name)
+            need(not x.dtype.is_quantised or (result.dtype == x.dtype and x.dtype.axis == PER_TENSOR),
+                 f"TFLite's int8 REDUCE_MAX compares the stored integers: the result keeps the input's quantisation "
+                 f"{x.dtype}, declares {result.dtype}")
         elif x.dtype.is_fixed:
             check_shift(x.dtype.scale - result.dtype.scale, "the sum")
         return result
