@@ -281,11 +281,61 @@ def test_activation_tables_and_leaky_relu_run_bit_for_bit_in_the_simulators(targ
             assert_chip_equals_interpreter(model, rows, label, target, tmp_path / f"{name}_{label}")
 
 
-def test_prelu_is_refused_by_name():
+# ---------------------------------------------------------------- PReLU, ConvTranspose, LogSoftmax, LayerNorm
+
+# name -> (its builds, the refusal of the other precisions: (precision, options) and the message)
+LAYER_NETS = {
+    "prelu": (("float", "int16", "int8_pow2"), [("int8", {}, r"op prelu has no int8 quantisation")]),
+    "conv_transpose1d": (("float", "int8"), [("int16", {}, r"op transpose_conv2d has no form in the project's fixed "
+                                                          r"point")]),
+    "conv_transpose2d": (("float", "int8"), [("int8", {"int8_dialect": "pow2"}, r"op transpose_conv2d has no form")]),
+    "softmax": (("float",), [("int16", {}, r"softmax has no fixed-point form in the project's dialect")]),
+    "log_softmax": (("float",), [("int8", {}, r"op log_softmax has no int8 quantisation"),
+                                 ("int16", {}, r"op log_softmax has no form in the project's fixed point")]),
+    "layer_norm": (("float",), [("int16", {}, r"op layer_norm has no form in the project's fixed point")]),
+}
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+@pytest.mark.parametrize("name", list(LAYER_NETS))
+def test_layers_compile_where_a_form_exists_and_are_refused_by_name_elsewhere(name, exporter, tmp_path):
+    """nn.PReLU (float, int16, pow2 int8), ConvTranspose1d/2d (float, TFLite's int8), Softmax, LogSoftmax and
+    LayerNorm (float): held to onnxruntime; every other precision refused with the node's op named."""
+    from tinycc_ml.errors import CompileError
+
+    path = DATA / f"{name}{exporter}.onnx"
+    builds, refusals = LAYER_NETS[name]
+    check_builds(path, tmp_path, builds=builds)
+    model = tinycc_ml.load_model(path)
+    rows = np.random.default_rng(3).normal(size=(20, model.input_dim))
+    for precision, options, message in refusals:
+        with pytest.raises(CompileError, match=message):
+            tinycc_ml.compile(model, target="host", precision=precision, calibration=rows, out_dir=tmp_path / "no",
+                              **options)
+
+
+def test_conv_transpose_refuses_groups_and_dilations_by_name(tmp_path):
+    from onnx import helper
+
     from tinycc_ml.errors import ModelFileError
 
-    with pytest.raises(ModelFileError, match=r"op PRelu \(node '/1/PRelu'\) is not supported"):
-        tinycc_ml.load_model(DATA / "prelu_ts.onnx")
+    w = np.random.default_rng(4).normal(size=(3, 2, 3)).astype(np.float32)
+    for attrs, message in (({"group": 3}, r"ConvTranspose \(node 'up'\): group=3 is not supported"),
+                           ({"dilations": [2]}, r"ConvTranspose \(node 'up'\): dilations=\[2\] is not supported")):
+        save_net(tmp_path / "t.onnx", [helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="up", **attrs)],
+                 {"W": w}, [1, 3, 6])
+        with pytest.raises(ModelFileError, match=message):
+            tinycc_ml.load_model(tmp_path / "t.onnx")
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+def test_prelu_and_conv_transpose_run_bit_for_bit_in_the_simulators(target, tmp_path):
+    require_target(target)
+    for name, labels in (("prelu", ("int16", "int8_pow2")), ("conv_transpose1d", ("int8",))):
+        model = tinycc_ml.load_model(DATA / f"{name}.onnx")
+        rows = np.random.default_rng(8).normal(size=(40, model.input_dim))
+        for label in labels:
+            assert_chip_equals_interpreter(model, rows, label, target, tmp_path / f"{name}_{label}")
 
 
 # ---------------------------------------------------------------- elementwise, shapes, reductions, pools

@@ -51,6 +51,8 @@ NETWORK_OPS = {
     "ReduceSum": ("axes", "keepdims", "noop_with_empty_axes"),
     "ReduceMax": ("axes", "keepdims", "noop_with_empty_axes"),
     "GlobalMaxPool": (),
+    "ConvTranspose": ("kernel_shape", "strides", "pads", "dilations", "group", "output_padding", "auto_pad"),
+    "PRelu": (), "LogSoftmax": ("axis",), "LayerNormalization": ("axis", "epsilon", "stash_type"),
 }
 # ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
 # implementation at import, like Constant nodes
@@ -70,7 +72,8 @@ ACTIVATIONS = {"LeakyRelu": ("leaky_relu", {"alpha": 0.01}), "Sigmoid": ("logist
 ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0, 1), ("AveragePool", "ceil_mode"): (0, 1),
                   ("MaxPool", "storage_order"): (0,), ("Pad", "mode"): ("constant",),
                   ("ReduceSum", "noop_with_empty_axes"): (0,), ("ReduceMax", "noop_with_empty_axes"): (0,),
-                  ("BatchNormalization", "training_mode"): (0,),
+                  ("BatchNormalization", "training_mode"): (0,), ("ConvTranspose", "group"): (1,),
+                  ("ConvTranspose", "auto_pad"): ("NOTSET",), ("LayerNormalization", "stash_type"): (1,),
                   ("Gemm", "transA"): (0,), ("Conv", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
                   ("MaxPool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
                   ("AveragePool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
@@ -133,7 +136,8 @@ def unsupported(graph) -> list[str]:
                     problems.append(f"{label}: {name}={value!r} is not supported (supported: "
                                     f"{', '.join(map(str, allowed))})")
                 if name == "dilations" and node.op_type != "Conv" and any(int(d) != 1 for d in value):
-                    problems.append(f"{label}: dilations={list(value)} is not supported (pools: 1)")
+                    problems.append(f"{label}: dilations={list(value)} is not supported (1 only: pools, "
+                                    "ConvTranspose)")
     return problems
 
 
@@ -797,6 +801,65 @@ class _Lowering:
             result = self.reshaped(result, tuple(d for k, d in enumerate(x.shape) if k not in axes), f"{label}_drop")
         self.define(node.output[0], result)
 
+    def conv_transpose(self, node, attrs: dict) -> None:
+        """ConvTranspose (1-D and 2-D, group 1, no dilation): transpose_conv2d, its padding the pads before each
+        axis, its size ONNX's (input - 1) stride - pads + kernel + output_padding."""
+        x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "deconv"))
+        what = f"ConvTranspose node {node.name!r}"
+        if not x.spatial:
+            raise _Bad(f"{what} takes a tensor of shape {list(x.shape)}; expected 1 or 2 spatial axes")
+        w = self.const(node, 1, "weights")
+        if w.ndim != 2 + x.spatial or w.shape[0] != x.channels:
+            raise _Bad(f"{what} weights have shape {list(w.shape)} for an input of shape {list(x.shape)}")
+        n = x.spatial
+        window = list(w.shape[2:])
+        strides = _ints(attrs.get("strides"), n, 1, f"{what} strides", least=1)
+        if any(d != 1 for d in _ints(attrs.get("dilations"), n, 1, f"{what} dilations", least=1)):
+            raise _Bad(f"{what}: dilations {list(attrs['dilations'])} are not supported (1 only)")
+        pads = _ints(attrs.get("pads"), 2 * n, 0, f"{what} pads")
+        extra = _ints(attrs.get("output_padding"), n, 0, f"{what} output_padding")
+        if any(p < 0 for p in pads + extra) or any(e >= s for e, s in zip(extra, strides)):
+            raise _Bad(f"{what}: pads {pads}, output_padding {extra} (each output padding below its stride)")
+        sizes = [(size - 1) * s - pads[k] - pads[k + n] + k_ + e
+                 for k, (size, s, k_, e) in enumerate(zip(x.shape[2:], strides, window, extra))]
+        if any(s < 1 for s in sizes):
+            raise _Bad(f"{what} gives an output of {sizes}")
+        b = self.const(node, 2, "bias", required=False)
+        b = np.zeros(w.shape[1]) if b is None else b.reshape(-1)
+        activation, name = self.activation_after(node.output[0])
+        label = identifier(node.name or name, "deconv")
+        if n == 1:
+            w = w[:, :, None, :]
+        filters = self.add_const(w.transpose(1, 2, 3, 0), "OHWI", f"{label}_filter")
+        bias = self.add_const(b, "", f"{label}_bias")
+        out = self.add("transpose_conv2d", [x.node, filters, bias],
+                       {"stride": _as_2d(strides, n, 1), "pad": _as_2d(pads[:n], n, 0), "out_size": _as_2d(sizes, n, 1),
+                        "activation": activation}, label)
+        self.define(name, self.spatial_value(out, n))
+
+    def last_axis_op(self, node, attrs: dict) -> None:
+        """LogSoftmax and LayerNormalization over the last axis (as ONNX holds the tensor)."""
+        x = self.value(node, 0)
+        what = f"{node.op_type} node {node.name!r}"
+        axis = onnx_axis(attrs.get("axis", -1), len(x.shape), what)
+        if axis != len(x.shape) - 1:
+            raise _Bad(f"{what} over axis {axis} of shape {list(x.shape)}; only the last axis is supported")
+        label = identifier(node.name or node.output[0], node.op_type.lower())
+        x = x if len(x.shape) == 2 else self.plain(x, label)
+        if node.op_type == "LogSoftmax":
+            out = self.add("log_softmax", [x.node], {}, label)
+        else:
+            depth = x.shape[-1]
+            gamma = self.const(node, 1, "scale").reshape(-1)
+            beta = self.const(node, 2, "bias", required=False)
+            beta = np.zeros(depth) if beta is None else beta.reshape(-1)
+            if gamma.shape != (depth,) or beta.shape != (depth,):
+                raise _Bad(f"{what}: scale and bias of {gamma.size} and {beta.size} values for an axis of {depth}")
+            out = self.add("layer_norm", [x.node, self.add_const(gamma, "", f"{label}_scale"),
+                                          self.add_const(beta, "", f"{label}_bias")],
+                           {"epsilon": float(attrs.get("epsilon", 1e-5))}, label)
+        self.define(node.output[0], _Value(out, x.shape))
+
     def fold(self, node) -> bool:
         """A node whose inputs are all constants (or a Shape of a computed value, whose shape is known) becomes
         constants, evaluated by onnx's reference implementation: the exporters' shape arithmetic."""
@@ -974,6 +1037,17 @@ class _Lowering:
             self.elementwise(node)
         elif op in FUSED:
             self.standalone_activation(node)
+        elif op == "ConvTranspose":
+            self.conv_transpose(node, attrs)
+        elif op == "PRelu":
+            x = self.value(node, 0)
+            slope = self.const(node, 1, "slope").astype(np.float64)
+            label = identifier(node.name or node.output[0], "prelu")
+            alpha = self.add_const(self.layout_constant(slope, len(x.shape), x.spatial), "NHWC" if x.spatial else "",
+                                   f"{label}_slope")
+            self.define(node.output[0], _Value(self.add("prelu", [x.node, alpha], {}, label), x.shape, x.spatial))
+        elif op in ("LogSoftmax", "LayerNormalization"):
+            self.last_axis_op(node, attrs)
         elif op == "GlobalMaxPool":
             self.global_pool(node, "max_pool2d")
         elif op in ("ReduceMean", "ReduceSum", "ReduceMax"):

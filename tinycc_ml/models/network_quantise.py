@@ -35,7 +35,8 @@ CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_re
 # ops comparing or copying stored integers: every operand (a constant quantised so) and the result share one
 SHARED_QUANTISATION = ("tensor_maximum", "tensor_minimum", "concatenation")
 # None: one scale per tensor
-FILTER_AXIS = {"conv2d": 0, "grouped_conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None}
+FILTER_AXIS = {"conv2d": 0, "grouped_conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None,
+               "transpose_conv2d": 0}
 
 
 def activation_dtype(values: np.ndarray) -> DType:

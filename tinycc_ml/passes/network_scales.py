@@ -97,6 +97,14 @@ class NetworkScales(Pass):
                             f"2^{ACC_LIMIT.bit_length() - 1}): its window holds too many int{bits} values")
             elif node.op in LAYERS:
                 dtype, ins = self._layer(graph, out, node, peaks[name], bits, bound, adjust.get(name, 0))
+            elif node.op == "prelu":  # the input's type; the slope at a scale of its own, |slope| > 1 grows a value
+                dtype = out.type(ins[0]).dtype
+                slope = np.asarray(graph.node(ins[1]).attrs["value"], dtype=np.float64)
+                largest = float(np.max(np.abs(slope))) if slope.size else 0.0
+                slope_scale = min(best_scale(largest, bits), MAX_SHIFT)
+                ins[1] = out.add("const", [], {"value": quantise_array(slope, slope_scale, bits)},
+                                 type=graph.type(ins[1]).with_dtype(fixed(bits, slope_scale)), name=f"{ins[1]}_q")
+                bound[name] = min(2 ** (bits - 1), math.ceil(max(1.0, largest) * bound[ins[0]]) + 1)
             elif node.op == "leaky_relu":  # the input's type; |alpha| > 1 can grow a value up to the width
                 dtype = out.type(ins[0]).dtype
                 bound[name] = min(2 ** (bits - 1), math.ceil(max(1.0, abs(float(node.attrs["alpha"]))) *

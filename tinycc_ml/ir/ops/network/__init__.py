@@ -10,6 +10,8 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     leaky_relu,
     maximum_minimum,
     mul,
+    normalisation,
+    prelu,
     quantize,
     reduce,
     strided_slice,
