@@ -202,6 +202,16 @@ def pads_anything(attrs: dict, sizes, window, strides) -> bool:
     return any((out_size(n, k, s, 1, "same") - 1) * s + k > n for n, k, s in zip(sizes, window, strides))
 
 
+def onnx_slice_range(start: int, end: int, step: int, size: int) -> range:
+    """The indices ONNX's Slice takes from an axis of ``size``: a negative index counts from the end, then the start
+    is clamped to [0, size] (a negative step: [0, size - 1]) and the end to [0, size] ([-1, size - 1]); numpy
+    differs for a negative step (a start before the axis takes nothing there, ONNX's takes element 0)."""
+    start, end = start + size if start < 0 else start, end + size if end < 0 else end
+    if step > 0:
+        return range(min(max(start, 0), size), min(max(end, 0), size), step)
+    return range(min(max(start, 0), size - 1), min(max(end, -1), size - 1), step)
+
+
 def ceil_mode_pads(sizes, window, strides, pads) -> list[int]:
     """ONNX's pads with what ceil_mode adds after each axis: onnxruntime's output size rounds up, less a last window
     that would start in the padding after the input."""
@@ -679,7 +689,7 @@ class _Lowering:
         for start, end, axis, step in zip(starts, ends, axes, steps):
             if step == 0:
                 raise _Bad(f"{what}: step 0 on axis {axis}")
-            taken = range(*slice(start, end, step).indices(x.shape[axis]))  # ONNX clamps as numpy does
+            taken = onnx_slice_range(start, end, step, x.shape[axis])
             if not taken:
                 raise _Bad(f"{what}: takes no element of axis {axis}; empty tensors are not supported")
             begin[axis], stride[axis], count[axis] = taken.start, step, len(taken)
