@@ -362,8 +362,8 @@ def test_tensor_ops_compile_at_every_precision(name, exporter, tmp_path):
         from tinycc_ml.errors import CompileError
 
         model = tinycc_ml.load_model(path)
+        rows = np.random.default_rng(2).normal(size=(20, model.input_dim))
         with pytest.raises(CompileError, match=INT8_REFUSALS[name]):
-            rows = np.random.default_rng(2).normal(size=(20, model.input_dim))
             tinycc_ml.compile(model, target="host", precision="int8", calibration=rows,
                               out_dir=tmp_path / "int8")
 
@@ -396,7 +396,8 @@ def constant_ops_net(path: Path) -> None:
     rng = np.random.default_rng(11)
     f32 = np.float32
     inits = {"W": rng.normal(size=(4, 2, 3)).astype(f32), "b": rng.normal(size=4).astype(f32) / 4,
-             "offset": rng.normal(size=(4, 1)).astype(f32) / 2, "scale": rng.uniform(0.5, 2, size=(1, 4, 1)).astype(f32),
+             "offset": rng.normal(size=(4, 1)).astype(f32) / 2,
+             "scale": rng.uniform(0.5, 2, size=(1, 4, 1)).astype(f32),
              "three": np.array(3, f32), "shift": np.array([0.25], f32), "lo": np.array(-1, f32), "hi": np.array(1, f32),
              "starts": np.array([1]), "ends": np.array([100]), "axes": np.array([2]), "steps": np.array([2]),
              "pads": np.array([0, 0, 2, 0, 0, 1]), "Wd": rng.normal(size=(3, 8)).astype(f32)}

@@ -42,8 +42,8 @@ def _infer(name: str):
     def infer(ts, attrs, declared):
         (x,) = ts
         need(not x.dtype.is_quantised or name == "reduce_max",
-             f"{name} has no form for TFLite's quantised tensors here: compile the network at float or in the project's "
-             "fixed point")
+             f"{name} has no form for TFLite's quantised tensors here: compile the network at float or in the "
+             "project's fixed point")
         result = network_result(x, declared, reduced_shape(x.shape, attrs), x.layout if int(attrs["keep_dims"]) else "")
         if name == "reduce_max":
             keeps_type(x, result, name)
