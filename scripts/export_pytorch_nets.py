@@ -27,6 +27,50 @@ def networks():
         return nn.Sequential(nn.Conv1d(3, 6, 3, padding=1), activation, nn.Conv1d(6, 6, 3, padding=1),
                              nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(6, 4))
 
+    class Elementwise(nn.Module):
+        """Sub and Add of two branches, Mul by a per-channel constant and by a scalar, Div by a constant,
+        maximum / minimum of two tensors, broadcast."""
+
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv1d(3, 6, 3, padding=1), nn.Conv1d(3, 6, 3, padding=1)
+            self.scale = nn.Parameter(torch.rand(6, 1) + 0.5)
+            self.head = nn.Linear(6, 4)
+
+        def forward(self, x):
+            a, b = self.a(x), self.b(x)
+            y = (a - b) * self.scale + torch.maximum(a, b) / 4.0 - torch.minimum(a, 0.5 * b)
+            return self.head(y.mean(dim=2))
+
+    class Shapes(nn.Module):
+        """split, cat, F.pad, a strided slice, permute, unsqueeze / squeeze, chunk, cat on another axis."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(4, 8, 3, padding=1)
+            self.head = nn.Linear(32, 3)
+
+        def forward(self, x):
+            a, b = torch.split(self.conv(x), [3, 5], dim=1)
+            y = nn.functional.pad(torch.cat([b, a], dim=1), (2, 1))  # (1, 8, 19)
+            y = y[:, :, 1:17:2].permute(0, 2, 1).unsqueeze(1)  # (1, 1, 8, 8)
+            first, second = torch.chunk(y.squeeze(1), 2, dim=1)  # (1, 4, 8) each
+            return self.head(torch.cat([first, second.relu()], dim=2).flatten(1)[:, :32])
+
+    class Reductions(nn.Module):
+        """mean, sum and max over channels and over time, keepdim or not."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(3, 6, 3, padding=1)
+            self.head = nn.Linear(6 + 16 + 16, 4)
+
+        def forward(self, x):
+            y = self.conv(x)
+            over_time = y.amax(dim=2) + y.sum(dim=-1) / 16
+            over_channels = y.mean(dim=1, keepdim=True).squeeze(1)
+            return self.head(torch.cat([over_time, over_channels, y.sum(dim=1)], dim=1))
+
     torch.manual_seed(0)
     nets = {
         # depthwise-separable (MobileNet-style): BatchNorm, ReLU6, dropout before the classifier
@@ -51,6 +95,27 @@ def networks():
         "prelu": (conv1d_with(nn.PReLU(6, 0.2)), (1, 3, 16)),
         "gelu": (conv1d_with(nn.GELU()), (1, 3, 16)),
         "gelu_tanh": (conv1d_with(nn.GELU(approximate="tanh")), (1, 3, 16)),
+        "elementwise": (Elementwise(), (1, 3, 16)),
+        "shapes": (Shapes(), (1, 4, 16)),
+        "reductions": (Reductions(), (1, 3, 16)),
+        "pools2d": (nn.Sequential(nn.Conv2d(2, 4, 3), nn.MaxPool2d(3, 2, ceil_mode=True),
+                                  nn.AvgPool2d(3, 1, padding=1), nn.AdaptiveAvgPool2d(2),
+                                  nn.AdaptiveMaxPool2d(1), nn.Flatten(), nn.Linear(4, 3)), (1, 2, 14, 14)),
+        "pools1d": (nn.Sequential(nn.Conv1d(2, 4, 3), nn.MaxPool1d(2, ceil_mode=True),
+                                  nn.AvgPool1d(3, 2, padding=1, ceil_mode=True, count_include_pad=False),
+                                  nn.AdaptiveMaxPool1d(1), nn.Flatten(), nn.Linear(4, 3)), (1, 2, 17)),
+        "conv_transpose1d": (nn.Sequential(nn.Conv1d(3, 6, 3, stride=2), nn.ReLU(),
+                                           nn.ConvTranspose1d(6, 4, 4, stride=2, padding=1), nn.ReLU(),
+                                           nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(4, 3)), (1, 3, 16)),
+        "conv_transpose2d": (nn.Sequential(nn.Conv2d(2, 4, 3, stride=2), nn.ReLU(),
+                                           nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1),
+                                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 3)), (1, 2, 9, 9)),
+        "softmax": (nn.Sequential(nn.Conv1d(3, 6, 3), nn.ReLU(), nn.Flatten(), nn.Linear(84, 4), nn.Softmax(dim=1)),
+                    (1, 3, 16)),
+        "log_softmax": (nn.Sequential(nn.Conv1d(3, 6, 3), nn.ReLU(), nn.Flatten(), nn.Linear(84, 4),
+                                      nn.LogSoftmax(dim=-1)), (1, 3, 16)),
+        "layer_norm": (nn.Sequential(nn.Flatten(), nn.Linear(48, 16), nn.LayerNorm(16), nn.ReLU(), nn.Linear(16, 4)),
+                       (1, 3, 16)),
     }
     for module, _ in nets.values():
         for layer in module.modules():

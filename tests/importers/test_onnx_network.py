@@ -326,7 +326,7 @@ def test_every_unsupported_op_and_attribute_is_named_in_one_error(tmp_path):
     inits = [init("W", RNG.normal(size=(4, 3, 3))), init("b", RNG.normal(size=4))]
     nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="conv"),
              helper.make_node("Softsign", ["c"], ["r"], name="softsign"),
-             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2], ceil_mode=1),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2], storage_order=1),
              helper.make_node("Relu", ["p"], ["q"], name="relu", domain="com.example"),
              helper.make_node("GlobalAveragePool", ["q"], ["y"], name="gap")]
     save(tmp_path / "u.onnx", nodes, inits, [1, 3, 10], "y")
@@ -334,7 +334,7 @@ def test_every_unsupported_op_and_attribute_is_named_in_one_error(tmp_path):
         tinycc_ml.load_model(tmp_path / "u.onnx")
     message = str(info.value)
     assert "3 unsupported" in message and "op Softsign (node 'softsign')" in message
-    assert "MaxPool (node 'pool'): ceil_mode=1" in message and "domain 'com.example'" in message
+    assert "MaxPool (node 'pool'): storage_order=1" in message and "domain 'com.example'" in message
 
 
 def external_net(folder: Path, location="w.bin", offset=None, length=None, data: bytes | None = None):

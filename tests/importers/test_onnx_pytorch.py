@@ -281,8 +281,192 @@ def test_activation_tables_and_leaky_relu_run_bit_for_bit_in_the_simulators(targ
             assert_chip_equals_interpreter(model, rows, label, target, tmp_path / f"{name}_{label}")
 
 
-def test_prelu_is_refused_by_name():
+# ---------------------------------------------------------------- PReLU, ConvTranspose, LogSoftmax, LayerNorm
+
+# name -> (its builds, the refusal of the other precisions: (precision, options) and the message)
+LAYER_NETS = {
+    "prelu": (("float", "int16", "int8_pow2"), [("int8", {}, r"op prelu has no int8 quantisation")]),
+    "conv_transpose1d": (("float", "int8"), [("int16", {}, r"op transpose_conv2d has no form in the project's fixed "
+                                                          r"point")]),
+    "conv_transpose2d": (("float", "int8"), [("int8", {"int8_dialect": "pow2"}, r"op transpose_conv2d has no form")]),
+    "softmax": (("float",), [("int16", {}, r"softmax has no fixed-point form in the project's dialect")]),
+    "log_softmax": (("float",), [("int8", {}, r"op log_softmax has no int8 quantisation"),
+                                 ("int16", {}, r"op log_softmax has no form in the project's fixed point")]),
+    "layer_norm": (("float",), [("int16", {}, r"op layer_norm has no form in the project's fixed point")]),
+}
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+@pytest.mark.parametrize("name", list(LAYER_NETS))
+def test_layers_compile_where_a_form_exists_and_are_refused_by_name_elsewhere(name, exporter, tmp_path):
+    """nn.PReLU (float, int16, pow2 int8), ConvTranspose1d/2d (float, TFLite's int8), Softmax, LogSoftmax and
+    LayerNorm (float): held to onnxruntime; every other precision refused with the node's op named."""
+    from tinycc_ml.errors import CompileError
+
+    path = DATA / f"{name}{exporter}.onnx"
+    builds, refusals = LAYER_NETS[name]
+    check_builds(path, tmp_path, builds=builds)
+    model = tinycc_ml.load_model(path)
+    rows = np.random.default_rng(3).normal(size=(20, model.input_dim))
+    for precision, options, message in refusals:
+        with pytest.raises(CompileError, match=message):
+            tinycc_ml.compile(model, target="host", precision=precision, calibration=rows, out_dir=tmp_path / "no",
+                              **options)
+
+
+def test_conv_transpose_refuses_groups_and_dilations_by_name(tmp_path):
+    from onnx import helper
+
     from tinycc_ml.errors import ModelFileError
 
-    with pytest.raises(ModelFileError, match=r"op PRelu \(node '/1/PRelu'\) is not supported"):
-        tinycc_ml.load_model(DATA / "prelu_ts.onnx")
+    w = np.random.default_rng(4).normal(size=(3, 2, 3)).astype(np.float32)
+    for attrs, message in (({"group": 3}, r"ConvTranspose \(node 'up'\): group=3 is not supported"),
+                           ({"dilations": [2]}, r"ConvTranspose \(node 'up'\): dilations=\[2\] is not supported")):
+        save_net(tmp_path / "t.onnx", [helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="up", **attrs)],
+                 {"W": w}, [1, 3, 6])
+        with pytest.raises(ModelFileError, match=message):
+            tinycc_ml.load_model(tmp_path / "t.onnx")
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+def test_prelu_and_conv_transpose_run_bit_for_bit_in_the_simulators(target, tmp_path):
+    require_target(target)
+    for name, labels in (("prelu", ("int16", "int8_pow2")), ("conv_transpose1d", ("int8",))):
+        model = tinycc_ml.load_model(DATA / f"{name}.onnx")
+        rows = np.random.default_rng(8).normal(size=(40, model.input_dim))
+        for label in labels:
+            assert_chip_equals_interpreter(model, rows, label, target, tmp_path / f"{name}_{label}")
+
+
+# ---------------------------------------------------------------- elementwise, shapes, reductions, pools
+
+# name -> its builds; TFLite's int8 refused by name where the calibration gives the operands of a comparison or a
+# concatenation two quantisations, or the op has no int8 form
+TENSOR_NETS = {"elementwise": ("float", "int16", "int8_pow2"), "shapes": ("float", "int16", "int8_pow2"),
+               "reductions": ("float", "int16", "int8_pow2"), "pools2d": tuple(BUILDS), "pools1d": tuple(BUILDS)}
+INT8_REFUSALS = {"elementwise": r"node %\w+: tensor_maximum compares or copies stored int8 values: its operands need "
+                                r"one quantisation",
+                 "shapes": r"concatenation compares or copies stored int8 values",
+                 "reductions": r"op reduce_sum has no int8 quantisation"}
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+@pytest.mark.parametrize("name", list(TENSOR_NETS))
+def test_tensor_ops_compile_at_every_precision(name, exporter, tmp_path):
+    """Sub / Mul / Div / Max / Min broadcast, split, cat, F.pad, slicing, permute, squeeze / unsqueeze, chunk,
+    mean / sum / amax over axes, pools with ceil_mode and count_include_pad, adaptive pools: float held to
+    onnxruntime (the TorchScript exporter's shape arithmetic folded at import), the integer C to the interpreters."""
+    path = DATA / f"{name}{exporter}.onnx"
+    check_builds(path, tmp_path, builds=TENSOR_NETS[name])
+    if name in INT8_REFUSALS:
+        from tinycc_ml.errors import CompileError
+
+        model = tinycc_ml.load_model(path)
+        rows = np.random.default_rng(2).normal(size=(20, model.input_dim))
+        with pytest.raises(CompileError, match=INT8_REFUSALS[name]):
+            tinycc_ml.compile(model, target="host", precision="int8", calibration=rows,
+                              out_dir=tmp_path / "int8")
+
+
+def test_both_exporters_give_one_graph_for_the_tensor_ops():
+    """The TorchScript exporter's Shape / Gather / ConstantOfShape arithmetic (F.pad, chunk) folds away: the same
+    ops as the dynamo exporter's graph."""
+    for name in TENSOR_NETS:
+        ops = [sorted(tinycc_ml.load_model(DATA / f"{name}{e}.onnx").graph.op(n) for n in
+                      tinycc_ml.load_model(DATA / f"{name}{e}.onnx").graph.order()) for e in ("", "_ts")]
+        if name != "pools1d":  # dynamo writes AdaptiveMaxPool1d(1) as ReduceMax, TorchScript as MaxPool: one op each
+            assert ops[0] == ops[1], name
+
+
+def save_net(path: Path, nodes, inits, shape, opset: int = 17) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), str(path))
+
+
+def constant_ops_net(path: Path) -> None:
+    """Conv, then Sub / Mul / Div / Add of broadcast constants, Clip(-1, 1) (a maximum and a minimum by constants),
+    a strided Slice, a Pad, a Transpose to channels last, ReduceMax over the channels (a global max pool), a Gemm."""
+    from onnx import helper
+
+    rng = np.random.default_rng(11)
+    f32 = np.float32
+    inits = {"W": rng.normal(size=(4, 2, 3)).astype(f32), "b": rng.normal(size=4).astype(f32) / 4,
+             "offset": rng.normal(size=(4, 1)).astype(f32) / 2,
+             "scale": rng.uniform(0.5, 2, size=(1, 4, 1)).astype(f32),
+             "three": np.array(3, f32), "shift": np.array([0.25], f32), "lo": np.array(-1, f32), "hi": np.array(1, f32),
+             "starts": np.array([1]), "ends": np.array([100]), "axes": np.array([2]), "steps": np.array([2]),
+             "pads": np.array([0, 0, 2, 0, 0, 1]), "Wd": rng.normal(size=(3, 8)).astype(f32)}
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="conv", pads=[1, 1]),
+             helper.make_node("Sub", ["c", "offset"], ["s"], name="sub"),
+             helper.make_node("Mul", ["scale", "s"], ["m"], name="mul"),
+             helper.make_node("Div", ["m", "three"], ["d"], name="div"),
+             helper.make_node("Add", ["shift", "d"], ["a"], name="add"),
+             helper.make_node("Clip", ["a", "lo", "hi"], ["k"], name="clip"),
+             helper.make_node("Slice", ["k", "starts", "ends", "axes", "steps"], ["sl"], name="slice"),
+             helper.make_node("Pad", ["sl", "pads"], ["p"], name="pad"),
+             helper.make_node("Transpose", ["p"], ["t"], name="channels_last", perm=[0, 2, 1]),
+             helper.make_node("ReduceMax", ["t"], ["r"], name="largest", axes=[2], keepdims=0),
+             helper.make_node("Gemm", ["r", "Wd"], ["y"], name="dense", transB=1)]
+    save_net(path, nodes, inits, [1, 2, 11])
+
+
+def test_constant_operands_and_shape_ops_compile_at_every_precision(tmp_path):
+    """Every build, TFLite's int8 included: a constant operand of SUB and MUL takes its own int8 quantisation, of
+    MAXIMUM / MINIMUM the other operand's; slices, pads, transposes and pools keep theirs."""
+    constant_ops_net(tmp_path / "n.onnx")
+    model = tinycc_ml.load_model(tmp_path / "n.onnx")
+    ops = {model.graph.op(n) for n in model.graph.order()}
+    assert {"tensor_sub", "tensor_mul", "tensor_maximum", "tensor_minimum", "strided_slice", "pad"} <= ops
+    check_builds(tmp_path / "n.onnx", tmp_path)
+
+
+@pytest.mark.parametrize("nodes, inits, message", [
+    ([("Div", ["x", "x"], {})], {}, r"Div node 'n0' divides by a computed tensor; only division by a constant"),
+    ([("Pad", ["x", "pads"], {"mode": "reflect"})], {"pads": np.array([0, 0, 1, 0, 0, 1])},
+     r"Pad \(node 'n0'\): mode='reflect' is not supported \(supported: constant\)"),
+    ([("Pad", ["x", "pads", "fill"], {})], {"pads": np.array([0, 0, 1, 0, 0, 1]), "fill": np.array(1.5, np.float32)},
+     r"Pad node 'n0': constant value 1.5; only zero padding"),
+    ([("Shape", ["x"], {}), ("Cast", ["n0_out"], {"to": 1}), ("Gather", ["x", "idx"], {"axis": 2})],
+     {"idx": np.array([0, 2])}, r"Gather node 'n2' reads the network's data; Gather is supported on constants only"),
+    ([("Add", ["x", "row"], {}), ("Add", ["n0_out", "x"], {})], {"row": np.ones((1, 3, 1), np.float32)},
+     None),
+    ([("ReduceSum", ["x", "all"], {"keepdims": 0})], {"all": np.array([0, 1, 2])},
+     r"ReduceSum node 'n0' over axes \[0, 1, 2\] of shape \[1, 3, 5\] removes the batch axis"),
+], ids=["div_by_tensor", "reflect_pad", "nonzero_pad", "gather_of_data", "add_broadcast_ok", "reduce_batch"])
+def test_tensor_op_refusals_name_node_op_and_value(nodes, inits, message, tmp_path):
+    from onnx import helper
+
+    from tinycc_ml.errors import ModelFileError
+
+    made = []
+    for k, (op, ins, attrs) in enumerate(nodes):
+        last = k == len(nodes) - 1
+        made.append(helper.make_node(op, ins, ["y" if last else f"n{k}_out"], name=f"n{k}", **attrs))
+    save_net(tmp_path / "r.onnx", made, inits, [1, 3, 5], opset=18)
+    if message is None:
+        model = tinycc_ml.load_model(tmp_path / "r.onnx")
+        assert model.graph is not None
+        return
+    with pytest.raises(ModelFileError, match=message):
+        tinycc_ml.load_model(tmp_path / "r.onnx")
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+def test_tensor_ops_run_bit_for_bit_in_the_simulators(target, tmp_path):
+    """The shared C of SUB / MUL / MAXIMUM / MINIMUM (pow2 and TFLite's int8), slices, pads, concatenations of two
+    scales, reduce_sum / reduce_max, pools with ceil_mode and count_include_pad on each chip: every score the
+    interpreter's."""
+    require_target(target)
+    constant_ops_net(tmp_path / "n.onnx")
+    for path, labels in ((DATA / "elementwise.onnx", ("int16",)), (DATA / "reductions.onnx", ("int8_pow2",)),
+                         (DATA / "shapes_ts.onnx", ("int16",)), (DATA / "pools2d.onnx", ("int8",)),
+                         (tmp_path / "n.onnx", ("int8", "int8_pow2"))):
+        model = tinycc_ml.load_model(path)
+        rows = np.random.default_rng(7).normal(size=(40, model.input_dim))
+        for label in labels:
+            assert_chip_equals_interpreter(model, rows, label, target, tmp_path / f"{path.stem}_{label}")

@@ -715,11 +715,19 @@ def concatenation(em: CEmitter, node: Node) -> list[str]:
     outer = int(np.prod(a.shape[:axis], dtype=np.int64))
     a_run, b_run = a.size // outer, b.size // outer
     y = em.var(node.name)
+
+    def element(name: str, offset: str) -> str:  # fx operands rounded to the result's scale (shape.py)
+        shift = em.graph.type(name).dtype.scale - node.type.dtype.scale if node.type.dtype.is_fixed else 0
+        value = em.at(name, offset)
+        if not shift:
+            return value
+        return f"({ctype_of(node.type.dtype)})(((int32_t){value} + INT32_C({1 << (shift - 1)})) >> {shift})"
+
     return [f"for (long o = 0; o < {outer}; ++o) {{",
             f"    for (long i = 0; i < {a_run}; ++i)",
-            f"        {y}[o * {a_run + b_run} + i] = {em.at(a_name, f'o * {a_run} + i')};",
+            f"        {y}[o * {a_run + b_run} + i] = {element(a_name, f'o * {a_run} + i')};",
             f"    for (long i = 0; i < {b_run}; ++i)",
-            f"        {y}[o * {a_run + b_run} + {a_run} + i] = {em.at(b_name, f'o * {b_run} + i')};",
+            f"        {y}[o * {a_run + b_run} + {a_run} + i] = {element(b_name, f'o * {b_run} + i')};",
             "}"]
 
 

@@ -98,9 +98,9 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
     return ",\n    ".join(parts)
 
 
-# float ops whose C calls <math.h> (expf, tanhf, fabsf)
-MATH_OPS = ("exp", "tanh", "softmax", "sigmoid_calibrate", "ovr_decision", "logistic", "tensor_tanh", "elu", "silu",
-            "gelu")
+# float ops whose C calls <math.h> (expf, tanhf, fabsf, logf, sqrtf)
+MATH_OPS = ("exp", "tanh", "softmax", "log_softmax", "layer_norm", "sigmoid_calibrate", "ovr_decision", "logistic",
+            "tensor_tanh", "elu", "silu", "gelu")
 
 
 @dataclass

@@ -74,7 +74,8 @@ def load_onnx(path) -> MLPModel | NetworkModel:
                                  "be dynamic)")
     dense = all(node.op_type in SUPPORTED_OPS for node in graph.node)
     if not dense or (len(shape) > 1 and any(s != 1 for s in shape[:-1])):
-        return NetworkModel(network_graph(path, graph, weights, inputs[0].name, [1, *shape[1:]]), path.name)
+        opset = next((o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS), None)
+        return NetworkModel(network_graph(path, graph, weights, inputs[0].name, [1, *shape[1:]], opset), path.name)
     if not shape:
         raise ModelFileError(f"{path}: input {inputs[0].name!r} is a scalar; expected one vector "
                              "([features] or [1, features])")

@@ -46,14 +46,34 @@ NETWORK_OPS = {
     "Constant": ("value",),
     "LeakyRelu": ("alpha",), "Sigmoid": (), "Tanh": (), "HardSwish": (), "HardSigmoid": ("alpha", "beta"),
     "Elu": ("alpha",), "Gelu": ("approximate",), "Mul": (),
+    "Sub": (), "Div": (), "Max": (), "Min": (), "Transpose": ("perm",), "Slice": (),
+    "Split": ("axis", "split", "num_outputs"), "Concat": ("axis",), "Pad": ("mode", "pads", "value"),
+    "ReduceSum": ("axes", "keepdims", "noop_with_empty_axes"),
+    "ReduceMax": ("axes", "keepdims", "noop_with_empty_axes"),
+    "GlobalMaxPool": (),
+    "ConvTranspose": ("kernel_shape", "strides", "pads", "dilations", "group", "output_padding", "auto_pad"),
+    "PRelu": (), "LogSoftmax": ("axis",), "LayerNormalization": ("axis", "epsilon", "stash_type"),
 }
+# ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
+# implementation at import, like Constant nodes
+CONSTANT_ONLY = ("Shape", "Gather", "ConstantOfShape", "Cast", "Range", "Equal", "Where", "Expand", "Neg", "Floor",
+                 "Ceil", "Less", "Greater", "Not", "Size")
+# elementwise ONNX op -> the IR op of two broadcast operands (Add of two tensors of one shape: tensor_add; Add of a
+# constant c is the exact x - (-c); Div by a constant c, x * (1 / c))
+BINARY = {"Add": "tensor_sub", "Sub": "tensor_sub", "Mul": "tensor_mul", "Div": "tensor_mul",
+          "Max": "tensor_maximum", "Min": "tensor_minimum"}
+# ONNX's axis -> the IR's NHWC axis of a value with 1 or 2 spatial axes
+NHWC_AXIS = {1: (0, 3, 2), 2: (0, 3, 1, 2)}
 # ONNX activation -> (the IR op, its attributes with ONNX's defaults)
 ACTIVATIONS = {"LeakyRelu": ("leaky_relu", {"alpha": 0.01}), "Sigmoid": ("logistic", {}), "Tanh": ("tensor_tanh", {}),
                "HardSwish": ("hard_swish", {}), "HardSigmoid": ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}),
                "Elu": ("elu", {"alpha": 1.0}), "Gelu": ("gelu", {"approximate": "none"})}
 # attribute values the lowering does not implement: (op, attribute) -> the values allowed
-ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0,), ("AveragePool", "ceil_mode"): (0,),
-                  ("MaxPool", "storage_order"): (0,), ("BatchNormalization", "training_mode"): (0,),
+ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0, 1), ("AveragePool", "ceil_mode"): (0, 1),
+                  ("MaxPool", "storage_order"): (0,), ("Pad", "mode"): ("constant",),
+                  ("ReduceSum", "noop_with_empty_axes"): (0,), ("ReduceMax", "noop_with_empty_axes"): (0,),
+                  ("BatchNormalization", "training_mode"): (0,), ("ConvTranspose", "group"): (1,),
+                  ("ConvTranspose", "auto_pad"): ("NOTSET",), ("LayerNormalization", "stash_type"): (1,),
                   ("Gemm", "transA"): (0,), ("Conv", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
                   ("MaxPool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
                   ("AveragePool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
@@ -100,6 +120,8 @@ def unsupported(graph) -> list[str]:
         label = f"{node.op_type} (node {node.name!r})"
         if node.domain not in ONNX_DOMAINS:
             problems.append(f"{label} is of domain {node.domain!r}, not a standard ONNX op")
+        elif node.op_type in CONSTANT_ONLY:
+            continue
         elif node.op_type not in NETWORK_OPS:
             problems.append(f"op {label} is not supported")
         else:
@@ -114,7 +136,8 @@ def unsupported(graph) -> list[str]:
                     problems.append(f"{label}: {name}={value!r} is not supported (supported: "
                                     f"{', '.join(map(str, allowed))})")
                 if name == "dilations" and node.op_type != "Conv" and any(int(d) != 1 for d in value):
-                    problems.append(f"{label}: dilations={list(value)} is not supported (pools: 1)")
+                    problems.append(f"{label}: dilations={list(value)} is not supported (1 only: pools, "
+                                    "ConvTranspose)")
     return problems
 
 
@@ -179,9 +202,34 @@ def pads_anything(attrs: dict, sizes, window, strides) -> bool:
     return any((out_size(n, k, s, 1, "same") - 1) * s + k > n for n, k, s in zip(sizes, window, strides))
 
 
+def onnx_slice_range(start: int, end: int, step: int, size: int) -> range:
+    """The indices ONNX's Slice takes from an axis of ``size``: a negative index counts from the end, then the start
+    is clamped to [0, size] (a negative step: [0, size - 1]) and the end to [0, size] ([-1, size - 1]); numpy
+    differs for a negative step (a start before the axis takes nothing there, ONNX's takes element 0)."""
+    start, end = start + size if start < 0 else start, end + size if end < 0 else end
+    if step > 0:
+        return range(min(max(start, 0), size), min(max(end, 0), size), step)
+    return range(min(max(start, 0), size - 1), min(max(end, -1), size - 1), step)
+
+
+def ceil_mode_pads(sizes, window, strides, pads) -> list[int]:
+    """ONNX's pads with what ceil_mode adds after each axis: onnxruntime's output size rounds up, less a last window
+    that would start in the padding after the input."""
+    spatial = len(sizes)
+    pads = list(pads)
+    for k, (n, w, s) in enumerate(zip(sizes, window, strides)):
+        span = n + pads[k] + pads[k + spatial] - w
+        out = -(-span // s) + 1
+        if (out - 1) * s >= n + pads[k]:
+            out -= 1
+        pads[k + spatial] += max(0, (out - 1) * s + w - (n + pads[k] + pads[k + spatial]))
+    return pads
+
+
 class _Lowering:
-    def __init__(self, path: Path, proto_graph, weights: dict, graph: Graph):
+    def __init__(self, path: Path, proto_graph, weights: dict, graph: Graph, opset: int | None = None):
         self.path, self.proto, self.weights, self.graph = path, proto_graph, weights, graph
+        self.opset = opset
         self.values: dict[str, _Value] = {}
         self.done: set[int] = set()
         self.consumers: dict[str, list[int]] = {}
@@ -264,7 +312,7 @@ class _Lowering:
     # ---- ops
 
     def conv(self, node, attrs: dict) -> None:
-        x = self.value(node, 0)
+        x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "conv"))
         if not x.spatial:
             raise _Bad(f"Conv node {node.name!r} takes a tensor of shape {list(x.shape)}; expected (batch, "
                        "channels, length) or (batch, channels, height, width)")
@@ -343,7 +391,7 @@ class _Lowering:
         return folded_w, check_array(folded_b, f"BatchNormalization node {bn.name!r} folded bias", self.path)
 
     def pool(self, node, attrs: dict) -> None:
-        x = self.value(node, 0)
+        x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "pool"))
         if not x.spatial:
             raise _Bad(f"{node.op_type} node {node.name!r} takes a tensor of shape {list(x.shape)}; expected a "
                        "(batch, channels, ...) tensor with 1 or 2 spatial axes")
@@ -352,11 +400,26 @@ class _Lowering:
         if any(k < 1 for k in window):
             raise _Bad(f"{what}: kernel_shape {window}")
         strides = _ints(attrs.get("strides"), x.spatial, 1, f"{what} strides", least=1)
-        padding = self.padding(node, attrs, x, window, strides, [1] * x.spatial)
+        label = identifier(node.name or node.output[0], "pool")
+        auto = attrs.get("auto_pad", b"NOTSET")
+        explicit = (auto.decode() if isinstance(auto, bytes) else auto) == "NOTSET"
+        pads = _ints(attrs.get("pads"), 2 * x.spatial, 0, f"{what} pads") if explicit else [0] * 2 * x.spatial
+        if any(p < 0 for p in pads):
+            raise _Bad(f"{what}: negative pads {pads}")
+        if explicit and int(attrs.get("ceil_mode", 0)):
+            pads = ceil_mode_pads(list(x.shape[2:]), window, strides, pads)
+        if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)) and explicit:
+            # the padding's zeros are counted: pad first, then average every window inside the padded tensor
+            onnx_pads = _ints(attrs.get("pads"), 2 * x.spatial, 0, f"{what} pads")
+            x = self.padded(x, [0, 0, *onnx_pads[:x.spatial]], [0, 0, *onnx_pads[x.spatial:]], f"{label}_pad")
+            pads = [0] * x.spatial + [p - q for p, q in zip(pads[x.spatial:], onnx_pads[x.spatial:])]
+        if explicit:
+            padding = padding_attrs(node, {"pads": pads}, list(x.shape[2:]), window, strides, [1] * x.spatial)
+        else:
+            padding = self.padding(node, attrs, x, window, strides, [1] * x.spatial)
         if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)) and pads_anything(
-                padding, x.shape[2:], window, strides):
-            raise _Bad(f"{what}: count_include_pad=1 with padding is not supported (TFLite averages the elements "
-                       "inside the input)")
+                padding, x.shape[2:], window, strides) and not explicit:
+            raise _Bad(f"{what}: count_include_pad=1 with auto_pad is not supported; give explicit pads")
         activation, name = self.activation_after(node.output[0])
         op = "max_pool2d" if node.op_type == "MaxPool" else "average_pool2d"
         out = self.add(op, [x.node], {"filter": _as_2d(window, x.spatial, 1), "stride": _as_2d(strides, x.spatial, 1),
@@ -365,32 +428,24 @@ class _Lowering:
         self.define(name, self.spatial_value(out, x.spatial))
 
     def global_average(self, node, keepdims: bool = True) -> None:
-        x = self.value(node, 0)
+        self.global_pool(node, "average_pool2d", keepdims)
+
+    def global_pool(self, node, op: str, keepdims: bool = True) -> None:
+        """The average or largest value of each channel over every position."""
+        x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "global"))
         if not x.spatial:
             raise _Bad(f"{node.op_type} node {node.name!r} takes a tensor of shape {list(x.shape)} without "
                        "spatial axes")
         _, h, w, c = self.graph.type(x.node).shape
         activation, name = self.activation_after(node.output[0])
         label = identifier(node.name or name, "mean")
-        out = self.add("average_pool2d", [x.node], {"filter": [h, w], "stride": [1, 1], "padding": "valid",
-                                                    "activation": activation}, label)
+        out = self.add(op, [x.node], {"filter": [h, w], "stride": [1, 1], "padding": "valid",
+                                      "activation": activation}, label)
         if keepdims:
             self.define(name, _Value(out, (1, c, *[1] * x.spatial), x.spatial))
         else:
             flat = self.add("reshape", [out], {"shape": [1, c]}, f"{label}_flat")
             self.define(name, _Value(flat, (1, c)))
-
-    def reduce_mean(self, node, attrs: dict) -> None:
-        x = self.value(node, 0)
-        axes = attrs.get("axes")
-        if axes is None and len(node.input) > 1 and node.input[1]:
-            axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
-        rank = len(x.shape)
-        axes = sorted(onnx_axis(a, rank, f"ReduceMean node {node.name!r}") for a in (axes or []))
-        if not x.spatial or axes != list(range(2, rank)):
-            raise _Bad(f"ReduceMean node {node.name!r} over axes {axes} of shape {list(x.shape)}; only the mean over "
-                       "every spatial axis (a global average pool) is supported")
-        self.global_average(node, bool(attrs.get("keepdims", 1)))
 
     def reshaping(self, node, attrs: dict) -> None:
         """Flatten, Reshape, Squeeze, Unsqueeze: the ONNX shape they give, then ``reshaped``."""
@@ -472,6 +527,382 @@ class _Lowering:
                             TensorType(nhwc, F32, "NHWC"))
         return _Value(node, shape, len(shape) - 2)
 
+    def plain(self, x: _Value, label: str) -> _Value:
+        """``x`` held as ONNX holds it (its shape, channels first)."""
+        if not x.spatial:
+            return x
+        node = x.node
+        n, h, w, c = self.graph.type(node).shape
+        if c > 1 and h * w > 1:
+            node = self.add("transpose", [node], {"perm": NCHW_OF_NHWC}, f"{label}_nchw",
+                            TensorType((n, c, h, w), F32, "NCHW"))
+        if self.graph.type(node).shape != x.shape:
+            node = self.add("reshape", [node], {"shape": list(x.shape)}, f"{label}_onnx")
+        return _Value(node, x.shape)
+
+    def spatial(self, x: _Value, label: str) -> _Value:
+        """A (batch, channels, length) or (batch, channels, height, width) value as the IR's NHWC."""
+        if x.spatial or len(x.shape) not in (3, 4):
+            return x
+        node, channels = x.node, x.shape[1]
+        if channels > 1 and int(np.prod(x.shape[2:])) > 1:
+            node = self.add("transpose", [node], {"perm": [0, *range(2, len(x.shape)), 1]}, f"{label}_channels_last")
+        return self.as_spatial(node, x.shape, label)
+
+    def operand(self, node, index: int) -> _Value | np.ndarray:
+        """A computed value, or a constant as a float array."""
+        name = node.input[index] if index < len(node.input) else ""
+        if name in self.weights:
+            return self.const(node, index, "operand").astype(np.float64)
+        return self.value(node, index)
+
+    def layout_constant(self, array: np.ndarray, rank: int, spatial: int) -> np.ndarray:
+        """A constant broadcast against a value of ``rank`` axes, in that value's IR layout."""
+        array = array.reshape((1,) * (rank - array.ndim) + array.shape)
+        if not spatial:
+            return array
+        array = array.transpose(0, *range(2, rank), 1)  # channels last
+        return array[:, None] if spatial == 1 else array
+
+    def binary(self, node, op: str, a, b, label: str) -> _Value:
+        """``op`` of two operands (values or constant arrays, not both constant), numpy-broadcast as ONNX does:
+        in the IR's NHWC where the values are spatial alike, else as ONNX holds them."""
+        what = f"{node.op_type} node {node.name!r}"
+        values = [v for v in (a, b) if isinstance(v, _Value)]
+        shape = tuple(int(d) for d in np.broadcast_shapes(*(v.shape for v in (a, b))))
+        if len(shape) < 2 or shape[0] != 1:
+            raise _Bad(f"{what}: operands of shapes {[list(v.shape) for v in (a, b)]}; the batch (1) must stay the "
+                       "first axis")
+        if len(values) == 2 and len(a.shape) == len(b.shape) and a.spatial != b.spatial and len(a.shape) in (3, 4):
+            a, b = self.spatial(a, f"{label}_a"), self.spatial(b, f"{label}_b")
+        alike = all(isinstance(v, np.ndarray) or (v.spatial == values[0].spatial and len(v.shape) == len(shape))
+                    for v in (a, b))
+        spatial = values[0].spatial if alike else 0
+        nodes = []
+        for k, v in enumerate((a, b)):
+            if isinstance(v, np.ndarray):
+                array = self.layout_constant(v, len(shape), spatial)
+                nodes.append(self.add_const(array, "NHWC" if spatial else "", f"{label}_constant{k}"))
+            else:
+                nodes.append((v if spatial else self.plain(v, f"{label}_{k}")).node)
+        out = self.add(op, nodes, {}, label)
+        return self.spatial_value(out, spatial) if spatial else _Value(out, shape)
+
+    def elementwise(self, node) -> None:
+        """Sub, Mul, Div by a constant, Max, Min, and Add of a constant or broadcast: the IR's broadcast ops."""
+        op, what = node.op_type, f"{node.op_type} node {node.name!r}"
+        label = identifier(node.name or node.output[0], op.lower())
+        operands = [self.operand(node, k) for k in range(len(node.input))]
+        if op not in ("Max", "Min") and len(operands) != 2:
+            raise _Bad(f"{what} has {len(operands)} inputs, expected 2")
+        if not operands:
+            raise _Bad(f"{what} has no inputs")
+        if op == "Div":
+            if not isinstance(operands[1], np.ndarray):
+                raise _Bad(f"{what} divides by a computed tensor; only division by a constant is supported")
+            operands[1] = np.asarray(1.0 / operands[1])
+        if op == "Add":
+            if all(isinstance(v, _Value) for v in operands):
+                raise _Bad(f"{what} adds shapes {list(operands[0].shape)} and {list(operands[1].shape)}; "
+                           "broadcasting two computed tensors in an Add is not supported")
+            a, b = operands if isinstance(operands[1], np.ndarray) else operands[::-1]
+            operands = [a, np.asarray(-b)]
+        result = operands[0]
+        for k, other in enumerate(operands[1:]):
+            result = self.binary(node, BINARY[op], result, other, label if k == len(operands) - 2 else f"{label}_{k}")
+        if isinstance(result, np.ndarray):  # Max / Min of one input
+            raise _Bad(f"{what} reads no computed tensor")
+        self.define(node.output[0], result)
+
+    def standalone_activation(self, node) -> None:
+        """Relu or Clip that no op before them fuses: relu / relu6, or a clamp by constants."""
+        x = self.value(node, 0)
+        label = identifier(node.name or node.output[0], node.op_type.lower())
+        if node.op_type == "Relu":
+            kind = "relu"
+        else:
+            attrs = attributes(node)
+            lo, hi = attrs.get("min"), attrs.get("max")
+            if len(node.input) > 1 and node.input[1]:
+                lo = float(self.const(node, 1, "min").reshape(-1)[0])
+            if len(node.input) > 2 and node.input[2]:
+                hi = float(self.const(node, 2, "max").reshape(-1)[0])
+            kind = "relu6" if (lo, hi) == (0, 6) else "relu" if lo == 0 and hi in (None, np.inf) else None
+            if kind is None:
+                for bound, op, suffix in ((lo, "tensor_maximum", "lo"), (hi, "tensor_minimum", "hi")):
+                    if bound is not None:
+                        x = self.binary(node, op, x, np.array(bound), f"{label}_{suffix}")
+                self.define(node.output[0], x)
+                return
+        out = self.add(kind, [x.node], {}, label)
+        self.define(node.output[0], _Value(out, x.shape, x.spatial))
+
+    def transpose(self, node, attrs: dict) -> None:
+        x = self.value(node, 0)
+        rank = len(x.shape)
+        perm = [int(p) for p in attrs.get("perm", range(rank - 1, -1, -1))]
+        what = f"Transpose node {node.name!r}"
+        if sorted(perm) != list(range(rank)):
+            raise _Bad(f"{what}: perm {perm} is not a permutation of {rank} axes")
+        shape = tuple(x.shape[p] for p in perm)
+        if shape[0] != 1:
+            raise _Bad(f"{what}: perm {perm} of shape {list(x.shape)}; the batch (1) must stay the first axis")
+        label = identifier(node.name or node.output[0], "transpose")
+        if x.spatial and perm == [0, *range(2, rank), 1]:  # channels last: the IR's order already
+            out = self.add("reshape", [x.node], {"shape": list(shape)}, label)
+        else:
+            x = self.plain(x, label)
+            out = self.add("transpose", [x.node], {"perm": perm}, label) if perm != list(range(rank)) else x.node
+        self.define(node.output[0], _Value(out, shape))
+
+    def sliced(self, x: _Value, begin: list[int], stride: list[int], count: list[int], label: str) -> _Value:
+        """Per ONNX axis ``count`` elements from ``begin`` by ``stride``: strided_slice in the value's layout."""
+        if count[0] != 1:
+            raise _Bad(f"{label}: slices {count[0]} rows of the batch; the batch (1) must stay")
+        if begin == [0] * len(begin) and stride == [1] * len(stride) and tuple(count) == x.shape:
+            return x
+        if not x.spatial:
+            out = self.add("strided_slice", [x.node], {"begin": begin, "stride": stride, "count": count,
+                                                        "shape": count}, label)
+            return _Value(out, tuple(count))
+        axes = NHWC_AXIS[x.spatial]
+        ir_shape = list(self.graph.type(x.node).shape)
+        ir_begin, ir_stride, ir_count = [0] * 4, [1] * 4, list(ir_shape)
+        for k, ir in enumerate(axes):
+            ir_begin[ir], ir_stride[ir], ir_count[ir] = begin[k], stride[k], count[k]
+        out = self.add("strided_slice", [x.node], {"begin": ir_begin, "stride": ir_stride, "count": ir_count,
+                                                    "shape": ir_count}, label, TensorType(tuple(ir_count), F32, "NHWC"))
+        return self.spatial_value(out, x.spatial)
+
+    def slice(self, node) -> None:
+        x = self.value(node, 0)
+        rank, what = len(x.shape), f"Slice node {node.name!r}"
+        ints = [self.const(node, k, name).astype(np.int64).reshape(-1).tolist()
+                if k < len(node.input) and node.input[k] else None
+                for k, name in enumerate(("data", "starts", "ends", "axes", "steps")) if k]
+        starts, ends, axes, steps = ints
+        axes = list(range(len(starts))) if axes is None else [onnx_axis(a, rank, what) for a in axes]
+        steps = [1] * len(starts) if steps is None else steps
+        if not len(starts) == len(ends) == len(axes) == len(steps) or len(set(axes)) != len(axes):
+            raise _Bad(f"{what}: starts {starts}, ends {ends}, axes {axes}, steps {steps} do not match")
+        begin, stride, count = [0] * rank, [1] * rank, list(x.shape)
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            if step == 0:
+                raise _Bad(f"{what}: step 0 on axis {axis}")
+            taken = onnx_slice_range(start, end, step, x.shape[axis])
+            if not taken:
+                raise _Bad(f"{what}: takes no element of axis {axis}; empty tensors are not supported")
+            begin[axis], stride[axis], count[axis] = taken.start, step, len(taken)
+        self.define(node.output[0], self.sliced(x, begin, stride, count, identifier(node.name or node.output[0],
+                                                                                    "slice")))
+
+    def split(self, node, attrs: dict) -> None:
+        x = self.value(node, 0)
+        what = f"Split node {node.name!r}"
+        axis = onnx_axis(attrs.get("axis", 0), len(x.shape), what)
+        size = x.shape[axis]
+        if len(node.input) > 1 and node.input[1]:
+            sizes = self.const(node, 1, "split").astype(np.int64).reshape(-1).tolist()
+        elif "split" in attrs:
+            sizes = [int(v) for v in attrs["split"]]
+        else:  # equal parts, the last smaller (num_outputs, opset 18)
+            parts = int(attrs.get("num_outputs", len(node.output)))
+            chunk = -(-size // max(parts, 1))
+            sizes = [chunk] * (parts - 1) + [size - chunk * (parts - 1)]
+        if len(sizes) != len(node.output) or sum(sizes) != size or any(s < 1 for s in sizes):
+            raise _Bad(f"{what}: parts {sizes} for {len(node.output)} outputs of an axis of {size}")
+        start, label = 0, identifier(node.name or node.output[0], "split")
+        for k, (name, part) in enumerate(zip(node.output, sizes)):
+            begin, count = [0] * len(x.shape), list(x.shape)
+            begin[axis], count[axis] = start, part
+            if name:
+                self.define(name, self.sliced(x, begin, [1] * len(x.shape), count, f"{label}_{k}"))
+            start += part
+
+    def concat(self, node, attrs: dict) -> None:
+        values = [self.value(node, k) for k in range(len(node.input))]
+        what = f"Concat node {node.name!r}"
+        if not values:
+            raise _Bad(f"{what} has no inputs")
+        rank = len(values[0].shape)
+        axis = onnx_axis(attrs.get("axis", 0), rank, what)
+        if any(len(v.shape) != rank or [d for k, d in enumerate(v.shape) if k != axis] !=
+               [d for k, d in enumerate(values[0].shape) if k != axis] for v in values) or axis == 0:
+            raise _Bad(f"{what} on axis {axis} of shapes {[list(v.shape) for v in values]}")
+        label = identifier(node.name or node.output[0], "concat")
+        spatial = values[0].spatial if all(v.spatial == values[0].spatial for v in values) else 0
+        if not spatial:
+            values = [self.plain(v, f"{label}_{k}") for k, v in enumerate(values)]
+        ir_axis = NHWC_AXIS[spatial][axis] if spatial else axis
+        out = values[0].node
+        for k, v in enumerate(values[1:]):
+            out = self.add("concatenation", [out, v.node], {"axis": ir_axis},
+                           label if k == len(values) - 2 else f"{label}_{k}")
+        shape = tuple(sum(v.shape[axis] for v in values) if k == axis else d for k, d in enumerate(values[0].shape))
+        self.define(node.output[0], self.spatial_value(out, spatial) if spatial else _Value(out, shape))
+
+    def pad(self, node, attrs: dict) -> None:
+        x = self.value(node, 0)
+        rank, what = len(x.shape), f"Pad node {node.name!r}"
+        if len(node.input) > 1 and node.input[1]:
+            pads = self.const(node, 1, "pads").astype(np.int64).reshape(-1).tolist()
+        else:
+            pads = [int(p) for p in attrs.get("pads", [])]
+        fill = attrs.get("value", 0.0)
+        if len(node.input) > 2 and node.input[2]:
+            fill = self.const(node, 2, "constant_value").reshape(-1)
+            fill = float(fill[0]) if fill.size else 0.0
+        if fill != 0:
+            raise _Bad(f"{what}: constant value {fill}; only zero padding is supported")
+        axes = list(range(rank))
+        if len(node.input) > 3 and node.input[3]:
+            axes = [onnx_axis(a, rank, what) for a in self.const(node, 3, "axes").astype(np.int64).reshape(-1)]
+        if len(pads) != 2 * len(axes) or any(p < 0 for p in pads):
+            raise _Bad(f"{what}: pads {pads} for axes {axes}; two non-negative values per axis are supported")
+        before, after = [0] * rank, [0] * rank
+        for k, axis in enumerate(axes):
+            before[axis], after[axis] = pads[k], pads[k + len(axes)]
+        if before[0] or after[0]:
+            raise _Bad(f"{what} pads the batch axis")
+        label = identifier(node.name or node.output[0], "pad")
+        self.define(node.output[0], self.padded(x, before, after, label))
+
+    def padded(self, x: _Value, before: list[int], after: list[int], label: str) -> _Value:
+        """``x`` with zeros before and after each ONNX axis."""
+        if not any(before) and not any(after):
+            return x
+        shape = tuple(d + b + a for d, b, a in zip(x.shape, before, after))
+        if not x.spatial:
+            out = self.add("pad", [x.node], {"pads": [p for pair in zip(before, after) for p in pair]}, label)
+            return _Value(out, shape)
+        ir_pads = [0] * 8
+        for k, ir in enumerate(NHWC_AXIS[x.spatial]):
+            ir_pads[2 * ir], ir_pads[2 * ir + 1] = before[k], after[k]
+        out = self.add("pad", [x.node], {"pads": ir_pads}, label)
+        return self.spatial_value(out, x.spatial)
+
+    def reduce(self, node, attrs: dict) -> None:
+        """ReduceMean / ReduceMax over every spatial axis: a global pool; any other axes: reduce_sum (times
+        1 / count for a mean) or reduce_max."""
+        x = self.value(node, 0)
+        rank, what = len(x.shape), f"{node.op_type} node {node.name!r}"
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
+        axes = sorted({onnx_axis(a, rank, what) for a in axes}) if axes else list(range(rank))
+        keep = bool(attrs.get("keepdims", 1))
+        if 0 in axes and (not keep or x.shape[0] != 1):
+            raise _Bad(f"{what} over axes {axes} of shape {list(x.shape)} removes the batch axis")
+        axes = [a for a in axes if x.shape[a] != 1] or axes  # the batch (1) and unit axes reduce to themselves
+        positions = [a for a in range(2, rank) if x.shape[a] != 1]
+        if node.op_type in ("ReduceMean", "ReduceMax") and rank in (3, 4) and positions and axes == positions:
+            self.global_pool(node, "average_pool2d" if node.op_type == "ReduceMean" else "max_pool2d", keep)
+            return
+        label = identifier(node.name or node.output[0], node.op_type.lower())
+        ir_axes = [NHWC_AXIS[x.spatial][a] for a in axes] if x.spatial else axes
+        op = "reduce_max" if node.op_type == "ReduceMax" else "reduce_sum"
+        out = self.add(op, [x.node], {"axes": ir_axes, "keep_dims": 1}, label)
+        kept = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+        result = self.spatial_value(out, x.spatial) if x.spatial else _Value(out, kept)
+        if node.op_type == "ReduceMean":
+            count = int(np.prod([x.shape[a] for a in axes]))
+            result = self.binary(node, "tensor_mul", result, np.array([1.0 / count]), f"{label}_mean")
+        if not keep:
+            result = self.reshaped(result, tuple(d for k, d in enumerate(x.shape) if k not in axes), f"{label}_drop")
+        self.define(node.output[0], result)
+
+    def conv_transpose(self, node, attrs: dict) -> None:
+        """ConvTranspose (1-D and 2-D, group 1, no dilation): transpose_conv2d, its padding the pads before each
+        axis, its size ONNX's (input - 1) stride - pads + kernel + output_padding."""
+        x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "deconv"))
+        what = f"ConvTranspose node {node.name!r}"
+        if not x.spatial:
+            raise _Bad(f"{what} takes a tensor of shape {list(x.shape)}; expected 1 or 2 spatial axes")
+        w = self.const(node, 1, "weights")
+        if w.ndim != 2 + x.spatial or w.shape[0] != x.channels:
+            raise _Bad(f"{what} weights have shape {list(w.shape)} for an input of shape {list(x.shape)}")
+        n = x.spatial
+        window = list(w.shape[2:])
+        strides = _ints(attrs.get("strides"), n, 1, f"{what} strides", least=1)
+        if any(d != 1 for d in _ints(attrs.get("dilations"), n, 1, f"{what} dilations", least=1)):
+            raise _Bad(f"{what}: dilations {list(attrs['dilations'])} are not supported (1 only)")
+        pads = _ints(attrs.get("pads"), 2 * n, 0, f"{what} pads")
+        extra = _ints(attrs.get("output_padding"), n, 0, f"{what} output_padding")
+        if any(p < 0 for p in pads + extra) or any(e >= s for e, s in zip(extra, strides)):
+            raise _Bad(f"{what}: pads {pads}, output_padding {extra} (each output padding below its stride)")
+        sizes = [(size - 1) * s - pads[k] - pads[k + n] + k_ + e
+                 for k, (size, s, k_, e) in enumerate(zip(x.shape[2:], strides, window, extra))]
+        if any(s < 1 for s in sizes):
+            raise _Bad(f"{what} gives an output of {sizes}")
+        b = self.const(node, 2, "bias", required=False)
+        b = np.zeros(w.shape[1]) if b is None else b.reshape(-1)
+        activation, name = self.activation_after(node.output[0])
+        label = identifier(node.name or name, "deconv")
+        if n == 1:
+            w = w[:, :, None, :]
+        filters = self.add_const(w.transpose(1, 2, 3, 0), "OHWI", f"{label}_filter")
+        bias = self.add_const(b, "", f"{label}_bias")
+        out = self.add("transpose_conv2d", [x.node, filters, bias],
+                       {"stride": _as_2d(strides, n, 1), "pad": _as_2d(pads[:n], n, 0), "out_size": _as_2d(sizes, n, 1),
+                        "activation": activation}, label)
+        self.define(name, self.spatial_value(out, n))
+
+    def last_axis_op(self, node, attrs: dict) -> None:
+        """LogSoftmax and LayerNormalization over the last axis (as ONNX holds the tensor)."""
+        x = self.value(node, 0)
+        what = f"{node.op_type} node {node.name!r}"
+        axis = onnx_axis(attrs.get("axis", -1), len(x.shape), what)
+        if axis != len(x.shape) - 1:
+            raise _Bad(f"{what} over axis {axis} of shape {list(x.shape)}; only the last axis is supported")
+        label = identifier(node.name or node.output[0], node.op_type.lower())
+        x = x if len(x.shape) == 2 else self.plain(x, label)
+        if node.op_type == "LogSoftmax":
+            out = self.add("log_softmax", [x.node], {}, label)
+        else:
+            depth = x.shape[-1]
+            gamma = self.const(node, 1, "scale").reshape(-1)
+            beta = self.const(node, 2, "bias", required=False)
+            beta = np.zeros(depth) if beta is None else beta.reshape(-1)
+            if gamma.shape != (depth,) or beta.shape != (depth,):
+                raise _Bad(f"{what}: scale and bias of {gamma.size} and {beta.size} values for an axis of {depth}")
+            out = self.add("layer_norm", [x.node, self.add_const(gamma, "", f"{label}_scale"),
+                                          self.add_const(beta, "", f"{label}_bias")],
+                           {"epsilon": float(attrs.get("epsilon", 1e-5))}, label)
+        self.define(node.output[0], _Value(out, x.shape))
+
+    def fold(self, node) -> bool:
+        """A node whose inputs are all constants (or a Shape of a computed value, whose shape is known) becomes
+        constants, evaluated by onnx's reference implementation: the exporters' shape arithmetic."""
+        names = [n for n in node.input if n]
+        if node.op_type == "Shape" and names and names[0] in self.values:
+            attrs = attributes(node)
+            shape = list(self.values[names[0]].shape)
+            self.weights[node.output[0]] = np.array(shape[attrs.get("start", 0):attrs.get("end", len(shape))],
+                                                    dtype=np.int64)
+            return True
+        if not names or any(n not in self.weights for n in names):
+            return False
+        # deferred: onnx is an optional dependency (the [onnx] extra); the caller has imported it already
+        from onnx import TensorProto, helper
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {n: np.asarray(self.weights[n]) for n in names}
+        inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                  for n, v in feeds.items()]
+        outputs = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in node.output if o]
+        opsets = [helper.make_opsetid("", self.opset)] if self.opset else None
+        model = helper.make_model(helper.make_graph([node], "fold", inputs, outputs), opset_imports=opsets)
+        try:
+            results = ReferenceEvaluator(model).run(None, feeds)
+        except Exception as exc:  # noqa: BLE001 - the reference refuses what onnxruntime would: name the node
+            raise _Bad(f"{node.op_type} node {node.name!r} on constants: {type(exc).__name__}: {exc}") from None
+        for name, value in zip([o for o in node.output if o], results):
+            value = np.asarray(value)
+            if value.size > MAX_ELEMENTS:
+                raise _Bad(f"{node.op_type} node {node.name!r} makes a constant of {value.size} elements")
+            self.weights[name] = value
+        return True
+
     def dense(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
         what = f"{node.op_type} node {node.name!r}"
@@ -510,14 +941,22 @@ class _Lowering:
         self.define(name, _Value(out, (1, W.shape[0])))
 
     def add_tensors(self, node) -> None:
+        """A sum of two computed tensors of one shape (a skip connection): tensor_add, with the activations after
+        it fused; of a constant: ``elementwise``."""
         if len(node.input) != 2 or any(i in self.weights for i in node.input):
-            raise _Bad(f"Add node {node.name!r} adds a constant; only the sum of two computed tensors (a skip "
-                       "connection) or a MatMul's bias is supported")
+            self.elementwise(node)
+            return
         a, b = self.value(node, 0), self.value(node, 1)
         if a.shape != b.shape:
-            raise _Bad(f"Add node {node.name!r} adds shapes {list(a.shape)} and {list(b.shape)}; broadcasting is "
-                       "not supported")
+            self.elementwise(node)  # refused by name there: broadcasting two computed tensors
+            return
+        if a.spatial != b.spatial:
+            label = identifier(node.name or node.output[0], "add")
+            a, b = self.spatial(a, f"{label}_a"), self.spatial(b, f"{label}_b")
         activation, name = self.activation_after(node.output[0])
+        if a.spatial != b.spatial:
+            label = identifier(node.name or name, "add")
+            a, b = self.plain(a, f"{label}_a"), self.plain(b, f"{label}_b")
         out = self.add("tensor_add", [a.node, b.node], {"activation": activation}, identifier(node.name or name, "add"))
         self.define(name, _Value(out, a.shape, a.spatial))
 
@@ -592,8 +1031,6 @@ class _Lowering:
             self.pool(node, attrs)
         elif op == "GlobalAveragePool":
             self.global_average(node)
-        elif op == "ReduceMean":
-            self.reduce_mean(node, attrs)
         elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
             self.reshaping(node, attrs)
         elif op in ("Gemm", "MatMul"):
@@ -606,12 +1043,38 @@ class _Lowering:
             self.pass_through(node)
         elif op in ACTIVATIONS:
             self.activation(node, attrs)
-        elif op == "Mul":
-            raise _Bad(f"Mul node {node.name!r}: only x * Sigmoid(x) (SiLU, the Mul reading a Sigmoid's input and "
-                       "output) is supported")
+        elif op in BINARY:
+            self.elementwise(node)
         elif op in FUSED:
-            raise _Bad(f"{op} node {node.name!r} follows no convolution, dense layer, pool or Add whose only reader "
-                       "it is; only activations fused into the op before them are supported")
+            self.standalone_activation(node)
+        elif op == "ConvTranspose":
+            self.conv_transpose(node, attrs)
+        elif op == "PRelu":
+            x = self.value(node, 0)
+            slope = self.const(node, 1, "slope").astype(np.float64)
+            label = identifier(node.name or node.output[0], "prelu")
+            alpha = self.add_const(self.layout_constant(slope, len(x.shape), x.spatial), "NHWC" if x.spatial else "",
+                                   f"{label}_slope")
+            self.define(node.output[0], _Value(self.add("prelu", [x.node, alpha], {}, label), x.shape, x.spatial))
+        elif op in ("LogSoftmax", "LayerNormalization"):
+            self.last_axis_op(node, attrs)
+        elif op == "GlobalMaxPool":
+            self.global_pool(node, "max_pool2d")
+        elif op in ("ReduceMean", "ReduceSum", "ReduceMax"):
+            self.reduce(node, attrs)
+        elif op == "Transpose":
+            self.transpose(node, attrs)
+        elif op == "Slice":
+            self.slice(node)
+        elif op == "Split":
+            self.split(node, attrs)
+        elif op == "Concat":
+            self.concat(node, attrs)
+        elif op == "Pad":
+            self.pad(node, attrs)
+        elif op in CONSTANT_ONLY:
+            raise _Bad(f"{op} node {node.name!r} reads the network's data; {op} is supported on constants only (shape "
+                       "arithmetic)")
         else:  # BatchNormalization
             raise _Bad(f"{op} node {node.name!r} does not follow a Conv whose only reader it is; only batch "
                        "normalisation folded into a convolution is supported")
@@ -634,7 +1097,8 @@ def input_value(graph: Graph, name: str, shape: list[int]) -> _Value:
     return _Value(node, tuple(shape), spatial)
 
 
-def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list[int]) -> Graph:
+def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list[int],
+                  opset: int | None = None) -> Graph:
     """The float IR graph of an ONNX network (``shape``: its input's, batch 1); ModelFileError on anything
     it does not lower."""
     path = Path(path)
@@ -650,7 +1114,7 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
     if int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
         raise ModelFileError(f"{path}: input {input_name!r} has shape {shape}, more than {MAX_ELEMENTS} elements")
     graph = Graph(identifier(path.stem, "onnx"))
-    low = _Lowering(path, proto_graph, dict(weights), graph)
+    low = _Lowering(path, proto_graph, dict(weights), graph, opset)
     try:
         low.define(input_name, input_value(graph, input_name, shape))
         low.fold_constants()
@@ -659,14 +1123,15 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
                 continue
             if set(node.output) & set(node.input):
                 raise _Bad(f"node {node.name!r} ({node.op_type}) takes its own output as an input")
-            low.lower(node)
+            if not low.fold(node):
+                low.lower(node)
         final = proto_graph.output[0].name
         if final not in low.values:
             raise _Bad(f"the output {final!r} is computed by no supported node")
         result = low.values[final]
         out = result.node
-        if result.spatial and int(np.prod(result.shape)) != result.channels:  # ONNX's order in the scores
-            out = low.flat(result, "scores").node
+        if (result.spatial and int(np.prod(result.shape)) != result.channels) or len(result.shape) > 2:
+            out = low.flat(result, "scores").node  # ONNX's order in the scores
         graph.set_output("scores", out)
         verify(graph)
     except _Bad as exc:

@@ -15,9 +15,10 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import run_float
 from tinycc_ml.ir.ops.network.activations import FUNCTIONS
 from tinycc_ml.passes.manager import PassContext, run_passes
-from tinycc_ml.passes.network_scales import LAYERS, NetworkOverflowError
+from tinycc_ml.passes.network_scales import ELEMENTWISE, LAYERS, NetworkOverflowError
 
-SCALED_OPS = ("input", "tensor_add", *LAYERS, *FUNCTIONS)  # the values whose scale network_scales chooses
+# the values whose scale network_scales chooses
+SCALED_OPS = ("input", "tensor_add", "reduce_sum", *ELEMENTWISE, *LAYERS, *FUNCTIONS)
 SEARCH_STEPS = (1, -1)  # bits finer (saturating the largest values) or coarser
 SEARCH_MIN_ROWS, SEARCH_MAX_ROWS = 8, 250
 

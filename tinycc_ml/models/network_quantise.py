@@ -8,8 +8,10 @@ Post-training quantisation from calibration rows, as TFLite's converter does it:
   scale = (max - min) / 255, zero point = -128 - min / scale rounded;
 - convolution filters: symmetric int8 per output channel (scale max|w| / 127, zero point 0); dense
   weights per tensor (TFLite's FULLY_CONNECTED); biases int32 at input scale x filter scale;
-- pools, reshapes and transposes keep their input's quantisation (TFLite requires it); softmax gives
-  TFLite's fixed 1/256, -128.
+- pools, reshapes, transposes, slices, pads and largest values keep their input's quantisation (TFLite requires
+  it), as do a concatenation's operands (refused by name where they differ) and MAXIMUM / MINIMUM's (a constant
+  operand takes the other's); SUB and MUL take their calibrated range, a constant operand its own asymmetric
+  int8; softmax gives TFLite's fixed 1/256, -128.
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ from tinycc_ml.ir.verify import verify
 INT8_LEVELS = 255
 INT32_LIMIT = 2**31 - 1
 SOFTMAX_OUTPUT = quantised(8, 1 / 256, -128)
-KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose")
+KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose", "strided_slice", "pad", "reduce_max",
+                     "relu6")
 # ops whose output takes the range it reaches on the calibration rows (the activations: ir/ops/network)
-CALIBRATED_OUTPUT = ("tensor_add", "leaky_relu", *FUNCTIONS)
+CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_relu", *FUNCTIONS)
+# ops comparing or copying stored integers: every operand (a constant quantised so) and the result share one
+SHARED_QUANTISATION = ("tensor_maximum", "tensor_minimum", "concatenation")
 # None: one scale per tensor
-FILTER_AXIS = {"conv2d": 0, "grouped_conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None}
+FILTER_AXIS = {"conv2d": 0, "grouped_conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None,
+               "transpose_conv2d": 0}
 
 
 def activation_dtype(values: np.ndarray) -> DType:
@@ -80,6 +86,15 @@ def _quantise_layer(q: Graph, graph: Graph, name: str, x: str, out: DType) -> st
     return q.add(node.op, [x, filters, bias], node.attrs, type=node.type.with_dtype(out), name=name)
 
 
+def _quantise_constant(q: Graph, graph: Graph, name: str, dtype: DType | None = None) -> str:
+    """A constant operand of an elementwise op at ``dtype`` (default: asymmetric int8 covering its values)."""
+    values = np.asarray(graph.node(name).attrs["value"], dtype=np.float64)
+    dtype = dtype or activation_dtype(values)
+    scale = dtype.qscales[0]
+    ints = np.clip(np.round(values / scale) + dtype.zero_point, -128, 127).astype(np.int8)
+    return q.add("const", [], {"value": ints}, type=graph.type(name).with_dtype(dtype), name=f"{name}_q")
+
+
 def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
     """The int8 graph of a float network graph, its ranges from ``rows`` (n, *input shape)."""
     values = evaluate_batch(graph, np.asarray(rows, dtype=np.float64))
@@ -95,9 +110,19 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
             continue
         ins = [new.get(i) for i in node.inputs]
         try:
+            computed = [q.type(i).dtype for i in ins if i is not None]
+            if node.op in SHARED_QUANTISATION:
+                if any(d != computed[0] for d in computed):
+                    raise CompileError(f"node %{name}: {node.op} compares or copies stored int8 values: its operands "
+                                       f"need one quantisation, the calibration gives {', '.join(map(str, computed))}; "
+                                       "compile this network at float or in the project's fixed point")
+                ins = [i if i is not None else _quantise_constant(q, graph, c, computed[0])
+                       for i, c in zip(ins, node.inputs)]
+            elif node.op in CALIBRATED_OUTPUT:
+                ins = [i if i is not None else _quantise_constant(q, graph, c) for i, c in zip(ins, node.inputs)]
             if node.op in FILTER_AXIS:
                 new[name] = _quantise_layer(q, graph, name, ins[0], activation_dtype(values[name]))
-            elif node.op in KEEP_QUANTISATION:
+            elif node.op in KEEP_QUANTISATION or node.op in SHARED_QUANTISATION:
                 new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(q.type(ins[0]).dtype),
                                   name=name)
             elif node.op in CALIBRATED_OUTPUT:

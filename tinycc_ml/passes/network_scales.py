@@ -30,7 +30,11 @@ from tinycc_ml.passes.choose_scales import ACC_LIMIT, MIN_WEIGHT_BITS, best_scal
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LAYERS = ("conv2d", "grouped_conv2d", "depthwise_conv2d", "fully_connected")
-KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation")
+KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation",
+             "strided_slice", "reduce_max")
+# broadcast elementwise ops (ir/ops/network/broadcast.py): a constant operand quantised here, the result's scale from
+# calibration, never finer than its operands' (MUL: their product's)
+ELEMENTWISE = ("tensor_sub", "tensor_mul", "tensor_maximum", "tensor_minimum")
 REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
                        "(without the softmax the argmax is the same)"}
 
@@ -81,10 +85,8 @@ class NetworkScales(Pass):
                 bound[name] = 2 ** (bits - 1)
             elif node.op in KEEP_TYPE:
                 dtype = out.type(ins[0]).dtype
-                if node.op == "concatenation" and out.type(ins[1]).dtype != dtype:
-                    raise CompileError(f"node %{name} (concatenation): its operands are at {dtype} and "
-                                       f"{out.type(ins[1]).dtype}; a fixed-point concatenation copies integers of "
-                                       "one scale")
+                if node.op == "concatenation":  # the coarser operand's scale: the finer one rounded to it
+                    dtype = min((out.type(i).dtype for i in ins), key=lambda d: d.scale)
                 bound[name] = max(bound[i] for i in ins)
                 if OPS[node.op].acc_bound is not None:  # a pool's or mean's int32 sum of its window
                     total, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits,
@@ -95,6 +97,14 @@ class NetworkScales(Pass):
                             f"2^{ACC_LIMIT.bit_length() - 1}): its window holds too many int{bits} values")
             elif node.op in LAYERS:
                 dtype, ins = self._layer(graph, out, node, peaks[name], bits, bound, adjust.get(name, 0))
+            elif node.op == "prelu":  # the input's type; the slope at a scale of its own, |slope| > 1 grows a value
+                dtype = out.type(ins[0]).dtype
+                slope = np.asarray(graph.node(ins[1]).attrs["value"], dtype=np.float64)
+                largest = float(np.max(np.abs(slope))) if slope.size else 0.0
+                slope_scale = min(best_scale(largest, bits), MAX_SHIFT)
+                ins[1] = out.add("const", [], {"value": quantise_array(slope, slope_scale, bits)},
+                                 type=graph.type(ins[1]).with_dtype(fixed(bits, slope_scale)), name=f"{ins[1]}_q")
+                bound[name] = min(2 ** (bits - 1), math.ceil(max(1.0, largest) * bound[ins[0]]) + 1)
             elif node.op == "leaky_relu":  # the input's type; |alpha| > 1 can grow a value up to the width
                 dtype = out.type(ins[0]).dtype
                 bound[name] = min(2 ** (bits - 1), math.ceil(max(1.0, abs(float(node.attrs["alpha"]))) *
@@ -104,6 +114,17 @@ class NetworkScales(Pass):
                 if bits != 8:
                     raise CompileError(f"node %{name}: {node.op} {INT16_REFUSAL}")
                 bound[name] = 2 ** (bits - 1)
+            elif node.op in ELEMENTWISE:
+                dtype, ins = self._elementwise(graph, out, node, peaks[name], bits, bound, adjust.get(name, 0))
+            elif node.op == "reduce_sum":  # an int32 sum rounded to the result's scale, no finer than the input's
+                finest = out.type(ins[0]).dtype.scale
+                dtype = fixed(bits, max(min(best_scale(peaks[name], bits) + adjust.get(name, 0), finest),
+                                        finest - MAX_SHIFT))
+                acc, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits, bound))
+                if acc > ACC_LIMIT:
+                    raise NetworkOverflowError(f"node %{name} (reduce_sum): its int32 sum can reach {acc} (over the "
+                                               f"proven limit 2^{ACC_LIMIT.bit_length() - 1})")
+                bound[name] = min(2 ** (bits - 1), rshift_bound(acc, finest - dtype.scale) + 1)
             elif node.op == "tensor_add":
                 finest = min(out.type(i).dtype.scale for i in ins)
                 dtype = fixed(bits, min(best_scale(peaks[name], bits) + adjust.get(name, 0), finest))
@@ -126,6 +147,44 @@ class NetworkScales(Pass):
         return BoundCall([bound.get(i) for i in ins], [out.type(i).dtype.scale for i in ins],
                          [np.asarray(out.node(i).attrs["value"], np.int64) if out.op(i) == "const" else None
                           for i in ins], attrs, out_scale, bits, [out.type(i) for i in ins])
+
+    def _elementwise(self, graph: Graph, out: Graph, node, peak: float, bits: int, bound: dict, adjust: int):
+        """A broadcast SUB, MUL, MAXIMUM or MINIMUM: its result's fixed-point type and its operands, a constant
+        quantised into ``out`` (MUL: fx<bits> at its own scale; else fx32 at the result's), its int32 bound proven."""
+        consts = {i: np.asarray(graph.node(i).attrs["value"], dtype=np.float64) for i in node.inputs
+                  if graph.op(i) == "const"}
+        const_scales = {i: best_scale(float(np.max(np.abs(v))) if v.size else 0.0, bits) for i, v in consts.items()}
+        scales = [out.type(i).dtype.scale if i not in consts else const_scales[i] for i in node.inputs]
+        if node.op == "tensor_mul":
+            finest = sum(scales)
+        else:
+            finest = min(s for i, s in zip(node.inputs, scales) if i not in consts)
+        so = max(min(best_scale(peak, bits) + adjust, finest), finest - MAX_SHIFT)
+        ins, magnitudes = [], []
+        for i, s in zip(node.inputs, scales):
+            if i not in consts:
+                ins.append(i)
+                magnitudes.append(bound[i] if node.op == "tensor_mul" else rshift_bound(bound[i], s - so))
+                continue
+            width, s = (bits, s) if node.op == "tensor_mul" else (32, so)
+            q = quantise_array(consts[i], s, bits) if width == bits else np.floor(consts[i] * 2.0**s + 0.5)
+            if np.max(np.abs(q), initial=0) > ACC_LIMIT:
+                raise NetworkOverflowError(f"node %{node.name} ({node.op}): its constant {np.max(np.abs(consts[i])):g} "
+                                           f"at 2^{s} passes the proven int32 limit 2^{ACC_LIMIT.bit_length() - 1}")
+            ins.append(out.add("const", [], {"value": q if width == bits else q.astype(np.int32)},
+                               type=graph.type(i).with_dtype(fixed(width, s)), name=f"{i}_q"))
+            magnitudes.append(int(np.max(np.abs(q), initial=0)))
+        if node.op == "tensor_mul":
+            acc = rshift_bound(magnitudes[0] * magnitudes[1], finest - so)
+        elif node.op == "tensor_sub":
+            acc = magnitudes[0] + magnitudes[1]
+        else:
+            acc = max(magnitudes)
+        if acc > ACC_LIMIT:
+            raise NetworkOverflowError(f"node %{node.name} ({node.op}): its int32 result can reach {acc} (over the "
+                                       f"proven limit 2^{ACC_LIMIT.bit_length() - 1})")
+        bound[node.name] = min(2 ** (bits - 1), acc + 1)
+        return fixed(bits, so), ins
 
     def _layer(self, graph: Graph, out: Graph, node, peak: float, bits: int, bound: dict, adjust: int = 0):
         """Quantise a layer's weights and bias into ``out`` (as <name>_q), proving its accumulator: its result's

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops.arith import rshift
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.pow2_arith import MAX_SHIFT
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import PER_TENSOR, TensorType
 
@@ -123,6 +125,13 @@ def _infer_concatenation(ts, attrs, declared):
         need(a.dtype == b.dtype and a.dtype.axis == PER_TENSOR and declared is not None and declared.dtype == a.dtype,
              f"TFLite's int8 concatenation copies integers: its operands and result share one per-tensor "
              f"quantisation, got {a.dtype}, {b.dtype} -> {declared.dtype if declared is not None else None}")
+    elif a.dtype.is_fixed and b.dtype.is_fixed and a.dtype != b.dtype:
+        # the project's fixed point: each operand rounded right to the result's scale (no finer than either)
+        need(a.dtype.bits == b.dtype.bits and declared is not None and declared.dtype.is_fixed
+             and declared.dtype.bits == a.dtype.bits
+             and all(0 <= t.dtype.scale - declared.dtype.scale <= MAX_SHIFT for t in (a, b)),
+             f"a fixed-point concatenation of {a.dtype} and {b.dtype} rounds both to the declared result's scale, "
+             f"no finer than either, got {declared.dtype if declared is not None else None}")
     elif a.dtype.is_fixed or a.dtype.is_integer:
         need(a.dtype == b.dtype and (declared is None or declared.dtype == a.dtype),
              f"a fixed-point or integer concatenation copies integers: its operands and result share one type, got "
@@ -130,7 +139,15 @@ def _infer_concatenation(ts, attrs, declared):
              f"{b.dtype} -> {declared.dtype if declared is not None else None}")
     else:
         need(a.dtype.is_float and b.dtype.is_float, f"operands must be f32 or quantised, got {a.dtype}, {b.dtype}")
-    return TensorType(shape, a.dtype, declared.layout if declared is not None else a.layout)
+    dtype = declared.dtype if a.dtype.is_fixed and declared is not None else a.dtype
+    return TensorType(shape, dtype, declared.layout if declared is not None else a.layout)
+
+
+def concatenated_operand(value: np.ndarray, operand: TensorType, result: TensorType) -> np.ndarray:
+    """An operand's integers at the result's scale (fx: rounded right, halves up; else as they are)."""
+    if not result.dtype.is_fixed:
+        return value
+    return rshift(value, operand.dtype.scale - result.dtype.scale)
 
 
 def _concatenated(values, ranks, axis: int) -> np.ndarray:
@@ -148,7 +165,8 @@ register_op(OpDef(
     "copied, operands and result of one quantisation (TFLite's int8 kernel requires it)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _concatenated([np.asarray(v) for v in ins], [rank, rank],
                                                                      int(attrs["axis"])),
-    fixed=lambda call: _concatenated(call.ins, [t.rank for t in call.in_types], int(call.attrs["axis"])),
+    fixed=lambda call: _concatenated([concatenated_operand(v, t, call.type) for v, t in zip(call.ins, call.in_types)],
+                                     [t.rank for t in call.in_types], int(call.attrs["axis"])),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 

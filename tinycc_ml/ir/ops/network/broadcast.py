@@ -1,12 +1,21 @@
 """Broadcasting of TFLite's binary elementwise ops (MUL, SUB, MAXIMUM, MINIMUM, ...): numpy's rule, the shorter
 shape padded with leading 1s and every axis equal or 1, as TFLite's BroadcastBinaryFunction6DSlow and
-ProcessBroadcastShapes allow (up to 6 axes); the values with the interpreter's row axis, and the C loop."""
+ProcessBroadcastShapes allow (up to 6 axes); the values with the interpreter's row axis, and the C loop.
+
+The project's fixed point (fx, power-of-two scales; ``passes/network_scales.py`` chooses them): a computed operand
+is fx8 or fx16 (the result's width); a constant one of SUB, MAXIMUM or MINIMUM is fx32 at the result's scale, of MUL
+fx8 / fx16 at a scale of its own. SUB, MAXIMUM and MINIMUM round each operand right to the result's scale (halves up,
+``arith.rshift``), then subtract or compare in int32; MUL multiplies the integers (exact: |a b| <= 2^30) and rounds
+the product right from the sum of the operands' scales to the result's. The result is saturated to its width and
+clamped by the fused activation."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import float_activation
+from tinycc_ml.ir.ops.arith import check32, rshift, saturate
+from tinycc_ml.ir.ops.c_primitives import clamp_to, float_activation
+from tinycc_ml.ir.ops.pow2_arith import activation_bounds, check_shift, clamp_activation
 from tinycc_ml.ir.ops.registry import need
 from tinycc_ml.ir.ops.windows import network_result, quantised_operand
 
@@ -26,8 +35,8 @@ def binary_result(ts, declared, name: str):
     """The result type of a broadcast binary op: float, int8 or int16 operands of one kind (no form in the project's
     fixed point yet), the broadcast shape with the higher-rank operand's layout."""
     a, b = ts
-    need(not a.dtype.is_fixed and not b.dtype.is_fixed, f"{name} has no form in the project's fixed point yet: "
-                                                       "compile the network at float or as TFLite's int8")
+    if a.dtype.is_fixed or b.dtype.is_fixed:
+        return _pow2_result(ts, declared, name)
     need(a.dtype.kind == b.dtype.kind, f"operands mix {a.dtype} and {b.dtype}")
     bits = a.dtype.bits if a.dtype.is_quantised else 8
     result = network_result(a, declared, broadcast_shape(a.shape, b.shape, name),
@@ -88,3 +97,60 @@ def c_float_arithmetic(symbol: str):
         return c_loop(em, node, lambda a, b: (f"{activation}({element.format(a=a, b=b)})" if activation
                                               else element.format(a=a, b=b)))
     return c
+
+
+def _pow2_result(ts, declared, name: str):
+    """The fixed-point result type: the computed operands' width, each shift to the result's scale in [0, 31]."""
+    need(all(t.dtype.is_fixed for t in ts), f"{name}: operands mix {ts[0].dtype} and {ts[1].dtype}")
+    widths = sorted({t.dtype.bits for t in ts})
+    need(widths[0] in (8, 16) and (len(widths) == 1 or (widths[1] == 32 and name != "tensor_mul")),
+         f"{name}: operands {ts[0].dtype} and {ts[1].dtype} (fx8 or fx16; a constant of SUB, MAXIMUM, MINIMUM may be "
+         "fx32)")
+    reference = ts[0] if ts[0].dtype.bits == widths[0] else ts[1]
+    shape = broadcast_shape(ts[0].shape, ts[1].shape, name)
+    result = network_result(reference, declared, shape, ts[0].layout if ts[0].rank >= ts[1].rank else ts[1].layout)
+    for k, shift in enumerate(pow2_shifts(name, [t.dtype.scale for t in ts], result.dtype.scale)):
+        check_shift(shift, f"{name} operand {k + 1}")
+    return result
+
+
+def pow2_shifts(name: str, scales: list[int], out_scale: int) -> list[int]:
+    """The right shifts to the result's scale: of each operand, or (MUL) one of the product."""
+    if name == "tensor_mul":
+        return [sum(scales) - out_scale]
+    return [s - out_scale for s in scales]
+
+
+def pow2_fixed(call, name: str, combine) -> np.ndarray:
+    """The fixed-point semantics of a binary op whose integer result is ``combine(a, b)`` of the operands rounded to
+    the result's scale (MUL: ``combine`` is the product, rounded after)."""
+    a, b = with_rows([np.asarray(v, dtype=np.int64) for v in call.ins], call.in_types)
+    shifts = pow2_shifts(name, [t.dtype.scale for t in call.in_types], call.scale)
+    if name == "tensor_mul":
+        value = rshift(check32(a * b, call.where), shifts[0])
+    else:
+        value = check32(combine(rshift(a, shifts[0]), rshift(b, shifts[1])), call.where)
+    return clamp_activation(saturate(value, call.bits), call.attrs.get("activation", "none"), call.type.dtype)
+
+
+def _rshift_c(expr: str, k: int) -> str:
+    """arith.rshift in int32 C (the proofs keep |expr| <= 2^30: the rounding constant cannot overflow)."""
+    return f"(({expr} + INT32_C({1 << (k - 1)})) >> {k})" if k else expr
+
+
+def c_pow2(em, node, combine) -> list[str]:
+    """The C of ``pow2_fixed``: ``combine(a, b)`` of two int32 C expressions."""
+    ta, tb = (em.graph.type(i).dtype for i in node.inputs)
+    shifts = pow2_shifts(node.op, [ta.scale, tb.scale], node.type.dtype.scale)
+    lo, hi = activation_bounds(node.attrs.get("activation", "none"), node.type.dtype)
+    clamp = clamp_to(em, node.type.dtype.bits)
+
+    def element(a, b):
+        a, b = f"(int32_t){a}", f"(int32_t){b}"
+        if node.op == "tensor_mul":
+            value = _rshift_c(f"({a} * {b})", shifts[0])
+        else:
+            value = combine(_rshift_c(a, shifts[0]), _rshift_c(b, shifts[1]))
+        return f"{clamp}({value}, INT32_C({lo}), INT32_C({hi}))"
+
+    return c_loop(em, node, element)

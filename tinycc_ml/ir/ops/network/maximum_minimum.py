@@ -12,7 +12,7 @@ import numpy as np
 
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, with_rows
+from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, c_pow2, pow2_fixed, with_rows
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 
 # std::max(a, b) is (a < b) ? b : a; std::min(a, b) is (b < a) ? b : a: a NaN first operand is kept by both
@@ -34,14 +34,21 @@ def _register(name: str, tflite: str, code: int) -> None:
     pick, c_text = PICK[name]
 
     def c(em, node):
+        if node.type.dtype.is_fixed:
+            return c_pow2(em, node, lambda a, b: "(" + c_text.format(a=a, b=b) + ")")
         return c_loop(em, node, lambda a, b: "(" + c_text.format(a=a, b=b) + ")")
+
+    def fixed(call):
+        if call.type.dtype.is_fixed:
+            return pow2_fixed(call, name, pick)
+        return pick(*with_rows(call.ins, call.in_types))
 
     register_op(OpDef(
         name, 2, _infer(name), lambda xs, attrs: pick(np.asarray(xs[0]), np.asarray(xs[1])), {},
         f"TFLite's {tflite}: the elementwise {'larger' if name == 'tensor_maximum' else 'smaller'} of two broadcast "
         "tensors, compared as stored (int8: operands and result of one quantisation)",
         evaluate_rows=lambda ins, batched, attrs, n, rank: pick(*ins) if all(batched) else None,
-        fixed=lambda call: pick(*with_rows(call.ins, call.in_types)), c={"fixed": c, "float": c},
+        fixed=fixed, c={"fixed": c, "float": c},
         unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
     @tflite_builtin(tflite, code, inputs=(2, 2))

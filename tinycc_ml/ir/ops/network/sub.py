@@ -14,7 +14,7 @@ import numpy as np
 from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import binary_result, c_float_arithmetic, c_loop, with_rows
+from tinycc_ml.ir.ops.network.broadcast import binary_result, c_float_arithmetic, c_loop, c_pow2, pow2_fixed, with_rows
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tensor_elementwise import add_left_shift, add_multipliers, add_reals
 from tinycc_ml.ir.ops.tflite_arith import (
@@ -52,6 +52,8 @@ def _evaluate(xs, attrs):
 
 
 def _fixed(call: FixedCall):
+    if call.type.dtype.is_fixed:
+        return pow2_fixed(call, "tensor_sub", lambda a, b: a - b)
     (ta, tb), out = call.in_types, call.type.dtype
     a, b = with_rows(call.ins, call.in_types)
     (ma, sa), (mb, sb), (mo, so) = parameters(ta.dtype, tb.dtype, out)
@@ -64,6 +66,8 @@ def _fixed(call: FixedCall):
 
 
 def _c_fixed(em, node) -> list[str]:
+    if node.type.dtype.is_fixed:
+        return c_pow2(em, node, lambda a, b: f"({a} - {b})")
     ta, tb = (em.graph.type(i).dtype for i in node.inputs)
     out = node.type.dtype
     (ma, sa), (mb, sb), (mo, so) = parameters(ta, tb, out)

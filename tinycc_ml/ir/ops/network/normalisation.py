@@ -1,0 +1,100 @@
+"""LOG_SOFTMAX and LAYER_NORM over the last axis, at float only.
+
+LOG_SOFTMAX: x - max - log(sum exp(x - max)) (ONNX's LogSoftmax, nn.LogSoftmax). LAYER_NORM: (x - mean) /
+sqrt(var + epsilon) gamma + beta, the mean and the (biased) variance in float32 (ONNX's LayerNormalization with
+stash_type 1, nn.LayerNorm over the last axis). Neither has a form in the project's fixed point or TFLite's int8
+here: a log of a sum and a reciprocal square root of a calibrated variance have no proven error bound, so a
+fixed-point operand is refused by name (export the logits instead of LogSoftmax; the argmax is the same).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.registry import OpDef, need, register_op
+from tinycc_ml.ir.ops.windows import network_result
+
+FLOAT_ONLY = "float only: no proven error bound in fixed point (the op is refused by its type rule)"
+REFUSAL = ("{op} has no fixed-point form (no proven error bound for its {what}): compile the network at float"
+           "{hint}")
+
+
+def _infer(op: str, what: str, hint: str = ""):
+    def infer(ts, attrs, declared):
+        x = ts[0]
+        need(x.dtype.is_float and all(t.dtype.is_float for t in ts), REFUSAL.format(op=op, what=what, hint=hint))
+        if op == "layer_norm":
+            depth = x.shape[-1] if x.rank else 1
+            need(all(t.shape in ((depth,), (1,) * (t.rank - 1) + (depth,)) for t in ts[1:]),
+                 f"gamma and beta must hold {depth} values (the last axis), got {[list(t.shape) for t in ts[1:]]}")
+            need(float(attrs["epsilon"]) > 0, f"epsilon must be positive, got {attrs['epsilon']}")
+        return network_result(x, declared, x.shape, x.layout)
+    return infer
+
+
+def _log_softmax(xs, attrs):
+    z = xs[0] - np.max(xs[0], axis=-1, keepdims=True)
+    return z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+
+
+def _layer_norm(xs, attrs):
+    x = np.asarray(xs[0], dtype=np.float64)
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    variance = np.mean(centred * centred, axis=-1, keepdims=True)
+    gamma, beta = (np.asarray(v, dtype=np.float64).reshape(-1) for v in xs[1:])
+    return centred / np.sqrt(variance + float(attrs["epsilon"])) * gamma + beta
+
+
+def _rows(em, node, body: list[str]) -> list[str]:
+    depth = em.graph.type(node.inputs[0]).shape[-1]
+    return ["{",
+            f"    for (long r = 0; r < {node.type.size // depth}; ++r) {{",
+            f"        const float *in = {em.var(node.inputs[0])} + r * {depth};",
+            f"        float *out = {em.var(node.name)} + r * {depth};",
+            *[f"        {line}".format(depth=depth) for line in body],
+            "    }",
+            "}"]
+
+
+def _c_log_softmax(em, node) -> list[str]:
+    return _rows(em, node, ["float largest = in[0], sum = 0.0f;",
+                            "for (int i = 1; i < {depth}; ++i)",
+                            "    if (in[i] > largest) largest = in[i];",
+                            "for (int i = 0; i < {depth}; ++i)",
+                            "    sum += expf(in[i] - largest);",
+                            "sum = logf(sum);",
+                            "for (int i = 0; i < {depth}; ++i)",
+                            "    out[i] = in[i] - largest - sum;"])
+
+
+def _c_layer_norm(em, node) -> list[str]:
+    gamma, beta = em.at(node.inputs[1], "i"), em.at(node.inputs[2], "i")
+    epsilon = f"{float(node.attrs['epsilon']):.9g}f"
+    return _rows(em, node, ["float mean = 0.0f, variance = 0.0f, inverse;",
+                            "for (int i = 0; i < {depth}; ++i)",
+                            "    mean += in[i];",
+                            "mean /= {depth};",
+                            "for (int i = 0; i < {depth}; ++i)",
+                            "    variance += (in[i] - mean) * (in[i] - mean);",
+                            f"inverse = 1.0f / sqrtf(variance / {{depth}} + {epsilon});",
+                            "for (int i = 0; i < {depth}; ++i)",
+                            f"    out[i] = (in[i] - mean) * inverse * {gamma} + {beta};"])
+
+
+register_op(OpDef(
+    "log_softmax", 1, _infer("log_softmax", "log of a sum of exps", "; export the logits: the argmax is the same"),
+    _log_softmax, {},
+    "TFLite's LOG_SOFTMAX along the last axis, at float: x - max - log(sum exp(x - max))",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _log_softmax(ins, attrs),
+    c={"float": _c_log_softmax},
+    unsupported={"fixed": FLOAT_ONLY, "c_fixed": FLOAT_ONLY, "interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+register_op(OpDef(
+    "layer_norm", 3, _infer("layer_norm", "reciprocal square root of a variance"), _layer_norm, {"epsilon": "float"},
+    "Layer normalisation over the last axis, at float: (x - mean) / sqrt(var + epsilon) gamma + beta (gamma, beta: "
+    "constants of the last axis' length)",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _layer_norm(ins, attrs) if batched[0] and not any(batched[1:])
+    else None,
+    c={"float": _c_layer_norm},
+    unsupported={"fixed": FLOAT_ONLY, "c_fixed": FLOAT_ONLY, "interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

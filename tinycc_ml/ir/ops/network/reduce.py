@@ -1,0 +1,151 @@
+"""SUM and REDUCE_MAX: a tensor summed (its largest element taken) over some of its axes, ``keep_dims`` 1 keeping
+them as axes of 1 (ONNX's ReduceSum / ReduceMax; ReduceMean over axes other than a global pool's is a sum and a
+product by 1 / count).
+
+Float: the float32 sum in the input's element order (or the largest element; a NaN is kept, as ``(v > m) ? v : m``
+keeps one only when it comes first: the float C matches numpy's maximum only without NaNs, which the network's
+inputs do not hold). Fixed point (fx, the project's dialect): the largest integer, the input's type kept; the sum
+of the integers in int32 (the overflow proof bounds it by count x the input's largest |int|), shifted right with
+rounding to the result's scale (no finer than the input's), saturated. TFLite's int8: REDUCE_MAX of the stored
+integers, the quantisation kept; SUM's requantisation is not implemented (a quantised operand is refused by name).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinycc_ml.ir.ops.arith import check32, rshift, saturate
+from tinycc_ml.ir.ops.c_primitives import clamp_to
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.pow2_arith import check_shift
+from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.windows import keeps_type, network_result
+from tinycc_ml.ir.types import PER_TENSOR
+
+
+def reduced_axes(attrs: dict, rank: int) -> list[int]:
+    axes = sorted({int(a) for a in attrs["axes"]})
+    need(axes and all(0 <= a < rank for a in axes), f"axes {list(attrs['axes'])} for a tensor of {rank} axes")
+    return axes
+
+
+def reduced_shape(shape: tuple[int, ...], attrs: dict) -> tuple[int, ...]:
+    axes = reduced_axes(attrs, len(shape))
+    keep = int(attrs["keep_dims"])
+    need(keep in (0, 1), f"keep_dims must be 0 or 1, got {keep}")
+    return tuple(1 if k in axes else d for k, d in enumerate(shape) if keep or k not in axes)
+
+
+def _infer(name: str):
+    def infer(ts, attrs, declared):
+        (x,) = ts
+        need(not x.dtype.is_quantised or name == "reduce_max",
+             f"{name} has no form for TFLite's quantised tensors here: compile the network at float or in the "
+             "project's fixed point")
+        result = network_result(x, declared, reduced_shape(x.shape, attrs), x.layout if int(attrs["keep_dims"]) else "")
+        if name == "reduce_max":
+            keeps_type(x, result, name)
+            need(not x.dtype.is_quantised or (result.dtype == x.dtype and x.dtype.axis == PER_TENSOR),
+                 f"TFLite's int8 REDUCE_MAX compares the stored integers: the result keeps the input's quantisation "
+                 f"{x.dtype}, declares {result.dtype}")
+        elif x.dtype.is_fixed:
+            check_shift(x.dtype.scale - result.dtype.scale, "the sum")
+        return result
+    return infer
+
+
+def _reduce(values: np.ndarray, rank: int, attrs: dict, how) -> np.ndarray:
+    """Any leading (row) axes kept."""
+    lead = values.ndim - rank
+    axes = tuple(lead + a for a in reduced_axes(attrs, rank))
+    return how(values, axis=axes, keepdims=bool(int(attrs["keep_dims"])))
+
+
+def _fixed_sum(call: FixedCall) -> np.ndarray:
+    x = call.in_types[0]
+    sums = check32(_reduce(np.asarray(call.ins[0], dtype=np.int64), x.rank, call.attrs, np.sum), call.where)
+    return saturate(rshift(sums, x.dtype.scale - call.scale), call.bits)
+
+
+def _bound_sum(call: BoundCall) -> tuple[int, int]:
+    x = call.in_types[0]
+    count = math.prod(x.shape[a] for a in reduced_axes(call.attrs, x.rank))
+    return count * call.bounds[0], call.scales[0]
+
+
+def _loops(em, node, start: str, step, store) -> list[str]:
+    """C over the result's elements in order: for each, ``start`` (declaring ``acc`` from ``first``, the element's
+    first input), then ``step(v)`` for every input element ``v`` reduced into it, then ``store(acc)``."""
+    (x_name,) = node.inputs
+    x = em.graph.type(x_name)
+    axes = reduced_axes(node.attrs, x.rank)
+    strides = [math.prod(x.shape[k + 1:]) for k in range(x.rank)]
+
+    def offset(index) -> str:
+        return " + ".join(f"{index(k)} * {s}" if s != 1 else index(k) for k, s in enumerate(strides)
+                          if x.shape[k] > 1) or "0"
+
+    lines, indent = ["{", "    long o = 0;"], "    "
+    for k in range(x.rank):
+        if k not in axes:
+            lines.append(f"{indent}for (long d{k} = 0; d{k} < {x.shape[k]}; ++d{k}) {{")
+            indent += "    "
+    first = em.at(x_name, offset(lambda k: "0" if k in axes else f"d{k}"))
+    lines.append(f"{indent}{start.format(first=first)}")
+    inner = indent
+    for k in axes:
+        lines.append(f"{inner}for (long r{k} = 0; r{k} < {x.shape[k]}; ++r{k})")
+        inner += "    "
+    lines.append(f"{inner}{step(em.at(x_name, offset(lambda k: f'r{k}' if k in axes else f'd{k}')))}")
+    lines.append(f"{indent}{em.var(node.name)}[o++] = {store('acc')};")
+    for k in reversed(range(x.rank)):
+        if k not in axes:
+            indent = indent[:-4]
+            lines.append(f"{indent}}}")
+    return lines + ["}"]
+
+
+def _c_float_sum(em, node) -> list[str]:
+    return _loops(em, node, "float acc = 0.0f;", lambda v: f"acc += {v};", lambda acc: acc)
+
+
+def _c_fixed_sum(em, node) -> list[str]:
+    shift = em.graph.type(node.inputs[0]).dtype.scale - node.type.dtype.scale
+    bits = node.type.dtype.bits
+    top = 2 ** (bits - 1) - 1
+    # arith.rshift: halves up (the proof keeps |acc| <= 2^30, so adding the rounding constant cannot overflow)
+    shifted = f"((acc + INT32_C({1 << (shift - 1)})) >> {shift})" if shift else "acc"
+    return _loops(em, node, "int32_t acc = 0;", lambda v: f"acc += (int32_t){v};",
+                  lambda acc: f"{clamp_to(em, bits)}({shifted}, INT32_C({-top - 1}), INT32_C({top}))")
+
+
+def _c_max(ctype: str):
+    def c(em, node) -> list[str]:
+        ctype_ = ctype or f"int{node.type.dtype.bits}_t"
+        return _loops(em, node, ctype_ + " acc = {first};", lambda v: f"acc = ({v} > acc) ? {v} : acc;",
+                      lambda acc: acc)
+    return c
+
+
+register_op(OpDef(
+    "reduce_sum", 1, _infer("reduce_sum"),
+    lambda xs, attrs: _reduce(np.asarray(xs[0], dtype=np.float64), np.ndim(xs[0]), attrs, np.sum),
+    {"axes": "ints", "keep_dims": "int"},
+    "TFLite's SUM over axes (keep_dims 1: they stay as 1s); fixed point: the int32 sum of the integers shifted to "
+    "the result's scale with rounding, saturated",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _reduce(np.asarray(ins[0]), rank, attrs, np.sum),
+    fixed=_fixed_sum, acc_bound=_bound_sum,
+    c={"fixed": _c_fixed_sum, "float": _c_float_sum},
+    unsupported={"interval": NO_RANGES}))
+
+register_op(OpDef(
+    "reduce_max", 1, _infer("reduce_max"),
+    lambda xs, attrs: _reduce(np.asarray(xs[0], dtype=np.float64), np.ndim(xs[0]), attrs, np.max),
+    {"axes": "ints", "keep_dims": "int"},
+    "TFLite's REDUCE_MAX over axes (keep_dims 1: they stay as 1s); fixed point: the largest integer, the type kept",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _reduce(np.asarray(ins[0]), rank, attrs, np.max),
+    fixed=lambda call: _reduce(np.asarray(call.ins[0], dtype=np.int64), call.in_types[0].rank, call.attrs, np.max),
+    c={"fixed": _c_max(""), "float": _c_max("float")},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
