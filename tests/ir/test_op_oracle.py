@@ -734,14 +734,10 @@ NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d"
                # ir/ops/network's modules, each held to tflite-micro / onnxruntime in tests/ops, tests/importers
                "grouped_conv2d", "leaky_relu", "logistic", "tensor_tanh", "hard_swish", "hard_sigmoid", "elu",
                "silu", "gelu", "tensor_maximum", "tensor_minimum", "tensor_mul", "tensor_sub", "strided_slice",
-<<<<<<< HEAD
                "transpose_conv2d", "requantize", "dequantize", "retyped_slice", "resize_nearest",
-=======
-               "transpose_conv2d", "requantize", "dequantize",
                # ONNX's layers on the project's fixed point: tests/ops/test_reduce_prelu.py (rounding within half a
                # unit) and tests/importers/test_onnx_pytorch.py (onnxruntime, the C bit for bit)
                "prelu", "reduce_sum", "reduce_max",
->>>>>>> onnx45b
                # TFLite Micro's signal library and the plain-integer builtins around it: tests/ops/signal
                "cast", "integer_add", "integer_div", "integer_mul", "signal_energy", "signal_fft_auto_scale",
                "signal_fft_auto_scale_shift", "signal_filter_bank", "signal_filter_bank_log",
