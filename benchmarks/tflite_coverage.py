@@ -150,6 +150,10 @@ PROBES = {
     "SPLIT_V": lambda kind: _parts(OP.SPLIT_V, kind, (OPT.SplitVOptions, options("SplitVOptions", numSplits=2))),
     "UNPACK": lambda kind: _unpack_pack(kind),
     "PACK": lambda kind: _unpack_pack(kind),
+    "SUM": lambda kind: _with_constant(OP.SUM, (1, 3), [1, 2], (OPT.ReducerOptions, options("ReducerOptions")),
+                                       out_q=(0.3, 7))(kind),
+    "REDUCE_MAX": _with_constant(OP.REDUCE_MAX, (1, 4, 1, 3), [2], (OPT.ReducerOptions,
+                                                                  options("ReducerOptions", keepDims=True))),
     "RESIZE_NEAREST_NEIGHBOR": lambda kind: _with_constant(
         OP.RESIZE_NEAREST_NEIGHBOR, (1, 7, 9, 3), [7, 9],
         (OPT.ResizeNearestNeighborOptions, options("ResizeNearestNeighborOptions", halfPixelCenters=True)))(kind),

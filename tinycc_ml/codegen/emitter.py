@@ -281,6 +281,11 @@ class CEmitter:
             return self.sym(f"state_{name}")
         return f"v_{name}"
 
+    def is_scores(self, name: str) -> bool:
+        """Whether value ``name`` is stored in the caller's scores array."""
+        root = self.reshape_roots.get(name, name)
+        return root == self.scores_node or root == self.scores_root
+
     def at(self, name: str, index: str) -> str:
         """Element ``index`` of value ``name`` (for scalars, the value itself)."""
         if name in self.inline_values:  # an element of a fused chain, held in a local
@@ -293,8 +298,8 @@ class CEmitter:
             if value.ndim == 0:
                 return self.literal(value, node.type.dtype)
             return self.target.read_const(self.const_array(name), index, ctype_of(node.type.dtype))
-        if node.type.rank == 0:
-            return f"{self.var(name)}[0]" if node.op == "state" else self.var(name)
+        if node.type.rank == 0:  # a local, but a state's and the scores' storage is the caller's array
+            return f"{self.var(name)}[0]" if node.op == "state" or self.is_scores(name) else self.var(name)
         return f"{self.var(name)}[{index}]"
 
     def literal(self, value, dtype) -> str:
@@ -382,7 +387,7 @@ class CEmitter:
             if name in self.graph.analyses.memory_plan and name not in (self.scores_node, self.scores_root):
                 key, offset, _ = self.graph.analyses.memory_plan[name]
                 out.append(f"    {ARENA_CTYPE[key]} *{self.var(name)} = {self.sym('arena_' + key)} + {offset};")
-            elif node.type.rank == 0:
+            elif node.type.rank == 0 and not self.is_scores(name):
                 out.append(f"    {ctype_of(node.type.dtype)} {self.var(name)};")
         # a fused head's slot holds its chain's last value, read under that value's name
         out += [f"    (void){self.var(n)};" for n in names

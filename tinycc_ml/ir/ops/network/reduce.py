@@ -7,7 +7,9 @@ keeps one only when it comes first: the float C matches numpy's maximum only wit
 inputs do not hold). Fixed point (fx, the project's dialect): the largest integer, the input's type kept; the sum
 of the integers in int32 (the overflow proof bounds it by count x the input's largest |int|), shifted right with
 rounding to the result's scale (no finer than the input's), saturated. TFLite's int8: REDUCE_MAX of the stored
-integers, the quantisation kept; SUM's requantisation is not implemented (a quantised operand is refused by name).
+integers, the quantisation kept; SUM at int8 and int16 as TFLite Micro's QuantizedMeanOrSum: the int32 sum of the
+integers less count x the input's zero point, requantised by input scale / output scale (QuantizeMultiplier,
+MultiplyByQuantizedMultiplier), plus the output's zero point, clamped (sums that could wrap int32 are refused).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import math
 import numpy as np
 
 from tinycc_ml.ir.ops.arith import check32, rshift, saturate
-from tinycc_ml.ir.ops.c_primitives import clamp_to
+from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.pow2_arith import check_shift
 from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
-from tinycc_ml.ir.ops.windows import keeps_type, network_result
+from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, quantize_multiplier
+from tinycc_ml.ir.ops.windows import check_requantisation, keeps_type, network_result
 from tinycc_ml.ir.types import PER_TENSOR
 
 
@@ -41,10 +45,15 @@ def reduced_shape(shape: tuple[int, ...], attrs: dict) -> tuple[int, ...]:
 def _infer(name: str):
     def infer(ts, attrs, declared):
         (x,) = ts
-        need(not x.dtype.is_quantised or name == "reduce_max",
-             f"{name} has no form for TFLite's quantised tensors here: compile the network at float or in the "
-             "project's fixed point")
-        result = network_result(x, declared, reduced_shape(x.shape, attrs), x.layout if int(attrs["keep_dims"]) else "")
+        bits = x.dtype.bits if x.dtype.is_quantised else 8
+        result = network_result(x, declared, reduced_shape(x.shape, attrs), x.layout if int(attrs["keep_dims"]) else "",
+                                bits)
+        if name == "reduce_sum" and x.dtype.is_quantised:
+            need(bits in (8, 16) and x.dtype.axis == PER_TENSOR, f"input must be per-tensor qi8 or qi16, got {x.dtype}")
+            count = math.prod(x.shape[a] for a in reduced_axes(attrs, x.rank))
+            need(count * (1 << bits) < (1 << 31), f"a sum of {count} int{bits} values: TFLite's int32 sums can wrap")
+            check_requantisation(x.dtype.qscales[0] / result.dtype.qscales[0], name)
+            return result
         if name == "reduce_max":
             keeps_type(x, result, name)
             need(not x.dtype.is_quantised or (result.dtype == x.dtype and x.dtype.axis == PER_TENSOR),
@@ -57,14 +66,40 @@ def _infer(name: str):
 
 
 def _reduce(values: np.ndarray, rank: int, attrs: dict, how) -> np.ndarray:
-    """Any leading (row) axes kept."""
+    """Any leading (row) axes kept; ``rank``: the input's."""
     lead = values.ndim - rank
     axes = tuple(lead + a for a in reduced_axes(attrs, rank))
     return how(values, axis=axes, keepdims=bool(int(attrs["keep_dims"])))
 
 
+def _float_sum(values, axis, keepdims) -> np.ndarray:
+    """The float32 sum of each output's elements one after the other in memory order, as TFLite Micro's
+    ReduceSumImpl and the C add them (numpy's pairwise sum rounds otherwise)."""
+    values = np.asarray(values, dtype=np.float32)
+    moved = np.moveaxis(values, axis, range(values.ndim - len(axis), values.ndim))
+    flat = moved.reshape(*moved.shape[:values.ndim - len(axis)], -1)
+    acc = np.zeros(flat.shape[:-1], dtype=np.float32)
+    for k in range(flat.shape[-1]):
+        acc = acc + flat[..., k]
+    return np.expand_dims(acc, axis) if keepdims else acc
+
+
+def _input_rank(ins, batched) -> int:
+    return np.ndim(ins[0]) - (1 if batched[0] else 0)
+
+
+def _quantised_sum(call: FixedCall) -> np.ndarray:
+    x, out = call.in_types[0], call.type.dtype
+    count = math.prod(x.shape[a] for a in reduced_axes(call.attrs, x.rank))
+    sums = _reduce(np.asarray(call.ins[0], dtype=np.int64), x.rank, call.attrs, np.sum) - x.dtype.zero_point * count
+    multiplier, shift = quantize_multiplier(float(x.dtype.qscales[0]) / float(out.qscales[0]))
+    return np.clip(multiply_by_quantized_multiplier(sums, multiplier, shift) + out.zero_point, *out.integer_range)
+
+
 def _fixed_sum(call: FixedCall) -> np.ndarray:
     x = call.in_types[0]
+    if x.dtype.is_quantised:
+        return _quantised_sum(call)
     sums = check32(_reduce(np.asarray(call.ins[0], dtype=np.int64), x.rank, call.attrs, np.sum), call.where)
     return saturate(rshift(sums, x.dtype.scale - call.scale), call.bits)
 
@@ -87,7 +122,7 @@ def _loops(em, node, start: str, step, store) -> list[str]:
         return " + ".join(f"{index(k)} * {s}" if s != 1 else index(k) for k, s in enumerate(strides)
                           if x.shape[k] > 1) or "0"
 
-    lines, indent = ["{", "    long o = 0;"], "    "
+    lines, indent = ["{", "    long o = 0;" if node.type.rank else "    /* one result */"], "    "
     for k in range(x.rank):
         if k not in axes:
             lines.append(f"{indent}for (long d{k} = 0; d{k} < {x.shape[k]}; ++d{k}) {{")
@@ -99,7 +134,7 @@ def _loops(em, node, start: str, step, store) -> list[str]:
         lines.append(f"{inner}for (long r{k} = 0; r{k} < {x.shape[k]}; ++r{k})")
         inner += "    "
     lines.append(f"{inner}{step(em.at(x_name, offset(lambda k: f'r{k}' if k in axes else f'd{k}')))}")
-    lines.append(f"{indent}{em.var(node.name)}[o++] = {store('acc')};")
+    lines.append(f"{indent}{em.at(node.name, 'o++' if node.type.rank else '0')} = {store('acc')};")
     for k in reversed(range(x.rank)):
         if k not in axes:
             indent = indent[:-4]
@@ -111,7 +146,20 @@ def _c_float_sum(em, node) -> list[str]:
     return _loops(em, node, "float acc = 0.0f;", lambda v: f"acc += {v};", lambda acc: acc)
 
 
+def _c_quantised_sum(em, node) -> list[str]:
+    x, out = em.graph.type(node.inputs[0]), node.type.dtype
+    count = math.prod(x.shape[a] for a in reduced_axes(node.attrs, x.rank))
+    multiplier, shift = quantize_multiplier(float(x.dtype.qscales[0]) / float(out.qscales[0]))
+    lo, hi = out.integer_range
+    less = f"{{}} - INT32_C({x.dtype.zero_point * count})"
+    return _loops(em, node, "int32_t acc = 0;", lambda v: f"acc += (int32_t){v};",
+                  lambda acc: f"{clamp_to(em, out.bits)}({requantise(em)}({less.format(acc)}, {multiplier}, {shift}) "
+                              f"+ {out.zero_point}, {lo}, {hi})")
+
+
 def _c_fixed_sum(em, node) -> list[str]:
+    if em.graph.type(node.inputs[0]).dtype.is_quantised:
+        return _c_quantised_sum(em, node)
     shift = em.graph.type(node.inputs[0]).dtype.scale - node.type.dtype.scale
     bits = node.type.dtype.bits
     top = 2 ** (bits - 1) - 1
@@ -131,11 +179,12 @@ def _c_max(ctype: str):
 
 register_op(OpDef(
     "reduce_sum", 1, _infer("reduce_sum"),
-    lambda xs, attrs: _reduce(np.asarray(xs[0], dtype=np.float64), np.ndim(xs[0]), attrs, np.sum),
+    lambda xs, attrs: _reduce(np.asarray(xs[0]), np.ndim(xs[0]), attrs, _float_sum),
     {"axes": "ints", "keep_dims": "int"},
     "TFLite's SUM over axes (keep_dims 1: they stay as 1s); fixed point: the int32 sum of the integers shifted to "
     "the result's scale with rounding, saturated",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: _reduce(np.asarray(ins[0]), rank, attrs, np.sum),
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _reduce(np.asarray(ins[0]), _input_rank(ins, batched), attrs,
+                                                               _float_sum),
     fixed=_fixed_sum, acc_bound=_bound_sum,
     c={"fixed": _c_fixed_sum, "float": _c_float_sum},
     unsupported={"interval": NO_RANGES}))
@@ -145,7 +194,32 @@ register_op(OpDef(
     lambda xs, attrs: _reduce(np.asarray(xs[0], dtype=np.float64), np.ndim(xs[0]), attrs, np.max),
     {"axes": "ints", "keep_dims": "int"},
     "TFLite's REDUCE_MAX over axes (keep_dims 1: they stay as 1s); fixed point: the largest integer, the type kept",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: _reduce(np.asarray(ins[0]), rank, attrs, np.max),
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _reduce(np.asarray(ins[0]), _input_rank(ins, batched), attrs,
+                                                               np.max),
     fixed=lambda call: _reduce(np.asarray(call.ins[0], dtype=np.int64), call.in_types[0].rank, call.attrs, np.max),
     c={"fixed": _c_max(""), "float": _c_max("float")},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+REDUCER_OPTIONS = 27  # schema.fbs' BuiltinOptions: ReducerOptions { keep_dims: bool }
+
+
+def _lower_reducer(low, op: str, ir_op: str, options, ins, outs, types: tuple[str, ...]) -> None:
+    x = low.tensors[ins[0]]
+    need(x.type_name in types, f"{op}: {x.type_name} tensors (TFLite Micro takes {' and '.join(types)})")
+    rank = len(x.shape)
+    given = low.ints(ins[1], op, "axis").ravel().tolist()
+    need(given and all(-rank <= a < rank for a in given), f"{op}: axes {given} of a {rank}-dimensional input")
+    keep = int(bool(options.scalar(0, "B", 0, "keep_dims"))) if options is not None else 0
+    low.add(ir_op, [low.value(ins[0])], {"axes": sorted({int(a) % rank for a in given}), "keep_dims": keep},
+            low.tensors[outs[0]])
+
+
+@tflite_builtin("SUM", 74, options=REDUCER_OPTIONS, inputs=(2, 2))
+def lower_sum(low, options, ins, outs) -> None:
+    _lower_reducer(low, "SUM", "reduce_sum", options, ins, outs, ("float32", "int8", "int16"))
+
+
+@tflite_builtin("REDUCE_MAX", 82, options=REDUCER_OPTIONS, inputs=(2, 2))
+def lower_reduce_max(low, options, ins, outs) -> None:
+    _lower_reducer(low, "REDUCE_MAX", "reduce_max", options, ins, outs, ("float32", "int8"))
