@@ -150,6 +150,7 @@ PROBES = {
     "SPLIT_V": lambda kind: _parts(OP.SPLIT_V, kind, (OPT.SplitVOptions, options("SplitVOptions", numSplits=2))),
     "UNPACK": lambda kind: _unpack_pack(kind),
     "PACK": lambda kind: _unpack_pack(kind),
+    "PRELU": lambda kind: _prelu(kind),
     "SUM": lambda kind: _with_constant(OP.SUM, (1, 3), [1, 2], (OPT.ReducerOptions, options("ReducerOptions")),
                                        out_q=(0.3, 7))(kind),
     "REDUCE_MAX": lambda kind: _with_constant(OP.REDUCE_MAX, (1, 4, 1, 3), [2], (
@@ -158,6 +159,19 @@ PROBES = {
         OP.RESIZE_NEAREST_NEIGHBOR, (1, 7, 9, 3), [7, 9],
         (OPT.ResizeNearestNeighborOptions, options("ResizeNearestNeighborOptions", halfPixelCenters=True)))(kind),
 }
+
+
+def _prelu(kind):
+    """PRELU with one int8 (float) slope per channel."""
+    b = TfliteBuilder()
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    if kind == "float32":
+        a = b.tensor((1, 1, 3), "float32", scale=None, data=np.asarray([[[0.2, -0.5, 1.5]]], dtype=np.float32))
+    else:
+        a = b.tensor((1, 1, 3), "int8", scale=0.01, zero_point=-20, data=np.asarray([[[40, -60, 120]]]))
+    y = act(b, SHAPE, kind, Q_OUT, name="y")
+    b.op(OP.PRELU, [x, a], [y])
+    return b.finish([x], [y])
 
 
 def _sigmoid(code, kind):
