@@ -30,8 +30,9 @@ def resize(in_shape, size, kind="int8", align=False, half=False, declared=None) 
     return b.finish([x], [y])
 
 
-CASES = [((1, 3, 4, 2), [6, 8], False, False), ((1, 3, 4, 2), [7, 5], False, True), ((1, 3, 4, 2), [7, 9], True, False),
-         ((1, 5, 6, 3), [3, 4], True, True), ((1, 4, 4, 1), [10, 3], False, False), ((1, 1, 8, 4), [1, 16], False, True)]
+CASES = [((1, 3, 4, 2), [6, 8], False, False), ((1, 3, 4, 2), [7, 5], False, True),
+         ((1, 3, 4, 2), [7, 9], True, False), ((1, 5, 6, 3), [3, 4], True, True),
+         ((1, 4, 4, 1), [10, 3], False, False), ((1, 1, 8, 4), [1, 16], False, True)]
 
 
 @pytest.mark.parametrize("kind", ["int8", "int16", "float32"])
