@@ -155,6 +155,8 @@ PROBES = {
                                        out_q=(0.3, 7))(kind),
     "REDUCE_MAX": lambda kind: _with_constant(OP.REDUCE_MAX, (1, 4, 1, 3), [2], (
         OPT.ReducerOptions, options("ReducerOptions", keepDims=True)))(kind),
+    "REDUCE_MIN": lambda kind: _with_constant(OP.REDUCE_MIN, (1, 4, 1, 3), [2], (
+        OPT.ReducerOptions, options("ReducerOptions", keepDims=True)))(kind),
     "RESIZE_NEAREST_NEIGHBOR": lambda kind: _with_constant(
         OP.RESIZE_NEAREST_NEIGHBOR, (1, 7, 9, 3), [7, 9],
         (OPT.ResizeNearestNeighborOptions, options("ResizeNearestNeighborOptions", halfPixelCenters=True)))(kind),

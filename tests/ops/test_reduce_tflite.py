@@ -1,4 +1,4 @@
-"""SUM and REDUCE_MAX from .tflite files (ir/ops/network/reduce.py) against tflite-micro: any axes (negative ones
+"""SUM, REDUCE_MAX and REDUCE_MIN from .tflite files (ir/ops/network/reduce.py) against tflite-micro: any axes (negative ones
 counted from the end, repeated ones once), keep_dims, at int8, int16 (SUM) and float32; the microcontrollers too;
 what tflite-micro refuses refused by name."""
 
@@ -29,7 +29,7 @@ def reducer(code, axes, keep, kind="int8", out_q=(0.3, 7), shape=SHAPE) -> bytes
     rank = len(shape)
     resolved = {v % rank for v in axes}
     out_shape = [1 if k in resolved else d for k, d in enumerate(shape) if keep or k not in resolved]
-    if code == OPS.REDUCE_MAX:
+    if code in (OPS.REDUCE_MAX, OPS.REDUCE_MIN):
         out_q = in_q
     elif kind == "int16":
         out_q = (out_q[0] / 256, 0)
@@ -42,7 +42,8 @@ AXES = [([1], True), ([-1], False), ([1, 2], True), ([2, -3], False), ([0, 1, 2,
 
 
 @pytest.mark.parametrize("code, kind", [(OPS.SUM, "int8"), (OPS.SUM, "int16"), (OPS.SUM, "float32"),
-                                        (OPS.REDUCE_MAX, "int8"), (OPS.REDUCE_MAX, "float32")])
+                                        (OPS.REDUCE_MAX, "int8"), (OPS.REDUCE_MAX, "float32"),
+                                        (OPS.REDUCE_MIN, "int8"), (OPS.REDUCE_MIN, "float32")])
 @pytest.mark.parametrize("axes, keep", AXES)
 def test_equals_tflite_micro(code, kind, axes, keep, tmp_path):
     data = reducer(code, axes, keep, kind)
@@ -62,7 +63,7 @@ def test_equals_tflite_micro(code, kind, axes, keep, tmp_path):
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 def test_the_microcontrollers_compute_the_same_values(target, tmp_path):
     require_target(target)
-    for name, code in (("sum", OPS.SUM), ("max", OPS.REDUCE_MAX)):
+    for name, code in (("sum", OPS.SUM), ("max", OPS.REDUCE_MAX), ("min", OPS.REDUCE_MIN)):
         data = reducer(code, [1, 2], False)
         X = random_rows(np.random.default_rng(3), 3, int(np.prod(SHAPE)))[:3]
         (tmp_path / name).mkdir()

@@ -54,11 +54,11 @@ def _infer(name: str):
             need(count * (1 << bits) < (1 << 31), f"a sum of {count} int{bits} values: TFLite's int32 sums can wrap")
             check_requantisation(x.dtype.qscales[0] / result.dtype.qscales[0], name)
             return result
-        if name == "reduce_max":
+        if name in ("reduce_max", "reduce_min"):
             keeps_type(x, result, name)
             need(not x.dtype.is_quantised or (result.dtype == x.dtype and x.dtype.axis == PER_TENSOR),
-                 f"TFLite's int8 REDUCE_MAX compares the stored integers: the result keeps the input's quantisation "
-                 f"{x.dtype}, declares {result.dtype}")
+                 f"TFLite's int8 {name.upper()} compares the stored integers: the result keeps the input's "
+                 f"quantisation {x.dtype}, declares {result.dtype}")
         elif x.dtype.is_fixed:
             check_shift(x.dtype.scale - result.dtype.scale, "the sum")
         return result
@@ -169,10 +169,10 @@ def _c_fixed_sum(em, node) -> list[str]:
                   lambda acc: f"{clamp_to(em, bits)}({shifted}, INT32_C({-top - 1}), INT32_C({top}))")
 
 
-def _c_max(ctype: str):
+def _c_extreme(ctype: str, compare: str):
     def c(em, node) -> list[str]:
         ctype_ = ctype or f"int{node.type.dtype.bits}_t"
-        return _loops(em, node, ctype_ + " acc = {first};", lambda v: f"acc = ({v} > acc) ? {v} : acc;",
+        return _loops(em, node, ctype_ + " acc = {first};", lambda v: f"acc = ({v} {compare} acc) ? {v} : acc;",
                       lambda acc: acc)
     return c
 
@@ -189,16 +189,19 @@ register_op(OpDef(
     c={"fixed": _c_fixed_sum, "float": _c_float_sum},
     unsupported={"interval": NO_RANGES}))
 
-register_op(OpDef(
-    "reduce_max", 1, _infer("reduce_max"),
-    lambda xs, attrs: _reduce(np.asarray(xs[0], dtype=np.float64), np.ndim(xs[0]), attrs, np.max),
-    {"axes": "ints", "keep_dims": "int"},
-    "TFLite's REDUCE_MAX over axes (keep_dims 1: they stay as 1s); fixed point: the largest integer, the type kept",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: _reduce(np.asarray(ins[0]), _input_rank(ins, batched), attrs,
-                                                               np.max),
-    fixed=lambda call: _reduce(np.asarray(call.ins[0], dtype=np.int64), call.in_types[0].rank, call.attrs, np.max),
-    c={"fixed": _c_max(""), "float": _c_max("float")},
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+for _name, _how, _compare, _what in (("reduce_max", np.max, ">", "largest"), ("reduce_min", np.min, "<", "smallest")):
+    register_op(OpDef(
+        _name, 1, _infer(_name),
+        lambda xs, attrs, how=_how: _reduce(np.asarray(xs[0], dtype=np.float64), np.ndim(xs[0]), attrs, how),
+        {"axes": "ints", "keep_dims": "int"},
+        f"TFLite's {_name.upper()} over axes (keep_dims 1: they stay as 1s); fixed point: the {_what} integer, the "
+        "type kept",
+        evaluate_rows=lambda ins, batched, attrs, n, rank, how=_how: _reduce(np.asarray(ins[0]),
+                                                                             _input_rank(ins, batched), attrs, how),
+        fixed=lambda call, how=_how: _reduce(np.asarray(call.ins[0], dtype=np.int64), call.in_types[0].rank,
+                                             call.attrs, how),
+        c={"fixed": _c_extreme("", _compare), "float": _c_extreme("float", _compare)},
+        unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 
 REDUCER_OPTIONS = 27  # schema.fbs' BuiltinOptions: ReducerOptions { keep_dims: bool }
@@ -223,3 +226,8 @@ def lower_sum(low, options, ins, outs) -> None:
 @tflite_builtin("REDUCE_MAX", 82, options=REDUCER_OPTIONS, inputs=(2, 2))
 def lower_reduce_max(low, options, ins, outs) -> None:
     _lower_reducer(low, "REDUCE_MAX", "reduce_max", options, ins, outs, ("float32", "int8"))
+
+
+@tflite_builtin("REDUCE_MIN", 89, options=REDUCER_OPTIONS, inputs=(2, 2))
+def lower_reduce_min(low, options, ins, outs) -> None:
+    _lower_reducer(low, "REDUCE_MIN", "reduce_min", options, ins, outs, ("float32", "int8"))
