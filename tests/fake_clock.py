@@ -17,3 +17,16 @@ class SpentClock:
             self.start = time.perf_counter()
             return self.start
         return time.perf_counter() + self.spent
+
+
+class ManualClock:
+    """fit's clock standing still until a test moves it (``advance``): work takes the time the test says."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

@@ -1,6 +1,7 @@
 """`tinycc-ml report`: one JSON object with the measured fields; bad data gets one error line."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -61,9 +62,14 @@ def test_text_report_lists_kernels(files):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "cycles_mean" in out and "kernels (cycles per inference" in out
-    lines = [ln.split() for ln in out.splitlines() if ln.startswith("  %")]
+    block = out.split("kernels (cycles per inference", 1)[1].split("(outside kernels)")[0].splitlines()[1:]
+    # each step in words (no IR value names), in the order the code runs them: the projection first
+    lines = [re.split(r"\s{2,}", ln.strip()) for ln in block if ln.strip()]
     assert len(lines) >= 3 and all(int(ln[1].replace(",", "")) > 0 for ln in lines)
-    assert any(f.startswith("mac") for ln in lines for f in ln[2:])  # a mat-vec kernel, measured
+    assert not any("%" in ln[0] for ln in lines), block
+    assert lines[0][0] == "matrix product, 64 inputs -> 6 outputs", block
+    assert any(ln[0].startswith("distances to ") for ln in lines), block
+    assert any(f.startswith("mac") for ln in lines for f in ln[2].split())  # a mat-vec kernel, measured
 
 
 def test_cortex_m4_report_prints_model_cycles_beside_instructions(files):

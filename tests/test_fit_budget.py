@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.datasets import load_iris, make_classification
 
 import tinycc_ml
 import tinycc_ml.search.fit as fit_module
 from tests.conftest import require_target
-from tests.fake_clock import SpentClock
+from tests.fake_clock import ManualClock, SpentClock
+from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.errors import FitError, InfeasibleError
 from tinycc_ml.passes import fixed_pipeline
 from tinycc_ml.search.measure import Measurement
@@ -179,20 +182,96 @@ def test_the_final_retraining_is_budgeted_from_the_start(long_data):
 
 
 def test_the_final_check_simulates_only_the_rows_the_budget_affords(monkeypatch):
-    """Long test data: the simulator runs what the time left affords; the accuracy covers every test row,
-    computed as the search computes it (the fixed-point interpreter, bit-exact with the build)."""
+    """Long test data and a simulator that takes 1 s a row (an injected clock): the final check runs the
+    search's own rows, then growing batches while the rate just measured says they end in time, and the run
+    ends within its budget; the accuracy covers every test row, computed as the search computes it (the
+    fixed-point interpreter, bit-exact with the build)."""
     require_target("avr")
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
-    monkeypatch.setattr(fit_module, "SIMULATED_PER_SECOND", 1.0)  # as if each row took far longer than the budget
+    clock = ManualClock()
+    monkeypatch.setattr(fit_module, "clock", clock)
+    backend = type(get_backend("avr"))
+    real_simulate = backend.simulate
+    batches = []
+
+    def slow_simulate(self, out_dir, output, rows):
+        batches.append(len(rows))
+        clock.advance(1.0 * len(rows))
+        return real_simulate(self, out_dir, output, rows)
+
+    monkeypatch.setattr(backend, "simulate", slow_simulate)
     res = tinycc_ml.fit(X[:600], y[:600], target="avr", families="linear", precision="int8", time_budget=120.0,
-                        X_test=X[600:], y_test=y[600:], refit=False)
+                        X_test=X[600:], y_test=y[600:], refit=False, sim_rows=8)
     v = res.verification
-    assert v["rows"] == len(X) - 600 and v["simulated_rows"] == 8
+    final = batches  # the search measured on a worker process (it has a budget): these are the final check's
+    assert final[0] == 8 and len(final) > 2 and final[1] <= fit_module.FINAL_BATCH_GROWTH * 8
+    assert v["simulated_rows"] == sum(final) < v["rows"] == len(X) - 600
+    assert res.seconds <= 120.0  # the budget holds, by the clock the test moved
     compiled = fit_module.compiled_predictions(res.compiled, res.model, X[600:], "avr")
     assert v["accuracy"] == pytest.approx(np.mean(res.model.classes[compiled] == y[600:]))
-    assert "8 of them in simavr" in res.report()
+    assert f"{sum(final)} of them in simavr" in res.report()
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.integers(1, 5000), done=st.integers(0, 5000), last_batch=st.integers(1, 500),
+       last_seconds=st.floats(0.0, 100.0), elapsed=st.floats(0.0, 150.0), pace=st.floats(1.0, 8.0))
+def test_a_final_check_batch_ends_in_the_time_left_at_the_rate_just_measured(rows, done, last_batch, last_seconds,
+                                                                            elapsed, pace):
+    done = min(done, rows)
+    search = object.__new__(fit_module._Search)
+    search.time_budget, search.start = 100.0, 0.0
+    search.task_times = [(pace, 1.0)]
+    original = fit_module.clock
+    fit_module.clock = lambda: elapsed
+    try:
+        batch = search.next_batch(done, rows, last_batch, last_seconds)
+    finally:
+        fit_module.clock = original
+    assert 0 <= batch <= min(rows - done, fit_module.FINAL_BATCH_GROWTH * last_batch)
+    rate = max(last_seconds, 1e-9) / last_batch
+    assert elapsed + 1.25 * rate * batch + fit_module.OUTPUT_SECONDS * pace <= 100.0 + 1e-6 or batch == 0
+
+
+def test_a_slower_machine_moves_the_search_deadline_earlier(long_data):
+    """The pace (wall per CPU second of the last tasks) scales what the end of the run is expected to take:
+    work measured at full pace takes four times as long on a machine four times over-subscribed, and the
+    search stops that much earlier; work measured at that pace is not scaled twice."""
+    from tinycc_ml.codegen.backend import get_backend as backend_of
+    from tinycc_ml.search.limits import Limits
+    from tinycc_ml.search.pareto import Candidate
+
+    X, y = long_data
+    backend = backend_of("host")
+    classes, index = np.unique(y, return_inverse=True)
+    search = fit_module._Search(X, y, index, classes, backend, Limits.make("host", backend), ("float",), ("linear",),
+                                100.0, 0, 2, 0.2, 8, "m")
+    c = Candidate(0, "linear", {"C": 1.0}, "float", val_accuracy=0.9, val_se=0.01, flash_bytes=100, ram_bytes=10,
+                  train_seconds=4.0, status="measured")
+    search.candidates.append(c)
+    search.seconds[0], search.candidate_pace[0] = 2.0, 1.0
+    search.task_times = [(3.0, 3.0)]
+    retrain = 4.0 * search.n_all / len(search.X_fit)
+    at_full_pace = 1.25 * (retrain + 2.0) + fit_module.OUTPUT_SECONDS
+    assert search.final_seconds(c, True) == pytest.approx(at_full_pace)
+    search.task_times += [(8.0, 2.0), (4.0, 1.0), (12.0, 3.0)]  # the last three tasks ran at a quarter speed
+    assert search.pace() == pytest.approx(4.0) and search.output_seconds() == pytest.approx(4 * 3.0)
+    slow = 1.25 * 4 * (retrain + 2.0) + 4 * fit_module.OUTPUT_SECONDS
+    assert search.final_seconds(c, True) == pytest.approx(slow)
+    assert search.search_deadline() == pytest.approx(search.start + 100.0 - slow)
+    search.candidate_pace[0] = 4.0  # measured at that pace already
+    assert search.final_seconds(c, True) == pytest.approx(1.25 * (retrain + 2.0) + 4 * fit_module.OUTPUT_SECONDS)
+
+
+def test_a_task_reports_its_cpu_time():
+    """run_candidate's CPU seconds (its thread and the tools it ran) are what the pace is read from."""
+    require_target("host")
+    X, y = load_iris(return_X_y=True)
+    data = fit_module._Data(X[:100], y[:100], X[:100], X[100:], y[100:], X[100:108], "host", "m")
+    settings = fit_module.FAMILIES["linear"].settings(1, 0, 4, 3)
+    outcome = fit_module.run_candidate(fit_module._Task("linear", settings, ("float",), data))
+    assert outcome.status == "measured" and 0 < outcome.cpu_seconds
 
 
 def test_a_one_product_per_row_matvec_is_the_dense_sum_bit_for_bit():

@@ -33,3 +33,22 @@ def test_why_a_build_does_not_stream_is_said_without_ir_names():
     line = next(ln for ln in header.splitlines() if "No streaming entry points" in ln)
     assert "%" not in line and " is reshape" not in line
     assert line.endswith("here it is a reshape of the input */")
+
+
+def test_each_step_of_a_build_is_named_in_words():
+    """What the report's kernel profile shows per step: the trees counted, layers by their sizes, in the order
+    the code runs them (BuildOutput.node_steps)."""
+    from sklearn.datasets import load_digits
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.neural_network import MLPClassifier
+
+    X, y = load_digits(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=10, max_depth=4, random_state=0).fit(X[:300], y[:300])
+    steps = tinycc_ml.compile(forest, target="avr", precision="int16", calibration=X[:300]).output.node_steps
+    assert "10 trees" in steps.values()
+    mlp = MLPClassifier((16,), max_iter=50, random_state=0).fit(X[:300], y[:300])
+    steps = list(tinycc_ml.compile(mlp, target="cortex-m0", precision="int16", calibration=X[:300])
+                 .output.node_steps.values())
+    products = [s for s in steps if s.startswith("matrix product")]
+    assert products == ["matrix product, 64 inputs -> 16 outputs", "matrix product, 16 inputs -> 10 outputs"]
+    assert not any("%" in s or "_" in s for s in steps), steps

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from tests.conftest import require_target
+from tests.conftest import require_target, require_tools
 from tinycc_ml.models.protonn import init_protonn
 
 REPO = Path(__file__).resolve().parents[1]
@@ -167,6 +167,10 @@ def needs(body: str) -> None:
     for target in ("avr", "cortex-m0", "cortex-m4"):
         if f'target="{target}"' in body or f"--target {target}" in body:
             require_target(target)
+    require_tools(*(tool for tool in CROSS_TOOLS if tool in body))  # a block declaring a chip of its own
+
+
+CROSS_TOOLS = ("riscv64-unknown-elf-gcc", "qemu-system-riscv32", "arm-none-eabi-gcc", "qemu-system-arm")
 
 
 def run_shell(body: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:

@@ -528,14 +528,14 @@ def print_kernels(kernels: dict) -> None:
     for row in kernels["per_node"]:
         measured = row[f"measured_{unit}"]
         cost = "-" if measured is None else f"{measured:,.0f}"
-        line = f"  %{row['node']:<20} {cost:>10}  {' '.join(row['functions'])}"
+        line = f"  {row.get('step', row['node']):<40} {cost:>10}  {' '.join(row['functions'])}"
         if row.get("kernel"):
             pred = row.get(f"predicted_{unit}")
             line += f"  [{row['matrix']}: {row['kernel']}, predicted {'-' if pred is None else f'{pred:,}'}]"
         if row.get("note"):
             line += f"  ({row['note']})"
         print(line)
-    print(f"  {'(outside kernels)':<21} {kernels['outside_kernels']:>10,.0f}")
+    print(f"  {'(outside kernels)':<40} {kernels['outside_kernels']:>10,.0f}")
 
 
 # ---------------------------------------------------------------- fit

@@ -39,6 +39,7 @@ class BuildOutput:
     kernels: list[dict] = field(default_factory=list)  # per matrix: kernel chosen, predicted cost, candidates
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
+    node_steps: dict[str, str] = field(default_factory=dict)  # node -> what it computes, in the user's words
     optional_ram_bytes: int = 0  # of ram_bytes, what kernels may give up when the build would not fit otherwise
     const_arrays: dict[str, int] = field(default_factory=dict)  # constant array symbol -> bytes
     macs: int = 0  # multiply-accumulates per inference of a network's layers (ir.analyses.multiply_accumulates)

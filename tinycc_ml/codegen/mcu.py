@@ -37,6 +37,7 @@ from tinycc_ml.codegen.emitter import CEmitter, CTarget, Emitted, ctype_of, inpu
 from tinycc_ml.codegen.float_input import guard_macro, source_lines
 from tinycc_ml.codegen.input_bound import run_guard, streaming_guard
 from tinycc_ml.codegen.layouts import ConstLayout
+from tinycc_ml.codegen.step_words import FIRST_STEP_WORDS, step_words
 from tinycc_ml.errors import CompileError, DataError, FitError, ToolchainError
 from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import clip_bounds, quantise, quantise_affine
@@ -99,15 +100,10 @@ def stream_plan(graph: Graph) -> StreamPlan:
         return StreamPlan(clamp, first.name)
     if first.op == "sqdist" and first.inputs[0] == v and graph.op(first.inputs[1]) == "const":
         return StreamPlan(clamp, first.name)
+    first_words = FIRST_STEP_WORDS.get(first.op, first.op)
     raise CompileError("streaming needs the model's first step to be a product of the input by a constant matrix "
-                       f"or the distances to constant prototypes; here it is {STEP_WORDS.get(first.op, first.op)}")
+                       f"or the distances to constant prototypes; here it is {first_words}")
 
-
-# a model's first step in words, where streaming is refused for it (other ops go by their name)
-STEP_WORDS = {"reshape": "a reshape of the input", "conv2d": "a 2-D convolution", "conv1d": "a 1-D convolution",
-              "depthwise_conv2d": "a depthwise convolution", "matvec": "a product by a computed matrix",
-              "sqdist": "distances to computed points", "sub": "a subtraction", "mul": "a multiplication",
-              "add": "an addition", "quantize": "a quantisation of the input", "cast": "a type conversion"}
 
 C_TYPE_BYTES = {"uint8_t": 1, "int8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "float": 4}
 
@@ -120,6 +116,7 @@ class McuEmitter(CEmitter):
     scratch_buffers: dict[str, tuple[str, int]] = field(default_factory=dict)  # symbol -> (C type, length)
     stream_bytes: int = 0
     node_functions: dict = field(default_factory=dict)  # node -> the kernel functions its code calls
+    node_steps: dict = field(default_factory=dict)  # node -> what it computes, in words (step_words)
     aligns_arenas = True
 
     def arena_attribute(self, key: str) -> str:
@@ -128,6 +125,7 @@ class McuEmitter(CEmitter):
     def build_output(self) -> BuildOutput:
         out = super().build_output()
         out.node_functions = {n: list(f) for n, f in self.node_functions.items()}
+        out.node_steps = {n: self.node_steps[n] for n in self.graph.order() if n in self.node_steps}  # as run
         return out
 
     def emit_node(self, node: Node) -> list[str]:
@@ -140,6 +138,7 @@ class McuEmitter(CEmitter):
         if called:
             mine = self.node_functions.setdefault(node.name, [])
             mine += [h for h in called if h not in mine]
+        self.node_steps[node.name] = step_words(self.graph, node)
         return lines
 
     def scratch(self, name: str, ctype: str, length: int) -> None:

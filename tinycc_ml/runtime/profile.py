@@ -50,10 +50,13 @@ def function_cycles(simulator: str, sources, header, prefix: str, x: np.ndarray,
 
 
 def kernel_costs(node_functions: dict[str, list[str]], choices: list[dict], profile: dict[str, float],
-                 prefix: str, unit: str) -> list[dict]:
-    """Per graph node whose code calls kernel functions: its op's kernel, the measured cost (the calls'
-    functions in the profile; a function called by several nodes is split evenly between them) and,
-    for a matrix whose kernel a cost model chose, the choice and its predicted cost."""
+                 prefix: str, unit: str, node_steps: dict[str, str] | None = None) -> list[dict]:
+    """Per graph node whose code calls kernel functions, in the order the code runs them (``node_steps``' order):
+    what it computes in words ("step", from ``node_steps``; the node's IR name where there are none), its op's
+    kernel, the measured cost (the calls' functions in the profile; a function called by several nodes is
+    split evenly between them) and, for a matrix whose kernel a cost model chose, the choice and its
+    predicted cost."""
+    node_steps = node_steps or {}
     users: dict[str, int] = {}
     for syms in node_functions.values():
         for s in set(syms):
@@ -62,7 +65,8 @@ def kernel_costs(node_functions: dict[str, list[str]], choices: list[dict], prof
     out = []
     for node, syms in node_functions.items():
         measured = sum(profile.get(s, 0.0) / users[s] for s in set(syms))
-        row = {"node": node, "functions": [s.removeprefix(prefix + "_") for s in syms],
+        row = {"node": node, "step": node_steps.get(node, node),
+               "functions": [s.removeprefix(prefix + "_") for s in syms],
                f"measured_{unit}": round(measured, 1)}
         choice = by_node.get(node)
         if choice is not None:
@@ -72,10 +76,12 @@ def kernel_costs(node_functions: dict[str, list[str]], choices: list[dict], prof
         out.append(row)
     for node, choice in by_node.items():  # a choice whose code has no function of its own (inline C)
         if node not in node_functions:
-            out.append({"node": node, "functions": [], f"measured_{unit}": None, "matrix": choice.get("matrix"),
+            out.append({"node": node, "step": node_steps.get(node, node), "functions": [],
+                        f"measured_{unit}": None, "matrix": choice.get("matrix"),
                         "kernel": choice["kernel"], f"predicted_{unit}": choice.get("predicted_cycles"),
                         "note": "; ".join(filter(None, [choice.get("note"), "inline C: not measured apart"]))})
-    return out
+    order = {node: i for i, node in enumerate(node_steps)}
+    return sorted(out, key=lambda row: order.get(row["node"], len(order)))
 
 
 PROFILE_ROWS = 2  # rows profiled for the per-kernel costs (every row of a model takes nearly one path)
@@ -92,7 +98,8 @@ def measure_kernels(backend, out_dir, output, X) -> dict:
     except ToolchainError as exc:
         return {"unavailable": str(exc).splitlines()[0]}
     unit = SIMULATORS.load(backend.simulator).unit if getattr(backend, "simulator", None) else "cycles"
-    per_node = kernel_costs(output.node_functions, output.kernels, prof, output.prefix, unit)
+    per_node = kernel_costs(output.node_functions, output.kernels, prof, output.prefix, unit,
+                            output.node_steps)
     total = sum(prof.values())
     inside = sum(r[f"measured_{unit}"] or 0 for r in per_node)
     return {"unit": unit, "rows": int(min(len(X), PROFILE_ROWS)), "total": round(total, 1),

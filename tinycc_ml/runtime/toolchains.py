@@ -26,6 +26,8 @@ TOOL_PACKAGES: dict[str, tuple[str, ...]] = {
     "arm-none-eabi-size": ("binutils-arm-none-eabi",),
     "arm-none-eabi-nm": ("binutils-arm-none-eabi",),
     "qemu-system-arm": ("qemu-system-arm",),
+    "riscv64-unknown-elf-gcc": ("gcc-riscv64-unknown-elf", "picolibc-riscv64-unknown-elf"),
+    "qemu-system-riscv32": ("qemu-system-misc",),
     "gcc": ("gcc",),
     "cc": ("gcc",),
     "cmake": ("cmake",),

@@ -33,7 +33,11 @@ budget ends the search early. The budget covers the whole call: from the start `
 the end of the run as expected for the choice so far, ``final_seconds``, when more) is kept for
 retraining the choice on all rows and its final check; a size is started only while the time left
 exceeds that and what the family's previous size took; sizes still running when it is spent are
-stopped; retraining is left out when it would not fit. What was left out is recorded (``skipped``,
+stopped; retraining is left out when it would not fit. These estimates follow the machine's pace in this
+run (``_Search.pace``: wall seconds per CPU second of the last tasks): when other work slows the machine
+down, the end of the run is expected to take longer and the search stops earlier; the final check then
+simulates its rows in growing batches, each only while the rate just measured says it ends in time, and
+the plot is left out when the pace says it would not fit. What was left out is recorded (``skipped``,
 pareto.txt's "not measured" lines, each candidate's note, the plot's foot) and ``complete`` is False;
 how far a search gets then depends on the machine's speed. BLAS and OpenMP run on one thread in
 every task, so the thread settings of the environment do not change the sums (k-means, matrix
@@ -95,7 +99,9 @@ FINAL_SHARE = 0.1  # of the time budget kept from the start for retraining the c
 FINAL_SIMULATION_SHARE = 0.05  # of the time budget planned for the final check's simulated rows, at most
 SCREEN_MIN_ROWS = 1000  # a family's first size trains on a quarter of the rows, at least these (see _Search) ...
 SCREEN_MAX_ROWS = 4000  # ... and at most these (long data: every family is screened quickly)
-OUTPUT_SECONDS = 3.0  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run
+OUTPUT_SECONDS = 3.0  # writing the outputs (the plot imports matplotlib) at the end of a budgeted run, at full pace
+RECENT_TASKS = 3  # the machine's pace is read from the wall and CPU seconds of the last tasks that ran
+FINAL_BATCH_GROWTH = 4  # each batch of the final check's simulated rows at most this many times the last
 MIN_TIME_BUDGET = OUTPUT_SECONDS  # a smaller budget is refused; one spent early still buys the first candidate
 FORMAT = "tinycc-ml-fit"
 # loggers of the steps run for every candidate: their INFO lines would bury the search's own (kept at -vv)
@@ -344,6 +350,17 @@ class _Outcome:
     train_seconds: float = 0.0
     seconds: float = 0.0  # training and every measurement
     measurements: list = field(default_factory=list)
+    cpu_seconds: float = 0.0  # CPU time of the task (its thread and the tools it ran); 0: not known
+
+
+def cpu_seconds() -> float:
+    """CPU time of this thread and of the child processes waited for (compilers, simulators)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows: the thread's own time
+        return time.thread_time()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.thread_time() + children.ru_utime + children.ru_stime
 
 
 def run_candidate(task: _Task) -> _Outcome:
@@ -361,7 +378,7 @@ def run_candidate(task: _Task) -> _Outcome:
     get_backend(d.target)  # imported before the clock starts: a fresh worker's imports are not training time
     fresh = FAMILIES[task.family].estimator(task.settings)
     X_fit, y_fit = (d.X_fit[d.screen_index], d.y_fit[d.screen_index]) if task.screen else (d.X_fit, d.y_fit)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
     # one BLAS / OpenMP thread: the same sums whatever the environment, and workers do not oversubscribe
     with threadpool_limits(limits=1), _quiet_builds():
         try:
@@ -372,7 +389,8 @@ def run_candidate(task: _Task) -> _Outcome:
         train_seconds = time.perf_counter() - t0
         measurements = [measure(model, d.target, p, d.calibration, d.X_val, d.val_index, d.X_sim, d.name)[0]
                         for p in task.precisions]
-    return _Outcome("measured", "", estimator, model, train_seconds, time.perf_counter() - t0, measurements)
+    return _Outcome("measured", "", estimator, model, train_seconds, time.perf_counter() - t0, measurements,
+                    cpu_seconds() - cpu0)
 
 
 @dataclass
@@ -444,6 +462,9 @@ class _Search:
         self._order: dict[int, tuple] = {}  # candidate -> (family, rung, n-th record of that size)
         self._last: dict[str, tuple[int, float, float, int]] = {}  # family -> (size, seconds, training seconds,
         # rows) of its last task
+        self.task_times: list[tuple[float, float]] = []  # (wall, CPU seconds) of each measured task, as they end
+        self.candidate_pace: dict[int, float] = {}  # candidate id -> the pace of the task that measured it
+        self.family_pace: dict[str, float] = {}  # family -> the pace of its last task
 
     # ------------------------------------------------------------ time
     def elapsed(self) -> float:
@@ -468,25 +489,45 @@ class _Search:
         better = order[: max(1, math.ceil(len(self.ladders) / 2))]
         return (1 if plan.family in better or plan.family not in screened else 2,)
 
+    def pace(self, times: list[tuple[float, float]] | None = None) -> float:
+        """Wall seconds per CPU second of ``times`` (default: the last RECENT_TASKS tasks), at least 1: how much
+        slower than its own work a task runs on this machine now, other processes taking their share of the
+        cores. 1 before any task is measured."""
+        times = self.task_times[-RECENT_TASKS:] if times is None else times
+        cpu = sum(c for _, c in times)
+        return max(1.0, sum(w for w, _ in times) / cpu) if cpu > 0 else 1.0
+
+    def slowdown_since(self, then: float) -> float:
+        """How many times longer work measured at pace ``then`` takes now (at least 1: a machine that got
+        faster is not counted on)."""
+        return max(1.0, self.pace() / then)
+
+    def output_seconds(self) -> float:
+        """Writing the outputs at the machine's pace now."""
+        return OUTPUT_SECONDS * self.pace()
+
     def final_seconds(self, c: Candidate, refit: bool) -> float:
         """Seconds the end of the run is expected to take for ``c``: its retraining on all rows (its
         training time scaled by the rows), its final check (one more measurement plus the simulated
-        rows at ``SIMULATED_PER_SECOND`` counts a second), x1.25, plus the outputs."""
+        rows at ``SIMULATED_PER_SECOND`` counts a second), each at the machine's pace now against the pace
+        they were measured at, x1.25, plus the outputs."""
         rows = c.screen_rows or len(self.X_fit)
-        train = (c.train_seconds or 0.0) * self.n_all / rows if refit else 0.0
-        simulate = (c.count or 0) * self.final_rows / SIMULATED_PER_SECOND
+        slower = self.slowdown_since(self.candidate_pace.get(c.id, 1.0))
+        train = (c.train_seconds or 0.0) * self.n_all / rows * slower if refit else 0.0
+        simulate = (c.count or 0) * self.final_rows / SIMULATED_PER_SECOND * self.pace()
         if self.time_budget is not None:  # the final check simulates only the rows it can afford (see _verify)
             simulate = min(simulate, FINAL_SIMULATION_SHARE * self.time_budget)
-        return 1.25 * (train + self.seconds.get(c.id, 0.0) + simulate) + OUTPUT_SECONDS
+        return 1.25 * (train + self.seconds.get(c.id, 0.0) * slower + simulate) + self.output_seconds()
 
-    def affordable_rows(self, c: Candidate, rows: int) -> int:
-        """How many of ``rows`` final-check rows the simulator can run in the time left (all without a budget;
-        at least the search's own simulated rows)."""
-        if self.time_budget is None or not c.count:
-            return rows
-        left = self.time_budget - self.elapsed() - OUTPUT_SECONDS
-        affordable = int(max(0.0, left) / 1.25 * SIMULATED_PER_SECOND / c.count)
-        return max(min(rows, len(self.X_sim)), min(rows, affordable))
+    def next_batch(self, done: int, rows: int, last_batch: int, last_seconds: float) -> int:
+        """How many more of ``rows`` final-check rows to simulate after ``done``, the last batch of
+        ``last_batch`` rows having taken ``last_seconds``: at most FINAL_BATCH_GROWTH times that batch, and
+        only as many as end, at its rate (x1.25), before the outputs must start (all of them without a budget)."""
+        if self.time_budget is None:
+            return rows - done
+        left = self.time_budget - self.elapsed() - self.output_seconds()
+        affordable = int(max(0.0, left) / (1.25 * max(last_seconds, 1e-9) / last_batch))
+        return max(0, min(rows - done, FINAL_BATCH_GROWTH * last_batch, affordable))
 
     def affords(self, seconds: float) -> bool:
         """Whether ``seconds`` more of work ends within the time budget (always, without one)."""
@@ -502,7 +543,7 @@ class _Search:
         the budget less the end of the run, at least FINAL_SHARE of the budget from the start."""
         if self.time_budget is None or not any(c.status == "measured" for c in self.candidates):
             return None
-        floor = FINAL_SHARE * self.time_budget if self.refit else OUTPUT_SECONDS
+        floor = FINAL_SHARE * self.time_budget if self.refit else self.output_seconds()
         return self.start + self.time_budget - max(floor, self.final_reserve())
 
     def out_of_time(self) -> bool:
@@ -538,6 +579,7 @@ class _Search:
         self.candidates = old
         self.models = {mapping[i]: m for i, m in self.models.items()}
         self.seconds = {mapping[i]: s for i, s in self.seconds.items()}
+        self.candidate_pace = {mapping[i]: p for i, p in self.candidate_pace.items()}
 
     def plan(self, family: str, ladder: Ladder, size: int, rung: int) -> _Plan:
         fam = FAMILIES[family]
@@ -572,6 +614,7 @@ class _Search:
         if plan.family in self._last:  # training grows with the rows, both with the size
             size, seconds, train, last_rows = self._last[plan.family]
             predicted = (seconds + train * (max(1.0, rows / last_rows) - 1)) * max(1.0, plan.size / max(size, 1))
+            predicted *= self.slowdown_since(self.family_pace.get(plan.family, 1.0))
         elif self._last:  # a family's first size: as long as the other families' sizes took (the median)
             predicted = float(np.median([seconds for _, seconds, *_ in self._last.values()]))
         wall = None if deadline is None else time.time() + (deadline - clock())
@@ -659,6 +702,9 @@ class _Search:
             else:
                 self._last[plan.family] = (plan.size, outcome.seconds, outcome.train_seconds,
                                            plan.screen_rows or len(self.X_fit))
+                if outcome.cpu_seconds > 0:
+                    self.task_times.append((outcome.seconds, outcome.cpu_seconds))
+                self.family_pace[plan.family] = self.pace([(outcome.seconds, outcome.cpu_seconds)])
                 for p, m in zip(plan.active, outcome.measurements):
                     self.record(plan, p, m, outcome)
         if plan.rung == 0:
@@ -669,6 +715,7 @@ class _Search:
         c = self.add(plan.family, plan.settings, precision, plan.rung, train_seconds=round(outcome.train_seconds, 2),
                      screen_rows=plan.screen_rows)
         self.models[c.id] = (outcome.estimator, outcome.model)
+        self.candidate_pace[c.id] = self.pace([(outcome.seconds, outcome.cpu_seconds)])
         self.seconds[c.id] = (outcome.seconds - outcome.train_seconds) / max(1, len(plan.active))
         if m.error is not None:
             c.status, c.failed, c.note = "failed", [m.misfit], m.error
@@ -720,19 +767,17 @@ def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_r
     """Compile (after retraining on all rows when ``refit``) and run the chosen build on ``X_rows`` in the
     simulator: (verification, estimator, model, compile result); verification None when a limit breaks.
     With a time budget the simulator runs as many of the rows as the time left affords (``simulated_rows``,
-    at least the search's own), the accuracy then coming from what the target computes on every row (the
-    fixed-point interpreter, bit-exact with the build, as in the search), checked equal on the simulated rows."""
+    at least the search's own; ``_simulate_affordable``), the accuracy then coming from what the target
+    computes on every row (the fixed-point interpreter, bit-exact with the build, as in the search), checked
+    equal on the simulated rows."""
     calibration = X[:CALIBRATION_ROWS] if refit else search.calibration
     if refit:
         log.info("fit: retraining %s on all %d training rows", candidate.label, len(X))
         estimator = FAMILIES[candidate.family].estimator(dict(candidate.settings)).fit(X, y)
         model = as_model(estimator)
     result = compile_for(model, search.target, candidate.precision, calibration, search.name)
-    simulated = search.affordable_rows(candidate, len(X_rows))
-    with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
-        for file_name, text in result.files.items():
-            (Path(tmp) / file_name).write_text(text)
-        run = search.backend.simulate(Path(tmp), result.output, X_rows[:simulated])
+    run, counts = _simulate_affordable(search, result, X_rows)
+    simulated = len(run.predictions)
     predictions = np.asarray(run.predictions, dtype=np.int64)
     if simulated < len(X_rows):
         everywhere = np.asarray(compiled_predictions(result, model, X_rows, search.target), dtype=np.int64)
@@ -744,7 +789,6 @@ def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_r
     flash = int(run.model_flash_bytes if run.model_flash_bytes is not None else result.output.const_bytes)
     ram = int(run.model_ram_bytes if run.model_ram_bytes is not None else result.output.ram_bytes)
     ram += int(run.stack_bytes or 0)
-    counts = run.cycles if run.cycles is not None else run.instructions
     count = None if counts is None else int(np.max(counts))
     accuracy = None
     if y_rows is not None:
@@ -761,6 +805,35 @@ def _verify(search: _Search, candidate: Candidate, estimator, model, X_rows, y_r
                     ", ".join(failed), rows_from)
         return None, estimator, model, result
     return verification, estimator, model, result
+
+
+def _simulate_affordable(search: _Search, result, X_rows: np.ndarray):
+    """Run the build on the first of ``X_rows`` in the simulator, as many as the time left affords: the
+    search's own number of rows first, then growing batches, each sized by the rate the last one ran at
+    (``_Search.next_batch``), so a machine that slows down shortens the check instead of overrunning the budget.
+    Returns the first run (its sizes) holding every batch's predictions and the peak stack, and the cycle or
+    instruction counts of every row (None where the simulator counts none)."""
+    batches, predictions, counts = [], [], []
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-fit-") as tmp:
+        for file_name, text in result.files.items():
+            (Path(tmp) / file_name).write_text(text)
+        done, batch = 0, len(X_rows) if search.time_budget is None else min(len(X_rows), len(search.X_sim))
+        while batch > 0:
+            t0 = clock()
+            run = search.backend.simulate(Path(tmp), result.output, X_rows[done:done + batch])
+            batches.append(run)
+            predictions.append(np.asarray(run.predictions))
+            ran = run.cycles if run.cycles is not None else run.instructions
+            counts.append(None if ran is None else np.asarray(ran))
+            done += batch
+            batch = search.next_batch(done, len(X_rows), batch, clock() - t0)
+    first = batches[0]
+    first.predictions = np.concatenate(predictions)
+    stacks = [r.stack_bytes for r in batches if r.stack_bytes is not None]
+    first.stack_bytes = max(stacks) if stacks else None
+    if len(batches) > 1:
+        log.info("fit: final check: %d rows simulated in %d batches", done, len(batches))
+    return first, None if counts[0] is None else np.concatenate(counts)
 
 
 @dataclass(frozen=True)
@@ -938,14 +1011,15 @@ def _search_and_choose(search, X, y, classes, X_test, y_test, refit, out_dir, na
                   "scheduler": None if scheduler is None else str(getattr(scheduler, "scheduler", scheduler)),
                   "skipped": list(search.skipped), "refit_skipped": refit_skipped, "rule": RULE}
     # the plot (matplotlib's import and drawing: seconds on a loaded machine) only while the budget holds it
-    res.files = _output_files(res, prefix, plot=search.affords(OUTPUT_SECONDS))
+    res.files = _output_files(res, prefix, plot=search.affords(search.output_seconds()))
     if out_dir is not None:
         res.out_dir = Path(out_dir)
         write_tree(res.out_dir, res.files)
     phases["outputs"] = search.elapsed() - phases["search"] - phases["final check"]
     res.phase_seconds = phases
     log.info("fit: %s", reason)
-    log.info("fit: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))
+    log.info("fit: %s; the machine's pace %.1f wall seconds per CPU second", ", ".join(
+        f"{name} {seconds:.1f} s" for name, seconds in phases.items()), search.pace())
     return res
 
 
