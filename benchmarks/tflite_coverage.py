@@ -388,7 +388,7 @@ def measure(op: str, kind: str, targets: list[str], n: int) -> str:
                     model = tinycc_ml.load_model(path)
                     x = model.graph.type(model.input_name).dtype
                     real = (X.astype(np.float64) if kind == "float32" or real_input
-                            else (X - x.zero_point) * x.qscales[0])
+                            else (X.astype(np.float64) - x.zero_point) * x.qscales[0])
                     got = get_backend(target).simulate(Path(work) / target, result.output, real).scores
             except TinyccError as exc:
                 return f"refused on {target}: {str(exc).splitlines()[0][:80]}"
