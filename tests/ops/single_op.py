@@ -81,6 +81,22 @@ def assert_int8_equal(data: bytes, X: np.ndarray, shape, tmp_path: Path) -> None
     np.testing.assert_array_equal(scores, want)
 
 
+def assert_equal(data: bytes, X: np.ndarray, shape, tmp_path: Path, kind: str, spread: int = 0) -> np.ndarray:
+    """The interpreter's and the host C's outputs equal to tflite-micro's on the rows X of ``kind`` ("int8",
+    "int16": every value; "float32": bit for bit); ``spread``: how many distinct values tflite-micro's outputs
+    must have (rows that reach the rounding, not all saturated). Returns tflite-micro's outputs."""
+    want = tflite_micro(data, X, shape)
+    assert np.unique(want).size > spread
+    model, result = compiled(data, tmp_path)
+    if kind == "float32":
+        np.testing.assert_array_equal(model.scores(X).astype(np.float32), want)
+        np.testing.assert_array_equal(result.load().scores(X).astype(np.float32), want)
+        return want
+    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *shape)).reshape(len(X), -1), want)
+    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+    return want
+
+
 def assert_float_equal(data: bytes, X: np.ndarray, shape, tmp_path: Path) -> None:
     """The float C's outputs equal to tflite-micro's float32 outputs (an op of one rounding: bit for bit)."""
     want = tflite_micro(data, X, shape)

@@ -9,7 +9,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, OPTIONS, compiled, random_rows, simulated_scores, tflite_micro
+from tests.ops.single_op import OPS, OPTIONS, assert_equal, random_rows, simulated_scores, tflite_micro
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.errors import ModelFileError
 
@@ -103,14 +103,7 @@ NO_INT16 = ("depth_to_space", "space_to_depth")  # TFLite Micro's kernels take i
                                       if not (kind == "int16" and op in NO_INT16)])
 def test_equals_tflite_micro_on_every_value(op, kind, tmp_path):
     data, shape = MODELS[op](kind)
-    size = int(np.prod(shape))
-    X = random_rows(np.random.default_rng(4), 5, size, kind)
-    want = tflite_micro(data, X, shape)
-    model, result = compiled(data, tmp_path)
-    got = model.scores(X) if kind == "float32" else model.run_quantised(X.reshape(len(X), *shape))
-    np.testing.assert_array_equal(np.asarray(got).reshape(len(X), -1), want)
-    scores = result.load().scores(X) if kind == "float32" else result.load().run_raw(X)[0]
-    np.testing.assert_array_equal(np.asarray(scores).reshape(len(X), -1), want)
+    assert_equal(data, random_rows(np.random.default_rng(4), 5, int(np.prod(shape)), kind), shape, tmp_path, kind)
 
 
 @pytest.mark.parametrize("op", NO_INT16)

@@ -8,7 +8,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, compiled, random_rows, simulated_scores, tflite_micro
+from tests.ops.single_op import OPS, assert_equal, random_rows, simulated_scores, tflite_micro
 from tests.tflite_models import TfliteBuilder
 from tinycc_ml.errors import ModelFileError
 
@@ -43,15 +43,7 @@ def prelu(kind="int8", alpha_shape=(1, 1, 5), alpha_kind=None, out_q=(0.04, 6)) 
 def test_equals_tflite_micro(kind, alpha_shape, tmp_path):
     data = prelu(kind, alpha_shape)
     X = random_rows(np.random.default_rng(1), 20, int(np.prod(SHAPE)), kind)
-    want = tflite_micro(data, X, SHAPE)
-    model, result = compiled(data, tmp_path)
-    if kind == "float32":
-        np.testing.assert_array_equal(model.scores(X).astype(np.float32), want)
-        np.testing.assert_array_equal(result.load().scores(X).astype(np.float32), want)
-        return
-    assert np.unique(want).size > 20
-    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *SHAPE)).reshape(len(X), -1), want)
-    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+    assert_equal(data, X, SHAPE, tmp_path, kind, spread=20)
 
 
 @pytest.mark.toolchain

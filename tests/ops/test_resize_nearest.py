@@ -9,7 +9,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, OPTIONS, compiled, random_rows, simulated_scores, tflite_micro
+from tests.ops.single_op import OPS, OPTIONS, assert_equal, random_rows, simulated_scores, tflite_micro
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.errors import ModelFileError
 
@@ -39,15 +39,8 @@ CASES = [((1, 3, 4, 2), [6, 8], False, False), ((1, 3, 4, 2), [7, 5], False, Tru
 @pytest.mark.parametrize("in_shape, size, align, half", CASES)
 def test_equals_tflite_micro(in_shape, size, align, half, kind, tmp_path):
     data = resize(in_shape, size, kind, align, half)
-    X = random_rows(np.random.default_rng(0), 6, int(np.prod(in_shape)), kind)
-    want = tflite_micro(data, X, in_shape)
-    model, result = compiled(data, tmp_path)
-    if kind == "float32":
-        np.testing.assert_array_equal(model.scores(X).astype(np.float32), want)
-        np.testing.assert_array_equal(result.load().scores(X).astype(np.float32), want)
-        return
-    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *in_shape)).reshape(len(X), -1), want)
-    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+    assert_equal(data, random_rows(np.random.default_rng(0), 6, int(np.prod(in_shape)), kind), in_shape, tmp_path,
+                 kind)
 
 
 @pytest.mark.toolchain
