@@ -151,6 +151,8 @@ PROBES = {
     "UNPACK": lambda kind: _unpack_pack(kind),
     "PACK": lambda kind: _unpack_pack(kind),
     "PRELU": lambda kind: _prelu(kind),
+    "ARG_MAX": lambda kind: _arg(OP.ARG_MAX, kind),
+    "ARG_MIN": lambda kind: _arg(OP.ARG_MIN, kind),
     "SUM": lambda kind: _with_constant(OP.SUM, (1, 3), [1, 2], (OPT.ReducerOptions, options("ReducerOptions")),
                                        out_q=(0.3, 7))(kind),
     "REDUCE_MAX": lambda kind: _with_constant(OP.REDUCE_MAX, (1, 4, 1, 3), [2], (
@@ -161,6 +163,17 @@ PROBES = {
         OP.RESIZE_NEAREST_NEIGHBOR, (1, 7, 9, 3), [7, 9],
         (OPT.ResizeNearestNeighborOptions, options("ResizeNearestNeighborOptions", halfPixelCenters=True)))(kind),
 }
+
+
+def _arg(code, kind):
+    """ARG_MAX / ARG_MIN over the channels: int32 indices."""
+    b = TfliteBuilder()
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    axis = b.tensor((1,), "int32", scale=None, data=np.asarray([3], dtype=np.int32))
+    y = b.tensor(SHAPE[:3], "int32", scale=None, name="y")
+    name = "ArgMaxOptions" if code == OP.ARG_MAX else "ArgMinOptions"
+    b.op(code, [x, axis], [y], getattr(OPT, name), options(name, outputType=2))
+    return b.finish([x], [y])
 
 
 def _prelu(kind):
