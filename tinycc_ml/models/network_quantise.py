@@ -28,8 +28,8 @@ from tinycc_ml.ir.verify import verify
 INT8_LEVELS = 255
 INT32_LIMIT = 2**31 - 1
 SOFTMAX_OUTPUT = quantised(8, 1 / 256, -128)
-KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose", "strided_slice", "pad", "reduce_max", "reduce_min",
-                     "relu6")
+KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose", "strided_slice", "pad", "reduce_max",
+                     "reduce_min", "relu6")
 # ops whose output takes the range it reaches on the calibration rows (the activations: ir/ops/network)
 CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_relu", *FUNCTIONS)
 # ops comparing or copying stored integers: every operand (a constant quantised so) and the result share one
