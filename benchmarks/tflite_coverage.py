@@ -141,6 +141,7 @@ PROBES = {
     "EXPAND_DIMS": reshaped(OP.EXPAND_DIMS, (1, 4, 4, 3, 1), const=[4]),
     "LOGISTIC": lambda kind: _sigmoid(OP.LOGISTIC, kind),
     "TANH": lambda kind: _sigmoid(OP.TANH, kind),
+    "HARD_SWISH": unary(OP.HARD_SWISH, out_q=(0.03, -20)),
     "REVERSE_V2": reshaped(OP.REVERSE_V2, SHAPE, const=[1, 2]),
     "DEPTH_TO_SPACE": lambda kind: _blocks(OP.DEPTH_TO_SPACE, kind, (1, 2, 2, 12), (1, 4, 4, 3),
                                            (OPT.DepthToSpaceOptions, options("DepthToSpaceOptions", blockSize=2))),

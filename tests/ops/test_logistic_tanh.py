@@ -1,4 +1,4 @@
-"""LOGISTIC and TANH from .tflite files (``kernel`` "tflite" of ir/ops/network/activations.py, the integer kernels in
+"""LOGISTIC, TANH and HARD_SWISH from .tflite files (``kernel`` "tflite" of ir/ops/network/activations.py, the integer kernels in
 ir/ops/tflite_sigmoid.py) against tflite-micro: int8 and int16 on every output value (interpreter, host C, the
 microcontrollers' C), float32 within its rounding, files tflite-micro's Prepare refuses refused by name."""
 
@@ -117,5 +117,43 @@ def test_the_microcontrollers_compute_the_same_values(target, tmp_path):
 def test_files_tflite_micro_refuses_are_refused_by_name(op, kind, in_q, out_q, problem, tmp_path):
     path = tmp_path / "bad.tflite"
     path.write_bytes(unary_model(CODES[op], (1, 8), kind, in_q=in_q, out_q=out_q))
+    with pytest.raises(ModelFileError, match=rf"bad\.tflite.*{problem}"):
+        tinycc_ml.load_model(path)
+
+
+@pytest.mark.parametrize("in_q, out_q", [((0.05, -3), (0.03, -20)), ((0.1, 0), (0.04, -100)), ((0.02, 60), (0.02, 7)),
+                                         ((0.3, -128), (0.25, -120)), ((0.004, 10), (0.002, -128))])
+def test_int8_hard_swish_equals_tflite_micro_on_every_input(in_q, out_q, tmp_path):
+    data = unary_model(OPS.HARD_SWISH, SHAPE, in_q=in_q, out_q=out_q)
+    X = every_int8()
+    assert np.unique(tflite_micro(data, X, SHAPE)).size > 20
+    assert_int8_equal(data, X, SHAPE, tmp_path)
+
+
+def test_float_hard_swish_equals_tflite_micro_bit_for_bit(tmp_path):
+    data = unary_model(OPS.HARD_SWISH, (1, 64), "float32")
+    X = random_rows(np.random.default_rng(4), 40, 64, "float32")
+    want = tflite_micro(data, X, (1, 64))
+    model, result = compiled(data, tmp_path, precision="float")
+    np.testing.assert_array_equal(model.scores(X).astype(np.float32), want)
+    np.testing.assert_array_equal(result.load().scores(X).astype(np.float32), want)
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+def test_the_microcontrollers_compute_hard_swish_alike(target, tmp_path):
+    require_target(target)
+    data = unary_model(OPS.HARD_SWISH, (1, 256), in_q=(0.05, -3), out_q=(0.03, -20))
+    X = every_int8((1, 256))[:2]
+    np.testing.assert_array_equal(simulated_scores(target, data, X, tmp_path), tflite_micro(data, X, (1, 256)))
+
+
+@pytest.mark.parametrize("kind, in_q, out_q, problem", [
+    ("int16", (2.0 ** -12, 0), (2.0 ** -12, 0), "input must be qi8, got"),
+    ("int8", (1.0, 0), (0.001, 0), "output's scale at least 1/128"),
+])
+def test_hard_swish_files_tflite_micro_refuses_are_refused(kind, in_q, out_q, problem, tmp_path):
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(unary_model(OPS.HARD_SWISH, (1, 8), kind, in_q=in_q, out_q=out_q))
     with pytest.raises(ModelFileError, match=rf"bad\.tflite.*{problem}"):
         tinycc_ml.load_model(path)

@@ -1,4 +1,4 @@
-"""TFLite Micro's integer LOGISTIC and TANH, as its reference kernels compute them (read from
+"""TFLite Micro's integer LOGISTIC, TANH and HARD_SWISH, as its reference kernels compute them (read from
 tensorflow/lite/kernels/internal/reference/integer_ops/{logistic,tanh}.h and the kernels' Prepare).
 
 int8: the input less its zero point, rescaled by a quantised multiplier into gemmlowp's Q4.27, then gemmlowp's
@@ -25,6 +25,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     fixed_mul,
     multiply_by_quantized_multiplier,
     one_over_one_plus_x_for_x_in_0_1,
+    quantize_multiplier,
     rounding_divide_by_pot,
     saturating_rounding_multiply_by_pot,
     truncating_div_pot,
@@ -198,3 +199,64 @@ def c_int16(op: str, x: str, multiplier: int, shift: int, table: str, read) -> l
                   "                         : -(int32_t)r + (INT32_C(1) << 23) + INT32_C(127);",
                   "const int16_t y = (int16_t)(s >> 8);"]
     return lines
+
+
+# ---- HARD_SWISH at int8: TFLite's reference kernel, in int16 steps (reference_ops::HardSwish and its Prepare)
+
+INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
+
+
+def _down_to_int16(multiplier: int) -> int:
+    """DownScaleInt32ToInt16Multiplier: a Q31 multiplier rounded to Q15 (saturated at the top)."""
+    return INT16_MAX if multiplier >= (1 << 31) - 1 - (1 << 15) else (multiplier + (1 << 15)) >> 16
+
+
+def hard_swish_parameters(input_scale: float, output_scale: float) -> tuple[int, int, int, int]:
+    """(output multiplier Q15, its exponent, reluish multiplier Q15, its exponent), as Prepare computes them: the
+    scales' quotients in float32, QuantizeMultiplier, then rounded to 16 bits."""
+    f32 = np.float32
+    hires = f32(1.0 / 128.0) * f32(input_scale)
+    out_multiplier, out_exponent = quantize_multiplier(float(hires / f32(output_scale)))
+    relu_multiplier, relu_exponent = quantize_multiplier(float(hires / (f32(3.0) / f32(32768.0))))
+    need(out_exponent <= 0, f"input scale {input_scale:g} over output scale {output_scale:g}: TFLite's int8 "
+         "hard_swish needs the output's scale at least 1/128 of the input's")
+    return _down_to_int16(out_multiplier), out_exponent, _down_to_int16(relu_multiplier), relu_exponent
+
+
+def _wrap16(v):
+    return ((np.asarray(v, dtype=np.int64) + (1 << 15)) & 0xFFFF) - (1 << 15)
+
+
+def _high_mul16(a, b, rounding: bool):
+    """gemmlowp's int16 SaturatingRoundingDoublingHighMul (``rounding``) or TFLite's SaturatingDoublingHighMul
+    (C's truncating division), INT16_MIN squared saturating."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    ab = a * b
+    if rounding:
+        ab = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    high = np.where(ab >= 0, ab >> 15, -((-ab) >> 15))  # C's division by 2^15: towards zero
+    return np.where((a == b) & (a == INT16_MIN), INT16_MAX, high)
+
+
+def _saturating_left_shift16(v, amount: int):
+    return np.clip(np.asarray(v, dtype=np.int64) << amount, INT16_MIN, INT16_MAX)
+
+
+def hard_swish_int8(q, input_scale: float, input_zero_point: int, output_scale: float,
+                    output_zero_point: int) -> np.ndarray:
+    """TFLite Micro's int8 HARD_SWISH of the int8 values ``q``."""
+    out_mult, out_exp, relu_mult, relu_exp = hard_swish_parameters(input_scale, output_scale)
+    value = np.asarray(q, dtype=np.int64) - int(input_zero_point)
+    hires = value * 128
+    preshift = _high_mul16(hires, out_mult, rounding=True)
+    reluish = hires
+    if relu_exp > 0:
+        reluish = _saturating_left_shift16(reluish, relu_exp - 1)
+    reluish = _high_mul16(reluish, relu_mult, rounding=True)
+    if relu_exp > 0:
+        reluish = _saturating_left_shift16(reluish, 1)
+    if relu_exp < 0:
+        reluish = rounding_divide_by_pot(reluish, -relu_exp)
+    reluish = (reluish + (1 << 15)) >> 1
+    output = rounding_divide_by_pot(_high_mul16(reluish, preshift, rounding=False), -out_exp)
+    return np.clip(_wrap16(output + int(output_zero_point)), -128, 127).astype(np.int64)

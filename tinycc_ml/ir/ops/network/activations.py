@@ -43,8 +43,9 @@ FUNCTIONS = {
                             if a.get("kernel") == "tflite" else "1.0f / (1.0f + expf(-v))"),
                  {"kernel": "str?"}),
     "tensor_tanh": (lambda x, a: np.tanh(x), lambda a: "tanhf(v)", {"kernel": "str?"}),
-    "hard_swish": (lambda x, a: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
-                   lambda a: "v * (v < -3.0f ? 0.0f : (v > 3.0f ? 6.0f : v + 3.0f)) / 6.0f", {}),
+    "hard_swish": (lambda x, a: (_tflite_hard_swish(x) if a.get("kernel") == "tflite"
+                                 else x * np.clip(x + 3.0, 0.0, 6.0) / 6.0),
+                   lambda a: "v * (v < -3.0f ? 0.0f : (v > 3.0f ? 6.0f : v + 3.0f)) / 6.0f", {"kernel": "str?"}),
     "hard_sigmoid": (lambda x, a: np.clip(float(a["alpha"]) * x + float(a["beta"]), 0.0, 1.0),
                      lambda a: (f"(({_f(a['alpha'])} * v + {_f(a['beta'])}) < 0.0f ? 0.0f : (({_f(a['alpha'])} * v + "
                                 f"{_f(a['beta'])}) > 1.0f ? 1.0f : {_f(a['alpha'])} * v + {_f(a['beta'])}))"),
@@ -63,8 +64,20 @@ INT16_REFUSAL = ("has no int16 form in the project's fixed point (a table of eve
 
 
 TFLITE_LOGISTIC_TOP = "16.619047164916992188"  # TFLite's float logistic is 1 above this, exp(x) below -9
-TFLITE_KERNELS = {"logistic": (tflite_sigmoid.logistic_int8, tflite_sigmoid.logistic_int16),
-                  "tensor_tanh": (tflite_sigmoid.tanh_int8, tflite_sigmoid.tanh_int16)}
+# op -> (int8 kernel of (q, input type, output type), int16 kernel of (q, multiplier, shift) or None)
+TFLITE_KERNELS = {
+    "logistic": (lambda q, x, y: tflite_sigmoid.logistic_int8(q, float(x.qscales[0]), x.zero_point),
+                 tflite_sigmoid.logistic_int16),
+    "tensor_tanh": (lambda q, x, y: tflite_sigmoid.tanh_int8(q, float(x.qscales[0]), x.zero_point),
+                    tflite_sigmoid.tanh_int16),
+    "hard_swish": (lambda q, x, y: tflite_sigmoid.hard_swish_int8(q, float(x.qscales[0]), x.zero_point,
+                                                                  float(y.qscales[0]), y.zero_point), None)}
+
+
+def _tflite_hard_swish(x):
+    """TFLite's float HARD_SWISH, step by step in float32: x min(6, max(0, x + 3)) / 6."""
+    x = np.asarray(x, dtype=np.float32)
+    return x * np.minimum(np.float32(6), np.maximum(np.float32(0), x + np.float32(3))) / np.float32(6)
 
 
 def _tflite_logistic(x):
@@ -96,7 +109,7 @@ def to_integers(dtype, reals: np.ndarray) -> np.ndarray:
 def table(op: str, x_dtype, out_dtype, attrs: dict) -> np.ndarray:
     """The 256 outputs of the integers -128..127 (int64)."""
     if attrs.get("kernel") == "tflite":
-        return TFLITE_KERNELS[op][0](np.arange(-128, 128), float(x_dtype.qscales[0]), x_dtype.zero_point)
+        return TFLITE_KERNELS[op][0](np.arange(-128, 128), x_dtype, out_dtype)
     function = FUNCTIONS[op][0]
     with np.errstate(over="ignore", invalid="ignore"):
         return to_integers(out_dtype, function(real_values(x_dtype, np.arange(-128, 128, dtype=np.float64)), attrs))
@@ -128,12 +141,16 @@ def _infer(op: str):
 def _tflite_result(op: str, x, declared):
     """TFLite Micro's int8 or int16 kernel: the checks of its Prepare."""
     bits = x.dtype.bits
-    need(bits in (8, 16), f"input must be qi8 or qi16, got {x.dtype}")
+    need(bits in ((8,) if TFLITE_KERNELS[op][1] is None else (8, 16)), f"input must be qi8"
+         f"{'' if TFLITE_KERNELS[op][1] is None else ' or qi16'}, got {x.dtype}")
     result = network_result(x, declared, x.shape, x.layout, bits)
     quantised_operand(x, "input", bits, zero_point=bits == 8)
     quantised_operand(result, "output", bits, zero_point=bits == 8)
     if bits == 16:
         tflite_sigmoid.int16_parameters(op, float(x.dtype.qscales[0]), float(result.dtype.qscales[0]))
+        return result
+    if op == "hard_swish":
+        tflite_sigmoid.hard_swish_parameters(float(x.dtype.qscales[0]), float(result.dtype.qscales[0]))
         return result
     tflite_sigmoid.int8_parameters(float(x.dtype.qscales[0]))
     need(op != "logistic" or result.dtype.zero_point == -128,
@@ -202,6 +219,11 @@ for _op in FUNCTIONS:
 @tflite_builtin("LOGISTIC", 14)
 def lower_tflite_logistic(low, options, ins, outs) -> None:
     low.add("logistic", [low.value(ins[0])], {"kernel": "tflite"}, low.tensors[outs[0]])
+
+
+@tflite_builtin("HARD_SWISH", 117)
+def lower_tflite_hard_swish(low, options, ins, outs) -> None:
+    low.add("hard_swish", [low.value(ins[0])], {"kernel": "tflite"}, low.tensors[outs[0]])
 
 
 @tflite_builtin("TANH", 28)
