@@ -1,6 +1,7 @@
-"""LOGISTIC, TANH and HARD_SWISH from .tflite files (``kernel`` "tflite" of ir/ops/network/activations.py, the integer kernels in
-ir/ops/tflite_sigmoid.py) against tflite-micro: int8 and int16 on every output value (interpreter, host C, the
-microcontrollers' C), float32 within its rounding, files tflite-micro's Prepare refuses refused by name."""
+"""LOGISTIC, TANH and HARD_SWISH from .tflite files (``kernel`` "tflite" of ir/ops/network/activations.py, the
+integer kernels in ir/ops/tflite_sigmoid.py) against tflite-micro: int8 and int16 on every output value
+(interpreter, host C, the microcontrollers' C), float32 within its rounding, files tflite-micro's Prepare refuses
+refused by name."""
 
 from __future__ import annotations
 
