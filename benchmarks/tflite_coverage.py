@@ -152,6 +152,7 @@ PROBES = {
     "UNPACK": lambda kind: _unpack_pack(kind),
     "PACK": lambda kind: _unpack_pack(kind),
     "PRELU": lambda kind: _prelu(kind),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": lambda kind: _lstm(kind),
     "ARG_MAX": lambda kind: _arg(OP.ARG_MAX, kind),
     "ARG_MIN": lambda kind: _arg(OP.ARG_MIN, kind),
     "SUM": lambda kind: _with_constant(OP.SUM, (1, 3), [1, 2], (OPT.ReducerOptions, options("ReducerOptions")),
@@ -174,6 +175,40 @@ def _arg(code, kind):
     y = b.tensor(SHAPE[:3], "int32", scale=None, name="y")
     name = "ArgMaxOptions" if code == OP.ARG_MAX else "ArgMinOptions"
     b.op(code, [x, axis], [y], getattr(OPT, name), options(name, outputType=2))
+    return b.finish([x], [y])
+
+
+def _lstm(kind):
+    """An LSTM of 4 units over the input's 4 rows of 12 features (time steps), states carried between calls; 16x8
+    as TFLite writes it: int16 activations, int64 biases."""
+    rng = _rng()
+    b = TfliteBuilder()
+    wide = kind == "16x8"
+    x = act(b, (1, 4, 12), kind, Q_IN, name="x")
+    ins = [x]
+    for k in range(8):
+        shape = (4, 12 if k < 4 else 4)
+        if kind == "float32":
+            ins.append(b.tensor(shape, kind, scale=None, data=rng.normal(0, 0.5, shape).astype(np.float32)))
+        else:
+            ins.append(b.tensor(shape, "int8", scale=0.01, zero_point=0, data=rng.integers(-127, 128, shape)))
+    ins += [-1, -1, -1]
+    for _ in range(4):
+        if kind == "float32":
+            ins.append(b.tensor((4,), kind, scale=None, data=rng.normal(0, 0.3, 4).astype(np.float32)))
+        else:
+            scale = np.float32(b.sub.tensors[x].quantization.scale[0] * 0.01)
+            ins.append(b.tensor((4,), "int64" if wide else "int32", scale=scale, zero_point=0,
+                                data=rng.integers(-2000, 2000, 4)))
+    ins += [-1, -1]
+    h = act(b, (1, 4), kind, (0.02, 3), name="h")
+    c = b.tensor((1, 4), "float32" if kind == "float32" else "int16", scale=None if kind == "float32" else 2.0**-11,
+                 zero_point=0, name="c")
+    b.sub.tensors[h].isVariable = b.sub.tensors[c].isVariable = True
+    ins += [h, c, -1, -1, -1, -1]
+    y = act(b, (1, 4, 4), kind, (0.02, 3), name="y")
+    b.op(OP.UNIDIRECTIONAL_SEQUENCE_LSTM, ins, [y], OPT.UnidirectionalSequenceLSTMOptions,
+         options("UnidirectionalSequenceLSTMOptions", fusedActivationFunction=4))
     return b.finish([x], [y])
 
 

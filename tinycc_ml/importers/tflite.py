@@ -164,6 +164,8 @@ class _Tensor:
     zero_points: np.ndarray
     axis: int
     data: np.ndarray | None  # constant contents, typed and shaped
+    variable: bool = False  # a variable tensor (an LSTM's state): its data, if any, is its initial value
+    dynamic: bool = False  # a dimension below 1 (refused where an operator reads or writes it)
 
 
 def _read_tensor(t: _Table, index: int, buffers: list[_Table]) -> _Tensor:
@@ -173,9 +175,8 @@ def _read_tensor(t: _Table, index: int, buffers: list[_Table]) -> _Tensor:
     if code not in TENSOR_TYPES:
         raise _Bad(f"tensor {name!r}: unknown element type {code}")
     type_name, dtype = TENSOR_TYPES[code]
-    if any(d <= 0 for d in shape):
-        raise _Bad(f"tensor {name!r}: shape {list(shape)} has a dimension below 1 (dynamic shapes are not supported)")
-    size = math.prod(shape)
+    dynamic = any(d <= 0 for d in shape)  # converters leave such tensors as an operator's intermediates
+    size = math.prod(max(d, 0) for d in shape)
     if size > MAX_ELEMENTS:
         raise _Bad(f"tensor {name!r}: shape {list(shape)} has {size} elements, over the limit of {MAX_ELEMENTS}")
     q = t.table(4, "quantization")
@@ -193,10 +194,11 @@ def _read_tensor(t: _Table, index: int, buffers: list[_Table]) -> _Tensor:
         if raw.size:
             if dtype is None:
                 raise _Bad(f"tensor {name!r}: constant {type_name} data is not supported")
-            if raw.size != size * np.dtype(dtype).itemsize:
+            if dynamic or raw.size != size * np.dtype(dtype).itemsize:
                 raise _Bad(f"tensor {name!r}: {raw.size} bytes of data for {size} {type_name} elements")
             data = raw.view(np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
-    return _Tensor(index, name, shape, type_name, scales, zero_points, axis, data)
+    return _Tensor(index, name, shape, type_name, scales, zero_points, axis, data,
+                   bool(t.scalar(5, "B", 0, "is_variable")), dynamic)
 
 
 def _options(operator: _Table, op: str, k: int) -> _Table | None:
@@ -266,6 +268,9 @@ class _Lowering:
         return quantised(bits, t.scales, int(zero_points[0]), axis)
 
     def tensor_type(self, t: _Tensor, layout: str = "", axis: int | None = None) -> TensorType:
+        if t.dynamic:
+            raise _Bad(f"tensor {t.name!r}: shape {list(t.shape)} has a dimension below 1 (dynamic shapes are not "
+                       "supported)")
         try:
             return TensorType(t.shape, self.dtype(t, axis), layout)
         except ValueError as exc:
@@ -690,7 +695,7 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
                 or ins[0] < 0 or min(outs) < 0:
             raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
         least, most = INPUT_COUNTS.get(op, TFLITE_BUILTINS[op].inputs if op in TFLITE_BUILTINS else (1, len(ins)))
-        optional = OPTIONAL_INPUTS.get(op, ())
+        optional = OPTIONAL_INPUTS.get(op, TFLITE_BUILTINS[op].optional if op in TFLITE_BUILTINS else ())
         if not least <= len(ins) <= most or any(i < 0 and k not in optional for k, i in enumerate(ins)):
             raise _Bad(f"operator {k} ({op}): inputs {ins}, expected {least} to {most} tensors")
         low.where = f"operator {k} ({op})"

@@ -24,18 +24,19 @@ class TfliteBuiltin:
     options_required: bool = False
     inputs: tuple[int, int] = (1, 1)
     outputs: tuple[int, int] = (1, 1)
+    optional: tuple[int, ...] = ()  # inputs the file may leave out (index -1)
 
 
 TFLITE_BUILTINS: dict[str, TfliteBuiltin] = {}
 
 
 def tflite_builtin(name: str, code: int, options: int | None = None, inputs: tuple[int, int] = (1, 1),
-                   options_required: bool = False, outputs: tuple[int, int] = (1, 1)):
+                   options_required: bool = False, outputs: tuple[int, int] = (1, 1), optional: tuple[int, ...] = ()):
     """Registers the decorated function as the lowering of TFLite's builtin ``name`` (number ``code``)."""
     def register(lower: Callable) -> Callable:
         if name in TFLITE_BUILTINS:
             raise ValueError(f"TFLite builtin {name} registered twice")
-        TFLITE_BUILTINS[name] = TfliteBuiltin(name, code, lower, options, options_required, inputs, outputs)
+        TFLITE_BUILTINS[name] = TfliteBuiltin(name, code, lower, options, options_required, inputs, outputs, optional)
         return lower
     return register
 

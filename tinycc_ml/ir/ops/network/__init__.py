@@ -9,6 +9,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     grouped_conv2d,
     integer_arith,
     leaky_relu,
+    lstm,
     maximum_minimum,
     mul,
     normalisation,

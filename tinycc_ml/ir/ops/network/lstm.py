@@ -1,0 +1,386 @@
+"""UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite Micro computes it (kernels/lstm_eval.h: LstmStep), one time step as two
+ops, each one value: ``lstm_cell`` (the forget, input and cell gates and the new cell state) and ``lstm_hidden``
+(the output gate and the new hidden state). The TFLite lowering unrolls the sequence over its time steps, the hidden
+and cell states are ``state`` nodes (TFLite's variable tensors: kept from one call to the next).
+
+A gate: FC(x_t) with its bias, plus FC(h_{t-1}), then sigmoid (the cell gate: the options' activation, tanh or
+sigmoid). Cell: c_t = f c_{t-1} + i g, clipped at cell_clip (when above 0). Hidden: h_t = o tanh(c_t).
+
+Integer (int8 activations and hidden state, int8 weights per tensor, int32 biases, int16 cell state): each FC sums
+in int32 ((x - zero point) w, plus the bias for the input's), requantised (input scale x weight scale / 2^-12) to
+int16 at 2^-12 and saturated; the two FCs added with int16 saturation; sigmoid and tanh are TFLite's int16 kernels
+(ir/ops/tflite_sigmoid.py) at 2^-15. The products are TFLite's int16 MulElementwise: f c at the cell's scale, i g
+from 2^-30 to the cell's scale, the two added with saturation and clipped at round-towards-zero(cell_clip / scale);
+tanh(c_t) reads the cell at its power-of-two scale, and h_t = o tanh(c_t) goes from 2^-30 to the hidden state's
+scale and zero point, int8. Float: the same steps in float32 (TFLite's logistic with its cut-offs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
+from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, quantize_multiplier
+from tinycc_ml.ir.ops.tflite_sigmoid import SIGMOID_TABLE, c_int16, logistic_int16, tanh_int16
+from tinycc_ml.ir.types import TensorType
+
+GATE_SCALE, UNIT_SCALE = 2.0**-12, 2.0**-15  # the gates' FC outputs (Q3.12) and their activations (Q0.15)
+# the cell gate's activation by the options' code: schema.fbs has TANH (4) and no SIGMOID; with any other code
+# TFLite Micro's gate applies none (a failed debug assertion), which no model means
+ACTIVATIONS = {4: "tanh"}
+INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
+TFLITE_LOGISTIC_TOP = "16.619047164916992188"  # TFLite's float logistic is 1 above this, exp(x) below -9
+
+
+# ---------------------------------------------------------------- parameters
+
+def fc_multiplier(x_dtype, w_dtype) -> tuple[int, int]:
+    """A gate FC's requantisation to 2^-12: input scale x weight scale / 2^-12 (in double), as Prepare."""
+    return quantize_multiplier(float(x_dtype.qscales[0]) * float(w_dtype.qscales[0]) / GATE_SCALE)
+
+
+def mul_multiplier(scale1: float, scale2: float, out_scale: float) -> tuple[int, int]:
+    """CreateInterGateMulParams: scale1 x scale2 / output scale (in double), quantised."""
+    return quantize_multiplier(float(scale1) * float(scale2) / float(out_scale))
+
+
+def cell_power(cell_dtype) -> int:
+    """CheckedLog2 of the cell state's scale: its rounded log2 (TFLite uses it even when the scale is not a power
+    of two; the reader refuses that)."""
+    return round(math.log2(float(cell_dtype.qscales[0])))
+
+
+def cell_tanh_parameters(cell_dtype) -> tuple[int, int]:
+    """The int16 tanh of the cell state: (multiplier, right shift) from the cell's power of two."""
+    left = 15 + cell_power(cell_dtype) - 3
+    return (3 << left, 0) if left >= 0 else (3, -left)
+
+
+def quantised_clip(cell_clip: float, cell_dtype) -> int:
+    """CreateLstmCellStateInfo: cell_clip / scale clamped to int16, then truncated towards zero."""
+    return int(min(max(float(np.float32(cell_clip)) / float(cell_dtype.qscales[0]), -32768.0), 32767.0))
+
+
+# ---------------------------------------------------------------- integer arithmetic (rows first)
+
+def _fc(x, zero_point: int, w, bias, multiplier: tuple[int, int]) -> np.ndarray:
+    acc = (np.asarray(x, np.int64) - zero_point) @ np.asarray(w, np.int64).T
+    if bias is not None:
+        acc = acc + np.asarray(bias, np.int64)
+    return np.clip(multiply_by_quantized_multiplier(acc, *multiplier), INT16_MIN, INT16_MAX)
+
+
+def _gate(x, x_dtype, h, h_dtype, w, w_dtype, r, r_dtype, bias, activation: str) -> np.ndarray:
+    total = np.clip(_fc(x, x_dtype.zero_point, w, bias, fc_multiplier(x_dtype, w_dtype))
+                    + _fc(h, h_dtype.zero_point, r, None, fc_multiplier(h_dtype, r_dtype)), INT16_MIN, INT16_MAX)
+    return logistic_int16(total, 3, 0) if activation == "sigmoid" else tanh_int16(total, 3, 0)
+
+
+def _mul(a, b, multiplier: tuple[int, int], lo: int, hi: int, zero_point: int = 0) -> np.ndarray:
+    product = np.asarray(a, np.int64) * np.asarray(b, np.int64)
+    return np.clip(multiply_by_quantized_multiplier(product, *multiplier) + zero_point, lo, hi)
+
+
+def _cell_fixed(call: FixedCall) -> np.ndarray:
+    x, h, c, wf, wi, wg, rf, ri, rg, bf, bi, bg = call.ins
+    xt, ht, ct = (t.dtype for t in call.in_types[:3])
+    wt = [t.dtype for t in call.in_types[3:9]]
+    f = _gate(x, xt, h, ht, wf, wt[0], rf, wt[3], bf, "sigmoid")
+    i = _gate(x, xt, h, ht, wi, wt[1], ri, wt[4], bi, "sigmoid")
+    g = _gate(x, xt, h, ht, wg, wt[2], rg, wt[5], bg, call.attrs["activation"])
+    scale = float(ct.qscales[0])
+    kept = _mul(f, c, mul_multiplier(UNIT_SCALE, scale, scale), INT16_MIN, INT16_MAX)
+    added = _mul(i, g, mul_multiplier(UNIT_SCALE, UNIT_SCALE, scale), INT16_MIN, INT16_MAX)
+    new = np.clip(kept + added, INT16_MIN, INT16_MAX)
+    if float(call.attrs["cell_clip"]) > 0:
+        clip = quantised_clip(call.attrs["cell_clip"], ct)
+        new = np.clip(new, -clip, clip)
+    return new
+
+
+def _hidden_fixed(call: FixedCall) -> np.ndarray:
+    x, h, c, wo, ro, bo = call.ins
+    xt, ht, ct, wt, rt = (t.dtype for t in call.in_types[:5])
+    out = call.type.dtype
+    o = _gate(x, xt, h, ht, wo, wt, ro, rt, bo, "sigmoid")
+    squashed = tanh_int16(c, *cell_tanh_parameters(ct))
+    return _mul(squashed, o, mul_multiplier(UNIT_SCALE, UNIT_SCALE, float(out.qscales[0])), *out.integer_range,
+                zero_point=out.zero_point)
+
+
+# ---------------------------------------------------------------- float32, TFLite's order
+
+def _fc_float(x, w, bias) -> np.ndarray:
+    """reference_ops::FullyConnected: the products added one by one in float32, then the bias."""
+    x, w = np.asarray(x, np.float32), np.asarray(w, np.float32)
+    total = np.zeros((*x.shape[:-1], w.shape[0]), np.float32)
+    for k in range(w.shape[1]):
+        total = total + x[..., k:k + 1] * w[:, k]
+    return total + (np.asarray(bias, np.float32) if bias is not None else np.float32(0))
+
+
+def sigmoid_float(v) -> np.ndarray:
+    v = np.asarray(v, np.float32)
+    with np.errstate(over="ignore"):
+        return np.where(v > np.float32(TFLITE_LOGISTIC_TOP), np.float32(1),
+                        np.where(v < np.float32(-9), np.exp(v), np.float32(1) / (np.float32(1) + np.exp(-v))))
+
+
+def _gate_float(x, h, w, r, bias, activation: str):
+    total = _fc_float(x, w, bias) + _fc_float(h, r, None)
+    return sigmoid_float(total) if activation == "sigmoid" else np.tanh(total)
+
+
+def _cell_float(ins, attrs) -> np.ndarray:
+    x, h, c, wf, wi, wg, rf, ri, rg, bf, bi, bg = ins
+    f = _gate_float(x, h, wf, rf, bf, "sigmoid")
+    i = _gate_float(x, h, wi, ri, bi, "sigmoid")
+    g = _gate_float(x, h, wg, rg, bg, attrs["activation"])
+    new = f * np.asarray(c, np.float32) + i * g
+    clip = np.float32(attrs["cell_clip"])
+    return np.clip(new, -clip, clip) if clip > 0 else new
+
+
+def _hidden_float(ins, attrs) -> np.ndarray:
+    x, h, c, wo, ro, bo = ins
+    return np.tanh(np.asarray(c, np.float32)) * _gate_float(x, h, wo, ro, bo, "sigmoid")
+
+
+# ---------------------------------------------------------------- types
+
+def _check(x, h, c, weights, biases):
+    units = h.shape[-1]
+    need(x.rank == 1 and h.rank == 1 and c.rank == 1 and c.shape == h.shape,
+         f"x, h and c must be vectors (one time step, batch 1), got {x.shape}, {h.shape}, {c.shape}")
+    for w, k in weights:
+        need(w.shape == (units, (x.shape[0] if k == "input" else units)),
+             f"a {k} weight of shape {list(w.shape)} for {units} units and {x.shape[0]} inputs")
+    for b in biases:
+        need(b.shape == (units,), f"a bias of shape {list(b.shape)} for {units} units")
+    if x.dtype.is_float:
+        need(all(t.dtype.is_float for t in (h, c, *(w for w, _ in weights), *biases)),
+             "a float LSTM's tensors must all be f32")
+        return
+    need(x.dtype.is_quantised and x.dtype.bits == 8 and h.dtype.is_quantised and h.dtype.bits == 8,
+         f"the input and hidden state must be qi8 (TFLite's int8 LSTM), got {x.dtype}, {h.dtype}")
+    need(c.dtype.is_quantised and c.dtype.bits == 16 and c.dtype.zero_point == 0,
+         f"the cell state must be symmetric qi16, got {c.dtype}")
+    scale = float(c.dtype.qscales[0])
+    need(abs(math.log2(scale) - round(math.log2(scale))) < 1e-3,
+         f"the cell state's scale {scale:g} must be a power of two (TFLite Micro's tanh reads it as one)")
+    for w, _ in weights:
+        need(w.dtype.is_quantised and w.dtype.bits == 8 and len(w.dtype.qscales) == 1 and w.dtype.zero_point == 0,
+             f"weights must be per-tensor symmetric qi8, got {w.dtype}")
+    for b in biases:
+        need(b.dtype.is_quantised and b.dtype.bits == 32, f"biases must be qi32, got {b.dtype}")
+
+
+def _attrs_check(attrs):
+    need(attrs["activation"] in ("tanh", "sigmoid"), f"activation {attrs['activation']!r}: tanh or sigmoid")
+    need(math.isfinite(float(attrs["cell_clip"])) and float(attrs["cell_clip"]) >= 0,
+         f"cell_clip {attrs['cell_clip']} must be a non-negative number")
+
+
+def _infer_cell(ts, attrs, declared):
+    x, h, c, wf, wi, wg, rf, ri, rg, bf, bi, bg = ts
+    _attrs_check(attrs)
+    _check(x, h, c, [(wf, "input"), (wi, "input"), (wg, "input"), (rf, "recurrent"), (ri, "recurrent"),
+                     (rg, "recurrent")], [bf, bi, bg])
+    return TensorType(c.shape, c.dtype, "")
+
+
+def _infer_hidden(ts, attrs, declared):
+    x, h, c, wo, ro, bo = ts
+    _check(x, h, c, [(wo, "input"), (ro, "recurrent")], [bo])
+    return TensorType(h.shape, h.dtype, "")
+
+
+# ---------------------------------------------------------------- C
+
+def _c_gate(em, node, name: str, x: str, h: str, w: str, r: str, bias: str | None, activation: str) -> list[str]:
+    """C statements declaring ``int16_t name`` (integer) or ``float name``: unit j's gate."""
+    g = em.graph
+    xt, ht, wt, rt = (g.type(n) for n in (x, h, w, r))
+    if xt.dtype.is_float:
+        bias_term = em.at(bias, "j") if bias is not None else "0.0f"
+        sigmoid = (f"{name}_s > {TFLITE_LOGISTIC_TOP}f ? 1.0f : ({name}_s < -9.0f ? expf({name}_s) : "
+                   f"1.0f / (1.0f + expf(-{name}_s)))")
+        return [f"float {name}_a = 0.0f, {name}_b = 0.0f;",
+                f"for (long k = 0; k < {xt.size}; ++k) {name}_a += {em.at(x, 'k')} * {em.at(w, f'j * {xt.size} + k')};",
+                f"for (long k = 0; k < {ht.size}; ++k) {name}_b += {em.at(h, 'k')} * {em.at(r, f'j * {ht.size} + k')};",
+                f"const float {name}_s = ({name}_a + {bias_term}) + {name}_b;",
+                f"const float {name} = {sigmoid if activation == 'sigmoid' else f'tanhf({name}_s)'};"]
+    req, clamp = requantise(em), clamp_to(em, 16)
+    (mx, sx), (mh, sh) = fc_multiplier(xt.dtype, wt.dtype), fc_multiplier(ht.dtype, rt.dtype)
+    bias_term = f" + {em.at(bias, 'j')}" if bias is not None else ""
+    lines = [f"int32_t {name}_a = 0, {name}_b = 0;",
+             f"for (long k = 0; k < {xt.size}; ++k) {name}_a += ((int32_t){em.at(x, 'k')} - {xt.dtype.zero_point}) * "
+             f"(int32_t){em.at(w, f'j * {xt.size} + k')};",
+             f"for (long k = 0; k < {ht.size}; ++k) {name}_b += ((int32_t){em.at(h, 'k')} - {ht.dtype.zero_point}) * "
+             f"(int32_t){em.at(r, f'j * {ht.size} + k')};",
+             # each sum's int16 widened before adding: int is 16 bits on the AVR
+             f"const int32_t {name}_s = {clamp}((int32_t){clamp}({req}({name}_a{bias_term}, {mx}, {sx}), "
+             f"{INT16_MIN}, {INT16_MAX}) + (int32_t){clamp}({req}({name}_b, {mh}, {sh}), {INT16_MIN}, {INT16_MAX}), "
+             f"{INT16_MIN}, {INT16_MAX});",
+             f"int16_t {name};"]
+    return lines + _c_table_function(em, "logistic" if activation == "sigmoid" else "tanh", f"{name}_s", name, 3, 0)
+
+
+def _c_table_function(em, op: str, x: str, out: str, multiplier: int, shift: int) -> list[str]:
+    symbol = em.add_const_array(em.sym("tflite_sigmoid_table"), SIGMOID_TABLE.astype(np.uint16), "uint16_t",
+                                "sigmoid(i / 24) in 0.16: TFLite's int16 logistic and tanh interpolate it")
+    body = c_int16(op, x, multiplier, shift, symbol,
+                   lambda index: f"(uint32_t){em.target.read_const(symbol, index, 'uint16_t')}")
+    return ["{"] + [f"    {line}" for line in body] + [f"    {out} = y;", "}"]
+
+
+def _c_mul(em, a: str, b: str, multiplier: tuple[int, int], lo: int, hi: int, zero_point: int = 0) -> str:
+    return (f"{clamp_to(em, 16)}({requantise(em)}((int32_t){a} * (int32_t){b}, {multiplier[0]}, {multiplier[1]}) + "
+            f"{zero_point}, {lo}, {hi})")
+
+
+def _c_cell(em, node) -> list[str]:
+    x, h, c, wf, wi, wg, rf, ri, rg, bf, bi, bg = node.inputs
+    ct = em.graph.type(c)
+    units = ct.size
+    body = (_c_gate(em, node, "f", x, h, wf, rf, bf, "sigmoid") + _c_gate(em, node, "i", x, h, wi, ri, bi, "sigmoid")
+            + _c_gate(em, node, "g", x, h, wg, rg, bg, node.attrs["activation"]))
+    clip = float(node.attrs["cell_clip"])
+    if ct.dtype.is_float:
+        body.append(f"float cell = f * {em.at(c, 'j')} + i * g;")
+        if clip > 0:
+            limit = f"{float(np.float32(clip))!r}f"
+            body.append(f"cell = cell > {limit} ? {limit} : (cell < -{limit} ? -{limit} : cell);")
+    else:
+        scale = float(ct.dtype.qscales[0])
+        kept = _c_mul(em, "f", em.at(c, "j"), mul_multiplier(UNIT_SCALE, scale, scale), INT16_MIN, INT16_MAX)
+        added = _c_mul(em, "i", "g", mul_multiplier(UNIT_SCALE, UNIT_SCALE, scale), INT16_MIN, INT16_MAX)
+        body.append(f"int32_t cell = {clamp_to(em, 16)}((int32_t){kept} + (int32_t){added}, {INT16_MIN}, "
+                    f"{INT16_MAX});")
+        if clip > 0:
+            q = quantised_clip(clip, ct.dtype)
+            body.append(f"cell = cell > {q} ? {q} : (cell < {-q} ? {-q} : cell);")
+    body.append(f"{em.var(node.name)}[j] = ({'float' if ct.dtype.is_float else 'int16_t'})cell;")
+    return [f"for (long j = 0; j < {units}; ++j) {{"] + [f"    {line}" for line in body] + ["}"]
+
+
+def _c_hidden(em, node) -> list[str]:
+    x, h, c, wo, ro, bo = node.inputs
+    ct, out = em.graph.type(c), node.type.dtype
+    body = _c_gate(em, node, "o", x, h, wo, ro, bo, "sigmoid")
+    if out.is_float:
+        body.append(f"{em.var(node.name)}[j] = tanhf({em.at(c, 'j')}) * o;")
+    else:
+        body += ["int16_t squashed;"] + _c_table_function(em, "tanh", em.at(c, "j"), "squashed",
+                                                          *cell_tanh_parameters(ct.dtype))
+        lo, hi = out.integer_range
+        body.append(f"{em.var(node.name)}[j] = (int8_t)" + _c_mul(
+            em, "squashed", "o", mul_multiplier(UNIT_SCALE, UNIT_SCALE, float(out.qscales[0])), lo, hi,
+            out.zero_point) + ";")
+    return [f"for (long j = 0; j < {ct.size}; ++j) {{"] + [f"    {line}" for line in body] + ["}"]
+
+
+def _rows_or_none(function):
+    def rows(ins, batched, attrs, n, rank):
+        return function(ins, attrs)
+    return rows
+
+
+register_op(OpDef(
+    "lstm_cell", 12, _infer_cell, _cell_float, {"activation": "str", "cell_clip": "float"},
+    "one time step of TFLite's LSTM, its new cell state: inputs x, h, c, the input weights of the forget, input and "
+    "cell gates, their recurrent weights, their biases; integer: TFLite Micro's int8/int16 kernel",
+    evaluate_rows=_rows_or_none(_cell_float), fixed=_cell_fixed, c={"fixed": _c_cell, "float": _c_cell},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+register_op(OpDef(
+    "lstm_hidden", 6, _infer_hidden, _hidden_float, {},
+    "one time step of TFLite's LSTM, its new hidden state: inputs x, h, the new c, the output gate's input and "
+    "recurrent weights and bias; integer: TFLite Micro's int8/int16 kernel",
+    evaluate_rows=_rows_or_none(_hidden_float), fixed=_hidden_fixed, c={"fixed": _c_hidden, "float": _c_hidden},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+# ---------------------------------------------------------------- the TFLite operator
+
+LSTM_OPTIONS = 71  # schema.fbs' BuiltinOptions: UnidirectionalSequenceLSTMOptions
+INPUT, HIDDEN, CELL = 0, 18, 19
+# gate -> (input weight, recurrent weight, bias): the operator's input indices
+GATES = {"input": (1, 5, 12), "forget": (2, 6, 13), "cell": (3, 7, 14), "output": (4, 8, 15)}
+ABSENT = (9, 10, 11, 16, 17, 20, 21, 22, 23)  # peepholes, projection, layer norms: TFLite Micro's kernel takes none
+
+
+def _state(low, index: int, name: str) -> str:
+    """A variable tensor as a state node, starting as TFLite Micro resets it: an int8 tensor at its zero point,
+    any other at 0 (whatever data its buffer holds)."""
+    t = low.tensors[index]
+    ty = low.tensor_type(t)
+    if ty.dtype.is_float:
+        init = np.zeros(ty.size, np.float32)
+    else:
+        init = np.full(ty.size, ty.dtype.zero_point if t.type_name == "int8" else 0, np.int64)
+    return low.graph.add("state", [], {"init": init}, type=TensorType((ty.size,), ty.dtype), name=name)
+
+
+@tflite_builtin("UNIDIRECTIONAL_SEQUENCE_LSTM", 44, options=LSTM_OPTIONS, inputs=(24, 24), optional=ABSENT)
+def lower_tflite(low, options, ins, outs) -> None:
+    op = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+    present = [k for k in ABSENT if ins[k] >= 0]
+    need(not present, f"{op}: inputs {present} (peepholes, projection, layer normalisation): TFLite Micro's kernel "
+                      "takes none")
+    x, out = low.tensors[ins[INPUT]], low.tensors[outs[0]]
+    code = int(options.scalar(0, "b", 0, "fused_activation_function")) if options is not None else 0
+    need(code in ACTIVATIONS, f"{op}: the cell gate's activation {code} (TFLite Micro computes TANH, 4; with any "
+                              "other it applies none)")
+    cell_clip = float(options.scalar(1, "f", 0.0, "cell_clip")) if options is not None else 0.0
+    time_major = bool(options.scalar(3, "B", 0, "time_major")) if options is not None else False
+    need(len(x.shape) == 3, f"{op}: an input of shape {list(x.shape)} (3 dimensions: batch, time, features)")
+    steps, batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
+    need(batch == 1, f"{op}: a batch of {batch} (one sequence is supported)")
+    need(x.type_name in ("float32", "int8"), f"{op}: {x.type_name} activations (int8 and float32 are supported; "
+                                            "TFLite's 16x8 LSTM is not yet)")
+    hidden, cell = low.tensors[ins[HIDDEN]], low.tensors[ins[CELL]]
+    need(hidden.variable and cell.variable, f"{op}: the hidden and cell states must be variable tensors")
+    need(out.type_name == hidden.type_name and np.array_equal(out.scales, hidden.scales)
+         and np.array_equal(out.zero_points, hidden.zero_points),
+         f"{op}: the output is the hidden state copied: it must share its type and quantisation")
+    units = hidden.shape[-1]
+    need(list(out.shape) == ([steps, 1, units] if time_major else [1, steps, units]),
+         f"{op}: the output declares shape {list(out.shape)} for {steps} steps of {units} units")
+    name = low.name_of(out)
+    h = h_state = _state(low, ins[HIDDEN], f"{name}_hidden")
+    c = c_state = _state(low, ins[CELL], f"{name}_cell")
+    weights = {gate: [low.value(ins[k], "") for k in indices] for gate, indices in GATES.items()}
+    source = low.value(ins[INPUT])
+    parts = []
+    for t in range(steps):
+        begin = [t, 0, 0] if time_major else [0, t, 0]
+        x_t = low.step("strided_slice", [source], {"begin": begin, "stride": [1, 1, 1], "count": [1, 1, x.shape[2]],
+                                                   "shape": [x.shape[2]]}, (x.shape[2],), x, f"{name}_x{t}")
+        try:
+            c = low.graph.add("lstm_cell", [x_t, h, c, *(weights[g][0] for g in ("forget", "input", "cell")),
+                                            *(weights[g][1] for g in ("forget", "input", "cell")),
+                                            *(weights[g][2] for g in ("forget", "input", "cell"))],
+                              {"activation": ACTIVATIONS[code], "cell_clip": cell_clip}, name=f"{name}_c{t}")
+            h = low.graph.add("lstm_hidden", [x_t, h, c, *weights["output"]], {}, name=f"{name}_h{t}")
+        except ValueError as exc:
+            need(False, f"{op}: {exc}")
+        parts.append(low.step("reshape", [h], {"shape": [1, 1, units]}, (1, 1, units), out, f"{name}_out{t}"))
+    low.graph.set_next_state(h_state, h)
+    low.graph.set_next_state(c_state, c)
+    axis = 0 if time_major else 1
+    if steps == 1:
+        low.add("reshape", parts, {"shape": list(out.shape)}, out)
+        return
+    joined = parts[0]
+    for t, part in enumerate(parts[1:], start=1):
+        shape = [t + 1, 1, units] if time_major else [1, t + 1, units]
+        if t < steps - 1:
+            joined = low.step("concatenation", [joined, part], {"axis": axis}, shape, out, f"{name}_seq{t}")
+        else:
+            low.add("concatenation", [joined, part], {"axis": axis}, out)
