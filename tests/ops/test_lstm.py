@@ -25,13 +25,14 @@ def lstm(steps=5, features=6, units=4, kind="int8", activation=4, cell_clip=0.0,
          cell_scale=2.0**-11, seed=0, peephole=False) -> bytes:
     rng = np.random.default_rng(seed)
     b = TfliteBuilder()
-    x_scale, h_q = 0.05, (0.02, 3)
+    wide = kind == "int16"  # TFLite's 16x8 LSTM: int16 activations and hidden state (zero points 0), int64 biases
+    x_scale, h_q = (0.05 / 256, (0.02 / 256, 0)) if wide else (0.05, (0.02, 3))
     shape = (steps, 1, features) if time_major else (1, steps, features)
     out_shape = (steps, 1, units) if time_major else (1, steps, units)
     if kind == "float32":
         x = b.tensor(shape, "float32", scale=None, name="x")
     else:
-        x = b.tensor(shape, "int8", scale=x_scale, zero_point=-4, name="x")
+        x = b.tensor(shape, kind, scale=x_scale, zero_point=0 if wide else -4, name="x")
     ins = [x]
     w_scales = []
     for k in range(8):
@@ -50,19 +51,20 @@ def lstm(steps=5, features=6, units=4, kind="int8", activation=4, cell_clip=0.0,
         if kind == "float32":
             ins.append(b.tensor((units,), "float32", scale=None, data=rng.normal(0, 0.3, units).astype(np.float32)))
         else:
-            ins.append(b.tensor((units,), "int32", scale=np.float32(x_scale * w_scales[k]), zero_point=0,
-                                data=rng.integers(-2000, 2000, units)))
+            reach = 2000 * 256 if wide else 2000
+            ins.append(b.tensor((units,), "int64" if wide else "int32", scale=np.float32(x_scale * w_scales[k]),
+                                zero_point=0, data=rng.integers(-reach, reach, units)))
     ins += [-1, -1]
     if kind == "float32":
         h = b.tensor((1, units), "float32", scale=None, name="h")
         c = b.tensor((1, units), "float32", scale=None, name="c")
     else:
-        h = b.tensor((1, units), "int8", scale=h_q[0], zero_point=h_q[1], name="h")
+        h = b.tensor((1, units), kind, scale=h_q[0], zero_point=h_q[1], name="h")
         c = b.tensor((1, units), "int16", scale=cell_scale, zero_point=0, name="c")
     b.sub.tensors[h].isVariable = b.sub.tensors[c].isVariable = True
     ins += [h, c, -1, -1, -1, -1]
     y = (b.tensor(out_shape, "float32", scale=None, name="y") if kind == "float32"
-         else b.tensor(out_shape, "int8", scale=h_q[0], zero_point=h_q[1], name="y"))
+         else b.tensor(out_shape, kind, scale=h_q[0], zero_point=h_q[1], name="y"))
     b.op(OPS.UNIDIRECTIONAL_SEQUENCE_LSTM, ins, [y], OPTIONS.UnidirectionalSequenceLSTMOptions,
          options("UnidirectionalSequenceLSTMOptions", fusedActivationFunction=activation, cellClip=cell_clip,
                  timeMajor=time_major))
@@ -84,6 +86,8 @@ def rows(kind: str, n: int, size: int, seed: int = 1) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if kind == "float32":
         return rng.normal(0, 1.5, (n, size)).astype(np.float32)
+    if kind == "int16":
+        return rng.integers(-32768, 32768, (n, size)).astype(np.int16)
     return rng.integers(-128, 128, (n, size)).astype(np.int8)
 
 
@@ -97,6 +101,18 @@ def test_int8_stream_equals_tflite_micro(case, tmp_path):
     steps, features = case.get("steps", 5), case.get("features", 6)
     shape = (steps, 1, features) if case.get("time_major") else (1, steps, features)
     X = rows("int8", 12, steps * features)
+    want = stream(data, X, shape)
+    assert np.unique(want).size > 10
+    model, result = compiled(data, tmp_path)
+    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *shape)).reshape(len(X), -1), want)
+    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+
+
+@pytest.mark.parametrize("case", [dict(), dict(cell_clip=0.5, seed=2), dict(time_major=True, cell_scale=2.0**-12)])
+def test_16x8_stream_equals_tflite_micro(case, tmp_path):
+    data = lstm(kind="int16", **case)
+    shape = (5, 1, 6) if case.get("time_major") else (1, 5, 6)
+    X = rows("int16", 12, 30)
     want = stream(data, X, shape)
     assert np.unique(want).size > 10
     model, result = compiled(data, tmp_path)
@@ -120,13 +136,15 @@ def test_the_microcontrollers_carry_the_same_states(target, tmp_path):
     require_target(target)
     from tinycc_ml.codegen.backend import get_backend
 
-    data = lstm(cell_clip=0.5)
-    X = rows("int8", 4, 30, seed=2)
-    model, result = compiled(data, tmp_path, target=target)
-    x = model.graph.type(model.input_name).dtype
-    real = (X.astype(np.float64) - x.zero_point) * x.qscales[0]
-    run = get_backend(target).simulate(tmp_path / target, result.output, real)
-    np.testing.assert_array_equal(np.asarray(run.scores).reshape(len(X), -1), stream(data, X, (1, 5, 6)))
+    for kind in ("int8", "int16"):
+        data = lstm(cell_clip=0.5, kind=kind)
+        X = rows(kind, 4, 30, seed=2)
+        (tmp_path / kind).mkdir()
+        model, result = compiled(data, tmp_path / kind, target=target)
+        x = model.graph.type(model.input_name).dtype
+        real = (X.astype(np.float64) - x.zero_point) * x.qscales[0]
+        run = get_backend(target).simulate(tmp_path / kind / target, result.output, real)
+        np.testing.assert_array_equal(np.asarray(run.scores).reshape(len(X), -1), stream(data, X, (1, 5, 6)))
 
 
 @pytest.mark.parametrize("activation", [0, 6])

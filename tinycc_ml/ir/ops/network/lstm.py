@@ -12,7 +12,9 @@ int16 at 2^-12 and saturated; the two FCs added with int16 saturation; sigmoid a
 (ir/ops/tflite_sigmoid.py) at 2^-15. The products are TFLite's int16 MulElementwise: f c at the cell's scale, i g
 from 2^-30 to the cell's scale, the two added with saturation and clipped at round-towards-zero(cell_clip / scale);
 tanh(c_t) reads the cell at its power-of-two scale, and h_t = o tanh(c_t) goes from 2^-30 to the hidden state's
-scale and zero point, int8. Float: the same steps in float32 (TFLite's logistic with its cut-offs).
+scale and zero point, int8. 16x8 (int16 activations and hidden state, int64 biases): the FCs sum in int64 and
+requantise with TFLite's 64-bit MultiplyByQuantizedMultiplier, the hidden state int16. Float: the same steps in
+float32 (TFLite's logistic with its cut-offs).
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ import math
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
+from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise, requantise64
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
-from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, quantize_multiplier
+from tinycc_ml.ir.ops.tflite_arith import (
+    multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier_64,
+    quantize_multiplier,
+)
 from tinycc_ml.ir.ops.tflite_sigmoid import SIGMOID_TABLE, c_int16, logistic_int16, tanh_int16
 from tinycc_ml.ir.types import TensorType
 
@@ -68,16 +74,18 @@ def quantised_clip(cell_clip: float, cell_dtype) -> int:
 
 # ---------------------------------------------------------------- integer arithmetic (rows first)
 
-def _fc(x, zero_point: int, w, bias, multiplier: tuple[int, int]) -> np.ndarray:
-    acc = (np.asarray(x, np.int64) - zero_point) @ np.asarray(w, np.int64).T
+def _fc(x, x_dtype, w, bias, multiplier: tuple[int, int]) -> np.ndarray:
+    """A gate's FC to int16: an int32 sum (int64 for int16 activations, TFLite's 64-bit requantisation)."""
+    acc = (np.asarray(x, np.int64) - x_dtype.zero_point) @ np.asarray(w, np.int64).T
     if bias is not None:
         acc = acc + np.asarray(bias, np.int64)
-    return np.clip(multiply_by_quantized_multiplier(acc, *multiplier), INT16_MIN, INT16_MAX)
+    requantised = multiply_by_quantized_multiplier_64 if x_dtype.bits == 16 else multiply_by_quantized_multiplier
+    return np.clip(requantised(acc, *multiplier), INT16_MIN, INT16_MAX)
 
 
 def _gate(x, x_dtype, h, h_dtype, w, w_dtype, r, r_dtype, bias, activation: str) -> np.ndarray:
-    total = np.clip(_fc(x, x_dtype.zero_point, w, bias, fc_multiplier(x_dtype, w_dtype))
-                    + _fc(h, h_dtype.zero_point, r, None, fc_multiplier(h_dtype, r_dtype)), INT16_MIN, INT16_MAX)
+    total = np.clip(_fc(x, x_dtype, w, bias, fc_multiplier(x_dtype, w_dtype))
+                    + _fc(h, h_dtype, r, None, fc_multiplier(h_dtype, r_dtype)), INT16_MIN, INT16_MAX)
     return logistic_int16(total, 3, 0) if activation == "sigmoid" else tanh_int16(total, 3, 0)
 
 
@@ -166,8 +174,8 @@ def _check(x, h, c, weights, biases):
         need(all(t.dtype.is_float for t in (h, c, *(w for w, _ in weights), *biases)),
              "a float LSTM's tensors must all be f32")
         return
-    need(x.dtype.is_quantised and x.dtype.bits == 8 and h.dtype.is_quantised and h.dtype.bits == 8,
-         f"the input and hidden state must be qi8 (TFLite's int8 LSTM), got {x.dtype}, {h.dtype}")
+    need(x.dtype.is_quantised and x.dtype.bits in (8, 16) and h.dtype.is_quantised and h.dtype.bits == x.dtype.bits,
+         f"the input and hidden state must be both qi8 or both qi16 (TFLite's LSTMs), got {x.dtype}, {h.dtype}")
     need(c.dtype.is_quantised and c.dtype.bits == 16 and c.dtype.zero_point == 0,
          f"the cell state must be symmetric qi16, got {c.dtype}")
     scale = float(c.dtype.qscales[0])
@@ -176,8 +184,9 @@ def _check(x, h, c, weights, biases):
     for w, _ in weights:
         need(w.dtype.is_quantised and w.dtype.bits == 8 and len(w.dtype.qscales) == 1 and w.dtype.zero_point == 0,
              f"weights must be per-tensor symmetric qi8, got {w.dtype}")
+    bias_bits = 64 if x.dtype.bits == 16 else 32
     for b in biases:
-        need(b.dtype.is_quantised and b.dtype.bits == 32, f"biases must be qi32, got {b.dtype}")
+        need(b.dtype.is_quantised and b.dtype.bits == bias_bits, f"biases must be qi{bias_bits}, got {b.dtype}")
 
 
 def _attrs_check(attrs):
@@ -215,10 +224,11 @@ def _c_gate(em, node, name: str, x: str, h: str, w: str, r: str, bias: str | Non
                 f"for (long k = 0; k < {ht.size}; ++k) {name}_b += {em.at(h, 'k')} * {em.at(r, f'j * {ht.size} + k')};",
                 f"const float {name}_s = ({name}_a + {bias_term}) + {name}_b;",
                 f"const float {name} = {sigmoid if activation == 'sigmoid' else f'tanhf({name}_s)'};"]
-    req, clamp = requantise(em), clamp_to(em, 16)
+    wide = xt.dtype.bits == 16  # int64 sums and TFLite's 64-bit requantisation
+    req, clamp, acc = (requantise64(em) if wide else requantise(em)), clamp_to(em, 16), "int64_t" if wide else "int32_t"
     (mx, sx), (mh, sh) = fc_multiplier(xt.dtype, wt.dtype), fc_multiplier(ht.dtype, rt.dtype)
-    bias_term = f" + {em.at(bias, 'j')}" if bias is not None else ""
-    lines = [f"int32_t {name}_a = 0, {name}_b = 0;",
+    bias_term = f" + ({acc}){em.at(bias, 'j')}" if bias is not None else ""
+    lines = [f"{acc} {name}_a = 0, {name}_b = 0;",
              f"for (long k = 0; k < {xt.size}; ++k) {name}_a += ((int32_t){em.at(x, 'k')} - {xt.dtype.zero_point}) * "
              f"(int32_t){em.at(w, f'j * {xt.size} + k')};",
              f"for (long k = 0; k < {ht.size}; ++k) {name}_b += ((int32_t){em.at(h, 'k')} - {ht.dtype.zero_point}) * "
@@ -279,7 +289,7 @@ def _c_hidden(em, node) -> list[str]:
         body += ["int16_t squashed;"] + _c_table_function(em, "tanh", em.at(c, "j"), "squashed",
                                                           *cell_tanh_parameters(ct.dtype))
         lo, hi = out.integer_range
-        body.append(f"{em.var(node.name)}[j] = (int8_t)" + _c_mul(
+        body.append(f"{em.var(node.name)}[j] = (int{out.bits}_t)" + _c_mul(
             em, "squashed", "o", mul_multiplier(UNIT_SCALE, UNIT_SCALE, float(out.qscales[0])), lo, hi,
             out.zero_point) + ";")
     return [f"for (long j = 0; j < {ct.size}; ++j) {{"] + [f"    {line}" for line in body] + ["}"]
@@ -342,8 +352,7 @@ def lower_tflite(low, options, ins, outs) -> None:
     need(len(x.shape) == 3, f"{op}: an input of shape {list(x.shape)} (3 dimensions: batch, time, features)")
     steps, batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
     need(batch == 1, f"{op}: a batch of {batch} (one sequence is supported)")
-    need(x.type_name in ("float32", "int8"), f"{op}: {x.type_name} activations (int8 and float32 are supported; "
-                                            "TFLite's 16x8 LSTM is not yet)")
+    need(x.type_name in ("float32", "int8", "int16"), f"{op}: {x.type_name} activations")
     hidden, cell = low.tensors[ins[HIDDEN]], low.tensors[ins[CELL]]
     need(hidden.variable and cell.variable, f"{op}: the hidden and cell states must be variable tensors")
     need(out.type_name == hidden.type_name and np.array_equal(out.scales, hidden.scales)
@@ -356,6 +365,14 @@ def lower_tflite(low, options, ins, outs) -> None:
     h = h_state = _state(low, ins[HIDDEN], f"{name}_hidden")
     c = c_state = _state(low, ins[CELL], f"{name}_cell")
     weights = {gate: [low.value(ins[k], "") for k in indices] for gate, indices in GATES.items()}
+    if x.type_name != "float32":  # sums TFLite would wrap (int32) or leave its requantisation's range (int64)
+        bits = 64 if x.type_name == "int16" else 32
+        for w_index, r_index, b_index in GATES.values():
+            for source_index, weight_index, bias_index in ((INPUT, w_index, b_index), (HIDDEN, r_index, -1)):
+                data = low.tensors[ins[weight_index]].data
+                if data is not None:
+                    low.check_accumulator(ins[source_index], ins[bias_index] if bias_index >= 0 else -1, data,
+                                          out, bits)
     source = low.value(ins[INPUT])
     parts = []
     for t in range(steps):
