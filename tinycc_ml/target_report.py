@@ -27,6 +27,10 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
                                    divided by ``macs`` (meaningful for mat-vec dominated models)
     method                         simulator used ("simavr", "qemu", "unicorn", "cffi")
     compile_report                 the compiler's own report (scales, agreement on calibration rows)
+    weights                        where kernels chose how a layer's weights lie in flash (a network on the
+                                   Cortex-M4/M33; ``**options`` such as optimize="speed" go to compile):
+                                   {"optimize", "layers": node -> "int8" | "int16", "summary": the line
+                                   `tinycc-ml report` prints}; else None
     task                           what the scores mean (the model's task: {"kind": "classification"},
                                    "regression", or "multilabel" with its rule)
     regression                     regression models, else None; the accuracy fields are None:

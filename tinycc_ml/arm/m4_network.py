@@ -14,19 +14,21 @@ cancel, as TFLite skips them). SXTB16 splits a word into bytes 0, 2 and bytes 1,
 both split so, so the products line up with no reordering. The inner loop is inline asm (GCC spilled a
 pointer in C), 4 steps per iteration:
 
-- convolutions: two columns by two channels, the weights widened to int16 at compile time (a convolution's
-  weight is used at every output position: its unpacking leaves the inner loop for twice its flash): per
-  step 4 inputs deep, 2 LDR of inputs (the second column at an immediate offset), 4 SXTB16, 2 LDRD of
-  weights, 8 SMLAD for 16 multiply-accumulates;
-- fully connected layers with one row (each weight used once: int8, the flash of a model that is mostly
-  these): one column by four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights, 8 SXTB16, 8 SMLAD
-  for 16; with several rows, the convolutions' step on int8 weights.
+- convolutions (and fully connected layers with several rows): two columns by two channels; the two columns
+  widened to int16 once for all the layer's channels (``m4_widen2``, into a scratch pair: SXTB16 and SXTB16 ROR
+  #8 of each input word), so per step 4 inputs deep 1 LDM loads both columns' lanes; the weights int8 in flash,
+  per channel 1 LDR and 2 SXTB16 (15 instructions for 16 multiply-accumulates), or where the build favours speed
+  (``optimize="speed"``, ``weight_layout``) widened to int16 at compile time, 1 LDRD per channel (11 for 16);
+  8 SMLAD either way;
+- fully connected layers with one row (each weight used once: int8 whatever the build favours): one column by
+  four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights, 8 SXTB16, 8 SMLAD for 16.
 
 im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in
 words, the padding's taps filled with zx in words.
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
-time, weights widened to int16 (lanes channels 0, 2 and 1, 3, as SXTB16 splits the input word): positions
+time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
+int8 word in registers, once for two positions, or stored so (``optimize="speed"``): positions
 whose window lies inside the input two at a time (each weight pair loaded once for both), the taps unrolled,
 the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); on a narrow
 layer a row's border columns likewise over their taps inside (a bias per column range); the other
@@ -44,7 +46,8 @@ cases agree on this form; its one saturating case needs m = INT32_MIN), which is
 |h| < 2^30). Where the bounds allow (``fold_zero_point``) the output zero point joins the rounding nudge
 (((h + 2^(r-1) - [h < 0]) >> r) + zp = (h + (h >> 31) + 2^(r-1) + zp 2^r) >> r), and the clamp is SSAT to
 int8 (then the activation's bounds where narrower): per output LSL, SMMULR, two ADD, ASR, SSAT, STRB, the
-channel's constants loaded once for its two columns.
+channel's constants loaded once for its two columns. A layer stores per channel its bias and only the
+requantisation fields that differ between its channels (``ChannelParams``); the shared ones are literals.
 """
 
 from __future__ import annotations
