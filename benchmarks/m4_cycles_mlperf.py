@@ -3,7 +3,10 @@ engine's cycles and CMSIS-NN's layer functions.
 
     python benchmarks/m4_cycles_mlperf.py [--rows 5] [--wait-states 0] [--only kws_ref_model,...] [--no-write]
 
-Per model: every output byte of tinycc-ml's default build against tflite-micro on ``--rows`` inputs (QEMU, MPS2
+Per model and weight layout (``optimize="size"``, the default: int8 weights in flash, split by SXTB16 in the
+kernels; ``optimize="speed"``: widened to int16 where a layer reads each weight more than once): the model's
+flash (its own symbols in the measurement firmware: constants and code) against its .tflite file, every output
+byte of the build against tflite-micro on ``--rows`` inputs (QEMU, MPS2
 AN386), instructions per inference (QEMU -icount), cycles per inference from the project's Cortex-M4 cycle model
 (the TRM's timings on the executed instruction stream, ``tinycc_ml.arm.m4_cycles``; one input, at ``--wait-states``
 flash wait states), the sum of CMSIS-NN's layer functions on the same layers (benchmarks/cmsis_nn_layers.py) and
@@ -35,10 +38,10 @@ XCUBE_AI_MS = {"kws_ref_model": 43.19, "vww_96_int8": 88.93, "pretrainedResnet_q
 XCUBE_AI_HZ = 120e6
 
 
-def measure(name: str, rows: int, wait_states: int, cmsis: dict[str, int]) -> list[str]:
+def measure(name: str, optimize: str, rows: int, wait_states: int, cmsis: dict[str, int]) -> list[str]:
     path = MODELS / f"{name}.tflite"
     model = tinycc_ml.load_model(path)
-    build = build_network(path, "cortex-m4", WORK / "cycles" / name)
+    build = build_network(path, "cortex-m4", WORK / "cycles" / optimize / name, optimize=optimize)
     shape = (1, *model.input_shape[1:]) if len(model.input_shape) > 2 else model.input_shape
     X = input_rows(shape, rows)
     run = run_firmware(build, X)
@@ -50,9 +53,11 @@ def measure(name: str, rows: int, wait_states: int, cmsis: dict[str, int]) -> li
     cycles, instructions = int(count.cycles[0]), int(np.mean(run.instructions))
     theirs = XCUBE_AI_MS[name] * 1e-3 * XCUBE_AI_HZ
     cmsis_instr = cmsis.get(name)
-    print(f"  {name}: bytes equal {equal.sum()}/{equal.size}, {instructions:,} instructions, {cycles:,} cycles",
-          flush=True)
-    return [name, f"{equal.sum()}/{equal.size}", f"{instructions:,}", f"{cycles:,}", f"{cycles / instructions:.2f}",
+    flash, file_bytes = run.model_flash_bytes, path.stat().st_size
+    print(f"  {name}, optimize={optimize}: bytes equal {equal.sum()}/{equal.size}, flash {flash / file_bytes:.2f}x "
+          f"the file, {instructions:,} instructions, {cycles:,} cycles", flush=True)
+    return [name, optimize, f"{equal.sum()}/{equal.size}", f"{flash:,}", f"{file_bytes:,}",
+            f"{flash / file_bytes:.2f}", f"{instructions:,}", f"{cycles:,}", f"{cycles / instructions:.2f}",
             f"{XCUBE_AI_MS[name]:.2f}", f"{theirs / 1e6:.2f} M", f"{cycles / theirs:.2f}",
             "-" if cmsis_instr is None else f"{cmsis_instr:,}",
             "-" if cmsis_instr is None else f"{instructions / cmsis_instr:.2f}"]
@@ -67,14 +72,16 @@ def main() -> None:
     args = parser.parse_args()
     names = [n for n in NAMES if not args.only or n in args.only.split(",")]
     cmsis = cmsis_nn_totals()
-    table = [measure(name, args.rows, args.wait_states, cmsis) for name in names]
-    columns = ["model", "bytes equal tflite-micro", "instructions", f"cycles (model, {args.wait_states} WS)",
+    table = [measure(name, optimize, args.rows, args.wait_states, cmsis) for name in names
+             for optimize in ("size", "speed")]
+    columns = ["model", "optimize", "bytes equal tflite-micro", "model flash B", ".tflite B", "flash / .tflite",
+               "instructions", f"cycles (model, {args.wait_states} WS)",
                "cycles / instr", "X-CUBE-AI 9.0 ms at 120 MHz", "X-CUBE-AI cycles", "cycles / X-CUBE-AI",
                "CMSIS-NN layers instr", "instr / CMSIS-NN"]
     flags = [f"--rows {args.rows}", f"--wait-states {args.wait_states}"] + ([f"--only {args.only}"] if args.only
                                                                              else [])
     write_table("m4_cycles_mlperf", columns, table, script="benchmarks/m4_cycles_mlperf.py " + " ".join(flags),
-                align=[None] + ["right"] * 9,
+                align=[None, None] + ["right"] * 12,
                 results_dir=None if args.no_write else Path(__file__).parent / "results")
 
 

@@ -58,9 +58,9 @@ class NetworkBuild:
     arena_bytes: int
 
 
-def build_network(path: Path, target: str, out_dir: Path, name: str = "net") -> NetworkBuild:
-    """tinycc-ml's C for the .tflite file ``path`` on ``target``, written to ``out_dir``."""
-    result = tinycc_ml.compile(path, target=target, name=name, out_dir=out_dir)
+def build_network(path: Path, target: str, out_dir: Path, name: str = "net", **options) -> NetworkBuild:
+    """tinycc-ml's C for the .tflite file ``path`` on ``target`` (compile ``options``), written to ``out_dir``."""
+    result = tinycc_ml.compile(path, target=target, name=name, out_dir=out_dir, **options)
     o = result.output
     return NetworkBuild(target, [str(out_dir / f"{name}.c")], str(out_dir / f"{name}.h"), name, o.input_dim,
                         o.n_scores, o.macs, o.const_bytes, result.report["arena_bytes"])

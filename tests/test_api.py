@@ -245,3 +245,22 @@ def test_compile_ignores_the_callers_numpy_error_state():
     with np.errstate(all="raise"):
         assert tinycc_ml.compile(model, precision="int16", calibration=X).files == expected
         assert tinycc_ml.compile(model).files == tinycc_ml.compile(model).files
+
+
+def test_an_unknown_optimize_goal_is_one_clear_error_and_cli_compile_takes_the_flag(tmp_path):
+    """optimize is "size" or "speed"; anything else is refused naming the value; --optimize speed on the command
+    line writes what compile(optimize="speed") writes (a network's widened weights on the Cortex-M4)."""
+    from tests.tflite_builder import NetBuilder
+    from tinycc_ml import cli
+
+    n = NetBuilder(5)
+    path = tmp_path / "net.tflite"
+    path.write_bytes(n.finish(n.conv(n.input((5, 5, 4)), 4, (3, 3))))
+    with pytest.raises(CompileError, match="optimize='fast' is not one of size, speed"):
+        tinycc_ml.compile(path, target="cortex-m4", optimize="fast")
+    result = tinycc_ml.compile(path, target="cortex-m4", name="net", optimize="speed")
+    assert cli.main(["compile", str(path), "--target", "cortex-m4", "--name", "net", "--optimize", "speed",
+                     "-o", str(tmp_path / "cli")]) == 0
+    assert (tmp_path / "cli" / "net.c").read_text() == result.files["net.c"]
+    assert "widened to int16" in result.files["net.c"]
+    assert "widened to int16" not in tinycc_ml.compile(path, target="cortex-m4", name="net").files["net.c"]

@@ -171,3 +171,31 @@ def test_report_of_a_tflite_file_compares_with_its_int8_network(tmp_path):
     assert report["reference"] == "int8" and report["agreement_with_reference"] == 1.0
     assert report["agreement_with_float"] is None and report["float_accuracy"] is None
     assert report["calibration"] is None and report["reference_accuracy"] is not None
+
+
+def test_cortex_m4_report_says_how_a_networks_weights_lie_in_flash(tmp_path):
+    """One line names each layer's weight layout and why: int8 by default (optimize='size'), int16 with
+    --optimize speed where a layer reads each weight more than once; the JSON holds it per layer."""
+    import os
+
+    from tests.tflite_builder import NetBuilder
+
+    require_target("cortex-m4")
+    n = NetBuilder(4)
+    y = n.conv(n.input((6, 6, 4)), 8, (3, 3), activation="relu")
+    (tmp_path / "net.tflite").write_bytes(n.finish(n.fc(n.flatten(n.depthwise(y, 1, (3, 3))), 3)))
+    np.savez(tmp_path / "rows.npz", X_test=np.random.default_rng(1).normal(size=(2, 144)), y_test=np.arange(2))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    args = [sys.executable, "-m", "tinycc_ml", "report", str(tmp_path / "net.tflite"), "--target", "cortex-m4",
+            "--data", str(tmp_path / "rows.npz")]
+    text = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    assert text.returncode == 0, text.stderr
+    line = next(line for line in text.stdout.splitlines() if line.startswith("weights "))
+    assert "int8 on 2 of 3 layers (optimize='size'" in line and "int8 on 1 of 3 layers (each weight read" in line
+    proc = subprocess.run(args + ["--optimize", "speed", "--json"], capture_output=True, text=True, timeout=600,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    weights = json.loads(proc.stdout)["weights"]
+    assert weights["optimize"] == "speed" and list(weights["layers"].values()) == ["int16", "int16", "int8"]
+    bad = subprocess.run(args + ["--optimize", "fast"], capture_output=True, text=True, timeout=600, env=env)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--optimize" in bad.stderr

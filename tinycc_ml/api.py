@@ -521,6 +521,17 @@ def compile(model, target: str = "host", out_dir=None, name: str | None = None, 
             raise
 
 
+def weights_report(optimize: str, layouts: dict[str, tuple[str, str]]) -> dict:
+    """The report's "weights": the layout of each layer whose kernel chose how its weights lie in flash, and a
+    line saying which layouts the build has and why (the kernels' reasons, grouped)."""
+    groups: dict[tuple[str, str], int] = {}
+    for choice in layouts.values():
+        groups[choice] = groups.get(choice, 0) + 1
+    summary = "; ".join(f"{layout} on {n} of {len(layouts)} layers ({why})" for (layout, why), n in groups.items())
+    return {"optimize": optimize, "layers": {node: layout for node, (layout, _) in layouts.items()},
+            "summary": summary}
+
+
 def _build_choice(precision: str, options: dict) -> str:
     """A precision and int8 dialect as the command line gives them."""
     dialect = options.get("int8_dialect")
@@ -781,7 +792,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
                                       f"values that need a fixed-point scale of 2^{worst} or 2^-{worst}, beyond what "
                                       f"{precision} code can compute (at most 2^{MAX_FIXED_SCALE})")
     graph.analyses.task = model.task  # what the scores mean: the header's extra entry points follow it
+    graph.analyses.optimize = ctx.options.optimize
     output = backend.emit(graph, prefix, description)
+    if output.weight_layouts:
+        report["weights"] = weights_report(ctx.options.optimize, output.weight_layouts)
     log.info("emitted %s: constants %d bytes, intermediates %d bytes", ', '.join(output.files), output.const_bytes,
              output.ram_bytes)
     try:

@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a float network (ONNX, float .tflite) at --precision int8: tflite (the default: TFLite's "
                         "int8 quantisation, zero points and 32-bit multipliers) or pow2 (the project's fixed point, "
                         "power-of-two scales, as --precision int16 uses)")
+    c.add_argument("--optimize", default=None, choices=("size", "speed"),
+                   help="where a kernel has a choice (a network's weights on cortex-m4/m33): size (the default: int8 "
+                        "weights in flash, about the .tflite file's size) or speed (weights widened to int16 where "
+                        "that saves instructions: more flash)")
     c.add_argument("--max-flash", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's flash when it has less than the target's (e.g. 16384 or 16K): the build is "
                         "checked against it")
@@ -133,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="your chip's RAM when it has less than the target's (e.g. 4K)")
     r.add_argument("--board", default=None, metavar="NAME",
                    help="one of the target's boards (`tinycc-ml targets`): the build is checked against its chip")
+    r.add_argument("--optimize", default=None, choices=("size", "speed"),
+                   help="where a kernel has a choice (a network's weights on cortex-m4/m33): size (the default: int8 "
+                        "weights in flash, about the .tflite file's size) or speed (weights widened to int16 where "
+                        "that saves instructions: more flash)")
     r.add_argument("--rows", type=int, default=200, help="test rows to run (default 200; 0 for all)")
     r.add_argument("--flash-wait-states", type=_wait_states, default=0, metavar="N",
                    help="Cortex-M4/M33 cycle model: flash wait states on each data read from flash and each "
@@ -370,7 +378,8 @@ def cmd_compile(args) -> int:
                                    calibration=calibration, dump_ir_after=dump, layout=layout,
                                    examples=rows if layout != "files" else None, example_labels=labels,
                                    max_flash=args.max_flash, max_ram=args.max_ram, board=args.board,
-                                   **({"int8_dialect": args.int8_dialect} if args.int8_dialect else {}))
+                                   **({"int8_dialect": args.int8_dialect} if args.int8_dialect else {}),
+                                   **({"optimize": args.optimize} if args.optimize else {}))
     except ModelFileError as exc:  # named as compile names it when given the file's path
         name_the_file(exc, args.model)
         raise
@@ -472,7 +481,8 @@ def cmd_report(args) -> int:
                         args.data)
     report = target_report(model, args.target, X, y, precision=precision,
                            calibration=None if precision == "float" else calibration, max_flash=args.max_flash,
-                           max_ram=args.max_ram, board=args.board, flash_wait_states=args.flash_wait_states)
+                           max_ram=args.max_ram, board=args.board, flash_wait_states=args.flash_wait_states,
+                           **({"optimize": args.optimize} if args.optimize else {}))
     report.pop("compile_report", None)
     report["calibration"] = calibrated_on
     if args.json:
@@ -490,6 +500,8 @@ def cmd_report(args) -> int:
                 "cycles_max", "instructions_mean", "instructions_max", "macs", "per_mac", "method", "calibration"):
         for name, value in _flat(key, report.get(key)):
             print(f"{name:<22} {value:.4g}" if isinstance(value, float) else f"{name:<22} {value}")
+    if report.get("weights"):
+        print(f"{'weights':<22} {report['weights']['summary']}")
     print_cycle_model(report.get("cycle_model"))
     print_kernels(report.get("kernels") or {})
     return 0

@@ -27,6 +27,10 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
                                    divided by ``macs`` (meaningful for mat-vec dominated models)
     method                         simulator used ("simavr", "qemu", "unicorn", "cffi")
     compile_report                 the compiler's own report (scales, agreement on calibration rows)
+    weights                        where kernels chose how a layer's weights lie in flash (a network on the
+                                   Cortex-M4/M33; ``**options`` such as optimize="speed" go to compile):
+                                   {"optimize", "layers": node -> "int8" | "int16", "summary": the line
+                                   `tinycc-ml report` prints}; else None
     task                           what the scores mean (the model's task: {"kind": "classification"},
                                    "regression", or "multilabel" with its rule)
     regression                     regression models, else None; the accuracy fields are None:
@@ -84,7 +88,7 @@ def count_macs(graph) -> int:
 
 def target_report(model, target: str, X, y=None, precision: str = "int16", calibration=None,
                   name: str = "model", max_flash: int | None = None, max_ram: int | None = None,
-                  board: str | None = None, flash_wait_states: int = 0) -> dict:
+                  board: str | None = None, flash_wait_states: int = 0, **options) -> dict:
     model = as_model(model)
     X = np.asarray(X)
     if X.dtype.kind not in "biuf":
@@ -99,7 +103,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
     backend = get_backend(target)
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-report-") as d:
         res = tinycc_ml.compile(model, target=target, precision=precision, calibration=calibration, out_dir=d,
-                                name=name, max_flash=max_flash, max_ram=max_ram, board=board)
+                                name=name, max_flash=max_flash, max_ram=max_ram, board=board, **options)
         run = backend.simulate(Path(d), res.output, X)
         kernels = measure_kernels(backend, Path(d), res.output, X)
         # where the simulator counts instructions, a cycle model prices them (Cortex-M4/M33)
@@ -132,6 +136,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         "macs": macs,
         "per_mac": None if counts is None or macs == 0 else float(np.mean(counts)) / macs,
         "compile_report": res.report,
+        "weights": res.report.get("weights"),
         "kernels": kernels,
         "cycle_model": cycle_model,
     }

@@ -14,19 +14,21 @@ cancel, as TFLite skips them). SXTB16 splits a word into bytes 0, 2 and bytes 1,
 both split so, so the products line up with no reordering. The inner loop is inline asm (GCC spilled a
 pointer in C), 4 steps per iteration:
 
-- convolutions: two columns by two channels, the weights widened to int16 at compile time (a convolution's
-  weight is used at every output position: its unpacking leaves the inner loop for twice its flash): per
-  step 4 inputs deep, 2 LDR of inputs (the second column at an immediate offset), 4 SXTB16, 2 LDRD of
-  weights, 8 SMLAD for 16 multiply-accumulates;
-- fully connected layers with one row (each weight used once: int8, the flash of a model that is mostly
-  these): one column by four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights, 8 SXTB16, 8 SMLAD
-  for 16; with several rows, the convolutions' step on int8 weights.
+- convolutions (and fully connected layers with several rows): two columns by two channels; the two columns
+  widened to int16 once for all the layer's channels (``m4_widen2``, into a scratch pair: SXTB16 and SXTB16 ROR
+  #8 of each input word), so per step 4 inputs deep 1 LDM loads both columns' lanes; the weights int8 in flash,
+  per channel 1 LDR and 2 SXTB16 (15 instructions for 16 multiply-accumulates), or where the build favours speed
+  (``optimize="speed"``, ``weight_layout``) widened to int16 at compile time, 1 LDRD per channel (11 for 16);
+  8 SMLAD either way;
+- fully connected layers with one row (each weight used once: int8 whatever the build favours): one column by
+  four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights, 8 SXTB16, 8 SMLAD for 16.
 
 im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in
 words, the padding's taps filled with zx in words.
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
-time, weights widened to int16 (lanes channels 0, 2 and 1, 3, as SXTB16 splits the input word): positions
+time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
+int8 word in registers, once for two positions, or stored so (``optimize="speed"``): positions
 whose window lies inside the input two at a time (each weight pair loaded once for both), the taps unrolled,
 the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); on a narrow
 layer a row's border columns likewise over their taps inside (a bias per column range); the other
@@ -44,17 +46,19 @@ cases agree on this form; its one saturating case needs m = INT32_MIN), which is
 |h| < 2^30). Where the bounds allow (``fold_zero_point``) the output zero point joins the rounding nudge
 (((h + 2^(r-1) - [h < 0]) >> r) + zp = (h + (h >> 31) + 2^(r-1) + zp 2^r) >> r), and the clamp is SSAT to
 int8 (then the activation's bounds where narrower): per output LSL, SMMULR, two ADD, ASR, SSAT, STRB, the
-channel's constants loaded once for its two columns.
+channel's constants loaded once for its two columns. A layer stores per channel its bias and only the
+requantisation fields that differ between its channels (``ChannelParams``); the shared ones are literals.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from tinycc_ml.target import Node, add_quantisation, layer_quantisation, window_of
 
 MAX_RIGHT_SHIFT = 31  # RoundingDivideByPOT's exponent range; beyond it the shared C (and TFLite) assert
-MAX_STRIDE = 4095  # bytes between two columns: the second's LDR offset (an immediate); beyond, one at a time
 
 
 def _helper(em, name: str, text: str) -> str:
@@ -100,8 +104,8 @@ def _tap_range(i0: int, n_in: int, k: int, d: int) -> tuple[int, int]:
     return k0, max(k0, k1)
 
 
-def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, p_sym: str,
-                       b_sym: str, mode: str, column_bias) -> str:
+def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, w16: bool,
+                       params: ChannelParams, p_sym: str, b_sym: str, column_bias) -> str:
     """A layer's depthwise convolution (multiplier 1) as its own functions, its geometry in literals, 4
     channels at a time: positions whose window lies inside the input two at a time (each weight pair loaded
     once for both), the taps unrolled, the input zero point folded into the bias (p_sym's); the others (the
@@ -109,16 +113,24 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
     rd, odd = simd_helpers(em)
     (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
     zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
-    C, T, P = channels, kh * kw, PARAMS
+    C, T, P = channels, kh * kw, params.per_channel
+    tw = 2 if w16 else 1  # words per tap and 4 channels
     W, OW = win.width, win.out_width
     symbol, edge = em.sym(f"m4_dw_{name}"), em.sym(f"m4_dw_{name}_edge")
+
+    def tap_weights(t: str) -> str:
+        """we, wo: tap t's weights of the 4 channels as int16 lanes (0, 2) and (1, 3): two stored words, or the
+        int8 word split by SXTB16."""
+        if w16:
+            return f"const int32_t we = wg[2 * ({t})], wo = wg[2 * ({t}) + 1];"
+        return f"const int32_t w = wg[{t}], we = __sxtb16(w), wo = {odd}(w);"
 
     def macs(acc: str, w_e: str, w_o: str, u: str) -> list[str]:
         return [f"{acc}0 = __smlabb({w_e}, {u}e, {acc}0);", f"{acc}2 = __smlatt({w_e}, {u}e, {acc}2);",
                 f"{acc}1 = __smlabb({w_o}, {u}o, {acc}1);", f"{acc}3 = __smlatt({w_o}, {u}o, {acc}3);"]
 
     def stores(accs: list[tuple[str, str]], indent: str) -> list[str]:
-        return _epilogue(em, q, mode, [(f"q + {k * P + 1}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
+        return _epilogue(em, q, params, [(f"q + {k * P}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
                                         for k in range(4)], indent)
 
     # the border: one position, the taps inside the input
@@ -135,13 +147,13 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         f"    const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
         f"    int8_t *o = out + (oy * {OW} + ox) * {C};",
         f"    const int32_t *q = {p_sym}, *b = {b_sym}, *wg = {w_sym};",
-        f"    for (int32_t c = 0; c < {C}; c += 4, o += 4, q += {4 * P}, b += 4, wg += {2 * T}) {{",
+        f"    for (int32_t c = 0; c < {C}; c += 4, o += 4, q += {4 * P}, b += 4, wg += {tw * T}) {{",
         "        int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];",
         "        for (int32_t ky = ky0; ky < ky1; ++ky)",
         "        for (int32_t kx = kx0; kx < kx1; ++kx) {",
         f"            const int32_t u = {rd}(x + ((iy0 + ky * {dy}) * {W} + ix0 + kx * {dx}) * {C} + c);",
         f"            const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
-        f"            const int32_t we = wg[2 * (ky * {kw} + kx)], wo = wg[2 * (ky * {kw} + kx) + 1];",
+        "            " + tap_weights(f"ky * {kw} + kx"),
         *("            " + m for m in macs("a", "we", "wo", "u")),
         "        }",
         *stores([("a", "o")], "        "),
@@ -159,18 +171,18 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
                 f"int8_t *o = out + (oy * {OW} + {'ox' if column is None else column}) * {C};",
                 f"const int32_t *q = {p_sym}, *wg = {w_sym};"]
         if column is None:
-            body += [f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {2 * T}) {{",
+            body += [f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {tw * T}) {{",
                      "    " + " ".join(f"int32_t {a}0 = q[0], {a}1 = q[{P}], {a}2 = q[{2 * P}], {a}3 = q[{3 * P}];"
                                        for a in accs)]
         else:
             body += [f"const int32_t *b = {column_bias(kx0, kx1)};",
-                     f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {2 * T}, b += 4) {{",
+                     f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {tw * T}, b += 4) {{",
                      "    int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];"]
         for ky in range(kh):
             for kx in range(kx0, kx1):
                 t = ky * kw + kx
                 off = (ky * dy * W + (kx - kx0) * dx) * C
-                body += ["    {", f"        const int32_t we = wg[{2 * t}], wo = wg[{2 * t + 1}];"]
+                body += ["    {", f"        {tap_weights(str(t))}"]
                 for i, a in enumerate(accs):
                     body += [f"        const int32_t {a}u = {rd}(xp + {off + i * sx * C});",
                              f"        const int32_t {a}ue = __sxtb16({a}u), {a}uo = {odd}({a}u);",
@@ -218,13 +230,15 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
     return symbol
 
 
-def depthwise_weights(W: np.ndarray) -> np.ndarray:
+def depthwise_weights(W: np.ndarray, w16: bool) -> np.ndarray:
     """Depthwise weights (channels x taps, int8) as the depthwise functions read them: per group of 4
-    channels, per tap, two words of int16 lanes: channels (0, 2), then (1, 3) (SXTB16's split of an input
-    word)."""
+    channels, per tap, the int8 word of the 4 channels, or with ``w16`` two words of int16 lanes: channels
+    (0, 2), then (1, 3) (SXTB16's split of an input word)."""
     c, t = W.shape
-    r = W.astype(np.int16).reshape(c // 4, 4, t).transpose(0, 2, 1)  # groups, taps, 4 channels
-    lanes = np.ascontiguousarray(r[:, :, [0, 2, 1, 3]])
+    r = W.astype(np.int8).reshape(c // 4, 4, t).transpose(0, 2, 1)  # groups, taps, 4 channels
+    if not w16:
+        return np.ascontiguousarray(r).view("<i4").reshape(-1)
+    lanes = np.ascontiguousarray(r.astype(np.int16)[:, :, [0, 2, 1, 3]])
     return lanes.view("<i4").reshape(-1)
 
 
@@ -289,36 +303,33 @@ def minmax_helpers(em) -> None:
             "{ return a < b ? a : b; }\n")
 
 
-def _epilogue(em, q, mode: str, channels: list[tuple[str, str, str]], indent: str) -> list[str]:
-    """Stores of requantised accumulators: ``channels`` as (params pointer expression, accumulator, destination)
-    groups sharing a channel's constants, each (param expr, [(acc, dst), ...]). ``mode``: "wide" (some
-    channel's accumulator not proven small: its flag picks the int64 form), "fold" (the output zero point in
-    the rounding nudge: m4_rqz) or "plain"."""
+def _epilogue(em, q, params: ChannelParams, channels: list, indent: str) -> list[str]:
+    """Stores of requantised accumulators: ``channels`` as (pointer to a channel's words, [(acc, destination) or
+    (acc, destination, guard), ...]) groups sharing a channel's constants (a guarded store happens where the
+    guard holds). ``params.mode``: "wide" (some channel's accumulator not proven small: its flag picks the
+    int64 form), "fold" (the output zero point in the rounding nudge: m4_rqz) or "plain"."""
     minmax_helpers(em)
-    wide = mode == "wide"
+    mode = params.mode
     fast = rq_helper(em, False)
-    slow = rq_helper(em, True) if wide else None
+    slow = rq_helper(em, True) if mode == "wide" else None
+    fold = rqz_helper(em) if mode == "fold" else None
     lines = []
-    if mode == "fold":
-        fold = rqz_helper(em)
-        for pq, pairs in channels:
-            lines += [f"{indent}{{", f"{indent}    const int32_t *cq = {pq};",
-                      f"{indent}    const int32_t m = cq[0], sl = cq[1], r = cq[2], nu = cq[3];"]
-            lines += [f"{indent}    {dst} = (int8_t){_clamp(f'{fold}({acc}, m, sl, r, nu)', 0, q.lo, q.hi)};"
-                      for acc, dst in pairs]
-            lines.append(f"{indent}}}")
-        return [line.replace("@", em.prefix + "_") for line in lines]
     for pq, pairs in channels:
         lines.append(f"{indent}{{")
-        lines.append(f"{indent}    const int32_t *cq = {pq};")
-        lines.append(f"{indent}    const int32_t m = cq[0], sl = cq[1], r = cq[2], nu = cq[3], nm = cq[4];")
-        if wide:
-            lines.append(f"{indent}    const int32_t big = cq[5];")
-        for acc, dst in pairs:
-            v = f"{fast}({acc}, m, sl, r, nu, nm)"
-            if wide:
-                v = f"(big ? {slow}({acc}, m, sl, r) : {v})"
-            lines.append(f"{indent}    {dst} = (int8_t){_clamp(v, q.output_zero_point, q.lo, q.hi)};")
+        if params.per_channel > 1:  # else every field is a literal
+            lines.append(f"{indent}    const int32_t *cq = {pq};")
+        lines.append(f"{indent}    const int32_t " + ", ".join(f"{name} = {params.field(name, 'cq')}"
+                                                        for name in EPILOGUE_FIELDS[mode]) + ";")
+        for acc, dst, *guard in pairs:
+            if mode == "fold":
+                v = _clamp(f"{fold}({acc}, m, sl, r, nu)", 0, q.lo, q.hi)
+            else:
+                v = f"{fast}({acc}, m, sl, r, nu, nm)"
+                if mode == "wide":
+                    v = f"(big ? {slow}({acc}, m, sl, r) : {v})"
+                v = _clamp(v, q.output_zero_point, q.lo, q.hi)
+            store = f"{dst} = (int8_t){v};"
+            lines.append(f"{indent}    " + (f"if ({guard[0]}) {store}" if guard else store))
         lines.append(f"{indent}}}")
     return [line.replace("@", em.prefix + "_") for line in lines]
 
@@ -341,23 +352,39 @@ def _asm_block(steps: list[str], iters: int, rem: int, operands: dict[str, str],
     return [f"{indent}__asm__(", *text, f"{indent}    : {outs}", f'{indent}    : : "cc", "memory");']
 
 
-def _step_2x2(stride: int, w16: bool) -> str:
-    """One step 4 inputs deep of two columns (x, x + stride) by two channels."""
-    load = ["ldr %[v], [%[x], #" + str(stride) + "]", "ldr %[u], [%[x]], #4",
-            "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8", "sxtb16 %[ve], %[v]", "sxtb16 %[v], %[v], ror #8"]
-    if w16:
-        mac = []
-        for a, b in (("a00", "a01"), ("a10", "a11")):
-            mac += ["ldrd %[w0], %[w1], [%[wp]], #8",
-                    f"smlad %[{a}], %[w0], %[ue], %[{a}]", f"smlad %[{b}], %[w0], %[ve], %[{b}]",
-                    f"smlad %[{a}], %[w1], %[u], %[{a}]", f"smlad %[{b}], %[w1], %[v], %[{b}]"]
-    else:
-        mac = []
-        for a, b in (("a00", "a01"), ("a10", "a11")):
-            mac += ["ldr %[w1], [%[wp]], #4", "sxtb16 %[w0], %[w1]", "sxtb16 %[w1], %[w1], ror #8",
-                    f"smlad %[{a}], %[w0], %[ue], %[{a}]", f"smlad %[{b}], %[w0], %[ve], %[{b}]",
-                    f"smlad %[{a}], %[w1], %[u], %[{a}]", f"smlad %[{b}], %[w1], %[v], %[{b}]"]
-    return "\n".join(load + mac)
+def _step_2x2(w16: bool) -> str:
+    """One step 4 inputs deep of two columns by two channels, the columns widened (m4_widen2's words: one LDM
+    into u, uo, v, vo, registers fixed in ascending order); the weights int16 words (LDRD) or an int8 word
+    split by SXTB16 in registers."""
+    lines = ["ldm %[x]!, {%[u], %[uo], %[v], %[vo]}"]
+    for a, b in (("a00", "a01"), ("a10", "a11")):
+        if w16:
+            lines.append("ldrd %[w0], %[w1], [%[wp]], #8")
+        else:
+            lines += ["ldr %[w1], [%[wp]], #4", "sxtb16 %[w0], %[w1]", "sxtb16 %[w1], %[w1], ror #8"]
+        lines += [f"smlad %[{a}], %[w0], %[u], %[{a}]", f"smlad %[{b}], %[w0], %[v], %[{b}]",
+                  f"smlad %[{a}], %[w1], %[uo], %[{a}]", f"smlad %[{b}], %[w1], %[vo], %[{b}]"]
+    return "\n".join(lines)
+
+
+def widen_helper(em) -> str:
+    """m4_widen2(c0, c1, dst, kw4): two columns of 4 kw4 int8 inputs as the 2x2 step reads them, per 4 inputs
+    four words of int16 lanes: c0's (x0, x2), (x1, x3) (SXTB16's two splits, the weights' lanes), then c1's.
+    Each column is widened once for all the layer's channels (in the inner loop it was once per two)."""
+    rd, odd = simd_helpers(em)
+    return _helper(em, "m4_widen2", f"""\
+__attribute__((optimize("O2"), noinline)) static void @m4_widen2(const int8_t *c0, const int8_t *c1, int32_t *dst,
+                                                               int32_t kw4)
+{{
+    for (int32_t j = 0; j < kw4; ++j, c0 += 4, c1 += 4, dst += 4) {{
+        const int32_t u = {rd}(c0), v = {rd}(c1);
+        dst[0] = __sxtb16(u);
+        dst[1] = {odd}(u);
+        dst[2] = __sxtb16(v);
+        dst[3] = {odd}(v);
+    }}
+}}
+""")
 
 
 def _step_1x4() -> str:
@@ -379,14 +406,14 @@ def _split(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
     return u, kw4 // u, kw4 % u
 
 
-def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: int, out_c: int, stride: int,
-                    mode: str, odd: bool = True) -> str:
+def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int,
+                    out_c: int, stride: int) -> str:
     """A layer's matrix product as its own function (geometry and output constants in literals):
     ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
-    kind "2x2" (weights words per pair of channels, int8 or with "2x2w16" int16 lanes) or "1x4" (one column,
-    words per four channels); ``odd``: whether a call may have an odd column count (a last column's code)."""
+    kind "2x2" (two columns widened by m4_widen2 into a scratch buffer, by two channels: int8 weight words,
+    or with "2x2w16" int16 lanes) or "1x4" (one column in place, words per four channels)."""
     symbol = em.sym(f"m4_mm_{name}")
-    P = PARAMS
+    P = params.per_channel
     weights = "int16" if kind == "2x2w16" else "int8"
     lines = [f"/* %{name}: {out_c} channels x columns of {4 * kw4} int8 inputs, {kind} ({weights} weights) */",
              f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *cols, int32_t n_cols, int8_t *out)',
@@ -410,63 +437,34 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, p_sym: str, kw4: in
         lines.append("            (void)n;")
         for k in range(4):
             lines.append(f"            if (o + {k} < {out_c}) {{")
-            lines += _epilogue(em, q, mode, [(f"q + {k * P + 1}", [(f"a{k}", f"o0[o + {k}]")])], "                ")
+            lines += _epilogue(em, q, params, [(f"q + {k * P}", [(f"a{k}", f"o0[o + {k}]")])], "                ")
             lines.append("            }")
         lines += ["        }", "    }", "}", ""]
     else:
-        w16 = kind == "2x2w16"
-        step = _step_2x2(stride, w16)
-        start = len(lines)
+        pair = em.sym("m4_pair")
+        em.scratch(pair, "uint32_t", 4 * kw4)
         lines += [
-            "    int32_t p = 0;",
-            "    for (; p + 1 < n_cols; p += 2) {",
+            "    for (int32_t p = 0; p < n_cols; p += 2) {",
             f"        const int8_t *c0 = cols + p * {stride};",
+            "        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored once */",
+            f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});",
             f"        int8_t *o0 = out + p * {out_c};",
             f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
             f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
             f"            int32_t a00 = q[0], a01 = q[0], a10 = q[{P}], a11 = q[{P}];",
-            "            const int8_t *x = c0;",
-            f"            int32_t n = {iters}, u, v, ue, ve, w0, w1;"]
+            f"            const uint32_t *x = {pair};",
+            f"            int32_t n = {iters}, w0, w1;",
+            '            register int32_t u __asm__("r8"), uo __asm__("r9"), v __asm__("r10"), vo __asm__("r11");']
         ops = {k: "+r" for k in ("a00", "a01", "a10", "a11", "x", "wp", "n")}
-        ops.update({k: "=&r" for k in ("u", "v", "ue", "ve", "w0", "w1")})
-        lines += _asm_block([step] * per, iters, rem, ops, "            ")
+        ops.update({k: "=&r" for k in ("u", "uo", "v", "vo", "w0", "w1")})
+        lines += _asm_block([_step_2x2(kind == "2x2w16")] * per, iters, rem, ops, "            ")
         lines.append("            (void)n;")
-        lines += _epilogue(em, q, mode, [("q + 1", [("a00", "o0[o]"), ("a01", f"o0[o + {out_c}]")])],
+        lines += _epilogue(em, q, params, [("q", [("a00", "o0[o]"), ("a01", f"o0[o + {out_c}]", "two")])],
                            "            ")
         lines.append(f"            if (o + 1 < {out_c}) {{")
-        lines += _epilogue(em, q, mode, [(f"q + {P + 1}", [("a10", "o0[o + 1]"), ("a11", f"o0[o + {out_c + 1}]")])],
-                           "                ")
-        lines += ["            }", "        }", "    }"]
-        if stride > MAX_STRIDE:  # the second column beyond an LDR offset: every column one at a time in C
-            lines[start:] = ["    int32_t p = 0;"]
-            odd = True
-        # a last odd column: the same words in C
-        words = 4 if w16 else 2
-        tail = [
-            "    for (; p < n_cols; ++p) {",
-            f"        const int8_t *x = cols + p * {stride};",
-            f"        int8_t *o0 = out + p * {out_c};",
-            f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
-            f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
-            f"            int32_t a0 = q[0], a1 = q[{P}];",
-            f"            for (int32_t j = 0; j < {kw4}; ++j, wp += {words}) {{",
-            f"                const int32_t xu = {simd_helpers(em)[0]}(x + 4 * j);",
-            f"                const int32_t ue = __sxtb16(xu), uo = {simd_helpers(em)[1]}(xu);"]
-        if w16:
-            tail += ["                a0 = __smlad(wp[0], ue, a0);", "                a0 = __smlad(wp[1], uo, a0);",
-                      "                a1 = __smlad(wp[2], ue, a1);", "                a1 = __smlad(wp[3], uo, a1);"]
-        else:
-            tail += ["                a0 = __smlad(__sxtb16(wp[0]), ue, a0);",
-                      f"                a0 = __smlad({simd_helpers(em)[1]}(wp[0]), uo, a0);",
-                      "                a1 = __smlad(__sxtb16(wp[1]), ue, a1);",
-                      f"                a1 = __smlad({simd_helpers(em)[1]}(wp[1]), uo, a1);"]
-        tail.append("            }")
-        tail += _epilogue(em, q, mode, [("q + 1", [("a0", "o0[o]")])], "            ")
-        tail.append(f"            if (o + 1 < {out_c}) {{")
-        tail += _epilogue(em, q, mode, [(f"q + {P + 1}", [("a1", "o0[o + 1]")])], "                ")
-        tail += ["            }", "        }", "    }"]
-        lines += tail if odd else []
-        lines += ["}", ""]
+        second = [("a10", "o0[o + 1]"), ("a11", f"o0[o + {out_c + 1}]", "two")]
+        lines += _epilogue(em, q, params, [(f"q + {P}", second)], "                ")
+        lines += ["            }", "        }", "    }", "}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return symbol
 
@@ -494,31 +492,55 @@ def arranged_rows(W: np.ndarray, group: int, w16: bool) -> tuple[np.ndarray, int
 # ---------------------------------------------------------------- compile-time arrangement
 
 
-# int32 words per channel: bias, multiplier, left shift + 1, right shift, 2^(right-1) (+ zp 2^right when the
-# zero point is folded), -[right > 0], and 1 when its accumulator is not proven small (m4_rq_wide)
-PARAMS = 7
+# the fields of a channel's requantisation each epilogue reads (after its bias): the multiplier, left shift + 1,
+# right shift, 2^(right-1) (+ zp 2^right when the zero point is folded), -[right > 0], and 1 where the
+# accumulator is not proven small (m4_rq_wide)
+EPILOGUE_FIELDS = {"fold": ("m", "sl", "r", "nu"), "plain": ("m", "sl", "r", "nu", "nm"),
+                   "wide": ("m", "sl", "r", "nu", "nm", "big")}
 SMALL_ACC = 1 << 30  # |acc| 2^left below this: the SMMULR form is exact
 
 
-def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, group: int,
-                   wide: np.ndarray | None = None, fold_zp: int | None = None) -> np.ndarray:
-    """Per channel the PARAMS words the epilogues read; the channel count padded to a multiple of ``group``
-    (zeros); ``wide``: the channels whose accumulators are not proven small; ``fold_zp``: the output zero
-    point folded into the nudge (2^(r-1) + zp 2^r, m4_rqz; see fold_zero_point)."""
-    n = -(-len(bias) // group) * group
-    params = np.zeros((n, PARAMS), np.int64)
-    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
-    params[:len(bias), 0] = bias
-    params[:len(bias), 1] = mult
-    params[:len(bias), 2] = left + 1
-    params[:len(bias), 3] = right
-    params[:len(bias), 4] = np.where(right > 0, np.left_shift(1, np.maximum(right - 1, 0)), 0)
+@dataclass(frozen=True)
+class ChannelParams:
+    """A layer's per-channel constants as its kernels read them: per channel int32 words, its bias first, then
+    the fields of EPILOGUE_FIELDS[mode] that differ between the layer's channels (``stored``); the fields every
+    channel shares are literals in the code (a per-tensor layer stores its biases alone)."""
+
+    mode: str  # "fold", "plain" or "wide" (see _epilogue)
+    words: np.ndarray  # int32, channels (padded) x len(stored), flattened
+    stored: tuple[str, ...]
+    literals: dict[str, int]
+
+    @property
+    def per_channel(self) -> int:
+        return len(self.stored)
+
+    def field(self, name: str, pointer: str) -> str:
+        """C for one field of the channel whose words ``pointer`` points at."""
+        return str(self.literals[name]) if name in self.literals else f"{pointer}[{self.stored.index(name)}]"
+
+
+def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, group: int, mode: str,
+                   wide: np.ndarray | None = None, fold_zp: int | None = None) -> ChannelParams:
+    """The layer's ChannelParams; the channel count padded to a multiple of ``group`` (zeros); ``wide``: the
+    channels whose accumulators are not proven small; ``fold_zp``: the output zero point folded into the nudge
+    (2^(r-1) + zp 2^r, m4_rqz; see fold_zero_point)."""
+    left, right = np.maximum(shift, 0).astype(np.int64), np.maximum(-shift, 0).astype(np.int64)
+    nudge = np.where(right > 0, np.left_shift(1, np.maximum(right - 1, 0)), 0)
     if fold_zp is not None:
-        params[:len(bias), 4] += np.left_shift(np.int64(fold_zp), right)
-    params[:len(bias), 5] = np.where(right > 0, -1, 0)
-    params[:len(bias), 6] = 0 if wide is None else wide
-    params[:, 0] = (params[:, 0] + (1 << 31)) % (1 << 32) - (1 << 31)  # int32 arithmetic wraps
-    return params.astype(np.int32).reshape(-1)
+        nudge = nudge + np.left_shift(np.int64(fold_zp), right)
+    values = {"m": mult.astype(np.int64), "sl": left + 1, "r": right, "nu": nudge,
+              "nm": np.where(right > 0, -1, 0), "big": np.zeros(len(bias), np.int64) if wide is None else wide}
+    # a field every channel shares is a literal (not INT32_MIN: no such C literal)
+    literals = {name: int(values[name][0]) for name in EPILOGUE_FIELDS[mode]
+                if np.all(values[name] == values[name][0]) and values[name][0] != -(1 << 31)}
+    stored = ("bias", *(name for name in EPILOGUE_FIELDS[mode] if name not in literals))
+    n = -(-len(bias) // group) * group
+    words = np.zeros((n, len(stored)), np.int64)
+    words[:len(bias), 0] = (bias.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)  # int32 arithmetic wraps
+    for k, name in enumerate(stored[1:], 1):
+        words[:len(bias), k] = values[name]
+    return ChannelParams(mode, words.astype(np.int32).reshape(-1), stored, literals)
 
 
 def accumulator_bound(bias: np.ndarray, W: np.ndarray, x_reach: int) -> np.ndarray:
@@ -561,7 +583,7 @@ def _computed_input(em, node: Node) -> bool:
         em.graph.op(i) == "const" for i in node.inputs[1:])
 
 
-def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, odd: bool) -> str:
+def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -> str:
     """A layer's matrix function (``matrix_function``) and the flash arrays it reads: its rearranged weights
     and channel parameters (bias' = bias - zx sum(w); the wide epilogue where an accumulator may be too large
     for the SMMULR one)."""
@@ -576,11 +598,26 @@ def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, o
                                f"groups of {group} rows interleaved")
     fold = small.all() and fold_zero_point(accumulator_bound(folded, W, 128), q.multipliers, q.shifts,
                                            q.output_zero_point)
-    params = channel_params(folded, q.multipliers, q.shifts, group, ~small, q.output_zero_point if fold else None)
-    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params, "int32_t",
-                               f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
     mode = "fold" if fold else "plain" if small.all() else "wide"
-    return matrix_function(em, node.name, q, kind, w_sym, p_sym, kw4, W.shape[0], stride, mode, odd)
+    params = channel_params(folded, q.multipliers, q.shifts, group, mode, ~small,
+                            q.output_zero_point if fold else None)
+    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params.words, "int32_t",
+                               f"%{node.name}: per channel {', '.join(params.stored)} (m4_rq)")
+    return matrix_function(em, node.name, q, kind, w_sym, params, p_sym, kw4, W.shape[0], stride)
+
+
+def weight_layout(em, node: Node, reused: bool) -> bool:
+    """Whether a layer's weights are widened to int16 in flash: where the build favours speed
+    (``graph.analyses.optimize``) and the kernel reads each weight more than once per inference (``reused``:
+    widening then saves its unpacking every time); recorded with the reason in ``em.weight_layouts``."""
+    if not reused:
+        em.weight_layouts[node.name] = ("int8", "each weight read once per inference: widening saves nothing")
+        return False
+    speed = em.graph.analyses.optimize == "speed"
+    em.weight_layouts[node.name] = (("int16", "optimize='speed': widened in flash, no unpacking in the inner loops")
+                                    if speed else ("int8", "optimize='size', the default: split by SXTB16 in "
+                                                           "registers"))
+    return speed
 
 
 # ---------------------------------------------------------------- the kernels
@@ -595,8 +632,11 @@ def fully_connected(em, node: Node) -> list[str] | None:
         return None
     rows = g.type(x_name).size // depth
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
-    # one row (a weight used once: int8, four channels per input word); several: two by two
-    function = _matrix_function(em, node, W, q, "1x4" if rows == 1 else "2x2", depth, rows % 2 == 1)
+    # one row: four channels per input word; several: two by two
+    kind = "1x4" if rows == 1 else "2x2"
+    if weight_layout(em, node, rows > 1):
+        kind = "2x2w16"
+    function = _matrix_function(em, node, W, q, kind, depth)
     return [f"{function}({em.var(x_name)}, {rows}, {em.var(node.name)});"]
 
 
@@ -616,8 +656,9 @@ def conv2d(em, node: Node) -> list[str] | None:
     in_place = pointwise and in_c % 4 == 0  # each position's inputs are already a column
     kp = -(-kh * kw * in_c // 4) * 4
     stride = in_c if in_place else kp
-    # the weights widened to int16 (each is used once per output position: no unpacking in the inner loop)
-    function = _matrix_function(em, node, W, q, "2x2w16", stride, positions % 2 == 1)
+    # int8 weights split in registers, or widened to int16 in flash where the build favours speed (each is
+    # read once per two output positions)
+    function = _matrix_function(em, node, W, q, "2x2w16" if weight_layout(em, node, positions > 1) else "2x2", stride)
     if in_place:
         return [f"{function}({xs}, {positions}, {out});"]
     # im2col: two columns at a time in a static buffer, the padding's taps holding zx
@@ -722,15 +763,18 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         return None
     folded = bias - q.input_zero_point * W.astype(np.int64).sum(axis=1)  # a window wholly inside the input
     fold = fold_zero_point(accumulator_bound(bias, W, 255), q.multipliers, q.shifts, q.output_zero_point)
-    mode = "fold" if fold else "plain"
-    params = channel_params(folded, q.multipliers, q.shifts, 1, None, q.output_zero_point if fold else None)
-    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params,
-                               "int32_t", f"%{node.name}: per channel bias - zx sum(w), multiplier, shift (m4_rq)")
+    params = channel_params(folded, q.multipliers, q.shifts, 1, "fold" if fold else "plain", None,
+                            q.output_zero_point if fold else None)
+    p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params.words, "int32_t",
+                               f"%{node.name}: per channel {', '.join(params.stored)} (m4_rq)")
     b_sym = em.add_const_array(em.sym(f"{node.name}_m4b"), bias.astype(np.int32), "int32_t",
                                f"%{node.name}: per channel bias (a window crossing the border)")
-    w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W), "int32_t",
-                               f"%{node.name}: {kh}x{kw} weights of {out_c} channels widened to int16, per 4 "
-                               "channels and tap lanes (0, 2), (1, 3)")
+    positions = win.out_height * win.out_width
+    w16 = weight_layout(em, node, positions > 1)
+    w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W, w16), "int32_t",
+                               f"%{node.name}: {kh}x{kw} weights of {out_c} channels"
+                               f"{' widened to int16' if w16 else ''}, per 4 channels and tap "
+                               f"{'lanes (0, 2), (1, 3)' if w16 else 'one word'}")
     column_biases: dict[tuple[int, int], str] = {}
 
     def column_bias(kx0: int, kx1: int) -> str:
@@ -745,7 +789,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
             f"%{node.name}: per channel bias - zx sum(w) over the taps of columns {kx0}..{kx1 - 1}")
         return column_biases[kx0, kx1]
 
-    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, p_sym, b_sym, mode, column_bias)
+    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, w16, params, p_sym, b_sym,
+                                  column_bias)
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
 
 

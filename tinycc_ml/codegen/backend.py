@@ -37,6 +37,8 @@ class BuildOutput:
     # TFLite-style builds: the input's (scale, zero point), x_int = ir.fixed.quantise_affine(x, scale, zero, bits)
     input_quantisation: tuple[float, int] | None = None
     kernels: list[dict] = field(default_factory=list)  # per matrix: kernel chosen, predicted cost, candidates
+    # per layer whose kernel chose how its weights lie in flash: (layout, why), e.g. ("int8", "optimize='size'")
+    weight_layouts: dict[str, tuple[str, str]] = field(default_factory=dict)
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
     node_steps: dict[str, str] = field(default_factory=dict)  # node -> what it computes, in the user's words

@@ -221,6 +221,8 @@ class CEmitter:
     static_ram: dict[str, int] = field(default_factory=dict)  # an op's own static buffer (an FFT's slots) -> bytes
     # what target kernels record while the code is emitted (read back by the emitter and the report)
     kernel_report: list[dict] = field(default_factory=list)  # matrices whose kernel a cost model chose
+    # node -> (layout, why) of a layer whose kernel chose how its weights lie in flash ("int8", "int16")
+    weight_layouts: dict[str, tuple[str, str]] = field(default_factory=dict)
     sparse_choices: dict[str, tuple] = field(default_factory=dict)  # node -> its sparse kernel's decision (once)
     x_pages: dict[str, int] = field(default_factory=dict)  # symbol -> int16s of a sparse kernel's aligned x buffer
     arena_align: dict[str, int] = field(default_factory=dict)  # arena key -> byte alignment a kernel needs
@@ -517,7 +519,8 @@ class CEmitter:
             input_dim=emitted.input_dim, n_scores=emitted.n_scores, const_bytes=emitted.const_bytes,
             ram_bytes=emitted.arena_bytes, input_scale=self.input_scale, task=self.graph.analyses.task,
             input_quantisation=self.input_affine,
-            kernels=list(self.kernel_report), optional_ram_bytes=self.x_page_bytes(),
+            kernels=list(self.kernel_report), weight_layouts=dict(self.weight_layouts),
+            optional_ram_bytes=self.x_page_bytes(),
             const_arrays=dict(self.const_arrays), macs=multiply_accumulates(self.graph),
             word_flash=self.target.word_flash, input_bound=self.graph.analyses.input_bound)
 

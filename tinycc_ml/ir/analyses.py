@@ -74,6 +74,9 @@ class Analyses:
     exp_tables: list[dict] = field(default_factory=list)  # exp_table: size and measured error per table
     tanh_tables: list[dict] = field(default_factory=list)  # tanh_approx: form and measured error
     task: dict | None = None  # compile, from the model: what the scores mean (classes, regression, labels)
+    # compile, from the user's option: what kernels favour where they have a choice (weights' layout in flash):
+    # "size" or "speed"
+    optimize: str = "size"
     # compile (float builds): the inputs proven to stay within float32, {"bound": R} or {"lo", "hi"} per feature
     input_bound: dict | None = None
 

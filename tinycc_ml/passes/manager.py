@@ -19,6 +19,7 @@ from tinycc_ml.plugins import Registry
 
 TANH_FORMS = ("auto", "clamp", "table")
 INPUT_CLAMPS = ("global", "per_feature")
+OPTIMIZE_GOALS = ("size", "speed")  # what kernels favour where they have a choice: flash, or instructions
 INT8_DIALECTS = ("tflite", "pow2")  # a float network at precision int8: TFLite's int8, or the project's fixed point
 
 
@@ -51,13 +52,17 @@ class PassOptions:
     tanh_max_error: float | None = None  # tanh_approx: error bound of the table (default 2^-9)
     exp_max_error: float | None = None  # exp_table: error bound of the tables (default 2^-10 of the range)
     int8_dialect: str = "tflite"  # a float network at int8: TFLite's quantisation, or "pow2" (power-of-two scales)
+    # kernels with a choice of layout (a network's weights on the Cortex-M4/M33): "size" keeps int8 weights in
+    # flash, "speed" widens them to int16 where that saves instructions
+    optimize: str = "size"
     target: TargetAttributes = field(default_factory=TargetAttributes)  # set by compile() from the backend
     # fixed pipeline, internal
     calibration: np.ndarray | None = None  # rows at the input's integer scale per feature (x * 2^s_k)
     input_bounds: tuple[np.ndarray, np.ndarray] | None = None  # the input clamp, in those units
     scale_adjust: dict[str, int] = field(default_factory=dict)  # choose_scales: bits per value (the search)
 
-    USER_OPTIONS = ("input_range", "input_clamp", "search", "tanh", "tanh_max_error", "exp_max_error", "int8_dialect")
+    USER_OPTIONS = ("input_range", "input_clamp", "search", "tanh", "tanh_max_error", "exp_max_error", "int8_dialect",
+                    "optimize")
 
     @classmethod
     def from_user(cls, precision: str, options: dict, target: TargetAttributes | None = None) -> PassOptions:
@@ -70,6 +75,8 @@ class PassOptions:
             raise CompileError(f"tanh={opts.tanh!r} is not one of {', '.join(TANH_FORMS)}")
         if opts.int8_dialect not in INT8_DIALECTS:
             raise CompileError(f"int8_dialect={opts.int8_dialect!r} is not one of {', '.join(INT8_DIALECTS)}")
+        if opts.optimize not in OPTIMIZE_GOALS:
+            raise CompileError(f"optimize={opts.optimize!r} is not one of {', '.join(OPTIMIZE_GOALS)}")
         if opts.input_clamp not in INPUT_CLAMPS:
             raise CompileError(f"input_clamp={opts.input_clamp!r} is not one of {', '.join(INPUT_CLAMPS)}")
         return opts
