@@ -152,6 +152,9 @@ PROBES = {
     "UNPACK": lambda kind: _unpack_pack(kind),
     "PACK": lambda kind: _unpack_pack(kind),
     "PRELU": lambda kind: _prelu(kind),
+    "PADV2": lambda kind: _padv2(kind),
+    "MIRROR_PAD": lambda kind: _with_constant(OP.MIRROR_PAD, (1, 6, 5, 3), [[0, 0], [1, 1], [0, 1], [0, 0]],
+                                              (OPT.MirrorPadOptions, options("MirrorPadOptions", mode=1)))(kind),
     **{name: (lambda code: lambda kind: unary(code, out_q=Q_IN)(kind))(getattr(OP, name))
        for name in ("ABS", "NEG", "FLOOR", "CEIL", "ROUND", "SQUARE", "SQRT", "RSQRT", "EXP", "LOG", "SIN", "COS")},
     "UNIDIRECTIONAL_SEQUENCE_LSTM": lambda kind: _lstm(kind),
@@ -211,6 +214,17 @@ def _lstm(kind):
     y = act(b, (1, 4, 4), kind, (0.02, 3), name="y")
     b.op(OP.UNIDIRECTIONAL_SEQUENCE_LSTM, ins, [y], OPT.UnidirectionalSequenceLSTMOptions,
          options("UnidirectionalSequenceLSTMOptions", fusedActivationFunction=4))
+    return b.finish([x], [y])
+
+
+def _padv2(kind):
+    """PADV2 with a constant of the input's quantisation (the lowest value: a max pool's padding)."""
+    b = TfliteBuilder()
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    paddings = b.tensor((4, 2), "int32", scale=None, data=np.asarray([[0, 0], [1, 1], [0, 1], [0, 0]], np.int32))
+    c = act(b, (1,), kind, Q_IN, data=np.asarray([-1.5], np.float32) if kind == "float32" else np.asarray([-128]))
+    y = act(b, (1, 6, 5, 3), kind, Q_IN, name="y")
+    b.op(OP.PADV2, [x, paddings, c], [y], OPT.PadV2Options, options("PadV2Options"))
     return b.finish([x], [y])
 
 

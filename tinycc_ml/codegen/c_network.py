@@ -34,6 +34,7 @@ from tinycc_ml.ir.ops.c_primitives import (  # noqa: F401  (re-exported: the tar
     wrap_add,
 )
 from tinycc_ml.ir.ops.pooling import mean_parameters
+from tinycc_ml.ir.ops.shape import pad_fill
 from tinycc_ml.ir.ops.tensor_elementwise import (
     add_left_shift,
     add_multipliers,
@@ -654,7 +655,7 @@ def mean(em: CEmitter, node: Node) -> list[str]:
 def pad(em: CEmitter, node: Node) -> list[str]:
     """The padded tensor filled with the zero point, then each row of the input's last axis copied in."""
     dtype = em.graph.type(node.inputs[0]).dtype
-    return padded_copy(em, node, f"({ctype_of(dtype)}){dtype.zero_point}")
+    return padded_copy(em, node, f"({ctype_of(dtype)}){pad_fill(dtype, node.attrs)}")
 
 
 def padded_copy(em: CEmitter, node: Node, fill: str) -> list[str]:

@@ -137,7 +137,7 @@ def softmax(em: CEmitter, node: Node) -> list[str]:
 
 
 def pad(em: CEmitter, node: Node) -> list[str]:
-    return padded_copy(em, node, "0.0f")
+    return padded_copy(em, node, c_float(float(node.attrs.get("fill", 0.0))))
 
 
 C_CODE["float"].update({

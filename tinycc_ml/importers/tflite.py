@@ -45,11 +45,12 @@ PADDINGS = {0: "same", 1: "valid"}
 OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2D": (5, True),
            "MAX_POOL_2D": (5, True), "FULLY_CONNECTED": (8, False), "SOFTMAX": (9, False),
            "CONCATENATION": (10, False), "ADD": (11, False), "RESHAPE": (17, False), "PAD": (22, False),
-           "MEAN": (27, False)}
+           "PADV2": (43, False), "MEAN": (27, False)}
 # (least, most) inputs of each operator (optional ones may be -1)
 INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
                 "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
-                "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1), "CONCATENATION": (2, MAX_CONCATENATED)}
+                "PADV2": (3, 3), "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1),
+                "CONCATENATION": (2, MAX_CONCATENATED)}
 OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED": (2,), "RESHAPE": (1,)}  # may be -1
 # the axis of an operand's per-channel scales: the operator's, whatever quantized_dimension the file names
 # (tflite-micro reads them along it; converters leave a stale one on biases)
@@ -57,7 +58,7 @@ FILTER_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3}
 QUANTISED_TYPES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}  # their widths in the IR's qi types
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)  # a denormal scale flushes every requantisation to zero
 SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
-             "MAX_POOL_2D", "MEAN", "PAD", "RELU", "RELU6", "RESHAPE", "SOFTMAX")
+             "MAX_POOL_2D", "MEAN", "PAD", "PADV2", "RELU", "RELU6", "RESHAPE", "SOFTMAX")
 
 
 class _Bad(Exception):
@@ -463,6 +464,17 @@ def _check_accumulator(low: _Lowering, x: _Tensor, bias: int, by_channel: np.nda
                        f"{int(low_end[c])}..{int(high[c])} over {x.type_name} inputs) can {reach}")
 
 
+def _pad_constant(c: _Tensor, x: _Tensor, out: _Tensor, op: str) -> float:
+    """PADV2's padding value as stored, checked as TFLite Micro's Prepare checks it."""
+    if c.data is None or c.data.size != 1 or c.type_name != x.type_name:
+        raise _Bad(f"{op}: the constant value must be one constant {x.type_name} element")
+    if x.type_name == "int8" and (not np.array_equal(c.zero_points[:1], out.zero_points[:1])
+                                  or not np.array_equal(c.scales[:1].astype(np.float64),
+                                                        out.scales[:1].astype(np.float64))):
+        raise _Bad(f"{op}: the constant value's quantisation must be the output's")
+    return float(c.data.reshape(-1)[0])
+
+
 def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[int], outs: list[int]) -> None:
     out = low.tensors[outs[0]]
     name = _identifier(out.name)
@@ -496,12 +508,15 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
                  "filter": [_at_least_one(options, 4, "filter_height", op, 0),
                             _at_least_one(options, 3, "filter_width", op, 0)]}
         low.add("average_pool2d" if op == "AVERAGE_POOL_2D" else "max_pool2d", [low.value(ins[0])], attrs, out)
-    elif op == "PAD":
+    elif op in ("PAD", "PADV2"):
         x = low.tensors[ins[0]]
         paddings = _constant_ints(low.tensors[ins[1]], op, "paddings")
         if paddings.shape != (len(x.shape), 2):
             raise _Bad(f"{op}: paddings of shape {list(paddings.shape)} for an input of {len(x.shape)} dimensions")
-        low.add("pad", [low.value(ins[0])], {"pads": [int(p) for p in paddings.reshape(-1)]}, out)
+        attrs = {"pads": [int(p) for p in paddings.reshape(-1)]}
+        if len(ins) > 2 and ins[2] >= 0:  # PADV2's constant: stored as the input is, a scalar
+            attrs["fill"] = _pad_constant(low.tensors[ins[2]], x, out, op)
+        low.add("pad", [low.value(ins[0])], attrs, out)
     elif op == "MEAN":
         x = low.tensors[ins[0]]
         axes = sorted({int(a) % max(1, len(x.shape)) for a in _constant_ints(low.tensors[ins[1]], op, "axes").ravel()})

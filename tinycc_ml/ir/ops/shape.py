@@ -84,9 +84,24 @@ def _pads(attrs: dict, rank: int) -> list[tuple[int, int]]:
     return [(pads[2 * i], pads[2 * i + 1]) for i in range(rank)]
 
 
+def pad_fill(dtype, attrs: dict):
+    """The padding's stored value: ``fill`` where given (PADV2's constant: an integer of a quantised type, a float
+    otherwise), else real 0 (the zero point)."""
+    if "fill" not in attrs:
+        return dtype.zero_point if dtype.is_quantised else 0
+    return int(attrs["fill"]) if dtype.is_quantised else float(np.float32(attrs["fill"]))
+
+
 def _infer_pad(ts, attrs, declared):
     (x,) = ts
     shape = tuple(d + before + after for d, (before, after) in zip(x.shape, _pads(attrs, x.rank)))
+    if "fill" in attrs:
+        fill = float(attrs["fill"])
+        if x.dtype.is_quantised:
+            lo, hi = x.dtype.integer_range
+            need(fill == int(fill) and lo <= fill <= hi, f"fill {attrs['fill']} is not a {x.dtype} integer")
+        else:
+            need(x.dtype.is_float, f"a fill value takes f32 or quantised tensors, got {x.dtype}")
     if x.dtype.is_quantised:
         need(declared is not None and declared.dtype == x.dtype,
              f"TFLite's int8 pad copies the input's integers: the result keeps its quantisation {x.dtype}, "
@@ -104,11 +119,13 @@ def _padded(value: np.ndarray, rank: int, attrs: dict, fill) -> np.ndarray:
 
 
 register_op(OpDef(
-    "pad", 1, _infer_pad, lambda xs, a: _padded(np.asarray(xs[0]), np.ndim(xs[0]), a, 0.0), {"pads": "ints"},
-    "TFLite's PAD with zeros (pads: before and after each axis); quantised: the input's integers copied, the "
-    "padding its zero point (real 0)",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: _padded(ins[0], rank, attrs, 0.0),
-    fixed=lambda call: _padded(call.ins[0], call.in_types[0].rank, call.attrs, call.in_types[0].dtype.zero_point),
+    "pad", 1, _infer_pad, lambda xs, a: _padded(np.asarray(xs[0]), np.ndim(xs[0]), a, float(a.get("fill", 0.0))),
+    {"pads": "ints", "fill": "float?"},
+    "TFLite's PAD and PADV2 (pads: before and after each axis; fill: PADV2's constant, as stored); quantised: the "
+    "input's integers copied, the padding its zero point (real 0) or the fill",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _padded(ins[0], rank, attrs, float(attrs.get("fill", 0.0))),
+    fixed=lambda call: _padded(call.ins[0], call.in_types[0].rank, call.attrs,
+                               pad_fill(call.in_types[0].dtype, call.attrs)),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 

@@ -21,5 +21,6 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     retyped_slice,
     strided_slice,
     sub,
+    take,
     transpose_conv,
 )
