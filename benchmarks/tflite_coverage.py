@@ -166,6 +166,9 @@ PROBES = {
         OPT.ReducerOptions, options("ReducerOptions", keepDims=True)))(kind),
     "REDUCE_MIN": lambda kind: _with_constant(OP.REDUCE_MIN, (1, 4, 1, 3), [2], (
         OPT.ReducerOptions, options("ReducerOptions", keepDims=True)))(kind),
+    "RESIZE_BILINEAR": lambda kind: _with_constant(
+        OP.RESIZE_BILINEAR, (1, 7, 9, 3), [7, 9],
+        (OPT.ResizeBilinearOptions, options("ResizeBilinearOptions", halfPixelCenters=True)))(kind),
     "RESIZE_NEAREST_NEIGHBOR": lambda kind: _with_constant(
         OP.RESIZE_NEAREST_NEIGHBOR, (1, 7, 9, 3), [7, 9],
         (OPT.ResizeNearestNeighborOptions, options("ResizeNearestNeighborOptions", halfPixelCenters=True)))(kind),

@@ -17,6 +17,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     prelu,
     quantize,
     reduce,
+    resize_bilinear,
     resize_nearest,
     retyped_slice,
     strided_slice,
