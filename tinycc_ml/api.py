@@ -17,6 +17,7 @@ from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
+from tinycc_ml.codegen.tensor_io import add_tensor_io
 from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError, TinyccError
 from tinycc_ml.files import write_tree
 from tinycc_ml.importers.edgeml import FOLDER_READERS
@@ -803,6 +804,8 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     except NotImplementedError:  # a model that does not say how many classes it has: one per score
         classes = np.arange(output.n_scores)
     add_labels(output, classes)
+    if network and (len(model.input_parts) > 1 or len(model.output_parts) > 1):
+        add_tensor_io(output, model.input_tensors(), model.output_tensors())
     if model.proba_rule is not None:
         _add_proba(model, graph, output, report, calibration)
     with size_advice(model, precision):

@@ -150,3 +150,42 @@ def test_the_header_says_where_each_input_and_output_lies_and_how_it_reads(tmp_p
     assert "[5, 17) sum [1, 3, 4]: int8, TFLite's quantisation: real = 0.05999999865889549 * (q - 4)." in header
     assert "#define THREE_N_CLASSES 5" in header  # the prediction: the argmax of the first output
     assert "#define THREE_INPUT_DIM 29" in header and "#define THREE_N_SCORES 17" in header
+
+
+def test_tensors_go_in_and_come_out_one_array_each(tmp_path):
+    data = three_in_two_out("int8")
+    rows = random_inputs("int8", 6)
+    want = tflm_several(data, rows)
+    model, _ = compiled(data, tmp_path)
+    by_name = {"in0": np.stack([r[0] for r in rows]), "in1": np.stack([r[1] for r in rows]),
+               "in2": np.stack([r[2] for r in rows])}
+    outputs = model.run_tensors(by_name)
+    assert list(outputs) == ["relu", "sum"] and outputs["sum"].shape == (6, 1, 3, 4)
+    np.testing.assert_array_equal(np.concatenate([outputs["relu"].reshape(6, -1), outputs["sum"].reshape(6, -1)], 1),
+                                  want)
+    assert np.array_equal(model.join_inputs(list(by_name.values())), model.join_inputs(by_name))
+    with pytest.raises(ValueError, match="inputs \\['in0', 'in1'\\]; the network's are"):
+        model.join_inputs({"in0": by_name["in0"], "in1": by_name["in1"]})
+
+
+def test_the_c_takes_one_pointer_per_tensor(tmp_path):
+    """<name>_invoke, called from a C program, gives each output what tflite-micro gives."""
+    import subprocess
+
+    data = three_in_two_out("int8")
+    rows = random_inputs("int8", 1, seed=4)
+    want = tflm_several(data, rows)[0]
+    _, result = compiled(data, tmp_path, name="three")
+    folder = tmp_path / "host"
+    values = [", ".join(str(int(v)) for v in r.reshape(-1)) for r in rows[0]]
+    main = "\n".join(['#include <stdio.h>', '#include "three.h"', "int main(void) {",
+                      f"    const int8_t a[] = {{{values[0]}}}, b[] = {{{values[1]}}}, c[] = {{{values[2]}}};",
+                      "    int8_t relu[THREE_RELU_SIZE], sum[THREE_SUM_SIZE];", "    int k;",
+                      "    three_invoke(a, b, c, relu, sum);",
+                      '    for (k = 0; k < THREE_RELU_SIZE; ++k) printf("%d ", relu[k]);',
+                      '    for (k = 0; k < THREE_SUM_SIZE; ++k) printf("%d ", sum[k]);', "    return 0;", "}"])
+    (folder / "main.c").write_text(main)
+    subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", "-o", str(folder / "run"), str(folder / "main.c"),
+                    str(folder / "three.c"), "-lm"], check=True, capture_output=True)
+    printed = subprocess.run([str(folder / "run")], check=True, capture_output=True, text=True).stdout.split()
+    np.testing.assert_array_equal(np.asarray(printed, dtype=np.int64), want)

@@ -61,6 +61,46 @@ class NetworkModel(Model):
         """The prediction is the argmax of the first output (of a network of several, the others are more scores)."""
         return self.output_parts[0][2].size
 
+    def input_tensors(self) -> list[tuple[str, int, int]]:
+        """(name, offset, size) of each input in the input vector, in the file's order."""
+        return [(name, offset, t.size) for name, offset, t in self.input_parts]
+
+    def output_tensors(self) -> list[tuple[str, int, int]]:
+        """(name, offset, size) of each output in the score vector, in the file's order."""
+        return [(name, offset, t.size) for name, offset, t in self._output_offsets()]
+
+    def join_inputs(self, inputs) -> np.ndarray:
+        """Rows of the input vector from one array per input (a sequence in the file's order, or a dict by tensor
+        name), each of shape (n, *its shape) or (n, its size)."""
+        parts = self.input_parts
+        if isinstance(inputs, dict):
+            missing = [name for name, _, _ in parts if name not in inputs]
+            if missing or len(inputs) != len(parts):
+                raise DataError(f"{self.source}: inputs {sorted(inputs)}; the network's are "
+                                f"{[name for name, _, _ in parts]}")
+            inputs = [inputs[name] for name, _, _ in parts]
+        if len(inputs) != len(parts):
+            raise DataError(f"{self.source}: {len(inputs)} inputs given, the network has {len(parts)}")
+        arrays = []
+        for (name, _, t), value in zip(parts, inputs):
+            value = np.asarray(value)
+            if value.size % t.size:
+                raise DataError(f"{self.source}: input {name!r} of {value.size} values is not rows of {t.size}")
+            arrays.append(value.reshape(-1, t.size))
+        if len({len(a) for a in arrays}) != 1:
+            raise DataError(f"{self.source}: inputs of {[len(a) for a in arrays]} rows")
+        return np.concatenate(arrays, axis=1)
+
+    def split_outputs(self, scores) -> dict[str, np.ndarray]:
+        """Score-vector rows split into one array per output, by tensor name, each of shape (n, *its shape)."""
+        scores = np.asarray(scores).reshape(-1, self.n_outputs)
+        return {name: scores[:, offset:offset + t.size].reshape(len(scores), *t.shape)
+                for name, offset, t in self._output_offsets()}
+
+    def run_tensors(self, inputs) -> dict[str, np.ndarray]:
+        """``run_quantised`` tensor by tensor: one integer array per input in, one per output out (by name)."""
+        return self.split_outputs(self.run_quantised(self.join_inputs(inputs).reshape(-1, *self.input_shape)))
+
     def interface_lines(self) -> list[str]:
         """The header's words on the input vector and the score vector: each input's and output's place in them
         and its quantisation."""
