@@ -158,6 +158,7 @@ PROBES = {
     **{name: (lambda code: lambda kind: unary(code, out_q=Q_IN)(kind))(getattr(OP, name))
        for name in ("ABS", "NEG", "FLOOR", "CEIL", "ROUND", "SQUARE", "SQRT", "RSQRT", "EXP", "LOG", "SIN", "COS")},
     "UNIDIRECTIONAL_SEQUENCE_LSTM": lambda kind: _lstm(kind),
+    "SVDF": lambda kind: _svdf(kind),
     "ARG_MAX": lambda kind: _arg(OP.ARG_MAX, kind),
     "ARG_MIN": lambda kind: _arg(OP.ARG_MIN, kind),
     "SUM": lambda kind: _with_constant(OP.SUM, (1, 3), [1, 2], (OPT.ReducerOptions, options("ReducerOptions")),
@@ -183,6 +184,30 @@ def _arg(code, kind):
     y = b.tensor(SHAPE[:3], "int32", scale=None, name="y")
     name = "ArgMaxOptions" if code == OP.ARG_MAX else "ArgMinOptions"
     b.op(code, [x, axis], [y], getattr(OPT, name), options(name, outputType=2))
+    return b.finish([x], [y])
+
+
+def _svdf(kind):
+    """SVDF of rank 2 over 12 features, 4 units, memory 5: its state carried between calls (int16 state at 16x8's
+    column: TFLite Micro's SVDF takes int8 input only there)."""
+    rng = _rng()
+    b = TfliteBuilder()
+    real = kind == "float32"
+    x_kind = {"float32": "float32", "16x8": "int16"}.get(kind, "int8")  # TFLite Micro's SVDF: no int16 input
+    x = b.tensor((1, 12), x_kind, scale=None if real else 0.05, zero_point=0 if kind == "16x8" else -2, name="x")
+    if real:
+        w = b.tensor((8, 12), kind, scale=None, data=rng.normal(0, 0.4, (8, 12)).astype(np.float32))
+        t = b.tensor((8, 5), kind, scale=None, data=rng.normal(0, 0.4, (8, 5)).astype(np.float32))
+        bias = b.tensor((4,), kind, scale=None, data=rng.normal(0, 0.2, 4).astype(np.float32))
+    else:
+        w = b.tensor((8, 12), "int8", scale=0.01, zero_point=0, data=rng.integers(-127, 128, (8, 12)))
+        t = b.tensor((8, 5), "int16", scale=2.0**-14, zero_point=0, data=rng.integers(-32767, 32768, (8, 5)))
+        bias = b.tensor((4,), "int32", scale=float(np.float32(2.0**-10) * np.float32(2.0**-14)), zero_point=0,
+                        data=rng.integers(-20000, 20000, 4))
+    s = b.tensor((1, 40), "float32" if real else "int16", scale=None if real else 2.0**-10, zero_point=0)
+    b.sub.tensors[s].isVariable = True
+    y = b.tensor((1, 4), "float32" if real else "int8", scale=None if real else 0.05, zero_point=5, name="y")
+    b.op(OP.SVDF, [x, w, t, bias, s], [y], OPT.SVDFOptions, options("SVDFOptions", rank=2))
     return b.finish([x], [y])
 
 

@@ -22,6 +22,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     retyped_slice,
     strided_slice,
     sub,
+    svdf,
     take,
     transpose_conv,
 )

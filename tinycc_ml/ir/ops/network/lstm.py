@@ -325,7 +325,7 @@ GATES = {"input": (1, 5, 12), "forget": (2, 6, 13), "cell": (3, 7, 14), "output"
 ABSENT = (9, 10, 11, 16, 17, 20, 21, 22, 23)  # peepholes, projection, layer norms: TFLite Micro's kernel takes none
 
 
-def _state(low, index: int, name: str) -> str:
+def variable_state(low, index: int, name: str) -> str:
     """A variable tensor as a state node, starting as TFLite Micro resets it: an int8 tensor at its zero point,
     any other at 0 (whatever data its buffer holds)."""
     t = low.tensors[index]
@@ -362,8 +362,8 @@ def lower_tflite(low, options, ins, outs) -> None:
     need(list(out.shape) == ([steps, 1, units] if time_major else [1, steps, units]),
          f"{op}: the output declares shape {list(out.shape)} for {steps} steps of {units} units")
     name = low.name_of(out)
-    h = h_state = _state(low, ins[HIDDEN], f"{name}_hidden")
-    c = c_state = _state(low, ins[CELL], f"{name}_cell")
+    h = h_state = variable_state(low, ins[HIDDEN], f"{name}_hidden")
+    c = c_state = variable_state(low, ins[CELL], f"{name}_cell")
     weights = {gate: [low.value(ins[k], "") for k in indices] for gate, indices in GATES.items()}
     if x.type_name != "float32":  # sums TFLite would wrap (int32) or leave its requantisation's range (int64)
         bits = 64 if x.type_name == "int16" else 32
