@@ -179,6 +179,9 @@ class CTarget:
     # faster than the table walk but larger (a chip with flash to spare); 0: only where nearly as small
     tree_code_budget: int = 0
     forest_asm_budget: int = 0  # bytes a forest's code from forest_asm may take
+    # bytes of straight-line tree code (as the trees' cost model predicts it) one generated function holds at
+    # most (0: no limit): the rest goes in further functions
+    function_code_bytes: int = 0
     # the C name of a 24-bit integer type where the target has one (avr-gcc's __int24): sums that need more
     # than 16 bits and at most 24 take it
     int24_type: str = ""

@@ -669,7 +669,8 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
             "    if (c & 0x80) break;",
             "}"]
 
-    lines = [f"static void {name}(const {x_t} *x, {acc_type} *acc)", "{"]
+    signature = f"(const {x_t} *x, {acc_type} *acc)"
+    lines = [f"static void {name}{signature}", "{"]
     if chosen.startswith("top"):
         levels = int(chosen[3:])
         entries = [int(i) for i in np.flatnonzero(_depths(sparse_layout) == levels)]
@@ -683,18 +684,23 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
             *_stream_loop(em, x_name, x_t, stream, "    "), *("    " + line for line in run), "}", ""])
         offsets = dict(zip(entries, stream.roots.tolist()))
         leaf_rows = _leaf_rows(layout, sparse_layout)
-        lines += ["    const int16_t *p;", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
-        for t in range(n_trees):
-            lines += [f"    /* tree {t} */", "    p = 0;",
-                      *_straight_tree(sparse_layout, x_at, literal, int(sparse_layout.roots[t]), "    ", x_range,
-                                      cmp_op, lambda e: adds(leaf_rows[e]),
-                                      levels=levels, enter=lambda i: f"p = {words} + {offsets[i]};"),
-                      f"    if (p) {walk_name}(p, x, acc);"]
+        trees = [["    p = 0;",
+                  *_straight_tree(sparse_layout, x_at, literal, int(sparse_layout.roots[t]), "    ", x_range, cmp_op,
+                                  lambda e: adds(leaf_rows[e]), levels=levels,
+                                  enter=lambda i: f"p = {words} + {offsets[i]};"),
+                  f"    if (p) {walk_name}(p, x, acc);"] for t in range(n_trees)]
+        flash = [_straight_flash(sparse_layout, int(sparse_layout.roots[t]), levels,
+                                 lambda e: int(np.count_nonzero(layout.leaves[leaf_rows[e]])))
+                 for t in range(n_trees)]
+        lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;",
+                  *_tree_functions(em, name, signature, trees, flash, "    const int16_t *p;")]
     elif chosen == "straight":
-        lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;", "    (void)x;"]
-        for t in range(n_trees):
-            lines += [f"    /* tree {t} */", *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "    ",
-                                                          x_range, cmp_op, adds)]
+        trees = [_straight_tree(layout, x_at, literal, int(layout.roots[t]), "    ", x_range, cmp_op, adds)
+                 for t in range(n_trees)]
+        flash = [_straight_flash(layout, int(layout.roots[t]), None,
+                                 lambda e: int(np.count_nonzero(layout.leaves[e]))) for t in range(n_trees)]
+        lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;",
+                  *_tree_functions(em, name, signature, trees, flash, "    (void)x;")]
     else:
         lines.append(f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;")
         if stream is not None:
@@ -713,6 +719,47 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     _report(em, node, layout, chosen, cands, "sums: " + leaves_note.get(chosen, "top levels' leaf values as "
                                                                          "constants, then (output, value) runs"))
     return forest
+
+
+def _straight_flash(layout: Layout, ref: int, levels: int | None, values) -> float:
+    """Predicted flash of a tree's straight-line code from ``ref`` (COST["straight"]): its decision nodes, the
+    leaf values it adds as constants (``values(leaf)``: how many), the subtrees ``levels`` down handed on."""
+    straight = COST["straight"]
+    if ref < 0:
+        return straight["flash_per_leaf"] + straight["flash_per_value"] * values(-1 - ref)
+    if levels == 0:
+        return straight["flash_per_node"]  # the subtree's entry and its walk's call
+    below = None if levels is None else levels - 1
+    return (straight["flash_per_node"] + _straight_flash(layout, int(layout.left[ref]), below, values)
+            + _straight_flash(layout, int(layout.right[ref]), below, values))
+
+
+def _tree_functions(em: CEmitter, name: str, signature: str, trees: list[list[str]], flash: list[float],
+                    locals_line: str) -> list[str]:
+    """The statements of a forest's sums adding every tree's leaves (``trees``: each tree's statements, their
+    predicted ``flash``): inline where the target sets no limit to a function's code, else calls of functions
+    ``<name>_part<i>`` each holding consecutive trees within CTarget.function_code_bytes (avr-gcc sizes some
+    branches a word short, so a longer function may not link)."""
+    limit = getattr(em.target, "function_code_bytes", 0)
+    if not limit or sum(flash) <= limit:
+        return [locals_line, *(line for t, tree in enumerate(trees) for line in [f"    /* tree {t} */", *tree])]
+    parts: list[list[int]] = [[]]
+    used = 0.0
+    for t, size in enumerate(flash):
+        if parts[-1] and used + size > limit:
+            parts.append([])
+            used = 0.0
+        parts[-1].append(t)
+        used += size
+    calls = []
+    for i, part in enumerate(parts):
+        part_name = f"{name}_part{i}"
+        em.helpers[part_name] = "\n".join([
+            f"/* trees {part[0]}-{part[-1]} of {name} (a function's code within "
+            f"{limit} bytes) */", f"static void __attribute__((noinline)) {part_name}{signature}", "{", locals_line,
+            *(line for t in part for line in [f"    /* tree {t} */", *trees[t]]), "}", ""])
+        calls.append(f"    {part_name}(x, acc);")
+    return calls
 
 
 def _leaf_rows(layout: Layout, sparse: Layout) -> dict[int, int]:
