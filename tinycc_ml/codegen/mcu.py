@@ -172,7 +172,7 @@ class McuEmitter(CEmitter):
         functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
             functions += source_lines(api, self.target.array_attribute, self.target.read_const, splan is not None,
-                                      self.target)
+                                      self.target, shortcut=self.predict_float_shortcut(api))
         return self.assemble(api, functions)
 
     def split_run(self, api: Interface, ops: list[str], first: str) -> list[str]:
