@@ -347,7 +347,7 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
 
     thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_ctype(layout)]
     cands = predicted(layout, thr_bytes, 1, 0, 0)
-    chosen = choose(cands, compact=getattr(em, "compact_trees", False))
+    chosen = choose(cands, getattr(em.target, "tree_code_budget", 0), getattr(em, "compact_trees", False))
     if hasattr(em, "kernel_report"):
         em.kernel_report.append({
             "node": node.name, "op": "tree_ensemble", "matrix": f"{node.name} class tree",
@@ -567,7 +567,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         sparse = len(entry_outs) * (1 + value_bytes) < layout.leaves.size * value_bytes
     values_per_leaf = len(entry_outs) / leaf_count if sparse else (width if np.all(tree_out < 0) else 1)
     cands = predicted(layout, thr_bytes, n_trees, k, values_per_leaf)
-    chosen = choose(cands, compact=getattr(em, "compact_trees", False))
+    chosen = choose(cands, getattr(em.target, "tree_code_budget", 0), getattr(em, "compact_trees", False))
     if sparse:
         layout = sparse_layout
         leaf_out = em.add_const_array(sym(f"{node.name}_leaf_output"), entry_outs, "uint8_t",
