@@ -2,7 +2,8 @@
 Cortex-M0 instructions (QEMU -icount, exact), mean over every test row, the whole firmware's flash, and whether
 every prediction equals scikit-learn's. Models: digits (70/30 split, random_state=0) DecisionTreeClassifier
 (max_depth=8) and RandomForestClassifier(10, max_depth=8), letter-26 (UCI's 16,000/4,000 split, when
-benchmarks/letter.py finds it) DecisionTreeClassifier(random_state=0); ``predict_float`` rows run
+benchmarks/letter.py finds it) DecisionTreeClassifier(random_state=0) and RandomForestClassifier(50, max_depth=6)
+on the ATmega1284P (its first 500 test rows); ``predict_float`` rows run
 <prefix>_predict_float on the float32 test rows (the quantiser included).
 
 The "before" columns are another checkout's measurements (``--package DIR --save-before``: the tinycc_ml of DIR
@@ -39,11 +40,13 @@ sys.path.insert(1, str(HERE))
 from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
+from tinycc_ml.avr.backend import Atmega1284pBackend  # noqa: E402
+from tinycc_ml.codegen.backend import register_backend  # noqa: E402
 from tinycc_ml.ir.fixed import quantise  # noqa: E402
 from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
 
 BEFORE = HERE / "results" / "trees_predict_before.json"
-UNIT = {"avr": "cycles", "cortex-m4": "instructions", "cortex-m0": "instructions"}
+UNIT = {"avr": "cycles", "avr-atmega1284p": "cycles", "cortex-m4": "instructions", "cortex-m0": "instructions"}
 # <prefix>_predict_float (-D<PREFIX>_WITH_FLOAT) under the harness: float rows in, the model's scores out
 FLOAT_H = """#include <stdint.h>
 int w_predict(const float *x);
@@ -68,16 +71,22 @@ def models(only: str = ""):
     if only in "digits DecisionTree(depth 8)":
         yield ("digits DecisionTree(depth 8)", DecisionTreeClassifier(max_depth=8, random_state=0).fit(X_tr, y_tr),
                X_tr, X_te, ("avr", "cortex-m4"))
-    if only in "letter-26 DecisionTree":
-        try:
-            from letter import letter26
+    letter_models = [label for label in ("letter-26 DecisionTree", "letter-26 RandomForest(50, depth 6)")
+                     if only in label]
+    try:
+        from letter import letter26
 
-            L_tr, ly_tr, L_te, _ = letter26()
-        except (FileNotFoundError, ImportError) as exc:
-            print(f"letter-26 skipped: {exc}", file=sys.stderr)
-        else:
-            yield ("letter-26 DecisionTree", DecisionTreeClassifier(random_state=0).fit(L_tr, ly_tr), L_tr, L_te,
-                   ("avr", "cortex-m4"))
+        L_tr, ly_tr, L_te, _ = letter26() if letter_models else (None,) * 4
+    except (FileNotFoundError, ImportError) as exc:
+        print(f"letter-26 skipped: {exc}", file=sys.stderr)
+        letter_models = []
+    if "letter-26 DecisionTree" in letter_models:
+        yield ("letter-26 DecisionTree", DecisionTreeClassifier(random_state=0).fit(L_tr, ly_tr), L_tr, L_te,
+               ("avr", "cortex-m4"))
+    if "letter-26 RandomForest(50, depth 6)" in letter_models:  # the first 500 test rows: 26 classes on simavr
+        yield ("letter-26 RandomForest(50, depth 6)",
+               RandomForestClassifier(n_estimators=50, max_depth=6, random_state=0).fit(L_tr, ly_tr), L_tr,
+               L_te[:500], ("avr-atmega1284p",))
     if only in "digits RandomForest(10, depth 8)":
         yield ("digits RandomForest(10, depth 8)",
                RandomForestClassifier(n_estimators=10, max_depth=8, random_state=0).fit(X_tr, y_tr), X_tr, X_te,
@@ -106,12 +115,13 @@ def measure(clf, X_tr, X_te, target: str, work: Path, float_input: bool) -> dict
 
 
 def measure_all(only: str = "") -> dict:
-    """Every (model, target, entry point): predict everywhere, predict_float for the forest on AVR and M4."""
+    """Every (model, target, entry point): predict everywhere, predict_float but on the Cortex-M0 and for the
+    letter-26 tree."""
     out = {}
     for label, clf, X_tr, X_te, targets in models(only):
         for target in targets:
             for entry in ("predict", "predict_float"):
-                if entry == "predict_float" and ("Forest" not in label or target == "cortex-m0"):
+                if entry == "predict_float" and (target == "cortex-m0" or label == "letter-26 DecisionTree"):
                     continue
                 with tempfile.TemporaryDirectory() as tmp:
                     m = measure(clf, X_tr, X_te, target, Path(tmp), entry == "predict_float")
@@ -126,6 +136,7 @@ def main(argv=None) -> None:
     ap.add_argument("--save-before", action="store_true", help=f"write the measurements to {BEFORE.name}")
     ap.add_argument("--only", default="", help="only the models whose label contains this (prints, writes nothing)")
     args = ap.parse_args(argv)
+    register_backend(Atmega1284pBackend)  # forests beyond the ATmega328P's flash
     now = measure_all(args.only)
     if args.save_before:
         BEFORE.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")

@@ -39,6 +39,9 @@ class AvrTarget(CTarget):
     int24_type: str = "__int24"
     # a forest's straight-line assembly (avr.forest_asm) up to this many bytes of the ATmega328P's 32 KB
     forest_asm_budget: int = 28 * 1024
+    # avr-gcc 5.4 sizes a few branches of a long function a word short (a "brne .+2; rjmp" it counted as one
+    # word), so an RJMP near its 4 KB reach fails to link: straight-line tree code kept to half that a function
+    function_code_bytes: int = 2048
 
     def read_const(self, array: str, index: str, ctype: str) -> str:
         if ctype == "int64_t":  # avr-libc reads at most a dword from flash: two, low word first

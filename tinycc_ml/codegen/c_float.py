@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tinycc_ml.codegen import trees
-from tinycc_ml.codegen.emitter import C_CODE, PREDICT_CODE, c_float, ctype_of
+from tinycc_ml.codegen.emitter import C_CODE, PREDICT_CODE, PREDICT_FLOAT_CODE, c_float, ctype_of
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.linalg import wsqdist_terms
 
@@ -449,3 +449,4 @@ C_CODE["float"].update({
     "tree_ensemble": trees.ensemble_code,
 })
 PREDICT_CODE["tree_ensemble"] = lambda em, node: trees.predict_code(em, node, node.type.dtype.is_fixed)
+PREDICT_FLOAT_CODE["tree_ensemble"] = trees.predict_float_code

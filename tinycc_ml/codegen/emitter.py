@@ -179,6 +179,9 @@ class CTarget:
     # faster than the table walk but larger (a chip with flash to spare); 0: only where nearly as small
     tree_code_budget: int = 0
     forest_asm_budget: int = 0  # bytes a forest's code from forest_asm may take
+    # bytes of straight-line tree code (as the trees' cost model predicts it) one generated function holds at
+    # most (0: no limit): the rest goes in further functions
+    function_code_bytes: int = 0
     # the C name of a 24-bit integer type where the target has one (avr-gcc's __int24): sums that need more
     # than 16 bits and at most 24 take it
     int24_type: str = ""
@@ -206,6 +209,9 @@ CHAIN_FALLBACK: dict[str, OpCode] = {}
 # op -> the body of <prefix>_predict computed from that op's node alone, when the prediction is the argmax of
 # its result and it reads the input (None: the usual predict through <prefix>_run); see predict_shortcut
 PREDICT_CODE: dict[str, Callable[..., list[str] | None]] = {}
+# op -> (static functions, body) of <prefix>_predict_float of an integer build computed from that op's node and
+# the input's shifts alone, under the same conditions as PREDICT_CODE (None: quantise every feature, then predict)
+PREDICT_FLOAT_CODE: dict[str, Callable[..., tuple[list[str], list[str]] | None]] = {}
 
 
 @dataclass
@@ -502,12 +508,27 @@ class CEmitter:
             return None
         return code(self, node)
 
+    def predict_float_shortcut(self, api) -> tuple[list[str], list[str]] | None:
+        """(static functions, body) of <prefix>_predict_float from PREDICT_FLOAT_CODE where predict has its
+        shortcut (predict_shortcut) and the input is quantised by shifts, else None."""
+        g = self.graph
+        pred = g.node(self.prediction_node)
+        if (not api.predict_float or api.input_shifts is None or api.input_quantisation is not None
+                or not self.tree_predict or pred.op != "argmax" or self.read_clamp):
+            return None
+        node = g.node(pred.inputs[0])
+        code = PREDICT_FLOAT_CODE.get(node.op)
+        if code is None or g.op(node.inputs[0]) != "input":
+            return None
+        return code(self, node, api.input_shifts)
+
     def emit(self) -> Emitted:
         api = self.interface(predict_float=self.has_float_input)
         functions = self.run_function(api, self.scheduled_ops())
         functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
-            functions += source_lines(api, self.target.array_attribute, self.target.read_const, streaming=False)
+            functions += source_lines(api, self.target.array_attribute, self.target.read_const, streaming=False,
+                                      shortcut=self.predict_float_shortcut(api))
         return self.assemble(api, functions)
 
     def build_output(self) -> BuildOutput:

@@ -205,12 +205,15 @@ def float_quantiser(api, const_attribute: str, read_const) -> list[str]:
             "        const float r = y + 0.5f; /* exact for 0.5 <= |y| < 2^23 */",
             "        const int32_t t = (int32_t)r; /* toward zero: the floor is one less for negatives */",
             f"        return ({x_t})(t - ((float)t > r));",
-            "    }", "}", ""]
+            "    }", "}", "",
+            f"void {P('quantise')}(const float *x, {x_t} *x_int)", "{",
+            f"    for (int k = 0; k < {dim}; ++k) x_int[k] = {P('quantise_feature')}(k, x[k]);", "}", ""]
 
 
-def source_lines(api, const_attribute: str, read_const, streaming: bool, target=None) -> list[str]:
+def source_lines(api, const_attribute: str, read_const, streaming: bool, target=None, shortcut=None) -> list[str]:
     """The definitions, after the entry points (``streaming``: predict_float feeds <prefix>_feed; ``target``:
-    the CTarget, whose ``float_quantise`` may give <prefix>_quantise's loop)."""
+    the CTarget, whose ``float_quantise`` may give <prefix>_quantise's loop; ``shortcut``: (static functions,
+    body) of predict_float computing predict of the quantised row itself, CEmitter.predict_float_shortcut)."""
     P, x_t, dim = api.sym, api.input_ctype, api.input_dim
     if api.input_quantisation is not None:
         quantiser = affine_quantiser(api, const_attribute, read_const)
@@ -219,8 +222,11 @@ def source_lines(api, const_attribute: str, read_const, streaming: bool, target=
         integer = bool(np.all((shifts >= INTEGER_SHIFTS[0]) & (shifts <= INTEGER_SHIFTS[1])))
         quantiser = (integer_quantiser(api, const_attribute, read_const, target) if integer
                      else float_quantiser(api, const_attribute, read_const))
-    body = [FLOAT_SECTION, *quantiser, f"int {P('predict_float')}(const float *x)", "{"]
-    if streaming:
+    body = [FLOAT_SECTION, *quantiser, *(shortcut[0] if shortcut else []), f"int {P('predict_float')}(const float *x)",
+            "{"]
+    if shortcut:
+        body += shortcut[1]
+    elif streaming:
         body += [f"    {P('begin')}();",
                  f"    for (int k = 0; k < {dim}; ++k) {P('feed')}(k, {P('quantise_feature')}(k, x[k]));",
                  f"    return {P('end')}();"]

@@ -172,7 +172,7 @@ class McuEmitter(CEmitter):
         functions += entry_points(api, self.predict_shortcut())
         if api.predict_float:
             functions += source_lines(api, self.target.array_attribute, self.target.read_const, splan is not None,
-                                      self.target)
+                                      self.target, shortcut=self.predict_float_shortcut(api))
         return self.assemble(api, functions)
 
     def split_run(self, api: Interface, ops: list[str], first: str) -> list[str]:
@@ -352,19 +352,23 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
         raise FitError(f"model {output.prefix} does not fit the {chip.name}: {_linker_finding(linker_says)}; "
                        f"constants {output.const_bytes} bytes, intermediates {output.ram_bytes} bytes",
                        output.const_bytes, chip.flash - chip.code_estimate, subject=f"model {output.prefix}")
+    if sizes is None and measure and "not found" not in failure:
+        # the tools are there and said no: a build that does not link is refused, never sized by an estimate
+        # (the tools' own words go to the log, not into the refusal)
+        log.info("%s: the measurement firmware did not build for the %s: %s", output.prefix, chip.name, failure)
+        finding = ("its code has a branch beyond its reach (the linker's relocation truncated to fit)"
+                   if "relocation truncated to fit" in failure else
+                   "the measurement firmware did not build for the chip (the log has the tools' words)")
+        raise FitError(f"model {output.prefix} cannot be built for the {chip.name}: {finding}; constants "
+                       f"{output.const_bytes} bytes, intermediates {output.ram_bytes} bytes",
+                       subject=f"model {output.prefix}")
     if sizes is not None:
         flash, ram = sizes.flash_bytes, sizes.ram_bytes
         how = "measured firmware (model + harness with the input buffer)"
     else:
         flash = output.const_bytes + chip.code_estimate
         ram = output.ram_bytes + in_bytes + 4 * output.n_scores
-        if "not found" in failure:
-            how = "estimated (no cross toolchain)"
-        elif "alone exceed" in failure:  # not built at all: the sizes say why
-            how = f"estimated ({failure})"
-        else:  # the tools' own words go to the log, not into the refusal
-            log.info("%s: the measurement firmware did not build for the %s: %s", output.prefix, chip.name, failure)
-            how = "estimated (the measurement firmware did not build for the chip; the log has the tools' words)"
+        how = "estimated (no cross toolchain)" if "not found" in failure else f"estimated ({failure})"
     stack = chip.stack_estimate + 4 * output.n_scores
     if flash > chip.flash or ram + stack > chip.ram:
         raise FitError(

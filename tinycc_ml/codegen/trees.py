@@ -199,12 +199,13 @@ def _test(layout: Layout, ref: int, x: str, literal, x_range, cmp: str) -> str |
 
 
 def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=",
-                   at_leaf="leaf = {};", levels: int | None = None, enter=None) -> list[str]:
+                   at_leaf="leaf = {};", levels: int | None = None, enter=None, test=None) -> list[str]:
     """Nested ifs; ``x_range`` (integer builds): the input type's range, where a threshold at an end
     decides every input alike (no compare is written: C would warn it is always true/false); ``at_leaf``:
     the statement at a leaf, formatted with the leaf's number, or a function of the leaf's number giving its
     statements; ``levels``: decision nodes this many levels down are not written but handed on, the
-    statement ``enter(node)``."""
+    statement ``enter(node)``; ``test(node)``: the condition of going left (or True / False) in place of
+    _test's."""
     if ref < 0:
         if callable(at_leaf):  # the leaf's statements
             return [indent + line for line in at_leaf(-1 - ref)]
@@ -213,17 +214,17 @@ def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range
         return [indent + enter(ref)]
     f = int(layout.feature[ref])
     left, right = int(layout.left[ref]), int(layout.right[ref])
-    test = _test(layout, ref, x_at(str(f)), literal, x_range, cmp)
+    goes_left = _test(layout, ref, x_at(str(f)), literal, x_range, cmp) if test is None else test(ref)
     below = None if levels is None else levels - 1
 
     def sub(child: int, at: str) -> list[str]:
-        return _straight_tree(layout, x_at, literal, child, at, x_range, cmp, at_leaf, below, enter)
+        return _straight_tree(layout, x_at, literal, child, at, x_range, cmp, at_leaf, below, enter, test)
 
-    if test is True:
+    if goes_left is True:
         return sub(left, indent)
-    if test is False:
+    if goes_left is False:
         return sub(right, indent)
-    return [f"{indent}if ({test}) {{", *sub(left, indent + "    "), f"{indent}}} else {{",
+    return [f"{indent}if ({goes_left}) {{", *sub(left, indent + "    "), f"{indent}}} else {{",
             *sub(right, indent + "    "), f"{indent}}}"]
 
 
@@ -346,7 +347,7 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
 
     thr_bytes = {"float": 4, "int8_t": 1, "int16_t": 2, "int32_t": 4}[thr_ctype(layout)]
     cands = predicted(layout, thr_bytes, 1, 0, 0)
-    chosen = choose(cands, compact=getattr(em, "compact_trees", False))
+    chosen = choose(cands, getattr(em.target, "tree_code_budget", 0), getattr(em, "compact_trees", False))
     if hasattr(em, "kernel_report"):
         em.kernel_report.append({
             "node": node.name, "op": "tree_ensemble", "matrix": f"{node.name} class tree",
@@ -378,6 +379,144 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
     return [f"    (void){em.var(x_name)};",
             *_straight_tree(layout, lambda i: em.at(x_name, i), literal, int(layout.roots[0]), "    ", x_range,
                             cmp_op, "return {};")]
+
+
+# the float bits' order (sign and magnitude): +0.0 and every positive float below +infinity's bits, the negative
+# ones from -0.0 (0x80000000) up to -infinity's; a NaN lies beyond either infinity, on its sign's side
+POSITIVE_INFINITY_BITS, NEGATIVE_INFINITY_BITS = 0x7F800000, 0xFF800000
+# predicted cost of a decision node of predict_float's walk on the float bits (ATmega328P: four loads, a 32-bit
+# compare with immediates, a branch; a NaN check on one side) and of quantising one feature (avr.float_quantise)
+FLOAT_WALK = {"level": 24.0, "flash_per_node": 40.0, "quantise_feature": 40.0}
+# flash the float bits' walk may take (it is compiled with the float entry points only: the fit check does not
+# see it): beyond, predict_float quantises every feature and calls predict
+FLOAT_WALK_FLASH = 8 * 1024
+
+
+def float_bits_threshold(threshold: int, shift: int, bits: int) -> np.float32 | bool:
+    """The largest float32 t whose quantised value (``ir.fixed.quantise`` at scale ``shift``, ``bits``-bit input)
+    is at most the integer ``threshold``: x <= t exactly when quantise(x) <= threshold, for every float32 x but
+    NaN. True where every real value is at most the threshold, False where none is."""
+    top = 2 ** (bits - 1)
+    if threshold >= top - 1:
+        return True
+    if threshold < -top + 1:
+        return False
+    # quantise(x) = floor(x 2^s + 1/2) <= T  <=>  x < (T + 1/2) 2^-s, exact in float64 (T has at most 17 bits)
+    bound = (threshold + 0.5) * 2.0 ** -shift
+    t = np.float32(bound)
+    if not t < bound:  # rounded up (or exact): the float below it is the largest below the bound
+        t = np.nextafter(t, np.float32(-np.inf), dtype=np.float32)
+    return t
+
+
+def float_bits_test(b: str, threshold: int, shift: int, bits: int, missing_left: bool) -> str | bool:
+    """The C condition, on a float's bits ``b`` (uint32_t), of going left at a node whose integer threshold is
+    ``threshold`` (x_int <= T): the bits compared with the threshold's float (float_bits_threshold) as
+    sign-magnitude (a positive t: b as int32 <= t's bits, every negative float below; a negative t: b as uint32
+    >= t's bits, positive floats and -0.0 below), so no conversion of x. A compare sends +NaN right and -NaN
+    left; a NaN (the missing value: quantise gives it the missing code) goes to the node's default side,
+    ``missing_left``, as predict's walk sends it."""
+    t = float_bits_threshold(threshold, shift, bits)
+    nan = f"({b} & 0x7FFFFFFFUL) > {POSITIVE_INFINITY_BITS:#x}UL"
+    if t is True:
+        return True if missing_left else f"({b} & 0x7FFFFFFFUL) <= {POSITIVE_INFINITY_BITS:#x}UL"
+    if t is False:
+        return nan if missing_left else False
+    t_bits = int(np.float32(t).view(np.uint32))
+    if t > 0:
+        compare = f"(int32_t){b} <= {t_bits}L"
+        return (f"({compare} || (int32_t){b} > {POSITIVE_INFINITY_BITS:#x}L)" if missing_left
+                else f"({compare} && {b} <= {NEGATIVE_INFINITY_BITS:#x}UL)")
+    compare = f"{b} >= {t_bits:#x}UL"
+    return (f"({compare} || (int32_t){b} > {POSITIVE_INFINITY_BITS:#x}L)" if missing_left
+            else f"({compare} && {b} <= {NEGATIVE_INFINITY_BITS:#x}UL)")
+
+
+def predict_float_code(em: CEmitter, node: Node, shifts) -> tuple[list[str], list[str]] | None:
+    """(static functions, body) of ``<prefix>_predict_float`` for a single tree of an integer build whose predict
+    returns its leaf's class (predict_code): the class tree's nodes compare the float bits of only the features
+    a row's path reads (float_bits_test: the thresholds as floats at compile time) instead of quantising every
+    feature, where the cost model finds that faster and its code within FLOAT_WALK_FLASH. Exactly predict of
+    the quantised row (NaN included). Split into functions within CTarget.function_code_bytes where the target
+    sets it (each subtree below the cut a function of its own, called at the end of its parent's path)."""
+    at = node.attrs
+    if len(at["roots"]) != 1 or int(at["n_outputs"]) < 2:
+        return None
+    (x_name,) = node.inputs
+    x_type = em.graph.type(x_name)
+    bits, out_dtype = x_type.dtype.bits, node.type.dtype
+    classes = leaf_argmax(at, out_dtype.scale, out_dtype.bits)
+    layout = _class_layout(class_tree(at, classes), threshold_ints(at, x_type.dtype.scale, bits))
+    n = len(layout.feature)
+    walk = layout.depth * FLOAT_WALK["level"]
+    whole = len(shifts) * FLOAT_WALK["quantise_feature"] + layout.depth * COST["table"]["level"]
+    if not n or walk >= whole or n * FLOAT_WALK["flash_per_node"] > FLOAT_WALK_FLASH:
+        return None
+    P = em.sym
+    read = P("float_bits")
+    sizes: dict[int, float] = {}
+
+    def size(ref: int) -> float:
+        if ref < 0:
+            return 4.0
+        if ref not in sizes:
+            sizes[ref] = FLOAT_WALK["flash_per_node"] + size(int(layout.left[ref])) + size(int(layout.right[ref]))
+        return sizes[ref]
+
+    def goes_left(ref: int):
+        f = int(layout.feature[ref])
+        return float_bits_test(f"{read}(x, {f})", int(layout.threshold[ref]), int(shifts[f]), bits,
+                               bool(layout.default_left[ref]))
+
+    limit = getattr(em.target, "function_code_bytes", 0)
+    functions: list[str] = []
+
+    def function_body(ref: int) -> list[str]:
+        """The statements returning the class of the subtree at ``ref``, its subtrees past the limit in
+        functions of their own."""
+        levels = None
+        if limit and size(ref) > limit:  # the most levels whose nodes stay within the limit
+            depth = _subtree_depths(layout, ref)
+            levels = 1
+            while (levels <= max(depth.values())
+                   and sum(FLOAT_WALK["flash_per_node"] for d in depth.values() if d < levels + 1) <= limit):
+                levels += 1
+        entries: dict[int, str] = {}
+
+        def enter(child: int) -> str:
+            entries[child] = P(f"{node.name}_float_walk{len(functions) + len(entries)}")
+            return f"return {entries[child]}(x);"
+
+        lines = _straight_tree(layout, None, None, ref, "    ", at_leaf="return {};", levels=levels, enter=enter,
+                               test=goes_left)
+        for child, name in entries.items():
+            functions.extend([f"static int __attribute__((noinline)) {name}(const float *x)", "{",
+                              *function_body(child), "}", ""])
+        return lines
+
+    body = function_body(int(layout.roots[0]))
+    helper = [f"/* a float's bits (the float walk of %{node.name} compares them with its thresholds' floats) */",
+              f"static inline __attribute__((always_inline)) uint32_t {read}(const float *x, int k)", "{",
+              "    union { float f; uint32_t u; } bits;", "    bits.f = x[k];", "    return bits.u;", "}", ""]
+    if hasattr(em, "kernel_report"):
+        em.kernel_report.append({
+            "node": node.name, "op": "tree_ensemble", "matrix": f"{node.name} class tree", "entry": "predict_float",
+            "decision_nodes": n, "depth": layout.depth, "kernel": "trees-float-bits",
+            "predicted_cycles": round(walk), "flash_bytes": round(size(int(layout.roots[0]))),
+            "note": "predict_float compares the float bits of the features a row's path reads (compiled with "
+                    "the float entry points only)"})
+    return helper + functions, body
+
+
+def _subtree_depths(layout: Layout, ref: int) -> dict[int, int]:
+    """The depth of each decision node of the subtree at ``ref`` below it (``ref``: 0)."""
+    depth, stack = {}, [(ref, 0)]
+    while stack:
+        i, d = stack.pop()
+        if i >= 0:
+            depth[i] = d
+            stack += [(int(layout.left[i]), d + 1), (int(layout.right[i]), d + 1)]
+    return depth
 
 
 def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
@@ -428,7 +567,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         sparse = len(entry_outs) * (1 + value_bytes) < layout.leaves.size * value_bytes
     values_per_leaf = len(entry_outs) / leaf_count if sparse else (width if np.all(tree_out < 0) else 1)
     cands = predicted(layout, thr_bytes, n_trees, k, values_per_leaf)
-    chosen = choose(cands, compact=getattr(em, "compact_trees", False))
+    chosen = choose(cands, getattr(em.target, "tree_code_budget", 0), getattr(em, "compact_trees", False))
     if sparse:
         layout = sparse_layout
         leaf_out = em.add_const_array(sym(f"{node.name}_leaf_output"), entry_outs, "uint8_t",
@@ -669,7 +808,8 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
             "    if (c & 0x80) break;",
             "}"]
 
-    lines = [f"static void {name}(const {x_t} *x, {acc_type} *acc)", "{"]
+    signature = f"(const {x_t} *x, {acc_type} *acc)"
+    lines = [f"static void {name}{signature}", "{"]
     if chosen.startswith("top"):
         levels = int(chosen[3:])
         entries = [int(i) for i in np.flatnonzero(_depths(sparse_layout) == levels)]
@@ -683,18 +823,23 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
             *_stream_loop(em, x_name, x_t, stream, "    "), *("    " + line for line in run), "}", ""])
         offsets = dict(zip(entries, stream.roots.tolist()))
         leaf_rows = _leaf_rows(layout, sparse_layout)
-        lines += ["    const int16_t *p;", f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;"]
-        for t in range(n_trees):
-            lines += [f"    /* tree {t} */", "    p = 0;",
-                      *_straight_tree(sparse_layout, x_at, literal, int(sparse_layout.roots[t]), "    ", x_range,
-                                      cmp_op, lambda e: adds(leaf_rows[e]),
-                                      levels=levels, enter=lambda i: f"p = {words} + {offsets[i]};"),
-                      f"    if (p) {walk_name}(p, x, acc);"]
+        trees = [["    p = 0;",
+                  *_straight_tree(sparse_layout, x_at, literal, int(sparse_layout.roots[t]), "    ", x_range, cmp_op,
+                                  lambda e: adds(leaf_rows[e]), levels=levels,
+                                  enter=lambda i: f"p = {words} + {offsets[i]};"),
+                  f"    if (p) {walk_name}(p, x, acc);"] for t in range(n_trees)]
+        flash = [_straight_flash(sparse_layout, int(sparse_layout.roots[t]), levels,
+                                 lambda e: int(np.count_nonzero(layout.leaves[leaf_rows[e]])))
+                 for t in range(n_trees)]
+        lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;",
+                  *_tree_functions(em, name, signature, trees, flash, "    const int16_t *p;")]
     elif chosen == "straight":
-        lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;", "    (void)x;"]
-        for t in range(n_trees):
-            lines += [f"    /* tree {t} */", *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "    ",
-                                                          x_range, cmp_op, adds)]
+        trees = [_straight_tree(layout, x_at, literal, int(layout.roots[t]), "    ", x_range, cmp_op, adds)
+                 for t in range(n_trees)]
+        flash = [_straight_flash(layout, int(layout.roots[t]), None,
+                                 lambda e: int(np.count_nonzero(layout.leaves[e]))) for t in range(n_trees)]
+        lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;",
+                  *_tree_functions(em, name, signature, trees, flash, "    (void)x;")]
     else:
         lines.append(f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;")
         if stream is not None:
@@ -713,6 +858,47 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     _report(em, node, layout, chosen, cands, "sums: " + leaves_note.get(chosen, "top levels' leaf values as "
                                                                          "constants, then (output, value) runs"))
     return forest
+
+
+def _straight_flash(layout: Layout, ref: int, levels: int | None, values) -> float:
+    """Predicted flash of a tree's straight-line code from ``ref`` (COST["straight"]): its decision nodes, the
+    leaf values it adds as constants (``values(leaf)``: how many), the subtrees ``levels`` down handed on."""
+    straight = COST["straight"]
+    if ref < 0:
+        return straight["flash_per_leaf"] + straight["flash_per_value"] * values(-1 - ref)
+    if levels == 0:
+        return straight["flash_per_node"]  # the subtree's entry and its walk's call
+    below = None if levels is None else levels - 1
+    return (straight["flash_per_node"] + _straight_flash(layout, int(layout.left[ref]), below, values)
+            + _straight_flash(layout, int(layout.right[ref]), below, values))
+
+
+def _tree_functions(em: CEmitter, name: str, signature: str, trees: list[list[str]], flash: list[float],
+                    locals_line: str) -> list[str]:
+    """The statements of a forest's sums adding every tree's leaves (``trees``: each tree's statements, their
+    predicted ``flash``): inline where the target sets no limit to a function's code, else calls of functions
+    ``<name>_part<i>`` each holding consecutive trees within CTarget.function_code_bytes (avr-gcc sizes some
+    branches a word short, so a longer function may not link)."""
+    limit = getattr(em.target, "function_code_bytes", 0)
+    if not limit or sum(flash) <= limit:
+        return [locals_line, *(line for t, tree in enumerate(trees) for line in [f"    /* tree {t} */", *tree])]
+    parts: list[list[int]] = [[]]
+    used = 0.0
+    for t, size in enumerate(flash):
+        if parts[-1] and used + size > limit:
+            parts.append([])
+            used = 0.0
+        parts[-1].append(t)
+        used += size
+    calls = []
+    for i, part in enumerate(parts):
+        part_name = f"{name}_part{i}"
+        em.helpers[part_name] = "\n".join([
+            f"/* trees {part[0]}-{part[-1]} of {name} (a function's code within "
+            f"{limit} bytes) */", f"static void __attribute__((noinline)) {part_name}{signature}", "{", locals_line,
+            *(line for t in part for line in [f"    /* tree {t} */", *trees[t]]), "}", ""])
+        calls.append(f"    {part_name}(x, acc);")
+    return calls
 
 
 def _leaf_rows(layout: Layout, sparse: Layout) -> dict[int, int]:
