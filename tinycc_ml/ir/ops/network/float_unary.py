@@ -17,6 +17,7 @@ from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import TensorType
 
 F32 = np.float32
+FLOAT_ONLY = "float32 only (as TFLite Micro runs most of them; its quantised ABS and RSQRT are not covered)"
 
 
 def _rsqrt(v):
@@ -53,7 +54,7 @@ FUNCTIONS = {
 
 def _infer(ts, attrs, declared):
     (x,) = ts
-    need(attrs["function"] in FUNCTIONS, f"function {attrs['function']!r}: one of {', '.join(FUNCTIONS)}")
+    need(attrs.get("function") in FUNCTIONS, f"function {attrs.get('function')!r}: one of {', '.join(FUNCTIONS)}")
     need(x.dtype.is_float, f"float_unary takes f32 tensors, got {x.dtype}")
     return TensorType(x.shape, x.dtype, x.layout)
 
@@ -77,8 +78,7 @@ register_op(OpDef(
     "sin, cos)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs),
     c={"float": _c},
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR, "fixed": "float32 only (as TFLite Micro runs "
-                 "most of them; its quantised ABS and RSQRT are not covered)"}))
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR, "fixed": FLOAT_ONLY, "c_fixed": FLOAT_ONLY}))
 
 
 def _lowering(function: str):
