@@ -8,6 +8,12 @@ by tinycc-ml's C on each target, and the outputs compared element for element.
 A cell says where the C equals tflite-micro's outputs exactly ("host M4 M0"), or the first target where it did
 not and how, or tinycc-ml's refusal; an operator with no model here is "not supported" (tinycc-ml's reader refuses
 it by name). Every claim is measured on the run that printed it.
+
+TFLite Micro's signal library (its custom operators) has a table of its own, by element type (int16, int32,
+float32): each operator's one-operator model run over a stream of rows taken as successive calls (its state
+carried), int32 inputs read as int16 samples through a CAST (the measurement harnesses feed int16, int8 or float).
+
+    python benchmarks/tflite_coverage.py --signal-only   # the signal table alone
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
+from tests.ops.signal.stream_check import tflite_micro_outputs  # noqa: E402
 from tests.tflite_builder import tflm_raw_outputs  # noqa: E402
 from tests.tflite_models import TfliteBuilder, options, schema  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
@@ -495,13 +502,97 @@ def measure(op: str, kind: str, targets: list[str], n: int) -> str:
     return "exact: " + " ".join(exact)
 
 
+SIGNAL_KINDS = ("int16", "int32", "float32")
+SIGNAL_TYPES = {"int16": 7, "int32": 2, "float32": 0}
+
+
+def _signal(op: str, x_shape, y_shape, options, kinds=SIGNAL_KINDS, flag: bool = False, y_kind: str | None = None):
+    """A probe of custom operator ``op``: kind -> the model (None where TFLite Micro has no such kernel)."""
+    def probe(kind):
+        if kind not in kinds:
+            return None
+        b = TfliteBuilder()
+        x = b.tensor(x_shape, "int16" if kind == "int32" else kind, scale=None, name="x")
+        if kind == "int32":
+            wide = b.tensor(x_shape, "int32", scale=None, name="wide")
+            b.op(OP.CAST, [x], [wide])
+        outs = [b.tensor(y_shape, y_kind or kind, scale=None, name="y")]
+        if flag:
+            outs.append(b.tensor((), "bool", scale=None, name="valid"))
+        b.custom_op(op, [wide if kind == "int32" else x], outs,
+                    {**options, **({"T": SIGNAL_TYPES[kind]} if "T" in options else {})})
+        return b.finish([x], outs[:1])
+    return probe
+
+
+SIGNAL_PROBES = {
+    "SignalRfft": _signal("SignalRfft", (60,), (66,), {"T": 0, "fft_length": 64}),
+    "SignalIrfft": _signal("SignalIrfft", (66,), (64,), {"T": 0, "fft_length": 64}),
+    "SignalWindow": None,  # with a constant operand: tests/ops/signal (the micro_speech preprocessors)
+    "SignalFramer": _signal("SignalFramer", (320,), (2, 400), {"frame_size": 400, "frame_step": 160,
+                                                               "prefill": True}, ("int16",), flag=True),
+    "SignalStacker": _signal("SignalStacker", (8,), (24,), {"num_channels": 8, "stacker_left_context": 2,
+                                                            "stacker_right_context": 0, "stacker_step": 1},
+                             ("int16",), flag=True),
+    "SignalDelay": _signal("SignalDelay", (2, 6), (2, 6), {"delay_length": 9}, ("int16",)),
+    "SignalOverlapAdd": _signal("SignalOverlapAdd", (2, 8), (6,), {"T": 0, "frame_step": 3}, ("int16", "float32")),
+    "SignalFftAutoScale": None, "SignalEnergy": None, "SignalFilterBank": None, "SignalFilterBankSquareRoot": None,
+    "SignalFilterBankSpectralSubtraction": None, "SignalPCAN": None, "SignalFilterBankLog": None,
+}
+SIGNAL_IN_PREPROCESSOR = "exact in the micro_speech int16 front ends (tests/ops/signal)"
+
+
+def measure_signal(op: str, kind: str, targets: list[str], n: int) -> str:
+    """One signal operator at one element type over a stream of n calls, on each target."""
+    if SIGNAL_PROBES[op] is None:
+        return SIGNAL_IN_PREPROCESSOR if kind == "int16" else "not applicable"
+    data = SIGNAL_PROBES[op](kind)
+    if data is None:
+        return "not applicable (no such kernel)"
+    first = schema.Model.GetRootAsModel(data, 0).Subgraphs(0).Tensors(0)
+    shape = tuple(first.ShapeAsNumpy())
+    X = rows("float32" if kind == "float32" else "16x8", int(np.prod(shape)), n)
+    (want,) = tflite_micro_outputs(data, X.reshape(n, *shape))  # one interpreter: its state carried
+    exact = []
+    with tempfile.TemporaryDirectory() as work:
+        path = Path(work) / "op.tflite"
+        path.write_bytes(data)
+        for target in targets:
+            try:
+                result = tinycc_ml.compile(path, target=target, out_dir=Path(work) / target, name="op")
+                got = (result.load().run_raw(X)[0] if target == "host" else
+                       get_backend(target).simulate(Path(work) / target, result.output, X.astype(np.float64)).scores)
+            except TinyccError as exc:
+                return f"refused on {target}: {str(exc).splitlines()[0][:80]}"
+            got = np.asarray(got).reshape(n, -1).astype(want.dtype)
+            if not np.array_equal(got.view(np.uint8), want.view(np.uint8)):  # every bit, floats included
+                return f"differs on {target} ({int(np.sum(got != want))} of {want.size})"
+            exact.append({"host": "host", "cortex-m4": "M4", "cortex-m0": "M0", "avr": "AVR"}.get(target, target))
+    return "exact: " + " ".join(exact)
+
+
+def signal_table(targets: list[str], n: int) -> list[list[str]]:
+    table = []
+    for op in SIGNAL_PROBES:
+        table.append([op, *(measure_signal(op, kind, targets, n) for kind in SIGNAL_KINDS)])
+        print(f"  {op}: {table[-1][1:]}", flush=True)
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default="host,cortex-m4,cortex-m0")
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--signal-only", action="store_true", help="measure the signal library's table alone")
     args = parser.parse_args()
     targets = args.targets.split(",")
+    results = None if args.no_write else Path(__file__).parent / "results"
+    write_table("tflite_signal_coverage", ["custom operator", *SIGNAL_KINDS], signal_table(targets, args.rows),
+                script=f"benchmarks/tflite_coverage.py --targets {args.targets} --rows {args.rows}",
+                results_dir=results)
+    if args.signal_only:
+        return
     table = []
     for op in RESOLVER:
         if op not in PROBES:

@@ -17,7 +17,7 @@ from tflite_micro.python.tflite_micro import runtime
 from tests.tflite_builder import tflm_raw_outputs
 
 schema = runtime.schema_fb
-TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4, "int16": 7, "uint32": 15, "uint64": 12}
+TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4, "int16": 7, "uint32": 15, "uint64": 12, "bool": 6}
 REPO = Path(__file__).resolve().parents[1]
 # MLPerf Tiny's four int8 models, kept in the repository (data/mlperf-tiny/README.md: provenance, license)
 MLPERF_MODELS = REPO / "data" / "mlperf-tiny"

@@ -743,7 +743,10 @@ NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d"
                "cast", "integer_add", "integer_div", "integer_mul", "signal_energy", "signal_fft_auto_scale",
                "signal_fft_auto_scale_shift", "signal_filter_bank", "signal_filter_bank_log",
                "signal_filter_bank_square_root", "signal_noise_estimate", "signal_pcan", "signal_rfft",
-               "signal_spectral_subtraction", "signal_window"}
+               "signal_spectral_subtraction", "signal_window", "signal_irfft", "signal_framer", "signal_framer_valid",
+               "signal_framer_count", "signal_framer_history", "signal_stacker", "signal_stacker_valid",
+               "signal_stacker_count", "signal_stacker_history", "signal_delay", "signal_delay_history",
+               "signal_overlap_add", "signal_overlap_add_state"}
 
 
 def test_every_op_with_fixed_semantics_has_an_oracle():

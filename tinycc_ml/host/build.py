@@ -35,8 +35,11 @@ from tinycc_ml.target import (
 # (-fno-trapping-math: floating-point exceptions are never inspected; it lets rounding loops vectorise;
 # -ffp-contract=off: no fused multiply-add, as gcc's -std=c99 already does and clang's default does not, so
 # the batch entry point's sums equal the single-row function's to the bit with either compiler)
-HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-fno-trapping-math", "-ffp-contract=off", "-Wall", "-Wextra",
-               "-Werror")
+# -mno-fma -mno-avx512f: gcc 12's vectoriser fuses a complex product's a*b - c*d into vfmaddsub (one rounding
+# fewer) even with -ffp-contract=off, so a float FFT's last bits differed from every other build's; no FMA
+# instruction is wanted anyway (AVX-512 implies FMA in gcc: it goes too, AVX2 stays)
+HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-mno-fma", "-mno-avx512f", "-fno-trapping-math",
+               "-ffp-contract=off", "-Wall", "-Wextra", "-Werror")
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
 NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,

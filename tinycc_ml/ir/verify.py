@@ -84,8 +84,10 @@ def verify(graph: Graph, complete: bool = False) -> None:
         inputs = data["inputs"]
         if op.arity is None and inputs:
             raise IRError(f"{where}: takes no operands, has {len(inputs)}")
-        if op.arity is not None and len(inputs) != op.arity:
-            raise IRError(f"{where}: takes {op.arity} operands, has {len(inputs)}")
+        least, most = (op.arity, op.arity) if isinstance(op.arity, int) else (op.arity or (0, 0))
+        if op.arity is not None and not least <= len(inputs) <= most:
+            raise IRError(f"{where}: takes {op.arity if least == most else f'{least} to {most}'} operands, has "
+                          f"{len(inputs)}")
         for operand in inputs:
             if operand not in g:
                 raise IRError(f"{where}: operand %{operand} is not defined")

@@ -97,7 +97,9 @@ Interval = tuple[np.ndarray, np.ndarray]
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    arity: int | None  # None: the op takes no operands and gets its type from the node
+    # None: the op takes no operands and gets its type from the node; (least, most): its last operands are optional
+    # (a signal op's ring buffer, which some parameters leave empty)
+    arity: int | tuple[int, int] | None
     infer: Callable[[list[TensorType], dict, TensorType | None], TensorType]
     evaluate: Callable[[list[np.ndarray], dict], np.ndarray]
     # name -> "int"|"float"|"str"|"array"|"ints"|"bound"; a trailing "?" marks an optional attribute

@@ -143,3 +143,31 @@ static inline uint32_t @sig_sqrt64(uint64_t x)
     return (uint32_t)root;
 }}
 """)
+
+
+# ---------------------------------------------------------------- the stream ops' lowerings (framer, stacker, ...)
+
+U8 = integer(8, signed=False)  # TFLite's bool: one byte, 0 or 1
+
+
+def new_state(low, name: str, init: np.ndarray, dtype) -> str:
+    """A state node of the lowering's graph holding ``init`` before the first call (and after a reset)."""
+    return low.graph.add("state", [], {"init": init}, type=TensorType(init.shape, dtype), name=name)
+
+
+def add_flag(low, op: str, inputs: list[str], attrs: dict, out_index: int, what: str) -> None:
+    """A valid flag (the framer's and stacker's second output): TFLite's bool scalar, a u8 0 or 1 here."""
+    t = low.tensors[out_index]
+    need(t.type_name == "bool" and len(t.shape) == 0,
+         f"{what}: its second output {t.name!r} must be a bool scalar, is {t.type_name} of shape {list(t.shape)}")
+    low.values[out_index] = low.graph.add(op, inputs, attrs, type=TensorType((), U8), name=low.name_of(t))
+
+
+def outer_and_inner(t: TensorType) -> tuple[int, int]:
+    """(rows, innermost length) of a tensor taken as rows along its last axis (TFLite Micro's outer_dims)."""
+    inner = t.shape[-1] if t.rank else 1
+    return (t.size // inner if inner else 0), inner
+
+
+def saturate16_c(value: str) -> str:
+    return f"(int16_t)({value} < -32768 ? -32768 : ({value} > 32767 ? 32767 : {value}))"
