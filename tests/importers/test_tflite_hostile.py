@@ -143,6 +143,14 @@ def test_a_softmax_beta_that_is_not_positive_and_finite_is_refused(tmp_path, bet
     refused(tmp_path, packed(model), "beta must be positive and finite")
 
 
+def test_an_int8_softmax_beta_too_small_for_tflites_multiplier_is_refused(tmp_path):
+    """TFLite's int8 softmax takes beta x input scale x 2^26 as a multiplier above 1 and aborts below (fuzzer
+    seed 4910 case 122: beta 1e-30 accepted, tflite-micro crashed on the file)."""
+    model = edited()
+    model.subgraphs[0].operators[-1].builtinOptions.beta = 1e-30
+    refused(tmp_path, packed(model), r"needs beta x input scale x 2\^26 above 1")
+
+
 def test_the_structure_walk_finds_every_offset_of_the_small_model():
     spots = structure(conv_net())
     kinds = Counter(s.kind for s in spots)
