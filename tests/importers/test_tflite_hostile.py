@@ -187,3 +187,14 @@ def test_the_command_line_prints_one_line_and_exits_2_on_hostile_files(tmp_path)
         lines = run.stderr.splitlines()
         assert run.returncode == 2 and len(lines) == 1, run.stderr
         assert lines[0].startswith(f"tinycc-ml: error: {path}: ") and message in lines[0]
+
+
+@pytest.mark.parametrize("axis", [-2147483647, 4, -5, 2**15 + 1])
+def test_a_mean_axis_outside_the_rank_is_refused(tmp_path, axis):
+    """TFLite's ResolveAxis refuses an axis outside [-rank, rank) (tflite-micro's MEAN stores axes as int16, so
+    -2^31 + 1 reads as axis 1): found by seed 4911 case 1476, where the reader took the axis modulo the rank and
+    computed another mean than tflite-micro's."""
+    model = edited(pool_net)
+    buffer = model.buffers[tensor(model, "axes").buffer]
+    buffer.data = np.frombuffer(np.array([axis, 2], "<i4").tobytes(), np.uint8).copy()
+    refused(tmp_path, packed(model), rf"MEAN: axis {axis} is outside \[-4, 3\]")

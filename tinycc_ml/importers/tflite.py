@@ -493,7 +493,11 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         low.add("pad", [low.value(ins[0])], {"pads": [int(p) for p in paddings.reshape(-1)]}, out)
     elif op == "MEAN":
         x = low.tensors[ins[0]]
-        axes = sorted({int(a) % max(1, len(x.shape)) for a in _constant_ints(low.tensors[ins[1]], op, "axes").ravel()})
+        rank, given = len(x.shape), [int(a) for a in _constant_ints(low.tensors[ins[1]], op, "axes").ravel()]
+        outside = [a for a in given if not -rank <= a < rank]
+        if outside:  # TFLite's ResolveAxis refuses them (tflite-micro's MEAN reads them as int16: another axis)
+            raise _Bad(f"{op}: axis {outside[0]} is outside [{-rank}, {rank - 1}] for a {rank}-dimensional tensor")
+        axes = sorted({a % rank for a in given})
         if len(x.shape) != 4 or axes != [1, 2]:
             raise _Bad(f"{op}: a mean over axes {axes} of a {len(x.shape)}-dimensional tensor is not supported (over "
                        "height and width of an NHWC tensor is)")
