@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_wine
 from sklearn.linear_model import LogisticRegression, SGDClassifier
-from sklearn.neighbors import KNeighborsClassifier
 from sklearn.naive_bayes import GaussianNB
+from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
@@ -19,8 +19,8 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml.api import as_model
-from tinycc_ml.errors import CompileError, DataError
 from tinycc_ml.codegen.backend import get_backend
+from tinycc_ml.errors import CompileError, DataError
 from tinycc_ml.models.linear import LinearModel
 from tinycc_ml.models.proba import proba_from_scores
 
@@ -371,7 +371,8 @@ def test_modified_huber_and_knn_probabilities_on_the_m4(huber_and_knn, sim_targe
                                        name=f"p{i}")
             assert f"p{i}_proba(" in result.files[f"p{i}.c"]
             run = get_backend(sim_target).simulate(out, result.output, rows)
-            scale = 1.0 if precision == "float" else 2.0 ** -result.graph.type(result.graph.output("scores")).dtype.scale
+            scores_type = result.graph.type(result.graph.output("scores")).dtype
+            scale = 1.0 if precision == "float" else 2.0 ** -scores_type.scale
             got = proba_from_scores(np.asarray(run.scores, dtype=np.float64) * scale, as_model(est).proba_rule)
             bound = 1e-5 if precision == "float" else result.report["proba"]["max_abs_error_bound"]
             assert np.max(np.abs(got - want)) <= bound, (case, precision)

@@ -182,7 +182,8 @@ class PrototypeModel(Model):
         W, b = absorb_normalisation(np.eye(r) if self.transform is None else self.transform, np.zeros(r), self.mean,
                                     self.std)
         model = PrototypeModel(self.prototypes - (W @ c + b), self.labels, self.n_classes, self.k, transform=W @ A,
-                               source=f"{self.family} model after a linear transform", proba=self.proba_rule is not None)
+                               source=f"{self.family} model after a linear transform",
+                               proba=self.proba_rule is not None)
         model.task, model._classes = self.task, self._classes
         return model
 
