@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.fuzzing import Chooser
-from tests.tflite_fuzzing import mutate_tflite, run_tflite_case, structure, tflite_seeds
+from tests.tflite_fuzzing import mutate_tflite, net_16x8, run_tflite_case, structure, tflite_seeds
 from tests.tflite_models import add_net, conv_net, packed, pool_net, schema, unpacked
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.importers.tflite import load_tflite
@@ -198,3 +198,20 @@ def test_a_mean_axis_outside_the_rank_is_refused(tmp_path, axis):
     buffer = model.buffers[tensor(model, "axes").buffer]
     buffer.data = np.frombuffer(np.array([axis, 2], "<i4").tobytes(), np.uint8).copy()
     refused(tmp_path, packed(model), rf"MEAN: axis {axis} is outside \[-4, 3\]")
+
+
+def test_an_int16_softmax_whose_input_multiplier_needs_a_shift_over_31_bits_is_refused(tmp_path):
+    """Found by seed 4920 case 7937: a 16x8 SOFTMAX with beta 1e30 was accepted; its input multiplier (input scale x
+    beta / (10/65535)) needs a left shift of about 100 bits, which tflite-micro's int32 shift cannot make (its
+    outputs differed from the reader's)."""
+    model = unpacked(net_16x8())
+    model.subgraphs[0].operators[-1].builtinOptions.beta = 1e30
+    refused(tmp_path, packed(model), "softmax input: the requantisation multiplier .* needs a left shift over 31 bits")
+
+
+def test_an_operator_output_holding_constant_data_is_refused(tmp_path):
+    """Found by seed 4920 case 4894: the 16x8 seed's RESHAPE output pointed at a buffer of its size (the first
+    filter's bytes); the reader read the buffer where tflite-micro's RESHAPE writes over it (12 bytes differed)."""
+    model = unpacked(net_16x8())
+    tensor(model, "t12").buffer = tensor(model, "t1").buffer
+    refused(tmp_path, packed(model), "'t12': the tensor holds constant data .* but an operator writes it")

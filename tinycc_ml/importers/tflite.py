@@ -323,6 +323,9 @@ class _Lowering:
     def add(self, op: str, inputs: list[str], attrs: dict, out: _Tensor) -> None:
         """A node computing ``out``: refused unless the op computes the shape the file declares (tflite-micro's
         kernels would read the declared one)."""
+        if out.data is not None:  # read as the constant elsewhere, while tflite-micro's operator writes over it
+            raise _Bad(f"{self.where} giving {out.name!r}: the tensor holds constant data (its buffer) but an operator "
+                       "writes it")
         try:
             node = self.graph.add(op, inputs, attrs, type=self.tensor_type(out, self.layout(out)),
                                   name=_identifier(out.name))

@@ -122,6 +122,8 @@ def _infer_softmax(ts, attrs, declared):
     result = network_result(x, declared, x.shape, x.layout, bits)
     if x.dtype.is_quantised and bits == 16:  # TFLite's int16 softmax (Prepare's checks)
         quantised_operand(x, "input", 16, zero_point=False)
+        # its input multiplier (scale x beta over 10/65535) as TFLite quantises it: a shift C can make
+        check_requantisation(x.dtype.qscales[0] * float(attrs["beta"]) / (10.0 / 65535.0), "softmax input")
         need(result.dtype.zero_point == 0 and abs(result.dtype.qscales[0] - 1 / 32768) <= 0.001 / 32768,
              f"TFLite's int16 softmax gives scale 1/32768, zero point 0; the result declares {result.dtype}")
         need(x.shape[-1] <= MAX_INT16_SOFTMAX_DEPTH, f"an int16 softmax over {x.shape[-1]} values: TFLite's int32 "
