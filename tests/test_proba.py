@@ -11,15 +11,18 @@ import pytest
 from sklearn.datasets import load_breast_cancer, load_wine
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.naive_bayes import GaussianNB
+from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml.api import as_model
+from tinycc_ml.codegen.backend import get_backend
 from tinycc_ml.errors import CompileError, DataError
 from tinycc_ml.models.linear import LinearModel
+from tinycc_ml.models.proba import proba_from_scores
 
 
 def _mlp(X, y, hidden=(8,)):
@@ -76,7 +79,9 @@ def test_linear_classifiers_read_their_scores_by_their_own_rule(cases, tmp_path)
     assert rules == {"logreg": "softmax", "logreg_binary": "logistic", "sgd_log_ovr": "logistic_ovr"}
     X, y = load_wine(return_X_y=True)
     huber = make_pipeline(StandardScaler(), SGDClassifier(loss="modified_huber", random_state=0)).fit(X, y)
-    assert as_model(huber).proba_rule is None
+    assert as_model(huber).proba_rule == "modified_huber"
+    hinge = make_pipeline(StandardScaler(), SGDClassifier(loss="hinge", random_state=0)).fit(X, y)
+    assert as_model(hinge).proba_rule is None
     path = tinycc_ml.save_model(cases["sgd_log_ovr"][0], tmp_path / "sgd.npz")
     assert tinycc_ml.load_model(path).proba_rule == "logistic_ovr"
 
@@ -299,3 +304,76 @@ def test_one_vs_rest_over_what_is_not_linear_is_refused():
     X, y = load_wine(return_X_y=True)
     with pytest.raises(CompileError, match="OneVsRestClassifier over a DecisionTreeClassifier"):
         tinycc_ml.compile(OneVsRestClassifier(DecisionTreeClassifier(max_depth=2)).fit(X, y))
+
+
+def _huber_and_knn_cases():
+    X, y = load_wine(return_X_y=True)
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    def huber():
+        return make_pipeline(StandardScaler(), SGDClassifier(loss="modified_huber", alpha=0.01, random_state=0))
+
+    return {
+        "huber_binary": (huber().fit(Xb[::2], yb[::2]), Xb),
+        "huber_3": (huber().fit(X[::2], y[::2]), X),
+        "minmax_knn5": (make_pipeline(MinMaxScaler(), KNeighborsClassifier(5)).fit(X[::2], y[::2]), X),
+        "standard_knn4": (make_pipeline(StandardScaler(), KNeighborsClassifier(4)).fit(Xb[::2], yb[::2]), Xb),
+        "standard_knn1": (make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(X[::2], y[::2]), X),
+    }
+
+
+@pytest.fixture(scope="module")
+def huber_and_knn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _huber_and_knn_cases()
+
+
+@pytest.mark.parametrize("case, rule", [("huber_binary", "modified_huber"), ("huber_3", "modified_huber"),
+                                        ("minmax_knn5", "normalise"), ("standard_knn4", "normalise"),
+                                        ("standard_knn1", "one_hot")])
+def test_modified_huber_and_knn_pipelines_have_scikit_learns_probabilities(huber_and_knn, case, rule, tmp_path):
+    """SGDClassifier(loss="modified_huber") (binary: (clip(d, -1, 1) + 1) / 2; several classes: those over their
+    sum, uniform where it is 0) and KNeighborsClassifier behind a scaler (the k votes' fractions; k = 1: the
+    neighbour's class) have scikit-learn's predict_proba (refused with a DataError before): the model's within
+    1e-9, the host float C's within 1e-5, the int16 C's within the report's bound, which the rows meet; the
+    rule survives a save."""
+    require_target("host")
+    est, X = huber_and_knn[case]
+    want = est.predict_proba(X)
+    model = as_model(est)
+    assert model.proba_rule == rule
+    np.testing.assert_allclose(model.predict_proba(X), want, atol=1e-9)
+    if case == "huber_3":  # rows whose every clipped score is -1: scikit-learn's uniform probabilities
+        assert np.any(np.all(np.abs(want - 1 / 3) < 1e-12, axis=1))
+    host = tinycc_ml.compile(est, name="p").load()
+    assert np.max(np.abs(host.predict_proba(X) - want)) <= 1e-5
+    assert host.predict(X).tolist() == est.predict(X).tolist()
+    int16 = tinycc_ml.compile(est, precision="int16", calibration=X, name="p")
+    info = int16.report["proba"]
+    error = np.max(np.abs(int16.load().predict_proba(X) - want))
+    assert error <= info["calibration_max_abs_error"] + 1e-6 and error <= info["max_abs_error_bound"]
+    saved = tinycc_ml.load_model(tinycc_ml.save_model(est, tmp_path / "m.npz"))
+    assert saved.proba_rule == rule
+    np.testing.assert_allclose(saved.predict_proba(X), want, atol=1e-9)
+
+
+@pytest.mark.parametrize("sim_target", ["cortex-m4"], indirect=True)
+def test_modified_huber_and_knn_probabilities_on_the_m4(huber_and_knn, sim_target, tmp_path):
+    """The same models' float and int16 builds in the Cortex-M4 simulator (the firmware built with <prefix>_proba,
+    -Wall -Wextra -Werror): their scores read by the rule are scikit-learn's probabilities (float within 1e-5,
+    int16 within the report's bound), their labels scikit-learn's."""
+    for i, (case, (est, X)) in enumerate(huber_and_knn.items()):
+        rows = X[1::7][:12]
+        want = est.predict_proba(rows)
+        for precision in ("float", "int16"):
+            out = tmp_path / f"{case}_{precision}"
+            result = tinycc_ml.compile(est, target=sim_target, precision=precision, calibration=X, out_dir=out,
+                                       name=f"p{i}")
+            assert f"p{i}_proba(" in result.files[f"p{i}.c"]
+            run = get_backend(sim_target).simulate(out, result.output, rows)
+            scores_type = result.graph.type(result.graph.output("scores")).dtype
+            scale = 1.0 if precision == "float" else 2.0 ** -scores_type.scale
+            got = proba_from_scores(np.asarray(run.scores, dtype=np.float64) * scale, as_model(est).proba_rule)
+            bound = 1e-5 if precision == "float" else result.report["proba"]["max_abs_error_bound"]
+            assert np.max(np.abs(got - want)) <= bound, (case, precision)
+            assert est.classes_[np.asarray(run.predictions)].tolist() == est.predict(rows).tolist()

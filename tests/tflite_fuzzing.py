@@ -38,7 +38,7 @@ import numpy as np
 
 import tinycc_ml
 from tests.fuzzing import Chooser, Outcome, c_builds_clean, exception_and_place
-from tests.tflite_builder import tflm_raw_outputs
+from tests.tflite_builder import NetBuilder, tflm_raw_outputs
 from tests.tflite_models import MLPERF, MLPERF_MODELS, add_net, conv_net, packed, pool_net, schema, unpacked
 from tinycc_ml.errors import CompileError, ModelFileError
 
@@ -123,13 +123,26 @@ def structure(data: bytes) -> list[Spot]:
     return spots
 
 
-SMALL_SEEDS = 3
+SMALL_SEEDS = 4
+
+
+def net_16x8(seed: int = 3) -> bytes:
+    """A small 16x8 network (int16 activations, int8 weights, int64 biases) so the int16 kernels are fuzzed too:
+    CONV_2D (stride 2, relu6) -> DEPTHWISE_CONV_2D -> MAX_POOL_2D -> ADD -> RESHAPE -> FULLY_CONNECTED -> SOFTMAX."""
+    net = NetBuilder(seed=seed, activation_bits=16, bias_bits=64)
+    x = net.input((6, 6, 2))
+    y = net.conv(x, 3, (3, 3), stride=(2, 2), padding="same", activation="relu6")
+    y = net.depthwise(y, 1, (3, 3), padding="same")
+    y = net.max_pool(y, (2, 2), (1, 1), padding="same")
+    y = net.add(y, net.conv(y, 3, (1, 1), per_channel=False))
+    y = net.fc(net.flatten(y), 4)
+    return net.finish(net.softmax(y))
 
 
 @functools.cache
 def tflite_seeds() -> tuple[tuple[str, bytes, tuple[Spot, ...]], ...]:
     """(name, bytes, structure) of each seed: the small models first, then the MLPerf Tiny models found."""
-    seeds = [("conv_net", conv_net()), ("add_net", add_net()), ("pool_net", pool_net())]
+    seeds = [("conv_net", conv_net()), ("add_net", add_net()), ("pool_net", pool_net()), ("net_16x8", net_16x8())]
     seeds += [(name, (MLPERF_MODELS / f"{name}.tflite").read_bytes()) for name in MLPERF
               if (MLPERF_MODELS / f"{name}.tflite").is_file()]
     return tuple((name, data, tuple(structure(data))) for name, data in seeds)
@@ -154,7 +167,7 @@ WINDOW_FIELDS = ("strideH", "strideW", "dilationHFactor", "dilationWFactor", "fi
 # operators whose int8 kernels copy or compare integers (tflite-micro reads the output's quantisation downstream)
 DATA_MOVEMENT = {22: "RESHAPE", 17: "MAX_POOL_2D", 1: "AVERAGE_POOL_2D", 34: "PAD", 2: "CONCATENATION", 21: "RELU6"}
 NEAR_INT32 = [0, 1, 100, 10_000, 2**20, 2**24]  # distances of a mutated bias from +-2^31
-ORACLE_ROWS = 4  # int8 rows each accepted file is run on by tflite-micro (the extremes, then random ones)
+ORACLE_ROWS = 4  # rows (int8, int16) each accepted file is run on by tflite-micro (the extremes, then random ones)
 
 
 @dataclass
@@ -472,14 +485,16 @@ def _in_child(function, *args):
 
 
 def tflite_micro_difference(data: bytes, model, result=None) -> str | None:
-    """How an accepted int8 file's outputs differ from tflite-micro's (its reference kernels) on a few int8 rows:
+    """How an accepted integer file's outputs differ from tflite-micro's (its reference kernels) on a few rows of
+    its input's type (int8, or int16 for a 16x8 file):
     the interpreter's, and the host C's when ``result`` is given; None when they are equal (or the file is a
     float network, quantised by the project, which tflite-micro's float kernels do not define bit for bit)."""
     if not getattr(model, "is_quantised", False):
         return None
     rng = np.random.default_rng(len(data))
-    X = rng.integers(-128, 128, size=(ORACLE_ROWS, *model.input_shape)).astype(np.int8)
-    X[0], X[1] = -128, 127
+    lo, hi = model.input_range
+    X = rng.integers(lo, hi + 1, size=(ORACLE_ROWS, *model.input_shape)).astype(np.int16 if hi > 127 else np.int8)
+    X[0], X[1] = lo, hi
     try:
         want = _in_child(tflm_raw_outputs, data, X).reshape(len(X), -1)
     except BrokenProcessPool:
@@ -489,7 +504,7 @@ def tflite_micro_difference(data: bytes, model, result=None) -> str | None:
     except (struct.error, ValueError, IndexError):  # its Python wrapper cannot parse a field the reader never reads
         return None
     try:
-        ours = np.asarray(model.run_int8(X)).reshape(len(X), -1)
+        ours = np.asarray(model.run_quantised(X)).reshape(len(X), -1)
     except Exception as exc:  # noqa: BLE001 - an accepted file the interpreter cannot run (an overflow)
         return f"the interpreter fails on an accepted file: {exception_and_place(exc)}"
     if ours.shape != want.shape or not np.array_equal(ours, want):

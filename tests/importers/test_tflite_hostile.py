@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.fuzzing import Chooser
-from tests.tflite_fuzzing import mutate_tflite, run_tflite_case, structure, tflite_seeds
+from tests.tflite_fuzzing import mutate_tflite, net_16x8, run_tflite_case, structure, tflite_seeds
 from tests.tflite_models import add_net, conv_net, packed, pool_net, schema, unpacked
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.importers.tflite import load_tflite
@@ -143,6 +143,14 @@ def test_a_softmax_beta_that_is_not_positive_and_finite_is_refused(tmp_path, bet
     refused(tmp_path, packed(model), "beta must be positive and finite")
 
 
+def test_an_int8_softmax_beta_too_small_for_tflites_multiplier_is_refused(tmp_path):
+    """TFLite's int8 softmax takes beta x input scale x 2^26 as a multiplier above 1 and aborts below (fuzzer
+    seed 4910 case 122: beta 1e-30 accepted, tflite-micro crashed on the file)."""
+    model = edited()
+    model.subgraphs[0].operators[-1].builtinOptions.beta = 1e-30
+    refused(tmp_path, packed(model), r"needs beta x input scale x 2\^26 above 1")
+
+
 def test_the_structure_walk_finds_every_offset_of_the_small_model():
     spots = structure(conv_net())
     kinds = Counter(s.kind for s in spots)
@@ -179,3 +187,31 @@ def test_the_command_line_prints_one_line_and_exits_2_on_hostile_files(tmp_path)
         lines = run.stderr.splitlines()
         assert run.returncode == 2 and len(lines) == 1, run.stderr
         assert lines[0].startswith(f"tinycc-ml: error: {path}: ") and message in lines[0]
+
+
+@pytest.mark.parametrize("axis", [-2147483647, 4, -5, 2**15 + 1])
+def test_a_mean_axis_outside_the_rank_is_refused(tmp_path, axis):
+    """TFLite's ResolveAxis refuses an axis outside [-rank, rank) (tflite-micro's MEAN stores axes as int16, so
+    -2^31 + 1 reads as axis 1): found by seed 4911 case 1476, where the reader took the axis modulo the rank and
+    computed another mean than tflite-micro's."""
+    model = edited(pool_net)
+    buffer = model.buffers[tensor(model, "axes").buffer]
+    buffer.data = np.frombuffer(np.array([axis, 2], "<i4").tobytes(), np.uint8).copy()
+    refused(tmp_path, packed(model), rf"MEAN: axis {axis} is outside \[-4, 3\]")
+
+
+def test_an_int16_softmax_whose_input_multiplier_needs_a_shift_over_31_bits_is_refused(tmp_path):
+    """Found by seed 4920 case 7937: a 16x8 SOFTMAX with beta 1e30 was accepted; its input multiplier (input scale x
+    beta / (10/65535)) needs a left shift of about 100 bits, which tflite-micro's int32 shift cannot make (its
+    outputs differed from the reader's)."""
+    model = unpacked(net_16x8())
+    model.subgraphs[0].operators[-1].builtinOptions.beta = 1e30
+    refused(tmp_path, packed(model), "softmax input: the requantisation multiplier .* needs a left shift over 31 bits")
+
+
+def test_an_operator_output_holding_constant_data_is_refused(tmp_path):
+    """Found by seed 4920 case 4894: the 16x8 seed's RESHAPE output pointed at a buffer of its size (the first
+    filter's bytes); the reader read the buffer where tflite-micro's RESHAPE writes over it (12 bytes differed)."""
+    model = unpacked(net_16x8())
+    tensor(model, "t12").buffer = tensor(model, "t1").buffer
+    refused(tmp_path, packed(model), "'t12': the tensor holds constant data .* but an operator writes it")

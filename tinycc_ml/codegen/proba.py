@@ -95,6 +95,9 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
             "logistic_each": "each label's logistic of its score",
             "logistic_ovr": "each class's logistic of its score over their sum (one-vs-rest)",
             "normalise": "the scores' positive parts over their sum (uniform if none is > 0)",
+            "modified_huber": "(clip(score, -1, 1) + 1) / 2, over their sum with several classes (uniform if it "
+                              "is 0)",
+            "one_hot": "1 for the class of the first highest score, 0 elsewhere",
             "probabilities": "the scores themselves",
             "platt_coupled": "libsvm's pairwise coupling of the pair decisions' Platt probabilities"}[rule]
     header = [f"/* Class probabilities of x: {what} ({up}_N_PROBA floats). Float arithmetic (expf). */",
@@ -119,6 +122,22 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
                  f"    for (i = 0; i < {n_scores}; i++) {{",
                  f"        const float v = (float)scores[i]{unit};",
                  "        out[i] = v > 0.0f ? v : 0.0f;", "        total += out[i];", "    }",
+                 f"    for (i = 0; i < {n_scores}; i++) out[i] = total > 0.0f ? out[i] / total : {1.0 / n_scores!r}f;"]
+    elif rule == "one_hot":
+        body += ["    int best = 0;",
+                 f"    for (i = 1; i < {n_scores}; i++)",
+                 "        if (scores[i] > scores[best]) best = i;",
+                 f"    for (i = 0; i < {n_scores}; i++) out[i] = i == best ? 1.0f : 0.0f;"]
+    elif rule == "modified_huber" and n_scores == 1:
+        body += ["    const float v = (float)scores[0]" + unit + ";", "    (void)i;",
+                 "    out[1] = ((v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v) + 1.0f) / 2.0f;",
+                 "    out[0] = 1.0f - out[1];"]
+    elif rule == "modified_huber":
+        body += ["    float total = 0.0f;",
+                 f"    for (i = 0; i < {n_scores}; i++) {{",
+                 f"        const float v = (float)scores[i]{unit};",
+                 "        out[i] = ((v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v) + 1.0f) / 2.0f;",
+                 "        total += out[i];", "    }",
                  f"    for (i = 0; i < {n_scores}; i++) out[i] = total > 0.0f ? out[i] / total : {1.0 / n_scores!r}f;"]
     elif rule == "logistic_ovr":
         body += ["    float total = 0.0f;",

@@ -179,7 +179,7 @@ def linear_proba_rule(estimator, model: LinearModel) -> str | None:
         warnings.simplefilter("ignore")  # a model fitted on a DataFrame warns about the probe's missing names
         want = np.asarray(predict_proba(probe), dtype=np.float64)
     scores = model.scores(probe)
-    for rule in (("logistic",) if model.binary else ("softmax", "logistic_ovr")):
+    for rule in (("logistic", "modified_huber") if model.binary else ("softmax", "logistic_ovr", "modified_huber")):
         if want.shape == (len(probe), model.n_classes) and np.allclose(proba_from_scores(scores, rule), want,
                                                                         rtol=1e-9, atol=1e-12):
             return rule
@@ -215,7 +215,8 @@ def _from_kneighbors(estimator) -> Model:
     if labels.ndim != 1:
         raise CompileError(f"{name} fitted on multi-output y is not supported")
     points = dense(estimator._fit_X, f"{name}'s training data")
-    return PrototypeModel(points, labels, len(estimator.classes_), k=int(estimator.n_neighbors), source=name)
+    return PrototypeModel(points, labels, len(estimator.classes_), k=int(estimator.n_neighbors), source=name,
+                          proba=True)
 
 
 def _from_nearest_centroid(estimator) -> Model:

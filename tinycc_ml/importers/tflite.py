@@ -335,6 +335,9 @@ class _Lowering:
     def add(self, op: str, inputs: list[str], attrs: dict, out: _Tensor) -> None:
         """A node computing ``out``: refused unless the op computes the shape the file declares (tflite-micro's
         kernels would read the declared one)."""
+        if out.data is not None:  # read as the constant elsewhere, while tflite-micro's operator writes over it
+            raise _Bad(f"{self.where} giving {out.name!r}: the tensor holds constant data (its buffer) but an operator "
+                       "writes it")
         try:
             node = self.graph.add(op, inputs, attrs, type=self.tensor_type(out, self.layout(out)),
                                   name=_identifier(out.name))
@@ -519,7 +522,11 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         low.add("pad", [low.value(ins[0])], attrs, out)
     elif op == "MEAN":
         x = low.tensors[ins[0]]
-        axes = sorted({int(a) % max(1, len(x.shape)) for a in _constant_ints(low.tensors[ins[1]], op, "axes").ravel()})
+        rank, given = len(x.shape), [int(a) for a in _constant_ints(low.tensors[ins[1]], op, "axes").ravel()]
+        outside = [a for a in given if not -rank <= a < rank]
+        if outside:  # TFLite's ResolveAxis refuses them (tflite-micro's MEAN reads them as int16: another axis)
+            raise _Bad(f"{op}: axis {outside[0]} is outside [{-rank}, {rank - 1}] for a {rank}-dimensional tensor")
+        axes = sorted({a % rank for a in given})
         if len(x.shape) != 4 or axes != [1, 2]:
             raise _Bad(f"{op}: a mean over axes {axes} of a {len(x.shape)}-dimensional tensor is not supported (over "
                        "height and width of an NHWC tensor is)")

@@ -51,8 +51,9 @@ class LinearModel(Model):
 
     def with_proba(self, rule: str | None, source: str = "linear model") -> LinearModel:
         """Read the scores as class probabilities by ``rule`` (a logistic classifier: "logistic" for one score,
-        "softmax" for multinomial, "logistic_ovr" for one-vs-rest); None: no probabilities. Returns self."""
-        allowed = ("logistic",) if self.binary else ("softmax", "logistic_ovr")
+        "softmax" for multinomial, "logistic_ovr" for one-vs-rest; SGDClassifier's modified Huber loss:
+        "modified_huber"); None: no probabilities. Returns self."""
+        allowed = ("logistic", "modified_huber") if self.binary else ("softmax", "logistic_ovr", "modified_huber")
         if rule is not None and rule not in allowed:
             raise ModelFileError(f"{source}: proba {rule!r} does not fit a model with {self.n_outputs} score(s) "
                                  f"(expected one of {allowed} or none)")

@@ -7,6 +7,10 @@
                      (one-vs-rest linear classifiers: SGDClassifier's log loss, liblinear)
     "normalise"      p = max(s, 0) / sum(max(s, 0)), uniform where no score is > 0
                      (forests: the mean of the trees' class probabilities; ProtoNN's scores)
+    "modified_huber" q_l = (clip(score_l, -1, 1) + 1) / 2; one score: [1 - q, q]; several: q / sum_k q_k,
+                     uniform where the sum is 0 (SGDClassifier with loss="modified_huber")
+    "one_hot"        p = 1 for the class of the first highest score, 0 elsewhere (a 1-nearest-neighbour's
+                     predict_proba: its one neighbour's class)
     "probabilities"  the scores are the probabilities (calibrated classifiers: their mean over the folds)
     "platt_coupled"  the scores are one-vs-one decisions f_p: r_p = 1 / (1 + exp(A_p f_p + B_p)) (Platt
                      scaling, clipped to [1e-7, 1 - 1e-7]), coupled into class probabilities by libsvm's
@@ -19,7 +23,8 @@ eps = max |score_int * 2^-SCORE_SCALE - score|: softmax and a pair of logistic p
 most eps / 2 (|dp_i/dt| = p_i |d_i - sum_j p_j d_j| <= 2 eps p_i (1 - p_i) <= eps / 2), a single
 logistic by at most eps / 4; normalised scores by at most eps (1 + K) / (S - K eps) for K scores whose
 positive parts sum to S (|d max(s, 0)| <= eps, |dS| <= K eps): the bound takes the smallest S of the
-calibration rows (a forest's S is its number of trees on every row); plus float32 rounding
+calibration rows (a forest's S is its number of trees on every row); modified Huber's pair moves by at most
+eps / 2, several classes as normalised scores clip(s, -1, 1) + 1 (each moving by at most eps); plus float32 rounding
 (PROBA_FLOAT_SLACK).
 """
 
@@ -27,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-RULES = ("softmax", "logistic", "logistic_each", "logistic_ovr", "normalise", "platt_coupled", "probabilities")
+RULES = ("softmax", "logistic", "logistic_each", "logistic_ovr", "normalise", "modified_huber", "one_hot",
+         "platt_coupled", "probabilities")
 LIBSVM_MIN_PROB = 1e-7  # libsvm clips each pair's probability to [min, 1 - min]
 PROBA_FLOAT_SLACK = 1e-6  # float32 rounding of expf, the sum and the division
 
@@ -91,6 +97,14 @@ def proba_from_scores(scores: np.ndarray, rule: str, constants: dict | None = No
         p = sigmoid(s)
         total = np.sum(p, axis=1, keepdims=True)
         return np.where(total > 0, p / np.where(total > 0, total, 1.0), 1.0 / s.shape[1])
+    if rule == "one_hot":
+        return np.eye(s.shape[1])[np.argmax(s, axis=1)]
+    if rule == "modified_huber":
+        q = (np.clip(s, -1.0, 1.0) + 1.0) / 2.0
+        if s.shape[1] == 1:
+            return np.hstack([1.0 - q, q])
+        total = np.sum(q, axis=1, keepdims=True)
+        return np.where(total > 0, q / np.where(total > 0, total, 1.0), 1.0 / s.shape[1])
     if rule == "normalise":
         a = np.maximum(s, 0.0)
         total = np.sum(a, axis=1, keepdims=True)
@@ -101,11 +115,18 @@ def proba_from_scores(scores: np.ndarray, rule: str, constants: dict | None = No
 def proba_error_bound(rule: str, score_error: float, scores=None) -> float:
     """Largest change of a probability when every score moves by at most ``score_error`` (at most 1);
     "normalise" also needs the float scores of the rows it is stated for (see the module doc); none
-    (1.0) is stated for "platt_coupled", whose iterative coupling may stop an iteration apart."""
-    if rule == "platt_coupled":
+    (1.0) is stated for "platt_coupled", whose iterative coupling may stop an iteration apart, nor for "one_hot",
+    which jumps where the highest score changes."""
+    if rule in ("platt_coupled", "one_hot"):
         return 1.0
     if rule == "probabilities":
         return min(score_error + PROBA_FLOAT_SLACK, 1.0)
+    if rule == "modified_huber":
+        s = np.asarray(scores, dtype=np.float64)
+        if s.shape[1] == 1:
+            return min(score_error / 2 + PROBA_FLOAT_SLACK, 1.0)
+        # p = a / sum(a) with a = clip(s, -1, 1) + 1, each a moving by at most eps: normalised scores' bound
+        return proba_error_bound("normalise", score_error, np.clip(s, -1.0, 1.0) + 1.0)
     if rule == "normalise":
         s = np.asarray(scores, dtype=np.float64)
         k = s.shape[1]

@@ -75,7 +75,7 @@ class PrototypeModel(Model):
     family = "prototype"
 
     def __init__(self, prototypes, labels, n_classes: int, k: int = 1, mean=None, std=None, transform=None,
-                 source: str = "PrototypeModel"):
+                 source: str = "PrototypeModel", proba: bool = False):
         P = check_array(prototypes, "prototypes", source, ndim=2)
         m, r = P.shape
         if m == 0 or r == 0:
@@ -120,6 +120,9 @@ class PrototypeModel(Model):
         self.std = std
         self.transform = A
         self._dim = dim
+        # a k-nearest-neighbours classifier's probabilities (scikit-learn's): the fractions of the k votes; k = 1
+        # the nearest point's class. Not defined for nearest-prototype models (their scores are distances).
+        self.proba_rule = ("normalise" if k > 1 else "one_hot") if proba else None
 
     # --- Model interface ---
     def arrays(self) -> dict[str, np.ndarray]:
@@ -131,7 +134,7 @@ class PrototypeModel(Model):
         return out
 
     def meta(self) -> dict:
-        return {"k": self.k, "n_classes": self.n_classes}
+        return {"k": self.k, "n_classes": self.n_classes, **({"proba": True} if self.proba_rule else {})}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict, source: str) -> PrototypeModel:
@@ -143,8 +146,11 @@ class PrototypeModel(Model):
             raise ModelFileError(f"{source}: unexpected array(s) {sorted(unknown)}")
         for key in ("k", "n_classes"):
             meta_number(meta, key, source, integer=True)
+        proba = meta.get("proba", False)
+        if not isinstance(proba, bool):
+            raise ModelFileError(f"{source}: proba is {proba!r}, expected true or false (k-vote probabilities)")
         return cls(arrays["prototypes"], arrays["labels"], meta["n_classes"], meta["k"],
-                   arrays.get("mean"), arrays.get("std"), arrays.get("transform"), source=source)
+                   arrays.get("mean"), arrays.get("std"), arrays.get("transform"), source=source, proba=proba)
 
     @property
     def input_dim(self) -> int:
@@ -176,7 +182,8 @@ class PrototypeModel(Model):
         W, b = absorb_normalisation(np.eye(r) if self.transform is None else self.transform, np.zeros(r), self.mean,
                                     self.std)
         model = PrototypeModel(self.prototypes - (W @ c + b), self.labels, self.n_classes, self.k, transform=W @ A,
-                               source=f"{self.family} model after a linear transform")
+                               source=f"{self.family} model after a linear transform",
+                               proba=self.proba_rule is not None)
         model.task, model._classes = self.task, self._classes
         return model
 

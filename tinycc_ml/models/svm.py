@@ -43,6 +43,10 @@ MAX_DEGREE = 8
 
 
 RBF_ROUNDING_LIMIT = 1e-6  # gamma x the support vectors' float32 rounding, squared: what the kernel may move
+# largest error of the float32 pair decisions (margins: +-1 at the margin) a float build may have on the support
+# vectors: within it Platt's probabilities stay within the 1e-4 the guide promises (measured: 3e-5 at 6e-4)
+FLOAT_DECISION_LIMIT = 1e-3
+FLOAT_PROBE_ROWS = 256  # support vectors the float32 evaluation is measured on
 
 def pair_matrix(dual_coef: np.ndarray, n_support: np.ndarray) -> np.ndarray:
     """D (pairs, n_SV): row p = (i, j) holds dual_coef[j - 1] on class i's support vectors and
@@ -218,6 +222,38 @@ class SVMModel(Model):
                                f"rounding of the support vectors (it moves gamma |x - sv|^2 by {moved:.3g}): a float "
                                "build would compute other kernel values; scale the features (e.g. StandardScaler) "
                                "before the SVM")
+        error = self.float32_decision_error()
+        if not error <= FLOAT_DECISION_LIMIT:
+            raise CompileError(
+                f"{self.describe()}: float32 cannot evaluate its decisions: on its support vectors they are off by "
+                f"up to {error:.3g} (beyond the {FLOAT_DECISION_LIMIT:g} a float build keeps to): with gamma "
+                f"{self.gamma:g} the kernels lie close together and dual coefficients of magnitude "
+                f"{np.max(np.sum(np.abs(self.pair_coef), axis=1)):.3g} cancel in their sum; scale the features "
+                "(e.g. StandardScaler) before the SVM")
+
+    def float32_decision_error(self) -> float:
+        """Largest difference, on up to FLOAT_PROBE_ROWS of the support vectors as rows, between the rbf pair
+        decisions computed in float32 as the C computes them (squared differences summed per feature, scaled by
+        -gamma, expf, the dual coefficients' sum) and in float64: the cancellation a tiny gamma causes (kernels all
+        near one another, large coefficients of opposite signs) shows here, not in the model."""
+        f32 = np.float32
+        rows = self.sv[np.unique(np.linspace(0, len(self.sv) - 1, FLOAT_PROBE_ROWS).astype(int))]
+        d64 = np.sum((rows[:, None, :] - self.sv[None]) ** 2, axis=2)
+        want = np.exp(-self.gamma * d64) @ self.pair_coef.T + self.intercept
+        with np.errstate(over="ignore", invalid="ignore"):
+            sv32, rows32 = self.sv.astype(f32), rows.astype(f32)
+            d = np.zeros(d64.shape, f32)
+            for k in range(sv32.shape[1]):
+                diff = sv32[None, :, k] - rows32[:, k, None]
+                d += diff * diff
+            kernel = np.exp(d * f32(-self.gamma))
+            coef = self.pair_coef.astype(f32)
+            got = np.zeros(want.shape, f32)
+            for j in range(sv32.shape[0]):
+                got += kernel[:, j, None] * coef[None, :, j]
+            got += self.intercept.astype(f32)
+            error = float(np.max(np.abs(got.astype(np.float64) - want)))
+        return error if np.isfinite(error) else float("inf")
 
     def _kernel(self, X) -> np.ndarray:
         X = self._check_input(X)

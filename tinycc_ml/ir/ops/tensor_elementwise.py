@@ -21,6 +21,7 @@ from tinycc_ml.ir.ops.pow2_arith import check_shift, clamp_activation
 from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,
+    SOFTMAX_DIFF_INTEGER_BITS,
     activation_range,
     apply_activation,
     multiply_by_quantized_multiplier,
@@ -121,12 +122,18 @@ def _infer_softmax(ts, attrs, declared):
     result = network_result(x, declared, x.shape, x.layout, bits)
     if x.dtype.is_quantised and bits == 16:  # TFLite's int16 softmax (Prepare's checks)
         quantised_operand(x, "input", 16, zero_point=False)
+        # its input multiplier (scale x beta over 10/65535) as TFLite quantises it: a shift C can make
+        check_requantisation(x.dtype.qscales[0] * float(attrs["beta"]) / (10.0 / 65535.0), "softmax input")
         need(result.dtype.zero_point == 0 and abs(result.dtype.qscales[0] - 1 / 32768) <= 0.001 / 32768,
              f"TFLite's int16 softmax gives scale 1/32768, zero point 0; the result declares {result.dtype}")
         need(x.shape[-1] <= MAX_INT16_SOFTMAX_DEPTH, f"an int16 softmax over {x.shape[-1]} values: TFLite's int32 "
                                                      f"sum of exps holds at most {MAX_INT16_SOFTMAX_DEPTH}")
     elif x.dtype.is_quantised:
         quantised_operand(x, "input", 8)
+        # TFLite's PreprocessSoftmaxScaling takes beta x scale x 2^26 as a multiplier above 1 (it aborts otherwise)
+        need(float(attrs["beta"]) * x.dtype.qscales[0] * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)) > 1.0,
+             f"TFLite's int8 softmax needs beta x input scale x 2^{31 - SOFTMAX_DIFF_INTEGER_BITS} above 1; beta "
+             f"{attrs['beta']} x scale {x.dtype.qscales[0]} is not")
         need((result.dtype.qscales[0], result.dtype.zero_point) == SOFTMAX_OUTPUT,
              f"TFLite's int8 softmax gives scale 1/256, zero point -128; the result declares {result.dtype}")
     return result
