@@ -469,3 +469,15 @@ def test_pytorch_fixture_runs_on_the_atmega328p_in_its_2_kb(sensor_rows, tmp_pat
     want = int8.run_int8(rows.reshape(3, *int8.input_shape)).reshape(3, -1)
     np.testing.assert_array_equal(np.asarray(run.scores, dtype=np.int64), want)
     assert run.ram_bytes + run.stack_bytes <= 2048 and run.flash_bytes <= 32768
+
+
+def test_a_node_without_an_output_is_refused_by_name(tmp_path):
+    """A flipped byte can leave a node with no output (seed 892941877, onnx-file case 306: an IndexError)."""
+    path = tmp_path / "no_out.onnx"
+    inits = [init("W", RNG.normal(size=(4, 3, 3))), init("b", RNG.normal(size=4))]
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], [], name="lost")]
+    tail, tail_inits = head("c", 4)
+    save(path, nodes + tail, inits + tail_inits, [1, 3, 12], "y")
+    with pytest.raises(ModelFileError, match=r"no_out\.onnx.*node 'lost' \(Relu\) has no output"):
+        tinycc_ml.load_model(path)

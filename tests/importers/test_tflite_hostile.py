@@ -215,3 +215,16 @@ def test_an_operator_output_holding_constant_data_is_refused(tmp_path):
     model = unpacked(net_16x8())
     tensor(model, "t12").buffer = tensor(model, "t1").buffer
     refused(tmp_path, packed(model), "'t12': the tensor holds constant data .* but an operator writes it")
+
+
+@pytest.mark.parametrize("dilation", [65536, 2**31 - 1])
+def test_a_filter_dilated_past_any_input_is_refused_by_name(dilation, tmp_path):
+    """Seed 4920 cases 2699, 4694, 5432, 10698: tflite-micro accepts such dilations; the interpreter padded its input
+    by the span and ran out of memory."""
+    model = unpacked(conv_net())
+    conv = next(op for op in model.subgraphs[0].operators if isinstance(op.builtinOptions, schema.Conv2DOptionsT))
+    conv.builtinOptions.dilationHFactor = dilation
+    path = tmp_path / "dilated.tflite"
+    path.write_bytes(packed(model))
+    with pytest.raises(ModelFileError, match=rf"dilated\.tflite.*dilated by {dilation} spans .* rows, over the 4096"):
+        load_tflite(path)

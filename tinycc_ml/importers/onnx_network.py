@@ -1116,6 +1116,9 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
     graph = Graph(identifier(path.stem, "onnx"))
     low = _Lowering(path, proto_graph, dict(weights), graph, opset)
     try:
+        for node in proto_graph.node:  # every op here writes its first output: a node without one computes nothing
+            if not node.output or not node.output[0]:
+                raise _Bad(f"node {node.name!r} ({node.op_type}) has no output")
         low.define(input_name, input_value(graph, input_name, shape))
         low.fold_constants()
         for k, node in enumerate(proto_graph.node):

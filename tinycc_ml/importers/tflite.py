@@ -443,6 +443,19 @@ def _window(options: _Table, op: str, dilation: tuple[int, int] | None) -> dict:
     return attrs
 
 
+MAX_DILATED_EXTENT = 4096  # a dilated filter's span in rows or columns: far past any input a microcontroller holds
+
+
+def _check_extent(attrs: dict, kernel: tuple[int, int], op: str) -> None:
+    """Refuses a dilated filter spanning more than MAX_DILATED_EXTENT rows or columns (the interpreter pads its
+    input by the span: a dilation of 2^31 - 1 would ask for terabytes)."""
+    for axis, (size, dilation) in enumerate(zip(kernel, attrs.get("dilation", [1, 1]))):
+        span = (int(size) - 1) * int(dilation) + 1
+        if span > MAX_DILATED_EXTENT:
+            raise _Bad(f"{op}: a filter of {size} dilated by {dilation} spans {span} "
+                       f"{'rows' if axis == 0 else 'columns'}, over the {MAX_DILATED_EXTENT} supported")
+
+
 def _check_accumulator(low: _Lowering, x: _Tensor, bias: int, by_channel: np.ndarray, out: _Tensor,
                        bias_bits: int = 32) -> None:
     """Refuses a layer whose accumulator (the products' sum, then the bias) can leave its range for some input:
@@ -487,6 +500,7 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         w = _ranked(low.tensors[ins[1]], 4, op, "filter")
         bias_bits = _bias_bits(low, bias, _check_bias_type(options, 6, op, x))
         attrs = {**_window(options, op, (5, 4)), "activation": _activation(options, 3, op)}
+        _check_extent(attrs, (w.shape[1], w.shape[2]), op)
         low.add("conv2d", [low.value(ins[0]), low.value(ins[1], "OHWI", FILTER_AXIS[op]),
                            low.bias(bias, w.shape[0], name, bits=bias_bits)], attrs, out)
         if w.data is not None:
@@ -501,6 +515,7 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
                        f"{x_channels} make {w.shape[-1] / max(1, x_channels):g}")
         attrs = {**_window(options, op, (6, 5)), "activation": _activation(options, 4, op),
                  "depth_multiplier": multiplier}
+        _check_extent(attrs, (w.shape[1], w.shape[2]), op)
         bias_bits = 64 if x.type_name == "int16" else 32  # TFLite's 16x8 depthwise kernel reads int64 biases
         low.add("depthwise_conv2d", [low.value(ins[0]), low.value(ins[1], "IHWO", FILTER_AXIS[op]),
                                      low.bias(bias, w.shape[-1], name, bits=bias_bits)], attrs, out)
