@@ -804,6 +804,8 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     except NotImplementedError:  # a model that does not say how many classes it has: one per score
         classes = np.arange(output.n_scores)
     add_labels(output, classes)
+    if getattr(model, "scores_kind", None) == "pairs" and getattr(model, "decision_shape", None) == "ovr":
+        output.ovr_of_pairs = model.n_class_count  # probabilities kept the pair decisions in the C
     if network and (len(model.input_parts) > 1 or len(model.output_parts) > 1):
         add_tensor_io(output, model.input_tensors(), model.output_tensors())
     if model.proba_rule is not None:

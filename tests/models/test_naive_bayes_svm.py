@@ -135,13 +135,13 @@ def test_the_decision_function_is_scikit_learns_for_every_shape(split, svm, shap
     Xtr, Xte, ytr, _ = split("wine")
     est = make_pipeline(StandardScaler(), svm(decision_function_shape=shape, probability=probability,
                                               break_ties=break_ties, random_state=0)).fit(Xtr, ytr)
-    reference = est.decision_function(Xte)
+    reference = scores = est.decision_function(Xte)
     model = as_model(est)
-    if probability and shape == "ovr":  # Platt's coupling reads the pair decisions: the scores stay those
-        ovo = make_pipeline(StandardScaler(), svm(decision_function_shape="ovo", probability=True,
-                                                  random_state=0)).fit(Xtr, ytr)
-        reference = ovo.decision_function(Xte)
-    np.testing.assert_allclose(model.scores(Xte), reference, atol=1e-9)
+    if probability and shape == "ovr":  # Platt's coupling reads the pair decisions: the scores stay those, and
+        ovo = make_pipeline(StandardScaler(), svm(decision_function_shape="ovo", probability=True,  # the predictor
+                                                  random_state=0)).fit(Xtr, ytr)  # gives their one-vs-rest form
+        scores = ovo.decision_function(Xte)
+    np.testing.assert_allclose(model.scores(Xte), scores, atol=1e-9)
     np.testing.assert_array_equal(model.predict(Xte), est.predict(Xte))
     for precision, atol in (("float", 1e-4), ("int16", 0.15)):  # int16: its exp table's rounding
         predictor = tinycc_ml.compile(est, precision=precision, calibration=Xtr).load()

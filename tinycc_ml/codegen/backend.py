@@ -40,6 +40,9 @@ class BuildOutput:
     # per layer whose kernel chose how its weights lie in flash: (layout, why), e.g. ("int8", "optimize='size'")
     weight_layouts: dict[str, tuple[str, str]] = field(default_factory=dict)
     task: dict | None = None  # what the scores mean (models.base.check_task); None: classification
+    # an SVC's one-vs-one pair decisions whose decision_function is scikit-learn's one-vs-rest form of them: the
+    # number of classes (the predictor transforms the scores as scikit-learn does); None: the scores are it
+    ovr_of_pairs: int | None = None
     node_functions: dict[str, list[str]] = field(default_factory=dict)  # node -> kernel functions its code calls
     node_steps: dict[str, str] = field(default_factory=dict)  # node -> what it computes, in the user's words
     optional_ram_bytes: int = 0  # of ram_bytes, what kernels may give up when the build would not fit otherwise
