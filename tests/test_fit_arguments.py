@@ -173,7 +173,8 @@ def test_ctrl_c_during_a_parallel_fit_exits_130_without_leaked_semaphores(tmp_pa
         proc = subprocess.Popen([sys.executable, "-m", "tinycc_ml", "fit", str(tmp_path / "digits.npz"), "--target",
                                  "host", "--jobs", "2", "--time-budget", "300", "-o", str(out)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                start_new_session=True)
+                                start_new_session=True,  # SIGINT as a terminal leaves it (an xdist worker ignores
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # it: children too)
         try:
             for _ in range(1200):  # until the workers are there (a resource tracker and two workers)
                 if len(_children(proc.pid)) >= 3 or proc.poll() is not None:
