@@ -23,6 +23,7 @@ from tinycc_ml.files import write_tree
 from tinycc_ml.importers.edgeml import FOLDER_READERS
 from tinycc_ml.ir.fixed import quantise, run_fixed
 from tinycc_ml.ir.ops import OPS
+from tinycc_ml.ir.ops.calibration import ovr_decision_rows
 from tinycc_ml.model_formats import format_for
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
 from tinycc_ml.models.network import NetworkModel
@@ -117,6 +118,9 @@ class CompileResult:
                 predictor = backend.load(Path(tmp), self.output)
         if self.classes is not None and hasattr(predictor, "classes"):
             predictor.classes = self.classes
+        if self.output is not None and self.output.ovr_of_pairs and hasattr(predictor, "decision_transform"):
+            k = self.output.ovr_of_pairs  # an SVC's pair decisions: scikit-learn's decision_function is their ovr form
+            predictor.decision_transform = lambda scores: ovr_decision_rows(scores, k)
         return predictor
 
 

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.host.batch import BLOCK_ROWS
-from tinycc_ml.ir.ops.calibration import ovr_decision_rows
 from tinycc_ml.target import (
     DataError,
     ToolchainError,
@@ -71,8 +70,7 @@ class HostPredictor:
 
     def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
                  input_scale=None, task: dict | None = None, score_scale: int | None = None, n_proba: int = 0,
-                 input_bound: dict | None = None, input_quantisation: tuple[float, int] | None = None,
-                 ovr_of_pairs: int | None = None):
+                 input_bound: dict | None = None, input_quantisation: tuple[float, int] | None = None):
         self._lib, self._ffi = module.lib, module.ffi
         self.input_quantisation = input_quantisation  # TFLite-style int8: the input's (scale, zero point)
         self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
@@ -81,7 +79,7 @@ class HostPredictor:
         self.score_scale = score_scale  # integer builds: a score's value is score_int * 2^-score_scale
         self.n_proba = n_proba  # entries <prefix>_proba writes (0: the model defines no probabilities)
         self.input_bound = input_bound  # float builds: rows beyond it get no answer (codegen/input_bound.py)
-        self.ovr_of_pairs = ovr_of_pairs  # an SVC's pair decisions: decision_function is their one-vs-rest form
+        self.decision_transform = None  # scores -> decision_function where they differ (set by CompileResult.load)
 
     def _check_bound(self, X32: np.ndarray) -> None:
         """DataError for the first row of float32 rows X32 that the build answers no class for: a feature beyond
@@ -146,7 +144,7 @@ class HostPredictor:
         """The scores in the model's units (float64, (n, n_scores)), also for integer builds; an SVC built with
         probabilities and decision_function_shape='ovr': scikit-learn's one-vs-rest form of its pair decisions."""
         real = self._real(self.scores(X))
-        return real if self.ovr_of_pairs is None else ovr_decision_rows(real, self.ovr_of_pairs)
+        return real if self.decision_transform is None else self.decision_transform(real)
 
     def predict_index(self, X) -> np.ndarray:
         self._check_real_input()
@@ -498,4 +496,4 @@ def load_host_build(out_dir: Path, output) -> HostPredictor:
                          output.n_scores, output.input_scale, task=output.task,
                          score_scale=int(found.group(1)) if found else None,
                          n_proba=int(n_proba.group(1)) if n_proba else 0, input_bound=output.input_bound,
-                         input_quantisation=output.input_quantisation, ovr_of_pairs=output.ovr_of_pairs)
+                         input_quantisation=output.input_quantisation)
