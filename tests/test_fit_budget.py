@@ -202,13 +202,14 @@ def test_the_final_check_simulates_only_the_rows_the_budget_affords(monkeypatch)
         return real_simulate(self, out_dir, output, rows)
 
     monkeypatch.setattr(backend, "simulate", slow_simulate)
+    started = clock.now
     res = tinycc_ml.fit(X[:600], y[:600], target="avr", families="linear", precision="int8", time_budget=120.0,
                         X_test=X[600:], y_test=y[600:], refit=False, sim_rows=8)
     v = res.verification
     final = batches  # the search measured on a worker process (it has a budget): these are the final check's
     assert final[0] == 8 and len(final) > 2 and final[1] <= fit_module.FINAL_BATCH_GROWTH * 8
     assert v["simulated_rows"] == sum(final) < v["rows"] == len(X) - 600
-    assert res.seconds <= 120.0  # the budget holds, by the clock the test moved
+    assert clock.now - started <= 120.0  # the budget holds on the injected clock (only the test moves it)
     compiled = fit_module.compiled_predictions(res.compiled, res.model, X[600:], "avr")
     assert v["accuracy"] == pytest.approx(np.mean(res.model.classes[compiled] == y[600:]))
     assert f"{sum(final)} of them in simavr" in res.report()
@@ -216,22 +217,26 @@ def test_the_final_check_simulates_only_the_rows_the_budget_affords(monkeypatch)
 
 @settings(max_examples=200, deadline=None)
 @given(rows=st.integers(1, 5000), done=st.integers(0, 5000), last_batch=st.integers(1, 500),
-       last_seconds=st.floats(0.0, 100.0), elapsed=st.floats(0.0, 150.0), pace=st.floats(1.0, 8.0))
+       last_seconds=st.floats(0.0, 100.0), now=st.floats(0.0, 150.0), pace=st.floats(1.0, 8.0))
 def test_a_final_check_batch_ends_in_the_time_left_at_the_rate_just_measured(rows, done, last_batch, last_seconds,
-                                                                            elapsed, pace):
+                                                                            now, pace):
+    """Arithmetic on an injected clock's reading (``now``) and a measured rate: no clock of this machine is read."""
     done = min(done, rows)
     search = object.__new__(fit_module._Search)
     search.time_budget, search.start = 100.0, 0.0
     search.task_times = [(pace, 1.0)]
+    clock = ManualClock()
+    clock.now = now
     original = fit_module.clock
-    fit_module.clock = lambda: elapsed
+    fit_module.clock = clock
     try:
         batch = search.next_batch(done, rows, last_batch, last_seconds)
     finally:
         fit_module.clock = original
     assert 0 <= batch <= min(rows - done, fit_module.FINAL_BATCH_GROWTH * last_batch)
     rate = max(last_seconds, 1e-9) / last_batch
-    assert elapsed + 1.25 * rate * batch + fit_module.OUTPUT_SECONDS * pace <= 100.0 + 1e-6 or batch == 0
+    projected_end = now + 1.25 * rate * batch + fit_module.OUTPUT_SECONDS * pace  # on the injected clock
+    assert projected_end <= search.time_budget + 1e-6 or batch == 0
 
 
 def test_a_slower_machine_moves_the_search_deadline_earlier(long_data):
@@ -252,14 +257,18 @@ def test_a_slower_machine_moves_the_search_deadline_earlier(long_data):
     search.candidates.append(c)
     search.seconds[0], search.candidate_pace[0] = 2.0, 1.0
     search.task_times = [(3.0, 3.0)]
+    # the predictions are arithmetic on recorded (wall, CPU) pairs: no clock is read
     retrain = 4.0 * search.n_all / len(search.X_fit)
-    at_full_pace = 1.25 * (retrain + 2.0) + fit_module.OUTPUT_SECONDS
-    assert search.final_seconds(c, True) == pytest.approx(at_full_pace)
+    predicted_at_full_pace = 1.25 * (retrain + 2.0) + fit_module.OUTPUT_SECONDS
+    predicted = search.final_seconds(c, True)
+    assert predicted == pytest.approx(predicted_at_full_pace)
     search.task_times += [(8.0, 2.0), (4.0, 1.0), (12.0, 3.0)]  # the last three tasks ran at a quarter speed
-    assert search.pace() == pytest.approx(4.0) and search.output_seconds() == pytest.approx(4 * 3.0)
-    slow = 1.25 * 4 * (retrain + 2.0) + 4 * fit_module.OUTPUT_SECONDS
-    assert search.final_seconds(c, True) == pytest.approx(slow)
-    assert search.search_deadline() == pytest.approx(search.start + 100.0 - slow)
+    pace, reserve = search.pace(), search.output_seconds()
+    assert pace == pytest.approx(4.0) and reserve == pytest.approx(4 * 3.0)
+    predicted_slow = 1.25 * 4 * (retrain + 2.0) + 4 * fit_module.OUTPUT_SECONDS
+    predicted = search.final_seconds(c, True)
+    assert predicted == pytest.approx(predicted_slow)
+    assert search.search_deadline() == pytest.approx(search.start + 100.0 - predicted_slow)
     search.candidate_pace[0] = 4.0  # measured at that pace already
     assert search.final_seconds(c, True) == pytest.approx(1.25 * (retrain + 2.0) + 4 * fit_module.OUTPUT_SECONDS)
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tflite_micro.python.tflite_micro import runtime
 
 import tinycc_ml
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, compiled
+from tests.ops.single_op import tflite_micro as stream  # one interpreter: the rows are successive calls
 from tests.tflite_models import TfliteBuilder, options, schema
 from tinycc_ml.errors import ModelFileError
 
@@ -69,17 +69,6 @@ def lstm(steps=5, features=6, units=4, kind="int8", activation=4, cell_clip=0.0,
          options("UnidirectionalSequenceLSTMOptions", fusedActivationFunction=activation, cellClip=cell_clip,
                  timeMajor=time_major))
     return b.finish([x], [y])
-
-
-def stream(data: bytes, X: np.ndarray, shape) -> np.ndarray:
-    """tflite-micro's outputs for the rows as successive calls (its variable tensors carried between them)."""
-    interpreter = runtime.Interpreter.from_bytes(data)
-    outs = []
-    for x in X:
-        interpreter.set_input(x.reshape(shape), 0)
-        interpreter.invoke()
-        outs.append(interpreter.get_output(0).reshape(-1).copy())
-    return np.stack(outs)
 
 
 def rows(kind: str, n: int, size: int, seed: int = 1) -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 import tinycc_ml
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, compiled
-from tests.ops.test_lstm import stream
+from tests.ops.single_op import tflite_micro as stream  # one interpreter: the rows are successive calls
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.errors import ModelFileError
 

@@ -119,15 +119,23 @@ def label_lines(prefix: str, classes: np.ndarray, input_ctype: str,
 def add_labels(output: BuildOutput, classes: np.ndarray) -> None:
     """Add the label table and ``<prefix>_predict_label`` to a backend's ``<prefix>.h`` and
     ``<prefix>.c`` (a backend that writes neither is left as it is)."""
-    prefix = output.prefix
-    header_name, source_name = f"{prefix}.h", f"{prefix}.c"
-    if header_name not in output.files or source_name not in output.files:
+    if not built_c(output):
         return  # a plug-in backend writing other files: nothing to add to
+    add_to_c(output, *label_lines(output.prefix, classes, output.input_ctype, output.word_flash,
+                                  no_answer=output.input_bound is not None))
+
+
+def built_c(output: BuildOutput) -> bool:
+    """Whether the backend wrote ``<prefix>.h`` and ``<prefix>.c`` (a plug-in backend may write other files)."""
+    return f"{output.prefix}.h" in output.files and f"{output.prefix}.c" in output.files
+
+
+def add_to_c(output: BuildOutput, head_lines: list[str], source_lines: list[str], gap: str = "\n") -> None:
+    """Declarations added to ``<prefix>.h`` (inside its C++ guard) and definitions to the end of ``<prefix>.c``."""
+    header_name, source_name = f"{output.prefix}.h", f"{output.prefix}.c"
     header, source = output.files[header_name], output.files[source_name]
     at = header.rfind(_HEADER_TAIL)
     if at < 0:  # a header without the C++ guard: add before the include guard's end
         at = header.rfind("#endif")
-    head_lines, source_lines = label_lines(prefix, classes, output.input_ctype, output.word_flash,
-                                           no_answer=output.input_bound is not None)
     output.files[header_name] = header[:at] + "\n".join(head_lines) + "\n" + header[at:]
-    output.files[source_name] = source.rstrip("\n") + "\n" + "\n".join(source_lines)
+    output.files[source_name] = source.rstrip("\n") + gap + "\n".join(source_lines)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from tinycc_ml.codegen.backend import BuildOutput
+from tinycc_ml.codegen.labels import add_to_c, built_c
 
-_HEADER_TAIL = "#ifdef __cplusplus\n}\n#endif"
 # names a parameter cannot take: C's keywords and the function's own locals
 RESERVED = {"i", "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
             "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short",
@@ -59,16 +59,7 @@ def tensor_io_lines(prefix: str, inputs, outputs, input_ctype: str, score_ctype:
 def add_tensor_io(output: BuildOutput, inputs, outputs) -> None:
     """Add ``<prefix>_invoke`` to a backend's ``<prefix>.h`` and ``<prefix>.c`` (a backend writing neither, or a
     build whose scores entry point is not there, is left as it is)."""
-    prefix = output.prefix
-    header_name, source_name = f"{prefix}.h", f"{prefix}.c"
-    if header_name not in output.files or source_name not in output.files:
+    if not built_c(output) or f"void {output.prefix}_scores(" not in output.files[f"{output.prefix}.h"]:
         return
-    header, source = output.files[header_name], output.files[source_name]
-    if f"void {prefix}_scores(" not in header:
-        return
-    head_lines, source_lines = tensor_io_lines(prefix, inputs, outputs, output.input_ctype, output.score_ctype)
-    at = header.rfind(_HEADER_TAIL)
-    if at < 0:
-        at = header.rfind("#endif")
-    output.files[header_name] = header[:at] + "\n".join(head_lines) + "\n" + header[at:]
-    output.files[source_name] = source.rstrip("\n") + "\n\n" + "\n".join(source_lines)
+    add_to_c(output, *tensor_io_lines(output.prefix, inputs, outputs, output.input_ctype, output.score_ctype),
+             gap="\n\n")

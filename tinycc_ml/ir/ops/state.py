@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
+from tinycc_ml.ir.types import TensorType
 
 
 def _infer_state(ts, attrs, declared):
@@ -44,3 +45,15 @@ register_op(OpDef(
 def next_label(state: str) -> str:
     """The graph output label of a state's next value."""
     return f"next_{state}"
+
+
+def variable_state(low, index: int, name: str) -> str:
+    """A variable tensor as a state node, starting as TFLite Micro resets it: an int8 tensor at its zero point,
+    any other at 0 (whatever data its buffer holds)."""
+    t = low.tensors[index]
+    ty = low.tensor_type(t)
+    if ty.dtype.is_float:
+        init = np.zeros(ty.size, np.float32)
+    else:
+        init = np.full(ty.size, ty.dtype.zero_point if t.type_name == "int8" else 0, np.int64)
+    return low.graph.add("state", [], {"init": init}, type=TensorType((ty.size,), ty.dtype), name=name)

@@ -33,6 +33,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
 )
 
 INPUT_INTEGER_BITS_8 = 4  # gemmlowp FixedPoint<int32, 4> holds the rescaled int8 input
+LOGISTIC_TOP = "16.619047164916992188"  # TFLite's float logistic is 1 above this and exp(x) below -9
 # sigmoid(i / 24) in 0.16 as TFLite's int16 kernels interpolate it: within 1.1 of 65536 sigmoid(i / 24) but not
 # a rounding of it, so measured from tflite-micro's int16 TANH (tests/ops/test_logistic_tanh.py measures it again)
 SIGMOID_TABLE = np.array([
@@ -260,3 +261,25 @@ def hard_swish_int8(q, input_scale: float, input_zero_point: int, output_scale: 
     reluish = (reluish + (1 << 15)) >> 1
     output = rounding_divide_by_pot(_high_mul16(reluish, preshift, rounding=False), -out_exp)
     return np.clip(_wrap16(output + int(output_zero_point)), -128, 127).astype(np.int64)
+
+
+def logistic_float(x) -> np.ndarray:
+    """TFLite's float LOGISTIC (reference_ops::Logistic: its cut-offs), in float64 (rounded once by the caller)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return np.where(x > float(LOGISTIC_TOP), 1.0, np.where(x < -9.0, np.exp(x), 0.5 * (1.0 + np.tanh(0.5 * x))))
+
+
+def c_logistic_float(v: str) -> str:
+    """TFLite's float LOGISTIC of the C float expression ``v`` (a variable: it is read three times)."""
+    return f"({v} > {LOGISTIC_TOP}f ? 1.0f : ({v} < -9.0f ? expf({v}) : 1.0f / (1.0f + expf(-{v}))))"
+
+
+def c_int16_block(em, op: str, x: str, out: str, multiplier: int, shift: int) -> list[str]:
+    """A C block setting the int16 ``out`` to TFLite's int16 ``op`` ("logistic" or "tanh") of ``x``: the
+    interpolation table stored once per model (flash on the microcontrollers)."""
+    symbol = em.add_const_array(em.sym("tflite_sigmoid_table"), SIGMOID_TABLE.astype(np.uint16), "uint16_t",
+                                "sigmoid(i / 24) in 0.16: TFLite's int16 logistic and tanh interpolate it")
+    body = c_int16(op, x, multiplier, shift, symbol,
+                   lambda index: f"(uint32_t){em.target.read_const(symbol, index, 'uint16_t')}")
+    return ["{"] + [f"    {line}" for line in body] + [f"    {out} = y;", "}"]

@@ -38,9 +38,9 @@ def _sigmoid(x):
 
 # op -> (float64 function of (x, attrs), float C expression of v, attributes)
 FUNCTIONS = {
-    "logistic": (lambda x, a: _tflite_logistic(x) if a.get("kernel") == "tflite" else _sigmoid(x),
-                 lambda a: (f"(v > {TFLITE_LOGISTIC_TOP}f ? 1.0f : (v < -9.0f ? expf(v) : 1.0f / (1.0f + expf(-v))))"
-                            if a.get("kernel") == "tflite" else "1.0f / (1.0f + expf(-v))"),
+    "logistic": (lambda x, a: tflite_sigmoid.logistic_float(x) if a.get("kernel") == "tflite" else _sigmoid(x),
+                 lambda a: (tflite_sigmoid.c_logistic_float("v") if a.get("kernel") == "tflite"
+                            else "1.0f / (1.0f + expf(-v))"),
                  {"kernel": "str?"}),
     "tensor_tanh": (lambda x, a: np.tanh(x), lambda a: "tanhf(v)", {"kernel": "str?"}),
     "hard_swish": (lambda x, a: (_tflite_hard_swish(x) if a.get("kernel") == "tflite"
@@ -63,7 +63,6 @@ INT16_REFUSAL = ("has no int16 form in the project's fixed point (a table of eve
                  "entries): compile the network at int8 (int8_dialect pow2 or TFLite's) or float")
 
 
-TFLITE_LOGISTIC_TOP = "16.619047164916992188"  # TFLite's float logistic is 1 above this, exp(x) below -9
 # op -> (int8 kernel of (q, input type, output type), int16 kernel of (q, multiplier, shift) or None)
 TFLITE_KERNELS = {
     "logistic": (lambda q, x, y: tflite_sigmoid.logistic_int8(q, float(x.qscales[0]), x.zero_point),
@@ -78,11 +77,6 @@ def _tflite_hard_swish(x):
     """TFLite's float HARD_SWISH, step by step in float32: x min(6, max(0, x + 3)) / 6."""
     x = np.asarray(x, dtype=np.float32)
     return x * np.minimum(np.float32(6), np.maximum(np.float32(0), x + np.float32(3))) / np.float32(6)
-
-
-def _tflite_logistic(x):
-    with np.errstate(over="ignore"):
-        return np.where(x > float(TFLITE_LOGISTIC_TOP), 1.0, np.where(x < -9.0, np.exp(x), _sigmoid(x)))
 
 
 def _f(value) -> str:
@@ -204,12 +198,8 @@ def _register(op: str) -> None:
 def _c_int16(op: str, em, node) -> list[str]:
     (x_name,) = node.inputs
     multiplier, shift = _int16_parameters(op, em.graph.type(x_name).dtype, node.type.dtype)
-    symbol = em.add_const_array(em.sym("tflite_sigmoid_table"), tflite_sigmoid.SIGMOID_TABLE.astype(np.uint16),
-                                "uint16_t", "sigmoid(i / 24) in 0.16: TFLite's int16 logistic and tanh interpolate it")
-    body = tflite_sigmoid.c_int16(op, em.at(x_name, "i"), multiplier, shift, symbol,
-                                  lambda index: f"(uint32_t){em.target.read_const(symbol, index, 'uint16_t')}")
-    return ([f"for (long i = 0; i < {node.type.size}; ++i) {{"] + [f"    {line}" for line in body]
-            + [f"    {em.var(node.name)}[i] = y;", "}"])
+    body = tflite_sigmoid.c_int16_block(em, op, em.at(x_name, "i"), f"{em.var(node.name)}[i]", multiplier, shift)
+    return [f"for (long i = 0; i < {node.type.size}; ++i)"] + body
 
 
 for _op in FUNCTIONS:

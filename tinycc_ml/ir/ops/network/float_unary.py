@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops.c_primitives import c_helper
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
@@ -39,9 +40,7 @@ FUNCTIONS = {
     "neg": (np.negative, "-v", "NEG", 59),
     "floor": (np.floor, "floorf(v)", "FLOOR", 8),
     "ceil": (np.ceil, "ceilf(v)", "CEIL", 104),
-    # halves to even, as TFLite's RoundToNearest (the C spells it out: avr-libc has no rintf)
-    "round": (np.rint, "(v - floorf(v) < 0.5f || (v - floorf(v) == 0.5f && floorf(v) * 0.5f == floorf(floorf(v) * "
-                       "0.5f))) ? floorf(v) : floorf(v) + 1.0f", "ROUND", 116),
+    "round": (np.rint, "@round_half_even(v)", "ROUND", 116),  # TFLite's RoundToNearest (C: ROUND_HALF_EVEN)
     "square": (lambda v: v * v, "v * v", "SQUARE", 92),
     "sqrt": (np.sqrt, "sqrtf(v)", "SQRT", 75),
     "rsqrt": (_rsqrt, "1.0f / sqrtf(v)", "RSQRT", 76),
@@ -64,11 +63,24 @@ def _evaluate(xs, attrs):
         return FUNCTIONS[attrs["function"]][0](np.asarray(xs[0], dtype=F32))
 
 
+# halves to even with one floorf (avr-libc has no rintf)
+ROUND_HALF_EVEN = """\
+static inline float @round_half_even(float v)
+{
+    const float low = floorf(v), rest = v - low;
+    return (rest < 0.5f || (rest == 0.5f && low * 0.5f == floorf(low * 0.5f))) ? low : low + 1.0f;
+}
+"""
+
+
 def _c(em, node) -> list[str]:
     (x_name,) = node.inputs
+    expression = FUNCTIONS[node.attrs["function"]][1]
+    if "@round_half_even" in expression:
+        expression = expression.replace("@round_half_even", c_helper(em, "round_half_even", ROUND_HALF_EVEN))
     return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
             f"    const float v = {em.at(x_name, 'i')};",
-            f"    {em.var(node.name)}[i] = {FUNCTIONS[node.attrs['function']][1]};",
+            f"    {em.var(node.name)}[i] = {expression};",
             "}"]
 
 

@@ -27,12 +27,19 @@ from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise, requantise64
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.state import variable_state
 from tinycc_ml.ir.ops.tflite_arith import (
     multiply_by_quantized_multiplier,
     multiply_by_quantized_multiplier_64,
     quantize_multiplier,
 )
-from tinycc_ml.ir.ops.tflite_sigmoid import SIGMOID_TABLE, c_int16, logistic_int16, tanh_int16
+from tinycc_ml.ir.ops.tflite_sigmoid import (
+    c_int16_block,
+    c_logistic_float,
+    logistic_float,
+    logistic_int16,
+    tanh_int16,
+)
 from tinycc_ml.ir.types import TensorType
 
 GATE_SCALE, UNIT_SCALE = 2.0**-12, 2.0**-15  # the gates' FC outputs (Q3.12) and their activations (Q0.15)
@@ -40,7 +47,6 @@ GATE_SCALE, UNIT_SCALE = 2.0**-12, 2.0**-15  # the gates' FC outputs (Q3.12) and
 # TFLite Micro's gate applies none (a failed debug assertion), which no model means
 ACTIVATIONS = {4: "tanh"}
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
-TFLITE_LOGISTIC_TOP = "16.619047164916992188"  # TFLite's float logistic is 1 above this, exp(x) below -9
 
 
 # ---------------------------------------------------------------- parameters
@@ -132,16 +138,9 @@ def _fc_float(x, w, bias) -> np.ndarray:
     return total + (np.asarray(bias, np.float32) if bias is not None else np.float32(0))
 
 
-def sigmoid_float(v) -> np.ndarray:
-    v = np.asarray(v, np.float32)
-    with np.errstate(over="ignore"):
-        return np.where(v > np.float32(TFLITE_LOGISTIC_TOP), np.float32(1),
-                        np.where(v < np.float32(-9), np.exp(v), np.float32(1) / (np.float32(1) + np.exp(-v))))
-
-
 def _gate_float(x, h, w, r, bias, activation: str):
     total = _fc_float(x, w, bias) + _fc_float(h, r, None)
-    return sigmoid_float(total) if activation == "sigmoid" else np.tanh(total)
+    return (logistic_float(total) if activation == "sigmoid" else np.tanh(total)).astype(np.float32)
 
 
 def _cell_float(ins, attrs) -> np.ndarray:
@@ -217,8 +216,7 @@ def _c_gate(em, node, name: str, x: str, h: str, w: str, r: str, bias: str | Non
     xt, ht, wt, rt = (g.type(n) for n in (x, h, w, r))
     if xt.dtype.is_float:
         bias_term = em.at(bias, "j") if bias is not None else "0.0f"
-        sigmoid = (f"{name}_s > {TFLITE_LOGISTIC_TOP}f ? 1.0f : ({name}_s < -9.0f ? expf({name}_s) : "
-                   f"1.0f / (1.0f + expf(-{name}_s)))")
+        sigmoid = c_logistic_float(f"{name}_s")
         return [f"float {name}_a = 0.0f, {name}_b = 0.0f;",
                 f"for (long k = 0; k < {xt.size}; ++k) {name}_a += {em.at(x, 'k')} * {em.at(w, f'j * {xt.size} + k')};",
                 f"for (long k = 0; k < {ht.size}; ++k) {name}_b += {em.at(h, 'k')} * {em.at(r, f'j * {ht.size} + k')};",
@@ -238,15 +236,7 @@ def _c_gate(em, node, name: str, x: str, h: str, w: str, r: str, bias: str | Non
              f"{INT16_MIN}, {INT16_MAX}) + (int32_t){clamp}({req}({name}_b, {mh}, {sh}), {INT16_MIN}, {INT16_MAX}), "
              f"{INT16_MIN}, {INT16_MAX});",
              f"int16_t {name};"]
-    return lines + _c_table_function(em, "logistic" if activation == "sigmoid" else "tanh", f"{name}_s", name, 3, 0)
-
-
-def _c_table_function(em, op: str, x: str, out: str, multiplier: int, shift: int) -> list[str]:
-    symbol = em.add_const_array(em.sym("tflite_sigmoid_table"), SIGMOID_TABLE.astype(np.uint16), "uint16_t",
-                                "sigmoid(i / 24) in 0.16: TFLite's int16 logistic and tanh interpolate it")
-    body = c_int16(op, x, multiplier, shift, symbol,
-                   lambda index: f"(uint32_t){em.target.read_const(symbol, index, 'uint16_t')}")
-    return ["{"] + [f"    {line}" for line in body] + [f"    {out} = y;", "}"]
+    return lines + c_int16_block(em, "logistic" if activation == "sigmoid" else "tanh", f"{name}_s", name, 3, 0)
 
 
 def _c_mul(em, a: str, b: str, multiplier: tuple[int, int], lo: int, hi: int, zero_point: int = 0) -> str:
@@ -286,7 +276,7 @@ def _c_hidden(em, node) -> list[str]:
     if out.is_float:
         body.append(f"{em.var(node.name)}[j] = tanhf({em.at(c, 'j')}) * o;")
     else:
-        body += ["int16_t squashed;"] + _c_table_function(em, "tanh", em.at(c, "j"), "squashed",
+        body += ["int16_t squashed;"] + c_int16_block(em, "tanh", em.at(c, "j"), "squashed",
                                                           *cell_tanh_parameters(ct.dtype))
         lo, hi = out.integer_range
         body.append(f"{em.var(node.name)}[j] = (int{out.bits}_t)" + _c_mul(
@@ -295,24 +285,20 @@ def _c_hidden(em, node) -> list[str]:
     return [f"for (long j = 0; j < {ct.size}; ++j) {{"] + [f"    {line}" for line in body] + ["}"]
 
 
-def _rows_or_none(function):
-    def rows(ins, batched, attrs, n, rank):
-        return function(ins, attrs)
-    return rows
-
-
 register_op(OpDef(
     "lstm_cell", 12, _infer_cell, _cell_float, {"activation": "str", "cell_clip": "float"},
     "one time step of TFLite's LSTM, its new cell state: inputs x, h, c, the input weights of the forget, input and "
     "cell gates, their recurrent weights, their biases; integer: TFLite Micro's int8/int16 kernel",
-    evaluate_rows=_rows_or_none(_cell_float), fixed=_cell_fixed, c={"fixed": _c_cell, "float": _c_cell},
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _cell_float(ins, attrs), fixed=_cell_fixed,
+    c={"fixed": _c_cell, "float": _c_cell},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 register_op(OpDef(
     "lstm_hidden", 6, _infer_hidden, _hidden_float, {},
     "one time step of TFLite's LSTM, its new hidden state: inputs x, h, the new c, the output gate's input and "
     "recurrent weights and bias; integer: TFLite Micro's int8/int16 kernel",
-    evaluate_rows=_rows_or_none(_hidden_float), fixed=_hidden_fixed, c={"fixed": _c_hidden, "float": _c_hidden},
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _hidden_float(ins, attrs), fixed=_hidden_fixed,
+    c={"fixed": _c_hidden, "float": _c_hidden},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 
@@ -323,18 +309,6 @@ INPUT, HIDDEN, CELL = 0, 18, 19
 # gate -> (input weight, recurrent weight, bias): the operator's input indices
 GATES = {"input": (1, 5, 12), "forget": (2, 6, 13), "cell": (3, 7, 14), "output": (4, 8, 15)}
 ABSENT = (9, 10, 11, 16, 17, 20, 21, 22, 23)  # peepholes, projection, layer norms: TFLite Micro's kernel takes none
-
-
-def variable_state(low, index: int, name: str) -> str:
-    """A variable tensor as a state node, starting as TFLite Micro resets it: an int8 tensor at its zero point,
-    any other at 0 (whatever data its buffer holds)."""
-    t = low.tensors[index]
-    ty = low.tensor_type(t)
-    if ty.dtype.is_float:
-        init = np.zeros(ty.size, np.float32)
-    else:
-        init = np.full(ty.size, ty.dtype.zero_point if t.type_name == "int8" else 0, np.int64)
-    return low.graph.add("state", [], {"init": init}, type=TensorType((ty.size,), ty.dtype), name=name)
 
 
 @tflite_builtin("UNIDIRECTIONAL_SEQUENCE_LSTM", 44, options=LSTM_OPTIONS, inputs=(24, 24), optional=ABSENT)

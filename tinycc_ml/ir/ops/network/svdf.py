@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
+from tinycc_ml.ir.ops.c_primitives import clamp_to, float_activation, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.lstm import variable_state
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.signal.common import wrap
+from tinycc_ml.ir.ops.state import variable_state
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,
     apply_activation,
@@ -43,11 +44,6 @@ def output_multiplier(s_dtype, t_dtype, out_dtype) -> tuple[int, int]:
     return quantize_multiplier(float(real))
 
 
-def _wrap(v, bits: int):
-    half = 1 << (bits - 1)
-    return ((np.asarray(v, np.int64) + half) & ((1 << bits) - 1)) - half
-
-
 def _state_fixed(call: FixedCall) -> np.ndarray:
     x, state, w = (np.asarray(v, np.int64) for v in call.ins)
     xt, st, wt = (t.dtype for t in call.in_types)
@@ -55,7 +51,7 @@ def _state_fixed(call: FixedCall) -> np.ndarray:
     filters = w.shape[0]
     dot = (x - xt.zero_point) @ w.T  # (rows, filters)
     lo, hi = st.integer_range
-    column = _wrap(np.clip(multiply_by_quantized_multiplier(dot, *state_multiplier(xt, wt, st)), lo, hi)
+    column = wrap(np.clip(multiply_by_quantized_multiplier(dot, *state_multiplier(xt, wt, st)), lo, hi)
                    + st.zero_point, st.bits)
     shifted = state.reshape(*state.shape[:-1], filters, memory)
     shifted = np.concatenate([shifted[..., 1:], column[..., None]], axis=-1)
@@ -167,8 +163,7 @@ def _c_output(em, node) -> list[str]:
     rank = int(node.attrs["rank"])
     y = em.var(node.name)
     if st.dtype.is_float:
-        act = node.attrs["activation"]
-        clamp = {"none": "v", "relu": "(v > 0.0f ? v : 0.0f)", "relu6": "(v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f)"}
+        act = float_activation(em, node.attrs["activation"])  # TFLite's, as the interpreter's apply_activation
         return [f"for (long u = 0; u < {filters // rank}; ++u) {{",
                 f"    float v = {em.at(b_name, 'u')};",
                 f"    for (long k = 0; k < {rank}; ++k) {{",
@@ -177,7 +172,7 @@ def _c_output(em, node) -> list[str]:
                 f"            scratch += {em.at(t_name, f'(u * {rank} + k) * {memory} + j')} * "
                 f"{em.at(s_name, f'(u * {rank} + k) * {memory} + j')};",
                 "        v += scratch;", "    }",
-                f"    {y}[u] = {clamp[act]};", "}"]
+                f"    {y}[u] = {f'{act}(v)' if act else 'v'};", "}"]
     out = node.type.dtype
     m, s = output_multiplier(st.dtype, tt.dtype, out)
     lo, hi = out.integer_range
@@ -190,22 +185,20 @@ def _c_output(em, node) -> list[str]:
             f"    {y}[u] = {clamp_to(em, 8)}({requantise(em)}(total, {m}, {s}) + {out.zero_point}, {lo}, {hi});", "}"]
 
 
-def _rows(function):
-    return lambda ins, batched, attrs, n, rank: function(ins, attrs)
-
-
 register_op(OpDef(
     "svdf_state", 3, _infer_state, _state_float, {"memory": "int"},
     "TFLite's SVDF, its activation state after a call: each filter's memory shifted one step and the filter's FC "
     "of the input appended (inputs x, the state, the feature weights)",
-    evaluate_rows=_rows(_state_float), fixed=_state_fixed, c={"fixed": _c_state, "float": _c_state},
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _state_float(ins, attrs),
+    fixed=_state_fixed, c={"fixed": _c_state, "float": _c_state},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 register_op(OpDef(
     "svdf_output", 3, _infer_output, _output_float, {"rank": "int", "activation": "str"},
     "TFLite's SVDF, its output: the time weights over each filter's memory summed per unit (rank filters each) "
     "with the bias (inputs the new state, the time weights, the bias); integer: no activation, as TFLite Micro",
-    evaluate_rows=_rows(_output_float), fixed=_output_fixed, c={"fixed": _c_output, "float": _c_output},
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _output_float(ins, attrs),
+    fixed=_output_fixed, c={"fixed": _c_output, "float": _c_output},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from tinycc_ml.ir.ops.c_primitives import c_helper
 from tinycc_ml.ir.ops.network.broadcast import with_rows  # noqa: F401  (the signal ops' operands with rows)
-from tinycc_ml.ir.ops.registry import need
+from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import TensorType, integer
 
 I16, I32, U32, U64 = integer(16), integer(32), integer(32, signed=False), integer(64, signed=False)
@@ -171,3 +171,25 @@ def outer_and_inner(t: TensorType) -> tuple[int, int]:
 
 def saturate16_c(value: str) -> str:
     return f"(int16_t)({value} < -32768 ? -32768 : ({value} > 32767 ? 32767 : {value}))"
+
+
+def need_history(history: TensorType | None, shape, what: str, keeps: str, none_reason: str) -> None:
+    """A state op's history operand: absent where its parameters keep nothing (``shape`` of no elements), else
+    int16 of ``shape``; ``what`` keeps ``keeps`` (for the message)."""
+    shape = tuple(int(d) for d in shape)
+    if math.prod(shape) == 0:
+        need(history is None, none_reason)
+        return
+    need(history is not None, f"{what} keeps {keeps}: its history operand is missing")
+    need_type(history, I16, f"{what}'s history")
+    need(history.shape == shape, f"the history must have shape {list(shape)}, has {list(history.shape)}")
+
+
+def register_stream_op(name: str, arity, infer, semantics, c, attrs: dict, description: str) -> None:
+    """An integer signal op whose ``semantics(*operands, attrs=...)`` takes its operands with rows: its float
+    evaluation is the same integers on one row."""
+    register_op(OpDef(
+        name, arity, infer, lambda xs, a: semantics(*[np.asarray(v)[None] for v in xs], attrs=a)[0]
+        .astype(np.float64), attrs, description,
+        fixed=lambda call: semantics(*with_rows(call.ins, call.in_types), attrs=call.attrs), c={"fixed": c},
+        unsupported=INTEGER_ONLY))

@@ -14,6 +14,7 @@ from tinycc_ml.ir.ops.signal.common import (
     I16,
     INTEGER_ONLY,
     declared_result,
+    need_history,
     need_type,
     new_state,
     outer_and_inner,
@@ -29,13 +30,8 @@ def _check(x: TensorType, history: TensorType | None, attrs: dict) -> None:
     need(0 <= delay <= MAX_DELAY, f"delay_length {delay} is outside [0, {MAX_DELAY}]")
     need_type(x, I16, "the samples")
     need(x.rank >= 1, "the samples must have at least one dimension")
-    if delay == 0:
-        need(history is None, "a delay of 0 keeps no history")
-        return
-    need(history is not None, f"the delay keeps {delay} samples a row: its history operand is missing")
-    need_type(history, I16, "the delay's history")
-    need(history.shape == (*x.shape[:-1], delay), f"the history must have shape {[*x.shape[:-1], delay]}, has "
-                                                  f"{list(history.shape)}")
+    need_history(history, (*x.shape[:-1], delay), "the delay", f"{delay} samples a row",
+                 "a delay of 0 keeps no history")
 
 
 def _infer(ts, attrs, declared):

@@ -19,18 +19,18 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.frontends import custom_int, tflite_custom
-from tinycc_ml.ir.ops.registry import OpDef, need, register_op
+from tinycc_ml.ir.ops.registry import need
 from tinycc_ml.ir.ops.signal.common import (
     I16,
     I32,
-    INTEGER_ONLY,
     U8,
     add_flag,
     declared_result,
+    need_history,
     need_type,
     new_state,
     outer_and_inner,
-    with_rows,
+    register_stream_op,
 )
 from tinycc_ml.ir.types import TensorType
 
@@ -66,13 +66,8 @@ def _need_count(t: TensorType) -> None:
 
 def _need_history(x: TensorType, history: TensorType | None, attrs: dict) -> None:
     keep = kept(attrs)
-    if keep == 0:
-        need(history is None, "a framer whose capacity is one frame_step keeps no history")
-        return
-    need(history is not None, f"the framer keeps {keep} samples a row: its history operand is missing")
-    need_type(history, I16, "the framer's history")
-    need(history.shape == (*x.shape[:-1], keep), f"the history must have shape {[*x.shape[:-1], keep]}, has "
-                                                 f"{list(history.shape)}")
+    need_history(history, (*x.shape[:-1], keep), "the framer", f"{keep} samples a row",
+                 "a framer whose capacity is one frame_step keeps no history")
 
 
 def _infer_frames(ts, attrs, declared):
@@ -194,23 +189,16 @@ def _c_history(em, node) -> list[str]:
             "}"]
 
 
-def _register(name: str, arity, infer, semantics, c, attrs: dict, description: str) -> None:
-    register_op(OpDef(
-        name, arity, infer, lambda xs, attrs: semantics(*[np.asarray(v)[None] for v in xs], attrs=attrs)[0]
-        .astype(np.float64), attrs, description,
-        fixed=lambda call: semantics(*with_rows(call.ins, call.in_types), attrs=call.attrs), c={"fixed": c},
-        unsupported=INTEGER_ONLY))
-
-
-_register("signal_framer", (2, 3), _infer_frames,
-          lambda x, count, *history, attrs: frames(x, count, history[0] if history else None, attrs), _c_frames,
-          ATTRS, "TFLite Micro's SignalFramer, its frames (zeros where none is complete yet)")
-_register("signal_framer_valid", 1, _infer_valid, valid, _c_valid,
-          ATTRS, "TFLite Micro's SignalFramer, its valid flag: 1 when the call's frames are complete")
-_register("signal_framer_count", 1, _infer_count, lambda count, attrs: next_count(count, attrs), _c_count,
-          {**ATTRS, "frames": "int"}, "TFLite Micro's SignalFramer, its buffer's fill for the next call")
-_register("signal_framer_history", 2, _infer_history, lambda x, history, attrs: next_history(x, history, attrs),
-          _c_history, ATTRS, "TFLite Micro's SignalFramer, the samples its buffer keeps for the next call")
+register_stream_op("signal_framer", (2, 3), _infer_frames,
+                   lambda x, count, *history, attrs: frames(x, count, history[0] if history else None, attrs),
+                   _c_frames, ATTRS, "TFLite Micro's SignalFramer, its frames (zeros where none is complete yet)")
+register_stream_op("signal_framer_valid", 1, _infer_valid, valid, _c_valid,
+                   ATTRS, "TFLite Micro's SignalFramer, its valid flag: 1 when the call's frames are complete")
+register_stream_op("signal_framer_count", 1, _infer_count, lambda count, attrs: next_count(count, attrs), _c_count,
+                   {**ATTRS, "frames": "int"}, "TFLite Micro's SignalFramer, its buffer's fill for the next call")
+register_stream_op("signal_framer_history", 2, _infer_history,
+                   lambda x, history, attrs: next_history(x, history, attrs), _c_history,
+                   ATTRS, "TFLite Micro's SignalFramer, the samples its buffer keeps for the next call")
 
 
 @tflite_custom("SignalFramer", inputs=(1, 1), outputs=(2, 2))

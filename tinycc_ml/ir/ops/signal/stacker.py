@@ -17,17 +17,17 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.frontends import custom_int, tflite_custom
-from tinycc_ml.ir.ops.registry import OpDef, need, register_op
+from tinycc_ml.ir.ops.registry import need
 from tinycc_ml.ir.ops.signal.common import (
     I16,
     I32,
-    INTEGER_ONLY,
     U8,
     add_flag,
     declared_result,
+    need_history,
     need_type,
     new_state,
-    with_rows,
+    register_stream_op,
 )
 from tinycc_ml.ir.types import TensorType
 
@@ -54,12 +54,7 @@ def _need_state(x: TensorType, count: TensorType, history: TensorType | None, at
     need_type(count, I32, "the stacker's count")
     need(count.shape == (1,), f"the stacker's count is one int32, has shape {list(count.shape)}")
     keep = (_window(attrs) - 1) * x.size
-    if keep == 0:
-        need(history is None, "a stacker without context keeps no history")
-        return
-    need(history is not None, f"the stacker keeps {keep} values: its history operand is missing")
-    need_type(history, I16, "the stacker's history")
-    need(history.shape == (keep,), f"the history must have shape [{keep}], has {list(history.shape)}")
+    need_history(history, (keep,), "the stacker", f"{keep} values", "a stacker without context keeps no history")
 
 
 def _infer_stack(ts, attrs, declared):
@@ -162,23 +157,15 @@ def _c_history(em, node) -> list[str]:
             "    }", "}"]
 
 
-def _register(name: str, arity, infer, semantics, c, description: str) -> None:
-    register_op(OpDef(
-        name, arity, infer, lambda xs, attrs: semantics(*[np.asarray(v)[None] for v in xs], attrs=attrs)[0]
-        .astype(np.float64), ATTRS, description,
-        fixed=lambda call: semantics(*with_rows(call.ins, call.in_types), attrs=call.attrs), c={"fixed": c},
-        unsupported=INTEGER_ONLY))
-
-
-_register("signal_stacker", (2, 3), _infer_stack,
-          lambda x, count, *history, attrs: stack(x, count, history[0] if history else None, attrs), _c_stack,
-          "TFLite Micro's SignalStacker, its stack of frames (zeros where none is complete)")
-_register("signal_stacker_valid", 1, _infer_valid, valid, _c_valid,
-          "TFLite Micro's SignalStacker, its valid flag: 1 when the call completes a stack")
-_register("signal_stacker_count", 1, _infer_count, next_count, _c_count,
-          "TFLite Micro's SignalStacker, the frames its buffer holds for the next call (-1: none yet)")
-_register("signal_stacker_history", 3, _infer_history, next_history, _c_history,
-          "TFLite Micro's SignalStacker, the frames its buffer keeps for the next call")
+register_stream_op("signal_stacker", (2, 3), _infer_stack,
+                   lambda x, count, *history, attrs: stack(x, count, history[0] if history else None, attrs), _c_stack,
+                   ATTRS, "TFLite Micro's SignalStacker, its stack of frames (zeros where none is complete)")
+register_stream_op("signal_stacker_valid", 1, _infer_valid, valid, _c_valid,
+                   ATTRS, "TFLite Micro's SignalStacker, its valid flag: 1 when the call completes a stack")
+register_stream_op("signal_stacker_count", 1, _infer_count, next_count, _c_count,
+                   ATTRS, "TFLite Micro's SignalStacker, the frames its buffer holds for the next call (-1: none yet)")
+register_stream_op("signal_stacker_history", 3, _infer_history, next_history, _c_history,
+                   ATTRS, "TFLite Micro's SignalStacker, the frames its buffer keeps for the next call")
 
 
 @tflite_custom("SignalStacker", inputs=(1, 1), outputs=(2, 2))
