@@ -377,3 +377,78 @@ def test_modified_huber_and_knn_probabilities_on_the_m4(huber_and_knn, sim_targe
             bound = 1e-5 if precision == "float" else result.report["proba"]["max_abs_error_bound"]
             assert np.max(np.abs(got - want)) <= bound, (case, precision)
             assert est.classes_[np.asarray(run.predictions)].tolist() == est.predict(rows).tolist()
+
+
+def _nearest_centroid_cases():
+    from sklearn.decomposition import PCA
+    from sklearn.neighbors import NearestCentroid
+
+    X, y = load_wine(return_X_y=True)
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a feature without spread in one class: scikit-learn warns
+        return {
+            "raw": (NearestCentroid().fit(X[::2], y[::2]), X),
+            "standard": (make_pipeline(StandardScaler(), NearestCentroid()).fit(X[::2], y[::2]), X),
+            "minmax_pca": (make_pipeline(MinMaxScaler(), PCA(5), NearestCentroid()).fit(X[::2], y[::2]), X),
+            "shrunk_binary": (make_pipeline(StandardScaler(), NearestCentroid(shrink_threshold=0.3))
+                              .fit(Xb[::2], yb[::2]), Xb),
+        }
+
+
+@pytest.fixture(scope="module")
+def nearest_centroids():
+    return _nearest_centroid_cases()
+
+
+@pytest.mark.parametrize("case", ["raw", "standard", "minmax_pca", "shrunk_binary"])
+def test_nearest_centroid_has_scikit_learns_probabilities(nearest_centroids, case, tmp_path):
+    """NearestCentroid's predict_proba (the softmax of its spread-weighted discriminant, which its predict does not
+    read) comes from a linear head beside the distances: the model's within 1e-9 of scikit-learn's, the host float
+    C's within the report's bound (itself below 5e-3), the labels still the plain nearest centroid's; int16 builds
+    within their bound, which is small once the features are scaled; the head survives a save."""
+    require_target("host")
+    est, X = nearest_centroids[case]
+    want = est.predict_proba(X)
+    model = as_model(est)
+    assert model.proba_rule == "softmax_linear"
+    np.testing.assert_allclose(model.predict_proba(X), want, atol=1e-9)
+    result = tinycc_ml.compile(est, calibration=X, name="nc")
+    host = result.load()
+    bound = result.report["proba"]["max_abs_error_bound"]
+    assert np.max(np.abs(host.predict_proba(X) - want)) <= bound <= 5e-3
+    assert host.predict(X).tolist() == est.predict(X).tolist()
+    int16 = tinycc_ml.compile(est, precision="int16", calibration=X, name="nc")
+    info = int16.report["proba"]
+    error = np.max(np.abs(int16.load().predict_proba(X) - want))
+    assert error <= info["calibration_max_abs_error"] + 1e-6 and error <= info["max_abs_error_bound"]
+    if case != "raw":
+        assert info["max_abs_error_bound"] <= 0.01
+    saved = tinycc_ml.load_model(tinycc_ml.save_model(est, tmp_path / "nc.npz"))
+    assert saved.proba_rule == "softmax_linear"
+    np.testing.assert_allclose(saved.predict_proba(X), want, atol=1e-9)
+
+
+def test_nearest_centroid_raw_features_warn_of_coarse_integer_probabilities(nearest_centroids, caplog):
+    """Raw wine features (proline in the thousands beside hues near 1): the int16 input steps the distances need
+    are coarse for the discriminant (it divides by spreads down to 0.1), so the bound is large and the log says so."""
+    est, X = nearest_centroids["raw"]
+    with caplog.at_level("WARNING", logger="tinycc_ml.api"):
+        result = tinycc_ml.compile(est, precision="int16", calibration=X, name="nc")
+    assert result.report["proba"]["max_abs_error_bound"] > 0.01
+    assert "StandardScaler" in caplog.text
+
+
+@pytest.mark.parametrize("sim_target", ["cortex-m4", "avr"], indirect=True)
+def test_nearest_centroid_probabilities_build_for_microcontrollers(nearest_centroids, sim_target, tmp_path):
+    """The firmware with <prefix>_proba's head tables (flash on the AVR) builds with -Wall -Wextra -Werror and
+    predicts scikit-learn's labels in the simulator, float and int16."""
+    est, X = nearest_centroids["standard"]
+    rows = X[1::9][:10]
+    for precision in ("float", "int16"):
+        out = tmp_path / precision
+        result = tinycc_ml.compile(est, target=sim_target, precision=precision, calibration=X, out_dir=out,
+                                   name="nc")
+        assert "nc_proba_w" in result.files["nc.c"]
+        run = get_backend(sim_target).simulate(out, result.output, rows)
+        assert est.classes_[np.asarray(run.predictions)].tolist() == est.predict(rows).tolist()

@@ -34,7 +34,14 @@ from tinycc_ml.models.network_fixed import (
     fixed_values_report,
     lower_network_to_fixed,
 )
-from tinycc_ml.models.proba import PROBA_FLOAT_SLACK, proba_error_bound, proba_from_scores
+from tinycc_ml.models.proba import (
+    INPUT_RULES,
+    PROBA_FLOAT_SLACK,
+    linear_head_error,
+    proba_error_bound,
+    proba_from_inputs,
+    proba_from_scores,
+)
 from tinycc_ml.models.saved import ARRAY_KINDS, FLOAT32_MAX, read_model_file
 from tinycc_ml.passes import PassContext, run_passes, run_pipeline
 from tinycc_ml.passes.fixed_pipeline import lower_to_fixed
@@ -420,6 +427,9 @@ def float_input_bound(graph, lo, hi) -> dict | None:
     return {"bound": float(bound)}
 
 
+COARSE_PROBA = 0.01  # an integer build's probability bound past which the user is told
+
+
 def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibration) -> None:
     """``<prefix>_proba`` in the files; in the report its rule and, for integer builds, the error
     bound that follows from the scores' largest error on the calibration rows, and the largest
@@ -429,7 +439,26 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
     add_proba(output, rule, model.n_outputs if rule == "logistic_each" else model.n_classes,
               dtype.scale if dtype.is_fixed else None, model.proba_constants)
     info = {"rule": rule, "max_abs_error_bound": PROBA_FLOAT_SLACK}
-    if dtype.is_fixed:
+    if rule in INPUT_RULES:  # a head read from the input: its float32 evaluation and the input's quantisation
+        rows = check_calibration(calibration, model.input_dim) if calibration is not None else None
+        if rows is None:
+            info["max_abs_error_bound"] = None  # stated for the rows it is measured on
+        else:
+            integer_input = output.input_scale is not None
+            steps = (2.0 ** -np.broadcast_to(np.asarray(output.input_scale, dtype=np.float64), (model.input_dim,))
+                     if integer_input else None)
+            head_error = linear_head_error(rows, model.proba_constants, steps)
+            info["max_abs_error_bound"] = min(head_error / 2 + PROBA_FLOAT_SLACK, 1.0)
+            if integer_input:
+                seen = quantise(rows, output.input_scale, 16) * steps
+                measured = np.abs(proba_from_inputs(seen, rule, model.proba_constants) - model.predict_proba(rows))
+                info["calibration_max_abs_error"] = float(np.max(measured)) + PROBA_FLOAT_SLACK
+                if info["max_abs_error_bound"] > COARSE_PROBA:
+                    log.warning("%s: the probabilities of this integer build may be off by up to %.3g on the "
+                                "calibration rows (their head reads the input at the steps the prediction needs); "
+                                "a float build or scaled features (a StandardScaler step) give them to %.1g",
+                                model.describe(), info["max_abs_error_bound"], COARSE_PROBA)
+    elif dtype.is_fixed:
         scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
         measured = np.abs(proba_from_scores(scores, rule, model.proba_constants) - model.predict_proba(calibration))
         info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"],

@@ -691,7 +691,8 @@ def check_interface(graph: Graph) -> None:
         raise CompileError(f"graph {graph.name}: output {', '.join(other)} is not one the C returns "
                            "(scores, prediction)")
     scores, prediction = graph.type(labels["scores"]), graph.type(labels["prediction"])
-    numeric = scores.dtype.is_float or scores.dtype.is_fixed or scores.dtype.is_quantised or scores.dtype.is_integer
+    numeric = (scores.dtype.is_float or scores.dtype.is_fixed or scores.dtype.is_quantised or scores.dtype.is_integer
+               or scores.dtype.kind == "bool")  # a mask (comparisons): one byte 0 or 1 per score
     if scores.rank != 1 or not numeric or graph.op(labels["scores"]) == "input":
         raise CompileError(f"graph {graph.name}: output scores must be a computed numeric vector, is {scores}")
     if prediction.rank != 0 or prediction.dtype.kind != "idx":

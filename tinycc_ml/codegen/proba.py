@@ -16,24 +16,35 @@ from tinycc_ml.models.proba import LIBSVM_MIN_PROB
 _HEADER_TAIL = "#ifdef __cplusplus\n}\n#endif"
 
 
+def _float_tables(prefix: str, tables: dict, word_flash=None) -> tuple[list[str], dict]:
+    """(C lines, reader of each table by index expression) of float constant tables: in flash on the AVR
+    (PROGMEM, read with pgm_read_float), through ``word_flash``'s helpers on targets that read flash only in
+    aligned words (CTarget.word_flash), plain const elsewhere."""
+    up = prefix.upper()
+    if word_flash is not None:
+        lines, attribute = [], word_flash.attribute
+        readers = {name: (lambda index, name=name: word_flash.read(f"{prefix}_{name}", index, "float"))
+                   for name in tables}
+    else:
+        lines = ["#if defined(__AVR__)", "#include <avr/pgmspace.h>",
+                 f"#define {up}_PROBA_READ(v) pgm_read_float(&(v))", f"#define {up}_PROBA_FLASH PROGMEM", "#else",
+                 f"#define {up}_PROBA_READ(v) (v)", f"#define {up}_PROBA_FLASH", "#endif"]
+        attribute = f" {up}_PROBA_FLASH"
+        readers = {name: (lambda index, name=name: f"{up}_PROBA_READ({prefix}_{name}[{index}])") for name in tables}
+    for name, values in tables.items():
+        flat = np.asarray(values, dtype=np.float32).ravel()
+        text = ", ".join(f"{float(v)!r}f" for v in flat)
+        lines.append(f"static const float {prefix}_{name}[{flat.size}]{attribute} = {{ {text} }};")
+    return lines, readers
+
+
 def _platt_coupled(prefix: str, n_scores: int, unit: str, constants: dict,
                    word_flash=None) -> tuple[list[str], list[str]]:
     """(tables before the function, its body after the scores) for libsvm's Platt scaling and pairwise
-    coupling, in double as libsvm computes (float where double is float: avr-gcc); the pair constants in
-    flash on the AVR (PROGMEM, read with pgm_read_float), plain const elsewhere."""
+    coupling, in double as libsvm computes (float where double is float: avr-gcc)."""
     up, k = prefix.upper(), int(constants["n_classes"])
-    if word_flash is not None:  # flash read only in aligned words (CTarget.word_flash): its section and helpers
-        tables, attribute = [], word_flash.attribute
-        read_a, read_b = (word_flash.read(f"{prefix}_platt_{name}", "i", "float") for name in ("a", "b"))
-    else:
-        tables = ["#if defined(__AVR__)", "#include <avr/pgmspace.h>",
-                  f"#define {up}_PLATT_READ(v) pgm_read_float(&(v))", f"#define {up}_PLATT_FLASH PROGMEM", "#else",
-                  f"#define {up}_PLATT_READ(v) (v)", f"#define {up}_PLATT_FLASH", "#endif"]
-        attribute = f" {up}_PLATT_FLASH"
-        read_a, read_b = (f"{up}_PLATT_READ({prefix}_platt_{name}[i])" for name in ("a", "b"))
-    for name in ("a", "b"):
-        values = ", ".join(f"{float(v)!r}f" for v in np.asarray(constants[name], dtype=np.float32))
-        tables.append(f"static const float {prefix}_platt_{name}[{n_scores}]{attribute} = {{ {values} }};")
+    tables, read = _float_tables(prefix, {"platt_a": constants["a"], "platt_b": constants["b"]}, word_flash)
+    read_a, read_b = read["platt_a"]("i"), read["platt_b"]("i")
     pair = f"(i) * {k} - (i) * ((i) + 1) / 2 + (j) - (i) - 1"
     swapped = f"(j) * {k} - (j) * ((j) + 1) / 2 + (i) - (j) - 1"
     body = [
@@ -83,9 +94,30 @@ def _platt_coupled(prefix: str, n_scores: int, unit: str, constants: dict,
     return tables, body
 
 
+def _softmax_linear(prefix: str, n_proba: int, constants: dict, input_scale,
+                    word_flash=None) -> tuple[list[str], list[str]]:
+    """(tables, body) of softmax(W x + b) read from the input itself; an integer input's steps 2^-s folded
+    into W (powers of two: exact)."""
+    weights = np.asarray(constants["weights"], dtype=np.float64)
+    if input_scale is not None:
+        weights = weights * 2.0 ** -np.broadcast_to(np.asarray(input_scale, dtype=np.float64), weights.shape[1:])
+    dim = weights.shape[1]
+    tables, read = _float_tables(prefix, {"proba_w": weights, "proba_b": constants["bias"]}, word_flash)
+    body = ["    int i, j;", "    float top = 0.0f, total = 0.0f;",
+            f"    for (i = 0; i < {n_proba}; i++) {{",
+            f"        float acc = {read['proba_b']('i')};",
+            f"        for (j = 0; j < {dim}; j++) acc += {read['proba_w'](f'i * {dim} + j')} * (float)x[j];",
+            "        out[i] = acc;",
+            "        if (i == 0 || acc > top) top = acc;", "    }",
+            f"    for (i = 0; i < {n_proba}; i++) {{",
+            "        out[i] = expf(out[i] - top);", "        total += out[i];", "    }",
+            f"    for (i = 0; i < {n_proba}; i++) out[i] /= total;"]
+    return tables, body
+
+
 def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype: str, score_ctype: str,
                 score_scale: int | None, constants: dict | None = None,
-                word_flash=None) -> tuple[list[str], list[str]]:
+                word_flash=None, input_scale=None) -> tuple[list[str], list[str]]:
     """(header lines, source lines) of ``<prefix>_proba`` (its tables through ``word_flash``'s helpers when the
     target reads flash only in aligned words)."""
     up = prefix.upper()
@@ -99,12 +131,15 @@ def proba_lines(prefix: str, rule: str, n_scores: int, n_proba: int, input_ctype
                               "is 0)",
             "one_hot": "1 for the class of the first highest score, 0 elsewhere",
             "probabilities": "the scores themselves",
-            "platt_coupled": "libsvm's pairwise coupling of the pair decisions' Platt probabilities"}[rule]
+            "platt_coupled": "libsvm's pairwise coupling of the pair decisions' Platt probabilities",
+            "softmax_linear": "the softmax of a linear map of x (a head beside the scores)"}[rule]
     header = [f"/* Class probabilities of x: {what} ({up}_N_PROBA floats). Float arithmetic (expf). */",
               f"#define {up}_N_PROBA {n_proba}", f"{signature};", ""]
     body = [f"    {score_ctype} scores[{n_scores}];", "    int i;", f"    {prefix}_scores(x, scores);"]
     tables: list[str] = []
-    if rule == "platt_coupled":
+    if rule == "softmax_linear":
+        tables, body = _softmax_linear(prefix, n_proba, constants, input_scale, word_flash)
+    elif rule == "platt_coupled":
         tables, coupled = _platt_coupled(prefix, n_scores, unit, constants, word_flash)
         body = body[:2] + coupled[:2] + body[2:] + coupled[2:]
     elif rule == "probabilities":
@@ -166,7 +201,8 @@ def add_proba(output: BuildOutput, rule: str, n_proba: int, score_scale: int | N
     if at < 0:
         at = header.rfind("#endif")
     head_lines, source_lines = proba_lines(prefix, rule, output.n_scores, n_proba, output.input_ctype,
-                                           output.score_ctype, score_scale, constants, output.word_flash)
+                                           output.score_ctype, score_scale, constants, output.word_flash,
+                                           output.input_scale)
     output.files[header_name] = header[:at] + "\n".join(head_lines) + "\n" + header[at:]
     include = f'#include "{prefix}.h"\n'
     if "#include <math.h>" not in source:

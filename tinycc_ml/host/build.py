@@ -43,7 +43,8 @@ HOST_CFLAGS = ("-std=c99", "-O3", "-march=native", "-mno-fma", "-mno-avx512f", "
 MANIFEST = "manifest.json"  # the library's name and SHA-256, written at build time, checked before loading
 log = logging.getLogger(__name__)
 NUMPY_OF_CTYPE = {"float": np.float32, "int32_t": np.int32, "int16_t": np.int16, "int8_t": np.int8,
-                  "uint16_t": np.uint16, "uint32_t": np.uint32, "int64_t": np.int64, "uint64_t": np.uint64}
+                  "uint8_t": np.uint8, "uint16_t": np.uint16, "uint32_t": np.uint32, "int64_t": np.int64,
+                  "uint64_t": np.uint64}
 
 
 def cache_dir() -> Path:

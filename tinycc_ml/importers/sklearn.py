@@ -228,7 +228,23 @@ def _from_nearest_centroid(estimator) -> Model:
         raise CompileError(f"{name} with non-uniform class priors is not supported (it predicts by a discriminant, "
                            "not the nearest centroid); use priors='uniform'")
     centroids = dense(estimator.centroids_, f"{name}.centroids_")
-    return PrototypeModel(centroids, np.arange(n_classes), n_classes, k=1, source=name)
+    return PrototypeModel(centroids, np.arange(n_classes), n_classes, k=1, source=name,
+                          proba_head=_nearest_centroid_proba_head(estimator, centroids))
+
+
+def _nearest_centroid_proba_head(estimator, centroids: np.ndarray):
+    """(W, b) whose softmax(W x + b) is NearestCentroid's predict_proba: its discriminant
+    -||(x - c_k) / sigma||^2 + 2 log prior_k (sigma the within-class spread, 1 where it is 0) less the term
+    -||x / sigma||^2 that every class shares; None for a scikit-learn without the spread (no predict_proba)."""
+    spread = getattr(estimator, "within_class_std_dev_", None)
+    if spread is None:
+        return None
+    spread = check_array(spread, "within_class_std_dev_", type(estimator).__name__)
+    inverse_variance = 1.0 / np.where(spread != 0, spread, 1.0) ** 2
+    prior = np.asarray(estimator.class_prior_, dtype=np.float64)
+    weights = 2.0 * centroids * inverse_variance
+    bias = -(centroids**2) @ inverse_variance + 2.0 * np.log(prior)
+    return weights, bias
 
 
 def _from_mlp(estimator) -> MLPModel:

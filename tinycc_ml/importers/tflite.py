@@ -23,7 +23,7 @@ from tinycc_ml.ir.ops import TypeRuleError
 from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS, TFLITE_CUSTOMS
 from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.tflite_arith import ACC64_BITS, INT32_MAX, INT32_MIN
-from tinycc_ml.ir.types import F32, TensorType, integer, quantised
+from tinycc_ml.ir.types import BOOL, F32, TensorType, integer, quantised
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.network import NetworkModel
 
@@ -32,7 +32,7 @@ MAX_CONCATENATED = 64  # inputs of one CONCATENATION (lowered to a chain of two-
 MAX_INPUTS = MAX_OUTPUTS = 16  # a network's inputs (one flat input vector) and outputs (one score vector)
 MAX_DEPTH = 64  # nested tables followed from the root (a cycle of offsets stops here)
 TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", np.int8), 3: ("uint8", np.uint8),
-                7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", None),
+                7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", np.bool_),
                 12: ("uint64", np.uint64), 15: ("uint32", np.uint32), 16: ("uint16", np.uint16)}
 # integer tensors without quantisation parameters: plain integers (audio samples, spectra, the signal library's)
 PLAIN_INTEGERS = {"int8": (8, True), "int16": (16, True), "int32": (32, True), "int64": (64, True),
@@ -198,6 +198,8 @@ def _read_tensor(t: _Table, index: int, buffers: list[_Table]) -> _Tensor:
             if dynamic or raw.size != size * np.dtype(dtype).itemsize:
                 raise _Bad(f"tensor {name!r}: {raw.size} bytes of data for {size} {type_name} elements")
             data = raw.view(np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
+            if type_name == "bool":  # one byte each, held as 0 or 1 (the IR's bool constants are integers)
+                data = (raw != 0).astype(np.uint8).reshape(shape)
     return _Tensor(index, name, shape, type_name, scales, zero_points, axis, data,
                    bool(t.scalar(5, "B", 0, "is_variable")), dynamic)
 
@@ -239,6 +241,8 @@ class _Lowering:
         """The tensor's element type; ``axis``: the operator's axis of per-channel scales (None: per tensor)."""
         if t.type_name == "float32":
             return F32
+        if t.type_name == "bool":
+            return BOOL
         if t.type_name in PLAIN_INTEGERS and t.scales.size == 0:
             return integer(*PLAIN_INTEGERS[t.type_name])
         if t.type_name not in QUANTISED_TYPES:

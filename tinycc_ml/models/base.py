@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from tinycc_ml.errors import DataError, ModelFileError
-from tinycc_ml.models.proba import proba_from_scores
+from tinycc_ml.models.proba import INPUT_RULES, proba_from_inputs, proba_from_scores
 from tinycc_ml.models.saved import save_model_file
 from tinycc_ml.plugins import Registry
 
@@ -209,6 +209,8 @@ class Model:
         """Class probabilities by the model's own rule (``proba_rule``); (n, n_classes)."""
         if self.proba_rule is None:
             raise DataError(f"a {self.family} model defines no class probabilities")
+        if self.proba_rule in INPUT_RULES:
+            return proba_from_inputs(self._check_input(X), self.proba_rule, self.proba_constants)
         return proba_from_scores(self.scores(X), self.proba_rule, self.proba_constants)
 
     def with_task(self, task) -> Model:

@@ -16,6 +16,11 @@
                      scaling, clipped to [1e-7, 1 - 1e-7]), coupled into class probabilities by libsvm's
                      iterative method (Wu, Lin and Weng's second), its stopping rule and iteration limit
                      included (SVC / NuSVC with probability=True; two classes too, as libsvm does)
+    "softmax_linear" p = softmax(W x + b) of the model's input x, not of its scores (constants: weights (K, D),
+                     bias (K,)): a second head beside the scores. NearestCentroid: scikit-learn's predict_proba is
+                     the softmax of the discriminant -||(x - c_k) / sigma||^2 (sigma the within-class spread),
+                     whose term in ||x / sigma||^2 is common to every class and cancels, leaving a linear map;
+                     its predict reads the plain distances, so the scores cannot serve
 
 The compiled ``<prefix>_proba`` (codegen/proba.py) applies the same rule to the compiled scores in
 float arithmetic. For an integer build the probabilities move with the scores' fixed-point error
@@ -25,7 +30,8 @@ logistic by at most eps / 4; normalised scores by at most eps (1 + K) / (S - K e
 positive parts sum to S (|d max(s, 0)| <= eps, |dS| <= K eps): the bound takes the smallest S of the
 calibration rows (a forest's S is its number of trees on every row); modified Huber's pair moves by at most
 eps / 2, several classes as normalised scores clip(s, -1, 1) + 1 (each moving by at most eps); plus float32 rounding
-(PROBA_FLOAT_SLACK).
+(PROBA_FLOAT_SLACK). "softmax_linear" moves by at most eps / 2 too, eps bounding the head's error
+(``linear_head_error``: float32 evaluation and the input's quantisation).
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from __future__ import annotations
 import numpy as np
 
 RULES = ("softmax", "logistic", "logistic_each", "logistic_ovr", "normalise", "modified_huber", "one_hot",
-         "platt_coupled", "probabilities")
+         "platt_coupled", "probabilities", "softmax_linear")
+INPUT_RULES = ("softmax_linear",)  # rules that read the model's input instead of its scores
+FLOAT32_UNIT = 2.0**-24  # float32's unit roundoff
 LIBSVM_MIN_PROB = 1e-7  # libsvm clips each pair's probability to [min, 1 - min]
 PROBA_FLOAT_SLACK = 1e-6  # float32 rounding of expf, the sum and the division
 
@@ -79,6 +87,35 @@ def platt_coupled(decisions: np.ndarray, a: np.ndarray, b: np.ndarray, k: int) -
     return p
 
 
+def softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - np.max(s, axis=1, keepdims=True))
+    return e / np.sum(e, axis=1, keepdims=True)
+
+
+def proba_from_inputs(X: np.ndarray, rule: str, constants: dict) -> np.ndarray:
+    """Probabilities of an input rule (INPUT_RULES) from the rows X (n, D)."""
+    if rule != "softmax_linear":
+        raise ValueError(f"{rule!r} reads the scores, not the input")
+    return softmax(np.asarray(X, dtype=np.float64) @ constants["weights"].T + constants["bias"])
+
+
+def linear_head_error(X: np.ndarray, constants: dict, input_step=None) -> float:
+    """Largest error of the float32 C's ``W x + b`` on the rows X against exact arithmetic: its terms summed
+    in float32 (D products, the bias, rounding of W, b and x to float32: gamma_{D+3} times the sum of their
+    magnitudes) plus, for integer inputs quantised by rounding to steps ``input_step`` (D,), |W| step / 2."""
+    W, b = constants["weights"], constants["bias"]
+    X = np.abs(np.asarray(X, dtype=np.float64))
+    n = W.shape[1] + 3
+    gamma = n * FLOAT32_UNIT / (1 - n * FLOAT32_UNIT)
+    magnitude = X @ np.abs(W).T + np.abs(b)
+    if input_step is not None:
+        magnitude = magnitude + np.abs(W) @ np.asarray(input_step, dtype=np.float64)  # |x_q| <= |x| + step
+    error = gamma * magnitude
+    if input_step is not None:
+        error = error + np.abs(W) @ (np.asarray(input_step, dtype=np.float64) / 2)
+    return float(np.max(error))
+
+
 def proba_from_scores(scores: np.ndarray, rule: str, constants: dict | None = None) -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64)
     if rule == "probabilities":
@@ -86,8 +123,7 @@ def proba_from_scores(scores: np.ndarray, rule: str, constants: dict | None = No
     if rule == "platt_coupled":
         return platt_coupled(s, constants["a"], constants["b"], constants["n_classes"])
     if rule == "softmax":
-        e = np.exp(s - np.max(s, axis=1, keepdims=True))
-        return e / np.sum(e, axis=1, keepdims=True)
+        return softmax(s)
     if rule == "logistic":
         p = sigmoid(s[:, :1])
         return np.hstack([1.0 - p, p])

@@ -24,6 +24,10 @@ lower training index); a tied vote goes to the smallest class id.
 The compiler lowers this to ``sqdist(u, P) -> argmin -> label lookup`` (k = 1) or a k-smallest
 selection followed by a vote (k > 1).
 
+Class probabilities: kNN's are the vote fractions ("normalise"; k = 1 "one_hot"); a nearest-centroid model may
+carry a linear head ``proba_head = (W, b)`` in the space of ``u`` whose softmax is its probabilities
+("softmax_linear", see models/proba.py: scikit-learn's NearestCentroid).
+
 Stored parameters (``n_parameters``, 4 bytes each in ``model_bytes``): P (m*r), labels (m),
 mean and std (D each, when present) and A (r*D, when present); k and n_classes are not counted.
 """
@@ -75,7 +79,7 @@ class PrototypeModel(Model):
     family = "prototype"
 
     def __init__(self, prototypes, labels, n_classes: int, k: int = 1, mean=None, std=None, transform=None,
-                 source: str = "PrototypeModel", proba: bool = False):
+                 source: str = "PrototypeModel", proba: bool = False, proba_head=None):
         P = check_array(prototypes, "prototypes", source, ndim=2)
         m, r = P.shape
         if m == 0 or r == 0:
@@ -123,6 +127,21 @@ class PrototypeModel(Model):
         # a k-nearest-neighbours classifier's probabilities (scikit-learn's): the fractions of the k votes; k = 1
         # the nearest point's class. Not defined for nearest-prototype models (their scores are distances).
         self.proba_rule = ("normalise" if k > 1 else "one_hot") if proba else None
+        self.proba_head = None
+        if proba_head is not None:
+            head_w = check_array(proba_head[0], "proba_weights", source, shape=(n_classes, r))
+            head_b = check_array(proba_head[1], "proba_bias", source, shape=(n_classes,))
+            self.proba_head, self.proba_rule = (head_w, head_b), "softmax_linear"
+
+    @property
+    def proba_constants(self) -> dict | None:
+        """"softmax_linear": the head as a map of the model's input x (through the standardisation and map)."""
+        if self.proba_head is None:
+            return None
+        head_w, head_b = self.proba_head
+        W, b = absorb_normalisation(np.eye(self._dim) if self.transform is None else self.transform,
+                                    np.zeros(self.prototypes.shape[1]), self.mean, self.std)
+        return {"weights": head_w @ W, "bias": head_w @ b + head_b}
 
     # --- Model interface ---
     def arrays(self) -> dict[str, np.ndarray]:
@@ -131,17 +150,20 @@ class PrototypeModel(Model):
             out["mean"], out["std"] = self.mean, self.std
         if self.transform is not None:
             out["transform"] = self.transform
+        if self.proba_head is not None:
+            out["proba_weights"], out["proba_bias"] = self.proba_head
         return out
 
     def meta(self) -> dict:
-        return {"k": self.k, "n_classes": self.n_classes, **({"proba": True} if self.proba_rule else {})}
+        return {"k": self.k, "n_classes": self.n_classes,
+                **({"proba": True} if self.proba_rule and self.proba_head is None else {})}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict, source: str) -> PrototypeModel:
         for name in ("prototypes", "labels"):
             if name not in arrays:
                 raise ModelFileError(f"{source}: missing array {name!r}")
-        unknown = set(arrays) - {"prototypes", "labels", "mean", "std", "transform"}
+        unknown = set(arrays) - {"prototypes", "labels", "mean", "std", "transform", "proba_weights", "proba_bias"}
         if unknown:
             raise ModelFileError(f"{source}: unexpected array(s) {sorted(unknown)}")
         for key in ("k", "n_classes"):
@@ -149,8 +171,12 @@ class PrototypeModel(Model):
         proba = meta.get("proba", False)
         if not isinstance(proba, bool):
             raise ModelFileError(f"{source}: proba is {proba!r}, expected true or false (k-vote probabilities)")
+        if ("proba_weights" in arrays) != ("proba_bias" in arrays):
+            raise ModelFileError(f"{source}: proba_weights and proba_bias must be given together")
+        head = (arrays["proba_weights"], arrays["proba_bias"]) if "proba_weights" in arrays else None
         return cls(arrays["prototypes"], arrays["labels"], meta["n_classes"], meta["k"],
-                   arrays.get("mean"), arrays.get("std"), arrays.get("transform"), source=source, proba=proba)
+                   arrays.get("mean"), arrays.get("std"), arrays.get("transform"), source=source, proba=proba,
+                   proba_head=head)
 
     @property
     def input_dim(self) -> int:
@@ -181,15 +207,20 @@ class PrototypeModel(Model):
         r = self.prototypes.shape[1]
         W, b = absorb_normalisation(np.eye(r) if self.transform is None else self.transform, np.zeros(r), self.mean,
                                     self.std)
-        model = PrototypeModel(self.prototypes - (W @ c + b), self.labels, self.n_classes, self.k, transform=W @ A,
+        shift = W @ c + b  # u = (W A) x + shift: the points move by it, the head's bias takes it
+        head = None
+        if self.proba_head is not None:
+            head = (self.proba_head[0], self.proba_head[1] + self.proba_head[0] @ shift)
+        model = PrototypeModel(self.prototypes - shift, self.labels, self.n_classes, self.k, transform=W @ A,
                                source=f"{self.family} model after a linear transform",
-                               proba=self.proba_rule is not None)
+                               proba=self.proba_rule is not None and head is None, proba_head=head)
         model.task, model._classes = self.task, self._classes
         return model
 
     @property
     def n_parameters(self) -> int:
-        return int(sum(a.size for a in self.arrays().values()))
+        # the probability head is linked only into firmware that calls <prefix>_proba
+        return int(sum(a.size for name, a in self.arrays().items() if not name.startswith("proba_")))
 
     @property
     def model_bytes(self) -> int:

@@ -45,7 +45,7 @@ from tinycc_ml.plugins import Registry
 
 INPUT_DTYPES = {"int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"), "float": np.dtype("<f4")}
 SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"),
-                "float": np.dtype("<f4")}
+                "uint8_t": np.dtype("u1"), "float": np.dtype("<f4")}  # uint8_t: a bool mask
 # the task's own entry point the harnesses call besides predict and scores (TCM_TASK in the harness)
 TASK_ENTRY_POINTS = {"classification": 0, "regression": 1, "multilabel": 2}
 # Simulators by name (the Simulator protocol below); backends name theirs in McuBackend.simulator.

@@ -51,8 +51,8 @@ register_op(OpDef(
 
 def _infer_argmax(ts, attrs, declared):
     (a,) = ts
-    need(a.dtype.kind in ("f32", "fx", "int", "uint") or (a.dtype.is_quantised and a.dtype.axis == PER_TENSOR),
-         f"operand must be numeric (f32, fixed or per-tensor quantised), got {a.dtype}")
+    need(a.dtype.kind in ("f32", "fx", "int", "uint", "bool") or (a.dtype.is_quantised and a.dtype.axis == PER_TENSOR),
+         f"operand must be numeric (f32, fixed, per-tensor quantised or bool), got {a.dtype}")
     need(a.rank == 1, f"operand has shape {a.shape}, expected a vector")
     return TensorType((), IDX)
 

@@ -54,6 +54,27 @@ def with_rows(values: list[np.ndarray], types) -> list[np.ndarray]:
     return [v if v.ndim == t.rank + 1 else v[None] for v, t in zip(values, types)]
 
 
+def rows_aligned(values, batched, rank: int) -> list[np.ndarray]:
+    """Operands of a broadcast op over rows, each of ``rank`` + 1 dimensions (rows first): a computed operand's
+    missing leading axes inserted after its row axis, a constant's before its own (numpy alone would align a
+    computed operand's row axis with another's first axis)."""
+    out = []
+    for v, is_batched in zip(values, batched):
+        v = np.asarray(v)
+        if is_batched:
+            out.append(v.reshape(v.shape[:1] + (1,) * (rank + 1 - v.ndim) + v.shape[1:]))
+        else:
+            out.append(v.reshape((1,) * (rank + 1 - v.ndim) + v.shape))
+    return out
+
+
+def with_rows_aligned(values: list[np.ndarray], types) -> list[np.ndarray]:
+    """``with_rows``, then every operand given the same number of dimensions: missing axes after the row axis."""
+    values = with_rows([np.asarray(v, dtype=np.int64) for v in values], types)
+    width = max(v.ndim for v in values)
+    return [v.reshape(v.shape[:1] + (1,) * (width - v.ndim) + v.shape[1:]) for v in values]
+
+
 def _strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
     """Each output axis' step in an operand of ``shape`` (0 where the operand is broadcast along it)."""
     padded = (1,) * (len(out) - len(shape)) + tuple(shape)
@@ -65,17 +86,17 @@ def _strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
 
 
 def c_loop(em, node, body) -> list[str]:
-    """C visiting every output element of the binary op ``node``: ``body(a, b)`` is the element's expression from
-    its operands' element expressions. One flat loop where neither operand is broadcast; else one loop per axis
+    """C visiting every output element of the broadcast op ``node``: ``body(a, b, ...)`` is the element's expression
+    from its operands' element expressions. One flat loop where no operand is broadcast; else one loop per axis
     with each operand's offset stepped by its own strides."""
-    a_name, b_name = node.inputs
-    ta, tb, out = em.graph.type(a_name), em.graph.type(b_name), node.type
+    out = node.type
+    types = [em.graph.type(name) for name in node.inputs]
     y = em.var(node.name)
-    if ta.shape == tb.shape == out.shape:
+    if all(t.shape == out.shape for t in types):
         return [f"for (long i = 0; i < {out.size}; ++i)",
-                f"    {y}[i] = {body(em.at(a_name, 'i'), em.at(b_name, 'i'))};"]
+                f"    {y}[i] = {body(*(em.at(name, 'i') for name in node.inputs))};"]
     shape = out.shape or (1,)
-    sa, sb = _strides(ta.shape, shape), _strides(tb.shape, shape)
+    strides = [_strides(t.shape, shape) for t in types]
     lines, indent = ["{", "    long o = 0;"], "    "
     for axis, extent in enumerate(shape):
         lines.append(f"{indent}for (long d{axis} = 0; d{axis} < {extent}; ++d{axis})")
@@ -85,7 +106,8 @@ def c_loop(em, node, body) -> list[str]:
         terms = [f"d{axis} * {s}" if s != 1 else f"d{axis}" for axis, s in enumerate(strides) if s]
         return " + ".join(terms) or "0"
 
-    lines += [f"{indent}{y}[o++] = {body(em.at(a_name, offset(sa)), em.at(b_name, offset(sb)))};", "}"]
+    elements = (em.at(name, offset(steps)) for name, steps in zip(node.inputs, strides))
+    lines += [f"{indent}{y}[o++] = {body(*elements)};", "}"]
     return lines
 
 
