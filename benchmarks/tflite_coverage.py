@@ -441,7 +441,69 @@ def _dequantize(kind):
     return b.finish([x], [z])
 
 
+def _masked(kind, then=None):
+    """x -> GREATER(x, c) -> a bool mask; ``then(b, x, mask)`` -> the output tensor (None: the mask is the output).
+    16x8: TFLite Micro compares no int16 tensors (GREATER's int16 case runs without multipliers): refused."""
+    b = TfliteBuilder()
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    data = _rng().normal(0, 2, size=(3,)).astype(np.float32) if kind == "float32" else _rng().integers(-128, 128, 3)
+    c = act(b, (3,), kind, (0.03, 7), data=data, name="c")
+    mask = b.tensor(SHAPE, "bool", scale=None, name="mask")
+    b.op(OP.GREATER, [x, c], [mask])
+    out = mask if then is None else then(b, kind, x, c, mask)
+    return b.finish([x], [out])
+
+
+def _comparison(code):
+    def build(kind):
+        b = TfliteBuilder()
+        x = act(b, SHAPE, kind, Q_IN, name="x")
+        data = (np.round(_rng().normal(0, 2, size=(3,))).astype(np.float32) if kind == "float32"
+                else _rng().integers(-128, 128, 3))
+        c = act(b, (3,), kind, Q_IN if code in (OP.EQUAL, OP.NOT_EQUAL) else (0.03, 7), data=data, name="c")
+        y = b.tensor(SHAPE, "bool", scale=None, name="y")
+        b.op(code, [x, c], [y])
+        return b.finish([x], [y])
+    return build
+
+
+def _logical(code):
+    def then(b, kind, x, c, mask):
+        if code == OP.LOGICAL_NOT:
+            y = b.tensor(SHAPE, "bool", scale=None, name="y")
+            b.op(code, [mask], [y])
+            return y
+        other = b.tensor(SHAPE, "bool", scale=None, name="other")
+        b.op(OP.LESS, [x, c], [other])
+        y = b.tensor(SHAPE, "bool", scale=None, name="y")
+        b.op(code, [mask, other], [y])
+        return y
+    return lambda kind: _masked(kind, then)
+
+
+def _select_v2(kind):
+    def then(b, kind, x, c, mask):
+        y = act(b, SHAPE, kind, Q_IN, name="y")
+        data = _rng().normal(0, 2, size=(3,)).astype(np.float32) if kind == "float32" else _rng().integers(-128, 128, 3)
+        d = act(b, (3,), kind, Q_IN, data=data, name="d")
+        b.op(OP.SELECT_V2, [mask, x, d], [y])
+        return y
+    if kind != "16x8":
+        return _masked(kind, then)
+    b = TfliteBuilder()  # int16: no comparison to compute a mask, a constant one
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    mask = b.tensor((1, 4, 1, 3), "bool", scale=None, data=_rng().integers(0, 2, size=(1, 4, 1, 3)).astype(bool))
+    d = act(b, (3,), kind, Q_IN, data=_rng().integers(-128, 128, 3), name="d")
+    y = act(b, SHAPE, kind, Q_IN, name="y")
+    b.op(OP.SELECT_V2, [mask, x, d], [y])
+    return b.finish([x], [y])
+
+
 PROBES.update({
+    **{name: _comparison(getattr(OP, name))
+       for name in ("EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL")},
+    **{name: _logical(getattr(OP, name)) for name in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT")},
+    "SELECT_V2": _select_v2,
     "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize,
     "STRIDED_SLICE": _strided_slice, "TRANSPOSE_CONV": _transpose_conv,
     "SLICE": _slice,
