@@ -499,7 +499,40 @@ def _select_v2(kind):
     return b.finish([x], [y])
 
 
+def _gather(kind):
+    """GATHER of x by indices ARG_MAX computes (batch_dims 3): each position's largest channel."""
+    b = TfliteBuilder()
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    axis = b.tensor((1,), "int32", scale=None, data=np.asarray([3], dtype=np.int32), name="axis")
+    index = b.tensor(SHAPE[:3], "int32", scale=None, name="index")
+    b.op(OP.ARG_MAX, [x, axis], [index], OPT.ArgMaxOptions, options("ArgMaxOptions", outputType=2))
+    y = act(b, SHAPE[:3], kind, Q_IN, name="y")
+    b.op(OP.GATHER, [x, index], [y], OPT.GatherOptions, options("GatherOptions", axis=3, batchDims=3))
+    return b.finish([x], [y])
+
+
+def _embedding_lookup(kind):
+    """A constant table (float32, int8) looked up by ids ARG_MAX computes from x (TFLite Micro has no int16 table, nor
+    an int16 ARG_MAX: 16x8 is not applicable)."""
+    b = TfliteBuilder()
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    axis = b.tensor((1,), "int32", scale=None, data=np.asarray([3], dtype=np.int32), name="axis")
+    index = b.tensor(SHAPE[:3], "int32", scale=None, name="index")
+    b.op(OP.ARG_MAX, [x, axis], [index], OPT.ArgMaxOptions, options("ArgMaxOptions", outputType=2))
+    ids = b.tensor((16,), "int32", scale=None, name="ids")
+    b.op(OP.RESHAPE, [index], [ids])
+    if kind == "float32":
+        table = b.tensor((3, 5), kind, scale=None, data=_rng().normal(0, 2, size=(3, 5)).astype(np.float32))
+    else:
+        table = b.tensor((3, 5), "int8", scale=0.02, zero_point=0, data=_rng().integers(-128, 128, size=(3, 5)))
+    y = (b.tensor((16, 5), "float32", scale=None, name="y") if kind != "int8"
+         else b.tensor((16, 5), "int8", scale=0.02, zero_point=0, name="y"))
+    b.op(OP.EMBEDDING_LOOKUP, [ids, table], [y])
+    return b.finish([x], [y])
+
+
 PROBES.update({
+    "GATHER": _gather, "EMBEDDING_LOOKUP": _embedding_lookup,
     **{name: _comparison(getattr(OP, name))
        for name in ("EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL")},
     **{name: _logical(getattr(OP, name)) for name in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT")},
