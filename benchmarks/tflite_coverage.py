@@ -531,7 +531,20 @@ def _embedding_lookup(kind):
     return b.finish([x], [y])
 
 
+def _batch_matmul(kind):
+    """x (1, 4, 4, 3) as a batch of 4x3 matrices times a constant (1, 1, 3, 5), int8 with zero points."""
+    b = TfliteBuilder()
+    x = act(b, SHAPE, kind, Q_IN, name="x")
+    data = _rng().normal(0, 1, size=(1, 1, 3, 5)).astype(np.float32) if kind == "float32" else \
+        _rng().integers(-128, 128, size=(1, 1, 3, 5))
+    c = act(b, (1, 1, 3, 5), kind, (0.03, 0 if kind == "16x8" else 7), data=data, name="c")
+    y = act(b, (1, 4, 4, 5), kind, (0.2, -4), name="y")
+    b.op(OP.BATCH_MATMUL, [x, c], [y], OPT.BatchMatMulOptions, options("BatchMatMulOptions"))
+    return b.finish([x], [y])
+
+
 PROBES.update({
+    "BATCH_MATMUL": _batch_matmul,
     "GATHER": _gather, "EMBEDDING_LOOKUP": _embedding_lookup,
     **{name: _comparison(getattr(OP, name))
        for name in ("EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL")},

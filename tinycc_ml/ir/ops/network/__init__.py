@@ -6,6 +6,7 @@ registers them."""
 from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     activations,
     arg_reduce,
+    batch_matmul,
     compare,
     float_unary,
     gather,
