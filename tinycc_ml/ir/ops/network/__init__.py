@@ -26,6 +26,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     resize_nearest,
     retyped_slice,
     select,
+    shape_constants,
     strided_slice,
     sub,
     svdf,
