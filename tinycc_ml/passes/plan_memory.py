@@ -9,9 +9,11 @@ into the caller's buffer. A reshape takes none either: it names its operand's el
 stays live as long as the reshape is used; a reshape giving the scores puts its operand in the
 caller's buffer).
 
-In place: a float or fixed-point pool, mean, activation or tensor add (the project's network dialects, whose C
-reads every element it needs before writing over it: ``in_place_operand``) whose operand dies with it writes into
-that operand's slot.
+In place: a value may be written over an operand that dies where it is computed, starting at most the lead its
+op's rule allows after it (``OpDef.alias``: element-wise ops and activations 0; TFLite's quantised convolutions,
+depthwise convolutions and pools written position by position a little below the input they still read; see
+``windows.window_lead``). The placement tries a few orders and then searches, stopping at the bound of the largest
+live set (``lower_bound``, reported beside the plan in ``graph.analyses.arena_bounds``).
 
 Integer builds also fuse element-wise chains (``fused_chains``, stored in ``graph.analyses.fused``): a
 vector whose only user is an element-wise op (add, sub, mul, scale, clip with scalar bounds) of the same
@@ -30,7 +32,7 @@ import numpy as np
 
 from tinycc_ml.ir.analyses import ArenaSlot
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops.windows import axis_geometry
+from tinycc_ml.ir.ops.registry import OPS
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LEAF_OPS = ("input", "const", "sparse_const", "state")  # state: static RAM of its own, outside the arenas
@@ -97,25 +99,6 @@ def state_bytes(graph: Graph) -> int:
     return sum(graph.type(n).size * element_bytes(arena_key(graph.type(n).dtype)) for n, _ in graph.states())
 
 
-IN_PLACE_OPS = ("max_pool2d", "average_pool2d", "mean", "relu", "relu6", "tensor_add")
-
-
-def in_place_operand(graph: Graph, name: str) -> list[str]:
-    """The operands ``name`` may overwrite as it computes: an element-wise network op's, or a pool's or mean's
-    without padding before its windows (output element k then reads only input elements at k or beyond), in the
-    project's float or fixed-point dialects (TFLite's int8 C keeps its own plan)."""
-    node = graph.node(name)
-    if node.op not in IN_PLACE_OPS or node.type.dtype.kind not in ("f32", "fx"):
-        return []
-    if node.op in ("max_pool2d", "average_pool2d"):
-        x = graph.type(node.inputs[0])
-        stride = [int(s) for s in node.attrs["stride"]]
-        if any(axis_geometry(x.shape[1 + a], int(node.attrs["filter"][a]), stride[a], 1, node.attrs, a)[1]
-               for a in range(2)):
-            return []
-    return list(node.inputs)
-
-
 def reshape_roots(graph: Graph) -> dict[str, str]:
     """Each reshape node -> the value whose elements it names (through chains of reshapes)."""
     roots: dict[str, str] = {}
@@ -142,8 +125,9 @@ class Lifetimes:
 
 
 def alias_leads(graph: Graph, name: str) -> dict[str, int]:
-    """Operand -> lead: the operands ``name`` may be written over (see ``Lifetimes``)."""
-    return {o: 0 for o in in_place_operand(graph, name)}
+    """Operand -> lead: the operands ``name`` may be written over, its op's rule (``OpDef.alias``)."""
+    rule = OPS[graph.op(name)].alias
+    return rule(graph, graph.node(name)) if rule else {}
 
 
 def lifetimes(graph: Graph, fused: dict[str, list[str]] | None = None, virtual=()) -> Lifetimes:
