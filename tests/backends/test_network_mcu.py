@@ -25,7 +25,8 @@ from tinycc_ml.runtime.simulate import DEFAULT_MAX_CYCLES, run_on_target
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "data" / "mlperf-tiny"  # MLPerf Tiny's int8 models (data/mlperf-tiny/README.md)
-# TFLite Micro's own arena for kws is 24,272 bytes (models/mlperf-tiny/README.md); ours, planned across layers
+# TFLite Micro's arena for kws is 24,272 bytes, 16,000 of them its activations (data/mlperf-tiny/README.md); ours:
+# planned across layers, each written over its dying input where its op allows (benchmarks/network_arena.py)
 MLPERF_ARENA = {"kws_ref_model": 10560, "ad01_int8": 256, "pretrainedResnet_quant": 33328, "vww_96_int8": 36912}
 STACK_LIMIT = {"avr": 160, "cortex-m0": 256, "cortex-m4": 384, "cortex-m33": 384}  # bytes, measured per call
 
