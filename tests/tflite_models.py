@@ -14,7 +14,7 @@ import flatbuffers
 import numpy as np
 from tflite_micro.python.tflite_micro import runtime
 
-from tests.tflite_builder import tflm_raw_outputs
+from tests.tflite_builder import NetBuilder, tflm_raw_outputs
 
 schema = runtime.schema_fb
 TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4, "int16": 7, "uint32": 15, "uint64": 12, "bool": 6}
@@ -211,3 +211,16 @@ def pool_net(seed: int = 2) -> bytes:
 def tflite_micro_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
     """tflite-micro's interpreter (its reference kernels) on each row of X."""
     return tflm_raw_outputs(data, X)
+
+
+def ds_cnn_1d(seed: int = 5) -> bytes:
+    """A 1-D depthwise-separable CNN over 98 frames of 10 features, laid out as Keras' Conv1D converts ([1, 1, T, C]):
+    CONV_2D 1x5 stride 2 (64 channels), four blocks of DEPTHWISE_CONV_2D 1x3 and pointwise CONV_2D (relu), the
+    average over time, FULLY_CONNECTED (12), SOFTMAX."""
+    n = NetBuilder(seed)
+    y = n.conv(n.input((1, 98, 10)), 64, (1, 5), (1, 2), activation="relu")
+    for _ in range(4):
+        y = n.depthwise(y, 1, (1, 3), activation="relu")
+        y = n.conv(y, 64, (1, 1), activation="relu")
+    y = n.average_pool(y, (1, 49), (1, 49))
+    return n.finish(n.softmax(n.fc(n.flatten(y), 12)))

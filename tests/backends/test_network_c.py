@@ -21,7 +21,7 @@ from tinycc_ml.models.network import NetworkModel
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "data" / "mlperf-tiny"  # MLPerf Tiny's int8 models (data/mlperf-tiny/README.md)
-MLPERF = {"kws_ref_model": 16000, "ad01_int8": 264, "pretrainedResnet_quant": 49152, "vww_96_int8": 73728}
+MLPERF = {"kws_ref_model": 10560, "ad01_int8": 256, "pretrainedResnet_quant": 33328, "vww_96_int8": 36912}
 
 
 @pytest.fixture(scope="module", autouse=True)

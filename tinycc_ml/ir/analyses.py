@@ -69,6 +69,8 @@ class Analyses:
     input_scale: np.ndarray | None = None
     memory_plan: dict[str, ArenaSlot] = field(default_factory=dict)  # plan_memory
     arenas: dict[str, int] = field(default_factory=dict)  # plan_memory: arena -> length in elements
+    # plan_memory: arena -> the largest live set any placement must hold (elements), the bound beside ``arenas``
+    arena_bounds: dict[str, int] = field(default_factory=dict)
     # plan_memory: head -> the element-wise nodes computed in its store (integer builds; see plan_memory)
     fused: dict[str, list[str]] = field(default_factory=dict)
     exp_tables: list[dict] = field(default_factory=list)  # exp_table: size and measured error per table
@@ -99,7 +101,8 @@ class Analyses:
             lines.append(f"input scales: {sorted(set(int(s) for s in scales))} over {len(scales)} features")
         lines += [f"memory %{name}: {slot.arena}[{slot.offset}:{slot.offset + slot.length}]"
                   for name, slot in self.memory_plan.items()]
-        lines += [f"arena {key}: {length} elements" for key, length in self.arenas.items()]
+        lines += [f"arena {key}: {length} elements (largest live set {self.arena_bounds.get(key, '?')})"
+                  for key, length in self.arenas.items()]
         lines += [f"fused %{head}: {', '.join('%' + m for m in members)} in its store"
                   for head, members in self.fused.items()]
         lines += [f"exp table: {t}" for t in self.exp_tables]

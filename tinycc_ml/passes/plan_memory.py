@@ -9,9 +9,11 @@ into the caller's buffer. A reshape takes none either: it names its operand's el
 stays live as long as the reshape is used; a reshape giving the scores puts its operand in the
 caller's buffer).
 
-In place: a float or fixed-point pool, mean, activation or tensor add (the project's network dialects, whose C
-reads every element it needs before writing over it: ``in_place_operand``) whose operand dies with it writes into
-that operand's slot.
+In place: a value may be written over an operand that dies where it is computed, starting at most the lead its
+op's rule allows after it (``OpDef.alias``: element-wise ops and activations 0; TFLite's quantised convolutions,
+depthwise convolutions and pools written position by position a little below the input they still read; see
+``windows.window_lead``). The placement tries a few orders and then searches, stopping at the bound of the largest
+live set (``lower_bound``, reported beside the plan in ``graph.analyses.arena_bounds``).
 
 Integer builds also fuse element-wise chains (``fused_chains``, stored in ``graph.analyses.fused``): a
 vector whose only user is an element-wise op (add, sub, mul, scale, clip with scalar bounds) of the same
@@ -24,16 +26,19 @@ inner values take no space. Graph outputs are never fused away.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tinycc_ml.ir.analyses import ArenaSlot
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops.windows import axis_geometry
+from tinycc_ml.ir.ops.registry import OPS
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LEAF_OPS = ("input", "const", "sparse_const", "state")  # state: static RAM of its own, outside the arenas
 FUSED_OPS = ("add", "sub", "mul", "scale", "clip")  # element-wise ops a store can compute (codegen/c_fixed.py)
 KERNEL_READERS = ("matvec", "matvec_at", "sqdist")
+SEARCH_BUDGET = 20000  # placements tried by _search: a deterministic limit, not a time
 
 
 def _fusable_user(graph: Graph, name: str, outputs: set) -> str | None:
@@ -94,25 +99,6 @@ def state_bytes(graph: Graph) -> int:
     return sum(graph.type(n).size * element_bytes(arena_key(graph.type(n).dtype)) for n, _ in graph.states())
 
 
-IN_PLACE_OPS = ("max_pool2d", "average_pool2d", "mean", "relu", "relu6", "tensor_add")
-
-
-def in_place_operand(graph: Graph, name: str) -> list[str]:
-    """The operands ``name`` may overwrite as it computes: an element-wise network op's, or a pool's or mean's
-    without padding before its windows (output element k then reads only input elements at k or beyond), in the
-    project's float or fixed-point dialects (TFLite's int8 C keeps its own plan)."""
-    node = graph.node(name)
-    if node.op not in IN_PLACE_OPS or node.type.dtype.kind not in ("f32", "fx"):
-        return []
-    if node.op in ("max_pool2d", "average_pool2d"):
-        x = graph.type(node.inputs[0])
-        stride = [int(s) for s in node.attrs["stride"]]
-        if any(axis_geometry(x.shape[1 + a], int(node.attrs["filter"][a]), stride[a], 1, node.attrs, a)[1]
-               for a in range(2)):
-            return []
-    return list(node.inputs)
-
-
 def reshape_roots(graph: Graph) -> dict[str, str]:
     """Each reshape node -> the value whose elements it names (through chains of reshapes)."""
     roots: dict[str, str] = {}
@@ -123,11 +109,28 @@ def reshape_roots(graph: Graph) -> dict[str, str]:
     return roots
 
 
-def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
-         virtual=()) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
-    """The slots and arena lengths; ``fused`` chains (head -> members): the last member shares its head's
-    slot, the others take none; ``virtual``: vectors that take no slot (a backend computes them where
-    they are read, e.g. the input clamp applied on read)."""
+@dataclass
+class Lifetimes:
+    """What the placement needs: the values that take a slot (schedule order), each one's arena key, length and
+    live range [defined, last use] in schedule positions (two values whose ranges meet are live at once), the
+    fused chains' tails (-> the head whose slot they take) and the allowed overlaps: (value, operand) -> lead
+    (the value may start at most ``lead`` elements after its operand, which dies where the value is computed)."""
+
+    slots: list[str]
+    key: dict[str, str]
+    length: dict[str, int]
+    live: dict[str, tuple[int, int]]
+    shares: dict[str, str]
+    leads: dict[tuple[str, str], int]
+
+
+def alias_leads(graph: Graph, name: str) -> dict[str, int]:
+    """Operand -> lead: the operands ``name`` may be written over, its op's rule (``OpDef.alias``)."""
+    rule = OPS[graph.op(name)].alias
+    return rule(graph, graph.node(name)) if rule else {}
+
+
+def lifetimes(graph: Graph, fused: dict[str, list[str]] | None = None, virtual=()) -> Lifetimes:
     fused = fused or {}
     order = graph.order()
     position = {n: i for i, n in enumerate(order)}
@@ -145,35 +148,133 @@ def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
     for n, root in roots.items():
         last_use[root] = max(last_use[root], last_use[n])
     caller_owned = {roots.get(n, n) for label, n in graph.outputs if label == "scores"}  # the caller's buffer
-    live: list[tuple[str, int, int, str]] = []  # (arena, offset, length, node)
+    slots = [n for n in order
+             if not (graph.op(n) in LEAF_OPS or graph.type(n).rank == 0 or n in caller_owned or n in inner
+                     or n in virtual or n in roots or n in shares)]
+    key = {n: arena_key(graph.type(n).dtype) for n in slots}
+    taken = set(slots)
+    leads: dict[tuple[str, str], int] = {}
+    for n in slots:
+        for operand, lead in alias_leads(graph, n).items():
+            root = roots.get(operand, operand)
+            if root in taken and last_use[root] == position[n] and key[root] == key[n]:
+                leads[(n, root)] = min(lead, leads.get((n, root), lead))
+    return Lifetimes(slots, key, {n: graph.type(n).size for n in slots},
+                     {n: (position[n], last_use[n]) for n in slots}, shares, leads)
+
+
+def _forbidden(n: str, offset: dict[str, int], life: Lifetimes) -> list[tuple[int, int]]:
+    """The open intervals of starts where ``n`` would overlap a placed value live at once with it (an operand it
+    may be written over: only above the lead)."""
+    (n0, n1), size = life.live[n], life.length[n]
+    forbidden = []
+    for m, at in offset.items():
+        (m0, m1) = life.live[m]
+        if m1 < n0 or n1 < m0:
+            continue
+        if (n, m) in life.leads:  # n written over m: it starts at most the lead after m
+            forbidden.append((at + life.leads[(n, m)], at + life.length[m]))
+        elif (m, n) in life.leads:  # m written over n
+            forbidden.append((at - size, at - life.leads[(m, n)]))
+        else:
+            forbidden.append((at - size, at + life.length[m]))
+    return forbidden
+
+
+def _starts(forbidden: list[tuple[int, int]]) -> list[int]:
+    """The starts a value may take that touch a placed value (above or below it) or the arena's start, lowest
+    first."""
+    edges = {0, *(hi for _, hi in forbidden), *(lo for lo, _ in forbidden)}
+    return sorted(c for c in edges if c >= 0 and not any(lo < c < hi for lo, hi in forbidden))
+
+
+def _first_fit(names: list[str], life: Lifetimes) -> dict[str, int]:
+    """Each value at the lowest offset where it overlaps no value live at once with it (but an operand it may be
+    written over, above its lead), placed in the order of ``names``."""
+    offset: dict[str, int] = {}
+    for n in names:
+        offset[n] = _starts(_forbidden(n, offset, life))[0]
+    return offset
+
+
+def _search(names: list[str], life: Lifetimes, best: dict[str, int], bound: int,
+            budget: int = SEARCH_BUDGET) -> dict[str, int]:
+    """A placement smaller than ``best`` if one is found trying every value's feasible starts (depth first, in the
+    order of ``names``) within ``budget`` placements, stopping at ``bound``; else ``best``."""
+    top = max(best[n] + life.length[n] for n in names)
+    offset: dict[str, int] = {}
+    tries = 0
+
+    def place(i: int) -> bool:
+        nonlocal best, top, tries
+        if i == len(names):
+            best, top = dict(offset), max(offset[n] + life.length[n] for n in names)
+            return top <= bound
+        n = names[i]
+        for start in _starts(_forbidden(n, offset, life)):
+            if start + life.length[n] >= top or tries >= budget:
+                break
+            tries += 1
+            offset[n] = start
+            if place(i + 1):
+                return True
+            del offset[n]
+        return False
+
+    place(0)
+    return best
+
+
+def _orders(names: list[str], life: Lifetimes) -> list[list[str]]:
+    """The placement orders tried: the schedule, its reverse (a chain of values each written over its operand
+    drifts down the arena: placed from its end), and the largest values first (TFLite Micro's greedy), either
+    tie order."""
+    largest = sorted(names, key=lambda n: -life.length[n])
+    return [names, names[::-1], largest, sorted(names[::-1], key=lambda n: -life.length[n])]
+
+
+def plan(graph: Graph, fused: dict[str, list[str]] | None = None,
+         virtual=()) -> tuple[dict[str, ArenaSlot], dict[str, int]]:
+    """The slots and arena lengths; ``fused`` chains (head -> members): the last member shares its head's
+    slot, the others take none; ``virtual``: vectors that take no slot (a backend computes them where
+    they are read, e.g. the input clamp applied on read). Per arena, the smallest of the placement orders
+    (``_orders``; the schedule's first where they tie), then, above the bound of the largest live set
+    (``lower_bound``), a bounded search for a smaller one (``_search``)."""
+    life = lifetimes(graph, fused, virtual)
+    bounds = lower_bound(graph, fused, virtual)
     placed: dict[str, ArenaSlot] = {}
     arenas: dict[str, int] = {}
-    for i, n in enumerate(order):
-        t = graph.type(n)
-        # Operands of this node stay live (last_use >= i), so an output never overlaps its inputs.
-        live = [entry for entry in live if last_use[entry[3]] >= i]
-        if (graph.op(n) in LEAF_OPS or t.rank == 0 or n in caller_owned or n in inner or n in virtual
-                or n in roots):
-            continue
-        if n in shares:
-            if shares[n] in placed:
-                placed[n] = placed[shares[n]]
-            continue
-        key, length = arena_key(t.dtype), t.size
-        dying = [roots.get(o, o) for o in in_place_operand(graph, n)]
-        dying = [o for o in dying if o in placed and last_use[o] == i and placed[o].arena == key]
-        if dying:  # written over its operand's elements, which die here
-            offset = placed[dying[0]].offset
-        else:
-            offset = 0
-            for _, o, s, _ in sorted(e for e in live if e[0] == key):
-                if offset + length <= o:
-                    break
-                offset = max(offset, o + s)
-        live.append((key, offset, length, n))
-        placed[n] = ArenaSlot(key, offset, length)
-        arenas[key] = max(arenas.get(key, 0), offset + length)
-    return placed, dict(sorted(arenas.items()))
+    for key in sorted(set(life.key.values())):
+        names = [n for n in life.slots if life.key[n] == key]
+        best = min((_first_fit(order, life) for order in _orders(names, life)),
+                   key=lambda at: max(at[n] + life.length[n] for n in names))
+        for order in _orders(names, life)[:3]:
+            if max(best[n] + life.length[n] for n in names) <= bounds[key]:
+                break
+            best = _search(order, life, best, bounds[key])
+        for n in names:
+            placed[n] = ArenaSlot(key, best[n], life.length[n])
+        arenas[key] = max(best[n] + life.length[n] for n in names)
+    for tail, head in life.shares.items():
+        if head in placed:
+            placed[tail] = placed[head]
+    return {n: placed[n] for n in graph.order() if n in placed}, dict(sorted(arenas.items()))
+
+
+def lower_bound(graph: Graph, fused: dict[str, list[str]] | None = None, virtual=()) -> dict[str, int]:
+    """Per arena, the largest live set any placement must hold (elements): at each step, the values live there,
+    the one computed there overlapping its dying operand as far as its lead allows (the best such operand)."""
+    life = lifetimes(graph, fused, virtual)
+    bounds: dict[str, int] = {}
+    steps = sorted({life.live[n][0] for n in life.slots})
+    for step in steps:
+        live = [n for n in life.slots if life.live[n][0] <= step <= life.live[n][1]]
+        for key in {life.key[n] for n in live}:
+            total = sum(life.length[n] for n in live if life.key[n] == key)
+            saving = max((0, *(life.length[n] + life.length[o] - max(life.length[o] - lead, life.length[n])
+                          for (n, o), lead in life.leads.items() if life.live[n][0] == step and life.key[n] == key)))
+            bounds[key] = max(bounds.get(key, 0), total - saving)
+    return dict(sorted(bounds.items()))
 
 
 @register_pass
@@ -185,7 +286,9 @@ class PlanMemory(Pass):
         a = graph.analyses
         a.fused = fused_chains(graph)
         a.memory_plan, a.arenas = plan(graph, a.fused)
+        a.arena_bounds = lower_bound(graph, a.fused)
         used = sum(length * element_bytes(key) for key, length in a.arenas.items())
+        bound = sum(length * element_bytes(key) for key, length in a.arena_bounds.items())
         naive = sum(length * element_bytes(key) for key, _, length in a.memory_plan.values())
-        ctx.log.append(f"plan_memory: arenas {used} bytes (without reuse: {naive})")
+        ctx.log.append(f"plan_memory: arenas {used} bytes (largest live set: {bound}; without reuse: {naive})")
         return graph

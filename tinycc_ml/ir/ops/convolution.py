@@ -30,6 +30,7 @@ from tinycc_ml.ir.ops.windows import (
     check_window_attrs,
     network_result,
     quantised_operand,
+    window_lead,
     window_shape,
     window_taps,
 )
@@ -171,7 +172,8 @@ register_op(OpDef(
     evaluate_rows=rows_only_first(_float_conv2d), fixed=_fixed_conv2d,
     acc_bound=lambda call: layer_bound(call, call.consts[1].reshape(call.consts[1].shape[0], -1)),
     output_shift=layer_output_shift, unsupported={"interval": NO_RANGES},
-    macs=lambda ts, stored, out: out.size * ts[1].size // ts[1].shape[0]))  # each output: a filter's taps
+    macs=lambda ts, stored, out: out.size * ts[1].size // ts[1].shape[0],  # each output: a filter's taps
+    alias=lambda g, node: window_lead(g, node, g.type(node.inputs[1]).shape[1:3])))
 
 
 # ---------------------------------------------------------------- depthwise_conv2d
@@ -222,7 +224,8 @@ register_op(OpDef(
     evaluate_rows=rows_only_first(_float_depthwise), fixed=_fixed_depthwise,
     acc_bound=lambda call: layer_bound(call, call.consts[1].reshape(-1, call.consts[1].shape[3]).T),
     output_shift=layer_output_shift, unsupported={"interval": NO_RANGES},
-    macs=lambda ts, stored, out: out.size * ts[1].shape[1] * ts[1].shape[2]))  # each output: its window
+    macs=lambda ts, stored, out: out.size * ts[1].shape[1] * ts[1].shape[2],  # each output: its window
+    alias=lambda g, node: window_lead(g, node, g.type(node.inputs[1]).shape[1:3])))
 
 
 # ---------------------------------------------------------------- fully_connected

@@ -25,11 +25,13 @@ from tinycc_ml.ir.ops.tflite_arith import (
 )
 from tinycc_ml.ir.ops.windows import (
     as_batch,
+    axis_geometry,
     check_requantisation,
     check_window_attrs,
     keeps_type,
     network_result,
     quantised_operand,
+    window_lead,
     window_shape,
     window_taps,
 )
@@ -91,13 +93,27 @@ def _bound_average_pool(call: BoundCall) -> tuple[int, int]:
     return window[0] * window[1] * call.bounds[0], call.scales[0]
 
 
+def pool_lead(graph, node) -> dict[str, int]:
+    """A pool's in place rule (``OpDef.alias``): TFLite's quantised kernels by ``window_lead``; the float and
+    power-of-two dialects' C, channel by channel at each position, reads for output element k only input elements
+    at k or beyond where no padding comes before the windows: there lead 0."""
+    window = tuple(int(k) for k in node.attrs["filter"])
+    if node.type.dtype.is_quantised:
+        return window_lead(graph, node, window)
+    x = graph.type(node.inputs[0])
+    stride = [int(s) for s in node.attrs["stride"]]
+    if any(axis_geometry(x.shape[1 + a], window[a], stride[a], 1, node.attrs, a)[1] for a in range(2)):
+        return {}
+    return {node.inputs[0]: 0}
+
+
 register_op(OpDef(
     "average_pool2d", 1, pool_type_rule("average"), _float_average_pool,
     {"filter": "ints", "stride": "ints", "padding": "str", "activation": "str", "pads": "ints?"},
     "TFLite's AVERAGE_POOL_2D: the mean of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (sum, rounded division by the count, activation clamp)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_average_pool(ins, attrs),
-    fixed=_fixed_average_pool, acc_bound=_bound_average_pool,
+    fixed=_fixed_average_pool, acc_bound=_bound_average_pool, alias=pool_lead,
     unsupported={"interval": NO_RANGES}))
 
 
@@ -129,7 +145,7 @@ register_op(OpDef(
     "TFLite's MAX_POOL_2D: the largest of each window's elements inside the input (filter: height, width); "
     "quantised: TFLite's int8 kernel (the largest int8, the activation clamp; the input's quantisation kept)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_max_pool(ins, attrs),
-    fixed=_fixed_max_pool,
+    fixed=_fixed_max_pool, alias=pool_lead,
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 
@@ -189,4 +205,7 @@ register_op(OpDef(
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_mean(ins, attrs),
     fixed=_fixed_mean,
     acc_bound=lambda call: (call.in_types[0].shape[1] * call.in_types[0].shape[2] * call.bounds[0], call.scales[0]),
+    # the float and power-of-two dialects' C reads a channel's elements before storing its mean (TFLite's int8 C:
+    # not shown, none)
+    alias=lambda g, node: {} if node.type.dtype.is_quantised else {node.inputs[0]: 0},
     unsupported={"interval": NO_RANGES}))

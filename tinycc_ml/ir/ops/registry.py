@@ -133,6 +133,10 @@ class OpDef:
     # the op's portable C per precision ("float", "fixed"), held beside its semantics: (emitter, node) -> lines,
     # written against the emitter's interface; the code tables take it (codegen's ``C_CODE``)
     c: dict[str, Callable] = field(default_factory=dict)
+    # in place: (graph, node) -> {operand name: lead}: the result may be written over that operand's elements (where
+    # the operand dies at this node) when it starts at most ``lead`` elements after the operand (lead <= 0); every
+    # implementation of the op, on every target, keeps to it; plan_memory consumes it (None: never in place)
+    alias: Callable[[object, object], dict[str, int]] | None = None
 
     def supports(self, facet: str) -> bool:
         if facet in ("c_float", "c_fixed"):

@@ -30,7 +30,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     softmax_int8,
 )
 from tinycc_ml.ir.ops.tflite_lut import softmax_int16
-from tinycc_ml.ir.ops.windows import check_requantisation, keeps_type, network_result, quantised_operand
+from tinycc_ml.ir.ops.windows import check_requantisation, element_lead, keeps_type, network_result, quantised_operand
 
 ADD_LEFT_SHIFT = 20  # TFLite's int8 ADD: the inputs' headroom before rescaling
 SOFTMAX_OUTPUT = (1 / 256, -128)  # TFLite's int8 softmax output: scale 1/256, zero point -128
@@ -110,6 +110,7 @@ register_op(OpDef(
     evaluate_rows=lambda ins, batched, attrs, n, rank: apply_activation(ins[0] + ins[1], attrs.get("activation",
                                                                                                   "none")),
     fixed=_fixed_tensor_add, acc_bound=_bound_tensor_add,
+    alias=element_lead,
     unsupported={"interval": NO_RANGES}))
 
 
@@ -229,5 +230,5 @@ for _name, _fixed in (("relu", _fixed_relu), ("relu6", _fixed_relu6)):
         + ("the input less its zero point requantised to the output's scale, clamped from the output's zero point)"
            if _name == "relu" else "the input's integers clamped to its zero point and 6 quantised)"),
         evaluate_rows=lambda ins, batched, attrs, n, rank, _n=_name: apply_activation(ins[0], _n),
-        fixed=_fixed,
+        fixed=_fixed, alias=element_lead,
         unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

@@ -51,6 +51,46 @@ def axis_geometry(size: int, window: int, stride: int, dilation: int, attrs: dic
     return out, pad_before(size, window, stride, dilation, out)
 
 
+WINDOW_BLOCK = 2  # output positions an implementation may compute at once (the Cortex-M4's pairs)
+
+
+def window_lead(graph, node, window: tuple[int, int]) -> dict[str, int]:
+    """The in-place rule of TFLite's windowed ops (``OpDef.alias``) in their quantised kernels, NHWC: every
+    implementation computes the output positions in raster order (batch, row, column), at most ``WINDOW_BLOCK``
+    at once with their reads and writes interleaved, and reads for a position only its window's taps inside the
+    input; so while position q is read, the writes reach at most position q + WINDOW_BLOCK - 1, and they stay
+    below the lowest element q reads when the output starts at most the returned lead after the input. (The
+    float and power-of-two dialects' kernels keep their own orders: none.)"""
+    x_name = node.inputs[0]
+    x = graph.type(x_name)
+    if not (x.dtype.is_quantised and node.type.dtype.is_quantised) or x.rank != 4 or node.type.rank != 4:
+        return {}
+    stride = [int(s) for s in node.attrs.get("stride", [1, 1])]
+    dilation = [int(d) for d in node.attrs.get("dilation", [1, 1])]
+    pads = [axis_geometry(n, int(k), s, d, node.attrs, a)[1]
+            for a, (n, k, s, d) in enumerate(zip(x.shape[1:3], window, stride, dilation))]
+    return {x_name: raster_lead(x.shape, node.type.shape, stride, pads)}
+
+
+def raster_lead(x_shape, out_shape, stride, pads, block: int = WINDOW_BLOCK) -> int:
+    """``window_lead``'s bound for NHWC shapes, the windows' strides and padding before them: the least, over the
+    output positions q, of the lowest input element q reads less the output elements up to position q + block."""
+    batch, height, width, channels = x_shape
+    _, out_h, out_w, out_c = out_shape
+    b, oy, ox = np.meshgrid(np.arange(batch), np.arange(out_h), np.arange(out_w), indexing="ij")
+    lowest_read = ((b * height + np.maximum(oy * stride[0] - pads[0], 0)) * width
+                   + np.maximum(ox * stride[1] - pads[1], 0)).reshape(-1) * channels
+    positions = lowest_read.size
+    written = np.minimum(np.arange(positions) + block, positions) * out_c
+    return int(np.min(lowest_read - written))
+
+
+def element_lead(graph, node) -> dict[str, int]:
+    """The in-place rule of an element-wise op (``OpDef.alias``): each element's result is written after its
+    operands' elements at the same index are read, and no other: over any operand of the result's size, lead 0."""
+    return {i: 0 for i in node.inputs if graph.type(i).size == node.type.size}
+
+
 def window_shape(x: TensorType, window: tuple[int, int], attrs: dict) -> tuple[int, int]:
     stride = attrs.get("stride", [1, 1])
     dilation = attrs.get("dilation", [1, 1])
