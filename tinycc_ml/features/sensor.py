@@ -70,7 +70,7 @@ class SensorFeatures(FrontEndStep):
     def n_samples(self, width: int) -> int:
         axes = int(self.n_axes)
         if width % axes or width < 2 * axes:
-            raise FrontEndError(f"SensorFeatures: rows of {width} values are not a window of 2 or more samples of "
+            raise FrontEndError(f"SensorFeatures: rows of {width} feature(s) are not a window of 2 or more samples of "
                                 f"n_axes={axes}")
         return width // axes
 
@@ -81,7 +81,7 @@ class SensorFeatures(FrontEndStep):
 
     def band_bins(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The DFT bins some band reads, and (n_bands, len(bins)) weights c_k / N^2 of their |X_k|^2."""
-        freqs = np.arange(n // 2 + 1) * float(self.sample_rate) / n
+        freqs = float(self.sample_rate) * (np.arange(n // 2 + 1) / n)  # the Nyquist bin at exactly rate / 2
         inside = np.array([(freqs >= lo) & (freqs < hi) for lo, hi in self.bands], dtype=bool).reshape(-1, len(freqs))
         for i, row in enumerate(inside):
             if not row.any():
