@@ -26,12 +26,12 @@ def add_feed(output: BuildOutput, window: int, hop: int) -> None:
         raise CompileError(f"{p}: the model keeps state of its own; a stream's feed cannot be added to it")
     head = [f"#define {up}_FEED_WINDOW {window}L /* input values a decision reads */",
             f"#define {up}_FEED_HOP {hop}L /* input values between decisions */",
-            f"/* Append n input values (a multi-axis sensor's interleaved as the model's rows hold them) to the stream;",
-            f" * each window completed (the first after {up}_FEED_WINDOW values, then every {up}_FEED_HOP) is decided",
-            " * on as <prefix>_predict would: the class indices go to decisions[] (NULL: not kept), at most",
+            "/* Append n input values (a multi-axis sensor's interleaved as the model's rows hold them) to the",
+            f" * stream; each window completed (the first after {up}_FEED_WINDOW values, then every {up}_FEED_HOP)",
+            " * is decided on as <prefix>_predict would: the class indices go to decisions[] (NULL: not kept), at most",
             f" * n / {up}_FEED_HOP + 1 of them. Returns how many windows completed (0: none yet). */",
             f"int {p}_feed(const {t} *samples, long n, int *decisions);",
-            f"/* Forget the stream: the next value fed starts a new window. */",
+            "/* Forget the stream: the next value fed starts a new window. */",
             f"void {p}_reset(void);"]
     source = [f"static {t} {p}_feed_window[{window}];",
               f"static long {p}_feed_filled;",
