@@ -32,13 +32,18 @@ def test_an_mfcc_pipeline_compiles_to_raw_samples_in():
     assert "front end (Framer -> Window -> PowerSpectrum -> MelFilterBank" in result.report["model"]
 
 
-@pytest.mark.parametrize("model", ["forest", "nb", "scaled_logistic"])
-def test_sensor_pipelines_decide_as_scikit_learn(model):
+@pytest.mark.parametrize("model, window", [("forest", 64), ("nb", 64), ("scaled_logistic", 64), ("nb", 30),
+                                           ("nb", 32)])
+def test_sensor_pipelines_decide_as_scikit_learn(model, window):
+    """Band powers by the FFT (64 samples: the bands' DFT rows would be many), by the DFT rows (32) and of a window
+    of no power of two (30)."""
     require_target("host")
-    X, y = motions(150)
+    X, y = motions(150, window=window)
     pipe = sensor_pipeline(X, y, model)
-    predictor = tinycc_ml.compile(pipe).load()
-    rows, _ = motions(60, seed=2)
+    result = tinycc_ml.compile(pipe)
+    assert ("rfft" in result.graph.order()) == (window == 64)
+    predictor = result.load()
+    rows, _ = motions(60, seed=2, window=window)
     assert predictor.predict(rows).tolist() == pipe.predict(rows).tolist()
     if model != "forest":
         expected = pipe.predict_proba(rows)

@@ -58,3 +58,14 @@ def test_nothing_is_decided_before_a_whole_window_and_reset_starts_over():
         pipe.predict(signal[None, :3 * SENSOR_WINDOW]).tolist()
     predictor.reset()
     assert len(predictor.feed(signal[:3 * SENSOR_WINDOW - 1])) == 0
+
+
+def test_raw_int16_counts_decide_as_their_float_values():
+    """<name>_feed_i16: a sensor's counts, each exact as a float, give the float stream's decisions."""
+    require_target("host")
+    _, predictor = _build(16)
+    counts = np.round(_signal(7, 3) * 1000).astype(np.int16)
+    predictor.reset()
+    as_floats = predictor.feed(counts.astype(np.float64))
+    predictor.reset()
+    assert predictor.feed(counts).tolist() == as_floats.tolist() and len(as_floats) == 9

@@ -20,6 +20,8 @@ from tinycc_ml.features.base import (
 )
 from tinycc_ml.ir.graph import Graph
 
+# the most cos and sin values the bands' DFT rows may take (4 KB of float32) before a 2^k window takes the FFT
+DFT_ROWS_MAX = 1024
 STATISTICS = ("mean", "std", "min", "max", "rms", "peak", "zero_crossings")
 
 
@@ -36,7 +38,8 @@ class SensorFeatures(FrontEndStep):
     - ``bands``: (low, high) pairs in Hz; each band's power is the share of mean(x^2) its DFT bins carry
       (Parseval): sum over the bins k with low <= k * sample_rate / N < high of c_k |X_k|^2 / N^2, X =
       ``scipy.fft.rfft(axis)``, c_k = 1 for the DC and Nyquist bins and 2 for the others (the bins of all bands
-      of [0, sample_rate / 2] sum to mean(x^2)). Any N: the compiled DFT is a mat-vec of the band's bins only.
+      of [0, sample_rate / 2] sum to mean(x^2)). Any N: compiled as a mat-vec of the bands' DFT rows, or, when
+      those rows would be many and N is 2^k, with the real FFT.
 
     Refused by name: a band with low >= high, beyond sample_rate / 2, or holding no DFT bin (N / sample_rate too
     short a window to resolve it)."""
@@ -163,11 +166,20 @@ class SensorFeatures(FrontEndStep):
         return concatenate(g, parts)
 
     def _lower_bands(self, g: Graph, samples: str, n: int, axes: int) -> str:
-        """Per axis: the DFT of the bands' bins (cos and sin rows, one mat-vec), squared, weighted by band."""
+        """Per axis: the spectrum's |X_k|^2 at the bands' bins, weighted by band: the DFT of the bands' bins alone
+        (their cos and sin rows, one mat-vec: the least RAM) while those rows are at most DFT_ROWS_MAX values, else,
+        for a window of 2^k samples, the real FFT (kissfft's float FFT: O(N log N), N twiddles stored)."""
         bins, weights = self.band_bins(n)
-        angle = 2.0 * np.pi * np.outer(bins, np.arange(n)) / n
-        dft = np.concatenate([np.cos(angle), np.sin(angle)])  # (2 bins, n): re and -im of each bin
         per_axis = g.add("transpose", [samples], {"perm": [1, 0]}, name="axes_first")
-        squares = elementwise(g, "square", per_frame_linear(g, per_axis, axes, dft, "band_dft"))
-        power = per_frame_linear(g, squares, axes, np.concatenate([weights, weights], axis=1), "band_weights")
+        if n >= 4 and n & (n - 1) == 0 and 2 * len(bins) * n > DFT_ROWS_MAX:
+            spectrum = g.add("signal_rfft", [per_axis], {"fft_length": n}, name="rfft")  # (axes, (re, im) pairs)
+            squares = reduce(g, "reduce_sum", reshape(g, elementwise(g, "square", spectrum), [axes, n // 2 + 1, 2]), 2)
+            every_bin = np.zeros((len(self.bands), n // 2 + 1))
+            every_bin[:, bins] = weights
+            power = per_frame_linear(g, squares, axes, every_bin, "band_weights")
+        else:
+            angle = 2.0 * np.pi * np.outer(bins, np.arange(n)) / n
+            dft = np.concatenate([np.cos(angle), np.sin(angle)])  # (2 bins, n): re and -im of each bin
+            squares = elementwise(g, "square", per_frame_linear(g, per_axis, axes, dft, "band_dft"))
+            power = per_frame_linear(g, squares, axes, np.concatenate([weights, weights], axis=1), "band_weights")
         return g.add("transpose", [reshape(g, power, [axes, len(self.bands)])], {"perm": [1, 0]}, name="bands_first")

@@ -228,15 +228,19 @@ class HostPredictor:
     def feed(self, chunk) -> np.ndarray:
         """A front end's stream: the raw input values of ``chunk`` (any length, a multi-axis sensor's values
         interleaved) appended to the stream through ``<prefix>_feed``; the class labels of the windows they completed,
-        in order (empty: none yet). ``reset()`` starts a new stream."""
-        feed = self._entry_point("feed")
-        values = np.ascontiguousarray(np.asarray(chunk, dtype=np.float64).ravel(),
-                                      dtype=NUMPY_OF_CTYPE[self.input_ctype])
-        if not np.all(np.isfinite(values)):
+        in order (empty: none yet). An int16 chunk goes through ``<prefix>_feed_i16`` (raw sensor counts).
+        ``reset()`` starts a new stream."""
+        chunk = np.asarray(chunk)
+        raw = chunk.dtype == np.int16
+        feed = self._entry_point("feed_i16" if raw else "feed")
+        c_type = "int16_t" if raw else self.input_ctype
+        values = np.ascontiguousarray(chunk.ravel() if raw else np.asarray(chunk, dtype=np.float64).ravel(),
+                                      dtype=np.int16 if raw else NUMPY_OF_CTYPE[self.input_ctype])
+        if not raw and not np.all(np.isfinite(values)):
             raise DataError("the stream's samples hold NaN or infinity")
         decisions = np.zeros(values.size // self.feed_hop + 1, dtype=np.intc)
-        made = feed(self._ffi.from_buffer(f"{self.input_ctype}[]", values), values.size,
-                    self._ffi.from_buffer("int[]", decisions))
+        made = feed(self._ffi.from_buffer(f"{c_type}[]", values), values.size,
+                    self._ffi.from_buffer("int[]", decisions, require_writable=True))
         found = decisions[:made]
         return found if self.classes is None else np.asarray(self.classes)[found]
 
@@ -291,6 +295,8 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         cdef += f"    void {prefix}_reset(void);\n"
     if f"{prefix}_feed(" in header:  # a front end's stream (codegen/stream_feed.py)
         cdef += f"    int {prefix}_feed(const {input_ctype} *samples, long n, int *decisions);\n"
+    if f"{prefix}_feed_i16(" in header:
+        cdef += f"    int {prefix}_feed_i16(const int16_t *samples, long n, int *decisions);\n"
     if batched:
         rows = f"{prefix}_predict_batch(x, n, scores, predictions);"
     elif stateful:
