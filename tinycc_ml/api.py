@@ -17,6 +17,7 @@ from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
+from tinycc_ml.codegen.stream_feed import add_feed
 from tinycc_ml.codegen.tensor_io import add_tensor_io
 from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError, TinyccError
 from tinycc_ml.files import write_tree
@@ -26,6 +27,7 @@ from tinycc_ml.ir.ops import OPS
 from tinycc_ml.ir.ops.calibration import ovr_decision_rows
 from tinycc_ml.model_formats import format_for
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
+from tinycc_ml.models.front_end import FrontEndModel
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.network_fixed import (
     FLOAT_NETWORK_PASSES,
@@ -716,6 +718,12 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
                            f"file named {prefix} from {prefix}.c; choose another name")
+    stream_hop = options.pop("stream_hop", None)
+    if stream_hop is not None:
+        if not isinstance(model, FrontEndModel):
+            raise CompileError(f"stream_hop sets the hop of a front end's stream (<name>_feed); {model.describe()} "
+                               "has no front end")
+        model = model.with_stream_hop(stream_hop)
     backend = get_backend(target).with_board(board).with_memory_limits(*memory_limits)
     if LAYOUTS[layout]:
         backend.require(LAYOUTS[layout])
@@ -843,6 +851,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         add_tensor_io(output, model.input_tensors(), model.output_tensors())
     if model.proba_rule is not None:
         _add_proba(model, graph, output, report, calibration)
+    if isinstance(model, FrontEndModel) and model.task["kind"] == "classification":
+        add_feed(output, model.input_dim, model.stream_hop * model.values_per_sample)
+        report["stream"] = {"window_samples": model.window_samples, "hop_samples": model.stream_hop,
+                            "values_per_sample": model.values_per_sample, "state_bytes": output.stream_bytes}
     with size_advice(model, precision):
         fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,

@@ -14,6 +14,11 @@ class DataError(TinyccError, ValueError):
     """Training, calibration or evaluation data is unusable (a ValueError, as scikit-learn expects)."""
 
 
+class FrontEndError(TinyccError, ValueError):
+    """A front-end parameter that cannot work (an FFT length that is not a power of two, a hop longer than its
+    window, a mel band holding no FFT bin): the message names the parameter and its value."""
+
+
 class DataTypeError(DataError, TypeError):
     """Data of a type that cannot be used at all (e.g. objects where numbers are expected)."""
 

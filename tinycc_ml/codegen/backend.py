@@ -52,6 +52,7 @@ class BuildOutput:
     # may only be read as aligned 32-bit words: the label and probability tables added later follow it
     word_flash: object = None
     input_bound: dict | None = None  # float builds: the inputs proven exact (codegen/input_bound.py)
+    stream_bytes: int = 0  # static RAM of <prefix>_feed's window (codegen/stream_feed.py); 0: no feed
 
     @property
     def c_quantises_affine(self) -> bool:

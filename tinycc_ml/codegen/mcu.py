@@ -362,12 +362,14 @@ def check_fit(simulator: str | None, chip: Chip, output: BuildOutput, measure: b
         raise FitError(f"model {output.prefix} cannot be built for the {chip.name}: {finding}; constants "
                        f"{output.const_bytes} bytes, intermediates {output.ram_bytes} bytes",
                        subject=f"model {output.prefix}")
+    # a stream's window (<prefix>_feed) stands where the harness's input buffer stands: the larger of the two
+    stream_extra = max(0, output.stream_bytes - in_bytes)
     if sizes is not None:
-        flash, ram = sizes.flash_bytes, sizes.ram_bytes
+        flash, ram = sizes.flash_bytes, sizes.ram_bytes + stream_extra
         how = "measured firmware (model + harness with the input buffer)"
     else:
         flash = output.const_bytes + chip.code_estimate
-        ram = output.ram_bytes + in_bytes + 4 * output.n_scores
+        ram = output.ram_bytes + in_bytes + stream_extra + 4 * output.n_scores
         how = "estimated (no cross toolchain)" if "not found" in failure else f"estimated ({failure})"
     stack = chip.stack_estimate + 4 * output.n_scores
     if flash > chip.flash or ram + stack > chip.ram:

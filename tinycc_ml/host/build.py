@@ -71,8 +71,10 @@ class HostPredictor:
 
     def __init__(self, module, prefix: str, input_ctype: str, score_ctype: str, input_dim: int, n_scores: int,
                  input_scale=None, task: dict | None = None, score_scale: int | None = None, n_proba: int = 0,
-                 input_bound: dict | None = None, input_quantisation: tuple[float, int] | None = None):
+                 input_bound: dict | None = None, input_quantisation: tuple[float, int] | None = None,
+                 feed_hop: int | None = None):
         self._lib, self._ffi = module.lib, module.ffi
+        self.feed_hop = feed_hop  # a front end's stream: input values between decisions of <prefix>_feed
         self.input_quantisation = input_quantisation  # TFLite-style int8: the input's (scale, zero point)
         self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
         self.input_dim, self.n_scores, self.input_scale = input_dim, n_scores, input_scale
@@ -224,6 +226,25 @@ class HostPredictor:
             Xq = Xq[None, :]
         return self._run(Xq)
 
+    def feed(self, chunk) -> np.ndarray:
+        """A front end's stream: the raw input values of ``chunk`` (any length, a multi-axis sensor's values
+        interleaved) appended to the stream through ``<prefix>_feed``; the class labels of the windows they completed,
+        in order (empty: none yet). An int16 chunk goes through ``<prefix>_feed_i16`` (raw sensor counts).
+        ``reset()`` starts a new stream."""
+        chunk = np.asarray(chunk)
+        raw = chunk.dtype == np.int16
+        feed = self._entry_point("feed_i16" if raw else "feed")
+        c_type = "int16_t" if raw else self.input_ctype
+        values = np.ascontiguousarray(chunk.ravel() if raw else np.asarray(chunk, dtype=np.float64).ravel(),
+                                      dtype=np.int16 if raw else NUMPY_OF_CTYPE[self.input_ctype])
+        if not raw and not np.all(np.isfinite(values)):
+            raise DataError("the stream's samples hold NaN or infinity")
+        decisions = np.zeros(values.size // self.feed_hop + 1, dtype=np.intc)
+        made = feed(self._ffi.from_buffer(f"{c_type}[]", values), values.size,
+                    self._ffi.from_buffer("int[]", decisions, require_writable=True))
+        found = decisions[:made]
+        return found if self.classes is None else np.asarray(self.classes)[found]
+
     def reset(self) -> None:
         """A build with state (a stream's front end): back to the state of the first call (<prefix>_reset)."""
         reset = getattr(self._lib, f"{self.prefix}_reset", None)
@@ -271,8 +292,12 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     cdef += "    int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions);\n"
     batched = f"{prefix}_predict_batch(" in header  # the host target's block entry point (tinycc_ml/host/batch.py)
     stateful = f"{prefix}_step(" in header  # each row the next call: scores and class from one step each
-    if stateful:
+    if stateful or f"{prefix}_feed(" in header:
         cdef += f"    void {prefix}_reset(void);\n"
+    if f"{prefix}_feed(" in header:  # a front end's stream (codegen/stream_feed.py)
+        cdef += f"    int {prefix}_feed(const {input_ctype} *samples, long n, int *decisions);\n"
+    if f"{prefix}_feed_i16(" in header:
+        cdef += f"    int {prefix}_feed_i16(const int16_t *samples, long n, int *decisions);\n"
     if batched:
         rows = f"{prefix}_predict_batch(x, n, scores, predictions);"
     elif stateful:
@@ -493,8 +518,10 @@ def load_host_build(out_dir: Path, output) -> HostPredictor:
     up = output.prefix.upper()
     found = re.search(rf"#define {up}_SCORE_SCALE (-?\d+)", header)
     n_proba = re.search(rf"#define {up}_N_PROBA (\d+)", header)
+    feed_hop = re.search(rf"#define {up}_FEED_HOP (\d+)L", header)
     return HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
                          output.n_scores, output.input_scale, task=output.task,
                          score_scale=int(found.group(1)) if found else None,
                          n_proba=int(n_proba.group(1)) if n_proba else 0, input_bound=output.input_bound,
-                         input_quantisation=output.input_quantisation)
+                         input_quantisation=output.input_quantisation,
+                         feed_hop=int(feed_hop.group(1)) if feed_hop else None)

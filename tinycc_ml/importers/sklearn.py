@@ -16,6 +16,9 @@ models, so ``tinycc_ml.compile`` takes them directly.
   ``(x - mean) / std`` (trees: into their thresholds, exactly); ``PCA`` (also whitened) and
   ``TruncatedSVD`` steps are folded exactly into the following model's first mat-vec (linear and MLP
   models); other models refuse them by name;
+- a ``Pipeline`` whose first steps are ``tinycc_ml.features``' front-end steps (framing, windows, spectra, mel
+  filter banks, log, DCT, sensor features), then any Pipeline above: a ``FrontEndModel`` whose C takes the raw
+  samples (float builds);
 - a fitted ``GridSearchCV`` / ``RandomizedSearchCV``: its ``best_estimator_``;
 - ``CalibratedClassifierCV`` (sigmoid, isotonic) over a linear classifier (the calibrated family) or over a
   tree, forest, boosting, SVC / NuSVC, GaussianNB, MLP or k-neighbours classifier (calibrated_folds), in a
@@ -55,11 +58,13 @@ import warnings
 import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.features.base import FrontEndStep
 from tinycc_ml.importers import lightgbm, xgboost
 from tinycc_ml.importers.tree_tables import REGRESSION, TreeTable
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.calibrated import METHODS as CALIBRATION_METHODS
 from tinycc_ml.models.calibrated import CalibratedFoldsModel, CalibratedModel
+from tinycc_ml.models.front_end import FrontEndModel
 from tinycc_ml.models.linear import LinearModel
 from tinycc_ml.models.lowering import absorb_normalisation
 from tinycc_ml.models.mlp import ACTIVATIONS, OUTPUTS, MLPModel
@@ -725,11 +730,23 @@ def _from_pipeline(pipeline) -> Model:
     steps = [(name, step) for name, step in pipeline.steps if step not in (None, "passthrough")]
     if not steps:
         raise CompileError("the Pipeline has no steps to compile")
+    front = 0
+    while front < len(steps) and isinstance(steps[front][1], FrontEndStep):
+        front += 1
+    if front:  # front-end steps read the raw samples; the steps after them take their features
+        if front == len(steps):
+            raise CompileError("the Pipeline has front-end steps but no model after them")
+        return FrontEndModel([step for _, step in steps[:front]], _from_steps(steps[front:]), source="Pipeline")
+    return _from_steps(steps)
+
+
+def _from_steps(steps: list) -> Model:
     *scalers, (_, last) = steps
     for name, step in scalers:
         if type(step).__name__ not in SCALERS + LINEAR_TRANSFORMS:
             raise CompileError(f"Pipeline step {name!r} is a {type(step).__name__}, which is not supported; leading "
-                               f"steps may be {', '.join(SCALERS + LINEAR_TRANSFORMS)}, the last a supported "
+                               f"steps may be tinycc_ml.features' front-end steps (first), then "
+                               f"{', '.join(SCALERS + LINEAR_TRANSFORMS)}, the last a supported "
                                f"estimator ({SUPPORTED})")
     model = _convert(last)
     if isinstance(model, CalibratedFoldsModel):  # each fold takes the steps as it would alone (trees: exactly)

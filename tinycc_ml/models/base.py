@@ -27,6 +27,7 @@ BUILTIN_FAMILIES = {
     "svm": "tinycc_ml.models.svm:SVMModel",
     "calibrated": "tinycc_ml.models.calibrated:CalibratedModel",
     "calibrated_folds": "tinycc_ml.models.calibrated:CalibratedFoldsModel",
+    "front_end": "tinycc_ml.models.front_end:FrontEndModel",
 }
 # Model files name their family; this finds its class (plug-ins: entry-point group tinycc_ml.families).
 MODEL_FAMILIES = Registry("model family", FAMILY_GROUP, BUILTIN_FAMILIES)
