@@ -261,3 +261,26 @@ def test_the_command_line_steps_and_asks_for_the_sequence_length(tmp_path):
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert "#define N_INPUT_DIM 27" in (tmp_path / "nine" / "n.h").read_text()
+
+
+@pytest.mark.parametrize("name, target", [("gru_keyword", "cortex-m4"), ("lstm_activity", "avr"),
+                                          ("lstm_activity_ts", "cortex-m0")])
+def test_stepped_models_run_on_the_chips_as_the_interpreter_does(name, target, tmp_path):
+    """The GRU keyword-style model (49 x 10) on the Cortex-M4, the LSTM activity model in the ATmega328P's 2 KB of
+    RAM: one time step per call in the simulator, every step's scores the float interpreter's (to float32
+    rounding), the last step's onnxruntime's on the whole sequence."""
+    require_target(target)
+    from tinycc_ml.codegen.backend import get_backend
+
+    path = DATA / f"{name}.onnx"
+    X = sequences(path, seed=5)[:1]
+    want = onnxruntime_stream(path, X)
+    model = tinycc_ml.load_model(path, recurrent="step")
+    steps = time_steps(model, X, path)
+    result = tinycc_ml.compile(model, target=target, name="net", out_dir=tmp_path)
+    if target == "avr":
+        assert result.report["fit"]["chip"] == "ATmega328P" and result.report["fit"]["ram_bytes"] < 2048
+    run = get_backend(target).simulate(tmp_path, result.output, steps)
+    scores = np.asarray(run.scores, dtype=np.float64).reshape(len(steps), -1)
+    assert_float_close(scores, model.scores(steps))
+    assert_float_close(scores[-1], want[0])
