@@ -98,6 +98,20 @@ def networks():
             scores = self.head(features)
             return (scores, *final) if self.states else scores
 
+    class Interpolate(nn.Module):
+        """F.interpolate: nearest by a scale factor, bilinear to a size (align_corners False and True)."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv, self.mix = nn.Conv2d(2, 4, 3, padding=1), nn.Conv2d(4, 4, 3)
+            self.head = nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = nn.functional.interpolate(torch.relu(self.conv(x)), scale_factor=2, mode="nearest")  # 12 x 12
+            y = nn.functional.interpolate(self.mix(y), size=(15, 9), mode="bilinear", align_corners=False)
+            y = nn.functional.interpolate(y, size=(7, 5), mode="bilinear", align_corners=True)
+            return self.head(y.mean(dim=(2, 3)))
+
     torch.manual_seed(0)
     recurrent = {
         # Conv1d then a GRU over the convolution's time axis (batch_first), its last output
@@ -156,6 +170,7 @@ def networks():
                     (1, 3, 16)),
         "log_softmax": (nn.Sequential(nn.Conv1d(3, 6, 3), nn.ReLU(), nn.Flatten(), nn.Linear(84, 4),
                                       nn.LogSoftmax(dim=-1)), (1, 3, 16)),
+        "interpolate": (Interpolate(), (1, 2, 6, 6)),
         "layer_norm": (nn.Sequential(nn.Flatten(), nn.Linear(48, 16), nn.LayerNorm(16), nn.ReLU(), nn.Linear(16, 4)),
                        (1, 3, 16)),
     }

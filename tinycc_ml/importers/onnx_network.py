@@ -55,6 +55,8 @@ NETWORK_OPS = {
     "ConvTranspose": ("kernel_shape", "strides", "pads", "dilations", "group", "output_padding", "auto_pad"),
     "PRelu": (), "LogSoftmax": ("axis",), "LayerNormalization": ("axis", "epsilon", "stash_type"),
     "Gather": ("axis",),
+    "Resize": ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+               "extrapolation_value", "antialias", "keep_aspect_ratio_policy"),
     "GRU": ("activations", "direction", "hidden_size", "layout", "linear_before_reset"),
     "LSTM": ("activations", "direction", "hidden_size", "layout", "input_forget"),
     "RNN": ("activations", "direction", "hidden_size", "layout"),
@@ -83,7 +85,11 @@ ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0, 1), ("AveragePool", "ceil_mode")
                   ("MaxPool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
                   ("AveragePool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
                   ("ReduceMean", "noop_with_empty_axes"): (0,), ("LSTM", "input_forget"): (0,),
-                  ("GRU", "linear_before_reset"): (0, 1)}
+                  ("GRU", "linear_before_reset"): (0, 1), ("Resize", "mode"): ("nearest", "linear"),
+                  ("Resize", "coordinate_transformation_mode"): ("asymmetric", "half_pixel", "pytorch_half_pixel",
+                                                                 "align_corners"),
+                  ("Resize", "antialias"): (0,), ("Resize", "exclude_outside"): (0,),
+                  ("Resize", "keep_aspect_ratio_policy"): ("stretch",)}
 FUSED = ("Relu", "Clip")
 # ops a stepped build lets read a value that runs over the sequence (``TensorValue.time``): they move, keep or take
 # its time axis; any other op would combine time steps that a stepped build computes one per call
@@ -220,6 +226,32 @@ def onnx_slice_range(start: int, end: int, step: int, size: int) -> range:
     if step > 0:
         return range(min(max(start, 0), size), min(max(end, 0), size), step)
     return range(min(max(start, 0), size - 1), min(max(end, -1), size - 1), step)
+
+
+def onnx_nearest_sources(size_in: int, size_out: int, factor, transform: str, rounding: str) -> list[int]:
+    """The input index each output index of ONNX's nearest Resize reads along one axis (onnxruntime's
+    arithmetic: float32 coordinates, then nearest_mode's rounding, clamped to the axis)."""
+    f32 = np.float32
+    sources = []
+    for k in range(size_out):
+        if transform == "asymmetric":
+            position = f32(k) / factor
+        elif transform == "align_corners":
+            position = f32(0) if size_out == 1 else f32(k) * f32(size_in - 1) / f32(size_out - 1)
+        elif transform == "pytorch_half_pixel" and size_out == 1:
+            position = f32(0)
+        else:  # half_pixel, pytorch_half_pixel
+            position = (f32(k) + f32(0.5)) / factor - f32(0.5)
+        if rounding == "floor":
+            index = int(np.floor(position))
+        elif rounding == "ceil":
+            index = int(np.ceil(position))
+        else:  # round_prefer_floor / round_prefer_ceil: a half goes down / up
+            index = int(np.floor(position) + (1 if position - np.floor(position) > 0.5 else 0))
+            if position - np.floor(position) == 0.5 and rounding == "round_prefer_ceil":
+                index += 1
+        sources.append(min(max(index, 0), size_in - 1))
+    return sources
 
 
 def ceil_mode_pads(sizes, window, strides, pads) -> list[int]:
@@ -760,6 +792,58 @@ class _Lowering:
         raise _Bad(f"{node.op_type} node {node.name!r} takes time steps {taken} of a sequence of {steps}; a stepped "
                    "build (recurrent='step') computes the current (last) step only: compile with recurrent='unroll'")
 
+    def resize(self, node, attrs: dict) -> None:
+        """Resize (F.interpolate) of the spatial axes: nearest as resize_nearest, each output position's source
+        index computed here as onnxruntime computes it (float32 coordinates, the coordinate mode and nearest_mode);
+        linear (bilinear) as resize_bilinear, whose coordinate modes are TFLite's: asymmetric, half_pixel
+        (pytorch_half_pixel where no output axis is 1 long) and align_corners, at the scale output / input."""
+        x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "resize"))
+        what = f"Resize node {node.name!r}"
+        if not x.spatial:
+            raise _Bad(f"{what} of a tensor of shape {list(x.shape)}; 1 or 2 spatial axes are supported")
+        sizes = self.const(node, 3, "sizes", required=False) if len(node.input) > 3 else None
+        scales = self.const(node, 2, "scales", required=False) if len(node.input) > 2 else None
+        if (sizes is None) == (scales is None or scales.size == 0):
+            raise _Bad(f"{what}: give one of scales and sizes")
+        rank, size_in = len(x.shape), list(x.shape[2:])
+        if sizes is not None:
+            sizes = [int(v) for v in sizes.astype(np.int64).reshape(-1)]
+            if len(sizes) != rank or sizes[:2] != list(x.shape[:2]):
+                raise _Bad(f"{what}: sizes {sizes} for a tensor of shape {list(x.shape)}; only the spatial axes resize")
+            size_out = sizes[2:]
+            factors = [np.float32(o) / np.float32(i) for o, i in zip(size_out, size_in)]
+        else:
+            factors = [np.float32(v) for v in scales.reshape(-1)]
+            if len(factors) != rank or factors[:2] != [1, 1] or any(not f > 0 for f in factors):
+                raise _Bad(f"{what}: scales {[float(f) for f in factors]} for a tensor of shape {list(x.shape)}; "
+                           "positive, and 1 on the batch and channels")
+            factors = factors[2:]
+            size_out = [int(np.floor(np.float64(i) * np.float64(f))) for i, f in zip(size_in, factors)]
+        if any(o < 1 for o in size_out):
+            raise _Bad(f"{what}: an output of {size_out}")
+        mode = attributes(node).get("mode", b"nearest")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        transform = attrs.get("coordinate_transformation_mode", b"half_pixel")
+        transform = transform.decode() if isinstance(transform, bytes) else transform
+        label = identifier(node.name or node.output[0], "resize")
+        if mode == "nearest":
+            rounding = attrs.get("nearest_mode", b"round_prefer_floor")
+            rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
+            sources = [onnx_nearest_sources(i, o, f, transform, rounding)
+                       for i, o, f in zip(size_in, size_out, factors)]
+            rows, cols = ([0], sources[0]) if x.spatial == 1 else sources
+            out = self.add("resize_nearest", [x.node], {"rows": rows, "cols": cols}, label)
+        else:
+            if any(np.float32(i) / np.float32(o) != np.float32(1) / f for i, o, f in zip(size_in, size_out, factors)):
+                raise _Bad(f"{what}: scales {[float(f) for f in factors]} from {size_in} to {size_out}: bilinear is "
+                           "supported where the scale is output / input (give sizes, or scales that divide evenly)")
+            if transform == "pytorch_half_pixel" and any(o == 1 for o in size_out):
+                raise _Bad(f"{what}: pytorch_half_pixel to an axis of 1: give sizes above 1")
+            out = self.add("resize_bilinear", [x.node], {
+                "size": _as_2d(size_out, x.spatial, 1), "align_corners": int(transform == "align_corners"),
+                "half_pixel_centers": int(transform in ("half_pixel", "pytorch_half_pixel"))}, label)
+        self.define(node.output[0], self.spatial_value(out, x.spatial))
+
     def gather(self, node, attrs: dict) -> None:
         """Gather of a computed tensor at constant indices (a scalar removes the axis): strided slices."""
         x = self.value(node, 0)
@@ -1141,6 +1225,8 @@ class _Lowering:
             lower_recurrent(self, node, attrs, identifier(node.name or node.output[0], op.lower()), self.stepped)
         elif op == "Gather":
             self.gather(node, attrs)
+        elif op == "Resize":
+            self.resize(node, attrs)
         elif op == "Conv":
             self.conv(node, attrs)
         elif op in ("MaxPool", "AveragePool"):
