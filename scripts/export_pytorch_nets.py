@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def networks():
-    """name -> (module, input shape)."""
+    """name -> (module, input shape, or the shapes of its inputs: the data, then initial states)."""
     import torch
     from torch import nn
 
@@ -71,7 +71,63 @@ def networks():
             over_channels = y.mean(dim=1, keepdim=True).squeeze(1)
             return self.head(torch.cat([over_time, over_channels, y.sum(dim=1)], dim=1))
 
+    class Recurrent(nn.Module):
+        """A recurrent layer and a Linear head on its last output (``last="output"``: y[:, -1] or y[-1]) or on the
+        last layer's final hidden state (``last="hidden"``: h_n[-1]); given ``states``, the initial states are
+        inputs and the final states outputs (a stream carries them between calls); ``conv``: a Conv1d before it."""
+
+        def __init__(self, layer, classes, last="output", states=False, conv=None):
+            super().__init__()
+            self.layer, self.conv, self.last, self.states = layer, conv, last, states
+            width = layer.hidden_size * (2 if layer.bidirectional else 1)
+            self.head = nn.Linear(width, classes)
+
+        def forward(self, x, *initial):
+            if self.conv is not None:  # (batch, channels, time) -> (batch, time, channels)
+                x = torch.relu(self.conv(x)).permute(0, 2, 1)
+            if isinstance(self.layer, nn.LSTM):
+                y, (h, c) = self.layer(x, tuple(initial) if initial else None)
+                final = (h, c)
+            else:
+                y, h = self.layer(x, initial[0] if initial else None)
+                final = (h,)
+            if self.last == "hidden":
+                features = h[-1]
+            else:
+                features = y[:, -1] if self.layer.batch_first else y[-1]
+            scores = self.head(features)
+            return (scores, *final) if self.states else scores
+
+    class Interpolate(nn.Module):
+        """F.interpolate: nearest by a scale factor, bilinear to a size (align_corners False and True)."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv, self.mix = nn.Conv2d(2, 4, 3, padding=1), nn.Conv2d(4, 4, 3)
+            self.head = nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = nn.functional.interpolate(torch.relu(self.conv(x)), scale_factor=2, mode="nearest")  # 12 x 12
+            y = nn.functional.interpolate(self.mix(y), size=(15, 9), mode="bilinear", align_corners=False)
+            y = nn.functional.interpolate(y, size=(7, 5), mode="bilinear", align_corners=True)
+            return self.head(y.mean(dim=(2, 3)))
+
     torch.manual_seed(0)
+    recurrent = {
+        # Conv1d then a GRU over the convolution's time axis (batch_first), its last output
+        "conv1d_gru": (Recurrent(nn.GRU(8, 12, batch_first=True), 4, conv=nn.Conv1d(3, 8, 3, padding=1)),
+                       (1, 3, 16)),
+        "lstm_classifier": (Recurrent(nn.LSTM(5, 10, batch_first=True), 3, last="hidden"), (1, 12, 5)),
+        "bidirectional_gru": (Recurrent(nn.GRU(5, 8, batch_first=True, bidirectional=True), 3), (1, 10, 5)),
+        # sequence first, two layers, the initial states given and the final ones returned
+        "lstm_2layer": (Recurrent(nn.LSTM(4, 8, num_layers=2), 3, last="hidden", states=True),
+                        ((10, 1, 4), (2, 1, 8), (2, 1, 8))),
+        "rnn_tanh": (Recurrent(nn.RNN(5, 9, batch_first=True, nonlinearity="tanh"), 3, states=True),
+                     ((1, 12, 5), (1, 1, 9))),
+        # the chip models: keyword spotting (49 frames of 10 MFCCs), activity recognition (3-axis accelerometer)
+        "gru_keyword": (Recurrent(nn.GRU(10, 32, batch_first=True), 12), (1, 49, 10)),
+        "lstm_activity": (Recurrent(nn.LSTM(3, 20, batch_first=True), 6, last="hidden"), (1, 32, 3)),
+    }
     nets = {
         # depthwise-separable (MobileNet-style): BatchNorm, ReLU6, dropout before the classifier
         "mobilenet_style": (nn.Sequential(*block(3, 8, stride=2), *block(8, 8, groups=8),
@@ -114,9 +170,11 @@ def networks():
                     (1, 3, 16)),
         "log_softmax": (nn.Sequential(nn.Conv1d(3, 6, 3), nn.ReLU(), nn.Flatten(), nn.Linear(84, 4),
                                       nn.LogSoftmax(dim=-1)), (1, 3, 16)),
+        "interpolate": (Interpolate(), (1, 2, 6, 6)),
         "layer_norm": (nn.Sequential(nn.Flatten(), nn.Linear(48, 16), nn.LayerNorm(16), nn.ReLU(), nn.Linear(16, 4)),
                        (1, 3, 16)),
     }
+    nets.update(recurrent)
     for module, _ in nets.values():
         for layer in module.modules():
             if isinstance(layer, (nn.BatchNorm1d, nn.BatchNorm2d)):
@@ -141,7 +199,8 @@ def main() -> None:
     for name, (module, shape) in networks().items():
         if args.names and name not in args.names:
             continue
-        x = (torch.zeros(*shape),)
+        shapes = shape if isinstance(shape[0], tuple) else (shape,)
+        x = tuple(torch.zeros(*s) for s in shapes)
         torch.onnx.export(module, x, str(args.out / f"{name}.onnx"))  # the defaults: dynamo, external data
         torch.onnx.export(module, x, str(args.out / f"{name}_ts.onnx"), dynamo=False)  # TorchScript, opset 17
         print(name)

@@ -53,6 +53,8 @@ from tinycc_ml.passes.range_analysis import static_intervals
 from tinycc_ml.plugins import import_object
 
 PRECISIONS = ("float", "int16", "int8")
+# compile options read when the model file is read (importers/onnx.py): a recurrent layer unrolled or stepped
+IMPORT_OPTIONS = ("recurrent", "sequence_length")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
 POOR_AGREEMENT = 0.9  # an integer build agreeing less with its float model on the calibration rows is warned of
 REGRESSION_AGREEMENT = 0.99  # share of calibration rows whose value must be within tolerance, or a warning
@@ -60,13 +62,21 @@ log = logging.getLogger(__name__)
 MAX_FIXED_SCALE = 48  # the scale search stays within about +-34; beyond this int32 shifts overflow
 
 
-def load_model(path) -> Model:
+def load_model(path, recurrent: str | None = None, sequence_length: int | None = None) -> Model:
     """Load a saved model: the project's ``.npz`` model file, an ONNX dense network (``.onnx``, needs the
     onnx package), a TFLite int8 network (``.tflite``: a NetworkModel), an XGBoost
     ``.json`` or ``.ubj`` or LightGBM ``.txt`` model file, or an EdgeML model directory
     (ProtoNN: W.npy, B.npy, Z.npy, gamma.npy; Bonsai: W.npy, V.npy, T.npy, Z.npy, ...); the readers of
-    other tools' formats are in :mod:`tinycc_ml.importers`."""
+    other tools' formats are in :mod:`tinycc_ml.importers`.
+
+    An ONNX network's recurrent layers (GRU, LSTM, RNN): ``recurrent="unroll"`` (the default: the whole sequence per
+    call) or ``"step"`` (one time step per call, the states kept between calls); ``sequence_length``: the
+    sequence's length where the file leaves it dynamic."""
     path = Path(path)
+    import_options = {key: value for key, value in (("recurrent", recurrent), ("sequence_length", sequence_length))
+                      if value is not None}
+    if import_options and path.suffix.lower() != ".onnx":
+        raise CompileError(f"{path}: {' and '.join(import_options)} apply to ONNX networks with recurrent layers")
     if path.is_dir():
         names = {p.name for p in path.iterdir()}
         # EdgeML's folders, then any a plug-in family reads (Model.directory_match / from_directory)
@@ -83,7 +93,7 @@ def load_model(path) -> Model:
         raise ModelFileError(f"{path}: no such file or directory")
     file_format = format_for(path.suffix)
     if file_format is not None and file_format.reader is not None:  # another tool's file (model_formats.py)
-        return import_object(file_format.reader)(path)
+        return import_object(file_format.reader)(path, **import_options)
     family, arrays, meta = read_model_file(path)
     if family not in MODEL_FAMILIES:
         raise ModelFileError(f"{path}: unknown model family {family!r}; known: {', '.join(sorted(MODEL_FAMILIES))}")
@@ -713,7 +723,20 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
              memory_limits, options, board=None) -> CompileResult:
     if layout not in LAYOUTS:
         raise CompileError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
-    source, model = model, as_model(model)
+    options = dict(options)
+    import_options = {key: options.pop(key) for key in IMPORT_OPTIONS if key in options}
+    source, model = model, (load_model(model, **import_options) if import_options and isinstance(model, (
+        str, os.PathLike)) else as_model(model))
+    if import_options and not isinstance(source, (str, os.PathLike)):
+        reimport = getattr(model, "reimport", None)
+        if reimport is None:
+            raise CompileError(f"{' and '.join(import_options)}: options of ONNX networks with recurrent layers (GRU, "
+                               f"LSTM, RNN); {model.describe()} has none")
+        model = reimport(**import_options)
+    if isinstance(model, NetworkModel):
+        refusal = model.integer_refusal(precision, options.get("int8_dialect"))
+        if refusal is not None:
+            raise CompileError(refusal)
     prefix = check_prefix(default_name(source, model) if name is None else name)
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
@@ -768,6 +791,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
     if own_network:
         graph = _own_network_graph(model, graph, precision, calibration, ctx, report, description)
+        description.extend(model.recurrent_lines())
+        if graph.states():
+            report["state_bytes"] = state_bytes(graph)
+            description.append(f"State kept between calls: {report['state_bytes']} bytes of static RAM.")
     elif network:  # quantised already: no scale choice; its ranges are its types'
         graph = run_passes(graph, ["dce", "plan_memory"], ctx)
         report["arena_bytes"] = arena_bytes(graph)

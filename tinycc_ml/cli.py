@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a float network (ONNX, float .tflite) at --precision int8: tflite (the default: TFLite's "
                         "int8 quantisation, zero points and 32-bit multipliers) or pow2 (the project's fixed point, "
                         "power-of-two scales, as --precision int16 uses)")
+    c.add_argument("--recurrent", default=None, choices=("unroll", "step"),
+                   help="an ONNX network's recurrent layers (GRU, LSTM, RNN): unroll (the default: the whole "
+                        "sequence per call) or step (one time step per call, the states kept in static RAM between "
+                        "calls; <name>_reset() starts a new sequence)")
+    c.add_argument("--sequence-length", type=int, default=None, metavar="N",
+                   help="the length of an ONNX recurrent layer's sequence where the file leaves it dynamic "
+                        "(unrolled builds)")
     c.add_argument("--optimize", default=None, choices=("size", "speed"),
                    help="where a kernel has a choice (a network's weights on cortex-m4/m33): size (the default: int8 "
                         "weights in flash, about the .tflite file's size) or speed (weights widened to int16 where "
@@ -364,7 +371,7 @@ def cmd_compile(args) -> int:
     if args.examples and not (args.arduino or args.project):
         raise CompileError("--examples is only used with --arduino or --project")
     calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else None
-    model = tinycc_ml.load_model(args.model)
+    model = tinycc_ml.load_model(args.model, recurrent=args.recurrent, sequence_length=args.sequence_length)
     precision = default_precision(args.precision, calibration is not None, model.family)
     if calibration is not None and precision == "float":
         raise CompileError("--calibration is only used with --precision int16 or int8")

@@ -431,8 +431,8 @@ def test_constant_operands_and_shape_ops_compile_at_every_precision(tmp_path):
      r"Pad \(node 'n0'\): mode='reflect' is not supported \(supported: constant\)"),
     ([("Pad", ["x", "pads", "fill"], {})], {"pads": np.array([0, 0, 1, 0, 0, 1]), "fill": np.array(1.5, np.float32)},
      r"Pad node 'n0': constant value 1.5; only zero padding"),
-    ([("Shape", ["x"], {}), ("Cast", ["n0_out"], {"to": 1}), ("Gather", ["x", "idx"], {"axis": 2})],
-     {"idx": np.array([0, 2])}, r"Gather node 'n2' reads the network's data; Gather is supported on constants only"),
+    ([("Relu", ["x"], {}), ("Gather", ["x", "n0_out"], {"axis": 2})],
+     {}, r"Gather node 'n1' takes its indices 'n0_out' from a computed value; only constants"),
     ([("Add", ["x", "row"], {}), ("Add", ["n0_out", "x"], {})], {"row": np.ones((1, 3, 1), np.float32)},
      None),
     ([("ReduceSum", ["x", "all"], {"keepdims": 0})], {"all": np.array([0, 1, 2])},
@@ -470,3 +470,47 @@ def test_tensor_ops_run_bit_for_bit_in_the_simulators(target, tmp_path):
         rows = np.random.default_rng(7).normal(size=(40, model.input_dim))
         for label in labels:
             assert_chip_equals_interpreter(model, rows, label, target, tmp_path / f"{path.stem}_{label}")
+
+
+# ---------------------------------------------------------------- Resize (F.interpolate)
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+def test_interpolate_nearest_and_bilinear_compile(exporter, tmp_path):
+    """F.interpolate nearest by a scale factor, bilinear to sizes with align_corners False and True: resize_nearest
+    (each source index as onnxruntime computes it) and resize_bilinear (TFLite's coordinate modes)."""
+    from tinycc_ml.errors import CompileError
+
+    path = DATA / f"interpolate{exporter}.onnx"
+    check_builds(path, tmp_path, builds=("float",))
+    rows = np.random.default_rng(1).normal(size=(20, 72))
+    with pytest.raises(CompileError, match=r"op resize_nearest has no int8 quantisation"):
+        tinycc_ml.compile(path, target="host", precision="int8", calibration=rows)
+
+
+@pytest.mark.parametrize("transform, rounding, scales, sizes", [
+    ("half_pixel", "round_prefer_ceil", [1, 1, 1.5, 0.75], None),
+    ("asymmetric", "ceil", None, [1, 2, 5, 13]),
+    ("align_corners", "round_prefer_floor", None, [1, 2, 9, 3]),
+    ("pytorch_half_pixel", "floor", None, [1, 2, 1, 11])], ids=str)
+def test_nearest_resize_reads_the_sources_onnxruntime_reads(transform, rounding, scales, sizes, tmp_path):
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array(scales if scales else [], np.float32), "scales")]
+    if sizes:
+        inits.append(numpy_helper.from_array(np.array(sizes, np.int64), "sizes"))
+    node = helper.make_node("Resize", ["x", "", "scales", *(["sizes"] if sizes else [])], ["y"], name="resize",
+                            mode="nearest", coordinate_transformation_mode=transform, nearest_mode=rounding)
+    graph = helper.make_graph([node], "r", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits[1:] if sizes else inits)
+    import onnx
+
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "r.onnx"))
+    if sizes:  # an empty scales input with sizes, as the exporters write it
+        model = onnx.load(str(tmp_path / "r.onnx"))
+        model.graph.node[0].input[2] = ""
+        onnx.save(model, str(tmp_path / "r.onnx"))
+    X = np.random.default_rng(9).normal(size=(3, 1, 2, 6, 8)).astype(np.float32)
+    session = onnxruntime.InferenceSession(str(tmp_path / "r.onnx"), providers=["CPUExecutionProvider"])
+    want = np.concatenate([session.run(None, {"x": x})[0].reshape(1, -1) for x in X])
+    np.testing.assert_array_equal(tinycc_ml.load_model(tmp_path / "r.onnx").scores(X.reshape(3, -1)), want)

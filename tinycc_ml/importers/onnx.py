@@ -13,20 +13,25 @@ Softmax or Sigmoid two or more outputs are class scores (argmax; probabilities: 
 output is a regression value. Any other graph (convolutions, pools, a channels-first input, ...) is
 read by ``onnx_network`` as a float network (a NetworkModel, quantised to int8 by ``compile`` from
 calibration rows). Weights may be stored as external data next to the file (PyTorch's default export;
-read by ``onnx_data``); a dynamic batch dimension is taken as 1. Anything else is refused with a
-ModelFileError naming the file and what is wrong: a branch or a second input, another dynamic
-dimension, a non-finite weight.
+read by ``onnx_data``); a dynamic batch dimension is taken as 1. A network's inputs after the first are states
+carried from call to call (PyTorch's h0, c0 given the h_n, c_n of the call before), its outputs after the first
+their next values. A recurrent layer (GRU, LSTM, RNN) runs over its whole sequence per call (``recurrent="unroll"``:
+a sequence of dynamic length needs ``sequence_length``) or one time step per call (``recurrent="step"``). Anything
+else is refused with a ModelFileError naming the file and what is wrong: a branch, another dynamic dimension, a
+non-finite weight.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 
-from tinycc_ml.errors import ModelFileError
+from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.importers.onnx_data import read_initializers
-from tinycc_ml.importers.onnx_network import network_graph
+from tinycc_ml.importers.onnx_network import attributes, network_graph
+from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, input_sequence_axis
 from tinycc_ml.models.mlp import MLPModel
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.saved import check_array
@@ -35,10 +40,19 @@ SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Tanh", "Sigmoid", "Softmax", 
 ACTIVATION_OF = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "logistic"}
 MAX_ONNX_BYTES = 256 << 20
 ONNX_DOMAINS = ("", "ai.onnx")  # the standard operator set; a custom domain's "Relu" is another op
+RECURRENT_FORMS = ("unroll", "step")  # a recurrent layer's sequence per call, or one time step per call
 
 
-def load_onnx(path) -> MLPModel | NetworkModel:
+def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = None) -> MLPModel | NetworkModel:
+    """``recurrent``: "unroll" (a recurrent layer's whole sequence per call) or "step" (one time step per call, the
+    states in static RAM between calls); ``sequence_length``: the sequence's length where the file leaves it
+    dynamic (unrolled builds)."""
     path = Path(path)
+    if recurrent not in RECURRENT_FORMS:
+        raise CompileError(f"recurrent={recurrent!r} is not one of {', '.join(RECURRENT_FORMS)}")
+    if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(sequence_length, int)
+                                        or sequence_length < 1):
+        raise CompileError(f"sequence_length={sequence_length!r}: a positive number of time steps")
     try:
         import onnx
     except ImportError:
@@ -55,16 +69,41 @@ def load_onnx(path) -> MLPModel | NetworkModel:
     graph = proto.graph
     weights = read_initializers(path, graph)
     inputs = [i for i in graph.input if i.name not in weights]
-    if len(inputs) != 1:
-        raise ModelFileError(f"{path}: the network has {len(inputs)} inputs; one input tensor is supported")
-    check_like_onnxruntime(path, proto, inputs[0].name)
+    if not inputs:
+        raise ModelFileError(f"{path}: the network has no input")
+    check_like_onnxruntime(path, proto, [i.name for i in inputs])
     dims = inputs[0].type.tensor_type.shape.dim
-    if len(dims) > 1 and dims[0].HasField("dim_value") and dims[0].dim_value != 1:
+    axis, others = input_sequence_axis(graph, inputs[0].name, attributes)
+    recurrent_layers = [f"{n.op_type} node {n.name!r}" for n in graph.node if n.op_type in RECURRENT_OPS]
+    stepped = recurrent == "step"
+    if (stepped or sequence_length is not None) and not recurrent_layers:
+        option = "recurrent='step'" if stepped else "sequence_length"
+        raise CompileError(f"{path}: {option} is for networks with recurrent layers (GRU, LSTM, RNN nodes); this one "
+                           "has none" + ("" if not any(n.op_type == "Tanh" for n in graph.node) else
+                                         " (an exporter may have unrolled one into MatMul and Tanh nodes: compile it "
+                                         "unrolled)"))
+    if stepped and axis is None:
+        raise ModelFileError(f"{path}: a stepped build takes one time step of the network's input per call, and no "
+                             f"recurrent layer reads the input as its sequence ({'; '.join(others)}, over the whole "
+                             "sequence): compile it unrolled (recurrent='unroll')")
+    if len(dims) > 1 and dims[0].HasField("dim_value") and dims[0].dim_value != 1 and axis != 0:
         raise ModelFileError(f"{path}: input {inputs[0].name!r} has a fixed batch of {dims[0].dim_value} rows (ONNX "
                              "Runtime runs that many rows per call); export with batch 1 or a dynamic batch")
-    shape = []
+    shape, file_steps = [], None
     for k, dim in enumerate(dims):
-        if dim.HasField("dim_value") and dim.dim_value >= 1:
+        static = dim.HasField("dim_value") and dim.dim_value >= 1
+        if k == axis and (stepped or not static):
+            file_steps = dim.dim_value if static else None
+            if not stepped and sequence_length is None:
+                raise ModelFileError(f"{path}: input {inputs[0].name!r} dimension {k} is the sequence of "
+                                     f"{recurrent_layers[0]}, of dynamic length ({dim.dim_param or 'unknown'}): give "
+                                     "its length (--sequence-length, compile(sequence_length=...)) or step it one "
+                                     "time step per call (--recurrent step)")
+            shape.append(1 if stepped else sequence_length)
+        elif static:
+            if k == axis and sequence_length not in (None, dim.dim_value):
+                raise CompileError(f"{path}: sequence_length={sequence_length}, but input {inputs[0].name!r} has a "
+                                   f"sequence of {dim.dim_value} time steps fixed in the file")
             shape.append(dim.dim_value)
         elif k == 0 and len(dims) > 1:  # a dynamic batch (PyTorch's dynamic_axes): one row at a time
             shape.append(1)
@@ -72,14 +111,40 @@ def load_onnx(path) -> MLPModel | NetworkModel:
             raise ModelFileError(f"{path}: input {inputs[0].name!r} dimension {k} is dynamic "
                                  f"({dim.dim_param or 'unknown'}); export with a fixed shape (only the batch may "
                                  "be dynamic)")
+    if sequence_length is not None and axis is None:
+        raise CompileError(f"{path}: sequence_length is for a recurrent layer reading the network's input as its "
+                           f"sequence; here {'; '.join(others)}")
+    batch = dims[0].dim_param if len(dims) > 1 and dims[0].HasField("dim_param") else None
+    states = [(i.name, state_shape(path, i, batch)) for i in inputs[1:]]
     dense = all(node.op_type in SUPPORTED_OPS for node in graph.node)
-    if not dense or (len(shape) > 1 and any(s != 1 for s in shape[:-1])):
+    if not dense or states or (len(shape) > 1 and any(s != 1 for s in shape[:-1])):
         opset = next((o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS), None)
-        return NetworkModel(network_graph(path, graph, weights, inputs[0].name, [1, *shape[1:]], opset), path.name)
+        network = network_graph(path, graph, weights, inputs[0].name, shape if axis == 0 else [1, *shape[1:]], opset,
+                                tuple(states), axis,
+                                stepped, file_steps)
+        model = NetworkModel(network, path.name)
+        if recurrent_layers:
+            model.recurrent, model.recurrent_layers = recurrent, tuple(recurrent_layers)
+            model.reimport = functools.partial(load_onnx, path)  # compile(model, recurrent=...) reads it again
+        return model
     if not shape:
         raise ModelFileError(f"{path}: input {inputs[0].name!r} is a scalar; expected one vector "
                              "([features] or [1, features])")
     return _chain(path, graph, weights, inputs[0].name, shape[-1], len(shape))
+
+
+def state_shape(path: Path, value, batch: str | None) -> list[int]:
+    """The shape of an input that is a state (the batch's dynamic dimension taken as 1)."""
+    shape = []
+    for k, dim in enumerate(value.type.tensor_type.shape.dim):
+        if dim.HasField("dim_value") and dim.dim_value >= 1:
+            shape.append(dim.dim_value)
+        elif batch is not None and dim.HasField("dim_param") and dim.dim_param == batch:
+            shape.append(1)
+        else:
+            raise ModelFileError(f"{path}: input {value.name!r} (a state) dimension {k} is dynamic "
+                                 f"({dim.dim_param or 'unknown'}); export with a fixed shape")
+    return shape
 
 
 # the standard ops' input counts (min, max); a node with another count is one onnxruntime refuses
@@ -95,7 +160,7 @@ FIRST_OPSET = 7  # older standard opsets define Gemm, BatchNormalization, ... ot
 FIRST_IR_VERSION = 3  # the first with opset imports (0: a file that never said)
 
 
-def check_like_onnxruntime(path: Path, proto, input_name: str) -> None:
+def check_like_onnxruntime(path: Path, proto, input_names: list[str]) -> None:
     """What onnxruntime checks before it runs a graph, so a file it refuses is refused here too (never read as
     some other network): the standard opset's version is one the onnx package defines (7 or later), every
     value is defined once, each op has its input count, and the weights of float arithmetic are float32."""
@@ -106,7 +171,7 @@ def check_like_onnxruntime(path: Path, proto, input_name: str) -> None:
         raise ModelFileError(f"{path}: ONNX IR version {proto.ir_version}; versions {FIRST_IR_VERSION} to "
                              f"{onnx.IR_VERSION} are read")
     outputs = list(proto.graph.output)
-    for value in [*[i for i in proto.graph.input if i.name == input_name], *outputs]:
+    for value in [*[i for i in proto.graph.input if i.name in input_names], *outputs]:
         kind = value.type.tensor_type.elem_type
         # an output with no type at all is left to inference; a tensor type of element type 0 is refused
         if kind != FLOAT32_TYPE and not (value in outputs and not value.type.HasField("tensor_type")):
@@ -119,7 +184,7 @@ def check_like_onnxruntime(path: Path, proto, input_name: str) -> None:
                              "are read")
     graph = proto.graph
     types = {t.name: t.data_type for t in graph.initializer}
-    defined = {input_name, *types}
+    defined = {*input_names, *types}
     for node in graph.node:
         what = f"node {node.name!r} ({node.op_type})"
         _check_attributes(path, node, versions[0], what)

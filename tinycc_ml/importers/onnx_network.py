@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import ModelFileError
+from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, lower_recurrent
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.windows import out_size, pad_before
 from tinycc_ml.ir.types import F32, TensorType
@@ -53,10 +54,16 @@ NETWORK_OPS = {
     "GlobalMaxPool": (),
     "ConvTranspose": ("kernel_shape", "strides", "pads", "dilations", "group", "output_padding", "auto_pad"),
     "PRelu": (), "LogSoftmax": ("axis",), "LayerNormalization": ("axis", "epsilon", "stash_type"),
+    "Gather": ("axis",),
+    "Resize": ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+               "extrapolation_value", "antialias", "keep_aspect_ratio_policy"),
+    "GRU": ("activations", "direction", "hidden_size", "layout", "linear_before_reset"),
+    "LSTM": ("activations", "direction", "hidden_size", "layout", "input_forget"),
+    "RNN": ("activations", "direction", "hidden_size", "layout"),
 }
 # ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
 # implementation at import, like Constant nodes
-CONSTANT_ONLY = ("Shape", "Gather", "ConstantOfShape", "Cast", "Range", "Equal", "Where", "Expand", "Neg", "Floor",
+CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "Range", "Equal", "Where", "Expand", "Neg", "Floor",
                  "Ceil", "Less", "Greater", "Not", "Size")
 # elementwise ONNX op -> the IR op of two broadcast operands (Add of two tensors of one shape: tensor_add; Add of a
 # constant c is the exact x - (-c); Div by a constant c, x * (1 / c))
@@ -77,8 +84,16 @@ ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0, 1), ("AveragePool", "ceil_mode")
                   ("Gemm", "transA"): (0,), ("Conv", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
                   ("MaxPool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
                   ("AveragePool", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
-                  ("ReduceMean", "noop_with_empty_axes"): (0,)}
+                  ("ReduceMean", "noop_with_empty_axes"): (0,), ("LSTM", "input_forget"): (0,),
+                  ("GRU", "linear_before_reset"): (0, 1), ("Resize", "mode"): ("nearest", "linear"),
+                  ("Resize", "coordinate_transformation_mode"): ("asymmetric", "half_pixel", "pytorch_half_pixel",
+                                                                 "align_corners"),
+                  ("Resize", "antialias"): (0,), ("Resize", "exclude_outside"): (0,),
+                  ("Resize", "keep_aspect_ratio_policy"): ("stretch",)}
 FUSED = ("Relu", "Clip")
+# ops a stepped build lets read a value that runs over the sequence (``TensorValue.time``): they move, keep or take
+# its time axis; any other op would combine time steps that a stepped build computes one per call
+TIME_OPS = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Gather", "Slice", "Identity", "Dropout", *RECURRENT_OPS)
 NCHW_OF_NHWC = [0, 3, 1, 2]
 
 
@@ -96,10 +111,11 @@ def onnx_axis(axis, rank: int, what: str) -> int:
 
 
 @dataclass
-class _Value:
+class TensorValue:
     node: str  # the IR node
     shape: tuple[int, ...]  # ONNX's shape (batch 1)
     spatial: int = 0  # 1 or 2: the IR holds it as NHWC (1-D: H = 1); 0: as ONNX holds it
+    time: int | None = None  # a stepped build: the axis along which a recurrent layer's sequence runs (length 1)
 
     @property
     def channels(self) -> int:
@@ -212,6 +228,32 @@ def onnx_slice_range(start: int, end: int, step: int, size: int) -> range:
     return range(min(max(start, 0), size - 1), min(max(end, -1), size - 1), step)
 
 
+def onnx_nearest_sources(size_in: int, size_out: int, factor, transform: str, rounding: str) -> list[int]:
+    """The input index each output index of ONNX's nearest Resize reads along one axis (onnxruntime's
+    arithmetic: float32 coordinates, then nearest_mode's rounding, clamped to the axis)."""
+    f32 = np.float32
+    sources = []
+    for k in range(size_out):
+        if transform == "asymmetric":
+            position = f32(k) / factor
+        elif transform == "align_corners":
+            position = f32(0) if size_out == 1 else f32(k) * f32(size_in - 1) / f32(size_out - 1)
+        elif transform == "pytorch_half_pixel" and size_out == 1:
+            position = f32(0)
+        else:  # half_pixel, pytorch_half_pixel
+            position = (f32(k) + f32(0.5)) / factor - f32(0.5)
+        if rounding == "floor":
+            index = int(np.floor(position))
+        elif rounding == "ceil":
+            index = int(np.ceil(position))
+        else:  # round_prefer_floor / round_prefer_ceil: a half goes down / up
+            index = int(np.floor(position) + (1 if position - np.floor(position) > 0.5 else 0))
+            if position - np.floor(position) == 0.5 and rounding == "round_prefer_ceil":
+                index += 1
+        sources.append(min(max(index, 0), size_in - 1))
+    return sources
+
+
 def ceil_mode_pads(sizes, window, strides, pads) -> list[int]:
     """ONNX's pads with what ceil_mode adds after each axis: onnxruntime's output size rounds up, less a last window
     that would start in the padding after the input."""
@@ -227,10 +269,13 @@ def ceil_mode_pads(sizes, window, strides, pads) -> list[int]:
 
 
 class _Lowering:
-    def __init__(self, path: Path, proto_graph, weights: dict, graph: Graph, opset: int | None = None):
+    def __init__(self, path: Path, proto_graph, weights: dict, graph: Graph, opset: int | None = None,
+                 stepped: bool = False, file_steps: int | None = None):
         self.path, self.proto, self.weights, self.graph = path, proto_graph, weights, graph
         self.opset = opset
-        self.values: dict[str, _Value] = {}
+        # a stepped build: one time step per call; file_steps: the sequence's length in the file (its constants)
+        self.stepped, self.file_steps = stepped, file_steps
+        self.values: dict[str, TensorValue] = {}
         self.done: set[int] = set()
         self.consumers: dict[str, list[int]] = {}
         for k, node in enumerate(proto_graph.node):
@@ -241,7 +286,7 @@ class _Lowering:
 
     # ---- operands
 
-    def value(self, node, index: int) -> _Value:
+    def value(self, node, index: int) -> TensorValue:
         name = node.input[index] if index < len(node.input) else ""
         if name in self.values:
             return self.values[name]
@@ -306,8 +351,13 @@ class _Lowering:
         raise _Bad(f"Clip node {node.name!r} clips to [{lo}, {hi}]; only ReLU6 (0, 6) and ReLU (0, none) are "
                    "supported")
 
-    def define(self, onnx_name: str, value: _Value) -> None:
+    def define(self, onnx_name: str, value: TensorValue) -> None:
         self.values[onnx_name] = value
+
+    @staticmethod
+    def result(node: str, shape: tuple[int, ...], time: int | None = None) -> TensorValue:
+        """A value held as ONNX holds it (the recurrent lowering's outputs)."""
+        return TensorValue(node, tuple(shape), 0, time)
 
     # ---- ops
 
@@ -366,11 +416,11 @@ class _Lowering:
         out = self.add(op, [x.node, filters, bias], ir_attrs, label)
         self.define(name, self.spatial_value(out, x.spatial))
 
-    def spatial_value(self, node: str, spatial: int) -> _Value:
+    def spatial_value(self, node: str, spatial: int) -> TensorValue:
         _, h, w, c = self.graph.type(node).shape
-        return _Value(node, (1, c, w) if spatial == 1 else (1, c, h, w), spatial)
+        return TensorValue(node, (1, c, w) if spatial == 1 else (1, c, h, w), spatial)
 
-    def padding(self, node, attrs, x: _Value, window, strides, dilations) -> dict:
+    def padding(self, node, attrs, x: TensorValue, window, strides, dilations) -> dict:
         return padding_attrs(node, attrs, list(x.shape[2:]), window, strides, dilations)
 
     def fold_batch_norm(self, bn, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -442,10 +492,10 @@ class _Lowering:
         out = self.add(op, [x.node], {"filter": [h, w], "stride": [1, 1], "padding": "valid",
                                       "activation": activation}, label)
         if keepdims:
-            self.define(name, _Value(out, (1, c, *[1] * x.spatial), x.spatial))
+            self.define(name, TensorValue(out, (1, c, *[1] * x.spatial), x.spatial))
         else:
             flat = self.add("reshape", [out], {"shape": [1, c]}, f"{label}_flat")
-            self.define(name, _Value(flat, (1, c)))
+            self.define(name, TensorValue(flat, (1, c)))
 
     def reshaping(self, node, attrs: dict) -> None:
         """Flatten, Reshape, Squeeze, Unsqueeze: the ONNX shape they give, then ``reshaped``."""
@@ -455,7 +505,7 @@ class _Lowering:
             axis = onnx_axis(attrs.get("axis", 1), len(shape) + 1, what)  # Flatten's axis may be the rank
             wanted = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
         elif node.op_type == "Reshape":
-            given = [int(s) for s in self.const(node, 1, "shape").astype(np.int64).reshape(-1)]
+            given = self.stepped_shape(x, [int(s) for s in self.const(node, 1, "shape").astype(np.int64).reshape(-1)])
             wanted = [shape[k] if s == 0 and not attrs.get("allowzero", 0) and k < len(shape) else s
                       for k, s in enumerate(given)]
             if wanted.count(-1) > 1 or any(s < -1 for s in wanted) or 0 in wanted:
@@ -478,14 +528,43 @@ class _Lowering:
             else:
                 axes = [onnx_axis(a, len(shape), what) for a in axes] if axes else \
                     [k for k, s in enumerate(shape) if s == 1]
-                if 0 in axes or any(shape[a] != 1 for a in axes):
-                    raise _Bad(f"{what}: squeezes axes {axes} of shape {shape}; only axes of size 1 after the batch")
+                if any(shape[a] != 1 for a in axes):
+                    raise _Bad(f"{what}: squeezes axes {axes} of shape {shape}; only axes of size 1")
                 wanted = [s for k, s in enumerate(shape) if k not in axes]
-        if int(np.prod(wanted)) != int(np.prod(shape)) or not wanted or wanted[0] != 1:
-            raise _Bad(f"{what}: shape {wanted} from {shape}; the batch (1) must stay the first axis")
-        self.define(node.output[0], self.reshaped(x, tuple(wanted), identifier(node.name or node.output[0], "reshape")))
+        if int(np.prod(wanted)) != int(np.prod(shape)) or not wanted:
+            raise _Bad(f"{what}: shape {wanted} from {shape}")
+        result = self.reshaped(x, tuple(wanted), identifier(node.name or node.output[0], "reshape"))
+        self.define(node.output[0], self.timed(result, self.time_after_reshape(x, wanted, what)))
 
-    def reshaped(self, x: _Value, shape: tuple[int, ...], label: str) -> _Value:
+    def stepped_shape(self, x: TensorValue, given: list[int]) -> list[int]:
+        """A Reshape's shape constant, written for the file's whole sequence, for a stepped build's one time step:
+        the entry that is the sequence's length, where the elements before it are those before the time axis, is 1."""
+        if not self.stepped or x.time is None or self.file_steps in (None, 1):
+            return given
+        before = int(np.prod(x.shape[:x.time]))
+        for q, size in enumerate(given):
+            kept = [x.shape[k] if s == 0 and k < len(x.shape) else s for k, s in enumerate(given[:q])]
+            if size == self.file_steps and -1 not in kept and int(np.prod(kept)) == before:
+                return given[:q] + [1] + given[q + 1:]
+        return given
+
+    def time_after_reshape(self, x: TensorValue, wanted, what: str) -> int | None:
+        """The time axis of ``x`` reshaped to ``wanted``: the first axis with the elements before and after the time
+        axis on either side (a stepped build refuses a reshape that merges it with another axis)."""
+        if x.time is None:
+            return None
+        before, after = int(np.prod(x.shape[:x.time])), int(np.prod(x.shape[x.time + 1:]))
+        for q, size in enumerate(wanted):
+            if size == x.shape[x.time] and int(np.prod(wanted[:q])) == before and int(np.prod(wanted[q + 1:])) == after:
+                return q
+        raise _Bad(f"{what}: shape {list(wanted)} merges the time axis {x.time} of {list(x.shape)} with another axis; "
+                   "a stepped build (recurrent='step') has one time step per call: compile with recurrent='unroll'")
+
+    @staticmethod
+    def timed(value: TensorValue, time: int | None) -> TensorValue:
+        return value if value.time == time else TensorValue(value.node, value.shape, value.spatial, time)
+
+    def reshaped(self, x: TensorValue, shape: tuple[int, ...], label: str) -> TensorValue:
         """``x`` in the ONNX shape ``shape`` (same elements): free where the IR's element order is kept."""
         if shape == x.shape:
             return x
@@ -494,11 +573,11 @@ class _Lowering:
                 s for s in x.shape[2:] if s != 1]:
             return self.as_spatial(x.node, shape, label)  # unit axes added or removed: NHWC's order is kept
         flat = self.flat(x, label)
-        if len(shape) <= 2:
+        if len(shape) <= 2 or not x.spatial or shape[0] != 1:  # a plain value stays as ONNX holds it
             node = flat.node
             if shape != (1, flat.shape[1]):
                 node = self.add("reshape", [flat.node], {"shape": list(shape)}, f"{label}_shape")
-            return _Value(node, shape)
+            return TensorValue(node, shape)
         if len(shape) > 4:
             raise _Bad(f"{label}: shape {list(shape)} has more than two spatial axes")
         node, channels = flat.node, shape[1]
@@ -508,7 +587,7 @@ class _Lowering:
             node = self.add("transpose", [nchw], {"perm": [0, 2, 3, 1]}, f"{label}_nhwc")
         return self.as_spatial(node, shape, label)
 
-    def flat(self, x: _Value, label: str) -> _Value:
+    def flat(self, x: TensorValue, label: str) -> TensorValue:
         """``x`` as (1, features) in ONNX's (channels-first) order."""
         size = int(np.prod(x.shape))
         node = x.node
@@ -518,16 +597,16 @@ class _Lowering:
                             TensorType((n, c, h, w), F32, "NCHW"))
         if self.graph.type(node).shape != (1, size):
             node = self.add("reshape", [node], {"shape": [1, size]}, label)
-        return _Value(node, (1, size))
+        return TensorValue(node, (1, size))
 
-    def as_spatial(self, node: str, shape: tuple[int, ...], label: str) -> _Value:
+    def as_spatial(self, node: str, shape: tuple[int, ...], label: str) -> TensorValue:
         nhwc = (1, 1, shape[2], shape[1]) if len(shape) == 3 else (1, shape[2], shape[3], shape[1])
         if self.graph.type(node).shape != nhwc or self.graph.type(node).layout != "NHWC":
             node = self.add("reshape", [node], {"shape": list(nhwc)}, f"{label}_nhwc",
                             TensorType(nhwc, F32, "NHWC"))
-        return _Value(node, shape, len(shape) - 2)
+        return TensorValue(node, shape, len(shape) - 2)
 
-    def plain(self, x: _Value, label: str) -> _Value:
+    def plain(self, x: TensorValue, label: str) -> TensorValue:
         """``x`` held as ONNX holds it (its shape, channels first)."""
         if not x.spatial:
             return x
@@ -538,9 +617,9 @@ class _Lowering:
                             TensorType((n, c, h, w), F32, "NCHW"))
         if self.graph.type(node).shape != x.shape:
             node = self.add("reshape", [node], {"shape": list(x.shape)}, f"{label}_onnx")
-        return _Value(node, x.shape)
+        return TensorValue(node, x.shape)
 
-    def spatial(self, x: _Value, label: str) -> _Value:
+    def spatial(self, x: TensorValue, label: str) -> TensorValue:
         """A (batch, channels, length) or (batch, channels, height, width) value as the IR's NHWC."""
         if x.spatial or len(x.shape) not in (3, 4):
             return x
@@ -549,7 +628,7 @@ class _Lowering:
             node = self.add("transpose", [node], {"perm": [0, *range(2, len(x.shape)), 1]}, f"{label}_channels_last")
         return self.as_spatial(node, x.shape, label)
 
-    def operand(self, node, index: int) -> _Value | np.ndarray:
+    def operand(self, node, index: int) -> TensorValue | np.ndarray:
         """A computed value, or a constant as a float array."""
         name = node.input[index] if index < len(node.input) else ""
         if name in self.weights:
@@ -564,15 +643,14 @@ class _Lowering:
         array = array.transpose(0, *range(2, rank), 1)  # channels last
         return array[:, None] if spatial == 1 else array
 
-    def binary(self, node, op: str, a, b, label: str) -> _Value:
+    def binary(self, node, op: str, a, b, label: str) -> TensorValue:
         """``op`` of two operands (values or constant arrays, not both constant), numpy-broadcast as ONNX does:
         in the IR's NHWC where the values are spatial alike, else as ONNX holds them."""
         what = f"{node.op_type} node {node.name!r}"
-        values = [v for v in (a, b) if isinstance(v, _Value)]
+        values = [v for v in (a, b) if isinstance(v, TensorValue)]
         shape = tuple(int(d) for d in np.broadcast_shapes(*(v.shape for v in (a, b))))
-        if len(shape) < 2 or shape[0] != 1:
-            raise _Bad(f"{what}: operands of shapes {[list(v.shape) for v in (a, b)]}; the batch (1) must stay the "
-                       "first axis")
+        if not shape:
+            raise _Bad(f"{what}: operands of shapes {[list(v.shape) for v in (a, b)]}; a scalar result")
         if len(values) == 2 and len(a.shape) == len(b.shape) and a.spatial != b.spatial and len(a.shape) in (3, 4):
             a, b = self.spatial(a, f"{label}_a"), self.spatial(b, f"{label}_b")
         alike = all(isinstance(v, np.ndarray) or (v.spatial == values[0].spatial and len(v.shape) == len(shape))
@@ -586,7 +664,7 @@ class _Lowering:
             else:
                 nodes.append((v if spatial else self.plain(v, f"{label}_{k}")).node)
         out = self.add(op, nodes, {}, label)
-        return self.spatial_value(out, spatial) if spatial else _Value(out, shape)
+        return self.spatial_value(out, spatial) if spatial else TensorValue(out, shape)
 
     def elementwise(self, node) -> None:
         """Sub, Mul, Div by a constant, Max, Min, and Add of a constant or broadcast: the IR's broadcast ops."""
@@ -602,7 +680,7 @@ class _Lowering:
                 raise _Bad(f"{what} divides by a computed tensor; only division by a constant is supported")
             operands[1] = np.asarray(1.0 / operands[1])
         if op == "Add":
-            if all(isinstance(v, _Value) for v in operands):
+            if all(isinstance(v, TensorValue) for v in operands):
                 raise _Bad(f"{what} adds shapes {list(operands[0].shape)} and {list(operands[1].shape)}; "
                            "broadcasting two computed tensors in an Add is not supported")
             a, b = operands if isinstance(operands[1], np.ndarray) else operands[::-1]
@@ -635,7 +713,7 @@ class _Lowering:
                 self.define(node.output[0], x)
                 return
         out = self.add(kind, [x.node], {}, label)
-        self.define(node.output[0], _Value(out, x.shape, x.spatial))
+        self.define(node.output[0], TensorValue(out, x.shape, x.spatial))
 
     def transpose(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
@@ -645,26 +723,28 @@ class _Lowering:
         if sorted(perm) != list(range(rank)):
             raise _Bad(f"{what}: perm {perm} is not a permutation of {rank} axes")
         shape = tuple(x.shape[p] for p in perm)
-        if shape[0] != 1:
-            raise _Bad(f"{what}: perm {perm} of shape {list(x.shape)}; the batch (1) must stay the first axis")
         label = identifier(node.name or node.output[0], "transpose")
         if x.spatial and perm == [0, *range(2, rank), 1]:  # channels last: the IR's order already
             out = self.add("reshape", [x.node], {"shape": list(shape)}, label)
         else:
             x = self.plain(x, label)
-            out = self.add("transpose", [x.node], {"perm": perm}, label) if perm != list(range(rank)) else x.node
-        self.define(node.output[0], _Value(out, shape))
+            moved = [p for p in perm if x.shape[p] != 1]
+            if perm == list(range(rank)):
+                out = x.node
+            elif moved == sorted(moved):  # only axes of one element move: the elements keep their order
+                out = self.add("reshape", [x.node], {"shape": list(shape)}, label)
+            else:
+                out = self.add("transpose", [x.node], {"perm": perm}, label)
+        self.define(node.output[0], TensorValue(out, shape, 0, None if x.time is None else perm.index(x.time)))
 
-    def sliced(self, x: _Value, begin: list[int], stride: list[int], count: list[int], label: str) -> _Value:
+    def sliced(self, x: TensorValue, begin: list[int], stride: list[int], count: list[int], label: str) -> TensorValue:
         """Per ONNX axis ``count`` elements from ``begin`` by ``stride``: strided_slice in the value's layout."""
-        if count[0] != 1:
-            raise _Bad(f"{label}: slices {count[0]} rows of the batch; the batch (1) must stay")
         if begin == [0] * len(begin) and stride == [1] * len(stride) and tuple(count) == x.shape:
             return x
         if not x.spatial:
             out = self.add("strided_slice", [x.node], {"begin": begin, "stride": stride, "count": count,
                                                         "shape": count}, label)
-            return _Value(out, tuple(count))
+            return TensorValue(out, tuple(count))
         axes = NHWC_AXIS[x.spatial]
         ir_shape = list(self.graph.type(x.node).shape)
         ir_begin, ir_stride, ir_count = [0] * 4, [1] * 4, list(ir_shape)
@@ -686,15 +766,113 @@ class _Lowering:
         if not len(starts) == len(ends) == len(axes) == len(steps) or len(set(axes)) != len(axes):
             raise _Bad(f"{what}: starts {starts}, ends {ends}, axes {axes}, steps {steps} do not match")
         begin, stride, count = [0] * rank, [1] * rank, list(x.shape)
+        time = x.time
         for start, end, axis, step in zip(starts, ends, axes, steps):
             if step == 0:
                 raise _Bad(f"{what}: step 0 on axis {axis}")
+            if axis == x.time:  # a stepped build: the whole sequence, or its last step, is the current step
+                time = self.stepped_time_index(node, [list(onnx_slice_range(start, end, step, self.file_steps or 1))],
+                                               x.time)
+                continue
             taken = onnx_slice_range(start, end, step, x.shape[axis])
             if not taken:
                 raise _Bad(f"{what}: takes no element of axis {axis}; empty tensors are not supported")
             begin[axis], stride[axis], count[axis] = taken.start, step, len(taken)
-        self.define(node.output[0], self.sliced(x, begin, stride, count, identifier(node.name or node.output[0],
-                                                                                    "slice")))
+        self.define(node.output[0], self.timed(self.sliced(x, begin, stride, count, identifier(
+            node.name or node.output[0], "slice")), time))
+
+    def stepped_time_index(self, node, taken: list[list[int]], time: int) -> int | None:
+        """A stepped build's Gather or Slice along the time axis: the current step is the sequence's last, so only
+        the whole sequence (the time axis kept) or its last step (the axis a plain one) can be taken."""
+        steps = self.file_steps or 1
+        if taken == [list(range(steps))]:
+            return time
+        if all(k in (-1, steps - 1) for part in taken for k in part) and taken:
+            return None
+        raise _Bad(f"{node.op_type} node {node.name!r} takes time steps {taken} of a sequence of {steps}; a stepped "
+                   "build (recurrent='step') computes the current (last) step only: compile with recurrent='unroll'")
+
+    def resize(self, node, attrs: dict) -> None:
+        """Resize (F.interpolate) of the spatial axes: nearest as resize_nearest, each output position's source
+        index computed here as onnxruntime computes it (float32 coordinates, the coordinate mode and nearest_mode);
+        linear (bilinear) as resize_bilinear, whose coordinate modes are TFLite's: asymmetric, half_pixel
+        (pytorch_half_pixel where no output axis is 1 long) and align_corners, at the scale output / input."""
+        x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "resize"))
+        what = f"Resize node {node.name!r}"
+        if not x.spatial:
+            raise _Bad(f"{what} of a tensor of shape {list(x.shape)}; 1 or 2 spatial axes are supported")
+        sizes = self.const(node, 3, "sizes", required=False) if len(node.input) > 3 else None
+        scales = self.const(node, 2, "scales", required=False) if len(node.input) > 2 else None
+        if (sizes is None) == (scales is None or scales.size == 0):
+            raise _Bad(f"{what}: give one of scales and sizes")
+        rank, size_in = len(x.shape), list(x.shape[2:])
+        if sizes is not None:
+            sizes = [int(v) for v in sizes.astype(np.int64).reshape(-1)]
+            if len(sizes) != rank or sizes[:2] != list(x.shape[:2]):
+                raise _Bad(f"{what}: sizes {sizes} for a tensor of shape {list(x.shape)}; only the spatial axes resize")
+            size_out = sizes[2:]
+            factors = [np.float32(o) / np.float32(i) for o, i in zip(size_out, size_in)]
+        else:
+            factors = [np.float32(v) for v in scales.reshape(-1)]
+            if len(factors) != rank or factors[:2] != [1, 1] or any(not f > 0 for f in factors):
+                raise _Bad(f"{what}: scales {[float(f) for f in factors]} for a tensor of shape {list(x.shape)}; "
+                           "positive, and 1 on the batch and channels")
+            factors = factors[2:]
+            size_out = [int(np.floor(np.float64(i) * np.float64(f))) for i, f in zip(size_in, factors)]
+        if any(o < 1 for o in size_out):
+            raise _Bad(f"{what}: an output of {size_out}")
+        mode = attributes(node).get("mode", b"nearest")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        transform = attrs.get("coordinate_transformation_mode", b"half_pixel")
+        transform = transform.decode() if isinstance(transform, bytes) else transform
+        label = identifier(node.name or node.output[0], "resize")
+        if mode == "nearest":
+            rounding = attrs.get("nearest_mode", b"round_prefer_floor")
+            rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
+            sources = [onnx_nearest_sources(i, o, f, transform, rounding)
+                       for i, o, f in zip(size_in, size_out, factors)]
+            rows, cols = ([0], sources[0]) if x.spatial == 1 else sources
+            out = self.add("resize_nearest", [x.node], {"rows": rows, "cols": cols}, label)
+        else:
+            if any(np.float32(i) / np.float32(o) != np.float32(1) / f for i, o, f in zip(size_in, size_out, factors)):
+                raise _Bad(f"{what}: scales {[float(f) for f in factors]} from {size_in} to {size_out}: bilinear is "
+                           "supported where the scale is output / input (give sizes, or scales that divide evenly)")
+            if transform == "pytorch_half_pixel" and any(o == 1 for o in size_out):
+                raise _Bad(f"{what}: pytorch_half_pixel to an axis of 1: give sizes above 1")
+            out = self.add("resize_bilinear", [x.node], {
+                "size": _as_2d(size_out, x.spatial, 1), "align_corners": int(transform == "align_corners"),
+                "half_pixel_centers": int(transform in ("half_pixel", "pytorch_half_pixel"))}, label)
+        self.define(node.output[0], self.spatial_value(out, x.spatial))
+
+    def gather(self, node, attrs: dict) -> None:
+        """Gather of a computed tensor at constant indices (a scalar removes the axis): strided slices."""
+        x = self.value(node, 0)
+        what, rank = f"Gather node {node.name!r}", len(x.shape)
+        axis = onnx_axis(attrs.get("axis", 0), rank, what)
+        indices = self.const(node, 1, "indices").astype(np.int64)
+        if indices.ndim > 1:
+            raise _Bad(f"{what}: indices of shape {list(indices.shape)}; a scalar or a vector is supported")
+        time = x.time
+        if axis == x.time:
+            time = self.stepped_time_index(node, [indices.reshape(-1).tolist()], x.time)
+            indices = np.zeros_like(indices)
+        size = x.shape[axis]
+        if np.any(indices < -size) or np.any(indices >= size):
+            raise _Bad(f"{what}: indices {indices.tolist()} outside an axis of {size}")
+        label = identifier(node.name or node.output[0], "gather")
+        parts = []
+        for k, index in enumerate(indices.reshape(-1) % size):
+            begin, count = [0] * rank, list(x.shape)
+            begin[axis], count[axis] = int(index), 1
+            parts.append(self.plain(self.sliced(x, begin, [1] * rank, count, f"{label}_{k}"), f"{label}_{k}"))
+        out = parts[0].node
+        for k, part in enumerate(parts[1:], start=1):
+            out = self.add("concatenation", [out, part.node], {"axis": axis}, f"{label}_join{k}")
+        joined = TensorValue(out, tuple(len(parts) if k == axis else d for k, d in enumerate(x.shape)))
+        shape = tuple(x.shape[:axis]) + tuple(indices.shape) + tuple(x.shape[axis + 1:])
+        if time is not None and axis < time and indices.ndim == 0:
+            time -= 1
+        self.define(node.output[0], self.timed(self.reshaped(joined, shape, f"{label}_shape"), time))
 
     def split(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
@@ -727,7 +905,7 @@ class _Lowering:
         rank = len(values[0].shape)
         axis = onnx_axis(attrs.get("axis", 0), rank, what)
         if any(len(v.shape) != rank or [d for k, d in enumerate(v.shape) if k != axis] !=
-               [d for k, d in enumerate(values[0].shape) if k != axis] for v in values) or axis == 0:
+               [d for k, d in enumerate(values[0].shape) if k != axis] for v in values):
             raise _Bad(f"{what} on axis {axis} of shapes {[list(v.shape) for v in values]}")
         label = identifier(node.name or node.output[0], "concat")
         spatial = values[0].spatial if all(v.spatial == values[0].spatial for v in values) else 0
@@ -739,7 +917,7 @@ class _Lowering:
             out = self.add("concatenation", [out, v.node], {"axis": ir_axis},
                            label if k == len(values) - 2 else f"{label}_{k}")
         shape = tuple(sum(v.shape[axis] for v in values) if k == axis else d for k, d in enumerate(values[0].shape))
-        self.define(node.output[0], self.spatial_value(out, spatial) if spatial else _Value(out, shape))
+        self.define(node.output[0], self.spatial_value(out, spatial) if spatial else TensorValue(out, shape))
 
     def pad(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
@@ -767,14 +945,14 @@ class _Lowering:
         label = identifier(node.name or node.output[0], "pad")
         self.define(node.output[0], self.padded(x, before, after, label))
 
-    def padded(self, x: _Value, before: list[int], after: list[int], label: str) -> _Value:
+    def padded(self, x: TensorValue, before: list[int], after: list[int], label: str) -> TensorValue:
         """``x`` with zeros before and after each ONNX axis."""
         if not any(before) and not any(after):
             return x
         shape = tuple(d + b + a for d, b, a in zip(x.shape, before, after))
         if not x.spatial:
             out = self.add("pad", [x.node], {"pads": [p for pair in zip(before, after) for p in pair]}, label)
-            return _Value(out, shape)
+            return TensorValue(out, shape)
         ir_pads = [0] * 8
         for k, ir in enumerate(NHWC_AXIS[x.spatial]):
             ir_pads[2 * ir], ir_pads[2 * ir + 1] = before[k], after[k]
@@ -791,7 +969,7 @@ class _Lowering:
             axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
         axes = sorted({onnx_axis(a, rank, what) for a in axes}) if axes else list(range(rank))
         keep = bool(attrs.get("keepdims", 1))
-        if 0 in axes and (not keep or x.shape[0] != 1):
+        if 0 in axes and not keep and x.shape[0] == 1:  # (a first axis of more is a sequence's, not the batch)
             raise _Bad(f"{what} over axes {axes} of shape {list(x.shape)} removes the batch axis")
         axes = [a for a in axes if x.shape[a] != 1] or axes  # the batch (1) and unit axes reduce to themselves
         positions = [a for a in range(2, rank) if x.shape[a] != 1]
@@ -803,7 +981,7 @@ class _Lowering:
         op = "reduce_max" if node.op_type == "ReduceMax" else "reduce_sum"
         out = self.add(op, [x.node], {"axes": ir_axes, "keep_dims": 1}, label)
         kept = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
-        result = self.spatial_value(out, x.spatial) if x.spatial else _Value(out, kept)
+        result = self.spatial_value(out, x.spatial) if x.spatial else TensorValue(out, kept)
         if node.op_type == "ReduceMean":
             count = int(np.prod([x.shape[a] for a in axes]))
             result = self.binary(node, "tensor_mul", result, np.array([1.0 / count]), f"{label}_mean")
@@ -868,7 +1046,7 @@ class _Lowering:
             out = self.add("layer_norm", [x.node, self.add_const(gamma, "", f"{label}_scale"),
                                           self.add_const(beta, "", f"{label}_bias")],
                            {"epsilon": float(attrs.get("epsilon", 1e-5))}, label)
-        self.define(node.output[0], _Value(out, x.shape))
+        self.define(node.output[0], TensorValue(out, x.shape))
 
     def fold(self, node) -> bool:
         """A node whose inputs are all constants (or a Shape of a computed value, whose shape is known) becomes
@@ -906,7 +1084,8 @@ class _Lowering:
     def dense(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
         what = f"{node.op_type} node {node.name!r}"
-        if x.spatial or len(x.shape) != 2:
+        rows = x.shape[:-1]  # MatMul: a constant matrix multiplies every row of the last axis
+        if x.spatial or len(x.shape) < 2 or (len(x.shape) != 2 and node.op_type != "MatMul"):
             raise _Bad(f"{what} takes a tensor of shape {list(x.shape)}; flatten it to (batch, features) first")
         if node.op_type == "Gemm":
             B = self.const(node, 1, "weights")
@@ -929,8 +1108,8 @@ class _Lowering:
                     b = self.const(add, list(add.input).index(other[0]), "bias").reshape(-1)
                     self.done.add(k)
                     name = add.output[0]
-        if W.shape[1] != x.shape[1]:
-            raise _Bad(f"{what} takes {W.shape[1]} features, its input has {x.shape[1]}")
+        if W.shape[1] != x.shape[-1]:
+            raise _Bad(f"{what} takes {W.shape[1]} features, its input has {x.shape[-1]}")
         if b.shape != (W.shape[0],):
             raise _Bad(f"{what} bias has {b.size} values, expected {W.shape[0]}")
         activation, name = self.activation_after(name)
@@ -938,7 +1117,10 @@ class _Lowering:
         weights = self.add_const(W, "OI", f"{label}_weights")
         bias = self.add_const(b, "", f"{label}_bias")
         out = self.add("fully_connected", [x.node, weights, bias], {"activation": activation}, label)
-        self.define(name, _Value(out, (1, W.shape[0])))
+        shape = (*rows, W.shape[0])
+        if len(shape) != 2 or shape[0] != 1:
+            out = self.add("reshape", [out], {"shape": list(shape)}, f"{label}_rows")
+        self.define(name, TensorValue(out, shape))
 
     def add_tensors(self, node) -> None:
         """A sum of two computed tensors of one shape (a skip connection): tensor_add, with the activations after
@@ -948,8 +1130,17 @@ class _Lowering:
             return
         a, b = self.value(node, 0), self.value(node, 1)
         if a.shape != b.shape:
-            self.elementwise(node)  # refused by name there: broadcasting two computed tensors
-            return
+            size = int(np.prod(a.shape))
+            try:
+                shape = tuple(int(d) for d in np.broadcast_shapes(a.shape, b.shape))
+            except ValueError:
+                shape = None
+            if shape is None or int(np.prod(shape)) != size or int(np.prod(b.shape)) != size:
+                self.elementwise(node)  # refused by name there: broadcasting two computed tensors
+                return
+            # only unit axes differ (numpy's broadcasting of a shape with leading 1s): the same elements
+            label = identifier(node.name or node.output[0], "add")
+            a, b = self.reshaped(a, shape, f"{label}_a"), self.reshaped(b, shape, f"{label}_b")
         if a.spatial != b.spatial:
             label = identifier(node.name or node.output[0], "add")
             a, b = self.spatial(a, f"{label}_a"), self.spatial(b, f"{label}_b")
@@ -958,7 +1149,7 @@ class _Lowering:
             label = identifier(node.name or name, "add")
             a, b = self.plain(a, f"{label}_a"), self.plain(b, f"{label}_b")
         out = self.add("tensor_add", [a.node, b.node], {"activation": activation}, identifier(node.name or name, "add"))
-        self.define(name, _Value(out, a.shape, a.spatial))
+        self.define(name, TensorValue(out, a.shape, a.spatial))
 
     def softmax(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
@@ -967,7 +1158,7 @@ class _Lowering:
             raise _Bad(f"Softmax node {node.name!r} over axis {axis} of shape {list(x.shape)}; only the softmax of "
                        "(batch, classes) over the classes is supported")
         out = self.add("softmax", [x.node], {"beta": 1.0}, identifier(node.name or node.output[0], "softmax"))
-        self.define(node.output[0], _Value(out, x.shape))
+        self.define(node.output[0], TensorValue(out, x.shape))
 
     def activation(self, node, attrs: dict) -> None:
         """An elementwise activation (ir/ops/network); a Sigmoid whose output only a Mul by its input reads is
@@ -986,7 +1177,7 @@ class _Lowering:
                 self.done.add(found[0])
                 op, name = "silu", found[1].output[0]
         out = self.add(op, [x.node], ir_attrs, identifier(node.name or name, op))
-        self.define(name, _Value(out, x.shape, x.spatial))
+        self.define(name, TensorValue(out, x.shape, x.spatial))
 
     def pass_through(self, node) -> None:
         """Identity, and Dropout as inference runs it: its input unchanged (of a constant: ``fold_constants``)."""
@@ -1025,7 +1216,18 @@ class _Lowering:
 
     def lower(self, node) -> None:
         op, attrs = node.op_type, attributes(node)
-        if op == "Conv":
+        timed = [n for n in node.input if n in self.values and self.values[n].time is not None]
+        if timed and op not in TIME_OPS:
+            raise _Bad(f"{op} node {node.name!r} reads {timed[0]!r}, a recurrent layer's sequence, across its time "
+                       "steps; a stepped build (recurrent='step') computes one time step per call: compile with "
+                       "recurrent='unroll'")
+        if op in RECURRENT_OPS:
+            lower_recurrent(self, node, attrs, identifier(node.name or node.output[0], op.lower()), self.stepped)
+        elif op == "Gather":
+            self.gather(node, attrs)
+        elif op == "Resize":
+            self.resize(node, attrs)
+        elif op == "Conv":
             self.conv(node, attrs)
         elif op in ("MaxPool", "AveragePool"):
             self.pool(node, attrs)
@@ -1055,7 +1257,7 @@ class _Lowering:
             label = identifier(node.name or node.output[0], "prelu")
             alpha = self.add_const(self.layout_constant(slope, len(x.shape), x.spatial), "NHWC" if x.spatial else "",
                                    f"{label}_slope")
-            self.define(node.output[0], _Value(self.add("prelu", [x.node, alpha], {}, label), x.shape, x.spatial))
+            self.define(node.output[0], TensorValue(self.add("prelu", [x.node, alpha], {}, label), x.shape, x.spatial))
         elif op in ("LogSoftmax", "LayerNormalization"):
             self.last_axis_op(node, attrs)
         elif op == "GlobalMaxPool":
@@ -1080,12 +1282,18 @@ class _Lowering:
                        "normalisation folded into a convolution is supported")
 
 
-def input_value(graph: Graph, name: str, shape: list[int]) -> _Value:
-    """The input node (ONNX's shape and order) and, for a channels-first tensor, its NHWC view."""
+def input_value(graph: Graph, name: str, shape: list[int], sequence_axis: int | None = None,
+                stepped: bool = False) -> TensorValue:
+    """The input node (ONNX's shape and order) and, for a channels-first tensor, its NHWC view; an input that is a
+    recurrent layer's sequence (``sequence_axis``) stays as ONNX holds it."""
     layout = {2: "NC", 3: "NCW", 4: "NCHW"}.get(len(shape), "")
+    if sequence_axis is not None and len(shape) == 3:  # the time axis T, the features C last, the batch N
+        layout = "".join("T" if k == sequence_axis else "C" if k == 2 else "N" for k in range(3))
     x = graph.add("input", [], {"name": "x"}, type=TensorType(tuple(shape), F32, layout), name="x")
+    if sequence_axis is not None:
+        return TensorValue(x, tuple(shape), 0, sequence_axis if stepped else None)
     if len(shape) not in (3, 4):
-        return _Value(x, tuple(shape))
+        return TensorValue(x, tuple(shape))
     spatial = len(shape) - 2
     channels = shape[1]
     nhwc = (1, 1, shape[2], channels) if spatial == 1 else (1, shape[2], shape[3], channels)
@@ -1094,32 +1302,48 @@ def input_value(graph: Graph, name: str, shape: list[int]) -> _Value:
         perm = [0, 2, 1] if spatial == 1 else [0, 2, 3, 1]
         node = graph.add("transpose", [x], {"perm": perm}, name="x_channels_last")
     node = graph.add("reshape", [node], {"shape": list(nhwc)}, type=TensorType(nhwc, F32, "NHWC"), name="x_nhwc")
-    return _Value(node, tuple(shape), spatial)
+    return TensorValue(node, tuple(shape), spatial)
 
 
 def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list[int],
-                  opset: int | None = None) -> Graph:
+                  opset: int | None = None, states: tuple = (), sequence_axis: int | None = None,
+                  stepped: bool = False, file_steps: int | None = None) -> Graph:
     """The float IR graph of an ONNX network (``shape``: its input's, batch 1); ModelFileError on anything
-    it does not lower."""
+    it does not lower.
+
+    ``states``: (name, shape) of the network's other inputs, each a state the stream carries from call to call (as
+    PyTorch's h0 is given the h_n of the call before): a ``state`` node, zero after a reset, whose next value is the
+    network's output in the same place among its outputs after the first (the scores). ``sequence_axis``: the
+    input's axis that a recurrent layer reads as its sequence; ``stepped``: one time step per call (that axis is 1
+    long; ``file_steps`` its length in the file's constants)."""
     path = Path(path)
     problems = unsupported(proto_graph)
     if problems:
         raise ModelFileError(f"{path}: {len(problems)} unsupported op(s) or attribute(s): {'; '.join(problems)}; "
                              f"supported ops: {', '.join(NETWORK_OPS)}")
-    if len(proto_graph.output) != 1:
-        raise ModelFileError(f"{path}: the network has {len(proto_graph.output)} outputs; one is supported")
+    if len(proto_graph.output) != 1 + len(states):
+        raise ModelFileError(f"{path}: the network has {len(proto_graph.output)} outputs and {1 + len(states)} "
+                             "inputs; one output is supported, and after it one per input after the first (a state "
+                             "carried from call to call: its next value)")
     if not 1 <= len(shape) <= 4:
         raise ModelFileError(f"{path}: input {input_name!r} has shape {shape}; expected (batch, features), (batch, "
                              "channels, length) or (batch, channels, height, width)")
     if int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
         raise ModelFileError(f"{path}: input {input_name!r} has shape {shape}, more than {MAX_ELEMENTS} elements")
     graph = Graph(identifier(path.stem, "onnx"))
-    low = _Lowering(path, proto_graph, dict(weights), graph, opset)
+    low = _Lowering(path, proto_graph, dict(weights), graph, opset, stepped, file_steps)
     try:
         for node in proto_graph.node:  # every op here writes its first output: a node without one computes nothing
             if not node.output or not node.output[0]:
                 raise _Bad(f"node {node.name!r} ({node.op_type}) has no output")
-        low.define(input_name, input_value(graph, input_name, shape))
+        low.define(input_name, input_value(graph, input_name, shape, sequence_axis, stepped))
+        state_nodes = []
+        for name, state_shape in states:
+            state_shape = tuple(state_shape)
+            state = graph.add("state", [], {"init": np.zeros(state_shape, np.float32)},
+                              type=TensorType(state_shape, F32, ""), name=identifier(name, "state"))
+            state_nodes.append(state)
+            low.define(name, TensorValue(state, state_shape))
         low.fold_constants()
         for k, node in enumerate(proto_graph.node):
             if k in low.done:
@@ -1136,6 +1360,18 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
         if (result.spatial and int(np.prod(result.shape)) != result.channels) or len(result.shape) > 2:
             out = low.flat(result, "scores").node  # ONNX's order in the scores
         graph.set_output("scores", out)
+        for state, (name, state_shape), output in zip(state_nodes, states, proto_graph.output[1:]):
+            if output.name not in low.values:
+                raise _Bad(f"the output {output.name!r} (the next value of the input {name!r}) is computed by no "
+                           "supported node")
+            value = low.plain(low.values[output.name], f"{state}_next")
+            if int(np.prod(value.shape)) != int(np.prod(state_shape)):
+                raise _Bad(f"the output {output.name!r} of shape {list(value.shape)} cannot be the next value of the "
+                           f"input {name!r} of shape {list(state_shape)}")
+            node = value.node
+            if graph.type(node).shape != tuple(state_shape):
+                node = low.add("reshape", [node], {"shape": list(state_shape)}, f"{state}_next")
+            graph.set_next_state(state, node)
         verify(graph)
     except _Bad as exc:
         raise ModelFileError(f"{path}: {exc}") from None

@@ -35,6 +35,9 @@ class NetworkModel(Model):
     ONNX, until ``quantise``)."""
 
     family = "network"
+    recurrent: str | None = None  # an ONNX network's recurrent layers: "unroll" or "step" (importers/onnx.py)
+    reimport = None  # for those: the file read again with other options (recurrent=, sequence_length=)
+    recurrent_layers: tuple[str, ...] = ()  # those layers, each as "GRU node 'name'"
 
     def __init__(self, graph: Graph, source: str = "network"):
         self.graph, self.source = graph, source
@@ -113,7 +116,34 @@ class NetworkModel(Model):
             lines.append(f"{what}: {len(parts)} tensors in one vector, in the file's order:")
             lines.extend(f"  [{offset}, {offset + t.size}) {name} {list(t.shape)}: {_real_text(t.dtype)}."
                          for name, offset, t in parts)
-        return lines
+        return lines + self.recurrent_lines()
+
+    def integer_refusal(self, precision: str, dialect: str | None) -> str | None:
+        """Why a float network that keeps state (recurrent layers, or inputs carried from call to call) has no
+        integer build; None for any other network."""
+        states = [n for n, _ in self.graph.states()]
+        if self.is_quantised or precision == "float" or not states:
+            return None
+        what = ", ".join(self.recurrent_layers) or f"the state {states[0]!r} (an input carried from call to call)"
+        if precision == "int16" or dialect == "pow2":
+            reason = ("its sigmoid and tanh have no int16 form in the project's fixed point (a table of every int16 "
+                      "input would take 65,536 entries; no approximation with a proven error bound is implemented)"
+                      if precision == "int16" and self.recurrent_layers else
+                      "a state kept between calls has no scale the calibration rows could choose (its range is its "
+                      "history's)")
+            return (f"{self.source}: {what}: no {precision} form in the project's fixed point: {reason}; compile it "
+                    "at precision float")
+        return (f"{self.source}: {what}: no int8 quantisation (TFLite's dialect): a state kept between calls has no "
+                "range the calibration rows could give it; compile it at precision float")
+
+    def recurrent_lines(self) -> list[str]:
+        """The header's words on how the recurrent layers run (none without them)."""
+        if self.recurrent == "step":
+            return ["Recurrent layers: stepped, one time step per call (the input is one time step); their states "
+                    "stay in static RAM between calls, <name>_reset() starts a new sequence."]
+        if self.recurrent == "unroll":
+            return ["Recurrent layers: unrolled, the whole sequence per call."]
+        return []
 
     def _output_offsets(self) -> list[tuple[str, int, TensorType]]:
         offsets, offset = [], 0
