@@ -98,9 +98,9 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
     return ",\n    ".join(parts)
 
 
-# float ops whose C calls <math.h> (expf, tanhf, fabsf, logf, sqrtf)
+# ops whose C calls <math.h> (expf, tanhf, fabsf, logf, sqrtf, roundf) where they or an operand are float
 MATH_OPS = ("exp", "tanh", "softmax", "log_softmax", "layer_norm", "sigmoid_calibrate", "ovr_decision", "logistic",
-            "tensor_tanh", "elu", "silu", "gelu", "lstm_cell", "lstm_hidden", "float_unary")
+            "tensor_tanh", "elu", "silu", "gelu", "lstm_cell", "lstm_hidden", "float_unary", "quantize")
 
 
 @dataclass
@@ -573,7 +573,8 @@ class CEmitter:
         arena_bytes = (sum(n * element_bytes(k) for k, n in arenas.items()) + self.extra_ram_bytes()
                        + self.state_bytes() + sum(self.static_ram.values()))
         includes = ["#include <stdint.h>", *self.target.extra_includes]
-        if any(graph.op(n) in MATH_OPS and graph.type(n).dtype.is_float for n in graph.order()):
+        if any(graph.op(n) in MATH_OPS and any(graph.type(v).dtype.is_float for v in (n, *graph.node(n).inputs))
+               for n in graph.order()):
             includes.append("#include <math.h>")
         comment = comment_block(self.prefix, self.target.name, self.header_lines, self.const_bytes, arena_bytes)
         source = source_text(comment, self.prefix, includes, self.constants, list(self.helpers.values()),

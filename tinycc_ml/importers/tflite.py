@@ -22,6 +22,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import TypeRuleError
 from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS, TFLITE_CUSTOMS
 from tinycc_ml.ir.ops.network.integer_arith import lower_integer
+from tinycc_ml.ir.ops.network.shape_constants import broadcast_value
 from tinycc_ml.ir.ops.tflite_arith import ACC64_BITS, INT32_MAX, INT32_MIN
 from tinycc_ml.ir.types import BOOL, F32, TensorType, integer, quantised
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
@@ -54,7 +55,7 @@ INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED
 OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED": (2,), "RESHAPE": (1,)}  # may be -1
 # the axis of an operand's per-channel scales: the operator's, whatever quantized_dimension the file names
 # (tflite-micro reads them along it; converters leave a stale one on biases)
-FILTER_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3}
+FILTER_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0}
 QUANTISED_TYPES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}  # their widths in the IR's qi types
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)  # a denormal scale flushes every requantisation to zero
 SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
@@ -369,7 +370,7 @@ def _check_relu6_range(out: _Tensor, where: str) -> None:
 def _check_bias_scale(low: _Lowering, x: _Tensor, w: _Tensor, bias: int, out: _Tensor) -> None:
     """tflite-micro's FULLY_CONNECTED requires the bias's scale within 2% of the output's scale of input scale x
     weight scale (GetQuantizedConvolutionMultipler)."""
-    if bias < 0 or x.type_name not in ("int8", "int16"):
+    if bias < 0 or x.type_name not in ("int8", "int16") or w.scales.size > 1:  # per channel: no such check
         return
     product = float(np.float32(x.scales[0]) * np.float32(w.scales[0]))
     bias_scale = float(low.tensors[bias].scales[0])
@@ -506,7 +507,8 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         attrs = {**_window(options, op, (5, 4)), "activation": _activation(options, 3, op)}
         _check_extent(attrs, (w.shape[1], w.shape[2]), op)
         low.add("conv2d", [low.value(ins[0]), low.value(ins[1], "OHWI", FILTER_AXIS[op]),
-                           low.bias(bias, w.shape[0], name, bits=bias_bits)], attrs, out)
+                           low.bias(bias, w.shape[0], name, real=x.type_name == "float32", bits=bias_bits)], attrs,
+                out)
         if w.data is not None:
             _check_accumulator(low, x, bias, w.data.reshape(w.shape[0], -1), out, bias_bits)
     elif op == "DEPTHWISE_CONV_2D":
@@ -522,7 +524,8 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         _check_extent(attrs, (w.shape[1], w.shape[2]), op)
         bias_bits = 64 if x.type_name == "int16" else 32  # TFLite's 16x8 depthwise kernel reads int64 biases
         low.add("depthwise_conv2d", [low.value(ins[0]), low.value(ins[1], "IHWO", FILTER_AXIS[op]),
-                                     low.bias(bias, w.shape[-1], name, bits=bias_bits)], attrs, out)
+                                     low.bias(bias, w.shape[-1], name, real=x.type_name == "float32",
+                                              bits=bias_bits)], attrs, out)
         if w.data is not None:
             _check_accumulator(low, x, bias, w.data.reshape(-1, w.shape[-1]).T, out, bias_bits)
     elif op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
@@ -546,11 +549,13 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         if outside:  # TFLite's ResolveAxis refuses them (tflite-micro's MEAN reads them as int16: another axis)
             raise _Bad(f"{op}: axis {outside[0]} is outside [{-rank}, {rank - 1}] for a {rank}-dimensional tensor")
         axes = sorted({a % rank for a in given})
-        if len(x.shape) != 4 or axes != [1, 2]:
-            raise _Bad(f"{op}: a mean over axes {axes} of a {len(x.shape)}-dimensional tensor is not supported (over "
-                       "height and width of an NHWC tensor is)")
         keep = int(bool(options.scalar(0, "B", 0, "keep_dims"))) if options is not None else 0
-        low.add("mean", [low.value(ins[0])], {"axes": [1, 2], "keep_dims": keep}, out)
+        if len(x.shape) == 4 and axes == [1, 2]:  # a global average pool
+            low.add("mean", [low.value(ins[0])], {"axes": [1, 2], "keep_dims": keep}, out)
+        elif x.type_name in ("float32", "int8", "int16"):  # any other axes: QuantizedMeanOrSum's mean
+            low.add("reduce_sum", [low.value(ins[0])], {"axes": axes, "keep_dims": keep, "mean": 1}, out)
+        else:
+            raise _Bad(f"{op}: {x.type_name} tensors (TFLite Micro takes float32, int8 and int16)")
     elif op == "CONCATENATION":
         rank = len(low.tensors[ins[0]].shape)
         axis = options.scalar(0, "i", 0, "axis") if options is not None else 0
@@ -581,20 +586,37 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
     elif op == "FULLY_CONNECTED":
         if options is not None and options.scalar(1, "b", 0, "weights_format"):
             raise _Bad(f"{op}: shuffled weights are not supported")
-        if options is not None and options.scalar(2, "b", 0, "keep_num_dims"):
-            raise _Bad(f"{op}: keep_num_dims is not supported")
+        keep_num_dims = options is not None and bool(options.scalar(2, "b", 0, "keep_num_dims"))
         w = _ranked(low.tensors[ins[1]], 2, op, "weights")
         bias_bits = _bias_bits(low, bias, _check_bias_type(options, 4, op, x))
-        low.add("fully_connected", [low.value(ins[0]), low.value(ins[1], "OI"),
-                                    low.bias(bias, w.shape[0], name, bits=bias_bits)],
-                {"activation": _activation(options, 0, op)}, out)
+        operands = [low.value(ins[0]), low.value(ins[1], "OI", FILTER_AXIS[op]),
+                    low.bias(bias, w.shape[0], name, real=x.type_name == "float32", bits=bias_bits)]
+        attrs = {"activation": _activation(options, 0, op)}
+        if keep_num_dims:  # the rows' product, then the input's leading axes kept (the output declares them)
+            if tuple(out.shape) != tuple(x.shape[:-1]) + (w.shape[0],):
+                raise _Bad(f"{low.where} giving {out.name!r}: keep_num_dims gives shape "
+                           f"{list(x.shape[:-1]) + [w.shape[0]]}, the tensor declares {list(out.shape)}")
+            rows = low.step("fully_connected", operands, attrs, (math.prod(x.shape[:-1]), w.shape[0]), out,
+                            f"{name}_rows")
+            low.add("reshape", [rows], {"shape": list(out.shape)}, out)
+        else:
+            low.add("fully_connected", operands, attrs, out)
         _check_bias_scale(low, x, w, bias, out)
         if w.data is not None:
             _check_accumulator(low, x, bias, w.data, out, bias_bits)
     elif op == "ADD" and low.graph.type(low.value(ins[0])).dtype.is_integer:  # unquantised integers
         lower_integer(low, "integer_add", options, ins, outs, 0, op)
     elif op == "ADD":
-        low.add("tensor_add", [low.value(ins[0]), low.value(ins[1])], {"activation": _activation(options, 0, op)}, out)
+        a, b = low.value(ins[0]), low.value(ins[1])
+        if low.tensors[ins[0]].shape != low.tensors[ins[1]].shape:  # broadcast: each operand copied to the shape
+            try:
+                shape = np.broadcast_shapes(low.tensors[ins[0]].shape, low.tensors[ins[1]].shape)
+            except ValueError:
+                raise _Bad(f"{op}: shapes {list(low.tensors[ins[0]].shape)} and {list(low.tensors[ins[1]].shape)} "
+                           "do not broadcast") from None
+            a = broadcast_value(low, a, low.tensors[ins[0]], shape, f"{name}_a")
+            b = broadcast_value(low, b, low.tensors[ins[1]], shape, f"{name}_b")
+        low.add("tensor_add", [a, b], {"activation": _activation(options, 0, op)}, out)
     elif op == "RESHAPE":
         low.add("reshape", [low.value(ins[0])], {"shape": list(out.shape)}, out)
     elif op == "SOFTMAX":

@@ -24,6 +24,7 @@ from tinycc_ml.ir.ops.arith import (  # noqa: F401  (the interpreter's public vo
 )
 from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.ops.tables import exp_lut_index, tanh_lut_value  # noqa: F401
+from tinycc_ml.ir.ops.tflite_arith import AFFINE_CODES, quantise_affine  # noqa: F401
 
 
 def const_ints(graph: Graph, name: str) -> np.ndarray:
@@ -127,23 +128,6 @@ def quantise(X, scale: int, bits: int) -> np.ndarray:
         v = np.floor(np.asarray(X, dtype=np.float64) * 2.0**np.asarray(scale, dtype=np.float64) + 0.5)
     top = 2.0 ** (bits - 1)
     return saturate(np.nan_to_num(np.clip(v, -top + 1, top - 1), nan=-top), bits)
-
-
-AFFINE_CODES = (-128, 127)  # an affine-quantised (TFLite) input's int8 codes
-
-
-def quantise_affine(X, scale: float, zero_point: int, bits: int = 8) -> np.ndarray:
-    """Real rows to the int8 (``bits`` 16: int16) codes of an affine-quantised input, as TFLite's QUANTIZE
-    (AffineQuantize) computes them: q = round(x / scale) + zero_point, the float32 value divided in float32,
-    halves away from zero, saturated to the width; NaN gives the least code. The C's
-    ``<prefix>_quantise_feature`` gives the same int8 codes by comparing x with ``affine_thresholds``."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        x = np.asarray(X, dtype=np.float64).astype(np.float32)
-        steps = (x / np.float32(scale)).astype(np.float64)
-        q = np.copysign(np.floor(np.abs(steps) + 0.5), steps) + int(zero_point)
-        codes = AFFINE_CODES if bits == 8 else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-        q = np.clip(np.nan_to_num(q, nan=codes[0]), *codes)
-    return q.astype(np.int64)
 
 
 def _float32_bits(order: np.ndarray) -> np.ndarray:

@@ -237,8 +237,8 @@ def _infer_fully_connected(ts, attrs, declared):
     need(b.rank == 1 and b.shape[0] == w.shape[0], f"bias has shape {b.shape}, expected ({w.shape[0]},)")
     need(x.size % w.shape[1] == 0, f"input {x.shape} does not split into rows of {w.shape[1]}")
     need(attrs.get("activation", "none") in ("none", "relu", "relu6"), f"unknown activation {attrs.get('activation')}")
-    if x.dtype.is_quantised:
-        check_quantised_layer(x, w, b, None, (32, 64))
+    if x.dtype.is_quantised:  # per-channel weights on the output axis, as recent converters write them
+        check_quantised_layer(x, w, b, 0, (32, 64))
     elif x.dtype.is_fixed:
         check_fixed_layer(x, w, b)
     else:
@@ -277,7 +277,8 @@ def _rows_fully_connected(ins, batched, attrs, n, rank):
 register_op(OpDef(
     "fully_connected", 3, _infer_fully_connected, _float_fully_connected, {"activation": "str"},
     "TFLite's FULLY_CONNECTED: the input read as rows of the weights' width (O, I), times the weights, plus the "
-    "bias, a fused activation; quantised: TFLite's int8 kernel (per-tensor requantisation)",
+    "bias, a fused activation; quantised: TFLite's int8 / 16x8 kernel (requantised per tensor or per output "
+    "channel)",
     evaluate_rows=_rows_fully_connected, fixed=_fixed_fully_connected,
     acc_bound=lambda call: layer_bound(call, call.consts[1]), output_shift=layer_output_shift,
     unsupported={"interval": NO_RANGES},

@@ -226,3 +226,22 @@ def softmax_int8(q: np.ndarray, beta: float, input_scale: float) -> np.ndarray:
     shifted_scale, bits_over_unit = get_reciprocal(sum_of_exps, SOFTMAX_ACCUMULATION_INTEGER_BITS)
     unsaturated = rounding_divide_by_pot(fixed_mul(shifted_scale, exps), bits_over_unit + 31 - 8)
     return np.where(used, np.clip(unsaturated - 128, -128, 127), -128)
+
+
+# ---------------------------------------------------------------- AffineQuantize
+
+AFFINE_CODES = (-128, 127)  # an affine-quantised (TFLite) input's int8 codes
+
+
+def quantise_affine(X, scale: float, zero_point: int, bits: int = 8) -> np.ndarray:
+    """Real rows to the int8 (``bits`` 16: int16) codes of an affine-quantised input, as TFLite's QUANTIZE
+    (AffineQuantize) computes them: q = round(x / scale) + zero_point, the float32 value divided in float32,
+    halves away from zero, saturated to the width; NaN gives the least code. The C's
+    ``<prefix>_quantise_feature`` gives the same int8 codes by comparing x with ``affine_thresholds``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = np.asarray(X, dtype=np.float64).astype(np.float32)
+        steps = (x / np.float32(scale)).astype(np.float64)
+        q = np.copysign(np.floor(np.abs(steps) + 0.5), steps) + int(zero_point)
+        codes = AFFINE_CODES if bits == 8 else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        q = np.clip(np.nan_to_num(q, nan=codes[0]), *codes)
+    return q.astype(np.int64)

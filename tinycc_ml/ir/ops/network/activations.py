@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from tinycc_ml.ir.ops import tflite_sigmoid
+from tinycc_ml.ir.ops.c_primitives import c_helper
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
@@ -50,8 +51,11 @@ FUNCTIONS = {
                      lambda a: (f"(({_f(a['alpha'])} * v + {_f(a['beta'])}) < 0.0f ? 0.0f : (({_f(a['alpha'])} * v + "
                                 f"{_f(a['beta'])}) > 1.0f ? 1.0f : {_f(a['alpha'])} * v + {_f(a['beta'])}))"),
                      {"alpha": "float", "beta": "float"}),
-    "elu": (lambda x, a: np.where(x > 0, x, float(a["alpha"]) * np.expm1(np.minimum(x, 0.0))),
-            lambda a: f"(v > 0.0f ? v : {_f(a['alpha'])} * (expf(v) - 1.0f))", {"alpha": "float"}),
+    "elu": (lambda x, a: (_tflite_elu(x) if a.get("kernel") == "tflite"
+                          else np.where(x > 0, x, float(a["alpha"]) * np.expm1(np.minimum(x, 0.0)))),
+            lambda a: ("(v < 0.0f ? TCM_EXPM1F(v) : v)" if a.get("kernel") == "tflite"
+                       else f"(v > 0.0f ? v : {_f(a['alpha'])} * (expf(v) - 1.0f))"),
+            {"alpha": "float", "kernel": "str?"}),
     "silu": (lambda x, a: x * _sigmoid(x), lambda a: "v / (1.0f + expf(-v))", {}),
     "gelu": (lambda x, a: (0.5 * x * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
                            if a["approximate"] == "tanh" else 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))),
@@ -70,7 +74,40 @@ TFLITE_KERNELS = {
     "tensor_tanh": (lambda q, x, y: tflite_sigmoid.tanh_int8(q, float(x.qscales[0]), x.zero_point),
                     tflite_sigmoid.tanh_int16),
     "hard_swish": (lambda q, x, y: tflite_sigmoid.hard_swish_int8(q, float(x.qscales[0]), x.zero_point,
-                                                                  float(y.qscales[0]), y.zero_point), None)}
+                                                                  float(y.qscales[0]), y.zero_point), None),
+    "elu": (lambda q, x, y: _tflite_elu_int8(q, x, y), None)}
+
+
+# TFLite's float ELU calls expm1; avr-libc has none (there exp - 1, which loses bits near 0)
+EXPM1F = """\
+static inline float @expm1f(float v)
+{
+#if defined(__AVR__)
+    return expf(v) - 1.0f;
+#else
+    return expm1f(v);
+#endif
+}
+"""
+
+
+def _tflite_elu(x):
+    """TFLite's float ELU: expm1 below 0 (the float64 function rounded to float32 once), x above."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        return np.where(x < 0, np.expm1(np.minimum(x, 0).astype(np.float64)).astype(np.float32), x)
+
+
+def _tflite_elu_int8(q, x, y) -> np.ndarray:
+    """TFLite Micro's int8 ELU table (PopulateLookupTable): each input dequantised in float32, exp(v) - 1 below 0
+    (expf rounded once, the subtraction in float32), times 1 / output scale in float32, rounded halves away, plus
+    the zero point, saturated."""
+    f32 = np.float32
+    v = f32(x.qscales[0]) * (np.asarray(q, np.int64) - x.zero_point).astype(f32)
+    transformed = np.where(v < 0, np.exp(np.minimum(v, 0).astype(np.float64)).astype(f32) - f32(1), v).astype(f32)
+    scaled = (transformed * (f32(1) / f32(y.qscales[0]))).astype(f32).astype(np.float64)
+    rounded = np.copysign(np.floor(np.abs(scaled) + 0.5), scaled)
+    return np.clip(rounded + y.zero_point, -128, 127).astype(np.int64)
 
 
 def _tflite_hard_swish(x):
@@ -171,9 +208,12 @@ def _register(op: str) -> None:
 
     def c_float(em, node) -> list[str]:
         (x_name,) = node.inputs
+        expression = c_expression(node.attrs)
+        if "TCM_EXPM1F" in expression:
+            expression = expression.replace("TCM_EXPM1F", c_helper(em, "expm1f", EXPM1F))
         return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
                 f"    const float v = {em.at(x_name, 'i')};",
-                f"    {em.var(node.name)}[i] = {c_expression(node.attrs)};",
+                f"    {em.var(node.name)}[i] = {expression};",
                 "}"]
 
     def c_fixed(em, node) -> list[str]:
@@ -214,6 +254,11 @@ def lower_tflite_logistic(low, options, ins, outs) -> None:
 @tflite_builtin("HARD_SWISH", 117)
 def lower_tflite_hard_swish(low, options, ins, outs) -> None:
     low.add("hard_swish", [low.value(ins[0])], {"kernel": "tflite"}, low.tensors[outs[0]])
+
+
+@tflite_builtin("ELU", 111)
+def lower_tflite_elu(low, options, ins, outs) -> None:
+    low.add("elu", [low.value(ins[0])], {"alpha": 1.0, "kernel": "tflite"}, low.tensors[outs[0]])
 
 
 @tflite_builtin("TANH", 28)

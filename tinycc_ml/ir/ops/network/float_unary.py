@@ -1,7 +1,7 @@
 """TFLite's elementwise float32 functions, one op ``float_unary`` whose ``function`` names one: ABS, NEG, FLOOR, CEIL,
 ROUND (halves to even: TFLite's RoundToNearest), SQUARE, SQRT, RSQRT (1 / sqrt), EXP, LOG, SIN, COS.
 
-TFLite Micro runs these on float32 tensors (ABS and RSQRT also on quantised ones, not covered here: refused). The C
+TFLite Micro runs these on float32 tensors (ABS and RSQRT also on quantised ones: ``quantised_unary.py``). The C
 calls <math.h>'s float functions; ABS, NEG, FLOOR, CEIL, ROUND, SQUARE, SQRT and RSQRT are exact in IEEE arithmetic,
 so they equal TFLite Micro's on every target; EXP, LOG, SIN and COS are the C library's, whose last bit may differ
 from one library to another (the interpreter rounds the float64 function once).
@@ -18,7 +18,7 @@ from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import TensorType
 
 F32 = np.float32
-FLOAT_ONLY = "float32 only (as TFLite Micro runs most of them; its quantised ABS and RSQRT are not covered)"
+FLOAT_ONLY = "float32 only (as TFLite Micro runs most of them; its quantised ABS and RSQRT: quantised_unary)"
 
 
 def _rsqrt(v):
@@ -97,6 +97,9 @@ def _lowering(function: str):
     def lower(low, options, ins, outs) -> None:
         x = low.tensors[ins[0]]
         name = FUNCTIONS[function][2]
+        if function in ("abs", "rsqrt") and x.type_name in ("int8", "int16"):  # TFLite Micro's integer kernels
+            low.add("quantised_unary", [low.value(ins[0])], {"function": function}, low.tensors[outs[0]])
+            return
         need(x.type_name == "float32", f"{name}: {x.type_name} tensors (float32 is supported)")
         low.add("float_unary", [low.value(ins[0])], {"function": function}, low.tensors[outs[0]])
     return lower

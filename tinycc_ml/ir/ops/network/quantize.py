@@ -10,7 +10,8 @@ so one float32 multiplication rounds the same exact value once: the C multiplies
 
 QUANTIZE of the float32 input a converter puts first (inference_input_type float32) is not an op here: the reader
 makes its output the network's input, and the build's float entry point quantises as AffineQuantize does
-(``tinycc_ml.ir.fixed.quantise_affine``).
+(``tinycc_ml.ir.fixed.quantise_affine``). A QUANTIZE of a float32 tensor further in (a converter leaves some
+operators in float32 between DEQUANTIZE and QUANTIZE) is ``quantize``: the same arithmetic in C.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
-from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, quantize_multiplier
+from tinycc_ml.ir.ops.tflite_arith import (
+    AFFINE_CODES,
+    multiply_by_quantized_multiplier,
+    quantise_affine,
+    quantize_multiplier,
+)
 from tinycc_ml.ir.ops.windows import check_requantisation, quantised_operand
 from tinycc_ml.ir.types import F32, TensorType
 
@@ -99,13 +105,49 @@ register_op(OpDef(
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR, "c_float": NO_FLOAT_FORM}))
 
 
+def _infer_quantize(ts, attrs, declared):
+    (x,) = ts
+    need(x.dtype.is_float, f"quantize takes a float32 tensor, got {x.dtype}")
+    need(declared is not None, "quantize needs the declared result type (its scale and zero point)")
+    _widths(declared, "result")
+    return TensorType(x.shape, declared.dtype, x.layout)
+
+
+def _fixed_quantize(call: FixedCall):
+    out = call.type.dtype
+    return quantise_affine(np.asarray(call.ins[0], np.float64), out.qscales[0], out.zero_point, out.bits)
+
+
+def _c_quantize(em, node) -> list[str]:
+    (x_name,) = node.inputs
+    out = node.type.dtype
+    lo, hi = out.integer_range
+    if out.bits == 8:
+        lo = AFFINE_CODES[0]
+    scale = repr(float(np.float32(out.qscales[0])))
+    # roundf: halves away from zero, as TfLiteRound; the clamp in float first (NaN to the least code)
+    return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
+            f"    const float steps = roundf({em.at(x_name, 'i')} / {scale}f);",
+            f"    {em.var(node.name)}[i] = !(steps >= {lo - out.zero_point}.0f) ? {lo} : "
+            f"steps >= {hi - out.zero_point}.0f ? {hi} : (int32_t)steps + {out.zero_point};",
+            "}"]
+
+
+register_op(OpDef(
+    "quantize", 1, _infer_quantize, lambda xs, a: xs[0], {},
+    "TFLite's QUANTIZE of a float32 tensor inside a network: round(x / scale) (float32 division, halves away from "
+    "zero) + zero point, saturated",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: ins[0], fixed=_fixed_quantize,
+    c={"fixed": _c_quantize, "float": _c_quantize},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
 @tflite_builtin("QUANTIZE", 114)
 def lower_quantize(low, options, ins, outs) -> None:
     x, out = low.tensors[ins[0]], low.tensors[outs[0]]
-    need(x.type_name in ("int8", "int16") and out.type_name in ("int8", "int16"),
-         f"QUANTIZE of {x.type_name} to {out.type_name}: supported are int8/int16 to int8/int16, and float32 to "
-         "int8/int16 as the network's first operator (its input)")
-    low.add("requantize", [low.value(ins[0])], {}, out)
+    need(x.type_name in ("int8", "int16", "float32") and out.type_name in ("int8", "int16"),
+         f"QUANTIZE of {x.type_name} to {out.type_name}: supported are int8/int16/float32 to int8/int16")
+    low.add("quantize" if x.type_name == "float32" else "requantize", [low.value(ins[0])], {}, out)
 
 
 @tflite_builtin("DEQUANTIZE", 6)

@@ -22,6 +22,7 @@ from tinycc_ml.ir.ops.arith import check32, rshift, saturate
 from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.pooling import mean_parameters
 from tinycc_ml.ir.ops.pow2_arith import check_shift
 from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, quantize_multiplier
@@ -48,6 +49,8 @@ def _infer(name: str):
         bits = x.dtype.bits if x.dtype.is_quantised else 8
         result = network_result(x, declared, reduced_shape(x.shape, attrs), x.layout if int(attrs["keep_dims"]) else "",
                                 bits)
+        need(not int(attrs.get("mean", 0)) or not x.dtype.is_fixed,
+             "a mean over any axes has no form in the project's fixed point (over height and width: the mean op)")
         if name == "reduce_sum" and x.dtype.is_quantised:
             need(bits in (8, 16) and x.dtype.axis == PER_TENSOR, f"input must be per-tensor qi8 or qi16, got {x.dtype}")
             count = math.prod(x.shape[a] for a in reduced_axes(attrs, x.rank))
@@ -84,6 +87,26 @@ def _float_sum(values, axis, keepdims) -> np.ndarray:
     return np.expand_dims(acc, axis) if keepdims else acc
 
 
+def _count(shape, attrs) -> int:
+    return math.prod(shape[a] for a in reduced_axes(attrs, len(shape)))
+
+
+def _float_reduced_sum(values, rank: int, attrs: dict) -> np.ndarray:
+    """SUM, or MEAN (``mean`` 1): the float32 sum divided by the count in float32, as TFLite Micro's Mean."""
+    sums = _reduce(np.asarray(values), rank, attrs, _float_sum)
+    if not int(attrs.get("mean", 0)):
+        return sums
+    shape = np.shape(values)[np.ndim(values) - rank:]
+    return (np.asarray(sums, np.float32) / np.float32(_count(shape, attrs))).astype(np.float32)
+
+
+def _sum_multiplier(x, out, attrs) -> tuple[int, int]:
+    """QuantizedMeanOrSum's multiplier: input / output scale, with 1 / count folded in for a mean."""
+    if int(attrs.get("mean", 0)):
+        return mean_parameters(x.dtype.qscales[0], out.qscales[0], _count(x.shape, attrs))
+    return quantize_multiplier(float(x.dtype.qscales[0]) / float(out.qscales[0]))
+
+
 def _input_rank(ins, batched) -> int:
     return np.ndim(ins[0]) - (1 if batched[0] else 0)
 
@@ -92,7 +115,7 @@ def _quantised_sum(call: FixedCall) -> np.ndarray:
     x, out = call.in_types[0], call.type.dtype
     count = math.prod(x.shape[a] for a in reduced_axes(call.attrs, x.rank))
     sums = _reduce(np.asarray(call.ins[0], dtype=np.int64), x.rank, call.attrs, np.sum) - x.dtype.zero_point * count
-    multiplier, shift = quantize_multiplier(float(x.dtype.qscales[0]) / float(out.qscales[0]))
+    multiplier, shift = _sum_multiplier(x, out, call.attrs)
     return np.clip(multiply_by_quantized_multiplier(sums, multiplier, shift) + out.zero_point, *out.integer_range)
 
 
@@ -143,13 +166,15 @@ def _loops(em, node, start: str, step, store) -> list[str]:
 
 
 def _c_float_sum(em, node) -> list[str]:
-    return _loops(em, node, "float acc = 0.0f;", lambda v: f"acc += {v};", lambda acc: acc)
+    count = _count(em.graph.type(node.inputs[0]).shape, node.attrs)
+    divide = (lambda acc: f"{acc} / {count}.0f") if int(node.attrs.get("mean", 0)) else (lambda acc: acc)
+    return _loops(em, node, "float acc = 0.0f;", lambda v: f"acc += {v};", divide)
 
 
 def _c_quantised_sum(em, node) -> list[str]:
     x, out = em.graph.type(node.inputs[0]), node.type.dtype
     count = math.prod(x.shape[a] for a in reduced_axes(node.attrs, x.rank))
-    multiplier, shift = quantize_multiplier(float(x.dtype.qscales[0]) / float(out.qscales[0]))
+    multiplier, shift = _sum_multiplier(x, out, node.attrs)
     lo, hi = out.integer_range
     less = f"{{}} - INT32_C({x.dtype.zero_point * count})"
     return _loops(em, node, "int32_t acc = 0;", lambda v: f"acc += (int32_t){v};",
@@ -179,12 +204,12 @@ def _c_extreme(ctype: str, compare: str):
 
 register_op(OpDef(
     "reduce_sum", 1, _infer("reduce_sum"),
-    lambda xs, attrs: _reduce(np.asarray(xs[0]), np.ndim(xs[0]), attrs, _float_sum),
-    {"axes": "ints", "keep_dims": "int"},
-    "TFLite's SUM over axes (keep_dims 1: they stay as 1s); fixed point: the int32 sum of the integers shifted to "
-    "the result's scale with rounding, saturated",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: _reduce(np.asarray(ins[0]), _input_rank(ins, batched), attrs,
-                                                               _float_sum),
+    lambda xs, attrs: _float_reduced_sum(xs[0], np.ndim(xs[0]), attrs),
+    {"axes": "ints", "keep_dims": "int", "mean": "int?"},
+    "TFLite's SUM over axes (keep_dims 1: they stay as 1s), or MEAN (mean 1: divided by the count; quantised: 1 / "
+    "count folded into the multiplier, as QuantizedMeanOrSum); fixed point: the int32 sum of the integers shifted "
+    "to the result's scale with rounding, saturated",
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _float_reduced_sum(ins[0], _input_rank(ins, batched), attrs),
     fixed=_fixed_sum, acc_bound=_bound_sum,
     c={"fixed": _c_fixed_sum, "float": _c_float_sum},
     unsupported={"interval": NO_RANGES}))

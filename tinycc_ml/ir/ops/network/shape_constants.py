@@ -13,6 +13,7 @@ import numpy as np
 
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import need
+from tinycc_ml.ir.types import TensorType
 
 STORED = {"float32": np.float32, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
           "bool": np.uint8}
@@ -70,6 +71,28 @@ def lower_broadcast_args(low, options, ins, outs) -> None:
     _constant(low, out, np.asarray(shape, dtype=STORED[out.type_name]))
 
 
+def broadcast_value(low, value: str, like, shape, name: str) -> str:
+    """A computed or constant IR value broadcast to ``shape`` (numpy's rule) as copies: a reshape adding the leading
+    axes, then a ``take`` repeating each axis of 1 (typed as TFLite tensor ``like``); the value itself when it has
+    the shape already."""
+    current = list(low.graph.type(value).shape)
+    shape = [int(d) for d in shape]
+    if current == shape:
+        return value
+    if low.graph.op(value) == "const":  # a constant broadcast at compile time: one constant of the shape
+        dtype = low.graph.type(value).dtype
+        data = np.ascontiguousarray(np.broadcast_to(low.graph.node(value).attrs["value"], shape))
+        return low.graph.add("const", [], {"value": data}, type=TensorType(tuple(shape), dtype, ""), name=name)
+    padded = [1] * (len(shape) - len(current)) + current
+    if padded != current:
+        value = low.step("reshape", [value], {"shape": list(padded)}, list(padded), like, f"{name}_ranked")
+    for k, (d, s) in enumerate(zip(padded, shape)):
+        if d != s:
+            padded[k] = s
+            value = low.step("take", [value], {"axis": k, "indices": [0] * s}, list(padded), like, f"{name}_axis{k}")
+    return value
+
+
 @tflite_builtin("BROADCAST_TO", 130, inputs=(2, 2))
 def lower_broadcast_to(low, options, ins, outs) -> None:
     x, out = low.tensors[ins[0]], low.tensors[outs[0]]
@@ -80,17 +103,5 @@ def lower_broadcast_to(low, options, ins, outs) -> None:
     need(all(d == s or d == 1 for d, s in zip(padded, shape)), f"BROADCAST_TO: {list(x.shape)} does not broadcast "
                                                               f"to {list(shape)}")
     need(x.type_name == out.type_name, f"BROADCAST_TO of {x.type_name} to {out.type_name}")
-    value, current, name = low.value(ins[0]), list(padded), low.name_of(out)
-    repeated = [k for k, (d, s) in enumerate(zip(padded, shape)) if d != s]
-    if not repeated or tuple(padded) != tuple(x.shape):
-        if not repeated:
-            low.add("reshape", [value], {"shape": list(shape)}, out)
-            return
-        value = low.step("reshape", [value], {"shape": list(current)}, list(current), x, f"{name}_ranked")
-    for n, k in enumerate(repeated):
-        current[k] = shape[k]
-        attrs = {"axis": k, "indices": [0] * shape[k]}
-        if n < len(repeated) - 1:
-            value = low.step("take", [value], attrs, list(current), out, f"{name}_axis{k}")
-        else:
-            low.add("take", [value], attrs, out)
+    value = broadcast_value(low, low.value(ins[0]), x, shape, f"{low.name_of(out)}_copy")
+    low.add("reshape", [value], {"shape": list(shape)}, out)  # names the copies as the output
