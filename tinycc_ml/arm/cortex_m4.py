@@ -16,8 +16,10 @@ from tinycc_ml.arm.kernel_table import M4_KERNELS
 from tinycc_ml.target import CTarget, McuBackend, McuEmitter
 
 ACLE = "#include <arm_acle.h>"  # __ssat
-# a forest's straight-line code where it is faster: up to 64 KB (the STM32F4/L4 and nRF52 have 256 KB-2 MB)
+# a forest's straight-line code where it is faster: up to a quarter of the chip's flash (c_target; the STM32F4/L4
+# and nRF52 have 256 KB-2 MB: digits' RF(50, depth 6) takes about 60 KB, letter-26's RF(10) of full depth 400 KB)
 TREE_CODE_BUDGET = 64 * 1024
+TREE_CODE_FLASH_SHARE = 4
 
 
 @dataclass
@@ -55,8 +57,7 @@ class CortexM4Backend(McuBackend):
         return M4Emitter(graph, prefix, self.c_target(graph), header_lines=list(model_description)).build_output()
 
     def c_target(self, graph) -> CTarget:
-
-        return M4Target(kernels=M4_KERNELS)
+        return M4Target(kernels=M4_KERNELS, tree_code_budget=self.chip.flash // TREE_CODE_FLASH_SHARE)
 
 
 @dataclass
@@ -75,5 +76,4 @@ class CortexM33Backend(CortexM4Backend):
     boards = {"mps2-an505": M33_BOARD}
 
     def c_target(self, graph) -> CTarget:
-
-        return M33Target(kernels=M4_KERNELS)
+        return M33Target(kernels=M4_KERNELS, tree_code_budget=self.chip.flash // TREE_CODE_FLASH_SHARE)

@@ -37,7 +37,8 @@ class AvrTarget(CTarget):
     extra_includes: tuple[str, ...] = ("#include <avr/pgmspace.h>",)
     int16_arith: bool = True
     int24_type: str = "__int24"
-    # a forest's straight-line assembly (avr.forest_asm) up to this many bytes of the ATmega328P's 32 KB
+    # a forest's straight-line assembly (avr.forest_asm) up to this many bytes (AvrBackend.c_target: the chip's
+    # flash but FOREST_ASM_RESERVE)
     forest_asm_budget: int = 28 * 1024
     # avr-gcc 5.4 sizes a few branches of a long function a word short (a "brne .+2; rjmp" it counted as one
     # word), so an RJMP near its 4 KB reach fails to link: straight-line tree code kept to half that a function
@@ -64,6 +65,10 @@ class AvrTarget(CTarget):
         lines, size, cycles = forest_asm.emit(layout, n_outputs, shift, acc_bytes, bounds, name, saturation)
         return forest_asm.source(lines, name), size, cycles
 
+
+# flash a forest's assembly leaves the rest of a build (the harness or the application, the quantiser, predict): on
+# the ATmega328P 28 of its 32 KB, on the ATmega1284P 124 of 128 KB
+FOREST_ASM_RESERVE = 4 * 1024
 
 # pgm_read_* take 16-bit (near) addresses: constants past the first 64 KB of flash would be read from
 # the wrong place; avr-gcc refuses an object over 32,767 bytes (its ptrdiff_t is 16 bits)
@@ -105,7 +110,7 @@ class AvrBackend(McuBackend):
         return self
 
     def c_target(self, graph) -> CTarget:
-        return AvrTarget(kernels=AVR_KERNELS)
+        return AvrTarget(kernels=AVR_KERNELS, forest_asm_budget=max(self.chip.flash - FOREST_ASM_RESERVE, 0))
 
     def check_fit(self, output: BuildOutput) -> Fit:
         """The chip's fit, and constants the near pgm_read_* reach: each array at most 32,767 bytes, all of

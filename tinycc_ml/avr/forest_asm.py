@@ -5,7 +5,9 @@ accumulators held in registers, no table read.
 Registers: Y = x and Z = x + 64 (LDD reaches the first 64 features), r24:r25 the feature, r23 and r24 scratch.
 Each output's sum is a 16-bit register pair plus a count of its carries out of 16 bits, a small field of r16-r18
 (a carry is rare: at most a few a row), so the sum = field * 65536 + the pair, exactly the op's int32 sum (the
-fields are wide enough for the largest sum the leaves allow). A node goes left when x <= T: ``x < T + 1``
+fields are wide enough for the largest sum the leaves allow). Where the fields do not fit r16-r18 (many trees:
+20 of digits' pure leaves already carry up to 5 times), each output counts its carries in a byte of static RAM
+instead, a call on the rare carry (12 cycles) to a counter of its own. A node goes left when x <= T: ``x < T + 1``
 (signed) where a missing value (the code M, the lowest) goes left; where it goes right, ``x - 1 < T`` with x - 1
 wrapping (M - 1 is the largest value); a child testing the feature its parent holds skips the loads. The
 smaller subtree follows its node (the branch over it short more often); a leaf's code is emitted once per tree
@@ -38,9 +40,19 @@ class _Ins:
     kind: str = ""  # "brge" / "brlt" conditional, "rjmp"
 
 
-def plan(n_outputs: int, bounds: np.ndarray) -> list[tuple[int, int, int]] | None:
+RAM_COUNTER = -2  # plan's register of an output whose carries are counted in a byte of RAM
+COUNTERS_SPAN = 7 * 1024  # predicted bytes of trees between two copies of the RAM counters' code
+
+
+def plan(n_outputs: int, bounds: np.ndarray, ram: bool = False) -> list[tuple[int, int, int]] | None:
     """Per output, (carry register, field shift, field width), register -1 where the sum never passes 16 bits;
-    None where the fields do not fit r16-r18."""
+    None where the fields do not fit r16-r18, or with ``ram``, (RAM_COUNTER, 0, 8) for every output that carries
+    (a byte of RAM counts them: the sums stay below 2^24)."""
+    if ram:
+        fields = plan(n_outputs, bounds)
+        if fields is not None or n_outputs > len(PAIRS):
+            return fields
+        return [(RAM_COUNTER, 0, 8) if int(b) >> 16 else (-1, 0, 0) for b in bounds.tolist()]
     fields, reg, used = [], 0, 0
     for b in bounds.tolist():
         carries = int(b) >> 16
@@ -65,7 +77,7 @@ def applies(layout, n_outputs: int, input_dim: int, bounds: np.ndarray, shift: i
     return ((saturation is None or saturation - 1 + shift >= 16) and n_outputs <= len(PAIRS)
             and 2 * input_dim <= LDD_REACH and bool(np.all(layout.leaves >= 0))
             and int(layout.leaves.max(initial=0)) <= 0x7FFF and int(bounds.max(initial=0)) + half < 1 << 24
-            and 0 <= shift <= 23 and plan(n_outputs, bounds + half) is not None)
+            and 0 <= shift <= 23 and plan(n_outputs, bounds + half, ram=True) is not None)
 
 
 def _x(offset: int, byte: int) -> str:
@@ -79,7 +91,8 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
     row walking every tree to its deepest leaf): the sums stored at acc (``acc_bytes`` each, little-endian) unless
     acc is null, and the first maximum of the op's rounded results ``(sum + half) >> shift`` returned (the
     results saturate to ``saturation`` bits where given)."""
-    fields = plan(n_outputs, bounds + ((1 << (shift - 1)) if shift > 0 else 0))
+    fields = plan(n_outputs, bounds + ((1 << (shift - 1)) if shift > 0 else 0), ram=True)
+    counters = f"{name}_carries"  # the RAM counters' bytes (where the fields do not fit r16-r18)
     m, top = -(2 ** 15), 2 ** 15 - 1
     items: list = []
     counter = [0]
@@ -101,8 +114,9 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
             v = int(row[c])
             lo, hi = PAIRS[c]
             if v & 0xFF:
-                out += [_Ins(f"ldi r24, {v & 0xFF}"), _Ins(f"add r{lo}, r24"), _Ins(f"ldi r24, {v >> 8}"),
-                        _Ins(f"adc r{hi}, r24")]
+                out += [_Ins(f"ldi r24, {v & 0xFF}"), _Ins(f"add r{lo}, r24")]
+                out += ([_Ins(f"ldi r24, {v >> 8}"), _Ins(f"adc r{hi}, r24")] if v >> 8
+                        else [_Ins(f"adc r{hi}, __zero_reg__")])
             elif v >> 8 == r0:
                 out.append(_Ins(f"add r{hi}, r0"))
             else:
@@ -110,6 +124,8 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
             reg, shift, _ = fields[c]
             if reg >= 0:  # a carry out of 16 bits counts in the output's field
                 out += [_Ins("brcc .+2"), _Ins(f"subi r{reg}, {(-(1 << shift)) & 0xFF}")]
+            elif reg == RAM_COUNTER:  # or in its RAM counter (the counter's code clobbers r24: scratch here)
+                out.append(_Ins("", 4, f".L{name}_carry{c}_", "brcc_call"))  # the nearest copy (_resolve)
         return out
 
     def leaf_cycles(row: int) -> float:
@@ -189,19 +205,57 @@ def emit(layout, n_outputs: int, shift: int, acc_bytes: int, bounds: np.ndarray,
         items.append(("label", end))
         return cycles
 
-    worst = sum(tree_code(int(root)) for root in layout.roots.tolist())
+    ram_outputs = [c for c in range(n_outputs) if fields[c][0] == RAM_COUNTER]
+
+    def counters_code(at: int) -> None:
+        """Copy ``at`` of each output's carry counter (jumped over): called on a carry, r24 its scratch."""
+        start = fresh("trees")
+        ins("rjmp", target=start, kind="rjmp")
+        for c in ram_outputs:
+            items.append(("label", f".L{name}_carry{c}_{at}"))
+            items.extend([_Ins(f"lds r24, {counters}+{c}", 4), _Ins("subi r24, 0xFF"),
+                          _Ins(f"sts {counters}+{c}, r24", 4), _Ins("ret")])
+        items.append(("label", start))
+
+    roots = [int(root) for root in layout.roots.tolist()]
+    # a copy of the counters' code in the middle of every COUNTERS_SPAN of trees (an RCALL reaches 4 KB either way;
+    # predicted sizes), each call to the nearest (_resolve)
+    starts = np.concatenate([[0], np.cumsum([estimate(r) for r in roots] if ram_outputs else np.zeros(len(roots)))])
+    segments = [0]  # the first tree of each run of trees within COUNTERS_SPAN
+    for t in range(len(roots)):
+        if t and starts[t + 1] - starts[segments[-1]] > COUNTERS_SPAN:
+            segments.append(t)
+    copies = set()  # before the tree in the middle of each run
+    for a, b in zip(segments, [*segments[1:], len(roots)]):
+        copies.add(min(range(a, b), key=lambda t: abs(starts[t] - (starts[a] + starts[b]) / 2)))
+    worst = 0.0
+    for t, root in enumerate(roots):
+        if ram_outputs and t in copies:
+            counters_code(t)
+        worst += tree_code(root)
     body = _resolve(items)
     size = sum(i.size for i in items if isinstance(i, _Ins))
-    pro, epi = _prologue(n_outputs, fields, r0), _epilogue(n_outputs, acc_bytes, fields, shift, saturation)
-    size += 2 * sum(not line.endswith(":") for line in pro + epi)
+    pro = _prologue(n_outputs, fields, r0, counters)
+    epi = _epilogue(n_outputs, acc_bytes, fields, shift, saturation, counters)
+    size += sum(_bytes(line) for line in pro + epi)
     lines = [f".section .text.{name},\"ax\",@progbits", f".type {name}, @function", f"{name}:",
              *pro, *body, *epi, f".size {name}, .-{name}"]
+    if ram_outputs:
+        lines.append(f".lcomm {counters}, {n_outputs}")
     return lines, size, worst + CYCLES["call"] + 4 * n_outputs
+
+
+def _bytes(line: str) -> int:
+    """The size of a prologue's or epilogue's line (a label: none; LDS, STS: two words)."""
+    if line.endswith(":"):
+        return 0
+    return 4 if line.split()[0] in ("lds", "sts", "call", "jmp") else 2
 
 
 def _resolve(items: list) -> list[str]:
     """Branch forms by the layout, each the shortest that reaches: a conditional branch 63 words (else it skips
-    an RJMP, 2K words, else a JMP), an RJMP (else a JMP); a jump to the next instruction is dropped."""
+    an RJMP, 2K words, else a JMP), an RJMP (else a JMP), a call on a carry (BRCC over an RCALL, else over a
+    CALL); a jump to the next instruction is dropped."""
     keep = []
     for i, it in enumerate(items):
         if isinstance(it, _Ins) and it.kind == "rjmp":
@@ -212,25 +266,34 @@ def _resolve(items: list) -> list[str]:
                 continue
         keep.append(it)
     items[:] = keep
-    sizes = {"rjmp": (2, 4), "brge": (2, 4, 6), "brlt": (2, 4, 6)}
+    sizes = {"rjmp": (2, 4), "brge": (2, 4, 6), "brlt": (2, 4, 6), "brcc_call": (4, 6)}
     while True:  # sizes only grow, so this ends
-        pos, at = 0, {}
+        pos, at, copies = 0, {}, {}
         for it in items:
             if isinstance(it, tuple):
                 at[it[1]] = pos
+                copies.setdefault(it[1].rsplit("_", 1)[0] + "_", []).append(it[1])
             else:
                 pos += it.size
-        changed, pos = False, 0
+        pos = 0
+        for it in items:  # a call on a carry: to the copy of its counter's code nearest it
+            if isinstance(it, _Ins) and it.kind == "brcc_call":
+                it.text = min(copies[it.target], key=lambda label: abs(at[label] - pos))
+            pos += 0 if isinstance(it, tuple) else it.size
+        grown, pos = [], 0  # every form from this pass's positions (a size grown mid-pass would shift them)
         for it in items:
             if isinstance(it, tuple):
                 continue
             if it.kind in sizes:
-                form = _form(it.kind, at[it.target] - pos)
-                if sizes[it.kind][form] > it.size:
-                    it.size, changed = sizes[it.kind][form], True
+                target = it.text if it.kind == "brcc_call" else it.target
+                size = sizes[it.kind][_form(it.kind, at[target] - pos)]
+                if size > it.size:
+                    grown.append((it, size))
             pos += it.size
-        if not changed:
+        if not grown:
             break
+        for it, size in grown:
+            it.size = size
     pos, out = 0, []
     for it in items:
         if isinstance(it, tuple):
@@ -238,6 +301,8 @@ def _resolve(items: list) -> list[str]:
             continue
         if it.kind == "rjmp":
             out.append(f"{'rjmp' if it.size == 2 else 'jmp'} {it.target}")
+        elif it.kind == "brcc_call":
+            out += ["brcc .+2", f"rcall {it.text}"] if it.size == 4 else ["brcc .+4", f"call {it.text}"]
         elif it.kind in sizes:
             inverse = {"brge": "brlt", "brlt": "brge"}[it.kind]
             out += {2: [f"{it.kind} {it.target}"], 4: [f"{inverse} .+2", f"rjmp {it.target}"],
@@ -249,7 +314,10 @@ def _resolve(items: list) -> list[str]:
 
 
 def _form(kind: str, distance: int) -> int:
-    """0: the short form reaches ``distance`` bytes from the instruction, 1: through an RJMP, 2: a JMP."""
+    """0: the short form reaches ``distance`` bytes from the instruction, 1: through an RJMP, 2: a JMP (a call on
+    a carry: 0 an RCALL after the BRCC, 1 a CALL)."""
+    if kind == "brcc_call":
+        return 0 if -2048 <= (distance - 4) // 2 <= 2047 else 1
     if kind != "rjmp" and -64 <= (distance - 2) // 2 <= 63:
         return 0
     if -2048 <= (distance - (2 if kind == "rjmp" else 4)) // 2 <= 2047:
@@ -257,7 +325,7 @@ def _form(kind: str, distance: int) -> int:
     return 1 if kind == "rjmp" else 2
 
 
-def _prologue(k: int, fields, r0: int) -> list[str]:
+def _prologue(k: int, fields, r0: int, counters: str) -> list[str]:
     lines = [f"push r{r}" for r in SAVED]
     lines += ["push r22", "push r23"]  # acc, stored at the end
     lines += ["movw r28, r24", "movw r30, r24", "adiw r30, 63", "adiw r30, 1", f"ldi r24, {r0}", "mov r0, r24"]
@@ -265,10 +333,11 @@ def _prologue(k: int, fields, r0: int) -> list[str]:
         lines += [f"clr r{PAIRS[c][0]}", f"clr r{PAIRS[c][1]}"]
     for reg in sorted({f[0] for f in fields if f[0] >= 0}):
         lines.append(f"clr r{reg}")
+    lines += [f"sts {counters}+{c}, __zero_reg__" for c in range(k) if fields[c][0] == RAM_COUNTER]
     return lines
 
 
-def _epilogue(k: int, acc_bytes: int, fields, shift: int, saturation: int | None) -> list[str]:
+def _epilogue(k: int, acc_bytes: int, fields, shift: int, saturation: int | None, counters: str) -> list[str]:
     """Each sum stored (where acc is not null: predict needs none), then the first maximum of the rounded sums
     ((sum + half) >> shift: compared with the shifted-out bits cleared; saturated: a sum at or past bit
     p = saturation - 1 + shift, in the top byte, is the largest result's) returned in r24."""
@@ -276,6 +345,8 @@ def _epilogue(k: int, acc_bytes: int, fields, shift: int, saturation: int | None
 
     def field(c: int, to: int) -> list[str]:
         reg, at, width = fields[c]
+        if reg == RAM_COUNTER:
+            return [f"lds r{to}, {counters}+{c}"]
         if reg < 0:
             return [f"clr r{to}"]
         out = [f"mov r{to}, r{reg}"] + ([f"swap r{to}"] if at >= 4 else [])

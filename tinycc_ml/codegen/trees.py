@@ -182,20 +182,29 @@ def _report(em: CEmitter, node: Node, layout: Layout, chosen: str, cands: dict, 
                     "flash of the decision nodes"})
 
 
+def input_range(em: CEmitter, bits: int) -> tuple[int, int, bool]:
+    """(the missing code M, the largest value, whether int has 32 bits) of an integer build's ``bits``-bit input."""
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1, not getattr(em.target, "int16_arith", False)
+
+
 def _test(layout: Layout, ref: int, x: str, literal, x_range, cmp: str) -> str | bool:
     """The C condition for going left at decision node ``ref``, or True / False where every input
-    (missing included) goes one way. ``x_range`` (integer builds): the input type's range, whose lowest
-    value is the missing code M (integer thresholds lie in [M, top])."""
+    (missing included) goes one way. ``x_range`` (integer builds): input_range's (M, top, wide): the input
+    type's lowest value is the missing code M (integer thresholds lie in [M, top]); wide: int is 32 bits."""
     t, dl = layout.threshold[ref], bool(layout.default_left[ref])
     if x_range is None:  # float: NaN fails every comparison, so !(x > t) sends it left
         flip = {"<=": ">", "<": ">="}[cmp]
         return f"!({x} {flip} {literal(t)})" if dl else f"{x} {cmp} {literal(t)}"
-    m, top = x_range
+    m, top, wide = x_range
     if dl:  # M <= T: x <= T sends M left already
         return True if t >= top else f"{x} <= {literal(t)}"
     if t <= m:  # no real value is <= M, and M goes right
         return False
-    return f"{x} != {m}" if t >= top else f"{x} <= {literal(t)} && {x} != {m}"
+    if t >= top:
+        return f"{x} != {m}"
+    if wide:  # one unsigned compare: x - M - 1 puts M last (an int of 32 bits: no overflow)
+        return f"(uint32_t)({x} + {-m - 1}) <= {t - m - 1}u"
+    return f"{x} <= {literal(t)} && {x} != {m}"
 
 
 def _straight_tree(layout: Layout, x_at, literal, ref: int, indent: str, x_range=None, cmp: str = "<=",
@@ -375,7 +384,7 @@ def predict_code(em: CEmitter, node: Node, fixed: bool) -> list[str] | None:
         return [f"    {layout.ref_type} i = {int(layout.roots[0])};",
                 *(line[4:] for line in walk.loop), "    return (int)(-1 - i);"]
     bits = x_type.dtype.bits
-    x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
+    x_range = input_range(em, bits) if fixed else None
     return [f"    (void){em.var(x_name)};",
             *_straight_tree(layout, lambda i: em.at(x_name, i), literal, int(layout.roots[0]), "    ", x_range,
                             cmp_op, "return {};")]
@@ -620,7 +629,7 @@ def ensemble_code(em: CEmitter, node: Node, fixed=None) -> list[str]:
         ]
     else:
         bits = x_type.dtype.bits
-        x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
+        x_range = input_range(em, bits) if fixed else None
         for t in range(n_trees):
             lines += [f"    {{ /* tree {t} */", f"        {leaf_idx_type} leaf;",
                       *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "        ", x_range,
@@ -785,7 +794,7 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
         return forest
     x_t = ctype_of(x_type.dtype)
     x_at = lambda i: em.at(x_name, i)  # noqa: E731
-    x_range = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fixed else None
+    x_range = input_range(em, bits) if fixed else None
     value = c_float if not fixed else (lambda v: str(int(v)))
     rd = em.target.read_const
 
@@ -834,12 +843,26 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
         lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;",
                   *_tree_functions(em, name, signature, trees, flash, "    const int16_t *p;")]
     elif chosen == "straight":
-        trees = [_straight_tree(layout, x_at, literal, int(layout.roots[t]), "    ", x_range, cmp_op, adds)
-                 for t in range(n_trees)]
         flash = [_straight_flash(layout, int(layout.roots[t]), None,
                                  lambda e: int(np.count_nonzero(layout.leaves[e]))) for t in range(n_trees)]
-        lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;",
-                  *_tree_functions(em, name, signature, trees, flash, "    (void)x;")]
+        limit = getattr(em.target, "function_code_bytes", 0)
+        if not limit or sum(flash) <= limit:  # one function: the sums in locals (registers where they fit)
+            sums = [f"a{c}" for c in range(k)]
+
+            def local_adds(leaf: int) -> list[str]:
+                row = layout.leaves[leaf]
+                return [f"{sums[c]} += {value(row[c])};" for c in np.flatnonzero(row)] or ["/* no value */"]
+
+            lines += ["    (void)x;", f"    {acc_type} {', '.join(f'{a} = 0' for a in sums)};"]
+            for t in range(n_trees):
+                lines += [f"    /* tree {t} */", *_straight_tree(layout, x_at, literal, int(layout.roots[t]), "    ",
+                                                                 x_range, cmp_op, local_adds)]
+            lines += [f"    acc[{c}] = {a};" for c, a in enumerate(sums)]
+        else:
+            trees = [_straight_tree(layout, x_at, literal, int(layout.roots[t]), "    ", x_range, cmp_op, adds)
+                     for t in range(n_trees)]
+            lines += [f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;",
+                      *_tree_functions(em, name, signature, trees, flash, "    (void)x;")]
     else:
         lines.append(f"    for (int c = 0; c < {k}; ++c) acc[c] = 0;")
         if stream is not None:
