@@ -544,6 +544,11 @@ def _batch_matmul(kind):
 
 
 PROBES.update({
+    "SQUARED_DIFFERENCE": binary(OP.SQUARED_DIFFERENCE),
+    "ELU": unary(OP.ELU),
+    "DIV": binary(OP.DIV, (OPT.DivOptions, options("DivOptions"))),
+    "FLOOR_DIV": binary(OP.FLOOR_DIV),
+    "FLOOR_MOD": binary(OP.FLOOR_MOD),
     "BATCH_MATMUL": _batch_matmul,
     "GATHER": _gather, "EMBEDDING_LOOKUP": _embedding_lookup,
     **{name: _comparison(getattr(OP, name))

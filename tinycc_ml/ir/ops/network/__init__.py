@@ -8,6 +8,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     arg_reduce,
     batch_matmul,
     compare,
+    float_binary,
     float_unary,
     gather,
     grouped_conv2d,

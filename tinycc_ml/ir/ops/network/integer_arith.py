@@ -15,6 +15,7 @@ import numpy as np
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.network.broadcast import broadcast_shape, c_loop, with_rows
+from tinycc_ml.ir.ops.network.float_binary import lower_float_div
 from tinycc_ml.ir.ops.registry import OpDef, TypeRuleError, need, register_op
 from tinycc_ml.ir.ops.signal.common import wrap
 from tinycc_ml.ir.types import TensorType, integer
@@ -102,7 +103,8 @@ def lower_integer(low, op: str, options, ins, outs, activation_field: int, name:
 def lower_div(low, options, ins, outs) -> None:
     divisor = low.tensors[ins[1]]
     if low.tensors[ins[0]].type_name == "float32":
-        raise TypeRuleError("DIV of float tensors is not supported yet (of plain integers it is)")
+        lower_float_div(low, options, ins, outs)
+        return
     if divisor.data is None or not np.all(divisor.data != 0):
         raise TypeRuleError(f"DIV: the divisor {divisor.name!r} must be a constant without zeros")
     lower_integer(low, "integer_div", options, ins, outs, 0, "DIV")
