@@ -543,7 +543,22 @@ def _batch_matmul(kind):
     return b.finish([x], [y])
 
 
+def _space_batch(code, in_shape, out_shape):
+    """2x2 blocks, no padding (TFLite Micro writes an unset value into SPACE_TO_BATCH_ND's padding)."""
+    def build(kind):
+        b = TfliteBuilder()
+        x = act(b, in_shape, kind, Q_IN, name="x")
+        block = b.tensor((2,), "int32", scale=None, data=np.asarray([2, 2], dtype=np.int32), name="block")
+        edges = b.tensor((2, 2), "int32", scale=None, data=np.zeros((2, 2), dtype=np.int32), name="edges")
+        y = act(b, out_shape, kind, Q_IN, name="y")
+        b.op(code, [x, block, edges], [y])
+        return b.finish([x], [y])
+    return build
+
+
 PROBES.update({
+    "SPACE_TO_BATCH_ND": _space_batch(OP.SPACE_TO_BATCH_ND, SHAPE, (4, 2, 2, 3)),
+    "BATCH_TO_SPACE_ND": _space_batch(OP.BATCH_TO_SPACE_ND, (4, 2, 2, 3), SHAPE),
     "SQUARED_DIFFERENCE": binary(OP.SQUARED_DIFFERENCE),
     "ELU": unary(OP.ELU),
     "DIV": binary(OP.DIV, (OPT.DivOptions, options("DivOptions"))),

@@ -29,6 +29,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     retyped_slice,
     select,
     shape_constants,
+    space_batch,
     squared_difference,
     strided_slice,
     sub,
