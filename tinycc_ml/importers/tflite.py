@@ -34,7 +34,8 @@ MAX_INPUTS = MAX_OUTPUTS = 16  # a network's inputs (one flat input vector) and 
 MAX_DEPTH = 64  # nested tables followed from the root (a cycle of offsets stops here)
 TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", np.int8), 3: ("uint8", np.uint8),
                 7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", np.bool_),
-                12: ("uint64", np.uint64), 15: ("uint32", np.uint32), 16: ("uint16", np.uint16)}
+                12: ("uint64", np.uint64), 15: ("uint32", np.uint32), 16: ("uint16", np.uint16),
+                13: ("resource", None)}  # resource: a VAR_HANDLE's handle, no data
 # integer tensors without quantisation parameters: plain integers (audio samples, spectra, the signal library's)
 PLAIN_INTEGERS = {"int8": (8, True), "int16": (16, True), "int32": (32, True), "int64": (64, True),
                   "uint8": (8, False), "uint16": (16, False), "uint32": (32, False), "uint64": (64, False)}
@@ -46,12 +47,15 @@ PADDINGS = {0: "same", 1: "valid"}
 OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2D": (5, True),
            "MAX_POOL_2D": (5, True), "FULLY_CONNECTED": (8, False), "SOFTMAX": (9, False),
            "CONCATENATION": (10, False), "ADD": (11, False), "RESHAPE": (17, False), "PAD": (22, False),
-           "PADV2": (43, False), "MEAN": (27, False)}
+           "PADV2": (43, False), "MEAN": (27, False), "VAR_HANDLE": (111, False), "CALL_ONCE": (103, False),
+           "READ_VARIABLE": (112, False), "ASSIGN_VARIABLE": (113, False)}
 # (least, most) inputs of each operator (optional ones may be -1)
 INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
                 "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
                 "PADV2": (3, 3), "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1),
-                "CONCATENATION": (2, MAX_CONCATENATED)}
+                "CONCATENATION": (2, MAX_CONCATENATED), "VAR_HANDLE": (0, 0), "CALL_ONCE": (0, 0),
+                "READ_VARIABLE": (1, 1), "ASSIGN_VARIABLE": (2, 2)}
+OUTPUT_COUNTS = {"ASSIGN_VARIABLE": (0, 0), "CALL_ONCE": (0, 0)}  # operators writing no tensor
 OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED": (2,), "RESHAPE": (1,)}  # may be -1
 # the axis of an operand's per-channel scales: the operator's, whatever quantized_dimension the file names
 # (tflite-micro reads them along it; converters leave a stale one on biases)
@@ -59,7 +63,8 @@ FILTER_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0}
 QUANTISED_TYPES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}  # their widths in the IR's qi types
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)  # a denormal scale flushes every requantisation to zero
 SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
-             "MAX_POOL_2D", "MEAN", "PAD", "PADV2", "RELU", "RELU6", "RESHAPE", "SOFTMAX")
+             "MAX_POOL_2D", "MEAN", "PAD", "PADV2", "RELU", "RELU6", "RESHAPE", "SOFTMAX", "VAR_HANDLE",
+             "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE")
 
 
 class _Bad(Exception):
@@ -233,10 +238,45 @@ def _opcode_name(code: _Table) -> str:
 class _Lowering:
     """Turns the subgraph's operators into IR nodes, one per operator (constants become const nodes)."""
 
-    def __init__(self, graph: Graph, tensors: list[_Tensor]):
+    def __init__(self, graph: Graph, tensors: list[_Tensor], variable_inits: dict | None = None):
         self.graph, self.tensors = graph, tensors
         self.values: dict[int, str] = {}
         self.where = "operator"  # the operator being lowered, for messages: "operator 3 (CONV_2D)"
+        # resource variables (VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE): each a state node
+        self.handles: dict[int, tuple[str, str]] = {}  # handle tensor -> (container, shared name)
+        self.variable_inits = variable_inits or {}  # (container, shared name) -> its initial _Tensor (CALL_ONCE)
+        self.variables: dict[tuple[str, str], dict] = {}  # -> state node, its current value, its tensor
+
+    def variable(self, handle: int, like: _Tensor) -> dict:
+        """The variable a handle names, as a state node (created at its first use, from the value CALL_ONCE's
+        subgraph assigns it)."""
+        if handle not in self.handles:
+            raise _Bad(f"{self.where}: tensor {self.tensors[handle].name!r} is not a VAR_HANDLE's handle")
+        key = self.handles[handle]
+        if key not in self.variables:
+            init = self.variable_inits.get(key)
+            if init is None:
+                raise _Bad(f"{self.where}: variable {key[1]!r} is read or written before any initialisation (no "
+                           "CALL_ONCE subgraph assigns it)")
+            if init.type_name != like.type_name or tuple(init.shape) != tuple(like.shape) \
+                    or init.scales.tolist() != like.scales.tolist() \
+                    or init.zero_points.tolist() != like.zero_points.tolist():
+                raise _Bad(f"{self.where}: variable {key[1]!r} is initialised as {init.type_name}"
+                           f"{list(init.shape)} but used as {like.type_name}{list(like.shape)} (or quantised "
+                           "otherwise)")
+            ty = self.tensor_type(like)
+            data = init.data.reshape(-1)
+            data = data.astype(np.float32) if ty.dtype.is_float else data.astype(np.int64)
+            state = self.graph.add("state", [], {"init": data}, type=TensorType((ty.size,), ty.dtype),
+                                   name=_identifier(f"var_{key[1]}"))
+            self.variables[key] = {"state": state, "current": state, "tensor": like, "assigned": False}
+        return self.variables[key]
+
+    def finish_variables(self) -> None:
+        """Each assigned variable's last value as its state's next value."""
+        for variable in self.variables.values():
+            if variable["assigned"]:
+                self.graph.set_next_state(variable["state"], variable["current"])
 
     def dtype(self, t: _Tensor, axis: int | None = None):
         """The tensor's element type; ``axis``: the operator's axis of per-channel scales (None: per tensor)."""
@@ -497,6 +537,9 @@ def _pad_constant(c: _Tensor, x: _Tensor, out: _Tensor, op: str) -> float:
 
 
 def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[int], outs: list[int]) -> None:
+    if op in ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"):  # some have no input or output
+        _lower_variable(low, op, options, ins, outs)
+        return
     out = low.tensors[outs[0]]
     name = _identifier(out.name)
     bias = ins[2] if len(ins) > 2 else -1
@@ -634,6 +677,76 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
         raise _Bad(f"operator {op} is not supported (supported: {', '.join(supported_builtins())})")
 
 
+def _var_handle_key(options: _Table | None) -> tuple[str, str]:
+    """VarHandleOptions' (container, shared_name): what names a resource variable."""
+    if options is None:
+        return "", ""
+    return options.string(0, "container") or "", options.string(1, "shared_name") or ""
+
+
+def _lower_variable(low: _Lowering, op: str, options: _Table | None, ins: list[int], outs: list[int]) -> None:
+    """TFLite's resource variables as state: VAR_HANDLE names one, READ_VARIABLE gives its current value (its state
+    node until an ASSIGN_VARIABLE in this call gives another), ASSIGN_VARIABLE its next one; CALL_ONCE's subgraph
+    was read for the initial values (read_tflite)."""
+    if op == "CALL_ONCE":
+        return
+    if op == "VAR_HANDLE":
+        low.handles[outs[0]] = _var_handle_key(options)
+        return
+    if op == "READ_VARIABLE":
+        out = low.tensors[outs[0]]
+        variable = low.variable(ins[0], out)
+        ty = low.tensor_type(out, low.layout(out))
+        try:
+            node = low.graph.add("reshape", [variable["current"]], {"shape": list(ty.shape)}, type=ty,
+                                 name=_identifier(out.name))
+        except ValueError as exc:
+            raise _Bad(f"{low.where} giving {out.name!r}: {exc}") from None
+        low.values[out.index] = node
+        return
+    value = low.tensors[ins[1]]  # ASSIGN_VARIABLE
+    variable = low.variable(ins[0], value)
+    size = math.prod(value.shape)
+    variable["current"] = low.step("reshape", [low.value(ins[1])], {"shape": [size]}, (size,), value,
+                                   _identifier(f"{value.name}_assigned"))
+    variable["assigned"] = True
+
+
+def _initial_values(subgraphs: list[_Table], codes: list[_Table], buffers: list[_Table]) -> dict:
+    """The subgraphs CALL_ONCE runs once (from subgraph 0): the constants their ASSIGN_VARIABLEs give each
+    variable; every other subgraph (IF, WHILE bodies) refused by name."""
+    main_operators = subgraphs[0].tables(3, "operators")
+    init_indices = set()
+    for k, operator in enumerate(main_operators):
+        index = operator.scalar(0, "I", 0, "opcode_index")
+        if index < len(codes) and _opcode_name(codes[index]) == "CALL_ONCE":
+            options = _options(operator, "CALL_ONCE", k)
+            init_indices.add(int(options.scalar(0, "i", 0, "init_subgraph_index")) if options is not None else 0)
+    others = sorted(set(range(1, len(subgraphs))) - init_indices)
+    if others or not init_indices <= set(range(1, len(subgraphs))):
+        raise _Bad(f"{len(subgraphs)} subgraphs: only the initialisation subgraphs CALL_ONCE runs are read (subgraph "
+                   f"{(others or sorted(init_indices))[0]} is not one: IF and WHILE are not supported)")
+    inits: dict[tuple[str, str], _Tensor] = {}
+    for s in sorted(init_indices):
+        tensors = [_read_tensor(t, i, buffers) for i, t in enumerate(subgraphs[s].tables(0, "tensors"))]
+        handles: dict[int, tuple[str, str]] = {}
+        for k, operator in enumerate(subgraphs[s].tables(3, "operators")):
+            index = operator.scalar(0, "I", 0, "opcode_index")
+            op = _opcode_name(codes[index]) if index < len(codes) else f"opcode {index}"
+            ins = [int(i) for i in operator.array(1, "inputs", np.int32)]
+            outs = [int(i) for i in operator.array(2, "outputs", np.int32)]
+            if any(not 0 <= i < len(tensors) for i in ins + outs):
+                raise _Bad(f"subgraph {s} operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
+            if op == "VAR_HANDLE" and len(outs) == 1:
+                handles[outs[0]] = _var_handle_key(_options(operator, op, k))
+            elif op == "ASSIGN_VARIABLE" and len(ins) == 2 and ins[0] in handles and tensors[ins[1]].data is not None:
+                inits[handles[ins[0]]] = tensors[ins[1]]
+            else:
+                raise _Bad(f"subgraph {s} (CALL_ONCE's) operator {k} ({op}): only VAR_HANDLE and ASSIGN_VARIABLE of "
+                           "constants are supported there")
+    return inits
+
+
 def _lower_custom(low: _Lowering, custom, operator: _Table, ins: list[int], outs: list[int], n_tensors: int) -> None:
     """A custom operator (TFLite Micro's signal library, ...): its counts of inputs and outputs checked, its
     custom_options read as a FlexBuffer map, then its module's lowering."""
@@ -713,8 +826,9 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
     codes = model.tables(1, "operator_codes")
     subgraphs = model.tables(2, "subgraphs")
     buffers = model.tables(4, "buffers")
-    if len(subgraphs) != 1:
-        raise _Bad(f"{len(subgraphs)} subgraphs: one is supported")
+    if not subgraphs:
+        raise _Bad("no subgraph")
+    variable_inits = _initial_values(subgraphs, codes, buffers) if len(subgraphs) > 1 else {}
     sub = subgraphs[0]
     tensors = [_read_tensor(t, i, buffers) for i, t in enumerate(sub.tables(0, "tensors"))]
     inputs, outputs = sub.array(1, "inputs", np.int32), sub.array(2, "outputs", np.int32)
@@ -727,7 +841,7 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
     if len(set(int(i) for i in inputs)) != len(inputs):
         raise _Bad(f"input tensors {inputs.tolist()}: one tensor named twice")
     graph = Graph(_identifier(name))
-    low = _Lowering(graph, tensors)
+    low = _Lowering(graph, tensors, variable_inits)
     operators = sub.tables(3, "operators")
     skipped = _input_quantize(operators, codes, tensors, int(inputs[0])) if len(inputs) == 1 else None
     x = tensors[int(inputs[0])] if skipped is None else tensors[skipped[1]]
@@ -753,9 +867,11 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
             low.where = f"operator {k} ({op})"
             _lower_custom(low, custom, operator, ins, outs, len(tensors))
             continue
-        least_out, most_out = TFLITE_BUILTINS[op].outputs if op in TFLITE_BUILTINS else (1, 1)
-        if not least_out <= len(outs) <= most_out or not ins or any(not -1 <= i < len(tensors) for i in ins + outs) \
-                or ins[0] < 0 or min(outs) < 0:
+        least_out, most_out = TFLITE_BUILTINS[op].outputs if op in TFLITE_BUILTINS else OUTPUT_COUNTS.get(op, (1, 1))
+        takes_none = INPUT_COUNTS.get(op, (1, 1))[0] == 0
+        if not least_out <= len(outs) <= most_out or (not ins and not takes_none) \
+                or any(not -1 <= i < len(tensors) for i in ins + outs) or (ins and ins[0] < 0) \
+                or (outs and min(outs) < 0):
             raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
         least, most = INPUT_COUNTS.get(op, TFLITE_BUILTINS[op].inputs if op in TFLITE_BUILTINS else (1, len(ins)))
         optional = OPTIONAL_INPUTS.get(op, TFLITE_BUILTINS[op].optional if op in TFLITE_BUILTINS else ())
@@ -763,6 +879,7 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
             raise _Bad(f"operator {k} ({op}): inputs {ins}, expected {least} to {most} tensors")
         low.where = f"operator {k} ({op})"
         _lower_operator(low, op, _options(operator, op, k), ins, outs)
+    low.finish_variables()
     for i, index in enumerate(outputs):
         if int(index) not in low.values or graph.op(low.values[int(index)]) in ("input", "const"):
             raise _Bad(f"output tensor {tensors[int(index)].name!r} is computed by no operator")

@@ -114,7 +114,8 @@ def _run_rows(graph: Graph, input_name: str, Xq: np.ndarray,
         if node.op == "input":
             vals[name] = Xq.astype(np.int64) if node.type.dtype.is_integer else saturate(Xq, node.type.dtype.bits)
         elif node.op == "state":
-            vals[name] = np.asarray(state[name] if state is not None else node.attrs["init"])[None].astype(np.int64)
+            contents = np.asarray(state[name] if state is not None else node.attrs["init"])[None]
+            vals[name] = contents.astype(np.float64 if node.type.dtype.is_float else np.int64)  # a float state kept
         else:
             vals[name] = _eval_node(graph, name, vals)
     return {label: vals[node] for label, node in graph.outputs}

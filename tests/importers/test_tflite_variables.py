@@ -1,0 +1,82 @@
+"""TFLite resource variables (CALL_ONCE of an initialisation subgraph; VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE:
+tinycc_ml/importers/tflite.py) as the model's state, on files TensorFlow's converter wrote
+(tests/data/tflite/variables_*.tflite, scripts/tflite_variables.py): a stream of calls equal to tflite-micro's
+interpreter called on the same rows in order, the interpreter and the C alike, on the host and the Cortex-M4; reset
+starts the stream over; a file with a WHILE subgraph refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.errors import ModelFileError
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def tflm_stream(data: bytes, X: np.ndarray) -> np.ndarray:
+    from tflite_micro.python.tflite_micro import runtime
+
+    interpreter = runtime.Interpreter.from_bytes(data)
+    outs = []
+    for x in X:
+        interpreter.set_input(x.reshape(1, 4), 0)
+        interpreter.invoke()
+        outs.append(interpreter.get_output(0).reshape(-1).copy())
+    return np.stack(outs)
+
+
+def rows(quantisation: str, n: int = 16, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if quantisation == "float":
+        return rng.normal(0, 1, size=(n, 4)).astype(np.float32)
+    return rng.integers(-128, 128, size=(n, 4)).astype(np.int8)
+
+
+@pytest.mark.parametrize("quantisation", ["float", "int8"])
+def test_a_stream_of_calls_equals_tflite_micro(quantisation, tmp_path):
+    require_target("host")
+    path = DATA / "tflite" / f"variables_{quantisation}.tflite"
+    X = rows(quantisation)
+    want = tflm_stream(path.read_bytes(), X)
+    assert len({tuple(r) for r in want.tolist()}) > 8 and np.any(want[1:] != want[:-1])  # the state moves
+    model = tinycc_ml.load_model(path)
+    predictor = tinycc_ml.compile(path, out_dir=tmp_path, name="acc").load()
+    if quantisation == "float":
+        np.testing.assert_allclose(np.asarray(model.scores(X)), want, rtol=1e-6, atol=1e-7)
+        got = predictor.scores(X)
+    else:
+        np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), 1, 4)).reshape(len(X), -1), want)
+        got = predictor.run_raw(X)[0]
+    np.testing.assert_array_equal(np.asarray(got).reshape(len(X), -1).astype(want.dtype), want)
+    # the stream goes on from where it stopped; reset starts it over from CALL_ONCE's values
+    more = rows(quantisation, 4, seed=1)
+    whole = tflm_stream(path.read_bytes(), np.concatenate([X, more]))[len(X):]
+    again = predictor.scores(more) if quantisation == "float" else predictor.run_raw(more)[0]
+    np.testing.assert_array_equal(np.asarray(again).reshape(4, -1).astype(want.dtype), whole)
+    predictor.reset()
+    fresh = predictor.scores(X[:4]) if quantisation == "float" else predictor.run_raw(X[:4])[0]
+    np.testing.assert_array_equal(np.asarray(fresh).reshape(4, -1).astype(want.dtype), want[:4])
+
+
+@pytest.mark.toolchain
+def test_the_m4_keeps_the_variables_between_calls(tmp_path):
+    require_target("cortex-m4")
+    from tinycc_ml.codegen.backend import get_backend
+
+    path = DATA / "tflite" / "variables_int8.tflite"
+    X = rows("int8", 6)
+    result = tinycc_ml.compile(path, target="cortex-m4", out_dir=tmp_path, name="acc")
+    scale, zero_point = result.output.input_quantisation[:2]
+    run = get_backend("cortex-m4").simulate(tmp_path, result.output, (X.astype(np.float64) - zero_point) * scale)
+    np.testing.assert_array_equal(np.asarray(run.scores).reshape(len(X), -1), tflm_stream(path.read_bytes(), X))
+
+
+def test_a_while_subgraph_is_refused_by_name():
+    with pytest.raises(ModelFileError, match="lstm_keywords_float.tflite: 3 subgraphs: only the initialisation "
+                                             "subgraphs CALL_ONCE runs are read .*IF and WHILE are not supported"):
+        tinycc_ml.load_model(DATA / "keras" / "lstm_keywords_float.tflite")
