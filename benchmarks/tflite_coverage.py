@@ -135,6 +135,7 @@ PROBES = {
                                   (1 / 128, 0) if kind == "16x8" else (1 / 256, -128))(kind),
     "AVERAGE_POOL_2D": lambda kind: _pooled(OP.AVERAGE_POOL_2D, kind),
     "MAX_POOL_2D": lambda kind: _pooled(OP.MAX_POOL_2D, kind),
+    "L2_POOL_2D": lambda kind: _pooled(OP.L2_POOL_2D, kind),
     "CONV_2D": lambda kind: layer(OP.CONV_2D, kind, (5, 3, 3, 3), (1, 4, 4, 5),
                                   (OPT.Conv2DOptions, options("Conv2DOptions", padding=0, strideW=1, strideH=1,
                                                               dilationWFactor=1, dilationHFactor=1)), 0),

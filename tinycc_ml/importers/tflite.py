@@ -45,12 +45,13 @@ PADDINGS = {0: "same", 1: "valid"}
 # the options table each operator reads (schema.fbs' BuiltinOptions union); those marked required have no defaults
 # a file may leave out (strides, window sizes: a field the schema gives no default is 0 when absent, and refused)
 OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2D": (5, True),
-           "MAX_POOL_2D": (5, True), "FULLY_CONNECTED": (8, False), "SOFTMAX": (9, False),
+           "MAX_POOL_2D": (5, True), "L2_POOL_2D": (5, True), "FULLY_CONNECTED": (8, False), "SOFTMAX": (9, False),
            "CONCATENATION": (10, False), "ADD": (11, False), "RESHAPE": (17, False), "PAD": (22, False),
            "PADV2": (43, False), "MEAN": (27, False), "VAR_HANDLE": (111, False), "CALL_ONCE": (103, False),
            "READ_VARIABLE": (112, False), "ASSIGN_VARIABLE": (113, False)}
 # (least, most) inputs of each operator (optional ones may be -1)
 INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
+                "L2_POOL_2D": (1, 1),
                 "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
                 "PADV2": (3, 3), "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1),
                 "CONCATENATION": (2, MAX_CONCATENATED), "VAR_HANDLE": (0, 0), "CALL_ONCE": (0, 0),
@@ -63,7 +64,7 @@ FILTER_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0}
 QUANTISED_TYPES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}  # their widths in the IR's qi types
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)  # a denormal scale flushes every requantisation to zero
 SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
-             "MAX_POOL_2D", "MEAN", "PAD", "PADV2", "RELU", "RELU6", "RESHAPE", "SOFTMAX", "VAR_HANDLE",
+             "MAX_POOL_2D", "L2_POOL_2D", "MEAN", "PAD", "PADV2", "RELU", "RELU6", "RESHAPE", "SOFTMAX", "VAR_HANDLE",
              "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE")
 
 
@@ -576,6 +577,20 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
                  "filter": [_at_least_one(options, 4, "filter_height", op, 0),
                             _at_least_one(options, 3, "filter_width", op, 0)]}
         low.add("average_pool2d" if op == "AVERAGE_POOL_2D" else "max_pool2d", [low.value(ins[0])], attrs, out)
+    elif op == "L2_POOL_2D":  # float32: sqrt of the window's mean square, as TFLite Micro's L2Pool sums and divides
+        if x.type_name != "float32":
+            raise _Bad(f"{op}: {x.type_name} tensors (TFLite Micro's kernel takes float32)")
+        activation = _activation(options, 5, op)
+        attrs = {**_window(options, op, None), "activation": "none",
+                 "filter": [_at_least_one(options, 4, "filter_height", op, 0),
+                            _at_least_one(options, 3, "filter_width", op, 0)]}
+        squares = low.step("float_unary", [low.value(ins[0])], {"function": "square"}, x.shape, x, f"{name}_squares")
+        means = low.step("average_pool2d", [squares], attrs, out.shape, out, f"{name}_means")
+        if activation == "none":
+            low.add("float_unary", [means], {"function": "sqrt"}, out)
+        else:  # the fused activation after the root (RELU: nothing to clamp below 0; RELU6: at 6)
+            root = low.step("float_unary", [means], {"function": "sqrt"}, out.shape, out, f"{name}_root")
+            low.add(activation, [root], {}, out)
     elif op in ("PAD", "PADV2"):
         x = low.tensors[ins[0]]
         paddings = _constant_ints(low.tensors[ins[1]], op, "paddings")
