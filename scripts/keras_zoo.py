@@ -73,6 +73,9 @@ def models():
     def lstm_unrolled():
         return sequential((6, 4), layers.LSTM(5, unroll=True), layers.Dense(3))
 
+    def gru_loop():
+        return sequential((10, 4), layers.GRU(6), layers.Dense(3))
+
     def gru_unrolled():
         return sequential((6, 4), layers.GRU(5, unroll=True, reset_after=False), layers.Dense(3))
 
@@ -134,7 +137,8 @@ def models():
     return {"mlp": mlp, "cnn": cnn, "ds_cnn": ds_cnn, "two_inputs": two_inputs, "two_outputs": two_outputs,
             "lstm_keywords": lstm_keywords, "gru_unrolled": gru_unrolled, "unet_1d": unet_1d,
             "mobilenet_ish": mobilenet_ish, "residual": residual, "attention": attention,
-            "sensor_conv1d": sensor_conv1d, "autoencoder": autoencoder, "lstm_unrolled": lstm_unrolled}
+            "sensor_conv1d": sensor_conv1d, "autoencoder": autoencoder, "lstm_unrolled": lstm_unrolled,
+            "gru_loop": gru_loop}
 
 
 def _fit(model, seed: int) -> None:

@@ -1,8 +1,9 @@
-"""Two small models with TFLite resource variables, converted by TensorFlow's own converter
+"""Small models with TFLite resource variables and a data-dependent WHILE, converted by TensorFlow's own converter
 (``experimental_enable_resource_variables``): h = relu(x W + state), state <- h / 2, at float32 and int8 (whose
 variable stays float32 between DEQUANTIZE and QUANTIZE), for tests/importers/test_tflite_variables.py. The converter
 writes CALL_ONCE of an initialisation subgraph (VAR_HANDLE, ASSIGN_VARIABLE of the initial value) and
-VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE in the main one.
+VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE in the main one. ``while_data_dependent.tflite``: a loop that halves
+its input until it is below 1, whose trip count depends on the input (refused: WHILE loops are unrolled).
 
     python -m venv /tmp/tf && /tmp/tf/bin/pip install tensorflow-cpu
     /tmp/tf/bin/python scripts/tflite_variables.py          # writes tests/data/tflite/variables_*.tflite
@@ -51,6 +52,14 @@ def main() -> None:
         data = converter.convert()
         (OUT / f"variables_{quantisation}.tflite").write_bytes(data)
         print(f"variables_{quantisation}.tflite: {len(data)} bytes")
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+    def halve_until_small(x):
+        return tf.while_loop(lambda v: tf.reduce_max(v) > 1.0, lambda v: (v * 0.5,), (x,))[0]
+
+    data = tf.lite.TFLiteConverter.from_concrete_functions([halve_until_small.get_concrete_function()]).convert()
+    (OUT / "while_data_dependent.tflite").write_bytes(data)
+    print(f"while_data_dependent.tflite: {len(data)} bytes")
 
 
 if __name__ == "__main__":

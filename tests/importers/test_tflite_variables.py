@@ -2,7 +2,8 @@
 tinycc_ml/importers/tflite.py) as the model's state, on files TensorFlow's converter wrote
 (tests/data/tflite/variables_*.tflite, scripts/tflite_variables.py): a stream of calls equal to tflite-micro's
 interpreter called on the same rows in order, the interpreter and the C alike, on the host and the Cortex-M4; reset
-starts the stream over; a file with a WHILE subgraph refused by name."""
+starts the stream over; WHILE loops unrolled where their trip count follows from constants, refused by name where it
+depends on the input."""
 
 from __future__ import annotations
 
@@ -76,7 +77,25 @@ def test_the_m4_keeps_the_variables_between_calls(tmp_path):
     np.testing.assert_array_equal(np.asarray(run.scores).reshape(len(X), -1), tflm_stream(path.read_bytes(), X))
 
 
-def test_a_while_subgraph_is_refused_by_name():
-    with pytest.raises(ModelFileError, match="lstm_keywords_float.tflite: 3 subgraphs: only the initialisation "
-                                             "subgraphs CALL_ONCE runs are read .*IF and WHILE are not supported"):
-        tinycc_ml.load_model(DATA / "keras" / "lstm_keywords_float.tflite")
+def test_a_while_loop_of_constant_trip_count_is_unrolled():
+    """Keras 3's LSTM converts to WHILE (a counter against the sequence length): unrolled, 8 turns of its body, every
+    output equal to tflite-micro's (also in tests/importers/test_keras_zoo.py)."""
+    path = DATA / "keras" / "lstm_keywords_float.tflite"
+    graph = tinycc_ml.load_model(path).graph
+    assert sum(graph.op(n) == "tensor_tanh" for n in graph.order()) == 2 * 8  # two per turn
+    X = np.random.default_rng(4).normal(0, 1, size=(5, 40)).astype(np.float32)
+    from tflite_micro.python.tflite_micro import runtime
+
+    interpreter = runtime.Interpreter.from_bytes(path.read_bytes())
+    want = []
+    for x in X:
+        interpreter.set_input(x.reshape(1, 8, 5), 0)
+        interpreter.invoke()
+        want.append(interpreter.get_output(0).reshape(-1).copy())
+    np.testing.assert_allclose(tinycc_ml.load_model(path).scores(X), np.stack(want), rtol=1e-5, atol=1e-6)
+
+
+def test_a_loop_whose_trip_count_depends_on_the_input_is_refused_by_name():
+    with pytest.raises(ModelFileError, match="while_data_dependent.tflite: operator 0 \\(WHILE\\): the loop's "
+                                             "condition depends on the input"):
+        tinycc_ml.load_model(DATA / "tflite" / "while_data_dependent.tflite")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ from tinycc_ml.errors import IRError, ModelFileError
 from tinycc_ml.importers.flexbuffers import FlexBufferError, read_map
 from tinycc_ml.importers.tflite_names import BUILTIN_OPERATOR_NAMES
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops import TypeRuleError
+from tinycc_ml.ir.ops import OPS, FixedCall, TypeRuleError
 from tinycc_ml.ir.ops.frontends import TFLITE_BUILTINS, TFLITE_CUSTOMS
 from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.network.shape_constants import broadcast_value
@@ -36,6 +36,7 @@ TENSOR_TYPES = {0: ("float32", np.float32), 2: ("int32", np.int32), 9: ("int8", 
                 7: ("int16", np.int16), 4: ("int64", np.int64), 1: ("float16", None), 6: ("bool", np.bool_),
                 12: ("uint64", np.uint64), 15: ("uint32", np.uint32), 16: ("uint16", np.uint16),
                 13: ("resource", None)}  # resource: a VAR_HANDLE's handle, no data
+STORED_AS = {name: numpy_type for name, numpy_type in TENSOR_TYPES.values()} | {"bool": np.uint8}
 # integer tensors without quantisation parameters: plain integers (audio samples, spectra, the signal library's)
 PLAIN_INTEGERS = {"int8": (8, True), "int16": (16, True), "int32": (32, True), "int64": (64, True),
                   "uint8": (8, False), "uint16": (16, False), "uint32": (32, False), "uint64": (64, False)}
@@ -48,15 +49,15 @@ OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2
            "MAX_POOL_2D": (5, True), "L2_POOL_2D": (5, True), "FULLY_CONNECTED": (8, False), "SOFTMAX": (9, False),
            "CONCATENATION": (10, False), "ADD": (11, False), "RESHAPE": (17, False), "PAD": (22, False),
            "PADV2": (43, False), "MEAN": (27, False), "VAR_HANDLE": (111, False), "CALL_ONCE": (103, False),
-           "READ_VARIABLE": (112, False), "ASSIGN_VARIABLE": (113, False)}
+           "READ_VARIABLE": (112, False), "ASSIGN_VARIABLE": (113, False), "WHILE": (93, False)}
 # (least, most) inputs of each operator (optional ones may be -1)
 INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
                 "L2_POOL_2D": (1, 1),
                 "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
                 "PADV2": (3, 3), "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1),
                 "CONCATENATION": (2, MAX_CONCATENATED), "VAR_HANDLE": (0, 0), "CALL_ONCE": (0, 0),
-                "READ_VARIABLE": (1, 1), "ASSIGN_VARIABLE": (2, 2)}
-OUTPUT_COUNTS = {"ASSIGN_VARIABLE": (0, 0), "CALL_ONCE": (0, 0)}  # operators writing no tensor
+                "READ_VARIABLE": (1, 1), "ASSIGN_VARIABLE": (2, 2), "WHILE": (1, 64)}
+OUTPUT_COUNTS = {"ASSIGN_VARIABLE": (0, 0), "CALL_ONCE": (0, 0), "WHILE": (1, 64)}  # beyond one output tensor
 OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED": (2,), "RESHAPE": (1,)}  # may be -1
 # the axis of an operand's per-channel scales: the operator's, whatever quantized_dimension the file names
 # (tflite-micro reads them along it; converters leave a stale one on biases)
@@ -65,7 +66,7 @@ QUANTISED_TYPES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}  # their wi
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)  # a denormal scale flushes every requantisation to zero
 SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
              "MAX_POOL_2D", "L2_POOL_2D", "MEAN", "PAD", "PADV2", "RELU", "RELU6", "RESHAPE", "SOFTMAX", "VAR_HANDLE",
-             "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE")
+             "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "WHILE")
 
 
 class _Bad(Exception):
@@ -541,6 +542,9 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
     if op in ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"):  # some have no input or output
         _lower_variable(low, op, options, ins, outs)
         return
+    if op == "WHILE":
+        _lower_while(low, options, ins, outs)
+        return
     out = low.tensors[outs[0]]
     name = _identifier(out.name)
     bias = ins[2] if len(ins) > 2 else -1
@@ -730,17 +734,21 @@ def _lower_variable(low: _Lowering, op: str, options: _Table | None, ins: list[i
 def _initial_values(subgraphs: list[_Table], codes: list[_Table], buffers: list[_Table]) -> dict:
     """The subgraphs CALL_ONCE runs once (from subgraph 0): the constants their ASSIGN_VARIABLEs give each
     variable; every other subgraph (IF, WHILE bodies) refused by name."""
-    main_operators = subgraphs[0].tables(3, "operators")
-    init_indices = set()
-    for k, operator in enumerate(main_operators):
-        index = operator.scalar(0, "I", 0, "opcode_index")
-        if index < len(codes) and _opcode_name(codes[index]) == "CALL_ONCE":
-            options = _options(operator, "CALL_ONCE", k)
-            init_indices.add(int(options.scalar(0, "i", 0, "init_subgraph_index")) if options is not None else 0)
-    others = sorted(set(range(1, len(subgraphs))) - init_indices)
-    if others or not init_indices <= set(range(1, len(subgraphs))):
-        raise _Bad(f"{len(subgraphs)} subgraphs: only the initialisation subgraphs CALL_ONCE runs are read (subgraph "
-                   f"{(others or sorted(init_indices))[0]} is not one: IF and WHILE are not supported)")
+    init_indices, loop_indices = set(), set()
+    for sub in subgraphs:  # the subgraphs CALL_ONCE and WHILE name (a WHILE's body may hold another WHILE)
+        for k, operator in enumerate(sub.tables(3, "operators")):
+            index = operator.scalar(0, "I", 0, "opcode_index")
+            op = _opcode_name(codes[index]) if index < len(codes) else ""
+            options = _options(operator, op, k) if op in ("CALL_ONCE", "WHILE") else None
+            if op == "CALL_ONCE":
+                init_indices.add(int(options.scalar(0, "i", 0, "init_subgraph_index")) if options is not None else 0)
+            elif op == "WHILE" and options is not None:
+                loop_indices |= {int(options.scalar(0, "i", 0, "cond_subgraph_index")),
+                                 int(options.scalar(1, "i", 0, "body_subgraph_index"))}
+    others = sorted(set(range(1, len(subgraphs))) - init_indices - loop_indices)
+    if others or not (init_indices | loop_indices) <= set(range(1, len(subgraphs))):
+        raise _Bad(f"{len(subgraphs)} subgraphs: only CALL_ONCE's initialisation subgraphs and WHILE's are read "
+                   f"(subgraph {(others or sorted(init_indices | loop_indices))[0]} is neither: IF is not supported)")
     inits: dict[tuple[str, str], _Tensor] = {}
     for s in sorted(init_indices):
         tensors = [_read_tensor(t, i, buffers) for i, t in enumerate(subgraphs[s].tables(0, "tensors"))]
@@ -832,6 +840,128 @@ def _several_inputs(low: _Lowering, xs: list[_Tensor]) -> None:
         offset += ty.size
 
 
+MAX_WHILE_STEPS = 4096  # a WHILE unrolled beyond this is refused (its trip count is what the C would repeat)
+
+
+
+def _fold(low: _Lowering, index: int) -> None:
+    """Tensor ``index``'s node, if an op computed it from constants alone, replaced by a constant of its value (the
+    tensor's data set too, so later operators see a constant)."""
+    node = low.values.get(index)
+    graph = low.graph
+    if node is None or graph.op(node) == "const":
+        return
+    n = graph.node(node)
+    if not n.inputs or any(graph.op(i) != "const" for i in n.inputs) or graph.op(node) == "state":
+        return
+    ty = graph.type(node)
+    values = [graph.node(i).attrs["value"] for i in n.inputs]
+    if ty.dtype.is_float:
+        value = np.asarray(OPS[n.op].evaluate([np.asarray(v, np.float64) for v in values], n.attrs), np.float32)
+    else:
+        call = FixedCall([np.asarray(v, np.int64) for v in values], [graph.type(i) for i in n.inputs], ty, n.attrs,
+                         f"%{node} ({n.op})")
+        value = np.asarray(OPS[n.op].fixed(call), np.int64)
+    t = low.tensors[index]
+    stored = STORED_AS[t.type_name]
+    value = value.reshape(ty.shape).astype(stored)
+    low.values[index] = graph.add("const", [], {"value": value}, type=ty, name=f"{node}_folded")
+    low.tensors[index] = replace(t, data=value.reshape(t.shape))
+
+
+def _lower_subgraph(low: _Lowering, index: int, inputs: list[str], where: str) -> list[str]:
+    """Subgraph ``index`` (a WHILE's condition or body) lowered into the same graph, its inputs bound to the nodes
+    ``inputs`` (constants stay constants): its outputs' nodes."""
+    subgraphs, codes, buffers = low.model
+    sub = subgraphs[index]
+    tensors = [_read_tensor(t, i, buffers) for i, t in enumerate(sub.tables(0, "tensors"))]
+    ins, outs = sub.array(1, "inputs", np.int32), sub.array(2, "outputs", np.int32)
+    if len(ins) != len(inputs) or any(not 0 <= i < len(tensors) for i in (*ins, *outs)):
+        raise _Bad(f"{where}: subgraph {index} takes {len(ins)} inputs, the WHILE carries {len(inputs)}")
+    inner = _Lowering(low.graph, tensors)
+    inner.model = low.model
+    for t, node in zip(ins, inputs):
+        inner.values[int(t)] = node
+        if low.graph.op(node) == "const":
+            data = low.graph.node(node).attrs["value"]
+            stored = STORED_AS[tensors[t].type_name]
+            if stored is not None:
+                tensors[t] = replace(tensors[t], data=np.asarray(data).astype(stored).reshape(tensors[t].shape))
+    _lower_operators(inner, sub.tables(3, "operators"), codes, fold=True, where=f"{where}subgraph {index} ")
+    missing = [int(o) for o in outs if int(o) not in inner.values]
+    if missing:
+        raise _Bad(f"{where}: subgraph {index} computes no value for its output tensor {missing[0]}")
+    return [inner.values[int(o)] for o in outs]
+
+
+def _lower_while(low: _Lowering, options: _Table | None, ins: list[int], outs: list[int]) -> None:
+    """WHILE unrolled at compile time: its condition must follow from constants (a loop counter against a bound,
+    as converters write recurrent layers), each turn's body lowered into the graph with the values it carries."""
+    cond = int(options.scalar(0, "i", 0, "cond_subgraph_index")) if options is not None else 0
+    body = int(options.scalar(1, "i", 0, "body_subgraph_index")) if options is not None else 0
+    n_subgraphs = len(low.model[0])
+    if not (0 < cond < n_subgraphs and 0 < body < n_subgraphs) or cond == body:
+        raise _Bad(f"{low.where}: condition subgraph {cond} and body subgraph {body} of {n_subgraphs}")
+    where = low.where
+    carried = [low.value(i) for i in ins]
+    for step in range(MAX_WHILE_STEPS + 1):
+        (flag,) = _lower_subgraph(low, cond, carried, f"{where}, condition {step}: ")[:1]
+        if low.graph.op(flag) != "const":
+            raise _Bad(f"{where}: the loop's condition depends on the input (only WHILE loops whose trip count "
+                       "follows from constants are supported: they are unrolled)")
+        if not bool(np.asarray(low.graph.node(flag).attrs["value"]).reshape(-1)[0]):
+            break
+        if step == MAX_WHILE_STEPS:
+            raise _Bad(f"{where}: the loop runs more than {MAX_WHILE_STEPS} times (it is unrolled: refused)")
+        carried = _lower_subgraph(low, body, carried, f"{where}, turn {step}: ")
+    for o, node in zip(outs, carried):
+        declared = low.tensors[o]
+        if tuple(low.graph.type(node).shape) != tuple(declared.shape):
+            raise _Bad(f"{where}: output {declared.name!r} declares shape {list(declared.shape)}, the loop gives "
+                       f"{list(low.graph.type(node).shape)}")
+        low.values[o] = node
+        if low.graph.op(node) == "const":
+            low.tensors[o] = replace(declared, data=np.asarray(low.graph.node(node).attrs["value"]).reshape(
+                declared.shape))
+
+
+def _lower_operators(low: _Lowering, operators: list[_Table], codes: list[_Table], skipped: int | None = None,
+                     fold: bool = False, where: str = "") -> None:
+    """Each operator of a subgraph lowered in order (``skipped``: the input QUANTIZE the reader made the input);
+    ``fold``: values computed from constants alone become constants at once (a WHILE's counters and what they
+    index: its condition and the trip count follow from them at compile time)."""
+    tensors = low.tensors
+    for k, operator in enumerate(operators):
+        if k == skipped:
+            continue
+        index = operator.scalar(0, "I", 0, "opcode_index")
+        if index >= len(codes):
+            raise _Bad(f"{where}operator {k}: opcode {index} of {len(codes)}")
+        op = _opcode_name(codes[index])
+        ins = [int(i) for i in operator.array(1, "inputs", np.int32)]
+        outs = [int(i) for i in operator.array(2, "outputs", np.int32)]
+        custom = TFLITE_CUSTOMS.get(op[8:-1]) if op.startswith("CUSTOM (") else None
+        if custom is not None:
+            low.where = f"{where}operator {k} ({op})"
+            _lower_custom(low, custom, operator, ins, outs, len(tensors))
+            continue
+        least_out, most_out = TFLITE_BUILTINS[op].outputs if op in TFLITE_BUILTINS else OUTPUT_COUNTS.get(op, (1, 1))
+        takes_none = INPUT_COUNTS.get(op, (1, 1))[0] == 0
+        if not least_out <= len(outs) <= most_out or (not ins and not takes_none) \
+                or any(not -1 <= i < len(tensors) for i in ins + outs) or (ins and ins[0] < 0) \
+                or (outs and min(outs) < 0):
+            raise _Bad(f"{where}operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
+        least, most = INPUT_COUNTS.get(op, TFLITE_BUILTINS[op].inputs if op in TFLITE_BUILTINS else (1, len(ins)))
+        optional = OPTIONAL_INPUTS.get(op, TFLITE_BUILTINS[op].optional if op in TFLITE_BUILTINS else ())
+        if not least <= len(ins) <= most or any(i < 0 and k not in optional for k, i in enumerate(ins)):
+            raise _Bad(f"{where}operator {k} ({op}): inputs {ins}, expected {least} to {most} tensors")
+        low.where = f"{where}operator {k} ({op})"
+        _lower_operator(low, op, _options(operator, op, k), ins, outs)
+        if fold:
+            for o in outs:
+                _fold(low, o)
+
+
 def read_tflite(data: bytes, name: str = "model") -> Graph:
     """The IR graph of a ``.tflite`` file's bytes (its first subgraph); raises _Bad."""
     if len(data) < 8 or data[4:8] != b"TFL3":
@@ -868,32 +998,8 @@ def read_tflite(data: bytes, name: str = "model") -> Graph:
             _several_inputs(low, [tensors[int(i)] for i in inputs])
     except ValueError as exc:
         raise _Bad(f"input tensor {x.name!r}: {exc}") from None
-    for k, operator in enumerate(operators):
-        if skipped is not None and k == skipped[0]:
-            continue
-        index = operator.scalar(0, "I", 0, "opcode_index")
-        if index >= len(codes):
-            raise _Bad(f"operator {k}: opcode {index} of {len(codes)}")
-        op = _opcode_name(codes[index])
-        ins = [int(i) for i in operator.array(1, "inputs", np.int32)]
-        outs = [int(i) for i in operator.array(2, "outputs", np.int32)]
-        custom = TFLITE_CUSTOMS.get(op[8:-1]) if op.startswith("CUSTOM (") else None
-        if custom is not None:
-            low.where = f"operator {k} ({op})"
-            _lower_custom(low, custom, operator, ins, outs, len(tensors))
-            continue
-        least_out, most_out = TFLITE_BUILTINS[op].outputs if op in TFLITE_BUILTINS else OUTPUT_COUNTS.get(op, (1, 1))
-        takes_none = INPUT_COUNTS.get(op, (1, 1))[0] == 0
-        if not least_out <= len(outs) <= most_out or (not ins and not takes_none) \
-                or any(not -1 <= i < len(tensors) for i in ins + outs) or (ins and ins[0] < 0) \
-                or (outs and min(outs) < 0):
-            raise _Bad(f"operator {k} ({op}): tensor indices {ins} -> {outs} are malformed")
-        least, most = INPUT_COUNTS.get(op, TFLITE_BUILTINS[op].inputs if op in TFLITE_BUILTINS else (1, len(ins)))
-        optional = OPTIONAL_INPUTS.get(op, TFLITE_BUILTINS[op].optional if op in TFLITE_BUILTINS else ())
-        if not least <= len(ins) <= most or any(i < 0 and k not in optional for k, i in enumerate(ins)):
-            raise _Bad(f"operator {k} ({op}): inputs {ins}, expected {least} to {most} tensors")
-        low.where = f"operator {k} ({op})"
-        _lower_operator(low, op, _options(operator, op, k), ins, outs)
+    low.model = (subgraphs, codes, buffers)
+    _lower_operators(low, operators, codes, skipped[0] if skipped is not None else None)
     low.finish_variables()
     for i, index in enumerate(outputs):
         if int(index) not in low.values or graph.op(low.values[int(index)]) in ("input", "const"):

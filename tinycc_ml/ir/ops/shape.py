@@ -38,7 +38,8 @@ def _reshape_rows(value: np.ndarray, in_rank: int, shape) -> np.ndarray:
 register_op(OpDef(
     "reshape", 1, _infer_reshape, lambda xs, a: np.reshape(xs[0], [int(d) for d in a["shape"]]), {"shape": "ints"},
     "TFLite's RESHAPE: the same elements in the same order in a new shape (and the declared layout): free",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: ins[0].reshape(n, *(int(d) for d in attrs["shape"])),
+    evaluate_rows=lambda ins, batched, attrs, n, rank: (ins[0].reshape(n, *(int(d) for d in attrs["shape"]))
+                                                        if batched[0] else None),  # a constant's: row by row
     fixed=lambda call: _reshape_rows(call.ins[0], call.in_types[0].rank, call.attrs["shape"]),
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
