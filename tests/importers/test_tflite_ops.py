@@ -167,14 +167,21 @@ def test_the_host_c_equals_the_interpreter(tmp_path, name, data):
     np.testing.assert_array_equal(scores, want)
 
 
-def test_a_mean_over_other_axes_is_refused(tmp_path):
+def test_a_mean_over_other_axes_is_quantized_mean_or_sum(tmp_path):
+    """Refused before; now TFLite Micro's QuantizedMeanOrSum (tests/ops/test_elementwise_tflite.py: every type)."""
+    from tests.tflite_builder import tflm_raw_outputs
+
     b = TfliteBuilder()
     x = b.tensor((1, 4, 4, 3), name="x")
     axes = b.tensor((1,), "int32", scale=None, data=np.array([3]), name="axes")
     y = b.tensor((1, 4, 4), name="y")
     b.op(OP.MEAN, [x, axes], [y], schema.BuiltinOptions.ReducerOptions, options("ReducerOptions"))
-    with pytest.raises(ModelFileError, match=r"MEAN: a mean over axes \[3\] of a 4-dimensional tensor"):
-        load(tmp_path, "m", b.finish([x], [y]))
+    data = b.finish([x], [y])
+    load(tmp_path, "m", data)
+    model = tinycc_ml.load_model(tmp_path / "m.tflite")
+    X = np.random.default_rng(1).integers(-128, 128, size=(4, 48)).astype(np.int8)
+    want = tflm_raw_outputs(data, [r.reshape(1, 4, 4, 3) for r in X]).reshape(4, -1)
+    np.testing.assert_array_equal(model.run_quantised(X.reshape(4, 1, 4, 4, 3)).reshape(4, -1), want)
 
 
 def test_padding_that_is_not_a_constant_is_refused(tmp_path):
