@@ -10,9 +10,8 @@ import pytest
 
 from tests.conftest import require_target
 from tests.ops.single_op import compiled
-from tests.tflite_builder import NetBuilder, tflm_raw_outputs
+from tests.tflite_builder import NetBuilder, tflm_outputs, tflm_raw_outputs
 from tinycc_ml.codegen.backend import get_backend
-from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.fixed import quantise_affine
 
 
@@ -89,10 +88,14 @@ def test_float_io_in_simulators(target, tmp_path):
     np.testing.assert_array_equal(np.asarray(run.scores).reshape(len(X), -1), want)
 
 
-def test_quantize_of_a_float_tensor_inside_the_network_is_refused(tmp_path):
+def test_quantize_of_a_float_tensor_inside_the_network_equals_tflite_micro(tmp_path):
+    """Refused before; a float island (DEQUANTIZE ... QUANTIZE) inside an int8 network now computes as
+    AffineQuantize does (tests/ops/test_elementwise_tflite.py has more)."""
     net = NetBuilder(seed=2)
     x = net.input((8,))
     real = net.dequantize(net.fc(x, 6))
     data = net.finish(net.operator(114, [real], net.tensor((1, 6), 0.02, 0)))
-    with pytest.raises(ModelFileError, match="QUANTIZE of float32 to int8"):
-        compiled(data, tmp_path)
+    X = np.random.default_rng(3).integers(-128, 128, size=(20, 8)).astype(np.int8)
+    model, result = compiled(data, tmp_path)
+    want = tflm_outputs(data, X)
+    np.testing.assert_array_equal(result.load().run_raw(X)[0].reshape(len(X), -1), want)
