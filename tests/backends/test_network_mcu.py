@@ -201,7 +201,9 @@ def test_the_speed_layout_of_kws_equals_tflite_micro_in_fewer_instructions(tmp_p
     size, size_run = check_network(data, "cortex-m4", tmp_path / "size", n_rows=2)
     speed, speed_run = check_network(data, "cortex-m4", tmp_path / "speed", n_rows=2, optimize="speed")
     assert np.mean(speed_run.instructions) < 0.9 * np.mean(size_run.instructions)
-    assert speed_run.model_flash_bytes > size_run.model_flash_bytes + 20000  # KWS: 22,016 weights, 20,480 widened
+    # KWS: 22,016 weights, 20,480 of them widened (the default build's code on pairs of channels is larger)
+    assert speed.output.const_bytes >= size.output.const_bytes + 20480
+    assert speed_run.model_flash_bytes > size_run.model_flash_bytes + 16384
     assert list(speed.report["weights"]["layers"].values()).count("int16") == 9  # the fully connected layer: int8
 
 
