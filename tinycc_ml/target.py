@@ -132,6 +132,7 @@ from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import align_shifts, rshift, storage_clip_bounds
 from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
 from tinycc_ml.ir.ops.registry import node_output_shift
+from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier
 from tinycc_ml.passes.manager import TargetAttributes
 from tinycc_ml.plugins import PluginError
 from tinycc_ml.progress import wait_all
@@ -184,6 +185,7 @@ __all__ = [
     "wsqdist_terms", "wsqdist_product_shift", "wsqdist_arrays", "wsqdist_out",
     # TFLite network layers: their int8 arithmetic and window geometry (codegen/c_network.py)
     "AddQuantisation", "LayerQuantisation", "Window", "add_quantisation", "layer_quantisation", "window_of",
+    "multiply_by_quantized_multiplier",
     # TFLite int8 layers for chips without SIMD (codegen/small_network.py): the AVR's and the Cortex-M0's
     "small_network_kernels",
     # the project's fixed-point network layers: window loops and the store (codegen/c_network_pow2.py)

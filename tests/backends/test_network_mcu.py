@@ -187,8 +187,9 @@ def test_mlperf_tiny_models_on_the_cortex_m4_equal_tflite_micro(name, tmp_path):
     assert run.stack_bytes <= STACK_LIMIT["cortex-m4"] + result.output.n_scores
     # constants: the weights (1 byte each, padded to words), biases and the requantisation fields that differ
     # between channels; then the code (the Cortex-M4's functions, one per layer: a matrix product, or a
-    # depthwise convolution's two positions inside the input and its border); within 1.1x the .tflite file
-    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 40960
+    # depthwise convolution's two positions inside the input and its border; VWW's pruned channels' constant
+    # outputs, stored by its matrix kernels as literals, about 8 K bytes of it); within 1.1x the .tflite file
+    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 51200
     assert run.model_flash_bytes <= 1.1 * len(data)
     assert set(result.report["weights"]["layers"].values()) == {"int8"}
 
@@ -201,7 +202,9 @@ def test_the_speed_layout_of_kws_equals_tflite_micro_in_fewer_instructions(tmp_p
     size, size_run = check_network(data, "cortex-m4", tmp_path / "size", n_rows=2)
     speed, speed_run = check_network(data, "cortex-m4", tmp_path / "speed", n_rows=2, optimize="speed")
     assert np.mean(speed_run.instructions) < 0.9 * np.mean(size_run.instructions)
-    assert speed_run.model_flash_bytes > size_run.model_flash_bytes + 20000  # KWS: 22,016 weights, 20,480 widened
+    # KWS: 22,016 weights, 20,480 of them widened (the default build's code on pairs of channels is larger)
+    assert speed.output.const_bytes >= size.output.const_bytes + 20480
+    assert speed_run.model_flash_bytes > size_run.model_flash_bytes + 16384
     assert list(speed.report["weights"]["layers"].values()).count("int16") == 9  # the fully connected layer: int8
 
 

@@ -14,14 +14,21 @@ cancel, as TFLite skips them). SXTB16 splits a word into bytes 0, 2 and bytes 1,
 both split so, so the products line up with no reordering. The inner loop is inline asm (GCC spilled a
 pointer in C), 4 steps per iteration:
 
-- convolutions (and fully connected layers with several rows): two columns by two channels; the two columns
-  widened to int16 once for all the layer's channels (``m4_widen2``, into a scratch pair: SXTB16 and SXTB16 ROR
-  #8 of each input word), so per step 4 inputs deep 1 LDM loads both columns' lanes; the weights int8 in flash,
-  per channel 1 LDR and 2 SXTB16 (15 instructions for 16 multiply-accumulates), or where the build favours speed
-  (``optimize="speed"``, ``weight_layout``) widened to int16 at compile time, 1 LDRD per channel (11 for 16);
-  8 SMLAD either way;
+- convolutions (and fully connected layers with several rows), int8 weights: two columns by four channels on
+  pairs of channels (``paired_rows``): the two columns widened to int16 once for all the layer's channels
+  (``m4_widen2``, into a scratch pair: SXTB16 and SXTB16 ROR #8 of each input word); a pair's weights for two
+  inputs in one word whose halves read as int16 are 256 c1 + c0, so per word SMLAD of the raw word (256 acc1 +
+  acc0) and, after one SXTB16, of its even bytes (acc0): per step 4 inputs deep 4 input words and 4 weight words
+  by single loads back to back, 4 SXTB16, 16 SMLAD for 32 multiply-accumulates (acc1 = (raw - even) / 256,
+  exact while |acc1| < 2^23, checked per layer); channels whose weights are all zero (pruned) are left out,
+  their output a constant stored after the product;
+- where a layer cannot be paired (an accumulator too large, a weight -128 under a negative one), two columns by
+  two channels: per channel 1 LDR and 2 SXTB16 per step (15 instructions for 16 multiply-accumulates), or where
+  the build favours speed (``optimize="speed"``, ``weight_layout``) the weights widened to int16 at compile
+  time, 1 LDRD per channel (11 for 16); 8 SMLAD either way;
 - fully connected layers with one row (each weight used once: int8 whatever the build favours): one column by
-  four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights, 8 SXTB16, 8 SMLAD for 16.
+  four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights; paired, 4 SXTB16 and 8 SMLAD for 16 (else 8
+  SXTB16, 8 SMLAD).
 
 im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in
 words, the padding's taps filled with zx in words.
@@ -41,13 +48,15 @@ spills the inner loops' accumulators, about twice the instructions.
 Requantisation, exact where the accumulator is proven small (|acc| 2^left < 2^30 from the weights, the bias
 and the int8 range: checked per layer at compile time, else the shared C): gemmlowp's
 SaturatingRoundingDoublingHighMul(a, m) is (a m + 2^30) >> 31 for every a when m > 0 (both of its rounding
-cases agree on this form; its one saturating case needs m = INT32_MIN), which is SMMULR(2a, m) =
-(2a m + 2^31) >> 32; RoundingDivideByPOT(h, r) is (h + 2^(r-1) - [h < 0]) >> r for r > 0 (no overflow:
-|h| < 2^30). Where the bounds allow (``fold_zero_point``) the output zero point joins the rounding nudge
-(((h + 2^(r-1) - [h < 0]) >> r) + zp = (h + (h >> 31) + 2^(r-1) + zp 2^r) >> r), and the clamp is SSAT to
-int8 (then the activation's bounds where narrower): per output LSL, SMMULR, two ADD, ASR, SSAT, STRB, the
-channel's constants loaded once for its two columns. A layer stores per channel its bias and only the
-requantisation fields that differ between its channels (``ChannelParams``); the shared ones are literals.
+cases agree on this form; its one saturating case needs m = INT32_MIN), which is the high word of 2a m + 2^31;
+RoundingDivideByPOT(h, r) is (h + 2^(r-1) - [h < 0]) >> r for r > 0 (no overflow: |h| < 2^30), and [h < 0] may
+be [a < 0]: they differ only where h = 0 > a, and there both sums lie in [0, 2^r). So one SMMLAR (t + the
+rounded high word of a2 m) computes h + 2^(r-1) - [a < 0] from a2 = a 2^(left+1) and t = 2^(r-1) + (a2 >> 31).
+Where the bounds allow (``fold_zero_point``) the output zero point joins the rounding nudge
+(((h + 2^(r-1) - [h < 0]) >> r) + zp = (h - [h < 0] + 2^(r-1) + zp 2^r) >> r), and the clamp is SSAT to int8
+(then the activation's bounds where narrower): per output LSL, ADD, SMMLAR, ASR, SSAT, STRB, the channel's
+constants loaded once for its columns. A layer stores per channel its bias and only the requantisation fields
+that differ between its channels (``ChannelParams``); the shared ones are literals.
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinycc_ml.target import Node, add_quantisation, layer_quantisation, window_of
+from tinycc_ml.target import Node, add_quantisation, layer_quantisation, multiply_by_quantized_multiplier, window_of
 
 MAX_RIGHT_SHIFT = 31  # RoundingDivideByPOT's exponent range; beyond it the shared C (and TFLite) assert
 
@@ -247,17 +256,27 @@ def depthwise_weights(W: np.ndarray, w16: bool) -> np.ndarray:
 
 def rq_helper(em, wide: bool) -> str:
     """m4_rq (or m4_rq_wide): a channel's requantisation from its constants in registers, before the output
-    zero point and the clamp: TFLite's MultiplyByQuantizedMultiplier with its high product on SMMULR (the
-    module's docstring), or for any accumulator the high product in int64 and RoundingDivideByPOT as TFLite
-    writes it."""
+    zero point and the clamp. m4_rq(a2, m, r, nu, nm) takes the accumulator already shifted left by sl (the
+    module's docstring: SMMLAR adds the rounding nudge and the sign's correction to the high product in one
+    instruction); m4_rq_wide(acc, m, sl, r) is for any accumulator: the high product in int64 and
+    RoundingDivideByPOT as TFLite writes it."""
     if not wide:
-        return _helper(em, "m4_rq", """\
-static inline __attribute__((always_inline)) int32_t @m4_rq(int32_t acc, int32_t m, int32_t sl, int32_t r,
-                                                            int32_t nudge, int32_t negmask)
+        _helper(em, "m4_rq_fold", """\
+static inline __attribute__((always_inline)) int32_t @m4_rq_fold(int32_t a2, int32_t m, int32_t r, int32_t nudge)
 {
-    int32_t high;
-    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
-    return (high + nudge + ((high >> 31) & negmask)) >> r;
+    /* m4_rq for r > 0 (the output zero point in the nudge): the correction always applies */
+    int32_t t, v;
+    __asm__("add %0, %2, %3, asr #31\\n\\tsmmlar %1, %3, %4, %0" : "=&r"(t), "=r"(v) : "r"(nudge), "r"(a2), "r"(m));
+    return v >> r;
+}
+""")
+        return _helper(em, "m4_rq", """\
+static inline __attribute__((always_inline)) int32_t @m4_rq(int32_t a2, int32_t m, int32_t r, int32_t nudge,
+                                                            int32_t negmask)
+{
+    int32_t v;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(a2), "r"(m), "r"(nudge + ((a2 >> 31) & negmask)));
+    return v >> r;
 }
 """)
     return _helper(em, "m4_rq_wide", """\
@@ -273,17 +292,16 @@ static inline __attribute__((always_inline)) int32_t @m4_rq_wide(int32_t acc, in
 """)
 
 
-def rqz_helper(em) -> str:
-    return _helper(em, "m4_rqz", """\
-static inline __attribute__((always_inline)) int32_t @m4_rqz(int32_t acc, int32_t m, int32_t sl, int32_t r,
-                                                             int32_t nudge)
-{
-    /* m4_rq with the output zero point: nudge = 2^(r-1) + zp 2^r, r > 0 (see fold_zero_point) */
-    int32_t high;
-    __asm__("smmulr %0, %1, %2" : "=r"(high) : "r"((int32_t)((uint32_t)acc << sl)), "r"(m));
-    return (high + (high >> 31) + nudge) >> r;
-}
-""")
+def _shifted(acc, sl: str) -> str:
+    """C for an accumulator shifted left by sl (a literal or a variable): ``acc`` a C expression, or for the odd
+    channel of a pair (``paired_rows``) the pair's two accumulators (raw, even), whose difference is 256 acc."""
+    if isinstance(acc, str):
+        return f"(int32_t)((uint32_t){acc} << {sl})"
+    raw, even = acc
+    d = f"(int32_t)((uint32_t){raw} - (uint32_t){even})"
+    if sl.isdigit() and int(sl) <= 8:  # 256 acc >> (8 - sl): exact, the low 8 bits are zero
+        return f"({d} >> {8 - int(sl)})"
+    return f"(int32_t)((uint32_t)({d} >> 8) << {sl})"
 
 
 def _clamp(v: str, zp: int, lo: int, hi: int) -> str:
@@ -306,25 +324,28 @@ def minmax_helpers(em) -> None:
 def _epilogue(em, q, params: ChannelParams, channels: list, indent: str) -> list[str]:
     """Stores of requantised accumulators: ``channels`` as (pointer to a channel's words, [(acc, destination) or
     (acc, destination, guard), ...]) groups sharing a channel's constants (a guarded store happens where the
-    guard holds). ``params.mode``: "wide" (some channel's accumulator not proven small: its flag picks the
-    int64 form), "fold" (the output zero point in the rounding nudge: m4_rqz) or "plain"."""
+    guard holds; ``acc`` a C expression, or (raw, even) for the odd channel of a pair, see ``_shifted``).
+    ``params.mode``: "wide" (some channel's accumulator not proven small: its flag picks the int64 form; never
+    paired), "fold" (the output zero point in the rounding nudge) or "plain"."""
     minmax_helpers(em)
     mode = params.mode
     fast = rq_helper(em, False)
     slow = rq_helper(em, True) if mode == "wide" else None
-    fold = rqz_helper(em) if mode == "fold" else None
     lines = []
     for pq, pairs in channels:
         lines.append(f"{indent}{{")
         if params.per_channel > 1:  # else every field is a literal
             lines.append(f"{indent}    const int32_t *cq = {pq};")
+        # sl only as a variable where it differs between channels (a literal shift folds into the code)
+        sl = str(params.literals["sl"]) if "sl" in params.literals and mode != "wide" else "sl"
         lines.append(f"{indent}    const int32_t " + ", ".join(f"{name} = {params.field(name, 'cq')}"
-                                                        for name in EPILOGUE_FIELDS[mode]) + ";")
+                                                        for name in EPILOGUE_FIELDS[mode]
+                                                        if name != "sl" or sl == "sl") + ";")
         for acc, dst, *guard in pairs:
-            if mode == "fold":
-                v = _clamp(f"{fold}({acc}, m, sl, r, nu)", 0, q.lo, q.hi)
+            if mode == "fold":  # r > 0: the sign's correction always applies
+                v = _clamp(f"{fast}_fold({_shifted(acc, sl)}, m, r, nu)", 0, q.lo, q.hi)
             else:
-                v = f"{fast}({acc}, m, sl, r, nu, nm)"
+                v = f"{fast}({_shifted(acc, sl)}, m, r, nu, nm)"
                 if mode == "wide":
                     v = f"(big ? {slow}({acc}, m, sl, r) : {v})"
                 v = _clamp(v, q.output_zero_point, q.lo, q.hi)
@@ -356,7 +377,7 @@ def _step_2x2(w16: bool) -> str:
     """One step 4 inputs deep of two columns by two channels, the columns widened (m4_widen2's words: one LDM
     into u, uo, v, vo, registers fixed in ascending order); the weights int16 words (LDRD) or an int8 word
     split by SXTB16 in registers."""
-    lines = ["ldm %[x]!, {%[u], %[uo], %[v], %[vo]}"]
+    lines = ["ldm %[x]!, {%[u], %[v], %[uo], %[vo]}"]
     for a, b in (("a00", "a01"), ("a10", "a11")):
         if w16:
             lines.append("ldrd %[w0], %[w1], [%[wp]], #8")
@@ -368,8 +389,9 @@ def _step_2x2(w16: bool) -> str:
 
 
 def widen_helper(em) -> str:
-    """m4_widen2(c0, c1, dst, kw4): two columns of 4 kw4 int8 inputs as the 2x2 step reads them, per 4 inputs
-    four words of int16 lanes: c0's (x0, x2), (x1, x3) (SXTB16's two splits, the weights' lanes), then c1's.
+    """m4_widen2(c0, c1, dst, kw4): two columns of 4 kw4 int8 inputs as the matrix steps read them, per 4 inputs
+    four words of int16 lanes: c0's (x0, x2), c1's (x0, x2), then c0's (x1, x3), c1's (x1, x3) (SXTB16's two
+    splits, the weights' lanes).
     Each column is widened once for all the layer's channels (in the inner loop it was once per two)."""
     rd, odd = simd_helpers(em)
     return _helper(em, "m4_widen2", f"""\
@@ -379,8 +401,8 @@ __attribute__((optimize("O2"), noinline)) static void @m4_widen2(const int8_t *c
     for (int32_t j = 0; j < kw4; ++j, c0 += 4, c1 += 4, dst += 4) {{
         const int32_t u = {rd}(c0), v = {rd}(c1);
         dst[0] = __sxtb16(u);
-        dst[1] = {odd}(u);
-        dst[2] = __sxtb16(v);
+        dst[1] = __sxtb16(v);
+        dst[2] = {odd}(u);
         dst[3] = {odd}(v);
     }}
 }}
@@ -400,6 +422,38 @@ def _step_1x4() -> str:
     return "\n".join(lines)
 
 
+def _pair_macs(w: str, us: tuple[str, ...], accs: list[tuple[str, str]]) -> list[str]:
+    """A pair's word w (``paired_rows``) times the int16 lanes of each input register in ``us``: the raw word's
+    halves (256 c1 + c0) into the raw accumulators, then, split in place by SXTB16, c0 into the even ones;
+    ``accs``: (raw, even) per input register."""
+    lines = [f"smlad %[{r}], %[{w}], %[{u}], %[{r}]" for u, (r, _) in zip(us, accs)]
+    lines.append(f"sxtb16 %[{w}], %[{w}]")
+    return lines + [f"smlad %[{e}], %[{w}], %[{u}], %[{e}]" for u, (_, e) in zip(us, accs)]
+
+
+def _step_2x4p() -> str:
+    """One step 4 inputs deep of two columns (m4_widen2's words) by four channels (two pairs, ``paired_rows``'
+    four words): per half of the inputs (lanes x0, x2, then x1, x3) both columns' word and each pair's word,
+    loaded back to back (a load after a load is pipelined), 32 multiply-accumulates in 16 SMLAD."""
+    lines = []
+    for _ in ("even", "odd"):
+        lines += ["ldr %[u], [%[x]], #4", "ldr %[v], [%[x]], #4"]
+        for k in (0, 1):
+            lines.append("ldr %[w], [%[wp]], #4")
+            lines += _pair_macs("w", ("u", "v"), [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")])
+    return "\n".join(lines)
+
+
+def _step_1x4p() -> str:
+    """One step 4 inputs deep of one column (its int8 word split by SXTB16) by four channels (two pairs, the
+    four words in one LDM into w0..w3, registers fixed in ascending order)."""
+    lines = ["ldr %[u], [%[x]], #4", "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8",
+             "ldm %[wp]!, {%[w0], %[w1], %[w2], %[w3]}"]
+    for k, (w, u) in enumerate((("w0", "ue"), ("w1", "ue"), ("w2", "u"), ("w3", "u"))):
+        lines += _pair_macs(w, (u,), [(f"r{k % 2}", f"e{k % 2}")])
+    return "\n".join(lines)
+
+
 def _split(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
     """(steps per loop iteration, iterations, single steps before the loop) for kw4 steps."""
     u = min(unroll, kw4)
@@ -407,11 +461,13 @@ def _split(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
 
 
 def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int,
-                    out_c: int, stride: int) -> str:
+                    out_c: int, stride: int, out_stride: int | None = None, constants=()) -> str:
     """A layer's matrix product as its own function (geometry and output constants in literals):
     ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
     kind "2x2" (two columns widened by m4_widen2 into a scratch buffer, by two channels: int8 weight words,
-    or with "2x2w16" int16 lanes) or "1x4" (one column in place, words per four channels)."""
+    or with "2x2w16" int16 lanes), "1x4" (one column in place, words per four channels), or on pairs of
+    channels (``paired_rows``) "2x4p" (two widened columns by four channels) and "1x4p" (one column in place by
+    four channels)."""
     symbol = em.sym(f"m4_mm_{name}")
     P = params.per_channel
     weights = "int16" if kind == "2x2w16" else "int8"
@@ -419,7 +475,9 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
              f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *cols, int32_t n_cols, int8_t *out)',
              "{"]
     per, iters, rem = _split(kw4)
-    if kind == "1x4":
+    if kind in ("1x4p", "2x4p"):
+        lines += _paired_body(em, q, kind, w_sym, params, p_sym, kw4, out_c, stride, out_stride or out_c, constants)
+    elif kind == "1x4":
         group = -(-out_c // 4) * 4
         lines += [
             "    for (int32_t p = 0; p < n_cols; ++p) {",
@@ -446,27 +504,131 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
         lines += [
             "    for (int32_t p = 0; p < n_cols; p += 2) {",
             f"        const int8_t *c0 = cols + p * {stride};",
-            "        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored once */",
+            "        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored twice */",
             f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});",
-            f"        int8_t *o0 = out + p * {out_c};",
+            f"        int8_t *o0 = out + p * {out_c}, *o1 = two ? o0 + {out_c} : o0;",
             f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
             f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
             f"            int32_t a00 = q[0], a01 = q[0], a10 = q[{P}], a11 = q[{P}];",
             f"            const uint32_t *x = {pair};",
             f"            int32_t n = {iters}, w0, w1;",
-            '            register int32_t u __asm__("r8"), uo __asm__("r9"), v __asm__("r10"), vo __asm__("r11");']
+            '            register int32_t u __asm__("r8"), v __asm__("r9"), uo __asm__("r10"), vo __asm__("r11");']
         ops = {k: "+r" for k in ("a00", "a01", "a10", "a11", "x", "wp", "n")}
         ops.update({k: "=&r" for k in ("u", "uo", "v", "vo", "w0", "w1")})
         lines += _asm_block([_step_2x2(kind == "2x2w16")] * per, iters, rem, ops, "            ")
         lines.append("            (void)n;")
-        lines += _epilogue(em, q, params, [("q", [("a00", "o0[o]"), ("a01", f"o0[o + {out_c}]", "two")])],
+        lines += _epilogue(em, q, params, [("q", [("a00", "o0[o]"), ("a01", "o1[o]")])],
                            "            ")
         lines.append(f"            if (o + 1 < {out_c}) {{")
-        second = [("a10", "o0[o + 1]"), ("a11", f"o0[o + {out_c + 1}]", "two")]
+        second = [("a10", "o0[o + 1]"), ("a11", "o1[o + 1]")]
         lines += _epilogue(em, q, params, [(f"q + {P}", second)], "                ")
         lines += ["            }", "        }", "    }", "}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return symbol
+
+
+def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int, out_c: int,
+                 stride: int, out_stride: int, constants=()) -> list[str]:
+    """matrix_function's loops over columns and groups of four channels for the paired kinds: per pair the
+    even channel's accumulator and the raw one (its bias word: bias0 + 256 bias1, see ``paired_params``), the
+    odd channel's acc the difference / 256; out_c channels computed, out_stride bytes an output position (each
+    channel stored at its "dst" word where they differ), the channels left out stored ``constants`` ((offset,
+    value) literals) at each position."""
+    P = params.per_channel
+    group = -(-out_c // 4) * 4
+    per, iters, rem = _split(kw4)
+    two = kind == "2x4p"
+    cols = ("u", "v") if two else ("",)
+    lines = []
+    if two:
+        pair = em.sym("m4_pair")
+        em.scratch(pair, "uint32_t", 4 * kw4)
+        lines += [
+            "    for (int32_t p = 0; p < n_cols; p += 2) {",
+            f"        const int8_t *c0 = cols + p * {stride};",
+            "        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored twice */",
+            f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});",
+            f"        int8_t *o1 = two ? out + (p + 1) * {out_stride} : out + p * {out_stride};"]
+    else:
+        lines += ["    for (int32_t p = 0; p < n_cols; ++p) {",
+                  f"        const int8_t *c0 = cols + p * {stride};"]
+    lines += [
+        f"        int8_t *o0 = out + p * {out_stride};",
+        f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
+        f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}) {{",
+        "            " + " ".join(f"int32_t e0{c} = q[0], r0{c} = q[{P}], e1{c} = q[{2 * P}], r1{c} = q[{3 * P}];"
+                                  for c in cols),
+        f"            const {'uint32_t' if two else 'int8_t'} *x = {pair if two else 'c0'};",
+        f"            int32_t n = {iters};"]
+    accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in cols]
+    ops = {k: "+r" for k in (*accs, "x", "wp", "n")}
+    if two:
+        lines.append("            int32_t u, v, w;")
+        ops.update({k: "=&r" for k in ("u", "v", "w")})
+        step = _step_2x4p()
+    else:
+        lines += ["            int32_t u, ue;",
+                  '            register int32_t w0 __asm__("r8"), w1 __asm__("r9"), w2 __asm__("r10"), '
+                  'w3 __asm__("r11");']
+        ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "w2", "w3")})
+        step = _step_1x4p()
+    lines += _asm_block([step] * per, iters, rem, ops, "            ")
+    lines.append("            (void)n;")
+    for k in range(4):
+        even = f"e{k // 2}"
+        raw = f"r{k // 2}"
+        stores = []
+        for i, c in enumerate(cols):
+            acc = f"{even}{c}" if k % 2 == 0 else (f"{raw}{c}", f"{even}{c}")
+            at = f"q[{k * P + params.stored.index('dst')}]" if "dst" in params.stored else f"o + {k}"
+            stores.append((acc, f"o{i}[{at}]"))
+        guard = k and out_c % 4 and k >= out_c % 4
+        lines.append(f"            if (o + {k} < {out_c}) {{" if guard else "            {")
+        lines += _epilogue(em, q, params, [(f"q + {k * P}", stores)], "                ")
+        lines.append("            }")
+    lines.append("        }")
+    lines += [f"        o{i}[{offset}] = {value};" for offset, value in constants for i in range(len(cols))]
+    return lines + ["    }", "}", ""]
+
+
+def paired_rows(W: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """int8 rows (out_c x K) as the paired kinds read them, or None where a row cannot be paired: K padded to a
+    multiple of 4, the channels to a multiple of 4 (zero rows); per group of 4 channels (pairs c0, c1 and c2,
+    c3) and per 4 inputs j four words: pair 0's and pair 1's for inputs 4j, 4j + 2 (SXTB16's even lanes of an
+    input word), then both for 4j + 1, 4j + 3. A pair's word for inputs a, b holds bytes c0[a], c1[a] - [c0[a] <
+    0], c0[b], c1[b] - [c0[b] < 0]: SXTB16 of it gives c0's two weights, and its halves read as int16 are
+    256 c1 + c0 (the low byte's sign borrowed from the high one), so one SMLAD of the raw word accumulates
+    256 acc1 + acc0 beside acc0: 4 weights multiplied by 2 inputs for one SXTB16 (two for int8 words split
+    whole). None where some c1 - [c0 < 0] leaves int8 (c1 = -128 under a negative c0: never in TFLite's
+    symmetric weights, which keep to [-127, 127])."""
+    out_c, k = W.shape
+    kp, n = -(-k // 4) * 4, -(-out_c // 4) * 4
+    rows = np.zeros((n, kp), np.int16)
+    rows[:out_c, :k] = W
+    c0, c1 = rows[0::2], rows[1::2] - (rows[0::2] < 0)
+    if c1.min() < -128:
+        return None
+    pairs = np.stack([c0, c1], axis=-1).reshape(n // 4, 2, kp // 4, 4, 2)  # groups, pair, j, input, (c0, c1)
+    halves = np.stack([pairs[:, :, :, [0, 2]], pairs[:, :, :, [1, 3]]], axis=3)  # groups, pair, j, half, 2, 2
+    words = halves.transpose(0, 2, 3, 1, 4, 5).astype(np.int8)  # groups, j, half, pair, lane, byte
+    return np.ascontiguousarray(words).reshape(-1, 4).view("<i4").reshape(-1), kp // 4
+
+
+def paired_params(params: ChannelParams, channels: np.ndarray | None = None) -> ChannelParams:
+    """A layer's ChannelParams for the paired kinds: each odd channel's bias word bias0 + 256 bias1 (int32
+    arithmetic wraps), the raw accumulator's start; with ``channels`` (the output channel of each row, where
+    some are left out) a last word per channel, its offset in an output position ("dst")."""
+    words = params.words.astype(np.int64).reshape(-1, params.per_channel)
+    words[1::2, 0] = (words[0::2, 0] + 256 * words[1::2, 0] + (1 << 31)) % (1 << 32) - (1 << 31)
+    stored = params.stored
+    if channels is not None:
+        dst = np.zeros((len(words), 1), np.int64)
+        dst[:len(channels), 0] = channels
+        words, stored = np.hstack([words, dst]), (*stored, "dst")
+    return ChannelParams(params.mode, words.astype(np.int32).reshape(-1), stored, params.literals)
+
+
+PAIRED_ACC = 1 << 23  # |acc1| below this: 256 acc1 fits int32, the raw and even accumulators' difference
 
 
 def arranged_rows(W: np.ndarray, group: int, w16: bool) -> tuple[np.ndarray, int]:
@@ -524,7 +686,7 @@ def channel_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, group:
                    wide: np.ndarray | None = None, fold_zp: int | None = None) -> ChannelParams:
     """The layer's ChannelParams; the channel count padded to a multiple of ``group`` (zeros); ``wide``: the
     channels whose accumulators are not proven small; ``fold_zp``: the output zero point folded into the nudge
-    (2^(r-1) + zp 2^r, m4_rqz; see fold_zero_point)."""
+    (2^(r-1) + zp 2^r; see fold_zero_point)."""
     left, right = np.maximum(shift, 0).astype(np.int64), np.maximum(-shift, 0).astype(np.int64)
     nudge = np.where(right > 0, np.left_shift(1, np.maximum(right - 1, 0)), 0)
     if fold_zp is not None:
@@ -586,24 +748,52 @@ def _computed_input(em, node: Node) -> bool:
 def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -> str:
     """A layer's matrix function (``matrix_function``) and the flash arrays it reads: its rearranged weights
     and channel parameters (bias' = bias - zx sum(w); the wide epilogue where an accumulator may be too large
-    for the SMMULR one)."""
+    for the SMMULR one). Channels whose weights are all zero (pruned: their output one constant, whatever their
+    bias) are left out of the paired kinds, which then store each channel at its offset (a channel word) and
+    those channels' constants."""
     bias = np.asarray(em.graph.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
     folded = bias - q.input_zero_point * W.astype(np.int64).sum(axis=1)
-    small = small_accumulators(folded, W, 128, q.shifts)
-    group = 4 if kind == "1x4" else 2
-    words, kw4 = arranged_rows(W, group, kind == "2x2w16")
+    out_c = W.shape[0]
+    live = np.any(W != 0, axis=1)
+    if kind in ("1x4", "2x2") and not live.all() and live.any():
+        candidates = [np.nonzero(live)[0], np.arange(out_c)]
+    else:
+        candidates = [np.arange(out_c)]
+    for rows in candidates:  # the live channels paired where they can be, else every channel
+        Wr, fr, mult, shift = W[rows], folded[rows], q.multipliers[rows], q.shifts[rows]
+        small = small_accumulators(fr, Wr, 128, shift)
+        paired = paired_rows(Wr) if kind in ("1x4", "2x2") and small.all() else None
+        if paired is not None and np.all(accumulator_bound(fr, Wr, 128)[1::2] < PAIRED_ACC):
+            break
+        paired = None
+    if paired is None:
+        rows = np.arange(out_c)
+        Wr, fr, mult, shift = W, folded, q.multipliers, q.shifts
+        small = small_accumulators(fr, Wr, 128, shift)
+    else:
+        kind = {"1x4": "1x4p", "2x2": "2x4p"}[kind]
+    group = 4 if kind in ("1x4", "1x4p", "2x4p") else 2
+    words, kw4 = paired if paired is not None else arranged_rows(Wr, group, kind == "2x2w16")
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), words, "int32_t",
-                               f"%{node.name}: {W.shape[0]}x{W.shape[1]} int8 weights"
+                               f"%{node.name}: {len(rows)}x{W.shape[1]} int8 weights"
                                f"{' widened to int16' if kind == '2x2w16' else ''}, rows padded to words, "
-                               f"groups of {group} rows interleaved")
-    fold = small.all() and fold_zero_point(accumulator_bound(folded, W, 128), q.multipliers, q.shifts,
-                                           q.output_zero_point)
+                               f"groups of {group} rows interleaved"
+                               f"{', pairs of rows in words (paired_rows)' if paired is not None else ''}")
+    bound = accumulator_bound(fr, Wr, 128)
+    fold = small.all() and fold_zero_point(bound, mult, shift, q.output_zero_point)
     mode = "fold" if fold else "plain" if small.all() else "wide"
-    params = channel_params(folded, q.multipliers, q.shifts, group, mode, ~small,
-                            q.output_zero_point if fold else None)
+    params = channel_params(fr, mult, shift, group, mode, ~small, q.output_zero_point if fold else None)
+    if paired is not None:
+        params = paired_params(params, None if len(rows) == out_c else rows)
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params.words, "int32_t",
                                f"%{node.name}: per channel {', '.join(params.stored)} (m4_rq)")
-    return matrix_function(em, node.name, q, kind, w_sym, params, p_sym, kw4, W.shape[0], stride)
+    # a channel of zero weights: acc = bias at every position, its output TFLite's requantisation of it (stored by
+    # the kernel at each position, literals)
+    dead = np.setdiff1d(np.arange(out_c), rows)
+    values = np.clip(multiply_by_quantized_multiplier(bias[dead], q.multipliers[dead], q.shifts[dead])
+                     + q.output_zero_point, q.lo, q.hi)
+    return matrix_function(em, node.name, q, kind, w_sym, params, p_sym, kw4, len(rows), stride, out_c,
+                           [(int(c), int(v)) for c, v in zip(dead, values)])
 
 
 def weight_layout(em, node: Node, reused: bool) -> bool:
@@ -658,7 +848,8 @@ def conv2d(em, node: Node) -> list[str] | None:
     stride = in_c if in_place else kp
     # int8 weights split in registers, or widened to int16 in flash where the build favours speed (each is
     # read once per two output positions)
-    function = _matrix_function(em, node, W, q, "2x2w16" if weight_layout(em, node, positions > 1) else "2x2", stride)
+    function = _matrix_function(em, node, W, q, "2x2w16" if weight_layout(em, node, positions > 1) else "2x2",
+                                stride)
     if in_place:
         return [f"{function}({xs}, {positions}, {out});"]
     # im2col: two columns at a time in a static buffer, the padding's taps holding zx
@@ -794,10 +985,11 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
 
 
-def _requant_literals(multiplier: int, shift: int) -> str:
-    """m4_rq's arguments after x for one (multiplier, shift): literals the compiler folds."""
+def _requant_call(scale: str, x: str, multiplier: int, shift: int) -> str:
+    """m4_rq of x for one (multiplier, shift): literals the compiler folds."""
     right = max(-shift, 0)
-    return f"{multiplier}, {max(shift, 0) + 1}, {right}, {(1 << (right - 1)) if right else 0}, {-1 if right else 0}"
+    return (f"{scale}((int32_t)((uint32_t)({x}) << {max(shift, 0) + 1}), {multiplier}, {right}, "
+            f"{(1 << (right - 1)) if right else 0}, {-1 if right else 0})")
 
 
 def _requant_bound(bound: int, multiplier: int, shift: int) -> int | None:
@@ -830,11 +1022,9 @@ def tensor_add(em, node: Node) -> list[str] | None:
         f"/* %{node.name}: TFLite's int8 ADD */",
         f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *a, const int8_t *b, int8_t *out)', "{",
         f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
-        f"        const int32_t ra = {scale}(((int32_t)a[i] - {za}) * {1 << q.left_shift}, "
-        f"{_requant_literals(ma, sa)});",
-        f"        const int32_t rb = {scale}(((int32_t)b[i] - {zb}) * {1 << q.left_shift}, "
-        f"{_requant_literals(mb, sb)});",
-        f"        const int32_t v = {scale}(ra + rb, {_requant_literals(mo, so)}) + {zo};",
+        f"        const int32_t ra = {_requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
+        f"        const int32_t rb = {_requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
+        f"        const int32_t v = {_requant_call(scale, 'ra + rb', mo, so)} + {zo};",
         f"        out[i] = (int8_t)(v < {q.lo} ? {q.lo} : (v > {q.hi} ? {q.hi} : v));",
         "    }", "}", ""])
     return [f"{symbol}({a}, {b}, {em.var(node.name)});"]
