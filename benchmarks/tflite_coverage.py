@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from results_table import write_table  # noqa: E402
@@ -557,7 +558,32 @@ def _space_batch(code, in_shape, out_shape):
     return build
 
 
+def _shape_probe(build_name: str):
+    """A model of tests/ops/test_shape_constants.py (SHAPE, ZEROS_LIKE, FILL, BROADCAST_TO, BROADCAST_ARGS inside a
+    model that computes with them); int8 and float32 (no 16x8 form there)."""
+    def build(kind):
+        from tests.ops import test_shape_constants
+
+        return None if kind == "16x8" else getattr(test_shape_constants, build_name)(kind)
+    return build
+
+
+def _file_probe(files: dict):
+    """A converter-written file per kind (resource variables, a WHILE loop): its rows run as one stream of calls
+    on both sides."""
+    def build(kind):
+        name = files.get(kind)
+        return None if name is None else (REPO / "tests" / "data" / name).read_bytes()
+    return build
+
+
+VARIABLES = {"int8": "tflite/variables_int8.tflite", "float32": "tflite/variables_float.tflite"}
 PROBES.update({
+    "SHAPE": _shape_probe("shape_then_reshape"), "ZEROS_LIKE": _shape_probe("zeros_like_added"),
+    "FILL": _shape_probe("filled_product"), "BROADCAST_TO": _shape_probe("broadcast"),
+    "BROADCAST_ARGS": _shape_probe("broadcast_args_reshape"),
+    **dict.fromkeys(("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"), _file_probe(VARIABLES)),
+    "WHILE": _file_probe({"float32": "keras/lstm_keywords_float.tflite"}),
     "SPACE_TO_BATCH_ND": _space_batch(OP.SPACE_TO_BATCH_ND, SHAPE, (4, 2, 2, 3)),
     "BATCH_TO_SPACE_ND": _space_batch(OP.BATCH_TO_SPACE_ND, (4, 2, 2, 3), SHAPE),
     "SQUARED_DIFFERENCE": binary(OP.SQUARED_DIFFERENCE),
@@ -594,7 +620,10 @@ def measure(op: str, kind: str, targets: list[str], n: int) -> str:
     if op in ("QUANTIZE", "DEQUANTIZE") and kind == "float32":
         return "not applicable"
     data = PROBES[op](kind)
-    first = schema.Model.GetRootAsModel(data, 0).Subgraphs(0).Tensors(0)
+    if data is None:
+        return "not measured (no model of this type here)"
+    subgraph = schema.Model.GetRootAsModel(data, 0).Subgraphs(0)
+    first = subgraph.Tensors(int(subgraph.Inputs(0)))
     shape = tuple(first.ShapeAsNumpy())
     real_input = first.Type() == schema.TensorType.FLOAT32
     X = rows("float32" if real_input else kind, int(np.prod(shape)), n)
