@@ -99,3 +99,15 @@ def test_a_loop_whose_trip_count_depends_on_the_input_is_refused_by_name():
     with pytest.raises(ModelFileError, match="while_data_dependent.tflite: operator 0 \\(WHILE\\): the loop's "
                                              "condition depends on the input"):
         tinycc_ml.load_model(DATA / "tflite" / "while_data_dependent.tflite")
+
+
+def test_each_load_starts_a_fresh_stream(tmp_path):
+    """The same build loaded twice in one process shares one library (the compile cache): each load starts from the
+    first call's state, not where the other predictor's stream stopped."""
+    require_target("host")
+    path = DATA / "tflite" / "variables_int8.tflite"
+    X = rows("int8", 6)
+    first = tinycc_ml.compile(path, out_dir=tmp_path / "a", name="acc").load().run_raw(X)[0]
+    second = tinycc_ml.compile(path, out_dir=tmp_path / "b", name="acc").load().run_raw(X)[0]
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(np.asarray(second).reshape(len(X), -1), tflm_stream(path.read_bytes(), X))

@@ -519,9 +519,12 @@ def load_host_build(out_dir: Path, output) -> HostPredictor:
     found = re.search(rf"#define {up}_SCORE_SCALE (-?\d+)", header)
     n_proba = re.search(rf"#define {up}_N_PROBA (\d+)", header)
     feed_hop = re.search(rf"#define {up}_FEED_HOP (\d+)L", header)
-    return HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
-                         output.n_scores, output.input_scale, task=output.task,
-                         score_scale=int(found.group(1)) if found else None,
-                         n_proba=int(n_proba.group(1)) if n_proba else 0, input_bound=output.input_bound,
-                         input_quantisation=output.input_quantisation,
-                         feed_hop=int(feed_hop.group(1)) if feed_hop else None)
+    predictor = HostPredictor(module, output.prefix, output.input_ctype, output.score_ctype, output.input_dim,
+                              output.n_scores, output.input_scale, task=output.task,
+                              score_scale=int(found.group(1)) if found else None,
+                              n_proba=int(n_proba.group(1)) if n_proba else 0, input_bound=output.input_bound,
+                              input_quantisation=output.input_quantisation,
+                              feed_hop=int(feed_hop.group(1)) if feed_hop else None)
+    if hasattr(module.lib, f"{output.prefix}_reset"):  # the same build loaded again shares one library's state:
+        predictor.reset()  # each loaded predictor's stream starts from the first call's state
+    return predictor
