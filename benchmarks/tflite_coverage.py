@@ -588,6 +588,7 @@ PROBES.update({
     "BATCH_TO_SPACE_ND": _space_batch(OP.BATCH_TO_SPACE_ND, (4, 2, 2, 3), SHAPE),
     "SQUARED_DIFFERENCE": binary(OP.SQUARED_DIFFERENCE),
     "ELU": unary(OP.ELU),
+    "LOG_SOFTMAX": lambda kind: unary(OP.LOG_SOFTMAX, out_q=(16 / 256, 127))(kind),
     "DIV": binary(OP.DIV, (OPT.DivOptions, options("DivOptions"))),
     "FLOOR_DIV": binary(OP.FLOOR_DIV),
     "FLOOR_MOD": binary(OP.FLOOR_MOD),

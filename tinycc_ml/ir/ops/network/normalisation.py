@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.ops.windows import network_result
 
@@ -98,3 +99,12 @@ register_op(OpDef(
     else None,
     c={"float": _c_layer_norm},
     unsupported={"fixed": FLOAT_ONLY, "c_fixed": FLOAT_ONLY, "interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+
+
+@tflite_builtin("LOG_SOFTMAX", 50)
+def lower_tflite_log_softmax(low, options, ins, outs) -> None:
+    """TFLite Micro's float LOG_SOFTMAX: the same steps as the C above (its int8 kernel: refused by name)."""
+    x = low.tensors[ins[0]]
+    need(x.type_name == "float32", f"LOG_SOFTMAX: {x.type_name} tensors (float32 is supported; TFLite Micro's int8 "
+                                   "kernel is not)")
+    low.add("log_softmax", [low.value(ins[0])], {}, low.tensors[outs[0]])
