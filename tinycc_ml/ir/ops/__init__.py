@@ -11,6 +11,7 @@ from tinycc_ml.ir.ops import (  # noqa: F401  (register)
     network,
     pooling,
     reductions,
+    front_end,
     sensor,
     shape,
     signal,

@@ -1,0 +1,5 @@
+"""Ops of the front ends (``tinycc_ml.features``) with the project's fixed point, for their integer builds: the
+functions the float graphs took from TFLite's float-only ``float_unary`` (square root, natural log by table, absolute
+value) and the block-scaled power spectrum. One module per op; importing this package registers them."""
+
+from tinycc_ml.ir.ops.front_end import abs_value, log, power_spectrum, sqrt  # noqa: F401  (register)
