@@ -44,7 +44,7 @@ KEEP_SCALE = ("reshape", "transpose", "take", "reduce_max", "reduce_min")
 # TFLite's ops with the project's power-of-two semantics (ir/ops/pow2_arith.py, network/broadcast.py) that front ends
 # use: their rounding shifts are right shifts, so the result is no finer than its operands (MUL: their product;
 # FULLY_CONNECTED: its accumulator)
-NO_FINER = ("tensor_sub", "concatenation")
+NO_FINER = ("tensor_sub", "concatenation", "reduce_sum")
 
 
 def best_scale(abs_max: float, bits: int) -> int:

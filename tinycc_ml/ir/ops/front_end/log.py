@@ -1,7 +1,7 @@
 """log: the natural log of every element (of max(x, 2^-s_in) in fixed point: q <= 0 reads as one unit, the least
 positive value the operand holds). Fixed point, by table: q = m 2^k with m in [2^14, 2^15); the table holds
 round(ln(1 + i / 64) 2^15) for i in 0..64; with i = (m - 2^14) >> 8 and f = (m - 2^14) & 255,
-l = T[i] + rshift((T[i + 1] - T[i]) f, 8) (linear between the 65 points: within 3.1e-5 of ln(m / 2^14)), and
+l = T[i] + rshift((T[i + 1] - T[i]) f, 8) (linear between the 65 points; log_error_bound gives the worst error), and
 ln(x) = l 2^-15 + (k + 14 - s_in) ln 2, ln 2 as round(ln(2) 2^15) = 22713: the int32 sum at scale 2^15 brought to the
 result's scale (rounding shift), saturated."""
 
@@ -18,9 +18,16 @@ from tinycc_ml.ir.ops.registry import OpDef, register_op
 TABLE_BITS = 6  # 64 segments
 TABLE_SCALE = 15
 LN2_Q = round(math.log(2) * 2**TABLE_SCALE)
-# the table's and the interpolation's worst error, and ln 2's rounding per power of two, in units of the natural log
-TABLE_ERROR = 3.1e-5
+# worst errors in units of the natural log: linear interpolation of ln(1 + t) between points 1/64 apart (h^2 / 8),
+# a table entry's rounding and the interpolation's rounding shift (2^-16 each), ln 2's rounding per power of two
+INTERPOLATION_ERROR = 2.0**-12 / 8
 LN2_ERROR = abs(LN2_Q * 2.0**-TABLE_SCALE - math.log(2))
+
+
+def log_error_bound(s_in: int) -> float:
+    """The largest |fixed_log(q, s_in) 2^-15 - ln(q 2^-s_in)| over 16-bit q >= 1 (before the result's rounding):
+    q = m 2^k has -14 <= k <= 0, so at most 14 + |s_in| multiples of ln 2 are added."""
+    return INTERPOLATION_ERROR + 2 * 2.0**-16 + (14 + abs(s_in)) * LN2_ERROR
 
 
 def log_table() -> np.ndarray:

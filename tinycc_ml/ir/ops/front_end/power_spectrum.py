@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops.arith import saturate
 from tinycc_ml.ir.ops.front_end.common import INT16_MAX, bit_length, shift_each
 from tinycc_ml.ir.ops.registry import OpDef, float_or_fixed, need, register_op, result_dtype
 from tinycc_ml.ir.ops.signal.common import I16
@@ -64,7 +65,7 @@ def fixed_power(frames: np.ndarray, s_in: int, s_out: int, size: int) -> np.ndar
 
 
 def _fixed(call):
-    return fixed_power(call.ins[0], call.in_scale(0), call.scale, int(call.attrs["fft_length"]))
+    return saturate(fixed_power(call.ins[0], call.in_scale(0), call.scale, int(call.attrs["fft_length"])), call.bits)
 
 
 def _interval(attrs, ivs, shape):
