@@ -87,8 +87,9 @@ def test_integer_builds_and_misplaced_steps_are_refused_by_name():
                                            "\\(16-bit fixed point\\); precision int8 is not built for it"):
         tinycc_ml.compile(pipe, precision="int8", calibration=X)
     A, a = tones(40)
-    with pytest.raises(CompileError, match="FrameNormalizer: with_std=True divides by each frame's spread \\(1 / sqrt\\), "
-                                           "which has no fixed-point form; precision int16 is not built"):
+    with pytest.raises(CompileError, match="FrameNormalizer: with_std=True divides by each frame's spread "
+                                           "\\(1 / sqrt\\), which has no fixed-point form; precision int16 is not "
+                                           "built"):
         tinycc_ml.compile(mfcc_pipeline(A, a), precision="int16", calibration=A)
     late = make_pipeline(StandardScaler(), SensorFeatures(3, 50.0), DecisionTreeClassifier()).fit(X, y)
     with pytest.raises(CompileError, match="tinycc_ml.features' front-end steps \\(first\\)"):

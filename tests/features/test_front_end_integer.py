@@ -15,7 +15,7 @@ from sklearn.pipeline import make_pipeline
 import tinycc_ml
 from tests.conftest import require_target
 from tests.features.front_end_data import AUDIO_RATE, motions, sensor_pipeline, tones
-from tinycc_ml.features import DCT, Framer, FrameNormalizer, Log, MelFilterBank, PowerSpectrum, Window
+from tinycc_ml.features import DCT, FrameNormalizer, Framer, Log, MelFilterBank, PowerSpectrum, Window
 from tinycc_ml.importers.sklearn import from_sklearn
 from tinycc_ml.ir.ops.front_end.power_spectrum import fixed_power
 from tinycc_ml.ir.ops.front_end.sqrt import fixed_sqrt
