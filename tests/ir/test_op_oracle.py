@@ -33,6 +33,8 @@ from tinycc_ml.errors import TinyccError
 from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import OPS, dense_to_sparse_attrs
+from tinycc_ml.ir.ops.front_end.log import log_error_bound
+from tinycc_ml.ir.ops.front_end.power_spectrum import block_shift
 from tinycc_ml.ir.types import IDX, TensorType, fixed
 from tinycc_ml.passes.exp_table import build_exp_lut
 from tinycc_ml.passes.tanh_approx import build_tanh_lut
@@ -604,6 +606,63 @@ def branch_case(draw):
     return exact_case((X, g))
 
 
+@st.composite
+def front_end_unary_case(draw, op: str):
+    """abs, sqrt (exact roundings) and log (its table's bound), of positive inputs for sqrt and log."""
+    n = draw(st.integers(1, 6))
+    X = input_rows(draw, n)
+    if op != "abs":
+        X = np.maximum(X, 1)
+    sa = draw(SCALES)
+
+    def make(so, bits):
+        g, x = new_graph(n, sa)
+        y = g.add(op, [x], {}, type=out_type((n,), bits, so))
+        bound = log_error_bound(sa) if op == "log" else 0.0
+        return finish(g, y, [("table + output rounding" if op == "log" else "output rounding",
+                              bound + half_unit(op != "abs" or sa > so, so))])
+
+    return Case(X, make)
+
+
+@st.composite
+def zero_crossings_case(draw):
+    samples, axes = draw(st.integers(2, 8)), draw(st.integers(1, 3))
+    X = input_rows(draw, samples * axes)
+    sa = draw(SCALES)
+
+    def make(so, bits):
+        g, x = new_graph(samples * axes, sa)
+        frames = g.add("reshape", [x], {"shape": [samples, axes]}, type=TensorType((samples, axes), fixed(16, sa)))
+        y = g.add("zero_crossings", [frames], {}, type=out_type((axes,), bits, so))
+        return finish(g, y, [("output rounding", half_unit(so < 0, so))])
+
+    return Case(X, make)
+
+
+@st.composite
+def power_spectrum_case(draw):
+    """Block-scaled q15 kissfft: each part of a bin errs by at most 2 units of the block-scaled FFT per stage (the
+    radix division's and the twiddle product's roundings), a unit being 2^-b n of the input's real units."""
+    size = draw(st.sampled_from([4, 8, 16, 32]))
+    frames, length = draw(st.integers(1, 2)), draw(st.integers(1, size))
+    X = input_rows(draw, frames * length)
+    sa = draw(SCALES)
+
+    def make(so, bits):
+        g, x = new_graph(frames * length, sa)
+        framed = g.add("reshape", [x], {"shape": [frames, length]}, type=TensorType((frames, length), fixed(16, sa)))
+        y = g.add("power_spectrum", [framed], {"fft_length": size}, type=out_type((frames, size // 2 + 1), bits, so))
+        b = block_shift(X.reshape(len(X), frames, length))  # (rows, frames)
+        unit = size * 2.0 ** (-b - sa)
+        part = 2 * (size.bit_length() + 1) * unit  # per part (re, im) of a bin
+        peak = np.sum(np.abs(X.reshape(len(X), frames, length)), axis=-1) * 2.0**-sa  # |X_k| <= sum |x|
+        error = (2 * np.sqrt(2) * peak * part + 2 * part**2)[..., None]
+        return finish(g, y, [("FFT rounding + output rounding", error + half_unit(True, so))])
+
+    return Case(X, make)
+
+
 ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "matvec": lambda: matvec_case(),
     "matvec_at": lambda: matvec_case(at=True),
@@ -614,6 +673,11 @@ ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "mul": mul_case,
     "scale": scale_case,
     "clip": clip_case,
+    "abs": lambda: front_end_unary_case("abs"),
+    "sqrt": lambda: front_end_unary_case("sqrt"),
+    "log": lambda: front_end_unary_case("log"),
+    "zero_crossings": zero_crossings_case,
+    "power_spectrum": power_spectrum_case,
     "tanh_clamp": tanh_clamp_case,
     "tanh_lut": tanh_lut_case,
     "exp_lut": exp_lut_case,

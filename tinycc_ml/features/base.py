@@ -61,6 +61,10 @@ class FrontEndStep(TransformerMixin, BaseEstimator):
         """The output row's width for input rows of ``width`` values (FrontEndError when they cannot be read)."""
         raise NotImplementedError
 
+    def integer_refusal(self) -> str | None:
+        """Why the step has no int16 form (None: its ops all have fixed-point semantics)."""
+        return None
+
     def transform_rows(self, X: np.ndarray) -> np.ndarray:
         """The float64 transform of (n, n_features_in_) rows."""
         raise NotImplementedError
@@ -68,6 +72,12 @@ class FrontEndStep(TransformerMixin, BaseEstimator):
     def lower(self, g: Graph, x: str) -> str:
         """The step as float32 IR ops on the rank-1 row node ``x``; the rank-1 output node."""
         raise NotImplementedError
+
+    def lower_scaled(self, g: Graph, x: str, factors: np.ndarray) -> str:
+        """``lower``, each output value times its power of two in ``factors`` (an integer build's feature scales: every
+        feature then spans the 16 bits its scale gives, whatever its units). Default: one product after the step;
+        a step whose output joins parts of different ranges scales each part before joining them."""
+        return scaled(g, self.lower(g, x), factors)
 
     def fit(self, X, y=None):
         X = validate_data(self, X, reset=True, dtype=np.float64)
@@ -126,8 +136,17 @@ def per_frame_linear(g: Graph, x: str, frames: int, matrix: np.ndarray, name: st
     return flat(g, rows)
 
 
+# the functions with a fixed-point form: the square as a product, the others their own ops (ir/ops/front_end/)
+OWN_FUNCTIONS = ("sqrt", "log", "abs")
+
+
 def elementwise(g: Graph, function: str, x: str) -> str:
-    """TFLite's float32 function (float_unary: square, sqrt, rsqrt, abs, log, ...) of every element."""
+    """A function of every element: "square", "sqrt", "log", "abs" (which integer builds compute), or another of
+    TFLite's float32 functions (float_unary: "rsqrt"; float builds only)."""
+    if function == "square":
+        return g.add("mul", [x, x], name="square")
+    if function in OWN_FUNCTIONS:
+        return g.add(function, [x], name=function)
     return g.add("float_unary", [x], {"function": function}, name=function)
 
 
@@ -141,8 +160,21 @@ def mean_over(g: Graph, x: str, axis: int, keep: bool = False) -> str:
     return g.add("scale", [reduce(g, "reduce_sum", x, axis, keep)], {"factor": 1.0 / count}, name="mean")
 
 
-def concatenate(g: Graph, parts: list[str]) -> str:
-    out = flat(g, parts[0])
-    for part in parts[1:]:
-        out = g.add("concatenation", [out, flat(g, part)], {"axis": 0}, name="features")
+def scaled(g: Graph, x: str, factors: np.ndarray | None) -> str:
+    """``x`` times ``factors`` (its shape, powers of two: exact), or ``x`` when there are none or all are 1."""
+    if factors is None or np.all(np.asarray(factors) == 1.0):
+        return x
+    factors = np.asarray(factors, dtype=np.float64).reshape(g.type(x).shape)
+    return g.add("tensor_mul", [x, add_const(g, "feature_scales", factors)], {"activation": "none"}, name="scaled")
+
+
+def concatenate(g: Graph, parts: list[str], factors: np.ndarray | None = None) -> str:
+    """The parts' values one after another; with ``factors`` (one per value), each part scaled by its own before
+    they join (a fixed-point concatenation holds one scale: small parts would round away after it)."""
+    start, out = 0, None
+    for part in parts:
+        size = g.type(part).size
+        part = scaled(g, flat(g, part), None if factors is None else np.asarray(factors)[start:start + size])
+        start += size
+        out = part if out is None else g.add("concatenation", [out, part], {"axis": 0}, name="features")
     return out

@@ -133,6 +133,9 @@ class SensorFeatures(FrontEndStep):
         return np.asarray(names, dtype=object)
 
     def lower(self, g: Graph, x: str) -> str:
+        return self.lower_scaled(g, x, None)
+
+    def lower_scaled(self, g: Graph, x: str, factors) -> str:
         n, axes = self.n_samples(self.n_features_in_), int(self.n_axes)
         samples = reshape(g, x, [n, axes])
         cache: dict[str, str] = {}
@@ -163,7 +166,7 @@ class SensorFeatures(FrontEndStep):
                 parts.append(g.add("zero_crossings", [centred() if self.center else samples], name="crossings"))
         if len(self.bands):
             parts.append(self._lower_bands(g, samples, n, axes))
-        return concatenate(g, parts)
+        return concatenate(g, parts, factors)
 
     def _lower_bands(self, g: Graph, samples: str, n: int, axes: int) -> str:
         """Per axis: the spectrum's |X_k|^2 at the bands' bins, weighted by band: the DFT of the bands' bins alone
@@ -172,8 +175,7 @@ class SensorFeatures(FrontEndStep):
         bins, weights = self.band_bins(n)
         per_axis = g.add("transpose", [samples], {"perm": [1, 0]}, name="axes_first")
         if n >= 4 and n & (n - 1) == 0 and 2 * len(bins) * n > DFT_ROWS_MAX:
-            spectrum = g.add("signal_rfft", [per_axis], {"fft_length": n}, name="rfft")  # (axes, (re, im) pairs)
-            squares = reduce(g, "reduce_sum", reshape(g, elementwise(g, "square", spectrum), [axes, n // 2 + 1, 2]), 2)
+            squares = g.add("power_spectrum", [per_axis], {"fft_length": n}, name="power")  # (axes, bins)
             every_bin = np.zeros((len(self.bands), n // 2 + 1))
             every_bin[:, bins] = weights
             power = per_frame_linear(g, squares, axes, every_bin, "band_weights")

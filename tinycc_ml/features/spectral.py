@@ -21,7 +21,6 @@ from tinycc_ml.features.base import (
     need_positive,
     need_power_of_two,
     per_frame_linear,
-    reduce,
     reshape,
 )
 from tinycc_ml.ir.graph import Graph
@@ -107,7 +106,8 @@ class PowerSpectrum(FrontEndStep):
     ``n_fft // 2 + 1`` bins of the real FFT (``scipy.fft.rfft(frame, n_fft)``), as ``|X|**power``: ``power=2``
     the power spectrum, ``power=1`` the magnitude. Unnormalised, as librosa's ``np.abs(stft(...))**power``;
     python_speech_features' ``powspec`` is this power spectrum divided by ``n_fft``. The compiled FFT is
-    kissfft's float real FFT (TFLite Micro's signal RFFT), which agrees with scipy to float32 rounding."""
+    kissfft's float real FFT (TFLite Micro's signal RFFT), which agrees with scipy to float32 rounding; the integer
+    builds' a block-scaled q15 kissfft (the ``power_spectrum`` op)."""
 
     def __init__(self, n_fft: int = 256, frame_length: int | None = None, power: float = 2.0):
         self.n_fft, self.frame_length, self.power = n_fft, frame_length, power
@@ -131,11 +131,8 @@ class PowerSpectrum(FrontEndStep):
 
     def lower(self, g: Graph, x: str) -> str:
         frames = frames_of(self, self.n_features_in_, self.length())
-        bins = self.n_fft // 2 + 1
-        spectrum = g.add("signal_rfft", [reshape(g, x, [frames, self.length()])], {"fft_length": self.n_fft},
-                         name="rfft")  # (frames, bins * 2): (re, im) pairs
-        squares = reshape(g, elementwise(g, "square", spectrum), [frames, bins, 2])
-        power = reduce(g, "reduce_sum", squares, 2)
+        power = g.add("power_spectrum", [reshape(g, x, [frames, self.length()])], {"fft_length": self.n_fft},
+                      name="power")  # (frames, bins)
         return flat(g, power if float(self.power) == 2.0 else elementwise(g, "sqrt", power))
 
 
@@ -316,6 +313,11 @@ class FrameNormalizer(FrontEndStep):
     def output_width(self, width: int) -> int:
         frames_of(self, width, self.frame_length)
         return width
+
+    def integer_refusal(self) -> str | None:
+        if self.with_std:
+            return "with_std=True divides by each frame's spread (1 / sqrt), which has no fixed-point form"
+        return None
 
     def transform_rows(self, X):
         frames = X.reshape(len(X), -1, self.frame_length)

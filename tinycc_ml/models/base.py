@@ -162,6 +162,11 @@ class Model:
         """The graph compiled at ``precision`` (default: ``lower()``'s at every precision)."""
         return self.lower()
 
+    def calibrated(self, calibration: np.ndarray) -> Model:
+        """The model whose integer graph (``lower_for`` at int16/int8) suits these calibration rows (default: itself;
+        a front end chooses the power-of-two scales of its features from them)."""
+        return self
+
     def check_precision(self, precision: str) -> None:
         """CompileError when builds at ``precision`` cannot compute what the model means (default: all can)."""
 

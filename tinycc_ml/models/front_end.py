@@ -1,6 +1,7 @@
 """FrontEndModel: front-end steps (``tinycc_ml.features``) before any other model, compiled as one graph that takes
 the raw samples: each step lowered onto the IR's float ops, the model's own graph composed after them
-(``ir.graph.embed``). Float builds only (the steps' integer forms are not built). ``stream_hop`` is the samples
+(``ir.graph.embed``). Float builds, and int16 builds through the fixed-point pipeline with the model (the steps'
+ops have fixed-point forms: a block-scaled q15 FFT, log by table, integer square root). ``stream_hop`` is the samples
 between the decisions of ``<name>_feed`` (default: a leading Framer's hop, else the whole window)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from tinycc_ml.features.stream import check_stream_hop
 from tinycc_ml.ir.graph import Graph, embed
 from tinycc_ml.models.base import MODEL_FAMILIES, Model
 from tinycc_ml.models.lowering import add_input
+from tinycc_ml.passes.input_scales import FEATURE_SCALE_RANGE, apply_feature_scales, feature_scales
 
 
 def step_classes() -> dict[str, type]:
@@ -42,6 +44,7 @@ class FrontEndModel(Model):
         self.steps, self.model = list(steps), model
         self.task, self.proba_rule, self.proba_constants = model.task, model.proba_rule, model.proba_constants
         self._classes = model._classes
+        self.feature_scales: np.ndarray | None = None  # integer builds: 2^s_k per feature (``calibrated``)
         self.stream_hop = check_stream_hop(self.default_hop() if stream_hop is None else stream_hop,
                                            self.window_samples)
 
@@ -58,7 +61,9 @@ class FrontEndModel(Model):
         return int(first.hop_length) if hasattr(first, "hop_length") else self.window_samples
 
     def with_stream_hop(self, hop) -> FrontEndModel:
-        return FrontEndModel(self.steps, self.model, hop)
+        copy = FrontEndModel(self.steps, self.model, hop)
+        copy.feature_scales = self.feature_scales
+        return copy
 
     @property
     def input_dim(self) -> int:
@@ -82,16 +87,40 @@ class FrontEndModel(Model):
         return self.model.scores(self.features(X))
 
     def check_precision(self, precision: str) -> None:
-        if precision != "float":
+        if precision == "float":
+            return
+        if precision != "int16":
             raise CompileError(f"a front end ({', '.join(type(s).__name__ for s in self.steps)}) compiles at precision "
-                               f"float; precision {precision} is not built for it")
+                               f"float or int16 (16-bit fixed point); precision {precision} is not built for it")
+        for step in self.steps:
+            refusal = step.integer_refusal()
+            if refusal is not None:
+                raise CompileError(f"{type(step).__name__}: {refusal}; precision int16 is not built for this front end")
+
+    def calibrated(self, calibration: np.ndarray) -> FrontEndModel:
+        """A copy whose integer graph gives each feature its own power-of-two scale, from the calibrated features
+        (the model's input_scales rule: each feature's finest 16-bit scale where the model's first ops absorb a
+        factor per feature: mat-vecs, weighted distances, tree thresholds; none otherwise). The features are scaled
+        by 2^s_k as the front end's last step makes them and the model's graph takes them so."""
+        features = self.features(calibration)
+        scales = feature_scales(self.model.lower_for("int16"), features)
+        copy = FrontEndModel(self.steps, self.model, self.stream_hop)
+        copy.feature_scales = np.clip(scales, *FEATURE_SCALE_RANGE)
+        return copy
 
     def lower(self) -> Graph:
+        return self.lower_for("float")
+
+    def lower_for(self, precision: str) -> Graph:
         g = Graph("front_end")
         node = add_input(g, self.input_dim)
-        for step in self.steps:
-            node = step.lower(g, node)
-        inner = self.model.lower_for("float")
+        scales = self.feature_scales if precision != "float" else None
+        for i, step in enumerate(self.steps):
+            last = i == len(self.steps) - 1
+            node = step.lower_scaled(g, node, 2.0**scales) if last and scales is not None else step.lower(g, node)
+        inner = self.model.lower_for(precision)
+        if scales is not None:
+            inner = apply_feature_scales(inner, scales)
         (inner_input,) = inner.inputs()
         mapping = embed(g, inner, [n for _, n in inner.outputs], {inner_input: node}, prefix="model_")
         for label, name in inner.outputs:

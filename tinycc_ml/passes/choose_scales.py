@@ -38,6 +38,13 @@ MIN_LIKE = ("segment_min", "kvote")
 CONSTANT_OPS = ("const", "sparse_const")
 MIN_LIKE_HEADROOM = 4.0
 REGRESSION_HEADROOM = 2.0  # one bit above a regression value's calibrated range
+# TFLite's data-movement ops (a front end's framing, reshapes, per-axis minimum and maximum): the operand's integers
+# as they are, at its scale
+KEEP_SCALE = ("reshape", "transpose", "take", "reduce_max", "reduce_min")
+# TFLite's ops with the project's power-of-two semantics (ir/ops/pow2_arith.py, network/broadcast.py) that front ends
+# use: their rounding shifts are right shifts, so the result is no finer than its operands (MUL: their product;
+# FULLY_CONNECTED: its accumulator)
+NO_FINER = ("tensor_sub", "concatenation", "reduce_sum")
 
 
 def best_scale(abs_max: float, bits: int) -> int:
@@ -99,10 +106,17 @@ class ChooseScales(Pass):
                 continue
             if node.op == "clip" and graph.op(ins[0]) == "input":
                 s = scale[ins[0]]  # the input clamp keeps the input's scale
+            if node.op in KEEP_SCALE:
+                out.add(node.op, ins, attrs, type=node.type.with_dtype(fixed(ACT_BITS, scale[ins[0]])), name=name)
+                scale[name], bound[name], safety[name] = scale[ins[0]], bound[ins[0]], safety.get(ins[0], "proven")
+                continue
             self._quantise_operands(graph, out, node, ins, attrs, scale, bound, weight_bits, s)
+            s = self._no_finer(node.op, ins, scale, s)
             call = BoundCall([bound.get(i) for i in ins], [scale.get(i, 0) for i in ins],
                              [const_ints(out, i) if out.op(i) in CONSTANT_OPS else None for i in ins],
                              attrs, s, ACT_BITS, [graph.type(i) for i in node.inputs])
+            if OPS[node.op].acc_bound is None:
+                raise OverflowError(f"%{name}: op {node.op} has no overflow proof in the project's fixed point")
             acc, acc_scale = OPS[node.op].acc_bound(call)
             if s > acc_scale and acc > 0 and acc << (s - acc_scale) > ACC_LIMIT:
                 # a finer output than the accumulator is a left shift in int32 C: keep it within
@@ -122,7 +136,7 @@ class ChooseScales(Pass):
                         name=name)
                 bound[name] = narrow
             else:
-                out.add(node.op, ins, attrs, type=TensorType(node.type.shape, dtype), name=name)
+                out.add(node.op, ins, attrs, type=node.type.with_dtype(dtype), name=name)
             r = ranges.get(name)
             static = r.static_abs_max if r is not None else None
             fits = static is not None and static * 2.0**s <= 2 ** (ACT_BITS - 1) - 1
@@ -134,10 +148,25 @@ class ChooseScales(Pass):
                        f"{sum(v == 'calibration' for v in safety.values())} rely on calibration")
         return out
 
+    @staticmethod
+    def _no_finer(op: str, ins: list[str], scale: dict, s: int) -> int:
+        if op in NO_FINER:
+            return min([s] + [scale[i] for i in ins])
+        if op == "tensor_mul":
+            return min(s, scale[ins[0]] + scale[ins[1]])
+        if op == "fully_connected":
+            return min(s, scale[ins[0]] + scale[ins[1]])
+        return s
+
     def _quantise_operands(self, graph, out, node, ins, attrs, scale, bound, weight_bits, s) -> None:
         """Quantise the constant operands for this use, as the op's kind of constant operand says."""
         kind = OPS[node.op].constant_operand
-        if kind == "weights":
+        if node.op == "fully_connected":
+            self._fully_connected(graph, out, node, ins, scale, bound)
+        elif node.op == "tensor_mul":  # a window: each constant at its own finest scale (the product is rounded)
+            for operand in list(ins):
+                self._materialise(graph, out, operand, scale, bound, ins, None)
+        elif kind == "weights":
             self._matvec(graph, out, node, ins, scale, bound, weight_bits, attrs)
         elif kind == "prototypes":
             self._sqdist(graph, out, node, ins, scale, bound, attrs)
@@ -283,6 +312,28 @@ class ChooseScales(Pass):
             attrs["bias_q"] = np.round(bias * 2.0 ** (sa + scale[x_name] - h)).astype(np.int32)
         ins[0] = cname
         scale[cname] = sa
+
+    def _fully_connected(self, graph, out, node, ins, scale, bound):
+        """A front end's per-frame matrix (mel filter bank, DCT) as TFLite's layer in the project's fixed point: 16-bit
+        weights at the finest scale whose accumulator provably fits (ACC_LIMIT; no finer than MIN_WEIGHT_BITS allows),
+        the bias int32 at the accumulator's scale."""
+        x_name, w_name, b_name = node.inputs
+        W = OPS[graph.op(w_name)].evaluate([], graph.node(w_name).attrs)
+        bias = OPS[graph.op(b_name)].evaluate([], graph.node(b_name).attrs)
+        bx, sx = bound[x_name], scale[x_name]
+        sw = best_scale(float(np.max(np.abs(W))), ACT_BITS)
+        row_l1 = float(np.max(np.sum(np.abs(W), axis=1)))
+        while (row_l1 * bx + float(np.max(np.abs(bias))) * 2.0**sx) * 2.0**sw > ACC_LIMIT \
+                and float(np.max(np.abs(W))) * 2.0 ** (sw - 1) >= 2**MIN_WEIGHT_BITS:
+            sw -= 1
+        w_q = quantise_array(W, sw, ACT_BITS)
+        cw = out.fresh_name(f"{w_name}_q")
+        out.add("const", [], {"value": w_q}, type=graph.type(w_name).with_dtype(fixed(ACT_BITS, sw)), name=cw)
+        cb = out.fresh_name(f"{b_name}_q")
+        b_q = np.round(bias * 2.0 ** (sx + sw)).astype(np.int32)
+        out.add("const", [], {"value": b_q}, type=graph.type(b_name).with_dtype(fixed(32, sx + sw)), name=cb)
+        ins[1], ins[2] = cw, cb
+        scale[cw], scale[cb] = sw, sx + sw
 
     def _wsqdist(self, graph, out, node, ins, scale, bound, weight_bits, attrs, s_out):
         """Weights at the finest 16-bit scale that fits, at every precision (GaussianNB's 1 / sigma: 8 bits lose

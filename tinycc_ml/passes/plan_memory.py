@@ -47,6 +47,8 @@ def _fusable_user(graph: Graph, name: str, outputs: set) -> str | None:
     t = graph.type(name)
     if name in outputs or len(users) != 1 or t.rank == 0 or t.dtype.kind != "fx":
         return None
+    if graph.op(name) == "reshape":  # no code and no slot of its own (its root's elements): nothing stores a chain
+        return None
     u = graph.node(users[0])
     if u.name in outputs or u.op not in FUSED_OPS or u.type.shape != t.shape or u.type.dtype.kind != "fx":
         return None

@@ -6,6 +6,7 @@ from tinycc_ml.ir.ops import (  # noqa: F401  (register)
     convolution,
     elementwise,
     ensembles,
+    front_end,
     leaves,
     linalg,
     network,

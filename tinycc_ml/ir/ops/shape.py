@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.arith import rshift
+from tinycc_ml.ir.ops.arith import rshift, rshift_bound
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.pow2_arith import MAX_SHIFT
@@ -143,7 +143,7 @@ def _infer_concatenation(ts, attrs, declared):
         need(a.dtype == b.dtype and a.dtype.axis == PER_TENSOR and declared is not None and declared.dtype == a.dtype,
              f"TFLite's int8 concatenation copies integers: its operands and result share one per-tensor "
              f"quantisation, got {a.dtype}, {b.dtype} -> {declared.dtype if declared is not None else None}")
-    elif a.dtype.is_fixed and b.dtype.is_fixed and a.dtype != b.dtype:
+    elif a.dtype.is_fixed and b.dtype.is_fixed:
         # the project's fixed point: each operand rounded right to the result's scale (no finer than either)
         need(a.dtype.bits == b.dtype.bits and declared is not None and declared.dtype.is_fixed
              and declared.dtype.bits == a.dtype.bits
@@ -185,7 +185,9 @@ register_op(OpDef(
                                                                      int(attrs["axis"])),
     fixed=lambda call: _concatenated([concatenated_operand(v, t, call.type) for v, t in zip(call.ins, call.in_types)],
                                      [t.rank for t in call.in_types], int(call.attrs["axis"])),
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+    acc_bound=lambda call: (max(rshift_bound(b, s - call.out_scale) for b, s in zip(call.bounds, call.scales)),
+                            call.out_scale),
+    unsupported={"interval": NO_RANGES}))
 
 
 PACK_OPTIONS = 59  # schema.fbs' BuiltinOptions: PackOptions { values_count, axis }

@@ -146,7 +146,7 @@ def pow2_shifts(name: str, scales: list[int], out_scale: int) -> list[int]:
 def pow2_fixed(call, name: str, combine) -> np.ndarray:
     """The fixed-point semantics of a binary op whose integer result is ``combine(a, b)`` of the operands rounded to
     the result's scale (MUL: ``combine`` is the product, rounded after)."""
-    a, b = with_rows([np.asarray(v, dtype=np.int64) for v in call.ins], call.in_types)
+    a, b = with_rows_aligned(call.ins, call.in_types)
     shifts = pow2_shifts(name, [t.dtype.scale for t in call.in_types], call.scale)
     if name == "tensor_mul":
         value = rshift(check32(a * b, call.where), shifts[0])

@@ -10,9 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
-from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.convolution import NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import binary_result, c_float_arithmetic, c_loop, c_pow2, pow2_fixed, with_rows
+from tinycc_ml.ir.ops.network.broadcast import (
+    binary_result,
+    c_float_arithmetic,
+    c_loop,
+    c_pow2,
+    pow2_fixed,
+    rows_aligned,
+    with_rows,
+)
 from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
@@ -70,13 +78,18 @@ def _c_fixed(em, node) -> list[str]:
                                          f"{tb.zero_point}), {m}, {s}) + {out.zero_point}, {lo}, {hi})")
 
 
+def _bound(call):
+    """The project's fixed point: the product before its rounding shift."""
+    return call.bounds[0] * call.bounds[1], call.scales[0] + call.scales[1]
+
+
 register_op(OpDef(
     "tensor_mul", 2, _infer, _evaluate, {"activation": "str?"},
     "TFLite's MUL of two broadcast tensors and a fused activation; quantised: TFLite Micro's int8 kernel (the "
     "product of the operands less their zero points requantised by sa sb / so)",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs) if all(batched) else None,
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(rows_aligned(ins, batched, rank), attrs),
     fixed=_fixed, c={"fixed": _c_fixed, "float": c_float_arithmetic("*")},
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+    acc_bound=_bound, unsupported={"interval": NO_RANGES}))
 
 
 @tflite_builtin("MUL", 18, options=MUL_OPTIONS, inputs=(2, 2))

@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops.arith import rshift_bound
 from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
-from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.convolution import NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import binary_result, c_float_arithmetic, c_loop, c_pow2, pow2_fixed, with_rows
+from tinycc_ml.ir.ops.network.broadcast import (
+    binary_result,
+    c_float_arithmetic,
+    c_loop,
+    c_pow2,
+    pow2_fixed,
+    pow2_shifts,
+    rows_aligned,
+    with_rows,
+)
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tensor_elementwise import add_left_shift, add_multipliers, add_reals
 from tinycc_ml.ir.ops.tflite_arith import (
@@ -83,13 +93,19 @@ def _c_fixed(em, node) -> list[str]:
     return c_loop(em, node, element)
 
 
+def _bound(call):
+    """The project's fixed point: both operands rounded to the result's scale, then subtracted."""
+    shifts = pow2_shifts("tensor_sub", call.scales, call.out_scale)
+    return sum(rshift_bound(b, k) for b, k in zip(call.bounds, shifts)), call.out_scale
+
+
 register_op(OpDef(
     "tensor_sub", 2, _infer, _evaluate, {"activation": "str?"},
     "TFLite's SUB of two broadcast tensors and a fused activation; quantised: TFLite Micro's int8 kernel (each "
     "operand rescaled to a common scale, the difference rescaled to the output's)",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs) if all(batched) else None,
+    evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(rows_aligned(ins, batched, rank), attrs),
     fixed=_fixed, c={"fixed": _c_fixed, "float": c_float_arithmetic("-")},
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+    acc_bound=_bound, unsupported={"interval": NO_RANGES}))
 
 
 @tflite_builtin("SUB", 41, options=SUB_OPTIONS, inputs=(2, 2))

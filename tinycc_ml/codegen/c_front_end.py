@@ -1,0 +1,178 @@
+"""C for the front-end ops (``ir/ops/front_end/``: abs, sqrt, log, power_spectrum) and the fixed-point zero-crossing
+count: entries of ``C_CODE["fixed"]`` and ``C_CODE["float"]``, each the arithmetic its op module defines."""
+
+from __future__ import annotations
+
+from tinycc_ml.codegen.c_fixed import shift_c, store
+from tinycc_ml.codegen.emitter import C_CODE, CEmitter
+from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops.c_primitives import c_helper
+from tinycc_ml.ir.ops.front_end.log import LN2_Q, TABLE_SCALE, log_table
+from tinycc_ml.ir.ops.front_end.sqrt import even_exponent
+from tinycc_ml.ir.ops.signal.common import I16
+from tinycc_ml.ir.ops.signal.kissfft import c_real_fft
+
+
+def _scale(em: CEmitter, name: str) -> int:
+    return em.graph.type(name).dtype.scale
+
+
+def _each(node: Node, lines: list[str]) -> list[str]:
+    return [f"for (long i = 0; i < {node.type.size}; ++i) {{", *[f"    {line}" for line in lines], "}"]
+
+
+def _float_each(function: str):
+    """``function`` with {} where the element goes."""
+    def code(em: CEmitter, node: Node) -> list[str]:
+        (x,) = node.inputs
+        value = function.format(em.at(x, "i"))
+        return [f"for (long i = 0; i < {node.type.size}; ++i) {em.var(node.name)}[i] = {value};"]
+    return code
+
+
+def abs_fixed(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    value = shift_c(em, "(v < 0 ? -v : v)", _scale(em, x) - node.type.dtype.scale, 2**15)
+    return _each(node, [f"const int32_t v = {em.at(x, 'i')};", store(em, node, "i", value)])
+
+
+def isqrt_helper(em: CEmitter) -> str:
+    """floor(sqrt(v)) of a uint32_t, bit by bit."""
+    return c_helper(em, "isqrt32", """\
+static uint32_t @isqrt32(uint32_t v)
+{
+    uint32_t root = 0, bit = UINT32_C(1) << 30;
+    while (bit > v) bit >>= 2;
+    while (bit) {
+        if (v >= root + bit) {
+            v -= root + bit;
+            root = (root >> 1) + bit;
+        } else {
+            root >>= 1;
+        }
+        bit >>= 2;
+    }
+    return root;
+}
+""")
+
+
+def sqrt_fixed(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    factor, e = even_exponent(_scale(em, x), node.type.dtype.scale)
+    isqrt = isqrt_helper(em)
+    q = f"(uint32_t)v * {factor}u" if factor > 1 else "(uint32_t)v"
+    if e >= 0:  # q 2^e at or above 2^30 saturates (its root is 2^15 or more)
+        limit = ((1 << 30) - 1) >> e
+        root = (f"q > UINT32_C({limit}) ? UINT32_C(65536) : {isqrt}((q << {e}) * 4u)" if limit
+                else "UINT32_C(65536)")
+    else:
+        root = f"{isqrt}(q * 4u) >> {-e // 2}"
+    return _each(node, [f"const int32_t v = {em.at(x, 'i')};",
+                        f"const uint32_t q = v > 0 ? {q} : 0u;",
+                        f"const uint32_t r = {root};",
+                        store(em, node, "i", "(int32_t)((r + 1u) >> 1)")])
+
+
+def log_fixed(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    table = em.add_const_array(em.sym("log_table"), log_table(), "int16_t",
+                               f"ln(1 + i / 64) at scale 2^{TABLE_SCALE}, i = 0..64")
+    rd = em.target.read_const
+    helper = c_helper(em, f"log_q{TABLE_SCALE}", f"""\
+/* ln(max(q, 1) 2^-14) at scale 2^{TABLE_SCALE}: q = m 2^k, m in [2^14, 2^15), a table of 65 points, linear between */
+static int32_t @log_q{TABLE_SCALE}(int32_t q)
+{{
+    int32_t k = 0, lo, hi, f;
+    if (q < 1) q = 1;
+    while (q < 16384) {{
+        q *= 2;
+        --k;
+    }}
+    f = (q - 16384) & 255;
+    lo = {rd(table, '(q - 16384) >> 8', 'int16_t')};
+    hi = {rd(table, '((q - 16384) >> 8) + 1', 'int16_t')};
+    return lo + (((hi - lo) * f + 128) >> 8) + k * INT32_C({LN2_Q});
+}}
+""")
+    total = f"{helper}({em.at(x, 'i')}) + INT32_C({(14 - _scale(em, x)) * LN2_Q})"
+    return _each(node, [store(em, node, "i", shift_c(em, f"({total})", TABLE_SCALE - node.type.dtype.scale))])
+
+
+def power_spectrum_fixed(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    frames, length = em.graph.type(x).shape
+    size = int(node.attrs["fft_length"])
+    bins = size // 2 + 1
+    fft = c_real_fft(em, I16, size)
+    buffer = em.sym(f"power_frame_{length}_{size}")
+    em.static_ram[buffer] = 2 * length + 2 * (size + 2)
+    base = 2 * _scale(em, x) - node.type.dtype.scale - 2 * (size.bit_length() - 1)
+    return [f"for (long f = 0; f < {frames}; ++f) {{",
+            f"    static int16_t frame[{length}], spectrum[{size + 2}]; /* {buffer} */",
+            "    int32_t m = 0;",
+            "    int b = 0;",
+            f"    for (long i = 0; i < {length}; ++i) {{",
+            f"        const int32_t v = {em.at(x, f'f * {length} + i')};",
+            "        if ((v < 0 ? -v : v) > m) m = v < 0 ? -v : v;",
+            "    }",
+            "    if (m) while ((m << b) < 16384) ++b; /* the block exponent: the largest sample fills int16 */",
+            f"    for (long i = 0; i < {length}; ++i) frame[i] = (int16_t)({em.at(x, f'f * {length} + i')} * "
+            "(INT32_C(1) << b));",
+            f"    {fft}(frame, {length}, spectrum);",
+            f"    for (long k = 0; k < {bins}; ++k) {{",
+            "        const int32_t re = spectrum[2 * k], im = spectrum[2 * k + 1];",
+            "        const uint32_t e = (uint32_t)(re * re) + (uint32_t)(im * im);",
+            f"        const int r = 2 * b + ({base});",
+            "        uint32_t y;",
+            "        if (r <= 0)",
+            "            y = -r >= 15 ? (e ? 32767u : 0u) : (e > (UINT32_C(32767) >> -r) ? 32767u : e << -r);",
+            "        else if (r > 31)",
+            "            y = r == 32 && e >= UINT32_C(2147483648) ? 1u : 0u;",
+            "        else",
+            "            y = (e + (UINT32_C(1) << (r - 1))) >> r;",
+            f"        {store(em, node, f'f * {bins} + k', '(int32_t)(y > 32767u ? 32767u : y)')}",
+            "    }",
+            "}"]
+
+
+def power_spectrum_float(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    frames, length = em.graph.type(x).shape
+    size = int(node.attrs["fft_length"])
+    bins = size // 2 + 1
+    fft = c_real_fft(em, em.graph.type(x).dtype, size)
+    buffer = em.sym(f"power_spectrum_{size}")
+    em.static_ram[buffer] = 4 * (size + 2)
+    out = em.var(node.name)
+    return [f"for (long f = 0; f < {frames}; ++f) {{",
+            f"    static float spectrum[{size + 2}]; /* {buffer} */",
+            f"    {fft}({em.var(x)} + f * {length}, {length}, spectrum);",
+            f"    for (long k = 0; k < {bins}; ++k) {{",
+            "        const float re = spectrum[2 * k], im = spectrum[2 * k + 1];",
+            f"        {out}[f * {bins} + k] = re * re + im * im;",
+            "    }",
+            "}"]
+
+
+def zero_crossings_fixed(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    samples, axes = em.graph.type(x).shape
+    value = shift_c(em, "count", -node.type.dtype.scale, samples)
+    return [f"for (long a = 0; a < {axes}; ++a) {{",
+            "    int32_t count = 0;",
+            f"    int above = {em.at(x, 'a')} >= 0;",
+            f"    for (long i = 1; i < {samples}; ++i) {{",
+            f"        const int now = {em.at(x, f'i * {axes} + a')} >= 0;",
+            "        count += now != above;",
+            "        above = now;",
+            "    }",
+            f"    {store(em, node, 'a', value)}",
+            "}"]
+
+
+C_CODE["fixed"].update({"abs": abs_fixed, "sqrt": sqrt_fixed, "log": log_fixed, "power_spectrum": power_spectrum_fixed,
+                        "zero_crossings": zero_crossings_fixed})
+C_CODE["float"].update({"abs": _float_each("fabsf({})"), "sqrt": _float_each("sqrtf(fmaxf({}, 0.0f))"),
+                        "log": _float_each("logf({})"),
+                        "power_spectrum": power_spectrum_float})
