@@ -1,7 +1,9 @@
 """ONNX's recurrent layers (GRU, LSTM, RNN) as torch.nn exports them (scripts/export_pytorch_nets.py, both
 exporters), unrolled over the sequence or stepped one time step per call, held to onnxruntime: the float graph and
 the float C to float32 rounding, a stream of steps to the whole sequence; the initial states given as inputs are
-carried from call to call as onnxruntime is given them. The suite does not import torch: the files are committed."""
+carried from call to call as onnxruntime is given them. The suite does not import torch: the files are committed.
+It also runs what docs/guide/networks.md's recurrent-layer blocks show (stepping the exports, the command-line
+options), which the docs runner leaves to it."""
 
 from __future__ import annotations
 
