@@ -30,13 +30,14 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.importers.onnx_data import read_initializers
-from tinycc_ml.importers.onnx_network import attributes, network_graph
+from tinycc_ml.importers.onnx_network import attributes, fold_batch_norm, network_graph
 from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, input_sequence_axis
 from tinycc_ml.models.mlp import MLPModel
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.saved import check_array
 
-SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Identity")
+SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Identity",
+                 "BatchNormalization")
 ACTIVATION_OF = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "logistic"}
 MAX_ONNX_BYTES = 256 << 20
 ONNX_DOMAINS = ("", "ai.onnx")  # the standard operator set; a custom domain's "Relu" is another op
@@ -296,6 +297,13 @@ def _chain(path, graph, weights: dict, current: str, dim: int, rank: int) -> MLP
                 raise ModelFileError(f"{path}: Add node {node.name!r} adds shape {bias.shape} to {out} outputs")
             rank = max(rank, bias.ndim)
             layers[-1][1] = layers[-1][1] + np.broadcast_to(bias.reshape(-1), (out,))
+        elif op == "BatchNormalization":  # BatchNorm1d after a Linear (the TorchScript exporter leaves it)
+            if not layers or chains[-1] or rank != 2:
+                raise ModelFileError(f"{path}: BatchNormalization node {node.name!r} does not follow a MatMul or "
+                                     "Gemm of a (batch, features) input; only batch normalisation folded into the "
+                                     "layer before it is supported")
+            layers[-1] = list(fold_batch_norm(node, *layers[-1], [_const(path, weights, name, node)
+                                                                  for name in node.input[1:5]], path))
         else:  # Relu, Tanh, Sigmoid, Softmax
             if not layers:
                 raise ModelFileError(f"{path}: {op} node {node.name!r} does not follow a dense layer (it acts on "
