@@ -5,7 +5,7 @@ of torch.onnx.export's exporters wrote). Per model, on its test rows:
   exporters' files), and whether both exporters give the same C (float and int16, the files compared);
 - accuracy of onnxruntime, and of the host C at float / int16 / pow2 int8 / TFLite int8 (calibrated on 256 training
   rows; the project's dialects with the scale search), or the refusal's first words;
-- on the chips (--chips: a subset, pow2 int8, where it fits): cycles (ATmega328P, simavr) or instructions
+- on the chips (--chips: a subset, pow2 int8, else float, where it fits): cycles (ATmega328P, simavr) or instructions
   (Cortex-M0 and M4, QEMU) per inference, the model's flash and static RAM, agreement with the host build.
 
 Accuracy: classifiers the share of test rows, per-pixel models the share of pixels, autoencoders the negated mean
@@ -79,18 +79,26 @@ def refusal(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[:160]}"
 
 
-def host_scores(model, label: str, data: Dataset) -> tuple[np.ndarray, object]:
-    """The host C's real scores on the test rows at one build, and the build."""
+def build_options(model, label: str) -> tuple[str, dict]:
+    """The precision and options of a build label for this model."""
     precision, options = BUILDS[label]
     if not isinstance(model, NetworkModel):  # a dense network loads as an MLP: its int8 is the project's own
         if label == "int8_tflite":
             raise CompileError("an ONNX dense network loads as the MLP family, whose int8 is the project's own")
         options = {}
+    return precision, options
+
+
+def host_scores(model, label: str, data: Dataset) -> tuple[np.ndarray, object]:
+    """The host C's real scores on the test rows at one build, and the build."""
+    precision, options = build_options(model, label)
     rows = data.X_test.reshape(len(data.X_test), -1).astype(np.float64)
     calibration = data.X_train[:CALIBRATION_ROWS].reshape(CALIBRATION_ROWS, -1) if precision != "float" else None
     result = tinycc_ml.compile(model, target="host", precision=precision, calibration=calibration, name="net",
                                **options)
     predictor = result.load()
+    if isinstance(model, NetworkModel) and model.index_input:  # token indices: the C's int32_t rows
+        return np.asarray(predictor.run_raw(rows.astype(np.int32))[0], dtype=np.float64), result
     if label == "int8_tflite" and isinstance(model, NetworkModel):  # the C's input and scores: int8 tensors
         int8 = model.quantise(calibration)
         raw, _ = predictor.run_raw(int8.quantise_input(rows))
@@ -112,8 +120,8 @@ def literals_apart(a: str, b: str) -> float | None:
     return float(np.max(np.abs(x - y) / np.maximum(np.abs(x), 1e-30), initial=0.0))
 
 
-def same_c(path: Path, ts_path: Path, calibration: np.ndarray) -> str:
-    """Whether both exporters' files give the same C at float and at int16 (the files copied to one name, as the C's
+def same_c(path: Path, ts_path: Path, calibration: np.ndarray, precisions: tuple[str, ...]) -> str:
+    """Whether both exporters' files give the same C at float and at int16 where it compiles (the files copied to one name, as the C's
     comment names the file): "yes"; where the float C differs only in its constants, how far apart (relative) they
     are (the exporters fold BatchNorm into the Conv each in its own float32 arithmetic: the files' weights differ);
     else what differs."""
@@ -126,7 +134,7 @@ def same_c(path: Path, ts_path: Path, calibration: np.ndarray) -> str:
             for f in p.parent.glob(f"{p.name}*"):  # the .onnx renamed, its .onnx.data as the .onnx names it
                 shutil.copy(f, folder / ("net.onnx" if f.name == p.name else f.name))
             copies.append(folder / "net.onnx")
-        for precision in ("float", "int16"):
+        for precision in precisions:
             files = [tinycc_ml.compile(tinycc_ml.load_model(p), target="host", precision=precision, name="net",
                                        calibration=None if precision == "float" else calibration).files
                      for p in copies]
@@ -178,27 +186,30 @@ def measure(name: str, chips: bool) -> dict:
     calibration = data.X_train[:CALIBRATION_ROWS].reshape(CALIBRATION_ROWS, -1)
     if "torchscript" in models:
         try:
-            row["same_c"] = same_c(path, ts_path, calibration)
+            row["same_c"] = same_c(path, ts_path, calibration, ("float", "int16") if "int16" in builds else ("float",))
         except TinyccError as exc:
             row["same_c"] = refusal(exc)
-    if chips and name in CHIP_MODELS and "int8_pow2" in builds:
+    chip_build = next((label for label in ("int8_pow2", "float") if label in builds), None)
+    if chips and name in CHIP_MODELS and chip_build is not None:  # the project's int8 where it compiles, else float
         rows = data.X_test[:CHIP_ROWS].reshape(CHIP_ROWS, -1).astype(np.float64)
-        host = builds["int8_pow2"].load()
-        host_raw = host.scores(rows)
+        host = builds[chip_build].load()
+        host_raw = host.run_raw(host.quantise(rows) if not getattr(model, "index_input", False)
+                                else rows.astype(np.int32))[0]
+        precision, options = build_options(model, chip_build)
         for target in CHIPS:
             with tempfile.TemporaryDirectory() as tmp:
                 try:
-                    result = tinycc_ml.compile(model, target=target, precision="int8", calibration=calibration,
-                                               int8_dialect="pow2", name="net", out_dir=tmp)
+                    result = tinycc_ml.compile(model, target=target, precision=precision, calibration=calibration
+                                               if precision != "float" else None, name="net", out_dir=tmp, **options)
                     run = get_backend(target).simulate(Path(tmp), result.output, rows)
                 except TinyccError as exc:
-                    row["chips"][target] = {"refused": refusal(exc)}
+                    row["chips"][target] = {"precision": chip_build, "refused": refusal(exc)}
                     continue
             costs = run.cycles if run.cycles is not None else run.instructions
             row["chips"][target] = {
-                "unit": "cycles" if run.cycles is not None else "instructions", "per_inference": int(np.median(costs)),
-                "model_flash_bytes": int(run.model_flash_bytes), "model_ram_bytes": int(run.model_ram_bytes),
-                "stack_bytes": int(run.stack_bytes or 0),
+                "precision": chip_build, "unit": "cycles" if run.cycles is not None else "instructions",
+                "per_inference": int(np.median(costs)), "model_flash_bytes": int(run.model_flash_bytes),
+                "model_ram_bytes": int(run.model_ram_bytes), "stack_bytes": int(run.stack_bytes or 0),
                 "equal_to_host": bool(np.array_equal(np.asarray(run.scores).reshape(host_raw.shape), host_raw))}
     return row
 
@@ -245,7 +256,8 @@ def print_tables(rows: list[dict]) -> None:
                     cells.append("does not fit" if "FitError" in c["refused"] else "refused")
                 else:
                     cells.append(f"{c['per_inference']:,} {c['unit'][:5]}., {c['model_flash_bytes']:,} B flash, "
-                                 f"{c['model_ram_bytes']:,} B RAM{'' if c['equal_to_host'] else ' (DIFFERS)'}")
+                                 f"{c['model_ram_bytes']:,} B RAM{'' if c['equal_to_host'] else ' (DIFFERS)'}"
+                                 f"{' (float)' if c['precision'] == 'float' else ''}")
             print(f"| {r['model']} | " + " | ".join(cells) + " |")
 
 

@@ -30,11 +30,12 @@ from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, lower_recurrent
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.ops.windows import out_size, pad_before
-from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.ir.types import F32, TensorType, integer
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.saved import check_array
 
 ONNX_DOMAINS = ("", "ai.onnx")
+INDEX = integer(32)  # an integer input's type in the IR and the C: indices (ONNX's int64 narrowed)
 # op -> the attributes read (any other attribute is refused by name)
 NETWORK_OPS = {
     "Conv": ("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
@@ -870,7 +871,11 @@ class _Lowering:
         self.define(node.output[0], self.spatial_value(out, x.spatial))
 
     def gather(self, node, attrs: dict) -> None:
-        """Gather of a computed tensor at constant indices (a scalar removes the axis): strided slices."""
+        """Gather of a computed tensor at constant indices (a scalar removes the axis): strided slices; of a constant
+        table at computed integer indices (PyTorch's Embedding): the IR's gather."""
+        if node.input[0] in self.weights and len(node.input) > 1 and node.input[1] in self.values:
+            self.embedding(node, attrs)
+            return
         x = self.value(node, 0)
         what, rank = f"Gather node {node.name!r}", len(x.shape)
         axis = onnx_axis(attrs.get("axis", 0), rank, what)
@@ -898,6 +903,21 @@ class _Lowering:
         if time is not None and axis < time and indices.ndim == 0:
             time -= 1
         self.define(node.output[0], self.timed(self.reshaped(joined, shape, f"{label}_shape"), time))
+
+    def embedding(self, node, attrs: dict) -> None:
+        """Rows of a constant table picked by the network's integer input (an index outside the table is clamped
+        into it: the C has no error to return; onnxruntime refuses such an index)."""
+        what = f"Gather node {node.name!r}"
+        table = self.const(node, 0, "table").astype(np.float64)
+        indices = self.value(node, 1)
+        if self.graph.type(indices.node).dtype != INDEX:
+            raise _Bad(f"{what} takes the computed float tensor {node.input[1]!r} as indices of the constant "
+                       f"{node.input[0]!r}; only the network's integer input can index a constant table")
+        axis = onnx_axis(attrs.get("axis", 0), table.ndim, what)
+        label = identifier(node.name or node.output[0], "embedding")
+        out = self.add("gather", [self.add_const(table, "", f"{label}_table"), indices.node],
+                       {"axis": axis, "batch_dims": 0}, label)
+        self.define(node.output[0], TensorValue(out, self.graph.type(out).shape))
 
     def split(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
@@ -1281,6 +1301,10 @@ class _Lowering:
             raise _Bad(f"{op} node {node.name!r} reads {timed[0]!r}, a recurrent layer's sequence, across its time "
                        "steps; a stepped build (recurrent='step') computes one time step per call: compile with "
                        "recurrent='unroll'")
+        integers = [n for n in node.input if n in self.values and self.graph.type(self.values[n].node).dtype == INDEX]
+        if integers and not (op == "Gather" and node.input[0] in self.weights and list(node.input[1:]) == integers):
+            raise _Bad(f"{op} node {node.name!r} reads the integer input {integers[0]!r}; only a Gather of a constant "
+                       "table (an Embedding) reads integer indices")
         if op in RECURRENT_OPS:
             lower_recurrent(self, node, attrs, identifier(node.name or node.output[0], op.lower()), self.stepped)
         elif op == "Gather":
@@ -1414,7 +1438,7 @@ def canonical_graph(graph: Graph, proto_graph, origin: dict[str, int]) -> Graph:
 
 def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list[int],
                   opset: int | None = None, states: tuple = (), sequence_axis: int | None = None,
-                  stepped: bool = False, file_steps: int | None = None) -> Graph:
+                  stepped: bool = False, file_steps: int | None = None, indices: bool = False) -> Graph:
     """The float IR graph of an ONNX network (``shape``: its input's, batch 1); ModelFileError on anything
     it does not lower.
 
@@ -1422,7 +1446,8 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
     PyTorch's h0 is given the h_n of the call before): a ``state`` node, zero after a reset, whose next value is the
     network's output in the same place among its outputs after the first (the scores). ``sequence_axis``: the
     input's axis that a recurrent layer reads as its sequence; ``stepped``: one time step per call (that axis is 1
-    long; ``file_steps`` its length in the file's constants)."""
+    long; ``file_steps`` its length in the file's constants). ``indices``: the input holds integers (int32 in the
+    C), indices that only Gather nodes of a constant table (PyTorch's Embedding) read."""
     path = Path(path)
     problems = unsupported(proto_graph)
     if problems:
@@ -1443,7 +1468,12 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
         for node in proto_graph.node:  # every op here writes its first output: a node without one computes nothing
             if not node.output or not node.output[0]:
                 raise _Bad(f"node {node.name!r} ({node.op_type}) has no output")
-        low.define(input_name, input_value(graph, input_name, shape, sequence_axis, stepped))
+        if indices:
+            layout = {2: "NC", 3: "NCW", 4: "NCHW"}.get(len(shape), "")  # as ONNX holds it: nothing reads it spatially
+            low.define(input_name, TensorValue(graph.add("input", [], {"name": "x"}, type=TensorType(
+                tuple(shape), INDEX, layout), name="x"), tuple(shape)))
+        else:
+            low.define(input_name, input_value(graph, input_name, shape, sequence_axis, stepped))
         state_nodes = []
         for name, state_shape in states:
             state_shape = tuple(state_shape)
