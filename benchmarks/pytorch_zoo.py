@@ -121,7 +121,7 @@ def literals_apart(a: str, b: str) -> float | None:
 
 
 def same_c(path: Path, ts_path: Path, calibration: np.ndarray, precisions: tuple[str, ...]) -> str:
-    """Whether both exporters' files give the same C at float and at int16 where it compiles (the files copied to one name, as the C's
+    """Whether both exporters' files give the same C at ``precisions`` (the files copied to one name, as the C's
     comment names the file): "yes"; where the float C differs only in its constants, how far apart (relative) they
     are (the exporters fold BatchNorm into the Conv each in its own float32 arithmetic: the files' weights differ);
     else what differs."""
