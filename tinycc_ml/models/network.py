@@ -166,8 +166,10 @@ class NetworkModel(Model):
 
     @property
     def index_input(self) -> bool:
-        """A float network whose input is integer indices (an ONNX Embedding's): integers in, float out."""
-        return self._input_dtype.is_integer and all(t.dtype.is_float for _, _, t in self.output_parts)
+        """A float network whose input is integer indices (an ONNX Embedding's): integers in, float everywhere after
+        (a .tflite file's int32 ids into an int8 table compute in its integers instead)."""
+        return self._input_dtype.is_integer and not any(self.graph.type(n).dtype.is_quantised for n in self.graph.nx) \
+            and all(t.dtype.is_float for _, _, t in self.output_parts)
 
     @property
     def integer_input(self) -> bool:
