@@ -30,13 +30,14 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.importers.onnx_data import read_initializers
-from tinycc_ml.importers.onnx_network import attributes, network_graph
+from tinycc_ml.importers.onnx_network import attributes, fold_batch_norm, network_graph
 from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, input_sequence_axis
 from tinycc_ml.models.mlp import MLPModel
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.saved import check_array
 
-SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Identity")
+SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Identity",
+                 "BatchNormalization")
 ACTIVATION_OF = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "logistic"}
 MAX_ONNX_BYTES = 256 << 20
 ONNX_DOMAINS = ("", "ai.onnx")  # the standard operator set; a custom domain's "Relu" is another op
@@ -116,12 +117,13 @@ def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = Non
                            f"sequence; here {'; '.join(others)}")
     batch = dims[0].dim_param if len(dims) > 1 and dims[0].HasField("dim_param") else None
     states = [(i.name, state_shape(path, i, batch)) for i in inputs[1:]]
-    dense = all(node.op_type in SUPPORTED_OPS for node in graph.node)
+    dense = all(node.op_type in SUPPORTED_OPS for node in graph.node) and \
+        inputs[0].type.tensor_type.elem_type == FLOAT32_TYPE
     if not dense or states or (len(shape) > 1 and any(s != 1 for s in shape[:-1])):
         opset = next((o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS), None)
         network = network_graph(path, graph, weights, inputs[0].name, shape if axis == 0 else [1, *shape[1:]], opset,
-                                tuple(states), axis,
-                                stepped, file_steps)
+                                tuple(states), axis, stepped, file_steps,
+                                indices=inputs[0].type.tensor_type.elem_type in INDEX_TYPES)
         model = NetworkModel(network, path.name)
         if recurrent_layers:
             model.recurrent, model.recurrent_layers = recurrent, tuple(recurrent_layers)
@@ -156,6 +158,7 @@ ARITY = {"Gemm": (2, 3), "MatMul": (2, 2), "Add": (2, 2), "Relu": (1, 1), "Tanh"
 # ops whose every operand is float arithmetic: their initializers must be float32, as the input is
 FLOAT_OPERANDS = ("Gemm", "MatMul", "Add", "Conv", "BatchNormalization")
 FLOAT32_TYPE = 1  # TensorProto.FLOAT
+INDEX_TYPES = (6, 7)  # TensorProto.INT32, INT64: the indices an Embedding (Gather of a constant table) reads
 FIRST_OPSET = 7  # older standard opsets define Gemm, BatchNormalization, ... otherwise
 FIRST_IR_VERSION = 3  # the first with opset imports (0: a file that never said)
 
@@ -173,10 +176,14 @@ def check_like_onnxruntime(path: Path, proto, input_names: list[str]) -> None:
     outputs = list(proto.graph.output)
     for value in [*[i for i in proto.graph.input if i.name in input_names], *outputs]:
         kind = value.type.tensor_type.elem_type
+        if value.name == input_names[0] and kind in INDEX_TYPES:  # token indices: an Embedding's Gather reads them
+            continue
         # an output with no type at all is left to inference; a tensor type of element type 0 is refused
         if kind != FLOAT32_TYPE and not (value in outputs and not value.type.HasField("tensor_type")):
             raise ModelFileError(f"{path}: {'output' if value in outputs else 'input'} {value.name!r} has ONNX "
-                                 f"element type {kind}; float32 (type 1) is read")
+                                 f"element type {kind}; float32 (type 1) is read"
+                                 + (", and integers (int32, int64: indices) as the first input" if value.name in
+                                    input_names else ""))
     versions = [o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS]
     newest = defs.onnx_opset_version()
     if len(versions) != 1 or not FIRST_OPSET <= versions[0] <= newest:
@@ -296,6 +303,13 @@ def _chain(path, graph, weights: dict, current: str, dim: int, rank: int) -> MLP
                 raise ModelFileError(f"{path}: Add node {node.name!r} adds shape {bias.shape} to {out} outputs")
             rank = max(rank, bias.ndim)
             layers[-1][1] = layers[-1][1] + np.broadcast_to(bias.reshape(-1), (out,))
+        elif op == "BatchNormalization":  # BatchNorm1d after a Linear (the TorchScript exporter leaves it)
+            if not layers or chains[-1] or rank != 2:
+                raise ModelFileError(f"{path}: BatchNormalization node {node.name!r} does not follow a MatMul or "
+                                     "Gemm of a (batch, features) input; only batch normalisation folded into the "
+                                     "layer before it is supported")
+            layers[-1] = list(fold_batch_norm(node, *layers[-1], [_const(path, weights, name, node)
+                                                                  for name in node.input[1:5]], path))
         else:  # Relu, Tanh, Sigmoid, Softmax
             if not layers:
                 raise ModelFileError(f"{path}: {op} node {node.name!r} does not follow a dense layer (it acts on "

@@ -28,12 +28,14 @@ import numpy as np
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, lower_recurrent
 from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.ops.state import next_label
 from tinycc_ml.ir.ops.windows import out_size, pad_before
-from tinycc_ml.ir.types import F32, TensorType
+from tinycc_ml.ir.types import F32, TensorType, integer
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
 from tinycc_ml.models.saved import check_array
 
 ONNX_DOMAINS = ("", "ai.onnx")
+INDEX = integer(32)  # an integer input's type in the IR and the C: indices (ONNX's int64 narrowed)
 # op -> the attributes read (any other attribute is refused by name)
 NETWORK_OPS = {
     "Conv": ("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
@@ -254,6 +256,26 @@ def onnx_nearest_sources(size_in: int, size_out: int, factor, transform: str, ro
     return sources
 
 
+def fold_batch_norm(bn, w: np.ndarray, b: np.ndarray, params: list[np.ndarray], path: Path) -> tuple[np.ndarray,
+                                                                                                      np.ndarray]:
+    """The weights w (output channels first) and bias b of the layer before BatchNormalization node ``bn`` (its
+    scale, bias, mean and var ``params``) with it folded in: w' = w * g / sqrt(v + eps) per output channel;
+    b' = (b - mean) * g / sqrt(v + eps) + beta. ModelFileError naming the file and the node."""
+    channels = w.shape[0]
+    gamma, beta, mean, var = (np.asarray(a, dtype=np.float64).reshape(-1) for a in params)
+    if any(a.shape != (channels,) for a in (gamma, beta, mean, var)):
+        raise ModelFileError(f"{path}: BatchNormalization node {bn.name!r} has parameters of shapes "
+                   f"{[list(a.shape) for a in (gamma, beta, mean, var)]}, expected ({channels},) each")
+    epsilon = float(attributes(bn).get("epsilon", 1e-5))
+    if np.any(var + epsilon <= 0):
+        raise ModelFileError(f"{path}: BatchNormalization node {bn.name!r} has a variance + epsilon <= 0")
+    factor = gamma / np.sqrt(var + epsilon)
+    folded_w = w * factor.reshape(-1, *([1] * (w.ndim - 1)))
+    folded_b = (b - mean) * factor + beta
+    check_array(folded_w, f"BatchNormalization node {bn.name!r} folded weights", path)
+    return folded_w, check_array(folded_b, f"BatchNormalization node {bn.name!r} folded bias", path)
+
+
 def ceil_mode_pads(sizes, window, strides, pads) -> list[int]:
     """ONNX's pads with what ceil_mode adds after each axis: onnxruntime's output size rounds up, less a last window
     that would start in the padding after the input."""
@@ -283,6 +305,12 @@ class _Lowering:
                 if name:
                     self.consumers.setdefault(name, []).append(k)
         self.outputs = {o.name for o in proto_graph.output}
+        # the ONNX node being lowered (its index), and the one each IR node was created for: the IR's names are made
+        # the same for both exporters' files at the end (canonical_names)
+        self.current: int | None = None
+        # a zero Pad's output that only a Conv reads -> (its operand, the padding before and after each spatial axis)
+        self.zero_padded: dict[str, tuple[TensorValue, list[int], list[int]]] = {}
+        self.origin: dict[str, int] = {}
 
     # ---- operands
 
@@ -308,13 +336,16 @@ class _Lowering:
 
     def add_const(self, array: np.ndarray, layout: str, name: str) -> str:
         array = np.asarray(array, dtype=np.float32)
-        return self.graph.add("const", [], {"value": array}, type=TensorType(array.shape, F32, layout), name=name)
+        return self.add("const", [], {"value": array}, name, TensorType(array.shape, F32, layout))
 
     def add(self, op: str, inputs: list[str], attrs: dict, name: str, declared: TensorType | None = None) -> str:
         try:
-            return self.graph.add(op, inputs, attrs, type=declared, name=name)
+            added = self.graph.add(op, inputs, attrs, type=declared, name=name)
         except ValueError as exc:
             raise _Bad(f"{op} for {name!r}: {exc}") from None
+        if self.current is not None:
+            self.origin[added] = self.current
+        return added
 
     def only_consumer(self, name: str, ops: tuple[str, ...]):
         """The one node that reads ``name``, when it is one of ``ops`` and ``name`` is not an output."""
@@ -363,6 +394,14 @@ class _Lowering:
 
     def conv(self, node, attrs: dict) -> None:
         x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "conv"))
+        padded = self.zero_padded.get(node.input[0])
+        auto = attrs.get("auto_pad", b"NOTSET")
+        if padded is not None and (auto.decode() if isinstance(auto, bytes) else auto) == "NOTSET":
+            # F.pad then a Conv (a causal convolution): the Conv's own padding, no padded copy (the TorchScript
+            # exporter keeps the Pad, dynamo folds it into the Conv)
+            x, before, after = padded
+            own = _ints(attrs.get("pads"), 2 * x.spatial, 0, f"Conv node {node.name!r}: pads")
+            attrs = {**attrs, "pads": [p + q for p, q in zip(own, before + after)]}
         if not x.spatial:
             raise _Bad(f"Conv node {node.name!r} takes a tensor of shape {list(x.shape)}; expected (batch, "
                        "channels, length) or (batch, channels, height, width)")
@@ -424,21 +463,8 @@ class _Lowering:
         return padding_attrs(node, attrs, list(x.shape[2:]), window, strides, dilations)
 
     def fold_batch_norm(self, bn, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """w' = w * g / sqrt(v + eps) per output channel; b' = (b - mean) * g / sqrt(v + eps) + beta."""
-        channels = w.shape[0]
-        gamma, beta, mean, var = (self.const(bn, i, what).reshape(-1)
-                                  for i, what in enumerate(("scale", "bias", "mean", "var"), start=1))
-        if any(a.shape != (channels,) for a in (gamma, beta, mean, var)):
-            raise _Bad(f"BatchNormalization node {bn.name!r} has parameters of shapes "
-                       f"{[list(a.shape) for a in (gamma, beta, mean, var)]}, expected ({channels},) each")
-        epsilon = float(attributes(bn).get("epsilon", 1e-5))
-        if np.any(var + epsilon <= 0):
-            raise _Bad(f"BatchNormalization node {bn.name!r} has a variance + epsilon <= 0")
-        factor = gamma / np.sqrt(var + epsilon)
-        folded_w = w * factor.reshape(-1, *([1] * (w.ndim - 1)))
-        folded_b = (b - mean) * factor + beta
-        check_array(folded_w, f"BatchNormalization node {bn.name!r} folded weights", self.path)
-        return folded_w, check_array(folded_b, f"BatchNormalization node {bn.name!r} folded bias", self.path)
+        params = [self.const(bn, i, what) for i, what in enumerate(("scale", "bias", "mean", "var"), start=1)]
+        return fold_batch_norm(bn, w, b, params, self.path)
 
     def pool(self, node, attrs: dict) -> None:
         x = self.spatial(self.value(node, 0), identifier(node.name or node.output[0], "pool"))
@@ -845,7 +871,11 @@ class _Lowering:
         self.define(node.output[0], self.spatial_value(out, x.spatial))
 
     def gather(self, node, attrs: dict) -> None:
-        """Gather of a computed tensor at constant indices (a scalar removes the axis): strided slices."""
+        """Gather of a computed tensor at constant indices (a scalar removes the axis): strided slices; of a constant
+        table at computed integer indices (PyTorch's Embedding): the IR's gather."""
+        if node.input[0] in self.weights and len(node.input) > 1 and node.input[1] in self.values:
+            self.embedding(node, attrs)
+            return
         x = self.value(node, 0)
         what, rank = f"Gather node {node.name!r}", len(x.shape)
         axis = onnx_axis(attrs.get("axis", 0), rank, what)
@@ -873,6 +903,21 @@ class _Lowering:
         if time is not None and axis < time and indices.ndim == 0:
             time -= 1
         self.define(node.output[0], self.timed(self.reshaped(joined, shape, f"{label}_shape"), time))
+
+    def embedding(self, node, attrs: dict) -> None:
+        """Rows of a constant table picked by the network's integer input (an index outside the table is clamped
+        into it: the C has no error to return; onnxruntime refuses such an index)."""
+        what = f"Gather node {node.name!r}"
+        table = self.const(node, 0, "table").astype(np.float64)
+        indices = self.value(node, 1)
+        if self.graph.type(indices.node).dtype != INDEX:
+            raise _Bad(f"{what} takes the computed float tensor {node.input[1]!r} as indices of the constant "
+                       f"{node.input[0]!r}; only the network's integer input can index a constant table")
+        axis = onnx_axis(attrs.get("axis", 0), table.ndim, what)
+        label = identifier(node.name or node.output[0], "embedding")
+        out = self.add("gather", [self.add_const(table, "", f"{label}_table"), indices.node],
+                       {"axis": axis, "batch_dims": 0}, label)
+        self.define(node.output[0], TensorValue(out, self.graph.type(out).shape))
 
     def split(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
@@ -944,6 +989,8 @@ class _Lowering:
             raise _Bad(f"{what} pads the batch axis")
         label = identifier(node.name or node.output[0], "pad")
         self.define(node.output[0], self.padded(x, before, after, label))
+        if x.spatial and not (before[1] or after[1]) and self.only_consumer(node.output[0], ("Conv",)):
+            self.zero_padded[node.output[0]] = (x, before[2:], after[2:])  # the Conv pads it instead (conv)
 
     def padded(self, x: TensorValue, before: list[int], after: list[int], label: str) -> TensorValue:
         """``x`` with zeros before and after each ONNX axis."""
@@ -1026,26 +1073,28 @@ class _Lowering:
         self.define(name, self.spatial_value(out, n))
 
     def last_axis_op(self, node, attrs: dict) -> None:
-        """LogSoftmax and LayerNormalization over the last axis (as ONNX holds the tensor)."""
+        """LogSoftmax over any axis, LayerNormalization over the last axis (as ONNX holds the tensor)."""
         x = self.value(node, 0)
         what = f"{node.op_type} node {node.name!r}"
+        if node.op_type == "LogSoftmax":
+            label = identifier(node.name or node.output[0], "logsoftmax")
+            self.define(node.output[0], self.along_last_axis(x, self.softmax_axis(node, attrs, x), label,
+                                                             lambda v: self.add("log_softmax", [v], {}, label)))
+            return
         axis = onnx_axis(attrs.get("axis", -1), len(x.shape), what)
         if axis != len(x.shape) - 1:
             raise _Bad(f"{what} over axis {axis} of shape {list(x.shape)}; only the last axis is supported")
         label = identifier(node.name or node.output[0], node.op_type.lower())
         x = x if len(x.shape) == 2 else self.plain(x, label)
-        if node.op_type == "LogSoftmax":
-            out = self.add("log_softmax", [x.node], {}, label)
-        else:
-            depth = x.shape[-1]
-            gamma = self.const(node, 1, "scale").reshape(-1)
-            beta = self.const(node, 2, "bias", required=False)
-            beta = np.zeros(depth) if beta is None else beta.reshape(-1)
-            if gamma.shape != (depth,) or beta.shape != (depth,):
-                raise _Bad(f"{what}: scale and bias of {gamma.size} and {beta.size} values for an axis of {depth}")
-            out = self.add("layer_norm", [x.node, self.add_const(gamma, "", f"{label}_scale"),
-                                          self.add_const(beta, "", f"{label}_bias")],
-                           {"epsilon": float(attrs.get("epsilon", 1e-5))}, label)
+        depth = x.shape[-1]
+        gamma = self.const(node, 1, "scale").reshape(-1)
+        beta = self.const(node, 2, "bias", required=False)
+        beta = np.zeros(depth) if beta is None else beta.reshape(-1)
+        if gamma.shape != (depth,) or beta.shape != (depth,):
+            raise _Bad(f"{what}: scale and bias of {gamma.size} and {beta.size} values for an axis of {depth}")
+        out = self.add("layer_norm", [x.node, self.add_const(gamma, "", f"{label}_scale"),
+                                      self.add_const(beta, "", f"{label}_bias")],
+                       {"epsilon": float(attrs.get("epsilon", 1e-5))}, label)
         self.define(node.output[0], TensorValue(out, x.shape))
 
     def fold(self, node) -> bool:
@@ -1112,6 +1161,12 @@ class _Lowering:
             raise _Bad(f"{what} takes {W.shape[1]} features, its input has {x.shape[-1]}")
         if b.shape != (W.shape[0],):
             raise _Bad(f"{what} bias has {b.size} values, expected {W.shape[0]}")
+        found = self.only_consumer(name, ("BatchNormalization",)) if len(rows) == 1 else None
+        if found is not None:  # BatchNorm1d after a Linear (the TorchScript exporter leaves it): its features' axis
+            k, bn = found
+            W, b = self.fold_batch_norm(bn, W, b)
+            self.done.add(k)
+            name = bn.output[0]
         activation, name = self.activation_after(name)
         label = identifier(node.name or name, "dense")
         weights = self.add_const(W, "OI", f"{label}_weights")
@@ -1153,12 +1208,37 @@ class _Lowering:
 
     def softmax(self, node, attrs: dict) -> None:
         x = self.value(node, 0)
-        axis = int(attrs.get("axis", -1))
-        if x.spatial or len(x.shape) != 2 or axis not in (-1, 1):
-            raise _Bad(f"Softmax node {node.name!r} over axis {axis} of shape {list(x.shape)}; only the softmax of "
-                       "(batch, classes) over the classes is supported")
-        out = self.add("softmax", [x.node], {"beta": 1.0}, identifier(node.name or node.output[0], "softmax"))
-        self.define(node.output[0], TensorValue(out, x.shape))
+        axis = self.softmax_axis(node, attrs, x)
+        label = identifier(node.name or node.output[0], "softmax")
+        self.define(node.output[0], self.along_last_axis(x, axis, label, lambda v: self.add(
+            "softmax", [v], {"beta": 1.0}, label)))
+
+    def softmax_axis(self, node, attrs: dict, x: TensorValue) -> int:
+        """Softmax's / LogSoftmax's axis; before opset 13 they normalise over every axis from it on (the tensor
+        taken as a matrix), which is one axis only where the axes after it hold one element each."""
+        what = f"{node.op_type} node {node.name!r}"
+        axis = onnx_axis(attrs.get("axis", -1 if self.opset is None or self.opset >= 13 else 1), len(x.shape), what)
+        if self.opset is not None and self.opset < 13 and any(d != 1 for d in x.shape[axis + 1:]):
+            raise _Bad(f"{what} (opset {self.opset}) normalises axes {axis}.. of shape {list(x.shape)} together; only "
+                       "one axis is supported: export with opset 13 or later")
+        return axis
+
+    def along_last_axis(self, x: TensorValue, axis: int, label: str, op) -> TensorValue:
+        """``op`` (IR node -> IR node: an op along the last axis) along ONNX axis ``axis`` of ``x``: the axis moved
+        last and back (a reshape where the axes after it hold one element each, else a transpose)."""
+        x = self.plain(x, label)
+        rank = len(x.shape)
+        if axis == rank - 1:
+            return TensorValue(op(x.node), x.shape)
+        perm = [k for k in range(rank) if k != axis] + [axis]
+        moved = tuple(x.shape[p] for p in perm)
+        free = all(d == 1 for d in x.shape[axis + 1:])
+        last = self.add("reshape" if free else "transpose", [x.node], {"shape": list(moved)} if free else
+                        {"perm": perm}, f"{label}_last")
+        out = op(last)
+        back = [perm.index(k) for k in range(rank)]
+        return TensorValue(self.add("reshape" if free else "transpose", [out], {"shape": list(x.shape)} if free else
+                                    {"perm": back}, f"{label}_back"), x.shape)
 
     def activation(self, node, attrs: dict) -> None:
         """An elementwise activation (ir/ops/network); a Sigmoid whose output only a Mul by its input reads is
@@ -1221,6 +1301,10 @@ class _Lowering:
             raise _Bad(f"{op} node {node.name!r} reads {timed[0]!r}, a recurrent layer's sequence, across its time "
                        "steps; a stepped build (recurrent='step') computes one time step per call: compile with "
                        "recurrent='unroll'")
+        integers = [n for n in node.input if n in self.values and self.graph.type(self.values[n].node).dtype == INDEX]
+        if integers and not (op == "Gather" and node.input[0] in self.weights and list(node.input[1:]) == integers):
+            raise _Bad(f"{op} node {node.name!r} reads the integer input {integers[0]!r}; only a Gather of a constant "
+                       "table (an Embedding) reads integer indices")
         if op in RECURRENT_OPS:
             lower_recurrent(self, node, attrs, identifier(node.name or node.output[0], op.lower()), self.stepped)
         elif op == "Gather":
@@ -1305,9 +1389,56 @@ def input_value(graph: Graph, name: str, shape: list[int], sequence_axis: int | 
     return TensorValue(node, tuple(shape), spatial)
 
 
+def canonical_graph(graph: Graph, proto_graph, origin: dict[str, int]) -> Graph:
+    """The graph both exporters' files of one network give alike. A reshape of a reshape reads the first one's
+    operand (the exporters move axes in different steps: dynamo's view / unsqueeze chains, TorchScript's Flatten),
+    and what no output needs is dropped. Each ONNX node's IR nodes are named after the IR op it became, numbered in
+    order (conv2d, conv2d_1, ...; its constants conv2d_filter, ...), not after the ONNX node's name (dynamo
+    "node_conv2d", TorchScript "/0/Conv"). The input, the states given as inputs and what follows the last ONNX
+    node keep their names."""
+    source: dict[str, str] = {}  # reshape -> the operand of its chain of reshapes
+    for name in graph.order():
+        node = graph.node(name)
+        if node.op == "reshape" and graph.op(node.inputs[0]) == "reshape":
+            source[name] = source.get(node.inputs[0], graph.node(node.inputs[0]).inputs[0])
+    operands = {name: (source[name],) if name in source else graph.node(name).inputs for name in graph.nx}
+    needed, stack = set(), [n for _, n in graph.outputs] + [n for n in graph.nx if graph.op(n) in ("input", "state")]
+    while stack:
+        name = stack.pop()
+        if name not in needed:
+            needed.add(name)
+            stack.extend(operands[name])
+    order = [name for name in graph.order() if name in needed]
+    label_of: dict[int, str] = {}  # ONNX node index -> its canonical label
+    for name in order:  # the op of an ONNX node's last computed IR node names it
+        k = origin.get(name)
+        if k is not None and graph.op(name) != "const":
+            label_of[k] = graph.op(name)
+    taken: dict[str, int] = {}
+    for k in sorted(label_of):
+        op = label_of[k]
+        label_of[k] = op if op not in taken else f"{op}_{taken[op]}"
+        taken[op] = taken.get(op, 0) + 1
+    renamed = Graph(graph.name)
+    mapping: dict[str, str] = {}
+    for name in order:
+        node, k = graph.node(name), origin.get(name)
+        new = name
+        if k is not None and k in label_of:
+            onnx_node = proto_graph.node[k]
+            prefix = identifier(onnx_node.name or onnx_node.output[0], "")
+            suffix = name[len(prefix):] if prefix and name.startswith(prefix) else f"_{name}"
+            new = label_of[k] + suffix
+        mapping[name] = renamed.add(node.op, [mapping[i] for i in operands[name]], node.attrs, type=node.type,
+                                    name=new)
+    next_labels = {next_label(n): next_label(mapping[n]) for n in graph.nx if graph.op(n) == "state"}
+    renamed.outputs = [(next_labels.get(label, label), mapping[n]) for label, n in graph.outputs]
+    return renamed
+
+
 def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list[int],
                   opset: int | None = None, states: tuple = (), sequence_axis: int | None = None,
-                  stepped: bool = False, file_steps: int | None = None) -> Graph:
+                  stepped: bool = False, file_steps: int | None = None, indices: bool = False) -> Graph:
     """The float IR graph of an ONNX network (``shape``: its input's, batch 1); ModelFileError on anything
     it does not lower.
 
@@ -1315,7 +1446,8 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
     PyTorch's h0 is given the h_n of the call before): a ``state`` node, zero after a reset, whose next value is the
     network's output in the same place among its outputs after the first (the scores). ``sequence_axis``: the
     input's axis that a recurrent layer reads as its sequence; ``stepped``: one time step per call (that axis is 1
-    long; ``file_steps`` its length in the file's constants)."""
+    long; ``file_steps`` its length in the file's constants). ``indices``: the input holds integers (int32 in the
+    C), indices that only Gather nodes of a constant table (PyTorch's Embedding) read."""
     path = Path(path)
     problems = unsupported(proto_graph)
     if problems:
@@ -1336,7 +1468,12 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
         for node in proto_graph.node:  # every op here writes its first output: a node without one computes nothing
             if not node.output or not node.output[0]:
                 raise _Bad(f"node {node.name!r} ({node.op_type}) has no output")
-        low.define(input_name, input_value(graph, input_name, shape, sequence_axis, stepped))
+        if indices:
+            layout = {2: "NC", 3: "NCW", 4: "NCHW"}.get(len(shape), "")  # as ONNX holds it: nothing reads it spatially
+            low.define(input_name, TensorValue(graph.add("input", [], {"name": "x"}, type=TensorType(
+                tuple(shape), INDEX, layout), name="x"), tuple(shape)))
+        else:
+            low.define(input_name, input_value(graph, input_name, shape, sequence_axis, stepped))
         state_nodes = []
         for name, state_shape in states:
             state_shape = tuple(state_shape)
@@ -1350,8 +1487,10 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
                 continue
             if set(node.output) & set(node.input):
                 raise _Bad(f"node {node.name!r} ({node.op_type}) takes its own output as an input")
+            low.current = k
             if not low.fold(node):
                 low.lower(node)
+        low.current = None
         final = proto_graph.output[0].name
         if final not in low.values:
             raise _Bad(f"the output {final!r} is computed by no supported node")
@@ -1372,6 +1511,7 @@ def network_graph(path, proto_graph, weights: dict, input_name: str, shape: list
             if graph.type(node).shape != tuple(state_shape):
                 node = low.add("reshape", [node], {"shape": list(state_shape)}, f"{state}_next")
             graph.set_next_state(state, node)
+        graph = canonical_graph(graph, proto_graph, low.origin)
         verify(graph)
     except _Bad as exc:
         raise ModelFileError(f"{path}: {exc}") from None

@@ -177,8 +177,8 @@ class _Layer:
         rows = [(array[0, d] if self.layout else array[d, 0]).reshape(vector) for d in range(self.dirs)]
         if not self.stepped:
             return [self.const(row, "", f"{self.label}_{what}0_{d}") for d, row in enumerate(rows)], []
-        states = [low.graph.add("state", [], {"init": row.astype(np.float32)}, type=TensorType(vector, F32, ""),
-                                name=f"{self.label}_{what}") for row in rows]
+        states = [low.add("state", [], {"init": row.astype(np.float32)}, f"{self.label}_{what}",
+                          TensorType(vector, F32, "")) for row in rows]
         return states, states
 
     def gate_constants(self, d: int, gate: int, name: str) -> tuple[str, str, np.ndarray, np.ndarray]:

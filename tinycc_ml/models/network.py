@@ -162,7 +162,14 @@ class NetworkModel(Model):
         """Whether the file fixes the arithmetic: TFLite's int8 (a quantised input), or plain integers in (an
         audio front end's samples), which compile as they are."""
         dtype = self._input_dtype
-        return dtype.is_quantised or dtype.is_integer
+        return dtype.is_quantised or (dtype.is_integer and not self.index_input)
+
+    @property
+    def index_input(self) -> bool:
+        """A float network whose input is integer indices (an ONNX Embedding's): integers in, float everywhere after
+        (a .tflite file's int32 ids into an int8 table compute in its integers instead)."""
+        return self._input_dtype.is_integer and not any(self.graph.type(n).dtype.is_quantised for n in self.graph.nx) \
+            and all(t.dtype.is_float for _, _, t in self.output_parts)
 
     @property
     def integer_input(self) -> bool:
@@ -229,6 +236,9 @@ class NetworkModel(Model):
                 "retrained and exported again) would fit, or a target with more flash")
 
     def check_precision(self, precision: str) -> None:
+        if self.index_input and precision != "float":
+            raise CompileError(f"{self.describe()}: its input is integer indices (an Embedding's); precision "
+                               f"{precision!r} is not implemented for such a network: compile it at precision float")
         if not self.is_quantised:
             if precision not in FLOAT_NETWORK_PRECISIONS:
                 raise CompileError(f"{self.describe()}: a float network compiles at precision "

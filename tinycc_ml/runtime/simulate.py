@@ -43,7 +43,8 @@ from tinycc_ml.chips import Chip
 from tinycc_ml.errors import CompileError, DataError, ToolchainError
 from tinycc_ml.plugins import Registry
 
-INPUT_DTYPES = {"int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"), "float": np.dtype("<f4")}
+INPUT_DTYPES = {"int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"), "float": np.dtype("<f4"),
+                "int32_t": np.dtype("<i4")}  # int32_t: indices (an ONNX Embedding's input)
 SCORE_DTYPES = {"int32_t": np.dtype("<i4"), "int16_t": np.dtype("<i2"), "int8_t": np.dtype("i1"),
                 "uint8_t": np.dtype("u1"), "float": np.dtype("<f4")}  # uint8_t: a bool mask
 # the task's own entry point the harnesses call besides predict and scores (TCM_TASK in the harness)

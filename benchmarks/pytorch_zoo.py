@@ -1,0 +1,288 @@
+"""The PyTorch zoo measured (scripts/pytorch_zoo.py: the models, their data; tests/data/pytorch_zoo: the files both
+of torch.onnx.export's exporters wrote). Per model, on its test rows:
+
+- float: agreement of the host C's labels with onnxruntime's and the largest |difference| of the scores (both
+  exporters' files), and whether both exporters give the same C (float and int16, the files compared);
+- accuracy of onnxruntime, and of the host C at float / int16 / pow2 int8 / TFLite int8 (calibrated on 256 training
+  rows; the project's dialects with the scale search), or the refusal's first words;
+- on the chips (--chips: a subset, pow2 int8, else float, where it fits): cycles (ATmega328P, simavr) or instructions
+  (Cortex-M0 and M4, QEMU) per inference, the model's flash and static RAM, agreement with the host build.
+
+Accuracy: classifiers the share of test rows, per-pixel models the share of pixels, autoencoders the negated mean
+squared error. Needs no torch.
+
+    python benchmarks/pytorch_zoo.py [--chips] [--no-write] [names...]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # threaded BLAS spin-waits on a shared 2-core machine
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import tinycc_ml  # noqa: E402
+from scripts.pytorch_zoo import DATASETS, OUT, Dataset, score  # noqa: E402
+from tinycc_ml.codegen.backend import get_backend  # noqa: E402
+from tinycc_ml.errors import CompileError, TinyccError  # noqa: E402
+from tinycc_ml.models.network import NetworkModel  # noqa: E402
+
+# the models of scripts/pytorch_zoo.py and their data (the script imports torch only to build them)
+MODELS = {
+    **{name: "digits64" for name in ("mlp_small", "mlp_deep", "mlp_tanh", "mlp_sigmoid", "mlp_gelu", "mlp_hardswish",
+                                     "mlp_leaky", "mlp_silu", "mlp_elu", "mlp_prelu", "mlp_layernorm",
+                                     "mlp_dropout_bn")},
+    **{name: "digits" for name in ("lenet", "cnn_plain", "cnn_bn", "cnn_avgpool", "cnn_grouped", "cnn_maxhead",
+                                   "cnn_se", "mobilenet_v2", "mobilenet_v3", "resnet8")},
+    "ds_cnn": "keyword_image", "gru_keyword": "keyword", "conv1d_keyword": "keyword",
+    **{name: "sensor_seq" for name in ("lstm_activity", "rnn_activity", "bigru_activity", "lstm2_activity")},
+    **{name: "sensor" for name in ("conv1d_gru", "conv1d_sensor", "conv1d_dwsep", "conv1d_grouped", "tcn",
+                                   "attention_pool")},
+    "unet_tiny": "denoise", "unet_interpolate": "denoise", "autoencoder": "reconstruct64",
+    "conv_autoencoder": "reconstruct_image", "embedding_mean": "tokens", "embedding_conv1d": "tokens",
+}
+# precision label -> (precision, options)
+BUILDS = {"float": ("float", {}), "int16": ("int16", {}), "int8_pow2": ("int8", {"int8_dialect": "pow2"}),
+          "int8_tflite": ("int8", {})}
+CALIBRATION_ROWS = 256
+CHIPS = ("avr", "cortex-m0", "cortex-m4")
+CHIP_MODELS = ("mlp_small", "lenet", "cnn_bn", "mobilenet_v2", "resnet8", "ds_cnn", "conv1d_sensor", "conv1d_dwsep",
+               "tcn", "attention_pool", "lstm_activity", "gru_keyword", "unet_tiny", "embedding_mean")
+CHIP_ROWS = 6
+
+
+def onnxruntime_scores(path: Path, X: np.ndarray) -> np.ndarray:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    dtype = np.int64 if np.issubdtype(X.dtype, np.integer) else np.float32
+    return np.concatenate([session.run(None, {name: x[None].astype(dtype)})[0].reshape(1, -1) for x in X])
+
+
+def refusal(exc: Exception) -> str:
+    """The error's message without the file's path, cut to its first clause."""
+    text = str(exc).split(": ", 1)[-1] if str(exc).startswith("/") else str(exc)
+    return f"{type(exc).__name__}: {text[:160]}"
+
+
+def build_options(model, label: str) -> tuple[str, dict]:
+    """The precision and options of a build label for this model."""
+    precision, options = BUILDS[label]
+    if not isinstance(model, NetworkModel):  # a dense network loads as an MLP: its int8 is the project's own
+        if label == "int8_tflite":
+            raise CompileError("an ONNX dense network loads as the MLP family, whose int8 is the project's own")
+        options = {}
+    return precision, options
+
+
+def host_scores(model, label: str, data: Dataset) -> tuple[np.ndarray, object]:
+    """The host C's real scores on the test rows at one build, and the build."""
+    precision, options = build_options(model, label)
+    rows = data.X_test.reshape(len(data.X_test), -1).astype(np.float64)
+    calibration = data.X_train[:CALIBRATION_ROWS].reshape(CALIBRATION_ROWS, -1) if precision != "float" else None
+    result = tinycc_ml.compile(model, target="host", precision=precision, calibration=calibration, name="net",
+                               **options)
+    predictor = result.load()
+    if isinstance(model, NetworkModel) and model.index_input:  # token indices: the C's int32_t rows
+        return np.asarray(predictor.run_raw(rows.astype(np.int32))[0], dtype=np.float64), result
+    if label == "int8_tflite" and isinstance(model, NetworkModel):  # the C's input and scores: int8 tensors
+        int8 = model.quantise(calibration)
+        raw, _ = predictor.run_raw(int8.quantise_input(rows))
+        out = int8.graph.type(int8.output_parts[0][1]).dtype
+        return (raw.astype(np.float64) - out.zero_point) * out.qscales[0], result
+    return np.asarray(predictor.decision_function(rows), dtype=np.float64), result
+
+
+FLOAT_LITERAL = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?f")
+
+
+def literals_apart(a: str, b: str) -> float | None:
+    """The largest relative difference of the float literals of two C files that are otherwise equal (None: they
+    differ elsewhere)."""
+    if FLOAT_LITERAL.sub("F", a) != FLOAT_LITERAL.sub("F", b):
+        return None
+    x = np.array([float(v[:-1]) for v in FLOAT_LITERAL.findall(a)])
+    y = np.array([float(v[:-1]) for v in FLOAT_LITERAL.findall(b)])
+    return float(np.max(np.abs(x - y) / np.maximum(np.abs(x), 1e-30), initial=0.0))
+
+
+def same_c(path: Path, ts_path: Path, calibration: np.ndarray, precisions: tuple[str, ...]) -> str:
+    """Whether both exporters' files give the same C at ``precisions`` (the files copied to one name, as the C's
+    comment names the file): "yes"; where the float C differs only in its constants, how far apart (relative) they
+    are (the exporters fold BatchNorm into the Conv each in its own float32 arithmetic: the files' weights differ);
+    else what differs."""
+    found = []
+    with tempfile.TemporaryDirectory() as tmp:
+        copies = []
+        for k, p in enumerate((path, ts_path)):
+            folder = Path(tmp) / str(k)
+            folder.mkdir()
+            for f in p.parent.glob(f"{p.name}*"):  # the .onnx renamed, its .onnx.data as the .onnx names it
+                shutil.copy(f, folder / ("net.onnx" if f.name == p.name else f.name))
+            copies.append(folder / "net.onnx")
+        for precision in precisions:
+            files = [tinycc_ml.compile(tinycc_ml.load_model(p), target="host", precision=precision, name="net",
+                                       calibration=None if precision == "float" else calibration).files
+                     for p in copies]
+            if files[0] == files[1]:
+                continue
+            apart = [literals_apart(files[0][n], files[1][n]) for n in files[0]] if precision == "float" else [None]
+            found.append(f"{precision}: constants {max(apart):.1e} apart" if None not in apart else
+                         f"{precision} differs")
+    return "yes" if not found else "; ".join(found)
+
+
+def measure(name: str, chips: bool) -> dict:
+    data = DATASETS[MODELS[name]]()
+    path, ts_path = OUT / f"{name}.onnx", OUT / f"{name}_ts.onnx"
+    want = onnxruntime_scores(path, data.X_test)
+    row = {"model": name, "data": MODELS[name], "task": data.task, "rows": len(data.X_test),
+           "onnxruntime": score(want, data), "float_agreement": {}, "float_max_diff": {}, "accuracy": {},
+           "refused": {}, "chips": {}}
+    models = {}
+    for exporter, p in (("dynamo", path), ("torchscript", ts_path)):
+        try:
+            models[exporter] = tinycc_ml.load_model(p)
+        except TinyccError as exc:
+            row["refused"][f"load_{exporter}"] = refusal(exc)
+            continue
+        try:
+            got, _ = host_scores(models[exporter], "float", data)
+        except TinyccError as exc:
+            row["refused"][f"float_{exporter}"] = refusal(exc)
+            continue
+        want_e = onnxruntime_scores(p, data.X_test) if exporter == "torchscript" else want
+        row["float_max_diff"][exporter] = float(np.max(np.abs(got - want_e)))
+        if data.task == "classify":
+            row["float_agreement"][exporter] = float(np.mean(np.argmax(got, 1) == np.argmax(want_e, 1)))
+        elif data.task == "pixels":
+            row["float_agreement"][exporter] = float(np.mean((got > 0) == (want_e > 0)))
+    if "dynamo" not in models:
+        return row
+    model = models["dynamo"]
+    builds = {}
+    for label in BUILDS:
+        try:
+            got, result = host_scores(model, label, data)
+        except TinyccError as exc:
+            row["refused"][label] = refusal(exc)
+            continue
+        builds[label] = result
+        row["accuracy"][label] = score(got, data)
+    calibration = data.X_train[:CALIBRATION_ROWS].reshape(CALIBRATION_ROWS, -1)
+    if "torchscript" in models:
+        try:
+            row["same_c"] = same_c(path, ts_path, calibration, ("float", "int16") if "int16" in builds else ("float",))
+        except TinyccError as exc:
+            row["same_c"] = refusal(exc)
+    chip_build = next((label for label in ("int8_pow2", "float") if label in builds), None)
+    if chips and name in CHIP_MODELS and chip_build is not None:  # the project's int8 where it compiles, else float
+        rows = data.X_test[:CHIP_ROWS].reshape(CHIP_ROWS, -1).astype(np.float64)
+        host = builds[chip_build].load()
+        host_raw = host.run_raw(host.quantise(rows) if not getattr(model, "index_input", False)
+                                else rows.astype(np.int32))[0]
+        precision, options = build_options(model, chip_build)
+        for target in CHIPS:
+            with tempfile.TemporaryDirectory() as tmp:
+                try:
+                    result = tinycc_ml.compile(model, target=target, precision=precision, calibration=calibration
+                                               if precision != "float" else None, name="net", out_dir=tmp, **options)
+                    run = get_backend(target).simulate(Path(tmp), result.output, rows)
+                except TinyccError as exc:
+                    row["chips"][target] = {"precision": chip_build, "refused": refusal(exc)}
+                    continue
+            costs = run.cycles if run.cycles is not None else run.instructions
+            row["chips"][target] = {
+                "precision": chip_build, "unit": "cycles" if run.cycles is not None else "instructions",
+                "per_inference": int(np.median(costs)), "model_flash_bytes": int(run.model_flash_bytes),
+                "model_ram_bytes": int(run.model_ram_bytes), "stack_bytes": int(run.stack_bytes or 0),
+                "equal_to_host": bool(np.array_equal(np.asarray(run.scores).reshape(host_raw.shape), host_raw))}
+    return row
+
+
+def percent(value) -> str:
+    return "—" if value is None else f"{100 * value:.1f}"
+
+
+def quality(row: dict, label: str) -> str:
+    if label in row["accuracy"]:
+        value = row["accuracy"][label]
+        return f"{value:.4f}" if row["task"] == "reconstruct" else percent(value)
+    return "refused" if label in row["refused"] else "—"
+
+
+def print_tables(rows: list[dict]) -> None:
+    print("| model | data | onnxruntime | float | int16 | pow2 int8 | TFLite int8 | float labels = onnxruntime "
+          "(dynamo, TorchScript) | float max diff | same C |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        ort = f"{r['onnxruntime']:.4f}" if r["task"] == "reconstruct" else percent(r["onnxruntime"])
+        agree = ", ".join(percent(r["float_agreement"].get(e)) for e in ("dynamo", "torchscript")) \
+            if r["float_agreement"] else "—"
+        diff = max(r["float_max_diff"].values()) if r["float_max_diff"] else None
+        print(f"| {r['model']} | {r['data']} | {ort} | {quality(r, 'float')} | {quality(r, 'int16')} | "
+              f"{quality(r, 'int8_pow2')} | {quality(r, 'int8_tflite')} | {agree} | "
+              f"{'—' if diff is None else f'{diff:.1e}'} | {r.get('same_c', '—')} |")
+    refused = [(r["model"], k, v) for r in rows for k, v in r["refused"].items()]
+    if refused:
+        print("\nRefused:\n")
+        for model, build, why in refused:
+            print(f"- {model} ({build}): {why}")
+    chip_rows = [r for r in rows if r["chips"]]
+    if chip_rows:
+        print("\n| model | " + " | ".join(CHIPS) + " |")
+        print("| --- |" + " --- |" * len(CHIPS))
+        for r in chip_rows:
+            cells = []
+            for target in CHIPS:
+                c = r["chips"].get(target)
+                if c is None:
+                    cells.append("—")
+                elif "refused" in c:
+                    cells.append("does not fit" if "FitError" in c["refused"] else "refused")
+                else:
+                    cells.append(f"{c['per_inference']:,} {c['unit'][:5]}., {c['model_flash_bytes']:,} B flash, "
+                                 f"{c['model_ram_bytes']:,} B RAM{'' if c['equal_to_host'] else ' (DIFFERS)'}"
+                                 f"{' (float)' if c['precision'] == 'float' else ''}")
+            print(f"| {r['model']} | " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chips", action="store_true", help="also run the chip subset in the simulators")
+    parser.add_argument("--no-write", action="store_true", help="print only (no benchmarks/results/pytorch_zoo.json)")
+    parser.add_argument("names", nargs="*", help="the models to measure (default: all)")
+    args = parser.parse_args()
+    out = REPO / "benchmarks" / "results" / "pytorch_zoo.json"
+    previous = {r["model"]: r for r in json.loads(out.read_text())} if out.exists() else {}
+    rows = []
+    for name in MODELS:
+        if args.names and name not in args.names:
+            continue
+        rows.append(measure(name, args.chips))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print_tables(rows)
+    if not args.no_write:  # measured models replace their rows; the others stay
+        previous.update({r["model"]: r for r in rows})
+        out.write_text(json.dumps([previous[m] for m in MODELS if m in previous], indent=1) + "\n")
+        if len(previous) > len(rows):
+            print("\nAll models measured so far:\n")
+            print_tables([previous[m] for m in MODELS if m in previous])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The PyTorch zoo's files (scripts/pytorch_zoo.py: trained models, both exporters; benchmarks/pytorch_zoo.py measures
+them all): a subset held to onnxruntime here, and what the zoo found fixed: both exporters' files give the same C
+(IR names from the ops, not from the exporters' node names; reshape chains collapsed), BatchNorm1d after a Linear
+folded. The suite does not import torch: the files are committed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tests.conftest import require_target
+from tinycc_ml.errors import ModelFileError
+from tinycc_ml.models.mlp import MLPModel
+from tinycc_ml.models.network import NetworkModel
+
+onnxruntime = pytest.importorskip("onnxruntime")
+
+ZOO = Path(__file__).resolve().parents[1] / "data" / "pytorch_zoo"
+ROWS = 24
+
+
+def onnxruntime_scores(path: Path, X: np.ndarray) -> np.ndarray:
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    dtype = np.int64 if np.issubdtype(X.dtype, np.integer) else np.float32
+    return np.concatenate([session.run(None, {name: x[None].astype(dtype)})[0].reshape(1, -1) for x in X])
+
+
+def c_files(path: Path, tmp_path: Path, precision: str = "float", calibration=None) -> dict[str, str]:
+    """The C of ``path`` compiled from a copy named net.onnx (the C's comment names the file)."""
+    folder = tmp_path / path.stem
+    folder.mkdir(parents=True)
+    for f in path.parent.glob(f"{path.name}*"):  # the .onnx.data keeps the name the .onnx gives it
+        (folder / ("net.onnx" if f.name == path.name else f.name)).write_bytes(f.read_bytes())
+    return tinycc_ml.compile(tinycc_ml.load_model(folder / "net.onnx"), target="host", precision=precision,
+                             calibration=calibration, name="net").files
+
+
+# gru_keyword: dynamo reshapes y[:, -1] in four steps, TorchScript in three; tcn: causal F.pad and a time slice;
+# unet_tiny: cat of a ConvTranspose2d's output and a skip; conv1d_keyword: a transpose layer before the Conv1d
+@pytest.mark.parametrize("name", ["lenet", "gru_keyword", "tcn", "unet_tiny", "conv1d_keyword", "lstm2_activity"])
+def test_both_exporters_give_the_same_c(name, tmp_path):
+    """The exporters name their nodes differently (dynamo "node_conv2d", TorchScript "/0/Conv") and move axes in
+    different steps: the IR's names come from its ops and reshape chains collapse, so the C is the same."""
+    dynamo, torchscript = (c_files(ZOO / f"{name}{e}.onnx", tmp_path) for e in ("", "_ts"))
+    assert dynamo == torchscript
+    assert "/* %conv2d" in dynamo["net.c"] or "/* %conv1d" in dynamo["net.c"] or "/* %fully" in dynamo["net.c"]
+
+
+def test_the_int16_c_of_both_exporters_is_the_same(tmp_path):
+    rows = np.random.default_rng(0).uniform(0, 1, size=(64, 64))
+    assert c_files(ZOO / "lenet.onnx", tmp_path, "int16", rows) == c_files(ZOO / "lenet_ts.onnx", tmp_path, "int16",
+                                                                         rows)
+
+
+def test_a_reshape_of_a_reshape_reads_the_first_ones_operand():
+    """dynamo's y[:, -1] of a GRU's output: view, view, unsqueeze... one reshape before the slice, not four."""
+    graph = tinycc_ml.load_model(ZOO / "gru_keyword.onnx").graph
+    for node in graph.order():
+        if graph.op(node) == "reshape":
+            assert graph.op(graph.node(node).inputs[0]) != "reshape", node
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+@pytest.mark.parametrize("name, shape", [("mobilenet_v2", (1, 8, 8)), ("resnet8", (1, 8, 8)),
+                                         ("attention_pool", (3, 32)), ("conv_autoencoder", (1, 8, 8))])
+def test_zoo_models_agree_with_onnxruntime(name, shape, exporter, tmp_path):
+    require_target("host")
+    path = ZOO / f"{name}{exporter}.onnx"
+    X = np.random.default_rng(1).uniform(0, 1, size=(ROWS, *shape))
+    want = onnxruntime_scores(path, X)
+    rows = X.reshape(ROWS, -1)
+    scores = tinycc_ml.compile(path, target="host", name="net", out_dir=tmp_path).load().decision_function(rows)
+    np.testing.assert_allclose(scores, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("exporter", ["", "_ts"])
+def test_batch_norm_after_a_linear_is_folded(exporter):
+    """BatchNorm1d after a Linear: the TorchScript exporter leaves the BatchNormalization node (dynamo folds it);
+    both files load as the same MLP, and as a network where the net has other layers."""
+    path = ZOO / f"mlp_dropout_bn{exporter}.onnx"
+    model = tinycc_ml.load_model(path)
+    assert isinstance(model, MLPModel)
+    X = np.random.default_rng(2).uniform(0, 1, size=(ROWS, 64))
+    np.testing.assert_allclose(model.scores(X), onnxruntime_scores(path, X), rtol=1e-4, atol=1e-5)
+
+
+def linear_batch_norm_net(path: Path, conv: bool, variance: float = 1.5) -> None:
+    """[Conv1d, Flatten,] Gemm, BatchNormalization, Relu, Gemm: as the TorchScript exporter writes BatchNorm1d."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    features = 4 if conv else 6  # the Conv: 2 channels of (8 - 3) // 3 + 1 = 2 positions
+    inits = {"W": rng.normal(size=(5, features)), "b": rng.normal(size=5), "g": rng.uniform(0.5, 1.5, 5),
+             "beta": rng.normal(size=5), "mean": rng.normal(size=5), "var": np.full(5, variance),
+             "W2": rng.normal(size=(3, 5)), "cw": rng.normal(size=(2, 2, 3))}
+    nodes = [helper.make_node("Gemm", ["f", "W", "b"], ["d"], name="linear", transB=1),
+             helper.make_node("BatchNormalization", ["d", "g", "beta", "mean", "var"], ["n"], name="bn",
+                              epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "W2"], ["y"], name="head", transB=1)]
+    shape = [1, 2, 8] if conv else [1, 6]
+    if conv:
+        nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], name="conv", strides=[3]),
+                 helper.make_node("Flatten", ["c"], ["f"], name="flatten")] + nodes
+    else:
+        nodes[0].input[0] = "x"
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+
+
+@pytest.mark.parametrize("conv", [False, True])
+def test_batch_norm_after_a_gemm_folds_in_both_loaders(conv, tmp_path):
+    path = tmp_path / "net.onnx"
+    linear_batch_norm_net(path, conv)
+    model = tinycc_ml.load_model(path)
+    assert isinstance(model, NetworkModel if conv else MLPModel)
+    X = np.random.default_rng(5).normal(size=(ROWS, 16 if conv else 6))
+    np.testing.assert_allclose(model.scores(X), onnxruntime_scores(path, X.reshape(ROWS, *([2, 8] if conv else [6]))),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("conv", [False, True])
+def test_a_batch_norm_with_a_negative_variance_is_refused_by_name(conv, tmp_path):
+    path = tmp_path / "net.onnx"
+    linear_batch_norm_net(path, conv, variance=-1.0)
+    with pytest.raises(ModelFileError, match=r"net\.onnx: BatchNormalization node 'bn' has a variance \+ epsilon"):
+        tinycc_ml.load_model(path)
+
+
+def softmax_net(path: Path, op: str, axis: int, opset: int, shape=(1, 3, 4, 5)) -> None:
+    """A 1x1 Conv (3 -> 3 channels, 1-D or 2-D), then Softmax / LogSoftmax over ``axis``."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = np.random.default_rng(6).normal(size=(3, 3, *[1] * (len(shape) - 2)))
+    w = numpy_helper.from_array(weights.astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node(op, ["c"], ["y"], name="norm", axis=axis)]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString())
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis, shape", [(1, (1, 3, 4, 5)), (2, (1, 3, 4, 5)), (-1, (1, 3, 4, 5)), (2, (1, 3, 6)),
+                                         (2, (1, 3, 6, 1))])
+def test_softmax_over_any_axis(op, axis, shape, tmp_path):
+    """Attention over time (softmax over a Conv1d's time axis) and over channels: the axis moved last and back."""
+    path = tmp_path / "net.onnx"
+    softmax_net(path, op, axis, 13, shape)
+    X = np.random.default_rng(7).normal(size=(ROWS, *shape[1:]))
+    got = tinycc_ml.load_model(path).scores(X.reshape(ROWS, -1))
+    np.testing.assert_allclose(got, onnxruntime_scores(path, X), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_before_opset_13_over_several_axes_is_refused_by_name(tmp_path):
+    path = tmp_path / "net.onnx"
+    softmax_net(path, "Softmax", 1, 11)
+    with pytest.raises(ModelFileError, match=r"Softmax node 'norm' \(opset 11\) normalises axes 1\.\. of shape "
+                                             r"\[1, 3, 4, 5\] together; only one axis is supported"):
+        tinycc_ml.load_model(path)
+    softmax_net(path, "Softmax", 3, 11)  # the last axis: the same in every opset
+    X = np.random.default_rng(8).normal(size=(4, 3, 4, 5))
+    np.testing.assert_allclose(tinycc_ml.load_model(path).scores(X.reshape(4, -1)), onnxruntime_scores(path, X),
+                               rtol=1e-5, atol=1e-6)
