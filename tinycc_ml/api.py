@@ -777,8 +777,9 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
             precision = model.reference  # the file's own arithmetic (TFLite's int8 or 16x8 kernels)
             ctx.options.precision = precision
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
-    if precision != "float" and calibration is not None:  # a model whose integer graph depends on the rows
-        model = model.calibrated(check_calibration(calibration, model.input_dim))
+    if precision != "float" and calibration is not None and \
+            type(model).for_calibration is not Model.for_calibration:  # an integer graph that depends on the rows
+        model = model.for_calibration(check_calibration(calibration, model.input_dim))
     graph = model.lower_for(precision)
     graph.analyses.task = model.task  # the scale search reads it (regression: no argmax absorbs a saturation)
     check_constants(graph, model.describe())

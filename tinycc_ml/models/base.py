@@ -162,9 +162,10 @@ class Model:
         """The graph compiled at ``precision`` (default: ``lower()``'s at every precision)."""
         return self.lower()
 
-    def calibrated(self, calibration: np.ndarray) -> Model:
+    def for_calibration(self, calibration: np.ndarray) -> Model:
         """The model whose integer graph (``lower_for`` at int16/int8) suits these calibration rows (default: itself;
-        a front end chooses the power-of-two scales of its features from them)."""
+        a front end chooses the power-of-two scales of its features from them). Called only where a family
+        defines it: other models' builds check their calibration rows later (after the constants' fit)."""
         return self
 
     def check_precision(self, precision: str) -> None:

@@ -44,7 +44,7 @@ class FrontEndModel(Model):
         self.steps, self.model = list(steps), model
         self.task, self.proba_rule, self.proba_constants = model.task, model.proba_rule, model.proba_constants
         self._classes = model._classes
-        self.feature_scales: np.ndarray | None = None  # integer builds: 2^s_k per feature (``calibrated``)
+        self.feature_scales: np.ndarray | None = None  # integer builds: 2^s_k per feature (``for_calibration``)
         self.stream_hop = check_stream_hop(self.default_hop() if stream_hop is None else stream_hop,
                                            self.window_samples)
 
@@ -97,7 +97,7 @@ class FrontEndModel(Model):
             if refusal is not None:
                 raise CompileError(f"{type(step).__name__}: {refusal}; precision int16 is not built for this front end")
 
-    def calibrated(self, calibration: np.ndarray) -> FrontEndModel:
+    def for_calibration(self, calibration: np.ndarray) -> FrontEndModel:
         """A copy whose integer graph gives each feature its own power-of-two scale, from the calibrated features
         (the model's input_scales rule: each feature's finest 16-bit scale where the model's first ops absorb a
         factor per feature: mat-vecs, weighted distances, tree thresholds; none otherwise). The features are scaled

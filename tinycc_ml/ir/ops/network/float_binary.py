@@ -56,8 +56,9 @@ FUNCTIONS = {"div": (_div, None), "floor_div": (_floor_div, ("floor_div", FLOOR_
 
 
 def _infer(ts, attrs, declared):
-    function = attrs["function"]
+    function = attrs.get("function")
     need(function in FUNCTIONS, f"function {function!r}: one of {', '.join(FUNCTIONS)}")
+    need(len(ts) == 2, f"{function} takes two operands, got {len(ts)}")
     need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
     a, b = ts
     need(a.dtype.is_float and b.dtype.is_float, f"{function} takes float32 tensors, got {a.dtype} and {b.dtype}")
