@@ -35,6 +35,19 @@ def tflm_raw_outputs(data: bytes, X) -> np.ndarray:
     return np.stack(outs)
 
 
+def tflm_joined_outputs(data: bytes, rows: list[list[np.ndarray]]) -> np.ndarray:
+    """tflite-micro's outputs, flattened and joined in order, for each row of inputs."""
+    interpreter = runtime.Interpreter.from_bytes(data)
+    n_out = len(runtime.schema_fb.Model.GetRootAsModel(data, 0).Subgraphs(0).OutputsAsNumpy())
+    joined = []
+    for inputs in rows:
+        for k, x in enumerate(inputs):
+            interpreter.set_input(x, k)
+        interpreter.invoke()
+        joined.append(np.concatenate([interpreter.get_output(k).reshape(-1).copy() for k in range(n_out)]))
+    return np.stack(joined)
+
+
 def tflm_outputs(data: bytes, X: np.ndarray) -> np.ndarray:
     """tflite-micro's output 0 (flattened) for each int8 row of X, each row reshaped to the input's shape."""
     shape = runtime.Interpreter.from_bytes(data).get_input_details(0)["shape"]

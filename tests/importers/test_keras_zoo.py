@@ -15,6 +15,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
+from tests.tflite_builder import tflm_joined_outputs as tflm_outputs
 from tinycc_ml.errors import TinyccError
 
 ZOO = Path(__file__).resolve().parents[1] / "data" / "keras"
@@ -30,20 +31,6 @@ REFUSED = {
 # whose C library (newlib) rounds those functions' last bit otherwise than glibc under tflite-micro on the host
 LIBM_OPS = {"logistic", "tensor_tanh", "softmax", "elu", "lstm_cell", "lstm_hidden"}
 FLOAT_ULPS = 16  # measured: at most 8 (gru_unrolled_float)
-
-
-def tflm_outputs(data: bytes, rows: list[list[np.ndarray]]) -> np.ndarray:
-    from tflite_micro.python.tflite_micro import runtime
-
-    interpreter = runtime.Interpreter.from_bytes(data)
-    n_out = len(runtime.schema_fb.Model.GetRootAsModel(data, 0).Subgraphs(0).OutputsAsNumpy())
-    joined = []
-    for inputs in rows:
-        for k, x in enumerate(inputs):
-            interpreter.set_input(x, k)
-        interpreter.invoke()
-        joined.append(np.concatenate([interpreter.get_output(k).reshape(-1).copy() for k in range(n_out)]))
-    return np.stack(joined)
 
 
 def random_rows(data: bytes, n: int, seed: int = 0) -> list[list[np.ndarray]]:

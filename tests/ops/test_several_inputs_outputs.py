@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tflite_micro.python.tflite_micro import runtime
 
 import tinycc_ml
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, compiled
+from tests.tflite_builder import tflm_joined_outputs
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.fixed import quantise_affine
@@ -43,19 +43,6 @@ def three_in_two_out(kind: str = "int8", same_q: bool = False) -> bytes:
     return b.finish(xs, [z, y])
 
 
-def tflm_several(data: bytes, rows: list[list[np.ndarray]]) -> np.ndarray:
-    """tflite-micro's outputs, flattened and joined in order, for each row of inputs."""
-    interpreter = runtime.Interpreter.from_bytes(data)
-    n_out = len(runtime.schema_fb.Model.GetRootAsModel(data, 0).Subgraphs(0).OutputsAsNumpy())
-    joined = []
-    for inputs in rows:
-        for k, x in enumerate(inputs):
-            interpreter.set_input(x, k)
-        interpreter.invoke()
-        joined.append(np.concatenate([interpreter.get_output(k).reshape(-1).copy() for k in range(n_out)]))
-    return np.stack(joined)
-
-
 def random_inputs(kind: str, n: int, seed: int = 0) -> list[list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     if kind == "float32":
@@ -72,7 +59,7 @@ def flat(rows: list[list[np.ndarray]]) -> np.ndarray:
 def test_one_input_vector_and_one_score_vector_equal_tflite_micro(kind, same_q, tmp_path):
     data = three_in_two_out(kind, same_q)
     rows = random_inputs(kind, 30)
-    want = tflm_several(data, rows)
+    want = tflm_joined_outputs(data, rows)
     model, result = compiled(data, tmp_path)
     assert [t.shape for _, _, t in model.input_parts] == SHAPES
     assert model.n_outputs == 5 + 12
@@ -95,7 +82,8 @@ def test_real_rows_quantise_each_input_with_its_own_scale(tmp_path):
     want = [quantise_affine(r.reshape(1, -1), s, z, 8) for r, (s, z) in zip(reals, scales)]
     np.testing.assert_array_equal(codes, np.concatenate(want, axis=1))
     # the scores: each output dequantised with its own scale
-    out = tflm_several(data, [[c.reshape(s).astype(np.int8) for c, s in zip(np.split(codes[0], [12, 24]), SHAPES)]])
+    parts = [c.reshape(s).astype(np.int8) for c, s in zip(np.split(codes[0], [12, 24]), SHAPES)]
+    out = tflm_joined_outputs(data, [parts])
     real = np.concatenate([(out[0, :5] - 2) * np.float32(0.08), (out[0, 5:] - 4) * np.float32(0.06)])
     np.testing.assert_allclose(model.scores(np.concatenate([r.reshape(-1) for r in reals])[None])[0], real)
 
@@ -111,7 +99,7 @@ def test_the_microcontrollers_compute_the_same_values(target, tmp_path):
     _, result = compiled(data, tmp_path, target=target)
     assert result.output.input_quantisation is None  # the inputs' codes: plain int8, no one scale
     run = get_backend(target).simulate(tmp_path / target, result.output, flat(rows).astype(np.float64))
-    np.testing.assert_array_equal(np.asarray(run.scores).reshape(3, -1), tflm_several(data, rows))
+    np.testing.assert_array_equal(np.asarray(run.scores).reshape(3, -1), tflm_joined_outputs(data, rows))
 
 
 def test_inputs_of_different_types_are_refused_by_name(tmp_path):
@@ -155,7 +143,7 @@ def test_the_header_says_where_each_input_and_output_lies_and_how_it_reads(tmp_p
 def test_tensors_go_in_and_come_out_one_array_each(tmp_path):
     data = three_in_two_out("int8")
     rows = random_inputs("int8", 6)
-    want = tflm_several(data, rows)
+    want = tflm_joined_outputs(data, rows)
     model, _ = compiled(data, tmp_path)
     by_name = {"in0": np.stack([r[0] for r in rows]), "in1": np.stack([r[1] for r in rows]),
                "in2": np.stack([r[2] for r in rows])}
@@ -174,7 +162,7 @@ def test_the_c_takes_one_pointer_per_tensor(tmp_path):
 
     data = three_in_two_out("int8")
     rows = random_inputs("int8", 1, seed=4)
-    want = tflm_several(data, rows)[0]
+    want = tflm_joined_outputs(data, rows)[0]
     _, result = compiled(data, tmp_path, name="three")
     folder = tmp_path / "host"
     values = [", ".join(str(int(v)) for v in r.reshape(-1)) for r in rows[0]]
