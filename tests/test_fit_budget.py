@@ -273,14 +273,17 @@ def test_a_slower_machine_moves_the_search_deadline_earlier(long_data):
     assert search.final_seconds(c, True) == pytest.approx(1.25 * (retrain + 2.0) + 4 * fit_module.OUTPUT_SECONDS)
 
 
-def test_a_task_reports_its_cpu_time():
-    """run_candidate's CPU seconds (its thread and the tools it ran) are what the pace is read from."""
+def test_a_task_reports_its_cpu_time(monkeypatch):
+    """run_candidate's CPU seconds (its thread and the tools it ran) are what the pace is read from: the difference
+    of its CPU clock across the task (a fake one here, read twice: 0.5 s apart)."""
     require_target("host")
+    readings = iter([10.0, 10.5])
+    monkeypatch.setattr(fit_module, "cpu_seconds", lambda: next(readings))
     X, y = load_iris(return_X_y=True)
     data = fit_module._Data(X[:100], y[:100], X[:100], X[100:], y[100:], X[100:108], "host", "m")
     settings = fit_module.FAMILIES["linear"].settings(1, 0, 4, 3)
     outcome = fit_module.run_candidate(fit_module._Task("linear", settings, ("float",), data))
-    assert outcome.status == "measured" and 0 < outcome.cpu_seconds
+    assert outcome.status == "measured" and outcome.cpu_seconds == pytest.approx(0.5)
 
 
 def test_a_one_product_per_row_matvec_is_the_dense_sum_bit_for_bit():

@@ -46,6 +46,12 @@ def binary_model(code: int, a_shape, b_shape, out_shape, kind: str = "int8", a_q
     return b.finish([x], [z])
 
 
+def int32_constant(b, values, name: str) -> int:
+    """A constant int32 tensor (axes, shapes, block sizes) in the model ``b`` builds."""
+    values = np.asarray(values, dtype=np.int32)
+    return b.tensor(values.shape, "int32", scale=None, data=values, name=name)
+
+
 def random_rows(rng, n: int, size: int, kind: str = "int8") -> np.ndarray:
     """n rows: every int8 value in the first rows (for int8; the extremes for int16), then uniform ones; floats
     spread over +-8."""

@@ -9,7 +9,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, compiled, random_rows, simulated_scores, tflite_micro
+from tests.ops.single_op import OPS, compiled, int32_constant, random_rows, simulated_scores, tflite_micro
 from tests.tflite_models import TfliteBuilder
 from tinycc_ml.errors import ModelFileError
 
@@ -19,11 +19,6 @@ Q = {"int8": {"scale": 0.05, "zero_point": -3}, "float32": {"scale": None}}
 @pytest.fixture(autouse=True)
 def host():
     require_target("host")
-
-
-def _ints(b, values, name):
-    values = np.asarray(values, dtype=np.int32)
-    return b.tensor(values.shape, "int32", scale=None, data=values, name=name)
 
 
 def shape_then_reshape(kind):
@@ -55,7 +50,7 @@ def filled_product(kind):
     value = np.float32(1.5) if kind == "float32" else np.int8(7)
     v = b.tensor((), kind, data=np.asarray(value), name="v", **Q[kind])
     f = b.tensor((1, 1, 3), kind, name="f", **Q[kind])
-    b.op(OPS.FILL, [_ints(b, [1, 1, 3], "dims"), v], [f])
+    b.op(OPS.FILL, [int32_constant(b, [1, 1, 3], "dims"), v], [f])
     y = b.tensor((1, 4, 3), kind, name="y", **Q[kind])
     b.op(OPS.MAXIMUM, [x, f], [y])
     return b.finish([x], [y])
@@ -65,7 +60,7 @@ def broadcast(kind, to=(2, 4, 5, 3)):
     b = TfliteBuilder()
     x = b.tensor((4, 1, 3), kind, name="x", **Q[kind])
     y = b.tensor(to, kind, name="y", **Q[kind])
-    b.op(OPS.BROADCAST_TO, [x, _ints(b, list(to), "to")], [y])
+    b.op(OPS.BROADCAST_TO, [x, int32_constant(b, list(to), "to")], [y])
     return b.finish([x], [y])
 
 
@@ -73,7 +68,7 @@ def broadcast_args_reshape(kind):
     b = TfliteBuilder()
     x = b.tensor((1, 12), kind, name="x", **Q[kind])
     s = b.tensor((2,), "int32", scale=None, name="s")
-    b.op(OPS.BROADCAST_ARGS, [_ints(b, [4, 1], "a"), _ints(b, [1, 3], "c")], [s])
+    b.op(OPS.BROADCAST_ARGS, [int32_constant(b, [4, 1], "a"), int32_constant(b, [1, 3], "c")], [s])
     r = b.tensor((4, 3), kind, name="r", **Q[kind])
     b.op(OPS.RESHAPE, [x, s], [r])
     y = b.tensor((4, 3), kind, name="y", **Q[kind])

@@ -9,7 +9,7 @@ import pytest
 
 import tinycc_ml
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, compiled, random_rows, simulated_scores, tflite_micro
+from tests.ops.single_op import OPS, compiled, int32_constant, random_rows, simulated_scores, tflite_micro
 from tests.tflite_models import TfliteBuilder
 from tinycc_ml.errors import ModelFileError
 from tinycc_ml.ir.ops.network.space_batch import space_to_batch_sources
@@ -22,16 +22,11 @@ def host():
     require_target("host")
 
 
-def _ints(b, values, name):
-    values = np.asarray(values, dtype=np.int32)
-    return b.tensor(values.shape, "int32", scale=None, data=values, name=name)
-
-
 def moved(code, kind, in_shape, out_shape, block, edges) -> bytes:
     b = TfliteBuilder()
     x = b.tensor(in_shape, kind, name="x", **Q[kind])
     y = b.tensor(out_shape, kind, name="y", **Q[kind])
-    b.op(code, [x, _ints(b, block, "block"), _ints(b, np.reshape(edges, (-1, 2)), "edges")], [y])
+    b.op(code, [x, int32_constant(b, block, "block"), int32_constant(b, np.reshape(edges, (-1, 2)), "edges")], [y])
     return b.finish([x], [y])
 
 

@@ -90,17 +90,22 @@ def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
     return x, -shift
 
 
+def quantised_abs(value: np.ndarray, x, out) -> np.ndarray:
+    """AbsEvalQuantized of ``value`` (the inputs less their zero point)."""
+    magnitude = np.abs(value)
+    parameters = abs_parameters(x, out)
+    if parameters is not None:
+        magnitude = multiply_by_quantized_multiplier(magnitude, *parameters)
+    return np.clip(magnitude + out.zero_point, *out.integer_range)
+
+
 def table(function: str, x, out) -> np.ndarray:
     """The int8 results of the input integers -128..127 (int64)."""
     q = np.arange(-128, 128, dtype=np.int64)
     value = q - x.zero_point
     lo, hi = out.integer_range
     if function == "abs":
-        magnitude = np.abs(value)
-        parameters = abs_parameters(x, out)
-        if parameters is not None:
-            magnitude = multiply_by_quantized_multiplier(magnitude, *parameters)
-        return np.clip(magnitude + out.zero_point, lo, hi)
+        return quantised_abs(value, x, out)
     multiplier, shift = rsqrt_parameters(x, out)
     results = []
     for v in value.tolist():
@@ -119,11 +124,7 @@ def _fixed(call):
     values = np.asarray(call.ins[0], dtype=np.int64)
     if x.bits == 8:
         return table(call.attrs["function"], x, out)[values + 128]
-    magnitude = np.abs(values)  # int16 ABS, zero points 0
-    parameters = abs_parameters(x, out)
-    if parameters is not None:
-        magnitude = multiply_by_quantized_multiplier(magnitude, *parameters)
-    return np.clip(magnitude, *out.integer_range)
+    return quantised_abs(values - x.zero_point, x, out)  # int16 ABS (zero points 0)
 
 
 def _c(em, node) -> list[str]:
