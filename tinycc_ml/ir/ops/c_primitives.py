@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.tflite_arith import activation_range, channel_multipliers
+from tinycc_ml.ir.ops.tflite_arith import (
+    EXP_BARREL,
+    SOFTMAX_ACCUMULATION_INTEGER_BITS,
+    SOFTMAX_DIFF_INTEGER_BITS,
+    activation_range,
+    channel_multipliers,
+)
 from tinycc_ml.ir.ops.windows import channel_scales
 
 
@@ -121,6 +127,84 @@ static inline int32_t @tfl_multiply_pot(int32_t x, int exponent)
     if (x < -threshold)
         return INT32_MIN;
     return (int32_t)((uint32_t)x << exponent);
+}}
+""")
+
+
+def one_over_one_plus(em) -> str:
+    """gemmlowp's one_over_one_plus_x_for_x_in_0_1 (Q0.31 in and out)."""
+    add, high, mpot = wrap_add(em), high_mul(em), multiply_pot(em)
+    return c_helper(em, "tfl_one_over_one_plus", f"""\
+static int32_t @tfl_one_over_one_plus(int32_t a)
+{{
+    /* 1 / (1 + a) for a in [0, 1), Q0.31 in and out: Newton-Raphson, three steps */
+    const int64_t total = (int64_t)a + INT32_MAX;
+    const int32_t half_denominator = (int32_t)((total + (total >= 0 ? 1 : -1)) / 2);
+    int32_t x = {add}(1515870810, {high}(half_denominator, -1010580540));
+    int i;
+    for (i = 0; i < 3; ++i) {{
+        const int32_t one_minus = {add}((int32_t)1 << 29, (int32_t)(0u - (uint32_t){high}(half_denominator, x)));
+        x = {add}(x, {mpot}({high}(x, one_minus), 2));
+    }}
+    return {mpot}(x, 1);
+}}
+""")
+
+
+def softmax_helpers(em) -> tuple[str, str]:
+    """gemmlowp's exp_on_negative_values (Q5.26 in, Q0.31 out) and TFLite's GetReciprocal: their symbols."""
+    return exp_negative(em), reciprocal(em)
+
+
+def exp_negative(em) -> str:
+    """gemmlowp's exp_on_negative_values, Q5.26 in, Q0.31 out."""
+    add, high, div, mpot = wrap_add(em), high_mul(em), divide_pot(em), multiply_pot(em)
+    quarter = c_helper(em, "tfl_exp_quarter", f"""\
+static int32_t @tfl_exp_quarter(int32_t a)
+{{
+    /* exp(a) for a in [-1/4, 0), Q0.31: a Taylor expansion around -1/8 */
+    const int32_t constant_term = 1895147668, one_third = 715827883;
+    const int32_t x = {add}(a, (int32_t)1 << 28);
+    const int32_t x2 = {high}(x, x), x3 = {high}(x2, x), x4 = {high}(x2, x2);
+    const int32_t x4_over_4 = {div}(x4, 2);
+    const int32_t poly = {div}({add}({high}({add}(x4_over_4, x3), one_third), x2), 1);
+    return {add}(constant_term, {high}(constant_term, {add}(x, poly)));
+}}
+""")
+    integer_bits = SOFTMAX_DIFF_INTEGER_BITS
+    fractional = 31 - integer_bits
+    barrel = "\n".join(f"    if (remainder & ((int32_t)1 << {fractional + e}))\n        result = {high}(result, {m});"
+                       for e, m in EXP_BARREL if integer_bits > e)
+    exp = c_helper(em, "tfl_exp_negative", f"""\
+static int32_t @tfl_exp_negative(int32_t a)
+{{
+    /* exp(a) for a <= 0 in Q{integer_bits}.{fractional}, Q0.31 out */
+    const int32_t one_quarter = (int32_t)1 << {fractional - 2};
+    const int32_t a_mod_quarter_minus_one_quarter = {add}(a & (one_quarter - 1), -one_quarter);
+    const int32_t remainder = {add}(a_mod_quarter_minus_one_quarter, (int32_t)(0u - (uint32_t)a));
+    int32_t result = {quarter}({mpot}(a_mod_quarter_minus_one_quarter, {integer_bits}));
+{barrel}
+    return a == 0 ? INT32_MAX : result;
+}}
+""")
+    return exp
+
+
+def reciprocal(em) -> str:
+    """TFLite's GetReciprocal of a Q12 sum."""
+    one_over = one_over_one_plus(em)
+    return c_helper(em, "tfl_reciprocal", f"""\
+static int32_t @tfl_reciprocal(int32_t x, int *bits_over_unit)
+{{
+    /* TFLite's GetReciprocal: 1 / x of x (> 0) scaled into [1, 2), and how many bits x has above one */
+    uint32_t u = (uint32_t)x;
+    int headroom_plus_one = 0;
+    while (headroom_plus_one < 31 && !(u & 0x80000000u)) {{
+        u <<= 1;
+        ++headroom_plus_one;
+    }}
+    *bits_over_unit = {SOFTMAX_ACCUMULATION_INTEGER_BITS} - headroom_plus_one;
+    return {one_over}((int32_t)(u - 0x80000000u));
 }}
 """)
 

@@ -245,3 +245,55 @@ def quantise_affine(X, scale: float, zero_point: int, bits: int = 8) -> np.ndarr
         codes = AFFINE_CODES if bits == 8 else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
         q = np.clip(np.nan_to_num(q, nan=codes[0]), *codes)
     return q.astype(np.int64)
+
+
+# ---------------------------------------------------------------- log(x) for x >= 1 (LOG_SOFTMAX's int8 kernel)
+
+LOG_2, SQRT_SQRT_HALF, SQRT_HALF, ONE_QUARTER = 1488522236, 1805811301, 1518500250, 536870912  # Q0.31
+LOG_ALPHAS = (117049297, 127690142, 1057819769, 638450708)  # alpha_n, alpha_d, alpha_i, alpha_f (Q0.31)
+
+
+def multiply_by_pot_param(x, exponent):
+    """TFLite's SaturatingRoundingMultiplyByPOTParam for exponents >= 0 (one per element): a saturating left
+    shift."""
+    x, exponent = np.asarray(x, dtype=np.int64), np.asarray(exponent, dtype=np.int64)
+    threshold = (np.int64(1) << (31 - exponent)) - 1
+    return np.where(x > threshold, INT32_MAX, np.where(x < -threshold, INT32_MIN, wrap32(x << exponent)))
+
+
+def saturating_add(a, b):
+    """SaturatingAddNonGemmlowp / SaturatingSub of int32 (b negated): the int64 sum clamped to int32."""
+    return np.clip(np.asarray(a, dtype=np.int64) + np.asarray(b, dtype=np.int64), INT32_MIN, INT32_MAX)
+
+
+def rounding_half_sum(a, b):
+    """gemmlowp's RoundingHalfSum: (a + b) / 2, halves away from zero, in int64."""
+    total = np.asarray(a, dtype=np.int64) + np.asarray(b, dtype=np.int64)
+    return truncating_div_pot(total + np.where(total >= 0, 1, -1), 1)
+
+
+def log_x_for_x_greater_than_or_equal_to_1(raw, input_integer_bits: int, output_integer_bits: int):
+    """TFLite's log_x_for_x_greater_than_or_equal_to_1 (common.h): log(x) of x >= 1 in Q``input_integer_bits``,
+    in Q``output_integer_bits``: x's power of two from its leading zeros, the mantissa's log by a rational
+    approximation around 2^-1/4, accumulated with one more integer bit."""
+    accum_bits = output_integer_bits + 1
+    alpha_n, alpha_d, alpha_i, alpha_f = LOG_ALPHAS
+    shifted_quarter = int(rounding_divide_by_pot(ONE_QUARTER, accum_bits))
+    z_a = np.asarray(raw, dtype=np.int64)
+    headroom_a = count_leading_zeros32(z_a)
+    r_a = multiply_by_pot_param(fixed_mul(multiply_by_pot_param(z_a, headroom_a - 1), SQRT_HALF), 1)
+    pow_a = saturating_add(multiply_by_pot_param(input_integer_bits - headroom_a, 31 - accum_bits), shifted_quarter)
+    headroom_b = count_leading_zeros32(fixed_mul(z_a, SQRT_HALF)) - 1
+    r_b = multiply_by_pot_param(z_a, headroom_b)
+    pow_b = saturating_add(multiply_by_pot_param(input_integer_bits - headroom_b, 31 - accum_bits), -shifted_quarter)
+    r, z_pow = np.minimum(r_a, r_b), np.maximum(pow_a, pow_b)
+    p = rounding_half_sum(r, SQRT_SQRT_HALF)
+    q = wrap32(r - SQRT_SQRT_HALF)
+    q = wrap32(q + q)
+    common_sq = fixed_mul(q, q)
+    num = wrap32(fixed_mul(q, r) + fixed_mul(fixed_mul(q, common_sq), alpha_n))
+    denominator_minus_one = wrap32(fixed_mul(p, wrap32(wrap32(alpha_i + q) + fixed_mul(alpha_d, common_sq)))
+                                   + fixed_mul(alpha_f, q))
+    reciprocal = one_over_one_plus_x_for_x_in_0_1(denominator_minus_one)
+    total = wrap32(fixed_mul(z_pow, LOG_2) + fixed_mul(rounding_divide_by_pot(num, accum_bits), reciprocal))
+    return saturating_rounding_multiply_by_pot(total, accum_bits - output_integer_bits)

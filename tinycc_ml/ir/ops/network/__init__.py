@@ -14,6 +14,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     grouped_conv2d,
     integer_arith,
     leaky_relu,
+    log_softmax,
     logical,
     logical_not,
     lstm,

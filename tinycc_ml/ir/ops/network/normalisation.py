@@ -1,10 +1,9 @@
-"""LOG_SOFTMAX and LAYER_NORM over the last axis, at float only.
+"""LAYER_NORM over the last axis, at float only.
 
-LOG_SOFTMAX: x - max - log(sum exp(x - max)) (ONNX's LogSoftmax, nn.LogSoftmax). LAYER_NORM: (x - mean) /
-sqrt(var + epsilon) gamma + beta, the mean and the (biased) variance in float32 (ONNX's LayerNormalization with
-stash_type 1, nn.LayerNorm over the last axis). Neither has a form in the project's fixed point or TFLite's int8
-here: a log of a sum and a reciprocal square root of a calibrated variance have no proven error bound, so a
-fixed-point operand is refused by name (export the logits instead of LogSoftmax; the argmax is the same).
+LAYER_NORM: (x - mean) / sqrt(var + epsilon) gamma + beta, the mean and the (biased) variance in float32 (ONNX's
+LayerNormalization with stash_type 1, nn.LayerNorm over the last axis). It has no form in the project's fixed point
+or TFLite's int8 here: a reciprocal square root of a calibrated variance has no proven error bound, so a
+fixed-point operand is refused by name.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
-from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.ops.windows import network_result
 
@@ -34,11 +32,6 @@ def _infer(op: str, what: str, hint: str = ""):
     return infer
 
 
-def _log_softmax(xs, attrs):
-    z = xs[0] - np.max(xs[0], axis=-1, keepdims=True)
-    return z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
-
-
 def _layer_norm(xs, attrs):
     x = np.asarray(xs[0], dtype=np.float64)
     centred = x - np.mean(x, axis=-1, keepdims=True)
@@ -58,17 +51,6 @@ def _rows(em, node, body: list[str]) -> list[str]:
             "}"]
 
 
-def _c_log_softmax(em, node) -> list[str]:
-    return _rows(em, node, ["float largest = in[0], sum = 0.0f;",
-                            "for (int i = 1; i < {depth}; ++i)",
-                            "    if (in[i] > largest) largest = in[i];",
-                            "for (int i = 0; i < {depth}; ++i)",
-                            "    sum += expf(in[i] - largest);",
-                            "sum = logf(sum);",
-                            "for (int i = 0; i < {depth}; ++i)",
-                            "    out[i] = in[i] - largest - sum;"])
-
-
 def _c_layer_norm(em, node) -> list[str]:
     gamma, beta = em.at(node.inputs[1], "i"), em.at(node.inputs[2], "i")
     epsilon = f"{float(node.attrs['epsilon']):.9g}f"
@@ -84,14 +66,6 @@ def _c_layer_norm(em, node) -> list[str]:
 
 
 register_op(OpDef(
-    "log_softmax", 1, _infer("log_softmax", "log of a sum of exps", "; export the logits: the argmax is the same"),
-    _log_softmax, {},
-    "TFLite's LOG_SOFTMAX along the last axis, at float: x - max - log(sum exp(x - max))",
-    evaluate_rows=lambda ins, batched, attrs, n, rank: _log_softmax(ins, attrs),
-    c={"float": _c_log_softmax},
-    unsupported={"fixed": FLOAT_ONLY, "c_fixed": FLOAT_ONLY, "interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
-
-register_op(OpDef(
     "layer_norm", 3, _infer("layer_norm", "reciprocal square root of a variance"), _layer_norm, {"epsilon": "float"},
     "Layer normalisation over the last axis, at float: (x - mean) / sqrt(var + epsilon) gamma + beta (gamma, beta: "
     "constants of the last axis' length)",
@@ -99,12 +73,3 @@ register_op(OpDef(
     else None,
     c={"float": _c_layer_norm},
     unsupported={"fixed": FLOAT_ONLY, "c_fixed": FLOAT_ONLY, "interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
-
-
-@tflite_builtin("LOG_SOFTMAX", 50)
-def lower_tflite_log_softmax(low, options, ins, outs) -> None:
-    """TFLite Micro's float LOG_SOFTMAX: the same steps as the C above (its int8 kernel: refused by name)."""
-    x = low.tensors[ins[0]]
-    need(x.type_name == "float32", f"LOG_SOFTMAX: {x.type_name} tensors (float32 is supported; TFLite Micro's int8 "
-                                   "kernel is not)")
-    low.add("log_softmax", [low.value(ins[0])], {}, low.tensors[outs[0]])
