@@ -13,6 +13,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     gather,
     grouped_conv2d,
     integer_arith,
+    l2_normalization,
     leaky_relu,
     log_softmax,
     logical,

@@ -25,6 +25,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
     saturating_rounding_multiply_by_pot,
+    wrap32,
 )
 from tinycc_ml.ir.ops.windows import quantised_operand
 from tinycc_ml.ir.types import PER_TENSOR, TensorType
@@ -81,11 +82,11 @@ def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
 
     for _ in range(5):
         cube = int(saturating_rounding_multiply_by_pot(np.int64(mul(mul(x, x), x)), 6))  # Q9 -> Q3
-        difference = np.int64(mul(half_three, x) - mul(half_input, cube))  # both Q6
+        difference = wrap32(mul(half_three, x) - mul(half_input, cube))  # both Q6, a raw (wrapping) subtraction
         x = int(saturating_rounding_multiply_by_pot(difference, 3))  # Q6 -> Q3
     x = mul(x, 1518500250)  # times sqrt(2) / 2 in Q0.31
     if shift < 0:
-        x <<= -shift
+        x = int(wrap32(x << -shift))  # an int32 shift
         shift = 0
     return x, -shift
 
