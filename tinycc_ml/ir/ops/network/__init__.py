@@ -5,6 +5,7 @@ registers them."""
 
 from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     activations,
+    add_n,
     arg_reduce,
     batch_matmul,
     compare,
