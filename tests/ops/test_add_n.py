@@ -41,7 +41,8 @@ def add_n_model(n_constants: int, repeats: int, kind: str = "int8", in_q=(0.05, 
 
 
 @pytest.mark.parametrize("n_constants, repeats", [(1, 1), (0, 2), (2, 2), (3, 2), (1, 4)])
-@pytest.mark.parametrize("in_q, out_q", [((0.05, -3), (0.1, 7)), ((0.02, 60), (0.03, -100)), ((0.5, -128), (6.0, -100))])
+@pytest.mark.parametrize("in_q, out_q", [((0.05, -3), (0.1, 7)), ((0.02, 60), (0.03, -100)),
+                                         ((0.5, -128), (6.0, -100))])
 def test_int8_equals_tflite_micro_on_every_value(n_constants, repeats, in_q, out_q, tmp_path):
     data = add_n_model(n_constants, repeats, in_q=in_q, out_q=out_q)
     X = random_rows(np.random.default_rng(3), 6, 256)

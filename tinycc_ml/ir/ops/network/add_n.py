@@ -31,8 +31,10 @@ def parameters(x, out) -> tuple[tuple[int, int], tuple[int, int]]:
 
 def _infer(ts, attrs, declared):
     first = ts[0]
-    need(all(t.shape == first.shape for t in ts), f"ADD_N's inputs must have one shape, got {[list(t.shape) for t in ts]}")
-    need(all(t.dtype == first.dtype for t in ts), f"ADD_N's inputs must have one type, got {[str(t.dtype) for t in ts]}")
+    need(all(t.shape == first.shape for t in ts),
+         f"ADD_N's inputs must have one shape, got {[list(t.shape) for t in ts]}")
+    need(all(t.dtype == first.dtype for t in ts),
+         f"ADD_N's inputs must have one type, got {[str(t.dtype) for t in ts]}")
     if first.dtype.is_float:
         return TensorType(first.shape, first.dtype, first.layout)
     need(first.dtype.is_quantised and first.dtype.bits == 8 and first.dtype.axis == PER_TENSOR,
