@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops.c_primitives import c_helper
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.network.broadcast import broadcast_shape, c_loop, with_rows
@@ -112,18 +113,40 @@ def lower_div(low, options, ins, outs) -> None:
 
 # ---------------------------------------------------------------- CAST
 
+def _stored(dtype) -> bool:
+    """An element type CAST reads or writes as stored integers (TFLite Micro's CAST ignores quantisation)."""
+    return dtype.is_integer or dtype.is_quantised or dtype.kind == "bool"
+
+
 def _infer_cast(ts, attrs, declared):
     (x,) = ts
-    need(x.dtype.is_integer, f"CAST from {x.dtype} is not supported (from plain integers it is)")
-    need(declared is not None and (declared.dtype.is_integer or declared.dtype.is_float),
-         f"CAST to {declared} is not supported (to plain integers and float32 it is)")
+    need(_stored(x.dtype) or x.dtype.is_float,
+         f"CAST from {x.dtype} is not supported (from integers, quantised or not, bool and float32 it is)")
+    need(declared is not None and ((_stored(declared.dtype) and declared.dtype.kind != "bool")
+                                   or declared.dtype.is_float),
+         f"CAST to {declared} is not supported (to integers, quantised or not, and float32 it is)")
+    want = None if declared.dtype.is_float else [*declared.dtype.integer_range, int(x.dtype.is_float)]
+    need(attrs.get("to") == want, f"attribute to must be {want} (the result's range, 1 from a float), got "
+                                  f"{attrs.get('to')}")
     return TensorType(x.shape, declared.dtype, x.layout)
 
 
+def cast_attributes(x, out) -> dict:
+    """The attributes a cast from ``x`` to ``out`` (element types) carries: the float semantics need the result's
+    range and whether the source is a float."""
+    return {} if out.is_float else {"to": [*out.integer_range, int(x.is_float)]}
+
+
 def cast(x, dtype) -> np.ndarray:
+    """static_cast of each stored value: to float32 rounded; a float to an integer truncated towards zero (saturated
+    where the C++ is undefined: out of range; NaN gives 0); an integer to a narrower one modulo 2^bits."""
+    x = np.asarray(x)
     if dtype.is_float:
         return np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
-    return wrap(x, dtype.bits, dtype.kind == "int")
+    lo, hi = dtype.integer_range
+    if x.dtype.kind == "f":
+        return np.clip(np.nan_to_num(np.trunc(np.asarray(x, np.float64)), nan=0.0), lo, hi).astype(np.int64)
+    return wrap(x, dtype.bits, dtype.kind != "uint")
 
 
 def _c_cast(em, node) -> list[str]:
@@ -131,20 +154,49 @@ def _c_cast(em, node) -> list[str]:
     ctype = "float" if dtype.is_float else f"{'u' if dtype.kind == 'uint' else ''}int{dtype.bits}_t"
     (x,) = node.inputs
     source = em.graph.type(x).dtype
+    value = em.at(x, "i")
+    if source.is_float and not dtype.is_float:  # truncated towards zero, saturated (no undefined conversion)
+        lo, hi = dtype.integer_range
+        helper = c_helper(em, f"cast_f_{ctype}", f"""\
+static inline {ctype} @cast_f_{ctype}(float v)
+{{
+    if (!(v == v))
+        return 0;
+    if (v <= {lo}.0)
+        return ({ctype}){lo}{'LL' if dtype.bits == 32 else ''};
+    if (v >= {hi}.0)
+        return ({ctype}){hi}{'U' if dtype.kind == 'uint' else ''};
+    return ({ctype})v;
+}}
+""")
+        return [f"for (long i = 0; i < {node.type.size}; ++i)", f"    {em.var(node.name)}[i] = {helper}({value});"]
     # to a narrower signed type through the unsigned one of its width: modulo 2^bits, as gcc converts
-    through = "" if dtype.is_float or dtype.kind == "uint" or dtype.bits >= source.bits else f"(uint{dtype.bits}_t)"
+    bits = 8 if source.kind == "bool" else source.bits
+    through = "" if dtype.is_float or dtype.kind == "uint" or dtype.bits >= bits else f"(uint{dtype.bits}_t)"
     return [f"for (long i = 0; i < {node.type.size}; ++i)",
-            f"    {em.var(node.name)}[i] = ({ctype}){through}{em.at(x, 'i')};"]
+            f"    {em.var(node.name)}[i] = ({ctype}){through}{value};"]
+
+
+def _evaluate_cast(xs, attrs):
+    x = np.asarray(xs[0], np.float64)
+    if "to" not in attrs:
+        return x.astype(np.float32).astype(np.float64)
+    lo, hi, from_float = attrs["to"]
+    if from_float:
+        return np.clip(np.nan_to_num(np.trunc(x), nan=0.0), lo, hi)
+    span = hi - lo + 1
+    return (np.round(x).astype(np.int64) - lo) % span + lo
 
 
 register_op(OpDef(
-    "cast", 1, _infer_cast, lambda xs, attrs: np.asarray(xs[0], np.float64), {},
-    "TFLite's CAST from plain integers: to plain integers modulo 2^bits, to float32 rounded",
-    fixed=lambda call: cast(call.ins[0], call.type.dtype), c={"fixed": _c_cast},
-    unsupported={**UNSUPPORTED, "c_float": "a cast reads integers"}))
+    "cast", 1, _infer_cast, _evaluate_cast, {"to": "ints?"},
+    "TFLite's CAST of stored values (quantisation ignored, as TFLite Micro's): to integers modulo 2^bits, float32 to "
+    "integers truncated towards zero, to float32 rounded",
+    fixed=lambda call: cast(call.ins[0], call.type.dtype), c={"fixed": _c_cast, "float": _c_cast},
+    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 
 @tflite_builtin("CAST", 53)
 def lower_cast(low, options, ins, outs) -> None:
     out = low.tensors[outs[0]]
-    low.add("cast", [low.value(ins[0])], {}, out)
+    low.add("cast", [low.value(ins[0])], cast_attributes(low.dtype(low.tensors[ins[0]]), low.dtype(out)), out)
