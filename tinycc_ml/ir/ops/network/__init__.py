@@ -9,6 +9,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     arg_reduce,
     batch_matmul,
     compare,
+    cumsum,
     float_binary,
     float_unary,
     gather,
