@@ -13,6 +13,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     float_binary,
     float_unary,
     gather,
+    gather_nd,
     grouped_conv2d,
     integer_arith,
     l2_normalization,
