@@ -10,6 +10,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     batch_matmul,
     compare,
     cumsum,
+    dynamic_update_slice,
     float_binary,
     float_unary,
     gather,
