@@ -27,6 +27,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     mul,
     normalisation,
     prelu,
+    quantised_div,
     quantised_unary,
     quantize,
     reduce,

@@ -106,6 +106,10 @@ def lower_div(low, options, ins, outs) -> None:
     if low.tensors[ins[0]].type_name == "float32":
         lower_float_div(low, options, ins, outs)
         return
+    if low.tensors[ins[0]].type_name == "int8":  # quantised: TFLite Micro's DivElementwise
+        low.add("quantised_div", [low.value(ins[0]), low.value(ins[1])],
+                {"activation": low.activation(options, 0, "DIV")}, low.tensors[outs[0]])
+        return
     if divisor.data is None or not np.all(divisor.data != 0):
         raise TypeRuleError(f"DIV: the divisor {divisor.name!r} must be a constant without zeros")
     lower_integer(low, "integer_div", options, ins, outs, 0, "DIV")
