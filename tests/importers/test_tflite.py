@@ -118,8 +118,8 @@ def edited_kws():
 def test_an_unsupported_operator_is_named(tmp_path):
     model = edited_kws()
     softmax = next(c for c in model.operatorCodes if max(c.builtinCode, c.deprecatedBuiltinCode) == 25)
-    softmax.deprecatedBuiltinCode, softmax.builtinCode = 127, 128  # CUMSUM (127: "see builtin_code")
-    with pytest.raises(ModelFileError, match="edited.tflite: operator CUMSUM is not supported"):
+    softmax.deprecatedBuiltinCode, softmax.builtinCode = 127, 131  # RFFT2D (127: "see builtin_code")
+    with pytest.raises(ModelFileError, match="edited.tflite: operator RFFT2D is not supported"):
         read_or_error(tmp_path, model)
 
 

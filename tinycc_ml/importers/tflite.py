@@ -49,15 +49,16 @@ OPTIONS = {"CONV_2D": (1, True), "DEPTHWISE_CONV_2D": (2, True), "AVERAGE_POOL_2
            "MAX_POOL_2D": (5, True), "L2_POOL_2D": (5, True), "FULLY_CONNECTED": (8, False), "SOFTMAX": (9, False),
            "CONCATENATION": (10, False), "ADD": (11, False), "RESHAPE": (17, False), "PAD": (22, False),
            "PADV2": (43, False), "MEAN": (27, False), "VAR_HANDLE": (111, False), "CALL_ONCE": (103, False),
-           "READ_VARIABLE": (112, False), "ASSIGN_VARIABLE": (113, False), "WHILE": (93, False)}
+           "READ_VARIABLE": (112, False), "ASSIGN_VARIABLE": (113, False), "WHILE": (93, False), "IF": (92, False)}
 # (least, most) inputs of each operator (optional ones may be -1)
 INPUT_COUNTS = {"CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
                 "L2_POOL_2D": (1, 1),
                 "ADD": (2, 2), "RESHAPE": (1, 2), "SOFTMAX": (1, 1), "MAX_POOL_2D": (1, 1), "PAD": (2, 2),
                 "PADV2": (3, 3), "MEAN": (2, 2), "RELU": (1, 1), "RELU6": (1, 1),
                 "CONCATENATION": (2, MAX_CONCATENATED), "VAR_HANDLE": (0, 0), "CALL_ONCE": (0, 0),
-                "READ_VARIABLE": (1, 1), "ASSIGN_VARIABLE": (2, 2), "WHILE": (1, 64)}
-OUTPUT_COUNTS = {"ASSIGN_VARIABLE": (0, 0), "CALL_ONCE": (0, 0), "WHILE": (1, 64)}  # beyond one output tensor
+                "READ_VARIABLE": (1, 1), "ASSIGN_VARIABLE": (2, 2), "WHILE": (1, 64), "IF": (1, 64)}
+# beyond one output tensor
+OUTPUT_COUNTS = {"ASSIGN_VARIABLE": (0, 0), "CALL_ONCE": (0, 0), "WHILE": (1, 64), "IF": (1, 64)}
 OPTIONAL_INPUTS = {"CONV_2D": (2,), "DEPTHWISE_CONV_2D": (2,), "FULLY_CONNECTED": (2,), "RESHAPE": (1,)}  # may be -1
 # the axis of an operand's per-channel scales: the operator's, whatever quantized_dimension the file names
 # (tflite-micro reads them along it; converters leave a stale one on biases)
@@ -66,7 +67,7 @@ QUANTISED_TYPES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}  # their wi
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)  # a denormal scale flushes every requantisation to zero
 SUPPORTED = ("ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
              "MAX_POOL_2D", "L2_POOL_2D", "MEAN", "PAD", "PADV2", "RELU", "RELU6", "RESHAPE", "SOFTMAX", "VAR_HANDLE",
-             "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "WHILE")
+             "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "WHILE", "IF")
 
 
 class _Bad(Exception):
@@ -545,6 +546,9 @@ def _lower_operator(low: _Lowering, op: str, options: _Table | None, ins: list[i
     if op == "WHILE":
         _lower_while(low, options, ins, outs)
         return
+    if op == "IF":
+        _lower_if(low, options, ins, outs)
+        return
     out = low.tensors[outs[0]]
     name = _identifier(out.name)
     bias = ins[2] if len(ins) > 2 else -1
@@ -739,16 +743,16 @@ def _initial_values(subgraphs: list[_Table], codes: list[_Table], buffers: list[
         for k, operator in enumerate(sub.tables(3, "operators")):
             index = operator.scalar(0, "I", 0, "opcode_index")
             op = _opcode_name(codes[index]) if index < len(codes) else ""
-            options = _options(operator, op, k) if op in ("CALL_ONCE", "WHILE") else None
+            options = _options(operator, op, k) if op in ("CALL_ONCE", "WHILE", "IF") else None
             if op == "CALL_ONCE":
                 init_indices.add(int(options.scalar(0, "i", 0, "init_subgraph_index")) if options is not None else 0)
-            elif op == "WHILE" and options is not None:
+            elif op in ("WHILE", "IF") and options is not None:  # a WHILE's condition and body, an IF's branches
                 loop_indices |= {int(options.scalar(0, "i", 0, "cond_subgraph_index")),
                                  int(options.scalar(1, "i", 0, "body_subgraph_index"))}
     others = sorted(set(range(1, len(subgraphs))) - init_indices - loop_indices)
     if others or not (init_indices | loop_indices) <= set(range(1, len(subgraphs))):
         raise _Bad(f"{len(subgraphs)} subgraphs: only CALL_ONCE's initialisation subgraphs and WHILE's are read "
-                   f"(subgraph {(others or sorted(init_indices | loop_indices))[0]} is neither: IF is not supported)")
+                   f"(subgraph {(others or sorted(init_indices | loop_indices))[0]} is none of them)")
     inits: dict[tuple[str, str], _Tensor] = {}
     for s in sorted(init_indices):
         tensors = [_read_tensor(t, i, buffers) for i, t in enumerate(subgraphs[s].tables(0, "tensors"))]
@@ -923,6 +927,56 @@ def _lower_while(low: _Lowering, options: _Table | None, ins: list[int], outs: l
         if low.graph.op(node) == "const":
             low.tensors[o] = replace(declared, data=np.asarray(low.graph.node(node).attrs["value"]).reshape(
                 declared.shape))
+
+
+STATEFUL = ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE")
+
+
+def _stateful(low: _Lowering, index: int) -> bool:
+    """Whether subgraph ``index`` touches resource variables."""
+    subgraphs, codes, _ = low.model
+    return any(_opcode_name(codes[o.scalar(0, "I", 0, "opcode_index")]) in STATEFUL
+               for o in subgraphs[index].tables(3, "operators")
+               if o.scalar(0, "I", 0, "opcode_index") < len(codes))
+
+
+def _lower_if(low: _Lowering, options: _Table | None, ins: list[int], outs: list[int]) -> None:
+    """IF: a condition that follows from constants lowers its branch alone; a computed one lowers both branches
+    (pure: TFLite Micro runs one, whose outputs are copied) and selects each output by the condition (SELECT_V2's
+    copy of stored values). Branches that touch resource variables under a computed condition are refused."""
+    then_index = int(options.scalar(0, "i", 0, "then_subgraph_index")) if options is not None else 0
+    else_index = int(options.scalar(1, "i", 0, "else_subgraph_index")) if options is not None else 0
+    n_subgraphs = len(low.model[0])
+    if not (0 < then_index < n_subgraphs and 0 < else_index < n_subgraphs):
+        raise _Bad(f"{low.where}: then subgraph {then_index} and else subgraph {else_index} of {n_subgraphs}")
+    where = low.where
+    condition = low.tensors[ins[0]]
+    if condition.type_name != "bool" or math.prod(condition.shape) != 1:
+        raise _Bad(f"{where}: the condition {condition.name!r} must be one bool (TFLite Micro reads its first element)")
+    flag = low.value(ins[0])
+    carried = [low.value(i) for i in ins[1:]]
+    if low.graph.op(flag) == "const":
+        chosen = then_index if bool(np.asarray(low.graph.node(flag).attrs["value"]).reshape(-1)[0]) else else_index
+        results = _lower_subgraph(low, chosen, carried, f"{where}, {'then' if chosen == then_index else 'else'}: ")
+    else:
+        if _stateful(low, then_index) or _stateful(low, else_index):
+            raise _Bad(f"{where}: branches that read or assign resource variables under a condition computed from the "
+                       "input are not supported (both branches are computed and one result kept)")
+        taken = _lower_subgraph(low, then_index, carried, f"{where}, then: ")
+        other = _lower_subgraph(low, else_index, carried, f"{where}, else: ")
+        results = []
+        for o, a, b in zip(outs, taken, other):
+            declared = low.tensors[o]
+            results.append(low.step("select", [flag, a, b], {}, declared.shape, declared,
+                                    f"{_identifier(declared.name)}_chosen"))
+    if len(results) != len(outs):
+        raise _Bad(f"{where}: the branch gives {len(results)} outputs, the IF declares {len(outs)}")
+    for o, node in zip(outs, results):
+        declared = low.tensors[o]
+        if tuple(low.graph.type(node).shape) != tuple(declared.shape):
+            raise _Bad(f"{where}: output {declared.name!r} declares shape {list(declared.shape)}, the branch gives "
+                       f"{list(low.graph.type(node).shape)}")
+        low.values[o] = node
 
 
 def _lower_operators(low: _Lowering, operators: list[_Table], codes: list[_Table], skipped: int | None = None,
