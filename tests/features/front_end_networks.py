@@ -17,8 +17,8 @@ FEATURE_SCALE = 0.08  # the int8 network's input step: log-mel values of the ton
 
 def log_mel(X) -> object:
     """A fitted log-mel front end: 7 frames of 16 mel bins from rows of 1024 samples."""
-    return make_pipeline(Framer(FRAME, HOP), Window(FRAME), PowerSpectrum(FRAME), MelFilterBank(AUDIO_RATE, FRAME, MELS),
-                         Log()).fit(X)
+    return make_pipeline(Framer(FRAME, HOP), Window(FRAME), PowerSpectrum(FRAME),
+                         MelFilterBank(AUDIO_RATE, FRAME, MELS), Log()).fit(X)
 
 
 def int8_cnn(path: Path, frames: int = 7, seed: int = 1) -> bytes:

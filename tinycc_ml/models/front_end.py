@@ -19,8 +19,8 @@ from tinycc_ml.errors import CompileError, FrontEndError, ModelFileError
 from tinycc_ml.features.base import FrontEndStep
 from tinycc_ml.features.stream import check_stream_hop
 from tinycc_ml.ir.graph import Graph, embed
-from tinycc_ml.models.base import MODEL_FAMILIES, Model
 from tinycc_ml.ir.types import TensorType
+from tinycc_ml.models.base import MODEL_FAMILIES, Model
 from tinycc_ml.models.lowering import add_input
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.passes.input_scales import FEATURE_SCALE_RANGE, apply_feature_scales, feature_scales
