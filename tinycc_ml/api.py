@@ -712,12 +712,11 @@ def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, 
 
 
 def _before_network(model, front_end) -> FrontEndModel:
-    """``compile(network, front_end=...)``: the fitted front end's steps before the network ``model``."""
-    if isinstance(model, FrontEndModel) or not isinstance(model, NetworkModel):
-        raise CompileError(f"front_end= puts a front end before a network (an ONNX or .tflite model); "
-                           f"{model.describe()} is not one (a front end before another model: put its steps first in "
-                           "a scikit-learn Pipeline)")
-    return FrontEndModel(front_end_steps(front_end), model, source=f"front end before {model.source}")
+    """``compile(model, front_end=...)``: the fitted front end's steps before ``model`` (a network, or any model a
+    file holds: an ONNX dense network reads as an MLP, which compiles with its front end as a Pipeline would)."""
+    if isinstance(model, FrontEndModel):
+        raise CompileError(f"front_end=: {model.describe()} has a front end already")
+    return FrontEndModel(front_end_steps(front_end), model, source=f"front end before {model.describe()}")
 
 
 def front_end_lines(model: FrontEndModel) -> list[str]:
