@@ -27,7 +27,7 @@ from tinycc_ml.ir.ops import OPS
 from tinycc_ml.ir.ops.calibration import ovr_decision_rows
 from tinycc_ml.model_formats import format_for
 from tinycc_ml.models.base import CLASSES_META_KEY, MODEL_FAMILIES, Model, check_task
-from tinycc_ml.models.front_end import FrontEndModel
+from tinycc_ml.models.front_end import FrontEndModel, front_end_steps
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.network_fixed import (
     FLOAT_NETWORK_PASSES,
@@ -711,6 +711,27 @@ def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, 
     return graph
 
 
+def _before_network(model, front_end) -> FrontEndModel:
+    """``compile(model, front_end=...)``: the fitted front end's steps before ``model`` (a network, or any model a
+    file holds: an ONNX dense network reads as an MLP, which compiles with its front end as a Pipeline would)."""
+    if isinstance(model, FrontEndModel):
+        raise CompileError(f"front_end=: {model.describe()} has a front end already")
+    return FrontEndModel(front_end_steps(front_end), model, source=f"front end before {model.describe()}")
+
+
+def front_end_lines(model: FrontEndModel) -> list[str]:
+    """The header's words on a front end's input and the network's input and scores after it."""
+    net = model.network
+    dtype = net.graph.type(net.input_name).dtype
+    features = ("float32, as they are" if dtype.is_float else
+                f"quantised as the network's input: q = round(x / {float(np.float32(dtype.qscales[0]))!r}) "
+                f"{'-' if dtype.zero_point < 0 else '+'} {abs(dtype.zero_point)}, "
+                "halves away from zero, saturated (TFLite's QUANTIZE)")
+    return [f"Input: {model.input_dim} raw samples (float32); the front end computes in float32.",
+            f"Features: the network's input {list(net.input_shape)} in order, {features}.",
+            *[line for line in net.interface_lines() if line.startswith("Scores")]]
+
+
 def _check_size_before_search(backend, model, fixed_graph, prefix: str, precision: str) -> None:
     """FitError when the integer build's constants or intermediates alone cannot fit the target: said before
     the scale search, whose choice changes neither (a wide GaussianNB's search took minutes before the refusal)."""
@@ -733,11 +754,15 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
             raise CompileError(f"{' and '.join(import_options)}: options of ONNX networks with recurrent layers (GRU, "
                                f"LSTM, RNN); {model.describe()} has none")
         model = reimport(**import_options)
+    front_end = options.pop("front_end", None)
+    if front_end is not None:
+        model = _before_network(model, front_end)
     if isinstance(model, NetworkModel):
         refusal = model.integer_refusal(precision, options.get("int8_dialect"))
         if refusal is not None:
             raise CompileError(refusal)
-    prefix = check_prefix(default_name(source, model) if name is None else name)
+    prefix = check_prefix(default_name(source, model.model if front_end is not None else model)
+                          if name is None else name)
     if prefix.lower() in RESERVED_STEMS:
         raise CompileError(f"name {prefix!r} would write {prefix}.c and {prefix}.h: make's implicit rules rebuild a "
                            f"file named {prefix} from {prefix}.c; choose another name")
@@ -756,25 +781,34 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if precision not in backend.precisions:
         raise CompileError(f"target {target} supports precision {', '.join(backend.precisions)}, not {precision}")
     model.check_precision(precision)
-    network = isinstance(model, NetworkModel)
+    front_net = model.network if isinstance(model, FrontEndModel) else None  # compile(network, front_end=...)
+    net = front_net or model
+    network = isinstance(net, NetworkModel)
     quantisation: dict = {}
-    if "int8_dialect" in options and (precision != "int8" or not network or model.is_quantised):
+    if "int8_dialect" in options and (precision != "int8" or not network or net.is_quantised):
         raise CompileError(f"int8_dialect chooses how a float network (ONNX, float .tflite) computes at precision "
                            f"int8; {model.describe()} at precision {precision} has no such choice")
     ctx = PassContext(options=PassOptions.from_user(precision, options, backend.target_attributes()),
                       dump_after=set(dump_ir_after))
     # a float network at float, int16, or int8 with int8_dialect="pow2": its own graph (float C, or the project's
     # fixed point); otherwise TFLite's int8 (the file's, or quantised from the calibration rows)
-    own_network = network and not model.is_quantised and (precision != "int8"
-                                                           or ctx.options.int8_dialect == "pow2")
+    own_network = network and not net.is_quantised and (precision != "int8" or ctx.options.int8_dialect == "pow2")
+    if front_net is not None and own_network and precision != "float":
+        raise CompileError(f"a front end before {net.describe()}: the network's int8 with int8_dialect='pow2' is not "
+                           "built after a front end; precision int8 (TFLite's dialect) or float")
     if network:
         if backend.network_ops is not None:
             raise CompileError(f"{model.describe()}: target {target} does not generate TFLite's network ops: "
                                f"{backend.network_ops}")
         if not own_network:
-            if not model.is_quantised:  # a float network: quantised to TFLite's int8 from the calibration rows
+            if not net.is_quantised and front_net is not None:  # quantised from the front end's features
+                rows = None if calibration is None else model.features(check_calibration(calibration, model.input_dim))
+                net, quantisation = quantise_network_model(net, rows)
+                model = model.with_model(net)
+            elif not net.is_quantised:  # a float network: quantised to TFLite's int8 from the calibration rows
                 model, quantisation = quantise_network_model(model, calibration)
-            precision = model.reference  # the file's own arithmetic (TFLite's int8 or 16x8 kernels)
+                net = model
+            precision = net.reference  # the file's own arithmetic (TFLite's int8 or 16x8 kernels)
             ctx.options.precision = precision
     log.info("compiling %s for target %s, precision %s", model.describe(), target, precision)
     if precision != "float" and calibration is not None and \
@@ -794,7 +828,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         description.append("Task: " + ", ".join(f"{k} {v}" for k, v in model.task.items()) + ".")
     if own_network:
         graph = _own_network_graph(model, graph, precision, calibration, ctx, report, description)
-        description.extend(model.recurrent_lines())
+        description.extend(net.recurrent_lines())
         if graph.states():
             report["state_bytes"] = state_bytes(graph)
             description.append(f"State kept between calls: {report['state_bytes']} bytes of static RAM.")
@@ -803,7 +837,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         report["arena_bytes"] = arena_bytes(graph)
         description.append(f"Activation arena: {report['arena_bytes']} bytes of static RAM, one buffer the layers' "
                            "outputs share by liveness.")
-        description.extend(model.interface_lines())
+        description.extend(net.interface_lines() if front_net is None else front_end_lines(model))
         if graph.states():
             report["state_bytes"] = state_bytes(graph)
             description.append(f"State kept between calls: {report['state_bytes']} bytes of static RAM (a stream's "
@@ -877,7 +911,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     add_labels(output, classes)
     if getattr(model, "scores_kind", None) == "pairs" and getattr(model, "decision_shape", None) == "ovr":
         output.ovr_of_pairs = model.n_class_count  # probabilities kept the pair decisions in the C
-    if network and (len(model.input_parts) > 1 or len(model.output_parts) > 1):
+    if network and front_net is None and (len(model.input_parts) > 1 or len(model.output_parts) > 1):
         add_tensor_io(output, model.input_tensors(), model.output_tensors())
     if model.proba_rule is not None:
         _add_proba(model, graph, output, report, calibration)

@@ -2,7 +2,13 @@
 the raw samples: each step lowered onto the IR's float ops, the model's own graph composed after them
 (``ir.graph.embed``). Float builds, and int16 builds through the fixed-point pipeline with the model (the steps'
 ops have fixed-point forms: a block-scaled q15 FFT, log by table, integer square root). ``stream_hop`` is the samples
-between the decisions of ``<name>_feed`` (default: a leading Framer's hop, else the whole window)."""
+between the decisions of ``<name>_feed`` (default: a leading Framer's hop, else the whole window).
+
+Before a network (``compile(network, front_end=...)``): the features are the network's input tensor's elements in
+order (frames x bins, frame-major, as an NHWC (1, frames, bins, 1) or an NCHW (1, 1, frames, bins) input holds
+them). A float network takes them as they are; a TFLite int8 network takes them quantised with its input's scale
+and zero point (the ``quantize`` op: TFLite's AffineQuantize on the float32 features), as
+``network.scores(front_end.transform(X))`` computes in Python."""
 
 from __future__ import annotations
 
@@ -13,8 +19,10 @@ from tinycc_ml.errors import CompileError, FrontEndError, ModelFileError
 from tinycc_ml.features.base import FrontEndStep
 from tinycc_ml.features.stream import check_stream_hop
 from tinycc_ml.ir.graph import Graph, embed
+from tinycc_ml.ir.types import TensorType
 from tinycc_ml.models.base import MODEL_FAMILIES, Model
 from tinycc_ml.models.lowering import add_input
+from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.passes.input_scales import FEATURE_SCALE_RANGE, apply_feature_scales, feature_scales
 
 
@@ -38,7 +46,9 @@ class FrontEndModel(Model):
                 raise CompileError(f"{source}: front-end step {i} ({type(step).__name__}) reads {step.n_features_in_} "
                                    f"values but the step before it gives {width}")
             width = step.n_features_out_
-        if width != model.input_dim:
+        if isinstance(model, NetworkModel):
+            check_network_after_front_end(model, width, source)
+        elif width != model.input_dim:
             raise CompileError(f"{source}: the front end gives {width} features but the {model.family} model takes "
                                f"{model.input_dim}")
         self.steps, self.model = list(steps), model
@@ -86,7 +96,25 @@ class FrontEndModel(Model):
     def scores(self, X) -> np.ndarray:
         return self.model.scores(self.features(X))
 
+    @property
+    def network(self) -> NetworkModel | None:
+        """The network after the front end (None: another model)."""
+        return self.model if isinstance(self.model, NetworkModel) else None
+
+    def with_model(self, model: Model) -> FrontEndModel:
+        """The same front end before ``model`` (a network quantised from the front end's features)."""
+        return FrontEndModel(self.steps, model, self.stream_hop, "front end")
+
     def check_precision(self, precision: str) -> None:
+        net = self.network
+        if net is not None:  # the front end in float32, the network in float32 or in TFLite's integers
+            own = net.reference if net.is_quantised else "int8"
+            how = "as its file defines" if net.is_quantised else "quantised to TFLite's int8 from the calibration rows"
+            if precision not in ("float", own):
+                raise CompileError(f"a front end before {net.describe()} compiles at precision float or {own} (the "
+                                   f"front end in float32, the network {how}); precision {precision} is not built "
+                                   "for a front end before a network")
+            return
         if precision == "float":
             return
         if precision != "int16":
@@ -102,6 +130,8 @@ class FrontEndModel(Model):
         (the model's input_scales rule: each feature's finest 16-bit scale where the model's first ops absorb a
         factor per feature: mat-vecs, weighted distances, tree thresholds; none otherwise). The features are scaled
         by 2^s_k as the front end's last step makes them and the model's graph takes them so."""
+        if self.network is not None:  # the network's quantisation is its own (or quantise_network's)
+            return self
         features = self.features(calibration)
         scales = feature_scales(self.model.lower_for("int16"), features)
         copy = FrontEndModel(self.steps, self.model, self.stream_hop)
@@ -119,6 +149,11 @@ class FrontEndModel(Model):
             last = i == len(self.steps) - 1
             node = step.lower_scaled(g, node, 2.0**scales) if last and scales is not None else step.lower(g, node)
         inner = self.model.lower_for(precision)
+        net = self.network
+        if net is not None and net.is_quantised:  # the float32 features quantised as TFLite's QUANTIZE does
+            (inner_input,) = inner.inputs()
+            node = g.add("quantize", [node], {}, type=TensorType((net.input_dim,), inner.type(inner_input).dtype),
+                         name="features_quantised")
         if scales is not None:
             inner = apply_feature_scales(inner, scales)
         (inner_input,) = inner.inputs()
@@ -132,6 +167,9 @@ class FrontEndModel(Model):
                 f"{self.model.describe()}")
 
     def meta(self) -> dict:
+        if self.network is not None:
+            raise ModelFileError(f"{self.describe()}: a front end before a network is compiled from the network's "
+                                 "file and the fitted front end (compile(network, front_end=...)); it has no .npz form")
         return {"steps": [{"class": type(s).__name__, "params": _plain(s.get_params()), "width": int(s.n_features_in_)}
                           for s in self.steps],
                 "stream_hop": self.stream_hop, "model_family": self.model.family, "model_meta": self.model.meta(),
@@ -165,6 +203,44 @@ class FrontEndModel(Model):
             return cls(steps, model, meta.get("stream_hop"), source)
         except (CompileError, FrontEndError) as exc:
             raise ModelFileError(str(exc)) from None
+
+
+def front_end_steps(front_end) -> list[FrontEndStep]:
+    """The fitted steps of ``front_end``: a scikit-learn Pipeline of tinycc_ml.features steps only, a list of them,
+    or one step; CompileError naming what else it holds."""
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(front_end, FrontEndStep):
+        steps = [front_end]
+    elif isinstance(front_end, Pipeline):
+        steps = [step for _, step in front_end.steps if step not in (None, "passthrough")]
+    elif isinstance(front_end, (list, tuple)):
+        steps = list(front_end)
+    else:
+        raise CompileError(f"front_end={type(front_end).__name__}: expected a fitted Pipeline of tinycc_ml.features "
+                           "steps (Framer, Window, PowerSpectrum, MelFilterBank, Log, DCT, ...), a list of them or one")
+    others = [type(step).__name__ for step in steps if not isinstance(step, FrontEndStep)]
+    if others or not steps:
+        raise CompileError(f"front_end: {', '.join(others) or 'no steps'}: a front end before a network holds "
+                           "tinycc_ml.features steps only (the network is the model)")
+    return steps
+
+
+def check_network_after_front_end(net: NetworkModel, width: int, source: str) -> None:
+    """CompileError naming what makes ``net`` unable to take a front end's ``width`` float features as its input."""
+    if len(net.input_parts) != 1 or len(net.output_parts) != 1:
+        raise CompileError(f"{source}: {net.describe()} has {len(net.input_parts)} inputs and "
+                           f"{len(net.output_parts)} outputs; a front end feeds a network of one input and one output")
+    if net.graph.states():
+        raise CompileError(f"{source}: {net.describe()} keeps state between calls; a front end's stream runs the "
+                           "network on each window as a whole (compile the network without the front end)")
+    dtype = net.graph.type(net.input_name).dtype
+    if not (dtype.is_float or dtype.is_quantised):
+        raise CompileError(f"{source}: {net.describe()} takes plain {dtype} integers (samples or indices), not "
+                           "features: a front end's features go to a float or a TFLite-quantised input")
+    if width != net.input_dim:
+        raise CompileError(f"{source}: the front end gives {width} features but {net.describe()} takes an input "
+                           f"of shape {list(net.input_shape)} ({net.input_dim} values)")
 
 
 def _plain(value):

@@ -1,0 +1,154 @@
+"""Keyword spotting from raw audio (docs/tutorials/kws-m4.md): 8 kHz int16 clips of four synthetic spoken keywords
+(data/keywords, espeak-ng's voices; noise, gain and time shifts added here), a log-mel front end (tinycc_ml.features)
+and a small keyword network (a one-hidden-layer network trained here by scikit-learn, written as an ONNX file),
+compiled with ``tinycc_ml.compile(network, front_end=...)`` into one C entry point from samples to the keyword.
+
+Printed: accuracy of the Python pipeline (the front end's transform, then onnxruntime), the float build and the
+int8 build (the network quantised to TFLite's int8 from calibration rows' features) on the host and on the
+Cortex-M4F (MPS2 AN386 in QEMU, -icount: exact instruction counts) on held-out voices; per hop (``<name>_feed``
+decides every 16 ms hop on the last 0.5 s) the Cortex-M4's instructions and cycles (the TRM-priced instruction
+stream in unicorn) of the whole pipeline and of the network alone (the same network compiled without the front
+end, on the same features), the front end being the difference; flash and static RAM of the model's symbols.
+
+    python benchmarks/kws_pipeline.py [--m4-rows 24] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_table import write_table  # noqa: E402
+from sklearn.neural_network import MLPClassifier  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+
+import tinycc_ml  # noqa: E402
+from tinycc_ml.codegen.backend import get_backend  # noqa: E402
+from tinycc_ml.features import Framer, Log, MelFilterBank, PowerSpectrum, Window  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "keywords" / "keywords.npz"
+RATE, CLIP, FRAME, HOP, MELS = 8000, 4000, 256, 128, 20
+HELD_OUT = 2  # the last voices of each word: the test rows come from voices the network never heard
+
+
+def keyword_rows(copies: int, voices: slice, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``copies`` noisy variants of each clip of the ``voices`` of every word: shifted by up to +-50 ms, gain
+    from 0.1 to 2 (saturated to int16), white noise 10 to 30 dB below the word; int16 counts as floats."""
+    data = np.load(DATA)
+    clips, labels = data["clips"].astype(np.float64), data["labels"].astype(np.int64)
+    per_word = len(clips) // len(data["words"])
+    pick = np.concatenate([np.arange(len(clips))[w * per_word:(w + 1) * per_word][voices]
+                           for w in range(len(data["words"]))])
+    rng = np.random.default_rng(seed)
+    rows, y = [], []
+    for i in np.repeat(pick, copies):
+        shift = int(rng.integers(-400, 401))
+        x = np.roll(clips[i], shift)
+        x[:shift] = 0.0 if shift > 0 else x[:shift]
+        x[len(x) + shift:] = 0.0 if shift < 0 else x[len(x) + shift:]
+        x = x * 10 ** rng.uniform(-1.0, 0.3)
+        power = np.mean(x[x != 0] ** 2)
+        x = x + rng.standard_normal(CLIP) * np.sqrt(power * 10 ** (-rng.uniform(1.0, 3.0)))
+        rows.append(np.clip(np.round(x), -32768, 32767))
+        y.append(labels[i])
+    return np.array(rows), np.array(y)
+
+
+def log_mel_front_end(X):
+    """30 frames of 20 log-mel bins of 0.5 s: 32 ms Hann frames every 16 ms, a 256-point power spectrum."""
+    return make_pipeline(Framer(FRAME, HOP), Window(FRAME), PowerSpectrum(FRAME), MelFilterBank(RATE, FRAME, MELS),
+                         Log(floor=1.0)).fit(X)
+
+
+def keyword_network(features: np.ndarray, y: np.ndarray, path: Path, hidden: int = 32) -> None:
+    """A network of one hidden ReLU layer trained on the standardised features, the standardisation folded into
+    its first layer, written as an ONNX file (Gemm, Relu, Gemm) taking the (1, frames * bins) features."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    mean, std = features.mean(axis=0), features.std(axis=0) + 1e-6
+    net = MLPClassifier((hidden,), max_iter=400, alpha=1e-3, random_state=0).fit((features - mean) / std, y)
+    (w1, w2), (b1, b2) = net.coefs_, net.intercepts_
+    w1 = w1 / std[:, None]
+    b1 = b1 - mean @ w1
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in
+             [("w1", w1.T), ("b1", b1), ("w2", w2.T), ("b2", b2)]]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "keywords", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                [1, features.shape[1]])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, len(net.classes_)])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+
+
+def onnxruntime_labels(path: Path, features: np.ndarray) -> np.ndarray:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return np.array([np.argmax(session.run(None, {"x": f[None, :].astype(np.float32)})[0]) for f in features])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--m4-rows", type=int, default=24, help="held-out rows run in QEMU per build")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not write benchmarks/results")
+    args = parser.parse_args(argv)
+    X, y = keyword_rows(60, slice(0, -HELD_OUT), seed=0)
+    X_test, y_test = keyword_rows(30, slice(-HELD_OUT, None), seed=1)
+    front = log_mel_front_end(X)
+    work = Path(tempfile.mkdtemp(prefix="kws-"))
+    net_path = work / "keywords.onnx"
+    keyword_network(front.transform(X), y, net_path)
+    python = np.mean(onnxruntime_labels(net_path, front.transform(X_test)) == y_test)
+    print(f"{len(X)} training rows (8 voices), {len(X_test)} test rows (2 held-out voices); Python pipeline "
+          f"accuracy {100 * python:.1f}%", flush=True)
+    calibration = X[::6]
+    m4 = get_backend("cortex-m4")
+    rows = [["Python pipeline (front end's transform, onnxruntime)", f"{100 * python:.1f}%", "-", "-", "-", "-", "-",
+             "-", "-"]]
+    for precision in ("float", "int16"):
+        options = {"precision": precision, "calibration": calibration if precision != "float" else None}
+        host = tinycc_ml.compile(net_path, front_end=front, name="kws", **options).load()
+        accuracy = np.mean(host.predict(X_test) == y_test)
+        out = work / f"m4_{precision}"
+        build = tinycc_ml.compile(net_path, target="cortex-m4", front_end=front, name="kws", out_dir=out, **options)
+        run = m4.simulate(out, build.output, X_test[:args.m4_rows])
+        same = np.array_equal(np.asarray(run.predictions), host.predict(X_test[:args.m4_rows]))
+        total = int(np.mean(run.instructions))
+        cycles = int(m4.model_cycles(out, build.output, X_test[:1]).cycles[0])
+        # the network alone on the same features: compiled from the file without the front end
+        alone_dir = work / f"net_{precision}"
+        features = front.transform(X_test[:args.m4_rows])
+        net_options = {"precision": precision, "calibration": front.transform(calibration)
+                       if precision != "float" else None}
+        alone = tinycc_ml.compile(net_path, target="cortex-m4", name="kwsnet", out_dir=alone_dir, **net_options)
+        net_run = m4.simulate(alone_dir, alone.output, features)
+        net_total = int(np.mean(net_run.instructions))
+        net_cycles = int(m4.model_cycles(alone_dir, alone.output, features[:1]).cycles[0])
+        print(f"  {precision}: host accuracy {100 * accuracy:.1f}%, M4 decisions equal to the host's: {same}; per hop "
+              f"{total:,} instructions ({cycles:,} cycles), network alone {net_total:,} ({net_cycles:,} cycles); "
+              f"flash {run.model_flash_bytes:,} B, static RAM {run.model_ram_bytes:,} B (stream state "
+              f"{build.report['stream']['state_bytes']:,} B)", flush=True)
+        rows.append([f"{precision} build", f"{100 * accuracy:.1f}%", "yes" if same else "NO", f"{total:,}",
+                     f"{cycles:,}", f"{total - net_total:,}", f"{net_total:,}", f"{run.model_flash_bytes:,}",
+                     f"{run.model_ram_bytes:,}"])
+    columns = ["pipeline", "accuracy (held-out voices)", "M4 = host", "M4 instructions per hop", "M4 cycles per hop",
+               "front end", "network", "flash B", "static RAM B"]
+    if not args.no_write:
+        write_table("kws_pipeline", columns, rows, script="benchmarks/kws_pipeline.py")
+    else:
+        for row in [columns, *rows]:
+            print(" | ".join(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
