@@ -46,7 +46,7 @@ RESOLVER = ("ABS ADD ADD_N ARG_MAX ARG_MIN ASSIGN_VARIABLE AVERAGE_POOL_2D BATCH
             "EXP EXPAND_DIMS FILL FLOOR FLOOR_DIV FLOOR_MOD FULLY_CONNECTED GATHER GATHER_ND GREATER GREATER_EQUAL "
             "HARD_SWISH IF L2_NORMALIZATION L2_POOL_2D LEAKY_RELU LESS LESS_EQUAL LOG LOGICAL_AND LOGICAL_NOT "
             "LOGICAL_OR LOGISTIC LOG_SOFTMAX MAXIMUM MAX_POOL_2D MIRROR_PAD MEAN MINIMUM MUL NEG NOT_EQUAL PACK PAD "
-            "PADV2 PRELU QUANTIZE READ_VARIABLE REDUCE_ANY REDUCE_MAX REDUCE_MIN RELU RELU6 RESHAPE RESIZE_BILINEAR "
+            "PADV2 PRELU QUANTIZE READ_VARIABLE REDUCE_ALL REDUCE_MAX REDUCE_MIN RELU RELU6 RESHAPE RESIZE_BILINEAR "
             "RESIZE_NEAREST_NEIGHBOR REVERSE_V2 ROUND RSQRT SELECT_V2 SHAPE SIN SLICE SOFTMAX SPACE_TO_BATCH_ND "
             "SPACE_TO_DEPTH SPLIT SPLIT_V SQUEEZE SQRT SQUARE SQUARED_DIFFERENCE STRIDED_SLICE SUB SUM SVDF TANH "
             "TRANSPOSE_CONV TRANSPOSE UNPACK UNIDIRECTIONAL_SEQUENCE_LSTM VAR_HANDLE WHILE ZEROS_LIKE").split()
@@ -577,6 +577,17 @@ def _file_probe(files: dict):
     return build
 
 
+def _test_probe(module: str, build, kinds=("int8", "float32")):
+    """A model built by a test module of tests/ops (``build(kind)``, the test's own kind names), for ``kinds``."""
+    def probe(kind):
+        import importlib
+
+        if kind not in kinds:
+            return None
+        return build(importlib.import_module(f"tests.ops.{module}"), kind)
+    return probe
+
+
 VARIABLES = {"int8": "tflite/variables_int8.tflite", "float32": "tflite/variables_float.tflite"}
 PROBES.update({
     "SHAPE": _shape_probe("shape_then_reshape"), "ZEROS_LIKE": _shape_probe("zeros_like_added"),
@@ -589,6 +600,15 @@ PROBES.update({
     "SQUARED_DIFFERENCE": binary(OP.SQUARED_DIFFERENCE),
     "ELU": unary(OP.ELU),
     "LOG_SOFTMAX": lambda kind: unary(OP.LOG_SOFTMAX, out_q=(16 / 256, 127))(kind),
+    "L2_NORMALIZATION": unary(OP.L2_NORMALIZATION, (OPT.L2NormOptions, options("L2NormOptions")), out_q=(1 / 128, 0)),
+    "ADD_N": _test_probe("test_add_n", lambda m, kind: m.add_n_model(2, 1, kind)),
+    "CAST": _test_probe("test_cast", lambda m, kind: m.cast_model({"16x8": "int16"}.get(kind, kind), "int32",
+                                                                  kind != "float32"), ("int8", "16x8", "float32")),
+    "CUMSUM": _test_probe("test_cumsum", lambda m, kind: m.cumsum_model(1, False, False, kind)),
+    "GATHER_ND": _test_probe("test_gather_nd", lambda m, kind: m.constant_indices(kind, np.asarray([[1, 4], [0, 0]]))),
+    "DYNAMIC_UPDATE_SLICE": _test_probe("test_dynamic_update_slice", lambda m, kind: m.constant_update(
+        {"16x8": "int16"}.get(kind, kind), (2, 3, 4), [1, 2, 3]), ("int8", "16x8", "float32")),
+    "IF": _test_probe("test_if", lambda m, kind: m.if_model(kind)),
     "DIV": binary(OP.DIV, (OPT.DivOptions, options("DivOptions"))),
     "FLOOR_DIV": binary(OP.FLOOR_DIV),
     "FLOOR_MOD": binary(OP.FLOOR_MOD),
@@ -744,7 +764,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--signal-only", action="store_true", help="measure the signal library's table alone")
+    parser.add_argument("--ops", help="measure these operators alone (comma-separated; the table is not written)")
     args = parser.parse_args()
+    if args.ops:
+        for op in args.ops.split(","):
+            print(f"  {op}: {[measure(op, kind, args.targets.split(','), args.rows) for kind in KINDS]}", flush=True)
+        return
     targets = args.targets.split(",")
     results = None if args.no_write else Path(__file__).parent / "results"
     write_table("tflite_signal_coverage", ["custom operator", *SIGNAL_KINDS], signal_table(targets, args.rows),
