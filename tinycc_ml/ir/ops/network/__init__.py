@@ -31,6 +31,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     quantised_unary,
     quantize,
     reduce,
+    reduce_all,
     resize_bilinear,
     resize_nearest,
     retyped_slice,
