@@ -609,6 +609,8 @@ PROBES.update({
     "DYNAMIC_UPDATE_SLICE": _test_probe("test_dynamic_update_slice", lambda m, kind: m.constant_update(
         {"16x8": "int16"}.get(kind, kind), (2, 3, 4), [1, 2, 3]), ("int8", "16x8", "float32")),
     "IF": _test_probe("test_if", lambda m, kind: m.if_model(kind)),
+    "DETECTION_POSTPROCESS": _test_probe("test_detection_postprocess", lambda m, kind: m.model(
+        True, constant_scores=True), ("float32",)),
     "REDUCE_ALL": _test_probe("test_reduce_all", lambda m, kind: m.all_model([0, 2], False), ("float32",)),
     "DIV": binary(OP.DIV, (OPT.DivOptions, options("DivOptions"))),
     "FLOOR_DIV": binary(OP.FLOOR_DIV),

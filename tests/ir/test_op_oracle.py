@@ -809,6 +809,7 @@ NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d"
                "float_unary", "take", "resize_bilinear", "svdf_state", "svdf_output", "log_softmax",
                "l2_normalization", "add_n", "cumsum", "gather_nd",
                "dynamic_update_slice", "quantised_div", "reduce_all",
+               "detection_postprocess",
                # TFLite Micro's signal library and the plain-integer builtins around it: tests/ops/signal
                "cast", "integer_add", "integer_div", "integer_mul", "signal_energy", "signal_fft_auto_scale",
                "signal_fft_auto_scale_shift", "signal_filter_bank", "signal_filter_bank_log",

@@ -101,7 +101,7 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
 # ops whose C calls <math.h> (expf, tanhf, fabsf, logf, sqrtf, roundf) where they or an operand are float
 MATH_OPS = ("exp", "tanh", "softmax", "log_softmax", "layer_norm", "sigmoid_calibrate", "ovr_decision", "logistic",
             "tensor_tanh", "elu", "silu", "gelu", "lstm_cell", "lstm_hidden", "float_unary", "quantize",
-            "float_binary", "l2_normalization", "log", "sqrt", "abs")
+            "float_binary", "l2_normalization", "log", "sqrt", "abs", "detection_postprocess")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     batch_matmul,
     compare,
     cumsum,
+    detection_postprocess,
     dynamic_update_slice,
     float_binary,
     float_unary,
