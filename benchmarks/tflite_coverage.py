@@ -33,7 +33,7 @@ from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tests.ops.signal.stream_check import tflite_micro_outputs  # noqa: E402
-from tests.tflite_builder import tflm_raw_outputs  # noqa: E402
+from tests.tflite_builder import tflm_joined_outputs  # noqa: E402
 from tests.tflite_models import TfliteBuilder, options, schema  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.errors import TinyccError  # noqa: E402
@@ -652,7 +652,7 @@ def measure(op: str, kind: str, targets: list[str], n: int) -> str:
     real_input = first.Type() == schema.TensorType.FLOAT32
     X = rows("float32" if real_input else kind, int(np.prod(shape)), n)
     try:
-        want = tflm_raw_outputs(data, [x.reshape(shape) for x in X]).reshape(n, -1)
+        want = tflm_joined_outputs(data, [[x.reshape(shape)] for x in X]).reshape(n, -1)  # every output, joined
     except RuntimeError:  # TFLite Micro's kernel does not take this type
         return "not applicable (tflite-micro refuses it)"
     exact = []

@@ -104,6 +104,12 @@ MATH_OPS = ("exp", "tanh", "softmax", "log_softmax", "layer_norm", "sigmoid_cali
             "float_binary", "l2_normalization", "log", "sqrt", "abs", "detection_postprocess")
 
 
+# the words after the prefix of the C entry points and their helpers (a constant must not take one)
+ENTRY_POINT_NAMES = frozenset({"predict", "predict_label", "predict_batch", "predict_float", "scores", "scores_float",
+                               "run", "run_block", "run_raw", "invoke", "label", "labels", "feed", "reset", "proba",
+                               "quantise_feature", "init", "state", "input", "output"})
+
+
 @dataclass
 class CTarget:
     """What the emitter needs to know about a target's C.
@@ -348,8 +354,10 @@ class CEmitter:
     def const_array(self, name: str) -> str:
         if name not in self._const_symbols:
             node = self.graph.node(name)
+            # a constant named as an entry point (a .tflite tensor "scores") takes another symbol
+            symbol = self.sym(f"{name}_constant" if name in ENTRY_POINT_NAMES else name)
             self._const_symbols[name] = self.add_const_array(
-                self.sym(name), node.attrs["value"], ctype_of(node.type.dtype), f"%{name}: {node.type}, row-major")
+                symbol, node.attrs["value"], ctype_of(node.type.dtype), f"%{name}: {node.type}, row-major")
         return self._const_symbols[name]
 
     def sparse_arrays(self, name: str) -> tuple[str, str, str, str, str]:
