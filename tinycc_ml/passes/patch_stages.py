@@ -199,19 +199,22 @@ def choose(graph: Graph, ram_limit: int) -> tuple[Graph, Patching | None]:
             for gx in range(1, min(MAX_GRID, out[1].out) + 1):
                 if gy * gx > 1:
                     candidates.append((extra_macs(graph, split, (gy, gx)), gy * gx, end, (gy, gx)))
-    best: tuple[int, str, tuple[int, int]] | None = None
+    best: tuple[int, str, tuple[int, int], str] | None = None  # the least bytes found: (bytes, split, grid, what)
     for extra, _, end, grid in sorted(candidates):
         g = patched(graph, image, layers[:end + 1], grid)
         fused = fused_chains(g)
-        if arena_bytes_of(lower_bound(g, fused)) > ram_limit:
+        bound = arena_bytes_of(lower_bound(g, fused))
+        if bound > ram_limit:
+            if best is None or bound < best[0]:
+                best = (bound, layers[end].name, grid, "its largest live set")
             continue
         arenas = arena_bytes_of(plan(g, fused)[1])
         if arenas <= ram_limit:
             return g, Patching(layers[end].name, grid, arenas, unpatched, macs + extra, extra)
         if best is None or arenas < best[0]:
-            best = (arenas, layers[end].name, grid)
-    closest = (f"; the smallest planned arena found: {best[0]:,} B (patches up to %{best[1]}, grid "
-               f"{best[2][0]}x{best[2][1]})" if best else "")
+            best = (arenas, layers[end].name, grid, "its planned arena")
+    closest = (f"; the least found: {best[0]:,} B ({best[3]} with the layers up to %{best[1]} in "
+               f"{best[2][0]}x{best[2][1]} patches)" if best else "")
     tried = (f"no split of its first {len(layers)} windowed layers in up to {MAX_GRID}x{MAX_GRID} patches fits"
              if layers else "it has no chain of windowed layers from its input to compute by patches")
     raise FitError(f"ram_limit {ram_limit:,} B: the activation arena takes {unpatched:,} B and {tried}{closest}")
