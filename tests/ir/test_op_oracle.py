@@ -807,6 +807,8 @@ NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d"
                # tests/ops/test_elementwise_tflite.py (tflite-micro, every target)
                "quantised_unary", "squared_difference", "quantize", "float_binary",
                "float_unary", "take", "resize_bilinear", "svdf_state", "svdf_output",
+               # patch-based execution's tiles: tests/backends/test_network_patches.py (tflite-micro, host and M4)
+               "tile_insert",
                # TFLite Micro's signal library and the plain-integer builtins around it: tests/ops/signal
                "cast", "integer_add", "integer_div", "integer_mul", "signal_energy", "signal_fft_auto_scale",
                "signal_fft_auto_scale_shift", "signal_filter_bank", "signal_filter_bank_log",
