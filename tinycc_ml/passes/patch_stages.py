@@ -183,6 +183,34 @@ def arena_bytes_of(arenas: dict[str, int]) -> int:
     return sum(n * element_bytes(key) for key, n in arenas.items())
 
 
+def candidates(graph: Graph, layers: list[Layer]) -> list[tuple[int, int, int, tuple[int, int]]]:
+    """Every split and grid of more than one patch: (extra MACs, patches, last layer's index, grid), fewest extra
+    MACs first."""
+    found = []
+    for end in range(len(layers)):
+        out = layers[end].axes
+        for gy in range(1, min(MAX_GRID, out[0].out) + 1):
+            for gx in range(1, min(MAX_GRID, out[1].out) + 1):
+                if gy * gx > 1:
+                    found.append((extra_macs(graph, layers[:end + 1], (gy, gx)), gy * gx, end, (gy, gx)))
+    return sorted(found)
+
+
+def smallest_arena(graph: Graph, max_extra_macs: int) -> int:
+    """The smallest planned arena (bytes) of the whole layers and of every split and grid costing at most
+    ``max_extra_macs`` more MACs (a split whose largest live set reaches the best found is not planned)."""
+    best = arena_bytes_of(plan(graph, fused_chains(graph))[1])
+    image, layers = stage(graph)
+    for extra, _, end, grid in candidates(graph, layers):
+        if extra > max_extra_macs:
+            break
+        g = patched(graph, image, layers[:end + 1], grid)
+        fused = fused_chains(g)
+        if arena_bytes_of(lower_bound(g, fused)) < best:
+            best = min(best, arena_bytes_of(plan(g, fused)[1]))
+    return best
+
+
 def choose(graph: Graph, ram_limit: int) -> tuple[Graph, Patching | None]:
     """The graph as built for ``ram_limit`` bytes of activation arena: unchanged when it fits, else patched by the
     split and grid with the fewest extra MACs that fit (FitError when none does)."""
@@ -191,16 +219,8 @@ def choose(graph: Graph, ram_limit: int) -> tuple[Graph, Patching | None]:
         return graph, None
     image, layers = stage(graph)
     macs = sum(node_macs(graph, n) for n in graph.order())
-    candidates = []
-    for end in range(len(layers)):
-        split = layers[:end + 1]
-        out = split[-1].axes
-        for gy in range(1, min(MAX_GRID, out[0].out) + 1):
-            for gx in range(1, min(MAX_GRID, out[1].out) + 1):
-                if gy * gx > 1:
-                    candidates.append((extra_macs(graph, split, (gy, gx)), gy * gx, end, (gy, gx)))
     best: tuple[int, str, tuple[int, int], str] | None = None  # the least bytes found: (bytes, split, grid, what)
-    for extra, _, end, grid in sorted(candidates):
+    for extra, _, end, grid in candidates(graph, layers):
         g = patched(graph, image, layers[:end + 1], grid)
         fused = fused_chains(g)
         bound = arena_bytes_of(lower_bound(g, fused))
