@@ -101,7 +101,8 @@ def measure_patches(name: str, path: Path, graph, head: int, build, run, X, want
     equal = patched_run.scores == want
     print(f"  {name}: patched arena {patched.arena_bytes} B, bytes equal {equal.sum()}/{equal.size}", flush=True)
     instructions = sum(patched_run.instructions) / sum(run.instructions)
-    return [name, f"{head:,}", f"{build.arena_bytes:,}", f"{patched.arena_bytes:,}", f"{patched.arena_bytes / head:.2f}",
+    return [name, f"{head:,}", f"{build.arena_bytes:,}", f"{patched.arena_bytes:,}",
+            f"{patched.arena_bytes / head:.2f}",
             f"%{report['split']}, {report['grid'][0]}x{report['grid'][1]}", f"+{report['extra_macs_percent']:.1f}%",
             f"{instructions:.2f}x", f"{patched_run.model_flash_bytes / run.model_flash_bytes:.2f}x",
             f"{equal.sum()}/{equal.size}"]
