@@ -5,6 +5,7 @@ choice of split and grid; the refusals."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -199,3 +200,20 @@ def test_vww_in_a_third_of_tflite_micros_plan(tmp_path):
     assert result.report["arena_bytes"] <= 0.3 * 73728 and patches["extra_macs_percent"] <= 15
     X = np.random.default_rng(1).integers(-128, 128, size=(3, result.output.input_dim)).astype(np.int8)
     np.testing.assert_array_equal(result.load().run_raw(X)[0], tflm_outputs(source.read_bytes(), X))
+
+
+def test_the_command_line_takes_a_ram_limit(tmp_path, capsys):
+    """--ram-limit: the build in patches, the line saying the split, the grid, the arena and the extra MACs; a limit
+    no split reaches: one error line naming it."""
+    from tinycc_ml.cli import main
+
+    path = tmp_path / "stem.tflite"
+    path.write_bytes(mobile_stem())
+    assert main(["compile", str(path), "-o", str(tmp_path / "out"), "--target", "host", "--ram-limit", "2500"]) == 0
+    said = capsys.readouterr()
+    line = [ln for ln in (said.out + said.err).splitlines() if "patches:" in ln]
+    assert len(line) == 1 and re.search(r"patches: the layers up to %\w+ in \dx\d patches, arena \d+ bytes \(whole "
+                                        r"layers 4196\), \+\d+ MACs", line[0]), line
+    assert main(["compile", str(path), "-o", str(tmp_path / "out2"), "--target", "host", "--ram-limit", "600"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "ram_limit 600 B: the activation arena takes 4,196 B and no split" in err[0], err
