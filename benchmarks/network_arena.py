@@ -7,6 +7,12 @@ each op's aliasing rule, ``OpDef.alias``) and its own bound (``lower_bound``: th
 computed at each step overlapping its dying input as far as its rule allows), the ratio to TFLite Micro's head,
 and every output byte of the Cortex-M4 build (QEMU) against tflite-micro on ``--rows`` inputs.
 
+A second table, patch-based execution (``ram_limit``, passes/patch_stages.py), two limits per model: the smallest
+arena of any split and grid costing at most ``MAX_EXTRA`` more MACs (the issue's bar: 15%), and ``SMALL_HEAD`` of
+TFLite Micro's head; the build compiled with each (the split and grid the compiler chooses for it), its extra
+MACs, its Cortex-M4 instructions and model flash against the whole layers' build, and its output bytes against
+tflite-micro.
+
     python benchmarks/network_arena.py [--rows 20] [--no-write]
 """
 
@@ -28,7 +34,12 @@ from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tests.tflite_models import ds_cnn_1d  # noqa: E402
-from tinycc_ml.passes import plan_memory  # noqa: E402
+from tinycc_ml.errors import FitError  # noqa: E402
+from tinycc_ml.ir.ops.registry import node_macs  # noqa: E402
+from tinycc_ml.passes import patch_stages, plan_memory  # noqa: E402
+
+MAX_EXTRA = 0.15  # the patches' extra MACs allowed, a fraction of the model's
+SMALL_HEAD = 0.3  # the second limit: this fraction of TFLite Micro's head (the issue's bar: 0.5 for VWW)
 
 TFLM_LINE = re.compile(r"Arena allocation (head|total) (\d+) bytes")
 
@@ -55,7 +66,8 @@ def earlier_plans(graph) -> tuple[int, int]:
     return first_fit, live  # int8 arenas: elements are bytes
 
 
-def measure(name: str, data: bytes, rows: int, work: Path) -> list[str]:
+def measure(name: str, data: bytes, rows: int, work: Path) -> tuple[list[str], list[str]]:
+    """The model's row of each table: the arena, and patch-based execution."""
     path = work / f"{name}.tflite"
     path.write_bytes(data)
     build = build_network(path, "cortex-m4", work / name)
@@ -67,10 +79,46 @@ def measure(name: str, data: bytes, rows: int, work: Path) -> list[str]:
     model = tinycc_ml.load_model(path)
     shape = model.input_shape
     X = input_rows((1, *shape[1:]) if len(shape) > 2 else shape, rows)
-    equal = run_firmware(build, X).scores == tflm_outputs(data, X, shape)
+    want = tflm_outputs(data, X, shape)
+    run = run_firmware(build, X)
+    equal = run.scores == want
     print(f"  {name}: arena {build.arena_bytes} B, bytes equal {equal.sum()}/{equal.size}", flush=True)
-    return [name, f"{tflm['head']:,}", f"{tflm['total']:,}", f"{first_fit:,}", f"{live:,}", f"{build.arena_bytes:,}",
-            f"{a.arena_bounds['i8']:,}", f"{build.arena_bytes / tflm['head']:.2f}", f"{equal.sum()}/{equal.size}"]
+    arena_row = [name, f"{tflm['head']:,}", f"{tflm['total']:,}", f"{first_fit:,}", f"{live:,}",
+                 f"{build.arena_bytes:,}", f"{a.arena_bounds['i8']:,}", f"{build.arena_bytes / tflm['head']:.2f}",
+                 f"{equal.sum()}/{equal.size}"]
+    return arena_row, measure_patches(name, path, result.graph, tflm["head"], build, run, X, want, work)
+
+
+def measure_patches(name: str, path: Path, graph, head: int, build, run, X, want, work: Path) -> list[list[str]]:
+    """The rows of patch-based execution: the smallest arena within MAX_EXTRA more MACs, and SMALL_HEAD of TFLite
+    Micro's head, each the build with it as the limit (the compiler's choice), or why there is none."""
+    macs = sum(node_macs(graph, n) for n in graph.order())
+    smallest = patch_stages.smallest_arena(graph, int(MAX_EXTRA * macs))
+    if smallest >= build.arena_bytes:
+        _, layers = patch_stages.stage(graph)
+        why = "no smaller arena" if layers else "no windowed layers from the input"
+        return [[name, "", f"{head:,}", f"{build.arena_bytes:,}", why, "", "", "", "", "", ""]]
+    rows = []
+    for limit, what in ((smallest, f"least within +{MAX_EXTRA:.0%} MACs"),
+                        (int(SMALL_HEAD * head), f"{SMALL_HEAD} TFLM head")):
+        try:
+            report = tinycc_ml.compile(path, target="host", name="net", ram_limit=limit).report["patches"]
+        except FitError as exc:
+            rows.append([name, what, f"{head:,}", f"{build.arena_bytes:,}",
+                         "refused: " + exc.args[0].split("; ")[-1], "", "", "", "", "", ""])
+            continue
+        patched = build_network(path, "cortex-m4", work / f"{name}-{limit}", ram_limit=limit)
+        assert patched.arena_bytes == report["arena_bytes"] <= limit
+        patched_run = run_firmware(patched, X)
+        equal = patched_run.scores == want
+        print(f"  {name}: patched arena {patched.arena_bytes} B, bytes equal {equal.sum()}/{equal.size}", flush=True)
+        instructions = sum(patched_run.instructions) / sum(run.instructions)
+        rows.append([name, what, f"{head:,}", f"{build.arena_bytes:,}", f"{patched.arena_bytes:,}",
+                     f"{patched.arena_bytes / head:.2f}",
+                     f"%{report['split']}, {report['grid'][0]}x{report['grid'][1]}",
+                     f"+{report['extra_macs_percent']:.1f}%", f"{instructions:.2f}x",
+                     f"{patched_run.model_flash_bytes / run.model_flash_bytes:.2f}x", f"{equal.sum()}/{equal.size}"])
+    return rows
 
 
 def main() -> None:
@@ -81,12 +129,18 @@ def main() -> None:
     models = {name: (MODELS / f"{name}.tflite").read_bytes() for name in NAMES}
     models["ds_cnn_1d (tests)"] = ds_cnn_1d()
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-arena-") as tmp:
-        table = [measure(name, data, args.rows, Path(tmp)) for name, data in models.items()]
+        rows = [measure(name, data, args.rows, Path(tmp)) for name, data in models.items()]
+    results = None if args.no_write else Path(__file__).parent / "results"
     columns = ["model", "TFLM head B", "TFLM total B", "first fit, no in place B", "largest live set B",
                "tinycc-ml arena B", "its bound B", "/ TFLM head", "bytes equal tflite-micro (M4)"]
-    write_table("network_arena", columns, table, script=f"benchmarks/network_arena.py --rows {args.rows}",
-                align=[None] + ["right"] * 8,
-                results_dir=None if args.no_write else Path(__file__).parent / "results")
+    write_table("network_arena", columns, [arena for arena, _ in rows],
+                script=f"benchmarks/network_arena.py --rows {args.rows}", align=[None] + ["right"] * 8,
+                results_dir=results)
+    columns = ["model", "ram_limit", "TFLM head B", "whole layers B", "patched B", "/ TFLM head", "split, grid",
+               "extra MACs", "M4 instructions", "M4 model flash", "bytes equal tflite-micro (M4)"]
+    write_table("network_patches", columns, [row for _, patches in rows for row in patches],
+                script=f"benchmarks/network_arena.py --rows {args.rows}", align=[None, None] + ["right"] * 9,
+                results_dir=results)
 
 
 if __name__ == "__main__":

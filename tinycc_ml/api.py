@@ -515,6 +515,16 @@ def arena_bytes(graph) -> int:
     return sum(n * element_bytes(key) for key, n in graph.analyses.arenas.items())
 
 
+def patches_line(patches: dict | None, ram_limit: int) -> str:
+    """The description's line on patch-based execution (``ram_limit``): the split, grid, arena and extra MACs."""
+    if patches is None:
+        return f"Patch-based execution: none needed (the whole layers fit ram_limit {ram_limit:,} B)."
+    return (f"Patch-based execution: the layers up to %{patches['split']} computed in {patches['grid'][0]}x"
+            f"{patches['grid'][1]} patches of its output, so the arena fits ram_limit {ram_limit:,} B "
+            f"({patches['unpatched_arena_bytes']:,} B with whole layers), at {patches['extra_macs']:,} more MACs "
+            f"(+{patches['extra_macs_percent']}% of {patches['macs'] - patches['extra_macs']:,}).")
+
+
 def check_distances(graph, source: str) -> None:
     """Float builds compute squared distances in float32: prototypes so large that the squared
     distance of an input of their own magnitude overflows would make every distance inf and every
@@ -796,6 +806,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if front_net is not None and own_network and precision != "float":
         raise CompileError(f"a front end before {net.describe()}: the network's int8 with int8_dialect='pow2' is not "
                            "built after a front end; precision int8 (TFLite's dialect) or float")
+    if ctx.options.ram_limit is not None and (not network or own_network):
+        raise CompileError(f"ram_limit bounds a TFLite int8 network's activation arena (its early layers computed by "
+                           f"patches); {model.describe()} at precision {precision} has none: max_ram checks a "
+                           "build's whole RAM")
     if network:
         if backend.network_ops is not None:
             raise CompileError(f"{model.describe()}: target {target} does not generate TFLite's network ops: "
@@ -833,10 +847,13 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
             report["state_bytes"] = state_bytes(graph)
             description.append(f"State kept between calls: {report['state_bytes']} bytes of static RAM.")
     elif network:  # quantised already: no scale choice; its ranges are its types'
-        graph = run_passes(graph, ["dce", "plan_memory"], ctx)
+        graph = run_passes(graph, ["dce", "patch_stages", "dce", "plan_memory"], ctx)
         report["arena_bytes"] = arena_bytes(graph)
         description.append(f"Activation arena: {report['arena_bytes']} bytes of static RAM, one buffer the layers' "
                            "outputs share by liveness.")
+        if ctx.options.ram_limit is not None:
+            report["patches"] = graph.analyses.patches
+            description.append(patches_line(graph.analyses.patches, ctx.options.ram_limit))
         description.extend(net.interface_lines() if front_net is None else front_end_lines(model))
         if graph.states():
             report["state_bytes"] = state_bytes(graph)

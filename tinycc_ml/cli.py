@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "checked against it")
     c.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's RAM when it has less than the target's (e.g. 4K)")
+    c.add_argument("--ram-limit", type=_byte_count, default=None, metavar="BYTES",
+                   help="a TFLite int8 network's activation arena at most BYTES (e.g. 24K): where its whole layers "
+                        "take more, its early layers are computed in patches (the split and grid with the fewest "
+                        "extra MACs that fit; refused when none does)")
     c.add_argument("--board", default=None, metavar="NAME",
                    help="one of the target's boards (`tinycc-ml targets` lists them; cortex-m4: mps2-an386, "
                         "stm32f405, nrf52840): the build is checked against its chip, --project writes its "
@@ -142,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "checked against it")
     r.add_argument("--max-ram", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's RAM when it has less than the target's (e.g. 4K)")
+    r.add_argument("--ram-limit", type=_byte_count, default=None, metavar="BYTES",
+                   help="a TFLite int8 network's activation arena at most BYTES (e.g. 24K): where its whole layers "
+                        "take more, its early layers are computed in patches (the split and grid with the fewest "
+                        "extra MACs that fit; refused when none does)")
     r.add_argument("--board", default=None, metavar="NAME",
                    help="one of the target's boards (`tinycc-ml targets`): the build is checked against its chip")
     r.add_argument("--optimize", default=None, choices=("size", "speed"),
@@ -386,7 +394,8 @@ def cmd_compile(args) -> int:
                                    examples=rows if layout != "files" else None, example_labels=labels,
                                    max_flash=args.max_flash, max_ram=args.max_ram, board=args.board,
                                    **({"int8_dialect": args.int8_dialect} if args.int8_dialect else {}),
-                                   **({"optimize": args.optimize} if args.optimize else {}))
+                                   **({"optimize": args.optimize} if args.optimize else {}),
+                                   **({"ram_limit": args.ram_limit} if args.ram_limit else {}))
     except ModelFileError as exc:  # named as compile names it when given the file's path
         name_the_file(exc, args.model)
         raise
@@ -407,6 +416,11 @@ def cmd_compile(args) -> int:
         fit = report["fit"]
         say(args, f"fits the {fit['chip']}: {fit['flash_bytes']} bytes of flash, {fit['ram_bytes']} bytes of static "
                   f"RAM + ~{fit['stack_estimate']} bytes of stack ({fit['how']})")
+    if report.get("patches"):
+        patches = report["patches"]
+        say(args, f"patches: the layers up to %{patches['split']} in {patches['grid'][0]}x{patches['grid'][1]} "
+                  f"patches, arena {patches['arena_bytes']} bytes (whole layers {patches['unpatched_arena_bytes']}), "
+                  f"+{patches['extra_macs']} MACs (+{patches['extra_macs_percent']}%)")
     for path in paths:
         say(args, f"{'wrote' if path in written else 'unchanged'} {path}")
     return 0
@@ -489,7 +503,8 @@ def cmd_report(args) -> int:
     report = target_report(model, args.target, X, y, precision=precision,
                            calibration=None if precision == "float" else calibration, max_flash=args.max_flash,
                            max_ram=args.max_ram, board=args.board, flash_wait_states=args.flash_wait_states,
-                           **({"optimize": args.optimize} if args.optimize else {}))
+                           **({"optimize": args.optimize} if args.optimize else {}),
+                           **({"ram_limit": args.ram_limit} if args.ram_limit else {}))
     report.pop("compile_report", None)
     report["calibration"] = calibrated_on
     if args.json:
@@ -509,6 +524,11 @@ def cmd_report(args) -> int:
             print(f"{name:<22} {value:.4g}" if isinstance(value, float) else f"{name:<22} {value}")
     if report.get("weights"):
         print(f"{'weights':<22} {report['weights']['summary']}")
+    if report.get("patches"):
+        patches = report["patches"]
+        print(f"{'patches':<22} the layers up to %{patches['split']} in {patches['grid'][0]}x{patches['grid'][1]} "
+              f"patches: arena {patches['arena_bytes']} B (whole layers {patches['unpatched_arena_bytes']} B), "
+              f"+{patches['extra_macs']} MACs (+{patches['extra_macs_percent']}%)")
     print_cycle_model(report.get("cycle_model"))
     print_kernels(report.get("kernels") or {})
     return 0

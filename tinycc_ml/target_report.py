@@ -31,6 +31,9 @@ The model is compiled for ``target`` and run on every row of X by the backend's 
                                    Cortex-M4/M33; ``**options`` such as optimize="speed" go to compile):
                                    {"optimize", "layers": node -> "int8" | "int16", "summary": the line
                                    `tinycc-ml report` prints}; else None
+    patches                        a TFLite int8 network built with ram_limit (``**options``): its patch-based
+                                   execution {"split", "grid", "arena_bytes", "unpatched_arena_bytes", "macs",
+                                   "extra_macs", "extra_macs_percent"} (None when the whole layers fit); else None
     task                           what the scores mean (the model's task: {"kind": "classification"},
                                    "regression", or "multilabel" with its rule)
     regression                     regression models, else None; the accuracy fields are None:
@@ -137,6 +140,7 @@ def target_report(model, target: str, X, y=None, precision: str = "int16", calib
         "per_mac": None if counts is None or macs == 0 else float(np.mean(counts)) / macs,
         "compile_report": res.report,
         "weights": res.report.get("weights"),
+        "patches": res.report.get("patches"),  # patch-based execution (ram_limit): split, grid, arena, extra MACs
         "kernels": kernels,
         "cycle_model": cycle_model,
     }

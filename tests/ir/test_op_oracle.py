@@ -810,6 +810,8 @@ NETWORK_OPS = {"conv2d", "depthwise_conv2d", "fully_connected", "average_pool2d"
                "l2_normalization", "add_n", "cumsum", "gather_nd",
                "dynamic_update_slice", "quantised_div", "reduce_all",
                "detection_postprocess",
+               # patch-based execution's tiles: tests/backends/test_network_patches.py (tflite-micro, host and M4)
+               "tile_insert",
                # TFLite Micro's signal library and the plain-integer builtins around it: tests/ops/signal
                "cast", "integer_add", "integer_div", "integer_mul", "signal_energy", "signal_fft_auto_scale",
                "signal_fft_auto_scale_shift", "signal_filter_bank", "signal_filter_bank_log",

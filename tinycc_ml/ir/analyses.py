@@ -81,6 +81,8 @@ class Analyses:
     optimize: str = "size"
     # compile (float builds): the inputs proven to stay within float32, {"bound": R} or {"lo", "hi"} per feature
     input_bound: dict | None = None
+    # patch_stages: the split, grid, arena and extra MACs of patch-based execution (its report), None without
+    patches: dict | None = None
 
     @property
     def task_kind(self) -> str | None:

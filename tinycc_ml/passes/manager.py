@@ -55,6 +55,9 @@ class PassOptions:
     # kernels with a choice of layout (a network's weights on the Cortex-M4/M33): "size" keeps int8 weights in
     # flash, "speed" widens them to int16 where that saves instructions
     optimize: str = "size"
+    # a quantised network's activation arena at most this many bytes: its early layers computed by patches
+    # (patch_stages) when the whole layers do not fit
+    ram_limit: int | None = None
     target: TargetAttributes = field(default_factory=TargetAttributes)  # set by compile() from the backend
     # fixed pipeline, internal
     calibration: np.ndarray | None = None  # rows at the input's integer scale per feature (x * 2^s_k)
@@ -62,7 +65,7 @@ class PassOptions:
     scale_adjust: dict[str, int] = field(default_factory=dict)  # choose_scales: bits per value (the search)
 
     USER_OPTIONS = ("input_range", "input_clamp", "search", "tanh", "tanh_max_error", "exp_max_error", "int8_dialect",
-                    "optimize")
+                    "optimize", "ram_limit")
 
     @classmethod
     def from_user(cls, precision: str, options: dict, target: TargetAttributes | None = None) -> PassOptions:
@@ -111,7 +114,8 @@ BUILTIN_PASSES = {name: f"tinycc_ml.passes.{name}:{cls}" for name, cls in [
     ("dce", "DeadCodeElimination"), ("exp_table", "ExpTable"), ("fold_channels_first", "FoldChannelsFirst"),
     ("fold_input_affine", "FoldInputAffine"),
     ("fuse_nearest", "FuseNearest"),
-    ("input_scales", "InputScales"), ("network_scales", "NetworkScales"), ("plan_memory", "PlanMemory"),
+    ("input_scales", "InputScales"), ("network_scales", "NetworkScales"), ("patch_stages", "PatchStages"),
+    ("plan_memory", "PlanMemory"),
     ("range_analysis", "RangeAnalysis"),
     ("tanh_approx", "TanhApprox")]}
 # Pass classes by name (plug-ins: entry-point group tinycc_ml.passes, or the register_pass decorator).

@@ -44,5 +44,6 @@ from tinycc_ml.ir.ops.network import (  # noqa: F401  (register)
     sub,
     svdf,
     take,
+    tile_insert,
     transpose_conv,
 )
