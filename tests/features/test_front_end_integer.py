@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -31,6 +31,8 @@ def mfcc_int16_pipeline(X, y):
 
 @settings(max_examples=300, deadline=None)
 @given(q=st.integers(-5, 2**15 - 1), s_in=st.integers(-12, 20), s_out=st.integers(-8, 20))
+@example(q=5120, s_in=-11, s_out=20)  # q 2^e past int64 (e = 51): saturates, once overflowed to -2^62
+@example(q=0, s_in=-11, s_out=20)  # e past 30: only q >= 1 saturates
 def test_the_integer_square_root_rounds_exactly(q, s_in, s_out):
     e = 2 * s_out - s_in  # y = round(sqrt(q 2^e)) = floor((isqrt(4 q 2^e) + 1) / 2), computed on exact integers
     if q <= 0:

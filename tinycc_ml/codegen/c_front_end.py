@@ -65,7 +65,7 @@ def sqrt_fixed(em: CEmitter, node: Node) -> list[str]:
     if e >= 0:  # q 2^e at or above 2^30 saturates (its root is 2^15 or more)
         limit = ((1 << 30) - 1) >> e
         root = (f"q > UINT32_C({limit}) ? UINT32_C(65536) : {isqrt}((q << {e}) * 4u)" if limit
-                else "UINT32_C(65536)")
+                else "(q ? UINT32_C(65536) : 0u)")  # every q >= 1 saturates; 0 stays 0
     else:
         root = f"{isqrt}(q * 4u) >> {-e // 2}"
     return _each(node, [f"const int32_t v = {em.at(x, 'i')};",
