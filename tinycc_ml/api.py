@@ -17,7 +17,7 @@ from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
-from tinycc_ml.codegen.stream_feed import add_feed, frame_stack_of
+from tinycc_ml.codegen.stream_feed import add_feed
 from tinycc_ml.codegen.tensor_io import add_tensor_io
 from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError, TinyccError
 from tinycc_ml.files import write_tree
@@ -917,11 +917,10 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         _add_proba(model, graph, output, report, calibration)
     if isinstance(model, FrontEndModel) and model.task["kind"] == "classification":
         hop = model.stream_hop * model.values_per_sample
-        stack, why = frame_stack_of(backend, graph, hop)
-        add_feed(output, model.input_dim, hop, backend, stack)
+        kept = add_feed(output, model.input_dim, hop, backend, graph)
         report["stream"] = {"window_samples": model.window_samples, "hop_samples": model.stream_hop,
                             "values_per_sample": model.values_per_sample, "state_bytes": output.stream_bytes,
-                            "frame_stack": why if stack is not None else f"none: {why}"}
+                            "frame_stack": kept}
     with size_advice(model, precision):
         fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,

@@ -52,7 +52,10 @@ def test_the_stacked_stream_decides_as_predict_on_every_window(precision, hop, s
     predictor = result.load()
     signal = _signal(seed)
     windows = stream_windows(signal, AUDIO_WINDOW, hop)
-    expected = predictor.predict(windows)
+    if precision == "int16":  # an int16 build's stream takes the input's codes, as <name>_predict's C does
+        expected = np.asarray(predictor.classes)[predictor.run_raw(windows.astype(np.int16))[1]]
+    else:
+        expected = predictor.predict(windows)
     predictor.reset()
     bounds = np.cumsum(cuts)
     got = [d for chunk in np.split(signal, bounds[bounds < signal.size]) for d in predictor.feed(chunk)]
@@ -64,8 +67,8 @@ def test_each_frame_is_computed_once_and_its_state_is_counted(precision):
     result = _build(precision, 128)
     stream = result.report["stream"]
     assert stream["frame_stack"].startswith("7 frames of 10 features kept; one frame of 256 values computed every 128")
-    source = result.files["stack_%s_128.c" % precision]
-    feed = source[source.index("static int stack_%s_128_feed_one" % precision):]
+    source = result.files[f"stack_{precision}_128.c"]
+    feed = source[source.index(f"static int stack_{precision}_128_feed_one"):]
     assert "_frame_scores(" in feed and "_stack_predict(" in feed and "_128_predict(" not in feed
     value_bytes = 4 if precision == "float" else 2
     assert stream["state_bytes"] >= 256 * value_bytes + 7 * 10 * value_bytes  # the frame and the stack, at least
@@ -90,3 +93,21 @@ def test_a_front_end_without_frames_has_no_stack():
     x = add_input(g, 8)
     g.set_output("scores", g.add("log", [x], name="log"))
     assert split_frame_stack(g) == "the front end does not begin with a Framer's frames"
+
+
+@pytest.mark.parametrize("target", ["avr", "cortex-m0"])
+def test_small_framed_front_ends_keep_a_stack_on_the_small_chips(target):
+    """16-sample frames every 8 of a 64-sample sensor axis: the stack's two parts build for the chip (its compiler,
+    -Werror) and its state is in the fit check's RAM."""
+    from sklearn.naive_bayes import GaussianNB
+
+    from tests.features.front_end_data import motions
+
+    require_target(target)
+    X, y = motions(150)
+    X = X[:, ::3]
+    pipe = make_pipeline(Framer(16, 8), Window(16), PowerSpectrum(16), Log(floor=1e-3), GaussianNB()).fit(X, y)
+    result = tinycc_ml.compile(pipe, target=target, precision="int16", calibration=X, name="axis")
+    stream = result.report["stream"]
+    assert stream["frame_stack"] == "7 frames of 9 features kept; one frame of 16 values computed every 8"
+    assert 2 * 16 + 2 * 7 * 9 <= stream["state_bytes"] <= result.report["fit"]["ram_bytes"]

@@ -48,16 +48,21 @@ def _inlined(backend, graph, prefix: str) -> tuple[BuildOutput, str]:
     return sub, source.replace(include, header, 1)
 
 
-def add_feed(output: BuildOutput, window: int, hop: int, backend=None, stack: FrameStack | None = None) -> None:
+def add_feed(output: BuildOutput, window: int, hop: int, backend=None, graph=None) -> str:
     """Add ``<prefix>_feed`` (float builds: also ``<prefix>_feed_i16``) and ``<prefix>_reset`` for windows of
-    ``window`` input values every ``hop`` values; with ``stack`` (and the ``backend`` that emits its two graphs)
-    the frame stack's feed."""
+    ``window`` input values every ``hop`` values: with a frame stack when the window's ``graph`` has one and the
+    ``backend`` emits its two parts, else on the whole window. Returns what the stream keeps (report's
+    ``frame_stack``: the stack, or "none: " and why not)."""
     p, up, t = output.prefix, output.prefix.upper(), output.input_ctype
     if f"{p}_reset(" in output.files[f"{p}.h"]:
         raise CompileError(f"{p}: the model keeps state of its own; a stream's feed cannot be added to it")
+    stack, why = frame_stack_of(backend, graph, hop) if graph is not None else (None, "no graph given")
     if stack is not None:
-        _add_stacked_feed(output, window, hop, backend, stack)
-        return
+        try:
+            _add_stacked_feed(output, window, hop, backend, stack)
+            return why
+        except CompileError as exc:  # the target's build of a part is not plain C: the whole window instead
+            stack, why = None, str(exc)
     head = [f"#define {up}_FEED_WINDOW {window}L /* input values a decision reads */",
             f"#define {up}_FEED_HOP {hop}L /* input values between decisions */",
             "/* Append n input values (a multi-axis sensor's interleaved as the model's rows hold them) to the",
@@ -94,6 +99,7 @@ def add_feed(output: BuildOutput, window: int, hop: int, backend=None, stack: Fr
                "}"]
     add_to_c(output, head, source)
     output.stream_bytes = feed_state_bytes(output, window)
+    return f"none: {why}"
 
 
 def _add_stacked_feed(output: BuildOutput, window: int, hop: int, backend, stack: FrameStack) -> None:
