@@ -933,9 +933,11 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if model.proba_rule is not None:
         _add_proba(model, graph, output, report, calibration)
     if isinstance(model, FrontEndModel) and model.task["kind"] == "classification":
-        add_feed(output, model.input_dim, model.stream_hop * model.values_per_sample)
+        hop = model.stream_hop * model.values_per_sample
+        kept = add_feed(output, model.input_dim, hop, backend, graph)
         report["stream"] = {"window_samples": model.window_samples, "hop_samples": model.stream_hop,
-                            "values_per_sample": model.values_per_sample, "state_bytes": output.stream_bytes}
+                            "values_per_sample": model.values_per_sample, "state_bytes": output.stream_bytes,
+                            "frame_stack": kept}
     with size_advice(model, precision):
         fit = backend.check_fit(output)  # CompileError when the build cannot fit the target
     report.update(passes=list(ctx.log), const_bytes=output.const_bytes, ram_bytes=output.ram_bytes,

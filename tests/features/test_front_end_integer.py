@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -31,6 +31,8 @@ def mfcc_int16_pipeline(X, y):
 
 @settings(max_examples=300, deadline=None)
 @given(q=st.integers(-5, 2**15 - 1), s_in=st.integers(-12, 20), s_out=st.integers(-8, 20))
+@example(q=5120, s_in=-11, s_out=20)  # q 2^e past int64 (e = 51): saturates, once overflowed to -2^62
+@example(q=0, s_in=-11, s_out=20)  # e past 30: only q >= 1 saturates
 def test_the_integer_square_root_rounds_exactly(q, s_in, s_out):
     e = 2 * s_out - s_in  # y = round(sqrt(q 2^e)) = floor((isqrt(4 q 2^e) + 1) / 2), computed on exact integers
     if q <= 0:
@@ -89,3 +91,28 @@ def test_int16_front_ends_are_exact_on_the_simulated_chips(target, tmp_path):
         A, a = tones(80, seed=0)
         check_model(target, from_sklearn(mfcc_int16_pipeline(A, a)), tones(8, seed=1)[0], "int16",
                     tmp_path / "mfcc", calibration=A)
+
+
+def test_the_c_square_root_saturates_past_31_bits_and_keeps_zero(tmp_path):
+    """sqrt at s_in=-11, s_out=20 (e = 51, beyond int64 before the fix): every q >= 1 saturates, q <= 0 gives 0, in
+    the C as in fixed_sqrt."""
+    require_target("host")
+    from tinycc_ml.api import write_files
+    from tinycc_ml.host.backend import HostBackend
+    from tinycc_ml.host.build import load_host_build
+    from tinycc_ml.ir.graph import Graph
+    from tinycc_ml.ir.types import IDX, TensorType, fixed
+    from tinycc_ml.passes.plan_memory import fused_chains, plan
+
+    g = Graph("sqrt_edge")
+    x = g.add("input", attrs={"name": "x"}, type=TensorType((5,), fixed(16, -11)), name="x")
+    root = g.add("sqrt", [x], type=TensorType((5,), fixed(16, 20)), name="root")
+    g.set_output("scores", root)
+    g.set_output("prediction", g.add("argmax", [root], type=TensorType((), IDX), name="prediction"))
+    g.analyses.fused = fused_chains(g)
+    g.analyses.memory_plan, g.analyses.arenas = plan(g, g.analyses.fused)
+    output = HostBackend().emit(g, "sqrt_edge", [])
+    write_files(tmp_path, output.files)
+    q = np.array([0, 1, 5120, 32767, -3], dtype=np.int16)
+    scores, _ = load_host_build(tmp_path, output).run_raw(q)
+    assert scores[0].tolist() == fixed_sqrt(q, -11, 20).tolist() == [0, 32767, 32767, 32767, 0]

@@ -60,14 +60,14 @@ static uint32_t @isqrt32(uint32_t v)
 def sqrt_fixed(em: CEmitter, node: Node) -> list[str]:
     (x,) = node.inputs
     factor, e = even_exponent(_scale(em, x), node.type.dtype.scale)
-    isqrt = isqrt_helper(em)
     q = f"(uint32_t)v * {factor}u" if factor > 1 else "(uint32_t)v"
-    if e >= 0:  # q 2^e at or above 2^30 saturates (its root is 2^15 or more)
-        limit = ((1 << 30) - 1) >> e
-        root = (f"q > UINT32_C({limit}) ? UINT32_C(65536) : {isqrt}((q << {e}) * 4u)" if limit
-                else "UINT32_C(65536)")
+    limit = ((1 << 30) - 1) >> e if e >= 0 else None  # q 2^e at or above 2^30 saturates (its root is 2^15 or more)
+    if limit == 0:  # every q >= 1 saturates; 0 stays 0 (no square root to take: the helper is not emitted)
+        root = "(q ? UINT32_C(65536) : 0u)"
+    elif limit is not None:
+        root = f"q > UINT32_C({limit}) ? UINT32_C(65536) : {isqrt_helper(em)}((q << {e}) * 4u)"
     else:
-        root = f"{isqrt}(q * 4u) >> {-e // 2}"
+        root = f"{isqrt_helper(em)}(q * 4u) >> {-e // 2}"
     return _each(node, [f"const int32_t v = {em.at(x, 'i')};",
                         f"const uint32_t q = v > 0 ? {q} : 0u;",
                         f"const uint32_t r = {root};",

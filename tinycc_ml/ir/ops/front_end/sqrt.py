@@ -32,7 +32,8 @@ def fixed_sqrt(q: np.ndarray, s_in: int, s_out: int) -> np.ndarray:
     factor, e = even_exponent(s_in, s_out)
     q = np.maximum(np.asarray(q, dtype=np.int64), 0) * factor
     if e >= 0:
-        n = np.minimum(q, SATURATING_SQUARE) << e  # q 2^e >= 2^30 saturates below; the min keeps int64 exact
+        # q 2^e >= 2^30 saturates below; the min and a shift of at most 31 (any q >= 1 then saturates) keep int64 exact
+        n = np.minimum(q, SATURATING_SQUARE) << min(e, 31)
         r = np.where(n >= SATURATING_SQUARE, 2 * INT16_MAX + 2, isqrt(4 * np.minimum(n, SATURATING_SQUARE)))
     else:
         r = isqrt(4 * q) >> (-e // 2)
