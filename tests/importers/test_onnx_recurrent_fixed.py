@@ -110,11 +110,11 @@ def test_any_small_recurrent_layer_in_fixed_point_is_the_interpreter_on_host(op,
     attrs = {"linear_before_reset": linear_before_reset} if op == "GRU" else {}
     path = recurrent_file(folder / "n.onnx", op, attrs, hidden=hidden, seed=seed)
     model = tinycc_ml.load_model(path, recurrent="step" if stepped else "unroll")
-    X = sequences(path, seed)
+    X = np.random.default_rng(seed).normal(size=(24, 5 * 3))  # 24 sequences of 5 steps of 3 features
     rows = time_steps(model, X, path) if stepped else X
     precision, options = BUILDS[label]
     result = tinycc_ml.compile(model, target="host", precision=precision, calibration=rows, name="net",
-                               out_dir=folder / "c", **options)
+                               out_dir=folder / "c", search=False, **options)  # the arithmetic, at calibrated scales
     predictor = result.load()
     raw = predictor.run_raw(predictor.quantise(rows))[0].astype(np.int64)
     want = run_fixed(result.graph, quantise_rows(result.graph, rows))["scores"]

@@ -21,6 +21,9 @@ from tinycc_ml.passes.network_scales import ELEMENTWISE, LAYERS, NetworkOverflow
 SCALED_OPS = ("input", "tensor_add", "reduce_sum", *ELEMENTWISE, *LAYERS, *FUNCTIONS)
 SEARCH_STEPS = (1, -1)  # bits finer (saturating the largest values) or coarser
 SEARCH_MIN_ROWS, SEARCH_MAX_ROWS = 8, 250
+# each trial scales and runs the whole graph: past this many scaled values (an unrolled recurrent layer's copies of
+# one step, each searched apart) the search would take minutes, so the scales stay the calibrated ones
+SEARCH_MAX_VALUES = 100
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ def search_network_scales(graph: Graph, ctx: PassContext) -> dict[str, int]:
     """Per-value scale adjustments (one bit finer or coarser at a time, coordinate descent, two rounds) that lower
     the disagreement with the float network's predictions on held-out calibration rows (a quarter, 8 to 250;
     ties: the scores' mean error), as the dense models' search does (passes/fixed_pipeline.py); none for a graph
-    with state."""
+    with state, or with more than SEARCH_MAX_VALUES scaled values."""
     rows = ctx.options.calibration
     share = min(SEARCH_MAX_ROWS, max(SEARCH_MIN_ROWS, len(rows) // 4))
     held = rows[np.random.default_rng(0).permutation(len(rows))[:share]]
@@ -67,6 +70,10 @@ def search_network_scales(graph: Graph, ctx: PassContext) -> dict[str, int]:
                 float(np.mean(np.abs(got["scores"] * 2.0**-scale - want["scores"]))))
 
     candidates = [n for n in graph.order() if graph.op(n) in SCALED_OPS and graph.type(n).dtype.is_float]
+    if len(candidates) > SEARCH_MAX_VALUES:
+        log.info("network scale search skipped: %d scaled values (at most %d are searched)", len(candidates),
+                 SEARCH_MAX_VALUES)
+        return {}
     adjust: dict[str, int] = {}
     best = score(adjust)
     for _round in range(2):

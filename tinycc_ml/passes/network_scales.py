@@ -187,7 +187,9 @@ class NetworkScales(Pass):
         quantised into ``out`` (MUL: fx<bits> at its own scale; else fx32 at the result's), its int32 bound proven."""
         consts = {i: np.asarray(graph.node(i).attrs["value"], dtype=np.float64) for i in node.inputs
                   if graph.op(i) == "const"}
-        const_scales = {i: best_scale(float(np.max(np.abs(v))) if v.size else 0.0, bits) for i, v in consts.items()}
+        # an all-zero constant (a zero initial state unrolled from) is exact at any scale: 0, not the finest one,
+        # which would make a product's scale as fine as no layer reading it could hold
+        const_scales = {i: best_scale(float(np.max(np.abs(v))), bits) if np.any(v) else 0 for i, v in consts.items()}
         scales = [out.type(i).dtype.scale if i not in consts else const_scales[i] for i in node.inputs]
         if node.op == "tensor_mul":
             finest = sum(scales)
