@@ -204,7 +204,7 @@ def measure(name: str, chips: bool) -> dict:
         return row
     model = models["dynamo"]
     stepped = None
-    if model.recurrent_layers:
+    if getattr(model, "recurrent_layers", ()):
         try:
             stepped = tinycc_ml.load_model(path, recurrent="step")
         except TinyccError as exc:
