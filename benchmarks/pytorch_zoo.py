@@ -194,6 +194,9 @@ def measure(name: str, chips: bool) -> dict:
         except TinyccError as exc:
             row["refused"][f"float_{exporter}"] = refusal(exc)
             continue
+        except Exception as exc:  # noqa: BLE001 (a crash is a finding: recorded, the other models still measured)
+            row["refused"][f"float_{exporter}"] = f"CRASH {refusal(exc)}"
+            continue
         want_e = onnxruntime_scores(p, data.X_test) if exporter == "torchscript" else want
         row["float_max_diff"][exporter] = float(np.max(np.abs(got - want_e)))
         if data.task == "classify":
