@@ -5,6 +5,10 @@ of torch.onnx.export's exporters wrote). Per model, on its test rows:
   exporters' files), and whether both exporters give the same C (float and int16, the files compared);
 - accuracy of onnxruntime, and of the host C at float / int16 / pow2 int8 / TFLite int8 (calibrated on 256 training
   rows; the project's dialects with the scale search), or the refusal's first words;
+- recurrent models (GRU, LSTM, RNN nodes) at int16 and pow2 int8: stepped, one time step per call (the state in
+  static RAM, reset before each sequence; calibrated on the steps of 16 training sequences as one stream), their
+  score the last step's; where a layer cannot be stepped (bidirectional, or reading a convolution's output),
+  unrolled as the other builds are (``recurrent_form`` says which);
 - on the chips (--chips: a subset, pow2 int8, else float, where it fits): cycles (ATmega328P, simavr) or instructions
   (Cortex-M0 and M4, QEMU) per inference, the model's flash and static RAM, agreement with the host build.
 
@@ -58,6 +62,8 @@ MODELS = {
 BUILDS = {"float": ("float", {}), "int16": ("int16", {}), "int8_pow2": ("int8", {"int8_dialect": "pow2"}),
           "int8_tflite": ("int8", {})}
 CALIBRATION_ROWS = 256
+STEPPED_BUILDS = ("int16", "int8_pow2")  # a recurrent model's builds compiled stepped where it can be
+STEPPED_CALIBRATION_SEQUENCES = 16  # a stepped build runs its calibration rows one by one: fewer of them
 CHIPS = ("avr", "cortex-m0", "cortex-m4")
 # (the recurrent models on the chips, stepped one time step per call: benchmarks/recurrent_chips.py)
 CHIP_MODELS = ("mlp_small", "lenet", "cnn_bn", "mobilenet_v2", "resnet8", "ds_cnn", "conv1d_sensor", "conv1d_dwsep",
@@ -90,8 +96,26 @@ def build_options(model, label: str) -> tuple[str, dict]:
     return precision, options
 
 
+def stepped_scores(model, label: str, data: Dataset) -> tuple[np.ndarray, object]:
+    """A stepped recurrent model's host C at one build: each test sequence from a reset, one time step per call, its
+    score the last step's; calibrated on the steps of the first training sequences as one stream."""
+    precision, options = build_options(model, label)
+    calibration = data.X_train[:STEPPED_CALIBRATION_SEQUENCES].reshape(-1, model.input_dim)
+    result = tinycc_ml.compile(model, target="host", precision=precision, calibration=calibration, name="net",
+                               **options)
+    predictor = result.load()
+    scores = []
+    for sequence in data.X_test:
+        predictor.reset()
+        steps = np.asarray(sequence, dtype=np.float64).reshape(-1, model.input_dim)
+        scores.append(np.asarray(predictor.decision_function(steps), dtype=np.float64)[-1])
+    return np.array(scores), result
+
+
 def host_scores(model, label: str, data: Dataset) -> tuple[np.ndarray, object]:
     """The host C's real scores on the test rows at one build, and the build."""
+    if getattr(model, "recurrent", None) == "step":
+        return stepped_scores(model, label, data)
     precision, options = build_options(model, label)
     rows = data.X_test.reshape(len(data.X_test), -1).astype(np.float64)
     calibration = data.X_train[:CALIBRATION_ROWS].reshape(CALIBRATION_ROWS, -1) if precision != "float" else None
@@ -121,11 +145,12 @@ def literals_apart(a: str, b: str) -> float | None:
     return float(np.max(np.abs(x - y) / np.maximum(np.abs(x), 1e-30), initial=0.0))
 
 
-def same_c(path: Path, ts_path: Path, calibration: np.ndarray, precisions: tuple[str, ...]) -> str:
+def same_c(path: Path, ts_path: Path, calibration: np.ndarray, precisions: tuple[str, ...],
+           stepped_calibration: np.ndarray | None = None) -> str:
     """Whether both exporters' files give the same C at ``precisions`` (the files copied to one name, as the C's
     comment names the file): "yes"; where the float C differs only in its constants, how far apart (relative) they
     are (the exporters fold BatchNorm into the Conv each in its own float32 arithmetic: the files' weights differ);
-    else what differs."""
+    else what differs. With ``stepped_calibration``, the integer builds are stepped (a recurrent model's)."""
     found = []
     with tempfile.TemporaryDirectory() as tmp:
         copies = []
@@ -136,8 +161,11 @@ def same_c(path: Path, ts_path: Path, calibration: np.ndarray, precisions: tuple
                 shutil.copy(f, folder / ("net.onnx" if f.name == p.name else f.name))
             copies.append(folder / "net.onnx")
         for precision in precisions:
-            files = [tinycc_ml.compile(tinycc_ml.load_model(p), target="host", precision=precision, name="net",
-                                       calibration=None if precision == "float" else calibration).files
+            stepped = stepped_calibration is not None and precision != "float"
+            files = [tinycc_ml.compile(tinycc_ml.load_model(p, recurrent="step" if stepped else "unroll"),
+                                       target="host", precision=precision, name="net",
+                                       calibration=None if precision == "float" else
+                                       stepped_calibration if stepped else calibration).files
                      for p in copies]
             if files[0] == files[1]:
                 continue
@@ -166,6 +194,9 @@ def measure(name: str, chips: bool) -> dict:
         except TinyccError as exc:
             row["refused"][f"float_{exporter}"] = refusal(exc)
             continue
+        except Exception as exc:  # noqa: BLE001 (a crash is a finding: recorded, the other models still measured)
+            row["refused"][f"float_{exporter}"] = f"CRASH {refusal(exc)}"
+            continue
         want_e = onnxruntime_scores(p, data.X_test) if exporter == "torchscript" else want
         row["float_max_diff"][exporter] = float(np.max(np.abs(got - want_e)))
         if data.task == "classify":
@@ -175,10 +206,20 @@ def measure(name: str, chips: bool) -> dict:
     if "dynamo" not in models:
         return row
     model = models["dynamo"]
+    stepped = None
+    if getattr(model, "recurrent_layers", ()):
+        try:
+            stepped = tinycc_ml.load_model(path, recurrent="step")
+        except TinyccError as exc:
+            row["stepped"] = refusal(exc)
+    row["recurrent_form"] = {}
     builds = {}
     for label in BUILDS:
         try:
-            got, result = host_scores(model, label, data)
+            if getattr(model, "recurrent_layers", ()):
+                row["recurrent_form"][label] = "step" if stepped is not None and label in STEPPED_BUILDS else "unroll"
+            got, result = host_scores(stepped if stepped is not None and label in STEPPED_BUILDS else model, label,
+                                      data)
         except TinyccError as exc:
             row["refused"][label] = refusal(exc)
             continue
@@ -187,10 +228,14 @@ def measure(name: str, chips: bool) -> dict:
             continue
         builds[label] = result
         row["accuracy"][label] = score(got, data)
+    if not row["recurrent_form"]:
+        del row["recurrent_form"]
     calibration = data.X_train[:CALIBRATION_ROWS].reshape(CALIBRATION_ROWS, -1)
     if "torchscript" in models:
         try:
-            row["same_c"] = same_c(path, ts_path, calibration, ("float", "int16") if "int16" in builds else ("float",))
+            row["same_c"] = same_c(path, ts_path, calibration, ("float", "int16") if "int16" in builds else ("float",),
+                                   None if stepped is None else
+                                   data.X_train[:STEPPED_CALIBRATION_SEQUENCES].reshape(-1, stepped.input_dim))
         except TinyccError as exc:
             row["same_c"] = refusal(exc)
     chip_build = next((label for label in ("int8_pow2", "float") if label in builds), None)
@@ -225,7 +270,8 @@ def percent(value) -> str:
 def quality(row: dict, label: str) -> str:
     if label in row["accuracy"]:
         value = row["accuracy"][label]
-        return f"{value:.4f}" if row["task"] == "reconstruct" else percent(value)
+        stepped = " (stepped)" if row.get("recurrent_form", {}).get(label) == "step" else ""
+        return (f"{value:.4f}" if row["task"] == "reconstruct" else percent(value)) + stepped
     return "refused" if label in row["refused"] else "—"
 
 

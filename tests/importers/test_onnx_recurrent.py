@@ -141,18 +141,14 @@ def test_stepping_refusals(name, message):
         tinycc_ml.load_model(DATA / f"{name}.onnx", recurrent="step")
 
 
-@pytest.mark.parametrize("precision, options, message", [
-    ("int16", {}, r"GRU node 'node_gru__1': no int16 form in the project's fixed point: its sigmoid and tanh have no "
-                  r"int16 form"),
-    ("int8", {"int8_dialect": "pow2"}, r"GRU node 'node_gru__1': no int8 form in the project's fixed point: a state "
-                                       r"kept between calls"),
-    ("int8", {}, r"GRU node 'node_gru__1': no int8 quantisation \(TFLite's dialect\)"),
-])
-def test_integer_builds_of_recurrent_layers_are_refused_by_name(precision, options, message):
+def test_tflite_int8_of_a_stepped_layer_is_refused_by_name():
+    """TFLite's int8 has no quantisation of a state kept between calls; the project's int16 and pow2 int8 give it
+    its next value's scale (tests/importers/test_onnx_recurrent_fixed.py)."""
     rows = np.random.default_rng(0).normal(size=(20, 10))
-    with pytest.raises(CompileError, match=message):
-        tinycc_ml.compile(DATA / "gru_keyword.onnx", target="host", precision=precision, calibration=rows,
-                          recurrent="step", **options)
+    with pytest.raises(CompileError, match=r"GRU node 'node_gru__1': no int8 quantisation \(TFLite's dialect\): a "
+                                           r"state kept between calls .* compile it at precision int16"):
+        tinycc_ml.compile(DATA / "gru_keyword.onnx", target="host", precision="int8", calibration=rows,
+                          recurrent="step")
 
 
 # ---------------------------------------------------------------- hand-written graphs: every attribute
@@ -286,3 +282,17 @@ def test_stepped_models_run_on_the_chips_as_the_interpreter_does(name, target, t
     scores = np.asarray(run.scores, dtype=np.float64).reshape(len(steps), -1)
     assert_float_close(scores, model.scores(steps))
     assert_float_close(scores[-1], want[0])
+
+
+def test_a_long_unrolled_sequence_plans_its_memory_without_recursing_per_value():
+    """The zoo's bidirectional GRU unrolled over 32 steps: over a thousand values in one arena, on which the
+    placement search (one Python frame per value) overflowed the interpreter's stack (a RecursionError); the best
+    placement order stands."""
+    from tinycc_ml.passes import PassContext, run_passes
+    from tinycc_ml.passes.plan_memory import SEARCH_MAX_VALUES
+
+    model = tinycc_ml.load_model(DATA.parent / "pytorch_zoo" / "bigru_activity.onnx")
+    graph = run_passes(model.lower_for("float"), ["fold_channels_first", "dce", "plan_memory"], PassContext())
+    slots = graph.analyses.memory_plan
+    assert len(slots) > 2 * SEARCH_MAX_VALUES
+    assert sum(graph.analyses.arenas.values()) < sum(slot.length for slot in slots.values())  # values share bytes

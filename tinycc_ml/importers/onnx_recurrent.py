@@ -242,11 +242,14 @@ class _Layer:
                 nh = (self.dense(h, rn, brn, f"{at}_nh") if h_value is None else
                       self.const((self.matrix(rn) @ h_value.reshape(-1) + rbn).reshape(1, -1), "", f"{at}_nh"))
                 recurrent = self.add("tensor_mul", [gate["r"], nh], {}, f"{at}_rnh")
+            elif h_value is not None and not np.any(h_value):  # r h is zero: R_n (r h) + Rb_n is Rb_n
+                recurrent = None
             else:
                 reset = self.add("tensor_mul", [gate["r"], h], {}, f"{at}_rh")
                 recurrent = self.dense(reset, rn, brn, f"{at}_rnh")
-            total = self.add("tensor_add", [self.dense(x, wn, bn, f"{at}_nx"), recurrent], {"activation": "none"},
-                             f"{at}_n_sum")
+            total = (self.dense(x, wn, wbn + rbn, f"{at}_n_sum") if recurrent is None else
+                     self.add("tensor_add", [self.dense(x, wn, bn, f"{at}_nx"), recurrent], {"activation": "none"},
+                              f"{at}_n_sum"))
             n = self.add("tensor_tanh", [total], {}, f"{at}_n")
             kept = self.add("tensor_mul", [gate["z"], self.add("tensor_sub", [h, n], {}, f"{at}_h_minus_n")], {},
                             f"{at}_kept")

@@ -120,21 +120,15 @@ class NetworkModel(Model):
 
     def integer_refusal(self, precision: str, dialect: str | None) -> str | None:
         """Why a float network that keeps state (recurrent layers, or inputs carried from call to call) has no
-        integer build; None for any other network."""
+        build at this precision; None for any other network. The project's fixed point (int16, pow2 int8) gives a
+        state its next value's scale (passes/network_scales.py); TFLite's int8 has no such quantisation."""
         states = [n for n, _ in self.graph.states()]
-        if self.is_quantised or precision == "float" or not states:
+        if self.is_quantised or precision == "float" or not states or precision == "int16" or dialect == "pow2":
             return None
         what = ", ".join(self.recurrent_layers) or f"the state {states[0]!r} (an input carried from call to call)"
-        if precision == "int16" or dialect == "pow2":
-            reason = ("its sigmoid and tanh have no int16 form in the project's fixed point (a table of every int16 "
-                      "input would take 65,536 entries; no approximation with a proven error bound is implemented)"
-                      if precision == "int16" and self.recurrent_layers else
-                      "a state kept between calls has no scale the calibration rows could choose (its range is its "
-                      "history's)")
-            return (f"{self.source}: {what}: no {precision} form in the project's fixed point: {reason}; compile it "
-                    "at precision float")
         return (f"{self.source}: {what}: no int8 quantisation (TFLite's dialect): a state kept between calls has no "
-                "range the calibration rows could give it; compile it at precision float")
+                "range the calibration rows could give it; compile it at precision int16, int8 with "
+                "int8_dialect='pow2', or float")
 
     def recurrent_lines(self) -> list[str]:
         """The header's words on how the recurrent layers run (none without them)."""

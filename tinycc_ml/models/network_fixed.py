@@ -21,11 +21,15 @@ from tinycc_ml.passes.network_scales import ELEMENTWISE, LAYERS, NetworkOverflow
 SCALED_OPS = ("input", "tensor_add", "reduce_sum", *ELEMENTWISE, *LAYERS, *FUNCTIONS)
 SEARCH_STEPS = (1, -1)  # bits finer (saturating the largest values) or coarser
 SEARCH_MIN_ROWS, SEARCH_MAX_ROWS = 8, 250
+# each trial scales and runs the whole graph: past this many scaled values (an unrolled recurrent layer's copies of
+# one step, each searched apart) the search would take minutes, so the scales stay the calibrated ones
+SEARCH_MAX_VALUES = 100
 
 log = logging.getLogger(__name__)
 
 FLOAT_NETWORK_PASSES = ["fold_channels_first", "dce", "plan_memory"]  # the float C's graph
-FIXED_NETWORK_PASSES = ["fold_channels_first", "network_scales", "dce", "plan_memory"]
+FIXED_NETWORK_PASSES = ["fold_channels_first", "expand_lstm", "network_scales", "dce", "plan_memory"]
+CHOSEN_FROM = 2  # the passes before it give the float graph whose scales are chosen (and searched)
 
 
 def lower_network_to_fixed(graph: Graph, precision: str, rows: np.ndarray, ctx: PassContext) -> Graph:
@@ -34,9 +38,9 @@ def lower_network_to_fixed(graph: Graph, precision: str, rows: np.ndarray, ctx: 
     ``analyses.input_scale`` (one per element, all equal)."""
     ctx.options.precision = precision
     ctx.options.calibration = np.asarray(rows, dtype=np.float64)
-    graph = run_passes(graph, FIXED_NETWORK_PASSES[:1], ctx)  # the float graph the scales are chosen for
+    graph = run_passes(graph, FIXED_NETWORK_PASSES[:CHOSEN_FROM], ctx)  # the float graph the scales are chosen for
     ctx.options.scale_adjust = search_network_scales(graph, ctx) if ctx.options.search else {}
-    fixed_graph = run_passes(graph, FIXED_NETWORK_PASSES[1:], ctx)
+    fixed_graph = run_passes(graph, FIXED_NETWORK_PASSES[CHOSEN_FROM:], ctx)
     (x,) = fixed_graph.inputs()
     x_type = fixed_graph.type(x)
     fixed_graph.analyses.input_scale = np.full(x_type.size, x_type.dtype.scale)
@@ -46,11 +50,14 @@ def lower_network_to_fixed(graph: Graph, precision: str, rows: np.ndarray, ctx: 
 def search_network_scales(graph: Graph, ctx: PassContext) -> dict[str, int]:
     """Per-value scale adjustments (one bit finer or coarser at a time, coordinate descent, two rounds) that lower
     the disagreement with the float network's predictions on held-out calibration rows (a quarter, 8 to 250;
-    ties: the scores' mean error), as the dense models' search does (passes/fixed_pipeline.py)."""
+    ties: the scores' mean error), as the dense models' search does (passes/fixed_pipeline.py); none for a graph
+    with state, or with more than SEARCH_MAX_VALUES scaled values."""
     rows = ctx.options.calibration
     share = min(SEARCH_MAX_ROWS, max(SEARCH_MIN_ROWS, len(rows) // 4))
     held = rows[np.random.default_rng(0).permutation(len(rows))[:share]]
-    if len(held) < SEARCH_MIN_ROWS:
+    if len(held) < SEARCH_MIN_ROWS or graph.states():
+        # a graph with state (a stepped recurrent layer) runs its rows one by one, as a stream: each trial would
+        # cost seconds, so its scales stay the calibrated ones
         return {}
     want = run_float(graph, held)
 
@@ -63,6 +70,10 @@ def search_network_scales(graph: Graph, ctx: PassContext) -> dict[str, int]:
                 float(np.mean(np.abs(got["scores"] * 2.0**-scale - want["scores"]))))
 
     candidates = [n for n in graph.order() if graph.op(n) in SCALED_OPS and graph.type(n).dtype.is_float]
+    if len(candidates) > SEARCH_MAX_VALUES:
+        log.info("network scale search skipped: %d scaled values (at most %d are searched)", len(candidates),
+                 SEARCH_MAX_VALUES)
+        return {}
     adjust: dict[str, int] = {}
     best = score(adjust)
     for _round in range(2):

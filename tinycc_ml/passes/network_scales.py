@@ -23,7 +23,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks
 from tinycc_ml.ir.ops import OPS, BoundCall
 from tinycc_ml.ir.ops.arith import rshift_bound
-from tinycc_ml.ir.ops.network.activations import FUNCTIONS, INT16_REFUSAL
+from tinycc_ml.ir.ops.network.activations import FIXED16_FUNCTIONS, FUNCTIONS, INT16_REFUSAL
 from tinycc_ml.ir.ops.pow2_arith import MAX_SHIFT
 from tinycc_ml.ir.types import fixed
 from tinycc_ml.passes.choose_scales import ACC_LIMIT, MIN_WEIGHT_BITS, best_scale, quantise_array
@@ -35,6 +35,7 @@ KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pa
 # broadcast elementwise ops (ir/ops/network/broadcast.py): a constant operand quantised here, the result's scale from
 # calibration, never finer than its operands' (MUL: their product's)
 ELEMENTWISE = ("tensor_sub", "tensor_mul", "tensor_maximum", "tensor_minimum")
+STATE_ROUNDS = 6
 REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
                        "(without the softmax the argmax is the same)"}
 
@@ -48,10 +49,16 @@ def network_bits(precision: str) -> int:
 
 
 def calibrated_peaks(graph: Graph, rows: np.ndarray) -> dict[str, float]:
-    """The largest |value| of each computed float value over the calibration rows."""
+    """The largest |value| of each computed float value over the calibration rows (a graph with state: the rows
+    as successive calls, each state carrying its next value to the next row, as the C runs a stream)."""
     peaks: dict[str, float] = {}
-    for part in row_chunks(graph, len(rows)):
-        for name, value in evaluate_batch(graph, rows[part]).items():
+    states = graph.states()
+    state = {n: np.asarray(graph.node(n).attrs["init"], dtype=np.float64) for n, _ in states}
+    parts = [slice(r, r + 1) for r in range(len(rows))] if states else row_chunks(graph, len(rows))
+    for part in parts:
+        values = evaluate_batch(graph, rows[part], state if states else None)
+        state = {n: values[nxt][0] for n, nxt in states}
+        for name, value in values.items():
             if graph.type(name).dtype.is_float:
                 peaks[name] = max(peaks.get(name, 0.0), float(np.max(np.abs(value))) if value.size else 0.0)
     return peaks
@@ -69,6 +76,26 @@ class NetworkScales(Pass):
         (x_name,) = graph.inputs()
         rows = rows.reshape(len(rows), *graph.type(x_name).shape)
         peaks = calibrated_peaks(graph, rows)
+        # a state and its next value share one type: the state starts at its next value's calibrated scale, and
+        # takes the scale its next value gets until they agree (the next value's scale is capped by its operands',
+        # the state's among them, so the scales only fall and settle within a few rounds)
+        states = [(n, nxt) for n, nxt in graph.states() if nxt != n]
+        state_scales = {n: best_scale(peaks.get(nxt, 0.0) or 1.0, bits) + adjust.get(n, 0) for n, nxt in graph.states()}
+        for _round in range(STATE_ROUNDS):
+            out = self._scaled(graph, ctx, bits, adjust, peaks, state_scales)
+            moved = {n: out.type(nxt).dtype.scale for n, nxt in states
+                     if out.type(nxt).dtype.scale != state_scales[n]}
+            if not moved:
+                return out
+            state_scales.update(moved)
+        n, nxt = next((n, nxt) for n, nxt in states if n in moved)
+        raise CompileError(f"state %{n}: its next value %{nxt} gets scale {out.type(nxt).dtype.scale}, the state "
+                           f"{state_scales[n]}: no common fixed-point type within {STATE_ROUNDS} rounds; compile it "
+                           "at precision float")
+
+    def _scaled(self, graph: Graph, ctx: PassContext, bits: int, adjust: dict, peaks: dict,
+                state_scales: dict) -> Graph:
+        """The fixed-point graph with the states at ``state_scales``."""
         out = Graph(graph.name)
         bound: dict[str, int] = {}  # the largest |int| each value can hold
         for name in graph.order():
@@ -109,11 +136,18 @@ class NetworkScales(Pass):
                 dtype = out.type(ins[0]).dtype
                 bound[name] = min(2 ** (bits - 1), math.ceil(max(1.0, abs(float(node.attrs["alpha"]))) *
                                                              bound[ins[0]]) + 1)
-            elif node.op in FUNCTIONS:  # a table at int8 (its type rule refuses int16 by name)
-                dtype = fixed(bits, best_scale(peaks[name], bits) + adjust.get(name, 0))
-                if bits != 8:
+            elif node.op in FUNCTIONS:  # a table at int8; at int16 sigmoid and tanh only, in steps of 2^-15
+                if bits != 8 and node.op not in FIXED16_FUNCTIONS:
                     raise CompileError(f"node %{name}: {node.op} {INT16_REFUSAL}")
+                dtype = fixed(bits, 15 if bits == 16 else best_scale(peaks[name], bits) + adjust.get(name, 0))
                 bound[name] = 2 ** (bits - 1)
+            elif node.op == "state":  # the scale of its next value (``state_scales``), its init quantised to it
+                dtype = fixed(bits, state_scales[name])
+                init = np.asarray(node.attrs["init"], dtype=np.float64)
+                out.add("state", [], {"init": quantise_array(init, dtype.scale, bits)},
+                        type=node.type.with_dtype(dtype), name=name)
+                bound[name] = 2 ** (bits - 1)
+                continue
             elif node.op in ELEMENTWISE:
                 dtype, ins = self._elementwise(graph, out, node, peaks[name], bits, bound, adjust.get(name, 0))
             elif node.op == "reduce_sum":  # an int32 sum rounded to the result's scale, no finer than the input's
@@ -153,7 +187,9 @@ class NetworkScales(Pass):
         quantised into ``out`` (MUL: fx<bits> at its own scale; else fx32 at the result's), its int32 bound proven."""
         consts = {i: np.asarray(graph.node(i).attrs["value"], dtype=np.float64) for i in node.inputs
                   if graph.op(i) == "const"}
-        const_scales = {i: best_scale(float(np.max(np.abs(v))) if v.size else 0.0, bits) for i, v in consts.items()}
+        # an all-zero constant (a zero initial state unrolled from) is exact at any scale: 0, not the finest one,
+        # which would make a product's scale as fine as no layer reading it could hold
+        const_scales = {i: best_scale(float(np.max(np.abs(v))), bits) if np.any(v) else 0 for i, v in consts.items()}
         scales = [out.type(i).dtype.scale if i not in consts else const_scales[i] for i in node.inputs]
         if node.op == "tensor_mul":
             finest = sum(scales)

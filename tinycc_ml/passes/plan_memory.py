@@ -39,6 +39,7 @@ LEAF_OPS = ("input", "const", "sparse_const", "state")  # state: static RAM of i
 FUSED_OPS = ("add", "sub", "mul", "scale", "clip")  # element-wise ops a store can compute (codegen/c_fixed.py)
 KERNEL_READERS = ("matvec", "matvec_at", "sqdist")
 SEARCH_BUDGET = 20000  # placements tried by _search: a deterministic limit, not a time
+SEARCH_MAX_VALUES = 400  # the search recurses once per value: above this, the best placement order stands
 
 
 def _fusable_user(graph: Graph, name: str, outputs: set) -> str | None:
@@ -202,7 +203,10 @@ def _first_fit(names: list[str], life: Lifetimes) -> dict[str, int]:
 def _search(names: list[str], life: Lifetimes, best: dict[str, int], bound: int,
             budget: int = SEARCH_BUDGET) -> dict[str, int]:
     """A placement smaller than ``best`` if one is found trying every value's feasible starts (depth first, in the
-    order of ``names``) within ``budget`` placements, stopping at ``bound``; else ``best``."""
+    order of ``names``) within ``budget`` placements, stopping at ``bound``; else ``best`` (also for more than
+    SEARCH_MAX_VALUES values)."""
+    if len(names) > SEARCH_MAX_VALUES:  # one Python frame per value placed: an unrolled sequence's thousands
+        return best
     top = max(best[n] + life.length[n] for n in names)
     offset: dict[str, int] = {}
     tries = 0

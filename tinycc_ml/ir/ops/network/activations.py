@@ -11,6 +11,12 @@ zero points; the quantiser gives the output the calibrated range) and the projec
 (65,536 entries) there is no table: refused by name. The C reads the table (flash on the microcontrollers) at the
 input integer + 128.
 
+At fx16 (the project's int16), ``logistic`` and ``tensor_tanh`` compute TFLite Micro's int16 kernels (a 256-step
+table of the sigmoid, interpolated linearly; the input rescaled by its power-of-two scale times 3 * 2^12): the
+output fx16 at scale 15 (steps of 2^-15). Their error is measured exhaustively, over all 65,536 inputs at every
+input scale from 0 to 15 (tests/ops/test_fixed16_sigmoid.py): at most FIXED16_ERROR_BOUND from the true function;
+the other functions stay 8-bit only (no int16 form: refused by name).
+
 ``kernel`` "tflite" (``logistic`` and ``tensor_tanh`` read from a ``.tflite`` file): TFLite Micro's kernels instead
 (``ir/ops/tflite_sigmoid.py``): at int8 its gemmlowp fixed point, again a table of the 256 inputs; at int16 (zero
 points 0, output 2^-15) its interpolated table, in C step by step; at float its logistic's cut-offs (1 above
@@ -63,6 +69,9 @@ FUNCTIONS = {
                         if a["approximate"] == "tanh" else "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))"),
              {"approximate": "str"}),
 }
+# the functions with an fx16 form in the project's fixed point: TFLite's int16 kernel (see the module's words)
+FIXED16_FUNCTIONS = ("logistic", "tensor_tanh")
+FIXED16_ERROR_BOUND = 2.0**-13  # measured: sigmoid 1.27, tanh 2.45 steps of 2^-15 at worst (4 steps allowed)
 INT16_REFUSAL = ("has no int16 form in the project's fixed point (a table of every int16 input would take 65,536 "
                  "entries): compile the network at int8 (int8_dialect pow2 or TFLite's) or float")
 
@@ -160,7 +169,11 @@ def _infer(op: str):
         if kernel == "tflite" and x.dtype.is_quantised:
             return _tflite_result(op, x, declared)
         result = network_result(x, declared, x.shape, x.layout)
-        if x.dtype.is_fixed:
+        if x.dtype.is_fixed and x.dtype.bits == 16 and op in FIXED16_FUNCTIONS:
+            need(result.dtype.is_fixed and result.dtype.bits == 16 and result.dtype.scale == 15,
+                 f"an fx16 {op} writes steps of 2^-15 (fx16 at scale 15), not {result.dtype}")
+            _int16_parameters(op, x.dtype, result.dtype)
+        elif x.dtype.is_fixed:
             need(x.dtype.bits == 8 and result.dtype.is_fixed and result.dtype.bits == 8, f"{op} {INT16_REFUSAL}")
         elif x.dtype.is_quantised:
             quantised_operand(x, "input", 8)
@@ -189,8 +202,13 @@ def _tflite_result(op: str, x, declared):
     return result
 
 
+def _real_scale(dtype) -> float:
+    """The real value of one integer step: 2^-scale (the project's fixed point) or TFLite's scale."""
+    return 2.0 ** -dtype.scale if dtype.is_fixed else float(dtype.qscales[0])
+
+
 def _int16_parameters(op: str, x_dtype, out_dtype) -> tuple[int, int]:
-    return tflite_sigmoid.int16_parameters(op, float(x_dtype.qscales[0]), float(out_dtype.qscales[0]))
+    return tflite_sigmoid.int16_parameters(op, _real_scale(x_dtype), _real_scale(out_dtype))
 
 
 def _register(op: str) -> None:
@@ -201,7 +219,7 @@ def _register(op: str) -> None:
 
     def fixed(call: FixedCall):
         x = call.in_types[0].dtype
-        if x.is_quantised and x.bits == 16:  # TFLite's int16 kernel
+        if x.bits == 16 and (x.is_quantised or x.is_fixed):  # TFLite's int16 kernel (fx16: the same arithmetic)
             return TFLITE_KERNELS[op][1](call.ins[0], *_int16_parameters(op, x, call.type.dtype))
         values = table(op, x, call.type.dtype, call.attrs)
         return values[np.asarray(call.ins[0], dtype=np.int64) + 128]
@@ -218,7 +236,7 @@ def _register(op: str) -> None:
 
     def c_fixed(em, node) -> list[str]:
         (x_name,) = node.inputs
-        if em.graph.type(x_name).dtype.is_quantised and em.graph.type(x_name).dtype.bits == 16:
+        if em.graph.type(x_name).dtype.bits == 16:  # TFLite's int16 kernel, also the fx16 one
             return _c_int16(op, em, node)
         values = table(op, em.graph.type(x_name).dtype, node.type.dtype, node.attrs)
         symbol = em.add_const_array(em.sym(f"{node.name}_table"), values.astype(np.int8), "int8_t",
