@@ -95,3 +95,39 @@ def test_the_m4_stream_decides_as_the_host_and_the_reference(sim_target, tmp_pat
     clear = clear_rows(front.transform(windows))
     assert clear.sum() >= len(windows) - 2
     assert np.array(on_m4)[clear].tolist() == np.argmax(reference_int8(front, data, windows[clear]), axis=1).tolist()
+
+
+@pytest.mark.parametrize("sim_target", ["cortex-m4"], indirect=True)
+def test_an_int16_m4_stream_on_the_codes_decides_as_the_host_feed_on_float_samples(sim_target, tmp_path):
+    """An int16 frame-stack build (MFCC, logistic regression): the firmware feeds ``kws_feed`` the stream's codes
+    (each sample at the input scale, as predict quantises it); the host's ``predictor.feed`` takes the float samples
+    (quiet ones, whose codes cast as they are would decide otherwise) and gives the same decisions, those of
+    ``predict`` on every window."""
+    from tests.features.test_front_end_frame_stack import _pipeline
+    from tinycc_ml.target import quantise
+
+    pipe, X = _pipeline(with_std=False)
+    samples = tones(4, seed=9)[0].ravel()[:sum(CHUNKS)] * 90.0
+    project = tmp_path / "project"
+    result = tinycc_ml.compile(pipe, target=sim_target, precision="int16", calibration=X[::3], name="kws",
+                               layout="project", examples=X[:4], out_dir=project)
+    assert result.report["stream"]["frame_stack"].startswith("7 frames of 10 features kept")
+    scale = np.unique(result.report["input_scale"])
+    assert scale.size == 1  # one scale for every sample of the window
+    codes = quantise(samples, int(scale[0]), 16)
+    (project / "main.c").write_text(FEED_MAIN.replace("kws_feed_i16", "kws_feed"))
+    (project / "stream.h").write_text(stream_header(codes))
+    subprocess.run(["make", "-s", "firmware.elf"], cwd=project, check=True, capture_output=True, timeout=300)
+    run = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-display", "none", "-monitor", "none", "-serial",
+                          "stdio", "-semihosting-config", "enable=on,target=native", "-kernel", "firmware.elf"],
+                         cwd=project, capture_output=True, text=True, timeout=300)
+    lines = run.stdout.replace("\r", "").split("\n")
+    assert "end" in lines, run.stdout[-500:]
+    on_m4 = [int(line.split()[1]) for line in lines if line.startswith("decision ")]
+
+    predictor = tinycc_ml.compile(pipe, precision="int16", calibration=X[::3], name="kws").load()
+    predictor.reset()
+    on_host = [d for chunk in np.split(samples, np.cumsum(CHUNKS)[:-1]) for d in predictor.feed(chunk)]
+    windows = stream_windows(samples, 1024, 128)
+    assert np.asarray(predictor.classes)[on_m4].tolist() == on_host == predictor.predict(windows).tolist()
+    assert len(on_m4) == len(windows) == 1 + (len(samples) - 1024) // 128

@@ -52,14 +52,34 @@ def test_the_stacked_stream_decides_as_predict_on_every_window(precision, hop, s
     predictor = result.load()
     signal = _signal(seed)
     windows = stream_windows(signal, AUDIO_WINDOW, hop)
-    if precision == "int16":  # an int16 build's stream takes the input's codes, as <name>_predict's C does
-        expected = np.asarray(predictor.classes)[predictor.run_raw(windows.astype(np.int16))[1]]
-    else:
-        expected = predictor.predict(windows)
+    expected = predictor.predict(windows)  # float samples quantised by feed as predict quantises them
     predictor.reset()
     bounds = np.cumsum(cuts)
     got = [d for chunk in np.split(signal, bounds[bounds < signal.size]) for d in predictor.feed(chunk)]
     assert got == expected.tolist() and len(got) == len(windows) == 1 + (signal.size - AUDIO_WINDOW) // hop
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 500), scale=st.sampled_from([0.03, 0.1, 3.3]),
+       cuts=st.lists(st.integers(1, 2 * AUDIO_WINDOW), min_size=1, max_size=6))
+def test_an_int16_stream_takes_what_predict_takes_and_its_codes_through_feed_raw(seed, scale, cuts):
+    """Float samples are quantised with the input scale, as predict quantises them, not cast to codes (quiet ones
+    cast as they are decide otherwise in most windows; loud ones are beyond the input's range); the codes themselves
+    go through feed_raw, as rows through run_raw."""
+    require_target("host")
+    predictor = _build("int16", 128).load()
+    signal = tones(3, seed=seed)[0].ravel() * 3000 * scale
+    windows = stream_windows(signal, AUDIO_WINDOW, 128)
+    bounds = np.cumsum(cuts)
+    chunks = np.split(signal, bounds[bounds < signal.size])
+    predictor.reset()
+    got = [d for chunk in chunks for d in predictor.feed(chunk)]
+    assert got == predictor.predict(windows).tolist() and len(got) == len(windows)
+    codes = predictor.quantise(signal[None, :AUDIO_WINDOW])[0]  # one window's codes: the first of the stream
+    predictor.reset()
+    assert predictor.feed_raw(codes).tolist() == np.asarray(predictor.classes)[predictor.run_raw(codes)[1]].tolist()
+    with pytest.raises(ValueError, match="stream value 0 is 40000"):
+        predictor.feed_raw([40000])
 
 
 @pytest.mark.parametrize("precision", ["float", "int16"])

@@ -75,6 +75,7 @@ class HostPredictor:
                  feed_hop: int | None = None):
         self._lib, self._ffi = module.lib, module.ffi
         self.feed_hop = feed_hop  # a front end's stream: input values between decisions of <prefix>_feed
+        self._fed = 0  # values fed since the stream began: the place of the next in its windows
         self.input_quantisation = input_quantisation  # TFLite-style int8: the input's (scale, zero point)
         self.prefix, self.input_ctype, self.score_ctype = prefix, input_ctype, score_ctype
         self.input_dim, self.n_scores, self.input_scale = input_dim, n_scores, input_scale
@@ -227,21 +228,64 @@ class HostPredictor:
         return self._run(Xq)
 
     def feed(self, chunk) -> np.ndarray:
-        """A front end's stream: the raw input values of ``chunk`` (any length, a multi-axis sensor's values
-        interleaved) appended to the stream through ``<prefix>_feed``; the class labels of the windows they completed,
-        in order (empty: none yet). An int16 chunk goes through ``<prefix>_feed_i16`` (raw sensor counts).
-        ``reset()`` starts a new stream."""
+        """A front end's stream: the input values of ``chunk`` (any length, a multi-axis sensor's values interleaved,
+        in the model's units, as ``predict`` takes them) appended to the stream through ``<prefix>_feed``; the class
+        labels of the windows they completed, in order (empty: none yet). Integer builds quantise each value exactly
+        as ``predict`` quantises it at its place in the window; a float build takes an int16 chunk through
+        ``<prefix>_feed_i16`` (raw sensor counts, each exact as a float). ``feed_raw`` takes values already in the
+        input's C type (an integer build's codes). ``reset()`` starts a new stream."""
+        self._entry_point("feed")  # a build without a stream: said before anything else
         chunk = np.asarray(chunk)
-        raw = chunk.dtype == np.int16
-        feed = self._entry_point("feed_i16" if raw else "feed")
-        c_type = "int16_t" if raw else self.input_ctype
-        values = np.ascontiguousarray(chunk.ravel() if raw else np.asarray(chunk, dtype=np.float64).ravel(),
-                                      dtype=np.int16 if raw else NUMPY_OF_CTYPE[self.input_ctype])
-        if not raw and not np.all(np.isfinite(values)):
-            raise DataError("the stream's samples hold NaN or infinity")
+        if chunk.dtype == np.int16 and self.input_ctype == "float":
+            return self._feed("feed_i16", "int16_t", np.ascontiguousarray(chunk.ravel()))
+        values = np.asarray(chunk, dtype=np.float64).ravel()
+        if not np.all(np.isfinite(values)):
+            raise DataError(f"{self.prefix}: the stream's samples hold NaN or infinity")
+        if self.input_ctype == "float":
+            return self._feed("feed", "float", np.ascontiguousarray(values, dtype=np.float32))
+        return self._feed("feed", self.input_ctype, self._quantise_stream(values))
+
+    def feed_raw(self, codes) -> np.ndarray:
+        """``feed`` for values already in the input's C type (an integer build's codes, as ``run_raw`` takes rows):
+        passed to ``<prefix>_feed`` as they are."""
+        self._entry_point("feed")
+        codes = np.asarray(codes).ravel()
+        dtype = NUMPY_OF_CTYPE[self.input_ctype]
+        if self.input_ctype != "float":
+            info = np.iinfo(dtype)
+            bad = ~np.isfinite(codes.astype(np.float64)) | (codes != np.round(codes)) | (codes < info.min) | \
+                (codes > info.max)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise DataError(f"{self.prefix}: stream value {i} is {codes[i]}, not an {self.input_ctype} code")
+        return self._feed("feed", self.input_ctype, np.ascontiguousarray(codes, dtype=dtype))
+
+    def _quantise_stream(self, values: np.ndarray) -> np.ndarray:
+        """An integer build's stream values in its input codes, each as ``quantise`` turns it at its place in the
+        windows: a value's place in every window it is in differs by whole hops, so the window's scales must repeat
+        every hop (they do for one scale, or one per axis of a sensor whose hop is whole samples)."""
+        self._check_real_input()
+        dtype = NUMPY_OF_CTYPE[self.input_ctype]
+        bits = np.iinfo(dtype).bits
+        if self.input_quantisation is not None:  # one scale and zero point for every value
+            codes = quantise_affine(values, *self.input_quantisation, bits)
+        else:
+            scales = np.broadcast_to(np.asarray(self.input_scale, dtype=np.float64), (self.input_dim,))
+            hop = self.feed_hop
+            place = np.arange(self.input_dim) % hop
+            if not np.array_equal(scales, scales[place]):
+                raise DataError(f"{self.prefix}: the window's input scales do not repeat every hop ({hop} values): a "
+                                "stream value would be quantised differently in different windows; pass its codes "
+                                "to feed_raw")
+            codes = quantise(values, scales[(self._fed + np.arange(values.size)) % hop], bits)
+        return np.ascontiguousarray(codes.astype(dtype))
+
+    def _feed(self, entry: str, c_type: str, values: np.ndarray) -> np.ndarray:
+        feed = self._entry_point(entry)
         decisions = np.zeros(values.size // self.feed_hop + 1, dtype=np.intc)
         made = feed(self._ffi.from_buffer(f"{c_type}[]", values), values.size,
                     self._ffi.from_buffer("int[]", decisions, require_writable=True))
+        self._fed += values.size
         found = decisions[:made]
         return found if self.classes is None else np.asarray(self.classes)[found]
 
@@ -251,6 +295,7 @@ class HostPredictor:
         if reset is None:
             raise DataError(f"{self.prefix}: this build keeps no state between calls; there is nothing to reset")
         reset()
+        self._fed = 0
 
 
 CONVERT_BUFFER_BYTES = 1 << 17  # tinycc_batch_q's converted rows: a share of L2, whatever the row size
