@@ -31,6 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tinycc_ml.host.tree_block import walk_block
 from tinycc_ml.target import CEmitter, Node, beyond_function, ctype_of, has_bound, no_answer_function
 
 BLOCK_ROWS = 8  # rows per pass over the weights
@@ -546,6 +547,18 @@ def trees_block(em: HostEmitter, node: Node) -> list[str] | None:
     return out + ["}"]
 
 
+def trees_level_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """Every tree walked level by level by the block's rows, branch-free (host/tree_block.py); else the
+    lock-step table walk (trees_block)."""
+    fixed_c = None
+    if not node.type.dtype.is_float:
+        from tinycc_ml.codegen.c_fixed import rshift_c, saturate_c
+
+        fixed_c = (rshift_c, saturate_c)
+    lines = walk_block(em, node, BLOCK_ROWS, LANE, fixed_c)
+    return lines if lines is not None else trees_block(em, node)
+
+
 BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("matvec", "fixed"): matvec_fixed_block,
                  ("sqdist", "float"): sqdist_float_block, ("sqdist", "fixed"): sqdist_fixed_block,
-                 ("tree_ensemble", "float"): trees_block, ("tree_ensemble", "fixed"): trees_block}
+                 ("tree_ensemble", "float"): trees_level_block, ("tree_ensemble", "fixed"): trees_level_block}
