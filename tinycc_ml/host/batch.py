@@ -14,8 +14,9 @@ in a loop over the rows, except the ops with a block kernel here, which put the 
   integer mat-vecs: two rows of W per pass, each row's x[k] times both weights into 2 x 8 sums;
 - integer ``sqdist`` to constant prototypes: 16 prototypes of every block row at a time in int32 vectors (B
   stored (k, j), padded), then the shared epilogue row by row;
-- ``tree_ensemble`` (table form): each tree walked by the block's rows in lock step (a row at its leaf
-  stays there), then each row's leaf added.
+- ``tree_ensemble``: each tree walked level by level by the block's rows, branch-free (host/tree_block.py);
+  where that layout does not apply, the table form's walk in lock step (a row at its leaf stays there), then
+  each row's leaf added.
 
 Every row's float sums are the single-row C's, in the same order from the same zero (host builds compile with
 -ffp-contract=off: no fused multiply-add; nothing here reorders a float sum; integer sums are exact in any
