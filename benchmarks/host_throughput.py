@@ -17,6 +17,8 @@ Models (synthetic data with the data sets' shapes: USPS, Fashion-MNIST and lette
                 the same weights exported with onnx.helper (Gemm, Relu, Gemm, ArgMax; float32)
   forest-784    scikit-learn RandomForestClassifier(100, max_depth=10) on 784 features, 10 classes;
                 anchor: its own ``predict`` (n_jobs=1)
+  xgboost-784   xgboost.XGBClassifier(100, max_depth=6) on 784 features, 10 classes (1,000 trees); anchor:
+                the booster's ``inplace_predict`` (nthread=1) on the float64 rows, then argmax
   logreg-784    scikit-learn LogisticRegression on 784 features, 10 classes; anchor: argmax(X W^T + b) in
                 numpy (float32, BLAS)
 Host builds are compiled with tinycc_ml.host.build.HOST_CFLAGS (printed): they are loaded on the machine
@@ -74,6 +76,13 @@ def linear_blas(lr):
     return lambda X: np.argmax(X.astype(np.float32) @ W + b, axis=1)
 
 
+def xgboost_inplace(xgb):
+    """The booster's own fastest entry point on one thread: ``inplace_predict`` on the rows as given."""
+    booster = xgb.get_booster()
+    booster.set_param({"nthread": 1})
+    return lambda X: np.argmax(booster.inplace_predict(X), axis=1)
+
+
 def mlp_onnxruntime(mlp):
     """The MLP's weights as an ONNX graph (onnx.helper), run by onnxruntime on one thread."""
     import onnx
@@ -126,7 +135,7 @@ def models(rows: int, only: set[str] | None):
         kb = sum(a.size for a in (model.W, model.B, model.Z)) * 4 / 1024
         yield ("protonn-usps", f"ProtoNN, D=256, d={model.W.shape[0]}, m={model.B.shape[1]}, 10 classes "
                f"({kb:.0f} KB float)", model, ("numpy + BLAS (formula)", protonn_blas(model)), model.predict, Xt, X)
-    if want("mlp-784") or want("forest-784") or want("logreg-784"):
+    if want("mlp-784") or want("forest-784") or want("logreg-784") or want("xgboost-784"):
         Xt, yt, X = data(784, 60, 10, 5000)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -142,6 +151,12 @@ def models(rows: int, only: set[str] | None):
                 rf = RandomForestClassifier(100, max_depth=10, random_state=0, n_jobs=1).fit(Xt, yt)
                 yield ("forest-784", "RandomForest(100, depth 10), D=784, 10 classes", rf,
                        ("scikit-learn predict", rf.predict), rf.predict, Xt, X)
+            if want("xgboost-784"):
+                import xgboost
+
+                xgb = xgboost.XGBClassifier(n_estimators=100, max_depth=6, n_jobs=1, random_state=0).fit(Xt, yt)
+                yield ("xgboost-784", "XGBoost(100 rounds, depth 6), D=784, 10 classes (1,000 trees)", xgb,
+                       ("XGBoost inplace_predict", xgboost_inplace(xgb)), xgb.predict, Xt, X)
             if want("logreg-784"):
                 from sklearn.linear_model import LogisticRegression
 

@@ -22,7 +22,7 @@ from tinycc_ml.codegen.tensor_io import add_tensor_io
 from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError, TinyccError
 from tinycc_ml.files import write_tree
 from tinycc_ml.importers.edgeml import FOLDER_READERS
-from tinycc_ml.ir.fixed import quantise, run_fixed
+from tinycc_ml.ir.fixed import quantise, run_fixed_once
 from tinycc_ml.ir.ops import OPS
 from tinycc_ml.ir.ops.calibration import ovr_decision_rows
 from tinycc_ml.model_formats import format_for
@@ -471,7 +471,8 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
                                 "a float build or scaled features (a StandardScaler step) give them to %.1g",
                                 model.describe(), info["max_abs_error_bound"], COARSE_PROBA)
     elif dtype.is_fixed:
-        scores = run_fixed(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
+        # the rows agreement ran on this graph are not run again (run_fixed_once)
+        scores = run_fixed_once(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
         measured = np.abs(proba_from_scores(scores, rule, model.proba_constants) - model.predict_proba(calibration))
         info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"],
                                                         model.scores(calibration))

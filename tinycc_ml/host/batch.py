@@ -14,8 +14,9 @@ in a loop over the rows, except the ops with a block kernel here, which put the 
   integer mat-vecs: two rows of W per pass, each row's x[k] times both weights into 2 x 8 sums;
 - integer ``sqdist`` to constant prototypes: 16 prototypes of every block row at a time in int32 vectors (B
   stored (k, j), padded), then the shared epilogue row by row;
-- ``tree_ensemble`` (table form): each tree walked by the block's rows in lock step (a row at its leaf
-  stays there), then each row's leaf added.
+- ``tree_ensemble``: each tree walked level by level by the block's rows, branch-free (host/tree_block.py);
+  where that layout does not apply, the table form's walk in lock step (a row at its leaf stays there), then
+  each row's leaf added.
 
 Every row's float sums are the single-row C's, in the same order from the same zero (host builds compile with
 -ffp-contract=off: no fused multiply-add; nothing here reorders a float sum; integer sums are exact in any
@@ -31,6 +32,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tinycc_ml.host.tree_block import walk_block
 from tinycc_ml.target import CEmitter, Node, beyond_function, ctype_of, has_bound, no_answer_function
 
 BLOCK_ROWS = 8  # rows per pass over the weights
@@ -546,6 +548,18 @@ def trees_block(em: HostEmitter, node: Node) -> list[str] | None:
     return out + ["}"]
 
 
+def trees_level_block(em: HostEmitter, node: Node) -> list[str] | None:
+    """Every tree walked level by level by the block's rows, branch-free (host/tree_block.py); else the
+    lock-step table walk (trees_block)."""
+    fixed_c = None
+    if not node.type.dtype.is_float:
+        from tinycc_ml.codegen.c_fixed import rshift_c, saturate_c
+
+        fixed_c = (rshift_c, saturate_c)
+    lines = walk_block(em, node, BLOCK_ROWS, LANE, fixed_c)
+    return lines if lines is not None else trees_block(em, node)
+
+
 BLOCK_KERNELS = {("matvec", "float"): matvec_float_block, ("matvec", "fixed"): matvec_fixed_block,
                  ("sqdist", "float"): sqdist_float_block, ("sqdist", "fixed"): sqdist_fixed_block,
-                 ("tree_ensemble", "float"): trees_block, ("tree_ensemble", "fixed"): trees_block}
+                 ("tree_ensemble", "float"): trees_level_block, ("tree_ensemble", "fixed"): trees_level_block}

@@ -5,7 +5,7 @@ later passes and the backends. Each field names the pass that fills it."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -83,13 +83,16 @@ class Analyses:
     input_bound: dict | None = None
     # patch_stages: the split, grid, arena and extra MACs of patch-based execution (its report), None without
     patches: dict | None = None
+    # ir.fixed.run_fixed_once: (the graph's fingerprint, {row bytes: outputs}) of the rows the integer
+    # interpreter has run on this graph; a copy starts without (its passes may change what a row gives)
+    rows_run: tuple | None = None
 
     @property
     def task_kind(self) -> str | None:
         return task_kind(self.task)
 
     def copy(self) -> Analyses:
-        return copy.deepcopy(self)
+        return copy.deepcopy(replace(self, rows_run=None))
 
     def describe(self) -> list[str]:
         """Text lines for IR dumps."""

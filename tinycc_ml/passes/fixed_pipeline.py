@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tinycc_ml.cache import load_result, source_fingerprint, store_result
-from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed
+from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed, run_fixed_once
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks, run_float, work_per_row
 from tinycc_ml.ir.text import print_graph
@@ -317,7 +317,7 @@ def agreement(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np.nd
     """The integer build against the float model on every profiled calibration row: the share of equal
     predictions, and the scores' error in the model's units (regression: the value's fixed-point error)."""
     float_all = run_float(graph, prep.calibration)
-    fixed_all = run_fixed(fixed_graph, quantise(prep.calibration, s_in - prep.feature_scales, 16))
+    fixed_all = run_fixed_once(fixed_graph, quantise(prep.calibration, s_in - prep.feature_scales, 16))
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
     error = np.abs(fixed_all["scores"] * 2.0**-s_scores - float_all["scores"])
     figures = {"score_error": {"max_abs": float(np.max(error)), "mean_abs": float(np.mean(error))}}
