@@ -134,11 +134,78 @@ def models():
         return sequential((16,), layers.Dense(8, activation="elu"), layers.Dense(4, activation="relu"),
                           layers.Dense(8, activation="relu"), layers.Dense(16, activation="sigmoid"))
 
+    def kws_cnn():
+        return sequential((20, 10, 1), layers.Conv2D(8, (5, 3), activation="relu"), layers.MaxPooling2D((2, 1)),
+                          layers.Conv2D(8, 3, padding="same", activation="relu"), layers.Dropout(0.2),
+                          layers.Flatten(), layers.Dense(12, activation="relu"), layers.Dense(4, activation="softmax"))
+
+    def vww_tiny():
+        inputs = keras.Input((24, 24, 3), batch_size=1)
+        x = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu6")(inputs)
+        for channels, stride in ((16, 2), (16, 1), (24, 2)):
+            x = layers.DepthwiseConv2D(3, strides=stride, padding="same", activation="relu6")(x)
+            x = layers.Conv2D(channels, 1, activation="relu6")(x)
+        x = layers.GlobalAveragePooling2D()(x)
+        return keras.Model(inputs, layers.Dense(2, activation="softmax")(x))
+
+    def resnet_1d():
+        inputs = keras.Input((32, 4), batch_size=1)
+        x = layers.Conv1D(8, 3, padding="same")(inputs)
+        x = layers.BatchNormalization()(x)
+        shortcut = layers.ReLU()(x)
+        x = layers.Conv1D(8, 3, padding="same", activation="relu")(shortcut)
+        x = layers.Conv1D(8, 3, padding="same")(x)
+        x = layers.ReLU()(layers.Add()([x, shortcut]))
+        x = layers.GlobalAveragePooling1D()(x)
+        return keras.Model(inputs, layers.Dense(5)(x))
+
+    def tcn():
+        inputs = keras.Input((48, 2), batch_size=1)
+        x = inputs
+        for dilation in (1, 2, 4):
+            x = layers.Conv1D(6, 3, padding="causal", dilation_rate=dilation, activation="relu")(x)
+        x = layers.Lambda(lambda t: t[:, -1, :])(x)
+        return keras.Model(inputs, layers.Dense(3)(x))
+
+    def regression_swish():
+        return sequential((10,), layers.Dense(16, activation="swish"), layers.Dense(8, activation="tanh"),
+                          layers.Dense(1))
+
+    def conv_autoencoder():
+        return sequential((16, 16, 1), layers.Conv2D(4, 3, strides=2, padding="same", activation="relu"),
+                          layers.Conv2D(8, 3, strides=2, padding="same", activation="relu"),
+                          layers.Conv2DTranspose(4, 3, strides=2, padding="same", activation="relu"),
+                          layers.Conv2DTranspose(1, 3, strides=2, padding="same", activation="sigmoid"))
+
+    def bidirectional_gru():
+        return sequential((8, 3), layers.Bidirectional(layers.GRU(4, unroll=True)), layers.Dense(3))
+
+    def stacked_lstm():
+        return sequential((6, 3), layers.LSTM(5, unroll=True, return_sequences=True), layers.LSTM(4, unroll=True),
+                          layers.Dense(2))
+
+    def multi_head():
+        inputs = keras.Input((16,), batch_size=1)
+        x = layers.Dense(12, activation="relu")(inputs)
+        return keras.Model(inputs, [layers.Dense(4, activation="softmax")(x), layers.Dense(1)(x),
+                                    layers.Dense(2, activation="sigmoid")(x)])
+
+    def upsample_2d():
+        return sequential((8, 8, 2), layers.Conv2D(4, 3, strides=2, padding="same", activation="relu"),
+                          layers.Resizing(8, 8, interpolation="bilinear"), layers.Conv2D(2, 3, padding="same"))
+
+    def separable_prelu():
+        return sequential((12, 12, 3), layers.SeparableConv2D(8, 3, padding="same"), layers.PReLU(),
+                          layers.MaxPooling2D(), layers.Permute((3, 1, 2)), layers.Flatten(), layers.Dense(3))
+
     return {"mlp": mlp, "cnn": cnn, "ds_cnn": ds_cnn, "two_inputs": two_inputs, "two_outputs": two_outputs,
             "lstm_keywords": lstm_keywords, "gru_unrolled": gru_unrolled, "unet_1d": unet_1d,
             "mobilenet_ish": mobilenet_ish, "residual": residual, "attention": attention,
             "sensor_conv1d": sensor_conv1d, "autoencoder": autoencoder, "lstm_unrolled": lstm_unrolled,
-            "gru_loop": gru_loop}
+            "gru_loop": gru_loop, "kws_cnn": kws_cnn, "vww_tiny": vww_tiny, "resnet_1d": resnet_1d, "tcn": tcn,
+            "regression_swish": regression_swish, "conv_autoencoder": conv_autoencoder,
+            "bidirectional_gru": bidirectional_gru, "stacked_lstm": stacked_lstm, "multi_head": multi_head,
+            "upsample_2d": upsample_2d, "separable_prelu": separable_prelu}
 
 
 def _fit(model, seed: int) -> None:
