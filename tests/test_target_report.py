@@ -14,7 +14,7 @@ FIELDS = {"target", "precision", "rows", "reference", "float_accuracy", "target_
           "flash_bytes",
           "ram_bytes", "model_flash_bytes", "model_ram_bytes", "stack_bytes", "cycles_mean", "cycles_max",
           "instructions_mean", "instructions_max", "macs", "per_mac", "method", "compile_report", "task", "regression",
-          "multilabel", "kernels", "cycle_model", "weights"}
+          "multilabel", "kernels", "cycle_model", "weights", "patches"}
 
 
 @pytest.fixture(scope="module")

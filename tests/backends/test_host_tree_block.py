@@ -26,6 +26,8 @@ def edge_rows(model_thresholds: list[tuple[int, float]], X: np.ndarray, seed: in
     for feature, t in model_thresholds:
         t32 = np.float32(t)
         for value in (t32, np.nextafter(t32, np.float32(-np.inf)), np.nextafter(t32, np.float32(np.inf)), np.nan):
+            if np.isinf(value):  # a threshold at float32's largest: its neighbour is infinite, which no library takes
+                continue
             row = X[rng.integers(len(X))].copy()
             row[feature] = value
             rows.append(row)

@@ -1,11 +1,11 @@
 """Keras models converted by TensorFlow's own converter (tests/data/keras, written by scripts/keras_zoo.py: int8,
-16x8 and float32 of MLP, CNN, DS-CNN, two inputs, two outputs, GRU and LSTM (unrolled, and as Keras 3 converts
-them by default: a WHILE loop over subgraphs), a 1-D U-Net, a MobileNet-style
-block with squeeze-excite, a residual block, an attention block with LayerNormalization, a 1-D sensor CNN, an
-autoencoder, a keyword CNN, a visual-wake-words-style depthwise net, a 1-D ResNet, a dilated causal TCN, a swish
-regressor, a convolutional autoencoder with Conv2DTranspose, a bidirectional GRU, stacked LSTMs, three heads, a
-bilinear resize, a separable convolution with PReLU and Permute): every output byte equal to tflite-micro's on 100 inputs on the host and on 5 in the Cortex-M4; the
-files tflite-micro cannot run, or whose form is not supported, refused with their reason."""
+16x8 and float32 of 26 kinds: MLP, CNN, DS-CNN, two inputs, two outputs, GRU and LSTM (unrolled, and as Keras 3
+converts them by default: a WHILE loop over subgraphs), a 1-D U-Net, a MobileNet-style block with squeeze-excite, a
+residual block, an attention block with LayerNormalization, a 1-D sensor CNN, an autoencoder, a keyword CNN, a
+visual-wake-words-style depthwise net, a 1-D ResNet, a dilated causal TCN, a swish regressor, a convolutional
+autoencoder with Conv2DTranspose, a bidirectional GRU, stacked LSTMs, three heads, a bilinear resize, a separable
+convolution with PReLU and Permute): every output byte equal to tflite-micro's on 100 inputs on the host and on 5 in
+the Cortex-M4; the files tflite-micro cannot run, or whose form is not supported, refused with their reason."""
 
 from __future__ import annotations
 

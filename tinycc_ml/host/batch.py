@@ -33,7 +33,16 @@ from dataclasses import replace
 import numpy as np
 
 from tinycc_ml.host.tree_block import walk_block
-from tinycc_ml.target import CEmitter, Node, beyond_function, ctype_of, has_bound, no_answer_function
+from tinycc_ml.target import (
+    CEmitter,
+    Node,
+    beyond_function,
+    ctype_of,
+    has_bound,
+    no_answer_function,
+    rshift_c,
+    saturate_c,
+)
 
 BLOCK_ROWS = 8  # rows per pass over the weights
 MAX_BLOCK_ARENA_BYTES = 1 << 22  # larger models (big networks) keep the one-row loop
@@ -551,11 +560,7 @@ def trees_block(em: HostEmitter, node: Node) -> list[str] | None:
 def trees_level_block(em: HostEmitter, node: Node) -> list[str] | None:
     """Every tree walked level by level by the block's rows, branch-free (host/tree_block.py); else the
     lock-step table walk (trees_block)."""
-    fixed_c = None
-    if not node.type.dtype.is_float:
-        from tinycc_ml.codegen.c_fixed import rshift_c, saturate_c
-
-        fixed_c = (rshift_c, saturate_c)
+    fixed_c = None if node.type.dtype.is_float else (rshift_c, saturate_c)
     lines = walk_block(em, node, BLOCK_ROWS, LANE, fixed_c)
     return lines if lines is not None else trees_block(em, node)
 

@@ -24,9 +24,7 @@ import re
 
 import numpy as np
 
-from tinycc_ml.codegen.emitter import CEmitter
-from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.ensembles import default_left, leaf_ints, leaf_scale, missing_code, threshold_ints
+from tinycc_ml.target import CEmitter, Node, default_left, leaf_ints, leaf_scale, missing_code, threshold_ints
 
 MAX_BLOCK_NODES = 1 << 22  # larger ensembles keep the lock-step table walk
 MISSING_RIGHT = 1 << 31
