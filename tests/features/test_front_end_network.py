@@ -1,5 +1,6 @@
 """compile(network, front_end=...): a fitted front end before an ONNX or .tflite network, one C entry point from raw
-samples to the decision (the calls of docs/guide/front-ends.md and docs/tutorials/kws-m4.md). The reference is Python's: the front end's transform (float64), then the network in its
+samples to the decision (the calls of docs/guide/front-ends.md and docs/tutorials/kws-m4.md). The reference is
+Python's: the front end's transform (float64), then the network in its
 oracle (tflite-micro on the features quantised with the network's input scale and zero point; onnxruntime on the
 float features). The C computes the features in float32: an int8 build equals tflite-micro on every row whose
 features are not within float32's error of a rounding boundary of the input quantisation (``clear_rows``)."""
