@@ -11,6 +11,7 @@ import pytest
 import tinycc_ml
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, compiled, random_rows, simulated_scores, tflite_micro
+from tests.ops.test_gather import _outputs
 from tests.tflite_models import TfliteBuilder
 from tinycc_ml.errors import ModelFileError
 
@@ -51,14 +52,6 @@ def rows(kind: str, n: int = 6) -> np.ndarray:
     rng = np.random.default_rng(8)
     size = int(np.prod(SHAPE))
     return rng.normal(0, 3, size=(n, size)).astype(np.float32) if kind == "float32" else random_rows(rng, n, size)
-
-
-def _outputs(data: bytes, X: np.ndarray, tmp_path, kind: str, shape):
-    model, result = compiled(data, tmp_path)
-    if kind == "float32":
-        return np.asarray(model.scores(X)), np.asarray(result.load().scores(X))
-    return (model.run_quantised(X.reshape(len(X), *shape)).reshape(len(X), -1),
-            np.asarray(result.load().run_raw(X)[0]))
 
 
 @pytest.mark.parametrize("kind", ["int8", "float32"])

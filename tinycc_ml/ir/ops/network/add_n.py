@@ -35,13 +35,19 @@ def _infer(ts, attrs, declared):
          f"ADD_N's inputs must have one shape, got {[list(t.shape) for t in ts]}")
     need(all(t.dtype == first.dtype for t in ts),
          f"ADD_N's inputs must have one type, got {[str(t.dtype) for t in ts]}")
-    if first.dtype.is_float:
-        return TensorType(first.shape, first.dtype, first.layout)
-    need(first.dtype.is_quantised and first.dtype.bits == 8 and first.dtype.axis == PER_TENSOR,
-         f"ADD_N takes float32 or per-tensor int8 tensors (TFLite Micro's kernel), got {first.dtype}")
+    return float_or_int8_result(first, declared, "ADD_N")
+
+
+def float_or_int8_result(x, declared, op: str):
+    """The result of a sum TFLite Micro computes in float32 or per-tensor int8 (ADD_N, CUMSUM): x's shape, its
+    type or the declared int8 quantisation."""
+    if x.dtype.is_float:
+        return TensorType(x.shape, x.dtype, x.layout)
+    need(x.dtype.is_quantised and x.dtype.bits == 8 and x.dtype.axis == PER_TENSOR,
+         f"{op} takes float32 or per-tensor int8 tensors (TFLite Micro's kernel), got {x.dtype}")
     need(declared is not None and declared.dtype.is_quantised and declared.dtype.bits == 8
          and declared.dtype.axis == PER_TENSOR, "the result needs a declared per-tensor qi8 type")
-    return TensorType(first.shape, declared.dtype, first.layout)
+    return TensorType(x.shape, declared.dtype, x.layout)
 
 
 def _evaluate(xs, attrs):

@@ -176,3 +176,16 @@ def c_pow2(em, node, combine) -> list[str]:
         return f"{clamp}({value}, INT32_C({lo}), INT32_C({hi}))"
 
     return c_loop(em, node, element)
+
+
+def last_axis_rows(em, node, kind: str, body: list[str]) -> list[str]:
+    """C running ``body`` once per row of the last axis (softmax-like ops): ``in`` and ``out`` point at the row of
+    ``kind`` elements; ``{depth}`` in a body line is the row's length."""
+    depth = em.graph.type(node.inputs[0]).shape[-1]
+    return ["{",
+            f"    for (long r = 0; r < {node.type.size // depth}; ++r) {{",
+            f"        const {kind} *in = {em.var(node.inputs[0])} + r * {depth};",
+            f"        {kind} *out = {em.var(node.name)} + r * {depth};",
+            *[f"        {line}".format(depth=depth) for line in body],
+            "    }",
+            "}"]

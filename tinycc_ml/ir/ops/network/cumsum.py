@@ -14,10 +14,9 @@ import numpy as np
 from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.add_n import LEFT_SHIFT, parameters
+from tinycc_ml.ir.ops.network.add_n import LEFT_SHIFT, float_or_int8_result, parameters
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier, wrap32
-from tinycc_ml.ir.types import PER_TENSOR, TensorType
 
 CUMSUM_OPTIONS = 102  # schema.fbs' BuiltinOptions: CumsumOptions { exclusive, reverse }
 
@@ -26,13 +25,7 @@ def _infer(ts, attrs, declared):
     (x,) = ts
     need(x.rank >= 1, "CUMSUM of a scalar")
     need(0 <= int(attrs["axis"]) < x.rank, f"axis {attrs['axis']} of a {x.rank}-dimensional tensor")
-    if x.dtype.is_float:
-        return TensorType(x.shape, x.dtype, x.layout)
-    need(x.dtype.is_quantised and x.dtype.bits == 8 and x.dtype.axis == PER_TENSOR,
-         f"CUMSUM takes float32 or per-tensor int8 tensors (TFLite Micro's kernel), got {x.dtype}")
-    need(declared is not None and declared.dtype.is_quantised and declared.dtype.bits == 8
-         and declared.dtype.axis == PER_TENSOR, "the result needs a declared per-tensor qi8 type")
-    return TensorType(x.shape, declared.dtype, x.layout)
+    return float_or_int8_result(x, declared, "CUMSUM")
 
 
 def _along(values: np.ndarray, axis: int, reverse: bool) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 from tinycc_ml.ir.ops.c_primitives import c_helper, high_mul, multiply_pot, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.network.broadcast import last_axis_rows
 from tinycc_ml.ir.ops.network.quantised_unary import inv_sqrt_multiplier
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier
@@ -48,19 +49,8 @@ def _fixed(call):
     return np.clip(multiply_by_quantized_multiplier(v, multipliers, shifts + OUTPUT_BITS), -128, 127)
 
 
-def _rows(em, node, kind: str, body: list[str]) -> list[str]:
-    depth = em.graph.type(node.inputs[0]).shape[-1]
-    return ["{",
-            f"    for (long r = 0; r < {node.type.size // depth}; ++r) {{",
-            f"        const {kind} *in = {em.var(node.inputs[0])} + r * {depth};",
-            f"        {kind} *out = {em.var(node.name)} + r * {depth};",
-            *[f"        {line}".format(depth=depth) for line in body],
-            "    }",
-            "}"]
-
-
 def _c_float(em, node) -> list[str]:
-    return _rows(em, node, "float", [
+    return last_axis_rows(em, node, "float", [
         "float sum = 0.0f, norm;",
         "for (int i = 0; i < {depth}; ++i)",
         "    sum += in[i] * in[i];",
@@ -111,7 +101,7 @@ static int32_t @tfl_inv_sqrt(int32_t value, int *shift)
 def _c_int8(em, node) -> list[str]:
     zero_point = em.graph.type(node.inputs[0]).dtype.zero_point
     root, req = inv_sqrt(em), requantise(em)
-    return _rows(em, node, "int8_t", [
+    return last_axis_rows(em, node, "int8_t", [
         "int32_t sum = 0, multiplier;",
         "int shift;",
         "for (int i = 0; i < {depth}; ++i)",

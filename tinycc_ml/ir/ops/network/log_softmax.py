@@ -25,6 +25,7 @@ from tinycc_ml.ir.ops.c_primitives import (
 )
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
+from tinycc_ml.ir.ops.network.broadcast import last_axis_rows
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     INT32_MIN,
@@ -95,26 +96,15 @@ def _fixed(call):
     return np.where(diff > adjusted, out, -128)
 
 
-def _rows(em, node, body: list[str], kind: str) -> list[str]:
-    depth = em.graph.type(node.inputs[0]).shape[-1]
-    return ["{",
-            f"    for (long r = 0; r < {node.type.size // depth}; ++r) {{",
-            f"        const {kind} *in = {em.var(node.inputs[0])} + r * {depth};",
-            f"        {kind} *out = {em.var(node.name)} + r * {depth};",
-            *[f"        {line}".format(depth=depth) for line in body],
-            "    }",
-            "}"]
-
-
 def _c_float(em, node) -> list[str]:
-    return _rows(em, node, ["float largest = in[0], sum = 0.0f;",
+    return last_axis_rows(em, node, "float", ["float largest = in[0], sum = 0.0f;",
                             "for (int i = 1; i < {depth}; ++i)",
                             "    if (in[i] > largest) largest = in[i];",
                             "for (int i = 0; i < {depth}; ++i)",
                             "    sum += expf(in[i] - largest);",
                             "sum = logf(sum);",
                             "for (int i = 0; i < {depth}; ++i)",
-                            "    out[i] = in[i] - largest - sum;"], "float")
+                            "    out[i] = in[i] - largest - sum;"])
 
 
 def _c_log(em) -> str:
@@ -175,7 +165,7 @@ def _c_int8(em, node) -> list[str]:
     multiplier, left_shift, diff_min, divisor, divisor_shift = parameters(float(em.graph.type(
         node.inputs[0]).dtype.qscales[0]))
     shift = 31 - SOFTMAX_DIFF_INTEGER_BITS - OUTPUT_INTEGER_BITS
-    return _rows(em, node, [
+    return last_axis_rows(em, node, "int8_t", [
         "int32_t largest = in[0], total = 0, log_sum, adjusted;",
         "for (int i = 1; i < {depth}; ++i)",
         "    if (in[i] > largest) largest = in[i];",
@@ -197,7 +187,7 @@ def _c_int8(em, node) -> list[str]:
         "        v = v > 127 ? 127 : (v < -128 ? -128 : v);",
         "    }}",
         "    out[i] = (int8_t)v;",
-        "}}"], "int8_t")
+        "}}"])
 
 
 register_op(OpDef(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.network.broadcast import last_axis_rows
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.ops.windows import network_result
 
@@ -40,21 +41,10 @@ def _layer_norm(xs, attrs):
     return centred / np.sqrt(variance + float(attrs["epsilon"])) * gamma + beta
 
 
-def _rows(em, node, body: list[str]) -> list[str]:
-    depth = em.graph.type(node.inputs[0]).shape[-1]
-    return ["{",
-            f"    for (long r = 0; r < {node.type.size // depth}; ++r) {{",
-            f"        const float *in = {em.var(node.inputs[0])} + r * {depth};",
-            f"        float *out = {em.var(node.name)} + r * {depth};",
-            *[f"        {line}".format(depth=depth) for line in body],
-            "    }",
-            "}"]
-
-
 def _c_layer_norm(em, node) -> list[str]:
     gamma, beta = em.at(node.inputs[1], "i"), em.at(node.inputs[2], "i")
     epsilon = f"{float(node.attrs['epsilon']):.9g}f"
-    return _rows(em, node, ["float mean = 0.0f, variance = 0.0f, inverse;",
+    return last_axis_rows(em, node, "float", ["float mean = 0.0f, variance = 0.0f, inverse;",
                             "for (int i = 0; i < {depth}; ++i)",
                             "    mean += in[i];",
                             "mean /= {depth};",
