@@ -1,0 +1,100 @@
+"""The Cortex-M4 kernels of the ops CMSIS-NN optimises besides convolutions (tinycc_ml/arm/m4_elementwise.py,
+m4_pool.py): random single-op models in QEMU, every output byte equal to tflite-micro's, and the layer run by
+the kernel's function (not the shared C's loop)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import require_target
+from tests.ops.single_op import OPS, OPTIONS, random_rows, simulated_scores, tflite_micro
+from tests.tflite_builder import ACTIVATIONS
+from tests.tflite_models import TfliteBuilder, options
+from tinycc_ml.arm.m4_elementwise import broadcast_loops
+
+pytestmark = pytest.mark.toolchain
+SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def binary(code: int, a_shape, b_shape, out_shape, qa, qb, qo, same: bool, seed: int, opts=None) -> bytes:
+    """x -> OP(x, y) -> z: y a constant of ``b_shape``, or (``same``) x itself."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    x = b.tensor(a_shape, "int8", scale=qa[0], zero_point=qa[1], name="x")
+    y = x if same else b.tensor(b_shape, "int8", scale=qb[0], zero_point=qb[1],
+                                data=rng.integers(-128, 128, size=b_shape), name="y")
+    z = b.tensor(out_shape, "int8", scale=qo[0], zero_point=qo[1], name="z")
+    b.op(code, [x, y], [z], *(opts or ()))
+    return b.finish([x], [z])
+
+
+def check_on_m4(data: bytes, in_shape, out_shape, tmp_path, kernel: str, seed: int = 0) -> str:
+    """The model's bytes in QEMU equal to tflite-micro's; the generated C calls the kernel's function."""
+    require_target("cortex-m4")
+    X = random_rows(np.random.default_rng(seed), 5, int(np.prod(in_shape)))
+    got = simulated_scores("cortex-m4", data, X, tmp_path)
+    np.testing.assert_array_equal(got, tflite_micro(data, X, in_shape).reshape(len(X), -1))
+    source = (tmp_path / "cortex-m4" / "op.c").read_text()
+    assert f"op_m4_{kernel}_" in source, f"the layer did not take the {kernel} kernel"
+    return source
+
+
+@st.composite
+def broadcast_case(draw):
+    """Shapes of rank 1..4 with odd extents; b broadcast along any subset of axes, or a scalar, or x itself."""
+    rank = draw(st.integers(1, 4))
+    a_shape = tuple(draw(st.lists(st.integers(1, 7), min_size=rank, max_size=rank)))
+    form = draw(st.sampled_from(["same", "const", "broadcast", "scalar"]))
+    if form == "broadcast":
+        b_shape = tuple(1 if draw(st.booleans()) else e for e in a_shape)[draw(st.integers(0, rank - 1)):]
+    else:
+        b_shape = () if form == "scalar" else a_shape
+    return a_shape, b_shape, form == "same"
+
+
+def quantisation(draw, low=0.005, high=0.2):
+    return (draw(st.floats(low, high)), draw(st.integers(-128, 127)))
+
+
+@SETTINGS
+@given(case=broadcast_case(), data=st.data())
+def test_mul_equals_tflite_micro_on_the_m4(case, data, tmp_path_factory):
+    """Random broadcasts, zero points (negative ones among them), activations: each byte as tflite-micro's."""
+    a_shape, b_shape, same = case
+    qa = quantisation(data.draw)
+    qb = qa if same else quantisation(data.draw)
+    qo = quantisation(data.draw, 0.0005, 0.05)
+    activation = data.draw(st.sampled_from(sorted(ACTIVATIONS)))
+    model = binary(OPS.MUL, a_shape, b_shape, a_shape, qa, qb, qo, same, seed=len(a_shape),
+                   opts=(OPTIONS.MulOptions, options("MulOptions", fusedActivationFunction=ACTIVATIONS[activation])))
+    check_on_m4(model, a_shape, a_shape, tmp_path_factory.mktemp("mul"), "mul")
+
+
+@SETTINGS
+@given(case=broadcast_case(), code=st.sampled_from([OPS.MAXIMUM, OPS.MINIMUM]), data=st.data())
+def test_maximum_minimum_equal_tflite_micro_on_the_m4(case, code, data, tmp_path_factory):
+    a_shape, b_shape, same = case
+    q = quantisation(data.draw)
+    model = binary(code, a_shape, b_shape, a_shape, q, q, q, same, seed=3)
+    check_on_m4(model, a_shape, a_shape, tmp_path_factory.mktemp("minmax"), "max" if code == OPS.MAXIMUM else "min")
+
+
+def test_mul_of_two_broadcast_operands_and_its_shared_loop_gone(tmp_path):
+    """Both operands broadcast ([2, 1, 5] x [1, 3, 1]): the kernel's loops, not the shared C's per-axis ones."""
+    model = binary(OPS.MUL, (2, 1, 5), (1, 3, 1), (2, 3, 5), (0.05, -7), (0.03, 100), (0.01, -128), False, 1)
+    source = check_on_m4(model, (2, 1, 5), (2, 3, 5), tmp_path, "mul")
+    assert "long o = 0;" not in source  # broadcast.c_loop's counter
+
+
+@pytest.mark.parametrize("a_shape, b_shape, out_shape, loops", [
+    ((1, 4, 4, 3), (1, 4, 4, 3), (1, 4, 4, 3), [(48, 1, 1)]),
+    ((1, 4, 4, 3), (3,), (1, 4, 4, 3), [(16, 3, 0), (3, 1, 1)]),
+    ((1, 4, 4, 3), (1, 4, 1, 1), (1, 4, 4, 3), [(4, 12, 1), (12, 1, 0)]),
+    ((1, 6), (), (1, 6), [(6, 1, 0)]),
+    ((2, 1, 5), (1, 3, 1), (2, 3, 5), [(2, 5, 0), (3, 0, 1), (5, 1, 0)]),
+])
+def test_broadcast_loops_merge_the_axes_both_operands_walk_together(a_shape, b_shape, out_shape, loops):
+    assert broadcast_loops(a_shape, b_shape, out_shape) == loops
