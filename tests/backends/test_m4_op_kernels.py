@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, random_rows, simulated_scores, tflite_micro
-from tests.tflite_builder import ACTIVATIONS
+from tests.tflite_builder import ACTIVATIONS, PADDINGS
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.arm.m4_elementwise import broadcast_loops
 
@@ -98,3 +98,31 @@ def test_mul_of_two_broadcast_operands_and_its_shared_loop_gone(tmp_path):
 ])
 def test_broadcast_loops_merge_the_axes_both_operands_walk_together(a_shape, b_shape, out_shape, loops):
     assert broadcast_loops(a_shape, b_shape, out_shape) == loops
+
+
+def max_pool(shape, window, stride, padding: str, activation: str, q) -> tuple[bytes, tuple]:
+    b = TfliteBuilder()
+    _, h, w, c = shape
+
+    def out(n, k, s):
+        return -(-n // s) if padding == "same" else (n - k) // s + 1
+
+    out_shape = (1, out(h, window[0], stride[0]), out(w, window[1], stride[1]), c)
+    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
+    y = b.tensor(out_shape, "int8", scale=q[0], zero_point=q[1], name="y")
+    b.op(OPS.MAX_POOL_2D, [x], [y], OPTIONS.Pool2DOptions,
+         options("Pool2DOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0],
+                 filterWidth=window[1], filterHeight=window[0], fusedActivationFunction=ACTIVATIONS[activation]))
+    return b.finish([x], [y]), out_shape
+
+
+@SETTINGS
+@given(h=st.integers(1, 9), w=st.integers(1, 9), c=st.integers(1, 11), kh=st.integers(1, 3), kw=st.integers(1, 3),
+       sy=st.integers(1, 3), sx=st.integers(1, 3), padding=st.sampled_from(["same", "valid"]),
+       activation=st.sampled_from(sorted(ACTIVATIONS)), zp=st.integers(-128, 127))
+def test_max_pool_equals_tflite_micro_on_the_m4(h, w, c, kh, kw, sy, sx, padding, activation, zp, tmp_path_factory):
+    """Odd channel counts (the byte tail), windows over the border (same padding), the activation clamp."""
+    if padding == "valid" and (kh > h or kw > w):
+        return
+    model, _ = max_pool((1, h, w, c), (kh, kw), (sy, sx), padding, activation, (0.02, zp))
+    check_on_m4(model, (1, h, w, c), None, tmp_path_factory.mktemp("pool"), "maxpool")

@@ -222,7 +222,7 @@ def minmax_claims(em, node: Node) -> bool:
     return tflite_int8(em, node) and _operands_ok(em, node)
 
 
-def _select_helper(em, kind: str) -> str:
+def select_helper(em, kind: str) -> str:
     """m4_sel_max / m4_sel_min: the larger (smaller) byte of each lane of two words (SSUB8, then SEL)."""
     symbol = em.sym(f"m4_sel_{kind}")
     first, second = ("%1, %2", "%1, %2") if kind == "max" else ("%1, %2", "%2, %1")
@@ -240,7 +240,7 @@ def _minmax(kind: str):
         if not _operands_ok(em, node):
             return None
         rd, _ = simd_helpers(em)
-        sel = _select_helper(em, kind)
+        sel = select_helper(em, kind)
         pick = "(x < y) ? y : x" if kind == "max" else "(y < x) ? y : x"
 
         def rows(inner) -> list[str]:

@@ -1,0 +1,232 @@
+"""tinycc-ml's Cortex-M4 kernels for the ops CMSIS-NN optimises besides convolutions (MUL, MAXIMUM, MINIMUM,
+MAX_POOL_2D, ...: tinycc_ml/arm/m4_elementwise.py, m4_pool.py) against CMSIS-NN's function for the same layer,
+instructions per layer on the Cortex-M4F (MPS2 AN386).
+
+    python benchmarks/cmsis_nn_ops.py [--only mul,max_pool] [--cmsis-nn PATH]
+
+Each case is a one-operator int8 .tflite file (its shapes those of a layer of a model under tests/data where one
+has the op, named so, else generated). tinycc-ml's side: the file compiled for the Cortex-M4, the layer's
+kernel functions (``op_m4_*``) counted in the per-function instruction profile of one inference (unicorn's
+Cortex-M4, whose totals equal QEMU's -icount). CMSIS-NN's side, as benchmarks/cmsis_nn_layers.py builds its
+layers (whose wrapper and helpers this script imports): the function called on the same input, constants and
+quantisation (multiplier and shift as TFLite Micro's Prepare computes them), its sources from the git mirror,
+same compiler and flags (-O2), run in QEMU -icount; the instructions of the wrapper's call less those of the
+same wrapper calling nothing. Both outputs checked equal byte for byte (and to tinycc-ml's interpreter) on
+a random int8 input. Results: benchmarks/results/cmsis_nn_ops.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cmsis_nn_layers import CMSIS_FILES, HEADER, MIRROR, SCRATCH_BYTES, WRAPPER, c_array, dims  # noqa: E402
+from m4_cycles import cmsis_tree  # noqa: E402
+from network_m4 import build_network, run_firmware  # noqa: E402
+
+import tinycc_ml  # noqa: E402
+from tests.tflite_builder import ACTIVATIONS, PADDINGS  # noqa: E402
+from tests.tflite_models import TfliteBuilder, options, schema  # noqa: E402
+from tinycc_ml.codegen.backend import get_backend  # noqa: E402
+from tinycc_ml.ir.ops.network.mul import multiplier  # noqa: E402
+from tinycc_ml.ir.ops.tflite_arith import activation_range, quantize_multiplier  # noqa: E402
+from tinycc_ml.ir.ops.windows import pad_before  # noqa: E402
+from tinycc_ml.runtime.profile import function_profile  # noqa: E402
+from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "cmsis_nn_ops.json"
+OPS = schema.BuiltinOperator
+OPTIONS = schema.BuiltinOptions
+TARGET = "cortex-m4"
+FILES = (*CMSIS_FILES, "Source/PadFunctions", "Source/TransposeFunctions")
+# the CMSIS-NN source files each function needs besides NNSupportFunctions
+SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8.c"],
+           "arm_maximum_s8": ["BasicMathFunctions/arm_maximum_s8.c"],
+           "arm_minimum_s8": ["BasicMathFunctions/arm_minimum_s8.c"],
+           "arm_max_pool_s8": ["PoolingFunctions/arm_max_pool_s8.c"]}
+TARGET_RATIO = 0.6
+
+
+@dataclass
+class Case:
+    op: str  # the --only key
+    label: str  # the layer's shapes (and the model it comes from)
+    model: bytes
+    in_shape: tuple[int, ...]
+    function: str  # CMSIS-NN's
+
+
+def _q(rng) -> tuple[float, int]:
+    return float(rng.uniform(0.01, 0.1)), int(rng.integers(-100, 100))
+
+
+def binary_case(op: str, code: int, shape, b_shape, label: str, seed: int, activation: str = "none") -> Case:
+    """x -> OP(x, y) -> z, y a random int8 constant (MUL: three quantisations; MAXIMUM, MINIMUM: one)."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    qa = _q(rng)
+    qb, qo = (_q(rng), (float(rng.uniform(0.001, 0.01)), int(rng.integers(-100, 100)))) if op == "mul" else (qa, qa)
+    x = b.tensor(shape, "int8", scale=qa[0], zero_point=qa[1], name="x")
+    y = b.tensor(b_shape, "int8", scale=qb[0], zero_point=qb[1], data=rng.integers(-128, 128, size=b_shape), name="y")
+    z = b.tensor(shape, "int8", scale=qo[0], zero_point=qo[1], name="z")
+    opts = (OPTIONS.MulOptions, options("MulOptions", fusedActivationFunction=ACTIVATIONS[activation])) \
+        if op == "mul" else ()
+    b.op(code, [x, y], [z], *opts)
+    function = {"mul": "arm_elementwise_mul_s8", "maximum": "arm_maximum_s8", "minimum": "arm_minimum_s8"}[op]
+    return Case(op, label, b.finish([x], [z]), tuple(shape), function)
+
+
+def max_pool_case(shape, window, stride, padding: str, label: str, seed: int, activation: str = "none") -> Case:
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    _, h, w, c = shape
+    size = [-(-n // s) if padding == "same" else (n - k) // s + 1 for n, k, s in zip((h, w), window, stride)]
+    q = _q(rng)
+    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
+    y = b.tensor((1, *size, c), "int8", scale=q[0], zero_point=q[1], name="y")
+    b.op(OPS.MAX_POOL_2D, [x], [y], OPTIONS.Pool2DOptions,
+         options("Pool2DOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0],
+                 filterWidth=window[1], filterHeight=window[0], fusedActivationFunction=ACTIVATIONS[activation]))
+    return Case("max_pool", label, b.finish([x], [y]), tuple(shape), "arm_max_pool_s8")
+
+
+def cases() -> list[Case]:
+    return [
+        binary_case("mul", OPS.MUL, (1, 6, 8), (1, 6, 8), "1x6x8 (attention_int8 mul_2)", 1),
+        binary_case("mul", OPS.MUL, (1, 16, 16, 8), (1, 16, 16, 8), "1x16x16x8", 2),
+        binary_case("mul", OPS.MUL, (1, 1001), (1, 1001), "1x1001, relu", 3, "relu"),
+        binary_case("maximum", OPS.MAXIMUM, (40,), (), "40 by a scalar (audio_preprocessor_int8)", 4),
+        binary_case("maximum", OPS.MAXIMUM, (1, 16, 16, 8), (1, 16, 16, 8), "1x16x16x8", 5),
+        binary_case("minimum", OPS.MINIMUM, (40,), (), "40 by a scalar (audio_preprocessor_int8)", 6),
+        binary_case("minimum", OPS.MINIMUM, (1, 1001), (1, 1001), "1x1001", 7),
+        max_pool_case((1, 32, 32, 8), (2, 2), (2, 2), "valid", "32x32x8, 2x2 /2", 8),
+        max_pool_case((1, 24, 24, 16), (3, 3), (2, 2), "same", "24x24x16, 3x3 /2 same, relu6", 9, "relu6"),
+        max_pool_case((1, 25, 5, 64), (2, 1), (2, 1), "valid", "25x5x64, 2x1 /2x1", 10),
+        max_pool_case((1, 15, 15, 3), (3, 3), (1, 1), "same", "15x15x3, 3x3 /1 same", 11),
+    ]
+
+
+def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
+    """(declarations, the call writing cm_out from the input x, the scratch-size expression) of the case's layer
+    in CMSIS-NN."""
+    node = next(graph.node(n) for n in graph.order() if graph.op(n) not in ("input", "const", "reshape"))
+    x, out = graph.type(node.inputs[0]), node.type
+    if case.op == "mul":
+        y = graph.type(node.inputs[1])
+        m, s = quantize_multiplier(multiplier(x.dtype, y.dtype, out.dtype))
+        lo, hi = activation_range(node.attrs.get("activation", "none"), out.dtype.qscales[0], out.dtype.zero_point)
+        decls = [c_array("int8_t", "cm_y", graph.node(node.inputs[1]).attrs["value"])]
+        call = (f"arm_elementwise_mul_s8(x, cm_y, {-x.dtype.zero_point}, {-y.dtype.zero_point}, cm_out, "
+                f"{out.dtype.zero_point}, {m}, {s}, {lo}, {hi}, {out.size});")
+        return decls, call, "0"
+    if case.op in ("maximum", "minimum"):
+        y = graph.type(node.inputs[1])
+
+        def nhwc(shape):
+            shape = (1,) * (4 - len(shape)) + tuple(shape)
+            return dims(*shape)
+        decls = [c_array("int8_t", "cm_y", graph.node(node.inputs[1]).attrs["value"]),
+                 f"static const cmsis_nn_dims cm_a = {nhwc(x.shape)}, cm_b = {nhwc(y.shape)}, "
+                 f"cm_o = {nhwc(out.shape)};"]
+        return decls, f"{case.function}(&ctx, x, &cm_a, cm_y, &cm_b, cm_out, &cm_o);", "0"
+    if case.op == "max_pool":
+        fh, fw = (int(k) for k in node.attrs["filter"])
+        stride = [int(s) for s in node.attrs["stride"]]
+        pads = [pad_before(x.shape[1 + i], (fh, fw)[i], stride[i], 1, out.shape[1 + i]) for i in range(2)]
+        lo, hi = activation_range(node.attrs.get("activation", "none"), out.dtype.qscales[0], out.dtype.zero_point)
+        decls = [f"static const cmsis_nn_pool_params cm_p = {{{{{stride[1]}, {stride[0]}}}, {{{pads[1]}, {pads[0]}}}, "
+                 f"{{{lo}, {hi}}}}};",
+                 f"static const cmsis_nn_dims cm_in = {dims(*x.shape)}, cm_f = {dims(1, fh, fw, 1)}, "
+                 f"cm_o = {dims(*out.shape)};"]
+        return decls, "arm_max_pool_s8(&ctx, &cm_p, &cm_in, x, &cm_f, &cm_o, cm_out);", "0"
+    raise ValueError(f"no CMSIS-NN call for {case.op}")
+
+
+def run_cmsis(tree: Path, decls: list[str], call: str, size: str, x: np.ndarray, out_size: int, sources):
+    """(outputs, instructions of the call) of one CMSIS-NN wrapper in QEMU."""
+    text = WRAPPER.format(decls="\n".join(decls), out_size=out_size, scratch=SCRATCH_BYTES, size=size, call=call)
+    with tempfile.TemporaryDirectory(prefix="tinycc-ml-cmsis-op-") as tmp:
+        (Path(tmp) / "cm.c").write_text(text)
+        (Path(tmp) / "cm.h").write_text(HEADER)
+        run = run_on_target(TARGET, [Path(tmp) / "cm.c", *sources], Path(tmp) / "cm.h", "cm",
+                            np.stack([x, x]).astype(np.int8), out_size + 2, "int8_t", "int16_t",
+                            extra_cflags=(f"-I{tree / 'Include'}", "-O2"))
+    return run.scores[1][:out_size].astype(np.int64), int(run.instructions[1])
+
+
+def measure(case: Case, tree: Path, work: Path) -> dict:
+    path = work / f"{case.op}.tflite"
+    path.write_bytes(case.model)
+    model = tinycc_ml.load_model(path)
+    graph = model.graph
+    x = np.random.default_rng(len(case.model)).integers(-128, 128, size=int(np.prod(case.in_shape))).astype(np.int8)
+    want = np.asarray(model.run_quantised(x.reshape(1, *case.in_shape))).reshape(-1).astype(np.int64)
+    # tinycc-ml: the kernel's functions in the per-function profile; the whole inference's bytes in QEMU
+    build = build_network(path, TARGET, work / "out")
+    backend = get_backend(TARGET)
+    profile = function_profile(backend.simulator, build.sources, build.header, build.prefix, x[None],
+                               build.n_scores, "int8_t", "int8_t", chip=backend.chip)
+    kernels = {k: v for k, v in profile.items() if k.startswith(f"{build.prefix}_m4_")}
+    ours = run_firmware(build, np.stack([x, x])).scores[1].astype(np.int64)
+    # CMSIS-NN: the call less the wrapper's own instructions
+    support = sorted(str(p) for p in (tree / "Source" / "NNSupportFunctions").glob("*_s8*.c"))
+    sources = [str(tree / "Source" / s) for s in SOURCES[case.function]] + support
+    decls, call, size = cmsis_call(graph, case)
+    theirs, count = run_cmsis(tree, decls, call, size, x, want.size, sources)
+    _, empty = run_cmsis(tree, decls, "(void)x;", "0", x, want.size, sources)
+    mine = int(round(sum(kernels.values())))
+    return {"op": case.op, "layer": case.label, "function": case.function, "kernels": sorted(kernels),
+            "instructions": mine, "cmsis_nn_instructions": count - empty, "wrapper_instructions": empty,
+            "ratio": round(mine / (count - empty), 3),
+            "equal": bool(np.array_equal(ours, theirs) and np.array_equal(ours, want)), "outputs": int(want.size)}
+
+
+def table(rows: list[dict], how: str) -> dict:
+    return {"name": "cmsis_nn_ops", "script": "benchmarks/cmsis_nn_ops.py",
+            "columns": ["op", "layer", "CMSIS-NN function", "tinycc-ml instructions", "CMSIS-NN instructions",
+                        "ratio", "outputs equal"],
+            "rows": [[r["op"], r["layer"], f"`{r['function']}`", f"{r['instructions']:,}",
+                      f"{r['cmsis_nn_instructions']:,}", f"{r['ratio']:.2f}", "yes" if r["equal"] else "NO"]
+                     for r in rows],
+            "align": [None, None, None, "right", "right", "right", None], "cmsis_nn": how}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool)")
+    ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    tree, how = cmsis_tree(args.cmsis_nn or MIRROR, FILES)
+    if tree is None:
+        print(f"CMSIS-NN unavailable: {how}")
+        return 1
+    only = set(filter(None, args.only.split(",")))
+    rows = []
+    print(f"CMSIS-NN {how}, -O2, Cortex-M4F (MPS2 AN386): instructions per layer")
+    print(f"{'op':<9}{'layer':<44}{'CMSIS-NN function':<26}{'tinycc-ml':>11}{'CMSIS-NN':>11}{'ratio':>7}  equal")
+    for case in cases():
+        if only and case.op not in only:
+            continue
+        with tempfile.TemporaryDirectory(prefix="tinycc-ml-op-") as work:
+            r = measure(case, tree, Path(work))
+        rows.append(r)
+        print(f"{r['op']:<9}{r['layer']:<44}{r['function']:<26}{r['instructions']:>11,}"
+              f"{r['cmsis_nn_instructions']:>11,}{r['ratio']:>7.2f}  {'yes' if r['equal'] else 'NO'}", flush=True)
+    if not only:
+        args.out.write_text(json.dumps({**table(rows, how), "cases": rows}, indent=1) + "\n")
+    return 0 if all(r["equal"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
