@@ -1,13 +1,14 @@
 """tinycc-ml's Cortex-M4 kernels for the ops CMSIS-NN optimises besides convolutions (MUL, MAXIMUM, MINIMUM,
-MAX_POOL_2D, ...: tinycc_ml/arm/m4_elementwise.py, m4_pool.py) against CMSIS-NN's function for the same layer,
-instructions per layer on the Cortex-M4F (MPS2 AN386).
+MAX_POOL_2D, SOFTMAX, ...: tinycc_ml/arm/m4_*.py) against CMSIS-NN's function for the same layer, instructions
+per layer on the Cortex-M4F (MPS2 AN386).
 
     python benchmarks/cmsis_nn_ops.py [--only mul,max_pool] [--cmsis-nn PATH]
 
 Each case is a one-operator int8 .tflite file (its shapes those of a layer of a model under tests/data where one
 has the op, named so, else generated). tinycc-ml's side: the file compiled for the Cortex-M4, the layer's
-kernel functions (``op_m4_*``) counted in the per-function instruction profile of one inference (unicorn's
-Cortex-M4, whose totals equal QEMU's -icount). CMSIS-NN's side, as benchmarks/cmsis_nn_layers.py builds its
+kernel function (``net_m4_*``) and the helpers it calls counted in the per-function instruction profile of one
+inference (unicorn's Cortex-M4, whose totals equal QEMU's -icount): all but the entry point and ``run``'s own
+instructions (its argmax over the outputs). CMSIS-NN's side, as benchmarks/cmsis_nn_layers.py builds its
 layers (whose wrapper and helpers this script imports): the function called on the same input, constants and
 quantisation (multiplier and shift as TFLite Micro's Prepare computes them), its sources from the git mirror,
 same compiler and flags (-O2), run in QEMU -icount; the instructions of the wrapper's call less those of the
@@ -39,7 +40,7 @@ from tests.tflite_builder import ACTIVATIONS, PADDINGS  # noqa: E402
 from tests.tflite_models import TfliteBuilder, options, schema  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.ir.ops.network.mul import multiplier  # noqa: E402
-from tinycc_ml.ir.ops.tflite_arith import activation_range, quantize_multiplier  # noqa: E402
+from tinycc_ml.ir.ops.tflite_arith import activation_range, quantize_multiplier, softmax_parameters  # noqa: E402
 from tinycc_ml.ir.ops.windows import pad_before  # noqa: E402
 from tinycc_ml.runtime.profile import function_profile  # noqa: E402
 from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
@@ -53,7 +54,8 @@ FILES = (*CMSIS_FILES, "Source/PadFunctions", "Source/TransposeFunctions")
 SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8.c"],
            "arm_maximum_s8": ["BasicMathFunctions/arm_maximum_s8.c"],
            "arm_minimum_s8": ["BasicMathFunctions/arm_minimum_s8.c"],
-           "arm_max_pool_s8": ["PoolingFunctions/arm_max_pool_s8.c"]}
+           "arm_max_pool_s8": ["PoolingFunctions/arm_max_pool_s8.c"],
+           "arm_softmax_s8": ["SoftmaxFunctions/arm_softmax_s8.c", "SoftmaxFunctions/arm_nn_softmax_common_s8.c"]}
 TARGET_RATIO = 0.6
 
 
@@ -100,6 +102,16 @@ def max_pool_case(shape, window, stride, padding: str, label: str, seed: int, ac
     return Case("max_pool", label, b.finish([x], [y]), tuple(shape), "arm_max_pool_s8")
 
 
+def softmax_case(shape, label: str, seed: int, beta: float = 1.0) -> Case:
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    q = _q(rng)
+    x = b.tensor(shape, "int8", scale=q[0] * 2, zero_point=q[1], name="x")
+    y = b.tensor(shape, "int8", scale=1 / 256, zero_point=-128, name="y")
+    b.op(OPS.SOFTMAX, [x], [y], OPTIONS.SoftmaxOptions, options("SoftmaxOptions", beta=beta))
+    return Case("softmax", label, b.finish([x], [y]), tuple(shape), "arm_softmax_s8")
+
+
 def cases() -> list[Case]:
     return [
         binary_case("mul", OPS.MUL, (1, 6, 8), (1, 6, 8), "1x6x8 (attention_int8 mul_2)", 1),
@@ -113,6 +125,10 @@ def cases() -> list[Case]:
         max_pool_case((1, 24, 24, 16), (3, 3), (2, 2), "same", "24x24x16, 3x3 /2 same, relu6", 9, "relu6"),
         max_pool_case((1, 25, 5, 64), (2, 1), (2, 1), "valid", "25x5x64, 2x1 /2x1", 10),
         max_pool_case((1, 15, 15, 3), (3, 3), (1, 1), "same", "15x15x3, 3x3 /1 same", 11),
+        softmax_case((1, 2), "1x2 (vww_tiny_int8)", 12),
+        softmax_case((1, 6, 6), "1x6x6 (attention_int8)", 13),
+        softmax_case((1, 12), "1x12 (a keyword model's classes)", 14),
+        softmax_case((16, 100), "16x100", 15),
     ]
 
 
@@ -149,6 +165,10 @@ def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
                  f"static const cmsis_nn_dims cm_in = {dims(*x.shape)}, cm_f = {dims(1, fh, fw, 1)}, "
                  f"cm_o = {dims(*out.shape)};"]
         return decls, "arm_max_pool_s8(&ctx, &cm_p, &cm_in, x, &cm_f, &cm_o, cm_out);", "0"
+    if case.op == "softmax":
+        multiplier, left_shift, diff_min = softmax_parameters(float(node.attrs["beta"]), x.dtype.qscales[0])
+        depth = x.shape[-1]
+        return [], f"arm_softmax_s8(x, {x.size // depth}, {depth}, {multiplier}, {left_shift}, {diff_min}, cm_out);", "0"
     raise ValueError(f"no CMSIS-NN call for {case.op}")
 
 
@@ -176,7 +196,12 @@ def measure(case: Case, tree: Path, work: Path) -> dict:
     backend = get_backend(TARGET)
     profile = function_profile(backend.simulator, build.sources, build.header, build.prefix, x[None],
                                build.n_scores, "int8_t", "int8_t", chip=backend.chip)
-    kernels = {k: v for k, v in profile.items() if k.startswith(f"{build.prefix}_m4_")}
+    # the layer's functions and the helpers they call (the shared C's, e.g. tfl_high_mul): all but the entry point
+    # and run (its argmax over the outputs)
+    entry = {f"{build.prefix}_{name}" for name in ("predict", "run", "scores")}
+    kernels = {k: v for k, v in profile.items() if k.startswith(f"{build.prefix}_") and k not in entry and v}
+    if not any(k.startswith(f"{build.prefix}_m4_") for k in kernels):
+        raise RuntimeError(f"{case.op} {case.label}: no Cortex-M4 kernel took the layer ({sorted(kernels)})")
     ours = run_firmware(build, np.stack([x, x])).scores[1].astype(np.int64)
     # CMSIS-NN: the call less the wrapper's own instructions
     support = sorted(str(p) for p in (tree / "Source" / "NNSupportFunctions").glob("*_s8*.c"))
@@ -203,7 +228,7 @@ def table(rows: list[dict], how: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool)")
+    ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, softmax)")
     ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)

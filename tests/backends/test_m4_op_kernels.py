@@ -1,5 +1,5 @@
 """The Cortex-M4 kernels of the ops CMSIS-NN optimises besides convolutions (tinycc_ml/arm/m4_elementwise.py,
-m4_pool.py): random single-op models in QEMU, every output byte equal to tflite-micro's, and the layer run by
+m4_pool.py, m4_softmax.py): random single-op models in QEMU, every output byte equal to tflite-micro's, and the layer run by
 the kernel's function (not the shared C's loop)."""
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, OPTIONS, random_rows, simulated_scores, tflite_micro
+from tests.ops.single_op import OPS, OPTIONS, random_rows, simulated_scores, tflite_micro, unary_model
 from tests.tflite_builder import ACTIVATIONS, PADDINGS
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.arm.m4_elementwise import broadcast_loops
+from tinycc_ml.arm.m4_softmax import exp_table
+from tinycc_ml.ir.ops.tflite_arith import softmax_parameters
 
 pytestmark = pytest.mark.toolchain
 SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -126,3 +128,25 @@ def test_max_pool_equals_tflite_micro_on_the_m4(h, w, c, kh, kw, sy, sx, padding
         return
     model, _ = max_pool((1, h, w, c), (kh, kw), (sy, sx), padding, activation, (0.02, zp))
     check_on_m4(model, (1, h, w, c), None, tmp_path_factory.mktemp("pool"), "maxpool")
+
+
+@SETTINGS
+@given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), depth=st.integers(1, 41),
+       beta=st.sampled_from([1.0, 0.5, 2.0]), scale=st.floats(0.01, 0.5), zp=st.integers(-128, 127))
+def test_softmax_equals_tflite_micro_on_the_m4(lead, depth, beta, scale, zp, tmp_path_factory):
+    """Rows of 1 to 41 (the word search for the largest from 8), small and large input scales (differences below
+    diff_min among them), several rows."""
+    shape = (*lead, depth)
+    model = unary_model(OPS.SOFTMAX, shape, in_q=(scale, zp), out_q=(1 / 256, -128),
+                        options_type=OPTIONS.SoftmaxOptions, option_fields={"beta": beta}, options_name="SoftmaxOptions")
+    check_on_m4(model, shape, shape, tmp_path_factory.mktemp("softmax"), "softmax")
+
+
+def test_the_softmax_table_is_the_exp_of_every_difference():
+    """exp_table: the shared steps on each difference, the largest exp(0) (INT32_MAX), zeros exactly below
+    diff_min."""
+    multiplier, left, diff_min = softmax_parameters(1.0, 0.25)
+    table = exp_table(multiplier, left, diff_min)
+    assert table.shape == (256,) and table[-1] == 2**31 - 1
+    assert np.all(table[: 255 + diff_min] == 0) and np.all(table[255 + diff_min:] > 0)
+    assert np.all(np.diff(table[255 + diff_min:]) >= 0)  # exp grows with the difference
