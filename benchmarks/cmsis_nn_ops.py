@@ -55,6 +55,7 @@ SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8
            "arm_maximum_s8": ["BasicMathFunctions/arm_maximum_s8.c"],
            "arm_minimum_s8": ["BasicMathFunctions/arm_minimum_s8.c"],
            "arm_max_pool_s8": ["PoolingFunctions/arm_max_pool_s8.c"],
+           "arm_pad_s8": ["PadFunctions/arm_pad_s8.c"],
            "arm_softmax_s8": ["SoftmaxFunctions/arm_softmax_s8.c", "SoftmaxFunctions/arm_nn_softmax_common_s8.c"]}
 TARGET_RATIO = 0.6
 
@@ -112,6 +113,19 @@ def softmax_case(shape, label: str, seed: int, beta: float = 1.0) -> Case:
     return Case("softmax", label, b.finish([x], [y]), tuple(shape), "arm_softmax_s8")
 
 
+def pad_case(shape, pads, label: str, seed: int) -> Case:
+    """x -> PAD -> y on 4-D shapes (arm_pad_s8 pads n, h, w, c)."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    q = _q(rng)
+    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
+    paddings = b.tensor((len(shape), 2), "int32", scale=None, data=np.asarray(pads, np.int32), name="paddings")
+    y = b.tensor(tuple(n + p0 + p1 for n, (p0, p1) in zip(shape, pads)), "int8", scale=q[0], zero_point=q[1],
+                 name="y")
+    b.op(OPS.PAD, [x, paddings], [y], OPTIONS.PadOptions, options("PadOptions"))
+    return Case("pad", label, b.finish([x], [y]), tuple(shape), "arm_pad_s8")
+
+
 def cases() -> list[Case]:
     return [
         binary_case("mul", OPS.MUL, (1, 6, 8), (1, 6, 8), "1x6x8 (attention_int8 mul_2)", 1),
@@ -125,6 +139,10 @@ def cases() -> list[Case]:
         max_pool_case((1, 24, 24, 16), (3, 3), (2, 2), "same", "24x24x16, 3x3 /2 same, relu6", 9, "relu6"),
         max_pool_case((1, 25, 5, 64), (2, 1), (2, 1), "valid", "25x5x64, 2x1 /2x1", 10),
         max_pool_case((1, 15, 15, 3), (3, 3), (1, 1), "same", "15x15x3, 3x3 /1 same", 11),
+        pad_case((1, 1, 48, 6), ((0, 0), (0, 0), (8, 0), (0, 0)), "1x48x6 -> 1x56x6 (tcn_int8)", 16),
+        pad_case((1, 1, 32, 8), ((0, 0), (0, 0), (1, 1), (0, 0)), "1x32x8 -> 1x34x8 (unet_1d_int8)", 17),
+        pad_case((1, 24, 24, 16), ((0, 0), (1, 1), (1, 1), (0, 0)), "24x24x16 -> 26x26x16", 18),
+        pad_case((1, 10, 10, 3), ((0, 0), (2, 2), (2, 2), (0, 1)), "10x10x3 -> 14x14x4", 19),
         softmax_case((1, 2), "1x2 (vww_tiny_int8)", 12),
         softmax_case((1, 6, 6), "1x6x6 (attention_int8)", 13),
         softmax_case((1, 12), "1x12 (a keyword model's classes)", 14),
@@ -169,6 +187,11 @@ def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
         multiplier, left_shift, diff_min = softmax_parameters(float(node.attrs["beta"]), x.dtype.qscales[0])
         depth = x.shape[-1]
         return [], f"arm_softmax_s8(x, {x.size // depth}, {depth}, {multiplier}, {left_shift}, {diff_min}, cm_out);", "0"
+    if case.op == "pad":
+        pads = [int(p) for p in node.attrs["pads"]]
+        decls = [f"static const cmsis_nn_dims cm_in = {dims(*x.shape)}, cm_pre = {dims(*pads[0::2])}, "
+                 f"cm_post = {dims(*pads[1::2])};"]
+        return decls, f"arm_pad_s8(x, cm_out, {x.dtype.zero_point}, &cm_in, &cm_pre, &cm_post);", "0"
     raise ValueError(f"no CMSIS-NN call for {case.op}")
 
 
@@ -228,7 +251,7 @@ def table(rows: list[dict], how: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, softmax)")
+    ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, pad, softmax)")
     ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)

@@ -150,3 +150,29 @@ def test_the_softmax_table_is_the_exp_of_every_difference():
     assert table.shape == (256,) and table[-1] == 2**31 - 1
     assert np.all(table[: 255 + diff_min] == 0) and np.all(table[255 + diff_min:] > 0)
     assert np.all(np.diff(table[255 + diff_min:]) >= 0)  # exp grows with the difference
+
+
+def pad_model(shape, pads, q, value: int | None = None) -> bytes:
+    """x -> PAD (or PADV2 with the int8 constant ``value``) -> y."""
+    b = TfliteBuilder()
+    out_shape = tuple(n + p0 + p1 for n, (p0, p1) in zip(shape, pads))
+    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
+    paddings = b.tensor((len(shape), 2), "int32", scale=None, data=np.asarray(pads, np.int32), name="paddings")
+    y = b.tensor(out_shape, "int8", scale=q[0], zero_point=q[1], name="y")
+    if value is None:
+        b.op(OPS.PAD, [x, paddings], [y], OPTIONS.PadOptions, options("PadOptions"))
+    else:
+        c = b.tensor((), "int8", scale=q[0], zero_point=q[1], data=np.asarray(value), name="c")
+        b.op(OPS.PADV2, [x, paddings, c], [y], OPTIONS.PadV2Options, options("PadV2Options"))
+    return b.finish([x], [y])
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data(), zp=st.integers(-128, 127),
+       value=st.one_of(st.none(), st.integers(-128, 127)))
+def test_pad_equals_tflite_micro_on_the_m4(shape, data, zp, value, tmp_path_factory):
+    """Any axes padded (none, the last only, leading ones), odd lengths (the aligned and unaligned copies and
+    fills), PADV2's constant."""
+    pads = [tuple(data.draw(st.integers(0, 5)) for _ in range(2)) for _ in shape]
+    check_on_m4(pad_model(tuple(shape), pads, (0.05, zp), value), tuple(shape), None, tmp_path_factory.mktemp("pad"),
+                "pad")
