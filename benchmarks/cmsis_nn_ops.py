@@ -1,6 +1,6 @@
-"""tinycc-ml's Cortex-M4 kernels for the ops CMSIS-NN optimises besides convolutions (MUL, MAXIMUM, MINIMUM,
-MAX_POOL_2D, SOFTMAX, ...: tinycc_ml/arm/m4_*.py) against CMSIS-NN's function for the same layer, instructions
-per layer on the Cortex-M4F (MPS2 AN386).
+"""tinycc-ml's Cortex-M4 kernels for the ops CMSIS-NN optimises besides convolutions against CMSIS-NN's function
+for the same layer, instructions per layer on the Cortex-M4F (MPS2 AN386): MUL, MAXIMUM, MINIMUM, MAX_POOL_2D,
+SOFTMAX, PAD, TRANSPOSE (tinycc_ml/arm/m4_elementwise.py, m4_pool.py, m4_softmax.py, m4_pad.py, m4_transpose.py).
 
     python benchmarks/cmsis_nn_ops.py [--only mul,max_pool] [--cmsis-nn PATH]
 
@@ -56,6 +56,7 @@ SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8
            "arm_minimum_s8": ["BasicMathFunctions/arm_minimum_s8.c"],
            "arm_max_pool_s8": ["PoolingFunctions/arm_max_pool_s8.c"],
            "arm_pad_s8": ["PadFunctions/arm_pad_s8.c"],
+           "arm_transpose_s8": ["TransposeFunctions/arm_transpose_s8.c"],
            "arm_softmax_s8": ["SoftmaxFunctions/arm_softmax_s8.c", "SoftmaxFunctions/arm_nn_softmax_common_s8.c"]}
 TARGET_RATIO = 0.6
 
@@ -126,6 +127,17 @@ def pad_case(shape, pads, label: str, seed: int) -> Case:
     return Case("pad", label, b.finish([x], [y]), tuple(shape), "arm_pad_s8")
 
 
+def transpose_case(shape, perm, label: str, seed: int) -> Case:
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    q = _q(rng)
+    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
+    p = b.tensor((len(perm),), "int32", scale=None, data=np.asarray(perm, np.int32), name="perm")
+    y = b.tensor(tuple(shape[k] for k in perm), "int8", scale=q[0], zero_point=q[1], name="y")
+    b.op(OPS.TRANSPOSE, [x, p], [y], OPTIONS.TransposeOptions, options("TransposeOptions"))
+    return Case("transpose", label, b.finish([x], [y]), tuple(shape), "arm_transpose_s8")
+
+
 def cases() -> list[Case]:
     return [
         binary_case("mul", OPS.MUL, (1, 6, 8), (1, 6, 8), "1x6x8 (attention_int8 mul_2)", 1),
@@ -143,6 +155,10 @@ def cases() -> list[Case]:
         pad_case((1, 1, 32, 8), ((0, 0), (0, 0), (1, 1), (0, 0)), "1x32x8 -> 1x34x8 (unet_1d_int8)", 17),
         pad_case((1, 24, 24, 16), ((0, 0), (1, 1), (1, 1), (0, 0)), "24x24x16 -> 26x26x16", 18),
         pad_case((1, 10, 10, 3), ((0, 0), (2, 2), (2, 2), (0, 1)), "10x10x3 -> 14x14x4", 19),
+        transpose_case((1, 16, 12, 8), (0, 2, 1, 3), "16x12x8, (0, 2, 1, 3)", 20),
+        transpose_case((1, 1, 49, 10), (0, 1, 3, 2), "49x10, (0, 1, 3, 2)", 21),
+        transpose_case((1, 8, 8, 16), (0, 3, 1, 2), "8x8x16, (0, 3, 1, 2) (NHWC to NCHW)", 22),
+        transpose_case((2, 6, 4, 8), (3, 0, 2, 1), "2x6x4x8, (3, 0, 2, 1)", 23),
         softmax_case((1, 2), "1x2 (vww_tiny_int8)", 12),
         softmax_case((1, 6, 6), "1x6x6 (attention_int8)", 13),
         softmax_case((1, 12), "1x12 (a keyword model's classes)", 14),
@@ -184,14 +200,20 @@ def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
                  f"cm_o = {dims(*out.shape)};"]
         return decls, "arm_max_pool_s8(&ctx, &cm_p, &cm_in, x, &cm_f, &cm_o, cm_out);", "0"
     if case.op == "softmax":
-        multiplier, left_shift, diff_min = softmax_parameters(float(node.attrs["beta"]), x.dtype.qscales[0])
+        m, left, diff_min = softmax_parameters(float(node.attrs["beta"]), x.dtype.qscales[0])
         depth = x.shape[-1]
-        return [], f"arm_softmax_s8(x, {x.size // depth}, {depth}, {multiplier}, {left_shift}, {diff_min}, cm_out);", "0"
+        return [], f"arm_softmax_s8(x, {x.size // depth}, {depth}, {m}, {left}, {diff_min}, cm_out);", "0"
     if case.op == "pad":
         pads = [int(p) for p in node.attrs["pads"]]
         decls = [f"static const cmsis_nn_dims cm_in = {dims(*x.shape)}, cm_pre = {dims(*pads[0::2])}, "
                  f"cm_post = {dims(*pads[1::2])};"]
         return decls, f"arm_pad_s8(x, cm_out, {x.dtype.zero_point}, &cm_in, &cm_pre, &cm_post);", "0"
+    if case.op == "transpose":
+        perm = [int(p) for p in node.attrs["perm"]]
+        decls = [f"static const uint32_t cm_perm[4] = {{{', '.join(map(str, perm))}}};",
+                 f"static const cmsis_nn_dims cm_in = {dims(*x.shape)}, cm_o = {dims(*out.shape)};",
+                 "static const cmsis_nn_transpose_params cm_p = {4, cm_perm};"]
+        return decls, "arm_transpose_s8(x, cm_out, &cm_in, &cm_o, &cm_p);", "0"
     raise ValueError(f"no CMSIS-NN call for {case.op}")
 
 
@@ -251,7 +273,8 @@ def table(rows: list[dict], how: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, pad, softmax)")
+    ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, pad, transpose, "
+                    "softmax)")
     ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -262,14 +285,14 @@ def main(argv=None) -> int:
     only = set(filter(None, args.only.split(",")))
     rows = []
     print(f"CMSIS-NN {how}, -O2, Cortex-M4F (MPS2 AN386): instructions per layer")
-    print(f"{'op':<9}{'layer':<44}{'CMSIS-NN function':<26}{'tinycc-ml':>11}{'CMSIS-NN':>11}{'ratio':>7}  equal")
+    print(f"{'op':<11}{'layer':<44}{'CMSIS-NN function':<26}{'tinycc-ml':>11}{'CMSIS-NN':>11}{'ratio':>7}  equal")
     for case in cases():
         if only and case.op not in only:
             continue
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-op-") as work:
             r = measure(case, tree, Path(work))
         rows.append(r)
-        print(f"{r['op']:<9}{r['layer']:<44}{r['function']:<26}{r['instructions']:>11,}"
+        print(f"{r['op']:<11}{r['layer']:<44}{r['function']:<26}{r['instructions']:>11,}"
               f"{r['cmsis_nn_instructions']:>11,}{r['ratio']:>7.2f}  {'yes' if r['equal'] else 'NO'}", flush=True)
     if not only:
         args.out.write_text(json.dumps({**table(rows, how), "cases": rows}, indent=1) + "\n")

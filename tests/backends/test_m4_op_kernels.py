@@ -1,6 +1,6 @@
 """The Cortex-M4 kernels of the ops CMSIS-NN optimises besides convolutions (tinycc_ml/arm/m4_elementwise.py,
-m4_pool.py, m4_softmax.py): random single-op models in QEMU, every output byte equal to tflite-micro's, and the layer run by
-the kernel's function (not the shared C's loop)."""
+m4_pool.py, m4_softmax.py, m4_pad.py, m4_transpose.py): random single-op models in QEMU, every output byte equal
+to tflite-micro's, and the layer run by the kernel's function (not the shared C's loop)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tests.tflite_builder import ACTIVATIONS, PADDINGS
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.arm.m4_elementwise import broadcast_loops
 from tinycc_ml.arm.m4_softmax import exp_table
+from tinycc_ml.arm.m4_transpose import transpose_axes
 from tinycc_ml.ir.ops.tflite_arith import softmax_parameters
 
 pytestmark = pytest.mark.toolchain
@@ -138,7 +139,8 @@ def test_softmax_equals_tflite_micro_on_the_m4(lead, depth, beta, scale, zp, tmp
     diff_min among them), several rows."""
     shape = (*lead, depth)
     model = unary_model(OPS.SOFTMAX, shape, in_q=(scale, zp), out_q=(1 / 256, -128),
-                        options_type=OPTIONS.SoftmaxOptions, option_fields={"beta": beta}, options_name="SoftmaxOptions")
+                        options_type=OPTIONS.SoftmaxOptions, option_fields={"beta": beta},
+                        options_name="SoftmaxOptions")
     check_on_m4(model, shape, shape, tmp_path_factory.mktemp("softmax"), "softmax")
 
 
@@ -176,3 +178,31 @@ def test_pad_equals_tflite_micro_on_the_m4(shape, data, zp, value, tmp_path_fact
     pads = [tuple(data.draw(st.integers(0, 5)) for _ in range(2)) for _ in shape]
     check_on_m4(pad_model(tuple(shape), pads, (0.05, zp), value), tuple(shape), None, tmp_path_factory.mktemp("pad"),
                 "pad")
+
+
+def transpose_model(shape, perm, q) -> bytes:
+    b = TfliteBuilder()
+    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
+    p = b.tensor((len(perm),), "int32", scale=None, data=np.asarray(perm, np.int32), name="perm")
+    y = b.tensor(tuple(shape[k] for k in perm), "int8", scale=q[0], zero_point=q[1], name="y")
+    b.op(OPS.TRANSPOSE, [x, p], [y], OPTIONS.TransposeOptions, options("TransposeOptions"))
+    return b.finish([x], [y])
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=5), data=st.data())
+def test_transpose_equals_tflite_micro_on_the_m4(shape, data, tmp_path_factory):
+    """Ranks 1 to 5, any permutation: contiguous runs (copied), strided ones (gathered), unit axes."""
+    perm = data.draw(st.permutations(range(len(shape))))
+    check_on_m4(transpose_model(tuple(shape), list(perm), (0.05, -7)), tuple(shape), None,
+                tmp_path_factory.mktemp("transpose"), "transpose")
+
+
+@pytest.mark.parametrize("shape, perm, axes", [
+    ((1, 4, 5, 3), [0, 2, 1, 3], [(5, 3), (4, 15), (3, 1)]),   # rows of 3 channels copied whole
+    ((2, 3, 4), [0, 1, 2], [(24, 1)]),                           # the identity: one run
+    ((1, 6, 8), [0, 2, 1], [(8, 1), (6, 8)]),                    # a matrix: a strided inner axis
+    ((2, 1, 3), [1, 2, 0], [(3, 1), (2, 3)]),
+])
+def test_transpose_axes_merge_runs_the_input_continues(shape, perm, axes):
+    assert transpose_axes(shape, perm) == axes

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from tinycc_ml.arm import m0_fused, m0_kernels, m4_elementwise, m4_kernels, m4_network, m4_pad, m4_pool, m4_softmax, network_pow2
+from tinycc_ml.arm import (
+    m0_fused,
+    m0_kernels,
+    m4_elementwise,
+    m4_kernels,
+    m4_network,
+    m4_pad,
+    m4_pool,
+    m4_softmax,
+    m4_transpose,
+    network_pow2,
+)
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
 from tinycc_ml.arm.m0_sparse import m0_sparse_kernel
 from tinycc_ml.arm.wsqdist import kernel_wsqdist_m0, kernel_wsqdist_m4, m0_wsqdist_cost, m4_wsqdist_cost, wsqdist_ok
@@ -52,6 +63,7 @@ M4_KERNELS = (
     Kernel("max_pool2d", m4_pool.max_pool2d, claims=m4_pool.max_pool_claims),
     Kernel("softmax", m4_softmax.softmax, claims=m4_softmax.softmax_claims),
     Kernel("pad", m4_pad.pad, claims=m4_pad.pad_claims),
+    Kernel("transpose", m4_transpose.transpose, claims=m4_transpose.transpose_claims),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),

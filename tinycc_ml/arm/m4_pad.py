@@ -16,7 +16,7 @@ from tinycc_ml.ir.ops.shape import pad_fill
 from tinycc_ml.target import Node
 
 
-def _helpers(em) -> tuple[str, str]:
+def copy_helpers(em) -> tuple[str, str]:
     """(m4_copy, m4_fill): n bytes copied or set, 16 at a time by LDM / STM where aligned."""
     copy, fill = em.sym("m4_copy"), em.sym("m4_fill")
     if copy not in em.helpers:
@@ -61,7 +61,7 @@ def pad(em, node: Node) -> list[str] | None:
     before, after = pads[0::2], pads[1::2]
     value = int(pad_fill(x.dtype, node.attrs))
     word = ((value & 0xFF) * 0x01010101 + (1 << 31)) % (1 << 32) - (1 << 31)
-    copy, fill = _helpers(em)
+    copy, fill = copy_helpers(em)
     padded = [a for a in range(len(shape)) if before[a] or after[a]]
     last = padded[-1] if padded else -1
     inner = int(np.prod(shape[last + 1:], dtype=np.int64))  # contiguous in both tensors below the last padded axis

@@ -39,8 +39,9 @@ def exp_table(multiplier: int, left_shift: int, diff_min: int) -> np.ndarray:
 def softmax_claims(em, node: Node) -> bool:
     (x_name,) = node.inputs
     x = em.graph.type(x_name)
-    return (x.dtype.is_quantised and x.dtype.bits == 8 and node.type.dtype.bits == 8 and x.shape[-1] <= MAX_SOFTMAX_DEPTH
-            and em.graph.op(x_name) not in ("const", "sparse_const") and x_name not in em.inline_values)
+    return (x.dtype.is_quantised and x.dtype.bits == 8 and node.type.dtype.bits == 8
+            and x.shape[-1] <= MAX_SOFTMAX_DEPTH and em.graph.op(x_name) not in ("const", "sparse_const")
+            and x_name not in em.inline_values)
 
 
 def softmax(em, node: Node) -> list[str] | None:
