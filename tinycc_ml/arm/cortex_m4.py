@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinycc_ml.arm import m4_fft
 from tinycc_ml.arm.boards import M4_BOARD, M33_BOARD, NRF52840_BOARD, STM32F405_BOARD
 from tinycc_ml.arm.chips import MPS2_AN386, MPS2_AN505
-from tinycc_ml.arm import m4_fft
 from tinycc_ml.arm.kernel_table import M4_KERNELS
 from tinycc_ml.target import CTarget, McuBackend, McuEmitter
 

@@ -27,7 +27,6 @@ from tinycc_ml.ir.ops.signal.common import I16
 from tinycc_ml.ir.ops.signal.kissfft import plan, tables
 
 
-
 def _packed(pairs: np.ndarray) -> np.ndarray:
     """(…, 2) int16 (re, im) -> uint32 words, re low."""
     pairs = np.asarray(pairs, np.int64)
@@ -71,7 +70,9 @@ def _butterfly(m: int, twiddles: str, step: int) -> list[str]:
               f"str %[x2], [%[f], #{4 * m}]", f"str %[x0], [%[f], #{12 * m}]"]
     if step == 0:
         return lines + ["str %[x3], [%[f]]"]
-    return lines + ([f"str %[x3], [%[f]], #{step}"] if step < 256 else ["str %[x3], [%[f]]", f"add %[f], %[f], #{step}"])
+    if step < 256:
+        return lines + [f"str %[x3], [%[f]], #{step}"]
+    return lines + ["str %[x3], [%[f]]", f"add %[f], %[f], #{step}"]
 
 
 def real_fft_q15(em, fft_length: int) -> str:
@@ -98,7 +99,7 @@ def real_fft_q15(em, fft_length: int) -> str:
     d4, d2 = 8191 | (16382 << 16), 16383 | (32766 << 16)
     lines = ["    typedef uint32_t __attribute__((aligned(2), may_alias)) word_t;",
              f"    static uint32_t {work}[{n}];", f"    static uint32_t {pad}[{n}];",
-             f"    const uint16_t *src = (const uint16_t *)x;",
+             "    const uint16_t *src = (const uint16_t *)x;",
              f"    if (length < {fft_length} || ((uintptr_t)x & 3u)) {{", "        long i;",
              f"        for (i = 0; i < length; ++i) ((int16_t *){pad})[i] = x[i];",
              f"        for (; i < {fft_length}; ++i) ((int16_t *){pad})[i] = 0;",
