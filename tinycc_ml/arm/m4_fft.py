@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.c_primitives import c_helper
-from tinycc_ml.ir.ops.signal.common import I16
+from tinycc_ml.ir.ops.signal.common import I16, I32
 from tinycc_ml.ir.ops.signal.kissfft import plan, tables
 
 
@@ -197,4 +197,179 @@ def real_fft_q15(em, fft_length: int) -> str:
 
 def real_fft(em, dtype, fft_length: int) -> str | None:
     """CTarget.real_fft of the Cortex-M4 / M33: the q15 kernel for int16 frames of 16 points or more."""
-    return real_fft_q15(em, fft_length) if dtype == I16 and 16 <= fft_length <= 2048 else None
+    if dtype == I16 and 16 <= fft_length <= 2048:
+        return real_fft_q15(em, fft_length)
+    if dtype == I32 and 16 <= fft_length <= 512:  # LDRD reaches 1020 bytes: spans up to 64 (n = 256)
+        return real_fft_q31(em, fft_length)
+    return None
+
+
+# ---------------------------------------------------------------- q31
+
+def _pairs(pairs: list[tuple[str, str]]) -> list[str]:
+    """(x, y) -> (x + y, x - y) in place for each pair, wrapping: x + y, then (x + y) - 2y."""
+    return [line for x, y in pairs for line in (f"add {x}, {x}, {y}", f"sub {y}, {x}, {y}, lsl #1")]
+
+
+def _q31_product(address: str, twiddle: str, re: str, im: str) -> list[str]:
+    """The complex value at ``address`` divided by 4 (SMMULR by 2K: (v 2K + 2^31) >> 32 = (v K + 2^30) >> 31) and
+    doubled (|v| <= 2^29 after the division), times the twiddle (c, s) loaded from ``twiddle``: each part
+    (2X + 2^31) >> 32 = (X + 2^30) >> 31 of the exact 64-bit sum X, the high word plus the low word's top bit."""
+    return [f"ldrd %[A], %[B], {address}", "smmulr %[A], %[A], %[K]", "smmulr %[B], %[B], %[K]",
+            "lsl %[A], %[A], #1", "lsl %[B], %[B], #1", f"ldrd %[C], %[S], {twiddle}",
+            "smull %[L], %[H], %[A], %[S]", "smlal %[L], %[H], %[B], %[C]", f"add {im}, %[H], %[L], lsr #31",
+            "rsb %[S], %[S], #0",
+            "smull %[L], %[H], %[A], %[C]", "smlal %[L], %[H], %[B], %[S]", f"add {re}, %[H], %[L], lsr #31"]
+
+
+def _q31_butterfly(m: int, twiddles: str, step: int) -> list[str]:
+    """One radix-4 butterfly of int32 (re, im) pairs at f[0], f[m], f[2m], f[3m] in place (f held 12m bytes
+    ahead where 24m bytes pass LDRD's reach), f advanced by ``step`` bytes. Twiddles (in the order 1, 3, 2) at
+    [t], [t, 8], [t, 16] ("fixed"), loaded with t advancing ("load"), or none ("one", k = 0: a product by
+    (2^31 - 1, 0) of a value divided by 4 is that value)."""
+    ahead = 12 * m if 24 * m > 1020 else 0
+
+    def at(q: int) -> str:
+        offset = 8 * q * m - ahead
+        return f"[%[f], #{offset}]" if offset else "[%[f]]"
+
+    if twiddles == "one":
+        lines = [f"ldrd %[P], %[Q], {at(0)}", f"ldrd %[A], %[B], {at(1)}", f"ldrd %[C], %[S], {at(2)}",
+                 f"ldrd %[L], %[H], {at(3)}", *[f"smmulr %[{r}], %[{r}], %[K]" for r in "PQABCSLH"],
+                 # (a0, a2) -> (f0, s5), (a1, a3) -> (s3, s4), (f0, s3) -> (out0, out2), s5 and s4 -> out1, out3
+                 *_pairs([("%[P]", "%[C]"), ("%[Q]", "%[S]"), ("%[A]", "%[L]"), ("%[B]", "%[H]"),
+                          ("%[P]", "%[A]"), ("%[Q]", "%[B]"), ("%[C]", "%[H]"), ("%[S]", "%[L]")]),
+                 f"strd %[P], %[Q], {at(0)}", f"strd %[C], %[L], {at(1)}", f"strd %[A], %[B], {at(2)}",
+                 f"strd %[H], %[S], {at(3)}"]
+    else:
+        tw = ["[%[t]], #8"] * 3 if twiddles == "load" else ["[%[t]]", "[%[t], #8]", "[%[t], #16]"]
+        lines = [*_q31_product(at(1), tw[0], "%[P]", "%[Q]"),  # s0 = (P, Q)
+                 *_q31_product(at(3), tw[1], "%[Y]", "%[X]"),  # s2 = (Y, X)
+                 *_pairs([("%[P]", "%[Y]"), ("%[Q]", "%[X]")]),  # s3 = (P, Q), s4 = (Y, X)
+                 f"strd %[Y], %[X], {at(3)}",  # s4 kept in f[3m] meanwhile
+                 *_q31_product(at(2), tw[2], "%[Y]", "%[X]"),  # s1 = (Y, X)
+                 f"ldrd %[A], %[B], {at(0)}", "smmulr %[A], %[A], %[K]", "smmulr %[B], %[B], %[K]",  # a0
+                 *_pairs([("%[A]", "%[Y]"), ("%[B]", "%[X]"),  # f0 = (A, B), s5 = (Y, X)
+                          ("%[A]", "%[P]"), ("%[B]", "%[Q]")]),  # out0 = (A, B), out2 = (P, Q)
+                 f"strd %[A], %[B], {at(0)}", f"strd %[P], %[Q], {at(2)}", f"ldrd %[C], %[S], {at(3)}",
+                 *_pairs([("%[Y]", "%[S]"), ("%[X]", "%[C]")]),  # out1 = (Y, C), out3 = (S, X)
+                 f"strd %[Y], %[C], {at(1)}", f"strd %[S], %[X], {at(3)}"]
+    return lines + ([f"add %[f], %[f], #{step}"] if step else [])
+
+
+def real_fft_q31(em, fft_length: int) -> str:
+    """``void fn(const int32_t *x, long length, int32_t *out)``: kiss_fftr of x (length samples, zero-padded to
+    fft_length) into out (fft_length / 2 + 1 bins, re and im), as kissfft.c_real_fft's C computes it; the complex
+    FFT runs in out itself."""
+    name = f"m4_rfft_q31_{fft_length}"
+    if em.sym(name) in em.helpers:
+        return em.sym(name)
+    n = fft_length // 2
+    stages, order = plan(n)
+    tw, supers = tables(I32, n, False)
+    p_first, _ = stages[-1]
+    q = n // p_first
+    base_type = "uint8_t" if q <= 256 else "uint16_t"
+    base_sym = em.add_const_array(em.sym(f"fft{n}_bases"), order[::p_first], base_type,
+                                  f"the {n}-point FFT's first stage: the input slot of each butterfly")
+    sup_sym = em.add_const_array(em.sym(f"fft{n}_supers_q31"), supers, "int32_t",
+                                 "the real split's twiddles (cos, sin), q31")
+    pad = em.sym(f"m4_rfft31_pad_{fft_length}")
+    em.static_ram[pad] = 4 * fft_length
+    k4, k2 = 2 * ((2**31 - 1) // 4), 2 * ((2**31 - 1) // 2)
+    lines = [f"    static int32_t {pad}[{fft_length}];", "    const int32_t *src = x;",
+             f"    if (length < {fft_length}) {{", "        long i;",
+             f"        for (i = 0; i < length; ++i) {pad}[i] = x[i];",
+             f"        for (; i < {fft_length}; ++i) {pad}[i] = 0;", f"        src = {pad};", "    }",
+             f"    int32_t k = {k4 if p_first == 4 else k2};"]
+    # first stage: span 1, twiddles (2^31 - 1, 0): the identity after a division (|v| <= 2^30)
+    load = ["ldrb r2, [%[b]], #1", "add r2, %[in], r2, lsl #3"]
+
+    def pair_load(regs: tuple[str, str], offset: int) -> list[str]:
+        if offset <= 1020:
+            return [f"ldrd {regs[0]}, {regs[1]}, [r2, #{offset}]" if offset else f"ldrd {regs[0]}, {regs[1]}, [r2]"]
+        return [f"add r2, r2, #{offset}", f"ldrd {regs[0]}, {regs[1]}, [r2]"]
+
+    if p_first == 4:
+        # a0 = (r3, r4), a1 = (r8, r9), a2 = (r5, r11), a3 = (r6, r10): the butterfly's results then lie in
+        # order, out0 (r3, r4), out1 (r5, r6), out2 (r8, r9), out3 (r10, r11)
+        first = [*load, *pair_load(("r3", "r4"), 0), *pair_load(("r8", "r9"), 8 * q),
+                 f"add r2, r2, #{16 * q}", *pair_load(("r5", "r11"), 0), *pair_load(("r6", "r10"), 8 * q),
+                 *[f"smmulr {r}, {r}, %[K]" for r in ("r3", "r4", "r5", "r6", "r8", "r9", "r10", "r11")],
+                 *_pairs([("r3", "r5"), ("r4", "r11"), ("r8", "r6"), ("r9", "r10"), ("r3", "r8"), ("r4", "r9"),
+                          ("r5", "r10"), ("r11", "r6")]),
+                 "stmia %[w]!, {r3, r4, r5, r6, r8, r9, r10, r11}"]
+        clobbered = '"r2", "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r11", "memory"'
+    else:
+        first = [*load, *pair_load(("r3", "r4"), 0), *pair_load(("r5", "r6"), 8 * q),
+                 *[f"smmulr {r}, {r}, %[K]" for r in ("r3", "r4", "r5", "r6")],
+                 *_pairs([("r3", "r5"), ("r4", "r6")]), "stmia %[w]!, {r3, r4, r5, r6}"]
+        clobbered = '"r2", "r3", "r4", "r5", "r6", "memory"'
+    lines += ["    {", f"        const {base_type} *b = {base_sym};", "        int32_t *wp = out;",
+              f"        for (long i = 0; i < {q}; ++i)",
+              *_asm(first, '[b] "+r"(b), [w] "+r"(wp)', '[in] "r"(src), [K] "r"(k)', clobbered, "            "),
+              "    }", f"    k = {k4};"]
+    regs = "PQABCSLHXY"
+    temps = ", ".join(f'[{r}] "=&r"({r.lower()}{r.lower()})' for r in regs)
+    decl = "        int32_t " + ", ".join(f"{r.lower()}{r.lower()}" for r in regs) + ";"
+    fstride_of = [int(np.prod([p for p, _ in stages[:s]])) for s in range(len(stages))]
+    for s in reversed(range(len(stages) - 1)):
+        _, m = stages[s]
+        fstride = fstride_of[s]
+        ahead = 12 * m if 24 * m > 1020 else 0
+        ks = np.arange(1, m)
+        stage_tw = np.stack([tw[ks * fstride], tw[3 * ks * fstride], tw[2 * ks * fstride]], axis=1)
+        t_sym = em.add_const_array(em.sym(f"fft{n}_stage{s}_q31"), stage_tw, "int32_t",
+                                   f"the {n}-point FFT's stage {s} twiddles (k, 3k, 2k x {fstride}, k >= 1), q31")
+        lines += [f"    /* radix 4, span {m}, {fstride} block(s): k = 0 (twiddles 1), then k by k */", "    {",
+                  decl, f"        int32_t *f = out + {ahead // 4};",
+                  f"        for (long b = 0; b < {fstride}; ++b)",
+                  *_asm(_q31_butterfly(m, "one", 32 * m), temps + ', [f] "+r"(f)', '[K] "r"(k)', '"memory"',
+                        "            "),
+                  f"        const int32_t *t = {t_sym};"]
+        if fstride == 1:
+            loop = ["1:", *_q31_butterfly(m, "load", 8), "cmp %[f], %[end]", "bne 1b"]
+            lines += [f"        f = out + {ahead // 4} + 2;",
+                      f"        int32_t *const end = out + {ahead // 4 + 2 * m};",
+                      *(_asm(loop, temps + ', [f] "+r"(f), [t] "+r"(t)', '[K] "r"(k), [end] "r"(end)',
+                             '"cc", "memory"', "        ") if m > 1 else []), "    }"]
+            continue
+        lines += [f"        for (long j = 1; j < {m}; ++j, t += 6) {{", f"            f = out + {ahead // 4} + 2 * j;",
+                  f"            for (long b = 0; b < {fstride}; ++b)",
+                  *_asm(_q31_butterfly(m, "fixed", 32 * m), temps + ', [f] "+r"(f)', '[K] "r"(k), [t] "r"(t)',
+                        '"memory"', "                "),
+                  "        }", "    }"]
+    split = ["1:", "ldrd %[A], %[B], [%[Lp]]", "ldrd %[C], %[S], [%[Hp]]", "rsb %[S], %[S], #0",
+             *[f"smmulr %[{r}], %[{r}], %[K]" for r in "ABCS"],  # pk = (A, B), pnk = (C, S)
+             *_pairs([("%[A]", "%[C]"), ("%[B]", "%[S]")]),  # f1 = (A, B), f2 = (C, S)
+             "ldrd %[X], %[Y], [%[T]], #8",
+             "mov %[L], #0x40000000", "mov %[H], #0", "smlal %[L], %[H], %[C], %[Y]", "smlal %[L], %[H], %[S], %[X]",
+             "lsl %[H], %[H], #1", "orr %[Z], %[H], %[L], lsr #31",  # ti
+             "rsb %[Y], %[Y], #0",
+             "mov %[L], #0x40000000", "mov %[H], #0", "smlal %[L], %[H], %[C], %[X]", "smlal %[L], %[H], %[S], %[Y]",
+             "lsl %[H], %[H], #1", "orr %[C], %[H], %[L], lsr #31",  # tr
+             "add %[X], %[A], %[C]", "asr %[X], %[X], #1", "add %[Y], %[B], %[Z]", "asr %[Y], %[Y], #1",
+             "strd %[X], %[Y], [%[Lp]], #8",
+             "sub %[A], %[A], %[C]", "asr %[A], %[A], #1", "sub %[B], %[Z], %[B]", "asr %[B], %[B], #1",
+             "strd %[A], %[B], [%[Hp]], #-8", "cmp %[Lp], %[Hp]", "bls 1b"]
+    sregs = "ABCSXYZLH"
+    lines += ["    /* the real split, in place */", "    {",
+              "        int32_t " + ", ".join(f"{r.lower()}{r.lower()}" for r in sregs) + ";",
+              f"        int32_t *lp = out + 2, *hp = out + {2 * n - 2};", f"        const int32_t *ts = {sup_sym};",
+              f"        const int32_t dr = {_smmulr_c('out[0]', k2)}, di = {_smmulr_c('out[1]', k2)};",
+              "        out[0] = (int32_t)((uint32_t)dr + (uint32_t)di);",
+              f"        out[{2 * n}] = (int32_t)((uint32_t)dr - (uint32_t)di);",
+              "        out[1] = 0;", f"        out[{2 * n + 1}] = 0;", f"        k = {k2};",
+              *_asm(split, ", ".join(f'[{r}] "=&r"({r.lower()}{r.lower()})' for r in sregs)
+                    + ', [Lp] "+r"(lp), [Hp] "+r"(hp), [T] "+r"(ts)', '[K] "r"(k)', '"cc", "memory"', "        "),
+              "    }"]
+    return c_helper(em, name, "\n".join([
+        f"/* kiss_fftr of {fft_length} int32 samples on the Cortex-M4 (arm.m4_fft): x ({fft_length} at most, "
+        f"zero-padded), out {n + 1} bins (re, im), the complex FFT computed in out */",
+        f"static void __attribute__((optimize(\"O2\"))) @{name}(const int32_t *x, long length, int32_t *out)",
+        "{", *lines, "}", ""]))
+
+
+def _smmulr_c(v: str, k: int) -> str:
+    """kissfft's division of one part in C: (v 2K + 2^31) >> 32."""
+    return f"(int32_t)(((int64_t){v} * {k} + INT64_C(2147483648)) >> 32)"
