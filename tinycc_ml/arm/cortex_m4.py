@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinycc_ml.arm import m4_fft
 from tinycc_ml.arm.boards import M4_BOARD, M33_BOARD, NRF52840_BOARD, STM32F405_BOARD
 from tinycc_ml.arm.chips import MPS2_AN386, MPS2_AN505
 from tinycc_ml.arm.kernel_table import M4_KERNELS
@@ -27,6 +28,9 @@ class M4Target(CTarget):
     name: str = "cortex-m4"
     extra_includes: tuple[str, ...] = (ACLE,)
     tree_code_budget: int = TREE_CODE_BUDGET
+
+    def real_fft(self, em, dtype, fft_length):
+        return m4_fft.real_fft(em, dtype, fft_length)
 
 
 @dataclass
@@ -65,6 +69,9 @@ class M33Target(CTarget):
     name: str = "cortex-m33"
     extra_includes: tuple[str, ...] = (ACLE,)
     tree_code_budget: int = TREE_CODE_BUDGET
+
+    def real_fft(self, em, dtype, fft_length):
+        return m4_fft.real_fft(em, dtype, fft_length)
 
 
 class CortexM33Backend(CortexM4Backend):

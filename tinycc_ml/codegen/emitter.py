@@ -169,6 +169,12 @@ class CTarget:
         None: the shared C kernels (the default)."""
         return None
 
+    def real_fft(self, em, dtype, fft_length: int) -> str | None:
+        """The symbol of a function ``void f(const T *x, long length, T *out)`` computing kissfft's real FFT of
+        ``dtype`` (ir/ops/signal/kissfft.py's semantics, bit for bit) in the target's own code; None: the shared
+        C (the default)."""
+        return None
+
     def offset_store(self, em, name: str) -> str | None:
         """For the last value ``name`` of a fused element-wise chain (graph.analyses.fused): the scratch symbol
         where its store adds up u = x + 2^15 when it stores u (offset-binary) for its only reader, a kernel

@@ -392,6 +392,9 @@ def c_complex_fft(em, dtype, n: int, inverse: bool) -> str:
 
 def c_real_fft(em, dtype, fft_length: int) -> str:
     """``void fn(const T *x, long length, T *out)``: kiss_fftr of x zero-padded to fft_length; out n + 1 bins."""
+    kernel = em.target.real_fft(em, dtype, fft_length)
+    if kernel is not None:
+        return kernel
     name = f"sig_rfft_{dtype}_{fft_length}"
     if em.sym(name) in em.helpers:
         return em.sym(name)
