@@ -81,6 +81,7 @@ from tinycc_ml.codegen.c_fixed import (
 )
 from tinycc_ml.codegen.c_float import wsqdist_arrays
 from tinycc_ml.codegen.c_network import (
+    MAX_SOFTMAX_DEPTH,
     AddQuantisation,
     LayerQuantisation,
     Window,
@@ -130,10 +131,24 @@ from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import quantise, quantise_affine
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import align_shifts, rshift, storage_clip_bounds
+from tinycc_ml.ir.ops.c_primitives import c_helper, reciprocal
 from tinycc_ml.ir.ops.ensembles import default_left, leaf_ints, leaf_scale, missing_code, threshold_ints
 from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
+from tinycc_ml.ir.ops.network.mul import multiplier as mul_multiplier
 from tinycc_ml.ir.ops.registry import node_output_shift
-from tinycc_ml.ir.ops.tflite_arith import multiply_by_quantized_multiplier
+from tinycc_ml.ir.ops.shape import pad_fill
+from tinycc_ml.ir.ops.signal.kissfft import plan as kissfft_plan
+from tinycc_ml.ir.ops.signal.kissfft import tables as kissfft_tables
+from tinycc_ml.ir.ops.tflite_arith import (
+    SOFTMAX_ACCUMULATION_INTEGER_BITS,
+    activation_range,
+    exp_on_negative_values,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    saturating_rounding_doubling_high_mul,
+    softmax_parameters,
+    wrap32,
+)
 from tinycc_ml.passes.manager import TargetAttributes
 from tinycc_ml.plugins import PluginError
 from tinycc_ml.progress import wait_all
@@ -186,7 +201,11 @@ __all__ = [
     "wsqdist_terms", "wsqdist_product_shift", "wsqdist_arrays", "wsqdist_out",
     # TFLite network layers: their int8 arithmetic and window geometry (codegen/c_network.py)
     "AddQuantisation", "LayerQuantisation", "Window", "add_quantisation", "layer_quantisation", "window_of",
-    "multiply_by_quantized_multiplier",
+    "multiply_by_quantized_multiplier", "activation_range", "quantize_multiplier", "mul_multiplier", "pad_fill",
+    "MAX_SOFTMAX_DEPTH", "SOFTMAX_ACCUMULATION_INTEGER_BITS", "exp_on_negative_values",
+    "saturating_rounding_doubling_high_mul", "softmax_parameters", "wrap32", "reciprocal",
+    # C helpers emitted once per model; kissfft's FFT plan and twiddle tables (ir/ops/signal/kissfft.py)
+    "c_helper", "kissfft_plan", "kissfft_tables",
     # TFLite int8 layers for chips without SIMD (codegen/small_network.py): the AVR's and the Cortex-M0's
     "small_network_kernels",
     # the project's fixed-point network layers: window loops and the store (codegen/c_network_pow2.py)

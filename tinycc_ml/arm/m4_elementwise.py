@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.arm.m4_network import _requant_bound, fold_zero_point, simd_helpers, tflite_int8
-from tinycc_ml.ir.ops.network.mul import multiplier
-from tinycc_ml.ir.ops.tflite_arith import activation_range, quantize_multiplier
-from tinycc_ml.target import Node
+from tinycc_ml.arm.m4_network import fold_zero_point, requant_bound, simd_helpers, tflite_int8
+from tinycc_ml.target import Node, activation_range, quantize_multiplier
+from tinycc_ml.target import mul_multiplier as multiplier
 
 PRODUCT_BOUND = 255 * 255  # |(a - za)(b - zb)| for int8 values and zero points
 MAX_DOUBLING = 7  # (b - zb) 2^k stays an int16 lane for k <= 7
@@ -106,7 +105,7 @@ def _mul_plan(em, node: Node) -> dict | None:
     m, s = quantize_multiplier(multiplier(ta, tb, out))
     m, s = int(m), int(s)
     left, right = max(s, 0), max(-s, 0)
-    if m < 0 or left + 1 > MAX_DOUBLING or right > 31 or _requant_bound(PRODUCT_BOUND, m, s) is None:
+    if m < 0 or left + 1 > MAX_DOUBLING or right > 31 or requant_bound(PRODUCT_BOUND, m, s) is None:
         return None
     lo, hi = activation_range(node.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)
     zo = int(out.zero_point)

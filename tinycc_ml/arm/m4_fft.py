@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.c_primitives import c_helper
-from tinycc_ml.ir.ops.signal.common import I16, I32
-from tinycc_ml.ir.ops.signal.kissfft import plan, tables
+from tinycc_ml.target import c_helper
+from tinycc_ml.target import kissfft_plan as plan
+from tinycc_ml.target import kissfft_tables as tables
 
 
 def _packed(pairs: np.ndarray) -> np.ndarray:
@@ -75,7 +75,7 @@ def _butterfly(m: int, twiddles: str, step: int) -> list[str]:
     return lines + ["str %[x3], [%[f]]", f"add %[f], %[f], #{step}"]
 
 
-def real_fft_q15(em, fft_length: int) -> str:
+def real_fft_q15(em, dtype, fft_length: int) -> str:
     """``void fn(const int16_t *x, long length, int16_t *out)``: kiss_fftr of x (length samples, zero-padded to
     fft_length) into out (fft_length / 2 + 1 bins, re and im), as kissfft.c_real_fft's C computes it."""
     name = f"m4_rfft_q15_{fft_length}"
@@ -83,7 +83,7 @@ def real_fft_q15(em, fft_length: int) -> str:
         return em.sym(name)
     n = fft_length // 2
     stages, order = plan(n)
-    tw, supers = tables(I16, n, False)
+    tw, supers = tables(dtype, n, False)
     words = _packed(tw)
     p_first, _ = stages[-1]
     q = n // p_first
@@ -197,10 +197,10 @@ def real_fft_q15(em, fft_length: int) -> str:
 
 def real_fft(em, dtype, fft_length: int) -> str | None:
     """CTarget.real_fft of the Cortex-M4 / M33: the q15 kernel for int16 frames of 16 points or more."""
-    if dtype == I16 and 16 <= fft_length <= 2048:
-        return real_fft_q15(em, fft_length)
-    if dtype == I32 and 16 <= fft_length <= 512:  # LDRD reaches 1020 bytes: spans up to 64 (n = 256)
-        return real_fft_q31(em, fft_length)
+    if str(dtype) == "i16" and 16 <= fft_length <= 2048:
+        return real_fft_q15(em, dtype, fft_length)
+    if str(dtype) == "i32" and 16 <= fft_length <= 512:  # LDRD reaches 1020 bytes: spans up to 64 (n = 256)
+        return real_fft_q31(em, dtype, fft_length)
     return None
 
 
@@ -257,7 +257,7 @@ def _q31_butterfly(m: int, twiddles: str, step: int) -> list[str]:
     return lines + ([f"add %[f], %[f], #{step}"] if step else [])
 
 
-def real_fft_q31(em, fft_length: int) -> str:
+def real_fft_q31(em, dtype, fft_length: int) -> str:
     """``void fn(const int32_t *x, long length, int32_t *out)``: kiss_fftr of x (length samples, zero-padded to
     fft_length) into out (fft_length / 2 + 1 bins, re and im), as kissfft.c_real_fft's C computes it; the complex
     FFT runs in out itself."""
@@ -266,7 +266,7 @@ def real_fft_q31(em, fft_length: int) -> str:
         return em.sym(name)
     n = fft_length // 2
     stages, order = plan(n)
-    tw, supers = tables(I32, n, False)
+    tw, supers = tables(dtype, n, False)
     p_first, _ = stages[-1]
     q = n // p_first
     base_type = "uint8_t" if q <= 256 else "uint16_t"

@@ -992,7 +992,7 @@ def _requant_call(scale: str, x: str, multiplier: int, shift: int) -> str:
             f"{(1 << (right - 1)) if right else 0}, {-1 if right else 0})")
 
 
-def _requant_bound(bound: int, multiplier: int, shift: int) -> int | None:
+def requant_bound(bound: int, multiplier: int, shift: int) -> int | None:
     """A bound of |MultiplyByQuantizedMultiplier(x)| for |x| <= bound, or None when the SMMULR form is not
     proven exact there."""
     left, right = max(shift, 0), max(-shift, 0)
@@ -1010,9 +1010,9 @@ def tensor_add(em, node: Node) -> list[str] | None:
         return None
     q = add_quantisation(g, node)
     (ma, sa), (mb, sb), (mo, so) = q.requants
-    bound_a = _requant_bound(255 << q.left_shift, ma, sa)
-    bound_b = _requant_bound(255 << q.left_shift, mb, sb)
-    if bound_a is None or bound_b is None or _requant_bound(bound_a + bound_b, mo, so) is None:
+    bound_a = requant_bound(255 << q.left_shift, ma, sa)
+    bound_b = requant_bound(255 << q.left_shift, mb, sb)
+    if bound_a is None or bound_b is None or requant_bound(bound_a + bound_b, mo, so) is None:
         return None
     scale = rq_helper(em, wide=False)  # the same proven-small accumulators, constants in literals
     za, zb, zo = q.zero_points

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.shape import pad_fill
-from tinycc_ml.target import Node
+from tinycc_ml.target import Node, pad_fill
 
 
 def copy_helpers(em) -> tuple[str, str]:

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from tinycc_ml.arm.m4_elementwise import select_helper
 from tinycc_ml.arm.m4_network import simd_helpers, tflite_int8
-from tinycc_ml.codegen.c_network import window_of
-from tinycc_ml.ir.ops.tflite_arith import activation_range
-from tinycc_ml.target import Node
+from tinycc_ml.target import Node, activation_range, window_of
 
 
 def _splat8(v: int) -> str:

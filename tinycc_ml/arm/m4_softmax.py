@@ -17,16 +17,16 @@ import numpy as np
 
 from tinycc_ml.arm.m4_elementwise import select_helper
 from tinycc_ml.arm.m4_network import simd_helpers
-from tinycc_ml.codegen.c_network import MAX_SOFTMAX_DEPTH
-from tinycc_ml.ir.ops.c_primitives import reciprocal
-from tinycc_ml.ir.ops.tflite_arith import (
+from tinycc_ml.target import (
+    MAX_SOFTMAX_DEPTH,
     SOFTMAX_ACCUMULATION_INTEGER_BITS,
+    Node,
     exp_on_negative_values,
+    reciprocal,
     saturating_rounding_doubling_high_mul,
     softmax_parameters,
     wrap32,
 )
-from tinycc_ml.target import Node
 
 
 def exp_table(multiplier: int, left_shift: int, diff_min: int) -> np.ndarray:
