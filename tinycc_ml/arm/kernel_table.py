@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network, network_pow2
+from tinycc_ml.arm import m0_fused, m0_kernels, m4_kernels, m4_network, m4_network16, network_pow2
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
 from tinycc_ml.arm.m0_sparse import m0_sparse_kernel
 from tinycc_ml.arm.wsqdist import kernel_wsqdist_m0, kernel_wsqdist_m4, m0_wsqdist_cost, m4_wsqdist_cost, wsqdist_ok
@@ -45,6 +45,11 @@ M4_KERNELS = (
     Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),
     Kernel("fully_connected", m4_network.fully_connected, claims=m4_network.tflite_int8),
     Kernel("tensor_add", m4_network.tensor_add, claims=m4_network.tflite_int8),
+    # TFLite's 16x8 layers (arm.m4_network16)
+    Kernel("conv2d", m4_network16.conv2d, claims=m4_network16.tflite_16x8),
+    Kernel("depthwise_conv2d", m4_network16.depthwise_conv2d, claims=m4_network16.tflite_16x8),
+    Kernel("fully_connected", m4_network16.fully_connected, claims=m4_network16.tflite_16x8),
+    Kernel("tensor_add", m4_network16.tensor_add, claims=m4_network16.tflite_16x8),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),
