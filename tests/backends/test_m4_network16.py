@@ -44,7 +44,8 @@ def test_the_smmla_requantisation_is_tflites_16x8_one(acc, multiplier, shift):
 
 
 @settings(max_examples=60, deadline=None)
-@given(out_c=st.integers(1, 9), k=st.integers(1, 23), seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["2x2", "1x4"]))
+@given(out_c=st.integers(1, 9), k=st.integers(1, 23), seed=st.integers(0, 2**32 - 1),
+       kind=st.sampled_from(["2x2", "1x4"]))
 def test_matrix_weights_give_each_channels_sum(out_c, k, seed, kind):
     """The matrix steps' reading of the arranged words: per group, per step of 4 inputs, each channel's two words
     of int16 lanes times the column's two words (SMLAD) sum to W x."""
@@ -104,3 +105,68 @@ def test_random_convolutions_equal_tflite_micro(tmp_path_factory, seed, size, in
         return
     data, shape = conv_model(seed, size, in_c, out_c, kernel, stride, dilation, padding, activation, 3000)
     check_layer(data, shape, tmp_path_factory.mktemp("conv"), "m4_mm16_")
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), size=st.tuples(st.integers(1, 6), st.integers(1, 7)), channels=st.integers(1, 9),
+       kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)), stride=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)), padding=st.sampled_from(["same", "valid"]),
+       activation=st.sampled_from(["none", "relu", "relu6"]))
+def test_random_depthwise_convolutions_equal_tflite_micro(tmp_path_factory, seed, size, channels, kernel, stride,
+                                                          dilation, padding, activation):
+    reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+    if padding == "valid" and any(r > n for r, n in zip(reach, size)):
+        return
+    net = NetBuilder(seed=seed, activation_bits=16, bias_bits=64)
+    x = net.input((*size, channels))
+    data = net.finish(net.depthwise(x, 1, kernel, stride=stride, dilation=dilation, padding=padding,
+                                    activation=activation))
+    check_layer(data, (1, *size, channels), tmp_path_factory.mktemp("dw"), "m4_dw16_")
+
+
+def rows_fc(net: NetBuilder, x: int, rows: int, units: int, activation: str = "none") -> int:
+    """FULLY_CONNECTED of ``rows`` rows: its output declared (rows, units), as TFLite computes it."""
+    out = net.fc(x, units, activation=activation)
+    net.tensors[out].shape, net.shapes[out] = [rows, units], (rows, units)
+    return out
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), depth=st.integers(1, 40), units=st.integers(1, 11), rows=st.integers(1, 3),
+       activation=st.sampled_from(["none", "relu", "relu6"]))
+def test_random_fully_connected_layers_equal_tflite_micro(tmp_path_factory, seed, depth, units, rows, activation):
+    """One row (four channels a step, the row in place or copied where its depth is not a multiple of 4) or
+    several (two by two)."""
+    net = NetBuilder(seed=seed, activation_bits=16, bias_bits=64)
+    data = net.finish(rows_fc(net, net.input((rows, depth)), rows, units, activation))
+    source = check_layer(data, (1, rows, depth), tmp_path_factory.mktemp("fc"), "m4_mm16_")
+    assert ("1x4 (int16" in source) == (rows == 1)
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 10_000), shape=st.sampled_from([(7,), (3, 5), (2, 3, 4)]),
+       activation=st.sampled_from(["none", "relu", "relu6"]))
+def test_random_adds_equal_tflite_micro(tmp_path_factory, seed, shape, activation):
+    """ADD of the input and a rescaled copy of it (two operands of different scales)."""
+    net = NetBuilder(seed=seed, activation_bits=16, bias_bits=64)
+    x = net.input(shape)
+    scale = float(net.rng.uniform(0.3, 3.0)) * net.scales[x]
+    data = net.finish(net.add(x, net.requantize(x, scale, 16), activation=activation))
+    check_layer(data, (1, *shape), tmp_path_factory.mktemp("add"), "m4_add16_", n_random=6)
+
+
+@pytest.mark.parametrize("depth, units, rows", [(300, 5, 1), (300, 3, 2), (6, 4, 1)])
+def test_sums_beyond_int32_take_the_chunked_int64_path(tmp_path, depth, units, rows):
+    """Biases near 2^40: no int32 sum is proven, so per chunk of at most 256 inputs an int32 partial sum (proven)
+    goes into int64 sums; several chunks where the depth passes 256. Every value equals tflite-micro's."""
+    net = NetBuilder(seed=depth + units, activation_bits=16, bias_bits=64, bias_reach=1 << 32)
+    data = net.finish(rows_fc(net, net.input((rows, depth)), rows, units))
+    source = check_layer(data, (1, rows, depth), tmp_path, "m4_mm16_")
+    assert "int32 chunks into int64" in source
+
+
+def test_a_layer_whose_sums_fit_is_proven_and_one_whose_do_not_is_not():
+    W = np.full((2, 100), 127, np.int8)
+    assert proven_int32(np.array([0, 0]), W)  # 100 x 127 x 32768 < 2^31
+    assert not proven_int32(np.array([0, 2**31 - 100 * 127 * 32768]), W)
+    assert not proven_int32(np.zeros(2), np.full((2, 600), -128, np.int8))
