@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 from tests.conftest import require_target
 from tests.ops.single_op import simulated_scores, tflite_micro
-from tests.ops.test_16x8 import int16_rows
+from tests.ops.test_16x8 import conv_stack, int16_rows
 from tests.tflite_builder import NetBuilder
 from tinycc_ml.arm.m4_network16 import (
     channel_groups,
@@ -170,3 +170,33 @@ def test_a_layer_whose_sums_fit_is_proven_and_one_whose_do_not_is_not():
     assert proven_int32(np.array([0, 0]), W)  # 100 x 127 x 32768 < 2^31
     assert not proven_int32(np.array([0, 2**31 - 100 * 127 * 32768]), W)
     assert not proven_int32(np.zeros(2), np.full((2, 600), -128, np.int8))
+
+
+EDGES = {
+    "conv 3x3 stride 2 same, 3 -> 5 channels": (
+        lambda n, x: n.conv(x, 5, (3, 3), stride=(2, 2)), (7, 6, 3), "m4_mm16_"),
+    "conv 1x1 of 6 channels (im2col: not a multiple of 4)": (lambda n, x: n.conv(x, 7, (1, 1)), (3, 5, 6), "m4_mm16_"),
+    "depthwise 3x3 stride 2 same, 7 channels (a four, a two, a one)": (
+        lambda n, x: n.depthwise(x, 1, (3, 3), stride=(2, 2)), (7, 9, 7), "m4_dw16_"),
+    "depthwise 2x3 dilation 2 valid, 6 channels": (
+        lambda n, x: n.depthwise(x, 1, (2, 3), dilation=(2, 2), padding="valid"), (6, 7, 6), "m4_dw16_"),
+}
+
+
+@pytest.mark.parametrize("edge", sorted(EDGES))
+def test_edge_shapes_equal_tflite_micro(edge, tmp_path):
+    build, shape, kernel = EDGES[edge]
+    net = NetBuilder(seed=len(edge), activation_bits=16, bias_bits=64)
+    data = net.finish(build(net, net.input(shape)))
+    check_layer(data, (1, *shape), tmp_path, kernel)
+
+
+def test_the_cortex_m33_runs_the_kernels_too(tmp_path):
+    """The M33 takes the M4's kernel table: test_16x8's network (conv, depthwise of multiplier 2 on the shared C,
+    ADD, fully connected, softmax) equal to tflite-micro there."""
+    require_target("cortex-m33")
+    data, shape = conv_stack(7, 64)
+    X = int16_rows(np.random.default_rng(7), 3, shape)
+    np.testing.assert_array_equal(simulated_scores("cortex-m33", data, X, tmp_path), tflite_micro(data, X, shape))
+    source = (tmp_path / "cortex-m33" / "op.c").read_text()
+    assert "m4_mm16_" in source and "m4_add16_" in source
