@@ -384,6 +384,8 @@ def _layer(em, node: Node, W: np.ndarray, group: int):
     if not _layer_ok(q):
         return None
     bias = np.asarray(em.graph.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
+    em.weight_layouts[node.name] = ("int16", "a 16x8 layer: int16 inputs are SMLAD lanes as they are, the weights "
+                                             "widened to match whatever the build favours")
     return bias, q, Epilogue(em, node, bias, W, q, group)
 
 
