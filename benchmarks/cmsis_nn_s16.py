@@ -268,6 +268,15 @@ def print_table(saved: dict) -> None:
           f"(target <= {TARGET_RATIO})")
 
 
+def table(saved: dict, script: str) -> dict:
+    """The docs' table (benchmarks/results_table.py's format): instructions per layer, ours and CMSIS-NN's."""
+    rows = [[r["layer"], r["shape_from"], f"`{FUNCTIONS[r['op']]}`", f"{r['ours']:,}", f"{r['cmsis_nn']:,}",
+             f"{r['ratio']:.2f}"] for r in saved["layers"]]
+    return {"name": "cmsis_nn_s16", "script": script,
+            "columns": ["layer", "shape from", "CMSIS-NN function", "ours", "CMSIS-NN", "ratio"],
+            "rows": rows, "align": [None, None, None, "right", "right", "right"]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--opt", default="-O2", help="optimisation flag for CMSIS-NN and its wrapper (default -O2)")
@@ -289,7 +298,8 @@ def main(argv=None) -> int:
         saved["layers"].append(row)
         print(f"  {name:<34} ours {row['ours']:>10,} CMSIS-NN {row['cmsis_nn']:>10,} ratio {row['ratio']:.2f}",
               file=sys.stderr, flush=True)
-    args.out.write_text(json.dumps(saved, indent=1) + "\n")
+    script = "benchmarks/cmsis_nn_s16.py" + (f" --opt {args.opt}" if args.opt != "-O2" else "")
+    args.out.write_text(json.dumps({**table(saved, script), **saved}, indent=1) + "\n")
     print_table(saved)
     ok = all(r["ours_equal"] and r["cmsis_nn_equal"] for r in saved["layers"])
     return 0 if ok else 1
