@@ -8,6 +8,7 @@ from tinycc_ml.arm import (
     m4_elementwise,
     m4_kernels,
     m4_network,
+    m4_network16,
     m4_pad,
     m4_pool,
     m4_softmax,
@@ -64,6 +65,11 @@ M4_KERNELS = (
     Kernel("softmax", m4_softmax.softmax, claims=m4_softmax.softmax_claims),
     Kernel("pad", m4_pad.pad, claims=m4_pad.pad_claims),
     Kernel("transpose", m4_transpose.transpose, claims=m4_transpose.transpose_claims),
+    # TFLite's 16x8 layers (arm.m4_network16)
+    Kernel("conv2d", m4_network16.conv2d, claims=m4_network16.tflite_16x8),
+    Kernel("depthwise_conv2d", m4_network16.depthwise_conv2d, claims=m4_network16.tflite_16x8),
+    Kernel("fully_connected", m4_network16.fully_connected, claims=m4_network16.tflite_16x8),
+    Kernel("tensor_add", m4_network16.tensor_add, claims=m4_network16.tflite_16x8),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),
