@@ -93,6 +93,20 @@ def test_int16_front_ends_are_exact_on_the_simulated_chips(target, tmp_path):
                     tmp_path / "mfcc", calibration=A)
 
 
+def test_the_m4_front_end_kernels_are_exact_on_edge_frames(tmp_path):
+    """The Cortex-M4's window product, power spectrum (block exponent, shift, q15 FFT, SMUAD powers) on frames that
+    reach each case: silence (no shift), the calibration's extremes alternating, a frame 300 and 5,000 times
+    quieter than a tone (shifts of 8 and more), against the fixed-point interpreter."""
+    require_target("cortex-m4")
+    A, a = tones(80, seed=0)
+    model = from_sklearn(mfcc_int16_pipeline(A, a))
+    t = np.arange(A.shape[1])
+    edges = np.stack([np.zeros_like(A[0]), np.where(t % 2, A.max(), A.min()), A[0] / 300, A[1] / 5000, A[2]])
+    source = tinycc_ml.compile(model, target="cortex-m4", precision="int16", calibration=A, name="fe").files["fe.c"]
+    assert all(kernel in source for kernel in ("fe_m4_minmax16(", "fe_m4_shift16(", "__smlabb(", "__smuad("))
+    check_model("cortex-m4", model, edges, "int16", tmp_path, calibration=A)
+
+
 def test_the_c_square_root_saturates_past_31_bits_and_keeps_zero(tmp_path):
     """sqrt at s_in=-11, s_out=20 (e = 51, beyond int64 before the fix): every q >= 1 saturates, q <= 0 gives 0, in
     the C as in fixed_sqrt."""

@@ -11,6 +11,7 @@ from tinycc_ml.arm import (
     m4_network16,
     m4_pad,
     m4_pool,
+    m4_power_spectrum,
     m4_softmax,
     m4_transpose,
     network_pow2,
@@ -59,6 +60,7 @@ M4_KERNELS = (
     Kernel("tensor_add", m4_network.tensor_add, claims=m4_network.tflite_int8),
     # the ops CMSIS-NN optimises besides (arm.m4_elementwise, ...)
     Kernel("tensor_mul", m4_elementwise.tensor_mul, claims=m4_elementwise.mul_claims),
+    Kernel("tensor_mul", m4_elementwise.tensor_mul_fx16, claims=m4_elementwise.mul_fx16_claims),
     Kernel("tensor_maximum", m4_elementwise.tensor_maximum, claims=m4_elementwise.minmax_claims),
     Kernel("tensor_minimum", m4_elementwise.tensor_minimum, claims=m4_elementwise.minmax_claims),
     Kernel("max_pool2d", m4_pool.max_pool2d, claims=m4_pool.max_pool_claims),
@@ -70,6 +72,8 @@ M4_KERNELS = (
     Kernel("depthwise_conv2d", m4_network16.depthwise_conv2d, claims=m4_network16.tflite_16x8),
     Kernel("fully_connected", m4_network16.fully_connected, claims=m4_network16.tflite_16x8),
     Kernel("tensor_add", m4_network16.tensor_add, claims=m4_network16.tflite_16x8),
+    # the front end's integer power spectrum (arm.m4_power_spectrum, its FFT arm.m4_fft)
+    Kernel("power_spectrum", m4_power_spectrum.power_spectrum, claims=m4_power_spectrum.power_claims),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),

@@ -265,3 +265,48 @@ def _minmax(kind: str):
 
 tensor_maximum = _minmax("max")
 tensor_minimum = _minmax("min")
+
+
+def mul_fx16_claims(em, node: Node) -> bool:
+    """The project's 16-bit fixed-point MUL (a front end's window, a feature's scales): operands of the result's
+    size (no broadcast but leading 1s) read as stored, no activation."""
+    out = node.type
+    types = [em.graph.type(name) for name in node.inputs]
+    return (str(out.dtype).startswith("fx16.") and all(str(t.dtype).startswith("fx16.") for t in types)
+            and all(t.size == out.size for t in types) and out.size >= 2
+            and node.attrs.get("activation", "none") == "none"
+            and all(_array_of(em, name) is not None for name in node.inputs))
+
+
+def _array_of(em, name: str) -> str | None:
+    """The array an operand's elements are read from as stored (``x[i]``), or None (read through a function)."""
+    element = em.at(name, "i")
+    base = element[:-3]
+    return base if element.endswith("[i]") and base.replace("_", "").isalnum() else None
+
+
+def tensor_mul_fx16(em, node: Node) -> list[str]:
+    """Two lanes a step: SMLABB / SMLATT with the rounding addend, SSAT to 16 bits after the shift, PKHBT; the
+    product's rounding shift k = sa + sb - so as the shared C's (a b + 2^(k-1)) >> k, saturated."""
+    a_name, b_name = node.inputs
+    k = sum(em.graph.type(name).dtype.scale for name in node.inputs) - node.type.dtype.scale
+    n = node.type.size
+    rounding = 1 << (k - 1) if k else 0
+
+    a, b = _array_of(em, a_name), _array_of(em, b_name)
+
+    def element(i: str) -> str:
+        product = f"(int32_t){a}[{i}] * (int32_t){b}[{i}] + {rounding}"
+        return f"{em.var(node.name)}[{i}] = (int16_t)__ssat(({product}) >> {k}, 16);"
+
+    lines = ["{", "    typedef uint32_t __attribute__((aligned(2), may_alias)) word_t;",
+             f"    const word_t *a = (const word_t *)(const void *){a};",
+             f"    const word_t *b = (const word_t *)(const void *){b};",
+             f"    word_t *y = (word_t *)(void *){em.var(node.name)};",
+             f"    for (long i = 0; i < {n // 2}; ++i) {{",
+             f"        const int32_t lo = __ssat(__smlabb((int32_t)a[i], (int32_t)b[i], {rounding}) >> {k}, 16);",
+             f"        const int32_t hi = __ssat(__smlatt((int32_t)a[i], (int32_t)b[i], {rounding}) >> {k}, 16);",
+             "        y[i] = ((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16);", "    }"]
+    if n % 2:
+        lines.append(f"    {element(str(n - 1))}")
+    return lines + ["}"]

@@ -70,7 +70,7 @@ from tinycc_ml.target import Node, add_quantisation, layer_quantisation, multipl
 MAX_RIGHT_SHIFT = 31  # RoundingDivideByPOT's exponent range; beyond it the shared C (and TFLite) assert
 
 
-def _helper(em, name: str, text: str) -> str:
+def named_helper(em, name: str, text: str) -> str:
     symbol = em.sym(name)
     if symbol not in em.helpers:
         em.helpers[symbol] = text.replace("@", em.prefix + "_")
@@ -79,7 +79,7 @@ def _helper(em, name: str, text: str) -> str:
 
 def simd_helpers(em) -> tuple[str, str]:
     """(rd32, sxtb16_ror8): an unaligned word read (one LDR on the M4) and SXTB16 of bytes 1 and 3."""
-    rd = _helper(em, "m4_rd32", """\
+    rd = named_helper(em, "m4_rd32", """\
 static inline __attribute__((always_inline)) int32_t @m4_rd32(const int8_t *p)
 {
     int32_t v;
@@ -87,7 +87,7 @@ static inline __attribute__((always_inline)) int32_t @m4_rd32(const int8_t *p)
     return v;
 }
 """)
-    odd = _helper(em, "m4_sxtb16_ror8", """\
+    odd = named_helper(em, "m4_sxtb16_ror8", """\
 static inline __attribute__((always_inline)) int32_t @m4_sxtb16_ror8(int32_t v)
 {
     int32_t r;
@@ -98,7 +98,7 @@ static inline __attribute__((always_inline)) int32_t @m4_sxtb16_ror8(int32_t v)
     return rd, odd
 
 
-def _inside_range(n_out: int, n_in: int, k: int, s: int, d: int, p: int) -> tuple[int, int]:
+def inside_range(n_out: int, n_in: int, k: int, s: int, d: int, p: int) -> tuple[int, int]:
     """[lo, hi): the output positions whose window lies wholly inside the input (an empty range when none)."""
     lo = -(-p // s)
     hi = (n_in - 1 - (k - 1) * d + p) // s + 1
@@ -201,8 +201,8 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         body.append("}")
         return body
 
-    (oy_lo, oy_hi), (ox_lo, ox_hi) = (_inside_range(win.out_height, win.height, kh, sy, dy, py),
-                                      _inside_range(OW, W, kw, sx, dx, px))
+    (oy_lo, oy_hi), (ox_lo, ox_hi) = (inside_range(win.out_height, win.height, kh, sy, dy, py),
+                                      inside_range(OW, W, kw, sx, dx, px))
     # a row's border columns unrolled too where they are a quarter of it or more (narrow layers: the code for
     # little time otherwise), else the edge function
     unrolled = 4 * (OW - (ox_hi - ox_lo)) >= OW
@@ -261,7 +261,7 @@ def rq_helper(em, wide: bool) -> str:
     instruction); m4_rq_wide(acc, m, sl, r) is for any accumulator: the high product in int64 and
     RoundingDivideByPOT as TFLite writes it."""
     if not wide:
-        _helper(em, "m4_rq_fold", """\
+        named_helper(em, "m4_rq_fold", """\
 static inline __attribute__((always_inline)) int32_t @m4_rq_fold(int32_t a2, int32_t m, int32_t r, int32_t nudge)
 {
     /* m4_rq for r > 0 (the output zero point in the nudge): the correction always applies */
@@ -270,7 +270,7 @@ static inline __attribute__((always_inline)) int32_t @m4_rq_fold(int32_t a2, int
     return v >> r;
 }
 """)
-        return _helper(em, "m4_rq", """\
+        return named_helper(em, "m4_rq", """\
 static inline __attribute__((always_inline)) int32_t @m4_rq(int32_t a2, int32_t m, int32_t r, int32_t nudge,
                                                             int32_t negmask)
 {
@@ -279,7 +279,7 @@ static inline __attribute__((always_inline)) int32_t @m4_rq(int32_t a2, int32_t 
     return v >> r;
 }
 """)
-    return _helper(em, "m4_rq_wide", """\
+    return named_helper(em, "m4_rq_wide", """\
 static inline __attribute__((always_inline)) int32_t @m4_rq_wide(int32_t acc, int32_t m, int32_t sl, int32_t r)
 {
     const int32_t x = (int32_t)((uint32_t)acc << (sl - 1));
@@ -315,9 +315,9 @@ def _clamp(v: str, zp: int, lo: int, hi: int) -> str:
 
 
 def minmax_helpers(em) -> None:
-    _helper(em, "max", "static inline __attribute__((always_inline)) int32_t @max(int32_t a, int32_t b) "
+    named_helper(em, "max", "static inline __attribute__((always_inline)) int32_t @max(int32_t a, int32_t b) "
             "{ return a > b ? a : b; }\n")
-    _helper(em, "min", "static inline __attribute__((always_inline)) int32_t @min(int32_t a, int32_t b) "
+    named_helper(em, "min", "static inline __attribute__((always_inline)) int32_t @min(int32_t a, int32_t b) "
             "{ return a < b ? a : b; }\n")
 
 
@@ -355,7 +355,7 @@ def _epilogue(em, q, params: ChannelParams, channels: list, indent: str) -> list
     return [line.replace("@", em.prefix + "_") for line in lines]
 
 
-def _asm_block(steps: list[str], iters: int, rem: int, operands: dict[str, str], indent: str) -> list[str]:
+def asm_block(steps: list[str], iters: int, rem: int, operands: dict[str, str], indent: str) -> list[str]:
     """An inline asm block: ``rem`` single steps, then ``iters`` times the unrolled ``steps`` (a loop on n)."""
     body = []
     step = steps[0]
@@ -373,7 +373,7 @@ def _asm_block(steps: list[str], iters: int, rem: int, operands: dict[str, str],
     return [f"{indent}__asm__(", *text, f"{indent}    : {outs}", f'{indent}    : : "cc", "memory");']
 
 
-def _step_2x2(w16: bool) -> str:
+def step_2x2(w16: bool) -> str:
     """One step 4 inputs deep of two columns by two channels, the columns widened (m4_widen2's words: one LDM
     into u, uo, v, vo, registers fixed in ascending order); the weights int16 words (LDRD) or an int8 word
     split by SXTB16 in registers."""
@@ -394,7 +394,7 @@ def widen_helper(em) -> str:
     splits, the weights' lanes).
     Each column is widened once for all the layer's channels (in the inner loop it was once per two)."""
     rd, odd = simd_helpers(em)
-    return _helper(em, "m4_widen2", f"""\
+    return named_helper(em, "m4_widen2", f"""\
 __attribute__((optimize("O2"), noinline)) static void @m4_widen2(const int8_t *c0, const int8_t *c1, int32_t *dst,
                                                                int32_t kw4)
 {{
@@ -454,7 +454,7 @@ def _step_1x4p() -> str:
     return "\n".join(lines)
 
 
-def _split(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
+def split_steps(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
     """(steps per loop iteration, iterations, single steps before the loop) for kw4 steps."""
     u = min(unroll, kw4)
     return u, kw4 // u, kw4 % u
@@ -474,7 +474,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
     lines = [f"/* %{name}: {out_c} channels x columns of {4 * kw4} int8 inputs, {kind} ({weights} weights) */",
              f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *cols, int32_t n_cols, int8_t *out)',
              "{"]
-    per, iters, rem = _split(kw4)
+    per, iters, rem = split_steps(kw4)
     if kind in ("1x4p", "2x4p"):
         lines += _paired_body(em, q, kind, w_sym, params, p_sym, kw4, out_c, stride, out_stride or out_c, constants)
     elif kind == "1x4":
@@ -491,7 +491,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
             '            register int32_t w0 __asm__("r8"), w1 __asm__("r9"), w2 __asm__("r10"), w3 __asm__("r11");']
         ops = {k: "+r" for k in ("a0", "a1", "a2", "a3", "x", "wp", "n")}
         ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "w2", "w3", "t")})
-        lines += _asm_block([_step_1x4()] * per, iters, rem, ops, "            ")
+        lines += asm_block([_step_1x4()] * per, iters, rem, ops, "            ")
         lines.append("            (void)n;")
         for k in range(4):
             lines.append(f"            if (o + {k} < {out_c}) {{")
@@ -515,7 +515,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
             '            register int32_t u __asm__("r8"), v __asm__("r9"), uo __asm__("r10"), vo __asm__("r11");']
         ops = {k: "+r" for k in ("a00", "a01", "a10", "a11", "x", "wp", "n")}
         ops.update({k: "=&r" for k in ("u", "uo", "v", "vo", "w0", "w1")})
-        lines += _asm_block([_step_2x2(kind == "2x2w16")] * per, iters, rem, ops, "            ")
+        lines += asm_block([step_2x2(kind == "2x2w16")] * per, iters, rem, ops, "            ")
         lines.append("            (void)n;")
         lines += _epilogue(em, q, params, [("q", [("a00", "o0[o]"), ("a01", "o1[o]")])],
                            "            ")
@@ -536,7 +536,7 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     value) literals) at each position."""
     P = params.per_channel
     group = -(-out_c // 4) * 4
-    per, iters, rem = _split(kw4)
+    per, iters, rem = split_steps(kw4)
     two = kind == "2x4p"
     cols = ("u", "v") if two else ("",)
     lines = []
@@ -572,7 +572,7 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
                   'w3 __asm__("r11");']
         ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "w2", "w3")})
         step = _step_1x4p()
-    lines += _asm_block([step] * per, iters, rem, ops, "            ")
+    lines += asm_block([step] * per, iters, rem, ops, "            ")
     lines.append("            (void)n;")
     for k in range(4):
         even = f"e{k // 2}"
@@ -985,7 +985,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
 
 
-def _requant_call(scale: str, x: str, multiplier: int, shift: int) -> str:
+def requant_call(scale: str, x: str, multiplier: int, shift: int) -> str:
     """m4_rq of x for one (multiplier, shift): literals the compiler folds."""
     right = max(-shift, 0)
     return (f"{scale}((int32_t)((uint32_t)({x}) << {max(shift, 0) + 1}), {multiplier}, {right}, "
@@ -1022,9 +1022,9 @@ def tensor_add(em, node: Node) -> list[str] | None:
         f"/* %{node.name}: TFLite's int8 ADD */",
         f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *a, const int8_t *b, int8_t *out)', "{",
         f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
-        f"        const int32_t ra = {_requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
-        f"        const int32_t rb = {_requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
-        f"        const int32_t v = {_requant_call(scale, 'ra + rb', mo, so)} + {zo};",
+        f"        const int32_t ra = {requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
+        f"        const int32_t rb = {requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
+        f"        const int32_t v = {requant_call(scale, 'ra + rb', mo, so)} + {zo};",
         f"        out[i] = (int8_t)(v < {q.lo} ? {q.lo} : (v > {q.hi} ? {q.hi} : v));",
         "    }", "}", ""])
     return [f"{symbol}({a}, {b}, {em.var(node.name)});"]

@@ -11,7 +11,7 @@ convolution, a row of a fully connected layer), K padded to a multiple of 4 with
 
 - "2x2": two columns by two channels, 4 inputs deep a step: the two columns interleaved once for all the
   layer's channels (``m4_ilv2``: per step c0's two words, c1's two, one LDM), per channel one LDRD of its
-  four int16 weights, 8 SMLAD: 11 instructions for 16 multiply-accumulates (m4_network's ``_step_2x2``, the
+  four int16 weights, 8 SMLAD: 11 instructions for 16 multiply-accumulates (m4_network's ``step_2x2``, the
   int8 kernel's int16-weight step, whose operands these words are already);
 - "1x4": a fully connected layer of one row (each weight read once): the row in place (LDR: arena tensors
   are only 2-byte aligned), four channels a step, their weights in two LDM: 12 instructions for 16.
@@ -47,18 +47,24 @@ import dataclasses
 import numpy as np
 
 from tinycc_ml.arm.m4_network import (
-    _asm_block,
-    _helper,
-    _inside_range,
-    _requant_call,
-    _split,
-    _step_2x2,
+    asm_block,
     im2col_function,
+    inside_range,
     minmax_helpers,
+    named_helper,
+    requant_call,
     rq_helper,
+    split_steps,
+    step_2x2,
 )
-from tinycc_ml.ir.ops.tflite_arith import activation_range, multiply_by_quantized_multiplier
-from tinycc_ml.target import Node, add_quantisation, layer_quantisation, window_of
+from tinycc_ml.target import (
+    Node,
+    activation_range,
+    add_quantisation,
+    layer_quantisation,
+    multiply_by_quantized_multiplier,
+    window_of,
+)
 
 CHUNK_STEPS = 64  # steps of 4 inputs per int32 partial sum on the chunked path: 256 x 128 x 32768 = 2^30
 INPUT_REACH = 32768  # |x| of an int16 input
@@ -132,7 +138,7 @@ def _clamp16(v: str, lo: int, hi: int) -> str:
 def rq16_helper(em) -> str:
     """m4_rq16(acc, M, s): SMMLA(acc, M, 2^(s-1)) >> s, the proven layers' requantisation (the module's
     docstring)."""
-    return _helper(em, "m4_rq16", """\
+    return named_helper(em, "m4_rq16", """\
 static inline __attribute__((always_inline)) int32_t @m4_rq16(int32_t acc, int32_t m, int32_t s)
 {
     int32_t v;
@@ -144,7 +150,7 @@ static inline __attribute__((always_inline)) int32_t @m4_rq16(int32_t acc, int32
 
 def rq64_helper(em) -> str:
     """m4_rq64(sum, red, t): TFLite's requantisation of an int64 sum (the reduced multiplier given)."""
-    return _helper(em, "m4_rq64", """\
+    return named_helper(em, "m4_rq64", """\
 static inline __attribute__((always_inline)) int32_t @m4_rq64(int64_t sum, int32_t red, int32_t t)
 {
     return (int32_t)(uint32_t)(uint64_t)((sum * red + ((int64_t)1 << (t - 1))) >> t);
@@ -209,7 +215,7 @@ def interleave_helper(em) -> str:
     """m4_ilv2(c0, c1, dst, kw4): two int16 columns of 4 kw4 inputs as the 2x2 steps read them: per 4 inputs
     c0's (x0, x1), c1's (x0, x1), c0's (x2, x3), c1's (x2, x3)."""
     rd = read16_helper(em)
-    return _helper(em, "m4_ilv2", f"""\
+    return named_helper(em, "m4_ilv2", f"""\
 __attribute__((optimize("O2"), noinline)) static void @m4_ilv2(const int16_t *c0, const int16_t *c1, int32_t *dst,
                                                              int32_t kw4)
 {{
@@ -226,7 +232,7 @@ __attribute__((optimize("O2"), noinline)) static void @m4_ilv2(const int16_t *c0
 def read16_helper(em) -> str:
     """m4_rd16x2(p): two int16 lanes as a word (one LDR on the M4: the arena's int16 tensors are 2-byte
     aligned, LDR takes that, LDRD and LDM do not)."""
-    return _helper(em, "m4_rd16x2", """\
+    return named_helper(em, "m4_rd16x2", """\
 static inline __attribute__((always_inline)) int32_t @m4_rd16x2(const int16_t *p)
 {
     int32_t v;
@@ -266,13 +272,13 @@ def _accumulate(asm: list[str], ep: Epilogue, accs: list[str], kw4: int, indent:
     per chunk of at most CHUNK_STEPS steps int32 sums from 0 added into int64 ones (s<acc>) that start at the
     bias. ``asm`` is a function of (iterations, single steps) giving the block's lines."""
     if ep.mode == "fast":
-        _, iters, rem = _split(kw4)
+        _, iters, rem = split_steps(kw4)
         return asm(iters, rem, kw4)
     lines = []
     done = 0
     while done < kw4:
         steps = min(CHUNK_STEPS, kw4 - done)
-        _, iters, rem = _split(steps)
+        _, iters, rem = split_steps(steps)
         lines += [f"{indent}{{", f"{indent}    " + " ".join(f"{a} = 0;" for a in accs)]
         lines += ["    " + line for line in asm(iters, rem, steps)]
         lines += [f"{indent}    " + " ".join(f"s{a} += {a};" for a in accs), f"{indent}}}"]
@@ -301,7 +307,7 @@ def matrix_function(em, name: str, kind: str, W: np.ndarray, ep: Epilogue, strid
         def asm(iters, rem, steps):
             ops = {k: "+r" for k in (*accs, "x", "wp", "n")}
             ops.update({k: "=&r" for k in ("u0", "u1", "w0", "w1", "w2", "w3")})
-            return [f"                n = {iters};"] + _asm_block([_step_1x4()] * _split(steps)[0], iters, rem, ops,
+            return [f"                n = {iters};"] + asm_block([_step_1x4()] * split_steps(steps)[0], iters, rem, ops,
                                                               "                ")
         lines += [
             "    for (int32_t p = 0; p < n_cols; ++p) {",
@@ -334,7 +340,7 @@ def matrix_function(em, name: str, kind: str, W: np.ndarray, ep: Epilogue, strid
         def asm(iters, rem, steps):
             ops = {k: "+r" for k in (*accs, "x", "wp", "n")}
             ops.update({k: "=&r" for k in ("u", "uo", "v", "vo", "w0", "w1")})
-            return [f"            n = {iters};"] + _asm_block([_step_2x2(True)] * _split(steps)[0], iters, rem, ops,
+            return [f"            n = {iters};"] + asm_block([step_2x2(True)] * split_steps(steps)[0], iters, rem, ops,
                                                           "            ")
         lines += [
             "    for (int32_t p = 0; p < n_cols; p += 2) {",
@@ -577,8 +583,8 @@ def depthwise_function(em, name: str, win, C: int, kh: int, kw: int, w_sym: str,
                 f"int16_t *o = out + (oy * {OW} + ox) * {C};",
                 *all_groups(positions, taps)]
 
-    (oy_lo, oy_hi), (ox_lo, ox_hi) = (_inside_range(win.out_height, win.height, kh, sy, dy, py),
-                                      _inside_range(OW, W, kw, sx, dx, px))
+    (oy_lo, oy_hi), (ox_lo, ox_hi) = (inside_range(win.out_height, win.height, kh, sy, dy, py),
+                                      inside_range(OW, W, kw, sx, dx, px))
     lines = [
         f"/* %{name}: 16x8 depthwise {kh}x{kw}, {C} channels (SMLABB / SMLATT, int16 weights) */",
         f'__attribute__((optimize("O2"))) static void {symbol}(const int16_t *x, int16_t *out)', "{",
@@ -641,9 +647,9 @@ def tensor_add(em, node: Node) -> list[str] | None:
         f'__attribute__((optimize("O2"))) static void {symbol}(const int16_t *a, const int16_t *b, int16_t *out)',
         "{",
         f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
-        f"        const int32_t ra = {_requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
-        f"        const int32_t rb = {_requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
-        f"        const int32_t v = {_requant_call(scale, 'ra + rb', mo, so)} + {zo};",
+        f"        const int32_t ra = {requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
+        f"        const int32_t rb = {requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
+        f"        const int32_t v = {requant_call(scale, 'ra + rb', mo, so)} + {zo};",
         f"        out[i] = (int16_t){_clamp16('v', q.lo, q.hi)};".replace("@", em.prefix + "_"),
         "    }", "}", ""])
     return [f"{symbol}({a}, {b}, {em.var(node.name)});"]

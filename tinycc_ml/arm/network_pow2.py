@@ -21,7 +21,7 @@ def fx_layer(em, node: Node) -> bool:
         g.op(node.inputs[0]) not in ("const", "sparse_const") and g.op(node.inputs[1]) == "const"
 
 
-def _helper(em, name: str, text: str) -> str:
+def named_helper(em, name: str, text: str) -> str:
     symbol = em.sym(name)
     if symbol not in em.helpers:
         em.helpers[symbol] = text.replace("@", em.prefix + "_")
@@ -30,7 +30,7 @@ def _helper(em, name: str, text: str) -> str:
 
 def dot_pair(em) -> str:
     """@m4_dot16x2(x, w0, w1, n, &s0, &s1): s0 += w0 . x and s1 += w1 . x over n int16, a word at a time."""
-    return _helper(em, "m4_dot16x2", """\
+    return named_helper(em, "m4_dot16x2", """\
 static inline __attribute__((always_inline)) int32_t @m4_rd16x2(const int16_t *p)
 {
     int32_t v;
@@ -67,7 +67,7 @@ static inline __attribute__((always_inline)) void @m4_dot16x2(const int16_t *x, 
 def dot_pair8(em) -> str:
     """@m4_dot8x2(x, w0, w1, n, &s0, &s1): s0 += w0 . x and s1 += w1 . x over n int8, a word at a time."""
     dot_pair(em)  # its SMLAD helper
-    return _helper(em, "m4_dot8x2", """\
+    return named_helper(em, "m4_dot8x2", """\
 static inline __attribute__((always_inline)) int32_t @m4_rd8x4(const int8_t *p)
 {
     int32_t v;
@@ -109,7 +109,7 @@ static inline __attribute__((always_inline)) void @m4_dot8x2(const int8_t *x, co
 
 def dot_pair_m0(em, bits: int) -> str:
     """@m0_dot<bits>x2(x, w0, w1, n, &s0, &s1): s0 += w0 . x and s1 += w1 . x, an element at a time."""
-    return _helper(em, f"m0_dot{bits}x2", f"""\
+    return named_helper(em, f"m0_dot{bits}x2", f"""\
 static inline __attribute__((always_inline)) void @m0_dot{bits}x2(const int{bits}_t *x, const int{bits}_t *w0,
                                                               const int{bits}_t *w1, int32_t n, int32_t *s0,
                                                               int32_t *s1)

@@ -108,6 +108,15 @@ def power_spectrum_fixed(em: CEmitter, node: Node) -> list[str]:
     buffer = em.sym(f"power_frame_{length}_{size}")
     em.static_ram[buffer] = 2 * length + 2 * (size + 2)
     base = 2 * _scale(em, x) - node.type.dtype.scale - 2 * (size.bit_length() - 1)
+
+    def power(indent: str, shifted: str) -> list[str]:
+        """One bin: re^2 + im^2 in 32 bits (wrapping at 2^31 only for two -32768s: the same bits unsigned), shifted,
+        saturated to 32767."""
+        return [f"{indent}const int32_t re = spectrum[2 * k], im = spectrum[2 * k + 1];",
+                f"{indent}const uint32_t e = (uint32_t)(re * re) + (uint32_t)(im * im);",
+                f"{indent}const uint32_t y = {shifted};",
+                f"{indent}{store(em, node, f'f * {bins} + k', '(int32_t)(y > 32767u ? 32767u : y)')}"]
+
     return [f"for (long f = 0; f < {frames}; ++f) {{",
             f"    static int16_t frame[{length}], spectrum[{size + 2}]; /* {buffer} */",
             "    int32_t m = 0;",
@@ -120,18 +129,15 @@ def power_spectrum_fixed(em: CEmitter, node: Node) -> list[str]:
             f"    for (long i = 0; i < {length}; ++i) frame[i] = (int16_t)({em.at(x, f'f * {length} + i')} * "
             "(INT32_C(1) << b));",
             f"    {fft}(frame, {length}, spectrum);",
-            f"    for (long k = 0; k < {bins}; ++k) {{",
-            "        const int32_t re = spectrum[2 * k], im = spectrum[2 * k + 1];",
-            "        const uint32_t e = (uint32_t)(re * re) + (uint32_t)(im * im);",
-            f"        const int r = 2 * b + ({base});",
-            "        uint32_t y;",
-            "        if (r <= 0)",
-            "            y = -r >= 15 ? (e ? 32767u : 0u) : (e > (UINT32_C(32767) >> -r) ? 32767u : e << -r);",
-            "        else if (r > 31)",
-            "            y = r == 32 && e >= UINT32_C(2147483648) ? 1u : 0u;",
-            "        else",
-            "            y = (e + (UINT32_C(1) << (r - 1))) >> r;",
-            f"        {store(em, node, f'f * {bins} + k', '(int32_t)(y > 32767u ? 32767u : y)')}",
+            f"    const int r = 2 * b + ({base}); /* the shift of every bin's power: one case per frame */",
+            "    if (r > 0 && r <= 31) {",
+            "        const uint32_t half = UINT32_C(1) << (r - 1);",
+            f"        for (long k = 0; k < {bins}; ++k) {{",
+            *power("            ", "(e + half) >> r"), "        }",
+            "    } else {",
+            f"        for (long k = 0; k < {bins}; ++k) {{",
+            *power("            ", "r <= 0 ? (-r >= 15 ? (e ? 32767u : 0u) : (e > (UINT32_C(32767) >> -r) ? 32767u : "
+                   "e << -r)) : (r == 32 && e >= UINT32_C(2147483648) ? 1u : 0u)"), "        }",
             "    }",
             "}"]
 
