@@ -304,12 +304,13 @@ def _shifted(acc, sl: str) -> str:
     return f"(int32_t)((uint32_t)({d} >> 8) << {sl})"
 
 
-def _clamp(v: str, zp: int, lo: int, hi: int) -> str:
-    """int8 of ``v`` + zp clamped to [lo, hi] (literals): SSAT to int8, then the activation's bounds."""
-    e = f"__ssat({v} + {zp}, 8)"
-    if lo > -128:
+def saturated(v: str, lo: int, hi: int, bits: int = 8) -> str:
+    """``v`` (an int32 expression) clamped to [lo, hi] (literals): SSAT to ``bits``, then the activation's
+    bounds where narrower."""
+    e = f"__ssat({v}, {bits})"
+    if lo > -(1 << (bits - 1)):
         e = f"@max({e}, {lo})"
-    if hi < 127:
+    if hi < (1 << (bits - 1)) - 1:
         e = f"@min({e}, {hi})"
     return e
 
@@ -343,12 +344,12 @@ def _epilogue(em, q, params: ChannelParams, channels: list, indent: str) -> list
                                                         if name != "sl" or sl == "sl") + ";")
         for acc, dst, *guard in pairs:
             if mode == "fold":  # r > 0: the sign's correction always applies
-                v = _clamp(f"{fast}_fold({_shifted(acc, sl)}, m, r, nu)", 0, q.lo, q.hi)
+                v = saturated(f"{fast}_fold({_shifted(acc, sl)}, m, r, nu)", q.lo, q.hi)
             else:
                 v = f"{fast}({_shifted(acc, sl)}, m, r, nu, nm)"
                 if mode == "wide":
                     v = f"(big ? {slow}({acc}, m, sl, r) : {v})"
-                v = _clamp(v, q.output_zero_point, q.lo, q.hi)
+                v = saturated(f"{v} + {q.output_zero_point}", q.lo, q.hi)
             store = f"{dst} = (int8_t){v};"
             lines.append(f"{indent}    " + (f"if ({guard[0]}) {store}" if guard else store))
         lines.append(f"{indent}}}")

@@ -54,6 +54,7 @@ from tinycc_ml.arm.m4_network import (
     named_helper,
     requant_call,
     rq_helper,
+    saturated,
     split_steps,
     step_2x2,
 )
@@ -126,15 +127,6 @@ def _layer_ok(q) -> bool:
     return bool(np.all(q.multipliers >= 0) and np.all(t >= 1) and np.all(t <= 62))
 
 
-def _clamp16(v: str, lo: int, hi: int) -> str:
-    e = f"__ssat({v}, 16)"
-    if lo > -32768:
-        e = f"@max({e}, {lo})"
-    if hi < 32767:
-        e = f"@min({e}, {hi})"
-    return e
-
-
 def rq16_helper(em) -> str:
     """m4_rq16(acc, M, s): SMMLA(acc, M, 2^(s-1)) >> s, the proven layers' requantisation (the module's
     docstring)."""
@@ -205,7 +197,7 @@ class Epilogue:
             v = f"{rq16_helper(em)}({acc}, {q}[1], {s})"
         else:
             v = f"{rq64_helper(em)}({acc}, {q}[2], {q}[3])"
-        return f"{dst} = (int16_t){_clamp16(v, self.lo, self.hi)};".replace("@", em.prefix + "_")
+        return f"{dst} = (int16_t){saturated(v, self.lo, self.hi, 16)};".replace("@", em.prefix + "_")
 
 
 # ---------------------------------------------------------------- the matrix product
@@ -650,6 +642,6 @@ def tensor_add(em, node: Node) -> list[str] | None:
         f"        const int32_t ra = {requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
         f"        const int32_t rb = {requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
         f"        const int32_t v = {requant_call(scale, 'ra + rb', mo, so)} + {zo};",
-        f"        out[i] = (int16_t){_clamp16('v', q.lo, q.hi)};".replace("@", em.prefix + "_"),
+        f"        out[i] = (int16_t){saturated('v', q.lo, q.hi, 16)};".replace("@", em.prefix + "_"),
         "    }", "}", ""])
     return [f"{symbol}({a}, {b}, {em.var(node.name)});"]
