@@ -97,13 +97,14 @@ def test_batch_equals_single_rows_wide_models(kind, precision, width, seed, n):
 
 
 def test_integer_distances_run_the_vector_block_kernel_and_equal_single_rows():
-    """ProtoNN int16: the squared distances to its prototypes are the batch's int32 vector kernel (16 prototypes
-    of every block row at a time; 37 of them: two whole vectors and a padded one)."""
+    """ProtoNN int16: the squared distances to its prototypes are the batch's int32 vector kernel (VEC prototypes
+    of every block row at a time; 37 of them: whole vectors and a padded one)."""
     from tinycc_ml.models.protonn import ProtoNNModel
 
     rng = np.random.default_rng(5)
     model = ProtoNNModel(rng.normal(size=(6, 20)), rng.normal(size=(6, 37)), rng.normal(size=(4, 37)), 0.4)
     X = rng.normal(size=(90, 20))
     result = tinycc_ml.compile(model, target="host", precision="int16", name="hb", calibration=X)
-    assert re.search(r"static int32_t hb_\w+_block_sums\[8\]\[48\];", result.files["hb.c"])
+    padded = -(-37 // VEC) * VEC
+    assert re.search(rf"static int32_t hb_\w+_block_sums\[{BLOCK_ROWS}\]\[{padded}\];", result.files["hb.c"])
     check_batch(model, X, "int16", 3 * BLOCK_ROWS + 5)

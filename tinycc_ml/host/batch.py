@@ -6,8 +6,10 @@ per row (the arenas become ``[BLOCK_ROWS][size]``, scalars ``[BLOCK_ROWS]``) and
 in a loop over the rows, except the ops with a block kernel here, which put the row loop inside their own:
 
 - float ``matvec`` by a constant and ``sqdist`` to constant prototypes: the outputs in vector registers
-  (GCC/clang's vector extension), 8 rows x 32 outputs at a time, the weights (W transposed, B) padded with
-  zeros to whole vectors; per k, the weights' vectors loaded once for the block's rows;
+  (GCC/clang's vector extension), 8 rows x 8 outputs at a time (8 vector sums: AVX2's registers hold them,
+  the weights and a broadcast x; the former 8 x 32 outputs in AVX-512-wide vectors spilled on every machine, as
+  host builds compile -mno-avx512f: 15x slower), the weights (W transposed, B) padded with zeros to whole
+  vectors; per k, the weights' vectors loaded once for the tile's rows;
 - integer ``matvec`` of int16 x by a constant (int16 or int8 W): 8 rows x 32 outputs in int32 vectors, W stored
   transposed in pairs of columns so that one AVX-512BW VPMADDWD adds both products of a pair for 16 outputs (the
   vector extension elsewhere), then the shared epilogue (shift, saturation, fused chain) row by row; other
@@ -223,11 +225,12 @@ class HostEmitter(CEmitter):
 # ---- block kernels: (op, precision) -> lines computing all of a block's rows, or None (the per-row loop)
 
 
-VEC = 16  # floats per vector (GCC/clang vector extension; one AVX-512 register, two AVX2 ones)
+VEC = 8  # floats per vector (GCC/clang vector extension): one AVX2 register (host builds compile -mno-avx512f)
+TILE_VECTORS, TILE_ROWS = 1, 8  # a float tile: 8 rows x 8 outputs, 8 vector sums (AVX2's 16 registers)
 
 
 def vector_type(em: HostEmitter) -> str:
-    name = em.sym("f32x16")
+    name = em.sym(f"f32x{VEC}")
     em.helpers.setdefault(name, f"typedef float {name} __attribute__((vector_size({4 * VEC})));\n")
     return name
 
@@ -242,23 +245,25 @@ def padded_columns(em: HostEmitter, symbol: str, matrix, comment: str) -> tuple[
 
 
 def vector_tiles(em: HostEmitter, width: int, wide: int, depth: int, table: str, update, out_of) -> list[str]:
-    """Output elements 0..width-1 of every block row, VEC x 2 at a time: accumulators ``a<v>_<r>`` (vector v
-    of row r, from zero) take ``update(v, r, "t<v>")`` for k = 0..depth-1, ``t<v>`` the VEC floats of
-    ``table`` at k * wide + the tile's start + v * VEC; then stored to ``out_of(r)`` (the first ``width``)."""
+    """Output elements 0..width-1 of every block row, VEC x TILE_VECTORS at a time for TILE_ROWS rows: accumulators
+    ``a<v>_<r>`` (vector v of row r, from zero) take ``update(v, r, "t<v>")`` for k = 0..depth-1, ``t<v>`` the VEC
+    floats of ``table`` at k * wide + the tile's start + v * VEC; then stored to ``out_of(r)`` (the first
+    ``width``). A tile's accumulators and weights fit the vector registers (AVX2's 16: 8 sums, a weight vector and a
+    broadcast x), so nothing spills inside the k loop."""
     vt = vector_type(em)
-    full = width // (2 * VEC) * (2 * VEC)
+    full = width // (TILE_VECTORS * VEC) * (TILE_VECTORS * VEC)
 
-    def tile(start: str, n_vec: int, stored: int | None) -> list[str]:
-        accs = ", ".join(f"a{v}_{r} = {{0}}" for r in range(BLOCK_ROWS) for v in range(n_vec))
+    def tile(start: str, n_vec: int, stored: int | None, rows: range) -> list[str]:
+        accs = ", ".join(f"a{v}_{r} = {{0}}" for r in rows for v in range(n_vec))
         lines = [f"    {vt} {accs};",
                  f"    for (int k = 0; k < {depth}; ++k) {{",
                  f"        const float *w = {table} + (long)k * {wide} + {start};",
                  f"        {vt} {', '.join(f't{v}' for v in range(n_vec))};",
                  *(f"        __builtin_memcpy(&t{v}, w + {v * VEC}, sizeof t{v});" for v in range(n_vec))]
-        for r in range(BLOCK_ROWS):
+        for r in rows:
             lines.append("        { " + " ".join(update(v, r, f"t{v}") for v in range(n_vec)) + " }")
         lines.append("    }")
-        for r in range(BLOCK_ROWS):
+        for r in rows:
             for v in range(n_vec):
                 count = VEC if stored is None else min(VEC, stored - v * VEC)
                 if count > 0:
@@ -266,12 +271,17 @@ def vector_tiles(em: HostEmitter, width: int, wide: int, depth: int, table: str,
                                  f"{count} * sizeof(float));")
         return lines
 
+    groups = [range(first, min(first + TILE_ROWS, BLOCK_ROWS)) for first in range(0, BLOCK_ROWS, TILE_ROWS)]
     lines = []
     if full:
-        lines += [f"for (int j0 = 0; j0 < {full}; j0 += {2 * VEC}) {{", *tile("j0", 2, None), "}"]
+        lines += [f"for (int j0 = 0; j0 < {full}; j0 += {TILE_VECTORS * VEC}) {{"]
+        for rows in groups:
+            lines += ["{", *tile("j0", TILE_VECTORS, None, rows), "}"]
+        lines.append("}")
     if width > full:
         rest = width - full
-        lines += ["{", *tile(str(full), -(-rest // VEC), rest), "}"]
+        for rows in groups:
+            lines += ["{", *tile(str(full), -(-rest // VEC), rest, rows), "}"]
     return lines
 
 
