@@ -10,10 +10,10 @@ in a loop over the rows, except the ops with a block kernel here, which put the 
   the weights and a broadcast x; the former 8 x 32 outputs in AVX-512-wide vectors spilled on every machine, as
   host builds compile -mno-avx512f: 15x slower), the weights (W transposed, B) padded with zeros to whole
   vectors; per k, the weights' vectors loaded once for the tile's rows;
-- integer ``matvec`` of int16 x by a constant (int16 or int8 W): 8 rows x 32 outputs in int32 vectors, W stored
-  transposed in pairs of columns so that one AVX-512BW VPMADDWD adds both products of a pair for 16 outputs (the
-  vector extension elsewhere), then the shared epilogue (shift, saturation, fused chain) row by row; other
-  integer mat-vecs: two rows of W per pass, each row's x[k] times both weights into 2 x 8 sums;
+- integer ``matvec`` of int16 x by a constant (int16 or int8 W): 8 rows x 8 outputs in int32 vectors, W stored
+  transposed in pairs of columns (one load gives both columns' weights), then the shared epilogue (shift,
+  saturation, fused chain) row by row; other integer mat-vecs: two rows of W per pass, each row's x[k] times both
+  weights into 2 x 8 sums;
 - integer ``sqdist`` to constant prototypes: 16 prototypes of every block row at a time in int32 vectors (B
   stored (k, j), padded), then the shared epilogue row by row;
 - ``tree_ensemble``: each tree walked level by level by the block's rows, branch-free (host/tree_block.py);
@@ -384,11 +384,11 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
 
 
 def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epilogue: list[str]) -> list[str]:
-    """An int16 (or int8) x int16 mat-vec by a constant, 16 outputs of every block row at a time, the sums then
-    through the shared epilogue row by row (integer sums: the single-row C's, in another order). W is stored
-    transposed in pairs of columns (per pair of k and output i: W[i][k], W[i][k + 1]), so that where the compiler
-    targets AVX-512BW one VPMADDWD adds both products of 16 outputs for a broadcast (x[k], x[k + 1]); elsewhere the
-    same table feeds int32 vectors (GCC/clang's vector extension)."""
+    """An int16 (or int8) x int16 mat-vec by a constant, VEC outputs of every block row at a time (8 int32 vector
+    sums), the sums then through the shared epilogue row by row (integer sums: the single-row C's, in another
+    order). W is stored transposed in pairs of columns (per pair of k and output i: W[i][k], W[i][k + 1]): one
+    vector load gives both columns' weights of VEC outputs, split into even and odd lanes and widened, each
+    multiplied by a row's broadcast x[k] or x[k + 1] (GCC/clang's vector extension)."""
     a_name = node.inputs[0]
     g = em.graph
     cols = g.type(a_name).shape[1]
@@ -400,9 +400,9 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
     sym = em.add_const_array(em.sym(f"{a_name}_pairs"), table, "int16_t",
                              f"%{a_name}: {g.type(a_name)}, per pair of columns k, k + 1 and output i: W[i][k], "
                              f"W[i][k + 1]; outputs padded with zeros to {VEC}n (the batch kernel's)")
-    iv = em.sym("i32x16")
+    iv = em.sym(f"i32x{VEC}")
     em.helpers.setdefault(iv, f"typedef int32_t {iv} __attribute__((vector_size({4 * VEC})));\n")
-    hv = em.sym("i16x32")
+    hv = em.sym(f"i16x{2 * VEC}")
     em.helpers.setdefault(hv, f"typedef int16_t {hv} __attribute__((vector_size({4 * VEC})));\n")
     sums = em.sym(f"{node.name}_block_sums")
     em.helpers.setdefault(sums, f"static int32_t {sums}[{BLOCK_ROWS}][{wide}];\n")
@@ -421,20 +421,9 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
         second = (lambda r: f"2 * p + 1 < {cols} ? {x_at(r, '2 * p + 1')} : 0") if cols % 2 else \
             (lambda r: x_at(r, "2 * p + 1"))
         return [
-            "#if defined(__AVX512BW__)",
-            f"    __m512i {', '.join(f'a{v}_{r} = _mm512_setzero_si512()' for v, r in acc)};",
-            "#else",
             f"    {iv} {', '.join(f'a{v}_{r} = {{0}}' for v, r in acc)};",
-            "#endif",
             f"    for (int p = 0; p < {pairs}; ++p) {{",
             f"        const int16_t *wp = {sym} + ((long)p * {wide} + {start}) * 2;",
-            "#if defined(__AVX512BW__)",
-            *(f"        const __m512i w{v} = _mm512_loadu_si512((const void *)(wp + {2 * VEC * v}));"
-              for v in range(n_vec)),
-            *(f"        {{ const __m512i x = _mm512_set1_epi32({pair(r)}); "
-              + " ".join(f"a{v}_{r} = _mm512_add_epi32(a{v}_{r}, _mm512_madd_epi16(w{v}, x));" for v in range(n_vec))
-              + " }" for r in range(BLOCK_ROWS)),
-            "#else",
             *(line for v in range(n_vec) for line in (
                 f"        {hv} t{v};", f"        __builtin_memcpy(&t{v}, wp + {2 * VEC * v}, sizeof t{v});",
                 f"        const {iv} lo{v} = __builtin_convertvector(__builtin_shufflevector(t{v}, t{v}, "
@@ -444,20 +433,18 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
             *(f"        {{ const int32_t u = {x_at(r, '2 * p')}, v = {second(r)}; "
               + " ".join(f"a{v}_{r} += lo{v} * u + hi{v} * v;" for v in range(n_vec)) + " }"
               for r in range(BLOCK_ROWS)),
-            "#endif",
             "    }",
             *(f"    __builtin_memcpy(&{sums}[{r}][{start} + {VEC * v}], &a{v}_{r}, sizeof a{v}_{r});"
               for v, r in acc)]
 
-    full = wide // (2 * VEC) * (2 * VEC)
+    full = wide // (TILE_VECTORS * VEC) * (TILE_VECTORS * VEC)
     out = []
     if full:
-        out += [f"for (int j0 = 0; j0 < {full}; j0 += {2 * VEC}) {{", *tile("j0", 2), "}"]
+        out += [f"for (int j0 = 0; j0 < {full}; j0 += {TILE_VECTORS * VEC}) {{", *tile("j0", TILE_VECTORS), "}"]
     if wide > full:
         out += ["{", *tile(str(full), 1), "}"]
     out += [f"for (int i = 0; i < {rows}; ++i) {{",
             *lanes([f"int32_t acc = {sums}[{LANE}][i];", *epilogue], "    "), "}"]
-    em.helpers.setdefault(em.sym("immintrin"), "#if defined(__AVX512BW__)\n#include <immintrin.h>\n#endif\n")
     return out
 
 
