@@ -14,7 +14,7 @@ in a loop over the rows, except the ops with a block kernel here, which put the 
   transposed in pairs of columns (one load gives both columns' weights), then the shared epilogue (shift,
   saturation, fused chain) row by row; other integer mat-vecs: two rows of W per pass, each row's x[k] times both
   weights into 2 x 8 sums;
-- integer ``sqdist`` to constant prototypes: 16 prototypes of every block row at a time in int32 vectors (B
+- integer ``sqdist`` to constant prototypes: 8 prototypes of every block row at a time in int32 vectors (B
   stored (k, j), padded), then the shared epilogue row by row;
 - ``tree_ensemble``: each tree walked level by level by the block's rows, branch-free (host/tree_block.py);
   where that layout does not apply, the table form's walk in lock step (a row at its leaf stays there), then
@@ -456,7 +456,7 @@ SQDIST_LINES = (re.compile(r"^for \(int j = 0; j < (\d+); \+\+j\) \{$"), re.comp
 
 def sqdist_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
     """The shared integer squared distances to constant prototypes (``for j: acc = sum_k (b_j[k] - p[k])^2;
-    <its epilogue>``) with 16 prototypes of every block row at a time in int32 vectors (B stored (k, j), padded
+    <its epilogue>``) with VEC prototypes of every block row at a time in int32 vectors (B stored (k, j), padded
     to whole vectors), then the shared epilogue row by row: the single-row C's integer sums, in another order.
     Other forms: None (the per-row loop)."""
     x_name, m_name = node.inputs
@@ -479,7 +479,7 @@ def sqdist_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
     sym = em.add_const_array(em.sym(f"{m_name}_p16"), table, "int16_t",
                              f"%{m_name}: {g.type(m_name)}, prototypes padded with zeros to {VEC}n "
                              "(the batch kernel's)")
-    iv, hv = em.sym("i32x16"), em.sym("i16x16")
+    iv, hv = em.sym(f"i32x{VEC}"), em.sym(f"i16x{VEC}")
     em.helpers.setdefault(iv, f"typedef int32_t {iv} __attribute__((vector_size({4 * VEC})));\n")
     em.helpers.setdefault(hv, f"typedef int16_t {hv} __attribute__((vector_size({2 * VEC})));\n")
     sums = em.sym(f"{node.name}_block_sums")
