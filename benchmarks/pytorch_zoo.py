@@ -42,6 +42,7 @@ import tinycc_ml  # noqa: E402
 from scripts.pytorch_zoo import DATASETS, OUT, Dataset, score  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.errors import CompileError, TinyccError  # noqa: E402
+from tinycc_ml.importers.onnx import onnx_outputs  # noqa: E402
 from tinycc_ml.models.network import NetworkModel  # noqa: E402
 
 # the models of scripts/pytorch_zoo.py and their data (the script imports torch only to build them)
@@ -129,7 +130,7 @@ def host_scores(model, label: str, data: Dataset) -> tuple[np.ndarray, object]:
         raw, _ = predictor.run_raw(int8.quantise_input(rows))
         out = int8.graph.type(int8.output_parts[0][1]).dtype
         return (raw.astype(np.float64) - out.zero_point) * out.qscales[0], result
-    return np.asarray(predictor.decision_function(rows), dtype=np.float64), result
+    return onnx_outputs(model, predictor, rows), result
 
 
 FLOAT_LITERAL = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?f")

@@ -168,3 +168,41 @@ def test_softmax_before_opset_13_over_several_axes_is_refused_by_name(tmp_path):
     X = np.random.default_rng(8).normal(size=(4, 3, 4, 5))
     np.testing.assert_allclose(tinycc_ml.load_model(path).scores(X.reshape(4, -1)), onnxruntime_scores(path, X),
                                rtol=1e-5, atol=1e-6)
+
+
+ZOO_FILES = sorted(p.name for p in ZOO.glob("*.onnx"))
+
+
+@pytest.mark.parametrize("file", ZOO_FILES)
+def test_every_zoo_files_float_c_gives_onnxruntimes_outputs(file, tmp_path):
+    """Every output value of every zoo file's float C within float32 rounding of onnxruntime's (what the file
+    outputs: a dense net ending in Sigmoid or Softmax keeps its scores before it, the file's output its
+    probabilities); the rows random in the input's range of the zoo's data (token ids: small indices)."""
+    from tinycc_ml.importers.onnx import onnx_outputs
+
+    require_target("host")
+    path = ZOO / file
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape][1:]
+    rng = np.random.default_rng(7)
+    tokens = "int64" in session.get_inputs()[0].type
+    X = rng.integers(0, 4, size=(6, *shape)) if tokens else rng.uniform(-1, 1, size=(6, *shape))
+    want = onnxruntime_scores(path, X)
+    model = tinycc_ml.load_model(path)
+    predictor = tinycc_ml.compile(model, target="host", name="net", out_dir=tmp_path).load()
+    rows = X.reshape(len(X), -1)
+    got = predictor.run_raw(rows.astype(np.int32))[0] if tokens else onnx_outputs(model, predictor, rows)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(1.0, float(np.max(np.abs(want)))))
+
+
+def test_an_unrolled_layers_time_steps_share_one_copy_of_the_steps_code(tmp_path):
+    """Two LSTM layers unrolled over 32 time steps: each layer's cell and hidden-state code is written once (a
+    function each time step calls, codegen/outline.py), not 32 times."""
+    path = ZOO / "lstm2_activity.onnx"
+    files = c_files(path, tmp_path)
+    assert files["net.c"].count("= lstm_cell(") == 2 * 64  # the nodes' comments: 2 layers x 32 steps, 2 functions
+    # the forget gate's input sum, per layer: the step function, and step 0 (its state a constant, another text) in
+    # the one-row and the host's block function
+    assert files["net.c"].count("f_a += ") == 2 * 3
+    assert files["net.c"].count("static void net_step") == 4

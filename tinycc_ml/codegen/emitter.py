@@ -8,6 +8,7 @@ per-op code tables (C_CODE, one per precision, filled by c_float.py and c_fixed.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -17,6 +18,7 @@ from tinycc_ml.codegen.backend import BuildOutput
 from tinycc_ml.codegen.c_files import Interface, comment_block, entry_points, header_text, source_text
 from tinycc_ml.codegen.float_input import source_lines
 from tinycc_ml.codegen.input_bound import run_guard
+from tinycc_ml.codegen.outline import MIN_REPEATS, function_text, noinline_macro, outline_form
 from tinycc_ml.codegen.word_flash import WordFlash
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.analyses import multiply_accumulates
@@ -279,6 +281,8 @@ class CEmitter:
         # the C local a loop of fused stores adds an offset-binary chain's sum into (CTarget.offset_store), if any
         self.chain_sum: str | None = None
         self.emitting: list[str] = []  # the nodes of the function code() is writing
+        self.outlined: dict[str, str] = {}  # repeated node code's text -> its function (codegen/outline.py)
+        self.outlined_functions: list[str] = []
         self.folded_epilogues: dict = {}  # (head, chain) -> folded_epilogue.fold's proven Epilogue or None
         self._const_symbols: dict[str, str] = {}
         self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
@@ -336,9 +340,9 @@ class CEmitter:
         first = self._arrays_by_content.setdefault(key, symbol)
         if first == symbol and symbol in self.const_arrays:  # asked for again (a table two kernels read)
             return symbol
-        if first != symbol:
+        if first != symbol:  # the code reads the first (equal code of two nodes is equal text: codegen/outline.py)
             self.constants.append(f"/* {comment}: the same elements as {first} */\n#define {symbol} {first}\n")
-            return symbol
+            return first
         length = max(n, 1)
         if self.target.word_flash is not None:  # whole words: the last element's word is the array's own
             length = self.target.word_flash.padded_length(n, ctype)
@@ -422,16 +426,35 @@ class CEmitter:
         self.emitting = list(names)  # the nodes of the function being written (kernels sharing set-up ask)
         fused = self.graph.analyses.fused
         inner = {m: head for head, members in fused.items() for m in members}
+        parts: list[tuple[str, list[str]]] = []  # (the node's comment line, its code)
         for name in names:
             node = self.graph.node(name)
-            out.append(f"    /* %{name} = {node.op}({', '.join('%' + i for i in node.inputs)}) : {node.type} */")
+            head = f"    /* %{name} = {node.op}({', '.join('%' + i for i in node.inputs)}) : {node.type} */"
             if name in inner:
-                out.append(f"    /* computed in the store of %{inner[name]} (fused) */")
+                parts.append((head, [f"/* computed in the store of %{inner[name]} (fused) */"]))
                 continue
-            out.extend("    " + line for line in self.emit_node(node))
+            lines = self.emit_node(node)
             if name in fused and name not in self.stored_heads:
-                out.extend("    " + line for line in CHAIN_FALLBACK["fixed"](self, node))
+                lines = lines + CHAIN_FALLBACK["fixed"](self, node)
+            parts.append((head, lines))
+        forms = [outline_form(self, self.graph.node(name), lines) for name, (_, lines) in zip(names, parts)]
+        repeats = Counter(f[0] for f in forms if f is not None)
+        for (head, lines), form in zip(parts, forms):
+            out.append(head)
+            if form is not None and (repeats[form[0]] >= MIN_REPEATS or form[0] in self.outlined):
+                lines = [self.outlined_call(*form)]
+            out.extend("    " + line for line in lines)
         return out
+
+    def outlined_call(self, text: str, exprs: list[str], arenas: list[str]) -> str:
+        """The call of the function whose body is ``text`` (codegen/outline.py), written once."""
+        if text not in self.outlined:
+            name, macro = self.sym(f"step{len(self.outlined)}"), self.sym("NOINLINE").upper()
+            if not self.outlined:
+                self.outlined_functions.append(noinline_macro(macro))
+            self.outlined[text] = name
+            self.outlined_functions.append(function_text(name, text, [ARENA_CTYPE[a] for a in arenas], macro))
+        return f"{self.outlined[text]}({', '.join(exprs)});"
 
     @property
     def input_affine(self) -> tuple[float, int] | None:
@@ -593,7 +616,7 @@ class CEmitter:
             includes.append("#include <math.h>")
         comment = comment_block(self.prefix, self.target.name, self.header_lines, self.const_bytes, arena_bytes)
         source = source_text(comment, self.prefix, includes, self.constants, list(self.helpers.values()),
-                             arena_decls, functions)
+                             arena_decls, self.outlined_functions + functions)
         return Emitted(source, header_text(comment, api), self.const_bytes, arena_bytes, api.input_ctype,
                        api.score_ctype, api.input_dim, api.n_scores)
 

@@ -2,8 +2,9 @@
 BLOCK_ROWS rows at a time (``<prefix>_run_block``), so each pass over the weights feeds several rows.
 
 The block function is the single-row function's C with a row index (``lane_r``): every value has one copy
-per row (the arenas become ``[BLOCK_ROWS][size]``, scalars ``[BLOCK_ROWS]``) and each op's shared C runs
-in a loop over the rows, except the ops with a block kernel here, which put the row loop inside their own:
+per row (the arenas become ``[BLOCK_ROWS][size]``, scalars ``[BLOCK_ROWS]``) and consecutive ops' shared C runs
+in one loop over the rows (each row's ops in the single-row order), except the ops with a block kernel here,
+which put the row loop inside their own:
 
 - float ``matvec`` by a constant and ``sqdist`` to constant prototypes: the outputs in vector registers
   (GCC/clang's vector extension), 8 rows x 8 outputs at a time (8 vector sums: AVX2's registers hold them,
@@ -129,6 +130,7 @@ class HostEmitter(CEmitter):
                     and name not in self.reshape_roots:
                 decls.append(f"    {self.ctype(node)} v_{name}[{BLOCK_ROWS}];")
         body: list[str] = []
+        row_wise: list[str] = []  # the code of nodes run row by row, not yet in a row loop
         self.block_mode, self._pin_emitting = True, list(ops)
         try:
             for name in ops:
@@ -140,12 +142,14 @@ class HostEmitter(CEmitter):
                     lines = self.code([name])
                     self._no_block_kernels = False
                 head, rest = lines[0], lines[1:]
-                body.append(head)
                 if self._lanes_done or all("computed in the store of" in ln for ln in rest):
-                    body += rest
-                else:
-                    body += lanes([ln[4:] for ln in rest], "    ")
-            body += lanes([f"predictions[{LANE}] = (int){self.at(self.prediction_node, '0')};"], "    ")
+                    body += lanes(row_wise, "    ") if row_wise else []
+                    body += [head, *rest]
+                    row_wise = []
+                else:  # one row loop for consecutive nodes: each row's values are its own, computed in order
+                    row_wise += [head[4:], *(ln[4:] for ln in rest)]
+            row_wise.append(f"predictions[{LANE}] = (int){self.at(self.prediction_node, '0')};")
+            body += lanes(row_wise, "    ")
         finally:
             self.block_mode, self._pin_emitting = False, None
         (x_node,) = g.inputs()

@@ -8,7 +8,8 @@ Read with the ``onnx`` package (optional extra: ``pip install tinycc-ml[onnx]``)
     optionally Softmax (classes)
 
 becomes an ``MLPModel`` (per layer its chain of activations). A last Sigmoid makes the output logistic
-(binary: one output; multilabel: several; the scores are what it is applied to); without a final
+(binary: one output; multilabel: several; the scores are what it is applied to, the file's output the
+probabilities: ``onnx_outputs`` gives it from a build, as onnxruntime does, whatever the family); without a final
 Softmax or Sigmoid two or more outputs are class scores (argmax; probabilities: their softmax), one
 output is a regression value. Any other graph (convolutions, pools, a channels-first input, ...) is
 read by ``onnx_network`` as a float network (a NetworkModel, quantised to int8 by ``compile`` from
@@ -330,9 +331,24 @@ def _chain(path, graph, weights: dict, current: str, dim: int, rank: int) -> MLP
     elif chains[-1] and chains[-1][-1] == "logistic":
         output = "logistic"  # the probabilities: the logistic of the scores before the last Sigmoid
         chains[-1].pop()
+        final = "Sigmoid"
     else:
         output = "softmax" if layers[-1][0].shape[0] >= 2 else "identity"
-    return MLPModel([w for w, _ in layers], [b for _, b in layers], chains, output, source=str(path))
+    model = MLPModel([w for w, _ in layers], [b for _, b in layers], chains, output, source=str(path))
+    model.file_applies = final
+    return model
+
+
+def onnx_outputs(model, predictor, X) -> np.ndarray:
+    """The file's first output as onnxruntime computes it, from ``predictor`` (a build of ``model``, which
+    ``load_onnx`` read), (n, outputs): a dense network whose file ends in Softmax or Sigmoid keeps its scores before
+    it (argmax and thresholds exact in fixed point) and gives the file's output as its probabilities (a Sigmoid on
+    one output: the probability of class 1); any other network's scores are the file's outputs."""
+    final = getattr(model, "file_applies", None)
+    if final is None:
+        return np.asarray(predictor.decision_function(X), dtype=np.float64)
+    proba = np.asarray(predictor.predict_proba(X), dtype=np.float64)
+    return proba[:, 1:] if final == "Sigmoid" and model.binary else proba
 
 
 def _linear(path, node, attrs: dict, weights: dict, current: str) -> tuple[np.ndarray, np.ndarray]:

@@ -74,6 +74,9 @@ class MLPModel(Model):
     optional input ``mean`` / ``std``."""
 
     family = "mlp"
+    # the activation the source file applies to the scores last ("Softmax", "Sigmoid": an ONNX file's output is then
+    # the probabilities, importers/onnx.onnx_outputs), None: the file outputs the scores
+    file_applies: str | None = None
 
     def __init__(self, weights, biases, activation="relu", output: str = "softmax", mean=None, std=None,
                  source: str = "MLP model"):
