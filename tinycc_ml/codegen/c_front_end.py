@@ -168,15 +168,17 @@ def _mel_bands(em: CEmitter, weights: np.ndarray, ctype: str, what: str) -> tupl
     return first_t, count_t, weight_t
 
 
-def log_mel_power_fixed(em: CEmitter, node: Node) -> list[str]:
+def log_mel_base(em: CEmitter, node: Node) -> int:
+    """E of a frame with block exponent 0 (each step of b adds 2): the frame's mel values are acc 2^-E."""
     (x,) = node.inputs
-    frames, length = em.graph.type(x).shape
-    size = int(node.attrs["fft_length"])
+    return frame_exponent(0, _scale(em, x), quantised_weights(node.attrs["weights"])[1], int(node.attrs["fft_length"]))
+
+
+def log_mel_loop(em: CEmitter, node: Node, energy: str) -> list[str]:
+    """log_mel_power's mel sums, logs and floor for frame ``f``, whose exponent E is in ``exponent``: lines at four
+    spaces' indent. ``energy``: the C of one bin's re^2 + im^2 (uint32_t, at most 2^31), ``{k}`` its index."""
     wq, s_w = quantised_weights(node.attrs["weights"])
     mels = wq.shape[0]
-    fft = c_real_fft(em, I16, size)
-    buffer = em.sym(f"power_frame_{length}_{size}")
-    em.static_ram[buffer] = 2 * length + 2 * (size + 2)
     rd = em.target.read_const
     first_t, count_t, weight_t = _mel_bands(em, wq, "uint16_t", f"weights_q{s_w}")
     table = em.add_const_array(em.sym("log_table"), log_table(), "int16_t",
@@ -209,29 +211,39 @@ static int32_t @log_sum_q{TABLE_SCALE}(uint64_t acc, int32_t exponent)
 }}
 """)
     floor_q = log_floor_q(float(node.attrs["floor"]))
-    base = frame_exponent(0, _scale(em, x), s_w, size)
     value = shift_c(em, "y", TABLE_SCALE - node.type.dtype.scale)
-    return [f"for (long f = 0; f < {frames}; ++f) {{",
-            f"    static int16_t frame[{length}], spectrum[{size + 2}]; /* {buffer} */",
-            "    long pos = 0;",
-            *_frame_block_shift(em, x, length),
-            f"    {fft}(frame, {length}, spectrum);",
-            f"    const int32_t exponent = 2 * b + ({base}); /* the frame's mel values are acc 2^-exponent */",
+    return ["    long pos = 0;",
             f"    for (long j = 0; j < {mels}; ++j) {{",
             f"        const long first = (long){rd(first_t, 'j', 'uint16_t')};",
             f"        const long count = (long){rd(count_t, 'j', 'uint16_t')};",
             "        uint64_t acc = 0;",
             "        int32_t y;",
             "        for (long t = 0; t < count; ++t) {",
-            "            const int32_t re = spectrum[2 * (first + t)], im = spectrum[2 * (first + t) + 1];",
-            "            const uint32_t e = (uint32_t)(re * re) + (uint32_t)(im * im); /* at most 2^31 */",
+            f"            const uint32_t e = {energy.format(k='first + t')};",
             f"            acc += (uint64_t)e * (uint32_t){rd(weight_t, 'pos + t', 'uint16_t')};",
             "        }",
             "        pos += count;",
             f"        y = acc ? {helper}(acc, exponent) : INT32_C({floor_q});",
             f"        if (y < INT32_C({floor_q})) y = INT32_C({floor_q}); /* the floor, ln(floor) at scale 2^15 */",
             f"        {store(em, node, f'f * {mels} + j', value)}",
-            "    }",
+            "    }"]
+
+
+def log_mel_power_fixed(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    frames, length = em.graph.type(x).shape
+    size = int(node.attrs["fft_length"])
+    fft = c_real_fft(em, I16, size)
+    buffer = em.sym(f"power_frame_{length}_{size}")
+    em.static_ram[buffer] = 2 * length + 2 * (size + 2)
+    re, im = "(int32_t)spectrum[2 * ({k})]", "(int32_t)spectrum[2 * ({k}) + 1]"  # int32: AVR's int is 16-bit
+    energy = f"(uint32_t)({re} * {re}) + (uint32_t)({im} * {im})"
+    return [f"for (long f = 0; f < {frames}; ++f) {{",
+            f"    static int16_t frame[{length}], spectrum[{size + 2}]; /* {buffer} */",
+            *_frame_block_shift(em, x, length),
+            f"    {fft}(frame, {length}, spectrum);",
+            f"    const int32_t exponent = 2 * b + ({log_mel_base(em, node)}); /* the frame's mel values: acc 2^-E */",
+            *log_mel_loop(em, node, energy),
             "}"]
 
 
