@@ -25,8 +25,7 @@ import numpy as np
 from tinycc_ml.ir.ops.arith import rshift, saturate
 from tinycc_ml.ir.ops.front_end.common import bit_length
 from tinycc_ml.ir.ops.front_end.log import INTERPOLATION_ERROR, LN2_ERROR, LN2_Q, TABLE_SCALE, log_table
-from tinycc_ml.ir.ops.front_end.power_spectrum import _evaluate as power_evaluate
-from tinycc_ml.ir.ops.front_end.power_spectrum import block_shift, padded
+from tinycc_ml.ir.ops.front_end.power_spectrum import block_shift, float_power, padded
 from tinycc_ml.ir.ops.registry import OpDef, float_or_fixed, need, register_op, result_dtype
 from tinycc_ml.ir.ops.signal.common import I16
 from tinycc_ml.ir.ops.signal.kissfft import MAX_FFT, real_fft
@@ -138,7 +137,7 @@ def log_stage_error_bound(s_in: int, s_w: int, size: int, mels_bins: int) -> flo
 
 
 def _evaluate(xs, attrs):
-    power = power_evaluate(xs, attrs)
+    power = float_power(xs, attrs)
     mels = power @ np.asarray(attrs["weights"], dtype=np.float32).astype(np.float64).T
     return np.log(np.maximum(mels, float(attrs["floor"])))
 
