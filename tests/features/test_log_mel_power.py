@@ -134,3 +134,17 @@ def test_the_m4_kernel_is_exact_on_the_mfcc_front_end(tmp_path):
     source = tinycc_ml.compile(model, target="cortex-m4", precision="int16", calibration=A, name="fe").files["fe.c"]
     assert all(k in source for k in ("fe_m4_minmax16(", "fe_m4_shift16(", "__smuad(", "fe_log_sum_q15("))
     check_model("cortex-m4", model, edge_rows(A), "int16", tmp_path, calibration=A)
+
+
+def test_a_decibel_log_fuses_too_and_stays_exact(tmp_path):
+    """Log(scale="db"): the fused natural log, then the factor 10 / ln 10; the C bit-exact with the interpreter."""
+    require_target("host")
+    A, a = tones(80, seed=0)
+    A = A[:, :128] * 1000
+    pipe = make_pipeline(Framer(64, 64), Window(64), PowerSpectrum(64), MelFilterBank(AUDIO_RATE, 64, 8),
+                         Log(floor=1e-3, scale="db"), LogisticRegression(max_iter=2000)).fit(A, a)
+    result = tinycc_ml.compile(pipe, precision="int16", calibration=A)
+    ops = [result.graph.op(n) for n in result.graph.order()]
+    assert "log_mel_power" in ops and "power_spectrum" not in ops and "log" not in ops
+    assert np.mean(result.load().predict(A) == a) >= pipe.score(A, a) - 0.01
+    check_model("host", from_sklearn(pipe), np.concatenate([edge_rows(A), A[:10]]), "int16", tmp_path, calibration=A)
