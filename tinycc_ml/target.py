@@ -80,6 +80,7 @@ from tinycc_ml.codegen.c_fixed import (
     wsqdist_out,
 )
 from tinycc_ml.codegen.c_float import wsqdist_arrays
+from tinycc_ml.codegen.c_front_end import log_mel_base, log_mel_loop
 from tinycc_ml.codegen.c_network import (
     MAX_SOFTMAX_DEPTH,
     AddQuantisation,
@@ -206,6 +207,8 @@ __all__ = [
     "saturating_rounding_doubling_high_mul", "softmax_parameters", "wrap32", "reciprocal",
     # C helpers emitted once per model; kissfft's FFT plan and twiddle tables (ir/ops/signal/kissfft.py)
     "c_helper", "kissfft_plan", "kissfft_tables",
+    # the front end's fused log mel power (ir/ops/front_end/log_mel_power.py): its exponent and its mel/log loop in C
+    "log_mel_base", "log_mel_loop",
     # TFLite int8 layers for chips without SIMD (codegen/small_network.py): the AVR's and the Cortex-M0's
     "small_network_kernels",
     # the project's fixed-point network layers: window loops and the store (codegen/c_network_pow2.py)

@@ -34,6 +34,7 @@ from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import OPS, dense_to_sparse_attrs
 from tinycc_ml.ir.ops.front_end.log import log_error_bound
+from tinycc_ml.ir.ops.front_end.log_mel_power import log_stage_error_bound, quantised_weights
 from tinycc_ml.ir.ops.front_end.power_spectrum import block_shift
 from tinycc_ml.ir.types import IDX, TensorType, fixed
 from tinycc_ml.passes.exp_table import build_exp_lut
@@ -663,6 +664,46 @@ def power_spectrum_case(draw):
     return Case(X, make)
 
 
+@st.composite
+def log_mel_power_case(draw):
+    """The power spectrum's FFT error (power_spectrum_case's, plus the float32 reference FFT's) and the weights'
+    rounding bound each mel value's error delta; its log then errs by at most ln(max(m, F) / max(m - delta, F)) (the
+    floor F bounds both from below), plus the log stage's own bound (log_stage_error_bound) and the output's
+    rounding."""
+    size = draw(st.sampled_from([4, 8, 16, 32]))
+    frames, length = draw(st.integers(1, 2)), draw(st.integers(1, size))
+    bins = size // 2 + 1
+    X = input_rows(draw, frames * length)
+    sa = draw(SCALES)
+    mels = draw(st.integers(1, 3))
+    weights = draw(arrays(np.float64, (mels, bins), elements=st.floats(0.0, 1.0))) * 2.0 ** draw(st.integers(-20, 4))
+    assume(np.any(weights > 0))
+    floor = 2.0 ** draw(st.floats(-24.0, 24.0))
+
+    def make(so, bits):
+        g, x = new_graph(frames * length, sa)
+        framed = g.add("reshape", [x], {"shape": [frames, length]}, type=TensorType((frames, length), fixed(16, sa)))
+        y = g.add("log_mel_power", [framed], {"fft_length": size, "weights": weights, "floor": floor},
+                  type=out_type((frames, mels), bits, so))
+        rows = X.reshape(len(X), frames, length)
+        b = block_shift(rows)  # (rows, frames)
+        peak = np.sum(np.abs(rows), axis=-1) * 2.0**-sa  # |X_k| <= sum |x|
+        unit = size * 2.0 ** (-b - sa)
+        part = 2 * (size.bit_length() + 1) * unit + 4 * size.bit_length() * 2.0**-24 * peak
+        power_error = 2 * np.sqrt(2) * peak * part + 2 * part**2  # (rows, frames), per bin
+        _, s_w = quantised_weights(weights)
+        weight_error = ((2.0 ** -(s_w + 1) + 2.0**-24 * weights) * (weights > 0)).sum(axis=1)  # (mels,)
+        delta = (power_error[..., None] * weights.sum(axis=1) + (peak**2 + power_error)[..., None] * weight_error)
+        power = np.stack([OPS["power_spectrum"].evaluate([r * 2.0**-sa], {"fft_length": size}) for r in rows])
+        held = np.maximum(power @ weights.astype(np.float32).astype(np.float64).T, floor)
+        log_error = np.log(held) - np.log(np.maximum(held - delta, floor))
+        stage = log_stage_error_bound(sa, s_w, size, bins)
+        return finish(g, y, [("FFT, weights, log table + output rounding",
+                              log_error + stage + half_unit(True, so))])
+
+    return Case(X, make)
+
+
 ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "matvec": lambda: matvec_case(),
     "matvec_at": lambda: matvec_case(at=True),
@@ -678,6 +719,7 @@ ORACLES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
     "log": lambda: front_end_unary_case("log"),
     "zero_crossings": zero_crossings_case,
     "power_spectrum": power_spectrum_case,
+    "log_mel_power": log_mel_power_case,
     "tanh_clamp": tanh_clamp_case,
     "tanh_lut": tanh_lut_case,
     "exp_lut": exp_lut_case,

@@ -7,6 +7,7 @@ from tinycc_ml.arm import (
     m0_kernels,
     m4_elementwise,
     m4_kernels,
+    m4_log_mel_power,
     m4_network,
     m4_network16,
     m4_pad,
@@ -74,6 +75,7 @@ M4_KERNELS = (
     Kernel("tensor_add", m4_network16.tensor_add, claims=m4_network16.tflite_16x8),
     # the front end's integer power spectrum (arm.m4_power_spectrum, its FFT arm.m4_fft)
     Kernel("power_spectrum", m4_power_spectrum.power_spectrum, claims=m4_power_spectrum.power_claims),
+    Kernel("log_mel_power", m4_log_mel_power.log_mel_power, claims=m4_log_mel_power.log_mel_claims),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),

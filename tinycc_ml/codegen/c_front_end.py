@@ -1,13 +1,17 @@
-"""C for the front-end ops (``ir/ops/front_end/``: abs, sqrt, log, power_spectrum) and the fixed-point zero-crossing
-count: entries of ``C_CODE["fixed"]`` and ``C_CODE["float"]``, each the arithmetic its op module defines."""
+"""C for the front-end ops (``ir/ops/front_end/``: abs, sqrt, log, power_spectrum, log_mel_power) and the
+fixed-point zero-crossing count: entries of ``C_CODE["fixed"]`` and ``C_CODE["float"]``, each the arithmetic its op
+module defines."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from tinycc_ml.codegen.c_fixed import shift_c, store
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.c_primitives import c_helper
 from tinycc_ml.ir.ops.front_end.log import LN2_Q, TABLE_SCALE, log_table
+from tinycc_ml.ir.ops.front_end.log_mel_power import frame_exponent, log_floor_q, quantised_weights
 from tinycc_ml.ir.ops.front_end.sqrt import even_exponent
 from tinycc_ml.ir.ops.signal.common import I16
 from tinycc_ml.ir.ops.signal.kissfft import c_real_fft
@@ -119,15 +123,7 @@ def power_spectrum_fixed(em: CEmitter, node: Node) -> list[str]:
 
     return [f"for (long f = 0; f < {frames}; ++f) {{",
             f"    static int16_t frame[{length}], spectrum[{size + 2}]; /* {buffer} */",
-            "    int32_t m = 0;",
-            "    int b = 0;",
-            f"    for (long i = 0; i < {length}; ++i) {{",
-            f"        const int32_t v = {em.at(x, f'f * {length} + i')};",
-            "        if ((v < 0 ? -v : v) > m) m = v < 0 ? -v : v;",
-            "    }",
-            "    if (m) while ((m << b) < 16384) ++b; /* the block exponent: the largest sample fills int16 */",
-            f"    for (long i = 0; i < {length}; ++i) frame[i] = (int16_t)({em.at(x, f'f * {length} + i')} * "
-            "(INT32_C(1) << b));",
+            *_frame_block_shift(em, x, length),
             f"    {fft}(frame, {length}, spectrum);",
             f"    const int r = 2 * b + ({base}); /* the shift of every bin's power: one case per frame */",
             "    if (r > 0 && r <= 31) {",
@@ -138,6 +134,145 @@ def power_spectrum_fixed(em: CEmitter, node: Node) -> list[str]:
             f"        for (long k = 0; k < {bins}; ++k) {{",
             *power("            ", "r <= 0 ? (-r >= 15 ? (e ? 32767u : 0u) : (e > (UINT32_C(32767) >> -r) ? 32767u : "
                    "e << -r)) : (r == 32 && e >= UINT32_C(2147483648) ? 1u : 0u)"), "        }",
+            "    }",
+            "}"]
+
+
+def _frame_block_shift(em: CEmitter, x: str, length: int) -> list[str]:
+    """The frame's block exponent b (power_spectrum's) and ``frame`` = the frame shifted left by b."""
+    return ["    int32_t m = 0;",
+            "    int b = 0;",
+            f"    for (long i = 0; i < {length}; ++i) {{",
+            f"        const int32_t v = {em.at(x, f'f * {length} + i')};",
+            "        if ((v < 0 ? -v : v) > m) m = v < 0 ? -v : v;",
+            "    }",
+            "    if (m) while ((m << b) < 16384) ++b; /* the block exponent: the largest sample fills int16 */",
+            f"    for (long i = 0; i < {length}; ++i) frame[i] = (int16_t)({em.at(x, f'f * {length} + i')} * "
+            "(INT32_C(1) << b));"]
+
+
+def _mel_bands(em: CEmitter, weights: np.ndarray, ctype: str, what: str) -> tuple[str, str, str]:
+    """The filter bank as its bands: per mel its first bin and its count of bins (first to last non-zero weight),
+    the weights of the bands one after another. (first, count, weights) array symbols."""
+    firsts, counts, flat = [], [], []
+    for row in weights:
+        nonzero = np.flatnonzero(row)
+        first = int(nonzero[0]) if nonzero.size else 0
+        count = int(nonzero[-1]) - first + 1 if nonzero.size else 0
+        firsts.append(first)
+        counts.append(count)
+        flat.extend(row[first:first + count])
+    first_t = em.add_const_array(em.sym("mel_first"), np.array(firsts), "uint16_t", "each mel band's first bin")
+    count_t = em.add_const_array(em.sym("mel_count"), np.array(counts), "uint16_t", "each mel band's bins")
+    weight_t = em.add_const_array(em.sym(f"mel_{what}"), np.array(flat), ctype, f"the bands' {what}")
+    return first_t, count_t, weight_t
+
+
+def log_mel_base(em: CEmitter, node: Node) -> int:
+    """E of a frame with block exponent 0 (each step of b adds 2): the frame's mel values are acc 2^-E."""
+    (x,) = node.inputs
+    return frame_exponent(0, _scale(em, x), quantised_weights(node.attrs["weights"])[1], int(node.attrs["fft_length"]))
+
+
+def log_mel_loop(em: CEmitter, node: Node, energy: str) -> list[str]:
+    """log_mel_power's mel sums, logs and floor for frame ``f``, whose exponent E is in ``exponent``: lines at four
+    spaces' indent. ``energy``: the C of one bin's re^2 + im^2 (uint32_t, at most 2^31), ``{k}`` its index."""
+    wq, s_w = quantised_weights(node.attrs["weights"])
+    mels = wq.shape[0]
+    rd = em.target.read_const
+    first_t, count_t, weight_t = _mel_bands(em, wq, "uint16_t", f"weights_q{s_w}")
+    table = em.add_const_array(em.sym("log_table"), log_table(), "int16_t",
+                               f"ln(1 + i / 64) at scale 2^{TABLE_SCALE}, i = 0..64")
+    helper = c_helper(em, f"log_sum_q{TABLE_SCALE}", f"""\
+/* ln(acc 2^-exponent) at scale 2^{TABLE_SCALE}, acc > 0: acc = m 2^k, m its top 15 bits (truncated) in [2^14, 2^15), a
+   table of 65 points, linear between */
+static int32_t @log_sum_q{TABLE_SCALE}(uint64_t acc, int32_t exponent)
+{{
+    int32_t k = 0, lo, hi, f, i;
+    uint32_t m;
+    while (acc >> 32) {{
+        acc >>= 8;
+        k += 8;
+    }}
+    m = (uint32_t)acc;
+    while (m >= 32768u) {{
+        m >>= 1;
+        ++k;
+    }}
+    while (m < 16384u) {{
+        m <<= 1;
+        --k;
+    }}
+    i = (int32_t)((m - 16384u) >> 8);
+    f = (int32_t)((m - 16384u) & 255u);
+    lo = {rd(table, 'i', 'int16_t')};
+    hi = {rd(table, 'i + 1', 'int16_t')};
+    return lo + (((hi - lo) * f + 128) >> 8) + (k + 14 - exponent) * INT32_C({LN2_Q});
+}}
+""")
+    floor_q = log_floor_q(float(node.attrs["floor"]))
+    value = shift_c(em, "y", TABLE_SCALE - node.type.dtype.scale)
+    return ["    long pos = 0;",
+            f"    for (long j = 0; j < {mels}; ++j) {{",
+            f"        const long first = (long){rd(first_t, 'j', 'uint16_t')};",
+            f"        const long count = (long){rd(count_t, 'j', 'uint16_t')};",
+            "        uint64_t acc = 0;",
+            "        int32_t y;",
+            "        for (long t = 0; t < count; ++t) {",
+            f"            const uint32_t e = {energy.format(k='first + t')};",
+            f"            acc += (uint64_t)e * (uint32_t){rd(weight_t, 'pos + t', 'uint16_t')};",
+            "        }",
+            "        pos += count;",
+            f"        y = acc ? {helper}(acc, exponent) : INT32_C({floor_q});",
+            f"        if (y < INT32_C({floor_q})) y = INT32_C({floor_q}); /* the floor, ln(floor) at scale 2^15 */",
+            f"        {store(em, node, f'f * {mels} + j', value)}",
+            "    }"]
+
+
+def log_mel_power_fixed(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    frames, length = em.graph.type(x).shape
+    size = int(node.attrs["fft_length"])
+    fft = c_real_fft(em, I16, size)
+    buffer = em.sym(f"power_frame_{length}_{size}")
+    em.static_ram[buffer] = 2 * length + 2 * (size + 2)
+    re, im = "(int32_t)spectrum[2 * ({k})]", "(int32_t)spectrum[2 * ({k}) + 1]"  # int32: AVR's int is 16-bit
+    energy = f"(uint32_t)({re} * {re}) + (uint32_t)({im} * {im})"
+    return [f"for (long f = 0; f < {frames}; ++f) {{",
+            f"    static int16_t frame[{length}], spectrum[{size + 2}]; /* {buffer} */",
+            *_frame_block_shift(em, x, length),
+            f"    {fft}(frame, {length}, spectrum);",
+            f"    const int32_t exponent = 2 * b + ({log_mel_base(em, node)}); /* the frame's mel values: acc 2^-E */",
+            *log_mel_loop(em, node, energy),
+            "}"]
+
+
+def log_mel_power_float(em: CEmitter, node: Node) -> list[str]:
+    (x,) = node.inputs
+    frames, length = em.graph.type(x).shape
+    size = int(node.attrs["fft_length"])
+    weights = np.asarray(node.attrs["weights"], dtype=np.float32)
+    mels = weights.shape[0]
+    fft = c_real_fft(em, em.graph.type(x).dtype, size)
+    buffer = em.sym(f"power_spectrum_{size}")
+    em.static_ram[buffer] = 4 * (size + 2)
+    rd = em.target.read_const
+    first_t, count_t, weight_t = _mel_bands(em, weights, "float", "weights")
+    out = em.var(node.name)
+    return [f"for (long f = 0; f < {frames}; ++f) {{",
+            f"    static float spectrum[{size + 2}]; /* {buffer} */",
+            "    long pos = 0;",
+            f"    {fft}({em.var(x)} + f * {length}, {length}, spectrum);",
+            f"    for (long j = 0; j < {mels}; ++j) {{",
+            f"        const long first = (long){rd(first_t, 'j', 'uint16_t')};",
+            f"        const long count = (long){rd(count_t, 'j', 'uint16_t')};",
+            "        float acc = 0.0f;",
+            "        for (long t = 0; t < count; ++t) {",
+            "            const float re = spectrum[2 * (first + t)], im = spectrum[2 * (first + t) + 1];",
+            f"            acc += (re * re + im * im) * {rd(weight_t, 'pos + t', 'float')};",
+            "        }",
+            "        pos += count;",
+            f"        {out}[f * {mels} + j] = logf(fmaxf(acc, {float(node.attrs['floor'])!r}f));",
             "    }",
             "}"]
 
@@ -178,7 +313,7 @@ def zero_crossings_fixed(em: CEmitter, node: Node) -> list[str]:
 
 
 C_CODE["fixed"].update({"abs": abs_fixed, "sqrt": sqrt_fixed, "log": log_fixed, "power_spectrum": power_spectrum_fixed,
-                        "zero_crossings": zero_crossings_fixed})
+                        "zero_crossings": zero_crossings_fixed, "log_mel_power": log_mel_power_fixed})
 C_CODE["float"].update({"abs": _float_each("fabsf({})"), "sqrt": _float_each("sqrtf(fmaxf({}, 0.0f))"),
                         "log": _float_each("logf({})"),
-                        "power_spectrum": power_spectrum_float})
+                        "power_spectrum": power_spectrum_float, "log_mel_power": log_mel_power_float})

@@ -253,6 +253,28 @@ class Log(FrontEndStep):
         return logs
 
 
+def fuses_log_mel(steps) -> bool:
+    """Whether ``steps`` (three of them) are a power spectrum, a mel filter bank on its bins and a log, which integer
+    builds compute as one ``log_mel_power`` op (each frame's block exponent kept up to the log)."""
+    if len(steps) != 3:
+        return False
+    power, mel, log = steps
+    return (isinstance(power, PowerSpectrum) and isinstance(mel, MelFilterBank) and isinstance(log, Log)
+            and float(power.power) == 2.0 and int(power.n_fft) == int(mel.n_fft))
+
+
+def lower_log_mel(g: Graph, x: str, power: PowerSpectrum, mel: MelFilterBank, log: Log) -> str:
+    """PowerSpectrum -> MelFilterBank -> Log (``fuses_log_mel``) as the fused ``log_mel_power`` op: the same values
+    as their three lowerings (in float: the op's float semantics are theirs), for integer builds."""
+    frames = frames_of(power, power.n_features_in_, power.length())
+    logs = flat(g, g.add("log_mel_power", [reshape(g, x, [frames, power.length()])],
+                         {"fft_length": int(power.n_fft), "weights": mel.weights(), "floor": float(log.floor)},
+                         name="log_mel"))
+    if log.scale == "db":
+        logs = g.add("scale", [logs], {"factor": 10.0 / np.log(10.0)}, name="decibels")
+    return logs
+
+
 def dct_matrix(n_inputs: int, n_coefficients: int, norm: str | None) -> np.ndarray:
     """(n_coefficients, n_inputs): row k of the DCT-II, ``scipy.fft.dct(x, type=2, norm=norm)[k]`` =
     sum_n x[n] 2 cos(pi k (2n + 1) / (2 N)); "ortho" scales row 0 by sqrt(1 / (4 N)), the others by

@@ -1,14 +1,16 @@
-"""FrontEndModel: front-end steps (``tinycc_ml.features``) before any other model, compiled as one graph that takes
-the raw samples: each step lowered onto the IR's float ops, the model's own graph composed after them
-(``ir.graph.embed``). Float builds, and int16 builds through the fixed-point pipeline with the model (the steps'
-ops have fixed-point forms: a block-scaled q15 FFT, log by table, integer square root). ``stream_hop`` is the samples
-between the decisions of ``<name>_feed`` (default: a leading Framer's hop, else the whole window).
+"""FrontEndModel: front-end steps (``tinycc_ml.features``) before any other model, compiled as one graph that takes the
+raw samples: each step lowered onto the IR's float ops, the model's own graph composed after them
+(``ir.graph.embed``). Float builds, and int16 builds through the fixed-point pipeline with the model (the steps' ops
+have fixed-point forms: a block-scaled q15 FFT, log by table, integer square root; a PowerSpectrum, MelFilterBank and
+Log in a row become the one ``log_mel_power`` op, which keeps each frame's block exponent up to the log).
+``stream_hop`` is the samples between the decisions of ``<name>_feed`` (default: a leading Framer's hop, else the
+whole window).
 
-Before a network (``compile(network, front_end=...)``): the features are the network's input tensor's elements in
-order (frames x bins, frame-major, as an NHWC (1, frames, bins, 1) or an NCHW (1, 1, frames, bins) input holds
-them). A float network takes them as they are; a TFLite int8 network takes them quantised with its input's scale
-and zero point (the ``quantize`` op: TFLite's AffineQuantize on the float32 features), as
-``network.scores(front_end.transform(X))`` computes in Python."""
+Before a network (``compile(network, front_end=...)``): the features are the network's input tensor's elements in order
+(frames x bins, frame-major, as an NHWC (1, frames, bins, 1) or an NCHW (1, 1, frames, bins) input holds them). A float
+network takes them as they are; a TFLite int8 network takes them quantised with its input's scale and zero point (the
+``quantize`` op: TFLite's AffineQuantize on the float32 features), as ``network.scores(front_end.transform(X))``
+computes in Python."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import numpy as np
 
 from tinycc_ml import features
 from tinycc_ml.errors import CompileError, FrontEndError, ModelFileError
-from tinycc_ml.features.base import FrontEndStep
+from tinycc_ml.features.base import FrontEndStep, scaled
+from tinycc_ml.features.spectral import fuses_log_mel, lower_log_mel
 from tinycc_ml.features.stream import check_stream_hop
 from tinycc_ml.ir.graph import Graph, embed
 from tinycc_ml.ir.types import TensorType
@@ -145,9 +148,18 @@ class FrontEndModel(Model):
         g = Graph("front_end")
         node = add_input(g, self.input_dim)
         scales = self.feature_scales if precision != "float" else None
-        for i, step in enumerate(self.steps):
-            last = i == len(self.steps) - 1
+        i = 0
+        while i < len(self.steps):
+            step = self.steps[i]
+            fused = precision == "int16" and fuses_log_mel(self.steps[i:i + 3])
+            last = i + (3 if fused else 1) == len(self.steps)
+            if fused:  # each frame's block exponent kept up to the log (ir/ops/front_end/log_mel_power.py)
+                node = lower_log_mel(g, node, *self.steps[i:i + 3])
+                node = scaled(g, node, 2.0**scales) if last and scales is not None else node
+                i += 3
+                continue
             node = step.lower_scaled(g, node, 2.0**scales) if last and scales is not None else step.lower(g, node)
+            i += 1
         inner = self.model.lower_for(precision)
         net = self.network
         if net is not None and net.is_quantised:  # the float32 features quantised as TFLite's QUANTIZE does

@@ -1,13 +1,14 @@
-"""The frame stack of a front end's stream: the compiled graph of a window cut in two where its frames' features
-join, so that ``<name>_feed`` computes each frame's features once (the frame graph, on one frame's values) and runs
-the rest (the stack graph: the window-level steps and the model) on the stack of the last frames' features.
+"""The frame stack of a front end's stream: the compiled graph of a window cut in two where its frames' features join,
+so that ``<name>_feed`` computes each frame's features once (the frame graph, on one frame's values) and runs the
+rest (the stack graph: the window-level steps and the model) on the stack of the last frames' features.
 
 A node is frame-wise when every non-constant operand is frame-wise and the op maps each frame to its own values:
-elementwise functions, reshapes between (frames, k) and (frames * k,), products and sums with a constant that is
-the same for every frame, the power spectrum, a fully-connected layer on the frames' rows, a reduction within each
-frame. The frames are those of the one ``take`` that reads the input at starts 0, hop, 2 hop, ... (a Framer); the
-ops before it work value by value. Every node keeps its type (an integer build's scales): the frame graph computes
-each frame exactly as the window's graph does, so the stream's decisions are those of ``<name>_predict``."""
+elementwise functions, reshapes between (frames, k) and (frames * k,), products and sums with a constant that is the
+same for every frame, the power spectrum (and the log mel power), a fully-connected layer on the frames' rows, a
+reduction within each frame. The frames are those of the one ``take`` that reads the input at starts 0, hop, 2 hop, ...
+(a Framer); the ops before it work value by value. Every node keeps its type (an integer build's scales): the frame
+graph computes each frame exactly as the window's graph does, so the stream's decisions are those of
+``<name>_predict``."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def split_frame_stack(graph: Graph) -> FrameStack | str:
         shape = _per_frame_shape(tuple(node.type.shape), frames)
         if shape is None:
             continue
-        if node.op in ELEMENTWISE or node.op == "reshape" or node.op == "power_spectrum":
+        if node.op in ELEMENTWISE or node.op in ("reshape", "power_spectrum", "log_mel_power"):
             ok = True
         elif node.op == "fully_connected":
             ok = len(ins) == 1 and node.inputs[0] in ins and graph.type(ins[0]).rank == 2

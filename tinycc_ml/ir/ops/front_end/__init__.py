@@ -5,4 +5,4 @@ value) and the block-scaled power spectrum. One module per op; importing this pa
 # the network ops first: the signal library (whose int16 FFT the power spectrum runs) and the network package import
 # each other, and only that order completes
 from tinycc_ml.ir.ops import network  # noqa: F401
-from tinycc_ml.ir.ops.front_end import abs_value, log, power_spectrum, sqrt  # noqa: F401  (register)
+from tinycc_ml.ir.ops.front_end import abs_value, log, log_mel_power, power_spectrum, sqrt  # noqa: F401  (register)

@@ -44,7 +44,8 @@ def padded(frames: np.ndarray, size: int, dtype) -> np.ndarray:
     return out
 
 
-def _evaluate(xs, attrs):
+def float_power(xs, attrs):
+    """The float semantics: numpy float64 of the float32 kissfft's re * re + im * im."""
     size = int(attrs["fft_length"])
     x = np.asarray(xs[0], dtype=np.float32)
     spectrum = real_fft(padded(x, size, np.float32), F32, size).astype(np.float32)
@@ -75,7 +76,7 @@ def _interval(attrs, ivs, shape):
 
 
 register_op(OpDef(
-    "power_spectrum", 1, _infer, lambda xs, attrs: _evaluate(xs, attrs), {"fft_length": "int"},
+    "power_spectrum", 1, _infer, float_power, {"fft_length": "int"},
     "per frame: |X_k|^2 of the real FFT's bins; fixed point: a block-scaled q15 kissfft (TFLite Micro's int16 RFFT) "
     "and each frame's exponent resolved at the output's scale",
     fixed=_fixed, interval=_interval, acc_bound=lambda call: call.saturated,
