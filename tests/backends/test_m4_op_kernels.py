@@ -206,3 +206,71 @@ def test_transpose_equals_tflite_micro_on_the_m4(shape, data, tmp_path_factory):
 ])
 def test_transpose_axes_merge_runs_the_input_continues(shape, perm, axes):
     assert transpose_axes(shape, perm) == axes
+
+
+def batch_matmul_model(x_shape, y_shape, out_shape, adj_x: bool, adj_y: bool, rhs: str, qs, seed: int) -> bytes:
+    """x -> BATCH_MATMUL(x, y) -> z: y a constant (``rhs`` "const"), or x itself read through a RESHAPE ("x")."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    (sx, zx), (sy, zy), (so, zo) = qs
+    x = b.tensor(x_shape, "int8", scale=sx, zero_point=zx, name="x")
+    if rhs == "x":
+        y = b.tensor(y_shape, "int8", scale=sx, zero_point=zx, name="y")
+        b.op(OPS.RESHAPE, [x], [y])
+    else:
+        y = b.tensor(y_shape, "int8", scale=sy, zero_point=zy, data=rng.integers(-128, 128, size=y_shape), name="y")
+    z = b.tensor(out_shape, "int8", scale=so, zero_point=zo, name="z")
+    b.op(OPS.BATCH_MATMUL, [x, y], [z], OPTIONS.BatchMatMulOptions,
+         options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y))
+    return b.finish([x], [z])
+
+
+@st.composite
+def batch_matmul_case(draw):
+    """Shapes (m, k, n of 1 to 9: k's tail of 1 to 3 bytes, odd column counts), adj_x / adj_y, batch axes
+    broadcast on either side, a constant rhs or x itself (both operands computed, its zero point on both)."""
+    rhs = draw(st.sampled_from(["const", "x"]))
+    adj_x, adj_y = draw(st.booleans()), draw(st.booleans())
+    m, k = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    if rhs == "x":  # y is x read as the rhs: x's matrix (r, c) is (m, k) or (k, m) as adj_x says
+        r, c = (k, m) if adj_x else (m, k)
+        batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+        y_rc = (r, c)
+        (yk, n) = (c, r) if adj_y else (r, c)
+        if yk != k:
+            return None
+        return (*batch, r, c), (*batch, *y_rc), (*batch, m, n), adj_x, adj_y, rhs
+    n = draw(st.integers(1, 9))
+    xb = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    yb = tuple(e if draw(st.booleans()) else 1 for e in xb)[draw(st.integers(0, len(xb))):]
+    out_b = xb if len(xb) >= len(yb) else yb
+    x_mat = (k, m) if adj_x else (m, k)
+    y_mat = (n, k) if adj_y else (k, n)
+    return (*xb, *x_mat), (*yb, *y_mat), (*out_b, m, n), adj_x, adj_y, rhs
+
+
+@SETTINGS
+@given(case=batch_matmul_case(), data=st.data())
+def test_batch_matmul_equals_tflite_micro_on_the_m4(case, data, tmp_path_factory):
+    """Every zero point (the rhs's among them: its int16 weights r - zr), the run-time arrangement of a computed
+    rhs in both layouts and its tails, lhs rows copied (adj_x, k not a multiple of 4) or read in place."""
+    if case is None:
+        return
+    x_shape, y_shape, out_shape, adj_x, adj_y, rhs = case
+    qx, qy = quantisation(data.draw, 0.01, 0.1), quantisation(data.draw, 0.01, 0.1)
+    k = x_shape[-2] if adj_x else x_shape[-1]
+    qo = (data.draw(st.floats(0.5, 4.0)) * qx[0] * (qx[0] if rhs == "x" else qy[0]) * 128 * k ** 0.5,
+          data.draw(st.integers(-128, 127)))
+    model = batch_matmul_model(x_shape, y_shape, out_shape, adj_x, adj_y, rhs, (qx, qy, qo), seed=k)
+    check_on_m4(model, x_shape, out_shape, tmp_path_factory.mktemp("bmm"), "bmm")
+
+
+@pytest.mark.parametrize("x_shape, y_shape, out_shape, adj_x, adj_y, rhs", [
+    ((2, 6, 8), (2, 6, 8), (2, 6, 6), False, True, "x"),     # Q K^T of one tensor: adj_y, in place
+    ((1, 5, 7), (1, 5, 7), (1, 7, 7), True, False, "x"),     # X^T X: rows copied, row-major rhs of 7 columns
+    ((2, 3, 12), (12, 5), (2, 3, 5), False, False, "const"),  # a constant rhs broadcast over the batch
+])
+def test_batch_matmul_layouts_on_the_m4(x_shape, y_shape, out_shape, adj_x, adj_y, rhs, tmp_path):
+    model = batch_matmul_model(x_shape, y_shape, out_shape, adj_x, adj_y, rhs,
+                               ((0.05, -7), (0.03, 9), (0.5, 3)), seed=1)
+    check_on_m4(model, x_shape, out_shape, tmp_path, "bmm")

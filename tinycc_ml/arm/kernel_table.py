@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tinycc_ml.arm import (
+    m4_batch_matmul,
     m0_fused,
     m0_kernels,
     m4_elementwise,
@@ -64,6 +65,7 @@ M4_KERNELS = (
     Kernel("softmax", m4_softmax.softmax, claims=m4_softmax.softmax_claims),
     Kernel("pad", m4_pad.pad, claims=m4_pad.pad_claims),
     Kernel("transpose", m4_transpose.transpose, claims=m4_transpose.transpose_claims),
+    Kernel("batch_matmul", m4_batch_matmul.batch_matmul, claims=m4_batch_matmul.batch_matmul_claims),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),
