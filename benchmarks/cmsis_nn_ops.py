@@ -57,7 +57,8 @@ SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8
            "arm_max_pool_s8": ["PoolingFunctions/arm_max_pool_s8.c"],
            "arm_pad_s8": ["PadFunctions/arm_pad_s8.c"],
            "arm_transpose_s8": ["TransposeFunctions/arm_transpose_s8.c"],
-           "arm_softmax_s8": ["SoftmaxFunctions/arm_softmax_s8.c", "SoftmaxFunctions/arm_nn_softmax_common_s8.c"]}
+           "arm_softmax_s8": ["SoftmaxFunctions/arm_softmax_s8.c", "SoftmaxFunctions/arm_nn_softmax_common_s8.c"],
+           "arm_batch_matmul_s8": ["FullyConnectedFunctions/arm_batch_matmul_s8.c"]}
 TARGET_RATIO = 0.6
 
 
@@ -68,6 +69,7 @@ class Case:
     model: bytes
     in_shape: tuple[int, ...]
     function: str  # CMSIS-NN's
+    rhs: str = "const"  # BATCH_MATMUL: "const", or "x" (the input itself: both operands computed)
 
 
 def _q(rng) -> tuple[float, int]:
@@ -138,6 +140,26 @@ def transpose_case(shape, perm, label: str, seed: int) -> Case:
     return Case("transpose", label, b.finish([x], [y]), tuple(shape), "arm_transpose_s8")
 
 
+def batch_matmul_case(x_shape, y_shape, out_shape, adj_x: bool, adj_y: bool, rhs: str, label: str, seed: int) -> Case:
+    """x -> BATCH_MATMUL(x, y) -> z: y a random int8 constant, or (``rhs`` "x") x itself through a RESHAPE."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    qx, qy = _q(rng), (float(rng.uniform(0.01, 0.1)), 0)
+    k = x_shape[-2] if adj_x else x_shape[-1]
+    qo = (qx[0] * (qx[0] if rhs == "x" else qy[0]) * 60 * k ** 0.5, int(rng.integers(-100, 100)))
+    x = b.tensor(x_shape, "int8", scale=qx[0], zero_point=qx[1], name="x")
+    if rhs == "x":
+        y = b.tensor(y_shape, "int8", scale=qx[0], zero_point=qx[1], name="y")
+        b.op(OPS.RESHAPE, [x], [y])
+    else:
+        y = b.tensor(y_shape, "int8", scale=qy[0], zero_point=qy[1], data=rng.integers(-127, 128, size=y_shape),
+                     name="y")
+    z = b.tensor(out_shape, "int8", scale=qo[0], zero_point=qo[1], name="z")
+    b.op(OPS.BATCH_MATMUL, [x, y], [z], OPTIONS.BatchMatMulOptions,
+         options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y))
+    return Case("batch_matmul", label, b.finish([x], [z]), tuple(x_shape), "arm_batch_matmul_s8", rhs)
+
+
 def cases() -> list[Case]:
     return [
         binary_case("mul", OPS.MUL, (1, 6, 8), (1, 6, 8), "1x6x8 (attention_int8 mul_2)", 1),
@@ -163,6 +185,13 @@ def cases() -> list[Case]:
         softmax_case((1, 6, 6), "1x6x6 (attention_int8)", 13),
         softmax_case((1, 12), "1x12 (a keyword model's classes)", 14),
         softmax_case((16, 100), "16x100", 15),
+        batch_matmul_case((1, 6, 8), (1, 6, 8), (1, 6, 6), False, True, "x", "6x8 by (6x8)^T (attention_int8 Q K^T)", 24),
+        batch_matmul_case((1, 6, 6), (1, 6, 6), (1, 6, 6), False, False, "x", "6x6 by 6x6, both computed", 25),
+        batch_matmul_case((4, 16, 16), (4, 16, 16), (4, 16, 16), False, True, "x", "4 x 16x16 by (16x16)^T (heads)",
+                          26),
+        batch_matmul_case((1, 32, 64), (64, 32), (1, 32, 32), False, False, "const", "32x64 by a constant 64x32", 27),
+        batch_matmul_case((2, 12, 20), (1, 20, 10), (2, 12, 10), False, False, "const",
+                          "2 x 12x20 by a constant 20x10", 28),
     ]
 
 
@@ -214,7 +243,54 @@ def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
                  f"static const cmsis_nn_dims cm_in = {dims(*x.shape)}, cm_o = {dims(*out.shape)};",
                  "static const cmsis_nn_transpose_params cm_p = {4, cm_perm};"]
         return decls, "arm_transpose_s8(x, cm_out, &cm_in, &cm_o, &cm_p);", "0"
+    if case.op == "batch_matmul":
+        return batch_matmul_call(graph, node, case)
     raise ValueError(f"no CMSIS-NN call for {case.op}")
+
+
+def batch_matmul_call(graph, node, case: Case) -> tuple[list[str], str, str, str]:
+    """arm_batch_matmul_s8 reads the lhs as rows of k and the rhs transposed (rows of k per output column), as
+    TFLite Micro's CMSIS-NN kernel hands them over (transposing in its own buffers): here those buffers filled
+    before the call (the setup, its instructions measured apart and taken off), a constant rhs transposed at
+    compile time."""
+    lhs, rhs = node.inputs
+    tl, tr, out = graph.type(lhs), graph.type(rhs), node.type
+    adj_x, adj_y = bool(node.attrs["adj_x"]), bool(node.attrs["adj_y"])
+    m, n = out.shape[-2:]
+    k = tl.shape[-2] if adj_x else tl.shape[-1]
+    batch = (1,) * (2 - len(out.shape[:-2])) + tuple(out.shape[:-2])
+
+    def nh(t):
+        return (1,) * (2 - (t.rank - 2)) + tuple(t.shape[:-2])
+    ln, lh = nh(tl)
+    rn, rh = nh(tr)
+    decls, setup = [], []
+    lhs_ptr = "x"
+    if adj_x:  # each batch's (k, m) into rows of k
+        decls.append(f"static int8_t cm_lhs[{tl.size}];")
+        setup.append(f"for (int b = 0; b < {tl.size // (m * k)}; ++b) for (int i = 0; i < {m}; ++i) "
+                     f"for (int j = 0; j < {k}; ++j) cm_lhs[b * {m * k} + i * {k} + j] = x[b * {m * k} + j * {m} + i];")
+        lhs_ptr = "cm_lhs"
+    if case.rhs == "x":
+        rhs_ptr = "x"
+        if not adj_y:
+            decls.append(f"static int8_t cm_rhs[{tr.size}];")
+            setup.append(f"for (int b = 0; b < {tr.size // (n * k)}; ++b) for (int j = 0; j < {n}; ++j) "
+                         f"for (int i = 0; i < {k}; ++i) cm_rhs[b * {n * k} + j * {k} + i] = "
+                         f"x[b * {n * k} + i * {n} + j];")
+            rhs_ptr = "cm_rhs"
+    else:
+        value = np.asarray(graph.node(rhs).attrs["value"]).reshape(-1, *tr.shape[-2:])
+        decls.append(c_array("int8_t", "cm_rhs", value if adj_y else np.swapaxes(value, -1, -2)))
+        rhs_ptr = "cm_rhs"
+    mult, shift = quantize_multiplier(tl.dtype.qscales[0] * tr.dtype.qscales[0] / out.dtype.qscales[0])
+    decls += [f"static const cmsis_nn_dims cm_l = {dims(ln, lh, m, k)}, cm_r = {dims(rn, rh, n, k)}, "
+              f"cm_o = {dims(*batch, m, n)};",
+              f"static const cmsis_nn_bmm_params cm_p = {{0, 0, {{{-tl.dtype.zero_point}, {-tr.dtype.zero_point}, "
+              f"{out.dtype.zero_point}, {{-128, 127}}}}}};",
+              f"static const cmsis_nn_per_tensor_quant_params cm_q = {{{mult}, {shift}}};"]
+    call = (f"arm_batch_matmul_s8(&ctx, &cm_p, &cm_q, &cm_l, {lhs_ptr}, &cm_r, {rhs_ptr}, &cm_o, cm_out);")
+    return decls, " ".join([*setup, call]), "0", " ".join(setup) or "(void)x;"
 
 
 def run_cmsis(tree: Path, decls: list[str], call: str, size: str, x: np.ndarray, out_size: int, sources):
@@ -251,9 +327,10 @@ def measure(case: Case, tree: Path, work: Path) -> dict:
     # CMSIS-NN: the call less the wrapper's own instructions
     support = sorted(str(p) for p in (tree / "Source" / "NNSupportFunctions").glob("*_s8*.c"))
     sources = [str(tree / "Source" / s) for s in SOURCES[case.function]] + support
-    decls, call, size = cmsis_call(graph, case)
+    decls, call, size, *setup = cmsis_call(graph, case)
     theirs, count = run_cmsis(tree, decls, call, size, x, want.size, sources)
-    _, empty = run_cmsis(tree, decls, "(void)x;", "0", x, want.size, sources)
+    # the wrapper alone (with any setup filling the function's operands: not the function's work)
+    _, empty = run_cmsis(tree, decls, setup[0] if setup else "(void)x;", "0", x, want.size, sources)
     mine = int(round(sum(kernels.values())))
     return {"op": case.op, "layer": case.label, "function": case.function, "kernels": sorted(kernels),
             "instructions": mine, "cmsis_nn_instructions": count - empty, "wrapper_instructions": empty,
@@ -274,7 +351,7 @@ def table(rows: list[dict], how: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, pad, transpose, "
-                    "softmax)")
+                    "softmax, batch_matmul)")
     ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -285,14 +362,14 @@ def main(argv=None) -> int:
     only = set(filter(None, args.only.split(",")))
     rows = []
     print(f"CMSIS-NN {how}, -O2, Cortex-M4F (MPS2 AN386): instructions per layer")
-    print(f"{'op':<11}{'layer':<44}{'CMSIS-NN function':<26}{'tinycc-ml':>11}{'CMSIS-NN':>11}{'ratio':>7}  equal")
+    print(f"{'op':<13}{'layer':<44}{'CMSIS-NN function':<26}{'tinycc-ml':>11}{'CMSIS-NN':>11}{'ratio':>7}  equal")
     for case in cases():
         if only and case.op not in only:
             continue
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-op-") as work:
             r = measure(case, tree, Path(work))
         rows.append(r)
-        print(f"{r['op']:<11}{r['layer']:<44}{r['function']:<26}{r['instructions']:>11,}"
+        print(f"{r['op']:<13}{r['layer']:<44}{r['function']:<26}{r['instructions']:>11,}"
               f"{r['cmsis_nn_instructions']:>11,}{r['ratio']:>7.2f}  {'yes' if r['equal'] else 'NO'}", flush=True)
     if not only:
         args.out.write_text(json.dumps({**table(rows, how), "cases": rows}, indent=1) + "\n")

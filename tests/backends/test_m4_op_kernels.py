@@ -232,14 +232,12 @@ def batch_matmul_case(draw):
     rhs = draw(st.sampled_from(["const", "x"]))
     adj_x, adj_y = draw(st.booleans()), draw(st.booleans())
     m, k = draw(st.integers(1, 9)), draw(st.integers(1, 9))
-    if rhs == "x":  # y is x read as the rhs: x's matrix (r, c) is (m, k) or (k, m) as adj_x says
-        r, c = (k, m) if adj_x else (m, k)
+    if rhs == "x":  # y is x's matrix (r, c) read as the rhs: the sums agree where adj_x != adj_y or r == c
+        r = draw(st.integers(1, 9))
+        c = draw(st.integers(1, 9)) if adj_x != adj_y else r
         batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
-        y_rc = (r, c)
-        (yk, n) = (c, r) if adj_y else (r, c)
-        if yk != k:
-            return None
-        return (*batch, r, c), (*batch, *y_rc), (*batch, m, n), adj_x, adj_y, rhs
+        m, n = c if adj_x else r, r if adj_y else c
+        return (*batch, r, c), (*batch, r, c), (*batch, m, n), adj_x, adj_y, rhs
     n = draw(st.integers(1, 9))
     xb = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
     yb = tuple(e if draw(st.booleans()) else 1 for e in xb)[draw(st.integers(0, len(xb))):]
@@ -249,13 +247,11 @@ def batch_matmul_case(draw):
     return (*xb, *x_mat), (*yb, *y_mat), (*out_b, m, n), adj_x, adj_y, rhs
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=10)
 @given(case=batch_matmul_case(), data=st.data())
 def test_batch_matmul_equals_tflite_micro_on_the_m4(case, data, tmp_path_factory):
     """Every zero point (the rhs's among them: its int16 weights r - zr), the run-time arrangement of a computed
     rhs in both layouts and its tails, lhs rows copied (adj_x, k not a multiple of 4) or read in place."""
-    if case is None:
-        return
     x_shape, y_shape, out_shape, adj_x, adj_y, rhs = case
     qx, qy = quantisation(data.draw, 0.01, 0.1), quantisation(data.draw, 0.01, 0.1)
     k = x_shape[-2] if adj_x else x_shape[-1]
