@@ -182,7 +182,8 @@ def _rhs_function(em, node: Node, plan: dict, w_sym: str, b_sym: str, adj_y: boo
                       "    }"]
     if n % 2:  # the pair's second column: weights 0 (the buffers are shared with other layers)
         base = (n >> 1) * 4 * kw4
-        lines += [f"    for (int32_t t = 0; t < {kw4}; ++t) {{ w[{base + 2} + 4 * t] = 0; w[{base + 3} + 4 * t] = 0; }}",
+        lines += [f"    for (int32_t t = 0; t < {kw4}; ++t) {{ w[{base + 2} + 4 * t] = 0; "
+                  f"w[{base + 3} + 4 * t] = 0; }}",
                   f"    bias[{n}] = 0;"]
     lines += ["}", ""]
     em.helpers[symbol] = "\n".join(lines)
