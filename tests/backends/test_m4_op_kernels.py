@@ -270,3 +270,46 @@ def test_batch_matmul_layouts_on_the_m4(x_shape, y_shape, out_shape, adj_x, adj_
     model = batch_matmul_model(x_shape, y_shape, out_shape, adj_x, adj_y, rhs,
                                ((0.05, -7), (0.03, 9), (0.5, 3)), seed=1)
     check_on_m4(model, x_shape, out_shape, tmp_path, "bmm")
+
+
+def transpose_conv_model(in_shape, out_c, kernel, stride, padding: str, activation: str, zx: int, zy: int,
+                         seed: int = 5) -> tuple[bytes, tuple]:
+    """x -> TRANSPOSE_CONV -> y, per-channel int8 filters and an int32 bias (the shared builder's)."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    _, h, w, c = in_shape
+    size = [n * s if padding == "same" else (n - 1) * s + k for n, k, s in zip((h, w), kernel, stride)]
+    out_shape = (1, *size, out_c)
+    x = b.tensor(in_shape, "int8", scale=0.05, zero_point=zx, name="x")
+    shape = b.tensor((4,), "int32", scale=None, data=np.asarray(out_shape, dtype=np.int32), name="output_shape")
+    f = b.filters(rng, (out_c, *kernel, c), 0)
+    bias = b.bias(rng, x, f, out_c)
+    y = b.tensor(out_shape, "int8", scale=0.08, zero_point=zy, name="y")
+    b.op(OPS.TRANSPOSE_CONV, [shape, f, x, bias], [y], OPTIONS.TransposeConvOptions,
+         options("TransposeConvOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0],
+                 fusedActivationFunction=ACTIVATIONS[activation]))
+    return b.finish([x], [y]), out_shape
+
+
+@SETTINGS
+@given(h=st.integers(1, 5), w=st.integers(1, 5), c=st.integers(1, 9), out_c=st.integers(1, 9),
+       kh=st.integers(1, 4), kw=st.integers(1, 4), sy=st.integers(1, 3), sx=st.integers(1, 3),
+       padding=st.sampled_from(["same", "valid"]), activation=st.sampled_from(sorted(ACTIVATIONS)),
+       zx=st.integers(-128, 127), zy=st.integers(-128, 127))
+def test_transpose_conv_equals_tflite_micro_on_the_m4(h, w, c, out_c, kh, kw, sy, sx, padding, activation, zx, zy,
+                                                      tmp_path_factory):
+    """Phases of every kind: taps inside and outside the input, filters smaller than the stride (phases no tap
+    reaches), channel counts off the groups of 4, columns off whole words."""
+    model, out_shape = transpose_conv_model((1, h, w, c), out_c, (kh, kw), (sy, sx), padding, activation, zx, zy)
+    check_on_m4(model, (1, h, w, c), out_shape, tmp_path_factory.mktemp("tconv"), "tconv")
+
+
+@pytest.mark.parametrize("in_shape, out_c, kernel, stride, padding", [
+    ((1, 4, 4, 8), 4, (3, 3), (2, 2), "same"),    # conv_autoencoder_int8's first
+    ((1, 8, 8, 4), 1, (3, 3), (2, 2), "same"),    # and second
+    ((1, 1, 16, 6), 4, (1, 3), (1, 2), "same"),   # unet_1d_int8's
+    ((1, 3, 3, 5), 3, (1, 1), (2, 2), "valid"),   # outputs no tap reaches
+])
+def test_transpose_conv_layers_on_the_m4(in_shape, out_c, kernel, stride, padding, tmp_path):
+    model, out_shape = transpose_conv_model(in_shape, out_c, kernel, stride, padding, "none", -7, 3)
+    check_on_m4(model, in_shape, out_shape, tmp_path, "tconv")

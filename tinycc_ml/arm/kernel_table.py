@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tinycc_ml.arm import (
-    m4_batch_matmul,
     m0_fused,
     m0_kernels,
+    m4_batch_matmul,
     m4_elementwise,
     m4_kernels,
     m4_network,
@@ -13,6 +13,7 @@ from tinycc_ml.arm import (
     m4_pool,
     m4_softmax,
     m4_transpose,
+    m4_transpose_conv,
     network_pow2,
 )
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
@@ -66,6 +67,7 @@ M4_KERNELS = (
     Kernel("pad", m4_pad.pad, claims=m4_pad.pad_claims),
     Kernel("transpose", m4_transpose.transpose, claims=m4_transpose.transpose_claims),
     Kernel("batch_matmul", m4_batch_matmul.batch_matmul, claims=m4_batch_matmul.batch_matmul_claims),
+    Kernel("transpose_conv2d", m4_transpose_conv.transpose_conv, claims=m4_transpose_conv.transpose_conv_claims),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),
