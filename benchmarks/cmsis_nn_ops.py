@@ -44,6 +44,7 @@ from tinycc_ml.ir.ops.tflite_arith import activation_range, quantize_multiplier,
 from tinycc_ml.ir.ops.windows import pad_before  # noqa: E402
 from tinycc_ml.runtime.profile import function_profile  # noqa: E402
 from tinycc_ml.runtime.simulate import run_on_target  # noqa: E402
+from tinycc_ml.target import layer_quantisation  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "cmsis_nn_ops.json"
 OPS = schema.BuiltinOperator
@@ -58,7 +59,10 @@ SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8
            "arm_pad_s8": ["PadFunctions/arm_pad_s8.c"],
            "arm_transpose_s8": ["TransposeFunctions/arm_transpose_s8.c"],
            "arm_softmax_s8": ["SoftmaxFunctions/arm_softmax_s8.c", "SoftmaxFunctions/arm_nn_softmax_common_s8.c"],
-           "arm_batch_matmul_s8": ["FullyConnectedFunctions/arm_batch_matmul_s8.c"]}
+           "arm_batch_matmul_s8": ["FullyConnectedFunctions/arm_batch_matmul_s8.c"],
+           "arm_transpose_conv_s8": ["ConvolutionFunctions/arm_transpose_conv_s8.c",
+                                     "ConvolutionFunctions/arm_transpose_conv_get_buffer_sizes_s8.c",
+                                     "ConvolutionFunctions/arm_convolve_get_buffer_sizes_s8.c"]}
 TARGET_RATIO = 0.6
 
 
@@ -160,6 +164,26 @@ def batch_matmul_case(x_shape, y_shape, out_shape, adj_x: bool, adj_y: bool, rhs
     return Case("batch_matmul", label, b.finish([x], [z]), tuple(x_shape), "arm_batch_matmul_s8", rhs)
 
 
+def transpose_conv_case(in_shape, out_c, kernel, stride, padding: str, label: str, seed: int) -> Case:
+    """x -> TRANSPOSE_CONV -> y: per-channel int8 filters (TFLite's symmetric range), an int32 bias."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    _, h, w, c = in_shape
+    size = [n * s if padding == "same" else (n - 1) * s + k for n, k, s in zip((h, w), kernel, stride)]
+    out_shape = (1, *size, out_c)
+    q = _q(rng)
+    x = b.tensor(in_shape, "int8", scale=q[0], zero_point=q[1], name="x")
+    shape = b.tensor((4,), "int32", scale=None, data=np.asarray(out_shape, dtype=np.int32), name="output_shape")
+    f = b.filters(rng, (out_c, *kernel, c), 0)
+    bias = b.bias(rng, x, f, out_c)
+    taps = -(-kernel[0] // stride[0]) * -(-kernel[1] // stride[1]) * c
+    y = b.tensor(out_shape, "int8", scale=q[0] * 0.02 * taps ** 0.5, zero_point=int(rng.integers(-100, 100)),
+                 name="y")
+    b.op(OPS.TRANSPOSE_CONV, [shape, f, x, bias], [y], OPTIONS.TransposeConvOptions,
+         options("TransposeConvOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0]))
+    return Case("transpose_conv", label, b.finish([x], [y]), tuple(in_shape), "arm_transpose_conv_s8")
+
+
 def cases() -> list[Case]:
     return [
         binary_case("mul", OPS.MUL, (1, 6, 8), (1, 6, 8), "1x6x8 (attention_int8 mul_2)", 1),
@@ -193,6 +217,13 @@ def cases() -> list[Case]:
         batch_matmul_case((1, 32, 64), (64, 32), (1, 32, 32), False, False, "const", "32x64 by a constant 64x32", 27),
         batch_matmul_case((2, 12, 20), (1, 20, 10), (2, 12, 10), False, False, "const",
                           "2 x 12x20 by a constant 20x10", 28),
+        transpose_conv_case((1, 4, 4, 8), 4, (3, 3), (2, 2), "same", "4x4x8 -> 8x8x4, 3x3 /2 (conv_autoencoder_int8)",
+                            29),
+        transpose_conv_case((1, 8, 8, 4), 1, (3, 3), (2, 2), "same", "8x8x4 -> 16x16x1, 3x3 /2 (conv_autoencoder)",
+                            30),
+        transpose_conv_case((1, 1, 16, 6), 4, (1, 3), (1, 2), "same", "1x16x6 -> 1x32x4, 1x3 /2 (unet_1d_int8)", 31),
+        transpose_conv_case((1, 8, 8, 16), 16, (4, 4), (2, 2), "same", "8x8x16 -> 16x16x16, 4x4 /2", 32),
+        transpose_conv_case((1, 12, 12, 8), 8, (2, 2), (2, 2), "valid", "12x12x8 -> 24x24x8, 2x2 /2 valid", 33),
     ]
 
 
@@ -246,6 +277,21 @@ def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
         return decls, "arm_transpose_s8(x, cm_out, &cm_in, &cm_o, &cm_p);", "0"
     if case.op == "batch_matmul":
         return batch_matmul_call(graph, node, case)
+    if case.op == "transpose_conv":
+        w_name, b_name = node.inputs[1], node.inputs[2]
+        out_c, kh, kw, in_c = graph.type(w_name).shape
+        q = layer_quantisation(graph, node, out_c)
+        (sh, sw), (ph, pw) = node.attrs["stride"], node.attrs["pad"]
+        decls = [c_array("int8_t", "cm_w", graph.node(w_name).attrs["value"]),
+                 c_array("int32_t", "cm_b", graph.node(b_name).attrs["value"]),
+                 c_array("int32_t", "cm_m", q.multipliers), c_array("int32_t", "cm_s", q.shifts),
+                 f"static const cmsis_nn_transpose_conv_params cm_p = {{{-q.input_zero_point}, {q.output_zero_point}, "
+                 f"{{{sw}, {sh}}}, {{{pw}, {ph}}}, {{0, 0}}, {{1, 1}}, {{{q.lo}, {q.hi}}}}};",
+                 "static const cmsis_nn_per_channel_quant_params cm_q = {(int32_t *)cm_m, (int32_t *)cm_s};",
+                 f"static const cmsis_nn_dims cm_in = {dims(*x.shape)}, cm_f = {dims(out_c, kh, kw, in_c)}, "
+                 f"cm_bd = {dims(1, 1, 1, out_c)}, cm_o = {dims(*out.shape)};"]
+        call = "arm_transpose_conv_s8(&ctx, &ctx, &cm_p, &cm_q, &cm_in, x, &cm_f, cm_w, &cm_bd, cm_b, &cm_o, cm_out);"
+        return decls, call, "arm_transpose_conv_s8_get_buffer_size(&cm_p, &cm_in, &cm_f, &cm_o)"
     raise ValueError(f"no CMSIS-NN call for {case.op}")
 
 
@@ -352,7 +398,7 @@ def table(rows: list[dict], how: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, pad, transpose, "
-                    "softmax, batch_matmul)")
+                    "softmax, batch_matmul, transpose_conv)")
     ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)

@@ -291,7 +291,7 @@ def transpose_conv_model(in_shape, out_c, kernel, stride, padding: str, activati
     return b.finish([x], [y]), out_shape
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=8)
 @given(h=st.integers(1, 5), w=st.integers(1, 5), c=st.integers(1, 9), out_c=st.integers(1, 9),
        kh=st.integers(1, 4), kw=st.integers(1, 4), sy=st.integers(1, 3), sx=st.integers(1, 3),
        padding=st.sampled_from(["same", "valid"]), activation=st.sampled_from(sorted(ACTIVATIONS)),
