@@ -217,7 +217,7 @@ def cases() -> list[Case]:
         batch_matmul_case((1, 32, 64), (64, 32), (1, 32, 32), False, False, "const", "32x64 by a constant 64x32", 27),
         batch_matmul_case((2, 12, 20), (1, 20, 10), (2, 12, 10), False, False, "const",
                           "2 x 12x20 by a constant 20x10", 28),
-        transpose_conv_case((1, 4, 4, 8), 4, (3, 3), (2, 2), "same", "4x4x8 -> 8x8x4, 3x3 /2 (conv_autoencoder_int8)",
+        transpose_conv_case((1, 4, 4, 8), 4, (3, 3), (2, 2), "same", "4x4x8 -> 8x8x4, 3x3 /2 (conv_autoencoder)",
                             29),
         transpose_conv_case((1, 8, 8, 4), 1, (3, 3), (2, 2), "same", "8x8x4 -> 16x16x1, 3x3 /2 (conv_autoencoder)",
                             30),

@@ -9,9 +9,12 @@ inputs (t_y, t_x, channel: ``m4_tconv_<layer>_col`` copies them in words, taps o
 input zero point), the sub-filter's rows (channels x taps x input channels) the weights, the input zero point
 folded into the bias (bias - zx sum(w) over the phase's taps): ``m4_network``'s matrix function on pairs of
 channels (``paired_rows``, two columns by four channels, 32 multiply-accumulates in 16 SMLAD), storing each
-position sw C bytes after the last (a phase row's positions are sw output columns apart). No int32 buffer of
-the output: each output element is computed once, complete. A phase with no taps (a filter smaller than the
-stride) stores its channels' requantised biases.
+position sw C bytes after the last (a phase row's positions are sw output columns apart); a layer of one or two
+channels on two channels a group instead (int16 weights, "2x2w16": a group of four would be mostly padding),
+its pair of outputs through a small buffer. The columns: per phase a function with the taps unrolled, a
+position whose taps all lie inside the input copied at literal offsets. No int32 buffer of the output: each
+output element is computed once, complete. A phase with no taps (a filter smaller than the stride) stores its
+channels' requantised biases. The layer is one function (``m4_tconv_<layer>``), its phases' loops in literals.
 
 Claimed where every phase's rows pair (TFLite's symmetric weights always do) and its accumulators are small
 enough (``PAIRED_ACC``), else the shared C.
@@ -27,6 +30,7 @@ from tinycc_ml.arm.m4_network import (
     _fill_bytes,
     _shifts_ok,
     accumulator_bound,
+    arranged_rows,
     channel_params,
     fold_zero_point,
     matrix_function,
@@ -86,29 +90,39 @@ def transpose_conv_claims(em, node: Node) -> bool:
     return _shifts_ok(q) and _phases(em, node) is not None
 
 
-def _column_function(em, node: Node) -> str:
-    """m4_tconv_<layer>_col(x, col, a, b, n, nty, ntx, kp): the columns of the n (1 or 2) phase positions (a, b),
-    (a, b + 1): per tap (t_y < nty, t_x < ntx) input (a - t_y, b - t_x)'s channels, or the zero point outside."""
+def _column_function(em, node: Node, ry: int, rx: int, ty: list[int], tx: list[int], kp: int) -> str:
+    """m4_tconv_<layer>_col<ry><rx>(x, col, a, b, n): the columns (kp bytes apart) of the n (1 or 2) positions
+    (a, b), (a, b + 1) of phase (ry, rx): per tap (t_y, t_x) input (a - t_y, b - t_x)'s channels, or the zero point
+    outside; a position whose taps all lie inside the input copied at literal offsets, unchecked."""
     g = em.graph
     x = g.type(node.inputs[0])
     _, H, W, C = x.shape
     zx = int(x.dtype.zero_point)
-    symbol = em.sym(f"m4_tconv_{node.name}_col")
+    nty, ntx = len(ty), len(tx)
+    symbol = em.sym(f"m4_tconv_{node.name}_col{ry}{rx}")
+    inside = [line for t in range(nty) for u in range(ntx)
+              for line in _copy_bytes(em, f"(col + {(t * ntx + u) * C})", f"(s - {(t * W + u) * C})", C)]
     em.helpers[symbol] = "\n".join([
-        f"/* %{node.name}: one phase's columns, taps of {C} channels */",
+        f"/* %{node.name}: phase ({ry}, {rx})'s columns, {nty}x{ntx} taps of {C} channels */",
         f'__attribute__((optimize("O2"), noinline)) static void {symbol}(const int8_t *x, int8_t *col, int32_t a, '
-        "int32_t b, int32_t n, int32_t nty, int32_t ntx, int32_t kp)", "{",
-        "    for (int32_t j = 0; j < n; ++j) {",
-        "        int8_t *d = col + j * kp;",
-        "        for (int32_t t = 0; t < nty; ++t) {",
+        "int32_t b, int32_t n)", "{",
+        f"    for (int32_t j = 0; j < n; ++j, col += {kp}) {{",
+        "        const int32_t bj = b + j;",
+        f"        if (a >= {nty - 1} && a < {H} && bj >= {ntx - 1} && bj < {W}) {{",
+        f"            const int8_t *s = x + (a * {W} + bj) * {C};",
+        *("            " + line for line in inside),
+        "            continue;",
+        "        }",
+        "        int8_t *d = col;",
+        f"        for (int32_t t = 0; t < {nty}; ++t) {{",
         "            const int32_t iy = a - t;",
-        "            for (int32_t u = 0; u < ntx; ++u, d += " + str(C) + ") {",
-        "                const int32_t ix = b + j - u;",
+        f"            for (int32_t u = 0; u < {ntx}; ++u, d += {C}) {{",
+        "                const int32_t ix = bj - u;",
         f"                if (iy < 0 || iy >= {H} || ix < 0 || ix >= {W}) {{",
         *("                    " + line for line in _fill_bytes("d", zx, C)),
         "                } else {",
-        f"                    const int8_t *s = x + (iy * {W} + ix) * {C};",
-        *("                    " + line for line in _copy_bytes(em, "d", "s", C)),
+        f"                    const int8_t *src = x + (iy * {W} + ix) * {C};",
+        *("                    " + line for line in _copy_bytes(em, "d", "src", C)),
         "                }",
         "            }",
         "        }",
@@ -128,10 +142,14 @@ def transpose_conv(em, node: Node) -> list[str] | None:
     sh, sw = (int(s) for s in node.attrs["stride"])
     ph, pw = (int(p) for p in node.attrs["pad"])
     OH, OW = (int(v) for v in node.attrs["out_size"])
-    column = _column_function(em, node)
     col = em.sym("m4_col")
-    xs, out = em.var(x_name), em.var(node.name)
-    lines = ["{", f"    int8_t *col = (int8_t *){col};"]
+    narrow = out_c <= 2  # two channels a group (int16 weights), the pair of outputs through a buffer
+    symbol = em.sym(f"m4_tconv_{node.name}")
+    lines = [f"/* %{node.name}: TFLite's int8 TRANSPOSE_CONV, {sh}x{sw} phases */",
+             f'__attribute__((optimize("O2"), noinline)) static void {symbol}(const int8_t *x, int8_t *out)', "{",
+             f"    int8_t *col = (int8_t *){col};"]
+    if narrow:
+        lines.append(f"    int8_t pair[{2 * out_c}];")
     for (ry, rx), (ty, tx, Wp, folded) in phases.items():
         a0, a1 = phase_range(OH, sh, ry, ph)
         b0, b1 = phase_range(OW, sw, rx, pw)
@@ -146,7 +164,7 @@ def transpose_conv(em, node: Node) -> list[str] | None:
                                        f"%{node.name}: the outputs of phase ({ry}, {rx}), which no tap reaches")
             lines += [f"    for (int32_t a = {a0}; a < {a1}; ++a)",
                       f"        for (int32_t b = 0; b < {b1 - b0}; ++b)",
-                      f"            for (int32_t o = 0; o < {out_c}; ++o) {out}[({first} + b * {sw}) * {out_c} + o] "
+                      f"            for (int32_t o = 0; o < {out_c}; ++o) out[({first} + b * {sw}) * {out_c} + o] "
                       f"= {v_sym}[o];"]
             continue
         k = Wp.shape[1]
@@ -154,23 +172,38 @@ def transpose_conv(em, node: Node) -> list[str] | None:
         em.scratch(col, "uint32_t", 2 * kp // 4)
         bound = accumulator_bound(folded, Wp, 128)
         fold = fold_zero_point(bound, q.multipliers, q.shifts, q.output_zero_point)
-        params = channel_params(folded, q.multipliers, q.shifts, 4, "fold" if fold else "plain", None,
-                                q.output_zero_point if fold else None)
-        params = paired_params(params)
-        words, kw4 = paired_rows(Wp)
         name = f"{node.name}_p{ry}{rx}"
+        group = 2 if narrow else 4
+        params = channel_params(folded, q.multipliers, q.shifts, group, "fold" if fold else "plain", None,
+                                q.output_zero_point if fold else None)
+        if narrow:
+            words, kw4 = arranged_rows(Wp, 2, True)
+        else:
+            params = paired_params(params)
+            words, kw4 = paired_rows(Wp)
         w_sym = em.add_const_array(em.sym(f"{name}_m4w"), words, "int32_t",
-                                   f"%{node.name}: phase ({ry}, {rx})'s {out_c}x{k} int8 weights, pairs of rows in "
-                                   "words (paired_rows)")
+                                   f"%{node.name}: phase ({ry}, {rx})'s {out_c}x{k} weights, "
+                                   + ("widened to int16, pairs of rows interleaved" if narrow
+                                      else "int8, pairs of rows in words (paired_rows)"))
         p_sym = em.add_const_array(em.sym(f"{name}_m4q"), params.words, "int32_t",
                                    f"%{node.name}: phase ({ry}, {rx}) per channel {', '.join(params.stored)} (m4_rq)")
-        mm = matrix_function(em, name, q, "2x4p", w_sym, params, p_sym, kw4, out_c, kp, sw * out_c)
+        column = _column_function(em, node, ry, rx, ty, tx, kp)
         # the columns' padding bytes (k to kp) meet zero weights: left as they are
         lines += [f"    for (int32_t a = {a0}; a < {a1}; ++a)",
                   f"        for (int32_t b = 0; b < {b1 - b0}; b += 2) {{",
                   f"            const int32_t n = b + 1 < {b1 - b0} ? 2 : 1;",
-                  f"            {column}({xs}, col, a, b + {b0}, n, {len(ty)}, {len(tx)}, {kp});",
-                  f"            {mm}(col, n, {out} + ({first} + b * {sw}) * {out_c});",
-                  "        }"]
-    lines.append("}")
-    return lines
+                  f"            int8_t *o = out + ({first} + b * {sw}) * {out_c};",
+                  f"            {column}(x, col, a, b + {b0}, n);"]
+        if narrow:
+            mm = matrix_function(em, name, q, "2x2w16", w_sym, params, p_sym, kw4, out_c, kp)
+            lines += [f"            {mm}(col, n, pair);",
+                      *(f"            o[{c}] = pair[{c}];" for c in range(out_c)),
+                      "            if (n == 2) { " + " ".join(f"o[{sw * out_c + c}] = pair[{out_c + c}];"
+                                                        for c in range(out_c)) + " }"]
+        else:
+            mm = matrix_function(em, name, q, "2x4p", w_sym, params, p_sym, kw4, out_c, kp, sw * out_c)
+            lines.append(f"            {mm}(col, n, o);")
+        lines.append("        }")
+    lines += ["}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return [f"{symbol}({em.var(x_name)}, {em.var(node.name)});"]
