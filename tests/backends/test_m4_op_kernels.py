@@ -313,3 +313,24 @@ def test_transpose_conv_equals_tflite_micro_on_the_m4(h, w, c, out_c, kh, kw, sy
 def test_transpose_conv_layers_on_the_m4(in_shape, out_c, kernel, stride, padding, tmp_path):
     model, out_shape = transpose_conv_model(in_shape, out_c, kernel, stride, padding, "none", -7, 3)
     check_on_m4(model, in_shape, out_shape, tmp_path, "tconv")
+
+
+@SETTINGS
+@given(features=st.integers(1, 13), units=st.integers(1, 6), rank=st.integers(1, 3), memory=st.integers(1, 9),
+       seed=st.integers(0, 3))
+def test_svdf_stream_equals_tflite_micro_on_the_m4(features, units, rank, memory, seed, tmp_path_factory):
+    """Streams of 5 calls (the state kept between them): inputs off whole words, filters off groups of 4, a unit's
+    rank x memory bytes off whole words, a memory of one step."""
+    from tests.ops.test_svdf import svdf
+
+    model = svdf(state_kind="int8", features=features, units=units, rank=rank, memory=memory, seed=seed)
+    source = check_on_m4(model, (1, features), (1, units), tmp_path_factory.mktemp("svdf"), "svdf")
+    assert "op_m4_svdf_out_" in source
+
+
+def test_svdf_of_a_keyword_model_on_the_m4(tmp_path):
+    """The shape of TFLite Micro's SVDF keyword example's first layer (40 features, 64 filters of rank 1, memory
+    8... scaled down to 16 units here)."""
+    from tests.ops.test_svdf import svdf
+
+    check_on_m4(svdf(state_kind="int8", features=40, units=16, rank=1, memory=8), (1, 40), (1, 16), tmp_path, "svdf")

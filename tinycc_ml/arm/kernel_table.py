@@ -12,6 +12,7 @@ from tinycc_ml.arm import (
     m4_pad,
     m4_pool,
     m4_softmax,
+    m4_svdf,
     m4_transpose,
     m4_transpose_conv,
     network_pow2,
@@ -68,6 +69,8 @@ M4_KERNELS = (
     Kernel("transpose", m4_transpose.transpose, claims=m4_transpose.transpose_claims),
     Kernel("batch_matmul", m4_batch_matmul.batch_matmul, claims=m4_batch_matmul.batch_matmul_claims),
     Kernel("transpose_conv2d", m4_transpose_conv.transpose_conv, claims=m4_transpose_conv.transpose_conv_claims),
+    Kernel("svdf_state", m4_svdf.svdf_state, claims=m4_svdf.svdf_state_claims),
+    Kernel("svdf_output", m4_svdf.svdf_output, claims=m4_svdf.svdf_output_claims),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),
