@@ -40,6 +40,7 @@ from tests.tflite_builder import ACTIVATIONS, PADDINGS  # noqa: E402
 from tests.tflite_models import TfliteBuilder, options, schema  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.ir.ops.network.mul import multiplier  # noqa: E402
+from tinycc_ml.ir.ops.network.svdf import output_multiplier, state_multiplier  # noqa: E402
 from tinycc_ml.ir.ops.tflite_arith import activation_range, quantize_multiplier, softmax_parameters  # noqa: E402
 from tinycc_ml.ir.ops.windows import pad_before  # noqa: E402
 from tinycc_ml.runtime.profile import function_profile  # noqa: E402
@@ -50,7 +51,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "cmsis_nn_ops.json"
 OPS = schema.BuiltinOperator
 OPTIONS = schema.BuiltinOptions
 TARGET = "cortex-m4"
-FILES = (*CMSIS_FILES, "Source/PadFunctions", "Source/TransposeFunctions")
+FILES = (*CMSIS_FILES, "Source/PadFunctions", "Source/TransposeFunctions", "Source/SVDFunctions")
 # the CMSIS-NN source files each function needs besides NNSupportFunctions
 SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8.c"],
            "arm_maximum_s8": ["BasicMathFunctions/arm_maximum_s8.c"],
@@ -60,6 +61,7 @@ SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8
            "arm_transpose_s8": ["TransposeFunctions/arm_transpose_s8.c"],
            "arm_softmax_s8": ["SoftmaxFunctions/arm_softmax_s8.c", "SoftmaxFunctions/arm_nn_softmax_common_s8.c"],
            "arm_batch_matmul_s8": ["FullyConnectedFunctions/arm_batch_matmul_s8.c"],
+           "arm_svdf_s8": ["SVDFunctions/arm_svdf_s8.c"],
            "arm_transpose_conv_s8": ["ConvolutionFunctions/arm_transpose_conv_s8.c",
                                      "ConvolutionFunctions/arm_transpose_conv_get_buffer_sizes_s8.c",
                                      "ConvolutionFunctions/arm_convolve_get_buffer_sizes_s8.c"]}
@@ -184,6 +186,26 @@ def transpose_conv_case(in_shape, out_c, kernel, stride, padding: str, label: st
     return Case("transpose_conv", label, b.finish([x], [y]), tuple(in_shape), "arm_transpose_conv_s8")
 
 
+def svdf_case(features: int, units: int, rank: int, memory: int, label: str, seed: int) -> Case:
+    """x -> SVDF -> y with an int8 activation state (zero point 0) and int8 time weights (arm_svdf_s8's form),
+    scales keeping the state and the output off their clamps."""
+    rng = np.random.default_rng(seed)
+    filters = units * rank
+    b = TfliteBuilder()
+    sx, sw, st, zx = 0.05, 0.01, 0.05 * 0.01 * 80 * features ** 0.5 / 40, int(rng.integers(-100, 100))
+    x = b.tensor((1, features), "int8", scale=sx, zero_point=zx, name="x")
+    w = b.tensor((filters, features), "int8", scale=sw, zero_point=0, data=rng.integers(-127, 128, (filters, features)))
+    t = b.tensor((filters, memory), "int8", scale=0.01, zero_point=0, data=rng.integers(-127, 128, (filters, memory)))
+    bias = b.tensor((units,), "int32", scale=float(np.float32(st) * np.float32(0.01)), zero_point=0,
+                    data=rng.integers(-2000, 2000, units))
+    s = b.tensor((1, filters * memory), "int8", scale=st, zero_point=0, name="state")
+    y = b.tensor((1, units), "int8", scale=st * 0.01 * 50 * (rank * memory) ** 0.5 / 40,
+                 zero_point=int(rng.integers(-50, 50)), name="y")
+    b.sub.tensors[s].isVariable = True
+    b.op(OPS.SVDF, [x, w, t, bias, s], [y], OPTIONS.SVDFOptions, options("SVDFOptions", rank=rank))
+    return Case("svdf", label, b.finish([x], [y]), (1, features), "arm_svdf_s8")
+
+
 def cases() -> list[Case]:
     return [
         binary_case("mul", OPS.MUL, (1, 6, 8), (1, 6, 8), "1x6x8 (attention_int8 mul_2)", 1),
@@ -224,12 +246,18 @@ def cases() -> list[Case]:
         transpose_conv_case((1, 1, 16, 6), 4, (1, 3), (1, 2), "same", "1x16x6 -> 1x32x4, 1x3 /2 (unet_1d_int8)", 31),
         transpose_conv_case((1, 8, 8, 16), 16, (4, 4), (2, 2), "same", "8x8x16 -> 16x16x16, 4x4 /2", 32),
         transpose_conv_case((1, 12, 12, 8), 8, (2, 2), (2, 2), "valid", "12x12x8 -> 24x24x8, 2x2 /2 valid", 33),
+        svdf_case(20, 12, 1, 2, "20 in, 12 filters x 2, rank 1 (CMSIS-NN's svdf_int8)", 34),
+        svdf_case(40, 13, 2, 3, "40 in, 26 filters x 3, rank 2 (svdf_int8_2)", 35),
+        svdf_case(40, 64, 1, 8, "40 in, 64 filters x 8, rank 1", 36),
+        svdf_case(64, 64, 2, 16, "64 in, 128 filters x 16, rank 2", 37),
     ]
 
 
 def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
     """(declarations, the call writing cm_out from the input x, the scratch-size expression) of the case's layer
     in CMSIS-NN."""
+    if case.op == "svdf":
+        return svdf_call(graph, case)
     node = next(graph.node(n) for n in graph.order() if graph.op(n) not in ("input", "const", "reshape"))
     x, out = graph.type(node.inputs[0]), node.type
     if case.op == "mul":
@@ -295,6 +323,37 @@ def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
     raise ValueError(f"no CMSIS-NN call for {case.op}")
 
 
+def svdf_call(graph, case: Case) -> tuple[list[str], str, str]:
+    """arm_svdf_s8 on its own int8 state (static, zero before the first call: the model's), the two
+    requantisations as TFLite Micro's Prepare computes them."""
+    state_node = next(graph.node(n) for n in graph.order() if graph.op(n) == "svdf_state")
+    out_node = next(graph.node(n) for n in graph.order() if graph.op(n) == "svdf_output")
+    x, st, w = (graph.type(n) for n in state_node.inputs)
+    t, out = graph.type(out_node.inputs[1]), out_node.type.dtype
+    filters, features = w.shape
+    memory, rank = t.shape[1], int(out_node.attrs["rank"])
+    units = filters // rank
+    m_in, s_in = state_multiplier(x.dtype, w.dtype, st.dtype)
+    m_out, s_out = output_multiplier(st.dtype, t.dtype, out)
+    decls = [c_array("int8_t", "cm_wf", graph.node(state_node.inputs[2]).attrs["value"]),
+             c_array("int8_t", "cm_wt", graph.node(out_node.inputs[1]).attrs["value"]),
+             c_array("int32_t", "cm_b", graph.node(out_node.inputs[2]).attrs["value"]),
+             f"static int8_t cm_state[{filters * memory}];",
+             f"static int32_t cm_ba[{filters}], cm_bb[{units}];",
+             f"static const cmsis_nn_svdf_params cm_p = {{{rank}, {x.dtype.zero_point}, {out.zero_point}, "
+             "{-128, 127}, {-128, 127}};",
+             f"static const cmsis_nn_per_tensor_quant_params cm_qi = {{{m_in}, {s_in}}}, "
+             f"cm_qo = {{{m_out}, {s_out}}};",
+             f"static const cmsis_nn_dims cm_in = {dims(1, features, 1, 1)}, "
+             f"cm_sd = {dims(1, filters * memory, 1, 1)}, "
+             f"cm_wfd = {dims(filters, features, 1, 1)}, cm_wtd = {dims(filters, memory, 1, 1)}, "
+             f"cm_bd = {dims(units, 1, 1, 1)}, cm_o = {dims(1, units, 1, 1)};"]
+    call = ("{ cmsis_nn_context ca = {cm_ba, sizeof(cm_ba)}, cb = {cm_bb, sizeof(cm_bb)}; "
+            "arm_svdf_s8(&ctx, &ca, &cb, &cm_p, &cm_qi, &cm_qo, &cm_in, x, &cm_sd, cm_state, &cm_wfd, cm_wf, "
+            "&cm_wtd, cm_wt, &cm_bd, cm_b, &cm_o, cm_out); }")
+    return decls, call, "0"
+
+
 def batch_matmul_call(graph, node, case: Case) -> tuple[list[str], str, str, str]:
     """arm_batch_matmul_s8 reads the lhs as rows of k and the rhs transposed (rows of k per output column), as
     TFLite Micro's CMSIS-NN kernel hands them over (transposing in its own buffers): here those buffers filled
@@ -358,7 +417,8 @@ def measure(case: Case, tree: Path, work: Path) -> dict:
     model = tinycc_ml.load_model(path)
     graph = model.graph
     x = np.random.default_rng(len(case.model)).integers(-128, 128, size=int(np.prod(case.in_shape))).astype(np.int8)
-    want = np.asarray(model.run_quantised(x.reshape(1, *case.in_shape))).reshape(-1).astype(np.int64)
+    # the second of two calls on x, as both firmwares run it (a stateful layer's state one call on)
+    want = np.asarray(model.run_quantised(np.stack([x, x]).reshape(2, *case.in_shape)))[1].reshape(-1).astype(np.int64)
     # tinycc-ml: the kernel's functions in the per-function profile; the whole inference's bytes in QEMU
     build = build_network(path, TARGET, work / "out")
     backend = get_backend(TARGET)
@@ -398,7 +458,7 @@ def table(rows: list[dict], how: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, pad, transpose, "
-                    "softmax, batch_matmul, transpose_conv)")
+                    "softmax, batch_matmul, transpose_conv, svdf)")
     ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
