@@ -334,7 +334,7 @@ def _epilogue(em, q, params: ChannelParams, channels: list, indent: str) -> list
     lines = []
     for pq, pairs in channels:
         lines.append(f"{indent}{{")
-        if params.per_channel > 1:  # else every field is a literal
+        if any(name not in params.literals for name in EPILOGUE_FIELDS[mode]):  # else every field is a literal
             lines.append(f"{indent}    const int32_t *cq = {pq};")
         # sl only as a variable where it differs between channels (a literal shift folds into the code)
         sl = str(params.literals["sl"]) if "sl" in params.literals and mode != "wide" else "sl"
