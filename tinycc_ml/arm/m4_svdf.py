@@ -13,10 +13,10 @@ memory - 1 (a per-filter offset word); the input zero point folded into a per-fi
 epilogue's SSAT (the state's zero point 0: clamped, then stored).
 
 ``svdf_output`` (``m4_svdf_out_<layer>``): a unit's rank filters' memories are contiguous in the state and in the
-time weights, so a unit's sum is one dot product of rank x memory bytes: per 4 state bytes one LDR, two SXTB16
-and two SMLAD against the time weights widened to int16 at compile time (lanes 0, 2 and 1, 3: one LDRD), the
-tail's bytes against int16 weights one by one; the bias as the accumulator's start; TFLite's requantisation as
-the matrix functions' epilogue (SMMLAR where the accumulator is proven small).
+time weights, so a unit's sum is one dot product of rank x memory bytes: per 4 state bytes one LDR, two SXTB16 and
+two SMLAD against the time weights widened to int16 at compile time (lanes 0, 2 and 1, 3: one LDRD), unrolled at
+literal offsets; the tail's bytes against int16 weights one by one; the bias as the accumulator's start;
+TFLite's requantisation as the matrix functions' epilogue (SMMLAR where the accumulator is proven small).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from tinycc_ml.arm.m4_network import (
 )
 from tinycc_ml.ir.ops.network.svdf import output_multiplier, state_multiplier
 from tinycc_ml.target import LayerQuantisation, Node
+
+UNROLL = 16  # a unit's groups of 4 state bytes unrolled whole up to this many
 
 
 def _int8(t) -> bool:
@@ -76,6 +78,19 @@ def _state_plan(em, node: Node):
     return q, W, folded
 
 
+def _shift_copy(em, n: int) -> list[str]:
+    """C copying y[i] = s[i + 1] for i < n (a literal), forward: 16 bytes a loop iteration in unaligned words
+    (literal offsets), then words and bytes."""
+    rd = simd_helpers(em)[0]
+    blocks, rest = divmod(n, 16)
+    lines = []
+    if blocks:
+        lines += [f"for (int32_t i = 0; i < {16 * blocks}; i += 16) {{",
+                  *(f"    {{ const int32_t v = {rd}(s + 1 + i + {4 * k}); __builtin_memcpy(y + i + {4 * k}, &v, 4); }}"
+                    for k in range(4)), "}"]
+    return lines + _copy_bytes(em, f"(y + {16 * blocks})", f"(s + {16 * blocks + 1})", rest)
+
+
 def svdf_state_claims(em, node: Node) -> bool:
     return _state_plan(em, node) is not None
 
@@ -105,7 +120,7 @@ def svdf_state(em, node: Node) -> list[str] | None:
              "int8_t *y)", "{"]
     if n > 1:
         lines += ["    /* one step on: each byte from the next (forward: in place too) */",
-                  *("    " + line for line in _copy_bytes(em, "y", "(s + 1)", n - 1))]
+                  *("    " + line for line in _shift_copy(em, n - 1))]
     else:
         lines.append("    (void)s;")
     if inputs % 4:  # the input in whole words: a copy, its last word's tail meeting zero weights
@@ -185,13 +200,26 @@ def svdf_output(em, node: Node) -> list[str] | None:
         lines.append(f"    const int16_t *tt = {tail_sym};")
     symbol = em.sym(f"m4_svdf_out_{node.name}")
     body = ["        int32_t acc = q[0];"]
-    if groups:
+    if groups <= UNROLL:  # literal offsets: per 4 bytes LDR, two SXTB16, LDRD, two SMLAD
+        for i in range(groups):
+            body += [f"        {{ const int32_t v = {rd}(s + {4 * i});",
+                     f"          acc = __smlad(t[{2 * i}], __sxtb16(v), acc);",
+                     f"          acc = __smlad(t[{2 * i + 1}], {odd}(v), acc); }}"]
+        if groups:
+            body.append(f"        t += {2 * groups};")
+    else:
         body += ["        const int8_t *p = s;",
-                 f"        for (int32_t i = 0; i < {groups}; ++i, p += 4, t += 2) {{",
-                 f"            const int32_t v = {rd}(p);",
-                 "            acc = __smlad(t[0], __sxtb16(v), acc);",
-                 f"            acc = __smlad(t[1], {odd}(v), acc);",
-                 "        }"]
+                 f"        for (int32_t i = 0; i < {groups // 4}; ++i, p += 16, t += 8) {{",
+                 *(line for k in range(4) for line in (
+                     f"            {{ const int32_t v = {rd}(p + {4 * k});",
+                     f"              acc = __smlad(t[{2 * k}], __sxtb16(v), acc);",
+                     f"              acc = __smlad(t[{2 * k + 1}], {odd}(v), acc); }}")),
+                 "        }",
+                 *(line for k in range(groups % 4) for line in (
+                     f"        {{ const int32_t v = {rd}(p + {4 * k});",
+                     f"          acc = __smlad(t[{2 * k}], __sxtb16(v), acc);",
+                     f"          acc = __smlad(t[{2 * k + 1}], {odd}(v), acc); }}")),
+                 *([f"        t += {2 * (groups % 4)};"] if groups % 4 else [])]
     for j in range(tail):
         body.append(f"        acc += (int32_t)s[{4 * groups + j}] * tt[{j}];")
     if tail:
