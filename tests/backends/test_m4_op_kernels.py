@@ -328,9 +328,13 @@ def test_svdf_stream_equals_tflite_micro_on_the_m4(features, units, rank, memory
     assert "op_m4_svdf_out_" in source
 
 
-def test_svdf_of_a_keyword_model_on_the_m4(tmp_path):
-    """The shape of TFLite Micro's SVDF keyword example's first layer (40 features, 64 filters of rank 1, memory
-    8... scaled down to 16 units here)."""
+@pytest.mark.parametrize("features, units, rank, memory", [
+    (40, 16, 1, 8),   # the shape of a keyword model's first SVDF layer (fewer units)
+    (12, 3, 2, 40),   # a unit of 80 state bytes: its groups of 4 in a loop (beyond m4_svdf.UNROLL)
+    (9, 2, 3, 23),    # 69 bytes: the loop, its leftover groups and a tail byte
+])
+def test_svdf_layers_on_the_m4(features, units, rank, memory, tmp_path):
     from tests.ops.test_svdf import svdf
 
-    check_on_m4(svdf(state_kind="int8", features=40, units=16, rank=1, memory=8), (1, 40), (1, 16), tmp_path, "svdf")
+    model = svdf(state_kind="int8", features=features, units=units, rank=rank, memory=memory)
+    check_on_m4(model, (1, features), (1, units), tmp_path, "svdf")
