@@ -1,6 +1,7 @@
 """tinycc-ml's Cortex-M4 kernels for the ops CMSIS-NN optimises besides convolutions against CMSIS-NN's function
 for the same layer, instructions per layer on the Cortex-M4F (MPS2 AN386): MUL, MAXIMUM, MINIMUM, MAX_POOL_2D,
-SOFTMAX, PAD, TRANSPOSE (tinycc_ml/arm/m4_elementwise.py, m4_pool.py, m4_softmax.py, m4_pad.py, m4_transpose.py).
+SOFTMAX, PAD, TRANSPOSE, BATCH_MATMUL, TRANSPOSE_CONV, SVDF (tinycc_ml/arm/m4_elementwise.py, m4_pool.py,
+m4_softmax.py, m4_pad.py, m4_transpose.py, m4_batch_matmul.py, m4_transpose_conv.py, m4_svdf.py).
 
     python benchmarks/cmsis_nn_ops.py [--only mul,max_pool] [--cmsis-nn PATH]
 
@@ -12,7 +13,10 @@ instructions (its argmax over the outputs). CMSIS-NN's side, as benchmarks/cmsis
 layers (whose wrapper and helpers this script imports): the function called on the same input, constants and
 quantisation (multiplier and shift as TFLite Micro's Prepare computes them), its sources from the git mirror,
 same compiler and flags (-O2), run in QEMU -icount; the instructions of the wrapper's call less those of the
-same wrapper calling nothing. Both outputs checked equal byte for byte (and to tinycc-ml's interpreter) on
+same wrapper calling nothing (or only the setup a case needs: BATCH_MATMUL's operands in the layout the function
+takes, SVDF's state reset to the first call's, so each call computes the same). A stateful layer (SVDF): ours
+counts its run too (the copy of the next state into the state's array, and the argmax), its first call's outputs
+compared. Both outputs checked equal byte for byte (and to tinycc-ml's interpreter) on
 a random int8 input. Results: benchmarks/results/cmsis_nn_ops.json.
 """
 
@@ -246,7 +250,7 @@ def cases() -> list[Case]:
         transpose_conv_case((1, 1, 16, 6), 4, (1, 3), (1, 2), "same", "1x16x6 -> 1x32x4, 1x3 /2 (unet_1d_int8)", 31),
         transpose_conv_case((1, 8, 8, 16), 16, (4, 4), (2, 2), "same", "8x8x16 -> 16x16x16, 4x4 /2", 32),
         transpose_conv_case((1, 12, 12, 8), 8, (2, 2), (2, 2), "valid", "12x12x8 -> 24x24x8, 2x2 /2 valid", 33),
-        svdf_case(20, 12, 1, 2, "20 in, 12 filters x 2, rank 1 (CMSIS-NN's svdf_int8)", 34),
+        svdf_case(20, 12, 1, 2, "20 in, 12 filters x 2 (CMSIS-NN's svdf_int8)", 34),
         svdf_case(40, 13, 2, 3, "40 in, 26 filters x 3, rank 2 (svdf_int8_2)", 35),
         svdf_case(40, 64, 1, 8, "40 in, 64 filters x 8, rank 1", 36),
         svdf_case(64, 64, 2, 16, "64 in, 128 filters x 16, rank 2", 37),
@@ -479,14 +483,14 @@ def main(argv=None) -> int:
     only = set(filter(None, args.only.split(",")))
     rows = []
     print(f"CMSIS-NN {how}, -O2, Cortex-M4F (MPS2 AN386): instructions per layer")
-    print(f"{'op':<13}{'layer':<44}{'CMSIS-NN function':<26}{'tinycc-ml':>11}{'CMSIS-NN':>11}{'ratio':>7}  equal")
+    print(f"{'op':<15}{'layer':<44}{'CMSIS-NN function':<26}{'tinycc-ml':>11}{'CMSIS-NN':>11}{'ratio':>7}  equal")
     for case in cases():
         if only and case.op not in only:
             continue
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-op-") as work:
             r = measure(case, tree, Path(work))
         rows.append(r)
-        print(f"{r['op']:<13}{r['layer']:<44}{r['function']:<26}{r['instructions']:>11,}"
+        print(f"{r['op']:<15}{r['layer']:<44}{r['function']:<26}{r['instructions']:>11,}"
               f"{r['cmsis_nn_instructions']:>11,}{r['ratio']:>7.2f}  {'yes' if r['equal'] else 'NO'}", flush=True)
     if not only:
         args.out.write_text(json.dumps({**table(rows, how), "cases": rows}, indent=1) + "\n")
