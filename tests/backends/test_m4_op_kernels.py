@@ -206,3 +206,135 @@ def test_transpose_equals_tflite_micro_on_the_m4(shape, data, tmp_path_factory):
 ])
 def test_transpose_axes_merge_runs_the_input_continues(shape, perm, axes):
     assert transpose_axes(shape, perm) == axes
+
+
+def batch_matmul_model(x_shape, y_shape, out_shape, adj_x: bool, adj_y: bool, rhs: str, qs, seed: int) -> bytes:
+    """x -> BATCH_MATMUL(x, y) -> z: y a constant (``rhs`` "const"), or x itself read through a RESHAPE ("x")."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    (sx, zx), (sy, zy), (so, zo) = qs
+    x = b.tensor(x_shape, "int8", scale=sx, zero_point=zx, name="x")
+    if rhs == "x":
+        y = b.tensor(y_shape, "int8", scale=sx, zero_point=zx, name="y")
+        b.op(OPS.RESHAPE, [x], [y])
+    else:
+        y = b.tensor(y_shape, "int8", scale=sy, zero_point=zy, data=rng.integers(-128, 128, size=y_shape), name="y")
+    z = b.tensor(out_shape, "int8", scale=so, zero_point=zo, name="z")
+    b.op(OPS.BATCH_MATMUL, [x, y], [z], OPTIONS.BatchMatMulOptions,
+         options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y))
+    return b.finish([x], [z])
+
+
+@st.composite
+def batch_matmul_case(draw):
+    """Shapes (m, k, n of 1 to 9: k's tail of 1 to 3 bytes, odd column counts), adj_x / adj_y, batch axes
+    broadcast on either side, a constant rhs or x itself (both operands computed, its zero point on both)."""
+    rhs = draw(st.sampled_from(["const", "x"]))
+    adj_x, adj_y = draw(st.booleans()), draw(st.booleans())
+    m, k = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    if rhs == "x":  # y is x's matrix (r, c) read as the rhs: the sums agree where adj_x != adj_y or r == c
+        r = draw(st.integers(1, 9))
+        c = draw(st.integers(1, 9)) if adj_x != adj_y else r
+        batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+        m, n = c if adj_x else r, r if adj_y else c
+        return (*batch, r, c), (*batch, r, c), (*batch, m, n), adj_x, adj_y, rhs
+    n = draw(st.integers(1, 9))
+    xb = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    yb = tuple(e if draw(st.booleans()) else 1 for e in xb)[draw(st.integers(0, len(xb))):]
+    out_b = xb if len(xb) >= len(yb) else yb
+    x_mat = (k, m) if adj_x else (m, k)
+    y_mat = (n, k) if adj_y else (k, n)
+    return (*xb, *x_mat), (*yb, *y_mat), (*out_b, m, n), adj_x, adj_y, rhs
+
+
+@settings(SETTINGS, max_examples=10)
+@given(case=batch_matmul_case(), data=st.data())
+def test_batch_matmul_equals_tflite_micro_on_the_m4(case, data, tmp_path_factory):
+    """Every zero point (the rhs's among them: its int16 weights r - zr), the run-time arrangement of a computed
+    rhs in both layouts and its tails, lhs rows copied (adj_x, k not a multiple of 4) or read in place."""
+    x_shape, y_shape, out_shape, adj_x, adj_y, rhs = case
+    qx, qy = quantisation(data.draw, 0.01, 0.1), quantisation(data.draw, 0.01, 0.1)
+    k = x_shape[-2] if adj_x else x_shape[-1]
+    qo = (data.draw(st.floats(0.5, 4.0)) * qx[0] * (qx[0] if rhs == "x" else qy[0]) * 128 * k ** 0.5,
+          data.draw(st.integers(-128, 127)))
+    model = batch_matmul_model(x_shape, y_shape, out_shape, adj_x, adj_y, rhs, (qx, qy, qo), seed=k)
+    check_on_m4(model, x_shape, out_shape, tmp_path_factory.mktemp("bmm"), "bmm")
+
+
+@pytest.mark.parametrize("x_shape, y_shape, out_shape, adj_x, adj_y, rhs", [
+    ((2, 6, 8), (2, 6, 8), (2, 6, 6), False, True, "x"),     # Q K^T of one tensor: adj_y, in place
+    ((1, 5, 7), (1, 5, 7), (1, 7, 7), True, False, "x"),     # X^T X: rows copied, row-major rhs of 7 columns
+    ((2, 3, 12), (12, 5), (2, 3, 5), False, False, "const"),  # a constant rhs broadcast over the batch
+])
+def test_batch_matmul_layouts_on_the_m4(x_shape, y_shape, out_shape, adj_x, adj_y, rhs, tmp_path):
+    model = batch_matmul_model(x_shape, y_shape, out_shape, adj_x, adj_y, rhs,
+                               ((0.05, -7), (0.03, 9), (0.5, 3)), seed=1)
+    check_on_m4(model, x_shape, out_shape, tmp_path, "bmm")
+
+
+def transpose_conv_model(in_shape, out_c, kernel, stride, padding: str, activation: str, zx: int, zy: int,
+                         seed: int = 5) -> tuple[bytes, tuple]:
+    """x -> TRANSPOSE_CONV -> y, per-channel int8 filters and an int32 bias (the shared builder's)."""
+    rng = np.random.default_rng(seed)
+    b = TfliteBuilder()
+    _, h, w, c = in_shape
+    size = [n * s if padding == "same" else (n - 1) * s + k for n, k, s in zip((h, w), kernel, stride)]
+    out_shape = (1, *size, out_c)
+    x = b.tensor(in_shape, "int8", scale=0.05, zero_point=zx, name="x")
+    shape = b.tensor((4,), "int32", scale=None, data=np.asarray(out_shape, dtype=np.int32), name="output_shape")
+    f = b.filters(rng, (out_c, *kernel, c), 0)
+    bias = b.bias(rng, x, f, out_c)
+    y = b.tensor(out_shape, "int8", scale=0.08, zero_point=zy, name="y")
+    b.op(OPS.TRANSPOSE_CONV, [shape, f, x, bias], [y], OPTIONS.TransposeConvOptions,
+         options("TransposeConvOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0],
+                 fusedActivationFunction=ACTIVATIONS[activation]))
+    return b.finish([x], [y]), out_shape
+
+
+@settings(SETTINGS, max_examples=8)
+@given(h=st.integers(1, 5), w=st.integers(1, 5), c=st.integers(1, 9), out_c=st.integers(1, 9),
+       kh=st.integers(1, 4), kw=st.integers(1, 4), sy=st.integers(1, 3), sx=st.integers(1, 3),
+       padding=st.sampled_from(["same", "valid"]), activation=st.sampled_from(sorted(ACTIVATIONS)),
+       zx=st.integers(-128, 127), zy=st.integers(-128, 127))
+def test_transpose_conv_equals_tflite_micro_on_the_m4(h, w, c, out_c, kh, kw, sy, sx, padding, activation, zx, zy,
+                                                      tmp_path_factory):
+    """Phases of every kind: taps inside and outside the input, filters smaller than the stride (phases no tap
+    reaches), channel counts off the groups of 4, columns off whole words."""
+    model, out_shape = transpose_conv_model((1, h, w, c), out_c, (kh, kw), (sy, sx), padding, activation, zx, zy)
+    check_on_m4(model, (1, h, w, c), out_shape, tmp_path_factory.mktemp("tconv"), "tconv")
+
+
+@pytest.mark.parametrize("in_shape, out_c, kernel, stride, padding", [
+    ((1, 4, 4, 8), 4, (3, 3), (2, 2), "same"),    # conv_autoencoder_int8's first
+    ((1, 8, 8, 4), 1, (3, 3), (2, 2), "same"),    # and second
+    ((1, 1, 16, 6), 4, (1, 3), (1, 2), "same"),   # unet_1d_int8's
+    ((1, 3, 3, 5), 3, (1, 1), (2, 2), "valid"),   # outputs no tap reaches
+])
+def test_transpose_conv_layers_on_the_m4(in_shape, out_c, kernel, stride, padding, tmp_path):
+    model, out_shape = transpose_conv_model(in_shape, out_c, kernel, stride, padding, "none", -7, 3)
+    check_on_m4(model, in_shape, out_shape, tmp_path, "tconv")
+
+
+@SETTINGS
+@given(features=st.integers(1, 13), units=st.integers(1, 6), rank=st.integers(1, 3), memory=st.integers(1, 9),
+       seed=st.integers(0, 3))
+def test_svdf_stream_equals_tflite_micro_on_the_m4(features, units, rank, memory, seed, tmp_path_factory):
+    """Streams of 5 calls (the state kept between them): inputs off whole words, filters off groups of 4, a unit's
+    rank x memory bytes off whole words, a memory of one step."""
+    from tests.ops.test_svdf import svdf
+
+    model = svdf(state_kind="int8", features=features, units=units, rank=rank, memory=memory, seed=seed)
+    source = check_on_m4(model, (1, features), (1, units), tmp_path_factory.mktemp("svdf"), "svdf")
+    assert "op_m4_svdf_out_" in source
+
+
+@pytest.mark.parametrize("features, units, rank, memory", [
+    (40, 16, 1, 8),   # the shape of a keyword model's first SVDF layer (fewer units)
+    (12, 3, 2, 40),   # a unit of 80 state bytes: its groups of 4 in a loop (beyond m4_svdf.UNROLL)
+    (9, 2, 3, 23),    # 69 bytes: the loop, its leftover groups and a tail byte
+])
+def test_svdf_layers_on_the_m4(features, units, rank, memory, tmp_path):
+    from tests.ops.test_svdf import svdf
+
+    model = svdf(state_kind="int8", features=features, units=units, rank=rank, memory=memory)
+    check_on_m4(model, (1, features), (1, units), tmp_path, "svdf")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tinycc_ml.arm import (
     m0_fused,
     m0_kernels,
+    m4_batch_matmul,
     m4_elementwise,
     m4_kernels,
     m4_log_mel_power,
@@ -14,7 +15,9 @@ from tinycc_ml.arm import (
     m4_pool,
     m4_power_spectrum,
     m4_softmax,
+    m4_svdf,
     m4_transpose,
+    m4_transpose_conv,
     network_pow2,
 )
 from tinycc_ml.arm.m0_knn import m0_sqdist_kvote
@@ -76,6 +79,10 @@ M4_KERNELS = (
     # the front end's integer power spectrum (arm.m4_power_spectrum, its FFT arm.m4_fft)
     Kernel("power_spectrum", m4_power_spectrum.power_spectrum, claims=m4_power_spectrum.power_claims),
     Kernel("log_mel_power", m4_log_mel_power.log_mel_power, claims=m4_log_mel_power.log_mel_claims),
+    Kernel("batch_matmul", m4_batch_matmul.batch_matmul, claims=m4_batch_matmul.batch_matmul_claims),
+    Kernel("transpose_conv2d", m4_transpose_conv.transpose_conv, claims=m4_transpose_conv.transpose_conv_claims),
+    Kernel("svdf_state", m4_svdf.svdf_state, claims=m4_svdf.svdf_state_claims),
+    Kernel("svdf_output", m4_svdf.svdf_output, claims=m4_svdf.svdf_output_claims),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),

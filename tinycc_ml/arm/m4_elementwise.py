@@ -55,7 +55,7 @@ def broadcast_loops(a_shape, b_shape, out_shape) -> list[tuple[int, int, int]]:
     return merged or [(1, 1, 1)]
 
 
-def _operands_ok(em, node: Node) -> bool:
+def operands_ok(em, node: Node) -> bool:
     g = em.graph
     return all(g.op(i) != "sparse_const" and i not in em.inline_values and i != em.read_clamp for i in node.inputs)
 
@@ -115,7 +115,7 @@ def _mul_plan(em, node: Node) -> dict | None:
 
 
 def mul_claims(em, node: Node) -> bool:
-    return tflite_int8(em, node) and _operands_ok(em, node) and _mul_plan(em, node) is not None
+    return tflite_int8(em, node) and operands_ok(em, node) and _mul_plan(em, node) is not None
 
 
 def _requant_helper(em, node: Node, plan: dict) -> str:
@@ -163,7 +163,7 @@ def _lane_products(em) -> None:
 
 def tensor_mul(em, node: Node) -> list[str] | None:
     plan = _mul_plan(em, node)
-    if plan is None or not _operands_ok(em, node):
+    if plan is None or not operands_ok(em, node):
         return None
     rd, odd = simd_helpers(em)
     _lane_products(em)
@@ -218,7 +218,7 @@ def tensor_mul(em, node: Node) -> list[str] | None:
 # ---------------------------------------------------------------- MAXIMUM, MINIMUM
 
 def minmax_claims(em, node: Node) -> bool:
-    return tflite_int8(em, node) and _operands_ok(em, node)
+    return tflite_int8(em, node) and operands_ok(em, node)
 
 
 def select_helper(em, kind: str) -> str:
@@ -236,7 +236,7 @@ def select_helper(em, kind: str) -> str:
 
 def _minmax(kind: str):
     def emit(em, node: Node) -> list[str] | None:
-        if not _operands_ok(em, node):
+        if not operands_ok(em, node):
             return None
         rd, _ = simd_helpers(em)
         sel = select_helper(em, kind)

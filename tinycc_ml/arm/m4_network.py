@@ -139,7 +139,7 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
                 f"{acc}1 = __smlabb({w_o}, {u}o, {acc}1);", f"{acc}3 = __smlatt({w_o}, {u}o, {acc}3);"]
 
     def stores(accs: list[tuple[str, str]], indent: str) -> list[str]:
-        return _epilogue(em, q, params, [(f"q + {k * P}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
+        return channel_epilogue(em, q, params, [(f"q + {k * P}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
                                         for k in range(4)], indent)
 
     # the border: one position, the taps inside the input
@@ -322,7 +322,7 @@ def minmax_helpers(em) -> None:
             "{ return a < b ? a : b; }\n")
 
 
-def _epilogue(em, q, params: ChannelParams, channels: list, indent: str) -> list[str]:
+def channel_epilogue(em, q, params: ChannelParams, channels: list, indent: str) -> list[str]:
     """Stores of requantised accumulators: ``channels`` as (pointer to a channel's words, [(acc, destination) or
     (acc, destination, guard), ...]) groups sharing a channel's constants (a guarded store happens where the
     guard holds; ``acc`` a C expression, or (raw, even) for the odd channel of a pair, see ``_shifted``).
@@ -335,7 +335,7 @@ def _epilogue(em, q, params: ChannelParams, channels: list, indent: str) -> list
     lines = []
     for pq, pairs in channels:
         lines.append(f"{indent}{{")
-        if params.per_channel > 1:  # else every field is a literal
+        if any(name not in params.literals for name in EPILOGUE_FIELDS[mode]):  # else every field is a literal
             lines.append(f"{indent}    const int32_t *cq = {pq};")
         # sl only as a variable where it differs between channels (a literal shift folds into the code)
         sl = str(params.literals["sl"]) if "sl" in params.literals and mode != "wide" else "sl"
@@ -496,7 +496,8 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
         lines.append("            (void)n;")
         for k in range(4):
             lines.append(f"            if (o + {k} < {out_c}) {{")
-            lines += _epilogue(em, q, params, [(f"q + {k * P}", [(f"a{k}", f"o0[o + {k}]")])], "                ")
+            lines += channel_epilogue(em, q, params, [(f"q + {k * P}", [(f"a{k}", f"o0[o + {k}]")])],
+                                      "                ")
             lines.append("            }")
         lines += ["        }", "    }", "}", ""]
     else:
@@ -518,11 +519,11 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
         ops.update({k: "=&r" for k in ("u", "uo", "v", "vo", "w0", "w1")})
         lines += asm_block([step_2x2(kind == "2x2w16")] * per, iters, rem, ops, "            ")
         lines.append("            (void)n;")
-        lines += _epilogue(em, q, params, [("q", [("a00", "o0[o]"), ("a01", "o1[o]")])],
+        lines += channel_epilogue(em, q, params, [("q", [("a00", "o0[o]"), ("a01", "o1[o]")])],
                            "            ")
         lines.append(f"            if (o + 1 < {out_c}) {{")
         second = [("a10", "o0[o + 1]"), ("a11", "o1[o + 1]")]
-        lines += _epilogue(em, q, params, [(f"q + {P}", second)], "                ")
+        lines += channel_epilogue(em, q, params, [(f"q + {P}", second)], "                ")
         lines += ["            }", "        }", "    }", "}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return symbol
@@ -585,7 +586,7 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
             stores.append((acc, f"o{i}[{at}]"))
         guard = k and out_c % 4 and k >= out_c % 4
         lines.append(f"            if (o + {k} < {out_c}) {{" if guard else "            {")
-        lines += _epilogue(em, q, params, [(f"q + {k * P}", stores)], "                ")
+        lines += channel_epilogue(em, q, params, [(f"q + {k * P}", stores)], "                ")
         lines.append("            }")
     lines.append("        }")
     lines += [f"        o{i}[{offset}] = {value};" for offset, value in constants for i in range(len(cols))]
@@ -669,7 +670,7 @@ class ChannelParams:
     the fields of EPILOGUE_FIELDS[mode] that differ between the layer's channels (``stored``); the fields every
     channel shares are literals in the code (a per-tensor layer stores its biases alone)."""
 
-    mode: str  # "fold", "plain" or "wide" (see _epilogue)
+    mode: str  # "fold", "plain" or "wide" (see channel_epilogue)
     words: np.ndarray  # int32, channels (padded) x len(stored), flattened
     stored: tuple[str, ...]
     literals: dict[str, int]
@@ -730,7 +731,7 @@ def fold_zero_point(bound: np.ndarray, mult: np.ndarray, shift: np.ndarray, zp: 
     return bool(np.all(high + 1 + (1 << (right - 1)) + abs(zp) * (1 << right) < (1 << 31)))
 
 
-def _shifts_ok(q) -> bool:
+def shifts_ok(q) -> bool:
     return bool(np.all(q.shifts >= -MAX_RIGHT_SHIFT) and np.all(q.shifts <= 30) and np.all(q.multipliers >= 0))
 
 
@@ -819,7 +820,7 @@ def fully_connected(em, node: Node) -> list[str] | None:
     g = em.graph
     out_c, depth = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
-    if not _computed_input(em, node) or depth % 4 or not _shifts_ok(q):
+    if not _computed_input(em, node) or depth % 4 or not shifts_ok(q):
         return None
     rows = g.type(x_name).size // depth
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
@@ -837,7 +838,7 @@ def conv2d(em, node: Node) -> list[str] | None:
     x = g.type(x_name)
     out_c, kh, kw, in_c = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
-    if not _computed_input(em, node) or x.shape[0] != 1 or not _shifts_ok(q):
+    if not _computed_input(em, node) or x.shape[0] != 1 or not shifts_ok(q):
         return None
     win = window_of(g, node, (kh, kw))
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, kh * kw * in_c)
@@ -869,7 +870,7 @@ def conv2d(em, node: Node) -> list[str] | None:
             "}"]
 
 
-def _copy_bytes(em, dst: str, src: str, n: int) -> list[str]:
+def copy_bytes(em, dst: str, src: str, n: int) -> list[str]:
     """C statements copying n (a literal) bytes: unaligned words (one LDR and one STR each), then bytes."""
     rd = simd_helpers(em)[0]
     words, tail = divmod(n, 4)
@@ -882,7 +883,7 @@ def _copy_bytes(em, dst: str, src: str, n: int) -> list[str]:
     return lines + [f"{dst}[{4 * words + i}] = {src}[{4 * words + i}];" for i in range(tail)]
 
 
-def _fill_bytes(dst: str, value: int, n: int) -> list[str]:
+def fill_bytes(dst: str, value: int, n: int) -> list[str]:
     """C statements setting n (a literal) bytes to value: words, then bytes."""
     word = ((value & 0xFF) * 0x01010101 + (1 << 31)) % (1 << 32) - (1 << 31)
     words, tail = divmod(n, 4)
@@ -899,8 +900,8 @@ def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx
     (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
     H, W, OW = win.height, win.width, win.out_width
     row = kw * in_c
-    whole = (_copy_bytes(em, "dst", "src", row) if dx == 1 else
-             [line for kx in range(kw) for line in _copy_bytes(em, f"(dst + {kx * in_c})",
+    whole = (copy_bytes(em, "dst", "src", row) if dx == 1 else
+             [line for kx in range(kw) for line in copy_bytes(em, f"(dst + {kx * in_c})",
                                                                  f"(src + {kx * dx * in_c})", in_c)])
     lines = [
         f"/* %{name}: im2col, {kh}x{kw} windows of {in_c} channels */",
@@ -914,7 +915,7 @@ def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx
         f"        for (int32_t ky = 0; ky < {kh}; ++ky, dst += {row}) {{",
         f"            const int32_t iy = oy * {sy} - {py} + ky * {dy};",
         f"            if (iy < 0 || iy >= {H}) {{",
-        *("                " + line for line in _fill_bytes("dst", zx, row)),
+        *("                " + line for line in fill_bytes("dst", zx, row)),
         "                continue;",
         "            }",
         "            if (inside) {",
@@ -926,10 +927,10 @@ def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx
         f"                const int32_t ix = ix0 + kx * {dx};",
         f"                int8_t *d = dst + kx * {in_c};",
         f"                if (ix < 0 || ix >= {W}) {{",
-        *("                    " + line for line in _fill_bytes("d", zx, in_c)),
+        *("                    " + line for line in fill_bytes("d", zx, in_c)),
         "                } else {",
         f"                    const int8_t *src = x + (iy * {W} + ix) * {in_c};",
-        *("                    " + line for line in _copy_bytes(em, "d", "src", in_c)),
+        *("                    " + line for line in copy_bytes(em, "d", "src", in_c)),
         "                }",
         "            }",
         "        }",
@@ -946,7 +947,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     _, kh, kw, out_c = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
     if (not _computed_input(em, node) or x.shape[0] != 1 or int(node.attrs["depth_multiplier"]) != 1
-            or out_c % 4 or not _shifts_ok(q)):
+            or out_c % 4 or not shifts_ok(q)):
         return None
     win = window_of(g, node, (kh, kw))
     bias = np.asarray(g.node(b_name).attrs["value"], np.int64).reshape(-1)

@@ -29,7 +29,7 @@ MAX_RANK = 5
 INT32_PRODUCTS = 2**31 // (255 * 255)  # int8 products (zero points off) a sum holds without leaving int32
 
 
-def _matrices(t: TensorType, adjoint: bool) -> tuple[int, int]:
+def matrix_shape(t: TensorType, adjoint: bool) -> tuple[int, int]:
     """(rows, columns) of an operand's matrices as the product reads them."""
     rows, cols = t.shape[-2], t.shape[-1]
     return (cols, rows) if adjoint else (rows, cols)
@@ -43,7 +43,7 @@ def _batch_shape(a: TensorType, b: TensorType) -> tuple[int, ...]:
     return tuple(max(x, y) for x, y in zip(pa, pb))
 
 
-def _multiplier(lhs, rhs, out) -> tuple[int, int]:
+def batch_multiplier(lhs, rhs, out) -> tuple[int, int]:
     multipliers, shifts = channel_multipliers(lhs.qscales[0], [rhs.qscales[0]], out.qscales[0])
     return int(multipliers[0]), int(shifts[0])
 
@@ -57,7 +57,7 @@ def _infer(ts, attrs, declared):
          f"operands of one element type, got {lhs.dtype} and {rhs.dtype}")
     need(lhs.dtype.is_float or (lhs.dtype.is_quantised and lhs.dtype.bits in (8, 16)),
          f"operands must be float32, int8 or int16, got {lhs.dtype}")
-    (m, k), (k2, n) = _matrices(lhs, adj_x), _matrices(rhs, adj_y)
+    (m, k), (k2, n) = matrix_shape(lhs, adj_x), matrix_shape(rhs, adj_y)
     need(k == k2, f"the product sums {k} columns of lhs against {k2} rows of rhs")
     shape = _batch_shape(lhs, rhs) + (m, n)
     layout = declared.layout if declared is not None and declared.rank == len(shape) else ""
@@ -74,7 +74,7 @@ def _infer(ts, attrs, declared):
              "int16 operands and result need zero point 0 (TFLite Micro's Prepare)")
         need(k <= 2 ** (ACC64_BITS - 30), f"a sum of {k} int16 products may pass the 2^{ACC64_BITS} TFLite's int64 "
                                           "requantisation assumes")
-    multiplier, _ = _multiplier(lhs.dtype, rhs.dtype, declared.dtype)
+    multiplier, _ = batch_multiplier(lhs.dtype, rhs.dtype, declared.dtype)
     need(multiplier > 0, "the scales give a multiplier of 0 (lhs scale x rhs scale / out scale underflows)")
     return TensorType(shape, declared.dtype, layout)
 
@@ -114,7 +114,7 @@ def _fixed(call):
     lhs = _operand(lhs - tl.dtype.zero_point, bool(call.attrs["adj_x"]))
     rhs = _operand(rhs - tr.dtype.zero_point, bool(call.attrs["adj_y"]))
     total = np.matmul(lhs, rhs)  # int64: exact
-    multiplier, shift = _multiplier(tl.dtype, tr.dtype, out)
+    multiplier, shift = batch_multiplier(tl.dtype, tr.dtype, out)
     if out.bits == 8:
         scaled = multiply_by_quantized_multiplier(total, multiplier, shift)
     else:
@@ -139,7 +139,7 @@ def _c(em, node) -> list[str]:
     adj_x, adj_y = bool(node.attrs["adj_x"]), bool(node.attrs["adj_y"])
     batch = out.shape[:-2]
     m, n = out.shape[-2:]
-    k = _matrices(tl, adj_x)[1]
+    k = matrix_shape(tl, adj_x)[1]
     sl, sr = _strides(tl, batch), _strides(tr, batch)
     lines, indent = ["{", "    long o = 0;"], "    "
     for axis, extent in enumerate(batch):
@@ -159,7 +159,7 @@ def _c(em, node) -> list[str]:
                   f"{body}    total += {em.at(lhs_name, lhs_at)} * {em.at(rhs_name, rhs_at)};",
                   f"{body}{em.var(node.name)}[o++] = total;"]
     else:
-        multiplier, shift = _multiplier(tl.dtype, tr.dtype, out.dtype)
+        multiplier, shift = batch_multiplier(tl.dtype, tr.dtype, out.dtype)
         wide = "int32_t" if out.dtype.bits == 8 else "int64_t"
         scale = requantise(em) if out.dtype.bits == 8 else requantise64(em)
         lo, hi = out.dtype.integer_range
