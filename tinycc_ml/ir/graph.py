@@ -161,6 +161,13 @@ class Graph:
             self.nx.add_edge(new, user)
         self.outputs = [(lab, new if n == old else n) for lab, n in self.outputs]
 
+    def replace_operand(self, user: str, old: str, new: str) -> None:
+        """Point ``user``'s operands ``old`` at ``new`` (its other readers keep ``old``)."""
+        data = self.nx.nodes[user]
+        data["inputs"] = tuple(new if i == old else i for i in data["inputs"])
+        self.nx.remove_edge(old, user)
+        self.nx.add_edge(new, user)
+
     def remove(self, name: str) -> None:
         if any(True for _ in self.nx.successors(name)):
             raise ValueError(f"cannot remove {name}: it still has users")

@@ -39,6 +39,8 @@ def lower_network_to_fixed(graph: Graph, precision: str, rows: np.ndarray, ctx: 
     ctx.options.precision = precision
     ctx.options.calibration = np.asarray(rows, dtype=np.float64)
     graph = run_passes(graph, FIXED_NETWORK_PASSES[:CHOSEN_FROM], ctx)  # the float graph the scales are chosen for
+    if precision == "int8":
+        graph = equalised_if_better(graph, ctx)
     ctx.options.scale_adjust = search_network_scales(graph, ctx) if ctx.options.search else {}
     fixed_graph = run_passes(graph, FIXED_NETWORK_PASSES[CHOSEN_FROM:], ctx)
     (x,) = fixed_graph.inputs()
@@ -47,27 +49,55 @@ def lower_network_to_fixed(graph: Graph, precision: str, rows: np.ndarray, ctx: 
     return fixed_graph
 
 
+def held_out_rows(graph: Graph, ctx: PassContext) -> np.ndarray | None:
+    """The calibration rows the scale choices are judged on (a quarter, 8 to 250), or None (too few, or a graph
+    with state: a stepped recurrent layer runs its rows one by one, as a stream, and each trial would cost
+    seconds)."""
+    rows = ctx.options.calibration
+    share = min(SEARCH_MAX_ROWS, max(SEARCH_MIN_ROWS, len(rows) // 4))
+    held = rows[np.random.default_rng(0).permutation(len(rows))[:share]]
+    return None if len(held) < SEARCH_MIN_ROWS or graph.states() else held
+
+
+def held_out_score(graph: Graph, ctx: PassContext, held: np.ndarray, want: dict, adjust: dict) -> tuple[int, float]:
+    """(predictions unlike the float network's, the scores' mean error) of the fixed-point graph with the scale
+    adjustments ``adjust`` on the held-out rows (``want``: the float network's results on them)."""
+    trial = PassContext(options=replace(ctx.options, scale_adjust=adjust), debug=False)
+    fixed_graph = run_passes(graph.copy(), ["network_scales"], trial)
+    got = run_fixed(fixed_graph, quantise_rows(fixed_graph, held))
+    scale = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
+    return (int(np.sum(got["prediction"] != want["prediction"])),
+            float(np.mean(np.abs(got["scores"] * 2.0**-scale - want["scores"]))))
+
+
+def equalised_if_better(graph: Graph, ctx: PassContext) -> Graph:
+    """The graph after passes/equalize_channels.py where that changes it and its fixed point agrees with the float
+    network on the held-out rows at least as well (equal float values either way); else the graph as it was."""
+    equalised = run_passes(graph.copy(), ["equalize_channels"], ctx)
+    held = held_out_rows(graph, ctx)
+    if held is None or equalised.structurally_equal(graph):
+        return graph
+    want = run_float(graph, held)
+    try:
+        better = held_out_score(equalised, ctx, held, want, {}) <= held_out_score(graph, ctx, held, want, {})
+    except NetworkOverflowError:
+        return graph
+    log.info("channel equalisation %s", "kept" if better else "not kept (the held-out rows agree less)")
+    return equalised if better else graph
+
+
 def search_network_scales(graph: Graph, ctx: PassContext) -> dict[str, int]:
     """Per-value scale adjustments (one bit finer or coarser at a time, coordinate descent, two rounds) that lower
     the disagreement with the float network's predictions on held-out calibration rows (a quarter, 8 to 250;
     ties: the scores' mean error), as the dense models' search does (passes/fixed_pipeline.py); none for a graph
     with state, or with more than SEARCH_MAX_VALUES scaled values."""
-    rows = ctx.options.calibration
-    share = min(SEARCH_MAX_ROWS, max(SEARCH_MIN_ROWS, len(rows) // 4))
-    held = rows[np.random.default_rng(0).permutation(len(rows))[:share]]
-    if len(held) < SEARCH_MIN_ROWS or graph.states():
-        # a graph with state (a stepped recurrent layer) runs its rows one by one, as a stream: each trial would
-        # cost seconds, so its scales stay the calibrated ones
+    held = held_out_rows(graph, ctx)
+    if held is None:
         return {}
     want = run_float(graph, held)
 
     def score(adjust: dict) -> tuple[int, float]:
-        trial = PassContext(options=replace(ctx.options, scale_adjust=adjust), debug=False)
-        fixed_graph = run_passes(graph.copy(), ["network_scales"], trial)
-        got = run_fixed(fixed_graph, quantise_rows(fixed_graph, held))
-        scale = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
-        return (int(np.sum(got["prediction"] != want["prediction"])),
-                float(np.mean(np.abs(got["scores"] * 2.0**-scale - want["scores"]))))
+        return held_out_score(graph, ctx, held, want, adjust)
 
     candidates = [n for n in graph.order() if graph.op(n) in SCALED_OPS and graph.type(n).dtype.is_float]
     if len(candidates) > SEARCH_MAX_VALUES:

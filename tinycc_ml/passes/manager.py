@@ -111,7 +111,8 @@ class Pass:
 
 BUILTIN_PASSES = {name: f"tinycc_ml.passes.{name}:{cls}" for name, cls in [
     ("choose_scales", "ChooseScales"), ("constant_fold", "ConstantFold"), ("cse", "CommonSubexpressionElimination"),
-    ("dce", "DeadCodeElimination"), ("exp_table", "ExpTable"), ("expand_lstm", "ExpandLstm"),
+    ("dce", "DeadCodeElimination"), ("equalize_channels", "EqualizeChannels"), ("exp_table", "ExpTable"),
+    ("expand_lstm", "ExpandLstm"),
     ("fold_channels_first", "FoldChannelsFirst"),
     ("fold_input_affine", "FoldInputAffine"),
     ("fuse_nearest", "FuseNearest"),
