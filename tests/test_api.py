@@ -11,6 +11,7 @@ import pytest
 import tinycc_ml
 from tinycc_ml import api
 from tinycc_ml.errors import CompileError, DataError, ModelFileError, TinyccError
+from tinycc_ml.host.batch import VEC
 from tinycc_ml.importers.edgeml import save_edgeml_protonn
 from tinycc_ml.models.protonn import ProtoNNModel
 
@@ -93,11 +94,11 @@ def test_report_fields():
     assert "protonn" in report["model"] and "W(4, 10)" in report["model"]
     assert any(line.startswith("fold_input_affine") for line in report["passes"])
     # float code keeps the mean subtraction (see fold_input_affine): W (times 1/std), mean, B, Z; the host's
-    # batch kernels add W transposed and B with their rows padded to 8 floats (host/batch.py)
-    batch_tables = 4 * (10 * 16 + 4 * 16)
+    # batch kernels add W transposed and B with their rows padded to whole vectors of VEC floats (host/batch.py)
+    batch_tables = 4 * (10 * VEC + 4 * VEC)
     assert report["const_bytes"] == 4 * (4 * 10 + 10 + 4 * 6 + 3 * 6) + batch_tables
     assert {k: v for k, v in result.output.const_arrays.items() if k.endswith(("_tp", "_p"))} == \
-        {"rep_W_folded_tp": 4 * 10 * 16, "rep_B_p": 4 * 4 * 16}
+        {"rep_W_folded_tp": 4 * 10 * VEC, "rep_B_p": 4 * 4 * VEC}
     # intermediates: at most the centred input, the projection, the distances/kernels and scores
     assert 0 < report["ram_bytes"] <= 4 * (10 + 4 + 6 + 6 + 3)
     # the file's header states the model's own constants; the batch tables follow in the batch section

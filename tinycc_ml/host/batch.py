@@ -2,8 +2,9 @@
 BLOCK_ROWS rows at a time (``<prefix>_run_block``), so each pass over the weights feeds several rows.
 
 The block function is the single-row function's C with a row index (``lane_r``): every value has one copy
-per row (the arenas become ``[BLOCK_ROWS][size]``, scalars ``[BLOCK_ROWS]``) and consecutive ops' shared C runs
-in one loop over the rows (each row's ops in the single-row order), except the ops with a block kernel here,
+per row (the arenas become ``[BLOCK_ROWS][size]``, scalars ``[BLOCK_ROWS]``) and each op's shared C runs in a
+loop over the rows (consecutive ops in one such loop in graphs of FUSED_ROW_LOOP_OPS nodes or more, each row's ops
+in the single-row order), except the ops with a block kernel here,
 which put the row loop inside their own:
 
 - float ``matvec`` by a constant and ``sqdist`` to constant prototypes: the outputs in vector registers
@@ -48,6 +49,11 @@ from tinycc_ml.target import (
 )
 
 BLOCK_ROWS = 8  # rows per pass over the weights
+# graphs of this many nodes (an unrolled recurrent layer's steps) run consecutive nodes in one loop over the rows:
+# a loop per node made GCC -O3 take minutes. Smaller graphs keep a loop per node: with a whole small network in one
+# row loop, GCC -O3 computed some rows' float results a bit apart from the single-row C (an MLP 4-1-3 with tanh:
+# 10 of 72 scores; not at -O2, not with a loop per node; cause not found)
+FUSED_ROW_LOOP_OPS = 64
 MAX_BLOCK_ARENA_BYTES = 1 << 22  # larger models (big networks) keep the one-row loop
 LANE = "lane_r"  # the C loop variable naming a block's row
 ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t"}
@@ -146,8 +152,10 @@ class HostEmitter(CEmitter):
                     body += lanes(row_wise, "    ") if row_wise else []
                     body += [head, *rest]
                     row_wise = []
-                else:  # one row loop for consecutive nodes: each row's values are its own, computed in order
+                elif len(ops) >= FUSED_ROW_LOOP_OPS:  # one row loop for consecutive nodes, each row's in order
                     row_wise += [head[4:], *(ln[4:] for ln in rest)]
+                else:  # a row loop per node
+                    body += lanes([head[4:], *(ln[4:] for ln in rest)], "    ")
             row_wise.append(f"predictions[{LANE}] = (int){self.at(self.prediction_node, '0')};")
             body += lanes(row_wise, "    ")
         finally:
