@@ -56,21 +56,19 @@ def power_claims(em, node: Node) -> bool:
             and em.at(x, "i") == f"{em.var(x)}[i]" and 16 <= int(node.attrs["fft_length"]) <= 2048)
 
 
-def power_spectrum(em, node: Node) -> list[str] | None:
+def block_scaled_fft(em, node: Node) -> list[str]:
+    """The opening of the C loop over ``node``'s frames (``f``): the frame at ``in``, its block exponent ``b``, the
+    frame shifted left by b where b > 0, kissfft's q15 FFT into ``spectrum``, its words at ``s``; the caller adds
+    what it makes of the bins and closes the loop. Shared by the power spectrum and the fused log mel power."""
     (x,) = node.inputs
     x_type = em.graph.type(x)
     frames, length = x_type.shape
     size = int(node.attrs["fft_length"])
-    bins = size // 2 + 1
     fft = m4_fft.real_fft_q15(em, x_type.dtype, size)  # the frame's 16-bit codes in kissfft's q15
     c_helper(em, "m4_minmax16", MINMAX)
     P = em.prefix + "_"
     buffer = em.sym(f"m4_power_frame_{length}_{size}")
     em.static_ram[buffer] = 2 * length + 2 * (size + 2)
-    base = 2 * x_type.dtype.scale - node.type.dtype.scale - 2 * (size.bit_length() - 1)
-    out = f"f * {bins} + k"
-    general = ("r <= 0 ? (-r >= 15 ? (e ? 32767u : 0u) : (e > (UINT32_C(32767) >> -r) ? 32767u : e << -r)) "
-               ": (r == 32 && e >= UINT32_C(2147483648) ? 1u : 0u)")
     return [f"for (long f = 0; f < {frames}; ++f) {{",
             f"    static int16_t frame[{length}] __attribute__((aligned(4))); /* {buffer} */",
             f"    static int16_t spectrum[{size + 2}] __attribute__((aligned(4)));",
@@ -85,8 +83,20 @@ def power_spectrum(em, node: Node) -> list[str] | None:
             "        in = frame;",
             "    }",
             f"    {fft}(in, {length}, spectrum);",
+            "    const uint32_t *s = (const uint32_t *)(const void *)spectrum;"]
+
+
+def power_spectrum(em, node: Node) -> list[str] | None:
+    (x,) = node.inputs
+    x_type = em.graph.type(x)
+    size = int(node.attrs["fft_length"])
+    bins = size // 2 + 1
+    base = 2 * x_type.dtype.scale - node.type.dtype.scale - 2 * (size.bit_length() - 1)
+    out = f"f * {bins} + k"
+    general = ("r <= 0 ? (-r >= 15 ? (e ? 32767u : 0u) : (e > (UINT32_C(32767) >> -r) ? 32767u : e << -r)) "
+               ": (r == 32 && e >= UINT32_C(2147483648) ? 1u : 0u)")
+    return [*block_scaled_fft(em, node),
             f"    const int r = 2 * b + ({base}); /* the shift of every bin's power */",
-            "    const uint32_t *s = (const uint32_t *)(const void *)spectrum;",
             "    if (r > 0 && r <= 31) {",
             "        const uint32_t half = UINT32_C(1) << (r - 1);",
             f"        for (long k = 0; k < {bins}; ++k) {{",

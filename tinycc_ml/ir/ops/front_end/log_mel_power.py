@@ -25,10 +25,10 @@ import numpy as np
 from tinycc_ml.ir.ops.arith import rshift, saturate
 from tinycc_ml.ir.ops.front_end.common import bit_length
 from tinycc_ml.ir.ops.front_end.log import INTERPOLATION_ERROR, LN2_ERROR, LN2_Q, TABLE_SCALE, log_table
-from tinycc_ml.ir.ops.front_end.power_spectrum import block_shift, float_power, padded
-from tinycc_ml.ir.ops.registry import OpDef, float_or_fixed, need, register_op, result_dtype
+from tinycc_ml.ir.ops.front_end.power_spectrum import block_shift, check_frames, float_power, padded
+from tinycc_ml.ir.ops.registry import OpDef, need, register_op, result_dtype
 from tinycc_ml.ir.ops.signal.common import I16
-from tinycc_ml.ir.ops.signal.kissfft import MAX_FFT, real_fft
+from tinycc_ml.ir.ops.signal.kissfft import real_fft
 from tinycc_ml.ir.types import TensorType
 
 WEIGHT_MAX = 2**16 - 1  # the quantised weights are uint16
@@ -37,11 +37,7 @@ LOG_BITS = 15  # the mantissa m the table reads: [2^14, 2^15)
 
 def _infer(ts, attrs, declared):
     (x,) = ts
-    float_or_fixed(x, "frames")
-    need(not x.dtype.is_fixed or x.dtype.bits == 16, f"fixed-point frames are 16-bit, got {x.dtype}")
-    size = int(attrs["fft_length"])
-    need(4 <= size <= MAX_FFT and size & (size - 1) == 0, f"fft_length {size} is not a power of two in [4, {MAX_FFT}]")
-    need(x.rank == 2 and x.shape[1] <= size, f"log_mel_power takes (frames, samples <= {size}), got {x}")
+    size = check_frames(x, attrs, "log_mel_power")
     weights = np.asarray(attrs["weights"], dtype=np.float64)
     need(weights.ndim == 2 and weights.shape[1] == size // 2 + 1,
          f"log_mel_power's weights are (mels, {size // 2 + 1}), got {weights.shape}")

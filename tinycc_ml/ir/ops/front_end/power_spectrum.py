@@ -23,13 +23,20 @@ from tinycc_ml.ir.ops.signal.kissfft import MAX_FFT, real_fft
 from tinycc_ml.ir.types import F32, TensorType
 
 
-def _infer(ts, attrs, declared):
-    (x,) = ts
+def check_frames(x, attrs, op: str) -> int:
+    """The frames operand of a spectrum op (``op`` names it in messages): float or 16-bit fixed point, (frames,
+    samples) with at most fft_length samples, fft_length a power of two; returns fft_length."""
     float_or_fixed(x, "frames")
     need(not x.dtype.is_fixed or x.dtype.bits == 16, f"fixed-point frames are 16-bit, got {x.dtype}")
     size = int(attrs["fft_length"])
     need(4 <= size <= MAX_FFT and size & (size - 1) == 0, f"fft_length {size} is not a power of two in [4, {MAX_FFT}]")
-    need(x.rank == 2 and x.shape[1] <= size, f"power_spectrum takes (frames, samples <= {size}), got {x}")
+    need(x.rank == 2 and x.shape[1] <= size, f"{op} takes (frames, samples <= {size}), got {x}")
+    return size
+
+
+def _infer(ts, attrs, declared):
+    (x,) = ts
+    size = check_frames(x, attrs, "power_spectrum")
     return TensorType((x.shape[0], size // 2 + 1), result_dtype(ts, declared))
 
 
