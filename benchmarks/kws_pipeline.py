@@ -1,18 +1,19 @@
-"""Keyword spotting from raw audio (docs/tutorials/kws-m4.md): 8 kHz int16 clips of four synthetic spoken keywords
-(data/keywords, espeak-ng's voices; noise, gain and time shifts added here), a log-mel front end (tinycc_ml.features)
-and a small keyword network (a one-hidden-layer network trained here by scikit-learn, written as an ONNX file),
-compiled with ``tinycc_ml.compile(network, front_end=...)`` into one C entry point from samples to the keyword.
+"""Keyword spotting from raw audio (docs/tutorials/kws-m4.md): 16 kHz int16 clips of six synthetic spoken keywords
+(data/keywords, espeak-ng's voices; noise, gain and time shifts added here), a log-mel front end (tinycc_ml.features:
+49 frames of 20 log-mel bins a second, 32 ms frames every 20 ms) before two keyword networks: the committed Keras CNN
+(data/keywords/keyword_cnn*.tflite, float and int8: scripts/train_keyword_cnn.py) and a one-hidden-layer MLP trained
+here by scikit-learn (written as an ONNX file), each compiled with ``tinycc_ml.compile(network, front_end=...)`` into
+one C entry point from samples to the keyword.
 
-Printed: accuracy of the Python pipeline (the front end's transform, then onnxruntime), the float build and the
-int8 build (the network quantised to TFLite's int8 from calibration rows' features) on the host and on the
-Cortex-M4F (MPS2 AN386 in QEMU, -icount: exact instruction counts) on held-out voices; per hop (``<name>_feed``
-decides every 16 ms hop on the last 0.5 s: one new frame's features onto the frame stack, then the network on the
-stack) the Cortex-M4's instructions and cycles (the TRM-priced instruction stream in unicorn) of the whole pipeline
-and of the network alone (the same network compiled without the front end, on the same features), the front end
-being the difference; the instructions of ``<name>_predict`` on a whole window (all its frames); flash and static
-RAM of the model's symbols (with the stream's state).
+Printed: accuracy on held-out voices of the Python pipeline (the front end's float64 transform, then tflite-micro or
+onnxruntime) and of each build on the host; on the Cortex-M4F (MPS2 AN386 in QEMU, -icount: exact instruction counts)
+whether its decisions are the host's, and per 20 ms hop (``<name>_feed`` fed 320 samples: one new frame's features
+onto the frame stack, then the network on the stack) the instructions and cycles (the TRM-priced instruction stream in
+unicorn) of the whole pipeline and of the network alone (the same network compiled without the front end, on the same
+features), the front end being the difference; the instructions of ``<name>_predict`` on a whole window (all its
+frames); flash and static RAM of the model's symbols (with the stream's state).
 
-    python benchmarks/kws_pipeline.py [--m4-rows 24] [--no-write]
+    python benchmarks/kws_pipeline.py [--m4-rows 12] [--no-write]
 """
 
 from __future__ import annotations
@@ -36,13 +37,15 @@ from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.features import Framer, Log, MelFilterBank, PowerSpectrum, Window  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "keywords" / "keywords.npz"
-RATE, CLIP, FRAME, HOP, MELS = 8000, 4000, 256, 128, 20
-HELD_OUT = 2  # the last voices of each word: the test rows come from voices the network never heard
+RATE, CLIP, FRAME, HOP, MELS = 16000, 16000, 512, 320, 20
+HELD_OUT = 3  # the last voices of each word: the test rows come from voices the network never heard
+SHIFT = RATE // 20  # time shifts up to +-50 ms
+TRAINING_COPIES, TEST_COPIES = 20, 20  # noisy variants of each clip
 
 
 def keyword_rows(copies: int, voices: slice, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``copies`` noisy variants of each clip of the ``voices`` of every word: shifted by up to +-50 ms, gain
-    from 0.1 to 2 (saturated to int16), white noise 10 to 30 dB below the word; int16 counts as floats."""
+    from 0.1 to 2 (saturated to int16), white noise 10 to 30 dB below the word; int16 counts as float32 (exact)."""
     data = np.load(DATA)
     clips, labels = data["clips"].astype(np.float64), data["labels"].astype(np.int64)
     per_word = len(clips) // len(data["words"])
@@ -51,20 +54,24 @@ def keyword_rows(copies: int, voices: slice, seed: int) -> tuple[np.ndarray, np.
     rng = np.random.default_rng(seed)
     rows, y = [], []
     for i in np.repeat(pick, copies):
-        shift = int(rng.integers(-400, 401))
+        shift = int(rng.integers(-SHIFT, SHIFT + 1))
         x = np.roll(clips[i], shift)
         x[:shift] = 0.0 if shift > 0 else x[:shift]
         x[len(x) + shift:] = 0.0 if shift < 0 else x[len(x) + shift:]
         x = x * 10 ** rng.uniform(-1.0, 0.3)
         power = np.mean(x[x != 0] ** 2)
         x = x + rng.standard_normal(CLIP) * np.sqrt(power * 10 ** (-rng.uniform(1.0, 3.0)))
-        rows.append(np.clip(np.round(x), -32768, 32767))
+        rows.append(np.clip(np.round(x), -32768, 32767).astype(np.float32))
         y.append(labels[i])
     return np.array(rows), np.array(y)
 
 
+def n_frames() -> int:
+    return 1 + (CLIP - FRAME) // HOP
+
+
 def log_mel_front_end(X):
-    """30 frames of 20 log-mel bins of 0.5 s: 32 ms Hann frames every 16 ms, a 256-point power spectrum."""
+    """49 frames of 20 log-mel bins of 1 s: 32 ms Hann frames every 20 ms, a 512-point power spectrum."""
     return make_pipeline(Framer(FRAME, HOP), Window(FRAME), PowerSpectrum(FRAME), MelFilterBank(RATE, FRAME, MELS),
                          Log(floor=1.0)).fit(X)
 
@@ -122,57 +129,91 @@ int {p}_predict(const {t} *x) /* one hop of a full stream (benchmarks/kws_pipeli
     (out / f"{p}.c").write_text(source)
 
 
+def tflite_micro_labels(path: Path, features: np.ndarray) -> np.ndarray:
+    """tflite-micro's decisions on the front end's float64 features (an int8 file's quantised as its input says)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    from tinycc_ml.ir.ops.tflite_arith import quantise_affine
+
+    interpreter = runtime.Interpreter.from_file(str(path))
+    details = interpreter.get_input_details(0)
+    if details["dtype"] == np.int8:
+        quantisation = details["quantization_parameters"]
+        features = quantise_affine(features, quantisation["scales"][0], quantisation["zero_points"][0], 8)
+    labels = []
+    for row in features:
+        interpreter.set_input(np.asarray(row, details["dtype"]).reshape(details["shape"]), 0)
+        interpreter.invoke()
+        labels.append(int(np.argmax(interpreter.get_output(0))))
+    return np.array(labels)
+
+
+def measure_build(label: str, network: Path, front, precision: str, calibration, X_test, y_test, work: Path,
+                  m4_rows: int) -> list[str]:
+    """One row of the table: ``network`` after ``front`` at ``precision``, on the host and the Cortex-M4."""
+    m4 = get_backend("cortex-m4")
+    options = {"precision": precision, "calibration": calibration if precision == "int16" else None}
+    host = tinycc_ml.compile(network, front_end=front, name="kws", **options).load()
+    accuracy = np.mean(host.predict(X_test) == y_test)
+    out = work / f"m4_{network.stem}_{precision}"
+    build = tinycc_ml.compile(network, target="cortex-m4", front_end=front, name="kws", out_dir=out, **options)
+    run = m4.simulate(out, build.output, X_test[:m4_rows])
+    same = np.array_equal(np.asarray(run.predictions), host.predict(X_test[:m4_rows]))
+    window_total = int(np.mean(run.instructions))
+    one_hop_build(out, build, CLIP, HOP)
+    hops = m4.simulate(out, build.output, X_test[:m4_rows])
+    # the median: the harness may run the rows in several firmware images, each priming its stream once
+    total = int(np.median(hops.instructions[1:]))
+    cycles = int(m4.model_cycles(out, build.output, X_test[:2]).cycles[1])
+    # the network alone on the same features: compiled from the file without the front end
+    alone_dir = work / f"net_{network.stem}_{precision}"
+    features = front.transform(X_test[:m4_rows])
+    alone = tinycc_ml.compile(network, target="cortex-m4", name="kwsnet", out_dir=alone_dir,
+                              precision=precision, calibration=front.transform(calibration)
+                              if precision == "int16" else None)
+    net_run = m4.simulate(alone_dir, alone.output, features)
+    net_total = int(np.mean(net_run.instructions))
+    print(f"  {label}: host accuracy {100 * accuracy:.1f}%, M4 decisions equal to the host's: {same}; per hop "
+          f"{total:,} instructions ({cycles:,} cycles), network alone {net_total:,}; predict on a whole window "
+          f"{window_total:,}; {build.report['stream']['frame_stack']}; flash {run.model_flash_bytes:,} B, static RAM "
+          f"{run.model_ram_bytes:,} B (stream state {build.report['stream']['state_bytes']:,} B)", flush=True)
+    return [label, f"{100 * accuracy:.1f}%", "yes" if same else "NO", f"{total:,}", f"{cycles:,}",
+            f"{total - net_total:,}", f"{net_total:,}", f"{window_total:,}", f"{run.model_flash_bytes:,}",
+            f"{run.model_ram_bytes:,}"]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--m4-rows", type=int, default=24, help="held-out rows run in QEMU per build")
+    parser.add_argument("--m4-rows", type=int, default=12, help="held-out rows run in QEMU per build")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write benchmarks/results")
     args = parser.parse_args(argv)
-    X, y = keyword_rows(60, slice(0, -HELD_OUT), seed=0)
-    X_test, y_test = keyword_rows(30, slice(-HELD_OUT, None), seed=1)
+    X, y = keyword_rows(TRAINING_COPIES, slice(0, -HELD_OUT), seed=0)
+    X_test, y_test = keyword_rows(TEST_COPIES, slice(-HELD_OUT, None), seed=1)
     front = log_mel_front_end(X)
+    voices = len(np.load(DATA)["voices"]) // len(np.load(DATA)["words"])
+    print(f"{len(X)} training rows ({voices - HELD_OUT} voices), {len(X_test)} test rows ({HELD_OUT} held-out "
+          f"voices)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="kws-"))
-    net_path = work / "keywords.onnx"
-    keyword_network(front.transform(X), y, net_path)
-    python = np.mean(onnxruntime_labels(net_path, front.transform(X_test)) == y_test)
-    print(f"{len(X)} training rows (8 voices), {len(X_test)} test rows (2 held-out voices); Python pipeline "
-          f"accuracy {100 * python:.1f}%", flush=True)
+    test_features = front.transform(X_test)
     calibration = X[::6]
-    m4 = get_backend("cortex-m4")
-    rows = [["Python pipeline (front end's transform, onnxruntime)", f"{100 * python:.1f}%", "-", "-", "-", "-", "-",
-             "-", "-", "-"]]
+    rows = []
+    cnn, cnn_int8 = DATA.parent / "keyword_cnn.tflite", DATA.parent / "keyword_cnn_int8.tflite"
+    for name, path in (("CNN (Keras, float .tflite)", cnn), ("CNN (Keras, int8 .tflite)", cnn_int8)):
+        python = np.mean(tflite_micro_labels(path, test_features) == y_test)
+        print(f"{name}: Python pipeline (front end's transform, tflite-micro) {100 * python:.1f}%", flush=True)
+        rows.append([f"{name}: Python pipeline", f"{100 * python:.1f}%"] + ["-"] * 8)
+        rows.append(measure_build(f"{name}: {'int8' if path == cnn_int8 else 'float'} build", path, front,
+                                  "float", calibration, X_test, y_test, work, args.m4_rows))
+    mlp = work / "keywords.onnx"
+    keyword_network(front.transform(X), y, mlp)
+    python = np.mean(onnxruntime_labels(mlp, test_features) == y_test)
+    print(f"MLP: Python pipeline (front end's transform, onnxruntime) {100 * python:.1f}%", flush=True)
+    rows.append(["MLP (scikit-learn, ONNX): Python pipeline", f"{100 * python:.1f}%"] + ["-"] * 8)
     for precision in ("float", "int16"):
-        options = {"precision": precision, "calibration": calibration if precision != "float" else None}
-        host = tinycc_ml.compile(net_path, front_end=front, name="kws", **options).load()
-        accuracy = np.mean(host.predict(X_test) == y_test)
-        out = work / f"m4_{precision}"
-        build = tinycc_ml.compile(net_path, target="cortex-m4", front_end=front, name="kws", out_dir=out, **options)
-        run = m4.simulate(out, build.output, X_test[:args.m4_rows])
-        same = np.array_equal(np.asarray(run.predictions), host.predict(X_test[:args.m4_rows]))
-        window_total = int(np.mean(run.instructions))
-        one_hop_build(out, build, CLIP, HOP)
-        hops = m4.simulate(out, build.output, X_test[:args.m4_rows])
-        # the median: the harness may run the rows in several firmware images, each priming its stream once
-        total = int(np.median(hops.instructions[1:]))
-        cycles = int(m4.model_cycles(out, build.output, X_test[:2]).cycles[1])
-        # the network alone on the same features: compiled from the file without the front end
-        alone_dir = work / f"net_{precision}"
-        features = front.transform(X_test[:args.m4_rows])
-        net_options = {"precision": precision, "calibration": front.transform(calibration)
-                       if precision != "float" else None}
-        alone = tinycc_ml.compile(net_path, target="cortex-m4", name="kwsnet", out_dir=alone_dir, **net_options)
-        net_run = m4.simulate(alone_dir, alone.output, features)
-        net_total = int(np.mean(net_run.instructions))
-        net_cycles = int(m4.model_cycles(alone_dir, alone.output, features[:1]).cycles[0])
-        print(f"  {precision}: host accuracy {100 * accuracy:.1f}%, M4 decisions equal to the host's: {same}; per hop "
-              f"{total:,} instructions ({cycles:,} cycles), network alone {net_total:,} ({net_cycles:,} cycles); "
-              f"predict on a whole window {window_total:,}; {build.report['stream']['frame_stack']}; "
-              f"flash {run.model_flash_bytes:,} B, static RAM {run.model_ram_bytes:,} B (stream state "
-              f"{build.report['stream']['state_bytes']:,} B)", flush=True)
-        rows.append([f"{precision} build", f"{100 * accuracy:.1f}%", "yes" if same else "NO", f"{total:,}",
-                     f"{cycles:,}", f"{total - net_total:,}", f"{net_total:,}", f"{window_total:,}",
-                     f"{run.model_flash_bytes:,}", f"{run.model_ram_bytes:,}"])
-    columns = ["pipeline", "accuracy (held-out voices)", "M4 = host", "M4 instructions per hop", "M4 cycles per hop",
-               "front end", "network", "predict on a window", "flash B", "static RAM B"]
+        rows.append(measure_build(f"MLP (scikit-learn, ONNX): {precision} build", mlp, front, precision,
+                                  calibration, X_test, y_test, work, args.m4_rows))
+    columns = ["pipeline", "accuracy (held-out voices)", "M4 = host", "M4 instructions per 20 ms hop",
+               "M4 cycles per hop", "front end", "network", "predict on a window", "flash B", "static RAM B"]
     if not args.no_write:
         write_table("kws_pipeline", columns, rows, script="benchmarks/kws_pipeline.py")
     else:

@@ -1,5 +1,5 @@
 """Write data/keywords/keywords.npz: short spoken keywords synthesised by espeak-ng (Debian package espeak-ng), every
-word in several voices, speeds and pitches, as 8 kHz int16 clips of 0.5 s (the word centred, silence around it).
+word in several voices, speeds and pitches, as 16 kHz int16 clips of 1 s (the word centred, silence around it).
 Labelled synthetic: no recorded speech. Run once where espeak-ng is installed; the tests and the benchmark read the
 file it writes (espeak-ng is not needed to run them).
 
@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import resample_poly
 
-WORDS = ["yes", "no", "up", "down"]
+WORDS = ["yes", "no", "up", "down", "left", "right"]
 # (voice, words per minute, pitch 0-99): espeak-ng's English voices with its variants (+m1 ... +f3)
 VOICES = [("en-us", 150, 50), ("en-gb", 175, 40), ("en-gb-scotland", 140, 60), ("en-gb-x-rp+f2", 160, 70),
           ("en-us+m3", 190, 35), ("en-gb-x-gbclan+f3", 130, 55), ("en-us+f1", 170, 80), ("en-gb-x-gbcwmd+m1", 155, 30),
-          ("en-us+m7", 200, 45), ("en-gb+f4", 145, 65)]
-RATE, SAMPLES = 8000, 4000
+          ("en-029+Andy", 165, 50), ("en-us-nyc+belinda", 150, 60), ("en-gb+caleb", 180, 40), ("en-us+linda", 140, 75),
+          ("en-gb-x-rp+david", 160, 45), ("en-us+m7", 200, 45), ("en-gb+f4", 145, 65)]
+RATE, SAMPLES = 16000, 16000
 OUT = Path(__file__).resolve().parents[1] / "data" / "keywords" / "keywords.npz"
 
 

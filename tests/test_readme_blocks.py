@@ -7,7 +7,8 @@ scikit-learn's digits); the files the commands name (`usps.npz`, `usps10.npz`, `
 digits rows and labels under `X_train`/`y_train`/`X_test`/`y_test`; `model.npz`: a small ProtoNN; `net.onnx`:
 a 64-16-10 dense network as torch.onnx.export writes it; `sensor_cnn.onnx` + `sensor_cnn.onnx.data`: the
 PyTorch 1-D CNN of examples/sensor_cnn, with `sensor.npz`, rows of its synthetic data set;
-`kws_ref_model.tflite`: MLPerf Tiny's keyword-spotting model). Heavy
+`kws_ref_model.tflite`: MLPerf Tiny's keyword-spotting model, and `front.json`: the MFCC front end it takes, as
+`tinycc_ml.features.save_front_end` writes it). Heavy
 commands run smaller through substitutions written in the page itself, in a comment before the block:
 ``<!-- readme-test: replace "OLD" "NEW" (why); ... -->`` (e.g. `fit` with one family and one size); a block
 another test runs says so (``<!-- readme-test: not run here: ... -->``). ``$SCHEDULER`` in a substitution
@@ -147,8 +148,16 @@ def write_onnx_net(path: Path, rng) -> None:
 
 
 def write_tflite_files(tmp: Path) -> None:
-    """kws_ref_model.tflite, MLPerf Tiny's keyword-spotting model (data/mlperf-tiny in the repository)."""
+    """kws_ref_model.tflite, MLPerf Tiny's keyword-spotting model (data/mlperf-tiny in the repository), and
+    front.json: 49 frames of 10 MFCC per second of 16 kHz audio, its input (docs/guide/front-ends.md)."""
+    from sklearn.pipeline import make_pipeline
+
+    from tinycc_ml.features import DCT, Framer, Log, MelFilterBank, PowerSpectrum, Window, save_front_end
+
     (tmp / "kws_ref_model.tflite").write_bytes((REPO / "data" / "mlperf-tiny" / "kws_ref_model.tflite").read_bytes())
+    save_front_end(make_pipeline(Framer(640, 320), Window(640), PowerSpectrum(1024, frame_length=640),
+                                 MelFilterBank(16000, 1024, 40), Log(floor=1e-6), DCT(40, 10)).fit(np.zeros((1, 16000))),
+                   tmp / "front.json")
 
 
 def write_sensor_files(tmp: Path) -> None:

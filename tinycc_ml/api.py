@@ -722,7 +722,7 @@ def _own_network_graph(model: NetworkModel, graph, precision: str, calibration, 
     return graph
 
 
-def _before_network(model, front_end) -> FrontEndModel:
+def before_network(model, front_end) -> FrontEndModel:
     """``compile(model, front_end=...)``: the fitted front end's steps before ``model`` (a network, or any model a
     file holds: an ONNX dense network reads as an MLP, which compiles with its front end as a Pipeline would)."""
     if isinstance(model, FrontEndModel):
@@ -767,7 +767,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         model = reimport(**import_options)
     front_end = options.pop("front_end", None)
     if front_end is not None:
-        model = _before_network(model, front_end)
+        model = before_network(model, front_end)
     if isinstance(model, NetworkModel):
         refusal = model.integer_refusal(precision, options.get("int8_dialect"))
         if refusal is not None:

@@ -53,6 +53,11 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+FRONT_END_HELP = ("a front end's JSON file (tinycc_ml.features.save_front_end writes one: its steps, e.g. Framer, "
+                  "Window, PowerSpectrum, MelFilterBank, Log, and the raw row's width): compiled before the model "
+                  "into one entry point from raw samples, with <name>_feed for streams; the data rows are raw samples")
+
+
 def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog=PROG, description="Compile trained tiny ML models into dependency-free C.")
@@ -106,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "start-up, linker script and UART")
     c.add_argument("--calibration", metavar="FILE", default=None,
                    help=f"typical input rows to choose fixed-point scales: {DATA_FILE_HELP}")
+    c.add_argument("--front-end", metavar="FILE", default=None, help=FRONT_END_HELP)
     kind = c.add_mutually_exclusive_group()
     kind.add_argument("--arduino", action="store_true",
                       help="with --target avr: write an Arduino/PlatformIO library folder DIR/NAME "
@@ -141,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="float, int16 or int8; default int16 (calibrated on the data file's rows)")
     r.add_argument("--calibration", metavar="FILE", default=None,
                    help="calibration rows (as for compile); default: the data file's calibration rows")
+    r.add_argument("--front-end", metavar="FILE", default=None, help=FRONT_END_HELP)
     r.add_argument("--max-flash", type=_byte_count, default=None, metavar="BYTES",
                    help="your chip's flash when it has less than the target's (e.g. 16384 or 16K): the build is "
                         "checked against it")
@@ -364,6 +371,7 @@ def cmd_compile(args) -> int:
     import tinycc_ml
     from tinycc_ml.api import default_name, model_input_files, name_the_file
     from tinycc_ml.datafiles import load_rows
+    from tinycc_ml.features.spec import load_front_end
 
     dump = _check_dump_names(args.dump_ir_after)
     _check_folder_of(args.depfile, "--depfile", args.output)
@@ -380,17 +388,18 @@ def cmd_compile(args) -> int:
         raise CompileError("--examples is only used with --arduino or --project")
     calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else None
     model = tinycc_ml.load_model(args.model, recurrent=args.recurrent, sequence_length=args.sequence_length)
+    front_end = load_front_end(args.front_end) if args.front_end else None
     precision = default_precision(args.precision, calibration is not None, model.family)
     if calibration is not None and precision == "float":
         raise CompileError("--calibration is only used with --precision int16 or int8")
-    inputs = model_input_files(args.model) + [Path(f) for f in (args.calibration, args.examples) if f]
+    inputs = model_input_files(args.model) + [Path(f) for f in (args.front_end, args.calibration, args.examples) if f]
     layout = "arduino" if args.arduino else ("project" if args.project else "files")
     rows, labels = (load_rows(args.examples, "test")[:2] if args.examples else (calibration, None))
     name = args.name if args.name is not None else default_name(args.model, model)
     try:
         result = tinycc_ml.compile(model, target=args.target, name=name,
                                    precision=precision,
-                                   calibration=calibration, dump_ir_after=dump, layout=layout,
+                                   calibration=calibration, dump_ir_after=dump, layout=layout, front_end=front_end,
                                    examples=rows if layout != "files" else None, example_labels=labels,
                                    max_flash=args.max_flash, max_ram=args.max_ram, board=args.board,
                                    **({"int8_dialect": args.int8_dialect} if args.int8_dialect else {}),
@@ -481,17 +490,20 @@ def cmd_report(args) -> int:
     import json
 
     # deferred: the command line's start-up (the compiler loads for the commands that use it)
-    from tinycc_ml.api import load_model
+    from tinycc_ml.api import before_network, load_model
     from tinycc_ml.datafiles import load_rows
+    from tinycc_ml.features.spec import load_front_end
     from tinycc_ml.target_report import target_report
 
     if args.rows < 0:
         raise DataError(f"--rows {args.rows}: expected a count of test rows (0 for all)")
     model = load_model(args.model)
+    if args.front_end:
+        model = before_network(model, load_front_end(args.front_end))
     X, y, X_calibration = load_rows(args.data, "test")
     from_test_rows = X_calibration is X  # the file has no X_train
     calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else X_calibration
-    precision = default_precision(args.precision, True, model.family)
+    precision = default_precision(args.precision, True, getattr(model, "model", model).family)
     if args.rows:
         X, y = X[: args.rows], (None if y is None else y[: args.rows])
     calibrated_on = None

@@ -18,7 +18,9 @@ from tinycc_ml.features.spectral import (
     hz_to_mel,
     mel_to_hz,
 )
+from tinycc_ml.features.spec import load_front_end, save_front_end
 from tinycc_ml.features.stream import stream_windows
 
 __all__ = ["DCT", "STATISTICS", "FrameNormalizer", "Framer", "FrontEndStep", "Log", "MelFilterBank",
-           "PowerSpectrum", "SensorFeatures", "Window", "hz_to_mel", "mel_to_hz", "stream_windows"]
+           "PowerSpectrum", "SensorFeatures", "Window", "hz_to_mel", "load_front_end", "mel_to_hz", "save_front_end",
+           "stream_windows"]
