@@ -94,6 +94,22 @@ def test_each_frame_is_computed_once_and_its_state_is_counted(precision):
     assert stream["state_bytes"] >= 256 * value_bytes + 7 * 10 * value_bytes  # the frame and the stack, at least
 
 
+@pytest.mark.parametrize("precision", ["float", "int16"])
+def test_the_stream_parts_store_no_constant_predict_stores(precision):
+    """The frame and stack parts' tables and weights equal to the window build's are #defines of its arrays: no two
+    constant arrays of the C hold the same elements (a firmware calling _predict and _feed stores each once), and
+    the framer's copy reads no table of positions."""
+    import re
+
+    source = _build(precision, 128).files[f"stack_{precision}_128.c"]
+    arrays = re.findall(r"^static const (\w+) (\w+)\[(\d+)\][^=]*= \{\n(.*?)\n\};", source, re.M | re.S)
+    contents = [(ctype, length, body) for ctype, _, length, body in arrays]
+    assert len(set(contents)) == len(contents), [name for *_, name in arrays]
+    shared = re.findall(r"^#define stack_\w+_128_(?:frame|stack)_(\w+) stack_\w+_128_\1$", source, re.M)
+    assert any(name.startswith("window") for name in shared) and len(shared) >= 4, shared
+    assert "_indices[" not in source
+
+
 def test_a_hop_between_frames_keeps_the_whole_window_and_says_why():
     require_target("host")
     result = _build("float", 64)

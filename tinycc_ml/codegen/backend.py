@@ -47,6 +47,8 @@ class BuildOutput:
     node_steps: dict[str, str] = field(default_factory=dict)  # node -> what it computes, in the user's words
     optional_ram_bytes: int = 0  # of ram_bytes, what kernels may give up when the build would not fit otherwise
     const_arrays: dict[str, int] = field(default_factory=dict)  # constant array symbol -> bytes
+    # (C type, length, dtype, bytes) -> the constant array symbol holding those elements (codegen/emitter.py)
+    array_contents: dict[tuple, str] = field(default_factory=dict)
     macs: int = 0  # multiply-accumulates per inference of a network's layers (ir.analyses.multiply_accumulates)
     # the target's CTarget.word_flash (a codegen.word_flash.WordFlash, with the model's prefix) when constants
     # may only be read as aligned 32-bit words: the label and probability tables added later follow it

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -38,6 +39,10 @@ C_KEYWORDS = frozenset(
 
 ARENA_CTYPE = {"f32": "float", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t", "i64": "int64_t",
                "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
+
+# The constant arrays of a build whose C file a build emitted now joins (a front end's stream parts, inlined after
+# the window's build: codegen/stream_feed.py): an array equal to one of them is a #define of that one, stored once.
+JOINED_BUILD_ARRAYS: ContextVar[dict | None] = ContextVar("joined_build_arrays", default=None)
 
 
 def ctype_of(dtype) -> str:
@@ -285,7 +290,8 @@ class CEmitter:
         self.outlined_functions: list[str] = []
         self.folded_epilogues: dict = {}  # (head, chain) -> folded_epilogue.fold's proven Epilogue or None
         self._const_symbols: dict[str, str] = {}
-        self._arrays_by_content: dict[tuple, str] = {}  # (C type, length, bytes) -> the symbol storing them
+        # (C type, length, bytes) -> the symbol storing them; seeded with those of the build this one's C joins
+        self._arrays_by_content: dict[tuple, str] = dict(JOINED_BUILD_ARRAYS.get() or {})
         self.kernel_groups = kernel_index(self.target.kernels)  # (op, precision) -> the target's kernels
         if self.target.word_flash is not None:  # the helpers carry the model's prefix: a copy of the target knows it
             self.target = replace(self.target, word_flash=self.target.word_flash.for_prefix(self.prefix))
@@ -581,6 +587,7 @@ class CEmitter:
             kernels=list(self.kernel_report), weight_layouts=dict(self.weight_layouts),
             optional_ram_bytes=self.x_page_bytes(),
             const_arrays=dict(self.const_arrays), macs=multiply_accumulates(self.graph),
+            array_contents=dict(self._arrays_by_content),
             word_flash=self.target.word_flash, input_bound=self.graph.analyses.input_bound)
 
     def x_page_bytes(self) -> int:

@@ -14,6 +14,7 @@ the chunks, and those of ``<prefix>_predict`` on each window (every node keeps i
 from __future__ import annotations
 
 from tinycc_ml.codegen.backend import BuildOutput
+from tinycc_ml.codegen.emitter import JOINED_BUILD_ARRAYS
 from tinycc_ml.codegen.labels import add_to_c
 from tinycc_ml.errors import CompileError
 from tinycc_ml.passes.frame_stack import FrameStack, split_frame_stack
@@ -104,8 +105,14 @@ def add_feed(output: BuildOutput, window: int, hop: int, backend=None, graph=Non
 
 def _add_stacked_feed(output: BuildOutput, window: int, hop: int, backend, stack: FrameStack) -> None:
     p, up, t = output.prefix, output.prefix.upper(), output.input_ctype
-    frame, frame_c = _inlined(backend, stack.frame_graph, f"{p}_frame")
-    rest, rest_c = _inlined(backend, stack.stack_graph, f"{p}_stack")
+    # the parts' constants equal to the window build's (the front end's tables, the network's weights) are #defines
+    # of them: a firmware calling both _predict and _feed stores them once
+    joined = JOINED_BUILD_ARRAYS.set(output.array_contents)
+    try:
+        frame, frame_c = _inlined(backend, stack.frame_graph, f"{p}_frame")
+        rest, rest_c = _inlined(backend, stack.stack_graph, f"{p}_stack")
+    finally:
+        JOINED_BUILD_ARRAYS.reset(joined)
     if frame.input_ctype != t or frame.score_ctype != rest.input_ctype:
         raise CompileError(f"{p}: the frame stack's types differ ({t} in, {frame.score_ctype} features, "
                            f"{rest.input_ctype} stacked)")

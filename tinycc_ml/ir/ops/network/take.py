@@ -40,20 +40,52 @@ def _taken(value, attrs, rank: int) -> np.ndarray:
     return np.take(value, np.asarray(attrs["indices"], np.int64), axis=value.ndim - rank + int(attrs["axis"]))
 
 
+def regular_blocks(indices) -> tuple[int, int, int, int] | None:
+    """(start, blocks, length, step) when the indices are ``blocks`` runs of ``length`` consecutive positions whose
+    starts are ``start + b * step`` (a Framer's frames; a copy; a strided or reversed axis: runs of one), else
+    None: the C then computes the positions instead of reading a table of them."""
+    indices = np.asarray(indices, np.int64)
+    if indices.size < 2:
+        return None
+    steps = np.diff(indices)
+    if np.all(steps == steps[0]) and steps[0] != 1:  # one position a run, a constant step
+        return int(indices[0]), int(indices.size), 1, int(steps[0])
+    length = int(np.argmax(steps != 1)) + 1 if np.any(steps != 1) else int(indices.size)
+    if indices.size % length:
+        return None
+    blocks = indices.size // length
+    starts = indices[::length]
+    step = int(starts[1] - starts[0]) if blocks > 1 else length
+    expected = (starts[0] + np.arange(blocks)[:, None] * step + np.arange(length)[None, :]).ravel()
+    return (int(indices[0]), blocks, length, step) if np.array_equal(indices, expected) else None
+
+
 def _c(em, node) -> list[str]:
     (x_name,) = node.inputs
     x = em.graph.type(x_name)
     axis = int(node.attrs["axis"])
+    outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+    count = len(node.attrs["indices"])
+    regular = regular_blocks(node.attrs["indices"])
+    if regular is not None:
+        start, blocks, length, step = regular
+        return [f"for (long o = 0; o < {outer}; ++o)",
+                f"for (long b = 0; b < {blocks}; ++b)",
+                f"for (long t = 0; t < {length}; ++t) {{ /* runs of {length} from {start} + {step} b */",
+                f"    const long from = (o * {x.shape[axis]} + {start} + b * {step} + t) * {inner};",
+                f"    const long to = (o * {count} + b * {length} + t) * {inner};",
+                f"    for (long e = 0; e < {inner}; ++e)",
+                f"        {em.var(node.name)}[to + e] = {em.at(x_name, 'from + e')};",
+                "}"]
     indices = np.asarray(node.attrs["indices"], np.int16 if x.shape[axis] < 32768 else np.int32)
     ctype = "int16_t" if indices.dtype == np.int16 else "int32_t"
     table = em.add_const_array(em.sym(f"{node.name}_indices"), indices, ctype,
                                f"%{node.name}: the input position each output position copies")
-    outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
     source = em.target.read_const(table, "t", ctype)
     return [f"for (long o = 0; o < {outer}; ++o)",
-            f"for (long t = 0; t < {len(indices)}; ++t) {{",
+            f"for (long t = 0; t < {count}; ++t) {{",
             f"    const long from = (o * {x.shape[axis]} + (long){source}) * {inner};",
-            f"    const long to = (o * {len(indices)} + t) * {inner};",
+            f"    const long to = (o * {count} + t) * {inner};",
             f"    for (long e = 0; e < {inner}; ++e)",
             f"        {em.var(node.name)}[to + e] = {em.at(x_name, 'from + e')};",
             "}"]
