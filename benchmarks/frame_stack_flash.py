@@ -1,6 +1,7 @@
 """Flash of a front end's stream build with a frame stack, in a firmware whose main calls ``<name>_predict``,
 ``<name>_feed`` or both (text + data of the linked image, --gc-sections as the chips' builds link): the frame stack's
-two parts are compiled beside ``<name>_predict``, their constants equal to its own #defines of them (stored once). Also prints the build report's fit flash (its measurement harness calls ``<name>_predict`` only).
+two parts are compiled beside ``<name>_predict``, their constants equal to its own #defines of them (stored once).
+Also prints the build report's fit flash (its measurement harness calls ``<name>_predict`` only).
 
     python benchmarks/frame_stack_flash.py
 """

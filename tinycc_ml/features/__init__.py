@@ -7,6 +7,7 @@ Every step's conventions are stated in its docstring against scipy, librosa and 
 
 from tinycc_ml.features.base import FrontEndStep
 from tinycc_ml.features.sensor import STATISTICS, SensorFeatures
+from tinycc_ml.features.spec import load_front_end, save_front_end
 from tinycc_ml.features.spectral import (
     DCT,
     FrameNormalizer,
@@ -18,7 +19,6 @@ from tinycc_ml.features.spectral import (
     hz_to_mel,
     mel_to_hz,
 )
-from tinycc_ml.features.spec import load_front_end, save_front_end
 from tinycc_ml.features.stream import stream_windows
 
 __all__ = ["DCT", "STATISTICS", "FrameNormalizer", "Framer", "FrontEndStep", "Log", "MelFilterBank",
