@@ -76,3 +76,21 @@ def test_a_non_finite_alpha_is_refused_naming_it(alpha, tmp_path):
     path.write_bytes(leaky(alpha))
     with pytest.raises(ModelFileError, match=r"bad\.tflite.*alpha"):
         tinycc_ml.load_model(path)
+
+
+@pytest.mark.parametrize("kind", ["int16", "int8"])
+def test_multipliers_are_the_double_quotients_tflite_micro_uses(kind, tmp_path):
+    """Scales of TFLite Micro's own 16x8 integration test (seanet leaky_relu1) where the float32 quotient's multiplier
+    (1620052864) and the double's (1620052871) round some inputs apart: every input code against tflite-micro."""
+    in_q, out_q = (float(np.float32(0.005836874712258577)), 0), (float(np.float32(0.0046422905288636684)), 0)
+    info = np.iinfo(kind)
+    codes = np.arange(info.min, info.max + 1, dtype=np.int64)
+    width = 256
+    X = np.resize(codes, (len(codes) + width - 1) // width * width).reshape(-1, width).astype(kind)
+    data = unary_model(OPS.LEAKY_RELU, (1, width), kind, in_q, out_q, OPTIONS.LeakyReluOptions, {"alpha": 0.3},
+                       "LeakyReluOptions")
+    want = tflite_micro(data, X, (1, width))
+    path = tmp_path / "leaky.tflite"
+    path.write_bytes(data)
+    got = np.asarray(tinycc_ml.compile(path, name="leaky").load().run_raw(X)[0]).reshape(want.shape)
+    np.testing.assert_array_equal(got, want)
