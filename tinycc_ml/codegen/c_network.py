@@ -479,6 +479,8 @@ def softmax(em: CEmitter, node: Node) -> list[str]:
     if x.dtype.bits == 16:
         return softmax_int16(em, node)
     depth = x.shape[-1]
+    bits = node.type.dtype.bits  # 8, or TFLite Micro's int16 result of an int8 softmax
+    least, most = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     if depth > MAX_SOFTMAX_DEPTH:
         raise CompileError(f"node %{node.name}: softmax over {depth} values; the C keeps the sum of exps' headroom "
                            f"for at most {MAX_SOFTMAX_DEPTH}")
@@ -503,10 +505,12 @@ def softmax(em: CEmitter, node: Node) -> list[str]:
             f"        for (int i = 0; i < {depth}; ++i) {{",
             "            const int32_t diff = (int32_t)in[i] - largest;",
             f"            if (diff >= {diff_min}) {{",
-            f"                const int32_t v = {div}({high}(scale, {exp}({scaled})), bits_over_unit + 23) - 128;",
-            f"                {out}[r * {depth} + i] = (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));",
+            f"                const int32_t v = {div}({high}(scale, {exp}({scaled})), bits_over_unit + {31 - bits}) + "
+            f"({least});",
+            f"                {out}[r * {depth} + i] = (int{bits}_t)(v < {least} ? {least} : "
+            f"(v > {most} ? {most} : v));",
             "            } else {",
-            f"                {out}[r * {depth} + i] = -128;",
+            f"                {out}[r * {depth} + i] = {least};",
             "            }",
             "        }",
             "    }",

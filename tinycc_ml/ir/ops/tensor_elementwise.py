@@ -120,7 +120,9 @@ def _infer_softmax(ts, attrs, declared):
     need(not x.dtype.is_fixed, "softmax has no fixed-point form in the project's dialect: compile the network's "
                                "logits (export it without the softmax: the argmax is the same), or use TFLite's int8")
     bits = x.dtype.bits if x.dtype.is_quantised else 8
-    result = network_result(x, declared, x.shape, x.layout, bits)
+    int16_out = (x.dtype.is_quantised and bits == 8 and declared is not None and declared.dtype.is_quantised
+                 and declared.dtype.bits == 16)  # TFLite Micro's int8 -> int16 softmax
+    result = network_result(x, declared, x.shape, x.layout, 16 if int16_out else bits)
     if x.dtype.is_quantised and bits == 16:  # TFLite's int16 softmax (Prepare's checks)
         quantised_operand(x, "input", 16, zero_point=False)
         # its input multiplier (scale x beta over 10/65535) as TFLite quantises it: a shift C can make
@@ -135,8 +137,13 @@ def _infer_softmax(ts, attrs, declared):
         need(float(attrs["beta"]) * x.dtype.qscales[0] * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)) > 1.0,
              f"TFLite's int8 softmax needs beta x input scale x 2^{31 - SOFTMAX_DIFF_INTEGER_BITS} above 1; beta "
              f"{attrs['beta']} x scale {x.dtype.qscales[0]} is not")
-        need((result.dtype.qscales[0], result.dtype.zero_point) == SOFTMAX_OUTPUT,
-             f"TFLite's int8 softmax gives scale 1/256, zero point -128; the result declares {result.dtype}")
+        if int16_out:  # TFLite Micro's Prepare: scale 1/65536 (within 0.1%), zero point -32768
+            need(result.dtype.zero_point == -32768 and abs(result.dtype.qscales[0] - 1 / 65536) <= 0.001 / 65536,
+                 f"TFLite's int8 softmax with an int16 result gives scale 1/65536, zero point -32768; the result "
+                 f"declares {result.dtype}")
+        else:
+            need((result.dtype.qscales[0], result.dtype.zero_point) == SOFTMAX_OUTPUT,
+                 f"TFLite's int8 softmax gives scale 1/256, zero point -128; the result declares {result.dtype}")
     return result
 
 
@@ -144,7 +151,7 @@ def _fixed_softmax(call: FixedCall):
     x = call.in_types[0].dtype
     if x.bits == 16:
         return softmax_int16(call.ins[0], float(call.attrs["beta"]), x.qscales[0])
-    return softmax_int8(call.ins[0], float(call.attrs["beta"]), x.qscales[0])
+    return softmax_int8(call.ins[0], float(call.attrs["beta"]), x.qscales[0], call.type.dtype.bits)
 
 
 def _float_softmax(xs, attrs):
@@ -156,7 +163,8 @@ def _float_softmax(xs, attrs):
 register_op(OpDef(
     "softmax", 1, _infer_softmax, _float_softmax, {"beta": "float"},
     "TFLite's SOFTMAX along the last axis, exp(beta x) normalised; quantised: TFLite's int8 algorithm "
-    "(gemmlowp fixed-point exp and reciprocal), the result at scale 1/256, zero point -128; int16: its table "
+    "(gemmlowp fixed-point exp and reciprocal), the result at scale 1/256, zero point -128 (or int16: 1/65536, "
+    "-32768); int16: its table "
     "algorithm (exp and 1 / (1 + x) by 513-entry tables), the result at scale 1/32768, zero point 0",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_softmax(ins, attrs),
     fixed=_fixed_softmax,

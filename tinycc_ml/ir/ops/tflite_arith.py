@@ -213,8 +213,9 @@ def get_reciprocal(x, integer_digits: int):
     return one_over_one_plus_x_for_x_in_0_1(wrap32(shifted)), bits_over_unit
 
 
-def softmax_int8(q: np.ndarray, beta: float, input_scale: float) -> np.ndarray:
-    """reference_ops::Softmax for int8 input and output (scale 1/256, zero point -128), along the last axis."""
+def softmax_int8(q: np.ndarray, beta: float, input_scale: float, out_bits: int = 8) -> np.ndarray:
+    """reference_ops::Softmax for int8 input, along the last axis: int8 output (scale 1/256, zero point -128) or,
+    ``out_bits`` 16, int16 (scale 1/65536, zero point -32768)."""
     multiplier, left_shift, diff_min = softmax_parameters(beta, input_scale)
     q = np.asarray(q, dtype=np.int64)
     diff = q - q.max(axis=-1, keepdims=True)
@@ -224,8 +225,9 @@ def softmax_int8(q: np.ndarray, beta: float, input_scale: float) -> np.ndarray:
     terms = np.where(used, rounding_divide_by_pot(exps, SOFTMAX_ACCUMULATION_INTEGER_BITS), 0)
     sum_of_exps = wrap32(np.sum(terms, axis=-1, keepdims=True))
     shifted_scale, bits_over_unit = get_reciprocal(sum_of_exps, SOFTMAX_ACCUMULATION_INTEGER_BITS)
-    unsaturated = rounding_divide_by_pot(fixed_mul(shifted_scale, exps), bits_over_unit + 31 - 8)
-    return np.where(used, np.clip(unsaturated - 128, -128, 127), -128)
+    unsaturated = rounding_divide_by_pot(fixed_mul(shifted_scale, exps), bits_over_unit + 31 - out_bits)
+    low, high = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
+    return np.where(used, np.clip(unsaturated + low, low, high), low)
 
 
 # ---------------------------------------------------------------- AffineQuantize

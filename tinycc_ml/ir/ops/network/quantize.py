@@ -1,8 +1,10 @@
 """QUANTIZE between integer types (requantize) and DEQUANTIZE, as TFLite Micro computes them.
 
-requantize (TFLite's QUANTIZE of an int8 or int16 tensor to int8 or int16): the input less its zero point,
-times input scale / output scale (QuantizeMultiplier in double, MultiplyByQuantizedMultiplier), plus the output's
-zero point, saturated to the output's width (``reference_ops::Requantize``).
+requantize (TFLite's QUANTIZE of an int8, int16 or int32 tensor to int8, int16 or int32, as TFLite Micro's
+kernel takes them: int8 to int8/int16/int32, int16 to int8/int16/int32, int32 to int8/int16): the input less its zero
+point (wrapping in int32), times input scale / output scale (QuantizeMultiplier in double,
+MultiplyByQuantizedMultiplier), plus the output's zero point (wrapping), saturated to the output's width
+(``reference_ops::Requantize``).
 
 dequantize (DEQUANTIZE of int8 or int16 to float32): scale x (q - zero point). TFLite multiplies in double and
 rounds to float32; the exact product of a float32 scale and an integer below 2^17 has at most 41 significant bits,
@@ -27,6 +29,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     multiply_by_quantized_multiplier,
     quantise_affine,
     quantize_multiplier,
+    wrap32,
 )
 from tinycc_ml.ir.ops.windows import check_requantisation, quantised_operand
 from tinycc_ml.ir.types import F32, TensorType
@@ -40,11 +43,18 @@ def _widths(t: TensorType, what: str) -> int:
     return t.dtype.bits
 
 
+REQUANTIZE_WIDTHS = {8: (8, 16, 32), 16: (8, 16, 32), 32: (8, 16)}  # TFLite Micro's QUANTIZE: input -> outputs
+
+
 def _infer_requantize(ts, attrs, declared):
     (x,) = ts
-    _widths(x, "input")
+    need(x.dtype.is_quantised and x.dtype.bits in REQUANTIZE_WIDTHS, f"input must be qi8, qi16 or qi32, got {x.dtype}")
+    quantised_operand(x, "input", x.dtype.bits)
     need(declared is not None, "requantize needs the declared result type (its scale and zero point)")
-    _widths(declared, "result")
+    need(declared.dtype.is_quantised and declared.dtype.bits in REQUANTIZE_WIDTHS[x.dtype.bits],
+         f"a qi{x.dtype.bits} input requantizes to qi{' / qi'.join(map(str, REQUANTIZE_WIDTHS[x.dtype.bits]))}, "
+         f"not {declared.dtype}")
+    quantised_operand(declared, "result", declared.dtype.bits)
     check_requantisation(x.dtype.qscales[0] / declared.dtype.qscales[0], "requantize")
     return TensorType(x.shape, declared.dtype, x.layout)
 
@@ -57,8 +67,9 @@ def requantize_parameters(in_dtype, out_dtype) -> tuple[int, int]:
 def _fixed_requantize(call: FixedCall):
     x, out = call.in_types[0].dtype, call.type.dtype
     multiplier, shift = requantize_parameters(x, out)
-    scaled = multiply_by_quantized_multiplier(np.asarray(call.ins[0], np.int64) - x.zero_point, multiplier, shift)
-    return np.clip(scaled + out.zero_point, *out.integer_range)
+    scaled = multiply_by_quantized_multiplier(wrap32(np.asarray(call.ins[0], np.int64) - x.zero_point), multiplier,
+                                              shift)
+    return np.clip(wrap32(scaled + out.zero_point), *out.integer_range)
 
 
 def _c_requantize(em, node) -> list[str]:
@@ -66,6 +77,12 @@ def _c_requantize(em, node) -> list[str]:
     x, out = em.graph.type(x_name).dtype, node.type.dtype
     multiplier, shift = requantize_parameters(x, out)
     lo, hi = out.integer_range
+    if 32 in (x.bits, out.bits):  # int32 sums wrap as TFLite's do: through uint32
+        value = f"(int32_t)((uint32_t){em.at(x_name, 'i')} - (uint32_t)INT32_C({x.zero_point}))"
+        result = (f"(int32_t)((uint32_t){requantise(em)}({value}, {multiplier}, {shift}) + "
+                  f"(uint32_t)INT32_C({out.zero_point}))")
+        clamped = result if out.bits == 32 else f"{clamp_to(em, out.bits)}({result}, {lo}, {hi})"
+        return [f"for (long i = 0; i < {node.type.size}; ++i)", f"    {em.var(node.name)}[i] = {clamped};"]
     return [f"for (long i = 0; i < {node.type.size}; ++i)",
             f"    {em.var(node.name)}[i] = {clamp_to(em, out.bits)}({requantise(em)}((int32_t){em.at(x_name, 'i')} - "
             f"{x.zero_point}, {multiplier}, {shift}) + {out.zero_point}, {lo}, {hi});"]
@@ -145,8 +162,11 @@ register_op(OpDef(
 @tflite_builtin("QUANTIZE", 114)
 def lower_quantize(low, options, ins, outs) -> None:
     x, out = low.tensors[ins[0]], low.tensors[outs[0]]
-    need(x.type_name in ("int8", "int16", "float32") and out.type_name in ("int8", "int16"),
-         f"QUANTIZE of {x.type_name} to {out.type_name}: supported are int8/int16/float32 to int8/int16")
+    widths = {"int8": 8, "int16": 16, "int32": 32}
+    need(x.type_name == "float32" and out.type_name in ("int8", "int16")
+         or widths.get(out.type_name) in REQUANTIZE_WIDTHS.get(widths.get(x.type_name), ()),
+         f"QUANTIZE of {x.type_name} to {out.type_name}: supported are float32 to int8/int16, int8/int16 to "
+         "int8/int16/int32, int32 to int8/int16 (as TFLite Micro)")
     low.add("quantize" if x.type_name == "float32" else "requantize", [low.value(ins[0])], {}, out)
 
 

@@ -1,0 +1,90 @@
+"""Forms TFLite Micro's own models use (its models/ and integration_tests/ folders, measured by
+benchmarks/tflite_corpus.py) that the reader once refused: an int8 SOFTMAX with an int16 result (scale 1/65536, zero
+point -32768: keyword_scrambled.tflite) and QUANTIZE to and from int32 (int16 -> int32 -> int16: the seanet quantize
+models), each against tflite-micro on every output value, on the host and the microcontrollers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinycc_ml
+from tests.conftest import require_target
+from tests.ops.single_op import OPS, OPTIONS, random_rows, simulated_scores, tflite_micro
+from tests.tflite_models import TfliteBuilder, options
+from tinycc_ml.errors import ModelFileError
+
+
+def softmax_to_int16(depth: int, in_q=(0.1, 3), beta: float = 1.0, out_q=(1 / 65536, -32768)) -> bytes:
+    b = TfliteBuilder()
+    x = b.tensor((1, depth), "int8", scale=in_q[0], zero_point=in_q[1], name="x")
+    y = b.tensor((1, depth), "int16", scale=out_q[0], zero_point=out_q[1], name="y")
+    b.op(OPS.SOFTMAX, [x], [y], OPTIONS.SoftmaxOptions, options("SoftmaxOptions", beta=beta))
+    return b.finish([x], [y])
+
+
+def requantize(kind_in: str, kind_out: str, in_q, out_q, size: int = 64) -> bytes:
+    b = TfliteBuilder()
+    x = b.tensor((1, size), kind_in, scale=in_q[0], zero_point=in_q[1], name="x")
+    y = b.tensor((1, size), kind_out, scale=out_q[0], zero_point=out_q[1], name="y")
+    b.op(OPS.QUANTIZE, [x], [y])
+    return b.finish([x], [y])
+
+
+def host_outputs(data: bytes, X: np.ndarray, tmp_path) -> np.ndarray:
+    path = tmp_path / "op.tflite"
+    path.write_bytes(data)
+    return np.asarray(tinycc_ml.compile(path, name="op").load().run_raw(X)[0]).reshape(len(X), -1)
+
+
+@pytest.mark.parametrize("depth, in_q, beta", [(12, (0.1, 3), 1.0), (2, (0.05, -128), 1.0), (40, (0.3, 10), 0.5),
+                                               (1, (0.1, 0), 1.0)])
+def test_an_int8_softmax_with_an_int16_result_equals_tflite_micro(depth, in_q, beta, tmp_path):
+    require_target("host")
+    data = softmax_to_int16(depth, in_q, beta)
+    rng = np.random.default_rng(depth)
+    X = np.concatenate([random_rows(rng, 60, depth), np.full((2, depth), 127), np.full((2, depth), -128)]).astype(
+        np.int8)
+    want = tflite_micro(data, X, (1, depth))
+    assert want.dtype == np.int16
+    np.testing.assert_array_equal(host_outputs(data, X, tmp_path), want)
+
+
+def test_an_int16_softmax_result_other_than_tflites_is_refused(tmp_path):
+    (tmp_path / "bad.tflite").write_bytes(softmax_to_int16(8, out_q=(1 / 32768, 0)))
+    with pytest.raises(ModelFileError, match="scale 1/65536, zero point -32768"):
+        tinycc_ml.load_model(tmp_path / "bad.tflite")
+
+
+CASES = [("int16", "int32", (0.002, 0), (0.0005, 3)), ("int32", "int16", (0.0005, 0), (0.002, 0)),
+         ("int8", "int32", (0.1, -5), (0.001, 100)), ("int32", "int8", (0.001, 20), (0.1, -3)),
+         ("int16", "int32", (0.01, 0), (0.0001, -40000))]
+
+
+@pytest.mark.parametrize("kind_in, kind_out, in_q, out_q", CASES)
+def test_quantize_to_and_from_int32_equals_tflite_micro(kind_in, kind_out, in_q, out_q, tmp_path):
+    require_target("host")
+    data = requantize(kind_in, kind_out, in_q, out_q)
+    info = np.iinfo(kind_in)
+    rng = np.random.default_rng(0)
+    reach = min(info.max, 1 << 24)
+    X = rng.integers(max(info.min, -reach), reach + 1, size=(40, 64))
+    X[0, :4] = [info.min, info.max, 0, -1]
+    X = X.astype(kind_in)
+    want = tflite_micro(data, X, (1, 64))
+    assert want.dtype == np.dtype(kind_out)
+    np.testing.assert_array_equal(host_outputs(data, X, tmp_path), want)
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
+def test_the_microcontrollers_agree(target, tmp_path):
+    """The int8 -> int16 softmax and the int16 -> int32 QUANTIZE in the simulators (their inputs as real values)."""
+    require_target(target)
+    for k, (data, kind, width) in enumerate([(softmax_to_int16(10), "int8", 10), (requantize(*CASES[0]), "int16", 64)]):
+        info = np.iinfo(kind)
+        X = np.random.default_rng(k).integers(info.min, info.max + 1, size=(6, width)).astype(kind)
+        want = tflite_micro(data, X, (1, width))
+        (tmp_path / f"m{k}").mkdir()
+        got = simulated_scores(target, data, X, tmp_path / f"m{k}")
+        np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want)
