@@ -12,7 +12,7 @@ The sums, in one of two forms (the one predicted to run fewer instructions):
 
 - **words**: each output's sum a 32-bit register (those added to most often; the rest stack slots), starting at
   the rounding half so that the op's result is ``sum >> shift`` (SSAT where it saturates), compared in place.
-- **lanes**: where every leaf value is a multiple of g >= 2^shift (no saturation, values >= 0) the sums' order is
+- **lanes**: where every leaf value is a multiple of g = 2^j >= 2^shift (no saturation, values >= 0) the sums' order is
   their rounded results' order, ties included (a sum above another is at least 2^shift above it), so sum / g
   is counted instead, packed in bit fields of registers as wide as its largest value: a leaf adds one immediate
   per register it touches (letter-26's 26 outputs of pure leaves: 4-bit vote counts, 4 registers).
@@ -255,6 +255,7 @@ def _lane_sums(leaves: np.ndarray, bounds: np.ndarray, shift: int, saturation: i
     if not nz.size:
         return None
     g = int(np.gcd.reduce(nz.astype(np.int64)))
+    g &= -g  # a power of two: the stored sums are lane << log2(g)
     if shift > 0 and g < 1 << shift:
         return None
     where, regs, reg, pos = [], [], None, 32
@@ -398,18 +399,13 @@ def _tree(p: _Program, layout, ref: int, loaded, sums: _Sums, copy: _Copy | None
 
 def _stores(p: _Program, sums: _Sums, slot_base: int, stored: str) -> None:
     """acc[c] = the op's sum of output c (TMP = acc; r0 free)."""
-    spare = [r for r in POOL if r not in sums.registers]
     for c, (kind, reg, pos, width) in enumerate(sums.where):
         if kind == "zero":
             p.ins("movs.n r0, #0", 2)
         elif kind == "lane":
             p.ins(f"ubfx r0, {reg}, #{pos}, #{width}" if pos + width < 32 else f"lsr.w r0, {reg}, #{pos}", 4)
-            if sums.g & (sums.g - 1) == 0:
-                if sums.g > 1:
-                    p.ins(f"lsl.w r0, r0, #{sums.g.bit_length() - 1}", 4)
-            else:
-                p.many([(f"movw {spare[0]}, #{sums.g & 0xFFFF}", 4), (f"movt {spare[0]}, #{sums.g >> 16}", 4),
-                        (f"mul r0, r0, {spare[0]}", 4)])
+            if sums.g > 1:
+                p.ins(f"lsl.w r0, r0, #{sums.g.bit_length() - 1}", 4)
         else:
             if kind == "slot":
                 p.many([_sp_access("ldr", "r0", slot_base + reg)])
