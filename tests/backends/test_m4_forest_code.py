@@ -76,6 +76,25 @@ def test_every_form_of_the_sums(digits, tmp_path):
                 case="m33", calibration=A)
 
 
+def test_odd_width_input_and_int8(digits, tmp_path):
+    """Five features, the last tested where missing values go right: its copy a halfword of its own (no word read
+    past x's end); an int8 build (int16 inputs) of a digits forest."""
+    require_target("cortex-m4")
+    rng = np.random.default_rng(0)
+    A = np.round(rng.normal(size=(600, 5)) * 4) / 4
+    a = (A[:, 4] > 0).astype(int) + (A[:, 0] > 0.5) + 2 * (A[:, 2] > 0)
+    clf = RandomForestClassifier(n_estimators=4, max_depth=5, random_state=0).fit(A, a)
+    r = tinycc_ml.compile(clf, target="cortex-m4", precision="int16", calibration=A, name="m")
+    assert kernels(r) == {"trees-asm"} and "ldrh.w r2, [r0, #8]" in sums_text(r)
+    check_model("cortex-m4", clf, np.vstack([A[:30], edge_rows(clf, A, rng, 60)]), "int16", tmp_path / "odd",
+                calibration=A)
+    X, y, X_te = digits
+    forest = RandomForestClassifier(n_estimators=6, max_depth=7, random_state=4).fit(X, y)
+    assert kernels(tinycc_ml.compile(forest, target="cortex-m4", precision="int8", calibration=X)) == {"trees-asm"}
+    check_model("cortex-m4", forest, np.vstack([X_te[:30], edge_rows(forest, X, rng, 40)]), "int8", tmp_path / "i8",
+                calibration=X)
+
+
 MISALIGNED_H = """#include <stdint.h>
 int w_predict(const int16_t *x);
 void w_scores(const int16_t *x, int16_t *scores);
@@ -85,7 +104,8 @@ MISALIGNED_C = """#include <string.h>
 #include "m.h"
 static int16_t buf[{n} + 2] __attribute__((aligned(4)));
 int w_predict(const int16_t *x) {{ memcpy(buf + 1, x, sizeof(int16_t) * {n}); return m_predict(buf + 1); }}
-void w_scores(const int16_t *x, int16_t *scores) {{ memcpy(buf + 1, x, sizeof(int16_t) * {n}); m_scores(buf + 1, scores); }}
+void w_scores(const int16_t *x, int16_t *scores)
+{{ memcpy(buf + 1, x, sizeof(int16_t) * {n}); m_scores(buf + 1, scores); }}
 """
 
 
