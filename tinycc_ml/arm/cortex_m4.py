@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinycc_ml.arm import m4_fft
+from tinycc_ml.arm import m4_fft, m4_forest
 from tinycc_ml.arm.boards import M4_BOARD, M33_BOARD, NRF52840_BOARD, STM32F405_BOARD
 from tinycc_ml.arm.chips import MPS2_AN386, MPS2_AN505
 from tinycc_ml.arm.kernel_table import M4_KERNELS
@@ -31,6 +31,10 @@ class M4Target(CTarget):
 
     def real_fft(self, em, dtype, fft_length):
         return m4_fft.real_fft(em, dtype, fft_length)
+
+    def forest_asm(self, em, name, layout, n_outputs, input_dim, acc_bytes, bounds, shift, saturation):
+        # acc_bytes: ARM's int_fast16_t is 32 bits, so the sums are stored as words whatever the C type
+        return m4_forest.forest_asm(name, layout, n_outputs, input_dim, bounds, shift, saturation)
 
 
 @dataclass
@@ -61,7 +65,8 @@ class CortexM4Backend(McuBackend):
         return M4Emitter(graph, prefix, self.c_target(graph), header_lines=list(model_description)).build_output()
 
     def c_target(self, graph) -> CTarget:
-        return M4Target(kernels=M4_KERNELS, tree_code_budget=self.chip.flash // TREE_CODE_FLASH_SHARE)
+        share = self.chip.flash // TREE_CODE_FLASH_SHARE
+        return M4Target(kernels=M4_KERNELS, tree_code_budget=share, forest_asm_budget=share)
 
 
 @dataclass
@@ -73,6 +78,9 @@ class M33Target(CTarget):
     def real_fft(self, em, dtype, fft_length):
         return m4_fft.real_fft(em, dtype, fft_length)
 
+    def forest_asm(self, em, name, layout, n_outputs, input_dim, acc_bytes, bounds, shift, saturation):
+        return m4_forest.forest_asm(name, layout, n_outputs, input_dim, bounds, shift, saturation)
+
 
 class CortexM33Backend(CortexM4Backend):
     name = "cortex-m33"
@@ -83,4 +91,5 @@ class CortexM33Backend(CortexM4Backend):
     boards = {"mps2-an505": M33_BOARD}
 
     def c_target(self, graph) -> CTarget:
-        return M33Target(kernels=M4_KERNELS, tree_code_budget=self.chip.flash // TREE_CODE_FLASH_SHARE)
+        share = self.chip.flash // TREE_CODE_FLASH_SHARE
+        return M33Target(kernels=M4_KERNELS, tree_code_budget=share, forest_asm_budget=share)
