@@ -6,7 +6,10 @@ inputs compared byte for byte (the same inputs through both; stateful models cal
 Printed: per file, what happened (exact; outputs differ: how many of how many bytes; refused: the reason; tflite-micro
 cannot run it: its error), then counts. No file is committed or downloaded: the folders are the user's.
 
-    python benchmarks/tflite_corpus.py DIR [DIR ...] [--rows 3] [--target host] [--only SUBSTRING]
+    python benchmarks/tflite_corpus.py DIR [DIR ...] [--rows 3] [--target host] [--only SUBSTRING] [--write NAME]
+
+``--write NAME`` also writes the table by folder (files, each outcome, the reasons of the files not exact) to
+benchmarks/results/NAME.json, as docs/guide/networks.md prints it for TFLite Micro's checkout.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_table import write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
 from tinycc_ml.errors import TinyccError  # noqa: E402
@@ -84,14 +90,23 @@ def measure(path: Path, rows: int, target: str) -> tuple[str, str]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             result = tinycc_ml.compile(path, target=target, name="m", out_dir=tmp)
-            predictor = result.load()
-            got = []
-            for inputs in batch:
-                x = np.concatenate([v.reshape(-1) for v in inputs])
-                out = predictor.run_raw(x[None, :].astype(inputs[0].dtype) if len(inputs) == 1 else x[None, :])[0]
-                got.append(np.asarray(out).reshape(-1))
+            joined = np.stack([np.concatenate([v.reshape(-1) for v in inputs]) for inputs in batch])
+            if target == "host":
+                predictor = result.load()
+                got = [np.asarray(predictor.run_raw(x[None, :].astype(inputs[0].dtype) if len(inputs) == 1
+                                                    else x[None, :])[0]).reshape(-1)
+                       for x, inputs in zip(joined, batch)]
+            else:  # the simulator takes real rows: the codes as their values (the build quantises them back)
+                from tinycc_ml.codegen.backend import get_backend
+
+                real = joined.astype(np.float64)
+                if joined.dtype != np.float32 and result.output.input_quantisation is not None:
+                    scale, zero_point = result.output.input_quantisation[:2]
+                    real = (real - zero_point) * scale
+                scores = get_backend(target).simulate(Path(tmp), result.output, real).scores
+                got = list(np.asarray(scores).reshape(len(batch), -1))
     except TinyccError as exc:
-        return "refused", str(exc).splitlines()[0][:160]
+        return "refused", str(exc).splitlines()[0].replace(f"{path}: ", "")[:160]
     except Exception as exc:  # noqa: BLE001 - a crash is a finding: say where
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         return "crashed", f"{type(exc).__name__}: {str(exc)[:100]} ({Path(frame.filename).name}:{frame.lineno})"
@@ -108,14 +123,28 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=3, help="random inputs per file")
     parser.add_argument("--target", default="host")
     parser.add_argument("--only", default="", help="files whose path holds this text")
+    parser.add_argument("--write", default=None, metavar="NAME", help="write the table by folder as results/NAME")
     args = parser.parse_args(argv)
     files = sorted(p for folder in args.folders for p in folder.rglob("*.tflite") if args.only in str(p))
-    counts = Counter()
+    counts, groups = Counter(), {}
     for path in files:
         outcome, detail = measure(path, args.rows, args.target)
         counts[outcome] += 1
+        group = groups.setdefault(str(path.parent.relative_to(next(f for f in args.folders
+                                                                    if f in path.parents))), [0, Counter(), []])
+        group[0] += 1
+        group[1][outcome] += 1
+        if outcome != "exact":
+            group[2].append(f"{path.name}: {outcome}: {detail.replace(str(path) + ': ', '')}")
         print(f"{outcome:<18} {path}: {detail}", flush=True)
     print(f"{len(files)} files: " + ", ".join(f"{n} {k}" for k, n in counts.most_common()))
+    if args.write:
+        outcomes = ["exact", "differs", "refused", "crashed", "tflite-micro fails"]
+        rows = [[folder, n, *[c[k] for k in outcomes], "; ".join(notes)[:300]]
+                for folder, (n, c, notes) in sorted(groups.items())]
+        rows.append(["all", len(files), *[counts[k] for k in outcomes], ""])
+        write_table(args.write, ["folder", "files", *outcomes, "not exact: why"], rows,
+                    script=f"benchmarks/tflite_corpus.py DIR --rows {args.rows} --target {args.target}")
     return 0
 
 

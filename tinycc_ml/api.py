@@ -930,7 +930,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
     if getattr(model, "scores_kind", None) == "pairs" and getattr(model, "decision_shape", None) == "ovr":
         output.ovr_of_pairs = model.n_class_count  # probabilities kept the pair decisions in the C
     if network and front_net is None and (len(model.input_parts) > 1 or len(model.output_parts) > 1):
-        add_tensor_io(output, model.input_tensors(), model.output_tensors())
+        add_tensor_io(output, model.input_tensors(), model.output_tensors(), model.input_ctypes())
     if model.proba_rule is not None:
         _add_proba(model, graph, output, report, calibration)
     if isinstance(model, FrontEndModel) and model.task["kind"] == "classification":

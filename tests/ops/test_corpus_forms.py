@@ -88,3 +88,51 @@ def test_the_microcontrollers_agree(target, tmp_path):
         (tmp_path / f"m{k}").mkdir()
         got = simulated_scores(target, data, X, tmp_path / f"m{k}")
         np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want)
+
+
+def transpose_conv_shape_input(in_shape=(1, 3, 4, 2), out_shape=(1, 6, 8, 3)) -> bytes:
+    """A 16x8 TRANSPOSE_CONV whose output_shape is the network's first input (int32, as the seanet tests have it)
+    beside its int16 data: TFLite Micro never reads output_shape (the output tensor's shape is the shape)."""
+    rng = np.random.default_rng(6)
+    b = TfliteBuilder()
+    shape = b.tensor((4,), "int32", scale=None, name="output_shape")
+    x = b.tensor(in_shape, "int16", scale=0.05 / 256, zero_point=0, name="x")
+    w = b.filters(rng, (out_shape[3], 3, 3, in_shape[3]), 0)
+    y = b.tensor(out_shape, "int16", scale=0.08 / 256, zero_point=0, name="y")
+    b.op(OPS.TRANSPOSE_CONV, [shape, w, x], [y], OPTIONS.TransposeConvOptions,
+         options("TransposeConvOptions", padding=0, strideW=2, strideH=2))
+    return b.finish([shape, x], [y])
+
+
+def test_inputs_of_several_integer_widths_share_the_widest_vector(tmp_path):
+    """The int32 output shape and the int16 values in one int32 input vector; <prefix>_invoke takes each input at its
+    own type; every output value is tflite-micro's whatever the unread shape input holds."""
+    require_target("host")
+    from tests.tflite_builder import tflm_joined_outputs
+
+    data = transpose_conv_shape_input()
+    path = tmp_path / "tc.tflite"
+    path.write_bytes(data)
+    rng = np.random.default_rng(2)
+    rows = [[rng.integers(-1000, 1000, size=4).astype(np.int32),
+             rng.integers(-32768, 32768, size=(1, 3, 4, 2)).astype(np.int16)] for _ in range(20)]
+    want = tflm_joined_outputs(data, rows)
+    result = tinycc_ml.compile(path, name="tc")
+    header = result.files["tc.h"]
+    assert "const int32_t *output_shape" in header and "const int16_t *x" in header, header[-800:]
+    model = tinycc_ml.load_model(path)
+    inputs = [np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])]
+    got = result.load().run_raw(model.join_inputs(inputs))[0]  # the C
+    np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want)
+    np.testing.assert_array_equal(model.run_tensors(inputs)["y"].reshape(want.shape), want)  # the interpreter
+
+
+def test_inputs_of_float_and_integer_types_are_refused_naming_them(tmp_path):
+    b = TfliteBuilder()
+    a = b.tensor((1, 4), "float32", scale=None, name="a")
+    i = b.tensor((1, 4), "int32", scale=None, name="i")
+    y = b.tensor((1, 4), "float32", scale=None, name="y")
+    b.op(OPS.ADD, [a, a], [y], OPTIONS.AddOptions, options("AddOptions"))
+    (tmp_path / "mixed.tflite").write_bytes(b.finish([a, i], [y]))
+    with pytest.raises(ModelFileError, match="float32, int32: the inputs of a network must share one element type"):
+        tinycc_ml.load_model(tmp_path / "mixed.tflite")

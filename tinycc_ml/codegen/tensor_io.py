@@ -29,14 +29,18 @@ def _identifier(name: str, taken: set[str]) -> str:
     return unique
 
 
-def tensor_io_lines(prefix: str, inputs, outputs, input_ctype: str, score_ctype: str) -> tuple[list[str], list[str]]:
-    """(header lines, source lines) of ``<prefix>_invoke``: ``inputs`` and ``outputs`` are (name, offset, size)."""
+def tensor_io_lines(prefix: str, inputs, outputs, input_ctype: str, score_ctype: str,
+                    input_ctypes: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(header lines, source lines) of ``<prefix>_invoke``: ``inputs`` and ``outputs`` are (name, offset, size);
+    ``input_ctypes`` each input's own C type where they differ (integers of several widths in a wider vector)."""
     taken: set[str] = set(RESERVED)
     ins = [(_identifier(name, taken), offset, size) for name, offset, size in inputs]
+    own = input_ctypes or [input_ctype] * len(ins)
     outs = [(_identifier(name, taken), offset, size) for name, offset, size in outputs]
     up = prefix.upper()
     total_in, total_out = sum(s for *_, s in ins), sum(s for *_, s in outs)
-    params = [f"const {input_ctype} *{name}" for name, _, _ in ins] + [f"{score_ctype} *{name}" for name, _, _ in outs]
+    params = ([f"const {ctype} *{name}" for (name, _, _), ctype in zip(ins, own)]
+              + [f"{score_ctype} *{name}" for name, _, _ in outs])
     signature = f"void {prefix}_invoke({', '.join(params)})"
     header = [f"/* The network's tensors one by one, in the file's order: {len(ins)} inputs and {len(outs)} outputs.",
               f" * {prefix}_invoke copies each input into the input vector ({prefix}_scores' x), runs the network and",
@@ -56,10 +60,11 @@ def tensor_io_lines(prefix: str, inputs, outputs, input_ctype: str, score_ctype:
     return header, source + ["}", ""]
 
 
-def add_tensor_io(output: BuildOutput, inputs, outputs) -> None:
+def add_tensor_io(output: BuildOutput, inputs, outputs, input_ctypes: list[str] | None = None) -> None:
     """Add ``<prefix>_invoke`` to a backend's ``<prefix>.h`` and ``<prefix>.c`` (a backend writing neither, or a
     build whose scores entry point is not there, is left as it is)."""
     if not built_c(output) or f"void {output.prefix}_scores(" not in output.files[f"{output.prefix}.h"]:
         return
-    add_to_c(output, *tensor_io_lines(output.prefix, inputs, outputs, output.input_ctype, output.score_ctype),
+    add_to_c(output, *tensor_io_lines(output.prefix, inputs, outputs, output.input_ctype, output.score_ctype,
+                                      input_ctypes),
              gap="\n\n")

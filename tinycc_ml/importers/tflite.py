@@ -828,11 +828,14 @@ def _several_inputs(low: _Lowering, xs: list[_Tensor]) -> None:
     """One flat input holding the file's inputs in order, each input a retyped slice of it: the flat vector has
     the inputs' type where they share one, else the plain integers of their width (each input's codes)."""
     kinds = sorted({t.type_name for t in xs})
-    if len(kinds) != 1:
-        raise _Bad(f"inputs of types {', '.join(kinds)}: the inputs of a network must share one element type")
     types = [low.tensor_type(t, low.layout(t)) for t in xs]
     flat_dtype = types[0].dtype
-    if any(t.dtype != flat_dtype for t in types) and not flat_dtype.is_float:
+    if len(kinds) != 1:  # integers of several widths: the widest plain signed integers hold every input's codes
+        if any(t.dtype.is_float or t.dtype.integer_range[0] >= 0 for t in types):
+            raise _Bad(f"inputs of types {', '.join(kinds)}: the inputs of a network must share one element type, "
+                       "or all be signed integers")
+        flat_dtype = integer(max(t.dtype.bits for t in types), True)
+    elif any(t.dtype != flat_dtype for t in types) and not flat_dtype.is_float:
         bits = flat_dtype.bits
         flat_dtype = integer(bits, True) if flat_dtype.is_quantised else flat_dtype
     total = sum(t.size for t in types)

@@ -68,6 +68,12 @@ class NetworkModel(Model):
         """(name, offset, size) of each input in the input vector, in the file's order."""
         return [(name, offset, t.size) for name, offset, t in self.input_parts]
 
+    def input_ctypes(self) -> list[str]:
+        """Each input's C element type, in the file's order (they differ where integer inputs of several widths
+        share a vector of the widest)."""
+        return ["float" if t.dtype.is_float else f"{'' if t.dtype.integer_range[0] < 0 else 'u'}int{t.dtype.bits}_t"
+                for _, _, t in self.input_parts]
+
     def output_tensors(self) -> list[tuple[str, int, int]]:
         """(name, offset, size) of each output in the score vector, in the file's order."""
         return [(name, offset, t.size) for name, offset, t in self._output_offsets()]
@@ -258,6 +264,9 @@ class NetworkModel(Model):
 
     @property
     def input_range(self) -> tuple[int, int]:
+        flat = self.graph.type(self.input_name).dtype
+        if len(self.input_parts) > 1 and flat.is_integer:  # inputs of several widths: the widest vector's range
+            return flat.integer_range
         dtype = self._input_dtype
         return dtype.integer_range if dtype.is_integer or dtype.is_quantised else (-128, 127)
 

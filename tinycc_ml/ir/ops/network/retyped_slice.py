@@ -1,11 +1,13 @@
 """retyped_slice: elements [offset, offset + size) of a flat vector, reshaped and read as another type of the same
-storage (the integers kept, their quantisation another).
+storage (the integers kept, their quantisation another), or a narrower integer of a plain integer vector (each
+element converted as C converts it: wrapped to the narrower width).
 
 How a network of several inputs or outputs meets the C's one input vector and one score vector: the reader gives
 a ``.tflite`` file of several inputs one flat input holding them in the file's order, each input a retyped slice of
 it (the flat vector holds plain integer codes where the inputs' quantisations differ); a build of several outputs
-joins them, each a retyped slice typed as the plain integers of its width where theirs differ. Float tensors
-stay float32: the slice is then a copy.
+joins them, each a retyped slice typed as the plain integers of its width where theirs differ; inputs of several
+integer widths share a vector of the widest plain integers (TFLite Micro's seanet TRANSPOSE_CONV tests take an int32
+output shape beside int16 values). Float tensors stay float32: the slice is then a copy.
 """
 
 from __future__ import annotations
@@ -27,6 +29,19 @@ def same_storage(a, b) -> bool:
     return integral and a.integer_range == b.integer_range
 
 
+def narrows(a, b) -> bool:
+    """Whether ``b`` is an integer type narrower than the plain signed integers ``a`` (a vector of inputs of several
+    widths)."""
+    return (a.is_integer and not a.is_quantised and not a.is_float and a.integer_range[0] < 0
+            and (b.is_quantised or b.is_integer) and not b.is_float and b.bits < a.bits)
+
+
+def _wrapped(values, declared) -> np.ndarray:
+    """Values converted to the declared narrower integers as C converts them (two's complement wrap)."""
+    bits, low = declared.bits, declared.integer_range[0]
+    return ((np.asarray(values, np.int64) - low) & ((1 << bits) - 1)) + low
+
+
 def _infer(ts, attrs, declared):
     (x,) = ts
     shape = tuple(int(d) for d in attrs["shape"])
@@ -35,7 +50,8 @@ def _infer(ts, attrs, declared):
     need(all(d >= 1 for d in shape) and 0 <= offset and offset + math.prod(shape) <= x.size,
          f"{math.prod(shape)} elements from {offset} leave the vector of {x.size}")
     need(declared is not None, "retyped_slice needs the declared result type")
-    need(same_storage(x.dtype, declared.dtype), f"{x.dtype} and {declared.dtype} are not stored alike")
+    need(same_storage(x.dtype, declared.dtype) or narrows(x.dtype, declared.dtype),
+         f"{x.dtype} and {declared.dtype} are not stored alike")
     return TensorType(shape, declared.dtype, declared.layout)
 
 
@@ -47,7 +63,9 @@ def _part(value, attrs: dict, lead: int) -> np.ndarray:
 
 
 def _fixed(call: FixedCall):
-    return _part(call.ins[0], call.attrs, np.ndim(call.ins[0]) - 1)
+    part = _part(call.ins[0], call.attrs, np.ndim(call.ins[0]) - 1)
+    x, out = call.in_types[0].dtype, call.type.dtype
+    return _wrapped(part, out) if narrows(x, out) else part
 
 
 def _c(em, node) -> list[str]:
