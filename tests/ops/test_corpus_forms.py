@@ -136,3 +136,29 @@ def test_inputs_of_float_and_integer_types_are_refused_naming_them(tmp_path):
     (tmp_path / "mixed.tflite").write_bytes(b.finish([a, i], [y]))
     with pytest.raises(ModelFileError, match="float32, int32: the inputs of a network must share one element type"):
         tinycc_ml.load_model(tmp_path / "mixed.tflite")
+
+
+@pytest.mark.toolchain
+def test_a_large_output_runs_on_the_m4_as_tflite_micro(tmp_path):
+    """Two 128 x 128 int8 images added (TFLite Micro's memory_footprint example): predict's 16 KB score vector is
+    static, not on the stack (where it faulted in QEMU)."""
+    require_target("cortex-m4")
+    from tests.tflite_builder import tflm_joined_outputs
+    from tinycc_ml.codegen.backend import get_backend
+
+    b = TfliteBuilder()
+    a = b.tensor((1, 128, 128, 1), "int8", scale=0.04, zero_point=-2, name="a")
+    c = b.tensor((1, 128, 128, 1), "int8", scale=0.05, zero_point=-1, name="c")
+    y = b.tensor((1, 128, 128, 1), "int8", scale=0.06, zero_point=-3, name="y")
+    b.op(OPS.ADD, [a, c], [y], OPTIONS.AddOptions, options("AddOptions"))
+    data = b.finish([a, c], [y])
+    path = tmp_path / "add.tflite"
+    path.write_bytes(data)
+    rng = np.random.default_rng(4)
+    rows = [[rng.integers(-128, 128, (1, 128, 128, 1)).astype(np.int8) for _ in range(2)] for _ in range(2)]
+    want = tflm_joined_outputs(data, rows)
+    result = tinycc_ml.compile(path, target="cortex-m4", name="add", out_dir=tmp_path / "m4")
+    assert "static int8_t add_scores_buffer[16384]" in result.files["add.c"]
+    codes = np.stack([np.concatenate([v.reshape(-1) for v in r]) for r in rows]).astype(np.float64)
+    run = get_backend("cortex-m4").simulate(tmp_path / "m4", result.output, codes)
+    np.testing.assert_array_equal(np.asarray(run.scores).reshape(want.shape), want)

@@ -50,24 +50,39 @@ def comment_block(prefix: str, target: str, description: list[str], const_bytes:
     return "/*\n" + "\n".join(f" * {line}".rstrip() for line in lines) + "\n */"
 
 
+SCORES_ON_STACK_BYTES = 512  # a larger score vector of predict's is static (a 128x128 output on the stack faulted)
+CTYPE_BYTES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4}
+
+
+def scores_buffer_bytes(api: Interface) -> int:
+    """Static RAM of the score vector predict and the task's entry points fill, where it is too large for the
+    stack (0: on the stack)."""
+    size = api.n_scores * CTYPE_BYTES.get(api.score_ctype, 4)
+    return size if size > SCORES_ON_STACK_BYTES else 0
+
+
 def entry_points(api: Interface, predict: list[str] | None = None) -> list[str]:
     """<prefix>_predict and <prefix>_scores over the static <prefix>_run(x, scores), and the task's
     own entry point (regression: predict_value; multilabel: predict_labels); ``predict``: the body of
     <prefix>_predict when it has its own (codegen.emitter.PREDICT_CODE)."""
     P, x_t, s_t = api.sym, api.input_ctype, api.score_ctype
-    body = predict or [f"    {s_t} scores[{api.n_scores}];", f"    return {P('run')}(x, scores);"]
-    lines = [f"int {P('predict')}(const {x_t} *x)", "{", *body, "}", "",
+    static = scores_buffer_bytes(api) > 0
+    local = f"    {s_t} *scores = {P('scores_buffer')};" if static else f"    {s_t} scores[{api.n_scores}];"
+    body = predict or [local, f"    return {P('run')}(x, scores);"]
+    lines = ([f"static {s_t} {P('scores_buffer')}[{api.n_scores}]; /* predict's scores: too large for a stack */",
+              ""] if static else [])
+    lines += [f"int {P('predict')}(const {x_t} *x)", "{", *body, "}", "",
              f"void {P('scores')}(const {x_t} *x, {s_t} *scores)", "{",
              f"    (void){P('run')}(x, scores);", "}", ""]
     if api.stateful:
         lines += [f"int {P('step')}(const {x_t} *x, {s_t} *scores)", "{", f"    return {P('run')}(x, scores);", "}", ""]
     kind = task_kind(api.task)
     if kind == "regression":
-        lines += [f"{s_t} {P('predict_value')}(const {x_t} *x)", "{", f"    {s_t} scores[{api.n_scores}];",
+        lines += [f"{s_t} {P('predict_value')}(const {x_t} *x)", "{", local,
                   f"    (void){P('run')}(x, scores);", "    return scores[0];", "}", ""]
     elif kind == "multilabel":
         lines += [f"void {P('predict_labels')}(const {x_t} *x, uint8_t *out)", "{",
-                  f"    {s_t} scores[{api.n_scores}];", "    int i;",
+                  local, "    int i;",
                   *(["    int round, best;"] if api.task["rule"] == "top_k" else []),
                   f"    (void){P('run')}(x, scores);", *_label_rule(api), "}", ""]
     return lines

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tinycc_ml.codegen.backend import BuildOutput
-from tinycc_ml.codegen.c_files import Interface, comment_block, entry_points, header_text, source_text
+from tinycc_ml.codegen.c_files import (
+    Interface,
+    comment_block,
+    entry_points,
+    header_text,
+    scores_buffer_bytes,
+    source_text,
+)
 from tinycc_ml.codegen.float_input import source_lines
 from tinycc_ml.codegen.input_bound import run_guard
 from tinycc_ml.codegen.outline import MIN_REPEATS, function_text, noinline_macro, outline_form
@@ -570,6 +577,8 @@ class CEmitter:
         api = self.interface(predict_float=self.has_float_input)
         functions = self.run_function(api, self.scheduled_ops())
         functions += entry_points(api, self.predict_shortcut())
+        if scores_buffer_bytes(api):
+            self.static_ram["scores_buffer"] = scores_buffer_bytes(api)
         if api.predict_float:
             functions += source_lines(api, self.target.array_attribute, self.target.read_const, streaming=False,
                                       shortcut=self.predict_float_shortcut(api))

@@ -31,7 +31,7 @@ import numpy as np
 from tinycc_ml.buildsys.project import firmware_project
 from tinycc_ml.chips import Chip, memory_limits
 from tinycc_ml.codegen.backend import Backend, BuildOutput, Fit
-from tinycc_ml.codegen.c_files import Interface, entry_points
+from tinycc_ml.codegen.c_files import Interface, entry_points, scores_buffer_bytes
 from tinycc_ml.codegen.c_fixed import clamp_expr, rshift_c, saturate_c, shift_c, store
 from tinycc_ml.codegen.emitter import CEmitter, CTarget, Emitted, ctype_of, input_clamp
 from tinycc_ml.codegen.float_input import guard_macro, source_lines
@@ -170,6 +170,8 @@ class McuEmitter(CEmitter):
         else:
             functions = self.run_function(api, ops)
         functions += entry_points(api, self.predict_shortcut())
+        if scores_buffer_bytes(api):
+            self.static_ram["scores_buffer"] = scores_buffer_bytes(api)
         if api.predict_float:
             functions += source_lines(api, self.target.array_attribute, self.target.read_const, splan is not None,
                                       self.target, shortcut=self.predict_float_shortcut(api))
