@@ -905,8 +905,8 @@ class _Lowering:
         self.define(node.output[0], self.timed(self.reshaped(joined, shape, f"{label}_shape"), time))
 
     def embedding(self, node, attrs: dict) -> None:
-        """Rows of a constant table picked by the network's integer input (an index outside the table is clamped
-        into it: the C has no error to return; onnxruntime refuses such an index)."""
+        """Rows of a constant table picked by the network's integer input (an index outside the table is an error,
+        as onnxruntime's: the interpreter raises; the C clamps it and reports it in ``<prefix>_status()``)."""
         what = f"Gather node {node.name!r}"
         table = self.const(node, 0, "table").astype(np.float64)
         indices = self.value(node, 1)
