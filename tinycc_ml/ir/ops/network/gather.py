@@ -50,7 +50,7 @@ def _infer(ts, attrs, declared):
                       else "")
 
 
-def _gathered(params, indices, attrs, where: str = "gather (GATHER, EMBEDDING_LOOKUP)") -> np.ndarray:
+def _gathered(params, indices, attrs, where: str = "gather") -> np.ndarray:
     """Over rows: ``params`` and ``indices`` each with a leading row axis (length 1 for a constant)."""
     axis, batch_dims = int(attrs["axis"]), int(attrs["batch_dims"])
     params, indices = np.asarray(params), np.asarray(indices).astype(np.int64)
@@ -59,11 +59,14 @@ def _gathered(params, indices, attrs, where: str = "gather (GATHER, EMBEDDING_LO
     for r in range(rows):
         p = params[r if len(params) > 1 else 0]
         i = indices[r if len(indices) > 1 else 0]
+        if attrs.get("negative"):  # ONNX's Gather: -s..-1 count from the axis's end
+            i = np.where((i < 0) & (i >= -p.shape[axis]), i + p.shape[axis], i)
         outside = (i < 0) | (i >= p.shape[axis])
         if outside.any():  # TFLite Micro's Invoke returns kTfLiteError
             at = tuple(int(k) for k in np.argwhere(outside)[0])
             raise DataError(f"{where}: row {r}: index {int(i[at])} (at {list(at)} of the indices) is outside axis "
-                            f"{axis} of {p.shape[axis]}: TFLite Micro's Invoke stops with an error there")
+                            f"{axis} of {p.shape[axis]}: TFLite Micro's Invoke (and onnxruntime) stop with an error "
+                            "there")
         batch, outer, size, coords, inner = _geometry(p.shape, i.shape, axis, batch_dims)
         source = p.reshape(batch, outer, size, inner)
         picked = np.take_along_axis(source, i.reshape(batch, 1, coords, 1), axis=2) if batch_dims else \
@@ -108,6 +111,8 @@ def _c(em, node) -> list[str]:
             f"    for (long o = 0; o < {outer}; ++o)",
             f"    for (long c = 0; c < {coords}; ++c) {{",
             f"        int32_t at = {em.at(indices_name, f'b * {coords} + c')};",
+            *([f"        if (at < 0 && at >= -{size}) at += {size};  /* ONNX: counted from the end */"]
+              if node.attrs.get("negative") else []),
             f"        if (at < 0 || at > {size - 1}) {{  /* TFLite Micro stops with an error: clamped, reported */",
             f"            {fault_flag(em)} = 1;",
             f"            at = at < 0 ? 0 : {size - 1};",
@@ -121,9 +126,10 @@ def _c(em, node) -> list[str]:
 
 
 register_op(OpDef(
-    "gather", 2, _infer, _evaluate, {"axis": "int", "batch_dims": "int"},
+    "gather", 2, _infer, _evaluate, {"axis": "int", "batch_dims": "int", "negative": "int?"},
     "TFLite's GATHER / EMBEDDING_LOOKUP: slices of params along axis picked by computed int32 indices (batch_dims "
-    "leading axes shared); an index out of range an error (the C clamps it and sets its fault flag)",
+    "leading axes shared; negative 1: -s..-1 count from the end, as ONNX's Gather); an index out of range an error "
+    "(the C clamps it and sets its fault flag)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _gathered(*_rows(ins, batched), attrs),
     fixed=_fixed, c={"fixed": _c, "float": _c},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
