@@ -93,8 +93,9 @@ def _dot(em) -> str:
     rd, odd = simd_helpers(em)
     return named_helper(em, "m4_lstm_dot", f"""\
 /* acc + the dot product of groups x 4 int8 values at x with the int16 weight words at w (SMLAD) */
-__attribute__((optimize("O2"))) static int32_t @m4_lstm_dot(const int8_t *x, const int32_t *w, int32_t groups,
-                                                           int32_t acc)
+/* inlined: its counts are literals at each call, the x buffer's address a constant */
+static inline __attribute__((always_inline)) int32_t @m4_lstm_dot(const int8_t *x, const int32_t *w,
+                                                                  int32_t groups, int32_t acc)
 {{
     for (; groups > 1; groups -= 2, x += 8, w += 4) {{
         const int32_t u = {rd}(x), v = {rd}(x + 4);
@@ -116,8 +117,8 @@ __attribute__((optimize("O2"))) static int32_t @m4_lstm_dot(const int8_t *x, con
 def _dot16(em) -> str:
     return named_helper(em, "m4_lstm_dot16", """\
 /* acc + the dot product of pairs x 2 int16 values at x (words) with the int16 weight words at w (SMLAD) */
-__attribute__((optimize("O2"))) static int32_t @m4_lstm_dot16(const uint32_t *x, const int32_t *w, int32_t pairs,
-                                                             int32_t acc)
+static inline __attribute__((always_inline)) int32_t @m4_lstm_dot16(const uint32_t *x, const int32_t *w,
+                                                                    int32_t pairs, int32_t acc)
 {
     for (; pairs > 1; pairs -= 2, x += 2, w += 2) {
         acc = __smlad(w[0], (int32_t)x[0], acc);
