@@ -1,7 +1,8 @@
 """tinycc-ml's Cortex-M4 kernels for the ops CMSIS-NN optimises besides convolutions against CMSIS-NN's function
 for the same layer, instructions per layer on the Cortex-M4F (MPS2 AN386): MUL, MAXIMUM, MINIMUM, MAX_POOL_2D,
-SOFTMAX, PAD, TRANSPOSE, BATCH_MATMUL, TRANSPOSE_CONV, SVDF (tinycc_ml/arm/m4_elementwise.py, m4_pool.py,
-m4_softmax.py, m4_pad.py, m4_transpose.py, m4_batch_matmul.py, m4_transpose_conv.py, m4_svdf.py).
+SOFTMAX, PAD, TRANSPOSE, BATCH_MATMUL, TRANSPOSE_CONV, SVDF, UNIDIRECTIONAL_SEQUENCE_LSTM (tinycc_ml/arm/
+m4_elementwise.py, m4_pool.py, m4_softmax.py, m4_pad.py, m4_transpose.py, m4_batch_matmul.py, m4_transpose_conv.py,
+m4_svdf.py, m4_lstm.py).
 
     python benchmarks/cmsis_nn_ops.py [--only mul,max_pool] [--cmsis-nn PATH]
 
@@ -43,6 +44,7 @@ import tinycc_ml  # noqa: E402
 from tests.tflite_builder import ACTIVATIONS, PADDINGS  # noqa: E402
 from tests.tflite_models import TfliteBuilder, options, schema  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
+from tinycc_ml.ir.ops.network import lstm as lstm_op  # noqa: E402
 from tinycc_ml.ir.ops.network.mul import multiplier  # noqa: E402
 from tinycc_ml.ir.ops.network.svdf import output_multiplier, state_multiplier  # noqa: E402
 from tinycc_ml.ir.ops.tflite_arith import activation_range, quantize_multiplier, softmax_parameters  # noqa: E402
@@ -55,7 +57,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "cmsis_nn_ops.json"
 OPS = schema.BuiltinOperator
 OPTIONS = schema.BuiltinOptions
 TARGET = "cortex-m4"
-FILES = (*CMSIS_FILES, "Source/PadFunctions", "Source/TransposeFunctions", "Source/SVDFunctions")
+FILES = (*CMSIS_FILES, "Source/PadFunctions", "Source/TransposeFunctions", "Source/SVDFunctions",
+         "Source/LSTMFunctions", "Source/ActivationFunctions")
 # the CMSIS-NN source files each function needs besides NNSupportFunctions
 SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8.c"],
            "arm_maximum_s8": ["BasicMathFunctions/arm_maximum_s8.c"],
@@ -66,6 +69,12 @@ SOURCES = {"arm_elementwise_mul_s8": ["BasicMathFunctions/arm_elementwise_mul_s8
            "arm_softmax_s8": ["SoftmaxFunctions/arm_softmax_s8.c", "SoftmaxFunctions/arm_nn_softmax_common_s8.c"],
            "arm_batch_matmul_s8": ["FullyConnectedFunctions/arm_batch_matmul_s8.c"],
            "arm_svdf_s8": ["SVDFunctions/arm_svdf_s8.c"],
+           "arm_lstm_unidirectional_s8": ["LSTMFunctions/arm_lstm_unidirectional_s8.c",
+                                          "ActivationFunctions/arm_nn_activation_s16.c",
+                                          "BasicMathFunctions/arm_elementwise_mul_s16.c",
+                                          "BasicMathFunctions/arm_elementwise_mul_acc_s16.c",
+                                          "BasicMathFunctions/arm_elementwise_mul_s16_s8.c",
+                                          "NNSupportFunctions/arm_nntables.c"],
            "arm_transpose_conv_s8": ["ConvolutionFunctions/arm_transpose_conv_s8.c",
                                      "ConvolutionFunctions/arm_transpose_conv_get_buffer_sizes_s8.c",
                                      "ConvolutionFunctions/arm_convolve_get_buffer_sizes_s8.c"]}
@@ -210,6 +219,14 @@ def svdf_case(features: int, units: int, rank: int, memory: int, label: str, see
     return Case("svdf", label, b.finish([x], [y]), (1, features), "arm_svdf_s8")
 
 
+def lstm_case(steps: int, features: int, units: int, label: str, seed: int) -> Case:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM, int8 (tests/ops/test_lstm.py's builder): one call the whole sequence."""
+    from tests.ops.test_lstm import lstm
+
+    return Case("lstm", label, lstm(steps=steps, features=features, units=units, seed=seed, cell_clip=0.5),
+                (1, steps, features), "arm_lstm_unidirectional_s8")
+
+
 def cases() -> list[Case]:
     return [
         binary_case("mul", OPS.MUL, (1, 6, 8), (1, 6, 8), "1x6x8 (attention_int8 mul_2)", 1),
@@ -254,6 +271,9 @@ def cases() -> list[Case]:
         svdf_case(40, 13, 2, 3, "40 in, 26 filters x 3, rank 2 (svdf_int8_2)", 35),
         svdf_case(40, 64, 1, 8, "40 in, 64 filters x 8, rank 1", 36),
         svdf_case(64, 64, 2, 16, "64 in, 128 filters x 16, rank 2", 37),
+        lstm_case(5, 6, 4, "5 steps, 6 -> 4", 38),
+        lstm_case(10, 10, 32, "10 steps, 10 -> 32", 39),
+        lstm_case(4, 40, 64, "4 steps, 40 -> 64", 40),
     ]
 
 
@@ -262,6 +282,8 @@ def cmsis_call(graph, case: Case) -> tuple[list[str], str, str]:
     in CMSIS-NN."""
     if case.op == "svdf":
         return svdf_call(graph, case)
+    if case.op == "lstm":
+        return lstm_call(graph, case)
     node = next(graph.node(n) for n in graph.order() if graph.op(n) not in ("input", "const", "reshape"))
     x, out = graph.type(node.inputs[0]), node.type
     if case.op == "mul":
@@ -361,6 +383,46 @@ def svdf_call(graph, case: Case) -> tuple[list[str], str, str]:
     return decls, call, "0", setup
 
 
+def lstm_call(graph, case: Case) -> tuple[list[str], str, str, str]:
+    """arm_lstm_unidirectional_s8 from the model's first states (hidden at its zero point, cell 0, set before each
+    call), its parameters as TFLite Micro's CMSIS-NN kernel computes them: per gate the two requantisations to
+    2^-12 and the effective biases (bias + the weights' sums x -zero point)."""
+    cell = next(graph.node(n) for n in graph.order() if graph.op(n) == "lstm_cell")
+    hidden = next(graph.node(n) for n in graph.order() if graph.op(n) == "lstm_hidden")
+    xt, ht, ct = (graph.type(n).dtype for n in cell.inputs[:3])
+    steps, features = case.in_shape[1], case.in_shape[2]
+    units = graph.type(cell.inputs[1]).size
+    value = lambda n: np.asarray(graph.node(n).attrs["value"], np.int64)  # noqa: E731
+    gates = {"forget": (cell.inputs[3], cell.inputs[6], cell.inputs[9], "ARM_SIGMOID"),
+             "input": (cell.inputs[4], cell.inputs[7], cell.inputs[10], "ARM_SIGMOID"),
+             "cell": (cell.inputs[5], cell.inputs[8], cell.inputs[11], "ARM_TANH"),
+             "output": (hidden.inputs[3], hidden.inputs[4], hidden.inputs[5], "ARM_SIGMOID")}
+    decls, fields = [], []
+    for g, (w, r, b, act) in gates.items():
+        W, R, B = value(w).reshape(units, features), value(r).reshape(units, units), value(b).reshape(units)
+        decls += [c_array("int8_t", f"cm_{g}_w", W), c_array("int8_t", f"cm_{g}_r", R),
+                  c_array("int32_t", f"cm_{g}_b", B),
+                  c_array("int32_t", f"cm_{g}_eb", B - xt.zero_point * W.sum(axis=1)),
+                  c_array("int32_t", f"cm_{g}_ehb", -ht.zero_point * R.sum(axis=1))]
+        (mi, si), (mh, sh) = (lstm_op.fc_multiplier(xt, graph.type(w).dtype),
+                              lstm_op.fc_multiplier(ht, graph.type(r).dtype))
+        fields.append(f"{{{mi}, {si}, cm_{g}_w, cm_{g}_eb, {mh}, {sh}, cm_{g}_r, cm_{g}_ehb, cm_{g}_b, {act}}}")
+    scale, unit = float(ct.qscales[0]), lstm_op.UNIT_SCALE
+    (mf, sf), (mi, si) = lstm_op.mul_multiplier(unit, scale, scale), lstm_op.mul_multiplier(unit, unit, scale)
+    mo, so = lstm_op.mul_multiplier(unit, unit, float(ht.qscales[0]))
+    clip = float(cell.attrs["cell_clip"])
+    q_clip = lstm_op.quantised_clip(clip, ct) if clip > 0 else 32767
+    decls += [f"static int16_t cm_t1[{units}], cm_t2[{units}], cm_cell[{units}];",
+              f"static int8_t cm_hidden[{units}];",
+              f"static const cmsis_nn_lstm_params cm_p = {{0, 1, {steps}, {features}, {units}, {-xt.zero_point}, "
+              f"{mf}, {sf}, {mi}, {si}, {q_clip}, {lstm_op.cell_power(ct)}, {mo}, {so}, {ht.zero_point}, "
+              f"{', '.join(fields)}}};"]
+    setup = (f"for (int i = 0; i < {units}; ++i) {{ cm_cell[i] = 0; cm_hidden[i] = {ht.zero_point}; }}")
+    call = (setup + " { cmsis_nn_lstm_context cb = {cm_t1, cm_t2, cm_cell, cm_hidden}; "
+            "(void)ctx; arm_lstm_unidirectional_s8(x, cm_out, &cm_p, &cb); }")
+    return decls, call, "0", setup
+
+
 def batch_matmul_call(graph, node, case: Case) -> tuple[list[str], str, str, str]:
     """arm_batch_matmul_s8 reads the lhs as rows of k and the rhs transposed (rows of k per output column), as
     TFLite Micro's CMSIS-NN kernel hands them over (transposing in its own buffers): here those buffers filled
@@ -442,7 +504,8 @@ def measure(case: Case, tree: Path, work: Path) -> dict:
     # the state's array, with the argmax: more than the layer's own work)
     entry = {f"{build.prefix}_{name}" for name in ("predict", "scores", *(() if stateful else ("run",)))}
     kernels = {k: v for k, v in profile.items() if k.startswith(f"{build.prefix}_") and k not in entry and v}
-    if not any(k.startswith(f"{build.prefix}_m4_") for k in kernels):
+    inlined = f"{build.prefix}_m4_" in "".join(Path(s).read_text() for s in build.sources)  # the LSTM's, in run
+    if not any(k.startswith(f"{build.prefix}_m4_") for k in kernels) and not (stateful and inlined):
         raise RuntimeError(f"{case.op} {case.label}: no Cortex-M4 kernel took the layer ({sorted(kernels)})")
     ours = run_firmware(build, np.stack([x, x])).scores[1 - stateful].astype(np.int64)
     # CMSIS-NN: the call less the wrapper's own instructions
@@ -472,7 +535,7 @@ def table(rows: list[dict], how: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated ops (mul, maximum, minimum, max_pool, pad, transpose, "
-                    "softmax, batch_matmul, transpose_conv, svdf)")
+                    "softmax, batch_matmul, transpose_conv, svdf, lstm)")
     ap.add_argument("--cmsis-nn", type=Path, default=None, help="CMSIS-NN source tree or git directory")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)

@@ -17,6 +17,7 @@ from tinycc_ml.codegen.backend import BuildOutput, get_backend
 from tinycc_ml.codegen.emitter import check_prefix
 from tinycc_ml.codegen.labels import add_labels
 from tinycc_ml.codegen.proba import add_proba
+from tinycc_ml.codegen.run_status import add_status
 from tinycc_ml.codegen.stream_feed import add_feed
 from tinycc_ml.codegen.tensor_io import add_tensor_io
 from tinycc_ml.errors import CompileError, DataError, FitError, ModelFileError, TinyccError
@@ -931,6 +932,7 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
         output.ovr_of_pairs = model.n_class_count  # probabilities kept the pair decisions in the C
     if network and front_net is None and (len(model.input_parts) > 1 or len(model.output_parts) > 1):
         add_tensor_io(output, model.input_tensors(), model.output_tensors(), model.input_ctypes())
+    add_status(output)
     if model.proba_rule is not None:
         _add_proba(model, graph, output, report, calibration)
     if isinstance(model, FrontEndModel) and model.task["kind"] == "classification":

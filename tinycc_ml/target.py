@@ -136,6 +136,7 @@ from tinycc_ml.ir.ops.c_primitives import c_helper, reciprocal
 from tinycc_ml.ir.ops.ensembles import default_left, leaf_ints, leaf_scale, missing_code, threshold_ints
 from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
 from tinycc_ml.ir.ops.network.batch_matmul import batch_multiplier, matrix_shape
+from tinycc_ml.ir.ops.network.lstm import lstm_cell_c, lstm_hidden_c
 from tinycc_ml.ir.ops.network.mul import multiplier as mul_multiplier
 from tinycc_ml.ir.ops.network.svdf import output_multiplier as svdf_output_multiplier
 from tinycc_ml.ir.ops.network.svdf import state_multiplier as svdf_state_multiplier
@@ -208,7 +209,7 @@ __all__ = [
     "multiply_by_quantized_multiplier", "activation_range", "quantize_multiplier", "mul_multiplier", "pad_fill",
     "MAX_SOFTMAX_DEPTH", "SOFTMAX_ACCUMULATION_INTEGER_BITS", "exp_on_negative_values",
     "saturating_rounding_doubling_high_mul", "softmax_parameters", "wrap32", "reciprocal", "batch_multiplier",
-    "matrix_shape", "svdf_output_multiplier", "svdf_state_multiplier",
+    "matrix_shape", "svdf_output_multiplier", "svdf_state_multiplier", "lstm_cell_c", "lstm_hidden_c",
     # C helpers emitted once per model; kissfft's FFT plan and twiddle tables (ir/ops/signal/kissfft.py)
     "c_helper", "kissfft_plan", "kissfft_tables",
     # the front end's fused log mel power (ir/ops/front_end/log_mel_power.py): its exponent and its mel/log loop in C

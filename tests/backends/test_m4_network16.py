@@ -86,8 +86,8 @@ def check_layer(data: bytes, shape, tmp_path, kernel: str, n_random: int = 3):
     return source
 
 
-def conv_model(seed, size, in_c, out_c, kernel, stride, dilation, padding, activation, bias_reach):
-    net = NetBuilder(seed=seed, activation_bits=16, bias_bits=64, bias_reach=bias_reach)
+def conv_model(seed, size, in_c, out_c, kernel, stride, dilation, padding, activation, bias_reach, bias_bits=64):
+    net = NetBuilder(seed=seed, activation_bits=16, bias_bits=bias_bits, bias_reach=bias_reach)
     x = net.input((*size, in_c))
     return net.finish(net.conv(x, out_c, kernel, stride=stride, dilation=dilation, padding=padding,
                                activation=activation)), (1, *size, in_c)
@@ -97,14 +97,17 @@ def conv_model(seed, size, in_c, out_c, kernel, stride, dilation, padding, activ
 @given(seed=st.integers(0, 10_000), size=st.tuples(st.integers(1, 6), st.integers(1, 6)),
        in_c=st.integers(1, 9), out_c=st.integers(1, 7), kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
        stride=st.tuples(st.integers(1, 2), st.integers(1, 2)), dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
-       padding=st.sampled_from(["same", "valid"]), activation=st.sampled_from(["none", "relu", "relu6"]))
+       padding=st.sampled_from(["same", "valid"]), activation=st.sampled_from(["none", "relu", "relu6"]),
+       bias_bits=st.sampled_from([64, 32]))
 def test_random_convolutions_equal_tflite_micro(tmp_path_factory, seed, size, in_c, out_c, kernel, stride,
-                                                dilation, padding, activation):
+                                                dilation, padding, activation, bias_bits):
+    """int64 biases, or int32 ones (TFLite's int32 sums and requantisation: the narrow epilogue)."""
     reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
     if padding == "valid" and any(r > n for r, n in zip(reach, size)):
         return
-    data, shape = conv_model(seed, size, in_c, out_c, kernel, stride, dilation, padding, activation, 3000)
-    check_layer(data, shape, tmp_path_factory.mktemp("conv"), "m4_mm16_")
+    data, shape = conv_model(seed, size, in_c, out_c, kernel, stride, dilation, padding, activation, 3000, bias_bits)
+    source = check_layer(data, shape, tmp_path_factory.mktemp("conv"), "m4_mm16_")
+    assert ("m4_rq_wide(" in source) == (bias_bits == 32)
 
 
 @settings(max_examples=8, deadline=None)
@@ -133,14 +136,16 @@ def rows_fc(net: NetBuilder, x: int, rows: int, units: int, activation: str = "n
 
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 10_000), depth=st.integers(1, 40), units=st.integers(1, 11), rows=st.integers(1, 3),
-       activation=st.sampled_from(["none", "relu", "relu6"]))
-def test_random_fully_connected_layers_equal_tflite_micro(tmp_path_factory, seed, depth, units, rows, activation):
+       activation=st.sampled_from(["none", "relu", "relu6"]), bias_bits=st.sampled_from([64, 32]))
+def test_random_fully_connected_layers_equal_tflite_micro(tmp_path_factory, seed, depth, units, rows, activation,
+                                                          bias_bits):
     """One row (four channels a step, the row in place or copied where its depth is not a multiple of 4) or
-    several (two by two)."""
-    net = NetBuilder(seed=seed, activation_bits=16, bias_bits=64)
+    several (two by two); int64 or int32 biases."""
+    net = NetBuilder(seed=seed, activation_bits=16, bias_bits=bias_bits)
     data = net.finish(rows_fc(net, net.input((rows, depth)), rows, units, activation))
     source = check_layer(data, (1, rows, depth), tmp_path_factory.mktemp("fc"), "m4_mm16_")
     assert ("1x4 (int16" in source) == (rows == 1)
+    assert ("m4_rq_wide(" in source) == (bias_bits == 32)
 
 
 @settings(max_examples=6, deadline=None)

@@ -4,6 +4,8 @@ to tflite-micro's, and the layer run by the kernel's function (not the shared C'
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -338,3 +340,32 @@ def test_svdf_layers_on_the_m4(features, units, rank, memory, tmp_path):
 
     model = svdf(state_kind="int8", features=features, units=units, rank=rank, memory=memory)
     check_on_m4(model, (1, features), (1, units), tmp_path, "svdf")
+
+
+@SETTINGS
+@given(features=st.integers(1, 13), units=st.integers(1, 9), steps=st.integers(1, 3), seed=st.integers(0, 3),
+       cell_clip=st.sampled_from([0.0, 0.5]), cell_scale=st.sampled_from([2.0**-8, 2.0**-11, 2.0**-15]),
+       kind=st.sampled_from(["int8", "int16"]))
+def test_lstm_stream_equals_tflite_micro_on_the_m4(features, units, steps, seed, cell_clip, cell_scale, kind,
+                                                   tmp_path_factory):
+    """int8 and 16x8 UNIDIRECTIONAL_SEQUENCE_LSTM streams of 5 calls (hidden and cell states kept between them) on
+    the gates' SMLAD sums (arm.m4_lstm): inputs and units off whole words, one step, cell clips and scales."""
+    from tests.ops.test_lstm import lstm
+
+    require_target("cortex-m4")
+    model = lstm(steps=steps, features=features, units=units, seed=seed, cell_clip=cell_clip, cell_scale=cell_scale,
+                 kind=kind)
+    tmp_path = tmp_path_factory.mktemp("lstm")
+    X = random_rows(np.random.default_rng(seed), 5, steps * features, kind)
+    got = simulated_scores("cortex-m4", model, X, tmp_path)
+    np.testing.assert_array_equal(got, tflite_micro(model, X, (1, steps, features)).reshape(len(X), -1))
+    assert "op_m4_lstm_dot" in (tmp_path / "cortex-m4" / "op.c").read_text()
+
+
+@pytest.mark.parametrize("bias_reach", [2000, 1 << 29])  # 2^29 x 2^shift: beyond SMMLAR's proof, the shared C's
+def test_lstm_layers_on_the_m4(bias_reach, tmp_path):
+    from tests.ops.test_lstm import lstm
+
+    model = lstm(steps=3, features=20, units=24, seed=5, bias_reach=bias_reach)
+    source = check_on_m4(model, (1, 3, 20), (1, 3, 24), tmp_path, "lstm")
+    assert bool(re.search(r"op_tfl_requantise\(\w_a,", source)) == (bias_reach > 2000)

@@ -12,7 +12,7 @@ import pytest
 import tinycc_ml
 from tests.conftest import require_target
 from tinycc_ml.codegen.backend import get_backend
-from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.errors import CompileError, DataError, ModelFileError
 
 onnxruntime = pytest.importorskip("onnxruntime")
 
@@ -91,6 +91,33 @@ def test_an_int32_index_input_and_a_gather_axis_of_the_table(tmp_path):
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     want = np.concatenate([session.run(None, {"x": x[None].astype(np.int32)})[0] for x in X])
     np.testing.assert_allclose(tinycc_ml.load_model(path).scores(X), want, rtol=1e-5, atol=1e-6)
+
+
+def test_negative_indices_count_from_the_end_and_indices_outside_are_an_error(tmp_path):
+    """ONNX's Gather takes -7..6 for 7 rows (onnxruntime too): the interpreter and the C agree with onnxruntime;
+    beyond, onnxruntime fails, the interpreter raises DataError and the C reports it in net_status()."""
+    from onnx import TensorProto, helper
+
+    path = tmp_path / "net.onnx"
+    index_net(path, [helper.make_node("Gather", ["E", "x"], ["e"], name="embed", axis=0),
+                     helper.make_node("ReduceMean", ["e"], ["m"], name="mean", axes=[1], keepdims=0),
+                     helper.make_node("Gemm", ["m", "W"], ["y"], name="head", transB=1)], kind=TensorProto.INT32)
+    X = np.random.default_rng(5).integers(-7, 7, size=(10, 5))
+    X[0] = [-7, -1, 0, 6, -4]
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    want = np.concatenate([session.run(None, {"x": x[None].astype(np.int32)})[0] for x in X])
+    model = tinycc_ml.load_model(path)
+    np.testing.assert_allclose(model.scores(X), want, rtol=1e-5, atol=1e-6)
+    result = tinycc_ml.compile(model, target="host", name="net", out_dir=tmp_path / "c")
+    predictor = result.load()
+    np.testing.assert_allclose(predictor.run_raw(X.astype(np.int32))[0], want, rtol=1e-5, atol=1e-6)
+    bad = np.asarray([[0, 1, 7, 2, 3]])
+    with pytest.raises(Exception, match="out of bounds|indices element"):
+        session.run(None, {"x": bad.astype(np.int32)})
+    with pytest.raises(DataError, match=r"row 0: index 7 \(at \[0, 2\] of the indices\) is outside axis 0 of 7"):
+        model.scores(bad)
+    with pytest.raises(DataError, match="row 0 holds an index outside its tensor"):
+        predictor.run_raw(bad.astype(np.int32))
 
 
 def test_integer_indices_read_by_anything_but_a_gather_of_a_constant_are_refused_by_name(tmp_path):

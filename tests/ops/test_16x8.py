@@ -89,10 +89,11 @@ def test_real_rows_quantise_to_int16_with_the_input_scale(tmp_path):
     np.testing.assert_array_equal(result.load().run_raw(q)[0], tflite_micro(data, q.astype(np.int16), shape))
 
 
+@pytest.mark.parametrize("bias_bits", [64, 32])
 @pytest.mark.parametrize("target", ["cortex-m4", "cortex-m0", "avr"])
-def test_simulators_equal_tflite_micro(target, tmp_path):
+def test_simulators_equal_tflite_micro(target, bias_bits, tmp_path):
     require_target(target)
-    data, shape = conv_stack(6, 64)
+    data, shape = conv_stack(6, bias_bits)
     X = int16_rows(np.random.default_rng(6), 5, shape)
     np.testing.assert_array_equal(simulated_scores(target, data, X, tmp_path), tflite_micro(data, X, shape))
 
@@ -206,3 +207,26 @@ def test_an_int16_mean_whose_int32_sums_can_wrap_is_refused(tmp_path):
     with pytest.raises(ModelFileError, match=r"wide\.tflite.*a mean of 40000 int16 values: TFLite's int32 sums can "
                                              r"wrap"):
         tinycc_ml.load_model(path)
+
+
+@pytest.mark.parametrize("bias_type", [0, 2])
+def test_a_16x8_layer_without_bias_sums_as_its_quantized_bias_type_says(bias_type, tmp_path):
+    """tflite-micro's bias-less 16x8 CONV_2D and FULLY_CONNECTED take the int32 path (int32 sums, the int32
+    requantisation) when quantized_bias_type is INT32 (2), else the int64 one: the two round differently."""
+    data, shape = conv_stack(7, 32)
+
+    def no_bias(sub, buffers):
+        for op in sub.operators:
+            if len(op.inputs) == 3 and hasattr(op.builtinOptions, "quantizedBiasType"):
+                op.inputs = [*op.inputs[:2], -1]
+                op.builtinOptions.quantizedBiasType = bias_type
+    data = edited(data, no_bias)
+    X = int16_rows(np.random.default_rng(7), 60, shape)
+    want = tflite_micro(data, X, shape)
+    model, result = compiled(data, tmp_path)
+    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), *shape)).reshape(len(X), -1), want)
+    np.testing.assert_array_equal(result.load().run_raw(X)[0], want)
+    other = edited(data, lambda sub, buffers: [setattr(op.builtinOptions, "quantizedBiasType", 2 - bias_type)
+                                               for op in sub.operators
+                                               if hasattr(op.builtinOptions, "quantizedBiasType")])
+    assert not np.array_equal(tflite_micro(other, X, shape), want)  # the type decides the arithmetic

@@ -1,7 +1,8 @@
 """GATHER and EMBEDDING_LOOKUP (tinycc_ml/ir/ops/network/gather.py; constant indices onto take.py) against
 tflite-micro: constant indices of any shape along any axis, indices computed by ARG_MAX with batch_dims, int32 ids
 as the model's input into float32, int8 and int8-read-as-float32 tables; the microcontrollers; an index out of range
-clamped alike by the interpreter and the C; what tflite-micro refuses refused by name."""
+an error as in tflite-micro (the interpreter raises, the C clamps and reports it in <prefix>_status()); what
+tflite-micro refuses refused by name."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import tinycc_ml
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, compiled, random_rows, simulated_scores, tflite_micro
 from tests.tflite_models import TfliteBuilder, options
-from tinycc_ml.errors import ModelFileError
+from tinycc_ml.errors import DataError, ModelFileError
 
 SHAPE = (1, 4, 5, 3)
 Q = {"int8": {"scale": 0.05, "zero_point": -3}, "float32": {"scale": None}}
@@ -113,16 +114,60 @@ def test_embedding_lookup_of_int32_ids(table_kind, out_kind, tmp_path):
     np.testing.assert_array_equal(np.asarray(got).reshape(len(ids), -1).astype(want.dtype), want)
 
 
-def test_ids_out_of_range_are_clamped_alike(tmp_path):
-    """tflite-micro stops at an id outside the table; the C has no error to return and clamps it, as the
-    interpreter does: both give the first or last row."""
-    data = embedding("float32", "float32", ids=3)
+def gather_of_ids(ids: int = 3) -> bytes:
+    """GATHER of a constant float32 table's rows (axis 0) by int32 indices the model takes as its input."""
+    b = TfliteBuilder()
+    i = b.tensor((ids,), "int32", scale=None, name="ids")
+    table = b.tensor((9, 2), "float32", scale=None, data=np.arange(18, dtype=np.float32).reshape(9, 2),
+                     name="table")
+    y = b.tensor((ids, 2), "float32", scale=None, name="y")
+    b.op(OPS.GATHER, [table, i], [y], OPTIONS.GatherOptions, options("GatherOptions", axis=0))
+    return b.finish([i], [y])
+
+
+@pytest.mark.parametrize("make, kind", [(gather_of_ids, "float32"), (lambda: embedding("float32", "float32", ids=3),
+                                                                      "float32"),
+                                        (lambda: embedding("int8", "int8", ids=3), "int8")],
+                         ids=["GATHER", "EMBEDDING_LOOKUP", "EMBEDDING_LOOKUP int8"])
+@pytest.mark.parametrize("bad", [[-1, 0, 2], [0, 9, 1], [0, 2, 2**31 - 1]], ids=["-1", "one past", "int32 max"])
+def test_an_index_out_of_range_is_an_error_as_in_tflite_micro(make, kind, bad, tmp_path):
+    """tflite-micro's Invoke fails on an index outside the axis; the interpreter raises DataError (a ValueError)
+    naming the node and the index; the C clamps it (no read outside the table), finishes the call and reports it
+    through <prefix>_status(), which the host predictor turns into DataError naming the row."""
+    data = make()
+    good = np.asarray([[0, 8, 1], [2, 2, 0]], dtype=np.int32)
+    rows = np.concatenate([good, np.asarray([bad], dtype=np.int32)])
+    want = tflite_micro(data, good, (3,))
+    with pytest.raises(RuntimeError, match="invocation failed"):
+        tflite_micro(data, rows[2:], (3,))
     model, result = compiled(data, tmp_path)
-    ids = np.asarray([[-5, 0, 99], [8, 9, -1]], dtype=np.int32)
-    table = tflite_micro(data, np.asarray([[0, 8, 0]], dtype=np.int32), (3,)).reshape(3, 6)
-    want = np.stack([np.concatenate([table[0], table[0], table[1]]), np.concatenate([table[1], table[1], table[0]])])
-    np.testing.assert_array_equal(np.asarray(model.scores(ids)).astype(np.float32), want)
-    np.testing.assert_array_equal(np.asarray(result.load().run_raw(ids)[0]).reshape(2, -1), want)
+    assert f"int {result.prefix}_status(void);" in result.files[f"{result.prefix}.h"]
+    wrong = next(v for v in bad if not 0 <= v < 9)
+    with pytest.raises(ValueError, match=rf"row 2: index {wrong} \(at \[{bad.index(wrong)}\] of the indices\) is "
+                                         r"outside axis 0 of 9"):
+        model.run_quantised(rows) if kind == "int8" else model.scores(rows)
+    predictor = result.load()
+    np.testing.assert_array_equal(np.asarray(predictor.run_raw(good)[0]).astype(want.dtype), want)
+    with pytest.raises(DataError, match=r"row 2 holds an index outside its tensor"):
+        predictor.run_raw(rows)
+    lib, ffi = predictor._lib, predictor._ffi
+    status, scores = getattr(lib, f"{result.prefix}_status"), getattr(lib, f"{result.prefix}_scores")
+    out = np.zeros(want.shape[1], dtype=np.float32 if kind == "float32" else np.int8)
+    for row, fault in ((good[0], 0), (rows[2], 1), (good[1], 0)):
+        scores(ffi.from_buffer("int32_t[]", np.ascontiguousarray(row)),
+               ffi.from_buffer(f"{result.output.score_ctype}[]", out, require_writable=True))
+        assert status() == fault and status() == 0  # read once, cleared
+    clamped = np.clip(rows[2], 0, 8)  # the rows the C read in their place
+    np.testing.assert_array_equal(out.astype(want.dtype), tflite_micro(data, good[1:], (3,))[0])
+    scores(ffi.from_buffer("int32_t[]", np.ascontiguousarray(rows[2])),
+           ffi.from_buffer(f"{result.output.score_ctype}[]", out, require_writable=True))
+    assert status() == 1
+    np.testing.assert_array_equal(out.astype(want.dtype), tflite_micro(data, clamped[None], (3,))[0])
+
+
+def test_constant_indices_build_no_status(tmp_path):
+    _, result = compiled(constant_indices("int8", 2, np.asarray([4, 0])), tmp_path)
+    assert "_status" not in result.files[f"{result.prefix}.h"]
 
 
 @pytest.mark.toolchain

@@ -1,7 +1,7 @@
 """GATHER_ND from .tflite files (ir/ops/network/gather_nd.py) against tflite-micro: constant coordinate tuples (1 to
 the params' rank of them), computed ones (int32 ids as the model's input: a table lookup by two coordinates), int8 and
 float32 params, every output value on the host (interpreter and C) and the microcontrollers; a constant slice
-outside params refused by name, as tflite-micro stops."""
+outside params refused by name, as tflite-micro stops; a computed one an error (the C clamps and reports it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.conftest import require_target
 from tests.ops.single_op import OPS, compiled, random_rows, simulated_scores, tflite_micro
 from tests.ops.test_gather import _outputs
 from tests.tflite_models import TfliteBuilder
-from tinycc_ml.errors import ModelFileError
+from tinycc_ml.errors import DataError, ModelFileError
 
 SHAPE = (4, 5, 6)
 Q = {"int8": {"scale": 0.05, "zero_point": -3}, "float32": {"scale": None}}
@@ -94,3 +94,26 @@ def test_a_constant_slice_outside_params_is_refused_by_name(tmp_path):
     path.write_bytes(constant_indices("int8", np.asarray([[3, 5]])))  # flat 3 x 30 + 5 x 6 = 120: past the end
     with pytest.raises(ModelFileError, match="GATHER_ND: a slice at flat position"):
         tinycc_ml.load_model(path)
+
+
+@pytest.mark.parametrize("bad", [[-1, 0], [8, 7], [9, 0]], ids=["before", "one past the end", "next table row"])
+def test_a_computed_slice_outside_params_is_an_error_as_in_tflite_micro(bad, tmp_path):
+    """tflite-micro's Invoke fails on a slice outside params (a coordinate past its own axis is fine while the flat
+    slice stays inside: [8, 7] is past the end, [0, 9] would not be); the interpreter raises DataError, the C clamps
+    the slice's start and reports it through <prefix>_status(), the host predictor raises naming the row."""
+    data = lookup("float32", n=1)
+    good = np.asarray([[0, 0], [8, 6], [0, 9]], dtype=np.int32)  # [0, 9]: flat 9 x 4 = row 1, column 2
+    want = tflite_micro(data, good, (1, 2))
+    with pytest.raises(RuntimeError, match="invocation failed"):
+        tflite_micro(data, np.asarray([bad], dtype=np.int32), (1, 2))
+    model, result = compiled(data, tmp_path)
+    rows = np.concatenate([good, np.asarray([bad], dtype=np.int32)])
+    with pytest.raises(ValueError, match=rf"row 3: index \[{bad[0]}, {bad[1]}\] \(slice 0\) starts at "):
+        model.scores(rows)
+    np.testing.assert_array_equal(np.asarray(model.scores(good)).astype(np.float32), want)
+    predictor = result.load()
+    np.testing.assert_array_equal(np.asarray(predictor.run_raw(good)[0]), want)
+    with pytest.raises(DataError, match="row 3 holds an index outside its tensor"):
+        predictor.run_raw(rows)
+    status = getattr(predictor._lib, f"{result.prefix}_status")
+    assert status() == 0  # cleared by the predictor's search for the row

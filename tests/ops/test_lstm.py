@@ -22,7 +22,7 @@ def host():
 
 
 def lstm(steps=5, features=6, units=4, kind="int8", activation=4, cell_clip=0.0, time_major=False,
-         cell_scale=2.0**-11, seed=0, peephole=False) -> bytes:
+         cell_scale=2.0**-11, seed=0, peephole=False, bias_reach=2000) -> bytes:
     rng = np.random.default_rng(seed)
     b = TfliteBuilder()
     wide = kind == "int16"  # TFLite's 16x8 LSTM: int16 activations and hidden state (zero points 0), int64 biases
@@ -51,7 +51,7 @@ def lstm(steps=5, features=6, units=4, kind="int8", activation=4, cell_clip=0.0,
         if kind == "float32":
             ins.append(b.tensor((units,), "float32", scale=None, data=rng.normal(0, 0.3, units).astype(np.float32)))
         else:
-            reach = 2000 * 256 if wide else 2000
+            reach = bias_reach * 256 if wide else bias_reach
             ins.append(b.tensor((units,), "int64" if wide else "int32", scale=np.float32(x_scale * w_scales[k]),
                                 zero_point=0, data=rng.integers(-reach, reach, units)))
     ins += [-1, -1]

@@ -9,6 +9,7 @@ from tinycc_ml.arm import (
     m4_elementwise,
     m4_kernels,
     m4_log_mel_power,
+    m4_lstm,
     m4_network,
     m4_network16,
     m4_pad,
@@ -83,6 +84,8 @@ M4_KERNELS = (
     Kernel("transpose_conv2d", m4_transpose_conv.transpose_conv, claims=m4_transpose_conv.transpose_conv_claims),
     Kernel("svdf_state", m4_svdf.svdf_state, claims=m4_svdf.svdf_state_claims),
     Kernel("svdf_output", m4_svdf.svdf_output, claims=m4_svdf.svdf_output_claims),
+    Kernel("lstm_cell", m4_lstm.lstm_step, claims=m4_lstm.lstm_claims, name="m4-lstm-cell"),
+    Kernel("lstm_hidden", m4_lstm.lstm_step, claims=m4_lstm.lstm_claims, name="m4-lstm-hidden"),
     # the project's int16 and int8 network layers (arm.network_pow2)
     Kernel("conv2d", network_pow2.conv2d_m4, claims=network_pow2.fx_layer),
     Kernel("fully_connected", network_pow2.fully_connected_m4, claims=network_pow2.fx_layer),

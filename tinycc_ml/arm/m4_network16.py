@@ -30,6 +30,10 @@ int32. Per layer at compile time:
   start at the bias, and requantised in int64 as TFLite writes it. This replaces a 64-bit SMLALD inner loop:
   the same exact sum at the int32 loop's speed, a 64-bit add per chunk.
 
+An int32 bias (a file whose quantized_bias_type says INT32: convolutions and fully connected layers) keeps TFLite's
+int32 arithmetic: the sum in int32 from the bias as above (proven for every int16 input, else the shared C), then
+TFLite's int32 MultiplyByQuantizedMultiplier with its full multiplier (m4_network's ``m4_rq_wide``).
+
 Depthwise convolutions (multiplier 1, int64 bias proven within int32 as above, else the shared C), one function
 per layer: positions whose window lies inside the input two at a time, the taps unrolled, four channels
 a group (two input words; the tap's int16 weights one LDRD; SMLABB / SMLATT, one channel per lane product),
@@ -77,7 +81,8 @@ INT32_LIMIT = 1 << 31
 
 def tflite_16x8(em, node: Node) -> bool:
     """These kernels compute TFLite's 16x8 layers: int16 input and output; a layer's int8 weights and int64
-    bias (an int32 bias keeps TFLite's int32 arithmetic: the shared C), ADD's two int16 operands."""
+    bias, or (convolutions, fully connected layers) an int32 bias whose int32 sums are proven for every int16 input
+    (TFLite's int32 arithmetic, the ``narrow`` epilogue); ADD's two int16 operands."""
     g = em.graph
     out = node.type.dtype
     if not (out.is_quantised and out.bits == 16):
@@ -85,8 +90,17 @@ def tflite_16x8(em, node: Node) -> bool:
     types = [g.type(i).dtype for i in node.inputs]
     if node.op == "tensor_add":
         return all(t.is_quantised and t.bits == 16 for t in types)
-    return (len(types) == 3 and types[0].is_quantised and types[0].bits == 16 and types[1].bits == 8
-            and types[2].bits == 64 and out.zero_point == 0 and types[0].zero_point == 0)
+    if not (len(types) == 3 and types[0].is_quantised and types[0].bits == 16 and types[1].bits == 8
+            and out.zero_point == 0 and types[0].zero_point == 0):
+        return False
+    if types[2].bits == 64:
+        return True
+    # an int32 bias (conv and fully connected): TFLite's int32 sums, which must be proven here as the reader does
+    if types[2].bits != 32 or node.op not in ("conv2d", "fully_connected") or em.graph.op(node.inputs[2]) != "const":
+        return False
+    W = np.asarray(em.graph.node(node.inputs[1]).attrs["value"], np.int64).reshape(g.type(node.inputs[1]).shape[0],
+                                                                                    -1)
+    return proven_int32(np.asarray(em.graph.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1), W)
 
 
 def reduced_multipliers(mult: np.ndarray) -> np.ndarray:
@@ -153,15 +167,21 @@ static inline __attribute__((always_inline)) int32_t @m4_rq64(int64_t sum, int32
 class Epilogue:
     """A layer's per-channel constants (one flash array: ``words`` per channel) and the C storing a requantised
     accumulator. mode "fast": [bias (int32), M] (+ s where the channels' differ, else a literal); "chunked": [bias
-    low word, bias high word, red, t]."""
+    low word, bias high word, red, t]; "narrow" (an int32 bias: TFLite's int32 sums and its int32
+    MultiplyByQuantizedMultiplier, m4_network's m4_rq_wide): [bias, multiplier, left shift + 1, right shift]."""
 
     def __init__(self, em, node: Node, bias: np.ndarray, W: np.ndarray, q, group: int):
         out_c = W.shape[0]
         self.em, self.lo, self.hi = em, q.lo, q.hi
         padded = -(-out_c // group) * group
         params = smmla_params(q.multipliers, q.shifts)
-        self.mode = "fast" if proven_int32(bias, W) and params is not None else "chunked"
-        if self.mode == "fast":
+        narrow = em.graph.type(node.inputs[2]).dtype.bits == 32  # tflite_16x8 proved its sums
+        self.mode = "narrow" if narrow else "fast" if proven_int32(bias, W) and params is not None else "chunked"
+        self.int32_sums = self.mode != "chunked"
+        if self.mode == "narrow":
+            shifts = np.asarray(q.shifts, np.int64)
+            cols = [bias, np.asarray(q.multipliers, np.int64), np.maximum(shifts, 0) + 1, np.maximum(-shifts, 0)]
+        elif self.mode == "fast":
             M, s = params
             self.s_literal = int(s[0]) if np.all(s == s[0]) else None
             cols = [bias, M] + ([] if self.s_literal is not None else [s])
@@ -170,7 +190,9 @@ class Epilogue:
             cols = [b & 0xFFFFFFFF, b >> 32, reduced_multipliers(q.multipliers), 15 - q.shifts.astype(np.int64)]
         table = np.zeros((padded, len(cols)), np.int64)
         table[:out_c] = np.stack(cols, axis=1)
-        if self.mode == "fast":
+        if self.mode == "narrow":
+            table[out_c:, 2] = 1
+        elif self.mode == "fast":
             table[out_c:, 1] = 0
             if self.s_literal is None:
                 table[out_c:, 2] = 1
@@ -181,18 +203,21 @@ class Epilogue:
         self.sym = em.add_const_array(em.sym(f"{node.name}_m4q16"), words, "int32_t",
                                       f"%{node.name}: per channel " + ", ".join(
                                           ["bias", "M", "s"][:self.words] if self.mode == "fast"
-                                          else ["bias (low)", "bias (high)", "red", "t"]))
+                                          else ["bias", "multiplier", "left shift + 1", "right shift"]
+                                          if self.mode == "narrow" else ["bias (low)", "bias (high)", "red", "t"]))
 
     def bias_init(self, q: str) -> str:
         """C of a channel's accumulator start from its words at ``q``."""
-        if self.mode == "fast":
+        if self.int32_sums:
             return f"{q}[0]"
         return f"(int64_t)(((uint64_t)(uint32_t){q}[1] << 32) | (uint32_t){q}[0])"
 
     def store(self, acc: str, q: str, dst: str) -> str:
         em = self.em
         minmax_helpers(em)
-        if self.mode == "fast":
+        if self.mode == "narrow":
+            v = f"{rq_helper(em, True)}({acc}, {q}[1], {q}[2], {q}[3])"
+        elif self.mode == "fast":
             s = str(self.s_literal) if self.s_literal is not None else f"{q}[2]"
             v = f"{rq16_helper(em)}({acc}, {q}[1], {s})"
         else:
@@ -263,7 +288,7 @@ def _accumulate(asm: list[str], ep: Epilogue, accs: list[str], kw4: int, indent:
     """The asm block's C around it: fast, the accumulators run through once (they start at the bias); chunked,
     per chunk of at most CHUNK_STEPS steps int32 sums from 0 added into int64 ones (s<acc>) that start at the
     bias. ``asm`` is a function of (iterations, single steps) giving the block's lines."""
-    if ep.mode == "fast":
+    if ep.int32_sums:
         _, iters, rem = split_steps(kw4)
         return asm(iters, rem, kw4)
     lines = []
@@ -287,7 +312,7 @@ def matrix_function(em, name: str, kind: str, W: np.ndarray, ep: Epilogue, strid
                                f"%{name}: {out_c}x{W.shape[1]} int8 weights widened to int16, rows padded to "
                                f"steps of 4, groups of {2 if kind == '2x2' else 4} rows interleaved step by step")
     symbol = em.sym(f"m4_mm16_{name}")
-    P, p_sym, fast = ep.words, ep.sym, ep.mode == "fast"
+    P, p_sym, fast = ep.words, ep.sym, ep.int32_sums
     lines = [f"/* %{name}: {out_c} channels x columns of {4 * kw4} int16 inputs, {kind} (int16 weights, "
              f"{'int32 sums proven' if fast else 'int32 chunks into int64'}) */",
              f'__attribute__((optimize("O2"))) static void {symbol}(const int16_t *cols, int32_t n_cols, '

@@ -134,7 +134,31 @@ class HostPredictor:
             ffi.from_buffer(f"{self.input_ctype}[]", Xq), n,
             ffi.from_buffer(f"{self.score_ctype}[]", scores, require_writable=True) if want_scores else ffi.NULL,
             ffi.from_buffer("int[]", preds, require_writable=True) if want_predictions else ffi.NULL)
+        if self._faulted():
+            self._report_fault(Xq)
         return scores, preds
+
+    def _faulted(self) -> bool:
+        """Whether ``<prefix>_status()`` reports a fault in the rows just run (builds without it have none)."""
+        status = getattr(self._lib, f"{self.prefix}_status", None)
+        return status is not None and bool(status())
+
+    def _report_fault(self, Xq: np.ndarray) -> None:
+        """DataError for a fault in the rows Xq (an index outside its axis, where TFLite Micro's Invoke stops with
+        an error), naming the first such row where the build keeps no state (run again one at a time to find it)."""
+        status, where = getattr(self._lib, f"{self.prefix}_status"), "a row"
+        if not hasattr(self._lib, f"{self.prefix}_reset"):
+            scores = np.zeros(self.n_scores, dtype=NUMPY_OF_CTYPE[self.score_ctype])
+            run = getattr(self._lib, f"{self.prefix}_scores")
+            for r, row in enumerate(np.asarray(Xq).reshape(len(Xq), -1)):
+                run(self._ffi.from_buffer(f"{self.input_ctype}[]", np.ascontiguousarray(row)),
+                    self._ffi.from_buffer(f"{self.score_ctype}[]", scores, require_writable=True))
+                if status():
+                    where = f"row {r}"
+                    break
+        raise DataError(f"{self.prefix}: {where} holds an index outside its tensor (GATHER, GATHER_ND, "
+                        "EMBEDDING_LOOKUP), where TFLite Micro's Invoke stops with an error: the C clamped it and "
+                        f"{self.prefix}_status() reported it")
 
     def _real(self, raw) -> np.ndarray:
         raw = np.asarray(raw, dtype=np.float64)
@@ -167,6 +191,8 @@ class HostPredictor:
         if fused(ffi.from_buffer("double[]", X), len(X), ffi.from_buffer("double[]", factor),
                  ffi.from_buffer("int[]", preds, require_writable=True)):  # a NaN or infinity: quantise() decides
             return self._run(self.quantise(X), want_scores=False)[1].astype(np.int64)
+        if self._faulted():
+            self._report_fault(self.quantise(X))
         if self.input_bound is not None and np.any(preds < 0):  # rows given no class: said, after the fast path
             with np.errstate(over="ignore"):
                 self._check_bound(X.astype(np.float32))
@@ -343,6 +369,8 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
         cdef += f"    int {prefix}_feed(const {input_ctype} *samples, long n, int *decisions);\n"
     if f"{prefix}_feed_i16(" in header:
         cdef += f"    int {prefix}_feed_i16(const int16_t *samples, long n, int *decisions);\n"
+    if f"int {prefix}_status(void);" in header:  # run-time faults (codegen/run_status.py)
+        cdef += f"    int {prefix}_status(void);\n"
     if batched:
         rows = f"{prefix}_predict_batch(x, n, scores, predictions);"
     elif stateful:

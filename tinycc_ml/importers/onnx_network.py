@@ -905,8 +905,9 @@ class _Lowering:
         self.define(node.output[0], self.timed(self.reshaped(joined, shape, f"{label}_shape"), time))
 
     def embedding(self, node, attrs: dict) -> None:
-        """Rows of a constant table picked by the network's integer input (an index outside the table is clamped
-        into it: the C has no error to return; onnxruntime refuses such an index)."""
+        """Rows of a constant table picked by the network's integer input (-s..-1 counted from the end, as ONNX
+        says; an index outside [-s, s) is an error, as onnxruntime's: the interpreter raises; the C clamps it and
+        reports it in ``<prefix>_status()``)."""
         what = f"Gather node {node.name!r}"
         table = self.const(node, 0, "table").astype(np.float64)
         indices = self.value(node, 1)
@@ -916,7 +917,7 @@ class _Lowering:
         axis = onnx_axis(attrs.get("axis", 0), table.ndim, what)
         label = identifier(node.name or node.output[0], "embedding")
         out = self.add("gather", [self.add_const(table, "", f"{label}_table"), indices.node],
-                       {"axis": axis, "batch_dims": 0}, label)
+                       {"axis": axis, "batch_dims": 0, "negative": 1}, label)
         self.define(node.output[0], TensorValue(out, self.graph.type(out).shape))
 
     def split(self, node, attrs: dict) -> None:

@@ -3,8 +3,9 @@ and EMBEDDING_LOOKUP); the elements copied, a quantised result keeping its input
 
 Shape (TFLite Micro's GatherPrepare): params' axes before ``axis``, the indices' axes from ``batch_dims`` on, params'
 axes after ``axis``; the first ``batch_dims`` axes of both index the same batch. An index outside the axis: TFLite
-Micro's GATHER reads outside the tensor (a debug check only) and EMBEDDING_LOOKUP stops with an error; a C function
-has no error to return, so here it is clamped into the axis (documented: give indices that are in range).
+Micro's Invoke stops with kTfLiteError (GATHER and EMBEDDING_LOOKUP). The interpreter raises DataError (a ValueError)
+naming the node and the index; the C clamps it into the axis (never a read outside the array), finishes the call and
+sets its run-time fault flag, which ``int <prefix>_status(void)`` returns and clears (``run_status``).
 
 Indices that are constants lower onto ``take`` (ir/ops/network/take.py) where ``batch_dims`` is 0.
 """
@@ -15,6 +16,7 @@ import math
 
 import numpy as np
 
+from tinycc_ml.errors import DataError
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
@@ -48,7 +50,7 @@ def _infer(ts, attrs, declared):
                       else "")
 
 
-def _gathered(params, indices, attrs) -> np.ndarray:
+def _gathered(params, indices, attrs, where: str = "gather") -> np.ndarray:
     """Over rows: ``params`` and ``indices`` each with a leading row axis (length 1 for a constant)."""
     axis, batch_dims = int(attrs["axis"]), int(attrs["batch_dims"])
     params, indices = np.asarray(params), np.asarray(indices).astype(np.int64)
@@ -56,7 +58,15 @@ def _gathered(params, indices, attrs) -> np.ndarray:
     out = []
     for r in range(rows):
         p = params[r if len(params) > 1 else 0]
-        i = np.clip(indices[r if len(indices) > 1 else 0], 0, p.shape[axis] - 1)
+        i = indices[r if len(indices) > 1 else 0]
+        if attrs.get("negative"):  # ONNX's Gather: -s..-1 count from the axis's end
+            i = np.where((i < 0) & (i >= -p.shape[axis]), i + p.shape[axis], i)
+        outside = (i < 0) | (i >= p.shape[axis])
+        if outside.any():  # TFLite Micro's Invoke returns kTfLiteError
+            at = tuple(int(k) for k in np.argwhere(outside)[0])
+            raise DataError(f"{where}: row {r}: index {int(i[at])} (at {list(at)} of the indices) is outside axis "
+                            f"{axis} of {p.shape[axis]}: TFLite Micro's Invoke (and onnxruntime) stop with an error "
+                            "there")
         batch, outer, size, coords, inner = _geometry(p.shape, i.shape, axis, batch_dims)
         source = p.reshape(batch, outer, size, inner)
         picked = np.take_along_axis(source, i.reshape(batch, 1, coords, 1), axis=2) if batch_dims else \
@@ -77,7 +87,18 @@ def _evaluate(xs, attrs):
 
 def _fixed(call):
     batched = [np.ndim(v) == t.rank + 1 for v, t in zip(call.ins, call.in_types)]
-    return _gathered(*_rows(call.ins, batched), call.attrs)
+    return _gathered(*_rows(call.ins, batched), call.attrs, call.where)
+
+
+def fault_flag(em) -> str:
+    """The C's run-time fault flag (declared once): a node sets it where TFLite Micro's Invoke would return an
+    error; ``<prefix>_status()`` returns it and clears it (the header's declaration: codegen/run_status.py)."""
+    flag, status = em.sym("fault"), em.sym("status")
+    em.helpers.setdefault(flag, "\n".join([
+        "/* set where TFLite Micro's Invoke would stop with an error (an index outside its axis: clamped here) */",
+        f"static uint8_t {flag};", "", f"int {status}(void)", "{", f"    const int fault = {flag};",
+        f"    {flag} = 0;", "    return fault;", "}", ""]))
+    return flag
 
 
 def _c(em, node) -> list[str]:
@@ -90,8 +111,12 @@ def _c(em, node) -> list[str]:
             f"    for (long o = 0; o < {outer}; ++o)",
             f"    for (long c = 0; c < {coords}; ++c) {{",
             f"        int32_t at = {em.at(indices_name, f'b * {coords} + c')};",
-            "        if (at < 0) at = 0;  /* out of range: clamped (TFLite Micro reads outside) */",
-            f"        if (at > {size - 1}) at = {size - 1};",
+            *([f"        if (at < 0 && at >= -{size}) at += {size};  /* ONNX: counted from the end */"]
+              if node.attrs.get("negative") else []),
+            f"        if (at < 0 || at > {size - 1}) {{  /* TFLite Micro stops with an error: clamped, reported */",
+            f"            {fault_flag(em)} = 1;",
+            f"            at = at < 0 ? 0 : {size - 1};",
+            "        }",
             f"        const long from = ((b * {outer} + o) * {size} + at) * {inner};",
             f"        const long to = ((b * {outer} + o) * {coords} + c) * {inner};",
             f"        for (long e = 0; e < {inner}; ++e)",
@@ -101,9 +126,10 @@ def _c(em, node) -> list[str]:
 
 
 register_op(OpDef(
-    "gather", 2, _infer, _evaluate, {"axis": "int", "batch_dims": "int"},
+    "gather", 2, _infer, _evaluate, {"axis": "int", "batch_dims": "int", "negative": "int?"},
     "TFLite's GATHER / EMBEDDING_LOOKUP: slices of params along axis picked by computed int32 indices (batch_dims "
-    "leading axes shared); an index out of range clamped into the axis",
+    "leading axes shared; negative 1: -s..-1 count from the end, as ONNX's Gather); an index out of range an error "
+    "(the C clamps it and sets its fault flag)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _gathered(*_rows(ins, batched), attrs),
     fixed=_fixed, c={"fixed": _c, "float": _c},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

@@ -3,9 +3,9 @@
 TFLite Micro's kernel (gather_nd.cc): the indices' last axis holds ``nd`` (<= 5, <= params' rank) coordinates; the
 output is the indices' other axes then params' axes from ``nd`` on. Each slice starts at the flat position
 sum(index[j] x product of params' axes after j), so a coordinate may pass its own axis as long as the flat slice stays
-inside params; where it does not, TFLite Micro stops with an error, and here (a C function has no error to return) the
-position is clamped into params (documented: give indices that are in range). Constant indices are checked when
-the model is read.
+inside params; where it does not, TFLite Micro's Invoke stops with an error: here the interpreter raises DataError
+naming the node and the slice's start, and the C clamps the start into params and reports it in ``<prefix>_status()``
+(gather.py's ``fault_flag``). Constant indices are checked when the model is read.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import math
 
 import numpy as np
 
+from tinycc_ml.errors import DataError
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.gather import INDEX
+from tinycc_ml.ir.ops.network.gather import INDEX, fault_flag
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import PER_TENSOR, TensorType
 
@@ -44,7 +45,7 @@ def _infer(ts, attrs, declared):
     return TensorType(shape, params.dtype, "")
 
 
-def _gathered(params, indices) -> np.ndarray:
+def _gathered(params, indices, where: str = "gather_nd (GATHER_ND)") -> np.ndarray:
     """Over rows: ``params`` and ``indices`` each with a leading row axis (length 1 for a constant)."""
     rows = max(len(params), len(indices))
     out = []
@@ -53,7 +54,12 @@ def _gathered(params, indices) -> np.ndarray:
         i = np.asarray(indices[r if len(indices) > 1 else 0]).astype(np.int64)
         slices, nd, steps, size = geometry(p.shape, i.shape)
         starts = i.reshape(slices, nd) @ np.asarray(steps, dtype=np.int64) if nd else np.zeros(slices, np.int64)
-        starts = np.clip(starts, 0, p.size - size)
+        outside = (starts < 0) | (starts > p.size - size)
+        if outside.any():  # TFLite Micro's Invoke returns kTfLiteError
+            k = int(np.argmax(outside))
+            raise DataError(f"{where}: row {r}: index {i.reshape(slices, nd)[k].tolist()} (slice {k}) starts at "
+                            f"{int(starts[k])}, outside params' {p.size} elements for a slice of {size}: TFLite "
+                            "Micro's Invoke stops with an error there")
         flat = p.reshape(-1)
         out.append(np.stack([flat[s:s + size] for s in starts]).reshape(i.shape[:-1] + p.shape[nd:]))
     return np.stack(out)
@@ -69,7 +75,7 @@ def _evaluate(xs, attrs):
 
 def _fixed(call):
     batched = [np.ndim(v) == t.rank + 1 for v, t in zip(call.ins, call.in_types)]
-    return _gathered(*_rows(call.ins, batched))
+    return _gathered(*_rows(call.ins, batched), call.where)
 
 
 def _c(em, node) -> list[str]:
@@ -80,8 +86,11 @@ def _c(em, node) -> list[str]:
     return ["{",
             f"    for (long s = 0; s < {slices}; ++s) {{",
             f"        long from = {start or '0'};",
-            "        if (from < 0) from = 0;  /* outside params: clamped (TFLite Micro stops with an error) */",
-            f"        if (from > {params.size - size}) from = {params.size - size};",
+            f"        if (from < 0 || from > {params.size - size}) {{  /* TFLite Micro stops with an error: clamped, "
+            "reported */",
+            f"            {fault_flag(em)} = 1;",
+            f"            from = from < 0 ? 0 : {params.size - size};",
+            "        }",
             f"        for (long e = 0; e < {size}; ++e)",
             f"            {em.var(node.name)}[s * {size} + e] = {em.at(params_name, 'from + e')};",
             "    }",
@@ -91,7 +100,7 @@ def _c(em, node) -> list[str]:
 register_op(OpDef(
     "gather_nd", 2, _infer, _evaluate, {},
     "TFLite's GATHER_ND: slices of params picked by int32 coordinate tuples (the indices' last axis); a slice "
-    "outside params clamped into it",
+    "outside params an error (the C clamps it and sets its fault flag)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _gathered(*_rows(ins, batched)),
     fixed=_fixed, c={"fixed": _c, "float": _c},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

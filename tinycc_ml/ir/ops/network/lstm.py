@@ -210,8 +210,13 @@ def _infer_hidden(ts, attrs, declared):
 
 # ---------------------------------------------------------------- C
 
-def _c_gate(em, node, name: str, x: str, h: str, w: str, r: str, bias: str | None, activation: str) -> list[str]:
-    """C statements declaring ``int16_t name`` (integer) or ``float name``: unit j's gate."""
+def _c_gate(em, node, name: str, x: str, h: str, w: str, r: str, bias: str | None, activation: str,
+            sums=None) -> list[str]:
+    """C statements declaring ``int16_t name`` (integer) or ``float name``: unit j's gate. ``sums`` (integer): a
+    target kernel's, called as sums(name, x, h, w, r, bias, (mx, sx), (mh, sh)) with the two requantisations:
+    (lines, qa, qb), the lines declaring ``int32_t <name>_a`` (the input's sum, the bias added) and ``<name>_b``
+    (the hidden state's), qa and qb C for their requantised values (None: the portable requantisation); None:
+    the portable loops."""
     g = em.graph
     xt, ht, wt, rt = (g.type(n) for n in (x, h, w, r))
     if xt.dtype.is_float:
@@ -225,31 +230,43 @@ def _c_gate(em, node, name: str, x: str, h: str, w: str, r: str, bias: str | Non
     wide = xt.dtype.bits == 16  # int64 sums and TFLite's 64-bit requantisation
     req, clamp, acc = (requantise64(em) if wide else requantise(em)), clamp_to(em, 16), "int64_t" if wide else "int32_t"
     (mx, sx), (mh, sh) = fc_multiplier(xt.dtype, wt.dtype), fc_multiplier(ht.dtype, rt.dtype)
-    bias_term = f" + ({acc}){em.at(bias, 'j')}" if bias is not None else ""
-    lines = [f"{acc} {name}_a = 0, {name}_b = 0;",
-             f"for (long k = 0; k < {xt.size}; ++k) {name}_a += ((int32_t){em.at(x, 'k')} - {xt.dtype.zero_point}) * "
-             f"(int32_t){em.at(w, f'j * {xt.size} + k')};",
-             f"for (long k = 0; k < {ht.size}; ++k) {name}_b += ((int32_t){em.at(h, 'k')} - {ht.dtype.zero_point}) * "
-             f"(int32_t){em.at(r, f'j * {ht.size} + k')};",
-             # each sum's int16 widened before adding: int is 16 bits on the AVR
-             f"const int32_t {name}_s = {clamp}((int32_t){clamp}({req}({name}_a{bias_term}, {mx}, {sx}), "
-             f"{INT16_MIN}, {INT16_MAX}) + (int32_t){clamp}({req}({name}_b, {mh}, {sh}), {INT16_MIN}, {INT16_MAX}), "
-             f"{INT16_MIN}, {INT16_MAX});",
-             f"int16_t {name};"]
+    qa = qb = None
+    if sums is not None:
+        (lines, qa, qb), bias_term = sums(name, x, h, w, r, bias, (mx, sx), (mh, sh)), ""
+    else:
+        bias_term = f" + ({acc}){em.at(bias, 'j')}" if bias is not None else ""
+        lines = [f"{acc} {name}_a = 0, {name}_b = 0;",
+                 f"for (long k = 0; k < {xt.size}; ++k) {name}_a += ((int32_t){em.at(x, 'k')} - "
+                 f"{xt.dtype.zero_point}) * (int32_t){em.at(w, f'j * {xt.size} + k')};",
+                 f"for (long k = 0; k < {ht.size}; ++k) {name}_b += ((int32_t){em.at(h, 'k')} - "
+                 f"{ht.dtype.zero_point}) * (int32_t){em.at(r, f'j * {ht.size} + k')};"]
+    lines += [  # each sum's int16 widened before adding: int is 16 bits on the AVR
+        f"const int32_t {name}_s = {clamp}((int32_t){clamp}({qa or f'{req}({name}_a{bias_term}, {mx}, {sx})'}, "
+        f"{INT16_MIN}, {INT16_MAX}) + (int32_t){clamp}({qb or f'{req}({name}_b, {mh}, {sh})'}, {INT16_MIN}, "
+        f"{INT16_MAX}), {INT16_MIN}, {INT16_MAX});",
+        f"int16_t {name};"]
     return lines + c_int16_block(em, "logistic" if activation == "sigmoid" else "tanh", f"{name}_s", name, 3, 0)
 
 
-def _c_mul(em, a: str, b: str, multiplier: tuple[int, int], lo: int, hi: int, zero_point: int = 0) -> str:
-    return (f"{clamp_to(em, 16)}({requantise(em)}((int32_t){a} * (int32_t){b}, {multiplier[0]}, {multiplier[1]}) + "
+def _c_mul(em, a: str, b: str, multiplier: tuple[int, int], lo: int, hi: int, zero_point: int = 0,
+           requant=None) -> str:
+    """C for TFLite's MulElementwise of two int16 values; ``requant``: a target kernel's requantisation, called as
+    requant(product, multiplier, bound of |product|), giving C or None (the portable one)."""
+    product = f"(int32_t){a} * (int32_t){b}"  # a: a sigmoid's output, at most 32767
+    quick = requant(product, multiplier, 32767 * 32768) if requant is not None else None
+    return (f"{clamp_to(em, 16)}({quick or f'{requantise(em)}({product}, {multiplier[0]}, {multiplier[1]})'} + "
             f"{zero_point}, {lo}, {hi})")
 
 
-def _c_cell(em, node) -> list[str]:
+def lstm_cell_c(em, node, sums=None, prologue: list[str] | None = None, requant=None) -> list[str]:
+    """lstm_cell's C: a loop over the units; ``sums``: a target kernel's gate sums (``_c_gate``), ``prologue``: its
+    lines before the loop, ``requant``: its requantisation of the products (``_c_mul``)."""
     x, h, c, wf, wi, wg, rf, ri, rg, bf, bi, bg = node.inputs
     ct = em.graph.type(c)
     units = ct.size
-    body = (_c_gate(em, node, "f", x, h, wf, rf, bf, "sigmoid") + _c_gate(em, node, "i", x, h, wi, ri, bi, "sigmoid")
-            + _c_gate(em, node, "g", x, h, wg, rg, bg, node.attrs["activation"]))
+    body = (_c_gate(em, node, "f", x, h, wf, rf, bf, "sigmoid", sums)
+            + _c_gate(em, node, "i", x, h, wi, ri, bi, "sigmoid", sums)
+            + _c_gate(em, node, "g", x, h, wg, rg, bg, node.attrs["activation"], sums))
     clip = float(node.attrs["cell_clip"])
     if ct.dtype.is_float:
         body.append(f"float cell = f * {em.at(c, 'j')} + i * g;")
@@ -258,21 +275,24 @@ def _c_cell(em, node) -> list[str]:
             body.append(f"cell = cell > {limit} ? {limit} : (cell < -{limit} ? -{limit} : cell);")
     else:
         scale = float(ct.dtype.qscales[0])
-        kept = _c_mul(em, "f", em.at(c, "j"), mul_multiplier(UNIT_SCALE, scale, scale), INT16_MIN, INT16_MAX)
-        added = _c_mul(em, "i", "g", mul_multiplier(UNIT_SCALE, UNIT_SCALE, scale), INT16_MIN, INT16_MAX)
+        kept = _c_mul(em, "f", em.at(c, "j"), mul_multiplier(UNIT_SCALE, scale, scale), INT16_MIN, INT16_MAX,
+                      requant=requant)
+        added = _c_mul(em, "i", "g", mul_multiplier(UNIT_SCALE, UNIT_SCALE, scale), INT16_MIN, INT16_MAX,
+                       requant=requant)
         body.append(f"int32_t cell = {clamp_to(em, 16)}((int32_t){kept} + (int32_t){added}, {INT16_MIN}, "
                     f"{INT16_MAX});")
         if clip > 0:
             q = quantised_clip(clip, ct.dtype)
             body.append(f"cell = cell > {q} ? {q} : (cell < {-q} ? {-q} : cell);")
     body.append(f"{em.var(node.name)}[j] = ({'float' if ct.dtype.is_float else 'int16_t'})cell;")
-    return [f"for (long j = 0; j < {units}; ++j) {{"] + [f"    {line}" for line in body] + ["}"]
+    return (prologue or []) + [f"for (long j = 0; j < {units}; ++j) {{"] + [f"    {line}" for line in body] + ["}"]
 
 
-def _c_hidden(em, node) -> list[str]:
+def lstm_hidden_c(em, node, sums=None, prologue: list[str] | None = None, requant=None) -> list[str]:
+    """lstm_hidden's C, as ``lstm_cell_c``."""
     x, h, c, wo, ro, bo = node.inputs
     ct, out = em.graph.type(c), node.type.dtype
-    body = _c_gate(em, node, "o", x, h, wo, ro, bo, "sigmoid")
+    body = _c_gate(em, node, "o", x, h, wo, ro, bo, "sigmoid", sums)
     if out.is_float:
         body.append(f"{em.var(node.name)}[j] = tanhf({em.at(c, 'j')}) * o;")
     else:
@@ -280,9 +300,9 @@ def _c_hidden(em, node) -> list[str]:
                                                           *cell_tanh_parameters(ct.dtype))
         lo, hi = out.integer_range
         body.append(f"{em.var(node.name)}[j] = (int{out.bits}_t)" + _c_mul(
-            em, "squashed", "o", mul_multiplier(UNIT_SCALE, UNIT_SCALE, float(out.qscales[0])), lo, hi,
-            out.zero_point) + ";")
-    return [f"for (long j = 0; j < {ct.size}; ++j) {{"] + [f"    {line}" for line in body] + ["}"]
+            em, "o", "squashed", mul_multiplier(UNIT_SCALE, UNIT_SCALE, float(out.qscales[0])), lo, hi,
+            out.zero_point, requant) + ";")
+    return (prologue or []) + [f"for (long j = 0; j < {ct.size}; ++j) {{"] + [f"    {line}" for line in body] + ["}"]
 
 
 register_op(OpDef(
@@ -290,7 +310,7 @@ register_op(OpDef(
     "one time step of TFLite's LSTM, its new cell state: inputs x, h, c, the input weights of the forget, input and "
     "cell gates, their recurrent weights, their biases; integer: TFLite Micro's int8/int16 kernel",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _cell_float(ins, attrs), fixed=_cell_fixed,
-    c={"fixed": _c_cell, "float": _c_cell},
+    c={"fixed": lstm_cell_c, "float": lstm_cell_c},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 register_op(OpDef(
@@ -298,7 +318,7 @@ register_op(OpDef(
     "one time step of TFLite's LSTM, its new hidden state: inputs x, h, the new c, the output gate's input and "
     "recurrent weights and bias; integer: TFLite Micro's int8/int16 kernel",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _hidden_float(ins, attrs), fixed=_hidden_fixed,
-    c={"fixed": _c_hidden, "float": _c_hidden},
+    c={"fixed": lstm_hidden_c, "float": lstm_hidden_c},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
 
 

@@ -9,7 +9,8 @@ float32, as Prepare computes them), clamped to the state's type, plus the state'
 wrapping); the time sums in int32 (w (s - state zero point)), added per unit with the bias, requantised by state
 scale x time scale / output scale, plus the output's zero point, clamped to int8. The integer kernel applies no
 fused activation (TFLite Micro's does not). Float: the same sums in float32 in the kernel's order, then the
-activation.
+activation. Refused: time weights of another width than the state (TFLite Micro's Prepare takes them, its Eval reads
+the state at their width) and a missing bias (read through a null pointer: TFLite Micro's TODO #1751).
 """
 
 from __future__ import annotations
@@ -212,8 +213,9 @@ def lower_tflite(low, options, ins, outs) -> None:
          f"SVDF: feature weights {list(w.shape)}, time weights {list(t.shape)}, rank {rank}")
     need(state.variable, "SVDF: the activation state must be a variable tensor")
     units, memory = w.shape[0] // rank, t.shape[1]
+    need(ins[3] >= 0, "SVDF: no bias (input 3 is -1): tflite-micro reads it unconditionally (its int8 Prepare the "
+                      "bias's scale, its float Eval the bias's data: a null pointer)")
     if x.type_name == "int8":
-        need(ins[3] >= 0, "SVDF: an int8 SVDF without a bias is not supported")
         bias = low.tensors[ins[3]]
         expected = float(np.float32(state.scales[0]) * np.float32(t.scales[0])) if state.scales.size else 0.0
         need(bias.scales.size == 1 and abs(float(bias.scales[0]) - expected) < 1e-5,
@@ -224,8 +226,7 @@ def lower_tflite(low, options, ins, outs) -> None:
     try:
         new = low.graph.add("svdf_state", [row, s0, low.value(ins[1], "")], {"memory": memory},
                             name=f"{name}_next_state")
-        bias_value = low.value(ins[3], "") if ins[3] >= 0 else low.bias(-1, units, name, real=True)
-        result = low.graph.add("svdf_output", [new, low.value(ins[2], ""), bias_value],
+        result = low.graph.add("svdf_output", [new, low.value(ins[2], ""), low.value(ins[3], "")],
                                {"rank": rank, "activation": activation},
                                type=TensorType((units,), low.dtype(out)), name=f"{name}_units")
     except ValueError as exc:
