@@ -148,3 +148,20 @@ def test_a_decibel_log_fuses_too_and_stays_exact(tmp_path):
     assert "log_mel_power" in ops and "power_spectrum" not in ops and "log" not in ops
     assert np.mean(result.load().predict(A) == a) >= pipe.score(A, a) - 0.01
     check_model("host", from_sklearn(pipe), np.concatenate([edge_rows(A), A[:10]]), "int16", tmp_path, calibration=A)
+
+
+@pytest.mark.parametrize("largest", [5e-324, 2.0**-40])
+def test_log_mel_power_refuses_tiny_weights(largest):
+    """A largest weight below 2^-32 would take a 16-bit scale past the sums' shifts (a denormal one overflowed the
+    scale's computation): refused by name when the op is built."""
+    from tinycc_ml.ir.types import F32, TensorType
+
+    g = Graph("tiny")
+    x = g.add("input", attrs={"name": "x"}, type=TensorType((8,), F32), name="x")
+    framed = g.add("reshape", [x], {"shape": [1, 8]}, type=TensorType((1, 8), F32), name="framed")
+    weights = np.zeros((2, 5))
+    weights[0, 1] = largest
+    with pytest.raises(ValueError, match="largest weight .* is below 2\\^-32"):
+        g.add("log_mel_power", [framed], {"fft_length": 8, "weights": weights, "floor": 1.0}, name="y")
+    weights[0, 1] = 2.0**-32  # the smallest accepted
+    g.add("log_mel_power", [framed], {"fft_length": 8, "weights": weights, "floor": 1.0}, name="y")

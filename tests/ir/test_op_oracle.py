@@ -677,7 +677,7 @@ def log_mel_power_case(draw):
     sa = draw(SCALES)
     mels = draw(st.integers(1, 3))
     weights = draw(arrays(np.float64, (mels, bins), elements=st.floats(0.0, 1.0))) * 2.0 ** draw(st.integers(-20, 4))
-    assume(np.any(weights > 0))
+    assume(np.max(weights) >= 2.0**-32)  # smaller: refused (test_log_mel_power_refuses_tiny_weights)
     floor = 2.0 ** draw(st.floats(-24.0, 24.0))
 
     def make(so, bits):

@@ -43,9 +43,15 @@ def _infer(ts, attrs, declared):
          f"log_mel_power's weights are (mels, {size // 2 + 1}), got {weights.shape}")
     need(bool(np.all(np.isfinite(weights)) and np.all(weights >= 0) and np.any(weights > 0)),
          "log_mel_power's weights are finite, >= 0 and not all 0")
+    need(float(np.max(weights)) >= SMALLEST_LARGEST_WEIGHT,
+         f"log_mel_power's largest weight {float(np.max(weights))!r} is below 2^-32: its 16-bit scale would pass the "
+         "shifts the sums take")
     floor = float(attrs["floor"])
     need(math.isfinite(floor) and floor > 0, f"log_mel_power's floor is a finite number > 0, got {floor}")
     return TensorType((x.shape[0], weights.shape[0]), result_dtype(ts, declared))
+
+
+SMALLEST_LARGEST_WEIGHT = 2.0**-32  # the weights' scale s_w stays below 48 (a denormal largest weight overflowed)
 
 
 def weight_scale(weights: np.ndarray) -> int:
