@@ -50,7 +50,7 @@ def comment_block(prefix: str, target: str, description: list[str], const_bytes:
     return "/*\n" + "\n".join(f" * {line}".rstrip() for line in lines) + "\n */"
 
 
-SCORES_ON_STACK_BYTES = 512  # a larger score vector of predict's is static (a 128x128 output on the stack faulted)
+SCORES_ON_STACK_BYTES = 2048  # a larger score vector of predict's is static (a 128x128 output on the stack faulted)
 CTYPE_BYTES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4}
 
 
