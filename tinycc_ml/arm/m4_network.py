@@ -113,19 +113,23 @@ def _tap_range(i0: int, n_in: int, k: int, d: int) -> tuple[int, int]:
     return k0, max(k0, k1)
 
 
-def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, w16: bool,
-                       params: ChannelParams, p_sym: str, b_sym: str, column_bias) -> str:
+def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w16: bool, params: ChannelParams,
+                       bias_at) -> str:
     """A layer's depthwise convolution (multiplier 1) as its own functions, its geometry in literals, 4
-    channels at a time: positions whose window lies inside the input two at a time (each weight pair loaded
-    once for both), the taps unrolled, the input zero point folded into the bias (p_sym's); the others (the
-    border: b_sym's bias) over the taps inside the input, x - zx in SSUB16."""
+    channels at a time: ``<sym>(x, out, wgt, prm, bias)``, its weights, its ChannelParams (the input zero point
+    folded into the bias) and its other biases (``bias_at(kx0, kx1, ky0, ky1)``: the offset of the biases with
+    the zero point's terms of those taps folded in; ``bias_at(None)``: the raw ones) as arguments, so that
+    layers of one geometry and epilogue share the functions (``shared_function``): positions whose window lies
+    inside the input two at a time (each weight pair loaded once for both), the taps unrolled in an asm block;
+    the rows across the top and bottom borders and the columns of narrow layers likewise over their taps inside
+    the input; a wide layer's border columns in an edge function over the taps inside, x - zx in SSUB16."""
     rd, odd = simd_helpers(em)
     (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
     zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
     C, T, P = channels, kh * kw, params.per_channel
     tw = 2 if w16 else 1  # words per tap and 4 channels
     W, OW = win.width, win.out_width
-    symbol, edge = em.sym(f"m4_dw_{name}"), em.sym(f"m4_dw_{name}_edge")
+    symbol, edge = "@SYM@", "@SYM@_edge"
 
     def tap_weights(t: str) -> str:
         """we, wo: tap t's weights of the 4 channels as int16 lanes (0, 2) and (1, 3): two stored words, or the
@@ -142,55 +146,76 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         return channel_epilogue(em, q, params, [(f"q + {k * P}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
                                         for k in range(4)], indent)
 
-    # the border: one position, the taps inside the input
-    lines = [
-        f"/* %{name}: depthwise {kh}x{kw}, {C} channels: a position whose window crosses the border */",
-        f'__attribute__((optimize("O2"), noinline)) static void {edge}(const int8_t *x, int8_t *out, int32_t oy, '
-        "int32_t ox)", "{",
-        f"    const int32_t iy0 = oy * {sy} - {py}, ix0 = ox * {sx} - {px};",
-        f"    const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
-        f"    const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
-        f"    const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
-        f"    const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
-        f"    const int32_t kx_end = {W} - ix0 <= 0 ? 0 : ({W} - ix0 + {dx - 1}) / {dx};",
-        f"    const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
-        f"    int8_t *o = out + (oy * {OW} + ox) * {C};",
-        f"    const int32_t *q = {p_sym}, *b = {b_sym}, *wg = {w_sym};",
-        f"    for (int32_t c = 0; c < {C}; c += 4, o += 4, q += {4 * P}, b += 4, wg += {tw * T}) {{",
-        "        int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];",
-        "        for (int32_t ky = ky0; ky < ky1; ++ky)",
-        "        for (int32_t kx = kx0; kx < kx1; ++kx) {",
-        f"            const int32_t u = {rd}(x + ((iy0 + ky * {dy}) * {W} + ix0 + kx * {dx}) * {C} + c);",
-        f"            const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
-        "            " + tap_weights(f"ky * {kw} + kx"),
-        *("            " + m for m in macs("a", "we", "wo", "u")),
-        "        }",
-        *stores([("a", "o")], "        "),
-        "    }", "}", ""]
-    em.helpers[edge] = "\n".join(lines)
+    (oy_lo, oy_hi), (ox_lo, ox_hi) = (inside_range(win.out_height, win.height, kh, sy, dy, py),
+                                      inside_range(OW, W, kw, sx, dx, px))
+    # a row's border columns unrolled too where they are a quarter of it or more (narrow layers: the code for
+    # little time otherwise), else the edge function (the rows across the top and bottom borders are unrolled)
+    unrolled = 4 * (OW - (ox_hi - ox_lo)) >= OW
 
-    def inside(n: int, column: int | None = None) -> list[str]:
+    def edge_lines(b_at: int) -> list[str]:
+        """The border: one position, the taps inside the input."""
+        return [
+            f"/* depthwise {kh}x{kw}, {C} channels: a position whose window crosses the border */",
+            f'__attribute__((optimize("O2"), noinline)) static void {edge}(const int8_t *x, int8_t *out, int32_t oy, '
+            "int32_t ox, const int32_t *wgt, const int32_t *prm, const int32_t *bias)", "{",
+            f"    const int32_t iy0 = oy * {sy} - {py}, ix0 = ox * {sx} - {px};",
+            f"    const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
+            f"    const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
+            f"    const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
+            f"    const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
+            f"    const int32_t kx_end = {W} - ix0 <= 0 ? 0 : ({W} - ix0 + {dx - 1}) / {dx};",
+            f"    const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
+            f"    int8_t *o = out + (oy * {OW} + ox) * {C};",
+            f"    const int32_t *q = prm, *b = bias + {b_at}, *wg = wgt;",
+            f"    for (int32_t c = 0; c < {C}; c += 4, o += 4, q += {4 * P}, b += 4, wg += {tw * T}) {{",
+            "        int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];",
+            "        for (int32_t ky = ky0; ky < ky1; ++ky)",
+            "        for (int32_t kx = kx0; kx < kx1; ++kx) {",
+            f"            const int32_t u = {rd}(x + ((iy0 + ky * {dy}) * {W} + ix0 + kx * {dx}) * {C} + c);",
+            f"            const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
+            "            " + tap_weights(f"ky * {kw} + kx"),
+            *("            " + m for m in macs("a", "we", "wo", "u")),
+            "        }",
+            *stores([("a", "o")], "        "),
+            "    }", "}", ""]
+    edge_text = "\n".join(edge_lines(bias_at(None))) if not unrolled and (ox_lo > 0 or ox_hi < OW) else None
+
+    def inside(n: int, column: int | None = None, row: int | None = None) -> list[str]:
         """n (1 or 2) positions from (oy, ox) whose windows lie inside the input; or with ``column`` the one
-        position ox = column of a row inside whose window crosses the left or right border: its taps inside
-        the input (a literal range), its bias the zero point's terms over them folded in (column_bias)."""
+        position ox = column whose window crosses the left or right border, with ``row`` (a literal oy) a
+        position of a row whose windows cross the top or bottom border: the taps inside the input (literal
+        ranges), the bias the zero point's terms over them folded in (column_bias)."""
         accs = "ab"[:n]
         kx0, kx1 = (0, kw) if column is None else _tap_range(column * sx - px, W, kw, dx)
+        ky0, ky1 = (0, kh) if row is None else _tap_range(row * sy - py, win.height, kh, dy)
+        iy = "iy0" if row is None else f"{row * sy - py + ky0 * dy}"
         ix = f"ox * {sx} - {px}" if column is None else f"{column * sx - px + kx0 * dx}"
-        body = [f"const int8_t *xp = x + (iy0 * {W} + {ix}) * {C};",
-                f"int8_t *o = out + (oy * {OW} + {'ox' if column is None else column}) * {C};",
-                f"const int32_t *q = {p_sym}, *wg = {w_sym};"]
-        if column is None:
+        body = [f"const int8_t *xp = x + ({iy} * {W} + {ix}) * {C};",
+                f"int8_t *o = out + ({'oy' if row is None else row} * {OW} + {'ox' if column is None else column})"
+                f" * {C};",
+                "const int32_t *q = prm, *wg = wgt;"]
+        if (kx0, kx1, ky0, ky1) == (0, kw, 0, kh):
             body += [f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {tw * T}) {{",
                      "    " + " ".join(f"int32_t {a}0 = q[0], {a}1 = q[{P}], {a}2 = q[{2 * P}], {a}3 = q[{3 * P}];"
                                        for a in accs)]
         else:
-            body += [f"const int32_t *b = {column_bias(kx0, kx1)};",
+            body += [f"const int32_t *b = bias + {bias_at(kx0, kx1, ky0, ky1)};",
                      f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {tw * T}, b += 4) {{",
-                     "    int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];"]
-        for ky in range(kh):
-            for kx in range(kx0, kx1):
-                t = ky * kw + kx
-                off = (ky * dy * W + (kx - kx0) * dx) * C
+                     "    " + " ".join(f"int32_t {a}0 = b[0], {a}1 = b[1], {a}2 = b[2], {a}3 = b[3];"
+                                       for a in accs)]
+        taps = [(ky * kw + kx, ((ky - ky0) * dy * W + (kx - kx0) * dx) * C) for ky in range(ky0, ky1)
+                for kx in range(kx0, kx1)]
+        if taps and tap_offsets_fit(taps, n * sx * C):
+            body.append("    int32_t u, ue, w, we;")
+            ops = {f"{a}{k}": "+r" for a in accs for k in range(4)}
+            ops.update({"u": "=&r", "ue": "=&r", "w": "=&r", "we": "=&r"})
+            lines = [line for t, off in taps for line in depthwise_tap(t, [off + i * sx * C for i in range(n)],
+                                                                       accs, w16).split("\n")]
+            body += ["    __asm__(", *(f'        "{line}\\n"' for line in lines),
+                     "        : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in ops.items()),
+                     '        : [xr] "r"(xp), [wg] "r"(wg) : "memory");']
+        else:
+            for t, off in taps:
                 body += ["    {", f"        {tap_weights(str(t))}"]
                 for i, a in enumerate(accs):
                     body += [f"        const int32_t {a}u = {rd}(xp + {off + i * sx * C});",
@@ -201,42 +226,83 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         body.append("}")
         return body
 
-    (oy_lo, oy_hi), (ox_lo, ox_hi) = (inside_range(win.out_height, win.height, kh, sy, dy, py),
-                                      inside_range(OW, W, kw, sx, dx, px))
-    # a row's border columns unrolled too where they are a quarter of it or more (narrow layers: the code for
-    # little time otherwise), else the edge function
-    unrolled = 4 * (OW - (ox_hi - ox_lo)) >= OW
-
-    def border_column(column: int) -> list[str]:
+    def border_column(column: int, row: int | None = None) -> list[str]:
         if not unrolled:
-            return [f"        {edge}(x, out, oy, {column});"]
-        return ["        {", *("            " + line for line in inside(1, column)), "        }"]
+            return [f"        {edge}(x, out, {'oy' if row is None else row}, {column}, wgt, prm, bias);"]
+        return ["        {", *("            " + line for line in inside(1, column, row)), "        }"]
+
+    def row_body(row: int | None = None) -> list[str]:
+        """One output row: oy in a loop over the rows inside, or the literal ``row`` across the border."""
+        rest = ([f"        if (ox < {ox_hi}) {{",  # an odd count inside
+                 *("            " + line for line in inside(1, None, row)),
+                 "            ++ox;",
+                 "        }"] if (ox_hi - ox_lo) % 2 else [])
+        return [*(line for column in range(ox_lo) for line in border_column(column, row)),
+                f"        int32_t ox = {ox_lo};",
+                f"        for (; ox + 1 < {ox_hi}; ox += 2) {{",
+                *("            " + line for line in inside(2, None, row)),
+                "        }",
+                *rest,
+                *(line for column in range(ox_hi, OW) for line in border_column(column, row)),
+                "        (void)ox;"]
+
+    def border_row(row: int) -> list[str]:
+        return ["    {", *row_body(row), "    }"]
 
     lines = [
-        f"/* %{name}: depthwise {kh}x{kw}, {C} channels, 4 at a time (SMLABB / SMLATT, int16 weights) */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out)', "{",
-        f"    for (int32_t oy = 0; oy < {win.out_height}; ++oy) {{",
+        f"/* depthwise {kh}x{kw}, {C} channels, 4 at a time (SMLABB / SMLATT, int16 weights) */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out, const int32_t *wgt, '
+        "const int32_t *prm, const int32_t *bias)", "{",
+        "    (void)bias;  /* none where every window lies inside the input */",
+        *(line for row in range(oy_lo) for line in border_row(row)),
+        f"    for (int32_t oy = {oy_lo}; oy < {oy_hi}; ++oy) {{",
         f"        const int32_t iy0 = oy * {sy} - {py};",
-        f"        if (oy < {oy_lo} || oy >= {oy_hi}) {{",
-        f"            for (int32_t ox = 0; ox < {OW}; ++ox)",
-        f"                {edge}(x, out, oy, ox);",
-        "            continue;",
-        "        }",
         "        (void)iy0;",
-        *(line for column in range(ox_lo) for line in border_column(column)),
-        f"        int32_t ox = {ox_lo};",
-        f"        for (; ox + 1 < {ox_hi}; ox += 2) {{",
-        *("            " + line for line in inside(2)),
-        "        }",
-        *([f"        if (ox < {ox_hi}) {{",  # an odd count inside
-           *("            " + line for line in inside(1)),
-           "            ++ox;",
-           "        }"] if (ox_hi - ox_lo) % 2 else []),
-        *(line for column in range(ox_hi, OW) for line in border_column(column)),
-        "        (void)ox;",
-        "    }", "}", ""]
-    em.helpers[symbol] = "\n".join(lines)
-    return symbol
+        *row_body(),
+        "    }",
+        *(line for row in range(oy_hi, win.out_height) for line in border_row(row)),
+        "}", ""]
+    return shared_function(em, f"m4_dw_{name}", [(suffix, text) for suffix, text in
+                                                  (("_edge", edge_text), ("", "\n".join(lines))) if text])
+
+
+def shared_function(em, name: str, texts: list[tuple[str, str]]) -> str:
+    """The symbol of a kernel's functions (``texts``: (suffix of its symbol, text), the symbol written @SYM@, the
+    layer's data their arguments):
+    the first layer's name (``name``) for these texts, or the symbol of a layer that emitted the same texts
+    before (KWS's four depthwise layers: one function)."""
+    key = "\n".join(text for _, text in texts)
+    if key not in em.shared_kernels:
+        symbol = em.sym(name)
+        for suffix, text in texts:
+            em.helpers[symbol + suffix] = text.replace("@SYM@", symbol)
+        em.shared_kernels[key] = symbol
+    return em.shared_kernels[key]
+
+
+def tap_offsets_fit(taps: list[tuple[int, int]], span: int) -> bool:
+    """Whether every input load of the taps (byte offsets from the first position's window, positions ``span``
+    bytes wide) is an LDR's immediate offset (at most 4095)."""
+    return max(off for _, off in taps) + span <= 4095
+
+
+def depthwise_tap(t: int, offsets: list[int], accs: str, w16: bool) -> str:
+    """One tap of the depthwise asm block: its weights of 4 channels as int16 lanes (we: channels 0, 2; w:
+    1, 3) from one int8 word split by SXTB16 or two stored words, then per position (its input word at
+    offsets[i] from xr) the word split likewise and SMLABB / SMLATT per channel. The first input load and
+    the weights' are back to back (a load after a load is pipelined)."""
+    lines = [f"ldr %[u], [%[xr], #{offsets[0]}]"]
+    if w16:
+        lines += [f"ldr %[we], [%[wg], #{8 * t}]", f"ldr %[w], [%[wg], #{8 * t + 4}]"]
+    else:
+        lines += [f"ldr %[w], [%[wg], #{4 * t}]", "sxtb16 %[we], %[w]", "sxtb16 %[w], %[w], ror #8"]
+    for i, (a, off) in enumerate(zip(accs, offsets)):
+        if i:
+            lines.append(f"ldr %[u], [%[xr], #{off}]")
+        lines += ["sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8",
+                  f"smlabb %[{a}0], %[we], %[ue], %[{a}0]", f"smlatt %[{a}2], %[we], %[ue], %[{a}2]",
+                  f"smlabb %[{a}1], %[w], %[u], %[{a}1]", f"smlatt %[{a}3], %[w], %[u], %[{a}3]"]
+    return "\n".join(lines)
 
 
 def depthwise_weights(W: np.ndarray, w16: bool) -> np.ndarray:
@@ -960,31 +1026,33 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
                             q.output_zero_point if fold else None)
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params.words, "int32_t",
                                f"%{node.name}: per channel {', '.join(params.stored)} (m4_rq)")
-    b_sym = em.add_const_array(em.sym(f"{node.name}_m4b"), bias.astype(np.int32), "int32_t",
-                               f"%{node.name}: per channel bias (a window crossing the border)")
     positions = win.out_height * win.out_width
     w16 = weight_layout(em, node, positions > 1)
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W, w16), "int32_t",
                                f"%{node.name}: {kh}x{kw} weights of {out_c} channels"
                                f"{' widened to int16' if w16 else ''}, per 4 channels and tap "
                                f"{'lanes (0, 2), (1, 3)' if w16 else 'one word'}")
-    column_biases: dict[tuple[int, int], str] = {}
+    rows: list[np.ndarray] = []
+    offsets: dict = {}
 
-    def column_bias(kx0: int, kx1: int) -> str:
-        """The bias with the zero point's terms of the taps kx0 <= kx < kx1 (all rows) folded in (one array per
-        range: several columns may share one)."""
-        if (kx0, kx1) in column_biases:
-            return column_biases[kx0, kx1]
-        taps = [ky * kw + kx for ky in range(kh) for kx in range(kx0, kx1)]
-        values = bias - q.input_zero_point * W[:, taps].astype(np.int64).sum(axis=1)
-        column_biases[kx0, kx1] = em.add_const_array(
-            em.sym(f"{node.name}_m4b{kx0}_{kx1}"), values.astype(np.int32), "int32_t",
-            f"%{node.name}: per channel bias - zx sum(w) over the taps of columns {kx0}..{kx1 - 1}")
-        return column_biases[kx0, kx1]
+    def bias_at(kx0: int | None, kx1: int = 0, ky0: int = 0, ky1: int = 0) -> int:
+        """The offset in the layer's bias array of its biases with the zero point's terms of the taps ky0 <= ky <
+        ky1, kx0 <= kx < kx1 folded in (for a position whose window crosses the border), or with kx0 None the
+        raw biases (the edge function)."""
+        key = None if kx0 is None else (kx0, kx1, ky0, ky1)
+        if key not in offsets:
+            taps = [] if kx0 is None else [ky * kw + kx for ky in range(ky0, ky1) for kx in range(kx0, kx1)]
+            offsets[key] = out_c * len(rows)
+            rows.append(bias - q.input_zero_point * W[:, taps].astype(np.int64).sum(axis=1))
+        return offsets[key]
 
-    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, w16, params, p_sym, b_sym,
-                                  column_bias)
-    return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
+    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w16, params, bias_at)
+    b_sym = "0"
+    if rows:
+        b_sym = em.add_const_array(em.sym(f"{node.name}_m4b"), np.concatenate(rows).astype(np.int32), "int32_t",
+                                   f"%{node.name}: per channel biases - zx sum(w) over the taps inside the input "
+                                   "of positions whose windows cross the border, per range of taps")
+    return [f"{function}({em.var(x_name)}, {em.var(node.name)}, {w_sym}, {p_sym}, {b_sym});"]
 
 
 def requant_call(scale: str, x: str, multiplier: int, shift: int) -> str:
