@@ -209,8 +209,12 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
             body.append("    int32_t u, ue, w, we;")
             ops = {f"{a}{k}": "+r" for a in accs for k in range(4)}
             ops.update({"u": "=&r", "ue": "=&r", "w": "=&r", "we": "=&r"})
-            lines = [line for t, off in taps for line in depthwise_tap(t, [off + i * sx * C for i in range(n)],
-                                                                       accs, w16).split("\n")]
+            if n == 2 and sx == dx:  # the second position's tap k reads the first's tap k + 1: a word per column
+                lines = [line for ky in range(ky0, ky1)
+                         for line in depthwise_row(ky * kw, (ky - ky0) * dy * W * C, kw, dx * C, w16)]
+            else:
+                lines = [line for t, off in taps for line in depthwise_tap(t, [off + i * sx * C for i in range(n)],
+                                                                           accs, w16).split("\n")]
             body += ["    __asm__(", *(f'        "{line}\\n"' for line in lines),
                      "        : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in ops.items()),
                      '        : [xr] "r"(xp), [wg] "r"(wg) : "memory");']
@@ -303,6 +307,26 @@ def depthwise_tap(t: int, offsets: list[int], accs: str, w16: bool) -> str:
                   f"smlabb %[{a}0], %[we], %[ue], %[{a}0]", f"smlatt %[{a}2], %[we], %[ue], %[{a}2]",
                   f"smlabb %[{a}1], %[w], %[u], %[{a}1]", f"smlatt %[{a}3], %[w], %[u], %[{a}3]"]
     return "\n".join(lines)
+
+
+def depthwise_row(t0: int, off: int, kw: int, step: int, w16: bool) -> list[str]:
+    """One window row (taps t0.., input words ``step`` bytes apart from ``off``) of two positions one tap apart
+    (stride equal to the dilation): each input word loaded and split once, for the first position's tap k and
+    the second's tap k - 1 (registers as ``depthwise_tap``'s)."""
+    lines = [f"ldr %[u], [%[xr], #{off}]", "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8"]
+    for k in range(kw):
+        t = t0 + k
+        if w16:
+            lines += [f"ldr %[we], [%[wg], #{8 * t}]", f"ldr %[w], [%[wg], #{8 * t + 4}]"]
+        else:
+            lines += [f"ldr %[w], [%[wg], #{4 * t}]", "sxtb16 %[we], %[w]", "sxtb16 %[w], %[w], ror #8"]
+        for i, a in enumerate("ab"):
+            if i:
+                lines += [f"ldr %[u], [%[xr], #{off + (k + 1) * step}]", "sxtb16 %[ue], %[u]",
+                          "sxtb16 %[u], %[u], ror #8"]
+            lines += [f"smlabb %[{a}0], %[we], %[ue], %[{a}0]", f"smlatt %[{a}2], %[we], %[ue], %[{a}2]",
+                      f"smlabb %[{a}1], %[w], %[u], %[{a}1]", f"smlatt %[{a}3], %[w], %[u], %[{a}3]"]
+    return lines
 
 
 def depthwise_weights(W: np.ndarray, w16: bool) -> np.ndarray:
