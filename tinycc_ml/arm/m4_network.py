@@ -36,11 +36,13 @@ words, the padding's taps filled with zx in words.
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
 int8 word in registers, once for two positions, or stored so (``optimize="speed"``): positions
-whose window lies inside the input two at a time (each weight pair loaded once for both), the taps unrolled,
-the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); on a narrow
-layer a row's border columns likewise over their taps inside (a bias per column range); the other
-positions in an edge function over the taps inside the input (the range computed per position), x - zx in
-SSUB16.
+whose window lies inside the input two at a time (each weight word loaded once for both; at a stride equal to
+the dilation each input word too, the first position's tap k the second's k - 1), the taps unrolled in an asm
+block, the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); the rows
+across the top and bottom borders, and on a narrow layer a row's border columns, likewise over their taps
+inside (literal ranges, a bias per range of taps); a wide layer's border columns in an edge function over the
+taps inside the input (the range computed per position), x - zx in SSUB16. Layers of one geometry and
+epilogue share the functions (KWS's four), their data the arguments.
 
 The kernels' functions are compiled at -O2 whatever the build's flags (``optimize`` attribute): at -Os GCC
 spills the inner loops' accumulators, about twice the instructions.
