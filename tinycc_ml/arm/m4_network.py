@@ -1098,8 +1098,9 @@ def requant_bound(bound: int, multiplier: int, shift: int) -> int | None:
 
 
 def tensor_add(em, node: Node) -> list[str] | None:
-    """TFLite's ADD element by element, each of its three rescalings on SMMULR (proven exact from the int8
-    ranges, else the shared C)."""
+    """TFLite's int8 ADD element by element: each input's rescaling a function of its byte alone, read from a
+    table of its 256 values (computed at compile time as TFLite does), the sum's on SMMULR (proven exact from
+    the int8 ranges, else the shared C)."""
     g = em.graph
     if any(g.op(i) in ("const", "sparse_const") for i in node.inputs) or g.type(node.inputs[0]).shape != \
             g.type(node.inputs[1]).shape:
@@ -1112,15 +1113,21 @@ def tensor_add(em, node: Node) -> list[str] | None:
         return None
     scale = rq_helper(em, wide=False)  # the same proven-small accumulators, constants in literals
     za, zb, zo = q.zero_points
+    byte = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)  # a byte's int8 value, by its uint8
+    tables = [em.add_const_array(em.sym(f"{node.name}_m4{side}"), multiply_by_quantized_multiplier(
+        (byte - z) << q.left_shift, m, s).astype(np.int32), "int32_t",
+        f"%{node.name}: input {side}'s rescaled value by its byte") for side, z, m, s in (("a", za, ma, sa),
+                                                                                           ("b", zb, mb, sb))]
+    minmax_helpers(em)
     a, b = (em.var(n) for n in node.inputs)
     symbol = em.sym(f"m4_add_{node.name}")
+    clamp = saturated(f"{requant_call(scale, 'ra + rb', mo, so)} + {zo}", q.lo, q.hi).replace("@", em.prefix + "_")
     em.helpers[symbol] = "\n".join([
         f"/* %{node.name}: TFLite's int8 ADD */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *a, const int8_t *b, int8_t *out)', "{",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const uint8_t *a, const uint8_t *b, int8_t *out)',
+        "{",
         f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
-        f"        const int32_t ra = {requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
-        f"        const int32_t rb = {requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
-        f"        const int32_t v = {requant_call(scale, 'ra + rb', mo, so)} + {zo};",
-        f"        out[i] = (int8_t)(v < {q.lo} ? {q.lo} : (v > {q.hi} ? {q.hi} : v));",
+        f"        const int32_t ra = {tables[0]}[a[i]], rb = {tables[1]}[b[i]];",
+        f"        out[i] = (int8_t){clamp};",
         "    }", "}", ""])
-    return [f"{symbol}({a}, {b}, {em.var(node.name)});"]
+    return [f"{symbol}((const uint8_t *){a}, (const uint8_t *){b}, {em.var(node.name)});"]
