@@ -553,8 +553,16 @@ def split_steps(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
     return u, kw4 // u, kw4 % u
 
 
+def widen_call(em, pair: str, stride: int, kw4: int, widened: bool) -> str:
+    """The line widening a matrix function's two columns c0 and c0 + stride into the pair buffer, or where the
+    caller wrote them there widened (``widened``: im2col_widen_function) none."""
+    if widened:
+        return "        (void)c0;  /* the columns widened by the caller */"
+    return f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});"
+
+
 def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int,
-                    out_c: int, stride: int, out_stride: int | None = None, constants=()) -> str:
+                    out_c: int, stride: int, out_stride: int | None = None, constants=(), widened: bool = False) -> str:
     """A layer's matrix product as its own function (geometry and output constants in literals):
     ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
     kind "2x2" (two columns widened by m4_widen2 into a scratch buffer, by two channels: int8 weight words,
@@ -569,7 +577,8 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
              "{"]
     per, iters, rem = split_steps(kw4)
     if kind in ("1x4p", "2x4p"):
-        lines += _paired_body(em, q, kind, w_sym, params, p_sym, kw4, out_c, stride, out_stride or out_c, constants)
+        lines += _paired_body(em, q, kind, w_sym, params, p_sym, kw4, out_c, stride, out_stride or out_c, constants,
+                              widened)
     elif kind == "1x4":
         group = -(-out_c // 4) * 4
         lines += [
@@ -599,7 +608,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
             "    for (int32_t p = 0; p < n_cols; p += 2) {",
             f"        const int8_t *c0 = cols + p * {stride};",
             "        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored twice */",
-            f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});",
+            widen_call(em, pair, stride, kw4, widened),
             f"        int8_t *o0 = out + p * {out_c}, *o1 = two ? o0 + {out_c} : o0;",
             f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
             f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
@@ -622,7 +631,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
 
 
 def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int, out_c: int,
-                 stride: int, out_stride: int, constants=()) -> list[str]:
+                 stride: int, out_stride: int, constants=(), widened: bool = False) -> list[str]:
     """matrix_function's loops over columns and groups of four channels for the paired kinds: per pair the
     even channel's accumulator and the raw one (its bias word: bias0 + 256 bias1, see ``paired_params``), the
     odd channel's acc the difference / 256; out_c channels computed, out_stride bytes an output position (each
@@ -641,7 +650,7 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
             "    for (int32_t p = 0; p < n_cols; p += 2) {",
             f"        const int8_t *c0 = cols + p * {stride};",
             "        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored twice */",
-            f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});",
+            widen_call(em, pair, stride, kw4, widened),
             f"        int8_t *o1 = two ? out + (p + 1) * {out_stride} : out + p * {out_stride};"]
     else:
         lines += ["    for (int32_t p = 0; p < n_cols; ++p) {",
@@ -839,7 +848,7 @@ def _computed_input(em, node: Node) -> bool:
         em.graph.op(i) == "const" for i in node.inputs[1:])
 
 
-def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -> str:
+def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, widened: bool = False) -> str:
     """A layer's matrix function (``matrix_function``) and the flash arrays it reads: its rearranged weights
     and channel parameters (bias' = bias - zx sum(w); the wide epilogue where an accumulator may be too large
     for the SMMULR one). Channels whose weights are all zero (pruned: their output one constant, whatever their
@@ -887,7 +896,7 @@ def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -
     values = np.clip(multiply_by_quantized_multiplier(bias[dead], q.multipliers[dead], q.shifts[dead])
                      + q.output_zero_point, q.lo, q.hi)
     return matrix_function(em, node.name, q, kind, w_sym, params, p_sym, kw4, len(rows), stride, out_c,
-                           [(int(c), int(v)) for c, v in zip(dead, values)])
+                           [(int(c), int(v)) for c, v in zip(dead, values)], widened)
 
 
 def weight_layout(em, node: Node, reused: bool) -> bool:
@@ -942,10 +951,19 @@ def conv2d(em, node: Node) -> list[str] | None:
     stride = in_c if in_place else kp
     # int8 weights split in registers, or widened to int16 in flash where the build favours speed (each is
     # read once per two output positions)
+    # a window's taps whole words of channels: im2col writes the columns widened, as the matrix kernels read them
+    widened = not in_place and in_c % 4 == 0
     function = _matrix_function(em, node, W, q, "2x2w16" if weight_layout(em, node, positions > 1) else "2x2",
-                                stride)
+                                stride, widened)
     if in_place:
         return [f"{function}({xs}, {positions}, {out});"]
+    if widened:
+        fill = im2col_widen_function(em, node.name, win, kh, kw, in_c, q.input_zero_point)
+        return [f"for (int32_t p = 0; p < {positions}; p += 2) {{",
+                f"    const int32_t n = p + 1 < {positions} ? 2 : 1;",
+                f"    {fill}({xs}, p, n);",
+                f"    {function}({xs}, n, {out} + p * {out_c});",
+                "}"]
     # im2col: two columns at a time in a static buffer, the padding's taps holding zx
     kw4 = kp // 4
     col = em.sym("m4_col")
@@ -1023,6 +1041,70 @@ def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx
         "                } else {",
         f"                    const int8_t *src = x + (iy * {W} + ix) * {in_c};",
         *("                    " + line for line in copy_bytes(em, "d", "src", in_c)),
+        "                }",
+        "            }",
+        "        }",
+        "    }",
+        "}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return symbol
+
+
+def im2col_widen_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int) -> str:
+    """A layer's im2col (in_c a multiple of 4) straight into the pair buffer the matrix kernels read
+    (``widen_helper``'s layout: per 4 inputs the two columns' even lanes, then their odd lanes, int16): the n (1
+    or 2) columns of positions p..; with one, the second a copy (the kernels compute it twice, store it twice);
+    the padding's taps zx in both lanes."""
+    rd, odd = simd_helpers(em)
+    symbol = em.sym(f"m4_im2colw_{name}")
+    pair = em.sym("m4_pair")
+    (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
+    H, W, OW = win.height, win.width, win.out_width
+    cw, rw = in_c // 4, kw * in_c // 4  # words of a tap, of a window row
+    zw = ((zx & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)  # zx in both int16 lanes
+
+    def copy(src: str, words: int) -> list[str]:
+        if words > 24:  # a loop (unrolled, the words' loads back to back: the code of a long row)
+            return [f"for (int32_t i = 0; i < {words}; ++i, d += 4) {{",
+                    f"    const int32_t v = {rd}({src} + 4 * i);",
+                    f"    d[0] = __sxtb16(v); d[2] = {odd}(v);",
+                    "}"]
+        return [*(f"const int32_t v{i} = {rd}({src} + {4 * i});" for i in range(words)),
+                *(f"d[{4 * i}] = __sxtb16(v{i}); d[{4 * i + 2}] = {odd}(v{i});" for i in range(words)),
+                f"d += {4 * words};"]
+
+    def fill(words: int) -> list[str]:
+        if words > 24:
+            return [f"for (int32_t i = 0; i < {words}; ++i, d += 4) {{ d[0] = {zw}; d[2] = {zw}; }}"]
+        return [*(f"d[{4 * i}] = {zw}; d[{4 * i + 2}] = {zw};" for i in range(words)), f"d += {4 * words};"]
+
+    lines = [
+        f"/* %{name}: im2col of {kh}x{kw} windows of {in_c} channels, widened (m4_widen2's words) */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int32_t p, int32_t n)', "{",
+        "    for (int32_t k = 0; k < 2; ++k) {",
+        "        const int32_t at = p + (k < n ? k : 0);",
+        f"        const int32_t oy = at / {OW}, ox = at % {OW};",
+        f"        const int32_t ix0 = ox * {sx} - {px};",
+        f"        const int inside = ix0 >= 0 && ix0 + {(kw - 1) * dx} < {W};",
+        f"        int32_t *d = (int32_t *){pair} + k;",
+        f"        for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+        f"            const int32_t iy = oy * {sy} - {py} + ky * {dy};",
+        f"            if (iy < 0 || iy >= {H}) {{",
+        *("                " + line for line in fill(rw)),
+        "                continue;",
+        "            }",
+        *(["            if (inside) {",
+           f"                const int8_t *src = x + (iy * {W} + ix0) * {in_c};",
+           *("                " + line for line in copy("src", rw)),
+           "                continue;",
+           "            }"] if dx == 1 else ["            (void)inside;"]),
+        f"            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+        f"                const int32_t ix = ix0 + kx * {dx};",
+        f"                if (ix < 0 || ix >= {W}) {{",
+        *("                    " + line for line in fill(cw)),
+        "                } else {",
+        f"                    const int8_t *src = x + (iy * {W} + ix) * {in_c};",
+        *("                    " + line for line in copy("src", cw)),
         "                }",
         "            }",
         "        }",
