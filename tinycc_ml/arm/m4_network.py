@@ -485,19 +485,23 @@ def widen_helper(em) -> str:
     """m4_widen2(c0, c1, dst, kw4): two columns of 4 kw4 int8 inputs as the matrix steps read them, per 4 inputs
     four words of int16 lanes: c0's (x0, x2), c1's (x0, x2), then c0's (x1, x3), c1's (x1, x3) (SXTB16's two
     splits, the weights' lanes).
-    Each column is widened once for all the layer's channels (in the inner loop it was once per two)."""
-    rd, odd = simd_helpers(em)
+    Each column is widened once for all the layer's channels (in the inner loop it was once per two): per 4
+    inputs both words' loads back to back, one STM of the four words (registers fixed in ascending order), two
+    steps per iteration."""
+    step = ("ldr %[u], [%[c0]], #4\\n\\tldr %[v], [%[c1]], #4\\n\\tsxtb16 %[a], %[u]\\n\\tsxtb16 %[b], %[v]\\n\\t"
+            "sxtb16 %[c], %[u], ror #8\\n\\tsxtb16 %[d], %[v], ror #8\\n\\tstm %[dst]!, {%[a], %[b], %[c], %[d]}")
+    ops = ('[c0] "+r"(c0), [c1] "+r"(c1), [dst] "+r"(dst), [u] "=&r"(u), [v] "=&r"(v), [a] "=&r"(a), '
+           '[b] "=&r"(b), [c] "=&r"(c), [d] "=&r"(d) : : "memory"')
     return named_helper(em, "m4_widen2", f"""\
 __attribute__((optimize("O2"), noinline)) static void @m4_widen2(const int8_t *c0, const int8_t *c1, int32_t *dst,
                                                                int32_t kw4)
 {{
-    for (int32_t j = 0; j < kw4; ++j, c0 += 4, c1 += 4, dst += 4) {{
-        const int32_t u = {rd}(c0), v = {rd}(c1);
-        dst[0] = __sxtb16(u);
-        dst[1] = __sxtb16(v);
-        dst[2] = {odd}(u);
-        dst[3] = {odd}(v);
-    }}
+    register int32_t a __asm__("r8"), b __asm__("r9"), c __asm__("r10"), d __asm__("r11");
+    int32_t u, v;
+    if (kw4 & 1)
+        __asm__ volatile("{step}" : {ops});
+    for (int32_t n = kw4 >> 1; n > 0; --n)
+        __asm__ volatile("{step}\\n\\t{step}" : {ops});
 }}
 """)
 
