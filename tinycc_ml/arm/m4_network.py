@@ -150,8 +150,9 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
 
     (oy_lo, oy_hi), (ox_lo, ox_hi) = (inside_range(win.out_height, win.height, kh, sy, dy, py),
                                       inside_range(OW, W, kw, sx, dx, px))
-    # a row's border columns unrolled too where they are a quarter of it or more (narrow layers: the code for
-    # little time otherwise), else the edge function (the rows across the top and bottom borders are unrolled)
+    # the border columns of the rows inside unrolled too; those of the rows across the border (the corners) too
+    # where they are a quarter of a row or more (narrow layers: the code for little time otherwise), else the edge
+    # function
     unrolled = 4 * (OW - (ox_hi - ox_lo)) >= OW
 
     def edge_lines(b_at: int) -> list[str]:
@@ -180,7 +181,8 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
             "        }",
             *stores([("a", "o")], "        "),
             "    }", "}", ""]
-    edge_text = "\n".join(edge_lines(bias_at(None))) if not unrolled and (ox_lo > 0 or ox_hi < OW) else None
+    edge_text = ("\n".join(edge_lines(bias_at(None))) if not unrolled and (ox_lo > 0 or ox_hi < OW)
+                 and (oy_lo > 0 or oy_hi < win.out_height) else None)
 
     def inside(n: int, column: int | None = None, row: int | None = None) -> list[str]:
         """n (1 or 2) positions from (oy, ox) whose windows lie inside the input; or with ``column`` the one
@@ -233,7 +235,7 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         return body
 
     def border_column(column: int, row: int | None = None) -> list[str]:
-        if not unrolled:
+        if not unrolled and row is not None:
             return [f"        {edge}(x, out, {'oy' if row is None else row}, {column}, wgt, prm, bias);"]
         return ["        {", *("            " + line for line in inside(1, column, row)), "        }"]
 
