@@ -39,10 +39,10 @@ int8 word in registers, once for two positions, or stored so (``optimize="speed"
 whose window lies inside the input two at a time (each weight word loaded once for both; at a stride equal to
 the dilation each input word too, the first position's tap k the second's k - 1), the taps unrolled in an asm
 block, the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); the rows
-across the top and bottom borders, and on a narrow layer a row's border columns, likewise over their taps
-inside (literal ranges, a bias per range of taps); a wide layer's border columns in an edge function over the
-taps inside the input (the range computed per position), x - zx in SSUB16. Layers of one geometry and
-epilogue share the functions (KWS's four), their data the arguments.
+across the top and bottom borders and the border columns likewise over their taps inside (literal ranges, a
+bias per range of taps); a wide layer's corners in an edge function over the taps inside the input (the range
+computed per position), x - zx in SSUB16. Layers of one geometry and epilogue share the functions (KWS's
+four), their data the arguments.
 
 The kernels' functions are compiled at -O2 whatever the build's flags (``optimize`` attribute): at -Os GCC
 spills the inner loops' accumulators, about twice the instructions.
@@ -123,8 +123,8 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
     the zero point's terms of those taps folded in; ``bias_at(None)``: the raw ones) as arguments, so that
     layers of one geometry and epilogue share the functions (``shared_function``): positions whose window lies
     inside the input two at a time (each weight pair loaded once for both), the taps unrolled in an asm block;
-    the rows across the top and bottom borders and the columns of narrow layers likewise over their taps inside
-    the input; a wide layer's border columns in an edge function over the taps inside, x - zx in SSUB16."""
+    the rows across the top and bottom borders and the border columns likewise over their taps inside the
+    input; a wide layer's corners in an edge function over the taps inside, x - zx in SSUB16."""
     rd, odd = simd_helpers(em)
     (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
     zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
@@ -236,7 +236,7 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
 
     def border_column(column: int, row: int | None = None) -> list[str]:
         if not unrolled and row is not None:
-            return [f"        {edge}(x, out, {'oy' if row is None else row}, {column}, wgt, prm, bias);"]
+            return [f"        {edge}(x, out, {row}, {column}, wgt, prm, bias);"]
         return ["        {", *("            " + line for line in inside(1, column, row)), "        }"]
 
     def row_body(row: int | None = None) -> list[str]:
