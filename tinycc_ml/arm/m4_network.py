@@ -463,7 +463,12 @@ def asm_block(steps: list[str], iters: int, rem: int, operands: dict[str, str], 
             body += s.split("\n")
         if iters > 1:
             body += ["subs %[n], %[n], #1", "bne 1b"]
-    outs = ", ".join(f'[{k}] "{c}"({k})' for k, c in operands.items() if k != "n" or iters > 1)
+    return asm_text(body, {k: c for k, c in operands.items() if k != "n" or iters > 1}, indent)
+
+
+def asm_text(body: list[str], operands: dict[str, str], indent: str) -> list[str]:
+    """An inline asm statement of the instructions ``body``, its operands (name: constraint) all outputs."""
+    outs = ", ".join(f'[{k}] "{c}"({k})' for k, c in operands.items())
     text = [f'{indent}    "{line}\\n"' for line in body]
     return [f"{indent}__asm__(", *text, f"{indent}    : {outs}", f'{indent}    : : "cc", "memory");']
 
@@ -530,17 +535,36 @@ def _pair_macs(w: str, us: tuple[str, ...], accs: list[tuple[str, str]]) -> list
     return lines + [f"smlad %[{e}], %[{w}], %[{u}], %[{e}]" for u, (_, e) in zip(us, accs)]
 
 
-def _step_2x4p() -> str:
-    """One step 4 inputs deep of two columns (m4_widen2's words) by four channels (two pairs, ``paired_rows``'
-    four words): per half of the inputs (lanes x0, x2, then x1, x3) both columns' word and each pair's word,
-    loaded back to back (a load after a load is pipelined), 32 multiply-accumulates in 16 SMLAD."""
+def _step_2x4p(i: int) -> list[str]:
+    """Step i (of an unrolled run) 4 inputs deep of two columns (m4_widen2's words) by four channels (two pairs,
+    ``paired_rows``' four words): per half of the inputs (lanes x0, x2, then x1, x3) both columns' words and
+    the two pairs' words (w, w1) loaded back to back at immediate offsets (a load after a load is pipelined;
+    not after one whose base it wrote back), 32 multiply-accumulates in 16 SMLAD."""
     lines = []
-    for _ in ("even", "odd"):
-        lines += ["ldr %[u], [%[x]], #4", "ldr %[v], [%[x]], #4"]
-        for k in (0, 1):
-            lines.append("ldr %[w], [%[wp]], #4")
-            lines += _pair_macs("w", ("u", "v"), [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")])
-    return "\n".join(lines)
+    for half in (0, 1):
+        o = 16 * i + 8 * half
+        lines += [f"ldr %[u], [%[x], #{o}]", f"ldr %[v], [%[x], #{o + 4}]", f"ldr %[w], [%[wp], #{o}]",
+                  f"ldr %[w1], [%[wp], #{o + 4}]"]
+        for k, w in enumerate(("w", "w1")):
+            lines += _pair_macs(w, ("u", "v"), [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")])
+    return lines
+
+
+def _block_2x4p(per: int, iters: int, rem: int) -> list[str]:
+    """The 2x4p asm: ``rem`` steps, then ``iters`` times ``per`` steps, the pointers advanced once per run; the
+    loop's count in memory (``n``: the registers hold 8 accumulators, 2 pointers and 4 words), decremented
+    through w, dead there."""
+    body = []
+    for run, loop in ((rem, False), (per if iters else 0, iters > 1)):
+        if not run:
+            continue
+        if loop:
+            body.append("1:")
+        body += [line for i in range(run) for line in _step_2x4p(i)]
+        body += [f"add %[x], %[x], #{16 * run}", f"add %[wp], %[wp], #{16 * run}"]
+        if loop:
+            body += ["ldr %[w], %[n]", "subs %[w], %[w], #1", "str %[w], %[n]", "bne 1b"]
+    return body
 
 
 def _step_1x4p() -> str:
@@ -672,16 +696,19 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in cols]
     ops = {k: "+r" for k in (*accs, "x", "wp", "n")}
     if two:
-        lines.append("            int32_t u, v, w;")
-        ops.update({k: "=&r" for k in ("u", "v", "w")})
-        step = _step_2x4p()
+        lines.append("            int32_t u, v, w, w1;")
+        if iters > 1:
+            ops["n"] = "+m"
+        else:
+            del ops["n"]
+        ops.update({k: "=&r" for k in ("u", "v", "w", "w1")})
+        lines += asm_text(_block_2x4p(per, iters, rem), ops, "            ")
     else:
         lines += ["            int32_t u, ue;",
                   '            register int32_t w0 __asm__("r8"), w1 __asm__("r9"), w2 __asm__("r10"), '
                   'w3 __asm__("r11");']
         ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "w2", "w3")})
-        step = _step_1x4p()
-    lines += asm_block([step] * per, iters, rem, ops, "            ")
+        lines += asm_block([_step_1x4p()] * per, iters, rem, ops, "            ")
     lines.append("            (void)n;")
     for k in range(4):
         even = f"e{k // 2}"
