@@ -19,7 +19,8 @@ pointer in C), 4 steps per iteration:
   (``m4_widen2``, into a scratch pair: SXTB16 and SXTB16 ROR #8 of each input word); a pair's weights for two
   inputs in one word whose halves read as int16 are 256 c1 + c0, so per word SMLAD of the raw word (256 acc1 +
   acc0) and, after one SXTB16, of its even bytes (acc0): per step 4 inputs deep 4 input words and 4 weight words
-  by single loads back to back, 4 SXTB16, 16 SMLAD for 32 multiply-accumulates (acc1 = (raw - even) / 256,
+  by single loads back to back at immediate offsets (a load after one that wrote back its base is not
+  pipelined), 4 SXTB16, 16 SMLAD for 32 multiply-accumulates (acc1 = (raw - even) / 256,
   exact while |acc1| < 2^23, checked per layer); channels whose weights are all zero (pruned) are left out,
   their output a constant stored after the product;
 - where a layer cannot be paired (an accumulator too large, a weight -128 under a negative one), two columns by
