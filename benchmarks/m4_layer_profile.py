@@ -6,9 +6,10 @@ Each model compiled by tinycc-ml for the Cortex-M4 (``--optimize``, default ``si
 input row run in unicorn and priced by the project's cycle model (``tinycc_ml.arm.m4_cycles``, zero wait
 states), the cycles charged to the function the instruction belongs to. The kernels are one function per layer
 (``<prefix>_m4_mm_<layer>``: a convolution's or a fully connected layer's matrix product; ``_m4_im2col_<layer>``:
-its columns; ``_m4_dw_<layer>`` and ``_m4_dw_<layer>_edge``: a depthwise convolution inside and across the
-border; ``_m4_add_<layer>``), ``_m4_widen2`` is the matrix kernels' input widening (shared by the layers) and
-the rest is the model's own ``run`` (pools, softmax, calls). The table groups them by kind: cycles, share,
+its columns, ``_m4_im2colw_<layer>`` widened; ``_m4_dw_<layer>`` and ``_m4_dw_<layer>_edge``: a depthwise
+convolution, and a wide layer's border columns, shared by the layers of one geometry; ``_m4_add_<layer>``),
+``_m4_widen2`` is the matrix kernels' input widening (shared by the layers) and the rest is the model's own
+``run`` (pools, softmax, calls). The table groups them by kind: cycles, share,
 multiply-accumulates of the layers of that kind and cycles per multiply-accumulate.
 """
 
@@ -30,7 +31,7 @@ from tinycc_ml.codegen.backend import get_backend  # noqa: E402
 from tinycc_ml.ir.ops.registry import node_macs  # noqa: E402
 from tinycc_ml.runtime.profile import function_cycles  # noqa: E402
 
-KINDS = [("im2col", "im2col"), ("dw", "depthwise, inside"), ("dw_edge", "depthwise, border"),
+KINDS = [("im2col", "im2col"), ("dw", "depthwise"), ("dw_edge", "depthwise, border columns"),
          ("mm_conv", "convolution matrix"), ("mm_fc", "fully connected matrix"), ("widen", "input widening"),
          ("add", "ADD"), ("other", "other (pools, softmax, run)")]
 
@@ -40,7 +41,7 @@ def kind_of(symbol: str, prefix: str, graph) -> tuple[str, str | None]:
     name = symbol[len(prefix) + 1:] if symbol.startswith(prefix + "_") else symbol
     if name == "m4_widen2":
         return "widen", None
-    for pattern, kind in ((r"m4_im2col_(.+)", "im2col"), (r"m4_dw_(.+)_edge", "dw_edge"), (r"m4_dw_(.+)", "dw"),
+    for pattern, kind in ((r"m4_im2colw?_(.+)", "im2col"), (r"m4_dw_(.+)_edge", "dw_edge"), (r"m4_dw_(.+)", "dw"),
                           (r"m4_add_(.+)", "add"), (r"m4_mm_(.+)", "mm")):
         match = re.fullmatch(pattern, name)
         if match:
@@ -69,6 +70,9 @@ def profile(name: str, optimize: str) -> list[list[str]]:
         cycles[kind] += value
         if layer is not None:
             layers[kind].add(layer)
+    # depthwise layers of one geometry share their functions (named after the first): all of them are theirs
+    if layers["dw"]:
+        layers["dw"] = {n.name for n in result.graph.nodes() if n.op == "depthwise_conv2d"}
     rows = []
     for kind, label in KINDS:
         if not cycles[kind]:

@@ -187,9 +187,10 @@ def test_mlperf_tiny_models_on_the_cortex_m4_equal_tflite_micro(name, tmp_path):
     assert run.stack_bytes <= STACK_LIMIT["cortex-m4"] + result.output.n_scores
     # constants: the weights (1 byte each, padded to words), biases and the requantisation fields that differ
     # between channels; then the code (the Cortex-M4's functions, one per layer: a matrix product, or a
-    # depthwise convolution's two positions inside the input and its border; VWW's pruned channels' constant
-    # outputs, stored by its matrix kernels as literals, about 8 K bytes of it); within 1.1x the .tflite file
-    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 51200
+    # depthwise convolution, its border rows and columns unrolled over their taps inside, about 30 K bytes of
+    # VWW's; VWW's pruned channels' constant outputs, stored by its matrix kernels as literals, about 8 K bytes);
+    # within 1.1x the .tflite file
+    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 56 * 1024
     assert run.model_flash_bytes <= 1.1 * len(data)
     assert set(result.report["weights"]["layers"].values()) == {"int8"}
 

@@ -19,7 +19,8 @@ pointer in C), 4 steps per iteration:
   (``m4_widen2``, into a scratch pair: SXTB16 and SXTB16 ROR #8 of each input word); a pair's weights for two
   inputs in one word whose halves read as int16 are 256 c1 + c0, so per word SMLAD of the raw word (256 acc1 +
   acc0) and, after one SXTB16, of its even bytes (acc0): per step 4 inputs deep 4 input words and 4 weight words
-  by single loads back to back, 4 SXTB16, 16 SMLAD for 32 multiply-accumulates (acc1 = (raw - even) / 256,
+  by single loads back to back at immediate offsets (a load after one that wrote back its base is not
+  pipelined), 4 SXTB16, 16 SMLAD for 32 multiply-accumulates (acc1 = (raw - even) / 256,
   exact while |acc1| < 2^23, checked per layer); channels whose weights are all zero (pruned) are left out,
   their output a constant stored after the product;
 - where a layer cannot be paired (an accumulator too large, a weight -128 under a negative one), two columns by
@@ -36,11 +37,13 @@ words, the padding's taps filled with zx in words.
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
 int8 word in registers, once for two positions, or stored so (``optimize="speed"``): positions
-whose window lies inside the input two at a time (each weight pair loaded once for both), the taps unrolled,
-the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); on a narrow
-layer a row's border columns likewise over their taps inside (a bias per column range); the other
-positions in an edge function over the taps inside the input (the range computed per position), x - zx in
-SSUB16.
+whose window lies inside the input two at a time (each weight word loaded once for both; at a stride equal to
+the dilation each input word too, the first position's tap k the second's k - 1), the taps unrolled in an asm
+block, the input zero point folded into the bias, SMLABB / SMLATT (one channel per lane product); the rows
+across the top and bottom borders and the border columns likewise over their taps inside (literal ranges, a
+bias per range of taps); a wide layer's corners in an edge function over the taps inside the input (the range
+computed per position), x - zx in SSUB16. Layers of one geometry and epilogue share the functions (KWS's
+four), their data the arguments.
 
 The kernels' functions are compiled at -O2 whatever the build's flags (``optimize`` attribute): at -Os GCC
 spills the inner loops' accumulators, about twice the instructions.
@@ -113,19 +116,23 @@ def _tap_range(i0: int, n_in: int, k: int, d: int) -> tuple[int, int]:
     return k0, max(k0, k1)
 
 
-def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w_sym: str, w16: bool,
-                       params: ChannelParams, p_sym: str, b_sym: str, column_bias) -> str:
+def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w16: bool, params: ChannelParams,
+                       bias_at) -> str:
     """A layer's depthwise convolution (multiplier 1) as its own functions, its geometry in literals, 4
-    channels at a time: positions whose window lies inside the input two at a time (each weight pair loaded
-    once for both), the taps unrolled, the input zero point folded into the bias (p_sym's); the others (the
-    border: b_sym's bias) over the taps inside the input, x - zx in SSUB16."""
+    channels at a time: ``<sym>(x, out, wgt, prm, bias)``, its weights, its ChannelParams (the input zero point
+    folded into the bias) and its other biases (``bias_at(kx0, kx1, ky0, ky1)``: the offset of the biases with
+    the zero point's terms of those taps folded in; ``bias_at(None)``: the raw ones) as arguments, so that
+    layers of one geometry and epilogue share the functions (``shared_function``): positions whose window lies
+    inside the input two at a time (each weight pair loaded once for both), the taps unrolled in an asm block;
+    the rows across the top and bottom borders and the border columns likewise over their taps inside the
+    input; a wide layer's corners in an edge function over the taps inside, x - zx in SSUB16."""
     rd, odd = simd_helpers(em)
     (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
     zx2 = ((q.input_zero_point & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
     C, T, P = channels, kh * kw, params.per_channel
     tw = 2 if w16 else 1  # words per tap and 4 channels
     W, OW = win.width, win.out_width
-    symbol, edge = em.sym(f"m4_dw_{name}"), em.sym(f"m4_dw_{name}_edge")
+    symbol, edge = "@SYM@", "@SYM@_edge"
 
     def tap_weights(t: str) -> str:
         """we, wo: tap t's weights of the 4 channels as int16 lanes (0, 2) and (1, 3): two stored words, or the
@@ -142,55 +149,82 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         return channel_epilogue(em, q, params, [(f"q + {k * P}", [(f"{a}{k}", f"{o}[{k}]") for a, o in accs])
                                         for k in range(4)], indent)
 
-    # the border: one position, the taps inside the input
-    lines = [
-        f"/* %{name}: depthwise {kh}x{kw}, {C} channels: a position whose window crosses the border */",
-        f'__attribute__((optimize("O2"), noinline)) static void {edge}(const int8_t *x, int8_t *out, int32_t oy, '
-        "int32_t ox)", "{",
-        f"    const int32_t iy0 = oy * {sy} - {py}, ix0 = ox * {sx} - {px};",
-        f"    const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
-        f"    const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
-        f"    const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
-        f"    const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
-        f"    const int32_t kx_end = {W} - ix0 <= 0 ? 0 : ({W} - ix0 + {dx - 1}) / {dx};",
-        f"    const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
-        f"    int8_t *o = out + (oy * {OW} + ox) * {C};",
-        f"    const int32_t *q = {p_sym}, *b = {b_sym}, *wg = {w_sym};",
-        f"    for (int32_t c = 0; c < {C}; c += 4, o += 4, q += {4 * P}, b += 4, wg += {tw * T}) {{",
-        "        int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];",
-        "        for (int32_t ky = ky0; ky < ky1; ++ky)",
-        "        for (int32_t kx = kx0; kx < kx1; ++kx) {",
-        f"            const int32_t u = {rd}(x + ((iy0 + ky * {dy}) * {W} + ix0 + kx * {dx}) * {C} + c);",
-        f"            const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
-        "            " + tap_weights(f"ky * {kw} + kx"),
-        *("            " + m for m in macs("a", "we", "wo", "u")),
-        "        }",
-        *stores([("a", "o")], "        "),
-        "    }", "}", ""]
-    em.helpers[edge] = "\n".join(lines)
+    (oy_lo, oy_hi), (ox_lo, ox_hi) = (inside_range(win.out_height, win.height, kh, sy, dy, py),
+                                      inside_range(OW, W, kw, sx, dx, px))
+    # the border columns of the rows inside unrolled too; those of the rows across the border (the corners) too
+    # where they are a quarter of a row or more (narrow layers: the code for little time otherwise), else the edge
+    # function
+    unrolled = 4 * (OW - (ox_hi - ox_lo)) >= OW
 
-    def inside(n: int, column: int | None = None) -> list[str]:
+    def edge_lines(b_at: int) -> list[str]:
+        """The border: one position, the taps inside the input."""
+        return [
+            f"/* depthwise {kh}x{kw}, {C} channels: a position whose window crosses the border */",
+            f'__attribute__((optimize("O2"), noinline)) static void {edge}(const int8_t *x, int8_t *out, int32_t oy, '
+            "int32_t ox, const int32_t *wgt, const int32_t *prm, const int32_t *bias)", "{",
+            f"    const int32_t iy0 = oy * {sy} - {py}, ix0 = ox * {sx} - {px};",
+            f"    const int32_t ky0 = iy0 >= 0 ? 0 : (-iy0 + {dy - 1}) / {dy};",
+            f"    const int32_t ky_end = {win.height} - iy0 <= 0 ? 0 : ({win.height} - iy0 + {dy - 1}) / {dy};",
+            f"    const int32_t ky1 = ky_end < {kh} ? ky_end : {kh};",
+            f"    const int32_t kx0 = ix0 >= 0 ? 0 : (-ix0 + {dx - 1}) / {dx};",
+            f"    const int32_t kx_end = {W} - ix0 <= 0 ? 0 : ({W} - ix0 + {dx - 1}) / {dx};",
+            f"    const int32_t kx1 = kx_end < {kw} ? kx_end : {kw};",
+            f"    int8_t *o = out + (oy * {OW} + ox) * {C};",
+            f"    const int32_t *q = prm, *b = bias + {b_at}, *wg = wgt;",
+            f"    for (int32_t c = 0; c < {C}; c += 4, o += 4, q += {4 * P}, b += 4, wg += {tw * T}) {{",
+            "        int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];",
+            "        for (int32_t ky = ky0; ky < ky1; ++ky)",
+            "        for (int32_t kx = kx0; kx < kx1; ++kx) {",
+            f"            const int32_t u = {rd}(x + ((iy0 + ky * {dy}) * {W} + ix0 + kx * {dx}) * {C} + c);",
+            f"            const int32_t ue = __ssub16(__sxtb16(u), {zx2}), uo = __ssub16({odd}(u), {zx2});",
+            "            " + tap_weights(f"ky * {kw} + kx"),
+            *("            " + m for m in macs("a", "we", "wo", "u")),
+            "        }",
+            *stores([("a", "o")], "        "),
+            "    }", "}", ""]
+    edge_text = ("\n".join(edge_lines(bias_at(None))) if not unrolled and (ox_lo > 0 or ox_hi < OW)
+                 and (oy_lo > 0 or oy_hi < win.out_height) else None)
+
+    def inside(n: int, column: int | None = None, row: int | None = None) -> list[str]:
         """n (1 or 2) positions from (oy, ox) whose windows lie inside the input; or with ``column`` the one
-        position ox = column of a row inside whose window crosses the left or right border: its taps inside
-        the input (a literal range), its bias the zero point's terms over them folded in (column_bias)."""
+        position ox = column whose window crosses the left or right border, with ``row`` (a literal oy) a
+        position of a row whose windows cross the top or bottom border: the taps inside the input (literal
+        ranges), the bias the zero point's terms over them folded in (column_bias)."""
         accs = "ab"[:n]
         kx0, kx1 = (0, kw) if column is None else _tap_range(column * sx - px, W, kw, dx)
+        ky0, ky1 = (0, kh) if row is None else _tap_range(row * sy - py, win.height, kh, dy)
+        iy = "iy0" if row is None else f"{row * sy - py + ky0 * dy}"
         ix = f"ox * {sx} - {px}" if column is None else f"{column * sx - px + kx0 * dx}"
-        body = [f"const int8_t *xp = x + (iy0 * {W} + {ix}) * {C};",
-                f"int8_t *o = out + (oy * {OW} + {'ox' if column is None else column}) * {C};",
-                f"const int32_t *q = {p_sym}, *wg = {w_sym};"]
-        if column is None:
+        body = [f"const int8_t *xp = x + ({iy} * {W} + {ix}) * {C};",
+                f"int8_t *o = out + ({'oy' if row is None else row} * {OW} + {'ox' if column is None else column})"
+                f" * {C};",
+                "const int32_t *q = prm, *wg = wgt;"]
+        if (kx0, kx1, ky0, ky1) == (0, kw, 0, kh):
             body += [f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {tw * T}) {{",
                      "    " + " ".join(f"int32_t {a}0 = q[0], {a}1 = q[{P}], {a}2 = q[{2 * P}], {a}3 = q[{3 * P}];"
                                        for a in accs)]
         else:
-            body += [f"const int32_t *b = {column_bias(kx0, kx1)};",
+            body += [f"const int32_t *b = bias + {bias_at(kx0, kx1, ky0, ky1)};",
                      f"for (int32_t c = 0; c < {C}; c += 4, xp += 4, o += 4, q += {4 * P}, wg += {tw * T}, b += 4) {{",
-                     "    int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];"]
-        for ky in range(kh):
-            for kx in range(kx0, kx1):
-                t = ky * kw + kx
-                off = (ky * dy * W + (kx - kx0) * dx) * C
+                     "    " + " ".join(f"int32_t {a}0 = b[0], {a}1 = b[1], {a}2 = b[2], {a}3 = b[3];"
+                                       for a in accs)]
+        taps = [(ky * kw + kx, ((ky - ky0) * dy * W + (kx - kx0) * dx) * C) for ky in range(ky0, ky1)
+                for kx in range(kx0, kx1)]
+        if taps and tap_offsets_fit(taps, n * sx * C):
+            body.append("    int32_t u, ue, w, we;")
+            ops = {f"{a}{k}": "+r" for a in accs for k in range(4)}
+            ops.update({"u": "=&r", "ue": "=&r", "w": "=&r", "we": "=&r"})
+            if n == 2 and sx == dx:  # the second position's tap k reads the first's tap k + 1: a word per column
+                lines = [line for ky in range(ky0, ky1)
+                         for line in depthwise_row(ky * kw, (ky - ky0) * dy * W * C, kw, dx * C, w16)]
+            else:
+                lines = [line for t, off in taps for line in depthwise_tap(t, [off + i * sx * C for i in range(n)],
+                                                                           accs, w16).split("\n")]
+            body += ["    __asm__(", *(f'        "{line}\\n"' for line in lines),
+                     "        : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in ops.items()),
+                     '        : [xr] "r"(xp), [wg] "r"(wg) : "memory");']
+        else:
+            for t, off in taps:
                 body += ["    {", f"        {tap_weights(str(t))}"]
                 for i, a in enumerate(accs):
                     body += [f"        const int32_t {a}u = {rd}(xp + {off + i * sx * C});",
@@ -201,42 +235,103 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
         body.append("}")
         return body
 
-    (oy_lo, oy_hi), (ox_lo, ox_hi) = (inside_range(win.out_height, win.height, kh, sy, dy, py),
-                                      inside_range(OW, W, kw, sx, dx, px))
-    # a row's border columns unrolled too where they are a quarter of it or more (narrow layers: the code for
-    # little time otherwise), else the edge function
-    unrolled = 4 * (OW - (ox_hi - ox_lo)) >= OW
+    def border_column(column: int, row: int | None = None) -> list[str]:
+        if not unrolled and row is not None:
+            return [f"        {edge}(x, out, {row}, {column}, wgt, prm, bias);"]
+        return ["        {", *("            " + line for line in inside(1, column, row)), "        }"]
 
-    def border_column(column: int) -> list[str]:
-        if not unrolled:
-            return [f"        {edge}(x, out, oy, {column});"]
-        return ["        {", *("            " + line for line in inside(1, column)), "        }"]
+    def row_body(row: int | None = None) -> list[str]:
+        """One output row: oy in a loop over the rows inside, or the literal ``row`` across the border."""
+        rest = ([f"        if (ox < {ox_hi}) {{",  # an odd count inside
+                 *("            " + line for line in inside(1, None, row)),
+                 "            ++ox;",
+                 "        }"] if (ox_hi - ox_lo) % 2 else [])
+        return [*(line for column in range(ox_lo) for line in border_column(column, row)),
+                f"        int32_t ox = {ox_lo};",
+                f"        for (; ox + 1 < {ox_hi}; ox += 2) {{",
+                *("            " + line for line in inside(2, None, row)),
+                "        }",
+                *rest,
+                *(line for column in range(ox_hi, OW) for line in border_column(column, row)),
+                "        (void)ox;"]
+
+    def border_row(row: int) -> list[str]:
+        return ["    {", *row_body(row), "    }"]
 
     lines = [
-        f"/* %{name}: depthwise {kh}x{kw}, {C} channels, 4 at a time (SMLABB / SMLATT, int16 weights) */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out)', "{",
-        f"    for (int32_t oy = 0; oy < {win.out_height}; ++oy) {{",
+        f"/* depthwise {kh}x{kw}, {C} channels, 4 at a time (SMLABB / SMLATT, int16 weights) */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out, const int32_t *wgt, '
+        "const int32_t *prm, const int32_t *bias)", "{",
+        "    (void)bias;  /* none where every window lies inside the input */",
+        *(line for row in range(oy_lo) for line in border_row(row)),
+        f"    for (int32_t oy = {oy_lo}; oy < {oy_hi}; ++oy) {{",
         f"        const int32_t iy0 = oy * {sy} - {py};",
-        f"        if (oy < {oy_lo} || oy >= {oy_hi}) {{",
-        f"            for (int32_t ox = 0; ox < {OW}; ++ox)",
-        f"                {edge}(x, out, oy, ox);",
-        "            continue;",
-        "        }",
         "        (void)iy0;",
-        *(line for column in range(ox_lo) for line in border_column(column)),
-        f"        int32_t ox = {ox_lo};",
-        f"        for (; ox + 1 < {ox_hi}; ox += 2) {{",
-        *("            " + line for line in inside(2)),
-        "        }",
-        *([f"        if (ox < {ox_hi}) {{",  # an odd count inside
-           *("            " + line for line in inside(1)),
-           "            ++ox;",
-           "        }"] if (ox_hi - ox_lo) % 2 else []),
-        *(line for column in range(ox_hi, OW) for line in border_column(column)),
-        "        (void)ox;",
-        "    }", "}", ""]
-    em.helpers[symbol] = "\n".join(lines)
-    return symbol
+        *row_body(),
+        "    }",
+        *(line for row in range(oy_hi, win.out_height) for line in border_row(row)),
+        "}", ""]
+    return shared_function(em, f"m4_dw_{name}", [(suffix, text) for suffix, text in
+                                                  (("_edge", edge_text), ("", "\n".join(lines))) if text])
+
+
+def shared_function(em, name: str, texts: list[tuple[str, str]]) -> str:
+    """The symbol of a kernel's functions (``texts``: (suffix of its symbol, text), the symbol written @SYM@, the
+    layer's data their arguments):
+    the first layer's name (``name``) for these texts, or the symbol of a layer that emitted the same texts
+    before (KWS's four depthwise layers: one function)."""
+    key = "\n".join(text for _, text in texts)
+    if key not in em.shared_kernels:
+        symbol = em.sym(name)
+        for suffix, text in texts:
+            em.helpers[symbol + suffix] = text.replace("@SYM@", symbol)
+        em.shared_kernels[key] = symbol
+    return em.shared_kernels[key]
+
+
+def tap_offsets_fit(taps: list[tuple[int, int]], span: int) -> bool:
+    """Whether every input load of the taps (byte offsets from the first position's window, positions ``span``
+    bytes wide) is an LDR's immediate offset (at most 4095)."""
+    return max(off for _, off in taps) + span <= 4095
+
+
+def depthwise_tap(t: int, offsets: list[int], accs: str, w16: bool) -> str:
+    """One tap of the depthwise asm block: its weights of 4 channels as int16 lanes (we: channels 0, 2; w:
+    1, 3) from one int8 word split by SXTB16 or two stored words, then per position (its input word at
+    offsets[i] from xr) the word split likewise and SMLABB / SMLATT per channel. The first input load and
+    the weights' are back to back (a load after a load is pipelined)."""
+    lines = [f"ldr %[u], [%[xr], #{offsets[0]}]"]
+    if w16:
+        lines += [f"ldr %[we], [%[wg], #{8 * t}]", f"ldr %[w], [%[wg], #{8 * t + 4}]"]
+    else:
+        lines += [f"ldr %[w], [%[wg], #{4 * t}]", "sxtb16 %[we], %[w]", "sxtb16 %[w], %[w], ror #8"]
+    for i, (a, off) in enumerate(zip(accs, offsets)):
+        if i:
+            lines.append(f"ldr %[u], [%[xr], #{off}]")
+        lines += ["sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8",
+                  f"smlabb %[{a}0], %[we], %[ue], %[{a}0]", f"smlatt %[{a}2], %[we], %[ue], %[{a}2]",
+                  f"smlabb %[{a}1], %[w], %[u], %[{a}1]", f"smlatt %[{a}3], %[w], %[u], %[{a}3]"]
+    return "\n".join(lines)
+
+
+def depthwise_row(t0: int, off: int, kw: int, step: int, w16: bool) -> list[str]:
+    """One window row (taps t0.., input words ``step`` bytes apart from ``off``) of two positions one tap apart
+    (stride equal to the dilation): each input word loaded and split once, for the first position's tap k and
+    the second's tap k - 1 (registers as ``depthwise_tap``'s)."""
+    lines = [f"ldr %[u], [%[xr], #{off}]", "sxtb16 %[ue], %[u]", "sxtb16 %[u], %[u], ror #8"]
+    for k in range(kw):
+        t = t0 + k
+        if w16:
+            lines += [f"ldr %[we], [%[wg], #{8 * t}]", f"ldr %[w], [%[wg], #{8 * t + 4}]"]
+        else:
+            lines += [f"ldr %[w], [%[wg], #{4 * t}]", "sxtb16 %[we], %[w]", "sxtb16 %[w], %[w], ror #8"]
+        for i, a in enumerate("ab"):
+            if i:
+                lines += [f"ldr %[u], [%[xr], #{off + (k + 1) * step}]", "sxtb16 %[ue], %[u]",
+                          "sxtb16 %[u], %[u], ror #8"]
+            lines += [f"smlabb %[{a}0], %[we], %[ue], %[{a}0]", f"smlatt %[{a}2], %[we], %[ue], %[{a}2]",
+                      f"smlabb %[{a}1], %[w], %[u], %[{a}1]", f"smlatt %[{a}3], %[w], %[u], %[{a}3]"]
+    return lines
 
 
 def depthwise_weights(W: np.ndarray, w16: bool) -> np.ndarray:
@@ -369,7 +464,12 @@ def asm_block(steps: list[str], iters: int, rem: int, operands: dict[str, str], 
             body += s.split("\n")
         if iters > 1:
             body += ["subs %[n], %[n], #1", "bne 1b"]
-    outs = ", ".join(f'[{k}] "{c}"({k})' for k, c in operands.items() if k != "n" or iters > 1)
+    return asm_text(body, {k: c for k, c in operands.items() if k != "n" or iters > 1}, indent)
+
+
+def asm_text(body: list[str], operands: dict[str, str], indent: str) -> list[str]:
+    """An inline asm statement of the instructions ``body``, its operands (name: constraint) all outputs."""
+    outs = ", ".join(f'[{k}] "{c}"({k})' for k, c in operands.items())
     text = [f'{indent}    "{line}\\n"' for line in body]
     return [f"{indent}__asm__(", *text, f"{indent}    : {outs}", f'{indent}    : : "cc", "memory");']
 
@@ -393,19 +493,23 @@ def widen_helper(em) -> str:
     """m4_widen2(c0, c1, dst, kw4): two columns of 4 kw4 int8 inputs as the matrix steps read them, per 4 inputs
     four words of int16 lanes: c0's (x0, x2), c1's (x0, x2), then c0's (x1, x3), c1's (x1, x3) (SXTB16's two
     splits, the weights' lanes).
-    Each column is widened once for all the layer's channels (in the inner loop it was once per two)."""
-    rd, odd = simd_helpers(em)
+    Each column is widened once for all the layer's channels (in the inner loop it was once per two): per 4
+    inputs both words' loads back to back, one STM of the four words (registers fixed in ascending order), two
+    steps per iteration."""
+    step = ("ldr %[u], [%[c0]], #4\\n\\tldr %[v], [%[c1]], #4\\n\\tsxtb16 %[a], %[u]\\n\\tsxtb16 %[b], %[v]\\n\\t"
+            "sxtb16 %[c], %[u], ror #8\\n\\tsxtb16 %[d], %[v], ror #8\\n\\tstm %[dst]!, {%[a], %[b], %[c], %[d]}")
+    ops = ('[c0] "+r"(c0), [c1] "+r"(c1), [dst] "+r"(dst), [u] "=&r"(u), [v] "=&r"(v), [a] "=&r"(a), '
+           '[b] "=&r"(b), [c] "=&r"(c), [d] "=&r"(d) : : "memory"')
     return named_helper(em, "m4_widen2", f"""\
 __attribute__((optimize("O2"), noinline)) static void @m4_widen2(const int8_t *c0, const int8_t *c1, int32_t *dst,
                                                                int32_t kw4)
 {{
-    for (int32_t j = 0; j < kw4; ++j, c0 += 4, c1 += 4, dst += 4) {{
-        const int32_t u = {rd}(c0), v = {rd}(c1);
-        dst[0] = __sxtb16(u);
-        dst[1] = __sxtb16(v);
-        dst[2] = {odd}(u);
-        dst[3] = {odd}(v);
-    }}
+    register int32_t a __asm__("r8"), b __asm__("r9"), c __asm__("r10"), d __asm__("r11");
+    int32_t u, v;
+    if (kw4 & 1)
+        __asm__ volatile("{step}" : {ops});
+    for (int32_t n = kw4 >> 1; n > 0; --n)
+        __asm__ volatile("{step}\\n\\t{step}" : {ops});
 }}
 """)
 
@@ -432,17 +536,36 @@ def _pair_macs(w: str, us: tuple[str, ...], accs: list[tuple[str, str]]) -> list
     return lines + [f"smlad %[{e}], %[{w}], %[{u}], %[{e}]" for u, (_, e) in zip(us, accs)]
 
 
-def _step_2x4p() -> str:
-    """One step 4 inputs deep of two columns (m4_widen2's words) by four channels (two pairs, ``paired_rows``'
-    four words): per half of the inputs (lanes x0, x2, then x1, x3) both columns' word and each pair's word,
-    loaded back to back (a load after a load is pipelined), 32 multiply-accumulates in 16 SMLAD."""
+def _step_2x4p(i: int) -> list[str]:
+    """Step i (of an unrolled run) 4 inputs deep of two columns (m4_widen2's words) by four channels (two pairs,
+    ``paired_rows``' four words): per half of the inputs (lanes x0, x2, then x1, x3) both columns' words and
+    the two pairs' words (w, w1) loaded back to back at immediate offsets (a load after a load is pipelined;
+    not after one whose base it wrote back), 32 multiply-accumulates in 16 SMLAD."""
     lines = []
-    for _ in ("even", "odd"):
-        lines += ["ldr %[u], [%[x]], #4", "ldr %[v], [%[x]], #4"]
-        for k in (0, 1):
-            lines.append("ldr %[w], [%[wp]], #4")
-            lines += _pair_macs("w", ("u", "v"), [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")])
-    return "\n".join(lines)
+    for half in (0, 1):
+        o = 16 * i + 8 * half
+        lines += [f"ldr %[u], [%[x], #{o}]", f"ldr %[v], [%[x], #{o + 4}]", f"ldr %[w], [%[wp], #{o}]",
+                  f"ldr %[w1], [%[wp], #{o + 4}]"]
+        for k, w in enumerate(("w", "w1")):
+            lines += _pair_macs(w, ("u", "v"), [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")])
+    return lines
+
+
+def _block_2x4p(per: int, iters: int, rem: int) -> list[str]:
+    """The 2x4p asm: ``rem`` steps, then ``iters`` times ``per`` steps, the pointers advanced once per run; the
+    loop's count in memory (``n``: the registers hold 8 accumulators, 2 pointers and 4 words), decremented
+    through w, dead there."""
+    body = []
+    for run, loop in ((rem, False), (per if iters else 0, iters > 1)):
+        if not run:
+            continue
+        if loop:
+            body.append("1:")
+        body += [line for i in range(run) for line in _step_2x4p(i)]
+        body += [f"add %[x], %[x], #{16 * run}", f"add %[wp], %[wp], #{16 * run}"]
+        if loop:
+            body += ["ldr %[w], %[n]", "subs %[w], %[w], #1", "str %[w], %[n]", "bne 1b"]
+    return body
 
 
 def _step_1x4p() -> str:
@@ -461,8 +584,16 @@ def split_steps(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
     return u, kw4 // u, kw4 % u
 
 
+def widen_call(em, pair: str, stride: int, kw4: int, widened: bool) -> str:
+    """The line widening a matrix function's two columns c0 and c0 + stride into the pair buffer, or where the
+    caller wrote them there widened (``widened``: im2col_widen_function) none."""
+    if widened:
+        return "        (void)c0;  /* the columns widened by the caller */"
+    return f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});"
+
+
 def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int,
-                    out_c: int, stride: int, out_stride: int | None = None, constants=()) -> str:
+                    out_c: int, stride: int, out_stride: int | None = None, constants=(), widened: bool = False) -> str:
     """A layer's matrix product as its own function (geometry and output constants in literals):
     ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
     kind "2x2" (two columns widened by m4_widen2 into a scratch buffer, by two channels: int8 weight words,
@@ -477,7 +608,8 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
              "{"]
     per, iters, rem = split_steps(kw4)
     if kind in ("1x4p", "2x4p"):
-        lines += _paired_body(em, q, kind, w_sym, params, p_sym, kw4, out_c, stride, out_stride or out_c, constants)
+        lines += _paired_body(em, q, kind, w_sym, params, p_sym, kw4, out_c, stride, out_stride or out_c, constants,
+                              widened)
     elif kind == "1x4":
         group = -(-out_c // 4) * 4
         lines += [
@@ -507,7 +639,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
             "    for (int32_t p = 0; p < n_cols; p += 2) {",
             f"        const int8_t *c0 = cols + p * {stride};",
             "        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored twice */",
-            f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});",
+            widen_call(em, pair, stride, kw4, widened),
             f"        int8_t *o0 = out + p * {out_c}, *o1 = two ? o0 + {out_c} : o0;",
             f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
             f"        for (int32_t o = 0; o < {out_c}; o += 2, q += {2 * P}) {{",
@@ -530,7 +662,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
 
 
 def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int, out_c: int,
-                 stride: int, out_stride: int, constants=()) -> list[str]:
+                 stride: int, out_stride: int, constants=(), widened: bool = False) -> list[str]:
     """matrix_function's loops over columns and groups of four channels for the paired kinds: per pair the
     even channel's accumulator and the raw one (its bias word: bias0 + 256 bias1, see ``paired_params``), the
     odd channel's acc the difference / 256; out_c channels computed, out_stride bytes an output position (each
@@ -549,7 +681,7 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
             "    for (int32_t p = 0; p < n_cols; p += 2) {",
             f"        const int8_t *c0 = cols + p * {stride};",
             "        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored twice */",
-            f"        {widen_helper(em)}(c0, two ? c0 + {stride} : c0, (int32_t *){pair}, {kw4});",
+            widen_call(em, pair, stride, kw4, widened),
             f"        int8_t *o1 = two ? out + (p + 1) * {out_stride} : out + p * {out_stride};"]
     else:
         lines += ["    for (int32_t p = 0; p < n_cols; ++p) {",
@@ -565,16 +697,19 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in cols]
     ops = {k: "+r" for k in (*accs, "x", "wp", "n")}
     if two:
-        lines.append("            int32_t u, v, w;")
-        ops.update({k: "=&r" for k in ("u", "v", "w")})
-        step = _step_2x4p()
+        lines.append("            int32_t u, v, w, w1;")
+        if iters > 1:
+            ops["n"] = "+m"
+        else:
+            del ops["n"]
+        ops.update({k: "=&r" for k in ("u", "v", "w", "w1")})
+        lines += asm_text(_block_2x4p(per, iters, rem), ops, "            ")
     else:
         lines += ["            int32_t u, ue;",
                   '            register int32_t w0 __asm__("r8"), w1 __asm__("r9"), w2 __asm__("r10"), '
                   'w3 __asm__("r11");']
         ops.update({k: "=&r" for k in ("u", "ue", "w0", "w1", "w2", "w3")})
-        step = _step_1x4p()
-    lines += asm_block([step] * per, iters, rem, ops, "            ")
+        lines += asm_block([_step_1x4p()] * per, iters, rem, ops, "            ")
     lines.append("            (void)n;")
     for k in range(4):
         even = f"e{k // 2}"
@@ -747,7 +882,7 @@ def _computed_input(em, node: Node) -> bool:
         em.graph.op(i) == "const" for i in node.inputs[1:])
 
 
-def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -> str:
+def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, widened: bool = False) -> str:
     """A layer's matrix function (``matrix_function``) and the flash arrays it reads: its rearranged weights
     and channel parameters (bias' = bias - zx sum(w); the wide epilogue where an accumulator may be too large
     for the SMMULR one). Channels whose weights are all zero (pruned: their output one constant, whatever their
@@ -795,7 +930,7 @@ def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int) -
     values = np.clip(multiply_by_quantized_multiplier(bias[dead], q.multipliers[dead], q.shifts[dead])
                      + q.output_zero_point, q.lo, q.hi)
     return matrix_function(em, node.name, q, kind, w_sym, params, p_sym, kw4, len(rows), stride, out_c,
-                           [(int(c), int(v)) for c, v in zip(dead, values)])
+                           [(int(c), int(v)) for c, v in zip(dead, values)], widened)
 
 
 def weight_layout(em, node: Node, reused: bool) -> bool:
@@ -850,10 +985,19 @@ def conv2d(em, node: Node) -> list[str] | None:
     stride = in_c if in_place else kp
     # int8 weights split in registers, or widened to int16 in flash where the build favours speed (each is
     # read once per two output positions)
+    # a window's taps whole words of channels: im2col writes the columns widened, as the matrix kernels read them
+    widened = not in_place and in_c % 4 == 0
     function = _matrix_function(em, node, W, q, "2x2w16" if weight_layout(em, node, positions > 1) else "2x2",
-                                stride)
+                                stride, widened)
     if in_place:
         return [f"{function}({xs}, {positions}, {out});"]
+    if widened:
+        fill = im2col_widen_function(em, node.name, win, kh, kw, in_c, q.input_zero_point)
+        return [f"for (int32_t p = 0; p < {positions}; p += 2) {{",
+                f"    const int32_t n = p + 1 < {positions} ? 2 : 1;",
+                f"    {fill}({xs}, p, n);",
+                f"    {function}({xs}, n, {out} + p * {out_c});",
+                "}"]
     # im2col: two columns at a time in a static buffer, the padding's taps holding zx
     kw4 = kp // 4
     col = em.sym("m4_col")
@@ -940,6 +1084,70 @@ def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx
     return symbol
 
 
+def im2col_widen_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int) -> str:
+    """A layer's im2col (in_c a multiple of 4) straight into the pair buffer the matrix kernels read
+    (``widen_helper``'s layout: per 4 inputs the two columns' even lanes, then their odd lanes, int16): the n (1
+    or 2) columns of positions p..; with one, the second a copy (the kernels compute it twice, store it twice);
+    the padding's taps zx in both lanes."""
+    rd, odd = simd_helpers(em)
+    symbol = em.sym(f"m4_im2colw_{name}")
+    pair = em.sym("m4_pair")
+    (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
+    H, W, OW = win.height, win.width, win.out_width
+    cw, rw = in_c // 4, kw * in_c // 4  # words of a tap, of a window row
+    zw = ((zx & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)  # zx in both int16 lanes
+
+    def copy(src: str, words: int) -> list[str]:
+        if words > 24:  # a loop (unrolled, the words' loads back to back: the code of a long row)
+            return [f"for (int32_t i = 0; i < {words}; ++i, d += 4) {{",
+                    f"    const int32_t v = {rd}({src} + 4 * i);",
+                    f"    d[0] = __sxtb16(v); d[2] = {odd}(v);",
+                    "}"]
+        return [*(f"const int32_t v{i} = {rd}({src} + {4 * i});" for i in range(words)),
+                *(f"d[{4 * i}] = __sxtb16(v{i}); d[{4 * i + 2}] = {odd}(v{i});" for i in range(words)),
+                f"d += {4 * words};"]
+
+    def fill(words: int) -> list[str]:
+        if words > 24:
+            return [f"for (int32_t i = 0; i < {words}; ++i, d += 4) {{ d[0] = {zw}; d[2] = {zw}; }}"]
+        return [*(f"d[{4 * i}] = {zw}; d[{4 * i + 2}] = {zw};" for i in range(words)), f"d += {4 * words};"]
+
+    lines = [
+        f"/* %{name}: im2col of {kh}x{kw} windows of {in_c} channels, widened (m4_widen2's words) */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int32_t p, int32_t n)', "{",
+        "    for (int32_t k = 0; k < 2; ++k) {",
+        "        const int32_t at = p + (k < n ? k : 0);",
+        f"        const int32_t oy = at / {OW}, ox = at % {OW};",
+        f"        const int32_t ix0 = ox * {sx} - {px};",
+        f"        const int inside = ix0 >= 0 && ix0 + {(kw - 1) * dx} < {W};",
+        f"        int32_t *d = (int32_t *){pair} + k;",
+        f"        for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+        f"            const int32_t iy = oy * {sy} - {py} + ky * {dy};",
+        f"            if (iy < 0 || iy >= {H}) {{",
+        *("                " + line for line in fill(rw)),
+        "                continue;",
+        "            }",
+        *(["            if (inside) {",
+           f"                const int8_t *src = x + (iy * {W} + ix0) * {in_c};",
+           *("                " + line for line in copy("src", rw)),
+           "                continue;",
+           "            }"] if dx == 1 else ["            (void)inside;"]),
+        f"            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+        f"                const int32_t ix = ix0 + kx * {dx};",
+        f"                if (ix < 0 || ix >= {W}) {{",
+        *("                    " + line for line in fill(cw)),
+        "                } else {",
+        f"                    const int8_t *src = x + (iy * {W} + ix) * {in_c};",
+        *("                    " + line for line in copy("src", cw)),
+        "                }",
+        "            }",
+        "        }",
+        "    }",
+        "}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return symbol
+
+
 def depthwise_conv2d(em, node: Node) -> list[str] | None:
     x_name, w_name, b_name = node.inputs
     g = em.graph
@@ -960,31 +1168,33 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
                             q.output_zero_point if fold else None)
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params.words, "int32_t",
                                f"%{node.name}: per channel {', '.join(params.stored)} (m4_rq)")
-    b_sym = em.add_const_array(em.sym(f"{node.name}_m4b"), bias.astype(np.int32), "int32_t",
-                               f"%{node.name}: per channel bias (a window crossing the border)")
     positions = win.out_height * win.out_width
     w16 = weight_layout(em, node, positions > 1)
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), depthwise_weights(W, w16), "int32_t",
                                f"%{node.name}: {kh}x{kw} weights of {out_c} channels"
                                f"{' widened to int16' if w16 else ''}, per 4 channels and tap "
                                f"{'lanes (0, 2), (1, 3)' if w16 else 'one word'}")
-    column_biases: dict[tuple[int, int], str] = {}
+    rows: list[np.ndarray] = []
+    offsets: dict = {}
 
-    def column_bias(kx0: int, kx1: int) -> str:
-        """The bias with the zero point's terms of the taps kx0 <= kx < kx1 (all rows) folded in (one array per
-        range: several columns may share one)."""
-        if (kx0, kx1) in column_biases:
-            return column_biases[kx0, kx1]
-        taps = [ky * kw + kx for ky in range(kh) for kx in range(kx0, kx1)]
-        values = bias - q.input_zero_point * W[:, taps].astype(np.int64).sum(axis=1)
-        column_biases[kx0, kx1] = em.add_const_array(
-            em.sym(f"{node.name}_m4b{kx0}_{kx1}"), values.astype(np.int32), "int32_t",
-            f"%{node.name}: per channel bias - zx sum(w) over the taps of columns {kx0}..{kx1 - 1}")
-        return column_biases[kx0, kx1]
+    def bias_at(kx0: int | None, kx1: int = 0, ky0: int = 0, ky1: int = 0) -> int:
+        """The offset in the layer's bias array of its biases with the zero point's terms of the taps ky0 <= ky <
+        ky1, kx0 <= kx < kx1 folded in (for a position whose window crosses the border), or with kx0 None the
+        raw biases (the edge function)."""
+        key = None if kx0 is None else (kx0, kx1, ky0, ky1)
+        if key not in offsets:
+            taps = [] if kx0 is None else [ky * kw + kx for ky in range(ky0, ky1) for kx in range(kx0, kx1)]
+            offsets[key] = out_c * len(rows)
+            rows.append(bias - q.input_zero_point * W[:, taps].astype(np.int64).sum(axis=1))
+        return offsets[key]
 
-    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w_sym, w16, params, p_sym, b_sym,
-                                  column_bias)
-    return [f"{function}({em.var(x_name)}, {em.var(node.name)});"]
+    function = depthwise_function(em, node.name, win, out_c, kh, kw, q, w16, params, bias_at)
+    b_sym = "0"
+    if rows:
+        b_sym = em.add_const_array(em.sym(f"{node.name}_m4b"), np.concatenate(rows).astype(np.int32), "int32_t",
+                                   f"%{node.name}: per channel biases - zx sum(w) over the taps inside the input "
+                                   "of positions whose windows cross the border, per range of taps")
+    return [f"{function}({em.var(x_name)}, {em.var(node.name)}, {w_sym}, {p_sym}, {b_sym});"]
 
 
 def requant_call(scale: str, x: str, multiplier: int, shift: int) -> str:
@@ -1004,8 +1214,9 @@ def requant_bound(bound: int, multiplier: int, shift: int) -> int | None:
 
 
 def tensor_add(em, node: Node) -> list[str] | None:
-    """TFLite's ADD element by element, each of its three rescalings on SMMULR (proven exact from the int8
-    ranges, else the shared C)."""
+    """TFLite's int8 ADD element by element: each input's rescaling a function of its byte alone, read from a
+    table of its 256 values (computed at compile time as TFLite does), the sum's on SMMULR (proven exact from
+    the int8 ranges, else the shared C)."""
     g = em.graph
     if any(g.op(i) in ("const", "sparse_const") for i in node.inputs) or g.type(node.inputs[0]).shape != \
             g.type(node.inputs[1]).shape:
@@ -1018,15 +1229,21 @@ def tensor_add(em, node: Node) -> list[str] | None:
         return None
     scale = rq_helper(em, wide=False)  # the same proven-small accumulators, constants in literals
     za, zb, zo = q.zero_points
+    byte = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)  # a byte's int8 value, by its uint8
+    tables = [em.add_const_array(em.sym(f"{node.name}_m4{side}"), multiply_by_quantized_multiplier(
+        (byte - z) << q.left_shift, m, s).astype(np.int32), "int32_t",
+        f"%{node.name}: input {side}'s rescaled value by its byte") for side, z, m, s in (("a", za, ma, sa),
+                                                                                           ("b", zb, mb, sb))]
+    minmax_helpers(em)
     a, b = (em.var(n) for n in node.inputs)
     symbol = em.sym(f"m4_add_{node.name}")
+    clamp = saturated(f"{requant_call(scale, 'ra + rb', mo, so)} + {zo}", q.lo, q.hi).replace("@", em.prefix + "_")
     em.helpers[symbol] = "\n".join([
         f"/* %{node.name}: TFLite's int8 ADD */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *a, const int8_t *b, int8_t *out)', "{",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const uint8_t *a, const uint8_t *b, int8_t *out)',
+        "{",
         f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
-        f"        const int32_t ra = {requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
-        f"        const int32_t rb = {requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
-        f"        const int32_t v = {requant_call(scale, 'ra + rb', mo, so)} + {zo};",
-        f"        out[i] = (int8_t)(v < {q.lo} ? {q.lo} : (v > {q.hi} ? {q.hi} : v));",
+        f"        const int32_t ra = {tables[0]}[a[i]], rb = {tables[1]}[b[i]];",
+        f"        out[i] = (int8_t){clamp};",
         "    }", "}", ""])
-    return [f"{symbol}({a}, {b}, {em.var(node.name)});"]
+    return [f"{symbol}((const uint8_t *){a}, (const uint8_t *){b}, {em.var(node.name)});"]

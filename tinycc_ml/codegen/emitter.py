@@ -295,6 +295,7 @@ class CEmitter:
         self.emitting: list[str] = []  # the nodes of the function code() is writing
         self.outlined: dict[str, str] = {}  # repeated node code's text -> its function (codegen/outline.py)
         self.outlined_functions: list[str] = []
+        self.shared_kernels: dict[str, str] = {}  # a kernel's functions' text -> their symbol (layers share them)
         self.folded_epilogues: dict = {}  # (head, chain) -> folded_epilogue.fold's proven Epilogue or None
         self._const_symbols: dict[str, str] = {}
         # (C type, length, bytes) -> the symbol storing them; seeded with those of the build this one's C joins
