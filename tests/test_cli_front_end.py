@@ -34,10 +34,11 @@ from tinycc_ml.features import (
 from tinycc_ml.features.spec import front_end_json
 
 
+# At most 11 bands: 12 htk bands over a 32-point FFT leave the lowest without a bin (refused; test_front_end_steps)
 @settings(max_examples=40, deadline=None)
 @given(log2_fft=st.integers(5, 9), frame_part=st.sampled_from([1.0, 0.75, 0.5]), hop_part=st.sampled_from([1.0, 0.5,
                                                                                                               0.25]),
-       mels=st.integers(2, 12), window=st.sampled_from(["hann", "hamming"]), periodic=st.booleans(),
+       mels=st.integers(2, 11), window=st.sampled_from(["hann", "hamming"]), periodic=st.booleans(),
        scale=st.sampled_from(["htk", "slaney"]), coefficients=st.integers(0, 6), frames=st.integers(1, 4),
        normalise=st.booleans())
 def test_a_saved_front_end_loads_as_the_same_front_end(tmp_path_factory, log2_fft, frame_part, hop_part, mels,
