@@ -474,9 +474,10 @@ def _add_proba(model: Model, graph, output: BuildOutput, report: dict, calibrati
     elif dtype.is_fixed:
         # the rows agreement ran on this graph are not run again (run_fixed_once)
         scores = run_fixed_once(graph, quantise(calibration, output.input_scale, 16))["scores"] * 2.0**-dtype.scale
-        measured = np.abs(proba_from_scores(scores, rule, model.proba_constants) - model.predict_proba(calibration))
-        info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"],
-                                                        model.scores(calibration))
+        float_scores = model.scores(calibration)  # the model's own probabilities are these through the rule
+        measured = np.abs(proba_from_scores(scores, rule, model.proba_constants)
+                          - proba_from_scores(float_scores, rule, model.proba_constants))
+        info["max_abs_error_bound"] = proba_error_bound(rule, report["score_error"]["max_abs"], float_scores)
         info["calibration_max_abs_error"] = float(np.max(measured)) + PROBA_FLOAT_SLACK
     report["proba"] = info
 

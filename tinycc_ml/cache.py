@@ -47,8 +47,10 @@ def private_dir(path: Path) -> bool:
 
 
 @functools.cache
+@functools.cache
 def source_fingerprint() -> str:
-    """SHA-256 of every source file of the package: what decides a cached result besides its inputs."""
+    """SHA-256 of every source file of the package: what decides a cached result besides its inputs (read once
+    per process: the sources a process runs are the ones it imported)."""
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".lark", ".c", ".h", ".S")):

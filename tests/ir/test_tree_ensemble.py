@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.ir.test_op_oracle import random_forest_attrs
 from tinycc_ml.ir.fixed import quantise
-from tinycc_ml.ir.ops.ensembles import _Decide, default_left, missing_code, threshold_ints, walk
+from tinycc_ml.ir.ops.ensembles import NodeDecisions, default_left, missing_code, threshold_ints, walk
 from tinycc_ml.models.trees import float32_threshold
 
 FLOAT32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
@@ -69,10 +69,10 @@ def test_integer_walk_reaches_the_float_walks_leaves(data, n, scale):
                                                min_size=n, max_size=n), min_size=1, max_size=6)), dtype=np.int64)
     T = threshold_ints(attrs, scale, 16)
     dl = default_left(attrs)
-    fixed_leaves = walk(attrs, _Decide(X, T, attrs["feature"], False, dl, lambda v: v == M))
+    fixed_leaves = walk(attrs, NodeDecisions(X, T, attrs["feature"], False, dl, M))
     real = np.where(X == M, np.nan, X * 2.0**-scale)  # the missing code stands for a NaN
-    float_leaves = walk(attrs, _Decide(real, attrs["threshold"].astype(np.float64), attrs["feature"],
-                                       attrs["compare"] == "lt", dl, np.isnan))
+    float_leaves = walk(attrs, NodeDecisions(real, attrs["threshold"].astype(np.float64), attrs["feature"],
+                                       attrs["compare"] == "lt", dl))
     np.testing.assert_array_equal(fixed_leaves, float_leaves)
 
 

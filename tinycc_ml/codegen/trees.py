@@ -32,6 +32,7 @@ from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import rshift_bound
 from tinycc_ml.ir.ops.ensembles import (
     default_left,
+    forest_levels,
     leaf_argmax,
     leaf_ints,
     leaf_scale,
@@ -85,7 +86,48 @@ class Layout:
 
 
 def tree_layout(attrs, thresholds: np.ndarray, values: np.ndarray) -> Layout:
-    """Preorder decision nodes and deduplicated leaves of the op's node table."""
+    """Preorder decision nodes and deduplicated leaves (numbered in the order the decision nodes' left, then right
+    children, then the roots first reach them) of the op's node table."""
+    feature = np.asarray(attrs["feature"])
+    levels = forest_levels(feature, attrs["left"], attrs["right"], attrs["roots"], limit=len(feature),
+                           max_nodes=len(feature))
+    if levels is None:  # shared subtrees: each tree walked on its own
+        return _shared_tree_layout(attrs, thresholds, values)
+    left, right = np.asarray(attrs["left"], np.int64), np.asarray(attrs["right"], np.int64)
+    roots = np.asarray(attrs["roots"], np.int64)
+    inner = feature >= 0
+    below = np.zeros(len(feature), dtype=np.int64)  # the decision nodes of each node's subtree
+    for nodes, _ in reversed(levels):
+        parents = nodes[inner[nodes]]
+        below[parents] = 1 + below[left[parents]] + below[right[parents]]
+    index = np.zeros(len(feature), dtype=np.int64)  # preorder: a node, its left subtree, its right subtree
+    index[roots] = np.concatenate([[0], np.cumsum(below[roots])[:-1]])
+    for nodes, _ in levels:
+        parents = nodes[inner[nodes]]
+        index[left[parents]] = index[parents] + 1
+        index[right[parents]] = index[parents] + 1 + below[left[parents]]
+    decision = np.concatenate([nodes[inner[nodes]] for nodes, _ in levels])
+    idx = np.empty(len(decision), dtype=np.int64)
+    idx[index[decision]] = decision
+    children = [left[idx], right[idx], roots]
+    reached = np.concatenate(children)
+    at_leaf = reached[~inner[reached]]  # in the order the leaves are first reached
+    rows = np.ascontiguousarray(values[at_leaf])
+    width = rows.dtype.itemsize * (rows.shape[1] if rows.ndim > 1 else 1)
+    _, first, which = np.unique(rows.view(np.dtype((np.void, width))).reshape(-1), return_index=True,
+                                       return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    refs = np.where(inner[reached], index[reached], 0)
+    refs[~inner[reached]] = -1 - rank[np.asarray(which).reshape(-1)]
+    lefts, rights, root_refs = np.split(refs, [len(idx), 2 * len(idx)])
+    leaf_rows = rows[np.sort(first)] if len(first) else np.zeros((0,) + values.shape[1:], dtype=values.dtype)
+    return Layout(feature[idx].astype(np.int64), thresholds[idx], lefts, rights, root_refs, leaf_rows,
+                  len(levels) - 1, default_left(attrs)[idx])
+
+
+def _shared_tree_layout(attrs, thresholds: np.ndarray, values: np.ndarray) -> Layout:
+    """tree_layout of a table whose trees share subtrees: a node reached twice is listed twice."""
     feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
     order: list[int] = []
     new_index: dict[int, int] = {}
@@ -687,12 +729,13 @@ def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, 
 
 
 def _depths(layout: Layout) -> np.ndarray:
-    """The depth of each decision node in its tree (roots: 0)."""
+    """The depth of each decision node in its tree (roots: 0), level by level over all trees."""
     depth = np.zeros(len(layout.feature), dtype=np.int64)
-    for i in range(len(layout.feature)):  # preorder: a node's children come after it
-        for child in (int(layout.left[i]), int(layout.right[i])):
-            if child >= 0:
-                depth[child] = depth[i] + 1
+    level, d = layout.roots[layout.roots >= 0], 0
+    while level.size:
+        depth[level] = d
+        children = np.concatenate([layout.left[level], layout.right[level]])
+        level, d = children[children >= 0], d + 1
     return depth
 
 
@@ -702,19 +745,21 @@ def forest_candidates(layout: Layout, entries: int, value_bytes: int, n_trees: i
     constants) and ``top<k>`` (the top k levels of every tree straight-line, the rest from the node stream)."""
     cost, straight = COST, COST["straight"]
     depth = _depths(layout)
-    leaf_depth = {}  # leaf reference -> the depths it is reached at
-    for i in range(len(layout.feature)):
-        for child in (int(layout.left[i]), int(layout.right[i])):
-            if child < 0:
-                leaf_depth.setdefault(child, []).append(int(depth[i]) + 1)
-    values = {ref: int(np.count_nonzero(layout.leaves[-1 - ref])) for ref in leaf_depth}
+    # each reference to a leaf: the depth it is reached at and the leaf's non-zero values
+    refs = np.concatenate([layout.left[layout.left < 0], layout.right[layout.right < 0]])
+    reached = np.concatenate([depth[layout.left < 0], depth[layout.right < 0]]) + 1
+    non_zero = np.count_nonzero(layout.leaves, axis=1)[-1 - refs] if refs.size else np.zeros(0, np.int64)
+    levels = layout.depth + 2
+    values_by_depth = np.cumsum(np.bincount(reached, weights=non_zero, minlength=levels)).astype(np.int64)
+    leaves_by_depth = np.cumsum(np.bincount(reached, minlength=levels))
+    nodes_by_depth = np.cumsum(np.bincount(depth, minlength=levels))
     rest = n_trees * cost["tree"] + n_outputs * cost["output"]
     out = {}
     for k in range(layout.depth + 1):
-        upper = int(np.count_nonzero(depth < k))
+        upper = int(nodes_by_depth[k - 1]) if k else 0
         lower = len(layout.feature) - upper
-        inline_values = sum(values[ref] * sum(d <= k for d in ds) for ref, ds in leaf_depth.items())
-        stream_leaves = sum(sum(d > k for d in ds) for ds in leaf_depth.values())
+        inline_values = int(values_by_depth[k])
+        stream_leaves = len(refs) - int(leaves_by_depth[k])
         flash = (upper * straight["flash_per_node"] + inline_values * straight["flash_per_value"]
                  + n_trees * straight["tree_flash"])
         if lower:
@@ -956,6 +1001,9 @@ def node_stream(layout: Layout, bits: int, entries: list[int]) -> NodeStream | N
     size = bits // 8  # the input element's bytes: features as byte offsets
     if layout.feature.size and int(layout.feature.max()) * size >= 1 << 14:
         return None
+    leaf_refs = [-1 - r[r < 0] for r in (layout.left, layout.right, layout.roots)]
+    if any(r.size and int(r.max()) >= 1 << 15 for r in leaf_refs):
+        return None  # a leaf entry beyond a word's 15 bits (known before the stream is written)
     words: list[int] = []
     flagged = False
 
@@ -978,9 +1026,10 @@ def node_stream(layout: Layout, bits: int, entries: list[int]) -> NodeStream | N
     roots = []
     for entry in entries:
         roots.append(len(words))
+        if len(words) >= 1 << 15:
+            return None  # offsets beyond 15 bits: no stream (a large forest stops here, not after writing it)
         emit(int(entry))
-    leaf_refs = [-1 - r[r < 0] for r in (layout.left, layout.right, layout.roots)]
-    if len(words) >= 1 << 15 or any(r.size and int(r.max()) >= 1 << 15 for r in leaf_refs):
+    if len(words) >= 1 << 15:
         return None
     return NodeStream(np.array(words, dtype=np.uint16), np.array(roots, dtype=np.int64), flagged)
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH, tree_depths
+from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH, NodeDecisions, tree_depths, walk
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input
 from tinycc_ml.models.saved import check_array
@@ -217,21 +217,9 @@ class TreeEnsembleModel(Model):
     def leaves(self, X) -> np.ndarray:
         """The leaf each tree reaches, (n, T), by the library's rule on float32-rounded inputs."""
         X = self._check_input(X).astype(np.float32).astype(np.float64)
-        rows = np.arange(len(X))
-        out = np.empty((len(X), self.n_trees), dtype=np.int64)
-        for t, root in enumerate(self.roots):
-            node = np.full(len(X), root)
-            while True:
-                inner = self.feature[node] >= 0
-                if not inner.any():
-                    break
-                v = X[rows, np.maximum(self.feature[node], 0)]
-                with np.errstate(invalid="ignore"):
-                    go = v < self.threshold[node] if self.compare == "lt" else v <= self.threshold[node]
-                go = np.where(np.isnan(v), self.default_left[node] != 0, go)
-                node = np.where(inner, np.where(go, self.left[node], self.right[node]), node)
-            out[:, t] = node
-        return out
+        tables = {"feature": self.feature, "left": self.left, "right": self.right, "roots": self.roots}
+        return walk(tables, NodeDecisions(X, self.threshold, self.feature, self.compare == "lt",
+                                          self.default_left != 0))
 
     def scores(self, X) -> np.ndarray:
         leaves = self.leaves(X)

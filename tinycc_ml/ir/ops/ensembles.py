@@ -49,7 +49,9 @@ Integer semantics (operand x_q at scale S, its real value x_q * 2^-S; result at 
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections import OrderedDict
 
 import numpy as np
 
@@ -80,11 +82,8 @@ def _infer(ts, attrs, declared):
     need(roots.ndim == 1 and roots.size >= 1 and tree_output.shape == roots.shape,
          "roots and tree_output must be vectors of one entry per tree")
     need(attrs["compare"] in ("le", "lt"), f"compare must be 'le' or 'lt', got {attrs['compare']!r}")
-    internal = feature >= 0
-    need(np.all(feature[internal] < x.shape[0]), f"a feature index is beyond the operand's {x.shape[0]} elements")
-    need(np.all(np.isfinite(threshold)) and np.all(np.isfinite(value)), "thresholds and leaf values must be finite")
-    need(np.all((left[internal] >= 0) & (left[internal] < n) & (right[internal] >= 0) & (right[internal] < n)),
-         "a child index is out of range")
+    once_per_tables(attrs, ("feature", "threshold", "left", "right", "value", "roots"), x.shape[0],
+                    lambda: _check_tables(attrs, x.shape[0]))
     if np.all(tree_output < 0):
         need(value.shape[1] == k, f"vector leaves have {value.shape[1]} values for {k} outputs")
     else:
@@ -94,18 +93,77 @@ def _infer(ts, attrs, declared):
     need(dl is None or (dl.shape == (n,) and dl.dtype.kind in "iub" and np.all((dl == 0) | (dl == 1))),
          f"default_left must be ({n},) of 0/1")
     need(int(attrs.get("leaf_bits", LEAF_BITS)) in (8, 16), "leaf_bits must be 8 or 16")
-    need(tree_depth(attrs) <= MAX_TREE_DEPTH, f"a tree is deeper than {MAX_TREE_DEPTH} levels")
     return TensorType((k,), result_dtype(ts, declared))
+
+
+def _check_tables(attrs, n_features: int) -> bool:
+    feature, left, right, n = attrs["feature"], attrs["left"], attrs["right"], len(attrs["feature"])
+    internal = feature >= 0
+    need(np.all(feature[internal] < n_features), f"a feature index is beyond the operand's {n_features} elements")
+    need(np.all(np.isfinite(attrs["threshold"])) and np.all(np.isfinite(attrs["value"])),
+         "thresholds and leaf values must be finite")
+    need(np.all((left[internal] >= 0) & (left[internal] < n) & (right[internal] >= 0) & (right[internal] < n)),
+         "a child index is out of range")
+    need(tree_depth(attrs) <= MAX_TREE_DEPTH, f"a tree is deeper than {MAX_TREE_DEPTH} levels")
+    return True
+
+
+def once_per_tables(attrs, names: tuple[str, ...], extra, compute):
+    """``compute()``, kept for the attributes' very arrays (the same objects, passed on from graph to graph as a
+    build's passes copy it) and ``extra``: a build checks and measures the same tables many times."""
+    arrays = tuple(attrs[name] for name in names)
+    key = (names, tuple(id(a) for a in arrays), extra)
+    kept = KEPT_FOR_TABLES.get(key)
+    if kept is not None and all(a is b for a, b in zip(kept[0], arrays)):
+        KEPT_FOR_TABLES.move_to_end(key)
+        return kept[1]
+    result = compute()
+    KEPT_FOR_TABLES[key] = (arrays, result)
+    while len(KEPT_FOR_TABLES) > 32:
+        KEPT_FOR_TABLES.popitem(last=False)
+    return result
+
+
+KEPT_FOR_TABLES: OrderedDict = OrderedDict()
+
+
+def forest_levels(feature, left, right, roots, limit: int = MAX_TREE_DEPTH,
+                  max_nodes: int | None = None) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The trees' nodes level by level, all trees at once: per level (nodes, owner) with the owners (tree
+    indices) ascending and, within a tree, the level's nodes in breadth-first order (a node's left child
+    before its right, children in their parents' order). Stops after level ``limit + 1`` (a cycle, or a tree
+    deeper than the limit). With ``max_nodes``: None once more than that many nodes were listed, which in a
+    forest (every node one parent at most) cannot happen for max_nodes = the table's size: a shared subtree
+    or a cycle then."""
+    feature, left, right = (np.asarray(a, dtype=np.int64) for a in (feature, left, right))
+    nodes = np.asarray(roots, dtype=np.int64)
+    owner = np.arange(len(nodes), dtype=np.int64)
+    levels, listed = [], 0
+    while nodes.size:
+        levels.append((nodes, owner))
+        listed += nodes.size
+        if len(levels) > limit + 1 or (max_nodes is not None and listed > max_nodes):
+            return None if max_nodes is not None and listed > max_nodes else levels
+        inner = feature[nodes] >= 0
+        parents, owner = nodes[inner], owner[inner]
+        nodes = np.stack([left[parents], right[parents]], axis=1).reshape(-1)
+        owner = np.repeat(owner, 2)
+    return levels
 
 
 def tree_depths(feature, left, right, roots, limit: int = MAX_TREE_DEPTH) -> np.ndarray:
     """The depth of each tree (a single leaf: 0), level by level over all trees at once; a tree deeper than
-    ``limit`` (a cycle included) gets limit + 1. Each level keeps a node once per tree, so the work is bounded
-    by the nodes even in a hostile table."""
+    ``limit`` (a cycle included) gets limit + 1. A table that is not a forest (shared subtrees) keeps each
+    node once per tree and level, so the work is bounded by the nodes even in a hostile table."""
+    depths = np.zeros(len(roots), dtype=np.int64)
+    levels = forest_levels(feature, left, right, roots, limit, max_nodes=len(feature))
+    if levels is not None:
+        for depth, (_, owner) in enumerate(levels):
+            depths[owner] = depth
+        return depths
     feature, left, right = (np.asarray(a, dtype=np.int64) for a in (feature, left, right))
     nodes = np.asarray(roots, dtype=np.int64)
     owner = np.arange(len(nodes), dtype=np.int64)
-    depths = np.zeros(len(nodes), dtype=np.int64)
     depth = 0
     while nodes.size:
         depths[owner] = depth
@@ -126,20 +184,68 @@ def tree_depth(attrs) -> int:
 
 
 def walk(attrs, goes_left) -> np.ndarray:
-    """The leaf each tree reaches for each row: (rows, T). ``goes_left(node_indices)`` gives, per row,
-    whether the row goes left at the given node (one node per row)."""
-    feature, left, right, roots = attrs["feature"], attrs["left"], attrs["right"], attrs["roots"]
-    leaves = []
-    for root in roots:
-        node = np.full(goes_left.rows, int(root), dtype=np.int64)
-        while True:
-            active = feature[node] >= 0
-            if not active.any():
-                break
-            go = goes_left(node)
-            node = np.where(active, np.where(go, left[node], right[node]), node)
-        leaves.append(node)
-    return np.stack(leaves, axis=1)
+    """The leaf each tree reaches for each row: (rows, T). ``goes_left(nodes, rows)`` gives whether each row goes
+    left at its node. A build's passes walk the same trees on the same rows several times (ranges, agreement,
+    the scale search): with ``goes_left.fingerprint()`` the last walks are kept and reused."""
+    key = None
+    if hasattr(goes_left, "fingerprint"):
+        key = goes_left.fingerprint() + tables_fingerprint(attrs)
+        if key in RECENT_WALKS:
+            RECENT_WALKS.move_to_end(key)
+            return RECENT_WALKS[key].copy()
+    leaves = _walk(attrs, goes_left)
+    if key is not None:
+        RECENT_WALKS[key] = leaves.copy()
+        while len(RECENT_WALKS) > RECENT_WALKS_KEPT:
+            RECENT_WALKS.popitem(last=False)
+    return leaves
+
+
+RECENT_WALKS: OrderedDict[bytes, np.ndarray] = OrderedDict()
+
+
+def tables_fingerprint(attrs) -> bytes:
+    """The trees' shape (feature, children, roots), hashed."""
+    def digest() -> bytes:
+        h = hashlib.blake2b(digest_size=20)
+        for name in ("feature", "left", "right", "roots"):
+            h.update(np.ascontiguousarray(attrs[name], dtype=np.int64).tobytes() + b"|")
+        return h.digest()
+
+    return once_per_tables(attrs, ("feature", "left", "right", "roots"), "fingerprint", digest)
+RECENT_WALKS_KEPT = 3
+
+
+def _walk(attrs, goes_left) -> np.ndarray:
+    """walk's work: the trees and a block of rows step at once. A leaf leads to itself, so a finished walk may
+    step on until the finished ones are worth dropping."""
+    feature = np.asarray(attrs["feature"])
+    leaf = feature < 0
+    own = np.arange(len(feature), dtype=np.int64)
+    kids = np.stack([np.where(leaf, own, attrs["right"]), np.where(leaf, own, attrs["left"])],
+                    axis=1).astype(np.int64).reshape(-1)  # node n goes to kids[2 n + goes_left]
+    roots = np.asarray(attrs["roots"], dtype=np.int64)
+    n_rows, n_trees = goes_left.rows, len(roots)
+    out = np.empty(n_rows * n_trees, dtype=np.int64)
+    block = max(1, WALK_BLOCK // max(n_trees, 1))
+    for first in range(0, n_rows, block):
+        count = min(block, n_rows - first)
+        lane = np.arange(first * n_trees, (first + count) * n_trees, dtype=np.int64)
+        node, row = np.tile(roots, count), lane // n_trees
+        done = leaf[node]
+        while node.size:
+            if np.count_nonzero(done) * 8 >= node.size:
+                out[lane[done]] = node[done]
+                keep = ~done
+                lane, node, row = lane[keep], node[keep], row[keep]
+                if not node.size:
+                    break
+            node = kids[2 * node + goes_left(node, row)]
+            done = leaf[node]
+    return out.reshape(n_rows, n_trees)
+
+
+WALK_BLOCK = 1 << 20  # rows x trees walked at once (their node, row and lane indices: 24 MB)
 
 
 def default_left(attrs) -> np.ndarray:
@@ -148,20 +254,35 @@ def default_left(attrs) -> np.ndarray:
     return np.zeros(len(attrs["feature"]), dtype=bool) if dl is None else np.asarray(dl) != 0
 
 
-class _Decide:
-    """Per-row decisions at one node per row, from comparisons ``x[f] <= t`` (or ``<``); a missing input
-    (``missing(v)`` true) goes to the node's default side."""
+class NodeDecisions:
+    """Decisions of rows (default: each row, in order) at one node each, from comparisons ``x[f] <= t`` (or
+    ``<``); a missing input (NaN, or the integer ``missing_code``) goes to the node's default side."""
 
-    def __init__(self, X, thresholds, feature, strict: bool, default, missing):
-        self.X, self.t, self.feature, self.strict, self.rows = X, thresholds, feature, strict, len(X)
-        self.default, self.missing = default, missing
+    def __init__(self, X, thresholds, feature, strict: bool, default, missing_code: int | None = None):
+        X = np.ascontiguousarray(X)
+        self.values, self.width, self.rows = X.reshape(-1), X.shape[1], len(X)
+        self.t, self.strict, self.default, self.missing_code = np.asarray(thresholds), strict, default, missing_code
+        self.feature = np.maximum(feature, 0)
+        self.any_missing = bool(np.any(self.missing(self.values)))
 
-    def __call__(self, node):
-        f = np.maximum(self.feature[node], 0)
-        v = self.X[np.arange(self.rows), f]
+    def missing(self, v: np.ndarray) -> np.ndarray:
+        return np.isnan(v) if self.missing_code is None else v == self.missing_code
+
+    def __call__(self, node, rows=None):
+        rows = np.arange(self.rows) if rows is None else rows
+        v = self.values[rows * self.width + self.feature[node]]
+        t = self.t[node]
         with np.errstate(invalid="ignore"):
-            go = v < self.t[node] if self.strict else v <= self.t[node]
-        return np.where(self.missing(v), self.default[node], go)
+            go = v < t if self.strict else v <= t
+        return np.where(self.missing(v), self.default[node], go) if self.any_missing else go
+
+    def fingerprint(self) -> bytes:
+        """What the decisions depend on, hashed: equal fingerprints decide alike."""
+        h = hashlib.blake2b(repr((self.values.dtype.str, self.width, self.rows, self.t.dtype.str, self.strict,
+                                  self.missing_code)).encode(), digest_size=20)
+        for part in (self.values, self.t, self.feature, np.asarray(self.default)):
+            h.update(np.ascontiguousarray(part).tobytes())
+        return h.digest()
 
 
 def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -182,8 +303,8 @@ def _evaluate_rows(ins, batched, attrs, n, rank):
     if not batched[0]:
         X = np.broadcast_to(X, (n,) + X.shape)
     X = X.astype(np.float32).astype(np.float64)  # the trees' own input rounding
-    decide = _Decide(X, attrs["threshold"].astype(np.float64), attrs["feature"], attrs["compare"] == "lt",
-                     default_left(attrs), np.isnan)
+    decide = NodeDecisions(X, attrs["threshold"].astype(np.float64), attrs["feature"], attrs["compare"] == "lt",
+                     default_left(attrs))
     return leaf_sums(attrs, walk(attrs, decide), attrs["value"].astype(np.float64))
 
 
@@ -207,7 +328,8 @@ def missing_code(bits: int) -> int:
 
 def leaf_scale(attrs, out_scale: int) -> int:
     """The scale L the leaves are stored at (see the module doc)."""
-    peak = float(np.max(np.abs(attrs["value"]))) if attrs["value"].size else 0.0
+    peak = once_per_tables(attrs, ("value",), "peak", lambda: float(np.max(np.abs(attrs["value"])))
+                           if attrs["value"].size else 0.0)
     if peak == 0:
         return out_scale
     bits = int(attrs.get("leaf_bits", LEAF_BITS))
@@ -220,7 +342,8 @@ def leaf_scale(attrs, out_scale: int) -> int:
 def leaf_ints(attrs, out_scale: int) -> np.ndarray:
     """Leaf values at the leaf scale, rounded to nearest (halves up)."""
     lq = leaf_scale(attrs, out_scale)
-    return np.floor(attrs["value"].astype(np.float64) * 2.0**lq + 0.5).astype(np.int64)
+    return once_per_tables(attrs, ("value",), ("ints", lq), lambda: np.floor(
+        attrs["value"].astype(np.float64) * 2.0**lq + 0.5).astype(np.int64)).copy()
 
 
 def _fixed(call: FixedCall):
@@ -229,7 +352,7 @@ def _fixed(call: FixedCall):
     bits = call.in_types[0].dtype.bits
     T = threshold_ints(at, call.in_scale(0), bits)
     code = missing_code(bits)
-    leaves = walk(at, _Decide(x, T, at["feature"], False, default_left(at), lambda v: v == code))
+    leaves = walk(at, NodeDecisions(x, T, at["feature"], False, default_left(at), code))
     acc = check32(leaf_sums(at, leaves, leaf_ints(at, call.scale)), call.where)
     return saturate(rshift(acc, leaf_scale(at, call.scale) - call.scale), call.bits)
 
@@ -251,12 +374,42 @@ def leaf_argmax(attrs, out_scale: int | None = None, out_bits: int = 16) -> np.n
     return classes
 
 
+def leaves_by_tree(attrs) -> tuple[np.ndarray, np.ndarray] | None:
+    """(every tree's leaves, tree after tree; where each tree's leaves start), or None for a table that is not a
+    forest (shared subtrees). Kept for the last tables asked (a build asks for the same ones many times)."""
+    key = tables_fingerprint(attrs)
+    if key not in RECENT_LEAVES:
+        feature = np.asarray(attrs["feature"])
+        levels = forest_levels(feature, attrs["left"], attrs["right"], attrs["roots"], limit=len(feature),
+                               max_nodes=len(feature))
+        grouped = None
+        if levels is not None:
+            nodes = np.concatenate([n for n, _ in levels])
+            owner = np.concatenate([o for _, o in levels])
+            leaf = feature[nodes] < 0
+            order = np.argsort(owner[leaf], kind="stable")
+            leaves, owners = nodes[leaf][order], owner[leaf][order]
+            grouped = leaves, np.searchsorted(owners, np.arange(len(attrs["roots"])))
+        RECENT_LEAVES[key] = grouped
+        while len(RECENT_LEAVES) > RECENT_WALKS_KEPT:
+            RECENT_LEAVES.popitem(last=False)
+    RECENT_LEAVES.move_to_end(key)
+    return RECENT_LEAVES[key]
+
+
+RECENT_LEAVES: OrderedDict[bytes, tuple[np.ndarray, np.ndarray] | None] = OrderedDict()
+
+
 def tree_leaf_ranges(attrs) -> tuple[np.ndarray, np.ndarray]:
     """Per tree, the smallest and largest leaf value of each of its value columns: (T, W) each."""
     feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
     value = attrs["value"].astype(np.float64)
+    grouped = leaves_by_tree(attrs)
+    if grouped is not None:
+        leaves, starts = grouped
+        return np.minimum.reduceat(value[leaves], starts), np.maximum.reduceat(value[leaves], starts)
     lo, hi = [], []
-    for root in attrs["roots"]:
+    for root in attrs["roots"]:  # shared subtrees: each tree's leaves by a walk of its own
         stack, found = [int(root)], []
         while stack:
             i = stack.pop()
@@ -286,9 +439,14 @@ def _acc_bound(call):
     """The int32 sum: each tree adds at most its largest |leaf int| to an output."""
     at = call.attrs
     lq = leaf_scale(at, call.out_scale)
-    q = np.abs(leaf_ints(at, call.out_scale))
-    lo_t, hi_t = tree_leaf_ranges({**at, "value": q.astype(np.float64)})
-    return int(np.sum(np.max(hi_t, axis=1))), lq
+
+    def bound() -> int:
+        q = np.abs(leaf_ints(at, call.out_scale))
+        lo_t, hi_t = tree_leaf_ranges({**at, "value": q.astype(np.float64)})
+        return int(np.sum(np.max(hi_t, axis=1)))
+
+    return once_per_tables(at, ("feature", "left", "right", "roots", "value", "tree_output"), ("bound", lq),
+                           bound), lq
 
 
 register_op(OpDef(
