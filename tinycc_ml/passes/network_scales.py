@@ -21,9 +21,9 @@ import numpy as np
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks
-from tinycc_ml.ir.ops import OPS, BoundCall
+from tinycc_ml.ir.ops import OPS, BoundCall, fixed16_activations
 from tinycc_ml.ir.ops.arith import rshift_bound
-from tinycc_ml.ir.ops.network.activations import FIXED16_FUNCTIONS, FUNCTIONS, INT16_REFUSAL
+from tinycc_ml.ir.ops.network.activations import FIXED16_FUNCTIONS, FIXED16_OWN_SCALE, FUNCTIONS, INT16_REFUSAL
 from tinycc_ml.ir.ops.pow2_arith import MAX_SHIFT
 from tinycc_ml.ir.types import fixed
 from tinycc_ml.passes.choose_scales import ACC_LIMIT, MIN_WEIGHT_BITS, best_scale, quantise_array
@@ -136,10 +136,21 @@ class NetworkScales(Pass):
                 dtype = out.type(ins[0]).dtype
                 bound[name] = min(2 ** (bits - 1), math.ceil(max(1.0, abs(float(node.attrs["alpha"]))) *
                                                              bound[ins[0]]) + 1)
-            elif node.op in FUNCTIONS:  # a table at int8; at int16 sigmoid and tanh only, in steps of 2^-15
-                if bits != 8 and node.op not in FIXED16_FUNCTIONS:
+            elif node.op in FUNCTIONS:  # a table at int8; at int16 sigmoid and tanh in steps of 2^-15, hard_swish,
+                # silu, gelu and elu at a scale of their own (ir/ops/fixed16_activations.py)
+                if bits != 8 and node.op not in FIXED16_FUNCTIONS + FIXED16_OWN_SCALE:
                     raise CompileError(f"node %{name}: {node.op} {INT16_REFUSAL}")
-                dtype = fixed(bits, 15 if bits == 16 else best_scale(peaks[name], bits) + adjust.get(name, 0))
+                scale = best_scale(peaks[name], bits) + adjust.get(name, 0)
+                if bits == 16 and node.op in FIXED16_FUNCTIONS:
+                    scale = 15
+                elif bits == 16:
+                    lo, hi = fixed16_activations.output_scale_range(node.op, node.attrs, out.type(ins[0]).dtype.scale)
+                    if lo > hi:
+                        raise CompileError(f"node %{name}: an fx16 {node.op} needs an input scale >= 0, its input "
+                                           f"has {out.type(ins[0]).dtype.scale}; compile this network at precision "
+                                           "float, or int8")
+                    scale = min(max(scale, lo), hi)
+                dtype = fixed(bits, scale)
                 bound[name] = 2 ** (bits - 1)
             elif node.op == "state":  # the scale of its next value (``state_scales``), its init quantised to it
                 dtype = fixed(bits, state_scales[name])

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from tinycc_ml.ir.ops import tflite_sigmoid
+from tinycc_ml.ir.ops import fixed16_activations, tflite_sigmoid
 from tinycc_ml.ir.ops.c_primitives import c_helper
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
@@ -69,11 +69,14 @@ FUNCTIONS = {
                         if a["approximate"] == "tanh" else "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))"),
              {"approximate": "str"}),
 }
-# the functions with an fx16 form in the project's fixed point: TFLite's int16 kernel (see the module's words)
+# the functions with an fx16 form in the project's fixed point: TFLite's int16 kernel (see the module's words),
+# their output in steps of 2^-15
 FIXED16_FUNCTIONS = ("logistic", "tensor_tanh")
 FIXED16_ERROR_BOUND = 2.0**-13  # measured: sigmoid 1.27, tanh 2.45 steps of 2^-15 at worst (4 steps allowed)
-INT16_REFUSAL = ("has no int16 form in the project's fixed point (a table of every int16 input would take 65,536 "
-                 "entries): compile the network at int8 (int8_dialect pow2 or TFLite's) or float")
+# the ones computed by ir/ops/fixed16_activations.py, their output at a scale of its own
+FIXED16_OWN_SCALE = fixed16_activations.FIXED16_OPS
+INT16_REFUSAL = ("has no int16 form in the project's fixed point: compile the network at int8 (int8_dialect pow2 "
+                 "or TFLite's) or float")
 
 
 # op -> (int8 kernel of (q, input type, output type), int16 kernel of (q, multiplier, shift) or None)
@@ -173,6 +176,9 @@ def _infer(op: str):
             need(result.dtype.is_fixed and result.dtype.bits == 16 and result.dtype.scale == 15,
                  f"an fx16 {op} writes steps of 2^-15 (fx16 at scale 15), not {result.dtype}")
             _int16_parameters(op, x.dtype, result.dtype)
+        elif x.dtype.is_fixed and x.dtype.bits == 16 and op in FIXED16_OWN_SCALE:
+            need(result.dtype.is_fixed and result.dtype.bits == 16, f"an fx16 {op} writes fx16, not {result.dtype}")
+            fixed16_activations.shifts(op, attrs, x.dtype.scale, result.dtype.scale)
         elif x.dtype.is_fixed:
             need(x.dtype.bits == 8 and result.dtype.is_fixed and result.dtype.bits == 8, f"{op} {INT16_REFUSAL}")
         elif x.dtype.is_quantised:
@@ -219,6 +225,8 @@ def _register(op: str) -> None:
 
     def fixed(call: FixedCall):
         x = call.in_types[0].dtype
+        if x.bits == 16 and x.is_fixed and op in FIXED16_OWN_SCALE:
+            return fixed16_activations.fixed16(op, call.ins[0], call.attrs, x.scale, call.type.dtype.scale)
         if x.bits == 16 and (x.is_quantised or x.is_fixed):  # TFLite's int16 kernel (fx16: the same arithmetic)
             return TFLITE_KERNELS[op][1](call.ins[0], *_int16_parameters(op, x, call.type.dtype))
         values = table(op, x, call.type.dtype, call.attrs)
@@ -236,7 +244,12 @@ def _register(op: str) -> None:
 
     def c_fixed(em, node) -> list[str]:
         (x_name,) = node.inputs
-        if em.graph.type(x_name).dtype.bits == 16:  # TFLite's int16 kernel, also the fx16 one
+        x = em.graph.type(x_name).dtype
+        if x.bits == 16 and x.is_fixed and op in FIXED16_OWN_SCALE:
+            body = fixed16_activations.c_block(em, op, node.attrs, em.at(x_name, "i"), f"{em.var(node.name)}[i]",
+                                               x.scale, node.type.dtype.scale)
+            return [f"for (long i = 0; i < {node.type.size}; ++i)"] + body
+        if x.bits == 16:  # TFLite's int16 kernel, also the fx16 sigmoid and tanh
             return _c_int16(op, em, node)
         values = table(op, em.graph.type(x_name).dtype, node.type.dtype, node.attrs)
         symbol = em.add_const_array(em.sym(f"{node.name}_table"), values.astype(np.int8), "int8_t",
