@@ -13,7 +13,13 @@ from tests.conftest import require_target
 from tinycc_ml.ir.fixed import run_fixed
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops import OPS, FixedCall
-from tinycc_ml.ir.ops.fixed16_activations import GATES, alpha_parameters, gate_error, output_scale_range
+from tinycc_ml.ir.ops.fixed16_activations import (
+    GATES,
+    alpha_parameters,
+    gate_error,
+    hard_sigmoid_parameters,
+    output_scale_range,
+)
 from tinycc_ml.ir.ops.network.activations import FUNCTIONS
 from tinycc_ml.ir.ops.registry import TypeRuleError
 from tinycc_ml.ir.types import F32, TensorType, fixed
@@ -21,11 +27,13 @@ from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.models.network_fixed import quantise_rows
 
 EVERY_INPUT = np.arange(-(2**15), 2**15, dtype=np.int64)
-# (op, attrs, gate): every form
-FORMS = [("hard_swish", {}, None), ("silu", {}, "silu"), ("gelu", {"approximate": "none"}, "gelu"),
+# (op, attrs, gate): every form (PyTorch's Hardsigmoid: alpha 1/6; ONNX's default 0.2)
+FORMS = [("hard_swish", {}, None), ("hard_sigmoid", {"alpha": 1 / 6, "beta": 0.5}, None),
+         ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}, None), ("silu", {}, "silu"),
+         ("gelu", {"approximate": "none"}, "gelu"),
          ("gelu", {"approximate": "tanh"}, "gelu_tanh"), ("elu", {"alpha": 1.0}, "elu"),
          ("elu", {"alpha": 0.3}, "elu"), ("elu", {"alpha": 1.7}, "elu")]
-IDS = ["hard_swish", "silu", "gelu", "gelu_tanh", "elu", "elu_0.3", "elu_1.7"]
+IDS = ["hard_swish", "hard_sigmoid", "hard_sigmoid_0.2", "silu", "gelu", "gelu_tanh", "elu", "elu_0.3", "elu_1.7"]
 
 
 def fx16(op: str, attrs: dict, s_in: int, s_out: int, q=EVERY_INPUT) -> np.ndarray:
@@ -50,8 +58,12 @@ def test_every_input_within_the_stated_bound(op, attrs, gate, s_in):
         got = fx16(op, attrs, s_in, s_out) * step
         wanted = np.clip(truth, -32768 * step, 32767 * step)  # saturation aside
         slack = 1e-9 * step  # the float64 oracle's own rounding
-        if gate is None:  # hard_swish: correctly rounded
+        if op == "hard_swish":  # correctly rounded
             bound = 0.5 * step
+        elif op == "hard_sigmoid":
+            alpha_q, beta_q, a = hard_sigmoid_parameters(attrs, s_in)
+            bound = (0.5 * step + np.abs(x) * abs(attrs["alpha"] - alpha_q * 2.0**-a)
+                     + abs(attrs["beta"] - beta_q * 2.0 ** -(s_in + a)))
         elif op == "elu":
             alpha = float(attrs["alpha"])
             alpha_q, a = alpha_parameters(alpha)
@@ -67,12 +79,6 @@ def test_hard_swish_is_the_correctly_rounded_function_on_exact_halves():
     assert fx16("hard_swish", {}, 0, 3, np.array([1]))[0] == 5  # 16/3 = 5.33 steps
     assert fx16("hard_swish", {}, 1, 3, np.array([-3]))[0] == -3
     assert fx16("hard_swish", {}, 1, 2, np.array([-3]))[0] == -1
-
-
-@pytest.mark.parametrize("op, attrs", [("hard_sigmoid", {"alpha": 0.2, "beta": 0.5})])
-def test_the_functions_without_an_fx16_form_are_refused_by_name(op, attrs):
-    with pytest.raises(TypeRuleError, match="has no int16 form in the project's fixed point"):
-        OPS[op].infer([TensorType((4,), fixed(16, 10))], attrs, TensorType((4,), fixed(16, 12)))
 
 
 def test_output_scales_the_kernels_cannot_reach_are_refused_by_name():
@@ -98,7 +104,7 @@ def calibration(s_in: int, width: int) -> np.ndarray:
     return np.linspace(-peak, peak, 16 * width).reshape(16, width)
 
 
-@pytest.mark.parametrize("op, attrs, gate", FORMS[:5], ids=IDS[:5])
+@pytest.mark.parametrize("op, attrs, gate", FORMS[:7], ids=IDS[:7])
 @pytest.mark.parametrize("s_in", [4, 11])
 def test_the_host_c_equals_the_interpreter_on_every_input(op, attrs, gate, s_in, tmp_path):
     require_target("host")
@@ -120,7 +126,7 @@ def test_the_microcontrollers_compute_the_same_values(target, tmp_path):
 
     width, rng = 48, np.random.default_rng(4)
     for (op, attrs, _), name in zip(FORMS, IDS):
-        if name in ("elu_1.7",):
+        if name in ("elu_1.7", "hard_sigmoid_0.2"):
             continue
         s_in = 9
         model = network(op, attrs, width)

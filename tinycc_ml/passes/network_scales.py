@@ -29,7 +29,7 @@ from tinycc_ml.ir.types import fixed
 from tinycc_ml.passes.choose_scales import ACC_LIMIT, MIN_WEIGHT_BITS, best_scale, quantise_array
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
-LAYERS = ("conv2d", "grouped_conv2d", "depthwise_conv2d", "fully_connected")
+LAYERS = ("conv2d", "grouped_conv2d", "depthwise_conv2d", "fully_connected", "transpose_conv2d")
 KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation",
              "strided_slice", "reduce_max", "reduce_min")
 # broadcast elementwise ops (ir/ops/network/broadcast.py): a constant operand quantised here, the result's scale from

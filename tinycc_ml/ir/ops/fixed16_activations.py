@@ -1,11 +1,15 @@
-"""The project's int16 (fx16) forms of ``hard_swish``, ``silu``, ``gelu`` (both forms) and ``elu``: the input fx16
-at its power-of-two scale s, the output fx16 at a scale of its own (so, from calibration: these functions are
-unbounded above), integer arithmetic only, the same steps in the interpreter and in the portable C.
+"""The project's int16 (fx16) forms of ``hard_swish``, ``hard_sigmoid``, ``silu``, ``gelu`` (both forms) and ``elu``:
+the input fx16 at its power-of-two scale s, the output fx16 at a scale of its own (so, from calibration: most of
+these functions are unbounded above), integer arithmetic only, the same steps in the interpreter and in the
+portable C.
 
 hard_swish, exactly: x * clip(x + 3, 0, 6) / 6 is q * c / (6 * 2^2s) with c = clip(q + 3 * 2^s, 0, 6 * 2^s), so
 the output integer floor(q * c * 2^(so - 2s) / 6 + 1/2) is computed exactly (an arithmetic shift, then a floor
 division by 6, halves up): every output is the correctly rounded function, within half an output step
-(HARD_SWISH_ERROR_STEPS) of it, saturation aside.
+(HARD_SWISH_ERROR_STEPS) of it, saturation aside. hard_sigmoid, clip(alpha x + beta, 0, 1): alpha an int16 at
+2^A, beta an int32 at 2^(s + A) (A as large as 15 bits of alpha and an int32 sum allow), the sum alpha_q q +
+beta_q clamped to [0, 2^(s + A)] and rounded once: within half an output step + |x| |alpha - alpha_q 2^-A| +
+|beta - beta_q 2^-(s + A)|.
 
 silu and gelu as x * g(x) with a gate g from 0 to 1 (silu: sigmoid(x); gelu "none": Phi(x), the normal cdf; gelu
 "tanh": (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2), each g(-t) = 1 - g(t): a table of g(t) for t = |x| in
@@ -81,7 +85,7 @@ GATES = {
                       3, 8, 1.25),
     "elu": Gate(lambda t: -np.expm1(-np.asarray(t, dtype=np.float64)), 4, 9, 2.75, symmetric=False),
 }
-FIXED16_OPS = ("hard_swish", "silu", "gelu", "elu")
+FIXED16_OPS = ("hard_swish", "hard_sigmoid", "silu", "gelu", "elu")
 
 
 def gate_name(op: str, attrs: dict) -> str:
@@ -97,6 +101,19 @@ def alpha_parameters(alpha: float) -> tuple[int, int]:
     return int(math.floor(alpha * 2.0**scale + 0.5)), scale
 
 
+def hard_sigmoid_parameters(attrs: dict, s_in: int) -> tuple[int, int, int]:
+    """(alpha_q, beta_q, A): alpha as an int16 at the largest scale A that keeps it within 15 bits, the sum's scale
+    s + A within 29 bits and beta at 2^(s + A) within 2^30 (|alpha_q q + beta_q| < 2^31: an int32)."""
+    alpha, beta = float(attrs["alpha"]), float(attrs["beta"])
+    scale = 29 - s_in
+    while scale > -40 and (abs(math.floor(alpha * 2.0**scale + 0.5)) > 32767
+                           or abs(math.floor(beta * 2.0 ** (s_in + scale) + 0.5)) >= 2**30):
+        scale -= 1
+    need(s_in + scale >= 0, f"an fx16 hard_sigmoid of alpha {alpha:g}, beta {beta:g} at input scale {s_in}: its "
+         "sum would be coarser than steps of 1")
+    return int(math.floor(alpha * 2.0**scale + 0.5)), int(math.floor(beta * 2.0 ** (s_in + scale) + 0.5)), scale
+
+
 def shifts(op: str, attrs: dict, s_in: int, s_out: int) -> tuple[int, ...]:
     """The kernel's rounding shifts, checked: hard_swish (k,) with k = 2 s - so; silu and gelu (s + 15 - so,);
     elu (s - so, A + 15 - so)."""
@@ -109,6 +126,9 @@ def shifts(op: str, attrs: dict, s_in: int, s_out: int) -> tuple[int, ...]:
     if op == "elu":
         _, a = alpha_parameters(attrs["alpha"])
         found = (s_in - s_out, a + 15 - s_out)
+    elif op == "hard_sigmoid":
+        _, _, a = hard_sigmoid_parameters(attrs, s_in)
+        found = (s_in + a - s_out,)
     else:
         found = (s_in + 15 - s_out,)
     for d in found:
@@ -125,6 +145,9 @@ def output_scale_range(op: str, attrs: dict, s_in: int) -> tuple[int, int]:
     if op == "elu":
         _, a = alpha_parameters(attrs["alpha"])
         return max(s_in - hi_d, a + 15 - hi_d), min(s_in - lo_d, a + 15 - lo_d)
+    if op == "hard_sigmoid":
+        _, _, a = hard_sigmoid_parameters(attrs, s_in)
+        return s_in + a - hi_d, s_in + a - lo_d
     return s_in + 15 - hi_d, s_in + 15 - lo_d
 
 
@@ -162,6 +185,9 @@ def fixed16(op: str, q, attrs: dict, s_in: int, s_out: int) -> np.ndarray:
         c = np.clip(q + 3 * (1 << s_in), 0, 6 * (1 << s_in))
         a = ((q * c) >> k if k >= 0 else (q * c) << -k) + 3
         return np.clip(a // 6, -32768, 32767)  # floor division: halves up
+    if op == "hard_sigmoid":
+        alpha_q, beta_q, a = hard_sigmoid_parameters(attrs, s_in)
+        return _round_shift(np.clip(alpha_q * q + beta_q, 0, 1 << (s_in + a)), found[0])
     gate = GATES[gate_name(op, attrs)]
     g15 = gate15(q, s_in, gate)
     if op == "elu":
@@ -240,6 +266,13 @@ def c_block(em, op: str, attrs: dict, x: str, out: str, s_in: int, s_out: int) -
                  "const int32_t r = v >= 0 ? v / 6 : -((INT32_C(5) - v) / 6);"]
         body.append("const int32_t y = r > INT32_C(32767) ? INT32_C(32767) "
                     ": (r < INT32_C(-32768) ? INT32_C(-32768) : r);")
+        return ["{"] + [f"    {line}" for line in body] + [f"    {out} = (int16_t)y;", "}"]
+    if op == "hard_sigmoid":
+        alpha_q, beta_q, a = hard_sigmoid_parameters(attrs, s_in)
+        top = f"INT32_C({1 << (s_in + a)})"
+        body += [f"int32_t acc = INT32_C({alpha_q}) * q + INT32_C({beta_q});",
+                 f"acc = acc < 0 ? 0 : (acc > {top} ? {top} : acc);"]
+        body += _c_round_shift("acc", found[0]) + ["const int32_t y = r;"]
         return ["{"] + [f"    {line}" for line in body] + [f"    {out} = (int16_t)y;", "}"]
     gate = GATES[gate_name(op, attrs)]
     symbol = em.add_const_array(em.sym(f"fx16_{gate_name(op, attrs)}_table"), gate.table.astype(np.uint16),
