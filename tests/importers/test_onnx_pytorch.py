@@ -471,11 +471,12 @@ def test_tensor_ops_run_bit_for_bit_in_the_simulators(target, tmp_path):
 @pytest.mark.parametrize("exporter", ["", "_ts"])
 def test_interpolate_nearest_and_bilinear_compile(exporter, tmp_path):
     """F.interpolate nearest by a scale factor, bilinear to sizes with align_corners False and True: resize_nearest
-    (each source index as onnxruntime computes it) and resize_bilinear (TFLite's coordinate modes)."""
+    (each source index as onnxruntime computes it) and resize_bilinear (TFLite's coordinate modes); in the project's
+    fixed point the copies and TFLite's integer interpolation at the input's type."""
     from tinycc_ml.errors import CompileError
 
     path = DATA / f"interpolate{exporter}.onnx"
-    check_builds(path, tmp_path, builds=("float",))
+    check_builds(path, tmp_path, builds=("float", "int16", "int8_pow2"))
     rows = np.random.default_rng(1).normal(size=(20, 72))
     with pytest.raises(CompileError, match=r"op resize_nearest has no int8 quantisation"):
         tinycc_ml.compile(path, target="host", precision="int8", calibration=rows)

@@ -31,7 +31,7 @@ from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LAYERS = ("conv2d", "grouped_conv2d", "depthwise_conv2d", "fully_connected", "transpose_conv2d")
 KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation",
-             "strided_slice", "reduce_max", "reduce_min")
+             "strided_slice", "reduce_max", "reduce_min", "resize_nearest", "resize_bilinear")
 # broadcast elementwise ops (ir/ops/network/broadcast.py): a constant operand quantised here, the result's scale from
 # calibration, never finer than its operands' (MUL: their product's)
 ELEMENTWISE = ("tensor_sub", "tensor_mul", "tensor_maximum", "tensor_minimum")
