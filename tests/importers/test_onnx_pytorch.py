@@ -280,10 +280,9 @@ def test_activation_tables_and_leaky_relu_run_bit_for_bit_in_the_simulators(targ
 # name -> (its builds, the refusal of the other precisions: (precision, options) and the message)
 LAYER_NETS = {
     "prelu": (("float", "int16", "int8_pow2"), [("int8", {}, r"op prelu has no int8 quantisation")]),
-    "conv_transpose1d": (("float", "int8"), [("int16", {}, r"op transpose_conv2d has no form in the project's fixed "
-                                                          r"point")]),
-    "conv_transpose2d": (("float", "int8"), [("int8", {"int8_dialect": "pow2"}, r"op transpose_conv2d has no form")]),
-    "softmax": (("float",), [("int16", {}, r"softmax has no fixed-point form in the project's dialect")]),
+    "conv_transpose1d": (("float", "int8", "int16", "int8_pow2"), []),
+    "conv_transpose2d": (("float", "int8", "int16", "int8_pow2"), []),
+    "softmax": (("float", "int16", "int8_pow2"), []),
     "log_softmax": (("float",), [("int8", {}, r"op log_softmax has no int8 quantisation"),
                                  ("int16", {}, r"op log_softmax has no form in the project's fixed point")]),
     "layer_norm": (("float",), [("int16", {}, r"op layer_norm has no form in the project's fixed point")]),
@@ -293,8 +292,9 @@ LAYER_NETS = {
 @pytest.mark.parametrize("exporter", ["", "_ts"])
 @pytest.mark.parametrize("name", list(LAYER_NETS))
 def test_layers_compile_where_a_form_exists_and_are_refused_by_name_elsewhere(name, exporter, tmp_path):
-    """nn.PReLU (float, int16, pow2 int8), ConvTranspose1d/2d (float, TFLite's int8), Softmax, LogSoftmax and
-    LayerNorm (float): held to onnxruntime; every other precision refused with the node's op named."""
+    """nn.PReLU (float, int16, pow2 int8), ConvTranspose1d/2d (float, TFLite's int8, int16, pow2 int8), Softmax
+    (float, int16, pow2 int8), LogSoftmax and LayerNorm (float): held to onnxruntime; every other precision refused
+    with the node's op named."""
     from tinycc_ml.errors import CompileError
 
     path = DATA / f"{name}{exporter}.onnx"
@@ -325,7 +325,8 @@ def test_conv_transpose_refuses_groups_and_dilations_by_name(tmp_path):
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 def test_prelu_and_conv_transpose_run_bit_for_bit_in_the_simulators(target, tmp_path):
     require_target(target)
-    for name, labels in (("prelu", ("int16", "int8_pow2")), ("conv_transpose1d", ("int8",))):
+    for name, labels in (("prelu", ("int16", "int8_pow2")), ("conv_transpose1d", ("int8", "int16", "int8_pow2")),
+                         ("softmax", ("int16", "int8_pow2"))):
         model = tinycc_ml.load_model(DATA / f"{name}.onnx")
         rows = np.random.default_rng(8).normal(size=(40, model.input_dim))
         for label in labels:

@@ -21,7 +21,7 @@ import numpy as np
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks
-from tinycc_ml.ir.ops import OPS, BoundCall, fixed16_activations
+from tinycc_ml.ir.ops import OPS, BoundCall, fixed16_activations, fixed_softmax
 from tinycc_ml.ir.ops.arith import rshift_bound
 from tinycc_ml.ir.ops.network.activations import FIXED16_FUNCTIONS, FIXED16_OWN_SCALE, FUNCTIONS, INT16_REFUSAL
 from tinycc_ml.ir.ops.pow2_arith import MAX_SHIFT
@@ -36,8 +36,7 @@ KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pa
 # calibration, never finer than its operands' (MUL: their product's)
 ELEMENTWISE = ("tensor_sub", "tensor_mul", "tensor_maximum", "tensor_minimum")
 STATE_ROUNDS = 6
-REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
-                       "(without the softmax the argmax is the same)"}
+REFUSALS: dict[str, str] = {}
 
 
 class NetworkOverflowError(CompileError):
@@ -151,6 +150,9 @@ class NetworkScales(Pass):
                                            "float, or int8")
                     scale = min(max(scale, lo), hi)
                 dtype = fixed(bits, scale)
+                bound[name] = 2 ** (bits - 1)
+            elif node.op == "softmax":  # steps of 2^-15 (fx16) or 2^-7 (fx8): ir/ops/fixed_softmax.py
+                dtype = fixed(bits, fixed_softmax.output_scale(bits))
                 bound[name] = 2 ** (bits - 1)
             elif node.op == "state":  # the scale of its next value (``state_scales``), its init quantised to it
                 dtype = fixed(bits, state_scales[name])

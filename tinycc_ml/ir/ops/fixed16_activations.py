@@ -196,9 +196,10 @@ def fixed16(op: str, q, attrs: dict, s_in: int, s_out: int) -> np.ndarray:
     return _round_shift(q * g15, found[0])
 
 
-def gate_error(gate: Gate, scales=range(0, 21)) -> float:
-    """The largest |g15 2^-15 - g(x)| over every int16 input at every input scale in ``scales``."""
-    q = np.arange(-(2**15), 2**15, dtype=np.int64)
+def gate_error(gate: Gate, scales=range(0, 21), q=None) -> float:
+    """The largest |g15 2^-15 - g(x)| over every int16 input (or the integers ``q``) at every input scale in
+    ``scales``."""
+    q = np.arange(-(2**15), 2**15, dtype=np.int64) if q is None else np.asarray(q, dtype=np.int64)
     worst = 0.0
     for s in scales:
         x = q * 2.0**-s
@@ -225,7 +226,7 @@ def _c_round_shift(p: str, d: int) -> list[str]:
             f"INT32_C(-32768) : p * (INT32_C(1) << {e}));"]
 
 
-def _c_gate(gate: Gate, s_in: int, read) -> list[str]:
+def c_gate(gate: Gate, s_in: int, read) -> list[str]:
     """C statements setting uint32 ``g15`` from int32 ``q`` (see gate15); ``read(index)`` reads the table."""
     limit = 1 << (s_in + gate.range_log2) if s_in + gate.range_log2 >= 0 else 1
     sh = gate.steps_log2 - gate.range_log2 + FRACTION_BITS - s_in
@@ -278,7 +279,7 @@ def c_block(em, op: str, attrs: dict, x: str, out: str, s_in: int, s_out: int) -
     symbol = em.add_const_array(em.sym(f"fx16_{gate_name(op, attrs)}_table"), gate.table.astype(np.uint16),
                                 "uint16_t", f"the fx16 {gate_name(op, attrs)} gate's table in 0.16, "
                                 f"{1 << gate.steps_log2} steps over [0, {1 << gate.range_log2}]")
-    body += _c_gate(gate, s_in, lambda index: f"(uint32_t){em.target.read_const(symbol, index, 'uint16_t')}")
+    body += c_gate(gate, s_in, lambda index: f"(uint32_t){em.target.read_const(symbol, index, 'uint16_t')}")
     if op == "elu":
         alpha_q, _ = alpha_parameters(attrs["alpha"])
         body += ["int32_t y;", "if (q > 0) {"]
