@@ -451,6 +451,26 @@ def test_tensor_op_refusals_name_node_op_and_value(nodes, inits, message, tmp_pa
         tinycc_ml.load_model(tmp_path / "r.onnx")
 
 
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum"])
+@pytest.mark.parametrize("axes", [[1], [2], [3], [1, 2], [2, 3], [1, 3], [1, 2, 3]], ids=str)
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_mean_and_sum_over_any_axes_compile_in_the_projects_fixed_point(op, axes, keepdims, tmp_path):
+    """A Conv2d's (1, 3, 4, 5) output reduced over any of its axes but the batch's (a mean: a sum and a product by
+    1 / count), flattened, a Gemm: int16 and pow2 int8 bit for bit with the interpreter, near onnxruntime."""
+    from onnx import helper
+
+    rng = np.random.default_rng(len(axes) + keepdims)
+    kept = int(np.prod([n for a, n in enumerate((1, 3, 4, 5)) if a not in axes]))
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node(op, ["c", "axes"], ["r"], name="reduce", keepdims=keepdims),
+             helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "Wd"], ["y"], name="dense", transB=1)]
+    save_net(tmp_path / "r.onnx", nodes, {"W": rng.normal(size=(3, 2, 3, 3)).astype(np.float32),
+                                          "axes": np.array(axes), "Wd": rng.normal(size=(3, kept)).astype(np.float32)},
+             [1, 2, 4, 5], opset=18)
+    check_builds(tmp_path / "r.onnx", tmp_path, builds=("float", "int16", "int8_pow2"))
+
+
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 def test_tensor_ops_run_bit_for_bit_in_the_simulators(target, tmp_path):
     """The shared C of SUB / MUL / MAXIMUM / MINIMUM (pow2 and TFLite's int8), slices, pads, concatenations of two
