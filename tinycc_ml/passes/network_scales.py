@@ -3,14 +3,15 @@
 From calibration rows (``ctx.options.calibration``: rows of the graph's input) the input, each layer's result
 and each ADD's result get the largest scale at which their calibrated range fits the width (``network_bits``: 16
 at precision int16, 8 at int8), nudged by ``ctx.options.scale_adjust`` (models/network_fixed.py's search); an
-ADD's result is no finer than its operands (their rounding shifts stay >= 0). Pools, copies and activations keep
-their input's type. A layer's weights get one power-of-two scale of the same width, and its bias is int32 at the
-input's scale plus the weights'. Overflow proof: the layer's int32 accumulator is bounded by its op's
-``acc_bound`` (per output channel, sum |w| times the input's largest |int|, plus |bias|); while that bound passes
-ACC_LIMIT the weights' scale is lowered, and a layer whose weights would keep fewer than MIN_WEIGHT_BITS
-significant bits is refused (NetworkOverflowError) rather than left to wrap; a pool's or mean's window sum is
-proven the same way. A layer's result is never finer than its accumulator (its shift is >= 0), nor more than 31
-bits coarser.
+ADD's result is no finer than its operands (their rounding shifts stay >= 0). Pools, copies, resizes and the
+relus keep their input's type; the smooth activations take their calibrated range (fx16 sigmoid and tanh: steps of
+2^-15), a softmax steps of 2^-15 (fx16) or 2^-7 (fx8). A layer's (transpose_conv2d's too) weights get one
+power-of-two scale of the same width, and its bias is int32 at the input's scale plus the weights'. Overflow
+proof: the layer's int32 accumulator is bounded by its op's ``acc_bound`` (per output channel, sum |w| times the
+input's largest |int|, plus |bias|); while that bound passes ACC_LIMIT the weights' scale is lowered, and a layer
+whose weights would keep fewer than MIN_WEIGHT_BITS significant bits is refused (NetworkOverflowError) rather than
+left to wrap; a pool's or mean's window sum is proven the same way. A layer's result is never finer than its
+accumulator (its shift is >= 0), nor more than 31 bits coarser.
 """
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pa
 # calibration, never finer than its operands' (MUL: their product's)
 ELEMENTWISE = ("tensor_sub", "tensor_mul", "tensor_maximum", "tensor_minimum")
 STATE_ROUNDS = 6
-REFUSALS: dict[str, str] = {}
 
 
 class NetworkOverflowError(CompileError):
@@ -178,9 +178,8 @@ class NetworkScales(Pass):
                 acc, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits, bound))
                 bound[name] = min(2 ** (bits - 1), acc)
             else:
-                why = REFUSALS.get(node.op, f"op {node.op} has no form in the project's fixed point for networks")
-                raise CompileError(f"node %{name}: {why}; compile this network at precision float, or int8 (TFLite's "
-                                   "dialect)")
+                raise CompileError(f"node %{name}: op {node.op} has no form in the project's fixed point for "
+                                   "networks; compile this network at precision float, or int8 (TFLite's dialect)")
             out.add(node.op, ins, dict(node.attrs), type=node.type.with_dtype(dtype), name=name)
         out.outputs = list(graph.outputs)
         out.analyses = graph.analyses.copy()

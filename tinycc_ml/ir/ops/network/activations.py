@@ -3,19 +3,20 @@
 (x sigmoid(x)), ``gelu`` (``approximate``: "none", the erf form, or "tanh"), as ONNX defines them.
 
 Float: the function in float64, stored as float32 (the C: float32 with <math.h>; equal within float32 rounding).
-Integer: only at 8 bits, as a table of 256 entries, one per input integer: the function of the input's real value,
+Integer at 8 bits: a table of 256 entries, one per input integer: the function of the input's real value,
 rounded to the nearest output integer (halves up) and saturated. So every output is the correctly rounded function
 of its input's value: the error is at most half an output step (plus what saturation cuts), the bound a table can
 state without any approximation argument. The table serves both 8-bit dialects: TFLite's int8 (asymmetric, the
-zero points; the quantiser gives the output the calibrated range) and the project's pow2 int8 (``fx8``). At int16
-(65,536 entries) there is no table: refused by name. The C reads the table (flash on the microcontrollers) at the
-input integer + 128.
+zero points; the quantiser gives the output the calibrated range) and the project's pow2 int8 (``fx8``). The C
+reads the table (flash on the microcontrollers) at the input integer + 128.
 
-At fx16 (the project's int16), ``logistic`` and ``tensor_tanh`` compute TFLite Micro's int16 kernels (a 256-step
-table of the sigmoid, interpolated linearly; the input rescaled by its power-of-two scale times 3 * 2^12): the
-output fx16 at scale 15 (steps of 2^-15). Their error is measured exhaustively, over all 65,536 inputs at every
-input scale from 0 to 15 (tests/ops/test_fixed16_sigmoid.py): at most FIXED16_ERROR_BOUND from the true function;
-the other functions stay 8-bit only (no int16 form: refused by name).
+At fx16 (the project's int16; a table would take 65,536 entries), ``logistic`` and ``tensor_tanh`` compute TFLite
+Micro's int16 kernels (a 256-step table of the sigmoid, interpolated linearly; the input rescaled by its
+power-of-two scale times 3 * 2^12): the output fx16 at scale 15 (steps of 2^-15). Their error is measured
+exhaustively, over all 65,536 inputs at every input scale from 0 to 15 (tests/ops/test_fixed16_sigmoid.py): at most
+FIXED16_ERROR_BOUND from the true function. ``hard_swish`` (exact), ``hard_sigmoid``, ``silu``, ``gelu`` and
+``elu`` compute ir/ops/fixed16_activations.py's forms, the output at a scale of its own, each with an error bound
+stated there and proven over every int16 input (tests/ops/test_fixed16_activations.py).
 
 ``kernel`` "tflite" (``logistic`` and ``tensor_tanh`` read from a ``.tflite`` file): TFLite Micro's kernels instead
 (``ir/ops/tflite_sigmoid.py``): at int8 its gemmlowp fixed point, again a table of the 256 inputs; at int16 (zero
