@@ -105,7 +105,7 @@ def calibration(s_in: int, width: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("op, attrs, gate", FORMS[:7], ids=IDS[:7])
-@pytest.mark.parametrize("s_in", [4, 11])
+@pytest.mark.parametrize("s_in", [4, 11, 14])  # 14: hard_swish's product in int64
 def test_the_host_c_equals_the_interpreter_on_every_input(op, attrs, gate, s_in, tmp_path):
     require_target("host")
     width = 256
@@ -125,10 +125,9 @@ def test_the_microcontrollers_compute_the_same_values(target, tmp_path):
     from tinycc_ml.codegen.backend import get_backend  # noqa: PLC0415
 
     width, rng = 48, np.random.default_rng(4)
-    for (op, attrs, _), name in zip(FORMS, IDS):
-        if name in ("elu_1.7", "hard_sigmoid_0.2"):
-            continue
-        s_in = 9
+    cases = [(op, attrs, name, 9) for (op, attrs, _), name in zip(FORMS, IDS)
+             if name not in ("elu_1.7", "hard_sigmoid_0.2")] + [("hard_swish", {}, "hard_swish_int64", 14)]
+    for op, attrs, name, s_in in cases:
         model = network(op, attrs, width)
         folder = tmp_path / name
         result = tinycc_ml.compile(model, target=target, precision="int16", calibration=calibration(s_in, width),
