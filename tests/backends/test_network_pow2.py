@@ -343,27 +343,43 @@ def test_sensor_cnn_on_arm_runs_its_layer_kernels_bit_for_bit(target, core, sens
         np.testing.assert_array_equal(run.scores, want)
 
 
-def test_a_softmax_is_refused_in_the_projects_fixed_point_by_name():
+@pytest.mark.parametrize("precision", sorted(POW2))
+def test_a_softmax_compiles_in_the_projects_fixed_point(precision, tmp_path):
+    """Its C equal to the fixed-point interpreter; its probabilities within the stated bound of the softmax of the
+    fixed-point logits (ir/ops/fixed_softmax.py), and near the float network's."""
+    from tinycc_ml.ir.ops import fixed_softmax  # noqa: PLC0415
+
     g = Graph("soft")
     x = g.add("input", [], {"name": "x"}, type=TensorType((1, 4), F32, "NC"), name="x")
-    w = g.add("const", [], {"value": np.eye(4, dtype=np.float32)}, type=TensorType((4, 4), F32, "OI"))
+    w = g.add("const", [], {"value": np.eye(4, dtype=np.float32) * 2}, type=TensorType((4, 4), F32, "OI"))
     b = g.add("const", [], {"value": np.zeros(4, np.float32)}, type=TensorType((4,), F32))
     dense = g.add("fully_connected", [x, w, b], {"activation": "none"}, name="dense")
     g.set_output("scores", g.add("softmax", [dense], {"beta": 1.0}, name="probabilities"))
-    rows = np.random.default_rng(0).normal(size=(20, 4))
-    with pytest.raises(CompileError, match=r"node %probabilities: softmax has no fixed-point form .* export the "
-                                           r"network's logits"):
-        tinycc_ml.compile(NetworkModel(g, "soft"), precision="int16", calibration=rows)
-    result = tinycc_ml.compile(NetworkModel(g, "soft"), precision="float")  # float C has it
-    scores, _ = result.load().run_raw(rows.astype(np.float32))
-    np.testing.assert_allclose(scores, run_float(g, rows.reshape(20, 1, 4))["scores"].reshape(20, 4), rtol=1e-5,
-                               atol=1e-6)
+    rows = np.random.default_rng(0).normal(size=(40, 4))
+    result = tinycc_ml.compile(NetworkModel(g, "soft"), precision=precision, calibration=rows, out_dir=tmp_path,
+                               **POW2[precision])
+    Xq = quantise_rows(result.graph, rows)
+    scores, _ = result.load().run_raw(Xq)
+    fixed_values = run_fixed(result.graph, Xq)
+    np.testing.assert_array_equal(scores, fixed_values["scores"])
+    logits_graph = result.graph.copy()
+    (soft,) = [n for n in logits_graph.order() if logits_graph.op(n) == "softmax"]
+    logits_graph.outputs = [("logits", logits_graph.node(soft).inputs[0])]
+    logits = run_fixed(logits_graph, Xq)["logits"].reshape(40, 4) * 2.0**-logits_graph.type(
+        logits_graph.node(soft).inputs[0]).dtype.scale
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    bits = 16 if precision == "int16" else 8
+    got = scores * 2.0**-fixed_softmax.output_scale(bits)
+    assert np.all(np.abs(got - p) <= fixed_softmax.error_bound(p, 4, bits))
+    np.testing.assert_allclose(got, NetworkModel(g, "soft").scores(rows), atol=0.002 if bits == 16 else 0.1)
 
 
 @pytest.mark.parametrize("softmax", [True, False])
 def test_a_float_tflite_file_compiles_at_float_and_at_int16(softmax, tmp_path):
-    """Its float C within float32 rounding of tflite-micro's float outputs; without a softmax, its int16 C equal
-    to the fixed-point interpreter on every score and predicting what tflite-micro's floats do."""
+    """Its float C within float32 rounding of tflite-micro's float outputs; its int16 C (a softmax in the project's
+    fixed point: ir/ops/fixed_softmax.py) equal to the fixed-point interpreter on every score and predicting what
+    tflite-micro's floats do."""
     from tflite_micro.python.tflite_micro import runtime
 
     from tests.tflite_builder import float_model
@@ -382,10 +398,6 @@ def test_a_float_tflite_file_compiles_at_float_and_at_int16(softmax, tmp_path):
     scores, _ = tinycc_ml.compile(path, precision="float").load().run_raw(X)
     np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-6)
     calibration = rng.normal(size=(200, 128))
-    if softmax:
-        with pytest.raises(CompileError, match="softmax has no fixed-point form"):
-            tinycc_ml.compile(path, precision="int16", calibration=calibration)
-        return
     result = tinycc_ml.compile(path, precision="int16", calibration=calibration)
     Xq = quantise_rows(result.graph, X)
     scores, predictions = result.load().run_raw(Xq)

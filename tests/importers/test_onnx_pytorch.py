@@ -220,21 +220,11 @@ TABLE_ACTIVATIONS = ["sigmoid", "tanh", "hardswish", "hardsigmoid", "elu", "silu
 
 @pytest.mark.parametrize("exporter", ["", "_ts"])
 @pytest.mark.parametrize("name", TABLE_ACTIVATIONS)
-def test_activations_compile_at_every_precision_they_have_and_refuse_the_others_by_name(name, exporter, tmp_path):
+def test_activations_compile_at_every_precision(name, exporter, tmp_path):
     """Conv1d, the activation, Conv1d, mean, Linear: float, TFLite's int8 and pow2 int8 (a table of the correctly
-    rounded function); int16 for sigmoid and tanh (TFLite's int16 kernel in steps of 2^-15), the others refused
-    with the op named and the reason."""
-    from tinycc_ml.errors import CompileError
-
-    path = DATA / f"{name}{exporter}.onnx"
-    if name in ("sigmoid", "tanh"):
-        check_builds(path, tmp_path, builds=("float", "int8", "int16", "int8_pow2"))
-        return
-    check_builds(path, tmp_path, builds=("float", "int8", "int8_pow2"))
-    model = tinycc_ml.load_model(path)
-    rows = np.random.default_rng(1).normal(size=(20, model.input_dim))
-    with pytest.raises(CompileError, match=r"has no int16 form in the project's fixed point \(a table of every"):
-        tinycc_ml.compile(model, target="host", precision="int16", calibration=rows, out_dir=tmp_path / "int16")
+    rounded function); int16: sigmoid and tanh TFLite's int16 kernel in steps of 2^-15, the others
+    ir/ops/fixed16_activations.py's forms."""
+    check_builds(DATA / f"{name}{exporter}.onnx", tmp_path, builds=("float", "int8", "int16", "int8_pow2"))
 
 
 @pytest.mark.parametrize("name", ["leaky_relu", "leaky_relu_ts"])
@@ -290,10 +280,9 @@ def test_activation_tables_and_leaky_relu_run_bit_for_bit_in_the_simulators(targ
 # name -> (its builds, the refusal of the other precisions: (precision, options) and the message)
 LAYER_NETS = {
     "prelu": (("float", "int16", "int8_pow2"), [("int8", {}, r"op prelu has no int8 quantisation")]),
-    "conv_transpose1d": (("float", "int8"), [("int16", {}, r"op transpose_conv2d has no form in the project's fixed "
-                                                          r"point")]),
-    "conv_transpose2d": (("float", "int8"), [("int8", {"int8_dialect": "pow2"}, r"op transpose_conv2d has no form")]),
-    "softmax": (("float",), [("int16", {}, r"softmax has no fixed-point form in the project's dialect")]),
+    "conv_transpose1d": (("float", "int8", "int16", "int8_pow2"), []),
+    "conv_transpose2d": (("float", "int8", "int16", "int8_pow2"), []),
+    "softmax": (("float", "int16", "int8_pow2"), []),
     "log_softmax": (("float",), [("int8", {}, r"op log_softmax has no int8 quantisation"),
                                  ("int16", {}, r"op log_softmax has no form in the project's fixed point")]),
     "layer_norm": (("float",), [("int16", {}, r"op layer_norm has no form in the project's fixed point")]),
@@ -303,8 +292,9 @@ LAYER_NETS = {
 @pytest.mark.parametrize("exporter", ["", "_ts"])
 @pytest.mark.parametrize("name", list(LAYER_NETS))
 def test_layers_compile_where_a_form_exists_and_are_refused_by_name_elsewhere(name, exporter, tmp_path):
-    """nn.PReLU (float, int16, pow2 int8), ConvTranspose1d/2d (float, TFLite's int8), Softmax, LogSoftmax and
-    LayerNorm (float): held to onnxruntime; every other precision refused with the node's op named."""
+    """nn.PReLU (float, int16, pow2 int8), ConvTranspose1d/2d (float, TFLite's int8, int16, pow2 int8), Softmax
+    (float, int16, pow2 int8), LogSoftmax and LayerNorm (float): held to onnxruntime; every other precision refused
+    with the node's op named."""
     from tinycc_ml.errors import CompileError
 
     path = DATA / f"{name}{exporter}.onnx"
@@ -335,7 +325,8 @@ def test_conv_transpose_refuses_groups_and_dilations_by_name(tmp_path):
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 def test_prelu_and_conv_transpose_run_bit_for_bit_in_the_simulators(target, tmp_path):
     require_target(target)
-    for name, labels in (("prelu", ("int16", "int8_pow2")), ("conv_transpose1d", ("int8",))):
+    for name, labels in (("prelu", ("int16", "int8_pow2")), ("conv_transpose1d", ("int8", "int16", "int8_pow2")),
+                         ("softmax", ("int16", "int8_pow2"))):
         model = tinycc_ml.load_model(DATA / f"{name}.onnx")
         rows = np.random.default_rng(8).normal(size=(40, model.input_dim))
         for label in labels:
@@ -460,6 +451,26 @@ def test_tensor_op_refusals_name_node_op_and_value(nodes, inits, message, tmp_pa
         tinycc_ml.load_model(tmp_path / "r.onnx")
 
 
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum"])
+@pytest.mark.parametrize("axes", [[1], [2], [3], [1, 2], [2, 3], [1, 3], [1, 2, 3]], ids=str)
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_mean_and_sum_over_any_axes_compile_in_the_projects_fixed_point(op, axes, keepdims, tmp_path):
+    """A Conv2d's (1, 3, 4, 5) output reduced over any of its axes but the batch's (a mean: a sum and a product by
+    1 / count), flattened, a Gemm: int16 and pow2 int8 bit for bit with the interpreter, near onnxruntime."""
+    from onnx import helper
+
+    rng = np.random.default_rng(len(axes) + keepdims)
+    kept = int(np.prod([n for a, n in enumerate((1, 3, 4, 5)) if a not in axes]))
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node(op, ["c", "axes"], ["r"], name="reduce", keepdims=keepdims),
+             helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "Wd"], ["y"], name="dense", transB=1)]
+    save_net(tmp_path / "r.onnx", nodes, {"W": rng.normal(size=(3, 2, 3, 3)).astype(np.float32),
+                                          "axes": np.array(axes), "Wd": rng.normal(size=(3, kept)).astype(np.float32)},
+             [1, 2, 4, 5], opset=18)
+    check_builds(tmp_path / "r.onnx", tmp_path, builds=("float", "int16", "int8_pow2"))
+
+
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 def test_tensor_ops_run_bit_for_bit_in_the_simulators(target, tmp_path):
     """The shared C of SUB / MUL / MAXIMUM / MINIMUM (pow2 and TFLite's int8), slices, pads, concatenations of two
@@ -481,11 +492,12 @@ def test_tensor_ops_run_bit_for_bit_in_the_simulators(target, tmp_path):
 @pytest.mark.parametrize("exporter", ["", "_ts"])
 def test_interpolate_nearest_and_bilinear_compile(exporter, tmp_path):
     """F.interpolate nearest by a scale factor, bilinear to sizes with align_corners False and True: resize_nearest
-    (each source index as onnxruntime computes it) and resize_bilinear (TFLite's coordinate modes)."""
+    (each source index as onnxruntime computes it) and resize_bilinear (TFLite's coordinate modes); in the project's
+    fixed point the copies and TFLite's integer interpolation at the input's type."""
     from tinycc_ml.errors import CompileError
 
     path = DATA / f"interpolate{exporter}.onnx"
-    check_builds(path, tmp_path, builds=("float",))
+    check_builds(path, tmp_path, builds=("float", "int16", "int8_pow2"))
     rows = np.random.default_rng(1).normal(size=(20, 72))
     with pytest.raises(CompileError, match=r"op resize_nearest has no int8 quantisation"):
         tinycc_ml.compile(path, target="host", precision="int8", calibration=rows)

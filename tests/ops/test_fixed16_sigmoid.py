@@ -1,6 +1,6 @@
 """The project's fx16 sigmoid and tanh (ir/ops/network/activations.py: TFLite Micro's int16 kernels on power-of-two
 scales): the error bound the docs state, measured over every one of the 65,536 inputs at each input scale, and the
-output's type rule."""
+output's type rule (the other functions' fx16 forms: tests/ops/test_fixed16_activations.py)."""
 
 from __future__ import annotations
 
@@ -35,10 +35,3 @@ def test_the_output_is_fx16_in_steps_of_two_to_the_minus_15(op):
     with pytest.raises(TypeRuleError, match=r"writes steps of 2\^-15"):
         OPS[op].infer([TensorType((4,), fixed(16, 10))], {}, TensorType((4,), fixed(16, 14)))
     assert OPS[op].infer([TensorType((4,), fixed(16, 10))], {}, TensorType((4,), fixed(16, 15))).dtype == fixed(16, 15)
-
-
-@pytest.mark.parametrize("op", ["gelu", "silu", "elu", "hard_swish"])
-def test_the_other_functions_refuse_int16_by_name(op):
-    attrs = {"approximate": "none"} if op == "gelu" else {"alpha": 1.0} if op == "elu" else {}
-    with pytest.raises(TypeRuleError, match="has no int16 form in the project's fixed point"):
-        OPS[op].infer([TensorType((4,), fixed(16, 10))], attrs, TensorType((4,), fixed(16, 15)))

@@ -20,6 +20,7 @@ import numpy as np
 from tinycc_ml.codegen.emitter import C_CODE, CEmitter, ctype_of
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Node
+from tinycc_ml.ir.ops import fixed_softmax
 from tinycc_ml.ir.ops.c_primitives import (  # noqa: F401  (re-exported: the targets' kernels use them)
     accumulator,
     c_helper,
@@ -476,6 +477,8 @@ def softmax(em: CEmitter, node: Node) -> list[str]:
     (x_name,) = node.inputs
     require_computed(em, node, x_name)
     x = em.graph.type(x_name)
+    if x.dtype.is_fixed:  # the project's fixed point
+        return fixed_softmax.c_softmax(em, node)
     if x.dtype.bits == 16:
         return softmax_int16(em, node)
     depth = x.shape[-1]

@@ -3,14 +3,15 @@
 From calibration rows (``ctx.options.calibration``: rows of the graph's input) the input, each layer's result
 and each ADD's result get the largest scale at which their calibrated range fits the width (``network_bits``: 16
 at precision int16, 8 at int8), nudged by ``ctx.options.scale_adjust`` (models/network_fixed.py's search); an
-ADD's result is no finer than its operands (their rounding shifts stay >= 0). Pools, copies and activations keep
-their input's type. A layer's weights get one power-of-two scale of the same width, and its bias is int32 at the
-input's scale plus the weights'. Overflow proof: the layer's int32 accumulator is bounded by its op's
-``acc_bound`` (per output channel, sum |w| times the input's largest |int|, plus |bias|); while that bound passes
-ACC_LIMIT the weights' scale is lowered, and a layer whose weights would keep fewer than MIN_WEIGHT_BITS
-significant bits is refused (NetworkOverflowError) rather than left to wrap; a pool's or mean's window sum is
-proven the same way. A layer's result is never finer than its accumulator (its shift is >= 0), nor more than 31
-bits coarser.
+ADD's result is no finer than its operands (their rounding shifts stay >= 0). Pools, copies, resizes and the
+relus keep their input's type; the smooth activations take their calibrated range (fx16 sigmoid and tanh: steps of
+2^-15), a softmax steps of 2^-15 (fx16) or 2^-7 (fx8). A layer's (transpose_conv2d's too) weights get one
+power-of-two scale of the same width, and its bias is int32 at the input's scale plus the weights'. Overflow
+proof: the layer's int32 accumulator is bounded by its op's ``acc_bound`` (per output channel, sum |w| times the
+input's largest |int|, plus |bias|); while that bound passes ACC_LIMIT the weights' scale is lowered, and a layer
+whose weights would keep fewer than MIN_WEIGHT_BITS significant bits is refused (NetworkOverflowError) rather than
+left to wrap; a pool's or mean's window sum is proven the same way. A layer's result is never finer than its
+accumulator (its shift is >= 0), nor more than 31 bits coarser.
 """
 from __future__ import annotations
 
@@ -21,23 +22,21 @@ import numpy as np
 from tinycc_ml.errors import CompileError
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks
-from tinycc_ml.ir.ops import OPS, BoundCall
+from tinycc_ml.ir.ops import OPS, BoundCall, fixed16_activations, fixed_softmax
 from tinycc_ml.ir.ops.arith import rshift_bound
-from tinycc_ml.ir.ops.network.activations import FIXED16_FUNCTIONS, FUNCTIONS, INT16_REFUSAL
+from tinycc_ml.ir.ops.network.activations import FIXED16_FUNCTIONS, FIXED16_OWN_SCALE, FUNCTIONS, INT16_REFUSAL
 from tinycc_ml.ir.ops.pow2_arith import MAX_SHIFT
 from tinycc_ml.ir.types import fixed
 from tinycc_ml.passes.choose_scales import ACC_LIMIT, MIN_WEIGHT_BITS, best_scale, quantise_array
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
-LAYERS = ("conv2d", "grouped_conv2d", "depthwise_conv2d", "fully_connected")
+LAYERS = ("conv2d", "grouped_conv2d", "depthwise_conv2d", "fully_connected", "transpose_conv2d")
 KEEP_TYPE = ("reshape", "transpose", "max_pool2d", "average_pool2d", "mean", "pad", "relu", "relu6", "concatenation",
-             "strided_slice", "reduce_max", "reduce_min")
+             "strided_slice", "reduce_max", "reduce_min", "resize_nearest", "resize_bilinear")
 # broadcast elementwise ops (ir/ops/network/broadcast.py): a constant operand quantised here, the result's scale from
 # calibration, never finer than its operands' (MUL: their product's)
 ELEMENTWISE = ("tensor_sub", "tensor_mul", "tensor_maximum", "tensor_minimum")
 STATE_ROUNDS = 6
-REFUSALS = {"softmax": "softmax has no fixed-point form in the project's dialect: export the network's logits "
-                       "(without the softmax the argmax is the same)"}
 
 
 class NetworkOverflowError(CompileError):
@@ -136,10 +135,24 @@ class NetworkScales(Pass):
                 dtype = out.type(ins[0]).dtype
                 bound[name] = min(2 ** (bits - 1), math.ceil(max(1.0, abs(float(node.attrs["alpha"]))) *
                                                              bound[ins[0]]) + 1)
-            elif node.op in FUNCTIONS:  # a table at int8; at int16 sigmoid and tanh only, in steps of 2^-15
-                if bits != 8 and node.op not in FIXED16_FUNCTIONS:
+            elif node.op in FUNCTIONS:  # a table at int8; at int16 sigmoid and tanh in steps of 2^-15, hard_swish,
+                # silu, gelu and elu at a scale of their own (ir/ops/fixed16_activations.py)
+                if bits != 8 and node.op not in FIXED16_FUNCTIONS + FIXED16_OWN_SCALE:
                     raise CompileError(f"node %{name}: {node.op} {INT16_REFUSAL}")
-                dtype = fixed(bits, 15 if bits == 16 else best_scale(peaks[name], bits) + adjust.get(name, 0))
+                scale = best_scale(peaks[name], bits) + adjust.get(name, 0)
+                if bits == 16 and node.op in FIXED16_FUNCTIONS:
+                    scale = 15
+                elif bits == 16:
+                    lo, hi = fixed16_activations.output_scale_range(node.op, node.attrs, out.type(ins[0]).dtype.scale)
+                    if lo > hi:
+                        raise CompileError(f"node %{name}: an fx16 {node.op} needs an input scale >= 0, its input "
+                                           f"has {out.type(ins[0]).dtype.scale}; compile this network at precision "
+                                           "float, or int8")
+                    scale = min(max(scale, lo), hi)
+                dtype = fixed(bits, scale)
+                bound[name] = 2 ** (bits - 1)
+            elif node.op == "softmax":  # steps of 2^-15 (fx16) or 2^-7 (fx8): ir/ops/fixed_softmax.py
+                dtype = fixed(bits, fixed_softmax.output_scale(bits))
                 bound[name] = 2 ** (bits - 1)
             elif node.op == "state":  # the scale of its next value (``state_scales``), its init quantised to it
                 dtype = fixed(bits, state_scales[name])
@@ -165,9 +178,8 @@ class NetworkScales(Pass):
                 acc, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits, bound))
                 bound[name] = min(2 ** (bits - 1), acc)
             else:
-                why = REFUSALS.get(node.op, f"op {node.op} has no form in the project's fixed point for networks")
-                raise CompileError(f"node %{name}: {why}; compile this network at precision float, or int8 (TFLite's "
-                                   "dialect)")
+                raise CompileError(f"node %{name}: op {node.op} has no form in the project's fixed point for "
+                                   "networks; compile this network at precision float, or int8 (TFLite's dialect)")
             out.add(node.op, ins, dict(node.attrs), type=node.type.with_dtype(dtype), name=name)
         out.outputs = list(graph.outputs)
         out.analyses = graph.analyses.copy()

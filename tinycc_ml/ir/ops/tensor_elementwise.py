@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.ir.ops import fixed_softmax
 from tinycc_ml.ir.ops.arith import check32, rshift, rshift_bound, saturate
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.pow2_arith import check_shift, clamp_activation
@@ -117,8 +118,10 @@ register_op(OpDef(
 def _infer_softmax(ts, attrs, declared):
     (x,) = ts
     need(0 < float(attrs["beta"]) < float("inf"), f"beta must be positive and finite, got {attrs['beta']}")
-    need(not x.dtype.is_fixed, "softmax has no fixed-point form in the project's dialect: compile the network's "
-                               "logits (export it without the softmax: the argmax is the same), or use TFLite's int8")
+    if x.dtype.is_fixed:  # the project's fixed point (ir/ops/fixed_softmax.py)
+        result = network_result(x, declared, x.shape, x.layout)
+        fixed_softmax.check(x, result, attrs)
+        return result
     bits = x.dtype.bits if x.dtype.is_quantised else 8
     int16_out = (x.dtype.is_quantised and bits == 8 and declared is not None and declared.dtype.is_quantised
                  and declared.dtype.bits == 16)  # TFLite Micro's int8 -> int16 softmax
@@ -149,6 +152,8 @@ def _infer_softmax(ts, attrs, declared):
 
 def _fixed_softmax(call: FixedCall):
     x = call.in_types[0].dtype
+    if x.is_fixed:
+        return fixed_softmax.softmax(call.ins[0], x.scale, x.bits)
     if x.bits == 16:
         return softmax_int16(call.ins[0], float(call.attrs["beta"]), x.qscales[0])
     return softmax_int8(call.ins[0], float(call.attrs["beta"]), x.qscales[0], call.type.dtype.bits)
@@ -165,7 +170,8 @@ register_op(OpDef(
     "TFLite's SOFTMAX along the last axis, exp(beta x) normalised; quantised: TFLite's int8 algorithm "
     "(gemmlowp fixed-point exp and reciprocal), the result at scale 1/256, zero point -128 (or int16: 1/65536, "
     "-32768); int16: its table "
-    "algorithm (exp and 1 / (1 + x) by 513-entry tables), the result at scale 1/32768, zero point 0",
+    "algorithm (exp and 1 / (1 + x) by 513-entry tables), the result at scale 1/32768, zero point 0; fixed point: "
+    "exps by an interpolated table, their int32 sum, rounded quotients (ir/ops/fixed_softmax.py)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float_softmax(ins, attrs),
     fixed=_fixed_softmax,
     unsupported={"interval": NO_RANGES, "acc_bound": "its int8 form is TFLite's (no power-of-two scale choice)"}))

@@ -3,19 +3,20 @@
 (x sigmoid(x)), ``gelu`` (``approximate``: "none", the erf form, or "tanh"), as ONNX defines them.
 
 Float: the function in float64, stored as float32 (the C: float32 with <math.h>; equal within float32 rounding).
-Integer: only at 8 bits, as a table of 256 entries, one per input integer: the function of the input's real value,
+Integer at 8 bits: a table of 256 entries, one per input integer: the function of the input's real value,
 rounded to the nearest output integer (halves up) and saturated. So every output is the correctly rounded function
 of its input's value: the error is at most half an output step (plus what saturation cuts), the bound a table can
 state without any approximation argument. The table serves both 8-bit dialects: TFLite's int8 (asymmetric, the
-zero points; the quantiser gives the output the calibrated range) and the project's pow2 int8 (``fx8``). At int16
-(65,536 entries) there is no table: refused by name. The C reads the table (flash on the microcontrollers) at the
-input integer + 128.
+zero points; the quantiser gives the output the calibrated range) and the project's pow2 int8 (``fx8``). The C
+reads the table (flash on the microcontrollers) at the input integer + 128.
 
-At fx16 (the project's int16), ``logistic`` and ``tensor_tanh`` compute TFLite Micro's int16 kernels (a 256-step
-table of the sigmoid, interpolated linearly; the input rescaled by its power-of-two scale times 3 * 2^12): the
-output fx16 at scale 15 (steps of 2^-15). Their error is measured exhaustively, over all 65,536 inputs at every
-input scale from 0 to 15 (tests/ops/test_fixed16_sigmoid.py): at most FIXED16_ERROR_BOUND from the true function;
-the other functions stay 8-bit only (no int16 form: refused by name).
+At fx16 (the project's int16; a table would take 65,536 entries), ``logistic`` and ``tensor_tanh`` compute TFLite
+Micro's int16 kernels (a 256-step table of the sigmoid, interpolated linearly; the input rescaled by its
+power-of-two scale times 3 * 2^12): the output fx16 at scale 15 (steps of 2^-15). Their error is measured
+exhaustively, over all 65,536 inputs at every input scale from 0 to 15 (tests/ops/test_fixed16_sigmoid.py): at most
+FIXED16_ERROR_BOUND from the true function. ``hard_swish`` (exact), ``hard_sigmoid``, ``silu``, ``gelu`` and
+``elu`` compute ir/ops/fixed16_activations.py's forms, the output at a scale of its own, each with an error bound
+stated there and proven over every int16 input (tests/ops/test_fixed16_activations.py).
 
 ``kernel`` "tflite" (``logistic`` and ``tensor_tanh`` read from a ``.tflite`` file): TFLite Micro's kernels instead
 (``ir/ops/tflite_sigmoid.py``): at int8 its gemmlowp fixed point, again a table of the 256 inputs; at int16 (zero
@@ -29,7 +30,7 @@ import math
 
 import numpy as np
 
-from tinycc_ml.ir.ops import tflite_sigmoid
+from tinycc_ml.ir.ops import fixed16_activations, tflite_sigmoid
 from tinycc_ml.ir.ops.c_primitives import c_helper
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
@@ -69,11 +70,14 @@ FUNCTIONS = {
                         if a["approximate"] == "tanh" else "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))"),
              {"approximate": "str"}),
 }
-# the functions with an fx16 form in the project's fixed point: TFLite's int16 kernel (see the module's words)
+# the functions with an fx16 form in the project's fixed point: TFLite's int16 kernel (see the module's words),
+# their output in steps of 2^-15
 FIXED16_FUNCTIONS = ("logistic", "tensor_tanh")
 FIXED16_ERROR_BOUND = 2.0**-13  # measured: sigmoid 1.27, tanh 2.45 steps of 2^-15 at worst (4 steps allowed)
-INT16_REFUSAL = ("has no int16 form in the project's fixed point (a table of every int16 input would take 65,536 "
-                 "entries): compile the network at int8 (int8_dialect pow2 or TFLite's) or float")
+# the ones computed by ir/ops/fixed16_activations.py, their output at a scale of its own
+FIXED16_OWN_SCALE = fixed16_activations.FIXED16_OPS
+INT16_REFUSAL = ("has no int16 form in the project's fixed point: compile the network at int8 (int8_dialect pow2 "
+                 "or TFLite's) or float")
 
 
 # op -> (int8 kernel of (q, input type, output type), int16 kernel of (q, multiplier, shift) or None)
@@ -173,6 +177,9 @@ def _infer(op: str):
             need(result.dtype.is_fixed and result.dtype.bits == 16 and result.dtype.scale == 15,
                  f"an fx16 {op} writes steps of 2^-15 (fx16 at scale 15), not {result.dtype}")
             _int16_parameters(op, x.dtype, result.dtype)
+        elif x.dtype.is_fixed and x.dtype.bits == 16 and op in FIXED16_OWN_SCALE:
+            need(result.dtype.is_fixed and result.dtype.bits == 16, f"an fx16 {op} writes fx16, not {result.dtype}")
+            fixed16_activations.shifts(op, attrs, x.dtype.scale, result.dtype.scale)
         elif x.dtype.is_fixed:
             need(x.dtype.bits == 8 and result.dtype.is_fixed and result.dtype.bits == 8, f"{op} {INT16_REFUSAL}")
         elif x.dtype.is_quantised:
@@ -219,6 +226,8 @@ def _register(op: str) -> None:
 
     def fixed(call: FixedCall):
         x = call.in_types[0].dtype
+        if x.bits == 16 and x.is_fixed and op in FIXED16_OWN_SCALE:
+            return fixed16_activations.fixed16(op, call.ins[0], call.attrs, x.scale, call.type.dtype.scale)
         if x.bits == 16 and (x.is_quantised or x.is_fixed):  # TFLite's int16 kernel (fx16: the same arithmetic)
             return TFLITE_KERNELS[op][1](call.ins[0], *_int16_parameters(op, x, call.type.dtype))
         values = table(op, x, call.type.dtype, call.attrs)
@@ -236,7 +245,12 @@ def _register(op: str) -> None:
 
     def c_fixed(em, node) -> list[str]:
         (x_name,) = node.inputs
-        if em.graph.type(x_name).dtype.bits == 16:  # TFLite's int16 kernel, also the fx16 one
+        x = em.graph.type(x_name).dtype
+        if x.bits == 16 and x.is_fixed and op in FIXED16_OWN_SCALE:
+            body = fixed16_activations.c_block(em, op, node.attrs, em.at(x_name, "i"), f"{em.var(node.name)}[i]",
+                                               x.scale, node.type.dtype.scale)
+            return [f"for (long i = 0; i < {node.type.size}; ++i)"] + body
+        if x.bits == 16:  # TFLite's int16 kernel, also the fx16 sigmoid and tanh
             return _c_int16(op, em, node)
         values = table(op, em.graph.type(x_name).dtype, node.type.dtype, node.attrs)
         symbol = em.add_const_array(em.sym(f"{node.name}_table"), values.astype(np.int8), "int8_t",

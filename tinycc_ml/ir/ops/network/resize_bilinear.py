@@ -7,7 +7,10 @@ y scale, its floor (at least 0) and ceiling (at most the last row), the four pro
 int8: ResizeBilinearInteger: the scales in 10-bit fixed point (rounded integer divisions), positions at 2^-10, the
 four weighted values summed in int64 at 2^-20, rounded half away from zero by a truncating division, stored as int8
 (the integers, so the result keeps the input's quantisation). Both tables (sources and weights per output row and
-column) are computed at compile time.
+column) are computed at compile time. The project's fixed point (fx8 / fx16): the same integer kernel on the
+stored integers, the result at the input's type (a weighted mean of four integers, rounded: never out of their
+range); against the float kernel the positions' rounding to 2^-10 of a pixel (at most 2^-11 times the index's
+distance from the origin, TFLite's rounded scale) times the neighbours' difference, plus half a step.
 """
 
 from __future__ import annotations
@@ -65,12 +68,13 @@ def _infer(ts, attrs, declared):
     need(oh >= 1 and ow >= 1, f"size {attrs['size']}: two positive sizes")
     need(not (int(attrs["align_corners"]) and int(attrs["half_pixel_centers"])),
          "align_corners and half_pixel_centers exclude each other (TFLite Micro refuses both)")
-    if x.dtype.is_quantised:
-        need(x.dtype.bits == 8 and x.dtype.axis == PER_TENSOR, f"input must be per-tensor qi8, got {x.dtype}")
+    if x.dtype.is_quantised or x.dtype.is_fixed:
+        need(x.dtype.bits in ((8, 16) if x.dtype.is_fixed else (8,)) and x.dtype.axis == PER_TENSOR,
+             f"input must be per-tensor qi8, fx8 or fx16, got {x.dtype}")
         need(declared is None or declared.dtype == x.dtype,
-             f"the int8 kernel interpolates the stored integers: the result keeps {x.dtype}")
+             f"the integer kernel interpolates the stored integers: the result keeps {x.dtype}")
     else:
-        need(x.dtype.is_float, f"operand must be f32 or qi8, got {x.dtype}")
+        need(x.dtype.is_float, f"operand must be f32, qi8, fx8 or fx16, got {x.dtype}")
     return TensorType((x.shape[0], oh, ow, x.shape[3]), x.dtype, "NHWC")
 
 
@@ -91,6 +95,7 @@ def _float(values, attrs) -> np.ndarray:
 
 def _fixed(call) -> np.ndarray:
     values = np.asarray(call.ins[0], np.int64)
+    bits = call.in_types[0].dtype.bits
     rows, cols = _axes(call.in_types[0].shape, call.attrs, integer=True)
     unit = 1 << 10
     out = np.empty((*values.shape[:-3], len(rows), len(cols), values.shape[-1]), np.int64)
@@ -102,7 +107,8 @@ def _fixed(call) -> np.ndarray:
                      + values[..., y0, x1, :] * (unit - wy) * wx + values[..., y1, x1, :] * wy * wx)
             nudged = total + np.where(total > 0, 1 << 19, -(1 << 19))
             rounded = np.where(nudged >= 0, nudged >> 20, -((-nudged) >> 20))  # C's division: towards zero
-            out[..., y, x, :] = ((rounded + 128) & 0xFF) - 128  # static_cast<int8_t>
+            half = 1 << (bits - 1)
+            out[..., y, x, :] = ((rounded + half) & (2 * half - 1)) - half  # static_cast<int8_t> (int16_t)
     return out
 
 
@@ -142,7 +148,7 @@ def _c(em, node) -> list[str]:
                   f"(int64_t){at('y1', 'x0')} * wy * (1024 - wx) + (int64_t){at('y0', 'x1')} * (1024 - wy) * wx + "
                   f"(int64_t){at('y1', 'x1')} * wy * wx;",
                   "            const int64_t nudged = total + (total > 0 ? INT64_C(524288) : -INT64_C(524288));",
-                  f"            {em.var(node.name)}[to + oc] = (int8_t)(nudged / INT64_C(1048576));",
+                  f"            {em.var(node.name)}[to + oc] = (int{x.dtype.bits}_t)(nudged / INT64_C(1048576));",
                   "        }"]
     else:
         lines += [f"        const float dy = {rd(tables['rows_at'], 'oy', 'float')} - (float)y0;",
@@ -157,7 +163,7 @@ def _c(em, node) -> list[str]:
 register_op(OpDef(
     "resize_bilinear", 1, _infer, lambda xs, attrs: _float(xs[0], attrs),
     {"size": "ints", "align_corners": "int", "half_pixel_centers": "int"},
-    "TFLite's RESIZE_BILINEAR of an NHWC tensor to ``size``; int8: its 10-bit fixed-point kernel",
+    "TFLite's RESIZE_BILINEAR of an NHWC tensor to ``size``; int8, fx8, fx16: its 10-bit fixed-point kernel",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _float(ins[0], attrs),
     fixed=_fixed, c={"fixed": _c, "float": _c},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))

@@ -12,6 +12,12 @@ size is needed. Filters OHWI, per-channel int8 (axis 0); int32 bias.
 16x8 (int16 activations): TFLite Micro's int16 kernel: no zero points (it adds none: a file with one is refused),
 int64 sums whatever the bias's width (an int16 bias is widened, an int64 one read as it is), TFLite's 64-bit
 requantisation (a multiplier rounded to 16 bits), clamped to int16.
+
+The project's fixed point (fx8 / fx16, ``pow2_arith``): the same gathered sums in int32 (input at 2^sx, filter at
+2^sw, the bias fx32 at 2^(sx + sw)), shifted to the result's scale with rounding, saturated, the activation a clamp.
+Overflow proof (``acc_bound``): an output position's products all come from taps of one stride phase (ky = oy + pad
+- iy * stride: ky mod stride is fixed by oy), each tap at most once, so per output channel the largest, over the
+phases, of the sum of that phase's |w| times the input's largest |int|, plus |bias|, bounds every sum.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.ir.ops.c_primitives import float_activation, requant_params, requantised_store
-from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.convolution import NO_RANGES, layer_output_shift
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
+from tinycc_ml.ir.ops.pow2_arith import activation_bounds, check_fixed_layer, check_shift, layer_result, layer_shift
+from tinycc_ml.ir.ops.registry import BoundCall, FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     ACTIVATIONS,
     activation_range,
@@ -48,7 +55,6 @@ def _infer(ts, attrs, declared):
                                                        f"{x.shape}, {w.shape}, {b.shape}")
     need(x.shape[0] == 1, f"a batch of {x.shape[0]}: one is supported")
     need(attrs.get("activation", "none") in ACTIVATIONS, f"unknown activation {attrs.get('activation')!r}")
-    need(not x.dtype.is_fixed, "transpose_conv2d has no form in the project's fixed point yet")
     need(w.shape[3] == x.shape[3], f"the filter takes {w.shape[3]} channels, the input has {x.shape[3]}")
     need(b.shape[0] == w.shape[0], f"a bias of {b.shape[0]} for {w.shape[0]} output channels")
     need(all(int(s) >= 1 for s in attrs["stride"]) and all(int(p) >= 0 for p in attrs["pad"]),
@@ -56,7 +62,10 @@ def _infer(ts, attrs, declared):
     oh, ow = (int(v) for v in attrs["out_size"])
     result = network_result(x, declared, (1, oh, ow, w.shape[0]), "NHWC",
                             x.dtype.bits if x.dtype.is_quantised else 8)
-    if x.dtype.is_quantised:
+    if x.dtype.is_fixed:
+        check_fixed_layer(x, w, b)
+        check_shift(layer_shift(x, w, result), "output")
+    elif x.dtype.is_quantised:
         wide = x.dtype.bits == 16
         quantised_operand(x, "input", x.dtype.bits, zero_point=not wide)  # TFLite's int16 kernel adds none
         quantised_operand(result, "result", x.dtype.bits, zero_point=not wide)
@@ -99,6 +108,10 @@ def _real(x: np.ndarray, w, b, attrs) -> np.ndarray:
 
 def _fixed(call: FixedCall):
     x_t, w_t, _ = call.in_types
+    if call.type.dtype.is_fixed:
+        x = np.asarray(call.ins[0], np.int64).reshape(-1, *x_t.shape[1:])
+        acc = _sums(x, np.asarray(call.ins[1], np.int64), call.attrs) + np.asarray(call.ins[2], np.int64)
+        return layer_result(acc, call).reshape(-1, 1, *acc.shape[1:])
     out = call.type.dtype
     x = call.ins[0].reshape(-1, *x_t.shape[1:]) - x_t.dtype.zero_point
     acc = _sums(x.astype(np.int64), call.ins[1], call.attrs) + np.asarray(call.ins[2], np.int64)
@@ -142,9 +155,36 @@ def _loops(em, node, init: str, term: str, store) -> list[str]:
             "}"]
 
 
+def _acc_bound(call: BoundCall) -> tuple[int, int]:
+    """The largest |acc| (bias included) over the output, at the input's plus the filter's scale: per channel the
+    heaviest stride phase's sum of |w| times the input's largest |int|, plus |bias|."""
+    w = np.abs(np.asarray(call.consts[1], np.int64))
+    (sh, sw) = (int(v) for v in call.attrs["stride"])
+    phases = [w[:, py::sh, px::sw, :].reshape(w.shape[0], -1).sum(axis=1) for py in range(sh) for px in range(sw)]
+    heaviest = np.max(np.stack(phases), axis=0) if phases else np.zeros(w.shape[0], np.int64)
+    bias = np.abs(np.asarray(call.consts[2], np.int64))
+    return int(np.max(heaviest * int(call.bounds[0]) + bias, initial=0)), call.scales[0] + call.scales[1]
+
+
+def _c_pow2(em, node) -> list[str]:
+    x, w = em.graph.type(node.inputs[0]), em.graph.type(node.inputs[1])
+    bits = node.type.dtype.bits
+    shift = layer_shift(x, w, node.type)
+    lo, hi = activation_bounds(node.attrs.get("activation", "none"), node.type.dtype)
+
+    def store(bias: str) -> str:
+        total = f"(acc + (int32_t){bias})"
+        shifted = f"((int32_t)({total} + INT32_C({1 << (shift - 1)})) >> {shift})" if shift else total
+        return (f"(int{bits}_t)({shifted} < {lo} ? {lo} : ({shifted} > {hi} ? {hi} : {shifted}))")
+
+    return _loops(em, node, "int32_t acc = 0;", "acc += (int32_t){x} * (int32_t){w};", store)
+
+
 def _c_fixed(em, node) -> list[str]:
     x_name, w_name, _ = node.inputs
     x, w = em.graph.type(x_name), em.graph.type(w_name)
+    if x.dtype.is_fixed:
+        return _c_pow2(em, node)
     mult, shift = requant_params(em, node, w.shape[0], w)
     wide = x.dtype.bits == 16
     acc = "int64_t" if wide else "int32_t"
@@ -163,11 +203,12 @@ register_op(OpDef(
     "transpose_conv2d", 3, _infer, lambda xs, a: _real(np.asarray(xs[0]), xs[1], xs[2], a),
     {"stride": "ints", "pad": "ints", "out_size": "ints", "activation": "str?"},
     "TFLite's TRANSPOSE_CONV: each input position's products spread over a stride-spaced window of the output (NHWC, "
-    "OHWI filter, bias); quantised: TFLite Micro's int8 kernel (int32 sums, per-channel requantisation)",
+    "OHWI filter, bias); quantised: TFLite Micro's int8 kernel (int32 sums, per-channel requantisation); fixed "
+    "point: int32 sums shifted to the result's scale",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _real(ins[0], ins[1], ins[2], attrs) if batched[0] and not any(
         batched[1:]) else None,
-    fixed=_fixed, c={"fixed": _c_fixed, "float": _c_float},
-    unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
+    fixed=_fixed, c={"fixed": _c_fixed, "float": _c_float}, acc_bound=_acc_bound, output_shift=layer_output_shift,
+    unsupported={"interval": NO_RANGES}))
 
 
 def _padding(size: int, stride: int, kernel: int, same: bool) -> int:
