@@ -90,8 +90,10 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
     parts = []
     for start in range(0, len(flat), block):  # block is a multiple of per_line: lines never straddle blocks
         chunk = flat[start:start + block]
-        if ctype == "float":
-            items = [c_float(v) for v in chunk]
+        if ctype == "float":  # each distinct float32 (by its bits) formatted once: leaves repeat their values
+            bits, inverse = np.unique(np.asarray(chunk, dtype=np.float32).view(np.uint32), return_inverse=True)
+            texts = np.array([c_float(v) for v in bits.view(np.float32)], dtype=object)
+            items = texts[np.asarray(inverse).reshape(-1)].tolist()
         else:
             ints = np.asarray(chunk, dtype=np.int64)
             lo, hi = int(ints.min()), int(ints.max())
