@@ -8,10 +8,14 @@ Post-training quantisation from calibration rows, as TFLite's converter does it:
   scale = (max - min) / 255, zero point = -128 - min / scale rounded;
 - convolution filters: symmetric int8 per output channel (scale max|w| / 127, zero point 0); dense
   weights per tensor (TFLite's FULLY_CONNECTED); biases int32 at input scale x filter scale;
-- pools, reshapes, transposes, slices, pads and largest values keep their input's quantisation (TFLite requires
-  it), as do a concatenation's operands (refused by name where they differ) and MAXIMUM / MINIMUM's (a constant
-  operand takes the other's); SUB and MUL take their calibrated range, a constant operand its own asymmetric
-  int8; softmax gives TFLite's fixed 1/256, -128.
+- pools, reshapes, transposes, slices, pads, nearest-neighbour resizes and largest values keep their input's
+  quantisation (TFLite requires it), and a concatenation's operands and MAXIMUM / MINIMUM's share their result's (a
+  constant operand quantised so): as the converter does, the tensors such ops link form groups (union-find), each
+  group one quantisation covering the ranges of all its tensors, which their producers take; where a producer's
+  quantisation is fixed (the network's input, softmax's) and the group's range is not within it, a requantisation
+  (TFLite's QUANTIZE int8 -> int8) comes between it and the op of the group reading it;
+- ADD, SUB, MUL, PRELU, SUM / MEAN over axes and the activations take their calibrated range, a constant operand
+  (PRELU's slope too) its own asymmetric int8; softmax gives TFLite's fixed 1/256, -128.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ INT8_LEVELS = 255
 INT32_LIMIT = 2**31 - 1
 SOFTMAX_OUTPUT = quantised(8, 1 / 256, -128)
 KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose", "strided_slice", "pad", "reduce_max",
-                     "reduce_min", "relu6")
+                     "reduce_min", "relu6", "resize_nearest")
 # ops whose output takes the range it reaches on the calibration rows (the activations: ir/ops/network)
-CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_relu", *FUNCTIONS)
+CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_relu", "prelu", "reduce_sum",
+                     *FUNCTIONS)
 # ops comparing or copying stored integers: every operand (a constant quantised so) and the result share one
 SHARED_QUANTISATION = ("tensor_maximum", "tensor_minimum", "concatenation")
+SAME_QUANTISATION = KEEP_QUANTISATION + SHARED_QUANTISATION
 # None: one scale per tensor
 FILTER_AXIS = {"conv2d": 0, "grouped_conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None,
                "transpose_conv2d": 0}
@@ -95,41 +101,107 @@ def _quantise_constant(q: Graph, graph: Graph, name: str, dtype: DType | None = 
     return q.add("const", [], {"value": ints}, type=graph.type(name).with_dtype(dtype), name=f"{name}_q")
 
 
+class Groups:
+    """Union-find over tensors: the operands and result of an op that keeps or shares quantisation are one group."""
+
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def find(self, name: str) -> str:
+        root = name
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while name != root:  # path compression
+            self.parent[name], name = root, self.parent[name]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)  # the same root whatever the order: byte-identical output
+
+
+def fixed_dtype(graph: Graph, name: str, values: dict) -> DType | None:
+    """The quantisation a tensor's producer fixes (the network's input: its calibrated range; softmax: 1/256), None
+    for one free to take its group's."""
+    op = graph.op(name)
+    if op == "input":
+        return activation_dtype(values[name])
+    if op == "softmax":
+        return SOFTMAX_OUTPUT
+    return None
+
+
+def _holds(dtype: DType, lo: float, hi: float) -> bool:
+    """Whether an int8 quantisation represents lo..hi (to within one step: softmax's 1.0 at 255/256)."""
+    scale = dtype.qscales[0]
+    return lo >= scale * (-128 - dtype.zero_point) - scale and hi <= scale * (127 - dtype.zero_point) + scale
+
+
+def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str, DType]]:
+    """Each computed tensor's quantisation as its producer writes it, and as the ops of its group read it (they
+    differ only for a fixed producer whose group needs a wider range: requantised)."""
+    groups = Groups()
+    computed = [n for n in graph.order() if graph.op(n) != "const"]
+    for name in computed:
+        if graph.op(name) in SAME_QUANTISATION:
+            for operand in graph.node(name).inputs:
+                if graph.op(operand) != "const":
+                    groups.union(name, operand)
+    members: dict[str, list[str]] = {}
+    for name in computed:
+        members.setdefault(groups.find(name), []).append(name)
+    written, read = {}, {}
+    for names in members.values():
+        lo = min(float(np.min(values[n])) for n in names)
+        hi = max(float(np.max(values[n])) for n in names)
+        fixed = {n: d for n in names if (d := fixed_dtype(graph, n, values)) is not None}
+        distinct = set(fixed.values())
+        if len(distinct) == 1 and _holds(next(iter(distinct)), lo, hi):
+            shared = next(iter(distinct))
+        else:
+            shared = activation_dtype(np.array([lo, hi]))
+        for n in names:
+            written[n], read[n] = fixed.get(n, shared), shared
+    return written, read
+
+
+def _read_as(q: Graph, name: str, dtype: DType, requantised: dict) -> str:
+    """``name`` at ``dtype``: itself, or its requantisation (TFLite's QUANTIZE int8 -> int8; one per tensor)."""
+    if q.type(name).dtype == dtype:
+        return name
+    if name not in requantised:
+        requantised[name] = q.add("requantize", [name], {}, type=q.type(name).with_dtype(dtype),
+                                  name=f"{name}_requantised")
+    return requantised[name]
+
+
 def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
     """The int8 graph of a float network graph, its ranges from ``rows`` (n, *input shape)."""
     values = evaluate_batch(graph, np.asarray(rows, dtype=np.float64))
     q = Graph(graph.name)
     new: dict[str, str] = {}
+    written, read = group_dtypes(graph, values)
+    requantised: dict[str, str] = {}
     for name in graph.order():
         node = graph.node(name)
         if node.op == "const":
             continue  # quantised with the op that reads it
         if node.op == "input":
-            new[name] = q.add("input", [], node.attrs, type=node.type.with_dtype(activation_dtype(values[name])),
-                              name=name)
+            new[name] = q.add("input", [], node.attrs, type=node.type.with_dtype(written[name]), name=name)
             continue
         ins = [new.get(i) for i in node.inputs]
+        out = written[name]
         try:
-            computed = [q.type(i).dtype for i in ins if i is not None]
-            if node.op in SHARED_QUANTISATION:
-                if any(d != computed[0] for d in computed):
-                    raise CompileError(f"node %{name}: {node.op} compares or copies stored int8 values: its operands "
-                                       f"need one quantisation, the calibration gives {', '.join(map(str, computed))}; "
-                                       "compile this network at float or in the project's fixed point")
-                ins = [i if i is not None else _quantise_constant(q, graph, c, computed[0])
-                       for i, c in zip(ins, node.inputs)]
+            if node.op in SAME_QUANTISATION:
+                ins = [_read_as(q, i, read[name], requantised) if i is not None else
+                       _quantise_constant(q, graph, c, read[name]) for i, c in zip(ins, node.inputs)]
             elif node.op in CALIBRATED_OUTPUT:
                 ins = [i if i is not None else _quantise_constant(q, graph, c) for i, c in zip(ins, node.inputs)]
             if node.op in FILTER_AXIS:
-                new[name] = _quantise_layer(q, graph, name, ins[0], activation_dtype(values[name]))
-            elif node.op in KEEP_QUANTISATION or node.op in SHARED_QUANTISATION:
-                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(q.type(ins[0]).dtype),
-                                  name=name)
-            elif node.op in CALIBRATED_OUTPUT:
-                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(activation_dtype(values[name])),
-                                  name=name)
-            elif node.op == "softmax":
-                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(SOFTMAX_OUTPUT), name=name)
+                new[name] = _quantise_layer(q, graph, name, ins[0], out)
+            elif node.op in SAME_QUANTISATION or node.op in CALIBRATED_OUTPUT or node.op == "softmax":
+                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(out), name=name)
             else:
                 raise CompileError(f"node %{name}: op {node.op} has no int8 quantisation")
         except ValueError as exc:  # the op's type rule refuses the scales (a requantisation beyond int32's shifts)
