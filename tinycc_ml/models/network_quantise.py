@@ -20,6 +20,8 @@ Post-training quantisation from calibration rows, as TFLite's converter does it:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinycc_ml.errors import CompileError, DataError
@@ -40,6 +42,9 @@ CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_re
 # ops comparing or copying stored integers: every operand (a constant quantised so) and the result share one
 SHARED_QUANTISATION = ("tensor_maximum", "tensor_minimum", "concatenation")
 SAME_QUANTISATION = KEEP_QUANTISATION + SHARED_QUANTISATION
+# an LSTM step's state operand sharing the result's quantisation (the layer's hidden state, its cell state: one
+# variable tensor each in TFLite): lstm_hidden's h (its output is the next h), lstm_cell's c
+LSTM_STATE = {"lstm_hidden": 1, "lstm_cell": 2}
 # None: one scale per tensor
 FILTER_AXIS = {"conv2d": 0, "grouped_conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None,
                "transpose_conv2d": 0}
@@ -94,11 +99,16 @@ def _quantise_layer(q: Graph, graph: Graph, name: str, x: str, out: DType) -> st
 
 def _quantise_constant(q: Graph, graph: Graph, name: str, dtype: DType | None = None) -> str:
     """A constant operand of an elementwise op at ``dtype`` (default: asymmetric int8 covering its values)."""
+    dtype = dtype or activation_dtype(np.asarray(graph.node(name).attrs["value"], dtype=np.float64))
+    return q.add("const", [], {"value": _constant_ints(graph, name, dtype)}, type=graph.type(name).with_dtype(dtype),
+                 name=f"{name}_q")
+
+
+def _constant_ints(graph: Graph, name: str, dtype: DType) -> np.ndarray:
+    """A float constant's integers at an int8 or int16 quantisation (rounded half to even, saturated)."""
     values = np.asarray(graph.node(name).attrs["value"], dtype=np.float64)
-    dtype = dtype or activation_dtype(values)
-    scale = dtype.qscales[0]
-    ints = np.clip(np.round(values / scale) + dtype.zero_point, -128, 127).astype(np.int8)
-    return q.add("const", [], {"value": ints}, type=graph.type(name).with_dtype(dtype), name=f"{name}_q")
+    ints = np.clip(np.round(values / dtype.qscales[0]) + dtype.zero_point, *dtype.integer_range)
+    return ints.astype(np.int8 if dtype.bits == 8 else np.int16)
 
 
 class Groups:
@@ -132,6 +142,13 @@ def fixed_dtype(graph: Graph, name: str, values: dict) -> DType | None:
     return None
 
 
+def cell_dtype(lo: float, hi: float) -> DType:
+    """An LSTM's cell state as TFLite's converter quantises it: symmetric int16, the scale 2^k / 32768 of the least
+    power of two 2^k holding the calibrated values (TFLite Micro's kernel reads the cell at a power of two)."""
+    largest = max(abs(lo), abs(hi), 2.0**-8)
+    return quantised(16, 2.0 ** (math.ceil(math.log2(largest)) - 15), 0)
+
+
 def _holds(dtype: DType, lo: float, hi: float) -> bool:
     """Whether an int8 quantisation represents lo..hi (to within one step: softmax's 1.0 at 255/256)."""
     scale = dtype.qscales[0]
@@ -144,10 +161,11 @@ def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str
     groups = Groups()
     computed = [n for n in graph.order() if graph.op(n) != "const"]
     for name in computed:
-        if graph.op(name) in SAME_QUANTISATION:
-            for operand in graph.node(name).inputs:
-                if graph.op(operand) != "const":
-                    groups.union(name, operand)
+        op, operands = graph.op(name), graph.node(name).inputs
+        linked = operands if op in SAME_QUANTISATION else [operands[LSTM_STATE[op]]] if op in LSTM_STATE else []
+        for operand in linked:
+            if graph.op(operand) != "const":
+                groups.union(name, operand)
     members: dict[str, list[str]] = {}
     for name in computed:
         members.setdefault(groups.find(name), []).append(name)
@@ -157,7 +175,9 @@ def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str
         hi = max(float(np.max(values[n])) for n in names)
         fixed = {n: d for n in names if (d := fixed_dtype(graph, n, values)) is not None}
         distinct = set(fixed.values())
-        if len(distinct) == 1 and _holds(next(iter(distinct)), lo, hi):
+        if any(graph.op(n) == "lstm_cell" for n in names):  # an LSTM's cell state: int16, a power-of-two scale
+            distinct, shared = set(), cell_dtype(lo, hi)
+        elif len(distinct) == 1 and _holds(next(iter(distinct)), lo, hi):
             shared = next(iter(distinct))
         else:
             shared = activation_dtype(np.array([lo, hi]))
@@ -176,13 +196,66 @@ def _read_as(q: Graph, name: str, dtype: DType, requantised: dict) -> str:
     return requantised[name]
 
 
+def _lstm_constant(q: Graph, graph: Graph, name: str, dtype: DType, ints: np.ndarray, constants: dict) -> str:
+    if (name, dtype) not in constants:
+        constants[name, dtype] = q.add("const", [], {"value": ints}, type=graph.type(name).with_dtype(dtype),
+                                       name=name)
+    return constants[name, dtype]
+
+
+def _quantise_lstm_step(q: Graph, graph: Graph, name: str, ins: list, state_dtypes: dict, constants: dict) -> str:
+    """One step of an LSTM (lstm_cell or lstm_hidden) in TFLite's int8 LSTM: weights symmetric int8 per tensor, each
+    gate's bias int32 at input scale x its input weight's scale, the hidden state int8 (its group's quantisation,
+    the layer's output's), the cell state int16 at a power-of-two scale (``cell_dtype``)."""
+    node = graph.node(name)
+    x = ins[0]
+    states = []
+    for k in (1, 2):  # h, c: a constant initial state at the quantisation of the state it starts
+        operand = node.inputs[k]
+        states.append(ins[k] if ins[k] is not None else
+                      _lstm_constant(q, graph, operand, state_dtypes[operand], _constant_ints(graph, operand,
+                                     state_dtypes[operand]), constants))
+    gates = 3 if node.op == "lstm_cell" else 1
+    weight_names = node.inputs[3:3 + 2 * gates]
+    bias_names = node.inputs[3 + 2 * gates:]
+    weights, scales = [], []
+    for w_name in weight_names:
+        w = np.asarray(graph.node(w_name).attrs["value"], dtype=np.float64)
+        (scale,) = symmetric_scales(w, None)
+        scales.append(scale)
+        weights.append(_lstm_constant(q, graph, w_name, quantised(8, scale, 0),
+                                      np.clip(np.round(w / scale), -127, 127).astype(np.int8), constants))
+    x_scale = q.type(x).dtype.qscales[0]
+    biases = []
+    for b_name, w_scale in zip(bias_names, scales):  # the input weights' scales, in the biases' order
+        b = np.asarray(graph.node(b_name).attrs["value"], dtype=np.float64)
+        bias_scale = float(np.float32(x_scale * w_scale))
+        bq = np.round(b / bias_scale)
+        if np.any(np.abs(bq) > INT32_LIMIT):
+            raise DataError(f"node %{name}: a bias of {np.max(np.abs(b)):g} over its scale {bias_scale:g} passes "
+                            "int32; the calibration rows span too little for this network's biases")
+        biases.append(_lstm_constant(q, graph, b_name, quantised(32, bias_scale, 0), bq.astype(np.int32), constants))
+    return q.add(node.op, [x, *states, *weights, *biases], node.attrs, name=name)
+
+
 def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
     """The int8 graph of a float network graph, its ranges from ``rows`` (n, *input shape)."""
+    for name in graph.order():
+        if graph.op(name) == "state":
+            raise CompileError(f"node %{name}: op state (an input carried from call to call) has no int8 "
+                               "quantisation in TFLite's dialect: the calibration rows give it no range")
     values = evaluate_batch(graph, np.asarray(rows, dtype=np.float64))
     q = Graph(graph.name)
     new: dict[str, str] = {}
     written, read = group_dtypes(graph, values)
     requantised: dict[str, str] = {}
+    constants: dict[tuple[str, DType], str] = {}  # an LSTM's weights, quantised once for all its steps
+    state_dtypes = {}  # an LSTM's constant initial states: the quantisation of the state they start
+    for name in graph.order():
+        if graph.op(name) in LSTM_STATE:
+            state = graph.node(name).inputs[LSTM_STATE[graph.op(name)]]
+            if graph.op(state) == "const":
+                state_dtypes[state] = read[name]
     for name in graph.order():
         node = graph.node(name)
         if node.op == "const":
@@ -200,6 +273,8 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
                 ins = [i if i is not None else _quantise_constant(q, graph, c) for i, c in zip(ins, node.inputs)]
             if node.op in FILTER_AXIS:
                 new[name] = _quantise_layer(q, graph, name, ins[0], out)
+            elif node.op in LSTM_STATE:
+                new[name] = _quantise_lstm_step(q, graph, name, ins, state_dtypes, constants)
             elif node.op in SAME_QUANTISATION or node.op in CALIBRATED_OUTPUT or node.op == "softmax":
                 new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(out), name=name)
             else:
