@@ -284,7 +284,23 @@ def reduce_channels_net(path, op):
     save(path, nodes, inits, [1, 2, 10], "y", opset=18)
 
 
+def layer_norm_net(path):
+    """nn.LayerNorm between two Linear layers (ONNX's LayerNormalization over the last axis): TFLite's int8
+    decomposes it as the converter writes it (MEAN, SQUARED_DIFFERENCE, MEAN, ADD, RSQRT, SUB, MUL, MUL, ADD)."""
+    inits = [init("W1", RNG.normal(size=(8, 6))), init("b1", RNG.normal(size=8)),
+             init("gamma", RNG.uniform(0.5, 2, size=8)), init("beta", RNG.normal(size=8) / 2),
+             init("W2", RNG.normal(size=(3, 8))), init("b2", RNG.normal(size=3))]
+    nodes = [helper.make_node("Flatten", ["x"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "W1", "b1"], ["g1"], transB=1, name="dense1"),
+             helper.make_node("LayerNormalization", ["g1", "gamma", "beta"], ["n"], name="norm", axis=-1,
+                              epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "W2", "b2"], ["y"], transB=1, name="dense2")]
+    save(path, nodes, inits, [1, 6], "y", [1, 3])
+
+
 CASES = {
+    "layer_norm_decomposed": layer_norm_net,
     "concat_branches": concat_branches_net,
     "concat_input_requantised": concat_input_net,
     "concat_softmax_requantised": concat_softmax_net,

@@ -8,7 +8,7 @@ Post-training quantisation from calibration rows, as TFLite's converter does it:
   scale = (max - min) / 255, zero point = -128 - min / scale rounded;
 - convolution filters: symmetric int8 per output channel (scale max|w| / 127, zero point 0); dense
   weights per tensor (TFLite's FULLY_CONNECTED); biases int32 at input scale x filter scale;
-- pools, reshapes, transposes, slices, pads, nearest-neighbour resizes and largest values keep their input's
+- pools, reshapes, transposes, slices, pads, resizes and largest values keep their input's
   quantisation (TFLite requires it), and a concatenation's operands and MAXIMUM / MINIMUM's share their result's (a
   constant operand quantised so): as the converter does, the tensors such ops link form groups (union-find), each
   group one quantisation covering the ranges of all its tensors, which their producers take; where a producer's
@@ -35,10 +35,11 @@ INT8_LEVELS = 255
 INT32_LIMIT = 2**31 - 1
 SOFTMAX_OUTPUT = quantised(8, 1 / 256, -128)
 KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose", "strided_slice", "pad", "reduce_max",
-                     "reduce_min", "relu6", "resize_nearest")
+                     "reduce_min", "relu6", "resize_nearest", "resize_bilinear")
 # ops whose output takes the range it reaches on the calibration rows (the activations: ir/ops/network)
 CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_relu", "prelu", "reduce_sum",
-                     *FUNCTIONS)
+                     "squared_difference", *FUNCTIONS)
+QUANTISED_UNARY = ("abs", "rsqrt")  # float_unary functions TFLite Micro runs on int8 (quantised_unary)
 # ops comparing or copying stored integers: every operand (a constant quantised so) and the result share one
 SHARED_QUANTISATION = ("tensor_maximum", "tensor_minimum", "concatenation")
 SAME_QUANTISATION = KEEP_QUANTISATION + SHARED_QUANTISATION
@@ -238,8 +239,52 @@ def _quantise_lstm_step(q: Graph, graph: Graph, name: str, ins: list, state_dtyp
     return q.add(node.op, [x, *states, *weights, *biases], node.attrs, name=name)
 
 
+def _constant(graph: Graph, value, t: TensorType, name: str) -> str:
+    """A float constant of type ``t``, ``value`` broadcast to its shape."""
+    return graph.add("const", [], {"value": np.broadcast_to(np.asarray(value, np.float32), t.shape).copy()},
+                     type=TensorType(t.shape, t.dtype), name=name)
+
+
+def decompose_layer_norms(graph: Graph) -> Graph:
+    """Each layer_norm as the ops TFLite's converter writes for one, which its int8 kernels run: MEAN,
+    SQUARED_DIFFERENCE with the mean, MEAN (the variance), ADD epsilon, RSQRT, then SUB the mean, MUL by the
+    reciprocal, MUL by gamma, ADD beta (the same float arithmetic to float32 rounding; each intermediate calibrated,
+    as the converter's are)."""
+    norms = [n for n in graph.order() if graph.op(n) == "layer_norm"]
+    if not norms:
+        return graph
+    graph = graph.copy()
+    for name in norms:
+        node = graph.node(name)
+        x, gamma, beta = node.inputs
+        t = graph.type(x)
+        last = {"axes": [t.rank - 1], "keep_dims": 1, "mean": 1}
+        reduced = TensorType((*t.shape[:-1], 1), t.dtype)
+
+        mean = graph.add("reduce_sum", [x], last, type=reduced, name=f"{name}_mean")
+        squares = graph.add("squared_difference", [x, mean], {}, name=f"{name}_squares")
+        variance = graph.add("reduce_sum", [squares], last, type=reduced, name=f"{name}_variance")
+        shifted = graph.add("tensor_add", [variance, _constant(graph, node.attrs["epsilon"], reduced,
+                                                                 f"{name}_epsilon")],
+                            name=f"{name}_plus_epsilon")
+        inverse = graph.add("float_unary", [shifted], {"function": "rsqrt"}, name=f"{name}_rsqrt")
+        centred = graph.add("tensor_sub", [x, mean], {}, type=t, name=f"{name}_centred")
+        normed = graph.add("tensor_mul", [centred, inverse], {}, type=t, name=f"{name}_normed")
+        gammas = np.asarray(graph.node(gamma).attrs["value"], np.float32).reshape(-1)
+        betas = np.asarray(graph.node(beta).attrs["value"], np.float32).reshape(-1)
+        scaled = graph.add("tensor_mul", [normed, _constant(graph, gammas, TensorType((t.shape[-1],), t.dtype),
+                                                                  f"{name}_gamma")], {}, type=t,
+                           name=f"{name}_scaled")
+        out = graph.add("tensor_add", [scaled, _constant(graph, betas, t, f"{name}_beta")], {}, type=node.type,
+                        name=f"{name}_shifted")
+        graph.replace_uses(name, out)
+        graph.remove(name)
+    return graph
+
+
 def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
     """The int8 graph of a float network graph, its ranges from ``rows`` (n, *input shape)."""
+    graph = decompose_layer_norms(graph)
     for name in graph.order():
         if graph.op(name) == "state":
             raise CompileError(f"node %{name}: op state (an input carried from call to call) has no int8 "
@@ -275,6 +320,8 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
                 new[name] = _quantise_layer(q, graph, name, ins[0], out)
             elif node.op in LSTM_STATE:
                 new[name] = _quantise_lstm_step(q, graph, name, ins, state_dtypes, constants)
+            elif node.op == "float_unary" and node.attrs["function"] in QUANTISED_UNARY:
+                new[name] = q.add("quantised_unary", ins, node.attrs, type=node.type.with_dtype(out), name=name)
             elif node.op in SAME_QUANTISATION or node.op in CALIBRATED_OUTPUT or node.op == "softmax":
                 new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(out), name=name)
             else:
