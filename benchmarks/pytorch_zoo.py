@@ -121,14 +121,14 @@ def host_scores(model, label: str, data: Dataset) -> tuple[np.ndarray, object]:
     result = tinycc_ml.compile(model, target="host", precision=precision, calibration=calibration, name="net",
                                **options)
     predictor = result.load()
-    if isinstance(model, NetworkModel) and model.index_input:  # token indices: the C's int32_t rows
-        return np.asarray(predictor.run_raw(rows.astype(np.int32))[0], dtype=np.float64), result
     if label == "int8_tflite" and (isinstance(model, NetworkModel) or model.network_form is not None):
         int8 = (model if isinstance(model, NetworkModel) else model.network_form()).quantise(calibration)
-        # the C's input and scores: int8 tensors
-        raw, _ = predictor.run_raw(int8.quantise_input(rows))
+        # the C's input and scores: int8 tensors (token indices: int32_t)
+        raw, _ = predictor.run_raw(int8.quantise_input(rows).astype(np.int32 if int8.integer_input else np.int8))
         out = int8.graph.type(int8.output_parts[0][1]).dtype
         return (raw.astype(np.float64) - out.zero_point) * out.qscales[0], result
+    if isinstance(model, NetworkModel) and model.index_input:  # token indices: the C's int32_t rows
+        return np.asarray(predictor.run_raw(rows.astype(np.int32))[0], dtype=np.float64), result
     return onnx_outputs(model, predictor, rows), result
 
 

@@ -15,7 +15,11 @@ Post-training quantisation from calibration rows, as TFLite's converter does it:
   quantisation is fixed (the network's input, softmax's) and the group's range is not within it, a requantisation
   (TFLite's QUANTIZE int8 -> int8) comes between it and the op of the group reading it;
 - ADD, SUB, MUL, PRELU, SUM / MEAN over axes and the activations take their calibrated range, a constant operand
-  (PRELU's slope too) its own asymmetric int8; softmax gives TFLite's fixed 1/256, -128.
+  (PRELU's slope too) its own asymmetric int8; softmax gives TFLite's fixed 1/256, -128;
+- an Embedding (GATHER of a constant table by integer indices, the network's input left as those integers): the
+  table asymmetric int8 over its whole range, which the gathered values keep;
+- an unrolled LSTM: weights symmetric int8 per tensor, biases int32, the hidden state int8 (its output's
+  quantisation), the cell state int16 at a power-of-two scale; LayerNorm as the ops the converter writes for it.
 """
 
 from __future__ import annotations
@@ -136,10 +140,12 @@ def fixed_dtype(graph: Graph, name: str, values: dict) -> DType | None:
     """The quantisation a tensor's producer fixes (the network's input: its calibrated range; softmax: 1/256), None
     for one free to take its group's."""
     op = graph.op(name)
-    if op == "input":
-        return activation_dtype(values[name])
+    if op == "input":  # integer indices (an Embedding's) stay the integers they are
+        return graph.type(name).dtype if graph.type(name).dtype.is_integer else activation_dtype(values[name])
     if op == "softmax":
         return SOFTMAX_OUTPUT
+    if op == "gather" and graph.op(graph.node(name).inputs[0]) == "const":  # an embedding table: its whole range
+        return activation_dtype(np.asarray(graph.node(graph.node(name).inputs[0]).attrs["value"]))
     return None
 
 
@@ -178,6 +184,8 @@ def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str
         distinct = set(fixed.values())
         if any(graph.op(n) == "lstm_cell" for n in names):  # an LSTM's cell state: int16, a power-of-two scale
             distinct, shared = set(), cell_dtype(lo, hi)
+        elif any(not d.is_quantised for d in distinct):  # integer indices: no quantisation
+            (shared,) = distinct
         elif len(distinct) == 1 and _holds(next(iter(distinct)), lo, hi):
             shared = next(iter(distinct))
         else:
@@ -320,6 +328,9 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
                 new[name] = _quantise_layer(q, graph, name, ins[0], out)
             elif node.op in LSTM_STATE:
                 new[name] = _quantise_lstm_step(q, graph, name, ins, state_dtypes, constants)
+            elif node.op == "gather" and ins[0] is None and ins[1] is not None:  # the table at its own range
+                table = _quantise_constant(q, graph, node.inputs[0], out)
+                new[name] = q.add(node.op, [table, ins[1]], node.attrs, type=node.type.with_dtype(out), name=name)
             elif node.op == "float_unary" and node.attrs["function"] in QUANTISED_UNARY:
                 new[name] = q.add("quantised_unary", ins, node.attrs, type=node.type.with_dtype(out), name=name)
             elif node.op in SAME_QUANTISATION or node.op in CALIBRATED_OUTPUT or node.op == "softmax":
