@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 import tinycc_ml  # noqa: E402
 from scripts.pytorch_zoo import DATASETS, OUT, Dataset, score  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
-from tinycc_ml.errors import CompileError, TinyccError  # noqa: E402
+from tinycc_ml.errors import TinyccError  # noqa: E402
 from tinycc_ml.importers.onnx import onnx_outputs  # noqa: E402
 from tinycc_ml.models.network import NetworkModel  # noqa: E402
 
@@ -90,10 +90,8 @@ def refusal(exc: Exception) -> str:
 def build_options(model, label: str) -> tuple[str, dict]:
     """The precision and options of a build label for this model."""
     precision, options = BUILDS[label]
-    if not isinstance(model, NetworkModel):  # a dense network loads as an MLP: its int8 is the project's own
-        if label == "int8_tflite":
-            raise CompileError("an ONNX dense network loads as the MLP family, whose int8 is the project's own")
-        options = {}
+    if not isinstance(model, NetworkModel) and label != "int8_pow2":  # a dense network loads as an MLP: its
+        options = {}  # int8 dialect "pow2" is the family's own, the default TFLite's (the file read as a network)
     return precision, options
 
 
@@ -123,13 +121,14 @@ def host_scores(model, label: str, data: Dataset) -> tuple[np.ndarray, object]:
     result = tinycc_ml.compile(model, target="host", precision=precision, calibration=calibration, name="net",
                                **options)
     predictor = result.load()
-    if isinstance(model, NetworkModel) and model.index_input:  # token indices: the C's int32_t rows
-        return np.asarray(predictor.run_raw(rows.astype(np.int32))[0], dtype=np.float64), result
-    if label == "int8_tflite" and isinstance(model, NetworkModel):  # the C's input and scores: int8 tensors
-        int8 = model.quantise(calibration)
-        raw, _ = predictor.run_raw(int8.quantise_input(rows))
+    if label == "int8_tflite" and (isinstance(model, NetworkModel) or model.network_form is not None):
+        int8 = (model if isinstance(model, NetworkModel) else model.network_form()).quantise(calibration)
+        # the C's input and scores: int8 tensors (token indices: int32_t)
+        raw, _ = predictor.run_raw(int8.quantise_input(rows).astype(np.int32 if int8.integer_input else np.int8))
         out = int8.graph.type(int8.output_parts[0][1]).dtype
         return (raw.astype(np.float64) - out.zero_point) * out.qscales[0], result
+    if isinstance(model, NetworkModel) and model.index_input:  # token indices: the C's int32_t rows
+        return np.asarray(predictor.run_raw(rows.astype(np.int32))[0], dtype=np.float64), result
     return onnx_outputs(model, predictor, rows), result
 
 

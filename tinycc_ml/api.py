@@ -767,6 +767,12 @@ def _compile(model, target, out_dir, name, precision, calibration, dump_ir_after
             raise CompileError(f"{' and '.join(import_options)}: options of ONNX networks with recurrent layers (GRU, "
                                f"LSTM, RNN); {model.describe()} has none")
         model = reimport(**import_options)
+    network_form = getattr(model, "network_form", None)  # an ONNX file's dense chain, loaded as the mlp family
+    if network_form is not None and precision == "int8":
+        if options.get("int8_dialect") == "pow2":  # the mlp family's own int8: the project's power-of-two scales
+            options.pop("int8_dialect")
+        elif get_backend(target).network_ops is None:  # TFLite's int8: the chain read as a float network
+            model = network_form()
     front_end = options.pop("front_end", None)
     if front_end is not None:
         model = before_network(model, front_end)

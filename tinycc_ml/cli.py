@@ -82,9 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="float, or integer-only fixed point int16/int8 (needs calibration rows); "
                         "default: int16 when --calibration is given, else float")
     c.add_argument("--int8-dialect", default=None, choices=("tflite", "pow2"),
-                   help="a float network (ONNX, float .tflite) at --precision int8: tflite (the default: TFLite's "
-                        "int8 quantisation, zero points and 32-bit multipliers) or pow2 (the project's fixed point, "
-                        "power-of-two scales, as --precision int16 uses)")
+                   help="a float network (ONNX, dense chains too; float .tflite) at --precision int8: tflite (the "
+                        "default: TFLite's int8 quantisation, zero points and 32-bit multipliers) or pow2 (the "
+                        "project's fixed point, power-of-two scales, as --precision int16 uses)")
     c.add_argument("--recurrent", default=None, choices=("unroll", "step"),
                    help="an ONNX network's recurrent layers (GRU, LSTM, RNN): unroll (the default: the whole "
                         "sequence per call) or step (one time step per call, the states kept in static RAM between "

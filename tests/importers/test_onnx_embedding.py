@@ -57,12 +57,40 @@ def test_an_embedding_network_runs_on_the_cortex_m4_as_on_the_host(tmp_path):
     np.testing.assert_array_equal(np.asarray(run.scores).reshape(host.shape), host)
 
 
-@pytest.mark.parametrize("precision, options", [("int16", {}), ("int8", {}), ("int8", {"int8_dialect": "pow2"})])
-def test_integer_builds_of_an_embedding_network_are_refused_by_name(precision, options):
+@pytest.mark.parametrize("precision, options, what", [("int16", {}, "precision 'int16'"),
+                                                     ("int8", {"int8_dialect": "pow2"}, "int8_dialect='pow2'")])
+def test_the_projects_fixed_point_of_an_embedding_network_is_refused_by_name(precision, options, what):
     model = tinycc_ml.load_model(ZOO / "embedding_mean.onnx")
-    with pytest.raises(CompileError, match=rf"its input is integer indices \(an Embedding's\); precision "
-                                           rf"'{precision}' is not implemented .*compile it at precision float"):
+    with pytest.raises(CompileError, match=rf"its input is integer indices \(an Embedding's\); {what} is not "
+                                           r"implemented .*compile it at precision float or int8 \(TFLite's dialect\)"):
         tinycc_ml.compile(model, target="host", precision=precision, calibration=tokens(16), **options)
+
+
+@pytest.mark.parametrize("name", ["embedding_mean", "embedding_conv1d"])
+def test_tflites_int8_of_an_embedding_network_is_the_interpreter_in_c(name, tmp_path):
+    """TFLite's int8: the indices stay int32, the table int8 over its whole range (GATHER keeps it), the rest
+    calibrated: the host C equals the int8 interpreter on every byte, its labels onnxruntime's on most rows."""
+    require_target("host")
+    path = ZOO / f"{name}.onnx"
+    model = tinycc_ml.load_model(path)
+    calibration, X = tokens(64), tokens(80, seed=5)
+    result = tinycc_ml.compile(model, target="host", name="net", precision="int8", calibration=calibration,
+                               out_dir=tmp_path)
+    int8 = model.quantise(calibration)
+    g = int8.graph
+    (gather,) = [n for n in g.order() if g.op(n) == "gather"]
+    table, indices = g.node(gather).inputs
+    assert g.type(indices).dtype.is_integer and not g.type(indices).dtype.is_quantised
+    values = np.asarray(model.graph.node(model.graph.node([n for n in model.graph.order()
+                                                            if model.graph.op(n) == "gather"][0]).inputs[0])
+                        .attrs["value"])
+    dtype = g.type(table).dtype  # the whole table representable: no entry clipped
+    assert dtype.qscales[0] * (-128 - dtype.zero_point) <= values.min() + dtype.qscales[0] / 2
+    assert values.max() - dtype.qscales[0] / 2 <= dtype.qscales[0] * (127 - dtype.zero_point)
+    scores, labels = result.load().run_raw(X.astype(np.int32))
+    np.testing.assert_array_equal(scores, int8.run_int8(X.reshape(len(X), *int8.input_shape)).reshape(len(X), -1))
+    want = onnxruntime_scores(path, X)
+    assert np.mean(labels == np.argmax(want, axis=1)) >= 0.95
 
 
 def index_net(path: Path, nodes: list, shape=(1, 5), kind=None) -> None:

@@ -205,7 +205,109 @@ def pytorch_mean_net(path, batch="batch"):
     save(path, nodes, inits, [batch, 3, 16], "y", [batch, 2], opset=18)
 
 
+def concat_branches_net(path):
+    """Two convolutions of different ranges concatenated on channels (PyTorch's torch.cat), a third reading the
+    concatenation: TFLite's converter gives both operands and the result one quantisation covering all three."""
+    inits = [init("W1", RNG.normal(size=(3, 2, 3))), init("b1", RNG.normal(size=3)),
+             init("W2", RNG.normal(size=(2, 2, 3)) * 6), init("b2", RNG.normal(size=2) * 4),
+             init("W3", RNG.normal(size=(4, 5, 3)) / 3), init("b3", RNG.normal(size=4))]
+    nodes = [helper.make_node("Conv", ["x", "W1", "b1"], ["c1"], name="conv1", pads=[1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["x", "W2", "b2"], ["c2"], name="conv2", pads=[1, 1]),
+             helper.make_node("Concat", ["r1", "c2"], ["cat"], name="cat", axis=1),
+             helper.make_node("Conv", ["cat", "W3", "b3"], ["c3"], name="conv3"),
+             helper.make_node("Relu", ["c3"], ["r3"], name="relu3")]
+    tail, tail_inits = head("r3", 4)
+    save(path, nodes + tail, inits + tail_inits, [1, 2, 12], "y")
+
+
+def concat_input_net(path):
+    """The network's input concatenated with a convolution of it (a U-Net's skip, a DenseNet's block): the input's
+    quantisation is fixed (its own calibrated range), so it is requantised to the concatenation's wider one."""
+    inits = [init("W1", RNG.normal(size=(3, 2, 3)) * 3), init("b1", RNG.normal(size=3) * 3),
+             init("W3", RNG.normal(size=(4, 5, 3)) / 3), init("b3", RNG.normal(size=4))]
+    nodes = [helper.make_node("Conv", ["x", "W1", "b1"], ["c1"], name="conv1", pads=[1, 1]),
+             helper.make_node("Concat", ["x", "c1"], ["cat"], name="cat", axis=1),
+             helper.make_node("Conv", ["cat", "W3", "b3"], ["c3"], name="conv3"),
+             helper.make_node("Relu", ["c3"], ["r3"], name="relu3")]
+    tail, tail_inits = head("r3", 4)
+    save(path, nodes + tail, inits + tail_inits, [1, 2, 12], "y")
+
+
+def concat_softmax_net(path):
+    """Softmax's output (TFLite's fixed 1/256) concatenated with a dense layer's: requantised to the union."""
+    inits = [init("W1", RNG.normal(size=(3, 6))), init("b1", RNG.normal(size=3)),
+             init("W2", RNG.normal(size=(2, 6)) * 2), init("b2", RNG.normal(size=2))]
+    nodes = [helper.make_node("Flatten", ["x"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "W1", "b1"], ["g1"], transB=1, name="dense1"),
+             helper.make_node("Softmax", ["g1"], ["s"], name="softmax", axis=1),
+             helper.make_node("Gemm", ["f", "W2", "b2"], ["g2"], transB=1, name="dense2"),
+             helper.make_node("Concat", ["s", "g2"], ["y"], name="cat", axis=1)]
+    save(path, nodes, inits, [1, 6], "y", [1, 5])
+
+
+def prelu_net(path):
+    """nn.PReLU(channels) after a convolution: ONNX's PRelu with a slope of shape [C, 1]."""
+    inits = [init("W", RNG.normal(size=(4, 2, 3))), init("b", RNG.normal(size=4)),
+             init("slope", RNG.uniform(-0.5, 0.5, size=(4, 1)))]
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="conv", pads=[1, 1]),
+             helper.make_node("PRelu", ["c", "slope"], ["p"], name="prelu")]
+    tail, tail_inits = head("p", 4)
+    save(path, nodes + tail, inits + tail_inits, [1, 2, 10], "y")
+
+
+def resize_nearest_net(path):
+    """F.interpolate(scale_factor=2, mode='nearest') as torch.onnx.export writes it (Resize with scales,
+    asymmetric coordinates, floor) between two convolutions."""
+    inits = [init("W1", RNG.normal(size=(3, 2, 3, 3)) / 2), init("b1", RNG.normal(size=3)),
+             init("scales", [1, 1, 2, 2]), init("W2", RNG.normal(size=(4, 3, 3, 3)) / 3),
+             init("b2", RNG.normal(size=4))]
+    nodes = [helper.make_node("Conv", ["x", "W1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Resize", ["c1", "", "scales"], ["u"], name="upsample", mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             helper.make_node("Conv", ["u", "W2", "b2"], ["c2"], name="conv2"),
+             helper.make_node("Relu", ["c2"], ["r2"], name="relu")]
+    tail, tail_inits = head("r2", 4, spatial=2)
+    save(path, nodes + tail, inits + tail_inits, [1, 2, 4, 4], "y", opset=13)
+
+
+def reduce_channels_net(path, op):
+    """x.sum(dim=1, keepdim=True) / x.mean(dim=1, keepdim=True) over a convolution's channels (TFLite's SUM /
+    MEAN over an axis that is not a global pool's), then a dense layer."""
+    inits = [init("W", RNG.normal(size=(4, 2, 3))), init("b", RNG.normal(size=4)), init("axes", [1], np.int64),
+             init("Wd", RNG.normal(size=(3, 10))), init("bd", RNG.normal(size=3))]
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="conv", pads=[1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node(op, ["r", "axes"], ["m"], name="reduce", keepdims=1),
+             helper.make_node("Flatten", ["m"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "Wd", "bd"], ["y"], transB=1, name="dense")]
+    save(path, nodes, inits, [1, 2, 10], "y", opset=18)
+
+
+def layer_norm_net(path):
+    """nn.LayerNorm between two Linear layers (ONNX's LayerNormalization over the last axis): TFLite's int8
+    decomposes it as the converter writes it (MEAN, SQUARED_DIFFERENCE, MEAN, ADD, RSQRT, SUB, MUL, MUL, ADD)."""
+    inits = [init("W1", RNG.normal(size=(8, 6))), init("b1", RNG.normal(size=8)),
+             init("gamma", RNG.uniform(0.5, 2, size=8)), init("beta", RNG.normal(size=8) / 2),
+             init("W2", RNG.normal(size=(3, 8))), init("b2", RNG.normal(size=3))]
+    nodes = [helper.make_node("Flatten", ["x"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "W1", "b1"], ["g1"], transB=1, name="dense1"),
+             helper.make_node("LayerNormalization", ["g1", "gamma", "beta"], ["n"], name="norm", axis=-1,
+                              epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "W2", "b2"], ["y"], transB=1, name="dense2")]
+    save(path, nodes, inits, [1, 6], "y", [1, 3])
+
+
 CASES = {
+    "layer_norm_decomposed": layer_norm_net,
+    "concat_branches": concat_branches_net,
+    "concat_input_requantised": concat_input_net,
+    "concat_softmax_requantised": concat_softmax_net,
+    "prelu_per_channel": prelu_net,
+    "resize_nearest_2x": resize_nearest_net,
+    "reduce_sum_channels": lambda p: reduce_channels_net(p, "ReduceSum"),
+    "reduce_mean_channels": lambda p: reduce_channels_net(p, "ReduceMean"),
     "conv1d_same_pads": lambda p: conv_net(p, pads=[1, 1]),
     "conv1d_explicit_pads_stride": lambda p: conv_net(p, kernel=3, pads=[1, 1], strides=[2]),
     "conv2d_explicit_pads": lambda p: conv_net(p, spatial=2, size=6, kernel=3, pads=[2, 0, 1, 2]),
@@ -261,6 +363,42 @@ def test_hand_built_graph_float_int8_and_c(case, tmp_path, monkeypatch):
     Xq = int8.quantise_input(calibration)
     scores, _ = result.load().run_raw(Xq)
     np.testing.assert_array_equal(scores, int8.run_int8(Xq.reshape(48, *int8.input_shape)).reshape(48, -1))
+
+
+@pytest.mark.parametrize("case, requantised", [("concat_branches", []), ("concat_input_requantised", ["input"]),
+                                               ("concat_softmax_requantised", ["softmax"])])
+def test_a_concatenations_operands_share_one_quantisation_covering_their_ranges(case, requantised, tmp_path):
+    """As TFLite's converter quantises a concatenation: its operands and result one quantisation whose range holds
+    every operand's calibrated range; an operand whose producer fixes its own (the network's input, softmax's
+    1/256) read through a requantisation (QUANTIZE int8 -> int8) to it, the others written at it directly."""
+    rng = np.random.default_rng(3)
+    path = tmp_path / f"{case}.onnx"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "RNG", rng)
+        CASES[case](path)
+    model = tinycc_ml.load_model(path)
+    X = rng.normal(size=(64, *model.input_shape[1:])).reshape(64, -1)
+    q = model.quantise(X).graph
+    (cat,) = [n for n in q.order() if q.op(n) == "concatenation"]
+    shared = q.type(cat).dtype
+    operands = q.node(cat).inputs
+    assert all(q.type(o).dtype == shared for o in operands)
+    assert sorted(q.op(q.node(r).inputs[0]) for r in q.order() if q.op(r) == "requantize") == requantised
+    # the shared range holds each operand's float values (onnxruntime's, of the float tensors feeding the Concat)
+    import onnxruntime
+
+    proto = onnx.load(str(path))
+    feeds = [n for n in proto.graph.node if n.op_type == "Concat"][0].input
+    proto.graph.output.extend([helper.make_tensor_value_info(f, TensorProto.FLOAT, None) for f in feeds
+                               if f not in [o.name for o in proto.graph.output]])
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    rows = X.reshape(64, *model.input_shape[1:]).astype(np.float32)
+    values = np.concatenate([np.concatenate([np.ravel(session.run(feeds, {"x": r[None]})[k]) for r in rows])
+                             for k in range(len(feeds))])
+    scale, zero = shared.qscales[0], shared.zero_point
+    # (to within a step: the zero point is rounded, as the converter nudges it)
+    assert scale * (-128 - zero) - scale <= values.min() and values.max() <= scale * (127 - zero) + scale
+    assert values.max() - values.min() > 0.9 * 255 * scale  # and no wider than they need
 
 
 def test_batch_norm_is_folded_into_the_convolution(tmp_path):

@@ -212,6 +212,35 @@ def test_a_constant_initial_state_is_where_a_stepped_stream_starts_after_a_reset
         assert_float_close(predictor.run_raw(x.astype(np.float32))[0][-1], want[k])
 
 
+@pytest.mark.parametrize("name", ["lstm_classifier", "lstm_activity", "bidirectional_gru", "lstm_bidirectional_h0"])
+def test_tflite_int8_of_unrolled_layers_is_the_interpreter_in_c_and_near_onnxruntime(name, tmp_path):
+    """TFLite's int8 of an unrolled GRU / LSTM, quantised as the converter does (an LSTM: weights per tensor,
+    the hidden state int8 at its output's quantisation, the cell state int16 at a power-of-two scale; a GRU's
+    states joined by concatenation at one quantisation): the host C equals the int8 interpreter on every byte, its
+    scores onnxruntime's to within a tenth of their spread."""
+    require_target("host")
+    if name == "lstm_bidirectional_h0":
+        path = recurrent_file(tmp_path / "n.onnx", "LSTM", {"direction": "bidirectional"}, reader="mean",
+                              initial=np.random.default_rng(5).normal(size=(2, 1, 4)), steps=7)
+    else:
+        path = DATA / f"{name}.onnx"
+    model = tinycc_ml.load_model(path)
+    X = np.random.default_rng(4).normal(size=(64, model.input_dim))
+    want = onnxruntime_stream(path, X)
+    result = tinycc_ml.compile(model, target="host", precision="int8", calibration=X[:48], name="net",
+                               out_dir=tmp_path / "out")
+    int8 = model.quantise(X[:48])
+    g = int8.graph
+    for cell in [n for n in g.order() if g.op(n) == "lstm_cell"]:
+        scale = g.type(cell).dtype.qscales[0]
+        assert g.type(cell).dtype.bits == 16 and scale == 2.0 ** round(np.log2(scale))
+    Xq = int8.quantise_input(X)
+    scores, _ = result.load().run_raw(Xq)
+    np.testing.assert_array_equal(scores, int8.run_int8(Xq.reshape(len(X), *int8.input_shape)).reshape(len(X), -1))
+    got = int8.scores(X)
+    assert np.max(np.abs(got - want)) < 0.1 * (np.max(want) - np.min(want))
+
+
 def test_a_dynamic_sequence_asks_for_its_length(tmp_path):
     path = recurrent_file(tmp_path / "n.onnx", "LSTM", steps="seq")
     with pytest.raises(ModelFileError, match=r"input 'x' dimension 0 is the sequence of LSTM node 'layer', of dynamic "

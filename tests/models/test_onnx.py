@@ -86,6 +86,32 @@ def test_torch_shaped_network_agrees_with_onnx_reference(tmp_path, hidden_act):
     assert np.mean(int16.predict(X) == np.argmax(want, axis=1)) >= 0.97
 
 
+@pytest.mark.parametrize("hidden_act, final", [("Relu", "Softmax"), ("Tanh", None)])
+def test_a_dense_chain_at_int8_is_tflites_quantisation_of_the_file_read_as_a_network(tmp_path, hidden_act, final):
+    """precision int8 in the default dialect (TFLite's) of a dense chain: the file read as a float network and
+    quantised as TFLite's converter does, its C equal to that int8 network's interpreter on every byte and its
+    labels onnx.reference's on most rows; int8_dialect="pow2" keeps the mlp family's own int8."""
+    from tinycc_ml.models.network import NetworkModel
+
+    require_target("host")
+    proto = torch_like(tmp_path / "net.onnx", hidden_act, final=final)
+    X = RNG.normal(size=(300, D))
+    labels = np.argmax(reference(proto, X), axis=1)
+    result = tinycc_ml.compile(tmp_path / "net.onnx", precision="int8", calibration=X[:200], name="net")
+    assert result.report["quantised_from_float"] and result.report["model"].startswith("network net.onnx")
+    network = tinycc_ml.load_model(tmp_path / "net.onnx").network_form()
+    assert isinstance(network, NetworkModel)
+    int8 = network.quantise(X[:200])
+    Xq = int8.quantise_input(X)
+    scores, predictions = result.load().run_raw(Xq)
+    np.testing.assert_array_equal(scores, int8.run_int8(Xq.reshape(len(X), *int8.input_shape)).reshape(len(X), -1))
+    assert np.mean(predictions == labels) >= 0.95  # int8 steps of the scores (softmax's 1/256 ties: the first)
+    pow2 = tinycc_ml.compile(tmp_path / "net.onnx", precision="int8", int8_dialect="pow2", calibration=X[:200],
+                             name="net")
+    assert pow2.report["model"].startswith("mlp") and "quantised_from_float" not in pow2.report
+    assert np.mean(pow2.load().predict(X) == labels) >= 0.95
+
+
 def test_keras_shaped_binary_network_and_the_command_line(tmp_path, capsys):
     require_target("host")
     proto = keras_like(tmp_path / "k.onnx")

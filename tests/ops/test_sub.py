@@ -10,6 +10,7 @@ import tinycc_ml
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, assert_float_equal, assert_int8_equal, binary_model, random_rows
 from tests.tflite_builder import ACTIVATIONS
+from tests.tflite_models import TfliteBuilder
 from tinycc_ml.errors import ModelFileError
 
 
@@ -29,6 +30,22 @@ def host():
 def test_int8_equals_tflite_micro_on_every_byte(a_shape, b_shape, activation, tmp_path):
     data = sub(a_shape, b_shape, a_shape, activation, a_q=(0.05, -3), b_q=(0.02, 9), out_q=(0.06, 4))
     assert_int8_equal(data, random_rows(np.random.default_rng(0), 20, int(np.prod(a_shape))), a_shape, tmp_path)
+
+
+@pytest.mark.parametrize("code", [OPS.SUB, OPS.MUL, OPS.MAXIMUM])
+def test_a_constant_of_more_axes_than_the_input_equals_tflite_micro(code, tmp_path):
+    """x [1, 7] less (times, the larger of it and) a constant [1, 1, 7], reshaped to [7, 1] after (a GRU's step, as
+    the ONNX reader writes it): the result has the constant's rank; the interpreter aligns the rows' axis before
+    broadcasting (it was broadcast against the constant's first axis: the reshape after it failed)."""
+    b = TfliteBuilder()
+    q = {"scale": 0.05, "zero_point": -3}
+    x = b.tensor((1, 7), "int8", name="x", **q)
+    y = b.tensor((1, 1, 7), "int8", data=np.random.default_rng(3).integers(-128, 128, size=(1, 1, 7)), name="y", **q)
+    z = b.tensor((1, 1, 7), "int8", name="z", **q)
+    r = b.tensor((7, 1), "int8", name="r", **q)
+    b.op(code, [x, y], [z])
+    b.op(OPS.RESHAPE, [z], [r])
+    assert_int8_equal(b.finish([x], [r]), random_rows(np.random.default_rng(2), 20, 7), (1, 7), tmp_path)
 
 
 @pytest.mark.parametrize("seed", range(4))

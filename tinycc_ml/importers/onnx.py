@@ -7,10 +7,11 @@ Read with the ``onnx`` package (optional extra: ``pip install tinycc-ml[onnx]``)
     after each layer any sequence of Relu / Tanh / Sigmoid (layers may differ), and at the end
     optionally Softmax (classes)
 
-becomes an ``MLPModel`` (per layer its chain of activations). A last Sigmoid makes the output logistic
-(binary: one output; multilabel: several; the scores are what it is applied to, the file's output the
-probabilities: ``onnx_outputs`` gives it from a build, as onnxruntime does, whatever the family); without a final
-Softmax or Sigmoid two or more outputs are class scores (argmax; probabilities: their softmax), one
+becomes an ``MLPModel`` (per layer its chain of activations; its TFLite int8 build, ``compile``'s precision
+"int8" in the default dialect, reads the file again as a float network: ``network_form``). A last Sigmoid makes
+the output logistic (binary: one output; multilabel: several; the scores are what it is applied to, the file's
+output the probabilities: ``onnx_outputs`` gives it from a build, as onnxruntime does, whatever the family); without
+a final Softmax or Sigmoid two or more outputs are class scores (argmax; probabilities: their softmax), one
 output is a regression value. Any other graph (convolutions, pools, a channels-first input, ...) is
 read by ``onnx_network`` as a float network (a NetworkModel, quantised to int8 by ``compile`` from
 calibration rows). Weights may be stored as external data next to the file (PyTorch's default export;
@@ -45,10 +46,12 @@ ONNX_DOMAINS = ("", "ai.onnx")  # the standard operator set; a custom domain's "
 RECURRENT_FORMS = ("unroll", "step")  # a recurrent layer's sequence per call, or one time step per call
 
 
-def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = None) -> MLPModel | NetworkModel:
+def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = None,
+              as_network: bool = False) -> MLPModel | NetworkModel:
     """``recurrent``: "unroll" (a recurrent layer's whole sequence per call) or "step" (one time step per call, the
     states in static RAM between calls); ``sequence_length``: the sequence's length where the file leaves it
-    dynamic (unrolled builds)."""
+    dynamic (unrolled builds); ``as_network``: a dense chain read as a float network too (its TFLite int8 build:
+    the MLPModel's ``network_form``)."""
     path = Path(path)
     if recurrent not in RECURRENT_FORMS:
         raise CompileError(f"recurrent={recurrent!r} is not one of {', '.join(RECURRENT_FORMS)}")
@@ -120,7 +123,7 @@ def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = Non
     states = [(i.name, state_shape(path, i, batch)) for i in inputs[1:]]
     dense = all(node.op_type in SUPPORTED_OPS for node in graph.node) and \
         inputs[0].type.tensor_type.elem_type == FLOAT32_TYPE
-    if not dense or states or (len(shape) > 1 and any(s != 1 for s in shape[:-1])):
+    if not dense or states or as_network or (len(shape) > 1 and any(s != 1 for s in shape[:-1])):
         opset = next((o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS), None)
         network = network_graph(path, graph, weights, inputs[0].name, shape if axis == 0 else [1, *shape[1:]], opset,
                                 tuple(states), axis, stepped, file_steps,
@@ -133,7 +136,9 @@ def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = Non
     if not shape:
         raise ModelFileError(f"{path}: input {inputs[0].name!r} is a scalar; expected one vector "
                              "([features] or [1, features])")
-    return _chain(path, graph, weights, inputs[0].name, shape[-1], len(shape))
+    model = _chain(path, graph, weights, inputs[0].name, shape[-1], len(shape))
+    model.network_form = functools.partial(load_onnx, path, as_network=True)  # compile's TFLite int8 of it
+    return model
 
 
 def state_shape(path: Path, value, batch: str | None) -> list[int]:

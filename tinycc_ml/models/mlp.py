@@ -77,6 +77,8 @@ class MLPModel(Model):
     # the activation the source file applies to the scores last ("Softmax", "Sigmoid": an ONNX file's output is then
     # the probabilities, importers/onnx.onnx_outputs), None: the file outputs the scores
     file_applies: str | None = None
+    # an ONNX file's chain read again as a float network (importers/onnx.py): its build in TFLite's int8 dialect
+    network_form = None
 
     def __init__(self, weights, biases, activation="relu", output: str = "softmax", mean=None, std=None,
                  source: str = "MLP model"):

@@ -128,6 +128,9 @@ class NetworkModel(Model):
         """Why a float network that keeps state (recurrent layers, or inputs carried from call to call) has no
         build at this precision; None for any other network. The project's fixed point (int16, pow2 int8) gives a
         state its next value's scale (passes/network_scales.py); TFLite's int8 has no such quantisation."""
+        if self.index_input and precision == "int8" and dialect == "pow2":
+            return (f"{self.describe()}: its input is integer indices (an Embedding's); int8_dialect='pow2' is not "
+                    "implemented for such a network: compile it at precision float or int8 (TFLite's dialect)")
         states = [n for n, _ in self.graph.states()]
         if self.is_quantised or precision == "float" or not states or precision == "int16" or dialect == "pow2":
             return None
@@ -236,9 +239,10 @@ class NetworkModel(Model):
                 "retrained and exported again) would fit, or a target with more flash")
 
     def check_precision(self, precision: str) -> None:
-        if self.index_input and precision != "float":
+        if self.index_input and precision not in ("float", "int8"):
             raise CompileError(f"{self.describe()}: its input is integer indices (an Embedding's); precision "
-                               f"{precision!r} is not implemented for such a network: compile it at precision float")
+                               f"{precision!r} is not implemented for such a network: compile it at precision float "
+                               "or int8 (TFLite's dialect)")
         if not self.is_quantised:
             if precision not in FLOAT_NETWORK_PRECISIONS:
                 raise CompileError(f"{self.describe()}: a float network compiles at precision "

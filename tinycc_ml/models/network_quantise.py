@@ -8,13 +8,23 @@ Post-training quantisation from calibration rows, as TFLite's converter does it:
   scale = (max - min) / 255, zero point = -128 - min / scale rounded;
 - convolution filters: symmetric int8 per output channel (scale max|w| / 127, zero point 0); dense
   weights per tensor (TFLite's FULLY_CONNECTED); biases int32 at input scale x filter scale;
-- pools, reshapes, transposes, slices, pads and largest values keep their input's quantisation (TFLite requires
-  it), as do a concatenation's operands (refused by name where they differ) and MAXIMUM / MINIMUM's (a constant
-  operand takes the other's); SUB and MUL take their calibrated range, a constant operand its own asymmetric
-  int8; softmax gives TFLite's fixed 1/256, -128.
+- pools, reshapes, transposes, slices, pads, resizes and largest values keep their input's
+  quantisation (TFLite requires it), and a concatenation's operands and MAXIMUM / MINIMUM's share their result's (a
+  constant operand quantised so): as the converter does, the tensors such ops link form groups (union-find), each
+  group one quantisation covering the ranges of all its tensors, which their producers take; where a producer's
+  quantisation is fixed (the network's input, softmax's) and the group's range is not within it, a requantisation
+  (TFLite's QUANTIZE int8 -> int8) comes between it and the op of the group reading it;
+- ADD, SUB, MUL, PRELU, SUM / MEAN over axes and the activations take their calibrated range, a constant operand
+  (PRELU's slope too) its own asymmetric int8; softmax gives TFLite's fixed 1/256, -128;
+- an Embedding (GATHER of a constant table by integer indices, the network's input left as those integers): the
+  table asymmetric int8 over its whole range, which the gathered values keep;
+- an unrolled LSTM: weights symmetric int8 per tensor, biases int32, the hidden state int8 (its output's
+  quantisation), the cell state int16 at a power-of-two scale; LayerNorm as the ops the converter writes for it.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -29,11 +39,17 @@ INT8_LEVELS = 255
 INT32_LIMIT = 2**31 - 1
 SOFTMAX_OUTPUT = quantised(8, 1 / 256, -128)
 KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose", "strided_slice", "pad", "reduce_max",
-                     "reduce_min", "relu6")
+                     "reduce_min", "relu6", "resize_nearest", "resize_bilinear")
 # ops whose output takes the range it reaches on the calibration rows (the activations: ir/ops/network)
-CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_relu", *FUNCTIONS)
+CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_relu", "prelu", "reduce_sum",
+                     "squared_difference", *FUNCTIONS)
+QUANTISED_UNARY = ("abs", "rsqrt")  # float_unary functions TFLite Micro runs on int8 (quantised_unary)
 # ops comparing or copying stored integers: every operand (a constant quantised so) and the result share one
 SHARED_QUANTISATION = ("tensor_maximum", "tensor_minimum", "concatenation")
+SAME_QUANTISATION = KEEP_QUANTISATION + SHARED_QUANTISATION
+# an LSTM step's state operand sharing the result's quantisation (the layer's hidden state, its cell state: one
+# variable tensor each in TFLite): lstm_hidden's h (its output is the next h), lstm_cell's c
+LSTM_STATE = {"lstm_hidden": 1, "lstm_cell": 2}
 # None: one scale per tensor
 FILTER_AXIS = {"conv2d": 0, "grouped_conv2d": 0, "depthwise_conv2d": 3, "fully_connected": None,
                "transpose_conv2d": 0}
@@ -88,48 +104,237 @@ def _quantise_layer(q: Graph, graph: Graph, name: str, x: str, out: DType) -> st
 
 def _quantise_constant(q: Graph, graph: Graph, name: str, dtype: DType | None = None) -> str:
     """A constant operand of an elementwise op at ``dtype`` (default: asymmetric int8 covering its values)."""
+    dtype = dtype or activation_dtype(np.asarray(graph.node(name).attrs["value"], dtype=np.float64))
+    return q.add("const", [], {"value": _constant_ints(graph, name, dtype)}, type=graph.type(name).with_dtype(dtype),
+                 name=f"{name}_q")
+
+
+def _constant_ints(graph: Graph, name: str, dtype: DType) -> np.ndarray:
+    """A float constant's integers at an int8 or int16 quantisation (rounded half to even, saturated)."""
     values = np.asarray(graph.node(name).attrs["value"], dtype=np.float64)
-    dtype = dtype or activation_dtype(values)
+    ints = np.clip(np.round(values / dtype.qscales[0]) + dtype.zero_point, *dtype.integer_range)
+    return ints.astype(np.int8 if dtype.bits == 8 else np.int16)
+
+
+class Groups:
+    """Union-find over tensors: the operands and result of an op that keeps or shares quantisation are one group."""
+
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def find(self, name: str) -> str:
+        root = name
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while name != root:  # path compression
+            self.parent[name], name = root, self.parent[name]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)  # the same root whatever the order: byte-identical output
+
+
+def fixed_dtype(graph: Graph, name: str, values: dict) -> DType | None:
+    """The quantisation a tensor's producer fixes (the network's input: its calibrated range; softmax: 1/256), None
+    for one free to take its group's."""
+    op = graph.op(name)
+    if op == "input":  # integer indices (an Embedding's) stay the integers they are
+        return graph.type(name).dtype if graph.type(name).dtype.is_integer else activation_dtype(values[name])
+    if op == "softmax":
+        return SOFTMAX_OUTPUT
+    if op == "gather" and graph.op(graph.node(name).inputs[0]) == "const":  # an embedding table: its whole range
+        return activation_dtype(np.asarray(graph.node(graph.node(name).inputs[0]).attrs["value"]))
+    return None
+
+
+def cell_dtype(lo: float, hi: float) -> DType:
+    """An LSTM's cell state as TFLite's converter quantises it: symmetric int16, the scale 2^k / 32768 of the least
+    power of two 2^k holding the calibrated values (TFLite Micro's kernel reads the cell at a power of two)."""
+    largest = max(abs(lo), abs(hi), 2.0**-8)
+    return quantised(16, 2.0 ** (math.ceil(math.log2(largest)) - 15), 0)
+
+
+def _holds(dtype: DType, lo: float, hi: float) -> bool:
+    """Whether an int8 quantisation represents lo..hi (to within one step: softmax's 1.0 at 255/256)."""
     scale = dtype.qscales[0]
-    ints = np.clip(np.round(values / scale) + dtype.zero_point, -128, 127).astype(np.int8)
-    return q.add("const", [], {"value": ints}, type=graph.type(name).with_dtype(dtype), name=f"{name}_q")
+    return lo >= scale * (-128 - dtype.zero_point) - scale and hi <= scale * (127 - dtype.zero_point) + scale
+
+
+def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str, DType]]:
+    """Each computed tensor's quantisation as its producer writes it, and as the ops of its group read it (they
+    differ only for a fixed producer whose group needs a wider range: requantised)."""
+    groups = Groups()
+    computed = [n for n in graph.order() if graph.op(n) != "const"]
+    for name in computed:
+        op, operands = graph.op(name), graph.node(name).inputs
+        linked = operands if op in SAME_QUANTISATION else [operands[LSTM_STATE[op]]] if op in LSTM_STATE else []
+        for operand in linked:
+            if graph.op(operand) != "const":
+                groups.union(name, operand)
+    members: dict[str, list[str]] = {}
+    for name in computed:
+        members.setdefault(groups.find(name), []).append(name)
+    written, read = {}, {}
+    for names in members.values():
+        lo = min(float(np.min(values[n])) for n in names)
+        hi = max(float(np.max(values[n])) for n in names)
+        fixed = {n: d for n in names if (d := fixed_dtype(graph, n, values)) is not None}
+        distinct = set(fixed.values())
+        if any(graph.op(n) == "lstm_cell" for n in names):  # an LSTM's cell state: int16, a power-of-two scale
+            distinct, shared = set(), cell_dtype(lo, hi)
+        elif any(not d.is_quantised for d in distinct):  # integer indices: no quantisation
+            (shared,) = distinct
+        elif len(distinct) == 1 and _holds(next(iter(distinct)), lo, hi):
+            shared = next(iter(distinct))
+        else:
+            shared = activation_dtype(np.array([lo, hi]))
+        for n in names:
+            written[n], read[n] = fixed.get(n, shared), shared
+    return written, read
+
+
+def _read_as(q: Graph, name: str, dtype: DType, requantised: dict) -> str:
+    """``name`` at ``dtype``: itself, or its requantisation (TFLite's QUANTIZE int8 -> int8; one per tensor)."""
+    if q.type(name).dtype == dtype:
+        return name
+    if name not in requantised:
+        requantised[name] = q.add("requantize", [name], {}, type=q.type(name).with_dtype(dtype),
+                                  name=f"{name}_requantised")
+    return requantised[name]
+
+
+def _lstm_constant(q: Graph, graph: Graph, name: str, dtype: DType, ints: np.ndarray, constants: dict) -> str:
+    if (name, dtype) not in constants:
+        constants[name, dtype] = q.add("const", [], {"value": ints}, type=graph.type(name).with_dtype(dtype),
+                                       name=name)
+    return constants[name, dtype]
+
+
+def _quantise_lstm_step(q: Graph, graph: Graph, name: str, ins: list, state_dtypes: dict, constants: dict) -> str:
+    """One step of an LSTM (lstm_cell or lstm_hidden) in TFLite's int8 LSTM: weights symmetric int8 per tensor, each
+    gate's bias int32 at input scale x its input weight's scale, the hidden state int8 (its group's quantisation,
+    the layer's output's), the cell state int16 at a power-of-two scale (``cell_dtype``)."""
+    node = graph.node(name)
+    x = ins[0]
+    states = []
+    for k in (1, 2):  # h, c: a constant initial state at the quantisation of the state it starts
+        operand = node.inputs[k]
+        states.append(ins[k] if ins[k] is not None else
+                      _lstm_constant(q, graph, operand, state_dtypes[operand], _constant_ints(graph, operand,
+                                     state_dtypes[operand]), constants))
+    gates = 3 if node.op == "lstm_cell" else 1
+    weight_names = node.inputs[3:3 + 2 * gates]
+    bias_names = node.inputs[3 + 2 * gates:]
+    weights, scales = [], []
+    for w_name in weight_names:
+        w = np.asarray(graph.node(w_name).attrs["value"], dtype=np.float64)
+        (scale,) = symmetric_scales(w, None)
+        scales.append(scale)
+        weights.append(_lstm_constant(q, graph, w_name, quantised(8, scale, 0),
+                                      np.clip(np.round(w / scale), -127, 127).astype(np.int8), constants))
+    x_scale = q.type(x).dtype.qscales[0]
+    biases = []
+    for b_name, w_scale in zip(bias_names, scales):  # the input weights' scales, in the biases' order
+        b = np.asarray(graph.node(b_name).attrs["value"], dtype=np.float64)
+        bias_scale = float(np.float32(x_scale * w_scale))
+        bq = np.round(b / bias_scale)
+        if np.any(np.abs(bq) > INT32_LIMIT):
+            raise DataError(f"node %{name}: a bias of {np.max(np.abs(b)):g} over its scale {bias_scale:g} passes "
+                            "int32; the calibration rows span too little for this network's biases")
+        biases.append(_lstm_constant(q, graph, b_name, quantised(32, bias_scale, 0), bq.astype(np.int32), constants))
+    return q.add(node.op, [x, *states, *weights, *biases], node.attrs, name=name)
+
+
+def _constant(graph: Graph, value, t: TensorType, name: str) -> str:
+    """A float constant of type ``t``, ``value`` broadcast to its shape."""
+    return graph.add("const", [], {"value": np.broadcast_to(np.asarray(value, np.float32), t.shape).copy()},
+                     type=TensorType(t.shape, t.dtype), name=name)
+
+
+def decompose_layer_norms(graph: Graph) -> Graph:
+    """Each layer_norm as the ops TFLite's converter writes for one, which its int8 kernels run: MEAN,
+    SQUARED_DIFFERENCE with the mean, MEAN (the variance), ADD epsilon, RSQRT, then SUB the mean, MUL by the
+    reciprocal, MUL by gamma, ADD beta (the same float arithmetic to float32 rounding; each intermediate calibrated,
+    as the converter's are)."""
+    norms = [n for n in graph.order() if graph.op(n) == "layer_norm"]
+    if not norms:
+        return graph
+    graph = graph.copy()
+    for name in norms:
+        node = graph.node(name)
+        x, gamma, beta = node.inputs
+        t = graph.type(x)
+        last = {"axes": [t.rank - 1], "keep_dims": 1, "mean": 1}
+        reduced = TensorType((*t.shape[:-1], 1), t.dtype)
+
+        mean = graph.add("reduce_sum", [x], last, type=reduced, name=f"{name}_mean")
+        squares = graph.add("squared_difference", [x, mean], {}, name=f"{name}_squares")
+        variance = graph.add("reduce_sum", [squares], last, type=reduced, name=f"{name}_variance")
+        shifted = graph.add("tensor_add", [variance, _constant(graph, node.attrs["epsilon"], reduced,
+                                                                 f"{name}_epsilon")],
+                            name=f"{name}_plus_epsilon")
+        inverse = graph.add("float_unary", [shifted], {"function": "rsqrt"}, name=f"{name}_rsqrt")
+        centred = graph.add("tensor_sub", [x, mean], {}, type=t, name=f"{name}_centred")
+        normed = graph.add("tensor_mul", [centred, inverse], {}, type=t, name=f"{name}_normed")
+        gammas = np.asarray(graph.node(gamma).attrs["value"], np.float32).reshape(-1)
+        betas = np.asarray(graph.node(beta).attrs["value"], np.float32).reshape(-1)
+        scaled = graph.add("tensor_mul", [normed, _constant(graph, gammas, TensorType((t.shape[-1],), t.dtype),
+                                                                  f"{name}_gamma")], {}, type=t,
+                           name=f"{name}_scaled")
+        out = graph.add("tensor_add", [scaled, _constant(graph, betas, t, f"{name}_beta")], {}, type=node.type,
+                        name=f"{name}_shifted")
+        graph.replace_uses(name, out)
+        graph.remove(name)
+    return graph
 
 
 def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
     """The int8 graph of a float network graph, its ranges from ``rows`` (n, *input shape)."""
+    graph = decompose_layer_norms(graph)
+    for name in graph.order():
+        if graph.op(name) == "state":
+            raise CompileError(f"node %{name}: op state (an input carried from call to call) has no int8 "
+                               "quantisation in TFLite's dialect: the calibration rows give it no range")
     values = evaluate_batch(graph, np.asarray(rows, dtype=np.float64))
     q = Graph(graph.name)
     new: dict[str, str] = {}
+    written, read = group_dtypes(graph, values)
+    requantised: dict[str, str] = {}
+    constants: dict[tuple[str, DType], str] = {}  # an LSTM's weights, quantised once for all its steps
+    state_dtypes = {}  # an LSTM's constant initial states: the quantisation of the state they start
+    for name in graph.order():
+        if graph.op(name) in LSTM_STATE:
+            state = graph.node(name).inputs[LSTM_STATE[graph.op(name)]]
+            if graph.op(state) == "const":
+                state_dtypes[state] = read[name]
     for name in graph.order():
         node = graph.node(name)
         if node.op == "const":
             continue  # quantised with the op that reads it
         if node.op == "input":
-            new[name] = q.add("input", [], node.attrs, type=node.type.with_dtype(activation_dtype(values[name])),
-                              name=name)
+            new[name] = q.add("input", [], node.attrs, type=node.type.with_dtype(written[name]), name=name)
             continue
         ins = [new.get(i) for i in node.inputs]
+        out = written[name]
         try:
-            computed = [q.type(i).dtype for i in ins if i is not None]
-            if node.op in SHARED_QUANTISATION:
-                if any(d != computed[0] for d in computed):
-                    raise CompileError(f"node %{name}: {node.op} compares or copies stored int8 values: its operands "
-                                       f"need one quantisation, the calibration gives {', '.join(map(str, computed))}; "
-                                       "compile this network at float or in the project's fixed point")
-                ins = [i if i is not None else _quantise_constant(q, graph, c, computed[0])
-                       for i, c in zip(ins, node.inputs)]
+            if node.op in SAME_QUANTISATION:
+                ins = [_read_as(q, i, read[name], requantised) if i is not None else
+                       _quantise_constant(q, graph, c, read[name]) for i, c in zip(ins, node.inputs)]
             elif node.op in CALIBRATED_OUTPUT:
                 ins = [i if i is not None else _quantise_constant(q, graph, c) for i, c in zip(ins, node.inputs)]
             if node.op in FILTER_AXIS:
-                new[name] = _quantise_layer(q, graph, name, ins[0], activation_dtype(values[name]))
-            elif node.op in KEEP_QUANTISATION or node.op in SHARED_QUANTISATION:
-                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(q.type(ins[0]).dtype),
-                                  name=name)
-            elif node.op in CALIBRATED_OUTPUT:
-                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(activation_dtype(values[name])),
-                                  name=name)
-            elif node.op == "softmax":
-                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(SOFTMAX_OUTPUT), name=name)
+                new[name] = _quantise_layer(q, graph, name, ins[0], out)
+            elif node.op in LSTM_STATE:
+                new[name] = _quantise_lstm_step(q, graph, name, ins, state_dtypes, constants)
+            elif node.op == "gather" and ins[0] is None and ins[1] is not None:  # the table at its own range
+                table = _quantise_constant(q, graph, node.inputs[0], out)
+                new[name] = q.add(node.op, [table, ins[1]], node.attrs, type=node.type.with_dtype(out), name=name)
+            elif node.op == "float_unary" and node.attrs["function"] in QUANTISED_UNARY:
+                new[name] = q.add("quantised_unary", ins, node.attrs, type=node.type.with_dtype(out), name=name)
+            elif node.op in SAME_QUANTISATION or node.op in CALIBRATED_OUTPUT or node.op == "softmax":
+                new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(out), name=name)
             else:
                 raise CompileError(f"node %{name}: op {node.op} has no int8 quantisation")
         except ValueError as exc:  # the op's type rule refuses the scales (a requantisation beyond int32's shifts)

@@ -12,7 +12,7 @@ import numpy as np
 
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, c_pow2, pow2_fixed, with_rows
+from tinycc_ml.ir.ops.network.broadcast import binary_result, c_loop, c_pow2, pow2_fixed, with_rows_aligned
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 
 # std::max(a, b) is (a < b) ? b : a; std::min(a, b) is (b < a) ? b : a: a NaN first operand is kept by both
@@ -41,7 +41,7 @@ def _register(name: str, tflite: str, code: int) -> None:
     def fixed(call):
         if call.type.dtype.is_fixed:
             return pow2_fixed(call, name, pick)
-        return pick(*with_rows(call.ins, call.in_types))
+        return pick(*with_rows_aligned(call.ins, call.in_types))
 
     register_op(OpDef(
         name, 2, _infer(name), lambda xs, attrs: pick(np.asarray(xs[0]), np.asarray(xs[1])), {},

@@ -19,7 +19,7 @@ from tinycc_ml.ir.ops.network.broadcast import (
     c_pow2,
     pow2_fixed,
     rows_aligned,
-    with_rows,
+    with_rows_aligned,
 )
 from tinycc_ml.ir.ops.network.integer_arith import lower_integer
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
@@ -59,7 +59,7 @@ def _fixed(call: FixedCall):
     if call.type.dtype.is_fixed:
         return pow2_fixed(call, "tensor_mul", None)
     (ta, tb), out = call.in_types, call.type.dtype
-    a, b = with_rows(call.ins, call.in_types)
+    a, b = with_rows_aligned(call.ins, call.in_types)  # a constant of more axes than the rows aligned
     m, s = quantize_multiplier(multiplier(ta.dtype, tb.dtype, out))
     product = (a - ta.dtype.zero_point) * (b - tb.dtype.zero_point)
     lo, hi = activation_range(call.attrs.get("activation", "none"), out.qscales[0], out.zero_point, out.bits)

@@ -23,7 +23,7 @@ from tinycc_ml.ir.ops.network.broadcast import (
     pow2_fixed,
     pow2_shifts,
     rows_aligned,
-    with_rows,
+    with_rows_aligned,
 )
 from tinycc_ml.ir.ops.registry import FixedCall, OpDef, need, register_op
 from tinycc_ml.ir.ops.tensor_elementwise import add_left_shift, add_multipliers, add_reals
@@ -65,7 +65,7 @@ def _fixed(call: FixedCall):
     if call.type.dtype.is_fixed:
         return pow2_fixed(call, "tensor_sub", lambda a, b: a - b)
     (ta, tb), out = call.in_types, call.type.dtype
-    a, b = with_rows(call.ins, call.in_types)
+    a, b = with_rows_aligned(call.ins, call.in_types)  # a constant of more axes than the rows aligned
     (ma, sa), (mb, sb), (mo, so) = parameters(ta.dtype, tb.dtype, out)
     left_shift = add_left_shift(out.bits)
     scaled_a = multiply_by_quantized_multiplier((a - ta.dtype.zero_point) << left_shift, ma, sa)
