@@ -259,21 +259,26 @@ def onnx_nearest_sources(size_in: int, size_out: int, factor, transform: str, ro
 def fold_batch_norm(bn, w: np.ndarray, b: np.ndarray, params: list[np.ndarray], path: Path) -> tuple[np.ndarray,
                                                                                                       np.ndarray]:
     """The weights w (output channels first) and bias b of the layer before BatchNormalization node ``bn`` (its
-    scale, bias, mean and var ``params``) with it folded in: w' = w * g / sqrt(v + eps) per output channel;
-    b' = (b - mean) * g / sqrt(v + eps) + beta. ModelFileError naming the file and the node."""
+    scale, bias, mean and var ``params``) with it folded in: w' = w * s per output channel, b' = (b - mean) * s +
+    beta, s = g / sqrt(v + eps), each step rounded to float32 in that order (the arithmetic of the exporters'
+    own folds, onnxscript's BatchNorm fusion that the dynamo exporter runs and the TorchScript exporter's
+    Conv + BatchNorm fusion, and of onnxruntime's: a BatchNorm left in the file folds to the constants an exporter
+    would have written). ModelFileError naming the file and the node."""
     channels = w.shape[0]
-    gamma, beta, mean, var = (np.asarray(a, dtype=np.float64).reshape(-1) for a in params)
+    gamma, beta, mean, var = (np.asarray(a, dtype=np.float32).reshape(-1) for a in params)
     if any(a.shape != (channels,) for a in (gamma, beta, mean, var)):
         raise ModelFileError(f"{path}: BatchNormalization node {bn.name!r} has parameters of shapes "
                    f"{[list(a.shape) for a in (gamma, beta, mean, var)]}, expected ({channels},) each")
-    epsilon = float(attributes(bn).get("epsilon", 1e-5))
-    if np.any(var + epsilon <= 0):
+    epsilon = np.float32(attributes(bn).get("epsilon", 1e-5))
+    shifted = var + epsilon
+    if np.any(shifted <= 0):
         raise ModelFileError(f"{path}: BatchNormalization node {bn.name!r} has a variance + epsilon <= 0")
-    factor = gamma / np.sqrt(var + epsilon)
-    folded_w = w * factor.reshape(-1, *([1] * (w.ndim - 1)))
-    folded_b = (b - mean) * factor + beta
-    check_array(folded_w, f"BatchNormalization node {bn.name!r} folded weights", path)
-    return folded_w, check_array(folded_b, f"BatchNormalization node {bn.name!r} folded bias", path)
+    with np.errstate(over="ignore", invalid="ignore"):  # values beyond float32: check_array names them
+        factor = gamma / np.sqrt(shifted)
+        folded_w = np.asarray(w, dtype=np.float32) * factor.reshape(-1, *([1] * (w.ndim - 1)))
+        folded_b = (np.asarray(b, dtype=np.float32) - mean) * factor + beta
+    return check_array(folded_w, f"BatchNormalization node {bn.name!r} folded weights", path), \
+        check_array(folded_b, f"BatchNormalization node {bn.name!r} folded bias", path)
 
 
 def ceil_mode_pads(sizes, window, strides, pads) -> list[int]:
@@ -496,6 +501,9 @@ class _Lowering:
         if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)) and pads_anything(
                 padding, x.shape[2:], window, strides) and not explicit:
             raise _Bad(f"{what}: count_include_pad=1 with auto_pad is not supported; give explicit pads")
+        if padding["padding"] == "valid":  # a window over a whole axis has one position whatever its stride: 1, as a
+            # global pool's (MaxPool2d(4) of a 4 x 4 map is the TorchScript exporter's MaxPool, dynamo's ReduceMax)
+            strides = [1 if k == n else s for k, n, s in zip(window, x.shape[2:], strides)]
         activation, name = self.activation_after(node.output[0])
         op = "max_pool2d" if node.op_type == "MaxPool" else "average_pool2d"
         out = self.add(op, [x.node], {"filter": _as_2d(window, x.spatial, 1), "stride": _as_2d(strides, x.spatial, 1),
