@@ -28,7 +28,7 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH, NodeDecisions, tree_depths, walk
+from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH, NodeDecisions, forest_levels, tree_depths, walk
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input
 from tinycc_ml.models.saved import check_array
@@ -135,8 +135,14 @@ class TreeEnsembleModel(Model):
             raise ModelFileError(f"{source}: a threshold is not finite")
         if np.any((self.roots < 0) | (self.roots >= n)):
             raise ModelFileError(f"{source}: a root index is outside [0, {n})")
+        # every node reached once and no tree too deep: a forest (else the walk below names the first fault)
+        levels = forest_levels(self.feature, self.left, self.right, self.roots, limit=MAX_TREE_DEPTH, max_nodes=n)
+        forest = False
+        if levels is not None and len(levels) <= MAX_TREE_DEPTH + 1:
+            listed = np.concatenate([nodes for nodes, _ in levels])
+            forest = len(listed) == n and bool(np.all(np.bincount(listed, minlength=n) == 1))
         seen = np.zeros(n, dtype=bool)
-        for t, root in enumerate(self.roots):
+        for t, root in enumerate(() if forest else self.roots):
             level, depth = [int(root)], 0
             while level:
                 if depth > MAX_TREE_DEPTH:
@@ -150,7 +156,7 @@ class TreeEnsembleModel(Model):
                     if internal[i]:
                         nxt += [int(self.left[i]), int(self.right[i])]
                 level, depth = nxt, depth + 1
-        if not seen.all():
+        if not forest and not seen.all():
             raise ModelFileError(f"{source}: node {int(np.flatnonzero(~seen)[0])} is not reached from any root")
         if np.all(self.tree_output < 0):
             if self.value.shape[1] != k:
