@@ -108,20 +108,23 @@ def _check_tables(attrs, n_features: int) -> bool:
     return True
 
 
+def kept(cache: OrderedDict, key, limit: int, compute):
+    """``cache[key]``, computed by ``compute()`` when absent; the ``limit`` most recently used entries stay."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    cache[key] = value = compute()
+    while len(cache) > limit:
+        cache.popitem(last=False)
+    return value
+
+
 def once_per_tables(attrs, names: tuple[str, ...], extra, compute):
     """``compute()``, kept for the attributes' very arrays (the same objects, passed on from graph to graph as a
-    build's passes copy it) and ``extra``: a build checks and measures the same tables many times."""
+    build's passes copy it) and ``extra``: a build checks and measures the same tables many times. The entry holds
+    the arrays, so their ids name them while it is kept."""
     arrays = tuple(attrs[name] for name in names)
-    key = (names, tuple(id(a) for a in arrays), extra)
-    kept = KEPT_FOR_TABLES.get(key)
-    if kept is not None and all(a is b for a, b in zip(kept[0], arrays)):
-        KEPT_FOR_TABLES.move_to_end(key)
-        return kept[1]
-    result = compute()
-    KEPT_FOR_TABLES[key] = (arrays, result)
-    while len(KEPT_FOR_TABLES) > 32:
-        KEPT_FOR_TABLES.popitem(last=False)
-    return result
+    return kept(KEPT_FOR_TABLES, (names, tuple(map(id, arrays)), extra), 32, lambda: (arrays, compute()))[1]
 
 
 KEPT_FOR_TABLES: OrderedDict = OrderedDict()
@@ -186,19 +189,9 @@ def tree_depth(attrs) -> int:
 def walk(attrs, goes_left) -> np.ndarray:
     """The leaf each tree reaches for each row: (rows, T). ``goes_left(nodes, rows)`` gives whether each row goes
     left at its node. A build's passes walk the same trees on the same rows several times (ranges, agreement,
-    the scale search): with ``goes_left.fingerprint()`` the last walks are kept and reused."""
-    key = None
-    if hasattr(goes_left, "fingerprint"):
-        key = goes_left.fingerprint() + tables_fingerprint(attrs)
-        if key in RECENT_WALKS:
-            RECENT_WALKS.move_to_end(key)
-            return RECENT_WALKS[key].copy()
-    leaves = _walk(attrs, goes_left)
-    if key is not None:
-        RECENT_WALKS[key] = leaves.copy()
-        while len(RECENT_WALKS) > RECENT_WALKS_KEPT:
-            RECENT_WALKS.popitem(last=False)
-    return leaves
+    the scale search): the last walks are kept, by ``goes_left.fingerprint()`` and the tables'."""
+    key = goes_left.fingerprint() + tables_fingerprint(attrs)
+    return kept(RECENT_WALKS, key, RECENT_WALKS_KEPT, lambda: _walk(attrs, goes_left)).copy()
 
 
 RECENT_WALKS: OrderedDict[bytes, np.ndarray] = OrderedDict()
@@ -377,24 +370,20 @@ def leaf_argmax(attrs, out_scale: int | None = None, out_bits: int = 16) -> np.n
 def leaves_by_tree(attrs) -> tuple[np.ndarray, np.ndarray] | None:
     """(every tree's leaves, tree after tree; where each tree's leaves start), or None for a table that is not a
     forest (shared subtrees). Kept for the last tables asked (a build asks for the same ones many times)."""
-    key = tables_fingerprint(attrs)
-    if key not in RECENT_LEAVES:
+    def group() -> tuple[np.ndarray, np.ndarray] | None:
         feature = np.asarray(attrs["feature"])
         levels = forest_levels(feature, attrs["left"], attrs["right"], attrs["roots"], limit=len(feature),
                                max_nodes=len(feature))
-        grouped = None
-        if levels is not None:
-            nodes = np.concatenate([n for n, _ in levels])
-            owner = np.concatenate([o for _, o in levels])
-            leaf = feature[nodes] < 0
-            order = np.argsort(owner[leaf], kind="stable")
-            leaves, owners = nodes[leaf][order], owner[leaf][order]
-            grouped = leaves, np.searchsorted(owners, np.arange(len(attrs["roots"])))
-        RECENT_LEAVES[key] = grouped
-        while len(RECENT_LEAVES) > RECENT_WALKS_KEPT:
-            RECENT_LEAVES.popitem(last=False)
-    RECENT_LEAVES.move_to_end(key)
-    return RECENT_LEAVES[key]
+        if levels is None:
+            return None
+        nodes = np.concatenate([n for n, _ in levels])
+        owner = np.concatenate([o for _, o in levels])
+        leaf = feature[nodes] < 0
+        order = np.argsort(owner[leaf], kind="stable")
+        leaves, owners = nodes[leaf][order], owner[leaf][order]
+        return leaves, np.searchsorted(owners, np.arange(len(attrs["roots"])))
+
+    return kept(RECENT_LEAVES, tables_fingerprint(attrs), RECENT_WALKS_KEPT, group)
 
 
 RECENT_LEAVES: OrderedDict[bytes, tuple[np.ndarray, np.ndarray] | None] = OrderedDict()
