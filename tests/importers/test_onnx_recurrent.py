@@ -27,7 +27,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "pytorch"
 SEQUENCES = 6
 # name -> whether it can be stepped (its recurrent layer reads the network's input, forwards)
 NETS = {"conv1d_gru": False, "lstm_classifier": True, "bidirectional_gru": False, "lstm_2layer": True,
-        "rnn_tanh": False, "gru_keyword": True, "lstm_activity": True}
+        "rnn_tanh": True, "gru_keyword": True, "lstm_activity": True}
 
 
 def assert_float_close(got, want):
@@ -70,8 +70,8 @@ def time_steps(model, X: np.ndarray, path: Path) -> np.ndarray:
 @pytest.mark.parametrize("name", list(NETS))
 def test_unrolled_recurrent_nets_match_onnxruntime(name, exporter, tmp_path):
     """GRU (after a Conv1d; bidirectional; 49 steps), LSTM (one and two layers, the initial states given and
-    carried), RNN(tanh) (the dynamo exporter unrolls it into MatMul / Tanh nodes): the float interpreter and the float
-    C against onnxruntime, labels equal."""
+    carried), RNN(tanh) (the dynamo exporter unrolls it into MatMul / Tanh nodes, read back as one RNN node:
+    importers/onnx_unrolled_rnn.py): the float interpreter and the float C against onnxruntime, labels equal."""
     require_target("host")
     path = DATA / f"{name}{exporter}.onnx"
     model = tinycc_ml.load_model(path)
@@ -79,15 +79,13 @@ def test_unrolled_recurrent_nets_match_onnxruntime(name, exporter, tmp_path):
     want = onnxruntime_stream(path, X)
     assert_float_close(model.scores(X), want)
     result = tinycc_ml.compile(model, target="host", name="net", out_dir=tmp_path)
-    assert "Recurrent layers: unrolled, the whole sequence per call." in result.files["net.h"] or (
-        name == "rnn_tanh" and not exporter)  # the dynamo exporter leaves no recurrent node
+    assert "Recurrent layers: unrolled, the whole sequence per call." in result.files["net.h"]
     scores, labels = result.load().run_raw(X.astype(np.float32))
     assert_float_close(scores, want)
     np.testing.assert_array_equal(labels, np.argmax(want, axis=1))
 
 
-@pytest.mark.parametrize("name", [f"{n}{e}" for n, steppable in NETS.items() if steppable for e in ("", "_ts")]
-                         + ["rnn_tanh_ts"])  # (the dynamo exporter unrolls nn.RNN: nothing to step)
+@pytest.mark.parametrize("name", [f"{n}{e}" for n, steppable in NETS.items() if steppable for e in ("", "_ts")])
 def test_a_stream_of_steps_equals_the_unrolled_sequence(name, tmp_path):
     """recurrent="step": one time step per call, the states in static RAM; after a sequence's last step the scores
     are onnxruntime's on the whole sequence (reset between sequences, or carried where the network takes its
@@ -133,8 +131,6 @@ def test_compile_reads_the_recurrent_option_for_a_loaded_model_and_refuses_it_el
                    r"\(Relu node 'node_relu'\), over the whole sequence\): compile it unrolled"),
     ("bidirectional_gru_ts", r"GRU node '/layer/GRU': direction 'bidirectional' reads the sequence backwards, which a "
                              r"stepped build \(one time step per call\) cannot"),
-    ("rnn_tanh", r"recurrent='step' is for networks with recurrent layers \(GRU, LSTM, RNN nodes\); this one has none "
-                 r"\(an exporter may have unrolled one into MatMul and Tanh nodes"),
 ])
 def test_stepping_refusals(name, message):
     with pytest.raises((CompileError, ModelFileError), match=message):

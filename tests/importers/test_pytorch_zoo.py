@@ -41,7 +41,9 @@ def c_files(path: Path, tmp_path: Path, precision: str = "float", calibration=No
 
 # gru_keyword: dynamo reshapes y[:, -1] in four steps, TorchScript in three; tcn: causal F.pad and a time slice;
 # unet_tiny: cat of a ConvTranspose2d's output and a skip; conv1d_keyword: a transpose layer before the Conv1d
-@pytest.mark.parametrize("name", ["lenet", "gru_keyword", "tcn", "unet_tiny", "conv1d_keyword", "lstm2_activity"])
+# rnn_activity: dynamo unrolls nn.RNN into 32 steps of MatMul / Tanh, read back as one RNN node
+@pytest.mark.parametrize("name", ["lenet", "gru_keyword", "tcn", "unet_tiny", "conv1d_keyword", "lstm2_activity",
+                                  "rnn_activity"])
 def test_both_exporters_give_the_same_c(name, tmp_path):
     """The exporters name their nodes differently (dynamo "node_conv2d", TorchScript "/0/Conv") and move axes in
     different steps: the IR's names come from its ops and reshape chains collapse, so the C is the same."""
