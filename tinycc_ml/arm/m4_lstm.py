@@ -22,8 +22,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.arm.m4_network import named_helper, requant_bound, requant_call, rq_helper, simd_helpers
-from tinycc_ml.target import Node, lstm_cell_c, lstm_hidden_c
+from tinycc_ml.arm.m4_network import (
+    copy_bytes,
+    named_helper,
+    requant_bound,
+    requant_call,
+    rq_helper,
+    shared_function,
+    simd_helpers,
+)
+from tinycc_ml.target import (
+    LSTM_UNIT_SCALE,
+    SIGMOID_TABLE,
+    Node,
+    lstm_cell_c,
+    lstm_cell_tanh_parameters,
+    lstm_fc_multiplier,
+    lstm_hidden_c,
+    lstm_mul_multiplier,
+    lstm_quantised_clip,
+)
 
 GATE_SUMS = {"lstm_cell": ((3, 6, 9), (4, 7, 10), (5, 8, 11)), "lstm_hidden": ((3, 4, 5),)}  # (w, r, bias) inputs
 
@@ -141,6 +159,10 @@ def _word_copy(em, buffer: str, source: str, n: int, bits: int) -> str:
 def lstm_step(em, node: Node) -> list[str] | None:
     if not lstm_claims(em, node):
         return None
+    if node.op == "lstm_cell" and fused_hidden(em, node) is not None:
+        return fused_cell(em, node)
+    if node.op == "lstm_hidden" and fused_cell_of(em, node) is not None:
+        return fused_copy(em, node)
     g = em.graph
     x, h = node.inputs[0], node.inputs[1]
     xt, ht = g.type(x), g.type(h)
@@ -191,3 +213,273 @@ def lstm_step(em, node: Node) -> list[str] | None:
 
     emit = lstm_cell_c if node.op == "lstm_cell" else lstm_hidden_c
     return emit(em, node, sums, prologue, requant)
+
+
+# ---------------------------------------------------------------- int8: one function per layer for a whole step
+
+GATE_NAMES = "figo"  # forget, input, cell and output gates: a unit's four rows, in this order
+INT16 = 32767 * 32768  # |a product of two int16 values, one a sigmoid's or tanh's|: the products' bound
+TABLE_BITS = {"logistic": (9, 10), "tanh": (8, 8)}  # (interpolation fraction bits, output shift)
+
+
+def _gate_inputs(em, cell: Node, hidden: Node) -> list[tuple[str, str, str]]:
+    """(input weight, recurrent weight, bias) per gate, forget, input, cell, output."""
+    c, h = cell.inputs, hidden.inputs
+    return [(c[3], c[6], c[9]), (c[4], c[7], c[10]), (c[5], c[8], c[11]), (h[3], h[4], h[5])]
+
+
+def _gate_requants(em, cell: Node, hidden: Node):
+    """Per gate ((mx, sx), (mh, sh), bound of the input's sum, bound of the hidden state's): TFLite's
+    requantisations of the two sums to 2^-12 and the sums' bounds (bias, input and hidden state at their
+    extremes)."""
+    g = em.graph
+    xt, ht = g.type(cell.inputs[0]).dtype, g.type(cell.inputs[1]).dtype
+    reach_x, reach_h = 128 + abs(xt.zero_point), 128 + abs(ht.zero_point)  # |code - zero point|
+    out = []
+    for w, r, b in _gate_inputs(em, cell, hidden):
+        W, R = _weights(em, cell, w, g.type(cell.inputs[0]).size), _weights(em, cell, r, g.type(cell.inputs[1]).size)
+        bias = np.asarray(g.node(b).attrs["value"], np.int64).reshape(-1)
+        out.append((lstm_fc_multiplier(xt, g.type(w).dtype), lstm_fc_multiplier(ht, g.type(r).dtype),
+                    int(np.max(np.abs(bias) + reach_x * np.abs(W).sum(axis=1))),
+                    int(np.max(reach_h * np.abs(R).sum(axis=1)))))
+    return out
+
+
+def _product_requants(em, cell: Node, hidden: Node):
+    """The cell's and hidden state's int16 products' requantisations: f c, i g (to the cell's scale) and
+    o tanh(c) (to the hidden state's)."""
+    scale = float(em.graph.type(cell.name).dtype.qscales[0])
+    unit = LSTM_UNIT_SCALE
+    return (lstm_mul_multiplier(unit, scale, scale), lstm_mul_multiplier(unit, unit, scale),
+            lstm_mul_multiplier(unit, unit, float(hidden.type.dtype.qscales[0])))
+
+
+def fused_hidden(em, cell: Node) -> Node | None:
+    """The lstm_hidden node computed with ``cell`` by one function (``fused_cell``), or None (the two nodes'
+    sums on SMLAD one by one, ``lstm_step``): an int8 step (int8 input and hidden state) whose one user of the
+    new cell state reading the same input and hidden state is an lstm_hidden with constant weights, every
+    requantisation proven exact on SMMLAR."""
+    g = em.graph
+    x, h, c = cell.inputs[:3]
+    if not (_int8(g.type(x)) and _int8(g.type(h)) and lstm_claims(em, cell) and _computed(em, c)):
+        return None
+    partners = [g.node(u) for u in g.users(cell.name) if g.op(u) == "lstm_hidden"
+                and tuple(g.node(u).inputs[:3]) == (x, h, cell.name)]
+    if len(partners) != 1 or not lstm_claims(em, partners[0]) or not _int8(partners[0].type):
+        return None
+    hidden = partners[0]
+    proofs = [requant_bound(b, *q) for qx, qh, bx, bh in _gate_requants(em, cell, hidden)
+              for b, q in ((bx, qx), (bh, qh))]
+    proofs += [requant_bound(INT16, *q) for q in _product_requants(em, cell, hidden)]
+    return hidden if all(p is not None for p in proofs) else None
+
+
+def fused_cell_of(em, hidden: Node) -> Node | None:
+    """The lstm_cell node whose function (``fused_cell``) computed ``hidden``'s values, or None."""
+    g = em.graph
+    c = hidden.inputs[2]
+    if g.op(c) != "lstm_cell":
+        return None
+    cell = g.node(c)
+    partner = fused_hidden(em, cell)
+    return cell if partner is not None and partner.name == hidden.name else None
+
+
+def activation_table(op: str) -> np.ndarray:
+    """TFLite's int16 ``op`` ("logistic" or "tanh", output at 2^-15) of v (the input rescaled, as
+    ``tflite_sigmoid.c_int16``) as (a + (v & (2^bits - 1)) d) >> shift with (a, d) the row floor(v / 2^bits)
+    of this (512, 2) table, rows -256..255 (row 0 at 256; v saturated to them first): the interpolation of
+    the table of sigmoid(i / 24) with its rounding, its sign's reflection and its saturation folded into a and d
+    (TFLite interpolates |v| then reflects; over a row of negative v the reflection is linear too).
+    tests/backends/test_m4_op_kernels.py checks every int16 input against ``logistic_int16`` and ``tanh_int16``."""
+    T = SIGMOID_TABLE.astype(np.int64)
+    rows = np.zeros((512, 2), np.int64)
+    for k in range(-256, 256):
+        if op == "logistic":  # r = (a << 9) + low (b - a); y = (r + 512) >> 10, or 32768 - that for v < 0
+            if k >= 255:
+                row = ((0x7FFF << 10) + 512, 0)
+            elif k >= 0:
+                row = ((T[k] << 9) + 512, T[k + 1] - T[k])
+            elif k == -256:
+                row = ((1 << 25) - (0x7FFF << 10) + 511, 0)
+            elif k == -255:  # |v| in (254.0, 255.0] steps: 1 throughout (TFLite's saturated value at the end)
+                row = (1 << 10, 0)
+            else:
+                row = ((1 << 25) + 511 - (T[-k] << 9), T[-k] - T[-k - 1])
+        else:  # r = (a << 8) + low (b - a); y = (r - 2^23 + 128) >> 8, or its negation for v < 0
+            if k >= 255:
+                row = ((0xFFFF << 8) - (1 << 23) + 128, 0)
+            elif k >= 0:
+                row = ((T[k] << 8) - (1 << 23) + 128, T[k + 1] - T[k])
+            elif k == -256:
+                row = ((1 << 23) + 127 - (0xFFFF << 8), 0)
+            else:
+                row = ((1 << 23) + 127 - (T[-k] << 8), T[-k] - T[-k - 1])
+        rows[k + 256] = row
+    return rows
+
+
+def fused_weights(em, cell: Node, hidden: Node) -> np.ndarray:
+    """The layer's weight stream (int32 words) as the function reads it: per unit the four gates' starts of the
+    input's sums (bias - input zero point x the row's sum), per 4 inputs two LDMs of four words (the gates' int16
+    weights for inputs 0, 2, then 1, 3: ``gate_words``), then the hidden state's likewise (its starts -zero
+    point x the row's sum)."""
+    g = em.graph
+    x, h = cell.inputs[:2]
+    xt, ht = g.type(x), g.type(h)
+    units = ht.size
+    parts_x, parts_h, starts_x, starts_h = [], [], [], []
+    for w, r, b in _gate_inputs(em, cell, hidden):
+        W, R = _weights(em, cell, w, xt.size), _weights(em, cell, r, ht.size)
+        bias = np.asarray(g.node(b).attrs["value"], np.int64).reshape(-1)
+        parts_x.append(gate_words(W)[0].reshape(units, -1, 2))
+        parts_h.append(gate_words(R)[0].reshape(units, -1, 2))
+        starts_x.append(_wrap32(bias - xt.dtype.zero_point * W.sum(axis=1)))
+        starts_h.append(_wrap32(-ht.dtype.zero_point * R.sum(axis=1)))
+    stream = [np.stack(starts_x, axis=1), np.stack(parts_x, axis=-1).reshape(units, -1),
+              np.stack(starts_h, axis=1), np.stack(parts_h, axis=-1).reshape(units, -1)]
+    return np.concatenate([np.asarray(a, np.int64) for a in stream], axis=1).astype(np.int32).reshape(-1)
+
+
+def _dot_asm(groups: int, src: str) -> list[str]:
+    """Inline asm: the four accumulators a0..a3 plus the dot products of ``groups`` x 4 widened values at ``src``
+    (two words per 4: lanes 0, 2 and 1, 3) with the stream's words at wp (per 4 values two LDMs of the four
+    gates' words); literal offsets, unrolled; beyond 64 groups a loop of 8 per iteration."""
+    def group(offset: str) -> list[str]:
+        lines = [f"ldrd %[xe], %[xo], {offset}"]
+        for half in ("xe", "xo"):
+            lines.append("ldm %[wp]!, {%[w0], %[w1], %[w2], %[w3]}")
+            lines += [f"smlad %[a{k}], %[w{k}], %[{half}], %[a{k}]" for k in range(4)]
+        return lines
+    if groups <= 64:
+        body = [line for q in range(groups) for line in group(f"[%[{src}], #{8 * q}]")]
+        operands = f'"r"({src})'
+    else:
+        rest, loops = groups % 8, groups // 8
+        body = [line for q in range(rest) for line in group(f"[%[p], #{8 * q}]")]
+        if rest:
+            body.append(f"add %[p], %[p], #{8 * rest}")
+        body += ["1:"] + [line for _ in range(8) for line in group("[%[p]], #8")] + ["subs %[n], %[n], #1",
+                                                                                    "bne 1b"]
+        operands = None
+    text = [f'    "{line}\\n"' for line in body]
+    outs = ('[a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [wp] "+r"(wp), [xe] "=&r"(xe), '
+            '[xo] "=&r"(xo), [w0] "=&r"(w0), [w1] "=&r"(w1), [w2] "=&r"(w2), [w3] "=&r"(w3)')
+    if operands is None:
+        pre = [f"{{ const uint32_t *p = {src}; int32_t n = {loops};"]
+        outs += ', [p] "+r"(p), [n] "+r"(n)'
+        return pre + ["__asm__ volatile("] + text + [f"    : {outs} : : \"cc\", \"memory\");", "}"]
+    return ["__asm__ volatile("] + text + [f"    : {outs} : [{src}] {operands} : \"memory\");"]
+
+
+def _activation(name: str, op: str, x: str, multiplier: int, shift: int, table: str) -> list[str]:
+    """C statements declaring ``int32_t name``: TFLite's int16 ``op`` of the int32 ``x``, its rescaling as
+    ``c_int16``, then one row of ``activation_table`` (``table``: a pointer to its row 0) and one multiply-add."""
+    bits, out = TABLE_BITS[op]
+    rounding = f" + {1 << (shift - 1)}" if shift else ""
+    return [f"const int32_t {name}_v = ({x} * {multiplier}{rounding}) >> {shift};",
+            f"const int32_t *{name}_r = {table} + 2 * __ssat({name}_v >> {bits}, 9);",
+            f"const int32_t {name} = ({name}_r[0] + ({name}_v & {(1 << bits) - 1}) * {name}_r[1]) >> {out};"]
+
+
+def fused_cell(em, cell: Node) -> list[str]:
+    """The layer's step function (``m4_lstm_<first step's cell>``, shared by its steps) called on this step's
+    input, hidden and cell state: the new cell state into the cell node's storage, the new hidden state into
+    the layer's scratch (``fused_copy`` stores it as the lstm_hidden node's value)."""
+    g = em.graph
+    hidden = fused_hidden(em, cell)
+    x, h, c = cell.inputs[:3]
+    xt, ht = g.type(x), g.type(h)
+    features, units = xt.size, ht.size
+    gx, gh = -(-features // 4), -(-units // 4)
+    rd, odd = simd_helpers(em)
+    rq = rq_helper(em, False)
+    weights = em.add_const_array(em.sym(f"{cell.name}_m4lstm"), fused_weights(em, cell, hidden), "int32_t",
+                                 f"%{cell.name}: per unit its gates' starts and int16 weights, input then hidden "
+                                 "state (arm.m4_lstm.fused_weights)")
+    tables = {op: em.add_const_array(em.sym(f"m4_lstm_{op}"), activation_table(op).reshape(-1), "int32_t",
+                                     f"TFLite's int16 {op} by rows of the rescaled input (arm.m4_lstm)")
+              for op in ("logistic", "tanh")}
+    xw, hw = em.sym("m4_lstm_xw"), em.sym("m4_lstm_hw")
+    em.scratch(xw, "uint32_t", 2 * gx)
+    em.scratch(hw, "uint32_t", 2 * gh)
+    requants = _gate_requants(em, cell, hidden)
+    (mk, ma, mo) = _product_requants(em, cell, hidden)
+    ct = g.type(c).dtype
+    out = hidden.type.dtype
+    lo, hi = out.integer_range
+    acts = ["logistic", "logistic", "logistic" if cell.attrs["activation"] == "sigmoid" else "tanh", "logistic"]
+
+    def widen(src: str, dst: str, n: int) -> list[str]:
+        whole, tail = divmod(n, 4)
+        lines = []
+        if whole:
+            lines += [f"    for (int32_t q = 0; q < {whole}; ++q) {{",
+                      f"        const int32_t v = {rd}({src} + 4 * q);",
+                      f"        {dst}[2 * q] = (uint32_t)__sxtb16(v); {dst}[2 * q + 1] = (uint32_t){odd}(v);",
+                      "    }"]
+        if tail:
+            fill = " | ".join(f"((uint32_t)(uint8_t){src}[{4 * whole + k}] << {8 * k})" for k in range(tail))
+            lines += [f"    {{ const int32_t v = (int32_t)({fill});",
+                      f"      {dst}[{2 * whole}] = (uint32_t)__sxtb16(v);",
+                      f"      {dst}[{2 * whole + 1}] = (uint32_t){odd}(v); }}"]
+        return lines
+
+    def sat16(v: str) -> str:
+        return f"__ssat({v}, 16)"
+
+    lines = [f"/* a step of TFLite's int8 LSTM, {features} inputs, {units} units (arm.m4_lstm.fused_cell) */",
+             '__attribute__((optimize("O2"))) static void @SYM@(const int8_t *x, const int8_t *h, '
+             "const int16_t *cp, int16_t *co, int8_t *ho)",
+             "{",
+             *widen("x", xw, features), *widen("h", hw, units),
+             f"    const int32_t *wp = {weights};",
+             f"    const int32_t *lg = {tables['logistic']} + 512, *th = {tables['tanh']} + 512;",
+             f"    for (int32_t j = 0; j < {units}; ++j) {{",
+             "        int32_t a0 = wp[0], a1 = wp[1], a2 = wp[2], a3 = wp[3], xe, xo;",
+             '        register int32_t w0 __asm__("r8"), w1 __asm__("r9"), w2 __asm__("r10"), w3 __asm__("r11");',
+             "        wp += 4;"]
+    lines += ["        " + line for line in _dot_asm(gx, xw)]
+    lines.append("        const int32_t " + ", ".join(
+        f"s{k} = {sat16(requant_call(rq, f'a{k}', *requants[k][0]))}" for k in range(4)) + ";")
+    lines += ["        a0 = wp[0]; a1 = wp[1]; a2 = wp[2]; a3 = wp[3];", "        wp += 4;"]
+    lines += ["        " + line for line in _dot_asm(gh, hw)]
+    lines.append("        const int32_t " + ", ".join(
+        f"t{k} = {sat16(f's{k} + ' + sat16(requant_call(rq, f'a{k}', *requants[k][1])))}" for k in range(4)) + ";")
+    for k, (name, op) in enumerate(zip(GATE_NAMES, acts)):
+        table = "lg" if op == "logistic" else "th"
+        lines += ["        " + line for line in _activation(name, op, f"t{k}", 3, 0, table)]
+    kept, added = (sat16(requant_call(rq, p, *m)) for p, m in (("f * cp[j]", mk), ("i * g", ma)))
+    lines.append(f"        int32_t cell = {sat16(f'{kept} + {added}')};")
+    clip = float(cell.attrs["cell_clip"])
+    if clip > 0:
+        q = lstm_quantised_clip(clip, ct)
+        lines.append(f"        cell = cell > {q} ? {q} : (cell < {-q} ? {-q} : cell);")
+    tm, ts = lstm_cell_tanh_parameters(ct)
+    lines += ["        co[j] = (int16_t)cell;",
+              *("        " + line for line in _activation("squashed", "tanh", "cell", tm, ts, "th")),
+              f"        const int32_t y = {requant_call(rq, 'o * squashed', *mo)} + {out.zero_point};",
+              f"        ho[j] = (int8_t)(y < {lo} ? {lo} : (y > {hi} ? {hi} : y));" if (lo, hi) != (-128, 127)
+              else "        ho[j] = (int8_t)__ssat(y, 8);",
+              "    }", "}", ""]
+    function = shared_function(em, f"m4_lstm_{cell.name}", [("", "\n".join(lines))])
+    em.scratch(_handoff(em, cell), "int8_t", units)
+    return [f"/* %{cell.name}, %{hidden.name}: the step on SMLAD (arm.m4_lstm) */",
+            f"{function}({em.var(x)}, {em.var(h)}, {em.var(c)}, {em.var(cell.name)}, {_handoff(em, cell)});"]
+
+
+def _handoff(em, cell: Node) -> str:
+    """The layer's scratch holding a step's new hidden state between its lstm_cell's call and its lstm_hidden's
+    copy: one per layer (named after the cell state the layer's first step reads)."""
+    g = em.graph
+    c = cell.inputs[2]
+    while g.op(c) == "lstm_cell":
+        c = g.node(c).inputs[2]
+    return em.sym(f"m4_lstm_h_{c}")
+
+
+def fused_copy(em, hidden: Node) -> list[str]:
+    """lstm_hidden of a step computed by its cell's function: the hidden state copied from the layer's scratch."""
+    cell = fused_cell_of(em, hidden)
+    return [f"/* %{hidden.name}: computed by %{cell.name}'s call (arm.m4_lstm) */",
+            *copy_bytes(em, em.var(hidden.name), _handoff(em, cell), hidden.type.size)]
