@@ -5,6 +5,7 @@ to tflite-micro's, and the layer run by the kernel's function (not the shared C'
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -351,7 +352,8 @@ def test_svdf_layers_on_the_m4(features, units, rank, memory, tmp_path):
 def test_lstm_stream_equals_tflite_micro_on_the_m4(features, units, steps, seed, cell_clip, cell_scale, kind,
                                                    tmp_path_factory):
     """int8 and 16x8 UNIDIRECTIONAL_SEQUENCE_LSTM streams of 5 calls (hidden and cell states kept between them) on
-    the gates' SMLAD sums (arm.m4_lstm): inputs and units off whole words, one step, cell clips and scales."""
+    arm.m4_lstm (int8: a step's function per layer; 16x8: the gates' SMLAD sums): inputs and units off whole
+    words, one step, cell clips and scales."""
     from tests.ops.test_lstm import lstm
 
     require_target("cortex-m4")
@@ -361,7 +363,47 @@ def test_lstm_stream_equals_tflite_micro_on_the_m4(features, units, steps, seed,
     X = random_rows(np.random.default_rng(seed), 5, steps * features, kind)
     got = simulated_scores("cortex-m4", model, X, tmp_path)
     np.testing.assert_array_equal(got, tflite_micro(model, X, (1, steps, features)).reshape(len(X), -1))
-    assert "op_m4_lstm_dot" in (tmp_path / "cortex-m4" / "op.c").read_text()
+    source = (tmp_path / "cortex-m4" / "op.c").read_text()
+    assert ("arm.m4_lstm.fused_cell" in source) == (kind == "int8") and "op_m4_lstm_" in source
+
+
+# (steps, features, units, seed): benchmarks/cmsis_nn_ops.py's layers, words of inputs and units exactly, one of
+# each left over, and inputs beyond 256 (the sums' asm loops over 8 words of inputs at a time)
+FUSED_SHAPES = [(5, 6, 4, 38), (10, 10, 32, 39), (4, 40, 64, 40), (3, 8, 8, 1), (2, 5, 9, 2), (2, 262, 3, 3)]
+
+
+@pytest.mark.parametrize("shape", FUSED_SHAPES, ids=[f"{s}x{f}->{u}" for s, f, u, _ in FUSED_SHAPES])
+def test_lstm_step_function_equals_tflite_micro_on_the_m4(shape, tmp_path):
+    """The int8 step function (arm.m4_lstm.fused_cell) on streams of 4 calls, the extremes among the inputs."""
+    from tests.ops.test_lstm import lstm
+
+    steps, features, units, seed = shape
+    model = lstm(steps=steps, features=features, units=units, seed=seed, cell_clip=0.5)
+    source = check_on_m4(model, (1, steps, features), (1, steps, units), tmp_path, "lstm", seed=seed)
+    assert "arm.m4_lstm.fused_cell" in source and "op_tfl_requantise(" not in source
+    assert source.count("static void op_m4_lstm_") == 1  # one function for the layer's steps
+
+
+@pytest.mark.parametrize("op", ["logistic", "tanh"])
+def test_the_activation_tables_give_tflites_int16_logistic_and_tanh(op):
+    """Every int16 input of the gates' rescaling (3, 0) and of the cell state's tanh at cell scales 2^-8..2^-15,
+    against the reference kernels' arithmetic (tflite_sigmoid.logistic_int16, tanh_int16: measured against
+    tflite-micro in tests/ops/test_logistic_tanh.py)."""
+    from tinycc_ml.arm.m4_lstm import TABLE_BITS, activation_table
+    from tinycc_ml.ir.ops.network.lstm import cell_tanh_parameters
+    from tinycc_ml.ir.ops.tflite_sigmoid import logistic_int16, tanh_int16
+
+    table = activation_table(op)
+    bits, out = TABLE_BITS[op]
+    q = np.arange(-32768, 32768, dtype=np.int64)
+    rescalings = {(3, 0)} | {cell_tanh_parameters(SimpleNamespace(qscales=(2.0**-p,))) for p in range(8, 16)}
+    for multiplier, shift in sorted(rescalings):
+        v = q * multiplier
+        v = (v + (1 << (shift - 1))) >> shift if shift else v
+        rows = table[np.clip(v >> bits, -256, 255) + 256]
+        got = (rows[:, 0] + (v & ((1 << bits) - 1)) * rows[:, 1]) >> out
+        want = (logistic_int16 if op == "logistic" else tanh_int16)(q, multiplier, shift)
+        np.testing.assert_array_equal(got, want, err_msg=f"rescaling {multiplier}, {shift}")
 
 
 @pytest.mark.parametrize("bias_reach", [2000, 1 << 29])  # 2^29 x 2^shift: beyond SMMLAR's proof, the shared C's
