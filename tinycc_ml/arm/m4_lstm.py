@@ -372,6 +372,22 @@ def _dot_asm(groups: int, src: str) -> list[str]:
     return ["__asm__ volatile("] + text + [f"    : {outs} : [{src}] {operands} : \"memory\");"]
 
 
+def _requant(em, x: str, multiplier: int, shift: int) -> str:
+    """C for TFLite's MultiplyByQuantizedMultiplier of x (proven exact on SMMLAR: ``requant_bound``): without a right
+    shift one SMMULR of x 2^(left + 1) (SMMLAR's accumulator 0), else ``m4_network.requant_call``."""
+    if shift < 0:
+        return requant_call(rq_helper(em, False), x, multiplier, shift)
+    smmulr = named_helper(em, "m4_smmulr", """\
+static inline __attribute__((always_inline)) int32_t @m4_smmulr(int32_t a, int32_t b)
+{
+    int32_t v;
+    __asm__("smmulr %0, %1, %2" : "=r"(v) : "r"(a), "r"(b));
+    return v;
+}
+""")
+    return f"{smmulr}((int32_t)((uint32_t)({x}) << {shift + 1}), {multiplier})"
+
+
 def _activation(name: str, op: str, x: str, multiplier: int, shift: int, table: str) -> list[str]:
     """C statements declaring ``int32_t name``: TFLite's int16 ``op`` of the int32 ``x``, its rescaling as
     ``c_int16``, then one row of ``activation_table`` (``table``: a pointer to its row 0) and one multiply-add."""
@@ -379,7 +395,9 @@ def _activation(name: str, op: str, x: str, multiplier: int, shift: int, table: 
     rounding = f" + {1 << (shift - 1)}" if shift else ""
     return [f"const int32_t {name}_v = ({x} * {multiplier}{rounding}) >> {shift};",
             f"const int32_t *{name}_r = {table} + 2 * __ssat({name}_v >> {bits}, 9);",
-            f"const int32_t {name} = ({name}_r[0] + ({name}_v & {(1 << bits) - 1}) * {name}_r[1]) >> {out};"]
+            f"int32_t {name}_a, {name}_d;",
+            f'__asm__("ldrd %0, %1, [%2]" : "=r"({name}_a), "=r"({name}_d) : "r"({name}_r));  /* one load: a, d */',
+            f"const int32_t {name} = ({name}_a + ({name}_v & {(1 << bits) - 1}) * {name}_d) >> {out};"]
 
 
 def fused_cell(em, cell: Node) -> list[str]:
@@ -393,7 +411,6 @@ def fused_cell(em, cell: Node) -> list[str]:
     features, units = xt.size, ht.size
     gx, gh = -(-features // 4), -(-units // 4)
     rd, odd = simd_helpers(em)
-    rq = rq_helper(em, False)
     weights = em.add_const_array(em.sym(f"{cell.name}_m4lstm"), fused_weights(em, cell, hidden), "int32_t",
                                  f"%{cell.name}: per unit its gates' starts and int16 weights, input then hidden "
                                  "state (arm.m4_lstm.fused_weights)")
@@ -441,15 +458,15 @@ def fused_cell(em, cell: Node) -> list[str]:
              "        wp += 4;"]
     lines += ["        " + line for line in _dot_asm(gx, xw)]
     lines.append("        const int32_t " + ", ".join(
-        f"s{k} = {sat16(requant_call(rq, f'a{k}', *requants[k][0]))}" for k in range(4)) + ";")
+        f"s{k} = {sat16(_requant(em, f'a{k}', *requants[k][0]))}" for k in range(4)) + ";")
     lines += ["        a0 = wp[0]; a1 = wp[1]; a2 = wp[2]; a3 = wp[3];", "        wp += 4;"]
     lines += ["        " + line for line in _dot_asm(gh, hw)]
     lines.append("        const int32_t " + ", ".join(
-        f"t{k} = {sat16(f's{k} + ' + sat16(requant_call(rq, f'a{k}', *requants[k][1])))}" for k in range(4)) + ";")
+        f"t{k} = {sat16(f's{k} + ' + sat16(_requant(em, f'a{k}', *requants[k][1])))}" for k in range(4)) + ";")
     for k, (name, op) in enumerate(zip(GATE_NAMES, acts)):
         table = "lg" if op == "logistic" else "th"
         lines += ["        " + line for line in _activation(name, op, f"t{k}", 3, 0, table)]
-    kept, added = (sat16(requant_call(rq, p, *m)) for p, m in (("f * cp[j]", mk), ("i * g", ma)))
+    kept, added = (sat16(_requant(em, p, *m)) for p, m in (("f * cp[j]", mk), ("i * g", ma)))
     lines.append(f"        int32_t cell = {sat16(f'{kept} + {added}')};")
     clip = float(cell.attrs["cell_clip"])
     if clip > 0:
@@ -458,7 +475,7 @@ def fused_cell(em, cell: Node) -> list[str]:
     tm, ts = lstm_cell_tanh_parameters(ct)
     lines += ["        co[j] = (int16_t)cell;",
               *("        " + line for line in _activation("squashed", "tanh", "cell", tm, ts, "th")),
-              f"        const int32_t y = {requant_call(rq, 'o * squashed', *mo)} + {out.zero_point};",
+              f"        const int32_t y = {_requant(em, 'o * squashed', *mo)} + {out.zero_point};",
               f"        ho[j] = (int8_t)(y < {lo} ? {lo} : (y > {hi} ? {hi} : y));" if (lo, hi) != (-128, 127)
               else "        ho[j] = (int8_t)__ssat(y, 8);",
               "    }", "}", ""]
