@@ -352,8 +352,7 @@ def test_svdf_layers_on_the_m4(features, units, rank, memory, tmp_path):
 def test_lstm_stream_equals_tflite_micro_on_the_m4(features, units, steps, seed, cell_clip, cell_scale, kind,
                                                    tmp_path_factory):
     """int8 and 16x8 UNIDIRECTIONAL_SEQUENCE_LSTM streams of 5 calls (hidden and cell states kept between them) on
-    arm.m4_lstm (int8: a step's function per layer; 16x8: the gates' SMLAD sums): inputs and units off whole
-    words, one step, cell clips and scales."""
+    arm.m4_lstm's step function: inputs and units off whole words, one step, cell clips and scales."""
     from tests.ops.test_lstm import lstm
 
     require_target("cortex-m4")
@@ -364,7 +363,7 @@ def test_lstm_stream_equals_tflite_micro_on_the_m4(features, units, steps, seed,
     got = simulated_scores("cortex-m4", model, X, tmp_path)
     np.testing.assert_array_equal(got, tflite_micro(model, X, (1, steps, features)).reshape(len(X), -1))
     source = (tmp_path / "cortex-m4" / "op.c").read_text()
-    assert ("arm.m4_lstm.fused_cell" in source) == (kind == "int8") and "op_m4_lstm_" in source
+    assert "arm.m4_lstm.fused_cell" in source
 
 
 # (steps, features, units, seed): benchmarks/cmsis_nn_ops.py's layers, words of inputs and units exactly, one of
@@ -372,15 +371,21 @@ def test_lstm_stream_equals_tflite_micro_on_the_m4(features, units, steps, seed,
 FUSED_SHAPES = [(5, 6, 4, 38), (10, 10, 32, 39), (4, 40, 64, 40), (3, 8, 8, 1), (2, 5, 9, 2), (2, 262, 3, 3)]
 
 
+@pytest.mark.parametrize("kind", ["int8", "int16"])
 @pytest.mark.parametrize("shape", FUSED_SHAPES, ids=[f"{s}x{f}->{u}" for s, f, u, _ in FUSED_SHAPES])
-def test_lstm_step_function_equals_tflite_micro_on_the_m4(shape, tmp_path):
-    """The int8 step function (arm.m4_lstm.fused_cell) on streams of 4 calls, the extremes among the inputs."""
+def test_lstm_step_function_equals_tflite_micro_on_the_m4(shape, kind, tmp_path):
+    """The int8 and 16x8 step function (arm.m4_lstm.fused_cell) on streams of 5 calls, the extremes among the
+    inputs: one function for the layer's steps, every requantisation its own (none of the shared C's)."""
     from tests.ops.test_lstm import lstm
 
+    require_target("cortex-m4")
     steps, features, units, seed = shape
-    model = lstm(steps=steps, features=features, units=units, seed=seed, cell_clip=0.5)
-    source = check_on_m4(model, (1, steps, features), (1, steps, units), tmp_path, "lstm", seed=seed)
-    assert "arm.m4_lstm.fused_cell" in source and "op_tfl_requantise(" not in source
+    model = lstm(steps=steps, features=features, units=units, seed=seed, cell_clip=0.5, kind=kind)
+    X = random_rows(np.random.default_rng(seed), 5, steps * features, kind)
+    got = simulated_scores("cortex-m4", model, X, tmp_path)
+    np.testing.assert_array_equal(got, tflite_micro(model, X, (1, steps, features)).reshape(len(X), -1))
+    source = (tmp_path / "cortex-m4" / "op.c").read_text()
+    assert "arm.m4_lstm.fused_cell" in source and "op_tfl_requantise" not in source
     assert source.count("static void op_m4_lstm_") == 1  # one function for the layer's steps
 
 

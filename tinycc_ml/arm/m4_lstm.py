@@ -242,7 +242,8 @@ def _gate_requants(em, cell: Node, hidden: Node):
     extremes)."""
     g = em.graph
     xt, ht = g.type(cell.inputs[0]).dtype, g.type(cell.inputs[1]).dtype
-    reach_x, reach_h = 128 + abs(xt.zero_point), 128 + abs(ht.zero_point)  # |code - zero point|
+    top = 1 << (xt.bits - 1)
+    reach_x, reach_h = top + abs(xt.zero_point), top + abs(ht.zero_point)  # |code - zero point|
     out = []
     for w, r, b in _gate_inputs(em, cell, hidden):
         W, R = _weights(em, cell, w, g.type(cell.inputs[0]).size), _weights(em, cell, r, g.type(cell.inputs[1]).size)
@@ -264,22 +265,43 @@ def _product_requants(em, cell: Node, hidden: Node):
 
 def fused_hidden(em, cell: Node) -> Node | None:
     """The lstm_hidden node computed with ``cell`` by one function (``fused_cell``), or None (the two nodes'
-    sums on SMLAD one by one, ``lstm_step``): an int8 step (int8 input and hidden state) whose one user of the
-    new cell state reading the same input and hidden state is an lstm_hidden with constant weights, every
-    requantisation proven exact on SMMLAR."""
+    sums on SMLAD one by one, ``lstm_step``): an int8 or 16x8 step whose one user of the new cell state reading
+    the same input and hidden state is an lstm_hidden with constant weights, every requantisation proven exact
+    on SMMLAR (16x8: each gate's sum, with its bias, proven within int32 and requantised as TFLite's 64-bit
+    MultiplyByQuantizedMultiplier on SMULL)."""
     g = em.graph
     x, h, c = cell.inputs[:3]
-    if not (_int8(g.type(x)) and _int8(g.type(h)) and lstm_claims(em, cell) and _computed(em, c)):
+    xt, ht = g.type(x), g.type(h)
+    wide = _int16(xt) and _int16(ht)
+    if not ((wide or (_int8(xt) and _int8(ht))) and lstm_claims(em, cell) and _computed(em, c)):
         return None
     partners = [g.node(u) for u in g.users(cell.name) if g.op(u) == "lstm_hidden"
                 and tuple(g.node(u).inputs[:3]) == (x, h, cell.name)]
-    if len(partners) != 1 or not lstm_claims(em, partners[0]) or not _int8(partners[0].type):
+    if len(partners) != 1 or not lstm_claims(em, partners[0]) or partners[0].type.dtype.bits != xt.dtype.bits:
         return None
     hidden = partners[0]
-    proofs = [requant_bound(b, *q) for qx, qh, bx, bh in _gate_requants(em, cell, hidden)
-              for b, q in ((bx, qx), (bh, qh))]
-    proofs += [requant_bound(INT16, *q) for q in _product_requants(em, cell, hidden)]
-    return hidden if all(p is not None for p in proofs) else None
+    sums = [(b, q) for qx, qh, bx, bh in _gate_requants(em, cell, hidden) for b, q in ((bx, qx), (bh, qh))]
+    if wide:
+        proofs = [b < 1 << 31 and _total_shift(*q) >= 1 for b, q in sums]
+    else:
+        proofs = [requant_bound(b, *q) is not None for b, q in sums]
+    proofs += [requant_bound(INT16, *q) is not None for q in _product_requants(em, cell, hidden)]
+    return hidden if all(proofs) else None
+
+
+def _total_shift(multiplier: int, shift: int) -> int:
+    """TFLite's 64-bit MultiplyByQuantizedMultiplier: its one right shift (of the product by the multiplier
+    rounded to 16 bits)."""
+    return 15 - shift
+
+
+def _requant64(x: str, multiplier: int, shift: int) -> str:
+    """C for TFLite's 64-bit MultiplyByQuantizedMultiplier (``requantise64``) of the int32 ``x``: one SMULL by the
+    multiplier rounded to 16 bits, the rounding added and shifted in 64 bits, cut to int32 as TFLite's cast."""
+    reduced = (multiplier + (1 << 15)) >> 16 if multiplier < 0x7FFF0000 else 0x7FFF
+    total = _total_shift(multiplier, shift)
+    return (f"(int32_t)(uint32_t)(uint64_t)(((int64_t)({x}) * {reduced} + ((int64_t)1 << {total - 1})) "
+            f">> {total})")
 
 
 def fused_cell_of(em, hidden: Node) -> Node | None:
@@ -327,21 +349,35 @@ def activation_table(op: str) -> np.ndarray:
     return rows
 
 
+def _quad_words(W: np.ndarray, natural: bool) -> np.ndarray:
+    """(rows, groups, 2) int32 words: each row's int8 weights widened to int16, padded with zeros to whole groups of
+    4, per group two words: ``natural`` (int16 inputs as they lie in memory) values 0, 1 and 2, 3, else SXTB16's
+    splits of an int8 input word, values 0, 2 and 1, 3 (``gate_words``)."""
+    if not natural:
+        return gate_words(W)[0].reshape(W.shape[0], -1, 2)
+    rows, n = W.shape
+    padded = np.zeros((rows, 4 * -(-n // 4)), np.int16)
+    padded[:, :n] = W
+    return np.ascontiguousarray(padded).view("<i4").reshape(rows, -1, 2)
+
+
 def fused_weights(em, cell: Node, hidden: Node) -> np.ndarray:
     """The layer's weight stream (int32 words) as the function reads it: per unit the four gates' starts of the
     input's sums (bias - input zero point x the row's sum), per 4 inputs two LDMs of four words (the gates' int16
-    weights for inputs 0, 2, then 1, 3: ``gate_words``), then the hidden state's likewise (its starts -zero
-    point x the row's sum)."""
+    weights for inputs 0, 2, then 1, 3 as SXTB16 splits int8 inputs; 16x8: 0, 1, then 2, 3), then the hidden
+    state's likewise (its starts -zero point x the row's sum). int8: the starts wrap as the int32 sums do;
+    16x8: ``fused_hidden`` proved them within int32."""
     g = em.graph
     x, h = cell.inputs[:2]
     xt, ht = g.type(x), g.type(h)
+    natural = _int16(xt)
     units = ht.size
     parts_x, parts_h, starts_x, starts_h = [], [], [], []
     for w, r, b in _gate_inputs(em, cell, hidden):
         W, R = _weights(em, cell, w, xt.size), _weights(em, cell, r, ht.size)
         bias = np.asarray(g.node(b).attrs["value"], np.int64).reshape(-1)
-        parts_x.append(gate_words(W)[0].reshape(units, -1, 2))
-        parts_h.append(gate_words(R)[0].reshape(units, -1, 2))
+        parts_x.append(_quad_words(W, natural))
+        parts_h.append(_quad_words(R, natural))
         starts_x.append(_wrap32(bias - xt.dtype.zero_point * W.sum(axis=1)))
         starts_h.append(_wrap32(-ht.dtype.zero_point * R.sum(axis=1)))
     stream = [np.stack(starts_x, axis=1), np.stack(parts_x, axis=-1).reshape(units, -1),
@@ -418,6 +454,8 @@ def fused_cell(em, cell: Node) -> list[str]:
     xt, ht = g.type(x), g.type(h)
     features, units = xt.size, ht.size
     gx, gh = -(-features // 4), -(-units // 4)
+    bits = xt.dtype.bits
+    ctype = f"int{bits}_t"
     rd, odd = simd_helpers(em)
     weights = em.add_const_array(em.sym(f"{cell.name}_m4lstm"), fused_weights(em, cell, hidden), "int32_t",
                                  f"%{cell.name}: per unit its gates' starts and int16 weights, input then hidden "
@@ -438,6 +476,14 @@ def fused_cell(em, cell: Node) -> list[str]:
     def widen(src: str, dst: str, n: int) -> list[str]:
         whole, tail = divmod(n, 4)
         lines = []
+        if bits == 16:  # the words as they are, into the aligned buffer (LDRD), the last group padded with zeros
+            if whole:
+                lines += [f"    for (int32_t q = 0; q < {2 * whole}; ++q) {dst}[q] = (uint32_t){rd}("
+                          f"(const int8_t *){src} + 4 * q);"]
+            for w in range(2 * whole, 2 * -(-n // 4)):
+                halves = [f"((uint32_t)(uint16_t){src}[{2 * w + k}] << {16 * k})" for k in (0, 1) if 2 * w + k < n]
+                lines.append(f"    {dst}[{w}] = {' | '.join(halves) or '0u'};")
+            return lines
         if whole:
             lines += [f"    for (int32_t q = 0; q < {whole}; ++q) {{",
                       f"        const int32_t v = {rd}({src} + 4 * q);",
@@ -453,9 +499,10 @@ def fused_cell(em, cell: Node) -> list[str]:
     def sat16(v: str) -> str:
         return f"__ssat({v}, 16)"
 
-    lines = [f"/* a step of TFLite's int8 LSTM, {features} inputs, {units} units (arm.m4_lstm.fused_cell) */",
-             '__attribute__((optimize("O2"))) static void @SYM@(const int8_t *x, const int8_t *h, '
-             "const int16_t *cp, int16_t *co, int8_t *ho)",
+    kind = "16x8" if bits == 16 else "int8"
+    lines = [f"/* a step of TFLite's {kind} LSTM, {features} inputs, {units} units (arm.m4_lstm.fused_cell) */",
+             f'__attribute__((optimize("O2"))) static void @SYM@(const {ctype} *x, const {ctype} *h, '
+             f"const int16_t *cp, int16_t *co, {ctype} *ho)",
              "{",
              *widen("x", xw, features), *widen("h", hw, units),
              f"    const int32_t *wp = {weights};",
@@ -465,12 +512,13 @@ def fused_cell(em, cell: Node) -> list[str]:
              '        register int32_t w0 __asm__("r8"), w1 __asm__("r9"), w2 __asm__("r10"), w3 __asm__("r11");',
              "        wp += 4;"]
     lines += ["        " + line for line in _dot_asm(gx, xw)]
+    gate_requant = (lambda a, q: _requant64(a, *q)) if bits == 16 else (lambda a, q: _requant(em, a, *q))
     lines.append("        const int32_t " + ", ".join(
-        f"s{k} = {sat16(_requant(em, f'a{k}', *requants[k][0]))}" for k in range(4)) + ";")
+        f"s{k} = {sat16(gate_requant(f'a{k}', requants[k][0]))}" for k in range(4)) + ";")
     lines += ["        a0 = wp[0]; a1 = wp[1]; a2 = wp[2]; a3 = wp[3];", "        wp += 4;"]
     lines += ["        " + line for line in _dot_asm(gh, hw)]
     lines.append("        const int32_t " + ", ".join(
-        f"t{k} = {sat16(f's{k} + ' + sat16(_requant(em, f'a{k}', *requants[k][1])))}" for k in range(4)) + ";")
+        f"t{k} = {sat16(f's{k} + ' + sat16(gate_requant(f'a{k}', requants[k][1])))}" for k in range(4)) + ";")
     for k, (name, op) in enumerate(zip(GATE_NAMES, acts)):
         table = "lg" if op == "logistic" else "th"
         lines += ["        " + line for line in _activation(name, op, f"t{k}", 3, 0, table)]
@@ -484,11 +532,12 @@ def fused_cell(em, cell: Node) -> list[str]:
     lines += ["        co[j] = (int16_t)cell;",
               *("        " + line for line in _activation("squashed", "tanh", "cell", tm, ts, "th")),
               f"        const int32_t y = {_requant(em, 'o * squashed', *mo)} + {out.zero_point};",
-              f"        ho[j] = (int8_t)(y < {lo} ? {lo} : (y > {hi} ? {hi} : y));" if (lo, hi) != (-128, 127)
-              else "        ho[j] = (int8_t)__ssat(y, 8);",
+              f"        ho[j] = ({ctype})(y < {lo} ? {lo} : (y > {hi} ? {hi} : y));"
+              if (lo, hi) != (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) else
+              f"        ho[j] = ({ctype})__ssat(y, {bits});",
               "    }", "}", ""]
     function = shared_function(em, f"m4_lstm_{cell.name}", [("", "\n".join(lines))])
-    em.scratch(_handoff(em, cell), "int8_t", units)
+    em.scratch(_handoff(em, cell), ctype, units)
     return [f"/* %{cell.name}, %{hidden.name}: the step on SMLAD (arm.m4_lstm) */",
             f"{function}({em.var(x)}, {em.var(h)}, {em.var(c)}, {em.var(cell.name)}, {_handoff(em, cell)});"]
 
@@ -507,4 +556,5 @@ def fused_copy(em, hidden: Node) -> list[str]:
     """lstm_hidden of a step computed by its cell's function: the hidden state copied from the layer's scratch."""
     cell = fused_cell_of(em, hidden)
     return [f"/* %{hidden.name}: computed by %{cell.name}'s call (arm.m4_lstm) */",
-            *copy_bytes(em, em.var(hidden.name), _handoff(em, cell), hidden.type.size)]
+            *copy_bytes(em, f"((int8_t *){em.var(hidden.name)})", f"((const int8_t *){_handoff(em, cell)})",
+                        hidden.type.size * hidden.type.dtype.bits // 8)]
