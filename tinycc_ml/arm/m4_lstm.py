@@ -1,31 +1,33 @@
 """Cortex-M4 / M33 kernels for TFLite's int8 and 16x8 LSTM step (tinycc_ml/ir/ops/network/lstm.py: ``lstm_cell``
 then ``lstm_hidden``), bit for bit the shared C's and so tflite-micro's.
 
-int8 (``fused_cell``): one function per layer (``m4_lstm_<first step's cell>``, -O2, shared by the layer's steps)
-computes a whole step: the lstm_cell node's call gives it the step's input, hidden and cell state, and it stores
-the new cell state as the cell node's value and the new hidden state into a scratch per layer, which the
-lstm_hidden node copies as its value (``fused_copy``). The input and the hidden state are widened once per step
-into word buffers (per 4 int8 values SXTB16's two words, lanes 0, 2 and 1, 3; a last partial group padded with
-zeros, against zero weights). Then per unit its four gates' rows (forget, input, cell, output) together: the
-input's four sums, then the hidden state's, each in an inline asm block unrolled at literal offsets (per 4
-values one LDRD of the widened values, two LDMs of the four gates' compile-time int16 weights, eight SMLAD: 11
-instructions for 16 multiply-accumulates), the accumulators starting from per-unit constants (the bias and the
-zero points' terms: sum (x - z) w = sum x w - z sum w, TFLite's int32 sums, which the reader proves never wrap,
-equal modulo 2^32, so equal) that lead the unit's words in the weight stream. Each sum is requantised to 2^-12 on
-SMMULR / SMMLAR (where its bound proves that exact: ``fused_hidden`` declines a layer where any is not) and
-saturated with SSAT, the two added and saturated; the int16 sigmoid and tanh are one row of a 512-row table
-(``activation_table``: TFLite's interpolation, its rounding, reflection and saturation folded in) and one MLA;
-the cell and hidden products are TFLite's int16 MulElementwise on SMMLAR.
+The step function (``fused_cell``): one function per layer (``m4_lstm_<first step's cell>``, -O2, shared by the
+layer's steps) computes a whole step: the lstm_cell node's call gives it the step's input, hidden and cell state,
+and it stores the new cell state as the cell node's value and the new hidden state into a scratch per layer,
+which the lstm_hidden node copies as its value (``fused_copy``). The input and the hidden state go once per step
+into aligned word buffers: int8 values widened (per 4 SXTB16's two words, lanes 0, 2 and 1, 3), int16 ones
+(16x8) as they are; a last partial group padded with zeros, against zero weights. Then per unit its four gates'
+rows (forget, input, cell, output) together: the input's four sums, then the hidden state's, each in an inline
+asm block unrolled at literal offsets (per 4 values one LDRD of the buffer, two LDMs of the four gates'
+compile-time int16 weights, eight SMLAD: 11 instructions for 16 multiply-accumulates), the accumulators starting
+from per-unit constants (the bias and the zero points' terms: sum (x - z) w = sum x w - z sum w) that lead the
+unit's words in the weight stream. int8: TFLite's int32 sums, which the reader proves never wrap, equal modulo
+2^32, so equal; each is requantised to 2^-12 on SMMULR / SMMLAR where its bound proves that exact. 16x8: each
+gate's sum, its bias included, proven within int32 (so SMLAD's), requantised as TFLite's 64-bit
+MultiplyByQuantizedMultiplier (one SMULL by the multiplier rounded to 16 bits). ``fused_hidden`` declines a
+layer where a proof fails. The two sums saturated with SSAT, added and saturated; the int16 sigmoid and tanh are
+one row of a 512-row table (``activation_table``: TFLite's interpolation, its rounding, reflection and
+saturation folded in) and one MLA; the cell and hidden products are TFLite's int16 MulElementwise on SMMLAR.
 
-16x8 (int16 input and hidden state, int64 sums), and an int8 step ``fused_hidden`` declines: each gate's sum is
-a dot product on SMLAD, against the weights widened to int16 at compile time (int8 values: per 4 one LDR, two
-SXTB16 and two SMLAD; int16 values: their words as they are), the zero points and the bias folded into per-unit
-starts; where every int16 input keeps a row's products' sum within int32 (checked per layer), that sum is
-SMLAD's and the bias (with the zero points' terms) is added in int64, then TFLite's 64-bit requantisation as the
-shared C writes it; else the shared C. Everything after the sums (requantisation, the int16 sigmoid and tanh,
-the cell and hidden arithmetic) is the shared C's (``lstm_cell_c``, ``lstm_hidden_c``), which takes these sums
-in place of its loops.
+A step the step function declines: each gate's sum is a dot product on SMLAD, against the weights widened to
+int16 at compile time (int8 values: per 4 one LDR, two SXTB16 and two SMLAD; int16 values: their words as they
+are), the zero points and the bias folded into per-unit starts; 16x8 where every int16 input keeps a row's
+products' sum within int32 (checked per layer), that sum is SMLAD's and the bias (with the zero points' terms) is
+added in int64, then TFLite's 64-bit requantisation as the shared C writes it; else the shared C. Everything
+after the sums (requantisation, the int16 sigmoid and tanh, the cell and hidden arithmetic) is the shared C's
+(``lstm_cell_c``, ``lstm_hidden_c``), which takes these sums in place of its loops.
 """
+
 from __future__ import annotations
 
 import numpy as np
