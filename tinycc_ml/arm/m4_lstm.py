@@ -225,7 +225,7 @@ def lstm_step(em, node: Node) -> list[str] | None:
     return emit(em, node, sums, prologue, requant)
 
 
-# ---------------------------------------------------------------- int8: one function per layer for a whole step
+# ---------------------------------------------------------------- the step function: one per layer, a whole step
 
 GATE_NAMES = "figo"  # forget, input, cell and output gates: a unit's four rows, in this order
 INT16 = 32767 * 32768  # |a product of two int16 values, one a sigmoid's or tanh's|: the products' bound
@@ -284,7 +284,7 @@ def fused_hidden(em, cell: Node) -> Node | None:
     hidden = partners[0]
     sums = [(b, q) for qx, qh, bx, bh in _gate_requants(em, cell, hidden) for b, q in ((bx, qx), (bh, qh))]
     if wide:
-        proofs = [b < 1 << 31 and _total_shift(*q) >= 1 for b, q in sums]
+        proofs = [b < 1 << 31 and 1 <= _total_shift(*q) <= 62 for b, q in sums]
     else:
         proofs = [requant_bound(b, *q) is not None for b, q in sums]
     proofs += [requant_bound(INT16, *q) is not None for q in _product_requants(em, cell, hidden)]
