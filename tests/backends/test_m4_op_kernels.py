@@ -346,6 +346,35 @@ def test_svdf_layers_on_the_m4(features, units, rank, memory, tmp_path):
 
 
 @SETTINGS
+@given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=4), data=st.data(),
+       kind=st.sampled_from(["int8", "int16"]))
+def test_concatenation_equals_tflite_micro_on_the_m4(shape, data, kind, tmp_path_factory):
+    """SPLIT_V of x along a random axis into two unequal parts, CONCATENATION of them swapped (two computed
+    operands of different lengths, odd byte counts, several slices before the axis): each byte as
+    tflite-micro's, the copies arm.m4_concatenation's."""
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    shape[axis] = max(shape[axis], 2)
+    first = data.draw(st.integers(1, shape[axis] - 1))
+    b = TfliteBuilder()
+    q = (0.05 / 256, 0) if kind == "int16" else (0.05, -3)
+    x = b.tensor(shape, kind, scale=q[0], zero_point=q[1], name="x")
+    parts = [b.tensor([n if k == axis else e for k, e in enumerate(shape)], kind, scale=q[0], zero_point=q[1])
+             for n in (first, shape[axis] - first)]
+    sizes = b.tensor((2,), "int32", scale=None, data=np.asarray([first, -1], dtype=np.int32))
+    b.op(OPS.SPLIT_V, [x, sizes, b.tensor((), "int32", scale=None, data=np.asarray(axis, dtype=np.int32))], parts,
+         OPTIONS.SplitVOptions, options("SplitVOptions", numSplits=2))
+    z = b.tensor(shape, kind, scale=q[0], zero_point=q[1], name="z")
+    b.op(OPS.CONCATENATION, parts[::-1], [z], OPTIONS.ConcatenationOptions, options("ConcatenationOptions", axis=axis))
+    model = b.finish([x], [z])
+    tmp_path = tmp_path_factory.mktemp("concatenation")
+    X = random_rows(np.random.default_rng(len(shape)), 3, int(np.prod(shape)), kind)
+    require_target("cortex-m4")
+    got = simulated_scores("cortex-m4", model, X, tmp_path)
+    np.testing.assert_array_equal(got, tflite_micro(model, X, tuple(shape)).reshape(len(X), -1))
+    assert "arm.m4_concatenation" in (tmp_path / "cortex-m4" / "op.c").read_text()
+
+
+@SETTINGS
 @given(features=st.integers(1, 13), units=st.integers(1, 9), steps=st.integers(1, 3), seed=st.integers(0, 3),
        cell_clip=st.sampled_from([0.0, 0.5]), cell_scale=st.sampled_from([2.0**-8, 2.0**-11, 2.0**-15]),
        kind=st.sampled_from(["int8", "int16"]))
