@@ -47,7 +47,7 @@ def measure(kind: str, steps: int, features: int, units: int, seed: int, kernel:
             source = (Path(tmp) / "cortex-m4" / "op.c").read_text()
     finally:
         cortex_m4.M4_KERNELS = table
-    assert ("m4_lstm_dot" in source) == kernel, "the build did not take the kernel asked for"
+    assert ("_m4_lstm_" in source) == kernel, "the build did not take the kernel asked for"
     equal = np.array_equal(np.asarray(run.scores).reshape(len(X), -1), stream(data, X, (1, steps, features)))
     return int(np.median(run.instructions)), equal, result.output.const_bytes
 

@@ -136,7 +136,12 @@ from tinycc_ml.ir.ops.c_primitives import c_helper, reciprocal
 from tinycc_ml.ir.ops.ensembles import default_left, forest_levels, leaf_ints, leaf_scale, missing_code, threshold_ints
 from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
 from tinycc_ml.ir.ops.network.batch_matmul import batch_multiplier, matrix_shape
+from tinycc_ml.ir.ops.network.lstm import UNIT_SCALE as LSTM_UNIT_SCALE
+from tinycc_ml.ir.ops.network.lstm import cell_tanh_parameters as lstm_cell_tanh_parameters
+from tinycc_ml.ir.ops.network.lstm import fc_multiplier as lstm_fc_multiplier
 from tinycc_ml.ir.ops.network.lstm import lstm_cell_c, lstm_hidden_c
+from tinycc_ml.ir.ops.network.lstm import mul_multiplier as lstm_mul_multiplier
+from tinycc_ml.ir.ops.network.lstm import quantised_clip as lstm_quantised_clip
 from tinycc_ml.ir.ops.network.mul import multiplier as mul_multiplier
 from tinycc_ml.ir.ops.network.svdf import output_multiplier as svdf_output_multiplier
 from tinycc_ml.ir.ops.network.svdf import state_multiplier as svdf_state_multiplier
@@ -154,6 +159,7 @@ from tinycc_ml.ir.ops.tflite_arith import (
     softmax_parameters,
     wrap32,
 )
+from tinycc_ml.ir.ops.tflite_sigmoid import SIGMOID_TABLE
 from tinycc_ml.passes.manager import TargetAttributes
 from tinycc_ml.plugins import PluginError
 from tinycc_ml.progress import wait_all
@@ -210,6 +216,8 @@ __all__ = [
     "MAX_SOFTMAX_DEPTH", "SOFTMAX_ACCUMULATION_INTEGER_BITS", "exp_on_negative_values",
     "saturating_rounding_doubling_high_mul", "softmax_parameters", "wrap32", "reciprocal", "batch_multiplier",
     "matrix_shape", "svdf_output_multiplier", "svdf_state_multiplier", "lstm_cell_c", "lstm_hidden_c",
+    "LSTM_UNIT_SCALE", "lstm_fc_multiplier", "lstm_mul_multiplier", "lstm_cell_tanh_parameters", "lstm_quantised_clip",
+    "SIGMOID_TABLE",
     # C helpers emitted once per model; kissfft's FFT plan and twiddle tables (ir/ops/signal/kissfft.py)
     "c_helper", "kissfft_plan", "kissfft_tables",
     # the front end's fused log mel power (ir/ops/front_end/log_mel_power.py): its exponent and its mel/log loop in C

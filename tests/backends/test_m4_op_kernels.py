@@ -5,6 +5,7 @@ to tflite-micro's, and the layer run by the kernel's function (not the shared C'
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -345,13 +346,42 @@ def test_svdf_layers_on_the_m4(features, units, rank, memory, tmp_path):
 
 
 @SETTINGS
+@given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=4), data=st.data(),
+       kind=st.sampled_from(["int8", "int16"]))
+def test_concatenation_equals_tflite_micro_on_the_m4(shape, data, kind, tmp_path_factory):
+    """SPLIT_V of x along a random axis into two unequal parts, CONCATENATION of them swapped (two computed
+    operands of different lengths, odd byte counts, several slices before the axis): each byte as
+    tflite-micro's, the copies arm.m4_concatenation's."""
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    shape[axis] = max(shape[axis], 2)
+    first = data.draw(st.integers(1, shape[axis] - 1))
+    b = TfliteBuilder()
+    q = (0.05 / 256, 0) if kind == "int16" else (0.05, -3)
+    x = b.tensor(shape, kind, scale=q[0], zero_point=q[1], name="x")
+    parts = [b.tensor([n if k == axis else e for k, e in enumerate(shape)], kind, scale=q[0], zero_point=q[1])
+             for n in (first, shape[axis] - first)]
+    sizes = b.tensor((2,), "int32", scale=None, data=np.asarray([first, -1], dtype=np.int32))
+    b.op(OPS.SPLIT_V, [x, sizes, b.tensor((), "int32", scale=None, data=np.asarray(axis, dtype=np.int32))], parts,
+         OPTIONS.SplitVOptions, options("SplitVOptions", numSplits=2))
+    z = b.tensor(shape, kind, scale=q[0], zero_point=q[1], name="z")
+    b.op(OPS.CONCATENATION, parts[::-1], [z], OPTIONS.ConcatenationOptions, options("ConcatenationOptions", axis=axis))
+    model = b.finish([x], [z])
+    tmp_path = tmp_path_factory.mktemp("concatenation")
+    X = random_rows(np.random.default_rng(len(shape)), 3, int(np.prod(shape)), kind)
+    require_target("cortex-m4")
+    got = simulated_scores("cortex-m4", model, X, tmp_path)
+    np.testing.assert_array_equal(got, tflite_micro(model, X, tuple(shape)).reshape(len(X), -1))
+    assert "arm.m4_concatenation" in (tmp_path / "cortex-m4" / "op.c").read_text()
+
+
+@SETTINGS
 @given(features=st.integers(1, 13), units=st.integers(1, 9), steps=st.integers(1, 3), seed=st.integers(0, 3),
        cell_clip=st.sampled_from([0.0, 0.5]), cell_scale=st.sampled_from([2.0**-8, 2.0**-11, 2.0**-15]),
        kind=st.sampled_from(["int8", "int16"]))
 def test_lstm_stream_equals_tflite_micro_on_the_m4(features, units, steps, seed, cell_clip, cell_scale, kind,
                                                    tmp_path_factory):
     """int8 and 16x8 UNIDIRECTIONAL_SEQUENCE_LSTM streams of 5 calls (hidden and cell states kept between them) on
-    the gates' SMLAD sums (arm.m4_lstm): inputs and units off whole words, one step, cell clips and scales."""
+    arm.m4_lstm's step function: inputs and units off whole words, one step, cell clips and scales."""
     from tests.ops.test_lstm import lstm
 
     require_target("cortex-m4")
@@ -361,7 +391,53 @@ def test_lstm_stream_equals_tflite_micro_on_the_m4(features, units, steps, seed,
     X = random_rows(np.random.default_rng(seed), 5, steps * features, kind)
     got = simulated_scores("cortex-m4", model, X, tmp_path)
     np.testing.assert_array_equal(got, tflite_micro(model, X, (1, steps, features)).reshape(len(X), -1))
-    assert "op_m4_lstm_dot" in (tmp_path / "cortex-m4" / "op.c").read_text()
+    source = (tmp_path / "cortex-m4" / "op.c").read_text()
+    assert "arm.m4_lstm.fused_cell" in source
+
+
+# (steps, features, units, seed): benchmarks/cmsis_nn_ops.py's layers, words of inputs and units exactly, one of
+# each left over, and inputs beyond 256 (the sums' asm loops over 8 words of inputs at a time)
+FUSED_SHAPES = [(5, 6, 4, 38), (10, 10, 32, 39), (4, 40, 64, 40), (3, 8, 8, 1), (2, 5, 9, 2), (2, 262, 3, 3)]
+
+
+@pytest.mark.parametrize("kind", ["int8", "int16"])
+@pytest.mark.parametrize("shape", FUSED_SHAPES, ids=[f"{s}x{f}->{u}" for s, f, u, _ in FUSED_SHAPES])
+def test_lstm_step_function_equals_tflite_micro_on_the_m4(shape, kind, tmp_path):
+    """The int8 and 16x8 step function (arm.m4_lstm.fused_cell) on streams of 5 calls, the extremes among the
+    inputs: one function for the layer's steps, every requantisation its own (none of the shared C's)."""
+    from tests.ops.test_lstm import lstm
+
+    require_target("cortex-m4")
+    steps, features, units, seed = shape
+    model = lstm(steps=steps, features=features, units=units, seed=seed, cell_clip=0.5, kind=kind)
+    X = random_rows(np.random.default_rng(seed), 5, steps * features, kind)
+    got = simulated_scores("cortex-m4", model, X, tmp_path)
+    np.testing.assert_array_equal(got, tflite_micro(model, X, (1, steps, features)).reshape(len(X), -1))
+    source = (tmp_path / "cortex-m4" / "op.c").read_text()
+    assert "arm.m4_lstm.fused_cell" in source and "op_tfl_requantise" not in source
+    assert source.count("static void op_m4_lstm_") == 1  # one function for the layer's steps
+
+
+@pytest.mark.parametrize("op", ["logistic", "tanh"])
+def test_the_activation_tables_give_tflites_int16_logistic_and_tanh(op):
+    """Every int16 input of the gates' rescaling (3, 0) and of the cell state's tanh at cell scales 2^-8..2^-15,
+    against the reference kernels' arithmetic (tflite_sigmoid.logistic_int16, tanh_int16: measured against
+    tflite-micro in tests/ops/test_logistic_tanh.py)."""
+    from tinycc_ml.arm.m4_lstm import TABLE_BITS, activation_table
+    from tinycc_ml.ir.ops.network.lstm import cell_tanh_parameters
+    from tinycc_ml.ir.ops.tflite_sigmoid import logistic_int16, tanh_int16
+
+    table = activation_table(op)
+    bits, out = TABLE_BITS[op]
+    q = np.arange(-32768, 32768, dtype=np.int64)
+    rescalings = {(3, 0)} | {cell_tanh_parameters(SimpleNamespace(qscales=(2.0**-p,))) for p in range(8, 16)}
+    for multiplier, shift in sorted(rescalings):
+        v = q * multiplier
+        v = (v + (1 << (shift - 1))) >> shift if shift else v
+        rows = table[np.clip(v >> bits, -256, 255) + 256]
+        got = (rows[:, 0] + (v & ((1 << bits) - 1)) * rows[:, 1]) >> out
+        want = (logistic_int16 if op == "logistic" else tanh_int16)(q, multiplier, shift)
+        np.testing.assert_array_equal(got, want, err_msg=f"rescaling {multiplier}, {shift}")
 
 
 @pytest.mark.parametrize("bias_reach", [2000, 1 << 29])  # 2^29 x 2^shift: beyond SMMLAR's proof, the shared C's

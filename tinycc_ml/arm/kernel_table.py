@@ -6,6 +6,7 @@ from tinycc_ml.arm import (
     m0_fused,
     m0_kernels,
     m4_batch_matmul,
+    m4_concatenation,
     m4_elementwise,
     m4_kernels,
     m4_log_mel_power,
@@ -72,6 +73,7 @@ M4_KERNELS = (
     Kernel("softmax", m4_softmax.softmax, claims=m4_softmax.softmax_claims),
     Kernel("pad", m4_pad.pad, claims=m4_pad.pad_claims),
     Kernel("transpose", m4_transpose.transpose, claims=m4_transpose.transpose_claims),
+    Kernel("concatenation", m4_concatenation.concatenation, claims=m4_concatenation.concatenation_claims),
     # TFLite's 16x8 layers (arm.m4_network16)
     Kernel("conv2d", m4_network16.conv2d, claims=m4_network16.tflite_16x8),
     Kernel("depthwise_conv2d", m4_network16.depthwise_conv2d, claims=m4_network16.tflite_16x8),
