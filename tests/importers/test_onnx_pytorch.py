@@ -406,6 +406,26 @@ def test_constant_operands_and_shape_ops_compile_at_every_precision(tmp_path):
     check_builds(tmp_path / "n.onnx", tmp_path)
 
 
+@pytest.mark.parametrize("starts, ends, steps", [([0], [2 ** 63 - 1], [2]), ([1], [2 ** 63 - 1], [3]),
+                                                  ([-1], [-(2 ** 63)], [-2])])
+def test_an_open_ended_slice_takes_what_onnxruntime_takes(starts, ends, steps, tmp_path):
+    """PyTorch's x[:, ::2] is a Slice to int64's largest value (its open end): read as an integer, never through a
+    float (which overflowed it into an empty slice)."""
+    from onnx import helper
+
+    inits = {"starts": np.array(starts), "ends": np.array(ends), "axes": np.array([1]), "steps": np.array(steps),
+             "W": np.random.default_rng(2).normal(size=(3, 8)).astype(np.float32)}
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["s"], name="slice"),
+             helper.make_node("Flatten", ["s"], ["f"], name="flat"),
+             helper.make_node("MatMul", ["f", "W"], ["y"], name="dense")]
+    width = len(range(*slice(starts[0], None if abs(ends[0]) > 99 else ends[0], steps[0]).indices(16)))
+    inits["W"] = inits["W"][:, :width].T.copy()
+    save_net(tmp_path / "s.onnx", nodes, inits, [1, 16])
+    X = np.random.default_rng(3).normal(size=(6, 16)).astype(np.float32)
+    np.testing.assert_allclose(tinycc_ml.load_model(tmp_path / "s.onnx").scores(X),
+                               onnxruntime_scores(tmp_path / "s.onnx", X), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("nodes, inits, message", [
     ([("Div", ["x", "x"], {})], {}, r"Div node 'n0' divides by a computed tensor; only division by a constant"),
     ([("Pad", ["x", "pads"], {"mode": "reflect"})], {"pads": np.array([0, 0, 1, 0, 0, 1])},

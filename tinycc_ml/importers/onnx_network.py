@@ -339,6 +339,19 @@ class _Lowering:
                        "constants (initializers) are supported there")
         return check_array(self.weights[name], f"{node.op_type} node {node.name!r} {what} {name!r}", self.path)
 
+    def int_const(self, node, index: int, what: str) -> np.ndarray:
+        """An integer constant (shape, axes, starts, ends, ...) as int64, exactly: an int64 initializer's
+        9223372036854775807 (PyTorch's open slice end) is no float. Float values must be whole numbers; those beyond
+        int64's range saturate."""
+        value = self.const(node, index, what)  # the checks and the refusal of a computed value
+        raw = np.asarray(self.weights[node.input[index]])
+        if raw.dtype.kind in "iub":
+            return raw.astype(np.int64)
+        if not np.all(value == np.round(value)):
+            raise _Bad(f"{node.op_type} node {node.name!r}: its {what} {value.reshape(-1).tolist()} are not whole "
+                       "numbers")
+        return np.clip(value, -2.0 ** 63, 2.0 ** 63 - 1024).astype(np.int64)
+
     def add_const(self, array: np.ndarray, layout: str, name: str) -> str:
         array = np.asarray(array, dtype=np.float32)
         return self.add("const", [], {"value": array}, name, TensorType(array.shape, F32, layout))
@@ -539,7 +552,7 @@ class _Lowering:
             axis = onnx_axis(attrs.get("axis", 1), len(shape) + 1, what)  # Flatten's axis may be the rank
             wanted = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
         elif node.op_type == "Reshape":
-            given = self.stepped_shape(x, [int(s) for s in self.const(node, 1, "shape").astype(np.int64).reshape(-1)])
+            given = self.stepped_shape(x, [int(s) for s in self.int_const(node, 1, "shape").reshape(-1)])
             wanted = [shape[k] if s == 0 and not attrs.get("allowzero", 0) and k < len(shape) else s
                       for k, s in enumerate(given)]
             if wanted.count(-1) > 1 or any(s < -1 for s in wanted) or 0 in wanted:
@@ -552,7 +565,7 @@ class _Lowering:
         else:
             axes = attrs.get("axes")
             if axes is None and len(node.input) > 1 and node.input[1]:
-                axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
+                axes = self.int_const(node, 1, "axes").reshape(-1).tolist()
             if node.op_type == "Unsqueeze":
                 rank = len(shape) + len(axes or [])
                 axes = sorted(onnx_axis(a, rank, what) for a in (axes or []))
@@ -791,7 +804,7 @@ class _Lowering:
     def slice(self, node) -> None:
         x = self.value(node, 0)
         rank, what = len(x.shape), f"Slice node {node.name!r}"
-        ints = [self.const(node, k, name).astype(np.int64).reshape(-1).tolist()
+        ints = [self.int_const(node, k, name).reshape(-1).tolist()
                 if k < len(node.input) and node.input[k] else None
                 for k, name in enumerate(("data", "starts", "ends", "axes", "steps")) if k]
         starts, ends, axes, steps = ints
@@ -887,7 +900,7 @@ class _Lowering:
         x = self.value(node, 0)
         what, rank = f"Gather node {node.name!r}", len(x.shape)
         axis = onnx_axis(attrs.get("axis", 0), rank, what)
-        indices = self.const(node, 1, "indices").astype(np.int64)
+        indices = self.int_const(node, 1, "indices")
         if indices.ndim > 1:
             raise _Bad(f"{what}: indices of shape {list(indices.shape)}; a scalar or a vector is supported")
         time = x.time
@@ -934,7 +947,7 @@ class _Lowering:
         axis = onnx_axis(attrs.get("axis", 0), len(x.shape), what)
         size = x.shape[axis]
         if len(node.input) > 1 and node.input[1]:
-            sizes = self.const(node, 1, "split").astype(np.int64).reshape(-1).tolist()
+            sizes = self.int_const(node, 1, "split").reshape(-1).tolist()
         elif "split" in attrs:
             sizes = [int(v) for v in attrs["split"]]
         else:  # equal parts, the last smaller (num_outputs, opset 18)
@@ -977,7 +990,7 @@ class _Lowering:
         x = self.value(node, 0)
         rank, what = len(x.shape), f"Pad node {node.name!r}"
         if len(node.input) > 1 and node.input[1]:
-            pads = self.const(node, 1, "pads").astype(np.int64).reshape(-1).tolist()
+            pads = self.int_const(node, 1, "pads").reshape(-1).tolist()
         else:
             pads = [int(p) for p in attrs.get("pads", [])]
         fill = attrs.get("value", 0.0)
@@ -988,7 +1001,7 @@ class _Lowering:
             raise _Bad(f"{what}: constant value {fill}; only zero padding is supported")
         axes = list(range(rank))
         if len(node.input) > 3 and node.input[3]:
-            axes = [onnx_axis(a, rank, what) for a in self.const(node, 3, "axes").astype(np.int64).reshape(-1)]
+            axes = [onnx_axis(a, rank, what) for a in self.int_const(node, 3, "axes").reshape(-1)]
         if len(pads) != 2 * len(axes) or any(p < 0 for p in pads):
             raise _Bad(f"{what}: pads {pads} for axes {axes}; two non-negative values per axis are supported")
         before, after = [0] * rank, [0] * rank
@@ -1022,7 +1035,7 @@ class _Lowering:
         rank, what = len(x.shape), f"{node.op_type} node {node.name!r}"
         axes = attrs.get("axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
-            axes = self.const(node, 1, "axes").astype(np.int64).reshape(-1).tolist()
+            axes = self.int_const(node, 1, "axes").reshape(-1).tolist()
         axes = sorted({onnx_axis(a, rank, what) for a in axes}) if axes else list(range(rank))
         keep = bool(attrs.get("keepdims", 1))
         if 0 in axes and not keep and x.shape[0] == 1:  # (a first axis of more is a sequence's, not the batch)
