@@ -426,6 +426,60 @@ def test_an_open_ended_slice_takes_what_onnxruntime_takes(starts, ends, steps, t
                                onnxruntime_scores(tmp_path / "s.onnx", X), rtol=1e-5, atol=1e-6)
 
 
+def float_functions_net(path: Path, exponent: float = 2.0) -> None:
+    """A Gemm clamped to [-0.5, 0.7] (a Clip no ReLU fuses), then Abs, Neg, Floor, Ceil, Sqrt, Exp, Log, Sin, Cos and
+    Pow by constants of the data (torch.abs, torch.sqrt, x.pow(2), ...), summed into a Gemm."""
+    from onnx import helper
+
+    rng = np.random.default_rng(12)
+    f32 = np.float32
+    inits = {"W": rng.normal(size=(8, 8)).astype(f32), "V": rng.normal(size=(8, 3)).astype(f32),
+             "lo": np.array(-0.5, f32), "hi": np.array(0.7, f32), "one": np.array(1, f32), "three": np.array(3, f32),
+             "two": np.array(exponent, f32), "half": np.array(0.5, f32)}
+    nodes = [helper.make_node("Gemm", ["x", "W"], ["g"], name="gemm"),
+             helper.make_node("Clip", ["g", "lo", "hi"], ["c"], name="clip"),
+             helper.make_node("Abs", ["x"], ["a"], name="abs"),
+             helper.make_node("Sqrt", ["a"], ["sq"], name="sqrt"),
+             helper.make_node("Add", ["sq", "one"], ["sq1"], name="add1"),
+             helper.make_node("Log", ["sq1"], ["lg"], name="log"),
+             helper.make_node("Neg", ["c"], ["ng"], name="neg"),
+             helper.make_node("Exp", ["ng"], ["ex"], name="exp"),
+             helper.make_node("Sin", ["x"], ["sn"], name="sin"),
+             helper.make_node("Cos", ["g"], ["cs"], name="cos"),
+             helper.make_node("Mul", ["x", "three"], ["x3"], name="mul3"),
+             helper.make_node("Floor", ["x3"], ["fl"], name="floor"),
+             helper.make_node("Ceil", ["x3"], ["ce"], name="ceil"),
+             helper.make_node("Pow", ["c", "two"], ["p2"], name="square"),
+             helper.make_node("Pow", ["a", "half"], ["ph"], name="root"),
+             *[helper.make_node("Add", [a, b], [o], name=f"sum_{o}") for a, b, o in
+               [("lg", "ex", "s1"), ("s1", "sn", "s2"), ("s2", "cs", "s3"), ("s3", "fl", "s4"), ("s4", "ce", "s5"),
+                ("s5", "p2", "s6"), ("s6", "ph", "s7")]],
+             helper.make_node("Gemm", ["s7", "V"], ["y"], name="head")]
+    save_net(path, nodes, inits, [1, 8])
+
+
+def test_float_functions_of_the_data_compile_as_onnxruntime_runs_them(tmp_path):
+    """float builds to float32 rounding of onnxruntime; the fixed-point builds refused by name."""
+    from tinycc_ml.errors import CompileError, ModelFileError
+
+    require_target("host")
+    float_functions_net(tmp_path / "f.onnx")
+    model = tinycc_ml.load_model(tmp_path / "f.onnx")
+    functions = {model.graph.node(n).attrs["function"] for n in model.graph.order()
+                 if model.graph.op(n) == "float_unary"}
+    assert functions == {"abs", "sqrt", "log", "neg", "exp", "sin", "cos", "floor", "ceil", "square"}
+    X = np.random.default_rng(4).normal(size=(32, 8)).astype(np.float32)
+    want = onnxruntime_scores(tmp_path / "f.onnx", X)
+    np.testing.assert_allclose(model.scores(X), want, rtol=1e-5, atol=1e-5)
+    scores, _ = tinycc_ml.compile(model, target="host", name="net", out_dir=tmp_path / "c").load().run_raw(X)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(CompileError, match=r"float_unary has no form in the project's fixed point"):
+        tinycc_ml.compile(model, target="host", precision="int16", calibration=X)
+    float_functions_net(tmp_path / "p.onnx", exponent=3.0)
+    with pytest.raises(ModelFileError, match=r"Pow node 'square': exponent \[3.0\]; only a constant 2.0 or 0.5"):
+        tinycc_ml.load_model(tmp_path / "p.onnx")
+
+
 @pytest.mark.parametrize("nodes, inits, message", [
     ([("Div", ["x", "x"], {})], {}, r"Div node 'n0' divides by a computed tensor; only division by a constant"),
     ([("Pad", ["x", "pads"], {"mode": "reflect"})], {"pads": np.array([0, 0, 1, 0, 0, 1])},

@@ -37,6 +37,11 @@ from tinycc_ml.models.saved import check_array
 ONNX_DOMAINS = ("", "ai.onnx")
 INDEX = integer(32)  # an integer input's type in the IR and the C: indices (ONNX's int64 narrowed)
 # op -> the attributes read (any other attribute is refused by name)
+# elementwise float functions of the network's data -> float_unary's function (ir/ops/network/float_unary.py: the
+# float32 function, float builds only); Pow by a constant 2 or 0.5 too (x * x, sqrt)
+UNARY = {"Abs": "abs", "Neg": "neg", "Floor": "floor", "Ceil": "ceil", "Sqrt": "sqrt", "Exp": "exp", "Log": "log",
+         "Sin": "sin", "Cos": "cos"}
+POWERS = {2.0: "square", 0.5: "sqrt"}
 NETWORK_OPS = {
     "Conv": ("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
     "MaxPool": ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations", "storage_order"),
@@ -62,11 +67,12 @@ NETWORK_OPS = {
     "GRU": ("activations", "direction", "hidden_size", "layout", "linear_before_reset"),
     "LSTM": ("activations", "direction", "hidden_size", "layout", "input_forget"),
     "RNN": ("activations", "direction", "hidden_size", "layout"),
+    **{op: () for op in UNARY}, "Pow": (),
 }
 # ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
 # implementation at import, like Constant nodes
-CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "Range", "Equal", "Where", "Expand", "Neg", "Floor",
-                 "Ceil", "Less", "Greater", "Not", "Size")
+CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "Range", "Equal", "Where", "Expand", "Less", "Greater", "Not",
+                 "Size")
 # elementwise ONNX op -> the IR op of two broadcast operands (Add of two tensors of one shape: tensor_add; Add of a
 # constant c is the exact x - (-c); Div by a constant c, x * (1 / c))
 BINARY = {"Add": "tensor_sub", "Sub": "tensor_sub", "Mul": "tensor_mul", "Div": "tensor_mul",
@@ -380,12 +386,15 @@ class _Lowering:
         while (found := self.only_consumer(name, FUSED)) is not None:
             k, node = found
             kind = self.clip_kind(node) if node.op_type == "Clip" else "relu"
+            if kind is None:  # a clamp to other bounds: its own maximum and minimum (standalone_activation)
+                break
             activation = "relu6" if "relu6" in (kind, activation) else "relu"
             self.done.add(k)
             name = node.output[0]
         return activation, name
 
-    def clip_kind(self, node) -> str:
+    def clip_kind(self, node) -> str | None:
+        """relu6, relu, or None (another clamp)."""
         attrs = attributes(node)
         lo = attrs.get("min", None)
         hi = attrs.get("max", None)
@@ -397,8 +406,7 @@ class _Lowering:
             return "relu6"
         if lo == 0 and (hi is None or hi == np.inf):
             return "relu"
-        raise _Bad(f"Clip node {node.name!r} clips to [{lo}, {hi}]; only ReLU6 (0, 6) and ReLU (0, none) are "
-                   "supported")
+        return None
 
     def define(self, onnx_name: str, value: TensorValue) -> None:
         self.values[onnx_name] = value
@@ -1281,6 +1289,21 @@ class _Lowering:
         out = self.add(op, [x.node], ir_attrs, identifier(node.name or name, op))
         self.define(name, TensorValue(out, x.shape, x.spatial))
 
+    def unary(self, node) -> None:
+        """An elementwise float function of the data (float builds; the fixed point refuses float_unary by
+        name); Pow only by a constant exponent of 2 or 0.5."""
+        x = self.value(node, 0)
+        function = UNARY.get(node.op_type)
+        if node.op_type == "Pow":
+            exponent = self.const(node, 1, "exponent")
+            function = POWERS.get(float(exponent.reshape(-1)[0])) if exponent.size == 1 else None
+            if function is None:
+                raise _Bad(f"Pow node {node.name!r}: exponent {exponent.reshape(-1).tolist()[:4]}; only a constant "
+                           f"{' or '.join(str(p) for p in POWERS)} is supported")
+        out = self.add("float_unary", [x.node], {"function": function},
+                       identifier(node.name or node.output[0], function))
+        self.define(node.output[0], TensorValue(out, x.shape, x.spatial))
+
     def pass_through(self, node) -> None:
         """Identity, and Dropout as inference runs it: its input unchanged (of a constant: ``fold_constants``)."""
         self.pass_through_checks(node)
@@ -1380,6 +1403,8 @@ class _Lowering:
             self.concat(node, attrs)
         elif op == "Pad":
             self.pad(node, attrs)
+        elif op in UNARY or op == "Pow":
+            self.unary(node)
         elif op in CONSTANT_ONLY:
             raise _Bad(f"{op} node {node.name!r} reads the network's data; {op} is supported on constants only (shape "
                        "arithmetic)")
