@@ -480,6 +480,41 @@ def test_float_functions_of_the_data_compile_as_onnxruntime_runs_them(tmp_path):
         tinycc_ml.load_model(tmp_path / "p.onnx")
 
 
+def attention_net(path: Path) -> None:
+    """Self-attention as a user writes it over a (batch, 6 tokens, 8 features) input: q, k, v Linear layers,
+    softmax(q k^T / sqrt(8)) v (MatMul of two computed tensors), a mean over the tokens, a head."""
+    from onnx import helper
+
+    rng = np.random.default_rng(13)
+    f32 = np.float32
+    inits = {**{f"W{n}": rng.normal(size=(8, 8)).astype(f32) / 2 for n in "qkvo"},
+             "bq": rng.normal(size=8).astype(f32) / 4, "root": np.array(np.sqrt(8), f32), "axes": np.array([1])}
+    nodes = [*[helper.make_node("MatMul", ["x", f"W{n}"], [n if n != "q" else "q0"], name=f"proj_{n}") for n in "qkv"],
+             helper.make_node("Add", ["q0", "bq"], ["q"], name="bias_q"),
+             helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["qk"], name="qk"),
+             helper.make_node("Div", ["qk", "root"], ["logits"], name="scaled"),
+             helper.make_node("Softmax", ["logits"], ["weights"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["weights", "v"], ["mixed"], name="mix"),
+             helper.make_node("ReduceMean", ["mixed", "axes"], ["pooled"], name="pool", keepdims=0),
+             helper.make_node("MatMul", ["pooled", "Wo"], ["y"], name="head")]
+    save_net(path, nodes, inits, [1, 6, 8], opset=18)
+
+
+def test_attention_of_computed_tensors_compiles_to_batch_matmul(tmp_path):
+    """MatMul of two computed tensors is batch_matmul: float to float32 rounding of onnxruntime, TFLite's int8
+    equal to its interpreter; the project's fixed point refuses it by name."""
+    from tinycc_ml.errors import CompileError
+
+    attention_net(tmp_path / "a.onnx")
+    model = tinycc_ml.load_model(tmp_path / "a.onnx")
+    assert sum(model.graph.op(n) == "batch_matmul" for n in model.graph.order()) == 2
+    check_builds(tmp_path / "a.onnx", tmp_path, builds=("float", "int8"))
+    with pytest.raises(CompileError, match=r"batch_matmul has no form in the project's fixed point"):
+        tinycc_ml.compile(model, target="host", precision="int16",
+                          calibration=np.random.default_rng(1).normal(size=(32, 48)))
+
+
 @pytest.mark.parametrize("nodes, inits, message", [
     ([("Div", ["x", "x"], {})], {}, r"Div node 'n0' divides by a computed tensor; only division by a constant"),
     ([("Pad", ["x", "pads"], {"mode": "reflect"})], {"pads": np.array([0, 0, 1, 0, 0, 1])},

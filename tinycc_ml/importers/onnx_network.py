@@ -1161,8 +1161,13 @@ class _Lowering:
         return True
 
     def dense(self, node, attrs: dict) -> None:
-        x = self.value(node, 0)
         what = f"{node.op_type} node {node.name!r}"
+        if node.op_type == "MatMul" and len(node.input) == 2 and node.input[1] and node.input[1] not in self.weights:
+            self.matmul_of_values(node, what)
+            return
+        x = self.value(node, 0)
+        if x.spatial and node.op_type == "MatMul":  # (batch, rows, features) read as ONNX holds it, as torch does
+            x = self.plain(x, identifier(node.name or node.output[0], "dense"))
         rows = x.shape[:-1]  # MatMul: a constant matrix multiplies every row of the last axis
         if x.spatial or len(x.shape) < 2 or (len(x.shape) != 2 and node.op_type != "MatMul"):
             raise _Bad(f"{what} takes a tensor of shape {list(x.shape)}; flatten it to (batch, features) first")
@@ -1206,6 +1211,28 @@ class _Lowering:
         if len(shape) != 2 or shape[0] != 1:
             out = self.add("reshape", [out], {"shape": list(shape)}, f"{label}_rows")
         self.define(name, TensorValue(out, shape))
+
+    def matmul_of_values(self, node, what: str) -> None:
+        """MatMul of a computed right operand (attention's q k^T, its weights times v): batch_matmul over numpy's
+        broadcast batch axes, each operand as ONNX holds it (the left one may be a constant)."""
+        label = identifier(node.name or node.output[0], "matmul")
+        operands = []
+        for k, name in enumerate(node.input):
+            if name in self.weights:
+                value = self.const(node, k, "operand")
+                operands.append(TensorValue(self.add_const(value, "", f"{label}_{'ab'[k]}"), value.shape))
+            else:
+                operands.append(self.plain(self.value(node, k), f"{label}_{'ab'[k]}"))
+        a, b = operands
+        if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] != b.shape[-2]:
+            raise _Bad(f"{what} multiplies shapes {list(a.shape)} and {list(b.shape)}; matrices (2 to 5 axes) whose "
+                       "inner sizes agree are supported")
+        try:
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise _Bad(f"{what}: batch axes {list(a.shape[:-2])} and {list(b.shape[:-2])} do not broadcast") from None
+        out = self.add("batch_matmul", [a.node, b.node], {"adj_x": 0, "adj_y": 0}, label)
+        self.define(node.output[0], TensorValue(out, (*batch, a.shape[-2], b.shape[-1])))
 
     def add_tensors(self, node) -> None:
         """A sum of two computed tensors of one shape (a skip connection): tensor_add, with the activations after

@@ -41,8 +41,8 @@ SOFTMAX_OUTPUT = quantised(8, 1 / 256, -128)
 KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose", "strided_slice", "pad", "reduce_max",
                      "reduce_min", "relu6", "resize_nearest", "resize_bilinear")
 # ops whose output takes the range it reaches on the calibration rows (the activations: ir/ops/network)
-CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "relu", "leaky_relu", "prelu", "reduce_sum",
-                     "squared_difference", *FUNCTIONS)
+CALIBRATED_OUTPUT = ("tensor_add", "tensor_sub", "tensor_mul", "batch_matmul", "relu", "leaky_relu", "prelu",
+                     "reduce_sum", "squared_difference", *FUNCTIONS)
 QUANTISED_UNARY = ("abs", "rsqrt")  # float_unary functions TFLite Micro runs on int8 (quantised_unary)
 # ops comparing or copying stored integers: every operand (a constant quantised so) and the result share one
 SHARED_QUANTISATION = ("tensor_maximum", "tensor_minimum", "concatenation")
