@@ -515,6 +515,46 @@ def test_attention_of_computed_tensors_compiles_to_batch_matmul(tmp_path):
                           calibration=np.random.default_rng(1).normal(size=(32, 48)))
 
 
+def erf_gelu_net(path: Path, form: str) -> None:
+    """A Gemm, then GELU spelled with Erf as the TorchScript exporter writes it below opset 20 (``form``: "div" as
+    it does, x / sqrt 2; "mul", x * (1 / sqrt 2) with every product's operands swapped; "other", 2 + erf: no GELU),
+    then a Gemm."""
+    from onnx import helper
+
+    rng = np.random.default_rng(14)
+    f32 = np.float32
+    inits = {"W": rng.normal(size=(6, 8)).astype(f32), "V": rng.normal(size=(8, 3)).astype(f32),
+             "root": np.array(np.sqrt(2), f32), "inverse": np.array(np.sqrt(0.5), f32),
+             "one": np.array(2.0 if form == "other" else 1.0, f32), "half": np.array(0.5, f32)}
+    swap = form == "mul"
+    nodes = [helper.make_node("Gemm", ["x", "W"], ["g"], name="gemm"),
+             helper.make_node("Mul", ["g", "inverse"], ["d"], name="scale") if swap else
+             helper.make_node("Div", ["g", "root"], ["d"], name="scale"),
+             helper.make_node("Erf", ["d"], ["e"], name="erf"),
+             helper.make_node("Add", ["one", "e"] if swap else ["e", "one"], ["a"], name="plus_one"),
+             helper.make_node("Mul", ["a", "g"] if swap else ["g", "a"], ["m"], name="times_x"),
+             helper.make_node("Mul", ["half", "m"] if swap else ["m", "half"], ["h"], name="half"),
+             helper.make_node("Gemm", ["h", "V"], ["y"], name="head")]
+    save_net(path, nodes, inits, [1, 6])
+
+
+@pytest.mark.parametrize("form", ["div", "mul"])
+def test_gelu_spelled_with_erf_is_one_gelu(form, tmp_path):
+    erf_gelu_net(tmp_path / "g.onnx", form)
+    model = tinycc_ml.load_model(tmp_path / "g.onnx")
+    ops = [model.graph.op(n) for n in model.graph.order()]
+    assert "gelu" in ops and "tensor_mul" not in ops
+    check_builds(tmp_path / "g.onnx", tmp_path, builds=("float", "int16"))
+
+
+def test_erf_that_is_no_gelu_stays_and_is_refused_by_name(tmp_path):
+    from tinycc_ml.errors import ModelFileError
+
+    erf_gelu_net(tmp_path / "g.onnx", "other")
+    with pytest.raises(ModelFileError, match=r"op Erf \(node 'erf'\) is not supported"):
+        tinycc_ml.load_model(tmp_path / "g.onnx")
+
+
 @pytest.mark.parametrize("nodes, inits, message", [
     ([("Div", ["x", "x"], {})], {}, r"Div node 'n0' divides by a computed tensor; only division by a constant"),
     ([("Pad", ["x", "pads"], {"mode": "reflect"})], {"pads": np.array([0, 0, 1, 0, 0, 1])},

@@ -34,6 +34,7 @@ from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.importers.onnx_data import read_initializers
 from tinycc_ml.importers.onnx_network import attributes, fold_batch_norm, network_graph
 from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, input_sequence_axis
+from tinycc_ml.importers.onnx_erf_gelu import fold_erf_gelu
 from tinycc_ml.importers.onnx_unrolled_rnn import fold_unrolled_rnns
 from tinycc_ml.models.mlp import MLPModel
 from tinycc_ml.models.network import NetworkModel
@@ -79,6 +80,7 @@ def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = Non
         raise ModelFileError(f"{path}: the network has no input")
     check_like_onnxruntime(path, proto, [i.name for i in inputs])
     graph, weights = fold_unrolled_rnns(graph, weights, proto.opset_import)
+    graph = fold_erf_gelu(graph, weights)
     dims = inputs[0].type.tensor_type.shape.dim
     axis, others = input_sequence_axis(graph, inputs[0].name, attributes)
     recurrent_layers = [f"{n.op_type} node {n.name!r}" for n in graph.node if n.op_type in RECURRENT_OPS]

@@ -72,7 +72,7 @@ NETWORK_OPS = {
 # ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
 # implementation at import, like Constant nodes
 CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "Range", "Equal", "Where", "Expand", "Less", "Greater", "Not",
-                 "Size")
+                 "Size", "Mod")
 # elementwise ONNX op -> the IR op of two broadcast operands (Add of two tensors of one shape: tensor_add; Add of a
 # constant c is the exact x - (-c); Div by a constant c, x * (1 / c))
 BINARY = {"Add": "tensor_sub", "Sub": "tensor_sub", "Mul": "tensor_mul", "Div": "tensor_mul",
