@@ -32,9 +32,9 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.importers.onnx_data import read_initializers
+from tinycc_ml.importers.onnx_erf_gelu import fold_erf_gelu
 from tinycc_ml.importers.onnx_network import attributes, fold_batch_norm, network_graph
 from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, input_sequence_axis
-from tinycc_ml.importers.onnx_erf_gelu import fold_erf_gelu
 from tinycc_ml.importers.onnx_unrolled_rnn import fold_unrolled_rnns
 from tinycc_ml.models.mlp import MLPModel
 from tinycc_ml.models.network import NetworkModel
