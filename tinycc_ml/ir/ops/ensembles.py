@@ -273,15 +273,54 @@ def default_left(attrs) -> np.ndarray:
     return np.zeros(len(attrs["feature"]), dtype=bool) if dl is None else np.asarray(dl) != 0
 
 
+def power_of_two_units(X: np.ndarray, thresholds: np.ndarray, feature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(X, thresholds) in NodeDecisions' canonical form: feature f's values and thresholds times 2^-e_f, e_f the
+    exponent of its largest |threshold| (frexp), the values' signs for a feature whose thresholds are all 0, and 0
+    for the values of features no node reads. A power of two changes no comparison where it is exact, which is
+    checked (e_f = 0 for every feature otherwise)."""
+    width = X.shape[1]
+    internal = feature >= 0
+    used_feature, used_t = feature[internal].astype(np.int64), thresholds[internal]
+    if np.any(used_feature >= width):
+        return X, thresholds
+    read = np.zeros(width, dtype=bool)
+    read[used_feature] = True
+    if not np.all(np.isfinite(used_t)):
+        return np.where(read, X, 0.0), np.where(internal, thresholds, 0.0)
+    peak = np.zeros(width)
+    np.maximum.at(peak, used_feature, np.abs(used_t))
+    exponent = np.frexp(peak)[1].astype(np.int64)
+    t = np.where(internal, np.ldexp(thresholds, -exponent[np.maximum(feature, 0)]), 0.0)
+    scaled = np.where(read, np.ldexp(X, -exponent), 0.0)
+    with np.errstate(over="ignore"):
+        exact = np.array_equal(np.ldexp(t[internal], exponent[used_feature]), used_t) and np.array_equal(
+            np.ldexp(scaled[:, read], exponent[read]), X[:, read], equal_nan=True)
+    if not exact:  # a value or threshold scaled into the subnormals or beyond the range: unscaled
+        return np.where(read, X, 0.0), np.where(internal, thresholds, 0.0)
+    # a feature compared with 0 only is decided by its values' signs; -0.0 decides as +0.0 everywhere
+    signs = read & (peak == 0)
+    scaled[:, signs] = np.sign(scaled[:, signs])
+    return scaled + 0.0, t
+
+
 class NodeDecisions:
     """Decisions of rows (default: each row, in order) at one node each, from comparisons ``x[f] <= t`` (or
     ``<``); a missing input (NaN, or the integer ``missing_code``) goes to the node's default side. ``feature``
-    is the table's (-1 at leaves, where no decision is read: a leaf leads to itself either way)."""
+    is the table's (-1 at leaves, where no decision is read: a leaf leads to itself either way).
 
-    def __init__(self, X, thresholds, feature, strict: bool, default, missing_code: int | None = None):
-        X = np.ascontiguousarray(X)
+    Float decisions are taken in a canonical form (``power_of_two_units``): each feature's values and thresholds
+    scaled by the one power of two that brings its largest |threshold| to [0.5, 1), where that is exact, and the
+    values of features no node reads set to 0. The decisions are the same; the form is the same for a model and
+    for its graph whose input scales (passes/input_scales.py) multiplied a feature and its thresholds by a power
+    of two, so their walks of the same rows are one (walk keeps them by the rule and the rows)."""
+
+    def __init__(self, X, thresholds, feature, strict: bool, default, missing_code: int | None = None,
+                 canonical: bool = False):
+        X, thresholds = np.ascontiguousarray(X), np.asarray(thresholds)
+        if not canonical and missing_code is None and X.dtype.kind == "f" and thresholds.dtype.kind == "f":
+            X, thresholds = power_of_two_units(X, thresholds, np.asarray(feature))
         self.X, self.values, self.width, self.rows = X, X.reshape(-1), X.shape[1], len(X)
-        self.t, self.strict, self.default, self.missing_code = np.asarray(thresholds), strict, default, missing_code
+        self.t, self.strict, self.default, self.missing_code = thresholds, strict, default, missing_code
         self.table_feature = np.asarray(feature)
         self.feature = np.maximum(feature, 0)
         self.any_missing = bool(np.any(self.missing(self.values)))
@@ -299,7 +338,8 @@ class NodeDecisions:
 
     def subset(self, rows: np.ndarray) -> NodeDecisions:
         """The same decisions for the given rows of X only."""
-        return NodeDecisions(self.X[rows], self.t, self.table_feature, self.strict, self.default, self.missing_code)
+        return NodeDecisions(self.X[rows], self.t, self.table_feature, self.strict, self.default, self.missing_code,
+                             canonical=True)
 
     def rule_fingerprint(self) -> bytes:
         """What a row's decisions depend on besides the row, hashed: equal fingerprints decide every equal row
