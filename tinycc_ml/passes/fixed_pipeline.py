@@ -198,7 +198,8 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
 
     def build(adjust: dict) -> Graph:
         trial = PassContext(options=replace(ctx.options, scale_adjust=adjust), debug=False)
-        return run_passes(graph.copy(), FIXED_PASSES[:3], trial)
+        # no copy of the graph: choose_scales (the first) reads it and builds a new one, which the others rewrite
+        return run_passes(graph, FIXED_PASSES[:3], trial)
 
     held_quantised: dict[int, np.ndarray] = {}
 

@@ -130,6 +130,13 @@ def once_per_tables(attrs, names: tuple[str, ...], extra, compute):
 KEPT_FOR_TABLES: OrderedDict = OrderedDict()
 
 
+def forget_kept() -> None:
+    """Drop every walk and table result kept in this process: the next build computes them as a first build
+    (benchmarks/compile_time.py measures first builds)."""
+    for cache in (KEPT_FOR_TABLES, RECENT_WALKS, RECENT_LEAVES):
+        cache.clear()
+
+
 def forest_levels(feature, left, right, roots, limit: int = MAX_TREE_DEPTH,
                   max_nodes: int | None = None) -> list[tuple[np.ndarray, np.ndarray]] | None:
     """The trees' nodes level by level, all trees at once: per level (nodes, owner) with the owners (tree
@@ -273,32 +280,45 @@ def default_left(attrs) -> np.ndarray:
     return np.zeros(len(attrs["feature"]), dtype=bool) if dl is None else np.asarray(dl) != 0
 
 
-def power_of_two_units(X: np.ndarray, thresholds: np.ndarray, feature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(X, thresholds) in NodeDecisions' canonical form: feature f's values and thresholds times 2^-e_f, e_f the
-    exponent of its largest |threshold| (frexp), the values' signs for a feature whose thresholds are all 0, and 0
-    for the values of features no node reads. A power of two changes no comparison where it is exact, which is
-    checked (e_f = 0 for every feature otherwise)."""
-    width = X.shape[1]
+def threshold_units(thresholds: np.ndarray, feature: np.ndarray, width: int) -> tuple | None:
+    """NodeDecisions' canonical form of float decisions, its part that depends on the tables only (a build keeps
+    it for them; value_units applies it to rows): feature f's thresholds (and values) times 2^-e_f, e_f the
+    exponent of its largest |threshold| (frexp); a feature whose thresholds are all 0 decided by its values'
+    signs; the values of features no node reads 0. A power of two changes no comparison where it is exact, which
+    is checked (unscaled otherwise). Returns (the thresholds scaled, the exponents e_f (None: unscaled), the
+    features read, the features compared with 0 only, the thresholds unscaled); None where a feature index is
+    beyond the rows (no canonical form)."""
     internal = feature >= 0
     used_feature, used_t = feature[internal].astype(np.int64), thresholds[internal]
     if np.any(used_feature >= width):
-        return X, thresholds
+        return None
     read = np.zeros(width, dtype=bool)
     read[used_feature] = True
+    plain = np.where(internal, thresholds, 0.0)
     if not np.all(np.isfinite(used_t)):
-        return np.where(read, X, 0.0), np.where(internal, thresholds, 0.0)
-    peak = np.zeros(width)
-    np.maximum.at(peak, used_feature, np.abs(used_t))
+        return plain, None, read, None, plain
+    order = np.argsort(used_feature, kind="stable")
+    firsts = np.searchsorted(used_feature[order], np.arange(width))
+    magnitudes = np.abs(used_t)[order]
+    peak = np.where(read, np.maximum.reduceat(np.append(magnitudes, 0.0), np.minimum(firsts, len(order))), 0.0)
     exponent = np.frexp(peak)[1].astype(np.int64)
     t = np.where(internal, np.ldexp(thresholds, -exponent[np.maximum(feature, 0)]), 0.0)
+    if not np.array_equal(np.ldexp(t[internal], exponent[used_feature]), used_t):  # into the subnormals
+        return plain, None, read, None, plain
+    return t, exponent, read, read & (peak == 0), plain
+
+
+def value_units(X: np.ndarray, units: tuple | None) -> tuple[np.ndarray, np.ndarray]:
+    """The rows X and the thresholds in the canonical form ``units`` (threshold_units, not None) gives."""
+    t, exponent, read, signs, plain = units
+    if exponent is None:
+        return np.where(read, X, 0.0), t
     scaled = np.where(read, np.ldexp(X, -exponent), 0.0)
     with np.errstate(over="ignore"):
-        exact = np.array_equal(np.ldexp(t[internal], exponent[used_feature]), used_t) and np.array_equal(
-            np.ldexp(scaled[:, read], exponent[read]), X[:, read], equal_nan=True)
-    if not exact:  # a value or threshold scaled into the subnormals or beyond the range: unscaled
-        return np.where(read, X, 0.0), np.where(internal, thresholds, 0.0)
+        exact = np.array_equal(np.ldexp(scaled[:, read], exponent[read]), X[:, read], equal_nan=True)
+    if not exact:  # a value scaled into the subnormals or beyond the range: unscaled
+        return np.where(read, X, 0.0), plain
     # a feature compared with 0 only is decided by its values' signs; -0.0 decides as +0.0 everywhere
-    signs = read & (peak == 0)
     scaled[:, signs] = np.sign(scaled[:, signs])
     return scaled + 0.0, t
 
@@ -308,17 +328,22 @@ class NodeDecisions:
     ``<``); a missing input (NaN, or the integer ``missing_code``) goes to the node's default side. ``feature``
     is the table's (-1 at leaves, where no decision is read: a leaf leads to itself either way).
 
-    Float decisions are taken in a canonical form (``power_of_two_units``): each feature's values and thresholds
+    Float decisions are taken in a canonical form (``threshold_units``): each feature's values and thresholds
     scaled by the one power of two that brings its largest |threshold| to [0.5, 1), where that is exact, and the
     values of features no node reads set to 0. The decisions are the same; the form is the same for a model and
     for its graph whose input scales (passes/input_scales.py) multiplied a feature and its thresholds by a power
     of two, so their walks of the same rows are one (walk keeps them by the rule and the rows)."""
 
     def __init__(self, X, thresholds, feature, strict: bool, default, missing_code: int | None = None,
-                 canonical: bool = False):
+                 canonical: bool = False, units: tuple | None = None, rule: bytes | None = None):
+        """``canonical``: X and thresholds are in the canonical form already; ``units``: threshold_units of the
+        thresholds (kept for the tables), ``rule``: the rule_fingerprint (both computed here when None)."""
         X, thresholds = np.ascontiguousarray(X), np.asarray(thresholds)
         if not canonical and missing_code is None and X.dtype.kind == "f" and thresholds.dtype.kind == "f":
-            X, thresholds = power_of_two_units(X, thresholds, np.asarray(feature))
+            units = threshold_units(thresholds, np.asarray(feature), X.shape[1]) if units is None else units
+            if units is not None:
+                X, thresholds = value_units(X, units)
+        self.rule = rule
         self.X, self.values, self.width, self.rows = X, X.reshape(-1), X.shape[1], len(X)
         self.t, self.strict, self.default, self.missing_code = thresholds, strict, default, missing_code
         self.table_feature = np.asarray(feature)
@@ -339,12 +364,17 @@ class NodeDecisions:
     def subset(self, rows: np.ndarray) -> NodeDecisions:
         """The same decisions for the given rows of X only."""
         return NodeDecisions(self.X[rows], self.t, self.table_feature, self.strict, self.default, self.missing_code,
-                             canonical=True)
+                             canonical=True, rule=self.rule)
 
     def rule_fingerprint(self) -> bytes:
         """What a row's decisions depend on besides the row, hashed: equal fingerprints decide every equal row
         alike. Canonical where the form does not change a decision (the thresholds' and features' integer or
         float width; what leaves hold)."""
+        if self.rule is None:
+            self.rule = self._rule()
+        return self.rule
+
+    def _rule(self) -> bytes:
         internal = self.table_feature >= 0
         h = hashlib.blake2b(repr((self.values.dtype.str, self.width, self.t.dtype.kind, self.strict,
                                   self.missing_code)).encode(), digest_size=20)
@@ -360,11 +390,21 @@ class NodeDecisions:
             -1).tolist() if self.width else [b""] * self.rows
 
 
-def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Sum over trees of the leaves' values into the outputs: (rows, n_outputs)."""
+def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray, dtype=None) -> np.ndarray:
+    """Sum over trees of the leaves' values into the outputs: (rows, n_outputs), trees in order. ``values``:
+    attrs["value"] or a row-by-row function of it (leaf_ints, a cast), in ``dtype`` (default: its own). Vector
+    leaves that repeat (a forest's pure leaves) are read from the table of their distinct rows (leaf_groups): the
+    same values in the same order, so the same sums."""
+    dtype = values.dtype if dtype is None else np.dtype(dtype)
     k = int(attrs["n_outputs"])
-    out = np.zeros((leaves.shape[0], k), dtype=values.dtype)
+    out = np.zeros((leaves.shape[0], k), dtype=dtype)
     tree_output = attrs["tree_output"]
+    groups = leaf_groups(attrs) if leaves.size and np.all(tree_output < 0) else None
+    if groups is not None:
+        row_of, firsts = groups
+        values, leaves = values[firsts].astype(dtype), row_of[leaves]
+    elif values.dtype != dtype:
+        values = values.astype(dtype)
     rows = np.empty((leaves.shape[0],) + values.shape[1:], dtype=values.dtype)
     for t in range(leaves.shape[1]):
         if tree_output[t] < 0:
@@ -374,18 +414,42 @@ def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
+def leaf_groups(attrs) -> tuple[np.ndarray, np.ndarray] | None:
+    """(each node's row in the table of distinct leaf rows (0 at decision nodes), the first leaf of each row), or
+    None where the leaves' rows are mostly distinct. Kept for the tables."""
+    def group() -> tuple[np.ndarray, np.ndarray] | None:
+        leaves = np.flatnonzero(np.asarray(attrs["feature"]) < 0)
+        _, first, inverse = distinct_rows(np.asarray(attrs["value"])[leaves])
+        if 4 * len(first) > len(leaves):
+            return None
+        row_of = np.zeros(len(attrs["feature"]), dtype=np.int64)
+        row_of[leaves] = inverse
+        return row_of, leaves[first]
+
+    return once_per_tables(attrs, ("feature", "value"), "leaf_groups", group)
+
+
 def _evaluate_rows(ins, batched, attrs, n, rank):
     X = np.asarray(ins[0], dtype=np.float64)
     if not batched[0]:
         X = np.broadcast_to(X, (n,) + X.shape)
-    return leaf_sums(attrs, walk(attrs, float_decisions(attrs, X)), attrs["value"].astype(np.float64))
+    return leaf_sums(attrs, walk(attrs, float_decisions(attrs, X)), attrs["value"], np.float64)
 
 
 def float_decisions(attrs, X) -> NodeDecisions:
     """The float semantics' decisions on rows X (rounded to float32 first, as the trees' own input)."""
     X = np.asarray(X, dtype=np.float64).astype(np.float32).astype(np.float64)
-    return NodeDecisions(X, attrs["threshold"].astype(np.float64), attrs["feature"], attrs["compare"] == "lt",
-                         default_left(attrs))
+    width, strict = X.shape[1], attrs["compare"] == "lt"
+    names = ("feature", "threshold") + (("default_left",) if attrs.get("default_left") is not None else ())
+    # the canonical thresholds and the rule's fingerprint, kept for the tables (a build decides on them often)
+    units = once_per_tables(attrs, names, ("units", width), lambda: threshold_units(
+        attrs["threshold"].astype(np.float64), np.asarray(attrs["feature"]), width))
+    thresholds = attrs["threshold"].astype(np.float64) if units is None else units[0]
+    decide = NodeDecisions(X, thresholds, attrs["feature"], strict, default_left(attrs), units=units)
+    if units is not None:  # the rule of the thresholds' form these rows took (scaled, or plain where not exact)
+        form = "scaled" if decide.t is units[0] else "plain"
+        decide.rule = once_per_tables(attrs, names, ("rule", width, strict, form), decide.rule_fingerprint)
+    return decide
 
 
 def _evaluate(xs, attrs):
@@ -459,7 +523,7 @@ def leaf_argmax(attrs, out_scale: int | None = None, out_bits: int = 16) -> np.n
     need(len(attrs["roots"]) == 1, "leaf_argmax is for a single tree")
     leaves = np.flatnonzero(attrs["feature"] < 0)
     if out_scale is None:
-        out = leaf_sums(attrs, leaves[:, None], attrs["value"].astype(np.float32))
+        out = leaf_sums(attrs, leaves[:, None], attrs["value"], np.float32)
     else:
         acc = leaf_sums(attrs, leaves[:, None], leaf_ints(attrs, out_scale))
         out = saturate(rshift(acc, leaf_scale(attrs, out_scale) - out_scale), out_bits)
