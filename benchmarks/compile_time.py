@@ -1,6 +1,6 @@
 """Compile time: a float build against the integer build of the same model (issue 50's figures).
 
-    python benchmarks/compile_time.py [--repeat 3] [--no-letter]
+    python benchmarks/compile_time.py [--repeat 3] [--no-letter] [--no-write]
 
 Models: scikit-learn's MLPClassifier((32,)) on digits (64-32-10), and RandomForestClassifier(100) on
 letter-26 (16,000 training rows, 26 classes; benchmarks/letter.py reads it from Debian's r-cran-mlbench). Each
@@ -9,11 +9,12 @@ integer build is calibrated on the model's training rows, its scale choice searc
 
 Two measures, CPU seconds (user + system; wall time depends on the machine's load much more):
 - "in Python": ``tinycc_ml.compile`` in one process after a first build has loaded the compiler's modules
-  (the median of --repeat builds, each with a fresh cache);
+  (the median of --repeat builds, each with a fresh cache and none of the walks and tables an earlier build in the
+  process kept: ``tinycc_ml.ir.ops.ensembles.forget_kept``);
 - "command": a fresh ``tinycc-ml compile`` process, as make or CMake run it (startup and imports included).
 
 The ratio is the integer build's over the float build's, in the same process or the same kind of process.
-Writes benchmarks/results/compile_time.json (docs/guide/integer.md shows it).
+Writes benchmarks/results/compile_time.json (docs/guide/integer.md shows it; --no-write only prints).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_table import write_table  # noqa: E402
+from results_table import RESULTS, write_table  # noqa: E402
 
 import tinycc_ml  # noqa: E402
+from tinycc_ml.ir.ops.ensembles import forget_kept  # noqa: E402
 
 
 def digits_mlp():
@@ -73,6 +75,7 @@ def in_python(model, calibration, precision: str, repeat: int) -> float:
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="tinycc-ml-compile-time-") as cache:
             os.environ["TINYCC_ML_CACHE"] = cache
+            forget_kept()
             start = cpu_seconds()
             tinycc_ml.compile(model, precision=precision,
                               **({} if precision == "float" else {"calibration": calibration}))
@@ -103,6 +106,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-letter", action="store_true", help="the digits MLP only (no letter-26 data needed)")
+    parser.add_argument("--no-write", action="store_true", help="print the table only (no results file)")
     args = parser.parse_args()
     models = [digits_mlp()] + ([] if args.no_letter else [letter_forest()])
     rows = []
@@ -116,7 +120,7 @@ def main() -> None:
     script = "benchmarks/compile_time.py" + (f" --repeat {args.repeat}" if args.repeat != 3 else "")
     write_table("compile_time", ["model", "compiled", "float CPU s", "int16 CPU s", "int16 / float"], rows,
                 script=script + (" --no-letter" if args.no_letter else ""),
-                align=[None, None, "right", "right", "right"])
+                align=[None, None, "right", "right", "right"], results_dir=None if args.no_write else RESULTS)
 
 
 if __name__ == "__main__":

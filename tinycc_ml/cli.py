@@ -371,7 +371,6 @@ def cmd_compile(args) -> int:
     import tinycc_ml
     from tinycc_ml.api import default_name, model_input_files, name_the_file
     from tinycc_ml.datafiles import load_rows
-    from tinycc_ml.features.spec import load_front_end
 
     dump = _check_dump_names(args.dump_ir_after)
     _check_folder_of(args.depfile, "--depfile", args.output)
@@ -388,7 +387,12 @@ def cmd_compile(args) -> int:
         raise CompileError("--examples is only used with --arduino or --project")
     calibration = load_rows(args.calibration, "calibration")[0] if args.calibration else None
     model = tinycc_ml.load_model(args.model, recurrent=args.recurrent, sequence_length=args.sequence_length)
-    front_end = load_front_end(args.front_end) if args.front_end else None
+    front_end = None
+    if args.front_end:
+        # deferred: tinycc_ml.features imports scikit-learn, which no other model's compile needs
+        from tinycc_ml.features.spec import load_front_end
+
+        front_end = load_front_end(args.front_end)
     precision = default_precision(args.precision, calibration is not None, model.family)
     if calibration is not None and precision == "float":
         raise CompileError("--calibration is only used with --precision int16 or int8")

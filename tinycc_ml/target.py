@@ -133,7 +133,15 @@ from tinycc_ml.ir.fixed import quantise, quantise_affine
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import align_shifts, rshift, storage_clip_bounds
 from tinycc_ml.ir.ops.c_primitives import c_helper, reciprocal
-from tinycc_ml.ir.ops.ensembles import default_left, forest_levels, leaf_ints, leaf_scale, missing_code, threshold_ints
+from tinycc_ml.ir.ops.ensembles import (
+    default_left,
+    distinct_rows,
+    forest_levels,
+    leaf_ints,
+    leaf_scale,
+    missing_code,
+    threshold_ints,
+)
 from tinycc_ml.ir.ops.linalg import wsqdist_product_shift, wsqdist_terms
 from tinycc_ml.ir.ops.network.batch_matmul import batch_multiplier, matrix_shape
 from tinycc_ml.ir.ops.network.lstm import UNIT_SCALE as LSTM_UNIT_SCALE
@@ -234,7 +242,7 @@ __all__ = [
     # float builds' input bound: rows beyond it get no class (codegen/input_bound.py)
     "beyond_function", "has_bound", "no_answer_function", "outside",
     # tree ensembles' stored nodes: thresholds, leaves and missing values as integers (ir/ops/ensembles.py)
-    "default_left", "forest_levels", "leaf_ints", "leaf_scale", "missing_code", "threshold_ints",
+    "default_left", "distinct_rows", "forest_levels", "leaf_ints", "leaf_scale", "missing_code", "threshold_ints",
     # constant layouts, the input clamp, sparse mat-vec planning, kNN blocks
     "ConstLayout", "Block", "BlockedLayout", "SplitLayout", "InterleavedBounds", "clip_loop_head",
     "clip_loop_start", "clip_ok", "kernel_clip16", "PAGE_COLS", "SparsePlan", "SparseDecision", "clamp_lines",

@@ -4,7 +4,10 @@
 - float32 thresholds of float64 ones decide as the float64 ones on every float32 input;
 - whole ensembles: the integer walk reaches the same leaves as the float walk on the real values, and
   the missing code (-2^15, what the quantiser gives a NaN) the leaves a NaN reaches (default sides);
-- the quantiser gives NaN the missing code and no real value that code."""
+- the quantiser gives NaN the missing code and no real value that code;
+- walks (kept per row under a canonical rule) reach the leaves a plain per-row walk reaches, also for a
+  feature and its thresholds scaled by a power of two (as input_scales does), whose walk is the same one;
+- distinct_rows is np.unique of the rows' bytes."""
 
 from __future__ import annotations
 
@@ -14,7 +17,16 @@ from hypothesis import strategies as st
 
 from tests.ir.test_op_oracle import random_forest_attrs
 from tinycc_ml.ir.fixed import quantise
-from tinycc_ml.ir.ops.ensembles import NodeDecisions, default_left, missing_code, threshold_ints, walk
+from tinycc_ml.ir.ops import ensembles
+from tinycc_ml.ir.ops.ensembles import (
+    NodeDecisions,
+    default_left,
+    distinct_rows,
+    float_decisions,
+    missing_code,
+    threshold_ints,
+    walk,
+)
 from tinycc_ml.models.trees import float32_threshold
 
 FLOAT32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
@@ -74,6 +86,9 @@ def test_integer_walk_reaches_the_float_walks_leaves(data, n, scale):
     float_leaves = walk(attrs, NodeDecisions(real, attrs["threshold"].astype(np.float64), attrs["feature"],
                                        attrs["compare"] == "lt", dl))
     np.testing.assert_array_equal(fixed_leaves, float_leaves)
+    # the op's fixed-point semantics walks the float rule on the real values (the float32-rounded form)
+    np.testing.assert_array_equal(walk(attrs, float_decisions(attrs, real)), fixed_leaves)
+    np.testing.assert_array_equal(fixed_leaves, plain_walk(attrs, real))
 
 
 @PROPERTY
@@ -85,3 +100,58 @@ def test_quantiser_gives_nan_the_missing_code_and_no_real_value_that_code(x, sca
     M = missing_code(bits)
     np.testing.assert_array_equal(q == M, np.isnan(x))
     assert np.all(q <= 2 ** (bits - 1) - 1)
+
+
+def plain_walk(attrs, X) -> np.ndarray:
+    """Each row down each tree one node at a time (NaN to the node's default side): the oracle of walk."""
+    feature, dl = attrs["feature"], default_left(attrs)
+    t = attrs["threshold"].astype(np.float64)
+    out = np.zeros((len(X), len(attrs["roots"])), dtype=np.int64)
+    for r, row in enumerate(np.asarray(X, dtype=np.float64)):
+        for k, node in enumerate(attrs["roots"]):
+            while feature[node] >= 0:
+                v = row[feature[node]]
+                left = dl[node] if np.isnan(v) else (v < t[node] if attrs["compare"] == "lt" else v <= t[node])
+                node = attrs["left"][node] if left else attrs["right"][node]
+            out[r, k] = node
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), n=st.integers(1, 5), scale=st.integers(-4, 15))
+def test_a_walk_of_power_of_two_scaled_features_is_the_same_walk(data, n, scale):
+    attrs = data.draw(random_forest_attrs(n, scale))
+    rows = data.draw(st.lists(st.lists(st.one_of(FLOAT32, st.just(float("nan"))), min_size=n, max_size=n),
+                              min_size=1, max_size=6))
+    X = np.asarray(rows, dtype=np.float32).astype(np.float64)
+    shifts = np.asarray(data.draw(st.lists(st.integers(-6, 6), min_size=n, max_size=n)))
+    scaled = dict(attrs)
+    scaled["threshold"] = (attrs["threshold"] * 2.0 ** shifts[np.maximum(attrs["feature"], 0)]).astype(np.float32)
+    moved = X * 2.0**shifts
+    exact = (np.array_equal(scaled["threshold"].astype(np.float64) * 2.0 ** -shifts[np.maximum(attrs["feature"], 0)],
+                            attrs["threshold"].astype(np.float64))
+             and np.array_equal(moved.astype(np.float32).astype(np.float64) * 2.0**-shifts, X, equal_nan=True))
+    ensembles.RECENT_WALKS.clear()
+    first = walk(attrs, float_decisions(attrs, X))
+    np.testing.assert_array_equal(first, plain_walk(attrs, X))
+    np.testing.assert_array_equal(walk(scaled, float_decisions(scaled, moved)), plain_walk(scaled, moved))
+    if exact:  # the same decisions, in the same canonical form: one walk, kept
+        a, b = float_decisions(attrs, X), float_decisions(scaled, moved)
+        assert a.rule_fingerprint() == b.rule_fingerprint()
+        assert a.row_keys() == b.row_keys()
+        np.testing.assert_array_equal(plain_walk(attrs, X), plain_walk(scaled, moved))
+
+
+@PROPERTY
+@given(data=st.data(), n=st.integers(0, 60), width=st.integers(1, 5), dtype=st.sampled_from(["int64", "int8",
+                                                                                             "float32", "float64"]))
+def test_distinct_rows_is_unique_of_the_rows_bytes(data, n, width, dtype):
+    values = st.integers(-2, 2) if "int" in dtype else st.sampled_from([0.0, -0.0, 1.5, float("nan"), -3.25])
+    rows = np.asarray(data.draw(st.lists(st.lists(values, min_size=width, max_size=width), min_size=n, max_size=n)),
+                      dtype=dtype).reshape(n, width)
+    got = distinct_rows(rows)
+    _, first, inverse = np.unique(rows.view(np.dtype((np.void, rows.itemsize * width))).reshape(-1),
+                                  return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(got[1], first)
+    np.testing.assert_array_equal(got[2], np.asarray(inverse).reshape(-1))
+    assert got[0].tobytes() == rows[first].tobytes()

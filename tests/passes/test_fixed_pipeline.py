@@ -107,3 +107,31 @@ def test_bad_calibration_data_is_refused(digits_case, make_bad, message):
 def test_integer_precision_without_calibration_is_refused(digits_case):
     with pytest.raises(CompileError, match="calibration"):
         tinycc_ml.compile(digits_case[0], precision="int16")
+
+
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_the_searchs_trial_builds_leave_the_analysed_graph_as_it_was(precision):
+    """The scale search builds each trial from the analysed float graph itself, not a copy (choose_scales, the
+    first pass, only reads it): the graph and its analyses stay as they were, trial after trial."""
+    import warnings
+    from dataclasses import replace
+
+    from sklearn.neural_network import MLPClassifier
+
+    from tinycc_ml.ir.text import print_graph
+    from tinycc_ml.passes.fixed_pipeline import FIXED_PASSES, analyse_ranges, prepare_input
+    from tinycc_ml.passes.manager import PassContext, PassOptions, run_passes
+
+    X, y = load_digits(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # not converged: the model is what is compiled
+        model = MLPClassifier((12,), max_iter=20, random_state=0).fit(X, y)
+    graph = tinycc_ml.api.as_model(model).lower_for(precision)
+    ctx = PassContext(options=PassOptions(precision=precision, fold_mean=True))
+    graph = analyse_ranges(prepare_input(graph, X, ctx), ctx)
+    before = print_graph(graph) + "\n".join(graph.analyses.describe())
+    for name in graph.order():
+        for delta in (-2, 1):
+            trial = PassContext(options=replace(ctx.options, scale_adjust={name: delta}), debug=False)
+            run_passes(graph, FIXED_PASSES[:3], trial)
+    assert print_graph(graph) + "\n".join(graph.analyses.describe()) == before

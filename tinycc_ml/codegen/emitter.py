@@ -99,6 +99,9 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
             lo, hi = int(ints.min()), int(ints.max())
             if hi - lo < len(ints):  # few distinct values (offsets, zeros): each number written once
                 items = np.array([str(v) for v in range(lo, hi + 1)], dtype=object)[ints - lo].tolist()
+            elif ctype != "int64_t" and -(2**31) < lo and hi < 2**31:  # plain literals: composed by numpy at once
+                parts.append(int_items(ints, per_line))
+                continue
             else:
                 items = list(map(str, ints.tolist()))
             if ctype == "int32_t":
@@ -112,6 +115,35 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
             lines.append(", ".join(items[full:]))
         parts.append(",\n    ".join(lines))
     return ",\n    ".join(parts)
+
+
+def int_items(ints: np.ndarray, per_line: int) -> str:
+    """array_body's text of int32-range integers (``str`` of each, ", " within a line, ",\n    " between
+    lines), composed as bytes: each item right-aligned in a row of a byte matrix with its separator after it,
+    the padding (zero bytes) then dropped."""
+    n = len(ints)
+    v = np.asarray(ints, dtype=np.int64)
+    neg = v < 0
+    mag = np.abs(v)
+    width = len(str(int(mag.max()))) + 1  # the digits of the largest and a sign
+    digits = np.ones(n, dtype=np.int64)
+    step = 10
+    for _ in range(width - 2):
+        digits += mag >= step
+        step *= 10
+    rows = np.zeros((n, width + 6), dtype=np.uint8)
+    rest = mag.astype(np.int32 if width <= 11 else np.int64)
+    for col in range(width - 1, 0, -1):  # the digit 10^(width - 1 - col), where the number has it
+        quotient = rest // 10
+        rows[:, col] = np.where(digits > width - 1 - col, rest - quotient * 10 + 48, 0)
+        rest = quotient
+    rows[neg, width - 1 - digits[neg]] = ord("-")
+    rows[:, width] = ord(",")
+    rows[:, width + 1] = ord(" ")
+    rows[per_line - 1::per_line, width + 1:] = np.frombuffer(b"\n    ", dtype=np.uint8)
+    rows[-1, width:] = 0
+    flat = rows.reshape(-1)
+    return flat[flat != 0].tobytes().decode("ascii")
 
 
 # ops whose C calls <math.h> (expf, tanhf, fabsf, logf, sqrtf, roundf) where they or an operand are float

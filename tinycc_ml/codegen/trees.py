@@ -32,13 +32,15 @@ from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import rshift_bound
 from tinycc_ml.ir.ops.ensembles import (
     default_left,
+    distinct_rows,
     forest_levels,
     leaf_argmax,
+    leaf_int_peaks,
+    leaf_int_ranges,
     leaf_ints,
     leaf_scale,
     missing_code,
     threshold_ints,
-    tree_leaf_ranges,
 )
 
 STRAIGHT_FLASH_FACTOR = 1.25
@@ -113,9 +115,7 @@ def tree_layout(attrs, thresholds: np.ndarray, values: np.ndarray) -> Layout:
     reached = np.concatenate(children)
     at_leaf = reached[~inner[reached]]  # in the order the leaves are first reached
     rows = np.ascontiguousarray(values[at_leaf])
-    width = rows.dtype.itemsize * (rows.shape[1] if rows.ndim > 1 else 1)
-    _, first, which = np.unique(rows.view(np.dtype((np.void, width))).reshape(-1), return_index=True,
-                                       return_inverse=True)
+    _, first, which = distinct_rows(rows)
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
     refs = np.where(inner[reached], index[reached], 0)
@@ -717,8 +717,7 @@ def forest_shortcut(em: CEmitter, node: Node, fixed: bool) -> tuple[np.ndarray, 
     out = node.type.dtype
     values = leaf_ints(at, out.scale)
     shift = leaf_scale(at, out.scale) - out.scale
-    _, peak = tree_leaf_ranges({**at, "value": np.abs(values).astype(np.float64)})
-    bound = int(np.max(np.sum(peak, axis=0)))
+    bound = int(np.max(np.sum(leaf_int_peaks(at, out.scale), axis=0)))
     saturates = rshift_bound(bound, shift) > 2 ** (out.bits - 1) - 1
     half = 1 << (shift - 1) if shift > 0 else 0
     # int_fast16_t: 16 bits on the AVR, a register's width on ARM (no sign extension of int16 locals)
@@ -824,7 +823,7 @@ def forest_sums(em: CEmitter, node: Node, fixed: bool) -> ForestSums | None:
     asm = None
     if fixed and bits == 16 and len(layout.feature) and not getattr(em, "compact_trees", False):
         # the target's own code of the whole forest (the AVR's assembly), where its flash is within the budget
-        _, peak = tree_leaf_ranges({**at, "value": values.astype(np.float64)})
+        _, peak = leaf_int_ranges(at, node.type.dtype.scale)
         bounds = np.sum(np.maximum(peak, 0), axis=0).astype(np.int64)
         acc_bytes = {"int_fast16_t": 2, "int32_t": 4}.get(acc_type, 3)
         asm = em.target.forest_asm(em, name, layout, k, int(x_type.shape[0]), acc_bytes, bounds, shift, saturation)

@@ -28,6 +28,7 @@ from tinycc_ml.target import (
     CEmitter,
     Node,
     default_left,
+    distinct_rows,
     forest_levels,
     leaf_ints,
     leaf_scale,
@@ -72,14 +73,13 @@ def level_order(at, thr_words: np.ndarray, leaf_words: np.ndarray) -> tuple[np.n
 
 def distinct_leaves(values: np.ndarray, is_leaf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct rows of the leaves' values, each node's row in them: 0 at decision nodes), rows compared
-    by their bytes (sorting them as raw bytes: a forest's 10^5 leaves of 26 values in milliseconds)."""
+    by their bytes, in the order of their bytes (``distinct_rows``)."""
     leaves = np.flatnonzero(is_leaf)
     rows = np.ascontiguousarray(values[leaves])
-    as_bytes = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
-    distinct, inverse = np.unique(as_bytes, return_inverse=True)
+    distinct, _, inverse = distinct_rows(rows)
     words = np.zeros(len(values), dtype=np.int64)
-    words[leaves] = np.asarray(inverse, dtype=np.int64).reshape(-1)
-    return distinct.view(rows.dtype).reshape(-1, rows.shape[1]), words
+    words[leaves] = np.asarray(inverse, dtype=np.int64)
+    return distinct.reshape(-1, rows.shape[1]), words
 
 
 def as_int32(words: np.ndarray) -> np.ndarray:

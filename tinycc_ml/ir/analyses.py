@@ -5,7 +5,7 @@ later passes and the backends. Each field names the pass that fills it."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -61,6 +61,10 @@ def task_kind(task: dict | None) -> str | None:
     return (task or {}).get("kind")
 
 
+# Analyses' dicts whose values are immutable (str, int, ArenaSlot): a copy of the dict is an independent one
+FLAT_DICTS = ("safety", "memory_plan", "arenas", "arena_bounds")
+
+
 @dataclass
 class Analyses:
     ranges: dict[str, Range] = field(default_factory=dict)  # range_analysis
@@ -83,8 +87,9 @@ class Analyses:
     input_bound: dict | None = None
     # patch_stages: the split, grid, arena and extra MACs of patch-based execution (its report), None without
     patches: dict | None = None
-    # ir.fixed.run_fixed_once: (the graph's fingerprint, {row bytes: outputs}) of the rows the integer
-    # interpreter has run on this graph; a copy starts without (its passes may change what a row gives)
+    # ir.fixed.run_fixed_once: (the graph's fingerprint, {row bytes: the row's place in the outputs kept, None: the
+    # outputs kept}) of the rows the integer interpreter has run on this graph; a copy starts without (its passes
+    # may change what a row gives)
     rows_run: tuple | None = None
 
     @property
@@ -92,7 +97,24 @@ class Analyses:
         return task_kind(self.task)
 
     def copy(self) -> Analyses:
-        return copy.deepcopy(replace(self, rows_run=None))
+        """An independent record (every mutable part copied; ``rows_run`` dropped). The scale search copies a
+        graph per trial: the ranges (flat records of numbers) and the dicts of immutable values are copied
+        directly, every other field deeply."""
+        out = replace(self, rows_run=None)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "ranges":
+                value = {name: replace(r) for name, r in value.items()}
+            elif f.name in FLAT_DICTS:
+                value = dict(value)
+            elif isinstance(value, np.ndarray):
+                value = value.copy()
+            elif f.name == "rows_run":
+                continue
+            elif not isinstance(value, (str, type(None))):
+                value = copy.deepcopy(value)
+            setattr(out, f.name, value)
+        return out
 
     def describe(self) -> list[str]:
         """Text lines for IR dumps."""

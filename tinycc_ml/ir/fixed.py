@@ -94,18 +94,23 @@ def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
     known = graph.analyses.rows_run
     if known is None or known[0] != fingerprint:
         known = graph.analyses.rows_run = (fingerprint, {})
-    memo = known[1]
-    keys = [row.tobytes() for row in Xq]
+    memo = known[1]  # row bytes -> the row's place in the outputs kept (under the key None)
+    rows = np.ascontiguousarray(Xq).reshape(len(Xq), -1)
+    keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).reshape(-1).tolist() if rows.shape[1] \
+        else [b""] * len(rows)
     first: dict[bytes, int] = {}
     for i, key in enumerate(keys):
-        if key not in memo:
-            first.setdefault(key, i)
+        if key not in memo and key not in first:
+            first[key] = i
     if first:
-        fresh = run_fixed(graph, Xq[list(first.values())])
+        fresh = run_fixed(graph, Xq[np.fromiter(first.values(), dtype=np.int64, count=len(first))])
+        kept = memo.get(None)
+        start = 0 if kept is None else len(next(iter(kept.values())))
+        memo[None] = fresh if kept is None else {label: np.concatenate([kept[label], fresh[label]]) for label in kept}
         for j, key in enumerate(first):
-            memo[key] = {label: fresh[label][j] for label in fresh}
-    labels = [label for label, _ in graph.outputs]
-    return {label: np.stack([memo[key][label] for key in keys]) for label in labels}
+            memo[key] = start + j
+    at = np.fromiter((memo[key] for key in keys), dtype=np.int64, count=len(keys))
+    return {label: memo[None][label][at] for label, _ in graph.outputs}
 
 
 def run_fixed_stream(graph: Graph, Xq, state: dict[str, np.ndarray] | None = None

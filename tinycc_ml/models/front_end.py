@@ -14,13 +14,11 @@ computes in Python."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from tinycc_ml import features
 from tinycc_ml.errors import CompileError, FrontEndError, ModelFileError
-from tinycc_ml.features.base import FrontEndStep, scaled
-from tinycc_ml.features.spectral import fuses_log_mel, lower_log_mel
-from tinycc_ml.features.stream import check_stream_hop
 from tinycc_ml.ir.graph import Graph, embed
 from tinycc_ml.ir.types import TensorType
 from tinycc_ml.models.base import MODEL_FAMILIES, Model
@@ -28,8 +26,17 @@ from tinycc_ml.models.lowering import add_input
 from tinycc_ml.models.network import NetworkModel
 from tinycc_ml.passes.input_scales import FEATURE_SCALE_RANGE, apply_feature_scales, feature_scales
 
+# tinycc_ml.features (scikit-learn transformers: importing it imports scikit-learn and SciPy) is imported where a front
+# end is built or read, so that compiling any other model does not import them
+if TYPE_CHECKING:
+    from tinycc_ml.features.base import FrontEndStep
+
 
 def step_classes() -> dict[str, type]:
+    # deferred: tinycc_ml.features imports scikit-learn and SciPy, which compiling any other model does not need
+    from tinycc_ml import features
+    from tinycc_ml.features.base import FrontEndStep
+
     return {name: cls for name, cls in vars(features).items()
             if isinstance(cls, type) and issubclass(cls, FrontEndStep) and cls is not FrontEndStep}
 
@@ -58,6 +65,9 @@ class FrontEndModel(Model):
         self.task, self.proba_rule, self.proba_constants = model.task, model.proba_rule, model.proba_constants
         self._classes = model._classes
         self.feature_scales: np.ndarray | None = None  # integer builds: 2^s_k per feature (``for_calibration``)
+        # deferred: tinycc_ml.features imports scikit-learn and SciPy, which compiling any other model does not need
+        from tinycc_ml.features.stream import check_stream_hop
+
         self.stream_hop = check_stream_hop(self.default_hop() if stream_hop is None else stream_hop,
                                            self.window_samples)
 
@@ -145,6 +155,10 @@ class FrontEndModel(Model):
         return self.lower_for("float")
 
     def lower_for(self, precision: str) -> Graph:
+        # deferred: tinycc_ml.features imports scikit-learn and SciPy, which compiling any other model does not need
+        from tinycc_ml.features.base import scaled
+        from tinycc_ml.features.spectral import fuses_log_mel, lower_log_mel
+
         g = Graph("front_end")
         node = add_input(g, self.input_dim)
         scales = self.feature_scales if precision != "float" else None
@@ -220,7 +234,11 @@ class FrontEndModel(Model):
 def front_end_steps(front_end) -> list[FrontEndStep]:
     """The fitted steps of ``front_end``: a scikit-learn Pipeline of tinycc_ml.features steps only, a list of them,
     or one step; CompileError naming what else it holds."""
+    # deferred: tinycc_ml.features imports scikit-learn and SciPy, which compiling any other model does not need
     from sklearn.pipeline import Pipeline
+
+    # deferred: tinycc_ml.features imports scikit-learn and SciPy, which compiling any other model does not need
+    from tinycc_ml.features.base import FrontEndStep
 
     if isinstance(front_end, FrontEndStep):
         steps = [front_end]

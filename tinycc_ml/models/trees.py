@@ -224,8 +224,13 @@ class TreeEnsembleModel(Model):
         """The leaf each tree reaches, (n, T), by the library's rule on float32-rounded inputs."""
         X = self._check_input(X).astype(np.float32).astype(np.float64)
         tables = {"feature": self.feature, "left": self.left, "right": self.right, "roots": self.roots}
-        return walk(tables, NodeDecisions(X, self.threshold, self.feature, self.compare == "lt",
-                                          self.default_left != 0))
+        thresholds = self.threshold
+        if np.all(np.isfinite(thresholds[self.feature >= 0])):
+            # the float32 thresholds the op compares (op_attrs), which decide every float32 x as these do (an
+            # infinite one would not decide an infinite x alike): the walk is then the one the build's graph
+            # takes of the same rows
+            thresholds = np.where(self.feature >= 0, float32_threshold(thresholds, self.compare), 0).astype(np.float64)
+        return walk(tables, NodeDecisions(X, thresholds, self.feature, self.compare == "lt", self.default_left != 0))
 
     def scores(self, X) -> np.ndarray:
         leaves = self.leaves(X)

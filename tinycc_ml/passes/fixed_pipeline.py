@@ -74,11 +74,20 @@ def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature
     return graph
 
 
-def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool = False) -> tuple[int, float]:
+def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool = False,
+           quantised: dict | None = None) -> tuple[int, float]:
+    """``quantised``: the rows X quantised at each input scale so far (the search's trials mostly share one)."""
     # X is already x * 2^s_k (see input_scales): only the input's own scale remains
     s_in = fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
+    key = int(s_in) if quantised is not None and np.ndim(s_in) == 0 else None
+    if key is None or key not in quantised:
+        rows = quantise(X, s_in, 16)
+        if key is not None:
+            quantised[key] = rows
+    else:
+        rows = quantised[key]
     try:
-        got = run_fixed(fixed_graph, quantise(X, s_in, 16))
+        got = run_fixed(fixed_graph, rows)
     except FixedOverflow:
         return len(X) + 1, float("inf")
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
@@ -189,10 +198,13 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
 
     def build(adjust: dict) -> Graph:
         trial = PassContext(options=replace(ctx.options, scale_adjust=adjust), debug=False)
-        return run_passes(graph.copy(), FIXED_PASSES[:3], trial)
+        # no copy of the graph: choose_scales (the first) reads it and builds a new one, which the others rewrite
+        return run_passes(graph, FIXED_PASSES[:3], trial)
+
+    held_quantised: dict[int, np.ndarray] = {}
 
     def score(fixed_graph: Graph) -> tuple[int, float]:
-        return _score(fixed_graph, held, float_out, regression)
+        return _score(fixed_graph, held, float_out, regression, held_quantised)
 
     adjust: dict[str, int] = {}
     base = build(adjust)

@@ -130,6 +130,13 @@ def once_per_tables(attrs, names: tuple[str, ...], extra, compute):
 KEPT_FOR_TABLES: OrderedDict = OrderedDict()
 
 
+def forget_kept() -> None:
+    """Drop every walk and table result kept in this process: the next build computes them as a first build
+    (benchmarks/compile_time.py measures first builds)."""
+    for cache in (KEPT_FOR_TABLES, RECENT_WALKS, RECENT_LEAVES):
+        cache.clear()
+
+
 def forest_levels(feature, left, right, roots, limit: int = MAX_TREE_DEPTH,
                   max_nodes: int | None = None) -> list[tuple[np.ndarray, np.ndarray]] | None:
     """The trees' nodes level by level, all trees at once: per level (nodes, owner) with the owners (tree
@@ -189,12 +196,38 @@ def tree_depth(attrs) -> int:
 def walk(attrs, goes_left) -> np.ndarray:
     """The leaf each tree reaches for each row: (rows, T). ``goes_left(nodes, rows)`` gives whether each row goes
     left at its node. A build's passes walk the same trees on the same rows several times (ranges, agreement,
-    the scale search): the last walks are kept, by ``goes_left.fingerprint()`` and the tables'."""
-    key = goes_left.fingerprint() + tables_fingerprint(attrs)
-    return kept(RECENT_WALKS, key, RECENT_WALKS_KEPT, lambda: _walk(attrs, goes_left)).copy()
+    the scale search on a subset of them, the integer interpreter on the rows' grid values): the leaves of the
+    last walks are kept per row, by ``goes_left.rule_fingerprint()`` and the tables', and only rows not walked
+    yet under that rule are walked."""
+    key = goes_left.rule_fingerprint() + tables_fingerprint(attrs)
+    return kept(RECENT_WALKS, key, RECENT_WALKS_KEPT, lambda: KeptLeaves(len(attrs["roots"]))).leaves(attrs,
+                                                                                                   goes_left)
 
 
-RECENT_WALKS: OrderedDict[bytes, np.ndarray] = OrderedDict()
+class KeptLeaves:
+    """The leaves rows reached under one decision rule and one set of tables, by the row's bytes."""
+
+    def __init__(self, n_trees: int):
+        self.index: dict[bytes, int] = {}
+        self.table = np.zeros((0, n_trees), dtype=np.int64)
+
+    def leaves(self, attrs, decide) -> np.ndarray:
+        keys = decide.row_keys()
+        index = self.index
+        fresh: dict[bytes, int] = {}
+        for i, key in enumerate(keys):
+            if key not in index and key not in fresh:
+                fresh[key] = i
+        if fresh:
+            found = _walk(attrs, decide.subset(np.fromiter(fresh.values(), dtype=np.int64, count=len(fresh))))
+            start = len(self.table)
+            self.table = np.concatenate([self.table, found]) if start else found
+            for j, key in enumerate(fresh):
+                index[key] = start + j
+        return self.table[np.fromiter((index[key] for key in keys), dtype=np.int64, count=len(keys))]
+
+
+RECENT_WALKS: OrderedDict[bytes, KeptLeaves] = OrderedDict()
 
 
 def tables_fingerprint(attrs) -> bytes:
@@ -247,14 +280,73 @@ def default_left(attrs) -> np.ndarray:
     return np.zeros(len(attrs["feature"]), dtype=bool) if dl is None else np.asarray(dl) != 0
 
 
+def threshold_units(thresholds: np.ndarray, feature: np.ndarray, width: int) -> tuple | None:
+    """NodeDecisions' canonical form of float decisions, its part that depends on the tables only (a build keeps
+    it for them; value_units applies it to rows): feature f's thresholds (and values) times 2^-e_f, e_f the
+    exponent of its largest |threshold| (frexp); a feature whose thresholds are all 0 decided by its values'
+    signs; the values of features no node reads 0. A power of two changes no comparison where it is exact, which
+    is checked (unscaled otherwise). Returns (the thresholds scaled, the exponents e_f (None: unscaled), the
+    features read, the features compared with 0 only, the thresholds unscaled); None where a feature index is
+    beyond the rows (no canonical form)."""
+    internal = feature >= 0
+    used_feature, used_t = feature[internal].astype(np.int64), thresholds[internal]
+    if np.any(used_feature >= width):
+        return None
+    read = np.zeros(width, dtype=bool)
+    read[used_feature] = True
+    plain = np.where(internal, thresholds, 0.0)
+    if not np.all(np.isfinite(used_t)):
+        return plain, None, read, None, plain
+    order = np.argsort(used_feature, kind="stable")
+    firsts = np.searchsorted(used_feature[order], np.arange(width))
+    magnitudes = np.abs(used_t)[order]
+    peak = np.where(read, np.maximum.reduceat(np.append(magnitudes, 0.0), np.minimum(firsts, len(order))), 0.0)
+    exponent = np.frexp(peak)[1].astype(np.int64)
+    t = np.where(internal, np.ldexp(thresholds, -exponent[np.maximum(feature, 0)]), 0.0)
+    if not np.array_equal(np.ldexp(t[internal], exponent[used_feature]), used_t):  # into the subnormals
+        return plain, None, read, None, plain
+    return t, exponent, read, read & (peak == 0), plain
+
+
+def value_units(X: np.ndarray, units: tuple | None) -> tuple[np.ndarray, np.ndarray]:
+    """The rows X and the thresholds in the canonical form ``units`` (threshold_units, not None) gives."""
+    t, exponent, read, signs, plain = units
+    if exponent is None:
+        return np.where(read, X, 0.0), t
+    scaled = np.where(read, np.ldexp(X, -exponent), 0.0)
+    with np.errstate(over="ignore"):
+        exact = np.array_equal(np.ldexp(scaled[:, read], exponent[read]), X[:, read], equal_nan=True)
+    if not exact:  # a value scaled into the subnormals or beyond the range: unscaled
+        return np.where(read, X, 0.0), plain
+    # a feature compared with 0 only is decided by its values' signs; -0.0 decides as +0.0 everywhere
+    scaled[:, signs] = np.sign(scaled[:, signs])
+    return scaled + 0.0, t
+
+
 class NodeDecisions:
     """Decisions of rows (default: each row, in order) at one node each, from comparisons ``x[f] <= t`` (or
-    ``<``); a missing input (NaN, or the integer ``missing_code``) goes to the node's default side."""
+    ``<``); a missing input (NaN, or the integer ``missing_code``) goes to the node's default side. ``feature``
+    is the table's (-1 at leaves, where no decision is read: a leaf leads to itself either way).
 
-    def __init__(self, X, thresholds, feature, strict: bool, default, missing_code: int | None = None):
-        X = np.ascontiguousarray(X)
-        self.values, self.width, self.rows = X.reshape(-1), X.shape[1], len(X)
-        self.t, self.strict, self.default, self.missing_code = np.asarray(thresholds), strict, default, missing_code
+    Float decisions are taken in a canonical form (``threshold_units``): each feature's values and thresholds
+    scaled by the one power of two that brings its largest |threshold| to [0.5, 1), where that is exact, and the
+    values of features no node reads set to 0. The decisions are the same; the form is the same for a model and
+    for its graph whose input scales (passes/input_scales.py) multiplied a feature and its thresholds by a power
+    of two, so their walks of the same rows are one (walk keeps them by the rule and the rows)."""
+
+    def __init__(self, X, thresholds, feature, strict: bool, default, missing_code: int | None = None,
+                 canonical: bool = False, units: tuple | None = None, rule: bytes | None = None):
+        """``canonical``: X and thresholds are in the canonical form already; ``units``: threshold_units of the
+        thresholds (kept for the tables), ``rule``: the rule_fingerprint (both computed here when None)."""
+        X, thresholds = np.ascontiguousarray(X), np.asarray(thresholds)
+        if not canonical and missing_code is None and X.dtype.kind == "f" and thresholds.dtype.kind == "f":
+            units = threshold_units(thresholds, np.asarray(feature), X.shape[1]) if units is None else units
+            if units is not None:
+                X, thresholds = value_units(X, units)
+        self.rule = rule
+        self.X, self.values, self.width, self.rows = X, X.reshape(-1), X.shape[1], len(X)
+        self.t, self.strict, self.default, self.missing_code = thresholds, strict, default, missing_code
+        self.table_feature = np.asarray(feature)
         self.feature = np.maximum(feature, 0)
         self.any_missing = bool(np.any(self.missing(self.values)))
 
@@ -269,36 +361,95 @@ class NodeDecisions:
             go = v < t if self.strict else v <= t
         return np.where(self.missing(v), self.default[node], go) if self.any_missing else go
 
-    def fingerprint(self) -> bytes:
-        """What the decisions depend on, hashed: equal fingerprints decide alike."""
-        h = hashlib.blake2b(repr((self.values.dtype.str, self.width, self.rows, self.t.dtype.str, self.strict,
+    def subset(self, rows: np.ndarray) -> NodeDecisions:
+        """The same decisions for the given rows of X only."""
+        return NodeDecisions(self.X[rows], self.t, self.table_feature, self.strict, self.default, self.missing_code,
+                             canonical=True, rule=self.rule)
+
+    def rule_fingerprint(self) -> bytes:
+        """What a row's decisions depend on besides the row, hashed: equal fingerprints decide every equal row
+        alike. Canonical where the form does not change a decision (the thresholds' and features' integer or
+        float width; what leaves hold)."""
+        if self.rule is None:
+            self.rule = self._rule()
+        return self.rule
+
+    def _rule(self) -> bytes:
+        internal = self.table_feature >= 0
+        h = hashlib.blake2b(repr((self.values.dtype.str, self.width, self.t.dtype.kind, self.strict,
                                   self.missing_code)).encode(), digest_size=20)
-        for part in (self.values, self.t, self.feature, np.asarray(self.default)):
+        t = np.where(internal, self.t, 0).astype(np.float64 if self.t.dtype.kind == "f" else np.int64)
+        default = np.broadcast_to(np.asarray(self.default, dtype=bool), internal.shape) & internal
+        for part in (t, np.where(internal, self.feature, 0).astype(np.int64), default):
             h.update(np.ascontiguousarray(part).tobytes())
         return h.digest()
 
+    def row_keys(self) -> list[bytes]:
+        """Each row's bytes (rows equal in every byte are decided alike)."""
+        return self.X.reshape(self.rows, -1).view(np.dtype((np.void, self.width * self.X.itemsize))).reshape(
+            -1).tolist() if self.width else [b""] * self.rows
 
-def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Sum over trees of the leaves' values into the outputs: (rows, n_outputs)."""
+
+def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray, dtype=None) -> np.ndarray:
+    """Sum over trees of the leaves' values into the outputs: (rows, n_outputs), trees in order. ``values``:
+    attrs["value"] or a row-by-row function of it (leaf_ints, a cast), in ``dtype`` (default: its own). Vector
+    leaves that repeat (a forest's pure leaves) are read from the table of their distinct rows (leaf_groups): the
+    same values in the same order, so the same sums."""
+    dtype = values.dtype if dtype is None else np.dtype(dtype)
     k = int(attrs["n_outputs"])
-    out = np.zeros((leaves.shape[0], k), dtype=values.dtype)
+    out = np.zeros((leaves.shape[0], k), dtype=dtype)
     tree_output = attrs["tree_output"]
+    groups = leaf_groups(attrs) if leaves.size and np.all(tree_output < 0) else None
+    if groups is not None:
+        row_of, firsts = groups
+        values, leaves = values[firsts].astype(dtype), row_of[leaves]
+    elif values.dtype != dtype:
+        values = values.astype(dtype)
+    rows = np.empty((leaves.shape[0],) + values.shape[1:], dtype=values.dtype)
     for t in range(leaves.shape[1]):
         if tree_output[t] < 0:
-            out += values[leaves[:, t]]
+            out += np.take(values, leaves[:, t], axis=0, out=rows)
         else:
             out[:, tree_output[t]] += values[leaves[:, t], 0]
     return out
+
+
+def leaf_groups(attrs) -> tuple[np.ndarray, np.ndarray] | None:
+    """(each node's row in the table of distinct leaf rows (0 at decision nodes), the first leaf of each row), or
+    None where the leaves' rows are mostly distinct. Kept for the tables."""
+    def group() -> tuple[np.ndarray, np.ndarray] | None:
+        leaves = np.flatnonzero(np.asarray(attrs["feature"]) < 0)
+        _, first, inverse = distinct_rows(np.asarray(attrs["value"])[leaves])
+        if 4 * len(first) > len(leaves):
+            return None
+        row_of = np.zeros(len(attrs["feature"]), dtype=np.int64)
+        row_of[leaves] = inverse
+        return row_of, leaves[first]
+
+    return once_per_tables(attrs, ("feature", "value"), "leaf_groups", group)
 
 
 def _evaluate_rows(ins, batched, attrs, n, rank):
     X = np.asarray(ins[0], dtype=np.float64)
     if not batched[0]:
         X = np.broadcast_to(X, (n,) + X.shape)
-    X = X.astype(np.float32).astype(np.float64)  # the trees' own input rounding
-    decide = NodeDecisions(X, attrs["threshold"].astype(np.float64), attrs["feature"], attrs["compare"] == "lt",
-                     default_left(attrs))
-    return leaf_sums(attrs, walk(attrs, decide), attrs["value"].astype(np.float64))
+    return leaf_sums(attrs, walk(attrs, float_decisions(attrs, X)), attrs["value"], np.float64)
+
+
+def float_decisions(attrs, X) -> NodeDecisions:
+    """The float semantics' decisions on rows X (rounded to float32 first, as the trees' own input)."""
+    X = np.asarray(X, dtype=np.float64).astype(np.float32).astype(np.float64)
+    width, strict = X.shape[1], attrs["compare"] == "lt"
+    names = ("feature", "threshold") + (("default_left",) if attrs.get("default_left") is not None else ())
+    # the canonical thresholds and the rule's fingerprint, kept for the tables (a build decides on them often)
+    units = once_per_tables(attrs, names, ("units", width), lambda: threshold_units(
+        attrs["threshold"].astype(np.float64), np.asarray(attrs["feature"]), width))
+    thresholds = attrs["threshold"].astype(np.float64) if units is None else units[0]
+    decide = NodeDecisions(X, thresholds, attrs["feature"], strict, default_left(attrs), units=units)
+    if units is not None:  # the rule of the thresholds' form these rows took (scaled, or plain where not exact)
+        form = "scaled" if decide.t is units[0] else "plain"
+        decide.rule = once_per_tables(attrs, names, ("rule", width, strict, form), decide.rule_fingerprint)
+    return decide
 
 
 def _evaluate(xs, attrs):
@@ -333,19 +484,33 @@ def leaf_scale(attrs, out_scale: int) -> int:
 
 
 def leaf_ints(attrs, out_scale: int) -> np.ndarray:
-    """Leaf values at the leaf scale, rounded to nearest (halves up)."""
+    """Leaf values at the leaf scale, rounded to nearest (halves up). Read-only: the array is kept for the
+    tables (a build asks for it several times)."""
     lq = leaf_scale(attrs, out_scale)
-    return once_per_tables(attrs, ("value",), ("ints", lq), lambda: np.floor(
-        attrs["value"].astype(np.float64) * 2.0**lq + 0.5).astype(np.int64)).copy()
+
+    def ints() -> np.ndarray:
+        q = np.floor(attrs["value"].astype(np.float64) * 2.0**lq + 0.5).astype(np.int64)
+        q.flags.writeable = False
+        return q
+
+    return once_per_tables(attrs, ("value",), ("ints", lq), ints)
 
 
 def _fixed(call: FixedCall):
     (x,) = call.ins
     at = call.attrs
     bits = call.in_types[0].dtype.bits
-    T = threshold_ints(at, call.in_scale(0), bits)
+    # the integer decisions x_q <= T reach the leaf the float decisions reach on x_q's real value x_q 2^-S (the
+    # module doc; the missing code stands for a NaN, real values lie in [M + 1, 2^(b-1) - 1], so T's clipping
+    # changes nothing): the walk is taken in that form, which the build's float runs over the same (grid) rows
+    # have walked already. x_q 2^-S is exact in float32 for b <= 24 (|S| is far from float32's exponent
+    # range).
     code = missing_code(bits)
-    leaves = walk(at, NodeDecisions(x, T, at["feature"], False, default_left(at), code))
+    if bits <= 24:
+        leaves = walk(at, float_decisions(at, np.where(x == code, np.nan, x * 2.0**-call.in_scale(0))))
+    else:
+        leaves = walk(at, NodeDecisions(x, threshold_ints(at, call.in_scale(0), bits), at["feature"], False,
+                                        default_left(at), code))
     acc = check32(leaf_sums(at, leaves, leaf_ints(at, call.scale)), call.where)
     return saturate(rshift(acc, leaf_scale(at, call.scale) - call.scale), call.bits)
 
@@ -358,13 +523,46 @@ def leaf_argmax(attrs, out_scale: int | None = None, out_bits: int = 16) -> np.n
     need(len(attrs["roots"]) == 1, "leaf_argmax is for a single tree")
     leaves = np.flatnonzero(attrs["feature"] < 0)
     if out_scale is None:
-        out = leaf_sums(attrs, leaves[:, None], attrs["value"].astype(np.float32))
+        out = leaf_sums(attrs, leaves[:, None], attrs["value"], np.float32)
     else:
         acc = leaf_sums(attrs, leaves[:, None], leaf_ints(attrs, out_scale))
         out = saturate(rshift(acc, leaf_scale(attrs, out_scale) - out_scale), out_bits)
     classes = np.full(len(attrs["feature"]), -1, dtype=np.int64)
     classes[leaves] = np.argmax(out, axis=1)
     return classes
+
+
+def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique`` of the rows compared by their bytes, with return_index and return_inverse: (the distinct
+    rows in the order of their bytes, each one's first row, each row's distinct one). The rows are grouped by a
+    64-bit hash of their words first (a forest's 10^5 leaf rows mostly repeat a few), only the groups' first
+    rows sorted by their bytes; the grouping is checked (every row equals its group's first), with the full sort
+    of every row's bytes where a hash was shared."""
+    rows = np.ascontiguousarray(rows)
+    n = len(rows)
+    width = rows.dtype.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64))
+    as_bytes = rows.reshape(n, -1).view(np.uint8).reshape(n, width) if n else np.zeros((0, width), np.uint8)
+    if width % 8:
+        words = np.zeros((n, -(-width // 8) * 8), dtype=np.uint8)
+        words[:, :width] = as_bytes
+        words = words.view(np.uint64)
+    else:
+        words = as_bytes.view(np.uint64)
+    multipliers = np.random.default_rng(width).integers(1, 2**63, words.shape[1], dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        hashed = words @ multipliers if n else np.zeros(0, np.uint64)
+    _, group_first, group = np.unique(hashed, return_index=True, return_inverse=True)
+    group = np.asarray(group).reshape(-1)
+    void = np.dtype((np.void, width))
+    if not np.array_equal(words, words[group_first][group]):  # two different rows share a hash
+        _, first, inverse = np.unique(as_bytes.view(void).reshape(-1), return_index=True, return_inverse=True)
+        first, inverse = np.asarray(first), np.asarray(inverse).reshape(-1)
+        return rows[first], first, inverse
+    # the groups' first rows in the order of their bytes (np.unique's order), each the first of its rows
+    _, order, rank = np.unique(as_bytes[group_first].view(void).reshape(-1), return_index=True,
+                               return_inverse=True)
+    first = group_first[np.asarray(order)]
+    return rows[first], first, np.asarray(rank).reshape(-1)[group]
 
 
 def leaves_by_tree(attrs) -> tuple[np.ndarray, np.ndarray] | None:
@@ -390,7 +588,26 @@ RECENT_LEAVES: OrderedDict[bytes, tuple[np.ndarray, np.ndarray] | None] = Ordere
 
 
 def tree_leaf_ranges(attrs) -> tuple[np.ndarray, np.ndarray]:
-    """Per tree, the smallest and largest leaf value of each of its value columns: (T, W) each."""
+    """Per tree, the smallest and largest leaf value of each of its value columns: (T, W) each. Kept for the
+    tables' very arrays (a build asks for the same ones several times); the caller must not change them."""
+    return once_per_tables(attrs, ("feature", "left", "right", "roots", "value"), "leaf_ranges",
+                           lambda: _tree_leaf_ranges(attrs))
+
+
+def leaf_int_ranges(attrs, out_scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per tree, the smallest and largest leaf int (``leaf_ints``) of each value column: (T, W) each. The
+    rounding is monotone, so they are the roundings of the smallest and largest leaf values."""
+    lq = leaf_scale(attrs, out_scale)
+    return tuple(np.floor(v * 2.0**lq + 0.5).astype(np.int64) for v in tree_leaf_ranges(attrs))
+
+
+def leaf_int_peaks(attrs, out_scale: int) -> np.ndarray:
+    """Per tree, the largest |leaf int| of each value column: (T, W)."""
+    lo, hi = leaf_int_ranges(attrs, out_scale)
+    return np.maximum(np.abs(lo), np.abs(hi))
+
+
+def _tree_leaf_ranges(attrs) -> tuple[np.ndarray, np.ndarray]:
     feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
     value = attrs["value"].astype(np.float64)
     grouped = leaves_by_tree(attrs)
@@ -429,13 +646,7 @@ def _acc_bound(call):
     at = call.attrs
     lq = leaf_scale(at, call.out_scale)
 
-    def bound() -> int:
-        q = np.abs(leaf_ints(at, call.out_scale))
-        lo_t, hi_t = tree_leaf_ranges({**at, "value": q.astype(np.float64)})
-        return int(np.sum(np.max(hi_t, axis=1)))
-
-    return once_per_tables(at, ("feature", "left", "right", "roots", "value", "tree_output"), ("bound", lq),
-                           bound), lq
+    return int(np.sum(np.max(leaf_int_peaks(at, call.out_scale), axis=1))), lq
 
 
 register_op(OpDef(
