@@ -555,6 +555,50 @@ def test_erf_that_is_no_gelu_stays_and_is_refused_by_name(tmp_path):
         tinycc_ml.load_model(tmp_path / "g.onnx")
 
 
+def instance_norm_net(path: Path, groups: bool) -> None:
+    """nn.InstanceNorm1d(affine) after a Conv1d, or nn.GroupNorm(2, 4) after a Conv2d as both exporters write it:
+    Reshape to (1, 2, -1), InstanceNormalization of unit scale, Reshape back, Mul and Add per channel."""
+    from onnx import helper
+
+    rng = np.random.default_rng(15)
+    f32 = np.float32
+    if groups:
+        inits = {"W": rng.normal(size=(4, 2, 3, 3)).astype(f32), "grouped": np.array([1, 2, -1]),
+                 "unit": np.ones(2, f32), "zero": np.zeros(2, f32), "back": np.array([1, 4, 5, 5]),
+                 "gamma": rng.uniform(0.5, 2, size=(4, 1, 1)).astype(f32),
+                 "beta": rng.normal(size=(4, 1, 1)).astype(f32), "V": rng.normal(size=(4, 3)).astype(f32)}
+        nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                 helper.make_node("Reshape", ["c", "grouped"], ["g"], name="groups"),
+                 helper.make_node("InstanceNormalization", ["g", "unit", "zero"], ["n"], name="norm", epsilon=1e-5),
+                 helper.make_node("Reshape", ["n", "back"], ["b"], name="back"),
+                 helper.make_node("Mul", ["b", "gamma"], ["m"], name="gamma"),
+                 helper.make_node("Add", ["m", "beta"], ["a"], name="beta"),
+                 helper.make_node("Relu", ["a"], ["r"], name="relu"),
+                 helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+                 helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+                 helper.make_node("MatMul", ["f", "V"], ["y"], name="head")]
+        save_net(path, nodes, inits, [1, 2, 5, 5])
+        return
+    inits = {"W": rng.normal(size=(4, 3, 3)).astype(f32), "scale": rng.uniform(0.5, 2, size=4).astype(f32),
+             "bias": rng.normal(size=4).astype(f32), "axes": np.array([2]), "V": rng.normal(size=(4, 3)).astype(f32)}
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv"),
+             helper.make_node("InstanceNormalization", ["c", "scale", "bias"], ["n"], name="norm", epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("ReduceMean", ["r", "axes"], ["p"], name="pool", keepdims=0),
+             helper.make_node("MatMul", ["p", "V"], ["y"], name="head")]
+    save_net(path, nodes, inits, [1, 3, 12], opset=18)
+
+
+@pytest.mark.parametrize("groups", [False, True], ids=["instance_norm", "group_norm"])
+def test_instance_and_group_norm_compile(groups, tmp_path):
+    """float to float32 rounding of onnxruntime and TFLite's int8 equal to its interpreter (layer_norm over the
+    channel's values); the project's fixed point refuses layer_norm by name."""
+    instance_norm_net(tmp_path / "n.onnx", groups)
+    model = tinycc_ml.load_model(tmp_path / "n.onnx")
+    assert "layer_norm" in {model.graph.op(n) for n in model.graph.order()}
+    check_builds(tmp_path / "n.onnx", tmp_path, builds=("float", "int8"))
+
+
 @pytest.mark.parametrize("nodes, inits, message", [
     ([("Div", ["x", "x"], {})], {}, r"Div node 'n0' divides by a computed tensor; only division by a constant"),
     ([("Pad", ["x", "pads"], {"mode": "reflect"})], {"pads": np.array([0, 0, 1, 0, 0, 1])},

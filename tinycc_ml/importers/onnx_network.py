@@ -67,7 +67,7 @@ NETWORK_OPS = {
     "GRU": ("activations", "direction", "hidden_size", "layout", "linear_before_reset"),
     "LSTM": ("activations", "direction", "hidden_size", "layout", "input_forget"),
     "RNN": ("activations", "direction", "hidden_size", "layout"),
-    **{op: () for op in UNARY}, "Pow": (),
+    **{op: () for op in UNARY}, "Pow": (), "InstanceNormalization": ("epsilon",),
 }
 # ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
 # implementation at import, like Constant nodes
@@ -1127,6 +1127,37 @@ class _Lowering:
                        {"epsilon": float(attrs.get("epsilon", 1e-5))}, label)
         self.define(node.output[0], TensorValue(out, x.shape))
 
+    def instance_norm(self, node, attrs: dict) -> None:
+        """InstanceNormalization (nn.InstanceNorm1d/2d, and nn.GroupNorm, which both exporters write as one over
+        (batch, groups, -1)): per channel over the axes after it, a layer_norm of unit scale over those axes as one
+        last axis, then the channels' scale and bias (a tensor_mul and a tensor_sub by constants, where not 1 and
+        0)."""
+        x = self.value(node, 0)
+        what = f"{node.op_type} node {node.name!r}"
+        label = identifier(node.name or node.output[0], "instance_norm")
+        x = self.plain(x, label)
+        shape = x.shape
+        if len(shape) < 3:
+            raise _Bad(f"{what} of a tensor of shape {list(shape)}; (batch, channels, ...) is expected")
+        channels, inner = shape[1], int(np.prod(shape[2:]))
+        scale, bias = self.const(node, 1, "scale").reshape(-1), self.const(node, 2, "bias").reshape(-1)
+        if scale.shape != (channels,) or bias.shape != (channels,):
+            raise _Bad(f"{what}: scale and bias of {scale.size} and {bias.size} values for {channels} channels")
+        rows = x.node if len(shape) == 3 else self.add("reshape", [x.node], {"shape": [shape[0], channels, inner]},
+                                                        f"{label}_rows")
+        out = self.add("layer_norm", [rows, self.add_const(np.ones(inner), "", f"{label}_unit"),
+                                      self.add_const(np.zeros(inner), "", f"{label}_zero")],
+                       {"epsilon": float(attrs.get("epsilon", 1e-5))}, label)
+        value = TensorValue(out, (shape[0], channels, inner))
+        per_channel = (1, channels, 1)
+        if np.any(scale != 1):
+            value = self.binary(node, "tensor_mul", value, scale.reshape(per_channel), f"{label}_scaled")
+        if np.any(bias != 0):
+            value = self.binary(node, "tensor_sub", value, -bias.reshape(per_channel), f"{label}_shifted")
+        if len(shape) != 3:
+            value = TensorValue(self.add("reshape", [value.node], {"shape": list(shape)}, f"{label}_onnx"), shape)
+        self.define(node.output[0], value)
+
     def fold(self, node) -> bool:
         """A node whose inputs are all constants (or a Shape of a computed value, whose shape is known) becomes
         constants, evaluated by onnx's reference implementation: the exporters' shape arithmetic."""
@@ -1414,6 +1445,8 @@ class _Lowering:
             alpha = self.add_const(self.layout_constant(slope, len(x.shape), x.spatial), "NHWC" if x.spatial else "",
                                    f"{label}_slope")
             self.define(node.output[0], TensorValue(self.add("prelu", [x.node, alpha], {}, label), x.shape, x.spatial))
+        elif op == "InstanceNormalization":
+            self.instance_norm(node, attrs)
         elif op in ("LogSoftmax", "LayerNormalization"):
             self.last_axis_op(node, attrs)
         elif op == "GlobalMaxPool":
