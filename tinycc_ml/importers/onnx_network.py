@@ -698,7 +698,7 @@ class _Lowering:
         array = array.transpose(0, *range(2, rank), 1)  # channels last
         return array[:, None] if spatial == 1 else array
 
-    def binary(self, node, op: str, a, b, label: str) -> TensorValue:
+    def binary(self, node, op: str, a, b, label: str, attrs: dict | None = None) -> TensorValue:
         """``op`` of two operands (values or constant arrays, not both constant), numpy-broadcast as ONNX does:
         in the IR's NHWC where the values are spatial alike, else as ONNX holds them."""
         what = f"{node.op_type} node {node.name!r}"
@@ -718,7 +718,7 @@ class _Lowering:
                 nodes.append(self.add_const(array, "NHWC" if spatial else "", f"{label}_constant{k}"))
             else:
                 nodes.append((v if spatial else self.plain(v, f"{label}_{k}")).node)
-        out = self.add(op, nodes, {}, label)
+        out = self.add(op, nodes, attrs or {}, label)
         return self.spatial_value(out, spatial) if spatial else TensorValue(out, shape)
 
     def elementwise(self, node) -> None:
@@ -730,9 +730,10 @@ class _Lowering:
             raise _Bad(f"{what} has {len(operands)} inputs, expected 2")
         if not operands:
             raise _Bad(f"{what} has no inputs")
+        if op == "Div" and not isinstance(operands[1], np.ndarray):  # by a computed tensor: float32 division
+            self.define(node.output[0], self.binary(node, "float_binary", *operands, label, {"function": "div"}))
+            return
         if op == "Div":
-            if not isinstance(operands[1], np.ndarray):
-                raise _Bad(f"{what} divides by a computed tensor; only division by a constant is supported")
             operands[1] = np.asarray(1.0 / operands[1])
         if op == "Add":
             if all(isinstance(v, TensorValue) for v in operands):
