@@ -9,10 +9,9 @@ the shared C of ``codegen/c_network.py``), every output byte equal to the shared
 - ``depthwise_conv2d`` (depth multiplier 1): per output position, the taps inside the input with the channels
   innermost (contiguous input and filter rows: loops GCC vectorises).
 - the requantisation (TFLite's MultiplyByQuantizedMultiplier, output zero point, fused activation's clamp) of 8
-  channels at a time with AVX2: gemmlowp's SaturatingRoundingDoublingHighMul written as
-  sign(x) * floor((|x| m + 2^30 - [x < 0]) / 2^31) (the multiplier m is positive; the same value as the
-  int64 form's division rounding toward zero), then RoundingDivideByPOT with per-lane shifts; elsewhere the
-  shared scalar helpers.
+  channels at a time with AVX2: gemmlowp's SaturatingRoundingDoublingHighMul is floor((x m + 2^30) / 2^31) (its
+  nudge 1 - 2^30 for negative products and division toward zero give the same value; it never saturates as the
+  multiplier m is positive), then RoundingDivideByPOT with per-lane shifts; elsewhere the shared scalar helpers.
 
 Every sum is the shared C's int32 sum (integer sums: the order changes nothing; |products| < 2^16, pairs < 2^17).
 """
@@ -53,187 +52,192 @@ def simd_prelude(em: CEmitter) -> None:
 
 
 def requant_row(em: CEmitter) -> str:
-    """``<prefix>_host_requant(acc, n, count, mult, left, right, zo, lo, hi, out)``: the int8 outputs of ``count``
-    channels from their int32 sums (``n``: count rounded up to 8, the arrays' length)."""
+    """``<prefix>_host_requant(acc, n, count, t, zo, lo, hi, out)``: the int8 outputs of ``count`` channels from
+    their int32 sums (``n``: count rounded up to 8, the tables' length; ``t``: the layer's tables, 5 x n int32:
+    multiplier, left shift, right shift, 2^right - 1, (2^right - 1) >> 1)."""
     simd_prelude(em)
     rq, clamp = requantise(em), clamp8(em)
     return c_helper(em, "host_requant", f"""\
-static void @host_requant(const int32_t *acc, int n, int count, const int32_t *mult, const int32_t *left,
-                          const int32_t *right, int32_t zo, int32_t lo, int32_t hi, int8_t *out)
+#if defined(__AVX2__)
+/* 8 channels' requantised sums (before the output zero point) */
+static inline __m256i @host_rq8(const int32_t *acc, const int32_t *t, int n, int j)
+{{
+    const __m256i half = _mm256_set1_epi64x((long long)1 << 30);
+    const __m256i m = _mm256_loadu_si256((const __m256i *)(t + j));
+    const __m256i r = _mm256_loadu_si256((const __m256i *)(t + 2 * n + j));
+    const __m256i mask = _mm256_loadu_si256((const __m256i *)(t + 3 * n + j));
+    const __m256i x = _mm256_sllv_epi32(_mm256_loadu_si256((const __m256i *)(acc + j)),
+                                        _mm256_loadu_si256((const __m256i *)(t + n + j)));
+    /* SaturatingRoundingDoublingHighMul(x, m) (m > 0: never saturating) = floor((x m + 2^30) / 2^31): the 64-bit
+       products of even and odd lanes, bits 31 to 62 (the quotient fits 32 bits) */
+    const __m256i pe = _mm256_add_epi64(_mm256_mul_epi32(x, m), half);
+    const __m256i po = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(m, 32)), half);
+    const __m256i y = _mm256_blend_epi32(_mm256_srli_epi64(pe, 31), _mm256_slli_epi64(po, 1), 0xAA);
+    /* RoundingDivideByPOT(y, r) */
+    const __m256i threshold = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(t + 4 * n + j)),
+                                               _mm256_srli_epi32(y, 31));
+    const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(y, mask), threshold);
+    return _mm256_sub_epi32(_mm256_srav_epi32(y, r), up);
+}}
+#endif
+
+static void @host_requant(const int32_t *acc, int n, int count, const int32_t *t, int32_t zo, int32_t lo,
+                          int32_t hi, int8_t *out)
 {{
 #if defined(__AVX2__)
-    const __m256i half = _mm256_set1_epi64x((long long)1 << 30), low = _mm256_set1_epi64x(0xFFFFFFFFLL);
-    const __m256i one = _mm256_set1_epi32(1), vzo = _mm256_set1_epi32(zo);
-    const __m256i vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
-    for (int j = 0; j < n; j += 8) {{
-        const __m256i m = _mm256_loadu_si256((const __m256i *)(mult + j));
-        const __m256i r = _mm256_loadu_si256((const __m256i *)(right + j));
-        const __m256i x = _mm256_sllv_epi32(_mm256_loadu_si256((const __m256i *)(acc + j)),
-                                            _mm256_loadu_si256((const __m256i *)(left + j)));
-        const __m256i ax = _mm256_abs_epi32(x), neg = _mm256_srli_epi32(x, 31);
-        /* |x| m + 2^30 - [x < 0] in 64 bits, even and odd lanes; the quotient by 2^31 fits 32 bits */
-        const __m256i pe = _mm256_add_epi64(_mm256_mul_epu32(ax, m),
-                                            _mm256_sub_epi64(half, _mm256_and_si256(neg, low)));
-        const __m256i po = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(ax, 32), _mm256_srli_epi64(m, 32)),
-                                            _mm256_sub_epi64(half, _mm256_srli_epi64(neg, 32)));
-        const __m256i q = _mm256_blend_epi32(_mm256_srli_epi64(pe, 31), _mm256_slli_epi64(_mm256_srli_epi64(po, 31), 32),
-                                             0xAA);
-        const __m256i y = _mm256_sign_epi32(q, x);
-        /* RoundingDivideByPOT(y, r) */
-        const __m256i mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, r), one);
-        const __m256i threshold = _mm256_add_epi32(_mm256_srli_epi32(mask, 1), _mm256_srli_epi32(y, 31));
-        const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(y, mask), threshold);
-        __m256i v = _mm256_sub_epi32(_mm256_add_epi32(_mm256_srav_epi32(y, r), vzo), up);
-        __m128i bytes;
-        int32_t four[2];
-        v = _mm256_min_epi32(_mm256_max_epi32(v, vlo), vhi);
-        v = _mm256_packs_epi32(v, v);
-        bytes = _mm256_castsi256_si128(_mm256_packs_epi16(v, v));
-        four[0] = _mm_cvtsi128_si32(bytes);
-        four[1] = _mm_cvtsi128_si32(_mm256_extracti128_si256(_mm256_packs_epi16(v, v), 1));
-        if (j + 8 <= count) {{
-            __builtin_memcpy(out + j, four, 8);
+    const __m256i vzo = _mm256_set1_epi16((short)zo);
+    const __m128i vlo = _mm_set1_epi8((char)lo), vhi = _mm_set1_epi8((char)hi);
+    for (int j = 0; j < n; j += 16) {{
+        /* 16 channels (the last 8 twice when n is not a multiple of 16): int16 with saturation, plus the zero
+           point (saturating), int8 with saturation, clamped: the clamp of the exact value (lo, hi are int8) */
+        const __m256i v0 = @host_rq8(acc, t, n, j), v1 = j + 8 < n ? @host_rq8(acc, t, n, j + 8) : v0;
+        const __m256i h = _mm256_adds_epi16(_mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xD8), vzo);
+        const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi16(h, h), 0xD8);
+        const __m128i c = _mm_min_epi8(_mm_max_epi8(_mm256_castsi256_si128(b), vlo), vhi);
+        if (j + 16 <= count) {{
+            _mm_storeu_si128((__m128i *)(out + j), c);
         }} else {{
+            int8_t bytes[16];
+            _mm_storeu_si128((__m128i *)bytes, c);
             for (int e = 0; e < count - j; ++e)
-                out[j + e] = ((const int8_t *)four)[e];
+                out[j + e] = bytes[e];
         }}
     }}
 #else
-    (void)n;
     for (int j = 0; j < count; ++j)
-        out[j] = {clamp}({rq}(acc[j], mult[j], left[j] - right[j]) + zo, lo, hi);
+        out[j] = {clamp}({rq}(acc[j], t[j], t[n + j] - t[2 * n + j]) + zo, lo, hi);
 #endif
 }}
 """)
 
 
 def gemm(em: CEmitter) -> str:
-    """``<prefix>_host_gemm(a, pairs, w, vectors, bias, acc)``: GEMM_ROWS rows of int16 a (2 pairs values each)
-    times the pre-arranged filter ([vectors][pairs][8][2] int16), plus the bias, into acc (GEMM_ROWS x 8 vectors
-    int32)."""
+    """``<prefix>_host_gemm(a, quads, w, vectors, bias, acc)``: GEMM_ROWS rows of uint8 a (4 quads values each)
+    times the pre-arranged int8 filter ([vectors][quads][8][4]), plus the bias, into acc (GEMM_ROWS x 8 vectors
+    int32). AVX-VNNI: vpdpbusd (4 products per lane, summed exactly); AVX2: the same sums as two vpmaddwd of the
+    even and odd bytes widened; elsewhere plain C."""
     simd_prelude(em)
     rows = GEMM_ROWS
     sums = [f"s{r}{v}" for r in range(rows) for v in range(2)]
 
-    def madd(acc: str, x: str, w: str) -> str:
-        return (f"{acc} = MADD({acc}, {x}, {w});")
+    def tile(n_vec: int) -> list[str]:
+        acc = [f"s{r}{h}" for r in range(rows) for h in range(n_vec)]
+        lines = [f"        __m256i {', '.join(f'{s} = _mm256_setzero_si256()' for s in acc)};",
+                 "        const int8_t *w0 = w + (long)v * quads * 32;",
+                 "        for (int k = 0; k < quads; ++k) {"]
+        for h in range(n_vec):
+            lines += [f"            const __m256i f{h} = _mm256_loadu_si256((const __m256i *)(w0 + {h} * 32L * quads "
+                      f"+ 32 * k));",
+                      "#if !defined(__AVXVNNI__)",
+                      f"            const __m256i fe{h} = _mm256_srai_epi16(_mm256_slli_epi16(f{h}, 8), 8), "
+                      f"fo{h} = _mm256_srai_epi16(f{h}, 8);",
+                      "#endif"]
+        for r in range(rows):
+            lines += [f"            {{ int32_t xr; __builtin_memcpy(&xr, a + {r} * 4L * quads + 4 * k, 4);",
+                      "              const __m256i x = _mm256_set1_epi32(xr);",
+                      "#if defined(__AVXVNNI__)",
+                      *(f"              s{r}{h} = _mm256_dpbusd_avx_epi32(s{r}{h}, x, f{h});" for h in range(n_vec)),
+                      "#else",
+                      "              const __m256i xe = _mm256_and_si256(x, _mm256_set1_epi16(0xFF)), "
+                      "xo = _mm256_srli_epi16(x, 8);",
+                      *(f"              s{r}{h} = _mm256_add_epi32(s{r}{h}, _mm256_add_epi32("
+                        f"_mm256_madd_epi16(xe, fe{h}), _mm256_madd_epi16(xo, fo{h})));" for h in range(n_vec)),
+                      "#endif",
+                      "            }"]
+        lines += ["        }",
+                  *(f"        _mm256_storeu_si256((__m256i *)(acc + {r} * 8L * vectors + 8L * (v + {h})), "
+                    f"_mm256_add_epi32(s{r}{h}, _mm256_loadu_si256((const __m256i *)(bias + 8L * (v + {h})))));"
+                    for r in range(rows) for h in range(n_vec))]
+        return lines
 
-    tile2 = [
-        f"        __m256i {', '.join(f'{s} = _mm256_setzero_si256()' for s in sums)};",
-        "        const int16_t *w0 = w + (long)v * pairs * 16, *w1 = w0 + (long)pairs * 16;",
-        "        for (int k = 0; k < pairs; ++k) {",
-        "            const __m256i f0 = _mm256_loadu_si256((const __m256i *)(w0 + 16 * k));",
-        "            const __m256i f1 = _mm256_loadu_si256((const __m256i *)(w1 + 16 * k));",
-        *(line for r in range(rows) for line in (
-            f"            {{ int32_t xr; __builtin_memcpy(&xr, a + (long){r} * 2 * pairs + 2 * k, 4);",
-            f"              const __m256i x{r} = _mm256_set1_epi32(xr);",
-            f"              {madd(f's{r}0', f'x{r}', 'f0')} {madd(f's{r}1', f'x{r}', 'f1')} }}")),
-        "        }",
-        "        {",
-        "            const __m256i b0 = _mm256_loadu_si256((const __m256i *)(bias + 8 * v));",
-        "            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(bias + 8 * v + 8));",
-        *(f"            _mm256_storeu_si256((__m256i *)(acc + (long){r} * 8 * vectors + 8 * v + {8 * h}), "
-          f"_mm256_add_epi32(s{r}{h}, b{h}));" for r in range(rows) for h in range(2)),
-        "        }",
-    ]
-    tile1 = [
-        f"        __m256i {', '.join(f's{r}0 = _mm256_setzero_si256()' for r in range(rows))};",
-        "        const int16_t *w0 = w + (long)v * pairs * 16;",
-        "        for (int k = 0; k < pairs; ++k) {",
-        "            const __m256i f0 = _mm256_loadu_si256((const __m256i *)(w0 + 16 * k));",
-        *(line for r in range(rows) for line in (
-            f"            {{ int32_t xr; __builtin_memcpy(&xr, a + (long){r} * 2 * pairs + 2 * k, 4);",
-            f"              {madd(f's{r}0', '_mm256_set1_epi32(xr)', 'f0')} }}")),
-        "        }",
-        "        {",
-        "            const __m256i b0 = _mm256_loadu_si256((const __m256i *)(bias + 8 * v));",
-        *(f"            _mm256_storeu_si256((__m256i *)(acc + (long){r} * 8 * vectors + 8 * v), "
-          f"_mm256_add_epi32(s{r}0, b0));" for r in range(rows)),
-        "        }",
-    ]
+    del sums
     body = "\n".join([
         "#if defined(__AVX2__)",
-        "#if defined(__AVXVNNI__)",
-        "#define MADD(s, x, w) _mm256_dpwssd_avx_epi32((s), (x), (w))",
-        "#else",
-        "#define MADD(s, x, w) _mm256_add_epi32((s), _mm256_madd_epi16((x), (w)))",
-        "#endif",
         "    int v = 0;",
-        "    for (; v + 2 <= vectors; v += 2) {", *tile2, "    }",
-        "    for (; v < vectors; ++v) {", *tile1, "    }",
-        "#undef MADD",
+        "    for (; v + 2 <= vectors; v += 2) {", *tile(2), "    }",
+        "    if (v < vectors) {", *tile(1), "    }",
         "#else",
         f"    for (int r = 0; r < {rows}; ++r)",
         "    for (int v = 0; v < vectors; ++v) {",
         "        int32_t s[8];",
         "        for (int j = 0; j < 8; ++j) s[j] = bias[8 * v + j];",
-        "        for (int k = 0; k < pairs; ++k) {",
-        "            const int16_t *f = w + ((long)v * pairs + k) * 16;",
-        "            const int32_t x0 = a[(long)r * 2 * pairs + 2 * k], x1 = a[(long)r * 2 * pairs + 2 * k + 1];",
-        "            for (int j = 0; j < 8; ++j) s[j] += f[2 * j] * x0 + f[2 * j + 1] * x1;",
+        "        for (int k = 0; k < quads; ++k) {",
+        "            const int8_t *f = w + ((long)v * quads + k) * 32;",
+        "            const uint8_t *x = a + (long)r * 4 * quads + 4 * k;",
+        "            for (int j = 0; j < 8; ++j)",
+        "                s[j] += f[4 * j] * x[0] + f[4 * j + 1] * x[1] + f[4 * j + 2] * x[2] + f[4 * j + 3] * x[3];",
         "        }",
         "        for (int j = 0; j < 8; ++j) acc[(long)r * 8 * vectors + 8 * v + j] = s[j];",
         "    }",
         "#endif",
     ])
     return c_helper(em, "host_gemm", f"""\
-static void @host_gemm(const int16_t *a, int pairs, const int16_t *w, int vectors, const int32_t *bias, int32_t *acc)
+static void @host_gemm(const uint8_t *a, int quads, const int8_t *w, int vectors, const int32_t *bias, int32_t *acc)
 {{
 {body}
 }}
 """)
 
 
-def _requant_tables(em: CEmitter, node: Node, channels: int, wide: int) -> tuple[str, str, str, int, int, int]:
-    """The layer's multipliers, left and right shifts (int32, padded to ``wide``), output zero point and clamp."""
+def _requant_tables(em: CEmitter, node: Node, channels: int, wide: int) -> tuple[str, int, int, int]:
+    """The layer's requantisation table (5 x ``wide`` int32: multipliers, left shifts, right shifts, their masks
+    and half masks; padded), output zero point and clamp."""
     q = layer_quantisation(em.graph, node, channels)
-    pad = lambda a: np.concatenate([np.asarray(a, np.int64), np.zeros(wide - channels, np.int64)])  # noqa: E731
     shifts = np.asarray(q.shifts, np.int64)
-    mult = em.add_const_array(em.sym(f"{node.name}_host_mult"), pad(q.multipliers).astype(np.int32), "int32_t",
-                              f"%{node.name}: each output channel's requantisation multiplier (Q31; host kernel)")
-    left = em.add_const_array(em.sym(f"{node.name}_host_left"), pad(np.maximum(shifts, 0)).astype(np.int32), "int32_t",
-                              f"%{node.name}: each output channel's left shift (host kernel)")
-    right = em.add_const_array(em.sym(f"{node.name}_host_right"), pad(np.maximum(-shifts, 0)).astype(np.int32),
-                               "int32_t", f"%{node.name}: each output channel's right shift (host kernel)")
-    return mult, left, right, q.output_zero_point, q.lo, q.hi
+    table = np.zeros((5, wide), np.int64)
+    table[0, :channels] = q.multipliers
+    table[1, :channels] = np.maximum(shifts, 0)
+    table[2, :channels] = np.maximum(-shifts, 0)
+    table[3] = (np.int64(1) << table[2]) - 1
+    table[4] = table[3] >> 1
+    sym = em.add_const_array(em.sym(f"{node.name}_host_requant"), table.astype(np.int64).astype(np.uint32)
+                             .view(np.int32), "int32_t",
+                             f"%{node.name}: per output channel: multiplier (Q31), left shift, right shift, "
+                             "2^right - 1, its half (host kernel)")
+    return sym, q.output_zero_point, q.lo, q.hi
 
 
-def _gemm_layer(em: CEmitter, node: Node, W: np.ndarray, positions: int, fill: list[str]) -> list[str]:
-    """out[p][o] = requantised(sum_k W[o][k] a_p[k] + bias[o]) for p < positions, GEMM_ROWS positions at a time;
-    ``fill``: the lines writing row ``ar`` (K int16 values) of position ``p``."""
+def _gemm_layer(em: CEmitter, node: Node, W: np.ndarray, positions: int, fill: list[str]) -> list[str] | None:
+    """out[p][o] = requantised(sum_k W[o][k] (x_p[k] - zx) + bias[o]) for p < positions, GEMM_ROWS positions at a
+    time; ``fill``: the lines writing row ``ar`` (K uint8 values x + 128; a tap outside the input: zx + 128) of
+    position ``p``. The sums are of W (x + 128): the bias is less (128 + zx) times each channel's weights."""
     g = em.graph
     channels, depth = W.shape
-    wide, pairs = -(-channels // VEC) * VEC, -(-depth // 2)
-    table = np.zeros((wide // VEC, pairs, VEC, 2), dtype=np.int64)
-    padded = np.zeros((wide, 2 * pairs), dtype=np.int64)
+    zx = int(g.type(node.inputs[0]).dtype.zero_point)
+    wide, quads = -(-channels // VEC) * VEC, -(-depth // 4)
+    padded = np.zeros((wide, 4 * quads), dtype=np.int64)
     padded[:channels, :depth] = W
-    table[...] = padded.reshape(wide // VEC, VEC, pairs, 2).transpose(0, 2, 1, 3)
-    w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int16), "int16_t",
-                               f"%{node.name}: the filter per 8 output channels and pair of columns (host kernel)")
+    table = padded.reshape(wide // VEC, VEC, quads, 4).transpose(0, 2, 1, 3)
+    w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int8), "int8_t",
+                               f"%{node.name}: the filter per 8 output channels and 4 columns (host kernel)")
     bias = np.zeros(wide, np.int64)
-    bias[:channels] = np.asarray(g.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
+    bias[:channels] = (np.asarray(g.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
+                       - (128 + zx) * W.sum(axis=1))
+    if np.abs(bias).max() >= 1 << 31 or (np.abs(W).sum(axis=1).max() * 255 + np.abs(bias).max()) >= 1 << 31:
+        return None
     b_sym = em.add_const_array(em.sym(f"{node.name}_host_bias"), bias.astype(np.int32), "int32_t",
-                               f"%{node.name}: the bias, padded (host kernel)")
-    mult, left, right, zo, lo, hi = _requant_tables(em, node, channels, wide)
+                               f"%{node.name}: the bias less (128 + input zero point) x the channel's weights "
+                               "(host kernel)")
+    t_sym, zo, lo, hi = _requant_tables(em, node, channels, wide)
     rq, mm = requant_row(em), gemm(em)
     y, R = em.var(node.name), GEMM_ROWS
     return ["{",
             f"    for (long p0 = 0; p0 < {positions}; p0 += {R}) {{",
-            f"        int16_t a[{R * 2 * pairs}];",
+            f"        uint8_t a[{R * 4 * quads}];",
             f"        int32_t acc[{R * wide}];",
             f"        for (int i = 0; i < {R}; ++i) {{",
-            f"            int16_t *ar = a + i * {2 * pairs};",
+            f"            uint8_t *ar = a + i * {4 * quads};",
             "            const long p = p0 + i;",
             f"            if (p >= {positions}) {{",
-            f"                for (int k = 0; k < {2 * pairs}; ++k) ar[k] = 0;",
+            f"                for (int k = 0; k < {4 * quads}; ++k) ar[k] = 0;",
             "                continue;",
             "            }",
             *("            " + line for line in fill),
-            *([f"            ar[{depth}] = 0;"] if depth % 2 else []),
+            *([f"            for (int k = {depth}; k < {4 * quads}; ++k) ar[k] = 0;"] if depth % 4 else []),
             "        }",
-            f"        {mm}(a, {pairs}, {w_sym}, {wide // VEC}, {b_sym}, acc);",
+            f"        {mm}(a, {quads}, {w_sym}, {wide // VEC}, {b_sym}, acc);",
             f"        for (int i = 0; i < {R} && p0 + i < {positions}; ++i)",
-            f"            {rq}(acc + i * {wide}, {wide}, {channels}, {mult}, {left}, {right}, {zo}, {lo}, {hi}, "
+            f"            {rq}(acc + i * {wide}, {wide}, {channels}, {t_sym}, {zo}, {lo}, {hi}, "
             f"{y} + (p0 + i) * {channels});",
             "    }",
             "}"]
@@ -252,19 +256,19 @@ def conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
     xs = em.var(x_name)
     if kh == kw == 1 and tuple(stride) == (1, 1) and tuple(pads) == (0, 0):  # a position's input row as it is
         fill = [f"const int8_t *src = {xs} + p * {in_c};",
-                f"for (int k = 0; k < {in_c}; ++k) ar[k] = (int16_t)(src[k] - ({zx}));"]
+                f"for (int k = 0; k < {in_c}; ++k) ar[k] = (uint8_t)(src[k] + 128);"]
     else:
         fill = [f"const int b = (int)(p / {oh * ow}), oy = (int)(p / {ow} % {oh}), ox = (int)(p % {ow});",
                 f"const int iy0 = oy * {stride[0]} - {pads[0]}, ix0 = ox * {stride[1]} - {pads[1]};",
                 f"for (int ky = 0; ky < {kh}; ++ky)",
                 f"for (int kx = 0; kx < {kw}; ++kx) {{",
                 f"    const int iy = iy0 + ky * {dilation[0]}, ix = ix0 + kx * {dilation[1]};",
-                f"    int16_t *dst = ar + (ky * {kw} + kx) * {in_c};",
+                f"    uint8_t *dst = ar + (ky * {kw} + kx) * {in_c};",
                 f"    if (iy < 0 || iy >= {height} || ix < 0 || ix >= {width}) {{",
-                f"        for (int c = 0; c < {in_c}; ++c) dst[c] = 0;",
+                f"        for (int c = 0; c < {in_c}; ++c) dst[c] = {zx + 128};",
                 "    } else {",
                 f"        const int8_t *src = {xs} + ((long)(b * {height} + iy) * {width} + ix) * {in_c};",
-                f"        for (int c = 0; c < {in_c}; ++c) dst[c] = (int16_t)(src[c] - ({zx}));",
+                f"        for (int c = 0; c < {in_c}; ++c) dst[c] = (uint8_t)(src[c] + 128);",
                 "    }",
                 "}"]
     return _gemm_layer(em, node, W, x.shape[0] * oh * ow, fill)
@@ -277,11 +281,73 @@ def fully_connected_host(em: CEmitter, node: Node) -> list[str] | None:
     x_name, w_name, _ = node.inputs
     x = g.type(x_name)
     out_c, depth = g.type(w_name).shape
-    zx = int(x.dtype.zero_point)
     W = np.asarray(g.node(w_name).attrs["value"], np.int64).reshape(out_c, depth)
     fill = [f"const int8_t *src = {em.var(x_name)} + p * {depth};",
-            f"for (int k = 0; k < {depth}; ++k) ar[k] = (int16_t)(src[k] - ({zx}));"]
+            f"for (int k = 0; k < {depth}; ++k) ar[k] = (uint8_t)(src[k] + 128);"]
     return _gemm_layer(em, node, W, x.size // depth, fill)
+
+
+def dot4(em: CEmitter) -> str:
+    """``<prefix>_host_dot4(s, x, f)``: s plus, per int32 lane, the 4 products of x's unsigned bytes by f's signed
+    bytes (AVX-VNNI's vpdpbusd; AVX2: two vpmaddwd of the even and odd bytes widened)."""
+    simd_prelude(em)
+    return c_helper(em, "host_dot4", """\
+#if defined(__AVX2__)
+static inline __m256i @host_dot4(__m256i s, __m256i x, __m256i f)
+{
+#if defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(s, x, f);
+#else
+    const __m256i xe = _mm256_and_si256(x, _mm256_set1_epi16(0xFF)), xo = _mm256_srli_epi16(x, 8);
+    const __m256i fe = _mm256_srai_epi16(_mm256_slli_epi16(f, 8), 8), fo = _mm256_srai_epi16(f, 8);
+    return _mm256_add_epi32(s, _mm256_add_epi32(_mm256_madd_epi16(xe, fe), _mm256_madd_epi16(xo, fo)));
+#endif
+}
+#endif
+""")
+
+
+def depthwise_sums(em: CEmitter) -> str:
+    """``<prefix>_host_depthwise(taps, groups, channels, w, bias, acc)``: one output position's int32 sums of a
+    depthwise convolution: ``taps`` (4 x groups pointers to int8 input rows, a row of zero points for taps outside
+    the input), the filter [groups][channels rounded up to 8][4] int8 applied to x + 128, plus the bias (less
+    (128 + zx) times the channel's weights). AVX2: 8 channels at a time, the 4 taps' bytes interleaved per
+    channel (channels a multiple of 8); elsewhere plain C."""
+    dot = dot4(em)
+    return c_helper(em, "host_depthwise", f"""\
+static void @host_depthwise(const int8_t *const *taps, int groups, int channels, const int8_t *w,
+                            const int32_t *bias, int32_t *acc)
+{{
+    const int wide = (channels + 7) / 8 * 8;
+#if defined(__AVX2__)
+    if (channels % 8 == 0) {{
+        const __m256i flip = _mm256_set1_epi8((char)0x80);
+        for (int c = 0; c < channels; c += 8) {{
+            __m256i s = _mm256_loadu_si256((const __m256i *)(bias + c));
+            for (int g = 0; g < groups; ++g) {{
+                const int8_t *const *t = taps + 4 * g;
+                const __m128i a01 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(t[0] + c)),
+                                                      _mm_loadl_epi64((const __m128i *)(t[1] + c)));
+                const __m128i a23 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(t[2] + c)),
+                                                      _mm_loadl_epi64((const __m128i *)(t[3] + c)));
+                const __m256i q = _mm256_set_m128i(_mm_unpackhi_epi16(a01, a23), _mm_unpacklo_epi16(a01, a23));
+                s = {dot}(s, _mm256_xor_si256(q, flip),
+                          _mm256_loadu_si256((const __m256i *)(w + ((long)g * wide + c) * 4)));
+            }}
+            _mm256_storeu_si256((__m256i *)(acc + c), s);
+        }}
+        return;
+    }}
+#endif
+    for (int c = 0; c < channels; ++c) {{
+        int32_t sum = bias[c];
+        for (int g = 0; g < groups; ++g)
+            for (int j = 0; j < 4; ++j)
+                sum += (int32_t)w[((long)g * wide + c) * 4 + j] * ((int32_t)taps[4 * g + j][c] + 128);
+        acc[c] = sum;
+    }}
+}}
+""")
 
 
 def depthwise_conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
@@ -293,40 +359,39 @@ def depthwise_conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
     _, kh, kw, channels = g.type(w_name).shape
     height, width, oh, ow, stride, dilation, pads = window_geometry(em, node, (kh, kw))
     zx = int(x.dtype.zero_point)
-    wide = -(-channels // VEC) * VEC
-    W = np.zeros((kh * kw, wide), np.int64)
-    W[:, :channels] = np.asarray(g.node(w_name).attrs["value"], np.int64).reshape(kh * kw, channels)
-    w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), W.astype(np.int16), "int16_t",
-                               f"%{node.name}: the filter per tap, channels padded (host kernel)")
+    wide, groups = -(-channels // VEC) * VEC, -(-(kh * kw) // 4)
+    W = np.zeros((4 * groups, wide), np.int64)
+    W[:kh * kw, :channels] = np.asarray(g.node(w_name).attrs["value"], np.int64).reshape(kh * kw, channels)
+    table = W.reshape(groups, 4, wide).transpose(0, 2, 1)  # [group][channel][tap in the group]
+    w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int8), "int8_t",
+                               f"%{node.name}: the filter per 4 taps and channel (host kernel)")
     bias = np.zeros(wide, np.int64)
-    bias[:channels] = np.asarray(g.node(b_name).attrs["value"], np.int64).reshape(-1)
+    bias[:channels] = np.asarray(g.node(b_name).attrs["value"], np.int64).reshape(-1) - (128 + zx) * W.sum(axis=0)[
+        :channels]
+    if np.abs(bias).max() >= 1 << 31 or (np.abs(W).sum(axis=0).max() * 255 + np.abs(bias).max()) >= 1 << 31:
+        return None
     b_sym = em.add_const_array(em.sym(f"{node.name}_host_bias"), bias.astype(np.int32), "int32_t",
-                               f"%{node.name}: the bias, padded (host kernel)")
-    mult, left, right, zo, lo, hi = _requant_tables(em, node, channels, wide)
-    rq = requant_row(em)
+                               f"%{node.name}: the bias less (128 + input zero point) x the channel's weights "
+                               "(host kernel)")
+    fill = em.add_const_array(em.sym(f"{node.name}_host_outside"), np.full(wide, zx, np.int8), "int8_t",
+                              f"%{node.name}: the input's zero point, read for taps outside the input (host kernel)")
+    t_sym, zo, lo, hi = _requant_tables(em, node, channels, wide)
+    rq, sums = requant_row(em), depthwise_sums(em)
     xs, y = em.var(x_name), em.var(node.name)
     return ["{",
             f"    for (int b = 0; b < {x.shape[0]}; ++b)",
             f"    for (int oy = 0; oy < {oh}; ++oy)",
             f"    for (int ox = 0; ox < {ow}; ++ox) {{",
             f"        const int iy0 = oy * {stride[0]} - {pads[0]}, ix0 = ox * {stride[1]} - {pads[1]};",
+            f"        const int8_t *taps[{4 * groups}];",
             f"        int32_t acc[{wide}];",
-            f"        for (int c = 0; c < {wide}; ++c) acc[c] = {b_sym}[c];",
-            f"        for (int ky = 0; ky < {kh}; ++ky) {{",
-            f"            const int iy = iy0 + ky * {dilation[0]};",
-            f"            if (iy < 0 || iy >= {height}) continue;",
-            f"            for (int kx = 0; kx < {kw}; ++kx) {{",
-            f"                const int ix = ix0 + kx * {dilation[1]};",
-            f"                if (ix < 0 || ix >= {width}) continue;",
-            "                {",
-            f"                const int8_t *src = {xs} + ((long)(b * {height} + iy) * {width} + ix) * {channels};",
-            f"                const int16_t *f = {w_sym} + (ky * {kw} + kx) * {wide};",
-            f"                for (int c = 0; c < {channels}; ++c)",
-            f"                    acc[c] += (int32_t)f[c] * ((int32_t)src[c] - ({zx}));",
-            "                }",
-            "            }",
+            f"        for (int t = 0; t < {4 * groups}; ++t) {{",
+            f"            const int iy = iy0 + t / {kw} * {dilation[0]}, ix = ix0 + t % {kw} * {dilation[1]};",
+            f"            taps[t] = t < {kh * kw} && iy >= 0 && iy < {height} && ix >= 0 && ix < {width}",
+            f"                ? {xs} + ((long)(b * {height} + iy) * {width} + ix) * {channels} : {fill};",
             "        }",
-            f"        {rq}(acc, {wide}, {channels}, {mult}, {left}, {right}, {zo}, {lo}, {hi}, "
+            f"        {sums}(taps, {groups}, {channels}, {w_sym}, {b_sym}, acc);",
+            f"        {rq}(acc, {wide}, {channels}, {t_sym}, {zo}, {lo}, {hi}, "
             f"{y} + ((long)(b * {oh} + oy) * {ow} + ox) * {channels});",
             "    }",
             "}"]
