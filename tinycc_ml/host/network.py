@@ -8,6 +8,7 @@ the shared C of ``codegen/c_network.py``), every output byte equal to the shared
   AVX-VNNI's ``vpdpwssd``) adds two columns' products for 8 channels; elsewhere the same sums in plain C.
 - ``depthwise_conv2d`` (depth multiplier 1): per output position, the taps inside the input with the channels
   innermost (contiguous input and filter rows: loops GCC vectorises).
+- ``average_pool2d``: the channels innermost (each tap's row of channels added into the sums).
 - the requantisation (TFLite's MultiplyByQuantizedMultiplier, output zero point, fused activation's clamp) of 8
   channels at a time with AVX2: gemmlowp's SaturatingRoundingDoublingHighMul is floor((x m + 2^30) / 2^31) (its
   nudge 1 - 2^30 for negative products and division toward zero give the same value; it never saturates as the
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.codegen.c_network import layer_quantisation, window_geometry
+from tinycc_ml.codegen.c_network import layer_quantisation, pool_window, window_geometry, window_loops
 from tinycc_ml.codegen.emitter import CEmitter
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.c_primitives import c_helper, clamp8, requantise
@@ -99,8 +100,7 @@ static void @host_requant(const int32_t *acc, int n, int count, const int32_t *t
         }} else {{
             int8_t bytes[16];
             _mm_storeu_si128((__m128i *)bytes, c);
-            for (int e = 0; e < count - j; ++e)
-                out[j + e] = bytes[e];
+            __builtin_memcpy(out + j, bytes, (unsigned)(count - j) & 15u); /* count - j < 16 here */
         }}
     }}
 #else
@@ -395,3 +395,32 @@ def depthwise_conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
             f"{y} + ((long)(b * {oh} + oy) * {ow} + ox) * {channels});",
             "    }",
             "}"]
+
+
+def average_pool2d_host(em: CEmitter, node: Node) -> list[str] | None:
+    """TFLite's int8 average pool (the window clipped to the input, the count of the taps inside it) with the
+    channels innermost: each tap's contiguous row of channels added into the sums."""
+    x = em.graph.type(node.inputs[0])
+    if em.target.word_flash is not None or x.dtype.is_float or x.dtype.is_fixed or x.dtype.bits != 8 \
+            or node.type.dtype.bits != 8 or not node.type.dtype.is_quantised:
+        return None
+    pool = pool_window(em, node)
+    height, width, *_ = window_geometry(em, node, pool.window)
+    channels, xs = pool.channels, em.var(node.inputs[0])
+    body = [*pool.clip,
+            "{",
+            "    const int32_t count = (int32_t)((fy1 - fy0) * (fx1 - fx0));",
+            f"    int32_t sums[{channels}];",
+            f"    for (int c = 0; c < {channels}; ++c) sums[c] = 0;",
+            "    for (int fy = fy0; fy < fy1; ++fy)",
+            "    for (int fx = fx0; fx < fx1; ++fx) {",
+            f"        const int8_t *src = {xs} + ((long)(b * {height} + iy0 + fy) * {width} + ix0 + fx) * {channels};",
+            f"        for (int c = 0; c < {channels}; ++c) sums[c] += src[c];",
+            "    }",
+            f"    for (int c = 0; c < {channels}; ++c) {{",
+            "        const int32_t sum = sums[c];",
+            "        const int32_t average = sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count;",
+            f"        {em.var(node.name)}[pos + c] = {clamp8(em)}(average, {pool.lo}, {pool.hi});",
+            "    }",
+            "}"]
+    return window_loops(em, node, pool.window, channels, body)
