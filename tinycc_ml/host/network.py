@@ -21,10 +21,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.codegen.c_network import layer_quantisation, pool_window, window_geometry, window_loops
-from tinycc_ml.codegen.emitter import CEmitter
-from tinycc_ml.ir.graph import Node
-from tinycc_ml.ir.ops.c_primitives import c_helper, clamp8, requantise
+from tinycc_ml.target import (
+    CEmitter,
+    Node,
+    c_helper,
+    clamp8,
+    layer_quantisation,
+    pool_window,
+    requantise,
+    window_geometry,
+    window_loops,
+)
 
 GEMM_ROWS = 4  # output positions per block (4 x 2 vectors of 8 channels: 8 int32 sums in AVX2's registers)
 VEC = 8  # int32 lanes per AVX2 vector
