@@ -92,11 +92,11 @@ def test_vectorised_requantisation_equals_tflite_on_extreme_sums(path, tmp_path)
     em = _Helpers()
     requant = requant_row(em)
     source = "#include <stdint.h>\n" + "".join(em.helpers.values()) + f"""
-void run(const int32_t *acc, int n, int count, const int32_t *t, int32_t zo, int32_t lo, int32_t hi, int8_t *out,
-         int rows)
+void run(const int32_t *acc, int n, int count, const int32_t *t, int left, int32_t zo, int32_t lo, int32_t hi,
+         int8_t *out, int rows)
 {{
     for (int r = 0; r < rows; ++r)
-        {requant}(acc + (long)r * n, n, count, t, zo, lo, hi, out + (long)r * count);
+        {requant}(acc + (long)r * n, n, count, t, left, zo, lo, hi, out + (long)r * count);
 }}
 """
     (tmp_path / "rq.c").write_text(source)
@@ -121,8 +121,12 @@ void run(const int32_t *acc, int n, int count, const int32_t *t, int32_t zo, int
     for zo, lo, hi in ((-128, -128, 127), (5, 5, 127), (-3, -100, 90)):
         out = np.zeros((rows, count), np.int8)
         pointer = lambda a, t: a.ctypes.data_as(ctypes.POINTER(t))  # noqa: E731
-        lib.run(pointer(acc, ctypes.c_int32), n, count, pointer(np.ascontiguousarray(table.astype(np.int32)),
-                                                               ctypes.c_int32),
-                zo, lo, hi, pointer(out, ctypes.c_int8), rows)
-        want = np.clip(multiply_by_quantized_multiplier(acc[:, :count].astype(np.int64), mult, shifts) + zo, lo, hi)
-        np.testing.assert_array_equal(out, want)
+        for cut in (0, 1):  # every shift, then the right shifts alone (no left shift: the sums as they are)
+            shift = np.minimum(shifts, 0) if cut else shifts
+            t = table.copy()
+            t[1] = np.maximum(t[1] * (1 - cut), 0)
+            lib.run(pointer(acc, ctypes.c_int32), n, count, pointer(np.ascontiguousarray(t.astype(np.int32)),
+                                                                   ctypes.c_int32),
+                    int(np.any(t[1] > 0)), zo, lo, hi, pointer(out, ctypes.c_int8), rows)
+            want = np.clip(multiply_by_quantized_multiplier(acc[:, :count].astype(np.int64), mult, shift) + zo, lo, hi)
+            np.testing.assert_array_equal(out, want)

@@ -60,22 +60,23 @@ def simd_prelude(em: CEmitter) -> None:
 
 
 def requant_row(em: CEmitter) -> str:
-    """``<prefix>_host_requant(acc, n, count, t, zo, lo, hi, out)``: the int8 outputs of ``count`` channels from
-    their int32 sums (``n``: count rounded up to 8, the tables' length; ``t``: the layer's tables, 5 x n int32:
-    multiplier, left shift, right shift, 2^right - 1, (2^right - 1) >> 1)."""
+    """``<prefix>_host_requant(acc, n, count, t, left, zo, lo, hi, out)``: the int8 outputs of ``count`` channels
+    from their int32 sums (``n``: count rounded up to 8, the tables' length; ``t``: the layer's tables, 5 x n int32:
+    multiplier, left shift, right shift, 2^right - 1, (2^right - 1) >> 1; ``left``: whether any left shift is not
+    0)."""
     simd_prelude(em)
     rq, clamp = requantise(em), clamp8(em)
     return c_helper(em, "host_requant", f"""\
 #if defined(__AVX2__)
 /* 8 channels' requantised sums (before the output zero point) */
-static inline __m256i @host_rq8(const int32_t *acc, const int32_t *t, int n, int j)
+static inline __m256i @host_rq8(const int32_t *acc, const int32_t *t, int n, int j, int left)
 {{
     const __m256i half = _mm256_set1_epi64x((long long)1 << 30);
     const __m256i m = _mm256_loadu_si256((const __m256i *)(t + j));
     const __m256i r = _mm256_loadu_si256((const __m256i *)(t + 2 * n + j));
     const __m256i mask = _mm256_loadu_si256((const __m256i *)(t + 3 * n + j));
-    const __m256i x = _mm256_sllv_epi32(_mm256_loadu_si256((const __m256i *)(acc + j)),
-                                        _mm256_loadu_si256((const __m256i *)(t + n + j)));
+    const __m256i sums = _mm256_loadu_si256((const __m256i *)(acc + j));
+    const __m256i x = left ? _mm256_sllv_epi32(sums, _mm256_loadu_si256((const __m256i *)(t + n + j))) : sums;
     /* SaturatingRoundingDoublingHighMul(x, m) (m > 0: never saturating) = floor((x m + 2^30) / 2^31): the 64-bit
        products of even and odd lanes, bits 31 to 62 (the quotient fits 32 bits) */
     const __m256i pe = _mm256_add_epi64(_mm256_mul_epi32(x, m), half);
@@ -89,7 +90,7 @@ static inline __m256i @host_rq8(const int32_t *acc, const int32_t *t, int n, int
 }}
 #endif
 
-static void @host_requant(const int32_t *acc, int n, int count, const int32_t *t, int32_t zo, int32_t lo,
+static void @host_requant(const int32_t *acc, int n, int count, const int32_t *t, int left, int32_t zo, int32_t lo,
                           int32_t hi, int8_t *out)
 {{
 #if defined(__AVX2__)
@@ -98,7 +99,7 @@ static void @host_requant(const int32_t *acc, int n, int count, const int32_t *t
     for (int j = 0; j < n; j += 16) {{
         /* 16 channels (the last 8 twice when n is not a multiple of 16): int16 with saturation, plus the zero
            point (saturating), int8 with saturation, clamped: the clamp of the exact value (lo, hi are int8) */
-        const __m256i v0 = @host_rq8(acc, t, n, j), v1 = j + 8 < n ? @host_rq8(acc, t, n, j + 8) : v0;
+        const __m256i v0 = @host_rq8(acc, t, n, j, left), v1 = j + 8 < n ? @host_rq8(acc, t, n, j + 8, left) : v0;
         const __m256i h = _mm256_adds_epi16(_mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xD8), vzo);
         const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi16(h, h), 0xD8);
         const __m128i c = _mm_min_epi8(_mm_max_epi8(_mm256_castsi256_si128(b), vlo), vhi);
@@ -111,6 +112,7 @@ static void @host_requant(const int32_t *acc, int n, int count, const int32_t *t
         }}
     }}
 #else
+    (void)left;
     for (int j = 0; j < count; ++j)
         out[j] = {clamp}({rq}(acc[j], t[j], t[n + j] - t[2 * n + j]) + zo, lo, hi);
 #endif
@@ -186,9 +188,9 @@ static void @host_gemm(const uint8_t *a, int quads, const int8_t *w, int vectors
 """)
 
 
-def _requant_tables(em: CEmitter, node: Node, channels: int, wide: int) -> tuple[str, int, int, int]:
+def _requant_tables(em: CEmitter, node: Node, channels: int, wide: int) -> tuple[str, int, int, int, int]:
     """The layer's requantisation table (5 x ``wide`` int32: multipliers, left shifts, right shifts, their masks
-    and half masks; padded), output zero point and clamp."""
+    and half masks; padded), whether any left shift is not 0, output zero point and clamp."""
     q = layer_quantisation(em.graph, node, channels)
     shifts = np.asarray(q.shifts, np.int64)
     table = np.zeros((5, wide), np.int64)
@@ -201,7 +203,7 @@ def _requant_tables(em: CEmitter, node: Node, channels: int, wide: int) -> tuple
                              .view(np.int32), "int32_t",
                              f"%{node.name}: per output channel: multiplier (Q31), left shift, right shift, "
                              "2^right - 1, its half (host kernel)")
-    return sym, q.output_zero_point, q.lo, q.hi
+    return sym, int(bool(np.any(shifts > 0))), q.output_zero_point, q.lo, q.hi
 
 
 def _gemm_layer(em: CEmitter, node: Node, W: np.ndarray, positions: int, fill: list[str]) -> list[str] | None:
@@ -225,7 +227,7 @@ def _gemm_layer(em: CEmitter, node: Node, W: np.ndarray, positions: int, fill: l
     b_sym = em.add_const_array(em.sym(f"{node.name}_host_bias"), bias.astype(np.int32), "int32_t",
                                f"%{node.name}: the bias less (128 + input zero point) x the channel's weights "
                                "(host kernel)")
-    t_sym, zo, lo, hi = _requant_tables(em, node, channels, wide)
+    t_sym, left, zo, lo, hi = _requant_tables(em, node, channels, wide)
     rq, mm = requant_row(em), gemm(em)
     y, R = em.var(node.name), GEMM_ROWS
     return ["{",
@@ -244,7 +246,7 @@ def _gemm_layer(em: CEmitter, node: Node, W: np.ndarray, positions: int, fill: l
             "        }",
             f"        {mm}(a, {quads}, {w_sym}, {wide // VEC}, {b_sym}, acc);",
             f"        for (int i = 0; i < {R} && p0 + i < {positions}; ++i)",
-            f"            {rq}(acc + i * {wide}, {wide}, {channels}, {t_sym}, {zo}, {lo}, {hi}, "
+            f"            {rq}(acc + i * {wide}, {wide}, {channels}, {t_sym}, {left}, {zo}, {lo}, {hi}, "
             f"{y} + (p0 + i) * {channels});",
             "    }",
             "}"]
@@ -382,7 +384,7 @@ def depthwise_conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
                                "(host kernel)")
     fill = em.add_const_array(em.sym(f"{node.name}_host_outside"), np.full(wide, zx, np.int8), "int8_t",
                               f"%{node.name}: the input's zero point, read for taps outside the input (host kernel)")
-    t_sym, zo, lo, hi = _requant_tables(em, node, channels, wide)
+    t_sym, left, zo, lo, hi = _requant_tables(em, node, channels, wide)
     rq, sums = requant_row(em), depthwise_sums(em)
     xs, y = em.var(x_name), em.var(node.name)
     return ["{",
@@ -398,7 +400,7 @@ def depthwise_conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
             f"                ? {xs} + ((long)(b * {height} + iy) * {width} + ix) * {channels} : {fill};",
             "        }",
             f"        {sums}(taps, {groups}, {channels}, {w_sym}, {b_sym}, acc);",
-            f"        {rq}(acc, {wide}, {channels}, {t_sym}, {zo}, {lo}, {hi}, "
+            f"        {rq}(acc, {wide}, {channels}, {t_sym}, {left}, {zo}, {lo}, {hi}, "
             f"{y} + ((long)(b * {oh} + oy) * {ow} + ox) * {channels});",
             "    }",
             "}"]
