@@ -1,7 +1,8 @@
 """Host kernels for TFLite's int8 convolutions and fully connected layers (the host backend's own; the chips keep
 the shared C of ``codegen/c_network.py``), every output byte equal to the shared C's and so to tflite-micro's.
 
-- ``conv2d`` and ``fully_connected``: a matrix product over blocks of GEMM_ROWS output positions. Each block's
+- ``conv2d`` and ``fully_connected``: a matrix product over blocks of GEMM_ROWS output positions (GEMM_VECTORS x 8
+  channels per tile). Each block's
   input windows are gathered into int16 rows of (x - input zero point) (zero at taps outside the input: TFLite
   skips them, which adds the same zero), then multiplied by the filter, pre-arranged at compile time as int16
   pairs of columns for 8 output channels at a time ((o, k), (o, k + 1) adjacent): with AVX2 one ``vpmaddwd`` (or
@@ -33,7 +34,8 @@ from tinycc_ml.target import (
     window_loops,
 )
 
-GEMM_ROWS = 4  # output positions per block (4 x 2 vectors of 8 channels: 8 int32 sums in AVX2's registers)
+GEMM_ROWS = 2  # output positions per block
+GEMM_VECTORS = 4  # vectors of 8 channels per tile: GEMM_ROWS x GEMM_VECTORS int32 sums in AVX2's 16 registers
 VEC = 8  # int32 lanes per AVX2 vector
 
 
@@ -163,8 +165,8 @@ def gemm(em: CEmitter) -> str:
     body = "\n".join([
         "#if defined(__AVX2__)",
         "    int v = 0;",
-        "    for (; v + 2 <= vectors; v += 2) {", *tile(2), "    }",
-        "    if (v < vectors) {", *tile(1), "    }",
+        f"    for (; v + {GEMM_VECTORS} <= vectors; v += {GEMM_VECTORS}) {{", *tile(GEMM_VECTORS), "    }",
+        "    for (; v < vectors; ++v) {", *tile(1), "    }",
         "#else",
         f"    for (int r = 0; r < {rows}; ++r)",
         "    for (int v = 0; v < vectors; ++v) {",
