@@ -1,21 +1,22 @@
 """Host kernels for TFLite's int8 convolutions and fully connected layers (the host backend's own; the chips keep
 the shared C of ``codegen/c_network.py``), every output byte equal to the shared C's and so to tflite-micro's.
 
-- ``conv2d`` and ``fully_connected``: a matrix product over blocks of GEMM_ROWS output positions (GEMM_VECTORS x 8
-  channels per tile). Each block's
-  input windows are gathered into int16 rows of (x - input zero point) (zero at taps outside the input: TFLite
-  skips them, which adds the same zero), then multiplied by the filter, pre-arranged at compile time as int16
-  pairs of columns for 8 output channels at a time ((o, k), (o, k + 1) adjacent): with AVX2 one ``vpmaddwd`` (or
-  AVX-VNNI's ``vpdpwssd``) adds two columns' products for 8 channels; elsewhere the same sums in plain C.
-- ``depthwise_conv2d`` (depth multiplier 1): per output position, the taps inside the input with the channels
-  innermost (contiguous input and filter rows: loops GCC vectorises).
+- ``conv2d`` and ``fully_connected``: a matrix product over blocks of GEMM_ROWS output positions (tiles of
+  GEMM_VECTORS x 8 channels). Each block's input windows are gathered as bytes x + 128 (a tap outside the input:
+  the zero point + 128, TFLite skipping it adds the same nothing), the filter pre-arranged at compile time per 8
+  output channels and 4 columns (one int32 lane per channel), the bias less (128 + input zero point) times each
+  channel's weights: with AVX-VNNI one ``vpdpbusd`` adds 4 products for 8 channels, with AVX2 two ``vpmaddwd`` of
+  the even and odd bytes widened; elsewhere the same sums in plain C.
+- ``depthwise_conv2d`` (depth multiplier 1): per output position, 4 taps per int32 lane (their bytes interleaved
+  per channel), the channels innermost, 16 at a time; the same bias and filter forms.
 - ``average_pool2d``: the channels innermost (each tap's row of channels added into the sums).
 - the requantisation (TFLite's MultiplyByQuantizedMultiplier, output zero point, fused activation's clamp) of 8
   channels at a time with AVX2: gemmlowp's SaturatingRoundingDoublingHighMul is floor((x m + 2^30) / 2^31) (its
   nudge 1 - 2^30 for negative products and division toward zero give the same value; it never saturates as the
   multiplier m is positive), then RoundingDivideByPOT with per-lane shifts; elsewhere the shared scalar helpers.
 
-Every sum is the shared C's int32 sum (integer sums: the order changes nothing; |products| < 2^16, pairs < 2^17).
+Every sum is the shared C's int32 sum (integer sums: the order changes nothing; each lane's 4 products of a byte
+0..255 and an int8 fit easily; layers whose sums could leave int32 keep the shared C).
 """
 
 from __future__ import annotations
