@@ -21,6 +21,11 @@ Models (synthetic data with the data sets' shapes: USPS, Fashion-MNIST and lette
                 the booster's ``inplace_predict`` (nthread=1) on the float64 rows, then argmax
   logreg-784    scikit-learn LogisticRegression on 784 features, 10 classes; anchor: argmax(X W^T + b) in
                 numpy (float32, BLAS)
+  kws-dscnn     MLPerf Tiny's keyword-spotting DS-CNN (data/mlperf-tiny/kws_ref_model.tflite, int8; the host build
+                int8 only, every output byte tflite-micro's); anchor: LiteRT (ai-edge-litert, num_threads=1, its
+                default XNNPACK delegate) invoked row by row (its fastest: batched invokes measured slower), the rows
+                quantised with the input tensor's scale and zero point in numpy (timed, as the host build's are);
+                rows: random int8 codes of the input tensor as real values; reference: tflite-micro's interpreter
 Host builds are compiled with tinycc_ml.host.build.HOST_CFLAGS (printed): they are loaded on the machine
 that builds them. One foreign call per batch: rows converted in C, then <prefix>_predict_batch (8 rows per
 pass over the weights; tinycc_ml/host/batch.py).
@@ -50,6 +55,8 @@ import tinycc_ml  # noqa: E402
 from tinycc_ml.host.build import HOST_CFLAGS  # noqa: E402
 
 PRECISIONS = ("float", "int16", "int8")
+REPO = Path(__file__).resolve().parents[1]
+KWS = REPO / "data" / "mlperf-tiny" / "kws_ref_model.tflite"
 
 
 def protonn_blas(model):
@@ -115,6 +122,47 @@ def mlp_onnxruntime(mlp):
     return lambda X: session.run(None, {"X": X.astype(np.float32)})[0]
 
 
+def litert_rows(path: Path):
+    """LiteRT's interpreter (num_threads=1) on each row: the rows quantised as the input tensor says, one invoke
+    per row, the argmax of the output."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(path), num_threads=1)
+    inp, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    interpreter.allocate_tensors()
+    scale, zero_point = inp["quantization"]
+    shape, index, out_index = tuple(inp["shape"]), inp["index"], out["index"]
+
+    def predict(X):
+        Xq = np.clip(np.round(X / scale) + zero_point, -128, 127).astype(np.int8)
+        labels = np.empty(len(Xq), dtype=np.int64)
+        for i, row in enumerate(Xq):
+            interpreter.set_tensor(index, row.reshape(shape))
+            interpreter.invoke()
+            labels[i] = np.argmax(interpreter.get_tensor(out_index))
+        return labels
+
+    return predict
+
+
+def tflite_micro_rows(path: Path, model):
+    """tflite-micro's interpreter (the reference every output byte of the host build equals): argmax per row."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    interpreter = runtime.Interpreter.from_bytes(path.read_bytes(), arena_size=1 << 20)
+
+    def predict(X):
+        Xq = model.quantise_input(X).astype(np.int8)
+        labels = np.empty(len(Xq), dtype=np.int64)
+        for i, row in enumerate(Xq):
+            interpreter.set_input(row.reshape(model.input_shape), 0)
+            interpreter.invoke()
+            labels[i] = np.argmax(interpreter.get_output(0))
+        return labels
+
+    return predict
+
+
 def models(rows: int, only: set[str] | None):
     """(key, description, model to compile, (anchor name, anchor predict), reference predict, calibration
     rows, test rows) of each benchmarked model."""
@@ -163,6 +211,14 @@ def models(rows: int, only: set[str] | None):
                 lr = LogisticRegression(max_iter=300).fit(Xt[:2000], yt[:2000])
                 yield ("logreg-784", "LogisticRegression, D=784, 10 classes", lr, ("numpy + BLAS", linear_blas(lr)),
                        lr.predict, Xt[:2000], X)
+    if want("kws-dscnn"):
+        model = tinycc_ml.load_model(KWS)
+        (_, _, x_type), = model.input_parts
+        scale, zero_point = float(x_type.dtype.qscales[0]), int(x_type.dtype.zero_point)
+        codes = np.random.default_rng(0).integers(-128, 128, size=(rows, model.input_dim))
+        X = (codes - zero_point) * scale
+        yield ("kws-dscnn", "MLPerf Tiny KWS DS-CNN (int8 .tflite), 49x10 MFCC, 12 classes", model,
+               ("LiteRT (XNNPACK, 1 thread)", litert_rows(KWS)), tflite_micro_rows(KWS, model), None, X)
 
 
 def main(argv=None) -> None:
@@ -180,8 +236,9 @@ def main(argv=None) -> None:
     for key, description, model, (anchor_name, anchor), reference, Xc, X in models(args.rows, only):
         X = X.astype(np.float32).astype(np.float64)
         ref = reference(X)
+        precisions = ("int8",) if Xc is None else PRECISIONS  # a .tflite network: its int8 as given
         builds = {p: tinycc_ml.compile(model, target="host", precision=p, calibration=Xc, name="hb").load()
-                  for p in PRECISIONS}
+                  for p in precisions}
         # anchor and builds timed in turn, --repeat rounds (so a load change hits them alike); medians
         fns = {anchor_name: anchor, **{f"C {p}": b.predict for p, b in builds.items()}}
         for fn in fns.values():
@@ -200,6 +257,7 @@ def main(argv=None) -> None:
             print(f"{key:<13} {name:<24} {rates[name]:>14,.0f} {rates[name] / base:>9.2f} {agree:>6.3f}", flush=True)
             if name != anchor_name:
                 cells.append(f"{rates[name]:,.0f} ({rates[name] / base:.2f}x)")
+        cells[2:] = [cells[2 + precisions.index(p)] if p in precisions else "-" for p in PRECISIONS]
         table.append(cells)
     write_table("host_throughput", ["model", "anchor: predictions/s", *(f"C {p}" for p in PRECISIONS)], table,
                 script="benchmarks/host_throughput.py" + (f" --repeat {args.repeat}" if args.repeat != 7 else ""),

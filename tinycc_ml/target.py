@@ -85,10 +85,12 @@ from tinycc_ml.codegen.c_network import (
     MAX_SOFTMAX_DEPTH,
     AddQuantisation,
     LayerQuantisation,
+    PoolWindow,
     Window,
     add_quantisation,
     clipped_taps,
     layer_quantisation,
+    pool_window,
     require_computed,
     window_geometry,
     window_loops,
@@ -132,7 +134,7 @@ from tinycc_ml.ir.analyses import task_kind
 from tinycc_ml.ir.fixed import quantise, quantise_affine
 from tinycc_ml.ir.graph import Node
 from tinycc_ml.ir.ops.arith import align_shifts, rshift, storage_clip_bounds
-from tinycc_ml.ir.ops.c_primitives import c_helper, reciprocal
+from tinycc_ml.ir.ops.c_primitives import c_helper, clamp8, reciprocal, requantise
 from tinycc_ml.ir.ops.ensembles import (
     default_left,
     distinct_rows,
@@ -220,6 +222,7 @@ __all__ = [
     "wsqdist_terms", "wsqdist_product_shift", "wsqdist_arrays", "wsqdist_out",
     # TFLite network layers: their int8 arithmetic and window geometry (codegen/c_network.py)
     "AddQuantisation", "LayerQuantisation", "Window", "add_quantisation", "layer_quantisation", "window_of",
+    "PoolWindow", "pool_window", "requantise", "clamp8",
     "multiply_by_quantized_multiplier", "activation_range", "quantize_multiplier", "mul_multiplier", "pad_fill",
     "MAX_SOFTMAX_DEPTH", "SOFTMAX_ACCUMULATION_INTEGER_BITS", "exp_on_negative_values",
     "saturating_rounding_doubling_high_mul", "softmax_parameters", "wrap32", "reciprocal", "batch_multiplier",

@@ -8,6 +8,7 @@ import numpy as np
 
 from tinycc_ml.host.batch import HostEmitter
 from tinycc_ml.host.build import load_host_build
+from tinycc_ml.host.network import average_pool2d_host, conv2d_host, depthwise_conv2d_host, fully_connected_host
 from tinycc_ml.target import Backend, BuildOutput, CEmitter, CTarget, Kernel, Node, TargetRun, find_host_cc, task_kind
 
 
@@ -35,7 +36,10 @@ def matvec_float_columns(em: CEmitter, node: Node) -> list[str] | None:
             f"    for (int i = 0; i < {rows}; ++i) {em.var(node.name)}[i] = acc[i];", "}"]
 
 
-HOST_KERNELS = (Kernel("matvec", matvec_float_columns, precision="float"),)
+HOST_KERNELS = (Kernel("matvec", matvec_float_columns, precision="float"),
+                # TFLite's int8 layers: blocked products vectorised for the host (host/network.py)
+                Kernel("conv2d", conv2d_host), Kernel("depthwise_conv2d", depthwise_conv2d_host),
+                Kernel("fully_connected", fully_connected_host), Kernel("average_pool2d", average_pool2d_host))
 
 
 def emit_c(graph, prefix: str, target: CTarget, model_description: list[str]) -> BuildOutput:

@@ -13,9 +13,10 @@ which put the row loop inside their own:
   host builds compile -mno-avx512f: 15x slower), the weights (W transposed, B) padded with zeros to whole
   vectors; per k, the weights' vectors loaded once for the tile's rows;
 - integer ``matvec`` of int16 x by a constant (int16 or int8 W): 8 rows x 8 outputs in int32 vectors, W stored
-  transposed in pairs of columns (one load gives both columns' weights), then the shared epilogue (shift,
-  saturation, fused chain) row by row; other integer mat-vecs: two rows of W per pass, each row's x[k] times both
-  weights into 2 x 8 sums;
+  transposed in pairs of columns (one load gives both columns' weights; with AVX2 one ``vpmaddwd`` of a row's
+  broadcast pair of x multiplies and adds both columns, wrapping as the int32 sums do), then the shared epilogue
+  (shift, saturation, fused chain) row by row; other integer mat-vecs: two rows of W per pass, each row's x[k] times
+  both weights into 2 x 8 sums;
 - integer ``sqdist`` to constant prototypes: 8 prototypes of every block row at a time in int32 vectors (B
   stored (k, j), padded), then the shared epilogue row by row;
 - ``tree_ensemble``: each tree walked level by level by the block's rows, branch-free (host/tree_block.py);
@@ -36,6 +37,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tinycc_ml.host.network import simd_prelude
 from tinycc_ml.host.tree_block import walk_block
 from tinycc_ml.target import (
     CEmitter,
@@ -239,6 +241,8 @@ class HostEmitter(CEmitter):
 
 VEC = 8  # floats per vector (GCC/clang vector extension): one AVX2 register (host builds compile -mno-avx512f)
 TILE_VECTORS, TILE_ROWS = 1, 8  # a float tile: 8 rows x 8 outputs, 8 vector sums (AVX2's 16 registers)
+# an integer mat-vec's tile: 2 rows x 32 outputs (8 sums, 4 weight vectors, a broadcast pair of x)
+FIXED_TILE_VECTORS, FIXED_TILE_ROWS = 4, 2
 
 
 def vector_type(em: HostEmitter) -> str:
@@ -412,6 +416,7 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
     sym = em.add_const_array(em.sym(f"{a_name}_pairs"), table, "int16_t",
                              f"%{a_name}: {g.type(a_name)}, per pair of columns k, k + 1 and output i: W[i][k], "
                              f"W[i][k + 1]; outputs padded with zeros to {VEC}n (the batch kernel's)")
+    simd_prelude(em)
     iv = em.sym(f"i32x{VEC}")
     em.helpers.setdefault(iv, f"typedef int32_t {iv} __attribute__((vector_size({4 * VEC})));\n")
     hv = em.sym(f"i16x{2 * VEC}")
@@ -427,9 +432,10 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
         second = f"(2 * p + 1 < {cols} ? {x_at(r, '2 * p + 1')} : 0)" if cols % 2 else x_at(r, "2 * p + 1")
         return f"(int32_t)((uint16_t){x_at(r, '2 * p')} | ((uint32_t)(uint16_t){second} << 16))"
 
-    def tile(start: str, n_vec: int) -> list[str]:
-        """Outputs start .. start + 16 n_vec - 1 of every block row: per pair p, each row's x pair broadcast once."""
-        acc = [(v, r) for r in range(BLOCK_ROWS) for v in range(n_vec)]
+    def tile(start: str, n_vec: int, block_rows: range) -> list[str]:
+        """Outputs start .. start + VEC n_vec - 1 of the block rows ``block_rows``: per pair p, each row's x pair
+        broadcast once for the n_vec weight vectors."""
+        acc = [(v, r) for r in block_rows for v in range(n_vec)]
         second = (lambda r: f"2 * p + 1 < {cols} ? {x_at(r, '2 * p + 1')} : 0") if cols % 2 else \
             (lambda r: x_at(r, "2 * p + 1"))
         return [
@@ -438,23 +444,36 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
             f"        const int16_t *wp = {sym} + ((long)p * {wide} + {start}) * 2;",
             *(line for v in range(n_vec) for line in (
                 f"        {hv} t{v};", f"        __builtin_memcpy(&t{v}, wp + {2 * VEC * v}, sizeof t{v});",
+                "#if !defined(__AVX2__)",
                 f"        const {iv} lo{v} = __builtin_convertvector(__builtin_shufflevector(t{v}, t{v}, "
                 + ", ".join(str(2 * j) for j in range(VEC)) + f"), {iv});",
                 f"        const {iv} hi{v} = __builtin_convertvector(__builtin_shufflevector(t{v}, t{v}, "
-                + ", ".join(str(2 * j + 1) for j in range(VEC)) + f"), {iv});")),
+                + ", ".join(str(2 * j + 1) for j in range(VEC)) + f"), {iv});",
+                "#endif")),
+            "#if defined(__AVX2__)",  # vpmaddwd: both columns' products summed in one instruction (int32 wrap)
+            *(f"        {{ const __m256i u = _mm256_set1_epi32({pair(r)}); "
+              + " ".join(f"a{v}_{r} = ({iv})_mm256_add_epi32((__m256i)a{v}_{r}, _mm256_madd_epi16(u, (__m256i)t{v}));"
+                         for v in range(n_vec)) + " }"
+              for r in block_rows),
+            "#else",
             *(f"        {{ const int32_t u = {x_at(r, '2 * p')}, v = {second(r)}; "
               + " ".join(f"a{v}_{r} += lo{v} * u + hi{v} * v;" for v in range(n_vec)) + " }"
-              for r in range(BLOCK_ROWS)),
+              for r in block_rows),
+            "#endif",
             "    }",
             *(f"    __builtin_memcpy(&{sums}[{r}][{start} + {VEC * v}], &a{v}_{r}, sizeof a{v}_{r});"
               for v, r in acc)]
 
-    full = wide // (TILE_VECTORS * VEC) * (TILE_VECTORS * VEC)
+    # FIXED_TILE_ROWS rows x FIXED_TILE_VECTORS vectors: each broadcast pair feeds that many vpmaddwd
+    step = FIXED_TILE_VECTORS * VEC
+    full = wide // step * step
+    groups = [range(first, min(first + FIXED_TILE_ROWS, BLOCK_ROWS)) for first in range(0, BLOCK_ROWS, FIXED_TILE_ROWS)]
     out = []
     if full:
-        out += [f"for (int j0 = 0; j0 < {full}; j0 += {TILE_VECTORS * VEC}) {{", *tile("j0", TILE_VECTORS), "}"]
+        out += [f"for (int j0 = 0; j0 < {full}; j0 += {step}) {{",
+                *(line for g in groups for line in ("{", *tile("j0", FIXED_TILE_VECTORS, g), "}")), "}"]
     if wide > full:
-        out += ["{", *tile(str(full), 1), "}"]
+        out += [line for g in groups for line in ("{", *tile(str(full), (wide - full) // VEC, g), "}")]
     out += [f"for (int i = 0; i < {rows}; ++i) {{",
             *lanes([f"int32_t acc = {sums}[{LANE}][i];", *epilogue], "    "), "}"]
     return out
