@@ -26,7 +26,7 @@ which put the row loop inside their own:
 Every row's float sums are the single-row C's, in the same order from the same zero (host builds compile with
 -ffp-contract=off: no fused multiply-add; nothing here reorders a float sum; integer sums are exact in any
 order), so the batch path computes the single-row path's scores and predictions to the bit, at every
-precision (tests/backends/test_host_batch.py). A batch
+precision (tests/backends/test_host_predict_batch.py). A batch
 whose size is not a multiple of BLOCK_ROWS runs its last rows in a zero-padded block.
 """
 

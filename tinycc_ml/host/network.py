@@ -220,13 +220,13 @@ def _gemm_layer(em: CEmitter, node: Node, W: np.ndarray, positions: int, fill: l
     padded = np.zeros((wide, 4 * quads), dtype=np.int64)
     padded[:channels, :depth] = W
     table = padded.reshape(wide // VEC, VEC, quads, 4).transpose(0, 2, 1, 3)
-    w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int8), "int8_t",
-                               f"%{node.name}: the filter per 8 output channels and 4 columns (host kernel)")
     bias = np.zeros(wide, np.int64)
     bias[:channels] = (np.asarray(g.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
                        - (128 + zx) * W.sum(axis=1))
     if np.abs(bias).max() >= 1 << 31 or (np.abs(W).sum(axis=1).max() * 255 + np.abs(bias).max()) >= 1 << 31:
-        return None
+        return None  # before any array is emitted: the shared C's then, with no unused host constant
+    w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int8), "int8_t",
+                               f"%{node.name}: the filter per 8 output channels and 4 columns (host kernel)")
     b_sym = em.add_const_array(em.sym(f"{node.name}_host_bias"), bias.astype(np.int32), "int32_t",
                                f"%{node.name}: the bias less (128 + input zero point) x the channel's weights "
                                "(host kernel)")
@@ -409,13 +409,13 @@ def depthwise_conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
     W = np.zeros((4 * groups, wide), np.int64)
     W[:kh * kw, :channels] = np.asarray(g.node(w_name).attrs["value"], np.int64).reshape(kh * kw, channels)
     table = W.reshape(groups, 4, wide).transpose(0, 2, 1)  # [group][channel][tap in the group]
-    w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int8), "int8_t",
-                               f"%{node.name}: the filter per 4 taps and channel (host kernel)")
     bias = np.zeros(wide, np.int64)
     bias[:channels] = np.asarray(g.node(b_name).attrs["value"], np.int64).reshape(-1) - (128 + zx) * W.sum(axis=0)[
         :channels]
     if np.abs(bias).max() >= 1 << 31 or (np.abs(W).sum(axis=0).max() * 255 + np.abs(bias).max()) >= 1 << 31:
-        return None
+        return None  # before any array is emitted
+    w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int8), "int8_t",
+                               f"%{node.name}: the filter per 4 taps and channel (host kernel)")
     b_sym = em.add_const_array(em.sym(f"{node.name}_host_bias"), bias.astype(np.int32), "int32_t",
                                f"%{node.name}: the bias less (128 + input zero point) x the channel's weights "
                                "(host kernel)")
