@@ -209,6 +209,23 @@ def _requant_tables(em: CEmitter, node: Node, channels: int, wide: int) -> tuple
     return sym, int(bool(np.any(shifts > 0))), q.output_zero_point, q.lo, q.hi
 
 
+def _shifted_bias(g, node: Node, W: np.ndarray, zx: int, wide: int) -> np.ndarray | None:
+    """The layer's bias (``wide`` entries) for sums over x + 128: less (128 + zx) times each channel's weights
+    (``W``: channels x taps); None where a sum could leave int32 (the shared C's then: checked before the layer
+    emits any array, so none is left unused)."""
+    bias = np.zeros(wide, np.int64)
+    bias[:len(W)] = np.asarray(g.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1) - (128 + zx) * W.sum(axis=1)
+    if np.abs(bias).max() >= 1 << 31 or (np.abs(W).sum(axis=1).max() * 255 + np.abs(bias).max()) >= 1 << 31:
+        return None
+    return bias
+
+
+def _bias_array(em: CEmitter, node: Node, bias: np.ndarray) -> str:
+    return em.add_const_array(em.sym(f"{node.name}_host_bias"), bias.astype(np.int32), "int32_t",
+                              f"%{node.name}: the bias less (128 + input zero point) x the channel's weights "
+                              "(host kernel)")
+
+
 def _gemm_layer(em: CEmitter, node: Node, W: np.ndarray, positions: int, fill: list[str]) -> list[str] | None:
     """out[p][o] = requantised(sum_k W[o][k] (x_p[k] - zx) + bias[o]) for p < positions, GEMM_ROWS positions at a
     time; ``fill``: the lines writing row ``ar`` (K uint8 values x + 128; a tap outside the input: zx + 128) of
@@ -220,16 +237,12 @@ def _gemm_layer(em: CEmitter, node: Node, W: np.ndarray, positions: int, fill: l
     padded = np.zeros((wide, 4 * quads), dtype=np.int64)
     padded[:channels, :depth] = W
     table = padded.reshape(wide // VEC, VEC, quads, 4).transpose(0, 2, 1, 3)
-    bias = np.zeros(wide, np.int64)
-    bias[:channels] = (np.asarray(g.node(node.inputs[2]).attrs["value"], np.int64).reshape(-1)
-                       - (128 + zx) * W.sum(axis=1))
-    if np.abs(bias).max() >= 1 << 31 or (np.abs(W).sum(axis=1).max() * 255 + np.abs(bias).max()) >= 1 << 31:
-        return None  # before any array is emitted: the shared C's then, with no unused host constant
+    bias = _shifted_bias(g, node, W, zx, wide)
+    if bias is None:
+        return None
     w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int8), "int8_t",
                                f"%{node.name}: the filter per 8 output channels and 4 columns (host kernel)")
-    b_sym = em.add_const_array(em.sym(f"{node.name}_host_bias"), bias.astype(np.int32), "int32_t",
-                               f"%{node.name}: the bias less (128 + input zero point) x the channel's weights "
-                               "(host kernel)")
+    b_sym = _bias_array(em, node, bias)
     t_sym, left, zo, lo, hi = _requant_tables(em, node, channels, wide)
     rq, mm = requant_row(em), gemm(em)
     y, R = em.var(node.name), GEMM_ROWS
@@ -400,7 +413,7 @@ def depthwise_conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
     if not _int8_layer(em, node) or int(node.attrs["depth_multiplier"]) != 1:
         return None
     g = em.graph
-    x_name, w_name, b_name = node.inputs
+    x_name, w_name, _ = node.inputs
     x = g.type(x_name)
     _, kh, kw, channels = g.type(w_name).shape
     height, width, oh, ow, stride, dilation, pads = window_geometry(em, node, (kh, kw))
@@ -409,16 +422,12 @@ def depthwise_conv2d_host(em: CEmitter, node: Node) -> list[str] | None:
     W = np.zeros((4 * groups, wide), np.int64)
     W[:kh * kw, :channels] = np.asarray(g.node(w_name).attrs["value"], np.int64).reshape(kh * kw, channels)
     table = W.reshape(groups, 4, wide).transpose(0, 2, 1)  # [group][channel][tap in the group]
-    bias = np.zeros(wide, np.int64)
-    bias[:channels] = np.asarray(g.node(b_name).attrs["value"], np.int64).reshape(-1) - (128 + zx) * W.sum(axis=0)[
-        :channels]
-    if np.abs(bias).max() >= 1 << 31 or (np.abs(W).sum(axis=0).max() * 255 + np.abs(bias).max()) >= 1 << 31:
-        return None  # before any array is emitted
+    bias = _shifted_bias(g, node, W[:, :channels].T, zx, wide)
+    if bias is None:
+        return None
     w_sym = em.add_const_array(em.sym(f"{node.name}_host_filter"), table.astype(np.int8), "int8_t",
                                f"%{node.name}: the filter per 4 taps and channel (host kernel)")
-    b_sym = em.add_const_array(em.sym(f"{node.name}_host_bias"), bias.astype(np.int32), "int32_t",
-                               f"%{node.name}: the bias less (128 + input zero point) x the channel's weights "
-                               "(host kernel)")
+    b_sym = _bias_array(em, node, bias)
     fill = em.add_const_array(em.sym(f"{node.name}_host_outside"), np.full(wide, zx, np.int8), "int8_t",
                               f"%{node.name}: the input's zero point, read for taps outside the input (host kernel)")
     t_sym, left, zo, lo, hi = _requant_tables(em, node, channels, wide)
