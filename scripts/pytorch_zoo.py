@@ -406,6 +406,7 @@ def score(out: np.ndarray, data: Dataset) -> float:
 
 def main() -> None:
     import torch
+    from torch import nn
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -423,6 +424,12 @@ def main() -> None:
         x = torch.from_numpy(data.X_test[:1])
         torch.onnx.export(module, (x,), str(args.out / f"{name}.onnx"))  # the defaults: dynamo, external data
         torch.onnx.export(module, (x,), str(args.out / f"{name}_ts.onnx"), dynamo=False)  # TorchScript, opset 17
+        if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules()):
+            # each exporter folds BatchNorm into the Conv in its own float32 arithmetic, so the two default files
+            # can hold weights an ulp apart; unfolded, both files hold the module's own parameters
+            torch.onnx.export(module, (x,), str(args.out / f"{name}_unfolded.onnx"), optimize=False)
+            torch.onnx.export(module, (x,), str(args.out / f"{name}_ts_unfolded.onnx"), dynamo=False,
+                              do_constant_folding=False)
         print(f"{name:18s} {dataset:18s} {quality:.4f}", flush=True)
 
 

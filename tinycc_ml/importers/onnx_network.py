@@ -42,6 +42,8 @@ INDEX = integer(32)  # an integer input's type in the IR and the C: indices (ONN
 UNARY = {"Abs": "abs", "Neg": "neg", "Floor": "floor", "Ceil": "ceil", "Sqrt": "sqrt", "Exp": "exp", "Log": "log",
          "Sin": "sin", "Cos": "cos"}
 POWERS = {2.0: "square", 0.5: "sqrt"}
+# a Constant node's value attributes (the dynamo exporter unoptimised writes value_ints, value_float, ...)
+CONSTANT_VALUES = ("value", "value_float", "value_floats", "value_int", "value_ints")
 NETWORK_OPS = {
     "Conv": ("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
     "MaxPool": ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations", "storage_order"),
@@ -51,7 +53,7 @@ NETWORK_OPS = {
     "Gemm": ("alpha", "beta", "transA", "transB"), "MatMul": (), "Add": (), "Relu": (), "Clip": ("min", "max"),
     "Flatten": ("axis",), "Reshape": ("allowzero",), "Squeeze": ("axes",), "Unsqueeze": ("axes",),
     "Softmax": ("axis",), "Identity": (), "Dropout": ("seed",),
-    "Constant": ("value",),
+    "Constant": CONSTANT_VALUES,
     "LeakyRelu": ("alpha",), "Sigmoid": (), "Tanh": (), "HardSwish": (), "HardSigmoid": ("alpha", "beta"),
     "Elu": ("alpha",), "Gelu": ("approximate",), "Mul": (),
     "Sub": (), "Div": (), "Max": (), "Min": (), "Transpose": ("perm",), "Slice": (),
@@ -71,7 +73,7 @@ NETWORK_OPS = {
 }
 # ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
 # implementation at import, like Constant nodes
-CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "Range", "Equal", "Where", "Expand", "Less", "Greater", "Not",
+CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "CastLike", "Range", "Equal", "Where", "Expand", "Less", "Greater", "Not",
                  "Size", "Mod")
 # elementwise ONNX op -> the IR op of two broadcast operands (Add of two tensors of one shape: tensor_add; Add of a
 # constant c is the exact x - (-c); Div by a constant c, x * (1 / c))
@@ -312,7 +314,8 @@ class _Lowering:
         self.done: set[int] = set()
         self.consumers: dict[str, list[int]] = {}
         for k, node in enumerate(proto_graph.node):
-            for name in node.input:
+            # CastLike reads only the type of its second input: not a reader of its data
+            for name in node.input[:1] if node.op_type == "CastLike" else node.input:
                 if name:
                     self.consumers.setdefault(name, []).append(k)
         self.outputs = {o.name for o in proto_graph.output}
@@ -1388,9 +1391,21 @@ class _Lowering:
                 from onnx import numpy_helper
 
                 attrs = attributes(node)
-                if "value" not in attrs:
+                if "value" in attrs:
+                    self.weights[node.output[0]] = numpy_helper.to_array(attrs["value"])
+                elif any(name in attrs for name in CONSTANT_VALUES):
+                    name = next(name for name in CONSTANT_VALUES if name in attrs)
+                    dtype = np.float32 if "float" in name else np.int64
+                    self.weights[node.output[0]] = np.array(attrs[name], dtype=dtype)
+                else:
                     raise _Bad(f"Constant node {node.name!r} without a tensor value")
-                self.weights[node.output[0]] = numpy_helper.to_array(attrs["value"])
+            elif node.op_type == "CastLike" and len(node.input) == 2 and node.input[0] in self.weights \
+                    and node.input[1] not in self.weights:
+                # a constant cast like the network's data: the dynamo exporter's Clip bounds and biases (float), or
+                # like an integer input (indices)
+                integer_inputs = {i.name for i in self.proto.input if i.type.tensor_type.elem_type in (2, 3, 4, 5, 6, 7)}
+                dtype = np.int64 if node.input[1] in integer_inputs else np.float32
+                self.weights[node.output[0]] = np.asarray(self.weights[node.input[0]], dtype=dtype)
             elif node.op_type in ("Identity", "Dropout") and node.input and node.input[0] in self.weights:
                 self.pass_through_checks(node)
                 self.weights[node.output[0]] = self.weights[node.input[0]]
