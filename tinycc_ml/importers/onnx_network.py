@@ -73,8 +73,8 @@ NETWORK_OPS = {
 }
 # ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
 # implementation at import, like Constant nodes
-CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "CastLike", "Range", "Equal", "Where", "Expand", "Less", "Greater", "Not",
-                 "Size", "Mod")
+CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "CastLike", "Range", "Equal", "Where", "Expand", "Less",
+                 "Greater", "Not", "Size", "Mod")
 # elementwise ONNX op -> the IR op of two broadcast operands (Add of two tensors of one shape: tensor_add; Add of a
 # constant c is the exact x - (-c); Div by a constant c, x * (1 / c))
 BINARY = {"Add": "tensor_sub", "Sub": "tensor_sub", "Mul": "tensor_mul", "Div": "tensor_mul",
@@ -1403,7 +1403,8 @@ class _Lowering:
                     and node.input[1] not in self.weights:
                 # a constant cast like the network's data: the dynamo exporter's Clip bounds and biases (float), or
                 # like an integer input (indices)
-                integer_inputs = {i.name for i in self.proto.input if i.type.tensor_type.elem_type in (2, 3, 4, 5, 6, 7)}
+                integer_inputs = {i.name for i in self.proto.input
+                                  if i.type.tensor_type.elem_type in (2, 3, 4, 5, 6, 7)}
                 dtype = np.int64 if node.input[1] in integer_inputs else np.float32
                 self.weights[node.output[0]] = np.asarray(self.weights[node.input[0]], dtype=dtype)
             elif node.op_type in ("Identity", "Dropout") and node.input and node.input[0] in self.weights:
