@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.importers.onnx_activation_folds import fold_activations
 from tinycc_ml.importers.onnx_data import read_initializers
 from tinycc_ml.importers.onnx_erf_gelu import fold_erf_gelu
 from tinycc_ml.importers.onnx_network import attributes, fold_batch_norm, network_graph
@@ -80,7 +81,7 @@ def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = Non
         raise ModelFileError(f"{path}: the network has no input")
     check_like_onnxruntime(path, proto, [i.name for i in inputs])
     graph, weights = fold_unrolled_rnns(graph, weights, proto.opset_import)
-    graph = fold_erf_gelu(graph, weights)
+    graph = fold_activations(fold_erf_gelu(graph, weights), weights)
     dims = inputs[0].type.tensor_type.shape.dim
     axis, others = input_sequence_axis(graph, inputs[0].name, attributes)
     recurrent_layers = [f"{n.op_type} node {n.name!r}" for n in graph.node if n.op_type in RECURRENT_OPS]
