@@ -336,7 +336,8 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
             elif node.op in SAME_QUANTISATION or node.op in CALIBRATED_OUTPUT or node.op == "softmax":
                 new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(out), name=name)
             else:
-                raise CompileError(f"node %{name}: op {node.op} has no int8 quantisation")
+                function = f" (function {node.attrs['function']})" if node.op == "float_unary" else ""
+                raise CompileError(f"node %{name}: op {node.op}{function} has no int8 quantisation")
         except ValueError as exc:  # the op's type rule refuses the scales (a requantisation beyond int32's shifts)
             raise DataError(f"node %{name}: {exc}; the weights' and the calibrated values' scales are too far apart "
                             "for int8 (a weight far larger than the others?)") from None

@@ -102,6 +102,9 @@ class NetworkScales(Pass):
             if node.op == "const":
                 continue  # quantised by the layer reading it
             if not node.type.dtype.is_float:  # the prediction (an argmax index)
+                if node.type.dtype.kind == "bool":  # a comparison's mask (select reads it): no fixed-point form
+                    raise CompileError(f"node %{name}: op {node.op} has no form in the project's fixed point for "
+                                       "networks; compile this network at precision float")
                 out.add(node.op, list(node.inputs), dict(node.attrs), type=node.type, name=name)
                 continue
             ins = list(node.inputs)

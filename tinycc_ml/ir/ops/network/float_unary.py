@@ -8,8 +8,9 @@ TFLite Micro runs its functions on float32 tensors (ABS and RSQRT also on quanti
 C calls <math.h>'s float functions; ABS, NEG, FLOOR, CEIL, ROUND, SQUARE, SQRT and RSQRT are exact in IEEE arithmetic,
 so they equal TFLite Micro's on every target; the others are the C library's, whose last bit may differ from one
 library to another (the interpreter rounds the float64 function once). SOFTPLUS is x + log1p(e^-x) above 0 and
-log1p(e^x) below, as onnxruntime computes it (no overflow for large |x|); SELU and CELU take expm1 below 0. avr-libc
-has neither log1p nor expm1: there log1p is log(1 + u) corrected by u / ((1 + u) - 1) (Goldberg's), expm1 e^x - 1.
+log1p(e^x) below, as onnxruntime computes it (no overflow for large |x|); SELU and CELU take e^x - 1 below 0 as
+onnxruntime does (not expm1: its values near 0 are onnxruntime's, to float32 rounding of e^x). avr-libc has no
+log1p: there log(1 + u) corrected by u / ((1 + u) - 1) (Goldberg's).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import numpy as np
 from tinycc_ml.ir.ops.c_primitives import c_helper
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
 from tinycc_ml.ir.ops.frontends import tflite_builtin
-from tinycc_ml.ir.ops.network.activations import EXPM1F
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.types import TensorType
 
@@ -44,12 +44,18 @@ def _softplus(v):
     return np.logaddexp(0.0, v)
 
 
+def _exp_less_one(v):
+    """e^v - 1 as the C computes it (and onnxruntime): e^v rounded to float32, then less 1 in float32."""
+    return (np.exp(v.astype(np.float64)).astype(F32) - F32(1)).astype(np.float64)
+
+
 def _selu(v, alpha, gamma):
-    return gamma * np.where(v > 0, v, alpha * np.expm1(np.minimum(v, 0.0)))
+    below = (F32(alpha) * _exp_less_one(np.minimum(v, 0)).astype(F32)).astype(np.float64)
+    return gamma * np.where(v > 0, v, below)
 
 
 def _celu(v, alpha):
-    return np.where(v > 0, v, alpha * np.expm1(np.minimum(v, 0.0) / alpha))
+    return np.where(v > 0, v, alpha * _exp_less_one((np.minimum(v, 0) / F32(alpha)).astype(F32)))
 
 
 # function -> (float32 semantics, C expression of v, TFLite builtin name, its number: None for ONNX's alone)
@@ -68,8 +74,8 @@ FUNCTIONS = {
     "cos": (_in64(np.cos), "cosf(v)", "COS", 108),
     "softplus": (_in64(_softplus), "@softplus(v)", None, None),
     "mish": (_in64(lambda v: v * np.tanh(_softplus(v))), "v * tanhf(@softplus(v))", None, None),
-    "selu": (None, "(v > 0.0f ? GAMMA * v : GAMMA * (ALPHA * @expm1f(v)))", None, None),
-    "celu": (None, "(v > 0.0f ? v : ALPHA * @expm1f(v / ALPHA))", None, None),
+    "selu": (None, "(v > 0.0f ? GAMMA * v : GAMMA * (ALPHA * (expf(v) - 1.0f)))", None, None),
+    "celu": (None, "(v > 0.0f ? v : ALPHA * (expf(v / ALPHA) - 1.0f))", None, None),
 }
 # the functions' attributes (float32 values) with ONNX's defaults, and their float64 semantics
 PARAMETERS = {"selu": {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875},
@@ -136,14 +142,12 @@ def _c(em, node) -> list[str]:
     (x_name,) = node.inputs
     expression = FUNCTIONS[node.attrs["function"]][1]
     for key, value in parameters(node.attrs).items():
-        expression = expression.replace(key.upper(), f"{value:.9g}f")
+        expression = expression.replace(key.upper(), f"{value!r}f")
     if "@round_half_even" in expression:
         expression = expression.replace("@round_half_even", c_helper(em, "round_half_even", ROUND_HALF_EVEN))
     if "@softplus" in expression:
         log1p = c_helper(em, "log1pf", LOG1PF)
         expression = expression.replace("@softplus", c_helper(em, "softplus", SOFTPLUS.replace("LOG1PF", log1p)))
-    if "@expm1f" in expression:
-        expression = expression.replace("@expm1f", c_helper(em, "expm1f", EXPM1F))
     return [f"for (long i = 0; i < {node.type.size}; ++i) {{",
             f"    const float v = {em.at(x_name, 'i')};",
             f"    {em.var(node.name)}[i] = {expression};",
