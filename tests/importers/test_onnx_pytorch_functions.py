@@ -249,6 +249,32 @@ def test_where_on_data_compiles_to_compare_and_select(tmp_path):
         tinycc_ml.compile(model, target="host", precision="int16", calibration=X)
 
 
+def threshold_where(h, out):
+    """torch.where(h > 0.5, h, 2 * tanh(h)): no activation the importer knows."""
+    from onnx import helper
+
+    return [helper.make_node("Greater", [h, "half"], ["big"], name="/Greater"),
+            helper.make_node("Tanh", [h], ["t"], name="/Tanh"),
+            helper.make_node("Mul", ["t", "two"], ["t2"], name="/Mul"),
+            helper.make_node("Where", ["big", h, "t2"], [out], name="/Where")]
+
+
+def test_where_on_data_compiles_to_tflite_comparison_and_select_at_int8(tmp_path):
+    """GREATER on int8 operands of different quantisations (rescaled as TFLite Micro does) and SELECT_V2 copying
+    integers of one quantisation: the int8 C the int8 interpreter's on every byte, within int8's tolerance of
+    onnxruntime; the project's fixed point refused by name."""
+    dense_function_net(tmp_path / "t.onnx", threshold_where, 17, {"half": np.array(0.5, F32),
+                                                                  "two": np.array(2.0, F32)})
+    model = tinycc_ml.load_model(tmp_path / "t.onnx")
+    assert float_ops(model) == ["fully_connected", "compare", "tensor_tanh", "tensor_mul", "select", "fully_connected"]
+    check_builds(tmp_path / "t.onnx", tmp_path, builds=("float", "int8"))
+    int8 = model.quantise(np.random.default_rng(0).normal(size=(48, 8)))
+    ops = {int8.graph.op(n): int8.graph.type(n).dtype for n in int8.graph.order()}
+    assert ops["compare"].kind == "bool" and ops["select"].bits == 8
+    with pytest.raises(CompileError, match=r"op compare has no form in the project's fixed point"):
+        tinycc_ml.compile(model, target="host", precision="int16", calibration=edge_rows(8)[:24])
+
+
 def test_where_refusals_name_node_and_value(tmp_path):
     from onnx import helper
 
@@ -285,18 +311,47 @@ def normalize_net(path: Path, dynamo: bool) -> None:
     save_net(path, nodes, inits, [1, 8], opset=18 if dynamo else 17)
 
 
-@pytest.mark.parametrize("dynamo", [True, False])
-def test_normalize_equals_onnxruntime_with_zero_and_tiny_rows(dynamo, tmp_path):
-    normalize_net(tmp_path / "n.onnx", dynamo)
+def test_normalize_is_one_l2_normalization_from_both_exporters(tmp_path):
+    """F.normalize as either exporter writes it: one l2_normalization (its least norm the Clip's 1e-12), equal to
+    onnxruntime on zero rows, a row whose norm is below the clamp, and edge values; the same C from both files; at
+    TFLite's int8 its L2_NORMALIZATION kernel (output steps of 1/128), the C the interpreter's on every byte; the
+    project's fixed point refused by name."""
     X = edge_rows(8)
     X[-2] = 1e-20  # a norm below the clamp's 1e-12
-    model, got = host_float(tmp_path / "n.onnx", X, tmp_path)
-    want = onnxruntime_run(tmp_path / "n.onnx", X)
-    assert np.all(want[-1] == 0) and np.all(np.isfinite(want))
-    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6 * np.max(np.abs(want)))
-    assert "concatenation" in float_ops(model)  # the Expand: copies of the norm
-    with pytest.raises(CompileError, match=r"float_unary has no form in the project's fixed point"):
-        tinycc_ml.compile(model, target="host", precision="int16", calibration=X)
+    texts = []
+    for dynamo in (True, False):
+        folder = tmp_path / str(dynamo)
+        folder.mkdir()
+        normalize_net(folder / "n.onnx", dynamo)
+        model, got = host_float(folder / "n.onnx", X, folder)
+        want = onnxruntime_run(folder / "n.onnx", X)
+        assert np.all(want[-1] == 0) and np.all(np.isfinite(want))
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6 * np.max(np.abs(want)))
+        assert float_ops(model) == ["l2_normalization", "fully_connected"]
+        assert model.graph.node(model.graph.order()[1]).attrs["epsilon"] == pytest.approx(1e-12)
+        texts.append(c_text(model, folder, "text"))
+        check_builds(folder / "n.onnx", folder, builds=("float", "int8"))
+        with pytest.raises(CompileError, match=r"op l2_normalization has no form in the project's fixed point"):
+            tinycc_ml.compile(model, target="host", precision="int16", calibration=X)
+    assert texts[0] == texts[1]
+
+
+def test_a_norm_that_is_no_normalisation_is_reduce_sum_of_squares_and_a_root(tmp_path):
+    """ReduceL2 over the features without keepdims, then a Gemm: squares, reduce_sum, sqrt (float builds)."""
+    from onnx import helper
+
+    rng = np.random.default_rng(6)
+    nodes = [helper.make_node("Gemm", ["x", "W"], ["g"], name="g"),
+             helper.make_node("Reshape", ["g", "s"], ["r"], name="r"),
+             helper.make_node("ReduceL2", ["r"], ["n"], name="norm", axes=[2], keepdims=0),
+             helper.make_node("Gemm", ["n", "V"], ["y"], name="head")]
+    save_net(tmp_path / "l.onnx", nodes, {"W": rng.normal(size=(8, 12)).astype(F32), "s": np.array([1, 4, 3]),
+                                          "V": rng.normal(size=(4, 2)).astype(F32)}, [1, 8])
+    X = edge_rows(8)
+    model, got = host_float(tmp_path / "l.onnx", X, tmp_path)
+    assert [op for op in float_ops(model) if op not in ("reshape", "fully_connected")] == ["square", "reduce_sum",
+                                                                                            "sqrt"]
+    np.testing.assert_allclose(got, onnxruntime_run(tmp_path / "l.onnx", X), rtol=4e-6, atol=1e-5)
 
 
 def test_expand_of_data_grows_every_unit_axis_by_copies(tmp_path):
@@ -352,9 +407,9 @@ def test_depth_to_space_refusals_name_node_and_value(tmp_path):
 @pytest.mark.toolchain
 @pytest.mark.parametrize("target", ["avr", "cortex-m0", "cortex-m4"])
 def test_functions_where_and_depth_to_space_run_on_the_chips(target, tmp_path):
-    """The float C of Softplus, Mish, Selu, Celu, compare + select and the normalisation in the simulator, to float32
-    rounding of onnxruntime (avr-libc's functions are its own); DepthToSpace and the LeakyRelu read from a Where at
-    int16 and TFLite's int8 bit for bit with the interpreter."""
+    """The float C of Softplus, Mish, Selu, Celu, compare + select and a norm in the simulator, to float32 rounding
+    of onnxruntime (avr-libc's functions are its own); DepthToSpace and the LeakyRelu read from a Where at int16 and
+    TFLite's int8, GREATER + SELECT_V2 and L2_NORMALIZATION at TFLite's int8, bit for bit with the interpreter."""
     from onnx import helper
 
     from tinycc_ml.codegen.backend import get_backend
@@ -384,8 +439,12 @@ def test_functions_where_and_depth_to_space_run_on_the_chips(target, tmp_path):
     pixel_shuffle_net(tmp_path / "p.onnx", "CRD", 2, 8)
     nodes, extra = leaky_where("Greater", False, False)
     dense_function_net(tmp_path / "w.onnx", nodes, 17, extra)
-    for path in (tmp_path / "p.onnx", tmp_path / "w.onnx"):
+    dense_function_net(tmp_path / "t.onnx", threshold_where, 17, {"half": np.array(0.5, F32),
+                                                                  "two": np.array(2.0, F32)})
+    normalize_net(tmp_path / "n.onnx", True)
+    for path, labels in ((tmp_path / "p.onnx", ("int16", "int8")), (tmp_path / "w.onnx", ("int16", "int8")),
+                         (tmp_path / "t.onnx", ("int8",)), (tmp_path / "n.onnx", ("int8",))):
         model = tinycc_ml.load_model(path)
         rows = rng.normal(size=(40, model.input_dim))
-        for label in ("int16", "int8"):
+        for label in labels:
             assert_chip_equals_interpreter(model, rows, label, target, tmp_path / f"{path.stem}_{label}")

@@ -1134,6 +1134,8 @@ class _Lowering:
         1 / count for a mean) or reduce_max; ReduceL2 (F.normalize's norm): the squares' reduce_sum, its square root
         (float_unary: float builds)."""
         x = self.value(node, 0)
+        if node.op_type == "ReduceL2" and self.l2_normalisation(node, attrs, x):
+            return
         if node.op_type == "ReduceL2":
             label = identifier(node.name or node.output[0], "reduce_l2")
             x = TensorValue(self.add("float_unary", [x.node], {"function": "square"}, f"{label}_squares"), x.shape,
@@ -1189,6 +1191,55 @@ class _Lowering:
         moved = self.add("transpose", [blocks], {"perm": perm}, f"{label}_moved")
         out = self.add("reshape", [moved], {"shape": list(outer)}, label, TensorType(outer, F32, "NHWC"))
         self.define(node.output[0], self.spatial_value(out, 2))
+
+    def l2_normalisation(self, node, attrs: dict, x: TensorValue) -> bool:
+        """F.normalize(x, dim) over the last axis (or the channels of a spatial value: the IR's last), as both
+        exporters write it: Div(x, [Expand](Clip(ReduceL2(x, axes [dim], keepdims 1), min eps))), each node the only
+        reader of the one before: one l2_normalization (TFLite's L2_NORMALIZATION, its least norm eps), marked done;
+        False (nothing lowered) for anything else."""
+        rank = len(x.shape)
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1] in self.weights:
+            axes = np.asarray(self.weights[node.input[1]]).reshape(-1).tolist()
+        if axes is None or len(axes) != 1 or not -rank <= int(axes[0]) < rank or not attrs.get("keepdims", 1):
+            return False
+        axis = int(axes[0]) % rank
+        if not ((x.spatial and axis == 1) or (not x.spatial and axis == rank - 1)) or rank > 4:
+            return False
+        found = self.only_consumer(node.output[0], ("Clip",))
+        if found is None:
+            return False
+        clip_k, clip = found
+        bounds = [clip.input[k] if len(clip.input) > k else "" for k in (1, 2)]
+        if bounds[1] or "max" in attributes(clip) or not bounds[0] or bounds[0] not in self.weights:
+            return False
+        epsilon = np.asarray(self.weights[bounds[0]], dtype=np.float64).reshape(-1)
+        if epsilon.size != 1 or not np.isfinite(epsilon[0]) or epsilon[0] < 0:
+            return False
+        done, name = [clip_k], clip.output[0]
+        found = self.only_consumer(name, ("Expand",))
+        if found is not None:  # to x's own shape: a constant, or Shape(x)
+            expand_k, expand = found
+            shape_node = next((n for n in self.proto.node if expand.input[1] in n.output), None)
+            if expand.input[1] in self.weights:
+                shape = tuple(int(d) for d in np.asarray(self.weights[expand.input[1]]).reshape(-1))
+            elif shape_node is not None and shape_node.op_type == "Shape" and list(shape_node.input) == [
+                    node.input[0]] and not attributes(shape_node):
+                shape = x.shape
+            else:
+                return False
+            if shape != x.shape:
+                return False
+            done, name = done + [expand_k], expand.output[0]
+        found = self.only_consumer(name, ("Div",))
+        if found is None or list(found[1].input) != [node.input[0], name]:
+            return False
+        done.append(found[0])
+        label = identifier(node.name or node.output[0], "l2_normalization")
+        out = self.add("l2_normalization", [x.node], {"epsilon": float(epsilon[0])}, label)
+        self.done.update(done)
+        self.define(found[1].output[0], self.spatial_value(out, x.spatial) if x.spatial else TensorValue(out, x.shape))
+        return True
 
     def conv_transpose(self, node, attrs: dict) -> None:
         """ConvTranspose (1-D and 2-D, group 1, no dilation): transpose_conv2d, its padding the pads before each
