@@ -103,6 +103,20 @@ def test_float_functions_are_refused_by_name_in_fixed_point(name, tmp_path):
         tinycc_ml.compile(model, target="host", precision="int8", calibration=X)
 
 
+def test_an_op_of_a_later_opset_is_refused_as_onnxruntime_refuses_it(tmp_path):
+    """Mish is an op of opset 18: a file of opset 17 holding one is refused by onnxruntime, and here by name."""
+    function_net(tmp_path / "m.onnx", "Mish", {})
+    import onnx
+
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    model.opset_import[0].version = 17
+    onnx.save(model, str(tmp_path / "m17.onnx"))
+    with pytest.raises(Exception, match="Mish"):
+        onnxruntime.InferenceSession(str(tmp_path / "m17.onnx"), providers=["CPUExecutionProvider"])
+    with pytest.raises(ModelFileError, match=r"node 'mish' \(Mish\) is an op of opset 18 on; the file's opset is 17"):
+        tinycc_ml.load_model(tmp_path / "m17.onnx")
+
+
 def test_celu_of_alpha_zero_is_refused_by_name(tmp_path):
     function_net(tmp_path / "c.onnx", "Celu", {"alpha": 0.0})
     with pytest.raises(ModelFileError, match=r"Celu node 'celu': alpha 0"):

@@ -233,8 +233,13 @@ def _check_attributes(path: Path, node, version: int, what: str) -> None:
         return  # refused by the readers, naming the domain
     try:
         schema = defs.get_schema(node.op_type, version, "")
-    except Exception:  # noqa: BLE001 - onnx's SchemaError: no such op at this opset (the readers name it)
-        return
+    except Exception:  # noqa: BLE001 - onnx's SchemaError: no such op at this opset
+        if defs.has(node.op_type, ""):  # an op of a later opset (Mish at 17): onnxruntime refuses the file
+            since = min(d.since_version for d in defs.get_all_schemas_with_history()
+                        if d.name == node.op_type and d.domain in ONNX_DOMAINS)
+            raise ModelFileError(f"{path}: {what} is an op of opset {since} on; the file's opset is {version} "
+                                 "(onnxruntime refuses it)") from None
+        return  # no such op at all: the readers name it
     for attribute in node.attribute:
         known = schema.attributes.get(attribute.name)
         if known is None:
