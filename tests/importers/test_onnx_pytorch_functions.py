@@ -264,6 +264,28 @@ def test_where_on_data_compiles_to_compare_and_select(tmp_path):
         tinycc_ml.compile(model, target="host", precision="int16", calibration=X)
 
 
+def test_where_of_a_condition_and_branches_in_different_layouts(tmp_path):
+    """A condition computed on a transposed copy (held as ONNX holds it) choosing between a channels-last value and a
+    constant: the bool mask moved to the IR's NHWC like any value; onnxruntime's elements, at TFLite's int8 too."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Transpose", ["c"], ["t"], name="t1", perm=[0, 1, 3, 2]),
+             helper.make_node("Transpose", ["t"], ["u"], name="t2", perm=[0, 1, 3, 2]),
+             helper.make_node("Less", ["u", "zero"], ["m"], name="less"),
+             helper.make_node("Where", ["m", "small", "c"], ["w"], name="where"),
+             helper.make_node("Flatten", ["w"], ["y"], name="flat")]
+    rng = np.random.default_rng(8)
+    save_net(tmp_path / "l.onnx", nodes, {"W": rng.normal(size=(3, 2, 3, 3)).astype(F32), "zero": np.array(0.0, F32),
+                                          "small": np.array([[[0.25]], [[-0.5]], [[1.0]]], F32)}, [1, 2, 3, 4])
+    X = edge_rows(24)
+    model, got = host_float(tmp_path / "l.onnx", X, tmp_path)
+    want = onnxruntime_run(tmp_path / "l.onnx", X)  # (the convolution's sums in another order: a few ulps)
+    np.testing.assert_allclose(got, want, rtol=4e-6, atol=1e-6 * np.max(np.abs(want)))
+    assert np.sum(want == 0.25) > 0 and np.sum(want == -0.5) > 0
+    check_builds(tmp_path / "l.onnx", tmp_path, builds=("float", "int8"))
+
+
 def threshold_where(h, out):
     """torch.where(h > 0.5, h, 2 * tanh(h)): no activation the importer knows."""
     from onnx import helper

@@ -658,7 +658,7 @@ class _Lowering:
         if x.spatial and size != x.channels:  # more than one position: back to channels first
             n, h, w, c = self.graph.type(node).shape
             node = self.add("transpose", [node], {"perm": NCHW_OF_NHWC}, f"{label}_nchw",
-                            TensorType((n, c, h, w), F32, "NCHW"))
+                            TensorType((n, c, h, w), self.graph.type(node).dtype, "NCHW"))
         if self.graph.type(node).shape != (1, size):
             node = self.add("reshape", [node], {"shape": [1, size]}, label)
         return TensorValue(node, (1, size))
@@ -667,7 +667,7 @@ class _Lowering:
         nhwc = (1, 1, shape[2], shape[1]) if len(shape) == 3 else (1, shape[2], shape[3], shape[1])
         if self.graph.type(node).shape != nhwc or self.graph.type(node).layout != "NHWC":
             node = self.add("reshape", [node], {"shape": list(nhwc)}, f"{label}_nhwc",
-                            TensorType(nhwc, F32, "NHWC"))
+                            TensorType(nhwc, self.graph.type(node).dtype, "NHWC"))
         return TensorValue(node, shape, len(shape) - 2)
 
     def plain(self, x: TensorValue, label: str) -> TensorValue:
@@ -678,7 +678,7 @@ class _Lowering:
         n, h, w, c = self.graph.type(node).shape
         if c > 1 and h * w > 1:
             node = self.add("transpose", [node], {"perm": NCHW_OF_NHWC}, f"{label}_nchw",
-                            TensorType((n, c, h, w), F32, "NCHW"))
+                            TensorType((n, c, h, w), self.graph.type(node).dtype, "NCHW"))
         if self.graph.type(node).shape != x.shape:
             node = self.add("reshape", [node], {"shape": list(x.shape)}, f"{label}_onnx")
         return TensorValue(node, x.shape)

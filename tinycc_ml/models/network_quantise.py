@@ -172,7 +172,9 @@ def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str
     """Each computed tensor's quantisation as its producer writes it, and as the ops of its group read it (they
     differ only for a fixed producer whose group needs a wider range: requantised)."""
     groups = Groups()
-    computed = [n for n in graph.order() if graph.op(n) != "const"]
+    # a comparison's bools (and their moves: transpose, reshape) are no int8 values: each keeps its type, alone
+    masks = {n for n in graph.order() if graph.type(n).dtype.kind == "bool"}
+    computed = [n for n in graph.order() if graph.op(n) != "const" and n not in masks]
     for name in computed:
         op, operands = graph.op(name), graph.node(name).inputs
         linked = operands if op in SAME_QUANTISATION else [operands[LSTM_STATE[op]]] if op in LSTM_STATE else \
@@ -199,6 +201,8 @@ def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str
             shared = activation_dtype(np.array([lo, hi]))
         for n in names:
             written[n], read[n] = fixed.get(n, shared), shared
+    for n in masks:
+        written[n] = read[n] = graph.type(n).dtype
     return written, read
 
 
@@ -326,6 +330,9 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
         ins = [new.get(i) for i in node.inputs]
         out = written[name]
         try:
+            if node.type.dtype.kind == "bool" and node.op in KEEP_QUANTISATION:  # a mask moved: the same bools
+                new[name] = q.add(node.op, ins, node.attrs, type=node.type, name=name)
+                continue
             if node.op in SAME_QUANTISATION:
                 ins = [_read_as(q, i, read[name], requantised) if i is not None else
                        _quantise_constant(q, graph, c, read[name]) for i, c in zip(ins, node.inputs)]

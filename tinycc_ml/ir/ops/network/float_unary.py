@@ -7,7 +7,8 @@ alpha).
 TFLite Micro runs its functions on float32 tensors (ABS and RSQRT also on quantised ones: ``quantised_unary.py``). The
 C calls <math.h>'s float functions; ABS, NEG, FLOOR, CEIL, ROUND, SQUARE, SQRT and RSQRT are exact in IEEE arithmetic,
 so they equal TFLite Micro's on every target; the others are the C library's, whose last bit may differ from one
-library to another (the interpreter rounds the float64 function once). SOFTPLUS is x + log1p(e^-x) above 0 and
+library to another (the interpreter rounds the float64 function once; SELU and CELU step by step, as their C).
+SOFTPLUS is x + log1p(e^-x) above 0 and
 log1p(e^x) below, as onnxruntime computes it (no overflow for large |x|); SELU and CELU take e^x - 1 below 0 as
 onnxruntime does (not expm1: its values near 0 are onnxruntime's, to float32 rounding of e^x). avr-libc has no
 log1p: there log(1 + u) corrected by u / ((1 + u) - 1) (Goldberg's).
@@ -49,13 +50,13 @@ def _exp_less_one(v):
     return (np.exp(v.astype(np.float64)).astype(F32) - F32(1)).astype(np.float64)
 
 
-def _selu(v, alpha, gamma):
-    below = (F32(alpha) * _exp_less_one(np.minimum(v, 0)).astype(F32)).astype(np.float64)
-    return gamma * np.where(v > 0, v, below)
+def _selu(v, p):
+    below = (F32(p["alpha"]) * _exp_less_one(np.minimum(v, 0)).astype(F32)).astype(np.float64)
+    return p["gamma"] * np.where(v > 0, v, below)
 
 
-def _celu(v, alpha):
-    return np.where(v > 0, v, alpha * _exp_less_one((np.minimum(v, 0) / F32(alpha)).astype(F32)))
+def _celu(v, p):
+    return np.where(v > 0, v, p["alpha"] * _exp_less_one((np.minimum(v, 0) / F32(p["alpha"])).astype(F32)))
 
 
 # function -> (float32 semantics, C expression of v, TFLite builtin name, its number: None for ONNX's alone)
@@ -74,13 +75,13 @@ FUNCTIONS = {
     "cos": (_in64(np.cos), "cosf(v)", "COS", 108),
     "softplus": (_in64(_softplus), "@softplus(v)", None, None),
     "mish": (_in64(lambda v: v * np.tanh(_softplus(v))), "v * tanhf(@softplus(v))", None, None),
-    "selu": (None, "(v > 0.0f ? GAMMA * v : GAMMA * (ALPHA * (expf(v) - 1.0f)))", None, None),
-    "celu": (None, "(v > 0.0f ? v : ALPHA * (expf(v / ALPHA) - 1.0f))", None, None),
+    # semantics of (v, the parameters); ALPHA and GAMMA in the C: their float32 values
+    "selu": (_selu, "(v > 0.0f ? GAMMA * v : GAMMA * (ALPHA * (expf(v) - 1.0f)))", None, None),
+    "celu": (_celu, "(v > 0.0f ? v : ALPHA * (expf(v / ALPHA) - 1.0f))", None, None),
 }
-# the functions' attributes (float32 values) with ONNX's defaults, and their float64 semantics
+# the parameterised functions' attributes with ONNX's defaults
 PARAMETERS = {"selu": {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875},
               "celu": {"alpha": 1.0}}
-PARAMETERISED = {"selu": lambda v, p: _selu(v, p["alpha"], p["gamma"]), "celu": lambda v, p: _celu(v, p["alpha"])}
 
 
 def parameters(attrs: dict) -> dict[str, float]:
@@ -102,8 +103,8 @@ def _infer(ts, attrs, declared):
 def _evaluate(xs, attrs):
     function = attrs["function"]
     with np.errstate(all="ignore"):
-        if function in PARAMETERISED:
-            return _in64(lambda v: PARAMETERISED[function](v, parameters(attrs)))(np.asarray(xs[0], dtype=F32))
+        if function in PARAMETERS:
+            return _in64(lambda v: FUNCTIONS[function][0](v, parameters(attrs)))(np.asarray(xs[0], dtype=F32))
         return FUNCTIONS[function][0](np.asarray(xs[0], dtype=F32))
 
 
