@@ -34,8 +34,8 @@ def _mish(g: GraphView, mul):
     for k in (0, 1):
         x, root = mul.input[k], mul.input[1 - k]
         tanh = g.single(root, "Tanh")
-        softplus = g.single(tanh.input[0], "Softplus") if tanh is not None else None
-        if softplus is not None and softplus.input[0] == x:
+        softplus = g.single(tanh.input[0], "Softplus") if tanh is not None and len(tanh.input) == 1 else None
+        if softplus is not None and list(softplus.input) == [x]:
             return "Mish", [x], {}, (tanh, softplus)
     return None
 
@@ -43,7 +43,8 @@ def _mish(g: GraphView, mul):
 def _where(g: GraphView, where):
     condition, first, second = where.input
     compare = g.producer.get(condition)
-    if compare is None or compare.op_type not in POSITIVE or g.single(condition, compare.op_type) is None:
+    if compare is None or compare.op_type not in POSITIVE or g.single(condition, compare.op_type) is None or \
+            len(compare.input) != 2:
         return None
     x, limit = compare.input
     if g.const(x) is not None:
@@ -53,7 +54,7 @@ def _where(g: GraphView, where):
     threshold = g.scalar(limit)
     if compare.op_type == "Greater" and chosen == x and threshold is not None and threshold >= SOFTPLUS_EXACT_ABOVE:
         softplus = g.single(other, "Softplus")
-        if softplus is not None and softplus.input[0] == x:
+        if softplus is not None and list(softplus.input) == [x]:
             return "Softplus", [x], {}, (compare, softplus)
     if threshold != 0.0 or chosen != x:
         return None
