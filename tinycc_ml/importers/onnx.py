@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
+from tinycc_ml.importers.onnx_activation_folds import fold_activations
 from tinycc_ml.importers.onnx_data import read_initializers
 from tinycc_ml.importers.onnx_erf_gelu import fold_erf_gelu
 from tinycc_ml.importers.onnx_network import attributes, fold_batch_norm, network_graph
@@ -80,7 +81,7 @@ def load_onnx(path, recurrent: str = "unroll", sequence_length: int | None = Non
         raise ModelFileError(f"{path}: the network has no input")
     check_like_onnxruntime(path, proto, [i.name for i in inputs])
     graph, weights = fold_unrolled_rnns(graph, weights, proto.opset_import)
-    graph = fold_erf_gelu(graph, weights)
+    graph = fold_activations(fold_erf_gelu(graph, weights), weights)
     dims = inputs[0].type.tensor_type.shape.dim
     axis, others = input_sequence_axis(graph, inputs[0].name, attributes)
     recurrent_layers = [f"{n.op_type} node {n.name!r}" for n in graph.node if n.op_type in RECURRENT_OPS]
@@ -232,8 +233,13 @@ def _check_attributes(path: Path, node, version: int, what: str) -> None:
         return  # refused by the readers, naming the domain
     try:
         schema = defs.get_schema(node.op_type, version, "")
-    except Exception:  # noqa: BLE001 - onnx's SchemaError: no such op at this opset (the readers name it)
-        return
+    except Exception:  # noqa: BLE001 - onnx's SchemaError: no such op at this opset
+        if defs.has(node.op_type, ""):  # an op of a later opset (Mish at 17): onnxruntime refuses the file
+            since = min(d.since_version for d in defs.get_all_schemas_with_history()
+                        if d.name == node.op_type and d.domain in ONNX_DOMAINS)
+            raise ModelFileError(f"{path}: {what} is an op of opset {since} on; the file's opset is {version} "
+                                 "(onnxruntime refuses it)") from None
+        return  # no such op at all: the readers name it
     for attribute in node.attribute:
         known = schema.attributes.get(attribute.name)
         if known is None:

@@ -29,6 +29,7 @@ from tinycc_ml.errors import ModelFileError
 from tinycc_ml.importers.onnx_recurrent import RECURRENT_OPS, lower_recurrent
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.ops.state import next_label
+from tinycc_ml.ir.ops.transpose import DEPTH_TO_SPACE_MODES, depth_to_space_steps
 from tinycc_ml.ir.ops.windows import out_size, pad_before
 from tinycc_ml.ir.types import F32, TensorType, integer
 from tinycc_ml.ir.verify import MAX_ELEMENTS, verify
@@ -40,7 +41,8 @@ INDEX = integer(32)  # an integer input's type in the IR and the C: indices (ONN
 # elementwise float functions of the network's data -> float_unary's function (ir/ops/network/float_unary.py: the
 # float32 function, float builds only); Pow by a constant 2 or 0.5 too (x * x, sqrt)
 UNARY = {"Abs": "abs", "Neg": "neg", "Floor": "floor", "Ceil": "ceil", "Sqrt": "sqrt", "Exp": "exp", "Log": "log",
-         "Sin": "sin", "Cos": "cos"}
+         "Sin": "sin", "Cos": "cos", "Softplus": "softplus", "Mish": "mish", "Selu": "selu", "Celu": "celu"}
+UNARY_ATTRIBUTES = {"Selu": ("alpha", "gamma"), "Celu": ("alpha",)}
 POWERS = {2.0: "square", 0.5: "sqrt"}
 # a Constant node's value attributes (the dynamo exporter unoptimised writes value_ints, value_float, ...)
 CONSTANT_VALUES = ("value", "value_float", "value_floats", "value_int", "value_ints")
@@ -60,8 +62,10 @@ NETWORK_OPS = {
     "Split": ("axis", "split", "num_outputs"), "Concat": ("axis",), "Pad": ("mode", "pads", "value"),
     "ReduceSum": ("axes", "keepdims", "noop_with_empty_axes"),
     "ReduceMax": ("axes", "keepdims", "noop_with_empty_axes"),
+    "ReduceL2": ("axes", "keepdims", "noop_with_empty_axes"),
     "GlobalMaxPool": (),
     "ConvTranspose": ("kernel_shape", "strides", "pads", "dilations", "group", "output_padding", "auto_pad"),
+    "DepthToSpace": ("blocksize", "mode"),
     "PRelu": (), "LogSoftmax": ("axis",), "LayerNormalization": ("axis", "epsilon", "stash_type"),
     "Gather": ("axis",),
     "Resize": ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
@@ -69,12 +73,16 @@ NETWORK_OPS = {
     "GRU": ("activations", "direction", "hidden_size", "layout", "linear_before_reset"),
     "LSTM": ("activations", "direction", "hidden_size", "layout", "input_forget"),
     "RNN": ("activations", "direction", "hidden_size", "layout"),
-    **{op: () for op in UNARY}, "Pow": (), "InstanceNormalization": ("epsilon",),
+    **{op: UNARY_ATTRIBUTES.get(op, ()) for op in UNARY}, "Pow": (), "InstanceNormalization": ("epsilon",),
 }
 # ops lowered only where every input is a constant (the exporters' shape arithmetic): evaluated by onnx's reference
 # implementation at import, like Constant nodes
 CONSTANT_ONLY = ("Shape", "ConstantOfShape", "Cast", "CastLike", "Range", "Equal", "Where", "Expand", "Less",
-                 "Greater", "Not", "Size", "Mod")
+                 "Greater", "Not", "Size", "Mod", "GreaterOrEqual", "LessOrEqual")
+# comparisons of the network's data -> compare's which (ir/ops/network/compare.py), a bool tensor that only a Where
+# (select) reads
+COMPARISONS = {"Equal": "equal", "Greater": "greater", "GreaterOrEqual": "greater_equal", "Less": "less",
+               "LessOrEqual": "less_equal"}
 # elementwise ONNX op -> the IR op of two broadcast operands (Add of two tensors of one shape: tensor_add; Add of a
 # constant c is the exact x - (-c); Div by a constant c, x * (1 / c))
 BINARY = {"Add": "tensor_sub", "Sub": "tensor_sub", "Mul": "tensor_mul", "Div": "tensor_mul",
@@ -89,6 +97,7 @@ ACTIVATIONS = {"LeakyRelu": ("leaky_relu", {"alpha": 0.01}), "Sigmoid": ("logist
 ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0, 1), ("AveragePool", "ceil_mode"): (0, 1),
                   ("MaxPool", "storage_order"): (0,), ("Pad", "mode"): ("constant",),
                   ("ReduceSum", "noop_with_empty_axes"): (0,), ("ReduceMax", "noop_with_empty_axes"): (0,),
+                  ("ReduceL2", "noop_with_empty_axes"): (0,),
                   ("BatchNormalization", "training_mode"): (0,), ("ConvTranspose", "group"): (1,),
                   ("ConvTranspose", "auto_pad"): ("NOTSET",), ("LayerNormalization", "stash_type"): (1,),
                   ("Gemm", "transA"): (0,), ("Conv", "auto_pad"): ("NOTSET", "VALID", "SAME_UPPER"),
@@ -99,7 +108,7 @@ ALLOWED_VALUES = {("MaxPool", "ceil_mode"): (0, 1), ("AveragePool", "ceil_mode")
                   ("Resize", "coordinate_transformation_mode"): ("asymmetric", "half_pixel", "pytorch_half_pixel",
                                                                  "align_corners"),
                   ("Resize", "antialias"): (0,), ("Resize", "exclude_outside"): (0,),
-                  ("Resize", "keep_aspect_ratio_policy"): ("stretch",)}
+                  ("Resize", "keep_aspect_ratio_policy"): ("stretch",), ("DepthToSpace", "mode"): DEPTH_TO_SPACE_MODES}
 FUSED = ("Relu", "Clip")
 # ops a stepped build lets read a value that runs over the sequence (``TensorValue.time``): they move, keep or take
 # its time axis; any other op would combine time steps that a stepped build computes one per call
@@ -652,7 +661,7 @@ class _Lowering:
         if x.spatial and size != x.channels:  # more than one position: back to channels first
             n, h, w, c = self.graph.type(node).shape
             node = self.add("transpose", [node], {"perm": NCHW_OF_NHWC}, f"{label}_nchw",
-                            TensorType((n, c, h, w), F32, "NCHW"))
+                            TensorType((n, c, h, w), self.graph.type(node).dtype, "NCHW"))
         if self.graph.type(node).shape != (1, size):
             node = self.add("reshape", [node], {"shape": [1, size]}, label)
         return TensorValue(node, (1, size))
@@ -661,7 +670,7 @@ class _Lowering:
         nhwc = (1, 1, shape[2], shape[1]) if len(shape) == 3 else (1, shape[2], shape[3], shape[1])
         if self.graph.type(node).shape != nhwc or self.graph.type(node).layout != "NHWC":
             node = self.add("reshape", [node], {"shape": list(nhwc)}, f"{label}_nhwc",
-                            TensorType(nhwc, F32, "NHWC"))
+                            TensorType(nhwc, self.graph.type(node).dtype, "NHWC"))
         return TensorValue(node, shape, len(shape) - 2)
 
     def plain(self, x: TensorValue, label: str) -> TensorValue:
@@ -672,7 +681,7 @@ class _Lowering:
         n, h, w, c = self.graph.type(node).shape
         if c > 1 and h * w > 1:
             node = self.add("transpose", [node], {"perm": NCHW_OF_NHWC}, f"{label}_nchw",
-                            TensorType((n, c, h, w), F32, "NCHW"))
+                            TensorType((n, c, h, w), self.graph.type(node).dtype, "NCHW"))
         if self.graph.type(node).shape != x.shape:
             node = self.add("reshape", [node], {"shape": list(x.shape)}, f"{label}_onnx")
         return TensorValue(node, x.shape)
@@ -702,20 +711,30 @@ class _Lowering:
         return array[:, None] if spatial == 1 else array
 
     def binary(self, node, op: str, a, b, label: str, attrs: dict | None = None) -> TensorValue:
-        """``op`` of two operands (values or constant arrays, not both constant), numpy-broadcast as ONNX does:
-        in the IR's NHWC where the values are spatial alike, else as ONNX holds them."""
+        """``op`` of two operands (values or constant arrays, not both constant): ``broadcast``."""
+        return self.broadcast(node, op, [a, b], label, attrs)
+
+    def broadcast(self, node, op: str, operands: list, label: str, attrs: dict | None = None) -> TensorValue:
+        """``op`` of operands (values or constant arrays, not all constant), numpy-broadcast as ONNX does: in the
+        IR's NHWC where the values are spatial alike, else as ONNX holds them."""
         what = f"{node.op_type} node {node.name!r}"
-        values = [v for v in (a, b) if isinstance(v, TensorValue)]
-        shape = tuple(int(d) for d in np.broadcast_shapes(*(v.shape for v in (a, b))))
+        try:
+            shape = tuple(int(d) for d in np.broadcast_shapes(*(v.shape for v in operands)))
+        except ValueError:
+            raise _Bad(f"{what}: operands of shapes {[list(v.shape) for v in operands]} do not broadcast") from None
         if not shape:
-            raise _Bad(f"{what}: operands of shapes {[list(v.shape) for v in (a, b)]}; a scalar result")
-        if len(values) == 2 and len(a.shape) == len(b.shape) and a.spatial != b.spatial and len(a.shape) in (3, 4):
-            a, b = self.spatial(a, f"{label}_a"), self.spatial(b, f"{label}_b")
+            raise _Bad(f"{what}: operands of shapes {[list(v.shape) for v in operands]}; a scalar result")
+        values = [v for v in operands if isinstance(v, TensorValue)]
+        if (len(values) >= 2 and len({len(v.shape) for v in values}) == 1 and len({v.spatial for v in values}) > 1
+                and len(values[0].shape) in (3, 4)):
+            operands = [v if isinstance(v, np.ndarray) else self.spatial(v, f"{label}_{'abc'[k]}")
+                        for k, v in enumerate(operands)]
+            values = [v for v in operands if isinstance(v, TensorValue)]
         alike = all(isinstance(v, np.ndarray) or (v.spatial == values[0].spatial and len(v.shape) == len(shape))
-                    for v in (a, b))
+                    for v in operands)
         spatial = values[0].spatial if alike else 0
         nodes = []
-        for k, v in enumerate((a, b)):
+        for k, v in enumerate(operands):
             if isinstance(v, np.ndarray):
                 array = self.layout_constant(v, len(shape), spatial)
                 nodes.append(self.add_const(array, "NHWC" if spatial else "", f"{label}_constant{k}"))
@@ -723,6 +742,79 @@ class _Lowering:
                 nodes.append((v if spatial else self.plain(v, f"{label}_{k}")).node)
         out = self.add(op, nodes, attrs or {}, label)
         return self.spatial_value(out, spatial) if spatial else TensorValue(out, shape)
+
+    def expand(self, node) -> None:
+        """Expand of the network's data (F.normalize's norm, as the exporters broadcast it before the Div): numpy's
+        broadcast to the constant shape, as ONNX holds the value; each axis of 1 grown by concatenations of copies
+        (doubling), exact at every precision."""
+        what = f"Expand node {node.name!r}"
+        x = self.value(node, 0)
+        wanted = [int(d) for d in self.int_const(node, 1, "shape").reshape(-1)]
+        try:
+            shape = tuple(int(d) for d in np.broadcast_shapes(x.shape, tuple(wanted)))
+        except ValueError:
+            raise _Bad(f"{what}: shape {list(x.shape)} does not broadcast to {wanted}") from None
+        if shape == x.shape:
+            self.define(node.output[0], x)
+            return
+        if int(np.prod(shape)) > MAX_ELEMENTS:
+            raise _Bad(f"{what}: a tensor of shape {list(shape)}, more than {MAX_ELEMENTS} elements")
+        label = identifier(node.name or node.output[0], "expand")
+        x = self.reshaped(x, (1,) * (len(shape) - len(x.shape)) + x.shape, f"{label}_rank")
+        x = self.plain(x, label)
+        out, current = x.node, list(x.shape)
+        for axis, size in enumerate(shape):
+            if current[axis] == size:
+                continue
+            parts, have = {1: out}, 1  # copies -> the node holding that many along the axis
+            while 2 * have <= size:
+                parts[2 * have] = self.add("concatenation", [parts[have], parts[have]], {"axis": axis},
+                                           f"{label}_{axis}_{2 * have}")
+                have *= 2
+            out, total = parts[have], have
+            for count in sorted(parts, reverse=True):
+                if total + count <= size:
+                    out = self.add("concatenation", [out, parts[count]], {"axis": axis},
+                                   f"{label}_{axis}_{total + count}")
+                    total += count
+            current[axis] = size
+        self.define(node.output[0], TensorValue(out, shape))
+
+    def comparison(self, node) -> None:
+        """Greater, Less, Equal (and the or-equal forms) of the network's data: compare, a bool tensor (float
+        operands; constants as float32)."""
+        what = f"{node.op_type} node {node.name!r}"
+        if len(node.input) != 2:
+            raise _Bad(f"{what} has {len(node.input)} inputs, expected 2")
+        operands = [self.operand(node, k) for k in range(2)]
+        for v in operands:
+            if isinstance(v, TensorValue) and not self.graph.type(v.node).dtype.is_float:
+                raise _Bad(f"{what} compares {self.graph.type(v.node).dtype} values; float values are supported")
+        label = identifier(node.name or node.output[0], COMPARISONS[node.op_type])
+        self.define(node.output[0], self.broadcast(node, "compare", operands, label,
+                                                   {"which": COMPARISONS[node.op_type]}))
+
+    def where(self, node) -> None:
+        """Where of a computed condition (a comparison's bool tensor): select, broadcast as ONNX does; the branches
+        float values or constants."""
+        what = f"Where node {node.name!r}"
+        if len(node.input) != 3:
+            raise _Bad(f"{what} has {len(node.input)} inputs, expected 3")
+        if node.input[0] in self.weights:
+            raise _Bad(f"{what}: a constant condition {node.input[0]!r} with computed branches; a condition computed "
+                       "by a comparison is supported")
+        condition = self.value(node, 0)
+        if self.graph.type(condition.node).dtype.kind != "bool":
+            raise _Bad(f"{what}: its condition {node.input[0]!r} is not a comparison's bool tensor")
+        branches = [self.operand(node, k) for k in (1, 2)]
+        for v in branches:
+            if isinstance(v, TensorValue) and not self.graph.type(v.node).dtype.is_float:
+                raise _Bad(f"{what} chooses between {self.graph.type(v.node).dtype} values; float values are "
+                           "supported")
+        if not any(isinstance(v, TensorValue) for v in branches):
+            raise _Bad(f"{what} chooses between two constants; a computed value in a branch is supported")
+        label = identifier(node.name or node.output[0], "select")
+        self.define(node.output[0], self.broadcast(node, "select", [condition, *branches], label))
 
     def elementwise(self, node) -> None:
         """Sub, Mul, Div by a constant, Max, Min, and Add of a constant or broadcast: the IR's broadcast ops."""
@@ -1042,8 +1134,15 @@ class _Lowering:
 
     def reduce(self, node, attrs: dict) -> None:
         """ReduceMean / ReduceMax over every spatial axis: a global pool; any other axes: reduce_sum (times
-        1 / count for a mean) or reduce_max."""
+        1 / count for a mean) or reduce_max; ReduceL2 (F.normalize's norm): the squares' reduce_sum, its square root
+        (float_unary: float builds)."""
         x = self.value(node, 0)
+        if node.op_type == "ReduceL2" and self.l2_normalisation(node, attrs, x):
+            return
+        if node.op_type == "ReduceL2":
+            label = identifier(node.name or node.output[0], "reduce_l2")
+            x = TensorValue(self.add("float_unary", [x.node], {"function": "square"}, f"{label}_squares"), x.shape,
+                            x.spatial)
         rank, what = len(x.shape), f"{node.op_type} node {node.name!r}"
         axes = attrs.get("axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
@@ -1066,9 +1165,84 @@ class _Lowering:
         if node.op_type == "ReduceMean":
             count = int(np.prod([x.shape[a] for a in axes]))
             result = self.binary(node, "tensor_mul", result, np.array([1.0 / count]), f"{label}_mean")
+        if node.op_type == "ReduceL2":
+            root = self.add("float_unary", [result.node], {"function": "sqrt"}, f"{label}_root")
+            result = TensorValue(root, result.shape, result.spatial)
         if not keep:
             result = self.reshaped(result, tuple(d for k, d in enumerate(x.shape) if k not in axes), f"{label}_drop")
         self.define(node.output[0], result)
+
+    def depth_to_space(self, node, attrs: dict) -> None:
+        """DepthToSpace (PixelShuffle: mode CRD; DCR is TFLite's DEPTH_TO_SPACE) of an (N, C, H, W) value: in the
+        IR's NHWC a reshape to rank 5, a transpose of the block axes and a reshape (ir/ops/transpose.py's steps)."""
+        what = f"DepthToSpace node {node.name!r}"
+        x = self.value(node, 0)
+        if len(x.shape) != 4:
+            raise _Bad(f"{what} of a tensor of shape {list(x.shape)}; (batch, channels, height, width) is expected")
+        if "blocksize" not in attrs:
+            raise _Bad(f"{what} has no blocksize")
+        block, mode = int(attrs["blocksize"]), attrs.get("mode", b"DCR")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        _, c, h, w = x.shape
+        if block < 1 or c % (block * block):
+            raise _Bad(f"{what}: blocksize {block} on {c} channels; the channels must be a multiple of blocksize^2 "
+                       f"({block * block})")
+        label = identifier(node.name or node.output[0], "depth_to_space")
+        x = self.spatial(x, label)
+        inner, perm, outer = depth_to_space_steps(h, w, c, block, mode)
+        blocks = self.add("reshape", [x.node], {"shape": list(inner)}, f"{label}_blocks")
+        moved = self.add("transpose", [blocks], {"perm": perm}, f"{label}_moved")
+        out = self.add("reshape", [moved], {"shape": list(outer)}, label, TensorType(outer, F32, "NHWC"))
+        self.define(node.output[0], self.spatial_value(out, 2))
+
+    def l2_normalisation(self, node, attrs: dict, x: TensorValue) -> bool:
+        """F.normalize(x, dim) over the last axis (or the channels of a spatial value: the IR's last), as both
+        exporters write it: Div(x, [Expand](Clip(ReduceL2(x, axes [dim], keepdims 1), min eps))), each node the only
+        reader of the one before: one l2_normalization (TFLite's L2_NORMALIZATION, its least norm eps), marked done;
+        False (nothing lowered) for anything else."""
+        rank = len(x.shape)
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1] in self.weights:
+            axes = np.asarray(self.weights[node.input[1]]).reshape(-1).tolist()
+        if axes is None or len(axes) != 1 or not -rank <= int(axes[0]) < rank or not attrs.get("keepdims", 1):
+            return False
+        axis = int(axes[0]) % rank
+        if not ((x.spatial and axis == 1) or (not x.spatial and axis == rank - 1)) or rank > 4:
+            return False
+        found = self.only_consumer(node.output[0], ("Clip",))
+        if found is None:
+            return False
+        clip_k, clip = found
+        bounds = [clip.input[k] if len(clip.input) > k else "" for k in (1, 2)]
+        if bounds[1] or "max" in attributes(clip) or not bounds[0] or bounds[0] not in self.weights:
+            return False
+        epsilon = np.asarray(self.weights[bounds[0]], dtype=np.float64).reshape(-1)
+        if epsilon.size != 1 or not np.isfinite(epsilon[0]) or epsilon[0] < 0:
+            return False
+        done, name = [clip_k], clip.output[0]
+        found = self.only_consumer(name, ("Expand",))
+        if found is not None:  # to x's own shape: a constant, or Shape(x)
+            expand_k, expand = found
+            shape_node = next((n for n in self.proto.node if expand.input[1] in n.output), None)
+            if expand.input[1] in self.weights:
+                shape = tuple(int(d) for d in np.asarray(self.weights[expand.input[1]]).reshape(-1))
+            elif shape_node is not None and shape_node.op_type == "Shape" and list(shape_node.input) == [
+                    node.input[0]] and not attributes(shape_node):
+                shape = x.shape
+            else:
+                return False
+            if shape != x.shape:
+                return False
+            done, name = done + [expand_k], expand.output[0]
+        found = self.only_consumer(name, ("Div",))
+        if found is None or list(found[1].input) != [node.input[0], name]:
+            return False
+        done.append(found[0])
+        label = identifier(node.name or node.output[0], "l2_normalization")
+        out = self.add("l2_normalization", [x.node], {"epsilon": float(epsilon[0])}, label)
+        self.done.update(done)
+        self.define(found[1].output[0], self.spatial_value(out, x.spatial) if x.spatial else TensorValue(out, x.shape))
+        return True
 
     def conv_transpose(self, node, attrs: dict) -> None:
         """ConvTranspose (1-D and 2-D, group 1, no dilation): transpose_conv2d, its padding the pads before each
@@ -1362,8 +1536,12 @@ class _Lowering:
             if function is None:
                 raise _Bad(f"Pow node {node.name!r}: exponent {exponent.reshape(-1).tolist()[:4]}; only a constant "
                            f"{' or '.join(str(p) for p in POWERS)} is supported")
-        out = self.add("float_unary", [x.node], {"function": function},
-                       identifier(node.name or node.output[0], function))
+        ir_attrs = {"function": function}
+        for key, value in attributes(node).items():  # Selu's alpha and gamma, Celu's alpha
+            ir_attrs[key] = float(value)
+        if node.op_type == "Celu" and ir_attrs.get("alpha", 1.0) == 0:
+            raise _Bad(f"Celu node {node.name!r}: alpha 0 (Celu divides by alpha)")
+        out = self.add("float_unary", [x.node], ir_attrs, identifier(node.name or node.output[0], function))
         self.define(node.output[0], TensorValue(out, x.shape, x.spatial))
 
     def pass_through(self, node) -> None:
@@ -1455,6 +1633,8 @@ class _Lowering:
             self.standalone_activation(node)
         elif op == "ConvTranspose":
             self.conv_transpose(node, attrs)
+        elif op == "DepthToSpace":
+            self.depth_to_space(node, attrs)
         elif op == "PRelu":
             x = self.value(node, 0)
             slope = self.const(node, 1, "slope").astype(np.float64)
@@ -1468,7 +1648,7 @@ class _Lowering:
             self.last_axis_op(node, attrs)
         elif op == "GlobalMaxPool":
             self.global_pool(node, "max_pool2d")
-        elif op in ("ReduceMean", "ReduceSum", "ReduceMax"):
+        elif op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceL2"):
             self.reduce(node, attrs)
         elif op == "Transpose":
             self.transpose(node, attrs)
@@ -1482,6 +1662,12 @@ class _Lowering:
             self.pad(node, attrs)
         elif op in UNARY or op == "Pow":
             self.unary(node)
+        elif op in COMPARISONS:
+            self.comparison(node)
+        elif op == "Where":
+            self.where(node)
+        elif op == "Expand":
+            self.expand(node)
         elif op in CONSTANT_ONLY:
             raise _Bad(f"{op} node {node.name!r} reads the network's data; {op} is supported on constants only (shape "
                        "arithmetic)")

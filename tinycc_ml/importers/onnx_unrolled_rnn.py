@@ -18,10 +18,9 @@ runs unrolled, node by node (the same arithmetic, so still exact). Only the sum'
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
+from tinycc_ml.importers.onnx_graph_view import GraphView
 from tinycc_ml.importers.onnx_network import attributes
 
 ACTIVATION_NODES = {"Tanh": "Tanh", "Relu": "Relu"}  # the nonlinearity's node -> RNN's activation name
@@ -36,18 +35,12 @@ def _need(condition: bool) -> None:
         raise _NoMatch
 
 
-class _Graph:
-    """Producers, consumers and constants of an ONNX graph (the initializers and Constant nodes)."""
+class _Graph(GraphView):
+    """Producers, consumers and constants of an ONNX graph (the initializers and Constant nodes), and its ranks."""
 
     def __init__(self, graph, weights: dict[str, np.ndarray], opsets):
-        self.graph, self.weights, self.opsets, self.ranks = graph, weights, opsets, None
-        self.producer = {out: node for node in graph.node for out in node.output if out}
-        self.readers: dict[str, list] = defaultdict(list)
-        for node in graph.node:
-            for name in node.input:
-                if name:
-                    self.readers[name].append(node)
-        self.outputs = {o.name for o in graph.output}
+        super().__init__(graph, weights)
+        self.opsets, self.ranks = opsets, None
 
     def rank(self, name: str) -> int | None:
         """A value's rank as ONNX's shape inference gives it (None where it cannot)."""
@@ -66,25 +59,13 @@ class _Graph:
         return self.ranks.get(name)
 
     def const(self, name: str) -> np.ndarray:
-        if name in self.weights:
-            return np.asarray(self.weights[name])
-        node = self.producer.get(name)
-        _need(node is not None and node.op_type == "Constant")
-        from onnx import numpy_helper  # deferred: onnx is an optional dependency
-
-        value = attributes(node).get("value")
+        """The constant ``name``; no match where it is none."""
+        value = super().const(name)
         _need(value is not None)
-        try:
-            return numpy_helper.to_array(value)
-        except Exception:  # a tensor onnx cannot read: not this pattern (the lowering names the fault)
-            raise _NoMatch from None
+        return value
 
     def is_const(self, name: str) -> bool:
-        try:
-            self.const(name)
-        except _NoMatch:
-            return False
-        return True
+        return super().const(name) is not None
 
     def node_of(self, name: str, op: str):
         node = self.producer.get(name)
@@ -177,7 +158,6 @@ class _Match:
             _need(R_name is None or (mm.input[1] == R_name and bias == bhh_name))
             R_name, bhh_name = mm.input[1], bias
         _need(R_name is not None)
-        self.L = L
         computed, bih_name = _split_add(g, g.node_of(L, "Add"), True)
         self.nodes.append(g.producer[L])
         mm = g.node_of(computed, "MatMul")

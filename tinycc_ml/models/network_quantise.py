@@ -15,7 +15,10 @@ Post-training quantisation from calibration rows, as TFLite's converter does it:
   quantisation is fixed (the network's input, softmax's) and the group's range is not within it, a requantisation
   (TFLite's QUANTIZE int8 -> int8) comes between it and the op of the group reading it;
 - ADD, SUB, MUL, PRELU, SUM / MEAN over axes and the activations take their calibrated range, a constant operand
-  (PRELU's slope too) its own asymmetric int8; softmax gives TFLite's fixed 1/256, -128;
+  (PRELU's slope too) its own asymmetric int8; softmax gives TFLite's fixed 1/256, -128, L2_NORMALIZATION 1/128, 0;
+- a comparison (GREATER, LESS, EQUAL, ...) reads each operand at its own quantisation (a constant its own int8) and
+  gives bools; SELECT_V2's branches and result share one quantisation (a group, as MAXIMUM's), its condition read
+  as it is;
 - an Embedding (GATHER of a constant table by integer indices, the network's input left as those integers): the
   table asymmetric int8 over its whole range, which the gathered values keep;
 - an unrolled LSTM: weights symmetric int8 per tensor, biases int32, the hidden state int8 (its output's
@@ -38,6 +41,7 @@ from tinycc_ml.ir.verify import verify
 INT8_LEVELS = 255
 INT32_LIMIT = 2**31 - 1
 SOFTMAX_OUTPUT = quantised(8, 1 / 256, -128)
+L2_NORMALIZATION_OUTPUT = quantised(8, 1 / 128, 0)
 KEEP_QUANTISATION = ("average_pool2d", "max_pool2d", "reshape", "transpose", "strided_slice", "pad", "reduce_max",
                      "reduce_min", "relu6", "resize_nearest", "resize_bilinear")
 # ops whose output takes the range it reaches on the calibration rows (the activations: ir/ops/network)
@@ -144,6 +148,8 @@ def fixed_dtype(graph: Graph, name: str, values: dict) -> DType | None:
         return graph.type(name).dtype if graph.type(name).dtype.is_integer else activation_dtype(values[name])
     if op == "softmax":
         return SOFTMAX_OUTPUT
+    if op == "l2_normalization":  # TFLite Micro's kernel gives steps of 1/128 around 0, as the converter writes
+        return L2_NORMALIZATION_OUTPUT
     if op == "gather" and graph.op(graph.node(name).inputs[0]) == "const":  # an embedding table: its whole range
         return activation_dtype(np.asarray(graph.node(graph.node(name).inputs[0]).attrs["value"]))
     return None
@@ -166,10 +172,13 @@ def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str
     """Each computed tensor's quantisation as its producer writes it, and as the ops of its group read it (they
     differ only for a fixed producer whose group needs a wider range: requantised)."""
     groups = Groups()
-    computed = [n for n in graph.order() if graph.op(n) != "const"]
+    # a comparison's bools (and their moves: transpose, reshape) are no int8 values: each keeps its type, alone
+    masks = {n for n in graph.order() if graph.type(n).dtype.kind == "bool"}
+    computed = [n for n in graph.order() if graph.op(n) != "const" and n not in masks]
     for name in computed:
         op, operands = graph.op(name), graph.node(name).inputs
-        linked = operands if op in SAME_QUANTISATION else [operands[LSTM_STATE[op]]] if op in LSTM_STATE else []
+        linked = operands if op in SAME_QUANTISATION else [operands[LSTM_STATE[op]]] if op in LSTM_STATE else \
+            operands[1:] if op == "select" else []
         for operand in linked:
             if graph.op(operand) != "const":
                 groups.union(name, operand)
@@ -192,6 +201,8 @@ def group_dtypes(graph: Graph, values: dict) -> tuple[dict[str, DType], dict[str
             shared = activation_dtype(np.array([lo, hi]))
         for n in names:
             written[n], read[n] = fixed.get(n, shared), shared
+    for n in masks:
+        written[n] = read[n] = graph.type(n).dtype
     return written, read
 
 
@@ -319,6 +330,9 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
         ins = [new.get(i) for i in node.inputs]
         out = written[name]
         try:
+            if node.type.dtype.kind == "bool" and node.op in KEEP_QUANTISATION:  # a mask moved: the same bools
+                new[name] = q.add(node.op, ins, node.attrs, type=node.type, name=name)
+                continue
             if node.op in SAME_QUANTISATION:
                 ins = [_read_as(q, i, read[name], requantised) if i is not None else
                        _quantise_constant(q, graph, c, read[name]) for i, c in zip(ins, node.inputs)]
@@ -331,12 +345,21 @@ def quantise_network(graph: Graph, rows: np.ndarray) -> Graph:
             elif node.op == "gather" and ins[0] is None and ins[1] is not None:  # the table at its own range
                 table = _quantise_constant(q, graph, node.inputs[0], out)
                 new[name] = q.add(node.op, [table, ins[1]], node.attrs, type=node.type.with_dtype(out), name=name)
+            elif node.op == "compare":  # each operand its own quantisation (a constant too), a bool result
+                ins = [i if i is not None else _quantise_constant(q, graph, c) for i, c in zip(ins, node.inputs)]
+                new[name] = q.add(node.op, ins, node.attrs, type=node.type, name=name)
+            elif node.op == "select":  # the branches and the result one quantisation; the condition as it is
+                branches = [_read_as(q, i, read[name], requantised) if i is not None else
+                            _quantise_constant(q, graph, c, read[name]) for i, c in zip(ins[1:], node.inputs[1:])]
+                new[name] = q.add(node.op, [ins[0], *branches], node.attrs, type=node.type.with_dtype(out), name=name)
             elif node.op == "float_unary" and node.attrs["function"] in QUANTISED_UNARY:
                 new[name] = q.add("quantised_unary", ins, node.attrs, type=node.type.with_dtype(out), name=name)
-            elif node.op in SAME_QUANTISATION or node.op in CALIBRATED_OUTPUT or node.op == "softmax":
+            elif node.op in SAME_QUANTISATION or node.op in CALIBRATED_OUTPUT or node.op in ("softmax",
+                                                                                            "l2_normalization"):
                 new[name] = q.add(node.op, ins, node.attrs, type=node.type.with_dtype(out), name=name)
             else:
-                raise CompileError(f"node %{name}: op {node.op} has no int8 quantisation")
+                function = f" (function {node.attrs['function']})" if node.op == "float_unary" else ""
+                raise CompileError(f"node %{name}: op {node.op}{function} has no int8 quantisation")
         except ValueError as exc:  # the op's type rule refuses the scales (a requantisation beyond int32's shifts)
             raise DataError(f"node %{name}: {exc}; the weights' and the calibrated values' scales are too far apart "
                             "for int8 (a weight far larger than the others?)") from None

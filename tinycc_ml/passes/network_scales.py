@@ -102,6 +102,9 @@ class NetworkScales(Pass):
             if node.op == "const":
                 continue  # quantised by the layer reading it
             if not node.type.dtype.is_float:  # the prediction (an argmax index)
+                if node.type.dtype.kind == "bool":  # a comparison's mask (select reads it): no fixed-point form
+                    raise CompileError(f"node %{name}: op {node.op} has no form in the project's fixed point for "
+                                       "networks; compile this network at precision float")
                 out.add(node.op, list(node.inputs), dict(node.attrs), type=node.type, name=name)
                 continue
             ins = list(node.inputs)
@@ -178,8 +181,10 @@ class NetworkScales(Pass):
                 acc, _ = OPS[node.op].acc_bound(self._bound_call(out, ins, node.attrs, dtype.scale, bits, bound))
                 bound[name] = min(2 ** (bits - 1), acc)
             else:
-                raise CompileError(f"node %{name}: op {node.op} has no form in the project's fixed point for "
-                                   "networks; compile this network at precision float, or int8 (TFLite's dialect)")
+                function = f" (function {node.attrs['function']})" if node.op == "float_unary" else ""
+                raise CompileError(f"node %{name}: op {node.op}{function} has no form in the project's fixed point "
+                                   "for networks; compile this network at precision float, or int8 (TFLite's "
+                                   "dialect)")
             out.add(node.op, ins, dict(node.attrs), type=node.type.with_dtype(dtype), name=name)
         out.outputs = list(graph.outputs)
         out.analyses = graph.analyses.copy()

@@ -75,13 +75,32 @@ def _moved(low, ins, out, x, inner: tuple, outer: tuple) -> None:
     low.add("reshape", [moved], {"shape": list(outer)}, out)
 
 
+# the channel index of (block row i, block column j, depth d): DCR (TFLite's DEPTH_TO_SPACE, ONNX's default)
+# (i block + j) depth + d; CRD (ONNX's mode="CRD", PyTorch's PixelShuffle) d block^2 + i block + j
+DEPTH_TO_SPACE_MODES = ("DCR", "CRD")
+
+
+def depth_to_space_steps(h: int, w: int, c: int, block: int, mode: str = "DCR"):
+    """DEPTH_TO_SPACE of an NHWC (1, h, w, c) tensor as a reshape to rank 5 (the batch dropped), a transpose and a
+    reshape: (the rank-5 shape, the permutation, the (1, h block, w block, c / block^2) result)."""
+    need(mode in DEPTH_TO_SPACE_MODES, f"DEPTH_TO_SPACE mode {mode!r}: one of {', '.join(DEPTH_TO_SPACE_MODES)}")
+    need(block >= 1 and c % (block * block) == 0,
+         f"DEPTH_TO_SPACE: {c} channels with block_size {block} (the channels must be a multiple of {block * block})")
+    depth = c // (block * block)
+    if mode == "DCR":
+        inner, perm = (h, w, block, block, depth), [0, 2, 1, 3, 4]
+    else:
+        inner, perm = (h, w, depth, block, block), [0, 3, 1, 4, 2]
+    return inner, perm, (1, h * block, w * block, depth)
+
+
 @tflite_builtin("DEPTH_TO_SPACE", 5, options=DEPTH_TO_SPACE_OPTIONS, options_required=True)
 def lower_depth_to_space(low, options, ins, outs) -> None:
     x, out, block = _blocks(low, "DEPTH_TO_SPACE", options, ins, outs)
     n, h, w, c = (int(d) for d in x.shape)
     need(n == 1 and c % (block * block) == 0, f"DEPTH_TO_SPACE: shape {list(x.shape)} with block_size {block}")
-    depth = c // (block * block)
-    _moved(low, ins, out, x, (h, w, block, block, depth), (1, h * block, w * block, depth))
+    inner, _, outer = depth_to_space_steps(h, w, c, block)
+    _moved(low, ins, out, x, inner, outer)
 
 
 @tflite_builtin("SPACE_TO_DEPTH", 26, options=SPACE_TO_DEPTH_OPTIONS, options_required=True)

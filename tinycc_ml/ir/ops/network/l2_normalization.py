@@ -5,6 +5,8 @@ divided by it. int8 (reference_integer_ops::L2Normalization): the squares of (q 
 inverse square root as GetInvSqrtQuantizedMultiplierExp computes it (gemmlowp's Newton-Raphson, reverse shift -1),
 each (q - zero point) requantised by it with 7 more bits, saturated: the output is in steps of 1/128 around 0 whatever
 its tensor says (the converter writes scale 1/128, zero point 0). A fused activation is refused, as Prepare does.
+The float form's least norm is the attribute ``epsilon`` where given (ONNX's F.normalize: x / max(||x||, 1e-12),
+read from ReduceL2, Clip, Expand and Div), else TFLite's 1e-6; the int8 kernel has none.
 """
 
 from __future__ import annotations
@@ -30,12 +32,18 @@ def _infer(ts, attrs, declared):
     need(x.rank <= MAX_RANK, f"L2_NORMALIZATION of a {x.rank}-dimensional tensor (TFLite Micro takes up to {MAX_RANK})")
     need(x.dtype.is_float or (x.dtype.is_quantised and x.dtype.bits == 8),
          f"L2_NORMALIZATION takes float32 or int8 tensors (TFLite Micro's kernel), got {x.dtype}")
+    need(np.isfinite(_epsilon(attrs)) and _epsilon(attrs) >= 0, f"epsilon {attrs.get('epsilon')}: a finite number "
+         "of at least 0")
     return network_result(x, declared, x.shape, x.layout)
+
+
+def _epsilon(attrs: dict) -> float:
+    return float(np.float32(attrs.get("epsilon", EPSILON)))
 
 
 def _evaluate(xs, attrs):
     x = np.asarray(xs[0], dtype=np.float64)
-    norm = np.maximum(np.sqrt(np.sum(x * x, axis=-1, keepdims=True)), float(EPSILON))
+    norm = np.maximum(np.sqrt(np.sum(x * x, axis=-1, keepdims=True)), _epsilon(attrs))
     return x / norm
 
 
@@ -50,12 +58,13 @@ def _fixed(call):
 
 
 def _c_float(em, node) -> list[str]:
+    epsilon = f"{_epsilon(node.attrs)!r}f"
     return last_axis_rows(em, node, "float", [
         "float sum = 0.0f, norm;",
         "for (int i = 0; i < {depth}; ++i)",
         "    sum += in[i] * in[i];",
         "norm = sqrtf(sum);",
-        f"if (norm < {float(EPSILON):.9g}f) norm = {float(EPSILON):.9g}f;",
+        f"if (norm < {epsilon}) norm = {epsilon};",
         "for (int i = 0; i < {depth}; ++i)",
         "    out[i] = in[i] / norm;"])
 
@@ -114,9 +123,9 @@ def _c_int8(em, node) -> list[str]:
 
 
 register_op(OpDef(
-    "l2_normalization", 1, _infer, _evaluate, {},
-    "TFLite's L2_NORMALIZATION along the last axis: float32 (x / max(sqrt(sum x^2), 1e-6)) and TFLite Micro's int8 "
-    "kernel (an integer inverse square root per row; output steps of 1/128)",
+    "l2_normalization", 1, _infer, _evaluate, {"epsilon": "float?"},
+    "TFLite's L2_NORMALIZATION along the last axis: float32 (x / max(sqrt(sum x^2), epsilon: 1e-6 unless given)) and "
+    "TFLite Micro's int8 kernel (an integer inverse square root per row; output steps of 1/128)",
     evaluate_rows=lambda ins, batched, attrs, n, rank: _evaluate(ins, attrs) if batched[0] else None,
     fixed=_fixed, c={"float": _c_float, "fixed": _c_int8},
     unsupported={"interval": NO_RANGES, "acc_bound": NO_ACCUMULATOR}))
