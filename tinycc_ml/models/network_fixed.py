@@ -50,13 +50,16 @@ def lower_network_to_fixed(graph: Graph, precision: str, rows: np.ndarray, ctx: 
 
 
 def held_out_rows(graph: Graph, ctx: PassContext) -> np.ndarray | None:
-    """The calibration rows the scale choices are judged on (a quarter, 8 to 250), or None (too few, or a graph
-    with state: a stepped recurrent layer runs its rows one by one, as a stream, and each trial would cost
-    seconds)."""
+    """The calibration rows the scale choices are judged on (a quarter, 8 to 250), or None (too few). A graph with
+    state takes its rows as one stream (a stepped recurrent layer: successive time steps), so its held-out rows
+    are the stream's last quarter, in order."""
     rows = ctx.options.calibration
     share = min(SEARCH_MAX_ROWS, max(SEARCH_MIN_ROWS, len(rows) // 4))
-    held = rows[np.random.default_rng(0).permutation(len(rows))[:share]]
-    return None if len(held) < SEARCH_MIN_ROWS or graph.states() else held
+    if graph.states():
+        held = rows[len(rows) - share:]
+    else:
+        held = rows[np.random.default_rng(0).permutation(len(rows))[:share]]
+    return None if len(held) < SEARCH_MIN_ROWS else held
 
 
 def held_out_score(graph: Graph, ctx: PassContext, held: np.ndarray, want: dict, adjust: dict) -> tuple[int, float]:
@@ -90,7 +93,7 @@ def search_network_scales(graph: Graph, ctx: PassContext) -> dict[str, int]:
     """Per-value scale adjustments (one bit finer or coarser at a time, coordinate descent, two rounds) that lower
     the disagreement with the float network's predictions on held-out calibration rows (a quarter, 8 to 250;
     ties: the scores' mean error), as the dense models' search does (passes/fixed_pipeline.py); none for a graph
-    with state, or with more than SEARCH_MAX_VALUES scaled values."""
+    with more than SEARCH_MAX_VALUES scaled values."""
     held = held_out_rows(graph, ctx)
     if held is None:
         return {}
