@@ -242,36 +242,56 @@ def tables_fingerprint(attrs) -> bytes:
 RECENT_WALKS_KEPT = 3
 
 
-def _walk(attrs, goes_left) -> np.ndarray:
-    """walk's work: the trees and a block of rows step at once. A leaf leads to itself, so a finished walk may
-    step on until the finished ones are worth dropping."""
+def _walk(attrs, goes_left: NodeDecisions) -> np.ndarray:
+    """walk's work: a block of trees and every row step at once, tree after tree in the lanes (a tree's nodes and
+    the rows' values are then read from a small part of memory each). A node n is carried as 2n: its feature and
+    threshold at 2n, its children at 2n (right) and 2n + 1 (left). A leaf leads to itself, so a finished walk
+    may step on until the finished ones are worth dropping (looked at every WALK_DONE_EVERY steps)."""
     feature = np.asarray(attrs["feature"])
     leaf = feature < 0
     own = np.arange(len(feature), dtype=np.int64)
-    kids = np.stack([np.where(leaf, own, attrs["right"]), np.where(leaf, own, attrs["left"])],
-                    axis=1).astype(np.int64).reshape(-1)  # node n goes to kids[2 n + goes_left]
+    kids = 2 * np.stack([np.where(leaf, own, attrs["right"]), np.where(leaf, own, attrs["left"])],
+                        axis=1).astype(np.int64).reshape(-1)  # node 2n goes to kids[2n + goes_left]
+    feature2 = np.repeat(goes_left.feature.astype(np.int64), 2)
+    threshold2, leaf2 = np.repeat(goes_left.t, 2), np.repeat(leaf, 2)
+    default2 = np.repeat(np.broadcast_to(goes_left.default, leaf.shape), 2) if goes_left.any_missing else None
+    values, width, strict = goes_left.values, goes_left.width, goes_left.strict
+    if values.dtype == np.float64 and threshold2.dtype == np.float64:  # float32 where every value is one: half
+        # the bytes read, the same comparisons; a value beyond float32's range is not one (kept float64)
+        with np.errstate(over="ignore"):
+            values32, threshold32 = values.astype(np.float32), threshold2.astype(np.float32)
+        if np.array_equal(values32, values, equal_nan=True) and np.array_equal(threshold32, threshold2):
+            values, threshold2 = values32, threshold32
     roots = np.asarray(attrs["roots"], dtype=np.int64)
     n_rows, n_trees = goes_left.rows, len(roots)
-    out = np.empty(n_rows * n_trees, dtype=np.int64)
-    block = max(1, WALK_BLOCK // max(n_trees, 1))
-    for first in range(0, n_rows, block):
-        count = min(block, n_rows - first)
-        lane = np.arange(first * n_trees, (first + count) * n_trees, dtype=np.int64)
-        node, row = np.tile(roots, count), lane // n_trees
-        done = leaf[node]
+    out = np.empty(n_trees * n_rows, dtype=np.int64)
+    block = max(1, WALK_BLOCK // max(n_rows, 1))
+    for first in range(0, n_trees, block):
+        count = min(block, n_trees - first)
+        lane = np.arange(first * n_rows, (first + count) * n_rows, dtype=np.int64)
+        node, at = np.repeat(2 * roots[first:first + count], n_rows), (lane % n_rows) * width
+        step = 0
         while node.size:
-            if np.count_nonzero(done) * 8 >= node.size:
-                out[lane[done]] = node[done]
-                keep = ~done
-                lane, node, row = lane[keep], node[keep], row[keep]
-                if not node.size:
-                    break
-            node = kids[2 * node + goes_left(node, row)]
-            done = leaf[node]
-    return out.reshape(n_rows, n_trees)
+            if step % WALK_DONE_EVERY == 0:
+                done = np.take(leaf2, node)
+                if np.count_nonzero(done) * 8 >= node.size:
+                    out[lane[done]] = node[done] >> 1
+                    keep = ~done
+                    lane, node, at = lane[keep], node[keep], at[keep]
+                    if not node.size:
+                        break
+            step += 1
+            v = np.take(values, at + np.take(feature2, node))
+            with np.errstate(invalid="ignore"):
+                go = v < np.take(threshold2, node) if strict else v <= np.take(threshold2, node)
+            if default2 is not None:
+                go = np.where(goes_left.missing(v), np.take(default2, node), go)
+            node = np.take(kids, node + go)
+    return out.reshape(n_trees, n_rows).T.copy()
 
 
-WALK_BLOCK = 1 << 20  # rows x trees walked at once (their node, row and lane indices: 24 MB)
+WALK_BLOCK = 1 << 16  # rows x trees walked at once: a few trees' nodes stay in the cache
+WALK_DONE_EVERY = 4
 
 
 def default_left(attrs) -> np.ndarray:
@@ -390,27 +410,87 @@ class NodeDecisions:
             -1).tolist() if self.width else [b""] * self.rows
 
 
-def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray, dtype=None) -> np.ndarray:
-    """Sum over trees of the leaves' values into the outputs: (rows, n_outputs), trees in order. ``values``:
-    attrs["value"] or a row-by-row function of it (leaf_ints, a cast), in ``dtype`` (default: its own). Vector
-    leaves that repeat (a forest's pure leaves) are read from the table of their distinct rows (leaf_groups): the
-    same values in the same order, so the same sums."""
+def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray, dtype=None, initial: np.ndarray | None = None
+              ) -> np.ndarray:
+    """Sum over trees of the leaves' values into the outputs: (rows, n_outputs), trees in order, after ``initial``
+    (n_outputs,) where given (default 0). ``values``: attrs["value"] or a row-by-row function of it (leaf_ints, a
+    cast), in ``dtype`` (default: its own). Vector leaves that repeat (a forest's pure leaves) are read from the
+    table of their distinct rows (leaf_groups): the same values in the same order, so the same sums. Where few
+    distinct rows hold values whose every partial sum is exact (``exact_in_any_order``: integers, or a forest's
+    one-hot leaves), the sums are each row's counts of the distinct rows times that table: exact, so equal to the
+    sums in tree order."""
     dtype = values.dtype if dtype is None else np.dtype(dtype)
     k = int(attrs["n_outputs"])
-    out = np.zeros((leaves.shape[0], k), dtype=dtype)
     tree_output = attrs["tree_output"]
     groups = leaf_groups(attrs) if leaves.size and np.all(tree_output < 0) else None
     if groups is not None:
         row_of, firsts = groups
         values, leaves = values[firsts].astype(dtype), row_of[leaves]
+        if len(firsts) <= COUNTED_GROUPS_PER_TREE * leaves.shape[1] and exact_in_any_order(
+                values, leaves.shape[1], initial):
+            return _counted_sums(leaves, values, dtype, initial)
     elif values.dtype != dtype:
         values = values.astype(dtype)
+    out = np.zeros((leaves.shape[0], k), dtype=dtype)
+    if initial is not None:
+        out += np.asarray(initial, dtype=dtype)
     rows = np.empty((leaves.shape[0],) + values.shape[1:], dtype=values.dtype)
     for t in range(leaves.shape[1]):
         if tree_output[t] < 0:
             out += np.take(values, leaves[:, t], axis=0, out=rows)
         else:
             out[:, tree_output[t]] += values[leaves[:, t], 0]
+    return out
+
+
+COUNTED_GROUPS_PER_TREE = 4  # distinct leaf rows per tree at most for the counted sums (their matrix product)
+COUNTED_ELEMENTS = 1 << 22  # rows x distinct leaf rows counted at once
+
+
+def exact_in_any_order(table: np.ndarray, n_trees: int, initial: np.ndarray | None = None) -> bool:
+    """Whether every sum of ``initial`` and ``n_trees`` rows of ``table`` (int64 or float64), and every partial sum
+    on the way, is exact in float64 (and in the table's dtype): the values are multiples of one power of two 2^g
+    and n_trees times the largest |value| (plus |initial|) stays below 2^(53 + g). Then the order of the terms
+    changes no sum, and a float64 matrix product of counts and the table gives the sums exactly."""
+    if table.dtype not in (np.dtype(np.int64), np.dtype(np.float64)) or not table.size:
+        return False
+    parts = table.reshape(-1) if initial is None else np.concatenate([table.reshape(-1),
+                                                                       np.asarray(initial, dtype=np.float64)])
+    if not np.all(np.isfinite(parts)):
+        return False
+    peak = float(np.max(np.abs(table))) * n_trees + (0.0 if initial is None else float(np.max(np.abs(initial))))
+    if table.dtype.kind == "i":
+        return peak < 2.0**53
+    nonzero = parts[parts != 0]
+    if not nonzero.size:
+        return True
+    _, exponent = np.frexp(nonzero)  # |v| = m 2^e, m in [0.5, 1): v 2^(53 - e) is an integer below 2^53
+    ints = np.abs(np.ldexp(nonzero, 53 - exponent)).astype(np.int64)
+    low = exponent - 53 + _trailing_zeros(ints)  # each value's lowest set bit
+    return peak < 2.0 ** (53 + int(np.min(low)))
+
+
+def _trailing_zeros(ints: np.ndarray) -> np.ndarray:
+    lowest = ints & -ints  # the lowest set bit (ints > 0)
+    return np.frexp(lowest.astype(np.float64))[1] - 1
+
+
+def _counted_sums(groups: np.ndarray, table: np.ndarray, dtype, initial) -> np.ndarray:
+    """Each row's counts of the distinct leaf rows ``groups`` (rows, T) reached, times ``table``: the exact sums
+    (exact_in_any_order holds)."""
+    n, n_groups = groups.shape[0], len(table)
+    out = np.empty((n, table.shape[1]), dtype=dtype)
+    as_float = table.astype(np.float64)
+    step = max(1, COUNTED_ELEMENTS // n_groups)
+    for first in range(0, n, step):
+        part = groups[first:first + step]
+        m = len(part)
+        counts = np.bincount((part + (np.arange(m, dtype=np.int64) * n_groups)[:, None]).reshape(-1),
+                             minlength=m * n_groups).reshape(m, n_groups)
+        sums = counts.astype(np.float64) @ as_float
+        if initial is not None:
+            sums += np.asarray(initial, dtype=np.float64)
+        out[first:first + step] = sums + 0.0 if dtype.kind == "f" else sums  # -0.0 as the ordered sums give it
     return out
 
 
@@ -550,7 +630,9 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         words = as_bytes.view(np.uint64)
     multipliers = np.random.default_rng(width).integers(1, 2**63, words.shape[1], dtype=np.uint64) | np.uint64(1)
     with np.errstate(over="ignore"):
-        hashed = words @ multipliers if n else np.zeros(0, np.uint64)
+        # each word's high half folded into its low one first: a float64's sign, exponent and leading mantissa
+        # bits (a one-hot leaf's 1.0 and 0.0) would otherwise reach only the product's top bits
+        hashed = (words ^ (words >> np.uint64(32))) @ multipliers if n else np.zeros(0, np.uint64)
     _, group_first, group = np.unique(hashed, return_index=True, return_inverse=True)
     group = np.asarray(group).reshape(-1)
     void = np.dtype((np.void, width))
