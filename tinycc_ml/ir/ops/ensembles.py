@@ -133,7 +133,7 @@ KEPT_FOR_TABLES: OrderedDict = OrderedDict()
 def forget_kept() -> None:
     """Drop every walk and table result kept in this process: the next build computes them as a first build
     (benchmarks/compile_time.py measures first builds)."""
-    for cache in (KEPT_FOR_TABLES, RECENT_WALKS, RECENT_LEAVES):
+    for cache in (KEPT_FOR_TABLES, RECENT_WALKS, RECENT_LEAVES, RECENT_LEVELS):
         cache.clear()
 
 
@@ -144,7 +144,20 @@ def forest_levels(feature, left, right, roots, limit: int = MAX_TREE_DEPTH,
     before its right, children in their parents' order). Stops after level ``limit + 1`` (a cycle, or a tree
     deeper than the limit). With ``max_nodes``: None once more than that many nodes were listed, which in a
     forest (every node one parent at most) cannot happen for max_nodes = the table's size: a shared subtree
-    or a cycle then."""
+    or a cycle then. Kept for the very arrays given (a build's checks, depths, layouts and host tables ask for
+    the same levels several times); the caller must not change them."""
+    tables = (feature, left, right, roots)
+    key = (tuple(map(id, tables)), limit, max_nodes)
+    return kept(RECENT_LEVELS, key, RECENT_LEVELS_KEPT, lambda: (tables, _forest_levels(
+        feature, left, right, roots, limit, max_nodes)))[1]
+
+
+RECENT_LEVELS: OrderedDict = OrderedDict()
+RECENT_LEVELS_KEPT = 8
+
+
+def _forest_levels(feature, left, right, roots, limit: int, max_nodes: int | None
+                   ) -> list[tuple[np.ndarray, np.ndarray]] | None:
     feature, left, right = (np.asarray(a, dtype=np.int64) for a in (feature, left, right))
     nodes = np.asarray(roots, dtype=np.int64)
     owner = np.arange(len(nodes), dtype=np.int64)
@@ -691,11 +704,21 @@ def leaf_int_peaks(attrs, out_scale: int) -> np.ndarray:
 
 def _tree_leaf_ranges(attrs) -> tuple[np.ndarray, np.ndarray]:
     feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
-    value = attrs["value"].astype(np.float64)
     grouped = leaves_by_tree(attrs)
-    if grouped is not None:
+    if grouped is not None:  # the extremes of the rows (the distinct ones where leaves repeat) each tree reaches
         leaves, starts = grouped
-        return np.minimum.reduceat(value[leaves], starts), np.maximum.reduceat(value[leaves], starts)
+        rows, table = leaves, np.asarray(attrs["value"])
+        groups = leaf_groups(attrs) if leaves.size else None
+        if groups is not None:
+            row_of, firsts = groups
+            owner = np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(np.append(starts, len(leaves))))
+            pairs = np.unique(owner * len(firsts) + row_of[leaves])  # (tree, distinct row), trees ascending
+            rows, table, starts = pairs % len(firsts), table[firsts], np.searchsorted(pairs // len(firsts),
+                                                                                          np.arange(len(starts)))
+        picked = table[rows]  # min and max are exact: taken in the table's dtype, then float64
+        return (np.minimum.reduceat(picked, starts).astype(np.float64),
+                np.maximum.reduceat(picked, starts).astype(np.float64))
+    value = attrs["value"].astype(np.float64)
     lo, hi = [], []
     for root in attrs["roots"]:  # shared subtrees: each tree's leaves by a walk of its own
         stack, found = [int(root)], []
