@@ -282,8 +282,10 @@ def build_fingerprint(fixed_graph: Graph) -> str:
 
 
 def _digest_value(digest, value) -> None:
-    if isinstance(value, np.ndarray):  # every element (repr elides long arrays)
-        digest.update(f"{value.dtype}{value.shape}".encode() + np.ascontiguousarray(value).tobytes())
+    if isinstance(value, np.ndarray):  # every element (repr elides long arrays); its bytes read in place
+        digest.update(f"{value.dtype}{value.shape}".encode())
+        data = np.ascontiguousarray(value)
+        digest.update(data.tobytes() if data.dtype.hasobject or not data.size else memoryview(data).cast("B"))
     elif isinstance(value, (list, tuple)):
         digest.update(f"{type(value).__name__}{len(value)}[".encode())
         for item in value:
