@@ -330,10 +330,8 @@ def threshold_units(thresholds: np.ndarray, feature: np.ndarray, width: int) -> 
     plain = np.where(internal, thresholds, 0.0)
     if not np.all(np.isfinite(used_t)):
         return plain, None, read, None, plain
-    order = np.argsort(used_feature, kind="stable")
-    firsts = np.searchsorted(used_feature[order], np.arange(width))
-    magnitudes = np.abs(used_t)[order]
-    peak = np.where(read, np.maximum.reduceat(np.append(magnitudes, 0.0), np.minimum(firsts, len(order))), 0.0)
+    peak = np.zeros(width)  # each feature's largest |threshold| (0 where no node reads it)
+    np.maximum.at(peak, used_feature, np.abs(used_t).astype(np.float64))
     exponent = np.frexp(peak)[1].astype(np.int64)
     t = np.where(internal, np.ldexp(thresholds, -exponent[np.maximum(feature, 0)]), 0.0)
     if not np.array_equal(np.ldexp(t[internal], exponent[used_feature]), used_t):  # into the subnormals
@@ -582,7 +580,9 @@ def leaf_ints(attrs, out_scale: int) -> np.ndarray:
     lq = leaf_scale(attrs, out_scale)
 
     def ints() -> np.ndarray:
-        q = np.floor(attrs["value"].astype(np.float64) * 2.0**lq + 0.5).astype(np.int64)
+        q = np.multiply(attrs["value"], 2.0**lq, dtype=np.float64)  # v 2^L in float64, in one array
+        np.add(q, 0.5, out=q)
+        q = np.floor(q, out=q).astype(np.int64)
         q.flags.writeable = False
         return q
 
