@@ -905,6 +905,29 @@ def test_float_builds_whose_values_overflow_float32_are_refused_naming_the_value
                                   model.predict_index(rows))
 
 
+def test_float32_and_float64_constants_beyond_float32_are_refused_naming_the_node():
+    """check_constants: a float32 table (a forest's leaves) holding inf or NaN, and a float64 attribute past
+    float32's range, are refused with the node, the attribute and the value; finite ones pass."""
+    from tinycc_ml.api import check_constants
+    from tinycc_ml.ir.graph import Graph
+    from tinycc_ml.ir.types import F32, TensorType
+
+    for value, shown in ((np.array([1.0, np.inf, 2.0], dtype=np.float32), "inf"),
+                         (np.array([np.nan], dtype=np.float32), "nan")):
+        g = Graph("g")
+        g.add("const", [], {"value": value}, name="table")
+        with pytest.raises(ModelFileError, match=rf"model: table \(const value\) holds {shown}, beyond"):
+            check_constants(g, "model")
+    g = Graph("g")
+    x = g.add("input", [], {}, type=TensorType((2,), F32), name="x")
+    g.add("clip", [x], {"lo": -1e39, "hi": 1.0}, name="clamp")
+    with pytest.raises(ModelFileError, match=r"model: clamp \(clip lo\) holds -1e\+39, beyond"):
+        check_constants(g, "model")
+    g = Graph("g")
+    g.add("const", [], {"value": np.array([3.4e38, -3.4e38], dtype=np.float32)}, name="table")
+    check_constants(g, "model")
+
+
 def test_an_svm_whose_scores_overflow_float32_is_refused():
     from tinycc_ml.models.svm import SVMModel
 

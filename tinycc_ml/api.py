@@ -335,6 +335,8 @@ def check_constants(graph, source: str) -> None:
         for key, value in node.attrs.items():
             if isinstance(value, (bool, str)) or np.asarray(value).dtype.kind != "f":
                 continue
+            if np.asarray(value).dtype == np.float32 and np.all(np.isfinite(value)):
+                continue  # a finite float32 is within the range (a forest's tables: no float64 copy)
             values = np.asarray(value, dtype=np.float64)
             bad = ~(np.abs(values) <= FLOAT32_MAX)
             if np.any(bad):

@@ -155,3 +155,63 @@ def test_distinct_rows_is_unique_of_the_rows_bytes(data, n, width, dtype):
     np.testing.assert_array_equal(got[1], first)
     np.testing.assert_array_equal(got[2], np.asarray(inverse).reshape(-1))
     assert got[0].tobytes() == rows[first].tobytes()
+
+
+def ordered_sums(attrs, leaves, values) -> np.ndarray:
+    """The sums in tree order, a row and a tree at a time (the definition leaf_sums keeps)."""
+    out = np.zeros((leaves.shape[0], int(attrs["n_outputs"])), dtype=values.dtype)
+    for r in range(leaves.shape[0]):
+        for t in range(leaves.shape[1]):
+            out[r] += values[leaves[r, t]]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n_trees=st.integers(1, 40), rows=st.integers(1, 30),
+       leaf=st.sampled_from(["one_hot", "dyadic", "tenths", "ints"]))
+def test_leaf_sums_of_repeated_leaf_rows_are_the_sums_in_tree_order(data, n_trees, rows, leaf):
+    """Forests whose leaves repeat a few rows (a fully grown classifier's pure leaves: one-hot) are summed as
+    counts times the distinct rows where every partial sum is exact; the result is the ordered sums' bit for
+    bit, and values whose sums round (tenths over many trees) take the ordered sums."""
+    k = data.draw(st.integers(1, 4))
+    distinct = {"one_hot": np.eye(k), "dyadic": np.array([[0.5, -0.25, 0.75, 1.0][:k], [2.0**-30] * k]),
+                "tenths": np.array([[0.1] * k, [0.3] * k]), "ints": np.array([[3] * k, [-7] * k])}[leaf]
+    per_tree = 6  # leaves per tree, each a row of ``distinct``
+    value = distinct[np.array(data.draw(st.lists(st.integers(0, len(distinct) - 1), min_size=n_trees * per_tree,
+                                                 max_size=n_trees * per_tree)))]
+    attrs = {"feature": np.full(n_trees * per_tree, -1), "value": value.astype(np.float32),
+             "tree_output": np.full(n_trees, -1), "n_outputs": k}
+    leaves = np.array(data.draw(st.lists(st.integers(0, per_tree - 1), min_size=rows * n_trees,
+                                         max_size=rows * n_trees))).reshape(rows, n_trees) + per_tree * np.arange(
+        n_trees)
+    values = attrs["value"].astype(np.int64 if leaf == "ints" else np.float64)
+    want = ordered_sums(attrs, leaves, values)
+    got = ensembles.leaf_sums(attrs, leaves, values)
+    assert got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes()
+
+
+def test_exact_in_any_order_is_the_float64_sums_exactness():
+    assert ensembles.exact_in_any_order(np.eye(26), 10**6)  # one-hot rows: counts up to 10^6, integers
+    assert ensembles.exact_in_any_order(np.array([[2.0**-40, 1.0]]), 2**12)  # 2^12 + 2^-28: 41 bits
+    assert not ensembles.exact_in_any_order(np.array([[2.0**-40, 1.0]]), 2**14)  # 2^14 and 2^-40: 55 bits
+    assert ensembles.exact_in_any_order(np.array([[0.1]]), 2)  # 0.1 + 0.1 is exact
+    assert not ensembles.exact_in_any_order(np.array([[0.1]]), 3)  # 0.1 + 0.1 + 0.1 rounds
+    assert ensembles.exact_in_any_order(np.array([[2**40]], dtype=np.int64), 2**12)
+    assert not ensembles.exact_in_any_order(np.array([[2**40]], dtype=np.int64), 2**13)
+    assert not ensembles.exact_in_any_order(np.array([[1.0]], dtype=np.float32), 2)  # float64 or int64 only
+
+
+def test_a_forests_scores_are_scikit_learns_probabilities_times_its_trees():
+    from sklearn.ensemble import RandomForestClassifier
+
+    from tinycc_ml.api import as_model
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 4, size=(400, 3)).astype(np.float64)  # repeated rows with other labels: impure leaves too
+    y = (X[:, 0] + rng.integers(0, 3, 400)) % 5
+    forest = RandomForestClassifier(30, random_state=0).fit(X, y)
+    model = as_model(forest)
+    np.testing.assert_allclose(model.scores(X) / 30, forest.predict_proba(X), rtol=0, atol=1e-12)
+    pure = RandomForestClassifier(30, random_state=0).fit(X, X[:, 0] + 2 * X[:, 1])  # pure leaves: one-hot
+    np.testing.assert_allclose(as_model(pure).scores(X) / 30, pure.predict_proba(X), rtol=0, atol=1e-12)

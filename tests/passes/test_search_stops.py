@@ -29,11 +29,44 @@ def test_a_trial_that_builds_an_earlier_build_is_not_scored_again_and_the_choice
     with_skips = len(scored)
     del scored[:]
     fresh = iter(range(10**9))  # every build looks new: the search as it was, scoring every trial
-    monkeypatch.setattr(fixed_pipeline, "build_fingerprint", lambda graph: next(fresh))
+    real_keys = fixed_pipeline.build_keys
+    monkeypatch.setattr(fixed_pipeline, "build_keys", lambda graph: (next(fresh), real_keys(graph)[1]))
+    # and every trial run on the interpreter from scratch (no values of earlier trials: run_fixed_keyed)
+    monkeypatch.setattr(fixed_pipeline, "run_fixed_keyed", lambda *args: None)
     scoring_all = tinycc_ml.compile(model, precision="int16", calibration=X[:400])
     assert len(scored) > with_skips
     assert skipping.files == scoring_all.files
     assert skipping.report["scale_adjustments"] == scoring_all.report["scale_adjustments"]
+    assert skipping.report["held_out_disagreements"] == scoring_all.report["held_out_disagreements"]
+
+
+def test_trials_keyed_by_their_values_run_as_the_interpreter_runs_them(monkeypatch):
+    """run_fixed_keyed (the search's trials reuse the values an earlier trial computed, by a digest of each node
+    and its operands) gives run_fixed's outputs on every trial of an MLP's search, and reuses values."""
+    from sklearn.neural_network import MLPClassifier
+
+    from tinycc_ml.ir import fixed
+
+    monkeypatch.setenv("TINYCC_ML_CACHE", "off")
+    X, y = load_digits(return_X_y=True)
+    clf = MLPClassifier((16,), max_iter=60, random_state=0).fit(X[:500], y[:500])
+    runs, reused = [], []
+    real = fixed_pipeline.run_fixed_keyed
+
+    def checked(graph, rows, keys, memo):
+        before = set(memo)
+        got = real(graph, rows, keys, memo)
+        want = fixed.run_fixed(graph, rows)
+        assert got.keys() == want.keys()
+        for label in want:
+            np.testing.assert_array_equal(got[label], want[label])
+        runs.append(1)
+        reused.append(len(before & set(keys.values())))
+        return got
+
+    monkeypatch.setattr(fixed_pipeline, "run_fixed_keyed", checked)
+    tinycc_ml.compile(clf, precision="int16", calibration=X[:400])
+    assert len(runs) > 2 and sum(reused) > 0
 
 
 def test_the_fingerprint_tells_builds_apart_by_any_scale():

@@ -99,8 +99,11 @@ def array_body(flat: np.ndarray, ctype: str, per_line: int = 8, block: int = 1 <
             lo, hi = int(ints.min()), int(ints.max())
             if hi - lo < len(ints):  # few distinct values (offsets, zeros): each number written once
                 items = np.array([str(v) for v in range(lo, hi + 1)], dtype=object)[ints - lo].tolist()
-            elif ctype != "int64_t" and -(2**31) < lo and hi < 2**31:  # plain literals: composed by numpy at once
-                parts.append(int_items(ints, per_line))
+            elif ctype != "int64_t" and -(2**31) <= lo and hi < 2**31:  # plain literals: composed by numpy at once
+                text = int_items(ints, per_line)
+                # INT32_MIN as c_int writes it (no other int32's text holds its 11 characters)
+                parts.append(text.replace("-2147483648", c_int(-(2**31), ctype))
+                             if lo == -(2**31) and ctype == "int32_t" else text)
                 continue
             else:
                 items = list(map(str, ints.tolist()))
@@ -132,7 +135,7 @@ def int_items(ints: np.ndarray, per_line: int) -> str:
         digits += mag >= step
         step *= 10
     rows = np.zeros((n, width + 6), dtype=np.uint8)
-    rest = mag.astype(np.int32 if width <= 11 else np.int64)
+    rest = mag.astype(np.int32 if int(mag.max()) < 2**31 else np.int64)
     for col in range(width - 1, 0, -1):  # the digit 10^(width - 1 - col), where the number has it
         quotient = rest // 10
         rows[:, col] = np.where(digits > width - 1 - col, rest - quotient * 10 + 48, 0)

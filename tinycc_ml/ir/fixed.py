@@ -113,6 +113,35 @@ def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
     return {label: memo[None][label][at] for label, _ in graph.outputs}
 
 
+def run_fixed_keyed(graph: Graph, Xq, keys: dict[str, bytes], memo: dict) -> dict[str, np.ndarray] | None:
+    """run_fixed of a graph without state on rows ``Xq`` (one chunk of them), each node's value taken from
+    ``memo`` where an earlier graph run on the same rows computed it: ``keys`` names each node's value by a digest
+    of the node (op, type, attributes) and its operands' keys, so equal keys are equal values (the scale search's
+    trials mostly change a few values and keep the rest). New values go into ``memo``, read-only. None where the
+    graph has state or its rows are more than one chunk (run_fixed then)."""
+    (input_name,) = graph.inputs()
+    Xq = np.asarray(Xq)
+    if graph.states() or len(row_chunks(graph, len(Xq))) != 1:
+        return None
+    if Xq.shape[1:] != graph.type(input_name).shape or not np.issubdtype(Xq.dtype, np.integer):
+        raise DataError(f"input has shape {Xq.shape} ({Xq.dtype}), expected integer rows of shape (n, "
+                        f"{', '.join(str(d) for d in graph.type(input_name).shape)})")
+    vals: dict[str, np.ndarray] = {}
+    for name in graph.order():
+        value = memo.get(keys[name])
+        if value is None:
+            node = graph.node(name)
+            if node.op == "input":
+                value = Xq.astype(np.int64) if node.type.dtype.is_integer else saturate(Xq, node.type.dtype.bits)
+            else:
+                value = _eval_node(graph, name, vals)
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False  # shared with later runs: no op may change it in place
+            memo[keys[name]] = value
+        vals[name] = value
+    return {label: vals[node] for label, node in graph.outputs}
+
+
 def run_fixed_stream(graph: Graph, Xq, state: dict[str, np.ndarray] | None = None
                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run a graph with state on rows taken as successive calls: from ``state`` (default: the initial one),

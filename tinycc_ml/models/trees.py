@@ -28,7 +28,7 @@ import numpy as np
 
 from tinycc_ml.errors import CompileError, ModelFileError
 from tinycc_ml.ir.graph import Graph
-from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH, NodeDecisions, forest_levels, tree_depths, walk
+from tinycc_ml.ir.ops.ensembles import MAX_TREE_DEPTH, NodeDecisions, forest_levels, leaf_sums, tree_depths, walk
 from tinycc_ml.models.base import Model
 from tinycc_ml.models.lowering import add_const, add_input
 from tinycc_ml.models.saved import check_array
@@ -233,13 +233,9 @@ class TreeEnsembleModel(Model):
         return walk(tables, NodeDecisions(X, thresholds, self.feature, self.compare == "lt", self.default_left != 0))
 
     def scores(self, X) -> np.ndarray:
-        leaves = self.leaves(X)
-        out = np.tile(self.base, (len(leaves), 1))
-        for t in range(self.n_trees):
-            if self.tree_output[t] < 0:
-                out += self.value[leaves[:, t]]
-            else:
-                out[:, self.tree_output[t]] += self.value[leaves[:, t], 0]
+        tables = {"feature": self.feature, "value": self.value, "tree_output": self.tree_output,
+                  "n_outputs": self.n_outputs}
+        out = leaf_sums(tables, self.leaves(X), self.value, np.float64, initial=self.base)
         return apply_link(out, self.link)
 
     def check_precision(self, precision: str) -> None:

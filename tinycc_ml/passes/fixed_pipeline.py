@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tinycc_ml.cache import load_result, source_fingerprint, store_result
-from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed, run_fixed_once
+from tinycc_ml.ir.fixed import FixedOverflow, quantise, run_fixed, run_fixed_keyed, run_fixed_once
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks, run_float, work_per_row
 from tinycc_ml.ir.text import print_graph
@@ -54,6 +54,7 @@ MIN_PROFILE_ROWS = 1000  # rows always profiled (all of them when there are fewe
 SEARCH_TOTAL_WORK = 2**33
 TRIAL_NODE_WORK = 2**17  # a node's share of one trial's rebuild (the passes' Python), in products' time
 MIN_SEARCH_TRIALS = 16
+KEPT_VALUE_BYTES = 1 << 27  # the search's values kept across trials (run_fixed_keyed), at most
 SEARCH_CACHE = "scale-search"  # cache kind: the search's choice and the report's agreement, per input
 
 log = logging.getLogger(__name__)
@@ -75,8 +76,9 @@ def insert_input_clamp(graph: Graph, lo: np.ndarray, hi: np.ndarray, per_feature
 
 
 def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool = False,
-           quantised: dict | None = None) -> tuple[int, float]:
-    """``quantised``: the rows X quantised at each input scale so far (the search's trials mostly share one)."""
+           quantised: dict | None = None, keyed: tuple[dict, dict] | None = None) -> tuple[int, float]:
+    """``quantised``: the rows X quantised at each input scale so far (the search's trials mostly share one);
+    ``keyed``: (the build's node keys, the values of earlier trials by key) for run_fixed_keyed."""
     # X is already x * 2^s_k (see input_scales): only the input's own scale remains
     s_in = fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     key = int(s_in) if quantised is not None and np.ndim(s_in) == 0 else None
@@ -87,7 +89,9 @@ def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool 
     else:
         rows = quantised[key]
     try:
-        got = run_fixed(fixed_graph, rows)
+        got = run_fixed_keyed(fixed_graph, rows, *keyed) if keyed is not None and key is not None else None
+        if got is None:
+            got = run_fixed(fixed_graph, rows)
     except FixedOverflow:
         return len(X) + 1, float("inf")
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
@@ -202,20 +206,24 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
         return run_passes(graph, FIXED_PASSES[:3], trial)
 
     held_quantised: dict[int, np.ndarray] = {}
+    values_by_key: dict[bytes, np.ndarray] = {}  # the trials' values on the held-out rows (run_fixed_keyed)
 
-    def score(fixed_graph: Graph) -> tuple[int, float]:
-        return _score(fixed_graph, held, float_out, regression, held_quantised)
+    def score(fixed_graph: Graph, keys: dict[str, bytes]) -> tuple[int, float]:
+        if sum(np.asarray(v).nbytes for v in values_by_key.values()) > KEPT_VALUE_BYTES:
+            values_by_key.clear()  # a wide graph's values (kNN's distances): kept a few trials at most
+        return _score(fixed_graph, held, float_out, regression, held_quantised, (keys, values_by_key))
 
     adjust: dict[str, int] = {}
     base = build(adjust)
-    best = score(base)
+    base_fingerprint, base_keys = build_keys(base)
+    best = score(base, base_keys)
     if not ctx.options.search or best == (0, 0.0):
         return adjust, best  # not asked for, or nothing to gain: every row agrees with no score error
     floor = rounding_floor(graph, base, held, float_out, regression)
     if at_floor(best, floor):
         log.info("scale search: nothing to gain (%d disagreement(s), all from the input's rounding)", best[0])
         return adjust, best
-    seen = {build_fingerprint(base)}  # builds already scored: an adjustment that changes nothing is not rescored
+    seen = {base_fingerprint}  # builds already scored: an adjustment that changes nothing is not rescored
     # regression: only coarser activation scales, which keep the headroom choose_scales leaves
     deltas = tuple(d for d in SEARCH_ADJUSTMENTS if d < 0) if regression else SEARCH_ADJUSTMENTS
     candidates = [(n, deltas) for n in graph.order()
@@ -232,12 +240,12 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
                     trial = build(trial_adjust)
                     bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
-                    fingerprint = build_fingerprint(trial)
+                    fingerprint, keys = build_keys(trial)
                     if fingerprint in seen:
                         skipped += 1
                         continue
                     seen.add(fingerprint)
-                    trial_score = score(trial)
+                    trial_score = score(trial, keys)
                     if trial_score < best:
                         best, adjust, improved = trial_score, trial_adjust, True
                         break
@@ -272,18 +280,33 @@ def at_floor(best: tuple[int, float], floor: tuple[int, float]) -> bool:
 
 def build_fingerprint(fixed_graph: Graph) -> str:
     """Every node's op, inputs, type and attributes: equal fingerprints, equal builds (and equal scores)."""
-    digest = hashlib.sha256()
+    return build_keys(fixed_graph)[0]
+
+
+def build_keys(fixed_graph: Graph) -> tuple[str, dict[str, bytes]]:
+    """(build_fingerprint, each node's key): a digest of the node's name, op, type and attributes and its
+    operands' keys, so equal keys are equal values on equal rows (run_fixed_keyed); the fingerprint digests every
+    node's key and the outputs."""
+    keys: dict[str, bytes] = {}
+    whole = hashlib.sha256()
     for node in fixed_graph.nodes():
-        digest.update(f"{node.name}|{node.op}|{node.inputs}|{node.type}".encode())
+        digest = hashlib.sha256(f"{node.name}|{node.op}|{node.type}|{len(node.inputs)}".encode())
+        for operand in node.inputs:
+            digest.update(keys[operand])
         for key, value in sorted(node.attrs.items()):
             digest.update(f"|{key}=".encode())
             _digest_value(digest, value)
-    return digest.hexdigest()
+        keys[node.name] = digest.digest()
+        whole.update(keys[node.name])
+    whole.update(repr(fixed_graph.outputs).encode())
+    return whole.hexdigest(), keys
 
 
 def _digest_value(digest, value) -> None:
-    if isinstance(value, np.ndarray):  # every element (repr elides long arrays)
-        digest.update(f"{value.dtype}{value.shape}".encode() + np.ascontiguousarray(value).tobytes())
+    if isinstance(value, np.ndarray):  # every element (repr elides long arrays); its bytes read in place
+        digest.update(f"{value.dtype}{value.shape}".encode())
+        data = np.ascontiguousarray(value)
+        digest.update(data.tobytes() if data.dtype.hasobject or not data.size else memoryview(data).cast("B"))
     elif isinstance(value, (list, tuple)):
         digest.update(f"{type(value).__name__}{len(value)}[".encode())
         for item in value:

@@ -133,7 +133,7 @@ KEPT_FOR_TABLES: OrderedDict = OrderedDict()
 def forget_kept() -> None:
     """Drop every walk and table result kept in this process: the next build computes them as a first build
     (benchmarks/compile_time.py measures first builds)."""
-    for cache in (KEPT_FOR_TABLES, RECENT_WALKS, RECENT_LEAVES):
+    for cache in (KEPT_FOR_TABLES, RECENT_WALKS, RECENT_LEAVES, RECENT_LEVELS):
         cache.clear()
 
 
@@ -144,7 +144,20 @@ def forest_levels(feature, left, right, roots, limit: int = MAX_TREE_DEPTH,
     before its right, children in their parents' order). Stops after level ``limit + 1`` (a cycle, or a tree
     deeper than the limit). With ``max_nodes``: None once more than that many nodes were listed, which in a
     forest (every node one parent at most) cannot happen for max_nodes = the table's size: a shared subtree
-    or a cycle then."""
+    or a cycle then. Kept for the very arrays given (a build's checks, depths, layouts and host tables ask for
+    the same levels several times); the caller must not change them."""
+    tables = (feature, left, right, roots)
+    key = (tuple(map(id, tables)), limit, max_nodes)
+    return kept(RECENT_LEVELS, key, RECENT_LEVELS_KEPT, lambda: (tables, _forest_levels(
+        feature, left, right, roots, limit, max_nodes)))[1]
+
+
+RECENT_LEVELS: OrderedDict = OrderedDict()
+RECENT_LEVELS_KEPT = 8
+
+
+def _forest_levels(feature, left, right, roots, limit: int, max_nodes: int | None
+                   ) -> list[tuple[np.ndarray, np.ndarray]] | None:
     feature, left, right = (np.asarray(a, dtype=np.int64) for a in (feature, left, right))
     nodes = np.asarray(roots, dtype=np.int64)
     owner = np.arange(len(nodes), dtype=np.int64)
@@ -242,36 +255,56 @@ def tables_fingerprint(attrs) -> bytes:
 RECENT_WALKS_KEPT = 3
 
 
-def _walk(attrs, goes_left) -> np.ndarray:
-    """walk's work: the trees and a block of rows step at once. A leaf leads to itself, so a finished walk may
-    step on until the finished ones are worth dropping."""
+def _walk(attrs, goes_left: NodeDecisions) -> np.ndarray:
+    """walk's work: a block of trees and every row step at once, tree after tree in the lanes (a tree's nodes and
+    the rows' values are then read from a small part of memory each). A node n is carried as 2n: its feature and
+    threshold at 2n, its children at 2n (right) and 2n + 1 (left). A leaf leads to itself, so a finished walk
+    may step on until the finished ones are worth dropping (looked at every WALK_DONE_EVERY steps)."""
     feature = np.asarray(attrs["feature"])
     leaf = feature < 0
     own = np.arange(len(feature), dtype=np.int64)
-    kids = np.stack([np.where(leaf, own, attrs["right"]), np.where(leaf, own, attrs["left"])],
-                    axis=1).astype(np.int64).reshape(-1)  # node n goes to kids[2 n + goes_left]
+    kids = 2 * np.stack([np.where(leaf, own, attrs["right"]), np.where(leaf, own, attrs["left"])],
+                        axis=1).astype(np.int64).reshape(-1)  # node 2n goes to kids[2n + goes_left]
+    feature2 = np.repeat(goes_left.feature.astype(np.int64), 2)
+    threshold2, leaf2 = np.repeat(goes_left.t, 2), np.repeat(leaf, 2)
+    default2 = np.repeat(np.broadcast_to(goes_left.default, leaf.shape), 2) if goes_left.any_missing else None
+    values, width, strict = goes_left.values, goes_left.width, goes_left.strict
+    if values.dtype == np.float64 and threshold2.dtype == np.float64:  # float32 where every value is one: half
+        # the bytes read, the same comparisons; a value beyond float32's range is not one (kept float64)
+        with np.errstate(over="ignore"):
+            values32, threshold32 = values.astype(np.float32), threshold2.astype(np.float32)
+        if np.array_equal(values32, values, equal_nan=True) and np.array_equal(threshold32, threshold2):
+            values, threshold2 = values32, threshold32
     roots = np.asarray(attrs["roots"], dtype=np.int64)
     n_rows, n_trees = goes_left.rows, len(roots)
-    out = np.empty(n_rows * n_trees, dtype=np.int64)
-    block = max(1, WALK_BLOCK // max(n_trees, 1))
-    for first in range(0, n_rows, block):
-        count = min(block, n_rows - first)
-        lane = np.arange(first * n_trees, (first + count) * n_trees, dtype=np.int64)
-        node, row = np.tile(roots, count), lane // n_trees
-        done = leaf[node]
+    out = np.empty(n_trees * n_rows, dtype=np.int64)
+    block = max(1, WALK_BLOCK // max(n_rows, 1))
+    for first in range(0, n_trees, block):
+        count = min(block, n_trees - first)
+        lane = np.arange(first * n_rows, (first + count) * n_rows, dtype=np.int64)
+        node, at = np.repeat(2 * roots[first:first + count], n_rows), (lane % n_rows) * width
+        step = 0
         while node.size:
-            if np.count_nonzero(done) * 8 >= node.size:
-                out[lane[done]] = node[done]
-                keep = ~done
-                lane, node, row = lane[keep], node[keep], row[keep]
-                if not node.size:
-                    break
-            node = kids[2 * node + goes_left(node, row)]
-            done = leaf[node]
-    return out.reshape(n_rows, n_trees)
+            if step % WALK_DONE_EVERY == 0:
+                done = np.take(leaf2, node)
+                if np.count_nonzero(done) * 8 >= node.size:
+                    out[lane[done]] = node[done] >> 1
+                    keep = ~done
+                    lane, node, at = lane[keep], node[keep], at[keep]
+                    if not node.size:
+                        break
+            step += 1
+            v = np.take(values, at + np.take(feature2, node))
+            with np.errstate(invalid="ignore"):
+                go = v < np.take(threshold2, node) if strict else v <= np.take(threshold2, node)
+            if default2 is not None:
+                go = np.where(goes_left.missing(v), np.take(default2, node), go)
+            node = np.take(kids, node + go)
+    return out.reshape(n_trees, n_rows).T.copy()
 
 
-WALK_BLOCK = 1 << 20  # rows x trees walked at once (their node, row and lane indices: 24 MB)
+WALK_BLOCK = 1 << 16  # rows x trees walked at once: a few trees' nodes stay in the cache
+WALK_DONE_EVERY = 4
 
 
 def default_left(attrs) -> np.ndarray:
@@ -297,10 +330,8 @@ def threshold_units(thresholds: np.ndarray, feature: np.ndarray, width: int) -> 
     plain = np.where(internal, thresholds, 0.0)
     if not np.all(np.isfinite(used_t)):
         return plain, None, read, None, plain
-    order = np.argsort(used_feature, kind="stable")
-    firsts = np.searchsorted(used_feature[order], np.arange(width))
-    magnitudes = np.abs(used_t)[order]
-    peak = np.where(read, np.maximum.reduceat(np.append(magnitudes, 0.0), np.minimum(firsts, len(order))), 0.0)
+    peak = np.zeros(width)  # each feature's largest |threshold| (0 where no node reads it)
+    np.maximum.at(peak, used_feature, np.abs(used_t).astype(np.float64))
     exponent = np.frexp(peak)[1].astype(np.int64)
     t = np.where(internal, np.ldexp(thresholds, -exponent[np.maximum(feature, 0)]), 0.0)
     if not np.array_equal(np.ldexp(t[internal], exponent[used_feature]), used_t):  # into the subnormals
@@ -390,27 +421,87 @@ class NodeDecisions:
             -1).tolist() if self.width else [b""] * self.rows
 
 
-def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray, dtype=None) -> np.ndarray:
-    """Sum over trees of the leaves' values into the outputs: (rows, n_outputs), trees in order. ``values``:
-    attrs["value"] or a row-by-row function of it (leaf_ints, a cast), in ``dtype`` (default: its own). Vector
-    leaves that repeat (a forest's pure leaves) are read from the table of their distinct rows (leaf_groups): the
-    same values in the same order, so the same sums."""
+def leaf_sums(attrs, leaves: np.ndarray, values: np.ndarray, dtype=None, initial: np.ndarray | None = None
+              ) -> np.ndarray:
+    """Sum over trees of the leaves' values into the outputs: (rows, n_outputs), trees in order, after ``initial``
+    (n_outputs,) where given (default 0). ``values``: attrs["value"] or a row-by-row function of it (leaf_ints, a
+    cast), in ``dtype`` (default: its own). Vector leaves that repeat (a forest's pure leaves) are read from the
+    table of their distinct rows (leaf_groups): the same values in the same order, so the same sums. Where few
+    distinct rows hold values whose every partial sum is exact (``exact_in_any_order``: integers, or a forest's
+    one-hot leaves), the sums are each row's counts of the distinct rows times that table: exact, so equal to the
+    sums in tree order."""
     dtype = values.dtype if dtype is None else np.dtype(dtype)
     k = int(attrs["n_outputs"])
-    out = np.zeros((leaves.shape[0], k), dtype=dtype)
     tree_output = attrs["tree_output"]
     groups = leaf_groups(attrs) if leaves.size and np.all(tree_output < 0) else None
     if groups is not None:
         row_of, firsts = groups
         values, leaves = values[firsts].astype(dtype), row_of[leaves]
+        if len(firsts) <= COUNTED_GROUPS_PER_TREE * leaves.shape[1] and exact_in_any_order(
+                values, leaves.shape[1], initial):
+            return _counted_sums(leaves, values, dtype, initial)
     elif values.dtype != dtype:
         values = values.astype(dtype)
+    out = np.zeros((leaves.shape[0], k), dtype=dtype)
+    if initial is not None:
+        out += np.asarray(initial, dtype=dtype)
     rows = np.empty((leaves.shape[0],) + values.shape[1:], dtype=values.dtype)
     for t in range(leaves.shape[1]):
         if tree_output[t] < 0:
             out += np.take(values, leaves[:, t], axis=0, out=rows)
         else:
             out[:, tree_output[t]] += values[leaves[:, t], 0]
+    return out
+
+
+COUNTED_GROUPS_PER_TREE = 4  # distinct leaf rows per tree at most for the counted sums (their matrix product)
+COUNTED_ELEMENTS = 1 << 22  # rows x distinct leaf rows counted at once
+
+
+def exact_in_any_order(table: np.ndarray, n_trees: int, initial: np.ndarray | None = None) -> bool:
+    """Whether every sum of ``initial`` and ``n_trees`` rows of ``table`` (int64 or float64), and every partial sum
+    on the way, is exact in float64 (and in the table's dtype): the values are multiples of one power of two 2^g
+    and n_trees times the largest |value| (plus |initial|) stays below 2^(53 + g). Then the order of the terms
+    changes no sum, and a float64 matrix product of counts and the table gives the sums exactly."""
+    if table.dtype not in (np.dtype(np.int64), np.dtype(np.float64)) or not table.size:
+        return False
+    parts = table.reshape(-1) if initial is None else np.concatenate([table.reshape(-1),
+                                                                       np.asarray(initial, dtype=np.float64)])
+    if not np.all(np.isfinite(parts)):
+        return False
+    peak = float(np.max(np.abs(table))) * n_trees + (0.0 if initial is None else float(np.max(np.abs(initial))))
+    if table.dtype.kind == "i":
+        return peak < 2.0**53
+    nonzero = parts[parts != 0]
+    if not nonzero.size:
+        return True
+    _, exponent = np.frexp(nonzero)  # |v| = m 2^e, m in [0.5, 1): v 2^(53 - e) is an integer below 2^53
+    ints = np.abs(np.ldexp(nonzero, 53 - exponent)).astype(np.int64)
+    low = exponent - 53 + _trailing_zeros(ints)  # each value's lowest set bit
+    return peak < 2.0 ** (53 + int(np.min(low)))
+
+
+def _trailing_zeros(ints: np.ndarray) -> np.ndarray:
+    lowest = ints & -ints  # the lowest set bit (ints > 0)
+    return np.frexp(lowest.astype(np.float64))[1] - 1
+
+
+def _counted_sums(groups: np.ndarray, table: np.ndarray, dtype, initial) -> np.ndarray:
+    """Each row's counts of the distinct leaf rows ``groups`` (rows, T) reached, times ``table``: the exact sums
+    (exact_in_any_order holds)."""
+    n, n_groups = groups.shape[0], len(table)
+    out = np.empty((n, table.shape[1]), dtype=dtype)
+    as_float = table.astype(np.float64)
+    step = max(1, COUNTED_ELEMENTS // n_groups)
+    for first in range(0, n, step):
+        part = groups[first:first + step]
+        m = len(part)
+        counts = np.bincount((part + (np.arange(m, dtype=np.int64) * n_groups)[:, None]).reshape(-1),
+                             minlength=m * n_groups).reshape(m, n_groups)
+        sums = counts.astype(np.float64) @ as_float
+        if initial is not None:
+            sums += np.asarray(initial, dtype=np.float64)
+        out[first:first + step] = sums + 0.0 if dtype.kind == "f" else sums  # -0.0 as the ordered sums give it
     return out
 
 
@@ -489,7 +580,9 @@ def leaf_ints(attrs, out_scale: int) -> np.ndarray:
     lq = leaf_scale(attrs, out_scale)
 
     def ints() -> np.ndarray:
-        q = np.floor(attrs["value"].astype(np.float64) * 2.0**lq + 0.5).astype(np.int64)
+        q = np.multiply(attrs["value"], 2.0**lq, dtype=np.float64)  # v 2^L in float64, in one array
+        np.add(q, 0.5, out=q)
+        q = np.floor(q, out=q).astype(np.int64)
         q.flags.writeable = False
         return q
 
@@ -550,7 +643,9 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         words = as_bytes.view(np.uint64)
     multipliers = np.random.default_rng(width).integers(1, 2**63, words.shape[1], dtype=np.uint64) | np.uint64(1)
     with np.errstate(over="ignore"):
-        hashed = words @ multipliers if n else np.zeros(0, np.uint64)
+        # each word's high half folded into its low one first: a float64's sign, exponent and leading mantissa
+        # bits (a one-hot leaf's 1.0 and 0.0) would otherwise reach only the product's top bits
+        hashed = (words ^ (words >> np.uint64(32))) @ multipliers if n else np.zeros(0, np.uint64)
     _, group_first, group = np.unique(hashed, return_index=True, return_inverse=True)
     group = np.asarray(group).reshape(-1)
     void = np.dtype((np.void, width))
@@ -609,11 +704,21 @@ def leaf_int_peaks(attrs, out_scale: int) -> np.ndarray:
 
 def _tree_leaf_ranges(attrs) -> tuple[np.ndarray, np.ndarray]:
     feature, left, right = attrs["feature"], attrs["left"], attrs["right"]
-    value = attrs["value"].astype(np.float64)
     grouped = leaves_by_tree(attrs)
-    if grouped is not None:
+    if grouped is not None:  # the extremes of the rows (the distinct ones where leaves repeat) each tree reaches
         leaves, starts = grouped
-        return np.minimum.reduceat(value[leaves], starts), np.maximum.reduceat(value[leaves], starts)
+        rows, table = leaves, np.asarray(attrs["value"])
+        groups = leaf_groups(attrs) if leaves.size else None
+        if groups is not None:
+            row_of, firsts = groups
+            owner = np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(np.append(starts, len(leaves))))
+            pairs = np.unique(owner * len(firsts) + row_of[leaves])  # (tree, distinct row), trees ascending
+            rows, table, starts = pairs % len(firsts), table[firsts], np.searchsorted(pairs // len(firsts),
+                                                                                          np.arange(len(starts)))
+        picked = table[rows]  # min and max are exact: taken in the table's dtype, then float64
+        return (np.minimum.reduceat(picked, starts).astype(np.float64),
+                np.maximum.reduceat(picked, starts).astype(np.float64))
+    value = attrs["value"].astype(np.float64)
     lo, hi = [], []
     for root in attrs["roots"]:  # shared subtrees: each tree's leaves by a walk of its own
         stack, found = [int(root)], []
