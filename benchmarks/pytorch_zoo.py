@@ -2,7 +2,9 @@
 of torch.onnx.export's exporters wrote). Per model, on its test rows:
 
 - float: agreement of the host C's labels with onnxruntime's and the largest |difference| of the scores (both
-  exporters' files), and whether both exporters give the same C (float and int16, the files compared);
+  exporters' files), and whether both exporters give the same C (float and int16, the files compared; for a model
+  with BatchNorm also its files exported unfolded, ``name_unfolded.onnx`` / ``name_ts_unfolded.onnx``: each exporter
+  folds BatchNorm into the Conv in its own float32 arithmetic, so the default files can hold weights an ulp apart);
 - accuracy of onnxruntime, and of the host C at float / int16 / pow2 int8 / TFLite int8 (calibrated on 256 training
   rows; the project's dialects with the scale search), or the refusal's first words;
 - recurrent models (GRU, LSTM, RNN nodes) at int16 and pow2 int8: stepped, one time step per call (the state in
@@ -232,10 +234,14 @@ def measure(name: str, chips: bool) -> dict:
         del row["recurrent_form"]
     calibration = data.X_train[:CALIBRATION_ROWS].reshape(CALIBRATION_ROWS, -1)
     if "torchscript" in models:
+        precisions = ("float", "int16") if "int16" in builds else ("float",)
+        steps = None if stepped is None else \
+            data.X_train[:STEPPED_CALIBRATION_SEQUENCES].reshape(-1, stepped.input_dim)
+        unfolded = (OUT / f"{name}_unfolded.onnx", OUT / f"{name}_ts_unfolded.onnx")
         try:
-            row["same_c"] = same_c(path, ts_path, calibration, ("float", "int16") if "int16" in builds else ("float",),
-                                   None if stepped is None else
-                                   data.X_train[:STEPPED_CALIBRATION_SEQUENCES].reshape(-1, stepped.input_dim))
+            row["same_c"] = same_c(path, ts_path, calibration, precisions, steps)
+            if all(p.exists() for p in unfolded):  # a model with BatchNorm: its files as neither exporter folds them
+                row["same_c_unfolded"] = same_c(*unfolded, calibration, precisions, steps)
         except TinyccError as exc:
             row["same_c"] = refusal(exc)
     chip_build = next((label for label in ("int8_pow2", "float") if label in builds), None)
@@ -275,6 +281,14 @@ def quality(row: dict, label: str) -> str:
     return "refused" if label in row["refused"] else "—"
 
 
+def same_c_cell(row: dict) -> str:
+    """"yes", or how the default files' C differ and whether the unfolded files' C are the same."""
+    cell = row.get("same_c", "—")
+    if "same_c_unfolded" in row and cell != "yes":
+        cell = f"unfolded files: {row['same_c_unfolded']} (default files: {cell})"
+    return cell
+
+
 def print_tables(rows: list[dict]) -> None:
     print("| model | data | onnxruntime | float | int16 | pow2 int8 | TFLite int8 | float labels = onnxruntime "
           "(dynamo, TorchScript) | float max diff | same C |")
@@ -286,7 +300,7 @@ def print_tables(rows: list[dict]) -> None:
         diff = max(r["float_max_diff"].values()) if r["float_max_diff"] else None
         print(f"| {r['model']} | {r['data']} | {ort} | {quality(r, 'float')} | {quality(r, 'int16')} | "
               f"{quality(r, 'int8_pow2')} | {quality(r, 'int8_tflite')} | {agree} | "
-              f"{'—' if diff is None else f'{diff:.1e}'} | {r.get('same_c', '—')} |")
+              f"{'—' if diff is None else f'{diff:.1e}'} | {same_c_cell(r)} |")
     refused = [(r["model"], k, v) for r in rows for k, v in r["refused"].items()]
     if refused:
         print("\nRefused:\n")
