@@ -1,0 +1,43 @@
+"""The Cortex-M4's planar depthwise kernel (``arm.m4_network_planar``: 3x3, stride 1, one channel's int16 plane at a
+time, SMLAD on pairs of taps) against tflite-micro on random shapes, in QEMU: every output byte equal."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from tests.backends.test_network_mcu import check_network
+from tests.conftest import require_target
+from tests.tflite_builder import NetBuilder
+from tinycc_ml.arm.m4_network_planar import blocks, orientation
+
+
+def planar_layers(result) -> int:
+    """The planar kernels in a build's C."""
+    return result.files["net.c"].count(", planar: per channel")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), h=st.integers(1, 13), w=st.integers(1, 13), channels=st.integers(1, 9),
+       padding=st.sampled_from(["same", "valid"]), activation=st.sampled_from(["none", "relu", "relu6"]),
+       per_channel=st.booleans(), first=st.sampled_from(["conv", "depthwise"]))
+def test_planar_depthwise_equals_tflite_micro(tmp_path_factory, seed, h, w, channels, padding, activation,
+                                              per_channel, first):
+    require_target("cortex-m4")
+    assume(padding == "same" or min(h, w) >= 3)
+    n = NetBuilder(seed, 3000)
+    x = n.input((h, w, channels))
+    # a computed input: a pointwise convolution (the depthwise written over it where the plan allows) or a
+    # strided depthwise (the old kernel's) before the planar one
+    y = n.conv(x, channels, (1, 1), activation=activation) if first == "conv" else n.depthwise(x, 1, (1, 1))
+    y = n.depthwise(y, 1, (3, 3), padding=padding, activation=activation, per_channel=per_channel)
+    y = n.conv(y, 3, (1, 1))
+    result, _ = check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path_factory.mktemp("net"), 4)
+    assert planar_layers(result) >= 1
+
+
+def test_orientation_and_blocks():
+    """KWS's 25 x 5 output runs along its 25 rows (transposed); a row of 5 is a block of 4 and one of 2 (storing
+    1), of 7 a block of 4 and one of 4 storing 3."""
+    assert orientation(25, 5) and not orientation(5, 25) and not orientation(48, 48)
+    assert blocks(5) == (1, [(4, 2, 1)]) and blocks(7) == (1, [(4, 4, 3)]) and blocks(8) == (2, [])
