@@ -36,6 +36,7 @@ from tinycc_ml.target import Node, layer_quantisation
 
 PLANE_BYTES = 1024  # the scratch's bytes a strip may take (VWW's matrix kernels' pair buffer: no more RAM)
 BLOCK_CYCLES = {4: 74, 2: 42}  # a block's modelled cycles (the orientation's choice)
+OLD_OUTPUT_CYCLES = 30  # m4_network's depthwise kernel, modelled cycles per 3x3 output (3.3 to 3.6 per MAC)
 
 
 def orientation(oh: int, ow: int) -> bool:
@@ -46,6 +47,14 @@ def orientation(oh: int, ow: int) -> bool:
         return rows * (n4 * BLOCK_CYCLES[4] + (BLOCK_CYCLES[2] if rem in (1, 2) else BLOCK_CYCLES[4] if rem else 0)
                        + 12)
     return cost(ow, oh) < cost(oh, ow)
+
+
+def planar_cycles(rows: int, cols: int, plane_rows: int, words: int) -> int:
+    """A channel's modelled cycles on this kernel (``rows`` x ``cols`` outputs, ``plane_rows`` rows widened of
+    ``words`` words each): its set-up, the widening (about 5 cycles a word), the rows of blocks."""
+    n4, tail = blocks(cols)
+    return 40 + plane_rows * (10 + 5 * words) + rows * (10 + n4 * BLOCK_CYCLES[4] + sum(
+        BLOCK_CYCLES[n] for _, n, _ in tail))
 
 
 def blocks(cols: int) -> tuple[int, list[tuple[int, int, int]]]:
@@ -164,6 +173,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         return None
     S = ORn if (ORn + 2) * row_bytes <= PLANE_BYTES else max(1, PLANE_BYTES // row_bytes - 2)
     strips = [(r0, min(S, ORn - r0)) for r0 in range(0, ORn, S)]
+    if planar_cycles(ORn, OCn, sum(n + 2 for _, n in strips), RW // 2) >= OLD_OUTPUT_CYCLES * ORn * OCn:
+        return None  # small planes: the set-up and the widening outweigh the blocks (VWW's 3 x 3 x 256)
 
     def plane_rows(r0: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Input positions (raster) of plane rows r0.., output positions of output rows r0.. (n rows)."""
