@@ -670,7 +670,7 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     value) literals) at each position."""
     P = params.per_channel
     group = -(-out_c // 4) * 4
-    per, iters, rem = split_steps(kw4)
+    per, iters, rem = split_steps(kw4, 16)
     two = kind == "2x4p"
     cols = ("u", "v") if two else ("",)
     lines = []
