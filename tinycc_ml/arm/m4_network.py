@@ -633,7 +633,7 @@ def unroll_steps(weight_bytes: int) -> int:
     """Steps a paired matrix kernel unrolls per loop iteration (its count lives in memory: 9 cycles an iteration,
     2 to 7% of the 30-cycle steps): more where the layer's weights are large enough that the code (112 bytes a
     step) stays a small part of its flash (the default build keeps model flash near the file's size)."""
-    return 16 if weight_bytes >= 16384 else 8 if weight_bytes >= 4096 else 4
+    return 16 if weight_bytes >= 4096 else 8 if weight_bytes >= 2048 else 4
 
 
 def split_steps(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
@@ -949,7 +949,7 @@ def tflite_int8(em, node: Node) -> bool:
         em.graph.type(i).dtype.bits in (8, 32) for i in node.inputs)
 
 
-def _computed_input(em, node: Node) -> bool:
+def computed_input(em, node: Node) -> bool:
     return em.graph.op(node.inputs[0]) not in ("const", "sparse_const") and all(
         em.graph.op(i) == "const" for i in node.inputs[1:])
 
@@ -1030,7 +1030,7 @@ def fully_connected(em, node: Node) -> list[str] | None:
     g = em.graph
     out_c, depth = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
-    if not _computed_input(em, node) or depth % 4 or not shifts_ok(q):
+    if not computed_input(em, node) or depth % 4 or not shifts_ok(q):
         return None
     rows = g.type(x_name).size // depth
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
@@ -1048,7 +1048,7 @@ def conv2d(em, node: Node) -> list[str] | None:
     x = g.type(x_name)
     out_c, kh, kw, in_c = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
-    if not _computed_input(em, node) or x.shape[0] != 1 or not shifts_ok(q):
+    if not computed_input(em, node) or x.shape[0] != 1 or not shifts_ok(q):
         return None
     win = window_of(g, node, (kh, kw))
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, kh * kw * in_c)
@@ -1196,7 +1196,7 @@ def row_layout(win, kh: int, kw: int, in_c: int, out_c: int) -> RowLayout | None
     """The widened rows' layout of a convolution whose columns the paired kernel may read from them in place
     (``rows_function``): output rows of an even width (its columns in pairs), no dilation across (a window row's
     taps contiguous), immediate offsets within reach; else None (im2col)."""
-    (sy, sx), (dy, dx) = win.stride, win.dilation
+    sx, dx = win.stride[1], win.dilation[1]
     pixels = (win.out_width - 1) * sx + kw
     row_bytes = 2 * pixels * in_c
     segment = kw * in_c // 4
@@ -1214,7 +1214,7 @@ def rows_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int, layo
     symbol = em.sym(f"m4_rows_{name}")
     pair = em.sym("m4_pair")
     em.scratch(pair, "uint32_t", kh * layout.row_bytes // 4)
-    (sy, sx), (dy, dx), (py, px) = win.stride, win.dilation, win.pad
+    (sy, dy), (py, px) = (win.stride[0], win.dilation[0]), win.pad
     H, W = win.height, win.width
     pixels = layout.row_bytes // (2 * in_c)
     lo, hi = min(px, pixels), min(max(W + px, 0), pixels)  # the pixels inside the input: [lo, hi)
@@ -1235,7 +1235,8 @@ def rows_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int, layo
            f"        d += {2 * lo * cw};"] if lo else []),
         *([f"        const int8_t *s = x + (iy * {W} + {lo - px}) * {in_c};",
            *([f"        {row_widen_helper(em)}(s, d, {(hi - lo) * cw // 2});",
-              f"        s += {(hi - lo) * cw // 2 * 8}; d += {(hi - lo) * cw // 2 * 4};"] if (hi - lo) * cw >= 2 else []),
+              f"        s += {(hi - lo) * cw // 2 * 8}; d += {(hi - lo) * cw // 2 * 4};"]
+             if (hi - lo) * cw >= 2 else []),
            *([f"        {{ const int32_t v = {rd}(s); d[0] = __sxtb16(v); d[1] = {odd}(v); d += 2; }}"]
              if (hi - lo) * cw % 2 else [])] if hi > lo else []),
         *([f"        for (int32_t i = 0; i < {2 * (pixels - hi) * cw}; ++i) d[i] = {zw};",
@@ -1316,7 +1317,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     x = g.type(x_name)
     _, kh, kw, out_c = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
-    if (not _computed_input(em, node) or x.shape[0] != 1 or int(node.attrs["depth_multiplier"]) != 1
+    if (not computed_input(em, node) or x.shape[0] != 1 or int(node.attrs["depth_multiplier"]) != 1
             or out_c % 4 or not shifts_ok(q)):
         return None
     win = window_of(g, node, (kh, kw))

@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from tinycc_ml.arm.m4_network import (
-    _computed_input,
     accumulator_bound,
     channel_params,
+    computed_input,
     fold_zero_point,
     shared_function,
     shifts_ok,
@@ -35,7 +35,7 @@ from tinycc_ml.codegen.c_network import window_of
 from tinycc_ml.target import Node, layer_quantisation
 
 PLANE_BYTES = 1024  # the scratch's bytes a strip may take (VWW's matrix kernels' pair buffer: no more RAM)
-BLOCK_CYCLES = {4: 74, 2: 42}  # a block's modelled cycles (the orientation's choice)
+BLOCK_CYCLES = {4: 74, 2: 42, 1: 31}  # a block's modelled cycles (the orientation's choice)
 OLD_OUTPUT_CYCLES = 30  # m4_network's depthwise kernel, modelled cycles per 3x3 output (3.3 to 3.6 per MAC)
 
 
@@ -44,9 +44,12 @@ def orientation(oh: int, ow: int) -> bool:
     of 4 and 2 outputs along a plane row."""
     def cost(rows: int, cols: int) -> int:
         n4, rem = divmod(cols, 4)
-        return rows * (n4 * BLOCK_CYCLES[4] + (BLOCK_CYCLES[2] if rem in (1, 2) else BLOCK_CYCLES[4] if rem else 0)
+        return rows * (n4 * BLOCK_CYCLES[4] + (BLOCK_CYCLES[rem] if rem in (1, 2) else BLOCK_CYCLES[4] if rem else 0)
                        + 12)
     return cost(ow, oh) < cost(oh, ow)
+
+
+UNROLLED_BLOCKS = 6  # a row's blocks in sequence up to this many (no loop), else a loop
 
 
 def planar_cycles(rows: int, cols: int, plane_rows: int, words: int) -> int:
@@ -60,7 +63,7 @@ def planar_cycles(rows: int, cols: int, plane_rows: int, words: int) -> int:
 def blocks(cols: int) -> tuple[int, list[tuple[int, int, int]]]:
     """(4-blocks, tail): a plane row's outputs as n4 blocks of 4, then (start, outputs computed, stored)."""
     n4, rem = divmod(cols, 4)
-    tail = [] if not rem else [(4 * n4, 2, rem)] if rem <= 2 else [(4 * n4, 4, rem)]
+    tail = [] if not rem else [(4 * n4, rem, rem)] if rem <= 2 else [(4 * n4, 4, rem)]
     return n4, tail
 
 
@@ -85,7 +88,7 @@ def in_place_safe(delta: int, channels: int, plane_rows, strips: list[tuple[int,
 
 def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: int | None, lo: int,
                hi: int) -> list[str]:
-    """One block of n (4 or 2) outputs along a plane row (``p``: its first window's word, plane rows ``ro``
+    """One block of n (4, 2 or 1) outputs along a plane row (``p``: its first window's word, plane rows ``ro``
     bytes apart; ``k``: the channel's block: six weight pairs, bias, m, nu, sl, r), storing the first ``store``
     at ``o`` (``out_col`` bytes apart). ``sl``/``r``: an immediate or a register of the channel's block;
     ``zp``: the output zero point added after the shift (None: in the nudge)."""
@@ -97,7 +100,7 @@ def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: i
         lines += [f"ldr %[wa], [%[k], #{8 * row}]", f"ldr %[wb], [%[k], #{8 * row + 4}]"]
         if row == 0:  # the bias into the last accumulator, the first SMLADs' addend (its loads back to back)
             lines.insert(0, f"ldr {acc[n - 1]}, [%[k], #24]")
-        firsts = ["%[u0]", "%[u1]", "%[u1]", "%[u2]"][:n] if n == 4 else ["%[u0]", "%[u1]"]
+        firsts = ["%[u0]", "%[u1]", "%[u1]", "%[u2]"][:n]
         pairs = ["%[wa]", "%[wb]", "%[wa]", "%[wb]"][:n]
         lines += [f"smlad {a}, {u}, {w}, {acc[n - 1] if row == 0 else a}" for a, u, w in zip(acc, firsts, pairs)]
         # the fourth tap of each output: p2 w2, p1 w0 (p4 w2, p3 w0)
@@ -139,7 +142,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     g = em.graph
     x = g.type(x_name)
     _, kh, kw, C = g.type(w_name).shape
-    if (kh, kw) != (3, 3) or not _computed_input(em, node) or x.shape[0] != 1 or int(
+    if (kh, kw) != (3, 3) or not computed_input(em, node) or x.shape[0] != 1 or int(
             node.attrs["depth_multiplier"]) != 1:
         return None
     q = layer_quantisation(g, node, C)
@@ -246,14 +249,14 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     lines = [
         f"/* depthwise 3x3, {C} channels, planar: per channel its {'transposed ' if transposed else ''}plane as "
         f"int16 ({S} of {ORn} rows at a time), 4 outputs per block */",
-        f'__attribute__((optimize("O2"))) static void @SYM@(const int8_t *x, int8_t *out, const int8_t *wgt, '
+        '__attribute__((optimize("O2"))) static void @SYM@(const int8_t *x, int8_t *out, const int8_t *wgt, '
         "const int32_t *prm)", "{",
         f"    int32_t *pw = (int32_t *){pair};",
         "    int32_t k[11];",
         "    int32_t a0, a1, a2, a3, u0, u1, u2, wa, wb;",
         f"    for (int32_t i = 0; i < {(S + 2) * RW // 2}; ++i) pw[i] = {zx2};",
         f"    for (int32_t c = 0; c < {C}; ++c) {{",
-        f"        const int8_t *wc = wgt + 9 * c;",
+        "        const int8_t *wc = wgt + 9 * c;",
         f"        const int32_t *cq = prm + {P} * c;",
         *(f"        k[{2 * rr}] = {pk}(wc[{3 * rr}], wc[{3 * rr + 1}]); "
           f"k[{2 * rr + 1}] = {pk}(wc[{3 * rr + 1}], wc[{3 * rr + 2}]);" for rr in range(3)),
@@ -274,11 +277,15 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         "            for (int32_t i = 0; i < ns; ++i) {",
         f"                const int16_t *row = (const int16_t *)pw + i * {RW};",
         f"                int8_t *orow = out + (r0 + i) * {out_row} + c;",
-        *([f"                const int16_t *p = row;",
+        *(["                const int16_t *p = row;",
            "                int8_t *o = orow;",
            f"                for (int32_t b = 0; b < {n4}; ++b, p += 4, o += {4 * out_col}) {{",
            *_asm(body4, 4, "                    "),
-           "                }"] if n4 else []),
+           "                }"] if n4 > UNROLLED_BLOCKS else []),
+        *(line for b in range(n4 if n4 <= UNROLLED_BLOCKS else 0) for line in (
+            "                {", f"                    const int16_t *p = row + {4 * b};",
+            f"                    int8_t *o = orow + {4 * b * out_col};",
+            *_asm(body4, 4, "                    "), "                }")),
         *("        " + line for line in tails),
         "            }",
         "        }",
