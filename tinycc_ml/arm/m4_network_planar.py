@@ -31,8 +31,7 @@ from tinycc_ml.arm.m4_network import (
     shifts_ok,
     small_accumulators,
 )
-from tinycc_ml.codegen.c_network import window_of
-from tinycc_ml.target import Node, layer_quantisation
+from tinycc_ml.target import Node, layer_quantisation, window_of
 
 PLANE_BYTES = 1024  # the scratch's bytes a strip may take (VWW's matrix kernels' pair buffer: no more RAM)
 BLOCK_CYCLES = {4: 74, 2: 42, 1: 31}  # a block's modelled cycles (the orientation's choice)
