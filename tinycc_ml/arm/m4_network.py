@@ -32,7 +32,11 @@ pointer in C), 4 steps per iteration:
   SXTB16, 8 SMLAD).
 
 im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in
-words, the padding's taps filled with zx in words.
+words, the padding's taps filled with zx in words. Where a tap's channels are whole words, the output rows of
+even width and there is no dilation across, no im2col (``rows_function``, ``RowLayout``): per output row its kh
+input rows widened once into the scratch, the paired kernel reading both columns of a pair in place from them
+(``_block_rows``). The paired kernels unroll up to 16 steps a loop iteration by the layer's weight bytes
+(``unroll_steps``). Depthwise 3x3 stride-1 layers go first to ``m4_network_planar``'s planar kernel.
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
