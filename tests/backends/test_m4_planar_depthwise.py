@@ -20,9 +20,10 @@ def planar_layers(result) -> int:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), h=st.integers(8, 14), w=st.integers(8, 14), channels=st.integers(1, 9),
        padding=st.sampled_from(["same", "valid"]), activation=st.sampled_from(["none", "relu", "relu6"]),
-       per_channel=st.booleans(), first=st.sampled_from(["conv", "depthwise"]))
+       per_channel=st.booleans(), first=st.sampled_from(["conv", "depthwise"]),
+       optimize=st.sampled_from(["size", "speed"]))
 def test_planar_depthwise_equals_tflite_micro(tmp_path_factory, seed, h, w, channels, padding, activation,
-                                              per_channel, first):
+                                              per_channel, first, optimize):
     require_target("cortex-m4")
     # planes of at least 6 x 8 outputs: the cost model's choice (smaller ones stay on m4_network's kernel)
     n = NetBuilder(seed, 3000)
@@ -32,7 +33,8 @@ def test_planar_depthwise_equals_tflite_micro(tmp_path_factory, seed, h, w, chan
     y = n.conv(x, channels, (1, 1), activation=activation) if first == "conv" else n.depthwise(x, 1, (1, 1))
     y = n.depthwise(y, 1, (3, 3), padding=padding, activation=activation, per_channel=per_channel)
     y = n.conv(y, 3, (1, 1))
-    result, _ = check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path_factory.mktemp("net"), 4)
+    result, _ = check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path_factory.mktemp("net"), 4,
+                              optimize=optimize)  # "speed": the weight pairs widened in flash
     assert planar_layers(result) >= 1
 
 

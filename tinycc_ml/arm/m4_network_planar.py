@@ -30,6 +30,7 @@ from tinycc_ml.arm.m4_network import (
     shared_function,
     shifts_ok,
     small_accumulators,
+    weight_layout,
 )
 from tinycc_ml.target import Node, layer_quantisation, window_of
 
@@ -197,12 +198,20 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         if not in_place_safe(so.offset - sx.offset, C, plane_rows, strips):
             return None
 
-    # the weights: per channel 9 int8 taps, plane row by plane row
+    # the weights: per channel 9 int8 taps, plane row by plane row; or where the build favours speed the six
+    # int16 pairs the blocks read, (w0, w1) and (w1, w2) per plane row, widened in flash
     taps = W.reshape(C, 3, 3)
     if transposed:
         taps = taps.transpose(0, 2, 1)
-    w_sym = em.add_const_array(em.sym(f"{node.name}_m4pw"), taps.reshape(-1).astype(np.int8), "int8_t",
-                               f"%{node.name}: 3x3 weights of {C} channels, per channel along the plane's rows")
+    w16 = weight_layout(em, node, OH * OW > 1)
+    if w16:
+        pairs = np.stack([taps[:, :, :2], taps[:, :, 1:]], axis=2).astype(np.int16)  # C, row, pair, 2 lanes
+        w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), np.ascontiguousarray(pairs).view("<i4").reshape(-1),
+                                   "int32_t", f"%{node.name}: 3x3 weights of {C} channels widened to int16, per "
+                                   "channel and plane row the pairs (w0, w1), (w1, w2)")
+    else:
+        w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), taps.reshape(-1).astype(np.int8), "int8_t",
+                                   f"%{node.name}: 3x3 weights of {C} channels, per channel along the plane's rows")
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params.words, "int32_t",
                                f"%{node.name}: per channel {', '.join(params.stored)} (m4_rq)")
     P = params.per_channel
@@ -245,20 +254,22 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
                   f"            int8_t *o = orow + {t * out_col};",
                   *_asm(_block_asm(n, store, row_bytes, out_col, sl, r, zp, q.lo, q.hi), n, "            "),
                   "        }"]
+    wtype = "int32_t" if w16 else "int8_t"
     lines = [
         f"/* depthwise 3x3, {C} channels, planar: per channel its {'transposed ' if transposed else ''}plane as "
         f"int16 ({S} of {ORn} rows at a time), 4 outputs per block */",
-        '__attribute__((optimize("O2"))) static void @SYM@(const int8_t *x, int8_t *out, const int8_t *wgt, '
+        f'__attribute__((optimize("O2"))) static void @SYM@(const int8_t *x, int8_t *out, const {wtype} *wgt, '
         "const int32_t *prm)", "{",
         f"    int32_t *pw = (int32_t *){pair};",
         "    int32_t k[11];",
         "    int32_t a0, a1, a2, a3, u0, u1, u2, wa, wb;",
         f"    for (int32_t i = 0; i < {(S + 2) * RW // 2}; ++i) pw[i] = {zx2};",
         f"    for (int32_t c = 0; c < {C}; ++c) {{",
-        "        const int8_t *wc = wgt + 9 * c;",
+        f"        const {wtype} *wc = wgt + {6 if w16 else 9} * c;",
         f"        const int32_t *cq = prm + {P} * c;",
-        *(f"        k[{2 * rr}] = {pk}(wc[{3 * rr}], wc[{3 * rr + 1}]); "
-          f"k[{2 * rr + 1}] = {pk}(wc[{3 * rr + 1}], wc[{3 * rr + 2}]);" for rr in range(3)),
+        *(["        for (int32_t i = 0; i < 6; ++i) k[i] = wc[i];"] if w16 else
+          (f"        k[{2 * rr}] = {pk}(wc[{3 * rr}], wc[{3 * rr + 1}]); "
+           f"k[{2 * rr + 1}] = {pk}(wc[{3 * rr + 1}], wc[{3 * rr + 2}]);" for rr in range(3))),
         f"        k[6] = cq[0]; k[7] = {field('m')}; k[8] = {field('nu')};",
         f"        k[9] = {field('sl')}; k[10] = {field('r')};",
         f"        for (int32_t r0 = 0; r0 < {ORn}; r0 += {S}) {{",
