@@ -6,10 +6,11 @@ Each model compiled by tinycc-ml for the Cortex-M4 (``--optimize``, default ``si
 input row run in unicorn and priced by the project's cycle model (``tinycc_ml.arm.m4_cycles``, zero wait
 states), the cycles charged to the function the instruction belongs to. The kernels are one function per layer
 (``<prefix>_m4_mm_<layer>``: a convolution's or a fully connected layer's matrix product; ``_m4_im2col_<layer>``:
-its columns, ``_m4_im2colw_<layer>`` widened; ``_m4_dw_<layer>`` and ``_m4_dw_<layer>_edge``: a depthwise
-convolution, and a wide layer's border columns, shared by the layers of one geometry; ``_m4_add_<layer>``),
-``_m4_widen2`` is the matrix kernels' input widening (shared by the layers) and the rest is the model's own
-``run`` (pools, softmax, calls). The table groups them by kind: cycles, share,
+its columns, ``_m4_im2colw_<layer>`` widened, ``_m4_rows_<layer>`` its widened input rows (counted as im2col);
+``_m4_dw_<layer>`` and ``_m4_dw_<layer>_edge``: a depthwise convolution, and a wide layer's border columns, shared
+by the layers of one geometry; ``_m4_add_<layer>``), ``_m4_widen2`` and ``_m4_widen_row`` are the matrix kernels'
+input widening (shared by the layers) and the rest is the model's own ``run`` (pools, softmax, calls). The table
+groups them by kind: cycles, share,
 multiply-accumulates of the layers of that kind and cycles per multiply-accumulate.
 """
 
@@ -39,10 +40,10 @@ KINDS = [("im2col", "im2col"), ("dw", "depthwise"), ("dw_edge", "depthwise, bord
 def kind_of(symbol: str, prefix: str, graph) -> tuple[str, str | None]:
     """(kind, layer) of a function symbol."""
     name = symbol[len(prefix) + 1:] if symbol.startswith(prefix + "_") else symbol
-    if name == "m4_widen2":
+    if name in ("m4_widen2", "m4_widen_row"):
         return "widen", None
-    for pattern, kind in ((r"m4_im2colw?_(.+)", "im2col"), (r"m4_dw_(.+)_edge", "dw_edge"), (r"m4_dw_(.+)", "dw"),
-                          (r"m4_add_(.+)", "add"), (r"m4_mm_(.+)", "mm")):
+    for pattern, kind in ((r"m4_(?:im2colw?|rows)_(.+)", "im2col"), (r"m4_dw_(.+)_edge", "dw_edge"),
+                          (r"m4_dw_(.+)", "dw"), (r"m4_add_(.+)", "add"), (r"m4_mm_(.+)", "mm")):
         match = re.fullmatch(pattern, name)
         if match:
             layer = match.group(1)

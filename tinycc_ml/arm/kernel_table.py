@@ -13,6 +13,7 @@ from tinycc_ml.arm import (
     m4_lstm,
     m4_network,
     m4_network16,
+    m4_network_planar,
     m4_pad,
     m4_pool,
     m4_power_spectrum,
@@ -61,6 +62,7 @@ M4_KERNELS = (
     Kernel("wsqdist", kernel_wsqdist_m4, claims=wsqdist_ok, cost=m4_wsqdist_cost, name="m4-wsqdist-c"),
     # TFLite's int8 network layers (arm.m4_network)
     Kernel("conv2d", m4_network.conv2d, claims=m4_network.tflite_int8),
+    Kernel("depthwise_conv2d", m4_network_planar.depthwise_conv2d, claims=m4_network.tflite_int8),
     Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),
     Kernel("fully_connected", m4_network.fully_connected, claims=m4_network.tflite_int8),
     Kernel("tensor_add", m4_network.tensor_add, claims=m4_network.tflite_int8),

@@ -32,7 +32,11 @@ pointer in C), 4 steps per iteration:
   SXTB16, 8 SMLAD).
 
 im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in
-words, the padding's taps filled with zx in words.
+words, the padding's taps filled with zx in words. Where a tap's channels are whole words, the output rows of
+even width and there is no dilation across, no im2col (``rows_function``, ``RowLayout``): per output row its kh
+input rows widened once into the scratch, the paired kernel reading both columns of a pair in place from them
+(``_block_rows``). The paired kernels unroll up to 16 steps a loop iteration by the layer's weight bytes
+(``unroll_steps``). Depthwise 3x3 stride-1 layers go first to ``m4_network_planar``'s planar kernel.
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
@@ -568,6 +572,57 @@ def _block_2x4p(per: int, iters: int, rem: int) -> list[str]:
     return body
 
 
+def _step_rows(j: int, d: int) -> list[str]:
+    """Step j of a window row's segment (``rows_function``'s widened rows: per 4 inputs the even lanes' word, then
+    the odd lanes'), two columns ``d`` bytes apart, by four channels (two pairs): as ``_step_2x4p``."""
+    lines = []
+    for half in (0, 1):
+        o = 8 * j + 4 * half
+        lines += [f"ldr %[u], [%[x], #{o}]", f"ldr %[v], [%[x], #{o + d}]", f"ldr %[w], [%[wp], #{16 * j + 8 * half}]",
+                  f"ldr %[w1], [%[wp], #{16 * j + 8 * half + 4}]"]
+        for k, w in enumerate(("w", "w1")):
+            lines += _pair_macs(w, ("u", "v"), [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")])
+    return lines
+
+
+def _loop_end(counter: str, label: str) -> list[str]:
+    return [f"ldr %[w], %[{counter}]", "subs %[w], %[w], #1", f"str %[w], %[{counter}]", f"bne {label}"]
+
+
+def _block_rows(rows) -> list[str]:
+    """The 2x4p asm on widened rows (``RowLayout``): per window row its segment of steps (at most 24 unrolled,
+    else runs of up to 16 in a loop, ``n2`` in memory), x then moved to the next row's segment; the rows' loop
+    count ``n`` in memory."""
+    seg, per = rows.segment_steps, rows.run_steps
+    body = ["1:"] if rows.kh > 1 else []
+    if per == seg:
+        body += [line for j in range(seg) for line in _step_rows(j, rows.d)]
+        body += [f"add %[x], %[x], #{rows.row_bytes}", f"add %[wp], %[wp], #{16 * seg}"]
+    else:
+        body += [f"mov %[w], #{seg // per}", "str %[w], %[n2]", "2:"]
+        body += [line for j in range(per) for line in _step_rows(j, rows.d)]
+        body += [f"add %[x], %[x], #{8 * per}", f"add %[wp], %[wp], #{16 * per}", *_loop_end("n2", "2b")]
+        body.append(f"add %[x], %[x], #{rows.row_bytes - 8 * seg}")
+    return body + (_loop_end("n", "1b") if rows.kh > 1 else [])
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """A convolution's input as ``rows_function`` widens it for one output row: its kh window rows, row_bytes
+    apart, per pixel its channels' words (even lanes, odd lanes per 4); an output position's column starts d bytes
+    after the previous one's (stride x channels x 2) and its window row is segment_steps steps of 4 inputs."""
+
+    kh: int
+    row_bytes: int
+    segment_steps: int
+    d: int
+    unroll: int  # steps unrolled at most (``unroll_steps``)
+
+    @property
+    def run_steps(self) -> int:
+        return max(r for r in range(1, min(self.segment_steps, self.unroll) + 1) if self.segment_steps % r == 0)
+
+
 def _step_1x4p() -> str:
     """One step 4 inputs deep of one column (its int8 word split by SXTB16) by four channels (two pairs, the
     four words in one LDM into w0..w3, registers fixed in ascending order)."""
@@ -576,6 +631,13 @@ def _step_1x4p() -> str:
     for k, (w, u) in enumerate((("w0", "ue"), ("w1", "ue"), ("w2", "u"), ("w3", "u"))):
         lines += _pair_macs(w, (u,), [(f"r{k % 2}", f"e{k % 2}")])
     return "\n".join(lines)
+
+
+def unroll_steps(weight_bytes: int) -> int:
+    """Steps a paired matrix kernel unrolls per loop iteration (its count lives in memory: 9 cycles an iteration,
+    2 to 7% of the 30-cycle steps): more where the layer's weights are large enough that the code (112 bytes a
+    step) stays a small part of its flash (the default build keeps model flash near the file's size)."""
+    return 16 if weight_bytes >= 4096 else 8 if weight_bytes >= 2048 else 4
 
 
 def split_steps(kw4: int, unroll: int = 4) -> tuple[int, int, int]:
@@ -593,7 +655,8 @@ def widen_call(em, pair: str, stride: int, kw4: int, widened: bool) -> str:
 
 
 def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int,
-                    out_c: int, stride: int, out_stride: int | None = None, constants=(), widened: bool = False) -> str:
+                    out_c: int, stride: int, out_stride: int | None = None, constants=(), widened: bool = False,
+                    rows: RowLayout | None = None) -> str:
     """A layer's matrix product as its own function (geometry and output constants in literals):
     ``<sym>(cols, n_cols, out)``: out[p * out_c + o] for columns p (``stride`` bytes apart) and channels o.
     kind "2x2" (two columns widened by m4_widen2 into a scratch buffer, by two channels: int8 weight words,
@@ -609,7 +672,7 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
     per, iters, rem = split_steps(kw4)
     if kind in ("1x4p", "2x4p"):
         lines += _paired_body(em, q, kind, w_sym, params, p_sym, kw4, out_c, stride, out_stride or out_c, constants,
-                              widened)
+                              widened, rows)
     elif kind == "1x4":
         group = -(-out_c // 4) * 4
         lines += [
@@ -662,7 +725,8 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
 
 
 def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str, kw4: int, out_c: int,
-                 stride: int, out_stride: int, constants=(), widened: bool = False) -> list[str]:
+                 stride: int, out_stride: int, constants=(), widened: bool = False,
+                 rows: RowLayout | None = None) -> list[str]:
     """matrix_function's loops over columns and groups of four channels for the paired kinds: per pair the
     even channel's accumulator and the raw one (its bias word: bias0 + 256 bias1, see ``paired_params``), the
     odd channel's acc the difference / 256; out_c channels computed, out_stride bytes an output position (each
@@ -670,11 +734,16 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     value) literals) at each position."""
     P = params.per_channel
     group = -(-out_c // 4) * 4
-    per, iters, rem = split_steps(kw4)
+    per, iters, rem = split_steps(kw4, unroll_steps(4 * kw4 * group))
     two = kind == "2x4p"
     cols = ("u", "v") if two else ("",)
     lines = []
-    if two:
+    if rows is not None:  # the columns are in the widened rows the caller wrote (rows_function): none to widen
+        lines += [
+            "    for (int32_t p = 0; p < n_cols; p += 2) {",
+            f"        const int8_t *c0 = cols + p * {stride};",
+            f"        int8_t *o1 = out + (p + 1) * {out_stride};"]
+    elif two:
         pair = em.sym("m4_pair")
         em.scratch(pair, "uint32_t", 4 * kw4)
         lines += [
@@ -692,11 +761,18 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
         f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}) {{",
         "            " + " ".join(f"int32_t e0{c} = q[0], r0{c} = q[{P}], e1{c} = q[{2 * P}], r1{c} = q[{3 * P}];"
                                   for c in cols),
-        f"            const {'uint32_t' if two else 'int8_t'} *x = {pair if two else 'c0'};",
-        f"            int32_t n = {iters};"]
+        f"            const {'uint32_t' if two else 'int8_t'} *x = "
+        f"{'(const uint32_t *)c0' if rows is not None else pair if two else 'c0'};",
+        f"            int32_t n = {rows.kh if rows is not None else iters};"]
     accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in cols]
     ops = {k: "+r" for k in (*accs, "x", "wp", "n")}
-    if two:
+    if rows is not None:
+        lines += ["            int32_t u, v, w, w1, n2 = 0;"]
+        ops["n"], ops["n2"] = "+m", "+m"
+        ops.update({k: "=&r" for k in ("u", "v", "w", "w1")})
+        lines += asm_text(_block_rows(rows), ops, "            ")
+        lines.append("            (void)n2;")
+    elif two:
         lines.append("            int32_t u, v, w, w1;")
         if iters > 1:
             ops["n"] = "+m"
@@ -877,12 +953,13 @@ def tflite_int8(em, node: Node) -> bool:
         em.graph.type(i).dtype.bits in (8, 32) for i in node.inputs)
 
 
-def _computed_input(em, node: Node) -> bool:
+def computed_input(em, node: Node) -> bool:
     return em.graph.op(node.inputs[0]) not in ("const", "sparse_const") and all(
         em.graph.op(i) == "const" for i in node.inputs[1:])
 
 
-def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, widened: bool = False) -> str:
+def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, widened: bool = False,
+                     layout: RowLayout | None = None) -> str | None:
     """A layer's matrix function (``matrix_function``) and the flash arrays it reads: its rearranged weights
     and channel parameters (bias' = bias - zx sum(w); the wide epilogue where an accumulator may be too large
     for the SMMULR one). Channels whose weights are all zero (pruned: their output one constant, whatever their
@@ -896,23 +973,25 @@ def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, w
         candidates = [np.nonzero(live)[0], np.arange(out_c)]
     else:
         candidates = [np.arange(out_c)]
-    for rows in candidates:  # the live channels paired where they can be, else every channel
-        Wr, fr, mult, shift = W[rows], folded[rows], q.multipliers[rows], q.shifts[rows]
+    for live_rows in candidates:  # the live channels paired where they can be, else every channel
+        Wr, fr, mult, shift = W[live_rows], folded[live_rows], q.multipliers[live_rows], q.shifts[live_rows]
         small = small_accumulators(fr, Wr, 128, shift)
         paired = paired_rows(Wr) if kind in ("1x4", "2x2") and small.all() else None
         if paired is not None and np.all(accumulator_bound(fr, Wr, 128)[1::2] < PAIRED_ACC):
             break
         paired = None
     if paired is None:
-        rows = np.arange(out_c)
+        live_rows = np.arange(out_c)
         Wr, fr, mult, shift = W, folded, q.multipliers, q.shifts
         small = small_accumulators(fr, Wr, 128, shift)
     else:
         kind = {"1x4": "1x4p", "2x2": "2x4p"}[kind]
+    if layout is not None and kind != "2x4p":
+        return None  # the widened rows are for the paired kernel: the caller's im2col instead
     group = 4 if kind in ("1x4", "1x4p", "2x4p") else 2
     words, kw4 = paired if paired is not None else arranged_rows(Wr, group, kind == "2x2w16")
     w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), words, "int32_t",
-                               f"%{node.name}: {len(rows)}x{W.shape[1]} int8 weights"
+                               f"%{node.name}: {len(live_rows)}x{W.shape[1]} int8 weights"
                                f"{' widened to int16' if kind == '2x2w16' else ''}, rows padded to words, "
                                f"groups of {group} rows interleaved"
                                f"{', pairs of rows in words (paired_rows)' if paired is not None else ''}")
@@ -921,16 +1000,16 @@ def _matrix_function(em, node: Node, W: np.ndarray, q, kind: str, stride: int, w
     mode = "fold" if fold else "plain" if small.all() else "wide"
     params = channel_params(fr, mult, shift, group, mode, ~small, q.output_zero_point if fold else None)
     if paired is not None:
-        params = paired_params(params, None if len(rows) == out_c else rows)
+        params = paired_params(params, None if len(live_rows) == out_c else live_rows)
     p_sym = em.add_const_array(em.sym(f"{node.name}_m4q"), params.words, "int32_t",
                                f"%{node.name}: per channel {', '.join(params.stored)} (m4_rq)")
     # a channel of zero weights: acc = bias at every position, its output TFLite's requantisation of it (stored by
     # the kernel at each position, literals)
-    dead = np.setdiff1d(np.arange(out_c), rows)
+    dead = np.setdiff1d(np.arange(out_c), live_rows)
     values = np.clip(multiply_by_quantized_multiplier(bias[dead], q.multipliers[dead], q.shifts[dead])
                      + q.output_zero_point, q.lo, q.hi)
-    return matrix_function(em, node.name, q, kind, w_sym, params, p_sym, kw4, len(rows), stride, out_c,
-                           [(int(c), int(v)) for c, v in zip(dead, values)], widened)
+    return matrix_function(em, node.name, q, kind, w_sym, params, p_sym, kw4, len(live_rows), stride, out_c,
+                           [(int(c), int(v)) for c, v in zip(dead, values)], widened, layout)
 
 
 def weight_layout(em, node: Node, reused: bool) -> bool:
@@ -955,7 +1034,7 @@ def fully_connected(em, node: Node) -> list[str] | None:
     g = em.graph
     out_c, depth = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
-    if not _computed_input(em, node) or depth % 4 or not shifts_ok(q):
+    if not computed_input(em, node) or depth % 4 or not shifts_ok(q):
         return None
     rows = g.type(x_name).size // depth
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, depth)
@@ -973,7 +1052,7 @@ def conv2d(em, node: Node) -> list[str] | None:
     x = g.type(x_name)
     out_c, kh, kw, in_c = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
-    if not _computed_input(em, node) or x.shape[0] != 1 or not shifts_ok(q):
+    if not computed_input(em, node) or x.shape[0] != 1 or not shifts_ok(q):
         return None
     win = window_of(g, node, (kh, kw))
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(out_c, kh * kw * in_c)
@@ -987,6 +1066,16 @@ def conv2d(em, node: Node) -> list[str] | None:
     # read once per two output positions)
     # a window's taps whole words of channels: im2col writes the columns widened, as the matrix kernels read them
     widened = not in_place and in_c % 4 == 0
+    layout = row_layout(win, kh, kw, in_c, out_c) if widened and not weight_layout(em, node, positions > 1) else None
+    if layout is not None:
+        function = _matrix_function(em, node, W, q, "2x2", layout.d, True, layout)
+        if function is not None:
+            fill = rows_function(em, node.name, win, kh, kw, in_c, q.input_zero_point, layout)
+            return [f"for (int32_t oy = 0; oy < {win.out_height}; ++oy) {{",
+                    f"    {fill}({xs}, oy);",
+                    f"    {function}((const int8_t *){em.sym('m4_pair')}, {win.out_width}, "
+                    f"{out} + oy * {win.out_width * out_c});",
+                    "}"]
     function = _matrix_function(em, node, W, q, "2x2w16" if weight_layout(em, node, positions > 1) else "2x2",
                                 stride, widened)
     if in_place:
@@ -1084,6 +1173,84 @@ def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx
     return symbol
 
 
+def row_widen_helper(em) -> str:
+    """m4_widen_row(s, d, n2): n2 times two input words (8 int8, any alignment) widened, per word its even lanes'
+    word then its odd lanes' (SXTB16, SXTB16 ROR #8): both loads back to back at immediate offsets, one STM of the
+    four words (registers fixed in ascending order), two steps per iteration."""
+    def step(at: int) -> str:
+        return (f"ldr %[u], [%[s], #{at}]\\n\\tldr %[v], [%[s], #{at + 4}]\\n\\tsxtb16 %[a], %[u]\\n\\t"
+                "sxtb16 %[b], %[u], ror #8\\n\\tsxtb16 %[c], %[v]\\n\\tsxtb16 %[e], %[v], ror #8\\n\\t"
+                "stm %[d]!, {%[a], %[b], %[c], %[e]}")
+    ops = ('[s] "+r"(s), [d] "+r"(d), [u] "=&r"(u), [v] "=&r"(v), [a] "=&r"(a), [b] "=&r"(b), [c] "=&r"(c), '
+           '[e] "=&r"(e) : : "memory"')
+    return named_helper(em, "m4_widen_row", f"""\
+__attribute__((optimize("O2"), noinline)) static void @m4_widen_row(const int8_t *s, int32_t *d, int32_t n2)
+{{
+    register int32_t a __asm__("r8"), b __asm__("r9"), c __asm__("r10"), e __asm__("r11");
+    int32_t u, v;
+    if (n2 & 1)
+        __asm__ volatile("{step(0)}\\n\\tadd %[s], %[s], #8" : {ops});
+    for (int32_t n = n2 >> 1; n > 0; --n)
+        __asm__ volatile("{step(0)}\\n\\t{step(8)}\\n\\tadd %[s], %[s], #16" : {ops});
+}}
+""")
+
+
+def row_layout(win, kh: int, kw: int, in_c: int, out_c: int) -> RowLayout | None:
+    """The widened rows' layout of a convolution whose columns the paired kernel may read from them in place
+    (``rows_function``): output rows of an even width (its columns in pairs), no dilation across (a window row's
+    taps contiguous), immediate offsets within reach; else None (im2col)."""
+    sx, dx = win.stride[1], win.dilation[1]
+    pixels = (win.out_width - 1) * sx + kw
+    row_bytes = 2 * pixels * in_c
+    segment = kw * in_c // 4
+    if win.out_width % 2 or dx != 1 or row_bytes > 4095 or 8 * min(segment, 24) + 2 * sx * in_c > 4095:
+        return None
+    return RowLayout(kh, row_bytes, segment, 2 * sx * in_c, unroll_steps(out_c * kh * kw * in_c))
+
+
+def rows_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int, layout: RowLayout) -> str:
+    """A convolution's input rows for output row oy, widened into the pair buffer as the paired kernel reads
+    them in place (``RowLayout``): its kh window rows, each the pixels its windows span (the padding's zx), per
+    pixel per 4 channels the even lanes' word then the odd lanes' (SXTB16, SXTB16 ROR #8). Once per output row
+    (im2col copied each input once per window holding it: kh kw times)."""
+    rd, odd = simd_helpers(em)
+    symbol = em.sym(f"m4_rows_{name}")
+    pair = em.sym("m4_pair")
+    em.scratch(pair, "uint32_t", kh * layout.row_bytes // 4)
+    (sy, dy), (py, px) = (win.stride[0], win.dilation[0]), win.pad
+    H, W = win.height, win.width
+    pixels = layout.row_bytes // (2 * in_c)
+    lo, hi = min(px, pixels), min(max(W + px, 0), pixels)  # the pixels inside the input: [lo, hi)
+    zw = ((zx & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
+    cw = in_c // 4
+    lines = [
+        f"/* %{name}: its {kh} input rows of output row oy widened in place of im2col */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int32_t oy)', "{",
+        f"    int32_t *d = (int32_t *){pair};",
+        f"    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+        f"        const int32_t iy = oy * {sy} - {py} + ky * {dy};",
+        f"        if (iy < 0 || iy >= {H}) {{",
+        f"            for (int32_t i = 0; i < {layout.row_bytes // 4}; ++i) d[i] = {zw};",
+        f"            d += {layout.row_bytes // 4};",
+        "            continue;",
+        "        }",
+        *([f"        for (int32_t i = 0; i < {2 * lo * cw}; ++i) d[i] = {zw};",
+           f"        d += {2 * lo * cw};"] if lo else []),
+        *([f"        const int8_t *s = x + (iy * {W} + {lo - px}) * {in_c};",
+           *([f"        {row_widen_helper(em)}(s, d, {(hi - lo) * cw // 2});",
+              f"        s += {(hi - lo) * cw // 2 * 8}; d += {(hi - lo) * cw // 2 * 4};"]
+             if (hi - lo) * cw >= 2 else []),
+           *([f"        {{ const int32_t v = {rd}(s); d[0] = __sxtb16(v); d[1] = {odd}(v); d += 2; }}"]
+             if (hi - lo) * cw % 2 else [])] if hi > lo else []),
+        *([f"        for (int32_t i = 0; i < {2 * (pixels - hi) * cw}; ++i) d[i] = {zw};",
+           f"        d += {2 * (pixels - hi) * cw};"] if pixels > hi else []),
+        "    }",
+        "}", ""]
+    em.helpers[symbol] = "\n".join(lines)
+    return symbol
+
+
 def im2col_widen_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int) -> str:
     """A layer's im2col (in_c a multiple of 4) straight into the pair buffer the matrix kernels read
     (``widen_helper``'s layout: per 4 inputs the two columns' even lanes, then their odd lanes, int16): the n (1
@@ -1154,7 +1321,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     x = g.type(x_name)
     _, kh, kw, out_c = g.type(w_name).shape
     q = layer_quantisation(g, node, out_c)
-    if (not _computed_input(em, node) or x.shape[0] != 1 or int(node.attrs["depth_multiplier"]) != 1
+    if (not computed_input(em, node) or x.shape[0] != 1 or int(node.attrs["depth_multiplier"]) != 1
             or out_c % 4 or not shifts_ok(q)):
         return None
     win = window_of(g, node, (kh, kw))
