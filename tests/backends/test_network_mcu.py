@@ -163,6 +163,17 @@ def test_any_window_on_the_microcontrollers_equals_tflite_micro(target, optimize
                   optimize=optimize)
 
 
+@pytest.mark.parametrize("per_channel, bias_reach", [(False, 1 << 29), (True, 3000)])
+def test_a_small_depthwise_layer_whose_function_gcc_clones_builds_on_the_cortex_m4(per_channel, bias_reach,
+                                                                                   tmp_path_factory):
+    """Found by the hypothesis test above: GCC's constant-propagated clone of this layer's depthwise function had
+    no registers for its two-position asm block (the firmware did not build; refused as not fitting)."""
+    test_any_window_on_the_microcontrollers_equals_tflite_micro.hypothesis.inner_test(
+        target="cortex-m4", optimize="size", tmp_path_factory=tmp_path_factory, seed=1, stride=(1, 2),
+        dilation=(2, 2), padding="same", activation="none", multiplier=1, kernel=(3, 2), per_channel=per_channel,
+        channels=4, bias_reach=bias_reach)
+
+
 @pytest.mark.parametrize("target", ["cortex-m4", "cortex-m0"])
 def test_a_1d_ds_cnn_written_over_its_inputs_equals_tflite_micro(target, tmp_path):
     """Each depthwise and pointwise layer a few positions below the input it still reads (the Cortex-M4's pairs of

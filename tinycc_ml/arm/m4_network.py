@@ -264,8 +264,10 @@ def depthwise_function(em, name: str, win, channels: int, kh: int, kw: int, q, w
 
     lines = [
         f"/* depthwise {kh}x{kw}, {C} channels, 4 at a time (SMLABB / SMLATT, int16 weights) */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int8_t *out, const int32_t *wgt, '
-        "const int32_t *prm, const int32_t *bias)", "{",
+        # noclone: GCC's constant-propagated clone of a small layer's function found no registers for the two
+        # positions' asm block (14 operands): "impossible constraints"
+        f'__attribute__((optimize("O2"), noclone)) static void {symbol}(const int8_t *x, int8_t *out, '
+        "const int32_t *wgt, const int32_t *prm, const int32_t *bias)", "{",
         "    (void)bias;  /* none where every window lies inside the input */",
         *(line for row in range(oy_lo) for line in border_row(row)),
         f"    for (int32_t oy = {oy_lo}; oy < {oy_hi}; ++oy) {{",
