@@ -18,6 +18,7 @@ Accuracy: classifiers the share of test rows, per-pixel models the share of pixe
 squared error. Needs no torch.
 
     python benchmarks/pytorch_zoo.py [--chips] [--no-write] [names...]
+    python benchmarks/pytorch_zoo.py --docs   # docs/guide/networks.md's tables from the results
 """
 
 from __future__ import annotations
@@ -325,14 +326,39 @@ def print_tables(rows: list[dict]) -> None:
             print(f"| {r['model']} | " + " | ".join(cells) + " |")
 
 
+def write_docs(rows: list[dict]) -> None:
+    """docs/guide/networks.md's two zoo tables replaced by these rows' (as print_tables prints them)."""
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        print_tables(rows)
+    text = printed.getvalue()
+    tables = {"| model | data | onnxruntime": text.split("\nRefused:")[0].split("\n\n| model | avr")[0].strip()}
+    if "\n| model | avr" in text:
+        tables["| model | avr"] = ("| model | avr" + text.split("\n| model | avr", 1)[1]).split("\n\n")[0].strip()
+    path = REPO / "docs" / "guide" / "networks.md"
+    doc = path.read_text()
+    for head, table in tables.items():
+        start = doc.index(head)
+        doc = doc[:start] + table + doc[doc.index("\n\n", start):]
+    path.write_text(doc)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chips", action="store_true", help="also run the chip subset in the simulators")
     parser.add_argument("--no-write", action="store_true", help="print only (no benchmarks/results/pytorch_zoo.json)")
+    parser.add_argument("--docs", action="store_true", help="only rewrite docs/guide/networks.md's zoo tables from "
+                        "benchmarks/results/pytorch_zoo.json")
     parser.add_argument("names", nargs="*", help="the models to measure (default: all)")
     args = parser.parse_args()
     out = REPO / "benchmarks" / "results" / "pytorch_zoo.json"
     previous = {r["model"]: r for r in json.loads(out.read_text())} if out.exists() else {}
+    if args.docs:
+        write_docs([previous[m] for m in MODELS if m in previous])
+        return
     rows = []
     for name in MODELS:
         if args.names and name not in args.names:
