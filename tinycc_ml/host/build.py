@@ -456,9 +456,16 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     # rows converted a chunk at a time into a buffer that stays in the L2 cache, each chunk predicted by one
     # call of the batch entry point (longer runs of conversion stream the float64 rows better: the MLP on 784
     # features 6% faster at 80 rows than at 8)
-    chunk = batch_chunk_rows(header, prefix, input_ctype) if batched else 1
+    # (a build whose block prefetches: a block at a time, the next block's float64 rows prefetched while it computes)
+    ahead = batched and f"{prefix}_predict_batch_ahead(" in header
+    chunk = BLOCK_ROWS if ahead else batch_chunk_rows(header, prefix, input_ctype) if batched else 1
     predict = (f"{prefix}_predict_batch(rows, m, (void *)0, predictions + i);" if batched
                else f"predictions[i] = {prefix}_predict(rows);")
+    if ahead:
+        predict = (f"{prefix}_predict_batch_ahead(i + m < n ? (const void *)(xi + (long)m * {prefix.upper()}_INPUT_DIM)"
+                   f" : (const void *)0, i + m < n ? (long)(n - i - m < {chunk} ? n - i - m : {chunk}) * "
+                   f"{prefix.upper()}_INPUT_DIM / 8 : 0);\n            {predict}\n            "
+                   f"{prefix}_predict_batch_ahead((const void *)0, 0);")
     wrapper += f"""
     /* 1 when a value is not finite (the caller then quantises the rows itself) */
     int tinycc_batch_q(const double *x, int n, const double *factor, int *predictions)
