@@ -398,7 +398,7 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
         """Rows first .. first + count - 1 of W (count 1 or 2) for the block's rows, then their epilogues."""
         w_of = [re.sub(r"\bi\b", f"({first} + {h})", dot.group(1)) for h in range(count)]
         sums = ", ".join(f"a{h}_{r} = 0" for h in range(count) for r in range(BLOCK_ROWS))
-        body = [f"    int32_t {sums};", lines[2] + " {", *prefetch,
+        body = [f"    int32_t {sums};", lines[2] + " {",
                 *(f"        const int32_t w{h} = (int32_t){w_of[h]};" for h in range(count))]
         for r in range(BLOCK_ROWS):
             x_r = lane_text(dot.group(2), r)
@@ -413,8 +413,7 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
                      *lanes([f"int32_t acc = sums[{LANE}];", *epilogue], "        "), "    }"]
         return body
 
-    prefetch = em.prefetch_ahead(1, "k")
-    out = []
+    out = []  # (no prefetch here: a branch in the k loop keeps GCC from vectorising it, 3x slower)
     if rows >= 2:  # two rows of W per pass: each x[k] loaded feeds both
         out += [f"for (int i2 = 0; i2 < {rows // 2 * 2}; i2 += 2) {{", *pass_over("i2", 2), "}"]
     if rows % 2:
