@@ -136,7 +136,7 @@ def test_wide_layer_and_float_rows_on_each_code_path(precision, path, monkeypatc
     result = tinycc_ml.compile(model, target="host", precision=precision, name="hb",
                                calibration=None if precision == "float" else X)
     source = result.files["hb.c"]
-    assert "__builtin_prefetch(hb_ahead" in source
+    assert "__builtin_prefetch(hb_predict_batch_ahead_at" in source
     if precision != "float":
         assert "_mm256_dpwssd_avx_epi32" in source and "_mm256_madd_epi16" in source
     pred = result.load()

@@ -119,7 +119,7 @@ class HostEmitter(CEmitter):
         if self._prefetch_placed:
             return []
         self._prefetch_placed = True
-        ahead, lines = self.sym("ahead"), self.sym("ahead_lines")
+        ahead, lines = self.sym("predict_batch_ahead_at"), self.sym("predict_batch_ahead_lines")
         first = f"{lines_per_step}L * ({step})" if lines_per_step > 1 else f"(long)({step})"
         return [f"        if ({first} < {lines}) {{",
                 *(f"            __builtin_prefetch({ahead} + 64 * ({first} + {h}), 0, 2);"
@@ -197,7 +197,8 @@ class HostEmitter(CEmitter):
                      f"                block_predictions[e] = {no_answer}(block_scores + (long)e * {ns});"]
         return [
             f"void {p}_predict_batch_ahead(const void *ahead, long lines)", "{",
-            f"    {self.sym('ahead')} = (const char *)ahead;", f"    {self.sym('ahead_lines')} = lines;", "}", "",
+            f"    {p}_predict_batch_ahead_at = (const char *)ahead;",
+            f"    {p}_predict_batch_ahead_lines = lines;", "}", "",
             f"static {it} {p}_padded[{r * d}]; /* the last rows of a batch, padded with zero rows */",
             f"static {st} {p}_block_scores[{r * ns}];", "",
             f"void {p}_predict_batch(const {it} *x, int n, {st} *scores, int *predictions)", "{",
@@ -235,8 +236,9 @@ class HostEmitter(CEmitter):
         self.kernel_report[:] = saved[2]
         arenas = [f"static {ARENA_CTYPE[k]} {self.sym('block_arena_' + k)}[{BLOCK_ROWS}][{n}];"
                   for k, n in self.graph.analyses.arenas.items()]
-        arenas += [f"static const char *{self.sym('ahead')}; /* the caller's next rows: the block's first kernel "
-                   "prefetches them */", f"static long {self.sym('ahead_lines')}; /* cache lines of them */"]
+        ahead = self.sym("predict_batch_ahead")
+        arenas += [f"static const char *{ahead}_at; /* the caller's next rows: the first kernel prefetches them */",
+                   f"static long {ahead}_lines; /* cache lines of them */"]
         api = self._api
         decl = (f"/* Host builds: n rows (x: n x {api.input_dim}) at once, {BLOCK_ROWS} per pass over the weights;\n"
                 f"   scores (n x {api.n_scores}) and predictions (n) as {self.prefix}_scores and {self.prefix}_predict "

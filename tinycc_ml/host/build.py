@@ -459,7 +459,7 @@ def build_host_module(header: str, source: str, prefix: str, input_ctype: str, s
     # features 6% faster at 80 rows than at 8)
     # (a build whose block prefetches: a block at a time, the next block's float64 rows prefetched while it computes;
     # harness, 10,000 x 784: LR int16 15.1 -> 11.2 ms at best)
-    ahead = batched and f"__builtin_prefetch({prefix}_ahead + " in source
+    ahead = batched and f"__builtin_prefetch({prefix}_predict_batch_ahead_at + " in source
     chunk = BLOCK_ROWS if ahead else batch_chunk_rows(header, prefix, input_ctype) if batched else 1
     predict = (f"{prefix}_predict_batch(rows, m, (void *)0, predictions + i);" if batched
                else f"predictions[i] = {prefix}_predict(rows);")
