@@ -121,8 +121,9 @@ def test_generated_c_compiles_cleanly_and_exports_only_prefixed_symbols(tmp_path
     symbols = [line.split()[-1] for line in defined if line.strip()]
     external = [line.split()[-1] for line in defined if line.strip() and line.split()[-2].isupper()]
     # ProtoNN defines class probabilities (its normalised scores): kws_v2_proba; host builds the batch entry point
-    assert sorted(external) == ["kws_v2_label", "kws_v2_predict", "kws_v2_predict_batch", "kws_v2_predict_label",
-                                "kws_v2_proba", "kws_v2_scores"]
+    # (and its prefetch hint)
+    assert sorted(external) == ["kws_v2_label", "kws_v2_predict", "kws_v2_predict_batch", "kws_v2_predict_batch_ahead",
+                                "kws_v2_predict_label", "kws_v2_proba", "kws_v2_scores"]
     # static data and functions carry the prefix too (readable map files, no clashes in LTO)
     named = [s for s in symbols if not s.startswith(".")]
     assert all(s.startswith("kws_v2_") for s in named), named

@@ -158,7 +158,8 @@ MATH_OPS = ("exp", "tanh", "softmax", "log_softmax", "layer_norm", "sigmoid_cali
 # the words after the prefix of the C entry points and their helpers (a constant must not take one)
 ENTRY_POINT_NAMES = frozenset({"predict", "predict_label", "predict_batch", "predict_float", "scores", "scores_float",
                                "run", "run_block", "run_raw", "invoke", "label", "labels", "feed", "reset", "proba",
-                               "quantise_feature", "init", "state", "input", "output", "status", "fault"})
+                               "quantise_feature", "init", "state", "input", "output", "status", "fault",
+                               "predict_batch_ahead"})
 
 
 @dataclass

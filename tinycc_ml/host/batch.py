@@ -74,6 +74,7 @@ class HostEmitter(CEmitter):
     _pin_emitting: list[str] | None = None
     _lanes_done = False  # the node's C covers the block's rows itself (a block kernel)
     _no_block_kernels = False
+    _prefetch_placed = False  # the block function's first kernel prefetches the caller's next rows
 
     # code() sets ``emitting`` to the nodes it writes; the block function writes one node at a time but the
     # kernels asking which readers share a function must see them all
@@ -111,6 +112,19 @@ class HostEmitter(CEmitter):
                 return lines
         return super().emit_node(node)
 
+    def prefetch_ahead(self, lines_per_step: int, step: str) -> list[str]:
+        """C prefetching ``lines_per_step`` cache lines of the caller's next rows (``<prefix>_predict_batch_ahead``)
+        at loop step ``step`` of the block's first kernel that asks (an empty list for the others): the rows the
+        next block reads stream in from memory while this block computes."""
+        if self._prefetch_placed:
+            return []
+        self._prefetch_placed = True
+        ahead, lines = self.sym("predict_batch_ahead_at"), self.sym("predict_batch_ahead_lines")
+        first = f"{lines_per_step}L * ({step})" if lines_per_step > 1 else f"(long)({step})"
+        return [f"        if ({first} < {lines}) {{",
+                *(f"            __builtin_prefetch({ahead} + 64 * ({first} + {h}), 0, 2);"
+                  for h in range(lines_per_step)), "        }"]
+
     def block_arena_bytes(self) -> int:
         return BLOCK_ROWS * sum(n * ARENA_BYTES[k] for k, n in self.graph.analyses.arenas.items())
 
@@ -139,7 +153,7 @@ class HostEmitter(CEmitter):
                 decls.append(f"    {self.ctype(node)} v_{name}[{BLOCK_ROWS}];")
         body: list[str] = []
         row_wise: list[str] = []  # the code of nodes run row by row, not yet in a row loop
-        self.block_mode, self._pin_emitting = True, list(ops)
+        self.block_mode, self._pin_emitting, self._prefetch_placed = True, list(ops), False
         try:
             for name in ops:
                 self._lanes_done = False
@@ -182,6 +196,9 @@ class HostEmitter(CEmitter):
                      f"            if ({beyond}(xi + (long)e * {d}))",
                      f"                block_predictions[e] = {no_answer}(block_scores + (long)e * {ns});"]
         return [
+            f"void {p}_predict_batch_ahead(const void *ahead, long lines)", "{",
+            f"    {p}_predict_batch_ahead_at = (const char *)ahead;",
+            f"    {p}_predict_batch_ahead_lines = lines;", "}", "",
             f"static {it} {p}_padded[{r * d}]; /* the last rows of a batch, padded with zero rows */",
             f"static {st} {p}_block_scores[{r * ns}];", "",
             f"void {p}_predict_batch(const {it} *x, int n, {st} *scores, int *predictions)", "{",
@@ -219,12 +236,18 @@ class HostEmitter(CEmitter):
         self.kernel_report[:] = saved[2]
         arenas = [f"static {ARENA_CTYPE[k]} {self.sym('block_arena_' + k)}[{BLOCK_ROWS}][{n}];"
                   for k, n in self.graph.analyses.arenas.items()]
+        ahead = self.sym("predict_batch_ahead")
+        arenas += [f"static const char *{ahead}_at; /* the caller's next rows: the first kernel prefetches them */",
+                   f"static long {ahead}_lines; /* cache lines of them */"]
         api = self._api
         decl = (f"/* Host builds: n rows (x: n x {api.input_dim}) at once, {BLOCK_ROWS} per pass over the weights;\n"
                 f"   scores (n x {api.n_scores}) and predictions (n) as {self.prefix}_scores and {self.prefix}_predict "
                 "give them (either may be NULL). */\n"
                 f"void {self.prefix}_predict_batch(const {api.input_ctype} *x, int n, {api.score_ctype} *scores, "
-                "int *predictions);\n")
+                "int *predictions);\n"
+                f"/* The next calls of {self.prefix}_predict_batch prefetch the 64-byte lines ahead[0 .. lines - 1] "
+                "while they compute\n   (rows the caller reads next; lines 0: none). */\n"
+                f"void {self.prefix}_predict_batch_ahead(const void *ahead, long lines);\n")
         marker = "\n#ifdef __cplusplus\n}\n#endif\n"
         header = emitted.header
         at = header.rfind(marker)
@@ -260,7 +283,8 @@ def padded_columns(em: HostEmitter, symbol: str, matrix, comment: str) -> tuple[
     return em.add_const_array(em.sym(symbol), padded, "float", comment), wide
 
 
-def vector_tiles(em: HostEmitter, width: int, wide: int, depth: int, table: str, update, out_of) -> list[str]:
+def vector_tiles(em: HostEmitter, width: int, wide: int, depth: int, table: str, update, out_of,
+                 prefetch: list[str] = ()) -> list[str]:
     """Output elements 0..width-1 of every block row, VEC x TILE_VECTORS at a time for TILE_ROWS rows: accumulators
     ``a<v>_<r>`` (vector v of row r, from zero) take ``update(v, r, "t<v>")`` for k = 0..depth-1, ``t<v>`` the VEC
     floats of ``table`` at k * wide + the tile's start + v * VEC; then stored to ``out_of(r)`` (the first
@@ -272,7 +296,7 @@ def vector_tiles(em: HostEmitter, width: int, wide: int, depth: int, table: str,
     def tile(start: str, n_vec: int, stored: int | None, rows: range) -> list[str]:
         accs = ", ".join(f"a{v}_{r} = {{0}}" for r in rows for v in range(n_vec))
         lines = [f"    {vt} {accs};",
-                 f"    for (int k = 0; k < {depth}; ++k) {{",
+                 f"    for (int k = 0; k < {depth}; ++k) {{", *prefetch,
                  f"        const float *w = {table} + (long)k * {wide} + {start};",
                  f"        {vt} {', '.join(f't{v}' for v in range(n_vec))};",
                  *(f"        __builtin_memcpy(&t{v}, w + {v * VEC}, sizeof t{v});" for v in range(n_vec))]
@@ -326,7 +350,7 @@ def matvec_float_block(em: HostEmitter, node: Node) -> list[str] | None:
     return vector_tiles(em, rows, wide, cols, table,
                         lambda v, r, t: (f"const float x{r} = {lane_text(x_k, r)};" if v == 0 else "")
                         + f" a{v}_{r} += {t} * x{r};",
-                        lambda r: lane_text(out, r))
+                        lambda r: lane_text(out, r), em.prefetch_ahead(1, "k"))
 
 
 def sqdist_float_block(em: HostEmitter, node: Node) -> list[str] | None:
@@ -391,7 +415,7 @@ def matvec_fixed_block(em: HostEmitter, node: Node) -> list[str] | None:
                      *lanes([f"int32_t acc = sums[{LANE}];", *epilogue], "        "), "    }"]
         return body
 
-    out = []
+    out = []  # (no prefetch here: a branch in the k loop keeps GCC from vectorising it, 3x slower)
     if rows >= 2:  # two rows of W per pass: each x[k] loaded feeds both
         out += [f"for (int i2 = 0; i2 < {rows // 2 * 2}; i2 += 2) {{", *pass_over("i2", 2), "}"]
     if rows % 2:
@@ -404,7 +428,9 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
     sums), the sums then through the shared epilogue row by row (integer sums: the single-row C's, in another
     order). W is stored transposed in pairs of columns (per pair of k and output i: W[i][k], W[i][k + 1]): one
     vector load gives both columns' weights of VEC outputs, split into even and odd lanes and widened, each
-    multiplied by a row's broadcast x[k] or x[k + 1] (GCC/clang's vector extension)."""
+    multiplied by a row's broadcast x[k] or x[k + 1] (GCC/clang's vector extension); with AVX2 one vpmaddwd per
+    weight vector and row (both columns' products summed, int32 wrap), with AVX-VNNI one vpdpwssd (the same sums
+    added to the accumulator in the same instruction: equal modulo 2^32)."""
     a_name = node.inputs[0]
     g = em.graph
     cols = g.type(a_name).shape[1]
@@ -440,7 +466,7 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
             (lambda r: x_at(r, "2 * p + 1"))
         return [
             f"    {iv} {', '.join(f'a{v}_{r} = {{0}}' for v, r in acc)};",
-            f"    for (int p = 0; p < {pairs}; ++p) {{",
+            f"    for (int p = 0; p < {pairs}; ++p) {{", *prefetch,
             f"        const int16_t *wp = {sym} + ((long)p * {wide} + {start}) * 2;",
             *(line for v in range(n_vec) for line in (
                 f"        {hv} t{v};", f"        __builtin_memcpy(&t{v}, wp + {2 * VEC * v}, sizeof t{v});",
@@ -450,7 +476,12 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
                 f"        const {iv} hi{v} = __builtin_convertvector(__builtin_shufflevector(t{v}, t{v}, "
                 + ", ".join(str(2 * j + 1) for j in range(VEC)) + f"), {iv});",
                 "#endif")),
-            "#if defined(__AVX2__)",  # vpmaddwd: both columns' products summed in one instruction (int32 wrap)
+            "#if defined(__AVXVNNI__)",  # vpdpwssd: both columns' products added to the sums in one instruction
+            *(f"        {{ const __m256i u = _mm256_set1_epi32({pair(r)}); "
+              + " ".join(f"a{v}_{r} = ({iv})_mm256_dpwssd_avx_epi32((__m256i)a{v}_{r}, u, (__m256i)t{v});"
+                         for v in range(n_vec)) + " }"
+              for r in block_rows),
+            "#elif defined(__AVX2__)",  # vpmaddwd: both columns' products summed in one instruction (int32 wrap)
             *(f"        {{ const __m256i u = _mm256_set1_epi32({pair(r)}); "
               + " ".join(f"a{v}_{r} = ({iv})_mm256_add_epi32((__m256i)a{v}_{r}, _mm256_madd_epi16(u, (__m256i)t{v}));"
                          for v in range(n_vec)) + " }"
@@ -464,6 +495,7 @@ def _matvec_fixed_vectors(em: HostEmitter, node: Node, rows: int, x_of: str, epi
             *(f"    __builtin_memcpy(&{sums}[{r}][{start} + {VEC * v}], &a{v}_{r}, sizeof a{v}_{r});"
               for v, r in acc)]
 
+    prefetch = em.prefetch_ahead(2, "p")  # a pair of columns per step: two lines of 8 float64 rows
     # FIXED_TILE_ROWS rows x FIXED_TILE_VECTORS vectors: each broadcast pair feeds that many vpmaddwd
     step = FIXED_TILE_VECTORS * VEC
     full = wide // step * step
