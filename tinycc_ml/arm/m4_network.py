@@ -36,7 +36,10 @@ words, the padding's taps filled with zx in words. Where a tap's channels are wh
 even width and there is no dilation across, no im2col (``rows_function``, ``RowLayout``): per output row its kh
 input rows widened once into the scratch, the paired kernel reading both columns of a pair in place from them
 (``_block_rows``). The paired kernels unroll up to 16 steps a loop iteration by the layer's weight bytes
-(``unroll_steps``). Depthwise 3x3 stride-1 layers go first to ``m4_network_planar``'s planar kernel.
+(``unroll_steps``); where the block's first step runs once (no loop around it) the second column's accumulators
+start in its first SMLADs, their addend the first column's biases (no copies), and unrolled blocks read every step
+at its own offsets. A window row across the border in im2col is zx, the input's bytes, zx in three runs. Depthwise
+3x3 stride-1 layers go first to ``m4_network_planar``'s planar kernel.
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
@@ -571,9 +574,14 @@ def _seeded(iters: int, rem: int) -> bool:
 def _block_2x4p(per: int, iters: int, rem: int) -> list[str]:
     """The 2x4p asm: ``rem`` steps, then ``iters`` times ``per`` steps, the pointers advanced once per run; the
     loop's count in memory (``n``: the registers hold 8 accumulators, 2 pointers and 4 words), decremented
-    through w, dead there."""
-    body = []
+    through w, dead there. With no loop every step at its own offsets, only wp advanced (x is dead after the
+    block: the caller starts each block's x afresh)."""
     seed = _seeded(iters, rem)
+    if iters <= 1:
+        steps = rem + (per if iters else 0)
+        return [line for i in range(steps) for line in _step_2x4p(i, seed and i == 0)] + [
+            f"add %[wp], %[wp], #{16 * steps}"]
+    body = []
     for run, loop in ((rem, False), (per if iters else 0, iters > 1)):
         if not run:
             continue
@@ -1171,6 +1179,16 @@ def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx
         *("                " + line for line in whole),
         "                continue;",
         "            }",
+        *(["            {  /* the taps inside one run of bytes (dilation 1): zx, the input's, zx */",
+           f"                const int32_t b0 = (ix0 < 0 ? -ix0 : 0) * {in_c};",
+           f"                const int32_t b1 = ({W} - ix0 < {kw} ? {W} - ix0 : {kw}) * {in_c};",
+           f"                const int8_t *src = x + (iy * {W} + ix0) * {in_c};",
+           "                int32_t b = 0;",
+           f"                for (; b < b0; ++b) dst[b] = {zx};",
+           "                for (; b < b1; ++b) dst[b] = src[b];",
+           f"                for (; b < {row}; ++b) dst[b] = {zx};",
+           "                continue;",
+           "            }"] if dx == 1 else []),
         f"            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
         f"                const int32_t ix = ix0 + kx * {dx};",
         f"                int8_t *d = dst + kx * {in_c};",

@@ -10,7 +10,9 @@ outputs along a row from three input words per window row, SMLAD, SMLAD, SMLAD, 
 SMLABT / SMLATB, 24 multiplies for 36 multiply-accumulates (a 2-output block for a row's remainder). The
 plane's rows run along the output's longer axis (``orientation``: the input transposed where the columns are
 fewer, as KWS's 25 x 5). Each output's requantisation is ``m4_network``'s (LSL, ADD, SMMLAR, ASR, SSAT, STRB)
-in the same asm block, the channel's constants from a per-channel block on the stack.
+in the same asm block, the channel's constants from a per-channel block on the stack; where every channel shares
+the left shift (sl) and the weights times 2^sl stay int16, the weights and the bias carry it (the accumulator is
+acc 2^sl: no LSL). With one strip the plane's padding rows keep the first fill (no refill per channel).
 
 The order differs from the raster order the in-place rule (``ir.ops.windows.window_lead``) assumes: a layer
 whose output slot meets its input's takes this kernel only where every write lands on its own channel (the
@@ -288,7 +290,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         f"                const int32_t ir = r0 + i - {pad_r};",
         f"                int32_t *d = pw + i * {RW // 2};",
         f"                if (ir < 0 || ir >= {PR}) {{",
-        f"                    for (int32_t w = 0; w < {RW // 2}; ++w) d[w] = {zx2};",
+        # one strip: its padding rows are never written but by the fill above (no refill per channel)
+        *([f"                    for (int32_t w = 0; w < {RW // 2}; ++w) d[w] = {zx2};"] if len(strips) > 1 else []),
         "                    continue;",
         "                }",
         f"                const int8_t *s = x + ir * {in_row} + c;",
