@@ -36,7 +36,10 @@ words, the padding's taps filled with zx in words. Where a tap's channels are wh
 even width and there is no dilation across, no im2col (``rows_function``, ``RowLayout``): per output row its kh
 input rows widened once into the scratch, the paired kernel reading both columns of a pair in place from them
 (``_block_rows``). The paired kernels unroll up to 16 steps a loop iteration by the layer's weight bytes
-(``unroll_steps``). Depthwise 3x3 stride-1 layers go first to ``m4_network_planar``'s planar kernel.
+(``unroll_steps``); where the block's first step runs once (no loop around it) the second column's accumulators
+start in its first SMLADs, their addend the first column's biases (no copies), and unrolled blocks read every step
+at its own offsets. A window row across the border in im2col is zx, the input's bytes, zx in three runs. Depthwise
+3x3 stride-1 layers go first to ``m4_network_planar``'s planar kernel.
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
@@ -533,41 +536,60 @@ def _step_1x4() -> str:
     return "\n".join(lines)
 
 
-def _pair_macs(w: str, us: tuple[str, ...], accs: list[tuple[str, str]]) -> list[str]:
+def _pair_macs(w: str, us: tuple[str, ...], accs: list[tuple[str, str]], seed: bool = False) -> list[str]:
     """A pair's word w (``paired_rows``) times the int16 lanes of each input register in ``us``: the raw word's
     halves (256 c1 + c0) into the raw accumulators, then, split in place by SXTB16, c0 into the even ones;
-    ``accs``: (raw, even) per input register."""
+    ``accs``: (raw, even) per input register. ``seed`` (the block's first multiply-accumulates): the second
+    column's accumulators start from the first's (its bias, not yet added to), no copies before the asm."""
+    if seed:  # the second column's first, its addend the first column's accumulator before its own
+        accs, us = accs[::-1], us[::-1]
+        lines = [f"smlad %[{r}], %[{w}], %[{u}], %[{accs[-1][0]}]" for u, (r, _) in zip(us, accs)]
+        lines.append(f"sxtb16 %[{w}], %[{w}]")
+        return lines + [f"smlad %[{e}], %[{w}], %[{u}], %[{accs[-1][1]}]" for u, (_, e) in zip(us, accs)]
     lines = [f"smlad %[{r}], %[{w}], %[{u}], %[{r}]" for u, (r, _) in zip(us, accs)]
     lines.append(f"sxtb16 %[{w}], %[{w}]")
     return lines + [f"smlad %[{e}], %[{w}], %[{u}], %[{e}]" for u, (_, e) in zip(us, accs)]
 
 
-def _step_2x4p(i: int) -> list[str]:
+def _step_2x4p(i: int, seed: bool = False) -> list[str]:
     """Step i (of an unrolled run) 4 inputs deep of two columns (m4_widen2's words) by four channels (two pairs,
     ``paired_rows``' four words): per half of the inputs (lanes x0, x2, then x1, x3) both columns' words and
     the two pairs' words (w, w1) loaded back to back at immediate offsets (a load after a load is pipelined;
-    not after one whose base it wrote back), 32 multiply-accumulates in 16 SMLAD."""
+    not after one whose base it wrote back), 32 multiply-accumulates in 16 SMLAD; ``seed``: the block's first step
+    (``_pair_macs``' seed in its first half, which touches every accumulator)."""
     lines = []
     for half in (0, 1):
         o = 16 * i + 8 * half
         lines += [f"ldr %[u], [%[x], #{o}]", f"ldr %[v], [%[x], #{o + 4}]", f"ldr %[w], [%[wp], #{o}]",
                   f"ldr %[w1], [%[wp], #{o + 4}]"]
         for k, w in enumerate(("w", "w1")):
-            lines += _pair_macs(w, ("u", "v"), [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")])
+            lines += _pair_macs(w, ("u", "v"), [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")], seed and not half)
     return lines
+
+
+def _seeded(iters: int, rem: int) -> bool:
+    """Whether ``_block_2x4p``'s first step runs once (not inside its loop): the second column's accumulators
+    then start from the first's (``_pair_macs``' seed)."""
+    return rem > 0 or iters == 1
 
 
 def _block_2x4p(per: int, iters: int, rem: int) -> list[str]:
     """The 2x4p asm: ``rem`` steps, then ``iters`` times ``per`` steps, the pointers advanced once per run; the
     loop's count in memory (``n``: the registers hold 8 accumulators, 2 pointers and 4 words), decremented
-    through w, dead there."""
+    through w, dead there. With no loop every step at its own offsets, only wp advanced (x is dead after the
+    block: the caller starts each block's x afresh)."""
+    seed = _seeded(iters, rem)
+    if iters <= 1:
+        steps = rem + (per if iters else 0)
+        return [line for i in range(steps) for line in _step_2x4p(i, seed and i == 0)] + [
+            f"add %[wp], %[wp], #{16 * steps}"]
     body = []
     for run, loop in ((rem, False), (per if iters else 0, iters > 1)):
         if not run:
             continue
         if loop:
             body.append("1:")
-        body += [line for i in range(run) for line in _step_2x4p(i)]
+        body += [line for i in range(run) for line in _step_2x4p(i, seed and not body and i == 0)]
         body += [f"add %[x], %[x], #{16 * run}", f"add %[wp], %[wp], #{16 * run}"]
         if loop:
             body += ["ldr %[w], %[n]", "subs %[w], %[w], #1", "str %[w], %[n]", "bne 1b"]
@@ -739,6 +761,7 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     per, iters, rem = split_steps(kw4, unroll_steps(4 * kw4 * group))
     two = kind == "2x4p"
     cols = ("u", "v") if two else ("",)
+    seeded = two and rows is None and _seeded(iters, rem)  # the second column's accumulators start in the asm
     lines = []
     if rows is not None:  # the columns are in the widened rows the caller wrote (rows_function): none to widen
         lines += [
@@ -762,12 +785,12 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
         f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
         f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}) {{",
         "            " + " ".join(f"int32_t e0{c} = q[0], r0{c} = q[{P}], e1{c} = q[{2 * P}], r1{c} = q[{3 * P}];"
-                                  for c in cols),
+                                  if c != "v" or not seeded else "int32_t e0v, r0v, e1v, r1v;" for c in cols),
         f"            const {'uint32_t' if two else 'int8_t'} *x = "
         f"{'(const uint32_t *)c0' if rows is not None else pair if two else 'c0'};",
         f"            int32_t n = {rows.kh if rows is not None else iters};"]
     accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in cols]
-    ops = {k: "+r" for k in (*accs, "x", "wp", "n")}
+    ops = {k: "=&r" if seeded and k.endswith("v") else "+r" for k in (*accs, "x", "wp", "n")}
     if rows is not None:
         lines += ["            int32_t u, v, w, w1, n2 = 0;"]
         ops["n"], ops["n2"] = "+m", "+m"
@@ -1158,6 +1181,16 @@ def im2col_function(em, name: str, win, kh: int, kw: int, in_c: int, kp: int, zx
         *("                " + line for line in whole),
         "                continue;",
         "            }",
+        *(["            {  /* the taps inside one run of bytes (dilation 1): zx, the input's, zx */",
+           f"                const int32_t b0 = (ix0 < 0 ? -ix0 : 0) * {in_c};",
+           f"                const int32_t b1 = ({W} - ix0 < {kw} ? {W} - ix0 : {kw}) * {in_c};",
+           f"                const int8_t *src = x + (iy * {W} + ix0) * {in_c};",
+           "                int32_t b = 0;",
+           f"                for (; b < b0; ++b) dst[b] = {zx};",
+           "                for (; b < b1; ++b) dst[b] = src[b];",
+           f"                for (; b < {row}; ++b) dst[b] = {zx};",
+           "                continue;",
+           "            }"] if dx == 1 else []),
         f"            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
         f"                const int32_t ix = ix0 + kx * {dx};",
         f"                int8_t *d = dst + kx * {in_c};",

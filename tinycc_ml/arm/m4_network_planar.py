@@ -10,7 +10,9 @@ outputs along a row from three input words per window row, SMLAD, SMLAD, SMLAD, 
 SMLABT / SMLATB, 24 multiplies for 36 multiply-accumulates (a 2-output block for a row's remainder). The
 plane's rows run along the output's longer axis (``orientation``: the input transposed where the columns are
 fewer, as KWS's 25 x 5). Each output's requantisation is ``m4_network``'s (LSL, ADD, SMMLAR, ASR, SSAT, STRB)
-in the same asm block, the channel's constants from a per-channel block on the stack.
+in the same asm block, the channel's constants from a per-channel block on the stack; where every channel shares
+the left shift (sl) and the weights times 2^sl stay int16, the weights and the bias carry it (the accumulator is
+acc 2^sl: no LSL). With one strip the plane's padding rows keep the first fill (no refill per channel).
 
 The order differs from the raster order the in-place rule (``ir.ops.windows.window_lead``) assumes: a layer
 whose output slot meets its input's takes this kernel only where every write lands on its own channel (the
@@ -113,7 +115,8 @@ def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: i
     if r.startswith("%"):
         lines.append("ldr %[wb], [%[k], #40]")
     for i, a in enumerate(acc[:store]):
-        lines += [f"lsl {a}, {a}, {sl}", f"add %[u2], %[u1], {a}, asr #31", f"smmlar {a}, {a}, %[u0], %[u2]"]
+        lines += [f"lsl {a}, {a}, {sl}"] if sl else []  # none where the weights and bias carry 2^sl
+        lines += [f"add %[u2], %[u1], {a}, asr #31", f"smmlar {a}, {a}, %[u0], %[u2]"]
         if zp is None and not r.startswith("%"):
             lines.append(f"ssat {a}, #8, {a}, asr {r}")
         else:
@@ -203,9 +206,17 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     taps = W.reshape(C, 3, 3)
     if transposed:
         taps = taps.transpose(0, 2, 1)
+    # a left shift every channel shares carried by the int16 weights and the bias (the accumulator is then
+    # acc 2^sl, below 2^31 as small_accumulators proved): no LSL per output
+    scale = params.literals.get("sl", 0) if np.abs(W).max(initial=0) << params.literals.get("sl", 0) < 1 << 15 \
+        else 0
+    if scale:
+        words = params.words.astype(np.int64).reshape(-1, params.per_channel)
+        words[:, 0] <<= scale
+        params = type(params)(params.mode, words.astype(np.int32).reshape(-1), params.stored, params.literals)
     w16 = weight_layout(em, node, OH * OW > 1)
     if w16:
-        pairs = np.stack([taps[:, :, :2], taps[:, :, 1:]], axis=2).astype(np.int16)  # C, row, pair, 2 lanes
+        pairs = (np.stack([taps[:, :, :2], taps[:, :, 1:]], axis=2) << scale).astype(np.int16)  # C, row, pair, lanes
         w_sym = em.add_const_array(em.sym(f"{node.name}_m4w"), np.ascontiguousarray(pairs).view("<i4").reshape(-1),
                                    "int32_t", f"%{node.name}: 3x3 weights of {C} channels widened to int16, per "
                                    "channel and plane row the pairs (w0, w1), (w1, w2)")
@@ -228,7 +239,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
     def field(name: str) -> str:
         return str(params.literals[name]) if name in params.literals else f"cq[{params.stored.index(name)}]"
 
-    sl = f"#{params.literals['sl']}" if "sl" in params.literals else "%[wa]"
+    sl = "" if scale else f"#{params.literals['sl']}" if "sl" in params.literals else "%[wa]"
+    m = f" * {1 << scale}" if scale else ""
     r = f"#{params.literals['r']}" if "r" in params.literals else "%[wb]"
     zp = None if fold else q.output_zero_point
 
@@ -268,8 +280,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         f"        const {wtype} *wc = wgt + {6 if w16 else 9} * c;",
         f"        const int32_t *cq = prm + {P} * c;",
         *(["        for (int32_t i = 0; i < 6; ++i) k[i] = wc[i];"] if w16 else
-          (f"        k[{2 * rr}] = {pk}(wc[{3 * rr}], wc[{3 * rr + 1}]); "
-           f"k[{2 * rr + 1}] = {pk}(wc[{3 * rr + 1}], wc[{3 * rr + 2}]);" for rr in range(3))),
+          (f"        k[{2 * rr}] = {pk}(wc[{3 * rr}]{m}, wc[{3 * rr + 1}]{m}); "
+           f"k[{2 * rr + 1}] = {pk}(wc[{3 * rr + 1}]{m}, wc[{3 * rr + 2}]{m});" for rr in range(3))),
         f"        k[6] = cq[0]; k[7] = {field('m')}; k[8] = {field('nu')};",
         f"        k[9] = {field('sl')}; k[10] = {field('r')};",
         f"        for (int32_t r0 = 0; r0 < {ORn}; r0 += {S}) {{",
@@ -278,7 +290,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         f"                const int32_t ir = r0 + i - {pad_r};",
         f"                int32_t *d = pw + i * {RW // 2};",
         f"                if (ir < 0 || ir >= {PR}) {{",
-        f"                    for (int32_t w = 0; w < {RW // 2}; ++w) d[w] = {zx2};",
+        # one strip: its padding rows are never written but by the fill above (no refill per channel)
+        *([f"                    for (int32_t w = 0; w < {RW // 2}; ++w) d[w] = {zx2};"] if len(strips) > 1 else []),
         "                    continue;",
         "                }",
         f"                const int8_t *s = x + ir * {in_row} + c;",
