@@ -12,15 +12,15 @@ channels against about 10 a tap and channel in the shared C.
 
 from __future__ import annotations
 
-from tinycc_ml.arm.m4_network import simd_helpers, tflite_int8
+from tinycc_ml.arm.m4_network import simd_helpers
+from tinycc_ml.arm.m4_pool import max_pool_claims
 from tinycc_ml.target import Node, activation_range, window_of
 
 MAX_TAPS = 255  # int16 lane sums of int8 taps stay exact
 
 
-def avg_pool_claims(em, node: Node) -> bool:
-    (x,) = node.inputs
-    return tflite_int8(em, node) and em.graph.op(x) not in ("const", "sparse_const") and x not in em.inline_values
+# the same claim as the max pool's: a TFLite int8 pool of a computed input
+avg_pool_claims = max_pool_claims
 
 
 def average_pool2d(em, node: Node) -> list[str] | None:
