@@ -14,13 +14,14 @@ Models (synthetic data with the data sets' shapes: USPS, Fashion-MNIST and lette
                 formula in numpy with matrix products (float32, BLAS: X W^T, the distances as
                 |p|^2 - 2 p B + |b|^2, exp, S Z^T), not the model's broadcasting ``predict``
   mlp-784       scikit-learn MLPClassifier((32,)) on 784 features, 10 classes; anchor: onnxruntime running
-                the same weights exported with onnx.helper (Gemm, Relu, Gemm, ArgMax; float32)
+                the same weights exported with onnx.helper (Gemm, Relu, Gemm, ArgMax; float32); a second row
+                against its own library, scikit-learn's ``predict`` (float64 BLAS)
   forest-784    scikit-learn RandomForestClassifier(100, max_depth=10) on 784 features, 10 classes;
                 anchor: its own ``predict`` (n_jobs=1)
   xgboost-784   xgboost.XGBClassifier(100, max_depth=6) on 784 features, 10 classes (1,000 trees); anchor:
                 the booster's ``inplace_predict`` (nthread=1) on the float64 rows, then argmax
   logreg-784    scikit-learn LogisticRegression on 784 features, 10 classes; anchor: argmax(X W^T + b) in
-                numpy (float32, BLAS)
+                numpy (float32, BLAS); a second row against scikit-learn's own ``predict`` (float64 BLAS)
   kws-dscnn     MLPerf Tiny's keyword-spotting DS-CNN (data/mlperf-tiny/kws_ref_model.tflite, int8; the host build
                 int8 only, every output byte tflite-micro's); anchor: LiteRT (ai-edge-litert, num_threads=1, its
                 default XNNPACK delegate) invoked row by row (its fastest: batched invokes measured slower), the rows
@@ -192,7 +193,7 @@ def models(rows: int, only: set[str] | None):
 
                 mlp = MLPClassifier((32,), max_iter=40, random_state=0).fit(Xt, yt)
                 yield ("mlp-784", "MLP (32,), D=784, 10 classes", mlp, ("onnxruntime", mlp_onnxruntime(mlp)),
-                       mlp.predict, Xt, X)
+                       mlp.predict, Xt, X, ("scikit-learn predict", mlp.predict))
             if want("forest-784"):
                 from sklearn.ensemble import RandomForestClassifier
 
@@ -210,7 +211,7 @@ def models(rows: int, only: set[str] | None):
 
                 lr = LogisticRegression(max_iter=300).fit(Xt[:2000], yt[:2000])
                 yield ("logreg-784", "LogisticRegression, D=784, 10 classes", lr, ("numpy + BLAS", linear_blas(lr)),
-                       lr.predict, Xt[:2000], X)
+                       lr.predict, Xt[:2000], X, ("scikit-learn predict", lr.predict))
     if want("kws-dscnn"):
         model = tinycc_ml.load_model(KWS)
         (_, _, x_type), = model.input_parts
@@ -233,14 +234,14 @@ def main(argv=None) -> None:
     print(head)
     print("-" * len(head))
     table = []
-    for key, description, model, (anchor_name, anchor), reference, Xc, X in models(args.rows, only):
+    for key, description, model, (anchor_name, anchor), reference, Xc, X, *library in models(args.rows, only):
         X = X.astype(np.float32).astype(np.float64)
         ref = reference(X)
         precisions = ("int8",) if Xc is None else PRECISIONS  # a .tflite network: its int8 as given
         builds = {p: tinycc_ml.compile(model, target="host", precision=p, calibration=Xc, name="hb").load()
                   for p in precisions}
         # anchor and builds timed in turn, --repeat rounds (so a load change hits them alike); medians
-        fns = {anchor_name: anchor, **{f"C {p}": b.predict for p, b in builds.items()}}
+        fns = {anchor_name: anchor, **dict(library), **{f"C {p}": b.predict for p, b in builds.items()}}
         for fn in fns.values():
             fn(X[:100])
         times = {name: [] for name in fns}
@@ -251,14 +252,16 @@ def main(argv=None) -> None:
                 times[name].append(time.perf_counter() - t0)
         rates = {name: len(X) / float(np.median(t)) for name, t in times.items()}
         base = rates[anchor_name]
-        cells = [description, f"{anchor_name}: {base:,.0f}"]
         for name, fn in fns.items():
             agree = float(np.mean(np.asarray(fn(X)) == np.asarray(ref)))  # labels 0..9: indices alike
             print(f"{key:<13} {name:<24} {rates[name]:>14,.0f} {rates[name] / base:>9.2f} {agree:>6.3f}", flush=True)
-            if name != anchor_name:
-                cells.append(f"{rates[name]:,.0f} ({rates[name] / base:.2f}x)")
-        cells[2:] = [cells[2 + precisions.index(p)] if p in precisions else "-" for p in PRECISIONS]
-        table.append(cells)
+        # a row per anchor: the fastest library first, then the model's own library where that is another
+        for i, name in enumerate([anchor_name, *(n for n, _ in library)]):
+            rate = rates[name]
+            cells = [description if i == 0 else f"{description}: against its own library", f"{name}: {rate:,.0f}"]
+            cells += [f"{rates[f'C {p}']:,.0f} ({rates[f'C {p}'] / rate:.2f}x)" if p in precisions else "-"
+                      for p in PRECISIONS]
+            table.append(cells)
     write_table("host_throughput", ["model", "anchor: predictions/s", *(f"C {p}" for p in PRECISIONS)], table,
                 script="benchmarks/host_throughput.py" + (f" --repeat {args.repeat}" if args.repeat != 7 else ""),
                 results_dir=None if only else Path(__file__).resolve().parent / "results")
