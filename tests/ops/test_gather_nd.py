@@ -16,7 +16,7 @@ from tests.tflite_models import TfliteBuilder
 from tinycc_ml.errors import DataError, ModelFileError
 
 SHAPE = (4, 5, 6)
-Q = {"int8": {"scale": 0.05, "zero_point": -3}, "float32": {"scale": None}}
+Q = {"int8": {"scale": 0.05, "zero_point": -3}, "int16": {"scale": 0.002, "zero_point": 0}, "float32": {"scale": None}}
 
 
 @pytest.fixture(autouse=True)

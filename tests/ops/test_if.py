@@ -13,7 +13,7 @@ from tests.ops.single_op import OPS, OPTIONS, compiled, int32_constant, random_r
 from tests.tflite_models import TfliteBuilder, options, schema
 
 SHAPE = (1, 16)
-Q = {"int8": {"scale": 0.05, "zero_point": -3}, "float32": {"scale": None}}
+Q = {"int8": {"scale": 0.05, "zero_point": -3}, "int16": {"scale": 0.002, "zero_point": 0}, "float32": {"scale": None}}
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from tests.ops.single_op import OPS, compiled, int32_constant, random_rows, simu
 from tests.tflite_models import TfliteBuilder
 from tinycc_ml.errors import ModelFileError
 
-Q = {"int8": {"scale": 0.05, "zero_point": -3}, "float32": {"scale": None}}
+Q = {"int8": {"scale": 0.05, "zero_point": -3}, "int16": {"scale": 0.002, "zero_point": 0}, "float32": {"scale": None}}
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,7 @@ def zeros_like_added(kind):
 def filled_product(kind):
     b = TfliteBuilder()
     x = b.tensor((1, 4, 3), kind, name="x", **Q[kind])
-    value = np.float32(1.5) if kind == "float32" else np.int8(7)
+    value = {"float32": np.float32(1.5), "int16": np.int16(700)}.get(kind, np.int8(7))
     v = b.tensor((), kind, data=np.asarray(value), name="v", **Q[kind])
     f = b.tensor((1, 1, 3), kind, name="f", **Q[kind])
     b.op(OPS.FILL, [int32_constant(b, [1, 1, 3], "dims"), v], [f])
@@ -84,11 +84,14 @@ MODELS = {"SHAPE": (shape_then_reshape, (1, 4, 3)), "ZEROS_LIKE": (zeros_like_ad
 def rows(kind, shape, n=10):
     rng = np.random.default_rng(31)
     size = int(np.prod(shape))
-    return rng.normal(0, 3, size=(n, size)).astype(np.float32) if kind == "float32" else random_rows(rng, n, size)
+    return rng.normal(0, 3, size=(n, size)).astype(np.float32) if kind == "float32" else random_rows(rng, n, size, kind)
 
 
-@pytest.mark.parametrize("kind", ["int8", "float32"])
-@pytest.mark.parametrize("op", list(MODELS))
+INT16_REFUSED = ("ZEROS_LIKE", "FILL")  # TFLite Micro's kernels take no int16 (ZerosLikeEval, FillEval)
+
+
+@pytest.mark.parametrize("op, kind", [(op, kind) for op in MODELS for kind in ("int8", "int16", "float32")
+                                      if not (kind == "int16" and op in INT16_REFUSED)])
 def test_equals_tflite_micro(op, kind, tmp_path):
     build, shape = MODELS[op]
     data = build(kind)
@@ -114,6 +117,18 @@ def test_the_microcontrollers_broadcast_and_fill_the_same(target, tmp_path):
         (tmp_path / str(k)).mkdir()
         np.testing.assert_array_equal(simulated_scores(target, data, X, tmp_path / str(k)),
                                       tflite_micro(data, X, shape))
+
+
+@pytest.mark.parametrize("op", INT16_REFUSED)
+def test_int16_forms_tflite_micro_refuses_are_refused(op, tmp_path):
+    build, shape = MODELS[op]
+    data = build("int16")
+    with pytest.raises(RuntimeError):
+        tflite_micro(data, rows("int16", shape, 2), shape)
+    path = tmp_path / "op.tflite"
+    path.write_bytes(data)
+    with pytest.raises(ModelFileError, match=rf"op\.tflite.*{op}.*int16"):
+        tinycc_ml.load_model(path)
 
 
 @pytest.mark.parametrize("data, problem", [

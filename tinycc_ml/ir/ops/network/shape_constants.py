@@ -51,9 +51,10 @@ def lower_fill(low, options, ins, outs) -> None:
     need(dims.data is not None, f"FILL: the shape {dims.name!r} must be a constant (TFLite Micro's Prepare)")
     need(value.data is not None and len(value.shape) == 0,
          f"FILL: the value {value.name!r} must be a constant scalar (a computed one is not supported)")
-    need(value.type_name == out.type_name and value.type_name in ("float32", "int8", "int16", "int32", "int64"),
-         f"FILL of a {value.type_name} value into {out.type_name} (TFLite Micro: one type, float32 or integers)")
-    if value.type_name in ("int8", "int16"):  # the stored integer copied: one quantisation makes it the same real
+    need(value.type_name == out.type_name and value.type_name in ("float32", "int8", "int32"),
+         f"FILL of a {value.type_name} value into {out.type_name} (TFLite Micro's Eval: float32, int8 or int32, "
+         "kept)")
+    if value.type_name == "int8":  # the stored integer copied: one quantisation makes it the same real
         need(value.scales.tolist() == out.scales.tolist() and value.zero_points.tolist() == out.zero_points.tolist(),
              "FILL: the value and the output must share their quantisation (TFLite Micro copies the integer)")
     shape = tuple(int(d) for d in low.ints(ins[0], "FILL", "shape").ravel())
