@@ -41,6 +41,7 @@ from m4_cycles import cmsis_tree  # noqa: E402
 from network_m4 import build_network, run_firmware  # noqa: E402
 
 import tinycc_ml  # noqa: E402
+from tests.ops.single_op import pool_model  # noqa: E402
 from tests.tflite_builder import ACTIVATIONS, PADDINGS  # noqa: E402
 from tests.tflite_models import TfliteBuilder, options, schema  # noqa: E402
 from tinycc_ml.codegen.backend import get_backend  # noqa: E402
@@ -112,17 +113,8 @@ def binary_case(op: str, code: int, shape, b_shape, label: str, seed: int, activ
 
 
 def max_pool_case(shape, window, stride, padding: str, label: str, seed: int, activation: str = "none") -> Case:
-    rng = np.random.default_rng(seed)
-    b = TfliteBuilder()
-    _, h, w, c = shape
-    size = [-(-n // s) if padding == "same" else (n - k) // s + 1 for n, k, s in zip((h, w), window, stride)]
-    q = _q(rng)
-    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
-    y = b.tensor((1, *size, c), "int8", scale=q[0], zero_point=q[1], name="y")
-    b.op(OPS.MAX_POOL_2D, [x], [y], OPTIONS.Pool2DOptions,
-         options("Pool2DOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0],
-                 filterWidth=window[1], filterHeight=window[0], fusedActivationFunction=ACTIVATIONS[activation]))
-    return Case("max_pool", label, b.finish([x], [y]), tuple(shape), "arm_max_pool_s8")
+    model, _ = pool_model(OPS.MAX_POOL_2D, shape, window, stride, padding, activation, _q(np.random.default_rng(seed)))
+    return Case("max_pool", label, model, tuple(shape), "arm_max_pool_s8")
 
 
 def softmax_case(shape, label: str, seed: int, beta: float = 1.0) -> Case:

@@ -8,27 +8,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, OPTIONS, random_rows, simulated_scores, tflite_micro
-from tests.tflite_builder import ACTIVATIONS, PADDINGS
-from tests.tflite_models import TfliteBuilder, options
+from tests.ops.single_op import OPS, pool_model, random_rows, simulated_scores, tflite_micro
 
 pytestmark = pytest.mark.toolchain
 
 
 def avg_pool(shape, window, stride, padding: str, activation: str, q) -> bytes:
-    b = TfliteBuilder()
-    _, h, w, c = shape
-
-    def out(n, k, s):
-        return -(-n // s) if padding == "same" else (n - k) // s + 1
-
-    out_shape = (1, out(h, window[0], stride[0]), out(w, window[1], stride[1]), c)
-    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
-    y = b.tensor(out_shape, "int8", scale=q[0], zero_point=q[1], name="y")
-    b.op(OPS.AVERAGE_POOL_2D, [x], [y], OPTIONS.Pool2DOptions,
-         options("Pool2DOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0],
-                 filterWidth=window[1], filterHeight=window[0], fusedActivationFunction=ACTIVATIONS[activation]))
-    return b.finish([x], [y])
+    return pool_model(OPS.AVERAGE_POOL_2D, shape, window, stride, padding, activation, q)[0]
 
 
 @pytest.mark.parametrize("shape, window, stride, padding, activation, kernel", [

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import require_target
-from tests.ops.single_op import OPS, OPTIONS, random_rows, simulated_scores, tflite_micro, unary_model
+from tests.ops.single_op import OPS, OPTIONS, pool_model, random_rows, simulated_scores, tflite_micro, unary_model
 from tests.tflite_builder import ACTIVATIONS, PADDINGS
 from tests.tflite_models import TfliteBuilder, options
 from tinycc_ml.arm.m4_elementwise import broadcast_loops
@@ -109,19 +109,7 @@ def test_broadcast_loops_merge_the_axes_both_operands_walk_together(a_shape, b_s
 
 
 def max_pool(shape, window, stride, padding: str, activation: str, q) -> tuple[bytes, tuple]:
-    b = TfliteBuilder()
-    _, h, w, c = shape
-
-    def out(n, k, s):
-        return -(-n // s) if padding == "same" else (n - k) // s + 1
-
-    out_shape = (1, out(h, window[0], stride[0]), out(w, window[1], stride[1]), c)
-    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
-    y = b.tensor(out_shape, "int8", scale=q[0], zero_point=q[1], name="y")
-    b.op(OPS.MAX_POOL_2D, [x], [y], OPTIONS.Pool2DOptions,
-         options("Pool2DOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0],
-                 filterWidth=window[1], filterHeight=window[0], fusedActivationFunction=ACTIVATIONS[activation]))
-    return b.finish([x], [y]), out_shape
+    return pool_model(OPS.MAX_POOL_2D, shape, window, stride, padding, activation, q)
 
 
 @SETTINGS

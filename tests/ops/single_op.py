@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import tinycc_ml
-from tests.tflite_builder import tflm_raw_outputs
+from tests.tflite_builder import ACTIVATIONS, PADDINGS, tflm_raw_outputs
 from tests.tflite_models import TfliteBuilder, options, schema
 
 OPS = schema.BuiltinOperator
@@ -44,6 +44,20 @@ def binary_model(code: int, a_shape, b_shape, out_shape, kind: str = "int8", a_q
     made = options(options_name, **(option_fields or {})) if options_name else None
     b.op(code, [x, y], [z], options_type, made)
     return b.finish([x], [z])
+
+
+def pool_model(code: int, shape, window, stride, padding: str, activation: str, q) -> tuple[bytes, tuple]:
+    """x (1, h, w, c) int8 -> MAX_POOL_2D or AVERAGE_POOL_2D (``code``) -> y of x's quantisation q = (scale,
+    zero point): (the model, y's shape)."""
+    b = TfliteBuilder()
+    _, h, w, c = shape
+    size = [-(-n // s) if padding == "same" else (n - k) // s + 1 for n, k, s in zip((h, w), window, stride)]
+    x = b.tensor(shape, "int8", scale=q[0], zero_point=q[1], name="x")
+    y = b.tensor((1, *size, c), "int8", scale=q[0], zero_point=q[1], name="y")
+    b.op(code, [x], [y], OPTIONS.Pool2DOptions,
+         options("Pool2DOptions", padding=PADDINGS[padding], strideW=stride[1], strideH=stride[0],
+                 filterWidth=window[1], filterHeight=window[0], fusedActivationFunction=ACTIVATIONS[activation]))
+    return b.finish([x], [y]), (1, *size, c)
 
 
 def int32_constant(b, values, name: str) -> int:
