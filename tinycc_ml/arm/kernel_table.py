@@ -5,6 +5,7 @@ from __future__ import annotations
 from tinycc_ml.arm import (
     m0_fused,
     m0_kernels,
+    m4_add,
     m4_batch_matmul,
     m4_concatenation,
     m4_elementwise,
@@ -66,7 +67,7 @@ M4_KERNELS = (
     Kernel("depthwise_conv2d", m4_network_planar.depthwise_conv2d, claims=m4_network.tflite_int8),
     Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),
     Kernel("fully_connected", m4_network.fully_connected, claims=m4_network.tflite_int8),
-    Kernel("tensor_add", m4_network.tensor_add, claims=m4_network.tflite_int8),
+    Kernel("tensor_add", m4_add.tensor_add, claims=m4_network.tflite_int8),
     # the ops CMSIS-NN optimises besides (arm.m4_elementwise, ...)
     Kernel("tensor_mul", m4_elementwise.tensor_mul, claims=m4_elementwise.mul_claims),
     Kernel("tensor_mul", m4_elementwise.tensor_mul_fx16, claims=m4_elementwise.mul_fx16_claims),

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinycc_ml.target import Node, add_quantisation, layer_quantisation, multiply_by_quantized_multiplier, window_of
+from tinycc_ml.target import Node, layer_quantisation, multiply_by_quantized_multiplier, window_of
 
 MAX_RIGHT_SHIFT = 31  # RoundingDivideByPOT's exponent range; beyond it the shared C (and TFLite) assert
 
@@ -1413,39 +1413,3 @@ def requant_bound(bound: int, multiplier: int, shift: int) -> int | None:
     if bound << left >= SMALL_ACC:
         return None
     return ((bound << left) * multiplier >> 31 >> right) + 2
-
-
-def tensor_add(em, node: Node) -> list[str] | None:
-    """TFLite's int8 ADD element by element: each input's rescaling a function of its byte alone, read from a
-    table of its 256 values (computed at compile time as TFLite does), the sum's on SMMULR (proven exact from
-    the int8 ranges, else the shared C)."""
-    g = em.graph
-    if any(g.op(i) in ("const", "sparse_const") for i in node.inputs) or g.type(node.inputs[0]).shape != \
-            g.type(node.inputs[1]).shape:
-        return None
-    q = add_quantisation(g, node)
-    (ma, sa), (mb, sb), (mo, so) = q.requants
-    bound_a = requant_bound(255 << q.left_shift, ma, sa)
-    bound_b = requant_bound(255 << q.left_shift, mb, sb)
-    if bound_a is None or bound_b is None or requant_bound(bound_a + bound_b, mo, so) is None:
-        return None
-    scale = rq_helper(em, wide=False)  # the same proven-small accumulators, constants in literals
-    za, zb, zo = q.zero_points
-    byte = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)  # a byte's int8 value, by its uint8
-    tables = [em.add_const_array(em.sym(f"{node.name}_m4{side}"), multiply_by_quantized_multiplier(
-        (byte - z) << q.left_shift, m, s).astype(np.int32), "int32_t",
-        f"%{node.name}: input {side}'s rescaled value by its byte") for side, z, m, s in (("a", za, ma, sa),
-                                                                                           ("b", zb, mb, sb))]
-    minmax_helpers(em)
-    a, b = (em.var(n) for n in node.inputs)
-    symbol = em.sym(f"m4_add_{node.name}")
-    clamp = saturated(f"{requant_call(scale, 'ra + rb', mo, so)} + {zo}", q.lo, q.hi).replace("@", em.prefix + "_")
-    em.helpers[symbol] = "\n".join([
-        f"/* %{node.name}: TFLite's int8 ADD */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const uint8_t *a, const uint8_t *b, int8_t *out)',
-        "{",
-        f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
-        f"        const int32_t ra = {tables[0]}[a[i]], rb = {tables[1]}[b[i]];",
-        f"        out[i] = (int8_t){clamp};",
-        "    }", "}", ""])
-    return [f"{symbol}((const uint8_t *){a}, (const uint8_t *){b}, {em.var(node.name)});"]
