@@ -144,7 +144,8 @@ def test_negative_indices_count_from_the_end_and_indices_outside_are_an_error(tm
         session.run(None, {"x": bad.astype(np.int32)})
     with pytest.raises(DataError, match=r"row 0: index 7 \(at \[0, 2\] of the indices\) is outside axis 0 of 7"):
         model.scores(bad)
-    with pytest.raises(DataError, match="row 0 holds an index outside its tensor"):
+    with pytest.raises(DataError, match=r"row 0 holds a value where TFLite Micro.s Invoke stops with an "
+                                          r"error \(an index outside its tensor"):
         predictor.run_raw(bad.astype(np.int32))
 
 

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, compiled, random_rows, simulated_scores, tflite_micro, unary_model
 from tests.tflite_models import TfliteBuilder, options
+from tinycc_ml.errors import DataError
 
 SHAPE = (1, 4, 4, 16)  # 256 elements: every int8 value once in the first row
 
@@ -49,6 +50,23 @@ def test_quantised_abs_and_rsqrt_of_every_int8(code, in_q, out_q, tmp_path):
     data = unary_model(code, SHAPE, in_q=in_q, out_q=out_q)
     want = _equal(data, every_int8(), SHAPE, tmp_path)
     assert np.unique(want).size > 20
+
+
+def test_a_negative_rsqrt_input_is_reported_as_tflite_micro_stops(tmp_path):
+    """A code below the input zero point: tflite-micro's Invoke fails; the interpreter raises DataError naming the
+    row and the code, the host C gives a defined result and its status reports it (DataError from predict)."""
+    data = unary_model(OPS.RSQRT, SHAPE, in_q=(0.02, -3), out_q=(0.1, -100))
+    X = np.full((3, 256), 5, np.int8)
+    X[1, 7] = -4
+    with pytest.raises(RuntimeError):
+        tflite_micro(data, X, SHAPE)
+    model, result = compiled(data, tmp_path)
+    with pytest.raises(DataError, match=r"row 1: input code -4 is below the zero point -3.*RSQRT"):
+        model.run_quantised(X.reshape(3, *SHAPE))
+    build = result.load()
+    with pytest.raises(DataError, match=r"row 1 holds a value where TFLite Micro.s Invoke stops"):
+        build.run_raw(X)
+    np.testing.assert_array_equal(build.run_raw(X[[0, 2]])[0].reshape(2, -1), tflite_micro(data, X[[0, 2]], SHAPE))
 
 
 def test_quantised_abs_of_int16(tmp_path):

@@ -148,7 +148,8 @@ def test_an_index_out_of_range_is_an_error_as_in_tflite_micro(make, kind, bad, t
         model.run_quantised(rows) if kind == "int8" else model.scores(rows)
     predictor = result.load()
     np.testing.assert_array_equal(np.asarray(predictor.run_raw(good)[0]).astype(want.dtype), want)
-    with pytest.raises(DataError, match=r"row 2 holds an index outside its tensor"):
+    with pytest.raises(DataError, match=r"row 2 holds a value where TFLite Micro.s Invoke stops with an "
+                                          r"error \(an index outside its tensor"):
         predictor.run_raw(rows)
     lib, ffi = predictor._lib, predictor._ffi
     status, scores = getattr(lib, f"{result.prefix}_status"), getattr(lib, f"{result.prefix}_scores")

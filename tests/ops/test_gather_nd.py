@@ -113,7 +113,8 @@ def test_a_computed_slice_outside_params_is_an_error_as_in_tflite_micro(bad, tmp
     np.testing.assert_array_equal(np.asarray(model.scores(good)).astype(np.float32), want)
     predictor = result.load()
     np.testing.assert_array_equal(np.asarray(predictor.run_raw(good)[0]), want)
-    with pytest.raises(DataError, match="row 3 holds an index outside its tensor"):
+    with pytest.raises(DataError, match=r"row 3 holds a value where TFLite Micro.s Invoke stops with an "
+                                          r"error \(an index outside its tensor"):
         predictor.run_raw(rows)
     status = getattr(predictor._lib, f"{result.prefix}_status")
     assert status() == 0  # cleared by the predictor's search for the row

@@ -156,9 +156,9 @@ class HostPredictor:
                 if status():
                     where = f"row {r}"
                     break
-        raise DataError(f"{self.prefix}: {where} holds an index outside its tensor (GATHER, GATHER_ND, "
-                        "EMBEDDING_LOOKUP), where TFLite Micro's Invoke stops with an error: the C clamped it and "
-                        f"{self.prefix}_status() reported it")
+        raise DataError(f"{self.prefix}: {where} holds a value where TFLite Micro's Invoke stops with an error (an "
+                        "index outside its tensor: GATHER, GATHER_ND, EMBEDDING_LOOKUP; a negative RSQRT input): the "
+                        f"C gave a defined result and {self.prefix}_status() reported it")
 
     def _real(self, raw) -> np.ndarray:
         raw = np.asarray(raw, dtype=np.float64)

@@ -5,8 +5,10 @@ else requantised by input scale / output scale (divided in float32, QuantizeMult
 first; saturated. RSQRT (RsqrtEvalQuantized): v = q - zero point; v = 0 gives the largest code; else 1/sqrt(v) as
 GetInvSqrtQuantizedMultiplierExp computes it (gemmlowp's fixed-point Newton-Raphson, 5 steps), applied to 1 shifted
 20 bits, then requantised by 1 / (sqrt(input scale) x output scale) (sqrt and product in float32, as the C++'s
-std::sqrt(float)) with 20 bits shifted back; saturated. TFLite Micro stops at a negative v; here it gives what v = 1
-gives (the kernel's own branch for v <= 1).
+std::sqrt(float)) with 20 bits shifted back; saturated. A negative v stops TFLite Micro's Invoke with an error
+("Rsqrt is only defined for positive values"): the interpreter raises DataError naming the node, the row and the
+value; the C gives what v = 1 gives (the kernel's own branch for v <= 1), finishes the call and sets the run-time
+fault flag that ``<prefix>_status()`` reports (as GATHER does for an index outside its axis).
 
 int8 inputs become a 256-entry table of those integer results (every input computed at compile time); int16 ABS is
 the arithmetic in C.
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinycc_ml.errors import DataError
 from tinycc_ml.ir.ops.c_primitives import clamp_to, requantise
 from tinycc_ml.ir.ops.convolution import NO_ACCUMULATOR, NO_RANGES
+from tinycc_ml.ir.ops.network.gather import fault_flag
 from tinycc_ml.ir.ops.registry import OpDef, need, register_op
 from tinycc_ml.ir.ops.tflite_arith import (
     multiply_by_quantized_multiplier,
@@ -123,6 +127,11 @@ def table(function: str, x, out) -> np.ndarray:
 def _fixed(call):
     x, out = call.in_types[0].dtype, call.type.dtype
     values = np.asarray(call.ins[0], dtype=np.int64)
+    if call.attrs["function"] == "rsqrt" and np.any(values < x.zero_point):
+        rows = values.reshape(len(values), -1)  # a computed operand: rows first
+        r = int(np.argmax(np.any(rows < x.zero_point, axis=1)))
+        raise DataError(f"{call.where}: row {r}: input code {int(rows[r][rows[r] < x.zero_point][0])} is below the "
+                        f"zero point {x.zero_point}: a negative value, where TFLite Micro's RSQRT stops with an error")
     if x.bits == 8:
         return table(call.attrs["function"], x, out)[values + 128]
     return quantised_abs(values - x.zero_point, x, out)  # int16 ABS (zero points 0)
@@ -136,7 +145,11 @@ def _c(em, node) -> list[str]:
         symbol = em.add_const_array(em.sym(f"{node.name}_table"), values.astype(np.int8), "int8_t",
                                     f"%{node.name}: TFLite Micro's quantised {node.attrs['function']} of -128..127")
         read = em.target.read_const(symbol, f"(int){em.at(x_name, 'i')} + 128", "int8_t")
-        return [f"for (long i = 0; i < {node.type.size}; ++i)", f"    {em.var(node.name)}[i] = {read};"]
+        check = []
+        if node.attrs["function"] == "rsqrt" and x.zero_point > -128:  # TFLite Micro stops at a negative value
+            check = [f"    if ({em.at(x_name, 'i')} < {x.zero_point}) {fault_flag(em)} = 1;"]
+        return [f"for (long i = 0; i < {node.type.size}; ++i) {{", f"    {em.var(node.name)}[i] = {read};", *check,
+                "}"]
     parameters = abs_parameters(x, out)
     v = f"(int32_t){em.at(x_name, 'i')}"
     magnitude = f"({v} < 0 ? -{v} : {v})"
