@@ -35,10 +35,12 @@ def rows(quantisation: str, n: int = 16, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if quantisation == "float":
         return rng.normal(0, 1, size=(n, 4)).astype(np.float32)
+    if quantisation == "16x8":
+        return rng.integers(-32768, 32768, size=(n, 4)).astype(np.int16)
     return rng.integers(-128, 128, size=(n, 4)).astype(np.int8)
 
 
-@pytest.mark.parametrize("quantisation", ["float", "int8"])
+@pytest.mark.parametrize("quantisation", ["float", "int8", "16x8"])
 def test_a_stream_of_calls_equals_tflite_micro(quantisation, tmp_path):
     require_target("host")
     path = DATA / "tflite" / f"variables_{quantisation}.tflite"
@@ -93,6 +95,20 @@ def test_a_while_loop_of_constant_trip_count_is_unrolled():
         interpreter.invoke()
         want.append(interpreter.get_output(0).reshape(-1).copy())
     np.testing.assert_allclose(tinycc_ml.load_model(path).scores(X), np.stack(want), rtol=1e-5, atol=1e-6)
+
+
+def test_a_fixed_loop_in_an_int8_model_equals_tflite_micro(tmp_path):
+    """while_int8.tflite: three steps of a WHILE the converter left between DEQUANTIZE and QUANTIZE (its body
+    float32, its counter int32), unrolled by the reader: every output byte tflite-micro's, host and interpreter."""
+    require_target("host")
+    path = DATA / "tflite" / "while_int8.tflite"
+    X = rows("int8", 24)
+    want = tflm_stream(path.read_bytes(), X)
+    assert len({tuple(r) for r in want.tolist()}) > 12
+    model = tinycc_ml.load_model(path)
+    np.testing.assert_array_equal(model.run_quantised(X.reshape(len(X), 1, 4)).reshape(len(X), -1), want)
+    got = tinycc_ml.compile(path, out_dir=tmp_path, name="loop").load().run_raw(X)[0]
+    np.testing.assert_array_equal(np.asarray(got).reshape(len(X), -1), want)
 
 
 def test_a_loop_whose_trip_count_depends_on_the_input_is_refused_by_name():
