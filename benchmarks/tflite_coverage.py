@@ -693,8 +693,9 @@ def measure(op: str, kind: str, targets: list[str], n: int) -> str:
                     real = (X.astype(np.float64) if kind == "float32" or real_input
                             else (X.astype(np.float64) - x.zero_point) * x.qscales[0])
                     got = get_backend(target).simulate(Path(work) / target, result.output, real).scores
-            except TinyccError as exc:
-                return f"refused on {target}: {str(exc).splitlines()[0][:80]}"
+            except TinyccError as exc:  # the reason, without the temporary file's name
+                reason = str(exc).splitlines()[0].split("op.tflite: ", 1)[-1]
+                return f"refused on {target}: {reason[:160]}"
             got = np.asarray(got).reshape(n, -1)
             got = got.astype(want.dtype)
             floating = np.issubdtype(want.dtype, np.floating)
@@ -765,8 +766,9 @@ def measure_signal(op: str, kind: str, targets: list[str], n: int) -> str:
                 result = tinycc_ml.compile(path, target=target, out_dir=Path(work) / target, name="op")
                 got = (result.load().run_raw(X)[0] if target == "host" else
                        get_backend(target).simulate(Path(work) / target, result.output, X.astype(np.float64)).scores)
-            except TinyccError as exc:
-                return f"refused on {target}: {str(exc).splitlines()[0][:80]}"
+            except TinyccError as exc:  # the reason, without the temporary file's name
+                reason = str(exc).splitlines()[0].split("op.tflite: ", 1)[-1]
+                return f"refused on {target}: {reason[:160]}"
             got = np.asarray(got).reshape(n, -1).astype(want.dtype)
             if not np.array_equal(got.view(np.uint8), want.view(np.uint8)):  # every bit, floats included
                 return f"differs on {target} ({int(np.sum(got != want))} of {want.size})"
