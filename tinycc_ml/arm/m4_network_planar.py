@@ -37,29 +37,35 @@ from tinycc_ml.arm.m4_network import (
 from tinycc_ml.target import Node, layer_quantisation, window_of
 
 PLANE_BYTES = 1024  # the scratch's bytes a strip may take (VWW's matrix kernels' pair buffer: no more RAM)
-BLOCK_CYCLES = {4: 74, 2: 42, 1: 31}  # a block's modelled cycles (the orientation's choice)
-OLD_OUTPUT_CYCLES = 30  # m4_network's depthwise kernel, modelled cycles per 3x3 output (3.3 to 3.6 per MAC)
+# a block's modelled cycles by the stride along the plane's rows (the orientation's and the layer's choice): at
+# stride 2 a block of n outputs reads n + 1 words per window row, the fifth of a 4-block after its SMLADs
+BLOCK_CYCLES = {1: {4: 74, 2: 42, 1: 31}, 2: {4: 83, 2: 45, 1: 31}}
+# m4_network's depthwise kernel, modelled cycles per 3x3 output: 3.3 to 3.6 per MAC at stride 1, 3.6 to 4.1 at
+# stride 2 (VWW's four strided layers, m4_layer_profile)
+OLD_OUTPUT_CYCLES = {1: 30, 2: 34}
 
 
-def orientation(oh: int, ow: int) -> bool:
+def orientation(oh: int, ow: int, strides: tuple[int, int] = (1, 1)) -> bool:
     """Whether the plane is the input transposed (its rows the input's columns): the cheaper of the two in blocks
-    of 4 and 2 outputs along a plane row."""
-    def cost(rows: int, cols: int) -> int:
+    of 4 and 2 outputs along a plane row (``strides``: the layer's, along its height and width)."""
+    def cost(rows: int, cols: int, sc: int) -> int:
         n4, rem = divmod(cols, 4)
-        return rows * (n4 * BLOCK_CYCLES[4] + (BLOCK_CYCLES[rem] if rem in (1, 2) else BLOCK_CYCLES[4] if rem else 0)
-                       + 12)
-    return cost(ow, oh) < cost(oh, ow)
+        bc = BLOCK_CYCLES[sc]
+        return rows * (n4 * bc[4] + (bc[rem] if rem in (1, 2) else bc[4] if rem else 0) + 12)
+    return cost(ow, oh, strides[0]) < cost(oh, ow, strides[1])
 
 
+WIDEN_WORDS = 4  # a plane row's words widened per asm block (8 LDRSB into 8 registers)
 UNROLLED_BLOCKS = 6  # a row's blocks in sequence up to this many (no loop), else a loop
 
 
-def planar_cycles(rows: int, cols: int, plane_rows: int, words: int) -> int:
+def planar_cycles(rows: int, cols: int, plane_rows: int, words: int, sc: int = 1) -> int:
     """A channel's modelled cycles on this kernel (``rows`` x ``cols`` outputs, ``plane_rows`` rows widened of
-    ``words`` words each): its set-up, the widening (about 5 cycles a word), the rows of blocks."""
+    ``words`` words each, stride ``sc`` along a plane row): its set-up, the widening (about 4.25 cycles a word),
+    the rows of blocks."""
     n4, tail = blocks(cols)
-    return 40 + plane_rows * (10 + 5 * words) + rows * (10 + n4 * BLOCK_CYCLES[4] + sum(
-        BLOCK_CYCLES[n] for _, n, _ in tail))
+    bc = BLOCK_CYCLES[sc]
+    return 40 + plane_rows * (10 + 17 * words // 4) + rows * (10 + n4 * bc[4] + sum(bc[n] for _, n, _ in tail))
 
 
 def blocks(cols: int) -> tuple[int, list[tuple[int, int, int]]]:
@@ -72,31 +78,42 @@ def blocks(cols: int) -> tuple[int, list[tuple[int, int, int]]]:
 def in_place_safe(delta: int, channels: int, plane_rows, strips: list[tuple[int, int]]) -> bool:
     """Whether writing the output ``delta`` bytes from the input (their slots overlap) is safe in this kernel's
     order: per channel, per strip (first output row, rows) its plane rows widened, then its outputs written;
-    ``plane_rows(r0, n)``: the input positions (raster indices) of plane rows r0.. r0 + n - 1 and the output
-    positions of output rows r0.. (two arrays). Each write must land on its own channel, and never on an
+    ``plane_rows(r0, n)``: the input positions (raster indices) of the plane rows output rows r0.. r0 + n - 1
+    read and those outputs' positions (two arrays). Each write must land on its own channel, and never on an
     input position a later strip of the channel widens."""
     if delta % channels:
         return False
     shift = delta // channels
     written = np.empty(0, np.int64)
     for r0, n in strips:
-        reads, _ = plane_rows(r0, n + 2)
+        reads, outs = plane_rows(r0, n)
         if np.intersect1d(written, reads).size:
             return False
-        _, outs = plane_rows(r0, n)
         written = np.union1d(written, outs + shift)
     return True
 
 
 def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: int | None, lo: int,
-               hi: int) -> list[str]:
+               hi: int, sc: int = 1) -> list[str]:
     """One block of n (4, 2 or 1) outputs along a plane row (``p``: its first window's word, plane rows ``ro``
     bytes apart; ``k``: the channel's block: six weight pairs, bias, m, nu, sl, r), storing the first ``store``
     at ``o`` (``out_col`` bytes apart). ``sl``/``r``: an immediate or a register of the channel's block;
-    ``zp``: the output zero point added after the shift (None: in the nudge)."""
+    ``zp``: the output zero point added after the shift (None: in the nudge). ``sc``: the stride along the
+    plane row (2: output i's window row is word i, the pair (w0, w1), and the low half of word i + 1, w2)."""
     acc = [f"%[a{i}]" for i in range(n)]
     lines = []
     for row in range(3):
+        if sc == 2:  # words 0.. n (a 4-block's fifth into u0 once its SMLAD has read it)
+            words = min(n + 1, 4)
+            lines += [f"ldr %[u{i}], [%[p], #{row * ro + 4 * i}]" for i in range(words)]
+            lines += [f"ldr %[wa], [%[k], #{8 * row}]", f"ldr %[wb], [%[k], #{8 * row + 4}]"]
+            if row == 0:
+                lines.insert(0, f"ldr {acc[n - 1]}, [%[k], #24]")
+            lines += [f"smlad {a}, %[u{i}], %[wa], {acc[n - 1] if row == 0 else a}" for i, a in enumerate(acc)]
+            if n == 4:
+                lines.append(f"ldr %[u0], [%[p], #{row * ro + 16}]")
+            lines += [f"smlabt {a}, %[u{(i + 1) % 4}], %[wb], {a}" for i, a in enumerate(acc)]
+            continue
         words = 3 if n == 4 else 2
         lines += [f"ldr %[u{i}], [%[p], #{row * ro + 4 * i}]" for i in range(words)]
         lines += [f"ldr %[wa], [%[k], #{8 * row}]", f"ldr %[wb], [%[k], #{8 * row + 4}]"]
@@ -134,13 +151,15 @@ def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: i
 
 def _asm(lines: list[str], n: int, indent: str) -> list[str]:
     outs = ", ".join([*(f'[a{i}] "=&r"(a{i})' for i in range(n)), '[u0] "=&r"(u0)', '[u1] "=&r"(u1)',
-                      '[u2] "=&r"(u2)', '[wa] "=&r"(wa)', '[wb] "=&r"(wb)'])
+                      '[u2] "=&r"(u2)', *(['[u3] "=&r"(u3)'] if any("%[u3]" in line for line in lines) else []),
+                      '[wa] "=&r"(wa)', '[wb] "=&r"(wb)'])
     return [f"{indent}__asm__ volatile(", *(f'{indent}    "{line}\\n"' for line in lines), f"{indent}    : {outs}",
             f'{indent}    : [p] "r"(p), [o] "r"(o), [k] "r"(k) : "cc", "memory");']
 
 
 def depthwise_conv2d(em, node: Node) -> list[str] | None:
-    """The planar kernel for a 3x3 stride-1 depthwise layer where it applies, else None (``m4_network``'s)."""
+    """The planar kernel for a 3x3 depthwise layer of strides 1 or 2 where it applies and the cost model favours
+    it, else None (``m4_network``'s)."""
     x_name, w_name, b_name = node.inputs
     g = em.graph
     x = g.type(x_name)
@@ -150,7 +169,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         return None
     q = layer_quantisation(g, node, C)
     win = window_of(g, node, (3, 3))
-    if win.stride != (1, 1) or win.dilation != (1, 1) or not shifts_ok(q) or np.any(q.shifts >= 0):
+    if any(s not in (1, 2) for s in win.stride) or win.dilation != (1, 1) or not shifts_ok(q) or \
+            np.any(q.shifts >= 0):
         return None  # a right shift on every channel: the sign's correction always applies
     bias = np.asarray(g.node(b_name).attrs["value"], np.int64).reshape(-1)
     W = np.asarray(g.node(w_name).attrs["value"]).reshape(9, C).T.astype(np.int64)
@@ -162,29 +182,40 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
                             q.output_zero_point if fold else None)
     H, Wd, OH, OW = win.height, win.width, win.out_height, win.out_width
     (py, px) = win.pad
-    transposed = orientation(OH, OW)
+    transposed = orientation(OH, OW, win.stride)
     if transposed:
         PR, PC, pad_r, pad_c, in_row, in_col = Wd, H, px, py, C, Wd * C
         ORn, OCn, out_row, out_col = OW, OH, C, OW * C
+        sc, sr = win.stride
     else:
         PR, PC, pad_r, pad_c, in_row, in_col = H, Wd, py, px, Wd * C, C
         ORn, OCn, out_row, out_col = OH, OW, OW * C, C
+        sr, sc = win.stride
     if 3 * out_col > 4095:
         return None
     n4, tail = blocks(OCn)
-    ncol = max([4 * n4 + 2] + [t + (6 if n == 4 else 4) for t, n, _ in tail])
+    # the halfwords a plane row needs: a block of n outputs at t reads words t/2.. t/2 + 2 (n = 4; else + 1) at
+    # stride 1, words t.. t + n at stride 2
+    ncol = max([4 * n4 + 2] + [t + (6 if n == 4 else 4) for t, n, _ in tail]) if sc == 1 else \
+        max([8 * n4 + 2] + [2 * (t + n) + 2 for t, n, _ in tail])
     RW = ncol + ncol % 2  # halfwords per plane row: rows stay word aligned
     row_bytes = 2 * RW
-    if 2 * row_bytes + 8 > 4095:
+    if 2 * row_bytes + 16 > 4095:
         return None
-    S = ORn if (ORn + 2) * row_bytes <= PLANE_BYTES else max(1, PLANE_BYTES // row_bytes - 2)
+
+    def span(n: int) -> int:
+        """The plane rows n output rows read."""
+        return sr * (n - 1) + 3
+
+    S = ORn if span(ORn) * row_bytes <= PLANE_BYTES else max(1, (PLANE_BYTES // row_bytes - 3) // sr + 1)
     strips = [(r0, min(S, ORn - r0)) for r0 in range(0, ORn, S)]
-    if planar_cycles(ORn, OCn, sum(n + 2 for _, n in strips), RW // 2) >= OLD_OUTPUT_CYCLES * ORn * OCn:
+    old = OLD_OUTPUT_CYCLES[max(sr, sc)] * ORn * OCn
+    if planar_cycles(ORn, OCn, sum(span(n) for _, n in strips), RW // 2, sc) >= old:
         return None  # small planes: the set-up and the widening outweigh the blocks (VWW's 3 x 3 x 256)
 
     def plane_rows(r0: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Input positions (raster) of plane rows r0.., output positions of output rows r0.. (n rows)."""
-        rows = np.arange(r0, r0 + n) - pad_r
+        """Input positions (raster) of the plane rows output rows r0.. r0 + n - 1 read, and their positions."""
+        rows = np.arange(sr * r0, sr * r0 + span(n)) - pad_r
         rows = rows[(rows >= 0) & (rows < PR)]
         cols = np.arange(PC)
         a, b = np.meshgrid(rows, cols, indexing="ij")
@@ -227,7 +258,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
                                f"%{node.name}: per channel {', '.join(params.stored)} (m4_rq)")
     P = params.per_channel
     pair = em.sym("m4_pair")
-    em.scratch(pair, "uint32_t", (S + 2) * RW // 2)
+    em.scratch(pair, "uint32_t", span(S) * RW // 2)
     zx = q.input_zero_point
     zx2 = ((zx & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
     pk = em.sym("m4_pkhbt")
@@ -253,29 +284,46 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
             halves.append(f"s[{i * in_col}]" if 0 <= i < PC and j < ncol else None)
         if any(halves):
             words.append((w, halves))
+    # words of two input elements in asm, WIDEN_WORDS at a time: their LDRSBs back to back (pipelined), the
+    # PKHBTs, the STRs (GCC interleaved them, a load after each store: about 5.5 cycles a word, here 4.25);
+    # a word with a padding half in C
+    full = [(w, hv) for w, hv in words if all(hv) and (PC - 1) * in_col <= 4095]
+    part = [(w, hv) for w, hv in words if (w, hv) not in full]
     widen = []
-    for start in range(0, len(words), 8):  # the loads of 8 words back to back, then their stores
-        batch = words[start:start + 8]
+    for start in range(0, len(full), WIDEN_WORDS):
+        batch = full[start:start + WIDEN_WORDS]
+        regs = [f"%[v{2 * b + h}]" for b in range(len(batch)) for h in (0, 1)]
+        asm = [f"ldrsb {reg}, [%[s], #{int(v[2:-1])}]" for reg, v in zip(regs, (v for _, hv in batch for v in hv))]
+        asm += [f"pkhbt {regs[2 * b]}, {regs[2 * b]}, {regs[2 * b + 1]}, lsl #16" for b in range(len(batch))]
+        asm += [f"str {regs[2 * b]}, [%[d], #{4 * w}]" for b, (w, _) in enumerate(batch)]
+        outs = ", ".join(f'[v{i}] "=&r"(v{i})' for i in range(len(regs)))
+        widen += ["{", f"    int32_t {', '.join(f'v{i}' for i in range(len(regs)))};", "    __asm__ volatile(",
+                  *(f'        "{line}\\n"' for line in asm), f"        : {outs}",
+                  '        : [s] "r"(s), [d] "r"(d) : "memory");', "}"]
+    for start in range(0, len(part), 8):  # the loads of 8 words back to back, then their stores
+        batch = part[start:start + 8]
         widen += [f"const int32_t v{w}{h} = {v if v else zx};" for w, hv in batch for h, v in enumerate(hv)]
         widen += [f"d[{w}] = {pk}(v{w}0, v{w}1);" for w, _ in batch]
 
-    body4 = _block_asm(4, 4, row_bytes, out_col, sl, r, zp, q.lo, q.hi)
+    body4 = _block_asm(4, 4, row_bytes, out_col, sl, r, zp, q.lo, q.hi, sc)
     tails = []
     for t, n, store in tail:
-        tails += ["        {", f"            const int16_t *p = row + {t};",
+        tails += ["        {", f"            const int16_t *p = row + {sc * t};",
                   f"            int8_t *o = orow + {t * out_col};",
-                  *_asm(_block_asm(n, store, row_bytes, out_col, sl, r, zp, q.lo, q.hi), n, "            "),
+                  *_asm(_block_asm(n, store, row_bytes, out_col, sl, r, zp, q.lo, q.hi, sc), n, "            "),
                   "        }"]
+    u3 = any("%[u3]" in line for line in body4)
     wtype = "int32_t" if w16 else "int8_t"
     lines = [
-        f"/* depthwise 3x3, {C} channels, planar: per channel its {'transposed ' if transposed else ''}plane as "
-        f"int16 ({S} of {ORn} rows at a time), 4 outputs per block */",
+        f"/* depthwise 3x3{f' stride {sr}x{sc}' if (sr, sc) != (1, 1) else ''}, {C} channels, planar: per channel "
+        f"its {'transposed ' if transposed else ''}plane as int16 ({S} of {ORn} output rows at a time), 4 outputs "
+        "per block */",
         f'__attribute__((optimize("O2"))) static void @SYM@(const int8_t *x, int8_t *out, const {wtype} *wgt, '
         "const int32_t *prm)", "{",
         f"    int32_t *pw = (int32_t *){pair};",
         "    int32_t k[11];",
-        "    int32_t a0, a1, a2, a3, u0, u1, u2, wa, wb;",
-        f"    for (int32_t i = 0; i < {(S + 2) * RW // 2}; ++i) pw[i] = {zx2};",
+        f"    int32_t a0, a1, a2, a3, u0, u1, u2, {'u3, ' if u3 else ''}wa, wb;",
+        f"    for (int32_t i = 0; i < {span(S) * RW // 2}; ++i) pw[i] = {zx2};",
         f"    for (int32_t c = 0; c < {C}; ++c) {{",
         f"        const {wtype} *wc = wgt + {6 if w16 else 9} * c;",
         f"        const int32_t *cq = prm + {P} * c;",
@@ -286,8 +334,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         f"        k[9] = {field('sl')}; k[10] = {field('r')};",
         f"        for (int32_t r0 = 0; r0 < {ORn}; r0 += {S}) {{",
         f"            const int32_t ns = {ORn} - r0 < {S} ? {ORn} - r0 : {S};",
-        "            for (int32_t i = 0; i < ns + 2; ++i) {",
-        f"                const int32_t ir = r0 + i - {pad_r};",
+        f"            for (int32_t i = 0; i < {sr} * (ns - 1) + 3; ++i) {{",
+        f"                const int32_t ir = {sr} * r0 + i - {pad_r};",
         f"                int32_t *d = pw + i * {RW // 2};",
         f"                if (ir < 0 || ir >= {PR}) {{",
         # one strip: its padding rows are never written but by the fill above (no refill per channel)
@@ -298,22 +346,23 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         *("                " + line for line in widen),
         "            }",
         "            for (int32_t i = 0; i < ns; ++i) {",
-        f"                const int16_t *row = (const int16_t *)pw + i * {RW};",
+        f"                const int16_t *row = (const int16_t *)pw + i * {sr * RW};",
         f"                int8_t *orow = out + (r0 + i) * {out_row} + c;",
         *(["                const int16_t *p = row;",
            "                int8_t *o = orow;",
-           f"                for (int32_t b = 0; b < {n4}; ++b, p += 4, o += {4 * out_col}) {{",
+           f"                for (int32_t b = 0; b < {n4}; ++b, p += {4 * sc}, o += {4 * out_col}) {{",
            *_asm(body4, 4, "                    "),
            "                }"] if n4 > UNROLLED_BLOCKS else []),
         *(line for b in range(n4 if n4 <= UNROLLED_BLOCKS else 0) for line in (
-            "                {", f"                    const int16_t *p = row + {4 * b};",
+            "                {", f"                    const int16_t *p = row + {4 * sc * b};",
             f"                    int8_t *o = orow + {4 * b * out_col};",
             *_asm(body4, 4, "                    "), "                }")),
         *("        " + line for line in tails),
         "            }",
         "        }",
         "    }",
-        "    (void)a0; (void)a1; (void)a2; (void)a3; (void)u0; (void)u1; (void)u2; (void)wa; (void)wb;",
+        f"    (void)a0; (void)a1; (void)a2; (void)a3; (void)u0; (void)u1; (void)u2; {'(void)u3; ' if u3 else ''}"
+        "(void)wa; (void)wb;",
         "}", ""]
     symbol = shared_function(em, f"m4_dw_{node.name}", [("", "\n".join(lines))])
     return [f"{symbol}({em.var(x_name)}, {em.var(node.name)}, {w_sym}, {p_sym});"]
