@@ -55,7 +55,7 @@ def orientation(oh: int, ow: int, strides: tuple[int, int] = (1, 1)) -> bool:
     return cost(ow, oh, strides[0]) < cost(oh, ow, strides[1])
 
 
-WIDEN_WORDS = 4  # a plane row's words widened per asm block (8 LDRSB into 8 registers)
+WIDEN_LOADS = 8  # a plane row's elements widened per asm block (8 LDRSB into 8 registers)
 UNROLLED_BLOCKS = 6  # a row's blocks in sequence up to this many (no loop), else a loop
 
 
@@ -284,26 +284,33 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
             halves.append(f"s[{i * in_col}]" if 0 <= i < PC and j < ncol else None)
         if any(halves):
             words.append((w, halves))
-    # words of two input elements in asm, WIDEN_WORDS at a time: their LDRSBs back to back (pipelined), the
-    # PKHBTs, the STRs (GCC interleaved them, a load after each store: about 5.5 cycles a word, here 4.25);
-    # a word with a padding half in C
-    full = [(w, hv) for w, hv in words if all(hv) and (PC - 1) * in_col <= 4095]
-    part = [(w, hv) for w, hv in words if (w, hv) not in full]
+    # in asm, up to WIDEN_LOADS elements at a time: their LDRSBs back to back (pipelined), then per word of two
+    # elements PKHBT and STR, a word with a padding half only the element's STRH (a padding column holds zx from
+    # the fill: only a padding row writes it, with zx). GCC interleaved them, a load after each store: about 5.5
+    # cycles a word, here 4.25. Offsets past LDRSB's 4095: in C
     widen = []
-    for start in range(0, len(full), WIDEN_WORDS):
-        batch = full[start:start + WIDEN_WORDS]
-        regs = [f"%[v{2 * b + h}]" for b in range(len(batch)) for h in (0, 1)]
-        asm = [f"ldrsb {reg}, [%[s], #{int(v[2:-1])}]" for reg, v in zip(regs, (v for _, hv in batch for v in hv))]
-        asm += [f"pkhbt {regs[2 * b]}, {regs[2 * b]}, {regs[2 * b + 1]}, lsl #16" for b in range(len(batch))]
-        asm += [f"str {regs[2 * b]}, [%[d], #{4 * w}]" for b, (w, _) in enumerate(batch)]
-        outs = ", ".join(f'[v{i}] "=&r"(v{i})' for i in range(len(regs)))
-        widen += ["{", f"    int32_t {', '.join(f'v{i}' for i in range(len(regs)))};", "    __asm__ volatile(",
-                  *(f'        "{line}\\n"' for line in asm), f"        : {outs}",
-                  '        : [s] "r"(s), [d] "r"(d) : "memory");', "}"]
-    for start in range(0, len(part), 8):  # the loads of 8 words back to back, then their stores
-        batch = part[start:start + 8]
-        widen += [f"const int32_t v{w}{h} = {v if v else zx};" for w, hv in batch for h, v in enumerate(hv)]
-        widen += [f"d[{w}] = {pk}(v{w}0, v{w}1);" for w, _ in batch]
+    if (PC - 1) * in_col <= 4095:
+        batches: list[list[tuple[int, list]]] = [[]]
+        for w, hv in words:
+            if sum(map(bool, hv)) + sum(bool(v) for _, b in batches[-1] for v in b) > WIDEN_LOADS:
+                batches.append([])
+            batches[-1].append((w, hv))
+        for batch in filter(None, batches):
+            loads = [(w, h, v) for w, hv in batch for h, v in enumerate(hv) if v]
+            reg = {(w, h): f"%[v{i}]" for i, (w, h, _) in enumerate(loads)}
+            asm = [f"ldrsb {reg[w, h]}, [%[s], #{int(v[2:-1])}]" for w, h, v in loads]
+            asm += [f"pkhbt {reg[w, 0]}, {reg[w, 0]}, {reg[w, 1]}, lsl #16" for w, hv in batch if all(hv)]
+            asm += [f"str {reg[w, 0]}, [%[d], #{4 * w}]" if all(hv) else
+                    f"strh {reg[w, int(not hv[0])]}, [%[d], #{4 * w + 2 * int(not hv[0])}]" for w, hv in batch]
+            outs = ", ".join(f'[v{i}] "=&r"(v{i})' for i in range(len(loads)))
+            widen += ["{", f"    int32_t {', '.join(f'v{i}' for i in range(len(loads)))};", "    __asm__ volatile(",
+                      *(f'        "{line}\\n"' for line in asm), f"        : {outs}",
+                      '        : [s] "r"(s), [d] "r"(d) : "memory");', "}"]
+    else:
+        for start in range(0, len(words), 8):  # the loads of 8 words back to back, then their stores
+            batch = words[start:start + 8]
+            widen += [f"const int32_t v{w}{h} = {v if v else zx};" for w, hv in batch for h, v in enumerate(hv)]
+            widen += [f"d[{w}] = {pk}(v{w}0, v{w}1);" for w, _ in batch]
 
     body4 = _block_asm(4, 4, row_bytes, out_col, sl, r, zp, q.lo, q.hi, sc)
     tails = []
