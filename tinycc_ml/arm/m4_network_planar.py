@@ -38,8 +38,8 @@ from tinycc_ml.target import Node, layer_quantisation, window_of
 
 PLANE_BYTES = 1024  # the scratch's bytes a strip may take (VWW's matrix kernels' pair buffer: no more RAM)
 # a block's modelled cycles by the stride along the plane's rows (the orientation's and the layer's choice): at
-# stride 2 a block of n outputs reads n + 1 words per window row, the fifth of a 4-block after its SMLADs
-BLOCK_CYCLES = {1: {4: 74, 2: 42, 1: 31}, 2: {4: 83, 2: 45, 1: 31}}
+# stride 2 a block of n outputs reads n + 1 words per window row (a 4-block 14 registers)
+BLOCK_CYCLES = {1: {4: 74, 2: 42, 1: 31}, 2: {4: 80, 2: 45, 1: 31}}
 # m4_network's depthwise kernel, modelled cycles per 3x3 output: 3.3 to 3.6 per MAC at stride 1, 3.6 to 4.1 at
 # stride 2 (VWW's four strided layers, m4_layer_profile)
 OLD_OUTPUT_CYCLES = {1: 30, 2: 34}
@@ -103,16 +103,13 @@ def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: i
     acc = [f"%[a{i}]" for i in range(n)]
     lines = []
     for row in range(3):
-        if sc == 2:  # words 0.. n (a 4-block's fifth into u0 once its SMLAD has read it)
-            words = min(n + 1, 4)
-            lines += [f"ldr %[u{i}], [%[p], #{row * ro + 4 * i}]" for i in range(words)]
+        if sc == 2:  # words 0.. n, all loads back to back
+            lines += [f"ldr %[u{i}], [%[p], #{row * ro + 4 * i}]" for i in range(n + 1)]
             lines += [f"ldr %[wa], [%[k], #{8 * row}]", f"ldr %[wb], [%[k], #{8 * row + 4}]"]
             if row == 0:
                 lines.insert(0, f"ldr {acc[n - 1]}, [%[k], #24]")
             lines += [f"smlad {a}, %[u{i}], %[wa], {acc[n - 1] if row == 0 else a}" for i, a in enumerate(acc)]
-            if n == 4:
-                lines.append(f"ldr %[u0], [%[p], #{row * ro + 16}]")
-            lines += [f"smlabt {a}, %[u{(i + 1) % 4}], %[wb], {a}" for i, a in enumerate(acc)]
+            lines += [f"smlabt {a}, %[u{i + 1}], %[wb], {a}" for i, a in enumerate(acc)]
             continue
         words = 3 if n == 4 else 2
         lines += [f"ldr %[u{i}], [%[p], #{row * ro + 4 * i}]" for i in range(words)]
@@ -150,8 +147,8 @@ def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: i
 
 
 def _asm(lines: list[str], n: int, indent: str) -> list[str]:
-    outs = ", ".join([*(f'[a{i}] "=&r"(a{i})' for i in range(n)), '[u0] "=&r"(u0)', '[u1] "=&r"(u1)',
-                      '[u2] "=&r"(u2)', *(['[u3] "=&r"(u3)'] if any("%[u3]" in line for line in lines) else []),
+    us = [f"u{i}" for i in range(5) if i < 3 or any(f"%[u{i}]" in line for line in lines)]  # u3, u4: stride 2
+    outs = ", ".join([*(f'[a{i}] "=&r"(a{i})' for i in range(n)), *(f'[{u}] "=&r"({u})' for u in us),
                       '[wa] "=&r"(wa)', '[wb] "=&r"(wb)'])
     return [f"{indent}__asm__ volatile(", *(f'{indent}    "{line}\\n"' for line in lines), f"{indent}    : {outs}",
             f'{indent}    : [p] "r"(p), [o] "r"(o), [k] "r"(k) : "cc", "memory");']
@@ -319,7 +316,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
                   f"            int8_t *o = orow + {t * out_col};",
                   *_asm(_block_asm(n, store, row_bytes, out_col, sl, r, zp, q.lo, q.hi, sc), n, "            "),
                   "        }"]
-    u3 = any("%[u3]" in line for line in body4)
+    extra = [f"u{i}" for i in (3, 4) if any(f"%[u{i}]" in line for line in body4)]  # stride 2's
     wtype = "int32_t" if w16 else "int8_t"
     lines = [
         f"/* depthwise 3x3{f' stride {sr}x{sc}' if (sr, sc) != (1, 1) else ''}, {C} channels, planar: per channel "
@@ -329,7 +326,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         "const int32_t *prm)", "{",
         f"    int32_t *pw = (int32_t *){pair};",
         "    int32_t k[11];",
-        f"    int32_t a0, a1, a2, a3, u0, u1, u2, {'u3, ' if u3 else ''}wa, wb;",
+        f"    int32_t a0, a1, a2, a3, u0, u1, u2, {''.join(u + ', ' for u in extra)}wa, wb;",
         f"    for (int32_t i = 0; i < {span(S) * RW // 2}; ++i) pw[i] = {zx2};",
         f"    for (int32_t c = 0; c < {C}; ++c) {{",
         f"        const {wtype} *wc = wgt + {6 if w16 else 9} * c;",
@@ -368,7 +365,8 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         "            }",
         "        }",
         "    }",
-        f"    (void)a0; (void)a1; (void)a2; (void)a3; (void)u0; (void)u1; (void)u2; {'(void)u3; ' if u3 else ''}"
+        f"    (void)a0; (void)a1; (void)a2; (void)a3; (void)u0; (void)u1; (void)u2; "
+        f"{''.join(f'(void){u}; ' for u in extra)}"
         "(void)wa; (void)wb;",
         "}", ""]
     symbol = shared_function(em, f"m4_dw_{node.name}", [("", "\n".join(lines))])
