@@ -1,18 +1,22 @@
-"""Cortex-M4 / M33 depthwise 3x3 convolutions (stride 1, dilation 1, depth multiplier 1) on planar int16 copies
-of the input, one channel at a time, bit for bit ``m4_network``'s depthwise kernel (and so tflite-micro's).
+"""Cortex-M4 / M33 depthwise 3x3 convolutions (strides 1 or 2, dilation 1, depth multiplier 1) on planar int16
+copies of the input, one channel at a time, bit for bit ``m4_network``'s depthwise kernel (and so tflite-micro's).
 
 Per channel a widening pass copies its plane (a strip of rows of it where the whole plane is larger than
-``PLANE_BYTES``) into the matrix kernels' scratch (``m4_pair``) as int16, padded with the input zero point zx
-(so every position, border or not, takes the bias with zx sum(w) folded in: a tap in the padding adds w zx,
-which the fold takes back, as TFLite skips it). Along a plane row two neighbours sit in one word, and each
-window row's three taps as two int16 weight pairs, (w0, w1) and (w1, w2), pair two taps per SMLAD: four
-outputs along a row from three input words per window row, SMLAD, SMLAD, SMLAD, SMLAD and the fourth taps
-SMLABT / SMLATB, 24 multiplies for 36 multiply-accumulates (a 2-output block for a row's remainder). The
-plane's rows run along the output's longer axis (``orientation``: the input transposed where the columns are
-fewer, as KWS's 25 x 5). Each output's requantisation is ``m4_network``'s (LSL, ADD, SMMLAR, ASR, SSAT, STRB)
-in the same asm block, the channel's constants from a per-channel block on the stack; where every channel shares
-the left shift (sl) and the weights times 2^sl stay int16, the weights and the bias carry it (the accumulator is
-acc 2^sl: no LSL). With one strip the plane's padding rows keep the first fill (no refill per channel).
+``PLANE_BYTES``) into the matrix kernels' scratch (``m4_pair``) as int16, padded with the input zero point zx (so
+every position, border or not, takes the bias with zx sum(w) folded in: a tap in the padding adds w zx, which the
+fold takes back, as TFLite skips it). Along a plane row two neighbours sit in one word, and each window row's three
+taps as two int16 weight pairs, (w0, w1) and (w1, w2), pair two taps per SMLAD: four outputs along a row from three
+input words per window row, SMLAD, SMLAD, SMLAD, SMLAD and the fourth taps SMLABT / SMLATB, 24 multiplies for 36
+multiply-accumulates (a 2-output block for a row's remainder). The plane's rows run along the output's longer axis
+(``orientation``: the input transposed where the columns are fewer, as KWS's 25 x 5). At stride 2 along a plane row
+output i's window row is word i, (p0, p1), and the low half of word i + 1, p2: SMLAD with (w0, w1) and SMLABT with
+(w1, w2), the same 24 multiplies for 4 outputs from five words per window row (VWW's strided layers); across rows
+the window rows are plane rows 2i.. 2i + 2. The widening is asm: a row's LDRSBs back to back, then PKHBT and STR per
+word (STRH of the element alone where the other half is a padding column: only a padding row ever writes one, with
+zx). Each output's requantisation is ``m4_network``'s (LSL, ADD, SMMLAR, ASR, SSAT, STRB) in the same asm block, the
+channel's constants from a per-channel block on the stack; where every channel shares the left shift (sl) and the
+weights times 2^sl stay int16, the weights and the bias carry it (the accumulator is acc 2^sl: no LSL). With one
+strip the plane's padding rows keep the first fill (no refill per channel).
 
 The order differs from the raster order the in-place rule (``ir.ops.windows.window_lead``) assumes: a layer
 whose output slot meets its input's takes this kernel only where every write lands on its own channel (the
