@@ -3,6 +3,7 @@ at a time, SMLAD on pairs of taps) against tflite-micro on random shapes, in QEM
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -65,6 +66,22 @@ def test_strided_planar_depthwise_equals_tflite_micro(tmp_path_factory, monkeypa
     # the planar kernel, unless its order would overwrite input it still reads (``in_place_safe``: the output's
     # slot over the input's, as with a transposed plane)
     assert (planar_layers(result) >= 1 and " stride " in result.files["net.c"]) or overlapping(result)
+
+
+@pytest.mark.parametrize("h, w, plane_bytes, activation", [(7, 6, 1024, "relu6"), (6, 10, 1024, "none"),
+                                                            (7, 6, 96, "relu")])
+def test_row_pairs_equal_tflite_micro(tmp_path, monkeypatch, h, w, plane_bytes, activation):
+    """Rows whose remainder is 2 outputs take it two rows at a time (``_pair_block_asm``; an odd row count's last
+    row, and a strip's, in a 2-block): VWW's 6 x 6 planes, here with 7 rows, 10 columns, strips of 4 and 3 rows."""
+    require_target("cortex-m4")
+    monkeypatch.setattr(m4_network_planar, "OLD_OUTPUT_CYCLES", {1: 10_000, 2: 10_000})
+    monkeypatch.setattr(m4_network_planar, "PLANE_BYTES", plane_bytes)
+    n = NetBuilder(h * w, 3000)
+    x = n.input((h, w, 8))
+    t = n.depthwise(x, 1, (1, 1))
+    y = n.add(t, n.depthwise(t, 1, (3, 3), activation=activation))  # t live after it: not in place (strips)
+    result, _ = check_network(n.finish(n.fc(n.flatten(n.conv(y, 3, (1, 1))), 3)), "cortex-m4", tmp_path, 4)
+    assert planar_layers(result) == 1 and "; i += 2) {" in result.files["net.c"]
 
 
 def overlapping(result) -> bool:

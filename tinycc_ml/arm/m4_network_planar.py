@@ -7,16 +7,17 @@ every position, border or not, takes the bias with zx sum(w) folded in: a tap in
 fold takes back, as TFLite skips it). Along a plane row two neighbours sit in one word, and each window row's three
 taps as two int16 weight pairs, (w0, w1) and (w1, w2), pair two taps per SMLAD: four outputs along a row from three
 input words per window row, SMLAD, SMLAD, SMLAD, SMLAD and the fourth taps SMLABT / SMLATB, 24 multiplies for 36
-multiply-accumulates (a 2-output block for a row's remainder). The plane's rows run along the output's longer axis
-(``orientation``: the input transposed where the columns are fewer, as KWS's 25 x 5). At stride 2 along a plane row
-output i's window row is word i, (p0, p1), and the low half of word i + 1, p2: SMLAD with (w0, w1) and SMLABT with
-(w1, w2), the same 24 multiplies for 4 outputs from five words per window row (VWW's strided layers); across rows
-the window rows are plane rows 2i.. 2i + 2. The widening is asm: a row's LDRSBs back to back, then PKHBT and STR per
-word (STRH of the element alone where the other half is a padding column: only a padding row ever writes one, with
-zx). Each output's requantisation is ``m4_network``'s (LSL, ADD, SMMLAR, ASR, SSAT, STRB) in the same asm block, the
-channel's constants from a per-channel block on the stack; where every channel shares the left shift (sl) and the
-weights times 2^sl stay int16, the weights and the bias carry it (the accumulator is acc 2^sl: no LSL). With one
-strip the plane's padding rows keep the first fill (no refill per channel).
+multiply-accumulates (a 2-output block for a row's remainder, at stride 1 for two rows at once: each weight pair
+loaded once for both, ``_pair_block_asm``). The plane's rows run along the output's longer axis (``orientation``:
+the input transposed where the columns are fewer, as KWS's 25 x 5). At stride 2 along a plane row output i's window
+row is word i, (p0, p1), and the low half of word i + 1, p2: SMLAD with (w0, w1) and SMLABT with (w1, w2), the same
+24 multiplies for 4 outputs from five words per window row (VWW's strided layers); across rows the window rows are
+plane rows 2i.. 2i + 2. The widening is asm: a row's LDRSBs back to back, then PKHBT and STR per word (STRH of the
+element alone where the other half is a padding column: only a padding row ever writes one, with zx). Each output's
+requantisation is ``m4_network``'s (LSL, ADD, SMMLAR, ASR, SSAT, STRB) in the same asm block, the channel's
+constants from a per-channel block on the stack; where every channel shares the left shift (sl) and the weights
+times 2^sl stay int16, the weights and the bias carry it (the accumulator is acc 2^sl: no LSL). With one strip the
+plane's padding rows keep the first fill (no refill per channel).
 
 The order differs from the raster order the in-place rule (``ir.ops.windows.window_lead``) assumes: a layer
 whose output slot meets its input's takes this kernel only where every write lands on its own channel (the
@@ -47,6 +48,7 @@ BLOCK_CYCLES = {1: {4: 74, 2: 42, 1: 31}, 2: {4: 80, 2: 45, 1: 31}}
 # m4_network's depthwise kernel, modelled cycles per 3x3 output: 3.3 to 3.6 per MAC at stride 1, 3.6 to 4.1 at
 # stride 2 (VWW's four strided layers, m4_layer_profile)
 OLD_OUTPUT_CYCLES = {1: 30, 2: 34}
+PAIR_BLOCK_CYCLES = 70  # a remainder of 2 outputs for two rows (``_pair_block_asm``)
 
 
 def orientation(oh: int, ow: int, strides: tuple[int, int] = (1, 1)) -> bool:
@@ -63,13 +65,14 @@ WIDEN_LOADS = 8  # a plane row's elements widened per asm block (8 LDRSB into 8 
 UNROLLED_BLOCKS = 6  # a row's blocks in sequence up to this many (no loop), else a loop
 
 
-def planar_cycles(rows: int, cols: int, plane_rows: int, words: int, sc: int = 1) -> int:
+def planar_cycles(rows: int, cols: int, plane_rows: int, words: int, sc: int = 1, pairs: bool = False) -> int:
     """A channel's modelled cycles on this kernel (``rows`` x ``cols`` outputs, ``plane_rows`` rows widened of
-    ``words`` words each, stride ``sc`` along a plane row): its set-up, the widening (about 4.25 cycles a word),
-    the rows of blocks."""
+    ``words`` words each, stride ``sc`` along a plane row; ``pairs``: a remainder of 2 two rows at a time): its
+    set-up, the widening (about 4.25 cycles a word), the rows of blocks."""
     n4, tail = blocks(cols)
     bc = BLOCK_CYCLES[sc]
-    return 40 + plane_rows * (10 + 17 * words // 4) + rows * (10 + n4 * bc[4] + sum(bc[n] for _, n, _ in tail))
+    tails = PAIR_BLOCK_CYCLES // 2 if pairs else sum(bc[n] for _, n, _ in tail)
+    return 40 + plane_rows * (10 + 17 * words // 4) + rows * (10 + n4 * bc[4] + tails)
 
 
 def blocks(cols: int) -> tuple[int, list[tuple[int, int, int]]]:
@@ -127,12 +130,36 @@ def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: i
         cross = [("smlabt", "%[u1]", "%[wb]"), ("smlatb", "%[u0]", "%[wa]"), ("smlabt", "%[u2]", "%[wb]"),
                  ("smlatb", "%[u1]", "%[wa]")][:n]
         lines += [f"{op} {a}, {u}, {w}, {a}" for a, (op, u, w) in zip(acc, cross)]
-    lines += ["ldr %[u0], [%[k], #28]", "ldr %[u1], [%[k], #32]"]  # m, nu
+    return lines + _requantised(acc[:store], [i * out_col for i in range(store)], sl, r, zp, lo, hi)
+
+
+def _pair_block_asm(ro: int, out_col: int, out_row: int, sl: str, r: str, zp: int | None, lo: int,
+                    hi: int) -> list[str]:
+    """A row remainder of 2 outputs (stride 1) for two output rows at once (``p``: the first row's first window
+    word): outputs (0, 0), (0, 1), (1, 0), (1, 1) in a0.. a3, each weight row's pairs loaded once for both output
+    rows (6 loads and 8 multiplies a window row: about 70 cycles for 4 outputs against 2 x 42 in 2-blocks)."""
+    acc = [f"%[a{i}]" for i in range(4)]
+    lines = ["ldr %[a3], [%[k], #24]"]  # the bias, the first SMLADs' addend
+    for row in range(3):
+        lines += [f"ldr %[u{i}], [%[p], #{(row + i // 2) * ro + 4 * (i % 2)}]" for i in range(4)]
+        lines += [f"ldr %[wa], [%[k], #{8 * row}]", f"ldr %[wb], [%[k], #{8 * row + 4}]"]
+        for a0, a1, x0, x1 in ((acc[0], acc[1], "%[u0]", "%[u1]"), (acc[2], acc[3], "%[u2]", "%[u3]")):
+            lines += [f"smlad {a0}, {x0}, %[wa], {acc[3] if row == 0 else a0}",
+                      f"smlad {a1}, {x1}, %[wb], {acc[3] if row == 0 else a1}"]
+        lines += [f"smlabt {acc[0]}, %[u1], %[wb], {acc[0]}", f"smlatb {acc[1]}, %[u0], %[wa], {acc[1]}",
+                  f"smlabt {acc[2]}, %[u3], %[wb], {acc[2]}", f"smlatb {acc[3]}, %[u2], %[wa], {acc[3]}"]
+    return lines + _requantised(acc, [0, out_col, out_row, out_row + out_col], sl, r, zp, lo, hi)
+
+
+def _requantised(acc: list[str], offsets: list[int], sl: str, r: str, zp: int | None, lo: int,
+                 hi: int) -> list[str]:
+    """The requantisation of a block's accumulators ``acc``, each stored at ``o`` + its offset."""
+    lines = ["ldr %[u0], [%[k], #28]", "ldr %[u1], [%[k], #32]"]  # m, nu
     if sl.startswith("%"):
         lines.append("ldr %[wa], [%[k], #36]")
     if r.startswith("%"):
         lines.append("ldr %[wb], [%[k], #40]")
-    for i, a in enumerate(acc[:store]):
+    for a, offset in zip(acc, offsets):
         lines += [f"lsl {a}, {a}, {sl}"] if sl else []  # none where the weights and bias carry 2^sl
         lines += [f"add %[u2], %[u1], {a}, asr #31", f"smmlar {a}, {a}, %[u0], %[u2]"]
         if zp is None and not r.startswith("%"):
@@ -146,7 +173,7 @@ def _block_asm(n: int, store: int, ro: int, out_col: int, sl: str, r: str, zp: i
             lines += [f"cmp {a}, #{lo}", "it lt", f"movlt {a}, #{lo}"]
         if hi < 127:
             lines += [f"cmp {a}, #{hi}", "it gt", f"movgt {a}, #{hi}"]
-        lines.append(f"strb {a}, [%[o], #{i * out_col}]")
+        lines.append(f"strb {a}, [%[o], #{offset}]")
     return lines
 
 
@@ -210,8 +237,11 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
 
     S = ORn if span(ORn) * row_bytes <= PLANE_BYTES else max(1, (PLANE_BYTES // row_bytes - 3) // sr + 1)
     strips = [(r0, min(S, ORn - r0)) for r0 in range(0, ORn, S)]
+    # a row remainder of 2 two output rows at a time (VWW's 6 x 6 planes)
+    row_pairs = (sr, sc) == (1, 1) and [n for _, n, _ in tail] == [2] and out_row + out_col <= 4095 and \
+        3 * row_bytes + 4 <= 4095
     old = OLD_OUTPUT_CYCLES[max(sr, sc)] * ORn * OCn
-    if planar_cycles(ORn, OCn, sum(span(n) for _, n in strips), RW // 2, sc) >= old:
+    if planar_cycles(ORn, OCn, sum(span(n) for _, n in strips), RW // 2, sc, row_pairs) >= old:
         return None  # small planes: the set-up and the widening outweigh the blocks (VWW's 3 x 3 x 256)
 
     def plane_rows(r0: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -320,7 +350,29 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
                   f"            int8_t *o = orow + {t * out_col};",
                   *_asm(_block_asm(n, store, row_bytes, out_col, sl, r, zp, q.lo, q.hi, sc), n, "            "),
                   "        }"]
-    extra = [f"u{i}" for i in (3, 4) if any(f"%[u{i}]" in line for line in body4)]  # stride 2's
+    pair_tail = []
+    if row_pairs:  # rows i, i + 1: their blocks of 4, then the remainders together (an odd last row: tails)
+        (t, _, _), = tail
+        pair_tail = ["{", f"    const int16_t *p = row + {t};", f"    int8_t *o = orow + {t * out_col};",
+                     *_asm(_pair_block_asm(row_bytes, out_col, out_row, sl, r, zp, q.lo, q.hi), 4, "    "), "}"]
+    extra = [f"u{i}" for i in (3, 4) if any(f"%[u{i}]" in line for line in body4 + pair_tail)]  # stride 2's, pairs'
+    row_blocks = [*(["const int16_t *p = row;", "int8_t *o = orow;",
+                     f"for (int32_t b = 0; b < {n4}; ++b, p += {4 * sc}, o += {4 * out_col}) {{",
+                     *_asm(body4, 4, "    "), "}"] if n4 > UNROLLED_BLOCKS else []),
+                  *(line for b in range(n4 if n4 <= UNROLLED_BLOCKS else 0) for line in (
+                      "{", f"    const int16_t *p = row + {4 * sc * b};", f"    int8_t *o = orow + {4 * b * out_col};",
+                      *_asm(body4, 4, "    "), "}"))]
+    rows_loop = [f"for (int32_t i = 0; i < ns; i += {2 if row_pairs else 1}) {{",
+                 f"    const int16_t *row = (const int16_t *)pw + i * {sr * RW};",
+                 f"    int8_t *orow = out + (r0 + i) * {out_row} + c;",
+                 *("    " + line for line in row_blocks)]
+    if row_pairs:
+        rows_loop += ["    if (i + 1 < ns) {", "        {",
+                      f"            const int16_t *row = (const int16_t *)pw + (i + 1) * {sr * RW};",
+                      f"            int8_t *orow = out + (r0 + i + 1) * {out_row} + c;",
+                      *("            " + line for line in row_blocks), "        }",
+                      *("        " + line for line in pair_tail), "        continue;", "    }"]
+    rows_loop += [*(line[4:] for line in tails), "}"]
     wtype = "int32_t" if w16 else "int8_t"
     lines = [
         f"/* depthwise 3x3{f' stride {sr}x{sc}' if (sr, sc) != (1, 1) else ''}, {C} channels, planar: per channel "
@@ -353,20 +405,7 @@ def depthwise_conv2d(em, node: Node) -> list[str] | None:
         f"                const int8_t *s = x + ir * {in_row} + c;",
         *("                " + line for line in widen),
         "            }",
-        "            for (int32_t i = 0; i < ns; ++i) {",
-        f"                const int16_t *row = (const int16_t *)pw + i * {sr * RW};",
-        f"                int8_t *orow = out + (r0 + i) * {out_row} + c;",
-        *(["                const int16_t *p = row;",
-           "                int8_t *o = orow;",
-           f"                for (int32_t b = 0; b < {n4}; ++b, p += {4 * sc}, o += {4 * out_col}) {{",
-           *_asm(body4, 4, "                    "),
-           "                }"] if n4 > UNROLLED_BLOCKS else []),
-        *(line for b in range(n4 if n4 <= UNROLLED_BLOCKS else 0) for line in (
-            "                {", f"                    const int16_t *p = row + {4 * sc * b};",
-            f"                    int8_t *o = orow + {4 * b * out_col};",
-            *_asm(body4, 4, "                    "), "                }")),
-        *("        " + line for line in tails),
-        "            }",
+        *(f"            {line}" for line in rows_loop),
         "        }",
         "    }",
         f"    (void)a0; (void)a1; (void)a2; (void)a3; (void)u0; (void)u1; (void)u2; "
