@@ -762,6 +762,9 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     two = kind == "2x4p"
     cols = ("u", "v") if two else ("",)
     seeded = two and rows is None and _seeded(iters, rem)  # the second column's accumulators start in the asm
+    if two and asm_epilogue_ok(params, q, out_c):
+        return _paired_asm_body(em, q, w_sym, params, p_sym, kw4, out_c, stride, out_stride, constants, widened,
+                                rows, (per, iters, rem))
     lines = []
     if rows is not None:  # the columns are in the widened rows the caller wrote (rows_function): none to widen
         lines += [
@@ -826,6 +829,144 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
         lines.append("            }")
     lines.append("        }")
     lines += [f"        o{i}[{offset}] = {value};" for offset, value in constants for i in range(len(cols))]
+    return lines + ["    }", "}", ""]
+
+
+def asm_epilogue_ok(params: ChannelParams, q, out_c: int) -> bool:
+    """Whether the 2x4p block's requantisation is written in its asm (``asm_epilogue``): every channel's
+    accumulator proven small ("fold" or "plain"), the sign's correction a literal, every channel stored at its own
+    offset (no channel left out), whole groups of four."""
+    return (params.mode in ("fold", "plain") and "nm" not in params.stored and "dst" not in params.stored
+            and out_c % 4 == 0)
+
+
+def _mov32(reg: str, value: int) -> list[str]:
+    value &= 0xFFFFFFFF
+    return [f"movw %[{reg}], #{value & 0xFFFF}", *([f"movt %[{reg}], #{value >> 16}"] if value >> 16 else [])]
+
+
+def _compare(a: str, bound: int, cond: str) -> list[str]:
+    """a = bound where a ``cond`` bound (an IT block; negative literals through CMN / MVN)."""
+    if bound >= 0:
+        return [f"cmp {a}, #{bound}", f"it {cond}", f"mov{cond} {a}, #{bound}"]
+    return [f"cmn {a}, #{-bound}", f"it {cond}", f"mvn{cond} {a}, #{-bound - 1}"]
+
+
+def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> list[str]:
+    """The 2x4p block's requantisation and stores in its asm, after the multiply-accumulates (channel_epilogue's
+    arithmetic, instruction for instruction: module docstring): the channel words' pointer loaded from the
+    memory operand ``qq`` into x, per channel its stored fields by single loads back to back (m into wp, sl w1,
+    r u, nu v; the fields every channel shares in registers once, or as immediates: sl in the shifts, r in
+    SSAT's shift in the "fold" mode), t in w; per output LSL (or the odd channel's SUB and ASR), ADD t = nu + [a
+    < 0] correction, SMMLAR, ASR r and SSAT (one instruction where r is shared: SSAT's shift), the zero point's
+    ADD ("plain"), the activation's bounds where narrower than int8 (CMP and an IT block); then the two
+    columns' outputs by STRB from the destination pointers ``d0`` (and ``d1`` where ``second``, else d0 +
+    out_stride)."""
+    P, lit = params.per_channel, params.literals
+    at = {name: params.stored.index(name) for name in params.stored}
+    mode = params.mode
+    body = ["ldr %[x], %[qq]"] if any(f in at for f in ("m", "sl", "r", "nu")) else []
+    body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
+    if "m" in lit:
+        body += _mov32("wp", lit["m"])
+    if "nu" in lit:
+        body += _mov32("v", lit["nu"])
+    correct = mode == "fold" or lit["nm"] != 0  # t = nu - [a < 0], else t = nu
+    zp = q.output_zero_point if mode == "plain" else 0
+    for k in range(4):
+        body += [f"ldr %[{reg}], [%[x], #{4 * (k * P + at[name])}]"
+                 for name, reg in (("m", "wp"), ("sl", "w1"), ("r", "u"), ("nu", "v")) if name in at]
+        for c in "uv":
+            a = f"%[{'er'[k % 2]}{k // 2}{c}]"
+            if k % 2:  # (raw - even) = 256 acc1: acc1 << sl
+                if "sl" in lit and lit["sl"] <= 8:
+                    body += [f"asr {a}, {a}, #{8 - lit['sl']}"] if lit["sl"] < 8 else []
+                else:
+                    body += [f"asr {a}, {a}, #8",
+                             f"lsl {a}, {a}, #{lit['sl']}" if "sl" in lit else f"lsl {a}, {a}, %[w1]"]
+            else:
+                body.append(f"lsl {a}, {a}, #{lit['sl']}" if "sl" in lit else f"lsl {a}, {a}, %[w1]")
+            if correct:
+                body += [f"add %[w], %[v], {a}, asr #31", f"smmlar {a}, {a}, %[wp], %[w]"]
+            else:
+                body.append(f"smmlar {a}, {a}, %[wp], %[v]")
+            if "r" not in lit:
+                body.append(f"asr {a}, {a}, %[u]")
+            elif lit["r"] and (mode == "plain" or "r" not in lit):
+                body.append(f"asr {a}, {a}, #{lit['r']}")
+            if zp:
+                body.append(f"add {a}, {a}, #{zp}" if zp > 0 else f"sub {a}, {a}, #{-zp}")
+            if mode == "fold" and "r" in lit:
+                body.append(f"ssat {a}, #8, {a}, asr #{lit['r']}")
+            else:
+                body.append(f"ssat {a}, #8, {a}")
+            if q.lo > -128:
+                body += _compare(a, q.lo, "lt")
+            if q.hi < 127:
+                body += _compare(a, q.hi, "gt")
+    body.append("ldr %[x], %[d0]")
+    if second:
+        body.append("ldr %[wp], %[d1]")
+    for k in range(4):
+        for c in "uv":
+            a = f"%[{'er'[k % 2]}{k // 2}{c}]"
+            where = f"[%[x], #{k}]" if c == "u" else f"[%[wp], #{k}]" if second else f"[%[x], #{out_stride + k}]"
+            body.append(f"strb {a}, {where}")
+    return body
+
+
+def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: int, out_c: int, stride: int,
+                     out_stride: int, constants, widened: bool, rows: RowLayout | None, split) -> list[str]:
+    """_paired_body for the 2x4p kind with its requantisation in the asm (``asm_epilogue_ok``): per block of two
+    columns by four channels one asm statement: the biases loaded from the channel words (the second column's
+    seeded in its first multiply-accumulates where the block's first step runs once), the multiply-accumulates,
+    ``asm_epilogue``; the pointers it reads (channel words, destinations) memory operands, the weights' pointer
+    of each group computed in C (the asm's copy is scratch after the products)."""
+    P = params.per_channel
+    group = -(-out_c // 4) * 4
+    per, iters, rem = split
+    seeded = rows is None and _seeded(iters, rem)
+    lines = ["    for (int32_t p = 0; p < n_cols; p += 2) {",
+             f"        const int8_t *c0 = cols + p * {stride};"]
+    second = rows is None  # an odd last column: o1 = o0 (computed twice, stored twice)
+    if rows is None:
+        pair = em.sym("m4_pair")
+        em.scratch(pair, "uint32_t", 4 * kw4)
+        lines += ["        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored twice */",
+                  widen_call(em, pair, stride, kw4, widened),
+                  f"        int8_t *o1 = two ? out + (p + 1) * {out_stride} : out + p * {out_stride};"]
+    lines += [
+        f"        int8_t *o0 = out + p * {out_stride};",
+        f"        const int32_t *wg = {w_sym}, *q = {p_sym};",
+        f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}, wg += {4 * kw4}) {{",
+        "            const int32_t *qq = q, *wp = wg;",
+        "            int8_t *d0 = o0 + o;" + (" int8_t *d1 = o1 + o;" if second else ""),
+        f"            const uint32_t *x = {'(const uint32_t *)c0' if rows is not None else pair};",
+        f"            int32_t n = {rows.kh if rows is not None else iters};",
+        "            int32_t e0u, r0u, e1u, r1u, e0v, r0v, e1v, r1v, u, v, w, w1;"]
+    accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in "uv"]
+    outs = {k: "=&r" for k in accs}
+    outs.update({"x": "+r", "wp": "+r", "n": "+m"})
+    outs.update({k: "=&r" for k in ("u", "v", "w", "w1")})
+    body = ["ldr %[w], %[qq]"]
+    body += [f"ldr %[{a}{j}{c}], [%[w], #{4 * P * (2 * j + (a == 'r'))}]" for c in ("u",) + (() if seeded else ("v",))
+             for j in (0, 1) for a in "er"]
+    if rows is not None:
+        lines.append("            int32_t n2 = 0;")
+        outs["n2"] = "+m"
+        body += _block_rows(rows)
+    else:
+        if iters <= 1:
+            del outs["n"]
+        body += _block_2x4p(per, iters, rem)
+    body += asm_epilogue(params, q, out_stride, second)
+    ins = {"qq": "m", "d0": "m", **({"d1": "m"} if second else {})}
+    lines += ["            __asm__ volatile(", *(f'                "{line}\\n"' for line in body),
+              "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in outs.items()),
+              "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in ins.items()),
+              '                : "cc", "memory");']
+    lines += ["            (void)n;", *(["            (void)n2;"] if rows is not None else []), "        }"]
+    assert not constants  # channels left out store at "dst": not asm_epilogue_ok
     return lines + ["    }", "}", ""]
 
 
