@@ -946,7 +946,7 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
         "            int32_t e0u, r0u, e1u, r1u, e0v, r0v, e1v, r1v, u, v, w, w1;"]
     accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in "uv"]
     outs = {k: "=&r" for k in accs}
-    outs.update({"x": "+r", "wp": "+r", "n": "+m"})
+    outs.update({"x": "+&r", "wp": "+&r", "n": "+m"})  # earlyclobber: no input may share their registers
     outs.update({k: "=&r" for k in ("u", "v", "w", "w1")})
     body = ["ldr %[w], %[qq]"]
     body += [f"ldr %[{a}{j}{c}], [%[w], #{4 * P * (2 * j + (a == 'r'))}]" for c in ("u",) + (() if seeded else ("v",))
@@ -1570,13 +1570,18 @@ def tensor_add(em, node: Node) -> list[str] | None:
     bound_b = requant_bound(255 << q.left_shift, mb, sb)
     if bound_a is None or bound_b is None or requant_bound(bound_a + bound_b, mo, so) is None:
         return None
-    scale = rq_helper(em, wide=False)  # the same proven-small accumulators, constants in literals
     za, zb, zo = q.zero_points
+    # the output zero point in the rounding nudge, the tables doubled (the sum then SMMLAR's operand as it is)
+    fast = (so < 0 and node.type.size % 4 == 0 and q.lo == -128 and q.hi == 127
+            and fold_zero_point(np.array([bound_a + bound_b]), np.array([mo]), np.array([so]), zo))
+    scale = rq_helper(em, wide=False)  # the same proven-small accumulators, constants in literals
     byte = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)  # a byte's int8 value, by its uint8
-    tables = [em.add_const_array(em.sym(f"{node.name}_m4{side}"), multiply_by_quantized_multiplier(
-        (byte - z) << q.left_shift, m, s).astype(np.int32), "int32_t",
-        f"%{node.name}: input {side}'s rescaled value by its byte") for side, z, m, s in (("a", za, ma, sa),
-                                                                                           ("b", zb, mb, sb))]
+    tables = [em.add_const_array(em.sym(f"{node.name}_m4{side}"), (multiply_by_quantized_multiplier(
+        (byte - z) << q.left_shift, m, s) << int(fast)).astype(np.int32), "int32_t",
+        f"%{node.name}: input {side}'s rescaled value by its byte{', doubled' if fast else ''}")
+        for side, z, m, s in (("a", za, ma, sa), ("b", zb, mb, sb))]
+    if fast:
+        return _add_asm(em, node, tables, mo, -so, zo)
     minmax_helpers(em)
     a, b = (em.var(n) for n in node.inputs)
     symbol = em.sym(f"m4_add_{node.name}")
@@ -1589,4 +1594,48 @@ def tensor_add(em, node: Node) -> list[str] | None:
         f"        const int32_t ra = {tables[0]}[a[i]], rb = {tables[1]}[b[i]];",
         f"        out[i] = (int8_t){clamp};",
         "    }", "}", ""])
+    return [f"{symbol}((const uint8_t *){a}, (const uint8_t *){b}, {em.var(node.name)});"]
+
+
+def _add_step(k: int, r: int) -> list[str]:
+    """Two elements k, k + 1 of an iteration of four (_add_asm): the four bytes and the four table words by loads
+    back to back (their addresses ready: pipelined), the doubled sums, the nudge and the sign's correction,
+    SMMLAR, SSAT with the right shift, STRB; the pointers advanced by the first loads and store of the iteration
+    (post-indexed), the others at offsets back from them."""
+    def at(reg: str, i: int) -> str:
+        return f"[%[{reg}]], #4" if i == 0 else f"[%[{reg}], #{i - 4}]"
+    lines = []
+    for i in (k, k + 1):
+        lines += [f"ldrb %[a{i - k}], {at('a', i)}", f"ldrb %[b{i - k}], {at('b', i)}"]
+    lines += [f"ldr %[{r}{j}], [%[t{r}], %[{r}{j}], lsl #2]" for j in (0, 1) for r in "ab"]
+    for j in (0, 1):
+        lines += [f"add %[a{j}], %[a{j}], %[b{j}]", f"add %[b{j}], %[nu], %[a{j}], asr #31",
+                  f"smmlar %[a{j}], %[a{j}], %[m], %[b{j}]", f"ssat %[a{j}], #8, %[a{j}], asr #{r}"]
+    return lines + [f"strb %[a{j}], {at('o', k + j)}" for j in (0, 1)]
+
+
+def _add_asm(em, node: Node, tables: list[str], mo: int, r: int, zo: int) -> list[str]:
+    """TFLite's int8 ADD where its sum's requantisation takes the output zero point in its nudge
+    (``fold_zero_point``) and no activation narrower than int8: the tables doubled (a' + b' doubled is the
+    SMMLAR operand), four elements an iteration in an asm loop, per element 2 LDRB, 2 LDR (register offsets),
+    ADD, ADD (nudge - [sum < 0]), SMMLAR, SSAT (the right shift in it), STRB."""
+    a, b = (em.var(n) for n in node.inputs)
+    symbol = em.sym(f"m4_add_{node.name}")
+    nudge = (1 << (r - 1)) + (zo << r)
+    body = ["1:", *_add_step(0, r), *_add_step(2, r), "cmp %[o], %[end]", "bne 1b"]
+    em.helpers[symbol] = "\n".join([
+        f"/* %{node.name}: TFLite's int8 ADD, the zero point in the nudge */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const uint8_t *a, const uint8_t *b, int8_t *o)',
+        "{",
+        f"    const int32_t *ta = {tables[0]}, *tb = {tables[1]};",
+        f"    const int8_t *end = o + {node.type.size};",
+        f"    const int32_t m = {mo}, nu = {nudge};",
+        "    int32_t a0, a1, b0, b1;",
+        "    __asm__ volatile(",
+        *(f'        "{line}\\n"' for line in body),
+        '        : [a] "+&r"(a), [b] "+&r"(b), [o] "+&r"(o), [a0] "=&r"(a0), [a1] "=&r"(a1), [b0] "=&r"(b0), '
+        '[b1] "=&r"(b1)',
+        '        : [ta] "r"(ta), [tb] "r"(tb), [m] "r"(m), [nu] "r"(nu), [end] "r"(end)',
+        '        : "cc", "memory");',
+        "}", ""])
     return [f"{symbol}((const uint8_t *){a}, (const uint8_t *){b}, {em.var(node.name)});"]
