@@ -834,10 +834,12 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
 
 def asm_epilogue_ok(params: ChannelParams, q, out_c: int) -> bool:
     """Whether the 2x4p block's requantisation is written in its asm (``asm_epilogue``): every channel's
-    accumulator proven small ("fold" or "plain"), the sign's correction a literal, every channel stored at its own
-    offset (no channel left out), whole groups of four."""
-    return (params.mode in ("fold", "plain") and "nm" not in params.stored and "dst" not in params.stored
-            and out_c % 4 == 0)
+    accumulator proven small ("fold" or "plain"), the sign's correction and the left shift literals, every channel
+    stored at its own
+    offset or at its "dst" word (then a last group's padding channels too: stored first, over by the live ones),
+    else whole groups of four."""
+    return (params.mode in ("fold", "plain") and not {"nm", "sl"} & set(params.stored)
+            and ("dst" in params.stored or out_c % 4 == 0))
 
 
 def _mov32(reg: str, value: int) -> list[str]:
@@ -855,41 +857,40 @@ def _compare(a: str, bound: int, cond: str) -> list[str]:
 def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> list[str]:
     """The 2x4p block's requantisation and stores in its asm, after the multiply-accumulates (channel_epilogue's
     arithmetic, instruction for instruction: module docstring): the channel words' pointer loaded from the
-    memory operand ``qq`` into x, per channel its stored fields by single loads back to back (m into wp, sl w1,
-    r u, nu v; the fields every channel shares in registers once, or as immediates: sl in the shifts, r in
-    SSAT's shift in the "fold" mode), t in w; per output LSL (or the odd channel's SUB and ASR), ADD t = nu + [a
-    < 0] correction, SMMLAR, ASR r and SSAT (one instruction where r is shared: SSAT's shift), the zero point's
-    ADD ("plain"), the activation's bounds where narrower than int8 (CMP and an IT block); then the two
-    columns' outputs by STRB from the destination pointers ``d0`` (and ``d1`` where ``second``, else d0 +
-    out_stride)."""
+    memory operand ``qq`` into x, per channel its stored fields by single loads back to back (m into w1, r u,
+    nu v; the fields every channel shares in registers once, or as immediates: sl in the shifts, r in SSAT's
+    shift in the "fold" mode), t in w (wp untouched: the next group's weights); per output LSL (or the odd
+    channel's SUB and ASR), ADD t = nu + [a < 0] correction, SMMLAR, ASR r and SSAT (one instruction where r is
+    shared: SSAT's shift), the zero point's ADD ("plain"), the activation's bounds where narrower than int8 (CMP
+    and an IT block); then the two columns' outputs by STRB from the destination pointers ``d0`` (and ``d1``
+    where ``second``, else d0 + out_stride), or at each channel's "dst" offset from them."""
     P, lit = params.per_channel, params.literals
     at = {name: params.stored.index(name) for name in params.stored}
     mode = params.mode
-    body = ["ldr %[x], %[qq]"] if any(f in at for f in ("m", "sl", "r", "nu")) else []
+    body = ["ldr %[x], %[qq]"] if any(f in at for f in ("m", "r", "nu", "dst")) else []
     body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
     if "m" in lit:
-        body += _mov32("wp", lit["m"])
+        body += _mov32("w1", lit["m"])
     if "nu" in lit:
         body += _mov32("v", lit["nu"])
     correct = mode == "fold" or lit["nm"] != 0  # t = nu - [a < 0], else t = nu
     zp = q.output_zero_point if mode == "plain" else 0
     for k in range(4):
         body += [f"ldr %[{reg}], [%[x], #{4 * (k * P + at[name])}]"
-                 for name, reg in (("m", "wp"), ("sl", "w1"), ("r", "u"), ("nu", "v")) if name in at]
+                 for name, reg in (("m", "w1"), ("r", "u"), ("nu", "v")) if name in at]
         for c in "uv":
             a = f"%[{'er'[k % 2]}{k // 2}{c}]"
             if k % 2:  # (raw - even) = 256 acc1: acc1 << sl
-                if "sl" in lit and lit["sl"] <= 8:
+                if lit["sl"] <= 8:
                     body += [f"asr {a}, {a}, #{8 - lit['sl']}"] if lit["sl"] < 8 else []
                 else:
-                    body += [f"asr {a}, {a}, #8",
-                             f"lsl {a}, {a}, #{lit['sl']}" if "sl" in lit else f"lsl {a}, {a}, %[w1]"]
+                    body += [f"asr {a}, {a}, #8", f"lsl {a}, {a}, #{lit['sl']}"]
             else:
-                body.append(f"lsl {a}, {a}, #{lit['sl']}" if "sl" in lit else f"lsl {a}, {a}, %[w1]")
+                body.append(f"lsl {a}, {a}, #{lit['sl']}")
             if correct:
-                body += [f"add %[w], %[v], {a}, asr #31", f"smmlar {a}, {a}, %[wp], %[w]"]
+                body += [f"add %[w], %[v], {a}, asr #31", f"smmlar {a}, {a}, %[w1], %[w]"]
             else:
-                body.append(f"smmlar {a}, {a}, %[wp], %[v]")
+                body.append(f"smmlar {a}, {a}, %[w1], %[v]")
             if "r" not in lit:
                 body.append(f"asr {a}, {a}, %[u]")
             elif lit["r"] and (mode == "plain" or "r" not in lit):
@@ -904,13 +905,19 @@ def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> lis
                 body += _compare(a, q.lo, "lt")
             if q.hi < 127:
                 body += _compare(a, q.hi, "gt")
+    if "dst" in at:  # per channel its offset (w) from the positions' starts d0 (v) and d1 (u), the last channel first
+        body += ["ldr %[v], %[d0]", "ldr %[u], %[d1]" if second else f"add %[u], %[v], #{out_stride}"]
+        for k in (3, 2, 1, 0):
+            body += [f"ldr %[w], [%[x], #{4 * (k * P + at['dst'])}]",
+                     *(f"strb %[{'er'[k % 2]}{k // 2}{c}], [%[{p}], %[w]]" for c, p in (("u", "v"), ("v", "u")))]
+        return body
     body.append("ldr %[x], %[d0]")
     if second:
-        body.append("ldr %[wp], %[d1]")
+        body.append("ldr %[u], %[d1]")
     for k in range(4):
         for c in "uv":
             a = f"%[{'er'[k % 2]}{k // 2}{c}]"
-            where = f"[%[x], #{k}]" if c == "u" else f"[%[wp], #{k}]" if second else f"[%[x], #{out_stride + k}]"
+            where = f"[%[x], #{k}]" if c == "u" else f"[%[u], #{k}]" if second else f"[%[x], #{out_stride + k}]"
             body.append(f"strb {a}, {where}")
     return body
 
@@ -921,11 +928,12 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
     columns by four channels one asm statement: the biases loaded from the channel words (the second column's
     seeded in its first multiply-accumulates where the block's first step runs once), the multiply-accumulates,
     ``asm_epilogue``; the pointers it reads (channel words, destinations) memory operands, the weights' pointer
-    of each group computed in C (the asm's copy is scratch after the products)."""
+    carried from group to group in its register (the products leave it at the next group's)."""
     P = params.per_channel
     group = -(-out_c // 4) * 4
     per, iters, rem = split
     seeded = rows is None and _seeded(iters, rem)
+    at = "" if "dst" in params.stored else " + o"  # the destinations: the positions', or the group's
     lines = ["    for (int32_t p = 0; p < n_cols; p += 2) {",
              f"        const int8_t *c0 = cols + p * {stride};"]
     second = rows is None  # an odd last column: o1 = o0 (computed twice, stored twice)
@@ -937,10 +945,10 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
                   f"        int8_t *o1 = two ? out + (p + 1) * {out_stride} : out + p * {out_stride};"]
     lines += [
         f"        int8_t *o0 = out + p * {out_stride};",
-        f"        const int32_t *wg = {w_sym}, *q = {p_sym};",
-        f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}, wg += {4 * kw4}) {{",
-        "            const int32_t *qq = q, *wp = wg;",
-        "            int8_t *d0 = o0 + o;" + (" int8_t *d1 = o1 + o;" if second else ""),
+        f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
+        f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}) {{",
+        "            const int32_t *qq = q;",
+        *([f"            int8_t *d0 = o0{at};" + (f" int8_t *d1 = o1{at};" if second else "")]),
         f"            const uint32_t *x = {'(const uint32_t *)c0' if rows is not None else pair};",
         f"            int32_t n = {rows.kh if rows is not None else iters};",
         "            int32_t e0u, r0u, e1u, r1u, e0v, r0v, e1v, r1v, u, v, w, w1;"]
@@ -966,7 +974,8 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
               "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in ins.items()),
               '                : "cc", "memory");']
     lines += ["            (void)n;", *(["            (void)n2;"] if rows is not None else []), "        }"]
-    assert not constants  # channels left out store at "dst": not asm_epilogue_ok
+    lines += [f"        o0[{offset}] = {value}; {'o1' if second else 'o0'}[{offset + (0 if second else out_stride)}] = "
+              f"{value};" for offset, value in constants]
     return lines + ["    }", "}", ""]
 
 
@@ -996,13 +1005,15 @@ def paired_rows(W: np.ndarray) -> tuple[np.ndarray, int] | None:
 def paired_params(params: ChannelParams, channels: np.ndarray | None = None) -> ChannelParams:
     """A layer's ChannelParams for the paired kinds: each odd channel's bias word bias0 + 256 bias1 (int32
     arithmetic wraps), the raw accumulator's start; with ``channels`` (the output channel of each row, where
-    some are left out) a last word per channel, its offset in an output position ("dst")."""
+    some are left out) a last word per channel, its offset in an output position ("dst"; the padding rows' the
+    last live channel's, which asm_epilogue stores after them)."""
     words = params.words.astype(np.int64).reshape(-1, params.per_channel)
     words[1::2, 0] = (words[0::2, 0] + 256 * words[1::2, 0] + (1 << 31)) % (1 << 32) - (1 << 31)
     stored = params.stored
     if channels is not None:
         dst = np.zeros((len(words), 1), np.int64)
         dst[:len(channels), 0] = channels
+        dst[len(channels):, 0] = channels[-1]
         words, stored = np.hstack([words, dst]), (*stored, "dst")
     return ChannelParams(params.mode, words.astype(np.int32).reshape(-1), stored, params.literals)
 
