@@ -863,9 +863,11 @@ def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> lis
     channel's SUB and ASR), ADD t = nu + [a < 0] correction, SMMLAR, ASR r and SSAT (one instruction where r is
     shared: SSAT's shift), the zero point's ADD ("plain"), the activation's bounds where narrower than int8 (CMP
     and an IT block); then the two columns' outputs by STRB from the destination pointers ``d0`` (and ``d1``
-    where ``second``, else d0 + out_stride), or at each channel's "dst" offset from them."""
+    where ``second``, else d0 + out_stride), then advanced by 4 in memory, or at each channel's "dst" offset from
+    them; ``qq`` already at the next group's words (the fields at offsets back from it)."""
     P, lit = params.per_channel, params.literals
     at = {name: params.stored.index(name) for name in params.stored}
+    back = 16 * P  # qq already at the next group's words (_paired_asm_body)
     mode = params.mode
     body = ["ldr %[x], %[qq]"] if any(f in at for f in ("m", "r", "nu", "dst")) else []
     body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
@@ -876,7 +878,7 @@ def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> lis
     correct = mode == "fold" or lit["nm"] != 0  # t = nu - [a < 0], else t = nu
     zp = q.output_zero_point if mode == "plain" else 0
     for k in range(4):
-        body += [f"ldr %[{reg}], [%[x], #{4 * (k * P + at[name])}]"
+        body += [f"ldr %[{reg}], [%[x], #{4 * (k * P + at[name]) - back}]"
                  for name, reg in (("m", "w1"), ("r", "u"), ("nu", "v")) if name in at]
         for c in "uv":
             a = f"%[{'er'[k % 2]}{k // 2}{c}]"
@@ -908,7 +910,7 @@ def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> lis
     if "dst" in at:  # per channel its offset (w) from the positions' starts d0 (v) and d1 (u), the last channel first
         body += ["ldr %[v], %[d0]", "ldr %[u], %[d1]" if second else f"add %[u], %[v], #{out_stride}"]
         for k in (3, 2, 1, 0):
-            body += [f"ldr %[w], [%[x], #{4 * (k * P + at['dst'])}]",
+            body += [f"ldr %[w], [%[x], #{4 * (k * P + at['dst']) - back}]",
                      *(f"strb %[{'er'[k % 2]}{k // 2}{c}], [%[{p}], %[w]]" for c, p in (("u", "v"), ("v", "u")))]
         return body
     body.append("ldr %[x], %[d0]")
@@ -919,7 +921,9 @@ def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> lis
             a = f"%[{'er'[k % 2]}{k // 2}{c}]"
             where = f"[%[x], #{k}]" if c == "u" else f"[%[u], #{k}]" if second else f"[%[x], #{out_stride + k}]"
             body.append(f"strb {a}, {where}")
-    return body
+    # the destinations advanced to the next group's
+    return body + ["add %[x], %[x], #4", "str %[x], %[d0]",
+                   *(["add %[u], %[u], #4", "str %[u], %[d1]"] if second else [])]
 
 
 def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: int, out_c: int, stride: int,
@@ -927,13 +931,13 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
     """_paired_body for the 2x4p kind with its requantisation in the asm (``asm_epilogue_ok``): per block of two
     columns by four channels one asm statement: the biases loaded from the channel words (the second column's
     seeded in its first multiply-accumulates where the block's first step runs once), the multiply-accumulates,
-    ``asm_epilogue``; the pointers it reads (channel words, destinations) memory operands, the weights' pointer
-    carried from group to group in its register (the products leave it at the next group's)."""
+    ``asm_epilogue``; the pointers it reads (channel words, destinations) memory operands it advances to the next
+    group's (no C between the blocks but the loop's count), the weights' pointer carried from group to group in
+    its register (the products leave it at the next group's)."""
     P = params.per_channel
     group = -(-out_c // 4) * 4
     per, iters, rem = split
     seeded = rows is None and _seeded(iters, rem)
-    at = "" if "dst" in params.stored else " + o"  # the destinations: the positions', or the group's
     lines = ["    for (int32_t p = 0; p < n_cols; p += 2) {",
              f"        const int8_t *c0 = cols + p * {stride};"]
     second = rows is None  # an odd last column: o1 = o0 (computed twice, stored twice)
@@ -945,10 +949,9 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
                   f"        int8_t *o1 = two ? out + (p + 1) * {out_stride} : out + p * {out_stride};"]
     lines += [
         f"        int8_t *o0 = out + p * {out_stride};",
-        f"        const int32_t *wp = {w_sym}, *q = {p_sym};",
-        f"        for (int32_t o = 0; o < {group}; o += 4, q += {4 * P}) {{",
-        "            const int32_t *qq = q;",
-        *([f"            int8_t *d0 = o0{at};" + (f" int8_t *d1 = o1{at};" if second else "")]),
+        f"        const int32_t *wp = {w_sym}, *qq = {p_sym};",
+        "        int8_t *d0 = o0;" + (" int8_t *d1 = o1;" if second else ""),
+        f"        for (int32_t o = 0; o < {group}; o += 4) {{",
         f"            const uint32_t *x = {'(const uint32_t *)c0' if rows is not None else pair};",
         f"            int32_t n = {rows.kh if rows is not None else iters};",
         "            int32_t e0u, r0u, e1u, r1u, e0v, r0v, e1v, r1v, u, v, w, w1;"]
@@ -959,6 +962,7 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
     body = ["ldr %[w], %[qq]"]
     body += [f"ldr %[{a}{j}{c}], [%[w], #{4 * P * (2 * j + (a == 'r'))}]" for c in ("u",) + (() if seeded else ("v",))
              for j in (0, 1) for a in "er"]
+    body += [f"add %[w], %[w], #{16 * P}", "str %[w], %[qq]"]
     if rows is not None:
         lines.append("            int32_t n2 = 0;")
         outs["n2"] = "+m"
@@ -968,11 +972,10 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
             del outs["n"]
         body += _block_2x4p(per, iters, rem)
     body += asm_epilogue(params, q, out_stride, second)
-    ins = {"qq": "m", "d0": "m", **({"d1": "m"} if second else {})}
+    outs.update({"qq": "+m", "d0": "+m", **({"d1": "+m"} if second else {})})
     lines += ["            __asm__ volatile(", *(f'                "{line}\\n"' for line in body),
               "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in outs.items()),
-              "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in ins.items()),
-              '                : "cc", "memory");']
+              '                : : "cc", "memory");']
     lines += ["            (void)n;", *(["            (void)n2;"] if rows is not None else []), "        }"]
     lines += [f"        o0[{offset}] = {value}; {'o1' if second else 'o0'}[{offset + (0 if second else out_stride)}] = "
               f"{value};" for offset, value in constants]
