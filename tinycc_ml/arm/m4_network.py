@@ -66,7 +66,12 @@ Where the bounds allow (``fold_zero_point``) the output zero point joins the rou
 (((h + 2^(r-1) - [h < 0]) >> r) + zp = (h - [h < 0] + 2^(r-1) + zp 2^r) >> r), and the clamp is SSAT to int8
 (then the activation's bounds where narrower): per output LSL, ADD, SMMLAR, ASR, SSAT, STRB, the channel's
 constants loaded once for its columns. A layer stores per channel its bias and only the requantisation fields
-that differ between its channels (``ChannelParams``); the shared ones are literals.
+that differ between its channels (``ChannelParams``); the shared ones are literals. The 2x4p blocks do all of it
+in their asm statement (``asm_epilogue``, ``_paired_asm_body``): biases loaded, products, requantisation, stores,
+the channel words' and destinations' pointers memory operands the block advances, the weights' pointer carried in
+its register from group to group (GCC reloaded and copied them around each block). TFLite's ADD, where its
+sum's requantisation takes the output zero point in the nudge, is an asm loop too (``_add_asm``: doubled tables,
+SMMLAR, SSAT with the shift).
 """
 
 from __future__ import annotations
