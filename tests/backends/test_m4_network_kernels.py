@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tinycc_ml
+from tests.backends.test_network_mcu import check_network
 from tests.conftest import require_target
 from tests.tflite_builder import NetBuilder
 from tinycc_ml.arm.m4_network import PAIRED_ACC, accumulator_bound, fold_zero_point, paired_rows
@@ -178,3 +179,74 @@ def test_pruned_channels_are_constants_beside_paired_live_ones(tmp_path):
     source = (tmp_path / "out" / "net.c").read_text()
     assert "13x16 int8 weights" in source
     assert source.count("2x4p (int8 weights)") == 2
+
+
+class Rescaled(NetBuilder):
+    """A NetBuilder whose next layers' outputs take ``factor`` times the scale it would choose and the zero point
+    ``zp`` (None: its own choice): requantisation shifts across TFLite's range, outputs saturating at either end."""
+
+    factor, zp = 1.0, None
+
+    def activation_tensor(self, shape, scale):
+        if self.zp is None:
+            return super().activation_tensor(shape, scale)
+        return self.tensor(shape, float(np.float32(scale * self.factor)), self.zp)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), log2_factor=st.integers(-7, 16), zp=st.integers(-128, 127),
+       activation=st.sampled_from(["none", "relu", "relu6"]), per_channel=st.booleans(),
+       channels=st.sampled_from([8, 12, 20]), bias_reach=st.sampled_from([3000, 1 << 21]), pruned=st.booleans(),
+       width=st.sampled_from([5, 6]))
+def test_the_asm_epilogue_equals_tflite_micro(tmp_path_factory, seed, log2_factor, zp, activation, per_channel,
+                                              channels, bias_reach, pruned, width):
+    """The 2x4p kernels' requantisation written in their asm (``asm_epilogue``: per output LSL or SUB + ASR,
+    ADD of the nudge and the sign's correction, SMMLAR, ASR or SSAT's shift, the zero point, the activation's
+    bounds; STRB at the group's offsets, at a pruned layer's "dst" offsets with its padding channels stored
+    first, or for an odd last column twice at one place): every byte tflite-micro's, whatever the shift (the
+    output scale 2^-7 to 2^16 times the builder's), the zero point, the activation, per-tensor or per-channel
+    constants (literals or loaded), accumulators up to 2^21 from the bias; a 3x3 convolution on widened rows
+    (an even width) or widened im2col columns (an odd one), then a pointwise one in place."""
+    require_target("cortex-m4")
+    n = Rescaled(seed, bias_reach)
+    n.factor, n.zp = 2.0 ** log2_factor, zp
+    y = n.conv(n.input((5, width, 8)), channels, (3, 3), activation=activation, per_channel=per_channel)
+    if pruned:
+        n.rng = Pruning(n.rng, [1, 2, 6], n.bias_reach)
+    y = n.conv(y, 12, (1, 1), activation=activation, per_channel=per_channel)
+    n.zp = None
+    check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path_factory.mktemp("net"), 4)
+
+
+def test_the_2x4p_blocks_requantise_in_their_asm(tmp_path):
+    """The default build's 2x4p blocks (the widened rows' 3x3 convolution, the pointwise one in place) carry
+    their requantisation and stores in the block's asm statement (no C epilogue after it); bytes as
+    tflite-micro's."""
+    require_target("cortex-m4")
+    from tests.backends.test_network_mcu import check_network
+
+    n = NetBuilder(3)
+    y = n.conv(n.conv(n.input((5, 6, 8)), 8, (3, 3), activation="relu"), 12, (1, 1))
+    check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path, 4)
+    source = (tmp_path / "out" / "net.c").read_text()
+    blocks = [f.split("\n}\n")[0] for f in source.split("\n/* %")[1:] if "2x4p (int8 weights)" in f.split("\n")[0]]
+    assert len(blocks) == 2
+    for text in blocks:
+        assert text.count("smmlar") == 8 and "m4_rq" not in text and "strb" in text
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), log2_factor=st.integers(-3, 6), zp=st.integers(-128, 127),
+       activation=st.sampled_from(["none", "relu"]))
+def test_the_asm_add_equals_tflite_micro(tmp_path_factory, seed, log2_factor, zp, activation):
+    """TFLite's int8 ADD inside a network (arm/m4_add.py's asm loop where the int8 ranges prove its high product
+    exact, else the C): every byte tflite-micro's whatever the output scale (2^-3 to 2^6 times the builder's) and
+    zero point."""
+    require_target("cortex-m4")
+    n = Rescaled(seed)
+    x = n.input((4, 6, 8))
+    a, b = n.conv(x, 8, (1, 1)), n.conv(x, 8, (3, 3))
+    n.factor, n.zp = 2.0 ** log2_factor, zp
+    y = n.add(a, b, activation)
+    n.zp = None
+    check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path_factory.mktemp("net"), 4)

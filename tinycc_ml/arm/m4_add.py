@@ -77,8 +77,8 @@ def tensor_add(em, node: Node) -> list[str] | None:
         '        "1:\\n\\t"',
         *(f'        "{line}\\n\\t"' for line in body[:-1]),
         f'        "{body[-1]}"',
-        '        : [a] "+r"(a), [b] "+r"(b), [o] "+r"(o), [n] "+r"(n), [x] "=&r"(x), [y] "=&r"(y), [u] "=&r"(u), '
-        '[v] "=&r"(v)',
+        '        : [a] "+&r"(a), [b] "+&r"(b), [o] "+&r"(o), [n] "+&r"(n), [x] "=&r"(x), [y] "=&r"(y), '
+        '[u] "=&r"(u), [v] "=&r"(v)',
         f'        : [ta] "r"({tables[0]}), [tb] "r"({tables[1]}), [m] "r"((int32_t){mo}), '
         f'[k] "r"((int32_t){addend}){"".join(", " + b for b in bounds)}',
         '        : "cc", "memory");',

@@ -39,7 +39,7 @@ input rows widened once into the scratch, the paired kernel reading both columns
 (``unroll_steps``); where the block's first step runs once (no loop around it) the second column's accumulators
 start in its first SMLADs, their addend the first column's biases (no copies), and unrolled blocks read every step
 at its own offsets. A window row across the border in im2col is zx, the input's bytes, zx in three runs. Depthwise
-3x3 stride-1 layers go first to ``m4_network_planar``'s planar kernel.
+3x3 layers of stride 1 or 2 go first to ``m4_network_planar``'s planar kernel (chosen there by modelled cycles).
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
@@ -66,7 +66,10 @@ Where the bounds allow (``fold_zero_point``) the output zero point joins the rou
 (((h + 2^(r-1) - [h < 0]) >> r) + zp = (h - [h < 0] + 2^(r-1) + zp 2^r) >> r), and the clamp is SSAT to int8
 (then the activation's bounds where narrower): per output LSL, ADD, SMMLAR, ASR, SSAT, STRB, the channel's
 constants loaded once for its columns. A layer stores per channel its bias and only the requantisation fields
-that differ between its channels (``ChannelParams``); the shared ones are literals.
+that differ between its channels (``ChannelParams``); the shared ones are literals. The 2x4p blocks do all of it
+in their asm statement (``asm_epilogue``, ``_paired_asm_body``): biases loaded, products, requantisation, stores,
+the channel words' and destinations' pointers memory operands the block advances, the weights' pointer carried in
+its register from group to group (GCC reloaded and copied them around each block). TFLite's ADD: m4_add.
 """
 
 from __future__ import annotations
@@ -762,6 +765,9 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     two = kind == "2x4p"
     cols = ("u", "v") if two else ("",)
     seeded = two and rows is None and _seeded(iters, rem)  # the second column's accumulators start in the asm
+    if two and asm_epilogue_ok(params, q, out_c):
+        return _paired_asm_body(em, q, w_sym, params, p_sym, kw4, out_c, stride, out_stride, constants, widened,
+                                rows, (per, iters, rem))
     lines = []
     if rows is not None:  # the columns are in the widened rows the caller wrote (rows_function): none to widen
         lines += [
@@ -829,6 +835,156 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
     return lines + ["    }", "}", ""]
 
 
+def asm_epilogue_ok(params: ChannelParams, q, out_c: int) -> bool:
+    """Whether the 2x4p block's requantisation is written in its asm (``asm_epilogue``): every channel's
+    accumulator proven small ("fold" or "plain"), the sign's correction and the left shift literals, every channel
+    stored at its own
+    offset or at its "dst" word (then a last group's padding channels too: stored first, over by the live ones),
+    else whole groups of four."""
+    return (params.mode in ("fold", "plain") and not {"nm", "sl"} & set(params.stored)
+            and ("dst" in params.stored or out_c % 4 == 0))
+
+
+def _mov32(reg: str, value: int) -> list[str]:
+    value &= 0xFFFFFFFF
+    return [f"movw %[{reg}], #{value & 0xFFFF}", *([f"movt %[{reg}], #{value >> 16}"] if value >> 16 else [])]
+
+
+def _compare(a: str, bound: int, cond: str) -> list[str]:
+    """a = bound where a ``cond`` bound (an IT block; negative literals through CMN / MVN)."""
+    if bound >= 0:
+        return [f"cmp {a}, #{bound}", f"it {cond}", f"mov{cond} {a}, #{bound}"]
+    return [f"cmn {a}, #{-bound}", f"it {cond}", f"mvn{cond} {a}, #{-bound - 1}"]
+
+
+def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> list[str]:
+    """The 2x4p block's requantisation and stores in its asm, after the multiply-accumulates (channel_epilogue's
+    arithmetic, instruction for instruction: module docstring): the channel words' pointer loaded from the
+    memory operand ``qq`` into x, per channel its stored fields by single loads back to back (m into w1, r u,
+    nu v; the fields every channel shares in registers once, or as immediates: sl in the shifts, r in SSAT's
+    shift in the "fold" mode), t in w (wp untouched: the next group's weights); per output LSL (or the odd
+    channel's SUB and ASR), ADD t = nu + [a < 0] correction, SMMLAR, ASR r and SSAT (one instruction where r is
+    shared: SSAT's shift), the zero point's ADD ("plain"), the activation's bounds where narrower than int8 (CMP
+    and an IT block); then the two columns' outputs by STRB from the destination pointers ``d0`` (and ``d1``
+    where ``second``, else d0 + out_stride), then advanced by 4 in memory, or at each channel's "dst" offset from
+    them; ``qq`` already at the next group's words (the fields at offsets back from it)."""
+    P, lit = params.per_channel, params.literals
+    at = {name: params.stored.index(name) for name in params.stored}
+    back = 16 * P  # qq already at the next group's words (_paired_asm_body)
+    mode = params.mode
+    body = ["ldr %[x], %[qq]"] if any(f in at for f in ("m", "r", "nu", "dst")) else []
+    body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
+    if "m" in lit:
+        body += _mov32("w1", lit["m"])
+    if "nu" in lit:
+        body += _mov32("v", lit["nu"])
+    correct = mode == "fold" or lit["nm"] != 0  # t = nu - [a < 0], else t = nu
+    zp = q.output_zero_point if mode == "plain" else 0
+    for k in range(4):
+        body += [f"ldr %[{reg}], [%[x], #{4 * (k * P + at[name]) - back}]"
+                 for name, reg in (("m", "w1"), ("r", "u"), ("nu", "v")) if name in at]
+        for c in "uv":
+            a = f"%[{'er'[k % 2]}{k // 2}{c}]"
+            if k % 2:  # (raw - even) = 256 acc1: acc1 << sl
+                if lit["sl"] <= 8:
+                    body += [f"asr {a}, {a}, #{8 - lit['sl']}"] if lit["sl"] < 8 else []
+                else:
+                    body += [f"asr {a}, {a}, #8", f"lsl {a}, {a}, #{lit['sl']}"]
+            else:
+                body.append(f"lsl {a}, {a}, #{lit['sl']}")
+            if correct:
+                body += [f"add %[w], %[v], {a}, asr #31", f"smmlar {a}, {a}, %[w1], %[w]"]
+            else:
+                body.append(f"smmlar {a}, {a}, %[w1], %[v]")
+            if "r" not in lit:
+                body.append(f"asr {a}, {a}, %[u]")
+            elif lit["r"] and (mode == "plain" or "r" not in lit):
+                body.append(f"asr {a}, {a}, #{lit['r']}")
+            if zp:
+                body.append(f"add {a}, {a}, #{zp}" if zp > 0 else f"sub {a}, {a}, #{-zp}")
+            if mode == "fold" and "r" in lit:
+                body.append(f"ssat {a}, #8, {a}, asr #{lit['r']}")
+            else:
+                body.append(f"ssat {a}, #8, {a}")
+            if q.lo > -128:
+                body += _compare(a, q.lo, "lt")
+            if q.hi < 127:
+                body += _compare(a, q.hi, "gt")
+    if "dst" in at:  # per channel its offset (w) from the positions' starts d0 (v) and d1 (u), the last channel first
+        body += ["ldr %[v], %[d0]", "ldr %[u], %[d1]" if second else f"add %[u], %[v], #{out_stride}"]
+        for k in (3, 2, 1, 0):
+            body += [f"ldr %[w], [%[x], #{4 * (k * P + at['dst']) - back}]",
+                     *(f"strb %[{'er'[k % 2]}{k // 2}{c}], [%[{p}], %[w]]" for c, p in (("u", "v"), ("v", "u")))]
+        return body
+    body.append("ldr %[x], %[d0]")
+    if second:
+        body.append("ldr %[u], %[d1]")
+    for k in range(4):
+        for c in "uv":
+            a = f"%[{'er'[k % 2]}{k // 2}{c}]"
+            where = f"[%[x], #{k}]" if c == "u" else f"[%[u], #{k}]" if second else f"[%[x], #{out_stride + k}]"
+            body.append(f"strb {a}, {where}")
+    # the destinations advanced to the next group's
+    return body + ["add %[x], %[x], #4", "str %[x], %[d0]",
+                   *(["add %[u], %[u], #4", "str %[u], %[d1]"] if second else [])]
+
+
+def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: int, out_c: int, stride: int,
+                     out_stride: int, constants, widened: bool, rows: RowLayout | None, split) -> list[str]:
+    """_paired_body for the 2x4p kind with its requantisation in the asm (``asm_epilogue_ok``): per block of two
+    columns by four channels one asm statement: the biases loaded from the channel words (the second column's
+    seeded in its first multiply-accumulates where the block's first step runs once), the multiply-accumulates,
+    ``asm_epilogue``; the pointers it reads (channel words, destinations) memory operands it advances to the next
+    group's (no C between the blocks but the loop's count), the weights' pointer carried from group to group in
+    its register (the products leave it at the next group's)."""
+    P = params.per_channel
+    group = -(-out_c // 4) * 4
+    per, iters, rem = split
+    seeded = rows is None and _seeded(iters, rem)
+    lines = ["    for (int32_t p = 0; p < n_cols; p += 2) {",
+             f"        const int8_t *c0 = cols + p * {stride};"]
+    second = rows is None  # an odd last column: o1 = o0 (computed twice, stored twice)
+    if rows is None:
+        pair = em.sym("m4_pair")
+        em.scratch(pair, "uint32_t", 4 * kw4)
+        lines += ["        const int32_t two = p + 1 < n_cols;  /* else a last column: computed twice, stored twice */",
+                  widen_call(em, pair, stride, kw4, widened),
+                  f"        int8_t *o1 = two ? out + (p + 1) * {out_stride} : out + p * {out_stride};"]
+    lines += [
+        f"        int8_t *o0 = out + p * {out_stride};",
+        f"        const int32_t *wp = {w_sym}, *qq = {p_sym};",
+        "        int8_t *d0 = o0;" + (" int8_t *d1 = o1;" if second else ""),
+        f"        for (int32_t o = 0; o < {group}; o += 4) {{",
+        f"            const uint32_t *x = {'(const uint32_t *)c0' if rows is not None else pair};",
+        f"            int32_t n = {rows.kh if rows is not None else iters};",
+        "            int32_t e0u, r0u, e1u, r1u, e0v, r0v, e1v, r1v, u, v, w, w1;"]
+    accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in "uv"]
+    outs = {k: "=&r" for k in accs}
+    outs.update({"x": "+&r", "wp": "+&r", "n": "+m"})  # earlyclobber: no input may share their registers
+    outs.update({k: "=&r" for k in ("u", "v", "w", "w1")})
+    body = ["ldr %[w], %[qq]"]
+    body += [f"ldr %[{a}{j}{c}], [%[w], #{4 * P * (2 * j + (a == 'r'))}]" for c in ("u",) + (() if seeded else ("v",))
+             for j in (0, 1) for a in "er"]
+    body += [f"add %[w], %[w], #{16 * P}", "str %[w], %[qq]"]
+    if rows is not None:
+        lines.append("            int32_t n2 = 0;")
+        outs["n2"] = "+m"
+        body += _block_rows(rows)
+    else:
+        if iters <= 1:
+            del outs["n"]
+        body += _block_2x4p(per, iters, rem)
+    body += asm_epilogue(params, q, out_stride, second)
+    outs.update({"qq": "+m", "d0": "+m", **({"d1": "+m"} if second else {})})
+    lines += ["            __asm__ volatile(", *(f'                "{line}\\n"' for line in body),
+              "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in outs.items()),
+              '                : : "cc", "memory");']
+    lines += ["            (void)n;", *(["            (void)n2;"] if rows is not None else []), "        }"]
+    lines += [f"        o0[{offset}] = {value}; {'o1' if second else 'o0'}[{offset + (0 if second else out_stride)}] = "
+              f"{value};" for offset, value in constants]
+    return lines + ["    }", "}", ""]
+
+
 def paired_rows(W: np.ndarray) -> tuple[np.ndarray, int] | None:
     """int8 rows (out_c x K) as the paired kinds read them, or None where a row cannot be paired: K padded to a
     multiple of 4, the channels to a multiple of 4 (zero rows); per group of 4 channels (pairs c0, c1 and c2,
@@ -855,13 +1011,15 @@ def paired_rows(W: np.ndarray) -> tuple[np.ndarray, int] | None:
 def paired_params(params: ChannelParams, channels: np.ndarray | None = None) -> ChannelParams:
     """A layer's ChannelParams for the paired kinds: each odd channel's bias word bias0 + 256 bias1 (int32
     arithmetic wraps), the raw accumulator's start; with ``channels`` (the output channel of each row, where
-    some are left out) a last word per channel, its offset in an output position ("dst")."""
+    some are left out) a last word per channel, its offset in an output position ("dst"; the padding rows' the
+    last live channel's, which asm_epilogue stores after them)."""
     words = params.words.astype(np.int64).reshape(-1, params.per_channel)
     words[1::2, 0] = (words[0::2, 0] + 256 * words[1::2, 0] + (1 << 31)) % (1 << 32) - (1 << 31)
     stored = params.stored
     if channels is not None:
         dst = np.zeros((len(words), 1), np.int64)
         dst[:len(channels), 0] = channels
+        dst[len(channels):, 0] = channels[-1]
         words, stored = np.hstack([words, dst]), (*stored, "dst")
     return ChannelParams(params.mode, words.astype(np.int32).reshape(-1), stored, params.literals)
 
@@ -1231,6 +1389,9 @@ __attribute__((optimize("O2"), noinline)) static void @m4_widen_row(const int8_t
 """)
 
 
+WHOLE_SEGMENT = 12  # steps of a window row the rows kernel unrolls whole (1,344 bytes of code)
+
+
 def row_layout(win, kh: int, kw: int, in_c: int, out_c: int) -> RowLayout | None:
     """The widened rows' layout of a convolution whose columns the paired kernel may read from them in place
     (``rows_function``): output rows of an even width (its columns in pairs), no dilation across (a window row's
@@ -1241,7 +1402,10 @@ def row_layout(win, kh: int, kw: int, in_c: int, out_c: int) -> RowLayout | None
     segment = kw * in_c // 4
     if win.out_width % 2 or dx != 1 or row_bytes > 4095 or 8 * min(segment, 24) + 2 * sx * in_c > 4095:
         return None
-    return RowLayout(kh, row_bytes, segment, 2 * sx * in_c, unroll_steps(out_c * kh * kw * in_c))
+    # a segment of up to WHOLE_SEGMENT steps unrolled whole (one loop, over the window's rows: ~9 cycles a run
+    # less per block), longer ones in runs of unroll_steps
+    unroll = segment if segment <= WHOLE_SEGMENT else unroll_steps(out_c * kh * kw * in_c)
+    return RowLayout(kh, row_bytes, segment, 2 * sx * in_c, unroll)
 
 
 def rows_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int, layout: RowLayout) -> str:
