@@ -8,6 +8,7 @@ TensorType). ``outputs`` names the graph's results in order, as (label, node) pa
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -75,6 +76,23 @@ class Graph:
         for operand in inputs:
             self.nx.add_edge(operand, name)
         return name
+
+    def add_as(self, node: Node) -> None:
+        """Add ``node`` as an earlier build added it from the same operands (choose_scales.ScaleMemo): its name,
+        type and attributes as they were (no type inference: the earlier build inferred and checked the type);
+        its attrs dict copied."""
+        if node.name in self.nx or not all(operand in self.nx for operand in node.inputs):
+            raise ValueError(f"%{node.name}: the name is taken, or an operand does not exist")
+        self._order += 1
+        self.nx.add_node(node.name, op=node.op, inputs=node.inputs, attrs=dict(node.attrs), type=node.type,
+                         order=self._order)
+        for operand in node.inputs:
+            self.nx.add_edge(operand, node.name)
+
+    def added_since(self, count: int) -> list[str]:
+        """The names of the nodes added after the graph held ``count`` nodes (none removed since), in order."""
+        nodes = self.nx._node
+        return list(reversed(list(itertools.islice(reversed(nodes), len(nodes) - count))))
 
     def set_next_state(self, state: str, node: str) -> None:
         """The value ``state`` (a ``state`` node) holds for the next call: the output ``next_<state>``."""

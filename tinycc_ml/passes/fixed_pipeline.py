@@ -35,6 +35,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks, run_float, work_per_row
 from tinycc_ml.ir.text import print_graph
 from tinycc_ml.passes import choose_scales, exp_table, input_scales, range_analysis, tanh_approx  # noqa: F401
+from tinycc_ml.passes.choose_scales import ScaleMemo
 from tinycc_ml.passes.manager import PassContext, run_passes
 from tinycc_ml.progress import Progress
 
@@ -200,8 +201,10 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
         return {}, (0, 0.0)
     float_out = run_float(graph, held)
 
+    memo = ScaleMemo(graph)  # the trials' steps of choose_scales that a change leaves alike
+
     def build(adjust: dict) -> Graph:
-        trial = PassContext(options=replace(ctx.options, scale_adjust=adjust), debug=False)
+        trial = PassContext(options=replace(ctx.options, scale_adjust=adjust, scale_memo=memo), debug=False)
         # no copy of the graph: choose_scales (the first) reads it and builds a new one, which the others rewrite
         return run_passes(graph, FIXED_PASSES[:3], trial)
 
