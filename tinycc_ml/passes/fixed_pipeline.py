@@ -22,6 +22,7 @@ the search does not adjust) ends it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 from collections.abc import Callable
@@ -211,9 +212,16 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
     held_quantised: dict[int, np.ndarray] = {}
     values_by_key: dict[bytes, np.ndarray] = {}  # the trials' values on the held-out rows (run_fixed_keyed)
 
+    kept = [0, 0]  # values_by_key's entries counted so far, and their bytes
+
     def score(fixed_graph: Graph, keys: dict[str, bytes]) -> tuple[int, float]:
-        if sum(np.asarray(v).nbytes for v in values_by_key.values()) > KEPT_VALUE_BYTES:
+        fresh = len(values_by_key) - kept[0]  # the entries the runs since added (a dict keeps insertion order)
+        kept[:] = [len(values_by_key),
+                   kept[1] + sum(np.asarray(v).nbytes for v in itertools.islice(reversed(values_by_key.values()),
+                                                                                 fresh))]
+        if kept[1] > KEPT_VALUE_BYTES:
             values_by_key.clear()  # a wide graph's values (kNN's distances): kept a few trials at most
+            kept[:] = [0, 0]
         return _score(fixed_graph, held, float_out, regression, held_quantised, (keys, values_by_key))
 
     adjust: dict[str, int] = {}

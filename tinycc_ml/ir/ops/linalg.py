@@ -48,6 +48,9 @@ def _stored_or_size(t, stored) -> int:
 
 # ---------------------------------------------------------------- matvec
 
+EXACT_FLOAT_SUM = 2.0**53  # sums of integer products below this are exact in float64
+
+
 def _infer_matvec(ts, attrs, declared):
     a, x = ts
     float_or_fixed(a, "matrix")
@@ -72,7 +75,11 @@ def _fixed_matvec(call: FixedCall):
         # int32 check needs only each column's largest |entry| times the largest |x| it meets
         largest = np.max(np.abs(A), axis=0) * np.max(np.abs(x), axis=0)
         if int(np.max(largest)) <= INT32_MAX:
-            acc = check32(x @ A.T, call.where)
+            # every product and partial sum an integer below 2^53 in magnitude: float64's product of the matrices
+            # (BLAS, in any order of summation) is exact, and many times quicker than numpy's int64 one
+            exact = float(np.sum(largest, dtype=np.float64)) < EXACT_FLOAT_SUM
+            acc = check32((x.astype(np.float64) @ A.T.astype(np.float64)).astype(np.int64) if exact else x @ A.T,
+                          call.where)
             return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
     prods = check32(A[None, :, :] * x[:, None, :], call.where)
     acc = check32(np.sum(rshift(prods, h), axis=2), call.where)
