@@ -35,7 +35,7 @@ class Node:
 
 class Graph:
     # no other attributes: what passes learn goes in ``analyses``, typed
-    __slots__ = ("name", "nx", "outputs", "_order", "analyses")
+    __slots__ = ("name", "nx", "outputs", "_order", "analyses", "_edits", "_topo")
 
     def __init__(self, name: str = "model"):
         if not IDENTIFIER.match(name):
@@ -45,6 +45,8 @@ class Graph:
         self.outputs: list[tuple[str, str]] = []
         self._order = 0  # insertion counter: keeps every traversal deterministic
         self.analyses = Analyses()  # what passes learnt about it (see ir/analyses.py)
+        self._edits = 0  # rewrites of operands by this class's methods (the order kept depends on them)
+        self._topo = None  # (its stamp, the topological order) as order() last computed it
 
     # ---- building
     def fresh_name(self, hint: str = "v") -> str:
@@ -131,8 +133,21 @@ class Graph:
     def __len__(self) -> int:
         return self.nx.number_of_nodes()
 
+    def _stamp(self) -> tuple:
+        """What the topological order depends on: the nodes and edges, as the methods that add, rewire or remove
+        them leave them (a node added or removed changes a count; an edge rewired, ``_edits``)."""
+        return id(self.nx), self._order, self._edits, self.nx.number_of_nodes(), self.nx.number_of_edges()
+
     def order(self) -> list[str]:
-        """Topological order, ties broken by insertion order (deterministic)."""
+        """Topological order, ties broken by insertion order (deterministic); kept until the graph changes."""
+        stamp = self._stamp()
+        if self._topo is not None and self._topo[0] == stamp:
+            return list(self._topo[1])
+        result = self._kahn()
+        self._topo = (stamp, result)
+        return list(result)
+
+    def _kahn(self) -> list[str]:
         # Kahn's algorithm on the adjacency dicts: passes ask for the order hundreds of times per
         # compile, and networkx's generic version costs several times as much
         nodes, succ, pred = self.nx._node, self.nx._succ, self.nx._pred
@@ -177,6 +192,7 @@ class Graph:
             data["inputs"] = tuple(new if i == old else i for i in data["inputs"])
             self.nx.remove_edge(old, user)
             self.nx.add_edge(new, user)
+            self._edits += 1
         self.outputs = [(lab, new if n == old else n) for lab, n in self.outputs]
 
     def replace_operand(self, user: str, old: str, new: str) -> None:
@@ -185,6 +201,7 @@ class Graph:
         data["inputs"] = tuple(new if i == old else i for i in data["inputs"])
         self.nx.remove_edge(old, user)
         self.nx.add_edge(new, user)
+        self._edits += 1
 
     def remove(self, name: str) -> None:
         if any(True for _ in self.nx.successors(name)):

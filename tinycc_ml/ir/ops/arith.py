@@ -58,7 +58,9 @@ def rshift_bound(bound: int, k: int) -> int:
 
 def saturate(v, bits: int):
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-    return np.clip(np.asarray(v, dtype=np.int64), lo, hi)
+    # np.minimum(np.maximum(...)): np.clip's value for integers, without its per-call overhead (the scale search
+    # saturates small arrays thousands of times)
+    return np.minimum(np.maximum(np.asarray(v, dtype=np.int64), lo), hi)
 
 
 def align_shifts(sa: int, sb: int) -> tuple[int, int, int]:

@@ -44,7 +44,8 @@ def _infer_const(ts, attrs, declared):
         need(np.issubdtype(value.dtype, np.integer), f"a {dtype} constant must hold integers, got {value.dtype}")
         if dtype.is_fixed or dtype.is_quantised:
             lo, hi = -(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1) - 1
-            need(value.size == 0 or (value.min() >= lo and value.max() <= hi),
+            held = np.iinfo(value.dtype)  # an int16 array for a 16-bit type holds nothing outside it
+            need(value.size == 0 or (held.min >= lo and held.max <= hi) or (value.min() >= lo and value.max() <= hi),
                  f"a {dtype} constant holds values outside [{lo}, {hi}]")
     return TensorType(value.shape, dtype, declared.layout if declared is not None else "")
 
