@@ -30,7 +30,7 @@ def test_a_trial_that_builds_an_earlier_build_is_not_scored_again_and_the_choice
     del scored[:]
     fresh = iter(range(10**9))  # every build looks new: the search as it was, scoring every trial
     real_keys = fixed_pipeline.build_keys
-    monkeypatch.setattr(fixed_pipeline, "build_keys", lambda graph: (next(fresh), real_keys(graph)[1]))
+    monkeypatch.setattr(fixed_pipeline, "build_keys", lambda graph, *known: (next(fresh), real_keys(graph, *known)[1]))
     # and every trial run on the interpreter from scratch (no values of earlier trials: run_fixed_keyed)
     monkeypatch.setattr(fixed_pipeline, "run_fixed_keyed", lambda *args: None)
     scoring_all = tinycc_ml.compile(model, precision="int16", calibration=X[:400])

@@ -135,8 +135,9 @@ class Graph:
 
     def _stamp(self) -> tuple:
         """What the topological order depends on: the nodes and edges, as the methods that add, rewire or remove
-        them leave them (a node added or removed changes a count; an edge rewired, ``_edits``)."""
-        return id(self.nx), self._order, self._edits, self.nx.number_of_nodes(), self.nx.number_of_edges()
+        them leave them (a node added: ``_order``; removed: the count; an edge rewired: ``_edits``). Edges change only
+        with them (dce removes nodes, the text parser adds them as ``add`` does)."""
+        return id(self.nx), self._order, self._edits, len(self.nx._node)
 
     def order(self) -> list[str]:
         """Topological order, ties broken by insertion order (deterministic); kept until the graph changes."""

@@ -66,8 +66,8 @@ def _fixed_matvec(call: FixedCall):
     A, x = call.ins
     h = call.shift
     if A.ndim == 2 and x.ndim == 2:  # a constant matrix: its zero entries' products are 0, shifted or not
-        rows, cols = np.nonzero(A)
-        if len(rows) < A.size // 4:  # mostly zeros (a diagonal, a sparse matrix): only the stored products
+        if np.count_nonzero(A) < A.size // 4:  # mostly zeros (a diagonal, a sparse matrix): only the stored products
+            rows, cols = np.nonzero(A)
             acc = check32(_stored_products_sum(A, x, rows, cols, h, call.where), call.where)
             return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
     if h == 0 and A.ndim == 2 and x.ndim == 2 and A.size and len(x):
