@@ -80,6 +80,7 @@ class ScaleMemo:
         self.steps: dict[tuple, tuple] = {}
         self.prefixes: dict[tuple, int] = {}  # (prefix before a step, the names it added) -> prefix after it
         self.limit_bytes, self.kept_bytes = limit_bytes, 0
+        self.pure: dict[tuple, object] = {}  # what a step reads of the source graph alone (ChooseScales._pure)
 
     def holds(self, graph: Graph, options: tuple) -> bool:
         """Whether this memo is the one for building ``graph`` with these options (the first build sets them)."""
@@ -134,6 +135,7 @@ class ChooseScales(Pass):
         memo = ctx.options.scale_memo
         if memo is not None and not memo.holds(graph, (self.weight_bits, self.prototype_bits, self.byte_shift_bits)):
             memo = None
+        self.pure = memo.pure if memo is not None else {}
         prefix = 0  # the names ``out`` holds so far (ScaleMemo.prefix): fresh_name's choices follow from them
         for name in graph.order():
             node = graph.node(name)
@@ -168,13 +170,13 @@ class ChooseScales(Pass):
             out.add(node.op, ins, attrs, type=node.type, name=name)
             bound[name] = 2**31 - 1
             return
-        s, proven = self._activation_scale(graph, name, ranges)
+        s, proven = self._pure(("activation", name), lambda: self._activation_scale(graph, name, ranges))
         if self._within_operand(graph, node) and ins[0] in scale:
             # its integer range lies within its operand's, so the operand's scale holds it exactly:
             # a coarser one would only round together distances the operand kept apart
             s = max(s, scale[ins[0]])
         s += int(adjust.get(name, 0))
-        cap = self._distance_cap(graph, name, ranges)
+        cap = self._pure(("cap", name), lambda: self._distance_cap(graph, name, ranges))
         if cap is not None:
             s = min(s, cap)
         if node.op == "input":
@@ -318,6 +320,18 @@ class ChooseScales(Pass):
                 return s_static, True
         return s_cal, False
 
+    def _pure(self, key: tuple, compute):
+        """``compute()``, which reads only the source graph and its ranges: kept for the search's later trials."""
+        if key not in self.pure:
+            self.pure[key] = compute()
+        return self.pure[key]
+
+    @staticmethod
+    def _matrix(a) -> tuple[np.ndarray, float, float]:
+        """A matrix constant's values, largest |entry| and largest row L1 norm."""
+        A = OPS[a.op].evaluate([], a.attrs)
+        return A, float(np.max(np.abs(A))), float(np.max(np.sum(np.abs(A), axis=-1)))
+
     # ---- constants
     @staticmethod
     def _add_const(out: Graph, name: str, values: np.ndarray, s: int, bits: int, sparse_like=None) -> str:
@@ -359,18 +373,17 @@ class ChooseScales(Pass):
         for selector in node.inputs[1:-1]:  # matvec_at's node index
             self._materialise(graph, out, selector, scale, bound, ins, None)
         a = graph.node(a_name)
-        A = OPS[a.op].evaluate([], a.attrs)
+        A, a_max, row_l1 = self._pure(("matrix", a_name), lambda: self._matrix(a))
         bx = bound[x_name]
         # a positive adjustment saturates the largest weights to resolve the rest (outliers)
-        sa = best_scale(float(np.max(np.abs(A))), weight_bits) + int(self.adjust.get(f"{node.name}.weights", 0))
-        row_l1 = float(np.max(np.sum(np.abs(A), axis=-1)))
+        sa = best_scale(a_max, weight_bits) + int(self.adjust.get(f"{node.name}.weights", 0))
         # a bias (matvec_at's) joins the accumulator at its scale: 2^sx times the weights' units
         bias = np.asarray(attrs["bias"], dtype=np.float64) if "bias" in attrs else np.zeros(1)
         bias_units = float(np.max(np.abs(bias))) * 2.0 ** scale[x_name]  # times 2^(sa - h) at the accumulator
         h = 0
         # lower the weight scale until the accumulator provably fits ...
         while (row_l1 * bx + bias_units) * 2.0**sa > ACC_LIMIT \
-                and float(np.max(np.abs(A))) * 2.0 ** (sa - 1) >= 2**MIN_WEIGHT_BITS:
+                and a_max * 2.0 ** (sa - 1) >= 2**MIN_WEIGHT_BITS:
             sa -= 1
         # ... and past MIN_WEIGHT_BITS, shift the products instead
         while ((row_l1 * 2.0**sa + A.shape[-1]) * bx + bias_units * 2.0**sa) / 2.0**h > ACC_LIMIT:
