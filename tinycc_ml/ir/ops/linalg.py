@@ -73,11 +73,15 @@ def _fixed_matvec(call: FixedCall):
     if h == 0 and A.ndim == 2 and x.ndim == 2 and A.size and len(x):
         # unshifted products: their sum is the integer product of the matrices, exact in int64; the products'
         # int32 check needs only each column's largest |entry| times the largest |x| it meets
-        largest = np.max(np.abs(A), axis=0) * np.max(np.abs(x), axis=0)
-        if int(np.max(largest)) <= INT32_MAX:
+        # the largest |entry| of A and of x first (whole-array reductions): when their product fits int32 and
+        # the row's sum of them stays below 2^53, so does every column's, and the per-column figures are not needed
+        top = max(int(A.max()), -int(A.min())) * max(int(x.max()), -int(x.min()))  # Python ints: no wrap of -(-128)
+        largest = None if top <= INT32_MAX else np.max(np.abs(A), axis=0) * np.max(np.abs(x), axis=0)
+        if largest is None or int(np.max(largest)) <= INT32_MAX:
             # every product and partial sum an integer below 2^53 in magnitude: float64's product of the matrices
             # (BLAS, in any order of summation) is exact, and many times quicker than numpy's int64 one
-            exact = float(np.sum(largest, dtype=np.float64)) < EXACT_FLOAT_SUM
+            exact = (float(top) * A.shape[1] if largest is None else float(np.sum(largest, dtype=np.float64))) \
+                < EXACT_FLOAT_SUM
             acc = check32((x.astype(np.float64) @ A.T.astype(np.float64)).astype(np.int64) if exact else x @ A.T,
                           call.where)
             return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
