@@ -327,15 +327,24 @@ class ChooseScales(Pass):
         return self.pure[key]
 
     @staticmethod
+    def _constant(node) -> tuple[np.ndarray, int]:
+        """A constant's values and the finest 16-bit scale that holds them."""
+        values = OPS[node.op].evaluate([], node.attrs)
+        return values, best_scale(float(np.max(np.abs(values))) if values.size else 0.0, ACT_BITS)
+
+    @staticmethod
     def _matrix(a) -> tuple[np.ndarray, float, float]:
         """A matrix constant's values, largest |entry| and largest row L1 norm."""
         A = OPS[a.op].evaluate([], a.attrs)
         return A, float(np.max(np.abs(A))), float(np.max(np.sum(np.abs(A), axis=-1)))
 
     # ---- constants
-    @staticmethod
-    def _add_const(out: Graph, name: str, values: np.ndarray, s: int, bits: int, sparse_like=None) -> str:
-        q = quantise_array(values, s, bits)
+    def _add_const(self, out: Graph, name: str, values: np.ndarray, s: int, bits: int, sparse_like=None,
+                   raw: bool = False) -> str:
+        """``values`` quantised at scale ``s`` as the constant ``{name}_q`` (``raw``: ``values`` are the source
+        constant ``name``'s own, so the integers are kept for the search's later trials)."""
+        q = self._pure(("quantised", name, s, bits), lambda: quantise_array(values, s, bits)) if raw else \
+            quantise_array(values, s, bits)
         cname = out.fresh_name(f"{name}_q")
         if sparse_like is not None:
             attrs = dense_to_sparse_attrs(q)
@@ -357,13 +366,13 @@ class ChooseScales(Pass):
             if operand not in out:
                 out.add("const", [], dict(node.attrs), type=node.type, name=operand)
             return
-        values = OPS[node.op].evaluate([], node.attrs)
-        s = best_scale(float(np.max(np.abs(values))) if values.size else 0.0, ACT_BITS)
+        values, s = self._pure(("constant", operand), lambda: self._constant(node))
         if like_scale is not None:
             s = min(s, like_scale)
-        cname = self._add_const(out, operand, values, s, ACT_BITS)
+        cname = self._add_const(out, operand, values, s, ACT_BITS, raw=True)
         scale[cname] = s
-        bound[cname] = int(np.max(np.abs(const_ints(out, cname)))) if values.size else 0
+        bound[cname] = self._pure(("bound", operand, s), lambda: int(np.max(np.abs(const_ints(out, cname))))
+                                  if values.size else 0)
         for i, v in enumerate(ins):
             if v == operand:
                 ins[i] = cname
@@ -389,7 +398,7 @@ class ChooseScales(Pass):
         while ((row_l1 * 2.0**sa + A.shape[-1]) * bx + bias_units * 2.0**sa) / 2.0**h > ACC_LIMIT:
             h += 1
         sparse = a.attrs if a.op == "sparse_const" else None
-        cname = self._add_const(out, a_name, A, sa, weight_bits, sparse)
+        cname = self._add_const(out, a_name, A, sa, weight_bits, sparse, raw=True)
         if h:
             attrs["shift"] = h
         if "bias" in attrs:
