@@ -38,3 +38,28 @@ def test_dump_after_a_pass_shows_its_results(capsys):
     planned = [d for d in dumps if d.startswith("plan_memory")][-1]
     assert "# memory %" in planned and "# overflow %" in planned
     assert result.graph.analyses.memory_plan and result.graph.analyses.input_scale is not None
+
+
+def test_the_kept_order_follows_every_rewrite():
+    """Graph.order is kept between calls: a node added, an operand rewired (replace_uses, replace_operand) or a
+    node removed gives the order computed anew."""
+    from tinycc_ml.ir.graph import Graph
+    from tinycc_ml.ir.types import F32, TensorType
+
+    g = Graph("m")
+    x = g.add("input", [], {"name": "x"}, type=TensorType((2,), F32), name="x")
+    a = g.add("tanh", [x], name="a")
+    b = g.add("tanh", [x], name="b")
+    c = g.add("add", [a, b], name="c")
+    g.set_output("scores", c)
+    assert g.order() == ["x", "a", "b", "c"]
+    g.replace_operand(a, x, b)  # a now reads b: b first
+    assert g.order() == ["x", "b", "a", "c"]
+    d = g.add("tanh", [x], name="d")
+    g.replace_uses(b, d)
+    assert g.order() == ["x", "b", "d", "a", "c"]
+    g.remove(b)
+    assert g.order() == ["x", "d", "a", "c"]
+    order = g.order()
+    order.append("junk")  # a caller's list is its own
+    assert g.order() == ["x", "d", "a", "c"]

@@ -112,3 +112,28 @@ def test_fixed_matvec_of_a_mostly_zero_matrix_sums_what_the_dense_form_sums(data
         return
     rounded = (products + ((1 << shift) >> 1)) >> shift
     np.testing.assert_array_equal(OPS["matvec"].fixed(call), np.clip(rounded.sum(axis=2), -2**15, 2**15 - 1))
+
+
+def test_integer_matvec_through_float64_is_the_exact_integer_product():
+    """The interpreter's unshifted mat-vec takes float64's product where every partial sum is below 2^53: the
+    same integers as numpy's int64 product, with a product near 2^30 and sums near the int32 limit, for int8 and
+    int16 matrices with their most negative entries; a sum past int32 still raises FixedOverflow."""
+    from tinycc_ml.ir.ops import OPS, FixedCall
+
+    rng = np.random.default_rng(0)
+    for dtype, cols in ((np.int8, 64), (np.int16, 300), (np.int16, 4096)):
+        info = np.iinfo(dtype)
+        A = rng.integers(info.min, info.max + 1, (7, cols)).astype(dtype)
+        A[:, 0] = info.min
+        small = 2**30 // (cols * int(info.max) + 1)
+        x = rng.integers(-small, small + 1, (33, cols)).astype(np.int64)
+        x[:, 0] = -(2**30 // abs(int(info.min)))  # A[:, 0] x[:, 0] near 2^30
+        types = [TensorType(A.shape, fixed(8 if dtype == np.int8 else 16, 10)), TensorType((cols,), fixed(32, 0))]
+        call = FixedCall([A, x], types, TensorType((7,), fixed(32, 10)), {}, "%m (matvec)")
+        want = x @ A.astype(np.int64).T
+        assert np.abs(want).max() > 2**30
+        np.testing.assert_array_equal(OPS["matvec"].fixed(call), want)
+        x[:, 1:] = np.sign(A[0, 1:]).astype(np.int64) * (2**31 // int(np.abs(A[0, 1:].astype(np.int64)).sum()) + 1)
+        assert int(x[0] @ A[0].astype(np.int64)) > 2**31 - 1  # row 0's sum past int32
+        with pytest.raises(FixedOverflow):
+            OPS["matvec"].fixed(FixedCall([A, x], types, TensorType((7,), fixed(32, 10)), {}, "%m (matvec)"))

@@ -30,7 +30,7 @@ def test_a_trial_that_builds_an_earlier_build_is_not_scored_again_and_the_choice
     del scored[:]
     fresh = iter(range(10**9))  # every build looks new: the search as it was, scoring every trial
     real_keys = fixed_pipeline.build_keys
-    monkeypatch.setattr(fixed_pipeline, "build_keys", lambda graph: (next(fresh), real_keys(graph)[1]))
+    monkeypatch.setattr(fixed_pipeline, "build_keys", lambda graph, *known: (next(fresh), real_keys(graph, *known)[1]))
     # and every trial run on the interpreter from scratch (no values of earlier trials: run_fixed_keyed)
     monkeypatch.setattr(fixed_pipeline, "run_fixed_keyed", lambda *args: None)
     scoring_all = tinycc_ml.compile(model, precision="int16", calibration=X[:400])
@@ -91,3 +91,55 @@ def test_a_build_at_the_input_rounding_floor_is_not_searched(scored):
     assert out.report["held_out_disagreements"] > 0  # the near-boundary rows: no scale can resolve them
     assert len(scored) == 1  # the static choice scored once, the search not run
     assert out.report["scale_adjustments"] == {}
+
+
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_trials_replayed_from_the_memo_build_what_choosing_anew_builds(monkeypatch, precision):
+    """choose_scales.ScaleMemo: every trial of a tanh MLP's search (adjustments that change scales, shifts and
+    saturations downstream) builds, with the steps replayed from earlier trials, the graph choose_scales builds
+    from scratch: the same nodes in the same order, names, operands, types and attributes; and steps are replayed."""
+    from sklearn.neural_network import MLPClassifier
+
+    from tinycc_ml.passes import choose_scales
+    from tinycc_ml.passes.manager import PassContext
+
+    monkeypatch.setenv("TINYCC_ML_CACHE", "off")
+    X, y = load_digits(return_X_y=True)
+    clf = MLPClassifier((12, 8), max_iter=60, random_state=0, activation="tanh").fit(X[:500], y[:500])
+    real, replays, trials = choose_scales.ScaleMemo.replay, [], []
+
+    def counted(self, *args):
+        after = real(self, *args)
+        replays.append(after is not None)
+        return after
+
+    real_passes = fixed_pipeline.run_passes
+
+    def checked(graph, names, ctx=None):
+        got = real_passes(graph, names, ctx)
+        if ctx is not None and ctx.options.scale_memo is not None:
+            from dataclasses import replace
+            fresh = real_passes(graph, names, PassContext(options=replace(ctx.options, scale_memo=None), debug=False))
+            assert got.structurally_equal(fresh)
+            assert [got.type(n) for n in got.order()] == [fresh.type(n) for n in fresh.order()]
+            assert got.analyses.safety == fresh.analyses.safety
+            trials.append(1)
+        return got
+
+    monkeypatch.setattr(choose_scales.ScaleMemo, "replay", counted)
+    monkeypatch.setattr(fixed_pipeline, "run_passes", checked)
+    out = tinycc_ml.compile(clf, precision=precision, calibration=X[:400])
+    assert len(trials) > 10 and any(replays) and not all(replays)
+    assert out.report["scale_adjustments"]  # the search moved scales: the replays met changed operands
+
+
+def test_the_memo_serves_only_its_own_graph_and_options():
+    from tinycc_ml.passes.choose_scales import ScaleMemo
+
+    X, y = load_digits(return_X_y=True)
+    model = init_protonn(X[:600], y[:600], projection_dim=8, prototypes_per_class=2)
+    graph = tinycc_ml.compile(model, precision="int16", calibration=X[:400]).graph
+    memo = ScaleMemo(graph)
+    assert memo.holds(graph, (16, 8, 0))
+    assert not memo.holds(graph, (8, 8, 0))  # another precision's builds
+    assert not memo.holds(graph.copy(), (16, 8, 0))  # another graph

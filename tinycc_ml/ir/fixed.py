@@ -96,6 +96,9 @@ def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
         known = graph.analyses.rows_run = (fingerprint, {})
     memo = known[1]  # row bytes -> the row's place in the outputs kept (under the key None)
     rows = np.ascontiguousarray(Xq).reshape(len(Xq), -1)
+    whole = (rows.shape, rows.tobytes())  # the same rows as an earlier call (the probabilities after the agreement)
+    if whole in memo:
+        return {label: value.copy() for label, value in memo[whole].items()}
     keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).reshape(-1).tolist() if rows.shape[1] \
         else [b""] * len(rows)
     first: dict[bytes, int] = {}
@@ -110,7 +113,9 @@ def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
         for j, key in enumerate(first):
             memo[key] = start + j
     at = np.fromiter((memo[key] for key in keys), dtype=np.int64, count=len(keys))
-    return {label: memo[None][label][at] for label, _ in graph.outputs}
+    outputs = {label: memo[None][label][at] for label, _ in graph.outputs}
+    memo[whole] = {label: value.copy() for label, value in outputs.items()}
+    return outputs
 
 
 def run_fixed_keyed(graph: Graph, Xq, keys: dict[str, bytes], memo: dict) -> dict[str, np.ndarray] | None:
@@ -189,7 +194,15 @@ def quantise(X, scale: int, bits: int) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         v = np.floor(np.asarray(X, dtype=np.float64) * 2.0**np.asarray(scale, dtype=np.float64) + 0.5)
     top = 2.0 ** (bits - 1)
-    return saturate(np.nan_to_num(np.clip(v, -top + 1, top - 1), nan=-top), bits)
+    if not isinstance(v, np.ndarray) or not v.ndim:
+        return saturate(np.nan_to_num(np.clip(v, -top + 1, top - 1), nan=-top), bits)
+    # np.clip and nan_to_num's values in place (v is this function's own array): NaN passes the bounds, then -top
+    np.maximum(v, -top + 1, out=v)
+    np.minimum(v, top - 1, out=v)
+    missing = np.isnan(v)
+    if missing.any():
+        v[missing] = -top
+    return saturate(v, bits)
 
 
 def _float32_bits(order: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ TensorType). ``outputs`` names the graph's results in order, as (label, node) pa
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ class Node:
 
 class Graph:
     # no other attributes: what passes learn goes in ``analyses``, typed
-    __slots__ = ("name", "nx", "outputs", "_order", "analyses")
+    __slots__ = ("name", "nx", "outputs", "_order", "analyses", "_edits", "_topo")
 
     def __init__(self, name: str = "model"):
         if not IDENTIFIER.match(name):
@@ -44,6 +45,8 @@ class Graph:
         self.outputs: list[tuple[str, str]] = []
         self._order = 0  # insertion counter: keeps every traversal deterministic
         self.analyses = Analyses()  # what passes learnt about it (see ir/analyses.py)
+        self._edits = 0  # rewrites of operands by this class's methods (the order kept depends on them)
+        self._topo = None  # (its stamp, the topological order) as order() last computed it
 
     # ---- building
     def fresh_name(self, hint: str = "v") -> str:
@@ -75,6 +78,23 @@ class Graph:
         for operand in inputs:
             self.nx.add_edge(operand, name)
         return name
+
+    def add_as(self, node: Node) -> None:
+        """Add ``node`` as an earlier build added it from the same operands (choose_scales.ScaleMemo): its name,
+        type and attributes as they were (no type inference: the earlier build inferred and checked the type);
+        its attrs dict copied."""
+        if node.name in self.nx or not all(operand in self.nx for operand in node.inputs):
+            raise ValueError(f"%{node.name}: the name is taken, or an operand does not exist")
+        self._order += 1
+        self.nx.add_node(node.name, op=node.op, inputs=node.inputs, attrs=dict(node.attrs), type=node.type,
+                         order=self._order)
+        for operand in node.inputs:
+            self.nx.add_edge(operand, node.name)
+
+    def added_since(self, count: int) -> list[str]:
+        """The names of the nodes added after the graph held ``count`` nodes (none removed since), in order."""
+        nodes = self.nx._node
+        return list(reversed(list(itertools.islice(reversed(nodes), len(nodes) - count))))
 
     def set_next_state(self, state: str, node: str) -> None:
         """The value ``state`` (a ``state`` node) holds for the next call: the output ``next_<state>``."""
@@ -113,8 +133,22 @@ class Graph:
     def __len__(self) -> int:
         return self.nx.number_of_nodes()
 
+    def _stamp(self) -> tuple:
+        """What the topological order depends on: the nodes and edges, as the methods that add, rewire or remove
+        them leave them (a node added: ``_order``; removed: the count; an edge rewired: ``_edits``). Edges change only
+        with them (dce removes nodes, the text parser adds them as ``add`` does)."""
+        return id(self.nx), self._order, self._edits, len(self.nx._node)
+
     def order(self) -> list[str]:
-        """Topological order, ties broken by insertion order (deterministic)."""
+        """Topological order, ties broken by insertion order (deterministic); kept until the graph changes."""
+        stamp = self._stamp()
+        if self._topo is not None and self._topo[0] == stamp:
+            return list(self._topo[1])
+        result = self._kahn()
+        self._topo = (stamp, result)
+        return list(result)
+
+    def _kahn(self) -> list[str]:
         # Kahn's algorithm on the adjacency dicts: passes ask for the order hundreds of times per
         # compile, and networkx's generic version costs several times as much
         nodes, succ, pred = self.nx._node, self.nx._succ, self.nx._pred
@@ -159,6 +193,7 @@ class Graph:
             data["inputs"] = tuple(new if i == old else i for i in data["inputs"])
             self.nx.remove_edge(old, user)
             self.nx.add_edge(new, user)
+            self._edits += 1
         self.outputs = [(lab, new if n == old else n) for lab, n in self.outputs]
 
     def replace_operand(self, user: str, old: str, new: str) -> None:
@@ -167,6 +202,7 @@ class Graph:
         data["inputs"] = tuple(new if i == old else i for i in data["inputs"])
         self.nx.remove_edge(old, user)
         self.nx.add_edge(new, user)
+        self._edits += 1
 
     def remove(self, name: str) -> None:
         if any(True for _ in self.nx.successors(name)):

@@ -68,9 +68,11 @@ def verify(graph: Graph, complete: bool = False) -> None:
     about to be run or turned into code, so ops still waiting for the pass that lowers them (a
     fixed-point exp before exp_table) are refused too."""
     g = graph.nx
-    if not nx.is_directed_acyclic_graph(g):
+    try:
+        graph.order()  # Kahn's algorithm: it finds a cycle as networkx's test does, and the loop below reads the order
+    except nx.NetworkXUnfeasible:
         cycle = nx.find_cycle(g)
-        raise IRError(f"graph {graph.name}: cycle through {' -> '.join(a for a, _ in cycle)}")
+        raise IRError(f"graph {graph.name}: cycle through {' -> '.join(a for a, _ in cycle)}") from None
     if not graph.outputs:
         raise IRError(f"graph {graph.name}: no outputs")
     for name in graph.order():

@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from tinycc_ml.ir.fixed import const_ints, significant_bits
-from tinycc_ml.ir.graph import Graph
+from tinycc_ml.ir.graph import Graph, Node
 from tinycc_ml.ir.ops import OPS, BoundCall, dense_to_sparse_attrs
 from tinycc_ml.ir.ops.arith import rshift_bound
 from tinycc_ml.ir.types import TensorType, fixed
@@ -37,6 +37,7 @@ SCALE_RANGE = (-24, 30)
 MIN_LIKE = ("segment_min", "kvote")
 CONSTANT_OPS = ("const", "sparse_const")
 MIN_LIKE_HEADROOM = 4.0
+MEMO_BYTES = 1 << 26  # ScaleMemo: the constants its kept steps hold, at most
 REGRESSION_HEADROOM = 2.0  # one bit above a regression value's calibrated range
 # TFLite's data-movement ops (a front end's framing, reshapes, per-axis minimum and maximum): the operand's integers
 # as they are, at its scale
@@ -64,13 +65,65 @@ def quantise_array(values: np.ndarray, scale: int, bits: int) -> np.ndarray:
     return q.astype({8: np.int8, 16: np.int16, 32: np.int32}[bits])
 
 
+class ScaleMemo:
+    """The steps of choose_scales that the scale search's trials share (fixed_pipeline.search_scales makes one per
+    search: one source graph, one set of options). A node's step reads only the source graph and its ranges, the
+    node's own adjustments (``name``, ``name.weights``), its operands' scale, bound and safety, and which names
+    the build holds so far (fresh_name's choices): a trial whose step of a node has the key of an earlier trial's
+    step adds the nodes that step added, with their types, instead of choosing again. A trial changes one value's
+    adjustment, so the nodes before it, and those after it that the change does not reach, are replayed; the
+    build is the one choosing again would give (same nodes, names, types, attributes, in the same order)."""
+
+    def __init__(self, graph: Graph, limit_bytes: int = MEMO_BYTES):
+        self.graph = graph
+        self.options = None  # (weight bits, prototype bits, byte shift bits) of the builds it holds
+        self.steps: dict[tuple, tuple] = {}
+        self.prefixes: dict[tuple, int] = {}  # (prefix before a step, the names it added) -> prefix after it
+        self.limit_bytes, self.kept_bytes = limit_bytes, 0
+        self.pure: dict[tuple, object] = {}  # what a step reads of the source graph alone (ChooseScales._pure)
+
+    def holds(self, graph: Graph, options: tuple) -> bool:
+        """Whether this memo is the one for building ``graph`` with these options (the first build sets them)."""
+        if self.options is None:
+            self.options = options
+        return graph is self.graph and options == self.options
+
+    def replay(self, key: tuple, out: Graph, scale: dict, bound: dict, safety: dict) -> int | None:
+        """The nodes and figures an earlier step with ``key`` added, added again; the prefix after them (None:
+        no such step kept, or a name it added is taken)."""
+        step = self.steps.get(key)
+        if step is None or any(node.name in out for node in step[0]):
+            return None
+        nodes, (scales, bounds, safeties), after = step
+        for node in nodes:
+            out.add_as(node)
+        scale.update(scales)
+        bound.update(bounds)
+        safety.update(safeties)
+        return after
+
+    def record(self, key: tuple, out: Graph, before: int, scale: dict, bound: dict, safety: dict) -> int:
+        """Keep what the step with ``key`` added to ``out`` (which held ``before`` nodes); the prefix after it."""
+        added = out.added_since(before)
+        after = self.prefixes.setdefault((key[0], tuple(added)), len(self.prefixes) + 1)
+        nodes = tuple(out.node(name) for name in added)
+        size = sum(v.nbytes for node in nodes for v in node.attrs.values() if isinstance(v, np.ndarray))
+        if self.kept_bytes + size > self.limit_bytes:
+            return after  # a wide graph's constants (kNN's prototypes): not kept past the limit
+        self.kept_bytes += size
+        self.steps[key] = (tuple(Node(n.name, n.op, n.inputs, dict(n.attrs), n.type) for n in nodes),
+                           tuple({name: d[name] for name in added if name in d} for d in (scale, bound, safety)),
+                           after)
+        return after
+
+
 @register_pass
 class ChooseScales(Pass):
     name = "choose_scales"
     description = "assign fixed-point types and quantise constants from calibrated and proven ranges"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        weight_bits = self.weight_bits = 8 if ctx.options.precision == "int8" else 16
+        self.weight_bits = 8 if ctx.options.precision == "int8" else 16
         self.prototype_bits = ctx.options.target.prototype_bits
         self.byte_shift_bits = ctx.options.target.byte_shift_bits
         adjust = self.adjust = ctx.options.scale_adjust
@@ -79,74 +132,94 @@ class ChooseScales(Pass):
         scale: dict[str, int] = {}
         bound: dict[str, int] = {}  # max |int| each value can hold
         safety: dict[str, str] = {}
+        memo = ctx.options.scale_memo
+        if memo is not None and not memo.holds(graph, (self.weight_bits, self.prototype_bits, self.byte_shift_bits)):
+            memo = None
+        self.pure = memo.pure if memo is not None else {}
+        prefix = 0  # the names ``out`` holds so far (ScaleMemo.prefix): fresh_name's choices follow from them
         for name in graph.order():
             node = graph.node(name)
-            if node.op in ("const", "sparse_const"):
+            if node.op in CONSTANT_OPS:
                 continue  # quantised where used, at the scale the use needs
-            ins = list(node.inputs)
-            attrs = dict(node.attrs)
-            if node.type.dtype.kind in ("idx", "bool"):
-                for i in ins:
-                    self._materialise(graph, out, i, scale, bound, ins, None)
-                out.add(node.op, ins, attrs, type=node.type, name=name)
-                bound[name] = 2**31 - 1
+            if memo is None:
+                self._step(graph, out, node, ranges, scale, bound, safety)
                 continue
-            s, proven = self._activation_scale(graph, name, ranges)
-            if self._within_operand(graph, node) and ins[0] in scale:
-                # its integer range lies within its operand's, so the operand's scale holds it exactly:
-                # a coarser one would only round together distances the operand kept apart
-                s = max(s, scale[ins[0]])
-            s += int(adjust.get(name, 0))
-            cap = self._distance_cap(graph, name, ranges)
-            if cap is not None:
-                s = min(s, cap)
-            if node.op == "input":
-                out.add("input", [], attrs, type=TensorType(node.type.shape, fixed(ACT_BITS, s)), name=name)
-                scale[name], bound[name], safety[name] = s, 2 ** (ACT_BITS - 1), "input"
-                continue
-            if node.op == "clip" and graph.op(ins[0]) == "input":
-                s = scale[ins[0]]  # the input clamp keeps the input's scale
-            if node.op in KEEP_SCALE:
-                out.add(node.op, ins, attrs, type=node.type.with_dtype(fixed(ACT_BITS, scale[ins[0]])), name=name)
-                scale[name], bound[name], safety[name] = scale[ins[0]], bound[ins[0]], safety.get(ins[0], "proven")
-                continue
-            self._quantise_operands(graph, out, node, ins, attrs, scale, bound, weight_bits, s)
-            s = self._no_finer(node.op, ins, scale, s)
-            call = BoundCall([bound.get(i) for i in ins], [scale.get(i, 0) for i in ins],
-                             [const_ints(out, i) if out.op(i) in CONSTANT_OPS else None for i in ins],
-                             attrs, s, ACT_BITS, [graph.type(i) for i in node.inputs])
-            if OPS[node.op].acc_bound is None:
-                raise OverflowError(f"%{name}: op {node.op} has no overflow proof in the project's fixed point")
-            acc, acc_scale = OPS[node.op].acc_bound(call)
-            if s > acc_scale and acc > 0 and acc << (s - acc_scale) > ACC_LIMIT:
-                # a finer output than the accumulator is a left shift in int32 C: keep it within
-                # ACC_LIMIT (the value saturates to 16 bits after it either way)
-                s = acc_scale + max(0, math.floor(math.log2(ACC_LIMIT / acc)))
-                call = replace(call, out_scale=s)
-                acc, acc_scale = OPS[node.op].acc_bound(call)
-            dtype = fixed(ACT_BITS, s)
-            bound[name] = min(2 ** (ACT_BITS - 1), rshift_bound(int(acc), acc_scale - s) + 1)
-            scale[name] = s
-            narrow = self._point_bound(ranges, name, s) if cap is not None and node.op != "clip" else None
-            if narrow is not None and narrow < bound[name]:
-                # saturate the point at its calibrated range, so its distances need no shift (see _distance_cap)
-                wide = out.add(node.op, ins, attrs, type=TensorType(node.type.shape, dtype), name=f"{name}_wide")
-                limit = narrow * 2.0**-s
-                out.add("clip", [wide], {"lo": -limit, "hi": limit}, type=TensorType(node.type.shape, dtype),
-                        name=name)
-                bound[name] = narrow
-            else:
-                out.add(node.op, ins, attrs, type=node.type.with_dtype(dtype), name=name)
-            r = ranges.get(name)
-            static = r.static_abs_max if r is not None else None
-            fits = static is not None and static * 2.0**s <= 2 ** (ACT_BITS - 1) - 1
-            safety[name] = "proven" if (proven or fits) else "calibration"
+            key = (prefix, name, int(adjust.get(name, 0)), int(adjust.get(f"{name}.weights", 0)),
+                   tuple((scale.get(i), bound.get(i), safety.get(i)) for i in node.inputs))
+            prefix = memo.replay(key, out, scale, bound, safety)
+            if prefix is None:
+                before = len(out)
+                self._step(graph, out, node, ranges, scale, bound, safety)
+                prefix = memo.record(key, out, before, scale, bound, safety)
         out.outputs = list(graph.outputs)
         out.analyses = graph.analyses.copy()
         out.analyses.safety = safety
         ctx.log.append(f"choose_scales: {sum(v == 'proven' for v in safety.values())} values proven safe, "
                        f"{sum(v == 'calibration' for v in safety.values())} rely on calibration")
         return out
+
+    def _step(self, graph: Graph, out: Graph, node, ranges, scale: dict, bound: dict, safety: dict) -> None:
+        """Node ``node`` of ``graph`` into ``out``: its type and scale, its constant operands quantised for it;
+        its (and their) scale, bound and safety into the dicts."""
+        name, weight_bits, adjust = node.name, self.weight_bits, self.adjust
+        ins = list(node.inputs)
+        attrs = dict(node.attrs)
+        if node.type.dtype.kind in ("idx", "bool"):
+            for i in ins:
+                self._materialise(graph, out, i, scale, bound, ins, None)
+            out.add(node.op, ins, attrs, type=node.type, name=name)
+            bound[name] = 2**31 - 1
+            return
+        s, proven = self._pure(("activation", name), lambda: self._activation_scale(graph, name, ranges))
+        if self._within_operand(graph, node) and ins[0] in scale:
+            # its integer range lies within its operand's, so the operand's scale holds it exactly:
+            # a coarser one would only round together distances the operand kept apart
+            s = max(s, scale[ins[0]])
+        s += int(adjust.get(name, 0))
+        cap = self._pure(("cap", name), lambda: self._distance_cap(graph, name, ranges))
+        if cap is not None:
+            s = min(s, cap)
+        if node.op == "input":
+            out.add("input", [], attrs, type=TensorType(node.type.shape, fixed(ACT_BITS, s)), name=name)
+            scale[name], bound[name], safety[name] = s, 2 ** (ACT_BITS - 1), "input"
+            return
+        if node.op == "clip" and graph.op(ins[0]) == "input":
+            s = scale[ins[0]]  # the input clamp keeps the input's scale
+        if node.op in KEEP_SCALE:
+            out.add(node.op, ins, attrs, type=node.type.with_dtype(fixed(ACT_BITS, scale[ins[0]])), name=name)
+            scale[name], bound[name], safety[name] = scale[ins[0]], bound[ins[0]], safety.get(ins[0], "proven")
+            return
+        self._quantise_operands(graph, out, node, ins, attrs, scale, bound, weight_bits, s)
+        s = self._no_finer(node.op, ins, scale, s)
+        call = BoundCall([bound.get(i) for i in ins], [scale.get(i, 0) for i in ins],
+                         [const_ints(out, i) if out.op(i) in CONSTANT_OPS else None for i in ins],
+                         attrs, s, ACT_BITS, [graph.type(i) for i in node.inputs])
+        if OPS[node.op].acc_bound is None:
+            raise OverflowError(f"%{name}: op {node.op} has no overflow proof in the project's fixed point")
+        acc, acc_scale = OPS[node.op].acc_bound(call)
+        if s > acc_scale and acc > 0 and acc << (s - acc_scale) > ACC_LIMIT:
+            # a finer output than the accumulator is a left shift in int32 C: keep it within
+            # ACC_LIMIT (the value saturates to 16 bits after it either way)
+            s = acc_scale + max(0, math.floor(math.log2(ACC_LIMIT / acc)))
+            call = replace(call, out_scale=s)
+            acc, acc_scale = OPS[node.op].acc_bound(call)
+        dtype = fixed(ACT_BITS, s)
+        bound[name] = min(2 ** (ACT_BITS - 1), rshift_bound(int(acc), acc_scale - s) + 1)
+        scale[name] = s
+        narrow = self._point_bound(ranges, name, s) if cap is not None and node.op != "clip" else None
+        if narrow is not None and narrow < bound[name]:
+            # saturate the point at its calibrated range, so its distances need no shift (see _distance_cap)
+            wide = out.add(node.op, ins, attrs, type=TensorType(node.type.shape, dtype), name=f"{name}_wide")
+            limit = narrow * 2.0**-s
+            out.add("clip", [wide], {"lo": -limit, "hi": limit}, type=TensorType(node.type.shape, dtype),
+                    name=name)
+            bound[name] = narrow
+        else:
+            out.add(node.op, ins, attrs, type=node.type.with_dtype(dtype), name=name)
+        r = ranges.get(name)
+        static = r.static_abs_max if r is not None else None
+        fits = static is not None and static * 2.0**s <= 2 ** (ACT_BITS - 1) - 1
+        safety[name] = "proven" if (proven or fits) else "calibration"
 
     @staticmethod
     def _no_finer(op: str, ins: list[str], scale: dict, s: int) -> int:
@@ -247,10 +320,31 @@ class ChooseScales(Pass):
                 return s_static, True
         return s_cal, False
 
-    # ---- constants
+    def _pure(self, key: tuple, compute):
+        """``compute()``, which reads only the source graph and its ranges: kept for the search's later trials."""
+        if key not in self.pure:
+            self.pure[key] = compute()
+        return self.pure[key]
+
     @staticmethod
-    def _add_const(out: Graph, name: str, values: np.ndarray, s: int, bits: int, sparse_like=None) -> str:
-        q = quantise_array(values, s, bits)
+    def _constant(node) -> tuple[np.ndarray, int]:
+        """A constant's values and the finest 16-bit scale that holds them."""
+        values = OPS[node.op].evaluate([], node.attrs)
+        return values, best_scale(float(np.max(np.abs(values))) if values.size else 0.0, ACT_BITS)
+
+    @staticmethod
+    def _matrix(a) -> tuple[np.ndarray, float, float]:
+        """A matrix constant's values, largest |entry| and largest row L1 norm."""
+        A = OPS[a.op].evaluate([], a.attrs)
+        return A, float(np.max(np.abs(A))), float(np.max(np.sum(np.abs(A), axis=-1)))
+
+    # ---- constants
+    def _add_const(self, out: Graph, name: str, values: np.ndarray, s: int, bits: int, sparse_like=None,
+                   raw: bool = False) -> str:
+        """``values`` quantised at scale ``s`` as the constant ``{name}_q`` (``raw``: ``values`` are the source
+        constant ``name``'s own, so the integers are kept for the search's later trials)."""
+        q = self._pure(("quantised", name, s, bits), lambda: quantise_array(values, s, bits)) if raw else \
+            quantise_array(values, s, bits)
         cname = out.fresh_name(f"{name}_q")
         if sparse_like is not None:
             attrs = dense_to_sparse_attrs(q)
@@ -272,13 +366,13 @@ class ChooseScales(Pass):
             if operand not in out:
                 out.add("const", [], dict(node.attrs), type=node.type, name=operand)
             return
-        values = OPS[node.op].evaluate([], node.attrs)
-        s = best_scale(float(np.max(np.abs(values))) if values.size else 0.0, ACT_BITS)
+        values, s = self._pure(("constant", operand), lambda: self._constant(node))
         if like_scale is not None:
             s = min(s, like_scale)
-        cname = self._add_const(out, operand, values, s, ACT_BITS)
+        cname = self._add_const(out, operand, values, s, ACT_BITS, raw=True)
         scale[cname] = s
-        bound[cname] = int(np.max(np.abs(const_ints(out, cname)))) if values.size else 0
+        bound[cname] = self._pure(("bound", operand, s), lambda: int(np.max(np.abs(const_ints(out, cname))))
+                                  if values.size else 0)
         for i, v in enumerate(ins):
             if v == operand:
                 ins[i] = cname
@@ -288,24 +382,23 @@ class ChooseScales(Pass):
         for selector in node.inputs[1:-1]:  # matvec_at's node index
             self._materialise(graph, out, selector, scale, bound, ins, None)
         a = graph.node(a_name)
-        A = OPS[a.op].evaluate([], a.attrs)
+        A, a_max, row_l1 = self._pure(("matrix", a_name), lambda: self._matrix(a))
         bx = bound[x_name]
         # a positive adjustment saturates the largest weights to resolve the rest (outliers)
-        sa = best_scale(float(np.max(np.abs(A))), weight_bits) + int(self.adjust.get(f"{node.name}.weights", 0))
-        row_l1 = float(np.max(np.sum(np.abs(A), axis=-1)))
+        sa = best_scale(a_max, weight_bits) + int(self.adjust.get(f"{node.name}.weights", 0))
         # a bias (matvec_at's) joins the accumulator at its scale: 2^sx times the weights' units
         bias = np.asarray(attrs["bias"], dtype=np.float64) if "bias" in attrs else np.zeros(1)
         bias_units = float(np.max(np.abs(bias))) * 2.0 ** scale[x_name]  # times 2^(sa - h) at the accumulator
         h = 0
         # lower the weight scale until the accumulator provably fits ...
         while (row_l1 * bx + bias_units) * 2.0**sa > ACC_LIMIT \
-                and float(np.max(np.abs(A))) * 2.0 ** (sa - 1) >= 2**MIN_WEIGHT_BITS:
+                and a_max * 2.0 ** (sa - 1) >= 2**MIN_WEIGHT_BITS:
             sa -= 1
         # ... and past MIN_WEIGHT_BITS, shift the products instead
         while ((row_l1 * 2.0**sa + A.shape[-1]) * bx + bias_units * 2.0**sa) / 2.0**h > ACC_LIMIT:
             h += 1
         sparse = a.attrs if a.op == "sparse_const" else None
-        cname = self._add_const(out, a_name, A, sa, weight_bits, sparse)
+        cname = self._add_const(out, a_name, A, sa, weight_bits, sparse, raw=True)
         if h:
             attrs["shift"] = h
         if "bias" in attrs:

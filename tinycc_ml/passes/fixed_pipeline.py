@@ -22,6 +22,7 @@ the search does not adjust) ends it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks, run_float, work_per_row
 from tinycc_ml.ir.text import print_graph
 from tinycc_ml.passes import choose_scales, exp_table, input_scales, range_analysis, tanh_approx  # noqa: F401
+from tinycc_ml.passes.choose_scales import ScaleMemo
 from tinycc_ml.passes.manager import PassContext, run_passes
 from tinycc_ml.progress import Progress
 
@@ -200,22 +202,32 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
         return {}, (0, 0.0)
     float_out = run_float(graph, held)
 
+    memo = ScaleMemo(graph)  # the trials' steps of choose_scales that a change leaves alike
+    own_digests: dict = {}  # build_keys: the nodes' own digests, shared by the trials
+
     def build(adjust: dict) -> Graph:
-        trial = PassContext(options=replace(ctx.options, scale_adjust=adjust), debug=False)
+        trial = PassContext(options=replace(ctx.options, scale_adjust=adjust, scale_memo=memo), debug=False)
         # no copy of the graph: choose_scales (the first) reads it and builds a new one, which the others rewrite
         return run_passes(graph, FIXED_PASSES[:3], trial)
 
     held_quantised: dict[int, np.ndarray] = {}
     values_by_key: dict[bytes, np.ndarray] = {}  # the trials' values on the held-out rows (run_fixed_keyed)
 
+    kept = [0, 0]  # values_by_key's entries counted so far, and their bytes
+
     def score(fixed_graph: Graph, keys: dict[str, bytes]) -> tuple[int, float]:
-        if sum(np.asarray(v).nbytes for v in values_by_key.values()) > KEPT_VALUE_BYTES:
+        fresh = len(values_by_key) - kept[0]  # the entries the runs since added (a dict keeps insertion order)
+        kept[:] = [len(values_by_key),
+                   kept[1] + sum(np.asarray(v).nbytes for v in itertools.islice(reversed(values_by_key.values()),
+                                                                                 fresh))]
+        if kept[1] > KEPT_VALUE_BYTES:
             values_by_key.clear()  # a wide graph's values (kNN's distances): kept a few trials at most
+            kept[:] = [0, 0]
         return _score(fixed_graph, held, float_out, regression, held_quantised, (keys, values_by_key))
 
     adjust: dict[str, int] = {}
     base = build(adjust)
-    base_fingerprint, base_keys = build_keys(base)
+    base_fingerprint, base_keys = build_keys(base, own_digests)
     best = score(base, base_keys)
     if not ctx.options.search or best == (0, 0.0):
         return adjust, best  # not asked for, or nothing to gain: every row agrees with no score error
@@ -240,7 +252,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
                     trial = build(trial_adjust)
                     bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
-                    fingerprint, keys = build_keys(trial)
+                    fingerprint, keys = build_keys(trial, own_digests)
                     if fingerprint in seen:
                         skipped += 1
                         continue
@@ -283,19 +295,29 @@ def build_fingerprint(fixed_graph: Graph) -> str:
     return build_keys(fixed_graph)[0]
 
 
-def build_keys(fixed_graph: Graph) -> tuple[str, dict[str, bytes]]:
-    """(build_fingerprint, each node's key): a digest of the node's name, op, type and attributes and its
-    operands' keys, so equal keys are equal values on equal rows (run_fixed_keyed); the fingerprint digests every
-    node's key and the outputs."""
+def build_keys(fixed_graph: Graph, known: dict | None = None) -> tuple[str, dict[str, bytes]]:
+    """(build_fingerprint, each node's key): a digest of the node's own digest (its name, op, type and attributes)
+    and its operands' keys, so equal keys are equal values on equal rows (run_fixed_keyed); the fingerprint digests
+    every node's key and the outputs. ``known``: own digests kept across calls (the scale search's trials share most
+    nodes and their attribute objects: ScaleMemo), by the node's name, op, type and its attributes' identities (the
+    objects are kept with the digest, so an identity is never another object's)."""
     keys: dict[str, bytes] = {}
     whole = hashlib.sha256()
     for node in fixed_graph.nodes():
-        digest = hashlib.sha256(f"{node.name}|{node.op}|{node.type}|{len(node.inputs)}".encode())
+        items = sorted(node.attrs.items())
+        ident = (node.name, node.op, node.type, len(node.inputs), tuple((k, id(v)) for k, v in items))
+        kept = known.get(ident) if known is not None else None
+        if kept is None:
+            own = hashlib.sha256(f"{node.name}|{node.op}|{node.type}|{len(node.inputs)}".encode())
+            for key, value in items:
+                own.update(f"|{key}=".encode())
+                _digest_value(own, value)
+            kept = (own.digest(), [v for _, v in items])
+            if known is not None:
+                known[ident] = kept
+        digest = hashlib.sha256(kept[0])
         for operand in node.inputs:
             digest.update(keys[operand])
-        for key, value in sorted(node.attrs.items()):
-            digest.update(f"|{key}=".encode())
-            _digest_value(digest, value)
         keys[node.name] = digest.digest()
         whole.update(keys[node.name])
     whole.update(repr(fixed_graph.outputs).encode())

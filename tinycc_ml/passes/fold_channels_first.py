@@ -62,8 +62,7 @@ def _conv_over_channels(graph: Graph, conv_name: str, columns: str) -> None:
     if OPS["conv2d"].infer([graph.type(i) for i in inputs], attrs, conv.type) != conv.type:
         raise IRError(f"node %{conv_name}: its convolution over the channels-first view gives another shape")
     for old, new in ((conv.inputs[0], columns), (conv.inputs[1], w_name)):
-        graph.nx.remove_edge(old, conv_name)
-        graph.nx.add_edge(new, conv_name)
+        graph.replace_operand(conv_name, old, new)
     data = graph.nx.nodes[conv_name]
     data["inputs"], data["attrs"] = inputs, attrs
     if not graph.users(conv.inputs[1]):

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +64,7 @@ class PassOptions:
     calibration: np.ndarray | None = None  # rows at the input's integer scale per feature (x * 2^s_k)
     input_bounds: tuple[np.ndarray, np.ndarray] | None = None  # the input clamp, in those units
     scale_adjust: dict[str, int] = field(default_factory=dict)  # choose_scales: bits per value (the search)
+    scale_memo: Any = None  # choose_scales.ScaleMemo: the steps the search's trials share (None: choose anew)
 
     USER_OPTIONS = ("input_range", "input_clamp", "search", "tanh", "tanh_max_error", "exp_max_error", "int8_dialect",
                     "optimize", "ram_limit")

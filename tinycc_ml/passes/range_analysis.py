@@ -15,15 +15,25 @@ from tinycc_ml.ir.analyses import Range
 from tinycc_ml.ir.graph import Graph
 from tinycc_ml.ir.interp import evaluate_batch, row_chunks
 from tinycc_ml.ir.ops import OPS
+from tinycc_ml.passes.choose_scales import MIN_LIKE
 from tinycc_ml.passes.manager import Pass, PassContext, register_pass
 
 LOW_ORDER = 8
 
 
+def read_by_minimum(graph: Graph, name: str) -> bool:
+    """Whether every reader of ``name`` is a minimum-like op (choose_scales reads its smallest values only)."""
+    users = graph.users(name)
+    return bool(users) and all(graph.op(u) in MIN_LIKE for u in users)
+
+
 def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[float, ...]]]:
+    """Each float value's (min, max, its LOW_ORDER smallest values' largest over the rows) on the rows X; the
+    smallest values only of values that minimum-like ops read (read_by_minimum), () for the others."""
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
     low: dict[str, np.ndarray] = {}
+    wanted = {name for name in graph.order() if read_by_minimum(graph, name)}
     for rows in row_chunks(graph, len(X)):
         for name, value in evaluate_batch(graph, np.asarray(X[rows], dtype=np.float64)).items():
             if graph.type(name).dtype.kind != "f32":
@@ -31,12 +41,14 @@ def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[
             vmin, vmax = float(np.min(value)), float(np.max(value))
             lo[name] = min(lo.get(name, vmin), vmin)
             hi[name] = max(hi.get(name, vmax), vmax)
+            if name not in wanted:
+                continue
             per_row = value.reshape(len(value), -1)
             head = min(LOW_ORDER, per_row.shape[1])
             part = np.partition(per_row, head - 1, axis=1) if per_row.shape[1] > head else per_row
             smallest = np.max(np.sort(part[:, :head], axis=1), axis=0)
             low[name] = smallest if name not in low else np.maximum(low[name], smallest)
-    return {n: (lo[n], hi[n], tuple(float(v) for v in low[n])) for n in lo}
+    return {n: (lo[n], hi[n], tuple(float(v) for v in low.get(n, ()))) for n in lo}
 
 
 def static_intervals(graph: Graph, input_lo, input_hi,

@@ -48,6 +48,9 @@ def _stored_or_size(t, stored) -> int:
 
 # ---------------------------------------------------------------- matvec
 
+EXACT_FLOAT_SUM = 2.0**53  # sums of integer products below this are exact in float64
+
+
 def _infer_matvec(ts, attrs, declared):
     a, x = ts
     float_or_fixed(a, "matrix")
@@ -63,16 +66,24 @@ def _fixed_matvec(call: FixedCall):
     A, x = call.ins
     h = call.shift
     if A.ndim == 2 and x.ndim == 2:  # a constant matrix: its zero entries' products are 0, shifted or not
-        rows, cols = np.nonzero(A)
-        if len(rows) < A.size // 4:  # mostly zeros (a diagonal, a sparse matrix): only the stored products
+        if np.count_nonzero(A) < A.size // 4:  # mostly zeros (a diagonal, a sparse matrix): only the stored products
+            rows, cols = np.nonzero(A)
             acc = check32(_stored_products_sum(A, x, rows, cols, h, call.where), call.where)
             return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
     if h == 0 and A.ndim == 2 and x.ndim == 2 and A.size and len(x):
         # unshifted products: their sum is the integer product of the matrices, exact in int64; the products'
         # int32 check needs only each column's largest |entry| times the largest |x| it meets
-        largest = np.max(np.abs(A), axis=0) * np.max(np.abs(x), axis=0)
-        if int(np.max(largest)) <= INT32_MAX:
-            acc = check32(x @ A.T, call.where)
+        # the largest |entry| of A and of x first (whole-array reductions): when their product fits int32 and
+        # the row's sum of them stays below 2^53, so does every column's, and the per-column figures are not needed
+        top = max(int(A.max()), -int(A.min())) * max(int(x.max()), -int(x.min()))  # Python ints: no wrap of -(-128)
+        largest = None if top <= INT32_MAX else np.max(np.abs(A), axis=0) * np.max(np.abs(x), axis=0)
+        if largest is None or int(np.max(largest)) <= INT32_MAX:
+            # every product and partial sum an integer below 2^53 in magnitude: float64's product of the matrices
+            # (BLAS, in any order of summation) is exact, and many times quicker than numpy's int64 one
+            exact = (float(top) * A.shape[1] if largest is None else float(np.sum(largest, dtype=np.float64))) \
+                < EXACT_FLOAT_SUM
+            acc = check32((x.astype(np.float64) @ A.T.astype(np.float64)).astype(np.int64) if exact else x @ A.T,
+                          call.where)
             return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
     prods = check32(A[None, :, :] * x[:, None, :], call.where)
     acc = check32(np.sum(rshift(prods, h), axis=2), call.where)

@@ -189,12 +189,14 @@ def need(cond: bool, message: str) -> None:
 
 
 def float_or_fixed(t: TensorType, what: str) -> None:
-    need(t.dtype.kind in ("f32", "fx"), f"{what} must be numeric (f32 or fixed), got {t.dtype}")
+    if t.dtype.kind not in ("f32", "fx"):  # the message formatted only when it is raised (type rules run often)
+        need(False, f"{what} must be numeric (f32 or fixed), got {t.dtype}")
 
 
 def same_numeric_kind(ts: list[TensorType]) -> None:
     kinds = {t.dtype.kind for t in ts}
-    need(len(kinds) == 1, f"operands mix element types {', '.join(str(t.dtype) for t in ts)}")
+    if len(kinds) != 1:
+        need(False, f"operands mix element types {', '.join(str(t.dtype) for t in ts)}")
 
 
 def result_dtype(ts: list[TensorType], declared: TensorType | None) -> DType:
