@@ -14,8 +14,15 @@ from tests.conftest import require_target
 from tests.ops.single_op import OPS, OPTIONS, simulated_scores, tflite_micro
 from tests.tflite_builder import ACTIVATIONS
 from tests.tflite_models import TfliteBuilder, options
+from tinycc_ml.arm import m4_add
 
 pytestmark = pytest.mark.toolchain
+
+
+@pytest.fixture(autouse=True)
+def every_size_takes_the_kernel(monkeypatch):
+    """The default build keeps the kernel for tensors of 2 K elements or more: small ones here to test its loop."""
+    monkeypatch.setattr(m4_add, "TABLE_BYTES", 1)
 
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -53,9 +60,19 @@ def check(data: bytes, shape, tmp_path) -> str:
     ((2, 7), (0.1, 100), "none"),
 ])
 def test_add_equals_tflite_micro_on_the_m4(shape, qo, activation, tmp_path):
+    """Each unroll (4, 2, 1 elements a step), both clamps, output zero points at and above -128."""
     require_target("cortex-m4")
     source = check(add_model(shape, (0.05, -3), (0.03, 11), qo, activation), shape, tmp_path)
     assert "op_m4_add_" in source
+
+
+def test_the_default_build_keeps_small_adds_in_the_shared_c(monkeypatch, tmp_path):
+    """2 KB of tables for a 128-element ADD: the default build gives it the shared C (still tflite-micro's bytes)."""
+    require_target("cortex-m4")
+    monkeypatch.setattr(m4_add, "TABLE_BYTES", 2048)
+    shape = (1, 4, 4, 8)
+    source = check(add_model(shape, (0.05, -3), (0.03, 11), (0.09, -128), "relu"), shape, tmp_path)
+    assert "op_m4_add_" not in source
 
 
 @SETTINGS

@@ -8,7 +8,10 @@ step: LDRB of each input byte and LDR of each table entry back to back (pipeline
 sign's correction added to the rounding nudge (which also carries the output zero point times 2^r), SMMLAR, SSAT
 with ASR #r, the activation's bounds where narrower than int8, STRB: about 10 cycles an element against about 18
 for the C loop it replaced (ResNet-8's three ADDs: 524 K modelled cycles before). The high product is exact only
-for accumulators the int8 ranges bound (``m4_network.requant_bound``); other layers take the shared C.
+for accumulators the int8 ranges bound (``m4_network.requant_bound``); other layers take the shared C. The
+tables cost 2 KB of flash per layer: the default build (``optimize="size"``) takes the kernel only for tensors of
+at least that many elements (a residual connection: ResNet-8's are 4 K to 16 K), so that the many small ADDs of an
+unrolled recurrent network stay in the shared C's few bytes; ``optimize="speed"`` takes it for every size.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import numpy as np
 
 from tinycc_ml.arm.m4_network import requant_bound
 from tinycc_ml.target import Node, add_quantisation, multiply_by_quantized_multiplier
+
+TABLE_BYTES = 2 * 256 * 4  # the two inputs' tables of 256 int32
 
 
 def _unroll(size: int) -> int:
@@ -28,6 +33,8 @@ def tensor_add(em, node: Node) -> list[str] | None:
     a_name, b_name = node.inputs
     if any(g.op(i) in ("const", "sparse_const") for i in node.inputs) or g.type(a_name).shape != g.type(b_name).shape:
         return None
+    if node.type.size < TABLE_BYTES and g.analyses.optimize != "speed":
+        return None  # the tables would outweigh the tensor: the shared C
     q = add_quantisation(g, node)
     (ma, sa), (mb, sb), (mo, so) = q.requants
     bound_a = requant_bound(255 << q.left_shift, ma, sa)
