@@ -66,13 +66,15 @@ def test_add_equals_tflite_micro_on_the_m4(shape, qo, activation, tmp_path):
     assert "op_m4_add_" in source
 
 
-def test_the_default_build_keeps_small_adds_in_the_shared_c(monkeypatch, tmp_path):
-    """2 KB of tables for a 128-element ADD: the default build gives it the shared C (still tflite-micro's bytes)."""
+@pytest.mark.parametrize("qo, activation", [((0.09, -128), "relu"), ((0.01, 5), "relu6"), ((0.2, 90), "none")])
+def test_the_default_build_computes_small_adds_without_tables(qo, activation, monkeypatch, tmp_path):
+    """2 KB of tables for a 128-element ADD: the default build rescales on SMMLAR in a C loop instead (no tables),
+    every byte tflite-micro's."""
     require_target("cortex-m4")
     monkeypatch.setattr(m4_add, "TABLE_BYTES", 2048)
     shape = (1, 4, 4, 8)
-    source = check(add_model(shape, (0.05, -3), (0.03, 11), (0.09, -128), "relu"), shape, tmp_path)
-    assert "op_m4_add_" not in source
+    source = check(add_model(shape, (0.05, -3), (0.03, 11), qo, activation), shape, tmp_path)
+    assert "op_m4_addc_" in source and "op_m4_add_" not in source and "_m4a[" not in source
 
 
 @SETTINGS

@@ -11,14 +11,15 @@ for the C loop it replaced (ResNet-8's three ADDs: 524 K modelled cycles before)
 for accumulators the int8 ranges bound (``m4_network.requant_bound``); other layers take the shared C. The
 tables cost 2 KB of flash per layer: the default build (``optimize="size"``) takes the kernel only for tensors of
 at least that many elements (a residual connection: ResNet-8's are 4 K to 16 K), so that the many small ADDs of an
-unrolled recurrent network stay in the shared C's few bytes; ``optimize="speed"`` takes it for every size.
+unrolled recurrent network get a C loop of their own (each rescaling on SMMLAR, about 20 cycles an element);
+``optimize="speed"`` takes the tables for every size.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.arm.m4_network import requant_bound
+from tinycc_ml.arm.m4_network import minmax_helpers, requant_bound, requant_call, rq_helper, saturated
 from tinycc_ml.target import Node, add_quantisation, multiply_by_quantized_multiplier
 
 TABLE_BYTES = 2 * 256 * 4  # the two inputs' tables of 256 int32
@@ -28,13 +29,33 @@ def _unroll(size: int) -> int:
     return next(u for u in (4, 2, 1) if size % u == 0)
 
 
+def _computed(em, node: Node, q) -> list[str]:
+    """A small ADD without tables: each input's rescaling and the sum's on SMMLAR (m4_network's m4_rq, proven
+    exact from the int8 ranges by the caller's bounds), in C: about 20 cycles an element, no flash but the loop."""
+    (ma, sa), (mb, sb), (mo, so) = q.requants
+    za, zb, zo = q.zero_points
+    scale = rq_helper(em, wide=False)
+    minmax_helpers(em)
+    a, b = (em.var(n) for n in node.inputs)
+    symbol = em.sym(f"m4_addc_{node.name}")
+    em.helpers[symbol] = "\n".join([
+        f"/* %{node.name}: TFLite's int8 ADD of {node.type.size} elements, rescaled on SMMLAR */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *a, const int8_t *b, int8_t *out)',
+        "{",
+        f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
+        f"        const int32_t ra = {requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
+        f"        const int32_t rb = {requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
+        f"        const int32_t v = {requant_call(scale, 'ra + rb', mo, so)} + {zo};",
+        f"        out[i] = (int8_t){saturated('v', q.lo, q.hi)};".replace("@", em.prefix + "_"),
+        "    }", "}", ""])
+    return [f"{symbol}({a}, {b}, {em.var(node.name)});"]
+
+
 def tensor_add(em, node: Node) -> list[str] | None:
     g = em.graph
     a_name, b_name = node.inputs
     if any(g.op(i) in ("const", "sparse_const") for i in node.inputs) or g.type(a_name).shape != g.type(b_name).shape:
         return None
-    if node.type.size < TABLE_BYTES and g.analyses.optimize != "speed":
-        return None  # the tables would outweigh the tensor: the shared C
     q = add_quantisation(g, node)
     (ma, sa), (mb, sb), (mo, so) = q.requants
     bound_a = requant_bound(255 << q.left_shift, ma, sa)
@@ -42,6 +63,8 @@ def tensor_add(em, node: Node) -> list[str] | None:
     if bound_a is None or bound_b is None or requant_bound(bound_a + bound_b, mo, so) is None:
         return None
     za, zb, zo = q.zero_points
+    if node.type.size < TABLE_BYTES and g.analyses.optimize != "speed":
+        return _computed(em, node, q)  # the tables would outweigh the tensor
     left, right = max(so, 0), max(-so, 0)
     byte = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)  # a byte's int8 value, by its uint8
     tables = [em.add_const_array(em.sym(f"{node.name}_m4{side}"), (multiply_by_quantized_multiplier(
