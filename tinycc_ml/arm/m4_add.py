@@ -29,24 +29,25 @@ def _unroll(size: int) -> int:
     return next(u for u in (4, 2, 1) if size % u == 0)
 
 
-def _computed(em, node: Node, q) -> list[str]:
-    """A small ADD without tables: each input's rescaling and the sum's on SMMLAR (m4_network's m4_rq, proven
-    exact from the int8 ranges by the caller's bounds), in C: about 20 cycles an element, no flash but the loop."""
+def rescaled_add(em, node: Node, q, bits: int, stem: str, comment: str) -> list[str]:
+    """TFLite's ADD element by element, each input's rescaling and the sum's on SMMLAR (m4_network's m4_rq, proven
+    exact by the caller from the tensors' ranges), in C: int8 (a small ADD: no tables) and int16 (m4_network16)."""
     (ma, sa), (mb, sb), (mo, so) = q.requants
     za, zb, zo = q.zero_points
+    ctype = f"int{bits}_t"
     scale = rq_helper(em, wide=False)
     minmax_helpers(em)
     a, b = (em.var(n) for n in node.inputs)
-    symbol = em.sym(f"m4_addc_{node.name}")
+    symbol = em.sym(f"{stem}_{node.name}")
     em.helpers[symbol] = "\n".join([
-        f"/* %{node.name}: TFLite's int8 ADD of {node.type.size} elements, rescaled on SMMLAR */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *a, const int8_t *b, int8_t *out)',
+        f"/* %{node.name}: {comment} */",
+        f'__attribute__((optimize("O2"))) static void {symbol}(const {ctype} *a, const {ctype} *b, {ctype} *out)',
         "{",
         f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
         f"        const int32_t ra = {requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
         f"        const int32_t rb = {requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
         f"        const int32_t v = {requant_call(scale, 'ra + rb', mo, so)} + {zo};",
-        f"        out[i] = (int8_t){saturated('v', q.lo, q.hi)};".replace("@", em.prefix + "_"),
+        f"        out[i] = ({ctype}){saturated('v', q.lo, q.hi, bits)};".replace("@", em.prefix + "_"),
         "    }", "}", ""])
     return [f"{symbol}({a}, {b}, {em.var(node.name)});"]
 
@@ -64,7 +65,8 @@ def tensor_add(em, node: Node) -> list[str] | None:
         return None
     za, zb, zo = q.zero_points
     if node.type.size < TABLE_BYTES and g.analyses.optimize != "speed":
-        return _computed(em, node, q)  # the tables would outweigh the tensor
+        return rescaled_add(em, node, q, 8, "m4_addc", f"TFLite's int8 ADD of {node.type.size} elements, rescaled "
+                            "on SMMLAR")  # the tables would outweigh the tensor
     left, right = max(so, 0), max(-so, 0)
     byte = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)  # a byte's int8 value, by its uint8
     tables = [em.add_const_array(em.sym(f"{node.name}_m4{side}"), (multiply_by_quantized_multiplier(

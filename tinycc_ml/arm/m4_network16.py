@@ -50,13 +50,13 @@ import dataclasses
 
 import numpy as np
 
+from tinycc_ml.arm.m4_add import rescaled_add
 from tinycc_ml.arm.m4_network import (
     asm_block,
     im2col_function,
     inside_range,
     minmax_helpers,
     named_helper,
-    requant_call,
     rq_helper,
     saturated,
     split_steps,
@@ -655,18 +655,4 @@ def tensor_add(em, node: Node) -> list[str] | None:
     rb = _rescaled_range(-32768 - zb, 32767 - zb, q.left_shift, mb, sb)
     if ra is None or rb is None or _rescaled_range(ra[0] + rb[0], ra[1] + rb[1], 0, mo, so) is None:
         return None
-    scale = rq_helper(em, wide=False)
-    minmax_helpers(em)
-    a, b = (em.var(n) for n in node.inputs)
-    symbol = em.sym(f"m4_add16_{node.name}")
-    em.helpers[symbol] = "\n".join([
-        f"/* %{node.name}: TFLite's int16 ADD */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int16_t *a, const int16_t *b, int16_t *out)',
-        "{",
-        f"    for (int32_t i = 0; i < {node.type.size}; ++i) {{",
-        f"        const int32_t ra = {requant_call(scale, f'((int32_t)a[i] - {za}) * {1 << q.left_shift}', ma, sa)};",
-        f"        const int32_t rb = {requant_call(scale, f'((int32_t)b[i] - {zb}) * {1 << q.left_shift}', mb, sb)};",
-        f"        const int32_t v = {requant_call(scale, 'ra + rb', mo, so)} + {zo};",
-        f"        out[i] = (int16_t){saturated('v', q.lo, q.hi, 16)};".replace("@", em.prefix + "_"),
-        "    }", "}", ""])
-    return [f"{symbol}({a}, {b}, {em.var(node.name)});"]
+    return rescaled_add(em, node, q, 16, "m4_add16", "TFLite's int16 ADD")
