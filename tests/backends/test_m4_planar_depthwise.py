@@ -121,4 +121,8 @@ def test_convolutions_on_widened_rows_equal_tflite_micro(tmp_path_factory, seed,
     assume(min(n.shapes[y]) >= 1)
     result, _ = check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path_factory.mktemp("net"), 4)
     pointwise = kernel == (1, 1) and stride == (1, 1)  # its columns are the input itself
-    assert ("m4_rows_" in result.files["net.c"]) == (n.shapes[y][2] % 2 == 0 and not pointwise)
+    rows = n.shapes[y][2] % 2 == 0 and not pointwise
+    assert ("m4_rows_" in result.files["net.c"]) == rows
+    # consecutive output rows' windows overlapping: the rows kept in a ring, each widened once
+    ring = rows and dilation_y == 1 and stride[0] < kernel[0]
+    assert ("the window's first slot" in result.files["net.c"]) == ring

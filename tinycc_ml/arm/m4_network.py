@@ -31,15 +31,16 @@ pointer in C), 4 steps per iteration:
   four channels, 1 LDR and 2 SXTB16 of inputs, 1 LDM of weights; paired, 4 SXTB16 and 8 SMLAD for 16 (else 8
   SXTB16, 8 SMLAD).
 
-im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in
-words, the padding's taps filled with zx in words. Where a tap's channels are whole words, the output rows of
-even width and there is no dilation across, no im2col (``rows_function``, ``RowLayout``): per output row its kh
-input rows widened once into the scratch, the paired kernel reading both columns of a pair in place from them
-(``_block_rows``). The paired kernels unroll up to 16 steps a loop iteration by the layer's weight bytes
-(``unroll_steps``); where the block's first step runs once (no loop around it) the second column's accumulators
-start in its first SMLADs, their addend the first column's biases (no copies), and unrolled blocks read every step
-at its own offsets. A window row across the border in im2col is zx, the input's bytes, zx in three runs. Depthwise
-3x3 layers of stride 1 or 2 go first to ``m4_network_planar``'s planar kernel (chosen there by modelled cycles).
+im2col is a function per layer too (``im2col_function``): a window row inside the input copied whole in words, the
+padding's taps filled with zx in words. Where a tap's channels are whole words, the output rows of even width and
+there is no dilation across, no im2col (``rows_function``, ``RowLayout``): per output row its kh input rows widened
+into the scratch, the paired kernel reading both columns of a pair in place from them (``_block_rows``); where
+consecutive windows overlap the rows stay in a ring, each widened once per layer. The paired kernels unroll up to 16
+steps a loop iteration by the layer's weight bytes (``unroll_steps``); where the block's first step runs once (no
+loop around it) the second column's accumulators start in its first SMLADs, their addend the first column's biases
+(no copies), and unrolled blocks read every step at its own offsets. A window row across the border in im2col is zx,
+the input's bytes, zx in three runs. Depthwise 3x3 layers of stride 1 or 2 go first to ``m4_network_planar``'s
+planar kernel (chosen there by modelled cycles).
 
 Depthwise convolutions (depth multiplier 1, channels a multiple of 4), one function per layer, 4 channels at a
 time, a tap's weights as int16 lanes channels 0, 2 and 1, 3 (as SXTB16 splits the input word): split from the
@@ -619,7 +620,8 @@ def _loop_end(counter: str, label: str) -> list[str]:
 def _block_rows(rows) -> list[str]:
     """The 2x4p asm on widened rows (``RowLayout``): per window row its segment of steps (at most 24 unrolled,
     else runs of up to 16 in a loop, ``n2`` in memory), x then moved to the next row's segment; the rows' loop
-    count ``n`` in memory."""
+    ``n`` in memory a mask shifted right once a row: the loop ends when it is zero (its top bit kh - 1), and
+    where a ring's last slot was the row, the bit shifted out, x wraps to the first slot."""
     seg, per = rows.segment_steps, rows.run_steps
     body = ["1:"] if rows.kh > 1 else []
     if per == seg:
@@ -630,7 +632,10 @@ def _block_rows(rows) -> list[str]:
         body += [line for j in range(per) for line in _step_rows(j, rows.d)]
         body += [f"add %[x], %[x], #{8 * per}", f"add %[wp], %[wp], #{16 * per}", *_loop_end("n2", "2b")]
         body.append(f"add %[x], %[x], #{rows.row_bytes - 8 * seg}")
-    return body + (_loop_end("n", "1b") if rows.kh > 1 else [])
+    if rows.kh == 1:
+        return body
+    wrap = ["it cs", f"subcs %[x], %[x], #{rows.kh * rows.row_bytes}"] if rows.ring else []
+    return body + ["ldr %[w], %[n]", "lsrs %[w], %[w], #1", "str %[w], %[n]", *wrap, "bne 1b"]
 
 
 @dataclass(frozen=True)
@@ -644,6 +649,7 @@ class RowLayout:
     segment_steps: int
     d: int
     unroll: int  # steps unrolled at most (``unroll_steps``)
+    ring: bool = False  # the kh rows a ring the window starts anywhere in (``ring_rows``)
 
     @property
     def run_steps(self) -> int:
@@ -694,8 +700,11 @@ def matrix_function(em, name: str, q, kind: str, w_sym: str, params: ChannelPara
     P = params.per_channel
     weights = "int16" if kind == "2x2w16" else "int8"
     lines = [f"/* %{name}: {out_c} channels x columns of {4 * kw4} int8 inputs, {kind} ({weights} weights) */",
-             f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *cols, int32_t n_cols, int8_t *out)',
-             "{"]
+             f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *cols, int32_t n_cols, int8_t *out'
+             f'{", int32_t s0" if rows is not None else ""})', "{"]
+    if rows is not None:  # the window from slot s0 of the rows (rows_function); its rows' loop count a mask
+        lines += [f"    const int32_t wrap = {1 << (rows.kh - 1)} | 1 << ({rows.kh - 1} - s0);  /* see _block_rows */",
+                  f"    cols += s0 * {rows.row_bytes};"]
     per, iters, rem = split_steps(kw4)
     if kind in ("1x4p", "2x4p"):
         lines += _paired_body(em, q, kind, w_sym, params, p_sym, kw4, out_c, stride, out_stride or out_c, constants,
@@ -794,7 +803,7 @@ def _paired_body(em, q, kind: str, w_sym: str, params: ChannelParams, p_sym: str
                                   if c != "v" or not seeded else "int32_t e0v, r0v, e1v, r1v;" for c in cols),
         f"            const {'uint32_t' if two else 'int8_t'} *x = "
         f"{'(const uint32_t *)c0' if rows is not None else pair if two else 'c0'};",
-        f"            int32_t n = {rows.kh if rows is not None else iters};"]
+        f"            int32_t n = {'wrap' if rows is not None else iters};"]
     accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in cols]
     ops = {k: "=&r" if seeded and k.endswith("v") else "+r" for k in (*accs, "x", "wp", "n")}
     if rows is not None:
@@ -956,7 +965,7 @@ def _paired_asm_body(em, q, w_sym: str, params: ChannelParams, p_sym: str, kw4: 
         "        int8_t *d0 = o0;" + (" int8_t *d1 = o1;" if second else ""),
         f"        for (int32_t o = 0; o < {group}; o += 4) {{",
         f"            const uint32_t *x = {'(const uint32_t *)c0' if rows is not None else pair};",
-        f"            int32_t n = {rows.kh if rows is not None else iters};",
+        f"            int32_t n = {'wrap' if rows is not None else iters};",
         "            int32_t e0u, r0u, e1u, r1u, e0v, r0v, e1v, r1v, u, v, w, w1;"]
     accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in "uv"]
     outs = {k: "=&r" for k in accs}
@@ -1254,11 +1263,9 @@ def conv2d(em, node: Node) -> list[str] | None:
         function = _matrix_function(em, node, W, q, "2x2", layout.d, True, layout)
         if function is not None:
             fill = rows_function(em, node.name, win, kh, kw, in_c, q.input_zero_point, layout)
-            return [f"for (int32_t oy = 0; oy < {win.out_height}; ++oy) {{",
-                    f"    {fill}({xs}, oy);",
+            return [f"for (int32_t oy = 0; oy < {win.out_height}; ++oy)",
                     f"    {function}((const int8_t *){em.sym('m4_pair')}, {win.out_width}, "
-                    f"{out} + oy * {win.out_width * out_c});",
-                    "}"]
+                    f"{out} + oy * {win.out_width * out_c}, {fill}({xs}, oy));"]
     function = _matrix_function(em, node, W, q, "2x2w16" if weight_layout(em, node, positions > 1) else "2x2",
                                 stride, widened)
     if in_place:
@@ -1405,33 +1412,48 @@ def row_layout(win, kh: int, kw: int, in_c: int, out_c: int) -> RowLayout | None
     # a segment of up to WHOLE_SEGMENT steps unrolled whole (one loop, over the window's rows: ~9 cycles a run
     # less per block), longer ones in runs of unroll_steps
     unroll = segment if segment <= WHOLE_SEGMENT else unroll_steps(out_c * kh * kw * in_c)
-    return RowLayout(kh, row_bytes, segment, 2 * sx * in_c, unroll)
+    ring = win.dilation[0] == 1 and win.stride[0] < kh and kh * row_bytes <= 4095
+    return RowLayout(kh, row_bytes, segment, 2 * sx * in_c, unroll, ring)
 
 
 def rows_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int, layout: RowLayout) -> str:
     """A convolution's input rows for output row oy, widened into the pair buffer as the paired kernel reads
     them in place (``RowLayout``): its kh window rows, each the pixels its windows span (the padding's zx), per
-    pixel per 4 channels the even lanes' word then the odd lanes' (SXTB16, SXTB16 ROR #8). Once per output row
-    (im2col copied each input once per window holding it: kh kw times)."""
+    pixel per 4 channels the even lanes' word then the odd lanes' (SXTB16, SXTB16 ROR #8); returns the slot of
+    the window's first row. Where the windows of consecutive output rows overlap (``RowLayout.ring``) the kh slots are
+    a ring: input row iy in slot iy mod kh, each call widening only the rows the previous output row did not (the
+    caller runs oy from 0 up), the kernel wrapping from the last slot to the first (``_block_rows``). Else the kh
+    rows from slot 0, every call."""
     rd, odd = simd_helpers(em)
     symbol = em.sym(f"m4_rows_{name}")
     pair = em.sym("m4_pair")
-    em.scratch(pair, "uint32_t", kh * layout.row_bytes // 4)
+    words = layout.row_bytes // 4
+    em.scratch(pair, "uint32_t", kh * words)
     (sy, dy), (py, px) = (win.stride[0], win.dilation[0]), win.pad
     H, W = win.height, win.width
     pixels = layout.row_bytes // (2 * in_c)
     lo, hi = min(px, pixels), min(max(W + px, 0), pixels)  # the pixels inside the input: [lo, hi)
     zw = ((zx & 0xFFFF) * 0x10001 + (1 << 31)) % (1 << 32) - (1 << 31)
     cw = in_c // 4
+    if layout.ring:
+        head = [f"    const int32_t iy0 = oy * {sy} - {py};",
+                f"    const int32_t s0 = (iy0 + {-(-py // kh) * kh}) % {kh};  /* the window's first slot */",
+                f"    for (int32_t ky = oy ? {kh - sy} : 0; ky < {kh}; ++ky) {{",
+                "        const int32_t iy = iy0 + ky;",
+                f"        int32_t *d = (int32_t *){pair} + (s0 + ky < {kh} ? s0 + ky : s0 + ky - {kh}) * {words};"]
+        tail = "    return s0;"
+    else:
+        head = [f"    int32_t *d = (int32_t *){pair};",
+                f"    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                f"        const int32_t iy = oy * {sy} - {py} + ky * {dy};"]
+        tail = "    return 0;"
     lines = [
         f"/* %{name}: its {kh} input rows of output row oy widened in place of im2col */",
-        f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *x, int32_t oy)', "{",
-        f"    int32_t *d = (int32_t *){pair};",
-        f"    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-        f"        const int32_t iy = oy * {sy} - {py} + ky * {dy};",
+        f'__attribute__((optimize("O2"))) static int32_t {symbol}(const int8_t *x, int32_t oy)', "{",
+        *head,
         f"        if (iy < 0 || iy >= {H}) {{",
-        f"            for (int32_t i = 0; i < {layout.row_bytes // 4}; ++i) d[i] = {zw};",
-        f"            d += {layout.row_bytes // 4};",
+        f"            for (int32_t i = 0; i < {words}; ++i) d[i] = {zw};",
+        f"            d += {words};",
         "            continue;",
         "        }",
         *([f"        for (int32_t i = 0; i < {2 * lo * cw}; ++i) d[i] = {zw};",
@@ -1445,6 +1467,7 @@ def rows_function(em, name: str, win, kh: int, kw: int, in_c: int, zx: int, layo
         *([f"        for (int32_t i = 0; i < {2 * (pixels - hi) * cw}; ++i) d[i] = {zw};",
            f"        d += {2 * (pixels - hi) * cw};"] if pixels > hi else []),
         "    }",
+        tail,
         "}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return symbol
