@@ -38,6 +38,7 @@ from tinycc_ml.target import Node, layer_quantisation, window_of
 IN_CHANNELS = 8  # a pass's inputs of two positions as int16 lanes fill eight registers
 PASSES = (1, 2, 4)  # 8, 16 or 32 input channels
 MAX_OUT = 64  # the partial sums' stack frame (8 bytes a channel) and the literal offsets (a pass's words < 4 KB)
+MAX_CHANNEL_PASSES = 128  # out_c x passes: the unrolled code (about 70 bytes a channel and pass) under about 9 KB
 
 
 def _immediate(value: int) -> bool:
@@ -174,7 +175,10 @@ def conv2d(em, node: Node) -> list[str] | None:
     g = em.graph
     x = g.type(x_name)
     out_c, kh, kw, in_c = g.type(w_name).shape
-    if (kh, kw) != (1, 1) or in_c % IN_CHANNELS or in_c // IN_CHANNELS not in PASSES or out_c > MAX_OUT:
+    passes = in_c // IN_CHANNELS
+    if (kh, kw) != (1, 1) or in_c % IN_CHANNELS or passes not in PASSES or out_c > MAX_OUT:
+        return None
+    if out_c * passes > MAX_CHANNEL_PASSES:
         return None
     if x.shape[0] != 1:
         return None
