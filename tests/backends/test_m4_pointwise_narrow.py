@@ -6,13 +6,14 @@ clamps, odd position counts."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.backends.test_network_mcu import check_network
 from tests.conftest import require_target
 from tests.tflite_builder import NetBuilder
-from tinycc_ml.arm.m4_pointwise_narrow import _immediate, layer_words
+from tinycc_ml.arm.m4_pointwise_narrow import channel_words, modified_immediate
 
 MARK = "two positions at a time (m4_pointwise_narrow)"
 
@@ -63,13 +64,19 @@ def test_narrow_pointwise_equals_tflite_micro(tmp_path_factory, seed, h, w, in_c
         assert result.files["net.c"].count(MARK) == 1
 
 
-def test_odd_positions_and_wide_layers():
-    """A pair of positions per call; the channel words pass by pass (bias first, multiplier last)."""
-    W = np.arange(2 * 16, dtype=np.int64).reshape(2, 16).astype(np.int8) - 8
-    words = layer_words(W, np.array([5, -7]), np.array([1 << 30, 3 << 28]), np.array([1, -3]))
-    assert words.size == 2 * (1 + 4) + 2 * (4 + 1)
-    # pass 0 of channel 0: its bias 5 * 2^2, then (w0, w2) * 4 as int16 lanes
-    assert words[0] == 20 and words[1] == ((-8 * 4) & 0xFFFF) | ((-6 * 4) << 16)
-    assert words[5] == -7 * 2  # channel 1's bias, 2^(0 + 1)
-    assert words[-1] == 3 << 28 and words[-6] == 1 << 30  # multipliers after each channel's last pass
-    assert _immediate(255 << 20) and _immediate(1) and not _immediate(0x1FF << 3) and _immediate(4080)
+@pytest.mark.parametrize("target, in_c, h, w", [("cortex-m33", 16, 3, 5), ("cortex-m4", 8, 48, 48),
+                                               ("cortex-m4", 32, 1, 1)])
+def test_vww_shapes_and_the_m33(tmp_path, target, in_c, h, w):
+    """VWW's 8 -> 16 layer at 48 x 48; a single position (no pair: the scratch copy alone); the Cortex-M33."""
+    require_target(target)
+    data = pointwise(in_c + h, h, w, in_c, 16, "relu6", True, -128, -128, (-1.0, 1.0), 0.0)
+    result, _ = check_network(data, target, tmp_path, 3)
+    assert result.files["net.c"].count(MARK) == 1
+
+
+def test_channel_words_and_immediates():
+    """Per channel its bias' times 2^(left+1), multiplier, left + 1; the immediates the requantisation adds."""
+    words = channel_words(np.array([5, -7]), np.array([1 << 30, 3 << 28]), np.array([1, -3]))
+    assert words.tolist() == [5 * 4, 1 << 30, 2, -7 * 2, 3 << 28, 1]
+    assert modified_immediate(255 << 20) and modified_immediate(1) and modified_immediate(4080)
+    assert not modified_immediate(0x1FF << 3)

@@ -1,38 +1,42 @@
-"""Cortex-M4 / M33 kernel for TFLite's int8 pointwise convolutions of 8 input channels (VWW's 8 -> 16 layer at
-48 x 48): two output positions at a time, their 16 inputs widened to int16 once into eight registers (SXTB16 and
-SXTB16 ROR #8 of each input word) and kept there for all the layer's output channels, each channel's weights read
-once for both positions.
+"""Cortex-M4 / M33 kernel for TFLite's int8 pointwise convolutions of 8, 16 or 32 input channels (VWW's 8 -> 16 layer
+at 48 x 48, 16 -> 32 and 32 -> 32 at 24 x 24): two output positions at a time, 8 of their inputs each widened to int16
+once into eight registers (SXTB16 and SXTB16 ROR #8 of each input word) and kept there for all the layer's output
+channels, each channel's weights read once for both positions.
 
-The matrix kernels (m4_network's 2x4p blocks) spend most of such a layer outside its few multiply-accumulates (8 per
-output): the columns widened by a call per pair, the channel words' and destinations' pointers kept in memory, a
-requantisation per output of LSL, ADD, SMMLAR, ASR, SSAT and STRB. Here one naked asm function per layer, every
-channel unrolled with its constants in literals (registers: inputs r4-r11, accumulators r0/r1, two temporaries
-r2/r3, the layer's words r12, the output lr; the input pointer and the end in the stack frame):
+The matrix kernels (m4_network's 2x4p blocks) spend most of such a layer outside its few multiply-accumulates (8 to 32
+per output): the columns widened by a call per pair, the channel words' and destinations' pointers kept in memory, a
+requantisation per output of LSL (or SUB and ASR), ADD, SMMLAR, ASR, SSAT and STRB. Here one naked asm function per
+layer, every channel unrolled with its constants in literals (registers: inputs r4-r11, accumulators r0/r1, two
+temporaries r2/r3, the layer's words r12, the output lr; the input pointer, the end and the words' address in the
+stack frame), per pair of positions one pass per 8 inputs over every channel:
 
-- per channel six words at literal offsets from r12: its bias (already times 2^(left + 1) with the input zero point
-  folded: bias' = (bias - zx sum(w)) 2^(left+1)), its weights widened to int16 at compile time as the inputs' lanes
-  (x0, x2 then x1, x3 per input word) and also times 2^(left + 1) (|w| 2^(left+1) <= 2^15: left <= 7, checked), and
-  its multiplier: 3 + 2 single loads back to back (pipelined), 8 SMLAD (the second position's first takes the bias
-  as its addend, no copy), the multiplier's load;
-- per output the accumulator is already shifted (SMMLAR's doubling and TFLite's left shift in the weights), so
-  m4_network's requantisation (module docstring there: SRDHM as one SMMLAR, RoundingDivideByPOT's sign correction
-  as its addend) is ASR #31 (the correction -[a < 0]), SMMLAR, ADD of the rounding nudge and the output zero point
-  times 2^r (an immediate), SSAT with ASR #r (r a literal per channel), the activation's bounds where narrower than
-  int8, STRB at a literal offset: 5 instructions, where r = 0 SMMULR and the zero point's ADD;
-- per pair of positions 4 input loads, 8 SXTB16, the pointers' bookkeeping: about 20 cycles.
+- per channel and pass, at literal offsets from r12, its weights for the pass's 8 inputs widened to int16 at compile
+  time as the inputs' lanes (x0, x2 then x1, x3 per input word) and times 2^(left + 1) (|w| 2^(left+1) <= 2^15: left
+  <= 7, checked), in the first pass after its bias (times 2^(left + 1) too, the input zero point folded in:
+  (bias - zx sum(w)) 2^(left+1)), in the last before its multiplier: single loads back to back (pipelined), 8 SMLAD
+  (in the first pass the second position's first takes the bias as its addend: no copy); between passes the two
+  partial sums in the stack frame (8 bytes a channel; a later pass starts from them);
+- per output (the last pass) the accumulator is already shifted (SMMLAR's doubling and TFLite's left shift in the
+  weights), so m4_network's requantisation (module docstring there: SRDHM as one SMMLAR, RoundingDivideByPOT's sign
+  correction as its addend) is ASR #31 (the correction -[a < 0]), SMMLAR, ADD of the rounding nudge and the output
+  zero point times 2^r (an immediate), SSAT with ASR #r (r a literal per channel), the activation's bounds where
+  narrower than int8, STRB at a literal offset: 5 instructions (where r = 0: SMMULR, the zero point's ADD, SSAT);
+- per pass and pair of positions 4 input loads and 8 SXTB16 (about 17 cycles).
 
-About 27 modelled cycles per channel and pair of positions (16 multiply-accumulates) against about 72 for the 2x4p
-block's share and its caller's widening. Exact where every accumulator is proven small (|acc| 2^left < 2^30 from the
-weights, the bias and the int8 inputs: ``small_accumulators``) and the nudge's sum fits int32; otherwise (and for
-other shapes) the layer goes on to m4_network's kernels. An odd position count's last position runs as a pair of
-itself in a scratch copy. The weights widened to int16 cost 8 bytes more per output channel (256 B for VWW's layer).
+VWW's 8 -> 16 layer: about 28.5 modelled cycles per channel and pair of positions (16 multiply-accumulates), against
+43.6 for the 2x4p blocks and their widening calls. Exact where every accumulator is proven small (|acc| 2^left < 2^30
+from the weights, the bias and the int8 inputs: ``small_accumulators``) and the nudge's sum fits int32; otherwise
+(and for other shapes) the layer goes on to m4_network's kernels. The code is unrolled (about 70 bytes a channel and
+pass): taken where out_c x passes <= 128 (VWW's 32 -> 64 layer would take 17 KB of code for 14 K cycles). An odd
+position count's last position runs as a pair of itself in scratch copies. The weights widened to int16 cost in_c
+bytes more per output channel.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.arm.m4_network import accumulator_bound, computed_input, shifts_ok, small_accumulators
+from tinycc_ml.arm.m4_network import accumulator_bound, computed_input, named_helper, shifts_ok, small_accumulators
 from tinycc_ml.target import Node, layer_quantisation, window_of
 
 IN_CHANNELS = 8  # a pass's inputs of two positions as int16 lanes fill eight registers
@@ -41,7 +45,7 @@ MAX_OUT = 64  # the partial sums' stack frame (8 bytes a channel) and the litera
 MAX_CHANNEL_PASSES = 128  # out_c x passes: the unrolled code (about 70 bytes a channel and pass) under about 9 KB
 
 
-def _immediate(value: int) -> bool:
+def modified_immediate(value: int) -> bool:
     """Whether a value is a Thumb-2 modified immediate of the shifted-byte form (8 significant bits anywhere)."""
     value &= 0xFFFFFFFF
     low = (value & -value).bit_length() - 1
@@ -52,9 +56,9 @@ def _add(reg: str, value: int) -> list[str]:
     """``reg += value`` in one instruction (ADD or SUB of an immediate), or none for 0; None where not encodable."""
     if value == 0:
         return []
-    if value > 0 and (_immediate(value) or value < 4096):
+    if value > 0 and (modified_immediate(value) or value < 4096):
         return [f"add {reg}, {reg}, #{value}"]
-    if value < 0 and (_immediate(-value) or -value < 4096):
+    if value < 0 and (modified_immediate(-value) or -value < 4096):
         return [f"sub {reg}, {reg}, #{-value}"]
     return None
 
@@ -85,25 +89,38 @@ def _requant(reg: str, right: int, addend: int, q) -> list[str] | None:
     return lines + _clamp(reg, q.lo, q.hi)
 
 
-def layer_words(W: np.ndarray, folded: np.ndarray, mult: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """The layer's words pass by pass (8 inputs a pass), per channel its bias' 2^(left+1) (the first pass), its 8
-    weights times 2^(left+1) as int16 lanes (x0, x2), (x1, x3) of each of the pass's two input words, its multiplier
-    (the last pass)."""
-    out_c, in_c = W.shape
-    passes = in_c // IN_CHANNELS
-    scale = np.left_shift(np.int64(1), np.maximum(shift, 0).astype(np.int64) + 1)
-    w16 = (W.astype(np.int64) * scale[:, None]).reshape(out_c, passes, 2, 4)  # channels, passes, words, bytes
-    lanes = w16[..., [0, 2, 1, 3]].reshape(out_c, passes, 4, 2) & 0xFFFF  # per word: even lanes, odd lanes
-    weights = lanes[..., 0] | (lanes[..., 1] << 16)  # channels, passes, 4 words
-    blocks = []
-    for j in range(passes):
-        cols = [folded.astype(np.int64)[:, None] * scale[:, None]] if j == 0 else []
-        cols.append(weights[:, j])
-        if j == passes - 1:
-            cols.append(mult.astype(np.int64)[:, None])
-        blocks.append(np.concatenate(cols, axis=1).reshape(-1))
-    words = np.concatenate(blocks)
-    return ((words + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+def channel_words(folded: np.ndarray, mult: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Per channel its three words in flash: bias' 2^(left+1) (the input zero point folded in), the multiplier,
+    left + 1."""
+    sl = np.maximum(shift, 0).astype(np.int64) + 1
+    words = np.stack([folded.astype(np.int64) << sl, mult.astype(np.int64), sl], axis=1)
+    return ((words + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32).reshape(-1)
+
+
+def widen_helper(em) -> str:
+    """m4_pwn_widen(w, cq, out_c, in_c, dst): a layer's words as its kernel reads them, into the RAM scratch, from
+    its int8 weights and channel words in flash: pass by pass (8 inputs), per channel its bias' (the first pass),
+    its 8 weights times 2^(left+1) as int16 lanes (x0, x2), (x1, x3) of each input word, its multiplier (the
+    last pass)."""
+    return named_helper(em, "m4_pwn_widen", """\
+__attribute__((optimize("O2"), noinline)) static void @m4_pwn_widen(const int8_t *w, const int32_t *cq, int32_t out_c,
+                                                                  int32_t in_c, int32_t *dst)
+{
+    for (int32_t j = 0; j < in_c; j += 8)
+        for (int32_t c = 0; c < out_c; ++c) {
+            const int8_t *wc = w + c * in_c + j;
+            const int32_t s = 1 << cq[3 * c + 2];
+            if (j == 0)
+                *dst++ = cq[3 * c];
+            for (int32_t k = 0; k < 8; k += 4) {
+                *dst++ = (int32_t)((uint32_t)(uint16_t)(wc[k] * s) | (uint32_t)(uint16_t)(wc[k + 2] * s) << 16);
+                *dst++ = (int32_t)((uint32_t)(uint16_t)(wc[k + 1] * s) | (uint32_t)(uint16_t)(wc[k + 3] * s) << 16);
+            }
+            if (j + 8 == in_c)
+                *dst++ = cq[3 * c + 1];
+        }
+}
+""")
 
 
 FRAME = 12  # the stack frame's words before the partial sums: input pointer, end, the layer's words
@@ -200,11 +217,15 @@ def conv2d(em, node: Node) -> list[str] | None:
     body = kernel_body(in_c, out_c, q, q.shifts)
     if body is None:
         return None
-    words = em.add_const_array(em.sym(f"{node.name}_m4pw"), layer_words(W, folded, q.multipliers, q.shifts),
-                               "int32_t", f"%{node.name}: per channel bias' 2^(left+1), {in_c} int8 weights times "
-                               "2^(left+1) as int16 lanes, multiplier (m4_pointwise_narrow)")
-    em.weight_layouts[node.name] = ("int16", f"pointwise, {in_c} input channels (m4_pointwise_narrow): the weights "
-                                             f"widened and prescaled in flash, {in_c} bytes more per output channel")
+    weights = em.add_const_array(em.sym(f"{node.name}_m4w8"), W.reshape(-1), "int8_t",
+                                 f"%{node.name}: {out_c}x{in_c} int8 weights (m4_pointwise_narrow)")
+    cq = em.add_const_array(em.sym(f"{node.name}_m4pq"), channel_words(folded, q.multipliers, q.shifts), "int32_t",
+                            f"%{node.name}: per channel bias' 2^(left+1), multiplier, left + 1 (m4_pointwise_narrow)")
+    n_words = out_c * (4 * passes + 2)
+    words = em.sym("m4_pwn_w")
+    em.scratch(words, "int32_t", n_words)
+    em.weight_layouts[node.name] = ("int8", f"pointwise, {in_c} input channels (m4_pointwise_narrow): int8 in "
+                                            f"flash, widened and prescaled into RAM ({4 * n_words} bytes) per call")
     symbol = em.sym(f"m4_pwn_{node.name}")
     em.helpers[symbol] = "\n".join([
         f"/* %{node.name}: 1x1 convolution, {in_c} -> {out_c} channels, two positions at a time "
@@ -219,7 +240,9 @@ def conv2d(em, node: Node) -> list[str] | None:
         "}", ""])
     positions = win.out_height * win.out_width
     xs, out = em.var(x_name), em.var(node.name)
-    lines = [f"{symbol}({xs}, {out}, {words}, {positions // 2});"] if positions > 1 else []
+    lines = [f"{widen_helper(em)}({weights}, {cq}, {out_c}, {in_c}, {words});"]
+    if positions > 1:
+        lines.append(f"{symbol}({xs}, {out}, {words}, {positions // 2});")
     if positions % 2:  # the last position as a pair of itself, in scratch copies
         xbuf, obuf = em.sym("m4_pwn_x"), em.sym("m4_pwn_o")
         em.scratch(xbuf, "uint32_t", in_c // 2)
