@@ -7,13 +7,13 @@ The matrix kernels (m4_network's 2x4p blocks) spend most of such a layer outside
 per output): the columns widened by a call per pair, the channel words' and destinations' pointers kept in memory, a
 requantisation per output of LSL (or SUB and ASR), ADD, SMMLAR, ASR, SSAT and STRB. Here one naked asm function per
 layer, every channel unrolled with its constants in literals (registers: inputs r4-r11, accumulators r0/r1, two
-temporaries r2/r3, the layer's words r12, the output lr; the input pointer, the end and the words' address in the
-stack frame), per pair of positions one pass per 8 inputs over every channel:
+temporaries r2/r3, the layer's words (in RAM) r12, the output lr; the input pointer, the end and the words' address
+in the stack frame), per pair of positions one pass per 8 inputs over every channel:
 
-- per channel and pass, at literal offsets from r12, its weights for the pass's 8 inputs widened to int16 at compile
-  time as the inputs' lanes (x0, x2 then x1, x3 per input word) and times 2^(left + 1) (|w| 2^(left+1) <= 2^15: left
-  <= 7, checked), in the first pass after its bias (times 2^(left + 1) too, the input zero point folded in:
-  (bias - zx sum(w)) 2^(left+1)), in the last before its multiplier: single loads back to back (pipelined), 8 SMLAD
+- per channel and pass, at literal offsets from r12, its weights for the pass's 8 inputs as int16 in the inputs'
+  lanes (x0, x2 then x1, x3 per input word) and times 2^(left + 1) (|w| 2^(left+1) <= 2^15: left <= 7, checked), in
+  the first pass after its bias (times 2^(left + 1) too, the input zero point folded in: (bias - zx sum(w))
+  2^(left+1)), in the last before its multiplier: single loads back to back (pipelined), 8 SMLAD
   (in the first pass the second position's first takes the bias as its addend: no copy); between passes the two
   partial sums in the stack frame (8 bytes a channel; a later pass starts from them);
 - per output (the last pass) the accumulator is already shifted (SMMLAR's doubling and TFLite's left shift in the
@@ -28,8 +28,13 @@ VWW's 8 -> 16 layer: about 28.5 modelled cycles per channel and pair of position
 from the weights, the bias and the int8 inputs: ``small_accumulators``) and the nudge's sum fits int32; otherwise
 (and for other shapes) the layer goes on to m4_network's kernels. The code is unrolled (about 70 bytes a channel and
 pass): taken where out_c x passes <= 128 (VWW's 32 -> 64 layer would take 17 KB of code for 14 K cycles). An odd
-position count's last position runs as a pair of itself in scratch copies. The weights widened to int16 cost in_c
-bytes more per output channel.
+position count's last position runs as a pair of itself in scratch copies.
+
+The weights stay int8 in flash (the default build's rule), beside three words a channel (bias', multiplier, left + 1):
+``m4_pwn_widen`` writes the words the kernel reads (widened, prescaled, pass by pass) into a RAM scratch shared by the
+layers (4 (4 passes + 2) bytes a channel: 2,304 B for VWW's 32 -> 32 layer) at each call, about 11 cycles a word
+(11 K cycles for VWW's three layers, against about 150 K that SXTB16 of int8 weights per channel and pass would cost
+in the kernel).
 """
 
 from __future__ import annotations
