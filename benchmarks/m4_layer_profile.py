@@ -8,9 +8,10 @@ states), the cycles charged to the function the instruction belongs to. The kern
 (``<prefix>_m4_mm_<layer>``: a convolution's or a fully connected layer's matrix product; ``_m4_im2col_<layer>``:
 its columns, ``_m4_im2colw_<layer>`` widened, ``_m4_rows_<layer>`` its widened input rows (counted as im2col);
 ``_m4_dw_<layer>`` and ``_m4_dw_<layer>_edge``: a depthwise convolution, and a wide layer's border columns, shared
-by the layers of one geometry; ``_m4_add_<layer>``), ``_m4_widen2`` and ``_m4_widen_row`` are the matrix kernels'
-input widening (shared by the layers) and the rest is the model's own ``run`` (pools, softmax, calls). The table
-groups them by kind: cycles, share,
+by the layers of one geometry; ``_m4_add_<layer>``; ``_m4_pwn_<layer>``: a pointwise convolution of 8 to 32 inputs,
+``arm.m4_pointwise_narrow``, with ``_m4_pwn_widen`` its words widened into RAM), ``_m4_widen2`` and ``_m4_widen_row``
+are the matrix kernels' input widening (shared by the layers) and the rest is the model's own ``run`` (pools,
+softmax, calls). The table groups them by kind: cycles, share,
 multiply-accumulates of the layers of that kind and cycles per multiply-accumulate.
 """
 
@@ -33,7 +34,8 @@ from tinycc_ml.ir.ops.registry import node_macs  # noqa: E402
 from tinycc_ml.runtime.profile import function_cycles  # noqa: E402
 
 KINDS = [("im2col", "im2col"), ("dw", "depthwise"), ("dw_edge", "depthwise, border columns"),
-         ("mm_conv", "convolution matrix"), ("mm_fc", "fully connected matrix"), ("widen", "input widening"),
+         ("mm_conv", "convolution matrix"), ("pwn", "pointwise, 8 to 32 inputs"), ("mm_fc", "fully connected matrix"),
+         ("widen", "input widening"),
          ("add", "ADD"), ("other", "other (pools, softmax, run)")]
 
 
@@ -42,8 +44,11 @@ def kind_of(symbol: str, prefix: str, graph) -> tuple[str, str | None]:
     name = symbol[len(prefix) + 1:] if symbol.startswith(prefix + "_") else symbol
     if name in ("m4_widen2", "m4_widen_row"):
         return "widen", None
+    if name == "m4_pwn_widen":  # the narrow pointwise layers' words, widened into RAM per call
+        return "pwn", None
     for pattern, kind in ((r"m4_(?:im2colw?|rows)_(.+)", "im2col"), (r"m4_dw_(.+)_edge", "dw_edge"),
-                          (r"m4_dw_(.+)", "dw"), (r"m4_add_(.+)", "add"), (r"m4_mm_(.+)", "mm")):
+                          (r"m4_dw_(.+)", "dw"), (r"m4_add_(.+)", "add"), (r"m4_mm_(.+)", "mm"),
+                          (r"m4_pwn_(.+)", "pwn")):
         match = re.fullmatch(pattern, name)
         if match:
             layer = match.group(1)
@@ -78,8 +83,8 @@ def profile(name: str, optimize: str) -> list[list[str]]:
     for kind, label in KINDS:
         if not cycles[kind]:
             continue
-        macs = sum(node_macs(result.graph, layer) for layer in layers[kind]) if kind in ("dw", "mm_conv", "mm_fc") \
-            else 0
+        counted = kind in ("dw", "mm_conv", "pwn", "mm_fc")
+        macs = sum(node_macs(result.graph, layer) for layer in layers[kind]) if counted else 0
         rows.append([name, label, f"{cycles[kind]:,.0f}", f"{100 * cycles[kind] / total:.1f}%",
                      f"{macs:,}" if macs else "-", f"{cycles[kind] / macs:.2f}" if macs else "-"])
     all_macs = sum(node_macs(result.graph, n.name) for n in result.graph.nodes())

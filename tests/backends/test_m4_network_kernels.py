@@ -225,8 +225,8 @@ def test_the_2x4p_blocks_requantise_in_their_asm(tmp_path):
     require_target("cortex-m4")
     from tests.backends.test_network_mcu import check_network
 
-    n = NetBuilder(3)
-    y = n.conv(n.conv(n.input((5, 6, 8)), 8, (3, 3), activation="relu"), 12, (1, 1))
+    n = NetBuilder(3)  # 12 channels into the pointwise layer (8, 16 or 32: m4_pointwise_narrow's)
+    y = n.conv(n.conv(n.input((5, 6, 8)), 12, (3, 3), activation="relu"), 12, (1, 1))
     check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path, 4)
     source = (tmp_path / "out" / "net.c").read_text()
     blocks = [f.split("\n}\n")[0] for f in source.split("\n/* %")[1:] if "2x4p (int8 weights)" in f.split("\n")[0]]

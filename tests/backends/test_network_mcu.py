@@ -199,9 +199,10 @@ def test_mlperf_tiny_models_on_the_cortex_m4_equal_tflite_micro(name, tmp_path):
     # constants: the weights (1 byte each, padded to words), biases and the requantisation fields that differ
     # between channels; then the code (the Cortex-M4's functions, one per layer: a matrix product, or a
     # depthwise convolution, its border rows and columns unrolled over their taps inside, about 30 K bytes of
-    # VWW's; VWW's pruned channels' constant outputs, stored by its matrix kernels as literals, about 8 K bytes);
+    # VWW's; VWW's pruned channels' constant outputs, stored by its matrix kernels as literals, about 8 K bytes;
+    # VWW's three narrow pointwise layers unrolled per channel by m4_pointwise_narrow, about 15 K bytes);
     # within 1.1x the .tflite file
-    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 56 * 1024
+    assert result.output.const_bytes <= run.model_flash_bytes <= result.output.const_bytes + 64 * 1024
     assert run.model_flash_bytes <= 1.1 * len(data)
     assert set(result.report["weights"]["layers"].values()) == {"int8"}
 

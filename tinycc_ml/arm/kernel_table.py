@@ -17,6 +17,7 @@ from tinycc_ml.arm import (
     m4_network_planar,
     m4_network_pool,
     m4_pad,
+    m4_pointwise_narrow,
     m4_pool,
     m4_power_spectrum,
     m4_softmax,
@@ -63,6 +64,7 @@ M4_KERNELS = (
     Kernel("sqdist", m4_kernels.kernel_sqdist),
     Kernel("wsqdist", kernel_wsqdist_m4, claims=wsqdist_ok, cost=m4_wsqdist_cost, name="m4-wsqdist-c"),
     # TFLite's int8 network layers (arm.m4_network)
+    Kernel("conv2d", m4_pointwise_narrow.conv2d, claims=m4_network.tflite_int8),
     Kernel("conv2d", m4_network.conv2d, claims=m4_network.tflite_int8),
     Kernel("depthwise_conv2d", m4_network_planar.depthwise_conv2d, claims=m4_network.tflite_int8),
     Kernel("depthwise_conv2d", m4_network.depthwise_conv2d, claims=m4_network.tflite_int8),
