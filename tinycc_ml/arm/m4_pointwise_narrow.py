@@ -31,8 +31,9 @@ pass): taken where out_c x passes <= 128 (VWW's 32 -> 64 layer would take 17 KB 
 position count's last position runs as a pair of itself in scratch copies.
 
 The weights stay int8 in flash (the default build's rule), beside three words a channel (bias', multiplier, left + 1):
-``m4_pwn_widen`` writes the words the kernel reads (widened, prescaled, pass by pass) into a RAM scratch shared by the
-layers (4 (4 passes + 2) bytes a channel: 2,304 B for VWW's 32 -> 32 layer) at each call, about 11 cycles a word
+``m4_pwn_widen`` writes the words the kernel reads (widened, prescaled, pass by pass) into the matrix kernels' scratch
+(``m4_pair``, no kernel of theirs running meanwhile: 4 (4 passes + 2) bytes a channel, 2,304 B for VWW's 32 -> 32
+layer, RAM only where that is more than the scratch's other uses) at each call, about 11 cycles a word
 (11 K cycles for VWW's three layers, against about 150 K that SXTB16 of int8 weights per channel and pass would cost
 in the kernel).
 """
@@ -227,8 +228,9 @@ def conv2d(em, node: Node) -> list[str] | None:
     cq = em.add_const_array(em.sym(f"{node.name}_m4pq"), channel_words(folded, q.multipliers, q.shifts), "int32_t",
                             f"%{node.name}: per channel bias' 2^(left+1), multiplier, left + 1 (m4_pointwise_narrow)")
     n_words = out_c * (4 * passes + 2)
-    words = em.sym("m4_pwn_w")
-    em.scratch(words, "int32_t", n_words)
+    # the matrix kernels' scratch (no kernel of theirs runs meanwhile): RAM only where these words are the larger
+    em.scratch(em.sym("m4_pair"), "uint32_t", n_words)
+    words = f"(int32_t *){em.sym('m4_pair')}"
     em.weight_layouts[node.name] = ("int8", f"pointwise, {in_c} input channels (m4_pointwise_narrow): int8 in "
                                             f"flash, widened and prescaled into RAM ({4 * n_words} bytes) per call")
     symbol = em.sym(f"m4_pwn_{node.name}")
