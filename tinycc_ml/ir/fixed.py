@@ -82,9 +82,10 @@ def run_fixed(graph: Graph, Xq) -> dict[str, np.ndarray]:
 
 
 def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
-    """run_fixed, each distinct row run once per graph: a build's passes that read the interpreter on the same
-    rows (the agreement with the float model, then the probabilities' error) share one run. Rows are taken as
-    they are (their bytes); a graph with state runs every call (each row depends on the rows before)."""
+    """run_fixed, each row run once per graph: a build's passes that read the interpreter on the same rows (the
+    agreement with the float model, then the probabilities' error) share one run. Rows are taken as they are
+    (their bytes); a graph with state runs every call (each row depends on the rows before). A call's rows are
+    indexed one by one only when a later call brings other rows (most builds ask for the same rows twice)."""
     if graph.states():
         return run_fixed(graph, Xq)
     Xq = np.asarray(Xq)
@@ -94,28 +95,48 @@ def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
     known = graph.analyses.rows_run
     if known is None or known[0] != fingerprint:
         known = graph.analyses.rows_run = (fingerprint, {})
-    memo = known[1]  # row bytes -> the row's place in the outputs kept (under the key None)
+    memo = known[1]  # row bytes -> the row's place in the outputs kept (under the key None); whole calls' rows
     rows = np.ascontiguousarray(Xq).reshape(len(Xq), -1)
     whole = (rows.shape, rows.tobytes())  # the same rows as an earlier call (the probabilities after the agreement)
     if whole in memo:
         return {label: value.copy() for label, value in memo[whole].items()}
-    keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).reshape(-1).tolist() if rows.shape[1] \
-        else [b""] * len(rows)
+    pending = memo.setdefault("pending", [])  # (rows, outputs) of calls not yet indexed by row
+    if not pending and None not in memo:  # the graph's first rows: run them whole, indexed if another call needs it
+        outputs = run_fixed(graph, Xq)
+        pending.append((rows, outputs))
+        memo[whole] = outputs
+        return {label: value.copy() for label, value in outputs.items()}
+    while pending:
+        earlier, outputs = pending.pop(0)
+        _index_rows(memo, _row_keys(earlier), outputs)
+    keys = _row_keys(rows)
     first: dict[bytes, int] = {}
     for i, key in enumerate(keys):
         if key not in memo and key not in first:
             first[key] = i
     if first:
         fresh = run_fixed(graph, Xq[np.fromiter(first.values(), dtype=np.int64, count=len(first))])
-        kept = memo.get(None)
-        start = 0 if kept is None else len(next(iter(kept.values())))
-        memo[None] = fresh if kept is None else {label: np.concatenate([kept[label], fresh[label]]) for label in kept}
-        for j, key in enumerate(first):
-            memo[key] = start + j
+        _index_rows(memo, list(first), fresh)
     at = np.fromiter((memo[key] for key in keys), dtype=np.int64, count=len(keys))
     outputs = {label: memo[None][label][at] for label, _ in graph.outputs}
     memo[whole] = {label: value.copy() for label, value in outputs.items()}
     return outputs
+
+
+def _row_keys(rows: np.ndarray) -> list[bytes]:
+    """Each row's bytes (rows: contiguous, one row per line)."""
+    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).reshape(-1).tolist() if rows.shape[1] \
+        else [b""] * len(rows)
+
+
+def _index_rows(memo: dict, keys: list[bytes], outputs: dict[str, np.ndarray]) -> None:
+    """Rows (by their bytes ``keys``) and their ``outputs`` into run_fixed_once's memo: each row's first place."""
+    kept = memo.get(None)
+    start = 0 if kept is None else len(next(iter(kept.values())))
+    memo[None] = outputs if kept is None else {label: np.concatenate([kept[label], outputs[label]]) for label in kept}
+    for j, key in enumerate(keys):
+        if key not in memo:
+            memo[key] = start + j
 
 
 def run_fixed_keyed(graph: Graph, Xq, keys: dict[str, bytes], memo: dict) -> dict[str, np.ndarray] | None:

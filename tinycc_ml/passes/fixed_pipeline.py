@@ -236,6 +236,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
         log.info("scale search: nothing to gain (%d disagreement(s), all from the input's rounding)", best[0])
         return adjust, best
     seen = {base_fingerprint}  # builds already scored: an adjustment that changes nothing is not rescored
+    current = base  # the build of ``adjust``
     # regression: only coarser activation scales, which keep the headroom choose_scales leaves
     deltas = tuple(d for d in SEARCH_ADJUSTMENTS if d < 0) if regression else SEARCH_ADJUSTMENTS
     candidates = [(n, deltas) for n in graph.order()
@@ -250,6 +251,12 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
                 for delta in deltas[: max(0, trials - done)]:
                     done += 1
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
+                    if delta > 0 and name.endswith(".weights") and \
+                            memo.weights_at_cap(current, name.removesuffix(".weights"), adjust):
+                        # finer weights that the accumulator's bound lowers back: the current build again (seen)
+                        bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
+                        skipped += 1
+                        continue
                     trial = build(trial_adjust)
                     bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
                     fingerprint, keys = build_keys(trial, own_digests)
@@ -259,7 +266,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
                     seen.add(fingerprint)
                     trial_score = score(trial, keys)
                     if trial_score < best:
-                        best, adjust, improved = trial_score, trial_adjust, True
+                        best, adjust, current, improved = trial_score, trial_adjust, trial, True
                         break
                 if at_floor(best, floor):
                     break
