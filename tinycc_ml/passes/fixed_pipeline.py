@@ -183,9 +183,11 @@ def max_search_trials(graph: Graph, rows: int) -> int:
     return max(MIN_SEARCH_TRIALS, SEARCH_TOTAL_WORK // max(1, trial))
 
 
-def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tuple[dict[str, int], tuple[int, float]]:
+def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
+                  memo: ScaleMemo | None = None) -> tuple[dict[str, int], tuple[int, float]]:
     """Stage 3: per-value scale adjustments that reduce disagreement with the float model on
-    held-out calibration rows (a quarter of them, at most 1000, fewer for big models)."""
+    held-out calibration rows (a quarter of them, at most 1000, fewer for big models). ``memo``: the steps of
+    choose_scales kept for ``graph`` so far (lower_to_fixed's, shared with its other builds of it)."""
     rng = np.random.default_rng(0)
     affordable = max(64, SEARCH_ELEMENTS // work_per_row(graph))
     # regression: no argmax absorbs a saturated value, so every affordable row is checked, not a quarter
@@ -202,7 +204,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
         return {}, (0, 0.0)
     float_out = run_float(graph, held)
 
-    memo = ScaleMemo(graph)  # the trials' steps of choose_scales that a change leaves alike
+    memo = memo if memo is not None else ScaleMemo(graph)  # the trials' steps of choose_scales that a change leaves alike
     own_digests: dict = {}  # build_keys: the nodes' own digests, shared by the trials
 
     def build(adjust: dict) -> Graph:
@@ -472,14 +474,20 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     if cached is not None:
         adjust, best = cached["adjust"], tuple(cached["best"])
         log.info("scale search: the choice of an identical earlier compile (cache %s)", key[:12])
-    else:
+    # the steps of choose_scales kept across this graph's builds (the check before the search, its trials, the
+    # build chosen): each is the build choosing anew gives (ScaleMemo); choose_scales reads ``graph`` and builds
+    # a new graph, which the passes after it rewrite, so ``graph`` itself is not copied
+    memo = ScaleMemo(graph)
+    if cached is None:
         if before_search is not None:
-            before_search(run_passes(graph.copy(), FIXED_PASSES, PassContext(options=replace(ctx.options,
-                                                                                              scale_adjust={}),
-                                                                              debug=False)))
-        adjust, best = search_scales(graph, prep.calibration, ctx)
-    ctx.options.scale_adjust = adjust
-    fixed_graph = run_passes(graph.copy(), FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
+            before_search(run_passes(graph, FIXED_PASSES, PassContext(
+                options=replace(ctx.options, scale_adjust={}, scale_memo=memo), debug=False)))
+        adjust, best = search_scales(graph, prep.calibration, ctx, memo)
+    ctx.options.scale_adjust, ctx.options.scale_memo = adjust, memo
+    try:
+        fixed_graph = run_passes(graph, FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
+    finally:
+        ctx.options.scale_memo = None
     s_in = prep.feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     fixed_graph.analyses.input_scale = s_in
     if cached is not None:
