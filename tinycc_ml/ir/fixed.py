@@ -111,17 +111,21 @@ def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
     if len(missing):
         # the missing rows, each distinct row once: grouped by hash, each group checked to hold one row
         _, first, group = np.unique(hashes[missing], return_index=True, return_inverse=True)
+        if len(first) == len(missing):  # every hash distinct, so every row: each runs, in its order
+            first = group = np.arange(len(missing))
+        elif not np.all(rows[missing[first[group.reshape(-1)]]] == rows[missing]):
+            first = group = np.arange(len(missing))  # a collision: every missing row run
         group = group.reshape(-1)
-        if not np.all(rows[missing[first[group]]] == rows[missing]):
-            first, group = np.arange(len(missing)), np.arange(len(missing))  # a collision: every missing row run
-        fresh = run_fixed(graph, Xq[missing[first]])
+        run = missing[first]
+        whole = len(run) == len(rows)  # every row, in order (no copies of the rows)
+        fresh = run_fixed(graph, Xq if whole else Xq[run])
         start = len(memo["rows"]) if memo else 0
         if memo:
-            memo["rows"] = np.concatenate([memo["rows"], rows[missing[first]]])
-            memo["hashes"] = np.concatenate([memo["hashes"], hashes[missing[first]]])
+            memo["rows"] = np.concatenate([memo["rows"], rows[run]])
+            memo["hashes"] = np.concatenate([memo["hashes"], hashes[run]])
             memo["outputs"] = {label: np.concatenate([memo["outputs"][label], fresh[label]]) for label in fresh}
         else:
-            memo.update(rows=rows[missing[first]], hashes=hashes[missing[first]], outputs=fresh)
+            memo.update(rows=rows if whole else rows[run], hashes=hashes if whole else hashes[run], outputs=fresh)
         memo["order"] = np.argsort(memo["hashes"], kind="stable")
         place[missing] = start + group
     return {label: memo["outputs"][label][place] for label, _ in graph.outputs}
@@ -225,7 +229,7 @@ def quantise(X, scale: int, bits: int) -> np.ndarray:
     missing = np.isnan(v)
     if missing.any():
         v[missing] = -top
-    return saturate(v, bits)
+    return v.astype(np.int64)  # whole numbers within the bits' range: saturate's value
 
 
 def _float32_bits(order: np.ndarray) -> np.ndarray:
