@@ -312,12 +312,15 @@ def build_keys(fixed_graph: Graph, known: dict | None = None) -> tuple[str, dict
     objects are kept with the digest, so an identity is never another object's)."""
     keys: dict[str, bytes] = {}
     whole = hashlib.sha256()
-    for node in fixed_graph.nodes():
-        items = sorted(node.attrs.items())
-        ident = (node.name, node.op, node.type, len(node.inputs), tuple((k, id(v)) for k, v in items))
+    data = fixed_graph.nx._node  # each node's op, inputs, attrs and type (Graph.node's fields), read directly
+    for name in fixed_graph.order():
+        d = data[name]
+        op, inputs, node_type = d["op"], d["inputs"], d["type"]
+        items = sorted(d["attrs"].items())
+        ident = (name, op, node_type, len(inputs), tuple((k, id(v)) for k, v in items))
         kept = known.get(ident) if known is not None else None
         if kept is None:
-            own = hashlib.sha256(f"{node.name}|{node.op}|{node.type}|{len(node.inputs)}".encode())
+            own = hashlib.sha256(f"{name}|{op}|{node_type}|{len(inputs)}".encode())
             for key, value in items:
                 own.update(f"|{key}=".encode())
                 _digest_value(own, value)
@@ -325,10 +328,10 @@ def build_keys(fixed_graph: Graph, known: dict | None = None) -> tuple[str, dict
             if known is not None:
                 known[ident] = kept
         digest = hashlib.sha256(kept[0])
-        for operand in node.inputs:
+        for operand in inputs:
             digest.update(keys[operand])
-        keys[node.name] = digest.digest()
-        whole.update(keys[node.name])
+        keys[name] = digest.digest()
+        whole.update(keys[name])
     whole.update(repr(fixed_graph.outputs).encode())
     return whole.hexdigest(), keys
 
