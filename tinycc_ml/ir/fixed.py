@@ -219,7 +219,12 @@ def quantise(X, scale: int, bits: int) -> np.ndarray:
     2^(bits-1) - 1] (in float first: values beyond int64 saturate rather than wrap); NaN (a missing
     value) gives -2^(bits-1), a code no real value gets, as the input helper does."""
     with np.errstate(over="ignore", invalid="ignore"):
-        v = np.floor(np.asarray(X, dtype=np.float64) * 2.0**np.asarray(scale, dtype=np.float64) + 0.5)
+        v = np.asarray(X, dtype=np.float64) * 2.0**np.asarray(scale, dtype=np.float64)
+        if isinstance(v, np.ndarray) and v.ndim:  # the product is this function's own array: the rest in place
+            v += 0.5
+            np.floor(v, out=v)
+        else:
+            v = np.floor(v + 0.5)
     top = 2.0 ** (bits - 1)
     if not isinstance(v, np.ndarray) or not v.ndim:
         return saturate(np.nan_to_num(np.clip(v, -top + 1, top - 1), nan=-top), bits)
