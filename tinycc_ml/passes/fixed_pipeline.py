@@ -204,7 +204,8 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
         return {}, (0, 0.0)
     float_out = run_float(graph, held)
 
-    memo = memo if memo is not None else ScaleMemo(graph)  # the trials' steps of choose_scales that a change leaves alike
+    # the trials' steps of choose_scales that a change leaves alike
+    memo = memo if memo is not None else ScaleMemo(graph)
     own_digests: dict = {}  # build_keys: the nodes' own digests, shared by the trials
 
     def build(adjust: dict) -> Graph:
