@@ -143,3 +143,52 @@ def test_the_memo_serves_only_its_own_graph_and_options():
     assert memo.holds(graph, (16, 8, 0))
     assert not memo.holds(graph, (8, 8, 0))  # another precision's builds
     assert not memo.holds(graph.copy(), (16, 8, 0))  # another graph
+
+
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_finer_weights_skipped_unbuilt_are_the_current_build_again(monkeypatch, precision):
+    """ScaleMemo.weights_at_cap: a finer-weights trial the search skips without building is, built from scratch
+    (choose_scales without the memo), the build of the adjustments it started from; and the compile is the one a
+    search building every trial makes (same files, choice and held-out disagreements)."""
+    from dataclasses import replace
+
+    from sklearn.neural_network import MLPClassifier
+
+    from tinycc_ml.passes.choose_scales import ScaleMemo
+    from tinycc_ml.passes.manager import PassContext
+
+    monkeypatch.setenv("TINYCC_ML_CACHE", "off")
+    X, y = load_digits(return_X_y=True)
+    clf = MLPClassifier((32,), max_iter=80, random_state=0).fit(X[:600], y[:600])
+    options, skips = [], []
+    real_passes, real_cap = fixed_pipeline.run_passes, ScaleMemo.weights_at_cap
+
+    def recorded(graph, names, ctx=None):
+        if ctx is not None and ctx.options.scale_memo is not None:
+            options.append(ctx.options)
+        return real_passes(graph, names, ctx)
+
+    def fresh(graph, adjust):
+        ctx = PassContext(options=replace(options[-1], scale_adjust=adjust, scale_memo=None), debug=False)
+        return fixed_pipeline.build_fingerprint(real_passes(graph, fixed_pipeline.FIXED_PASSES[:3], ctx))
+
+    def checked(self, build, name, adjust):
+        capped = real_cap(self, build, name, adjust)
+        if capped:
+            here = fresh(self.graph, adjust)
+            for delta in fixed_pipeline.WEIGHT_ADJUSTMENTS:
+                finer = {**adjust, f"{name}.weights": adjust.get(f"{name}.weights", 0) + delta}
+                assert fresh(self.graph, finer) == here
+            skips.append(name)
+        return capped
+
+    monkeypatch.setattr(fixed_pipeline, "run_passes", recorded)
+    monkeypatch.setattr(ScaleMemo, "weights_at_cap", checked)
+    skipping = tinycc_ml.compile(clf, precision=precision, calibration=X[:400])
+    monkeypatch.setattr(ScaleMemo, "weights_at_cap", lambda self, build, name, adjust: False)
+    building = tinycc_ml.compile(clf, precision=precision, calibration=X[:400])
+    if precision == "int16":  # 16-bit weights meet the accumulator's bound
+        assert skips
+    assert skipping.files == building.files
+    for key in ("scale_adjustments", "held_out_disagreements", "agreement_with_float"):
+        assert skipping.report[key] == building.report[key]

@@ -87,20 +87,22 @@ class Analyses:
     input_bound: dict | None = None
     # patch_stages: the split, grid, arena and extra MACs of patch-based execution (its report), None without
     patches: dict | None = None
-    # ir.fixed.run_fixed_once: (the graph's fingerprint, {row bytes: the row's place in the outputs kept, None: the
-    # outputs kept}) of the rows the integer interpreter has run on this graph; a copy starts without (its passes
-    # may change what a row gives)
+    # ir.fixed.run_fixed_once: (the graph's fingerprint, {"rows", "hashes", "order", "outputs"}) of the rows the
+    # integer interpreter has run on this graph; a copy starts without (its passes may change what a row gives)
     rows_run: tuple | None = None
+    # range_analysis: (the calibration rows profiled, the graph's order then, its outputs' float values on them as
+    # ir.interp.run_float gives them), so the agreement with the float model does not run them again; not copied
+    profile_outputs: tuple | None = None
 
     @property
     def task_kind(self) -> str | None:
         return task_kind(self.task)
 
     def copy(self) -> Analyses:
-        """An independent record (every mutable part copied; ``rows_run`` dropped). The scale search copies a
-        graph per trial: the ranges (flat records of numbers) and the dicts of immutable values are copied
-        directly, every other field deeply."""
-        out = replace(self, rows_run=None)
+        """An independent record (every mutable part copied; ``rows_run`` and ``profile_outputs`` dropped). The
+        scale search copies a graph per trial: the ranges (flat records of numbers) and the dicts of immutable values
+        are copied directly, every other field deeply."""
+        out = replace(self, rows_run=None, profile_outputs=None)
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "ranges":
@@ -110,7 +112,7 @@ class Analyses:
                 value = dict(value)
             elif isinstance(value, np.ndarray):
                 value = value.copy()
-            elif f.name == "rows_run":
+            elif f.name in ("rows_run", "profile_outputs"):
                 continue
             elif not isinstance(value, (str, type(None))):
                 value = copy.deepcopy(value)

@@ -84,38 +84,65 @@ def run_fixed(graph: Graph, Xq) -> dict[str, np.ndarray]:
 def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
     """run_fixed, each distinct row run once per graph: a build's passes that read the interpreter on the same
     rows (the agreement with the float model, then the probabilities' error) share one run. Rows are taken as
-    they are (their bytes); a graph with state runs every call (each row depends on the rows before)."""
+    they are (their integers; the dtype is part of the key); a graph with state runs every call (each row depends
+    on the rows before). Rows are found among those run before by a hash of each row (numpy, no Python loop over
+    rows), every match checked against the row itself."""
     if graph.states():
         return run_fixed(graph, Xq)
     Xq = np.asarray(Xq)
     if Xq.ndim == graph.type(graph.inputs()[0]).rank:
         Xq = Xq[None]
+    if not len(Xq) or not np.issubdtype(Xq.dtype, np.integer):
+        return run_fixed(graph, Xq)  # nothing to look up (or not integers: run_fixed says so)
     fingerprint = (tuple(graph.order()), Xq.dtype.str)  # a graph changed since (a pass added a node): run anew
     known = graph.analyses.rows_run
     if known is None or known[0] != fingerprint:
         known = graph.analyses.rows_run = (fingerprint, {})
-    memo = known[1]  # row bytes -> the row's place in the outputs kept (under the key None)
+    memo = known[1]  # "rows" run so far, their "hashes", the hashes' sorting "order", the "outputs" per row
     rows = np.ascontiguousarray(Xq).reshape(len(Xq), -1)
-    whole = (rows.shape, rows.tobytes())  # the same rows as an earlier call (the probabilities after the agreement)
-    if whole in memo:
-        return {label: value.copy() for label, value in memo[whole].items()}
-    keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).reshape(-1).tolist() if rows.shape[1] \
-        else [b""] * len(rows)
-    first: dict[bytes, int] = {}
-    for i, key in enumerate(keys):
-        if key not in memo and key not in first:
-            first[key] = i
-    if first:
-        fresh = run_fixed(graph, Xq[np.fromiter(first.values(), dtype=np.int64, count=len(first))])
-        kept = memo.get(None)
-        start = 0 if kept is None else len(next(iter(kept.values())))
-        memo[None] = fresh if kept is None else {label: np.concatenate([kept[label], fresh[label]]) for label in kept}
-        for j, key in enumerate(first):
-            memo[key] = start + j
-    at = np.fromiter((memo[key] for key in keys), dtype=np.int64, count=len(keys))
-    outputs = {label: memo[None][label][at] for label, _ in graph.outputs}
-    memo[whole] = {label: value.copy() for label, value in outputs.items()}
-    return outputs
+    hashes = _row_hashes(rows)
+    place = np.full(len(rows), -1, dtype=np.int64)  # each row's place among the rows run so far
+    if memo:
+        order = memo["order"]
+        found = order[np.minimum(np.searchsorted(memo["hashes"][order], hashes), len(order) - 1)]
+        same = (memo["hashes"][found] == hashes) & np.all(memo["rows"][found] == rows, axis=1)
+        place[same] = found[same]
+    missing = np.flatnonzero(place < 0)
+    if len(missing):
+        # the missing rows, each distinct row once: grouped by hash, each group checked to hold one row
+        _, first, group = np.unique(hashes[missing], return_index=True, return_inverse=True)
+        if len(first) == len(missing):  # every hash distinct, so every row: each runs, in its order
+            first = group = np.arange(len(missing))
+        elif not np.all(rows[missing[first[group.reshape(-1)]]] == rows[missing]):
+            first = group = np.arange(len(missing))  # a collision: every missing row run
+        group = group.reshape(-1)
+        run = missing[first]
+        whole = len(run) == len(rows)  # every row, in order (no copies of the rows)
+        fresh = run_fixed(graph, Xq if whole else Xq[run])
+        start = len(memo["rows"]) if memo else 0
+        if memo:
+            memo["rows"] = np.concatenate([memo["rows"], rows[run]])
+            memo["hashes"] = np.concatenate([memo["hashes"], hashes[run]])
+            memo["outputs"] = {label: np.concatenate([memo["outputs"][label], fresh[label]]) for label in fresh}
+        else:
+            memo.update(rows=rows if whole else rows[run], hashes=hashes if whole else hashes[run], outputs=fresh)
+        memo["order"] = np.argsort(memo["hashes"], kind="stable")
+        place[missing] = start + group
+    return {label: memo["outputs"][label][place] for label, _ in graph.outputs}
+
+
+_HASH_FACTORS = np.random.default_rng(0x5EED).integers(1, 2**63, size=1 << 12, dtype=np.uint64) | np.uint64(1)
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row's integers (a sum of products with odd factors, wrapping): equal rows hash alike;
+    callers check a match against the row itself."""
+    values = rows.astype(np.uint64)  # two's complement: negative integers wrap, as the sum does
+    width = values.shape[1]
+    factors = np.resize(_HASH_FACTORS, width) if width > len(_HASH_FACTORS) else _HASH_FACTORS[:width]
+    with np.errstate(over="ignore"):
+        values *= factors
+        return np.sum(values, axis=1, dtype=np.uint64)
 
 
 def run_fixed_keyed(graph: Graph, Xq, keys: dict[str, bytes], memo: dict) -> dict[str, np.ndarray] | None:
@@ -192,7 +219,12 @@ def quantise(X, scale: int, bits: int) -> np.ndarray:
     2^(bits-1) - 1] (in float first: values beyond int64 saturate rather than wrap); NaN (a missing
     value) gives -2^(bits-1), a code no real value gets, as the input helper does."""
     with np.errstate(over="ignore", invalid="ignore"):
-        v = np.floor(np.asarray(X, dtype=np.float64) * 2.0**np.asarray(scale, dtype=np.float64) + 0.5)
+        v = np.asarray(X, dtype=np.float64) * 2.0**np.asarray(scale, dtype=np.float64)
+        if isinstance(v, np.ndarray) and v.ndim:  # the product is this function's own array: the rest in place
+            v += 0.5
+            np.floor(v, out=v)
+        else:
+            v = np.floor(v + 0.5)
     top = 2.0 ** (bits - 1)
     if not isinstance(v, np.ndarray) or not v.ndim:
         return saturate(np.nan_to_num(np.clip(v, -top + 1, top - 1), nan=-top), bits)
@@ -202,7 +234,7 @@ def quantise(X, scale: int, bits: int) -> np.ndarray:
     missing = np.isnan(v)
     if missing.any():
         v[missing] = -top
-    return saturate(v, bits)
+    return v.astype(np.int64)  # whole numbers within the bits' range: saturate's value
 
 
 def _float32_bits(order: np.ndarray) -> np.ndarray:

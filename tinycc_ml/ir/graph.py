@@ -117,15 +117,17 @@ class Graph:
         self.outputs = [(lab, n) for lab, n in self.outputs if lab != label] + [(label, node)]
 
     # ---- reading
+    # the node's data read from the DiGraph's own dict (what ``nx.nodes[name]`` returns, without its view's
+    # per-call overhead: passes and the interpreters read nodes tens of thousands of times per integer build)
     def node(self, name: str) -> Node:
-        d = self.nx.nodes[name]
+        d = self.nx._node[name]
         return Node(name, d["op"], d["inputs"], d["attrs"], d["type"])
 
     def type(self, name: str) -> TensorType:
-        return self.nx.nodes[name]["type"]
+        return self.nx._node[name]["type"]
 
     def op(self, name: str) -> str:
-        return self.nx.nodes[name]["op"]
+        return self.nx._node[name]["op"]
 
     def __contains__(self, name: str) -> bool:
         return name in self.nx

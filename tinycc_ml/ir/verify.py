@@ -75,8 +75,9 @@ def verify(graph: Graph, complete: bool = False) -> None:
         raise IRError(f"graph {graph.name}: cycle through {' -> '.join(a for a, _ in cycle)}") from None
     if not graph.outputs:
         raise IRError(f"graph {graph.name}: no outputs")
+    nodes, succ, pred = g._node, g._succ, g._pred  # the DiGraph's own dicts (its views' values, read directly)
     for name in graph.order():
-        data = g.nodes[name]
+        data = nodes[name]
         where = f"node %{name} ({data.get('op')})"
         if not IDENTIFIER.match(name):
             raise IRError(f"{where}: name is not an identifier")
@@ -91,19 +92,19 @@ def verify(graph: Graph, complete: bool = False) -> None:
             raise IRError(f"{where}: takes {op.arity if least == most else f'{least} to {most}'} operands, has "
                           f"{len(inputs)}")
         for operand in inputs:
-            if operand not in g:
+            if operand not in nodes:
                 raise IRError(f"{where}: operand %{operand} is not defined")
-            if not g.has_edge(operand, name):
+            if name not in succ[operand]:
                 raise IRError(f"{where}: operand %{operand} has no edge to its user")
-        if set(g.predecessors(name)) != set(inputs):
+        if pred[name].keys() != set(inputs):
             raise IRError(f"{where}: graph edges do not match its operand list")
         for i, operand in enumerate(inputs):  # the C of every other operand reads a plain array
-            if g.nodes[operand]["op"] == "sparse_const" and i != op.sparse_operand:
+            if nodes[operand]["op"] == "sparse_const" and i != op.sparse_operand:
                 raise IRError(f"{where}: operand {i + 1} is the sparse_const %{operand}: only a mat-vec's matrix "
                               "may be stored sparse")
-        if op.dense_const_operand is not None and g.nodes[inputs[op.dense_const_operand]]["op"] != "const":
+        if op.dense_const_operand is not None and nodes[inputs[op.dense_const_operand]]["op"] != "const":
             raise IRError(f"{where}: operand {op.dense_const_operand + 1} must be a dense const, not "
-                          f"{g.nodes[inputs[op.dense_const_operand]]['op']} %{inputs[op.dense_const_operand]}")
+                          f"{nodes[inputs[op.dense_const_operand]]['op']} %{inputs[op.dense_const_operand]}")
         required = {k for k, kind in op.attrs.items() if not kind.endswith("?")}
         missing = required - set(data["attrs"])
         if missing:
@@ -121,16 +122,16 @@ def verify(graph: Graph, complete: bool = False) -> None:
         if declared.size > MAX_ELEMENTS:  # C indexes with int, and no target holds that much
             raise IRError(f"{where}: type {declared} has {declared.size} elements, over the limit of {MAX_ELEMENTS}")
         try:
-            inferred = op.infer([g.nodes[i]["type"] for i in inputs], data["attrs"], declared)
+            inferred = op.infer([nodes[i]["type"] for i in inputs], data["attrs"], declared)
         except TypeRuleError as exc:
             raise IRError(f"{where}: {exc}") from None
         if inferred != declared:
             raise IRError(f"{where}: declared type {declared} but the {op.name} rule gives {inferred}")
-        _check_precision(where, op, declared, [g.nodes[i]["type"] for i in inputs], complete)
+        _check_precision(where, op, declared, [nodes[i]["type"] for i in inputs], complete)
     for label, node in graph.outputs:
-        if node not in g:
+        if node not in nodes:
             raise IRError(f"graph {graph.name}: output {label} refers to missing node %{node}")
-        if not g.nodes[node]["inputs"] and g.nodes[node]["op"] != "input":
+        if not nodes[node]["inputs"] and nodes[node]["op"] != "input":
             raise IRError(f"graph {graph.name}: output {label} names %{node}, a constant: outputs are computed "
                           "from the input")
     _check_index_ranges(graph)

@@ -88,6 +88,20 @@ class ScaleMemo:
             self.options = options
         return graph is self.graph and options == self.options
 
+    def weights_at_cap(self, build: Graph, name: str, adjust: dict[str, int]) -> bool:
+        """Whether the mat-vec ``name``'s weights in ``build`` (chosen with ``adjust``, through this memo) sit below
+        the scale the adjustment asks: the accumulator's bound lowered them (ChooseScales._matvec), and it lowers any
+        finer request to that same scale, so a build with a larger ``name.weights`` adjustment and the same others is
+        ``build`` again (the same step, the same steps after it)."""
+        source = self.graph
+        if name not in source or source.op(name) != "matvec" or name not in build or build.op(name) != "matvec":
+            return False
+        matrix = self.pure.get(("matrix", source.node(name).inputs[0]))
+        if matrix is None or self.options is None:
+            return False
+        asked = best_scale(matrix[1], self.options[0]) + int(adjust.get(f"{name}.weights", 0))
+        return build.type(build.node(name).inputs[0]).dtype.scale < asked
+
     def replay(self, key: tuple, out: Graph, scale: dict, bound: dict, safety: dict) -> int | None:
         """The nodes and figures an earlier step with ``key`` added, added again; the prefix after them (None:
         no such step kept, or a name it added is taken)."""

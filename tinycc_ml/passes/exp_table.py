@@ -89,8 +89,10 @@ class ExpTable(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         for name in graph.order():
+            if graph.op(name) != "exp":  # (the op alone first: most nodes are not)
+                continue
             node = graph.node(name)
-            if node.op != "exp" or not node.type.dtype.is_fixed:
+            if not node.type.dtype.is_fixed:
                 continue
             (x,) = node.inputs
             factor = 1.0

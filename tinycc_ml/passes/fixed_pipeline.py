@@ -183,9 +183,11 @@ def max_search_trials(graph: Graph, rows: int) -> int:
     return max(MIN_SEARCH_TRIALS, SEARCH_TOTAL_WORK // max(1, trial))
 
 
-def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tuple[dict[str, int], tuple[int, float]]:
+def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
+                  memo: ScaleMemo | None = None) -> tuple[dict[str, int], tuple[int, float]]:
     """Stage 3: per-value scale adjustments that reduce disagreement with the float model on
-    held-out calibration rows (a quarter of them, at most 1000, fewer for big models)."""
+    held-out calibration rows (a quarter of them, at most 1000, fewer for big models). ``memo``: the steps of
+    choose_scales kept for ``graph`` so far (lower_to_fixed's, shared with its other builds of it)."""
     rng = np.random.default_rng(0)
     affordable = max(64, SEARCH_ELEMENTS // work_per_row(graph))
     # regression: no argmax absorbs a saturated value, so every affordable row is checked, not a quarter
@@ -202,7 +204,8 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
         return {}, (0, 0.0)
     float_out = run_float(graph, held)
 
-    memo = ScaleMemo(graph)  # the trials' steps of choose_scales that a change leaves alike
+    # the trials' steps of choose_scales that a change leaves alike
+    memo = memo if memo is not None else ScaleMemo(graph)
     own_digests: dict = {}  # build_keys: the nodes' own digests, shared by the trials
 
     def build(adjust: dict) -> Graph:
@@ -236,6 +239,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
         log.info("scale search: nothing to gain (%d disagreement(s), all from the input's rounding)", best[0])
         return adjust, best
     seen = {base_fingerprint}  # builds already scored: an adjustment that changes nothing is not rescored
+    current = base  # the build of ``adjust``
     # regression: only coarser activation scales, which keep the headroom choose_scales leaves
     deltas = tuple(d for d in SEARCH_ADJUSTMENTS if d < 0) if regression else SEARCH_ADJUSTMENTS
     candidates = [(n, deltas) for n in graph.order()
@@ -250,6 +254,12 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
                 for delta in deltas[: max(0, trials - done)]:
                     done += 1
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
+                    if delta > 0 and name.endswith(".weights") and \
+                            memo.weights_at_cap(current, name.removesuffix(".weights"), adjust):
+                        # finer weights that the accumulator's bound lowers back: the current build again (seen)
+                        bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
+                        skipped += 1
+                        continue
                     trial = build(trial_adjust)
                     bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
                     fingerprint, keys = build_keys(trial, own_digests)
@@ -259,7 +269,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext) -> tu
                     seen.add(fingerprint)
                     trial_score = score(trial, keys)
                     if trial_score < best:
-                        best, adjust, improved = trial_score, trial_adjust, True
+                        best, adjust, current, improved = trial_score, trial_adjust, trial, True
                         break
                 if at_floor(best, floor):
                     break
@@ -303,12 +313,15 @@ def build_keys(fixed_graph: Graph, known: dict | None = None) -> tuple[str, dict
     objects are kept with the digest, so an identity is never another object's)."""
     keys: dict[str, bytes] = {}
     whole = hashlib.sha256()
-    for node in fixed_graph.nodes():
-        items = sorted(node.attrs.items())
-        ident = (node.name, node.op, node.type, len(node.inputs), tuple((k, id(v)) for k, v in items))
+    data = fixed_graph.nx._node  # each node's op, inputs, attrs and type (Graph.node's fields), read directly
+    for name in fixed_graph.order():
+        d = data[name]
+        op, inputs, node_type = d["op"], d["inputs"], d["type"]
+        items = sorted(d["attrs"].items())
+        ident = (name, op, node_type, len(inputs), tuple((k, id(v)) for k, v in items))
         kept = known.get(ident) if known is not None else None
         if kept is None:
-            own = hashlib.sha256(f"{node.name}|{node.op}|{node.type}|{len(node.inputs)}".encode())
+            own = hashlib.sha256(f"{name}|{op}|{node_type}|{len(inputs)}".encode())
             for key, value in items:
                 own.update(f"|{key}=".encode())
                 _digest_value(own, value)
@@ -316,10 +329,10 @@ def build_keys(fixed_graph: Graph, known: dict | None = None) -> tuple[str, dict
             if known is not None:
                 known[ident] = kept
         digest = hashlib.sha256(kept[0])
-        for operand in node.inputs:
+        for operand in inputs:
             digest.update(keys[operand])
-        keys[node.name] = digest.digest()
-        whole.update(keys[node.name])
+        keys[name] = digest.digest()
+        whole.update(keys[name])
     whole.update(repr(fixed_graph.outputs).encode())
     return whole.hexdigest(), keys
 
@@ -373,7 +386,11 @@ def fixed_report(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np
 def agreement(graph: Graph, fixed_graph: Graph, prep: PreparedInput, s_in: np.ndarray) -> dict:
     """The integer build against the float model on every profiled calibration row: the share of equal
     predictions, and the scores' error in the model's units (regression: the value's fixed-point error)."""
-    float_all = run_float(graph, prep.calibration)
+    kept = graph.analyses.profile_outputs  # range_analysis's run of these rows, when the graph is as it left it
+    if kept is not None and kept[0] is prep.calibration and kept[1] == tuple(graph.order()):
+        float_all = kept[2]
+    else:
+        float_all = run_float(graph, prep.calibration)
     fixed_all = run_fixed_once(fixed_graph, quantise(prep.calibration, s_in - prep.feature_scales, 16))
     s_scores = fixed_graph.type(fixed_graph.output("scores")).dtype.scale
     error = np.abs(fixed_all["scores"] * 2.0**-s_scores - float_all["scores"])
@@ -465,14 +482,20 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     if cached is not None:
         adjust, best = cached["adjust"], tuple(cached["best"])
         log.info("scale search: the choice of an identical earlier compile (cache %s)", key[:12])
-    else:
+    # the steps of choose_scales kept across this graph's builds (the check before the search, its trials, the
+    # build chosen): each is the build choosing anew gives (ScaleMemo); choose_scales reads ``graph`` and builds
+    # a new graph, which the passes after it rewrite, so ``graph`` itself is not copied
+    memo = ScaleMemo(graph)
+    if cached is None:
         if before_search is not None:
-            before_search(run_passes(graph.copy(), FIXED_PASSES, PassContext(options=replace(ctx.options,
-                                                                                              scale_adjust={}),
-                                                                              debug=False)))
-        adjust, best = search_scales(graph, prep.calibration, ctx)
-    ctx.options.scale_adjust = adjust
-    fixed_graph = run_passes(graph.copy(), FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
+            before_search(run_passes(graph, FIXED_PASSES, PassContext(
+                options=replace(ctx.options, scale_adjust={}, scale_memo=memo), debug=False)))
+        adjust, best = search_scales(graph, prep.calibration, ctx, memo)
+    ctx.options.scale_adjust, ctx.options.scale_memo = adjust, memo
+    try:
+        fixed_graph = run_passes(graph, FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
+    finally:
+        ctx.options.scale_memo = None
     s_in = prep.feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     fixed_graph.analyses.input_scale = s_in
     if cached is not None:

@@ -27,15 +27,21 @@ def read_by_minimum(graph: Graph, name: str) -> bool:
     return bool(users) and all(graph.op(u) in MIN_LIKE for u in users)
 
 
-def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[float, ...]]]:
+def profile(graph: Graph, X: np.ndarray,
+            outputs: dict[str, np.ndarray] | None = None) -> dict[str, tuple[float, float, tuple[float, ...]]]:
     """Each float value's (min, max, its LOW_ORDER smallest values' largest over the rows) on the rows X; the
-    smallest values only of values that minimum-like ops read (read_by_minimum), () for the others."""
+    smallest values only of values that minimum-like ops read (read_by_minimum), () for the others. ``outputs``:
+    filled with the graph's outputs on the rows, as ir.interp.run_float gives them (the same chunks of rows)."""
+    parts: list[dict[str, np.ndarray]] = []
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
     low: dict[str, np.ndarray] = {}
     wanted = {name for name in graph.order() if read_by_minimum(graph, name)}
     for rows in row_chunks(graph, len(X)):
-        for name, value in evaluate_batch(graph, np.asarray(X[rows], dtype=np.float64)).items():
+        values = evaluate_batch(graph, np.asarray(X[rows], dtype=np.float64))
+        if outputs is not None:
+            parts.append({label: values[node] for label, node in graph.outputs})
+        for name, value in values.items():
             if graph.type(name).dtype.kind != "f32":
                 continue
             vmin, vmax = float(np.min(value)), float(np.max(value))
@@ -48,6 +54,8 @@ def profile(graph: Graph, X: np.ndarray) -> dict[str, tuple[float, float, tuple[
             part = np.partition(per_row, head - 1, axis=1) if per_row.shape[1] > head else per_row
             smallest = np.max(np.sort(part[:, :head], axis=1), axis=0)
             low[name] = smallest if name not in low else np.maximum(low[name], smallest)
+    if outputs is not None and parts:
+        outputs.update({label: np.concatenate([p[label] for p in parts]) for label, _ in graph.outputs})
     return {n: (lo[n], hi[n], tuple(float(v) for v in low.get(n, ()))) for n in lo}
 
 
@@ -106,7 +114,9 @@ class RangeAnalysis(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         X = ctx.options.calibration
         lo, hi = ctx.options.input_bounds or (float(np.min(X)), float(np.max(X)))
-        prof = profile(graph, X)
+        outputs: dict[str, np.ndarray] = {}
+        prof = profile(graph, X, None if graph.states() else outputs)
+        graph.analyses.profile_outputs = (X, tuple(graph.order()), outputs) if outputs else None
         static = static_intervals(graph, lo, hi)
         ranges = graph.analyses.ranges = {}
         for name, (plo, phi, low) in prof.items():

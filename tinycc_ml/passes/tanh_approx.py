@@ -73,8 +73,10 @@ class TanhApprox(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         mode = ctx.options.tanh
         for name in graph.order():
+            if graph.op(name) != "tanh":  # (the op alone first: most nodes are not)
+                continue
             node = graph.node(name)
-            if node.op != "tanh" or not node.type.dtype.is_fixed:
+            if not node.type.dtype.is_fixed:
                 continue
             (x,) = node.inputs
             s_in, s_out = graph.type(x).dtype.scale, node.type.dtype.scale

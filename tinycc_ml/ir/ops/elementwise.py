@@ -121,6 +121,13 @@ def _fixed_clip(call: FixedCall):
     (a,) = call.ins
     lo, hi = clip_bounds(call.attrs["lo"], call.attrs["hi"], call.in_types[0].dtype)
     # minimum(maximum(...)): np.clip's integers (lo <= hi), without its per-call overhead
+    s_in, s_out = call.in_scale(0), call.scale
+    if np.ndim(s_in) == 0 and np.ndim(s_out) == 0 and s_in == s_out and isinstance(a, np.ndarray) \
+            and a.dtype == np.int64:
+        # no shift: the clamp then the saturation are one clamp to the bounds' intersection when they meet
+        low, high = np.maximum(lo, -(2 ** (call.bits - 1))), np.minimum(hi, 2 ** (call.bits - 1) - 1)
+        if np.all(low <= high):
+            return np.minimum(np.maximum(a, low), high)
     return saturate(rshift(np.minimum(np.maximum(a, lo), hi), call.in_scale(0) - call.scale), call.bits)
 
 
