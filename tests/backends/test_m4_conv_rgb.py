@@ -4,15 +4,12 @@ equal."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.backends.test_network_mcu import check_network
 from tests.conftest import require_target
 from tests.tflite_builder import NetBuilder
-from tinycc_ml.arm.m4_conv_rgb import rgb_weights, window_words
 
 
 def rgb_layers(result) -> int:

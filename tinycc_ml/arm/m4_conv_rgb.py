@@ -288,13 +288,21 @@ def conv2d(em, node: Node) -> list[str] | None:
     asm = ["            __asm__ volatile(", *(f'                "{line}\\n"' for line in body),
            "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in outs.items()),
            '                : [x] "r"(x) : "cc", "memory");']
+    stage_bytes = 4 * (chunks + 1)
+    copied = max(min(row_bytes, stage_bytes - lo), 0)
+    head = -(-lo // 4)  # words holding the left padding's bytes (the row's copy over their rest)
     build = [
         f"/* %{node.name}: row iy widened into slot k (m4_conv_rgb): zx outside the input */",
         f'__attribute__((optimize("O2"))) static void {symbol}_row(const int8_t *x, int32_t iy, int32_t k)', "{",
         f"    int8_t *s = (int8_t *){stage};",
-        f"    for (int32_t i = 0; i < {chunks + 1}; ++i) ((int32_t *){stage})[i] = {zw};",
-        f"    if (iy >= 0 && iy < {H})",
-        f"        __builtin_memcpy(s + {lo}, x + iy * {row_bytes}, {min(row_bytes, 4 * (chunks + 1) - lo)});",
+        f"    if (iy < 0 || iy >= {H}) {{",
+        f"        for (int32_t i = 0; i < {chunks + 1}; ++i) ((int32_t *){stage})[i] = {zw};",
+        "    } else {",
+        *([f"        for (int32_t i = 0; i < {head}; ++i) ((int32_t *){stage})[i] = {zw};"] if head else []),
+        f"        __builtin_memcpy(s + {lo}, x + iy * {row_bytes}, {copied});",
+        *([f"        for (int32_t i = {lo + copied}; i < {stage_bytes}; ++i) s[i] = {zx};"]
+          if lo + copied < stage_bytes else []),
+        "    }",
         f"    {widen}((const int32_t *){stage}, (int32_t *){pair} + k * {rw}, {chunks});",
         "}", ""]
     em.helpers[f"{symbol}_row"] = "\n".join(build)
@@ -305,13 +313,13 @@ def conv2d(em, node: Node) -> list[str] | None:
         f"    for (int32_t oy = 0; oy < {OH}; ++oy) {{",
         f"        const int32_t iy0 = oy * {sy} - {py};",
         "        int32_t k = 0;",
-        *([f"        if (oy > 0) {{  /* the rows still in the window moved down */",
+        *(["        if (oy > 0) {  /* the rows still in the window moved down */",
            f"            {move_helper(em)}((int32_t *){pair}, (const int32_t *){pair} + {sy * rw}, {keep * rw // 4});",
            f"            k = {keep};",
            "        }"] if keep > 0 else []),
         f"        for (; k < {kh}; ++k) {symbol}_row(xin, iy0 + k, k);",
         *(line for i in range(merged(kh, L)) for line in (
-            f"        for (int32_t j = {L - 1}; j < {j_end}; j += {in_c * sx})  /* rows {2 * i}, {2 * i + 1}'s last bytes */",
+            f"        for (int32_t j = {L - 1}; j < {j_end}; j += {in_c * sx})  /* merged last bytes */",
             f"            {pair}[{(kh + i) * rw} + j] = ({pair}[{2 * i * rw} + j] & 0xFFFFu) | "
             f"({pair}[{(2 * i + 1) * rw} + j] << 16);")),
         f"        for (int32_t p = 0; p < {OW}; p += 2) {{",
