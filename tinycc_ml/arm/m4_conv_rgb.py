@@ -37,6 +37,27 @@ from tinycc_ml.arm.m4_network import (
 from tinycc_ml.target import Node, layer_quantisation, window_of
 
 MAX_OFFSET = 4095  # LDR's immediate offset
+# the slots' bytes at most (ResNet-8's 32-pixel rows in one piece, as its matrix kernels' pair buffer already takes;
+# wider rows in segments of output columns: VWW's 48 in two)
+SCRATCH_BYTES = 3072
+
+
+def segments(OW: int, slot_words, slots: int) -> tuple[int, int, int]:
+    """(segments, columns a segment, words a slot): the fewest segments of an even number of output columns (the
+    last the rest, one column more rather than a segment of one) whose slots fit SCRATCH_BYTES, at least 2
+    columns each; ``slot_words(width)`` a slot's words for a segment of that width."""
+    n = 1
+    while True:
+        cw = -(-OW // n)
+        cw += cw % 2
+        count = -(-OW // cw)
+        widest = cw
+        if count > 1 and OW - (count - 1) * cw == 1:
+            count, widest = count - 1, cw + 1
+        rw = slot_words(widest)
+        if 4 * slots * rw <= SCRATCH_BYTES or cw <= 2:
+            return count, cw, rw
+        n += 1
 
 
 def window_words(L: int) -> list[int]:
@@ -87,10 +108,11 @@ def rgb_weights(W: np.ndarray, halves) -> np.ndarray | None:
     return words.reshape(out_c // 4, 2, len(halves)).transpose(0, 2, 1).astype(np.int32)
 
 
-def widen_helper(em) -> str:
-    """m4_rgb_widen(s, d, n): n chunks of 4 bytes of the word-aligned s (and the word after them) into 4 n words of
-    d: per byte j the int16 pair (s[j], s[j + 2]): SXTB16 of the chunk's word, of it ROR 8, and for j + 2, j + 3
-    SXTB16 ROR 16 / ROR 24 (bytes 2, 0 and 3, 1) with the next word's SXTB16 packed into the high half (PKHBT);
+def widen_helper(em, copy: bool) -> str:
+    """m4_rgb_widen(s, d, n) (with ``copy`` m4_rgb_widen2(s, d, d2, n), every word stored at d and d2): n chunks
+    of 4 bytes of the word-aligned s (and the word after them) into 4 n words of d: per byte j the int16 pair
+    (s[j], s[j + 2]): SXTB16 of the chunk's word, of it ROR 8, and for j + 2, j + 3 SXTB16 ROR 16 / ROR 24
+    (bytes 2, 0 and 3, 1) with the next word's SXTB16 packed into the high half (PKHBT);
     the next chunk's first two words are those SXTB16, two chunks per iteration."""
     def chunk(a: str, b: str, e: str, o: str, e2: str, o2: str, k: int) -> str:
         return "\\n\\t".join([
@@ -98,18 +120,24 @@ def widen_helper(em) -> str:
             f"sxtb16 %[{e2}], %[{b}]", f"sxtb16 %[{o2}], %[{b}], ror #8", f"pkhbt %[x], %[x], %[{e2}], lsl #16",
             f"pkhbt %[y], %[y], %[{o2}], lsl #16", f"str %[{e}], [%[d], #{16 * k}]",
             f"str %[{o}], [%[d], #{16 * k + 4}]", f"str %[x], [%[d], #{16 * k + 8}]",
-            f"str %[y], [%[d], #{16 * k + 12}]"])
-    ops = ('[s] "+&r"(s), [d] "+&r"(d), [a] "+&r"(a), [e] "+&r"(e), [o] "+&r"(o), [b] "=&r"(b), [e2] "=&r"(e2), '
+            f"str %[y], [%[d], #{16 * k + 12}]",
+            *(f"str %[{r}], [%[d2], #{16 * k + 4 * i}]" for i, r in enumerate((e, o, "x", "y"))
+              if copy)])
+    ops = ('[s] "+&r"(s), [d] "+&r"(d), ' + ('[d2] "+&r"(d2), ' if copy else '') +
+           '[a] "+&r"(a), [e] "+&r"(e), [o] "+&r"(o), [b] "=&r"(b), [e2] "=&r"(e2), '
            '[o2] "=&r"(o2), [x] "=&r"(x), [y] "=&r"(y) : : "memory"')
     one = chunk("a", "b", "e", "o", "e2", "o2", 0)
     two = chunk("b", "a", "e2", "o2", "e", "o", 1)
-    return named_helper(em, "m4_rgb_widen", f"""\
-__attribute__((optimize("O2"), noinline)) static void @m4_rgb_widen(const int32_t *s, int32_t *d, int32_t n)
+    name = "m4_rgb_widen2" if copy else "m4_rgb_widen"
+    d2 = " int32_t *d2," if copy else ""
+    step = "\\n\\tadd %[d2], %[d2], #32" if copy else ""
+    return named_helper(em, name, f"""\
+__attribute__((optimize("O2"), noinline)) static void @{name}(const int32_t *s, int32_t *d,{d2} int32_t n)
 {{
     int32_t a = s[0], b, e, o, e2, o2, x, y;
     __asm__("sxtb16 %0, %2\\n\\tsxtb16 %1, %2, ror #8" : "=&r"(e), "=&r"(o) : "r"(a));
     for (; n >= 2; n -= 2)
-        __asm__ volatile("{one}\\n\\t{two}\\n\\tadd %[s], %[s], #8\\n\\tadd %[d], %[d], #32" : {ops});
+        __asm__ volatile("{one}\\n\\t{two}\\n\\tadd %[s], %[s], #8\\n\\tadd %[d], %[d], #32{step}" : {ops});
     if (n)
         __asm__ volatile("{one}" : {ops});
 }}
@@ -240,10 +268,19 @@ def conv2d(em, node: Node) -> list[str] | None:
         return None
     L = kw * in_c
     rel = window_words(L)
-    # a slot: the words of byte positions j from the padded row's first byte (pixel -px) to the last a window reads
-    j_end = in_c * sx * (OW - 1) + rel[-1] + 1
-    chunks = -(-j_end // 4)
-    rw = 4 * chunks  # words a slot
+    m = merged(kh, L)
+    # stride 1: the rows in a ring of slots (row r in slot r % kh and a copy in r % kh + kh: a window's rows
+    # contiguous from slot r0 % kh), the merge slots after a window's rows over copies no later window reads
+    ring = sy == 1 and kh > 1
+
+    def slot_words(width: int) -> int:
+        """A slot: the words of byte positions j from a segment's first window's first byte to the last one a
+        window of the segment reads, in chunks of 4."""
+        return 4 * -(-(in_c * sx * (width - 1) + rel[-1] + 1) // 4)
+
+    nseg, cw, rw = segments(OW, slot_words, (2 * kh - 1 + m) if ring else (kh + m))
+    chunks = rw // 4
+    j_end = rw
     halves = halves_of(kh, L, rw)
     offsets = [o for o, _, _ in halves]
     dv = 4 * in_c * sx
@@ -274,10 +311,10 @@ def conv2d(em, node: Node) -> list[str] | None:
     zx = q.input_zero_point
     zw = ((zx & 0xFF) * 0x01010101 + (1 << 31)) % (1 << 32) - (1 << 31)
     pair = em.sym("m4_pair")
-    em.scratch(pair, "uint32_t", (kh + merged(kh, L)) * rw)
+    em.scratch(pair, "uint32_t", ((2 * kh - 1 + m) if ring else (kh + m)) * rw)
     stage = em.sym("m4_rgb_row")
     em.scratch(stage, "uint32_t", chunks + 1)
-    widen = widen_helper(em)
+    widen = widen_helper(em, ring)
     symbol = em.sym(f"m4_rgb_{node.name}")
     row_bytes = Wd * in_c
     lo = in_c * px  # the staged row: zx, the input row's bytes at lo, zx
@@ -289,42 +326,59 @@ def conv2d(em, node: Node) -> list[str] | None:
            "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in outs.items()),
            '                : [x] "r"(x) : "cc", "memory");']
     stage_bytes = 4 * (chunks + 1)
-    copied = max(min(row_bytes, stage_bytes - lo), 0)
-    head = -(-lo // 4)  # words holding the left padding's bytes (the row's copy over their rest)
     build = [
-        f"/* %{node.name}: row iy widened into slot k (m4_conv_rgb): zx outside the input */",
-        f'__attribute__((optimize("O2"))) static void {symbol}_row(const int8_t *x, int32_t iy, int32_t k)', "{",
+        f"/* %{node.name}: row iy from input byte b0 widened into slot d (m4_conv_rgb): zx outside the input */",
+        f'__attribute__((optimize("O2"))) static void {symbol}_row(const int8_t *x, int32_t iy, int32_t b0, '
+        f'int32_t *d{", int32_t *d2" if ring else ""})', "{",
         f"    int8_t *s = (int8_t *){stage};",
         f"    if (iy < 0 || iy >= {H}) {{",
         f"        for (int32_t i = 0; i < {chunks + 1}; ++i) ((int32_t *){stage})[i] = {zw};",
         "    } else {",
-        *([f"        for (int32_t i = 0; i < {head}; ++i) ((int32_t *){stage})[i] = {zw};"] if head else []),
-        f"        __builtin_memcpy(s + {lo}, x + iy * {row_bytes}, {copied});",
-        *([f"        for (int32_t i = {lo + copied}; i < {stage_bytes}; ++i) s[i] = {zx};"]
-          if lo + copied < stage_bytes else []),
+        "        const int32_t a = b0 < 0 ? -b0 : 0;  /* the staged bytes before the input's, and from e on after */",
+        f"        int32_t e = {row_bytes} - b0 < {stage_bytes} ? {row_bytes} - b0 : {stage_bytes};",
+        f"        for (int32_t i = 0; i < a; ++i) s[i] = {zx};",
+        "        if (e > a)",
+        f"            __builtin_memcpy(s + a, x + iy * {row_bytes} + b0 + a, (uint32_t)(e - a));",
+        "        else",
+        "            e = a;",
+        f"        for (int32_t i = e; i < {stage_bytes}; ++i) s[i] = {zx};",
         "    }",
-        f"    {widen}((const int32_t *){stage}, (int32_t *){pair} + k * {rw}, {chunks});",
+        f"    {widen}((const int32_t *){stage}, d, {'d2, ' if ring else ''}{chunks});",
         "}", ""]
     em.helpers[f"{symbol}_row"] = "\n".join(build)
     keep = kh - sy  # window rows the next output row still reads
+    if ring:
+        rows = [f"        for (; next < oy + {kh}; ++next) {{  /* padded row next: slot next % {kh}, a copy {kh} on */",
+                f"            const int32_t k = next % {kh};",
+                f"            {symbol}_row(xin, next - {py}, b0, (int32_t *){pair} + k * {rw}, "
+                f"(int32_t *){pair} + (k < {kh - 1} ? k + {kh} : k) * {rw});",
+                "        }",
+                f"        uint32_t *base = {pair} + oy % {kh} * {rw};"]
+    else:
+        rows = ["        int32_t k = 0;",
+                *(["        if (oy > 0) {  /* the rows still in the window moved down */",
+                   f"            {move_helper(em)}((int32_t *){pair}, (const int32_t *){pair} + {sy * rw}, "
+                   f"{keep * rw // 4});",
+                   f"            k = {keep};",
+                   "        }"] if keep > 0 else []),
+                f"        for (; k < {kh}; ++k)",
+                f"            {symbol}_row(xin, oy * {sy} - {py} + k, b0, (int32_t *){pair} + k * {rw});",
+                f"        uint32_t *base = {pair};"]
     lines = [
         f"/* %{node.name}: {kh}x{kw} convolution of 3 channels, {out_c} out, stride {sy}x{sx} (m4_conv_rgb) */",
         f'__attribute__((optimize("O2"))) static void {symbol}(const int8_t *xin, int8_t *out)', "{",
+        f"  for (int32_t sg = 0; sg < {nseg}; ++sg) {{  /* segments of {cw} output columns */",
+        f"    const int32_t c0 = sg * {cw}, c1 = sg + 1 < {nseg} ? c0 + {cw} : {OW}, b0 = c0 * {in_c * sx} - {lo};",
+        *(["    int32_t next = 0;"] if ring else []),
         f"    for (int32_t oy = 0; oy < {OH}; ++oy) {{",
-        f"        const int32_t iy0 = oy * {sy} - {py};",
-        "        int32_t k = 0;",
-        *(["        if (oy > 0) {  /* the rows still in the window moved down */",
-           f"            {move_helper(em)}((int32_t *){pair}, (const int32_t *){pair} + {sy * rw}, {keep * rw // 4});",
-           f"            k = {keep};",
-           "        }"] if keep > 0 else []),
-        f"        for (; k < {kh}; ++k) {symbol}_row(xin, iy0 + k, k);",
-        *(line for i in range(merged(kh, L)) for line in (
+        *rows,
+        *(line for i in range(m) for line in (
             f"        for (int32_t j = {L - 1}; j < {j_end}; j += {in_c * sx})  /* merged last bytes */",
-            f"            {pair}[{(kh + i) * rw} + j] = ({pair}[{2 * i * rw} + j] & 0xFFFFu) | "
-            f"({pair}[{(2 * i + 1) * rw} + j] << 16);")),
-        f"        for (int32_t p = 0; p < {OW}; p += 2) {{",
-        f"            const int32_t c = p + 1 < {OW} ? p : {OW - 2};  /* an odd width's last pair overlaps */",
-        f"            const uint32_t *x = {pair} + c * {in_c * sx};",
+            f"            base[{(kh + i) * rw} + j] = (base[{2 * i * rw} + j] & 0xFFFFu) | "
+            f"(base[{(2 * i + 1) * rw} + j] << 16);")),
+        "        for (int32_t p = c0; p < c1; p += 2) {",
+        "            const int32_t c = p + 1 < c1 ? p : c1 - 2;  /* an odd width's last pair overlaps */",
+        f"            const uint32_t *x = base + (c - c0) * {in_c * sx};",
         f"            int8_t *d = out + (oy * {OW} + c) * {out_c};",
         f"            const int32_t *wp = {s_sym};",
         f"            for (int32_t g = 0; g < {out_c // 4}; ++g) {{",
@@ -333,6 +387,7 @@ def conv2d(em, node: Node) -> list[str] | None:
         "            }",
         "        }",
         "    }",
+        "  }",
         "}", ""]
     em.helpers[symbol] = "\n".join(lines)
     return [f"{symbol}({em.var(x_name)}, {em.var(node.name)});"]
