@@ -189,20 +189,26 @@ def _pair_macs(w: str, accs: list[tuple[str, str]], seed: bool) -> list[str]:
             f"smlad %[{eu}], %[{w}], %[u], %[{eu}]", f"smlad %[{ev}], %[{w}], %[v], %[{ev}]"]
 
 
-def group_asm(offsets: list[int], dv: int, params, q, fields: tuple[str, ...], out_c: int) -> list[str]:
-    """One group of 4 channels by two positions: biases, ``offsets`` (bytes from x of each half step's word for
-    the first position; the second's dv further), epilogue, stores at the destination d (memory), advanced by 4;
-    wp advanced past the group's stream."""
+def group_bytes(H: int, F: int) -> int:
+    """A group's stream: 4 biases, 2 words a half step, F fields a channel."""
+    return 4 * (4 + 2 * H + 4 * F)
+
+
+def group_asm(offsets: list[int], dv: int, params, q, fields: tuple[str, ...], out_c: int, at: int,
+              k0: int, flag: int | None) -> list[str]:
+    """One group of 4 channels by two positions, its stream at wp + ``at``: biases, ``offsets`` (bytes from x of each
+    half step's word for the first position; the second's dv further), epilogue, stores at the destination d
+    (memory) + ``k0``; ``flag``: the block's last group, the stream's loop word loaded into u (in the run of the
+    destination's load)."""
     H, F = len(offsets), len(fields)
     lit, mode = params.literals, params.mode
-    body = ["ldr %[e0u], [%[wp], #0]", "ldr %[r0u], [%[wp], #4]", "ldr %[e1u], [%[wp], #8]",
-            "ldr %[r1u], [%[wp], #12]"]
+    body = [f"ldr %[{r}], [%[wp], #{at + 4 * i}]" for i, r in enumerate(("e0u", "r0u", "e1u", "r1u"))]
     for h, o in enumerate(offsets):
-        body += [f"ldr %[u], [%[x], #{o}]", f"ldr %[v], [%[x], #{o + dv}]", f"ldr %[w], [%[wp], #{16 + 8 * h}]",
-                 f"ldr %[w1], [%[wp], #{20 + 8 * h}]"]
+        body += [f"ldr %[u], [%[x], #{o}]", f"ldr %[v], [%[x], #{o + dv}]", f"ldr %[w], [%[wp], #{at + 16 + 8 * h}]",
+                 f"ldr %[w1], [%[wp], #{at + 20 + 8 * h}]"]
         for k, w in enumerate(("w", "w1")):
             body += _pair_macs(w, [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")], h == 0)
-    base = 16 + 8 * H
+    base = at + 16 + 8 * H
     body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
     if "m" in lit:
         body += _mov32("w1", lit["m"])
@@ -241,11 +247,37 @@ def group_asm(offsets: list[int], dv: int, params, q, fields: tuple[str, ...], o
                 body += _compare(a, q.lo, "lt")
             if q.hi < 127:
                 body += _compare(a, q.hi, "gt")
+    if flag is not None:
+        body.append(f"ldr %[u], [%[wp], #{flag}]")
     body.append("ldr %[w], %[d]")
     for k in range(4):
-        for c, at in (("u", k), ("v", out_c + k)):
-            body.append(f"strb %[{'er'[k % 2]}{k // 2}{c}], [%[w], #{at}]")
-    return body + ["add %[w], %[w], #4", "str %[w], %[d]", f"add %[wp], %[wp], #{base + 16 * F}"]
+        for c, off in (("u", k0 + k), ("v", out_c + k0 + k)):
+            body.append(f"strb %[{'er'[k % 2]}{k // 2}{c}], [%[w], #{off}]")
+    return body
+
+
+def block_asm(offsets: list[int], dv: int, params, q, fields: tuple[str, ...], out_c: int, unroll: int) -> list[str]:
+    """The asm of all of a position pair's groups: a loop over blocks of ``unroll`` groups (their streams one after
+    another, then the block's loop word: 0 after the last block), d and wp advanced once a block, the loop's test
+    on the loop word (no counter in memory)."""
+    S = group_bytes(len(offsets), len(fields))
+    body = ["1:"]
+    for i in range(unroll):
+        body += group_asm(offsets, dv, params, q, fields, out_c, i * S, 4 * i, unroll * S if i == unroll - 1 else None)
+    return body + [f"add %[w], %[w], #{4 * unroll}", "str %[w], %[d]", f"add %[wp], %[wp], #{unroll * S + 4}",
+                   "cmp %[u], #0", "bne 1b"]
+
+
+def whole_row(stage: str, stage_bytes: int, row_bytes: int, lo: int, zx: int, zw: int) -> list[str]:
+    """The staging of a whole row (one segment: its bounds literals): zx words over the left padding, the row's
+    bytes from lo, zx bytes to the next word, zx words to the end."""
+    e = min(row_bytes + lo, stage_bytes)
+    e4 = min(-(-e // 4) * 4, stage_bytes)
+    return [*(f"        ((int32_t *){stage})[{i}] = {zw};" for i in range(-(-lo // 4))),
+            f"        __builtin_memcpy(s + {lo}, x + iy * {row_bytes} - b0 - {lo}, {e - lo});",
+            *(f"        s[{i}] = {zx};" for i in range(e, e4)),
+            *([f"        for (int32_t i = {e4 // 4}; i < {stage_bytes // 4}; ++i) ((int32_t *){stage})[i] = {zw};"]
+              if e4 < stage_bytes else [])]
 
 
 def conv2d(em, node: Node) -> list[str] | None:
@@ -302,8 +334,15 @@ def conv2d(em, node: Node) -> list[str] | None:
         return None
     fields = params.stored[1:]
     per = params.words.reshape(out_c // 4, 4, params.per_channel)
-    stream = np.concatenate([per[:, :, 0], words.reshape(out_c // 4, -1), per[:, :, 1:].reshape(out_c // 4, -1)],
-                            axis=1)
+    groups = out_c // 4
+    S = group_bytes(len(offsets), len(fields))
+    unroll = 2 if groups % 2 == 0 and 2 * S + 4 <= MAX_OFFSET else 1
+    if unroll * S + 4 > MAX_OFFSET:
+        return None
+    stream = np.concatenate([per[:, :, 0], words.reshape(groups, -1), per[:, :, 1:].reshape(groups, -1)], axis=1)
+    blocks = groups // unroll
+    loop_words = (np.arange(blocks) < blocks - 1).astype(np.int32)[:, None]  # 0: the last block
+    stream = np.concatenate([stream.reshape(blocks, -1), loop_words], axis=1)
     em.weight_layouts[node.name] = ("int8", "3 input channels (arm.m4_conv_rgb): pairs of channels in words")
     s_sym = em.add_const_array(em.sym(f"{node.name}_m4s"), stream.reshape(-1), "int32_t",
                                f"%{node.name}: per 4 channels their biases, {len(offsets)} x 2 words of pairs of "
@@ -321,7 +360,7 @@ def conv2d(em, node: Node) -> list[str] | None:
     accs = [f"{a}{k}{c}" for k in (0, 1) for a in "er" for c in "uv"]
     outs = {k: "=&r" for k in (*accs, "u", "v", "w", "w1")}
     outs.update({"wp": "+&r", "d": "+m"})
-    body = group_asm(offsets, dv, params, q, fields, out_c)
+    body = block_asm(offsets, dv, params, q, fields, out_c, unroll)
     asm = ["            __asm__ volatile(", *(f'                "{line}\\n"' for line in body),
            "                : " + ", ".join(f'[{k}] "{c}"({k})' for k, c in outs.items()),
            '                : [x] "r"(x) : "cc", "memory");']
@@ -334,6 +373,7 @@ def conv2d(em, node: Node) -> list[str] | None:
         f"    if (iy < 0 || iy >= {H}) {{",
         f"        for (int32_t i = 0; i < {chunks + 1}; ++i) ((int32_t *){stage})[i] = {zw};",
         "    } else {",
+        *(whole_row(stage, stage_bytes, row_bytes, lo, zx, zw) if nseg == 1 else [
         "        const int32_t a = b0 < 0 ? -b0 : 0;  /* the staged bytes before the input's, and from e on after */",
         f"        int32_t e = {row_bytes} - b0 < {stage_bytes} ? {row_bytes} - b0 : {stage_bytes};",
         f"        for (int32_t i = 0; i < a; ++i) s[i] = {zx};",
@@ -341,7 +381,7 @@ def conv2d(em, node: Node) -> list[str] | None:
         f"            __builtin_memcpy(s + a, x + iy * {row_bytes} + b0 + a, (uint32_t)(e - a));",
         "        else",
         "            e = a;",
-        f"        for (int32_t i = e; i < {stage_bytes}; ++i) s[i] = {zx};",
+        f"        for (int32_t i = e; i < {stage_bytes}; ++i) s[i] = {zx};"]),
         "    }",
         f"    {widen}((const int32_t *){stage}, d, {'d2, ' if ring else ''}{chunks});",
         "}", ""]
@@ -373,19 +413,20 @@ def conv2d(em, node: Node) -> list[str] | None:
         f"    for (int32_t oy = 0; oy < {OH}; ++oy) {{",
         *rows,
         *(line for i in range(m) for line in (
+            "        _Pragma(\"GCC unroll 8\")",
             f"        for (int32_t j = {L - 1}; j < {j_end}; j += {in_c * sx})  /* merged last bytes */",
             f"            base[{(kh + i) * rw} + j] = (base[{2 * i * rw} + j] & 0xFFFFu) | "
             f"(base[{(2 * i + 1) * rw} + j] << 16);")),
         "        const uint32_t *x = base;",
         f"        int8_t *dd = out + (oy * {OW} + c0) * {out_c};",
         "        for (int32_t left = c1 - c0; left > 0; left -= 2) {",
-        "            if (left == 1) {  /* an odd width's last pair overlaps the one before */",
-        f"                x -= {in_c * sx};",
-        f"                dd -= {out_c};",
-        "            }",
+        *(["            if (left == 1) {  /* an odd width's last pair overlaps the one before */",
+           f"                x -= {in_c * sx};",
+           f"                dd -= {out_c};",
+           "            }"] if OW % 2 else []),
         f"            const int32_t *wp = {s_sym};",
         "            int8_t *d = dd;",
-        f"            for (int32_t g = 0; g < {out_c // 4}; ++g) {{",
+        "            {",
         "                int32_t e0u, r0u, e1u, r1u, e0v, r0v, e1v, r1v, u, v, w, w1;",
         *asm,
         "            }",
