@@ -114,9 +114,9 @@ def widen_helper(em, copy: bool) -> str:
     (s[j], s[j + 2]): SXTB16 of the chunk's word, of it ROR 8, and for j + 2, j + 3 SXTB16 ROR 16 / ROR 24
     (bytes 2, 0 and 3, 1) with the next word's SXTB16 packed into the high half (PKHBT);
     the next chunk's first two words are those SXTB16, two chunks per iteration."""
-    def chunk(a: str, b: str, e: str, o: str, e2: str, o2: str, k: int) -> str:
+    def chunk(a: str, b: str, e: str, o: str, e2: str, o2: str, k: int, loads: list[str]) -> str:
         return "\\n\\t".join([
-            f"ldr %[{b}], [%[s], #{4 * k + 4}]", f"sxtb16 %[x], %[{a}], ror #16", f"sxtb16 %[y], %[{a}], ror #24",
+            f"sxtb16 %[x], %[{a}], ror #16", f"sxtb16 %[y], %[{a}], ror #24", *loads,
             f"sxtb16 %[{e2}], %[{b}]", f"sxtb16 %[{o2}], %[{b}], ror #8", f"pkhbt %[x], %[x], %[{e2}], lsl #16",
             f"pkhbt %[y], %[y], %[{o2}], lsl #16", f"str %[{e}], [%[d], #{16 * k}]",
             f"str %[{o}], [%[d], #{16 * k + 4}]", f"str %[x], [%[d], #{16 * k + 8}]",
@@ -126,8 +126,10 @@ def widen_helper(em, copy: bool) -> str:
     ops = ('[s] "+&r"(s), [d] "+&r"(d), ' + ('[d2] "+&r"(d2), ' if copy else '') +
            '[a] "+&r"(a), [e] "+&r"(e), [o] "+&r"(o), [b] "=&r"(b), [e2] "=&r"(e2), '
            '[o2] "=&r"(o2), [x] "=&r"(x), [y] "=&r"(y) : : "memory"')
-    one = chunk("a", "b", "e", "o", "e2", "o2", 0)
-    two = chunk("b", "a", "e2", "o2", "e", "o", 1)
+    # the second chunk's word loaded with the first's (a after its two SXTB16: a load after a load is pipelined)
+    one = chunk("a", "b", "e", "o", "e2", "o2", 0, ["ldr %[b], [%[s], #4]"])
+    two = (chunk("a", "b", "e", "o", "e2", "o2", 0, ["ldr %[b], [%[s], #4]", "ldr %[a], [%[s], #8]"]) + "\\n\\t" +
+           chunk("b", "a", "e2", "o2", "e", "o", 1, []))
     name = "m4_rgb_widen2" if copy else "m4_rgb_widen"
     d2 = " int32_t *d2," if copy else ""
     step = "\\n\\tadd %[d2], %[d2], #32" if copy else ""
@@ -137,7 +139,7 @@ __attribute__((optimize("O2"), noinline)) static void @{name}(const int32_t *s, 
     int32_t a = s[0], b, e, o, e2, o2, x, y;
     __asm__("sxtb16 %0, %2\\n\\tsxtb16 %1, %2, ror #8" : "=&r"(e), "=&r"(o) : "r"(a));
     for (; n >= 2; n -= 2)
-        __asm__ volatile("{one}\\n\\t{two}\\n\\tadd %[s], %[s], #8\\n\\tadd %[d], %[d], #32{step}" : {ops});
+        __asm__ volatile("{two}\\n\\tadd %[s], %[s], #8\\n\\tadd %[d], %[d], #32{step}" : {ops});
     if (n)
         __asm__ volatile("{one}" : {ops});
 }}
