@@ -5,6 +5,7 @@ equal."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -82,3 +83,18 @@ def test_segments_and_weights(monkeypatch):
     assert list(np.array([words[0, 1, 0]], "<i4").view(np.int8)) == [-3, -128, 0, 0]  # -127 borrowing -3's sign
     assert list(np.array([words[0, 0, 1]], "<i4").view(np.int8)) == [0, 1, 0, 3]
     assert rgb_weights(np.array([[-1, 0, 0], [-128, 0, 0], [0] * 3, [0] * 3], np.int8), [(0, 0, None)]) is None
+
+
+@pytest.mark.parametrize("shrink, activation, sl", [(5000.0, "none", 4), (40000.0, "relu6", 7), (600000.0, "none", 11)])
+def test_left_shifts_equal_tflite_micro(tmp_path, shrink, activation, sl):
+    """An output scale ``shrink`` times smaller: TFLite's multiplier above 1, a left shift of sl - 1 (3, 6, 10: the
+    odd channel's 256 acc1 shifted right 4, right 1, then right 8 and left 11) before the SMMLAR, the zero point
+    added after the shift (r = 0: no rounding nudge to fold it in), most outputs saturated."""
+    require_target("cortex-m4")
+    n = NetBuilder(7, 3000)
+    x = n.input((9, 10, 3), zero_point=-128)
+    y = n.conv(x, 8, (3, 3), (1, 1), activation=activation, per_channel=False)
+    n.tensors[y].quantization.scale = [n.tensors[y].quantization.scale[0] / shrink]
+    result, _ = check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path, 6)
+    assert rgb_layers(result) == 1
+    assert f"lsl %[e0u], %[e0u], #{sl}\\n" in result.files["net.c"]
