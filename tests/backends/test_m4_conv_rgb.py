@@ -98,3 +98,15 @@ def test_left_shifts_equal_tflite_micro(tmp_path, shrink, activation, sl):
     result, _ = check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path, 6)
     assert rgb_layers(result) == 1
     assert f"lsl %[e0u], %[e0u], #{sl}\\n" in result.files["net.c"]
+
+
+@pytest.mark.parametrize("out_c, stride", [(8, (2, 2)), (16, (1, 1))])
+def test_two_groups_a_loop_iteration_equal_tflite_micro(tmp_path, monkeypatch, out_c, stride):
+    """``UNROLL_GROUPS``: two groups of 4 channels per iteration of the block's loop (off by default: code)."""
+    require_target("cortex-m4")
+    monkeypatch.setattr(m4_conv_rgb, "UNROLL_GROUPS", True)
+    n = NetBuilder(out_c, 3000)
+    x = n.input((11, 9, 3), zero_point=-128)
+    y = n.conv(x, out_c, (3, 3), stride, activation="relu")
+    result, _ = check_network(n.finish(n.fc(n.flatten(y), 3)), "cortex-m4", tmp_path, 4)
+    assert rgb_layers(result) == 1 and f"#{2 * 4 * (4 + 2 * 14 + 4 * 3) + 4}\\n" in result.files["net.c"]

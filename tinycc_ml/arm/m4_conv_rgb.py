@@ -40,6 +40,7 @@ MAX_OFFSET = 4095  # LDR's immediate offset
 # the slots' bytes at most (ResNet-8's 32-pixel rows in one piece, as its matrix kernels' pair buffer already takes;
 # wider rows in segments of output columns: VWW's 48 in two)
 SCRATCH_BYTES = 3072
+UNROLL_GROUPS = False  # two groups of 4 channels per loop iteration of the block asm (code x2)
 
 
 def segments(OW: int, slot_words, slots: int) -> tuple[int, int, int]:
@@ -338,7 +339,9 @@ def conv2d(em, node: Node) -> list[str] | None:
     per = params.words.reshape(out_c // 4, 4, params.per_channel)
     groups = out_c // 4
     S = group_bytes(len(offsets), len(fields))
-    unroll = 2 if groups % 2 == 0 and 2 * S + 4 <= MAX_OFFSET else 1
+    # one group a loop iteration: two (10 K cycles less on ResNet-8) took 1.1 K bytes of code it has no room for
+    # under 1.1x its file
+    unroll = 2 if UNROLL_GROUPS and groups % 2 == 0 and 2 * S + 4 <= MAX_OFFSET else 1
     if unroll * S + 4 > MAX_OFFSET:
         return None
     stream = np.concatenate([per[:, :, 0], words.reshape(groups, -1), per[:, :, 1:].reshape(groups, -1)], axis=1)
