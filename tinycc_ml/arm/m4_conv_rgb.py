@@ -8,15 +8,18 @@ widened once per output row into a scratch slot as one int16-pair word per byte 
 SXTB16 of the bytes j..j+3 (the padding's bytes zx, cancelled by the bias as in m4_network). A window row is then
 the words at j0 + 0, 1, 4, 5, 8, ... (lanes b0 b2, b1 b3, b4 b6, b5 b7, b8 b10: 10 lanes for 9 taps, the tenth
 weight zero), read in place at immediate offsets from one pointer for two output positions (the second
-3 sx words further). Per output row the slots still in the window are moved down, the new rows widened
-(``m4_rgb_widen``: per 4 bytes one load, four SXTB16 and two PKHBT).
+3 sx words further); a 3 x 3 window is 14 words, the ninth bytes of its first two rows merged into one word of a
+merge slot rebuilt per output row. Each row is widened once (``m4_rgb_widen``: per 4 bytes one load, four SXTB16
+and two PKHBT): at stride 1 into a ring of slots (with a copy kh slots on, so a window's rows are contiguous from
+any slot), at larger strides the slots still in the window moved down (``m4_move_words``); rows wider than
+SCRATCH_BYTES of slots go in segments of output columns (``segments``), each staged from its own first byte.
 
 The product is m4_network's 2x4p block on pairs of channels (``paired_rows``' words: 256 c1 + c0 in each int16
 half, SMLAD of the raw word and of its SXTB16): per half step the two positions' words and the two pairs' words
 loaded back to back, 2 SXTB16, 8 SMLAD; the second position's accumulators seeded from the first's biases in the
 first half; then the requantisation in the same asm (m4_network's epilogue: LSL, ADD, SMMLAR, ASR, SSAT, STRB),
 the group's biases, weights and per-channel constants one stream read at immediate offsets from one pointer
-(no pointer in memory but the destination's). Odd output widths: the last pair overlaps the previous one (its
+(no pointer in memory but the destination's), the loop over groups in the asm on a loop word of the stream. Odd output widths: the last pair overlaps the previous one (its
 first position computed twice, stored twice)."""
 
 from __future__ import annotations
