@@ -19,8 +19,8 @@ half, SMLAD of the raw word and of its SXTB16): per half step the two positions'
 loaded back to back, 2 SXTB16, 8 SMLAD; the second position's accumulators seeded from the first's biases in the
 first half; then the requantisation in the same asm (m4_network's epilogue: LSL, ADD, SMMLAR, ASR, SSAT, STRB),
 the group's biases, weights and per-channel constants one stream read at immediate offsets from one pointer
-(no pointer in memory but the destination's), the loop over groups in the asm on a loop word of the stream. Odd output widths: the last pair overlaps the previous one (its
-first position computed twice, stored twice)."""
+(no pointer in memory but the destination's), the loop over groups in the asm on a loop word of the stream. Odd
+output widths: the last pair overlaps the previous one (its first position computed twice, stored twice)."""
 
 from __future__ import annotations
 
