@@ -154,10 +154,11 @@ def test_the_smallest_extra_work_that_fits_is_chosen_and_equals_tflite_micro(tar
         from network_m4 import build_network, run_firmware
         scores = run_firmware(build_network(path, target, tmp_path / "m4", ram_limit=limit), X).scores
         source = result.files["net.c"]
-        kernels = {"conv2d": "mm", "depthwise_conv2d": "dw"}
+        # rgb: m4_conv_rgb's 3-channel convolutions, pwn: m4_pointwise_narrow's pointwise layers
+        kernels = {"conv2d": ("mm", "rgb", "pwn"), "depthwise_conv2d": ("dw",)}
         in_patches = [n for n in result.graph.order() if "_p0_0" in n and result.graph.op(n) in kernels]
-        assert in_patches and all(f"net_m4_{kernels[result.graph.op(n)]}_{n}(" in source or f"net_m4_pwn_{n}(" in source
-                                  for n in in_patches)  # pwn: m4_pointwise_narrow's pointwise layers
+        assert in_patches and all(any(f"net_m4_{k}_{n}(" in source for k in kernels[result.graph.op(n)])
+                                  for n in in_patches)
     np.testing.assert_array_equal(scores, tflm_outputs(path.read_bytes(), X))
 
 

@@ -8,6 +8,7 @@ from tinycc_ml.arm import (
     m4_add,
     m4_batch_matmul,
     m4_concatenation,
+    m4_conv_rgb,
     m4_elementwise,
     m4_kernels,
     m4_log_mel_power,
@@ -64,6 +65,7 @@ M4_KERNELS = (
     Kernel("sqdist", m4_kernels.kernel_sqdist),
     Kernel("wsqdist", kernel_wsqdist_m4, claims=wsqdist_ok, cost=m4_wsqdist_cost, name="m4-wsqdist-c"),
     # TFLite's int8 network layers (arm.m4_network)
+    Kernel("conv2d", m4_conv_rgb.conv2d, claims=m4_network.tflite_int8),
     Kernel("conv2d", m4_pointwise_narrow.conv2d, claims=m4_network.tflite_int8),
     Kernel("conv2d", m4_network.conv2d, claims=m4_network.tflite_int8),
     Kernel("depthwise_conv2d", m4_network_planar.depthwise_conv2d, claims=m4_network.tflite_int8),
