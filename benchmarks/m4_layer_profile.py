@@ -2,17 +2,18 @@
 
     python benchmarks/m4_layer_profile.py [--only kws_ref_model,...] [--optimize size] [--no-write]
 
-Each model compiled by tinycc-ml for the Cortex-M4 (``--optimize``, default ``size``: the default build), one
-input row run in unicorn and priced by the project's cycle model (``tinycc_ml.arm.m4_cycles``, zero wait
-states), the cycles charged to the function the instruction belongs to. The kernels are one function per layer
+Each model compiled by tinycc-ml for the Cortex-M4 (``--optimize``, default ``size``: the default build), one input
+row run in unicorn and priced by the project's cycle model (``tinycc_ml.arm.m4_cycles``, zero wait states), the
+cycles charged to the function the instruction belongs to. The kernels are one function per layer
 (``<prefix>_m4_mm_<layer>``: a convolution's or a fully connected layer's matrix product; ``_m4_im2col_<layer>``:
 its columns, ``_m4_im2colw_<layer>`` widened, ``_m4_rows_<layer>`` its widened input rows (counted as im2col);
 ``_m4_dw_<layer>`` and ``_m4_dw_<layer>_edge``: a depthwise convolution, and a wide layer's border columns, shared
 by the layers of one geometry; ``_m4_add_<layer>``; ``_m4_pwn_<layer>``: a pointwise convolution of 8 to 32 inputs,
-``arm.m4_pointwise_narrow``, with ``_m4_pwn_widen`` its words widened into RAM), ``_m4_widen2`` and ``_m4_widen_row``
-are the matrix kernels' input widening (shared by the layers) and the rest is the model's own ``run`` (pools,
-softmax, calls). The table groups them by kind: cycles, share,
-multiply-accumulates of the layers of that kind and cycles per multiply-accumulate.
+``arm.m4_pointwise_narrow``, with ``_m4_pwn_widen`` its words widened into RAM; ``_m4_rgb_<layer>`` and its
+``_row``: a 3-input-channel convolution, ``arm.m4_conv_rgb``, with its rows' helpers), ``_m4_widen2`` and
+``_m4_widen_row`` are the matrix kernels' input widening (shared by the layers) and the rest is the model's own
+``run`` (pools, softmax, calls). The table groups them by kind: cycles, share, multiply-accumulates of the layers of
+that kind and cycles per multiply-accumulate.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from tinycc_ml.ir.ops.registry import node_macs  # noqa: E402
 from tinycc_ml.runtime.profile import function_cycles  # noqa: E402
 
 KINDS = [("im2col", "im2col"), ("dw", "depthwise"), ("dw_edge", "depthwise, border columns"),
-         ("mm_conv", "convolution matrix"), ("pwn", "pointwise, 8 to 32 inputs"), ("mm_fc", "fully connected matrix"),
-         ("widen", "input widening"),
+         ("mm_conv", "convolution matrix"), ("rgb", "3-input-channel convolution, rows included"),
+         ("pwn", "pointwise, 8 to 32 inputs"), ("mm_fc", "fully connected matrix"), ("widen", "input widening"),
          ("add", "ADD"), ("other", "other (pools, softmax, run)")]
 
 
@@ -46,7 +47,10 @@ def kind_of(symbol: str, prefix: str, graph) -> tuple[str, str | None]:
         return "widen", None
     if name == "m4_pwn_widen":  # the narrow pointwise layers' words, widened into RAM per call
         return "pwn", None
-    for pattern, kind in ((r"m4_(?:im2colw?|rows)_(.+)", "im2col"), (r"m4_dw_(.+)_edge", "dw_edge"),
+    if name in ("m4_rgb_widen", "m4_rgb_widen2", "m4_move_words"):  # the 3-channel layers' rows (arm.m4_conv_rgb)
+        return "rgb", None
+    for pattern, kind in ((r"m4_rgb_(.+)_row", "rgb"), (r"m4_rgb_(.+)", "rgb"),
+                          (r"m4_(?:im2colw?|rows)_(.+)", "im2col"), (r"m4_dw_(.+)_edge", "dw_edge"),
                           (r"m4_dw_(.+)", "dw"), (r"m4_add_(.+)", "add"), (r"m4_mm_(.+)", "mm"),
                           (r"m4_pwn_(.+)", "pwn")):
         match = re.fullmatch(pattern, name)
@@ -83,7 +87,7 @@ def profile(name: str, optimize: str) -> list[list[str]]:
     for kind, label in KINDS:
         if not cycles[kind]:
             continue
-        counted = kind in ("dw", "mm_conv", "pwn", "mm_fc")
+        counted = kind in ("dw", "mm_conv", "rgb", "pwn", "mm_fc")
         macs = sum(node_macs(result.graph, layer) for layer in layers[kind]) if counted else 0
         rows.append([name, label, f"{cycles[kind]:,.0f}", f"{100 * cycles[kind] / total:.1f}%",
                      f"{macs:,}" if macs else "-", f"{cycles[kind] / macs:.2f}" if macs else "-"])

@@ -32,8 +32,10 @@ from tinycc_ml.arm.m4_network import (
     channel_params,
     computed_input,
     fold_zero_point,
+    mov32,
     named_helper,
     paired_params,
+    requantise_output,
     shifts_ok,
     small_accumulators,
 )
@@ -171,17 +173,6 @@ __attribute__((optimize("O2"), noinline)) static void @m4_move_words(int32_t *d,
 """)
 
 
-def _mov32(reg: str, value: int) -> list[str]:
-    value &= 0xFFFFFFFF
-    return [f"movw %[{reg}], #{value & 0xFFFF}", *([f"movt %[{reg}], #{value >> 16}"] if value >> 16 else [])]
-
-
-def _compare(a: str, bound: int, cond: str) -> list[str]:
-    if bound >= 0:
-        return [f"cmp {a}, #{bound}", f"it {cond}", f"mov{cond} {a}, #{bound}"]
-    return [f"cmn {a}, #{-bound}", f"it {cond}", f"mvn{cond} {a}, #{-bound - 1}"]
-
-
 def _pair_macs(w: str, accs: list[tuple[str, str]], seed: bool) -> list[str]:
     """Pair word w times the positions' words u, v: raw accumulators, SXTB16 w, even ones; ``seed``: v's start
     from u's (its biases, before u's first product)."""
@@ -217,42 +208,14 @@ def group_asm(offsets: list[int], dv: int, params, q, fields: tuple[str, ...], o
     base = at + 16 + 8 * H
     body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
     if "m" in lit:
-        body += _mov32("w1", lit["m"])
+        body += mov32("w1", lit["m"])
     if "nu" in lit:
-        body += _mov32("v", lit["nu"])
-    correct = mode == "fold" or lit["nm"] != 0
-    zp = q.output_zero_point if mode == "plain" else 0
-    sl = lit["sl"]
+        body += mov32("v", lit["nu"])
     for k in range(4):
         body += [f"ldr %[{reg}], [%[wp], #{base + 4 * (k * F + fields.index(name))}]"
                  for name, reg in (("m", "w1"), ("r", "u"), ("nu", "v")) if name in fields]
         for c in "uv":
-            a = f"%[{'er'[k % 2]}{k // 2}{c}]"
-            if k % 2:  # (raw - even) = 256 acc1: acc1 << sl
-                if sl <= 8:
-                    body += [f"asr {a}, {a}, #{8 - sl}"] if sl < 8 else []
-                else:
-                    body += [f"asr {a}, {a}, #8", f"lsl {a}, {a}, #{sl}"]
-            else:
-                body.append(f"lsl {a}, {a}, #{sl}")
-            if correct:
-                body += [f"add %[w], %[v], {a}, asr #31", f"smmlar {a}, {a}, %[w1], %[w]"]
-            else:
-                body.append(f"smmlar {a}, {a}, %[w1], %[v]")
-            if "r" not in lit:
-                body.append(f"asr {a}, {a}, %[u]")
-            elif lit["r"] and mode == "plain":
-                body.append(f"asr {a}, {a}, #{lit['r']}")
-            if zp:
-                body.append(f"add {a}, {a}, #{zp}" if zp > 0 else f"sub {a}, {a}, #{-zp}")
-            if mode == "fold" and "r" in lit:
-                body.append(f"ssat {a}, #8, {a}, asr #{lit['r']}")
-            else:
-                body.append(f"ssat {a}, #8, {a}")
-            if q.lo > -128:
-                body += _compare(a, q.lo, "lt")
-            if q.hi < 127:
-                body += _compare(a, q.hi, "gt")
+            body += requantise_output(f"%[{'er'[k % 2]}{k // 2}{c}]", k % 2 == 1, lit, mode, q)
     if flag is not None:
         body.append(f"ldr %[u], [%[wp], #{flag}]")
     body.append("ldr %[w], %[d]")

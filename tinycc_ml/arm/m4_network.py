@@ -854,16 +854,47 @@ def asm_epilogue_ok(params: ChannelParams, q, out_c: int) -> bool:
             and ("dst" in params.stored or out_c % 4 == 0))
 
 
-def _mov32(reg: str, value: int) -> list[str]:
+def mov32(reg: str, value: int) -> list[str]:
+    """Operand ``reg`` = value (MOVW, and MOVT where the high half is not zero)."""
     value &= 0xFFFFFFFF
     return [f"movw %[{reg}], #{value & 0xFFFF}", *([f"movt %[{reg}], #{value >> 16}"] if value >> 16 else [])]
 
 
-def _compare(a: str, bound: int, cond: str) -> list[str]:
+def clamp_at(a: str, bound: int, cond: str) -> list[str]:
     """a = bound where a ``cond`` bound (an IT block; negative literals through CMN / MVN)."""
     if bound >= 0:
         return [f"cmp {a}, #{bound}", f"it {cond}", f"mov{cond} {a}, #{bound}"]
     return [f"cmn {a}, #{-bound}", f"it {cond}", f"mvn{cond} {a}, #{-bound - 1}"]
+
+
+def requantise_output(a: str, odd: bool, lit: dict, mode: str, q) -> list[str]:
+    """One 2x4p accumulator's requantisation in asm (``asm_epilogue``), in place in register ``a``: an odd channel's
+    (raw - even) = 256 acc1 scaled to acc1 << sl, else LSL sl; SMMLAR by the multiplier (w1) with the rounding
+    addend v (t = nu - [a < 0] into w where ``correct``), the right shift (register u or literal r), the zero point
+    ("plain"), SSAT (with the shift in "fold" mode) and the activation's bounds where narrower than int8."""
+    sl = lit["sl"]
+    if odd:
+        body = ([f"asr {a}, {a}, #{8 - sl}"] if sl < 8 else []) if sl <= 8 else [f"asr {a}, {a}, #8",
+                                                                                 f"lsl {a}, {a}, #{sl}"]
+    else:
+        body = [f"lsl {a}, {a}, #{sl}"]
+    if mode == "fold" or lit["nm"] != 0:  # t = nu - [a < 0], else t = nu
+        body += [f"add %[w], %[v], {a}, asr #31", f"smmlar {a}, {a}, %[w1], %[w]"]
+    else:
+        body.append(f"smmlar {a}, {a}, %[w1], %[v]")
+    if "r" not in lit:
+        body.append(f"asr {a}, {a}, %[u]")
+    elif lit["r"] and mode == "plain":
+        body.append(f"asr {a}, {a}, #{lit['r']}")
+    zp = q.output_zero_point if mode == "plain" else 0
+    if zp:
+        body.append(f"add {a}, {a}, #{zp}" if zp > 0 else f"sub {a}, {a}, #{-zp}")
+    body.append(f"ssat {a}, #8, {a}, asr #{lit['r']}" if mode == "fold" and "r" in lit else f"ssat {a}, #8, {a}")
+    if q.lo > -128:
+        body += clamp_at(a, q.lo, "lt")
+    if q.hi < 127:
+        body += clamp_at(a, q.hi, "gt")
+    return body
 
 
 def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> list[str]:
@@ -884,41 +915,14 @@ def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> lis
     body = ["ldr %[x], %[qq]"] if any(f in at for f in ("m", "r", "nu", "dst")) else []
     body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
     if "m" in lit:
-        body += _mov32("w1", lit["m"])
+        body += mov32("w1", lit["m"])
     if "nu" in lit:
-        body += _mov32("v", lit["nu"])
-    correct = mode == "fold" or lit["nm"] != 0  # t = nu - [a < 0], else t = nu
-    zp = q.output_zero_point if mode == "plain" else 0
+        body += mov32("v", lit["nu"])
     for k in range(4):
         body += [f"ldr %[{reg}], [%[x], #{4 * (k * P + at[name]) - back}]"
                  for name, reg in (("m", "w1"), ("r", "u"), ("nu", "v")) if name in at]
         for c in "uv":
-            a = f"%[{'er'[k % 2]}{k // 2}{c}]"
-            if k % 2:  # (raw - even) = 256 acc1: acc1 << sl
-                if lit["sl"] <= 8:
-                    body += [f"asr {a}, {a}, #{8 - lit['sl']}"] if lit["sl"] < 8 else []
-                else:
-                    body += [f"asr {a}, {a}, #8", f"lsl {a}, {a}, #{lit['sl']}"]
-            else:
-                body.append(f"lsl {a}, {a}, #{lit['sl']}")
-            if correct:
-                body += [f"add %[w], %[v], {a}, asr #31", f"smmlar {a}, {a}, %[w1], %[w]"]
-            else:
-                body.append(f"smmlar {a}, {a}, %[w1], %[v]")
-            if "r" not in lit:
-                body.append(f"asr {a}, {a}, %[u]")
-            elif lit["r"] and (mode == "plain" or "r" not in lit):
-                body.append(f"asr {a}, {a}, #{lit['r']}")
-            if zp:
-                body.append(f"add {a}, {a}, #{zp}" if zp > 0 else f"sub {a}, {a}, #{-zp}")
-            if mode == "fold" and "r" in lit:
-                body.append(f"ssat {a}, #8, {a}, asr #{lit['r']}")
-            else:
-                body.append(f"ssat {a}, #8, {a}")
-            if q.lo > -128:
-                body += _compare(a, q.lo, "lt")
-            if q.hi < 127:
-                body += _compare(a, q.hi, "gt")
+            body += requantise_output(f"%[{'er'[k % 2]}{k // 2}{c}]", k % 2 == 1, lit, mode, q)
     if "dst" in at:  # per channel its offset (w) from the positions' starts d0 (v) and d1 (u), the last channel first
         body += ["ldr %[v], %[d0]", "ldr %[u], %[d1]" if second else f"add %[u], %[v], #{out_stride}"]
         for k in (3, 2, 1, 0):
