@@ -273,14 +273,15 @@ def test_both_weight_layouts_equal_tflite_micro_on_the_cortex_m4(optimize, tmp_p
 
 def test_a_per_tensor_layer_stores_its_biases_alone(tmp_path):
     """Requantisation fields every channel shares are literals in the code: a per-tensor layer's channel
-    constants are its biases (int32 each); a per-channel layer's also its multipliers and shifts."""
+    constants are its biases (int32 each); a per-channel layer's also its multipliers and shifts. (12 and 20
+    input channels: the matrix kernels', not m4_pointwise_narrow's, which takes 8, 16 or 32.)"""
     n = NetBuilder(3)
-    y = n.conv(n.input((6, 6, 8)), 16, (1, 1), per_channel=False)
+    y = n.conv(n.input((6, 6, 12)), 20, (1, 1), per_channel=False)
     path = tmp_path / "net.tflite"
     path.write_bytes(n.finish(n.conv(y, 8, (1, 1), per_channel=True)))
     result = tinycc_ml.compile(path, target="cortex-m4", name="net")
     per_tensor, per_channel = (f"net_{k}_m4q" for k in result.graph.order() if result.graph.op(k) == "conv2d")
-    assert result.output.const_arrays[per_tensor] == 16 * 4
+    assert result.output.const_arrays[per_tensor] == 20 * 4
     assert result.output.const_arrays[per_channel] >= 8 * 4 * 3  # bias, multiplier, the rounding nudge at least
 
 
