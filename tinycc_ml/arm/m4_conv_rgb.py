@@ -32,10 +32,9 @@ from tinycc_ml.arm.m4_network import (
     channel_params,
     computed_input,
     fold_zero_point,
-    mov32,
     named_helper,
     paired_params,
-    requantise_output,
+    requantise_group,
     shifts_ok,
     small_accumulators,
 )
@@ -206,16 +205,8 @@ def group_asm(offsets: list[int], dv: int, params, q, fields: tuple[str, ...], o
         for k, w in enumerate(("w", "w1")):
             body += _pair_macs(w, [(f"r{k}u", f"e{k}u"), (f"r{k}v", f"e{k}v")], h == 0)
     base = at + 16 + 8 * H
-    body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
-    if "m" in lit:
-        body += mov32("w1", lit["m"])
-    if "nu" in lit:
-        body += mov32("v", lit["nu"])
-    for k in range(4):
-        body += [f"ldr %[{reg}], [%[wp], #{base + 4 * (k * F + fields.index(name))}]"
-                 for name, reg in (("m", "w1"), ("r", "u"), ("nu", "v")) if name in fields]
-        for c in "uv":
-            body += requantise_output(f"%[{'er'[k % 2]}{k // 2}{c}]", k % 2 == 1, lit, mode, q)
+    body += requantise_group(lit, mode, q, lambda k, name: f"[%[wp], #{base + 4 * (k * F + fields.index(name))}]"
+                             if name in fields else None)
     if flag is not None:
         body.append(f"ldr %[u], [%[wp], #{flag}]")
     body.append("ldr %[w], %[d]")

@@ -867,6 +867,24 @@ def clamp_at(a: str, bound: int, cond: str) -> list[str]:
     return [f"cmn {a}, #{-bound}", f"it {cond}", f"mvn{cond} {a}, #{-bound - 1}"]
 
 
+def requantise_group(lit: dict, mode: str, q, field_address) -> list[str]:
+    """A 2x4p block's four channels requantised in asm, both positions: the odd channels' 256 acc1 (raw - even),
+    the fields every channel shares in registers once (m in w1, nu in v), per channel its own fields loaded from
+    ``field_address(k, name)`` (an address operand, None where the field is a literal) then ``requantise_output``
+    per accumulator."""
+    body = [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
+    if "m" in lit:
+        body += mov32("w1", lit["m"])
+    if "nu" in lit:
+        body += mov32("v", lit["nu"])
+    for k in range(4):
+        body += [f"ldr %[{reg}], {address}" for name, reg in (("m", "w1"), ("r", "u"), ("nu", "v"))
+                 if (address := field_address(k, name)) is not None]
+        for c in "uv":
+            body += requantise_output(f"%[{'er'[k % 2]}{k // 2}{c}]", k % 2 == 1, lit, mode, q)
+    return body
+
+
 def requantise_output(a: str, odd: bool, lit: dict, mode: str, q) -> list[str]:
     """One 2x4p accumulator's requantisation in asm (``asm_epilogue``), in place in register ``a``: an odd channel's
     (raw - even) = 256 acc1 scaled to acc1 << sl, else LSL sl; SMMLAR by the multiplier (w1) with the rounding
@@ -913,16 +931,8 @@ def asm_epilogue(params: ChannelParams, q, out_stride: int, second: bool) -> lis
     back = 16 * P  # qq already at the next group's words (_paired_asm_body)
     mode = params.mode
     body = ["ldr %[x], %[qq]"] if any(f in at for f in ("m", "r", "nu", "dst")) else []
-    body += [f"sub %[r{j}{c}], %[r{j}{c}], %[e{j}{c}]" for j in (0, 1) for c in "uv"]  # 256 acc1
-    if "m" in lit:
-        body += mov32("w1", lit["m"])
-    if "nu" in lit:
-        body += mov32("v", lit["nu"])
-    for k in range(4):
-        body += [f"ldr %[{reg}], [%[x], #{4 * (k * P + at[name]) - back}]"
-                 for name, reg in (("m", "w1"), ("r", "u"), ("nu", "v")) if name in at]
-        for c in "uv":
-            body += requantise_output(f"%[{'er'[k % 2]}{k // 2}{c}]", k % 2 == 1, lit, mode, q)
+    body += requantise_group(lit, mode, q, lambda k, name: f"[%[x], #{4 * (k * P + at[name]) - back}]"
+                             if name in at else None)
     if "dst" in at:  # per channel its offset (w) from the positions' starts d0 (v) and d1 (u), the last channel first
         body += ["ldr %[v], %[d0]", "ldr %[u], %[d1]" if second else f"add %[u], %[v], #{out_stride}"]
         for k in (3, 2, 1, 0):
