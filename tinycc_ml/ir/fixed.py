@@ -100,6 +100,11 @@ def run_fixed_once(graph: Graph, Xq) -> dict[str, np.ndarray]:
         known = graph.analyses.rows_run = (fingerprint, {})
     memo = known[1]  # "rows" run so far, their "hashes", the hashes' sorting "order", the "outputs" per row
     rows = np.ascontiguousarray(Xq).reshape(len(Xq), -1)
+    if memo and memo["rows"].shape[1:] == rows.shape[1:] and len(rows) <= len(memo["rows"]) \
+            and np.array_equal(memo["rows"][:len(rows)], rows):
+        # the leading rows run before (the agreement's rows, then the probabilities' without the widened
+        # calibration's extra rows after them): no lookup
+        return {label: memo["outputs"][label][:len(rows)].copy() for label, _ in graph.outputs}
     hashes = _row_hashes(rows)
     place = np.full(len(rows), -1, dtype=np.int64)  # each row's place among the rows run so far
     if memo:

@@ -42,6 +42,7 @@ from tinycc_ml.progress import Progress
 
 FLOAT_PREP = ["fold_input_affine", "constant_fold", "cse", "dce"]
 FIXED_PASSES = ["choose_scales", "exp_table", "tanh_approx", "fuse_nearest", "dce", "plan_memory"]
+SEARCHED_PASSES = 3  # the FIXED_PASSES a scale search's trial runs (what a scale changes); the rest run once
 SEARCH_ADJUSTMENTS = (-1, 1, -2)
 WEIGHT_ADJUSTMENTS = (1, 2, 3, 4)  # finer weight scales: saturate outliers, resolve the bulk
 FLOAT32_COINCIDENT = 1e-12  # squared distance per squared norm: float32 rounding of a copy (2^-48 a term)
@@ -102,6 +103,16 @@ def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool 
         return int(np.sum(error > value_tolerance(float_out["scores"]))), float(np.mean(error))
     disagree = int(np.sum(got["prediction"] != float_out["prediction"]))
     return disagree, float(np.mean(error))
+
+
+@dataclass
+class ChosenBuild:
+    """The scale search's build of ``adjust`` (the first FIXED_PASSES, run in ``ctx``): the final build goes on
+    from it instead of choosing every scale again."""
+
+    adjust: dict
+    graph: Graph
+    ctx: PassContext
 
 
 @dataclass
@@ -208,10 +219,10 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
     memo = memo if memo is not None else ScaleMemo(graph)
     own_digests: dict = {}  # build_keys: the nodes' own digests, shared by the trials
 
-    def build(adjust: dict) -> Graph:
+    def build(adjust: dict) -> tuple[Graph, PassContext]:
         trial = PassContext(options=replace(ctx.options, scale_adjust=adjust, scale_memo=memo), debug=False)
         # no copy of the graph: choose_scales (the first) reads it and builds a new one, which the others rewrite
-        return run_passes(graph, FIXED_PASSES[:3], trial)
+        return run_passes(graph, FIXED_PASSES[:SEARCHED_PASSES], trial), trial
 
     held_quantised: dict[int, np.ndarray] = {}
     values_by_key: dict[bytes, np.ndarray] = {}  # the trials' values on the held-out rows (run_fixed_keyed)
@@ -229,7 +240,8 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
         return _score(fixed_graph, held, float_out, regression, held_quantised, (keys, values_by_key))
 
     adjust: dict[str, int] = {}
-    base = build(adjust)
+    base, base_ctx = build(adjust)
+    memo.chosen = ChosenBuild(dict(adjust), base, base_ctx)
     base_fingerprint, base_keys = build_keys(base, own_digests)
     best = score(base, base_keys)
     if not ctx.options.search or best == (0, 0.0):
@@ -260,7 +272,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
                         bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
                         skipped += 1
                         continue
-                    trial = build(trial_adjust)
+                    trial, trial_ctx = build(trial_adjust)
                     bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
                     fingerprint, keys = build_keys(trial, own_digests)
                     if fingerprint in seen:
@@ -270,6 +282,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
                     trial_score = score(trial, keys)
                     if trial_score < best:
                         best, adjust, current, improved = trial_score, trial_adjust, trial, True
+                        memo.chosen = ChosenBuild(dict(adjust), trial, trial_ctx)
                         break
                 if at_floor(best, floor):
                     break
@@ -288,7 +301,10 @@ def rounding_floor(graph: Graph, base: Graph, X: np.ndarray, float_out: dict, re
     """What no scale adjustment can remove: the float model's own disagreements and score error on the held-out
     rows rounded to the integer input's grid (the input's scale is the one value the search does not adjust)."""
     s_in = base.type(base.inputs()[0]).dtype.scale
-    rounded = run_float(graph, quantise(X, s_in, 16) * 2.0**-s_in)
+    seen = quantise(X, s_in, 16) * 2.0**-s_in
+    if np.array_equal(seen, X):  # the input's grid holds every row (whole-number pixels): nothing is lost
+        return 0, 0.0
+    rounded = run_float(graph, seen)
     error = np.abs(rounded["scores"] - float_out["scores"])
     if regression:
         return int(np.sum(error > value_tolerance(float_out["scores"]))), float(np.mean(error))
@@ -492,10 +508,20 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
                 options=replace(ctx.options, scale_adjust={}, scale_memo=memo), debug=False)))
         adjust, best = search_scales(graph, prep.calibration, ctx, memo)
     ctx.options.scale_adjust, ctx.options.scale_memo = adjust, memo
+    searched = SEARCHED_PASSES
+    chosen = memo.chosen if memo.chosen is not None and memo.chosen.adjust == adjust and not (
+        ctx.dump_after & {"all", *FIXED_PASSES[:searched]}) else None
     try:
-        fixed_graph = run_passes(graph, FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
+        if chosen is not None:  # the search built it: its log and timings are this build's, the rest runs here
+            ctx.log.extend(chosen.ctx.log)
+            for name, seconds in chosen.ctx.timings.items():
+                ctx.timings[name] = ctx.timings.get(name, 0.0) + seconds
+            fixed_graph = run_passes(chosen.graph, FIXED_PASSES[searched:], ctx)
+        else:
+            fixed_graph = run_passes(graph, FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
     finally:
         ctx.options.scale_memo = None
+        memo.chosen = None
     s_in = prep.feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     fixed_graph.analyses.input_scale = s_in
     if cached is not None:

@@ -45,7 +45,8 @@ def rshift(v, k: int):
     if k <= -63:  # beyond int64: saturate, so the range checks report it
         return np.sign(v) * np.int64(2**63 - 1)
     if k > 0:
-        return (v + (1 << (k - 1))) >> k
+        out = v + (1 << (k - 1))  # a new array (a scalar for 0-d): the shift goes into it
+        return np.right_shift(out, k, out=out) if isinstance(out, np.ndarray) else out >> k
     if k < 0:
         return v * (1 << -k)
     return v
@@ -62,6 +63,23 @@ def saturate(v, bits: int):
     # saturates small arrays thousands of times)
     out = np.maximum(np.asarray(v, dtype=np.int64), lo)  # a new array (a scalar for 0-d): the minimum goes into it
     return np.minimum(out, hi, out=out) if isinstance(out, np.ndarray) else np.minimum(out, hi)
+
+
+def saturate_shifted(v, k: int, bits: int, own: bool = False):
+    """saturate(rshift(v, k), bits) with one new array at most (none when ``own``: ``v`` is the caller's own int64
+    array, which the result then overwrites): the interpreter's step after most ops, over every calibration row."""
+    v = np.asarray(v, dtype=np.int64)
+    if not v.ndim or not -63 < k < 63:
+        return saturate(rshift(v, k), bits)
+    if k > 0:
+        out = np.add(v, 1 << (k - 1), out=v if own else None)
+        np.right_shift(out, k, out=out)
+    elif k < 0:
+        out = np.multiply(v, 1 << -k, out=v if own else None)
+    else:
+        out = v if own else v.copy()
+    np.maximum(out, -(2 ** (bits - 1)), out=out)
+    return np.minimum(out, 2 ** (bits - 1) - 1, out=out)
 
 
 def align_shifts(sa: int, sb: int) -> tuple[int, int, int]:

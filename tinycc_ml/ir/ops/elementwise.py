@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.arith import align_shifts, check32, clip_bounds, rshift, rshift_bound, saturate
+from tinycc_ml.ir.ops.arith import align_shifts, check32, clip_bounds, rshift, rshift_bound, saturate, saturate_shifted
 from tinycc_ml.ir.ops.registry import (
     FixedCall,
     OpDef,
@@ -44,8 +44,8 @@ def _fixed_addsub(sign: int):
         a, b = call.broadcast_scalars()
         c, la, lb = align_shifts(call.in_scale(0), call.in_scale(1))
         a, b = check32(rshift(a, -la), call.where), check32(rshift(b, -lb), call.where)
-        r = check32(a + sign * b, call.where)
-        return saturate(rshift(r, c - call.scale), call.bits)
+        r = check32((np.add if sign > 0 else np.subtract)(a, b, dtype=np.int64), call.where)  # a new array
+        return saturate_shifted(r, c - call.scale, call.bits, own=isinstance(r, np.ndarray) and r.ndim > 0)
     return semantics
 
 
@@ -127,7 +127,8 @@ def _fixed_clip(call: FixedCall):
         # no shift: the clamp then the saturation are one clamp to the bounds' intersection when they meet
         low, high = np.maximum(lo, -(2 ** (call.bits - 1))), np.minimum(hi, 2 ** (call.bits - 1) - 1)
         if np.all(low <= high):
-            return np.minimum(np.maximum(a, low), high)
+            out = np.maximum(a, low)  # a new array: the minimum goes into it
+            return np.minimum(out, high, out=out) if out.shape == a.shape else np.minimum(out, high)
     return saturate(rshift(np.minimum(np.maximum(a, lo), hi), call.in_scale(0) - call.scale), call.bits)
 
 

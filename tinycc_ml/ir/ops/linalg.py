@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinycc_ml.ir.ops.arith import INT32_MAX, INT32_MIN, check32, rshift, rshift_bound, saturate
+from tinycc_ml.ir.ops.arith import INT32_MAX, INT32_MIN, check32, rshift, rshift_bound, saturate, saturate_shifted
 from tinycc_ml.ir.ops.registry import (
     FixedCall,
     OpDef,
@@ -69,7 +69,7 @@ def _fixed_matvec(call: FixedCall):
         if np.count_nonzero(A) < A.size // 4:  # mostly zeros (a diagonal, a sparse matrix): only the stored products
             rows, cols = np.nonzero(A)
             acc = check32(_stored_products_sum(A, x, rows, cols, h, call.where), call.where)
-            return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
+            return saturate_shifted(acc, _products_shift(call.in_types, call.type, call.attrs), call.bits, own=True)
     if h == 0 and A.ndim == 2 and x.ndim == 2 and A.size and len(x):
         # unshifted products: their sum is the integer product of the matrices, exact in int64; the products'
         # int32 check needs only each column's largest |entry| times the largest |x| it meets
@@ -84,10 +84,10 @@ def _fixed_matvec(call: FixedCall):
                 < EXACT_FLOAT_SUM
             acc = check32((x.astype(np.float64) @ A.T.astype(np.float64)).astype(np.int64) if exact else x @ A.T,
                           call.where)
-            return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
+            return saturate_shifted(acc, _products_shift(call.in_types, call.type, call.attrs), call.bits, own=True)
     prods = check32(A[None, :, :] * x[:, None, :], call.where)
     acc = check32(np.sum(rshift(prods, h), axis=2), call.where)
-    return saturate(rshift(acc, _products_shift(call.in_types, call.type, call.attrs)), call.bits)
+    return saturate_shifted(acc, _products_shift(call.in_types, call.type, call.attrs), call.bits, own=True)
 
 
 def _stored_products_sum(A, x, rows, cols, h: int, where: str) -> np.ndarray:
