@@ -9,8 +9,8 @@ integer build is calibrated on the model's training rows, its scale choice searc
 
 Two measures, CPU seconds (user + system; wall time depends on the machine's load much more):
 - "in Python": ``tinycc_ml.compile`` in one process after a first build has loaded the compiler's modules
-  (the median of --repeat builds, each with a fresh cache and none of the walks and tables an earlier build in the
-  process kept: ``tinycc_ml.ir.ops.ensembles.forget_kept``);
+  (the median of 5 x --repeat builds, float and integer interleaved, each with a fresh cache and none of the walks
+  and tables an earlier build in the process kept: ``tinycc_ml.ir.ops.ensembles.forget_kept``);
 - "command": a fresh ``tinycc-ml compile`` process, as make or CMake run it (startup and imports included).
 
 The ratio is the integer build's over the float build's, in the same process or the same kind of process.
@@ -69,22 +69,29 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def in_python(model, calibration, precision: str, repeat: int) -> float:
-    """The median CPU seconds of ``repeat`` builds in this process, each with an empty cache."""
-    times = []
-    for _ in range(repeat):
-        with tempfile.TemporaryDirectory(prefix="tinycc-ml-compile-time-") as cache:
-            os.environ["TINYCC_ML_CACHE"] = cache
-            forget_kept()
-            start = cpu_seconds()
-            tinycc_ml.compile(model, precision=precision,
-                              **({} if precision == "float" else {"calibration": calibration}))
-            times.append(cpu_seconds() - start)
-    return statistics.median(times)
+def in_python(model, calibration, repeat: int) -> tuple[float, float]:
+    """The median CPU seconds of 5 x ``repeat`` float and as many int16 builds in this process, interleaved (a
+    build of a small model takes milliseconds: the machine's drift reaches both alike), each with an empty cache."""
+    times: dict[str, list[float]] = {"float": [], "int16": []}
+    for _ in range(5 * repeat):
+        for precision, found in times.items():
+            with tempfile.TemporaryDirectory(prefix="tinycc-ml-compile-time-") as cache:
+                os.environ["TINYCC_ML_CACHE"] = cache
+                forget_kept()
+                start = cpu_seconds()
+                tinycc_ml.compile(model, precision=precision,
+                                  **({} if precision == "float" else {"calibration": calibration}))
+                found.append(cpu_seconds() - start)
+    return statistics.median(times["float"]), statistics.median(times["int16"])
 
 
-def command(model, calibration, precision: str, repeat: int) -> float:
-    """The median CPU seconds of ``repeat`` ``tinycc-ml compile`` processes (user + system of the child)."""
+def command(model, calibration, repeat: int) -> tuple[float, float]:
+    """The median CPU seconds of ``repeat`` float and as many int16 ``tinycc-ml compile`` processes (user + system
+    of the child)."""
+    return tuple(_command(model, calibration, precision, repeat) for precision in ("float", "int16"))
+
+
+def _command(model, calibration, precision: str, repeat: int) -> float:
     times = []
     with tempfile.TemporaryDirectory(prefix="tinycc-ml-compile-time-") as work:
         work = Path(work)
@@ -113,9 +120,8 @@ def main() -> None:
     for label, model, X in models:
         tinycc_ml.compile(model, precision="float")  # the compiler's modules loaded once
         for where, measure in (("in Python", in_python), ("command", command)):
-            base = measure(model, X, "float", args.repeat)
-            fixed = measure(model, X, "int16", args.repeat)
-            rows.append([label, where, f"{base:.2f}", f"{fixed:.2f}", f"{fixed / base:.1f}x"])
+            base, fixed = measure(model, X, args.repeat)
+            rows.append([label, where, f"{base:.3f}", f"{fixed:.3f}", f"{fixed / base:.1f}x"])
             print(" | ".join(rows[-1]), flush=True)
     script = "benchmarks/compile_time.py" + (f" --repeat {args.repeat}" if args.repeat != 3 else "")
     write_table("compile_time", ["model", "compiled", "float CPU s", "int16 CPU s", "int16 / float"], rows,

@@ -92,3 +92,20 @@ def test_a_damaged_entry_is_ignored_and_the_cache_can_be_turned_off(case, search
     monkeypatch.setenv("TINYCC_ML_CACHE", "off")
     tinycc_ml.compile(model, precision="int16", calibration=X)
     assert len(calls) == 2 + len(damaged)
+
+
+def test_the_final_build_going_on_from_the_search_is_the_build_made_anew(case, searches, capsys):
+    """The search's build of its choice goes on to the last passes; asking for the IR after choose_scales makes
+    the final build choose every scale again (so the dump shows it): files, pass log and figures are the same."""
+    model, X = case
+    root, calls = searches
+    kept = tinycc_ml.compile(model, precision="int16", calibration=X)
+    for entry in (root / fixed_pipeline.SEARCH_CACHE).glob("*.json"):
+        entry.unlink()  # the second build searches too, rather than take the first's choice
+    anew = tinycc_ml.compile(model, precision="int16", calibration=X, dump_ir_after=("choose_scales",))
+    assert len(calls) == 2
+    assert "// IR after choose_scales" in capsys.readouterr().err
+    assert anew.files == kept.files
+    assert anew.report["passes"] == kept.report["passes"]
+    assert any(line.startswith("choose_scales:") for line in kept.report["passes"])
+    assert {k: anew.report[k] for k in FIGURES} == {k: kept.report[k] for k in FIGURES}
