@@ -11,6 +11,7 @@ Two measures, CPU seconds (user + system; wall time depends on the machine's loa
 - "in Python": ``tinycc_ml.compile`` in one process after a first build has loaded the compiler's modules
   (the median of 5 x --repeat builds, float and integer interleaved, each with a fresh cache and none of the walks
   and tables an earlier build in the process kept: ``tinycc_ml.ir.ops.ensembles.forget_kept``);
+- "in Python, search=False": the same with the integer build's scale search off (the rest of its cost);
 - "command": a fresh ``tinycc-ml compile`` process, as make or CMake run it (startup and imports included).
 
 The ratio is the integer build's over the float build's, in the same process or the same kind of process.
@@ -69,7 +70,12 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def in_python(model, calibration, repeat: int) -> tuple[float, float]:
+def in_python_no_search(model, calibration, repeat: int) -> tuple[float, float]:
+    """in_python with the integer build's scale search off (``search=False``): what the rest of it costs."""
+    return in_python(model, calibration, repeat, search=False)
+
+
+def in_python(model, calibration, repeat: int, **options) -> tuple[float, float]:
     """The median CPU seconds of 5 x ``repeat`` float and as many int16 builds in this process, interleaved (a
     build of a small model takes milliseconds: the machine's drift reaches both alike), each with an empty cache."""
     times: dict[str, list[float]] = {"float": [], "int16": []}
@@ -80,7 +86,7 @@ def in_python(model, calibration, repeat: int) -> tuple[float, float]:
                 forget_kept()
                 start = cpu_seconds()
                 tinycc_ml.compile(model, precision=precision,
-                                  **({} if precision == "float" else {"calibration": calibration}))
+                                  **({} if precision == "float" else {"calibration": calibration, **options}))
                 found.append(cpu_seconds() - start)
     return statistics.median(times["float"]), statistics.median(times["int16"])
 
@@ -119,7 +125,8 @@ def main() -> None:
     rows = []
     for label, model, X in models:
         tinycc_ml.compile(model, precision="float")  # the compiler's modules loaded once
-        for where, measure in (("in Python", in_python), ("command", command)):
+        for where, measure in (("in Python", in_python), ("in Python, search=False", in_python_no_search),
+                               ("command", command)):
             base, fixed = measure(model, X, args.repeat)
             rows.append([label, where, f"{base:.3f}", f"{fixed:.3f}", f"{fixed / base:.1f}x"])
             print(" | ".join(rows[-1]), flush=True)
