@@ -7,7 +7,7 @@ letter-26 (16,000 training rows, 26 classes; benchmarks/letter.py reads it from 
 integer build is calibrated on the model's training rows, its scale choice searched with an empty cache
 (tinycc_ml.cache), as a first build is.
 
-Two measures, CPU seconds (user + system; wall time depends on the machine's load much more):
+Three measures, CPU seconds (user + system; wall time depends on the machine's load much more):
 - "in Python": ``tinycc_ml.compile`` in one process after a first build has loaded the compiler's modules
   (the median of 5 x --repeat builds, float and integer interleaved, each with a fresh cache and none of the walks
   and tables an earlier build in the process kept: ``tinycc_ml.ir.ops.ensembles.forget_kept``);
@@ -32,6 +32,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import warnings  # noqa: E402
+from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -68,11 +69,6 @@ def letter_forest():
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def in_python_no_search(model, calibration, repeat: int) -> tuple[float, float]:
-    """in_python with the integer build's scale search off (``search=False``): what the rest of it costs."""
-    return in_python(model, calibration, repeat, search=False)
 
 
 def in_python(model, calibration, repeat: int, **options) -> tuple[float, float]:
@@ -125,7 +121,7 @@ def main() -> None:
     rows = []
     for label, model, X in models:
         tinycc_ml.compile(model, precision="float")  # the compiler's modules loaded once
-        for where, measure in (("in Python", in_python), ("in Python, search=False", in_python_no_search),
+        for where, measure in (("in Python", in_python), ("in Python, search=False", partial(in_python, search=False)),
                                ("command", command)):
             base, fixed = measure(model, X, args.repeat)
             rows.append([label, where, f"{base:.3f}", f"{fixed:.3f}", f"{fixed / base:.1f}x"])

@@ -81,7 +81,6 @@ class ScaleMemo:
         self.prefixes: dict[tuple, int] = {}  # (prefix before a step, the names it added) -> prefix after it
         self.limit_bytes, self.kept_bytes = limit_bytes, 0
         self.pure: dict[tuple, object] = {}  # what a step reads of the source graph alone (ChooseScales._pure)
-        self.chosen = None  # the scale search's build of its current choice (fixed_pipeline.ChosenBuild)
 
     def holds(self, graph: Graph, options: tuple) -> bool:
         """Whether this memo is the one for building ``graph`` with these options (the first build sets them)."""

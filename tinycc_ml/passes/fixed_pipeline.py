@@ -107,10 +107,9 @@ def _score(fixed_graph: Graph, X: np.ndarray, float_out: dict, regression: bool 
 
 @dataclass
 class ChosenBuild:
-    """The scale search's build of ``adjust`` (the first FIXED_PASSES, run in ``ctx``): the final build goes on
-    from it instead of choosing every scale again."""
+    """The scale search's build of its choice (the first SEARCHED_PASSES of FIXED_PASSES, run in ``ctx``): the final
+    build goes on from it instead of choosing every scale again."""
 
-    adjust: dict
     graph: Graph
     ctx: PassContext
 
@@ -195,10 +194,11 @@ def max_search_trials(graph: Graph, rows: int) -> int:
 
 
 def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
-                  memo: ScaleMemo | None = None) -> tuple[dict[str, int], tuple[int, float]]:
+                  memo: ScaleMemo | None = None) -> tuple[dict[str, int], tuple[int, float], ChosenBuild | None]:
     """Stage 3: per-value scale adjustments that reduce disagreement with the float model on
-    held-out calibration rows (a quarter of them, at most 1000, fewer for big models). ``memo``: the steps of
-    choose_scales kept for ``graph`` so far (lower_to_fixed's, shared with its other builds of it)."""
+    held-out calibration rows (a quarter of them, at most 1000, fewer for big models); their score, and the build of
+    them (None where no build was made). ``memo``: the steps of choose_scales kept for ``graph`` so far
+    (lower_to_fixed's, shared with its other builds of it)."""
     rng = np.random.default_rng(0)
     affordable = max(64, SEARCH_ELEMENTS // work_per_row(graph))
     # regression: no argmax absorbs a saturated value, so every affordable row is checked, not a quarter
@@ -212,7 +212,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
     if len(held) < MIN_SEARCH_ROWS:
         log.info("scale search: %d held-out row(s) that are not reference points, keeping the static scales",
                  len(held))
-        return {}, (0, 0.0)
+        return {}, (0, 0.0), None
     float_out = run_float(graph, held)
 
     # the trials' steps of choose_scales that a change leaves alike
@@ -240,18 +240,17 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
         return _score(fixed_graph, held, float_out, regression, held_quantised, (keys, values_by_key))
 
     adjust: dict[str, int] = {}
-    base, base_ctx = build(adjust)
-    memo.chosen = ChosenBuild(dict(adjust), base, base_ctx)
+    chosen = ChosenBuild(*build(adjust))  # the build of ``adjust``
+    base = chosen.graph
     base_fingerprint, base_keys = build_keys(base, own_digests)
     best = score(base, base_keys)
     if not ctx.options.search or best == (0, 0.0):
-        return adjust, best  # not asked for, or nothing to gain: every row agrees with no score error
+        return adjust, best, chosen  # not asked for, or nothing to gain: every row agrees with no score error
     floor = rounding_floor(graph, base, held, float_out, regression)
     if at_floor(best, floor):
         log.info("scale search: nothing to gain (%d disagreement(s), all from the input's rounding)", best[0])
-        return adjust, best
+        return adjust, best, chosen
     seen = {base_fingerprint}  # builds already scored: an adjustment that changes nothing is not rescored
-    current = base  # the build of ``adjust``
     # regression: only coarser activation scales, which keep the headroom choose_scales leaves
     deltas = tuple(d for d in SEARCH_ADJUSTMENTS if d < 0) if regression else SEARCH_ADJUSTMENTS
     candidates = [(n, deltas) for n in graph.order()
@@ -267,7 +266,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
                     done += 1
                     trial_adjust = {**adjust, name: adjust.get(name, 0) + delta}
                     if delta > 0 and name.endswith(".weights") and \
-                            memo.weights_at_cap(current, name.removesuffix(".weights"), adjust):
+                            memo.weights_at_cap(chosen.graph, name.removesuffix(".weights"), adjust):
                         # finer weights that the accumulator's bound lowers back: the current build again (seen)
                         bar.advance(note=f"round {_round + 1}, {best[0]} disagreements")
                         skipped += 1
@@ -281,8 +280,8 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
                     seen.add(fingerprint)
                     trial_score = score(trial, keys)
                     if trial_score < best:
-                        best, adjust, current, improved = trial_score, trial_adjust, trial, True
-                        memo.chosen = ChosenBuild(dict(adjust), trial, trial_ctx)
+                        best, adjust, improved = trial_score, trial_adjust, True
+                        chosen = ChosenBuild(trial, trial_ctx)
                         break
                 if at_floor(best, floor):
                     break
@@ -294,7 +293,7 @@ def search_scales(graph: Graph, calibration: np.ndarray, ctx: PassContext,
         log.info("scale search: stopped at the input's rounding floor (%d disagreement(s))", best[0])
     log.info("scale search: %d adjustment(s), %d held-out disagreement(s); %d of %d trials built what an earlier "
              "trial built (not scored)", len(adjust), best[0], skipped, done)
-    return adjust, best
+    return adjust, best, chosen
 
 
 def rounding_floor(graph: Graph, base: Graph, X: np.ndarray, float_out: dict, regression: bool) -> tuple[int, float]:
@@ -495,6 +494,7 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
     if cached is not None and not _valid_entry(cached, graph):
         log.warning("scale search: ignoring a malformed cache entry %s", key[:12])
         cached = None
+    chosen = None  # the search's build of its choice, where it ran
     if cached is not None:
         adjust, best = cached["adjust"], tuple(cached["best"])
         log.info("scale search: the choice of an identical earlier compile (cache %s)", key[:12])
@@ -506,22 +506,20 @@ def lower_to_fixed(graph: Graph, precision: str, calibration: np.ndarray, ctx: P
         if before_search is not None:
             before_search(run_passes(graph, FIXED_PASSES, PassContext(
                 options=replace(ctx.options, scale_adjust={}, scale_memo=memo), debug=False)))
-        adjust, best = search_scales(graph, prep.calibration, ctx, memo)
+        adjust, best, chosen = search_scales(graph, prep.calibration, ctx, memo)
     ctx.options.scale_adjust, ctx.options.scale_memo = adjust, memo
-    searched = SEARCHED_PASSES
-    chosen = memo.chosen if memo.chosen is not None and memo.chosen.adjust == adjust and not (
-        ctx.dump_after & {"all", *FIXED_PASSES[:searched]}) else None
+    if ctx.dump_after & {"all", *FIXED_PASSES[:SEARCHED_PASSES]}:
+        chosen = None  # the IR after those passes is asked for: this build runs them
     try:
         if chosen is not None:  # the search built it: its log and timings are this build's, the rest runs here
             ctx.log.extend(chosen.ctx.log)
             for name, seconds in chosen.ctx.timings.items():
                 ctx.timings[name] = ctx.timings.get(name, 0.0) + seconds
-            fixed_graph = run_passes(chosen.graph, FIXED_PASSES[searched:], ctx)
+            fixed_graph = run_passes(chosen.graph, FIXED_PASSES[SEARCHED_PASSES:], ctx)
         else:
             fixed_graph = run_passes(graph, FIXED_PASSES, ctx)  # stage 4: scales, tables, memory
     finally:
         ctx.options.scale_memo = None
-        memo.chosen = None
     s_in = prep.feature_scales + fixed_graph.type(fixed_graph.inputs()[0]).dtype.scale
     fixed_graph.analyses.input_scale = s_in
     if cached is not None:

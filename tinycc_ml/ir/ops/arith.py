@@ -38,17 +38,19 @@ def check_range(v, bits: int, where: str):
     return v
 
 
-def rshift(v, k: int):
+def rshift(v, k: int, own: bool = False):
+    """``own``: ``v`` is the caller's own int64 array, which the result may overwrite (no new array)."""
     v = np.asarray(v, dtype=np.int64)
     if k >= 63:  # |v| < 2^63 <= 2^(k-1): the rounded quotient is 0 (hand-written graphs get here)
         return np.zeros_like(v)
     if k <= -63:  # beyond int64: saturate, so the range checks report it
         return np.sign(v) * np.int64(2**63 - 1)
+    into = v if own and v.ndim else None
     if k > 0:
-        out = v + (1 << (k - 1))  # a new array (a scalar for 0-d): the shift goes into it
+        out = np.add(v, 1 << (k - 1), out=into)  # an array of its own (a scalar for 0-d): the shift goes into it
         return np.right_shift(out, k, out=out) if isinstance(out, np.ndarray) else out >> k
     if k < 0:
-        return v * (1 << -k)
+        return np.multiply(v, 1 << -k, out=into)
     return v
 
 
@@ -57,29 +59,20 @@ def rshift_bound(bound: int, k: int) -> int:
     return (bound + (1 << (k - 1))) >> k if k > 0 else bound << -k
 
 
-def saturate(v, bits: int):
+def saturate(v, bits: int, own: bool = False):
+    """``own``: ``v`` is the caller's own int64 array, which the result may overwrite (no new array)."""
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     # np.minimum(np.maximum(...)): np.clip's value for integers, without its per-call overhead (the scale search
     # saturates small arrays thousands of times)
-    out = np.maximum(np.asarray(v, dtype=np.int64), lo)  # a new array (a scalar for 0-d): the minimum goes into it
+    v = np.asarray(v, dtype=np.int64)
+    out = np.maximum(v, lo, out=v if own and v.ndim else None)  # the minimum goes into it (a scalar for 0-d)
     return np.minimum(out, hi, out=out) if isinstance(out, np.ndarray) else np.minimum(out, hi)
 
 
 def saturate_shifted(v, k: int, bits: int, own: bool = False):
-    """saturate(rshift(v, k), bits) with one new array at most (none when ``own``: ``v`` is the caller's own int64
-    array, which the result then overwrites): the interpreter's step after most ops, over every calibration row."""
-    v = np.asarray(v, dtype=np.int64)
-    if not v.ndim or not -63 < k < 63:
-        return saturate(rshift(v, k), bits)
-    if k > 0:
-        out = np.add(v, 1 << (k - 1), out=v if own else None)
-        np.right_shift(out, k, out=out)
-    elif k < 0:
-        out = np.multiply(v, 1 << -k, out=v if own else None)
-    else:
-        out = v if own else v.copy()
-    np.maximum(out, -(2 ** (bits - 1)), out=out)
-    return np.minimum(out, 2 ** (bits - 1) - 1, out=out)
+    """saturate(rshift(v, k), bits) with one new array at most, none when ``own`` (see rshift): the interpreter's
+    step after most ops, over every calibration row. A shift other than 0 gives an array of its own to clamp."""
+    return saturate(rshift(v, k, own), bits, own=own or k != 0)
 
 
 def align_shifts(sa: int, sb: int) -> tuple[int, int, int]:

@@ -45,7 +45,7 @@ def _fixed_addsub(sign: int):
         c, la, lb = align_shifts(call.in_scale(0), call.in_scale(1))
         a, b = check32(rshift(a, -la), call.where), check32(rshift(b, -lb), call.where)
         r = check32((np.add if sign > 0 else np.subtract)(a, b, dtype=np.int64), call.where)  # a new array
-        return saturate_shifted(r, c - call.scale, call.bits, own=isinstance(r, np.ndarray) and r.ndim > 0)
+        return saturate_shifted(r, c - call.scale, call.bits, own=True)
     return semantics
 
 
